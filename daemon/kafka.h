@@ -1,0 +1,109 @@
+/*
+ * kafka.h — Kafka ingest for cellcastd (librdkafka high-level consumer), the embedded
+ * mock cluster (`brokers: embedded`), the dead-letter producer, and at-least-once offset
+ * bookkeeping. Runs on the daemon's single event base: the host calls cc_kafka_poll()
+ * from an event (the consumer queue's fd or the cron), never from worker threads.
+ *
+ * At-least-once: a polled message's offset is stored (rd_kafka_offsets_store) only when
+ * the host says the step that consumed it is done, via cc_kafka_ack(batch_id); stored
+ * offsets are committed periodically and on close. Messages of a batch are handed to the
+ * host's on_message with the batch id they belong to.
+ */
+#ifndef CC_DAEMON_KAFKA_H
+#define CC_DAEMON_KAFKA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cc_common.h"
+
+typedef struct CcKafka CcKafka;
+
+typedef struct CcKafkaProp {
+    const char *name, *value;
+} CcKafkaProp;
+
+typedef struct CcKafkaSettings {
+    const char *brokers;            ///< bootstrap list, or "embedded" (default "embedded")
+    const char *group_id;           ///< consumer group (default "cellcastd")
+    const char *const *topics;      ///< KPI topics to subscribe (default {"kpis"})
+    int n_topics;
+    const char *alert_topic;        ///< created on the embedded broker (default "alerts")
+    const char *dead_letter_topic;  ///< invalid messages go here; NULL/"" = off (default off)
+    int embedded_partitions;        ///< partitions of topics created on the mock (default 4)
+    const CcKafkaProp *props;       ///< passed through to librdkafka as is
+    int n_props;
+    int max_poll_messages;          ///< messages per cc_kafka_poll (default 10000)
+    CcLogger logger;
+} CcKafkaSettings;
+
+typedef struct CcKafkaMessage {
+    const char *topic;
+    int32_t partition;
+    int64_t offset;
+    int64_t timestamp_ms;           ///< broker/producer timestamp, -1 if none
+    const void *key;
+    size_t key_len;
+    const void *payload;
+    size_t len;
+} CcKafkaMessage;
+
+typedef struct CcKafkaHooks {
+    void *cookie;
+    /** One message of batch `batch_id` (host parses it; returns nothing: invalid messages
+     *  are the host's to count and, if wanted, to pass to cc_kafka_dead_letter). */
+    void (*on_message)(void *cookie, uint64_t batch_id, const CcKafkaMessage *msg);
+    /** Partitions assigned (after a rebalance); the host rebuilds those cells. */
+    void (*on_assign)(void *cookie, const char *topic, const int32_t *partitions, int n);
+    /** Partitions revoked; the host releases the cells of those partitions. */
+    void (*on_revoke)(void *cookie, const char *topic, const int32_t *partitions, int n);
+} CcKafkaHooks;
+
+typedef struct CcKafkaStats {
+    uint64_t messages, bytes, batches, commits, commit_errors, dead_letters,
+        dead_letter_errors, rebalances;
+    int64_t lag;                    ///< sum over assigned partitions (high watermark - position), -1 unknown
+    int assigned_partitions;
+} CcKafkaStats;
+
+void cc_kafka_default_settings(CcKafkaSettings *s);
+
+/** Opens the consumer (and the mock cluster when brokers = "embedded"). 0 or -errno,
+ *  message in err. */
+int cc_kafka_open(CcKafka **out, const CcKafkaSettings *s, const CcKafkaHooks *hooks,
+                  char *err, size_t errlen);
+
+/** Bootstrap address actually used ("127.0.0.1:port,..." for the embedded cluster). */
+const char *cc_kafka_bootstrap(const CcKafka *k);
+
+/** Polls up to max_poll_messages without blocking, delivering them to on_message under one
+ *  new batch id, which it returns (0 = nothing polled). */
+uint64_t cc_kafka_poll(CcKafka *k);
+
+/** The host stepped everything of batches ≤ batch_id: store their offsets for commit. */
+void cc_kafka_ack(CcKafka *k, uint64_t batch_id);
+
+/** Commits stored offsets now (synchronously); 0 or -errno. Called on shutdown. */
+int cc_kafka_commit(CcKafka *k);
+
+/** Forwards an invalid message with the reason in a header; never blocks. */
+void cc_kafka_dead_letter(CcKafka *k, const CcKafkaMessage *msg, const char *reason);
+
+/** Produces to a topic (alerts), keyed; delivery reports are checked and failed messages
+ *  retried. 0 or -errno (queue full). */
+int cc_kafka_produce(CcKafka *k, const char *topic, const void *key, size_t key_len,
+                     const void *payload, size_t len);
+
+/** Serves delivery reports and rebalances; called from the cron. */
+void cc_kafka_service(CcKafka *k);
+
+/** Partition of a key in a topic (librdkafka's default partitioner), for the host to map
+ *  cells to partitions; -1 if unknown. */
+int32_t cc_kafka_partition_of(CcKafka *k, const char *topic, const void *key, size_t key_len);
+
+void cc_kafka_stats(const CcKafka *k, CcKafkaStats *out);
+
+/** Stops consuming, flushes producers (bounded by timeout_ms), commits, closes. */
+void cc_kafka_close(CcKafka **k, int timeout_ms);
+
+#endif

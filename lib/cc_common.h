@@ -1,0 +1,40 @@
+/*
+ * cc_common.h — what every lib/ module shares: the logger callback, the error-message
+ * convention and the export macro.
+ *
+ * Conventions of lib/ (the engine):
+ *  - functions return 0 or a negative errno (-EINVAL bad argument or data, -ENOMEM out of
+ *    memory, -EIO file error, -ERANGE value out of range); -EAGAIN is flow control;
+ *  - human-readable detail goes into a caller-owned buffer (`char *err, size_t errlen`,
+ *    either may be NULL/0) or to the logger passed in the settings;
+ *  - no global state, no sockets; out of memory is never fatal: it is returned as -ENOMEM.
+ */
+#ifndef CC_COMMON_H
+#define CC_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CC_API __attribute__((visibility("default")))
+
+enum CcLogLevel { CC_LOG_ERROR = 0, CC_LOG_WARN = 1, CC_LOG_INFO = 2, CC_LOG_DEBUG = 3 };
+
+/** A logger is a {cookie, callback} pair; a NULL callback discards messages. */
+typedef struct CcLogger {
+    void *cookie; ///< passed back to callback unchanged (default NULL)
+    void (*callback)(void *cookie, enum CcLogLevel level, const char *msg); ///< default NULL
+} CcLogger;
+
+/** Formats into the caller's error buffer (if any); returns `code` for tail calls. */
+CC_API int cc_errf(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/** Formats and sends a message to a logger; a NULL logger or callback does nothing. */
+CC_API void cc_logf(const CcLogger *log, enum CcLogLevel level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/** Monotonic clock in nanoseconds. */
+CC_API int64_t cc_now_ns(void);
+
+#endif

@@ -1,0 +1,144 @@
+/*
+ * cc_engine.h — incremental, batched inference of cellcast-tx/2 for many cells.
+ *
+ * A cell holds F channels (one per KPI) that step together: per channel a ring of the
+ * last R = max(N·P + P, M) raw values, the frozen normalisation of the newest complete
+ * patch, and per layer the keys and values of the n ≤ N cached patch tokens, laid out
+ * (L, 2, H, N, DK) so one head's keys are contiguous. A step whose newest complete patch
+ * differs from the one the cache was built on (a boundary, a restored or reset cell, a new
+ * model) first rebuilds the cache; then only the current token runs through the layers.
+ *
+ * cc_engine_step() batches the current tokens of every channel of every cell it is given
+ * (one sgemm per dense part) and, separately, the rebuilds. Cells are split over
+ * n_threads threads (the caller's thread included); OpenBLAS must be single-threaded
+ * (the host calls openblas_set_num_threads(1); the engine does not touch process state).
+ *
+ * Thread-safety: an engine and its cells are used by one thread at a time; the readers
+ * (cc_cell_forecast, ...) must not run concurrently with a step touching that cell.
+ */
+#ifndef CC_ENGINE_H
+#define CC_ENGINE_H
+
+#include "cc_model.h"
+
+typedef struct CcEngine CcEngine;
+typedef struct CcCell CcCell;
+
+enum CcKvType { CC_KV_F32 = 0, CC_KV_F16 = 1, CC_KV_BF16 = 2 };
+
+typedef struct CcEngineSettings {
+    int n_threads;          ///< threads over cells, caller's included; 0 = online cores (default 1)
+    enum CcKvType kv_type;  ///< element type of the KV caches (default CC_KV_F32)
+    int max_batch_cells;    ///< cells per internal batch chunk, bounds scratch memory (default 512)
+    int keep_attention;     ///< keep the last step's attention weights per channel (default 0)
+    int no_cache;           ///< rebuild every step: direct evaluation of N+1 tokens (default 0)
+    CcLogger logger;        ///< (default none)
+} CcEngineSettings;
+
+/** Time spent in the engine since open (or the last cc_engine_reset_stats), in ns. */
+typedef struct CcEngineStats {
+    uint64_t steps;           ///< cell-steps run
+    uint64_t channel_steps;   ///< channel-steps with a forecast
+    uint64_t rebuilds;        ///< channel cache rebuilds
+    uint64_t rebuild_tokens;  ///< tokens computed by rebuilds
+    int64_t ns_dense;         ///< current-token sgemms, LayerNorms, embedding, head
+    int64_t ns_attention;     ///< current-token attention against the caches
+    int64_t ns_rebuild;       ///< rebuilds (all their parts)
+    int64_t ns_other;         ///< rings, normalisation, token assembly
+} CcEngineStats;
+
+CC_API void cc_engine_default_settings(CcEngineSettings *s);
+
+/** Opens an engine on a model; the model must outlive the engine. 0, -EINVAL, -ENOMEM. */
+CC_API int cc_engine_open(CcEngine **out, const CcModel *model, const CcEngineSettings *s);
+CC_API void cc_engine_close(CcEngine **e);
+CC_API const CcModel *cc_engine_model(const CcEngine *e);
+
+/**
+ * Switches an engine to another model (hot reload). Cells keep their raw history; their
+ * caches are invalidated and rebuilt at their next step. A model with a different F,
+ * P, N, M, D, H or L than the cells were opened with needs cc_cell_rebind(). 0 or -EINVAL.
+ */
+CC_API int cc_engine_set_model(CcEngine *e, const CcModel *model);
+
+CC_API void cc_engine_stats(const CcEngine *e, CcEngineStats *out);
+CC_API void cc_engine_reset_stats(CcEngine *e);
+
+/** Bytes one cell occupies (ring, caches, forecast, attention if kept). */
+CC_API size_t cc_engine_cell_bytes(const CcEngine *e);
+/** Bytes of KV cache per cell alone. */
+CC_API size_t cc_engine_kv_bytes_per_cell(const CcEngine *e);
+
+CC_API int cc_cell_open(CcCell **out, const CcEngine *e);
+CC_API void cc_cell_close(CcCell **c);
+
+/** Forgets the history: the next step starts a new sequence (cold start again). */
+CC_API void cc_cell_reset(CcCell *c);
+
+/**
+ * Re-sizes a cell for the engine's current model, keeping as much raw history as both
+ * shapes allow (the history's width must match: same F). 0, -EINVAL, -ENOMEM.
+ */
+CC_API int cc_cell_rebind(CcCell *c, const CcEngine *e);
+
+/** One cell's observation for one step. */
+typedef struct CcStepInput {
+    CcCell *cell;
+    int64_t step;          ///< absolute step index p = ts / S
+    const float *values;   ///< (F) raw KPI values, finite; NULL = recompute the forecast
+                           ///< at the cell's last step without new data (after restore or
+                           ///< model swap)
+} CcStepInput;
+
+/**
+ * Appends each input's values to its cell and computes the new forecasts, batched.
+ * A cell's step must be its last step + 1 unless the cell is empty (a gap is the caller's
+ * policy: impute the missing steps or cc_cell_reset()). status (n, may be NULL) receives
+ * per input: 0 ok, -EINVAL step not consecutive or cell given twice, -ERANGE non-finite
+ * value; a refused input leaves its cell unchanged. Returns 0, or -ENOMEM (then no cell
+ * of the batch has advanced its forecast reliably: callers reset those cells).
+ */
+CC_API int cc_engine_step(CcEngine *e, const CcStepInput *in, int n, int *status);
+
+/** The cell's current forecast, valid until the cell's next step. */
+typedef struct CcForecast {
+    int valid;           ///< 0 until the cell holds one complete patch (cold start)
+    int64_t step;        ///< t, the newest observed step; forecasts are for t+1..t+HZ
+    int n_features, horizon;
+    const float *y;      // (F, HZ, 2) head output: normalised mean and log-sigma
+    const float *mu;     // (F) normalisation mean
+    const float *sigma;  // (F) normalisation scale
+} CcForecast;
+
+CC_API void cc_cell_forecast(const CcCell *c, CcForecast *out);
+
+/** Mean and sd in the KPI's own units for channel f, horizon step k (0-based). */
+CC_API void cc_forecast_point(const CcForecast *fc, int f, int k, double *mean, double *sd);
+
+/** Steps held: first/last absolute step (-1 when empty) and how many (≤ ring size). */
+CC_API void cc_cell_span(const CcCell *c, int64_t *first, int64_t *last);
+
+/** Copies the stored raw values of steps [from, from+count) as (count, F); 0 or -ERANGE. */
+CC_API int cc_cell_history(const CcCell *c, int64_t from, int count, float *out);
+
+/**
+ * Restores a cell's raw history (e.g. from a snapshot): steps first..first+count-1 with
+ * values (count, F). The cell is reset first; the forecast becomes valid at the next
+ * cc_engine_step (values NULL to compute it without new data). 0, -EINVAL, -ERANGE.
+ * `seq_start` is the first step of the sequence (≤ first) for the cold-start rule.
+ */
+CC_API int cc_cell_restore(CcCell *c, int64_t seq_start, int64_t first, int count,
+                           const float *values);
+
+/** First step of the cell's current sequence (p0), -1 when empty. */
+CC_API int64_t cc_cell_seq_start(const CcCell *c);
+
+/**
+ * Last step's attention of channel f (requires keep_attention): weights (L, H, N+1) over
+ * the tokens [cached_0..cached_{n-1}, current] and each token's end step (N+1).
+ * *n_tokens gets n+1. 0, -EAGAIN (no forecast yet), -EINVAL (not kept).
+ */
+CC_API int cc_cell_attention(const CcCell *c, int f, float *weights, int64_t *token_end,
+                             int *n_tokens);
+
+#endif

@@ -1,0 +1,34 @@
+/*
+ * cc_ref.h — direct evaluation of the spec's steps 1–6 for one channel at one step, with
+ * naive loops and double accumulation. The oracle of the tests and the path behind
+ * `--no-cache` checks; deliberately shares no code with cc_engine.c beyond cc_kernels'
+ * PE and time-feature formulas.
+ */
+#ifndef CC_REF_H
+#define CC_REF_H
+
+#include "cc_model.h"
+
+/** Intermediate activations of one direct evaluation (all optional for the caller). */
+typedef struct CcRefTrace {
+    int n_tokens;        ///< n cached + 1 current
+    int64_t *token_end;  // (N+1)       end step q of each token, cached oldest first
+    float *tokens_in;    // (N+1, IN)   normalised values + time features
+    float *z;            // (L+1, N+1, D) layer inputs; z[L] is the last layer's output
+    float *att;          // (L, H, N+1, N+1) attention weights, row = query token (0 masked)
+} CcRefTrace;
+
+/** Allocates a trace sized for hp; free with cc_ref_trace_free. */
+CC_API int cc_ref_trace_alloc(CcRefTrace *tr, const CcHparams *hp);
+CC_API void cc_ref_trace_free(CcRefTrace *tr);
+
+/**
+ * Forecast at step t for feature f of a channel whose raw values are x[p - p0] for
+ * p = p0..t (so x has t - p0 + 1 values).
+ * y (2HZ) gets the head output, mu/sigma the normalisation. trace may be NULL.
+ * Returns 0, -EAGAIN when the channel has no complete patch yet (cold start), -EINVAL.
+ */
+CC_API int cc_ref_forward(const CcModel *m, int f, const float *x, int64_t p0, int64_t t,
+                          float *y, float *mu, float *sigma, CcRefTrace *trace);
+
+#endif
