@@ -1,0 +1,13 @@
+/* cli.h — the subcommands of the `cellcast` CLI; each parses its own arguments
+ * (argv[0] is the subcommand name) and returns the process exit code. */
+#ifndef CC_CLI_H
+#define CC_CLI_H
+
+int cmd_info(int argc, char **argv);
+int cmd_forward(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+
+#endif
