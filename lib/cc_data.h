@@ -1,0 +1,186 @@
+/*
+ * cc_data.h — KPI history from CSV: loading, the missing-data policy, time splits.
+ *
+ * A CcDataset holds one or more series (one per cell), all with the same F features and
+ * step length S. Series s covers the absolute steps p0 .. p0+T-1 (p = unix seconds / S),
+ * one row per step with no holes: steps absent from the file are inserted.
+ *
+ * Two CSV layouts (the first line is always a header):
+ *   long  `ts,cell_id,<kpi…>`   many cells, rows of different cells interleaved in any order;
+ *   wide  `<time>,<kpi…>`       one series (the layout of the files in ../shared/data).
+ * RFC 4180 quoting ("a,b", "say ""x"""), CRLF or LF line ends, a UTF-8 BOM, blank lines
+ * (skipped, anywhere) are accepted. A value that is empty, `NaN`, `nan`, `NA`, `null` or
+ * `-` is missing; anything else must parse completely as a finite number. A malformed row
+ * stops the load with `file:line:column: what` in the error buffer.
+ *
+ * Timestamps (`time_format` NULL = auto, decided per value):
+ *   - an integer or decimal number: unix seconds, or milliseconds when |v| ≥ 1e11;
+ *   - ISO-8601 / RFC 3339: `2018-03-28T15:56:00Z`, `…T15:56:00.250+02:00`, `2018-03-28`;
+ *   - `YYYY-MM-DD HH:MM[:SS[.fff]]` (ETTh1, Barcelona);
+ *   - `M/D/YYYY H:MM[:SS]` (US month first, the lte-hourly files);
+ *   - otherwise a strptime(3) format given in `time_format` (e.g. "%d.%m.%Y %H:%M").
+ * Times without a zone are UTC. A time that is not a multiple of S is rounded to the
+ * nearest step (counted as `misaligned`).
+ *
+ * Missing-data policy (every case is counted in CcDataReport, nothing is dropped silently):
+ *   1. Steps absent from the file inside a series are inserted, all features missing.
+ *   2. Two rows of the same cell on the same step: the later row in the file wins
+ *      (`duplicates`). Rows out of time order are sorted (`out_of_order`).
+ *   3. Every missing value (empty/NaN in the file, or an inserted step) has mask 0.
+ *      Targets with mask 0 must be excluded from losses and metrics.
+ *   4. The model needs finite inputs, so `x` is imputed where mask is 0:
+ *      CC_IMPUTE_CARRY (default): the last observed value of that feature is carried
+ *      forward — causal, what a live feed can do; values before the first observation
+ *      take the first observed value. CC_IMPUTE_LINEAR: linear interpolation between the
+ *      observed neighbours (ends carried). A feature never observed in a series is 0.
+ *   5. With `max_gap_steps` > 0, a hole longer than that many steps ends the series and
+ *      the next observation starts a new one (same cell id; `segments_split`).
+ */
+#ifndef CC_DATA_H
+#define CC_DATA_H
+
+#include "cc_common.h"
+#include "cc_model.h"
+
+#define CC_CELL_ID_MAX 64
+
+enum CcDataFormat {
+    CC_DATA_AUTO = 0, ///< long if the header has the cell column, else wide
+    CC_DATA_LONG = 1,
+    CC_DATA_WIDE = 2,
+};
+
+enum CcImpute {
+    CC_IMPUTE_CARRY = 0,  ///< last observation carried forward (causal)
+    CC_IMPUTE_LINEAR = 1, ///< linear interpolation between observed neighbours
+};
+
+typedef struct CcDataSettings {
+    enum CcDataFormat format; ///< (default CC_DATA_AUTO)
+    const char *time_column;  ///< header name of the time column; NULL = first column (default NULL)
+    const char *cell_column;  ///< header name of the cell column in long format (default "cell_id")
+    const char *time_format;  ///< strptime format; NULL = auto (see above) (default NULL)
+    const char *features;     ///< comma-separated feature columns to keep, in this order;
+                              ///< NULL = every column but time and cell, header order (default NULL)
+    const char *cell_id;      ///< id of the series of a wide file; NULL = file name without
+                              ///< directory and extension (default NULL)
+    int64_t step_seconds;     ///< S; 0 = the most common positive time delta of one cell (default 0)
+    enum CcImpute impute;     ///< (default CC_IMPUTE_CARRY)
+    int max_gap_steps;        ///< split a series at holes longer than this; 0 = never (default 0)
+    CcLogger logger;          ///< warnings (e.g. large gaps) (default none)
+} CcDataSettings;
+
+/** One cell's series: T consecutive steps from absolute step p0. */
+typedef struct CcSeries {
+    char cell_id[CC_CELL_ID_MAX];
+    int64_t p0;      ///< absolute step of row 0 (unix seconds of row 0 = p0 * S)
+    int T;           ///< rows (steps)
+    float *x;        // (T, F) values, finite (missing ones imputed per the policy)
+    uint8_t *mask;   // (T, F) 1 = observed in the file, 0 = missing (imputed in x)
+} CcSeries;
+
+typedef struct CcDataset {
+    int n_features;                                      ///< F
+    char features[CC_MAX_FEATURES][CC_FEATURE_NAME_MAX]; ///< column names, column order of x
+    int64_t step_seconds;                                ///< S
+    int n_series;
+    CcSeries *series;                                    // (n_series)
+    char source[512];                                    ///< path(s) it was loaded from
+} CcDataset;
+
+/** What the loader saw and did. Totals over the whole file. */
+typedef struct CcDataReport {
+    int64_t rows_read;      ///< data rows parsed (header and blank lines excluded)
+    int64_t blank_lines;    ///< empty lines skipped
+    int64_t nan_cells[CC_MAX_FEATURES];     ///< missing values in the file, per feature
+    int64_t imputed_cells[CC_MAX_FEATURES]; ///< values imputed, per feature (file NaNs + inserted)
+    int64_t missing_steps;  ///< steps absent from the file, inserted
+    int64_t duplicates;     ///< rows repeating an earlier (cell, step); the later one kept
+    int64_t out_of_order;   ///< rows earlier than the previous row of their cell
+    int64_t misaligned;     ///< times not a multiple of S, rounded to the nearest step
+    int64_t segments_split; ///< extra series made by max_gap_steps
+    int64_t step_seconds;   ///< S used (detected or given)
+    int step_detected;      ///< 1 when S was detected from the data
+} CcDataReport;
+
+/** Row index range [begin, end) of a series. */
+typedef struct CcRange {
+    int begin, end;
+} CcRange;
+
+CC_API void cc_data_default_settings(CcDataSettings *s);
+
+/**
+ * Loads one CSV file. report may be NULL. *out is owned by the caller (cc_data_free).
+ * 0; -EIO (cannot open/read); -EINVAL (malformed: `file:line:col: what` in err);
+ * -ENOMEM; -ERANGE (more than CC_MAX_FEATURES columns, a series longer than INT_MAX/F).
+ */
+CC_API int cc_data_load(CcDataset **out, const char *path, const CcDataSettings *s,
+                        CcDataReport *report, char *err, size_t errlen);
+
+/** Same from a buffer; `name` is used in messages and as default cell id. */
+CC_API int cc_data_load_buffer(CcDataset **out, const char *buf, size_t len, const char *name,
+                               const CcDataSettings *s, CcDataReport *report, char *err,
+                               size_t errlen);
+
+CC_API void cc_data_free(CcDataset **ds);
+
+/**
+ * Appends `next` to `ds` in time: each series of `next` is joined to the series of `ds`
+ * with the same cell id (which must end before it starts; a hole between them is
+ * inserted as missing steps and imputed per `impute`), or added as a new series.
+ * Features (names and order) and S must match. `next` is not modified. Used to put a
+ * test file after its train file. *join_row (may be NULL) gets, for series 0 of `next`,
+ * the row of the result where it starts. 0, -EINVAL, -ENOMEM.
+ */
+CC_API int cc_data_append(CcDataset *ds, const CcDataset *next, enum CcImpute impute,
+                          int *join_row, char *err, size_t errlen);
+
+/**
+ * Reorders/subsets the columns to `names` (n of them), e.g. a model's feature list.
+ * 0, -EINVAL (a name not in the dataset: named in err), -ENOMEM.
+ */
+CC_API int cc_data_select(CcDataset *ds, const char *const *names, int n, char *err,
+                          size_t errlen);
+
+/** Column of a feature name, or -1. */
+CC_API int cc_data_feature_index(const CcDataset *ds, const char *name);
+
+/**
+ * Time split of a T-row series into train / validation / test row ranges.
+ * spec:
+ *   NULL or ""                 = "0.7,0.1" (last 20% test);
+ *   "a,b"                      = fractions: train [0, ⌊aT⌋), val [⌊aT⌋, ⌊(a+b)T⌋), test to T;
+ *   "rows:A-B,C-D,E-F"         = explicit row ranges (ETTh1: rows:0-8640,8640-11520,11520-14400).
+ * A range may be empty. Rows before a range stay usable as history (look-back).
+ * 0 or -EINVAL (bad syntax, out of order, past T: message in err).
+ */
+CC_API int cc_data_split(const char *spec, int T, CcRange out[3], char *err, size_t errlen);
+
+/**
+ * Per-feature mean and population std of the observed (mask 1) values of rows
+ * range of series s. mean/std have F entries; a feature with no observation gets 0/1,
+ * std 0 is replaced by 1.
+ */
+CC_API void cc_data_stats(const CcDataset *ds, int s, CcRange range, double *mean, double *std);
+
+/** x ← (x − mean)/std for every row and feature of every series (ETT protocol z-scoring). */
+CC_API void cc_data_standardize(CcDataset *ds, const double *mean, const double *std);
+
+/** Unix seconds of row i of series s. */
+static inline int64_t cc_data_row_ts(const CcDataset *ds, int s, int i)
+{
+    return (ds->series[s].p0 + i) * ds->step_seconds;
+}
+
+/**
+ * Parses one timestamp to unix seconds (double: may carry milliseconds) with the rules
+ * above; fmt NULL = auto. 0 or -EINVAL. Exposed for tests and the CLI's --from.
+ */
+CC_API int cc_data_parse_time(const char *s, size_t len, const char *fmt, double *out);
+
+/** One-paragraph human summary of a report (rows, NaNs per feature, inserted steps…). */
+CC_API void cc_data_report_format(const CcDataReport *r, const CcDataset *ds, char *buf,
+                                  size_t buflen);
+
+#endif
