@@ -1,0 +1,1299 @@
+/*
+ * cc_data.c — CSV loader for KPI history (long and wide layouts), timestamps, the
+ * missing-data policy of cc_data.h, splits and standardisation.
+ *
+ * The loader reads the whole file, parses it row by row into a flat table
+ * (cell, time, F values) and then builds one hole-free series per cell:
+ * detect S → map times to steps → sort → drop duplicates → insert missing steps → impute.
+ */
+#include "cc_data.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_COLUMNS 1024
+#define FIELD_MAX 4096
+
+void cc_data_default_settings(CcDataSettings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->format = CC_DATA_AUTO;
+    s->cell_column = "cell_id";
+    s->impute = CC_IMPUTE_CARRY;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Timestamps                                                                          */
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm). */
+static int64_t days_from_civil(int64_t y, int m, int d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static int days_in_month(int64_t y, int m)
+{
+    static const int dm[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    return m == 2 ? 28 + leap : dm[m - 1];
+}
+
+/* Reads 1..maxd digits at *p; returns -1 if none. */
+static int64_t read_uint(const char **p, const char *end, int mind, int maxd)
+{
+    int64_t v = 0;
+    int n = 0;
+    while (*p < end && n < maxd && isdigit((unsigned char)**p)) {
+        v = v * 10 + (**p - '0');
+        (*p)++;
+        n++;
+    }
+    return n >= mind ? v : -1;
+}
+
+static int valid_ymdhms(int64_t y, int64_t mo, int64_t d, int64_t h, int64_t mi, double sec)
+{
+    return y >= 1 && y <= 9999 && mo >= 1 && mo <= 12 && d >= 1 &&
+           d <= days_in_month(y, (int)mo) && h >= 0 && h <= 24 && mi >= 0 && mi <= 59 &&
+           sec >= 0 && sec < 61 && !(h == 24 && (mi || sec > 0));
+}
+
+/* Optional clock part "HH:MM[:SS[.fff]]" starting at *p. */
+static int parse_clock(const char **p, const char *end, int mind_h, int64_t *h, int64_t *mi,
+                       double *sec)
+{
+    *h = read_uint(p, end, mind_h, 2);
+    if (*h < 0 || *p >= end || **p != ':')
+        return -1;
+    (*p)++;
+    *mi = read_uint(p, end, 2, 2);
+    if (*mi < 0)
+        return -1;
+    *sec = 0;
+    if (*p < end && **p == ':') {
+        (*p)++;
+        int64_t s = read_uint(p, end, 2, 2);
+        if (s < 0)
+            return -1;
+        *sec = (double)s;
+        if (*p < end && (**p == '.' || **p == ',')) {
+            (*p)++;
+            double scale = 0.1;
+            if (*p >= end || !isdigit((unsigned char)**p))
+                return -1;
+            while (*p < end && isdigit((unsigned char)**p)) {
+                *sec += scale * (**p - '0');
+                scale *= 0.1;
+                (*p)++;
+            }
+        }
+    }
+    return 0;
+}
+
+/* ISO-8601 / RFC 3339 and "YYYY-MM-DD HH:MM[:SS]". */
+static int parse_iso(const char *p, const char *end, double *out)
+{
+    int64_t y = read_uint(&p, end, 4, 4);
+    if (y < 0 || p >= end || *p != '-')
+        return -1;
+    p++;
+    int64_t mo = read_uint(&p, end, 2, 2);
+    if (mo < 0 || p >= end || *p != '-')
+        return -1;
+    p++;
+    int64_t d = read_uint(&p, end, 2, 2);
+    if (d < 0)
+        return -1;
+    int64_t h = 0, mi = 0;
+    double sec = 0, off = 0;
+    if (p < end && (*p == 'T' || *p == 't' || *p == ' ')) {
+        p++;
+        if (parse_clock(&p, end, 2, &h, &mi, &sec))
+            return -1;
+        if (p < end && (*p == 'Z' || *p == 'z')) {
+            p++;
+        } else if (p < end && (*p == '+' || *p == '-')) {
+            int sign = *p == '-' ? -1 : 1;
+            p++;
+            int64_t oh = read_uint(&p, end, 2, 2), om = 0;
+            if (oh < 0 || oh > 23)
+                return -1;
+            if (p < end && *p == ':')
+                p++;
+            if (p < end && isdigit((unsigned char)*p)) {
+                om = read_uint(&p, end, 2, 2);
+                if (om < 0 || om > 59)
+                    return -1;
+            }
+            off = sign * (double)(oh * 3600 + om * 60);
+        }
+    }
+    if (p != end || !valid_ymdhms(y, mo, d, h, mi, sec))
+        return -1;
+    *out = (double)(days_from_civil(y, (int)mo, (int)d) * 86400 + h * 3600 + mi * 60) + sec - off;
+    return 0;
+}
+
+/* "M/D/YYYY[ H:MM[:SS]]", month first. */
+static int parse_us(const char *p, const char *end, double *out)
+{
+    int64_t mo = read_uint(&p, end, 1, 2);
+    if (mo < 0 || p >= end || *p != '/')
+        return -1;
+    p++;
+    int64_t d = read_uint(&p, end, 1, 2);
+    if (d < 0 || p >= end || *p != '/')
+        return -1;
+    p++;
+    int64_t y = read_uint(&p, end, 4, 4);
+    if (y < 0)
+        return -1;
+    int64_t h = 0, mi = 0;
+    double sec = 0;
+    if (p < end && *p == ' ') {
+        while (p < end && *p == ' ')
+            p++;
+        if (parse_clock(&p, end, 1, &h, &mi, &sec))
+            return -1;
+    }
+    if (p != end || !valid_ymdhms(y, mo, d, h, mi, sec))
+        return -1;
+    *out = (double)(days_from_civil(y, (int)mo, (int)d) * 86400 + h * 3600 + mi * 60) + sec;
+    return 0;
+}
+
+static int parse_unix(const char *p, const char *end, double *out)
+{
+    char buf[64];
+    size_t n = (size_t)(end - p);
+    if (n == 0 || n >= sizeof buf)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (!isdigit((unsigned char)p[i]) && p[i] != '.' && p[i] != '-' && p[i] != '+' &&
+            p[i] != 'e' && p[i] != 'E')
+            return -1;
+    memcpy(buf, p, n);
+    buf[n] = 0;
+    char *e;
+    double v = strtod(buf, &e);
+    if (*e || !isfinite(v))
+        return -1;
+    if (fabs(v) >= 1e11)
+        v /= 1000.0;
+    *out = v;
+    return 0;
+}
+
+int cc_data_parse_time(const char *s, size_t len, const char *fmt, double *out)
+{
+    const char *p = s, *end = s + len;
+    while (p < end && isspace((unsigned char)*p))
+        p++;
+    while (end > p && isspace((unsigned char)end[-1]))
+        end--;
+    if (p == end)
+        return -EINVAL;
+    if (fmt && *fmt) {
+        char buf[256];
+        size_t n = (size_t)(end - p);
+        if (n >= sizeof buf)
+            return -EINVAL;
+        memcpy(buf, p, n);
+        buf[n] = 0;
+        struct tm tm;
+        memset(&tm, 0, sizeof tm);
+        tm.tm_mday = 1;
+        const char *r = strptime(buf, fmt, &tm);
+        if (!r)
+            return -EINVAL;
+        while (*r && isspace((unsigned char)*r))
+            r++;
+        if (*r)
+            return -EINVAL;
+        long gmtoff = tm.tm_gmtoff;
+        int64_t y = (int64_t)tm.tm_year + 1900;
+        if (tm.tm_mon < 0 || tm.tm_mon > 11 || tm.tm_mday < 1 ||
+            tm.tm_mday > days_in_month(y, tm.tm_mon + 1))
+            return -EINVAL;
+        *out = (double)(days_from_civil(y, tm.tm_mon + 1, tm.tm_mday) * 86400 +
+                        (int64_t)tm.tm_hour * 3600 + tm.tm_min * 60 + tm.tm_sec - gmtoff);
+        return 0;
+    }
+    if (end - p >= 5 && isdigit((unsigned char)p[0]) && isdigit((unsigned char)p[1]) &&
+        isdigit((unsigned char)p[2]) && isdigit((unsigned char)p[3]) && p[4] == '-')
+        return parse_iso(p, end, out) ? -EINVAL : 0;
+    if (memchr(p, '/', (size_t)(end - p)))
+        return parse_us(p, end, out) ? -EINVAL : 0;
+    return parse_unix(p, end, out) ? -EINVAL : 0;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* CSV tokenizer                                                                       */
+
+typedef struct Csv {
+    const char *buf, *end, *p;
+    const char *name;
+    int64_t line;            /* line of the current position (1-based) */
+    const char *line_start;  /* start of the current line */
+    /* current record */
+    int nf;
+    int64_t rec_line;
+    char *fields;            /* NUL-separated field texts */
+    size_t fields_cap, fields_len;
+    size_t off[MAX_COLUMNS];
+    size_t flen[MAX_COLUMNS];
+    int col[MAX_COLUMNS];    /* 1-based column (byte) where the field starts */
+    int64_t fline[MAX_COLUMNS];
+} Csv;
+
+static int csv_put(Csv *c, char ch)
+{
+    if (c->fields_len + 1 >= c->fields_cap) {
+        size_t cap = c->fields_cap ? c->fields_cap * 2 : 4096;
+        char *n = realloc(c->fields, cap);
+        if (!n)
+            return -ENOMEM;
+        c->fields = n;
+        c->fields_cap = cap;
+    }
+    c->fields[c->fields_len++] = ch;
+    return 0;
+}
+
+/* Reads one record. Returns 1 = record, 0 = end of input, <0 error (message in err).
+ * Blank lines are skipped and counted in *blank. */
+static int csv_next(Csv *c, int64_t *blank, char *err, size_t errlen)
+{
+    for (;;) {
+        if (c->p >= c->end)
+            return 0;
+        /* blank line: only \r before \n (or end) */
+        const char *q = c->p;
+        while (q < c->end && (*q == '\r' || *q == ' ' || *q == '\t'))
+            q++;
+        if (q >= c->end || *q == '\n') {
+            if (q < c->end || q > c->p)
+                (*blank)++;
+            c->p = q < c->end ? q + 1 : q;
+            c->line++;
+            c->line_start = c->p;
+            continue;
+        }
+        break;
+    }
+    c->nf = 0;
+    c->fields_len = 0;
+    c->rec_line = c->line;
+    for (;;) {
+        if (c->nf >= MAX_COLUMNS)
+            return cc_errf(err, errlen, -ERANGE, "%s:%lld: more than %d columns", c->name,
+                           (long long)c->line, MAX_COLUMNS);
+        int k = c->nf++;
+        c->off[k] = c->fields_len;
+        c->col[k] = (int)(c->p - c->line_start) + 1;
+        c->fline[k] = c->line;
+        /* leading spaces before a quote are allowed */
+        const char *s = c->p;
+        while (s < c->end && (*s == ' ' || *s == '\t'))
+            s++;
+        if (s < c->end && *s == '"') {
+            int64_t qline = c->line;
+            int qcol = (int)(s - c->line_start) + 1;
+            c->p = s + 1;
+            for (;;) {
+                if (c->p >= c->end)
+                    return cc_errf(err, errlen, -EINVAL,
+                                   "%s:%lld:%d: unterminated quoted field", c->name,
+                                   (long long)qline, qcol);
+                char ch = *c->p++;
+                if (ch == '"') {
+                    if (c->p < c->end && *c->p == '"') {
+                        c->p++;
+                        if (csv_put(c, '"'))
+                            return -ENOMEM;
+                        continue;
+                    }
+                    break;
+                }
+                if (ch == '\n') {
+                    c->line++;
+                    c->line_start = c->p;
+                }
+                if (csv_put(c, ch))
+                    return -ENOMEM;
+            }
+            while (c->p < c->end && (*c->p == ' ' || *c->p == '\t'))
+                c->p++;
+            if (c->p < c->end && *c->p == '\r' && (c->p + 1 == c->end || c->p[1] == '\n'))
+                c->p++;
+            if (c->p < c->end && *c->p != ',' && *c->p != '\n')
+                return cc_errf(err, errlen, -EINVAL,
+                               "%s:%lld:%d: unexpected character after closing quote",
+                               c->name, (long long)c->line,
+                               (int)(c->p - c->line_start) + 1);
+        } else {
+            while (c->p < c->end && *c->p != ',' && *c->p != '\n') {
+                if (*c->p == '\r' && (c->p + 1 == c->end || c->p[1] == '\n')) {
+                    c->p++;
+                    continue;
+                }
+                if (*c->p == '"')
+                    return cc_errf(err, errlen, -EINVAL,
+                                   "%s:%lld:%d: quote inside an unquoted field", c->name,
+                                   (long long)c->line, (int)(c->p - c->line_start) + 1);
+                if (csv_put(c, *c->p))
+                    return -ENOMEM;
+                c->p++;
+            }
+        }
+        c->flen[k] = c->fields_len - c->off[k];
+        if (csv_put(c, 0))
+            return -ENOMEM;
+        if (c->p >= c->end)
+            return 1;
+        if (*c->p == '\n') {
+            c->p++;
+            c->line++;
+            c->line_start = c->p;
+            return 1;
+        }
+        c->p++; /* ',' */
+    }
+}
+
+static const char *csv_field(const Csv *c, int k, size_t *len)
+{
+    const char *s = c->fields + c->off[k];
+    size_t n = c->flen[k];
+    while (n && isspace((unsigned char)*s)) {
+        s++;
+        n--;
+    }
+    while (n && isspace((unsigned char)s[n - 1]))
+        n--;
+    *len = n;
+    return s;
+}
+
+static int is_missing_token(const char *s, size_t n)
+{
+    static const char *const tok[] = {"", "nan", "na", "n/a", "null", "none", "-", "-nan"};
+    for (size_t i = 0; i < sizeof tok / sizeof *tok; i++)
+        if (strlen(tok[i]) == n && strncasecmp(s, tok[i], n) == 0)
+            return 1;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Cell id table                                                                       */
+
+typedef struct CellTab {
+    char (*id)[CC_CELL_ID_MAX];
+    int n, cap;
+    int *slot; /* open addressing: index+1 or 0 */
+    int nslot;
+} CellTab;
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    while (*s)
+        h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+    return h;
+}
+
+static int celltab_find_or_add(CellTab *t, const char *s)
+{
+    if (t->n * 2 >= t->nslot) {
+        int ns = t->nslot ? t->nslot * 2 : 64;
+        int *sl = calloc((size_t)ns, sizeof *sl);
+        if (!sl)
+            return -ENOMEM;
+        for (int i = 0; i < t->n; i++) {
+            uint64_t h = hash_str(t->id[i]) & (uint64_t)(ns - 1);
+            while (sl[h])
+                h = (h + 1) & (uint64_t)(ns - 1);
+            sl[h] = i + 1;
+        }
+        free(t->slot);
+        t->slot = sl;
+        t->nslot = ns;
+    }
+    uint64_t h = hash_str(s) & (uint64_t)(t->nslot - 1);
+    while (t->slot[h]) {
+        if (strcmp(t->id[t->slot[h] - 1], s) == 0)
+            return t->slot[h] - 1;
+        h = (h + 1) & (uint64_t)(t->nslot - 1);
+    }
+    if (t->n == t->cap) {
+        int cap = t->cap ? t->cap * 2 : 16;
+        void *n = realloc(t->id, (size_t)cap * sizeof *t->id);
+        if (!n)
+            return -ENOMEM;
+        t->id = n;
+        t->cap = cap;
+    }
+    snprintf(t->id[t->n], CC_CELL_ID_MAX, "%s", s);
+    t->slot[h] = t->n + 1;
+    return t->n++;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Imputation                                                                          */
+
+static void impute_series(CcSeries *s, int F, enum CcImpute how, int64_t *count)
+{
+    for (int f = 0; f < F; f++) {
+        int first = -1;
+        for (int i = 0; i < s->T; i++)
+            if (s->mask[(size_t)i * F + f]) {
+                first = i;
+                break;
+            }
+        if (first < 0) {
+            for (int i = 0; i < s->T; i++)
+                s->x[(size_t)i * F + f] = 0.0f;
+            if (count)
+                count[f] += s->T;
+            continue;
+        }
+        int last = first; /* last observed row */
+        for (int i = 0; i < s->T; i++) {
+            size_t k = (size_t)i * F + f;
+            if (s->mask[k]) {
+                if (how == CC_IMPUTE_LINEAR && i > last + 1) {
+                    float a = s->x[(size_t)last * F + f], b = s->x[k];
+                    for (int j = last + 1; j < i; j++)
+                        s->x[(size_t)j * F + f] =
+                            a + (b - a) * (float)(j - last) / (float)(i - last);
+                }
+                last = i;
+                continue;
+            }
+            if (count)
+                count[f]++;
+            if (i < first)
+                s->x[k] = s->x[(size_t)first * F + f];
+            else
+                s->x[k] = s->x[(size_t)last * F + f]; /* carry (linear overwrites later) */
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Loader                                                                              */
+
+typedef struct Row {
+    double ts;
+    int64_t step;
+    int cell;
+    int order;
+} Row;
+
+static int cmp_row(const void *a, const void *b)
+{
+    const Row *x = a, *y = b;
+    if (x->cell != y->cell)
+        return x->cell < y->cell ? -1 : 1;
+    if (x->step != y->step)
+        return x->step < y->step ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void base_name(const char *path, char *out, size_t n)
+{
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    snprintf(out, n, "%s", b);
+    char *dot = strrchr(out, '.');
+    if (dot && dot != out)
+        *dot = 0;
+}
+
+static int add_series(CcDataset *ds, int *cap, const char *id, int64_t p0, int T)
+{
+    if (ds->n_series == *cap) {
+        int nc = *cap ? *cap * 2 : 4;
+        CcSeries *n = realloc(ds->series, (size_t)nc * sizeof *n);
+        if (!n)
+            return -ENOMEM;
+        ds->series = n;
+        *cap = nc;
+    }
+    CcSeries *s = &ds->series[ds->n_series];
+    memset(s, 0, sizeof *s);
+    snprintf(s->cell_id, sizeof s->cell_id, "%s", id);
+    s->p0 = p0;
+    s->T = T;
+    size_t n = (size_t)T * (size_t)ds->n_features;
+    s->x = malloc(n ? n * sizeof *s->x : 1);
+    s->mask = calloc(n ? n : 1, 1);
+    ds->n_series++;
+    if (!s->x || !s->mask)
+        return -ENOMEM;
+    return 0;
+}
+
+void cc_data_free(CcDataset **pds)
+{
+    if (!pds || !*pds)
+        return;
+    CcDataset *ds = *pds;
+    for (int i = 0; i < ds->n_series; i++) {
+        free(ds->series[i].x);
+        free(ds->series[i].mask);
+    }
+    free(ds->series);
+    free(ds);
+    *pds = NULL;
+}
+
+int cc_data_load_buffer(CcDataset **out, const char *buf, size_t len, const char *name,
+                        const CcDataSettings *sp, CcDataReport *report, char *err,
+                        size_t errlen)
+{
+    CcDataSettings defs;
+    if (!sp) {
+        cc_data_default_settings(&defs);
+        sp = &defs;
+    }
+    CcDataReport rep;
+    memset(&rep, 0, sizeof rep);
+    Csv *c = calloc(1, sizeof *c);
+    CellTab cells = {0};
+    Row *rows = NULL;
+    float *vals = NULL;
+    int64_t *deltas = NULL;
+    int64_t *last_ts = NULL; /* per cell: last time seen (seconds*1000), for order/deltas */
+    CcDataset *ds = NULL;
+    int colmap[CC_MAX_FEATURES];
+    int ret = 0, series_cap = 0;
+    size_t nrows = 0, rows_cap = 0, ndeltas = 0, deltas_cap = 0;
+    int last_cap = 0;
+    char wide_id[CC_CELL_ID_MAX];
+
+    *out = NULL;
+    if (!c)
+        return -ENOMEM;
+    ds = calloc(1, sizeof *ds);
+    if (!ds) {
+        ret = -ENOMEM;
+        goto error;
+    }
+    snprintf(ds->source, sizeof ds->source, "%s", name);
+    c->buf = buf;
+    c->end = buf + len;
+    c->p = buf;
+    c->name = name;
+    c->line = 1;
+    if (len >= 3 && (unsigned char)buf[0] == 0xEF && (unsigned char)buf[1] == 0xBB &&
+        (unsigned char)buf[2] == 0xBF)
+        c->p += 3;
+    c->line_start = c->p;
+
+    /* Header */
+    ret = csv_next(c, &rep.blank_lines, err, errlen);
+    if (ret < 0)
+        goto error;
+    if (ret == 0) {
+        ret = cc_errf(err, errlen, -EINVAL, "%s: empty file (no header)", name);
+        goto error;
+    }
+    int ncols = c->nf;
+    char (*hdr)[CC_FEATURE_NAME_MAX] = calloc((size_t)ncols, sizeof *hdr);
+    if (!hdr) {
+        ret = -ENOMEM;
+        goto error;
+    }
+    for (int k = 0; k < ncols; k++) {
+        size_t n;
+        const char *f = csv_field(c, k, &n);
+        if (n == 0 || n >= CC_FEATURE_NAME_MAX) {
+            ret = cc_errf(err, errlen, -EINVAL, "%s:%lld:%d: header column %d name %s", name,
+                          (long long)c->fline[k], c->col[k], k + 1,
+                          n ? "too long" : "is empty");
+            free(hdr);
+            goto error;
+        }
+        memcpy(hdr[k], f, n);
+        hdr[k][n] = 0;
+        for (int j = 0; j < k; j++)
+            if (strcmp(hdr[j], hdr[k]) == 0) {
+                ret = cc_errf(err, errlen, -EINVAL, "%s:%lld:%d: duplicate column '%s'", name,
+                              (long long)c->fline[k], c->col[k], hdr[k]);
+                free(hdr);
+                goto error;
+            }
+    }
+    int tcol = 0, ccol = -1;
+    if (sp->time_column && *sp->time_column) {
+        tcol = -1;
+        for (int k = 0; k < ncols; k++)
+            if (strcmp(hdr[k], sp->time_column) == 0)
+                tcol = k;
+        if (tcol < 0) {
+            ret = cc_errf(err, errlen, -EINVAL, "%s:1: no time column '%s' in the header", name,
+                          sp->time_column);
+            free(hdr);
+            goto error;
+        }
+    }
+    const char *cellname = sp->cell_column && *sp->cell_column ? sp->cell_column : "cell_id";
+    if (sp->format != CC_DATA_WIDE) {
+        for (int k = 0; k < ncols; k++)
+            if (k != tcol && strcmp(hdr[k], cellname) == 0)
+                ccol = k;
+        if (ccol < 0 && sp->format == CC_DATA_LONG) {
+            ret = cc_errf(err, errlen, -EINVAL,
+                          "%s:1: long format needs a '%s' column in the header", name,
+                          cellname);
+            free(hdr);
+            goto error;
+        }
+    }
+    int F = 0;
+    if (sp->features && *sp->features) {
+        const char *p = sp->features;
+        while (*p) {
+            const char *q = strchr(p, ',');
+            size_t n = q ? (size_t)(q - p) : strlen(p);
+            while (n && isspace((unsigned char)*p)) {
+                p++;
+                n--;
+            }
+            while (n && isspace((unsigned char)p[n - 1]))
+                n--;
+            int found = -1;
+            for (int k = 0; k < ncols; k++)
+                if (strlen(hdr[k]) == n && strncmp(hdr[k], p, n) == 0)
+                    found = k;
+            if (found < 0 || found == tcol || found == ccol) {
+                ret = cc_errf(err, errlen, -EINVAL, "%s:1: feature '%.*s' %s", name, (int)n, p,
+                              found < 0 ? "is not a column of the header"
+                                        : "is the time or cell column");
+                free(hdr);
+                goto error;
+            }
+            if (F == CC_MAX_FEATURES) {
+                ret = cc_errf(err, errlen, -ERANGE, "%s: more than %d features", name,
+                              CC_MAX_FEATURES);
+                free(hdr);
+                goto error;
+            }
+            for (int j = 0; j < F; j++)
+                if (colmap[j] == found) {
+                    ret = cc_errf(err, errlen, -EINVAL, "%s: feature '%s' selected twice", name,
+                                  hdr[found]);
+                    free(hdr);
+                    goto error;
+                }
+            colmap[F] = found;
+            snprintf(ds->features[F], CC_FEATURE_NAME_MAX, "%s", hdr[found]);
+            F++;
+            if (!q)
+                break;
+            p = q + 1;
+        }
+    } else {
+        for (int k = 0; k < ncols; k++) {
+            if (k == tcol || k == ccol)
+                continue;
+            if (F == CC_MAX_FEATURES) {
+                ret = cc_errf(err, errlen, -ERANGE,
+                              "%s: more than %d feature columns; choose some with features",
+                              name, CC_MAX_FEATURES);
+                free(hdr);
+                goto error;
+            }
+            colmap[F] = k;
+            snprintf(ds->features[F], CC_FEATURE_NAME_MAX, "%s", hdr[k]);
+            F++;
+        }
+    }
+    free(hdr);
+    if (F == 0) {
+        ret = cc_errf(err, errlen, -EINVAL, "%s:1: no feature columns", name);
+        goto error;
+    }
+    ds->n_features = F;
+    if (sp->cell_id && *sp->cell_id)
+        snprintf(wide_id, sizeof wide_id, "%s", sp->cell_id);
+    else
+        base_name(name, wide_id, sizeof wide_id);
+
+    /* Rows */
+    for (;;) {
+        ret = csv_next(c, &rep.blank_lines, err, errlen);
+        if (ret < 0)
+            goto error;
+        if (ret == 0)
+            break;
+        if (c->nf != ncols) {
+            ret = cc_errf(err, errlen, -EINVAL, "%s:%lld: expected %d fields, found %d", name,
+                          (long long)c->rec_line, ncols, c->nf);
+            goto error;
+        }
+        if (nrows >= (size_t)INT_MAX) {
+            ret = cc_errf(err, errlen, -ERANGE, "%s: too many rows", name);
+            goto error;
+        }
+        if (nrows == rows_cap) {
+            size_t nc = rows_cap ? rows_cap * 2 : 1024;
+            Row *nr = realloc(rows, nc * sizeof *nr);
+            if (!nr) {
+                ret = -ENOMEM;
+                goto error;
+            }
+            rows = nr;
+            float *nv = realloc(vals, nc * (size_t)F * sizeof *nv);
+            if (!nv) {
+                ret = -ENOMEM;
+                goto error;
+            }
+            vals = nv;
+            rows_cap = nc;
+        }
+        Row *r = &rows[nrows];
+        size_t n;
+        const char *f = csv_field(c, tcol, &n);
+        if (cc_data_parse_time(f, n, sp->time_format, &r->ts)) {
+            ret = cc_errf(err, errlen, -EINVAL,
+                          "%s:%lld:%d: cannot parse time '%.*s' (%s%s)", name,
+                          (long long)c->fline[tcol], c->col[tcol], (int)(n > 64 ? 64 : n), f,
+                          sp->time_format ? "format " : "auto: unix s/ms, ISO-8601, "
+                                                        "YYYY-MM-DD HH:MM:SS, M/D/YYYY H:MM; "
+                                                        "else give a time format",
+                          sp->time_format ? sp->time_format : "");
+            goto error;
+        }
+        if (ccol >= 0) {
+            f = csv_field(c, ccol, &n);
+            if (n == 0 || n >= CC_CELL_ID_MAX) {
+                ret = cc_errf(err, errlen, -EINVAL, "%s:%lld:%d: cell id %s", name,
+                              (long long)c->fline[ccol], c->col[ccol],
+                              n ? "too long" : "is empty");
+                goto error;
+            }
+            char id[CC_CELL_ID_MAX];
+            memcpy(id, f, n);
+            id[n] = 0;
+            r->cell = celltab_find_or_add(&cells, id);
+        } else {
+            r->cell = celltab_find_or_add(&cells, wide_id);
+        }
+        if (r->cell < 0) {
+            ret = r->cell;
+            goto error;
+        }
+        r->order = (int)nrows;
+        float *v = vals + nrows * (size_t)F;
+        for (int j = 0; j < F; j++) {
+            int k = colmap[j];
+            f = csv_field(c, k, &n);
+            if (is_missing_token(f, n)) {
+                v[j] = NAN;
+                rep.nan_cells[j]++;
+                continue;
+            }
+            char nb[128];
+            char *e = NULL;
+            double d = 0;
+            if (n < sizeof nb) {
+                memcpy(nb, f, n);
+                nb[n] = 0;
+                d = strtod(nb, &e);
+            }
+            if (n >= sizeof nb || *e || e == nb) {
+                ret = cc_errf(err, errlen, -EINVAL, "%s:%lld:%d: column '%s': not a number: '%.*s'",
+                              name, (long long)c->fline[k], c->col[k], ds->features[j],
+                              (int)(n > 40 ? 40 : n), f);
+                goto error;
+            }
+            if (!isfinite(d) || fabs(d) > 3.4e38) {
+                ret = cc_errf(err, errlen, -EINVAL,
+                              "%s:%lld:%d: column '%s': value '%.*s' is not finite in float",
+                              name, (long long)c->fline[k], c->col[k], ds->features[j],
+                              (int)(n > 40 ? 40 : n), f);
+                goto error;
+            }
+            v[j] = (float)d;
+        }
+        /* order and deltas per cell (times in ms) */
+        if (r->cell >= last_cap) {
+            int nc = last_cap ? last_cap * 2 : 16;
+            while (nc <= r->cell)
+                nc *= 2;
+            int64_t *nl = realloc(last_ts, (size_t)nc * sizeof *nl);
+            if (!nl) {
+                ret = -ENOMEM;
+                goto error;
+            }
+            for (int i = last_cap; i < nc; i++)
+                nl[i] = INT64_MIN;
+            last_ts = nl;
+            last_cap = nc;
+        }
+        int64_t tms = llround(r->ts * 1000.0);
+        if (last_ts[r->cell] != INT64_MIN) {
+            int64_t d = tms - last_ts[r->cell];
+            if (d < 0)
+                rep.out_of_order++;
+            if (d > 0) {
+                if (ndeltas == deltas_cap) {
+                    size_t nc = deltas_cap ? deltas_cap * 2 : 1024;
+                    int64_t *nd = realloc(deltas, nc * sizeof *nd);
+                    if (!nd) {
+                        ret = -ENOMEM;
+                        goto error;
+                    }
+                    deltas = nd;
+                    deltas_cap = nc;
+                }
+                deltas[ndeltas++] = d;
+            }
+        }
+        last_ts[r->cell] = tms;
+        nrows++;
+    }
+    rep.rows_read = (int64_t)nrows;
+    if (nrows == 0) {
+        ret = cc_errf(err, errlen, -EINVAL, "%s: no data rows after the header", name);
+        goto error;
+    }
+
+    /* Step length */
+    int64_t S = sp->step_seconds;
+    if (S <= 0) {
+        if (ndeltas == 0) {
+            ret = cc_errf(err, errlen, -EINVAL,
+                          "%s: cannot detect the step from a single time per cell; give it",
+                          name);
+            goto error;
+        }
+        qsort(deltas, ndeltas, sizeof *deltas, cmp_i64);
+        int64_t best = deltas[0], run = 0, best_run = 0;
+        for (size_t i = 0; i < ndeltas; i++) {
+            run = (i > 0 && deltas[i] == deltas[i - 1]) ? run + 1 : 1;
+            if (run > best_run) {
+                best_run = run;
+                best = deltas[i];
+            }
+        }
+        if (best % 1000 != 0) {
+            ret = cc_errf(err, errlen, -EINVAL,
+                          "%s: most common time step %.3f s is not whole seconds", name,
+                          best / 1000.0);
+            goto error;
+        }
+        S = best / 1000;
+        rep.step_detected = 1;
+    }
+    ds->step_seconds = S;
+    rep.step_seconds = S;
+
+    /* Steps, sort, build series */
+    for (size_t i = 0; i < nrows; i++) {
+        double q = rows[i].ts / (double)S;
+        double rq = floor(q + 0.5);
+        if (fabs(rq) > 9e15) {
+            ret = cc_errf(err, errlen, -ERANGE, "%s: time out of range", name);
+            goto error;
+        }
+        rows[i].step = (int64_t)rq;
+        if (fabs(rows[i].ts - rq * (double)S) > 1e-3)
+            rep.misaligned++;
+    }
+    qsort(rows, nrows, sizeof *rows, cmp_row);
+    for (size_t a = 0; a < nrows;) {
+        size_t b = a;
+        while (b < nrows && rows[b].cell == rows[a].cell)
+            b++;
+        /* unique steps of rows[a..b) (the last of equal steps wins) */
+        size_t u = a;
+        while (u < b) {
+            /* segment: from u, extend while gaps ≤ max_gap */
+            int64_t p0 = rows[u].step, plast = p0;
+            size_t v = u + 1;
+            while (v < b) {
+                int64_t gap = rows[v].step - plast - 1;
+                if (sp->max_gap_steps > 0 && gap > sp->max_gap_steps)
+                    break;
+                plast = rows[v].step;
+                v++;
+            }
+            int64_t T = plast - p0 + 1;
+            int64_t nu = 0;
+            for (size_t i = u; i < v; i++)
+                if (i == u || rows[i].step != rows[i - 1].step)
+                    nu++;
+            if (T > (int64_t)INT_MAX / F || T > 16 * nu + 100000) {
+                ret = cc_errf(err, errlen, -ERANGE,
+                              "%s: cell '%s' spans %lld steps of %lld s for %lld rows: wrong "
+                              "step, stray timestamp, or set a max gap",
+                              name, cells.id[rows[a].cell], (long long)T, (long long)S,
+                              (long long)nu);
+                goto error;
+            }
+            if (u > a)
+                rep.segments_split++;
+            ret = add_series(ds, &series_cap, cells.id[rows[a].cell], p0, (int)T);
+            if (ret)
+                goto error;
+            CcSeries *s = &ds->series[ds->n_series - 1];
+            for (size_t i = u; i < v; i++) {
+                if (i > u && rows[i].step == rows[i - 1].step)
+                    rep.duplicates++;
+                size_t row = (size_t)(rows[i].step - p0);
+                const float *src = vals + (size_t)rows[i].order * F;
+                for (int j = 0; j < F; j++) {
+                    s->x[row * F + j] = src[j];
+                    s->mask[row * F + j] = !isnan(src[j]);
+                }
+            }
+            rep.missing_steps += T - nu;
+            impute_series(s, F, sp->impute, rep.imputed_cells);
+            u = v;
+        }
+        a = b;
+    }
+    if (report)
+        *report = rep;
+    *out = ds;
+    ds = NULL;
+    ret = 0;
+error:
+    if (c)
+        free(c->fields);
+    free(c);
+    free(cells.id);
+    free(cells.slot);
+    free(rows);
+    free(vals);
+    free(deltas);
+    free(last_ts);
+    cc_data_free(&ds);
+    return ret;
+}
+
+int cc_data_load(CcDataset **out, const char *path, const CcDataSettings *s,
+                 CcDataReport *report, char *err, size_t errlen)
+{
+    *out = NULL;
+    char *buf = NULL;
+    int ret = 0;
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return cc_errf(err, errlen, -EIO, "%s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, len = 0;
+    buf = malloc(cap);
+    if (!buf) {
+        ret = -ENOMEM;
+        goto done;
+    }
+    for (;;) {
+        if (len == cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                ret = -ENOMEM;
+                goto done;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t n = fread(buf + len, 1, cap - len, fp);
+        len += n;
+        if (n == 0) {
+            if (ferror(fp))
+                ret = cc_errf(err, errlen, -EIO, "%s: read error", path);
+            break;
+        }
+    }
+    if (!ret)
+        ret = cc_data_load_buffer(out, buf, len, path, s, report, err, errlen);
+done:
+    free(buf);
+    fclose(fp);
+    return ret;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Combination, selection, splits, statistics                                          */
+
+int cc_data_append(CcDataset *ds, const CcDataset *next, enum CcImpute impute, int *join_row,
+                   char *err, size_t errlen)
+{
+    const int F = ds->n_features;
+    if (next->n_features != F || next->step_seconds != ds->step_seconds)
+        return cc_errf(err, errlen, -EINVAL, "%s: features or step differ from %s",
+                       next->source, ds->source);
+    for (int f = 0; f < F; f++)
+        if (strcmp(ds->features[f], next->features[f]))
+            return cc_errf(err, errlen, -EINVAL, "%s: feature %d is '%s', expected '%s'",
+                           next->source, f, next->features[f], ds->features[f]);
+    for (int i = 0; i < next->n_series; i++) {
+        const CcSeries *b = &next->series[i];
+        int target = -1;
+        for (int j = 0; j < ds->n_series; j++)
+            if (strcmp(ds->series[j].cell_id, b->cell_id) == 0)
+                target = j;
+        if (target < 0 && next->n_series == 1 && ds->n_series == 1)
+            target = 0; /* wide files: train/test of one series, names differ */
+        if (target < 0) {
+            CcSeries *ns = realloc(ds->series, (size_t)(ds->n_series + 1) * sizeof *ns);
+            if (!ns)
+                return -ENOMEM;
+            ds->series = ns;
+            CcSeries *s = &ds->series[ds->n_series];
+            *s = *b;
+            size_t n = (size_t)b->T * F;
+            s->x = malloc(n * sizeof *s->x + 1);
+            s->mask = malloc(n + 1);
+            if (!s->x || !s->mask) {
+                free(s->x);
+                free(s->mask);
+                return -ENOMEM;
+            }
+            memcpy(s->x, b->x, n * sizeof *s->x);
+            memcpy(s->mask, b->mask, n);
+            ds->n_series++;
+            if (i == 0 && join_row)
+                *join_row = 0;
+            continue;
+        }
+        CcSeries *a = &ds->series[target];
+        int64_t end = a->p0 + a->T;
+        if (b->p0 < end)
+            return cc_errf(err, errlen, -EINVAL,
+                           "%s: cell '%s' starts at step %lld, before the end %lld of %s",
+                           next->source, b->cell_id, (long long)b->p0, (long long)end,
+                           ds->source);
+        int64_t T = b->p0 + b->T - a->p0;
+        if (T > INT_MAX / F)
+            return cc_errf(err, errlen, -ERANGE, "cell '%s': series too long", b->cell_id);
+        float *x = realloc(a->x, (size_t)T * F * sizeof *x);
+        if (!x)
+            return -ENOMEM;
+        a->x = x;
+        uint8_t *m = realloc(a->mask, (size_t)T * F);
+        if (!m)
+            return -ENOMEM;
+        a->mask = m;
+        size_t hole0 = (size_t)a->T * F, off = (size_t)(b->p0 - a->p0) * F;
+        memset(m + hole0, 0, off - hole0);
+        for (size_t k = hole0; k < off; k++)
+            x[k] = 0;
+        /* re-impute from raw: restore NaN where masked, then impute the whole series */
+        memcpy(x + off, b->x, (size_t)b->T * F * sizeof *x);
+        memcpy(m + off, b->mask, (size_t)b->T * F);
+        if (i == 0 && join_row)
+            *join_row = (int)(b->p0 - a->p0);
+        a->T = (int)T;
+        impute_series(a, F, impute, NULL);
+    }
+    size_t l = strlen(ds->source), nl = strlen(next->source);
+    if (l + nl + 2 <= sizeof ds->source) {
+        ds->source[l] = '+';
+        memcpy(ds->source + l + 1, next->source, nl + 1);
+    }
+    return 0;
+}
+
+int cc_data_feature_index(const CcDataset *ds, const char *name)
+{
+    for (int f = 0; f < ds->n_features; f++)
+        if (strcmp(ds->features[f], name) == 0)
+            return f;
+    return -1;
+}
+
+int cc_data_select(CcDataset *ds, const char *const *names, int n, char *err, size_t errlen)
+{
+    int idx[CC_MAX_FEATURES];
+    if (n <= 0 || n > CC_MAX_FEATURES)
+        return cc_errf(err, errlen, -EINVAL, "bad feature count %d", n);
+    for (int j = 0; j < n; j++) {
+        idx[j] = cc_data_feature_index(ds, names[j]);
+        if (idx[j] < 0)
+            return cc_errf(err, errlen, -EINVAL, "%s: no feature '%s' in the data", ds->source,
+                           names[j]);
+    }
+    const int F = ds->n_features;
+    for (int s = 0; s < ds->n_series; s++) {
+        CcSeries *se = &ds->series[s];
+        size_t T = (size_t)se->T;
+        float *x = malloc(T * n * sizeof *x + 1);
+        uint8_t *m = malloc(T * n + 1);
+        if (!x || !m) {
+            free(x);
+            free(m);
+            return -ENOMEM;
+        }
+        for (size_t i = 0; i < T; i++)
+            for (int j = 0; j < n; j++) {
+                x[i * n + j] = se->x[i * F + idx[j]];
+                m[i * n + j] = se->mask[i * F + idx[j]];
+            }
+        free(se->x);
+        free(se->mask);
+        se->x = x;
+        se->mask = m;
+    }
+    char tmp[CC_MAX_FEATURES][CC_FEATURE_NAME_MAX];
+    for (int j = 0; j < n; j++)
+        memcpy(tmp[j], ds->features[idx[j]], CC_FEATURE_NAME_MAX);
+    memcpy(ds->features, tmp, sizeof tmp[0] * (size_t)n);
+    ds->n_features = n;
+    return 0;
+}
+
+static int parse_int_at(const char **p, long long *v)
+{
+    char *e;
+    errno = 0;
+    long long x = strtoll(*p, &e, 10);
+    if (e == *p || errno)
+        return -1;
+    *v = x;
+    *p = e;
+    return 0;
+}
+
+int cc_data_split(const char *spec, int T, CcRange out[3], char *err, size_t errlen)
+{
+    if (!spec || !*spec)
+        spec = "0.7,0.1";
+    if (strncmp(spec, "rows:", 5) == 0) {
+        const char *p = spec + 5;
+        int prev_end = 0;
+        for (int i = 0; i < 3; i++) {
+            long long a, b;
+            if (parse_int_at(&p, &a) || *p != '-' || (p++, parse_int_at(&p, &b)))
+                return cc_errf(err, errlen, -EINVAL,
+                               "split '%s': expected rows:A-B,C-D,E-F", spec);
+            if (a < 0 || b < a || b > T || a > INT_MAX)
+                return cc_errf(err, errlen, -EINVAL,
+                               "split '%s': range %lld-%lld outside 0..%d or reversed", spec, a,
+                               b, T);
+            if (a < prev_end)
+                return cc_errf(err, errlen, -EINVAL, "split '%s': ranges overlap", spec);
+            out[i].begin = (int)a;
+            out[i].end = (int)b;
+            prev_end = (int)b;
+            if (i < 2) {
+                if (*p != ',')
+                    return cc_errf(err, errlen, -EINVAL,
+                                   "split '%s': expected rows:A-B,C-D,E-F", spec);
+                p++;
+            }
+        }
+        if (*p)
+            return cc_errf(err, errlen, -EINVAL, "split '%s': trailing text", spec);
+        return 0;
+    }
+    char *e;
+    double a = strtod(spec, &e);
+    if (e == spec || *e != ',')
+        return cc_errf(err, errlen, -EINVAL, "split '%s': expected TRAIN,VAL fractions", spec);
+    const char *p = e + 1;
+    double b = strtod(p, &e);
+    if (e == p || *e || !(a >= 0) || !(b >= 0) || a + b > 1.0 + 1e-12)
+        return cc_errf(err, errlen, -EINVAL,
+                       "split '%s': fractions must be ≥ 0 with sum ≤ 1", spec);
+    int i1 = (int)floor(a * T + 1e-9), i2 = (int)floor((a + b) * T + 1e-9);
+    if (i2 > T)
+        i2 = T;
+    out[0] = (CcRange){0, i1};
+    out[1] = (CcRange){i1, i2};
+    out[2] = (CcRange){i2, T};
+    return 0;
+}
+
+void cc_data_stats(const CcDataset *ds, int s, CcRange r, double *mean, double *std)
+{
+    const int F = ds->n_features;
+    const CcSeries *se = &ds->series[s];
+    if (r.begin < 0)
+        r.begin = 0;
+    if (r.end > se->T)
+        r.end = se->T;
+    for (int f = 0; f < F; f++) {
+        double sum = 0, sq = 0;
+        int64_t n = 0;
+        for (int i = r.begin; i < r.end; i++) {
+            size_t k = (size_t)i * F + f;
+            if (!se->mask[k])
+                continue;
+            sum += se->x[k];
+            n++;
+        }
+        double mu = n ? sum / (double)n : 0.0;
+        for (int i = r.begin; i < r.end; i++) {
+            size_t k = (size_t)i * F + f;
+            if (se->mask[k])
+                sq += (se->x[k] - mu) * (se->x[k] - mu);
+        }
+        double sd = n ? sqrt(sq / (double)n) : 1.0;
+        mean[f] = mu;
+        std[f] = sd > 0 ? sd : 1.0;
+    }
+}
+
+void cc_data_standardize(CcDataset *ds, const double *mean, const double *std)
+{
+    const int F = ds->n_features;
+    for (int s = 0; s < ds->n_series; s++) {
+        CcSeries *se = &ds->series[s];
+        for (size_t i = 0; i < (size_t)se->T; i++)
+            for (int f = 0; f < F; f++)
+                se->x[i * F + f] = (float)((se->x[i * F + f] - mean[f]) / std[f]);
+    }
+}
+
+void cc_data_report_format(const CcDataReport *r, const CcDataset *ds, char *buf, size_t n)
+{
+    size_t len = 0;
+#define PUT(...)                                                                        \
+    do {                                                                                \
+        if (len < n) {                                                                  \
+            int w = snprintf(buf + len, n - len, __VA_ARGS__);                          \
+            len += w > 0 ? (size_t)w : 0;                                               \
+        }                                                                               \
+    } while (0)
+    if (!n)
+        return;
+    buf[0] = 0;
+    PUT("%s: %lld rows, %d series, %d features, step %llds%s", ds->source,
+        (long long)r->rows_read, ds->n_series, ds->n_features, (long long)r->step_seconds,
+        r->step_detected ? " (detected)" : "");
+    PUT("; missing steps inserted %lld, duplicates %lld, out of order %lld, misaligned %lld",
+        (long long)r->missing_steps, (long long)r->duplicates, (long long)r->out_of_order,
+        (long long)r->misaligned);
+    if (r->segments_split)
+        PUT(", series split at gaps %lld", (long long)r->segments_split);
+    int any = 0;
+    for (int f = 0; f < ds->n_features; f++)
+        if (r->nan_cells[f] || r->imputed_cells[f]) {
+            PUT("%s%s %lld/%lld", any ? ", " : "; NaN/imputed per feature: ", ds->features[f],
+                (long long)r->nan_cells[f], (long long)r->imputed_cells[f]);
+            any = 1;
+        }
+#undef PUT
+}
