@@ -262,7 +262,7 @@ def bench(torch, model_path, n_cells, K, warm, seed):
     p0 = 1_000_000 * P + 3                    # an absolute start mid-patch
     total = warm + K
     g = torch.Generator().manual_seed(seed)
-    scale = torch.logspace(-1, 8, st.C, generator=None) if st.C > 1 else torch.ones(1)
+    scale = torch.logspace(-1, 8, st.C) if st.C > 1 else torch.ones(1)  # bytes to fractions
     ph = torch.rand(st.C, generator=g) * 6.283
     steps = torch.arange(total, dtype=torch.float32)
     X = scale[None, :] * (1.0 + 0.3 * torch.sin(steps[:, None] * 0.26 + ph[None, :])
@@ -296,6 +296,8 @@ def main():
     args = ap.parse_args()
 
     coretype = pick_coretype(args.openblas_coretype)
+    # torch.set_num_threads does not reach Debian's pthread OpenBLAS: pin it before import.
+    os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
     import torch
     torch.set_num_threads(args.threads)
 
