@@ -95,7 +95,8 @@ typedef struct CcStepInput {
  * A cell's step must be its last step + 1 unless the cell is empty (a gap is the caller's
  * policy: impute the missing steps or cc_cell_reset()). status (n, may be NULL) receives
  * per input: 0 ok, -EINVAL step not consecutive or cell given twice, -ERANGE non-finite
- * value; a refused input leaves its cell unchanged. Returns 0, or -ENOMEM (then no cell
+ * value, -ESTALE cell laid out for another model shape (cc_cell_rebind it); a refused
+ * input leaves its cell unchanged. Returns 0, or -ENOMEM (then no cell
  * of the batch has advanced its forecast reliably: callers reset those cells).
  */
 CC_API int cc_engine_step(CcEngine *e, const CcStepInput *in, int n, int *status);

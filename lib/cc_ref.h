@@ -11,11 +11,11 @@
 
 /** Intermediate activations of one direct evaluation (all optional for the caller). */
 typedef struct CcRefTrace {
-    int n_tokens;        ///< n cached + 1 current
-    int64_t *token_end;  // (N+1)       end step q of each token, cached oldest first
-    float *tokens_in;    // (N+1, IN)   normalised values + time features
-    float *z;            // (L+1, N+1, D) layer inputs; z[L] is the last layer's output
-    float *att;          // (L, H, N+1, N+1) attention weights, row = query token (0 masked)
+    int n_tokens;        ///< T = n cached + 1 current; arrays below are packed with T
+    int64_t *token_end;  // (T)         end step q of each token, cached oldest first
+    float *tokens_in;    // (T, IN)     normalised values + time features
+    float *z;            // (L+1, T, D) layer inputs; z[L] is the last layer's output
+    float *att;          // (L, H, T, T) attention weights, row = query token (0 = masked)
 } CcRefTrace;
 
 /** Allocates a trace sized for hp; free with cc_ref_trace_free. */

@@ -1,0 +1,910 @@
+/*
+ * cc_engine.c — incremental, batched inference of cellcast-tx/2 (see cc_engine.h).
+ *
+ * Per step, for the cells given:
+ *   1. push the new values into each cell's ring;
+ *   2. REBUILD the cells whose newest complete patch e differs from the one their cache was
+ *      built on: new normalisation (mu, sigma over the last M values up to e), the n ≤ N
+ *      patch tokens ending at e, e-P, ... as one batch through every layer with the causal
+ *      mask, keeping each layer's keys and values (the last layer needs only K and V);
+ *   3. CURRENT: the token ending at t of every channel of every cell, as one batch through
+ *      the layers, each attending to its cache plus itself, then the head.
+ * Dense parts are one sgemm per batch; attention runs per channel and head.
+ *
+ * Letters: B channel rows in a batch, T tokens in a rebuild batch, others as cc_model.h.
+ */
+#include "cc_engine.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cc_kernels.h"
+
+#define REBUILD_TOKENS_MAX 8192 /* bounds one rebuild sub-batch's scratch */
+
+typedef struct Workspace {
+    int rows;              ///< capacity in token rows
+    float *x;              // (rows, IN)  token inputs
+    float *z;              // (rows, D)   residual stream
+    float *qkv;            // (rows, 3D)
+    float *a;              // (rows, D)   attention output, then projection
+    float *h;              // (rows, FF)
+    float *y;              // (rows, 2HZ)
+    float *pe;             // (rows, D)   positional encoding per token (shared by channels)
+    float *scores;         // (N+1)
+    float *kvbuf;          // (2, N, DK)  16-bit keys/values of one head widened to f32
+    CcCell **cells;        // (max_batch_cells) cells of the chunk being processed
+    int *rows_of;          // (max_batch_cells) first row of each cell in a batch
+    CcEngineStats stats;
+} Workspace;
+
+typedef struct Job {
+    CcCell **cells;
+    int n;
+} Job;
+
+struct CcEngine {
+    const CcModel *m;
+    CcHparams hp;          ///< shapes cells are laid out for
+    CcEngineSettings s;
+    uint32_t gen;          ///< bumped by set_model: caches built before are stale
+    int R;                 ///< ring length in steps
+    size_t kv_elem;        ///< bytes per KV element
+    int n_threads;
+    Workspace *ws;         // (n_threads)
+    pthread_t *threads;    // (n_threads - 1)
+    Job *jobs;             // (n_threads)
+    struct WorkerArg {
+        CcEngine *e;
+        int idx;
+    } *args;               // (n_threads)
+    pthread_mutex_t mu;
+    pthread_cond_t cv_start, cv_done;
+    uint64_t round;
+    int pending, quit, failed;
+    CcCell **list;         ///< cells of the current step, validated
+    int list_cap;
+    uint64_t batch_mark;
+    CcEngineStats stats;
+};
+
+struct CcCell {
+    const CcEngine *e;
+    int F, R, N, L, H, DK, HZ;  ///< shapes this cell was laid out for
+    int64_t p0;            ///< first step of the sequence, -1 empty
+    int64_t last;          ///< newest step, -1 empty
+    int64_t cache_e;       ///< e the caches were built for; -1 none
+    uint32_t cache_gen;
+    int n_cached;
+    uint64_t mark;         ///< batch mark: detects a cell given twice in one step
+    int fc_valid;
+    int64_t fc_step;
+    float *ring;           // (R, F)  row p % R holds step p
+    float *mu, *sigma;     // (F)
+    void *kv;              // (F, L, 2, H, N, DK) of kv_type
+    float *y;              // (F, 2HZ)
+    float *att;            // (F, L, H, N+1) if keep_attention, else NULL
+    void *mem;
+};
+
+void cc_engine_default_settings(CcEngineSettings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->n_threads = 1;
+    s->kv_type = CC_KV_F32;
+    s->max_batch_cells = 512;
+}
+
+static int ring_len(const CcHparams *hp)
+{
+    /* Spec: max(N·P + P, M). An off-boundary rebuild (restore, model swap, no-cache) needs
+     * the M values up to e while t may be P-1 steps past e, hence M + P - 1. */
+    int a = hp->n_patches * hp->patch_len + hp->patch_len, b = hp->norm_window + hp->patch_len - 1;
+    return a > b ? a : b;
+}
+
+static void ws_free(Workspace *w)
+{
+    free(w->x);
+    free(w->z);
+    free(w->qkv);
+    free(w->a);
+    free(w->h);
+    free(w->y);
+    free(w->pe);
+    free(w->scores);
+    free(w->kvbuf);
+    free(w->cells);
+    free(w->rows_of);
+    memset(w, 0, sizeof *w);
+}
+
+static int ws_alloc(Workspace *w, const CcHparams *hp, int max_cells)
+{
+    size_t D = hp->d_model, F = hp->n_features, IN = hp->patch_len + 4;
+    size_t cur = (size_t)max_cells * F;
+    size_t reb = (size_t)F * hp->n_patches > REBUILD_TOKENS_MAX ? (size_t)F * hp->n_patches
+                                                                : REBUILD_TOKENS_MAX;
+    size_t rows = cur > reb ? cur : reb;
+    memset(w, 0, sizeof *w);
+    w->rows = (int)rows;
+    w->x = malloc(rows * IN * sizeof(float));
+    w->z = malloc(rows * D * sizeof(float));
+    w->qkv = malloc(rows * 3 * D * sizeof(float));
+    w->a = malloc(rows * D * sizeof(float));
+    w->h = malloc(rows * hp->d_ff * sizeof(float));
+    w->y = malloc(rows * 2 * hp->horizon * sizeof(float));
+    w->pe = malloc(rows * D * sizeof(float));
+    w->scores = malloc(((size_t)hp->n_patches + 1) * sizeof(float));
+    w->kvbuf = malloc(2 * (size_t)hp->n_patches * D / hp->n_heads * sizeof(float));
+    w->cells = malloc((size_t)max_cells * sizeof(CcCell *));
+    w->rows_of = malloc(((size_t)max_cells + 1) * sizeof(int));
+    if (!w->x || !w->z || !w->qkv || !w->a || !w->h || !w->y || !w->pe || !w->scores ||
+        !w->kvbuf || !w->cells || !w->rows_of) {
+        ws_free(w);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+/* ---- KV element access --------------------------------------------------------------- */
+
+static inline void kv_store(void *dst, const float *src, int n, enum CcKvType t)
+{
+    if (t == CC_KV_F32)
+        memcpy(dst, src, (size_t)n * sizeof(float));
+    else if (t == CC_KV_F16)
+        for (int i = 0; i < n; i++)
+            ((uint16_t *)dst)[i] = cc_f32_to_f16(src[i]);
+    else
+        for (int i = 0; i < n; i++)
+            ((uint16_t *)dst)[i] = cc_f32_to_bf16(src[i]);
+}
+
+static inline void kv_load(float *dst, const void *src, int n, enum CcKvType t)
+{
+    if (t == CC_KV_F32)
+        memcpy(dst, src, (size_t)n * sizeof(float));
+    else if (t == CC_KV_F16)
+        for (int i = 0; i < n; i++)
+            dst[i] = cc_f16_to_f32(((const uint16_t *)src)[i]);
+    else
+        for (int i = 0; i < n; i++)
+            dst[i] = cc_bf16_to_f32(((const uint16_t *)src)[i]);
+}
+
+/* Keys (or values) of channel f, layer l, head h: (N, DK) elements. which: 0 = K, 1 = V. */
+static inline void *kv_at(const CcCell *c, size_t elem, int f, int l, int which, int h)
+{
+    size_t idx = ((((size_t)f * c->L + l) * 2 + which) * c->H + h) * (size_t)c->N * c->DK;
+    return (char *)c->kv + idx * elem;
+}
+
+/* ---- attention kernels ----------------------------------------------------------------- */
+
+/* One query against n cached keys (f32, contiguous (n, DK)) plus its own key/value.
+ * out (DK), w (n+1) receives the weights. */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+attend_cached_f32(float *restrict out, float *restrict w, const float *restrict q,
+                  const float *restrict K, const float *restrict V, const float *restrict k_self,
+                  const float *restrict v_self, int n, int DK, float scale)
+{
+    for (int j = 0; j < n; j++) {
+        float dot = 0;
+        for (int c = 0; c < DK; c++)
+            dot += q[c] * K[(size_t)j * DK + c];
+        w[j] = dot * scale;
+    }
+    float dot = 0;
+    for (int c = 0; c < DK; c++)
+        dot += q[c] * k_self[c];
+    w[n] = dot * scale;
+    cc_softmax(w, n + 1);
+    for (int c = 0; c < DK; c++)
+        out[c] = w[n] * v_self[c];
+    for (int j = 0; j < n; j++)
+        for (int c = 0; c < DK; c++)
+            out[c] += w[j] * V[(size_t)j * DK + c];
+}
+
+/* ---- cells ----------------------------------------------------------------------------- */
+
+static size_t cell_mem_bytes(const CcEngine *e)
+{
+    const CcHparams *hp = &e->hp;
+    size_t F = hp->n_features, D = hp->d_model;
+    size_t b = (size_t)e->R * F * sizeof(float) + 2 * F * sizeof(float);
+    b += F * hp->n_layers * 2 * (size_t)hp->n_patches * D * e->kv_elem;
+    b += F * 2 * (size_t)hp->horizon * sizeof(float);
+    if (e->s.keep_attention)
+        b += F * hp->n_layers * hp->n_heads * ((size_t)hp->n_patches + 1) * sizeof(float);
+    return b + 64 * 6; /* alignment slack */
+}
+
+static void *carve(char **p, size_t bytes)
+{
+    void *r = *p;
+    *p += (bytes + 63) & ~(size_t)63;
+    return r;
+}
+
+static int cell_layout(CcCell *c, const CcEngine *e)
+{
+    const CcHparams *hp = &e->hp;
+    size_t F = hp->n_features, D = hp->d_model;
+    void *mem = NULL;
+    if (posix_memalign(&mem, 64, cell_mem_bytes(e)))
+        return -ENOMEM;
+    char *p = mem;
+    c->e = e;
+    c->F = hp->n_features;
+    c->R = e->R;
+    c->N = hp->n_patches;
+    c->L = hp->n_layers;
+    c->H = hp->n_heads;
+    c->DK = hp->d_model / hp->n_heads;
+    c->HZ = hp->horizon;
+    c->mem = mem;
+    c->ring = carve(&p, (size_t)e->R * F * sizeof(float));
+    c->mu = carve(&p, F * sizeof(float));
+    c->sigma = carve(&p, F * sizeof(float));
+    c->kv = carve(&p, F * hp->n_layers * 2 * (size_t)hp->n_patches * D * e->kv_elem);
+    c->y = carve(&p, F * 2 * (size_t)hp->horizon * sizeof(float));
+    c->att = e->s.keep_attention
+                 ? carve(&p, F * hp->n_layers * hp->n_heads * ((size_t)hp->n_patches + 1) *
+                                 sizeof(float))
+                 : NULL;
+    return 0;
+}
+
+int cc_cell_open(CcCell **out, const CcEngine *e)
+{
+    CcCell *c = calloc(1, sizeof *c);
+    if (!c)
+        return -ENOMEM;
+    if (cell_layout(c, e) < 0) {
+        free(c);
+        return -ENOMEM;
+    }
+    cc_cell_reset(c);
+    *out = c;
+    return 0;
+}
+
+void cc_cell_close(CcCell **pc)
+{
+    if (!pc || !*pc)
+        return;
+    free((*pc)->mem);
+    free(*pc);
+    *pc = NULL;
+}
+
+void cc_cell_reset(CcCell *c)
+{
+    c->p0 = c->last = c->cache_e = -1;
+    c->n_cached = 0;
+    c->fc_valid = 0;
+    c->fc_step = -1;
+}
+
+int cc_cell_rebind(CcCell *c, const CcEngine *e)
+{
+    if (c->F != e->hp.n_features)
+        return -EINVAL;
+    CcCell tmp = *c;
+    int ret = cell_layout(c, e);
+    if (ret < 0)
+        return ret;
+    /* keep the newest min(R_old, R_new) steps */
+    int64_t first = tmp.last < 0 ? 0 : tmp.last - tmp.R + 1;
+    if (first < tmp.p0)
+        first = tmp.p0;
+    if (tmp.last >= 0 && tmp.last - first + 1 > c->R)
+        first = tmp.last - c->R + 1;
+    for (int64_t p = first; tmp.last >= 0 && p <= tmp.last; p++)
+        memcpy(&c->ring[(size_t)(p % c->R) * c->F], &tmp.ring[(size_t)(p % tmp.R) * tmp.F],
+               (size_t)c->F * sizeof(float));
+    c->p0 = tmp.p0;
+    c->last = tmp.last;
+    /* a sequence start older than what is kept is fine only if the window is full */
+    if (c->last >= 0 && first > c->p0 && c->last - first + 1 < c->R)
+        c->p0 = first;
+    c->cache_e = -1;
+    c->fc_valid = 0;
+    free(tmp.mem);
+    return 0;
+}
+
+void cc_cell_span(const CcCell *c, int64_t *first, int64_t *last)
+{
+    if (c->last < 0) {
+        *first = *last = -1;
+        return;
+    }
+    int64_t f = c->last - c->R + 1;
+    *first = f > c->p0 ? f : c->p0;
+    *last = c->last;
+}
+
+int64_t cc_cell_seq_start(const CcCell *c) { return c->p0; }
+
+int cc_cell_history(const CcCell *c, int64_t from, int count, float *out)
+{
+    int64_t first, last;
+    cc_cell_span(c, &first, &last);
+    if (count < 0 || last < 0 || from < first || from + count - 1 > last)
+        return -ERANGE;
+    for (int i = 0; i < count; i++)
+        memcpy(out + (size_t)i * c->F, &c->ring[(size_t)((from + i) % c->R) * c->F],
+               (size_t)c->F * sizeof(float));
+    return 0;
+}
+
+int cc_cell_restore(CcCell *c, int64_t seq_start, int64_t first, int count, const float *values)
+{
+    if (count <= 0 || first < 0 || seq_start < 0 || seq_start > first)
+        return -EINVAL;
+    for (size_t i = 0; i < (size_t)count * c->F; i++)
+        if (!isfinite(values[i]))
+            return -ERANGE;
+    /* values before `first` are unknown: only acceptable when the ring is full anyway */
+    if (seq_start < first && count < c->R)
+        return -EINVAL;
+    cc_cell_reset(c);
+    int skip = count > c->R ? count - c->R : 0;
+    for (int i = skip; i < count; i++)
+        memcpy(&c->ring[(size_t)((first + i) % c->R) * c->F], values + (size_t)i * c->F,
+               (size_t)c->F * sizeof(float));
+    c->p0 = seq_start;
+    c->last = first + count - 1;
+    return 0;
+}
+
+/* ---- engine lifecycle ------------------------------------------------------------------ */
+
+static void *worker_main(void *arg);
+
+
+size_t cc_engine_cell_bytes(const CcEngine *e) { return sizeof(CcCell) + cell_mem_bytes(e); }
+
+size_t cc_engine_kv_bytes_per_cell(const CcEngine *e)
+{
+    const CcHparams *hp = &e->hp;
+    return (size_t)hp->n_features * hp->n_layers * 2 * hp->n_patches * hp->d_model * e->kv_elem;
+}
+
+const CcModel *cc_engine_model(const CcEngine *e) { return e->m; }
+
+static int same_shapes(const CcHparams *a, const CcHparams *b)
+{
+    return a->n_features == b->n_features && a->patch_len == b->patch_len &&
+           a->n_patches == b->n_patches && a->norm_window == b->norm_window &&
+           a->d_model == b->d_model && a->n_heads == b->n_heads && a->n_layers == b->n_layers &&
+           a->horizon == b->horizon;
+}
+
+int cc_engine_set_model(CcEngine *e, const CcModel *m)
+{
+    if (!m || cc_hparams_validate(&m->hp, NULL, 0) < 0)
+        return -EINVAL;
+    int reshape = !same_shapes(&e->hp, &m->hp) || m->hp.d_ff != e->hp.d_ff;
+    if (reshape) {
+        /* scratch sized for the new shapes; cells follow through cc_cell_rebind */
+        Workspace *nws = calloc((size_t)e->n_threads, sizeof *nws);
+        if (!nws)
+            return -ENOMEM;
+        for (int i = 0; i < e->n_threads; i++)
+            if (ws_alloc(&nws[i], &m->hp, e->s.max_batch_cells) < 0) {
+                for (int j = 0; j < i; j++)
+                    ws_free(&nws[j]);
+                free(nws);
+                return -ENOMEM;
+            }
+        for (int i = 0; i < e->n_threads; i++)
+            ws_free(&e->ws[i]);
+        free(e->ws);
+        e->ws = nws;
+    }
+    e->m = m;
+    e->hp = m->hp;
+    e->R = ring_len(&m->hp);
+    e->gen++;
+    return 0;
+}
+
+int cc_engine_open(CcEngine **out, const CcModel *m, const CcEngineSettings *s)
+{
+    CcEngineSettings def;
+    int ret = -EINVAL;
+    CcEngine *e = NULL;
+    if (!s) {
+        cc_engine_default_settings(&def);
+        s = &def;
+    }
+    if (!m || cc_hparams_validate(&m->hp, NULL, 0) < 0 || s->n_threads < 0 ||
+        s->n_threads > 256 || s->max_batch_cells < 1 || s->kv_type < CC_KV_F32 ||
+        s->kv_type > CC_KV_BF16)
+        goto error;
+    ret = -ENOMEM;
+    if (!(e = calloc(1, sizeof *e)))
+        goto error;
+    e->m = m;
+    e->hp = m->hp;
+    e->s = *s;
+    e->gen = 1;
+    e->R = ring_len(&m->hp);
+    e->kv_elem = s->kv_type == CC_KV_F32 ? 4 : 2;
+    e->n_threads = s->n_threads ? s->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (e->n_threads < 1)
+        e->n_threads = 1;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv_start, NULL);
+    pthread_cond_init(&e->cv_done, NULL);
+    e->ws = calloc((size_t)e->n_threads, sizeof *e->ws);
+    e->jobs = calloc((size_t)e->n_threads, sizeof *e->jobs);
+    if (!e->ws || !e->jobs)
+        goto error;
+    for (int i = 0; i < e->n_threads; i++)
+        if (ws_alloc(&e->ws[i], &m->hp, s->max_batch_cells) < 0)
+            goto error;
+    if (e->n_threads > 1) {
+        e->threads = calloc((size_t)e->n_threads - 1, sizeof *e->threads);
+        e->args = calloc((size_t)e->n_threads, sizeof *e->args);
+        if (!e->threads || !e->args)
+            goto error;
+        for (int i = 1; i < e->n_threads; i++) {
+            e->args[i].e = e;
+            e->args[i].idx = i;
+            if (pthread_create(&e->threads[i - 1], NULL, worker_main, &e->args[i])) {
+                e->n_threads = i; /* only i-1 workers exist: close joins those */
+                goto error;
+            }
+        }
+    }
+    *out = e;
+    return 0;
+error:
+    cc_engine_close(&e);
+    return ret;
+}
+
+void cc_engine_close(CcEngine **pe)
+{
+    if (!pe || !*pe)
+        return;
+    CcEngine *e = *pe;
+    if (e->threads) {
+        pthread_mutex_lock(&e->mu);
+        e->quit = 1;
+        pthread_cond_broadcast(&e->cv_start);
+        pthread_mutex_unlock(&e->mu);
+        for (int i = 1; i < e->n_threads; i++)
+            pthread_join(e->threads[i - 1], NULL);
+        free(e->threads);
+    }
+    if (e->ws)
+        for (int i = 0; i < e->n_threads; i++)
+            ws_free(&e->ws[i]);
+    free(e->ws);
+    free(e->jobs);
+    free(e->args);
+    free(e->list);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cv_start);
+    pthread_cond_destroy(&e->cv_done);
+    free(e);
+    *pe = NULL;
+}
+
+void cc_engine_stats(const CcEngine *e, CcEngineStats *out) { *out = e->stats; }
+
+void cc_engine_reset_stats(CcEngine *e) { memset(&e->stats, 0, sizeof e->stats); }
+
+/* ---- the batched computation ----------------------------------------------------------- */
+
+static inline int64_t boundary_of(int64_t t, int P) { return ((t + 1) / P) * P - 1; }
+
+/* One post-LN block's tail for rows of z given the attention output in a:
+ * z = LN(z + a·Wo^T + bo); z = LN(z + W2·relu(W1·z + c1) + c2). */
+static void block_tail(const CcModel *m, int l, Workspace *w, int rows, float *tmp)
+{
+    const CcHparams *hp = &m->hp;
+    const CcParams *p = &m->w;
+    const int D = hp->d_model, FF = hp->d_ff;
+    cc_linear(tmp, D, w->a, D, p->o_w + (size_t)l * D * D, D, p->o_b + (size_t)l * D, rows, D, D, 0);
+    cc_add_layernorm(w->z, w->z, tmp, p->ln1_g + (size_t)l * D, p->ln1_b + (size_t)l * D, rows, D);
+    cc_linear(w->h, FF, w->z, D, p->up_w + (size_t)l * FF * D, D, p->up_b + (size_t)l * FF, rows,
+              FF, D, 0);
+    cc_relu(w->h, (size_t)rows * FF);
+    cc_linear(tmp, D, w->h, FF, p->down_w + (size_t)l * D * FF, FF, p->down_b + (size_t)l * D,
+              rows, D, FF, 0);
+    cc_add_layernorm(w->z, w->z, tmp, p->ln2_g + (size_t)l * D, p->ln2_b + (size_t)l * D, rows, D);
+}
+
+/* z rows += embedding(x rows) + chan[f] + pe[token]; rows are ordered (cell, f, token). */
+static void embed_rows(const CcModel *m, Workspace *w, int rows)
+{
+    const int D = m->hp.d_model, IN = m->hp.patch_len + 4;
+    cc_linear(w->z, D, w->x, IN, m->w.embed_w, IN, m->w.embed_b, rows, D, IN, 0);
+}
+
+/* Rebuilds the caches of cells[0..n): every channel's n_c patch tokens as one batch. */
+static void rebuild(const CcEngine *e, Workspace *w, CcCell **cells, int n)
+{
+    const CcModel *m = e->m;
+    const CcHparams *hp = &m->hp;
+    const CcParams *p = &m->w;
+    const int F = hp->n_features, P = hp->patch_len, N = hp->n_patches, M = hp->norm_window;
+    const int D = hp->d_model, H = hp->n_heads, DK = D / H, L = hp->n_layers, IN = P + 4;
+    const float scale = 1.0f / sqrtf((float)DK);
+    int64_t t0 = cc_now_ns();
+    int rows = 0;
+
+    for (int ci = 0; ci < n; ci++) {
+        CcCell *c = cells[ci];
+        int64_t t = c->last, e_ = boundary_of(t, P);
+        int64_t lo = e_ - M + 1 > c->p0 ? e_ - M + 1 : c->p0;
+        int64_t avail = (e_ - P + 1 - c->p0) / P + 1;
+        int nc = avail < N ? (int)avail : N;
+        c->cache_e = e_;
+        c->n_cached = nc;
+        c->cache_gen = e->gen;
+        w->rows_of[ci] = rows;
+        for (int f = 0; f < F; f++) {
+            double s = 0, ss = 0;
+            for (int64_t q = lo; q <= e_; q++)
+                s += c->ring[(size_t)(q % c->R) * F + f];
+            double mu = s / (double)(e_ - lo + 1);
+            for (int64_t q = lo; q <= e_; q++) {
+                double d = c->ring[(size_t)(q % c->R) * F + f] - mu;
+                ss += d * d;
+            }
+            double sd = sqrt(ss / (double)(e_ - lo + 1));
+            c->mu[f] = (float)mu;
+            c->sigma[f] = (float)(sd + 1e-5 * (1.0 + fabs(mu)));
+        }
+        /* time features and PE depend only on the token's end step: once per cell */
+        for (int i = 0; i < nc; i++) {
+            int64_t q = e_ - (int64_t)(nc - 1 - i) * P;
+            float tau[4];
+            cc_time_features(tau, q, hp->step_seconds, hp->tz_offset_s);
+            cc_pos_encoding(&w->pe[((size_t)rows / F + i) * D], (double)q / P, D);
+            for (int f = 0; f < F; f++) {
+                float *x = &w->x[(size_t)(rows + f * nc + i) * IN];
+                float mu = c->mu[f], inv = 1.0f / c->sigma[f];
+                for (int j = 0; j < P; j++)
+                    x[j] = (c->ring[(size_t)((q - P + 1 + j) % c->R) * F + f] - mu) * inv;
+                memcpy(x + P, tau, sizeof tau);
+            }
+        }
+        rows += F * nc;
+    }
+    w->rows_of[n] = rows;
+    embed_rows(m, w, rows);
+    for (int ci = 0; ci < n; ci++) {
+        CcCell *c = cells[ci];
+        int nc = c->n_cached, r0 = w->rows_of[ci];
+        const float *pe = &w->pe[(size_t)r0 / F * D]; /* (nc, D) of this cell */
+        for (int f = 0; f < F; f++)
+            for (int i = 0; i < nc; i++) {
+                float *z = &w->z[(size_t)(r0 + f * nc + i) * D];
+                const float *ch = &p->chan[(size_t)f * D], *pi = &pe[(size_t)i * D];
+                for (int d = 0; d < D; d++)
+                    z[d] += ch[d] + pi[d];
+            }
+    }
+    for (int l = 0; l < L; l++) {
+        const float *Wqkv = p->qkv_w + (size_t)l * 3 * D * D, *bqkv = p->qkv_b + (size_t)l * 3 * D;
+        int last = l == L - 1;
+        /* the last layer's cached outputs are never used: only its keys and values */
+        cc_linear(last ? w->qkv + D : w->qkv, 3 * D, w->z, D, last ? Wqkv + (size_t)D * D : Wqkv,
+                  D, last ? bqkv + D : bqkv, rows, last ? 2 * D : 3 * D, D, 0);
+        for (int ci = 0; ci < n; ci++) {
+            CcCell *c = cells[ci];
+            int nc = c->n_cached, r0 = w->rows_of[ci];
+            for (int f = 0; f < F; f++)
+                for (int h = 0; h < H; h++) {
+                    char *K = kv_at(c, e->kv_elem, f, l, 0, h), *V = kv_at(c, e->kv_elem, f, l, 1, h);
+                    for (int i = 0; i < nc; i++) {
+                        const float *row = &w->qkv[(size_t)(r0 + f * nc + i) * 3 * D];
+                        kv_store(K + (size_t)i * DK * e->kv_elem, row + D + h * DK, DK, e->s.kv_type);
+                        kv_store(V + (size_t)i * DK * e->kv_elem, row + 2 * D + h * DK, DK,
+                                 e->s.kv_type);
+                    }
+                    if (last)
+                        continue;
+                    /* causal attention among the cached tokens, from the f32 projections */
+                    for (int i = 0; i < nc; i++) {
+                        const float *q = &w->qkv[(size_t)(r0 + f * nc + i) * 3 * D + h * DK];
+                        float *sc = w->scores, *out = &w->a[(size_t)(r0 + f * nc + i) * D + h * DK];
+                        for (int j = 0; j <= i; j++) {
+                            const float *k = &w->qkv[(size_t)(r0 + f * nc + j) * 3 * D + D + h * DK];
+                            float dot = 0;
+                            for (int cc = 0; cc < DK; cc++)
+                                dot += q[cc] * k[cc];
+                            sc[j] = dot * scale;
+                        }
+                        cc_softmax(sc, i + 1);
+                        for (int cc = 0; cc < DK; cc++)
+                            out[cc] = 0;
+                        for (int j = 0; j <= i; j++) {
+                            const float *v =
+                                &w->qkv[(size_t)(r0 + f * nc + j) * 3 * D + 2 * D + h * DK];
+                            for (int cc = 0; cc < DK; cc++)
+                                out[cc] += sc[j] * v[cc];
+                        }
+                    }
+                }
+        }
+        if (!last)
+            block_tail(m, l, w, rows, w->qkv); /* qkv is free again */
+    }
+    w->stats.rebuilds += (uint64_t)n * F;
+    w->stats.rebuild_tokens += (uint64_t)rows;
+    w->stats.ns_rebuild += cc_now_ns() - t0;
+}
+
+/* Current tokens of every channel of cells[0..n) (all with a complete patch and a fresh
+ * cache) as one batch; writes each cell's forecast. */
+static void current(const CcEngine *e, Workspace *w, CcCell **cells, int n)
+{
+    const CcModel *m = e->m;
+    const CcHparams *hp = &m->hp;
+    const CcParams *p = &m->w;
+    const int F = hp->n_features, P = hp->patch_len, D = hp->d_model, H = hp->n_heads;
+    const int DK = D / H, L = hp->n_layers, IN = P + 4, HZ2 = 2 * hp->horizon;
+    const float scale = 1.0f / sqrtf((float)DK);
+    const int rows = n * F;
+    int64_t t0 = cc_now_ns(), t1, ta = 0;
+
+    for (int ci = 0; ci < n; ci++) {
+        CcCell *c = cells[ci];
+        int64_t t = c->last;
+        float tau[4];
+        cc_time_features(tau, t, hp->step_seconds, hp->tz_offset_s);
+        cc_pos_encoding(&w->pe[(size_t)ci * D], (double)t / P, D);
+        for (int f = 0; f < F; f++) {
+            float *x = &w->x[(size_t)(ci * F + f) * IN];
+            float mu = c->mu[f], inv = 1.0f / c->sigma[f];
+            for (int j = 0; j < P; j++)
+                x[j] = (c->ring[(size_t)((t - P + 1 + j) % c->R) * F + f] - mu) * inv;
+            memcpy(x + P, tau, sizeof tau);
+        }
+    }
+    t1 = cc_now_ns();
+    w->stats.ns_other += t1 - t0;
+    embed_rows(m, w, rows);
+    for (int ci = 0; ci < n; ci++)
+        for (int f = 0; f < F; f++) {
+            float *z = &w->z[(size_t)(ci * F + f) * D];
+            const float *ch = &p->chan[(size_t)f * D], *pe = &w->pe[(size_t)ci * D];
+            for (int d = 0; d < D; d++)
+                z[d] += ch[d] + pe[d];
+        }
+    for (int l = 0; l < L; l++) {
+        cc_linear(w->qkv, 3 * D, w->z, D, p->qkv_w + (size_t)l * 3 * D * D, D,
+                  p->qkv_b + (size_t)l * 3 * D, rows, 3 * D, D, 0);
+        int64_t s0 = cc_now_ns();
+        for (int ci = 0; ci < n; ci++) {
+            CcCell *c = cells[ci];
+            int nc = c->n_cached;
+            for (int f = 0; f < F; f++) {
+                const float *row = &w->qkv[(size_t)(ci * F + f) * 3 * D];
+                for (int h = 0; h < H; h++) {
+                    const void *K = kv_at(c, e->kv_elem, f, l, 0, h);
+                    const void *V = kv_at(c, e->kv_elem, f, l, 1, h);
+                    float *wts = c->att ? &c->att[(((size_t)f * L + l) * H + h) * (c->N + 1)]
+                                        : w->scores;
+                    if (e->s.kv_type != CC_KV_F32) {
+                        kv_load(w->kvbuf, K, nc * DK, e->s.kv_type);
+                        kv_load(w->kvbuf + (size_t)nc * DK, V, nc * DK, e->s.kv_type);
+                        K = w->kvbuf;
+                        V = w->kvbuf + (size_t)nc * DK;
+                    }
+                    attend_cached_f32(&w->a[(size_t)(ci * F + f) * D + h * DK], wts, row + h * DK,
+                                      K, V, row + D + h * DK, row + 2 * D + h * DK, nc, DK, scale);
+                }
+            }
+        }
+        ta += cc_now_ns() - s0;
+        block_tail(m, l, w, rows, w->qkv);
+    }
+    cc_linear(w->y, HZ2, w->z, D, p->head_w, D, p->head_b, rows, HZ2, D, 0);
+    for (int ci = 0; ci < n; ci++) {
+        CcCell *c = cells[ci];
+        memcpy(c->y, &w->y[(size_t)ci * F * HZ2], (size_t)F * HZ2 * sizeof(float));
+        c->fc_valid = 1;
+        c->fc_step = c->last;
+    }
+    w->stats.channel_steps += (uint64_t)rows;
+    w->stats.ns_attention += ta;
+    w->stats.ns_dense += cc_now_ns() - t1 - ta;
+}
+
+/* Processes cells[0..n) on one thread, in chunks bounded by the workspace. */
+static void process(const CcEngine *e, Workspace *w, CcCell **cells, int n)
+{
+    const CcHparams *hp = &e->m->hp;
+    const int P = hp->patch_len, F = hp->n_features;
+    const int reb_cells = REBUILD_TOKENS_MAX / (F * hp->n_patches) > 0
+                              ? REBUILD_TOKENS_MAX / (F * hp->n_patches)
+                              : 1;
+    for (int start = 0; start < n; start += e->s.max_batch_cells) {
+        int cnt = n - start < e->s.max_batch_cells ? n - start : e->s.max_batch_cells;
+        int nr = 0, nf = 0;
+        CcCell **ready = w->cells;
+        /* cells needing a rebuild first go to the front of w->cells */
+        for (int i = 0; i < cnt; i++) {
+            CcCell *c = cells[start + i];
+            int64_t eb = boundary_of(c->last, P);
+            if (eb - P + 1 < c->p0) {
+                c->fc_valid = 0; /* cold start: no complete patch yet */
+                continue;
+            }
+            if (e->s.no_cache || c->cache_e != eb || c->cache_gen != e->gen)
+                ready[nr++] = c;
+        }
+        for (int i = 0; i < nr; i += reb_cells)
+            rebuild(e, w, ready + i, nr - i < reb_cells ? nr - i : reb_cells);
+        for (int i = 0; i < cnt; i++) {
+            CcCell *c = cells[start + i];
+            if (boundary_of(c->last, P) - P + 1 >= c->p0)
+                ready[nf++] = c;
+        }
+        if (nf)
+            current(e, w, ready, nf);
+        w->stats.steps += (uint64_t)cnt;
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    struct WorkerArg *a = arg;
+    CcEngine *e = a->e;
+    uint64_t seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        while (!e->quit && e->round == seen)
+            pthread_cond_wait(&e->cv_start, &e->mu);
+        if (e->quit) {
+            pthread_mutex_unlock(&e->mu);
+            return NULL;
+        }
+        seen = e->round;
+        Job job = e->jobs[a->idx];
+        pthread_mutex_unlock(&e->mu);
+        process(e, &e->ws[a->idx], job.cells, job.n);
+        pthread_mutex_lock(&e->mu);
+        if (--e->pending == 0)
+            pthread_cond_signal(&e->cv_done);
+        pthread_mutex_unlock(&e->mu);
+    }
+}
+
+int cc_engine_step(CcEngine *e, const CcStepInput *in, int n, int *status)
+{
+    const int F = e->hp.n_features;
+    int count = 0;
+    if (n < 0)
+        return -EINVAL;
+    if (n > e->list_cap) {
+        CcCell **l = realloc(e->list, (size_t)n * sizeof *l);
+        if (!l)
+            return -ENOMEM;
+        e->list = l;
+        e->list_cap = n;
+    }
+    int64_t t0 = cc_now_ns();
+    e->batch_mark++;
+    for (int i = 0; i < n; i++) {
+        CcCell *c = in[i].cell;
+        int st = 0;
+        if (!c || c->mark == e->batch_mark || in[i].step < 0)
+            st = -EINVAL;
+        else if (c->F != F || c->R != e->R || c->N != e->hp.n_patches || c->L != e->hp.n_layers ||
+                 c->H != e->hp.n_heads || c->HZ != e->hp.horizon ||
+                 c->DK != e->hp.d_model / e->hp.n_heads)
+            st = -ESTALE;
+        else if (in[i].values) {
+            if (c->last >= 0 && in[i].step != c->last + 1)
+                st = -EINVAL;
+            for (int f = 0; f < F && !st; f++)
+                if (!isfinite(in[i].values[f]))
+                    st = -ERANGE;
+        } else if (c->last < 0 || in[i].step != c->last)
+            st = -EINVAL;
+        if (status)
+            status[i] = st;
+        if (st)
+            continue;
+        c->mark = e->batch_mark;
+        if (in[i].values) {
+            if (c->last < 0)
+                c->p0 = in[i].step;
+            c->last = in[i].step;
+            memcpy(&c->ring[(size_t)(c->last % c->R) * F], in[i].values, (size_t)F * sizeof(float));
+        }
+        e->list[count++] = c;
+    }
+    e->stats.ns_other += cc_now_ns() - t0;
+
+    int nt = e->n_threads;
+    if (nt > 1 && count < 2 * nt)
+        nt = 1;
+    for (int i = 0; i < e->n_threads; i++)
+        memset(&e->ws[i].stats, 0, sizeof e->ws[i].stats);
+    if (nt == 1) {
+        process(e, &e->ws[0], e->list, count);
+    } else {
+        pthread_mutex_lock(&e->mu);
+        for (int i = 0; i < nt; i++) {
+            int a = (int)((int64_t)count * i / nt), b = (int)((int64_t)count * (i + 1) / nt);
+            e->jobs[i].cells = e->list + a;
+            e->jobs[i].n = b - a;
+        }
+        for (int i = nt; i < e->n_threads; i++)
+            e->jobs[i].n = 0;
+        e->pending = e->n_threads - 1;
+        e->round++;
+        pthread_cond_broadcast(&e->cv_start);
+        pthread_mutex_unlock(&e->mu);
+        process(e, &e->ws[0], e->jobs[0].cells, e->jobs[0].n);
+        pthread_mutex_lock(&e->mu);
+        while (e->pending)
+            pthread_cond_wait(&e->cv_done, &e->mu);
+        pthread_mutex_unlock(&e->mu);
+    }
+    for (int i = 0; i < e->n_threads; i++) {
+        const CcEngineStats *s = &e->ws[i].stats;
+        e->stats.steps += s->steps;
+        e->stats.channel_steps += s->channel_steps;
+        e->stats.rebuilds += s->rebuilds;
+        e->stats.rebuild_tokens += s->rebuild_tokens;
+        e->stats.ns_dense += s->ns_dense;
+        e->stats.ns_attention += s->ns_attention;
+        e->stats.ns_rebuild += s->ns_rebuild;
+        e->stats.ns_other += s->ns_other;
+    }
+    return 0;
+}
+
+void cc_cell_forecast(const CcCell *c, CcForecast *out)
+{
+    out->valid = c->fc_valid && c->fc_step == c->last;
+    out->step = c->last;
+    out->n_features = c->F;
+    out->horizon = c->HZ;
+    out->y = c->y;
+    out->mu = c->mu;
+    out->sigma = c->sigma;
+}
+
+void cc_forecast_point(const CcForecast *fc, int f, int k, double *mean, double *sd)
+{
+    const float *y = &fc->y[((size_t)f * fc->horizon + k) * 2];
+    *mean = (double)y[0] * fc->sigma[f] + fc->mu[f];
+    *sd = exp((double)y[1]) * fc->sigma[f];
+}
+
+int cc_cell_attention(const CcCell *c, int f, float *weights, int64_t *token_end, int *n_tokens)
+{
+    if (!c->att)
+        return -EINVAL;
+    if (!c->fc_valid || f < 0 || f >= c->F)
+        return c->fc_valid ? -EINVAL : -EAGAIN;
+    int n = c->n_cached, T = n + 1, P = c->e->hp.patch_len;
+    for (int l = 0; l < c->L; l++)
+        for (int h = 0; h < c->H; h++)
+            memcpy(&weights[((size_t)l * c->H + h) * T],
+                   &c->att[(((size_t)f * c->L + l) * c->H + h) * (c->N + 1)], (size_t)T * sizeof(float));
+    for (int i = 0; i < n; i++)
+        token_end[i] = c->cache_e - (int64_t)(n - 1 - i) * P;
+    token_end[n] = c->fc_step;
+    *n_tokens = T;
+    return 0;
+}

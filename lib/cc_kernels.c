@@ -1,0 +1,252 @@
+/*
+ * cc_kernels.c — numerical building blocks of cellcast-tx/2. Each fast kernel has a naive
+ * twin (_ref) with double accumulation, used by the tests as oracle.
+ */
+#include "cc_kernels.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+void cc_linear(float *C, int ldc, const float *A, int lda, const float *B, int ldb,
+               const float *bias, int M, int N, int K, int accumulate)
+{
+    if (M <= 0 || N <= 0)
+        return;
+    float beta = accumulate ? 1.0f : 0.0f;
+    if (bias) {
+        for (int i = 0; i < M; i++) {
+            float *c = C + (size_t)i * ldc;
+            if (accumulate)
+                for (int j = 0; j < N; j++)
+                    c[j] += bias[j];
+            else
+                memcpy(c, bias, (size_t)N * sizeof(float));
+        }
+        beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, lda, B, ldb, beta, C,
+                ldc);
+}
+
+void cc_linear_ref(float *C, int ldc, const float *A, int lda, const float *B, int ldb,
+                   const float *bias, int M, int N, int K, int accumulate)
+{
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double acc = bias ? bias[j] : 0.0;
+            for (int k = 0; k < K; k++)
+                acc += (double)A[(size_t)i * lda + k] * B[(size_t)j * ldb + k];
+            float *c = &C[(size_t)i * ldc + j];
+            *c = accumulate ? (float)(*c + acc) : (float)acc;
+        }
+}
+
+void cc_add_layernorm(float *out, const float *a, const float *b, const float *g,
+                      const float *beta, int rows, int D)
+{
+    for (int r = 0; r < rows; r++) {
+        const float *x = a + (size_t)r * D, *y = b ? b + (size_t)r * D : NULL;
+        float *o = out + (size_t)r * D;
+        float mean = 0, var = 0;
+        if (y)
+            for (int i = 0; i < D; i++)
+                o[i] = x[i] + y[i];
+        else if (o != x)
+            memcpy(o, x, (size_t)D * sizeof(float));
+        for (int i = 0; i < D; i++)
+            mean += o[i];
+        mean /= (float)D;
+        for (int i = 0; i < D; i++) {
+            float c = o[i] - mean;
+            var += c * c;
+        }
+        float rstd = 1.0f / sqrtf(var / (float)D + CC_LN_EPS);
+        for (int i = 0; i < D; i++)
+            o[i] = g[i] * ((o[i] - mean) * rstd) + beta[i];
+    }
+}
+
+void cc_add_layernorm_ref(float *out, const float *a, const float *b, const float *g,
+                          const float *beta, int rows, int D)
+{
+    for (int r = 0; r < rows; r++) {
+        double s[4096], mean = 0, var = 0; /* D ≤ CC_MAX_D_MODEL */
+        for (int i = 0; i < D; i++) {
+            s[i] = (double)a[(size_t)r * D + i] + (b ? (double)b[(size_t)r * D + i] : 0.0);
+            mean += s[i];
+        }
+        mean /= D;
+        for (int i = 0; i < D; i++)
+            var += (s[i] - mean) * (s[i] - mean);
+        var /= D;
+        for (int i = 0; i < D; i++)
+            out[(size_t)r * D + i] = (float)(g[i] * (s[i] - mean) / sqrt(var + 1e-5) + beta[i]);
+    }
+}
+
+void cc_relu(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = x[i] > 0 ? x[i] : 0;
+}
+
+/* exp(x) for x <= 0 region and beyond, branch-free so the loop vectorises: x = k·ln2 + r,
+ * |r| ≤ ln2/2, degree-6 polynomial for e^r (rel. error < 2e-7), 2^k through the exponent
+ * bits. Inputs are clamped to [-87, 88]. */
+static inline float fast_expf(float x)
+{
+    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+    float k = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
+    float r = x - k * 0.693359375f;
+    r = r - k * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    union {
+        float f;
+        int32_t i;
+    } u = {.i = ((int32_t)k + 127) << 23};
+    return p * u.f;
+}
+
+void cc_softmax(float *x, int n)
+{
+    float mx = x[0];
+    for (int i = 1; i < n; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    float sum = 0;
+    for (int i = 0; i < n; i++) {
+        x[i] = fast_expf(x[i] - mx);
+        sum += x[i];
+    }
+    float inv = 1.0f / sum;
+    for (int i = 0; i < n; i++)
+        x[i] *= inv;
+}
+
+void cc_softmax_ref(float *x, int n)
+{
+    double mx = x[0], sum = 0;
+    for (int i = 1; i < n; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    for (int i = 0; i < n; i++)
+        sum += exp((double)x[i] - mx);
+    for (int i = 0; i < n; i++)
+        x[i] = (float)(exp((double)x[i] - mx) / sum);
+}
+
+void cc_pos_encoding(float *out, double pos, int D)
+{
+    for (int i = 0; 2 * i < D; i++) {
+        double angle = pos / pow(10000.0, (2.0 * i) / D);
+        out[2 * i] = (float)sin(angle);
+        if (2 * i + 1 < D)
+            out[2 * i + 1] = (float)cos(angle);
+    }
+}
+
+void cc_time_features(float out[4], int64_t step, int64_t step_seconds, int64_t tz_offset_s)
+{
+    double u = ((double)step * (double)step_seconds + (double)tz_offset_s) / 86400.0;
+    double day = floor(u);
+    double pd = u - day;
+    double pw = fmod(day + 3.0, 7.0) / 7.0 + pd / 7.0;
+    out[0] = (float)sin(2 * M_PI * pd);
+    out[1] = (float)cos(2 * M_PI * pd);
+    out[2] = (float)sin(2 * M_PI * pw);
+    out[3] = (float)cos(2 * M_PI * pw);
+}
+
+void cc_norm_stats(const float *x, int n, float *mu, float *sigma)
+{
+    double s = 0, ss = 0;
+    for (int i = 0; i < n; i++)
+        s += x[i];
+    double m = n ? s / n : 0;
+    for (int i = 0; i < n; i++)
+        ss += ((double)x[i] - m) * ((double)x[i] - m);
+    double sd = n ? sqrt(ss / n) : 0;
+    *mu = (float)m;
+    *sigma = (float)(sd + 1e-5 * (1.0 + fabs(m)));
+}
+
+uint16_t cc_f32_to_f16(float f)
+{
+    union {
+        float f;
+        uint32_t u;
+    } v = {.f = f};
+    uint32_t x = v.u, sign = (x >> 16) & 0x8000;
+    int32_t exp = (int32_t)((x >> 23) & 0xff) - 127 + 15;
+    uint32_t mant = x & 0x7fffff;
+    if (((x >> 23) & 0xff) == 0xff) /* Inf or NaN */
+        return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 : 0));
+    if (exp >= 31)
+        return (uint16_t)(sign | 0x7c00);
+    if (exp <= 0) {
+        if (exp < -10)
+            return (uint16_t)sign;
+        mant |= 0x800000;
+        int shift = 14 - exp;
+        uint32_t half = mant >> shift, rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1)))
+            half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t h = sign | ((uint32_t)exp << 10) | (mant >> 13);
+    uint32_t rem = mant & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (h & 1)))
+        h++; /* may carry into the exponent: still correct rounding */
+    return (uint16_t)h;
+}
+
+float cc_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, x;
+    if (exp == 0) {
+        if (!mant)
+            x = sign;
+        else { /* subnormal: normalise */
+            int e = -1;
+            do {
+                e++;
+                mant <<= 1;
+            } while (!(mant & 0x400));
+            x = sign | ((uint32_t)(127 - 15 - e) << 23) | ((mant & 0x3ff) << 13);
+        }
+    } else if (exp == 31)
+        x = sign | 0x7f800000 | (mant << 13);
+    else
+        x = sign | ((exp - 15 + 127) << 23) | (mant << 13);
+    union {
+        uint32_t u;
+        float f;
+    } v = {.u = x};
+    return v.f;
+}
+
+uint16_t cc_f32_to_bf16(float f)
+{
+    union {
+        float f;
+        uint32_t u;
+    } v = {.f = f};
+    if ((v.u & 0x7f800000) == 0x7f800000 && (v.u & 0x7fffff))
+        return (uint16_t)((v.u >> 16) | 0x40); /* quiet NaN */
+    uint32_t rounding = 0x7fff + ((v.u >> 16) & 1);
+    return (uint16_t)((v.u + rounding) >> 16);
+}
+
+float cc_bf16_to_f32(uint16_t h)
+{
+    union {
+        uint32_t u;
+        float f;
+    } v = {.u = (uint32_t)h << 16};
+    return v.f;
+}

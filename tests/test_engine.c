@@ -1,0 +1,429 @@
+/*
+ * test_engine.c — the incremental engine against the direct-evaluation oracle (cc_ref):
+ * streaming over many patches from every alignment, batch invariance, threads, 16-bit KV,
+ * cold start, ring wrap-around, restore, model swap, magnitudes, constant series.
+ */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "cc_engine.h"
+#include "cc_ref.h"
+
+static uint64_t rng_state = 99;
+static double urand(void)
+{
+    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (rng_state >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static CcModel *small_model(uint64_t seed)
+{
+    CcHparams hp;
+    cc_hparams_default(&hp);
+    hp.n_features = 3;
+    hp.patch_len = 4;
+    hp.n_patches = 5;
+    hp.norm_window = 24;
+    hp.d_model = 16;
+    hp.n_heads = 2;
+    hp.n_layers = 2;
+    hp.d_ff = 32;
+    hp.horizon = 6;
+    hp.step_seconds = 900;
+    hp.tz_offset_s = 3600;
+    snprintf(hp.features[0], CC_FEATURE_NAME_MAX, "bytes");
+    snprintf(hp.features[1], CC_FEATURE_NAME_MAX, "prb");
+    snprintf(hp.features[2], CC_FEATURE_NAME_MAX, "users");
+    CcModel *m = NULL;
+    assert_int_equal(cc_model_create(&m, &hp, NULL, 0), 0);
+    cc_model_init_random(m, seed);
+    /* make LayerNorm parameters and biases non-trivial so their errors show */
+    for (size_t i = 0; i < (size_t)hp.n_layers * hp.d_model; i++) {
+        m->w.ln1_g[i] = 1.0f + 0.3f * (float)(urand() - 0.5);
+        m->w.ln2_b[i] = 0.2f * (float)(urand() - 0.5);
+    }
+    for (size_t i = 0; i < 3 * (size_t)hp.d_model * hp.n_layers; i++)
+        m->w.qkv_b[i] = 0.2f * (float)(urand() - 0.5);
+    return m;
+}
+
+static CcModel *default_model(uint64_t seed)
+{
+    CcHparams hp;
+    cc_hparams_default(&hp);
+    CcModel *m = NULL;
+    assert_int_equal(cc_model_create(&m, &hp, NULL, 0), 0);
+    cc_model_init_random(m, seed);
+    return m;
+}
+
+/* A realistic channel: diurnal shape, noise; magnitude chosen per feature. */
+static void make_series(float *x, int T, int F, int64_t p0, int64_t S, uint64_t seed)
+{
+    static const double scale[] = {3e8, 0.6, 40, 1e-3, 5, 1e4, 12, 0.02};
+    rng_state = seed;
+    for (int t = 0; t < T; t++)
+        for (int f = 0; f < F; f++) {
+            double ph = 2 * M_PI * (double)((p0 + t) * S % 86400) / 86400.0;
+            double v = scale[f % 8] * (1 + 0.5 * sin(ph + f) + 0.2 * (urand() - 0.5));
+            x[(size_t)t * F + f] = (float)v;
+        }
+}
+
+typedef struct Errors {
+    double y, mu, sigma;
+    int compared;
+} Errors;
+
+/* Streams a series through the engine; at every step compares with cc_ref. */
+static Errors stream_vs_ref(const CcModel *m, const CcEngineSettings *s, int64_t p0, int T,
+                            uint64_t seed)
+{
+    const CcHparams *hp = &m->hp;
+    int F = hp->n_features, HZ2 = 2 * hp->horizon;
+    float *x = malloc((size_t)T * F * sizeof(float)), *col = malloc((size_t)T * sizeof(float));
+    float y[2 * 64], mu, sigma;
+    Errors err = {0};
+    make_series(x, T, F, p0, hp->step_seconds, seed);
+    CcEngine *e = NULL;
+    CcCell *c = NULL;
+    assert_int_equal(cc_engine_open(&e, m, s), 0);
+    assert_int_equal(cc_cell_open(&c, e), 0);
+    for (int t = 0; t < T; t++) {
+        CcStepInput in = {c, p0 + t, &x[(size_t)t * F]};
+        int st = 1;
+        assert_int_equal(cc_engine_step(e, &in, 1, &st), 0);
+        assert_int_equal(st, 0);
+        CcForecast fc;
+        cc_cell_forecast(c, &fc);
+        for (int f = 0; f < F; f++) {
+            for (int k = 0; k <= t; k++)
+                col[k] = x[(size_t)k * F + f];
+            int r = cc_ref_forward(m, f, col, p0, p0 + t, y, &mu, &sigma, NULL);
+            if (r == -EAGAIN) {
+                assert_false(fc.valid); /* cold-start rule agrees */
+                continue;
+            }
+            assert_int_equal(r, 0);
+            assert_true(fc.valid);
+            assert_true(fc.step == p0 + t);
+            for (int k = 0; k < HZ2; k++)
+                err.y = fmax(err.y, fabs(fc.y[f * HZ2 + k] - y[k]));
+            err.mu = fmax(err.mu, fabs(fc.mu[f] - mu) / (fabs(mu) + 1e-30));
+            err.sigma = fmax(err.sigma, fabs(fc.sigma[f] - sigma) / sigma);
+            err.compared++;
+        }
+    }
+    cc_cell_close(&c);
+    cc_engine_close(&e);
+    free(x);
+    free(col);
+    return err;
+}
+
+static void test_streaming_equals_direct_every_alignment(void **state)
+{
+    (void)state;
+    CcModel *m = small_model(1);
+    CcEngineSettings s;
+    cc_engine_default_settings(&s);
+    int64_t base = 1900000; /* ≈ unix time / 900: large absolute positions */
+    Errors worst = {0};
+    for (int align = 0; align < m->hp.patch_len; align++) {
+        /* 40 patches: many times the ring (R = 27 steps) and the cache (N = 5) */
+        Errors e = stream_vs_ref(m, &s, base + align, 160, 7 + align);
+        printf("alignment %d: %d forecasts, max |dy| %.3g, mu rel %.3g, sigma rel %.3g\n", align,
+               e.compared, e.y, e.mu, e.sigma);
+        worst.y = fmax(worst.y, e.y);
+        assert_true(e.compared > 100);
+        assert_true(e.y <= 1e-4);
+        assert_true(e.mu <= 1e-6 && e.sigma <= 1e-5);
+    }
+    cc_model_close(&m);
+}
+
+static void test_streaming_default_shape(void **state)
+{
+    (void)state;
+    CcModel *m = default_model(2);
+    CcEngineSettings s;
+    cc_engine_default_settings(&s);
+    /* hourly data around 2026; 30 patches = 480 steps, past the 352-step ring */
+    Errors e = stream_vs_ref(m, &s, 1780000000 / 3600 + 5, 480, 3);
+    printf("default shape: %d forecasts, max |dy| %.3g, mu rel %.3g, sigma rel %.3g\n",
+           e.compared, e.y, e.mu, e.sigma);
+    assert_true(e.y <= 1e-4);
+    cc_model_close(&m);
+}
+
+static void test_no_cache_and_threads_equal_streaming(void **state)
+{
+    (void)state;
+    CcModel *m = small_model(3);
+    CcEngineSettings s;
+    cc_engine_default_settings(&s);
+    s.no_cache = 1;
+    Errors e = stream_vs_ref(m, &s, 1900003, 80, 11);
+    printf("no-cache: max |dy| %.3g\n", e.y);
+    assert_true(e.y <= 1e-4);
+    cc_model_close(&m);
+}
+
+/* Runs `ncells` cells for T steps; cell 0 carries the probe series. Returns cell 0's y. */
+static void run_batch(const CcModel *m, const CcEngineSettings *s, int ncells, int T,
+                      float *y_out)
+{
+    const CcHparams *hp = &m->hp;
+    int F = hp->n_features;
+    CcEngine *e = NULL;
+    assert_int_equal(cc_engine_open(&e, m, s), 0);
+    CcCell **cells = calloc((size_t)ncells, sizeof *cells);
+    float *x = malloc((size_t)ncells * T * F * sizeof(float));
+    CcStepInput *in = calloc((size_t)ncells, sizeof *in);
+    int64_t p0 = 1780000000 / 3600;
+    for (int i = 0; i < ncells; i++) {
+        assert_int_equal(cc_cell_open(&cells[i], e), 0);
+        make_series(&x[(size_t)i * T * F], T, F, p0, hp->step_seconds, i == 0 ? 77 : 1000 + i);
+    }
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; i < ncells; i++)
+            in[i] = (CcStepInput){cells[i], p0 + t, &x[((size_t)i * T + t) * F]};
+        assert_int_equal(cc_engine_step(e, in, ncells, NULL), 0);
+    }
+    CcForecast fc;
+    cc_cell_forecast(cells[0], &fc);
+    assert_true(fc.valid);
+    memcpy(y_out, fc.y, (size_t)F * 2 * hp->horizon * sizeof(float));
+    for (int i = 0; i < ncells; i++)
+        cc_cell_close(&cells[i]);
+    free(cells);
+    free(x);
+    free(in);
+    cc_engine_close(&e);
+}
+
+static void test_batch_invariance(void **state)
+{
+    (void)state;
+    CcModel *m = default_model(4);
+    int n = m->hp.n_features * 2 * m->hp.horizon;
+    float *y1 = malloc(n * sizeof(float)), *y2 = malloc(n * sizeof(float)),
+          *y3 = malloc(n * sizeof(float));
+    CcEngineSettings s;
+    cc_engine_default_settings(&s);
+    int T = 2 * m->hp.patch_len + 3; /* crosses boundaries: rebuild batches too */
+    run_batch(m, &s, 1, T, y1);
+    s.max_batch_cells = 512;
+    run_batch(m, &s, 4096 / m->hp.n_features, T, y2); /* 4096 channels per batch */
+    s.n_threads = 2;
+    run_batch(m, &s, 4096 / m->hp.n_features, T, y3);
+    double d12 = 0, d13 = 0;
+    for (int i = 0; i < n; i++) {
+        d12 = fmax(d12, fabs(y1[i] - y2[i]));
+        d13 = fmax(d13, fabs(y1[i] - y3[i]));
+    }
+    printf("batch 1 vs 4096 channels: max |dy| %.3g; vs 2 threads: %.3g\n", d12, d13);
+    assert_true(d12 <= 1e-5 && d13 <= 1e-5);
+    free(y1);
+    free(y2);
+    free(y3);
+    cc_model_close(&m);
+}
+
+static void test_16bit_kv_within_tolerance(void **state)
+{
+    (void)state;
+    CcModel *m = default_model(5);
+    int n = m->hp.n_features * 2 * m->hp.horizon;
+    float *yf = malloc(n * sizeof(float)), *yh = malloc(n * sizeof(float));
+    CcEngineSettings s;
+    cc_engine_default_settings(&s);
+    run_batch(m, &s, 3, 200, yf);
+    const char *names[] = {"f32", "f16", "bf16"};
+    /* Stated tolerances on the head output (normalised units): f16 keeps 11 bits,
+     * bf16 8 bits of the keys and values. */
+    const double tol[] = {0, 2e-3, 1e-2};
+    for (int kv = CC_KV_F16; kv <= CC_KV_BF16; kv++) {
+        s.kv_type = (enum CcKvType)kv;
+        run_batch(m, &s, 3, 200, yh);
+        double d = 0;
+        for (int i = 0; i < n; i++)
+            d = fmax(d, fabs(yf[i] - yh[i]));
+        printf("%s KV cache vs f32: max |dy| %.3g (tolerance %.g)\n", names[kv], d, tol[kv]);
+        assert_true(d <= tol[kv]);
+    }
+    free(yf);
+    free(yh);
+    cc_model_close(&m);
+}
+
+static void test_cold_start_and_refusals(void **state)
+{
+    (void)state;
+    CcModel *m = small_model(6);
+    CcEngine *e = NULL;
+    CcCell *c = NULL;
+    assert_int_equal(cc_engine_open(&e, m, NULL), 0);
+    assert_int_equal(cc_cell_open(&c, e), 0);
+    float v[3] = {1, 2, 3};
+    int P = m->hp.patch_len, st;
+    /* p0 = 4k+2: the first complete patch is [4k+4, 4k+7] */
+    int64_t p0 = 4000 + 2;
+    for (int64_t p = p0; p < p0 + 6; p++) {
+        CcStepInput in = {c, p, v};
+        assert_int_equal(cc_engine_step(e, &in, 1, &st), 0);
+        assert_int_equal(st, 0);
+        CcForecast fc;
+        cc_cell_forecast(c, &fc);
+        int expect = p >= p0 + P + 1; /* first complete patch is [p0+2, p0+5] */
+        assert_int_equal(fc.valid, expect);
+    }
+    /* gap, repeat, NaN, cell twice: refused, cell unchanged */
+    CcStepInput gap = {c, p0 + 8, v};
+    assert_int_equal(cc_engine_step(e, &gap, 1, &st), 0);
+    assert_int_equal(st, -EINVAL);
+    CcStepInput again = {c, p0 + 5, v};
+    assert_int_equal(cc_engine_step(e, &again, 1, &st), 0);
+    assert_int_equal(st, -EINVAL);
+    float bad[3] = {1, NAN, 3};
+    CcStepInput nan = {c, p0 + 6, bad};
+    assert_int_equal(cc_engine_step(e, &nan, 1, &st), 0);
+    assert_int_equal(st, -ERANGE);
+    CcStepInput twice[2] = {{c, p0 + 6, v}, {c, p0 + 7, v}};
+    int st2[2];
+    assert_int_equal(cc_engine_step(e, twice, 2, st2), 0);
+    assert_int_equal(st2[0], 0);
+    assert_int_equal(st2[1], -EINVAL);
+    int64_t first, last;
+    cc_cell_span(c, &first, &last);
+    assert_true(first == p0 && last == p0 + 6);
+    /* reset: cold start again */
+    cc_cell_reset(c);
+    CcStepInput fresh = {c, 99999, v};
+    assert_int_equal(cc_engine_step(e, &fresh, 1, &st), 0);
+    assert_int_equal(st, 0);
+    CcForecast fc;
+    cc_cell_forecast(c, &fc);
+    assert_false(fc.valid);
+    cc_cell_close(&c);
+    cc_engine_close(&e);
+    cc_model_close(&m);
+}
+
+static void test_constant_series_is_finite(void **state)
+{
+    (void)state;
+    CcModel *m = small_model(7);
+    CcEngine *e = NULL;
+    CcCell *c = NULL;
+    assert_int_equal(cc_engine_open(&e, m, NULL), 0);
+    assert_int_equal(cc_cell_open(&c, e), 0);
+    float v[3] = {0, 5e9f, 0.25f};
+    for (int64_t p = 100; p < 160; p++) {
+        CcStepInput in = {c, p, v};
+        assert_int_equal(cc_engine_step(e, &in, 1, NULL), 0);
+    }
+    CcForecast fc;
+    cc_cell_forecast(c, &fc);
+    assert_true(fc.valid);
+    for (int f = 0; f < 3; f++) {
+        double mean, sd;
+        cc_forecast_point(&fc, f, 0, &mean, &sd);
+        assert_true(isfinite(mean) && isfinite(sd) && sd > 0);
+        assert_true(fabs(fc.mu[f] - v[f]) <= 1e-6 * fabs(v[f]));
+        assert_true(fabs(fc.sigma[f] - 1e-5 * (1 + fabs(v[f]))) <= 1e-3 * fc.sigma[f]);
+    }
+    cc_cell_close(&c);
+    cc_engine_close(&e);
+    cc_model_close(&m);
+}
+
+static void test_restore_history_and_model_swap(void **state)
+{
+    (void)state;
+    CcModel *m = small_model(8), *m2 = small_model(9);
+    const int F = 3, T = 70;
+    float x[70 * 3];
+    make_series(x, T, F, 5000, 900, 5);
+    CcEngineSettings s;
+    cc_engine_default_settings(&s);
+    s.keep_attention = 1;
+    CcEngine *e = NULL;
+    CcCell *a = NULL, *b = NULL;
+    assert_int_equal(cc_engine_open(&e, m, &s), 0);
+    assert_int_equal(cc_cell_open(&a, e), 0);
+    assert_int_equal(cc_cell_open(&b, e), 0);
+    for (int t = 0; t < T; t++) {
+        CcStepInput in = {a, 5000 + t, &x[t * F]};
+        assert_int_equal(cc_engine_step(e, &in, 1, NULL), 0);
+    }
+    /* b gets a's history from a snapshot-like copy, then a forecast without new data */
+    int64_t first, last;
+    cc_cell_span(a, &first, &last);
+    int cnt = (int)(last - first + 1);
+    float *hist = malloc((size_t)cnt * F * sizeof(float));
+    assert_int_equal(cc_cell_history(a, first, cnt, hist), 0);
+    assert_int_equal(cc_cell_restore(b, cc_cell_seq_start(a), first, cnt, hist), 0);
+    CcStepInput re = {b, last, NULL};
+    int st;
+    assert_int_equal(cc_engine_step(e, &re, 1, &st), 0);
+    assert_int_equal(st, 0);
+    CcForecast fa, fb;
+    cc_cell_forecast(a, &fa);
+    cc_cell_forecast(b, &fb);
+    assert_true(fa.valid && fb.valid);
+    for (int i = 0; i < F * 2 * 6; i++)
+        assert_true(fabs(fa.y[i] - fb.y[i]) <= 1e-5);
+    /* attention rows sum to one and point at patch ends */
+    float w[2 * 2 * 6];
+    int64_t ends[6];
+    int nt = 0;
+    assert_int_equal(cc_cell_attention(a, 1, w, ends, &nt), 0);
+    assert_int_equal(nt, 6);
+    assert_true(ends[5] == last && (ends[4] + 1) % 4 == 0);
+    for (int r = 0; r < 4; r++) {
+        double sum = 0;
+        for (int j = 0; j < nt; j++)
+            sum += w[r * nt + j];
+        assert_true(fabs(sum - 1) < 1e-5);
+    }
+    /* swap the model: the next recompute equals the oracle of the new weights */
+    assert_int_equal(cc_engine_set_model(e, m2), 0);
+    assert_int_equal(cc_engine_step(e, &re, 1, &st), 0);
+    cc_cell_forecast(b, &fb);
+    float col[70], y[12], mu, sigma;
+    for (int t = 0; t < T; t++)
+        col[t] = x[t * F + 2];
+    assert_int_equal(cc_ref_forward(m2, 2, col, 5000, last, y, &mu, &sigma, NULL), 0);
+    for (int k = 0; k < 12; k++)
+        assert_true(fabs(fb.y[2 * 12 + k] - y[k]) <= 1e-4);
+    free(hist);
+    cc_cell_close(&a);
+    cc_cell_close(&b);
+    cc_engine_close(&e);
+    cc_model_close(&m);
+    cc_model_close(&m2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_streaming_equals_direct_every_alignment),
+        cmocka_unit_test(test_streaming_default_shape),
+        cmocka_unit_test(test_no_cache_and_threads_equal_streaming),
+        cmocka_unit_test(test_batch_invariance),
+        cmocka_unit_test(test_16bit_kv_within_tolerance),
+        cmocka_unit_test(test_cold_start_and_refusals),
+        cmocka_unit_test(test_constant_series_is_finite),
+        cmocka_unit_test(test_restore_history_and_model_swap),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
