@@ -1,0 +1,336 @@
+/*
+ * cc_synth.c — stateless synthetic KPI generator (see cc_synth.h for the model).
+ *
+ * Randomness is counter-based: every random number is a hash of (seed, cell, stream,
+ * index), so any (cell, step) can be generated alone. Streams name what a number is for.
+ */
+#include "cc_synth.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const kpi_names[CC_SYNTH_N_KPIS] = {
+    "prb_dl", "prb_ul", "thr_dl_mbps", "thr_ul_mbps",
+    "active_users", "latency_ms", "cqi", "drop_rate",
+};
+
+enum { K_PRB_DL, K_PRB_UL, K_THR_DL, K_THR_UL, K_USERS, K_LAT, K_CQI, K_DROP };
+
+/* random streams */
+enum {
+    R_PARAM = 1, R_NOISE0, R_NOISE1, R_NOISE2, R_NOISE3, R_BURST, R_OUTAGE, R_GAP,
+    R_MISSING, R_WHITE,
+};
+
+typedef struct CellParams {
+    double scale, phase_h, business, users_max, ul_ratio, cqi0, bw_mhz, lat0, drop_k;
+} CellParams;
+
+struct CcSynth {
+    CcSynthSettings s;
+    int F;
+    int kpi[CC_SYNTH_N_KPIS]; /* output column → KPI id */
+    int64_t first_step;
+    CellParams *cells;        /* (n_cells) */
+    int64_t burst_slot, outage_slot, gap_slot; /* slot lengths in steps */
+    double p_burst, p_outage, p_gap;           /* probability of one event per slot */
+};
+
+void cc_synth_default_settings(CcSynthSettings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->n_cells = 16;
+    s->step_seconds = 900;
+    s->start = 1704067200;
+    s->seed = 1;
+    s->features = NULL;
+    s->tz_offset_s = 0;
+    s->noise = 0.08;
+    s->burst_rate = 0.5;
+    s->outage_rate = 0.3;
+    s->missing_rate = 0.003;
+    s->gap_rate = 0.2;
+}
+
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* Uniform in [0, 1) from (seed, cell, stream, index). */
+static double urand(const CcSynth *g, int cell, int stream, int64_t index)
+{
+    uint64_t h = mix64(g->s.seed ^ mix64((uint64_t)cell * 0x100000001B3ull + (uint64_t)stream));
+    h = mix64(h ^ (uint64_t)index);
+    return (double)(h >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* Standard normal from two uniforms (Box–Muller). */
+static double nrand(const CcSynth *g, int cell, int stream, int64_t index)
+{
+    double a = urand(g, cell, stream, 2 * index), b = urand(g, cell, stream, 2 * index + 1);
+    return sqrt(-2.0 * log(a + 1e-300)) * cos(6.283185307179586 * b);
+}
+
+/* Smooth value noise in [-1, 1] with knots every `period` hours. */
+static double value_noise(const CcSynth *g, int cell, int stream, double hours, double period)
+{
+    double x = hours / period;
+    double i0 = floor(x), fr = x - i0;
+    double a = 2 * urand(g, cell, stream, (int64_t)i0) - 1;
+    double b = 2 * urand(g, cell, stream, (int64_t)i0 + 1) - 1;
+    double w = 0.5 - 0.5 * cos(3.141592653589793 * fr);
+    return a + (b - a) * w;
+}
+
+static double bump(double h, double centre, double width)
+{
+    double d = fabs(h - centre);
+    if (d > 12)
+        d = 24 - d;
+    return exp(-0.5 * d * d / (width * width));
+}
+
+static double clampd(double v, double lo, double hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+int cc_synth_open(CcSynth **out, const CcSynthSettings *sp, char *err, size_t errlen)
+{
+    *out = NULL;
+    CcSynthSettings defs;
+    if (!sp) {
+        cc_synth_default_settings(&defs);
+        sp = &defs;
+    }
+    if (sp->n_cells <= 0 || sp->n_cells > 10000000)
+        return cc_errf(err, errlen, -EINVAL, "synth: cells must be 1..10000000");
+    if (sp->step_seconds <= 0 || sp->step_seconds > 7 * 86400)
+        return cc_errf(err, errlen, -EINVAL, "synth: step must be 1..604800 seconds");
+    if (!(sp->noise >= 0 && sp->noise <= 1) || !(sp->burst_rate >= 0) ||
+        !(sp->outage_rate >= 0) || !(sp->missing_rate >= 0 && sp->missing_rate < 1) ||
+        !(sp->gap_rate >= 0))
+        return cc_errf(err, errlen, -EINVAL,
+                       "synth: noise must be in [0,1], rates ≥ 0, missing rate < 1");
+    CcSynth *g = calloc(1, sizeof *g);
+    if (!g)
+        return -ENOMEM;
+    g->s = *sp;
+    g->s.features = NULL;
+    if (sp->features && *sp->features) {
+        const char *p = sp->features;
+        for (;;) {
+            const char *q = strchr(p, ',');
+            size_t n = q ? (size_t)(q - p) : strlen(p);
+            int found = -1;
+            for (int k = 0; k < CC_SYNTH_N_KPIS; k++)
+                if (strlen(kpi_names[k]) == n && strncmp(kpi_names[k], p, n) == 0)
+                    found = k;
+            for (int j = 0; j < g->F && found >= 0; j++)
+                if (g->kpi[j] == found)
+                    found = -2;
+            if (found < 0 || g->F == CC_SYNTH_N_KPIS) {
+                free(g);
+                return cc_errf(err, errlen, -EINVAL, "synth: %s feature '%.*s' (known: %s)",
+                               found == -2 ? "repeated" : "unknown", (int)n, p,
+                               CC_SYNTH_FEATURES);
+            }
+            g->kpi[g->F++] = found;
+            if (!q)
+                break;
+            p = q + 1;
+        }
+    } else {
+        for (int k = 0; k < CC_SYNTH_N_KPIS; k++)
+            g->kpi[g->F++] = k;
+    }
+    const int64_t S = sp->step_seconds;
+    g->first_step = sp->start >= 0 ? sp->start / S : -((-sp->start + S - 1) / S);
+    g->cells = calloc((size_t)sp->n_cells, sizeof *g->cells);
+    if (!g->cells) {
+        free(g);
+        return -ENOMEM;
+    }
+    for (int c = 0; c < sp->n_cells; c++) {
+        CellParams *cp = &g->cells[c];
+#define U(i) urand(g, c, R_PARAM, i)
+        cp->scale = 0.35 + 0.55 * U(0);
+        cp->phase_h = -1.5 + 3.0 * U(1);
+        cp->business = U(2);
+        cp->users_max = 50 + 350 * U(3);
+        cp->ul_ratio = 0.25 + 0.3 * U(4);
+        cp->cqi0 = 9 + 4 * U(5);
+        cp->bw_mhz = U(6) < 0.5 ? 10 : 20;
+        cp->lat0 = 12 + 18 * U(7);
+        cp->drop_k = 0.5 + 1.5 * U(8);
+#undef U
+    }
+    g->burst_slot = 21600 / S > 12 ? 21600 / S : 12;
+    g->outage_slot = 604800 / S > 24 ? 604800 / S : 24;
+    g->gap_slot = g->outage_slot;
+    g->p_burst = clampd(sp->burst_rate * (double)(g->burst_slot * S) / 86400.0, 0, 1);
+    g->p_outage = clampd(sp->outage_rate * (double)(g->outage_slot * S) / 604800.0, 0, 1);
+    g->p_gap = clampd(sp->gap_rate * (double)(g->gap_slot * S) / 604800.0, 0, 1);
+    *out = g;
+    return 0;
+}
+
+void cc_synth_close(CcSynth **pg)
+{
+    if (!pg || !*pg)
+        return;
+    free((*pg)->cells);
+    free(*pg);
+    *pg = NULL;
+}
+
+int cc_synth_n_features(const CcSynth *g) { return g->F; }
+const char *cc_synth_feature_name(const CcSynth *g, int f)
+{
+    return f >= 0 && f < g->F ? kpi_names[g->kpi[f]] : NULL;
+}
+int cc_synth_n_cells(const CcSynth *g) { return g->s.n_cells; }
+int64_t cc_synth_step_seconds(const CcSynth *g) { return g->s.step_seconds; }
+int64_t cc_synth_first_step(const CcSynth *g) { return g->first_step; }
+
+void cc_synth_cell_id(int cell, char *buf, size_t n)
+{
+    snprintf(buf, n, "cell%04d", cell);
+}
+
+static int64_t floor_div(int64_t a, int64_t b)
+{
+    return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+/* Is `step` inside an event of this stream? Events: one per slot with probability p,
+ * starting uniformly inside the slot, lasting dmin..dmax steps (dmax ≤ slot). *strength
+ * gets a uniform [0,1) draw of the event. */
+static int in_event(const CcSynth *g, int cell, int stream, int64_t step, int64_t slot,
+                    double p, int dmin, int dmax, double *strength)
+{
+    if (p <= 0)
+        return 0;
+    int64_t s0 = floor_div(step, slot);
+    for (int64_t s = s0; s >= s0 - 1; s--) {
+        if (urand(g, cell, stream, 4 * s) >= p)
+            continue;
+        int64_t begin = s * slot + (int64_t)(urand(g, cell, stream, 4 * s + 1) * (double)slot);
+        int64_t dur = dmin + (int64_t)(urand(g, cell, stream, 4 * s + 2) * (dmax - dmin + 1));
+        if (step >= begin && step < begin + dur) {
+            if (strength)
+                *strength = urand(g, cell, stream, 4 * s + 3);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int cc_synth_values(const CcSynth *g, int cell, int64_t step, float *out)
+{
+    if (cell < 0 || cell >= g->s.n_cells) {
+        for (int j = 0; j < g->F; j++)
+            out[j] = NAN;
+        return 0;
+    }
+    const CellParams *cp = &g->cells[cell];
+    const int64_t S = g->s.step_seconds;
+    double secs = (double)step * (double)S + (double)g->s.tz_offset_s;
+    double hours = secs / 3600.0;
+    double days = floor(secs / 86400.0);
+    int dow = (int)fmod(fmod(days + 3, 7) + 7, 7); /* Monday = 0 */
+    double h = fmod(fmod(hours + cp->phase_h, 24) + 24, 24);
+
+    double business = 0.08 + 0.9 * bump(h, 11, 2.2) + 0.8 * bump(h, 15, 2.5) +
+                      0.2 * bump(h, 19, 2.0);
+    double residential = 0.12 + 0.35 * bump(h, 8.5, 1.5) + 0.45 * bump(h, 13, 2.5) +
+                         1.0 * bump(h, 21, 2.3);
+    double weekend = dow >= 5;
+    double day = cp->business * business * (weekend ? 0.55 : 1.0) +
+                 (1 - cp->business) * residential * (weekend ? 1.1 : 1.0);
+    double nz = 0.5 * value_noise(g, cell, R_NOISE0, hours, 72) +
+                0.6 * value_noise(g, cell, R_NOISE1, hours, 6) +
+                0.3 * value_noise(g, cell, R_NOISE2, hours, 2) +
+                0.15 * value_noise(g, cell, R_NOISE3, hours, 0.5);
+    double u = cp->scale * day * (1 + g->s.noise * nz);
+    double st;
+    if (in_event(g, cell, R_BURST, step, g->burst_slot, g->p_burst, 2, 12, &st))
+        u *= 1.3 + 1.2 * st;
+    if (u < 0)
+        u = 0;
+    int outage = in_event(g, cell, R_OUTAGE, step, g->outage_slot, g->p_outage, 3, 24, NULL);
+
+    double v[CC_SYNTH_N_KPIS];
+#define W(k) (nrand(g, cell, R_WHITE, step * CC_SYNTH_N_KPIS + (k)))
+    if (outage) {
+        v[K_PRB_DL] = clampd(0.3 + 0.1 * W(K_PRB_DL), 0, 100);
+        v[K_PRB_UL] = clampd(0.1 + 0.05 * W(K_PRB_UL), 0, 100);
+        v[K_THR_DL] = 0;
+        v[K_THR_UL] = 0;
+        v[K_USERS] = 0;
+        v[K_LAT] = NAN;
+        v[K_CQI] = NAN;
+        v[K_DROP] = 0;
+    } else {
+        double prb_dl = clampd(100 * u * (1 + 0.04 * W(K_PRB_DL)), 0, 100);
+        double prb_ul = clampd(prb_dl * cp->ul_ratio * (1 + 0.08 * W(K_PRB_UL)), 0, 100);
+        double cqi = clampd(cp->cqi0 - 2.0 * u + 0.4 * W(K_CQI), 1, 15);
+        double se = 0.15 + 0.37 * cqi;
+        v[K_PRB_DL] = prb_dl;
+        v[K_PRB_UL] = prb_ul;
+        v[K_THR_DL] = fmax(0, prb_dl / 100 * cp->bw_mhz * se * 0.75 * (1 + 0.05 * W(K_THR_DL)));
+        v[K_THR_UL] =
+            fmax(0, prb_ul / 100 * cp->bw_mhz * se * 0.4 * (1 + 0.06 * W(K_THR_UL)));
+        v[K_USERS] = fmax(0, round(cp->users_max * u * (1 + 0.05 * W(K_USERS))));
+        v[K_LAT] = fmax(1, cp->lat0 * (1 + 0.6 * u * u) + 40 * fmax(0, u - 0.9) +
+                               1.0 * W(K_LAT));
+        v[K_CQI] = cqi;
+        v[K_DROP] = clampd(cp->drop_k * (0.1 + 0.3 * u + 4 * fmax(0, u - 0.9)) +
+                               0.03 * fabs(W(K_DROP)),
+                           0, 100);
+    }
+#undef W
+    for (int j = 0; j < g->F; j++)
+        out[j] = (float)v[g->kpi[j]];
+
+    if (urand(g, cell, R_MISSING, step) < g->s.missing_rate)
+        return 0;
+    if (in_event(g, cell, R_GAP, step, g->gap_slot, g->p_gap, 3, 20, NULL))
+        return 0;
+    return 1;
+}
+
+int cc_synth_write_csv(const CcSynth *g, FILE *fp, int64_t n_steps)
+{
+    float v[CC_SYNTH_N_KPIS];
+    char id[32];
+    fputs("ts,cell_id", fp);
+    for (int j = 0; j < g->F; j++)
+        fprintf(fp, ",%s", kpi_names[g->kpi[j]]);
+    fputc('\n', fp);
+    for (int64_t i = 0; i < n_steps; i++) {
+        int64_t p = g->first_step + i;
+        for (int c = 0; c < g->s.n_cells; c++) {
+            if (!cc_synth_values(g, c, p, v))
+                continue;
+            cc_synth_cell_id(c, id, sizeof id);
+            fprintf(fp, "%lld,%s", (long long)(p * g->s.step_seconds), id);
+            for (int j = 0; j < g->F; j++) {
+                if (isnan(v[j]))
+                    fputs(",", fp);
+                else if (g->kpi[j] == K_USERS)
+                    fprintf(fp, ",%.0f", v[j]);
+                else
+                    fprintf(fp, ",%.5g", v[j]);
+            }
+            fputc('\n', fp);
+        }
+    }
+    return ferror(fp) ? -EIO : 0;
+}

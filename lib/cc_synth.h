@@ -1,0 +1,94 @@
+/*
+ * cc_synth.h — a deterministic synthetic multi-cell mobile-network KPI generator.
+ *
+ * Every value is a pure function of (seed, cell, absolute step): the generator keeps no
+ * running state, so a demo feed can ask for cell c at step p in any order and a CSV
+ * written in one go holds exactly the same numbers (cc_synth_values is the streaming API).
+ *
+ * The default KPIs, in this order (CC_SYNTH_FEATURES):
+ *   prb_dl       downlink PRB utilisation, %            (0..100)
+ *   prb_ul       uplink PRB utilisation, %              (0..100)
+ *   thr_dl_mbps  downlink cell throughput, Mbit/s       (≥ 0)
+ *   thr_ul_mbps  uplink cell throughput, Mbit/s         (≥ 0)
+ *   active_users mean RRC-connected users (integer)     (≥ 0)
+ *   latency_ms   mean user-plane latency, ms            (> 0)
+ *   cqi          mean channel quality indicator         (1..15)
+ *   drop_rate    call/session drop rate, %              (0..100)
+ *
+ * How a cell's values come about:
+ *   load u(c,p) = scale_c · day(h_c) · week(dow) · (1 + smooth noise) · burst
+ *     day()   a mix of a "business" profile (peaks ~11:00 and ~15:00) and a "residential"
+ *             one (peak ~21:00), in per-cell proportion; h_c = local hour + the cell's
+ *             phase (±1.5 h);
+ *     week()  business cells drop to ~55 % at weekends, residential ones rise ~10 %;
+ *     noise   multi-octave value noise (smooth, from the seed, relative level `noise`);
+ *     bursts  ~`burst_rate` per cell per day, 2–12 steps of ×1.3–2.5 load (events, crowds);
+ *   KPIs then follow u: PRB ∝ u, throughput ∝ PRB × spectral efficiency from CQI, CQI
+ *   falls and latency and drops rise with load; each KPI adds its own small noise.
+ *   outages ~`outage_rate` per cell per week, 3–24 steps: the cell carries no traffic
+ *     (PRB ≈ 0, throughput 0, users 0, drop_rate 0) and reports no latency or CQI (NaN).
+ *   missing steps: a step is absent (no row) with probability `missing_rate`, and
+ *     ~`gap_rate` collector gaps per cell per week drop 3–20 consecutive steps.
+ * Cell ids are "cell%04d" (cell0000, cell0001, …).
+ */
+#ifndef CC_SYNTH_H
+#define CC_SYNTH_H
+
+#include <stdio.h>
+
+#include "cc_common.h"
+
+#define CC_SYNTH_FEATURES \
+    "prb_dl,prb_ul,thr_dl_mbps,thr_ul_mbps,active_users,latency_ms,cqi,drop_rate"
+#define CC_SYNTH_N_KPIS 8
+
+typedef struct CcSynth CcSynth;
+
+typedef struct CcSynthSettings {
+    int n_cells;          ///< cells (default 16)
+    int64_t step_seconds; ///< S (default 900: 15-minute counters)
+    int64_t start;        ///< unix seconds of the first row, rounded down to a step
+                          ///< (default 1704067200 = 2024-01-01 00:00 UTC, a Monday)
+    uint64_t seed;        ///< (default 1)
+    const char *features; ///< comma-separated subset of CC_SYNTH_FEATURES, in the order
+                          ///< wanted; NULL = all 8 (default NULL)
+    int64_t tz_offset_s;  ///< offset of the cells' local time from UTC (default 0)
+    double noise;         ///< relative load noise (default 0.08)
+    double burst_rate;    ///< bursts per cell per day (default 0.5)
+    double outage_rate;   ///< outages per cell per week (default 0.3)
+    double missing_rate;  ///< probability a single step is absent (default 0.003)
+    double gap_rate;      ///< multi-step collector gaps per cell per week (default 0.2)
+} CcSynthSettings;
+
+CC_API void cc_synth_default_settings(CcSynthSettings *s);
+
+/** 0, -EINVAL (bad settings or unknown feature: message in err), -ENOMEM. */
+CC_API int cc_synth_open(CcSynth **out, const CcSynthSettings *s, char *err, size_t errlen);
+CC_API void cc_synth_close(CcSynth **g);
+
+CC_API int cc_synth_n_features(const CcSynth *g);
+CC_API const char *cc_synth_feature_name(const CcSynth *g, int f);
+CC_API int cc_synth_n_cells(const CcSynth *g);
+CC_API int64_t cc_synth_step_seconds(const CcSynth *g);
+/** Absolute step index (unix seconds / S) of the settings' start. */
+CC_API int64_t cc_synth_first_step(const CcSynth *g);
+
+/** "cell%04d". */
+CC_API void cc_synth_cell_id(int cell, char *buf, size_t n);
+
+/**
+ * Values of cell `cell` at absolute step `step` (unix seconds / S) into out (F floats,
+ * the chosen features in order; NaN = value not reported). Returns 1 when the step has a
+ * row, 0 when the whole step is missing (out is still filled, as if it had been
+ * observed). Deterministic in (seed, cell, step); thread-safe (g is read-only).
+ */
+CC_API int cc_synth_values(const CcSynth *g, int cell, int64_t step, float *out);
+
+/**
+ * Writes `n_steps` steps of every cell from the first step as long CSV
+ * (`ts,cell_id,<kpis>` header; ts in unix seconds; missing steps omitted; NaN values as
+ * empty fields), rows ordered by step then cell. 0 or -EIO.
+ */
+CC_API int cc_synth_write_csv(const CcSynth *g, FILE *fp, int64_t n_steps);
+
+#endif
