@@ -1,0 +1,705 @@
+/*
+ * cc_kpi.c — KPI message decoding (see cc_kpi.h for the wire rules).
+ *
+ * Per message: size check → json_loadb → per record: one pass over its members, each name
+ * looked up in a small open-addressing table (cell / ts / kpis / mapped field) → checks →
+ * a CcKpiRecord. The table is built once at open; decoding allocates only inside jansson
+ * and when the output arrays grow.
+ */
+#include "cc_kpi.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define TS_MS_MIN 1e11
+#define TS_MS_END 253402300800000.0  /* 10000-01-01T00:00:00Z in ms */
+#define CELL_INT_MAX 9007199254740992.0 /* 2^53 */
+
+enum SlotKind { SLOT_EMPTY = 0, SLOT_CELL, SLOT_TS, SLOT_KPIS, SLOT_FIELD };
+
+typedef struct Slot {
+    enum SlotKind kind;
+    char *name;
+    uint32_t hash;
+    int feature;
+    int prio;          /* position in the mapping: lower wins among aliases */
+    double scale;
+} Slot;
+
+struct CcKpiDecoder {
+    int F;
+    int64_t S;
+    enum CcKpiAlign align;
+    double max_abs;
+    double lo[CC_MAX_FEATURES], hi[CC_MAX_FEATURES];
+    size_t max_bytes;
+    int max_records;
+    const char *cell_name, *ts_name, *kpis_name; /* point into slots */
+
+    Slot *slots;            /* (cap) */
+    uint32_t cap;           /* power of two */
+
+    CcKpiRecord *rec;
+    int n_rec, cap_rec;
+    CcKpiError *errs;
+    int n_err, cap_err;
+
+    CcKpiStats st;
+};
+
+static const char *const reason_names[CC_KPI_N_REASONS] = {
+    [CC_KPI_OK] = "ok",
+    [CC_KPI_OVERSIZE] = "oversize",
+    [CC_KPI_NOT_JSON] = "not_json",
+    [CC_KPI_NOT_OBJECT] = "not_object",
+    [CC_KPI_EMPTY] = "empty",
+    [CC_KPI_TOO_MANY_RECORDS] = "too_many_records",
+    [CC_KPI_MISSING_CELL] = "missing_cell",
+    [CC_KPI_BAD_CELL_ID] = "bad_cell_id",
+    [CC_KPI_MISSING_TS] = "missing_ts",
+    [CC_KPI_BAD_TS] = "bad_ts",
+    [CC_KPI_MISALIGNED_TS] = "misaligned_ts",
+    [CC_KPI_BAD_VALUE_TYPE] = "bad_value_type",
+    [CC_KPI_NON_FINITE] = "non_finite",
+    [CC_KPI_ABSURD_VALUE] = "absurd_value",
+    [CC_KPI_NO_KPIS] = "no_kpis",
+};
+
+const char *cc_kpi_reason_name(enum CcKpiReason r)
+{
+    if ((int)r < 0 || r >= CC_KPI_N_REASONS)
+        return "unknown";
+    return reason_names[r];
+}
+
+void cc_kpi_default_settings(CcKpiSettings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->n_features = 8;
+    s->step_seconds = 3600;
+    s->align = CC_KPI_ALIGN_FLOOR;
+    s->max_abs = 1e15;
+    s->cell_field = "cell";
+    s->ts_field = "ts";
+    s->kpis_field = "kpis";
+    s->max_message_bytes = 1 << 20;
+    s->max_records = 100000;
+}
+
+/* ---- name table ---- */
+
+static uint32_t hash_name(const char *s)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
+static Slot *slot_find(const CcKpiDecoder *d, const char *name)
+{
+    uint32_t h = hash_name(name);
+    for (uint32_t i = h & (d->cap - 1);; i = (i + 1) & (d->cap - 1)) {
+        Slot *sl = &d->slots[i];
+        if (sl->kind == SLOT_EMPTY)
+            return NULL;
+        if (sl->hash == h && !strcmp(sl->name, name))
+            return sl;
+    }
+}
+
+/* Adds a name; -EEXIST if present (then *out points at it), -ENOMEM. */
+static int slot_add(CcKpiDecoder *d, const char *name, enum SlotKind kind, Slot **out)
+{
+    uint32_t h = hash_name(name);
+    uint32_t i = h & (d->cap - 1);
+    for (;; i = (i + 1) & (d->cap - 1)) {
+        Slot *sl = &d->slots[i];
+        if (sl->kind == SLOT_EMPTY)
+            break;
+        if (sl->hash == h && !strcmp(sl->name, name)) {
+            *out = sl;
+            return -EEXIST;
+        }
+    }
+    Slot *sl = &d->slots[i];
+    sl->name = strdup(name);
+    if (!sl->name)
+        return -ENOMEM;
+    sl->kind = kind;
+    sl->hash = h;
+    *out = sl;
+    return 0;
+}
+
+static int feature_by_name(const CcKpiSettings *s, const char *name)
+{
+    if (!s->feature_names)
+        return -1;
+    for (int f = 0; f < s->n_features; f++)
+        if (s->feature_names[f] && !strcmp(s->feature_names[f], name))
+            return f;
+    return -1;
+}
+
+void cc_kpi_close(CcKpiDecoder **pd)
+{
+    CcKpiDecoder *d = pd ? *pd : NULL;
+    if (!d)
+        return;
+    if (d->slots)
+        for (uint32_t i = 0; i < d->cap; i++)
+            free(d->slots[i].name);
+    free(d->slots);
+    free(d->rec);
+    free(d->errs);
+    free(d);
+    *pd = NULL;
+}
+
+static int name_ok(const char *s)
+{
+    return s && *s;
+}
+
+int cc_kpi_open(CcKpiDecoder **out, const CcKpiSettings *s, char *err, size_t errlen)
+{
+    int ret = 0;
+    CcKpiDecoder *d = NULL;
+    *out = NULL;
+    if (!s || s->n_features < 1 || s->n_features > CC_MAX_FEATURES)
+        return cc_errf(err, errlen, -EINVAL, "kpi: n_features must be 1..%d", CC_MAX_FEATURES);
+    if (s->step_seconds < 1)
+        return cc_errf(err, errlen, -EINVAL, "kpi: step_seconds must be ≥ 1");
+    if (s->n_map < 0 || (s->n_map > 0 && !s->map))
+        return cc_errf(err, errlen, -EINVAL, "kpi: bad mapping array");
+    if ((int)s->align < 0 || s->align > CC_KPI_ALIGN_EXACT)
+        return cc_errf(err, errlen, -EINVAL, "kpi: bad align rule");
+    if (!name_ok(s->cell_field) || !name_ok(s->ts_field) || !name_ok(s->kpis_field))
+        return cc_errf(err, errlen, -EINVAL, "kpi: cell, ts and kpis field names must be set");
+    if (s->max_message_bytes < 2 || s->max_records < 1)
+        return cc_errf(err, errlen, -EINVAL, "kpi: max_message_bytes/max_records too small");
+    if (!(s->max_abs > 0) || !isfinite(s->max_abs))
+        return cc_errf(err, errlen, -EINVAL, "kpi: max_abs must be finite and > 0");
+
+    d = calloc(1, sizeof *d);
+    if (!d)
+        return cc_errf(err, errlen, -ENOMEM, "kpi: out of memory");
+    d->F = s->n_features;
+    d->S = s->step_seconds;
+    d->align = s->align;
+    d->max_abs = s->max_abs;
+    d->max_bytes = s->max_message_bytes;
+    d->max_records = s->max_records;
+    for (int f = 0; f < d->F; f++) {
+        d->lo[f] = s->min ? s->min[f] : -INFINITY;
+        d->hi[f] = s->max ? s->max[f] : INFINITY;
+        if (isnan(d->lo[f]) || isnan(d->hi[f]) || d->lo[f] > d->hi[f]) {
+            ret = cc_errf(err, errlen, -EINVAL, "kpi: feature %d: bounds [%g, %g] invalid", f,
+                          d->lo[f], d->hi[f]);
+            goto error;
+        }
+    }
+
+    int n_names = 3 + s->n_map + (s->feature_names ? s->n_features : 0);
+    d->cap = 16;
+    while (d->cap < (uint32_t)n_names * 4)
+        d->cap *= 2;
+    d->slots = calloc(d->cap, sizeof *d->slots);
+    if (!d->slots) {
+        ret = cc_errf(err, errlen, -ENOMEM, "kpi: out of memory");
+        goto error;
+    }
+
+    Slot *sl;
+    const char *fixed[3] = {s->cell_field, s->ts_field, s->kpis_field};
+    const enum SlotKind kinds[3] = {SLOT_CELL, SLOT_TS, SLOT_KPIS};
+    for (int i = 0; i < 3; i++) {
+        ret = slot_add(d, fixed[i], kinds[i], &sl);
+        if (ret == -EEXIST) {
+            ret = cc_errf(err, errlen, -EINVAL, "kpi: field name \"%s\" used twice", fixed[i]);
+            goto error;
+        }
+        if (ret < 0)
+            goto oom;
+        if (kinds[i] == SLOT_CELL)
+            d->cell_name = sl->name;
+        else if (kinds[i] == SLOT_TS)
+            d->ts_name = sl->name;
+        else
+            d->kpis_name = sl->name;
+    }
+    for (int i = 0; i < s->n_map; i++) {
+        const CcKpiMapEntry *m = &s->map[i];
+        int f = m->feature;
+        if (!name_ok(m->field)) {
+            ret = cc_errf(err, errlen, -EINVAL, "kpi: mapping entry %d has no field name", i);
+            goto error;
+        }
+        if (m->feature_name) {
+            f = feature_by_name(s, m->feature_name);
+            if (f < 0) {
+                ret = cc_errf(err, errlen, -EINVAL,
+                              "kpi: mapping of field \"%s\": the model has no feature \"%s\"",
+                              m->field, m->feature_name);
+                goto error;
+            }
+        }
+        if (f < 0 || f >= d->F) {
+            ret = cc_errf(err, errlen, -EINVAL,
+                          "kpi: mapping of field \"%s\": feature %d outside 0..%d", m->field,
+                          f, d->F - 1);
+            goto error;
+        }
+        double scale = m->scale == 0 ? 1.0 : m->scale;
+        if (!isfinite(scale)) {
+            ret = cc_errf(err, errlen, -EINVAL, "kpi: mapping of field \"%s\": bad scale",
+                          m->field);
+            goto error;
+        }
+        ret = slot_add(d, m->field, SLOT_FIELD, &sl);
+        if (ret == -EEXIST) {
+            ret = cc_errf(err, errlen, -EINVAL, "kpi: field \"%s\" mapped twice or reserved",
+                          m->field);
+            goto error;
+        }
+        if (ret < 0)
+            goto oom;
+        sl->feature = f;
+        sl->scale = scale;
+        sl->prio = i;
+    }
+    /* Feature names map to themselves unless an explicit entry took the name. */
+    for (int f = 0; s->feature_names && f < d->F; f++) {
+        const char *name = s->feature_names[f];
+        if (!name_ok(name))
+            continue;
+        ret = slot_add(d, name, SLOT_FIELD, &sl);
+        if (ret == -EEXIST) {
+            if (sl->kind != SLOT_FIELD) {
+                ret = cc_errf(err, errlen, -EINVAL,
+                              "kpi: feature name \"%s\" collides with the cell/ts/kpis field",
+                              name);
+                goto error;
+            }
+            ret = 0;
+            continue;
+        }
+        if (ret < 0)
+            goto oom;
+        sl->feature = f;
+        sl->scale = 1.0;
+        sl->prio = s->n_map + f;
+    }
+    *out = d;
+    return 0;
+
+oom:
+    ret = cc_errf(err, errlen, -ENOMEM, "kpi: out of memory");
+error:
+    cc_kpi_close(&d);
+    return ret;
+}
+
+void cc_kpi_stats(const CcKpiDecoder *d, CcKpiStats *out)
+{
+    *out = d->st;
+}
+
+/* ---- validation helpers ---- */
+
+int cc_kpi_valid_cell_id(const char *s, size_t len)
+{
+    if (len < 1 || len > CC_KPI_CELL_ID_MAX)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == ':' || c == '/' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil). */
+static int64_t days_from_civil(int64_t y, int m, int d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static int digits(const char *s, size_t len, size_t at, int n, int *out)
+{
+    if (at + (size_t)n > len)
+        return -1;
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        char c = s[at + i];
+        if (c < '0' || c > '9')
+            return -1;
+        v = v * 10 + (c - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+int cc_kpi_parse_rfc3339(const char *s, size_t len, int64_t *out)
+{
+    static const int mdays[12] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int Y, M, D, h, m, sec, oh = 0, om = 0, sign = 0;
+    size_t i = 0;
+    if (digits(s, len, 0, 4, &Y) || len < 20 || s[4] != '-' || digits(s, len, 5, 2, &M) ||
+        s[7] != '-' || digits(s, len, 8, 2, &D))
+        return -EINVAL;
+    if (s[10] != 'T' && s[10] != 't' && s[10] != ' ')
+        return -EINVAL;
+    if (digits(s, len, 11, 2, &h) || s[13] != ':' || digits(s, len, 14, 2, &m) ||
+        s[16] != ':' || digits(s, len, 17, 2, &sec))
+        return -EINVAL;
+    i = 19;
+    if (i < len && s[i] == '.') {
+        size_t j = ++i;
+        while (i < len && s[i] >= '0' && s[i] <= '9')
+            i++;
+        if (i == j)
+            return -EINVAL;
+    }
+    if (i >= len)
+        return -EINVAL;
+    if (s[i] == 'Z' || s[i] == 'z') {
+        i++;
+    } else if (s[i] == '+' || s[i] == '-') {
+        sign = s[i] == '-' ? -1 : 1;
+        if (digits(s, len, i + 1, 2, &oh) || i + 3 >= len || s[i + 3] != ':' ||
+            digits(s, len, i + 4, 2, &om))
+            return -EINVAL;
+        i += 6;
+    } else {
+        return -EINVAL;
+    }
+    if (i != len)
+        return -EINVAL;
+    int leap = (Y % 4 == 0 && Y % 100 != 0) || Y % 400 == 0;
+    if (M < 1 || M > 12 || D < 1 || D > mdays[M - 1] || (M == 2 && D == 29 && !leap) ||
+        h > 23 || m > 59 || sec > 60 || oh > 23 || om > 59)
+        return -EINVAL;
+    int64_t t = days_from_civil(Y, M, D) * 86400 + h * 3600 + m * 60 + sec;
+    t -= sign * (oh * 3600 + om * 60);
+    *out = t;
+    return 0;
+}
+
+/* ---- decoding ---- */
+
+static int push_error(CcKpiDecoder *d, enum CcKpiReason r, int element, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int push_error(CcKpiDecoder *d, enum CcKpiReason r, int element, const char *fmt, ...)
+{
+    if (d->n_err == d->cap_err) {
+        int cap = d->cap_err ? d->cap_err * 2 : 8;
+        CcKpiError *e = realloc(d->errs, (size_t)cap * sizeof *e);
+        if (!e)
+            return -ENOMEM;
+        d->errs = e;
+        d->cap_err = cap;
+    }
+    CcKpiError *e = &d->errs[d->n_err++];
+    e->reason = r;
+    e->element = element;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    d->st.invalid[r]++;
+    return 0;
+}
+
+static CcKpiRecord *push_record(CcKpiDecoder *d)
+{
+    if (d->n_rec == d->cap_rec) {
+        int cap = d->cap_rec ? d->cap_rec * 2 : 16;
+        CcKpiRecord *r = realloc(d->rec, (size_t)cap * sizeof *r);
+        if (!r)
+            return NULL;
+        d->rec = r;
+        d->cap_rec = cap;
+    }
+    return &d->rec[d->n_rec++];
+}
+
+static int is_nonfinite_text(const char *s)
+{
+    if (*s == '+' || *s == '-')
+        s++;
+    return !strcasecmp(s, "nan") || !strcasecmp(s, "inf") || !strcasecmp(s, "infinity");
+}
+
+typedef struct Rec {
+    enum CcKpiReason reason;
+    char why[CC_KPI_MSG_MAX];
+} Rec;
+
+#define FAIL(R, ...)                                         \
+    do {                                                     \
+        rc->reason = (R);                                    \
+        snprintf(rc->why, sizeof rc->why, __VA_ARGS__);      \
+        return;                                              \
+    } while (0)
+
+/* One KPI value into r; sets rc->reason on a refusal. prio[f] holds the winning alias. */
+static void take_value(CcKpiDecoder *d, const Slot *sl, const char *key, json_t *v,
+                       CcKpiRecord *r, int *prio, uint64_t *nulls, Rec *rc)
+{
+    int f = sl->feature;
+    double x;
+    if (json_is_null(v)) {
+        (*nulls)++;
+        return;
+    }
+    if (json_is_string(v)) {
+        if (is_nonfinite_text(json_string_value(v)))
+            FAIL(CC_KPI_NON_FINITE, "field \"%s\": non-finite value \"%.16s\"", key,
+                 json_string_value(v));
+        FAIL(CC_KPI_BAD_VALUE_TYPE, "field \"%s\": a string, a number was expected", key);
+    }
+    if (!json_is_number(v))
+        FAIL(CC_KPI_BAD_VALUE_TYPE, "field \"%s\": a %s, a number was expected", key,
+             json_is_boolean(v) ? "boolean" : json_is_array(v) ? "array" : "object");
+    x = json_number_value(v) * sl->scale;
+    if (isnan(x))
+        FAIL(CC_KPI_NON_FINITE, "field \"%s\": not a number after scaling", key);
+    if (!isfinite(x) || fabs(x) > d->max_abs || fabs(x) > 3.4e38)
+        FAIL(CC_KPI_ABSURD_VALUE, "field \"%s\": %g exceeds |x| ≤ %g", key, x, d->max_abs);
+    if (x < d->lo[f] || x > d->hi[f])
+        FAIL(CC_KPI_ABSURD_VALUE, "field \"%s\": %g outside [%g, %g]", key, x, d->lo[f],
+             d->hi[f]);
+    if (prio[f] <= sl->prio)
+        return; /* an alias listed earlier already gave this feature */
+    prio[f] = sl->prio;
+    r->values[f] = (float)x;
+    r->present |= (uint64_t)1 << f;
+}
+
+static void decode_ts(CcKpiDecoder *d, json_t *v, CcKpiRecord *r, Rec *rc)
+{
+    int64_t ts;
+    if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        if (cc_kpi_parse_rfc3339(s, json_string_length(v), &ts))
+            FAIL(CC_KPI_BAD_TS, "timestamp \"%.40s\" is not RFC 3339", s);
+        if (ts < 0)
+            FAIL(CC_KPI_BAD_TS, "timestamp \"%.40s\" before 1970", s);
+    } else if (json_is_number(v)) {
+        double x = json_number_value(v);
+        if (!(x >= 0) || !(x < TS_MS_END))
+            FAIL(CC_KPI_BAD_TS, "timestamp %.17g outside 0 .. 253402300799999 (ms)", x);
+        ts = x < TS_MS_MIN ? (int64_t)floor(x) : (int64_t)floor(x / 1000.0);
+    } else {
+        FAIL(CC_KPI_BAD_TS, "timestamp must be a string or a number");
+    }
+    int64_t step;
+    switch (d->align) {
+    case CC_KPI_ALIGN_NEAREST:
+        step = (ts + d->S / 2) / d->S;
+        break;
+    case CC_KPI_ALIGN_EXACT:
+        if (ts % d->S)
+            FAIL(CC_KPI_MISALIGNED_TS, "timestamp %lld is not a multiple of %lld s",
+                 (long long)ts, (long long)d->S);
+        /* fallthrough */
+    default:
+        step = ts / d->S;
+        break;
+    }
+    r->ts = ts;
+    r->step = step;
+}
+
+static void decode_cell(json_t *v, CcKpiRecord *r, Rec *rc)
+{
+    if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        size_t n = json_string_length(v);
+        if (!cc_kpi_valid_cell_id(s, n))
+            FAIL(CC_KPI_BAD_CELL_ID, "cell id \"%.40s\"%s: want 1..%d of [A-Za-z0-9._:/-]",
+                 s, n > 40 ? "…" : "", CC_KPI_CELL_ID_MAX);
+        memcpy(r->cell_id, s, n);
+        r->cell_id[n] = 0;
+    } else if (json_is_number(v)) {
+        double x = json_number_value(v);
+        if (!(x >= 0) || x > CELL_INT_MAX || x != floor(x))
+            FAIL(CC_KPI_BAD_CELL_ID, "numeric cell id %g is not an integer in 0..2^53", x);
+        snprintf(r->cell_id, sizeof r->cell_id, "%.0f", x);
+    } else {
+        FAIL(CC_KPI_BAD_CELL_ID, "cell id must be a string or an integer");
+    }
+}
+
+/* Decodes one record object into a new output record, or an error. -ENOMEM only. */
+static int decode_record(CcKpiDecoder *d, json_t *obj, int element, CcKpiBatch *b)
+{
+    Rec rc = {CC_KPI_OK, ""};
+    CcKpiRecord r;
+    json_t *cell = NULL, *ts = NULL, *kpis = NULL;
+    int prio[CC_MAX_FEATURES];
+    uint64_t unmapped = 0, nulls = 0;
+
+    if (!json_is_object(obj))
+        return push_error(d, CC_KPI_NOT_OBJECT, element, "element %d is not an object",
+                          element);
+    /* First pass: the reserved members. */
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v) {
+        const Slot *sl = slot_find(d, key);
+        if (!sl)
+            continue;
+        if (sl->kind == SLOT_CELL)
+            cell = v;
+        else if (sl->kind == SLOT_TS)
+            ts = v;
+        else if (sl->kind == SLOT_KPIS)
+            kpis = v;
+    }
+    memset(&r, 0, sizeof r);
+    r.element = element;
+    if (!cell) {
+        rc.reason = CC_KPI_MISSING_CELL;
+        snprintf(rc.why, sizeof rc.why, "no \"%s\" member", d->cell_name);
+        goto refused;
+    }
+    decode_cell(cell, &r, &rc);
+    if (rc.reason)
+        goto refused;
+    if (!ts) {
+        rc.reason = CC_KPI_MISSING_TS;
+        snprintf(rc.why, sizeof rc.why, "cell %s: no \"%s\" member", r.cell_id, d->ts_name);
+        goto refused;
+    }
+    decode_ts(d, ts, &r, &rc);
+    if (rc.reason)
+        goto refused;
+
+    json_t *src = obj;
+    if (kpis) {
+        if (!json_is_object(kpis)) {
+            rc.reason = CC_KPI_BAD_VALUE_TYPE;
+            snprintf(rc.why, sizeof rc.why, "\"%s\" must be an object", d->kpis_name);
+            goto refused;
+        }
+        src = kpis;
+    }
+    for (int f = 0; f < d->F; f++)
+        prio[f] = 1 << 30;
+    json_object_foreach(src, key, v) {
+        const Slot *sl = slot_find(d, key);
+        if (!sl) {
+            unmapped++;
+            continue;
+        }
+        if (sl->kind != SLOT_FIELD) {
+            if (src == kpis)
+                unmapped++; /* "cell"/"ts" inside kpis: not a KPI */
+            continue;
+        }
+        take_value(d, sl, key, v, &r, prio, &nulls, &rc);
+        if (rc.reason)
+            goto refused;
+    }
+    b->unmapped_fields += unmapped;
+    b->null_values += nulls;
+    if (!r.present) {
+        rc.reason = CC_KPI_NO_KPIS;
+        snprintf(rc.why, sizeof rc.why, "cell %s: no mapped KPI value (%llu unmapped, "
+                 "%llu null)", r.cell_id, (unsigned long long)unmapped,
+                 (unsigned long long)nulls);
+        goto refused;
+    }
+    CcKpiRecord *o = push_record(d);
+    if (!o)
+        return -ENOMEM;
+    *o = r;
+    return 0;
+
+refused:
+    b->unmapped_fields += unmapped;
+    b->null_values += nulls;
+    if (element >= 0 && b->n_elements > 1)
+        return push_error(d, rc.reason, element, "element %d: %s", element, rc.why);
+    return push_error(d, rc.reason, element, "%s", rc.why);
+}
+
+int cc_kpi_decode(CcKpiDecoder *d, const void *buf, size_t len, CcKpiBatch *out)
+{
+    int ret = 0;
+    json_t *root = NULL;
+    json_error_t jerr;
+
+    memset(out, 0, sizeof *out);
+    d->n_rec = d->n_err = 0;
+    d->st.messages++;
+    d->st.bytes += len;
+
+    if (len > d->max_bytes) {
+        ret = push_error(d, CC_KPI_OVERSIZE, -1, "message of %zu bytes exceeds %zu", len,
+                         d->max_bytes);
+        goto done;
+    }
+    root = json_loadb(buf, len, JSON_DECODE_INT_AS_REAL | JSON_DECODE_ANY, &jerr);
+    if (!root) {
+        if (json_error_code(&jerr) == json_error_out_of_memory) {
+            ret = -ENOMEM;
+            goto done;
+        }
+        ret = push_error(d, CC_KPI_NOT_JSON, -1, "not JSON: %s at line %d column %d",
+                         jerr.text, jerr.line, jerr.column);
+        goto done;
+    }
+    if (json_is_object(root)) {
+        out->n_elements = 1;
+        ret = decode_record(d, root, 0, out);
+    } else if (json_is_array(root)) {
+        size_t n = json_array_size(root);
+        out->n_elements = (int)(n > (size_t)d->max_records ? (size_t)d->max_records + 1 : n);
+        if (n == 0) {
+            ret = push_error(d, CC_KPI_EMPTY, -1, "empty array");
+        } else if (n > (size_t)d->max_records) {
+            ret = push_error(d, CC_KPI_TOO_MANY_RECORDS, -1, "%zu records exceed %d", n,
+                             d->max_records);
+        } else {
+            for (size_t i = 0; i < n && ret == 0; i++)
+                ret = decode_record(d, json_array_get(root, i), (int)i, out);
+        }
+    } else {
+        ret = push_error(d, CC_KPI_NOT_OBJECT, -1, "message is a JSON %s, not an object or "
+                         "an array of objects",
+                         json_is_string(root) ? "string" : json_is_number(root) ? "number"
+                         : json_is_null(root) ? "null" : "boolean");
+    }
+
+done:
+    json_decref(root);
+    if (ret < 0) {
+        d->n_rec = d->n_err = 0;
+        memset(out, 0, sizeof *out);
+        return ret;
+    }
+    d->st.records += (uint64_t)d->n_rec;
+    d->st.unmapped_fields += out->unmapped_fields;
+    d->st.null_values += out->null_values;
+    out->records = d->rec;
+    out->n_records = d->n_rec;
+    out->errors = d->errs;
+    out->n_errors = d->n_err;
+    return 0;
+}
