@@ -1,0 +1,1110 @@
+/*
+ * cc_train.c — training of cellcast-tx/2: forward and backward of batches of windows
+ * (see cc_train.h for what a window is), Adam(W) with warmup and decay, and the trainer
+ * that samples windows from a dataset, runs them on n_threads threads (each owning a
+ * contiguous part of the batch and its own gradient block, summed in thread order, so a
+ * seed gives the same weights every run), validates and saves its state.
+ *
+ * Letters as in cc_model.h; R = token rows of the batch, C = current tokens (samples),
+ * T = tokens of one window, n = its cached tokens.
+ *
+ * Dropout (training only, inverted scaling) is applied to the embedding sum, to the
+ * attention block's output projection, to the FFN's hidden ReLU and to its output — the
+ * places PyTorch's TransformerEncoderLayer puts it, except the attention weights.
+ */
+#include "cc_train.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cc_kernels.h"
+
+/* ---- small helpers ------------------------------------------------------------------- */
+
+static uint64_t rng_u64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static float rng_f01(uint64_t *s) { return (float)((rng_u64(s) >> 40) * (1.0 / 16777216.0)); }
+
+/* Uniform integer in [0, n) (n > 0), unbiased enough for n << 2^64. */
+static uint64_t rng_below(uint64_t *s, uint64_t n) { return rng_u64(s) % n; }
+
+/* mask (n) = 0 or 1/(1-p) (inverted dropout) and x *= mask. */
+static void dropout_apply(float *x, float *mask, size_t n, float p, uint64_t *rng)
+{
+    float keep = 1.0f / (1.0f - p);
+    for (size_t i = 0; i < n; i++) {
+        mask[i] = rng_f01(rng) < p ? 0.0f : keep;
+        x[i] *= mask[i];
+    }
+}
+
+/* ---- layer functions ----------------------------------------------------------------- */
+
+void cc_tr_layernorm_forward(float *out, float *xhat, float *rstd, const float *inp,
+                             const float *g, const float *b, int R, int D)
+{
+    for (int r = 0; r < R; r++) {
+        const float *x = inp + (size_t)r * D;
+        float *xh = xhat + (size_t)r * D, *o = out + (size_t)r * D;
+        float mean = 0, var = 0;
+        for (int i = 0; i < D; i++)
+            mean += x[i];
+        mean /= D;
+        for (int i = 0; i < D; i++)
+            var += (x[i] - mean) * (x[i] - mean);
+        var /= D;
+        float rs = 1.0f / sqrtf(var + CC_LN_EPS);
+        for (int i = 0; i < D; i++)
+            xh[i] = (x[i] - mean) * rs;
+        for (int i = 0; i < D; i++)
+            o[i] = g[i] * xh[i] + b[i];
+        rstd[r] = rs;
+    }
+}
+
+void cc_tr_layernorm_backward(float *dinp, float *dg, float *db, const float *dout,
+                              const float *xhat, const float *rstd, const float *g, int R,
+                              int D)
+{
+    for (int r = 0; r < R; r++) {
+        const float *dy = dout + (size_t)r * D, *xh = xhat + (size_t)r * D;
+        float *dx = dinp + (size_t)r * D;
+        float mdx = 0, mdxx = 0;
+        for (int i = 0; i < D; i++) {
+            float d = dy[i] * g[i];
+            mdx += d;
+            mdxx += d * xh[i];
+            dg[i] += dy[i] * xh[i];
+            db[i] += dy[i];
+        }
+        mdx /= D;
+        mdxx /= D;
+        for (int i = 0; i < D; i++)
+            dx[i] = rstd[r] * (dy[i] * g[i] - mdx - xh[i] * mdxx);
+    }
+}
+
+void cc_tr_matmul_forward(float *out, const float *inp, const float *W, const float *bias,
+                          int R, int O, int NI)
+{
+    if (R > 0)
+        cc_linear(out, O, inp, NI, W, NI, bias, R, O, NI, 0);
+}
+
+/* dinp (R,NI) = dout (R,O) · W (O,NI), added to dinp when accumulate. */
+static void matmul_backward_inp(float *dinp, const float *dout, const float *W, int R, int O,
+                                int NI, int accumulate)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, NI, O, 1.0f, dout, O, W, NI,
+                accumulate ? 1.0f : 0.0f, dinp, NI);
+}
+
+static void matmul_backward_w(float *dW, float *dbias, const float *dout, const float *inp,
+                              int R, int O, int NI)
+{
+    /* dW (O,NI) += dout^T (O,R) · inp (R,NI) */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, NI, R, 1.0f, dout, O, inp, NI, 1.0f,
+                dW, NI);
+    if (dbias)
+        for (int r = 0; r < R; r++)
+            for (int o = 0; o < O; o++)
+                dbias[o] += dout[(size_t)r * O + o];
+}
+
+void cc_tr_matmul_backward(float *dinp, float *dW, float *dbias, const float *dout,
+                           const float *inp, const float *W, int R, int O, int NI)
+{
+    if (R <= 0)
+        return;
+    if (dinp)
+        matmul_backward_inp(dinp, dout, W, R, O, NI, 0);
+    matmul_backward_w(dW, dbias, dout, inp, R, O, NI);
+}
+
+/* Key slot j of query r (see cc_train.h): cached token j, or the query itself (slot n). */
+static inline int key_of(int r, int j, int n) { return j < n ? j : r; }
+static inline int keys_of(int r, int n) { return r < n ? r + 1 : n + 1; }
+
+void cc_tr_attention_forward(float *out, float *att, const float *qkv, int n, int T, int D,
+                             int H)
+{
+    int DK = D / H, S = n + 1, D3 = 3 * D;
+    float scale = 1.0f / sqrtf((float)DK);
+    for (int h = 0; h < H; h++)
+        for (int r = 0; r < T; r++) {
+            const float *q = qkv + (size_t)r * D3 + h * DK;
+            float *a = att + ((size_t)h * T + r) * S;
+            int nk = keys_of(r, n);
+            float mx = -INFINITY;
+            for (int j = 0; j < nk; j++) {
+                const float *k = qkv + (size_t)key_of(r, j, n) * D3 + D + h * DK;
+                float s = 0;
+                for (int i = 0; i < DK; i++)
+                    s += q[i] * k[i];
+                a[j] = s * scale;
+                mx = a[j] > mx ? a[j] : mx;
+            }
+            float sum = 0;
+            for (int j = 0; j < nk; j++) {
+                a[j] = expf(a[j] - mx);
+                sum += a[j];
+            }
+            for (int j = 0; j < nk; j++)
+                a[j] /= sum;
+            for (int j = nk; j < S; j++)
+                a[j] = 0;
+            float *o = out + (size_t)r * D + h * DK;
+            for (int i = 0; i < DK; i++)
+                o[i] = 0;
+            for (int j = 0; j < nk; j++) {
+                const float *v = qkv + (size_t)key_of(r, j, n) * D3 + 2 * D + h * DK;
+                for (int i = 0; i < DK; i++)
+                    o[i] += a[j] * v[i];
+            }
+        }
+}
+
+void cc_tr_attention_backward(float *dqkv, const float *dout, const float *att,
+                              const float *qkv, int n, int T, int D, int H)
+{
+    int DK = D / H, S = n + 1, D3 = 3 * D;
+    float scale = 1.0f / sqrtf((float)DK);
+    float da[CC_MAX_N_PATCHES + 1];
+    memset(dqkv, 0, (size_t)T * D3 * sizeof(float));
+    for (int h = 0; h < H; h++)
+        for (int r = 0; r < T; r++) {
+            const float *a = att + ((size_t)h * T + r) * S;
+            const float *dy = dout + (size_t)r * D + h * DK;
+            const float *q = qkv + (size_t)r * D3 + h * DK;
+            float *dq = dqkv + (size_t)r * D3 + h * DK;
+            int nk = keys_of(r, n);
+            float dot = 0;
+            for (int j = 0; j < nk; j++) {
+                int kr = key_of(r, j, n);
+                const float *v = qkv + (size_t)kr * D3 + 2 * D + h * DK;
+                float *dv = dqkv + (size_t)kr * D3 + 2 * D + h * DK;
+                float s = 0;
+                for (int i = 0; i < DK; i++) {
+                    s += dy[i] * v[i];
+                    dv[i] += a[j] * dy[i];
+                }
+                da[j] = s;
+                dot += a[j] * s;
+            }
+            for (int j = 0; j < nk; j++) {
+                float ds = a[j] * (da[j] - dot) * scale;
+                int kr = key_of(r, j, n);
+                const float *k = qkv + (size_t)kr * D3 + D + h * DK;
+                float *dk = dqkv + (size_t)kr * D3 + D + h * DK;
+                for (int i = 0; i < DK; i++) {
+                    dq[i] += ds * k[i];
+                    dk[i] += ds * q[i];
+                }
+            }
+        }
+}
+
+double cc_tr_nll(float *dy, const float *y, const float *target, const float *w, int HZ,
+                 float scale, int *n_obs)
+{
+    int cnt = 0;
+    for (int k = 0; k < HZ; k++)
+        cnt += w[k] > 0;
+    if (n_obs)
+        *n_obs = cnt;
+    double loss = 0;
+    float inv = cnt ? scale / cnt : 0;
+    for (int k = 0; k < HZ; k++) {
+        dy[2 * k] = dy[2 * k + 1] = 0;
+        if (!(w[k] > 0))
+            continue;
+        float s = y[2 * k + 1], clamped = 0;
+        if (s < CC_NLL_LOGSIG_MIN || s > CC_NLL_LOGSIG_MAX) {
+            s = s < CC_NLL_LOGSIG_MIN ? CC_NLL_LOGSIG_MIN : CC_NLL_LOGSIG_MAX;
+            clamped = 1;
+        }
+        float is = expf(-s), r = (target[k] - y[2 * k]) * is;
+        loss += 0.5 * (double)r * r + s;
+        dy[2 * k] = -r * is * inv;
+        dy[2 * k + 1] = clamped ? 0.0f : (1.0f - r * r) * inv;
+    }
+    return cnt ? loss / cnt : 0;
+}
+
+/* ---- batched training forward/backward ----------------------------------------------- */
+
+struct CcTrainWork {
+    CcHparams hp;
+    int max_win, max_group, max_rows, att_cap; // att_cap per layer
+    /* per window */
+    int *row0, *ntok, *ncached, *att0, *cur0; // (max_win)
+    uint64_t *rng;                             // (max_win)
+    float *scratch_m;                          // (M) normalisation window
+    float *pe;                                 // (D)
+    /* activations */
+    float *tok;      // (R, IN)
+    float *emb_mask; // (R, D)
+    float *zin;      // (L+1, R, D)
+    float *qkv;      // (L, R, 3D)
+    float *att;      // (L, att_cap)
+    float *ctx;      // (L, R, D)
+    float *ao_mask;  // (L, R, D)
+    float *xhat1;    // (L, R, D)
+    float *rstd1;    // (L, R)
+    float *z1;       // (L, R, D)
+    float *hd;       // (L, R, FF) relu output after dropout
+    float *h_mask;   // (L, R, FF)
+    float *fo_mask;  // (L, R, D)
+    float *xhat2;    // (L, R, D)
+    float *rstd2;    // (L, R)
+    float *hin;      // (C, D) last layer's current rows
+    float *y;        // (C, 2HZ)
+    float *dy;       // (C, 2HZ)
+    float *tgt, *tw; // (C, HZ)
+    /* backward scratch */
+    float *dz, *da, *db; // (R, D)
+    float *dqkv;         // (R, 3D)
+    float *dh;           // (R, FF)
+    float *dhin;         // (C, D)
+};
+
+int cc_train_work_alloc(CcTrainWork **out, const CcHparams *hp, int max_windows, int max_group)
+{
+    CcTrainWork *w = calloc(1, sizeof *w);
+    if (!w)
+        return -ENOMEM;
+    if (max_group > CC_TRAIN_MAX_GROUP)
+        max_group = CC_TRAIN_MAX_GROUP;
+    w->hp = *hp;
+    w->max_win = max_windows;
+    w->max_group = max_group;
+    size_t N = hp->n_patches, D = hp->d_model, L = hp->n_layers, FF = hp->d_ff, H = hp->n_heads;
+    size_t IN = hp->patch_len + 4, HZ = hp->horizon, Tm = N + max_group;
+    size_t R = (size_t)max_windows * Tm, C = (size_t)max_windows * max_group;
+    w->max_rows = (int)R;
+    w->att_cap = (int)((size_t)max_windows * H * Tm * (N + 1));
+    int ok = 1;
+#define ALLOC(p, count) ok &= ((p) = calloc((count), sizeof *(p))) != NULL
+    ALLOC(w->row0, max_windows);
+    ALLOC(w->ntok, max_windows);
+    ALLOC(w->ncached, max_windows);
+    ALLOC(w->att0, max_windows);
+    ALLOC(w->cur0, max_windows);
+    ALLOC(w->rng, max_windows);
+    ALLOC(w->scratch_m, hp->norm_window);
+    ALLOC(w->pe, D);
+    ALLOC(w->tok, R * IN);
+    ALLOC(w->emb_mask, R * D);
+    ALLOC(w->zin, (L + 1) * R * D);
+    ALLOC(w->qkv, L * R * 3 * D);
+    ALLOC(w->att, L * (size_t)w->att_cap);
+    ALLOC(w->ctx, L * R * D);
+    ALLOC(w->ao_mask, L * R * D);
+    ALLOC(w->xhat1, L * R * D);
+    ALLOC(w->rstd1, L * R);
+    ALLOC(w->z1, L * R * D);
+    ALLOC(w->hd, L * R * FF);
+    ALLOC(w->h_mask, L * R * FF);
+    ALLOC(w->fo_mask, L * R * D);
+    ALLOC(w->xhat2, L * R * D);
+    ALLOC(w->rstd2, L * R);
+    ALLOC(w->hin, C * D);
+    ALLOC(w->y, C * 2 * HZ);
+    ALLOC(w->dy, C * 2 * HZ);
+    ALLOC(w->tgt, C * HZ);
+    ALLOC(w->tw, C * HZ);
+    ALLOC(w->dz, R * D);
+    ALLOC(w->da, R * D);
+    ALLOC(w->db, R * D);
+    ALLOC(w->dqkv, R * 3 * D);
+    ALLOC(w->dh, R * FF);
+    ALLOC(w->dhin, C * D);
+#undef ALLOC
+    if (!ok) {
+        cc_train_work_free(&w);
+        return -ENOMEM;
+    }
+    *out = w;
+    return 0;
+}
+
+void cc_train_work_free(CcTrainWork **pw)
+{
+    CcTrainWork *w = pw ? *pw : NULL;
+    if (!w)
+        return;
+    void *ptrs[] = {w->row0, w->ntok, w->ncached, w->att0, w->cur0, w->rng, w->scratch_m,
+                    w->pe, w->tok, w->emb_mask, w->zin, w->qkv, w->att, w->ctx, w->ao_mask,
+                    w->xhat1, w->rstd1, w->z1, w->hd, w->h_mask, w->fo_mask, w->xhat2,
+                    w->rstd2, w->hin, w->y, w->dy, w->tgt, w->tw, w->dz, w->da, w->db,
+                    w->dqkv, w->dh, w->dhin};
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
+        free(ptrs[i]);
+    free(w);
+    *pw = NULL;
+}
+
+/* Builds the token inputs of window `wi`, its targets, and the layout bookkeeping. */
+static int build_window(CcTrainWork *w, const CcModel *m, const CcDataset *ds,
+                        const CcTrainWindow *win, int wi, int row, int cur, int att,
+                        float *mu_out, float *sigma_out)
+{
+    const CcHparams *hp = &m->hp;
+    int P = hp->patch_len, N = hp->n_patches, M = hp->norm_window, IN = P + 4, HZ = hp->horizon;
+    int D = hp->d_model, F = ds->n_features;
+    if (win->series < 0 || win->series >= ds->n_series || win->feature < 0 ||
+        win->feature >= F || win->n_cur < 1 || win->n_cur > w->max_group)
+        return -EINVAL;
+    const CcSeries *se = &ds->series[win->series];
+    int64_t ie64 = win->e - se->p0;
+    if ((win->e + 1) % P || ie64 < P - 1 || ie64 >= se->T)
+        return -EINVAL;
+    int ie = (int)ie64, f = win->feature;
+    for (int j = 0; j < win->n_cur; j++)
+        if (win->cur[j] < 0 || win->cur[j] >= P || ie + win->cur[j] >= se->T)
+            return -EINVAL;
+    /* step 2: normalisation over the last M values up to e */
+    int lo = ie - M + 1 < 0 ? 0 : ie - M + 1, nm = ie - lo + 1;
+    for (int i = 0; i < nm; i++)
+        w->scratch_m[i] = se->x[(size_t)(lo + i) * F + f];
+    float mu, sigma;
+    cc_norm_stats(w->scratch_m, nm, &mu, &sigma);
+    /* step 4: tokens, cached oldest first then current */
+    int n = (ie - P + 1) / P + 1;
+    n = n > N ? N : n;
+    int T = n + win->n_cur;
+    w->row0[wi] = row;
+    w->ntok[wi] = T;
+    w->ncached[wi] = n;
+    w->att0[wi] = att;
+    w->cur0[wi] = cur;
+    for (int r = 0; r < T; r++) {
+        int qr = r < n ? ie - (n - 1 - r) * P : ie + win->cur[r - n];
+        float *tk = w->tok + (size_t)(row + r) * IN;
+        for (int k = 0; k < P; k++)
+            tk[k] = (se->x[(size_t)(qr - P + 1 + k) * F + f] - mu) / sigma;
+        cc_time_features(tk + P, se->p0 + qr, ds->step_seconds, hp->tz_offset_s);
+    }
+    (void)D;
+    /* targets of the current tokens, normalised with the same mu, sigma */
+    for (int j = 0; j < win->n_cur; j++) {
+        int tr = ie + win->cur[j];
+        float *tg = w->tgt + (size_t)(cur + j) * HZ, *tw = w->tw + (size_t)(cur + j) * HZ;
+        for (int k = 0; k < HZ; k++) {
+            int rr = tr + 1 + k;
+            int ok = rr < se->T && (!se->mask || se->mask[(size_t)rr * F + f]);
+            tg[k] = ok ? (se->x[(size_t)rr * F + f] - mu) / sigma : 0.0f;
+            tw[k] = ok ? 1.0f : 0.0f;
+        }
+    }
+    if (mu_out)
+        mu_out[wi] = mu;
+    if (sigma_out)
+        sigma_out[wi] = sigma;
+    return 0;
+}
+
+int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDataset *ds,
+                   const CcTrainWindow *win, int n_win, float dropout, float loss_scale,
+                   double *loss, int *n_samples, float *y_out, float *mu_out, float *sigma_out)
+{
+    const CcHparams *hp = &m->hp;
+    const CcParams *p = &m->w;
+    int P = hp->patch_len, D = hp->d_model, H = hp->n_heads, L = hp->n_layers, FF = hp->d_ff;
+    int IN = P + 4, HZ = hp->horizon, HZ2 = 2 * HZ, D3 = 3 * D;
+    int N = hp->n_patches;
+    if (n_win > w->max_win || ds->n_features != hp->n_features)
+        return -EINVAL;
+    int train = dropout > 0 && grad;
+
+    /* layout and inputs */
+    int R = 0, C = 0, A = 0;
+    for (int b = 0; b < n_win; b++) {
+        int ret = build_window(w, m, ds, &win[b], b, R, C, A, mu_out, sigma_out);
+        if (ret < 0)
+            return ret;
+        int T = w->ntok[b];
+        R += T;
+        C += win[b].n_cur;
+        A += H * T * (w->ncached[b] + 1);
+        w->rng[b] = win[b].seed;
+    }
+    (void)N;
+    size_t RD = (size_t)w->max_rows * D, RFF = (size_t)w->max_rows * FF;
+
+    /* embedding: z0 = tok·We^T + be + C[f] + PE(q/P + offset), dropout */
+    float *z0 = w->zin;
+    cc_tr_matmul_forward(z0, w->tok, p->embed_w, p->embed_b, R, D, IN);
+    for (int b = 0; b < n_win; b++) {
+        const CcSeries *se = &ds->series[win[b].series];
+        int n = w->ncached[b], ie = (int)(win[b].e - se->p0);
+        for (int r = 0; r < w->ntok[b]; r++) {
+            int qr = r < n ? ie - (n - 1 - r) * P : ie + win[b].cur[r - n];
+            double pos = (double)(se->p0 + qr) / P + (double)win[b].pos_offset;
+            cc_pos_encoding(w->pe, pos, D);
+            float *z = z0 + (size_t)(w->row0[b] + r) * D;
+            const float *ch = p->chan + (size_t)win[b].feature * D;
+            for (int i = 0; i < D; i++)
+                z[i] += ch[i] + w->pe[i];
+        }
+        if (train)
+            dropout_apply(z0 + (size_t)w->row0[b] * D, w->emb_mask + (size_t)w->row0[b] * D,
+                          (size_t)w->ntok[b] * D, dropout, &w->rng[b]);
+    }
+
+    /* layers */
+    for (int l = 0; l < L; l++) {
+        float *zi = w->zin + l * RD, *zo = w->zin + (l + 1) * RD;
+        float *qkv = w->qkv + 3 * l * RD, *att = w->att + (size_t)l * w->att_cap;
+        float *ctx = w->ctx + l * RD, *z1 = w->z1 + l * RD, *hd = w->hd + l * RFF;
+        float *tmp = w->da; /* (R, D) scratch for projections before the residual add */
+        cc_tr_matmul_forward(qkv, zi, p->qkv_w + (size_t)l * D3 * D, p->qkv_b + (size_t)l * D3,
+                             R, D3, D);
+        for (int b = 0; b < n_win; b++)
+            cc_tr_attention_forward(ctx + (size_t)w->row0[b] * D, att + w->att0[b],
+                                    qkv + (size_t)w->row0[b] * D3, w->ncached[b], w->ntok[b],
+                                    D, H);
+        cc_tr_matmul_forward(tmp, ctx, p->o_w + (size_t)l * D * D, p->o_b + (size_t)l * D, R, D,
+                             D);
+        if (train)
+            for (int b = 0; b < n_win; b++)
+                dropout_apply(tmp + (size_t)w->row0[b] * D,
+                              w->ao_mask + l * RD + (size_t)w->row0[b] * D,
+                              (size_t)w->ntok[b] * D, dropout, &w->rng[b]);
+        for (size_t i = 0; i < (size_t)R * D; i++)
+            tmp[i] += zi[i];
+        cc_tr_layernorm_forward(z1, w->xhat1 + l * RD, w->rstd1 + (size_t)l * w->max_rows, tmp,
+                                p->ln1_g + (size_t)l * D, p->ln1_b + (size_t)l * D, R, D);
+        cc_tr_matmul_forward(hd, z1, p->up_w + (size_t)l * FF * D, p->up_b + (size_t)l * FF, R,
+                             FF, D);
+        cc_relu(hd, (size_t)R * FF);
+        if (train)
+            for (int b = 0; b < n_win; b++)
+                dropout_apply(hd + (size_t)w->row0[b] * FF,
+                              w->h_mask + l * RFF + (size_t)w->row0[b] * FF,
+                              (size_t)w->ntok[b] * FF, dropout, &w->rng[b]);
+        cc_tr_matmul_forward(tmp, hd, p->down_w + (size_t)l * D * FF, p->down_b + (size_t)l * D,
+                             R, D, FF);
+        if (train)
+            for (int b = 0; b < n_win; b++)
+                dropout_apply(tmp + (size_t)w->row0[b] * D,
+                              w->fo_mask + l * RD + (size_t)w->row0[b] * D,
+                              (size_t)w->ntok[b] * D, dropout, &w->rng[b]);
+        for (size_t i = 0; i < (size_t)R * D; i++)
+            tmp[i] += z1[i];
+        cc_tr_layernorm_forward(zo, w->xhat2 + l * RD, w->rstd2 + (size_t)l * w->max_rows, tmp,
+                                p->ln2_g + (size_t)l * D, p->ln2_b + (size_t)l * D, R, D);
+    }
+
+    /* head on the current tokens */
+    const float *zL = w->zin + L * RD;
+    for (int b = 0; b < n_win; b++)
+        for (int j = 0; j < win[b].n_cur; j++)
+            memcpy(w->hin + (size_t)(w->cur0[b] + j) * D,
+                   zL + (size_t)(w->row0[b] + w->ncached[b] + j) * D, D * sizeof(float));
+    cc_tr_matmul_forward(w->y, w->hin, p->head_w, p->head_b, C, HZ2, D);
+    if (y_out)
+        memcpy(y_out, w->y, (size_t)C * HZ2 * sizeof(float));
+    double total = 0;
+    int ns = 0;
+    for (int c = 0; c < C; c++) {
+        int nobs;
+        total += cc_tr_nll(w->dy + (size_t)c * HZ2, w->y + (size_t)c * HZ2,
+                           w->tgt + (size_t)c * HZ, w->tw + (size_t)c * HZ, HZ, loss_scale,
+                           &nobs);
+        ns += nobs > 0;
+    }
+    if (loss)
+        *loss = total * loss_scale;
+    if (n_samples)
+        *n_samples = ns;
+    if (!grad)
+        return 0;
+
+    /* ---- backward ---- */
+    CcParams g;
+    cc_params_point(&g, hp, grad);
+    cc_tr_matmul_backward(w->dhin, g.head_w, g.head_b, w->dy, w->hin, p->head_w, C, HZ2, D);
+    float *dz = w->dz;
+    memset(dz, 0, (size_t)R * D * sizeof(float));
+    for (int b = 0; b < n_win; b++)
+        for (int j = 0; j < win[b].n_cur; j++)
+            memcpy(dz + (size_t)(w->row0[b] + w->ncached[b] + j) * D,
+                   w->dhin + (size_t)(w->cur0[b] + j) * D, D * sizeof(float));
+    for (int l = L - 1; l >= 0; l--) {
+        float *zi = w->zin + l * RD, *qkv = w->qkv + 3 * l * RD;
+        float *att = w->att + (size_t)l * w->att_cap, *ctx = w->ctx + l * RD;
+        float *z1 = w->z1 + l * RD, *hd = w->hd + l * RFF;
+        float *dr2 = w->da, *dz1 = w->db, *dh = w->dh;
+        /* LN2: dz -> dr2 (= d of z1 + ffn) */
+        cc_tr_layernorm_backward(dr2, g.ln2_g + (size_t)l * D, g.ln2_b + (size_t)l * D, dz,
+                                 w->xhat2 + l * RD, w->rstd2 + (size_t)l * w->max_rows,
+                                 p->ln2_g + (size_t)l * D, R, D);
+        /* FFN output (dropout), down projection */
+        float *dfo = dz; /* dz is free now */
+        const float *fom = w->fo_mask + l * RD;
+        for (size_t i = 0; i < (size_t)R * D; i++)
+            dfo[i] = train ? dr2[i] * fom[i] : dr2[i];
+        cc_tr_matmul_backward(dh, g.down_w + (size_t)l * D * FF, g.down_b + (size_t)l * D, dfo, hd,
+                              p->down_w + (size_t)l * D * FF, R, D, FF);
+        const float *hm = w->h_mask + l * RFF;
+        for (size_t i = 0; i < (size_t)R * FF; i++)
+            dh[i] = hd[i] > 0 ? (train ? dh[i] * hm[i] : dh[i]) : 0.0f;
+        /* up projection: dz1 = dr2 + dh·Wup */
+        memcpy(dz1, dr2, (size_t)R * D * sizeof(float));
+        matmul_backward_inp(dz1, dh, p->up_w + (size_t)l * FF * D, R, FF, D, 1);
+        matmul_backward_w(g.up_w + (size_t)l * FF * D, g.up_b + (size_t)l * FF, dh, z1, R, FF, D);
+        /* LN1: dz1 -> dr1 (= d of zin + attention) */
+        float *dr1 = w->da;
+        cc_tr_layernorm_backward(dr1, g.ln1_g + (size_t)l * D, g.ln1_b + (size_t)l * D, dz1,
+                                 w->xhat1 + l * RD, w->rstd1 + (size_t)l * w->max_rows,
+                                 p->ln1_g + (size_t)l * D, R, D);
+        float *dao = dz1; /* free now */
+        const float *aom = w->ao_mask + l * RD;
+        for (size_t i = 0; i < (size_t)R * D; i++)
+            dao[i] = train ? dr1[i] * aom[i] : dr1[i];
+        float *dctx = dz;
+        cc_tr_matmul_backward(dctx, g.o_w + (size_t)l * D * D, g.o_b + (size_t)l * D, dao, ctx,
+                              p->o_w + (size_t)l * D * D, R, D, D);
+        for (int b = 0; b < n_win; b++)
+            cc_tr_attention_backward(w->dqkv + (size_t)w->row0[b] * D3,
+                                     dctx + (size_t)w->row0[b] * D, att + w->att0[b],
+                                     qkv + (size_t)w->row0[b] * D3, w->ncached[b], w->ntok[b],
+                                     D, H);
+        /* dzin = dr1 + dqkv·Wqkv */
+        memcpy(dz, dr1, (size_t)R * D * sizeof(float));
+        matmul_backward_inp(dz, w->dqkv, p->qkv_w + (size_t)l * D3 * D, R, D3, D, 1);
+        matmul_backward_w(g.qkv_w + (size_t)l * D3 * D, g.qkv_b + (size_t)l * D3, w->dqkv, zi, R,
+                          D3, D);
+    }
+    /* embedding */
+    if (train)
+        for (size_t i = 0; i < (size_t)R * D; i++)
+            dz[i] *= w->emb_mask[i];
+    matmul_backward_w(g.embed_w, g.embed_b, dz, w->tok, R, D, IN);
+    for (int b = 0; b < n_win; b++) {
+        float *dc = g.chan + (size_t)win[b].feature * D;
+        for (int r = 0; r < w->ntok[b]; r++) {
+            const float *d = dz + (size_t)(w->row0[b] + r) * D;
+            for (int i = 0; i < D; i++)
+                dc[i] += d[i];
+        }
+    }
+    return 0;
+}
+
+/* ---- optimiser ----------------------------------------------------------------------- */
+
+void cc_adam_default_settings(CcAdamSettings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->lr = 1e-3f;
+    s->beta1 = 0.9f;
+    s->beta2 = 0.98f;
+    s->eps = 1e-9f;
+    s->weight_decay = 0;
+    s->warmup = 100;
+    s->schedule = CC_SCHED_INVSQRT;
+    s->total_steps = 0;
+    s->min_lr_frac = 0.05f;
+    s->clip = 1.0f;
+}
+
+float cc_adam_lr(const CcAdamSettings *s, int64_t step)
+{
+    if (step < 1)
+        step = 1;
+    if (s->warmup > 0 && step <= s->warmup)
+        return s->lr * (float)step / (float)s->warmup;
+    switch (s->schedule) {
+    case CC_SCHED_INVSQRT:
+        return s->warmup > 0 ? s->lr * sqrtf((float)s->warmup / (float)step) : s->lr;
+    case CC_SCHED_COSINE: {
+        if (s->total_steps <= s->warmup)
+            return s->lr;
+        double frac = (double)(step - s->warmup) / (double)(s->total_steps - s->warmup);
+        frac = frac > 1 ? 1 : frac;
+        double lo = s->min_lr_frac * s->lr;
+        return (float)(lo + 0.5 * (s->lr - lo) * (1 + cos(M_PI * frac)));
+    }
+    default:
+        return s->lr;
+    }
+}
+
+double cc_adam_update(float *params, float *grad, float *m, float *v, const uint8_t *decay,
+                      size_t n, int64_t step, const CcAdamSettings *s)
+{
+    double norm2 = 0;
+    for (size_t i = 0; i < n; i++)
+        norm2 += (double)grad[i] * grad[i];
+    double norm = sqrt(norm2);
+    if (s->clip > 0 && norm > s->clip) {
+        float k = (float)(s->clip / norm);
+        for (size_t i = 0; i < n; i++)
+            grad[i] *= k;
+    }
+    float lr = cc_adam_lr(s, step);
+    double bc1 = 1 - pow(s->beta1, (double)step), bc2 = 1 - pow(s->beta2, (double)step);
+    for (size_t i = 0; i < n; i++) {
+        m[i] = s->beta1 * m[i] + (1 - s->beta1) * grad[i];
+        v[i] = s->beta2 * v[i] + (1 - s->beta2) * grad[i] * grad[i];
+        double mh = m[i] / bc1, vh = v[i] / bc2;
+        double upd = mh / (sqrt(vh) + s->eps);
+        if (decay && decay[i] && s->weight_decay > 0)
+            upd += s->weight_decay * params[i];
+        params[i] -= (float)(lr * upd);
+    }
+    return norm;
+}
+
+/* ---- trainer ------------------------------------------------------------------------- */
+
+void cc_train_default_settings(CcTrainSettings *s)
+{
+    memset(s, 0, sizeof *s);
+    cc_adam_default_settings(&s->adam);
+    s->dropout = 0.1f;
+    s->batch = 32;
+    s->group = 8;
+    s->n_threads = 2;
+    s->seed = 1;
+    s->max_val_windows = 1024;
+}
+
+/* A (series, e) pair with its valid current offsets [cmin, cmax]. */
+typedef struct Pool {
+    int series;
+    int16_t cmin, cmax;
+    int64_t e;
+} Pool;
+
+#define MAX_THREADS 16
+
+struct CcTrainer {
+    CcModel *m;
+    const CcDataset *ds;
+    CcTrainSettings s;
+    int group, val_group, per_thread;
+    Pool *train_pool;
+    int64_t n_train_pool, train_samples;
+    CcTrainWindow *val_win;
+    int n_val_win;
+    int64_t val_samples;
+    CcTrainWindow *batch;      // (batch)
+    CcTrainWork *work[MAX_THREADS];
+    float *grads[MAX_THREADS]; // (n_params) per thread
+    float *am, *av;            // Adam moments
+    uint8_t *decay;            // (n_params)
+    uint64_t rng;
+    int64_t step;
+};
+
+/* Valid current offsets of boundary e in series se for targets inside rows [begin, end). */
+static int offsets_for(const CcSeries *se, int64_t e, int P, int HZ, CcRange rg, int *cmin,
+                       int *cmax)
+{
+    int ie = (int)(e - se->p0);
+    int lo = rg.begin - 1 - ie, hi = rg.end - 1 - HZ - ie;
+    lo = lo < 0 ? 0 : lo;
+    hi = hi > P - 1 ? P - 1 : hi;
+    hi = hi > se->T - 1 - ie ? se->T - 1 - ie : hi;
+    *cmin = lo;
+    *cmax = hi;
+    return hi >= lo;
+}
+
+/* First boundary e of a series: the first step ≡ P-1 (mod P) with a complete patch. */
+static int64_t first_boundary(const CcSeries *se, int P)
+{
+    int64_t e = se->p0 + P - 1;
+    int64_t r = ((e + 1) % P + P) % P;
+    if (r)
+        e += P - r;
+    return e;
+}
+
+static int build_pools(CcTrainer *t, const CcRange *train, const CcRange *val)
+{
+    const CcHparams *hp = &t->m->hp;
+    const CcDataset *ds = t->ds;
+    int P = hp->patch_len, HZ = hp->horizon, F = ds->n_features;
+    int64_t cap = 0;
+    for (int s = 0; s < ds->n_series; s++)
+        cap += ds->series[s].T / P + 2;
+    t->train_pool = malloc((size_t)(cap ? cap : 1) * sizeof *t->train_pool);
+    Pool *vp = malloc((size_t)(cap ? cap : 1) * sizeof *vp);
+    if (!t->train_pool || !vp) {
+        free(vp);
+        return -ENOMEM;
+    }
+    int64_t nv = 0;
+    for (int s = 0; s < ds->n_series; s++) {
+        const CcSeries *se = &ds->series[s];
+        for (int64_t e = first_boundary(se, P); e - se->p0 < se->T; e += P) {
+            int a, b;
+            if (offsets_for(se, e, P, HZ, train[s], &a, &b)) {
+                t->train_pool[t->n_train_pool++] = (Pool){s, (int16_t)a, (int16_t)b, e};
+                t->train_samples += (int64_t)(b - a + 1) * F;
+            }
+            if (offsets_for(se, e, P, HZ, val[s], &a, &b)) {
+                vp[nv++] = (Pool){s, (int16_t)a, (int16_t)b, e};
+                t->val_samples += (int64_t)(b - a + 1) * F;
+            }
+        }
+    }
+    /* validation windows: every (pool, feature), chunks of val_group offsets, an evenly
+     * spaced subset of at most max_val_windows */
+    int64_t total = 0;
+    for (int64_t i = 0; i < nv; i++)
+        total += (int64_t)F * ((vp[i].cmax - vp[i].cmin + t->val_group) / t->val_group);
+    int64_t keep = total < t->s.max_val_windows ? total : t->s.max_val_windows;
+    t->val_win = calloc((size_t)(keep ? keep : 1), sizeof *t->val_win);
+    if (!t->val_win) {
+        free(vp);
+        return -ENOMEM;
+    }
+    int64_t k = 0, next = 0;
+    t->val_samples = 0;
+    for (int64_t i = 0; i < nv && t->n_val_win < keep; i++)
+        for (int f = 0; f < F; f++)
+            for (int c0 = vp[i].cmin; c0 <= vp[i].cmax; c0 += t->val_group, k++) {
+                /* take window k when it is the next of the evenly spaced subset */
+                if (t->n_val_win >= keep || k != (next * total) / keep)
+                    continue;
+                next++;
+                CcTrainWindow *w = &t->val_win[t->n_val_win++];
+                w->series = vp[i].series;
+                w->feature = f;
+                w->e = vp[i].e;
+                w->n_cur = 0;
+                for (int c = c0; c <= vp[i].cmax && w->n_cur < t->val_group; c++)
+                    w->cur[w->n_cur++] = c;
+                w->pos_offset = 0;
+                w->seed = 0;
+                t->val_samples += w->n_cur;
+            }
+    free(vp);
+    return 0;
+}
+
+void cc_trainer_close(CcTrainer **pt)
+{
+    CcTrainer *t = pt ? *pt : NULL;
+    if (!t)
+        return;
+    for (int i = 0; i < MAX_THREADS; i++) {
+        cc_train_work_free(&t->work[i]);
+        free(t->grads[i]);
+    }
+    free(t->train_pool);
+    free(t->val_win);
+    free(t->batch);
+    free(t->am);
+    free(t->av);
+    free(t->decay);
+    free(t);
+    *pt = NULL;
+}
+
+int cc_trainer_open(CcTrainer **out, CcModel *m, const CcDataset *ds, const CcRange *train,
+                    const CcRange *val, const CcTrainSettings *s, char *err, size_t errlen)
+{
+    const CcHparams *hp = &m->hp;
+    int ret = -EINVAL;
+    CcTrainer *t = NULL;
+    if (ds->n_features != hp->n_features) {
+        cc_errf(err, errlen, ret, "the data has %d features, the model %d", ds->n_features,
+                hp->n_features);
+        goto error;
+    }
+    if (s->batch < 1 || s->n_threads < 1 || s->dropout < 0 || s->dropout >= 1 ||
+        s->group < 0) {
+        cc_errf(err, errlen, ret, "bad training settings (batch, threads, dropout or group)");
+        goto error;
+    }
+    ret = -ENOMEM;
+    t = calloc(1, sizeof *t);
+    if (!t)
+        goto error;
+    t->m = m;
+    t->ds = ds;
+    t->s = *s;
+    t->s.n_threads = s->n_threads > MAX_THREADS ? MAX_THREADS : s->n_threads;
+    if (t->s.n_threads > s->batch)
+        t->s.n_threads = s->batch;
+    int P = hp->patch_len;
+    t->group = s->group == 0 || s->group > P ? P : s->group;
+    t->group = t->group > CC_TRAIN_MAX_GROUP ? CC_TRAIN_MAX_GROUP : t->group;
+    t->val_group = P > CC_TRAIN_MAX_GROUP ? CC_TRAIN_MAX_GROUP : P;
+    t->rng = s->seed * 0x2545f4914f6cdd1dULL + 0x7472616e696e67ULL;
+    ret = build_pools(t, train, val);
+    if (ret < 0)
+        goto error;
+    if (t->n_train_pool == 0) {
+        ret = cc_errf(err, errlen, -EINVAL,
+                      "no training sample: every series is shorter than one patch (%d) plus "
+                      "the horizon (%d) inside its training range",
+                      P, hp->horizon);
+        goto error;
+    }
+    ret = -ENOMEM;
+    t->per_thread = (s->batch + t->s.n_threads - 1) / t->s.n_threads;
+    int maxg = t->group > t->val_group ? t->group : t->val_group;
+    for (int i = 0; i < t->s.n_threads; i++) {
+        if (cc_train_work_alloc(&t->work[i], hp, t->per_thread, maxg) < 0)
+            goto error;
+        if (!(t->grads[i] = calloc(m->n_params, sizeof(float))))
+            goto error;
+    }
+    t->batch = calloc((size_t)s->batch, sizeof *t->batch);
+    t->am = calloc(m->n_params, sizeof(float));
+    t->av = calloc(m->n_params, sizeof(float));
+    t->decay = calloc(m->n_params, 1);
+    if (!t->batch || !t->am || !t->av || !t->decay)
+        goto error;
+    size_t sz[CC_NUM_PARAM_ARRAYS], off = 0;
+    cc_params_sizes(hp, sz);
+    for (int i = 0; i < CC_NUM_PARAM_ARRAYS; i++) {
+        /* weight matrices decay: embed_w, qkv_w, o_w, up_w, down_w, head_w */
+        int dec = i == 0 || i == 3 || i == 5 || i == 9 || i == 11 || i == 15;
+        memset(t->decay + off, dec, sz[i]);
+        off += sz[i];
+    }
+    *out = t;
+    return 0;
+error:
+    if (ret == -ENOMEM)
+        cc_errf(err, errlen, ret, "out of memory setting up the trainer");
+    cc_trainer_close(&t);
+    return ret;
+}
+
+void cc_trainer_counts(const CcTrainer *t, int64_t *train_samples, int64_t *val_samples)
+{
+    if (train_samples)
+        *train_samples = t->train_samples;
+    if (val_samples)
+        *val_samples = t->val_samples;
+}
+
+int64_t cc_trainer_steps_done(const CcTrainer *t) { return t->step; }
+
+typedef struct Job {
+    CcTrainer *t;
+    int thread;
+    const CcTrainWindow *win;
+    int n_win;
+    float dropout;
+    float *grad;
+    double loss;
+    int n_samples;
+    int ret;
+} Job;
+
+static void *job_run(void *arg)
+{
+    Job *j = arg;
+    j->loss = 0;
+    j->n_samples = 0;
+    j->ret = 0;
+    for (int i = 0; i < j->n_win && j->ret == 0; i += j->t->per_thread) {
+        int cnt = j->n_win - i < j->t->per_thread ? j->n_win - i : j->t->per_thread;
+        double l;
+        int ns;
+        j->ret = cc_train_batch(j->t->work[j->thread], j->t->m, j->grad, j->t->ds, j->win + i,
+                                cnt, j->dropout, 1.0f, &l, &ns, NULL, NULL, NULL);
+        j->loss += l;
+        j->n_samples += ns;
+    }
+    return NULL;
+}
+
+/* Runs windows over the threads: thread i gets a contiguous share. Sums losses in order. */
+static int run_threads(CcTrainer *t, const CcTrainWindow *win, int n, float dropout, int grads,
+                       double *loss, int *n_samples)
+{
+    Job jobs[MAX_THREADS];
+    pthread_t th[MAX_THREADS];
+    int nt = t->s.n_threads, started[MAX_THREADS] = {0};
+    int share = (n + nt - 1) / nt;
+    for (int i = 0; i < nt; i++) {
+        int a = i * share, b = a + share > n ? n : a + share;
+        jobs[i] = (Job){t, i, win + (a < n ? a : n), b > a ? b - a : 0, dropout,
+                        grads ? t->grads[i] : NULL, 0, 0, 0};
+        if (grads)
+            memset(t->grads[i], 0, t->m->n_params * sizeof(float));
+    }
+    for (int i = 1; i < nt; i++)
+        started[i] = pthread_create(&th[i], NULL, job_run, &jobs[i]) == 0;
+    job_run(&jobs[0]);
+    for (int i = 1; i < nt; i++) {
+        if (started[i])
+            pthread_join(th[i], NULL);
+        else
+            job_run(&jobs[i]);
+    }
+    *loss = 0;
+    *n_samples = 0;
+    int ret = 0;
+    for (int i = 0; i < nt; i++) {
+        *loss += jobs[i].loss;
+        *n_samples += jobs[i].n_samples;
+        if (jobs[i].ret < 0)
+            ret = jobs[i].ret;
+    }
+    return ret;
+}
+
+static void draw_window(CcTrainer *t, CcTrainWindow *w)
+{
+    const CcHparams *hp = &t->m->hp;
+    int P = hp->patch_len, F = t->ds->n_features;
+    const Pool *pl;
+    int f;
+    for (;;) { /* rejection keeps end steps uniform when a pool entry has < P offsets */
+        uint64_t k = rng_below(&t->rng, (uint64_t)t->n_train_pool * F);
+        pl = &t->train_pool[k / F];
+        f = (int)(k % F);
+        int nvalid = pl->cmax - pl->cmin + 1;
+        if (nvalid >= P || rng_below(&t->rng, P) < (uint64_t)nvalid)
+            break;
+    }
+    int offs[CC_MAX_PATCH_LEN], nvalid = pl->cmax - pl->cmin + 1;
+    for (int i = 0; i < nvalid; i++)
+        offs[i] = pl->cmin + i;
+    int G = t->group < nvalid ? t->group : nvalid;
+    for (int i = 0; i < G; i++) { /* partial Fisher–Yates */
+        int j = i + (int)rng_below(&t->rng, (uint64_t)(nvalid - i));
+        int tmp = offs[i];
+        offs[i] = offs[j];
+        offs[j] = tmp;
+    }
+    w->series = pl->series;
+    w->feature = f;
+    w->e = pl->e;
+    w->n_cur = G;
+    memcpy(w->cur, offs, (size_t)G * sizeof(int));
+    w->pos_offset = (int64_t)rng_below(&t->rng, CC_TRAIN_POS_RANGE);
+    w->seed = rng_u64(&t->rng);
+}
+
+int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm)
+{
+    for (int b = 0; b < t->s.batch; b++)
+        draw_window(t, &t->batch[b]);
+    double l;
+    int ns;
+    int ret = run_threads(t, t->batch, t->s.batch, t->s.dropout, 1, &l, &ns);
+    if (ret < 0)
+        return ret;
+    size_t n = t->m->n_params;
+    float *g = t->grads[0];
+    for (int i = 1; i < t->s.n_threads; i++) /* fixed order: deterministic */
+        for (size_t k = 0; k < n; k++)
+            g[k] += t->grads[i][k];
+    if (ns == 0)
+        ns = 1;
+    for (size_t k = 0; k < n; k++)
+        g[k] /= (float)ns;
+    l /= ns;
+    if (loss)
+        *loss = l;
+    if (!isfinite(l))
+        return -ERANGE;
+    t->step++;
+    if (lr)
+        *lr = cc_adam_lr(&t->s.adam, t->step);
+    double norm = cc_adam_update(t->m->block, g, t->am, t->av, t->decay, n, t->step, &t->s.adam);
+    if (gnorm)
+        *gnorm = norm;
+    return 0;
+}
+
+int cc_trainer_validate(CcTrainer *t, double *nll)
+{
+    if (t->n_val_win == 0)
+        return -EAGAIN;
+    double l;
+    int ns;
+    int ret = run_threads(t, t->val_win, t->n_val_win, 0.0f, 0, &l, &ns);
+    if (ret < 0)
+        return ret;
+    *nll = ns ? l / ns : NAN;
+    return 0;
+}
+
+#define STATE_MAGIC "CCTRAIN1"
+
+int cc_trainer_save_state(const CcTrainer *t, const char *path, const double *extra,
+                          int n_extra, char *err, size_t errlen)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return cc_errf(err, errlen, -EIO, "cannot write %s", tmp);
+    double ex[8] = {0};
+    for (int i = 0; i < n_extra && i < 8; i++)
+        ex[i] = extra[i];
+    uint64_t np = t->m->n_params;
+    int ok = fwrite(STATE_MAGIC, 8, 1, f) == 1 && fwrite(&np, 8, 1, f) == 1 &&
+             fwrite(&t->step, 8, 1, f) == 1 && fwrite(&t->rng, 8, 1, f) == 1 &&
+             fwrite(ex, sizeof ex, 1, f) == 1 &&
+             fwrite(t->m->block, sizeof(float), np, f) == np &&
+             fwrite(t->am, sizeof(float), np, f) == np &&
+             fwrite(t->av, sizeof(float), np, f) == np;
+    ok &= fclose(f) == 0;
+    if (!ok || rename(tmp, path) != 0) {
+        remove(tmp);
+        return cc_errf(err, errlen, -EIO, "cannot write %s", path);
+    }
+    return 0;
+}
+
+int cc_trainer_load_state(CcTrainer *t, const char *path, double *extra, int n_extra,
+                          char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return cc_errf(err, errlen, -EIO, "cannot open %s", path);
+    char magic[8];
+    uint64_t np = 0, rng;
+    int64_t step;
+    double ex[8];
+    int ret = 0;
+    if (fread(magic, 8, 1, f) != 1 || memcmp(magic, STATE_MAGIC, 8) ||
+        fread(&np, 8, 1, f) != 1 || fread(&step, 8, 1, f) != 1 || fread(&rng, 8, 1, f) != 1 ||
+        fread(ex, sizeof ex, 1, f) != 1) {
+        ret = cc_errf(err, errlen, -EINVAL, "%s: not a cellcast optimiser state", path);
+        goto done;
+    }
+    if (np != t->m->n_params) {
+        ret = cc_errf(err, errlen, -EINVAL, "%s: %llu parameters, the model has %zu", path,
+                      (unsigned long long)np, t->m->n_params);
+        goto done;
+    }
+    if (fread(t->m->block, sizeof(float), np, f) != np || fread(t->am, sizeof(float), np, f) != np ||
+        fread(t->av, sizeof(float), np, f) != np) {
+        ret = cc_errf(err, errlen, -EINVAL, "%s: truncated", path);
+        goto done;
+    }
+    t->step = step;
+    t->rng = rng;
+    for (int i = 0; i < n_extra && i < 8; i++)
+        extra[i] = ex[i];
+done:
+    fclose(f);
+    return ret;
+}

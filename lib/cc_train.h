@@ -1,0 +1,197 @@
+/*
+ * cc_train.h — training of cellcast-tx/2: the backward pass (llm.c style, plain functions
+ * beside the forward ones, outputs first, sizes last), Adam/AdamW with warmup and decay,
+ * and a trainer that draws samples from a CcDataset exactly as the spec's steps 1–6.
+ *
+ * A training *sample* is one channel (series s, feature f) at one end step t: the forecast
+ * of the spec at t, with the Gaussian NLL of the normalised targets t+1..t+HZ.
+ * A *window* groups the samples of one channel that share the newest complete patch e
+ * (t = e .. e+P-1): their n cached tokens are the same, so a window is evaluated as one
+ * sequence [cached_0 .. cached_{n-1}, cur_0 .. cur_{G-1}] where cached i attends to cached
+ * 0..i and current token j attends to every cached token and itself only. Each current
+ * token's output is exactly the spec's forecast at its t (the mask keeps the current
+ * tokens from seeing each other); sharing the cached tokens makes a sample cost about
+ * (n + G)/G tokens instead of n + 1.
+ *
+ * Positions: every token position q/P of a window is shifted by pos_offset, an integer
+ * number of patches drawn uniformly in [0, CC_TRAIN_POS_RANGE) per window, so that only
+ * relative positions can be learned (time features are not shifted).
+ *
+ * Letters (as cc_model.h): R token rows of a batch (all windows concatenated), B windows,
+ * C current tokens of a batch (samples), T = n + G tokens of one window.
+ */
+#ifndef CC_TRAIN_H
+#define CC_TRAIN_H
+
+#include "cc_data.h"
+#include "cc_model.h"
+
+#define CC_TRAIN_POS_RANGE 1000000 ///< position offsets are drawn in [0, this) patches
+#define CC_TRAIN_MAX_GROUP 64      ///< at most this many current tokens per window
+#define CC_NLL_LOGSIG_MIN (-7.0f)  ///< log-sigma below this is clamped in the loss (no gradient)
+#define CC_NLL_LOGSIG_MAX 7.0f     ///< log-sigma above this is clamped in the loss (no gradient)
+
+/* ---- layer functions (forward and backward), exposed for the gradient tests ---------- */
+
+/** out (R,D) = LayerNorm(inp) with gain g, bias b; saves xhat (R,D) and rstd (R). */
+CC_API void cc_tr_layernorm_forward(float *out, float *xhat, float *rstd, const float *inp,
+                                    const float *g, const float *b, int R, int D);
+/** dinp (R,D) = overwritten; dg, db (D) accumulated. */
+CC_API void cc_tr_layernorm_backward(float *dinp, float *dg, float *db, const float *dout,
+                                     const float *xhat, const float *rstd, const float *g,
+                                     int R, int D);
+
+/** out (R,O) = inp (R,NI) · W^T (O,NI) + bias (O) (bias may be NULL). OpenBLAS. */
+CC_API void cc_tr_matmul_forward(float *out, const float *inp, const float *W,
+                                 const float *bias, int R, int O, int NI);
+/** dinp (R,NI) overwritten (may be NULL: skipped); dW (O,NI), dbias (O) accumulated
+ *  (dbias may be NULL). */
+CC_API void cc_tr_matmul_backward(float *dinp, float *dW, float *dbias, const float *dout,
+                                  const float *inp, const float *W, int R, int O, int NI);
+
+/**
+ * Masked multi-head attention of one window of T = n + G tokens (n cached, G current).
+ * qkv (T,3D): q | k | v per row, heads take columns [h·DK, (h+1)·DK) of each.
+ * out (T,D) concatenated heads; att (H,T,n+1): row r holds the weights over its allowed keys
+ * (key slot j < n is cached token j; slot n is the token itself for a current token).
+ */
+CC_API void cc_tr_attention_forward(float *out, float *att, const float *qkv, int n, int T,
+                                    int D, int H);
+/** dqkv (T,3D) overwritten. */
+CC_API void cc_tr_attention_backward(float *dqkv, const float *dout, const float *att,
+                                     const float *qkv, int n, int T, int D, int H);
+
+/**
+ * Gaussian NLL of the spec for one sample: y (2HZ) head output, target (HZ) normalised,
+ * w (HZ) 1 = observed, 0 = masked out. Returns mean over observed k of
+ * 0.5·((target - y0)/exp(y1))^2 + y1 (0 when none observed) and writes dy (2HZ) =
+ * scale · d(that)/dy. *n_obs gets the observed count (may be NULL).
+ */
+CC_API double cc_tr_nll(float *dy, const float *y, const float *target, const float *w,
+                        int HZ, float scale, int *n_obs);
+
+/* ---- windows and the batched training forward/backward ------------------------------- */
+
+/** One window of one channel (see top). */
+typedef struct CcTrainWindow {
+    int series;                   ///< series index in the dataset
+    int feature;                  ///< f, column of the dataset = channel embedding row
+    int64_t e;                    ///< absolute step of the newest complete patch's last step
+    int n_cur;                    ///< G current tokens, 1..CC_TRAIN_MAX_GROUP
+    int cur[CC_TRAIN_MAX_GROUP];  ///< their end steps as t - e, each in [0, P)
+    int64_t pos_offset;           ///< patches added to every position of the window
+    uint64_t seed;                ///< dropout stream of this window
+} CcTrainWindow;
+
+typedef struct CcTrainWork CcTrainWork;
+
+/** Scratch for up to max_windows windows of up to max_group current tokens. */
+CC_API int cc_train_work_alloc(CcTrainWork **out, const CcHparams *hp, int max_windows,
+                               int max_group);
+CC_API void cc_train_work_free(CcTrainWork **w);
+
+/**
+ * Forward (and backward when grad != NULL) of a batch of windows on model m.
+ * Loss = sum over samples of their mean NLL, times loss_scale (the trainer passes
+ * 1/number of samples of the whole step). Gradients of that are ADDED to grad (a block
+ * laid out as m->block: cc_params_point works on it). dropout > 0 only when training.
+ * *loss gets the (scaled) loss, *n_samples the samples with at least one observed target.
+ * y_out (C, 2HZ) (may be NULL) receives the head outputs of the current tokens in order,
+ * mu_out/sigma_out (B) (may be NULL) the normalisation of each window.
+ * Returns 0 or -EINVAL (a window outside its series or without a complete patch).
+ */
+CC_API int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDataset *ds,
+                          const CcTrainWindow *win, int n_win, float dropout, float loss_scale,
+                          double *loss, int *n_samples, float *y_out, float *mu_out,
+                          float *sigma_out);
+
+/* ---- optimiser ----------------------------------------------------------------------- */
+
+enum CcSchedule { CC_SCHED_INVSQRT = 0, CC_SCHED_COSINE = 1, CC_SCHED_CONSTANT = 2 };
+
+typedef struct CcAdamSettings {
+    float lr;            ///< peak learning rate (default 1e-3)
+    float beta1;         ///< (default 0.9)
+    float beta2;         ///< (default 0.98)
+    float eps;           ///< (default 1e-9)
+    float weight_decay;  ///< AdamW decoupled decay of weight matrices (not biases, norms,
+                         ///< channel embedding) when > 0 (default 0)
+    int warmup;          ///< linear warmup steps (default 100)
+    enum CcSchedule schedule; ///< after warmup: lr·sqrt(warmup/step), cosine to min_lr_frac
+                         ///< at total_steps, or constant (default CC_SCHED_INVSQRT)
+    int64_t total_steps; ///< for the cosine schedule (default 0 = constant after warmup)
+    float min_lr_frac;   ///< cosine floor as a fraction of lr (default 0.05)
+    float clip;          ///< clip the gradient's global L2 norm to this; 0 = off (default 1.0)
+} CcAdamSettings;
+
+CC_API void cc_adam_default_settings(CcAdamSettings *s);
+
+/** Learning rate at optimiser step `step` (1-based). */
+CC_API float cc_adam_lr(const CcAdamSettings *s, int64_t step);
+
+/**
+ * One Adam(W) update of params (n) with grad (n), moments m, v (n), at 1-based `step`:
+ * clips grad in place to s->clip, then m = b1 m + (1-b1) g; v = b2 v + (1-b2) g²;
+ * p -= lr_t · (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps) [+ lr_t·wd·p where decay[i]].
+ * decay (n) may be NULL (no decay). Returns the gradient norm before clipping.
+ */
+CC_API double cc_adam_update(float *params, float *grad, float *m, float *v,
+                             const uint8_t *decay, size_t n, int64_t step,
+                             const CcAdamSettings *s);
+
+/* ---- trainer ------------------------------------------------------------------------- */
+
+typedef struct CcTrainSettings {
+    CcAdamSettings adam;   ///< (see cc_adam_default_settings)
+    float dropout;         ///< (default 0.1)
+    int batch;             ///< windows per optimiser step (default 32)
+    int group;             ///< current tokens per window; 0 = P (every alignment) (default 8)
+    int n_threads;         ///< threads, each owning part of the batch (default 2)
+    uint64_t seed;         ///< sampling, dropout, offsets (default 1)
+    int max_val_windows;   ///< validation windows (evenly spaced subset) (default 1024)
+    CcLogger logger;       ///< (default none)
+} CcTrainSettings;
+
+CC_API void cc_train_default_settings(CcTrainSettings *s);
+
+typedef struct CcTrainer CcTrainer;
+
+/**
+ * A trainer over dataset ds (must outlive it; its F must equal the model's) with per-series
+ * row ranges train[s] and val[s]: training samples have all HZ targets inside train[s],
+ * validation samples inside val[s] (inputs may reach before the range). The model m is
+ * updated in place by cc_trainer_step (it must outlive the trainer).
+ * 0, -EINVAL (no training sample: message), -ENOMEM.
+ */
+CC_API int cc_trainer_open(CcTrainer **out, CcModel *m, const CcDataset *ds,
+                           const CcRange *train, const CcRange *val,
+                           const CcTrainSettings *s, char *err, size_t errlen);
+CC_API void cc_trainer_close(CcTrainer **t);
+
+/** Training samples (end steps) and validation samples available. */
+CC_API void cc_trainer_counts(const CcTrainer *t, int64_t *train_samples,
+                              int64_t *val_samples);
+
+/** One optimiser step; *loss = mean NLL of the batch, *lr the rate used, *gnorm the
+ *  gradient norm before clipping (each may be NULL). 0, -ENOMEM, -EINVAL, -ERANGE
+ *  (non-finite loss: the update is skipped). */
+CC_API int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm);
+
+/** Mean NLL over the validation windows (no dropout, zero position offset). -EAGAIN when
+ *  there is no validation sample. */
+CC_API int cc_trainer_validate(CcTrainer *t, double *nll);
+
+/** Optimiser steps done. */
+CC_API int64_t cc_trainer_steps_done(const CcTrainer *t);
+
+/**
+ * Saves / restores the optimiser state (step, moments, sampler RNG, current weights and
+ * the caller's `extra` doubles, up to 8) to a binary file beside the checkpoint.
+ * Load checks the parameter count. 0, -EIO, -EINVAL.
+ */
+CC_API int cc_trainer_save_state(const CcTrainer *t, const char *path, const double *extra,
+                                 int n_extra, char *err, size_t errlen);
+CC_API int cc_trainer_load_state(CcTrainer *t, const char *path, double *extra, int n_extra,
+                                 char *err, size_t errlen);
+
+#endif
