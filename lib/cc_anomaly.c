@@ -1,0 +1,904 @@
+/*
+ * cc_anomaly.c — per-cell anomaly scoring, data-quality checks and the alert lifecycle.
+ * See cc_anomaly.h for the rules; this file implements them literally.
+ */
+#include "cc_anomaly.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NONE_STEP INT64_MIN
+#define STATE_MAGIC 0x314D4E41u /* "ANM1" */
+#define STATE_VERSION 1u
+
+/* One alert episode (anomaly of a cell, or one DQ condition). */
+typedef struct Episode {
+    int64_t start;        ///< onset step while firing, NONE_STEP otherwise
+    int64_t resolved;     ///< step of the last resolution, NONE_STEP if never
+    int32_t clear_run;    ///< consecutive clear steps while firing
+    int32_t severity;     ///< CcAlertSeverity while firing
+    double peak;          ///< anomaly: peak cell score of the episode
+} Episode;
+
+typedef struct KpiState {
+    double exp_mean, exp_sd, exp_scale; ///< expectation for CcAnomalyCell.exp_step
+    double z;             ///< z of the last scored step (NaN: not scored)
+    float last_val;       ///< last observed value
+    float change_rate;    ///< EWMA of "value changed"
+    int32_t run;          ///< consecutive observed steps equal to last_val
+    int32_t has_last;
+    Episode stuck, bounds;
+} KpiState;
+
+struct CcAnomaly {
+    CcAnomalySettings s;
+};
+
+struct CcAnomalyCell {
+    char id[CC_ANOMALY_CELL_ID_MAX];
+    int F;
+    int64_t last_step;    ///< last observed step, -1 none
+    int64_t exp_step;     ///< step the expectation is for, NONE_STEP none
+    int64_t score_step;   ///< last scored step, -1 none
+    double score;         ///< cell score at score_step
+    uint64_t over_bits, crit_bits; ///< bit i = step win_step - i
+    int64_t win_step;     ///< step of bit 0, NONE_STEP before the first observation
+    int32_t zero_run;
+    Episode anom, zero, missing;
+    int n_peak;
+    CcAlertAttr peak[CC_ALERT_MAX_ATTR];
+    int64_t quiet_until;
+    CcAnomalyCellStats st;
+    KpiState *k;          // (F)
+};
+
+/* ------------------------------------------------------------------ settings */
+
+void cc_anomaly_default_settings(CcAnomalySettings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->n_features = 8;
+    s->step_seconds = 3600;
+    s->warn_z = 4.0;
+    s->crit_z = 6.0;
+    s->min_kpis = 1;
+    s->window_n = 3;
+    s->warn_k = 2;
+    s->crit_k = 1;
+    s->resolve_m = 3;
+    s->cooldown_steps = 6;
+    s->sd_floor_rel = 0.01;
+    s->sd_floor_scale = 0.05;
+    s->interval_z = 1.2815516;
+    s->stuck_steps = 12;
+    s->stuck_min_change_rate = 0.5;
+    s->change_rate_steps = 200;
+    s->zero_steps = 6;
+    s->missing_after_s = 0;
+    s->dq_resolve_steps = 3;
+    s->dq_grace_steps = 16;
+    for (int f = 0; f < CC_MAX_FEATURES; f++)
+        s->kpi[f].enabled = 1;
+}
+
+int cc_anomaly_validate(const CcAnomalySettings *s, char *err, size_t errlen)
+{
+    if (!s)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: no settings");
+    if (s->n_features < 1 || s->n_features > CC_MAX_FEATURES)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: n_features %d not in 1..%d",
+                       s->n_features, CC_MAX_FEATURES);
+    if (s->step_seconds < 1)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: step_seconds must be ≥ 1");
+    if (!(s->warn_z > 0) || !(s->crit_z >= s->warn_z) || !isfinite(s->crit_z))
+        return cc_errf(err, errlen, -EINVAL,
+                       "anomaly: need 0 < warn_z (%g) ≤ crit_z (%g), finite", s->warn_z,
+                       s->crit_z);
+    if (s->window_n < 1 || s->window_n > CC_ANOMALY_MAX_WINDOW)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: window_n %d not in 1..%d", s->window_n,
+                       CC_ANOMALY_MAX_WINDOW);
+    if (s->warn_k < 1 || s->warn_k > s->window_n || s->crit_k < 1 || s->crit_k > s->window_n)
+        return cc_errf(err, errlen, -EINVAL,
+                       "anomaly: warn_k (%d) and crit_k (%d) must be in 1..window_n (%d)",
+                       s->warn_k, s->crit_k, s->window_n);
+    if (s->min_kpis < 1 || s->min_kpis > s->n_features)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: min_kpis %d not in 1..n_features",
+                       s->min_kpis);
+    if (s->resolve_m < 1 || s->cooldown_steps < 0 || s->dq_resolve_steps < 1 ||
+        s->dq_grace_steps < 0)
+        return cc_errf(err, errlen, -EINVAL,
+                       "anomaly: need resolve_m ≥ 1, dq_resolve_steps ≥ 1, cooldown_steps ≥ 0, "
+                       "dq_grace_steps ≥ 0");
+    if (!(s->sd_floor_rel >= 0) || !(s->sd_floor_scale >= 0) || !(s->interval_z > 0))
+        return cc_errf(err, errlen, -EINVAL,
+                       "anomaly: sd floors must be ≥ 0 and interval_z > 0");
+    if (s->stuck_steps < 2 || s->zero_steps < 1 || s->change_rate_steps < 1 ||
+        !(s->stuck_min_change_rate >= 0 && s->stuck_min_change_rate <= 1))
+        return cc_errf(err, errlen, -EINVAL,
+                       "anomaly: need stuck_steps ≥ 2, zero_steps ≥ 1, change_rate_steps ≥ 1, "
+                       "stuck_min_change_rate in [0,1]");
+    if (s->missing_after_s < 0)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: missing_after_s must be ≥ 0");
+    for (int f = 0; f < s->n_features; f++) {
+        const CcAnomalyKpi *k = &s->kpi[f];
+        double w = k->warn_z > 0 ? k->warn_z : s->warn_z;
+        double c = k->crit_z > 0 ? k->crit_z : s->crit_z;
+        if (k->warn_z < 0 || k->crit_z < 0 || c < w || !isfinite(c))
+            return cc_errf(err, errlen, -EINVAL,
+                           "anomaly: kpi %d: thresholds must be ≥ 0 and warn (%g) ≤ crit (%g)",
+                           f, w, c);
+        if (k->direction < -1 || k->direction > 1)
+            return cc_errf(err, errlen, -EINVAL, "anomaly: kpi %d: direction must be -1, 0, 1",
+                           f);
+        if (!(k->sd_floor >= 0) || isnan(k->min) || isnan(k->max))
+            return cc_errf(err, errlen, -EINVAL, "anomaly: kpi %d: bad sd_floor or bounds", f);
+        if (k->stuck_steps < -1 || k->stuck_steps == 1)
+            return cc_errf(err, errlen, -EINVAL,
+                           "anomaly: kpi %d: stuck_steps must be -1, 0 or ≥ 2", f);
+    }
+    return 0;
+}
+
+int cc_anomaly_open(CcAnomaly **out, const CcAnomalySettings *s, char *err, size_t errlen)
+{
+    *out = NULL;
+    int rc = cc_anomaly_validate(s, err, errlen);
+    if (rc)
+        return rc;
+    CcAnomaly *a = calloc(1, sizeof *a);
+    if (!a)
+        return cc_errf(err, errlen, -ENOMEM, "anomaly: out of memory");
+    a->s = *s;
+    *out = a;
+    return 0;
+}
+
+void cc_anomaly_close(CcAnomaly **a)
+{
+    if (a && *a) {
+        free(*a);
+        *a = NULL;
+    }
+}
+
+int cc_anomaly_set_settings(CcAnomaly *a, const CcAnomalySettings *s, char *err, size_t errlen)
+{
+    int rc = cc_anomaly_validate(s, err, errlen);
+    if (rc)
+        return rc;
+    if (s->n_features != a->s.n_features)
+        return cc_errf(err, errlen, -EINVAL,
+                       "anomaly: n_features cannot change on reload (%d → %d)", a->s.n_features,
+                       s->n_features);
+    a->s = *s;
+    return 0;
+}
+
+const CcAnomalySettings *cc_anomaly_settings(const CcAnomaly *a)
+{
+    return &a->s;
+}
+
+/* ------------------------------------------------------------------ cells */
+
+static void episode_init(Episode *e)
+{
+    e->start = NONE_STEP;
+    e->resolved = NONE_STEP;
+    e->clear_run = 0;
+    e->severity = 0;
+    e->peak = 0;
+}
+
+static void cell_init(CcAnomalyCell *c)
+{
+    c->last_step = -1;
+    c->exp_step = NONE_STEP;
+    c->score_step = -1;
+    c->score = NAN;
+    c->over_bits = c->crit_bits = 0;
+    c->win_step = NONE_STEP;
+    c->zero_run = 0;
+    episode_init(&c->anom);
+    episode_init(&c->zero);
+    episode_init(&c->missing);
+    c->n_peak = 0;
+    c->quiet_until = NONE_STEP;
+    memset(&c->st, 0, sizeof c->st);
+    for (int f = 0; f < c->F; f++) {
+        KpiState *k = &c->k[f];
+        memset(k, 0, sizeof *k);
+        k->z = NAN;
+        k->change_rate = 1.0f;
+        episode_init(&k->stuck);
+        episode_init(&k->bounds);
+    }
+}
+
+int cc_anomaly_cell_open(CcAnomalyCell **out, const CcAnomaly *a, const char *cell_id)
+{
+    *out = NULL;
+    if (!cell_id || strlen(cell_id) >= CC_ANOMALY_CELL_ID_MAX)
+        return -EINVAL;
+    CcAnomalyCell *c = calloc(1, sizeof *c);
+    if (!c)
+        return -ENOMEM;
+    c->F = a->s.n_features;
+    c->k = calloc((size_t)c->F, sizeof *c->k);
+    if (!c->k) {
+        free(c);
+        return -ENOMEM;
+    }
+    snprintf(c->id, sizeof c->id, "%s", cell_id);
+    cell_init(c);
+    *out = c;
+    return 0;
+}
+
+void cc_anomaly_cell_close(CcAnomalyCell **c)
+{
+    if (c && *c) {
+        free((*c)->k);
+        free(*c);
+        *c = NULL;
+    }
+}
+
+const char *cc_anomaly_cell_id(const CcAnomalyCell *c)
+{
+    return c->id;
+}
+
+void cc_anomaly_cell_quiet_until(CcAnomalyCell *c, int64_t step)
+{
+    c->quiet_until = step;
+}
+
+void cc_anomaly_set_expect(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
+                           const double *mean, const double *sd, const double *scale)
+{
+    (void)a;
+    c->exp_step = step;
+    for (int f = 0; f < c->F; f++) {
+        c->k[f].exp_mean = mean[f];
+        c->k[f].exp_sd = sd[f];
+        c->k[f].exp_scale = scale ? scale[f] : 0;
+    }
+}
+
+void cc_anomaly_set_forecast(const CcAnomaly *a, CcAnomalyCell *c, const CcForecast *fc)
+{
+    (void)a;
+    if (!fc || !fc->valid || fc->n_features != c->F || fc->horizon < 1) {
+        c->exp_step = NONE_STEP;
+        return;
+    }
+    c->exp_step = fc->step + 1;
+    for (int f = 0; f < c->F; f++) {
+        double m, sd;
+        cc_forecast_point(fc, f, 0, &m, &sd);
+        c->k[f].exp_mean = m;
+        c->k[f].exp_sd = sd;
+        c->k[f].exp_scale = fc->sigma ? fc->sigma[f] : 0;
+    }
+}
+
+/* ------------------------------------------------------------------ events */
+
+static double kpi_warn(const CcAnomalySettings *s, int f)
+{
+    return s->kpi[f].warn_z > 0 ? s->kpi[f].warn_z : s->warn_z;
+}
+
+static double kpi_crit(const CcAnomalySettings *s, int f)
+{
+    return s->kpi[f].crit_z > 0 ? s->kpi[f].crit_z : s->crit_z;
+}
+
+static int kpi_stuck_steps(const CcAnomalySettings *s, int f)
+{
+    int n = s->kpi[f].stuck_steps;
+    return n == 0 ? s->stuck_steps : n;
+}
+
+static double sd_eff(const CcAnomalySettings *s, int f, const KpiState *k)
+{
+    double sd = k->exp_sd;
+    double fl = s->kpi[f].sd_floor;
+    if (s->sd_floor_rel * fabs(k->exp_mean) > fl)
+        fl = s->sd_floor_rel * fabs(k->exp_mean);
+    if (s->sd_floor_scale * k->exp_scale > fl)
+        fl = s->sd_floor_scale * k->exp_scale;
+    return sd > fl ? sd : fl;
+}
+
+static void make_id(CcAlertEvent *ev, const char *cell, enum CcDqReason r, int kpi, int64_t start)
+{
+    if (r == CC_DQ_NONE)
+        snprintf(ev->id, sizeof ev->id, "%s:anomaly:%lld", cell, (long long)start);
+    else if (kpi >= 0)
+        snprintf(ev->id, sizeof ev->id, "%s:%s:%d:%lld", cell, cc_dq_reason_name(r), kpi,
+                 (long long)start);
+    else
+        snprintf(ev->id, sizeof ev->id, "%s:%s:%lld", cell, cc_dq_reason_name(r),
+                 (long long)start);
+}
+
+static void event_init(const CcAnomaly *a, const CcAnomalyCell *c, CcAlertEvent *ev,
+                       enum CcAlertState st, enum CcDqReason r, int kpi, int64_t start,
+                       int64_t step, int severity)
+{
+    memset(ev, 0, sizeof *ev);
+    make_id(ev, c->id, r, kpi, start);
+    ev->state = st;
+    ev->kind = r == CC_DQ_NONE ? CC_ALERT_ANOMALY : CC_ALERT_DATA_QUALITY;
+    ev->reason = r;
+    ev->severity = (enum CcAlertSeverity)severity;
+    ev->cell_id = c->id;
+    ev->kpi = kpi;
+    ev->start_step = start;
+    ev->step = step;
+    ev->ts = step * a->s.step_seconds;
+    ev->start_ts = start * a->s.step_seconds;
+    ev->score = NAN;
+}
+
+static void emit(CcAnomalyCell *c, const CcAlertSink *sink, const CcAlertEvent *ev,
+                 int64_t quiet_step)
+{
+    if (quiet_step <= c->quiet_until) {
+        c->st.quiet++;
+        return;
+    }
+    if (ev->state == CC_ALERT_FIRING)
+        c->st.firing++;
+    else
+        c->st.resolved++;
+    if (sink && sink->emit)
+        sink->emit(sink->cookie, ev);
+}
+
+/* Attribution of one KPI from the expectation and value of the current step. */
+static void attr_of(const CcAnomalySettings *s, const KpiState *k, int f, double x,
+                    CcAlertAttr *out)
+{
+    double sd = sd_eff(s, f, k);
+    out->kpi = f;
+    out->observed = x;
+    out->expected = k->exp_mean;
+    out->lo = k->exp_mean - s->interval_z * sd;
+    out->hi = k->exp_mean + s->interval_z * sd;
+    out->z = k->z;
+}
+
+/* DQ episode step: cond holds at `step` (onset `onset` when it starts firing). */
+static void dq_update(const CcAnomaly *a, CcAnomalyCell *c, Episode *e, int cond,
+                      enum CcDqReason r, int kpi, int64_t step, int64_t onset, int severity,
+                      const CcAlertAttr *attr, const CcAlertSink *sink)
+{
+    CcAlertEvent ev;
+    if (e->start == NONE_STEP) {
+        if (!cond)
+            return;
+        e->start = onset;
+        e->clear_run = 0;
+        e->severity = severity;
+        event_init(a, c, &ev, CC_ALERT_FIRING, r, kpi, onset, step, severity);
+        if (attr) {
+            ev.attr[0] = *attr;
+            ev.n_attr = 1;
+        }
+        emit(c, sink, &ev, step);
+        return;
+    }
+    if (cond) {
+        e->clear_run = 0;
+        return;
+    }
+    if (++e->clear_run < a->s.dq_resolve_steps)
+        return;
+    event_init(a, c, &ev, CC_ALERT_RESOLVED, r, kpi, e->start, step, e->severity);
+    if (attr) {
+        ev.attr[0] = *attr;
+        ev.n_attr = 1;
+    }
+    e->start = NONE_STEP;
+    e->resolved = step;
+    e->clear_run = 0;
+    emit(c, sink, &ev, step);
+}
+
+/* Within an episode's firing time or its grace period after resolving. */
+static int dq_blocks(const CcAnomalySettings *s, const Episode *e, int64_t step)
+{
+    if (e->start != NONE_STEP)
+        return 1;
+    return e->resolved != NONE_STEP && step - e->resolved <= s->dq_grace_steps;
+}
+
+static int cmp_attr(const void *pa, const void *pb)
+{
+    double a = fabs(((const CcAlertAttr *)pa)->z), b = fabs(((const CcAlertAttr *)pb)->z);
+    return a < b ? 1 : a > b ? -1 : ((const CcAlertAttr *)pa)->kpi - ((const CcAlertAttr *)pb)->kpi;
+}
+
+static int popcount_n(uint64_t bits, int n)
+{
+    uint64_t m = n >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1);
+    return __builtin_popcountll(bits & m);
+}
+
+/* ------------------------------------------------------------------ observe */
+
+int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const float *values,
+                       const uint8_t *mask, const CcAlertSink *sink)
+{
+    const CcAnomalySettings *s = &a->s;
+    const int F = c->F;
+    if (c->last_step >= 0 && step <= c->last_step)
+        return -EALREADY;
+    c->last_step = step;
+
+    /* Missing data ends with any observation. */
+    if (c->missing.start != NONE_STEP) {
+        CcAlertEvent ev;
+        event_init(a, c, &ev, CC_ALERT_RESOLVED, CC_DQ_MISSING, -1, c->missing.start, step,
+                   c->missing.severity);
+        c->missing.start = NONE_STEP;
+        c->missing.resolved = step;
+        emit(c, sink, &ev, step);
+    }
+
+    /* --- data quality --- */
+    int n_obs = 0, n_zero = 0;
+    for (int f = 0; f < F; f++) {
+        int obs = (!mask || mask[f]) && isfinite(values[f]);
+        if (!obs)
+            continue;
+        n_obs++;
+        n_zero += values[f] == 0.0f;
+    }
+    int all_zero_now = n_obs > 0 && n_zero == n_obs;
+    c->zero_run = all_zero_now ? c->zero_run + 1 : 0;
+    dq_update(a, c, &c->zero, c->zero_run >= s->zero_steps, CC_DQ_ALL_ZERO, -1, step,
+              step - c->zero_run + 1, CC_SEV_CRITICAL, NULL, sink);
+
+    for (int f = 0; f < F; f++) {
+        KpiState *k = &c->k[f];
+        int obs = (!mask || mask[f]) && isfinite(values[f]);
+        if (!obs)
+            continue; /* imputed values neither advance nor break runs */
+        float v = values[f];
+        int nst = kpi_stuck_steps(s, f);
+        if (k->has_last) {
+            int changed = v != k->last_val;
+            k->run = changed ? 1 : k->run + 1;
+            if (nst < 0 || k->run < nst)
+                k->change_rate += ((float)changed - k->change_rate) / (float)s->change_rate_steps;
+        } else {
+            k->run = 1;
+            k->has_last = 1;
+        }
+        k->last_val = v;
+        int stuck = nst > 0 && k->run >= nst && k->change_rate >= s->stuck_min_change_rate &&
+                    !all_zero_now;
+        CcAlertAttr at = {f, v, NAN, NAN, NAN, NAN};
+        if (c->exp_step == step)
+            at.expected = k->exp_mean;
+        /* A firing stuck alert stays firing while the run goes on (even if the change rate
+         * or the all-zero state says otherwise now): only a change clears it. */
+        if (k->stuck.start != NONE_STEP && nst > 0 && k->run >= nst)
+            stuck = 1;
+        dq_update(a, c, &k->stuck, stuck, CC_DQ_STUCK, f, step, step - k->run + 1, CC_SEV_WARNING,
+                  &at, sink);
+        const CcAnomalyKpi *kp = &s->kpi[f];
+        int oob = kp->min < kp->max && (v < kp->min || v > kp->max);
+        CcAlertAttr ab = {f, v, at.expected, kp->min, kp->max, NAN};
+        dq_update(a, c, &k->bounds, oob, CC_DQ_BOUNDS, f, step, step, CC_SEV_WARNING, &ab, sink);
+    }
+
+    /* --- anomaly scoring --- */
+    int have_exp = c->exp_step == step;
+    int n_scored = 0, n_over = 0, n_crit = 0, n_supp = 0;
+    double score = NAN;
+    int cell_blocked = dq_blocks(s, &c->zero, step) || dq_blocks(s, &c->missing, step);
+    for (int f = 0; f < F; f++) {
+        KpiState *k = &c->k[f];
+        k->z = NAN;
+        int obs = (!mask || mask[f]) && isfinite(values[f]);
+        if (!have_exp || !obs || !s->kpi[f].enabled)
+            continue;
+        if (cell_blocked || dq_blocks(s, &k->stuck, step) || dq_blocks(s, &k->bounds, step)) {
+            n_supp++;
+            continue;
+        }
+        if (!(k->exp_sd > 0) || !isfinite(k->exp_sd) || !isfinite(k->exp_mean))
+            continue;
+        double z = (values[f] - k->exp_mean) / sd_eff(s, f, k);
+        if (!isfinite(z))
+            continue;
+        k->z = z;
+        n_scored++;
+        double az = fabs(z);
+        if (!(score >= az))
+            score = az;
+        int dir = s->kpi[f].direction;
+        int way = dir == 0 || (dir > 0 && z > 0) || (dir < 0 && z < 0);
+        if (way && az >= kpi_warn(s, f)) {
+            n_over++;
+            if (az >= kpi_crit(s, f))
+                n_crit++;
+        }
+    }
+    int over = n_scored > 0 && n_over >= s->min_kpis;
+    int crit = over && n_crit > 0;
+
+    /* Window: shift to this step (missed steps count as not over). */
+    int64_t sh = c->win_step == NONE_STEP ? 64 : step - c->win_step;
+    if (sh >= 64) {
+        c->over_bits = c->crit_bits = 0;
+    } else {
+        c->over_bits <<= sh;
+        c->crit_bits <<= sh;
+    }
+    c->win_step = step;
+    c->over_bits |= (uint64_t)over;
+    c->crit_bits |= (uint64_t)crit;
+
+    if (n_scored) {
+        c->st.scored++;
+        c->st.over += over;
+        c->score_step = step;
+        c->score = score;
+    }
+
+    int n_w = popcount_n(c->over_bits, s->window_n);
+    int n_c = popcount_n(c->crit_bits, s->window_n);
+    Episode *e = &c->anom;
+    CcAlertEvent ev;
+    if (e->start == NONE_STEP) {
+        int cool = e->resolved == NONE_STEP || step > e->resolved + s->cooldown_steps;
+        if (over && cool && (n_w >= s->warn_k || n_c >= s->crit_k)) {
+            int oldest = 63 - __builtin_clzll(c->over_bits &
+                                              (s->window_n >= 64 ? ~(uint64_t)0
+                                                                 : (((uint64_t)1 << s->window_n) - 1)));
+            e->start = step - oldest;
+            e->clear_run = 0;
+            e->severity = n_c >= s->crit_k ? CC_SEV_CRITICAL : CC_SEV_WARNING;
+            e->peak = score;
+            event_init(a, c, &ev, CC_ALERT_FIRING, CC_DQ_NONE, -1, e->start, step, e->severity);
+            ev.score = score;
+            CcAlertAttr all[CC_MAX_FEATURES];
+            int n = 0;
+            for (int f = 0; f < F; f++)
+                if (isfinite(c->k[f].z) && fabs(c->k[f].z) >= kpi_warn(s, f))
+                    attr_of(s, &c->k[f], f, values[f], &all[n++]);
+            qsort(all, (size_t)n, sizeof *all, cmp_attr);
+            ev.n_attr = n < CC_ALERT_MAX_ATTR ? n : CC_ALERT_MAX_ATTR;
+            memcpy(ev.attr, all, (size_t)ev.n_attr * sizeof *all);
+            c->n_peak = ev.n_attr;
+            memcpy(c->peak, ev.attr, (size_t)ev.n_attr * sizeof *all);
+            emit(c, sink, &ev, step);
+        }
+    } else if (over) {
+        e->clear_run = 0;
+        int escalate = e->severity == CC_SEV_WARNING && n_c >= s->crit_k;
+        CcAlertAttr all[CC_MAX_FEATURES];
+        int n = 0;
+        if (escalate || score > e->peak) {
+            for (int f = 0; f < F; f++)
+                if (isfinite(c->k[f].z) && fabs(c->k[f].z) >= kpi_warn(s, f))
+                    attr_of(s, &c->k[f], f, values[f], &all[n++]);
+            qsort(all, (size_t)n, sizeof *all, cmp_attr);
+            if (n > CC_ALERT_MAX_ATTR)
+                n = CC_ALERT_MAX_ATTR;
+        }
+        if (score > e->peak) {
+            e->peak = score;
+            c->n_peak = n;
+            memcpy(c->peak, all, (size_t)n * sizeof *all);
+        }
+        if (escalate) {
+            e->severity = CC_SEV_CRITICAL;
+            event_init(a, c, &ev, CC_ALERT_FIRING, CC_DQ_NONE, -1, e->start, step, e->severity);
+            ev.score = score;
+            ev.n_attr = n;
+            memcpy(ev.attr, all, (size_t)n * sizeof *all);
+            emit(c, sink, &ev, step);
+        }
+    } else if ((n_scored || n_supp) && ++e->clear_run >= s->resolve_m) {
+        /* A step whose KPIs are all held by DQ alerts counts as clear: the DQ alert has
+         * taken over, the anomaly episode must not stay open forever. */
+        event_init(a, c, &ev, CC_ALERT_RESOLVED, CC_DQ_NONE, -1, e->start, step, e->severity);
+        ev.score = e->peak;
+        ev.n_attr = c->n_peak;
+        memcpy(ev.attr, c->peak, (size_t)c->n_peak * sizeof *c->peak);
+        e->start = NONE_STEP;
+        e->resolved = step;
+        e->clear_run = 0;
+        emit(c, sink, &ev, step);
+    }
+    return 0;
+}
+
+void cc_anomaly_tick(const CcAnomaly *a, CcAnomalyCell *c, int64_t now_s, const CcAlertSink *sink)
+{
+    const CcAnomalySettings *s = &a->s;
+    if (c->last_step < 0 || c->missing.start != NONE_STEP)
+        return;
+    int64_t after = s->missing_after_s > 0 ? s->missing_after_s : 3 * s->step_seconds;
+    int64_t end = (c->last_step + 1) * s->step_seconds; /* end of the last step */
+    if (now_s - end <= after)
+        return;
+    CcAlertEvent ev;
+    c->missing.start = c->last_step + 1;
+    c->missing.severity = CC_SEV_CRITICAL;
+    c->missing.clear_run = 0;
+    event_init(a, c, &ev, CC_ALERT_FIRING, CC_DQ_MISSING, -1, c->missing.start,
+               now_s / s->step_seconds, CC_SEV_CRITICAL);
+    emit(c, sink, &ev, c->missing.start);
+}
+
+/* ------------------------------------------------------------------ readers */
+
+int64_t cc_anomaly_cell_scores(const CcAnomalyCell *c, double *z, double *score)
+{
+    int fresh = c->score_step >= 0 && c->score_step == c->last_step;
+    if (z)
+        for (int f = 0; f < c->F; f++)
+            z[f] = fresh ? c->k[f].z : NAN;
+    if (score)
+        *score = c->score_step >= 0 ? c->score : NAN;
+    return c->score_step;
+}
+
+int cc_anomaly_cell_active(const CcAnomaly *a, const CcAnomalyCell *c, CcAlertEvent *out, int max)
+{
+    int n = 0;
+#define ACTIVE(ep, r, kpi)                                                                       \
+    do {                                                                                         \
+        if ((ep)->start != NONE_STEP) {                                                          \
+            if (n < max) {                                                                       \
+                event_init(a, c, &out[n], CC_ALERT_FIRING, r, kpi, (ep)->start, c->last_step,    \
+                           (ep)->severity);                                                      \
+                if ((r) == CC_DQ_NONE) {                                                         \
+                    out[n].score = (ep)->peak;                                                   \
+                    out[n].n_attr = c->n_peak;                                                   \
+                    memcpy(out[n].attr, c->peak, (size_t)c->n_peak * sizeof *c->peak);           \
+                }                                                                                \
+            }                                                                                    \
+            n++;                                                                                 \
+        }                                                                                        \
+    } while (0)
+    ACTIVE(&c->anom, CC_DQ_NONE, -1);
+    ACTIVE(&c->zero, CC_DQ_ALL_ZERO, -1);
+    ACTIVE(&c->missing, CC_DQ_MISSING, -1);
+    for (int f = 0; f < c->F; f++) {
+        ACTIVE(&c->k[f].stuck, CC_DQ_STUCK, f);
+        ACTIVE(&c->k[f].bounds, CC_DQ_BOUNDS, f);
+    }
+#undef ACTIVE
+    return n;
+}
+
+void cc_anomaly_cell_stats(const CcAnomalyCell *c, CcAnomalyCellStats *out)
+{
+    *out = c->st;
+    out->anomaly_firing = c->anom.start != NONE_STEP;
+    int dq = (c->zero.start != NONE_STEP) + (c->missing.start != NONE_STEP);
+    for (int f = 0; f < c->F; f++)
+        dq += (c->k[f].stuck.start != NONE_STEP) + (c->k[f].bounds.start != NONE_STEP);
+    out->dq_firing = dq;
+}
+
+const char *cc_alert_kind_name(enum CcAlertKind k)
+{
+    return k == CC_ALERT_DATA_QUALITY ? "data_quality" : "anomaly";
+}
+
+const char *cc_alert_state_name(enum CcAlertState s)
+{
+    return s == CC_ALERT_RESOLVED ? "resolved" : "firing";
+}
+
+const char *cc_alert_severity_name(enum CcAlertSeverity s)
+{
+    return s == CC_SEV_CRITICAL ? "critical" : "warning";
+}
+
+const char *cc_dq_reason_name(enum CcDqReason r)
+{
+    switch (r) {
+    case CC_DQ_STUCK: return "stuck";
+    case CC_DQ_ALL_ZERO: return "all_zero";
+    case CC_DQ_BOUNDS: return "bounds";
+    case CC_DQ_MISSING: return "missing";
+    default: return "none";
+    }
+}
+
+/* ------------------------------------------------------------------ serialisation */
+
+typedef struct Buf {
+    uint8_t *p;
+    size_t cap, len;
+} Buf;
+
+static void put(Buf *b, const void *v, size_t n)
+{
+    if (b->p && b->len + n <= b->cap)
+        memcpy(b->p + b->len, v, n); /* little-endian hosts only (checked at compile time) */
+    b->len += n;
+}
+#define PUT(b, v) put(b, &(v), sizeof(v))
+
+typedef struct Rd {
+    const uint8_t *p;
+    size_t len, off;
+    int bad;
+} Rd;
+
+static void get(Rd *r, void *v, size_t n)
+{
+    if (r->off + n > r->len) {
+        r->bad = 1;
+        memset(v, 0, n);
+        return;
+    }
+    memcpy(v, r->p + r->off, n);
+    r->off += n;
+}
+#define GET(r, v) get(r, &(v), sizeof(v))
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "state format is little-endian");
+
+static void put_ep(Buf *b, const Episode *e)
+{
+    PUT(b, e->start);
+    PUT(b, e->resolved);
+    PUT(b, e->clear_run);
+    PUT(b, e->severity);
+    PUT(b, e->peak);
+}
+
+static void get_ep(Rd *r, Episode *e)
+{
+    GET(r, e->start);
+    GET(r, e->resolved);
+    GET(r, e->clear_run);
+    GET(r, e->severity);
+    GET(r, e->peak);
+}
+
+long cc_anomaly_cell_save(const CcAnomalyCell *c, uint8_t *buf, size_t cap)
+{
+    Buf b = {buf, cap, 0};
+    uint32_t magic = STATE_MAGIC, ver = STATE_VERSION, F = (uint32_t)c->F;
+    PUT(&b, magic);
+    PUT(&b, ver);
+    PUT(&b, F);
+    put(&b, c->id, sizeof c->id);
+    PUT(&b, c->last_step);
+    PUT(&b, c->exp_step);
+    PUT(&b, c->score_step);
+    PUT(&b, c->score);
+    PUT(&b, c->over_bits);
+    PUT(&b, c->crit_bits);
+    PUT(&b, c->win_step);
+    PUT(&b, c->zero_run);
+    put_ep(&b, &c->anom);
+    put_ep(&b, &c->zero);
+    put_ep(&b, &c->missing);
+    int32_t np = c->n_peak;
+    PUT(&b, np);
+    for (int i = 0; i < CC_ALERT_MAX_ATTR; i++) {
+        int32_t kpi = c->peak[i].kpi;
+        PUT(&b, kpi);
+        PUT(&b, c->peak[i].observed);
+        PUT(&b, c->peak[i].expected);
+        PUT(&b, c->peak[i].lo);
+        PUT(&b, c->peak[i].hi);
+        PUT(&b, c->peak[i].z);
+    }
+    PUT(&b, c->quiet_until);
+    PUT(&b, c->st.scored);
+    PUT(&b, c->st.over);
+    PUT(&b, c->st.firing);
+    PUT(&b, c->st.resolved);
+    PUT(&b, c->st.quiet);
+    for (int f = 0; f < c->F; f++) {
+        const KpiState *k = &c->k[f];
+        PUT(&b, k->exp_mean);
+        PUT(&b, k->exp_sd);
+        PUT(&b, k->exp_scale);
+        PUT(&b, k->z);
+        PUT(&b, k->last_val);
+        PUT(&b, k->change_rate);
+        PUT(&b, k->run);
+        PUT(&b, k->has_last);
+        put_ep(&b, &k->stuck);
+        put_ep(&b, &k->bounds);
+    }
+    if (buf && b.len > cap)
+        return -ENOSPC;
+    return (long)b.len;
+}
+
+int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char *err,
+                         size_t errlen)
+{
+    Rd r = {buf, len, 0, 0};
+    uint32_t magic, ver, F;
+    GET(&r, magic);
+    GET(&r, ver);
+    GET(&r, F);
+    if (r.bad || magic != STATE_MAGIC)
+        return cc_errf(err, errlen, -EINVAL, "anomaly state: bad magic");
+    if (ver != STATE_VERSION)
+        return cc_errf(err, errlen, -EINVAL, "anomaly state: version %u, this build reads %u",
+                       ver, STATE_VERSION);
+    if ((int)F != c->F)
+        return cc_errf(err, errlen, -EINVAL, "anomaly state: %u KPIs, the cell has %d", F, c->F);
+    CcAnomalyCell t = *c; /* decode into a copy; commit only when complete */
+    KpiState *ks = malloc((size_t)c->F * sizeof *ks);
+    if (!ks)
+        return cc_errf(err, errlen, -ENOMEM, "anomaly state: out of memory");
+    get(&r, t.id, sizeof t.id);
+    t.id[sizeof t.id - 1] = 0;
+    GET(&r, t.last_step);
+    GET(&r, t.exp_step);
+    GET(&r, t.score_step);
+    GET(&r, t.score);
+    GET(&r, t.over_bits);
+    GET(&r, t.crit_bits);
+    GET(&r, t.win_step);
+    GET(&r, t.zero_run);
+    get_ep(&r, &t.anom);
+    get_ep(&r, &t.zero);
+    get_ep(&r, &t.missing);
+    int32_t np;
+    GET(&r, np);
+    for (int i = 0; i < CC_ALERT_MAX_ATTR; i++) {
+        int32_t kpi;
+        GET(&r, kpi);
+        t.peak[i].kpi = kpi;
+        GET(&r, t.peak[i].observed);
+        GET(&r, t.peak[i].expected);
+        GET(&r, t.peak[i].lo);
+        GET(&r, t.peak[i].hi);
+        GET(&r, t.peak[i].z);
+    }
+    GET(&r, t.quiet_until);
+    GET(&r, t.st.scored);
+    GET(&r, t.st.over);
+    GET(&r, t.st.firing);
+    GET(&r, t.st.resolved);
+    GET(&r, t.st.quiet);
+    for (int f = 0; f < c->F; f++) {
+        KpiState *k = &ks[f];
+        GET(&r, k->exp_mean);
+        GET(&r, k->exp_sd);
+        GET(&r, k->exp_scale);
+        GET(&r, k->z);
+        GET(&r, k->last_val);
+        GET(&r, k->change_rate);
+        GET(&r, k->run);
+        GET(&r, k->has_last);
+        get_ep(&r, &k->stuck);
+        get_ep(&r, &k->bounds);
+    }
+    if (r.bad || r.off != len || np < 0 || np > CC_ALERT_MAX_ATTR) {
+        free(ks);
+        return cc_errf(err, errlen, -EINVAL, "anomaly state: %s (%zu bytes)",
+                       r.bad ? "truncated" : "malformed", len);
+    }
+    t.n_peak = np;
+    memcpy(c->k, ks, (size_t)c->F * sizeof *ks);
+    free(ks);
+    t.k = c->k;
+    *c = t;
+    return 0;
+}

@@ -1,0 +1,239 @@
+/*
+ * cc_anomaly.h — per-cell anomaly scoring and the alert lifecycle (pure: no I/O, no clock,
+ * no global state). The host feeds observations, forecasts and clock ticks; the module
+ * calls back with alert transitions.
+ *
+ * Scoring. An observation x_t of KPI f is scored against the forecast made one step
+ * earlier for step t (horizon step 0 of the forecast at t-1, cc_forecast_point(fc, f, 0)):
+ *     sd_eff = max(sd, kpi.sd_floor, sd_floor_rel·|mean|, sd_floor_scale·sigma_f)
+ *     z_f    = (x_f - mean_f) / sd_eff
+ * where sigma_f is the channel's normalisation scale (CcForecast.sigma; 0 when the
+ * expectation comes from elsewhere, e.g. a baseline). A KPI is "over" at a step when
+ * |z_f| ≥ its warning threshold in its direction (both, up or down), "critical" when
+ * |z_f| ≥ its critical threshold. KPIs that are disabled, imputed (mask 0), in their
+ * data-quality grace period or with a data-quality alert firing are not scored.
+ * The cell score is max_f |z_f| over the scored KPIs; the cell step is
+ *     over      when at least min_kpis KPIs are over,
+ *     critical  when at least one KPI is critical (and the step is over).
+ *
+ * Anomaly lifecycle (one episode per cell at a time). A window holds the last window_n
+ * steps (steps with no expectation count as not over):
+ *   - firing    when ≥ warn_k of the window's steps are over, or ≥ crit_k are critical,
+ *               and the cooldown since the last resolution has passed; severity critical
+ *               if ≥ crit_k steps of the window are critical, else warning. The episode's
+ *               start (onset) is the oldest over step of the window.
+ *   - escalated while firing, severity rising from warning to critical emits a second
+ *               `firing` event with the same id and severity critical (consumers upsert
+ *               by id); an episode never de-escalates.
+ *   - resolved  after resolve_m consecutive scored steps that are not over.
+ *   - cooldown  no new anomaly episode may fire within cooldown_steps steps after a
+ *               resolution.
+ * Alert id = "<cell>:anomaly:<onset step>" — a pure function of the data, so a host that
+ * restores the state from a snapshot and replays the same steps produces the same ids.
+ * Attribution: the KPIs over threshold at the step of the event (firing) or at the
+ * episode's peak (resolved), by |z| descending, at most CC_ALERT_MAX_ATTR, each with
+ * observed, expected (mean), interval [mean ± interval_z·sd_eff] and z.
+ *
+ * Data-quality (DQ) alerts, kept apart from anomalies (kind CC_ALERT_DATA_QUALITY):
+ *   - stuck (per KPI): the same value for ≥ stuck_steps consecutive observed steps, for
+ *     a KPI that normally varies: its change rate (exponential average, time constant
+ *     change_rate_steps, of "value differs from the previous observation", starting at 1
+ *     and updated only by steps of runs shorter than stuck_steps) is ≥ stuck_min_change_rate.
+ *     Not raised while the whole cell is zero (that is all_zero).
+ *   - all_zero (per cell): every enabled KPI exactly 0 for ≥ zero_steps consecutive steps.
+ *   - bounds (per KPI): an observed value outside [min, max] of the KPI (when min < max).
+ *   - missing (per cell): no step for more than missing_after_s seconds past the end of the
+ *     last step, found by cc_anomaly_tick(now); resolved by the next observation.
+ * A DQ alert fires at the first step its condition holds and resolves after
+ * dq_resolve_steps consecutive steps without it. While a KPI has a DQ alert firing (its
+ * own stuck/bounds, or the cell's all_zero/missing) and for dq_grace_steps after it
+ * resolves, that KPI is not scored for anomalies: a flat or zero series raises one DQ alert,
+ * not an endless stream of anomalies (and the model's normalisation has time to re-adapt).
+ * Ids: "<cell>:stuck:<kpi>:<start>", "<cell>:bounds:<kpi>:<start>",
+ * "<cell>:all_zero:<start>", "<cell>:missing:<first missing step>".
+ *
+ * Replays. cc_anomaly_cell_quiet_until(c, step) makes transitions at steps ≤ step update
+ * the state without being emitted (counted in CcAnomalyCellStats.quiet): a host that
+ * restores an older snapshot and replays steps whose transitions it already produced
+ * sets it to the last step it knows it emitted.
+ *
+ * Wiring in a host (per cell, after the batched cc_engine_step that consumed step t):
+ *     cc_anomaly_observe(a, ac, t, values, mask, &sink);   // scores x_t vs forecast of t-1
+ *     cc_cell_forecast(cell, &fc);
+ *     cc_anomaly_set_forecast(a, ac, &fc);                 // expectation for t+1
+ * and from the cron, for every cell: cc_anomaly_tick(a, ac, now_unix_s, &sink).
+ */
+#ifndef CC_ANOMALY_H
+#define CC_ANOMALY_H
+
+#include "cc_common.h"
+#include "cc_engine.h"
+#include "cc_model.h"
+
+#define CC_ALERT_MAX_ATTR 8
+#define CC_ALERT_ID_MAX 160
+#define CC_ANOMALY_CELL_ID_MAX 64
+#define CC_ANOMALY_MAX_WINDOW 64
+
+enum CcAlertKind { CC_ALERT_ANOMALY = 0, CC_ALERT_DATA_QUALITY = 1 };
+enum CcAlertState { CC_ALERT_FIRING = 1, CC_ALERT_RESOLVED = 2 };
+enum CcAlertSeverity { CC_SEV_WARNING = 1, CC_SEV_CRITICAL = 2 };
+enum CcDqReason {
+    CC_DQ_NONE = 0,     ///< kind anomaly
+    CC_DQ_STUCK = 1,
+    CC_DQ_ALL_ZERO = 2,
+    CC_DQ_BOUNDS = 3,
+    CC_DQ_MISSING = 4,
+};
+
+typedef struct CcAnomalyKpi {
+    int enabled;          ///< scored for anomalies (default 1); DQ checks run regardless
+    int direction;        ///< 0 both ways, +1 only above the forecast, -1 only below (default 0)
+    double warn_z;        ///< warning |z|; 0 = the deployment's warn_z (default 0)
+    double crit_z;        ///< critical |z|; 0 = the deployment's crit_z (default 0)
+    double sd_floor;      ///< absolute sd floor in the KPI's units (default 0)
+    double min, max;      ///< physical bounds, checked when min < max (default 0, 0: none)
+    int stuck_steps;      ///< 0 = the deployment's; -1 = never stuck (default 0)
+} CcAnomalyKpi;
+
+typedef struct CcAnomalySettings {
+    int n_features;            ///< F, KPIs per cell (default 8; set it to the model's)
+    int64_t step_seconds;      ///< S, for timestamps and missing data (default 3600)
+    double warn_z;             ///< warning threshold on |z| (default 4.0)
+    double crit_z;             ///< critical threshold on |z| (default 6.0)
+    int min_kpis;              ///< KPIs over threshold for a cell step to be over (default 1)
+    int window_n;              ///< n of k-of-n, 1..64 (default 3)
+    int warn_k;                ///< over steps in the window to fire (default 2)
+    int crit_k;                ///< critical steps in the window to fire critical (default 1)
+    int resolve_m;             ///< consecutive non-over steps to resolve (default 3)
+    int cooldown_steps;        ///< steps after a resolution before a new episode (default 6)
+    double sd_floor_rel;       ///< sd floor relative to |mean| (default 0.01)
+    double sd_floor_scale;     ///< sd floor relative to the normalisation scale (default 0.05)
+    double interval_z;         ///< half-width of the reported interval in sd (default 1.2815516, 80%)
+    int stuck_steps;           ///< equal consecutive values for stuck (default 12)
+    double stuck_min_change_rate; ///< change rate a KPI needs to count as varying (default 0.5)
+    int change_rate_steps;     ///< time constant of the change rate, steps (default 200)
+    int zero_steps;            ///< all-zero consecutive steps for all_zero (default 6)
+    int64_t missing_after_s;   ///< silence before a missing-data alert; 0 = 3 steps (default 0)
+    int dq_resolve_steps;      ///< clear steps to resolve a DQ alert (default 1)
+    int dq_grace_steps;        ///< steps a KPI stays unscored after its DQ alert (default 16)
+    CcAnomalyKpi kpi[CC_MAX_FEATURES]; ///< per-KPI overrides, model feature order
+} CcAnomalySettings;
+
+typedef struct CcAlertAttr {
+    int kpi;              ///< feature index
+    double observed, expected, lo, hi, z;
+} CcAlertAttr;
+
+/** One alert transition. Pointers are valid during the callback only. */
+typedef struct CcAlertEvent {
+    char id[CC_ALERT_ID_MAX];
+    enum CcAlertState state;
+    enum CcAlertKind kind;
+    enum CcDqReason reason;      ///< CC_DQ_NONE for anomalies
+    enum CcAlertSeverity severity; ///< DQ alerts are warnings, except missing and all_zero (critical)
+    const char *cell_id;
+    int kpi;                     ///< the KPI of a stuck/bounds alert, else -1
+    int64_t start_step;          ///< onset (part of the id)
+    int64_t step;                ///< step of this transition (for missing: last step + 1)
+    int64_t ts;                  ///< unix seconds of `step` (step·S)
+    int64_t start_ts;            ///< unix seconds of start_step
+    double score;                ///< cell score at this step (firing) or the episode's peak (resolved)
+    int n_attr;
+    CcAlertAttr attr[CC_ALERT_MAX_ATTR];
+} CcAlertEvent;
+
+/** Where transitions go: called synchronously, once per transition. */
+typedef struct CcAlertSink {
+    void *cookie;
+    void (*emit)(void *cookie, const CcAlertEvent *ev);
+} CcAlertSink;
+
+typedef struct CcAnomalyCellStats {
+    uint64_t scored;      ///< steps scored against an expectation
+    uint64_t over;        ///< scored steps that were over
+    uint64_t firing, resolved; ///< transitions emitted (all kinds)
+    uint64_t quiet;       ///< transitions suppressed by quiet_until
+    int anomaly_firing;   ///< 1 while an anomaly episode is firing
+    int dq_firing;        ///< DQ alerts firing now
+} CcAnomalyCellStats;
+
+typedef struct CcAnomaly CcAnomaly;
+typedef struct CcAnomalyCell CcAnomalyCell;
+
+CC_API void cc_anomaly_default_settings(CcAnomalySettings *s);
+
+/** Checks ranges (k ≤ n ≤ 64, thresholds > 0, crit ≥ warn...). 0 or -EINVAL with a message. */
+CC_API int cc_anomaly_validate(const CcAnomalySettings *s, char *err, size_t errlen);
+
+/** Opens the deployment-wide context (settings copied). 0, -EINVAL, -ENOMEM. */
+CC_API int cc_anomaly_open(CcAnomaly **out, const CcAnomalySettings *s, char *err, size_t errlen);
+CC_API void cc_anomaly_close(CcAnomaly **a);
+
+/** Replaces the settings (config reload); cells keep their state. n_features must not
+ *  change. 0 or -EINVAL (old settings kept). */
+CC_API int cc_anomaly_set_settings(CcAnomaly *a, const CcAnomalySettings *s, char *err,
+                                   size_t errlen);
+CC_API const CcAnomalySettings *cc_anomaly_settings(const CcAnomaly *a);
+
+/** Opens a cell's state; the id (≤ 63 bytes) goes into alert ids. 0, -EINVAL, -ENOMEM. */
+CC_API int cc_anomaly_cell_open(CcAnomalyCell **out, const CcAnomaly *a, const char *cell_id);
+CC_API void cc_anomaly_cell_close(CcAnomalyCell **c);
+CC_API const char *cc_anomaly_cell_id(const CcAnomalyCell *c);
+
+/**
+ * Sets the expectation for step `step`: mean and sd per KPI (F each; sd ≤ 0 or non-finite
+ * = KPI not scored), and optionally the normalisation scale (NULL = none) for the sd floor.
+ * Used directly by baselines; hosts of the engine call cc_anomaly_set_forecast.
+ */
+CC_API void cc_anomaly_set_expect(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
+                                  const double *mean, const double *sd, const double *scale);
+
+/** Takes horizon step 0 of a forecast (the expectation for fc->step + 1). An invalid
+ *  forecast clears the expectation. */
+CC_API void cc_anomaly_set_forecast(const CcAnomaly *a, CcAnomalyCell *c, const CcForecast *fc);
+
+/**
+ * One observation of step `step` (values: F raw values; mask: F flags, 1 = observed,
+ * 0 = imputed by the host, NULL = all observed). Runs the DQ checks and, if an expectation
+ * for this step is set, the anomaly scoring; emits transitions to sink (may be NULL).
+ * Steps must increase; a step ≤ the last one is ignored (-EALREADY). 0 or -EALREADY.
+ */
+CC_API int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
+                              const float *values, const uint8_t *mask, const CcAlertSink *sink);
+
+/** Clock tick (unix seconds): raises the missing-data alert when the cell has been silent
+ *  for more than missing_after_s past the end of its last step. */
+CC_API void cc_anomaly_tick(const CcAnomaly *a, CcAnomalyCell *c, int64_t now_s,
+                            const CcAlertSink *sink);
+
+/** Transitions at steps ≤ step are applied but not emitted (see Replays above). */
+CC_API void cc_anomaly_cell_quiet_until(CcAnomalyCell *c, int64_t step);
+
+/** Last scored step, its per-KPI z (F; NaN where not scored) and cell score (NaN if none).
+ *  Returns the step, -1 if the cell was never scored. z may be NULL. */
+CC_API int64_t cc_anomaly_cell_scores(const CcAnomalyCell *c, double *z, double *score);
+
+/** Fills up to max events describing the alerts firing now (state firing); returns the
+ *  number firing (may exceed max). */
+CC_API int cc_anomaly_cell_active(const CcAnomaly *a, const CcAnomalyCell *c, CcAlertEvent *out,
+                                  int max);
+
+CC_API void cc_anomaly_cell_stats(const CcAnomalyCell *c, CcAnomalyCellStats *out);
+
+/**
+ * State serialisation for snapshots (a versioned little-endian byte string; the cell id is
+ * included). save: with buf NULL returns the size needed; else writes and returns the size,
+ * or -ENOSPC if cap is too small. load: replaces c's state; -EINVAL with a message if the
+ * bytes are malformed, of another version, or for another F.
+ */
+CC_API long cc_anomaly_cell_save(const CcAnomalyCell *c, uint8_t *buf, size_t cap);
+CC_API int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char *err,
+                                size_t errlen);
+
+CC_API const char *cc_alert_kind_name(enum CcAlertKind k);        ///< "anomaly", "data_quality"
+CC_API const char *cc_alert_state_name(enum CcAlertState s);      ///< "firing", "resolved"
+CC_API const char *cc_alert_severity_name(enum CcAlertSeverity s); ///< "warning", "critical"
+CC_API const char *cc_dq_reason_name(enum CcDqReason r);   ///< "none", "stuck", "all_zero", ...
+
+#endif

@@ -1,0 +1,718 @@
+/* test_anomaly.c — the anomaly scorer and alert lifecycle of lib/cc_anomaly: spikes,
+ * k-of-n, hysteresis, cooldown, escalation, data-quality alerts (stuck, all-zero, bounds,
+ * missing), stable ids across a state save/load, quiet replays, settings validation. */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cc_anomaly.h"
+
+#define MAX_EV 256
+
+typedef struct Rec {
+    int n;
+    CcAlertEvent ev[MAX_EV];
+} Rec;
+
+static void rec_emit(void *cookie, const CcAlertEvent *ev)
+{
+    Rec *r = cookie;
+    if (r->n < MAX_EV)
+        r->ev[r->n] = *ev;
+    r->n++;
+}
+
+static int count(const Rec *r, enum CcAlertKind kind, enum CcDqReason reason,
+                 enum CcAlertState st)
+{
+    int n = 0;
+    for (int i = 0; i < r->n && i < MAX_EV; i++)
+        n += r->ev[i].kind == kind && r->ev[i].reason == reason && r->ev[i].state == st;
+    return n;
+}
+
+/* A smoothly varying "normal" value of KPI f at step t (never constant, never zero). */
+static double normal_value(int f, int64_t t)
+{
+    return 100.0 + 20.0 * f + 30.0 * sin(0.3 * (double)t + f) + 3.0 * sin(1.7 * (double)t);
+}
+
+typedef struct Fixture {
+    CcAnomaly *a;
+    CcAnomalyCell *c;
+    Rec rec;
+    CcAlertSink sink;
+    int F;
+} Fixture;
+
+static void fx_open(Fixture *fx, const CcAnomalySettings *s, const char *id)
+{
+    char err[256] = "";
+    memset(fx, 0, sizeof *fx);
+    int rc = cc_anomaly_open(&fx->a, s, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "open: %s\n", err);
+    assert_int_equal(rc, 0);
+    assert_int_equal(cc_anomaly_cell_open(&fx->c, fx->a, id), 0);
+    fx->sink.cookie = &fx->rec;
+    fx->sink.emit = rec_emit;
+    fx->F = s->n_features;
+}
+
+static void fx_close(Fixture *fx)
+{
+    cc_anomaly_cell_close(&fx->c);
+    cc_anomaly_close(&fx->a);
+    assert_null(fx->c);
+    assert_null(fx->a);
+}
+
+/* Expectation = the normal value with sd 10; observation = normal value + dev[f]. */
+static void step_dev(Fixture *fx, int64_t t, const double *dev)
+{
+    double mean[CC_MAX_FEATURES], sd[CC_MAX_FEATURES];
+    float x[CC_MAX_FEATURES];
+    for (int f = 0; f < fx->F; f++) {
+        mean[f] = normal_value(f, t);
+        sd[f] = 10.0;
+        x[f] = (float)(mean[f] + (dev ? dev[f] : 0.0) + 2.0 * sin(2.3 * (double)t + f));
+    }
+    cc_anomaly_set_expect(fx->a, fx->c, t, mean, sd, NULL);
+    assert_int_equal(cc_anomaly_observe(fx->a, fx->c, t, x, NULL, &fx->sink), 0);
+}
+
+/* One KPI (0) deviates by z·10 (z in sd units); others normal. */
+static void step_z(Fixture *fx, int64_t t, double z)
+{
+    double dev[CC_MAX_FEATURES] = {0};
+    dev[0] = z * 10.0;
+    step_dev(fx, t, dev);
+}
+
+static void base_settings(CcAnomalySettings *s, int F)
+{
+    cc_anomaly_default_settings(s);
+    s->n_features = F;
+    s->step_seconds = 60;
+}
+
+static void test_spike_one_firing_one_resolved(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    base_settings(&s, 3);
+    Fixture fx;
+    fx_open(&fx, &s, "cellA");
+    for (int64_t t = 1000; t < 1200; t++)
+        step_z(&fx, t, t >= 1100 && t < 1103 ? 12.0 : 0.0);
+    assert_int_equal(fx.rec.n, 2);
+    const CcAlertEvent *f = &fx.rec.ev[0], *r = &fx.rec.ev[1];
+    assert_int_equal(f->state, CC_ALERT_FIRING);
+    assert_int_equal(f->kind, CC_ALERT_ANOMALY);
+    assert_int_equal(f->severity, CC_SEV_CRITICAL); /* crit_k = 1: a critical step fires */
+    assert_int_equal(f->step, 1100);
+    assert_int_equal(f->start_step, 1100);
+    assert_string_equal(f->id, "cellA:anomaly:1100");
+    assert_int_equal(f->ts, 1100 * 60);
+    assert_true(f->n_attr >= 1);
+    assert_int_equal(f->attr[0].kpi, 0);
+    assert_true(f->attr[0].z > 11.0 && f->attr[0].z < 13.0);
+    assert_true(f->attr[0].observed > f->attr[0].hi);
+    assert_true(f->attr[0].lo < f->attr[0].expected && f->attr[0].expected < f->attr[0].hi);
+    assert_int_equal(r->state, CC_ALERT_RESOLVED);
+    assert_string_equal(r->id, f->id);
+    assert_int_equal(r->step, 1102 + s.resolve_m); /* 3 clear steps after the last spike */
+    assert_true(r->score >= f->score);
+    CcAnomalyCellStats st;
+    cc_anomaly_cell_stats(fx.c, &st);
+    assert_int_equal(st.firing, 1);
+    assert_int_equal(st.resolved, 1);
+    assert_int_equal(st.anomaly_firing, 0);
+    fx_close(&fx);
+}
+
+/* A single warning-level step does not fire with warn_k = 2. */
+static void test_k_of_n(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    base_settings(&s, 2);
+    s.window_n = 3;
+    s.warn_k = 2;
+    s.crit_z = 50; /* keep the critical path out of it */
+    Fixture fx;
+    fx_open(&fx, &s, "c");
+    int64_t t = 0;
+    for (; t < 50; t++)
+        step_z(&fx, t, 0);
+    /* over, clear, clear, over: never 2 in a window of 3 */
+    step_z(&fx, t++, 5);
+    step_z(&fx, t++, 0);
+    step_z(&fx, t++, 0);
+    step_z(&fx, t++, 5);
+    step_z(&fx, t++, 0);
+    step_z(&fx, t++, 0);
+    assert_int_equal(fx.rec.n, 0);
+    /* over, clear, over: 2 of 3 → fires on the second, onset on the first */
+    int64_t onset = t;
+    step_z(&fx, t++, 5);
+    step_z(&fx, t++, 0);
+    assert_int_equal(fx.rec.n, 0);
+    step_z(&fx, t++, 5);
+    assert_int_equal(fx.rec.n, 1);
+    assert_int_equal(fx.rec.ev[0].severity, CC_SEV_WARNING);
+    assert_int_equal(fx.rec.ev[0].start_step, onset);
+    assert_int_equal(fx.rec.ev[0].step, onset + 2);
+    char want[64];
+    snprintf(want, sizeof want, "c:anomaly:%lld", (long long)onset);
+    assert_string_equal(fx.rec.ev[0].id, want);
+    /* just under the threshold counts as clear, just over as over */
+    s.warn_z = 4.0;
+    fx_close(&fx);
+
+    base_settings(&s, 1);
+    s.crit_z = 50;
+    fx_open(&fx, &s, "c");
+    for (t = 0; t < 20; t++)
+        step_z(&fx, t, 0);
+    step_z(&fx, t++, 3.5); /* plus ±0.2 of noise: under 4 */
+    step_z(&fx, t++, 3.5);
+    assert_int_equal(fx.rec.n, 0);
+    step_z(&fx, t++, 4.5);
+    step_z(&fx, t++, 4.5);
+    assert_int_equal(fx.rec.n, 1);
+    fx_close(&fx);
+}
+
+static void test_hysteresis(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    base_settings(&s, 2);
+    s.resolve_m = 3;
+    Fixture fx;
+    fx_open(&fx, &s, "h");
+    int64_t t = 0;
+    for (; t < 30; t++)
+        step_z(&fx, t, 0);
+    step_z(&fx, t++, 8);
+    assert_int_equal(fx.rec.n, 1);
+    /* clear, clear, over, clear, clear: not resolved (the over step restarts the count) */
+    step_z(&fx, t++, 0);
+    step_z(&fx, t++, 0);
+    step_z(&fx, t++, 5);
+    step_z(&fx, t++, 0);
+    step_z(&fx, t++, 0);
+    assert_int_equal(fx.rec.n, 1);
+    step_z(&fx, t++, 0);
+    assert_int_equal(fx.rec.n, 2);
+    assert_int_equal(fx.rec.ev[1].state, CC_ALERT_RESOLVED);
+    assert_int_equal(fx.rec.ev[1].step, t - 1);
+    /* steps with no expectation neither resolve nor fire */
+    fx_close(&fx);
+
+    fx_open(&fx, &s, "h2");
+    for (t = 0; t < 30; t++)
+        step_z(&fx, t, 0);
+    step_z(&fx, t++, 8);
+    float x[2] = {100, 120};
+    for (int i = 0; i < 10; i++, t++) /* no expectation set for these steps */
+        assert_int_equal(cc_anomaly_observe(fx.a, fx.c, t, x, NULL, &fx.sink), 0);
+    assert_int_equal(fx.rec.n, 1);
+    CcAlertEvent act[4];
+    assert_int_equal(cc_anomaly_cell_active(fx.a, fx.c, act, 4), 1);
+    assert_string_equal(act[0].id, fx.rec.ev[0].id);
+    fx_close(&fx);
+}
+
+static void test_cooldown(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    s.cooldown_steps = 6;
+    s.resolve_m = 2;
+    Fixture fx;
+    fx_open(&fx, &s, "cd");
+    int64_t t = 0;
+    for (; t < 30; t++)
+        step_z(&fx, t, 0);
+    step_z(&fx, t++, 9);
+    step_z(&fx, t++, 0);
+    step_z(&fx, t++, 0);
+    assert_int_equal(fx.rec.n, 2);
+    int64_t resolved = fx.rec.ev[1].step;
+    /* over at resolved+1 .. resolved+6: inside the cooldown, nothing fires */
+    for (; t <= resolved + 6; t++)
+        step_z(&fx, t, 9);
+    assert_int_equal(fx.rec.n, 2);
+    step_z(&fx, t++, 9); /* resolved + 7: fires */
+    assert_int_equal(fx.rec.n, 3);
+    assert_int_equal(fx.rec.ev[2].state, CC_ALERT_FIRING);
+    assert_int_equal(fx.rec.ev[2].step, resolved + 7);
+    assert_string_not_equal(fx.rec.ev[2].id, fx.rec.ev[0].id);
+    fx_close(&fx);
+}
+
+static void test_escalation(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    base_settings(&s, 2);
+    Fixture fx;
+    fx_open(&fx, &s, "esc");
+    int64_t t = 0;
+    for (; t < 30; t++)
+        step_z(&fx, t, 0);
+    step_z(&fx, t++, 5);
+    step_z(&fx, t++, 5);
+    assert_int_equal(fx.rec.n, 1);
+    assert_int_equal(fx.rec.ev[0].severity, CC_SEV_WARNING);
+    step_z(&fx, t++, 10);
+    assert_int_equal(fx.rec.n, 2);
+    assert_int_equal(fx.rec.ev[1].state, CC_ALERT_FIRING);
+    assert_int_equal(fx.rec.ev[1].severity, CC_SEV_CRITICAL);
+    assert_string_equal(fx.rec.ev[1].id, fx.rec.ev[0].id);
+    step_z(&fx, t++, 12); /* no second escalation */
+    for (int i = 0; i < 5; i++)
+        step_z(&fx, t++, 0);
+    assert_int_equal(fx.rec.n, 3);
+    assert_int_equal(fx.rec.ev[2].state, CC_ALERT_RESOLVED);
+    assert_int_equal(fx.rec.ev[2].severity, CC_SEV_CRITICAL);
+    assert_true(fx.rec.ev[2].attr[0].z > 11.0); /* peak attribution */
+    fx_close(&fx);
+}
+
+/* Per-KPI override: KPI 1 with a huge threshold never drives an alert; attribution names
+ * only the KPIs over threshold, by |z| descending. */
+static void test_per_kpi_override_and_attribution(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    base_settings(&s, 3);
+    s.kpi[1].warn_z = 100;
+    s.kpi[1].crit_z = 200;
+    Fixture fx;
+    fx_open(&fx, &s, "ov");
+    int64_t t = 0;
+    for (; t < 30; t++)
+        step_z(&fx, t, 0);
+    double dev[3] = {0, 90, 0};
+    for (int i = 0; i < 5; i++)
+        step_dev(&fx, t++, dev);
+    assert_int_equal(fx.rec.n, 0);
+    for (int i = 0; i < 10; i++)
+        step_z(&fx, t++, 0);
+    double dev2[3] = {-70, 200, -90};
+    step_dev(&fx, t++, dev2);
+    assert_int_equal(fx.rec.n, 1);
+    const CcAlertEvent *e = &fx.rec.ev[0];
+    assert_int_equal(e->n_attr, 2);
+    assert_int_equal(e->attr[0].kpi, 2);
+    assert_int_equal(e->attr[1].kpi, 0);
+    assert_true(e->attr[0].z < -8.5);
+    /* direction: only drops count for KPI 0 */
+    fx_close(&fx);
+    base_settings(&s, 1);
+    s.kpi[0].direction = -1;
+    fx_open(&fx, &s, "dir");
+    for (t = 0; t < 30; t++)
+        step_z(&fx, t, 0);
+    for (int i = 0; i < 4; i++)
+        step_z(&fx, t++, 9);
+    assert_int_equal(fx.rec.n, 0);
+    step_z(&fx, t++, -9);
+    assert_int_equal(fx.rec.n, 1);
+    fx_close(&fx);
+}
+
+/* A constant series with a model that is confidently (and wrongly) tight: without the
+ * DQ suppression every step would be over. One stuck alert per KPI, at most one anomaly
+ * episode (before the run is long enough to be called stuck), none firing at the end. */
+static void test_constant_series(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    base_settings(&s, 2);
+    Fixture fx;
+    fx_open(&fx, &s, "flat");
+    int64_t t = 0;
+    for (; t < 300; t++) /* normal history: establishes a high change rate */
+        step_z(&fx, t, 0);
+    assert_int_equal(fx.rec.n, 0);
+    int64_t flat_start = t;
+    for (; t < 2300; t++) {
+        double mean[2] = {5.0 + 0.2 * sin((double)t), 7.0 + 0.2 * cos((double)t)};
+        double sd[2] = {0.01, 0.01};
+        float x[2] = {5.0f, 7.0f};
+        cc_anomaly_set_expect(fx.a, fx.c, t, mean, sd, NULL);
+        cc_anomaly_observe(fx.a, fx.c, t, x, NULL, &fx.sink);
+    }
+    assert_true(count(&fx.rec, CC_ALERT_ANOMALY, CC_DQ_NONE, CC_ALERT_FIRING) <= 1);
+    assert_int_equal(count(&fx.rec, CC_ALERT_DATA_QUALITY, CC_DQ_STUCK, CC_ALERT_FIRING), 2);
+    assert_int_equal(count(&fx.rec, CC_ALERT_DATA_QUALITY, CC_DQ_STUCK, CC_ALERT_RESOLVED), 0);
+    assert_int_equal(count(&fx.rec, CC_ALERT_DATA_QUALITY, CC_DQ_ALL_ZERO, CC_ALERT_FIRING), 0);
+    CcAnomalyCellStats st;
+    cc_anomaly_cell_stats(fx.c, &st);
+    assert_int_equal(st.anomaly_firing, 0);
+    assert_int_equal(st.dq_firing, 2);
+    for (int i = 0; i < fx.rec.n; i++)
+        if (fx.rec.ev[i].reason == CC_DQ_STUCK) {
+            char want[64];
+            snprintf(want, sizeof want, "flat:stuck:%d:%lld", fx.rec.ev[i].kpi,
+                     (long long)flat_start);
+            assert_string_equal(fx.rec.ev[i].id, want);
+            assert_int_equal(fx.rec.ev[i].step, flat_start + s.stuck_steps - 1);
+        }
+    /* the series varies again: stuck resolves after dq_resolve_steps, and the KPIs stay
+     * unscored for the grace period (no anomaly from the model's stale normalisation) */
+    int before = fx.rec.n;
+    for (int i = 0; i < s.dq_grace_steps; i++, t++) {
+        double mean[2] = {5.0, 7.0}, sd[2] = {0.01, 0.01};
+        float x[2] = {(float)(5.0 + (i % 2)), (float)(7.0 + (i % 3))};
+        cc_anomaly_set_expect(fx.a, fx.c, t, mean, sd, NULL);
+        cc_anomaly_observe(fx.a, fx.c, t, x, NULL, &fx.sink);
+    }
+    assert_int_equal(fx.rec.n, before + 2);
+    assert_int_equal(count(&fx.rec, CC_ALERT_DATA_QUALITY, CC_DQ_STUCK, CC_ALERT_RESOLVED), 2);
+    fx_close(&fx);
+}
+
+/* A KPI that is naturally flat most of the time (low change rate) is not "stuck". */
+static void test_naturally_flat_not_stuck(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    Fixture fx;
+    fx_open(&fx, &s, "step");
+    for (int64_t t = 0; t < 3000; t++) {
+        float x[1] = {(float)((t / 20) % 5 + 1)}; /* a staircase: changes every 20 steps */
+        cc_anomaly_observe(fx.a, fx.c, t, x, NULL, &fx.sink);
+    }
+    /* runs of 20 ≥ 12 at first (rate starts at 1) may raise stuck early, but once the
+     * change rate has learnt the KPI is flat no new stuck alert fires */
+    int early = count(&fx.rec, CC_ALERT_DATA_QUALITY, CC_DQ_STUCK, CC_ALERT_FIRING);
+    int n0 = fx.rec.n;
+    for (int64_t t = 3000; t < 6000; t++) {
+        float x[1] = {(float)((t / 20) % 5 + 1)};
+        cc_anomaly_observe(fx.a, fx.c, t, x, NULL, &fx.sink);
+    }
+    assert_int_equal(fx.rec.n, n0);
+    assert_true(early < 40);
+    fx_close(&fx);
+}
+
+static void test_all_zero_series(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    base_settings(&s, 3);
+    Fixture fx;
+    fx_open(&fx, &s, "dead");
+    int64_t t = 0;
+    for (; t < 300; t++)
+        step_z(&fx, t, 0);
+    int64_t z0 = t;
+    for (; t < 1300; t++) { /* the model keeps expecting traffic */
+        double mean[3], sd[3] = {10, 10, 10};
+        float x[3] = {0, 0, 0};
+        for (int f = 0; f < 3; f++)
+            mean[f] = normal_value(f, t);
+        cc_anomaly_set_expect(fx.a, fx.c, t, mean, sd, NULL);
+        cc_anomaly_observe(fx.a, fx.c, t, x, NULL, &fx.sink);
+    }
+    /* an outage: one anomaly (critical, before all_zero takes over), one all_zero alert,
+     * no stuck alerts, nothing endless */
+    assert_int_equal(count(&fx.rec, CC_ALERT_ANOMALY, CC_DQ_NONE, CC_ALERT_FIRING), 1);
+    assert_int_equal(count(&fx.rec, CC_ALERT_ANOMALY, CC_DQ_NONE, CC_ALERT_RESOLVED), 1);
+    assert_int_equal(count(&fx.rec, CC_ALERT_DATA_QUALITY, CC_DQ_ALL_ZERO, CC_ALERT_FIRING), 1);
+    assert_int_equal(count(&fx.rec, CC_ALERT_DATA_QUALITY, CC_DQ_STUCK, CC_ALERT_FIRING), 0);
+    assert_int_equal(fx.rec.ev[0].step, z0);
+    assert_int_equal(fx.rec.ev[0].severity, CC_SEV_CRITICAL);
+    char want[64];
+    snprintf(want, sizeof want, "dead:all_zero:%lld", (long long)z0);
+    int found = 0;
+    for (int i = 0; i < fx.rec.n; i++)
+        if (fx.rec.ev[i].reason == CC_DQ_ALL_ZERO) {
+            assert_string_equal(fx.rec.ev[i].id, want);
+            assert_int_equal(fx.rec.ev[i].step, z0 + s.zero_steps - 1);
+            found = 1;
+        }
+    assert_true(found);
+    fx_close(&fx);
+
+    /* zeros from the very first step (no expectation): only the all_zero alert */
+    fx_open(&fx, &s, "zero0");
+    for (t = 0; t < 500; t++) {
+        float x[3] = {0, 0, 0};
+        cc_anomaly_observe(fx.a, fx.c, t, x, NULL, &fx.sink);
+    }
+    assert_int_equal(fx.rec.n, 1);
+    assert_int_equal(fx.rec.ev[0].reason, CC_DQ_ALL_ZERO);
+    fx_close(&fx);
+}
+
+static void test_bounds(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    base_settings(&s, 2);
+    s.kpi[0].min = 0;
+    s.kpi[0].max = 150;
+    Fixture fx;
+    fx_open(&fx, &s, "b");
+    int64_t t = 0;
+    for (; t < 30; t++)
+        step_z(&fx, t, 0); /* KPI 0 stays within 100 ± 35 */
+    assert_int_equal(fx.rec.n, 0);
+    int64_t t0 = t;
+    for (int i = 0; i < 4; i++)
+        step_z(&fx, t++, 30); /* +300: out of bounds, and z = 30 */
+    /* out of bounds: one DQ alert; the KPI is not scored → no anomaly */
+    assert_int_equal(fx.rec.n, 1);
+    assert_int_equal(fx.rec.ev[0].reason, CC_DQ_BOUNDS);
+    assert_int_equal(fx.rec.ev[0].kpi, 0);
+    assert_int_equal(fx.rec.ev[0].step, t0);
+    assert_true(fx.rec.ev[0].attr[0].observed > 150);
+    assert_true(fx.rec.ev[0].attr[0].hi == 150);
+    for (int i = 0; i < 40; i++)
+        step_z(&fx, t++, 0);
+    assert_int_equal(fx.rec.n, 2);
+    assert_int_equal(fx.rec.ev[1].state, CC_ALERT_RESOLVED);
+    assert_int_equal(fx.rec.ev[1].step, t0 + 4 + s.dq_resolve_steps - 1);
+    fx_close(&fx);
+}
+
+static void test_missing(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    s.missing_after_s = 600;
+    Fixture fx;
+    fx_open(&fx, &s, "m");
+    cc_anomaly_tick(fx.a, fx.c, 1000000, &fx.sink); /* never seen: nothing */
+    assert_int_equal(fx.rec.n, 0);
+    int64_t t = 100;
+    for (; t < 130; t++)
+        step_z(&fx, t, 0);
+    int64_t end = 130 * 60; /* end of step 129 */
+    cc_anomaly_tick(fx.a, fx.c, end + 600, &fx.sink);
+    assert_int_equal(fx.rec.n, 0);
+    cc_anomaly_tick(fx.a, fx.c, end + 601, &fx.sink);
+    assert_int_equal(fx.rec.n, 1);
+    assert_string_equal(fx.rec.ev[0].id, "m:missing:130");
+    assert_int_equal(fx.rec.ev[0].severity, CC_SEV_CRITICAL);
+    cc_anomaly_tick(fx.a, fx.c, end + 5000, &fx.sink); /* no repeat */
+    assert_int_equal(fx.rec.n, 1);
+    t = 200;
+    step_z(&fx, t++, 0);
+    assert_int_equal(fx.rec.n, 2);
+    assert_int_equal(fx.rec.ev[1].state, CC_ALERT_RESOLVED);
+    assert_string_equal(fx.rec.ev[1].id, "m:missing:130");
+    /* within the grace period after the gap, big deviations are not scored */
+    for (int i = 0; i < 5; i++)
+        step_z(&fx, t++, 20);
+    assert_int_equal(fx.rec.n, 2);
+    /* a step at or before the last one is refused */
+    float x[1] = {1};
+    assert_int_equal(cc_anomaly_observe(fx.a, fx.c, t - 1, x, NULL, &fx.sink), -EALREADY);
+    fx_close(&fx);
+}
+
+/* Imputed values (mask 0) are neither scored nor counted as stuck. */
+static void test_mask(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    Fixture fx;
+    fx_open(&fx, &s, "mask");
+    int64_t t = 0;
+    for (; t < 30; t++)
+        step_z(&fx, t, 0);
+    uint8_t m0[1] = {0};
+    for (int i = 0; i < 100; i++, t++) {
+        double mean[1] = {normal_value(0, t)}, sd[1] = {10};
+        float x[1] = {1e6f};
+        cc_anomaly_set_expect(fx.a, fx.c, t, mean, sd, NULL);
+        cc_anomaly_observe(fx.a, fx.c, t, x, m0, &fx.sink);
+    }
+    assert_int_equal(fx.rec.n, 0);
+    fx_close(&fx);
+}
+
+/* Same input → same ids; a state saved and loaded midway (a restart from a snapshot)
+ * continues exactly as if uninterrupted; quiet_until suppresses replayed transitions. */
+static void run_script(Fixture *fx, int64_t from, int64_t to)
+{
+    for (int64_t t = from; t < to; t++) {
+        double z = (t % 97 >= 40 && t % 97 < 43) ? 9 : (t % 131 == 7 ? 5 : 0);
+        if (t >= 700 && t < 760) { /* a stuck stretch */
+            double mean[2] = {100, 120}, sd[2] = {1, 1};
+            float x[2] = {100.5f, 120.5f};
+            cc_anomaly_set_expect(fx->a, fx->c, t, mean, sd, NULL);
+            cc_anomaly_observe(fx->a, fx->c, t, x, NULL, &fx->sink);
+            continue;
+        }
+        step_z(fx, t, z);
+    }
+}
+
+static void test_ids_stable_and_state_roundtrip(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    base_settings(&s, 2);
+    Fixture a, b;
+    fx_open(&a, &s, "cellX");
+    run_script(&a, 0, 1000);
+    assert_true(a.rec.n >= 10);
+    assert_true(count(&a.rec, CC_ALERT_DATA_QUALITY, CC_DQ_STUCK, CC_ALERT_FIRING) == 2);
+
+    fx_open(&b, &s, "cellX");
+    run_script(&b, 0, 730); /* stop inside the stuck stretch */
+    long need = cc_anomaly_cell_save(b.c, NULL, 0);
+    assert_true(need > 0);
+    uint8_t *buf = malloc((size_t)need);
+    assert_int_equal(cc_anomaly_cell_save(b.c, buf, (size_t)need - 1), -ENOSPC);
+    assert_int_equal(cc_anomaly_cell_save(b.c, buf, (size_t)need), need);
+    cc_anomaly_cell_close(&b.c);
+
+    /* "restart": a fresh cell loads the state */
+    assert_int_equal(cc_anomaly_cell_open(&b.c, b.a, "other"), 0);
+    char err[256];
+    assert_int_equal(cc_anomaly_cell_load(b.c, buf, (size_t)need - 1, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "truncated"));
+    buf[0] ^= 1;
+    assert_int_equal(cc_anomaly_cell_load(b.c, buf, (size_t)need, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "magic"));
+    buf[0] ^= 1;
+    assert_int_equal(cc_anomaly_cell_load(b.c, buf, (size_t)need, err, sizeof err), 0);
+    assert_string_equal(cc_anomaly_cell_id(b.c), "cellX");
+    run_script(&b, 730, 1000);
+    assert_int_equal(b.rec.n, a.rec.n);
+    for (int i = 0; i < a.rec.n; i++) {
+        assert_string_equal(a.rec.ev[i].id, b.rec.ev[i].id);
+        assert_int_equal(a.rec.ev[i].state, b.rec.ev[i].state);
+        assert_int_equal(a.rec.ev[i].step, b.rec.ev[i].step);
+        assert_int_equal(a.rec.ev[i].severity, b.rec.ev[i].severity);
+    }
+
+    /* a replay from an older state with quiet_until = the last emitted step emits nothing
+     * already emitted, then continues */
+    Fixture q;
+    fx_open(&q, &s, "cellX");
+    run_script(&q, 0, 400);
+    q.rec.n = 0;
+    cc_anomaly_cell_quiet_until(q.c, 850);
+    run_script(&q, 400, 1000);
+    int j = 0;
+    for (int i = 0; i < a.rec.n; i++) {
+        if (a.rec.ev[i].step <= 850)
+            continue;
+        assert_true(j < q.rec.n);
+        assert_string_equal(a.rec.ev[i].id, q.rec.ev[j].id);
+        assert_int_equal(a.rec.ev[i].state, q.rec.ev[j].state);
+        j++;
+    }
+    assert_int_equal(j, q.rec.n);
+    assert_true(j > 0 && j < a.rec.n);
+    CcAnomalyCellStats st;
+    cc_anomaly_cell_stats(q.c, &st);
+    assert_true(st.quiet > 0);
+    free(buf);
+    fx_close(&a);
+    fx_close(&b);
+    fx_close(&q);
+}
+
+static void test_validate(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    char err[256];
+    CcAnomaly *a = NULL;
+    base_settings(&s, 4);
+    assert_int_equal(cc_anomaly_validate(&s, err, sizeof err), 0);
+    s.warn_k = 4; /* > window_n */
+    assert_int_equal(cc_anomaly_open(&a, &s, err, sizeof err), -EINVAL);
+    assert_null(a);
+    assert_non_null(strstr(err, "warn_k"));
+    base_settings(&s, 4);
+    s.crit_z = 2; /* < warn_z */
+    assert_int_equal(cc_anomaly_validate(&s, err, sizeof err), -EINVAL);
+    base_settings(&s, 4);
+    s.kpi[2].crit_z = 3; /* per-KPI crit under the deployment's warn */
+    assert_int_equal(cc_anomaly_validate(&s, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "kpi 2"));
+    base_settings(&s, 4);
+    s.window_n = 65;
+    assert_int_equal(cc_anomaly_validate(&s, err, sizeof err), -EINVAL);
+    base_settings(&s, 0);
+    assert_int_equal(cc_anomaly_validate(&s, err, sizeof err), -EINVAL);
+    /* reload keeps F */
+    base_settings(&s, 4);
+    assert_int_equal(cc_anomaly_open(&a, &s, err, sizeof err), 0);
+    s.warn_z = 3;
+    assert_int_equal(cc_anomaly_set_settings(a, &s, err, sizeof err), 0);
+    assert_true(cc_anomaly_settings(a)->warn_z == 3);
+    s.n_features = 5;
+    assert_int_equal(cc_anomaly_set_settings(a, &s, err, sizeof err), -EINVAL);
+    assert_true(cc_anomaly_settings(a)->n_features == 4);
+    CcAnomalyCell *c = NULL;
+    char longid[100];
+    memset(longid, 'x', sizeof longid - 1);
+    longid[99] = 0;
+    assert_int_equal(cc_anomaly_cell_open(&c, a, longid), -EINVAL);
+    cc_anomaly_close(&a);
+}
+
+static void test_scores_readback(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    base_settings(&s, 2);
+    Fixture fx;
+    fx_open(&fx, &s, "sc");
+    double z[2], score;
+    assert_int_equal(cc_anomaly_cell_scores(fx.c, z, &score), -1);
+    assert_true(isnan(score));
+    step_z(&fx, 5, 3.0);
+    assert_int_equal(cc_anomaly_cell_scores(fx.c, z, &score), 5);
+    assert_true(fabs(z[0] - 3.0) < 0.25);
+    assert_true(fabs(z[1]) < 0.25);
+    assert_true(score == fabs(z[0]));
+    fx_close(&fx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_spike_one_firing_one_resolved),
+        cmocka_unit_test(test_k_of_n),
+        cmocka_unit_test(test_hysteresis),
+        cmocka_unit_test(test_cooldown),
+        cmocka_unit_test(test_escalation),
+        cmocka_unit_test(test_per_kpi_override_and_attribution),
+        cmocka_unit_test(test_constant_series),
+        cmocka_unit_test(test_naturally_flat_not_stuck),
+        cmocka_unit_test(test_all_zero_series),
+        cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_missing),
+        cmocka_unit_test(test_mask),
+        cmocka_unit_test(test_ids_stable_and_state_roundtrip),
+        cmocka_unit_test(test_validate),
+        cmocka_unit_test(test_scores_readback),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
