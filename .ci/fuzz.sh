@@ -1,0 +1,26 @@
+#!/bin/sh
+# .ci/fuzz.sh — builds the libFuzzer targets with clang (ASan+UBSan) in their own build dir
+# and fuzzes the weight-file loader for a bounded time, starting from the committed seeds.
+# Safe to run twice. Exits non-zero on a crash, leak, sanitizer report or timeout; the
+# offending input is left in $FUZZ_ARTIFACTS.
+# Environment: FUZZ_BUILD_DIR (default build-fuzz), FUZZ_TIME seconds (default 20).
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
+time=${FUZZ_TIME:-20}
+artifacts=${FUZZ_ARTIFACTS:-$build/fuzz-artifacts}
+
+command -v clang >/dev/null || { echo "fuzz.sh: clang is required (apt-get install clang libclang-rt-dev)" >&2; exit 1; }
+if [ ! -f "$build/build.ninja" ]; then
+    CC=clang meson setup "$build" "$root" -Dfuzz=true -Ddaemon=disabled -Dtests=enabled \
+        -Dbuildtype=debugoptimized
+fi
+ninja -C "$build" -j2 tests/fuzz_loader
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$artifacts"
+# New inputs go to the first (scratch) corpus dir; the committed seeds are read only.
+"$build/tests/fuzz_loader" -max_total_time="$time" -timeout=10 -rss_limit_mb=2048 \
+    -max_len=65536 -print_final_stats=1 -artifact_prefix="$artifacts/" \
+    "$work" "$root/tests/data/fuzz_corpus"
