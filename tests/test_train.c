@@ -24,6 +24,8 @@
 
 #include <cmocka.h>
 
+#include <cblas.h>
+
 #include "cc_kernels.h"
 #include "cc_ref.h"
 #include "cc_train.h"
@@ -118,13 +120,13 @@ static void ln_d(double *out, const double *x, const double *g, const double *b,
 }
 
 static void linear_d(double *out, const double *x, const double *W, const double *b, int R,
-                     int O, int I)
+                     int O, int NI)
 {
     for (int r = 0; r < R; r++)
         for (int o = 0; o < O; o++) {
             double acc = b ? b[o] : 0;
-            for (int i = 0; i < I; i++)
-                acc += W[o * I + i] * x[r * I + i];
+            for (int i = 0; i < NI; i++)
+                acc += W[o * NI + i] * x[r * NI + i];
             out[r * O + o] = acc;
         }
 }
@@ -797,6 +799,7 @@ static void test_deterministic(void **state)
 
 int main(void)
 {
+    openblas_set_num_threads(1); /* the trainer's threads own the parallelism */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layernorm_grad),  cmocka_unit_test(test_ffn_grad),
         cmocka_unit_test(test_attention_grad),  cmocka_unit_test(test_nll_grad),

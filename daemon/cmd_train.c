@@ -1,0 +1,571 @@
+/* cmd_train.c — `cellcast train`: CSV history → a cellcast-tx/2 model (safetensors).
+ *
+ * Loads the data with lib/cc_data (its missing-data policy: imputed inputs, masked
+ * targets), splits every series by time into train / validation / test rows, trains with
+ * lib/cc_train (Adam, warmup then decay, dropout, clipping, 2 threads), validates every
+ * --eval-every steps, keeps the best checkpoint (lowest validation NLL) in --out, the
+ * latest optimiser state in --out.optim (for --resume), and stops early after --patience
+ * evaluations without improvement, at --max-minutes, or on Ctrl-C. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cc_config.h"
+#include "cc_data.h"
+#include "cc_train.h"
+#include "cli.h"
+
+#define ETT_SPLIT "rows:0-8640,8640-11520,11520-14400"
+
+static volatile sig_atomic_t g_stop;
+static void on_sigint(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+static void usage(FILE *out)
+{
+    CcHparams hp;
+    CcTrainSettings s;
+    cc_hparams_default(&hp);
+    cc_train_default_settings(&s);
+    fprintf(out,
+        "usage: cellcast train --data FILE --out MODEL.safetensors [options]\n"
+        "Trains a cellcast-tx/2 model on KPI history (see docs/training.md).\n\n"
+        "Data:\n"
+        "  --data FILE          CSV, long (ts,cell_id,<kpis>) or wide (<time>,<kpis>)\n"
+        "  --format F           auto|long|wide (default auto)\n"
+        "  --features a,b,c     feature columns, in model order (default: all but time/cell)\n"
+        "  --time-format FMT    strptime format of the time column (default: auto)\n"
+        "  --step S             seconds per step (default: detected)\n"
+        "  --split SPEC         train/val/test split of each series: \"a,b\" fractions or\n"
+        "                       \"rows:A-B,C-D,E-F\" (default 0.7,0.1: last 20%% is test)\n"
+        "  --val-frac F         shorthand for --split (0.8-F),F\n"
+        "  --protocol ett       ETTh1 protocol: split " ETT_SPLIT ",\n"
+        "                       z-score with the train slice, horizon 96 unless given\n"
+        "Model (ignored with --resume):\n"
+        "  --patch-len P        (default %d)      --n-patches N   (default %d)\n"
+        "  --norm-window M      (default %d)     --d-model D     (default %d)\n"
+        "  --n-heads H          (default %d)       --n-layers L    (default %d)\n"
+        "  --d-ff FF            (default %d)     --horizon HZ    (default %d)\n"
+        "  --tz-offset SEC      local time offset of the time features (default 0)\n"
+        "  --name NAME          model name in the metadata (default cellcast)\n"
+        "Training:\n"
+        "  --dropout X          (default %.2f)\n"
+        "  --lr X               peak learning rate (default %g)\n"
+        "  --warmup N           warmup steps (default %d)\n"
+        "  --schedule S         invsqrt|cosine|constant after warmup (default invsqrt)\n"
+        "  --adamw              decoupled weight decay (default decay 0.01 with --adamw)\n"
+        "  --weight-decay X     AdamW decay of weight matrices (implies --adamw)\n"
+        "  --clip X             gradient global-norm clip, 0 = off (default %g)\n"
+        "  --batch B            windows per step (default %d)\n"
+        "  --group G            end steps per window sharing its cached patches, 1..P,\n"
+        "                       0 = P (default %d); a step trains on B·G samples\n"
+        "  --epochs E           epochs of B·G samples (default 20)\n"
+        "  --steps N            optimiser steps (overrides --epochs)\n"
+        "  --max-minutes X      wall-clock budget (default none)\n"
+        "  --eval-every N       validate every N steps (default: min(epoch, 200))\n"
+        "  --patience K         stop after K validations without improvement (default 6)\n"
+        "  --val-windows N      validation windows, evenly spaced (default %d)\n"
+        "  --threads T          (default %d)\n"
+        "  --seed X             (default %llu): same seed, data and options → same weights\n"
+        "  --resume CKPT        continue from CKPT and CKPT.optim\n"
+        "  --quiet              no progress output\n",
+        hp.patch_len, hp.n_patches, hp.norm_window, hp.d_model, hp.n_heads, hp.n_layers,
+        hp.d_ff, hp.horizon, s.dropout, s.adam.lr, s.adam.warmup, s.adam.clip, s.batch,
+        s.group, s.max_val_windows, s.n_threads, (unsigned long long)s.seed);
+}
+
+static int parse_num(const char *opt, const char *s, double lo, double hi, double *v)
+{
+    char *e;
+    errno = 0;
+    *v = strtod(s, &e);
+    if (e == s || *e || errno || !isfinite(*v) || *v < lo || *v > hi) {
+        fprintf(stderr, "cellcast train: --%s: '%s' is not a number in [%g, %g]\n", opt, s, lo,
+                hi);
+        return -1;
+    }
+    return 0;
+}
+
+static void fmt_dur(char *buf, size_t n, double s)
+{
+    if (!isfinite(s) || s < 0)
+        snprintf(buf, n, "?");
+    else if (s < 60)
+        snprintf(buf, n, "%.0fs", s);
+    else if (s < 3600)
+        snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
+    else
+        snprintf(buf, n, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
+}
+
+/* Option table: name, kind, target, bounds. */
+enum Kind { K_STR, K_INT, K_FLOAT, K_FLAG };
+typedef struct Opt {
+    const char *name;
+    enum Kind kind;
+    void *target;
+    double lo, hi;
+    int given;
+} Opt;
+
+int cmd_train(int argc, char **argv)
+{
+    const char *data_path = NULL, *out_path = NULL, *features = NULL, *format = "auto";
+    const char *time_format = NULL, *split = NULL, *protocol = NULL, *schedule = "invsqrt";
+    const char *resume = NULL, *name = "cellcast";
+    double val_frac = -1, dropout, lr, wd = -1, clip, max_minutes = 0, step_s = 0;
+    int P, N, M, D, H, L, FF, HZ, tz = 0, warmup, batch, group, epochs = 20, threads;
+    int patience = 6, eval_every = 0, val_windows, adamw = 0, quiet = 0;
+    double steps_d = 0, seed_d;
+    CcHparams hp;
+    CcTrainSettings ts;
+    cc_hparams_default(&hp);
+    cc_train_default_settings(&ts);
+    P = hp.patch_len, N = hp.n_patches, M = hp.norm_window, D = hp.d_model, H = hp.n_heads;
+    L = hp.n_layers, FF = hp.d_ff, HZ = hp.horizon;
+    dropout = ts.dropout, lr = ts.adam.lr, clip = ts.adam.clip, warmup = ts.adam.warmup;
+    batch = ts.batch, group = ts.group, threads = ts.n_threads, val_windows = ts.max_val_windows;
+    seed_d = (double)ts.seed;
+
+    Opt tab[] = {
+        {"data", K_STR, &data_path, 0, 0, 0},        {"out", K_STR, &out_path, 0, 0, 0},
+        {"features", K_STR, &features, 0, 0, 0},     {"format", K_STR, &format, 0, 0, 0},
+        {"time-format", K_STR, &time_format, 0, 0, 0}, {"step", K_FLOAT, &step_s, 1, 31622400, 0},
+        {"split", K_STR, &split, 0, 0, 0},           {"val-frac", K_FLOAT, &val_frac, 0.01, 0.7, 0},
+        {"protocol", K_STR, &protocol, 0, 0, 0},     {"name", K_STR, &name, 0, 0, 0},
+        {"patch-len", K_INT, &P, 1, CC_MAX_PATCH_LEN, 0},
+        {"n-patches", K_INT, &N, 1, CC_MAX_N_PATCHES, 0},
+        {"norm-window", K_INT, &M, 1, CC_MAX_NORM_WINDOW, 0},
+        {"d-model", K_INT, &D, 2, CC_MAX_D_MODEL, 0}, {"n-heads", K_INT, &H, 1, 256, 0},
+        {"n-layers", K_INT, &L, 1, CC_MAX_LAYERS, 0}, {"d-ff", K_INT, &FF, 1, CC_MAX_D_FF, 0},
+        {"horizon", K_INT, &HZ, 1, CC_MAX_HORIZON, 0}, {"tz-offset", K_INT, &tz, -86400, 86400, 0},
+        {"dropout", K_FLOAT, &dropout, 0, 0.9, 0},   {"lr", K_FLOAT, &lr, 1e-7, 1, 0},
+        {"warmup", K_INT, &warmup, 0, 1e7, 0},       {"schedule", K_STR, &schedule, 0, 0, 0},
+        {"adamw", K_FLAG, &adamw, 0, 0, 0},          {"weight-decay", K_FLOAT, &wd, 0, 1, 0},
+        {"clip", K_FLOAT, &clip, 0, 1e6, 0},         {"batch", K_INT, &batch, 1, 65536, 0},
+        {"group", K_INT, &group, 0, CC_TRAIN_MAX_GROUP, 0},
+        {"epochs", K_INT, &epochs, 1, 1e6, 0},       {"steps", K_FLOAT, &steps_d, 1, 1e12, 0},
+        {"max-minutes", K_FLOAT, &max_minutes, 0, 1e6, 0},
+        {"eval-every", K_INT, &eval_every, 1, 1e9, 0}, {"patience", K_INT, &patience, 1, 1e6, 0},
+        {"val-windows", K_INT, &val_windows, 1, 1e7, 0}, {"threads", K_INT, &threads, 1, 16, 0},
+        {"seed", K_FLOAT, &seed_d, 0, 9007199254740992.0, 0},
+        {"resume", K_STR, &resume, 0, 0, 0},         {"quiet", K_FLAG, &quiet, 0, 0, 0},
+        {"help", K_FLAG, NULL, 0, 0, 0},
+    };
+    enum { NOPT = sizeof tab / sizeof tab[0] };
+    struct option lopts[NOPT + 1];
+    for (int i = 0; i < NOPT; i++)
+        lopts[i] = (struct option){tab[i].name, tab[i].kind == K_FLAG ? no_argument
+                                                                      : required_argument,
+                                   0, i + 1};
+    lopts[NOPT] = (struct option){0, 0, 0, 0};
+    int c;
+    optind = 1;
+    opterr = 1;
+    while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
+        if (c < 1 || c > NOPT) {
+            usage(stderr);
+            return 2;
+        }
+        Opt *o = &tab[c - 1];
+        double v;
+        o->given = 1;
+        switch (o->kind) {
+        case K_STR:
+            *(const char **)o->target = optarg;
+            break;
+        case K_FLAG:
+            if (!o->target) {
+                usage(stdout);
+                return 0;
+            }
+            *(int *)o->target = 1;
+            break;
+        case K_INT:
+            if (parse_num(o->name, optarg, o->lo, o->hi, &v) || v != floor(v)) {
+                if (v != floor(v))
+                    fprintf(stderr, "cellcast train: --%s wants an integer\n", o->name);
+                return 2;
+            }
+            *(int *)o->target = (int)v;
+            break;
+        case K_FLOAT:
+            if (parse_num(o->name, optarg, o->lo, o->hi, &v))
+                return 2;
+            *(double *)o->target = v;
+            break;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "cellcast train: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (!data_path || !out_path) {
+        fprintf(stderr, "cellcast train: --data and --out are required (--help)\n");
+        return 2;
+    }
+    int is_ett = 0;
+    if (protocol) {
+        if (strcmp(protocol, "ett")) {
+            fprintf(stderr, "cellcast train: unknown --protocol '%s' (ett)\n", protocol);
+            return 2;
+        }
+        is_ett = 1;
+    }
+
+    int ret = 1;
+    char err[1024], split_buf[64];
+    CcDataset *ds = NULL;
+    CcModel *m = NULL;
+    CcTrainer *tr = NULL;
+    CcRange *rtrain = NULL, *rval = NULL;
+    int tty = isatty(fileno(stderr));
+
+    /* ---- data ---- */
+    CcDataSettings dsets;
+    cc_data_default_settings(&dsets);
+    if (!strcmp(format, "long"))
+        dsets.format = CC_DATA_LONG;
+    else if (!strcmp(format, "wide"))
+        dsets.format = CC_DATA_WIDE;
+    else if (strcmp(format, "auto")) {
+        fprintf(stderr, "cellcast train: --format must be auto, long or wide\n");
+        return 2;
+    }
+    dsets.time_format = time_format;
+    dsets.features = features;
+    dsets.step_seconds = (int64_t)step_s;
+    CcDataReport rep;
+    if (cc_data_load(&ds, data_path, &dsets, &rep, err, sizeof err) < 0) {
+        fprintf(stderr, "cellcast train: %s\n", err);
+        goto done;
+    }
+    {
+        char summary[2048];
+        cc_data_report_format(&rep, ds, summary, sizeof summary);
+        if (!quiet)
+            fprintf(stderr, "cellcast train: %s\n", summary);
+    }
+    if (is_ett)
+        split = ETT_SPLIT;
+    else if (!split && val_frac > 0) {
+        snprintf(split_buf, sizeof split_buf, "%.6g,%.6g", 0.8 - val_frac, val_frac);
+        split = split_buf;
+    } else if (!split)
+        split = "0.7,0.1";
+    rtrain = calloc((size_t)ds->n_series, sizeof *rtrain);
+    rval = calloc((size_t)ds->n_series, sizeof *rval);
+    if (!rtrain || !rval) {
+        fprintf(stderr, "cellcast train: out of memory\n");
+        goto done;
+    }
+    for (int s = 0; s < ds->n_series; s++) {
+        CcRange r3[3];
+        if (cc_data_split(split, ds->series[s].T, r3, err, sizeof err) < 0) {
+            fprintf(stderr, "cellcast train: --split (series %s): %s\n",
+                    ds->series[s].cell_id, err);
+            goto done;
+        }
+        rtrain[s] = r3[0];
+        rval[s] = r3[1];
+    }
+    double zmean[CC_MAX_FEATURES], zstd[CC_MAX_FEATURES];
+    if (is_ett) {
+        if (ds->n_series != 1) {
+            fprintf(stderr, "cellcast train: --protocol ett wants one series (a wide file)\n");
+            goto done;
+        }
+        cc_data_stats(ds, 0, rtrain[0], zmean, zstd);
+        cc_data_standardize(ds, zmean, zstd);
+        int hz_given = 0;
+        for (int i = 0; i < NOPT; i++)
+            hz_given |= !strcmp(tab[i].name, "horizon") && tab[i].given;
+        if (!hz_given)
+            HZ = 96;
+    }
+
+    /* ---- model ---- */
+    if (resume) {
+        if (cc_model_load(&m, resume, err, sizeof err) < 0) {
+            fprintf(stderr, "cellcast train: --resume %s: %s\n", resume, err);
+            goto done;
+        }
+        if (m->hp.n_features != ds->n_features) {
+            fprintf(stderr, "cellcast train: %s has %d features, the data %d\n", resume,
+                    m->hp.n_features, ds->n_features);
+            goto done;
+        }
+        for (int f = 0; f < ds->n_features; f++)
+            if (strcmp(m->hp.features[f], ds->features[f])) {
+                fprintf(stderr, "cellcast train: feature %d is '%s' in %s, '%s' in the data "
+                                "(use --features)\n",
+                        f, m->hp.features[f], resume, ds->features[f]);
+                goto done;
+            }
+    } else {
+        hp.n_features = ds->n_features;
+        for (int f = 0; f < ds->n_features; f++)
+            snprintf(hp.features[f], CC_FEATURE_NAME_MAX, "%s", ds->features[f]);
+        hp.patch_len = P, hp.n_patches = N, hp.norm_window = M, hp.d_model = D;
+        hp.n_heads = H, hp.n_layers = L, hp.d_ff = FF, hp.horizon = HZ;
+        hp.step_seconds = ds->step_seconds;
+        hp.tz_offset_s = tz;
+        if (cc_model_create(&m, &hp, err, sizeof err) < 0) {
+            fprintf(stderr, "cellcast train: %s\n", err);
+            goto done;
+        }
+        cc_model_init_random(m, (uint64_t)seed_d);
+    }
+    if (m->hp.step_seconds != ds->step_seconds) {
+        fprintf(stderr, "cellcast train: the data's step is %llds, the model's %llds\n",
+                (long long)ds->step_seconds, (long long)m->hp.step_seconds);
+        goto done;
+    }
+
+    /* ---- trainer ---- */
+    ts.dropout = (float)dropout;
+    ts.batch = batch;
+    ts.group = group;
+    ts.n_threads = threads;
+    ts.seed = (uint64_t)seed_d;
+    ts.max_val_windows = val_windows;
+    ts.adam.lr = (float)lr;
+    ts.adam.warmup = warmup;
+    ts.adam.clip = (float)clip;
+    if (wd >= 0 || adamw)
+        ts.adam.weight_decay = wd >= 0 ? (float)wd : 0.01f;
+    if (!strcmp(schedule, "invsqrt"))
+        ts.adam.schedule = CC_SCHED_INVSQRT;
+    else if (!strcmp(schedule, "cosine"))
+        ts.adam.schedule = CC_SCHED_COSINE;
+    else if (!strcmp(schedule, "constant"))
+        ts.adam.schedule = CC_SCHED_CONSTANT;
+    else {
+        fprintf(stderr, "cellcast train: --schedule must be invsqrt, cosine or constant\n");
+        goto done;
+    }
+    int G = group == 0 || group > m->hp.patch_len ? m->hp.patch_len : group;
+    /* the step count is needed by the cosine schedule before the trainer exists */
+    int64_t total_steps;
+    {
+        if (cc_trainer_open(&tr, m, ds, rtrain, rval, &ts, err, sizeof err) < 0) {
+            fprintf(stderr, "cellcast train: %s\n", err);
+            goto done;
+        }
+        int64_t ntr, nva;
+        cc_trainer_counts(tr, &ntr, &nva);
+        int64_t spe = (ntr + (int64_t)batch * G - 1) / ((int64_t)batch * G);
+        total_steps = steps_d > 0 ? (int64_t)steps_d : spe * epochs;
+        if (!eval_every)
+            eval_every = spe < 200 ? (int)(spe > 0 ? spe : 1) : 200;
+        cc_trainer_close(&tr);
+        ts.adam.total_steps = total_steps;
+        if (cc_trainer_open(&tr, m, ds, rtrain, rval, &ts, err, sizeof err) < 0) {
+            fprintf(stderr, "cellcast train: %s\n", err);
+            goto done;
+        }
+        if (!quiet)
+            fprintf(stderr,
+                    "cellcast train: %d series, F=%d, %lld training samples, %lld validation "
+                    "samples (split %s); %lld steps of %d windows x %d end steps (%lld per "
+                    "epoch), %lld parameters\n",
+                    ds->n_series, ds->n_features, (long long)ntr, (long long)nva, split,
+                    (long long)total_steps, batch, G, (long long)spe, (long long)m->n_params);
+    }
+
+    /* metadata */
+    {
+        CcHparams *h = &m->hp;
+        char buf[512], cmdline[512] = "cellcast";
+        size_t len = strlen(cmdline);
+        for (int i = 0; i < argc && len + 2 < sizeof cmdline; i++)
+            len += (size_t)snprintf(cmdline + len, sizeof cmdline - len, " %s", argv[i]);
+        snprintf(h->name, sizeof h->name, "%s", name);
+        snprintf(h->version, sizeof h->version, "%s", CC_VERSION);
+        snprintf(h->trained_on, sizeof h->trained_on, "%s", data_path);
+        time_t now = time(NULL);
+        struct tm tmv;
+        gmtime_r(&now, &tmv);
+        strftime(h->created_at, sizeof h->created_at, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+        cc_hparams_set_extra(h, "command", cmdline);
+        snprintf(buf, sizeof buf, "%llu", (unsigned long long)ts.seed);
+        cc_hparams_set_extra(h, "seed", buf);
+        cc_hparams_set_extra(h, "split", split);
+        if (is_ett) {
+            cc_hparams_set_extra(h, "protocol", "ett");
+            size_t a = 0, b = 0;
+            char zm[512], zs[512];
+            for (int f = 0; f < ds->n_features; f++) {
+                a += (size_t)snprintf(zm + a, sizeof zm - a, "%s%.9g", f ? "," : "", zmean[f]);
+                b += (size_t)snprintf(zs + b, sizeof zs - b, "%s%.9g", f ? "," : "", zstd[f]);
+            }
+            cc_hparams_set_extra(h, "zscore_mean", zm);
+            cc_hparams_set_extra(h, "zscore_std", zs);
+        }
+    }
+
+    /* ---- loop ---- */
+    char state_path[4096];
+    snprintf(state_path, sizeof state_path, "%s.optim", out_path);
+    double best = INFINITY, bad = 0;
+    if (resume) {
+        char rs[4096];
+        double ex[2] = {INFINITY, 0};
+        snprintf(rs, sizeof rs, "%s.optim", resume);
+        if (cc_trainer_load_state(tr, rs, ex, 2, err, sizeof err) < 0) {
+            fprintf(stderr, "cellcast train: %s\n", err);
+            goto done;
+        }
+        best = ex[0], bad = ex[1];
+        if (!quiet)
+            fprintf(stderr, "cellcast train: resumed at step %lld (best val NLL %.4f)\n",
+                    (long long)cc_trainer_steps_done(tr), best);
+    }
+    float *best_block = malloc(m->n_params * sizeof(float));
+    if (!best_block) {
+        fprintf(stderr, "cellcast train: out of memory\n");
+        goto done;
+    }
+    memcpy(best_block, m->block, m->n_params * sizeof(float));
+    signal(SIGINT, on_sigint);
+    int64_t t0 = cc_now_ns(), last_print = 0, start_step = cc_trainer_steps_done(tr);
+    double loss_ema = NAN, val = NAN;
+    const char *why = "step budget reached";
+    int saved_any = 0;
+    int64_t tokens_per_step = (int64_t)batch * (m->hp.n_patches + G);
+    for (;;) {
+        int64_t step = cc_trainer_steps_done(tr);
+        double el = (cc_now_ns() - t0) / 1e9;
+        if (step >= total_steps)
+            break;
+        if (max_minutes > 0 && el >= max_minutes * 60) {
+            why = "--max-minutes reached";
+            break;
+        }
+        if (g_stop) {
+            why = "interrupted";
+            break;
+        }
+        double loss;
+        float lr_now;
+        int r = cc_trainer_step(tr, &loss, &lr_now, NULL);
+        if (r == -ERANGE) {
+            fprintf(stderr, "\ncellcast train: non-finite loss at step %lld, update skipped\n",
+                    (long long)step + 1);
+            continue;
+        }
+        if (r < 0) {
+            fprintf(stderr, "\ncellcast train: training step failed (%s)\n", strerror(-r));
+            goto done_best;
+        }
+        step++;
+        loss_ema = isnan(loss_ema) ? loss : 0.98 * loss_ema + 0.02 * loss;
+        int evaluated = 0;
+        if (step % eval_every == 0 || step == total_steps) {
+            r = cc_trainer_validate(tr, &val);
+            evaluated = 1;
+            if (r == -EAGAIN)
+                val = loss_ema; /* no validation data: keep the last weights */
+            if (val < best) {
+                best = val;
+                bad = 0;
+                memcpy(best_block, m->block, m->n_params * sizeof(float));
+                char vb[64], sb[64];
+                snprintf(vb, sizeof vb, "%.6f", best);
+                snprintf(sb, sizeof sb, "%lld", (long long)step);
+                cc_hparams_set_extra(&m->hp, "val_nll", vb);
+                cc_hparams_set_extra(&m->hp, "train_steps", sb);
+                if (cc_model_save(m, out_path, err, sizeof err) < 0) {
+                    fprintf(stderr, "\ncellcast train: %s\n", err);
+                    goto done_best;
+                }
+                saved_any = 1;
+            } else {
+                bad++;
+            }
+            double ex[2] = {best, bad};
+            if (cc_trainer_save_state(tr, state_path, ex, 2, err, sizeof err) < 0)
+                fprintf(stderr, "\ncellcast train: %s\n", err);
+        }
+        el = (cc_now_ns() - t0) / 1e9;
+        double rate = (step - start_step) / (el > 1e-9 ? el : 1e-9);
+        double eta = (total_steps - step) / (rate > 0 ? rate : 1e-9);
+        if (max_minutes > 0 && eta > max_minutes * 60 - el)
+            eta = max_minutes * 60 - el;
+        if (!quiet && tty && (cc_now_ns() - last_print > 200000000LL || evaluated)) {
+            char etab[32], elb[32];
+            fmt_dur(etab, sizeof etab, eta);
+            fmt_dur(elb, sizeof elb, el);
+            int64_t ntr;
+            cc_trainer_counts(tr, &ntr, NULL);
+            double epoch = (double)step * batch * G / (double)(ntr ? ntr : 1);
+            fprintf(stderr,
+                    "\r\033[Kepoch %.2f  step %lld/%lld  loss %.4f  val %.4f (best %.4f)  "
+                    "lr %.2e  %.0f tok/s  %s  ETA %s",
+                    epoch, (long long)step, (long long)total_steps, loss_ema, val, best,
+                    lr_now, rate * tokens_per_step, elb, etab);
+            last_print = cc_now_ns();
+        } else if (!quiet && !tty && evaluated) {
+            int64_t ntr;
+            cc_trainer_counts(tr, &ntr, NULL);
+            double epoch = (double)step * batch * G / (double)(ntr ? ntr : 1);
+            fprintf(stderr,
+                    "step %lld/%lld epoch %.2f loss %.4f val %.4f best %.4f lr %.2e "
+                    "tok/s %.0f elapsed %.0fs\n",
+                    (long long)step, (long long)total_steps, epoch, loss_ema, val, best, lr_now,
+                    rate * tokens_per_step, el);
+        }
+        if (evaluated && bad >= patience) {
+            why = "early stop (patience)";
+            break;
+        }
+    }
+    if (!saved_any) { /* stopped before the first validation: save what there is */
+        double v;
+        if (cc_trainer_validate(tr, &v) == 0) {
+            char vb[64];
+            snprintf(vb, sizeof vb, "%.6f", v);
+            cc_hparams_set_extra(&m->hp, "val_nll", vb);
+            best = v;
+        }
+        memcpy(best_block, m->block, m->n_params * sizeof(float));
+    }
+    {
+        char sb[64];
+        double ex[2] = {best, bad};
+        cc_trainer_save_state(tr, state_path, ex, 2, err, sizeof err);
+        memcpy(m->block, best_block, m->n_params * sizeof(float));
+        if (!saved_any) {
+            snprintf(sb, sizeof sb, "%lld", (long long)cc_trainer_steps_done(tr));
+            cc_hparams_set_extra(&m->hp, "train_steps", sb);
+        }
+        if (cc_model_save(m, out_path, err, sizeof err) < 0) {
+            fprintf(stderr, "\ncellcast train: %s\n", err);
+            goto done_best;
+        }
+    }
+    if (!quiet)
+        fprintf(stderr, "%scellcast train: %s after %lld steps in %.1fs; best val NLL %.4f → %s\n",
+                tty ? "\n" : "", why, (long long)cc_trainer_steps_done(tr),
+                (cc_now_ns() - t0) / 1e9, best, out_path);
+    ret = 0;
+done_best:
+    free(best_block);
+done:
+    cc_trainer_close(&tr);
+    cc_model_close(&m);
+    cc_data_free(&ds);
+    free(rtrain);
+    free(rval);
+    return ret;
+}
