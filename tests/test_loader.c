@@ -581,6 +581,47 @@ static void test_fuzz_seeds(void **state)
     assert_has(err, "truncated.safetensors");  // the path is named
 }
 
+/* A file written by another implementation (tests/ref/reference.py, tensors in name
+ * order): every tensor lands where CcParams says, e.g. layer 1's k_proj after its q_proj. */
+static void test_python_written_file(void **state)
+{
+    (void)state;
+    const char *path = CC_TEST_DATA "/golden/tiny.safetensors";
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        print_message("skipped: %s absent (written by tests/ref/gen_golden.py)\n", path);
+        skip();
+    }
+    fseek(f, 0, SEEK_END);
+    size_t len = (size_t)ftell(f);
+    rewind(f);
+    uint8_t *buf = malloc(len);
+    assert_int_equal(fread(buf, 1, len, f), len);
+    fclose(f);
+    CcModel *m = NULL;
+    CcSafetensors *st = NULL;
+    char err[ERRLEN] = "";
+    int ret = cc_model_load_buffer(&m, buf, len, err, sizeof err);
+    if (ret)
+        fail_msg("%s: %d %s", path, ret, err);
+    assert_int_equal(cc_st_parse(&st, buf, len, err, sizeof err), 0);
+    Ent e[8 + 16 * CC_MAX_LAYERS];
+    int n = spec_table(m, e);
+    assert_int_equal(n, cc_st_count(st));
+    for (int i = 0; i < n; i++) {
+        const CcStTensor *t = cc_st_find(st, e[i].name);
+        assert_non_null(t);
+        float *x = malloc(t->numel * sizeof *x);
+        cc_st_to_f32(t, x);
+        if (memcmp(x, e[i].data, t->numel * sizeof *x))
+            fail_msg("tensor '%s' not where CcParams expects it", e[i].name);
+        free(x);
+    }
+    cc_st_close(&st);
+    cc_model_close(&m);
+    free(buf);
+}
+
 /* ------------------------------------------------------------------- broken files */
 
 static void test_truncated(void **state)
@@ -990,6 +1031,7 @@ int main(void)
         cmocka_unit_test(test_st_handwritten),
         cmocka_unit_test(test_st_writer),
         cmocka_unit_test(test_fuzz_seeds),
+        cmocka_unit_test(test_python_written_file),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_header_length),
         cmocka_unit_test(test_bad_json),
