@@ -1,0 +1,730 @@
+/*
+ * cc_snapshot.c — atomic, checksummed snapshot files of per-cell state (see cc_snapshot.h
+ * for the format). The writer streams through stdio into a temp file; the reader verifies
+ * the whole file in a first pass and hands out records in a second.
+ */
+#include "cc_snapshot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "snapshot format is little-endian");
+
+static const uint8_t MAGIC[8] = {'C', 'C', 'S', 'N', 'A', 'P', '\r', '\n'};
+#define DESC_LEN 160
+#define HEADER_SIZE (8 + 4 + 4 + 8 + 8 + DESC_LEN + 4 + 4 + 8 + 4)
+#define MAX_RECORD (1u << 30) /* a record longer than 1 GiB is corruption */
+
+/* ------------------------------------------------------------------ CRC32, hash */
+
+static uint32_t crc_table[256];
+static int crc_ready; /* benign race: every thread computes the same table */
+
+uint32_t cc_crc32(uint32_t crc, const void *buf, size_t len)
+{
+    if (!__atomic_load_n(&crc_ready, __ATOMIC_ACQUIRE)) {
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++)
+                c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+            crc_table[i] = c;
+        }
+        __atomic_store_n(&crc_ready, 1, __ATOMIC_RELEASE);
+    }
+    const uint8_t *p = buf;
+    crc = ~crc;
+    for (size_t i = 0; i < len; i++)
+        crc = crc_table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+uint64_t cc_snapshot_model_hash(const CcHparams *hp)
+{
+    int64_t v[] = {hp->n_features, hp->patch_len, hp->n_patches, hp->norm_window, hp->d_model,
+                   hp->n_heads,    hp->n_layers,  hp->d_ff,      hp->horizon,     hp->step_seconds,
+                   hp->tz_offset_s};
+    uint64_t h = fnv(0xcbf29ce484222325ull, v, sizeof v);
+    for (int f = 0; f < hp->n_features && f < CC_MAX_FEATURES; f++)
+        h = fnv(h, hp->features[f], strlen(hp->features[f]) + 1);
+    return h ? h : 1; /* 0 means "any" to the reader */
+}
+
+void cc_snapshot_info_for_model(CcSnapshotInfo *info, const CcHparams *hp)
+{
+    memset(info, 0, sizeof *info);
+    info->model_hash = cc_snapshot_model_hash(hp);
+    info->n_features = hp->n_features;
+    info->step_seconds = hp->step_seconds;
+    snprintf(info->model_desc, sizeof info->model_desc,
+             "%.40s F=%d S=%" PRId64 " P=%d N=%d M=%d D=%d H=%d L=%d FF=%d HZ=%d",
+             hp->name[0] ? hp->name : "model", hp->n_features, hp->step_seconds, hp->patch_len,
+             hp->n_patches, hp->norm_window, hp->d_model, hp->n_heads, hp->n_layers, hp->d_ff,
+             hp->horizon);
+}
+
+/* ------------------------------------------------------------------ writer */
+
+struct CcSnapshotWriter {
+    FILE *f;
+    char *path, *tmp;
+    uint32_t file_crc;    ///< CRC of every byte written so far
+    uint64_t n_records;
+    int failed;           ///< an earlier write failed: finish refuses
+    int F;
+    uint8_t *scratch;     ///< record payload under construction
+    size_t scap, slen;
+    float *hist;          ///< cc_cell_history scratch
+    size_t hist_cap;
+};
+
+static int wr(CcSnapshotWriter *w, const void *p, size_t n)
+{
+    if (n && fwrite(p, 1, n, w->f) != n) {
+        w->failed = 1;
+        return -EIO;
+    }
+    w->file_crc = cc_crc32(w->file_crc, p, n);
+    return 0;
+}
+
+static int sc_reserve(CcSnapshotWriter *w, size_t more)
+{
+    if (w->slen + more <= w->scap)
+        return 0;
+    size_t cap = w->scap ? w->scap : 4096;
+    while (cap < w->slen + more)
+        cap *= 2;
+    uint8_t *p = realloc(w->scratch, cap);
+    if (!p)
+        return -ENOMEM;
+    w->scratch = p;
+    w->scap = cap;
+    return 0;
+}
+
+static void sc_put(CcSnapshotWriter *w, const void *p, size_t n)
+{
+    memcpy(w->scratch + w->slen, p, n); /* reserved by the caller */
+    w->slen += n;
+}
+
+/* Writes scratch[0..slen) as one record of `type`. */
+static int put_record(CcSnapshotWriter *w, uint32_t type)
+{
+    if (w->failed)
+        return -EIO;
+    if (w->slen > MAX_RECORD)
+        return -EINVAL;
+    uint32_t len = (uint32_t)w->slen;
+    uint32_t crc = cc_crc32(0, &type, 4);
+    crc = cc_crc32(crc, &len, 4);
+    crc = cc_crc32(crc, w->scratch, w->slen);
+    int rc = wr(w, &type, 4);
+    if (!rc)
+        rc = wr(w, &len, 4);
+    if (!rc)
+        rc = wr(w, w->scratch, w->slen);
+    if (!rc)
+        rc = wr(w, &crc, 4);
+    if (!rc && type != CC_SNAP_END)
+        w->n_records++;
+    w->slen = 0;
+    return rc;
+}
+
+static void writer_free(CcSnapshotWriter *w)
+{
+    if (w->f)
+        fclose(w->f);
+    free(w->path);
+    free(w->tmp);
+    free(w->scratch);
+    free(w->hist);
+    free(w);
+}
+
+int cc_snapshot_write_open(CcSnapshotWriter **out, const char *path, const CcSnapshotInfo *info,
+                           char *err, size_t errlen)
+{
+    *out = NULL;
+    int rc = 0;
+    if (!path || !*path || !info || info->n_features < 1 || info->n_features > CC_MAX_FEATURES)
+        return cc_errf(err, errlen, -EINVAL, "snapshot: bad path or info");
+    CcSnapshotWriter *w = calloc(1, sizeof *w);
+    if (!w)
+        return cc_errf(err, errlen, -ENOMEM, "snapshot: out of memory");
+    w->F = info->n_features;
+    size_t n = strlen(path) + 32;
+    w->path = strdup(path);
+    w->tmp = malloc(n);
+    if (!w->path || !w->tmp) {
+        rc = cc_errf(err, errlen, -ENOMEM, "snapshot: out of memory");
+        goto error;
+    }
+    snprintf(w->tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || !(w->f = fdopen(fd, "wb"))) {
+        rc = cc_errf(err, errlen, -EIO, "snapshot: cannot create %s: %s", w->tmp, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        goto error;
+    }
+    uint8_t h[HEADER_SIZE];
+    memset(h, 0, sizeof h);
+    uint32_t ver = CC_SNAPSHOT_VERSION, hsz = HEADER_SIZE, F = (uint32_t)info->n_features, zero = 0;
+    int64_t created = info->created_s ? info->created_s : (int64_t)time(NULL);
+    size_t o = 0;
+#define H(v) (memcpy(h + o, &(v), sizeof(v)), o += sizeof(v))
+    memcpy(h, MAGIC, 8);
+    o = 8;
+    H(ver);
+    H(hsz);
+    H(created);
+    H(info->model_hash);
+    snprintf((char *)h + o, DESC_LEN, "%s", info->model_desc);
+    o += DESC_LEN;
+    H(F);
+    H(zero);
+    H(info->step_seconds);
+    uint32_t hcrc = cc_crc32(0, h, o);
+    H(hcrc);
+#undef H
+    if (wr(w, h, o)) {
+        rc = cc_errf(err, errlen, -EIO, "snapshot: cannot write %s: %s", w->tmp, strerror(errno));
+        goto error;
+    }
+    *out = w;
+    return 0;
+error:
+    if (w->f) {
+        fclose(w->f);
+        w->f = NULL;
+        unlink(w->tmp);
+    }
+    writer_free(w);
+    return rc;
+}
+
+int cc_snapshot_write_cell(CcSnapshotWriter *w, const CcSnapshotCell *c)
+{
+    size_t idl = c->cell_id ? strlen(c->cell_id) : 0;
+    if (!idl || idl > 255 || c->count < 0 || c->n_features != w->F ||
+        (c->count && !c->values) || c->anomaly_len > MAX_RECORD || c->extra_len > MAX_RECORD)
+        return -EINVAL;
+    size_t nv = (size_t)c->count * (size_t)w->F;
+    if (sc_reserve(w, 2 + idl + 8 + 8 + 4 + 4 + nv * 4 + 4 + c->anomaly_len + 4 + c->extra_len))
+        return -ENOMEM;
+    uint16_t l16 = (uint16_t)idl;
+    int32_t count = c->count, F = w->F;
+    uint32_t al = (uint32_t)c->anomaly_len, el = (uint32_t)c->extra_len;
+    sc_put(w, &l16, 2);
+    sc_put(w, c->cell_id, idl);
+    sc_put(w, &c->seq_start, 8);
+    sc_put(w, &c->first, 8);
+    sc_put(w, &count, 4);
+    sc_put(w, &F, 4);
+    if (nv)
+        sc_put(w, c->values, nv * 4);
+    sc_put(w, &al, 4);
+    if (al)
+        sc_put(w, c->anomaly, al);
+    sc_put(w, &el, 4);
+    if (el)
+        sc_put(w, c->extra, el);
+    return put_record(w, CC_SNAP_CELL);
+}
+
+int cc_snapshot_write_positions(CcSnapshotWriter *w, const CcSnapshotPosition *p, int n)
+{
+    if (n < 0)
+        return -EINVAL;
+    uint32_t un = (uint32_t)n;
+    if (sc_reserve(w, 4))
+        return -ENOMEM;
+    sc_put(w, &un, 4);
+    for (int i = 0; i < n; i++) {
+        size_t tl = strnlen(p[i].topic, CC_SNAP_TOPIC_MAX);
+        if (!tl || tl >= CC_SNAP_TOPIC_MAX)
+            return -EINVAL;
+        if (sc_reserve(w, 2 + tl + 4 + 8))
+            return -ENOMEM;
+        uint16_t l16 = (uint16_t)tl;
+        sc_put(w, &l16, 2);
+        sc_put(w, p[i].topic, tl);
+        sc_put(w, &p[i].partition, 4);
+        sc_put(w, &p[i].offset, 8);
+    }
+    return put_record(w, CC_SNAP_POSITIONS);
+}
+
+int cc_snapshot_write_engine_cell(CcSnapshotWriter *w, const char *cell_id, const CcCell *c,
+                                  const CcAnomalyCell *ac, const void *extra, size_t extra_len)
+{
+    int64_t first, last;
+    cc_cell_span(c, &first, &last);
+    int count = first < 0 ? 0 : (int)(last - first + 1);
+    size_t need = (size_t)count * (size_t)w->F;
+    if (need > w->hist_cap) {
+        float *p = realloc(w->hist, need * sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        w->hist = p;
+        w->hist_cap = need;
+    }
+    if (count && cc_cell_history(c, first, count, w->hist))
+        return -EINVAL;
+    uint8_t *ab = NULL;
+    long al = 0;
+    if (ac) {
+        al = cc_anomaly_cell_save(ac, NULL, 0);
+        if (al < 0 || !(ab = malloc((size_t)al)))
+            return -ENOMEM;
+        al = cc_anomaly_cell_save(ac, ab, (size_t)al);
+    }
+    CcSnapshotCell rec = {
+        .cell_id = cell_id, .seq_start = count ? cc_cell_seq_start(c) : -1, .first = first,
+        .count = count, .n_features = w->F, .values = w->hist, .anomaly = ab,
+        .anomaly_len = (size_t)al, .extra = extra, .extra_len = extra ? extra_len : 0};
+    int rc = cc_snapshot_write_cell(w, &rec);
+    free(ab);
+    return rc;
+}
+
+static int fsync_dir_of(const char *path)
+{
+    char *dup = strdup(path);
+    if (!dup)
+        return -ENOMEM;
+    int fd = open(dirname(dup), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    free(dup);
+    if (fd < 0)
+        return -EIO;
+    int rc = fsync(fd) ? -EIO : 0;
+    close(fd);
+    return rc;
+}
+
+int cc_snapshot_write_finish(CcSnapshotWriter **wp, char *err, size_t errlen)
+{
+    CcSnapshotWriter *w = *wp;
+    *wp = NULL;
+    int rc = 0;
+    if (w->failed) {
+        rc = cc_errf(err, errlen, -EIO, "snapshot: an earlier write to %s failed", w->tmp);
+        goto error;
+    }
+    uint32_t file_crc = w->file_crc;
+    w->slen = 0;
+    if (sc_reserve(w, 12)) {
+        rc = cc_errf(err, errlen, -ENOMEM, "snapshot: out of memory");
+        goto error;
+    }
+    sc_put(w, &w->n_records, 8);
+    sc_put(w, &file_crc, 4);
+    if (put_record(w, CC_SNAP_END) || fflush(w->f) || fsync(fileno(w->f))) {
+        rc = cc_errf(err, errlen, -EIO, "snapshot: cannot write %s: %s", w->tmp, strerror(errno));
+        goto error;
+    }
+    int fc = fclose(w->f);
+    w->f = NULL;
+    if (fc) {
+        rc = cc_errf(err, errlen, -EIO, "snapshot: cannot close %s: %s", w->tmp, strerror(errno));
+        goto error;
+    }
+    if (rename(w->tmp, w->path)) {
+        rc = cc_errf(err, errlen, -EIO, "snapshot: cannot rename %s to %s: %s", w->tmp, w->path,
+                     strerror(errno));
+        goto error;
+    }
+    if (fsync_dir_of(w->path))
+        rc = cc_errf(err, errlen, -EIO, "snapshot: %s written, but fsync of its directory failed",
+                     w->path); /* renamed already: the file is in place */
+    writer_free(w);
+    return rc;
+error:
+    if (w->f) {
+        fclose(w->f);
+        w->f = NULL;
+    }
+    unlink(w->tmp);
+    writer_free(w);
+    return rc;
+}
+
+void cc_snapshot_write_abort(CcSnapshotWriter **wp)
+{
+    CcSnapshotWriter *w = wp ? *wp : NULL;
+    if (!w)
+        return;
+    *wp = NULL;
+    if (w->f) {
+        fclose(w->f);
+        w->f = NULL;
+    }
+    unlink(w->tmp);
+    writer_free(w);
+}
+
+/* ------------------------------------------------------------------ reader */
+
+struct CcSnapshotReader {
+    FILE *f;
+    char *path;
+    int F;
+    long data_start;
+    uint8_t *buf;         ///< current record payload
+    size_t cap;
+    CcSnapshotPosition *pos;
+    float *vals;          ///< aligned copy of the current cell's values
+    size_t vcap;          ///< bytes
+    int done;
+};
+
+static void reader_free(CcSnapshotReader *r)
+{
+    if (r->f)
+        fclose(r->f);
+    free(r->path);
+    free(r->buf);
+    free(r->pos);
+    free(r->vals);
+    free(r);
+}
+
+/* Reads one record header + payload + CRC into r->buf. 1 ok, 0 clean EOF, <0 error. */
+static int read_record(CcSnapshotReader *r, uint32_t *type, uint32_t *len, uint32_t *file_crc,
+                       char *err, size_t errlen)
+{
+    uint32_t th[2];
+    long at = ftell(r->f);
+    size_t got = fread(th, 1, 8, r->f);
+    if (got == 0 && feof(r->f))
+        return 0;
+    if (got != 8)
+        return cc_errf(err, errlen, -EBADMSG,
+                       "snapshot %s: truncated at byte %ld (partial record header)", r->path, at);
+    *type = th[0];
+    *len = th[1];
+    if (*len > MAX_RECORD)
+        return cc_errf(err, errlen, -EBADMSG,
+                       "snapshot %s: corrupted record at byte %ld (length %u)", r->path, at, *len);
+    if (*len + 4 > r->cap) {
+        uint8_t *p = realloc(r->buf, *len + 4);
+        if (!p)
+            return cc_errf(err, errlen, -ENOMEM, "snapshot: out of memory");
+        r->buf = p;
+        r->cap = *len + 4;
+    }
+    if (fread(r->buf, 1, *len + 4, r->f) != *len + 4)
+        return cc_errf(err, errlen, -EBADMSG,
+                       "snapshot %s: truncated at byte %ld (record of %u bytes cut short)",
+                       r->path, at, *len);
+    uint32_t crc = cc_crc32(0, th, 8);
+    crc = cc_crc32(crc, r->buf, *len);
+    uint32_t want;
+    memcpy(&want, r->buf + *len, 4);
+    if (crc != want)
+        return cc_errf(err, errlen, -EBADMSG,
+                       "snapshot %s: corrupted: CRC mismatch in record at byte %ld", r->path, at);
+    if (file_crc) {
+        *file_crc = cc_crc32(*file_crc, th, 8);
+        *file_crc = cc_crc32(*file_crc, r->buf, *len + 4);
+    }
+    return 1;
+}
+
+int cc_snapshot_read_open(CcSnapshotReader **out, const char *path, uint64_t expect_hash,
+                          CcSnapshotInfo *info, char *err, size_t errlen)
+{
+    *out = NULL;
+    int rc = 0;
+    CcSnapshotReader *r = calloc(1, sizeof *r);
+    if (!r || !(r->path = strdup(path))) {
+        free(r);
+        return cc_errf(err, errlen, -ENOMEM, "snapshot: out of memory");
+    }
+    r->f = fopen(path, "rbe");
+    if (!r->f) {
+        rc = cc_errf(err, errlen, errno == ENOENT ? -ENOENT : -EIO, "snapshot %s: %s", path,
+                     strerror(errno));
+        goto error;
+    }
+    uint8_t h[HEADER_SIZE];
+    size_t got = fread(h, 1, sizeof h, r->f);
+    if (got >= 8 && memcmp(h, MAGIC, 8)) {
+        rc = cc_errf(err, errlen, -EINVAL, "snapshot %s: not a cellcast snapshot (bad magic)",
+                     path);
+        goto error;
+    }
+    if (got < 16) {
+        rc = cc_errf(err, errlen, -EBADMSG, "snapshot %s: truncated (%zu bytes, no header)", path,
+                     got);
+        goto error;
+    }
+    uint32_t ver, hsz;
+    memcpy(&ver, h + 8, 4);
+    memcpy(&hsz, h + 12, 4);
+    if (ver != CC_SNAPSHOT_VERSION || hsz != HEADER_SIZE) {
+        rc = cc_errf(err, errlen, -EPROTONOSUPPORT,
+                     "snapshot %s: format version %u (header %u bytes); this build reads version "
+                     "%d only",
+                     path, ver, hsz, CC_SNAPSHOT_VERSION);
+        goto error;
+    }
+    if (got < HEADER_SIZE) {
+        rc = cc_errf(err, errlen, -EBADMSG, "snapshot %s: truncated in the header (%zu bytes)",
+                     path, got);
+        goto error;
+    }
+    uint32_t hcrc;
+    memcpy(&hcrc, h + HEADER_SIZE - 4, 4);
+    if (cc_crc32(0, h, HEADER_SIZE - 4) != hcrc) {
+        rc = cc_errf(err, errlen, -EBADMSG, "snapshot %s: corrupted header (CRC mismatch)", path);
+        goto error;
+    }
+    CcSnapshotInfo in;
+    memset(&in, 0, sizeof in);
+    size_t o = 16;
+    memcpy(&in.created_s, h + o, 8);
+    o += 8;
+    memcpy(&in.model_hash, h + o, 8);
+    o += 8;
+    memcpy(in.model_desc, h + o, DESC_LEN);
+    in.model_desc[DESC_LEN - 1] = 0;
+    o += DESC_LEN;
+    uint32_t F;
+    memcpy(&F, h + o, 4);
+    o += 8;
+    memcpy(&in.step_seconds, h + o, 8);
+    in.n_features = (int)F;
+    in.version = ver;
+    if (F < 1 || F > CC_MAX_FEATURES) {
+        rc = cc_errf(err, errlen, -EBADMSG, "snapshot %s: corrupted header (F = %u)", path, F);
+        goto error;
+    }
+    r->F = (int)F;
+    r->data_start = HEADER_SIZE;
+
+    /* Verification pass: every record's CRC, then the end record and the file CRC. */
+    uint32_t fcrc = cc_crc32(0, h, HEADER_SIZE);
+    uint64_t n = 0;
+    for (;;) {
+        uint32_t type, len, before = fcrc;
+        int k = read_record(r, &type, &len, &fcrc, err, errlen);
+        if (k < 0) {
+            rc = k;
+            goto error;
+        }
+        if (k == 0) {
+            rc = cc_errf(err, errlen, -EBADMSG,
+                         "snapshot %s: truncated (no end record after %" PRIu64 " records)", path,
+                         n);
+            goto error;
+        }
+        if (type == CC_SNAP_END) {
+            uint64_t want_n;
+            uint32_t want_crc;
+            if (len != 12) {
+                rc = cc_errf(err, errlen, -EBADMSG, "snapshot %s: corrupted end record", path);
+                goto error;
+            }
+            memcpy(&want_n, r->buf, 8);
+            memcpy(&want_crc, r->buf + 8, 4);
+            if (want_n != n || want_crc != before) {
+                rc = cc_errf(err, errlen, -EBADMSG,
+                             "snapshot %s: corrupted (file CRC or record count mismatch: %" PRIu64
+                             " records, end says %" PRIu64 ")",
+                             path, n, want_n);
+                goto error;
+            }
+            if (fgetc(r->f) != EOF) {
+                rc = cc_errf(err, errlen, -EBADMSG,
+                             "snapshot %s: corrupted (bytes after the end record)", path);
+                goto error;
+            }
+            break;
+        }
+        if (type != CC_SNAP_CELL && type != CC_SNAP_POSITIONS) {
+            rc = cc_errf(err, errlen, -EBADMSG, "snapshot %s: unknown record type %u", path, type);
+            goto error;
+        }
+        n++;
+    }
+    in.n_records = n;
+    if (expect_hash && in.model_hash != expect_hash) {
+        rc = cc_errf(err, errlen, -ESTALE,
+                     "snapshot %s: written for another model (%s, hash %016" PRIx64
+                     "); the running model has hash %016" PRIx64,
+                     path, in.model_desc, in.model_hash, expect_hash);
+        goto error;
+    }
+    if (fseek(r->f, r->data_start, SEEK_SET)) {
+        rc = cc_errf(err, errlen, -EIO, "snapshot %s: seek: %s", path, strerror(errno));
+        goto error;
+    }
+    if (info)
+        *info = in;
+    *out = r;
+    return 0;
+error:
+    reader_free(r);
+    return rc;
+}
+
+int cc_snapshot_read_next(CcSnapshotReader *r, CcSnapshotRecord *rec, char *err, size_t errlen)
+{
+    memset(rec, 0, sizeof *rec);
+    if (r->done)
+        return 0;
+    uint32_t type, len;
+    int k = read_record(r, &type, &len, NULL, err, errlen);
+    if (k <= 0) /* the file changed under us since the verification */
+        return k < 0 ? k : cc_errf(err, errlen, -EBADMSG, "snapshot %s: truncated", r->path);
+    if (type == CC_SNAP_END) {
+        r->done = 1;
+        return 0;
+    }
+    const uint8_t *p = r->buf, *end = r->buf + len;
+#define NEED(n)                                                                                  \
+    do {                                                                                         \
+        if ((size_t)(end - p) < (size_t)(n))                                                     \
+            return cc_errf(err, errlen, -EBADMSG, "snapshot %s: malformed record", r->path);    \
+    } while (0)
+    rec->type = (enum CcSnapRecordType)type;
+    if (type == CC_SNAP_CELL) {
+        CcSnapshotCell *c = &rec->cell;
+        uint16_t idl;
+        NEED(2);
+        memcpy(&idl, p, 2);
+        p += 2;
+        NEED(idl + 1u + 8 + 8 + 4 + 4);
+        /* the id is NUL-terminated in place: shift it left over its length field */
+        memmove(r->buf, p, idl);
+        r->buf[idl] = 0;
+        c->cell_id = (const char *)r->buf;
+        p += idl;
+        int32_t count, F;
+        memcpy(&c->seq_start, p, 8);
+        memcpy(&c->first, p + 8, 8);
+        memcpy(&count, p + 16, 4);
+        memcpy(&F, p + 20, 4);
+        p += 24;
+        if (count < 0 || F != r->F)
+            return cc_errf(err, errlen, -EBADMSG, "snapshot %s: malformed cell record (%s)",
+                           r->path, c->cell_id);
+        c->count = count;
+        c->n_features = F;
+        size_t nv = (size_t)count * (size_t)F * 4;
+        NEED(nv + 4);
+        if (nv > r->vcap) {
+            float *v = realloc(r->vals, nv);
+            if (!v)
+                return cc_errf(err, errlen, -ENOMEM, "snapshot: out of memory");
+            r->vals = v;
+            r->vcap = nv;
+        }
+        if (nv)
+            memcpy(r->vals, p, nv); /* the payload is not 4-aligned */
+        c->values = r->vals;
+        p += nv;
+        uint32_t al;
+        memcpy(&al, p, 4);
+        p += 4;
+        NEED(al + 4u);
+        c->anomaly = al ? p : NULL;
+        c->anomaly_len = al;
+        p += al;
+        uint32_t el;
+        memcpy(&el, p, 4);
+        p += 4;
+        NEED(el);
+        c->extra = el ? p : NULL;
+        c->extra_len = el;
+        p += el;
+        if (p != end)
+            return cc_errf(err, errlen, -EBADMSG, "snapshot %s: malformed cell record (%s)",
+                           r->path, c->cell_id);
+        return 1;
+    }
+    uint32_t n;
+    NEED(4);
+    memcpy(&n, p, 4);
+    p += 4;
+    if (n > len / 14)
+        return cc_errf(err, errlen, -EBADMSG, "snapshot %s: malformed positions record", r->path);
+    CcSnapshotPosition *pos = realloc(r->pos, (n ? n : 1) * sizeof *pos);
+    if (!pos)
+        return cc_errf(err, errlen, -ENOMEM, "snapshot: out of memory");
+    r->pos = pos;
+    for (uint32_t i = 0; i < n; i++) {
+        uint16_t tl;
+        NEED(2);
+        memcpy(&tl, p, 2);
+        p += 2;
+        if (!tl || tl >= CC_SNAP_TOPIC_MAX)
+            return cc_errf(err, errlen, -EBADMSG, "snapshot %s: malformed positions record",
+                           r->path);
+        NEED(tl + 12u);
+        memcpy(pos[i].topic, p, tl);
+        pos[i].topic[tl] = 0;
+        p += tl;
+        memcpy(&pos[i].partition, p, 4);
+        memcpy(&pos[i].offset, p + 4, 8);
+        p += 12;
+    }
+    if (p != end)
+        return cc_errf(err, errlen, -EBADMSG, "snapshot %s: malformed positions record", r->path);
+    rec->positions = pos;
+    rec->n_positions = (int)n;
+    return 1;
+#undef NEED
+}
+
+void cc_snapshot_read_close(CcSnapshotReader **r)
+{
+    if (r && *r) {
+        reader_free(*r);
+        *r = NULL;
+    }
+}
+
+int cc_snapshot_restore_engine_cell(const CcSnapshotCell *rec, CcCell *c, CcAnomalyCell *ac,
+                                    char *err, size_t errlen)
+{
+    int rc = 0;
+    if (rec->count > 0) {
+        rc = cc_cell_restore(c, rec->seq_start, rec->first, rec->count, rec->values);
+        if (rc)
+            return cc_errf(err, errlen, rc,
+                           "snapshot: cell %s: cannot restore %d steps from %" PRId64
+                           " (F=%d): %s",
+                           rec->cell_id, rec->count, rec->first, rec->n_features, strerror(-rc));
+    } else {
+        cc_cell_reset(c);
+    }
+    if (ac && rec->anomaly_len) {
+        char e2[200];
+        rc = cc_anomaly_cell_load(ac, rec->anomaly, rec->anomaly_len, e2, sizeof e2);
+        if (rc)
+            return cc_errf(err, errlen, rc, "snapshot: cell %s: %s", rec->cell_id, e2);
+    }
+    return 0;
+}

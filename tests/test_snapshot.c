@@ -1,0 +1,498 @@
+/* test_snapshot.c — lib/cc_snapshot: a round trip of engine cells (rings, forecasts after
+ * restore), anomaly state, Kafka positions and host bytes; and every refusal: missing,
+ * wrong magic, other version, truncated (header, mid-record, no end record), corrupted
+ * (record CRC, header CRC, file CRC), mismatched model; atomic replace and abort. */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cc_snapshot.h"
+
+#define NCELLS 4
+
+typedef struct World {
+    CcModel *m;
+    CcEngine *e;
+    CcAnomaly *a;
+    CcCell *cell[NCELLS];
+    CcAnomalyCell *ac[NCELLS];
+    char dir[64];
+    char path[128];
+} World;
+
+static const char *ids[NCELLS] = {"cell-0", "cell-1", "cell-empty", "cell-3"};
+
+static CcModel *small_model(void)
+{
+    CcHparams hp;
+    cc_hparams_default(&hp);
+    hp.n_features = 3;
+    hp.patch_len = 4;
+    hp.n_patches = 5;
+    hp.norm_window = 24;
+    hp.d_model = 16;
+    hp.n_heads = 2;
+    hp.n_layers = 1;
+    hp.d_ff = 32;
+    hp.horizon = 4;
+    hp.step_seconds = 900;
+    snprintf(hp.features[0], CC_FEATURE_NAME_MAX, "bytes");
+    snprintf(hp.features[1], CC_FEATURE_NAME_MAX, "prb");
+    snprintf(hp.features[2], CC_FEATURE_NAME_MAX, "users");
+    CcModel *m = NULL;
+    assert_int_equal(cc_model_create(&m, &hp, NULL, 0), 0);
+    cc_model_init_random(m, 7);
+    return m;
+}
+
+static void values_at(int cell, int64_t t, float *x)
+{
+    for (int f = 0; f < 3; f++)
+        x[f] = (float)(50 + 10 * f + 20 * sin(0.4 * (double)t + cell + f) + (t % 7));
+}
+
+/* Steps every non-empty cell from step 1000 for n steps, scoring with the anomaly cells. */
+static void run_steps(World *w, int64_t from, int n)
+{
+    for (int64_t t = from; t < from + n; t++) {
+        CcStepInput in[NCELLS];
+        float x[NCELLS][3];
+        int k = 0;
+        for (int i = 0; i < NCELLS; i++) {
+            if (i == 2)
+                continue;
+            if (i == 3 && t < from + n / 2)
+                continue; /* cell 3 starts later: a shorter ring */
+            int64_t first, last;
+            cc_cell_span(w->cell[i], &first, &last);
+            if (last >= 0 && last != t - 1)
+                continue;
+            values_at(i, t, x[i]);
+            in[k].cell = w->cell[i];
+            in[k].step = t;
+            in[k].values = x[i];
+            k++;
+        }
+        int st[NCELLS];
+        assert_int_equal(cc_engine_step(w->e, in, k, st), 0);
+        for (int j = 0; j < k; j++) {
+            assert_int_equal(st[j], 0);
+            int i = 0;
+            while (w->cell[i] != in[j].cell)
+                i++;
+            cc_anomaly_observe(w->a, w->ac[i], t, in[j].values, NULL, NULL);
+            CcForecast fc;
+            cc_cell_forecast(w->cell[i], &fc);
+            cc_anomaly_set_forecast(w->a, w->ac[i], &fc);
+        }
+    }
+}
+
+static void world_open(World *w, CcModel *m)
+{
+    memset(w, 0, sizeof *w);
+    w->m = m;
+    CcEngineSettings es;
+    cc_engine_default_settings(&es);
+    assert_int_equal(cc_engine_open(&w->e, m, &es), 0);
+    CcAnomalySettings as;
+    cc_anomaly_default_settings(&as);
+    as.n_features = 3;
+    as.step_seconds = 900;
+    assert_int_equal(cc_anomaly_open(&w->a, &as, NULL, 0), 0);
+    for (int i = 0; i < NCELLS; i++) {
+        assert_int_equal(cc_cell_open(&w->cell[i], w->e), 0);
+        assert_int_equal(cc_anomaly_cell_open(&w->ac[i], w->a, ids[i]), 0);
+    }
+    snprintf(w->dir, sizeof w->dir, "/tmp/cc_snap_XXXXXX");
+    assert_non_null(mkdtemp(w->dir));
+    snprintf(w->path, sizeof w->path, "%s/state.snap", w->dir);
+}
+
+static void world_close(World *w, int rmdir_too)
+{
+    for (int i = 0; i < NCELLS; i++) {
+        cc_cell_close(&w->cell[i]);
+        cc_anomaly_cell_close(&w->ac[i]);
+    }
+    cc_engine_close(&w->e);
+    cc_anomaly_close(&w->a);
+    if (rmdir_too) {
+        char p[160];
+        unlink(w->path);
+        snprintf(p, sizeof p, "%s", w->dir);
+        rmdir(p);
+    }
+}
+
+static const CcSnapshotPosition test_pos[2] = {{"kpis", 0, 12345}, {"kpis", 3, 77}};
+
+static void write_snapshot(World *w, const char *path)
+{
+    CcSnapshotInfo info;
+    cc_snapshot_info_for_model(&info, &w->m->hp);
+    CcSnapshotWriter *sw = NULL;
+    char err[256] = "";
+    assert_int_equal(cc_snapshot_write_open(&sw, path, &info, err, sizeof err), 0);
+    assert_int_equal(cc_snapshot_write_positions(sw, test_pos, 2), 0);
+    for (int i = 0; i < NCELLS; i++) {
+        uint32_t extra = 0xC0FFEE00u + (uint32_t)i;
+        assert_int_equal(
+            cc_snapshot_write_engine_cell(sw, ids[i], w->cell[i], w->ac[i], &extra, sizeof extra),
+            0);
+    }
+    int rc = cc_snapshot_write_finish(&sw, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "%s\n", err);
+    assert_int_equal(rc, 0);
+    assert_null(sw);
+}
+
+static long file_size(const char *p)
+{
+    struct stat st;
+    assert_int_equal(stat(p, &st), 0);
+    return (long)st.st_size;
+}
+
+static uint8_t *slurp(const char *p, long *n)
+{
+    *n = file_size(p);
+    uint8_t *b = malloc((size_t)*n);
+    FILE *f = fopen(p, "rb");
+    assert_non_null(f);
+    assert_int_equal(fread(b, 1, (size_t)*n, f), (size_t)*n);
+    fclose(f);
+    return b;
+}
+
+static void spit(const char *p, const uint8_t *b, long n)
+{
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+}
+
+static void test_roundtrip(void **state)
+{
+    (void)state;
+    World w, r;
+    CcModel *m = small_model();
+    world_open(&w, m);
+    run_steps(&w, 1000, 80);
+    write_snapshot(&w, w.path);
+
+    /* no temp file left beside it */
+    char tmp[200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", w.path, (long)getpid());
+    assert_int_equal(access(tmp, F_OK), -1);
+
+    world_open(&r, m);
+    CcSnapshotReader *rd = NULL;
+    CcSnapshotInfo info;
+    char err[256] = "";
+    int rc = cc_snapshot_read_open(&rd, w.path, cc_snapshot_model_hash(&m->hp), &info, err,
+                                   sizeof err);
+    if (rc)
+        fprintf(stderr, "%s\n", err);
+    assert_int_equal(rc, 0);
+    assert_int_equal(info.n_features, 3);
+    assert_int_equal(info.step_seconds, 900);
+    assert_int_equal(info.n_records, NCELLS + 1);
+    assert_non_null(strstr(info.model_desc, "F=3"));
+    CcSnapshotRecord rec;
+    int n_cells = 0, n_pos = 0;
+    while ((rc = cc_snapshot_read_next(rd, &rec, err, sizeof err)) == 1) {
+        if (rec.type == CC_SNAP_POSITIONS) {
+            n_pos++;
+            assert_int_equal(rec.n_positions, 2);
+            for (int i = 0; i < 2; i++) {
+                assert_string_equal(rec.positions[i].topic, test_pos[i].topic);
+                assert_int_equal(rec.positions[i].partition, test_pos[i].partition);
+                assert_int_equal(rec.positions[i].offset, test_pos[i].offset);
+            }
+            continue;
+        }
+        assert_int_equal(rec.type, CC_SNAP_CELL);
+        int i = 0;
+        while (strcmp(ids[i], rec.cell.cell_id))
+            i++;
+        assert_int_equal(rec.cell.extra_len, 4);
+        uint32_t extra;
+        memcpy(&extra, rec.cell.extra, 4);
+        assert_int_equal(extra, 0xC0FFEE00u + (uint32_t)i);
+        assert_int_equal(cc_snapshot_restore_engine_cell(&rec.cell, r.cell[i], r.ac[i], err,
+                                                         sizeof err),
+                         0);
+        n_cells++;
+    }
+    assert_int_equal(rc, 0);
+    assert_int_equal(n_cells, NCELLS);
+    assert_int_equal(n_pos, 1);
+    cc_snapshot_read_close(&rd);
+    assert_null(rd);
+
+    for (int i = 0; i < NCELLS; i++) {
+        int64_t f1, l1, f2, l2;
+        cc_cell_span(w.cell[i], &f1, &l1);
+        cc_cell_span(r.cell[i], &f2, &l2);
+        assert_int_equal(f1, f2);
+        assert_int_equal(l1, l2);
+        assert_int_equal(cc_cell_seq_start(w.cell[i]), cc_cell_seq_start(r.cell[i]));
+        if (l1 >= 0) {
+            int n = (int)(l1 - f1 + 1);
+            float *h1 = malloc((size_t)n * 3 * sizeof *h1), *h2 = malloc((size_t)n * 3 * sizeof *h2);
+            assert_int_equal(cc_cell_history(w.cell[i], f1, n, h1), 0);
+            assert_int_equal(cc_cell_history(r.cell[i], f1, n, h2), 0);
+            assert_memory_equal(h1, h2, (size_t)n * 3 * sizeof *h1);
+            free(h1);
+            free(h2);
+        }
+        long n1 = cc_anomaly_cell_save(w.ac[i], NULL, 0), n2 = cc_anomaly_cell_save(r.ac[i], NULL, 0);
+        assert_int_equal(n1, n2);
+        uint8_t *b1 = malloc((size_t)n1), *b2 = malloc((size_t)n2);
+        cc_anomaly_cell_save(w.ac[i], b1, (size_t)n1);
+        cc_anomaly_cell_save(r.ac[i], b2, (size_t)n2);
+        assert_memory_equal(b1, b2, (size_t)n1);
+        free(b1);
+        free(b2);
+    }
+    /* recompute the forecasts without new data: equal to the originals */
+    CcStepInput in[NCELLS];
+    int k = 0;
+    for (int i = 0; i < NCELLS; i++)
+        if (i != 2)
+            in[k++] = (CcStepInput){r.cell[i], 1079, NULL};
+    int st[NCELLS];
+    assert_int_equal(cc_engine_step(r.e, in, k, st), 0);
+    for (int i = 0; i < NCELLS; i++) {
+        if (i == 2)
+            continue;
+        CcForecast a, b;
+        cc_cell_forecast(w.cell[i], &a);
+        cc_cell_forecast(r.cell[i], &b);
+        assert_int_equal(a.valid, b.valid);
+        if (!a.valid)
+            continue;
+        for (int f = 0; f < 3; f++) {
+            double m1, s1, m2, s2;
+            cc_forecast_point(&a, f, 0, &m1, &s1);
+            cc_forecast_point(&b, f, 0, &m2, &s2);
+            assert_true(fabs(m1 - m2) <= 1e-4 * (1 + fabs(m1)));
+            assert_true(fabs(s1 - s2) <= 1e-4 * (1 + fabs(s1)));
+        }
+    }
+    world_close(&w, 1);
+    world_close(&r, 1);
+    cc_model_close(&m);
+}
+
+/* Writes a valid snapshot and returns its bytes. */
+static uint8_t *valid_snapshot(World *w, CcModel *m, long *n)
+{
+    world_open(w, m);
+    run_steps(w, 5000, 40);
+    write_snapshot(w, w->path);
+    return slurp(w->path, n);
+}
+
+static int open_rc(const char *path, uint64_t hash, char *err, size_t errlen)
+{
+    CcSnapshotReader *rd = NULL;
+    err[0] = 0;
+    int rc = cc_snapshot_read_open(&rd, path, hash, NULL, err, errlen);
+    if (rc == 0) {
+        /* a valid file must also read to the end */
+        CcSnapshotRecord rec;
+        int k;
+        while ((k = cc_snapshot_read_next(rd, &rec, err, errlen)) == 1)
+            ;
+        assert_int_equal(k, 0);
+        cc_snapshot_read_close(&rd);
+    } else {
+        assert_null(rd);
+        assert_true(strlen(err) > 10);
+    }
+    return rc;
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    World w;
+    CcModel *m = small_model();
+    long n;
+    uint8_t *good = valid_snapshot(&w, m, &n);
+    uint64_t hash = cc_snapshot_model_hash(&m->hp);
+    char err[512];
+    char bad[160];
+    snprintf(bad, sizeof bad, "%s/bad.snap", w.dir);
+
+    assert_int_equal(open_rc(w.path, hash, err, sizeof err), 0);
+    assert_int_equal(open_rc(w.path, 0, err, sizeof err), 0); /* 0 = any model */
+
+    /* missing */
+    assert_int_equal(open_rc(bad, hash, err, sizeof err), -ENOENT);
+
+    /* wrong magic */
+    uint8_t *b = malloc((size_t)n);
+    memcpy(b, good, (size_t)n);
+    memcpy(b, "GGUF\0\0\0\0", 8);
+    spit(bad, b, n);
+    assert_int_equal(open_rc(bad, hash, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "magic"));
+
+    /* another version */
+    memcpy(b, good, (size_t)n);
+    b[8] = 2;
+    spit(bad, b, n);
+    assert_int_equal(open_rc(bad, hash, err, sizeof err), -EPROTONOSUPPORT);
+    assert_non_null(strstr(err, "version 2"));
+
+    /* truncated: empty, inside the header, after the header, mid-record, no end record */
+    long cuts[] = {0, 5, 100, 212, 230, n / 2, n - 20, n - 1};
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+        spit(bad, good, cuts[i]);
+        int rc = open_rc(bad, hash, err, sizeof err);
+        if (rc != -EBADMSG)
+            fprintf(stderr, "cut %ld: rc %d %s\n", cuts[i], rc, err);
+        assert_int_equal(rc, -EBADMSG);
+        assert_non_null(strstr(err, "truncated"));
+    }
+    /* any cut length refuses (every 7th length, and all of the last 40 bytes) */
+    for (long c = 0; c < n; c += c < n - 40 ? 7 : 1) {
+        spit(bad, good, c);
+        assert_int_equal(open_rc(bad, hash, err, sizeof err), -EBADMSG);
+    }
+
+    /* corrupted: one flipped bit after the magic and version is refused (every header
+     * byte, every 5th byte after it, the last 40 bytes) */
+    int seen_record_crc = 0, seen_header_crc = 0, seen_file = 0;
+    for (long i = 16; i < n; i += i < 212 || i >= n - 40 ? 1 : 5) {
+        memcpy(b, good, (size_t)n);
+        b[i] ^= 0x10;
+        spit(bad, b, n);
+        int rc = open_rc(bad, hash, err, sizeof err);
+        if (rc == 0)
+            fprintf(stderr, "flip at %ld accepted\n", i);
+        assert_true(rc == -EBADMSG);
+        seen_record_crc |= strstr(err, "CRC mismatch in record") != NULL;
+        seen_header_crc |= strstr(err, "corrupted header") != NULL;
+        seen_file |= strstr(err, "corrupted") != NULL;
+    }
+    assert_true(seen_record_crc && seen_header_crc && seen_file);
+    /* trailing garbage */
+    uint8_t *g = malloc((size_t)n + 3);
+    memcpy(g, good, (size_t)n);
+    memcpy(g + n, "xyz", 3);
+    spit(bad, g, n + 3);
+    assert_int_equal(open_rc(bad, hash, err, sizeof err), -EBADMSG);
+    free(g);
+
+    /* mismatched model: another feature list or shape */
+    CcHparams hp2 = m->hp;
+    snprintf(hp2.features[1], CC_FEATURE_NAME_MAX, "prb_dl");
+    assert_true(cc_snapshot_model_hash(&hp2) != hash);
+    assert_int_equal(open_rc(w.path, cc_snapshot_model_hash(&hp2), err, sizeof err), -ESTALE);
+    assert_non_null(strstr(err, "another model"));
+    hp2 = m->hp;
+    hp2.patch_len = 8;
+    assert_true(cc_snapshot_model_hash(&hp2) != hash);
+    /* the weights are not part of the identity */
+    CcModel *m2 = small_model();
+    cc_model_init_random(m2, 99);
+    assert_true(cc_snapshot_model_hash(&m2->hp) == hash);
+    cc_model_close(&m2);
+
+    free(b);
+    free(good);
+    unlink(bad);
+    world_close(&w, 1);
+    cc_model_close(&m);
+}
+
+/* A new snapshot replaces the old one atomically; an aborted one leaves it in place; a
+ * snapshot into a missing directory fails cleanly. */
+static void test_atomic_replace_and_abort(void **state)
+{
+    (void)state;
+    World w;
+    CcModel *m = small_model();
+    long n1;
+    uint8_t *first = valid_snapshot(&w, m, &n1);
+    char err[256];
+
+    CcSnapshotInfo info;
+    cc_snapshot_info_for_model(&info, &m->hp);
+    CcSnapshotWriter *sw = NULL;
+    assert_int_equal(cc_snapshot_write_open(&sw, w.path, &info, err, sizeof err), 0);
+    assert_int_equal(cc_snapshot_write_engine_cell(sw, "x", w.cell[0], w.ac[0], NULL, 0), 0);
+    cc_snapshot_write_abort(&sw);
+    assert_null(sw);
+    long n2;
+    uint8_t *after = slurp(w.path, &n2);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(first, after, (size_t)n1);
+    free(after);
+    char tmp[200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", w.path, (long)getpid());
+    assert_int_equal(access(tmp, F_OK), -1);
+
+    run_steps(&w, 5040, 10);
+    write_snapshot(&w, w.path);
+    assert_int_equal(open_rc(w.path, cc_snapshot_model_hash(&m->hp), err, sizeof err), 0);
+    after = slurp(w.path, &n2);
+    assert_true(n1 != n2 || memcmp(first, after, (size_t)n1));
+    free(after);
+
+    char nodir[200];
+    snprintf(nodir, sizeof nodir, "%s/no/such/dir/s.snap", w.dir);
+    assert_int_equal(cc_snapshot_write_open(&sw, nodir, &info, err, sizeof err), -EIO);
+    assert_null(sw);
+    assert_non_null(strstr(err, "cannot create"));
+
+    /* a cell of another F is refused by the writer */
+    assert_int_equal(cc_snapshot_write_open(&sw, w.path, &info, err, sizeof err), 0);
+    float v[4] = {1, 2, 3, 4};
+    CcSnapshotCell bad = {.cell_id = "c", .first = 0, .count = 1, .n_features = 4, .values = v};
+    assert_int_equal(cc_snapshot_write_cell(sw, &bad), -EINVAL);
+    bad.n_features = 3;
+    bad.cell_id = "";
+    assert_int_equal(cc_snapshot_write_cell(sw, &bad), -EINVAL);
+    cc_snapshot_write_abort(&sw);
+
+    free(first);
+    world_close(&w, 1);
+    cc_model_close(&m);
+}
+
+static void test_crc32(void **state)
+{
+    (void)state;
+    /* the standard check value of CRC-32/ISO-HDLC */
+    assert_int_equal(cc_crc32(0, "123456789", 9), 0xCBF43926u);
+    uint32_t c = cc_crc32(0, "1234", 4);
+    assert_int_equal(cc_crc32(c, "56789", 5), 0xCBF43926u);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_crc32),
+        cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_atomic_replace_and_abort),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
