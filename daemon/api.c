@@ -1,0 +1,787 @@
+/* api.c — the routes of cellcastd's HTTP API and their handlers (documented in
+ * proto/openapi.yaml). Every handler validates its parameters, runs, fills the reply and
+ * returns the status; http.c's chokepoint does the rest. Loop thread only. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cc_config.h"
+#include "host.h"
+#include "http.h"
+#include "log.h"
+
+/* ---- helpers ---- */
+
+/* Inverse standard normal CDF (Acklam's rational approximation, |error| < 1.2e-9 after
+ * one Newton step on erfc). */
+static double probit(double p)
+{
+    static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,
+                               -2.759285104469687e+02, 1.383577518672690e+02,
+                               -3.066479806614716e+01, 2.506628277459239e+00};
+    static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02,
+                               -1.556989798598866e+02, 6.680131188771972e+01,
+                               -1.328068155288572e+01};
+    static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01,
+                               -2.400758277161838e+00, -2.549732539343734e+00,
+                               4.374664141464968e+00, 2.938163982698783e+00};
+    static const double dd[] = {7.784695709041462e-03, 3.224671290700398e-01,
+                                2.445134137142996e+00, 3.754408661907416e+00};
+    double q, r, x;
+    if (p < 0.02425) {
+        q = sqrt(-2 * log(p));
+        x = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+            ((((dd[0] * q + dd[1]) * q + dd[2]) * q + dd[3]) * q + 1);
+    } else if (p <= 1 - 0.02425) {
+        q = p - 0.5;
+        r = q * q;
+        x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+            (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+    } else {
+        q = sqrt(-2 * log(1 - p));
+        x = -(((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+            ((((dd[0] * q + dd[1]) * q + dd[2]) * q + dd[3]) * q + 1);
+    }
+    double e = 0.5 * erfc(-x / sqrt(2)) - p;
+    double u = e * sqrt(2 * M_PI) * exp(x * x / 2);
+    return x - u / (1 + x * u / 2);
+}
+
+static void rfc3339(int64_t unix_s, char *buf, size_t n)
+{
+    time_t t = (time_t)unix_s;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static int64_t S_of(const Ccd *d) { return d->model->hp.step_seconds; }
+
+/* JSON string with escaping into an evbuffer. */
+static void add_jstr(struct evbuffer *b, const char *s)
+{
+    evbuffer_add(b, "\"", 1);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            evbuffer_add_printf(b, "\\%c", ch);
+        else if (ch < 0x20)
+            evbuffer_add_printf(b, "\\u%04x", ch);
+        else
+            evbuffer_add(b, s, 1);
+    }
+    evbuffer_add(b, "\"", 1);
+}
+
+/* A finite number, or null. */
+static int fmt_num(char *buf, size_t n, double v)
+{
+    if (!isfinite(v))
+        return snprintf(buf, n, "null");
+    return snprintf(buf, n, "%.7g", v);
+}
+
+/* Parses an integer parameter; 0 ok, -1 absent, -2 malformed. */
+static int q_int(CcdReq *r, const char *name, long long *out)
+{
+    const char *s = ccd_query(r, name);
+    char *end;
+    if (!s)
+        return -1;
+    errno = 0;
+    *out = strtoll(s, &end, 10);
+    return (!*s || *end || errno) ? -2 : 0;
+}
+
+/* Looks up {id}: 1 found, else fills a 400/404 and returns its status as negative. */
+static int find_cell(CcdReq *r, CcdCell **out)
+{
+    if (!cc_kpi_valid_cell_id(r->id, strlen(r->id)))
+        return -ccd_problem(r, 400, "bad-cell-id",
+                            "'%s' is not a valid cell id (1..64 of [A-Za-z0-9._:/-])", r->id);
+    *out = ccd_cells_get(r->d->cells, r->id);
+    if (!*out)
+        return -ccd_problem(r, 404, "cell-not-found", "no cell '%s' on this daemon", r->id);
+    return 1;
+}
+
+/* Loop-thread scratch for copies of published forecasts. */
+static float *scratch_f(size_t n)
+{
+    static float *buf;
+    static size_t cap;
+    if (n > cap) {
+        float *p = realloc(buf, n * sizeof *p);
+        if (!p)
+            return NULL;
+        buf = p;
+        cap = n;
+    }
+    return buf;
+}
+
+/* ---- routes ---- */
+
+static int h_healthz(CcdReq *r)
+{
+    evbuffer_add_printf(r->out, "{\"status\":\"ok\"}\n");
+    return ccd_text(r, 200, "application/json");
+}
+
+static int h_readyz(CcdReq *r)
+{
+    Ccd *d = r->d;
+    if (!d->model || !d->engine)
+        return ccd_problem(r, 503, "not-ready", "no model loaded");
+    if (d->stopping)
+        return ccd_problem(r, 503, "not-ready", "shutting down");
+    if (d->kafka) {
+        CcKafkaStats ks;
+        cc_kafka_stats(d->kafka, &ks);
+        if (ks.assigned_partitions <= 0) {
+            r->retry_after = 1;
+            return ccd_problem(r, 503, "not-ready", "the Kafka consumer has no partition assigned yet");
+        }
+    }
+    json_t *o = json_pack("{s:s, s:s}", "status", "ready", "model", d->model_name);
+    return ccd_json(r, 200, o);
+}
+
+static void metric(struct evbuffer *b, const char *name, const char *type, const char *help)
+{
+    evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void hist_out(struct evbuffer *b, const char *name, const CcdHist *h)
+{
+    uint64_t acc = 0;
+    for (int i = 0; i < h->n; i++) {
+        acc += h->counts[i];
+        evbuffer_add_printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, h->le[i], (unsigned long long)acc);
+    }
+    evbuffer_add_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", name,
+                        (unsigned long long)h->count, name, h->sum, name, (unsigned long long)h->count);
+}
+
+static int h_metrics(CcdReq *r)
+{
+    Ccd *d = r->d;
+    struct evbuffer *b = r->out;
+    const CcdSchedStats *ss = ccd_sched_stats(d->sched);
+    const CcdCellsStats *cs = &d->cells->st;
+    metric(b, "cellcast_build_info", "gauge", "Version of cellcastd and the model served.");
+    evbuffer_add_printf(b, "cellcast_build_info{version=\"%s\",model=\"%s\",blas=\"%s\"} 1\n",
+                        CC_VERSION, d->model_name, cc_host_blas_core());
+    metric(b, "cellcast_uptime_seconds", "gauge", "Seconds since start.");
+    evbuffer_add_printf(b, "cellcast_uptime_seconds %.3f\n", (double)(cc_now_ns() - d->start_ns) * 1e-9);
+    metric(b, "cellcast_ingest_messages_total", "counter", "KPI messages received, by source.");
+    evbuffer_add_printf(b, "cellcast_ingest_messages_total{source=\"kafka\"} %llu\n"
+                           "cellcast_ingest_messages_total{source=\"http\"} %llu\n",
+                        (unsigned long long)d->in.kafka_messages, (unsigned long long)d->in.http_messages);
+    metric(b, "cellcast_ingest_bytes_total", "counter", "Bytes of KPI messages, by source.");
+    evbuffer_add_printf(b, "cellcast_ingest_bytes_total{source=\"kafka\"} %llu\n"
+                           "cellcast_ingest_bytes_total{source=\"http\"} %llu\n",
+                        (unsigned long long)d->in.kafka_bytes, (unsigned long long)d->in.http_bytes);
+    metric(b, "cellcast_ingest_records_total", "counter", "Valid records decoded.");
+    evbuffer_add_printf(b, "cellcast_ingest_records_total %llu\n", (unsigned long long)d->in.records);
+    metric(b, "cellcast_ingest_invalid_total", "counter",
+           "Refused messages or array elements, by reason (proto/kpi.schema.json).");
+    for (int i = 1; i < CC_KPI_N_REASONS; i++)
+        evbuffer_add_printf(b, "cellcast_ingest_invalid_total{reason=\"%s\"} %llu\n",
+                            cc_kpi_reason_name((enum CcKpiReason)i), (unsigned long long)d->in.invalid[i]);
+    metric(b, "cellcast_ingest_steps_total", "counter",
+           "What became of records, by outcome (cells.h ingest rules).");
+    evbuffer_add_printf(b,
+                        "cellcast_ingest_steps_total{outcome=\"queued\"} %llu\n"
+                        "cellcast_ingest_steps_total{outcome=\"duplicate\"} %llu\n"
+                        "cellcast_ingest_steps_total{outcome=\"late\"} %llu\n"
+                        "cellcast_ingest_steps_total{outcome=\"imputed\"} %llu\n"
+                        "cellcast_ingest_steps_total{outcome=\"restart\"} %llu\n"
+                        "cellcast_ingest_steps_total{outcome=\"refused_full\"} %llu\n",
+                        (unsigned long long)cs->steps_queued, (unsigned long long)cs->duplicates,
+                        (unsigned long long)cs->late, (unsigned long long)cs->imputed,
+                        (unsigned long long)cs->restarts, (unsigned long long)cs->rejected_full);
+    metric(b, "cellcast_ingest_filled_kpis_total", "counter",
+           "KPI values absent from a step's messages, filled with the previous value.");
+    evbuffer_add_printf(b, "cellcast_ingest_filled_kpis_total %llu\n", (unsigned long long)cs->filled);
+    metric(b, "cellcast_ingest_rate", "gauge", "Per second over the last seconds, by what.");
+    evbuffer_add_printf(b, "cellcast_ingest_rate{what=\"messages\"} %.1f\ncellcast_ingest_rate{what=\"records\"} %.1f\n"
+                           "cellcast_ingest_rate{what=\"steps\"} %.1f\n",
+                        d->in.rate_messages, d->in.rate_records, d->in.rate_steps);
+    metric(b, "cellcast_ingest_seconds_total", "counter", "Event-loop time spent on ingest, by part.");
+    evbuffer_add_printf(b, "cellcast_ingest_seconds_total{part=\"parse\"} %.6f\n"
+                           "cellcast_ingest_seconds_total{part=\"state\"} %.6f\n",
+                        (double)d->in.ns_parse * 1e-9, (double)d->in.ns_state * 1e-9);
+    if (d->kafka) {
+        CcKafkaStats ks;
+        cc_kafka_stats(d->kafka, &ks);
+        metric(b, "cellcast_kafka_lag_messages", "gauge", "Sum of partition lags (-1 unknown).");
+        evbuffer_add_printf(b, "cellcast_kafka_lag_messages %lld\n", (long long)ks.lag);
+        metric(b, "cellcast_kafka_assigned_partitions", "gauge", "Partitions assigned to this daemon.");
+        evbuffer_add_printf(b, "cellcast_kafka_assigned_partitions %d\n", ks.assigned_partitions);
+        metric(b, "cellcast_kafka_events_total", "counter", "Kafka consumer events, by kind.");
+        evbuffer_add_printf(b, "cellcast_kafka_events_total{kind=\"commit\"} %llu\n"
+                               "cellcast_kafka_events_total{kind=\"commit_error\"} %llu\n"
+                               "cellcast_kafka_events_total{kind=\"rebalance\"} %llu\n"
+                               "cellcast_kafka_events_total{kind=\"dead_letter\"} %llu\n"
+                               "cellcast_kafka_events_total{kind=\"dead_letter_error\"} %llu\n",
+                            (unsigned long long)ks.commits, (unsigned long long)ks.commit_errors,
+                            (unsigned long long)ks.rebalances, (unsigned long long)ks.dead_letters,
+                            (unsigned long long)ks.dead_letter_errors);
+    }
+    metric(b, "cellcast_batch_size", "histogram", "Cell-steps per stepped batch.");
+    hist_out(b, "cellcast_batch_size", &ss->batch_size);
+    metric(b, "cellcast_step_latency_seconds", "histogram", "Worker time to step and publish one batch.");
+    hist_out(b, "cellcast_step_latency_seconds", &ss->step_seconds);
+    metric(b, "cellcast_forecast_delay_seconds", "histogram",
+           "From the first record of a batch to its forecasts published.");
+    hist_out(b, "cellcast_forecast_delay_seconds", &ss->delay_seconds);
+    metric(b, "cellcast_engine_seconds_total", "counter", "Engine time by part (cc_engine_stats).");
+    evbuffer_add_printf(b, "cellcast_engine_seconds_total{part=\"dense\"} %.6f\n"
+                           "cellcast_engine_seconds_total{part=\"attention\"} %.6f\n"
+                           "cellcast_engine_seconds_total{part=\"rebuild\"} %.6f\n"
+                           "cellcast_engine_seconds_total{part=\"other\"} %.6f\n"
+                           "cellcast_engine_seconds_total{part=\"publish\"} %.6f\n",
+                        ss->engine.ns_dense * 1e-9, ss->engine.ns_attention * 1e-9,
+                        ss->engine.ns_rebuild * 1e-9, ss->engine.ns_other * 1e-9, ss->ns_publish * 1e-9);
+    metric(b, "cellcast_steps_total", "counter", "Cell-steps run by the engine.");
+    evbuffer_add_printf(b, "cellcast_steps_total %llu\n", (unsigned long long)ss->items);
+    metric(b, "cellcast_steps_refused_total", "counter", "Cell-steps the engine refused or lost to ENOMEM.");
+    evbuffer_add_printf(b, "cellcast_steps_refused_total %llu\n", (unsigned long long)(ss->refused + ss->enomem));
+    metric(b, "cellcast_pending_steps", "gauge", "Cell-steps waiting in the open batch.");
+    evbuffer_add_printf(b, "cellcast_pending_steps %d\n", ccd_sched_pending(d->sched));
+    metric(b, "cellcast_cells", "gauge", "Resident cells.");
+    evbuffer_add_printf(b, "cellcast_cells %zu\n", d->cells->n_cells);
+    metric(b, "cellcast_cells_events_total", "counter", "Cell table events, by kind.");
+    evbuffer_add_printf(b, "cellcast_cells_events_total{kind=\"created\"} %llu\n"
+                           "cellcast_cells_events_total{kind=\"evicted\"} %llu\n"
+                           "cellcast_cells_events_total{kind=\"released\"} %llu\n",
+                        (unsigned long long)cs->created, (unsigned long long)cs->evictions,
+                        (unsigned long long)cs->released);
+    metric(b, "cellcast_kv_bytes", "gauge", "KV cache bytes of the resident cells.");
+    evbuffer_add_printf(b, "cellcast_kv_bytes %zu\n", d->cells->n_cells * cc_engine_kv_bytes_per_cell(d->engine));
+    metric(b, "cellcast_cell_state_bytes", "gauge", "All per-cell state bytes (rings, KV, ours).");
+    evbuffer_add_printf(b, "cellcast_cell_state_bytes %zu\n", ccd_cells_bytes(d->cells));
+    metric(b, "cellcast_rss_bytes", "gauge", "Resident set size of the process.");
+    evbuffer_add_printf(b, "cellcast_rss_bytes %lld\n", cc_host_rss_bytes());
+    ccd_http_metrics(d, b);
+    return ccd_text(r, 200, "text/plain; version=0.0.4; charset=utf-8");
+}
+
+static int h_info(CcdReq *r)
+{
+    Ccd *d = r->d;
+    const CcdSchedStats *ss = ccd_sched_stats(d->sched);
+    uint64_t reqs;
+    int conns, deferred;
+    ccd_http_counts(d, &reqs, &conns, &deferred);
+    json_t *o = json_object();
+    json_object_set_new(o, "version", json_string(CC_VERSION));
+    json_object_set_new(o, "uptime_s", json_real((double)(cc_now_ns() - d->start_ns) * 1e-9));
+    json_object_set_new(o, "config_file", json_string(d->config_path ? d->config_path : ""));
+    json_object_set_new(o, "model", json_pack("{s:s, s:s, s:i, s:I, s:i}", "name", d->model_name,
+                                              "path", d->cfg.model_path, "features", d->model->hp.n_features,
+                                              "step_seconds", (json_int_t)S_of(d), "horizon",
+                                              d->model->hp.horizon));
+    json_t *k = json_object();
+    json_object_set_new(k, "brokers", json_string(d->cfg.kafka_brokers));
+    if (d->kafka) {
+        CcKafkaStats ks;
+        cc_kafka_stats(d->kafka, &ks);
+        json_object_set_new(k, "bootstrap", json_string(cc_kafka_bootstrap(d->kafka)));
+        json_object_set_new(k, "assigned_partitions", json_integer(ks.assigned_partitions));
+        json_object_set_new(k, "lag", json_integer(ks.lag));
+        json_object_set_new(k, "commits", json_integer((json_int_t)ks.commits));
+    }
+    json_object_set_new(o, "kafka", k);
+    uint64_t invalid = 0;
+    for (int i = 1; i < CC_KPI_N_REASONS; i++)
+        invalid += d->in.invalid[i];
+    json_object_set_new(o, "ingest", json_pack("{s:f, s:f, s:f, s:I, s:I, s:I, s:I, s:I}",
+                                               "messages_per_s", d->in.rate_messages,
+                                               "records_per_s", d->in.rate_records, "steps_per_s",
+                                               d->in.rate_steps, "records", (json_int_t)d->in.records,
+                                               "invalid", (json_int_t)invalid, "duplicates",
+                                               (json_int_t)d->cells->st.duplicates, "late",
+                                               (json_int_t)d->cells->st.late, "imputed",
+                                               (json_int_t)d->cells->st.imputed));
+    json_object_set_new(o, "batching", json_pack("{s:I, s:f, s:f, s:i}", "batches", (json_int_t)ss->batches,
+                                                 "mean_batch", ss->batches ? (double)ss->items / (double)ss->batches : 0.0,
+                                                 "step_p99_s", ccd_hist_quantile(&ss->step_seconds, 0.99),
+                                                 "pending", ccd_sched_pending(d->sched)));
+    json_object_set_new(o, "cells", json_pack("{s:I, s:I, s:I, s:I}", "resident", (json_int_t)d->cells->n_cells,
+                                              "max_resident", (json_int_t)d->cells->max_resident,
+                                              "bytes_per_cell", (json_int_t)d->cells->cell_bytes,
+                                              "evicted", (json_int_t)d->cells->st.evictions));
+    json_object_set_new(o, "memory", json_pack("{s:I, s:s}", "rss_bytes", (json_int_t)cc_host_rss_bytes(),
+                                               "blas", cc_host_blas_core()));
+    json_object_set_new(o, "http", json_pack("{s:I, s:i, s:i}", "requests", (json_int_t)reqs,
+                                             "connections", conns, "parked", deferred));
+    return ccd_json(r, 200, o);
+}
+
+static int h_config(CcdReq *r) { return ccd_json(r, 200, ccd_config_to_json(&r->d->cfg)); }
+
+static int h_model(CcdReq *r)
+{
+    const CcHparams *hp = &r->d->model->hp;
+    json_t *f = json_array();
+    for (int i = 0; i < hp->n_features; i++)
+        json_array_append_new(f, json_string(hp->features[i]));
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:s}",
+                          "format", CC_FORMAT, "name", hp->name, "version", hp->version, "trained_on",
+                          hp->trained_on, "created_at", hp->created_at, "features", f, "patch_len",
+                          hp->patch_len, "n_patches", hp->n_patches, "norm_window", hp->norm_window,
+                          "d_model", hp->d_model, "n_heads", hp->n_heads, "n_layers", hp->n_layers,
+                          "d_ff", hp->d_ff, "horizon", hp->horizon, "step_seconds",
+                          (json_int_t)hp->step_seconds, "tz_offset_s", (json_int_t)hp->tz_offset_s,
+                          "n_params", (json_int_t)r->d->model->n_params, "kv_bytes_per_cell",
+                          (json_int_t)cc_engine_kv_bytes_per_cell(r->d->engine), "path",
+                          r->d->cfg.model_path);
+    return ccd_json(r, 200, o);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+typedef struct ListCtx {
+    const char *after;
+    const char **ids;
+    size_t n;
+} ListCtx;
+
+static void collect(void *cookie, CcdCell *c)
+{
+    ListCtx *l = cookie;
+    if (!l->after || strcmp(c->id, l->after) > 0)
+        l->ids[l->n++] = c->id;
+}
+
+static int h_cells(CcdReq *r)
+{
+    Ccd *d = r->d;
+    long long limit = 100;
+    int q = q_int(r, "limit", &limit);
+    if (q == -2)
+        return ccd_problem(r, 400, "bad-parameter", "limit must be an integer");
+    if (limit < 1 || limit > 10000)
+        return ccd_problem(r, 422, "bad-parameter", "limit must be in [1, 10000], got %lld", limit);
+    ListCtx l = {ccd_query(r, "after"), NULL, 0};
+    l.ids = malloc((d->cells->n_cells + 1) * sizeof *l.ids);
+    if (!l.ids)
+        return ccd_problem(r, 500, "internal", "out of memory");
+    ccd_cells_foreach(d->cells, collect, &l);
+    qsort(l.ids, l.n, sizeof *l.ids, cmp_str);
+    json_t *arr = json_array();
+    size_t n = l.n < (size_t)limit ? l.n : (size_t)limit;
+    for (size_t i = 0; i < n; i++) {
+        CcdCell *c = ccd_cells_get(d->cells, l.ids[i]);
+        json_array_append_new(arr, json_pack("{s:s, s:I, s:I, s:s, s:I}", "id", c->id, "last_step",
+                                             (json_int_t)c->last_step, "last_ts", (json_int_t)c->last_ts,
+                                             "state", c->pub.valid ? "live" : "cold", "steps",
+                                             (json_int_t)c->n_steps));
+    }
+    json_t *o = json_pack("{s:o, s:I, s:o}", "cells", arr, "total", (json_int_t)d->cells->n_cells,
+                          "next", n < l.n && n ? json_string(l.ids[n - 1]) : json_null());
+    free(l.ids);
+    return ccd_json(r, 200, o);
+}
+
+static int h_cell(CcdReq *r)
+{
+    Ccd *d = r->d;
+    CcdCell *c;
+    int rc = find_cell(r, &c);
+    if (rc < 0)
+        return -rc;
+    const int F = d->model->hp.n_features;
+    float obs[CC_MAX_FEATURES], em[CC_MAX_FEATURES], es[CC_MAX_FEATURES];
+    int valid, have_exp;
+    int64_t pstep;
+    pthread_mutex_lock(&d->cells->pub_lock);
+    valid = c->pub.valid;
+    pstep = c->pub.step;
+    have_exp = c->pub.have_expected;
+    memcpy(obs, c->pub.obs, (size_t)F * sizeof(float));
+    memcpy(em, c->pub.exp_mean, (size_t)F * sizeof(float));
+    memcpy(es, c->pub.exp_sd, (size_t)F * sizeof(float));
+    pthread_mutex_unlock(&d->cells->pub_lock);
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(c->id));
+    json_object_set_new(o, "state", json_string(c->doomed ? "released" : valid ? "live" : "cold"));
+    json_object_set_new(o, "topic", json_string(c->topic >= 0 ? d->cfg.kafka_topics.items[c->topic] : "http"));
+    json_object_set_new(o, "partition", json_integer(c->partition));
+    json_object_set_new(o, "first_step", json_integer(c->first_step));
+    json_object_set_new(o, "last_step", json_integer(c->last_step));
+    json_object_set_new(o, "last_ts", json_integer(c->last_ts));
+    json_object_set_new(o, "forecast_step", valid ? json_integer(pstep) : json_null());
+    json_object_set_new(o, "counts", json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "records",
+                                               (json_int_t)c->n_records, "steps", (json_int_t)c->n_steps,
+                                               "duplicates", (json_int_t)c->n_duplicates, "late",
+                                               (json_int_t)c->n_late, "imputed", (json_int_t)c->n_imputed,
+                                               "restarts", (json_int_t)c->n_restarts, "filled_kpis",
+                                               (json_int_t)c->n_filled));
+    json_object_set_new(o, "pending_steps", json_integer(c->open_items));
+    if (c->n_steps) {
+        json_t *lo = json_object();
+        for (int f = 0; f < F; f++) {
+            json_t *k = json_pack("{s:f}", "observed", (double)obs[f]);
+            if (have_exp) {
+                json_object_set_new(k, "expected", json_real(em[f]));
+                json_object_set_new(k, "sd", json_real(es[f]));
+                json_object_set_new(k, "z", json_real(es[f] > 0 ? (obs[f] - em[f]) / es[f] : 0.0));
+            }
+            json_object_set_new(lo, d->model->hp.features[f], k);
+        }
+        char ts[32];
+        rfc3339(pstep * S_of(d), ts, sizeof ts);
+        json_object_set_new(o, "last_observation", json_pack("{s:I, s:s, s:o}", "step", (json_int_t)pstep,
+                                                             "ts", ts, "kpis", lo));
+    }
+    return ccd_json(r, 200, o);
+}
+
+/* Parses kpis=a,b into a feature mask; 0 or a problem status. */
+static int parse_kpis(CcdReq *r, uint64_t *mask)
+{
+    const CcHparams *hp = &r->d->model->hp;
+    const char *s = ccd_query(r, "kpis");
+    if (!s) {
+        s = ccd_query(r, "kpi");
+        if (!s) {
+            *mask = hp->n_features >= 64 ? ~0ULL : (1ULL << hp->n_features) - 1;
+            return 0;
+        }
+    }
+    *mask = 0;
+    while (*s) {
+        const char *comma = strchr(s, ',');
+        size_t n = comma ? (size_t)(comma - s) : strlen(s);
+        char name[CC_FEATURE_NAME_MAX];
+        if (n >= sizeof name)
+            return ccd_problem(r, 422, "unknown-kpi", "KPI name too long");
+        memcpy(name, s, n);
+        name[n] = 0;
+        int f = cc_hparams_feature_index(hp, name);
+        if (f < 0)
+            return ccd_problem(r, 422, "unknown-kpi", "the model has no KPI '%s' (GET /v1/model)", name);
+        *mask |= 1ULL << f;
+        s += n;
+        if (*s == ',')
+            s++;
+    }
+    if (!*mask)
+        return ccd_problem(r, 422, "unknown-kpi", "kpis is empty");
+    return 0;
+}
+
+static int h_forecast(CcdReq *r)
+{
+    Ccd *d = r->d;
+    const CcHparams *hp = &d->model->hp;
+    const int F = hp->n_features, HZ = hp->horizon;
+    CcdCell *c;
+    int rc = find_cell(r, &c);
+    if (rc < 0)
+        return -rc;
+    long long horizon = HZ;
+    if ((rc = q_int(r, "horizon", &horizon)) == -2)
+        return ccd_problem(r, 400, "bad-parameter", "horizon must be an integer");
+    if (horizon < 1 || horizon > HZ)
+        return ccd_problem(r, 422, "bad-parameter", "horizon must be in [1, %d], got %lld", HZ, horizon);
+    double level = d->cfg.forecast_level;
+    const char *ls = ccd_query(r, "level");
+    if (ls) {
+        char *end;
+        level = strtod(ls, &end);
+        if (!*ls || *end || !isfinite(level))
+            return ccd_problem(r, 400, "bad-parameter", "level must be a number");
+        if (!(level > 0 && level < 1))
+            return ccd_problem(r, 422, "bad-parameter", "level must be in (0, 1), got %g", level);
+    }
+    uint64_t mask;
+    if ((rc = parse_kpis(r, &mask)))
+        return rc;
+    float *y = scratch_f((size_t)F * (size_t)HZ * 2 + 2 * (size_t)F);
+    if (!y)
+        return ccd_problem(r, 500, "internal", "out of memory");
+    float *mu = y + (size_t)F * HZ * 2, *sigma = mu + F;
+    int valid;
+    int64_t t;
+    pthread_mutex_lock(&d->cells->pub_lock);
+    valid = c->pub.valid;
+    t = c->pub.step;
+    if (valid) {
+        memcpy(y, c->pub.y, (size_t)F * HZ * 2 * sizeof(float));
+        memcpy(mu, c->pub.mu, (size_t)F * sizeof(float));
+        memcpy(sigma, c->pub.sigma, (size_t)F * sizeof(float));
+    }
+    pthread_mutex_unlock(&d->cells->pub_lock);
+    if (!valid) {
+        r->retry_after = 5;
+        return ccd_problem(r, 503, "no-forecast-yet",
+                           "cell '%s' has no forecast yet: it needs %d consecutive steps (it has "
+                           "%llu)", c->id, hp->patch_len, (unsigned long long)c->n_steps);
+    }
+    CcForecast fc = {1, t, F, HZ, y, mu, sigma};
+    const double z = probit(0.5 + level / 2);
+    const int64_t S = hp->step_seconds;
+    struct evbuffer *b = r->out;
+    char ts[32], n1[32], n2[32], n3[32], n4[32];
+    rfc3339(t * S, ts, sizeof ts);
+    evbuffer_add_printf(b, "{\"cell\":\"%s\",\"model\":", c->id);
+    add_jstr(b, d->model_name);
+    evbuffer_add_printf(b, ",\"step_seconds\":%lld,\"observed_step\":%lld,\"observed_ts\":\"%s\","
+                           "\"level\":%g,\"z\":%.6f,\"horizon\":%lld,\"kpis\":[",
+                        (long long)S, (long long)t, ts, level, z, horizon);
+    int first = 1;
+    for (int f = 0; f < F; f++)
+        if (mask >> f & 1) {
+            if (!first)
+                evbuffer_add(b, ",", 1);
+            add_jstr(b, hp->features[f]);
+            first = 0;
+        }
+    evbuffer_add_printf(b, "],\"forecast\":[");
+    for (int k = 0; k < horizon; k++) {
+        rfc3339((t + 1 + k) * S, ts, sizeof ts);
+        evbuffer_add_printf(b, "%s{\"step\":%lld,\"ts\":\"%s\",\"values\":{", k ? "," : "",
+                            (long long)(t + 1 + k), ts);
+        first = 1;
+        for (int f = 0; f < F; f++) {
+            if (!(mask >> f & 1))
+                continue;
+            double mean, sd;
+            cc_forecast_point(&fc, f, k, &mean, &sd);
+            fmt_num(n1, sizeof n1, mean);
+            fmt_num(n2, sizeof n2, mean - z * sd);
+            fmt_num(n3, sizeof n3, mean + z * sd);
+            fmt_num(n4, sizeof n4, sd);
+            if (!first)
+                evbuffer_add(b, ",", 1);
+            add_jstr(b, hp->features[f]);
+            evbuffer_add_printf(b, ":{\"mean\":%s,\"lower\":%s,\"upper\":%s,\"sd\":%s}", n1, n2, n3, n4);
+            first = 0;
+        }
+        evbuffer_add(b, "}}", 2);
+    }
+    evbuffer_add(b, "]}\n", 3);
+    return ccd_text(r, 200, "application/json");
+}
+
+/* since=: unix seconds or RFC 3339; 0 ok (absent: INT64_MIN), or a problem status. */
+static int parse_since(CcdReq *r, int64_t *since)
+{
+    const char *s = ccd_query(r, "since");
+    *since = INT64_MIN;
+    if (!s)
+        return 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (*s && !*end && !errno) {
+        *since = v;
+        return 0;
+    }
+    int64_t u;
+    if (cc_kpi_parse_rfc3339(s, strlen(s), &u))
+        return ccd_problem(r, 400, "bad-parameter", "since must be unix seconds or RFC 3339, got '%s'", s);
+    *since = u;
+    return 0;
+}
+
+static int h_history(CcdReq *r)
+{
+    Ccd *d = r->d;
+    const CcHparams *hp = &d->model->hp;
+    const int F = hp->n_features;
+    const int64_t S = hp->step_seconds;
+    CcdCell *c;
+    int rc = find_cell(r, &c);
+    if (rc < 0)
+        return -rc;
+    int64_t since;
+    if ((rc = parse_since(r, &since)))
+        return rc;
+    if (c->busy)
+        return CCD_DEFER; /* the worker is stepping it: answer after the batch */
+    int64_t first, last;
+    cc_cell_span(c->cell, &first, &last);
+    if (since != INT64_MIN) {
+        int64_t from = since >= 0 ? (since + S - 1) / S : since / S;
+        if (from > first)
+            first = from;
+    }
+    int count = first >= 0 && last >= first ? (int)(last - first + 1) : 0;
+    float *v = scratch_f((size_t)(count ? count : 1) * (size_t)F);
+    if (!v)
+        return ccd_problem(r, 500, "internal", "out of memory");
+    if (count && cc_cell_history(c->cell, first, count, v))
+        count = 0;
+    struct evbuffer *b = r->out;
+    char ts[32], num[32];
+    evbuffer_add_printf(b, "{\"cell\":\"%s\",\"step_seconds\":%lld,\"kpis\":[", c->id, (long long)S);
+    for (int f = 0; f < F; f++) {
+        if (f)
+            evbuffer_add(b, ",", 1);
+        add_jstr(b, hp->features[f]);
+    }
+    evbuffer_add_printf(b, "],\"steps\":[");
+    for (int i = 0; i < count; i++) {
+        int64_t p = first + i;
+        uint64_t bit = (uint64_t)(p % d->cells->s.ring);
+        int imputed = (int)(c->imputed_bits[bit / 64] >> (bit % 64) & 1);
+        rfc3339(p * S, ts, sizeof ts);
+        evbuffer_add_printf(b, "%s{\"step\":%lld,\"ts\":\"%s\",\"imputed\":%s,\"values\":[", i ? "," : "",
+                            (long long)p, ts, imputed ? "true" : "false");
+        for (int f = 0; f < F; f++) {
+            fmt_num(num, sizeof num, v[(size_t)i * F + f]);
+            evbuffer_add_printf(b, "%s%s", f ? "," : "", num);
+        }
+        evbuffer_add(b, "]}", 2);
+    }
+    evbuffer_add(b, "]}\n", 3);
+    return ccd_text(r, 200, "application/json");
+}
+
+static int h_attention(CcdReq *r)
+{
+    Ccd *d = r->d;
+    const CcHparams *hp = &d->model->hp;
+    const int F = hp->n_features, L = hp->n_layers, H = hp->n_heads, NT = hp->n_patches + 1;
+    const int64_t S = hp->step_seconds;
+    CcdCell *c;
+    int rc = find_cell(r, &c);
+    if (rc < 0)
+        return -rc;
+    uint64_t mask;
+    if ((rc = parse_kpis(r, &mask)))
+        return rc;
+    if (!d->cfg.engine_keep_attention)
+        return ccd_problem(r, 404, "attention-not-kept",
+                           "attention weights are not kept (engine.keep_attention: false)");
+    if (c->busy)
+        return CCD_DEFER;
+    float *w = scratch_f((size_t)L * H * NT);
+    int64_t *tok = malloc((size_t)NT * sizeof *tok);
+    if (!w || !tok) {
+        free(tok);
+        return ccd_problem(r, 500, "internal", "out of memory");
+    }
+    struct evbuffer *b = r->out;
+    char ts[32], num[32];
+    int any = 0, nt = 0;
+    evbuffer_add_printf(b, "{\"cell\":\"%s\",\"layers\":%d,\"heads\":%d,\"kpis\":{", c->id, L, H);
+    for (int f = 0; f < F; f++) {
+        if (!(mask >> f & 1))
+            continue;
+        rc = cc_cell_attention(c->cell, f, w, tok, &nt);
+        if (rc == -EAGAIN)
+            break;
+        if (rc) {
+            free(tok);
+            evbuffer_drain(b, evbuffer_get_length(b));
+            return ccd_problem(r, 500, "internal", "attention unavailable (%d)", rc);
+        }
+        if (any)
+            evbuffer_add(b, ",", 1);
+        add_jstr(b, hp->features[f]);
+        evbuffer_add(b, ":[", 2);
+        for (int l = 0; l < L; l++) {
+            evbuffer_add_printf(b, "%s[", l ? "," : "");
+            for (int h = 0; h < H; h++) {
+                evbuffer_add_printf(b, "%s[", h ? "," : "");
+                for (int j = 0; j < nt; j++) {
+                    snprintf(num, sizeof num, "%.5g", w[((size_t)l * H + h) * nt + j]);
+                    evbuffer_add_printf(b, "%s%s", j ? "," : "", num);
+                }
+                evbuffer_add(b, "]", 1);
+            }
+            evbuffer_add(b, "]", 1);
+        }
+        evbuffer_add(b, "]", 1);
+        any = 1;
+    }
+    if (rc == -EAGAIN) {
+        free(tok);
+        evbuffer_drain(b, evbuffer_get_length(b));
+        r->retry_after = 5;
+        return ccd_problem(r, 503, "no-forecast-yet", "cell '%s' has no forecast (and attention) yet",
+                           c->id);
+    }
+    evbuffer_add_printf(b, "},\"tokens\":[");
+    for (int j = 0; j < nt; j++) {
+        rfc3339(tok[j] * S, ts, sizeof ts);
+        evbuffer_add_printf(b, "%s{\"end_step\":%lld,\"end_ts\":\"%s\",\"current\":%s}", j ? "," : "",
+                            (long long)tok[j], ts, j == nt - 1 ? "true" : "false");
+    }
+    evbuffer_add(b, "]}\n", 3);
+    free(tok);
+    return ccd_text(r, 200, "application/json");
+}
+
+static int h_post_kpis(CcdReq *r)
+{
+    Ccd *d = r->d;
+    struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
+    size_t len = evbuffer_get_length(in);
+    if ((int64_t)len > d->cfg.http_max_body_bytes)
+        return ccd_problem(r, 413, "body-too-large", "the body has %zu bytes; http.max_body_bytes is %lld",
+                           len, (long long)d->cfg.http_max_body_bytes);
+    if (!len)
+        return ccd_problem(r, 400, "empty-body", "POST a KPI message (proto/kpi.schema.json)");
+    if (d->stopping || ccd_sched_pending(d->sched) >= ccd_backpressure(d)) {
+        r->retry_after = 1;
+        return ccd_problem(r, 503, "overloaded", "ingest queue full (%d pending steps); retry",
+                           ccd_sched_pending(d->sched));
+    }
+    const unsigned char *buf = evbuffer_pullup(in, -1);
+    CcKpiBatch kb;
+    d->in.http_messages++;
+    d->in.http_bytes += len;
+    int rc = ccd_ingest_message(d, buf, len, -1, -1, &kb);
+    if (rc == -ENOMEM)
+        return ccd_problem(r, 500, "internal", "out of memory");
+    if (rc == -ENOSPC) {
+        r->retry_after = 1;
+        return ccd_problem(r, 503, "cells-full", "no room for new cells (limits.max_cells, every cell busy)");
+    }
+    if (!kb.n_records && kb.n_errors) {
+        const CcKpiError *e = &kb.errors[0];
+        int status = e->reason == CC_KPI_NOT_JSON ? 400 : e->reason == CC_KPI_OVERSIZE ? 413 : 422;
+        return ccd_problem(r, status, cc_kpi_reason_name(e->reason), "%s%s%s",
+                           e->element >= 0 ? "element " : "",
+                           e->element >= 0 ? "" : "", e->message);
+    }
+    json_t *errs = json_array();
+    for (int i = 0; i < kb.n_errors && i < 100; i++)
+        json_array_append_new(errs, json_pack("{s:i, s:s, s:s}", "element", kb.errors[i].element, "reason",
+                                              cc_kpi_reason_name(kb.errors[i].reason), "message",
+                                              kb.errors[i].message));
+    ccd_sched_maybe_flush(d->sched, 0);
+    return ccd_json(r, 202, json_pack("{s:i, s:i, s:o}", "accepted", kb.n_records, "rejected",
+                                      kb.n_errors, "errors", errs));
+}
+
+/* clang-format off */
+const CcdRoute ccd_routes[] = {
+    {"/healthz", EVHTTP_REQ_GET, h_healthz, "liveness"},
+    {"/readyz", EVHTTP_REQ_GET, h_readyz, "readiness: model loaded, consumer assigned"},
+    {"/metrics", EVHTTP_REQ_GET, h_metrics, "Prometheus metrics"},
+    {"/v1/info", EVHTTP_REQ_GET, h_info, "human-oriented status"},
+    {"/v1/config", EVHTTP_REQ_GET, h_config, "the configuration in effect"},
+    {"/v1/model", EVHTTP_REQ_GET, h_model, "the model served"},
+    {"/v1/cells", EVHTTP_REQ_GET, h_cells, "cells, paged"},
+    {"/v1/cells/{id}", EVHTTP_REQ_GET, h_cell, "one cell"},
+    {"/v1/cells/{id}/forecast", EVHTTP_REQ_GET, h_forecast, "the cell's forecast"},
+    {"/v1/cells/{id}/history", EVHTTP_REQ_GET, h_history, "the cell's stored raw steps"},
+    {"/v1/cells/{id}/attention", EVHTTP_REQ_GET, h_attention, "the last step's attention"},
+    {"/v1/kpis", EVHTTP_REQ_POST, h_post_kpis, "KPI messages without Kafka"},
+};
+/* clang-format on */
+const int ccd_n_routes = (int)(sizeof ccd_routes / sizeof ccd_routes[0]);

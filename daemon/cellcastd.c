@@ -1,0 +1,555 @@
+/*
+ * cellcastd.c — the cellcast daemon: KPIs in from Kafka (or POST /v1/kpis), per-cell
+ * incremental forecasts out over a JSON HTTP API.
+ *
+ * Lifecycle: parse the configuration (config.h) → OpenBLAS setup (may re-exec) → one
+ * event base → model, engine, KPI decoder, cell table, scheduler (worker thread) → HTTP →
+ * Kafka (embedded broker by default) → demo feed → run. Everything periodic lives in one
+ * cron timer (CRON_MS) as run_with_period blocks; signals come through evsignal_new.
+ * SIGTERM/SIGINT: stop polling, step everything pending (drain), ack and commit offsets,
+ * close and exit 0. SIGHUP: logged (reload is issue 5's; its slot is marked below).
+ *
+ * Ingest path (loop thread): Kafka fd readable → cc_kafka_poll → on_message → decode
+ * (cc_kpi) → ccd_cells_ingest (rules in cells.h) → open batch → the scheduler steps it
+ * on the worker → on_done: cc_kafka_ack(batch) so offsets are stored only after the
+ * steps that consumed them (at-least-once; duplicates on redelivery are dropped by the
+ * (cell, step) rule).
+ */
+#include <errno.h>
+#include <event2/thread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cc_config.h"
+#include "cellcastd.h"
+#include "host.h"
+#include "http.h"
+#include "log.h"
+
+#define CRON_MS 10
+#define run_with_period(ms) if ((ms) <= CRON_MS || !(d->cronloops % (uint64_t)((ms) / CRON_MS)))
+
+static uint64_t acked_kafka, last_kafka, polled_in_batch;
+
+int ccd_backpressure(const Ccd *d) { return 4 * d->cfg.ingest_batch_steps; }
+
+int ccd_ingest_message(Ccd *d, const void *buf, size_t len, int topic, int32_t partition,
+                       CcKpiBatch *out)
+{
+    CcKpiBatch kb;
+    int64_t t0 = cc_now_ns();
+    int rc = cc_kpi_decode(d->kpi, buf, len, &kb);
+    int64_t t1 = cc_now_ns();
+    d->in.ns_parse += t1 - t0;
+    if (rc) {
+        memset(&kb, 0, sizeof kb);
+        if (out)
+            *out = kb;
+        return rc;
+    }
+    for (int i = 0; i < kb.n_errors; i++) {
+        d->in.invalid[kb.errors[i].reason]++;
+        d->in.invalid_elements++;
+        CCD_LOG_RL(CC_LOG_WARN, "ingest", "invalid %s (%s%s%d): %s: %s",
+                   kb.errors[i].element >= 0 ? "record" : "message", topic >= 0 ? "partition " : "http",
+                   topic >= 0 ? "" : "", topic >= 0 ? partition : 0,
+                   cc_kpi_reason_name(kb.errors[i].reason), kb.errors[i].message);
+    }
+    d->in.records += (uint64_t)kb.n_records;
+    int ret = 0;
+    for (int i = 0; i < kb.n_records; i++) {
+        rc = ccd_cells_ingest(d->cells, ccd_sched_open_batch(d->sched), &kb.records[i], topic,
+                              partition);
+        if (rc == -ENOSPC) {
+            d->in.refused_full++;
+            CCD_LOG_RL(CC_LOG_WARN, "ingest", "cell table full (limits.max_cells / kv_budget_mb "
+                       "with every cell busy): record of cell %s refused", kb.records[i].cell_id);
+            ret = rc;
+        } else if (rc) {
+            LOG_ERROR("ingest", "out of memory applying a record");
+            ret = rc;
+            break;
+        }
+    }
+    d->in.ns_state += cc_now_ns() - t1;
+    if (out)
+        *out = kb;
+    return ret;
+}
+
+/* ---- Kafka hooks ---- */
+
+static int topic_index(const Ccd *d, const char *name)
+{
+    for (int i = 0; i < d->cfg.kafka_topics.n; i++)
+        if (!strcmp(d->cfg.kafka_topics.items[i], name))
+            return i;
+    return -1;
+}
+
+static void on_message(void *cookie, uint64_t batch_id, const CcKafkaMessage *msg)
+{
+    Ccd *d = cookie;
+    CcKpiBatch kb;
+    (void)batch_id;
+    polled_in_batch++;
+    d->in.kafka_messages++;
+    d->in.kafka_bytes += msg->len;
+    int topic = topic_index(d, msg->topic);
+    ccd_ingest_message(d, msg->payload, msg->len, topic, msg->partition, &kb);
+    if (kb.n_errors && d->cfg.kafka_dead_letter_topic[0]) {
+        cc_kafka_dead_letter(d->kafka, msg, cc_kpi_reason_name(kb.errors[0].reason));
+        d->in.dead_letters++;
+    }
+}
+
+static void on_assign(void *cookie, const char *topic, const int32_t *parts, int n)
+{
+    Ccd *d = cookie;
+    LOG_INFO("kafka", "assigned %d partition(s) of '%s'", n, topic);
+    if (d->cfg.kafka_rewind_on_assign_s > 0) {
+        int64_t ts_ms = ((int64_t)time(NULL) - d->cfg.kafka_rewind_on_assign_s) * 1000;
+        for (int i = 0; i < n; i++)
+            cc_kafka_rewind(d->kafka, topic, parts[i], ts_ms);
+    }
+}
+
+static void on_revoke(void *cookie, const char *topic, const int32_t *parts, int n)
+{
+    Ccd *d = cookie;
+    int t = topic_index(d, topic);
+    int marked = t >= 0 ? ccd_cells_release_partitions(d->cells, t, parts, n) : 0;
+    LOG_INFO("kafka", "revoked %d partition(s) of '%s': releasing %d cell(s)", n, topic, marked);
+    if (!d->stopping)
+        ccd_cells_reap(d->cells);
+}
+
+/* Acks Kafka batches that produced nothing to step (all duplicates/invalid). */
+static void ack_idle(Ccd *d)
+{
+    if (d->kafka && last_kafka > acked_kafka && !ccd_sched_pending(d->sched) &&
+        !ccd_sched_busy(d->sched)) {
+        cc_kafka_ack(d->kafka, last_kafka);
+        acked_kafka = last_kafka;
+    }
+}
+
+static void on_batch_done(void *cookie, CcdBatch *b)
+{
+    Ccd *d = cookie;
+    if (d->kafka && b->kafka_hi > acked_kafka) {
+        cc_kafka_ack(d->kafka, b->kafka_hi);
+        acked_kafka = b->kafka_hi;
+    }
+    /* issue 5: alert transitions of this batch are produced here (cc_anomaly sink) */
+    ccd_http_retry_deferred(d);
+}
+
+static void poll_kafka(Ccd *d)
+{
+    if (!d->kafka || d->stopping)
+        return;
+    for (int round = 0; round < 4; round++) {
+        polled_in_batch = 0;
+        uint64_t id = cc_kafka_poll(d->kafka);
+        if (id) {
+            last_kafka = id;
+            ccd_sched_note_kafka(d->sched, id);
+        }
+        ccd_sched_maybe_flush(d->sched, 0);
+        if (polled_in_batch < (uint64_t)d->cfg.kafka_max_poll_messages ||
+            ccd_sched_pending(d->sched) >= ccd_backpressure(d))
+            break;
+    }
+    /* a full poll may leave messages without a new wake-up: come back soon */
+    if (polled_in_batch >= (uint64_t)d->cfg.kafka_max_poll_messages)
+        event_active(d->poll_ev, EV_READ, 0);
+    ack_idle(d);
+}
+
+static void poll_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    poll_kafka(arg);
+}
+
+/* ---- cron ---- */
+
+static void backpressure(Ccd *d)
+{
+    int pending = ccd_sched_pending(d->sched), bp = ccd_backpressure(d);
+    if (!d->kafka)
+        return;
+    if (!d->kafka_paused && pending >= bp) {
+        cc_kafka_pause(d->kafka, 1);
+        d->kafka_paused = 1;
+        LOG_DEBUG("ingest", "pausing Kafka: %d steps pending", pending);
+    } else if (d->kafka_paused && pending < bp / 2) {
+        cc_kafka_pause(d->kafka, 0);
+        d->kafka_paused = 0;
+    }
+}
+
+static void update_rates(Ccd *d)
+{
+    int64_t now = cc_now_ns();
+    uint64_t msgs = d->in.kafka_messages + d->in.http_messages, recs = d->in.records,
+             steps = ccd_sched_stats(d->sched)->items;
+    if (d->in.last_rate_ns) {
+        double dt = (double)(now - d->in.last_rate_ns) * 1e-9;
+        d->in.rate_messages = (double)(msgs - d->in.last_messages) / dt;
+        d->in.rate_records = (double)(recs - d->in.last_records) / dt;
+        d->in.rate_steps = (double)(steps - d->in.last_steps) / dt;
+    }
+    d->in.last_rate_ns = now;
+    d->in.last_messages = msgs;
+    d->in.last_records = recs;
+    d->in.last_steps = steps;
+}
+
+static void cron(evutil_socket_t fd, short what, void *arg)
+{
+    Ccd *d = arg;
+    (void)fd, (void)what;
+    run_with_period(CRON_MS)
+    {
+        ccd_sched_maybe_flush(d->sched, 0);
+        backpressure(d);
+    }
+    run_with_period(100)
+    {
+        if (d->kafka) {
+            cc_kafka_service(d->kafka);
+            poll_kafka(d); /* also when the wake-up fd stays quiet */
+        }
+        ccd_demo_tick(d);
+    }
+    run_with_period(1000)
+    {
+        update_rates(d);
+        ccd_cells_reap(d->cells);
+        /* issue 5: cc_anomaly_tick per cell (missing-data alerts), periodic snapshot,
+         * systemd WATCHDOG=1 / STATUS= go here */
+    }
+    run_with_period(60000)
+    {
+        LOG_INFO("stats", "%zu cells, %.0f msg/s, %.0f steps/s, %llu invalid, %d pending",
+                 d->cells->n_cells, d->in.rate_messages, d->in.rate_steps,
+                 (unsigned long long)d->in.invalid_elements, ccd_sched_pending(d->sched));
+    }
+    d->cronloops++;
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    Ccd *d = arg;
+    (void)what;
+    if (sig == SIGHUP) {
+        /* issue 5: reload the model and the reloadable keys here */
+        LOG_INFO("main", "SIGHUP: reload is not implemented yet; ignoring");
+        return;
+    }
+    LOG_INFO("main", "%s: draining and shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    d->stopping = 1;
+    event_base_loopbreak(d->base);
+}
+
+/* ---- setup ---- */
+
+static int open_decoder(Ccd *d, char *err, size_t errlen)
+{
+    const CcHparams *hp = &d->model->hp;
+    const char *names[CC_MAX_FEATURES];
+    CcKpiMapEntry *map = calloc((size_t)d->cfg.ingest_fields.n + 1, sizeof *map);
+    char **feat = calloc((size_t)d->cfg.ingest_fields.n + 1, sizeof *feat);
+    int rc = -ENOMEM;
+    if (!map || !feat)
+        goto done;
+    for (int f = 0; f < hp->n_features; f++)
+        names[f] = hp->features[f];
+    for (int i = 0; i < d->cfg.ingest_fields.n; i++) {
+        const CcdKv *kv = &d->cfg.ingest_fields.items[i];
+        if (!(feat[i] = strdup(kv->value)))
+            goto done;
+        char *star = strchr(feat[i], '*');
+        map[i].field = kv->key;
+        map[i].scale = 1;
+        if (star) {
+            *star = 0;
+            map[i].scale = strtod(star + 1, NULL);
+        }
+        map[i].feature_name = feat[i];
+    }
+    CcKpiSettings ks;
+    cc_kpi_default_settings(&ks);
+    ks.n_features = hp->n_features;
+    ks.step_seconds = hp->step_seconds;
+    ks.align = (enum CcKpiAlign)d->cfg.ingest_align;
+    ks.feature_names = names;
+    ks.map = map;
+    ks.n_map = d->cfg.ingest_fields.n;
+    ks.cell_field = d->cfg.ingest_cell_field;
+    ks.ts_field = d->cfg.ingest_time_field;
+    ks.kpis_field = d->cfg.ingest_kpis_field;
+    ks.max_message_bytes = (size_t)d->cfg.ingest_max_message_bytes;
+    rc = cc_kpi_open(&d->kpi, &ks, err, errlen);
+done:
+    for (int i = 0; feat && i < d->cfg.ingest_fields.n; i++)
+        free(feat[i]);
+    free(feat);
+    free(map);
+    return rc;
+}
+
+static int open_kafka(Ccd *d, char *err, size_t errlen)
+{
+    CcKafkaSettings ks;
+    CcKafkaProp *props = calloc((size_t)d->cfg.kafka_properties.n + 1, sizeof *props);
+    if (!props)
+        return cc_errf(err, errlen, -ENOMEM, "out of memory");
+    cc_kafka_default_settings(&ks);
+    ks.brokers = d->cfg.kafka_brokers;
+    ks.group_id = d->cfg.kafka_group_id;
+    ks.topics = (const char *const *)d->cfg.kafka_topics.items;
+    ks.n_topics = d->cfg.kafka_topics.n;
+    ks.alert_topic = d->cfg.kafka_alert_topic;
+    ks.dead_letter_topic = d->cfg.kafka_dead_letter_topic[0] ? d->cfg.kafka_dead_letter_topic : NULL;
+    ks.embedded_partitions = d->cfg.kafka_embedded_partitions;
+    for (int i = 0; i < d->cfg.kafka_properties.n; i++) {
+        props[i].name = d->cfg.kafka_properties.items[i].key;
+        props[i].value = d->cfg.kafka_properties.items[i].value;
+    }
+    ks.props = props;
+    ks.n_props = d->cfg.kafka_properties.n;
+    ks.max_poll_messages = d->cfg.kafka_max_poll_messages;
+    ks.logger = ccd_log_lib_logger("kafka");
+    CcKafkaHooks hooks = {d, on_message, on_assign, on_revoke};
+    int rc = cc_kafka_open(&d->kafka, &ks, &hooks, err, errlen);
+    free(props);
+    if (rc)
+        return rc;
+    if (!(d->poll_ev = event_new(d->base, cc_kafka_fd(d->kafka), EV_READ | EV_PERSIST, poll_cb, d)) ||
+        event_add(d->poll_ev, NULL))
+        return cc_errf(err, errlen, -ENOMEM, "cannot watch the Kafka consumer");
+    return 0;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: cellcastd [-c FILE] [--set key=value]... [--check-config] [--print-config]\n"
+            "\n"
+            "  -c, --config FILE     YAML configuration (conf/cellcast.yaml documents every key)\n"
+            "  -s, --set KEY=VALUE   override one key after the file (repeatable), e.g.\n"
+            "                        --set http.port=9090 --set kafka.properties.debug=broker\n"
+            "  --check-config        validate the configuration (and the model file), then exit\n"
+            "  --print-config        print the configuration in effect as commented YAML\n"
+            "                        (without -c: the defaults, i.e. conf/cellcast.yaml)\n"
+            "  --version, -h/--help\n");
+}
+
+int main(int argc, char **argv)
+{
+    Ccd dd, *d = &dd;
+    char err[1024];
+    const char *config = NULL;
+    int check = 0, print = 0, rc = 1;
+    memset(d, 0, sizeof *d);
+    if (ccd_config_init(&d->cfg)) {
+        fprintf(stderr, "cellcastd: out of memory\n");
+        return 1;
+    }
+    /* the file first, then the --set overrides in order */
+    for (int i = 1; i < argc; i++) {
+        if ((!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) && i + 1 < argc)
+            config = argv[++i];
+        else if (!strcmp(argv[i], "--check-config"))
+            check = 1;
+        else if (!strcmp(argv[i], "--print-config") || !strcmp(argv[i], "--print-default-config"))
+            print = 1;
+        else if (!strcmp(argv[i], "--version")) {
+            printf("cellcastd %s\n", CC_VERSION);
+            ccd_config_free(&d->cfg);
+            return 0;
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            ccd_config_free(&d->cfg);
+            return 0;
+        } else if ((!strcmp(argv[i], "-s") || !strcmp(argv[i], "--set")) && i + 1 < argc) {
+            i++;
+        } else {
+            fprintf(stderr, "cellcastd: unknown or incomplete argument '%s'\n", argv[i]);
+            usage(stderr);
+            ccd_config_free(&d->cfg);
+            return 2;
+        }
+    }
+    if (config && ccd_config_load_file(&d->cfg, config, err, sizeof err)) {
+        fprintf(stderr, "cellcastd: %s\n", err);
+        goto out_cfg;
+    }
+    for (int i = 1; i < argc; i++)
+        if ((!strcmp(argv[i], "-s") || !strcmp(argv[i], "--set")) && i + 1 < argc) {
+            if (ccd_config_set(&d->cfg, argv[++i], err, sizeof err)) {
+                fprintf(stderr, "cellcastd: %s\n", err);
+                goto out_cfg;
+            }
+        } else if (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) {
+            i++;
+        }
+    if (ccd_config_validate(&d->cfg, err, sizeof err)) {
+        fprintf(stderr, "cellcastd: %s%s\n", config ? config : "", err);
+        goto out_cfg;
+    }
+    d->config_path = config;
+    ccd_log_level = d->cfg.log_level;
+    if (print) {
+        rc = ccd_config_write_yaml(&d->cfg, stdout) ? 1 : 0;
+        goto out_cfg;
+    }
+
+    cc_host_setup_blas(argc, argv, d->cfg.engine_blas_coretype);
+    if ((rc = cc_model_load(&d->model, d->cfg.model_path, err, sizeof err))) {
+        LOG_ERROR("main", "model.path '%s': %s", d->cfg.model_path, err);
+        rc = 1;
+        goto out;
+    }
+    snprintf(d->model_name, sizeof d->model_name, "%s",
+             d->model->hp.name[0] ? d->model->hp.name : d->cfg.model_path);
+    if (check) {
+        printf("cellcastd: configuration OK%s%s; model '%s': %d KPIs, step %llds, horizon %d\n",
+               config ? " in " : "", config ? config : "", d->model_name, d->model->hp.n_features,
+               (long long)d->model->hp.step_seconds, d->model->hp.horizon);
+        rc = 0;
+        goto out;
+    }
+    rc = 1;
+    signal(SIGPIPE, SIG_IGN);
+    evthread_use_pthreads();
+    ccd_log_route_libevent();
+    if (!(d->base = event_base_new())) {
+        LOG_ERROR("main", "cannot create the event base");
+        goto out;
+    }
+    d->start_ns = cc_now_ns();
+    d->start_unix = (int64_t)time(NULL);
+
+    CcEngineSettings es;
+    cc_engine_default_settings(&es);
+    es.n_threads = d->cfg.engine_threads;
+    es.kv_type = (enum CcKvType)d->cfg.engine_kv_type;
+    es.max_batch_cells = d->cfg.engine_max_batch_cells;
+    es.keep_attention = d->cfg.engine_keep_attention;
+    es.logger = ccd_log_lib_logger("engine");
+    if (cc_engine_open(&d->engine, d->model, &es)) {
+        LOG_ERROR("main", "cannot open the engine");
+        goto out;
+    }
+    if (open_decoder(d, err, sizeof err)) {
+        LOG_ERROR("main", "ingest field mapping: %s", err);
+        goto out;
+    }
+    const CcHparams *hp = &d->model->hp;
+    CcdCellsSettings cs = {
+        .n_features = hp->n_features,
+        .horizon = hp->horizon,
+        .ring = hp->n_patches * hp->patch_len + hp->patch_len > hp->norm_window
+                    ? hp->n_patches * hp->patch_len + hp->patch_len
+                    : hp->norm_window,
+        .max_cells = d->cfg.limits_max_cells,
+        .kv_budget_bytes = d->cfg.limits_kv_budget_mb << 20,
+        .gap_policy = d->cfg.ingest_gap_policy,
+        .max_gap = d->cfg.ingest_max_gap,
+    };
+    if (ccd_cells_open(&d->cells, d->engine, &cs)) {
+        LOG_ERROR("main", "out of memory");
+        goto out;
+    }
+    CcdSchedSettings ss = {d->cfg.ingest_batch_steps, d->cfg.ingest_batch_ms, on_batch_done, NULL, d};
+    if (ccd_sched_open(&d->sched, d->base, d->engine, d->cells, &ss)) {
+        LOG_ERROR("main", "cannot start the worker");
+        goto out;
+    }
+    if (ccd_http_open(d, err, sizeof err)) {
+        LOG_ERROR("http", "%s", err);
+        goto out;
+    }
+    LOG_INFO("http", "listening on http://%s:%d/ (try /v1/info)", d->cfg.http_bind, ccd_http_port(d));
+    if (strcmp(d->cfg.kafka_brokers, "none")) {
+        if (open_kafka(d, err, sizeof err)) {
+            LOG_ERROR("kafka", "%s", err);
+            goto out;
+        }
+        LOG_INFO("kafka", "consuming %s from %s%s (group %s)", d->cfg.kafka_topics.items[0],
+                 cc_kafka_bootstrap(d->kafka),
+                 !strcmp(d->cfg.kafka_brokers, "embedded") ? " (embedded broker: kcat -b <that> -P -t <topic>)" : "",
+                 d->cfg.kafka_group_id);
+    } else {
+        LOG_INFO("kafka", "kafka.brokers is \"none\": ingest through POST /v1/kpis only");
+    }
+    if (d->cfg.demo_enabled) {
+        if (!d->kafka)
+            LOG_WARN("demo", "the demo feed needs Kafka (kafka.brokers); demo disabled");
+        else if (ccd_demo_open(d, err, sizeof err)) {
+            LOG_ERROR("demo", "%s", err);
+            goto out;
+        }
+    }
+    d->sig_term = evsignal_new(d->base, SIGTERM, on_signal, d);
+    d->sig_int = evsignal_new(d->base, SIGINT, on_signal, d);
+    d->sig_hup = evsignal_new(d->base, SIGHUP, on_signal, d);
+    d->cron_ev = event_new(d->base, -1, EV_PERSIST, cron, d);
+    struct timeval tv = {0, CRON_MS * 1000};
+    if (!d->sig_term || !d->sig_int || !d->sig_hup || !d->cron_ev || event_add(d->sig_term, NULL) ||
+        event_add(d->sig_int, NULL) || event_add(d->sig_hup, NULL) || event_add(d->cron_ev, &tv)) {
+        LOG_ERROR("main", "cannot register signals and the cron");
+        goto out;
+    }
+    LOG_INFO("main", "cellcastd %s ready: model '%s' (%d KPIs, step %llds, horizon %d, %.1f KB/cell)",
+             CC_VERSION, d->model_name, hp->n_features, (long long)hp->step_seconds, hp->horizon,
+             (double)d->cells->cell_bytes / 1024.0);
+    event_base_dispatch(d->base);
+
+    /* drain: nothing new comes in; step what is pending; ack; commit */
+    if (d->poll_ev)
+        event_del(d->poll_ev);
+    ccd_sched_drain(d->sched);
+    ack_idle(d);
+    if (d->kafka) {
+        int crc = cc_kafka_commit(d->kafka);
+        LOG_INFO("kafka", "offsets committed%s", crc ? " (commit reported an error)" : "");
+    }
+    /* issue 5: final snapshot and producer flush, systemd STOPPING=1 */
+    rc = 0;
+out:
+    ccd_http_close(d);
+    ccd_demo_close(d);
+    if (d->poll_ev)
+        event_free(d->poll_ev);
+    cc_kafka_close(&d->kafka, 5000);
+    ccd_sched_close(&d->sched);
+    ccd_cells_close(&d->cells);
+    cc_kpi_close(&d->kpi);
+    cc_engine_close(&d->engine);
+    cc_model_close(&d->model);
+    if (d->cron_ev)
+        event_free(d->cron_ev);
+    if (d->sig_term)
+        event_free(d->sig_term);
+    if (d->sig_int)
+        event_free(d->sig_int);
+    if (d->sig_hup)
+        event_free(d->sig_hup);
+    if (d->base) {
+        event_base_free(d->base);
+        if (!rc)
+            LOG_INFO("main", "stopped cleanly");
+    }
+out_cfg:
+    ccd_config_free(&d->cfg);
+    return rc;
+}

@@ -1,0 +1,81 @@
+/*
+ * cellcastd.h — the daemon's context, shared by its modules (cellcastd.c owns it): one
+ * event base, the model and engine, the cell table, the scheduler, the Kafka module, the
+ * HTTP server, the demo feed, and the counters /metrics and /v1/info report.
+ *
+ * Threads: the event-loop thread runs everything here except the scheduler's worker
+ * (which steps the engine; see scheduler.h and cells.h for the handoff).
+ */
+#ifndef CCD_CELLCASTD_H
+#define CCD_CELLCASTD_H
+
+#include <event2/event.h>
+#include <stdint.h>
+
+#include "cc_engine.h"
+#include "cc_kpi.h"
+#include "cc_model.h"
+#include "cells.h"
+#include "config.h"
+#include "kafka.h"
+#include "scheduler.h"
+
+typedef struct CcdHttp CcdHttp;
+typedef struct CcdDemo CcdDemo;
+
+typedef struct CcdIngestStats {
+    uint64_t kafka_messages, kafka_bytes, http_messages, http_bytes;
+    uint64_t records, invalid_elements, dead_letters, refused_full;
+    uint64_t invalid[CC_KPI_N_REASONS]; ///< by reason, Kafka and HTTP together
+    int64_t ns_parse, ns_state;         ///< loop time decoding / applying records
+    /* rates over the last few seconds (cron) */
+    double rate_messages, rate_records, rate_steps;
+    uint64_t last_messages, last_records, last_steps;
+    int64_t last_rate_ns;
+} CcdIngestStats;
+
+typedef struct Ccd {
+    CcdConfig cfg;
+    const char *config_path;
+    struct event_base *base;
+    CcModel *model;
+    CcEngine *engine;
+    CcKpiDecoder *kpi;
+    CcKafka *kafka;
+    CcdCells *cells;
+    CcdSched *sched;
+    CcdHttp *http;
+    CcdDemo *demo;
+    struct event *cron_ev, *poll_ev, *sig_term, *sig_int, *sig_hup;
+    int64_t start_ns;
+    int64_t start_unix;
+    uint64_t cronloops;
+    int stopping;
+    int kafka_paused;        ///< backpressure: too much pending
+    CcdIngestStats in;
+    char model_name[160];
+} Ccd;
+
+/** Decodes one KPI message and applies its records (Kafka and POST /v1/kpis). topic -1 =
+ *  HTTP. Fills *batch_out with the decoder's view (valid until the next call) if given.
+ *  Returns 0, -ENOSPC (table full) or -ENOMEM. */
+int ccd_ingest_message(Ccd *d, const void *buf, size_t len, int topic, int32_t partition,
+                       CcKpiBatch *batch_out);
+
+/** Pending cell-steps beyond which ingestion pauses (4 × batch_steps). */
+int ccd_backpressure(const Ccd *d);
+
+/* http.c / api.c */
+int ccd_http_open(Ccd *d, char *err, size_t errlen);
+void ccd_http_close(Ccd *d);
+/** Re-runs requests that waited for busy cells (after a batch completes). */
+void ccd_http_retry_deferred(Ccd *d);
+/** The port actually bound. */
+int ccd_http_port(const Ccd *d);
+
+/* demo.c */
+int ccd_demo_open(Ccd *d, char *err, size_t errlen);
+void ccd_demo_tick(Ccd *d);
+void ccd_demo_close(Ccd *d);
+
+#endif

@@ -1,0 +1,370 @@
+/* cells.c — the cell table and the ingest rules (dedupe, late, combine, gaps, LRU
+ * eviction, partition release). See cells.h; loop thread only, except the CcdPub copies
+ * the worker writes under pub_lock. */
+#include "cells.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+#include "scheduler.h"
+
+static uint64_t hash_id(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+int ccd_cells_open(CcdCells **out, const CcEngine *e, const CcdCellsSettings *s)
+{
+    CcdCells *t = calloc(1, sizeof *t);
+    *out = NULL;
+    if (!t)
+        return -ENOMEM;
+    t->s = *s;
+    t->engine = e;
+    t->n_buckets = 1024;
+    t->buckets = calloc(t->n_buckets, sizeof *t->buckets);
+    if (!t->buckets) {
+        free(t);
+        return -ENOMEM;
+    }
+    size_t F = (size_t)s->n_features, HZ = (size_t)s->horizon;
+    t->cell_bytes = cc_engine_cell_bytes(e) + sizeof(CcdCell) +
+                    sizeof(float) * (F * HZ * 2 + 6 * F) + (size_t)(s->ring + 63) / 64 * 8;
+    int64_t by_budget = s->kv_budget_bytes / (int64_t)t->cell_bytes;
+    t->max_resident = s->max_cells < by_budget ? s->max_cells : by_budget;
+    if (t->max_resident < 1)
+        t->max_resident = 1;
+    pthread_mutex_init(&t->pub_lock, NULL);
+    *out = t;
+    return 0;
+}
+
+static void cell_free(CcdCell *c)
+{
+    if (!c)
+        return;
+    cc_cell_close(&c->cell);
+    free(c->last_values);
+    free(c->imputed_bits);
+    free(c->pub.y);
+    free(c);
+}
+
+void ccd_cells_close(CcdCells **pt)
+{
+    CcdCells *t = *pt;
+    if (!t)
+        return;
+    for (size_t i = 0; i < t->n_buckets; i++)
+        for (CcdCell *c = t->buckets[i], *next; c; c = next) {
+            next = c->hnext;
+            cell_free(c);
+        }
+    free(t->buckets);
+    pthread_mutex_destroy(&t->pub_lock);
+    free(t);
+    *pt = NULL;
+}
+
+CcdCell *ccd_cells_get(CcdCells *t, const char *id)
+{
+    for (CcdCell *c = t->buckets[hash_id(id) & (t->n_buckets - 1)]; c; c = c->hnext)
+        if (!strcmp(c->id, id))
+            return c;
+    return NULL;
+}
+
+static void lru_unlink(CcdCells *t, CcdCell *c)
+{
+    if (c->lru_prev)
+        c->lru_prev->lru_next = c->lru_next;
+    else
+        t->lru_head = c->lru_next;
+    if (c->lru_next)
+        c->lru_next->lru_prev = c->lru_prev;
+    else
+        t->lru_tail = c->lru_prev;
+    c->lru_prev = c->lru_next = NULL;
+}
+
+static void lru_append(CcdCells *t, CcdCell *c)
+{
+    c->lru_prev = t->lru_tail;
+    c->lru_next = NULL;
+    if (t->lru_tail)
+        t->lru_tail->lru_next = c;
+    else
+        t->lru_head = c;
+    t->lru_tail = c;
+}
+
+static void table_remove(CcdCells *t, CcdCell *c)
+{
+    CcdCell **pp = &t->buckets[hash_id(c->id) & (t->n_buckets - 1)];
+    while (*pp && *pp != c)
+        pp = &(*pp)->hnext;
+    if (*pp)
+        *pp = c->hnext;
+    lru_unlink(t, c);
+    t->n_cells--;
+    /* the HTTP readers run on this thread: nobody else can hold c now */
+    cell_free(c);
+}
+
+static int grow(CcdCells *t)
+{
+    size_t nb = t->n_buckets * 2;
+    CcdCell **b = calloc(nb, sizeof *b);
+    if (!b)
+        return -ENOMEM;
+    for (size_t i = 0; i < t->n_buckets; i++)
+        for (CcdCell *c = t->buckets[i], *next; c; c = next) {
+            next = c->hnext;
+            size_t h = hash_id(c->id) & (nb - 1);
+            c->hnext = b[h];
+            b[h] = c;
+        }
+    free(t->buckets);
+    t->buckets = b;
+    t->n_buckets = nb;
+    return 0;
+}
+
+/* Evicts the least recently updated idle cell; -ENOSPC when every cell is busy. */
+static int evict_one(CcdCells *t)
+{
+    for (CcdCell *c = t->lru_head; c; c = c->lru_next)
+        if (!c->busy && !c->open_items) {
+            LOG_DEBUG("cells", "evicting cell %s (least recently updated)", c->id);
+            table_remove(t, c);
+            t->st.evictions++;
+            return 0;
+        }
+    return -ENOSPC;
+}
+
+static CcdCell *cell_new(CcdCells *t, const char *id)
+{
+    size_t F = (size_t)t->s.n_features, HZ = (size_t)t->s.horizon;
+    CcdCell *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    snprintf(c->id, sizeof c->id, "%s", id);
+    c->last_step = c->first_step = -1;
+    c->open_last = -1;
+    c->topic = -1;
+    c->partition = -1;
+    c->last_values = calloc(F, sizeof(float));
+    c->imputed_bits = calloc((size_t)(t->s.ring + 63) / 64, sizeof(uint64_t));
+    /* one block for the published arrays: y (F,HZ,2), mu, sigma, obs, exp_mean, exp_sd */
+    c->pub.y = calloc(F * HZ * 2 + 5 * F, sizeof(float));
+    if (!c->last_values || !c->imputed_bits || !c->pub.y || cc_cell_open(&c->cell, t->engine)) {
+        cell_free(c);
+        return NULL;
+    }
+    c->pub.mu = c->pub.y + F * HZ * 2;
+    c->pub.sigma = c->pub.mu + F;
+    c->pub.obs = c->pub.sigma + F;
+    c->pub.exp_mean = c->pub.obs + F;
+    c->pub.exp_sd = c->pub.exp_mean + F;
+    return c;
+}
+
+static void set_imputed_bit(CcdCells *t, CcdCell *c, int64_t step, int on)
+{
+    uint64_t i = (uint64_t)(step % t->s.ring);
+    if (on)
+        c->imputed_bits[i / 64] |= 1ULL << (i % 64);
+    else
+        c->imputed_bits[i / 64] &= ~(1ULL << (i % 64));
+}
+
+static int push_item(CcdBatch *b, CcdCell *c, int64_t step, int imputed, int reset)
+{
+    int i = ccd_batch_push(b, c, step);
+    if (i < 0)
+        return i;
+    b->items[i].imputed = imputed;
+    b->items[i].reset_before = reset;
+    c->open_items++;
+    c->open_last = i;
+    c->last_step = step;
+    return i;
+}
+
+int ccd_cells_ingest(CcdCells *t, CcdBatch *open, const CcKpiRecord *rec, int topic,
+                     int32_t partition)
+{
+    const int F = t->s.n_features;
+    CcdCell *c = ccd_cells_get(t, rec->cell_id);
+    t->st.records++;
+    if (!c) {
+        while ((int64_t)t->n_cells >= t->max_resident)
+            if (evict_one(t)) {
+                t->st.rejected_full++;
+                return -ENOSPC;
+            }
+        if (t->n_cells >= t->n_buckets && grow(t))
+            return -ENOMEM;
+        if (!(c = cell_new(t, rec->cell_id)))
+            return -ENOMEM;
+        size_t h = hash_id(c->id) & (t->n_buckets - 1);
+        c->hnext = t->buckets[h];
+        t->buckets[h] = c;
+        t->n_cells++;
+        t->st.created++;
+        lru_append(t, c);
+    }
+    c->n_records++;
+    if (topic >= 0) {
+        c->topic = topic;
+        c->partition = partition;
+    }
+    c->doomed = 0; /* a message for it arrived after all: keep it */
+
+    int64_t s = rec->step;
+    int idx;
+    if (c->last_step >= 0 && s == c->last_step) {
+        if (c->open_last < 0) { /* already dispatched */
+            c->n_duplicates++;
+            t->st.duplicates++;
+            return 0;
+        }
+        idx = c->open_last; /* combine */
+        if (open->items[idx].imputed)
+            return 0; /* cannot happen: imputed items are never the newest */
+    } else if (c->last_step >= 0 && s < c->last_step) {
+        c->n_late++;
+        t->st.late++;
+        return 0;
+    } else {
+        int reset = 0;
+        if (c->last_step >= 0 && s > c->last_step + 1) {
+            int64_t gap = s - c->last_step - 1;
+            if (t->s.gap_policy == CCD_GAP_IMPUTE && gap <= t->s.max_gap) {
+                for (int64_t g = c->last_step + 1; g < s; g++) {
+                    if (push_item(open, c, g, 1, 0) < 0)
+                        return -ENOMEM;
+                    c->n_imputed++;
+                    t->st.imputed++;
+                    t->st.steps_queued++;
+                }
+            } else {
+                reset = 1;
+                c->n_restarts++;
+                t->st.restarts++;
+                LOG_DEBUG("cells", "cell %s: gap of %lld steps, sequence restarts", c->id,
+                          (long long)gap);
+            }
+        }
+        if (c->first_step < 0)
+            c->first_step = s;
+        if ((idx = push_item(open, c, s, 0, reset)) < 0)
+            return -ENOMEM;
+        t->st.steps_queued++;
+    }
+    CcdItem *it = &open->items[idx];
+    float *v = open->values + (size_t)idx * (size_t)F;
+    for (int f = 0; f < F; f++)
+        if (rec->present >> f & 1)
+            v[f] = rec->values[f];
+    it->present |= rec->present;
+    if (rec->ts > c->last_ts)
+        c->last_ts = rec->ts;
+    c->last_update_ns = cc_now_ns();
+    lru_unlink(t, c);
+    lru_append(t, c);
+    return 0;
+}
+
+/* Called by the scheduler when it seals a batch: resolves values, flags, busy marks. */
+void ccd_cells_seal(CcdCells *t, CcdBatch *b);
+void ccd_cells_seal(CcdCells *t, CcdBatch *b)
+{
+    const int F = t->s.n_features;
+    for (int i = 0; i < b->n; i++) {
+        CcdItem *it = &b->items[i];
+        CcdCell *c = it->cell;
+        float *v = b->values + (size_t)i * (size_t)F;
+        if (it->reset_before)
+            memset(c->imputed_bits, 0, (size_t)(t->s.ring + 63) / 64 * sizeof(uint64_t));
+        if (it->imputed) {
+            memcpy(v, c->last_values, (size_t)F * sizeof(float));
+        } else {
+            for (int f = 0; f < F; f++)
+                if (!(it->present >> f & 1)) {
+                    v[f] = c->have_values ? c->last_values[f] : 0.0f;
+                    c->n_filled++;
+                    t->st.filled++;
+                }
+        }
+        memcpy(c->last_values, v, (size_t)F * sizeof(float));
+        c->have_values = 1;
+        set_imputed_bit(t, c, it->step, it->imputed);
+        it->round = c->busy; /* busy counts this cell's items while sealing */
+        c->busy++;
+        c->open_items = 0;
+        c->open_last = -1;
+        if (it->round + 1 > b->n_rounds)
+            b->n_rounds = it->round + 1;
+    }
+}
+
+/* Called by the scheduler on the loop thread when a batch is done. */
+void ccd_cells_unbusy(CcdCells *t, CcdBatch *b);
+void ccd_cells_unbusy(CcdCells *t, CcdBatch *b)
+{
+    (void)t;
+    for (int i = 0; i < b->n; i++) {
+        CcdItem *it = &b->items[i];
+        CcdCell *c = it->cell;
+        c->busy = 0;
+        if (it->status == 0)
+            c->n_steps++;
+        else
+            c->n_refused++;
+    }
+}
+
+int ccd_cells_release_partitions(CcdCells *t, int topic, const int32_t *parts, int n)
+{
+    int marked = 0;
+    for (CcdCell *c = t->lru_head; c; c = c->lru_next)
+        for (int i = 0; i < n; i++)
+            if (c->topic == topic && c->partition == parts[i]) {
+                c->doomed = 1;
+                marked++;
+                break;
+            }
+    return marked;
+}
+
+int ccd_cells_reap(CcdCells *t)
+{
+    int n = 0;
+    for (CcdCell *c = t->lru_head, *next; c; c = next) {
+        next = c->lru_next;
+        if (c->doomed && !c->busy && !c->open_items) {
+            table_remove(t, c);
+            t->st.released++;
+            n++;
+        }
+    }
+    return n;
+}
+
+void ccd_cells_foreach(CcdCells *t, void (*fn)(void *, CcdCell *), void *cookie)
+{
+    for (CcdCell *c = t->lru_head, *next; c; c = next) {
+        next = c->lru_next;
+        fn(cookie, c);
+    }
+}
+
+size_t ccd_cells_bytes(const CcdCells *t) { return t->n_cells * t->cell_bytes; }

@@ -1,0 +1,133 @@
+/*
+ * cells.h — cellcastd's cell table: cell id → engine cell (CcCell) + metadata, and the
+ * ingest rules that turn decoded KPI records into engine steps.
+ *
+ * Ingest rules (per cell; `last` = the newest step accepted for the cell):
+ *   - step == last and that step is still in the open (not yet dispatched) batch: the
+ *     records are COMBINED — per KPI the value of the latest record wins, KPIs absent from
+ *     every record of the step are filled with the cell's previous value (counted as
+ *     filled_kpis; 0 if the cell never had one);
+ *   - step == last, already dispatched: a duplicate — counted and dropped (this is what
+ *     makes at-least-once redelivery idempotent);
+ *   - step < last: late / out of order — counted and dropped;
+ *   - step > last + 1 (a gap of g steps): with gap_policy impute and g ≤ max_gap the g
+ *     missing steps are stepped with the last values and flagged imputed (counted); a
+ *     longer gap, or gap_policy restart, resets the cell (its sequence restarts, cold);
+ *   - a new cell beyond max_cells or the KV budget evicts the least recently updated cell
+ *     that has nothing in flight (LRU by last accepted record); the evicted cell's history
+ *     is dropped and it restarts cold if it comes back (counted as evictions).
+ *
+ * Cells are keyed to their Kafka (topic, partition) — the partition of the last message
+ * that fed them; -1 for POST /v1/kpis — so a rebalance can release the cells of revoked
+ * partitions (ccd_cells_release_partitions). Cells of newly assigned partitions are built
+ * from the messages that arrive (from the committed offsets; a snapshot restore, issue 5,
+ * plugs in at the same place).
+ *
+ * Threading (the handoff with the scheduler's worker):
+ *   - the table (hash, LRU, metadata, counters) belongs to the event-loop thread only;
+ *   - a cell's CcCell belongs to the worker while the cell is `busy` (in the batch being
+ *     stepped) and to the loop thread otherwise; busy is set and cleared by the loop thread
+ *     at dispatch and completion, so the loop never touches a busy cell's CcCell (history
+ *     and attention requests for a busy cell wait for the batch: see api.c);
+ *   - the published forecast (CcdPub: copies of the head output, mu and sigma of the last
+ *     step, and the expectation that step was scored against) is written by the worker
+ *     and read by HTTP handlers under the table's pub_lock, held only for a memcpy.
+ */
+#ifndef CCD_CELLS_H
+#define CCD_CELLS_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "cc_engine.h"
+#include "cc_kpi.h"
+
+typedef struct CcdBatch CcdBatch;
+
+enum CcdCellState { CCD_CELL_COLD = 0, CCD_CELL_LIVE = 1 };
+
+/** What the worker publishes after stepping a cell (guarded by CcdCells.pub_lock). */
+typedef struct CcdPub {
+    int valid;            ///< forecast valid (the cell holds a complete patch)
+    int64_t step;         ///< newest stepped step t
+    float *y;             ///< (F, HZ, 2) head output of the forecast at t
+    float *mu, *sigma;    ///< (F)
+    /* The observation at t against the forecast made at t-1 for t (issue 5 scores it). */
+    int have_expected;
+    float *obs;           ///< (F) values stepped at t
+    float *exp_mean, *exp_sd; ///< (F) expectation for t from the forecast at t-1
+} CcdPub;
+
+typedef struct CcdCell {
+    char id[CC_KPI_CELL_ID_MAX + 1];
+    CcCell *cell;
+    int topic;                     ///< index in kafka.topics, -1 = HTTP
+    int32_t partition;             ///< -1 = HTTP / unknown
+    int64_t last_step;             ///< newest accepted step (pending or stepped), -1
+    int64_t first_step;            ///< first accepted step ever, -1
+    int64_t last_ts;               ///< unix seconds of the newest record
+    int64_t last_update_ns;        ///< monotonic time of the newest accepted record
+    uint64_t n_records, n_steps, n_duplicates, n_late, n_imputed, n_restarts, n_filled;
+    uint64_t n_refused;            ///< steps the engine refused (should stay 0)
+    float *last_values;            ///< (F) values of the newest accepted step (for filling)
+    int have_values;
+    uint64_t *imputed_bits;        ///< ring of R bits: step p imputed (history flags)
+    int busy;                      ///< in the batch being stepped (loop thread only)
+    int open_items;                ///< items in the open batch
+    int open_last;                 ///< index in the open batch of its item for last_step, -1
+    int doomed;                    ///< release once not busy (revoked partition)
+    CcdPub pub;
+    void *anomaly;                 ///< issue 5: per-cell anomaly state (CcAnomalyCell)
+    struct CcdCell *hnext, *lru_prev, *lru_next;
+} CcdCell;
+
+typedef struct CcdCellsSettings {
+    int n_features, horizon, ring;  ///< F, HZ and the ring size R of the engine
+    int64_t max_cells;
+    int64_t kv_budget_bytes;
+    int gap_policy;                 ///< CCD_GAP_IMPUTE / CCD_GAP_RESTART (config.h)
+    int max_gap;
+} CcdCellsSettings;
+
+typedef struct CcdCellsStats {
+    uint64_t records, steps_queued, duplicates, late, imputed, restarts, filled, evictions,
+        released, created, rejected_full;
+} CcdCellsStats;
+
+typedef struct CcdCells {
+    CcdCellsSettings s;
+    const CcEngine *engine;
+    CcdCell **buckets;
+    size_t n_buckets, n_cells;
+    CcdCell *lru_head, *lru_tail;   ///< head = least recently updated
+    size_t cell_bytes;              ///< engine bytes per cell + ours
+    int64_t max_resident;
+    CcdCellsStats st;
+    pthread_mutex_t pub_lock;
+} CcdCells;
+
+int ccd_cells_open(CcdCells **out, const CcEngine *e, const CcdCellsSettings *s);
+void ccd_cells_close(CcdCells **t);
+
+CcdCell *ccd_cells_get(CcdCells *t, const char *id);
+
+/**
+ * Applies one decoded record to the open batch per the rules above. topic/partition key
+ * the cell. Returns 0 (applied, combined or counted as duplicate/late), -ENOSPC (table
+ * full of busy cells: the record is refused and counted), -ENOMEM.
+ */
+int ccd_cells_ingest(CcdCells *t, CcdBatch *open, const CcKpiRecord *rec, int topic,
+                     int32_t partition);
+
+/** Marks the cells of (topic, partitions) for release; freed by ccd_cells_reap. */
+int ccd_cells_release_partitions(CcdCells *t, int topic, const int32_t *parts, int n);
+/** Frees doomed cells that are neither busy nor pending. Returns how many. */
+int ccd_cells_reap(CcdCells *t);
+
+/** Calls fn for every cell (loop thread). */
+void ccd_cells_foreach(CcdCells *t, void (*fn)(void *, CcdCell *), void *cookie);
+
+/** Engine state bytes of the resident cells (rings + KV + ours). */
+size_t ccd_cells_bytes(const CcdCells *t);
+
+#endif

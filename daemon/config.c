@@ -1,0 +1,769 @@
+/* config.c — the one configuration table of cellcastd and everything it drives: YAML
+ * parsing with key/file/line/column errors, --set overrides, bounds, the JSON view and the
+ * commented default file. See config.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <yaml.h>
+
+#include "cc_common.h"
+
+#define OFF(f) offsetof(CcdConfig, f)
+#define NB 0, 0 /* no bounds */
+
+/* clang-format off */
+const CcdConfigDef ccd_config_table[] = {
+{"model.path", CCD_CFG_STRING, OFF(model_path), "models/default.safetensors", NB, NULL, 1,
+ "cellcast-tx/2 weight file (safetensors). Relative paths are taken from the working "
+ "directory. Its features (KPI names) are the names the field mapping maps to."},
+
+{"kafka.brokers", CCD_CFG_STRING, OFF(kafka_brokers), "embedded", NB, NULL, 0,
+ "Bootstrap servers (host:port,...), or \"embedded\": start librdkafka's mock cluster "
+ "in-process on loopback, create the topics and log its address for kcat."},
+{"kafka.group_id", CCD_CFG_STRING, OFF(kafka_group_id), "cellcastd", NB, NULL, 0,
+ "Consumer group. Several daemons in one group share the partitions (and so the cells)."},
+{"kafka.topics", CCD_CFG_LIST, OFF(kafka_topics), "kpis", NB, NULL, 0,
+ "KPI topics to subscribe to. Messages follow proto/kpi.schema.json."},
+{"kafka.alert_topic", CCD_CFG_STRING, OFF(kafka_alert_topic), "alerts", NB, NULL, 0,
+ "Topic for alert transitions (created on the embedded broker)."},
+{"kafka.dead_letter_topic", CCD_CFG_STRING, OFF(kafka_dead_letter_topic), "", NB, NULL, 0,
+ "Invalid messages are forwarded here with the reason in a header; empty = off."},
+{"kafka.embedded_partitions", CCD_CFG_INT, OFF(kafka_embedded_partitions), "4", 1, 256, NULL, 0,
+ "Partitions of each topic created on the embedded broker."},
+{"kafka.max_poll_messages", CCD_CFG_INT, OFF(kafka_max_poll_messages), "10000", 1, 1000000, NULL, 0,
+ "Messages taken from the consumer per poll (one ingest batch id)."},
+{"kafka.poll_interval_ms", CCD_CFG_INT, OFF(kafka_poll_interval_ms), "5", 1, 1000, NULL, 1,
+ "Pause between polls when the last poll found nothing (a busy consumer polls at once)."},
+{"kafka.rewind_on_assign_s", CCD_CFG_INT64, OFF(kafka_rewind_on_assign_s), "0", 0, 31536000, NULL, 0,
+ "On a partition assignment, re-read the partition from this many seconds (of message "
+ "timestamps) back to rebuild its cells' windows; 0 = start at the committed offset "
+ "(replayed steps a cell already has are dropped as duplicates)."},
+{"kafka.properties", CCD_CFG_MAP, OFF(kafka_properties), "", NB, NULL, 0,
+ "Any librdkafka property, passed through as is (e.g. security.protocol, "
+ "queued.max.messages.kbytes). Values of keys containing \"password\" or \"secret\" are "
+ "redacted in GET /v1/config."},
+
+{"http.bind", CCD_CFG_STRING, OFF(http_bind), "127.0.0.1", NB, NULL, 0,
+ "Address of the HTTP API. Loopback by default: put a proxy in front to expose it."},
+{"http.port", CCD_CFG_INT, OFF(http_port), "8080", 0, 65535, NULL, 0,
+ "TCP port of the HTTP API (0 = any free port, logged)."},
+{"http.max_body_bytes", CCD_CFG_INT64, OFF(http_max_body_bytes), "1048576", 64, 1073741824, NULL, 1,
+ "Largest request body (POST /v1/kpis); larger is refused with 413."},
+{"http.max_headers_bytes", CCD_CFG_INT64, OFF(http_max_headers_bytes), "16384", 256, 1048576, NULL, 0,
+ "Largest request header block."},
+{"http.max_connections", CCD_CFG_INT, OFF(http_max_connections), "1024", 1, 100000, NULL, 1,
+ "Concurrent client connections; a request on a connection beyond it gets 503 and the "
+ "connection is closed."},
+{"http.timeout_s", CCD_CFG_INT, OFF(http_timeout_s), "30", 1, 3600, NULL, 0,
+ "Read/write timeout of a client connection, seconds."},
+
+{"engine.threads", CCD_CFG_INT, OFF(engine_threads), "1", 0, 256, NULL, 0,
+ "Threads the worker uses to step one batch (its own included; 0 = online cores). The "
+ "event loop (HTTP, Kafka) runs on a thread of its own besides."},
+{"engine.kv_type", CCD_CFG_ENUM, OFF(engine_kv_type), "f16", NB, "f32|f16|bf16", 0,
+ "Element type of the KV caches: f16 halves their memory for a negligible error."},
+{"engine.max_batch_cells", CCD_CFG_INT, OFF(engine_max_batch_cells), "512", 1, 65536, NULL, 0,
+ "Cells per internal engine chunk (bounds its scratch memory)."},
+{"engine.keep_attention", CCD_CFG_BOOL, OFF(engine_keep_attention), "true", NB, NULL, 0,
+ "Keep each cell's last attention weights for GET /v1/cells/{id}/attention (~5 KB/cell)."},
+{"engine.blas_coretype", CCD_CFG_STRING, OFF(engine_blas_coretype), "auto", NB, NULL, 0,
+ "OpenBLAS kernel set: auto (SkylakeX kernels on AVX-512 CPUs), native, or a core name. "
+ "The environment variable OPENBLAS_CORETYPE wins."},
+
+{"limits.max_cells", CCD_CFG_INT64, OFF(limits_max_cells), "200000", 1, 100000000, NULL, 1,
+ "Resident cells at most. A new cell beyond it evicts the least recently updated idle "
+ "cell (its history is dropped; it restarts cold if it comes back)."},
+{"limits.kv_budget_mb", CCD_CFG_INT64, OFF(limits_kv_budget_mb), "16384", 1, 16777216, NULL, 1,
+ "Memory budget of the cells' engine state (rings + KV caches), MiB; reaching it evicts "
+ "like max_cells does."},
+
+{"ingest.gap_policy", CCD_CFG_ENUM, OFF(ingest_gap_policy), "impute", NB, "impute|restart", 1,
+ "A cell that skips steps: impute = fill up to max_gap missing steps with the last values "
+ "(counted as imputed and flagged), and restart the sequence after a longer gap; "
+ "restart = always restart the sequence (cold start) after a gap."},
+{"ingest.max_gap", CCD_CFG_INT, OFF(ingest_max_gap), "3", 0, 1000, NULL, 1,
+ "Longest gap (missing steps) that is imputed."},
+{"ingest.batch_steps", CCD_CFG_INT, OFF(ingest_batch_steps), "8192", 1, 1000000, NULL, 1,
+ "Micro-batching: a batch is stepped when this many cell-steps are pending..."},
+{"ingest.batch_ms", CCD_CFG_INT, OFF(ingest_batch_ms), "20", 0, 60000, NULL, 1,
+ "...or when the oldest pending step has waited this long (ms)."},
+{"ingest.max_message_bytes", CCD_CFG_INT64, OFF(ingest_max_message_bytes), "1048576", 16, 67108864, NULL, 1,
+ "A KPI message larger than this is invalid (reason \"oversize\")."},
+{"ingest.cell_field", CCD_CFG_STRING, OFF(ingest_cell_field), "cell", NB, NULL, 1,
+ "Message field holding the cell id (a string of [A-Za-z0-9._:/-], or an integer)."},
+{"ingest.time_field", CCD_CFG_STRING, OFF(ingest_time_field), "ts", NB, NULL, 1,
+ "Message field holding the time: RFC 3339, or unix seconds / milliseconds."},
+{"ingest.kpis_field", CCD_CFG_STRING, OFF(ingest_kpis_field), "kpis", NB, NULL, 1,
+ "Message field holding an object of KPI values; a record without it carries its KPIs "
+ "at the top level."},
+{"ingest.align", CCD_CFG_ENUM, OFF(ingest_align), "floor", NB, "floor|nearest|exact", 1,
+ "Step of a timestamp: floor = the step containing it (PM counters stamped with the start "
+ "of their period), nearest = the closest step, exact = only multiples of the step length."},
+{"ingest.fields", CCD_CFG_MAP, OFF(ingest_fields), "", NB, NULL, 1,
+ "Field mapping, message field -> model feature, with an optional scale applied to the "
+ "value: `dl_prb_usage_pct: \"prb_dl*0.01\"`. Empty: fields named like the model's "
+ "features map to them with scale 1."},
+
+{"forecast.level", CCD_CFG_DOUBLE, OFF(forecast_level), "0.8", 0.01, 0.999, NULL, 1,
+ "Default central level of forecast intervals (?level= overrides per request)."},
+
+{"demo.enabled", CCD_CFG_BOOL, OFF(demo_enabled), "false", NB, NULL, 0,
+ "Built-in synthetic feed: produces KPI messages into demo.topic through the real Kafka "
+ "path (embedded broker or not), so a fresh install shows live forecasts."},
+{"demo.cells", CCD_CFG_INT, OFF(demo_cells), "16", 1, 1000000, NULL, 0,
+ "Number of synthetic cells."},
+{"demo.speedup", CCD_CFG_DOUBLE, OFF(demo_speedup), "600", 1, 1e7, NULL, 0,
+ "Simulated seconds per real second (600: an hourly step every 6 s)."},
+{"demo.backfill_steps", CCD_CFG_INT, OFF(demo_backfill_steps), "400", 0, 100000, NULL, 0,
+ "History produced at start so that forecasts exist at once."},
+{"demo.seed", CCD_CFG_INT, OFF(demo_seed), "1", 0, 2147483647, NULL, 0,
+ "Seed of the synthetic generator (deterministic per cell and step)."},
+{"demo.topic", CCD_CFG_STRING, OFF(demo_topic), "kpis", NB, NULL, 0,
+ "Topic the demo produces to (one of kafka.topics to see it consumed)."},
+{"demo.cell_prefix", CCD_CFG_STRING, OFF(demo_cell_prefix), "demo-", NB, NULL, 0,
+ "Cell ids are this prefix and a number."},
+
+{"log.level", CCD_CFG_ENUM, OFF(log_level), "info", NB, "error|warn|info|debug", 1,
+ "Least severe level written to stderr."},
+};
+/* clang-format on */
+const int ccd_config_table_len = (int)(sizeof ccd_config_table / sizeof ccd_config_table[0]);
+
+const CcdConfigDef *ccd_config_find(const char *name)
+{
+    for (int i = 0; i < ccd_config_table_len; i++)
+        if (!strcmp(ccd_config_table[i].name, name))
+            return &ccd_config_table[i];
+    return NULL;
+}
+
+/* A section exists when some key starts with "name.". */
+static int is_section(const char *name)
+{
+    size_t n = strlen(name);
+    for (int i = 0; i < ccd_config_table_len; i++)
+        if (!strncmp(ccd_config_table[i].name, name, n) && ccd_config_table[i].name[n] == '.')
+            return 1;
+    return 0;
+}
+
+#define FIELD(c, d, T) ((T *)((char *)(c) + (d)->offset))
+
+static void list_free(CcdStrList *l)
+{
+    for (int i = 0; i < l->n; i++)
+        free(l->items[i]);
+    free(l->items);
+    l->items = NULL;
+    l->n = 0;
+}
+
+static void map_free(CcdStrMap *m)
+{
+    for (int i = 0; i < m->n; i++) {
+        free(m->items[i].key);
+        free(m->items[i].value);
+    }
+    free(m->items);
+    m->items = NULL;
+    m->n = 0;
+}
+
+static int list_add(CcdStrList *l, const char *s, size_t len)
+{
+    char **items = realloc(l->items, (size_t)(l->n + 1) * sizeof *items);
+    if (!items)
+        return -ENOMEM;
+    l->items = items;
+    if (!(items[l->n] = strndup(s, len)))
+        return -ENOMEM;
+    l->n++;
+    return 0;
+}
+
+static int map_put(CcdStrMap *m, const char *key, const char *value)
+{
+    for (int i = 0; i < m->n; i++)
+        if (!strcmp(m->items[i].key, key)) {
+            char *v = strdup(value);
+            if (!v)
+                return -ENOMEM;
+            free(m->items[i].value);
+            m->items[i].value = v;
+            return 0;
+        }
+    CcdKv *items = realloc(m->items, (size_t)(m->n + 1) * sizeof *items);
+    if (!items)
+        return -ENOMEM;
+    m->items = items;
+    items[m->n].key = strdup(key);
+    items[m->n].value = strdup(value);
+    if (!items[m->n].key || !items[m->n].value) {
+        free(items[m->n].key);
+        free(items[m->n].value);
+        return -ENOMEM;
+    }
+    m->n++;
+    return 0;
+}
+
+const char *ccd_strmap_get(const CcdStrMap *m, const char *key)
+{
+    for (int i = 0; i < m->n; i++)
+        if (!strcmp(m->items[i].key, key))
+            return m->items[i].value;
+    return NULL;
+}
+
+static int parse_bool(const char *s, int *out)
+{
+    static const char *const t[] = {"true", "yes", "on", "1"}, *const f[] = {"false", "no", "off", "0"};
+    for (int i = 0; i < 4; i++) {
+        if (!strcasecmp(s, t[i]))
+            return *out = 1, 0;
+        if (!strcasecmp(s, f[i]))
+            return *out = 0, 0;
+    }
+    return -EINVAL;
+}
+
+static int enum_index(const char *enums, const char *s)
+{
+    int idx = 0;
+    size_t n = strlen(s);
+    for (const char *p = enums; *p; idx++) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && !strncmp(p, s, n))
+            return idx;
+        if (!bar)
+            break;
+        p = bar + 1;
+    }
+    return -1;
+}
+
+/* The idx-th name of an enum, copied into buf. */
+static const char *enum_name(const char *enums, int idx, char *buf, size_t len)
+{
+    const char *p = enums;
+    for (int i = 0; i < idx && p; i++) {
+        p = strchr(p, '|');
+        if (p)
+            p++;
+    }
+    if (!p)
+        return "?";
+    const char *bar = strchr(p, '|');
+    size_t n = bar ? (size_t)(bar - p) : strlen(p);
+    if (n >= len)
+        n = len - 1;
+    memcpy(buf, p, n);
+    buf[n] = 0;
+    return buf;
+}
+
+/* Sets a scalar (or, for lists, a comma-separated list) from text; message in err. */
+static int set_value(CcdConfig *c, const CcdConfigDef *d, const char *s, char *err, size_t errlen)
+{
+    char *end = NULL;
+    switch (d->type) {
+    case CCD_CFG_BOOL:
+        if (parse_bool(s, FIELD(c, d, int)))
+            return cc_errf(err, errlen, -EINVAL, "expected true or false, got '%s'", s);
+        return 0;
+    case CCD_CFG_INT:
+    case CCD_CFG_INT64: {
+        errno = 0;
+        long long v = strtoll(s, &end, 10);
+        if (!*s || *end || errno)
+            return cc_errf(err, errlen, -EINVAL, "expected an integer, got '%s'", s);
+        if ((double)v < d->min || (double)v > d->max)
+            return cc_errf(err, errlen, -EINVAL, "%lld is out of range [%.0f, %.0f]", v, d->min,
+                           d->max);
+        if (d->type == CCD_CFG_INT)
+            *FIELD(c, d, int) = (int)v;
+        else
+            *FIELD(c, d, int64_t) = v;
+        return 0;
+    }
+    case CCD_CFG_DOUBLE: {
+        errno = 0;
+        double v = strtod(s, &end);
+        if (!*s || *end || errno || !isfinite(v))
+            return cc_errf(err, errlen, -EINVAL, "expected a number, got '%s'", s);
+        if (v < d->min || v > d->max)
+            return cc_errf(err, errlen, -EINVAL, "%g is out of range [%g, %g]", v, d->min, d->max);
+        *FIELD(c, d, double) = v;
+        return 0;
+    }
+    case CCD_CFG_STRING: {
+        char *v = strdup(s);
+        if (!v)
+            return cc_errf(err, errlen, -ENOMEM, "out of memory");
+        free(*FIELD(c, d, char *));
+        *FIELD(c, d, char *) = v;
+        return 0;
+    }
+    case CCD_CFG_ENUM: {
+        int i = enum_index(d->enums, s);
+        if (i < 0)
+            return cc_errf(err, errlen, -EINVAL, "expected one of %s, got '%s'", d->enums, s);
+        *FIELD(c, d, int) = i;
+        return 0;
+    }
+    case CCD_CFG_LIST: {
+        CcdStrList *l = FIELD(c, d, CcdStrList);
+        list_free(l);
+        for (const char *p = s; *p;) {
+            const char *comma = strchr(p, ',');
+            size_t len = comma ? (size_t)(comma - p) : strlen(p);
+            while (len && (*p == ' '))
+                p++, len--;
+            while (len && p[len - 1] == ' ')
+                len--;
+            if (len && list_add(l, p, len))
+                return cc_errf(err, errlen, -ENOMEM, "out of memory");
+            if (!comma)
+                break;
+            p = comma + 1;
+        }
+        return 0;
+    }
+    case CCD_CFG_MAP:
+        return cc_errf(err, errlen, -EINVAL, "is a mapping: set its entries as %s.KEY=VALUE",
+                       d->name);
+    }
+    return -EINVAL;
+}
+
+int ccd_config_init(CcdConfig *c)
+{
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < ccd_config_table_len; i++) {
+        const CcdConfigDef *d = &ccd_config_table[i];
+        if (d->type == CCD_CFG_MAP)
+            continue;
+        if (set_value(c, d, d->def, NULL, 0)) {
+            ccd_config_free(c);
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+void ccd_config_free(CcdConfig *c)
+{
+    for (int i = 0; i < ccd_config_table_len; i++) {
+        const CcdConfigDef *d = &ccd_config_table[i];
+        if (d->type == CCD_CFG_STRING) {
+            free(*FIELD(c, d, char *));
+            *FIELD(c, d, char *) = NULL;
+        } else if (d->type == CCD_CFG_LIST) {
+            list_free(FIELD(c, d, CcdStrList));
+        } else if (d->type == CCD_CFG_MAP) {
+            map_free(FIELD(c, d, CcdStrMap));
+        }
+    }
+}
+
+/* ---- YAML ---- */
+
+typedef struct Walk {
+    CcdConfig *c;
+    yaml_document_t *doc;
+    const char *file;
+    char *err;
+    size_t errlen;
+} Walk;
+
+static int at(Walk *w, const yaml_node_t *n, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int at(Walk *w, const yaml_node_t *n, const char *key, const char *fmt, ...)
+{
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return cc_errf(w->err, w->errlen, -EINVAL, "%s:%zu:%zu: key '%s': %s", w->file,
+                   n->start_mark.line + 1, n->start_mark.column + 1, key, what);
+}
+
+static const char *scalar(const yaml_node_t *n)
+{
+    return n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+static int walk_mapping(Walk *w, yaml_node_t *map, const char *prefix)
+{
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+        yaml_node_t *kn = yaml_document_get_node(w->doc, p->key);
+        yaml_node_t *vn = yaml_document_get_node(w->doc, p->value);
+        const char *k = scalar(kn);
+        char full[256];
+        if (!k)
+            return at(w, kn, prefix[0] ? prefix : "(top)", "keys must be plain strings");
+        snprintf(full, sizeof full, "%s%s%s", prefix, prefix[0] ? "." : "", k);
+        const CcdConfigDef *d = ccd_config_find(full);
+        if (!d) {
+            if (is_section(full)) {
+                if (vn->type == YAML_SCALAR_NODE && (!*scalar(vn) || !strcmp(scalar(vn), "~") ||
+                                                     !strcmp(scalar(vn), "null")))
+                    continue; /* an empty section */
+                if (vn->type != YAML_MAPPING_NODE)
+                    return at(w, vn, full, "is a section: expected a mapping");
+                int rc = walk_mapping(w, vn, full);
+                if (rc)
+                    return rc;
+                continue;
+            }
+            return at(w, kn, full, "unknown key");
+        }
+        char msg[384];
+        if (d->type == CCD_CFG_MAP) {
+            CcdStrMap *m = FIELD(w->c, d, CcdStrMap);
+            if (vn->type == YAML_SCALAR_NODE && (!*scalar(vn) || !strcmp(scalar(vn), "~") ||
+                                                 !strcmp(scalar(vn), "null"))) {
+                map_free(m);
+                continue;
+            }
+            if (vn->type != YAML_MAPPING_NODE)
+                return at(w, vn, full, "expected a mapping of key: value");
+            map_free(m);
+            for (yaml_node_pair_t *q = vn->data.mapping.pairs.start; q < vn->data.mapping.pairs.top;
+                 q++) {
+                yaml_node_t *mk = yaml_document_get_node(w->doc, q->key);
+                yaml_node_t *mv = yaml_document_get_node(w->doc, q->value);
+                if (!scalar(mk) || !scalar(mv))
+                    return at(w, scalar(mk) ? mv : mk, full, "entries must be scalar key: value");
+                if (map_put(m, scalar(mk), scalar(mv)))
+                    return at(w, mv, full, "out of memory");
+            }
+        } else if (d->type == CCD_CFG_LIST) {
+            CcdStrList *l = FIELD(w->c, d, CcdStrList);
+            if (vn->type == YAML_SCALAR_NODE) {
+                if (set_value(w->c, d, scalar(vn), msg, sizeof msg))
+                    return at(w, vn, full, "%s", msg);
+                continue;
+            }
+            if (vn->type != YAML_SEQUENCE_NODE)
+                return at(w, vn, full, "expected a list");
+            list_free(l);
+            for (yaml_node_item_t *it = vn->data.sequence.items.start;
+                 it < vn->data.sequence.items.top; it++) {
+                yaml_node_t *in = yaml_document_get_node(w->doc, *it);
+                if (!scalar(in))
+                    return at(w, in, full, "list items must be strings");
+                if (list_add(l, scalar(in), strlen(scalar(in))))
+                    return at(w, in, full, "out of memory");
+            }
+        } else {
+            if (vn->type != YAML_SCALAR_NODE)
+                return at(w, vn, full, "expected a single value, got a %s",
+                          vn->type == YAML_MAPPING_NODE ? "mapping" : "list");
+            if (set_value(w->c, d, scalar(vn), msg, sizeof msg))
+                return at(w, vn, full, "%s", msg);
+        }
+    }
+    return 0;
+}
+
+int ccd_config_load_string(CcdConfig *c, const char *yaml, size_t len, const char *name,
+                           char *err, size_t errlen)
+{
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    int rc = 0, have_doc = 0;
+    if (!yaml_parser_initialize(&parser))
+        return cc_errf(err, errlen, -ENOMEM, "%s: cannot initialise the YAML parser", name);
+    yaml_parser_set_input_string(&parser, (const unsigned char *)yaml, len);
+    if (!yaml_parser_load(&parser, &doc)) {
+        rc = cc_errf(err, errlen, -EINVAL, "%s:%zu:%zu: YAML syntax: %s%s%s", name,
+                     parser.problem_mark.line + 1, parser.problem_mark.column + 1,
+                     parser.problem ? parser.problem : "error", parser.context ? " " : "",
+                     parser.context ? parser.context : "");
+        goto done;
+    }
+    have_doc = 1;
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (!root)
+        goto done; /* empty file: all defaults */
+    if (root->type == YAML_SCALAR_NODE && !*scalar(root))
+        goto done;
+    if (root->type != YAML_MAPPING_NODE) {
+        rc = cc_errf(err, errlen, -EINVAL, "%s:%zu:%zu: the top level must be a mapping of sections",
+                     name, root->start_mark.line + 1, root->start_mark.column + 1);
+        goto done;
+    }
+    Walk w = {c, &doc, name, err, errlen};
+    rc = walk_mapping(&w, root, "");
+done:
+    if (have_doc)
+        yaml_document_delete(&doc);
+    yaml_parser_delete(&parser);
+    return rc;
+}
+
+int ccd_config_load_file(CcdConfig *c, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long len;
+    int rc;
+    if (!f)
+        return cc_errf(err, errlen, -EIO, "%s: cannot open: %s", path, strerror(errno));
+    if (fseek(f, 0, SEEK_END) || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) {
+        rc = cc_errf(err, errlen, -EIO, "%s: cannot read", path);
+        goto done;
+    }
+    if (!(buf = malloc((size_t)len + 1))) {
+        rc = cc_errf(err, errlen, -ENOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
+        rc = cc_errf(err, errlen, -EIO, "%s: short read", path);
+        goto done;
+    }
+    buf[len] = 0;
+    rc = ccd_config_load_string(c, buf, (size_t)len, path, err, errlen);
+done:
+    free(buf);
+    fclose(f);
+    return rc;
+}
+
+int ccd_config_set(CcdConfig *c, const char *assignment, char *err, size_t errlen)
+{
+    const char *eq = strchr(assignment, '=');
+    char key[256], msg[384];
+    if (!eq || eq == assignment || (size_t)(eq - assignment) >= sizeof key)
+        return cc_errf(err, errlen, -EINVAL, "--set %s: expected key=value", assignment);
+    memcpy(key, assignment, (size_t)(eq - assignment));
+    key[eq - assignment] = 0;
+    const CcdConfigDef *d = ccd_config_find(key);
+    if (!d) {
+        /* map entry: the longest map key that is a prefix */
+        for (int i = 0; i < ccd_config_table_len; i++) {
+            const CcdConfigDef *m = &ccd_config_table[i];
+            size_t n = strlen(m->name);
+            if (m->type == CCD_CFG_MAP && !strncmp(key, m->name, n) && key[n] == '.' && key[n + 1]) {
+                if (map_put(FIELD(c, m, CcdStrMap), key + n + 1, eq + 1))
+                    return cc_errf(err, errlen, -ENOMEM, "--set %s: out of memory", key);
+                return 0;
+            }
+        }
+        return cc_errf(err, errlen, -EINVAL, "--set %s: unknown key", key);
+    }
+    if (set_value(c, d, eq + 1, msg, sizeof msg))
+        return cc_errf(err, errlen, -EINVAL, "--set %s: %s", key, msg);
+    return 0;
+}
+
+int ccd_config_validate(const CcdConfig *c, char *err, size_t errlen)
+{
+    if (!c->kafka_topics.n)
+        return cc_errf(err, errlen, -EINVAL, "key 'kafka.topics': at least one topic is needed");
+    if (!c->model_path || !*c->model_path)
+        return cc_errf(err, errlen, -EINVAL, "key 'model.path': a model file is needed");
+    if (c->demo_enabled && (!c->demo_topic || !*c->demo_topic))
+        return cc_errf(err, errlen, -EINVAL, "key 'demo.topic': the demo needs a topic");
+    for (int i = 0; i < c->ingest_fields.n; i++) {
+        const char *v = c->ingest_fields.items[i].value;
+        const char *star = strchr(v, '*');
+        if (!*v || star == v)
+            return cc_errf(err, errlen, -EINVAL, "key 'ingest.fields.%s': expected \"feature\" or "
+                           "\"feature*scale\"", c->ingest_fields.items[i].key);
+        if (star) {
+            char *end;
+            double s = strtod(star + 1, &end);
+            if (*end || !isfinite(s) || s == 0)
+                return cc_errf(err, errlen, -EINVAL, "key 'ingest.fields.%s': bad scale '%s'",
+                               c->ingest_fields.items[i].key, star + 1);
+        }
+    }
+    return 0;
+}
+
+static int is_secret(const char *key)
+{
+    return strstr(key, "password") || strstr(key, "secret") || strstr(key, "token");
+}
+
+static json_t *value_json(const CcdConfig *c, const CcdConfigDef *d)
+{
+    char buf[64];
+    switch (d->type) {
+    case CCD_CFG_BOOL:
+        return json_boolean(*FIELD(c, d, int));
+    case CCD_CFG_INT:
+        return json_integer(*FIELD(c, d, int));
+    case CCD_CFG_INT64:
+        return json_integer(*FIELD(c, d, int64_t));
+    case CCD_CFG_DOUBLE:
+        return json_real(*FIELD(c, d, double));
+    case CCD_CFG_STRING:
+        return json_string(*FIELD(c, d, char *) ? *FIELD(c, d, char *) : "");
+    case CCD_CFG_ENUM:
+        return json_string(enum_name(d->enums, *FIELD(c, d, int), buf, sizeof buf));
+    case CCD_CFG_LIST: {
+        json_t *a = json_array();
+        const CcdStrList *l = FIELD(c, d, CcdStrList);
+        for (int i = 0; i < l->n; i++)
+            json_array_append_new(a, json_string(l->items[i]));
+        return a;
+    }
+    case CCD_CFG_MAP: {
+        json_t *o = json_object();
+        const CcdStrMap *m = FIELD(c, d, CcdStrMap);
+        for (int i = 0; i < m->n; i++)
+            json_object_set_new(o, m->items[i].key,
+                                json_string(is_secret(m->items[i].key) ? "(redacted)"
+                                                                       : m->items[i].value));
+        return o;
+    }
+    }
+    return json_null();
+}
+
+json_t *ccd_config_to_json(const CcdConfig *c)
+{
+    json_t *root = json_object();
+    for (int i = 0; i < ccd_config_table_len; i++) {
+        const CcdConfigDef *d = &ccd_config_table[i];
+        const char *dot = strchr(d->name, '.');
+        char section[64];
+        snprintf(section, sizeof section, "%.*s", (int)(dot - d->name), d->name);
+        json_t *s = json_object_get(root, section);
+        if (!s) {
+            s = json_object();
+            json_object_set_new(root, section, s);
+        }
+        json_object_set_new(s, dot + 1, value_json(c, d));
+    }
+    return root;
+}
+
+static void yaml_quoted(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fputc('\\', out);
+        fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+/* Wraps text as `indent# ...` comment lines of at most ~90 columns. */
+static void comment(FILE *out, const char *indent, const char *text)
+{
+    const int width = 86;
+    while (*text) {
+        int n = (int)strlen(text);
+        if (n > width) {
+            n = width;
+            while (n > 20 && text[n] != ' ')
+                n--;
+        }
+        fprintf(out, "%s# %.*s\n", indent, n, text);
+        text += n;
+        while (*text == ' ')
+            text++;
+    }
+}
+
+int ccd_config_write_yaml(const CcdConfig *c, FILE *out)
+{
+    char prev[64] = "", buf[64];
+    fprintf(out, "# cellcastd configuration (generated from the daemon's config table by\n"
+                 "# `cellcastd --print-default-config`; every key is shown with its default).\n"
+                 "# Override any key on the command line: cellcastd -c FILE --set http.port=9090\n"
+                 "# Check a file without starting: cellcastd -c FILE --check-config\n");
+    for (int i = 0; i < ccd_config_table_len; i++) {
+        const CcdConfigDef *d = &ccd_config_table[i];
+        const char *dot = strchr(d->name, '.');
+        char section[64];
+        snprintf(section, sizeof section, "%.*s", (int)(dot - d->name), d->name);
+        if (strcmp(section, prev)) {
+            fprintf(out, "\n%s:\n", section);
+            snprintf(prev, sizeof prev, "%s", section);
+        } else {
+            fputc('\n', out);
+        }
+        comment(out, "  ", d->doc);
+        char meta[320];
+        int m = 0;
+        if (d->type == CCD_CFG_ENUM)
+            m += snprintf(meta + m, sizeof meta - (size_t)m, "one of %s; ", d->enums);
+        if (d->type == CCD_CFG_INT || d->type == CCD_CFG_INT64)
+            m += snprintf(meta + m, sizeof meta - (size_t)m, "range [%.0f, %.0f]; ", d->min, d->max);
+        if (d->type == CCD_CFG_DOUBLE)
+            m += snprintf(meta + m, sizeof meta - (size_t)m, "range [%g, %g]; ", d->min, d->max);
+        if (d->type == CCD_CFG_MAP)
+            m += snprintf(meta + m, sizeof meta - (size_t)m, "default {}; ");
+        else if (d->type == CCD_CFG_STRING)
+            m += snprintf(meta + m, sizeof meta - (size_t)m, "default \"%s\"; ", d->def);
+        else
+            m += snprintf(meta + m, sizeof meta - (size_t)m, "default %s; ", d->def);
+        snprintf(meta + m, sizeof meta - (size_t)m, "%s",
+                 d->reloadable ? "reloadable" : "needs a restart");
+        fprintf(out, "  # (%s)\n", meta);
+        fprintf(out, "  %s:", dot + 1);
+        switch (d->type) {
+        case CCD_CFG_BOOL:
+            fprintf(out, " %s\n", *FIELD(c, d, int) ? "true" : "false");
+            break;
+        case CCD_CFG_INT:
+            fprintf(out, " %d\n", *FIELD(c, d, int));
+            break;
+        case CCD_CFG_INT64:
+            fprintf(out, " %lld\n", (long long)*FIELD(c, d, int64_t));
+            break;
+        case CCD_CFG_DOUBLE:
+            fprintf(out, " %.17g\n", *FIELD(c, d, double));
+            break;
+        case CCD_CFG_STRING:
+            fputc(' ', out);
+            yaml_quoted(out, *FIELD(c, d, char *) ? *FIELD(c, d, char *) : "");
+            fputc('\n', out);
+            break;
+        case CCD_CFG_ENUM:
+            fprintf(out, " %s\n", enum_name(d->enums, *FIELD(c, d, int), buf, sizeof buf));
+            break;
+        case CCD_CFG_LIST: {
+            const CcdStrList *l = FIELD(c, d, CcdStrList);
+            fputs(" [", out);
+            for (int j = 0; j < l->n; j++) {
+                if (j)
+                    fputs(", ", out);
+                yaml_quoted(out, l->items[j]);
+            }
+            fputs("]\n", out);
+            break;
+        }
+        case CCD_CFG_MAP: {
+            const CcdStrMap *mp = FIELD(c, d, CcdStrMap);
+            if (!mp->n) {
+                fputs(" {}\n", out);
+                break;
+            }
+            fputc('\n', out);
+            for (int j = 0; j < mp->n; j++) {
+                fprintf(out, "    ");
+                yaml_quoted(out, mp->items[j].key);
+                fputs(": ", out);
+                yaml_quoted(out, mp->items[j].value);
+                fputc('\n', out);
+            }
+            break;
+        }
+        }
+    }
+    return ferror(out) ? -EIO : 0;
+}

@@ -1,0 +1,120 @@
+/*
+ * config.h — cellcastd's configuration: ONE table (config.c, `ccd_config_table[]`) of
+ * every key with its type, default, bounds, whether it can change at run time, and its
+ * documentation. The table drives:
+ *   - parsing the YAML file (libyaml): sections are nested mappings (`http: {port: 8080}`
+ *     is key `http.port`); an unknown key, a wrong type or a value out of bounds is an
+ *     error naming the key, the file, the line and the column;
+ *   - `--set key=value` overrides (after the file; `--set kafka.properties.fetch.wait.max.ms=5`
+ *     sets one entry of a map key);
+ *   - `GET /v1/config` (ccd_config_to_json; secrets in maps are redacted);
+ *   - the fully commented default file conf/cellcast.yaml (ccd_config_write_yaml,
+ *     `cellcastd --print-default-config`).
+ */
+#ifndef CCD_CONFIG_H
+#define CCD_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+typedef struct CcdStrList {
+    char **items;
+    int n;
+} CcdStrList;
+
+typedef struct CcdKv {
+    char *key, *value;
+} CcdKv;
+
+typedef struct CcdStrMap {
+    CcdKv *items;
+    int n;
+} CcdStrMap;
+
+enum CcdGapPolicy { CCD_GAP_IMPUTE = 0, CCD_GAP_RESTART = 1 };
+enum CcdKvType { CCD_KV_F32 = 0, CCD_KV_F16 = 1, CCD_KV_BF16 = 2 };
+
+typedef struct CcdConfig {
+    /* model */
+    char *model_path;
+    /* kafka */
+    char *kafka_brokers, *kafka_group_id, *kafka_alert_topic, *kafka_dead_letter_topic;
+    CcdStrList kafka_topics;
+    int kafka_embedded_partitions, kafka_max_poll_messages, kafka_poll_interval_ms;
+    CcdStrMap kafka_properties;
+    int64_t kafka_rewind_on_assign_s;
+    /* http */
+    char *http_bind;
+    int http_port, http_max_connections, http_timeout_s;
+    int64_t http_max_body_bytes, http_max_headers_bytes;
+    /* engine */
+    int engine_threads, engine_kv_type, engine_max_batch_cells, engine_keep_attention;
+    char *engine_blas_coretype;
+    /* limits */
+    int64_t limits_max_cells, limits_kv_budget_mb;
+    /* ingest */
+    int ingest_gap_policy, ingest_max_gap, ingest_batch_steps, ingest_batch_ms;
+    int64_t ingest_max_message_bytes;
+    char *ingest_cell_field, *ingest_time_field, *ingest_kpis_field;
+    int ingest_align;
+    CcdStrMap ingest_fields;
+    /* forecast */
+    double forecast_level;
+    /* demo */
+    int demo_enabled, demo_cells, demo_seed;
+    double demo_speedup;
+    int demo_backfill_steps;
+    char *demo_topic, *demo_cell_prefix;
+    /* log */
+    int log_level;
+} CcdConfig;
+
+enum CcdCfgType { CCD_CFG_BOOL, CCD_CFG_INT, CCD_CFG_INT64, CCD_CFG_DOUBLE, CCD_CFG_STRING,
+                  CCD_CFG_ENUM, CCD_CFG_LIST, CCD_CFG_MAP };
+
+typedef struct CcdConfigDef {
+    const char *name;     ///< dotted key: section.key
+    enum CcdCfgType type;
+    size_t offset;        ///< into CcdConfig
+    const char *def;      ///< default, as it is written in YAML (lists: "a,b"; maps: "")
+    double min, max;      ///< bounds of numbers (inclusive)
+    const char *enums;    ///< CCD_CFG_ENUM: "a|b|c", the value stored is the index
+    int reloadable;       ///< may change at run time (SIGHUP reload, issue 5)
+    const char *doc;      ///< one paragraph; becomes the comment in conf/cellcast.yaml
+} CcdConfigDef;
+
+extern const CcdConfigDef ccd_config_table[];
+extern const int ccd_config_table_len;
+
+/** Fills every key with its default (allocates strings). 0 or -ENOMEM. */
+int ccd_config_init(CcdConfig *c);
+void ccd_config_free(CcdConfig *c);
+
+/** Parses a YAML file over the current values. 0 or -EINVAL/-EIO with
+ *  "FILE:LINE:COL: key 'x.y': what" in err. */
+int ccd_config_load_file(CcdConfig *c, const char *path, char *err, size_t errlen);
+/** Same from a string (tests); `name` stands for the file name in messages. */
+int ccd_config_load_string(CcdConfig *c, const char *yaml, size_t len, const char *name,
+                           char *err, size_t errlen);
+
+/** Applies one "key=value" override. 0 or -EINVAL with "--set key: what" in err. */
+int ccd_config_set(CcdConfig *c, const char *assignment, char *err, size_t errlen);
+
+/** Cross-key checks after everything is applied (e.g. demo needs a topic). */
+int ccd_config_validate(const CcdConfig *c, char *err, size_t errlen);
+
+const CcdConfigDef *ccd_config_find(const char *name);
+
+/** Nested JSON object of the current values ({"http": {"port": 8080, ...}, ...}). */
+json_t *ccd_config_to_json(const CcdConfig *c);
+
+/** Writes the fully commented YAML of the current values (the defaults for conf/). */
+int ccd_config_write_yaml(const CcdConfig *c, FILE *out);
+
+/** Value of a map entry, or NULL. */
+const char *ccd_strmap_get(const CcdStrMap *m, const char *key);
+
+#endif

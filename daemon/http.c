@@ -1,0 +1,439 @@
+/* http.c — the evhttp server and the one chokepoint every request goes through; see
+ * http.h. Routes and handlers are in api.c. */
+#include "http.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+#define N_STATUS 11
+static const int status_codes[N_STATUS] = {200, 202, 400, 404, 405, 413, 422, 500, 503, 0, 0};
+
+struct CcdHttp {
+    struct evhttp *http;
+    struct evhttp_bound_socket *sock;
+    int port;
+    struct evhttp_connection **conns;
+    int n_conns, cap_conns;
+    uint64_t refused_conns, requests;
+    CcdReq *deferred;
+    int n_deferred;
+    uint64_t *counts; /* (n_routes + 1, N_STATUS): last row = no route; status "other" last */
+    CcdHist *dur;     /* (n_routes + 1) */
+};
+
+static const double dur_le[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                0.01, 0.025, 0.05, 0.1, 0.25, 1};
+
+static const char *reason_phrase(int status)
+{
+    switch (status) {
+    case 200: return "OK";
+    case 202: return "Accepted";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 413: return "Content Too Large";
+    case 422: return "Unprocessable Content";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    }
+    return "Unknown";
+}
+
+static int status_index(int status)
+{
+    for (int i = 0; i < N_STATUS - 2; i++)
+        if (status_codes[i] == status)
+            return i;
+    return N_STATUS - 1;
+}
+
+/* ---- replies ---- */
+
+int ccd_json(CcdReq *r, int status, json_t *o)
+{
+    if (!o)
+        return ccd_problem(r, 500, "internal", "out of memory building the reply");
+    char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(9));
+    json_decref(o);
+    if (!s)
+        return ccd_problem(r, 500, "internal", "out of memory building the reply");
+    evbuffer_drain(r->out, evbuffer_get_length(r->out));
+    evbuffer_add(r->out, s, strlen(s));
+    evbuffer_add(r->out, "\n", 1);
+    free(s);
+    r->content_type = "application/json";
+    return status;
+}
+
+int ccd_problem(CcdReq *r, int status, const char *slug, const char *fmt, ...)
+{
+    char detail[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    json_t *o = json_object();
+    char type[128];
+    snprintf(type, sizeof type, "https://cellcast.invalid/problems/%s", slug);
+    json_object_set_new(o, "type", json_string(type));
+    json_object_set_new(o, "title", json_string(reason_phrase(status)));
+    json_object_set_new(o, "status", json_integer(status));
+    json_object_set_new(o, "detail", json_string(detail));
+    json_object_set_new(o, "instance", json_string(r->path));
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    evbuffer_drain(r->out, evbuffer_get_length(r->out));
+    if (s) {
+        evbuffer_add(r->out, s, strlen(s));
+        evbuffer_add(r->out, "\n", 1);
+        free(s);
+    }
+    r->content_type = "application/problem+json";
+    return status;
+}
+
+int ccd_text(CcdReq *r, int status, const char *ctype)
+{
+    r->content_type = ctype;
+    return status;
+}
+
+const char *ccd_query(CcdReq *r, const char *name)
+{
+    return r->have_query ? evhttp_find_header(&r->query, name) : NULL;
+}
+
+/* ---- routing ---- */
+
+/* Matches path against pattern; {id} captures one segment. 1 on match. */
+static int match(const char *pattern, const char *path, char *id, size_t idlen)
+{
+    while (*pattern && *path) {
+        if (!strncmp(pattern, "{id}", 4)) {
+            const char *slash = strchr(path, '/');
+            size_t n = slash ? (size_t)(slash - path) : strlen(path);
+            if (!n || n >= idlen)
+                return 0;
+            memcpy(id, path, n);
+            id[n] = 0;
+            path += n;
+            pattern += 4;
+            continue;
+        }
+        if (*pattern++ != *path++)
+            return 0;
+    }
+    return !*pattern && !*path;
+}
+
+static const char *method_name(int m)
+{
+    switch (m) {
+    case EVHTTP_REQ_GET: return "GET";
+    case EVHTTP_REQ_POST: return "POST";
+    case EVHTTP_REQ_HEAD: return "HEAD";
+    case EVHTTP_REQ_PUT: return "PUT";
+    case EVHTTP_REQ_DELETE: return "DELETE";
+    case EVHTTP_REQ_OPTIONS: return "OPTIONS";
+    case EVHTTP_REQ_TRACE: return "TRACE";
+    case EVHTTP_REQ_CONNECT: return "CONNECT";
+    case EVHTTP_REQ_PATCH: return "PATCH";
+    }
+    return "?";
+}
+
+static int route_and_run(CcdReq *r)
+{
+    static char allow[128];
+    int path_matched = -1;
+    for (int i = 0; i < ccd_n_routes; i++) {
+        char id[sizeof r->id];
+        if (!match(ccd_routes[i].pattern, r->path, id, sizeof id))
+            continue;
+        if (!(ccd_routes[i].methods & (int)r->method)) {
+            path_matched = i;
+            continue;
+        }
+        r->route = i;
+        memcpy(r->id, id, sizeof id);
+        return ccd_routes[i].fn(r);
+    }
+    if (path_matched >= 0) {
+        r->route = path_matched;
+        allow[0] = 0;
+        for (int m = 1; m <= EVHTTP_REQ_PATCH; m <<= 1)
+            if (ccd_routes[path_matched].methods & m) {
+                if (allow[0])
+                    strcat(allow, ", ");
+                strcat(allow, method_name(m));
+            }
+        r->allow = allow;
+        return ccd_problem(r, 405, "method-not-allowed", "%s is not allowed on %s (allowed: %s)",
+                           method_name((int)r->method), r->path, allow);
+    }
+    return ccd_problem(r, 404, "not-found", "no route %s", r->path);
+}
+
+static void req_free(CcdReq *r)
+{
+    if (r->have_query)
+        evhttp_clear_headers(&r->query);
+    evbuffer_free(r->out);
+    free(r);
+}
+
+static void finish(CcdReq *r, int status)
+{
+    CcdHttp *h = r->d->http;
+    struct evkeyvalq *hdr = evhttp_request_get_output_headers(r->req);
+    evhttp_add_header(hdr, "Content-Type", r->content_type ? r->content_type : "text/plain");
+    evhttp_add_header(hdr, "Cache-Control", "no-store");
+    if (r->allow)
+        evhttp_add_header(hdr, "Allow", r->allow);
+    if (r->retry_after > 0) {
+        char ra[16];
+        snprintf(ra, sizeof ra, "%d", r->retry_after);
+        evhttp_add_header(hdr, "Retry-After", ra);
+    }
+    if (r->close_conn)
+        evhttp_add_header(hdr, "Connection", "close");
+    evhttp_send_reply(r->req, status, reason_phrase(status), r->out);
+    int row = r->route >= 0 ? r->route : ccd_n_routes;
+    h->counts[row * N_STATUS + status_index(status)]++;
+    ccd_hist_add(&h->dur[row], (double)(cc_now_ns() - r->t0_ns) * 1e-9);
+    h->requests++;
+    if (status >= 500)
+        CCD_LOG_RL(CC_LOG_WARN, "http", "%s %s -> %d", method_name((int)r->method), r->path, status);
+    else
+        LOG_DEBUG("http", "%s %s -> %d", method_name((int)r->method), r->path, status);
+    req_free(r);
+}
+
+static void run(CcdReq *r)
+{
+    int status = route_and_run(r);
+    if (status == CCD_DEFER) {
+        CcdHttp *h = r->d->http;
+        r->deferrals++;
+        r->next = h->deferred;
+        h->deferred = r;
+        h->n_deferred++;
+        return;
+    }
+    finish(r, status);
+}
+
+void ccd_http_retry_deferred(Ccd *d)
+{
+    CcdHttp *h = d->http;
+    if (!h || !h->deferred)
+        return;
+    CcdReq *list = h->deferred;
+    h->deferred = NULL;
+    h->n_deferred = 0;
+    while (list) {
+        CcdReq *r = list;
+        list = r->next;
+        r->next = NULL;
+        run(r);
+    }
+}
+
+/* ---- connections ---- */
+
+static void conn_closed(struct evhttp_connection *evcon, void *arg)
+{
+    CcdHttp *h = arg;
+    for (int i = 0; i < h->n_conns; i++)
+        if (h->conns[i] == evcon) {
+            h->conns[i] = h->conns[--h->n_conns];
+            return;
+        }
+}
+
+/* 1 if the connection may be served (tracking it), 0 if over the limit. */
+static int conn_admit(Ccd *d, struct evhttp_connection *evcon)
+{
+    CcdHttp *h = d->http;
+    for (int i = 0; i < h->n_conns; i++)
+        if (h->conns[i] == evcon)
+            return 1;
+    if (h->n_conns >= d->cfg.http_max_connections) {
+        h->refused_conns++;
+        return 0;
+    }
+    if (h->n_conns == h->cap_conns) {
+        int cap = h->cap_conns ? h->cap_conns * 2 : 64;
+        struct evhttp_connection **c = realloc(h->conns, (size_t)cap * sizeof *c);
+        if (!c)
+            return 0;
+        h->conns = c;
+        h->cap_conns = cap;
+    }
+    h->conns[h->n_conns++] = evcon;
+    evhttp_connection_set_closecb(evcon, conn_closed, h);
+    return 1;
+}
+
+static void gencb(struct evhttp_request *req, void *arg)
+{
+    Ccd *d = arg;
+    CcdReq *r = calloc(1, sizeof *r);
+    if (!r || !(r->out = evbuffer_new())) {
+        free(r);
+        evhttp_send_error(req, 500, "out of memory");
+        return;
+    }
+    r->d = d;
+    r->req = req;
+    r->route = -1;
+    r->t0_ns = cc_now_ns();
+    r->method = evhttp_request_get_command(req);
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
+    char *dec = path ? evhttp_uridecode(path, 0, NULL) : NULL;
+    snprintf(r->path, sizeof r->path, "%s", dec ? dec : "/");
+    free(dec);
+    if (!conn_admit(d, evhttp_request_get_connection(req))) {
+        r->close_conn = 1;
+        r->retry_after = 1;
+        finish(r, ccd_problem(r, 503, "too-many-connections",
+                              "more than http.max_connections = %d connections",
+                              d->cfg.http_max_connections));
+        return;
+    }
+    if (query) {
+        if (evhttp_parse_query_str(query, &r->query)) {
+            r->have_query = 0;
+            finish(r, ccd_problem(r, 400, "bad-query", "the query string cannot be parsed"));
+            return;
+        }
+        r->have_query = 1;
+    }
+    run(r);
+}
+
+int ccd_http_open(Ccd *d, char *err, size_t errlen)
+{
+    CcdHttp *h = calloc(1, sizeof *h);
+    if (!h)
+        return cc_errf(err, errlen, -ENOMEM, "out of memory");
+    d->http = h;
+    h->counts = calloc((size_t)(ccd_n_routes + 1) * N_STATUS, sizeof *h->counts);
+    h->dur = calloc((size_t)(ccd_n_routes + 1), sizeof *h->dur);
+    if (!h->counts || !h->dur)
+        return cc_errf(err, errlen, -ENOMEM, "out of memory");
+    for (int i = 0; i <= ccd_n_routes; i++)
+        ccd_hist_init(&h->dur[i], dur_le, (int)(sizeof dur_le / sizeof dur_le[0]));
+    if (!(h->http = evhttp_new(d->base)))
+        return cc_errf(err, errlen, -ENOMEM, "evhttp_new failed");
+    int64_t body = d->cfg.http_max_body_bytes;
+    evhttp_set_max_body_size(h->http, body * 2 + 1024);
+    evhttp_set_max_headers_size(h->http, d->cfg.http_max_headers_bytes);
+    struct timeval tv = {d->cfg.http_timeout_s, 0};
+    evhttp_set_timeout_tv(h->http, &tv);
+    evhttp_set_allowed_methods(h->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+                                            EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+                                            EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+    evhttp_set_gencb(h->http, gencb, d);
+    h->sock = evhttp_bind_socket_with_handle(h->http, d->cfg.http_bind, (ev_uint16_t)d->cfg.http_port);
+    if (!h->sock)
+        return cc_errf(err, errlen, -EADDRINUSE, "cannot listen on %s:%d (http.bind, http.port)",
+                       d->cfg.http_bind, d->cfg.http_port);
+    struct sockaddr_storage ss;
+    ev_socklen_t sl = sizeof ss;
+    h->port = d->cfg.http_port;
+    if (!getsockname(evhttp_bound_socket_get_fd(h->sock), (struct sockaddr *)&ss, &sl)) {
+        if (ss.ss_family == AF_INET)
+            h->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        else if (ss.ss_family == AF_INET6)
+            h->port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    }
+    return 0;
+}
+
+int ccd_http_port(const Ccd *d) { return d->http ? d->http->port : 0; }
+
+void ccd_http_close(Ccd *d)
+{
+    CcdHttp *h = d->http;
+    if (!h)
+        return;
+    /* parked requests get their answer now (the cells are idle after the drain) */
+    ccd_http_retry_deferred(d);
+    while (h->deferred) {
+        CcdReq *r = h->deferred;
+        h->deferred = r->next;
+        r->retry_after = 1;
+        finish(r, ccd_problem(r, 503, "shutting-down", "the daemon is shutting down"));
+    }
+    if (h->http)
+        evhttp_free(h->http);
+    free(h->conns);
+    free(h->counts);
+    free(h->dur);
+    free(h);
+    d->http = NULL;
+}
+
+void ccd_http_counts(const Ccd *d, uint64_t *requests, int *connections, int *deferred)
+{
+    const CcdHttp *h = d->http;
+    *requests = h ? h->requests : 0;
+    *connections = h ? h->n_conns : 0;
+    *deferred = h ? h->n_deferred : 0;
+}
+
+void ccd_http_metrics(Ccd *d, struct evbuffer *out)
+{
+    CcdHttp *h = d->http;
+    evbuffer_add_printf(out, "# HELP cellcast_http_requests_total HTTP requests by route and status.\n"
+                             "# TYPE cellcast_http_requests_total counter\n");
+    for (int i = 0; i <= ccd_n_routes; i++)
+        for (int s = 0; s < N_STATUS; s++) {
+            uint64_t n = h->counts[i * N_STATUS + s];
+            if (!n || (s == N_STATUS - 2))
+                continue;
+            char code[8];
+            if (status_codes[s])
+                snprintf(code, sizeof code, "%d", status_codes[s]);
+            else
+                snprintf(code, sizeof code, "other");
+            evbuffer_add_printf(out, "cellcast_http_requests_total{route=\"%s\",status=\"%s\"} %llu\n",
+                                i < ccd_n_routes ? ccd_routes[i].pattern : "unmatched", code,
+                                (unsigned long long)n);
+        }
+    evbuffer_add_printf(out, "# HELP cellcast_http_request_duration_seconds Time from request "
+                             "to reply, by route.\n"
+                             "# TYPE cellcast_http_request_duration_seconds histogram\n");
+    for (int i = 0; i <= ccd_n_routes; i++) {
+        const CcdHist *hh = &h->dur[i];
+        if (!hh->count)
+            continue;
+        const char *route = i < ccd_n_routes ? ccd_routes[i].pattern : "unmatched";
+        uint64_t acc = 0;
+        for (int b = 0; b < hh->n; b++) {
+            acc += hh->counts[b];
+            evbuffer_add_printf(out, "cellcast_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
+                                route, hh->le[b], (unsigned long long)acc);
+        }
+        evbuffer_add_printf(out, "cellcast_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n"
+                                 "cellcast_http_request_duration_seconds_sum{route=\"%s\"} %.9g\n"
+                                 "cellcast_http_request_duration_seconds_count{route=\"%s\"} %llu\n",
+                            route, (unsigned long long)hh->count, route, hh->sum, route,
+                            (unsigned long long)hh->count);
+    }
+    evbuffer_add_printf(out, "# HELP cellcast_http_connections Open client connections.\n"
+                             "# TYPE cellcast_http_connections gauge\ncellcast_http_connections %d\n"
+                             "# HELP cellcast_http_connections_refused_total Requests refused by "
+                             "http.max_connections.\n"
+                             "# TYPE cellcast_http_connections_refused_total counter\n"
+                             "cellcast_http_connections_refused_total %llu\n",
+                        h->n_conns, (unsigned long long)h->refused_conns);
+}

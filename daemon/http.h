@@ -1,0 +1,78 @@
+/*
+ * http.h — cellcastd's HTTP server (libevent evhttp) and its ONE chokepoint per request:
+ *
+ *   accept → connection limit → route (path pattern, then method: 404 / 405 + Allow) →
+ *   handler (validates its parameters, runs, fills the body) → reply exactly once →
+ *   count by route and status, time by route.
+ *
+ * Every error is `application/problem+json` (RFC 9457): {"type", "title", "status",
+ * "detail", "instance"}. A handler returns the HTTP status it filled (ccd_json,
+ * ccd_problem, ccd_text), or CCD_DEFER when it needs a cell the worker is stepping right
+ * now: the request is parked and re-run after the batch completes (ccd_http_retry_deferred;
+ * libevent keeps a parked request valid even if its client goes away).
+ *
+ * Limits (config http.*): body size (a larger POST gets 413; libevent itself refuses
+ * bodies past 2 × the limit with a plain 413), header block size, connections (a request
+ * arriving on a connection past the limit gets 503 and the connection is closed),
+ * read/write timeouts. Binds 127.0.0.1 by default.
+ */
+#ifndef CCD_HTTP_H
+#define CCD_HTTP_H
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <jansson.h>
+
+#include "cellcastd.h"
+
+#define CCD_DEFER (-1)
+
+typedef struct CcdReq CcdReq;
+typedef int (*CcdHandler)(CcdReq *r);
+
+typedef struct CcdRoute {
+    const char *pattern;  ///< "/v1/cells/{id}/forecast": {id} matches one path segment
+    int methods;          ///< EVHTTP_REQ_GET | ...
+    CcdHandler fn;
+    const char *summary;
+} CcdRoute;
+
+struct CcdReq {
+    Ccd *d;
+    struct evhttp_request *req;
+    enum evhttp_cmd_type method;
+    int route;                    ///< index in ccd_routes, -1 none
+    char path[1024];              ///< decoded path
+    char id[256];                 ///< {id} capture, decoded
+    struct evkeyvalq query;
+    int have_query;
+    struct evbuffer *out;
+    const char *content_type;
+    const char *allow;            ///< Allow header for 405
+    int retry_after;              ///< Retry-After seconds for 503, 0 none
+    int close_conn;
+    int64_t t0_ns;
+    int deferrals;
+    CcdReq *next;
+};
+
+/* Defined in api.c. */
+extern const CcdRoute ccd_routes[];
+extern const int ccd_n_routes;
+
+/** Replies (to be returned by the handler): JSON (steals o), problem+json, plain text. */
+int ccd_json(CcdReq *r, int status, json_t *o);
+int ccd_problem(CcdReq *r, int status, const char *slug, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int ccd_text(CcdReq *r, int status, const char *ctype);
+
+/** Query parameter (decoded) or NULL. */
+const char *ccd_query(CcdReq *r, const char *name);
+
+/** Writes the HTTP metrics (requests by route/status, durations) in Prometheus text. */
+void ccd_http_metrics(Ccd *d, struct evbuffer *out);
+/** Requests served, connections open, requests parked. */
+void ccd_http_counts(const Ccd *d, uint64_t *requests, int *connections, int *deferred);
+
+#endif

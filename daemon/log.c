@@ -1,0 +1,129 @@
+/* log.c — one line shape to stderr for cellcastd; see log.h. */
+#include "log.h"
+
+#include <event2/event.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int ccd_log_level = CC_LOG_INFO;
+
+static const char *const level_names[] = {"error", "warn", "info", "debug"};
+static const int syslog_prio[] = {3, 4, 6, 7};
+static pthread_mutex_t rl_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int ccd_log_level_parse(const char *name)
+{
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(name, level_names[i]))
+            return i;
+    if (!strcmp(name, "warning"))
+        return CC_LOG_WARN;
+    return -1;
+}
+
+const char *ccd_log_level_name(int level)
+{
+    return level >= 0 && level < 4 ? level_names[level] : "?";
+}
+
+static void emit(int level, const char *sys, const char *msg)
+{
+    static int journal = -1;
+    if (journal < 0)
+        journal = getenv("JOURNAL_STREAM") != NULL;
+    if (level < 0)
+        level = 0;
+    if (level > 3)
+        level = 3;
+    char line[2048];
+    size_t n = 0;
+    if (journal) {
+        n = (size_t)snprintf(line, sizeof line, "<%d>%-5s %s: ", syslog_prio[level],
+                             level_names[level], sys);
+    } else {
+        struct timespec ts;
+        struct tm tm;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        gmtime_r(&ts.tv_sec, &tm);
+        n = strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", &tm);
+        n += (size_t)snprintf(line + n, sizeof line - n, ".%03dZ %-5s %s: ",
+                              (int)(ts.tv_nsec / 1000000), level_names[level], sys);
+    }
+    /* One line: escape control characters (a message carrying user data stays one line). */
+    for (const char *p = msg; *p && n + 5 < sizeof line; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c < 0x20 || c == 0x7f)
+            n += (size_t)snprintf(line + n, sizeof line - n, "\\x%02x", c);
+        else
+            line[n++] = (char)c;
+    }
+    line[n++] = '\n';
+    fwrite(line, 1, n, stderr); /* stderr is unbuffered: one write per line */
+}
+
+void ccd_log_write(int level, const char *sys, const char *fmt, ...)
+{
+    char msg[1536];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    emit(level, sys, msg);
+}
+
+int ccd_log_rl_allow(CcdRateLimit *rl, int level, const char *sys)
+{
+    const int burst = 5;
+    const int64_t period = 10 * 1000000000LL;
+    int64_t now = cc_now_ns();
+    int allow, flushed = 0;
+    pthread_mutex_lock(&rl_lock);
+    if (!rl->window_start_ns || now - rl->window_start_ns >= period) {
+        flushed = rl->suppressed;
+        rl->window_start_ns = now;
+        rl->printed = 0;
+        rl->suppressed = 0;
+    }
+    allow = rl->printed < burst;
+    if (allow)
+        rl->printed++;
+    else
+        rl->suppressed++;
+    pthread_mutex_unlock(&rl_lock);
+    if (flushed)
+        ccd_log_write(level, sys, "(%d similar messages suppressed)", flushed);
+    return allow;
+}
+
+static void lib_callback(void *cookie, enum CcLogLevel level, const char *msg)
+{
+    const char *sys = cookie ? (const char *)cookie : "lib";
+    size_t n = strlen(sys);
+    if ((int)level > ccd_log_level)
+        return;
+    if (!strncmp(msg, sys, n) && msg[n] == ':' && msg[n + 1] == ' ')
+        msg += n + 2; /* "kafka: kafka: ..." reads as "kafka: ..." */
+    emit((int)level, sys, msg);
+}
+
+CcLogger ccd_log_lib_logger(const char *sys)
+{
+    CcLogger l = {(void *)sys, lib_callback};
+    return l;
+}
+
+static void libevent_callback(int severity, const char *msg)
+{
+    int level = severity >= EVENT_LOG_ERR    ? CC_LOG_ERROR
+                : severity == EVENT_LOG_WARN ? CC_LOG_WARN
+                : severity == EVENT_LOG_MSG  ? CC_LOG_INFO
+                                             : CC_LOG_DEBUG;
+    if (level <= ccd_log_level)
+        emit(level, "libevent", msg);
+}
+
+void ccd_log_route_libevent(void) { event_set_log_callback(libevent_callback); }
