@@ -265,8 +265,7 @@ int cmd_eval(int argc, char **argv)
         return 2;
     }
     if (!o.data_path) {
-        fprintf(stderr, "cellcast eval: --data is required\n");
-        eval_usage(stderr);
+        fprintf(stderr, "cellcast eval: --data is required (see cellcast eval --help)\n");
         return 2;
     }
     int ett = 0, barca = 0;

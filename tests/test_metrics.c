@@ -1,0 +1,388 @@
+/*
+ * test_metrics.c — lib/cc_metrics against hand-computed values, and `cellcast eval`
+ * (daemon/cmd_eval.c, compiled in) end to end on small CSVs: the baselines' numbers by hand,
+ * the origin/window rule, the ETT z-scoring, and the model's numbers against an
+ * independent computation with the direct-evaluation oracle cc_ref_forward.
+ */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "../daemon/cli.h"
+#include "cc_metrics.h"
+#include "cc_model.h"
+#include "cc_ref.h"
+
+#define NEAR(a, b, tol) assert_true(fabs((double)(a) - (double)(b)) <= (tol))
+
+static void test_basic_values(void **state)
+{
+    (void)state;
+    CcMetrics *m = NULL;
+    assert_int_equal(cc_metrics_open(&m, 1, 1), 0);
+    const double y[4] = {1, 2, 3, 4}, yh[4] = {1.5, 2, 2, 5};
+    for (int i = 0; i < 4; i++)
+        cc_metrics_add(m, 0, 0, y[i], yh[i], 0.5, 0.5);
+    CcMetricValues v;
+    cc_metrics_get(m, 0, 0, &v);
+    /* errors 0.5, 0, 1, 1 */
+    assert_int_equal(v.n, 4);
+    NEAR(v.mae, 0.625, 1e-12);
+    NEAR(v.mse, 0.5625, 1e-12);
+    NEAR(v.rmse, 0.75, 1e-12);
+    NEAR(v.mean_true, 2.5, 1e-12);
+    NEAR(v.nrmse, 0.3, 1e-12);
+    NEAR(v.mase, 1.25, 1e-12);     /* 0.625 / 0.5 */
+    NEAR(v.coverage, 0.5, 1e-12);  /* |e| ≤ 1.2815516·0.5 = 0.64: 0.5 and 0 inside */
+    assert_int_equal(v.n_cov, 4);
+    cc_metrics_close(&m);
+    assert_null(m);
+}
+
+static void test_nan_and_missing_parts(void **state)
+{
+    (void)state;
+    CcMetrics *m = NULL;
+    assert_int_equal(cc_metrics_open(&m, 2, 3), 0);
+    cc_metrics_add(m, 0, 0, NAN, 1.0, NAN, 1.0);       /* missing truth: skipped */
+    cc_metrics_add(m, 0, 0, 2.0, INFINITY, NAN, 1.0);  /* broken forecast: skipped */
+    cc_metrics_add(m, 0, 0, 2.0, 1.0, NAN, NAN);       /* no sd, no scale */
+    cc_metrics_add(m, 5, 0, 2.0, 1.0, NAN, 1.0);       /* out of range: ignored */
+    cc_metrics_add(m, 0, 3, 2.0, 1.0, NAN, 1.0);
+    CcMetricValues v;
+    cc_metrics_get(m, 0, 0, &v);
+    assert_int_equal(v.n, 1);
+    assert_int_equal(v.skipped, 2);
+    NEAR(v.mae, 1.0, 0);
+    assert_true(isnan(v.mase));
+    assert_true(isnan(v.coverage));
+    cc_metrics_get(m, 1, 2, &v); /* empty */
+    assert_int_equal(v.n, 0);
+    assert_true(isnan(v.mae) && isnan(v.rmse) && isnan(v.nrmse));
+    /* zero mean → NRMSE undefined */
+    cc_metrics_add(m, 1, 1, 1.0, 0.0, NAN, NAN);
+    cc_metrics_add(m, 1, 1, -1.0, 0.0, NAN, NAN);
+    cc_metrics_get(m, 1, 1, &v);
+    NEAR(v.rmse, 1.0, 1e-12);
+    assert_true(isnan(v.nrmse));
+    cc_metrics_close(&m);
+    assert_int_equal(cc_metrics_open(&m, 0, 1), -EINVAL);
+}
+
+static void test_pooling_and_merge(void **state)
+{
+    (void)state;
+    CcMetrics *a = NULL, *b = NULL, *c = NULL;
+    assert_int_equal(cc_metrics_open(&a, 2, 2), 0);
+    assert_int_equal(cc_metrics_open(&b, 2, 2), 0);
+    assert_int_equal(cc_metrics_open(&c, 3, 2), 0);
+    /* f0 k0: error 1 (y 10); f0 k1: error 2 (y 10); f1 k0: error 3 (y 20); f1 k1: 4, 4 */
+    cc_metrics_add(a, 0, 0, 10, 9, NAN, 2);
+    cc_metrics_add(a, 0, 1, 10, 12, NAN, 2);
+    cc_metrics_add(b, 1, 0, 20, 17, NAN, 1);
+    cc_metrics_add(b, 1, 1, 20, 24, NAN, 1);
+    cc_metrics_add(b, 1, 1, 20, 16, NAN, 1);
+    assert_int_equal(cc_metrics_merge(a, b), 0);
+    assert_int_equal(cc_metrics_merge(a, c), -EINVAL);
+    CcMetricValues v;
+    cc_metrics_get(a, -1, -1, &v);
+    assert_int_equal(v.n, 5);
+    NEAR(v.mae, (1 + 2 + 3 + 4 + 4) / 5.0, 1e-12);
+    NEAR(v.mse, (1 + 4 + 9 + 16 + 16) / 5.0, 1e-12);
+    NEAR(v.mean_true, 80 / 5.0, 1e-12);
+    NEAR(v.nrmse, sqrt(46 / 5.0) / 16.0, 1e-12);
+    NEAR(v.mase, (0.5 + 1 + 3 + 4 + 4) / 5.0, 1e-12);
+    cc_metrics_get(a, 0, -1, &v); /* KPI 0, all steps */
+    assert_int_equal(v.n, 2);
+    NEAR(v.mae, 1.5, 1e-12);
+    cc_metrics_get(a, -1, 1, &v); /* step 1, all KPIs */
+    assert_int_equal(v.n, 3);
+    NEAR(v.mse, (4 + 16 + 16) / 3.0, 1e-12);
+    cc_metrics_reset(a);
+    cc_metrics_get(a, -1, -1, &v);
+    assert_int_equal(v.n, 0);
+    cc_metrics_close(&a);
+    cc_metrics_close(&b);
+    cc_metrics_close(&c);
+}
+
+static void test_mase_scale(void **state)
+{
+    (void)state;
+    const float x[5] = {1, 3, 2, 5, 4};
+    NEAR(cc_mase_scale(x, NULL, 1, 0, 0, 5, 1), 7.0 / 4, 1e-12);
+    NEAR(cc_mase_scale(x, NULL, 1, 0, 0, 5, 2), 5.0 / 3, 1e-12);
+    NEAR(cc_mase_scale(x, NULL, 1, 0, 1, 4, 1), 4.0 / 2, 1e-12); /* rows 1..3 */
+    const uint8_t mask[5] = {1, 1, 1, 0, 1};
+    NEAR(cc_mase_scale(x, mask, 1, 0, 0, 5, 1), 3.0 / 2, 1e-12);
+    assert_true(isnan(cc_mase_scale(x, NULL, 1, 0, 0, 5, 5)));
+    /* strided column */
+    const float x2[6] = {0, 1, 0, 4, 0, 9};
+    NEAR(cc_mase_scale(x2, NULL, 2, 1, 0, 3, 1), (3 + 5) / 2.0, 1e-12);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* cellcast eval end to end                                                            */
+
+static char tmpdir[256];
+
+static int setup_tmp(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/cc_test_metrics_XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown_tmp(void **state)
+{
+    (void)state;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static int run_eval(const char *const *args, int n)
+{
+    char *argv[64];
+    argv[0] = (char *)"eval";
+    for (int i = 0; i < n; i++)
+        argv[i + 1] = (char *)args[i];
+    argv[n + 1] = NULL;
+    FILE *saved = stdout;
+    stdout = fopen("/dev/null", "w");
+    int rc = cmd_eval(n + 1, argv);
+    fclose(stdout);
+    stdout = saved;
+    return rc;
+}
+
+static double jnum(json_t *root, const char *method, const char *kpi, int step, const char *key)
+{
+    json_t *m = json_object_get(json_object_get(root, "methods"), method);
+    json_t *o;
+    if (!kpi)
+        o = json_object_get(m, "overall");
+    else if (step < 0)
+        o = json_object_get(json_object_get(m, "per_kpi"), kpi);
+    else
+        o = json_array_get(json_object_get(json_object_get(m, "per_kpi_step"), kpi),
+                           (size_t)step);
+    json_t *v = json_object_get(o, key);
+    assert_non_null(v);
+    return json_is_null(v) ? NAN : json_number_value(v);
+}
+
+/* Series of 2 features, hourly, 60 rows: a = i, b = 100 + (i % 24) (exactly daily). The
+ * test range is the last 10 rows; horizon 2. By hand:
+ *   origins t = 49 … 57 (9 windows), targets t+1, t+2;
+ *   naive on a: errors 1 (step 1) and 2 (step 2); on b: |b_{t+k+1} - b_t|;
+ *   snaive_1d on b: exact (0); on a: 24; window mean of a over 4 rows: t - 1.5 → error
+ *   2.5 (step 1), 3.5 (step 2). */
+static void write_series(const char *path, int with_nan)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "time,a,b\r\n");
+    for (int i = 0; i < 60; i++) {
+        if (with_nan && i == 55)
+            fprintf(f, "%d,,%d\r\n", 3600 * (1000 + i), 100 + i % 24);
+        else
+            fprintf(f, "%d,%d,%d\r\n", 3600 * (1000 + i), i, 100 + i % 24);
+    }
+    fclose(f);
+}
+
+static void test_eval_baselines(void **state)
+{
+    (void)state;
+    char csv[512], js[512];
+    snprintf(csv, sizeof csv, "%s/s.csv", tmpdir);
+    snprintf(js, sizeof js, "%s/s.json", tmpdir);
+    write_series(csv, 0);
+    const char *args[] = {"--data", csv, "--split", "rows:0-40,40-50,50-60", "--horizon", "2",
+                          "--window", "4", "--json-out", js};
+    assert_int_equal(run_eval(args, 10), 0);
+    json_error_t je;
+    json_t *root = json_load_file(js, 0, &je);
+    assert_non_null(root);
+    assert_int_equal(json_integer_value(json_object_get(root, "origins")), 9);
+    NEAR(jnum(root, "naive", "a", 0, "mae"), 1.0, 1e-9);
+    NEAR(jnum(root, "naive", "a", 1, "mae"), 2.0, 1e-9);
+    NEAR(jnum(root, "naive", "a", 1, "mse"), 4.0, 1e-9);
+    NEAR(jnum(root, "snaive_1d", "b", -1, "mae"), 0.0, 1e-9);
+    NEAR(jnum(root, "snaive_1d", "a", -1, "mae"), 24.0, 1e-9);
+    NEAR(jnum(root, "mean_4", "a", 0, "mae"), 2.5, 1e-9);
+    NEAR(jnum(root, "mean_4", "a", 1, "mae"), 3.5, 1e-9);
+    /* naive on b, by hand over the same windows */
+    double sum = 0;
+    for (int t = 49; t <= 57; t++)
+        sum += fabs((double)((t + 1) % 24) - (double)(t % 24));
+    NEAR(jnum(root, "naive", "b", 0, "mae"), sum / 9, 1e-9);
+    /* NRMSE of naive on a at step 1: RMSE 1 / mean of a over targets 50..58 = 54 */
+    NEAR(jnum(root, "naive", "a", 0, "nrmse"), 1.0 / 54.0, 1e-9);
+    /* MASE: in-sample one-day seasonal naive MAE of a before row 50 is 24 → naive step 2: 2/24 */
+    NEAR(jnum(root, "naive", "a", 1, "mase"), 2.0 / 24.0, 1e-9);
+    /* week seasonal naive has no history this short: nothing scored */
+    NEAR(jnum(root, "snaive_1w", NULL, -1, "n"), 0, 0);
+    json_decref(root);
+
+    /* a missing truth (row 55 of a) is excluded: step-1 pairs lose one */
+    write_series(csv, 1);
+    assert_int_equal(run_eval(args, 10), 0);
+    root = json_load_file(js, 0, &je);
+    assert_non_null(root);
+    NEAR(jnum(root, "naive", "a", 0, "n"), 8, 0);
+    NEAR(jnum(root, "naive", "b", 0, "n"), 9, 0);
+    json_decref(root);
+
+    /* bad arguments */
+    const char *bad1[] = {"--data", csv, "--protocol", "nope"};
+    assert_int_equal(run_eval(bad1, 4), 2);
+    const char *bad2[] = {"--data", csv, "--kpis", "zz"};
+    assert_int_equal(run_eval(bad2, 4), 1);
+    const char *bad3[] = {"--horizon", "2"};
+    assert_int_equal(run_eval(bad3, 2), 2);
+}
+
+/* The model column of eval equals forecasts computed independently by cc_ref_forward. */
+static void test_eval_model_vs_oracle(void **state)
+{
+    (void)state;
+    CcHparams hp;
+    cc_hparams_default(&hp);
+    hp.n_features = 2;
+    snprintf(hp.features[0], CC_FEATURE_NAME_MAX, "a");
+    snprintf(hp.features[1], CC_FEATURE_NAME_MAX, "b");
+    hp.patch_len = 4;
+    hp.n_patches = 3;
+    hp.norm_window = 12;
+    hp.d_model = 16;
+    hp.n_heads = 2;
+    hp.n_layers = 1;
+    hp.d_ff = 32;
+    hp.horizon = 3;
+    hp.step_seconds = 3600;
+    CcModel *m = NULL;
+    char err[256];
+    assert_int_equal(cc_model_create(&m, &hp, err, sizeof err), 0);
+    cc_model_init_random(m, 11);
+    char mpath[512], csv[512], js[512];
+    snprintf(mpath, sizeof mpath, "%s/m.safetensors", tmpdir);
+    snprintf(csv, sizeof csv, "%s/o.csv", tmpdir);
+    snprintf(js, sizeof js, "%s/o.json", tmpdir);
+    assert_int_equal(cc_model_save(m, mpath, err, sizeof err), 0);
+
+    enum { T = 120 };
+    float x[2][T];
+    FILE *f = fopen(csv, "w");
+    assert_non_null(f);
+    fprintf(f, "ts,a,b\n");
+    for (int i = 0; i < T; i++) {
+        x[0][i] = (float)(10 + 5 * sin(i * 0.3) + 0.01 * i * i);
+        x[1][i] = (float)(3 * cos(i * 0.11) + (i % 7));
+        fprintf(f, "%lld,%.9g,%.9g\n", (long long)(3600LL * (500000 + i)), x[0][i], x[1][i]);
+    }
+    fclose(f);
+    /* read back as floats the loader will see */
+    const char *args[] = {"--model", mpath, "--data", csv, "--split", "0.75,0.0", "--json-out",
+                          js};
+    assert_int_equal(run_eval(args, 8), 0);
+    json_error_t je;
+    json_t *root = json_load_file(js, 0, &je);
+    assert_non_null(root);
+    /* independent: test rows [90, 120), origins 89..116, horizon 3 */
+    const int64_t p0 = 500000;
+    double sae[2] = {0, 0}, ssq = 0;
+    int n = 0, cov_in = 0;
+    float y[6], mu, sg;
+    for (int t = 89; t <= 116; t++)
+        for (int fi = 0; fi < 2; fi++) {
+            int rc = cc_ref_forward(m, fi, x[fi], p0, p0 + t, y, &mu, &sg, NULL);
+            assert_int_equal(rc, 0);
+            for (int k = 0; k < 3; k++) {
+                double mean = (double)y[2 * k] * sg + mu, sd = exp((double)y[2 * k + 1]) * sg;
+                double e = x[fi][t + 1 + k] - mean;
+                sae[fi] += fabs(e);
+                ssq += e * e;
+                cov_in += fabs(e) <= 1.2815516 * sd;
+                n++;
+            }
+        }
+    assert_int_equal(json_integer_value(json_object_get(root, "origins")), 28);
+    double mae_a = jnum(root, "model", "a", -1, "mae"), mae_b = jnum(root, "model", "b", -1, "mae");
+    print_message("model MAE a %.6f (oracle %.6f), b %.6f (oracle %.6f)\n", mae_a,
+                  sae[0] / (n / 2), mae_b, sae[1] / (n / 2));
+    NEAR(mae_a, sae[0] / (n / 2), 1e-4 * (1 + fabs(mae_a)));
+    NEAR(mae_b, sae[1] / (n / 2), 1e-4 * (1 + fabs(mae_b)));
+    NEAR(jnum(root, "model", NULL, -1, "mse"), ssq / n, 1e-4 * (1 + ssq / n));
+    NEAR(jnum(root, "model", NULL, -1, "coverage80"), (double)cov_in / n, 1.5 / n);
+    json_decref(root);
+
+    /* --full-history streams from row 0: same numbers */
+    const char *args2[] = {"--model", mpath, "--data", csv, "--split", "0.75,0.0",
+                           "--json-out", js, "--full-history"};
+    assert_int_equal(run_eval(args2, 9), 0);
+    root = json_load_file(js, 0, &je);
+    assert_non_null(root);
+    NEAR(jnum(root, "model", "a", -1, "mae"), mae_a, 1e-6 * (1 + mae_a));
+    json_decref(root);
+
+    /* a horizon beyond the model's is refused */
+    const char *args3[] = {"--model", mpath, "--data", csv, "--horizon", "4"};
+    assert_int_equal(run_eval(args3, 6), 1);
+    cc_model_close(&m);
+}
+
+/* ETT protocol on a fake ETTh1-shaped file: windows and z-scoring. */
+static void test_eval_ett_protocol(void **state)
+{
+    (void)state;
+    char csv[512], js[512];
+    snprintf(csv, sizeof csv, "%s/ett.csv", tmpdir);
+    snprintf(js, sizeof js, "%s/ett.json", tmpdir);
+    FILE *f = fopen(csv, "w");
+    assert_non_null(f);
+    /* A: i (train mean 4319.5, population std sqrt((8640²-1)/12)); B: 0,2,0,2… (mean 1, std 1) */
+    fprintf(f, "date,A,B\n");
+    for (int i = 0; i < 14500; i++)
+        fprintf(f, "%lld,%d,%d\n", 1467331200LL + 3600LL * i, i, (i % 2) * 2);
+    fclose(f);
+    const char *args[] = {"--data", csv, "--protocol", "ett", "--horizon", "4", "--json-out", js};
+    assert_int_equal(run_eval(args, 8), 0);
+    json_error_t je;
+    json_t *root = json_load_file(js, 0, &je);
+    assert_non_null(root);
+    /* windows: origins 11519 … 14399-4 */
+    assert_int_equal(json_integer_value(json_object_get(root, "origins")), 2880 - 4 + 1);
+    double sd = sqrt((8640.0 * 8640.0 - 1) / 12.0);
+    /* naive on standardised A at step k: (k+1)/sd; on B: |alternation| = 2 at odd steps */
+    NEAR(jnum(root, "naive", "A", 0, "mae"), 1.0 / sd, 1e-6);
+    NEAR(jnum(root, "naive", "A", 3, "mae"), 4.0 / sd, 1e-6);
+    NEAR(jnum(root, "naive", "B", 0, "mae"), 2.0, 1e-6);
+    NEAR(jnum(root, "naive", "B", 1, "mae"), 0.0, 1e-6);
+    json_decref(root);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_basic_values),
+        cmocka_unit_test(test_nan_and_missing_parts),
+        cmocka_unit_test(test_pooling_and_merge),
+        cmocka_unit_test(test_mase_scale),
+        cmocka_unit_test(test_eval_baselines),
+        cmocka_unit_test(test_eval_model_vs_oracle),
+        cmocka_unit_test(test_eval_ett_protocol),
+    };
+    return cmocka_run_group_tests(tests, setup_tmp, teardown_tmp);
+}
