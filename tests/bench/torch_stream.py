@@ -20,8 +20,9 @@ model in one benchmark run. One thread by default (torch.set_num_threads(1)).
   # a random model of the default shape (F=8 P=16 N=21 M=336 d=64 H=4 L=2 dff=128 Hz=24)
   /usr/bin/python3 tests/bench/torch_stream.py --write-random-model /tmp/default.safetensors
   # correctness: stream the golden series (and scaled copies as extra cells) and compare
-  # every step with reference.py (exit 1 if max abs error on y > 1e-4)
-  /usr/bin/python3 tests/bench/torch_stream.py --check tests/data/golden
+  # every step with reference.py (exit 1 if max abs error on y > 1e-4); with --model also
+  # streams synthetic series (0.1 .. 1e8) through that model and compares with reference.py
+  /usr/bin/python3 tests/bench/torch_stream.py --check tests/data/golden [--model M]
 
 OpenBLAS kernels: torch uses Debian's OpenBLAS (libblas.so.3), which on this CPU picks
 its Haswell kernels. --openblas-coretype (default: SKYLAKEX when /proc/cpuinfo has
@@ -254,6 +255,31 @@ def check(torch, golden_dir):
     return err
 
 
+def check_model(torch, model_path, cells=2, T=None, seed=3):
+    """Streams synthetic series (magnitudes 0.1 .. 1e8) through any model file and compares
+    with reference.forward on a subset of steps (every 7th and the last 20). Max abs err."""
+    import numpy as np
+    import reference as ref
+    m = ref.Model.load(model_path)
+    st = TorchStream(torch, m, cells)
+    T = T or max(m.N * m.P + m.P, m.M) + 3 * m.P
+    rng = np.random.default_rng(seed)
+    X = (np.logspace(-1, 8, st.C)[:, None] *
+         (1 + 0.3 * np.sin(np.arange(T) * 0.26)[None, :] +
+          0.05 * rng.standard_normal((st.C, T)))).astype(np.float32)
+    p0 = 118000 * m.P + 5
+    err, n = 0.0, 0
+    for i in range(T):
+        t = p0 + i
+        ok = st.step(t, torch.tensor(X[:, i]))
+        if ok and (i % 7 == 0 or i >= T - 20):
+            for c in range(st.C):
+                r = ref.forward(m, c % m.F, X[c].astype(np.float64), p0, t, want_trace=False)
+                err = max(err, float(np.abs(st.y[c].double().numpy() - r["y"]).max()))
+                n += 1
+    return {"model": model_path, "y": err, "compared_channel_steps": n}
+
+
 def bench(torch, model_path, n_cells, K, warm, seed):
     import reference as ref
     model = ref.Model.load(model_path)
@@ -308,7 +334,10 @@ def main():
     if args.check:
         with torch.inference_mode():
             err = check(torch, args.check)
+            if args.model:
+                err["model_check"] = check_model(torch, args.model)
         ok = err["y"] <= 1e-4 and err["mu_rel"] <= 1e-6 and err["sigma_rel"] <= 1e-6
+        ok = ok and ("model_check" not in err or err["model_check"]["y"] <= 1e-4)
         err["ok"] = bool(ok)
         print(json.dumps(err))
         return 0 if ok else 1
