@@ -8,6 +8,22 @@
  * the host says the step that consumed it is done, via cc_kafka_ack(batch_id); stored
  * offsets are committed periodically and on close. Messages of a batch are handed to the
  * host's on_message with the batch id they belong to.
+ *
+ * Changes since the first version of this header (all additive; engineer "kafka"):
+ *  - CcKafkaSettings: producer_props (librdkafka properties of the dead-letter/alert
+ *    producer; `props` go to the consumer only), max_produce_queue; cc_kafka_default_settings
+ *    fills them. Properties the module forces or tunes are listed at cc_kafka_open.
+ *  - CcKafkaStats: produced, produce_retries, produce_failed, produce_queue,
+ *    unacked_messages, consumer_errors.
+ *  - cc_kafka_fd(): a descriptor that becomes readable when messages are waiting (add it
+ *    to the event base with EV_READ|EV_PERSIST; cc_kafka_poll drains it).
+ *  - cc_kafka_pause(): pause/resume fetching of all assigned partitions (backpressure;
+ *    keep calling cc_kafka_poll while paused so the group membership stays alive).
+ *  - cc_kafka_rewind(): called from on_assign, starts a newly assigned partition at the
+ *    first message at or after a timestamp (rebuild a window of history) instead of the
+ *    committed offset.
+ *  - on_message's msg points into librdkafka's message: valid only during the callback.
+ *  - on_revoke is also called from cc_kafka_close (the consumer leaves the group).
  */
 #ifndef CC_DAEMON_KAFKA_H
 #define CC_DAEMON_KAFKA_H
@@ -35,6 +51,10 @@ typedef struct CcKafkaSettings {
     int n_props;
     int max_poll_messages;          ///< messages per cc_kafka_poll (default 10000)
     CcLogger logger;
+    const CcKafkaProp *producer_props; ///< to the dead-letter/alert producer (default none)
+    int n_producer_props;
+    int max_produce_queue;          ///< produced messages not yet delivered, incl. retries;
+                                    ///< beyond it cc_kafka_produce fails (default 100000)
 } CcKafkaSettings;
 
 typedef struct CcKafkaMessage {
@@ -64,6 +84,12 @@ typedef struct CcKafkaStats {
         dead_letter_errors, rebalances;
     int64_t lag;                    ///< sum over assigned partitions (high watermark - position), -1 unknown
     int assigned_partitions;
+    uint64_t produced;              ///< cc_kafka_produce messages delivered
+    uint64_t produce_retries;       ///< re-sent after a failed delivery or a full queue
+    uint64_t produce_failed;        ///< given up (attempts exhausted, queue bound, close)
+    int64_t produce_queue;          ///< produced, not yet delivered (incl. retry list)
+    uint64_t unacked_messages;      ///< polled, in batches not yet acked
+    uint64_t consumer_errors;       ///< consumer/broker errors reported by librdkafka
 } CcKafkaStats;
 
 void cc_kafka_default_settings(CcKafkaSettings *s);
@@ -102,6 +128,21 @@ void cc_kafka_service(CcKafka *k);
 int32_t cc_kafka_partition_of(CcKafka *k, const char *topic, const void *key, size_t key_len);
 
 void cc_kafka_stats(const CcKafka *k, CcKafkaStats *out);
+
+/** Readable when the consumer queue went from empty to non-empty; cc_kafka_poll drains it.
+ *  If cc_kafka_poll returned a full batch (max_poll_messages), more may be waiting without
+ *  a new wake-up: poll again. */
+int cc_kafka_fd(const CcKafka *k);
+
+/** Pauses (1) or resumes (0) fetching on every assigned partition, and on partitions
+ *  assigned later while paused. 0 or -errno. */
+int cc_kafka_pause(CcKafka *k, int pause);
+
+/** Only inside on_assign: start `partition` of `topic` at the first offset whose
+ *  timestamp ≥ ts_ms (the committed offset is ignored for it; messages before the
+ *  committed offset come again, the host drops those it has). 0, -EINVAL (not in an
+ *  on_assign for that partition). */
+int cc_kafka_rewind(CcKafka *k, const char *topic, int32_t partition, int64_t ts_ms);
 
 /** Stops consuming, flushes producers (bounded by timeout_ms), commits, closes. */
 void cc_kafka_close(CcKafka **k, int timeout_ms);

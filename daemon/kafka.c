@@ -1,0 +1,1134 @@
+/*
+ * kafka.c — cellcastd's Kafka module (see kafka.h): the high-level consumer with
+ * at-least-once offset bookkeeping, the rebalance callback, the embedded mock cluster,
+ * and one producer for dead letters and alerts with checked delivery and bounded retries.
+ *
+ * Threads: everything here runs on the host's event-loop thread. librdkafka's own threads
+ * only hand work to queues that the calls below serve (consumer queue: messages,
+ * rebalances, errors and logs; producer queue: delivery reports, errors and logs), so
+ * every callback of this file runs inside cc_kafka_poll / cc_kafka_service / close.
+ * The embedded broker's handle is never polled; its (rare) logs go to stderr directly.
+ *
+ * Offsets: enable.auto.offset.store=false. Every polled message joins the current batch,
+ * which remembers per (topic, partition) the highest offset it holds. cc_kafka_ack(id)
+ * stores offset+1 of every batch ≤ id (rd_kafka_offsets_store); librdkafka's auto-commit
+ * (auto.commit.interval.ms) commits what is stored, and close commits synchronously.
+ * A revoked partition's entries are removed from pending batches, so an ack arriving
+ * after the rebalance cannot store an offset for a partition another member now owns.
+ *
+ * Consumer tuning (defaults; every one can be overridden through `props`):
+ *   queued.min.messages=1000000, queued.max.messages.kbytes=262144 — librdkafka 2.0 stops
+ *     fetching a partition whose local queue is above either threshold and (without
+ *     fetch.queue.backoff.ms, added in 2.1) only re-decides on its next broker-thread
+ *     wake-up, up to ~1 s later: a consumer that drains a full queue faster than that
+ *     idles. With thresholds well above one poll's worth of messages (10k) times the
+ *     seconds a backlog takes to drain, catch-up reads stay fetch-bound, not stall-bound.
+ *     The cost is memory while the host is paused: ≤ 256 MiB of queued messages.
+ *   fetch.wait.max.ms=50 — the broker answers an empty fetch after 50 ms instead of 500,
+ *     so a partition that becomes busy is fetched sooner and close() is quicker.
+ *   fetch.error.backoff.ms=100 — retry a failed fetch soon (embedded broker restarts).
+ *   auto.offset.reset=earliest — a new group reads the history (it needs a window to
+ *     warm the cells), not only what arrives after it joined.
+ *   enable.partition.eof=false, enable.auto.commit=true, auto.commit.interval.ms=1000.
+ *   partition.assignment.strategy=cooperative-sticky — a member joining or leaving moves
+ *     only the partitions that change owner; the others keep their cells warm.
+ * Forced (props cannot change them): enable.auto.offset.store=false, group.id,
+ * bootstrap.servers, log.queue=true.
+ *
+ * Producer (dead letters and alerts): enable.idempotence=true (no duplicate and ordered
+ * per partition across librdkafka's internal retries), linger.ms=5, delivery.timeout.ms=
+ * 30000. A message whose delivery finally failed with a retriable error is kept and
+ * re-produced from cc_kafka_service with exponential backoff (100 ms .. 10 s), at most
+ * 8 times; anything given up is counted (produce_failed) and logged, never dropped
+ * silently. Dead letters are best effort: counted in dead_letter_errors when they fail.
+ */
+#include "kafka.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define RETRY_MAX_ATTEMPTS 8
+#define RETRY_BACKOFF_MIN_NS (100 * 1000000LL)
+#define RETRY_BACKOFF_MAX_NS (10000 * 1000000LL)
+#define LAG_PERIOD_NS (1000 * 1000000LL)
+
+/* One (topic, partition) → highest offset in a batch. */
+typedef struct BatchPart {
+    int topic;       /* index in k->topics */
+    int32_t partition;
+    int64_t offset;
+} BatchPart;
+
+typedef struct Batch {
+    uint64_t id;
+    uint64_t n_messages;
+    BatchPart *parts;
+    int n_parts, cap_parts;
+} Batch;
+
+/* A produced message we own until its delivery report (alerts). */
+typedef struct Outgoing {
+    struct Outgoing *next;
+    char *topic;
+    void *key;
+    size_t key_len;
+    void *payload;
+    size_t len;
+    int attempts;
+    int64_t due_ns;
+} Outgoing;
+
+typedef struct TopicInfo {
+    char *name;
+    int32_t partitions;     /* -1 unknown */
+    rd_kafka_topic_t *rkt;  /* producer-side handle for the partitioner */
+} TopicInfo;
+
+typedef struct RateLog {
+    int64_t last_ns;
+    uint64_t suppressed;
+} RateLog;
+
+struct CcKafka {
+    CcLogger log;
+    char *group_id, *alert_topic, *dlq_topic;
+    char **topics;
+    int n_topics;
+    int max_poll;
+    int max_produce_queue;
+
+    rd_kafka_t *mock_rk;              /* private handle owning the embedded cluster */
+    rd_kafka_mock_cluster_t *mock;
+    char *bootstrap;
+
+    rd_kafka_t *rk;                   /* consumer */
+    rd_kafka_queue_t *cq;             /* its consumer queue (for the wake-up fd) */
+    rd_kafka_t *prod;                 /* dead letters + alerts */
+    int wake_rd, wake_wr;
+
+    CcKafkaHooks hooks;
+    rd_kafka_topic_partition_list_t *assigned;
+    int paused;
+    /* Set while on_assign runs: partitions being assigned (cc_kafka_rewind edits it). */
+    rd_kafka_topic_partition_list_t *assigning;
+    int rewinds;
+
+    Batch *batches;                   /* pending (unacked) batches, oldest first */
+    int n_batches, cap_batches;
+    uint64_t next_batch;
+    rd_kafka_topic_t *last_rkt;       /* cache: rkt → topic index */
+    int last_topic;
+
+    Outgoing *retry_head, *retry_tail; /* waiting for a re-send */
+    int64_t in_flight;                /* produced, no delivery report yet */
+    int64_t n_retry;
+    int closing;                      /* no more retries: failures are final */
+
+    TopicInfo *tinfo;
+    int n_tinfo;
+
+    CcKafkaStats st;
+    int64_t last_lag_ns;
+    RateLog rl_consumer, rl_producer, rl_store;
+};
+
+/* ---- small helpers ---- */
+
+static char *xstrdup(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+static void ratelog(CcKafka *k, RateLog *rl, enum CcLogLevel lvl, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* At most one line per second per kind; the next line says how many were suppressed. */
+static void ratelog(CcKafka *k, RateLog *rl, enum CcLogLevel lvl, const char *fmt, ...)
+{
+    int64_t now = cc_now_ns();
+    if (rl->last_ns && now - rl->last_ns < 1000000000LL) {
+        rl->suppressed++;
+        return;
+    }
+    char buf[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (rl->suppressed)
+        cc_logf(&k->log, lvl, "%s (%" PRIu64 " similar suppressed)", buf, rl->suppressed);
+    else
+        cc_logf(&k->log, lvl, "%s", buf);
+    rl->last_ns = now;
+    rl->suppressed = 0;
+}
+
+static enum CcLogLevel level_of_syslog(int level)
+{
+    return level <= 3 ? CC_LOG_ERROR : level == 4 ? CC_LOG_WARN : level <= 6 ? CC_LOG_INFO
+                                                                               : CC_LOG_DEBUG;
+}
+
+static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    CcKafka *k = rd_kafka_opaque(rk);
+    if (k)
+        cc_logf(&k->log, level_of_syslog(level), "kafka %s: %s: %s", rd_kafka_name(rk), fac,
+                buf);
+}
+
+static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    CcKafka *k = opaque;
+    int is_consumer = rk == k->rk;
+    if (is_consumer)
+        k->st.consumer_errors++;
+    if (err == RD_KAFKA_RESP_ERR__FATAL) {
+        char buf[512];
+        rd_kafka_resp_err_t ferr = rd_kafka_fatal_error(rk, buf, sizeof buf);
+        cc_logf(&k->log, CC_LOG_ERROR, "kafka %s: fatal error %s: %s",
+                is_consumer ? "consumer" : "producer", rd_kafka_err2name(ferr), buf);
+        return;
+    }
+    ratelog(k, is_consumer ? &k->rl_consumer : &k->rl_producer, CC_LOG_WARN,
+            "kafka %s: %s: %s", is_consumer ? "consumer" : "producer",
+            rd_kafka_err2name(err), reason);
+}
+
+static int set_prop(rd_kafka_conf_t *conf, const char *name, const char *value, char *err,
+                    size_t errlen)
+{
+    char e[256];
+    if (rd_kafka_conf_set(conf, name, value, e, sizeof e) != RD_KAFKA_CONF_OK)
+        return cc_errf(err, errlen, -EINVAL, "kafka property %s=%s: %s", name, value, e);
+    return 0;
+}
+
+static int topic_index(CcKafka *k, rd_kafka_topic_t *rkt)
+{
+    if (rkt == k->last_rkt)
+        return k->last_topic;
+    const char *name = rd_kafka_topic_name(rkt);
+    for (int i = 0; i < k->n_topics; i++)
+        if (!strcmp(k->topics[i], name)) {
+            k->last_rkt = rkt;
+            k->last_topic = i;
+            return i;
+        }
+    return -1;
+}
+
+static int topic_index_name(const CcKafka *k, const char *name)
+{
+    for (int i = 0; i < k->n_topics; i++)
+        if (!strcmp(k->topics[i], name))
+            return i;
+    return -1;
+}
+
+void cc_kafka_default_settings(CcKafkaSettings *s)
+{
+    static const char *const default_topics[] = {"kpis"};
+    memset(s, 0, sizeof *s);
+    s->brokers = "embedded";
+    s->group_id = "cellcastd";
+    s->topics = default_topics;
+    s->n_topics = 1;
+    s->alert_topic = "alerts";
+    s->dead_letter_topic = NULL;
+    s->embedded_partitions = 4;
+    s->max_poll_messages = 10000;
+    s->max_produce_queue = 100000;
+}
+
+const char *cc_kafka_bootstrap(const CcKafka *k)
+{
+    return k->bootstrap;
+}
+
+int cc_kafka_fd(const CcKafka *k)
+{
+    return k->wake_rd;
+}
+
+/* ---- pending batches ---- */
+
+static void batch_free(Batch *b)
+{
+    free(b->parts);
+    b->parts = NULL;
+    b->n_parts = b->cap_parts = 0;
+}
+
+static Batch *batch_open(CcKafka *k)
+{
+    if (k->n_batches == k->cap_batches) {
+        int cap = k->cap_batches ? k->cap_batches * 2 : 16;
+        Batch *nb = realloc(k->batches, (size_t)cap * sizeof *nb);
+        if (!nb)
+            return NULL;
+        k->batches = nb;
+        k->cap_batches = cap;
+    }
+    Batch *b = &k->batches[k->n_batches++];
+    memset(b, 0, sizeof *b);
+    b->id = ++k->next_batch;
+    return b;
+}
+
+static int batch_note(Batch *b, int topic, int32_t partition, int64_t offset)
+{
+    for (int i = 0; i < b->n_parts; i++) {
+        BatchPart *p = &b->parts[i];
+        if (p->topic == topic && p->partition == partition) {
+            if (offset > p->offset)
+                p->offset = offset;
+            return 0;
+        }
+    }
+    if (b->n_parts == b->cap_parts) {
+        int cap = b->cap_parts ? b->cap_parts * 2 : 8;
+        BatchPart *np = realloc(b->parts, (size_t)cap * sizeof *np);
+        if (!np)
+            return -ENOMEM;
+        b->parts = np;
+        b->cap_parts = cap;
+    }
+    b->parts[b->n_parts++] = (BatchPart){topic, partition, offset};
+    return 0;
+}
+
+/* Drops a revoked partition from every pending batch. */
+static void batches_forget(CcKafka *k, const char *topic, int32_t partition)
+{
+    int t = topic_index_name(k, topic);
+    for (int i = 0; i < k->n_batches; i++) {
+        Batch *b = &k->batches[i];
+        for (int j = 0; j < b->n_parts; j++)
+            if (b->parts[j].topic == t && b->parts[j].partition == partition)
+                b->parts[j--] = b->parts[--b->n_parts];
+    }
+}
+
+void cc_kafka_ack(CcKafka *k, uint64_t batch_id)
+{
+    int n = 0;
+    while (n < k->n_batches && k->batches[n].id <= batch_id)
+        n++;
+    if (!n)
+        return;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(16);
+    for (int i = 0; i < n; i++) {
+        Batch *b = &k->batches[i];
+        for (int j = 0; j < b->n_parts; j++) {
+            BatchPart *p = &b->parts[j];
+            rd_kafka_topic_partition_t *tp =
+                rd_kafka_topic_partition_list_find(l, k->topics[p->topic], p->partition);
+            if (!tp)
+                tp = rd_kafka_topic_partition_list_add(l, k->topics[p->topic], p->partition);
+            if (p->offset + 1 > tp->offset)
+                tp->offset = p->offset + 1;
+        }
+        k->st.unacked_messages -= b->n_messages;
+        batch_free(b);
+    }
+    memmove(k->batches, k->batches + n, (size_t)(k->n_batches - n) * sizeof *k->batches);
+    k->n_batches -= n;
+    if (l->cnt) {
+        rd_kafka_resp_err_t err = rd_kafka_offsets_store(k->rk, l);
+        for (int i = 0; i < l->cnt; i++) {
+            rd_kafka_resp_err_t e = l->elems[i].err;
+            if (e || err)
+                ratelog(k, &k->rl_store, CC_LOG_WARN,
+                        "kafka: storing offset %" PRId64 " of %s [%" PRId32 "]: %s",
+                        l->elems[i].offset, l->elems[i].topic, l->elems[i].partition,
+                        rd_kafka_err2str(e ? e : err));
+        }
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+/* ---- rebalance ---- */
+
+/* Calls hook per topic with the partitions of that topic in list l. */
+static void call_per_topic(CcKafka *k, rd_kafka_topic_partition_list_t *l,
+                           void (*hook)(void *, const char *, const int32_t *, int))
+{
+    if (!hook || !l->cnt)
+        return;
+    int32_t *parts = malloc((size_t)l->cnt * sizeof *parts);
+    if (!parts) {
+        cc_logf(&k->log, CC_LOG_ERROR, "kafka: out of memory in rebalance");
+        abort(); /* daemon policy: log and exit on OOM; losing a rebalance is worse */
+    }
+    for (int i = 0; i < l->cnt; i++) {
+        const char *t = l->elems[i].topic;
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++)
+            seen = !strcmp(l->elems[j].topic, t);
+        if (seen)
+            continue;
+        int n = 0;
+        for (int j = i; j < l->cnt; j++)
+            if (!strcmp(l->elems[j].topic, t))
+                parts[n++] = l->elems[j].partition;
+        hook(k->hooks.cookie, t, parts, n);
+    }
+    free(parts);
+}
+
+int cc_kafka_rewind(CcKafka *k, const char *topic, int32_t partition, int64_t ts_ms)
+{
+    if (!k->assigning)
+        return -EINVAL;
+    rd_kafka_topic_partition_t *tp =
+        rd_kafka_topic_partition_list_find(k->assigning, topic, partition);
+    if (!tp || ts_ms < 0)
+        return -EINVAL;
+    if (ts_ms == 0) {     /* everything: no lookup needed */
+        tp->offset = RD_KAFKA_OFFSET_BEGINNING;
+        return 0;
+    }
+    tp->offset = ts_ms;   /* a timestamp until resolved by offsets_for_times */
+    tp->opaque = (void *)1;
+    k->rewinds++;
+    return 0;
+}
+
+/* Resolves the timestamps cc_kafka_rewind put into l into offsets (blocking, ≤ 5 s).
+ * Note: librdkafka 2.0's mock cluster answers every timestamp lookup with -1 (end), so on
+ * the embedded broker only a rewind to 0 (= from the beginning) is meaningful. */
+static void resolve_rewinds(CcKafka *k, rd_kafka_topic_partition_list_t *l)
+{
+    rd_kafka_topic_partition_list_t *q = rd_kafka_topic_partition_list_new(l->cnt);
+    for (int i = 0; i < l->cnt; i++)
+        if (l->elems[i].opaque)
+            rd_kafka_topic_partition_list_add(q, l->elems[i].topic, l->elems[i].partition)
+                ->offset = l->elems[i].offset;
+    rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(k->rk, q, 5000);
+    for (int i = 0; i < l->cnt; i++) {
+        rd_kafka_topic_partition_t *tp = &l->elems[i];
+        if (!tp->opaque)
+            continue;
+        rd_kafka_topic_partition_t *r =
+            rd_kafka_topic_partition_list_find(q, tp->topic, tp->partition);
+        if (!err && r && !r->err) {
+            /* -1 (end): no message at or after ts; start at the end. */
+            tp->offset = r->offset >= 0 ? r->offset : RD_KAFKA_OFFSET_END;
+            cc_logf(&k->log, CC_LOG_INFO, "kafka: %s [%" PRId32 "] rewound to offset %" PRId64,
+                    tp->topic, tp->partition, r->offset);
+        } else {
+            tp->offset = RD_KAFKA_OFFSET_INVALID; /* committed offset */
+            cc_logf(&k->log, CC_LOG_WARN,
+                    "kafka: %s [%" PRId32 "]: rewind failed (%s), starting at the committed "
+                    "offset", tp->topic, tp->partition,
+                    rd_kafka_err2str(err ? err : r ? r->err : RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION));
+        }
+        tp->opaque = NULL;
+    }
+    rd_kafka_topic_partition_list_destroy(q);
+}
+
+static void list_remove(rd_kafka_topic_partition_list_t *from,
+                        const rd_kafka_topic_partition_list_t *what)
+{
+    for (int i = 0; i < what->cnt; i++)
+        rd_kafka_topic_partition_list_del(from, what->elems[i].topic, what->elems[i].partition);
+}
+
+static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                         rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+    CcKafka *k = opaque;
+    int coop = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
+    rd_kafka_error_t *e = NULL;
+    rd_kafka_resp_err_t re = 0;
+
+    k->st.rebalances++;
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        for (int i = 0; i < parts->cnt; i++) {
+            parts->elems[i].offset = RD_KAFKA_OFFSET_INVALID; /* committed, or the reset */
+            parts->elems[i].opaque = NULL;
+        }
+        k->assigning = parts;
+        k->rewinds = 0;
+        call_per_topic(k, parts, k->hooks.on_assign);
+        k->assigning = NULL;
+        if (k->rewinds)
+            resolve_rewinds(k, parts);
+        if (coop)
+            e = rd_kafka_incremental_assign(rk, parts);
+        else
+            re = rd_kafka_assign(rk, parts);
+        for (int i = 0; i < parts->cnt; i++)
+            rd_kafka_topic_partition_list_add(k->assigned, parts->elems[i].topic,
+                                              parts->elems[i].partition);
+        if (k->paused)
+            rd_kafka_pause_partitions(rk, parts);
+        cc_logf(&k->log, CC_LOG_INFO, "kafka: %d partition(s) assigned (%s), %d held",
+                parts->cnt, coop ? "cooperative" : "eager", k->assigned->cnt);
+    } else if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
+        call_per_topic(k, parts, k->hooks.on_revoke);
+        for (int i = 0; i < parts->cnt; i++)
+            batches_forget(k, parts->elems[i].topic, parts->elems[i].partition);
+        if (coop) {
+            e = rd_kafka_incremental_unassign(rk, parts);
+            list_remove(k->assigned, parts);
+        } else {
+            re = rd_kafka_assign(rk, NULL);
+            rd_kafka_topic_partition_list_destroy(k->assigned);
+            k->assigned = rd_kafka_topic_partition_list_new(16);
+        }
+        cc_logf(&k->log, CC_LOG_INFO, "kafka: %d partition(s) revoked%s, %d held", parts->cnt,
+                rd_kafka_assignment_lost(rk) ? " (lost)" : "", k->assigned->cnt);
+    } else {
+        cc_logf(&k->log, CC_LOG_ERROR, "kafka: rebalance error: %s", rd_kafka_err2str(err));
+        call_per_topic(k, k->assigned, k->hooks.on_revoke);
+        for (int i = 0; i < k->assigned->cnt; i++)
+            batches_forget(k, k->assigned->elems[i].topic, k->assigned->elems[i].partition);
+        re = rd_kafka_assign(rk, NULL);
+        rd_kafka_topic_partition_list_destroy(k->assigned);
+        k->assigned = rd_kafka_topic_partition_list_new(16);
+    }
+    if (e) {
+        cc_logf(&k->log, CC_LOG_ERROR, "kafka: incremental (un)assign: %s",
+                rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+    }
+    if (re)
+        cc_logf(&k->log, CC_LOG_ERROR, "kafka: (un)assign: %s", rd_kafka_err2str(re));
+    k->st.assigned_partitions = k->assigned->cnt;
+}
+
+int cc_kafka_pause(CcKafka *k, int pause)
+{
+    pause = !!pause;
+    if (pause == k->paused)
+        return 0;
+    k->paused = pause;
+    if (!k->assigned->cnt)
+        return 0;
+    rd_kafka_resp_err_t err = pause ? rd_kafka_pause_partitions(k->rk, k->assigned)
+                                    : rd_kafka_resume_partitions(k->rk, k->assigned);
+    return err ? -EIO : 0;
+}
+
+/* ---- consuming ---- */
+
+uint64_t cc_kafka_poll(CcKafka *k)
+{
+    char drain[64];
+    while (read(k->wake_rd, drain, sizeof drain) > 0)
+        ;
+    Batch *b = NULL;
+    uint64_t bid = 0;
+    for (int n = 0; n < k->max_poll;) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(k->rk, 0);
+        if (!m)
+            break;
+        if (m->err) {
+            if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                k->st.consumer_errors++;
+                ratelog(k, &k->rl_consumer, CC_LOG_WARN, "kafka: consume %s [%" PRId32 "]: %s",
+                        m->rkt ? rd_kafka_topic_name(m->rkt) : "-", m->partition,
+                        rd_kafka_message_errstr(m));
+            }
+            rd_kafka_message_destroy(m);
+            continue;
+        }
+        int t = topic_index(k, m->rkt);
+        if (!b) {
+            b = batch_open(k);
+            if (!b) {
+                cc_logf(&k->log, CC_LOG_ERROR, "kafka: out of memory (batch)");
+                abort();
+            }
+            bid = b->id;
+        }
+        if (t >= 0 && batch_note(b, t, m->partition, m->offset)) {
+            cc_logf(&k->log, CC_LOG_ERROR, "kafka: out of memory (batch)");
+            abort();
+        }
+        b->n_messages++;
+        k->st.unacked_messages++;
+        k->st.messages++;
+        k->st.bytes += m->len;
+        rd_kafka_timestamp_type_t tst;
+        int64_t ts = rd_kafka_message_timestamp(m, &tst);
+        CcKafkaMessage msg = {
+            .topic = rd_kafka_topic_name(m->rkt),
+            .partition = m->partition,
+            .offset = m->offset,
+            .timestamp_ms = tst == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? -1 : ts,
+            .key = m->key,
+            .key_len = m->key_len,
+            .payload = m->payload,
+            .len = m->len,
+        };
+        if (k->hooks.on_message)
+            k->hooks.on_message(k->hooks.cookie, bid, &msg);
+        rd_kafka_message_destroy(m);
+        /* A rebalance inside consumer_poll may drop entries of this batch, never the batch
+         * itself; a host that acks from on_message removes it: then the next message
+         * opens a new batch (and the newest id is returned). */
+        b = k->n_batches && k->batches[k->n_batches - 1].id == bid ? &k->batches[k->n_batches - 1]
+                                                                   : NULL;
+        n++;
+    }
+    if (bid)
+        k->st.batches++;
+    return bid;
+}
+
+int cc_kafka_commit(CcKafka *k)
+{
+    rd_kafka_resp_err_t err = rd_kafka_commit(k->rk, NULL, 0);
+    if (err == RD_KAFKA_RESP_ERR__NO_OFFSET || !err) {
+        if (!err)
+            k->st.commits++;
+        return 0;
+    }
+    k->st.commit_errors++;
+    cc_logf(&k->log, CC_LOG_WARN, "kafka: commit: %s", rd_kafka_err2str(err));
+    return -EIO;
+}
+
+/* ---- producing ---- */
+
+static void outgoing_free(Outgoing *o)
+{
+    if (!o)
+        return;
+    free(o->topic);
+    free(o->key);
+    free(o->payload);
+    free(o);
+}
+
+static void retry_push(CcKafka *k, Outgoing *o)
+{
+    int64_t backoff = RETRY_BACKOFF_MIN_NS << (o->attempts < 7 ? o->attempts : 7);
+    if (backoff > RETRY_BACKOFF_MAX_NS)
+        backoff = RETRY_BACKOFF_MAX_NS;
+    o->due_ns = cc_now_ns() + backoff;
+    o->next = NULL;
+    if (k->retry_tail)
+        k->retry_tail->next = o;
+    else
+        k->retry_head = o;
+    k->retry_tail = o;
+    k->n_retry++;
+}
+
+static void give_up(CcKafka *k, Outgoing *o, const char *why)
+{
+    k->st.produce_failed++;
+    ratelog(k, &k->rl_producer, CC_LOG_ERROR,
+            "kafka: giving up on a message to %s (key %.*s, %zu bytes) after %d attempt(s): %s",
+            o->topic, (int)(o->key_len > 64 ? 64 : o->key_len),
+            o->key ? (const char *)o->key : "", o->len, o->attempts, why);
+    outgoing_free(o);
+}
+
+/* Hands o to librdkafka; on a full local queue it goes back to the retry list. */
+static void send_outgoing(CcKafka *k, Outgoing *o)
+{
+    o->attempts++;
+    rd_kafka_resp_err_t err = rd_kafka_producev(
+        k->prod, RD_KAFKA_V_TOPIC(o->topic), RD_KAFKA_V_KEY(o->key, o->key_len),
+        RD_KAFKA_V_VALUE(o->payload, o->len), RD_KAFKA_V_OPAQUE(o), RD_KAFKA_V_END);
+    if (!err) {
+        k->in_flight++;
+        return;
+    }
+    if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL && o->attempts < RETRY_MAX_ATTEMPTS) {
+        k->st.produce_retries++;
+        retry_push(k, o);
+        return;
+    }
+    give_up(k, o, rd_kafka_err2str(err));
+}
+
+static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    CcKafka *k = opaque;
+    Outgoing *o = m->_private;
+    if (!o) { /* a dead letter */
+        if (m->err) {
+            k->st.dead_letter_errors++;
+            ratelog(k, &k->rl_producer, CC_LOG_WARN, "kafka: dead letter not delivered: %s",
+                    rd_kafka_err2str(m->err));
+        } else {
+            k->st.dead_letters++;
+        }
+        return;
+    }
+    k->in_flight--;
+    if (!m->err) {
+        k->st.produced++;
+        outgoing_free(o);
+        return;
+    }
+    int permanent = m->err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ||
+                    m->err == RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE ||
+                    m->err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
+                    m->err == RD_KAFKA_RESP_ERR__FATAL;
+    if (!permanent && !k->closing && o->attempts < RETRY_MAX_ATTEMPTS) {
+        k->st.produce_retries++;
+        ratelog(k, &k->rl_producer, CC_LOG_WARN, "kafka: delivery to %s failed (%s), retrying",
+                o->topic, rd_kafka_err2str(m->err));
+        retry_push(k, o);
+        return;
+    }
+    give_up(k, o, rd_kafka_err2str(m->err));
+}
+
+int cc_kafka_produce(CcKafka *k, const char *topic, const void *key, size_t key_len,
+                     const void *payload, size_t len)
+{
+    if (k->in_flight + k->n_retry >= k->max_produce_queue) {
+        k->st.produce_failed++;
+        ratelog(k, &k->rl_producer, CC_LOG_ERROR,
+                "kafka: produce queue full (%d messages undelivered): message to %s refused",
+                k->max_produce_queue, topic);
+        return -ENOBUFS;
+    }
+    Outgoing *o = calloc(1, sizeof *o);
+    if (!o)
+        return -ENOMEM;
+    o->topic = strdup(topic);
+    o->key = key_len ? malloc(key_len) : NULL;
+    o->payload = len ? malloc(len) : NULL;
+    if (!o->topic || (key_len && !o->key) || (len && !o->payload)) {
+        outgoing_free(o);
+        return -ENOMEM;
+    }
+    if (key_len)
+        memcpy(o->key, key, key_len);
+    if (len)
+        memcpy(o->payload, payload, len);
+    o->key_len = key_len;
+    o->len = len;
+    send_outgoing(k, o);
+    return 0;
+}
+
+void cc_kafka_dead_letter(CcKafka *k, const CcKafkaMessage *msg, const char *reason)
+{
+    if (!k->dlq_topic)
+        return;
+    char part[16], off[24];
+    snprintf(part, sizeof part, "%" PRId32, msg->partition);
+    snprintf(off, sizeof off, "%" PRId64, msg->offset);
+    rd_kafka_headers_t *h = rd_kafka_headers_new(4);
+    rd_kafka_header_add(h, "cellcast-reason", -1, reason ? reason : "unknown", -1);
+    rd_kafka_header_add(h, "cellcast-topic", -1, msg->topic ? msg->topic : "", -1);
+    rd_kafka_header_add(h, "cellcast-partition", -1, part, -1);
+    rd_kafka_header_add(h, "cellcast-offset", -1, off, -1);
+    rd_kafka_resp_err_t err = rd_kafka_producev(
+        k->prod, RD_KAFKA_V_TOPIC(k->dlq_topic), RD_KAFKA_V_KEY(msg->key, msg->key_len),
+        RD_KAFKA_V_VALUE((void *)msg->payload, msg->len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+        RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_END);
+    if (err) {
+        rd_kafka_headers_destroy(h);
+        k->st.dead_letter_errors++;
+        ratelog(k, &k->rl_producer, CC_LOG_WARN, "kafka: dead letter to %s: %s", k->dlq_topic,
+                rd_kafka_err2str(err));
+    }
+}
+
+/* ---- service, stats, partitions ---- */
+
+static void update_lag(CcKafka *k)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_copy(k->assigned);
+    int64_t lag = 0;
+    int known = 0;
+    if (l->cnt && !rd_kafka_position(k->rk, l)) {
+        for (int i = 0; i < l->cnt; i++) {
+            int64_t lo, hi;
+            if (rd_kafka_get_watermark_offsets(k->rk, l->elems[i].topic, l->elems[i].partition,
+                                               &lo, &hi) || hi < 0)
+                continue;
+            int64_t pos = l->elems[i].offset >= 0 ? l->elems[i].offset : lo;
+            if (pos < 0)
+                continue;
+            lag += hi > pos ? hi - pos : 0;
+            known++;
+        }
+    }
+    k->st.lag = known ? lag : (l->cnt ? -1 : 0);
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+void cc_kafka_service(CcKafka *k)
+{
+    rd_kafka_poll(k->prod, 0);
+    int64_t now = cc_now_ns();
+    /* Re-send due retries (they are in due order: one backoff per push, FIFO). */
+    int64_t n = k->n_retry;
+    while (k->retry_head && n-- > 0) {
+        Outgoing *o = k->retry_head;
+        if (o->due_ns > now)
+            break;
+        k->retry_head = o->next;
+        if (!k->retry_head)
+            k->retry_tail = NULL;
+        k->n_retry--;
+        send_outgoing(k, o);
+    }
+    if (now - k->last_lag_ns >= LAG_PERIOD_NS) {
+        update_lag(k);
+        k->last_lag_ns = now;
+    }
+}
+
+void cc_kafka_stats(const CcKafka *k, CcKafkaStats *out)
+{
+    *out = k->st;
+    out->produce_queue = k->in_flight + k->n_retry;
+    out->assigned_partitions = k->assigned->cnt;
+}
+
+int32_t cc_kafka_partition_of(CcKafka *k, const char *topic, const void *key, size_t key_len)
+{
+    if (!key_len)
+        return -1;
+    TopicInfo *ti = NULL;
+    for (int i = 0; i < k->n_tinfo; i++)
+        if (!strcmp(k->tinfo[i].name, topic))
+            ti = &k->tinfo[i];
+    if (!ti) {
+        TopicInfo *nt = realloc(k->tinfo, (size_t)(k->n_tinfo + 1) * sizeof *nt);
+        if (!nt)
+            return -1;
+        k->tinfo = nt;
+        ti = &k->tinfo[k->n_tinfo];
+        *ti = (TopicInfo){strdup(topic), -1, rd_kafka_topic_new(k->prod, topic, NULL)};
+        if (!ti->name || !ti->rkt) {
+            free(ti->name);
+            if (ti->rkt)
+                rd_kafka_topic_destroy(ti->rkt);
+            return -1;
+        }
+        k->n_tinfo++;
+    }
+    if (ti->partitions < 1) {
+        const struct rd_kafka_metadata *md = NULL;
+        if (!rd_kafka_metadata(k->prod, 0, ti->rkt, &md, 2000) && md->topic_cnt == 1 &&
+            !md->topics[0].err)
+            ti->partitions = md->topics[0].partition_cnt;
+        if (md)
+            rd_kafka_metadata_destroy(md);
+        if (ti->partitions < 1)
+            return -1;
+    }
+    /* librdkafka's default partitioner (consistent_random): CRC32 of the key. */
+    return rd_kafka_msg_partitioner_consistent_random(ti->rkt, key, key_len, ti->partitions,
+                                                      NULL, NULL);
+}
+
+/* ---- open / close ---- */
+
+static int open_embedded(CcKafka *k, const CcKafkaSettings *s, char *err, size_t errlen)
+{
+    char e[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "client.id", "cellcastd-embedded-broker", NULL, 0);
+    rd_kafka_conf_set(conf, "log_level", "4", NULL, 0);
+    k->mock_rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, e, sizeof e);
+    if (!k->mock_rk) {
+        rd_kafka_conf_destroy(conf);
+        return cc_errf(err, errlen, -EIO, "kafka: embedded broker handle: %s", e);
+    }
+    k->mock = rd_kafka_mock_cluster_new(k->mock_rk, 1);
+    if (!k->mock)
+        return cc_errf(err, errlen, -EIO, "kafka: cannot start the embedded mock cluster");
+    int np = s->embedded_partitions > 0 ? s->embedded_partitions : 4;
+    for (int i = 0; i < k->n_topics + 2; i++) {
+        const char *t = i < k->n_topics ? k->topics[i] : i == k->n_topics ? k->alert_topic
+                                                                          : k->dlq_topic;
+        if (!t || !*t)
+            continue;
+        rd_kafka_resp_err_t re = rd_kafka_mock_topic_create(k->mock, t, np, 1);
+        if (re)
+            return cc_errf(err, errlen, -EIO, "kafka: embedded broker: create topic %s: %s", t,
+                           rd_kafka_err2str(re));
+    }
+    k->bootstrap = xstrdup(rd_kafka_mock_cluster_bootstraps(k->mock));
+    if (!k->bootstrap)
+        return cc_errf(err, errlen, -ENOMEM, "kafka: out of memory");
+    cc_logf(&k->log, CC_LOG_INFO,
+            "kafka: embedded broker (librdkafka mock cluster) listening on %s; "
+            "produce with: kcat -b %s -P -t %s", k->bootstrap, k->bootstrap, k->topics[0]);
+    return 0;
+}
+
+static const char *const consumer_defaults[][2] = {
+    {"auto.offset.reset", "earliest"},
+    {"enable.auto.commit", "true"},
+    {"auto.commit.interval.ms", "1000"},
+    {"enable.partition.eof", "false"},
+    {"queued.min.messages", "1000000"},
+    {"queued.max.messages.kbytes", "262144"},
+    {"fetch.wait.max.ms", "50"},
+    {"fetch.error.backoff.ms", "100"},
+    {"partition.assignment.strategy", "cooperative-sticky"},
+    {"client.id", "cellcastd"},
+};
+
+static const char *const producer_defaults[][2] = {
+    {"enable.idempotence", "true"},
+    {"linger.ms", "5"},
+    {"delivery.timeout.ms", "30000"},
+    {"client.id", "cellcastd-producer"},
+};
+
+static int is_forced(const char *name)
+{
+    return !strcmp(name, "enable.auto.offset.store") || !strcmp(name, "group.id") ||
+           !strcmp(name, "bootstrap.servers") || !strcmp(name, "metadata.broker.list") ||
+           !strcmp(name, "log.queue");
+}
+
+static int open_consumer(CcKafka *k, const CcKafkaSettings *s, char *err, size_t errlen)
+{
+    char e[512];
+    int ret;
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    for (size_t i = 0; i < sizeof consumer_defaults / sizeof *consumer_defaults; i++)
+        if ((ret = set_prop(conf, consumer_defaults[i][0], consumer_defaults[i][1], err, errlen)))
+            goto error;
+    for (int i = 0; i < s->n_props; i++) {
+        if (is_forced(s->props[i].name)) {
+            cc_logf(&k->log, CC_LOG_WARN, "kafka: property %s is set by cellcastd; ignored",
+                    s->props[i].name);
+            continue;
+        }
+        if ((ret = set_prop(conf, s->props[i].name, s->props[i].value, err, errlen)))
+            goto error;
+    }
+    if ((ret = set_prop(conf, "group.id", k->group_id, err, errlen)) ||
+        (ret = set_prop(conf, "bootstrap.servers", k->bootstrap, err, errlen)) ||
+        (ret = set_prop(conf, "enable.auto.offset.store", "false", err, errlen)) ||
+        (ret = set_prop(conf, "log.queue", "true", err, errlen)))
+        goto error;
+    rd_kafka_conf_set_opaque(conf, k);
+    rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb);
+    rd_kafka_conf_set_error_cb(conf, error_cb);
+    rd_kafka_conf_set_log_cb(conf, log_cb);
+    k->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, e, sizeof e);
+    if (!k->rk) {
+        ret = cc_errf(err, errlen, -EINVAL, "kafka: consumer: %s", e);
+        goto error;
+    }
+    conf = NULL;
+    rd_kafka_set_log_queue(k->rk, NULL); /* logs served by consumer_poll on our thread */
+    rd_kafka_poll_set_consumer(k->rk);
+    k->cq = rd_kafka_queue_get_consumer(k->rk);
+    rd_kafka_queue_io_event_enable(k->cq, k->wake_wr, "1", 1);
+
+    rd_kafka_topic_partition_list_t *sub = rd_kafka_topic_partition_list_new(k->n_topics);
+    for (int i = 0; i < k->n_topics; i++)
+        rd_kafka_topic_partition_list_add(sub, k->topics[i], RD_KAFKA_PARTITION_UA);
+    rd_kafka_resp_err_t re = rd_kafka_subscribe(k->rk, sub);
+    rd_kafka_topic_partition_list_destroy(sub);
+    if (re)
+        return cc_errf(err, errlen, -EINVAL, "kafka: subscribe: %s", rd_kafka_err2str(re));
+    return 0;
+error:
+    if (conf)
+        rd_kafka_conf_destroy(conf);
+    return ret;
+}
+
+static int open_producer(CcKafka *k, const CcKafkaSettings *s, char *err, size_t errlen)
+{
+    char e[512];
+    int ret;
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    for (size_t i = 0; i < sizeof producer_defaults / sizeof *producer_defaults; i++)
+        if ((ret = set_prop(conf, producer_defaults[i][0], producer_defaults[i][1], err, errlen)))
+            goto error;
+    for (int i = 0; i < s->n_producer_props; i++)
+        if (!is_forced(s->producer_props[i].name) &&
+            (ret = set_prop(conf, s->producer_props[i].name, s->producer_props[i].value, err,
+                            errlen)))
+            goto error;
+    if ((ret = set_prop(conf, "bootstrap.servers", k->bootstrap, err, errlen)) ||
+        (ret = set_prop(conf, "log.queue", "true", err, errlen)))
+        goto error;
+    rd_kafka_conf_set_opaque(conf, k);
+    rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
+    rd_kafka_conf_set_error_cb(conf, error_cb);
+    rd_kafka_conf_set_log_cb(conf, log_cb);
+    k->prod = rd_kafka_new(RD_KAFKA_PRODUCER, conf, e, sizeof e);
+    if (!k->prod) {
+        ret = cc_errf(err, errlen, -EINVAL, "kafka: producer: %s", e);
+        goto error;
+    }
+    rd_kafka_set_log_queue(k->prod, NULL);
+    return 0;
+error:
+    rd_kafka_conf_destroy(conf);
+    return ret;
+}
+
+static void destroy(CcKafka *k)
+{
+    if (k->cq)
+        rd_kafka_queue_destroy(k->cq);
+    if (k->rk)
+        rd_kafka_destroy(k->rk);
+    for (int i = 0; i < k->n_tinfo; i++) {
+        free(k->tinfo[i].name);
+        rd_kafka_topic_destroy(k->tinfo[i].rkt);
+    }
+    free(k->tinfo);
+    if (k->prod)
+        rd_kafka_destroy(k->prod);
+    while (k->retry_head) {
+        Outgoing *o = k->retry_head;
+        k->retry_head = o->next;
+        outgoing_free(o);
+    }
+    if (k->mock)
+        rd_kafka_mock_cluster_destroy(k->mock);
+    if (k->mock_rk)
+        rd_kafka_destroy(k->mock_rk);
+    if (k->assigned)
+        rd_kafka_topic_partition_list_destroy(k->assigned);
+    for (int i = 0; i < k->n_batches; i++)
+        batch_free(&k->batches[i]);
+    free(k->batches);
+    if (k->wake_rd >= 0)
+        close(k->wake_rd);
+    if (k->wake_wr >= 0)
+        close(k->wake_wr);
+    for (int i = 0; i < k->n_topics; i++)
+        free(k->topics[i]);
+    free(k->topics);
+    free(k->group_id);
+    free(k->alert_topic);
+    free(k->dlq_topic);
+    free(k->bootstrap);
+    free(k);
+}
+
+int cc_kafka_open(CcKafka **out, const CcKafkaSettings *s, const CcKafkaHooks *hooks,
+                  char *err, size_t errlen)
+{
+    int ret = 0;
+    *out = NULL;
+    if (!s || !s->brokers || !*s->brokers || !s->group_id || !*s->group_id || s->n_topics < 1 ||
+        !s->topics)
+        return cc_errf(err, errlen, -EINVAL, "kafka: brokers, group_id and topics are required");
+    CcKafka *k = calloc(1, sizeof *k);
+    if (!k)
+        return cc_errf(err, errlen, -ENOMEM, "kafka: out of memory");
+    k->wake_rd = k->wake_wr = -1;
+    k->log = s->logger;
+    if (hooks)
+        k->hooks = *hooks;
+    k->max_poll = s->max_poll_messages > 0 ? s->max_poll_messages : 10000;
+    k->max_produce_queue = s->max_produce_queue > 0 ? s->max_produce_queue : 100000;
+    k->last_topic = -1;
+    k->group_id = strdup(s->group_id);
+    k->alert_topic = s->alert_topic && *s->alert_topic ? strdup(s->alert_topic) : NULL;
+    k->dlq_topic = s->dead_letter_topic && *s->dead_letter_topic ? strdup(s->dead_letter_topic)
+                                                                 : NULL;
+    k->topics = calloc((size_t)s->n_topics, sizeof *k->topics);
+    k->assigned = rd_kafka_topic_partition_list_new(16);
+    if (!k->group_id || !k->topics || (s->alert_topic && *s->alert_topic && !k->alert_topic) ||
+        (s->dead_letter_topic && *s->dead_letter_topic && !k->dlq_topic)) {
+        ret = cc_errf(err, errlen, -ENOMEM, "kafka: out of memory");
+        goto error;
+    }
+    for (int i = 0; i < s->n_topics; i++) {
+        if (!s->topics[i] || !*s->topics[i]) {
+            ret = cc_errf(err, errlen, -EINVAL, "kafka: topic %d is empty", i);
+            goto error;
+        }
+        k->topics[k->n_topics] = strdup(s->topics[i]);
+        if (!k->topics[k->n_topics]) {
+            ret = cc_errf(err, errlen, -ENOMEM, "kafka: out of memory");
+            goto error;
+        }
+        k->n_topics++;
+    }
+    int fds[2];
+    if (pipe2(fds, O_NONBLOCK | O_CLOEXEC)) {
+        ret = cc_errf(err, errlen, -errno, "kafka: pipe: %s", strerror(errno));
+        goto error;
+    }
+    k->wake_rd = fds[0];
+    k->wake_wr = fds[1];
+
+    if (!strcmp(s->brokers, "embedded")) {
+        if ((ret = open_embedded(k, s, err, errlen)))
+            goto error;
+    } else {
+        k->bootstrap = strdup(s->brokers);
+        if (!k->bootstrap) {
+            ret = cc_errf(err, errlen, -ENOMEM, "kafka: out of memory");
+            goto error;
+        }
+    }
+    if ((ret = open_producer(k, s, err, errlen)) || (ret = open_consumer(k, s, err, errlen)))
+        goto error;
+    cc_logf(&k->log, CC_LOG_INFO, "kafka: consumer group %s on %s, %d topic(s) from %s",
+            k->group_id, k->bootstrap, k->n_topics, k->topics[0]);
+    *out = k;
+    return 0;
+error:
+    destroy(k);
+    return ret;
+}
+
+void cc_kafka_close(CcKafka **pk, int timeout_ms)
+{
+    CcKafka *k = pk ? *pk : NULL;
+    if (!k)
+        return;
+    /* Offsets stored by acks so far, synchronously; then leave the group (the revoke
+     * callback runs here) — librdkafka commits once more on the way out. */
+    cc_kafka_commit(k);
+    rd_kafka_resp_err_t err = rd_kafka_consumer_close(k->rk);
+    if (err)
+        cc_logf(&k->log, CC_LOG_WARN, "kafka: consumer close: %s", rd_kafka_err2str(err));
+    /* Flush the producer, re-sending what is in the retry list once more. */
+    int64_t deadline = cc_now_ns() + (int64_t)timeout_ms * 1000000;
+    while (k->retry_head) {
+        Outgoing *o = k->retry_head;
+        k->retry_head = o->next;
+        k->n_retry--;
+        o->attempts = o->attempts < RETRY_MAX_ATTEMPTS - 1 ? o->attempts : RETRY_MAX_ATTEMPTS - 1;
+        send_outgoing(k, o);
+    }
+    k->retry_tail = NULL;
+    while (cc_now_ns() < deadline && rd_kafka_outq_len(k->prod) > 0)
+        rd_kafka_poll(k->prod, 10);
+    /* What is left fails now: purged messages get delivery reports that count them. */
+    k->closing = 1;
+    int left = rd_kafka_outq_len(k->prod);
+    if (left > 0) {
+        cc_logf(&k->log, CC_LOG_ERROR,
+                "kafka: %d produced message(s) not delivered within %d ms at close", left,
+                timeout_ms);
+        rd_kafka_purge(k->prod, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+        rd_kafka_poll(k->prod, 100);
+    }
+    k->st.produce_failed += (uint64_t)k->n_retry; /* re-queue failed at close */
+    if (k->n_batches)
+        cc_logf(&k->log, CC_LOG_INFO, "kafka: %" PRIu64 " message(s) polled but not acked "
+                "will be delivered again to the group", k->st.unacked_messages);
+    destroy(k);
+    *pk = NULL;
+}
