@@ -26,6 +26,12 @@
 
 #define REBUILD_TOKENS_MAX 8192 /* bounds one rebuild sub-batch's scratch */
 
+/* 16-bit KV conversion kernels, chosen per CPU (see kv_convert_select). */
+typedef struct KvConvert {
+    void (*f16_load)(float *dst, const uint16_t *src, int n);
+    void (*f16_store)(uint16_t *dst, const float *src, int n);
+} KvConvert;
+
 typedef struct Workspace {
     int rows;              ///< capacity in token rows
     float *x;              // (rows, IN)  token inputs
@@ -36,7 +42,7 @@ typedef struct Workspace {
     float *y;              // (rows, 2HZ)
     float *pe;             // (rows, D)   positional encoding per token (shared by channels)
     float *scores;         // (N+1)
-    float *kvbuf;          // (2, N, DK)  16-bit keys/values of one head widened to f32
+    float *kvbuf;          // (2, N, DK)  one head's keys/values widened to f32; rebuild: Kt scratch
     CcCell **cells;        // (max_batch_cells) cells of the chunk being processed
     int *rows_of;          // (max_batch_cells) first row of each cell in a batch
     CcEngineStats stats;
@@ -53,6 +59,8 @@ struct CcEngine {
     CcEngineSettings s;
     uint32_t gen;          ///< bumped by set_model: caches built before are stale
     int R;                 ///< ring length in steps
+    double *pe_div;        // (D/2) 10000^(2i/D), the PE's divisors
+    KvConvert cv;          ///< 16-bit conversion kernels for this CPU
     size_t kv_elem;        ///< bytes per KV element
     int n_threads;
     Workspace *ws;         // (n_threads)
@@ -139,8 +147,8 @@ static int ws_alloc(Workspace *w, const CcHparams *hp, int max_cells)
     w->h = malloc(rows * hp->d_ff * sizeof(float));
     w->y = malloc(rows * 2 * hp->horizon * sizeof(float));
     w->pe = malloc(rows * D * sizeof(float));
-    w->scores = malloc(((size_t)hp->n_patches + 1) * sizeof(float));
-    w->kvbuf = malloc(2 * (size_t)hp->n_patches * D / hp->n_heads * sizeof(float));
+    w->scores = malloc(((size_t)hp->n_patches + 17) * sizeof(float));
+    w->kvbuf = calloc(2 * (size_t)hp->n_patches * D / hp->n_heads + 16, sizeof(float));
     w->cells = malloc((size_t)max_cells * sizeof(CcCell *));
     w->rows_of = malloc(((size_t)max_cells + 1) * sizeof(int));
     if (!w->x || !w->z || !w->qkv || !w->a || !w->h || !w->y || !w->pe || !w->scores ||
@@ -153,31 +161,92 @@ static int ws_alloc(Workspace *w, const CcHparams *hp, int max_cells)
 
 /* ---- KV element access --------------------------------------------------------------- */
 
-static inline void kv_store(void *dst, const float *src, int n, enum CcKvType t)
+/* 16-bit conversions of whole rows. A table of function pointers starting with the C
+ * versions (dav1d style); cc_engine_open switches to F16C/AVX-512 ones when the CPU has
+ * them. bf16 needs no special instructions: a shift, which the compiler vectorises. */
+
+static void f16_load_c(float *dst, const uint16_t *src, int n)
+{
+    for (int i = 0; i < n; i++)
+        dst[i] = cc_f16_to_f32(src[i]);
+}
+
+static void f16_store_c(uint16_t *dst, const float *src, int n)
+{
+    for (int i = 0; i < n; i++)
+        dst[i] = cc_f32_to_f16(src[i]);
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+__attribute__((target("avx,f16c"))) static void f16_load_f16c(float *dst, const uint16_t *src,
+                                                              int n)
+{
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+    for (; i < n; i++)
+        dst[i] = cc_f16_to_f32(src[i]);
+}
+
+__attribute__((target("avx,f16c"))) static void f16_store_f16c(uint16_t *dst, const float *src,
+                                                               int n)
+{
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++)
+        dst[i] = cc_f32_to_f16(src[i]);
+}
+#endif
+
+static KvConvert kv_convert_select(void)
+{
+    KvConvert k = {f16_load_c, f16_store_c};
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c")) {
+        k.f16_load = f16_load_f16c;
+        k.f16_store = f16_store_f16c;
+    }
+#endif
+    return k;
+}
+
+static inline void bf16_load(float *restrict dst, const uint16_t *restrict src, int n)
+{
+    for (int i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)src[i] << 16;
+        memcpy(&dst[i], &u, sizeof u);
+    }
+}
+
+static inline void kv_store(const KvConvert *cv, void *dst, const float *src, int n,
+                            enum CcKvType t)
 {
     if (t == CC_KV_F32)
         memcpy(dst, src, (size_t)n * sizeof(float));
     else if (t == CC_KV_F16)
-        for (int i = 0; i < n; i++)
-            ((uint16_t *)dst)[i] = cc_f32_to_f16(src[i]);
+        cv->f16_store(dst, src, n);
     else
         for (int i = 0; i < n; i++)
             ((uint16_t *)dst)[i] = cc_f32_to_bf16(src[i]);
 }
 
-static inline void kv_load(float *dst, const void *src, int n, enum CcKvType t)
+static inline void kv_load(const KvConvert *cv, float *dst, const void *src, int n,
+                           enum CcKvType t)
 {
     if (t == CC_KV_F32)
         memcpy(dst, src, (size_t)n * sizeof(float));
     else if (t == CC_KV_F16)
-        for (int i = 0; i < n; i++)
-            dst[i] = cc_f16_to_f32(((const uint16_t *)src)[i]);
+        cv->f16_load(dst, src, n);
     else
-        for (int i = 0; i < n; i++)
-            dst[i] = cc_bf16_to_f32(((const uint16_t *)src)[i]);
+        bf16_load(dst, src, n);
 }
 
-/* Keys (or values) of channel f, layer l, head h: (N, DK) elements. which: 0 = K, 1 = V. */
+/* Channel f, layer l, head h: which = 0 → keys transposed (DK, N), so the scores of one
+ * query vectorise over tokens; which = 1 → values (N, DK). Both N·DK elements. */
 static inline void *kv_at(const CcCell *c, size_t elem, int f, int l, int which, int h)
 {
     size_t idx = ((((size_t)f * c->L + l) * 2 + which) * c->H + h) * (size_t)c->N * c->DK;
@@ -186,29 +255,140 @@ static inline void *kv_at(const CcCell *c, size_t elem, int f, int l, int which,
 
 /* ---- attention kernels ----------------------------------------------------------------- */
 
-/* One query against n cached keys (f32, contiguous (n, DK)) plus its own key/value.
- * out (DK), w (n+1) receives the weights. */
+/* One query against n cached tokens plus itself. Kt is the head's keys transposed,
+ * (DK, ldk) with token j in column j, so the scores vectorise over tokens; V is (n, DK) so
+ * the weighted sum vectorises over channels. out (DK); w (n+1) receives the weights. */
 __attribute__((target_clones("avx512f", "avx2", "default"))) static void
-attend_cached_f32(float *restrict out, float *restrict w, const float *restrict q,
-                  const float *restrict K, const float *restrict V, const float *restrict k_self,
-                  const float *restrict v_self, int n, int DK, float scale)
+attend_cached(float *restrict out, float *restrict w, const float *restrict q,
+              const float *restrict Kt, int ldk, const float *restrict V,
+              const float *restrict k_self, const float *restrict v_self, int n, int DK,
+              float scale)
 {
-    for (int j = 0; j < n; j++) {
-        float dot = 0;
-        for (int c = 0; c < DK; c++)
-            dot += q[c] * K[(size_t)j * DK + c];
-        w[j] = dot * scale;
+    float self = 0;
+    for (int j = 0; j < n; j++)
+        w[j] = 0;
+    for (int c = 0; c < DK; c++) {
+        const float qc = q[c], *row = Kt + (size_t)c * ldk;
+        for (int j = 0; j < n; j++)
+            w[j] += qc * row[j];
+        self += qc * k_self[c];
     }
-    float dot = 0;
-    for (int c = 0; c < DK; c++)
-        dot += q[c] * k_self[c];
-    w[n] = dot * scale;
-    cc_softmax(w, n + 1);
+    for (int j = 0; j < n; j++)
+        w[j] *= scale;
+    w[n] = self * scale;
+    cc_softmax_inline(w, n + 1);
     for (int c = 0; c < DK; c++)
         out[c] = w[n] * v_self[c];
+    for (int j = 0; j < n; j++) {
+        const float wj = w[j], *v = V + (size_t)j * DK;
+        for (int c = 0; c < DK; c++)
+            out[c] += wj * v[c];
+    }
+}
+
+/* The same for DK = 16 (the default shape) with 16-lane vectors held in registers: scores
+ * for 16 tokens per FMA chain, the weighted sum in two accumulators. It reads whole
+ * 16-token blocks of Kt: columns past n in the last block are garbage that only lands in
+ * lanes that are discarded, and the reads stay inside the allocation because every key
+ * block is followed by its value block (N·DK ≥ 16 floats) and kvbuf has 16 floats of slack. */
+typedef float v16f __attribute__((vector_size(64), aligned(4)));
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+attend_cached16(float *restrict out, float *restrict w, const float *restrict q,
+                const float *restrict Kt, int ldk, const float *restrict V,
+                const float *restrict k_self, const float *restrict v_self, int n, float scale)
+{
+    float self = 0;
+    for (int j0 = 0; j0 < n; j0 += 16) {
+        v16f acc = {0};
+        for (int c = 0; c < 16; c++)
+            acc += q[c] * *(const v16f *)(Kt + (size_t)c * ldk + j0);
+        acc *= scale;
+        int m = n - j0 < 16 ? n - j0 : 16;
+        for (int j = 0; j < m; j++)
+            w[j0 + j] = acc[j];
+    }
+    for (int c = 0; c < 16; c++)
+        self += q[c] * k_self[c];
+    w[n] = self * scale;
+    cc_softmax_inline(w, n + 1);
+    v16f o0 = w[n] * *(const v16f *)v_self, o1 = {0};
+    int j = 0;
+    for (; j + 1 < n; j += 2) {
+        o0 += w[j] * *(const v16f *)(V + (size_t)j * 16);
+        o1 += w[j + 1] * *(const v16f *)(V + (size_t)(j + 1) * 16);
+    }
+    if (j < n)
+        o0 += w[j] * *(const v16f *)(V + (size_t)j * 16);
+    *(v16f *)out = o0 + o1;
+}
+
+/* Causal self-attention of one channel's n cached tokens for one head: token i attends to
+ * tokens 0..i. q/k/v rows are strided by ld (the qkv matrix); Kt (DK, n) and s (n) are
+ * scratch. out rows strided by ldo. */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+attend_causal(float *restrict out, int ldo, const float *restrict q, const float *restrict k,
+              const float *restrict v, int ld, int n, int DK, float scale, float *restrict Kt,
+              float *restrict s)
+{
     for (int j = 0; j < n; j++)
         for (int c = 0; c < DK; c++)
-            out[c] += w[j] * V[(size_t)j * DK + c];
+            Kt[(size_t)c * n + j] = k[(size_t)j * ld + c];
+    for (int i = 0; i < n; i++) {
+        const float *qi = q + (size_t)i * ld;
+        for (int j = 0; j <= i; j++)
+            s[j] = 0;
+        for (int c = 0; c < DK; c++) {
+            const float qc = qi[c], *row = Kt + (size_t)c * n;
+            for (int j = 0; j <= i; j++)
+                s[j] += qc * row[j];
+        }
+        for (int j = 0; j <= i; j++)
+            s[j] *= scale;
+        cc_softmax_inline(s, i + 1);
+        float *o = out + (size_t)i * ldo;
+        for (int c = 0; c < DK; c++)
+            o[c] = 0;
+        for (int j = 0; j <= i; j++) {
+            const float sj = s[j], *vj = v + (size_t)j * ld;
+            for (int c = 0; c < DK; c++)
+                o[c] += sj * vj[c];
+        }
+    }
+}
+
+/* attend_causal for DK = 16 with 16-lane vectors (see attend_cached16). Kt needs 16
+ * floats of slack past (16, n). */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+attend_causal16(float *restrict out, int ldo, const float *restrict q, const float *restrict k,
+                const float *restrict v, int ld, int n, float scale, float *restrict Kt,
+                float *restrict s)
+{
+    for (int j = 0; j < n; j++)
+        for (int c = 0; c < 16; c++)
+            Kt[(size_t)c * n + j] = k[(size_t)j * ld + c];
+    for (int i = 0; i < n; i++) {
+        const float *qi = q + (size_t)i * ld;
+        for (int j0 = 0; j0 <= i; j0 += 16) {
+            v16f acc = {0};
+            for (int c = 0; c < 16; c++)
+                acc += qi[c] * *(const v16f *)(Kt + (size_t)c * n + j0);
+            acc *= scale;
+            int m = i + 1 - j0 < 16 ? i + 1 - j0 : 16;
+            for (int j = 0; j < m; j++)
+                s[j0 + j] = acc[j];
+        }
+        cc_softmax_inline(s, i + 1);
+        v16f o0 = {0}, o1 = {0};
+        int j = 0;
+        for (; j + 1 <= i; j += 2) {
+            o0 += s[j] * *(const v16f *)(v + (size_t)j * ld);
+            o1 += s[j + 1] * *(const v16f *)(v + (size_t)(j + 1) * ld);
+        }
+        if (j <= i)
+            o0 += s[j] * *(const v16f *)(v + (size_t)j * ld);
+        *(v16f *)(out + (size_t)i * ldo) = o0 + o1;
+    }
 }
 
 /* ---- cells ----------------------------------------------------------------------------- */
@@ -239,6 +419,7 @@ static int cell_layout(CcCell *c, const CcEngine *e)
     void *mem = NULL;
     if (posix_memalign(&mem, 64, cell_mem_bytes(e)))
         return -ENOMEM;
+    memset(mem, 0, cell_mem_bytes(e)); /* the attention kernels read whole 16-lane blocks */
     char *p = mem;
     c->e = e;
     c->F = hp->n_features;
@@ -410,6 +591,14 @@ int cc_engine_set_model(CcEngine *e, const CcModel *m)
         free(e->ws);
         e->ws = nws;
     }
+    if (m->hp.d_model != e->hp.d_model) {
+        double *div = malloc((size_t)m->hp.d_model / 2 * sizeof *div);
+        if (!div)
+            return -ENOMEM;
+        free(e->pe_div);
+        e->pe_div = div;
+    }
+    cc_pos_encoding_divisors(e->pe_div, m->hp.d_model);
     e->m = m;
     e->hp = m->hp;
     e->R = ring_len(&m->hp);
@@ -439,6 +628,7 @@ int cc_engine_open(CcEngine **out, const CcModel *m, const CcEngineSettings *s)
     e->gen = 1;
     e->R = ring_len(&m->hp);
     e->kv_elem = s->kv_type == CC_KV_F32 ? 4 : 2;
+    e->cv = kv_convert_select();
     e->n_threads = s->n_threads ? s->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (e->n_threads < 1)
         e->n_threads = 1;
@@ -447,8 +637,10 @@ int cc_engine_open(CcEngine **out, const CcModel *m, const CcEngineSettings *s)
     pthread_cond_init(&e->cv_done, NULL);
     e->ws = calloc((size_t)e->n_threads, sizeof *e->ws);
     e->jobs = calloc((size_t)e->n_threads, sizeof *e->jobs);
-    if (!e->ws || !e->jobs)
+    e->pe_div = malloc((size_t)m->hp.d_model / 2 * sizeof *e->pe_div);
+    if (!e->ws || !e->jobs || !e->pe_div)
         goto error;
+    cc_pos_encoding_divisors(e->pe_div, m->hp.d_model);
     for (int i = 0; i < e->n_threads; i++)
         if (ws_alloc(&e->ws[i], &m->hp, s->max_batch_cells) < 0)
             goto error;
@@ -493,6 +685,7 @@ void cc_engine_close(CcEngine **pe)
     free(e->ws);
     free(e->jobs);
     free(e->args);
+    free(e->pe_div);
     free(e->list);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv_start);
@@ -508,6 +701,40 @@ void cc_engine_reset_stats(CcEngine *e) { memset(&e->stats, 0, sizeof e->stats);
 /* ---- the batched computation ----------------------------------------------------------- */
 
 static inline int64_t boundary_of(int64_t t, int P) { return ((t + 1) / P) * P - 1; }
+
+/* Copies channel f of steps [from, from+n) out of the ring, normalised: one modulo per
+ * call, not per element. */
+static void ring_read_norm(float *dst, const CcCell *c, int f, int64_t from, int n, float mu,
+                           float inv)
+{
+    int r = (int)(from % c->R), F = c->F;
+    for (int j = 0; j < n; j++) {
+        dst[j] = (c->ring[(size_t)r * F + f] - mu) * inv;
+        if (++r == c->R)
+            r = 0;
+    }
+}
+
+/* Mean and population sd (double) of channel f over steps [lo, hi] of the ring. */
+static void ring_stats(const CcCell *c, int f, int64_t lo, int64_t hi, float *mu, float *sigma)
+{
+    int n = (int)(hi - lo + 1), r0 = (int)(lo % c->R), F = c->F;
+    double s = 0, ss = 0;
+    for (int j = 0, r = r0; j < n; j++) {
+        s += c->ring[(size_t)r * F + f];
+        if (++r == c->R)
+            r = 0;
+    }
+    double m = s / n;
+    for (int j = 0, r = r0; j < n; j++) {
+        double d = c->ring[(size_t)r * F + f] - m;
+        ss += d * d;
+        if (++r == c->R)
+            r = 0;
+    }
+    *mu = (float)m;
+    *sigma = (float)(sqrt(ss / n) + 1e-5 * (1.0 + fabs(m)));
+}
 
 /* One post-LN block's tail for rows of z given the attention output in a:
  * z = LN(z + a·Wo^T + bo); z = LN(z + W2·relu(W1·z + c1) + c2). */
@@ -555,30 +782,17 @@ static void rebuild(const CcEngine *e, Workspace *w, CcCell **cells, int n)
         c->n_cached = nc;
         c->cache_gen = e->gen;
         w->rows_of[ci] = rows;
-        for (int f = 0; f < F; f++) {
-            double s = 0, ss = 0;
-            for (int64_t q = lo; q <= e_; q++)
-                s += c->ring[(size_t)(q % c->R) * F + f];
-            double mu = s / (double)(e_ - lo + 1);
-            for (int64_t q = lo; q <= e_; q++) {
-                double d = c->ring[(size_t)(q % c->R) * F + f] - mu;
-                ss += d * d;
-            }
-            double sd = sqrt(ss / (double)(e_ - lo + 1));
-            c->mu[f] = (float)mu;
-            c->sigma[f] = (float)(sd + 1e-5 * (1.0 + fabs(mu)));
-        }
+        for (int f = 0; f < F; f++)
+            ring_stats(c, f, lo, e_, &c->mu[f], &c->sigma[f]);
         /* time features and PE depend only on the token's end step: once per cell */
         for (int i = 0; i < nc; i++) {
             int64_t q = e_ - (int64_t)(nc - 1 - i) * P;
             float tau[4];
             cc_time_features(tau, q, hp->step_seconds, hp->tz_offset_s);
-            cc_pos_encoding(&w->pe[((size_t)rows / F + i) * D], (double)q / P, D);
+            cc_pos_encoding_tab(&w->pe[((size_t)rows / F + i) * D], (double)q / P, D, e->pe_div);
             for (int f = 0; f < F; f++) {
                 float *x = &w->x[(size_t)(rows + f * nc + i) * IN];
-                float mu = c->mu[f], inv = 1.0f / c->sigma[f];
-                for (int j = 0; j < P; j++)
-                    x[j] = (c->ring[(size_t)((q - P + 1 + j) % c->R) * F + f] - mu) * inv;
+                ring_read_norm(x, c, f, q - P + 1, P, c->mu[f], 1.0f / c->sigma[f]);
                 memcpy(x + P, tau, sizeof tau);
             }
         }
@@ -610,35 +824,27 @@ static void rebuild(const CcEngine *e, Workspace *w, CcCell **cells, int n)
             for (int f = 0; f < F; f++)
                 for (int h = 0; h < H; h++) {
                     char *K = kv_at(c, e->kv_elem, f, l, 0, h), *V = kv_at(c, e->kv_elem, f, l, 1, h);
+                    float *kt = w->kvbuf; /* (DK, nc) keys transposed, then stored by row */
                     for (int i = 0; i < nc; i++) {
                         const float *row = &w->qkv[(size_t)(r0 + f * nc + i) * 3 * D];
-                        kv_store(K + (size_t)i * DK * e->kv_elem, row + D + h * DK, DK, e->s.kv_type);
-                        kv_store(V + (size_t)i * DK * e->kv_elem, row + 2 * D + h * DK, DK,
+                        for (int cc = 0; cc < DK; cc++)
+                            kt[(size_t)cc * nc + i] = row[D + h * DK + cc];
+                        kv_store(&e->cv, V + (size_t)i * DK * e->kv_elem, row + 2 * D + h * DK, DK,
                                  e->s.kv_type);
                     }
+                    for (int cc = 0; cc < DK; cc++)
+                        kv_store(&e->cv, K + (size_t)cc * c->N * e->kv_elem, kt + (size_t)cc * nc,
+                                 nc, e->s.kv_type);
                     if (last)
                         continue;
-                    /* causal attention among the cached tokens, from the f32 projections */
-                    for (int i = 0; i < nc; i++) {
-                        const float *q = &w->qkv[(size_t)(r0 + f * nc + i) * 3 * D + h * DK];
-                        float *sc = w->scores, *out = &w->a[(size_t)(r0 + f * nc + i) * D + h * DK];
-                        for (int j = 0; j <= i; j++) {
-                            const float *k = &w->qkv[(size_t)(r0 + f * nc + j) * 3 * D + D + h * DK];
-                            float dot = 0;
-                            for (int cc = 0; cc < DK; cc++)
-                                dot += q[cc] * k[cc];
-                            sc[j] = dot * scale;
-                        }
-                        cc_softmax(sc, i + 1);
-                        for (int cc = 0; cc < DK; cc++)
-                            out[cc] = 0;
-                        for (int j = 0; j <= i; j++) {
-                            const float *v =
-                                &w->qkv[(size_t)(r0 + f * nc + j) * 3 * D + 2 * D + h * DK];
-                            for (int cc = 0; cc < DK; cc++)
-                                out[cc] += sc[j] * v[cc];
-                        }
-                    }
+                    const float *q0 = &w->qkv[(size_t)(r0 + f * nc) * 3 * D + h * DK];
+                    float *o = &w->a[(size_t)(r0 + f * nc) * D + h * DK];
+                    if (DK == 16)
+                        attend_causal16(o, D, q0, q0 + D, q0 + 2 * D, 3 * D, nc, scale, w->kvbuf,
+                                        w->scores);
+                    else
+                        attend_causal(o, D, q0, q0 + D, q0 + 2 * D, 3 * D, nc, DK, scale,
+                                      w->kvbuf, w->scores);
                 }
         }
         if (!last)
@@ -667,12 +873,10 @@ static void current(const CcEngine *e, Workspace *w, CcCell **cells, int n)
         int64_t t = c->last;
         float tau[4];
         cc_time_features(tau, t, hp->step_seconds, hp->tz_offset_s);
-        cc_pos_encoding(&w->pe[(size_t)ci * D], (double)t / P, D);
+        cc_pos_encoding_tab(&w->pe[(size_t)ci * D], (double)t / P, D, e->pe_div);
         for (int f = 0; f < F; f++) {
             float *x = &w->x[(size_t)(ci * F + f) * IN];
-            float mu = c->mu[f], inv = 1.0f / c->sigma[f];
-            for (int j = 0; j < P; j++)
-                x[j] = (c->ring[(size_t)((t - P + 1 + j) % c->R) * F + f] - mu) * inv;
+            ring_read_norm(x, c, f, t - P + 1, P, c->mu[f], 1.0f / c->sigma[f]);
             memcpy(x + P, tau, sizeof tau);
         }
     }
@@ -686,6 +890,7 @@ static void current(const CcEngine *e, Workspace *w, CcCell **cells, int n)
             for (int d = 0; d < D; d++)
                 z[d] += ch[d] + pe[d];
         }
+    const size_t kv_layer_bytes = 2 * (size_t)hp->n_patches * D * e->kv_elem;
     for (int l = 0; l < L; l++) {
         cc_linear(w->qkv, 3 * D, w->z, D, p->qkv_w + (size_t)l * 3 * D * D, D,
                   p->qkv_b + (size_t)l * 3 * D, rows, 3 * D, D, 0);
@@ -695,19 +900,37 @@ static void current(const CcEngine *e, Workspace *w, CcCell **cells, int n)
             int nc = c->n_cached;
             for (int f = 0; f < F; f++) {
                 const float *row = &w->qkv[(size_t)(ci * F + f) * 3 * D];
+                /* The caches of a large batch live in DRAM and the attention waits on them:
+                 * prefetch the next channel's keys and values of this layer meanwhile. */
+                const CcCell *nx = f + 1 < F ? c : ci + 1 < n ? cells[ci + 1] : NULL;
+                if (nx) {
+                    const char *pf = kv_at(nx, e->kv_elem, f + 1 < F ? f + 1 : 0, l, 0, 0);
+                    for (size_t off = 0; off < kv_layer_bytes; off += 64)
+                        __builtin_prefetch(pf + off);
+                }
                 for (int h = 0; h < H; h++) {
                     const void *K = kv_at(c, e->kv_elem, f, l, 0, h);
                     const void *V = kv_at(c, e->kv_elem, f, l, 1, h);
                     float *wts = c->att ? &c->att[(((size_t)f * L + l) * H + h) * (c->N + 1)]
                                         : w->scores;
-                    if (e->s.kv_type != CC_KV_F32) {
-                        kv_load(w->kvbuf, K, nc * DK, e->s.kv_type);
-                        kv_load(w->kvbuf + (size_t)nc * DK, V, nc * DK, e->s.kv_type);
+                    int ldk = c->N;
+                    if (e->s.kv_type != CC_KV_F32) { /* widen the n valid columns/rows */
+                        for (int cc = 0; cc < DK; cc++)
+                            kv_load(&e->cv, w->kvbuf + (size_t)cc * nc,
+                                    (const char *)K + (size_t)cc * c->N * e->kv_elem, nc,
+                                    e->s.kv_type);
+                        kv_load(&e->cv, w->kvbuf + (size_t)nc * DK, V, nc * DK, e->s.kv_type);
                         K = w->kvbuf;
                         V = w->kvbuf + (size_t)nc * DK;
+                        ldk = nc;
                     }
-                    attend_cached_f32(&w->a[(size_t)(ci * F + f) * D + h * DK], wts, row + h * DK,
-                                      K, V, row + D + h * DK, row + 2 * D + h * DK, nc, DK, scale);
+                    float *o = &w->a[(size_t)(ci * F + f) * D + h * DK];
+                    if (DK == 16)
+                        attend_cached16(o, wts, row + h * DK, K, ldk, V, row + D + h * DK,
+                                        row + 2 * D + h * DK, nc, scale);
+                    else
+                        attend_cached(o, wts, row + h * DK, K, ldk, V, row + D + h * DK,
+                                      row + 2 * D + h * DK, nc, DK, scale);
                 }
             }
         }

@@ -91,43 +91,7 @@ void cc_relu(float *x, size_t n)
         x[i] = x[i] > 0 ? x[i] : 0;
 }
 
-/* exp(x) for x <= 0 region and beyond, branch-free so the loop vectorises: x = k·ln2 + r,
- * |r| ≤ ln2/2, degree-6 polynomial for e^r (rel. error < 2e-7), 2^k through the exponent
- * bits. Inputs are clamped to [-87, 88]. */
-static inline float fast_expf(float x)
-{
-    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-    float k = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
-    float r = x - k * 0.693359375f;
-    r = r - k * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    union {
-        float f;
-        int32_t i;
-    } u = {.i = ((int32_t)k + 127) << 23};
-    return p * u.f;
-}
-
-void cc_softmax(float *x, int n)
-{
-    float mx = x[0];
-    for (int i = 1; i < n; i++)
-        mx = x[i] > mx ? x[i] : mx;
-    float sum = 0;
-    for (int i = 0; i < n; i++) {
-        x[i] = fast_expf(x[i] - mx);
-        sum += x[i];
-    }
-    float inv = 1.0f / sum;
-    for (int i = 0; i < n; i++)
-        x[i] *= inv;
-}
+void cc_softmax(float *x, int n) { cc_softmax_inline(x, n); }
 
 void cc_softmax_ref(float *x, int n)
 {
@@ -147,6 +111,23 @@ void cc_pos_encoding(float *out, double pos, int D)
         out[2 * i] = (float)sin(angle);
         if (2 * i + 1 < D)
             out[2 * i + 1] = (float)cos(angle);
+    }
+}
+
+void cc_pos_encoding_divisors(double *div, int D)
+{
+    for (int i = 0; 2 * i < D; i++)
+        div[i] = pow(10000.0, (2.0 * i) / D);
+}
+
+void cc_pos_encoding_tab(float *out, double pos, int D, const double *div)
+{
+    for (int i = 0; 2 * i < D; i++) {
+        double sn, cs;
+        sincos(pos / div[i], &sn, &cs);
+        out[2 * i] = (float)sn;
+        if (2 * i + 1 < D)
+            out[2 * i + 1] = (float)cs;
     }
 }
 

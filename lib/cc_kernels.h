@@ -26,12 +26,55 @@ CC_API void cc_add_layernorm_ref(float *out, const float *a, const float *b, con
 /** In-place ReLU. */
 CC_API void cc_relu(float *x, size_t n);
 
-/** In-place softmax of x[0..n); returns nothing, rows sum to 1 up to rounding. */
+/* exp(x), branch-free so loops over it vectorise with any ISA (no floor/round calls):
+ * x = k·ln2 + r with k rounded by the 1.5·2^23 trick, |r| ≤ ln2/2, degree-6 polynomial for
+ * e^r (rel. error < 2e-7), 2^k through the exponent bits; x clamped to [-87, 88]. */
+static inline float cc_expf_fast(float x)
+{
+    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+    float k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float r = x - k * 0.693359375f;
+    r = r - k * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    union {
+        float f;
+        int32_t i;
+    } u = {.i = ((int32_t)k + 127) << 23};
+    return p * u.f;
+}
+
+/* Softmax in place, inlinable so callers compiled for AVX2/AVX-512 vectorise it. */
+static inline void cc_softmax_inline(float *x, int n)
+{
+    float mx = x[0], sum = 0;
+    for (int i = 1; i < n; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    for (int i = 0; i < n; i++) {
+        x[i] = cc_expf_fast(x[i] - mx);
+        sum += x[i];
+    }
+    const float inv = 1.0f / sum;
+    for (int i = 0; i < n; i++)
+        x[i] *= inv;
+}
+
+/** In-place softmax of x[0..n); rows sum to 1 up to rounding. */
 CC_API void cc_softmax(float *x, int n);
 CC_API void cc_softmax_ref(float *x, int n);
 
 /** The paper's sinusoidal encoding at a real-valued position, in double, cast to float. */
 CC_API void cc_pos_encoding(float *out, double pos, int D);
+
+/** div[i] = 10000^(2i/D), i < D/2: the divisors of cc_pos_encoding, precomputed. */
+CC_API void cc_pos_encoding_divisors(double *div, int D);
+/** cc_pos_encoding with precomputed divisors; bit-identical results. */
+CC_API void cc_pos_encoding_tab(float *out, double pos, int D, const double *div);
 
 /** tau(p) of the spec: [sin 2π·pd, cos 2π·pd, sin 2π·pw, cos 2π·pw]. */
 CC_API void cc_time_features(float out[4], int64_t step, int64_t step_seconds,

@@ -1,0 +1,256 @@
+/*
+ * cmd_forward.c — `cellcast forward`: runs the engine's incremental path (the daemon's
+ * code) over the rows of a CSV of one cell, step by step, and prints the head's output.
+ * Input: header `ts,<the model's KPI names>`, unix-second timestamps that are consecutive
+ * multiples of the model's step, raw values.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cc_engine.h"
+#include "cli.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: cellcast forward --model FILE --input X.csv [--all] [--kv f32|f16|bf16]\n"
+            "                        [--no-cache]\n"
+            "X.csv: header `ts,<KPI names in the model's order>`, unix-second timestamps\n"
+            "(consecutive multiples of the model's step_seconds), raw KPI values.\n"
+            "Prints one JSON line {\"ts\", \"y\", \"mu\", \"sigma\"} for the last row, or with\n"
+            "--all for every row that has a forecast; y is the head output in [F][Hz][2]\n"
+            "order (normalised mean, log-sigma), mu/sigma the normalisation per KPI.\n");
+}
+
+int cli_parse_kv_type(const char *s, enum CcKvType *out)
+{
+    if (!strcmp(s, "f32"))
+        *out = CC_KV_F32;
+    else if (!strcmp(s, "f16"))
+        *out = CC_KV_F16;
+    else if (!strcmp(s, "bf16"))
+        *out = CC_KV_BF16;
+    else
+        return -EINVAL;
+    return 0;
+}
+
+static void print_row(int64_t ts, const CcForecast *fc)
+{
+    int F = fc->n_features, n = F * fc->horizon * 2;
+    printf("{\"ts\": %lld, \"y\": [", (long long)ts);
+    for (int i = 0; i < n; i++)
+        printf(i ? ", %.9g" : "%.9g", fc->y[i]);
+    printf("], \"mu\": [");
+    for (int f = 0; f < F; f++)
+        printf(f ? ", %.9g" : "%.9g", fc->mu[f]);
+    printf("], \"sigma\": [");
+    for (int f = 0; f < F; f++)
+        printf(f ? ", %.9g" : "%.9g", fc->sigma[f]);
+    printf("]}\n");
+}
+
+/* Splits a line in place on commas; strips CR/LF and surrounding blanks. */
+static int split_fields(char *line, char **fields, int max)
+{
+    int n = 0;
+    line[strcspn(line, "\r\n")] = 0;
+    for (char *p = line;; p++) {
+        char *end = strchr(p, ',');
+        if (n == max)
+            return -1;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        fields[n++] = p;
+        if (!end)
+            break;
+        *end = 0;
+        p = end;
+    }
+    for (int i = 0; i < n; i++) {
+        size_t l = strlen(fields[i]);
+        while (l && (fields[i][l - 1] == ' ' || fields[i][l - 1] == '\t'))
+            fields[i][--l] = 0;
+    }
+    return n;
+}
+
+int cmd_forward(int argc, char **argv)
+{
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"input", required_argument, 0, 'i'},
+                                         {"all", no_argument, 0, 'a'},
+                                         {"kv", required_argument, 0, 'k'},
+                                         {"no-cache", no_argument, 0, 'n'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *model_path = NULL, *input = NULL;
+    int all = 0, c, ret = 1;
+    char err[512], *line = NULL;
+    size_t cap = 0;
+    CcModel *m = NULL;
+    CcEngine *e = NULL;
+    CcCell *cell = NULL;
+    FILE *in = NULL;
+    CcEngineSettings s;
+    cc_engine_default_settings(&s);
+    while ((c = getopt_long(argc, argv, "m:i:ak:nh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': model_path = optarg; break;
+        case 'i': input = optarg; break;
+        case 'a': all = 1; break;
+        case 'n': s.no_cache = 1; break;
+        case 'k':
+            if (cli_parse_kv_type(optarg, &s.kv_type) < 0) {
+                fprintf(stderr, "cellcast forward: --kv must be f32, f16 or bf16\n");
+                return 2;
+            }
+            break;
+        default: usage(c == 'h' ? stdout : stderr); return c == 'h' ? 0 : 2;
+        }
+    }
+    if (!model_path || !input) {
+        usage(stderr);
+        return 2;
+    }
+    if (cc_model_load(&m, model_path, err, sizeof err) < 0) {
+        fprintf(stderr, "cellcast forward: %s: %s\n", model_path, err);
+        goto end;
+    }
+    const CcHparams *hp = &m->hp;
+    const int F = hp->n_features;
+    if (cc_engine_open(&e, m, &s) < 0 || cc_cell_open(&cell, e) < 0) {
+        fprintf(stderr, "cellcast forward: out of memory\n");
+        goto end;
+    }
+    if (!(in = fopen(input, "r"))) {
+        fprintf(stderr, "cellcast forward: %s: %s\n", input, strerror(errno));
+        goto end;
+    }
+    char *fields[CC_MAX_FEATURES + 2];
+    int col_of[CC_MAX_FEATURES]; /* feature f is in column col_of[f] */
+    if (getline(&line, &cap, in) < 0) {
+        fprintf(stderr, "cellcast forward: %s: empty file, expected a header\n", input);
+        goto end;
+    }
+    int nf = split_fields(line, fields, CC_MAX_FEATURES + 2);
+    if (nf < 0 || nf != F + 1) {
+        fprintf(stderr, "cellcast forward: %s:1: header has %d columns, expected ts + %d KPIs\n",
+                input, nf < 0 ? CC_MAX_FEATURES + 2 : nf, F);
+        goto end;
+    }
+    if (strcmp(fields[0], "ts")) {
+        fprintf(stderr, "cellcast forward: %s:1: first column must be 'ts', got '%s'\n", input,
+                fields[0]);
+        goto end;
+    }
+    for (int f = 0; f < F; f++)
+        col_of[f] = -1;
+    for (int i = 1; i < nf; i++) {
+        int f = cc_hparams_feature_index(hp, fields[i]);
+        if (f < 0) {
+            fprintf(stderr, "cellcast forward: %s:1: unknown column '%s' (model KPIs:", input,
+                    fields[i]);
+            for (int g = 0; g < F; g++)
+                fprintf(stderr, " %s", hp->features[g]);
+            fprintf(stderr, ")\n");
+            goto end;
+        }
+        if (col_of[f] >= 0) {
+            fprintf(stderr, "cellcast forward: %s:1: column '%s' appears twice\n", input,
+                    fields[i]);
+            goto end;
+        }
+        col_of[f] = i;
+    }
+    float values[CC_MAX_FEATURES];
+    int64_t prev = -1, lineno = 1;
+    int have = 0;
+    CcForecast fc;
+    while (getline(&line, &cap, in) >= 0) {
+        lineno++;
+        if (line[strspn(line, " \t\r\n")] == 0)
+            continue; /* blank line */
+        int n = split_fields(line, fields, CC_MAX_FEATURES + 2);
+        if (n != F + 1) {
+            fprintf(stderr, "cellcast forward: %s:%lld: %d fields, expected %d\n", input,
+                    (long long)lineno, n < 0 ? CC_MAX_FEATURES + 2 : n, F + 1);
+            goto end;
+        }
+        char *endp;
+        errno = 0;
+        long long ts = strtoll(fields[0], &endp, 10);
+        if (errno || endp == fields[0] || *endp || ts < 0) {
+            fprintf(stderr, "cellcast forward: %s:%lld: bad timestamp '%s' (unix seconds)\n",
+                    input, (long long)lineno, fields[0]);
+            goto end;
+        }
+        if (ts % hp->step_seconds) {
+            fprintf(stderr,
+                    "cellcast forward: %s:%lld: timestamp %lld is not a multiple of the "
+                    "model's step (%lld s)\n",
+                    input, (long long)lineno, ts, (long long)hp->step_seconds);
+            goto end;
+        }
+        int64_t step = ts / hp->step_seconds;
+        if (prev >= 0 && step != prev + 1) {
+            fprintf(stderr,
+                    "cellcast forward: %s:%lld: timestamp %lld does not follow %lld by one step "
+                    "(%lld s)\n",
+                    input, (long long)lineno, ts, (long long)(prev * hp->step_seconds),
+                    (long long)hp->step_seconds);
+            goto end;
+        }
+        for (int f = 0; f < F; f++) {
+            const char *v = fields[col_of[f]];
+            double d = strtod(v, &endp);
+            if (endp == v || *endp || !isfinite(d) || fabs(d) > 3.4e38) {
+                fprintf(stderr, "cellcast forward: %s:%lld: column '%s': '%s' is not a finite "
+                                "number\n",
+                        input, (long long)lineno, hp->features[f], v);
+                goto end;
+            }
+            values[f] = (float)d;
+        }
+        CcStepInput si = {cell, step, values};
+        int st = 0;
+        if (cc_engine_step(e, &si, 1, &st) < 0 || st < 0) {
+            fprintf(stderr, "cellcast forward: %s:%lld: engine refused the step (%s)\n", input,
+                    (long long)lineno, strerror(-st));
+            goto end;
+        }
+        prev = step;
+        have = 1;
+        cc_cell_forecast(cell, &fc);
+        if (all && fc.valid)
+            print_row(ts, &fc);
+    }
+    if (!have) {
+        fprintf(stderr, "cellcast forward: %s: no data rows\n", input);
+        goto end;
+    }
+    if (!all) {
+        cc_cell_forecast(cell, &fc);
+        if (!fc.valid) {
+            fprintf(stderr,
+                    "cellcast forward: %s: no forecast yet: the cell needs one complete patch "
+                    "(%d steps aligned to the patch grid)\n",
+                    input, hp->patch_len);
+            goto end;
+        }
+        print_row(prev * hp->step_seconds, &fc);
+    }
+    ret = 0;
+end:
+    free(line);
+    if (in)
+        fclose(in);
+    cc_cell_close(&cell);
+    cc_engine_close(&e);
+    cc_model_close(&m);
+    return ret;
+}
