@@ -754,9 +754,12 @@ static int h_post_kpis(CcdReq *r)
     if (!kb.n_records && kb.n_errors) {
         const CcKpiError *e = &kb.errors[0];
         int status = e->reason == CC_KPI_NOT_JSON ? 400 : e->reason == CC_KPI_OVERSIZE ? 413 : 422;
-        return ccd_problem(r, status, cc_kpi_reason_name(e->reason), "%s%s%s",
-                           e->element >= 0 ? "element " : "",
-                           e->element >= 0 ? "" : "", e->message);
+        if (e->element >= 0)
+            return ccd_problem(r, status, cc_kpi_reason_name(e->reason),
+                               "no record accepted (%d refused); element %d: %s: %s", kb.n_errors,
+                               e->element, cc_kpi_reason_name(e->reason), e->message);
+        return ccd_problem(r, status, cc_kpi_reason_name(e->reason), "%s: %s",
+                           cc_kpi_reason_name(e->reason), e->message);
     }
     json_t *errs = json_array();
     for (int i = 0; i < kb.n_errors && i < 100; i++)

@@ -54,9 +54,13 @@ int ccd_ingest_message(Ccd *d, const void *buf, size_t len, int topic, int32_t p
     for (int i = 0; i < kb.n_errors; i++) {
         d->in.invalid[kb.errors[i].reason]++;
         d->in.invalid_elements++;
-        CCD_LOG_RL(CC_LOG_WARN, "ingest", "invalid %s (%s%s%d): %s: %s",
-                   kb.errors[i].element >= 0 ? "record" : "message", topic >= 0 ? "partition " : "http",
-                   topic >= 0 ? "" : "", topic >= 0 ? partition : 0,
+        char src[48];
+        if (topic >= 0)
+            snprintf(src, sizeof src, "partition %d", partition);
+        else
+            snprintf(src, sizeof src, "POST /v1/kpis");
+        CCD_LOG_RL(CC_LOG_WARN, "ingest", "invalid %s (%s): %s: %s",
+                   kb.errors[i].element >= 0 ? "record" : "message", src,
                    cc_kpi_reason_name(kb.errors[i].reason), kb.errors[i].message);
     }
     d->in.records += (uint64_t)kb.n_records;
@@ -349,6 +353,7 @@ static void usage(FILE *out)
             "  --check-config        validate the configuration (and the model file), then exit\n"
             "  --print-config        print the configuration in effect as commented YAML\n"
             "                        (without -c: the defaults, i.e. conf/cellcast.yaml)\n"
+            "  --routes              list the HTTP routes (method pattern) and exit\n"
             "  --version, -h/--help\n");
 }
 
@@ -371,7 +376,14 @@ int main(int argc, char **argv)
             check = 1;
         else if (!strcmp(argv[i], "--print-config") || !strcmp(argv[i], "--print-default-config"))
             print = 1;
-        else if (!strcmp(argv[i], "--version")) {
+        else if (!strcmp(argv[i], "--routes")) {
+            for (int r = 0; r < ccd_n_routes; r++)
+                printf("%s%s%s %s\n", ccd_routes[r].methods & EVHTTP_REQ_GET ? "GET" : "",
+                       (ccd_routes[r].methods & EVHTTP_REQ_GET) && (ccd_routes[r].methods & EVHTTP_REQ_POST) ? "," : "",
+                       ccd_routes[r].methods & EVHTTP_REQ_POST ? "POST" : "", ccd_routes[r].pattern);
+            ccd_config_free(&d->cfg);
+            return 0;
+        } else if (!strcmp(argv[i], "--version")) {
             printf("cellcastd %s\n", CC_VERSION);
             ccd_config_free(&d->cfg);
             return 0;
@@ -402,7 +414,7 @@ int main(int argc, char **argv)
             i++;
         }
     if (ccd_config_validate(&d->cfg, err, sizeof err)) {
-        fprintf(stderr, "cellcastd: %s%s\n", config ? config : "", err);
+        fprintf(stderr, "cellcastd: %s%s%s\n", config ? config : "", config ? ": " : "", err);
         goto out_cfg;
     }
     d->config_path = config;

@@ -160,7 +160,10 @@ static int route_and_run(CcdReq *r)
             continue;
         }
         r->route = i;
-        memcpy(r->id, id, sizeof id);
+        /* match on the raw path, decode the capture: "enb-17%2F3" is the id "enb-17/3" */
+        char *dec = evhttp_uridecode(id, 0, NULL);
+        snprintf(r->id, sizeof r->id, "%s", dec ? dec : id);
+        free(dec);
         return ccd_routes[i].fn(r);
     }
     if (path_matched >= 0) {
@@ -297,9 +300,7 @@ static void gencb(struct evhttp_request *req, void *arg)
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
-    char *dec = path ? evhttp_uridecode(path, 0, NULL) : NULL;
-    snprintf(r->path, sizeof r->path, "%s", dec ? dec : "/");
-    free(dec);
+    snprintf(r->path, sizeof r->path, "%s", path && *path ? path : "/");
     if (!conn_admit(d, evhttp_request_get_connection(req))) {
         r->close_conn = 1;
         r->retry_after = 1;

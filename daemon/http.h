@@ -43,7 +43,7 @@ struct CcdReq {
     struct evhttp_request *req;
     enum evhttp_cmd_type method;
     int route;                    ///< index in ccd_routes, -1 none
-    char path[1024];              ///< decoded path
+    char path[1024];              ///< path as sent (percent-encoded)
     char id[256];                 ///< {id} capture, decoded
     struct evkeyvalq query;
     int have_query;

@@ -1,0 +1,221 @@
+/* test_config.c — cellcastd's config table: defaults, YAML parsing of every type, errors
+ * naming key, file, line and column, bounds, --set, validation, and the commented YAML
+ * (conf/cellcast.yaml) parsing back to the same configuration. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../daemon/config.h"
+
+static int load(CcdConfig *c, const char *yaml, char *err, size_t errlen)
+{
+    return ccd_config_load_string(c, yaml, strlen(yaml), "t.yaml", err, errlen);
+}
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    CcdConfig c;
+    assert_int_equal(ccd_config_init(&c), 0);
+    assert_string_equal(c.kafka_brokers, "embedded");
+    assert_int_equal(c.http_port, 8080);
+    assert_string_equal(c.http_bind, "127.0.0.1");
+    assert_int_equal(c.engine_kv_type, CCD_KV_F16);
+    assert_int_equal(c.kafka_topics.n, 1);
+    assert_string_equal(c.kafka_topics.items[0], "kpis");
+    assert_int_equal(c.kafka_properties.n, 0);
+    assert_int_equal(c.ingest_gap_policy, CCD_GAP_IMPUTE);
+    assert_true(c.forecast_level > 0.79 && c.forecast_level < 0.81);
+    assert_int_equal(c.demo_enabled, 0);
+    char err[256];
+    assert_int_equal(ccd_config_validate(&c, err, sizeof err), 0);
+    ccd_config_free(&c);
+}
+
+static void test_every_type(void **state)
+{
+    (void)state;
+    CcdConfig c;
+    char err[512] = "";
+    assert_int_equal(ccd_config_init(&c), 0);
+    const char *y = "model:\n  path: /x/m.safetensors\n"
+                    "kafka:\n  brokers: a:9092,b:9092\n  topics: [t1, t2]\n"
+                    "  properties:\n    security.protocol: SSL\n    sasl.password: hunter2\n"
+                    "http:\n  port: 9090\n  max_body_bytes: 2048\n"
+                    "engine:\n  kv_type: bf16\n  keep_attention: no\n"
+                    "ingest:\n  gap_policy: restart\n  fields:\n    dl: \"prb_dl*0.01\"\n"
+                    "forecast:\n  level: 0.9\n"
+                    "demo:\n"
+                    "log:\n  level: debug\n";
+    assert_int_equal(load(&c, y, err, sizeof err), 0);
+    assert_string_equal(c.model_path, "/x/m.safetensors");
+    assert_string_equal(c.kafka_brokers, "a:9092,b:9092");
+    assert_int_equal(c.kafka_topics.n, 2);
+    assert_string_equal(c.kafka_topics.items[1], "t2");
+    assert_string_equal(ccd_strmap_get(&c.kafka_properties, "security.protocol"), "SSL");
+    assert_int_equal(c.http_port, 9090);
+    assert_int_equal(c.http_max_body_bytes, 2048);
+    assert_int_equal(c.engine_kv_type, CCD_KV_BF16);
+    assert_int_equal(c.engine_keep_attention, 0);
+    assert_int_equal(c.ingest_gap_policy, CCD_GAP_RESTART);
+    assert_string_equal(ccd_strmap_get(&c.ingest_fields, "dl"), "prb_dl*0.01");
+    assert_true(c.forecast_level > 0.89 && c.forecast_level < 0.91);
+    assert_int_equal(c.log_level, 3);
+    assert_int_equal(ccd_config_validate(&c, err, sizeof err), 0);
+    /* secrets are redacted in the JSON view */
+    json_t *j = ccd_config_to_json(&c);
+    json_t *p = json_object_get(json_object_get(j, "kafka"), "properties");
+    assert_string_equal(json_string_value(json_object_get(p, "sasl.password")), "(redacted)");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "http"), "port")), 9090);
+    json_decref(j);
+    ccd_config_free(&c);
+}
+
+/* Each bad document must fail with "t.yaml:LINE:COL: key 'KEY': ..." */
+static void expect_error(const char *yaml, const char *where, const char *key, const char *what)
+{
+    CcdConfig c;
+    char err[512] = "";
+    assert_int_equal(ccd_config_init(&c), 0);
+    assert_int_not_equal(load(&c, yaml, err, sizeof err), 0);
+    if (!strstr(err, where) || (key && !strstr(err, key)) || (what && !strstr(err, what)))
+        fail_msg("error '%s' lacks '%s' / '%s' / '%s'", err, where, key ? key : "", what ? what : "");
+    ccd_config_free(&c);
+}
+
+static void test_errors_name_key_line_column(void **state)
+{
+    (void)state;
+    expect_error("http:\n  port: 70000\n", "t.yaml:2:9:", "'http.port'", "out of range");
+    expect_error("http:\n  port: -1\n", "t.yaml:2:9:", "'http.port'", "out of range");
+    expect_error("http:\n  port: eighty\n", "t.yaml:2:9:", "'http.port'", "integer");
+    expect_error("http:\n  bind: x\n  prot: 9\n", "t.yaml:3:3:", "'http.prot'", "unknown key");
+    expect_error("nosuch:\n  a: 1\n", "t.yaml:1:1:", "'nosuch'", "unknown key");
+    expect_error("engine:\n  kv_type: f8\n", "t.yaml:2:12:", "'engine.kv_type'", "f32|f16|bf16");
+    expect_error("engine:\n  keep_attention: maybe\n", "t.yaml:2:19:", "'engine.keep_attention'",
+                 "true or false");
+    expect_error("forecast:\n  level: 1.5\n", "t.yaml:2:10:", "'forecast.level'", "out of range");
+    expect_error("http:\n  port: [1, 2]\n", "t.yaml:2:9:", "'http.port'", "single value");
+    expect_error("kafka:\n  properties: [a]\n", "t.yaml:2:15:", "'kafka.properties'", "mapping");
+    expect_error("kafka:\n  topics:\n    - {a: 1}\n", "t.yaml:3:7:", "'kafka.topics'", "strings");
+    expect_error("http: 8080\n", "t.yaml:1:7:", "'http'", "section");
+    expect_error("http:\n  port: [9\n", "t.yaml:", NULL, "YAML syntax");
+    expect_error("- a\n- b\n", "t.yaml:1:1:", NULL, "mapping");
+}
+
+static void test_file_errors(void **state)
+{
+    (void)state;
+    CcdConfig c;
+    char err[512] = "", path[] = "/tmp/cc_test_config_XXXXXX";
+    assert_int_equal(ccd_config_init(&c), 0);
+    assert_int_not_equal(ccd_config_load_file(&c, "/nonexistent/x.yaml", err, sizeof err), 0);
+    assert_non_null(strstr(err, "/nonexistent/x.yaml"));
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs("# comment\nlimits:\n  max_cells: 0\n", f);
+    fclose(f);
+    assert_int_not_equal(ccd_config_load_file(&c, path, err, sizeof err), 0);
+    char want[128];
+    snprintf(want, sizeof want, "%s:3:14: key 'limits.max_cells'", path);
+    if (!strstr(err, want))
+        fail_msg("'%s' lacks '%s'", err, want);
+    remove(path);
+    ccd_config_free(&c);
+}
+
+static void test_set(void **state)
+{
+    (void)state;
+    CcdConfig c;
+    char err[512] = "";
+    assert_int_equal(ccd_config_init(&c), 0);
+    assert_int_equal(ccd_config_set(&c, "http.port=0", err, sizeof err), 0);
+    assert_int_equal(c.http_port, 0);
+    assert_int_equal(ccd_config_set(&c, "kafka.topics=a, b ,c", err, sizeof err), 0);
+    assert_int_equal(c.kafka_topics.n, 3);
+    assert_string_equal(c.kafka_topics.items[1], "b");
+    assert_int_equal(ccd_config_set(&c, "kafka.properties.fetch.wait.max.ms=5", err, sizeof err), 0);
+    assert_string_equal(ccd_strmap_get(&c.kafka_properties, "fetch.wait.max.ms"), "5");
+    assert_int_equal(ccd_config_set(&c, "demo.enabled=true", err, sizeof err), 0);
+    assert_int_equal(c.demo_enabled, 1);
+    assert_int_not_equal(ccd_config_set(&c, "http.port=65536", err, sizeof err), 0);
+    assert_non_null(strstr(err, "--set http.port"));
+    assert_int_equal(c.http_port, 0);
+    assert_int_not_equal(ccd_config_set(&c, "nosuch.key=1", err, sizeof err), 0);
+    assert_non_null(strstr(err, "unknown key"));
+    assert_int_not_equal(ccd_config_set(&c, "http.port", err, sizeof err), 0);
+    assert_int_not_equal(ccd_config_set(&c, "kafka.properties=x", err, sizeof err), 0);
+    ccd_config_free(&c);
+}
+
+static void test_validate(void **state)
+{
+    (void)state;
+    CcdConfig c;
+    char err[512] = "";
+    assert_int_equal(ccd_config_init(&c), 0);
+    assert_int_equal(ccd_config_set(&c, "ingest.fields.x=prb_dl*abc", err, sizeof err), 0);
+    assert_int_not_equal(ccd_config_validate(&c, err, sizeof err), 0);
+    assert_non_null(strstr(err, "ingest.fields.x"));
+    assert_int_equal(ccd_config_set(&c, "ingest.fields.x=prb_dl*2", err, sizeof err), 0);
+    assert_int_equal(ccd_config_validate(&c, err, sizeof err), 0);
+    assert_int_equal(ccd_config_set(&c, "kafka.topics=", err, sizeof err), 0);
+    assert_int_not_equal(ccd_config_validate(&c, err, sizeof err), 0);
+    assert_non_null(strstr(err, "kafka.topics"));
+    ccd_config_free(&c);
+}
+
+/* The generated, commented YAML parses back to the same configuration. */
+static void test_yaml_round_trip(void **state)
+{
+    (void)state;
+    CcdConfig a, b;
+    char err[512] = "", *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(ccd_config_init(&a), 0);
+    assert_int_equal(ccd_config_set(&a, "kafka.properties.client.id=x \"q\"", err, sizeof err), 0);
+    assert_int_equal(ccd_config_set(&a, "ingest.fields.dl_prb=prb_dl", err, sizeof err), 0);
+    assert_int_equal(ccd_config_set(&a, "forecast.level=0.95", err, sizeof err), 0);
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(ccd_config_write_yaml(&a, f), 0);
+    fclose(f);
+    /* every key is documented */
+    for (int i = 0; i < ccd_config_table_len; i++) {
+        const char *dot = strchr(ccd_config_table[i].name, '.');
+        char key[96];
+        snprintf(key, sizeof key, "\n  %s:", dot + 1);
+        if (!strstr(buf, key))
+            fail_msg("key %s missing from the YAML", ccd_config_table[i].name);
+    }
+    assert_int_equal(ccd_config_init(&b), 0);
+    assert_int_equal(ccd_config_load_string(&b, buf, len, "gen.yaml", err, sizeof err), 0);
+    json_t *ja = ccd_config_to_json(&a), *jb = ccd_config_to_json(&b);
+    assert_true(json_equal(ja, jb));
+    json_decref(ja);
+    json_decref(jb);
+    free(buf);
+    ccd_config_free(&a);
+    ccd_config_free(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_every_type),
+        cmocka_unit_test(test_errors_name_key_line_column),
+        cmocka_unit_test(test_file_errors),
+        cmocka_unit_test(test_set),
+        cmocka_unit_test(test_validate),
+        cmocka_unit_test(test_yaml_round_trip),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,241 @@
+#!/bin/bash
+# test_http.sh — black-box test of cellcastd's HTTP API: starts the real daemon on loopback
+# with a temporary config (embedded Kafka broker, a tiny model), feeds it through
+# POST /v1/kpis, and checks forecasts, every HTTP error path (status + problem+json),
+# the connection limit, /metrics counting, that proto/openapi.yaml lists exactly the routes
+# the server answers, and that SIGTERM exits 0.
+#   usage: test_http.sh CELLCASTD SOURCE_ROOT
+set -u
+CCD=${1:?cellcastd binary}
+ROOT=${2:?source root}
+PY=/usr/bin/python3
+MODEL="$ROOT/tests/data/golden/tiny.safetensors" # F=3 (prb,thr,users), P=4, HZ=6, S=900
+TMP=$(mktemp -d)
+PID=
+fails=0
+cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$TMP"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+cat >"$TMP/c.yaml" <<YAML
+model:
+  path: "$MODEL"
+kafka:
+  brokers: embedded
+  group_id: test-http
+  embedded_partitions: 2
+http:
+  port: 0
+  max_body_bytes: 8192
+  max_connections: 3
+ingest:
+  batch_ms: 5
+log:
+  level: info
+YAML
+
+"$CCD" -c "$TMP/c.yaml" --check-config >/dev/null || { echo "FAIL: --check-config"; exit 1; }
+"$CCD" -c "$TMP/c.yaml" 2>"$TMP/log" &
+PID=$!
+PORT=
+for _ in $(seq 100); do
+    PORT=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$TMP/log" | head -1)
+    [ -n "$PORT" ] && curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break
+    sleep 0.1
+done
+[ -n "$PORT" ] || { cat "$TMP/log"; echo "FAIL: daemon did not start"; exit 1; }
+U="http://127.0.0.1:$PORT"
+
+# check METHOD PATH STATUS [BODY-FILE] — the status, and problem+json for errors
+check() {
+    local method=$1 path=$2 want=$3 body=${4:-}
+    local args=(-s -o "$TMP/body" -D "$TMP/hdr" -w '%{http_code}' -X "$method")
+    [ -n "$body" ] && args+=(-H 'Content-Type: application/json' --data-binary "@$body")
+    local got
+    got=$(curl "${args[@]}" "$U$path")
+    if [ "$got" != "$want" ]; then
+        fail "$method $path: status $got, want $want: $(head -c 300 "$TMP/body")"
+        return
+    fi
+    if [ "$want" -ge 400 ]; then
+        grep -qi '^content-type: application/problem+json' "$TMP/hdr" ||
+            fail "$method $path: $want without application/problem+json"
+        $PY - "$TMP/body" "$want" <<'PYEOF' || fail "$method $path: bad problem body: $(head -c 300 "$TMP/body")"
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["status"] == int(sys.argv[2]), p
+assert p["type"] and p["title"] and p["detail"], p
+PYEOF
+    fi
+}
+
+# --- history for two cells through POST /v1/kpis (an array, ts as unix seconds and RFC 3339)
+$PY - "$TMP" <<'PYEOF'
+import json, math, sys
+tmp = sys.argv[1]
+S, p0 = 900, 1714557600 // 900
+recs = []
+for i in range(40):
+    for c, amp in (("c1", 1.0), ("enb-7/2", 2.0)):
+        v = 50 + 20 * amp * math.sin(i / 6.0)
+        recs.append({"cell": c, "ts": (p0 + i) * S, "kpis": {"prb": v, "thr": v * 3, "users": 10 + i % 7}})
+json.dump(recs[:40], open(f"{tmp}/a.json", "w"))
+json.dump(recs[40:], open(f"{tmp}/b.json", "w"))
+json.dump({"cell": "cold1", "ts": "2024-05-01T10:00:00Z", "prb": 1, "thr": 2, "users": 3}, open(f"{tmp}/cold.json", "w"))
+json.dump([{"cell": "c9", "ts": p0 * S, "prb": 1, "thr": 2, "users": 3}, {"cell": "c9", "prb": 1}], open(f"{tmp}/mixed.json", "w"))
+json.dump({"cell": "x"}, open(f"{tmp}/nots.json", "w"))
+json.dump([{"cell": "bad id!", "ts": 1, "prb": 1}], open(f"{tmp}/badid.json", "w"))
+open(f"{tmp}/notjson.json", "w").write("{not json")
+open(f"{tmp}/big.json", "w").write(json.dumps([{"cell": "b", "ts": 1, "prb": 1}] * 330))
+PYEOF
+check POST /v1/kpis 202 "$TMP/a.json"
+check POST /v1/kpis 202 "$TMP/b.json"
+check POST /v1/kpis 202 "$TMP/cold.json"
+check POST /v1/kpis 202 "$TMP/mixed.json"
+$PY -c "import json,sys; d=json.load(open('$TMP/body')); assert d['accepted']==1 and d['rejected']==1, d" ||
+    fail "mixed message: $(cat "$TMP/body")"
+
+ok=
+for _ in $(seq 50); do
+    [ "$(curl -s -o "$TMP/fc" -w '%{http_code}' "$U/v1/cells/c1/forecast")" = 200 ] &&
+        [ "$(curl -s -o "$TMP/fc2" -w '%{http_code}' "$U/v1/cells/enb-7%2F2/forecast?level=0.95&kpis=prb,users&horizon=3")" = 200 ] && ok=1 && break
+    sleep 0.1
+done
+[ -n "$ok" ] || fail "no forecast for c1 / enb-7/2: $(cat "$TMP/fc" "$TMP/fc2")"
+$PY - "$TMP/fc" "$TMP/fc2" <<'PYEOF' || fail "forecast content"
+import json, math, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+S, p0 = 900, 1714557600 // 900
+for d, h, kp in ((a, 6, ["prb", "thr", "users"]), (b, 3, ["prb", "users"])):
+    assert d["observed_step"] == p0 + 39, d["observed_step"]
+    assert d["horizon"] == h and len(d["forecast"]) == h and d["kpis"] == kp, d
+    for k, f in enumerate(d["forecast"]):
+        assert f["step"] == p0 + 40 + k and f["ts"].endswith("Z"), f
+        assert sorted(f["values"]) == sorted(kp), f
+        for v in f["values"].values():
+            assert all(math.isfinite(v[x]) for x in ("mean", "lower", "upper", "sd")), v
+            assert v["lower"] <= v["mean"] <= v["upper"] and v["sd"] > 0, v
+assert abs(b["z"] - 1.959964) < 1e-4 and abs(a["z"] - 1.281552) < 1e-4
+PYEOF
+
+check GET /healthz 200
+check GET /v1/info 200
+check GET /v1/config 200
+check GET /v1/model 200
+check GET "/v1/cells?limit=1" 200
+$PY -c "import json; d=json.load(open('$TMP/body')); assert len(d['cells'])==1 and d['next']=='c1' and d['total']==4, d" ||
+    fail "paging: $(cat "$TMP/body")"
+check GET "/v1/cells?limit=10&after=c1" 200
+$PY -c "import json; d=json.load(open('$TMP/body')); assert [c['id'] for c in d['cells']]==['c9','cold1','enb-7/2'] and d['next'] is None, d" ||
+    fail "paging after: $(cat "$TMP/body")"
+check GET /v1/cells/c1 200
+$PY -c "import json; d=json.load(open('$TMP/body')); assert d['counts']['steps']==40 and d['state']=='live', d" ||
+    fail "cell c1: $(cat "$TMP/body")"
+check GET "/v1/cells/c1/history?since=2024-05-01T18:00:00Z" 200
+$PY -c "import json; d=json.load(open('$TMP/body')); assert len(d['steps'])==8 and d['steps'][0]['ts']=='2024-05-01T18:00:00Z' and d['steps'][-1]['ts']=='2024-05-01T19:45:00Z', d" ||
+    fail "history since: $(head -c 300 "$TMP/body")"
+check GET "/v1/cells/c1/history" 200 # the ring holds at least max(N*P+P, M) = 24 steps of the tiny model
+$PY -c "import json; d=json.load(open('$TMP/body')); st=[s['step'] for s in d['steps']]; assert len(st)>=24 and st[-1]==1714557600//900+39 and st==list(range(st[0],st[-1]+1)) and not any(s['imputed'] for s in d['steps']), d" ||
+    fail "history: $(head -c 300 "$TMP/body")"
+check GET /v1/cells/c1/attention 200
+$PY -c "import json; d=json.load(open('$TMP/body')); w=d['kpis']['prb']; assert len(w)==d['layers'] and len(w[0])==d['heads'] and abs(sum(w[0][0])-1)<1e-3 and len(w[0][0])==len(d['tokens']), d" ||
+    fail "attention: $(head -c 300 "$TMP/body")"
+for _ in $(seq 100); do # ready once the consumer has its partitions (group join: ~3 s)
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "$U/readyz")" = 200 ] && break
+    sleep 0.1
+done
+check GET /readyz 200
+
+# --- every error path
+check GET /nope 404
+check GET /v1/cells/nosuch 404
+check GET /v1/cells/nosuch/forecast 404
+check GET /v1/cells/nosuch/history 404
+check GET /v1/cells/nosuch/attention 404
+check GET "/v1/cells/bad%20id/forecast" 400
+check GET /v1/cells/c1/forecast/extra 404
+check POST /healthz 405
+grep -qi '^allow: GET' "$TMP/hdr" || fail "405 without Allow: GET"
+check DELETE /v1/kpis 405
+grep -qi '^allow: POST' "$TMP/hdr" || fail "405 without Allow: POST"
+check PUT /v1/cells/c1 405
+check GET /v1/kpis 405
+check GET "/v1/cells/c1/forecast?horizon=abc" 400
+check GET "/v1/cells/c1/forecast?horizon=0" 422
+check GET "/v1/cells/c1/forecast?horizon=7" 422
+check GET "/v1/cells/c1/forecast?level=x" 400
+check GET "/v1/cells/c1/forecast?level=1" 422
+check GET "/v1/cells/c1/forecast?kpis=prb,nosuch" 422
+check GET "/v1/cells/c1/attention?kpis=nosuch" 422
+check GET "/v1/cells/c1/history?since=yesterday" 400
+check GET "/v1/cells?limit=x" 400
+check GET "/v1/cells?limit=0" 422
+check GET /v1/cells/cold1/forecast 503
+grep -qi '^retry-after:' "$TMP/hdr" || fail "503 without Retry-After"
+check POST /v1/kpis 400 "$TMP/notjson.json"
+check POST /v1/kpis 422 "$TMP/nots.json"
+check POST /v1/kpis 422 "$TMP/badid.json"
+check POST /v1/kpis 413 "$TMP/big.json"
+: >"$TMP/empty.json"
+check POST /v1/kpis 400 "$TMP/empty.json"
+
+# --- connection limit (3): the 4th concurrent keep-alive connection gets 503 and is closed
+$PY - "$PORT" <<'PYEOF' || fail "connection limit"
+import http.client, json, sys
+port = int(sys.argv[1])
+conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=5) for _ in range(4)]
+codes = []
+for c in conns:
+    c.request("GET", "/healthz")
+    r = c.getresponse()
+    codes.append((r.status, r.getheader("Content-Type")))
+    r.read()
+assert [s for s, _ in codes] == [200, 200, 200, 503], codes
+assert codes[3][1] == "application/problem+json", codes
+for c in conns:
+    c.close()
+PYEOF
+sleep 0.2
+check GET /healthz 200
+
+# --- /metrics counted the routes and statuses
+check GET /metrics 200
+for want in 'cellcast_http_requests_total{route="/v1/kpis",status="413"} 1' \
+            'cellcast_http_requests_total{route="unmatched",status="404"} 2' \
+            'cellcast_http_requests_total{route="/v1/cells/{id}/forecast",status="422"} 4' \
+            'cellcast_ingest_invalid_total{reason="missing_ts"} 2' \
+            'cellcast_ingest_invalid_total{reason="bad_cell_id"} 1' \
+            'cellcast_ingest_invalid_total{reason="not_json"} 1' \
+            'cellcast_cells 4'; do
+    grep -qF "$want" "$TMP/body" || fail "/metrics lacks '$want'"
+done
+
+# --- OpenAPI lists exactly the routes the server answers (cellcastd --routes)
+"$CCD" --routes >"$TMP/routes"
+$PY - "$ROOT/proto/openapi.yaml" "$TMP/routes" <<'PYEOF' || fail "openapi.yaml vs routes"
+import sys, yaml
+doc = yaml.safe_load(open(sys.argv[1]))
+assert doc["openapi"].startswith("3."), doc["openapi"]
+api = {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops if m in ("get", "post", "put", "delete", "patch")}
+srv = set()
+for line in open(sys.argv[2]):
+    methods, path = line.split()
+    srv |= {(m, path) for m in methods.split(",")}
+assert api == srv, f"only in openapi: {api - srv}; only in the server: {srv - api}"
+PYEOF
+
+# --- SIGTERM: drain, commit, exit 0
+kill -TERM "$PID"
+wait "$PID"
+rc=$?
+PID=
+[ "$rc" = 0 ] || fail "SIGTERM exit status $rc"
+grep -q "stopped cleanly" "$TMP/log" || fail "no clean stop in the log"
+grep -q "offsets committed" "$TMP/log" || fail "no commit on shutdown"
+
+if [ "$fails" != 0 ]; then
+    echo "--- daemon log"; tail -30 "$TMP/log"
+    echo "$fails check(s) failed"
+    exit 1
+fi
+echo "all HTTP checks passed"
