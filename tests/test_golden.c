@@ -368,7 +368,7 @@ static void test_ref_trace(void **state)
     CcRefTrace tr;
     assert_int_equal(cc_ref_trace_alloc(&tr, &g->model->hp), 0);
     float y[2 * 64], mu, sigma;
-    int n_valid = 0, n_cold = 0;
+    int n_valid = 0, n_cold = 0, n_masked_nonzero = 0;
     for (int i = 0; i < g->n_cases; i++) {
         const Case *k = &g->cases[i];
         const float *x = g->series + (size_t)k->f * g->T;
@@ -391,17 +391,20 @@ static void test_ref_trace(void **state)
                 maxerr_add(&e_z[l], fabs(tr.z[(size_t)l * T * g->D + j] -
                                          k->z[(size_t)l * T * g->D + j]), k->t, k->f);
         for (int l = 0; l < g->L; l++)
-            for (int j = 0; j < g->H * T * T; j++)
-                maxerr_add(&e_att[l], fabs(tr.att[(size_t)l * g->H * T * T + j] -
-                                           k->att[(size_t)l * g->H * T * T + j]), k->t, k->f);
+            for (int j = 0; j < g->H * T * T; j++) {
+                double got = tr.att[(size_t)l * g->H * T * T + j];
+                double want = k->att[(size_t)l * g->H * T * T + j];
+                maxerr_add(&e_att[l], fabs(got - want), k->t, k->f);
+                n_masked_nonzero += want == 0.0 && got != 0.0;
+            }
         for (int j = 0; j < 2 * g->HZ; j++)
             maxerr_add(&e_y, fabs(y[j] - k->y[j]), k->t, k->f);
         maxerr_add(&e_mu, rel_err(mu, k->mu, fmax(fabs(k->mu), k->sigma)), k->t, k->f);
         maxerr_add(&e_sd, rel_err(sigma, k->sigma, k->sigma), k->t, k->f);
     }
     cc_ref_trace_free(&tr);
-    printf("golden cc_ref_forward: %d cases with a forecast, %d cold-start cases\n", n_valid,
-           n_cold);
+    printf("golden cc_ref_forward: %d cases with a forecast, %d cold-start cases, %d masked "
+           "attention entries not 0\n", n_valid, n_cold, n_masked_nonzero);
     maxerr_print("cc_ref_forward", &e_tok);
     for (int l = 0; l <= g->L; l++)
         maxerr_print("cc_ref_forward", &e_z[l]);
@@ -411,6 +414,7 @@ static void test_ref_trace(void **state)
     maxerr_print("cc_ref_forward", &e_sd);
     maxerr_print("cc_ref_forward", &e_y);
     assert_true(n_valid > 0 && n_cold > 0);
+    assert_int_equal(n_masked_nonzero, 0);
     assert_true(e_tok.err <= TOL);
     for (int l = 0; l <= g->L; l++)
         assert_true(e_z[l].err <= TOL);
