@@ -615,6 +615,16 @@ int cmd_eval(int argc, char **argv)
 
     root = json_object();
     json_object_set_new(root, "model", o.model_path ? json_string(o.model_path) : json_null());
+    if (model) {
+        const CcHparams *hp = &model->hp;
+        json_object_set_new(root, "model_hparams",
+                            json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:s}", "patch_len",
+                                      hp->patch_len, "n_patches", hp->n_patches, "norm_window",
+                                      hp->norm_window, "d_model", hp->d_model, "n_layers",
+                                      hp->n_layers, "d_ff", hp->d_ff, "horizon", hp->horizon,
+                                      "n_features", hp->n_features, "trained_on",
+                                      hp->trained_on, "created_at", hp->created_at));
+    }
     json_object_set_new(root, "data", json_string(ds->source));
     json_object_set_new(root, "protocol", json_string(ett ? "ett" : barca ? "barcelona" : "rolling"));
     json_object_set_new(root, "step_seconds", json_integer(S));
