@@ -6,9 +6,11 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define NONE_STEP INT64_MIN
 #define STATE_MAGIC 0x314D4E41u /* "ANM1" */
@@ -718,6 +720,110 @@ const char *cc_dq_reason_name(enum CcDqReason r)
     case CC_DQ_MISSING: return "missing";
     default: return "none";
     }
+}
+
+/* ------------------------------------------------------------------ JSON */
+
+typedef struct Js {
+    char *p;
+    size_t cap, len;
+} Js;
+
+static void js(Js *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void js(Js *j, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(j->p ? j->p + (j->len < j->cap ? j->len : j->cap) : NULL,
+                      j->len < j->cap ? j->cap - j->len : 0, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        j->len += (size_t)n;
+}
+
+static void js_str(Js *j, const char *s)
+{
+    js(j, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            js(j, "\\%c", c);
+        else if (c < 0x20)
+            js(j, "\\u%04x", c);
+        else
+            js(j, "%c", c);
+    }
+    js(j, "\"");
+}
+
+static void js_num(Js *j, double v)
+{
+    if (isfinite(v))
+        js(j, "%.9g", v);
+    else
+        js(j, "null");
+}
+
+static void js_time(Js *j, int64_t t)
+{
+    time_t tt = (time_t)t;
+    struct tm tm;
+    char b[32];
+    if (gmtime_r(&tt, &tm) && strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", &tm))
+        js_str(j, b);
+    else
+        js(j, "null");
+}
+
+static void js_kpi(Js *j, const CcHparams *hp, int f)
+{
+    if (f < 0)
+        js(j, "null");
+    else if (hp && f < hp->n_features)
+        js_str(j, hp->features[f]);
+    else
+        js(j, "\"kpi%d\"", f);
+}
+
+int cc_alert_event_json(const CcAlertEvent *ev, const CcHparams *hp, char *buf, size_t cap)
+{
+    Js j = {buf, cap, 0};
+    js(&j, "{\"schema\":\"cellcast.alert/1\",\"id\":");
+    js_str(&j, ev->id);
+    js(&j, ",\"state\":\"%s\",\"kind\":\"%s\",\"reason\":\"%s\",\"severity\":\"%s\",\"cell_id\":",
+       cc_alert_state_name(ev->state), cc_alert_kind_name(ev->kind), cc_dq_reason_name(ev->reason),
+       cc_alert_severity_name(ev->severity));
+    js_str(&j, ev->cell_id ? ev->cell_id : "");
+    js(&j, ",\"kpi\":");
+    js_kpi(&j, hp, ev->kpi);
+    js(&j, ",\"start_step\":%lld,\"step\":%lld,\"start_time\":", (long long)ev->start_step,
+       (long long)ev->step);
+    js_time(&j, ev->start_ts);
+    js(&j, ",\"time\":");
+    js_time(&j, ev->ts);
+    js(&j, ",\"score\":");
+    js_num(&j, ev->score);
+    js(&j, ",\"attribution\":[");
+    for (int i = 0; i < ev->n_attr && i < CC_ALERT_MAX_ATTR; i++) {
+        const CcAlertAttr *a = &ev->attr[i];
+        js(&j, i ? ",{\"kpi\":" : "{\"kpi\":");
+        js_kpi(&j, hp, a->kpi);
+        js(&j, ",\"observed\":");
+        js_num(&j, a->observed);
+        js(&j, ",\"expected\":");
+        js_num(&j, a->expected);
+        js(&j, ",\"lo\":");
+        js_num(&j, a->lo);
+        js(&j, ",\"hi\":");
+        js_num(&j, a->hi);
+        js(&j, ",\"z\":");
+        js_num(&j, a->z);
+        js(&j, "}");
+    }
+    js(&j, "]}");
+    if (!buf || j.len >= cap)
+        return -ENOSPC;
+    return (int)j.len;
 }
 
 /* ------------------------------------------------------------------ serialisation */

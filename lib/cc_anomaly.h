@@ -25,7 +25,9 @@
  *   - escalated while firing, severity rising from warning to critical emits a second
  *               `firing` event with the same id and severity critical (consumers upsert
  *               by id); an episode never de-escalates.
- *   - resolved  after resolve_m consecutive scored steps that are not over.
+ *   - resolved  after resolve_m consecutive scored steps that are not over (a step whose
+ *               KPIs are all held by DQ alerts counts as not over: the DQ alert takes
+ *               over; steps without an expectation or fully imputed do not count).
  *   - cooldown  no new anomaly episode may fire within cooldown_steps steps after a
  *               resolution.
  * Alert id = "<cell>:anomaly:<onset step>" — a pure function of the data, so a host that
@@ -230,6 +232,16 @@ CC_API void cc_anomaly_cell_stats(const CcAnomalyCell *c, CcAnomalyCellStats *ou
 CC_API long cc_anomaly_cell_save(const CcAnomalyCell *c, uint8_t *buf, size_t cap);
 CC_API int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char *err,
                                 size_t errlen);
+
+/**
+ * One alert transition as the JSON object of proto/alert.schema.json (one line, no
+ * newline): the payload of the Kafka alert topic (key: the cell id) and the element of
+ * GET /v1/alerts. KPI names come from hp (NULL: "kpi<i>"); non-finite numbers are null.
+ * Returns the length written (NUL excluded) or -ENOSPC when cap is too small
+ * (1024 + 256 per attribution entry is always enough).
+ */
+CC_API int cc_alert_event_json(const CcAlertEvent *ev, const CcHparams *hp, char *buf,
+                               size_t cap);
 
 CC_API const char *cc_alert_kind_name(enum CcAlertKind k);        ///< "anomaly", "data_quality"
 CC_API const char *cc_alert_state_name(enum CcAlertState s);      ///< "firing", "resolved"

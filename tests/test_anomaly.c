@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "cc_anomaly.h"
 
@@ -695,6 +696,80 @@ static void test_scores_readback(void **state)
     fx_close(&fx);
 }
 
+/* JSON of proto/alert.schema.json: parse back with jansson and check every field. With
+ * CC_ALERT_JSON_OUT=file the lines are also written there (for a schema validator). */
+static void test_event_json(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    base_settings(&s, 2);
+    s.kpi[1].min = 0;
+    s.kpi[1].max = 1000;
+    Fixture fx;
+    fx_open(&fx, &s, "cell\"q");
+    CcHparams hp;
+    cc_hparams_default(&hp);
+    hp.n_features = 2;
+    snprintf(hp.features[0], CC_FEATURE_NAME_MAX, "down");
+    snprintf(hp.features[1], CC_FEATURE_NAME_MAX, "rb_up");
+    int64_t t = 25000000;
+    for (int i = 0; i < 30; i++)
+        step_z(&fx, t++, 0);
+    step_z(&fx, t++, 10);
+    for (int i = 0; i < 5; i++)
+        step_z(&fx, t++, 0);
+    double dev[2] = {0, 5000};
+    step_dev(&fx, t++, dev); /* bounds on KPI 1 */
+    for (int i = 0; i < 5; i++)
+        step_z(&fx, t++, 0);
+    assert_int_equal(fx.rec.n, 4);
+    const char *out = getenv("CC_ALERT_JSON_OUT");
+    FILE *fo = out ? fopen(out, "w") : NULL;
+    for (int i = 0; i < fx.rec.n; i++) {
+        const CcAlertEvent *ev = &fx.rec.ev[i];
+        char buf[4096];
+        assert_int_equal(cc_alert_event_json(ev, &hp, buf, 20), -ENOSPC);
+        int n = cc_alert_event_json(ev, &hp, buf, sizeof buf);
+        assert_true(n > 0 && (size_t)n == strlen(buf));
+        if (fo)
+            fprintf(fo, "%s\n", buf);
+        json_error_t je;
+        json_t *o = json_loads(buf, 0, &je);
+        assert_non_null(o);
+        assert_string_equal(json_string_value(json_object_get(o, "schema")), "cellcast.alert/1");
+        assert_string_equal(json_string_value(json_object_get(o, "id")), ev->id);
+        assert_string_equal(json_string_value(json_object_get(o, "cell_id")), "cell\"q");
+        assert_string_equal(json_string_value(json_object_get(o, "state")),
+                            cc_alert_state_name(ev->state));
+        assert_int_equal(json_integer_value(json_object_get(o, "step")), ev->step);
+        assert_int_equal(json_object_size(o), 14);
+        json_t *attr = json_object_get(o, "attribution");
+        assert_true(json_is_array(attr));
+        assert_int_equal(json_array_size(attr), (size_t)ev->n_attr);
+        if (ev->kind == CC_ALERT_ANOMALY) {
+            assert_true(json_is_null(json_object_get(o, "kpi")));
+            assert_true(json_is_number(json_object_get(o, "score")));
+            json_t *a0 = json_array_get(attr, 0);
+            assert_string_equal(json_string_value(json_object_get(a0, "kpi")), "down");
+            assert_true(json_number_value(json_object_get(a0, "z")) > 9);
+        } else {
+            assert_string_equal(json_string_value(json_object_get(o, "kpi")), "rb_up");
+            assert_string_equal(json_string_value(json_object_get(o, "reason")), "bounds");
+            assert_true(json_is_null(json_object_get(o, "score")));
+            json_t *a0 = json_array_get(attr, 0);
+            assert_true(json_is_null(json_object_get(a0, "z")));
+            assert_true(json_number_value(json_object_get(a0, "hi")) == 1000);
+        }
+        const char *tm = json_string_value(json_object_get(o, "time"));
+        assert_non_null(tm);
+        assert_int_equal(strlen(tm), 20);
+        json_decref(o);
+    }
+    if (fo)
+        fclose(fo);
+    fx_close(&fx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -713,6 +788,7 @@ int main(void)
         cmocka_unit_test(test_ids_stable_and_state_roundtrip),
         cmocka_unit_test(test_validate),
         cmocka_unit_test(test_scores_readback),
+        cmocka_unit_test(test_event_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
