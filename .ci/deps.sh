@@ -1,0 +1,17 @@
+#!/bin/sh
+# .ci/deps.sh — installs the Debian 12 packages cellcast needs, only those missing.
+# Safe to run twice; needs root (or sudo) only when something is missing.
+set -eu
+pkgs="build-essential meson ninja-build pkg-config libevent-dev libjansson-dev
+libopenblas-dev libyaml-dev librdkafka-dev libcmocka-dev kcat curl clang
+libclang-rt-dev python3"
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "deps: installing$missing" >&2
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO=sudo
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >&2
