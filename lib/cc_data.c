@@ -1136,32 +1136,51 @@ int cc_data_select(CcDataset *ds, const char *const *names, int n, char *err, si
                            names[j]);
     }
     const int F = ds->n_features;
+    /* allocate everything first so that a failure leaves the dataset unchanged */
+    float **nx = calloc((size_t)ds->n_series + 1, sizeof *nx);
+    uint8_t **nm = calloc((size_t)ds->n_series + 1, sizeof *nm);
+    int ret = 0;
+    if (!nx || !nm) {
+        ret = -ENOMEM;
+        goto done;
+    }
+    for (int s = 0; s < ds->n_series; s++) {
+        size_t T = (size_t)ds->series[s].T;
+        nx[s] = malloc(T * n * sizeof **nx + 1);
+        nm[s] = malloc(T * n + 1);
+        if (!nx[s] || !nm[s]) {
+            ret = -ENOMEM;
+            goto done;
+        }
+    }
     for (int s = 0; s < ds->n_series; s++) {
         CcSeries *se = &ds->series[s];
         size_t T = (size_t)se->T;
-        float *x = malloc(T * n * sizeof *x + 1);
-        uint8_t *m = malloc(T * n + 1);
-        if (!x || !m) {
-            free(x);
-            free(m);
-            return -ENOMEM;
-        }
         for (size_t i = 0; i < T; i++)
             for (int j = 0; j < n; j++) {
-                x[i * n + j] = se->x[i * F + idx[j]];
-                m[i * n + j] = se->mask[i * F + idx[j]];
+                nx[s][i * n + j] = se->x[i * F + idx[j]];
+                nm[s][i * n + j] = se->mask[i * F + idx[j]];
             }
         free(se->x);
         free(se->mask);
-        se->x = x;
-        se->mask = m;
+        se->x = nx[s];
+        se->mask = nm[s];
+        nx[s] = NULL;
+        nm[s] = NULL;
     }
     char tmp[CC_MAX_FEATURES][CC_FEATURE_NAME_MAX];
     for (int j = 0; j < n; j++)
         memcpy(tmp[j], ds->features[idx[j]], CC_FEATURE_NAME_MAX);
     memcpy(ds->features, tmp, sizeof tmp[0] * (size_t)n);
     ds->n_features = n;
-    return 0;
+done:
+    for (int s = 0; s < ds->n_series && nx && nm; s++) {
+        free(nx[s]);
+        free(nm[s]);
+    }
+    free(nx);
+    free(nm);
+    return ret;
 }
 
 static int parse_int_at(const char **p, long long *v)
