@@ -18,6 +18,7 @@ static const struct {
     {"train", cmd_train, "train a model on CSV history"},
     {"eval", cmd_eval, "rolling-origin evaluation against baselines"},
     {"synth", cmd_synth, "generate synthetic multi-cell KPI history (long CSV)"},
+    {"anomaly-eval", cmd_anomaly, "alert precision/recall on data with injected anomalies"},
 };
 
 static void usage(FILE *out)

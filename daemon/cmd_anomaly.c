@@ -1,0 +1,800 @@
+/*
+ * cmd_anomaly.c — `cellcast anomaly-eval`: offline evaluation of the alerting of
+ * lib/cc_anomaly on real held-out data with injected, labelled anomalies, next to a
+ * rolling 3-sigma baseline run through the same lifecycle.
+ *
+ * Per data file (one cell): history (the train file) + held-out test file are loaded with
+ * lib/cc_data, anomalies are injected into the test rows only, and the series is run step
+ * by step through the real engine (cc_engine_step, one step per row, as the daemon does).
+ * The forecast made at row i-1 for row i (horizon step 0) is the expectation of row i.
+ * Both detectors then replay the whole series through cc_anomaly_observe (DQ state warms
+ * up on the history; expectations are set for test rows only).
+ *
+ * Injections (one per slot of --spacing test steps, start drawn in the slot's first
+ * quarter, type rotating spike → level shift → outage → drift, one random KPI of
+ * --inject-kpis unless outage; σ = the KPI's std over the history rows):
+ *   spike        1–3 steps,   x += ±U(3,6)·σ   (up with p = 0.7)
+ *   level shift  20–60 steps, x += ±U(1.5,3)·σ
+ *   outage       10–40 steps, every KPI = 0
+ *   drift        30–60 steps, x += ±U(2,4)·σ·(j+1)/len (linear ramp)
+ * Values are clamped at 0 for KPIs whose history has no negative value. All draws come
+ * from --seed (splitmix64), so a run is reproducible.
+ *
+ * Scoring rules:
+ *   - a label is detected when an alert of the cell fires in [start, end + window_n)
+ *     (an anomaly alert; for outages an all_zero DQ alert counts too); delay = firing
+ *     step - start;
+ *   - an anomaly alert (a firing transition with a new id; escalations are not counted)
+ *     is a true alert when it fires in [start, end + post) of some label, else false;
+ *   - precision = true alerts / anomaly alerts, recall = detected / labels, F1;
+ *   - false alerts per cell-week = false alerts / (test steps outside the labels'
+ *     [start, end + post) windows · S / 604800), summed over cells.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cc_anomaly.h"
+#include "cc_data.h"
+#include "cc_engine.h"
+#include "cli.h"
+
+enum { INJ_SPIKE = 0, INJ_SHIFT = 1, INJ_OUTAGE = 2, INJ_DRIFT = 3, N_INJ = 4 };
+static const char *inj_name[N_INJ] = {"spike", "level_shift", "outage", "drift"};
+
+#define MAX_FILES 32
+#define MAX_SWEEP 16
+
+typedef struct Label {
+    int type, kpi;
+    int start, end;        ///< rows [start, end) of the series
+    double mag;            ///< in σ of the KPI (0 for outages)
+} Label;
+
+typedef struct Cell {
+    char id[CC_CELL_ID_MAX];
+    int T, test0;          ///< rows; first test row
+    int64_t p0;            ///< absolute step of row 0
+    float *x;              // (T, F) values with injections
+    uint8_t *mask;         // (T, F)
+    float *mm, *ms, *msc;  // (T, F) model expectation of row i (NaN: none)
+    float *bm, *bs;        // (T, F) baseline expectation
+    Label *lab;
+    int n_lab, cap_lab;
+} Cell;
+
+typedef struct Opts {
+    const char *model;
+    const char *data[MAX_FILES];
+    const char *history[MAX_FILES];
+    int n_data;
+    int no_history;
+    const char *inject_kpis;
+    uint64_t seed;
+    int trials;
+    int spacing, margin, post;
+    int baseline_window;   ///< steps; 0 = one day
+    double baseline_z;
+    int no_inject;
+    double sweep[MAX_SWEEP];
+    int n_sweep;
+    int verbose;
+    CcAnomalySettings as;
+} Opts;
+
+/* ------------------------------------------------------------------ helpers */
+
+static uint64_t sm64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double unif(uint64_t *s, double lo, double hi)
+{
+    return lo + (hi - lo) * (double)(sm64(s) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static int irange(uint64_t *s, int lo, int hi) /* [lo, hi] */
+{
+    return lo + (int)(sm64(s) % (uint64_t)(hi - lo + 1));
+}
+
+/* "dir/X_test.csv" → "dir/X.csv"; "dir/test_X.csv" → "dir/train_X.csv"; else NULL. */
+static char *guess_history(const char *path)
+{
+    size_t n = strlen(path);
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    char *out = malloc(n + 8);
+    if (!out)
+        return NULL;
+    if (n > 9 && !strcmp(path + n - 9, "_test.csv")) {
+        memcpy(out, path, n - 9);
+        strcpy(out + n - 9, ".csv");
+    } else if (!strncmp(base, "test_", 5)) {
+        size_t d = (size_t)(base - path);
+        memcpy(out, path, d);
+        sprintf(out + d, "train_%s", base + 5);
+    } else {
+        free(out);
+        return NULL;
+    }
+    if (access(out, R_OK)) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+static void cell_free(Cell *c)
+{
+    free(c->x);
+    free(c->mask);
+    free(c->mm);
+    free(c->ms);
+    free(c->msc);
+    free(c->bm);
+    free(c->bs);
+    free(c->lab);
+}
+
+static int add_label(Cell *c, Label l)
+{
+    if (c->n_lab == c->cap_lab) {
+        int cap = c->cap_lab ? 2 * c->cap_lab : 16;
+        Label *p = realloc(c->lab, (size_t)cap * sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        c->lab = p;
+        c->cap_lab = cap;
+    }
+    c->lab[c->n_lab++] = l;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ loading */
+
+static int load_cell(const Opts *o, int i, const CcModel *m, Cell *c)
+{
+    const CcHparams *hp = &m->hp;
+    char feats[CC_MAX_FEATURES * CC_FEATURE_NAME_MAX] = "";
+    for (int f = 0; f < hp->n_features; f++) {
+        if (f)
+            strcat(feats, ",");
+        strcat(feats, hp->features[f]);
+    }
+    CcDataSettings ds;
+    cc_data_default_settings(&ds);
+    ds.features = feats;
+    ds.step_seconds = hp->step_seconds;
+    char err[512];
+    CcDataset *test = NULL, *hist = NULL;
+    int rc = 0, join = 0;
+    const char *hpath = o->history[i];
+    char *guessed = NULL;
+    if (!hpath && !o->no_history)
+        hpath = guessed = guess_history(o->data[i]);
+    if ((rc = cc_data_load(&test, o->data[i], &ds, NULL, err, sizeof err))) {
+        fprintf(stderr, "cellcast anomaly-eval: %s\n", err);
+        goto done;
+    }
+    CcDataset *all = test;
+    if (hpath) {
+        if ((rc = cc_data_load(&hist, hpath, &ds, NULL, err, sizeof err)) ||
+            (rc = cc_data_append(hist, test, ds.impute, &join, err, sizeof err))) {
+            fprintf(stderr, "cellcast anomaly-eval: %s\n", err);
+            goto done;
+        }
+        all = hist;
+    }
+    if (all->n_series != 1) {
+        fprintf(stderr, "cellcast anomaly-eval: %s: expected one series (a wide file), got %d\n",
+                o->data[i], all->n_series);
+        rc = -EINVAL;
+        goto done;
+    }
+    const CcSeries *s = &all->series[0];
+    size_t n = (size_t)s->T * (size_t)hp->n_features;
+    snprintf(c->id, sizeof c->id, "%s", test->series[0].cell_id);
+    c->T = s->T;
+    c->test0 = hpath ? join : 0;
+    c->p0 = s->p0;
+    c->x = malloc(n * sizeof *c->x);
+    c->mask = malloc(n);
+    c->mm = malloc(n * sizeof *c->mm);
+    c->ms = malloc(n * sizeof *c->ms);
+    c->msc = malloc(n * sizeof *c->msc);
+    c->bm = malloc(n * sizeof *c->bm);
+    c->bs = malloc(n * sizeof *c->bs);
+    if (!c->x || !c->mask || !c->mm || !c->ms || !c->msc || !c->bm || !c->bs) {
+        rc = -ENOMEM;
+        goto done;
+    }
+    memcpy(c->x, s->x, n * sizeof *c->x);
+    memcpy(c->mask, s->mask, n);
+    fprintf(stderr, "  %s: %d rows (%d history + %d test) from %s%s%s\n", c->id, c->T, c->test0,
+            c->T - c->test0, hpath ? hpath : "", hpath ? " + " : "", o->data[i]);
+done:
+    free(guessed);
+    cc_data_free(&test);
+    cc_data_free(&hist);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ injection */
+
+static void inject(const Opts *o, Cell *c, int F, const int *kpis, int n_kpis, uint64_t *rng,
+                   int trial, int cell_index)
+{
+    double sd[CC_MAX_FEATURES], lo[CC_MAX_FEATURES];
+    int h0 = c->test0 > 0 ? 0 : 0, h1 = c->test0 > 0 ? c->test0 : c->T;
+    for (int f = 0; f < F; f++) {
+        double s1 = 0, s2 = 0, mn = INFINITY;
+        int k = 0;
+        for (int i = h0; i < h1; i++)
+            if (c->mask[(size_t)i * F + f]) {
+                double v = c->x[(size_t)i * F + f];
+                s1 += v;
+                s2 += v * v;
+                mn = v < mn ? v : mn;
+                k++;
+            }
+        double mu = k ? s1 / k : 0;
+        sd[f] = k > 1 ? sqrt(fmax(s2 / k - mu * mu, 0)) : 1;
+        if (!(sd[f] > 0))
+            sd[f] = 1;
+        lo[f] = k && mn >= 0 ? 0 : -INFINITY;
+    }
+    int slot = 0;
+    for (int a = c->test0 + o->margin; a + o->spacing <= c->T; a += o->spacing, slot++) {
+        int type = (slot + cell_index + trial) % N_INJ;
+        Label l = {type, -1, 0, 0, 0};
+        int len;
+        switch (type) {
+        case INJ_SPIKE: len = irange(rng, 1, 3); break;
+        case INJ_SHIFT: len = irange(rng, 20, 60); break;
+        case INJ_OUTAGE: len = irange(rng, 10, 40); break;
+        default: len = irange(rng, 30, 60); break;
+        }
+        if (len > o->spacing / 2)
+            len = o->spacing / 2 > 0 ? o->spacing / 2 : 1;
+        l.start = a + irange(rng, 0, o->spacing / 4);
+        l.end = l.start + len;
+        if (type != INJ_OUTAGE)
+            l.kpi = kpis[irange(rng, 0, n_kpis - 1)];
+        double sign = unif(rng, 0, 1) < (type == INJ_SPIKE ? 0.7 : 0.5) ? 1 : -1;
+        switch (type) {
+        case INJ_SPIKE: l.mag = sign * unif(rng, 3, 6); break;
+        case INJ_SHIFT: l.mag = sign * unif(rng, 1.5, 3); break;
+        case INJ_DRIFT: l.mag = sign * unif(rng, 2, 4); break;
+        default: l.mag = 0;
+        }
+        for (int i = l.start; i < l.end; i++) {
+            if (type == INJ_OUTAGE) {
+                for (int f = 0; f < F; f++) {
+                    c->x[(size_t)i * F + f] = 0;
+                    c->mask[(size_t)i * F + f] = 1;
+                }
+                continue;
+            }
+            size_t ix = (size_t)i * F + l.kpi;
+            double d = l.mag * sd[l.kpi];
+            if (type == INJ_DRIFT)
+                d *= (double)(i - l.start + 1) / len;
+            double v = c->x[ix] + d;
+            c->x[ix] = (float)(v < lo[l.kpi] ? lo[l.kpi] : v);
+            c->mask[ix] = 1;
+        }
+        add_label(c, l);
+    }
+}
+
+/* ------------------------------------------------------------------ expectations */
+
+static int model_expectations(CcEngine *e, Cell *c, int F)
+{
+    CcCell *cell = NULL;
+    int rc = cc_cell_open(&cell, e);
+    if (rc)
+        return rc;
+    size_t n = (size_t)c->T * F;
+    for (size_t i = 0; i < n; i++)
+        c->mm[i] = c->ms[i] = c->msc[i] = NAN;
+    for (int i = 0; i < c->T; i++) {
+        CcStepInput in = {cell, c->p0 + i, c->x + (size_t)i * F};
+        int st;
+        if ((rc = cc_engine_step(e, &in, 1, &st)))
+            break;
+        if (st) {
+            fprintf(stderr, "cellcast anomaly-eval: %s row %d: step refused (%d)\n", c->id, i, st);
+            rc = st;
+            break;
+        }
+        if (i + 1 >= c->T || i + 1 < c->test0)
+            continue;
+        CcForecast fc;
+        cc_cell_forecast(cell, &fc);
+        if (!fc.valid)
+            continue;
+        for (int f = 0; f < F; f++) {
+            double mean, sd;
+            cc_forecast_point(&fc, f, 0, &mean, &sd);
+            size_t ix = (size_t)(i + 1) * F + f;
+            c->mm[ix] = (float)mean;
+            c->ms[ix] = (float)sd;
+            c->msc[ix] = fc.sigma[f];
+        }
+    }
+    cc_cell_close(&cell);
+    return rc;
+}
+
+/* Rolling mean and population std of the W previous observed values of each KPI. */
+static void baseline_expectations(Cell *c, int F, int W)
+{
+    for (int f = 0; f < F; f++) {
+        double s1 = 0, s2 = 0;
+        int k = 0;
+        for (int i = 0; i < c->T; i++) {
+            size_t ix = (size_t)i * F + f;
+            if (k >= 2) {
+                double mu = s1 / k;
+                c->bm[ix] = (float)mu;
+                c->bs[ix] = (float)sqrt(fmax(s2 / k - mu * mu, 0));
+            } else {
+                c->bm[ix] = c->bs[ix] = NAN;
+            }
+            if (c->mask[ix]) {
+                s1 += c->x[ix];
+                s2 += (double)c->x[ix] * c->x[ix];
+                k++;
+            }
+            if (i >= W && c->mask[(size_t)(i - W) * F + f]) {
+                double v = c->x[(size_t)(i - W) * F + f];
+                s1 -= v;
+                s2 -= v * v;
+                k--;
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ detection */
+
+typedef struct Alert {
+    int64_t step;
+    int kind, reason;
+    int kpi;          ///< top attributed KPI (-1 none)
+    double z;
+} Alert;
+
+typedef struct Collect {
+    Alert *a;
+    int n, cap;
+    char last_id[CC_ALERT_ID_MAX];
+    int64_t from_step;
+} Collect;
+
+static void collect(void *cookie, const CcAlertEvent *ev)
+{
+    Collect *c = cookie;
+    if (ev->state != CC_ALERT_FIRING || ev->step < c->from_step)
+        return;
+    if (ev->kind == CC_ALERT_ANOMALY && !strcmp(ev->id, c->last_id))
+        return; /* escalation of the same episode */
+    if (ev->kind == CC_ALERT_ANOMALY)
+        snprintf(c->last_id, sizeof c->last_id, "%s", ev->id);
+    if (c->n == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 64;
+        Alert *p = realloc(c->a, (size_t)cap * sizeof *p);
+        if (!p)
+            return;
+        c->a = p;
+        c->cap = cap;
+    }
+    c->a[c->n++] = (Alert){ev->step, ev->kind, ev->reason, ev->n_attr ? ev->attr[0].kpi : ev->kpi,
+                           ev->n_attr ? ev->attr[0].z : NAN};
+}
+
+typedef struct Score {
+    int labels, detected, alerts, true_alerts, dq_alerts, dq_outside;
+    double clean_steps, step_seconds;
+    int by_type_n[N_INJ], by_type_det[N_INJ];
+    double by_type_delay[N_INJ];
+    double delay_sum;
+} Score;
+
+static int run_detector(const CcAnomalySettings *s, Cell *c, int F, int baseline, int post,
+                        Score *sc, const CcHparams *verbose)
+{
+    CcAnomaly *a = NULL;
+    CcAnomalyCell *ac = NULL;
+    char err[256];
+    int rc = cc_anomaly_open(&a, s, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "cellcast anomaly-eval: %s\n", err);
+        return rc;
+    }
+    if ((rc = cc_anomaly_cell_open(&ac, a, c->id))) {
+        cc_anomaly_close(&a);
+        return rc;
+    }
+    Collect col = {0};
+    col.from_step = c->p0 + c->test0;
+    CcAlertSink sink = {&col, collect};
+    double mean[CC_MAX_FEATURES], sd[CC_MAX_FEATURES], scale[CC_MAX_FEATURES];
+    for (int i = 0; i < c->T; i++) {
+        int64_t step = c->p0 + i;
+        if (i >= c->test0) {
+            int ok = 0;
+            for (int f = 0; f < F; f++) {
+                size_t ix = (size_t)i * F + f;
+                mean[f] = baseline ? c->bm[ix] : c->mm[ix];
+                sd[f] = baseline ? c->bs[ix] : c->ms[ix];
+                scale[f] = baseline ? 0 : c->msc[ix];
+                ok |= isfinite(mean[f]) && sd[f] > 0;
+            }
+            if (ok)
+                cc_anomaly_set_expect(a, ac, step, mean, sd, scale);
+        }
+        cc_anomaly_observe(a, ac, step, c->x + (size_t)i * F, c->mask + (size_t)i * F, &sink);
+    }
+    /* labels */
+    for (int l = 0; l < c->n_lab; l++) {
+        const Label *lb = &c->lab[l];
+        int64_t s0 = c->p0 + lb->start, s1 = c->p0 + lb->end + s->window_n;
+        int64_t first = -1;
+        for (int k = 0; k < col.n; k++) {
+            const Alert *al = &col.a[k];
+            int counts = al->kind == CC_ALERT_ANOMALY ||
+                         (lb->type == INJ_OUTAGE && al->reason == CC_DQ_ALL_ZERO);
+            if (counts && al->step >= s0 && al->step < s1 && (first < 0 || al->step < first))
+                first = al->step;
+        }
+        sc->labels++;
+        sc->by_type_n[lb->type]++;
+        if (verbose && first < 0)
+            fprintf(stderr, "    %s missed %-11s kpi %-12s rows %d-%d mag %+.2f sd\n", c->id,
+                    inj_name[lb->type], lb->kpi >= 0 ? verbose->features[lb->kpi] : "*",
+                    lb->start, lb->end, lb->mag);
+        if (first >= 0) {
+            sc->detected++;
+            sc->by_type_det[lb->type]++;
+            sc->delay_sum += (double)(first - s0);
+            sc->by_type_delay[lb->type] += (double)(first - s0);
+        }
+    }
+    /* alerts */
+    for (int k = 0; k < col.n; k++) {
+        const Alert *al = &col.a[k];
+        int inside = 0;
+        for (int l = 0; l < c->n_lab && !inside; l++)
+            inside = al->step >= c->p0 + c->lab[l].start && al->step < c->p0 + c->lab[l].end + post;
+        if (al->kind == CC_ALERT_DATA_QUALITY) {
+            sc->dq_alerts++;
+            sc->dq_outside += !inside;
+            continue;
+        }
+        sc->alerts++;
+        sc->true_alerts += inside;
+        if (verbose && !inside)
+            fprintf(stderr, "    %s false alert at row %lld: %s z %+.1f\n", c->id,
+                    (long long)(al->step - c->p0),
+                    al->kpi >= 0 ? verbose->features[al->kpi] : "?", al->z);
+    }
+    for (int i = c->test0; i < c->T; i++) {
+        int inside = 0;
+        for (int l = 0; l < c->n_lab && !inside; l++)
+            inside = i >= c->lab[l].start && i < c->lab[l].end + post;
+        sc->clean_steps += !inside;
+    }
+    sc->step_seconds = (double)s->step_seconds;
+    free(col.a);
+    cc_anomaly_cell_close(&ac);
+    cc_anomaly_close(&a);
+    return 0;
+}
+
+static void print_score(const char *name, const Score *sc, int with_types)
+{
+    double rec = sc->labels ? (double)sc->detected / sc->labels : NAN;
+    double prec = sc->alerts ? (double)sc->true_alerts / sc->alerts : NAN;
+    double f1 = rec + prec > 0 ? 2 * rec * prec / (rec + prec) : NAN;
+    double weeks = sc->clean_steps * sc->step_seconds / 604800.0;
+    double fa = weeks > 0 ? (sc->alerts - sc->true_alerts) / weeks : NAN;
+    printf("%-22s %6.3f %6.3f %6.3f %7.1f %8.2f %6d/%-4d %6d %5d %5d/%-4d\n", name, prec, rec, f1,
+           sc->detected ? sc->delay_sum / sc->detected : NAN, fa, sc->detected, sc->labels,
+           sc->alerts, sc->alerts - sc->true_alerts, sc->dq_alerts, sc->dq_outside);
+    if (!with_types)
+        return;
+    for (int t = 0; t < N_INJ; t++)
+        if (sc->by_type_n[t])
+            printf("    %-18s recall %5.3f (%d/%d)  mean delay %5.1f steps\n", inj_name[t],
+                   (double)sc->by_type_det[t] / sc->by_type_n[t], sc->by_type_det[t],
+                   sc->by_type_n[t],
+                   sc->by_type_det[t] ? sc->by_type_delay[t] / sc->by_type_det[t] : NAN);
+}
+
+/* ------------------------------------------------------------------ CLI */
+
+static void usage(FILE *out)
+{
+    CcAnomalySettings s;
+    cc_anomaly_default_settings(&s);
+    fprintf(out,
+        "usage: cellcast anomaly-eval --model M.safetensors --data TEST.csv [--data ...] [options]\n"
+        "Injects labelled anomalies (spikes, level shifts, outages, drifts) into held-out data,\n"
+        "runs the daemon's scoring and alert lifecycle offline through the engine, and reports\n"
+        "precision, recall, F1, detection delay and false alerts per cell-week, next to a\n"
+        "rolling 3-sigma baseline. See docs/operations.md (Alerts).\n\n"
+        "Data:\n"
+        "  --data FILE           held-out CSV of one cell (repeatable); its history (train file)\n"
+        "                        is found as X_test.csv → X.csv, test_X.csv → train_X.csv\n"
+        "  --history FILE        history of the preceding --data (overrides the guess)\n"
+        "  --no-history          score from the first row\n"
+        "Injection:\n"
+        "  --seed N              (default 1)     --trials N   runs with new draws (default 1)\n"
+        "  --spacing N           test steps per injected anomaly (default 120)\n"
+        "  --margin N            clean test steps before the first (default 20)\n"
+        "  --post N              steps after an anomaly whose alerts are attributed to it\n"
+        "                        (default 10)\n"
+        "  --inject-kpis a,b     KPIs that get spikes/shifts/drifts (default: all)\n"
+        "  --no-inject           no injections: false alerts of the clean data only\n"
+        "Alerting (the daemon's alerts.* settings):\n"
+        "  --warn-z X (default %g)  --crit-z X (default %g)  --min-kpis N (default %d)\n"
+        "  --window-n N (default %d)  --warn-k N (default %d)  --crit-k N (default %d)\n"
+        "  --resolve-m N (default %d)  --cooldown N (default %d)\n"
+        "  --sd-floor-rel X (default %g)  --sd-floor-scale X (default %g)\n"
+        "  --sweep z1,z2,...     evaluate several --warn-z (crit-z = max(crit-z, 1.5·warn-z))\n"
+        "Baseline:\n"
+        "  --baseline-window N   rolling window in steps (default: one day)\n"
+        "  --baseline-z X        its warn threshold (default 3)\n",
+        s.warn_z, s.crit_z, s.min_kpis, s.window_n, s.warn_k, s.crit_k, s.resolve_m,
+        s.cooldown_steps, s.sd_floor_rel, s.sd_floor_scale);
+}
+
+static int num(const char *opt, const char *v, double lo, double hi, double *out)
+{
+    char *e;
+    errno = 0;
+    *out = strtod(v, &e);
+    if (e == v || *e || errno || !(*out >= lo && *out <= hi)) {
+        fprintf(stderr, "cellcast anomaly-eval: --%s: '%s' is not a number in [%g, %g]\n", opt, v,
+                lo, hi);
+        return -1;
+    }
+    return 0;
+}
+
+int cmd_anomaly(int argc, char **argv)
+{
+    Opts o;
+    memset(&o, 0, sizeof o);
+    o.seed = 1;
+    o.trials = 1;
+    o.spacing = 120;
+    o.margin = 20;
+    o.post = 10;
+    o.baseline_z = 3;
+    cc_anomaly_default_settings(&o.as);
+    enum {
+        O_MODEL = 1, O_DATA, O_HIST, O_NOHIST, O_SEED, O_TRIALS, O_SPACING, O_MARGIN, O_POST,
+        O_IKPIS, O_NOINJ, O_WZ, O_CZ, O_MINK, O_WN, O_WK, O_CK, O_RM, O_CD, O_FREL, O_FSC,
+        O_SWEEP, O_BW, O_BZ, O_VERB, O_HELP
+    };
+    static const struct option lo[] = {
+        {"model", 1, 0, O_MODEL}, {"data", 1, 0, O_DATA}, {"history", 1, 0, O_HIST},
+        {"no-history", 0, 0, O_NOHIST}, {"seed", 1, 0, O_SEED}, {"trials", 1, 0, O_TRIALS},
+        {"spacing", 1, 0, O_SPACING}, {"margin", 1, 0, O_MARGIN}, {"post", 1, 0, O_POST},
+        {"inject-kpis", 1, 0, O_IKPIS}, {"no-inject", 0, 0, O_NOINJ}, {"warn-z", 1, 0, O_WZ},
+        {"crit-z", 1, 0, O_CZ}, {"min-kpis", 1, 0, O_MINK}, {"window-n", 1, 0, O_WN},
+        {"warn-k", 1, 0, O_WK}, {"crit-k", 1, 0, O_CK}, {"resolve-m", 1, 0, O_RM},
+        {"cooldown", 1, 0, O_CD}, {"sd-floor-rel", 1, 0, O_FREL},
+        {"sd-floor-scale", 1, 0, O_FSC}, {"sweep", 1, 0, O_SWEEP},
+        {"baseline-window", 1, 0, O_BW}, {"baseline-z", 1, 0, O_BZ}, {"verbose", 0, 0, O_VERB},
+        {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+    int ch;
+    double v;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        const char *name = ch > 0 && ch <= O_HELP ? lo[ch - 1].name : "?";
+        switch (ch) {
+        case O_MODEL: o.model = optarg; break;
+        case O_DATA:
+            if (o.n_data == MAX_FILES) {
+                fprintf(stderr, "cellcast anomaly-eval: at most %d --data\n", MAX_FILES);
+                return 2;
+            }
+            o.data[o.n_data++] = optarg;
+            break;
+        case O_HIST:
+            if (!o.n_data) {
+                fprintf(stderr, "cellcast anomaly-eval: --history follows its --data\n");
+                return 2;
+            }
+            o.history[o.n_data - 1] = optarg;
+            break;
+        case O_NOHIST: o.no_history = 1; break;
+        case O_IKPIS: o.inject_kpis = optarg; break;
+        case O_NOINJ: o.no_inject = 1; break;
+        case O_VERB: o.verbose = 1; break;
+        case O_SWEEP: {
+            char *dup = strdup(optarg), *save = NULL;
+            for (char *t = strtok_r(dup, ",", &save); t && o.n_sweep < MAX_SWEEP;
+                 t = strtok_r(NULL, ",", &save)) {
+                if (num(name, t, 0.5, 100, &v)) {
+                    free(dup);
+                    return 2;
+                }
+                o.sweep[o.n_sweep++] = v;
+            }
+            free(dup);
+            break;
+        }
+        case O_HELP: usage(stdout); return 0;
+        case '?': usage(stderr); return 2;
+        default:
+            if (num(name, optarg, 0, 1e9, &v))
+                return 2;
+            switch (ch) {
+            case O_SEED: o.seed = (uint64_t)v; break;
+            case O_TRIALS: o.trials = (int)v; break;
+            case O_SPACING: o.spacing = (int)v; break;
+            case O_MARGIN: o.margin = (int)v; break;
+            case O_POST: o.post = (int)v; break;
+            case O_WZ: o.as.warn_z = v; break;
+            case O_CZ: o.as.crit_z = v; break;
+            case O_MINK: o.as.min_kpis = (int)v; break;
+            case O_WN: o.as.window_n = (int)v; break;
+            case O_WK: o.as.warn_k = (int)v; break;
+            case O_CK: o.as.crit_k = (int)v; break;
+            case O_RM: o.as.resolve_m = (int)v; break;
+            case O_CD: o.as.cooldown_steps = (int)v; break;
+            case O_FREL: o.as.sd_floor_rel = v; break;
+            case O_FSC: o.as.sd_floor_scale = v; break;
+            case O_BW: o.baseline_window = (int)v; break;
+            case O_BZ: o.baseline_z = v; break;
+            }
+        }
+    }
+    if (!o.model || !o.n_data || optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    if (o.spacing < 8 || o.trials < 1) {
+        fprintf(stderr, "cellcast anomaly-eval: need --spacing ≥ 8 and --trials ≥ 1\n");
+        return 2;
+    }
+
+    int ret = 1;
+    CcModel *m = NULL;
+    CcEngine *e = NULL;
+    Cell *cells = NULL;
+    int n_cells = 0;
+    char err[512];
+    if (cc_model_load(&m, o.model, err, sizeof err)) {
+        fprintf(stderr, "cellcast anomaly-eval: %s\n", err);
+        goto done;
+    }
+    const int F = m->hp.n_features;
+    o.as.n_features = F;
+    o.as.step_seconds = m->hp.step_seconds;
+    if (o.as.min_kpis > F)
+        o.as.min_kpis = F;
+    if (cc_anomaly_validate(&o.as, err, sizeof err)) {
+        fprintf(stderr, "cellcast anomaly-eval: %s\n", err);
+        goto done;
+    }
+    int kpis[CC_MAX_FEATURES], n_kpis = 0;
+    if (o.inject_kpis) {
+        char *dup = strdup(o.inject_kpis), *save = NULL;
+        for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            int f = cc_hparams_feature_index(&m->hp, t);
+            if (f < 0) {
+                fprintf(stderr, "cellcast anomaly-eval: --inject-kpis: '%s' is not a model KPI\n",
+                        t);
+                free(dup);
+                goto done;
+            }
+            kpis[n_kpis++] = f;
+        }
+        free(dup);
+    } else {
+        for (int f = 0; f < F; f++)
+            kpis[n_kpis++] = f;
+    }
+    CcEngineSettings es;
+    cc_engine_default_settings(&es);
+    if (cc_engine_open(&e, m, &es)) {
+        fprintf(stderr, "cellcast anomaly-eval: cannot open the engine\n");
+        goto done;
+    }
+    int W = o.baseline_window ? o.baseline_window : (int)(86400 / m->hp.step_seconds);
+    if (W < 20)
+        W = 20;
+
+    cells = calloc((size_t)o.n_data * (size_t)o.trials, sizeof *cells);
+    if (!cells)
+        goto done;
+    fprintf(stderr, "anomaly-eval: model %s (F=%d, S=%llds, P=%d, N=%d, M=%d)\n", o.model, F,
+            (long long)m->hp.step_seconds, m->hp.patch_len, m->hp.n_patches, m->hp.norm_window);
+    uint64_t rng = o.seed;
+    int64_t t0 = cc_now_ns();
+    for (int tr = 0; tr < o.trials; tr++) {
+        for (int i = 0; i < o.n_data; i++) {
+            Cell *c = &cells[n_cells];
+            if (load_cell(&o, i, m, c))
+                goto done;
+            n_cells++;
+            if (!o.no_inject)
+                inject(&o, c, F, kpis, n_kpis, &rng, tr, i);
+            if (model_expectations(e, c, F)) {
+                fprintf(stderr, "cellcast anomaly-eval: engine failed on %s\n", c->id);
+                goto done;
+            }
+            baseline_expectations(c, F, W);
+            if (o.verbose)
+                for (int l = 0; l < c->n_lab; l++)
+                    fprintf(stderr, "    label %-11s kpi %-12s rows %d-%d mag %+.2f sd\n",
+                            inj_name[c->lab[l].type],
+                            c->lab[l].kpi >= 0 ? m->hp.features[c->lab[l].kpi] : "*",
+                            c->lab[l].start, c->lab[l].end, c->lab[l].mag);
+        }
+    }
+    fprintf(stderr, "anomaly-eval: engine pass %.1f s\n", (double)(cc_now_ns() - t0) * 1e-9);
+
+    double zs[MAX_SWEEP + 1];
+    int nz = o.n_sweep;
+    if (nz)
+        memcpy(zs, o.sweep, (size_t)nz * sizeof *zs);
+    else
+        zs[nz++] = o.as.warn_z;
+    printf("anomaly-eval: %d cell-runs, %d trial(s), seed %llu, spacing %d, window k-of-n %d/%d "
+           "(crit %d/%d), resolve %d, cooldown %d, min_kpis %d, baseline window %d steps\n",
+           n_cells, o.trials, (unsigned long long)o.seed, o.spacing, o.as.warn_k, o.as.window_n,
+           o.as.crit_k, o.as.window_n, o.as.resolve_m, o.as.cooldown_steps, o.as.min_kpis, W);
+    printf("%-22s %6s %6s %6s %7s %8s %11s %6s %5s %10s\n", "detector", "prec", "recall", "F1",
+           "delay", "FA/cw", "detected", "alerts", "false", "dq/outside");
+    for (int zi = 0; zi < nz; zi++) {
+        CcAnomalySettings s = o.as;
+        s.warn_z = zs[zi];
+        if (o.n_sweep)
+            s.crit_z = fmax(o.as.crit_z, 1.5 * zs[zi]);
+        if (s.crit_z < s.warn_z)
+            s.crit_z = s.warn_z;
+        Score sm = {0}, sb = {0};
+        CcAnomalySettings sbs = s;
+        sbs.warn_z = o.baseline_z;
+        sbs.crit_z = fmax(s.crit_z, o.baseline_z);
+        sbs.sd_floor_scale = 0;
+        for (int c = 0; c < n_cells; c++) {
+            if (run_detector(&s, &cells[c], F, 0, o.post, &sm, o.verbose ? &m->hp : NULL) ||
+                run_detector(&sbs, &cells[c], F, 1, o.post, &sb, NULL))
+                goto done;
+        }
+        char name[64];
+        snprintf(name, sizeof name, "model z>=%g/%g", s.warn_z, s.crit_z);
+        print_score(name, &sm, nz == 1);
+        if (zi == 0 || o.n_sweep == 0) {
+            snprintf(name, sizeof name, "3sigma-roll z>=%g/%g", sbs.warn_z, sbs.crit_z);
+            print_score(name, &sb, nz == 1);
+        }
+    }
+    printf("(prec = true alerts / anomaly alerts; FA/cw = false anomaly alerts per cell-week of "
+           "clean test time; delay in steps; dq = data-quality alerts, outside labels)\n");
+    ret = 0;
+done:
+    for (int i = 0; i < n_cells; i++)
+        cell_free(&cells[i]);
+    free(cells);
+    cc_engine_close(&e);
+    cc_model_close(&m);
+    return ret;
+}
