@@ -30,8 +30,13 @@
  *   auto.offset.reset=earliest — a new group reads the history (it needs a window to
  *     warm the cells), not only what arrives after it joined.
  *   enable.partition.eof=false, enable.auto.commit=true, auto.commit.interval.ms=1000.
- *   partition.assignment.strategy=cooperative-sticky — a member joining or leaving moves
- *     only the partitions that change owner; the others keep their cells warm.
+ *   partition.assignment.strategy=range,roundrobin (eager) — NOT cooperative-sticky:
+ *     librdkafka < 2.3 asserts in rd_kafka_sticky_assignor_state_destroy when a consumer
+ *     using it is closed before its first assignment (librdkafka issue #4312, fixed by
+ *     PR #4381), i.e. a SIGTERM during the first join kills cellcastd. The rebalance
+ *     callback handles both protocols: with a fixed librdkafka set
+ *     kafka.properties.partition.assignment.strategy=cooperative-sticky so that a member
+ *     joining or leaving moves only the partitions that change owner.
  * Forced (props cannot change them): enable.auto.offset.store=false, group.id,
  * bootstrap.servers, log.queue=true.
  *
@@ -200,6 +205,29 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
     ratelog(k, is_consumer ? &k->rl_consumer : &k->rl_producer, CC_LOG_WARN,
             "kafka %s: %s: %s", is_consumer ? "consumer" : "producer",
             rd_kafka_err2name(err), reason);
+}
+
+/* Result of every commit, automatic or cc_kafka_commit's (served on the consumer queue). */
+static void commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                      rd_kafka_topic_partition_list_t *offsets, void *opaque)
+{
+    CcKafka *k = opaque;
+    if (err == RD_KAFKA_RESP_ERR__NO_OFFSET)
+        return;
+    if (!err) {
+        for (int i = 0; offsets && i < offsets->cnt; i++)
+            if (offsets->elems[i].err) {
+                err = offsets->elems[i].err;
+                break;
+            }
+    }
+    if (err) {
+        k->st.commit_errors++;
+        ratelog(k, &k->rl_store, CC_LOG_WARN, "kafka: offset commit failed: %s",
+                rd_kafka_err2str(err));
+    } else {
+        k->st.commits++;
+    }
 }
 
 static int set_prop(rd_kafka_conf_t *conf, const char *name, const char *value, char *err,
@@ -589,13 +617,10 @@ uint64_t cc_kafka_poll(CcKafka *k)
 
 int cc_kafka_commit(CcKafka *k)
 {
+    /* A synchronous commit also reports through commit_cb (which counts it). */
     rd_kafka_resp_err_t err = rd_kafka_commit(k->rk, NULL, 0);
-    if (err == RD_KAFKA_RESP_ERR__NO_OFFSET || !err) {
-        if (!err)
-            k->st.commits++;
+    if (err == RD_KAFKA_RESP_ERR__NO_OFFSET || !err)
         return 0;
-    }
-    k->st.commit_errors++;
     cc_logf(&k->log, CC_LOG_WARN, "kafka: commit: %s", rd_kafka_err2str(err));
     return -EIO;
 }
@@ -880,7 +905,7 @@ static const char *const consumer_defaults[][2] = {
     {"queued.max.messages.kbytes", "262144"},
     {"fetch.wait.max.ms", "50"},
     {"fetch.error.backoff.ms", "100"},
-    {"partition.assignment.strategy", "cooperative-sticky"},
+    {"partition.assignment.strategy", "range,roundrobin"},
     {"client.id", "cellcastd"},
 };
 
@@ -922,6 +947,7 @@ static int open_consumer(CcKafka *k, const CcKafkaSettings *s, char *err, size_t
         goto error;
     rd_kafka_conf_set_opaque(conf, k);
     rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb);
+    rd_kafka_conf_set_offset_commit_cb(conf, commit_cb);
     rd_kafka_conf_set_error_cb(conf, error_cb);
     rd_kafka_conf_set_log_cb(conf, log_cb);
     k->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, e, sizeof e);
