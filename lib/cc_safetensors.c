@@ -49,6 +49,14 @@ const char *cc_st_dtype_name(CcStDtype dt)
 
 size_t cc_st_dtype_size(CcStDtype dt) { return dt == CC_ST_F32 ? 4 : 2; }
 
+/* strdup through malloc, so that allocation-failure tests (which wrap malloc) see it. */
+static char *dupstr(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    return d ? memcpy(d, s, n) : NULL;
+}
+
 static uint64_t read_le64(const uint8_t *p)
 {
     uint64_t v = 0;
@@ -166,8 +174,8 @@ static int parse_metadata(CcSafetensors *st, json_t *meta, char *err, size_t err
         if (!json_is_string(v))
             return cc_errf(err, errlen, -EINVAL, "metadata " NAME_FMT " is not a string", key);
         int i = st->n_meta;
-        st->meta_keys[i] = strdup(key);
-        st->meta_values[i] = strdup(json_string_value(v));
+        st->meta_keys[i] = dupstr(key);
+        st->meta_values[i] = dupstr(json_string_value(v));
         st->n_meta++;
         if (!st->meta_keys[i] || !st->meta_values[i])
             return cc_errf(err, errlen, -ENOMEM, "out of memory reading the metadata");
@@ -245,6 +253,12 @@ int cc_st_parse(CcSafetensors **out, const uint8_t *buf, size_t len, char *err, 
 
     json_error_t jerr;
     root = json_loadb((const char *)buf + 8, hlen, JSON_REJECT_DUPLICATES, &jerr);
+    /* jansson reports a failed allocation either by its code or, when it fails before
+     * reading anything, by leaving the message empty. */
+    if (!root && (json_error_code(&jerr) == json_error_out_of_memory || !jerr.text[0])) {
+        ret = cc_errf(err, errlen, -ENOMEM, "out of memory parsing the header");
+        goto error;
+    }
     if (!root) {
         ret = cc_errf(err, errlen, -EINVAL, "bad JSON in header: %s (line %d, column %d)",
                       jerr.text, jerr.line, jerr.column);
@@ -272,7 +286,7 @@ int cc_st_parse(CcSafetensors **out, const uint8_t *buf, size_t len, char *err, 
             continue;
         }
         CcStTensor *t = &st->tensors[st->n_tensors];
-        if (!(t->name = strdup(key))) {
+        if (!(t->name = dupstr(key))) {
             ret = cc_errf(err, errlen, -ENOMEM, "out of memory reading the header");
             goto error;
         }
@@ -404,46 +418,168 @@ static int sink_write(Sink *s, const void *p, size_t n)
     return 0;
 }
 
+/* Strict UTF-8 (RFC 3629: no overlongs, surrogates or code points past U+10FFFF): JSON
+ * strings must be valid UTF-8, and readers (jansson, Python) refuse anything else. */
+static int utf8_valid(const char *str)
+{
+    const uint8_t *s = (const uint8_t *)str;
+    while (*s) {
+        uint32_t c = *s;
+        int n = c < 0x80 ? 0 : c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2
+              : c >= 0xf0 && c <= 0xf4 ? 3 : -1;
+        if (n < 0)
+            return 0;
+        c &= n ? 0x3f >> n : 0x7f;
+        for (int i = 1; i <= n; i++) {
+            if ((s[i] & 0xc0) != 0x80)
+                return 0;
+            c = c << 6 | (s[i] & 0x3f);
+        }
+        if ((n == 2 && (c < 0x800 || (c >= 0xd800 && c <= 0xdfff))) ||
+            (n == 3 && (c < 0x10000 || c > 0x10ffff)))
+            return 0;
+        s += n + 1;
+    }
+    return 1;
+}
+
+/* A growing string; after a failed allocation it stays failed (oom) and ignores writes.
+ * The header is written by hand rather than with jansson's json_dumps, whose 2.14 dumper
+ * ignores a failed allocation while writing an object key and then carries on, which
+ * would put a corrupt header on disk under memory pressure. */
+typedef struct Str {
+    char *p;
+    size_t len, cap;
+    int oom;
+} Str;
+
+static void str_add(Str *s, const char *p, size_t n)
+{
+    if (s->oom)
+        return;
+    if (s->len + n + 1 > s->cap) {
+        size_t cap = s->cap ? s->cap : 1024;
+        while (cap < s->len + n + 1)
+            cap *= 2;
+        char *q = realloc(s->p, cap);
+        if (!q) {
+            s->oom = 1;
+            return;
+        }
+        s->p = q;
+        s->cap = cap;
+    }
+    memcpy(s->p + s->len, p, n);
+    s->len += n;
+    s->p[s->len] = 0;
+}
+
+static void str_addz(Str *s, const char *z) { str_add(s, z, strlen(z)); }
+
+static void str_int(Str *s, unsigned long long v)
+{
+    char b[24];
+    str_add(s, b, (size_t)snprintf(b, sizeof b, "%llu", v));
+}
+
+/* A JSON string literal: quotes, backslashes and control characters escaped. */
+static void str_json(Str *s, const char *v)
+{
+    str_add(s, "\"", 1);
+    for (const char *p = v; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            str_add(s, e, 2);
+        } else if (c < 0x20) {
+            char e[8];
+            str_add(s, e, (size_t)snprintf(e, sizeof e, "\\u%04x", c));
+        } else {
+            str_add(s, p, 1);
+        }
+    }
+    str_add(s, "\"", 1);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* First string that appears twice among v[0..n), or NULL; -ENOMEM through *ret. */
+static const char *find_duplicate(const char *const *v, int n, int *ret)
+{
+    const char **c = malloc((n ? n : 1) * sizeof *c), *dup = NULL;
+    if (!c) {
+        *ret = -ENOMEM;
+        return NULL;
+    }
+    memcpy(c, v, n * sizeof *c);
+    qsort(c, n, sizeof *c, cmp_str);
+    for (int i = 1; i < n && !dup; i++)
+        if (!strcmp(c[i - 1], c[i]))
+            dup = c[i];
+    free(c);
+    return dup;
+}
+
 /* Builds the padded header; *data_bytes gets the data section's byte count. */
 static int build_header(char **out, size_t *padded, size_t *data_bytes,
                         const CcStWriteTensor *ts, int n, const char *const *keys,
                         const char *const *values, int n_meta, char *err, size_t errlen)
 {
-    json_t *root = json_object(), *meta = NULL;
-    char *js = NULL;
-    int ret = -ENOMEM;
+    Str h = {0};
+    const char **names = NULL;
+    const char *dup;
+    int ret = 0;
     size_t off = 0;
-    if (!root)
+    if (n < 0 || n_meta < 0) {
+        ret = cc_errf(err, errlen, -EINVAL, "negative tensor or metadata count");
         goto error;
-    if (n_meta > 0) {
-        if (!(meta = json_object()) || json_object_set_new(root, "__metadata__", meta) < 0) {
-            json_decref(meta);
+    }
+    for (int i = 0; i < n_meta; i++)
+        if (!keys[i] || !values[i] || !utf8_valid(keys[i]) || !utf8_valid(values[i])) {
+            ret = cc_errf(err, errlen, -EINVAL, "metadata pair %d: NULL, or not valid UTF-8", i);
             goto error;
         }
-        for (int i = 0; i < n_meta; i++) {
-            if (!keys[i] || !values[i] || json_object_get(meta, keys[i])) {
-                ret = cc_errf(err, errlen, -EINVAL, "metadata key %d " NAME_FMT
-                              " is NULL, has a NULL value or appears twice", i,
-                              keys[i] ? keys[i] : "(null)");
-                goto error;
-            }
-            json_t *s = json_string(values[i]);
-            if (!s || json_object_set_new(meta, keys[i], s) < 0) {
-                ret = cc_errf(err, errlen, -EINVAL, "metadata " NAME_FMT
-                              ": key or value is not valid UTF-8", keys[i]);
-                goto error;
-            }
-        }
+    if ((dup = find_duplicate(keys, n_meta, &ret))) {
+        ret = cc_errf(err, errlen, -EINVAL, "metadata key " NAME_FMT " appears twice", dup);
+        goto error;
+    }
+    if (ret < 0 || !(names = malloc((n ? n : 1) * sizeof *names))) {
+        ret = -ENOMEM;
+        goto error;
     }
     for (int i = 0; i < n; i++) {
         const CcStWriteTensor *t = &ts[i];
-        json_t *e = NULL, *shape = NULL;
-        if (!t->name || !strcmp(t->name, "__metadata__") || json_object_get(root, t->name) ||
+        if (!t->name || !utf8_valid(t->name) || !strcmp(t->name, "__metadata__") ||
             t->ndim < 0 || t->ndim > CC_ST_MAX_DIMS || (unsigned)t->dtype > CC_ST_BF16) {
-            ret = cc_errf(err, errlen, -EINVAL, "tensor %d " NAME_FMT ": NULL, reserved or "
-                          "repeated name, or bad ndim/dtype", i, t->name ? t->name : "(null)");
+            ret = cc_errf(err, errlen, -EINVAL, "tensor %d: NULL, non-UTF-8 or reserved name, "
+                          "or bad ndim/dtype", i);
             goto error;
         }
+        names[i] = t->name;
+    }
+    if ((dup = find_duplicate(names, n, &ret))) {
+        ret = cc_errf(err, errlen, -EINVAL, "tensor name " NAME_FMT " repeated", dup);
+        goto error;
+    }
+    if (ret < 0)
+        goto error;
+
+    str_addz(&h, "{");
+    if (n_meta > 0) {
+        str_addz(&h, "\"__metadata__\":{");
+        for (int i = 0; i < n_meta; i++) {
+            str_addz(&h, i ? "," : "");
+            str_json(&h, keys[i]);
+            str_addz(&h, ":");
+            str_json(&h, values[i]);
+        }
+        str_addz(&h, n ? "}," : "}");
+    }
+    for (int i = 0; i < n; i++) {
+        const CcStWriteTensor *t = &ts[i];
         uint64_t numel = 1;
         int overflow = 0;
         for (int d = 0; d < t->ndim; d++)
@@ -459,42 +595,38 @@ static int build_header(char **out, size_t *padded, size_t *data_bytes,
             ret = cc_errf(err, errlen, -EINVAL, "tensors too large in total");
             goto error;
         }
-        if (!(e = json_object()) || json_object_set_new(root, t->name, e) < 0) {
-            json_decref(e);
-            ret = cc_errf(err, errlen, -EINVAL, "tensor " NAME_FMT ": name is not valid UTF-8",
-                          t->name);
-            goto error;
+        str_addz(&h, i ? "," : "");
+        str_json(&h, t->name);
+        str_addz(&h, ":{\"dtype\":\"");
+        str_addz(&h, cc_st_dtype_name(t->dtype));
+        str_addz(&h, "\",\"shape\":[");
+        for (int d = 0; d < t->ndim; d++) {
+            str_addz(&h, d ? "," : "");
+            str_int(&h, (unsigned long long)t->shape[d]);
         }
-        if (json_object_set_new(e, "dtype", json_string(cc_st_dtype_name(t->dtype))) < 0 ||
-            !(shape = json_array()) || json_object_set_new(e, "shape", shape) < 0)
-            goto error;
-        for (int d = 0; d < t->ndim; d++)
-            if (json_array_append_new(shape, json_integer(t->shape[d])) < 0)
-                goto error;
-        if (json_object_set_new(e, "data_offsets",
-                                json_pack("[II]", (json_int_t)off, (json_int_t)(off + bytes))) < 0)
-            goto error;
+        str_addz(&h, "],\"data_offsets\":[");
+        str_int(&h, off);
+        str_addz(&h, ",");
+        str_int(&h, off + bytes);
+        str_addz(&h, "]}");
         off += bytes;
     }
-    if (!(js = json_dumps(root, JSON_COMPACT)))
+    str_addz(&h, "}");
+    str_add(&h, "       ", (8 - h.len % 8) % 8);  // spaces: the data section is 8-aligned
+    if (h.oom) {
+        ret = -ENOMEM;
         goto error;
-    size_t len = strlen(js), pad = (len + 7) & ~(size_t)7;
-    char *p = realloc(js, pad + 1);
-    if (!p)
-        goto error;
-    js = p;
-    memset(js + len, ' ', pad - len);
-    js[pad] = 0;
-    *out = js;
-    *padded = pad;
+    }
+    free(names);
+    *out = h.p;
+    *padded = h.len;
     *data_bytes = off;
-    json_decref(root);
     return 0;
 error:
     if (ret == -ENOMEM)
         cc_errf(err, errlen, ret, "out of memory building the safetensors header");
-    free(js);
-    json_decref(root);
+    free(names);
+    free(h.p);
     return ret;
 }
 

@@ -546,6 +546,28 @@ static void test_st_writer(void **state)
     assert_has(err, "repeated");
     ts[1].name = "__metadata__";
     assert_int_equal(cc_st_write_buffer(&buf, &len, ts, 2, k, v, 1, err, sizeof err), -EINVAL);
+    ts[1].name = "b\xc3\x28";  // invalid UTF-8
+    assert_int_equal(cc_st_write_buffer(&buf, &len, ts, 2, k, v, 1, err, sizeof err), -EINVAL);
+    assert_has(err, "UTF-8");
+    ts[1].name = "b\xed\xa0\x80";  // a surrogate
+    assert_int_equal(cc_st_write_buffer(&buf, &len, ts, 2, k, v, 1, err, sizeof err), -EINVAL);
+    ts[1].name = "b\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80";  // é € 😀 are fine
+    assert_int_equal(cc_st_write_buffer(&buf, &len, ts, 2, k, v, 1, err, sizeof err), 0);
+    free(buf);
+    v[0] = "\xc0\xaf";  // overlong
+    assert_int_equal(cc_st_write_buffer(&buf, &len, ts, 2, k, v, 1, err, sizeof err), -EINVAL);
+    assert_has(err, "UTF-8");
+    v[0] = "y";
+    /* JSON escaping: quotes, backslashes and control characters survive the round trip */
+    const char *k2[2] = {"q\"k", "x"}, *v2[2] = {"a \"quoted\" \\ back\nslash\t\x01 \xe2\x82\xac", "y"};
+    assert_int_equal(cc_st_write_buffer(&buf, &len, ts, 2, k2, v2, 2, err, sizeof err), 0);
+    assert_int_equal(cc_st_parse(&st, buf, len, err, sizeof err), 0);
+    assert_string_equal(cc_st_meta_get(st, "q\"k"), v2[0]);
+    cc_st_close(&st);
+    free(buf);
+    k2[0] = "x";
+    assert_int_equal(cc_st_write_buffer(&buf, &len, ts, 2, k2, v2, 2, err, sizeof err), -EINVAL);
+    assert_has(err, "'x' appears twice");
     ts[1].name = "b";
     ts[1].shape[0] = -1;
     assert_int_equal(cc_st_write_buffer(&buf, &len, ts, 2, k, v, 1, err, sizeof err), -EINVAL);
