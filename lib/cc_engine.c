@@ -304,9 +304,11 @@ attend_cached16(float *restrict out, float *restrict w, const float *restrict q,
         for (int c = 0; c < 16; c++)
             acc += q[c] * *(const v16f *)(Kt + (size_t)c * ldk + j0);
         acc *= scale;
-        int m = n - j0 < 16 ? n - j0 : 16;
-        for (int j = 0; j < m; j++)
-            w[j0 + j] = acc[j];
+        if (n - j0 >= 16)
+            *(v16f *)(w + j0) = acc;
+        else
+            for (int j = 0; j < n - j0; j++)
+                w[j0 + j] = acc[j];
     }
     for (int c = 0; c < 16; c++)
         self += q[c] * k_self[c];
@@ -373,10 +375,7 @@ attend_causal16(float *restrict out, int ldo, const float *restrict q, const flo
             v16f acc = {0};
             for (int c = 0; c < 16; c++)
                 acc += qi[c] * *(const v16f *)(Kt + (size_t)c * n + j0);
-            acc *= scale;
-            int m = i + 1 - j0 < 16 ? i + 1 - j0 : 16;
-            for (int j = 0; j < m; j++)
-                s[j0 + j] = acc[j];
+            *(v16f *)(s + j0) = acc * scale; /* s has 16 floats of slack */
         }
         cc_softmax_inline(s, i + 1);
         v16f o0 = {0}, o1 = {0};

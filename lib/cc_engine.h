@@ -2,9 +2,10 @@
  * cc_engine.h — incremental, batched inference of cellcast-tx/2 for many cells.
  *
  * A cell holds F channels (one per KPI) that step together: per channel a ring of the
- * last R = max(N·P + P, M) raw values, the frozen normalisation of the newest complete
+ * last R = max(N·P + P, M + P - 1) raw values, the frozen normalisation of the newest complete
  * patch, and per layer the keys and values of the n ≤ N cached patch tokens, laid out
- * (L, 2, H, N, DK) so one head's keys are contiguous. A step whose newest complete patch
+ * (L, 2, H, ·): one head's keys are one contiguous block, stored transposed (DK, N) so a
+ * query's scores vectorise over tokens, its values (N, DK). A step whose newest complete patch
  * differs from the one the cache was built on (a boundary, a restored or reset cell, a new
  * model) first rebuilds the cache; then only the current token runs through the layers.
  *
@@ -135,9 +136,9 @@ CC_API int cc_cell_restore(CcCell *c, int64_t seq_start, int64_t first, int coun
 CC_API int64_t cc_cell_seq_start(const CcCell *c);
 
 /**
- * Last step's attention of channel f (requires keep_attention): weights (L, H, N+1) over
- * the tokens [cached_0..cached_{n-1}, current] and each token's end step (N+1).
- * *n_tokens gets n+1. 0, -EAGAIN (no forecast yet), -EINVAL (not kept).
+ * Last step's attention of channel f (requires keep_attention): weights (L, H, T) packed
+ * with T = n+1 over the tokens [cached_0..cached_{n-1}, current], and each token's end
+ * step (T). Buffers of (L, H, N+1) and (N+1) always suffice. *n_tokens gets T. 0, -EAGAIN (no forecast yet), -EINVAL (not kept).
  */
 CC_API int cc_cell_attention(const CcCell *c, int f, float *weights, int64_t *token_end,
                              int *n_tokens);

@@ -49,16 +49,18 @@ static inline float cc_expf_fast(float x)
     return p * u.f;
 }
 
-/* Softmax in place, inlinable so callers compiled for AVX2/AVX-512 vectorise it. */
+/* Softmax in place, inlinable so callers compiled for AVX2/AVX-512 vectorise it. The exp
+ * loop carries no reduction (a float sum would stop the vectoriser without fast-math);
+ * the sum is a separate short loop. */
 static inline void cc_softmax_inline(float *x, int n)
 {
     float mx = x[0], sum = 0;
     for (int i = 1; i < n; i++)
         mx = x[i] > mx ? x[i] : mx;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         x[i] = cc_expf_fast(x[i] - mx);
+    for (int i = 0; i < n; i++)
         sum += x[i];
-    }
     const float inv = 1.0f / sum;
     for (int i = 0; i < n; i++)
         x[i] *= inv;

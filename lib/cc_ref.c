@@ -124,6 +124,8 @@ int cc_ref_forward(const CcModel *m, int f, const float *x, int64_t p0, int64_t 
     }
     if (trace) {
         trace->n_tokens = T;
+        /* masked entries are 0 even when the caller reuses a trace */
+        memset(trace->att, 0, (size_t)L * H * T * T * sizeof(float));
         for (size_t k = 0; k < (size_t)T * D; k++)
             trace->z[k] = (float)z[k];
     }
