@@ -63,6 +63,7 @@ typedef struct Cell {
     uint8_t *mask;         // (T, F)
     float *mm, *ms, *msc;  // (T, F) model expectation of row i (NaN: none)
     float *bm, *bs;        // (T, F) baseline expectation
+    float *lm, *ls, *lsc;  // (T, F) lagged model expectation (forecast made L rows earlier)
     Label *lab;
     int n_lab, cap_lab;
 } Cell;
@@ -74,6 +75,8 @@ typedef struct Opts {
     int n_data;
     int no_history;
     const char *inject_kpis;
+    const char *alert_kpis;
+    double mag_scale;
     uint64_t seed;
     int trials;
     int spacing, margin, post;
@@ -142,6 +145,9 @@ static void cell_free(Cell *c)
     free(c->msc);
     free(c->bm);
     free(c->bs);
+    free(c->lm);
+    free(c->ls);
+    free(c->lsc);
     free(c->lab);
 }
 
@@ -213,7 +219,11 @@ static int load_cell(const Opts *o, int i, const CcModel *m, Cell *c)
     c->msc = malloc(n * sizeof *c->msc);
     c->bm = malloc(n * sizeof *c->bm);
     c->bs = malloc(n * sizeof *c->bs);
-    if (!c->x || !c->mask || !c->mm || !c->ms || !c->msc || !c->bm || !c->bs) {
+    c->lm = malloc(n * sizeof *c->lm);
+    c->ls = malloc(n * sizeof *c->ls);
+    c->lsc = malloc(n * sizeof *c->lsc);
+    if (!c->x || !c->mask || !c->mm || !c->ms || !c->msc || !c->bm || !c->bs || !c->lm ||
+        !c->ls || !c->lsc) {
         rc = -ENOMEM;
         goto done;
     }
@@ -276,6 +286,7 @@ static void inject(const Opts *o, Cell *c, int F, const int *kpis, int n_kpis, u
         case INJ_DRIFT: l.mag = sign * unif(rng, 2, 4); break;
         default: l.mag = 0;
         }
+        l.mag *= o->mag_scale;
         for (int i = l.start; i < l.end; i++) {
             if (type == INJ_OUTAGE) {
                 for (int f = 0; f < F; f++) {
@@ -298,7 +309,7 @@ static void inject(const Opts *o, Cell *c, int F, const int *kpis, int n_kpis, u
 
 /* ------------------------------------------------------------------ expectations */
 
-static int model_expectations(CcEngine *e, Cell *c, int F)
+static int model_expectations(CcEngine *e, Cell *c, int F, int L)
 {
     CcCell *cell = NULL;
     int rc = cc_cell_open(&cell, e);
@@ -306,7 +317,7 @@ static int model_expectations(CcEngine *e, Cell *c, int F)
         return rc;
     size_t n = (size_t)c->T * F;
     for (size_t i = 0; i < n; i++)
-        c->mm[i] = c->ms[i] = c->msc[i] = NAN;
+        c->mm[i] = c->ms[i] = c->msc[i] = c->lm[i] = c->ls[i] = c->lsc[i] = NAN;
     for (int i = 0; i < c->T; i++) {
         CcStepInput in = {cell, c->p0 + i, c->x + (size_t)i * F};
         int st;
@@ -317,7 +328,7 @@ static int model_expectations(CcEngine *e, Cell *c, int F)
             rc = st;
             break;
         }
-        if (i + 1 >= c->T || i + 1 < c->test0)
+        if (i + 1 >= c->T || i + (L > 1 ? L : 1) < c->test0)
             continue;
         CcForecast fc;
         cc_cell_forecast(cell, &fc);
@@ -330,6 +341,13 @@ static int model_expectations(CcEngine *e, Cell *c, int F)
             c->mm[ix] = (float)mean;
             c->ms[ix] = (float)sd;
             c->msc[ix] = fc.sigma[f];
+            if (L > 0 && i + L < c->T) {
+                cc_forecast_point(&fc, f, L - 1, &mean, &sd);
+                ix = (size_t)(i + L) * F + f;
+                c->lm[ix] = (float)mean;
+                c->ls[ix] = (float)sd;
+                c->lsc[ix] = fc.sigma[f];
+            }
         }
     }
     cc_cell_close(&cell);
@@ -443,8 +461,26 @@ static int run_detector(const CcAnomalySettings *s, Cell *c, int F, int baseline
             }
             if (ok)
                 cc_anomaly_set_expect(a, ac, step, mean, sd, scale);
+            if (!baseline && s->lag_steps > 0) {
+                ok = 0;
+                for (int f = 0; f < F; f++) {
+                    size_t ix = (size_t)i * F + f;
+                    mean[f] = c->lm[ix];
+                    sd[f] = c->ls[ix];
+                    scale[f] = c->lsc[ix];
+                    ok |= isfinite(mean[f]) && sd[f] > 0;
+                }
+                if (ok)
+                    cc_anomaly_set_expect_lagged(a, ac, step, mean, sd, scale);
+            }
         }
         cc_anomaly_observe(a, ac, step, c->x + (size_t)i * F, c->mask + (size_t)i * F, &sink);
+    }
+    if (verbose) {
+        CcAnomalyCellStats st;
+        cc_anomaly_cell_stats(ac, &st);
+        fprintf(stderr, "    %s: %llu steps scored, %llu over, %d alert transitions kept\n", c->id,
+                (unsigned long long)st.scored, (unsigned long long)st.over, col.n);
     }
     /* labels */
     for (int l = 0; l < c->n_lab; l++) {
@@ -547,11 +583,16 @@ static void usage(FILE *out)
         "                        (default 10)\n"
         "  --inject-kpis a,b     KPIs that get spikes/shifts/drifts (default: all)\n"
         "  --no-inject           no injections: false alerts of the clean data only\n"
+        "  --mag-scale X         multiply every injected magnitude by X (default 1)\n"
         "Alerting (the daemon's alerts.* settings):\n"
         "  --warn-z X (default %g)  --crit-z X (default %g)  --min-kpis N (default %d)\n"
         "  --window-n N (default %d)  --warn-k N (default %d)  --crit-k N (default %d)\n"
         "  --resolve-m N (default %d)  --cooldown N (default %d)\n"
         "  --sd-floor-rel X (default %g)  --sd-floor-scale X (default %g)\n"
+        "  --alert-kpis a,b      KPIs scored for anomalies (alerts.kpis.<name>.enabled;\n"
+        "                        default: all)\n"
+        "  --lag L               also score against the forecast made L steps earlier\n"
+        "                        (L ≤ the model's horizon; default 0 = off)\n"
         "  --sweep z1,z2,...     evaluate several --warn-z (crit-z = max(crit-z, 1.5·warn-z))\n"
         "Baseline:\n"
         "  --baseline-window N   rolling window in steps (default: one day)\n"
@@ -583,11 +624,12 @@ int cmd_anomaly(int argc, char **argv)
     o.margin = 20;
     o.post = 10;
     o.baseline_z = 3;
+    o.mag_scale = 1;
     cc_anomaly_default_settings(&o.as);
     enum {
         O_MODEL = 1, O_DATA, O_HIST, O_NOHIST, O_SEED, O_TRIALS, O_SPACING, O_MARGIN, O_POST,
         O_IKPIS, O_NOINJ, O_WZ, O_CZ, O_MINK, O_WN, O_WK, O_CK, O_RM, O_CD, O_FREL, O_FSC,
-        O_SWEEP, O_BW, O_BZ, O_VERB, O_HELP
+        O_SWEEP, O_BW, O_BZ, O_VERB, O_LAG, O_AKPIS, O_MAG, O_HELP
     };
     static const struct option lo[] = {
         {"model", 1, 0, O_MODEL}, {"data", 1, 0, O_DATA}, {"history", 1, 0, O_HIST},
@@ -599,7 +641,8 @@ int cmd_anomaly(int argc, char **argv)
         {"cooldown", 1, 0, O_CD}, {"sd-floor-rel", 1, 0, O_FREL},
         {"sd-floor-scale", 1, 0, O_FSC}, {"sweep", 1, 0, O_SWEEP},
         {"baseline-window", 1, 0, O_BW}, {"baseline-z", 1, 0, O_BZ}, {"verbose", 0, 0, O_VERB},
-        {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+        {"lag", 1, 0, O_LAG}, {"alert-kpis", 1, 0, O_AKPIS},
+        {"mag-scale", 1, 0, O_MAG}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
     int ch;
     double v;
     optind = 1;
@@ -623,6 +666,7 @@ int cmd_anomaly(int argc, char **argv)
             break;
         case O_NOHIST: o.no_history = 1; break;
         case O_IKPIS: o.inject_kpis = optarg; break;
+        case O_AKPIS: o.alert_kpis = optarg; break;
         case O_NOINJ: o.no_inject = 1; break;
         case O_VERB: o.verbose = 1; break;
         case O_SWEEP: {
@@ -661,6 +705,8 @@ int cmd_anomaly(int argc, char **argv)
             case O_FSC: o.as.sd_floor_scale = v; break;
             case O_BW: o.baseline_window = (int)v; break;
             case O_BZ: o.baseline_z = v; break;
+            case O_LAG: o.as.lag_steps = (int)v; break;
+            case O_MAG: o.mag_scale = v; break;
             }
         }
     }
@@ -688,6 +734,11 @@ int cmd_anomaly(int argc, char **argv)
     o.as.step_seconds = m->hp.step_seconds;
     if (o.as.min_kpis > F)
         o.as.min_kpis = F;
+    if (o.as.lag_steps > m->hp.horizon) {
+        fprintf(stderr, "cellcast anomaly-eval: --lag %d exceeds the model's horizon %d\n",
+                o.as.lag_steps, m->hp.horizon);
+        goto done;
+    }
     if (cc_anomaly_validate(&o.as, err, sizeof err)) {
         fprintf(stderr, "cellcast anomaly-eval: %s\n", err);
         goto done;
@@ -709,6 +760,22 @@ int cmd_anomaly(int argc, char **argv)
     } else {
         for (int f = 0; f < F; f++)
             kpis[n_kpis++] = f;
+    }
+    if (o.alert_kpis) {
+        for (int f = 0; f < F; f++)
+            o.as.kpi[f].enabled = 0;
+        char *dup = strdup(o.alert_kpis), *save = NULL;
+        for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            int f = cc_hparams_feature_index(&m->hp, t);
+            if (f < 0) {
+                fprintf(stderr, "cellcast anomaly-eval: --alert-kpis: '%s' is not a model KPI\n",
+                        t);
+                free(dup);
+                goto done;
+            }
+            o.as.kpi[f].enabled = 1;
+        }
+        free(dup);
     }
     CcEngineSettings es;
     cc_engine_default_settings(&es);
@@ -735,11 +802,20 @@ int cmd_anomaly(int argc, char **argv)
             n_cells++;
             if (!o.no_inject)
                 inject(&o, c, F, kpis, n_kpis, &rng, tr, i);
-            if (model_expectations(e, c, F)) {
+            if (model_expectations(e, c, F, o.as.lag_steps)) {
                 fprintf(stderr, "cellcast anomaly-eval: engine failed on %s\n", c->id);
                 goto done;
             }
             baseline_expectations(c, F, W);
+            if (o.verbose && getenv("CC_DEBUG_ROWS"))
+                for (int l = 0; l < c->n_lab; l++)
+                    for (int i = c->lab[l].start - 2; i < c->lab[l].end + 2 && i < c->T; i++) {
+                        int f = c->lab[l].kpi >= 0 ? c->lab[l].kpi : 0;
+                        size_t ix = (size_t)i * F + f;
+                        fprintf(stderr, "      row %d x %g model %g ± %g (scale %g) base %g ± %g\n",
+                                i, c->x[ix], c->mm[ix], c->ms[ix], c->msc[ix], c->bm[ix],
+                                c->bs[ix]);
+                    }
             if (o.verbose)
                 for (int l = 0; l < c->n_lab; l++)
                     fprintf(stderr, "    label %-11s kpi %-12s rows %d-%d mag %+.2f sd\n",
@@ -774,6 +850,7 @@ int cmd_anomaly(int argc, char **argv)
         sbs.warn_z = o.baseline_z;
         sbs.crit_z = fmax(s.crit_z, o.baseline_z);
         sbs.sd_floor_scale = 0;
+        sbs.lag_steps = 0;
         for (int c = 0; c < n_cells; c++) {
             if (run_detector(&s, &cells[c], F, 0, o.post, &sm, o.verbose ? &m->hp : NULL) ||
                 run_detector(&sbs, &cells[c], F, 1, o.post, &sb, NULL))

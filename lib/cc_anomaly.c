@@ -28,6 +28,7 @@ typedef struct Episode {
 typedef struct KpiState {
     double exp_mean, exp_sd, exp_scale; ///< expectation for CcAnomalyCell.exp_step
     double z;             ///< z of the last scored step (NaN: not scored)
+    double att_mean, att_sd, att_scale; ///< the expectation z was taken against
     float last_val;       ///< last observed value
     float change_rate;    ///< EWMA of "value changed"
     int32_t run;          ///< consecutive observed steps equal to last_val
@@ -55,6 +56,9 @@ struct CcAnomalyCell {
     int64_t quiet_until;
     CcAnomalyCellStats st;
     KpiState *k;          // (F)
+    int L;                ///< lag ring length (settings.lag_steps when allocated)
+    int64_t *lag_target;  // (L) step each ring entry is the expectation for
+    float *lag;           // (L, F, 3) mean, sd, scale from the forecast made L steps earlier
 };
 
 /* ------------------------------------------------------------------ settings */
@@ -82,6 +86,7 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     s->missing_after_s = 0;
     s->dq_resolve_steps = 3;
     s->dq_grace_steps = 16;
+    s->lag_steps = 0;
     for (int f = 0; f < CC_MAX_FEATURES; f++)
         s->kpi[f].enabled = 1;
 }
@@ -122,6 +127,9 @@ int cc_anomaly_validate(const CcAnomalySettings *s, char *err, size_t errlen)
         return cc_errf(err, errlen, -EINVAL,
                        "anomaly: need stuck_steps ≥ 2, zero_steps ≥ 1, change_rate_steps ≥ 1, "
                        "stuck_min_change_rate in [0,1]");
+    if (s->lag_steps < 0 || s->lag_steps > CC_ANOMALY_MAX_LAG)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: lag_steps %d not in 0..%d", s->lag_steps,
+                       CC_ANOMALY_MAX_LAG);
     if (s->missing_after_s < 0)
         return cc_errf(err, errlen, -EINVAL, "anomaly: missing_after_s must be ≥ 0");
     for (int f = 0; f < s->n_features; f++) {
@@ -210,6 +218,8 @@ static void cell_init(CcAnomalyCell *c)
     c->n_peak = 0;
     c->quiet_until = NONE_STEP;
     memset(&c->st, 0, sizeof c->st);
+    for (int i = 0; i < c->L; i++)
+        c->lag_target[i] = NONE_STEP;
     for (int f = 0; f < c->F; f++) {
         KpiState *k = &c->k[f];
         memset(k, 0, sizeof *k);
@@ -218,6 +228,32 @@ static void cell_init(CcAnomalyCell *c)
         episode_init(&k->stuck);
         episode_init(&k->bounds);
     }
+}
+
+/* (Re)sizes the lag ring to L entries, emptied. 0 or -ENOMEM (ring unchanged). */
+static int lag_alloc(CcAnomalyCell *c, int L)
+{
+    if (L == c->L)
+        return 0;
+    int64_t *t = NULL;
+    float *v = NULL;
+    if (L > 0) {
+        t = malloc((size_t)L * sizeof *t);
+        v = calloc((size_t)L * (size_t)c->F * 3, sizeof *v);
+        if (!t || !v) {
+            free(t);
+            free(v);
+            return -ENOMEM;
+        }
+        for (int i = 0; i < L; i++)
+            t[i] = NONE_STEP;
+    }
+    free(c->lag_target);
+    free(c->lag);
+    c->lag_target = t;
+    c->lag = v;
+    c->L = L;
+    return 0;
 }
 
 int cc_anomaly_cell_open(CcAnomalyCell **out, const CcAnomaly *a, const char *cell_id)
@@ -235,6 +271,11 @@ int cc_anomaly_cell_open(CcAnomalyCell **out, const CcAnomaly *a, const char *ce
         return -ENOMEM;
     }
     snprintf(c->id, sizeof c->id, "%s", cell_id);
+    if (lag_alloc(c, a->s.lag_steps)) {
+        free(c->k);
+        free(c);
+        return -ENOMEM;
+    }
     cell_init(c);
     *out = c;
     return 0;
@@ -243,6 +284,8 @@ int cc_anomaly_cell_open(CcAnomalyCell **out, const CcAnomaly *a, const char *ce
 void cc_anomaly_cell_close(CcAnomalyCell **c)
 {
     if (c && *c) {
+        free((*c)->lag);
+        free((*c)->lag_target);
         free((*c)->k);
         free(*c);
         *c = NULL;
@@ -271,12 +314,43 @@ void cc_anomaly_set_expect(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
     }
 }
 
+void cc_anomaly_set_expect_lagged(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
+                                  const double *mean, const double *sd, const double *scale)
+{
+    if (c->L != a->s.lag_steps && lag_alloc(c, a->s.lag_steps))
+        return;
+    if (c->L <= 0)
+        return;
+    int i = (int)(((step % c->L) + c->L) % c->L);
+    c->lag_target[i] = step;
+    for (int f = 0; f < c->F; f++) {
+        float *e = c->lag + ((size_t)i * c->F + f) * 3;
+        e[0] = (float)mean[f];
+        e[1] = (float)sd[f];
+        e[2] = scale ? (float)scale[f] : 0.0f;
+    }
+}
+
 void cc_anomaly_set_forecast(const CcAnomaly *a, CcAnomalyCell *c, const CcForecast *fc)
 {
-    (void)a;
     if (!fc || !fc->valid || fc->n_features != c->F || fc->horizon < 1) {
         c->exp_step = NONE_STEP;
         return;
+    }
+    if (c->L != a->s.lag_steps)
+        lag_alloc(c, a->s.lag_steps); /* settings reloaded; on -ENOMEM the old ring stays */
+    if (c->L > 0 && fc->horizon >= c->L) {
+        int64_t target = fc->step + c->L;
+        int i = (int)(((target % c->L) + c->L) % c->L);
+        c->lag_target[i] = target;
+        for (int f = 0; f < c->F; f++) {
+            double m, sd;
+            cc_forecast_point(fc, f, c->L - 1, &m, &sd);
+            float *e = c->lag + ((size_t)i * c->F + f) * 3;
+            e[0] = (float)m;
+            e[1] = (float)sd;
+            e[2] = fc->sigma ? fc->sigma[f] : 0.0f;
+        }
     }
     c->exp_step = fc->step + 1;
     for (int f = 0; f < c->F; f++) {
@@ -306,15 +380,24 @@ static int kpi_stuck_steps(const CcAnomalySettings *s, int f)
     return n == 0 ? s->stuck_steps : n;
 }
 
-static double sd_eff(const CcAnomalySettings *s, int f, const KpiState *k)
+static double sd_eff(const CcAnomalySettings *s, int f, double mean, double sd, double scale)
 {
-    double sd = k->exp_sd;
     double fl = s->kpi[f].sd_floor;
-    if (s->sd_floor_rel * fabs(k->exp_mean) > fl)
-        fl = s->sd_floor_rel * fabs(k->exp_mean);
-    if (s->sd_floor_scale * k->exp_scale > fl)
-        fl = s->sd_floor_scale * k->exp_scale;
+    if (s->sd_floor_rel * fabs(mean) > fl)
+        fl = s->sd_floor_rel * fabs(mean);
+    if (s->sd_floor_scale * scale > fl)
+        fl = s->sd_floor_scale * scale;
     return sd > fl ? sd : fl;
+}
+
+/* z of x against (mean, sd, scale), NaN when the expectation is unusable. */
+static double zscore(const CcAnomalySettings *s, int f, double x, double mean, double sd,
+                     double scale)
+{
+    if (!(sd > 0) || !isfinite(sd) || !isfinite(mean))
+        return NAN;
+    double z = (x - mean) / sd_eff(s, f, mean, sd, scale);
+    return isfinite(z) ? z : NAN;
 }
 
 static void make_id(CcAlertEvent *ev, const char *cell, enum CcDqReason r, int kpi, int64_t start)
@@ -367,12 +450,12 @@ static void emit(CcAnomalyCell *c, const CcAlertSink *sink, const CcAlertEvent *
 static void attr_of(const CcAnomalySettings *s, const KpiState *k, int f, double x,
                     CcAlertAttr *out)
 {
-    double sd = sd_eff(s, f, k);
+    double sd = sd_eff(s, f, k->att_mean, k->att_sd, k->att_scale);
     out->kpi = f;
     out->observed = x;
-    out->expected = k->exp_mean;
-    out->lo = k->exp_mean - s->interval_z * sd;
-    out->hi = k->exp_mean + s->interval_z * sd;
+    out->expected = k->att_mean;
+    out->lo = k->att_mean - s->interval_z * sd;
+    out->hi = k->att_mean + s->interval_z * sd;
     out->z = k->z;
 }
 
@@ -503,7 +586,9 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
     }
 
     /* --- anomaly scoring --- */
-    int have_exp = c->exp_step == step;
+    int lag_i = c->L > 0 ? (int)(((step % c->L) + c->L) % c->L) : 0;
+    int have_lag = c->L > 0 && c->lag_target[lag_i] == step;
+    int have_exp = c->exp_step == step || have_lag;
     int n_scored = 0, n_over = 0, n_crit = 0, n_supp = 0;
     double score = NAN;
     int cell_blocked = dq_blocks(s, &c->zero, step) || dq_blocks(s, &c->missing, step);
@@ -517,9 +602,22 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
             n_supp++;
             continue;
         }
-        if (!(k->exp_sd > 0) || !isfinite(k->exp_sd) || !isfinite(k->exp_mean))
-            continue;
-        double z = (values[f] - k->exp_mean) / sd_eff(s, f, k);
+        double z = c->exp_step == step
+                       ? zscore(s, f, values[f], k->exp_mean, k->exp_sd, k->exp_scale)
+                       : NAN;
+        k->att_mean = k->exp_mean;
+        k->att_sd = k->exp_sd;
+        k->att_scale = k->exp_scale;
+        if (have_lag) {
+            const float *e = c->lag + ((size_t)lag_i * F + f) * 3;
+            double zl = zscore(s, f, values[f], e[0], e[1], e[2]);
+            if (isfinite(zl) && !(fabs(z) >= fabs(zl))) {
+                z = zl;
+                k->att_mean = e[0];
+                k->att_sd = e[1];
+                k->att_scale = e[2];
+            }
+        }
         if (!isfinite(z))
             continue;
         k->z = z;
@@ -928,6 +1026,12 @@ long cc_anomaly_cell_save(const CcAnomalyCell *c, uint8_t *buf, size_t cap)
         put_ep(&b, &k->stuck);
         put_ep(&b, &k->bounds);
     }
+    int32_t L = c->L;
+    PUT(&b, L);
+    if (L > 0) {
+        put(&b, c->lag_target, (size_t)L * sizeof *c->lag_target);
+        put(&b, c->lag, (size_t)L * (size_t)c->F * 3 * sizeof *c->lag);
+    }
     if (buf && b.len > cap)
         return -ENOSPC;
     return (long)b.len;
@@ -996,7 +1100,26 @@ int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char 
         get_ep(&r, &k->stuck);
         get_ep(&r, &k->bounds);
     }
-    if (r.bad || r.off != len || np < 0 || np > CC_ALERT_MAX_ATTR) {
+    int32_t L = 0;
+    GET(&r, L);
+    int64_t *lt = NULL;
+    float *lv = NULL;
+    if (!r.bad && L > 0 && L <= CC_ANOMALY_MAX_LAG) {
+        lt = malloc((size_t)L * sizeof *lt);
+        lv = malloc((size_t)L * (size_t)c->F * 3 * sizeof *lv);
+        if (!lt || !lv) {
+            free(lt);
+            free(lv);
+            free(ks);
+            return cc_errf(err, errlen, -ENOMEM, "anomaly state: out of memory");
+        }
+        get(&r, lt, (size_t)L * sizeof *lt);
+        get(&r, lv, (size_t)L * (size_t)c->F * 3 * sizeof *lv);
+    }
+    if (r.bad || r.off != len || np < 0 || np > CC_ALERT_MAX_ATTR || L < 0 ||
+        L > CC_ANOMALY_MAX_LAG) {
+        free(lt);
+        free(lv);
         free(ks);
         return cc_errf(err, errlen, -EINVAL, "anomaly state: %s (%zu bytes)",
                        r.bad ? "truncated" : "malformed", len);
@@ -1004,7 +1127,12 @@ int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char 
     t.n_peak = np;
     memcpy(c->k, ks, (size_t)c->F * sizeof *ks);
     free(ks);
+    free(c->lag);
+    free(c->lag_target);
     t.k = c->k;
+    t.L = L;
+    t.lag = lv;
+    t.lag_target = lt;
     *c = t;
     return 0;
 }

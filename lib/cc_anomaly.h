@@ -8,7 +8,11 @@
  *     sd_eff = max(sd, kpi.sd_floor, sd_floor_rel·|mean|, sd_floor_scale·sigma_f)
  *     z_f    = (x_f - mean_f) / sd_eff
  * where sigma_f is the channel's normalisation scale (CcForecast.sigma; 0 when the
- * expectation comes from elsewhere, e.g. a baseline). A KPI is "over" at a step when
+ * expectation comes from elsewhere, e.g. a baseline). With lag_steps = L > 0, x_t is also
+ * scored against the forecast made L steps earlier (horizon step L-1 of the forecast at
+ * t-L) and the z of larger magnitude is used: a one-step forecaster adapts to a level
+ * shift within a few steps, the L-step-old forecast does not, so shifts stay visible for
+ * L steps (k-of-n can confirm them). Attribution then reports that forecast. A KPI is "over" at a step when
  * |z_f| ≥ its warning threshold in its direction (both, up or down), "critical" when
  * |z_f| ≥ its critical threshold. KPIs that are disabled, imputed (mask 0), in their
  * data-quality grace period or with a data-quality alert firing are not scored.
@@ -76,6 +80,7 @@
 #define CC_ALERT_ID_MAX 160
 #define CC_ANOMALY_CELL_ID_MAX 64
 #define CC_ANOMALY_MAX_WINDOW 64
+#define CC_ANOMALY_MAX_LAG 256
 
 enum CcAlertKind { CC_ALERT_ANOMALY = 0, CC_ALERT_DATA_QUALITY = 1 };
 enum CcAlertState { CC_ALERT_FIRING = 1, CC_ALERT_RESOLVED = 2 };
@@ -119,6 +124,8 @@ typedef struct CcAnomalySettings {
     int64_t missing_after_s;   ///< silence before a missing-data alert; 0 = 3 steps (default 0)
     int dq_resolve_steps;      ///< clear steps to resolve a DQ alert (default 1)
     int dq_grace_steps;        ///< steps a KPI stays unscored after its DQ alert (default 16)
+    int lag_steps;             ///< L: also score against the forecast made L steps earlier
+                               ///< (horizon step L-1; needs HZ ≥ L); 0 = off (default 0)
     CcAnomalyKpi kpi[CC_MAX_FEATURES]; ///< per-KPI overrides, model feature order
 } CcAnomalySettings;
 
@@ -191,8 +198,15 @@ CC_API const char *cc_anomaly_cell_id(const CcAnomalyCell *c);
 CC_API void cc_anomaly_set_expect(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
                                   const double *mean, const double *sd, const double *scale);
 
-/** Takes horizon step 0 of a forecast (the expectation for fc->step + 1). An invalid
- *  forecast clears the expectation. */
+/** Same for the lagged expectation of step `step` (the forecast made lag_steps earlier);
+ *  ignored when lag_steps is 0. cc_anomaly_set_forecast fills it from the forecast. */
+CC_API void cc_anomaly_set_expect_lagged(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
+                                         const double *mean, const double *sd,
+                                         const double *scale);
+
+/** Takes horizon step 0 of a forecast (the expectation for fc->step + 1) and, with
+ *  lag_steps = L, horizon step L-1 (the lagged expectation for fc->step + L). An invalid
+ *  forecast clears the one-step expectation. */
 CC_API void cc_anomaly_set_forecast(const CcAnomaly *a, CcAnomalyCell *c, const CcForecast *fc);
 
 /**
