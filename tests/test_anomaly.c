@@ -770,6 +770,63 @@ static void test_event_json(void **state)
     fx_close(&fx);
 }
 
+/* A level shift that the one-step forecast adapts to after one step: invisible to 2-of-3
+ * without lag, caught with lag_steps = 4 (the 4-step-old forecast still expects the old
+ * level); the lag ring survives a state save/load. */
+static int run_shift(int lag, int save_midway)
+{
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    s.lag_steps = lag;
+    s.crit_z = 50;
+    Fixture fx;
+    fx_open(&fx, &s, "lag");
+    for (int64_t t = 0; t < 100; t++) {
+        int shifted = t >= 60;
+        double level = shifted ? 200.0 : 100.0;
+        /* one-step forecast: old level at the onset step, new level after */
+        double m1 = t == 60 ? 100.0 : level;
+        double x = level + 2.0 * sin(1.3 * (double)t);
+        double mean[1] = {m1}, sd[1] = {10};
+        cc_anomaly_set_expect(fx.a, fx.c, t, mean, sd, NULL);
+        if (lag) {
+            /* the forecast made `lag` steps earlier expected the level of step t - lag */
+            double ml[1] = {t - lag >= 60 ? 200.0 : 100.0}, sl[1] = {12};
+            cc_anomaly_set_expect_lagged(fx.a, fx.c, t, ml, sl, NULL);
+        }
+        float xv[1] = {(float)x};
+        cc_anomaly_observe(fx.a, fx.c, t, xv, NULL, &fx.sink);
+        if (save_midway && t == 61) {
+            long n = cc_anomaly_cell_save(fx.c, NULL, 0);
+            uint8_t *b = malloc((size_t)n);
+            cc_anomaly_cell_save(fx.c, b, (size_t)n);
+            cc_anomaly_cell_close(&fx.c);
+            assert_int_equal(cc_anomaly_cell_open(&fx.c, fx.a, "lag"), 0);
+            assert_int_equal(cc_anomaly_cell_load(fx.c, b, (size_t)n, NULL, 0), 0);
+            free(b);
+        }
+    }
+    int n = count(&fx.rec, CC_ALERT_ANOMALY, CC_DQ_NONE, CC_ALERT_FIRING);
+    if (n) {
+        assert_int_equal(fx.rec.ev[0].start_step, 60);
+        assert_true(fabs(fx.rec.ev[0].attr[0].expected - 100.0) < 1e-9); /* the lagged one */
+    }
+    fx_close(&fx);
+    return n;
+}
+
+static void test_lagged_scoring(void **state)
+{
+    (void)state;
+    assert_int_equal(run_shift(0, 0), 0);
+    assert_int_equal(run_shift(4, 0), 1);
+    assert_int_equal(run_shift(4, 1), 1);
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    s.lag_steps = CC_ANOMALY_MAX_LAG + 1;
+    assert_int_equal(cc_anomaly_validate(&s, NULL, 0), -EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -789,6 +846,7 @@ int main(void)
         cmocka_unit_test(test_validate),
         cmocka_unit_test(test_scores_readback),
         cmocka_unit_test(test_event_json),
+        cmocka_unit_test(test_lagged_scoring),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
