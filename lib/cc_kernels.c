@@ -42,26 +42,41 @@ void cc_linear_ref(float *C, int ldc, const float *A, int lda, const float *B, i
         }
 }
 
+/* Sums of 16 lanes kept apart, then folded: a fixed order (so results do not depend on the
+ * ISA) that the compiler vectorises without fast-math. */
+static inline float sum_lanes(const float *x, int D)
+{
+    float acc[16] = {0};
+    int i = 0;
+    for (; i + 16 <= D; i += 16)
+        for (int k = 0; k < 16; k++)
+            acc[k] += x[i + k];
+    for (int k = 0; i < D; i++, k++)
+        acc[k] += x[i];
+    for (int w = 8; w; w >>= 1)
+        for (int k = 0; k < w; k++)
+            acc[k] += acc[k + w];
+    return acc[0];
+}
+
 void cc_add_layernorm(float *out, const float *a, const float *b, const float *g,
                       const float *beta, int rows, int D)
 {
+    float tmp[4096]; /* D ≤ CC_MAX_D_MODEL */
     for (int r = 0; r < rows; r++) {
         const float *x = a + (size_t)r * D, *y = b ? b + (size_t)r * D : NULL;
         float *o = out + (size_t)r * D;
-        float mean = 0, var = 0;
         if (y)
             for (int i = 0; i < D; i++)
                 o[i] = x[i] + y[i];
         else if (o != x)
             memcpy(o, x, (size_t)D * sizeof(float));
-        for (int i = 0; i < D; i++)
-            mean += o[i];
-        mean /= (float)D;
+        const float mean = sum_lanes(o, D) / (float)D;
         for (int i = 0; i < D; i++) {
             float c = o[i] - mean;
-            var += c * c;
+            tmp[i] = c * c;
         }
-        float rstd = 1.0f / sqrtf(var / (float)D + CC_LN_EPS);
+        const float rstd = 1.0f / sqrtf(sum_lanes(tmp, D) / (float)D + CC_LN_EPS);
         for (int i = 0; i < D; i++)
             o[i] = g[i] * ((o[i] - mean) * rstd) + beta[i];
     }
