@@ -820,6 +820,136 @@ const char *cc_dq_reason_name(enum CcDqReason r)
     }
 }
 
+/* ------------------------------------------------------------------ settings by name */
+
+#define AK(field, type, lo, hi, doc) {#field, type, offsetof(CcAnomalySettings, field), lo, hi, doc}
+static const CcAnomalyKey anomaly_keys[] = {
+    AK(warn_z, CC_AKEY_DOUBLE, 0.1, 1e6, "warning threshold on |z| (default 4)"),
+    AK(crit_z, CC_AKEY_DOUBLE, 0.1, 1e6, "critical threshold on |z| (default 6)"),
+    AK(min_kpis, CC_AKEY_INT, 1, CC_MAX_FEATURES, "KPIs over threshold for a step to be over (default 1)"),
+    AK(window_n, CC_AKEY_INT, 1, CC_ANOMALY_MAX_WINDOW, "n of k-of-n: steps in the window (default 3)"),
+    AK(warn_k, CC_AKEY_INT, 1, CC_ANOMALY_MAX_WINDOW, "over steps in the window to fire (default 2)"),
+    AK(crit_k, CC_AKEY_INT, 1, CC_ANOMALY_MAX_WINDOW, "critical steps in the window to fire critical (default 1)"),
+    AK(resolve_m, CC_AKEY_INT, 1, 1000000, "consecutive clear steps to resolve (default 3)"),
+    AK(cooldown_steps, CC_AKEY_INT, 0, 1000000, "steps after a resolution before a new anomaly alert (default 6)"),
+    AK(sd_floor_rel, CC_AKEY_DOUBLE, 0, 1e6, "sd floor relative to |forecast mean| (default 0.01)"),
+    AK(sd_floor_scale, CC_AKEY_DOUBLE, 0, 1e6, "sd floor relative to the KPI's normalisation scale (default 0.05)"),
+    AK(interval_z, CC_AKEY_DOUBLE, 0.01, 100, "half-width in sd of the interval in alerts (default 1.2815516 = 80%)"),
+    AK(lag_steps, CC_AKEY_INT, 0, CC_ANOMALY_MAX_LAG, "also score against the forecast made this many steps earlier; 0 = off (default 0)"),
+    AK(stuck_steps, CC_AKEY_INT, 2, 1000000, "equal consecutive values of a varying KPI for a stuck alert (default 12)"),
+    AK(stuck_min_change_rate, CC_AKEY_DOUBLE, 0, 1, "change rate a KPI needs to count as varying (default 0.5)"),
+    AK(change_rate_steps, CC_AKEY_INT, 1, 1000000, "time constant of the change rate in steps (default 200)"),
+    AK(zero_steps, CC_AKEY_INT, 1, 1000000, "steps of all KPIs exactly 0 for an all_zero alert (default 6)"),
+    AK(missing_after_s, CC_AKEY_INT64, 0, 1e12, "seconds without a step for a missing alert; 0 = 3 steps (default 0)"),
+    AK(dq_resolve_steps, CC_AKEY_INT, 1, 1000000, "clear steps to resolve a data-quality alert (default 3)"),
+    AK(dq_grace_steps, CC_AKEY_INT, 0, 1000000, "steps a KPI stays unscored after its data-quality alert (default 16)"),
+};
+#undef AK
+
+const CcAnomalyKey *cc_anomaly_keys(int *n)
+{
+    *n = (int)(sizeof anomaly_keys / sizeof anomaly_keys[0]);
+    return anomaly_keys;
+}
+
+static int parse_double(const char *v, double *out)
+{
+    char *e;
+    errno = 0;
+    *out = strtod(v, &e);
+    return e != v && !*e && !errno && isfinite(*out) ? 0 : -EINVAL;
+}
+
+int cc_anomaly_settings_set(CcAnomalySettings *s, const CcHparams *hp, const char *key,
+                            const char *value, char *err, size_t errlen)
+{
+    double v;
+    if (!key || !value)
+        return cc_errf(err, errlen, -EINVAL, "alerts: missing key or value");
+    if (!strncmp(key, "kpis.", 5)) {
+        const char *name = key + 5, *dot = strrchr(name, '.');
+        if (!dot || dot == name)
+            return cc_errf(err, errlen, -ENOENT, "alerts.%s: expected kpis.<kpi>.<field>", key);
+        char kpi[CC_FEATURE_NAME_MAX];
+        size_t nl = (size_t)(dot - name);
+        if (nl >= sizeof kpi)
+            return cc_errf(err, errlen, -ENOENT, "alerts.%s: KPI name too long", key);
+        memcpy(kpi, name, nl);
+        kpi[nl] = 0;
+        int f = hp ? cc_hparams_feature_index(hp, kpi) : -1;
+        if (f < 0)
+            return cc_errf(err, errlen, -ENOENT, "alerts.%s: '%s' is not a KPI of the model", key,
+                           kpi);
+        CcAnomalyKpi *k = &s->kpi[f];
+        const char *field = dot + 1;
+        if (!strcmp(field, "enabled")) {
+            if (!strcmp(value, "true") || !strcmp(value, "1") || !strcmp(value, "yes"))
+                k->enabled = 1;
+            else if (!strcmp(value, "false") || !strcmp(value, "0") || !strcmp(value, "no"))
+                k->enabled = 0;
+            else
+                return cc_errf(err, errlen, -EINVAL, "alerts.%s: '%s' is not true or false", key,
+                               value);
+            return 0;
+        }
+        if (!strcmp(field, "direction")) {
+            if (!strcmp(value, "both"))
+                k->direction = 0;
+            else if (!strcmp(value, "up"))
+                k->direction = 1;
+            else if (!strcmp(value, "down"))
+                k->direction = -1;
+            else
+                return cc_errf(err, errlen, -EINVAL, "alerts.%s: '%s' is not both, up or down",
+                               key, value);
+            return 0;
+        }
+        double *dst = !strcmp(field, "warn_z")     ? &k->warn_z
+                      : !strcmp(field, "crit_z")   ? &k->crit_z
+                      : !strcmp(field, "sd_floor") ? &k->sd_floor
+                      : !strcmp(field, "min")      ? &k->min
+                      : !strcmp(field, "max")      ? &k->max
+                                                   : NULL;
+        if (!dst && strcmp(field, "stuck_steps"))
+            return cc_errf(err, errlen, -ENOENT,
+                           "alerts.%s: unknown field '%s' (enabled, direction, warn_z, crit_z, "
+                           "sd_floor, min, max, stuck_steps)",
+                           key, field);
+        if (parse_double(value, &v))
+            return cc_errf(err, errlen, -EINVAL, "alerts.%s: '%s' is not a number", key, value);
+        if (!dst) {
+            if (v != floor(v) || v < -1 || v > 1000000 || v == 1)
+                return cc_errf(err, errlen, -EINVAL,
+                               "alerts.%s: %s is not -1 (never), 0 (default) or ≥ 2", key, value);
+            k->stuck_steps = (int)v;
+            return 0;
+        }
+        if (dst != &k->min && dst != &k->max && v < 0)
+            return cc_errf(err, errlen, -EINVAL, "alerts.%s: must be ≥ 0", key);
+        *dst = v;
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof anomaly_keys / sizeof anomaly_keys[0]; i++) {
+        const CcAnomalyKey *k = &anomaly_keys[i];
+        if (strcmp(k->name, key))
+            continue;
+        if (parse_double(value, &v) || v < k->lo || v > k->hi ||
+            (k->type != CC_AKEY_DOUBLE && v != floor(v)))
+            return cc_errf(err, errlen, -EINVAL, "alerts.%s: '%s' is not %s in [%g, %g]", key,
+                           value, k->type == CC_AKEY_DOUBLE ? "a number" : "an integer", k->lo,
+                           k->hi);
+        char *p = (char *)s + k->offset;
+        if (k->type == CC_AKEY_DOUBLE)
+            *(double *)p = v;
+        else if (k->type == CC_AKEY_INT64)
+            *(int64_t *)p = (int64_t)v;
+        else
+            *(int *)p = (int)v;
+        return 0;
+    }
+    return cc_errf(err, errlen, -ENOENT, "alerts.%s: unknown setting", key);
+}
+
 /* ------------------------------------------------------------------ JSON */
 
 typedef struct Js {

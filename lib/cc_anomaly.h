@@ -257,6 +257,34 @@ CC_API int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len
 CC_API int cc_alert_event_json(const CcAlertEvent *ev, const CcHparams *hp, char *buf,
                                size_t cap);
 
+/* ---- settings by name (for config files: the daemon's `alerts:` section) ------------ */
+
+enum CcAnomalyKeyType { CC_AKEY_INT = 0, CC_AKEY_INT64 = 1, CC_AKEY_DOUBLE = 2 };
+
+/** One deployment-wide setting: its name (= the field), type, bounds and doc line. */
+typedef struct CcAnomalyKey {
+    const char *name;
+    enum CcAnomalyKeyType type;
+    size_t offset;            ///< in CcAnomalySettings
+    double lo, hi;
+    const char *doc;
+} CcAnomalyKey;
+
+/** The table of deployment-wide settings (n_features and step_seconds excluded: they come
+ *  from the model). *n gets its length. */
+CC_API const CcAnomalyKey *cc_anomaly_keys(int *n);
+
+/**
+ * Sets one setting from text: a deployment-wide key of cc_anomaly_keys() ("warn_z"), or a
+ * per-KPI key "kpis.<kpi name>.<field>" with field enabled (true/false/1/0), direction
+ * (both/up/down), warn_z, crit_z, sd_floor, min, max, stuck_steps; KPI names resolved with
+ * hp (the model). Values are range-checked; cross-field rules are checked by
+ * cc_anomaly_validate once all keys are set. 0, -ENOENT (unknown key or KPI), -EINVAL
+ * (bad value), message in err naming the key.
+ */
+CC_API int cc_anomaly_settings_set(CcAnomalySettings *s, const CcHparams *hp, const char *key,
+                                   const char *value, char *err, size_t errlen);
+
 CC_API const char *cc_alert_kind_name(enum CcAlertKind k);        ///< "anomaly", "data_quality"
 CC_API const char *cc_alert_state_name(enum CcAlertState s);      ///< "firing", "resolved"
 CC_API const char *cc_alert_severity_name(enum CcAlertSeverity s); ///< "warning", "critical"

@@ -827,6 +827,61 @@ static void test_lagged_scoring(void **state)
     assert_int_equal(cc_anomaly_validate(&s, NULL, 0), -EINVAL);
 }
 
+static void test_settings_by_name(void **state)
+{
+    (void)state;
+    CcHparams hp;
+    cc_hparams_default(&hp);
+    hp.n_features = 2;
+    snprintf(hp.features[0], CC_FEATURE_NAME_MAX, "down");
+    snprintf(hp.features[1], CC_FEATURE_NAME_MAX, "rb.up");
+    CcAnomalySettings s;
+    cc_anomaly_default_settings(&s);
+    s.n_features = 2;
+    char err[256];
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "warn_z", "3.5", err, sizeof err), 0);
+    assert_true(s.warn_z == 3.5);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "window_n", "5", err, sizeof err), 0);
+    assert_int_equal(s.window_n, 5);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "missing_after_s", "900", err, sizeof err), 0);
+    assert_int_equal(s.missing_after_s, 900);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "window_n", "2.5", err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "window_n"));
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "window_n", "65", err, sizeof err), -EINVAL);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "warn_z", "abc", err, sizeof err), -EINVAL);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "nope", "1", err, sizeof err), -ENOENT);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.warn_z", "7", err, sizeof err), 0);
+    assert_true(s.kpi[0].warn_z == 7);
+    /* a KPI name with a dot: the field is after the last dot */
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.rb.up.max", "1", err, sizeof err), 0);
+    assert_true(s.kpi[1].max == 1);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.rb.up.min", "-5", err, sizeof err), 0);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.enabled", "false", err, sizeof err), 0);
+    assert_int_equal(s.kpi[0].enabled, 0);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.direction", "down", err, sizeof err), 0);
+    assert_int_equal(s.kpi[0].direction, -1);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.direction", "left", err, sizeof err), -EINVAL);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.stuck_steps", "-1", err, sizeof err), 0);
+    assert_int_equal(s.kpi[0].stuck_steps, -1);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.stuck_steps", "1", err, sizeof err), -EINVAL);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.up.warn_z", "3", err, sizeof err), -ENOENT);
+    assert_non_null(strstr(err, "'up' is not a KPI"));
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.color", "3", err, sizeof err), -ENOENT);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.sd_floor", "-1", err, sizeof err), -EINVAL);
+    /* per-KPI warn 7 above the deployment's crit 6: validation names it */
+    assert_int_equal(cc_anomaly_validate(&s, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "kpi 0"));
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.crit_z", "9", err, sizeof err), 0);
+    assert_int_equal(cc_anomaly_validate(&s, err, sizeof err), 0);
+    int n;
+    const CcAnomalyKey *k = cc_anomaly_keys(&n);
+    assert_true(n >= 19);
+    for (int i = 0; i < n; i++) {
+        assert_non_null(k[i].doc);
+        assert_true(k[i].lo <= k[i].hi);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -847,6 +902,7 @@ int main(void)
         cmocka_unit_test(test_scores_readback),
         cmocka_unit_test(test_event_json),
         cmocka_unit_test(test_lagged_scoring),
+        cmocka_unit_test(test_settings_by_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
