@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# tests/bench/ingest_bench.sh — end-to-end ingest benchmark of cellcastd:
+#   ingest_bench (C producer, librdkafka) → embedded broker (in cellcastd) → consumer →
+#   decode → cell table → batched engine step → forecast published.
+#
+#   ingest_bench.sh CELLCASTD CELLCAST INGEST_BENCH [CELLS] [WARM_STEPS] [MEASURE_STEPS] [THREADS]
+#
+# The default model shape (F=8, P=16, N=21, D=64, L=2; weights from a 2-step training run
+# on synthetic data: the values do not matter for speed). One message per cell-step.
+# Phase 1 produces WARM_STEPS steps of every cell and waits until all are stepped; phase 2
+# produces MEASURE_STEPS more while the daemon consumes, and measures from the start of
+# phase 2 until the last cell-step's forecast is published (cellcast_steps_total). Where
+# the time goes comes from /metrics deltas over phase 2: the event loop's decode (parse)
+# and cell-table (state) time, and the worker's engine parts and publishing.
+# Prints a JSON summary on the last line.
+set -eu
+CELLCASTD=$1 CELLCAST=$2 PRODUCER=$3
+CELLS=${4:-10000} WARM=${5:-48} MEAS=${6:-32} THREADS=${7:-1}
+TMP=$(mktemp -d /tmp/cellcast-bench.XXXXXX)
+DPID=
+trap '[ -n "$DPID" ] && kill $DPID 2>/dev/null; wait 2>/dev/null; rm -rf "$TMP"' EXIT
+
+"$CELLCAST" synth --cells 2 --days 10 --step 3600 --out "$TMP/synth.csv" >/dev/null 2>&1
+"$CELLCAST" train --data "$TMP/synth.csv" --out "$TMP/model.safetensors" --steps 2 \
+    --val-windows 16 --threads 1 >/dev/null 2>&1
+cat >"$TMP/bench.yaml" <<EOF
+model:
+  path: "$TMP/model.safetensors"
+kafka:
+  brokers: embedded
+  group_id: bench
+  embedded_partitions: 4
+http:
+  port: 0
+engine:
+  threads: $THREADS
+demo:
+  enabled: false
+log:
+  level: warn
+EOF
+"$CELLCASTD" -c "$TMP/bench.yaml" --set log.level=info >"$TMP/d.log" 2>&1 &
+DPID=$!
+for _ in $(seq 100); do grep -q 'partition(s) assigned' "$TMP/d.log" && break; sleep 0.1; done
+PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$TMP/d.log" | head -1 | sed 's/.*://')
+BS=$(grep -o 'mock cluster) listening on [0-9.:]*' "$TMP/d.log" | head -1 | sed 's/.* on //')
+[ -n "$PORT" ] && [ -n "$BS" ] || { cat "$TMP/d.log"; echo "cellcastd did not start"; exit 1; }
+
+metrics() { curl -sf "http://127.0.0.1:$PORT/metrics" >"$1"; }
+m() { awk -v k="$2" '$1 == k { print $2 }' "$1"; }
+steps_now() { curl -sf "http://127.0.0.1:$PORT/metrics" | awk '$1 == "cellcast_steps_total" { print $2 }'; }
+wait_steps() {
+    while :; do
+        s=$(steps_now)
+        [ "${s:-0}" -ge "$1" ] && return 0
+        kill -0 $DPID || { cat "$TMP/d.log"; exit 1; }
+        sleep 0.05
+    done
+}
+
+echo "warm-up: $CELLS cells x $WARM steps" >&2
+"$PRODUCER" -b "$BS" -c "$CELLS" --from 0 -n "$WARM" >"$TMP/p1.json"
+wait_steps $((CELLS * WARM))
+metrics "$TMP/m0"
+t0=$(date +%s.%N)
+echo "measure: $CELLS cells x $MEAS steps" >&2
+"$PRODUCER" -b "$BS" -c "$CELLS" --from "$WARM" -n "$MEAS" >"$TMP/p2.json" &
+PP=$!
+wait_steps $((CELLS * (WARM + MEAS)))
+t1=$(date +%s.%N)
+wait $PP
+metrics "$TMP/m1"
+rss=$(awk '/VmRSS/ { print $2 }' /proc/$DPID/status)
+
+python3 - "$TMP" "$t0" "$t1" "$CELLS" "$MEAS" "$rss" "$THREADS" <<'EOF'
+import json, sys
+tmp, t0, t1, cells, meas, rss_kb, threads = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
+def load(p):
+    d = {}
+    for line in open(p):
+        if line.startswith("#") or not line.strip(): continue
+        k, v = line.rsplit(" ", 1)
+        d[k] = float(v)
+    return d
+a, b = load(f"{tmp}/m0"), load(f"{tmp}/m1")
+dd = lambda k: b.get(k, 0) - a.get(k, 0)
+steps = dd("cellcast_steps_total")
+wall = t1 - t0
+prod = json.loads(open(f"{tmp}/p2.json").read())
+parts = {
+    "loop_parse_s": dd('cellcast_ingest_seconds_total{part="parse"}'),
+    "loop_state_s": dd('cellcast_ingest_seconds_total{part="state"}'),
+    "engine_dense_s": dd('cellcast_engine_seconds_total{part="dense"}'),
+    "engine_attention_s": dd('cellcast_engine_seconds_total{part="attention"}'),
+    "engine_rebuild_s": dd('cellcast_engine_seconds_total{part="rebuild"}'),
+    "engine_other_s": dd('cellcast_engine_seconds_total{part="other"}'),
+    "publish_s": dd('cellcast_engine_seconds_total{part="publish"}'),
+}
+us = {k[:-2] + "_us_per_step": round(v / steps * 1e6, 2) for k, v in parts.items()}
+out = {"cells": cells, "measured_steps_per_cell": meas, "cell_steps": int(steps),
+       "wall_s": round(wall, 3), "cell_steps_per_s": round(steps / wall),
+       "producer_msgs_per_s": prod["messages_per_s"], "engine_threads": threads,
+       "rss_mb": round(rss_kb / 1024, 1), "rss_kb_per_cell": round(rss_kb / cells, 1),
+       "batches": int(dd("cellcast_batch_size_count")) if "cellcast_batch_size_count" in b else None,
+       **{k: round(v, 3) for k, v in parts.items()}, **us}
+print(json.dumps(out))
+EOF
