@@ -298,7 +298,6 @@ attend_cached16(float *restrict out, float *restrict w, const float *restrict q,
                 const float *restrict Kt, int ldk, const float *restrict V,
                 const float *restrict k_self, const float *restrict v_self, int n, float scale)
 {
-    float self = 0;
     for (int j0 = 0; j0 < n; j0 += 16) {
         v16f acc = {0};
         for (int c = 0; c < 16; c++)
@@ -310,9 +309,7 @@ attend_cached16(float *restrict out, float *restrict w, const float *restrict q,
             for (int j = 0; j < n - j0; j++)
                 w[j0 + j] = acc[j];
     }
-    for (int c = 0; c < 16; c++)
-        self += q[c] * k_self[c];
-    w[n] = self * scale;
+    w[n] = cc_dot16(q, k_self) * scale;
     cc_softmax_inline(w, n + 1);
     v16f o0 = w[n] * *(const v16f *)v_self, o1 = {0};
     int j = 0;

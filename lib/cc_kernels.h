@@ -49,21 +49,51 @@ static inline float cc_expf_fast(float x)
     return p * u.f;
 }
 
-/* Softmax in place, inlinable so callers compiled for AVX2/AVX-512 vectorise it. The exp
- * loop carries no reduction (a float sum would stop the vectoriser without fast-math);
- * the sum is a separate short loop. */
+/* Softmax in place, inlinable so callers compiled for AVX2/AVX-512 vectorise it. Rows are
+ * short (≤ N+1 keys), so latency matters more than width: the max and the sum run in
+ * several independent lanes folded in a fixed order (deterministic, no fast-math needed),
+ * and the exp loop carries no reduction so it vectorises. */
 static inline void cc_softmax_inline(float *x, int n)
 {
-    float mx = x[0], sum = 0;
-    for (int i = 1; i < n; i++)
-        mx = x[i] > mx ? x[i] : mx;
-    for (int i = 0; i < n; i++)
+    float m[8], s[8] = {0};
+    int i;
+    for (int k = 0; k < 8; k++)
+        m[k] = x[0];
+    for (i = 0; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            m[k] = x[i + k] > m[k] ? x[i + k] : m[k];
+    for (int k = 0; i < n; i++, k++)
+        m[k] = x[i] > m[k] ? x[i] : m[k];
+    for (int w = 4; w; w >>= 1)
+        for (int k = 0; k < w; k++)
+            m[k] = m[k + w] > m[k] ? m[k + w] : m[k];
+    const float mx = m[0];
+    for (i = 0; i < n; i++)
         x[i] = cc_expf_fast(x[i] - mx);
-    for (int i = 0; i < n; i++)
-        sum += x[i];
-    const float inv = 1.0f / sum;
-    for (int i = 0; i < n; i++)
+    for (i = 0; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            s[k] += x[i + k];
+    for (int k = 0; i < n; i++, k++)
+        s[k] += x[i];
+    for (int w = 4; w; w >>= 1)
+        for (int k = 0; k < w; k++)
+            s[k] += s[k + w];
+    const float inv = 1.0f / s[0];
+    for (i = 0; i < n; i++)
         x[i] *= inv;
+}
+
+/* Dot product of 16 floats as a product vector folded in halves: 4 dependent adds
+ * instead of a 16-long FMA chain. */
+static inline float cc_dot16(const float *a, const float *b)
+{
+    float p[16];
+    for (int k = 0; k < 16; k++)
+        p[k] = a[k] * b[k];
+    for (int w = 8; w; w >>= 1)
+        for (int k = 0; k < w; k++)
+            p[k] += p[k + w];
+    return p[0];
 }
 
 /** In-place softmax of x[0..n); rows sum to 1 up to rounding. */
