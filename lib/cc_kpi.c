@@ -128,9 +128,11 @@ static int slot_add(CcKpiDecoder *d, const char *name, enum SlotKind kind, Slot 
         }
     }
     Slot *sl = &d->slots[i];
-    sl->name = strdup(name);
+    size_t n = strlen(name) + 1;
+    sl->name = malloc(n); /* not strdup: the OOM test wraps malloc */
     if (!sl->name)
         return -ENOMEM;
+    memcpy(sl->name, name, n);
     sl->kind = kind;
     sl->hash = h;
     *out = sl;
