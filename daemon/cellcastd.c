@@ -153,25 +153,25 @@ static void on_batch_done(void *cookie, CcdBatch *b)
     ccd_http_retry_deferred(d);
 }
 
+/* One poll of at most kafka.max_poll_messages per call, so that the loop stays responsive
+ * (HTTP runs between polls); a full poll schedules the next one through a zero timeout,
+ * which libevent runs after checking the sockets again. */
 static void poll_kafka(Ccd *d)
 {
     if (!d->kafka || d->stopping)
         return;
-    for (int round = 0; round < 4; round++) {
-        polled_in_batch = 0;
-        uint64_t id = cc_kafka_poll(d->kafka);
-        if (id) {
-            last_kafka = id;
-            ccd_sched_note_kafka(d->sched, id);
-        }
-        ccd_sched_maybe_flush(d->sched, 0);
-        if (polled_in_batch < (uint64_t)d->cfg.kafka_max_poll_messages ||
-            ccd_sched_pending(d->sched) >= ccd_backpressure(d))
-            break;
+    polled_in_batch = 0;
+    uint64_t id = cc_kafka_poll(d->kafka);
+    if (id) {
+        last_kafka = id;
+        ccd_sched_note_kafka(d->sched, id);
     }
-    /* a full poll may leave messages without a new wake-up: come back soon */
-    if (polled_in_batch >= (uint64_t)d->cfg.kafka_max_poll_messages)
-        event_active(d->poll_ev, EV_READ, 0);
+    ccd_sched_maybe_flush(d->sched, 0);
+    if (polled_in_batch >= (uint64_t)d->cfg.kafka_max_poll_messages &&
+        ccd_sched_pending(d->sched) < ccd_backpressure(d)) {
+        static const struct timeval zero = {0, 0};
+        evtimer_add(d->repoll_ev, &zero);
+    }
     ack_idle(d);
 }
 
@@ -180,6 +180,8 @@ static void poll_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd, (void)what;
     poll_kafka(arg);
 }
+
+static void backpressure(Ccd *d);
 
 /* ---- cron ---- */
 
@@ -223,6 +225,7 @@ static void cron(evutil_socket_t fd, short what, void *arg)
     {
         ccd_sched_maybe_flush(d->sched, 0);
         backpressure(d);
+        ccd_demo_tick(d);
     }
     run_with_period(100)
     {
@@ -230,7 +233,6 @@ static void cron(evutil_socket_t fd, short what, void *arg)
             cc_kafka_service(d->kafka);
             poll_kafka(d); /* also when the wake-up fd stays quiet */
         }
-        ccd_demo_tick(d);
     }
     run_with_period(1000)
     {
@@ -337,7 +339,7 @@ static int open_kafka(Ccd *d, char *err, size_t errlen)
     if (rc)
         return rc;
     if (!(d->poll_ev = event_new(d->base, cc_kafka_fd(d->kafka), EV_READ | EV_PERSIST, poll_cb, d)) ||
-        event_add(d->poll_ev, NULL))
+        !(d->repoll_ev = evtimer_new(d->base, poll_cb, d)) || event_add(d->poll_ev, NULL))
         return cc_errf(err, errlen, -ENOMEM, "cannot watch the Kafka consumer");
     return 0;
 }
@@ -529,6 +531,8 @@ int main(int argc, char **argv)
     /* drain: nothing new comes in; step what is pending; ack; commit */
     if (d->poll_ev)
         event_del(d->poll_ev);
+    if (d->repoll_ev)
+        event_del(d->repoll_ev);
     ccd_sched_drain(d->sched);
     ack_idle(d);
     if (d->kafka) {
@@ -542,6 +546,8 @@ out:
     ccd_demo_close(d);
     if (d->poll_ev)
         event_free(d->poll_ev);
+    if (d->repoll_ev)
+        event_free(d->repoll_ev);
     cc_kafka_close(&d->kafka, 5000);
     ccd_sched_close(&d->sched);
     ccd_cells_close(&d->cells);

@@ -46,7 +46,7 @@ typedef struct Ccd {
     CcdSched *sched;
     CcdHttp *http;
     CcdDemo *demo;
-    struct event *cron_ev, *poll_ev, *sig_term, *sig_int, *sig_hup;
+    struct event *cron_ev, *poll_ev, *repoll_ev, *sig_term, *sig_int, *sig_hup;
     int64_t start_ns;
     int64_t start_unix;
     uint64_t cronloops;

@@ -43,7 +43,7 @@ typedef struct CcdConfig {
     /* kafka */
     char *kafka_brokers, *kafka_group_id, *kafka_alert_topic, *kafka_dead_letter_topic;
     CcdStrList kafka_topics;
-    int kafka_embedded_partitions, kafka_max_poll_messages, kafka_poll_interval_ms;
+    int kafka_embedded_partitions, kafka_max_poll_messages;
     CcdStrMap kafka_properties;
     int64_t kafka_rewind_on_assign_s;
     /* http */

@@ -9,8 +9,8 @@
  *
  * Time: at start the feed produces demo.backfill_steps steps of history ending at the
  * current step, then simulated time runs demo.speedup times faster than the wall clock;
- * the cron calls ccd_demo_tick, which produces every step that became due, at most
- * 20000 messages per tick (the rest on the next ticks). A full producer queue leaves the
+ * the cron calls ccd_demo_tick every 10 ms, which produces every step that became due,
+ * at most 1000 messages per tick (the loop stays responsive) (the rest on the next ticks). A full producer queue leaves the
  * cursor where it is. */
 #include <errno.h>
 #include <math.h>
@@ -23,7 +23,7 @@
 #include "cellcastd.h"
 #include "log.h"
 
-#define DEMO_MAX_PER_TICK 20000
+#define DEMO_MAX_PER_TICK 1000
 
 struct CcdDemo {
     CcSynth *g;

@@ -3,6 +3,8 @@
 #include "http.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -347,6 +349,10 @@ int ccd_http_open(Ccd *d, char *err, size_t errlen)
     if (!h->sock)
         return cc_errf(err, errlen, -EADDRINUSE, "cannot listen on %s:%d (http.bind, http.port)",
                        d->cfg.http_bind, d->cfg.http_port);
+    /* Replies go out in one write; without TCP_NODELAY a reply larger than one segment
+     * meets the client's delayed ACK (40 ms per request). Accepted sockets inherit it. */
+    int one = 1;
+    setsockopt(evhttp_bound_socket_get_fd(h->sock), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     struct sockaddr_storage ss;
     ev_socklen_t sl = sizeof ss;
     h->port = d->cfg.http_port;
