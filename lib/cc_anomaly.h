@@ -63,6 +63,11 @@
  * restores an older snapshot and replays steps whose transitions it already produced
  * sets it to the last step it knows it emitted.
  *
+ * Thread-safety: a CcAnomalyCell is used by one thread at a time (the one stepping its
+ * engine cell); readers on other threads (HTTP) need the host's lock or a published copy.
+ * cc_anomaly_set_settings must not run while any thread is inside observe/tick (apply a
+ * reload between batches). The CcAnomaly is otherwise read-only and shared by all cells.
+ *
  * Wiring in a host (per cell, after the batched cc_engine_step that consumed step t):
  *     cc_anomaly_observe(a, ac, t, values, mask, &sink);   // scores x_t vs forecast of t-1
  *     cc_cell_forecast(cell, &fc);
