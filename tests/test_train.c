@@ -9,7 +9,7 @@
  *    windows of several current tokens and one with fewer cached patches);
  *  - the training forward equals the lead's oracle cc_ref_forward with zero offset;
  *  - one and two Adam steps against a hand-computed fixture, the LR schedule, clipping;
- *  - a few seconds of training on a sine + noise series lower the validation NLL and beat
+ *  - 400 steps (about a second) of training on a sine + noise series lower the validation NLL and beat
  *    seasonal naive on held-out steps; same seed → same weights with 2 threads.
  * The largest relative error of each tensor is printed.
  */
@@ -725,7 +725,7 @@ static void test_train_sine(void **state)
     assert_int_equal(cc_trainer_validate(t, &v0), 0);
     int64_t t0 = cc_now_ns();
     int steps = 0;
-    while (cc_now_ns() - t0 < 3000000000LL && steps < 600) {
+    while (steps < 400) { /* a fixed count: the result must not depend on the machine */
         assert_int_equal(cc_trainer_step(t, &loss, NULL, NULL), 0);
         steps++;
     }
