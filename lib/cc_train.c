@@ -136,13 +136,14 @@ void cc_tr_matmul_backward(float *dinp, float *dW, float *dbias, const float *do
 static inline int key_of(int r, int j, int n) { return j < n ? j : r; }
 static inline int keys_of(int r, int n) { return r < n ? r + 1 : n + 1; }
 
-void cc_tr_attention_forward(float *out, float *att, const float *qkv, int n, int T, int D,
-                             int H)
+/* Queries r0..T-1 only (r0 = n in the last layer, where only the current tokens matter). */
+static void attention_forward(float *out, float *att, const float *qkv, int n, int T, int D,
+                              int H, int r0)
 {
     int DK = D / H, S = n + 1, D3 = 3 * D;
     float scale = 1.0f / sqrtf((float)DK);
     for (int h = 0; h < H; h++)
-        for (int r = 0; r < T; r++) {
+        for (int r = r0; r < T; r++) {
             const float *q = qkv + (size_t)r * D3 + h * DK;
             float *a = att + ((size_t)h * T + r) * S;
             int nk = keys_of(r, n);
@@ -175,15 +176,15 @@ void cc_tr_attention_forward(float *out, float *att, const float *qkv, int n, in
         }
 }
 
-void cc_tr_attention_backward(float *dqkv, const float *dout, const float *att,
-                              const float *qkv, int n, int T, int D, int H)
+static void attention_backward(float *dqkv, const float *dout, const float *att,
+                               const float *qkv, int n, int T, int D, int H, int r0)
 {
     int DK = D / H, S = n + 1, D3 = 3 * D;
     float scale = 1.0f / sqrtf((float)DK);
     float da[CC_MAX_N_PATCHES + 1];
     memset(dqkv, 0, (size_t)T * D3 * sizeof(float));
     for (int h = 0; h < H; h++)
-        for (int r = 0; r < T; r++) {
+        for (int r = r0; r < T; r++) {
             const float *a = att + ((size_t)h * T + r) * S;
             const float *dy = dout + (size_t)r * D + h * DK;
             const float *q = qkv + (size_t)r * D3 + h * DK;
@@ -213,6 +214,18 @@ void cc_tr_attention_backward(float *dqkv, const float *dout, const float *att,
                 }
             }
         }
+}
+
+void cc_tr_attention_forward(float *out, float *att, const float *qkv, int n, int T, int D,
+                             int H)
+{
+    attention_forward(out, att, qkv, n, T, D, H, 0);
+}
+
+void cc_tr_attention_backward(float *dqkv, const float *dout, const float *att,
+                              const float *qkv, int n, int T, int D, int H)
+{
+    attention_backward(dqkv, dout, att, qkv, n, T, D, H, 0);
 }
 
 double cc_tr_nll(float *dy, const float *y, const float *target, const float *w, int HZ,
@@ -249,6 +262,7 @@ struct CcTrainWork {
     int max_win, max_group, max_rows, att_cap; // att_cap per layer
     /* per window */
     int *row0, *ntok, *ncached, *att0, *cur0; // (max_win)
+    int *rowmap;                               // (C) full row of each current token
     uint64_t *rng;                             // (max_win)
     float *scratch_m;                          // (M) normalisation window
     float *pe;                                 // (D)
@@ -268,7 +282,6 @@ struct CcTrainWork {
     float *fo_mask;  // (L, R, D)
     float *xhat2;    // (L, R, D)
     float *rstd2;    // (L, R)
-    float *hin;      // (C, D) last layer's current rows
     float *y;        // (C, 2HZ)
     float *dy;       // (C, 2HZ)
     float *tgt, *tw; // (C, HZ)
@@ -276,7 +289,6 @@ struct CcTrainWork {
     float *dz, *da, *db; // (R, D)
     float *dqkv;         // (R, 3D)
     float *dh;           // (R, FF)
-    float *dhin;         // (C, D)
 };
 
 int cc_train_work_alloc(CcTrainWork **out, const CcHparams *hp, int max_windows, int max_group)
@@ -302,6 +314,7 @@ int cc_train_work_alloc(CcTrainWork **out, const CcHparams *hp, int max_windows,
     ALLOC(w->att0, max_windows);
     ALLOC(w->cur0, max_windows);
     ALLOC(w->rng, max_windows);
+    ALLOC(w->rowmap, C);
     ALLOC(w->scratch_m, hp->norm_window);
     ALLOC(w->pe, D);
     ALLOC(w->tok, R * IN);
@@ -319,7 +332,6 @@ int cc_train_work_alloc(CcTrainWork **out, const CcHparams *hp, int max_windows,
     ALLOC(w->fo_mask, L * R * D);
     ALLOC(w->xhat2, L * R * D);
     ALLOC(w->rstd2, L * R);
-    ALLOC(w->hin, C * D);
     ALLOC(w->y, C * 2 * HZ);
     ALLOC(w->dy, C * 2 * HZ);
     ALLOC(w->tgt, C * HZ);
@@ -329,7 +341,6 @@ int cc_train_work_alloc(CcTrainWork **out, const CcHparams *hp, int max_windows,
     ALLOC(w->db, R * D);
     ALLOC(w->dqkv, R * 3 * D);
     ALLOC(w->dh, R * FF);
-    ALLOC(w->dhin, C * D);
 #undef ALLOC
     if (!ok) {
         cc_train_work_free(&w);
@@ -344,11 +355,11 @@ void cc_train_work_free(CcTrainWork **pw)
     CcTrainWork *w = pw ? *pw : NULL;
     if (!w)
         return;
-    void *ptrs[] = {w->row0, w->ntok, w->ncached, w->att0, w->cur0, w->rng, w->scratch_m,
+    void *ptrs[] = {w->rowmap, w->row0, w->ntok, w->ncached, w->att0, w->cur0, w->rng, w->scratch_m,
                     w->pe, w->tok, w->emb_mask, w->zin, w->qkv, w->att, w->ctx, w->ao_mask,
                     w->xhat1, w->rstd1, w->z1, w->hd, w->h_mask, w->fo_mask, w->xhat2,
-                    w->rstd2, w->hin, w->y, w->dy, w->tgt, w->tw, w->dz, w->da, w->db,
-                    w->dqkv, w->dh, w->dhin};
+                    w->rstd2, w->y, w->dy, w->tgt, w->tw, w->dz, w->da, w->db,
+                    w->dqkv, w->dh};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
         free(ptrs[i]);
     free(w);
@@ -415,6 +426,23 @@ static int build_window(CcTrainWork *w, const CcModel *m, const CcDataset *ds,
     return 0;
 }
 
+/* Dropout of the rows of every window in layer-row space (see cc_train_batch). */
+static void dropout_rows(CcTrainWork *w, float *x, float *mask, int n_win,
+                         const CcTrainWindow *win, int compact, int width, float p)
+{
+    for (int b = 0; b < n_win; b++) {
+        size_t r0 = compact ? (size_t)w->cur0[b] : (size_t)w->row0[b];
+        size_t cnt = compact ? (size_t)win[b].n_cur : (size_t)w->ntok[b];
+        dropout_apply(x + r0 * width, mask + r0 * width, cnt * width, p, &w->rng[b]);
+    }
+}
+
+/*
+ * Rows: layers 0..L-2 run on all R token rows (windows concatenated). In the last layer
+ * only the current tokens feed the head, so the cached rows there need only their keys and
+ * values: after attention (queries of the current rows only) the layer runs on the C
+ * current rows, compacted in order (rowmap[c] = their row in the full layout).
+ */
 int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDataset *ds,
                    const CcTrainWindow *win, int n_win, float dropout, float loss_scale,
                    double *loss, int *n_samples, float *y_out, float *mu_out, float *sigma_out)
@@ -423,7 +451,6 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
     const CcParams *p = &m->w;
     int P = hp->patch_len, D = hp->d_model, H = hp->n_heads, L = hp->n_layers, FF = hp->d_ff;
     int IN = P + 4, HZ = hp->horizon, HZ2 = 2 * HZ, D3 = 3 * D;
-    int N = hp->n_patches;
     if (n_win > w->max_win || ds->n_features != hp->n_features)
         return -EINVAL;
     int train = dropout > 0 && grad;
@@ -435,13 +462,15 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
         if (ret < 0)
             return ret;
         int T = w->ntok[b];
+        for (int j = 0; j < win[b].n_cur; j++)
+            w->rowmap[C + j] = R + w->ncached[b] + j;
         R += T;
         C += win[b].n_cur;
         A += H * T * (w->ncached[b] + 1);
         w->rng[b] = win[b].seed;
     }
-    (void)N;
     size_t RD = (size_t)w->max_rows * D, RFF = (size_t)w->max_rows * FF;
+    const int *rowmap = w->rowmap;
 
     /* embedding: z0 = tok·We^T + be + C[f] + PE(q/P + offset), dropout */
     float *z0 = w->zin;
@@ -458,62 +487,55 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
             for (int i = 0; i < D; i++)
                 z[i] += ch[i] + w->pe[i];
         }
-        if (train)
-            dropout_apply(z0 + (size_t)w->row0[b] * D, w->emb_mask + (size_t)w->row0[b] * D,
-                          (size_t)w->ntok[b] * D, dropout, &w->rng[b]);
     }
+    if (train)
+        dropout_rows(w, z0, w->emb_mask, n_win, win, 0, D, dropout);
 
     /* layers */
     for (int l = 0; l < L; l++) {
+        int last = l == L - 1, Rl = last ? C : R;
         float *zi = w->zin + l * RD, *zo = w->zin + (l + 1) * RD;
         float *qkv = w->qkv + 3 * l * RD, *att = w->att + (size_t)l * w->att_cap;
         float *ctx = w->ctx + l * RD, *z1 = w->z1 + l * RD, *hd = w->hd + l * RFF;
-        float *tmp = w->da; /* (R, D) scratch for projections before the residual add */
+        float *tmp = w->da; /* (Rl, D) scratch for projections before the residual add */
         cc_tr_matmul_forward(qkv, zi, p->qkv_w + (size_t)l * D3 * D, p->qkv_b + (size_t)l * D3,
                              R, D3, D);
         for (int b = 0; b < n_win; b++)
-            cc_tr_attention_forward(ctx + (size_t)w->row0[b] * D, att + w->att0[b],
-                                    qkv + (size_t)w->row0[b] * D3, w->ncached[b], w->ntok[b],
-                                    D, H);
-        cc_tr_matmul_forward(tmp, ctx, p->o_w + (size_t)l * D * D, p->o_b + (size_t)l * D, R, D,
+            attention_forward(ctx + (size_t)w->row0[b] * D, att + w->att0[b],
+                              qkv + (size_t)w->row0[b] * D3, w->ncached[b], w->ntok[b], D, H,
+                              last ? w->ncached[b] : 0);
+        if (last) /* compact the current rows in place (rowmap[c] >= c) */
+            for (int c = 0; c < C; c++)
+                memmove(ctx + (size_t)c * D, ctx + (size_t)rowmap[c] * D, D * sizeof(float));
+        cc_tr_matmul_forward(tmp, ctx, p->o_w + (size_t)l * D * D, p->o_b + (size_t)l * D, Rl, D,
                              D);
         if (train)
-            for (int b = 0; b < n_win; b++)
-                dropout_apply(tmp + (size_t)w->row0[b] * D,
-                              w->ao_mask + l * RD + (size_t)w->row0[b] * D,
-                              (size_t)w->ntok[b] * D, dropout, &w->rng[b]);
-        for (size_t i = 0; i < (size_t)R * D; i++)
-            tmp[i] += zi[i];
+            dropout_rows(w, tmp, w->ao_mask + l * RD, n_win, win, last, D, dropout);
+        for (int r = 0; r < Rl; r++) {
+            const float *res = zi + (size_t)(last ? rowmap[r] : r) * D;
+            for (int i = 0; i < D; i++)
+                tmp[(size_t)r * D + i] += res[i];
+        }
         cc_tr_layernorm_forward(z1, w->xhat1 + l * RD, w->rstd1 + (size_t)l * w->max_rows, tmp,
-                                p->ln1_g + (size_t)l * D, p->ln1_b + (size_t)l * D, R, D);
-        cc_tr_matmul_forward(hd, z1, p->up_w + (size_t)l * FF * D, p->up_b + (size_t)l * FF, R,
+                                p->ln1_g + (size_t)l * D, p->ln1_b + (size_t)l * D, Rl, D);
+        cc_tr_matmul_forward(hd, z1, p->up_w + (size_t)l * FF * D, p->up_b + (size_t)l * FF, Rl,
                              FF, D);
-        cc_relu(hd, (size_t)R * FF);
+        cc_relu(hd, (size_t)Rl * FF);
         if (train)
-            for (int b = 0; b < n_win; b++)
-                dropout_apply(hd + (size_t)w->row0[b] * FF,
-                              w->h_mask + l * RFF + (size_t)w->row0[b] * FF,
-                              (size_t)w->ntok[b] * FF, dropout, &w->rng[b]);
+            dropout_rows(w, hd, w->h_mask + l * RFF, n_win, win, last, FF, dropout);
         cc_tr_matmul_forward(tmp, hd, p->down_w + (size_t)l * D * FF, p->down_b + (size_t)l * D,
-                             R, D, FF);
+                             Rl, D, FF);
         if (train)
-            for (int b = 0; b < n_win; b++)
-                dropout_apply(tmp + (size_t)w->row0[b] * D,
-                              w->fo_mask + l * RD + (size_t)w->row0[b] * D,
-                              (size_t)w->ntok[b] * D, dropout, &w->rng[b]);
-        for (size_t i = 0; i < (size_t)R * D; i++)
+            dropout_rows(w, tmp, w->fo_mask + l * RD, n_win, win, last, D, dropout);
+        for (size_t i = 0; i < (size_t)Rl * D; i++)
             tmp[i] += z1[i];
         cc_tr_layernorm_forward(zo, w->xhat2 + l * RD, w->rstd2 + (size_t)l * w->max_rows, tmp,
-                                p->ln2_g + (size_t)l * D, p->ln2_b + (size_t)l * D, R, D);
+                                p->ln2_g + (size_t)l * D, p->ln2_b + (size_t)l * D, Rl, D);
     }
 
-    /* head on the current tokens */
-    const float *zL = w->zin + L * RD;
-    for (int b = 0; b < n_win; b++)
-        for (int j = 0; j < win[b].n_cur; j++)
-            memcpy(w->hin + (size_t)(w->cur0[b] + j) * D,
-                   zL + (size_t)(w->row0[b] + w->ncached[b] + j) * D, D * sizeof(float));
-    cc_tr_matmul_forward(w->y, w->hin, p->head_w, p->head_b, C, HZ2, D);
+    /* head on the current tokens: the last layer's output is already compact (C, D) */
+    const float *hin = w->zin + L * RD;
+    cc_tr_matmul_forward(w->y, hin, p->head_w, p->head_b, C, HZ2, D);
     if (y_out)
         memcpy(y_out, w->y, (size_t)C * HZ2 * sizeof(float));
     double total = 0;
@@ -535,14 +557,10 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
     /* ---- backward ---- */
     CcParams g;
     cc_params_point(&g, hp, grad);
-    cc_tr_matmul_backward(w->dhin, g.head_w, g.head_b, w->dy, w->hin, p->head_w, C, HZ2, D);
     float *dz = w->dz;
-    memset(dz, 0, (size_t)R * D * sizeof(float));
-    for (int b = 0; b < n_win; b++)
-        for (int j = 0; j < win[b].n_cur; j++)
-            memcpy(dz + (size_t)(w->row0[b] + w->ncached[b] + j) * D,
-                   w->dhin + (size_t)(w->cur0[b] + j) * D, D * sizeof(float));
+    cc_tr_matmul_backward(dz, g.head_w, g.head_b, w->dy, hin, p->head_w, C, HZ2, D);
     for (int l = L - 1; l >= 0; l--) {
+        int last = l == L - 1, Rl = last ? C : R;
         float *zi = w->zin + l * RD, *qkv = w->qkv + 3 * l * RD;
         float *att = w->att + (size_t)l * w->att_cap, *ctx = w->ctx + l * RD;
         float *z1 = w->z1 + l * RD, *hd = w->hd + l * RFF;
@@ -550,40 +568,52 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
         /* LN2: dz -> dr2 (= d of z1 + ffn) */
         cc_tr_layernorm_backward(dr2, g.ln2_g + (size_t)l * D, g.ln2_b + (size_t)l * D, dz,
                                  w->xhat2 + l * RD, w->rstd2 + (size_t)l * w->max_rows,
-                                 p->ln2_g + (size_t)l * D, R, D);
+                                 p->ln2_g + (size_t)l * D, Rl, D);
         /* FFN output (dropout), down projection */
         float *dfo = dz; /* dz is free now */
         const float *fom = w->fo_mask + l * RD;
-        for (size_t i = 0; i < (size_t)R * D; i++)
+        for (size_t i = 0; i < (size_t)Rl * D; i++)
             dfo[i] = train ? dr2[i] * fom[i] : dr2[i];
         cc_tr_matmul_backward(dh, g.down_w + (size_t)l * D * FF, g.down_b + (size_t)l * D, dfo, hd,
-                              p->down_w + (size_t)l * D * FF, R, D, FF);
+                              p->down_w + (size_t)l * D * FF, Rl, D, FF);
         const float *hm = w->h_mask + l * RFF;
-        for (size_t i = 0; i < (size_t)R * FF; i++)
+        for (size_t i = 0; i < (size_t)Rl * FF; i++)
             dh[i] = hd[i] > 0 ? (train ? dh[i] * hm[i] : dh[i]) : 0.0f;
         /* up projection: dz1 = dr2 + dh·Wup */
-        memcpy(dz1, dr2, (size_t)R * D * sizeof(float));
-        matmul_backward_inp(dz1, dh, p->up_w + (size_t)l * FF * D, R, FF, D, 1);
-        matmul_backward_w(g.up_w + (size_t)l * FF * D, g.up_b + (size_t)l * FF, dh, z1, R, FF, D);
+        memcpy(dz1, dr2, (size_t)Rl * D * sizeof(float));
+        matmul_backward_inp(dz1, dh, p->up_w + (size_t)l * FF * D, Rl, FF, D, 1);
+        matmul_backward_w(g.up_w + (size_t)l * FF * D, g.up_b + (size_t)l * FF, dh, z1, Rl, FF, D);
         /* LN1: dz1 -> dr1 (= d of zin + attention) */
         float *dr1 = w->da;
         cc_tr_layernorm_backward(dr1, g.ln1_g + (size_t)l * D, g.ln1_b + (size_t)l * D, dz1,
                                  w->xhat1 + l * RD, w->rstd1 + (size_t)l * w->max_rows,
-                                 p->ln1_g + (size_t)l * D, R, D);
+                                 p->ln1_g + (size_t)l * D, Rl, D);
         float *dao = dz1; /* free now */
         const float *aom = w->ao_mask + l * RD;
-        for (size_t i = 0; i < (size_t)R * D; i++)
+        for (size_t i = 0; i < (size_t)Rl * D; i++)
             dao[i] = train ? dr1[i] * aom[i] : dr1[i];
         float *dctx = dz;
         cc_tr_matmul_backward(dctx, g.o_w + (size_t)l * D * D, g.o_b + (size_t)l * D, dao, ctx,
-                              p->o_w + (size_t)l * D * D, R, D, D);
+                              p->o_w + (size_t)l * D * D, Rl, D, D);
+        if (last) { /* back to the full layout: dctx (C rows) scattered into db (R rows) */
+            float *full = w->db;
+            memset(full, 0, (size_t)R * D * sizeof(float));
+            for (int c = 0; c < C; c++)
+                memcpy(full + (size_t)rowmap[c] * D, dctx + (size_t)c * D, D * sizeof(float));
+            dctx = full;
+        }
         for (int b = 0; b < n_win; b++)
-            cc_tr_attention_backward(w->dqkv + (size_t)w->row0[b] * D3,
-                                     dctx + (size_t)w->row0[b] * D, att + w->att0[b],
-                                     qkv + (size_t)w->row0[b] * D3, w->ncached[b], w->ntok[b],
-                                     D, H);
-        /* dzin = dr1 + dqkv·Wqkv */
-        memcpy(dz, dr1, (size_t)R * D * sizeof(float));
+            attention_backward(w->dqkv + (size_t)w->row0[b] * D3, dctx + (size_t)w->row0[b] * D,
+                               att + w->att0[b], qkv + (size_t)w->row0[b] * D3, w->ncached[b],
+                               w->ntok[b], D, H, last ? w->ncached[b] : 0);
+        /* dzin = dr1 (residual, current rows only in the last layer) + dqkv·Wqkv */
+        if (last) {
+            memset(dz, 0, (size_t)R * D * sizeof(float));
+            for (int c = 0; c < C; c++)
+                memcpy(dz + (size_t)rowmap[c] * D, dr1 + (size_t)c * D, D * sizeof(float));
+        } else {
+            memcpy(dz, dr1, (size_t)R * D * sizeof(float));
+        }
         matmul_backward_inp(dz, w->dqkv, p->qkv_w + (size_t)l * D3 * D, R, D3, D, 1);
         matmul_backward_w(g.qkv_w + (size_t)l * D3 * D, g.qkv_b + (size_t)l * D3, w->dqkv, zi, R,
                           D3, D);
