@@ -35,10 +35,10 @@ const CcdConfigDef ccd_config_table[] = {
  "Invalid messages are forwarded here with the reason in a header; empty = off."},
 {"kafka.embedded_partitions", CCD_CFG_INT, OFF(kafka_embedded_partitions), "4", 1, 256, NULL, 0,
  "Partitions of each topic created on the embedded broker."},
-{"kafka.max_poll_messages", CCD_CFG_INT, OFF(kafka_max_poll_messages), "500", 1, 1000000, NULL, 0,
+{"kafka.max_poll_messages", CCD_CFG_INT, OFF(kafka_max_poll_messages), "200", 1, 1000000, NULL, 0,
  "Messages taken from the consumer per poll (one ingest batch id). Each poll is decoded "
  "and applied in one go on the event loop, so this bounds how long HTTP waits behind "
- "ingest (500 x ~10 us)."},
+ "ingest (200 x ~10-40 us)."},
 {"kafka.rewind_on_assign_s", CCD_CFG_INT64, OFF(kafka_rewind_on_assign_s), "0", 0, 31536000, NULL, 0,
  "On a partition assignment, re-read the partition from this many seconds (of message "
  "timestamps) back to rebuild its cells' windows; 0 = start at the committed offset "

@@ -122,7 +122,7 @@ static int scratch(CcdSched *s, int n)
 }
 
 /* Publishes the cell's forecast after a step; `expected` from the previous one. */
-static void publish(CcdSched *s, CcdCell *c, int64_t step, const float *values)
+static void publish(CcdSched *s, CcdCell *c, int64_t step, const float *values, int imputed)
 {
     const int F = s->F, HZ = s->HZ;
     CcdPub *p = &c->pub;
@@ -157,7 +157,7 @@ static void publish(CcdSched *s, CcdCell *c, int64_t step, const float *values)
     }
     pthread_mutex_unlock(&s->cells->pub_lock);
     if (s->s.on_stepped)
-        s->s.on_stepped(s->s.cookie, c, step, values, 0, &fc);
+        s->s.on_stepped(s->s.cookie, c, step, values, imputed, &fc);
 }
 
 static void run_batch(CcdSched *s, CcdBatch *b)
@@ -208,7 +208,7 @@ static void run_batch(CcdSched *s, CcdBatch *b)
             }
             it->status = s->status[j];
             if (it->status == 0)
-                publish(s, it->cell, it->step, s->in[j].values);
+                publish(s, it->cell, it->step, s->in[j].values, it->imputed);
         }
         if (rc == -ENOMEM)
             b->enomem = 1;
