@@ -77,6 +77,7 @@ typedef struct Opts {
     const char *inject_kpis;
     const char *alert_kpis;
     double mag_scale;
+    double test_frac;
     uint64_t seed;
     int trials;
     int spacing, margin, post;
@@ -167,7 +168,33 @@ static int add_label(Cell *c, Label l)
 
 /* ------------------------------------------------------------------ loading */
 
-static int load_cell(const Opts *o, int i, const CcModel *m, Cell *c)
+static int cell_alloc(Cell *c, const CcSeries *s, int F)
+{
+    size_t n = (size_t)s->T * (size_t)F;
+    c->T = s->T;
+    c->p0 = s->p0;
+    snprintf(c->id, sizeof c->id, "%s", s->cell_id);
+    c->x = malloc(n * sizeof *c->x);
+    c->mask = malloc(n);
+    c->mm = malloc(n * sizeof *c->mm);
+    c->ms = malloc(n * sizeof *c->ms);
+    c->msc = malloc(n * sizeof *c->msc);
+    c->bm = malloc(n * sizeof *c->bm);
+    c->bs = malloc(n * sizeof *c->bs);
+    c->lm = malloc(n * sizeof *c->lm);
+    c->ls = malloc(n * sizeof *c->ls);
+    c->lsc = malloc(n * sizeof *c->lsc);
+    if (!c->x || !c->mask || !c->mm || !c->ms || !c->msc || !c->bm || !c->bs || !c->lm ||
+        !c->ls || !c->lsc)
+        return -ENOMEM;
+    memcpy(c->x, s->x, n * sizeof *c->x);
+    memcpy(c->mask, s->mask, n);
+    return 0;
+}
+
+/* Loads --data i into cells (one per series), growing the array. */
+static int load_file(const Opts *o, int i, const CcModel *m, Cell **cells, int *n_cells,
+                     int *cap)
 {
     const CcHparams *hp = &m->hp;
     char feats[CC_MAX_FEATURES * CC_FEATURE_NAME_MAX] = "";
@@ -185,7 +212,7 @@ static int load_cell(const Opts *o, int i, const CcModel *m, Cell *c)
     int rc = 0, join = 0;
     const char *hpath = o->history[i];
     char *guessed = NULL;
-    if (!hpath && !o->no_history)
+    if (!hpath && !o->no_history && !(o->test_frac > 0))
         hpath = guessed = guess_history(o->data[i]);
     if ((rc = cc_data_load(&test, o->data[i], &ds, NULL, err, sizeof err))) {
         fprintf(stderr, "cellcast anomaly-eval: %s\n", err);
@@ -200,37 +227,37 @@ static int load_cell(const Opts *o, int i, const CcModel *m, Cell *c)
         }
         all = hist;
     }
-    if (all->n_series != 1) {
-        fprintf(stderr, "cellcast anomaly-eval: %s: expected one series (a wide file), got %d\n",
-                o->data[i], all->n_series);
+    if (hpath && all->n_series != 1) {
+        fprintf(stderr, "cellcast anomaly-eval: %s: a history file needs a one-series (wide) file; "
+                        "use --test-frac for long files\n", o->data[i]);
         rc = -EINVAL;
         goto done;
     }
-    const CcSeries *s = &all->series[0];
-    size_t n = (size_t)s->T * (size_t)hp->n_features;
-    snprintf(c->id, sizeof c->id, "%s", test->series[0].cell_id);
-    c->T = s->T;
-    c->test0 = hpath ? join : 0;
-    c->p0 = s->p0;
-    c->x = malloc(n * sizeof *c->x);
-    c->mask = malloc(n);
-    c->mm = malloc(n * sizeof *c->mm);
-    c->ms = malloc(n * sizeof *c->ms);
-    c->msc = malloc(n * sizeof *c->msc);
-    c->bm = malloc(n * sizeof *c->bm);
-    c->bs = malloc(n * sizeof *c->bs);
-    c->lm = malloc(n * sizeof *c->lm);
-    c->ls = malloc(n * sizeof *c->ls);
-    c->lsc = malloc(n * sizeof *c->lsc);
-    if (!c->x || !c->mask || !c->mm || !c->ms || !c->msc || !c->bm || !c->bs || !c->lm ||
-        !c->ls || !c->lsc) {
-        rc = -ENOMEM;
-        goto done;
+    for (int si = 0; si < all->n_series; si++) {
+        if (*n_cells == *cap) {
+            int nc = *cap ? 2 * *cap : 16;
+            Cell *p = realloc(*cells, (size_t)nc * sizeof *p);
+            if (!p) {
+                rc = -ENOMEM;
+                goto done;
+            }
+            memset(p + *cap, 0, (size_t)(nc - *cap) * sizeof *p);
+            *cells = p;
+            *cap = nc;
+        }
+        Cell *c = &(*cells)[(*n_cells)++];
+        const CcSeries *s = &all->series[si];
+        if ((rc = cell_alloc(c, s, hp->n_features)))
+            goto done;
+        if (hpath) {
+            snprintf(c->id, sizeof c->id, "%s", test->series[0].cell_id);
+            c->test0 = join;
+        } else {
+            c->test0 = o->test_frac > 0 ? (int)((1.0 - o->test_frac) * s->T) : 0;
+        }
+        fprintf(stderr, "  %s: %d rows (%d history + %d test) from %s%s%s\n", c->id, c->T,
+                c->test0, c->T - c->test0, hpath ? hpath : "", hpath ? " + " : "", o->data[i]);
     }
-    memcpy(c->x, s->x, n * sizeof *c->x);
-    memcpy(c->mask, s->mask, n);
-    fprintf(stderr, "  %s: %d rows (%d history + %d test) from %s%s%s\n", c->id, c->T, c->test0,
-            c->T - c->test0, hpath ? hpath : "", hpath ? " + " : "", o->data[i]);
 done:
     free(guessed);
     cc_data_free(&test);
@@ -384,6 +411,35 @@ static void baseline_expectations(Cell *c, int F, int W)
     }
 }
 
+/* Injects anomalies into one loaded cell and computes its model and baseline expectations. */
+static int prepare_cell(const Opts *o, Cell *c, const CcModel *m, CcEngine *e, const int *kpis,
+                        int n_kpis, uint64_t *rng, int trial, int index, int W)
+{
+    const int F = m->hp.n_features;
+    if (!o->no_inject)
+        inject(o, c, F, kpis, n_kpis, rng, trial, index);
+    if (model_expectations(e, c, F, o->as.lag_steps)) {
+        fprintf(stderr, "cellcast anomaly-eval: engine failed on %s\n", c->id);
+        return -1;
+    }
+    baseline_expectations(c, F, W);
+    if (o->verbose && getenv("CC_DEBUG_ROWS"))
+        for (int l = 0; l < c->n_lab; l++)
+            for (int i = c->lab[l].start - 2; i < c->lab[l].end + 2 && i < c->T; i++) {
+                int f = c->lab[l].kpi >= 0 ? c->lab[l].kpi : 0;
+                size_t ix = (size_t)i * F + f;
+                fprintf(stderr, "      row %d x %g model %g ± %g (scale %g) base %g ± %g\n", i,
+                        c->x[ix], c->mm[ix], c->ms[ix], c->msc[ix], c->bm[ix], c->bs[ix]);
+            }
+    if (o->verbose)
+        for (int l = 0; l < c->n_lab; l++)
+            fprintf(stderr, "    label %-11s kpi %-12s rows %d-%d mag %+.2f sd\n",
+                    inj_name[c->lab[l].type],
+                    c->lab[l].kpi >= 0 ? m->hp.features[c->lab[l].kpi] : "*", c->lab[l].start,
+                    c->lab[l].end, c->lab[l].mag);
+    return 0;
+}
+
 /* ------------------------------------------------------------------ detection */
 
 typedef struct Alert {
@@ -516,6 +572,10 @@ static int run_detector(const CcAnomalySettings *s, Cell *c, int F, int baseline
         if (al->kind == CC_ALERT_DATA_QUALITY) {
             sc->dq_alerts++;
             sc->dq_outside += !inside;
+            if (verbose && !inside)
+                fprintf(stderr, "    %s data-quality alert outside labels at row %lld: %s %s\n",
+                        c->id, (long long)(al->step - c->p0), cc_dq_reason_name(al->reason),
+                        al->kpi >= 0 ? verbose->features[al->kpi] : "");
             continue;
         }
         sc->alerts++;
@@ -575,6 +635,8 @@ static void usage(FILE *out)
         "                        is found as X_test.csv → X.csv, test_X.csv → train_X.csv\n"
         "  --history FILE        history of the preceding --data (overrides the guess)\n"
         "  --no-history          score from the first row\n"
+        "  --test-frac X         no history file: the last X of every series is the test part\n"
+        "                        (long files `ts,cell_id,<kpis>` give one cell per series)\n"
         "Injection:\n"
         "  --seed N              (default 1)     --trials N   runs with new draws (default 1)\n"
         "  --spacing N           test steps per injected anomaly (default 120)\n"
@@ -629,7 +691,7 @@ int cmd_anomaly(int argc, char **argv)
     enum {
         O_MODEL = 1, O_DATA, O_HIST, O_NOHIST, O_SEED, O_TRIALS, O_SPACING, O_MARGIN, O_POST,
         O_IKPIS, O_NOINJ, O_WZ, O_CZ, O_MINK, O_WN, O_WK, O_CK, O_RM, O_CD, O_FREL, O_FSC,
-        O_SWEEP, O_BW, O_BZ, O_VERB, O_LAG, O_AKPIS, O_MAG, O_HELP
+        O_SWEEP, O_BW, O_BZ, O_VERB, O_LAG, O_AKPIS, O_MAG, O_TFRAC, O_HELP
     };
     static const struct option lo[] = {
         {"model", 1, 0, O_MODEL}, {"data", 1, 0, O_DATA}, {"history", 1, 0, O_HIST},
@@ -642,7 +704,8 @@ int cmd_anomaly(int argc, char **argv)
         {"sd-floor-scale", 1, 0, O_FSC}, {"sweep", 1, 0, O_SWEEP},
         {"baseline-window", 1, 0, O_BW}, {"baseline-z", 1, 0, O_BZ}, {"verbose", 0, 0, O_VERB},
         {"lag", 1, 0, O_LAG}, {"alert-kpis", 1, 0, O_AKPIS},
-        {"mag-scale", 1, 0, O_MAG}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+        {"mag-scale", 1, 0, O_MAG}, {"test-frac", 1, 0, O_TFRAC},
+        {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
     int ch;
     double v;
     optind = 1;
@@ -707,6 +770,13 @@ int cmd_anomaly(int argc, char **argv)
             case O_BZ: o.baseline_z = v; break;
             case O_LAG: o.as.lag_steps = (int)v; break;
             case O_MAG: o.mag_scale = v; break;
+            case O_TFRAC:
+                if (v >= 1) {
+                    fprintf(stderr, "cellcast anomaly-eval: --test-frac must be < 1\n");
+                    return 2;
+                }
+                o.test_frac = v;
+                break;
             }
         }
     }
@@ -787,41 +857,19 @@ int cmd_anomaly(int argc, char **argv)
     if (W < 20)
         W = 20;
 
-    cells = calloc((size_t)o.n_data * (size_t)o.trials, sizeof *cells);
-    if (!cells)
-        goto done;
+    int cap_cells = 0;
     fprintf(stderr, "anomaly-eval: model %s (F=%d, S=%llds, P=%d, N=%d, M=%d)\n", o.model, F,
             (long long)m->hp.step_seconds, m->hp.patch_len, m->hp.n_patches, m->hp.norm_window);
     uint64_t rng = o.seed;
     int64_t t0 = cc_now_ns();
     for (int tr = 0; tr < o.trials; tr++) {
         for (int i = 0; i < o.n_data; i++) {
-            Cell *c = &cells[n_cells];
-            if (load_cell(&o, i, m, c))
+            int first_new = n_cells;
+            if (load_file(&o, i, m, &cells, &n_cells, &cap_cells))
                 goto done;
-            n_cells++;
-            if (!o.no_inject)
-                inject(&o, c, F, kpis, n_kpis, &rng, tr, i);
-            if (model_expectations(e, c, F, o.as.lag_steps)) {
-                fprintf(stderr, "cellcast anomaly-eval: engine failed on %s\n", c->id);
-                goto done;
-            }
-            baseline_expectations(c, F, W);
-            if (o.verbose && getenv("CC_DEBUG_ROWS"))
-                for (int l = 0; l < c->n_lab; l++)
-                    for (int i = c->lab[l].start - 2; i < c->lab[l].end + 2 && i < c->T; i++) {
-                        int f = c->lab[l].kpi >= 0 ? c->lab[l].kpi : 0;
-                        size_t ix = (size_t)i * F + f;
-                        fprintf(stderr, "      row %d x %g model %g ± %g (scale %g) base %g ± %g\n",
-                                i, c->x[ix], c->mm[ix], c->ms[ix], c->msc[ix], c->bm[ix],
-                                c->bs[ix]);
-                    }
-            if (o.verbose)
-                for (int l = 0; l < c->n_lab; l++)
-                    fprintf(stderr, "    label %-11s kpi %-12s rows %d-%d mag %+.2f sd\n",
-                            inj_name[c->lab[l].type],
-                            c->lab[l].kpi >= 0 ? m->hp.features[c->lab[l].kpi] : "*",
-                            c->lab[l].start, c->lab[l].end, c->lab[l].mag);
+            for (int ci = first_new; ci < n_cells; ci++)
+                if (prepare_cell(&o, &cells[ci], m, e, kpis, n_kpis, &rng, tr, ci, W))
+                    goto done;
         }
     }
     fprintf(stderr, "anomaly-eval: engine pass %.1f s\n", (double)(cc_now_ns() - t0) * 1e-9);

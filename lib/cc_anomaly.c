@@ -31,6 +31,7 @@ typedef struct KpiState {
     double att_mean, att_sd, att_scale; ///< the expectation z was taken against
     float last_val;       ///< last observed value
     float change_rate;    ///< EWMA of "value changed"
+    float run_max;        ///< longest recent run of equal values (decaying)
     int32_t run;          ///< consecutive observed steps equal to last_val
     int32_t has_last;
     Episode stuck, bounds;
@@ -81,6 +82,8 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     s->interval_z = 1.2815516;
     s->stuck_steps = 12;
     s->stuck_min_change_rate = 0.5;
+    s->stuck_run_factor = 2.0;
+    s->stuck_memory_steps = 2000;
     s->change_rate_steps = 200;
     s->zero_steps = 6;
     s->missing_after_s = 0;
@@ -130,6 +133,9 @@ int cc_anomaly_validate(const CcAnomalySettings *s, char *err, size_t errlen)
     if (s->lag_steps < 0 || s->lag_steps > CC_ANOMALY_MAX_LAG)
         return cc_errf(err, errlen, -EINVAL, "anomaly: lag_steps %d not in 0..%d", s->lag_steps,
                        CC_ANOMALY_MAX_LAG);
+    if (!(s->stuck_run_factor >= 0) || s->stuck_memory_steps < 1)
+        return cc_errf(err, errlen, -EINVAL,
+                       "anomaly: need stuck_run_factor ≥ 0 and stuck_memory_steps ≥ 1");
     if (s->missing_after_s < 0)
         return cc_errf(err, errlen, -EINVAL, "anomaly: missing_after_s must be ≥ 0");
     for (int f = 0; f < s->n_features; f++) {
@@ -560,6 +566,9 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
         int nst = kpi_stuck_steps(s, f);
         if (k->has_last) {
             int changed = v != k->last_val;
+            k->run_max *= 1.0f - 1.0f / (float)s->stuck_memory_steps;
+            if (changed && (float)k->run > k->run_max)
+                k->run_max = (float)k->run; /* a run ended: remember its length */
             k->run = changed ? 1 : k->run + 1;
             if (nst < 0 || k->run < nst)
                 k->change_rate += ((float)changed - k->change_rate) / (float)s->change_rate_steps;
@@ -569,7 +578,7 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
         }
         k->last_val = v;
         int stuck = nst > 0 && k->run >= nst && k->change_rate >= s->stuck_min_change_rate &&
-                    !all_zero_now;
+                    (double)k->run >= s->stuck_run_factor * k->run_max && !all_zero_now;
         CcAlertAttr at = {f, v, NAN, NAN, NAN, NAN};
         if (c->exp_step == step)
             at.expected = k->exp_mean;
@@ -839,6 +848,8 @@ static const CcAnomalyKey anomaly_keys[] = {
     AK(stuck_steps, CC_AKEY_INT, 2, 1000000, "equal consecutive values of a varying KPI for a stuck alert (default 12)"),
     AK(stuck_min_change_rate, CC_AKEY_DOUBLE, 0, 1, "change rate a KPI needs to count as varying (default 0.5)"),
     AK(change_rate_steps, CC_AKEY_INT, 1, 1000000, "time constant of the change rate in steps (default 200)"),
+    AK(stuck_run_factor, CC_AKEY_DOUBLE, 0, 1000, "a stuck run must also be this many times the longest recent normal run (default 2)"),
+    AK(stuck_memory_steps, CC_AKEY_INT, 1, 100000000, "time constant of the longest recent run, steps (default 2000)"),
     AK(zero_steps, CC_AKEY_INT, 1, 1000000, "steps of all KPIs exactly 0 for an all_zero alert (default 6)"),
     AK(missing_after_s, CC_AKEY_INT64, 0, 1e12, "seconds without a step for a missing alert; 0 = 3 steps (default 0)"),
     AK(dq_resolve_steps, CC_AKEY_INT, 1, 1000000, "clear steps to resolve a data-quality alert (default 3)"),
@@ -1151,6 +1162,7 @@ long cc_anomaly_cell_save(const CcAnomalyCell *c, uint8_t *buf, size_t cap)
         PUT(&b, k->z);
         PUT(&b, k->last_val);
         PUT(&b, k->change_rate);
+        PUT(&b, k->run_max);
         PUT(&b, k->run);
         PUT(&b, k->has_last);
         put_ep(&b, &k->stuck);
@@ -1225,6 +1237,7 @@ int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char 
         GET(&r, k->z);
         GET(&r, k->last_val);
         GET(&r, k->change_rate);
+        GET(&r, k->run_max);
         GET(&r, k->run);
         GET(&r, k->has_last);
         get_ep(&r, &k->stuck);

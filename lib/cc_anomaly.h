@@ -44,7 +44,12 @@
  *   - stuck (per KPI): the same value for ≥ stuck_steps consecutive observed steps, for
  *     a KPI that normally varies: its change rate (exponential average, time constant
  *     change_rate_steps, of "value differs from the previous observation", starting at 1
- *     and updated only by steps of runs shorter than stuck_steps) is ≥ stuck_min_change_rate.
+ *     and updated only by steps of runs shorter than stuck_steps) is ≥ stuck_min_change_rate,
+ *     and the run is at least stuck_run_factor times the longest run of equal values the KPI
+ *     had recently (a maximum decaying with time constant stuck_memory_steps) — a small
+ *     integer KPI that sits at 0 or 1 for hours every night is stuck at most on the first
+ *     night, then learnt as normal (a genuine stuck episode likewise raises the bar for the
+ *     next one until it decays).
  *     Not raised while the whole cell is zero (that is all_zero).
  *   - all_zero (per cell): every enabled KPI exactly 0 for ≥ zero_steps consecutive steps.
  *   - bounds (per KPI): an observed value outside [min, max] of the KPI (when min < max).
@@ -125,6 +130,9 @@ typedef struct CcAnomalySettings {
     int stuck_steps;           ///< equal consecutive values for stuck (default 12)
     double stuck_min_change_rate; ///< change rate a KPI needs to count as varying (default 0.5)
     int change_rate_steps;     ///< time constant of the change rate, steps (default 200)
+    double stuck_run_factor;   ///< a stuck run must be ≥ this × the longest recent normal run
+                               ///< (default 2)
+    int stuck_memory_steps;    ///< time constant of that longest run, steps (default 2000)
     int zero_steps;            ///< all-zero consecutive steps for all_zero (default 6)
     int64_t missing_after_s;   ///< silence before a missing-data alert; 0 = 3 steps (default 0)
     int dq_resolve_steps;      ///< clear steps to resolve a DQ alert (default 1)

@@ -412,6 +412,35 @@ static void test_naturally_flat_not_stuck(void **state)
     fx_close(&fx);
 }
 
+/* A KPI that sits at 1 for 20 steps every "night" (96-step days) and varies by day: after
+ * the first night the nightly runs are learnt as normal (no stuck alert); a value frozen
+ * for 60 steps in the day (3× the nightly run) is still stuck. */
+static void test_nightly_flat_not_stuck(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    Fixture fx;
+    fx_open(&fx, &s, "night");
+    int64_t t = 0;
+    for (; t < 96 * 20; t++) {
+        float x[1] = {t % 96 < 20 ? 1.0f : (float)(10 + (t * 7919) % 13)};
+        cc_anomaly_observe(fx.a, fx.c, t, x, NULL, &fx.sink);
+    }
+    int after_first_day = 0;
+    for (int i = 0; i < fx.rec.n; i++)
+        after_first_day += fx.rec.ev[i].step >= 96 && fx.rec.ev[i].state == CC_ALERT_FIRING;
+    assert_int_equal(after_first_day, 0);
+    int n0 = fx.rec.n;
+    for (int i = 0; i < 60; i++, t++) { /* frozen in the middle of a day */
+        float x[1] = {t % 96 < 20 ? 1.0f : 17.0f};
+        cc_anomaly_observe(fx.a, fx.c, t, x, NULL, &fx.sink);
+    }
+    assert_int_equal(fx.rec.n, n0 + 1);
+    assert_int_equal(fx.rec.ev[n0].reason, CC_DQ_STUCK);
+    fx_close(&fx);
+}
+
 static void test_all_zero_series(void **state)
 {
     (void)state;
@@ -893,6 +922,7 @@ int main(void)
         cmocka_unit_test(test_per_kpi_override_and_attribution),
         cmocka_unit_test(test_constant_series),
         cmocka_unit_test(test_naturally_flat_not_stuck),
+        cmocka_unit_test(test_nightly_flat_not_stuck),
         cmocka_unit_test(test_all_zero_series),
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_missing),
