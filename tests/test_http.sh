@@ -4,10 +4,13 @@
 # POST /v1/kpis, and checks forecasts, every HTTP error path (status + problem+json),
 # the connection limit, /metrics counting, that proto/openapi.yaml lists exactly the routes
 # the server answers, and that SIGTERM exits 0.
-#   usage: test_http.sh CELLCASTD SOURCE_ROOT
+# With the `cellcast` CLI as third argument it also checks that the served forecast equals
+# `cellcast forward` on the same history (same engine, f16 KV as the daemon's default).
+#   usage: test_http.sh CELLCASTD SOURCE_ROOT [CELLCAST]
 set -u
 CCD=${1:?cellcastd binary}
 ROOT=${2:?source root}
+CLI=${3:-}
 PY=/usr/bin/python3
 MODEL="$ROOT/tests/data/golden/tiny.safetensors" # F=3 (prb,thr,users), P=4, HZ=6, S=900
 TMP=$(mktemp -d)
@@ -118,15 +121,56 @@ for d, h, kp in ((a, 6, ["prb", "thr", "users"]), (b, 3, ["prb", "users"])):
 assert abs(b["z"] - 1.959964) < 1e-4 and abs(a["z"] - 1.281552) < 1e-4
 PYEOF
 
+# --- the served forecast equals `cellcast forward` on the same history
+if [ -n "$CLI" ]; then
+    SERIES="$ROOT/tests/data/golden/series.csv"
+    "$CLI" forward --model "$MODEL" --input "$SERIES" --kv f16 >"$TMP/fwd.json" || fail "cellcast forward"
+    $PY - "$SERIES" "$TMP/series.json" <<'PYEOF'
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+recs = [{"cell": "golden", "ts": int(r["ts"]), "kpis": {k: float(v) for k, v in r.items() if k != "ts"}}
+        for r in rows]
+for i in range(0, len(recs), 40):  # under http.max_body_bytes
+    json.dump(recs[i:i + 40], open(f"{sys.argv[2]}.{i // 40:02d}", "w"))
+PYEOF
+    for f in "$TMP"/series.json.*; do check POST /v1/kpis 202 "$f"; done
+    for _ in $(seq 50); do
+        curl -s "$U/v1/cells/golden/forecast" >"$TMP/gfc"
+        $PY -c "import json,sys; d=json.load(open('$TMP/gfc')); sys.exit(0 if d.get('observed_step')==$(tail -1 "$SERIES" | cut -d, -f1)//900 else 1)" 2>/dev/null && break
+        sleep 0.1
+    done
+    $PY - "$TMP/fwd.json" "$TMP/gfc" <<'PYEOF' || fail "forecast differs from cellcast forward"
+import json, math, sys
+fw = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+d = json.load(open(sys.argv[2]))
+kp = d["kpis"]
+F, HZ = len(kp), d["horizon"]
+assert len(fw["y"]) == F * HZ * 2, (len(fw["y"]), F, HZ)
+assert d["observed_step"] * d["step_seconds"] == fw["ts"], (d["observed_step"], fw["ts"])
+worst = 0
+for f, name in enumerate(kp):
+    for k in range(HZ):
+        y0, y1 = fw["y"][(f * HZ + k) * 2], fw["y"][(f * HZ + k) * 2 + 1]
+        mean = y0 * fw["sigma"][f] + fw["mu"][f]
+        sd = math.exp(y1) * fw["sigma"][f]
+        got = d["forecast"][k]["values"][name]
+        for a, b in ((got["mean"], mean), (got["sd"], sd)):
+            worst = max(worst, abs(a - b) / max(abs(b), 1e-9 * fw["sigma"][f], 1e-30))
+assert worst < 2e-5, f"largest relative difference {worst:.3g}"
+print(f"forecast = cellcast forward (largest relative difference {worst:.2g})")
+PYEOF
+fi
+
 check GET /healthz 200
 check GET /v1/info 200
 check GET /v1/config 200
 check GET /v1/model 200
 check GET "/v1/cells?limit=1" 200
-$PY -c "import json; d=json.load(open('$TMP/body')); assert len(d['cells'])==1 and d['next']=='c1' and d['total']==4, d" ||
+NCELLS=4; [ -n "$CLI" ] && NCELLS=5
+$PY -c "import json; d=json.load(open('$TMP/body')); assert len(d['cells'])==1 and d['next']=='c1' and d['total']==$NCELLS, d" ||
     fail "paging: $(cat "$TMP/body")"
 check GET "/v1/cells?limit=10&after=c1" 200
-$PY -c "import json; d=json.load(open('$TMP/body')); assert [c['id'] for c in d['cells']]==['c9','cold1','enb-7/2'] and d['next'] is None, d" ||
+$PY -c "import json; d=json.load(open('$TMP/body')); assert [c['id'] for c in d['cells'] if c['id']!='golden']==['c9','cold1','enb-7/2'] and d['next'] is None, d" ||
     fail "paging after: $(cat "$TMP/body")"
 check GET /v1/cells/c1 200
 $PY -c "import json; d=json.load(open('$TMP/body')); assert d['counts']['steps']==40 and d['state']=='live', d" ||
@@ -206,7 +250,7 @@ for want in 'cellcast_http_requests_total{route="/v1/kpis",status="413"} 1' \
             'cellcast_ingest_invalid_total{reason="missing_ts"} 2' \
             'cellcast_ingest_invalid_total{reason="bad_cell_id"} 1' \
             'cellcast_ingest_invalid_total{reason="not_json"} 1' \
-            'cellcast_cells 4'; do
+            "cellcast_cells $NCELLS"; do
     grep -qF "$want" "$TMP/body" || fail "/metrics lacks '$want'"
 done
 
