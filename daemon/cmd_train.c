@@ -73,6 +73,9 @@ static void usage(FILE *out)
         "  --max-minutes X      wall-clock budget (default none)\n"
         "  --eval-every N       validate every N steps (default: min(epoch, 200))\n"
         "  --patience K         stop after K validations without improvement (default 6)\n"
+        "  --select nll|mse     validation criterion of the best checkpoint and early stop:\n"
+        "                       Gaussian NLL, or MSE of the predicted means in data units\n"
+        "                       (default nll)\n"
         "  --val-windows N      validation windows, evenly spaced (default %d)\n"
         "  --threads T          (default %d)\n"
         "  --seed X             (default %llu): same seed, data and options → same weights\n"
@@ -122,7 +125,7 @@ int cmd_train(int argc, char **argv)
 {
     const char *data_path = NULL, *out_path = NULL, *features = NULL, *format = "auto";
     const char *time_format = NULL, *split = NULL, *protocol = NULL, *schedule = "invsqrt";
-    const char *resume = NULL, *name = "cellcast";
+    const char *resume = NULL, *name = "cellcast", *select = "nll";
     double val_frac = -1, dropout, lr, wd = -1, clip, max_minutes = 0, step_s = 0;
     int P, N, M, D, H, L, FF, HZ, tz = 0, warmup, batch, group, epochs = 20, threads;
     int patience = 6, eval_every = 0, val_windows, adamw = 0, quiet = 0;
@@ -160,6 +163,7 @@ int cmd_train(int argc, char **argv)
         {"val-windows", K_INT, &val_windows, 1, 1e7, 0}, {"threads", K_INT, &threads, 1, 16, 0},
         {"seed", K_FLOAT, &seed_d, 0, 9007199254740992.0, 0},
         {"resume", K_STR, &resume, 0, 0, 0},         {"quiet", K_FLAG, &quiet, 0, 0, 0},
+        {"select", K_STR, &select, 0, 0, 0},
         {"help", K_FLAG, NULL, 0, 0, 0},
     };
     enum { NOPT = sizeof tab / sizeof tab[0] };
@@ -212,6 +216,11 @@ int cmd_train(int argc, char **argv)
     }
     if (!data_path || !out_path) {
         fprintf(stderr, "cellcast train: --data and --out are required (--help)\n");
+        return 2;
+    }
+    int by_mse = !strcmp(select, "mse");
+    if (!by_mse && strcmp(select, "nll")) {
+        fprintf(stderr, "cellcast train: --select must be nll or mse\n");
         return 2;
     }
     int is_ett = 0;
@@ -401,6 +410,7 @@ int cmd_train(int argc, char **argv)
         snprintf(buf, sizeof buf, "%llu", (unsigned long long)ts.seed);
         cc_hparams_set_extra(h, "seed", buf);
         cc_hparams_set_extra(h, "split", split);
+        cc_hparams_set_extra(h, "select", select);
         if (is_ett) {
             cc_hparams_set_extra(h, "protocol", "ett");
             size_t a = 0, b = 0;
@@ -439,7 +449,7 @@ int cmd_train(int argc, char **argv)
     memcpy(best_block, m->block, m->n_params * sizeof(float));
     signal(SIGINT, on_sigint);
     int64_t t0 = cc_now_ns(), last_print = 0, start_step = cc_trainer_steps_done(tr);
-    double loss_ema = NAN, val = NAN;
+    double loss_ema = NAN, val = NAN, vmse = NAN, vnll = NAN;
     const char *why = "step budget reached";
     int saved_any = 0;
     int64_t tokens_per_step = (int64_t)batch * (m->hp.n_patches + G);
@@ -472,18 +482,21 @@ int cmd_train(int argc, char **argv)
         loss_ema = isnan(loss_ema) ? loss : 0.98 * loss_ema + 0.02 * loss;
         int evaluated = 0;
         if (step % eval_every == 0 || step == total_steps) {
-            r = cc_trainer_validate(tr, &val);
+            r = cc_trainer_validate(tr, &vnll, &vmse);
             evaluated = 1;
             if (r == -EAGAIN)
-                val = loss_ema; /* no validation data: keep the last weights */
+                vnll = vmse = loss_ema; /* no validation data: keep the last weights */
+            val = by_mse ? vmse : vnll;
             if (val < best) {
                 best = val;
                 bad = 0;
                 memcpy(best_block, m->block, m->n_params * sizeof(float));
                 char vb[64], sb[64];
-                snprintf(vb, sizeof vb, "%.6f", best);
                 snprintf(sb, sizeof sb, "%lld", (long long)step);
+                snprintf(vb, sizeof vb, "%.6f", vnll);
                 cc_hparams_set_extra(&m->hp, "val_nll", vb);
+                snprintf(vb, sizeof vb, "%.6g", vmse);
+                cc_hparams_set_extra(&m->hp, "val_mse", vb);
                 cc_hparams_set_extra(&m->hp, "train_steps", sb);
                 if (cc_model_save(m, out_path, err, sizeof err) < 0) {
                     fprintf(stderr, "\ncellcast train: %s\n", err);
@@ -510,9 +523,9 @@ int cmd_train(int argc, char **argv)
             cc_trainer_counts(tr, &ntr, NULL);
             double epoch = (double)step * batch * G / (double)(ntr ? ntr : 1);
             fprintf(stderr,
-                    "\r\033[Kepoch %.2f  step %lld/%lld  loss %.4f  val %.4f (best %.4f)  "
+                    "\r\033[Kepoch %.2f  step %lld/%lld  loss %.4f  val %.4f mse %.4g (best %s %.4g)  "
                     "lr %.2e  %.0f tok/s  %s  ETA %s",
-                    epoch, (long long)step, (long long)total_steps, loss_ema, val, best,
+                    epoch, (long long)step, (long long)total_steps, loss_ema, vnll, vmse, select, best,
                     lr_now, rate * tokens_per_step, elb, etab);
             last_print = cc_now_ns();
         } else if (!quiet && !tty && evaluated) {
@@ -520,9 +533,10 @@ int cmd_train(int argc, char **argv)
             cc_trainer_counts(tr, &ntr, NULL);
             double epoch = (double)step * batch * G / (double)(ntr ? ntr : 1);
             fprintf(stderr,
-                    "step %lld/%lld epoch %.2f loss %.4f val %.4f best %.4f lr %.2e "
-                    "tok/s %.0f elapsed %.0fs\n",
-                    (long long)step, (long long)total_steps, epoch, loss_ema, val, best, lr_now,
+                    "step %lld/%lld epoch %.2f loss %.4f val %.4f val_mse %.4g best_%s %.4g "
+                    "lr %.2e tok/s %.0f elapsed %.0fs\n",
+                    (long long)step, (long long)total_steps, epoch, loss_ema, vnll, vmse, select,
+                    best, lr_now,
                     rate * tokens_per_step, el);
         }
         if (evaluated && bad >= patience) {
@@ -531,12 +545,14 @@ int cmd_train(int argc, char **argv)
         }
     }
     if (!saved_any) { /* stopped before the first validation: save what there is */
-        double v;
-        if (cc_trainer_validate(tr, &v) == 0) {
+        double v, vm;
+        if (cc_trainer_validate(tr, &v, &vm) == 0) {
             char vb[64];
             snprintf(vb, sizeof vb, "%.6f", v);
             cc_hparams_set_extra(&m->hp, "val_nll", vb);
-            best = v;
+            snprintf(vb, sizeof vb, "%.6g", vm);
+            cc_hparams_set_extra(&m->hp, "val_mse", vb);
+            best = by_mse ? vm : v;
         }
         memcpy(best_block, m->block, m->n_params * sizeof(float));
     }
@@ -555,9 +571,9 @@ int cmd_train(int argc, char **argv)
         }
     }
     if (!quiet)
-        fprintf(stderr, "%scellcast train: %s after %lld steps in %.1fs; best val NLL %.4f → %s\n",
+        fprintf(stderr, "%scellcast train: %s after %lld steps in %.1fs; best val %s %.4g → %s\n",
                 tty ? "\n" : "", why, (long long)cc_trainer_steps_done(tr),
-                (cc_now_ns() - t0) / 1e9, best, out_path);
+                (cc_now_ns() - t0) / 1e9, select, best, out_path);
     ret = 0;
 done_best:
     free(best_block);

@@ -264,6 +264,9 @@ struct CcTrainWork {
     int *row0, *ntok, *ncached, *att0, *cur0; // (max_win)
     int *rowmap;                               // (C) full row of each current token
     uint64_t *rng;                             // (max_win)
+    float *wsigma;                             // (max_win) normalisation scale
+    double sq_sum;                             // last batch: squared error of the means
+    int64_t sq_count;                          //   in data units, observed targets
     float *scratch_m;                          // (M) normalisation window
     float *pe;                                 // (D)
     /* activations */
@@ -315,6 +318,7 @@ int cc_train_work_alloc(CcTrainWork **out, const CcHparams *hp, int max_windows,
     ALLOC(w->cur0, max_windows);
     ALLOC(w->rng, max_windows);
     ALLOC(w->rowmap, C);
+    ALLOC(w->wsigma, max_windows);
     ALLOC(w->scratch_m, hp->norm_window);
     ALLOC(w->pe, D);
     ALLOC(w->tok, R * IN);
@@ -350,12 +354,18 @@ int cc_train_work_alloc(CcTrainWork **out, const CcHparams *hp, int max_windows,
     return 0;
 }
 
+void cc_train_work_sqerr(const CcTrainWork *w, double *sum, int64_t *count)
+{
+    *sum = w->sq_sum;
+    *count = w->sq_count;
+}
+
 void cc_train_work_free(CcTrainWork **pw)
 {
     CcTrainWork *w = pw ? *pw : NULL;
     if (!w)
         return;
-    void *ptrs[] = {w->rowmap, w->row0, w->ntok, w->ncached, w->att0, w->cur0, w->rng, w->scratch_m,
+    void *ptrs[] = {w->wsigma, w->rowmap, w->row0, w->ntok, w->ncached, w->att0, w->cur0, w->rng, w->scratch_m,
                     w->pe, w->tok, w->emb_mask, w->zin, w->qkv, w->att, w->ctx, w->ao_mask,
                     w->xhat1, w->rstd1, w->z1, w->hd, w->h_mask, w->fo_mask, w->xhat2,
                     w->rstd2, w->y, w->dy, w->tgt, w->tw, w->dz, w->da, w->db,
@@ -419,6 +429,7 @@ static int build_window(CcTrainWork *w, const CcModel *m, const CcDataset *ds,
             tw[k] = ok ? 1.0f : 0.0f;
         }
     }
+    w->wsigma[wi] = sigma;
     if (mu_out)
         mu_out[wi] = mu;
     if (sigma_out)
@@ -540,6 +551,18 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
         memcpy(y_out, w->y, (size_t)C * HZ2 * sizeof(float));
     double total = 0;
     int ns = 0;
+    w->sq_sum = 0;
+    w->sq_count = 0;
+    for (int b = 0; b < n_win; b++)
+        for (int j = 0; j < win[b].n_cur; j++) {
+            size_t c = (size_t)w->cur0[b] + j;
+            for (int k = 0; k < HZ; k++)
+                if (w->tw[c * HZ + k] > 0) {
+                    double d = ((double)w->y[c * HZ2 + 2 * k] - w->tgt[c * HZ + k]) * w->wsigma[b];
+                    w->sq_sum += d * d;
+                    w->sq_count++;
+                }
+        }
     for (int c = 0; c < C; c++) {
         int nobs;
         total += cc_tr_nll(w->dy + (size_t)c * HZ2, w->y + (size_t)c * HZ2,
@@ -940,6 +963,8 @@ typedef struct Job {
     float *grad;
     double loss;
     int n_samples;
+    double sq_sum;
+    int64_t sq_count;
     int ret;
 } Job;
 
@@ -948,6 +973,8 @@ static void *job_run(void *arg)
     Job *j = arg;
     j->loss = 0;
     j->n_samples = 0;
+    j->sq_sum = 0;
+    j->sq_count = 0;
     j->ret = 0;
     for (int i = 0; i < j->n_win && j->ret == 0; i += j->t->per_thread) {
         int cnt = j->n_win - i < j->t->per_thread ? j->n_win - i : j->t->per_thread;
@@ -957,13 +984,18 @@ static void *job_run(void *arg)
                                 cnt, j->dropout, 1.0f, &l, &ns, NULL, NULL, NULL);
         j->loss += l;
         j->n_samples += ns;
+        double sq;
+        int64_t sc;
+        cc_train_work_sqerr(j->t->work[j->thread], &sq, &sc);
+        j->sq_sum += sq;
+        j->sq_count += sc;
     }
     return NULL;
 }
 
 /* Runs windows over the threads: thread i gets a contiguous share. Sums losses in order. */
 static int run_threads(CcTrainer *t, const CcTrainWindow *win, int n, float dropout, int grads,
-                       double *loss, int *n_samples)
+                       double *loss, int *n_samples, double *mse)
 {
     Job jobs[MAX_THREADS];
     pthread_t th[MAX_THREADS];
@@ -972,7 +1004,7 @@ static int run_threads(CcTrainer *t, const CcTrainWindow *win, int n, float drop
     for (int i = 0; i < nt; i++) {
         int a = i * share, b = a + share > n ? n : a + share;
         jobs[i] = (Job){t, i, win + (a < n ? a : n), b > a ? b - a : 0, dropout,
-                        grads ? t->grads[i] : NULL, 0, 0, 0};
+                        grads ? t->grads[i] : NULL, 0, 0, 0, 0, 0};
         if (grads)
             memset(t->grads[i], 0, t->m->n_params * sizeof(float));
     }
@@ -988,12 +1020,18 @@ static int run_threads(CcTrainer *t, const CcTrainWindow *win, int n, float drop
     *loss = 0;
     *n_samples = 0;
     int ret = 0;
+    double sq = 0;
+    int64_t sc = 0;
     for (int i = 0; i < nt; i++) {
         *loss += jobs[i].loss;
         *n_samples += jobs[i].n_samples;
+        sq += jobs[i].sq_sum;
+        sc += jobs[i].sq_count;
         if (jobs[i].ret < 0)
             ret = jobs[i].ret;
     }
+    if (mse)
+        *mse = sc ? sq / (double)sc : NAN;
     return ret;
 }
 
@@ -1036,7 +1074,7 @@ int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm)
         draw_window(t, &t->batch[b]);
     double l;
     int ns;
-    int ret = run_threads(t, t->batch, t->s.batch, t->s.dropout, 1, &l, &ns);
+    int ret = run_threads(t, t->batch, t->s.batch, t->s.dropout, 1, &l, &ns, NULL);
     if (ret < 0)
         return ret;
     size_t n = t->m->n_params;
@@ -1062,13 +1100,13 @@ int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm)
     return 0;
 }
 
-int cc_trainer_validate(CcTrainer *t, double *nll)
+int cc_trainer_validate(CcTrainer *t, double *nll, double *mse)
 {
     if (t->n_val_win == 0)
         return -EAGAIN;
     double l;
     int ns;
-    int ret = run_threads(t, t->val_win, t->n_val_win, 0.0f, 0, &l, &ns);
+    int ret = run_threads(t, t->val_win, t->n_val_win, 0.0f, 0, &l, &ns, mse);
     if (ret < 0)
         return ret;
     *nll = ns ? l / ns : NAN;

@@ -85,6 +85,10 @@ typedef struct CcTrainWindow {
 
 typedef struct CcTrainWork CcTrainWork;
 
+/** Squared error of the predicted means in data units ((y0 - target)·sigma)², summed over
+ *  the observed targets of the last cc_train_batch on w, and their count. */
+CC_API void cc_train_work_sqerr(const CcTrainWork *w, double *sum, int64_t *count);
+
 /** Scratch for up to max_windows windows of up to max_group current tokens. */
 CC_API int cc_train_work_alloc(CcTrainWork **out, const CcHparams *hp, int max_windows,
                                int max_group);
@@ -177,9 +181,10 @@ CC_API void cc_trainer_counts(const CcTrainer *t, int64_t *train_samples,
  *  (non-finite loss: the update is skipped). */
 CC_API int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm);
 
-/** Mean NLL over the validation windows (no dropout, zero position offset). -EAGAIN when
- *  there is no validation sample. */
-CC_API int cc_trainer_validate(CcTrainer *t, double *nll);
+/** Mean NLL over the validation windows (no dropout, zero position offset), and (mse may
+ *  be NULL) the mean squared error of the predicted means in the data's units over every
+ *  observed target. -EAGAIN when there is no validation sample. */
+CC_API int cc_trainer_validate(CcTrainer *t, double *nll, double *mse);
 
 /** Optimiser steps done. */
 CC_API int64_t cc_trainer_steps_done(const CcTrainer *t);

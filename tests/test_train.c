@@ -721,18 +721,20 @@ static void test_train_sine(void **state)
     CcTrainer *t;
     char err[256] = "";
     assert_int_equal(cc_trainer_open(&t, m, &ds, &tr, &va, &s, err, sizeof err), 0);
-    double v0, v1, loss = 0;
-    assert_int_equal(cc_trainer_validate(t, &v0), 0);
+    double v0, v1, mse1, loss = 0;
+    assert_int_equal(cc_trainer_validate(t, &v0, NULL), 0);
     int64_t t0 = cc_now_ns();
     int steps = 0;
     while (steps < 400) { /* a fixed count: the result must not depend on the machine */
         assert_int_equal(cc_trainer_step(t, &loss, NULL, NULL), 0);
         steps++;
     }
-    assert_int_equal(cc_trainer_validate(t, &v1), 0);
+    assert_int_equal(cc_trainer_validate(t, &v1, &mse1), 0);
     printf("sine: %d steps in %.2f s, val NLL %.4f -> %.4f (last batch %.4f)\n", steps,
            (cc_now_ns() - t0) / 1e9, v0, v1, loss);
+    printf("sine: validation MSE of the means %.4f (noise var %.4f)\n", mse1, noise * noise);
     assert_true(v1 < v0 - 0.3);
+    assert_true(mse1 < 2 * noise * noise); /* seasonal naive's expectation is 2·noise² */
     /* held-out MSE of the mean, raw units, against seasonal naive (24 steps earlier) */
     CcTrainWork *w;
     assert_int_equal(cc_train_work_alloc(&w, &hp, 1, 8), 0);
