@@ -863,12 +863,14 @@ int cmd_anomaly(int argc, char **argv)
     uint64_t rng = o.seed;
     int64_t t0 = cc_now_ns();
     for (int tr = 0; tr < o.trials; tr++) {
+        int trial_base = n_cells; /* injection types rotate by slot, cell and trial */
         for (int i = 0; i < o.n_data; i++) {
             int first_new = n_cells;
             if (load_file(&o, i, m, &cells, &n_cells, &cap_cells))
                 goto done;
             for (int ci = first_new; ci < n_cells; ci++)
-                if (prepare_cell(&o, &cells[ci], m, e, kpis, n_kpis, &rng, tr, ci, W))
+                if (prepare_cell(&o, &cells[ci], m, e, kpis, n_kpis, &rng, tr, ci - trial_base,
+                                 W))
                     goto done;
         }
     }
