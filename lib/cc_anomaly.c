@@ -675,6 +675,8 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
                                               (s->window_n >= 64 ? ~(uint64_t)0
                                                                  : (((uint64_t)1 << s->window_n) - 1)));
             e->start = step - oldest;
+            if (e->resolved != NONE_STEP && e->start <= e->resolved)
+                e->start = e->resolved + 1; /* ids of episodes never collide */
             e->clear_run = 0;
             e->severity = n_c >= s->crit_k ? CC_SEV_CRITICAL : CC_SEV_WARNING;
             e->peak = score;

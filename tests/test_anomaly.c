@@ -263,6 +263,36 @@ static void test_cooldown(void **state)
     fx_close(&fx);
 }
 
+/* With a long window and a short resolution, a new episode's window can still hold the
+ * previous episode's steps: its id must differ (onset after the last resolution). */
+static void test_ids_never_collide(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    s.window_n = 5;
+    s.warn_k = 2;
+    s.resolve_m = 1;
+    s.cooldown_steps = 0;
+    s.crit_z = 50;
+    Fixture fx;
+    fx_open(&fx, &s, "c");
+    int64_t t = 0;
+    for (; t < 20; t++)
+        step_z(&fx, t, 0);
+    step_z(&fx, t++, 5);
+    step_z(&fx, t++, 5);
+    step_z(&fx, t++, 0);
+    step_z(&fx, t++, 5);
+    assert_int_equal(fx.rec.n, 3);
+    assert_int_equal(fx.rec.ev[0].start_step, 20);
+    assert_int_equal(fx.rec.ev[1].state, CC_ALERT_RESOLVED);
+    assert_int_equal(fx.rec.ev[2].state, CC_ALERT_FIRING);
+    assert_int_equal(fx.rec.ev[2].start_step, 23);
+    assert_string_not_equal(fx.rec.ev[2].id, fx.rec.ev[0].id);
+    fx_close(&fx);
+}
+
 static void test_escalation(void **state)
 {
     (void)state;
@@ -918,6 +948,7 @@ int main(void)
         cmocka_unit_test(test_k_of_n),
         cmocka_unit_test(test_hysteresis),
         cmocka_unit_test(test_cooldown),
+        cmocka_unit_test(test_ids_never_collide),
         cmocka_unit_test(test_escalation),
         cmocka_unit_test(test_per_kpi_override_and_attribution),
         cmocka_unit_test(test_constant_series),
