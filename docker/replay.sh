@@ -85,7 +85,7 @@ for entry in $FILES; do
          "shifted by ${shift_s}s${live:+, then $live at one step per ${pace}s}" >&2
     (
         to_json "$cell" "$shift_s" 0 < "$hist"
-        [ -n "$live" ] && to_json "$cell" "$shift_s" "$pace" < "$live"
+        if [ -n "$live" ]; then to_json "$cell" "$shift_s" "$pace" < "$live"; fi
     ) | produce &
     pids+=($!)
 done
