@@ -25,24 +25,43 @@ static const uint8_t MAGIC[8] = {'C', 'C', 'S', 'N', 'A', 'P', '\r', '\n'};
 
 /* ------------------------------------------------------------------ CRC32, hash */
 
-static uint32_t crc_table[256];
+/* Slicing-by-8 tables of the reflected IEEE polynomial: table[0] is the classic bytewise
+ * table, table[k][i] the CRC of byte i followed by k zero bytes. */
+static uint32_t crc_table[8][256];
 static int crc_ready; /* benign race: every thread computes the same table */
+
+static void crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int k = 1; k < 8; k++)
+            crc_table[k][i] = (crc_table[k - 1][i] >> 8) ^ crc_table[0][crc_table[k - 1][i] & 0xff];
+    __atomic_store_n(&crc_ready, 1, __ATOMIC_RELEASE);
+}
 
 uint32_t cc_crc32(uint32_t crc, const void *buf, size_t len)
 {
-    if (!__atomic_load_n(&crc_ready, __ATOMIC_ACQUIRE)) {
-        for (uint32_t i = 0; i < 256; i++) {
-            uint32_t c = i;
-            for (int k = 0; k < 8; k++)
-                c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-            crc_table[i] = c;
-        }
-        __atomic_store_n(&crc_ready, 1, __ATOMIC_RELEASE);
-    }
+    if (!__atomic_load_n(&crc_ready, __ATOMIC_ACQUIRE))
+        crc_init();
     const uint8_t *p = buf;
     crc = ~crc;
-    for (size_t i = 0; i < len; i++)
-        crc = crc_table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+    for (; len >= 8; len -= 8, p += 8) { /* little-endian: the low word holds bytes 0..3 */
+        uint32_t lo, hi;
+        memcpy(&lo, p, 4);
+        memcpy(&hi, p + 4, 4);
+        lo ^= crc;
+        crc = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
+              crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^
+              crc_table[3][hi & 0xff] ^ crc_table[2][(hi >> 8) & 0xff] ^
+              crc_table[1][(hi >> 16) & 0xff] ^ crc_table[0][hi >> 24];
+    }
+    for (; len; len--, p++)
+        crc = crc_table[0][(crc ^ *p) & 0xff] ^ (crc >> 8);
     return ~crc;
 }
 

@@ -484,6 +484,20 @@ static void test_crc32(void **state)
     assert_int_equal(cc_crc32(0, "123456789", 9), 0xCBF43926u);
     uint32_t c = cc_crc32(0, "1234", 4);
     assert_int_equal(cc_crc32(c, "56789", 5), 0xCBF43926u);
+    /* the sliced implementation equals a bitwise one at every length and alignment */
+    uint8_t buf[300];
+    for (int i = 0; i < 300; i++)
+        buf[i] = (uint8_t)(i * 131 + 7);
+    for (int off = 0; off < 8; off++)
+        for (int len = 0; len < 280; len += 1 + len / 16) {
+            uint32_t ref = ~0u;
+            for (int i = 0; i < len; i++) {
+                ref ^= buf[off + i];
+                for (int k = 0; k < 8; k++)
+                    ref = ref & 1 ? 0xEDB88320u ^ (ref >> 1) : ref >> 1;
+            }
+            assert_int_equal(cc_crc32(0, buf + off, (size_t)len), ~ref);
+        }
 }
 
 int main(void)
