@@ -40,6 +40,15 @@
  * Forced (props cannot change them): enable.auto.offset.store=false, group.id,
  * bootstrap.servers, log.queue=true.
  *
+ * The embedded broker (`brokers: embedded`) is librdkafka's mock cluster: one in-process
+ * broker on 127.0.0.1 with an ephemeral port, all in memory, gone with the process. Its
+ * limits (hard-coded in librdkafka 2.0's rdkafka_mock.c): a partition keeps only its newest
+ * 5 MiB / 100k message sets — older messages are deleted even when nobody consumed them
+ * (≈ 25k KPI messages of ~200 bytes per partition: more partitions = more retention);
+ * timestamp lookups answer "end", so cc_kafka_rewind works there only to 0; a member that
+ * leaves or dies holds the next rebalance up to session.timeout.ms. It is the demo and
+ * test default; production points `brokers` at a real cluster.
+ *
  * Producer (dead letters and alerts): enable.idempotence=true (no duplicate and ordered
  * per partition across librdkafka's internal retries), linger.ms=5, delivery.timeout.ms=
  * 30000. A message whose delivery finally failed with a retriable error is kept and
@@ -119,7 +128,9 @@ struct CcKafka {
     int wake_rd, wake_wr;
 
     CcKafkaHooks hooks;
-    rd_kafka_topic_partition_list_t *assigned;
+    rd_kafka_topic_partition_list_t *assigned; /* librdkafka's assignment */
+    rd_kafka_topic_partition_list_t *held;     /* what the hooks were told the host owns */
+    int consumer_closing;
     int paused;
     /* Set while on_assign runs: partitions being assigned (cc_kafka_rewind edits it). */
     rd_kafka_topic_partition_list_t *assigning;
@@ -471,6 +482,39 @@ static void list_remove(rd_kafka_topic_partition_list_t *from,
         rd_kafka_topic_partition_list_del(from, what->elems[i].topic, what->elems[i].partition);
 }
 
+/* Elements of a that are not in b (a new list). */
+static rd_kafka_topic_partition_list_t *list_minus(const rd_kafka_topic_partition_list_t *a,
+                                                   const rd_kafka_topic_partition_list_t *b)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(a->cnt ? a->cnt : 1);
+    for (int i = 0; i < a->cnt; i++)
+        if (!rd_kafka_topic_partition_list_find(b, a->elems[i].topic, a->elems[i].partition))
+            rd_kafka_topic_partition_list_add(l, a->elems[i].topic, a->elems[i].partition);
+    return l;
+}
+
+/* Tells the host that it no longer owns `parts` (on_revoke) and forgets them. */
+static void release(CcKafka *k, rd_kafka_topic_partition_list_t *parts)
+{
+    call_per_topic(k, parts, k->hooks.on_revoke);
+    if (parts == k->held) {
+        rd_kafka_topic_partition_list_destroy(k->held);
+        k->held = rd_kafka_topic_partition_list_new(16);
+    } else {
+        list_remove(k->held, parts);
+    }
+}
+
+/*
+ * The hooks always see incremental changes of ownership, whatever the protocol: with the
+ * eager protocol librdkafka revokes everything on every rebalance and assigns the new set
+ * right after; the revoke is held back until that assign and then only the partitions
+ * that really moved away are revoked, and only the new ones assigned — so the cells of a
+ * partition that stays with this member stay warm. A revoke at close, a lost assignment
+ * or a rebalance error is passed on at once. Offsets of pending batches are forgotten at
+ * every revoke (the partitions restart from their committed offsets; the host drops the
+ * steps it already has).
+ */
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                          rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
@@ -485,10 +529,19 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
             parts->elems[i].offset = RD_KAFKA_OFFSET_INVALID; /* committed, or the reset */
             parts->elems[i].opaque = NULL;
         }
+        if (!coop) { /* the deferred revoke: what this member does not get back */
+            rd_kafka_topic_partition_list_t *gone = list_minus(k->held, parts);
+            release(k, gone);
+            rd_kafka_topic_partition_list_destroy(gone);
+        }
+        rd_kafka_topic_partition_list_t *fresh = list_minus(parts, k->held);
         k->assigning = parts;
         k->rewinds = 0;
-        call_per_topic(k, parts, k->hooks.on_assign);
+        call_per_topic(k, fresh, k->hooks.on_assign);
         k->assigning = NULL;
+        for (int i = 0; i < fresh->cnt; i++)
+            rd_kafka_topic_partition_list_add(k->held, fresh->elems[i].topic,
+                                              fresh->elems[i].partition);
         if (k->rewinds)
             resolve_rewinds(k, parts);
         if (coop)
@@ -500,10 +553,13 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                                               parts->elems[i].partition);
         if (k->paused)
             rd_kafka_pause_partitions(rk, parts);
-        cc_logf(&k->log, CC_LOG_INFO, "kafka: %d partition(s) assigned (%s), %d held",
-                parts->cnt, coop ? "cooperative" : "eager", k->assigned->cnt);
+        cc_logf(&k->log, CC_LOG_INFO, "kafka: %d partition(s) assigned (%s), %d new, %d held",
+                parts->cnt, coop ? "cooperative" : "eager", fresh->cnt, k->assigned->cnt);
+        rd_kafka_topic_partition_list_destroy(fresh);
     } else if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
-        call_per_topic(k, parts, k->hooks.on_revoke);
+        int lost = rd_kafka_assignment_lost(rk);
+        if (coop || lost || k->consumer_closing)
+            release(k, coop ? parts : k->held);
         for (int i = 0; i < parts->cnt; i++)
             batches_forget(k, parts->elems[i].topic, parts->elems[i].partition);
         if (coop) {
@@ -515,10 +571,10 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
             k->assigned = rd_kafka_topic_partition_list_new(16);
         }
         cc_logf(&k->log, CC_LOG_INFO, "kafka: %d partition(s) revoked%s, %d held", parts->cnt,
-                rd_kafka_assignment_lost(rk) ? " (lost)" : "", k->assigned->cnt);
+                lost ? " (lost)" : "", k->assigned->cnt);
     } else {
         cc_logf(&k->log, CC_LOG_ERROR, "kafka: rebalance error: %s", rd_kafka_err2str(err));
-        call_per_topic(k, k->assigned, k->hooks.on_revoke);
+        release(k, k->held);
         for (int i = 0; i < k->assigned->cnt; i++)
             batches_forget(k, k->assigned->elems[i].topic, k->assigned->elems[i].partition);
         re = rd_kafka_assign(rk, NULL);
@@ -1031,6 +1087,8 @@ static void destroy(CcKafka *k)
         rd_kafka_destroy(k->mock_rk);
     if (k->assigned)
         rd_kafka_topic_partition_list_destroy(k->assigned);
+    if (k->held)
+        rd_kafka_topic_partition_list_destroy(k->held);
     for (int i = 0; i < k->n_batches; i++)
         batch_free(&k->batches[i]);
     free(k->batches);
@@ -1072,6 +1130,7 @@ int cc_kafka_open(CcKafka **out, const CcKafkaSettings *s, const CcKafkaHooks *h
                                                                  : NULL;
     k->topics = calloc((size_t)s->n_topics, sizeof *k->topics);
     k->assigned = rd_kafka_topic_partition_list_new(16);
+    k->held = rd_kafka_topic_partition_list_new(16);
     if (!k->group_id || !k->topics || (s->alert_topic && *s->alert_topic && !k->alert_topic) ||
         (s->dead_letter_topic && *s->dead_letter_topic && !k->dlq_topic)) {
         ret = cc_errf(err, errlen, -ENOMEM, "kafka: out of memory");
@@ -1126,7 +1185,10 @@ void cc_kafka_close(CcKafka **pk, int timeout_ms)
     /* Offsets stored by acks so far, synchronously; then leave the group (the revoke
      * callback runs here) — librdkafka commits once more on the way out. */
     cc_kafka_commit(k);
+    k->consumer_closing = 1;
     rd_kafka_resp_err_t err = rd_kafka_consumer_close(k->rk);
+    if (k->held->cnt) /* no revoke came (never assigned, or broker gone): tell the host */
+        release(k, k->held);
     if (err)
         cc_logf(&k->log, CC_LOG_WARN, "kafka: consumer close: %s", rd_kafka_err2str(err));
     /* Flush the producer, re-sending what is in the retry list once more. */

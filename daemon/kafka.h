@@ -24,6 +24,11 @@
  *    committed offset.
  *  - on_message's msg points into librdkafka's message: valid only during the callback.
  *  - on_revoke is also called from cc_kafka_close (the consumer leaves the group).
+ *  - on_assign / on_revoke report changes of ownership incrementally with either protocol:
+ *    with the (default) eager protocol, the revoke-all/assign-all pair of a rebalance
+ *    reaches the host as on_revoke for the partitions that moved away and on_assign for
+ *    the new ones only; a partition that stays keeps its cells. (Default strategy is
+ *    range,roundrobin: cooperative-sticky crashes librdkafka 2.0 on an early close.)
  */
 #ifndef CC_DAEMON_KAFKA_H
 #define CC_DAEMON_KAFKA_H
@@ -73,9 +78,9 @@ typedef struct CcKafkaHooks {
     /** One message of batch `batch_id` (host parses it; returns nothing: invalid messages
      *  are the host's to count and, if wanted, to pass to cc_kafka_dead_letter). */
     void (*on_message)(void *cookie, uint64_t batch_id, const CcKafkaMessage *msg);
-    /** Partitions assigned (after a rebalance); the host rebuilds those cells. */
+    /** Partitions newly assigned to this member; the host rebuilds those cells. */
     void (*on_assign)(void *cookie, const char *topic, const int32_t *partitions, int n);
-    /** Partitions revoked; the host releases the cells of those partitions. */
+    /** Partitions this member no longer owns; the host releases their cells. */
     void (*on_revoke)(void *cookie, const char *topic, const int32_t *partitions, int n);
 } CcKafkaHooks;
 

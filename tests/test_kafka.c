@@ -295,6 +295,54 @@ static void test_ack_commit_restart(void **state)
     free(g);
 }
 
+/* Polls two members until cond(a, b) or the deadline. */
+static int poll_two(CcKafka *ka, Got *a, CcKafka *kb, Got *b, int (*cond)(Got *, Got *),
+                    int timeout_ms)
+{
+    int64_t end = cc_now_ns() + (int64_t)timeout_ms * 1000000;
+    while (!cond(a, b) && cc_now_ns() < end) {
+        cc_kafka_poll(ka);
+        if (kb)
+            cc_kafka_poll(kb);
+        usleep(5000);
+    }
+    return cond(a, b);
+}
+
+static int split_done(Got *a, Got *b) { return a->revoked == 1 && b->assigned == 1; }
+static int moved_back(Got *a, Got *b) { return a->assigned == 3; }
+
+static void test_two_members_incremental_hooks(void **state)
+{
+    World *w = *state;
+    Got *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    CcKafka *ka = open_k(w->bootstrap, "g-two", a, 1000, NULL);
+    int64_t end = cc_now_ns() + 20000000000LL;
+    while (a->assigned < 2 && cc_now_ns() < end) {
+        cc_kafka_poll(ka);
+        usleep(5000);
+    }
+    assert_int_equal(a->assigned, 2);
+    /* A second member: the eager protocol revokes and re-assigns everything, the hooks
+     * see only the partition that moved. */
+    CcKafka *kb = open_k(w->bootstrap, "g-two", b, 1000, NULL);
+    assert_true(poll_two(ka, a, kb, b, split_done, 30000));
+    assert_int_equal(a->assigned, 2);
+    assert_int_equal(a->revoked, 1);
+    CcKafkaStats st;
+    cc_kafka_stats(ka, &st);
+    assert_int_equal(st.assigned_partitions, 1);
+    /* B leaves: its partition comes back to A as one new assignment. */
+    cc_kafka_close(&kb, 2000);
+    assert_int_equal(b->revoked, 1);
+    assert_true(poll_two(ka, a, NULL, NULL, moved_back, 30000));
+    assert_int_equal(a->revoked, 1);
+    cc_kafka_close(&ka, 2000);
+    assert_int_equal(a->revoked, 3);
+    free(a);
+    free(b);
+}
+
 static void test_dead_letter_and_alerts(void **state)
 {
     World *w = *state;
@@ -440,6 +488,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_settings),
         cmocka_unit_test(test_ack_commit_restart),
+        cmocka_unit_test(test_two_members_incremental_hooks),
         cmocka_unit_test(test_dead_letter_and_alerts),
         cmocka_unit_test(test_produce_bound),
         cmocka_unit_test(test_embedded),

@@ -9,6 +9,14 @@
  *
  * Usage: ingest_bench -b BOOTSTRAP [-t kpis] [-c cells] [--from P] [-n steps]
  *                     [-S step_seconds] [-f name,name,...] [--t0 unix]
+ *
+ * Consumer mode (the librdkafka queue tuning of daemon/kafka.c, without the daemon):
+ *        ingest_bench --consume N -b BOOTSTRAP [-g group] [-p prop=value]... [--work-us U]
+ * reads N messages through cc_kafka (daemon/kafka.c) from a backlog, acking every batch,
+ * spending U µs of busy work per message (a stand-in for decode + step), and reports
+ * messages/s and the time spent polling an empty queue while the backlog was not drained
+ * ("stall_s": librdkafka 2.0 idles up to ~1 s after its local queue fell below
+ * queued.min.messages / queued.max.messages.kbytes).
  */
 #include <getopt.h>
 #include <librdkafka/rdkafka.h>
@@ -18,6 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#include "kafka.h"
 
 static double now_s(void)
 {
@@ -26,8 +37,90 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+static uint64_t consumed;
+
+static void on_msg(void *cookie, uint64_t batch, const CcKafkaMessage *m)
+{
+    (void)cookie;
+    (void)batch;
+    (void)m;
+    consumed++;
+}
+
+static void log_stderr(void *cookie, enum CcLogLevel level, const char *msg)
+{
+    (void)cookie;
+    if (level <= CC_LOG_WARN || getenv("INGEST_BENCH_VERBOSE"))
+        fprintf(stderr, "%s\n", msg);
+}
+
+static void busy_us(double us)
+{
+    double end = now_s() + us * 1e-6;
+    while (now_s() < end)
+        ;
+}
+
+static int consume(const char *bootstrap, const char *topic, const char *group, long n,
+                   CcKafkaProp *props, int n_props, double work_us)
+{
+    const char *topics[1] = {topic};
+    CcKafkaSettings s;
+    cc_kafka_default_settings(&s);
+    s.brokers = bootstrap;
+    s.group_id = group;
+    s.topics = topics;
+    s.n_topics = 1;
+    s.props = props;
+    s.n_props = n_props;
+    s.logger = (CcLogger){NULL, log_stderr};
+    CcKafkaHooks h = {NULL, on_msg, NULL, NULL};
+    CcKafka *k = NULL;
+    char err[512];
+    if (cc_kafka_open(&k, &s, &h, err, sizeof err)) {
+        fprintf(stderr, "ingest_bench: %s\n", err);
+        return 1;
+    }
+    double start = 0, stall = 0, t_end = now_s() + 600;
+    while (consumed < (uint64_t)n && now_s() < t_end) {
+        uint64_t before = consumed;
+        double t = now_s();
+        uint64_t id = cc_kafka_poll(k);
+        cc_kafka_service(k);
+        if (id) {
+            if (!start)
+                start = t;
+            busy_us(work_us * (double)(consumed - before));
+            cc_kafka_ack(k, id);
+        } else {
+            usleep(1000);
+            if (start)
+                stall += now_s() - t;
+        }
+        static double last_report;
+        if (getenv("INGEST_BENCH_VERBOSE") && now_s() - last_report > 1) {
+            CcKafkaStats st;
+            cc_kafka_stats(k, &st);
+            fprintf(stderr, "consumed %llu lag %lld assigned %d unacked %llu errors %llu\n",
+                    (unsigned long long)consumed, (long long)st.lag, st.assigned_partitions,
+                    (unsigned long long)st.unacked_messages, (unsigned long long)st.consumer_errors);
+            last_report = now_s();
+        }
+    }
+    double dt = now_s() - start;
+    printf("{\"consumed\": %llu, \"seconds\": %.3f, \"messages_per_s\": %.0f, "
+           "\"stall_s\": %.3f}\n", (unsigned long long)consumed, dt, consumed / dt, stall);
+    cc_kafka_close(&k, 2000);
+    return consumed < (uint64_t)n;
+}
+
 int main(int argc, char **argv)
 {
+    const char *group = "ingest-bench";
+    long n_consume = 0;
+    double work_us = 0;
+    CcKafkaProp props[32];
+    int n_props = 0;
     const char *bootstrap = NULL, *topic = "kpis";
     const char *features = "prb_dl,prb_ul,thr_dl_mbps,thr_ul_mbps,active_users,latency_ms,cqi,drop_rate";
     long cells = 10000, from = 0, steps = 16, S = 3600, t0 = 1704067200;
@@ -36,10 +129,25 @@ int main(int argc, char **argv)
         {"cells", required_argument, 0, 'c'},     {"from", required_argument, 0, 'F'},
         {"steps", required_argument, 0, 'n'},     {"step-seconds", required_argument, 0, 'S'},
         {"features", required_argument, 0, 'f'},  {"t0", required_argument, 0, 'T'},
+        {"consume", required_argument, 0, 'C'},   {"group", required_argument, 0, 'g'},
+        {"prop", required_argument, 0, 'p'},      {"work-us", required_argument, 0, 'W'},
         {0, 0, 0, 0}};
     int o;
-    while ((o = getopt_long(argc, argv, "b:t:c:n:S:f:", opts, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "b:t:c:n:S:f:g:p:", opts, NULL)) != -1) {
         switch (o) {
+        case 'C': n_consume = atol(optarg); break;
+        case 'g': group = optarg; break;
+        case 'W': work_us = atof(optarg); break;
+        case 'p': {
+            char *eq = strchr(optarg, '=');
+            if (!eq || n_props == 32) {
+                fprintf(stderr, "ingest_bench: -p NAME=VALUE\n");
+                return 2;
+            }
+            *eq = 0;
+            props[n_props++] = (CcKafkaProp){optarg, eq + 1};
+            break;
+        }
         case 'b': bootstrap = optarg; break;
         case 't': topic = optarg; break;
         case 'c': cells = atol(optarg); break;
@@ -58,6 +166,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "ingest_bench: -b BOOTSTRAP is required; cells/steps/S ≥ 1\n");
         return 2;
     }
+    if (n_consume > 0)
+        return consume(bootstrap, topic, group, n_consume, props, n_props, work_us);
     char *names[64];
     int F = 0;
     char *fl = strdup(features);
@@ -66,15 +176,15 @@ int main(int argc, char **argv)
 
     char err[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    const char *props[][2] = {{"bootstrap.servers", bootstrap},
+    const char *pprops[][2] = {{"bootstrap.servers", bootstrap},
                               {"linger.ms", "20"},
                               {"batch.num.messages", "10000"},
                               {"queue.buffering.max.messages", "1000000"},
                               {"queue.buffering.max.kbytes", "1048576"},
                               {"compression.codec", "none"},
                               {"acks", "1"}};
-    for (size_t i = 0; i < sizeof props / sizeof *props; i++)
-        if (rd_kafka_conf_set(conf, props[i][0], props[i][1], err, sizeof err)) {
+    for (size_t i = 0; i < sizeof pprops / sizeof *pprops; i++)
+        if (rd_kafka_conf_set(conf, pprops[i][0], pprops[i][1], err, sizeof err)) {
             fprintf(stderr, "ingest_bench: %s\n", err);
             return 1;
         }

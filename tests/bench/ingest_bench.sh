@@ -13,6 +13,12 @@
 # the time goes comes from /metrics deltas over phase 2: the event loop's decode (parse)
 # and cell-table (state) time, and the worker's engine parts and publishing.
 # Prints a JSON summary on the last line.
+#
+# The embedded broker is librdkafka's mock cluster, which keeps only the newest 5 MiB (and
+# 100k message sets) per partition and silently drops older ones: the producer must not
+# run further ahead of the consumer than that. Hence 16 partitions (80 MiB ≈ 380k
+# messages of ~210 bytes), the warm-up produced in chunks of 8 steps, and a check that
+# every produced record was applied with no imputed step or restart (no loss).
 set -eu
 CELLCASTD=$1 CELLCAST=$2 PRODUCER=$3
 CELLS=${4:-10000} WARM=${5:-48} MEAS=${6:-32} THREADS=${7:-1}
@@ -29,7 +35,7 @@ model:
 kafka:
   brokers: embedded
   group_id: bench
-  embedded_partitions: 4
+  embedded_partitions: 16
 http:
   port: 0
 engine:
@@ -59,8 +65,11 @@ wait_steps() {
 }
 
 echo "warm-up: $CELLS cells x $WARM steps" >&2
-"$PRODUCER" -b "$BS" -c "$CELLS" --from 0 -n "$WARM" >"$TMP/p1.json"
-wait_steps $((CELLS * WARM))
+for ((p = 0; p < WARM; p += 8)); do
+    n=$((WARM - p < 8 ? WARM - p : 8))
+    "$PRODUCER" -b "$BS" -c "$CELLS" --from $p -n $n >"$TMP/p1.json"
+    wait_steps $((CELLS * (p + n)))
+done
 metrics "$TMP/m0"
 t0=$(date +%s.%N)
 echo "measure: $CELLS cells x $MEAS steps" >&2
@@ -72,7 +81,7 @@ wait $PP
 metrics "$TMP/m1"
 rss=$(awk '/VmRSS/ { print $2 }' /proc/$DPID/status)
 
-python3 - "$TMP" "$t0" "$t1" "$CELLS" "$MEAS" "$rss" "$THREADS" <<'EOF'
+python3 - "$TMP" "$t0" "$t1" "$CELLS" "$MEAS" "$rss" "$THREADS" "$WARM" <<'EOF'
 import json, sys
 tmp, t0, t1, cells, meas, rss_kb, threads = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
 def load(p):
@@ -102,6 +111,13 @@ out = {"cells": cells, "measured_steps_per_cell": meas, "cell_steps": int(steps)
        "producer_msgs_per_s": prod["messages_per_s"], "engine_threads": threads,
        "rss_mb": round(rss_kb / 1024, 1), "rss_kb_per_cell": round(rss_kb / cells, 1),
        "batches": int(dd("cellcast_batch_size_count")) if "cellcast_batch_size_count" in b else None,
+       "records_total": int(b.get("cellcast_ingest_records_total", -1)),
+       "imputed_or_restarted": int(b.get('cellcast_ingest_steps_total{outcome="imputed"}', 0) + b.get('cellcast_ingest_steps_total{outcome="restart"}', 0)),
        **{k: round(v, 3) for k, v in parts.items()}, **us}
 print(json.dumps(out))
+want = cells * (meas + int(sys.argv[8]))
+if out["records_total"] != want or out["imputed_or_restarted"]:
+    print(f"WARNING: {out['records_total']} records applied, want {want}; "
+          f"{out['imputed_or_restarted']} imputed/restarted steps: messages were lost", file=sys.stderr)
+    sys.exit(1)
 EOF
