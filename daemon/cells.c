@@ -284,7 +284,6 @@ int ccd_cells_ingest(CcdCells *t, CcdBatch *open, const CcKpiRecord *rec, int to
 }
 
 /* Called by the scheduler when it seals a batch: resolves values, flags, busy marks. */
-void ccd_cells_seal(CcdCells *t, CcdBatch *b);
 void ccd_cells_seal(CcdCells *t, CcdBatch *b)
 {
     const int F = t->s.n_features;
@@ -317,7 +316,6 @@ void ccd_cells_seal(CcdCells *t, CcdBatch *b)
 }
 
 /* Called by the scheduler on the loop thread when a batch is done. */
-void ccd_cells_unbusy(CcdCells *t, CcdBatch *b);
 void ccd_cells_unbusy(CcdCells *t, CcdBatch *b)
 {
     (void)t;

@@ -119,6 +119,12 @@ CcdCell *ccd_cells_get(CcdCells *t, const char *id);
 int ccd_cells_ingest(CcdCells *t, CcdBatch *open, const CcKpiRecord *rec, int topic,
                      int32_t partition);
 
+/** For the scheduler (loop thread): resolves a batch's values (combined, filled, imputed),
+ *  numbers each cell's steps (rounds) and marks its cells busy; and, when the batch is
+ *  done, un-busies them and counts the steps. */
+void ccd_cells_seal(CcdCells *t, CcdBatch *b);
+void ccd_cells_unbusy(CcdCells *t, CcdBatch *b);
+
 /** Marks the cells of (topic, partitions) for release; freed by ccd_cells_reap. */
 int ccd_cells_release_partitions(CcdCells *t, int topic, const int32_t *parts, int n);
 /** Frees doomed cells that are neither busy nor pending. Returns how many. */

@@ -8,9 +8,6 @@
 
 #include "log.h"
 
-void ccd_cells_seal(CcdCells *t, CcdBatch *b);
-void ccd_cells_unbusy(CcdCells *t, CcdBatch *b);
-
 void ccd_hist_init(CcdHist *h, const double *le, int n)
 {
     memset(h, 0, sizeof *h);

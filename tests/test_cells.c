@@ -1,0 +1,310 @@
+/* test_cells.c — cellcastd's ingest rules (daemon/cells.c) and micro-batching
+ * (daemon/scheduler.c) on the real engine with the tiny golden model (F=3, P=4):
+ * consecutive steps, combining several records of one step, filling absent KPIs,
+ * duplicates, late steps, gap imputation and sequence restarts (both policies), rounds of
+ * a cell with several steps in one batch, LRU eviction that spares busy cells, partition
+ * release; then the worker thread steps a batch and publishes forecasts, on_done runs on
+ * the event loop, and a drain steps what is pending. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <event2/event.h>
+#include <event2/thread.h>
+
+#include "../daemon/cells.h"
+#include "../daemon/config.h"
+#include "../daemon/scheduler.h"
+
+#define MODEL CC_TEST_DATA "/golden/tiny.safetensors"
+
+typedef struct Fx {
+    CcModel *m;
+    CcEngine *e;
+    CcdCells *t;
+    CcdBatch b;
+} Fx;
+
+static int setup_with(void **state, int64_t max_cells, int policy, int max_gap)
+{
+    Fx *x = calloc(1, sizeof *x);
+    char err[256];
+    assert_int_equal(cc_model_load(&x->m, MODEL, err, sizeof err), 0);
+    CcEngineSettings es;
+    cc_engine_default_settings(&es);
+    assert_int_equal(cc_engine_open(&x->e, x->m, &es), 0);
+    CcdCellsSettings cs = {.n_features = x->m->hp.n_features, .horizon = x->m->hp.horizon,
+                           .ring = 32, .max_cells = max_cells, .kv_budget_bytes = 1LL << 30,
+                           .gap_policy = policy, .max_gap = max_gap};
+    assert_int_equal(ccd_cells_open(&x->t, x->e, &cs), 0);
+    x->b.F = x->m->hp.n_features;
+    *state = x;
+    return 0;
+}
+
+static int setup(void **state) { return setup_with(state, 1000, CCD_GAP_IMPUTE, 3); }
+static int setup_small(void **state) { return setup_with(state, 2, CCD_GAP_IMPUTE, 3); }
+static int setup_restart(void **state) { return setup_with(state, 1000, CCD_GAP_RESTART, 3); }
+
+static int teardown(void **state)
+{
+    Fx *x = *state;
+    ccd_cells_close(&x->t);
+    cc_engine_close(&x->e);
+    cc_model_close(&x->m);
+    free(x->b.items);
+    free(x->b.values);
+    free(x);
+    return 0;
+}
+
+static CcKpiRecord rec(const char *cell, int64_t step, uint64_t present, float v0, float v1, float v2)
+{
+    CcKpiRecord r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.cell_id, sizeof r.cell_id, "%s", cell);
+    r.step = step;
+    r.ts = step * 900;
+    r.present = present;
+    r.values[0] = v0;
+    r.values[1] = v1;
+    r.values[2] = v2;
+    return r;
+}
+
+static void ingest(Fx *x, CcKpiRecord r, int want)
+{
+    assert_int_equal(ccd_cells_ingest(x->t, &x->b, &r, 0, 1), want);
+}
+
+/* Seals the open batch and marks it done (as if stepped), leaving it empty. */
+static void seal_done(Fx *x)
+{
+    ccd_cells_seal(x->t, &x->b);
+    ccd_cells_unbusy(x->t, &x->b);
+    x->b.n = 0;
+    x->b.n_rounds = 0;
+}
+
+static void test_consecutive_combine_fill(void **state)
+{
+    Fx *x = *state;
+    ingest(x, rec("a", 100, 7, 1, 2, 3), 0);
+    ingest(x, rec("b", 100, 7, 4, 5, 6), 0);
+    seal_done(x);
+    /* step 101 of a in two records: KPI 0 then KPIs 1 (latest wins) — KPI 2 absent */
+    ingest(x, rec("a", 101, 1, 10, 0, 0), 0);
+    ingest(x, rec("a", 101, 2, 0, 20, 0), 0);
+    ingest(x, rec("a", 101, 2, 0, 21, 0), 0);
+    assert_int_equal(x->b.n, 1);
+    ccd_cells_seal(x->t, &x->b);
+    const float *v = x->b.values;
+    assert_true(v[0] == 10 && v[1] == 21 && v[2] == 3); /* KPI 2 filled with the previous 3 */
+    CcdCell *a = ccd_cells_get(x->t, "a");
+    assert_int_equal(a->n_filled, 1);
+    assert_int_equal(a->busy, 1);
+    ccd_cells_unbusy(x->t, &x->b);
+    x->b.n = 0;
+    assert_int_equal(a->n_steps, 2);
+    assert_int_equal(a->n_records, 4);
+    assert_int_equal(a->partition, 1);
+}
+
+static void test_duplicate_and_late(void **state)
+{
+    Fx *x = *state;
+    ingest(x, rec("a", 100, 7, 1, 2, 3), 0);
+    ingest(x, rec("a", 101, 7, 1, 2, 3), 0);
+    seal_done(x);
+    ingest(x, rec("a", 101, 7, 9, 9, 9), 0); /* dispatched already: duplicate */
+    ingest(x, rec("a", 99, 7, 9, 9, 9), 0);  /* late */
+    ingest(x, rec("a", 50, 7, 9, 9, 9), 0);  /* late */
+    assert_int_equal(x->b.n, 0);
+    CcdCell *a = ccd_cells_get(x->t, "a");
+    assert_int_equal(a->n_duplicates, 1);
+    assert_int_equal(a->n_late, 2);
+    assert_int_equal(x->t->st.duplicates, 1);
+    assert_int_equal(x->t->st.late, 2);
+}
+
+static void test_gap_impute_then_restart(void **state)
+{
+    Fx *x = *state;
+    ingest(x, rec("a", 100, 7, 1, 2, 3), 0);
+    seal_done(x);
+    ingest(x, rec("a", 103, 7, 4, 5, 6), 0); /* gap of 2 ≤ max_gap 3: two imputed steps */
+    assert_int_equal(x->b.n, 3);
+    ccd_cells_seal(x->t, &x->b);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(x->b.items[i].step, 101 + i);
+        assert_true(x->b.items[i].imputed);
+        assert_true(x->b.values[i * 3] == 1 && x->b.values[i * 3 + 2] == 3);
+        assert_int_equal(x->b.items[i].round, i);
+    }
+    assert_int_equal(x->b.items[2].step, 103);
+    assert_false(x->b.items[2].imputed);
+    assert_false(x->b.items[2].reset_before);
+    assert_int_equal(x->b.items[2].round, 2);
+    assert_int_equal(x->b.n_rounds, 3);
+    ccd_cells_unbusy(x->t, &x->b);
+    x->b.n = 0;
+    ingest(x, rec("a", 108, 7, 7, 8, 9), 0); /* gap of 4 > 3: restart */
+    assert_int_equal(x->b.n, 1);
+    assert_true(x->b.items[0].reset_before);
+    CcdCell *a = ccd_cells_get(x->t, "a");
+    assert_int_equal(a->n_imputed, 2);
+    assert_int_equal(a->n_restarts, 1);
+    seal_done(x);
+}
+
+static void test_gap_policy_restart(void **state)
+{
+    Fx *x = *state;
+    ingest(x, rec("a", 100, 7, 1, 2, 3), 0);
+    seal_done(x);
+    ingest(x, rec("a", 102, 7, 1, 2, 3), 0);
+    assert_int_equal(x->b.n, 1);
+    assert_true(x->b.items[0].reset_before);
+    seal_done(x);
+}
+
+static void test_lru_eviction_spares_busy(void **state)
+{
+    Fx *x = *state; /* max_cells 2 */
+    ingest(x, rec("a", 100, 7, 1, 2, 3), 0);
+    ingest(x, rec("b", 100, 7, 1, 2, 3), 0);
+    seal_done(x);
+    ingest(x, rec("a", 101, 7, 1, 2, 3), 0); /* a is now the most recently updated */
+    seal_done(x);
+    ingest(x, rec("c", 100, 7, 1, 2, 3), 0); /* evicts b */
+    assert_null(ccd_cells_get(x->t, "b"));
+    assert_non_null(ccd_cells_get(x->t, "a"));
+    assert_int_equal(x->t->st.evictions, 1);
+    /* c has an open step, a is busy in a sealed batch: nothing can go */
+    ccd_cells_seal(x->t, &x->b); /* c busy */
+    CcdBatch b2 = {.F = 3};
+    CcKpiRecord r = rec("a", 102, 7, 1, 2, 3);
+    assert_int_equal(ccd_cells_ingest(x->t, &b2, &r, 0, 1), 0); /* a: open item in b2 */
+    r = rec("d", 100, 7, 1, 2, 3);
+    assert_int_equal(ccd_cells_ingest(x->t, &b2, &r, 0, 1), -ENOSPC);
+    assert_int_equal(x->t->st.rejected_full, 1);
+    ccd_cells_unbusy(x->t, &x->b);
+    x->b.n = 0;
+    free(b2.items);
+    free(b2.values);
+}
+
+static void test_release_partitions(void **state)
+{
+    Fx *x = *state;
+    CcKpiRecord r = rec("p1", 100, 7, 1, 2, 3);
+    assert_int_equal(ccd_cells_ingest(x->t, &x->b, &r, 0, 1), 0);
+    r = rec("p2", 100, 7, 1, 2, 3);
+    assert_int_equal(ccd_cells_ingest(x->t, &x->b, &r, 0, 2), 0);
+    r = rec("h", 100, 7, 1, 2, 3);
+    assert_int_equal(ccd_cells_ingest(x->t, &x->b, &r, -1, -1), 0);
+    int32_t parts[] = {1, 3};
+    assert_int_equal(ccd_cells_release_partitions(x->t, 0, parts, 2), 1);
+    assert_int_equal(ccd_cells_reap(x->t), 0); /* p1 has an open step: kept until stepped */
+    seal_done(x);
+    assert_int_equal(ccd_cells_reap(x->t), 1);
+    assert_null(ccd_cells_get(x->t, "p1"));
+    assert_non_null(ccd_cells_get(x->t, "p2"));
+    assert_non_null(ccd_cells_get(x->t, "h"));
+}
+
+/* ---- the scheduler on a real event base and worker ---- */
+
+typedef struct Done {
+    int batches, items;
+    uint64_t kafka_hi;
+    struct event_base *base;
+} Done;
+
+static void on_done(void *cookie, CcdBatch *b)
+{
+    Done *d = cookie;
+    d->batches++;
+    d->items += b->n;
+    d->kafka_hi = b->kafka_hi;
+    for (int i = 0; i < b->n; i++)
+        assert_int_equal(b->items[i].status, 0);
+    event_base_loopbreak(d->base);
+}
+
+static void noop(evutil_socket_t fd, short what, void *arg) { (void)fd, (void)what, (void)arg; }
+
+static void test_scheduler_steps_and_publishes(void **state)
+{
+    Fx *x = *state;
+    struct event_base *base;
+    CcdSched *s;
+    Done done = {0};
+    evthread_use_pthreads();
+    assert_non_null(base = event_base_new());
+    done.base = base;
+    CcdSchedSettings ss = {.batch_steps = 1000000, .batch_ms = 0, .on_done = on_done, .cookie = &done};
+    assert_int_equal(ccd_sched_open(&s, base, x->e, x->t, &ss), 0);
+    /* a registered event keeps event_base_dispatch waiting for the worker's event_active */
+    struct event *keep = event_new(base, -1, EV_PERSIST, noop, NULL);
+    struct timeval tv = {3600, 0};
+    event_add(keep, &tv);
+    /* 12 steps of 3 cells, some cells with several steps in one batch */
+    for (int k = 0; k < 12; k++) {
+        for (int c = 0; c < 3; c++) {
+            char id[8];
+            snprintf(id, sizeof id, "s%d", c);
+            CcKpiRecord r = rec(id, 1000 + k, 7, 10 + c + k % 5, 20 - k % 3, 5);
+            assert_int_equal(ccd_cells_ingest(x->t, ccd_sched_open_batch(s), &r, 0, 0), 0);
+        }
+        if (k % 4 == 3) {
+            ccd_sched_note_kafka(s, (uint64_t)k);
+            assert_int_equal(ccd_sched_maybe_flush(s, 0), 1);
+            event_base_dispatch(base); /* until on_done breaks the loop */
+        }
+    }
+    assert_int_equal(done.batches, 3);
+    assert_int_equal(done.items, 36);
+    assert_int_equal(done.kafka_hi, 11);
+    CcdCell *c = ccd_cells_get(x->t, "s1");
+    assert_int_equal(c->n_steps, 12);
+    assert_true(c->pub.valid);
+    assert_int_equal(c->pub.step, 1011);
+    assert_true(c->pub.have_expected);
+    assert_true(c->pub.obs[0] == 10 + 1 + 11 % 5);
+    /* the published copy equals the engine's forecast */
+    CcForecast fc;
+    cc_cell_forecast(c->cell, &fc);
+    assert_memory_equal(c->pub.y, fc.y, sizeof(float) * 3 * (size_t)x->m->hp.horizon * 2);
+    /* drain steps what is pending without the loop */
+    CcKpiRecord r = rec("s1", 1012, 7, 1, 2, 3);
+    assert_int_equal(ccd_cells_ingest(x->t, ccd_sched_open_batch(s), &r, 0, 0), 0);
+    ccd_sched_drain(s);
+    assert_int_equal(c->pub.step, 1012);
+    assert_int_equal(ccd_sched_pending(s), 0);
+    const CcdSchedStats *st = ccd_sched_stats(s);
+    assert_int_equal(st->batches, 4);
+    assert_int_equal(st->items, 37);
+    ccd_sched_close(&s);
+    event_free(keep);
+    event_base_free(base);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_consecutive_combine_fill, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_duplicate_and_late, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gap_impute_then_restart, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gap_policy_restart, setup_restart, teardown),
+        cmocka_unit_test_setup_teardown(test_lru_eviction_spares_busy, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_release_partitions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_scheduler_steps_and_publishes, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
