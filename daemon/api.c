@@ -394,6 +394,9 @@ static int h_metrics(CcdReq *r)
     metric(b, "cellcast_forecast_delay_seconds", "histogram",
            "From the first record of a batch to its forecasts published.");
     hist_out(b, "cellcast_forecast_delay_seconds", &ss->delay_seconds);
+    metric(b, "cellcast_loop_lag_seconds", "histogram",
+           "How late the 10 ms cron ran: stalls of the event loop (HTTP waits as long).");
+    hist_out(b, "cellcast_loop_lag_seconds", &d->loop_lag);
     metric(b, "cellcast_engine_seconds_total", "counter", "Engine time by part (cc_engine_stats).");
     evbuffer_add_printf(b, "cellcast_engine_seconds_total{part=\"dense\"} %.6f\n"
                            "cellcast_engine_seconds_total{part=\"attention\"} %.6f\n"

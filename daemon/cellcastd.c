@@ -221,6 +221,10 @@ static void cron(evutil_socket_t fd, short what, void *arg)
 {
     Ccd *d = arg;
     (void)fd, (void)what;
+    int64_t now = cc_now_ns();
+    if (d->last_cron_ns) /* lateness of this tick: what a request waited behind other work */
+        ccd_hist_add(&d->loop_lag, (double)(now - d->last_cron_ns - CRON_MS * 1000000LL) * 1e-9);
+    d->last_cron_ns = now;
     run_with_period(CRON_MS)
     {
         ccd_sched_maybe_flush(d->sched, 0);
@@ -450,6 +454,8 @@ int main(int argc, char **argv)
         goto out;
     }
     d->start_ns = cc_now_ns();
+    static const double lag_le[] = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1};
+    ccd_hist_init(&d->loop_lag, lag_le, (int)(sizeof lag_le / sizeof lag_le[0]));
     d->start_unix = (int64_t)time(NULL);
 
     CcEngineSettings es;

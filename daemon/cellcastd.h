@@ -52,6 +52,8 @@ typedef struct Ccd {
     uint64_t cronloops;
     int stopping;
     int kafka_paused;        ///< backpressure: too much pending
+    CcdHist loop_lag;        ///< how late the cron ran: event-loop stalls (seconds)
+    int64_t last_cron_ns;
     CcdIngestStats in;
     char model_name[160];
 } Ccd;
