@@ -441,38 +441,55 @@ int cc_kafka_rewind(CcKafka *k, const char *topic, int32_t partition, int64_t ts
     return 0;
 }
 
-/* Resolves the timestamps cc_kafka_rewind put into l into offsets (blocking, ≤ 5 s).
- * Note: librdkafka 2.0's mock cluster answers every timestamp lookup with -1 (end), so on
- * the embedded broker only a rewind to 0 (= from the beginning) is meaningful. */
+/*
+ * Resolves the timestamps cc_kafka_rewind put into l into start offsets (blocking, ≤ 5 s
+ * per lookup). A rewind never skips an unconsumed message: the start is the earlier of
+ * the timestamp's offset and the committed offset. With no commit yet it is the
+ * timestamp's offset (history older than the window is not replayed), or the reset policy
+ * when the lookup finds nothing. (librdkafka 2.0's mock cluster answers every timestamp
+ * lookup with -1, so on the embedded broker a rewind other than to 0 starts at the
+ * committed offset.)
+ */
 static void resolve_rewinds(CcKafka *k, rd_kafka_topic_partition_list_t *l)
 {
     rd_kafka_topic_partition_list_t *q = rd_kafka_topic_partition_list_new(l->cnt);
+    rd_kafka_topic_partition_list_t *c = rd_kafka_topic_partition_list_new(l->cnt);
     for (int i = 0; i < l->cnt; i++)
-        if (l->elems[i].opaque)
+        if (l->elems[i].opaque) {
             rd_kafka_topic_partition_list_add(q, l->elems[i].topic, l->elems[i].partition)
                 ->offset = l->elems[i].offset;
+            rd_kafka_topic_partition_list_add(c, l->elems[i].topic, l->elems[i].partition);
+        }
     rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(k->rk, q, 5000);
+    rd_kafka_resp_err_t cerr = rd_kafka_committed(k->rk, c, 5000);
     for (int i = 0; i < l->cnt; i++) {
         rd_kafka_topic_partition_t *tp = &l->elems[i];
         if (!tp->opaque)
             continue;
+        tp->opaque = NULL;
         rd_kafka_topic_partition_t *r =
             rd_kafka_topic_partition_list_find(q, tp->topic, tp->partition);
-        if (!err && r && !r->err) {
-            /* -1 (end): no message at or after ts; start at the end. */
-            tp->offset = r->offset >= 0 ? r->offset : RD_KAFKA_OFFSET_END;
-            cc_logf(&k->log, CC_LOG_INFO, "kafka: %s [%" PRId32 "] rewound to offset %" PRId64,
-                    tp->topic, tp->partition, r->offset);
-        } else {
-            tp->offset = RD_KAFKA_OFFSET_INVALID; /* committed offset */
-            cc_logf(&k->log, CC_LOG_WARN,
-                    "kafka: %s [%" PRId32 "]: rewind failed (%s), starting at the committed "
-                    "offset", tp->topic, tp->partition,
-                    rd_kafka_err2str(err ? err : r ? r->err : RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION));
+        rd_kafka_topic_partition_t *cm =
+            rd_kafka_topic_partition_list_find(c, tp->topic, tp->partition);
+        int64_t at = !err && r && !r->err && r->offset >= 0 ? r->offset : -1;
+        int64_t committed = !cerr && cm && !cm->err && cm->offset >= 0 ? cm->offset : -1;
+        if (cerr || (cm && cm->err)) {
+            tp->offset = RD_KAFKA_OFFSET_INVALID; /* cannot tell: the committed offset */
+            cc_logf(&k->log, CC_LOG_WARN, "kafka: %s [%" PRId32 "]: rewind skipped, committed "
+                    "offset unknown (%s)", tp->topic, tp->partition,
+                    rd_kafka_err2str(cerr ? cerr : cm->err));
+            continue;
         }
-        tp->opaque = NULL;
+        if (at >= 0 && (committed < 0 || at < committed))
+            tp->offset = at;
+        else
+            tp->offset = committed >= 0 ? committed : RD_KAFKA_OFFSET_INVALID;
+        cc_logf(&k->log, CC_LOG_INFO, "kafka: %s [%" PRId32 "] starts at offset %" PRId64
+                " (rewind lookup %" PRId64 ", committed %" PRId64 ")", tp->topic, tp->partition,
+                tp->offset, at, committed);
     }
     rd_kafka_topic_partition_list_destroy(q);
+    rd_kafka_topic_partition_list_destroy(c);
 }
 
 static void list_remove(rd_kafka_topic_partition_list_t *from,

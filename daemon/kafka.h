@@ -144,9 +144,10 @@ int cc_kafka_fd(const CcKafka *k);
 int cc_kafka_pause(CcKafka *k, int pause);
 
 /** Only inside on_assign: start `partition` of `topic` at the first offset whose
- *  timestamp ≥ ts_ms (the committed offset is ignored for it; messages before the
- *  committed offset come again, the host drops those it has). 0, -EINVAL (not in an
- *  on_assign for that partition). */
+ *  timestamp ≥ ts_ms, or at the committed offset if that is earlier (a rewind never skips
+ *  an unconsumed message; messages before the committed offset come again, the host drops
+ *  the steps it has). ts_ms 0 = from the beginning. 0, -EINVAL (not in an on_assign for
+ *  that partition). */
 int cc_kafka_rewind(CcKafka *k, const char *topic, int32_t partition, int64_t ts_ms);
 
 /** Stops consuming, flushes producers (bounded by timeout_ms), commits, closes. */

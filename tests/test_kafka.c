@@ -37,7 +37,8 @@ typedef struct Got {
     char payload[MAXMSG][32];
     int assigned, revoked;
     CcKafka *k;          /* for cc_kafka_rewind from on_assign */
-    int rewind;          /* rewind every assigned partition to ts 0 */
+    int rewind;          /* rewind every assigned partition to ts rewind_ts */
+    int64_t rewind_ts;
 } Got;
 
 typedef struct World {
@@ -63,7 +64,7 @@ static void on_assign(void *cookie, const char *topic, const int32_t *p, int n)
     Got *g = cookie;
     g->assigned += n;
     for (int i = 0; g->rewind && i < n; i++)
-        assert_int_equal(cc_kafka_rewind(g->k, topic, p[i], 0), 0);
+        assert_int_equal(cc_kafka_rewind(g->k, topic, p[i], g->rewind_ts), 0);
 }
 
 static void on_revoke(void *cookie, const char *topic, const int32_t *p, int n)
@@ -291,6 +292,19 @@ static void test_ack_commit_restart(void **state)
     g->rewind = 1;
     k = open_k(w->bootstrap, G, g, 1000, NULL);
     assert_int_equal(consume_until(k, g, 30, 20000), 30);
+    cc_kafka_close(&k, 2000);
+
+    /* A rewind whose time lookup finds nothing (the mock answers -1 to every timestamp)
+     * must not skip unconsumed messages: it starts at the committed offset. */
+    memset(g, 0, sizeof *g);
+    g->rewind = 1;
+    g->rewind_ts = 1700000000000;
+    k = open_k(w->bootstrap, G, g, 1000, NULL);
+    produce(w->bootstrap, "kpis", 30, 3);
+    assert_int_equal(consume_until(k, g, 3, 20000), 3);
+    assert_int_equal(consume_until(k, g, 4, 700), 3);
+    for (int i = 0; i < 3; i++)
+        assert_true(atoi(g->payload[i] + 1) >= 30);
     cc_kafka_close(&k, 2000);
     free(g);
 }
