@@ -24,6 +24,10 @@
  *     idles. With thresholds well above one poll's worth of messages (10k) times the
  *     seconds a backlog takes to drain, catch-up reads stay fetch-bound, not stall-bound.
  *     The cost is memory while the host is paused: ≤ 256 MiB of queued messages.
+ *     Measured (tests/bench/ingest_bench --consume, 300k messages of ~210 B in 16
+ *     partitions, 2-core box): thresholds of 10k messages / 2 MiB → 37k msg/s with 7.9 s of
+ *     8.0 s spent waiting on an empty queue (19.7k msg/s, 9.1 s stalled, with 20 µs of work
+ *     per message); these defaults → 2.4M msg/s and 49.5k msg/s, no stall.
  *   fetch.wait.max.ms=50 — the broker answers an empty fetch after 50 ms instead of 500,
  *     so a partition that becomes busy is fetched sooner and close() is quicker.
  *   fetch.error.backoff.ms=100 — retry a failed fetch soon (embedded broker restarts).
