@@ -65,6 +65,8 @@ static void usage(FILE *out)
         "  --adamw              decoupled weight decay (default decay 0.01 with --adamw)\n"
         "  --weight-decay X     AdamW decay of weight matrices (implies --adamw)\n"
         "  --clip X             gradient global-norm clip, 0 = off (default %g)\n"
+        "  --ema X              validate and keep an exponential moving average of the\n"
+        "                       weights with this decay (e.g. 0.999); 0 = off (default)\n"
         "  --batch B            windows per step (default %d)\n"
         "  --group G            end steps per window sharing its cached patches, 1..P,\n"
         "                       0 = P (default %d); a step trains on B·G samples\n"
@@ -126,7 +128,7 @@ int cmd_train(int argc, char **argv)
     const char *data_path = NULL, *out_path = NULL, *features = NULL, *format = "auto";
     const char *time_format = NULL, *split = NULL, *protocol = NULL, *schedule = "invsqrt";
     const char *resume = NULL, *name = "cellcast", *select = "nll";
-    double val_frac = -1, dropout, lr, wd = -1, clip, max_minutes = 0, step_s = 0;
+    double val_frac = -1, dropout, lr, wd = -1, clip, max_minutes = 0, step_s = 0, ema = 0;
     int P, N, M, D, H, L, FF, HZ, tz = 0, warmup, batch, group, epochs = 20, threads;
     int patience = 6, eval_every = 0, val_windows, adamw = 0, quiet = 0;
     double steps_d = 0, seed_d;
@@ -163,7 +165,7 @@ int cmd_train(int argc, char **argv)
         {"val-windows", K_INT, &val_windows, 1, 1e7, 0}, {"threads", K_INT, &threads, 1, 16, 0},
         {"seed", K_FLOAT, &seed_d, 0, 9007199254740992.0, 0},
         {"resume", K_STR, &resume, 0, 0, 0},         {"quiet", K_FLAG, &quiet, 0, 0, 0},
-        {"select", K_STR, &select, 0, 0, 0},
+        {"select", K_STR, &select, 0, 0, 0},         {"ema", K_FLOAT, &ema, 0, 0.99999, 0},
         {"help", K_FLAG, NULL, 0, 0, 0},
     };
     enum { NOPT = sizeof tab / sizeof tab[0] };
@@ -348,6 +350,7 @@ int cmd_train(int argc, char **argv)
     ts.n_threads = threads;
     ts.seed = (uint64_t)seed_d;
     ts.max_val_windows = val_windows;
+    ts.ema = (float)ema;
     ts.adam.lr = (float)lr;
     ts.adam.warmup = warmup;
     ts.adam.clip = (float)clip;
@@ -411,6 +414,10 @@ int cmd_train(int argc, char **argv)
         cc_hparams_set_extra(h, "seed", buf);
         cc_hparams_set_extra(h, "split", split);
         cc_hparams_set_extra(h, "select", select);
+        if (ema > 0) {
+            snprintf(buf, sizeof buf, "%g", ema);
+            cc_hparams_set_extra(h, "ema", buf);
+        }
         if (is_ett) {
             cc_hparams_set_extra(h, "protocol", "ett");
             size_t a = 0, b = 0;
@@ -490,7 +497,7 @@ int cmd_train(int argc, char **argv)
             if (val < best) {
                 best = val;
                 bad = 0;
-                memcpy(best_block, m->block, m->n_params * sizeof(float));
+                memcpy(best_block, cc_trainer_eval_weights(tr), m->n_params * sizeof(float));
                 char vb[64], sb[64];
                 snprintf(sb, sizeof sb, "%lld", (long long)step);
                 snprintf(vb, sizeof vb, "%.6f", vnll);
@@ -498,7 +505,10 @@ int cmd_train(int argc, char **argv)
                 snprintf(vb, sizeof vb, "%.6g", vmse);
                 cc_hparams_set_extra(&m->hp, "val_mse", vb);
                 cc_hparams_set_extra(&m->hp, "train_steps", sb);
-                if (cc_model_save(m, out_path, err, sizeof err) < 0) {
+                CcModel view = *m; /* the validated weights (the EMA with --ema) */
+                view.block = best_block;
+                cc_params_point(&view.w, &view.hp, best_block);
+                if (cc_model_save(&view, out_path, err, sizeof err) < 0) {
                     fprintf(stderr, "\ncellcast train: %s\n", err);
                     goto done_best;
                 }
@@ -554,7 +564,7 @@ int cmd_train(int argc, char **argv)
             cc_hparams_set_extra(&m->hp, "val_mse", vb);
             best = by_mse ? vm : v;
         }
-        memcpy(best_block, m->block, m->n_params * sizeof(float));
+        memcpy(best_block, cc_trainer_eval_weights(tr), m->n_params * sizeof(float));
     }
     {
         char sb[64];

@@ -759,6 +759,7 @@ struct CcTrainer {
     CcTrainWork *work[MAX_THREADS];
     float *grads[MAX_THREADS]; // (n_params) per thread
     float *am, *av;            // Adam moments
+    float *ema_w, *swap;       // EMA weights and scratch (settings.ema > 0)
     uint8_t *decay;            // (n_params)
     uint64_t rng;
     int64_t step;
@@ -865,6 +866,8 @@ void cc_trainer_close(CcTrainer **pt)
     free(t->val_win);
     free(t->batch);
     free(t->am);
+    free(t->ema_w);
+    free(t->swap);
     free(t->av);
     free(t->decay);
     free(t);
@@ -927,6 +930,13 @@ int cc_trainer_open(CcTrainer **out, CcModel *m, const CcDataset *ds, const CcRa
     t->decay = calloc(m->n_params, 1);
     if (!t->batch || !t->am || !t->av || !t->decay)
         goto error;
+    if (s->ema > 0) {
+        t->ema_w = malloc(m->n_params * sizeof(float));
+        t->swap = malloc(m->n_params * sizeof(float));
+        if (!t->ema_w || !t->swap)
+            goto error;
+        memcpy(t->ema_w, m->block, m->n_params * sizeof(float));
+    }
     size_t sz[CC_NUM_PARAM_ARRAYS], off = 0;
     cc_params_sizes(hp, sz);
     for (int i = 0; i < CC_NUM_PARAM_ARRAYS; i++) {
@@ -1097,7 +1107,18 @@ int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm)
     double norm = cc_adam_update(t->m->block, g, t->am, t->av, t->decay, n, t->step, &t->s.adam);
     if (gnorm)
         *gnorm = norm;
+    if (t->ema_w) { /* the usual warm start: a shorter average over the first steps */
+        float d = t->s.ema, d0 = (1.0f + (float)t->step) / (10.0f + (float)t->step);
+        d = d < d0 ? d : d0;
+        for (size_t k = 0; k < n; k++)
+            t->ema_w[k] = d * t->ema_w[k] + (1 - d) * t->m->block[k];
+    }
     return 0;
+}
+
+const float *cc_trainer_eval_weights(const CcTrainer *t)
+{
+    return t->ema_w ? t->ema_w : t->m->block;
 }
 
 int cc_trainer_validate(CcTrainer *t, double *nll, double *mse)
@@ -1106,14 +1127,21 @@ int cc_trainer_validate(CcTrainer *t, double *nll, double *mse)
         return -EAGAIN;
     double l;
     int ns;
+    size_t bytes = t->m->n_params * sizeof(float);
+    if (t->ema_w) { /* score the EMA weights */
+        memcpy(t->swap, t->m->block, bytes);
+        memcpy(t->m->block, t->ema_w, bytes);
+    }
     int ret = run_threads(t, t->val_win, t->n_val_win, 0.0f, 0, &l, &ns, mse);
+    if (t->ema_w)
+        memcpy(t->m->block, t->swap, bytes);
     if (ret < 0)
         return ret;
     *nll = ns ? l / ns : NAN;
     return 0;
 }
 
-#define STATE_MAGIC "CCTRAIN1"
+#define STATE_MAGIC "CCTRAIN2"
 
 int cc_trainer_save_state(const CcTrainer *t, const char *path, const double *extra,
                           int n_extra, char *err, size_t errlen)
@@ -1126,13 +1154,14 @@ int cc_trainer_save_state(const CcTrainer *t, const char *path, const double *ex
     double ex[8] = {0};
     for (int i = 0; i < n_extra && i < 8; i++)
         ex[i] = extra[i];
-    uint64_t np = t->m->n_params;
+    uint64_t np = t->m->n_params, has_ema = t->ema_w != NULL;
     int ok = fwrite(STATE_MAGIC, 8, 1, f) == 1 && fwrite(&np, 8, 1, f) == 1 &&
              fwrite(&t->step, 8, 1, f) == 1 && fwrite(&t->rng, 8, 1, f) == 1 &&
-             fwrite(ex, sizeof ex, 1, f) == 1 &&
+             fwrite(&has_ema, 8, 1, f) == 1 && fwrite(ex, sizeof ex, 1, f) == 1 &&
              fwrite(t->m->block, sizeof(float), np, f) == np &&
              fwrite(t->am, sizeof(float), np, f) == np &&
-             fwrite(t->av, sizeof(float), np, f) == np;
+             fwrite(t->av, sizeof(float), np, f) == np &&
+             (!has_ema || fwrite(t->ema_w, sizeof(float), np, f) == np);
     ok &= fclose(f) == 0;
     if (!ok || rename(tmp, path) != 0) {
         remove(tmp);
@@ -1148,13 +1177,13 @@ int cc_trainer_load_state(CcTrainer *t, const char *path, double *extra, int n_e
     if (!f)
         return cc_errf(err, errlen, -EIO, "cannot open %s", path);
     char magic[8];
-    uint64_t np = 0, rng;
+    uint64_t np = 0, rng, has_ema = 0;
     int64_t step;
     double ex[8];
     int ret = 0;
     if (fread(magic, 8, 1, f) != 1 || memcmp(magic, STATE_MAGIC, 8) ||
         fread(&np, 8, 1, f) != 1 || fread(&step, 8, 1, f) != 1 || fread(&rng, 8, 1, f) != 1 ||
-        fread(ex, sizeof ex, 1, f) != 1) {
+        fread(&has_ema, 8, 1, f) != 1 || fread(ex, sizeof ex, 1, f) != 1) {
         ret = cc_errf(err, errlen, -EINVAL, "%s: not a cellcast optimiser state", path);
         goto done;
     }
@@ -1163,8 +1192,14 @@ int cc_trainer_load_state(CcTrainer *t, const char *path, double *extra, int n_e
                       (unsigned long long)np, t->m->n_params);
         goto done;
     }
+    if (has_ema != (t->ema_w != NULL)) {
+        ret = cc_errf(err, errlen, -EINVAL, "%s: saved %s weight averaging; resume with the same "
+                      "--ema setting", path, has_ema ? "with" : "without");
+        goto done;
+    }
     if (fread(t->m->block, sizeof(float), np, f) != np || fread(t->am, sizeof(float), np, f) != np ||
-        fread(t->av, sizeof(float), np, f) != np) {
+        fread(t->av, sizeof(float), np, f) != np ||
+        (has_ema && fread(t->ema_w, sizeof(float), np, f) != np)) {
         ret = cc_errf(err, errlen, -EINVAL, "%s: truncated", path);
         goto done;
     }

@@ -153,6 +153,9 @@ typedef struct CcTrainSettings {
     int n_threads;         ///< threads, each owning part of the batch (default 2)
     uint64_t seed;         ///< sampling, dropout, offsets (default 1)
     int max_val_windows;   ///< validation windows (evenly spaced subset) (default 1024)
+    float ema;             ///< decay of an exponential moving average of the weights, which
+                           ///< then is what cc_trainer_validate scores and
+                           ///< cc_trainer_eval_weights returns; 0 = off (default 0)
     CcLogger logger;       ///< (default none)
 } CcTrainSettings;
 
@@ -186,12 +189,17 @@ CC_API int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm)
  *  observed target. -EAGAIN when there is no validation sample. */
 CC_API int cc_trainer_validate(CcTrainer *t, double *nll, double *mse);
 
+/** The weights validation scores (the EMA when settings.ema > 0, else the model's block):
+ *  n_params floats laid out as CcModel.block, valid until the next step. */
+CC_API const float *cc_trainer_eval_weights(const CcTrainer *t);
+
 /** Optimiser steps done. */
 CC_API int64_t cc_trainer_steps_done(const CcTrainer *t);
 
 /**
- * Saves / restores the optimiser state (step, moments, sampler RNG, current weights and
- * the caller's `extra` doubles, up to 8) to a binary file beside the checkpoint.
+ * Saves / restores the optimiser state (step, moments, sampler RNG, current weights, the
+ * EMA weights if any, and the caller's `extra` doubles, up to 8) to a binary file beside
+ * the checkpoint.
  * Load checks the parameter count. 0, -EIO, -EINVAL.
  */
 CC_API int cc_trainer_save_state(const CcTrainer *t, const char *path, const double *extra,

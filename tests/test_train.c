@@ -13,6 +13,7 @@
  *    seasonal naive on held-out steps; same seed → same weights with 2 threads.
  * The largest relative error of each tensor is printed.
  */
+#include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -799,6 +801,70 @@ static void test_deterministic(void **state)
     free(se.mask);
 }
 
+/* Save/load of the optimiser state: 10 + (save, load into a fresh trainer) + 10 steps give
+ * the weights and EMA of 20 uninterrupted steps; a state saved with EMA refuses to load
+ * into a trainer without. */
+static void test_state_resume(void **state)
+{
+    (void)state;
+    CcDataset ds;
+    CcSeries se;
+    sine_data(&ds, &se, 800, 0.3);
+    CcHparams hp;
+    small_hparams(&hp);
+    CcRange tr = {0, 600}, va = {600, 800};
+    CcTrainSettings s;
+    cc_train_default_settings(&s);
+    s.batch = 6;
+    s.seed = 4;
+    s.ema = 0.9f;
+    char path[] = "/tmp/cc_test_train_stateXXXXXX", err[256];
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    CcModel *m[3];
+    CcTrainer *t[3];
+    for (int r = 0; r < 3; r++) {
+        assert_int_equal(cc_model_create(&m[r], &hp, NULL, 0), 0);
+        cc_model_init_random(m[r], r == 2 ? 99 : 3); /* the resumed one starts elsewhere */
+        assert_int_equal(cc_trainer_open(&t[r], m[r], &ds, &tr, &va, &s, NULL, 0), 0);
+    }
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(cc_trainer_step(t[0], NULL, NULL, NULL), 0);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(cc_trainer_step(t[1], NULL, NULL, NULL), 0);
+    double ex[2] = {1.5, 2}, back[2] = {0, 0};
+    assert_int_equal(cc_trainer_save_state(t[1], path, ex, 2, err, sizeof err), 0);
+    assert_int_equal(cc_trainer_load_state(t[2], path, back, 2, err, sizeof err), 0);
+    assert_true(back[0] == 1.5 && back[1] == 2);
+    assert_int_equal(cc_trainer_steps_done(t[2]), 10);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(cc_trainer_step(t[2], NULL, NULL, NULL), 0);
+    size_t bytes = m[0]->n_params * sizeof(float);
+    assert_memory_equal(m[0]->block, m[2]->block, bytes);
+    assert_memory_equal(cc_trainer_eval_weights(t[0]), cc_trainer_eval_weights(t[2]), bytes);
+    assert_memory_not_equal(cc_trainer_eval_weights(t[0]), m[0]->block, bytes);
+    double n_ema, n_raw;
+    assert_int_equal(cc_trainer_validate(t[0], &n_ema, NULL), 0);
+    /* validation scored the EMA and left the model's own weights in place */
+    assert_memory_equal(m[0]->block, m[2]->block, bytes);
+    CcTrainer *plain;
+    s.ema = 0;
+    assert_int_equal(cc_trainer_open(&plain, m[0], &ds, &tr, &va, &s, NULL, 0), 0);
+    assert_int_equal(cc_trainer_validate(plain, &n_raw, NULL), 0);
+    assert_true(n_raw != n_ema);
+    assert_int_equal(cc_trainer_load_state(plain, path, NULL, 0, err, sizeof err), -EINVAL);
+    printf("state: %s\n", err);
+    cc_trainer_close(&plain);
+    for (int r = 0; r < 3; r++) {
+        cc_trainer_close(&t[r]);
+        cc_model_close(&m[r]);
+    }
+    unlink(path);
+    free(se.x);
+    free(se.mask);
+}
+
 int main(void)
 {
     openblas_set_num_threads(1); /* the trainer's threads own the parallelism */
@@ -807,7 +873,7 @@ int main(void)
         cmocka_unit_test(test_attention_grad),  cmocka_unit_test(test_nll_grad),
         cmocka_unit_test(test_model_grad),      cmocka_unit_test(test_forward_matches_ref),
         cmocka_unit_test(test_adam_fixture),    cmocka_unit_test(test_train_sine),
-        cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_deterministic),   cmocka_unit_test(test_state_resume),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
