@@ -18,11 +18,12 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: cellcast bench [--model FILE] [--cells N] [--steps K] [--threads T]\n"
-            "                      [--kv f32|f16|bf16] [--no-cache] [--seed S]\n"
+            "                      [--kv f32|f16|bf16] [--no-cache] [--seed S] [--batch-cells B]\n"
             "Without --model, a randomly initialised model of the default shape (F=8, P=16,\n"
             "N=21, M=336, d=64, H=4, L=2, dff=128, Hz=24) is used. Defaults: 1024 cells,\n"
             "K = 4P steps, 1 thread, f32 KV. Prints JSON with channel_steps_per_s, ns per\n"
-            "channel-step, the split between dense, attention, rebuild and other time, RSS.\n");
+            "channel-step, the split between dense, attention, rebuild and other time, RSS.\n"
+            "--batch-cells: cells per internal engine batch (default: the engine's).\n");
 }
 
 static float synth_value(uint64_t cell, int f, int64_t p)
@@ -43,6 +44,7 @@ int cmd_bench(int argc, char **argv)
         {"steps", required_argument, 0, 'k'}, {"threads", required_argument, 0, 't'},
         {"kv", required_argument, 0, 'v'},    {"no-cache", no_argument, 0, 'n'},
         {"seed", required_argument, 0, 's'},  {"help", no_argument, 0, 'h'},
+        {"batch-cells", required_argument, 0, 'b'},
         {0, 0, 0, 0}};
     const char *model_path = NULL;
     int cells = 1024, steps = 0, c, ret = 1;
@@ -55,7 +57,7 @@ int cmd_bench(int argc, char **argv)
     float *vals = NULL, *hist = NULL;
     CcEngineSettings s;
     cc_engine_default_settings(&s);
-    while ((c = getopt_long(argc, argv, "m:c:k:t:v:ns:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:c:k:t:v:ns:b:h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': model_path = optarg; break;
         case 'c': cells = atoi(optarg); break;
@@ -63,6 +65,7 @@ int cmd_bench(int argc, char **argv)
         case 't': s.n_threads = atoi(optarg); break;
         case 'n': s.no_cache = 1; break;
         case 's': seed = strtoull(optarg, NULL, 10); break;
+        case 'b': s.max_batch_cells = atoi(optarg); break;
         case 'v':
             if (cli_parse_kv_type(optarg, &s.kv_type) < 0) {
                 fprintf(stderr, "cellcast bench: --kv must be f32, f16 or bf16\n");
@@ -72,8 +75,10 @@ int cmd_bench(int argc, char **argv)
         default: usage(c == 'h' ? stdout : stderr); return c == 'h' ? 0 : 2;
         }
     }
-    if (cells < 1 || cells > 10000000 || s.n_threads < 1 || s.n_threads > 256) {
-        fprintf(stderr, "cellcast bench: --cells must be ≥ 1 and --threads in [1, 256]\n");
+    if (cells < 1 || cells > 10000000 || s.n_threads < 1 || s.n_threads > 256 ||
+        s.max_batch_cells < 1) {
+        fprintf(stderr, "cellcast bench: --cells and --batch-cells must be ≥ 1 and --threads "
+                        "in [1, 256]\n");
         return 2;
     }
     if (model_path) {
