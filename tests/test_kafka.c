@@ -449,6 +449,59 @@ static void test_produce_bound(void **state)
     cc_kafka_close(&k, 5000);
 }
 
+/* A delivery that times out (broker down) is retried by cc_kafka and delivered once the
+ * broker is back; nothing is counted as failed. */
+static void test_produce_retry(void **state)
+{
+    World *w = *state;
+    Got g = {0};
+    static const char *const topics[] = {"kpis"};
+    static const CcKafkaProp pprops[] = {{"delivery.timeout.ms", "1000"},
+                                         {"socket.connection.setup.timeout.ms", "1000"}};
+    CcKafkaSettings s;
+    cc_kafka_default_settings(&s);
+    s.brokers = w->bootstrap;
+    s.group_id = "g-retry";
+    s.topics = topics;
+    s.producer_props = pprops;
+    s.n_producer_props = 2;
+    s.logger = (CcLogger){NULL, logger};
+    CcKafkaHooks h = {&g, on_message, NULL, NULL};
+    CcKafka *k = NULL;
+    assert_int_equal(cc_kafka_open(&k, &s, &h, NULL, 0), 0);
+    /* Connect and deliver one first, so the producer is known to work. */
+    assert_int_equal(cc_kafka_produce(k, "alerts", "r", 1, "before", 6), 0);
+    CcKafkaStats st;
+    int64_t end = cc_now_ns() + 10000000000LL;
+    do {
+        usleep(10000);
+        cc_kafka_service(k);
+        cc_kafka_stats(k, &st);
+    } while (st.produced < 1 && cc_now_ns() < end);
+    assert_int_equal(st.produced, 1);
+
+    assert_int_equal(rd_kafka_mock_broker_set_down(w->mc, 1), 0);
+    assert_int_equal(cc_kafka_produce(k, "alerts", "r", 1, "during", 6), 0);
+    end = cc_now_ns() + 4000000000LL;
+    do { /* until the first delivery attempt has failed */
+        usleep(10000);
+        cc_kafka_service(k);
+        cc_kafka_stats(k, &st);
+    } while (st.produce_retries < 1 && cc_now_ns() < end);
+    assert_int_equal(rd_kafka_mock_broker_set_up(w->mc, 1), 0);
+    assert_true(st.produce_retries >= 1);
+    end = cc_now_ns() + 20000000000LL;
+    do {
+        usleep(10000);
+        cc_kafka_service(k);
+        cc_kafka_stats(k, &st);
+    } while (st.produced < 2 && cc_now_ns() < end);
+    assert_int_equal(st.produced, 2);
+    assert_int_equal(st.produce_failed, 0);
+    assert_int_equal(st.produce_queue, 0);
+    cc_kafka_close(&k, 2000);
+}
+
 static void test_embedded(void **state)
 {
     (void)state;
@@ -505,6 +558,7 @@ int main(void)
         cmocka_unit_test(test_two_members_incremental_hooks),
         cmocka_unit_test(test_dead_letter_and_alerts),
         cmocka_unit_test(test_produce_bound),
+        cmocka_unit_test(test_produce_retry),
         cmocka_unit_test(test_embedded),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
