@@ -489,7 +489,8 @@ int main(int argc, char **argv)
         LOG_ERROR("main", "out of memory");
         goto out;
     }
-    CcdSchedSettings ss = {d->cfg.ingest_batch_steps, d->cfg.ingest_batch_ms, on_batch_done, NULL, d};
+    CcdSchedSettings ss = {d->cfg.ingest_batch_steps, d->cfg.ingest_batch_ms, on_batch_done, NULL, d,
+                           d->cfg.engine_worker_nice};
     if (ccd_sched_open(&d->sched, d->base, d->engine, d->cells, &ss)) {
         LOG_ERROR("main", "cannot start the worker");
         goto out;

@@ -71,6 +71,9 @@ const CcdConfigDef ccd_config_table[] = {
  "Cells per internal engine chunk (bounds its scratch memory)."},
 {"engine.keep_attention", CCD_CFG_BOOL, OFF(engine_keep_attention), "true", NB, NULL, 0,
  "Keep each cell's last attention weights for GET /v1/cells/{id}/attention (~5 KB/cell)."},
+{"engine.worker_nice", CCD_CFG_INT, OFF(engine_worker_nice), "5", 0, 19, NULL, 0,
+ "Nice increment of the thread that steps the engine: when the CPU is short, the event "
+ "loop (HTTP, Kafka) goes first and ingest slows down instead of the API."},
 {"engine.blas_coretype", CCD_CFG_STRING, OFF(engine_blas_coretype), "auto", NB, NULL, 0,
  "OpenBLAS kernel set: auto (SkylakeX kernels on AVX-512 CPUs), native, or a core name. "
  "The environment variable OPENBLAS_CORETYPE wins."},

@@ -51,7 +51,7 @@ typedef struct CcdConfig {
     int http_port, http_max_connections, http_timeout_s;
     int64_t http_max_body_bytes, http_max_headers_bytes;
     /* engine */
-    int engine_threads, engine_kv_type, engine_max_batch_cells, engine_keep_attention;
+    int engine_threads, engine_kv_type, engine_max_batch_cells, engine_keep_attention, engine_worker_nice;
     char *engine_blas_coretype;
     /* limits */
     int64_t limits_max_cells, limits_kv_budget_mb;

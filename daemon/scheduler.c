@@ -5,6 +5,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -220,6 +223,11 @@ static void run_batch(CcdSched *s, CcdBatch *b)
 static void *worker_main(void *arg)
 {
     CcdSched *s = arg;
+    /* Linux nice values are per thread: a lower priority for the stepping thread keeps the
+     * event loop's latency low when both want the same core. */
+    if (s->s.worker_nice > 0 &&
+        setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), s->s.worker_nice))
+        LOG_WARN("sched", "cannot lower the worker's priority: %s", strerror(errno));
     pthread_mutex_lock(&s->lock);
     for (;;) {
         while (!s->todo && !s->quit)

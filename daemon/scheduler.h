@@ -78,6 +78,8 @@ typedef struct CcdSchedSettings {
     void (*on_done)(void *cookie, CcdBatch *b); ///< on the loop thread, after the step
     CcdSteppedFn on_stepped;                    ///< on the worker (default NULL)
     void *cookie;
+    int worker_nice;                            ///< nice increment of the worker thread, so
+                                                ///< the event loop (HTTP) wins a busy CPU (0)
 } CcdSchedSettings;
 
 typedef struct CcdSchedStats {
