@@ -84,6 +84,7 @@ struct CcdOps {
     int restore_result; /* 0 restored, 1 none, 2 refused */
     uint64_t reloads_ok, reloads_failed;
     int64_t last_snap_ns, last_status_ns, last_wd_ns;
+    int64_t busy_since_ns; /* the worker has been busy since (0: idle at the last cron) */
     int tick_enabled;
 };
 
@@ -293,19 +294,22 @@ static OpsCell *ops_cell(Ccd *d, CcdCell *c)
     int64_t q = jget(o, c->id);
     if (q >= 0)
         cc_anomaly_cell_quiet_until(oc->ac, q);
+    pthread_mutex_lock(&d->cells->pub_lock); /* HTTP and /metrics read the pointer */
     c->anomaly = oc;
+    pthread_mutex_unlock(&d->cells->pub_lock);
     return oc;
 }
 
 void ccd_ops_cell_free(Ccd *d, CcdCell *c)
 {
-    (void)d;
     OpsCell *oc = c->anomaly;
     if (!oc)
         return;
+    pthread_mutex_lock(&d->cells->pub_lock);
+    c->anomaly = NULL;
+    pthread_mutex_unlock(&d->cells->pub_lock);
     cc_anomaly_cell_close(&oc->ac);
     free(oc);
-    c->anomaly = NULL;
 }
 
 static void publish_scores(Ccd *d, CcdCell *c, OpsCell *oc)
@@ -813,22 +817,36 @@ void ccd_ops_cron(Ccd *d)
         drain(d);
     }
     if (o->snap_path[0] && d->cfg.snapshot_interval_s > 0 &&
-        now_ns - o->last_snap_ns >= (int64_t)d->cfg.snapshot_interval_s * 1000000000LL)
-        snapshot_write(d, "periodic"); /* -EAGAIN: a batch in flight, next second */
+        now_ns - o->last_snap_ns >= (int64_t)d->cfg.snapshot_interval_s * 1000000000LL) {
+        /* a batch in flight: try again next second; under sustained load (the worker never
+         * idle at the cron) wait for it after 5 s, or the offsets would never advance */
+        if (ccd_sched_busy(d->sched) &&
+            now_ns - o->last_snap_ns >= ((int64_t)d->cfg.snapshot_interval_s + 5) * 1000000000LL)
+            ccd_sched_drain(d->sched);
+        snapshot_write(d, "periodic");
+    }
+    if (!ccd_sched_busy(d->sched))
+        o->busy_since_ns = 0;
+    else if (!o->busy_since_ns)
+        o->busy_since_ns = now_ns;
     if (cc_notify_enabled(o->notify)) {
         uint64_t wd = cc_notify_watchdog_usec(o->notify);
-        if (wd && now_ns - o->last_wd_ns >= (int64_t)(wd / 2) * 1000 - 500000000LL) {
+        /* only while the loop runs (we are in its cron) and the worker makes progress */
+        int stuck = o->busy_since_ns && now_ns - o->busy_since_ns > (int64_t)(wd / 2) * 1000;
+        if (wd && !stuck && now_ns - o->last_wd_ns >= (int64_t)(wd / 2) * 1000 - 500000000LL) {
             cc_notify_watchdog(o->notify);
             o->last_wd_ns = now_ns;
         }
         if (now_ns - o->last_status_ns >= 10000000000LL) {
             int firing = 0;
+            pthread_mutex_lock(&d->cells->pub_lock);
             for (size_t i = 0; i < d->cells->n_buckets; i++)
                 for (CcdCell *c = d->cells->buckets[i]; c; c = c->hnext) {
                     OpsCell *oc = c->anomaly;
                     if (oc)
                         firing += oc->pub_anomaly_firing + oc->pub_dq_firing;
                 }
+            pthread_mutex_unlock(&d->cells->pub_lock);
             cc_notify_status(o->notify, "%zu cells, %.0f steps/s, lag %lld, %d alerts firing",
                              d->cells->n_cells, d->in.rate_steps,
                              d->kafka ? (long long)ks.lag : 0LL, firing);
@@ -1137,12 +1155,12 @@ static json_t *num_or_null(double v) { return v == v && v - v == 0 ? json_real(v
 
 static json_t *scores_json(Ccd *d, CcdCell *c)
 {
-    OpsCell *oc = c->anomaly;
     const CcHparams *hp = &d->model->hp;
     int64_t step = -1;
     double score = 0, z[CC_MAX_FEATURES];
     int fa = 0, fd = 0;
     pthread_mutex_lock(&d->cells->pub_lock);
+    OpsCell *oc = c->anomaly;
     if (oc) {
         step = oc->pub_step;
         score = oc->pub_score;

@@ -1,17 +1,22 @@
 /*
  * ops.h — cellcastd's alerting and operations (issue 5), hosted by cellcastd.c:
  *
- *   alerts.c  the alert sink: per-cell anomaly state (lib/cc_anomaly) driven from the
- *             scheduler's worker (ccd_ops_on_stepped) and the cron (missing data); a locked
- *             queue of transitions filled on the worker and drained on the loop thread into
- *             the Kafka alert topic (key = cell id; a refused produce stays queued and is
- *             retried, never dropped), the in-memory history behind GET /v1/alerts, the
- *             active alerts, per-cell scores, the Prometheus series, and a journal of the
- *             last transition produced per cell (see "Restarts" below).
- *   ops.c     state snapshots (lib/cc_snapshot) written on SIGTERM and every
- *             snapshot.interval_s, restored at start; reload (SIGHUP, POST
- *             /v1/admin/reload) of the model and the reloadable keys; systemd notifications
- *             (notify.h); the model path fallback for installed daemons.
+ * One module (ops.c), three parts:
+ *   alerts     the alert sink: per-cell anomaly state (lib/cc_anomaly) driven from the
+ *              scheduler's worker (ccd_ops_on_stepped) and the cron (missing data); a
+ *              locked queue of transitions filled on the worker and drained on the loop
+ *              thread into the Kafka alert topic (key = cell id; a refused produce stays
+ *              queued and is retried, never dropped), the in-memory history behind
+ *              GET /v1/alerts, per-cell scores, the Prometheus series, and a journal of the
+ *              last transition produced per cell (see "Restarts" below);
+ *   state      snapshots (lib/cc_snapshot) written on SIGTERM and every
+ *              snapshot.interval_s, restored at start (a corrupt or mismatched file is
+ *              refused with the reader's message; the cells are then rebuilt from Kafka,
+ *              re-reading one window per assigned partition when kafka.rewind_on_assign_s
+ *              is 0);
+ *   operations reload (SIGHUP, POST /v1/admin/reload) of the model and the reloadable keys;
+ *              systemd notifications (notify.h); the model path fallback of installed
+ *              daemons.
  *
  * Threads. The worker calls ccd_ops_on_stepped for the cells of the batch it steps (it owns
  * those cells' CcAnomalyCell while they are busy); everything else runs on the loop thread,
