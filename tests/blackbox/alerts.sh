@@ -22,7 +22,8 @@
 #      restart restores the snapshot, replays the steps after it from Kafka and produces
 #      no transition again; the cell has every step (none lost, none twice);
 #    - SIGTERM, more steps produced while down, restart: again no step lost, no
-#      transition duplicated, the stream continues.
+#      transition duplicated, the stream continues;
+#    - a corrupted snapshot is refused with a clear message and the daemon starts anyway.
 # Exit 77 (skip) when kcat, curl or python3 is missing.
 set -u
 
@@ -389,6 +390,13 @@ hist_check $((LAST + 10)) && ok "SIGTERM restart: every step present once" || fa
 consume "$EXT" "$TMP/topic2c.txt"
 out=$(check_alerts "$TMP/topic2c.txt") && ok "SIGTERM restart: no transition duplicated ($out)" || fail "SIGTERM restart: $out"
 kill -TERM "$DPID"; wait "$DPID" || fail "run3 SIGTERM exit $?"
+# a damaged snapshot is refused with a clear message; the daemon starts without it
+python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[len(b) // 2] ^= 0x40; open(sys.argv[1], "wb").write(b)' "$TMP/ext.snap"
+start_daemon run4 "$TMP/ext.yaml"
+msg=$(grep -o "snapshot refused: .*" "$TMP/run4.log" | head -1 | cut -c1-140)
+[[ "$msg" == *corrupt* ]] && curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null &&
+    ok "corrupted snapshot refused, daemon up ($msg)" || fail "corrupted snapshot: '$msg'"
+kill -TERM "$DPID"; wait "$DPID" || fail "run4 SIGTERM exit $?"
 
 [ "$FAILS" = 0 ] && echo "all alert/ops black-box checks passed" || echo "$FAILS check(s) failed"
 [ "$FAILS" = 0 ]
