@@ -113,6 +113,8 @@ static void table_remove(CcdCells *t, CcdCell *c)
         *pp = c->hnext;
     lru_unlink(t, c);
     t->n_cells--;
+    if (c->doomed)
+        t->n_doomed--;
     /* the HTTP readers run on this thread: nobody else can hold c now */
     cell_free(c);
 }
@@ -226,7 +228,10 @@ int ccd_cells_ingest(CcdCells *t, CcdBatch *open, const CcKpiRecord *rec, int to
         c->topic = topic;
         c->partition = partition;
     }
-    c->doomed = 0; /* a message for it arrived after all: keep it */
+    if (c->doomed) { /* a message for it arrived after all: keep it */
+        c->doomed = 0;
+        t->n_doomed--;
+    }
 
     int64_t s = rec->step;
     int idx;
@@ -336,6 +341,8 @@ int ccd_cells_release_partitions(CcdCells *t, int topic, const int32_t *parts, i
     for (CcdCell *c = t->lru_head; c; c = c->lru_next)
         for (int i = 0; i < n; i++)
             if (c->topic == topic && c->partition == parts[i]) {
+                if (!c->doomed)
+                    t->n_doomed++;
                 c->doomed = 1;
                 marked++;
                 break;
@@ -346,6 +353,8 @@ int ccd_cells_release_partitions(CcdCells *t, int topic, const int32_t *parts, i
 int ccd_cells_reap(CcdCells *t)
 {
     int n = 0;
+    if (!t->n_doomed)
+        return 0; /* the common case: no walk over every cell each second */
     for (CcdCell *c = t->lru_head, *next; c; c = next) {
         next = c->lru_next;
         if (c->doomed && !c->busy && !c->open_items) {

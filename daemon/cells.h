@@ -102,6 +102,7 @@ typedef struct CcdCells {
     CcdCell *lru_head, *lru_tail;   ///< head = least recently updated
     size_t cell_bytes;              ///< engine bytes per cell + ours
     int64_t max_resident;
+    size_t n_doomed;                ///< cells marked for release (reap runs only then)
     CcdCellsStats st;
     pthread_mutex_t pub_lock;
 } CcdCells;

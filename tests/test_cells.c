@@ -210,10 +210,22 @@ static void test_release_partitions(void **state)
     assert_int_equal(ccd_cells_ingest(x->t, &x->b, &r, -1, -1), 0);
     int32_t parts[] = {1, 3};
     assert_int_equal(ccd_cells_release_partitions(x->t, 0, parts, 2), 1);
+    assert_int_equal(ccd_cells_release_partitions(x->t, 0, parts, 2), 1); /* twice: one cell */
+    assert_int_equal(x->t->n_doomed, 1);
     assert_int_equal(ccd_cells_reap(x->t), 0); /* p1 has an open step: kept until stepped */
     seal_done(x);
     assert_int_equal(ccd_cells_reap(x->t), 1);
+    assert_int_equal(x->t->n_doomed, 0);
     assert_null(ccd_cells_get(x->t, "p1"));
+    /* a message for a doomed cell keeps it */
+    int32_t p2[] = {2};
+    assert_int_equal(ccd_cells_release_partitions(x->t, 0, p2, 1), 1);
+    r = rec("p2", 101, 7, 1, 2, 3);
+    assert_int_equal(ccd_cells_ingest(x->t, &x->b, &r, 0, 2), 0);
+    assert_int_equal(x->t->n_doomed, 0);
+    seal_done(x);
+    assert_int_equal(ccd_cells_reap(x->t), 0);
+    assert_non_null(ccd_cells_get(x->t, "p2"));
     assert_non_null(ccd_cells_get(x->t, "p2"));
     assert_non_null(ccd_cells_get(x->t, "h"));
 }
