@@ -16,7 +16,9 @@
 #    - SIGHUP with a new model file (another shape: one layer less) swaps it live (the
 #      cells are kept and keep forecasting); a truncated model file is refused and the
 #      previous model keeps serving;
-#    - SIGTERM: exit 0 with a snapshot written.
+#    - SIGTERM: exit 0 with a snapshot written;
+#    - sd_notify datagrams (to a socket of the test): READY, STATUS, WATCHDOG, RELOADING,
+#      STOPPING.
 # 2. External broker (cc_mockbroker outlives the daemon), snapshots on:
 #    - a snapshot mid-stream, then the spike's transitions produced, then SIGKILL; the
 #      restart restores the snapshot, replays the steps after it from Kafka and produces
@@ -191,7 +193,23 @@ alerts:
 demo:
   enabled: false
 EOF
-start_daemon embedded "$TMP/embedded.yaml"
+# systemd notifications (sd_notify datagrams) to a socket of ours
+python3 - "$TMP/notify.sock" "$TMP/notify.txt" <<'PYEOF' &
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+s.settimeout(120)
+with open(sys.argv[2], "a") as f:
+    try:
+        while True:
+            f.write(s.recv(4096).decode() + "\n---\n")
+            f.flush()
+    except OSError:
+        pass
+PYEOF
+PIDS+=($!)
+for _ in $(seq 50); do [ -S "$TMP/notify.sock" ] && break; sleep 0.1; done
+NOTIFY_SOCKET="$TMP/notify.sock" WATCHDOG_USEC=2000000 start_daemon embedded "$TMP/embedded.yaml"
 [ -n "$BS" ] || { cat "$TMP/embedded.log"; echo "FAIL: no embedded bootstrap address"; exit 1; }
 ok "cellcastd up on port $PORT, embedded broker $BS"
 gen 0 $N 240 "spike-1 flat-1 zero-1" | kcat -b "$BS" -P -t kpis -K '|' || fail "kcat produce"
@@ -307,6 +325,9 @@ n=$(metric 'cellcast_reloads_total{result="refused"}')
 kill -TERM "$DPID"; wait "$DPID"; rc=$?
 [ $rc = 0 ] && grep -q "snapshot .*(shutdown)" "$TMP/embedded.log" && ok "SIGTERM: exit 0, snapshot written" ||
     fail "SIGTERM: exit $rc / no snapshot"
+miss=""
+for m in READY=1 STATUS= WATCHDOG=1 RELOADING=1 STOPPING=1; do grep -q "^$m" "$TMP/notify.txt" || miss="$miss $m"; done
+[ -z "$miss" ] && ok "sd_notify: READY, STATUS, WATCHDOG, RELOADING, STOPPING received" || fail "sd_notify: missing$miss"
 
 # ---------------------------------------------------------------- 2. restarts (external broker)
 "$MOCKBROKER" kpis:2 alerts:1 >"$TMP/broker.addr" 2>"$TMP/broker.log" &
