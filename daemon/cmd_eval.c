@@ -538,13 +538,13 @@ int cmd_eval(int argc, char **argv)
             const CcSeries *se = &ds->series[s];
             const SeriesRun *r = &runs[s];
             int i = (int)(p - se->p0);
-            if (i < r->first_origin)
-                continue;
             if (engine && status[j]) {
                 fprintf(stderr, "cellcast eval: %s step %lld refused (%d)\n", se->cell_id,
                         (long long)p, status[j]);
                 goto done;
             }
+            if (i < r->first_origin)
+                continue;
             CcForecast fc;
             if (engine) {
                 cc_cell_forecast(r->cell, &fc);
