@@ -51,7 +51,7 @@ typedef struct SeriesRun {
     int first_origin, last_origin; /* rows; first > last: none */
     int start_row;                 /* first row streamed */
     double *scale;                 /* (K) MASE scale per scored KPI */
-    double *csum;                  /* (T+1, F) prefix sums for the window mean */
+    double *csum;                  /* (T+1, K) prefix sums of the scored KPIs (window mean) */
 } SeriesRun;
 
 static const char *method_names[N_METHODS] = {"model", "naive", "snaive_1d", "snaive_1w",
@@ -462,16 +462,16 @@ int cmd_eval(int argc, char **argv)
             r->start_row = st > 0 ? st : 0;
         }
         r->scale = calloc((size_t)K, sizeof *r->scale);
-        r->csum = calloc(((size_t)se->T + 1) * F, sizeof *r->csum);
+        r->csum = calloc(((size_t)se->T + 1) * K, sizeof *r->csum);
         if (!r->scale || !r->csum)
             goto oom;
         for (int i = 0; i < K; i++)
             r->scale[i] = cc_mase_scale(se->x, se->mask, F, kidx[i], 0, r->test.begin,
                                         D > 0 && D < r->test.begin ? D : 1);
         for (int i = 0; i < se->T; i++)
-            for (int f = 0; f < F; f++)
-                r->csum[(size_t)(i + 1) * F + f] =
-                    r->csum[(size_t)i * F + f] + se->x[(size_t)i * F + f];
+            for (int q = 0; q < K; q++)
+                r->csum[(size_t)(i + 1) * K + q] =
+                    r->csum[(size_t)i * K + q] + se->x[(size_t)i * F + kidx[q]];
     }
 
     for (int m = 0; m < N_METHODS; m++)
@@ -557,7 +557,7 @@ int cmd_eval(int argc, char **argv)
             int w0 = i - W + 1 > 0 ? i - W + 1 : 0;
             for (int q = 0; q < K; q++) {
                 int f = kidx[q];
-                double mean = (r->csum[(size_t)(i + 1) * F + f] - r->csum[(size_t)w0 * F + f]) /
+                double mean = (r->csum[(size_t)(i + 1) * K + q] - r->csum[(size_t)w0 * K + q]) /
                               (double)(i + 1 - w0);
                 double last = se->x[(size_t)i * F + f];
                 for (int k = 0; k < H; k++) {
