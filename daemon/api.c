@@ -478,7 +478,38 @@ static int h_info(CcdReq *r)
                                                "blas", cc_host_blas_core()));
     json_object_set_new(o, "http", json_pack("{s:I, s:i, s:i}", "requests", (json_int_t)reqs,
                                              "connections", conns, "parked", deferred));
-    return ccd_json(r, 200, o);
+    const char *fmt = ccd_query(r, "format");
+    if (fmt && strcmp(fmt, "json") && strcmp(fmt, "text")) {
+        json_decref(o);
+        return ccd_problem(r, 422, "bad-parameter", "format must be json or text");
+    }
+    if (!fmt || !strcmp(fmt, "json"))
+        return ccd_json(r, 200, o);
+    /* redis INFO style: "# section" then "key:value" lines */
+    const char *key;
+    json_t *v;
+    json_object_foreach(o, key, v) {
+        if (!json_is_object(v))
+            continue;
+        evbuffer_add_printf(r->out, "# %s\n", key);
+        const char *k2;
+        json_t *v2;
+        json_object_foreach(v, k2, v2) {
+            char *t = json_is_string(v2) ? NULL : json_dumps(v2, JSON_ENCODE_ANY | JSON_REAL_PRECISION(6));
+            evbuffer_add_printf(r->out, "%s:%s\n", k2, t ? t : json_string_value(v2));
+            free(t);
+        }
+        evbuffer_add(r->out, "\n", 1);
+    }
+    json_object_foreach(o, key, v) {
+        if (json_is_object(v))
+            continue;
+        char *t = json_is_string(v) ? NULL : json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(6));
+        evbuffer_add_printf(r->out, "%s:%s\n", key, t ? t : json_string_value(v));
+        free(t);
+    }
+    json_decref(o);
+    return ccd_text(r, 200, "text/plain; charset=utf-8");
 }
 
 static int h_config(CcdReq *r) { return ccd_json(r, 200, ccd_config_to_json(&r->d->cfg)); }

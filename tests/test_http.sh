@@ -165,6 +165,9 @@ fi
 
 check GET /healthz 200
 check GET /v1/info 200
+check GET "/v1/info?format=text" 200
+grep -q '^# cells' "$TMP/body" && grep -q '^resident:' "$TMP/body" || fail "info as text: $(head -c 300 "$TMP/body")"
+check GET "/v1/info?format=xml" 422
 check GET /v1/config 200
 check GET /v1/model 200
 check GET "/v1/cells?limit=1" 200
