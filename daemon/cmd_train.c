@@ -386,6 +386,11 @@ int cmd_train(int argc, char **argv)
             fprintf(stderr, "cellcast train: %s\n", err);
             goto done;
         }
+        if (nva == 0)
+            fprintf(stderr, "cellcast train: warning: no validation sample (every validation "
+                            "range is shorter than the horizon %d): training loss stands in "
+                            "for it, so the checkpoint is simply the latest\n",
+                    m->hp.horizon);
         if (!quiet)
             fprintf(stderr,
                     "cellcast train: %d series, F=%d, %lld training samples, %lld validation "
