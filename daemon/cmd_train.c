@@ -389,7 +389,7 @@ int cmd_train(int argc, char **argv)
         if (nva == 0)
             fprintf(stderr, "cellcast train: warning: no validation sample (every validation "
                             "range is shorter than the horizon %d): training loss stands in "
-                            "for it, so the checkpoint is simply the latest\n",
+                            "for it (checkpoint and early stop on the training loss)\n",
                     m->hp.horizon);
         if (!quiet)
             fprintf(stderr,
