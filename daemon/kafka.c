@@ -692,14 +692,39 @@ uint64_t cc_kafka_poll(CcKafka *k)
     return bid;
 }
 
+/* Commits the stored offsets and waits for the result at most timeout_ms (a synchronous
+ * rd_kafka_commit can block for minutes when the coordinator is gone). */
+static int commit_bounded(CcKafka *k, int timeout_ms)
+{
+    rd_kafka_queue_t *q = rd_kafka_queue_new(k->rk);
+    rd_kafka_resp_err_t err = rd_kafka_commit_queue(k->rk, NULL, q, NULL, NULL);
+    if (!err) {
+        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, timeout_ms);
+        if (!ev) {
+            err = RD_KAFKA_RESP_ERR__TIMED_OUT;
+        } else {
+            err = rd_kafka_event_error(ev);
+            const rd_kafka_topic_partition_list_t *l = rd_kafka_event_topic_partition_list(ev);
+            for (int i = 0; !err && l && i < l->cnt; i++)
+                err = l->elems[i].err;
+            rd_kafka_event_destroy(ev);
+        }
+    }
+    rd_kafka_queue_destroy(q);
+    if (err == RD_KAFKA_RESP_ERR__NO_OFFSET)
+        return 0;
+    if (!err) {
+        k->st.commits++;
+        return 0;
+    }
+    k->st.commit_errors++;
+    cc_logf(&k->log, CC_LOG_WARN, "kafka: commit: %s", rd_kafka_err2str(err));
+    return err == RD_KAFKA_RESP_ERR__TIMED_OUT ? -ETIMEDOUT : -EIO;
+}
+
 int cc_kafka_commit(CcKafka *k)
 {
-    /* A synchronous commit also reports through commit_cb (which counts it). */
-    rd_kafka_resp_err_t err = rd_kafka_commit(k->rk, NULL, 0);
-    if (err == RD_KAFKA_RESP_ERR__NO_OFFSET || !err)
-        return 0;
-    cc_logf(&k->log, CC_LOG_WARN, "kafka: commit: %s", rd_kafka_err2str(err));
-    return -EIO;
+    return commit_bounded(k, 5000);
 }
 
 /* ---- producing ---- */
@@ -1088,8 +1113,8 @@ static void destroy(CcKafka *k)
 {
     if (k->cq)
         rd_kafka_queue_destroy(k->cq);
-    if (k->rk)
-        rd_kafka_destroy(k->rk);
+    if (k->rk) /* closed (bounded) by cc_kafka_close; never block here */
+        rd_kafka_destroy_flags(k->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
     for (int i = 0; i < k->n_tinfo; i++) {
         free(k->tinfo[i].name);
         rd_kafka_topic_destroy(k->tinfo[i].rkt);
@@ -1205,15 +1230,38 @@ void cc_kafka_close(CcKafka **pk, int timeout_ms)
         return;
     /* Offsets stored by acks so far, synchronously; then leave the group (the revoke
      * callback runs here) — librdkafka commits once more on the way out. */
-    cc_kafka_commit(k);
+    int64_t deadline = cc_now_ns() + (int64_t)timeout_ms * 1000000;
+    commit_bounded(k, timeout_ms);
     k->consumer_closing = 1;
-    rd_kafka_resp_err_t err = rd_kafka_consumer_close(k->rk);
+    /* Leave the group, bounded: rd_kafka_consumer_close() blocks until the coordinator
+     * answers, i.e. forever when the broker is gone. Callbacks (the revoke) are served
+     * from q while we wait. */
+    rd_kafka_queue_t *q = rd_kafka_queue_new(k->rk);
+    rd_kafka_error_t *ce = rd_kafka_consumer_close_queue(k->rk, q);
+    if (ce) {
+        cc_logf(&k->log, CC_LOG_WARN, "kafka: consumer close: %s", rd_kafka_error_string(ce));
+        rd_kafka_error_destroy(ce);
+    } else {
+        while (!rd_kafka_consumer_closed(k->rk) && cc_now_ns() < deadline) {
+            rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 50);
+            if (!ev)
+                continue;
+            if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE)
+                rebalance_cb(k->rk, rd_kafka_event_error(ev),
+                             (rd_kafka_topic_partition_list_t *)
+                                 rd_kafka_event_topic_partition_list(ev), k);
+            rd_kafka_event_destroy(ev);
+        }
+        if (!rd_kafka_consumer_closed(k->rk))
+            cc_logf(&k->log, CC_LOG_ERROR, "kafka: the consumer did not leave the group "
+                    "within %d ms (broker unreachable?); closing anyway", timeout_ms);
+    }
+    rd_kafka_queue_destroy(q);
     if (k->held->cnt) /* no revoke came (never assigned, or broker gone): tell the host */
         release(k, k->held);
-    if (err)
-        cc_logf(&k->log, CC_LOG_WARN, "kafka: consumer close: %s", rd_kafka_err2str(err));
     /* Flush the producer, re-sending what is in the retry list once more. */
-    int64_t deadline = cc_now_ns() + (int64_t)timeout_ms * 1000000;
+    if (deadline < cc_now_ns() + 1000000000LL) /* at least 1 s for the flush */
+        deadline = cc_now_ns() + 1000000000LL;
     while (k->retry_head) {
         Outgoing *o = k->retry_head;
         k->retry_head = o->next;

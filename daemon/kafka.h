@@ -114,7 +114,7 @@ uint64_t cc_kafka_poll(CcKafka *k);
 /** The host stepped everything of batches ≤ batch_id: store their offsets for commit. */
 void cc_kafka_ack(CcKafka *k, uint64_t batch_id);
 
-/** Commits stored offsets now (synchronously); 0 or -errno. Called on shutdown. */
+/** Commits stored offsets now, waiting at most 5 s for the result; 0, -ETIMEDOUT, -EIO. */
 int cc_kafka_commit(CcKafka *k);
 
 /** Forwards an invalid message with the reason in a header; never blocks. */
@@ -150,7 +150,8 @@ int cc_kafka_pause(CcKafka *k, int pause);
  *  that partition). */
 int cc_kafka_rewind(CcKafka *k, const char *topic, int32_t partition, int64_t ts_ms);
 
-/** Stops consuming, flushes producers (bounded by timeout_ms), commits, closes. */
+/** Commits, leaves the group, flushes the producer and closes; each part bounded by
+ *  timeout_ms (the flush by at least 1 s), so it returns even when the broker is gone. */
 void cc_kafka_close(CcKafka **k, int timeout_ms);
 
 #endif

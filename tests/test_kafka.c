@@ -502,6 +502,36 @@ static void test_produce_retry(void **state)
     cc_kafka_close(&k, 2000);
 }
 
+/* Closing while the broker is gone returns within the timeout (it used to hang in
+ * rd_kafka_consumer_close) and still tells the host it no longer owns its partitions. */
+static void test_close_without_broker(void **state)
+{
+    (void)state;
+    char e[256];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "log_level", "0", NULL, 0);
+    rd_kafka_t *mrk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, e, sizeof e);
+    rd_kafka_mock_cluster_t *mc = rd_kafka_mock_cluster_new(mrk, 1);
+    assert_int_equal(rd_kafka_mock_topic_create(mc, "kpis", 2, 1), 0);
+    Got *g = calloc(1, sizeof *g);
+    CcKafka *k = open_k(rd_kafka_mock_cluster_bootstraps(mc), "g-gone", g, 100, NULL);
+    int64_t end = cc_now_ns() + 20000000000LL;
+    while (g->assigned < 2 && cc_now_ns() < end) {
+        cc_kafka_poll(k);
+        usleep(5000);
+    }
+    assert_int_equal(g->assigned, 2);
+    rd_kafka_mock_cluster_destroy(mc);
+    rd_kafka_destroy(mrk);
+    int64_t t0 = cc_now_ns();
+    cc_kafka_close(&k, 2000);
+    double secs = (double)(cc_now_ns() - t0) * 1e-9;
+    print_message("close without a broker took %.2f s\n", secs);
+    assert_true(secs < 8.0);
+    assert_int_equal(g->revoked, 2);
+    free(g);
+}
+
 static void test_embedded(void **state)
 {
     (void)state;
@@ -559,6 +589,7 @@ int main(void)
         cmocka_unit_test(test_dead_letter_and_alerts),
         cmocka_unit_test(test_produce_bound),
         cmocka_unit_test(test_produce_retry),
+        cmocka_unit_test(test_close_without_broker),
         cmocka_unit_test(test_embedded),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
