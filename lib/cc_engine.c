@@ -27,9 +27,15 @@
 #define REBUILD_TOKENS_MAX 8192 /* bounds one rebuild sub-batch's scratch */
 
 /* 16-bit KV conversion kernels, chosen per CPU (see kv_convert_select). */
+typedef void (*Attend16Bit)(float *out, float *w, const float *q, const uint16_t *Kt, int ldk,
+                            const uint16_t *V, const float *k_self, const float *v_self, int n,
+                            float scale);
 typedef struct KvConvert {
     void (*f16_load)(float *dst, const uint16_t *src, int n);
     void (*f16_store)(uint16_t *dst, const float *src, int n);
+    /* DK = 16 attention reading f16/bf16 caches directly (AVX-512); NULL = widen to f32
+     * first, then the f32 kernel */
+    Attend16Bit attend16_f16, attend16_bf16;
 } KvConvert;
 
 typedef struct Workspace {
@@ -185,9 +191,56 @@ __attribute__((target("avx,f16c"))) static void f16_load_f16c(float *dst, const 
     int i = 0;
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
-    for (; i < n; i++)
-        dst[i] = cc_f16_to_f32(src[i]);
+    if (i < n) {
+        uint16_t h[8] = {0};
+        float tmp[8];
+        memcpy(h, src + i, (size_t)(n - i) * sizeof(uint16_t));
+        _mm256_storeu_ps(tmp, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)));
+        memcpy(dst + i, tmp, (size_t)(n - i) * sizeof(float));
+    }
 }
+
+/* attend_cached16 (below) for 16-bit caches, converting keys and values as they are
+ * loaded: a 16-bit cache then moves half the bytes, which is what the step waits on when
+ * the caches of many cells do not fit in the CPU caches. Same block/slack rules. */
+#define ATTEND16_AVX512(NAME, LOAD16)                                                         \
+    __attribute__((target("avx512f"))) static void NAME(                                     \
+        float *restrict out, float *restrict w, const float *restrict q,                      \
+        const uint16_t *restrict Kt, int ldk, const uint16_t *restrict V,                     \
+        const float *restrict k_self, const float *restrict v_self, int n, float scale)       \
+    {                                                                                         \
+        for (int j0 = 0; j0 < n; j0 += 16) {                                                  \
+            __m512 acc = _mm512_setzero_ps();                                                 \
+            for (int c = 0; c < 16; c++)                                                      \
+                acc = _mm512_fmadd_ps(_mm512_set1_ps(q[c]), LOAD16(Kt + (size_t)c * ldk + j0), \
+                                      acc);                                                   \
+            acc = _mm512_mul_ps(acc, _mm512_set1_ps(scale));                                  \
+            if (n - j0 >= 16)                                                                 \
+                _mm512_storeu_ps(w + j0, acc);                                                \
+            else                                                                              \
+                _mm512_mask_storeu_ps(w + j0, (__mmask16)((1u << (n - j0)) - 1), acc);        \
+        }                                                                                     \
+        w[n] = cc_dot16(q, k_self) * scale;                                                   \
+        cc_softmax_inline(w, n + 1);                                                          \
+        __m512 o0 = _mm512_mul_ps(_mm512_set1_ps(w[n]), _mm512_loadu_ps(v_self));             \
+        __m512 o1 = _mm512_setzero_ps();                                                      \
+        int j = 0;                                                                            \
+        for (; j + 1 < n; j += 2) {                                                           \
+            o0 = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), LOAD16(V + (size_t)j * 16), o0);       \
+            o1 = _mm512_fmadd_ps(_mm512_set1_ps(w[j + 1]), LOAD16(V + (size_t)(j + 1) * 16),  \
+                                 o1);                                                         \
+        }                                                                                     \
+        if (j < n)                                                                            \
+            o0 = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), LOAD16(V + (size_t)j * 16), o0);       \
+        _mm512_storeu_ps(out, _mm512_add_ps(o0, o1));                                         \
+    }
+
+#define LOAD16_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#define LOAD16_BF16(p)                                                                        \
+    _mm512_castsi512_ps(                                                                      \
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
+ATTEND16_AVX512(attend16_f16_avx512, LOAD16_F16)
+ATTEND16_AVX512(attend16_bf16_avx512, LOAD16_BF16)
 
 __attribute__((target("avx,f16c"))) static void f16_store_f16c(uint16_t *dst, const float *src,
                                                                int n)
@@ -196,19 +249,28 @@ __attribute__((target("avx,f16c"))) static void f16_store_f16c(uint16_t *dst, co
     for (; i + 8 <= n; i += 8)
         _mm_storeu_si128((__m128i *)(dst + i),
                          _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
-    for (; i < n; i++)
-        dst[i] = cc_f32_to_f16(src[i]);
+    if (i < n) { /* the tail through a padded block: same instruction, same rounding */
+        float tmp[8] = {0};
+        uint16_t h[8];
+        memcpy(tmp, src + i, (size_t)(n - i) * sizeof(float));
+        _mm_storeu_si128((__m128i *)h, _mm256_cvtps_ph(_mm256_loadu_ps(tmp), _MM_FROUND_TO_NEAREST_INT));
+        memcpy(dst + i, h, (size_t)(n - i) * sizeof(uint16_t));
+    }
 }
 #endif
 
 static KvConvert kv_convert_select(void)
 {
-    KvConvert k = {f16_load_c, f16_store_c};
+    KvConvert k = {f16_load_c, f16_store_c, NULL, NULL};
 #if defined(__x86_64__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c")) {
         k.f16_load = f16_load_f16c;
         k.f16_store = f16_store_f16c;
+    }
+    if (__builtin_cpu_supports("avx512f")) {
+        k.attend16_f16 = attend16_f16_avx512;
+        k.attend16_bf16 = attend16_bf16_avx512;
     }
 #endif
     return k;
@@ -222,6 +284,18 @@ static inline void bf16_load(float *restrict dst, const uint16_t *restrict src, 
     }
 }
 
+/* Round to nearest even, as cc_f32_to_bf16, branch-free so it vectorises; NaN stays NaN. */
+static inline void bf16_store(uint16_t *restrict dst, const float *restrict src, int n)
+{
+    for (int i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &src[i], sizeof u);
+        uint32_t nan = (u & 0x7fffffffu) > 0x7f800000u;
+        uint32_t r = (u + 0x7fffu + ((u >> 16) & 1)) >> 16;
+        dst[i] = (uint16_t)(nan ? (u >> 16) | 0x40 : r);
+    }
+}
+
 static inline void kv_store(const KvConvert *cv, void *dst, const float *src, int n,
                             enum CcKvType t)
 {
@@ -230,8 +304,7 @@ static inline void kv_store(const KvConvert *cv, void *dst, const float *src, in
     else if (t == CC_KV_F16)
         cv->f16_store(dst, src, n);
     else
-        for (int i = 0; i < n; i++)
-            ((uint16_t *)dst)[i] = cc_f32_to_bf16(src[i]);
+        bf16_store(dst, src, n);
 }
 
 static inline void kv_load(const KvConvert *cv, float *dst, const void *src, int n,
@@ -886,7 +959,6 @@ static void current(const CcEngine *e, Workspace *w, CcCell **cells, int n)
             for (int d = 0; d < D; d++)
                 z[d] += ch[d] + pe[d];
         }
-    const size_t kv_layer_bytes = 2 * (size_t)hp->n_patches * D * e->kv_elem;
     for (int l = 0; l < L; l++) {
         cc_linear(w->qkv, 3 * D, w->z, D, p->qkv_w + (size_t)l * 3 * D * D, D,
                   p->qkv_b + (size_t)l * 3 * D, rows, 3 * D, D, 0);
@@ -896,20 +968,22 @@ static void current(const CcEngine *e, Workspace *w, CcCell **cells, int n)
             int nc = c->n_cached;
             for (int f = 0; f < F; f++) {
                 const float *row = &w->qkv[(size_t)(ci * F + f) * 3 * D];
-                /* The caches of a large batch live in DRAM and the attention waits on them:
-                 * prefetch the next channel's keys and values of this layer meanwhile. */
-                const CcCell *nx = f + 1 < F ? c : ci + 1 < n ? cells[ci + 1] : NULL;
-                if (nx) {
-                    const char *pf = kv_at(nx, e->kv_elem, f + 1 < F ? f + 1 : 0, l, 0, 0);
-                    for (size_t off = 0; off < kv_layer_bytes; off += 64)
-                        __builtin_prefetch(pf + off);
-                }
                 for (int h = 0; h < H; h++) {
                     const void *K = kv_at(c, e->kv_elem, f, l, 0, h);
                     const void *V = kv_at(c, e->kv_elem, f, l, 1, h);
                     float *wts = c->att ? &c->att[(((size_t)f * L + l) * H + h) * (c->N + 1)]
                                         : w->scores;
                     int ldk = c->N;
+                    float *o = &w->a[(size_t)(ci * F + f) * D + h * DK];
+                    Attend16Bit direct = DK != 16                       ? NULL
+                                         : e->s.kv_type == CC_KV_F16  ? e->cv.attend16_f16
+                                         : e->s.kv_type == CC_KV_BF16 ? e->cv.attend16_bf16
+                                                                      : NULL;
+                    if (direct) {
+                        direct(o, wts, row + h * DK, K, ldk, V, row + D + h * DK,
+                               row + 2 * D + h * DK, nc, scale);
+                        continue;
+                    }
                     if (e->s.kv_type != CC_KV_F32) { /* widen the n valid columns/rows */
                         for (int cc = 0; cc < DK; cc++)
                             kv_load(&e->cv, w->kvbuf + (size_t)cc * nc,
@@ -920,7 +994,6 @@ static void current(const CcEngine *e, Workspace *w, CcCell **cells, int n)
                         V = w->kvbuf + (size_t)nc * DK;
                         ldk = nc;
                     }
-                    float *o = &w->a[(size_t)(ci * F + f) * D + h * DK];
                     if (DK == 16)
                         attend_cached16(o, wts, row + h * DK, K, ldk, V, row + D + h * DK,
                                         row + 2 * D + h * DK, nc, scale);
