@@ -20,8 +20,10 @@
  *  - cc_kafka_pause(): pause/resume fetching of all assigned partitions (backpressure;
  *    keep calling cc_kafka_poll while paused so the group membership stays alive).
  *  - cc_kafka_rewind(): called from on_assign, starts a newly assigned partition at the
- *    first message at or after a timestamp (rebuild a window of history) instead of the
- *    committed offset.
+ *    first message at or after a timestamp (rebuild a window of history), or at the
+ *    committed offset if that is earlier (never skips an unconsumed message).
+ *  - cc_kafka_commit waits ≤ 5 s; cc_kafka_close is bounded by its timeout even with the
+ *    broker gone (it used to hang in rd_kafka_consumer_close).
  *  - on_message's msg points into librdkafka's message: valid only during the callback.
  *  - on_revoke is also called from cc_kafka_close (the consumer leaves the group).
  *  - on_assign / on_revoke report changes of ownership incrementally with either protocol:
