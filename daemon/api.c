@@ -12,6 +12,7 @@
 #include "host.h"
 #include "http.h"
 #include "log.h"
+#include "ops.h"
 
 /* ---- helpers ---- */
 
@@ -425,6 +426,7 @@ static int h_metrics(CcdReq *r)
     evbuffer_add_printf(b, "cellcast_cell_state_bytes %zu\n", ccd_cells_bytes(d->cells));
     metric(b, "cellcast_rss_bytes", "gauge", "Resident set size of the process.");
     evbuffer_add_printf(b, "cellcast_rss_bytes %lld\n", cc_host_rss_bytes());
+    ccd_ops_metrics(d, b);
     ccd_http_metrics(d, b);
     return ccd_text(r, 200, "text/plain; version=0.0.4; charset=utf-8");
 }
@@ -632,6 +634,7 @@ static int h_cell(CcdReq *r)
         json_object_set_new(o, "last_observation", json_pack("{s:I, s:s, s:o}", "step", (json_int_t)pstep,
                                                              "ts", ts, "kpis", lo));
     }
+    ccd_ops_cell_json(d, c, o);
     return ccd_json(r, 200, o);
 }
 
@@ -996,6 +999,10 @@ const CcdRoute ccd_routes[] = {
     {"/v1/cells/{id}/history", EVHTTP_REQ_GET, h_history, "the cell's stored raw steps"},
     {"/v1/cells/{id}/attention", EVHTTP_REQ_GET, h_attention, "the last step's attention"},
     {"/v1/kpis", EVHTTP_REQ_POST, h_post_kpis, "KPI messages without Kafka"},
+    {"/v1/alerts", EVHTTP_REQ_GET, ccd_h_alerts, "alert transitions, paged"},
+    {"/v1/cells/{id}/alerts", EVHTTP_REQ_GET, ccd_h_cell_alerts, "the cell's alert transitions"},
+    {"/v1/cells/{id}/scores", EVHTTP_REQ_GET, ccd_h_cell_scores, "the cell's anomaly scores"},
+    {"/v1/admin/reload", EVHTTP_REQ_POST, ccd_h_admin_reload, "reload model and config (token)"},
 };
 /* clang-format on */
 const int ccd_n_routes = (int)(sizeof ccd_routes / sizeof ccd_routes[0]);

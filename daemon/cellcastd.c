@@ -7,7 +7,8 @@
  * Kafka (embedded broker by default) → demo feed → run. Everything periodic lives in one
  * cron timer (CRON_MS) as run_with_period blocks; signals come through evsignal_new.
  * SIGTERM/SIGINT: stop polling, step everything pending (drain), ack and commit offsets,
- * close and exit 0. SIGHUP: logged (reload is issue 5's; its slot is marked below).
+ * close and exit 0 (ops.h: also the snapshot). SIGHUP: reload (ops.h). Alerts, snapshots,
+ * reload and systemd notifications live in ops.c; the calls into it are marked ccd_ops_*.
  *
  * Ingest path (loop thread): Kafka fd readable → cc_kafka_poll → on_message → decode
  * (cc_kpi) → ccd_cells_ingest (rules in cells.h) → open batch → the scheduler steps it
@@ -29,6 +30,7 @@
 #include "host.h"
 #include "http.h"
 #include "log.h"
+#include "ops.h"
 
 #define CRON_MS 10
 #define run_with_period(ms) if ((ms) <= CRON_MS || !(d->cronloops % (uint64_t)((ms) / CRON_MS)))
@@ -137,7 +139,7 @@ static void ack_idle(Ccd *d)
 {
     if (d->kafka && last_kafka > acked_kafka && !ccd_sched_pending(d->sched) &&
         !ccd_sched_busy(d->sched)) {
-        cc_kafka_ack(d->kafka, last_kafka);
+        ccd_ops_ack(d, last_kafka);
         acked_kafka = last_kafka;
     }
 }
@@ -146,10 +148,10 @@ static void on_batch_done(void *cookie, CcdBatch *b)
 {
     Ccd *d = cookie;
     if (d->kafka && b->kafka_hi > acked_kafka) {
-        cc_kafka_ack(d->kafka, b->kafka_hi);
+        ccd_ops_ack(d, b->kafka_hi); /* now, or with the next snapshot (ops.h) */
         acked_kafka = b->kafka_hi;
     }
-    /* issue 5: alert transitions of this batch are produced here (cc_anomaly sink) */
+    ccd_ops_batch_done(d); /* alert transitions of this batch → Kafka, history */
     ccd_http_retry_deferred(d);
 }
 
@@ -242,8 +244,7 @@ static void cron(evutil_socket_t fd, short what, void *arg)
     {
         update_rates(d);
         ccd_cells_reap(d->cells);
-        /* issue 5: cc_anomaly_tick per cell (missing-data alerts), periodic snapshot,
-         * systemd WATCHDOG=1 / STATUS= go here */
+        ccd_ops_cron(d); /* alerts, missing-data ticks, periodic snapshot, WATCHDOG/STATUS */
     }
     run_with_period(60000)
     {
@@ -259,10 +260,12 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     Ccd *d = arg;
     (void)what;
     if (sig == SIGHUP) {
-        /* issue 5: reload the model and the reloadable keys here */
-        LOG_INFO("main", "SIGHUP: reload is not implemented yet; ignoring");
+        char err[768];
+        LOG_INFO("main", "SIGHUP: reloading the configuration and the model");
+        ccd_ops_reload(d, NULL, err, sizeof err); /* logs the outcome */
         return;
     }
+    ccd_ops_stopping(d);
     LOG_INFO("main", "%s: draining and shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     d->stopping = 1;
     event_base_loopbreak(d->base);
@@ -313,6 +316,20 @@ done:
     free(feat);
     free(map);
     return rc;
+}
+
+int ccd_reopen_decoder(Ccd *d, char *err, size_t errlen)
+{
+    CcKpiDecoder *old = d->kpi;
+    d->kpi = NULL;
+    int rc = open_decoder(d, err, errlen);
+    if (rc) {
+        cc_kpi_close(&d->kpi);
+        d->kpi = old;
+        return rc;
+    }
+    cc_kpi_close(&old);
+    return 0;
 }
 
 static int open_kafka(Ccd *d, char *err, size_t errlen)
@@ -431,8 +448,11 @@ int main(int argc, char **argv)
     }
 
     cc_host_setup_blas(argc, argv, d->cfg.engine_blas_coretype);
-    if ((rc = cc_model_load(&d->model, d->cfg.model_path, err, sizeof err))) {
-        LOG_ERROR("main", "model.path '%s': %s", d->cfg.model_path, err);
+    char model_path[4096];
+    ccd_ops_model_path(d->cfg.model_path, model_path, sizeof model_path);
+    if ((rc = cc_model_load(&d->model, model_path, err, sizeof err))) {
+        LOG_ERROR("main", "model.path '%s': %s (a relative path that does not exist is also "
+                  "looked up under $CELLCAST_HOME and %s)", model_path, err, CC_DATADIR);
         rc = 1;
         goto out;
     }
@@ -489,8 +509,14 @@ int main(int argc, char **argv)
         LOG_ERROR("main", "out of memory");
         goto out;
     }
-    CcdSchedSettings ss = {d->cfg.ingest_batch_steps, d->cfg.ingest_batch_ms, on_batch_done, NULL, d,
-                           d->cfg.engine_worker_nice};
+    d->cells->free_anomaly = ccd_ops_cell_free_hook;
+    d->cells->free_cookie = d;
+    if (ccd_ops_open(d, argc, argv, err, sizeof err)) {
+        LOG_ERROR("main", "%s", err);
+        goto out;
+    }
+    CcdSchedSettings ss = {d->cfg.ingest_batch_steps, d->cfg.ingest_batch_ms, on_batch_done,
+                           ccd_ops_on_stepped, d, d->cfg.engine_worker_nice};
     if (ccd_sched_open(&d->sched, d->base, d->engine, d->cells, &ss)) {
         LOG_ERROR("main", "cannot start the worker");
         goto out;
@@ -533,6 +559,7 @@ int main(int argc, char **argv)
     LOG_INFO("main", "cellcastd %s ready: model '%s' (%d KPIs, step %llds, horizon %d, %.1f KB/cell)",
              CC_VERSION, d->model_name, hp->n_features, (long long)hp->step_seconds, hp->horizon,
              (double)d->cells->cell_bytes / 1024.0);
+    ccd_ops_ready(d);
     event_base_dispatch(d->base);
 
     /* drain: nothing new comes in; step what is pending; ack; commit */
@@ -542,11 +569,12 @@ int main(int argc, char **argv)
         event_del(d->repoll_ev);
     ccd_sched_drain(d->sched);
     ack_idle(d);
+    ccd_ops_shutdown(d); /* last transitions, snapshot, offsets of what it holds */
     if (d->kafka) {
         int crc = cc_kafka_commit(d->kafka);
         LOG_INFO("kafka", "offsets committed%s", crc ? " (commit reported an error)" : "");
     }
-    /* issue 5: final snapshot and producer flush, systemd STOPPING=1 */
+    /* the alert producer is flushed by cc_kafka_close below */
     rc = 0;
 out:
     ccd_http_close(d);
@@ -557,6 +585,7 @@ out:
         event_free(d->repoll_ev);
     cc_kafka_close(&d->kafka, 5000);
     ccd_sched_close(&d->sched);
+    ccd_ops_close(d);
     ccd_cells_close(&d->cells);
     cc_kpi_close(&d->kpi);
     cc_engine_close(&d->engine);

@@ -46,6 +46,7 @@ typedef struct Ccd {
     CcdSched *sched;
     CcdHttp *http;
     CcdDemo *demo;
+    struct CcdOps *ops;      ///< alerts, snapshots, reload, notify (ops.h, issue 5)
     struct event *cron_ev, *poll_ev, *repoll_ev, *sig_term, *sig_int, *sig_hup;
     int64_t start_ns;
     int64_t start_unix;
@@ -66,6 +67,10 @@ int ccd_ingest_message(Ccd *d, const void *buf, size_t len, int topic, int32_t p
 
 /** Pending cell-steps beyond which ingestion pauses (4 × batch_steps). */
 int ccd_backpressure(const Ccd *d);
+
+/** (Re)builds the KPI decoder from the configuration (ingest.*); on failure the previous
+ *  decoder stays. 0 or -errno with a message. */
+int ccd_reopen_decoder(Ccd *d, char *err, size_t errlen);
 
 /* http.c / api.c */
 int ccd_http_open(Ccd *d, char *err, size_t errlen);

@@ -45,10 +45,12 @@ int ccd_cells_open(CcdCells **out, const CcEngine *e, const CcdCellsSettings *s)
     return 0;
 }
 
-static void cell_free(CcdCell *c)
+static void cell_free(CcdCells *t, CcdCell *c)
 {
     if (!c)
         return;
+    if (c->anomaly && t->free_anomaly)
+        t->free_anomaly(t->free_cookie, c);
     cc_cell_close(&c->cell);
     free(c->last_values);
     free(c->imputed_bits);
@@ -64,7 +66,7 @@ void ccd_cells_close(CcdCells **pt)
     for (size_t i = 0; i < t->n_buckets; i++)
         for (CcdCell *c = t->buckets[i], *next; c; c = next) {
             next = c->hnext;
-            cell_free(c);
+            cell_free(t, c);
         }
     free(t->buckets);
     pthread_mutex_destroy(&t->pub_lock);
@@ -116,7 +118,7 @@ static void table_remove(CcdCells *t, CcdCell *c)
     if (c->doomed)
         t->n_doomed--;
     /* the HTTP readers run on this thread: nobody else can hold c now */
-    cell_free(c);
+    cell_free(t, c);
 }
 
 static int grow(CcdCells *t)
@@ -167,7 +169,7 @@ static CcdCell *cell_new(CcdCells *t, const char *id)
     /* one block for the published arrays: y (F,HZ,2), mu, sigma, obs, exp_mean, exp_sd */
     c->pub.y = calloc(F * HZ * 2 + 5 * F, sizeof(float));
     if (!c->last_values || !c->imputed_bits || !c->pub.y || cc_cell_open(&c->cell, t->engine)) {
-        cell_free(c);
+        cell_free(t, c);
         return NULL;
     }
     c->pub.mu = c->pub.y + F * HZ * 2;
@@ -200,6 +202,36 @@ static int push_item(CcdBatch *b, CcdCell *c, int64_t step, int imputed, int res
     return i;
 }
 
+static int add_cell(CcdCells *t, const char *id, CcdCell **out)
+{
+    CcdCell *c;
+    while ((int64_t)t->n_cells >= t->max_resident)
+        if (evict_one(t)) {
+            t->st.rejected_full++;
+            return -ENOSPC;
+        }
+    if (t->n_cells >= t->n_buckets && grow(t))
+        return -ENOMEM;
+    if (!(c = cell_new(t, id)))
+        return -ENOMEM;
+    size_t h = hash_id(c->id) & (t->n_buckets - 1);
+    c->hnext = t->buckets[h];
+    t->buckets[h] = c;
+    t->n_cells++;
+    t->st.created++;
+    lru_append(t, c);
+    *out = c;
+    return 0;
+}
+
+CcdCell *ccd_cells_add(CcdCells *t, const char *id)
+{
+    CcdCell *c = ccd_cells_get(t, id);
+    if (!c && add_cell(t, id, &c))
+        return NULL;
+    return c;
+}
+
 int ccd_cells_ingest(CcdCells *t, CcdBatch *open, const CcKpiRecord *rec, int topic,
                      int32_t partition)
 {
@@ -207,21 +239,9 @@ int ccd_cells_ingest(CcdCells *t, CcdBatch *open, const CcKpiRecord *rec, int to
     CcdCell *c = ccd_cells_get(t, rec->cell_id);
     t->st.records++;
     if (!c) {
-        while ((int64_t)t->n_cells >= t->max_resident)
-            if (evict_one(t)) {
-                t->st.rejected_full++;
-                return -ENOSPC;
-            }
-        if (t->n_cells >= t->n_buckets && grow(t))
-            return -ENOMEM;
-        if (!(c = cell_new(t, rec->cell_id)))
-            return -ENOMEM;
-        size_t h = hash_id(c->id) & (t->n_buckets - 1);
-        c->hnext = t->buckets[h];
-        t->buckets[h] = c;
-        t->n_cells++;
-        t->st.created++;
-        lru_append(t, c);
+        int rc = add_cell(t, rec->cell_id, &c);
+        if (rc)
+            return rc;
     }
     c->n_records++;
     if (topic >= 0) {

@@ -105,12 +105,19 @@ typedef struct CcdCells {
     size_t n_doomed;                ///< cells marked for release (reap runs only then)
     CcdCellsStats st;
     pthread_mutex_t pub_lock;
+    /** Frees CcdCell.anomaly when a cell goes (set by the host; loop thread). */
+    void (*free_anomaly)(void *cookie, CcdCell *c);
+    void *free_cookie;
 } CcdCells;
 
 int ccd_cells_open(CcdCells **out, const CcEngine *e, const CcdCellsSettings *s);
 void ccd_cells_close(CcdCells **t);
 
 CcdCell *ccd_cells_get(CcdCells *t, const char *id);
+
+/** Creates an empty cell (snapshot restore), evicting like ingest does; NULL when the
+ *  table is full of busy cells or out of memory. Returns the existing cell if present. */
+CcdCell *ccd_cells_add(CcdCells *t, const char *id);
 
 /**
  * Applies one decoded record to the open batch per the rules above. topic/partition key

@@ -20,7 +20,9 @@
 const CcdConfigDef ccd_config_table[] = {
 {"model.path", CCD_CFG_STRING, OFF(model_path), "models/default.safetensors", NB, NULL, 1,
  "cellcast-tx/2 weight file (safetensors). Relative paths are taken from the working "
- "directory. Its features (KPI names) are the names the field mapping maps to."},
+ "directory; one that does not exist there is looked up under $CELLCAST_HOME, then in the "
+ "installed data directory (/usr/share/cellcast, also by its file name alone: the default "
+ "finds the installed default model when systemd runs the daemon). Its features (KPI names) are the names the field mapping maps to."},
 
 {"kafka.brokers", CCD_CFG_STRING, OFF(kafka_brokers), "embedded", NB, NULL, 0,
  "Bootstrap servers (host:port,...), or \"embedded\": start librdkafka's mock cluster "
@@ -130,6 +132,68 @@ const CcdConfigDef ccd_config_table[] = {
  "Topic the demo produces to (one of kafka.topics to see it consumed)."},
 {"demo.cell_prefix", CCD_CFG_STRING, OFF(demo_cell_prefix), "demo-", NB, NULL, 0,
  "Cell ids are this prefix and a number."},
+
+{"alerts.warn_z", CCD_CFG_DOUBLE, OFF(alerts.warn_z), "4", 0.1, 1e6, NULL, 1,
+ "Warning threshold on |z|."},
+{"alerts.crit_z", CCD_CFG_DOUBLE, OFF(alerts.crit_z), "6", 0.1, 1e6, NULL, 1,
+ "Critical threshold on |z|."},
+{"alerts.min_kpis", CCD_CFG_INT, OFF(alerts.min_kpis), "1", 1, 64, NULL, 1,
+ "KPIs over threshold for a step to be over."},
+{"alerts.window_n", CCD_CFG_INT, OFF(alerts.window_n), "3", 1, 64, NULL, 1,
+ "The n of k-of-n: steps in the window."},
+{"alerts.warn_k", CCD_CFG_INT, OFF(alerts.warn_k), "2", 1, 64, NULL, 1,
+ "Over steps in the window to fire."},
+{"alerts.crit_k", CCD_CFG_INT, OFF(alerts.crit_k), "1", 1, 64, NULL, 1,
+ "Critical steps in the window to fire critical."},
+{"alerts.resolve_m", CCD_CFG_INT, OFF(alerts.resolve_m), "3", 1, 1000000, NULL, 1,
+ "Consecutive clear steps to resolve."},
+{"alerts.cooldown_steps", CCD_CFG_INT, OFF(alerts.cooldown_steps), "6", 0, 1000000, NULL, 1,
+ "Steps after a resolution before a new anomaly alert."},
+{"alerts.sd_floor_rel", CCD_CFG_DOUBLE, OFF(alerts.sd_floor_rel), "0.01", 0, 1e6, NULL, 1,
+ "Floor of the forecast sd relative to |forecast mean|."},
+{"alerts.sd_floor_scale", CCD_CFG_DOUBLE, OFF(alerts.sd_floor_scale), "0.05", 0, 1e6, NULL, 1,
+ "Floor of the forecast sd relative to the KPI's normalisation scale."},
+{"alerts.interval_z", CCD_CFG_DOUBLE, OFF(alerts.interval_z), "1.2815516", 0.01, 100, NULL, 1,
+ "Half-width in sd of the interval in alerts."},
+{"alerts.lag_steps", CCD_CFG_INT, OFF(alerts.lag_steps), "0", 0, 256, NULL, 1,
+ "Also score against the forecast made this many steps earlier; 0 = off."},
+{"alerts.stuck_steps", CCD_CFG_INT, OFF(alerts.stuck_steps), "12", 2, 1000000, NULL, 1,
+ "Equal consecutive values of a varying KPI for a stuck alert."},
+{"alerts.stuck_min_change_rate", CCD_CFG_DOUBLE, OFF(alerts.stuck_min_change_rate), "0.5", 0, 1, NULL, 1,
+ "Change rate a KPI needs to count as varying."},
+{"alerts.change_rate_steps", CCD_CFG_INT, OFF(alerts.change_rate_steps), "200", 1, 1000000, NULL, 1,
+ "Time constant of the change rate in steps."},
+{"alerts.stuck_run_factor", CCD_CFG_DOUBLE, OFF(alerts.stuck_run_factor), "2", 0, 1000, NULL, 1,
+ "A stuck run must also be this many times the longest recent normal run."},
+{"alerts.stuck_memory_steps", CCD_CFG_INT, OFF(alerts.stuck_memory_steps), "2000", 1, 100000000, NULL, 1,
+ "Time constant of the longest recent run, steps."},
+{"alerts.zero_steps", CCD_CFG_INT, OFF(alerts.zero_steps), "6", 1, 1000000, NULL, 1,
+ "Steps of all KPIs exactly 0 for an all_zero alert."},
+{"alerts.missing_after_s", CCD_CFG_INT64, OFF(alerts.missing_after_s), "0", 0, 1e12, NULL, 1,
+ "Seconds without a step for a missing alert; 0 = 3 steps."},
+{"alerts.dq_resolve_steps", CCD_CFG_INT, OFF(alerts.dq_resolve_steps), "3", 1, 1000000, NULL, 1,
+ "Clear steps to resolve a data-quality alert."},
+{"alerts.dq_grace_steps", CCD_CFG_INT, OFF(alerts.dq_grace_steps), "16", 0, 1000000, NULL, 1,
+ "Steps a KPI stays unscored after its data-quality alert."},
+{"alerts.kpis", CCD_CFG_MAP, OFF(alerts_kpis), "", NB, NULL, 1,
+ "Per-KPI overrides as \"<kpi>.<field>\": value, with field enabled (true/false), "
+ "direction (both/up/down), warn_z, crit_z, sd_floor, min, max (physical bounds, checked "
+ "when min < max) or stuck_steps (-1 = never stuck); e.g. \"prb.max\": \"100\". KPI names "
+ "are the model's features. Scoring rules: docs/operations.md section 4."},
+
+{"snapshot.path", CCD_CFG_STRING, OFF(snapshot_path), "auto", NB, NULL, 0,
+ "State snapshot file (per-cell rings and alert state; written atomically at shutdown and "
+ "every interval_s, restored at start). Beside it, <path>.alerts journals the last alert "
+ "transition produced per cell. \"auto\" = $STATE_DIRECTORY/state.snap when systemd gives "
+ "a state directory, else off; \"\" = off. With snapshots on, Kafka offsets are committed "
+ "only up to the newest snapshot, so a crash loses no step."},
+{"snapshot.interval_s", CCD_CFG_INT, OFF(snapshot_interval_s), "60", 0, 86400, NULL, 1,
+ "Seconds between periodic snapshots (0 = only at shutdown). Also bounds how much a "
+ "restart after a crash re-reads from Kafka."},
+
+{"admin.token", CCD_CFG_STRING, OFF(admin_token), "", NB, NULL, 1,
+ "Bearer token of the admin routes (POST /v1/admin/reload: Authorization: Bearer "
+ "<token>); empty = admin routes disabled (403). Redacted in GET /v1/config."},
 
 {"log.level", CCD_CFG_ENUM, OFF(log_level), "info", NB, "error|warn|info|debug", 1,
  "Least severe level written to stderr."},
@@ -611,6 +675,8 @@ static json_t *value_json(const CcdConfig *c, const CcdConfigDef *d)
     case CCD_CFG_DOUBLE:
         return json_real(*FIELD(c, d, double));
     case CCD_CFG_STRING:
+        if (is_secret(d->name) && *FIELD(c, d, char *) && **FIELD(c, d, char *))
+            return json_string("(redacted)");
         return json_string(*FIELD(c, d, char *) ? *FIELD(c, d, char *) : "");
     case CCD_CFG_ENUM:
         return json_string(enum_name(d->enums, *FIELD(c, d, int), buf, sizeof buf));

@@ -20,6 +20,8 @@
 
 #include <jansson.h>
 
+#include "cc_anomaly.h"
+
 typedef struct CcdStrList {
     char **items;
     int n;
@@ -68,6 +70,15 @@ typedef struct CcdConfig {
     double demo_speedup;
     int demo_backfill_steps;
     char *demo_topic, *demo_cell_prefix;
+    /* alerts: the deployment-wide keys of cc_anomaly_keys() (n_features, step_seconds and
+     * kpi[] unused here: they come from the model and alerts.kpis) */
+    CcAnomalySettings alerts;
+    CcdStrMap alerts_kpis;
+    /* snapshot */
+    char *snapshot_path;
+    int snapshot_interval_s;
+    /* admin */
+    char *admin_token;
     /* log */
     int log_level;
 } CcdConfig;

@@ -312,6 +312,8 @@ void ccd_ops_cell_free(Ccd *d, CcdCell *c)
     free(oc);
 }
 
+void ccd_ops_cell_free_hook(void *cookie, CcdCell *c) { ccd_ops_cell_free(cookie, c); }
+
 static void publish_scores(Ccd *d, CcdCell *c, OpsCell *oc)
 {
     double z[CC_MAX_FEATURES], score;

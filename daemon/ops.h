@@ -101,6 +101,8 @@ int ccd_ops_reload(Ccd *d, json_t **report, char *err, size_t errlen);
 
 /** Frees a cell's ops state (CcdCell.anomaly); loop thread, the cell not busy. */
 void ccd_ops_cell_free(Ccd *d, CcdCell *c);
+/** The same as CcdCells.free_anomaly (cookie = Ccd). */
+void ccd_ops_cell_free_hook(void *cookie, CcdCell *c);
 
 /* ---- alerts.c ------------------------------------------------------------------------- */
 
