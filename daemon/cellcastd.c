@@ -459,6 +459,11 @@ int main(int argc, char **argv)
     snprintf(d->model_name, sizeof d->model_name, "%s",
              d->model->hp.name[0] ? d->model->hp.name : d->cfg.model_path);
     if (check) {
+        if (ccd_ops_check(&d->cfg, &d->model->hp, err, sizeof err)) {
+            fprintf(stderr, "cellcastd: %s%s%s\n", config ? config : "", config ? ": " : "", err);
+            rc = 1;
+            goto out;
+        }
         printf("cellcastd: configuration OK%s%s; model '%s': %d KPIs, step %llds, horizon %d\n",
                config ? " in " : "", config ? config : "", d->model_name, d->model->hp.n_features,
                (long long)d->model->hp.step_seconds, d->model->hp.horizon);

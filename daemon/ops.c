@@ -152,6 +152,12 @@ static int anomaly_settings(const CcdConfig *cfg, const CcHparams *hp, CcAnomaly
     return 0;
 }
 
+int ccd_ops_check(const CcdConfig *cfg, const CcHparams *hp, char *err, size_t errlen)
+{
+    CcAnomalySettings s;
+    return anomaly_settings(cfg, hp, &s, err, errlen);
+}
+
 /* ---- journal -------------------------------------------------------------------------- */
 
 static uint64_t hash_str(const char *s)

@@ -59,6 +59,10 @@ typedef struct CcdReq CcdReq;
  *  path to use (the original when nothing else exists). */
 void ccd_ops_model_path(const char *path, char *out, size_t outlen);
 
+/** Checks the alerts.* keys against the model (KPI names of alerts.kpis, cross-key rules)
+ *  for --check-config. 0 or -EINVAL with a message naming the key. */
+int ccd_ops_check(const CcdConfig *cfg, const CcHparams *hp, char *err, size_t errlen);
+
 /** After the cell table and engine exist, before the scheduler and Kafka: alert settings
  *  (alerts.*), the alert sink, notifications, the journal; restores the snapshot (a
  *  refused one is logged and the daemon rebuilds from Kafka). argv is kept for reloads
