@@ -326,6 +326,37 @@ static inline void *kv_at(const CcCell *c, size_t elem, int f, int l, int which,
     return (char *)c->kv + idx * elem;
 }
 
+/* Asks for one head's keys and values (2·N·DK elements) ahead of use. The caches of a
+ * large batch live in DRAM and each head's block is only ~2.7 KB, too short for the
+ * hardware prefetcher to ramp up: fetching the next head's block while this one is
+ * computed saves ~10% of a step at 1024 cells. rw = 1 when it will be written. */
+static inline void prefetch_head(const CcCell *c, size_t elem, int f, int l, int h, int rw)
+{
+    const char *k = kv_at(c, elem, f, l, 0, h), *v = kv_at(c, elem, f, l, 1, h);
+    size_t bytes = (size_t)c->N * c->DK * elem;
+    for (size_t off = 0; off < bytes; off += 64) {
+        if (rw) {
+            __builtin_prefetch(k + off, 1);
+            __builtin_prefetch(v + off, 1);
+        } else {
+            __builtin_prefetch(k + off, 0);
+            __builtin_prefetch(v + off, 0);
+        }
+    }
+}
+
+/* The head after (c, f, h) in the order the step visits them, within layer l. */
+static inline void prefetch_next_head(CcCell *const *cells, int ci, int n, int f, int F, int h,
+                                      int H, int l, size_t elem, int rw)
+{
+    if (h + 1 < H)
+        prefetch_head(cells[ci], elem, f, l, h + 1, rw);
+    else if (f + 1 < F)
+        prefetch_head(cells[ci], elem, f + 1, l, 0, rw);
+    else if (ci + 1 < n)
+        prefetch_head(cells[ci + 1], elem, 0, l, 0, rw);
+}
+
 /* ---- attention kernels ----------------------------------------------------------------- */
 
 /* One query against n cached tokens plus itself. Kt is the head's keys transposed,
@@ -892,6 +923,7 @@ static void rebuild(const CcEngine *e, Workspace *w, CcCell **cells, int n)
             int nc = c->n_cached, r0 = w->rows_of[ci];
             for (int f = 0; f < F; f++)
                 for (int h = 0; h < H; h++) {
+                    prefetch_next_head(cells, ci, n, f, F, h, H, l, e->kv_elem, 1);
                     char *K = kv_at(c, e->kv_elem, f, l, 0, h), *V = kv_at(c, e->kv_elem, f, l, 1, h);
                     float *kt = w->kvbuf; /* (DK, nc) keys transposed, then stored by row */
                     for (int i = 0; i < nc; i++) {
@@ -969,6 +1001,7 @@ static void current(const CcEngine *e, Workspace *w, CcCell **cells, int n)
             for (int f = 0; f < F; f++) {
                 const float *row = &w->qkv[(size_t)(ci * F + f) * 3 * D];
                 for (int h = 0; h < H; h++) {
+                    prefetch_next_head(cells, ci, n, f, F, h, H, l, e->kv_elem, 0);
                     const void *K = kv_at(c, e->kv_elem, f, l, 0, h);
                     const void *V = kv_at(c, e->kv_elem, f, l, 1, h);
                     float *wts = c->att ? &c->att[(((size_t)f * L + l) * H + h) * (c->N + 1)]
