@@ -24,8 +24,17 @@ void cc_host_setup_blas(int argc, char **argv, const char *coretype)
 {
     (void)argc;
     const char *want = NULL;
+    int reexec = 0;
     if (!coretype || !*coretype)
         coretype = "auto";
+    /* OpenBLAS's pthread build starts its thread pool when it loads and, even after
+     * openblas_set_num_threads(1), pays for it on every small sgemm (a one-cell step runs
+     * ~1.5x faster with the pool never started). Only the environment at load time stops
+     * it, so it is set here and applied by the same single re-exec. */
+    if (!getenv("CELLCAST_BLAS_REEXECED") && !getenv("OPENBLAS_NUM_THREADS")) {
+        setenv("OPENBLAS_NUM_THREADS", "1", 1);
+        reexec = 1;
+    }
     if (getenv("CELLCAST_BLAS_REEXECED") || getenv("OPENBLAS_CORETYPE"))
         want = NULL; /* operator's choice, or we already re-executed */
     else if (!strcasecmp(coretype, "auto"))
@@ -38,13 +47,16 @@ void cc_host_setup_blas(int argc, char **argv, const char *coretype)
         want = coretype;
     if (want) {
         setenv("OPENBLAS_CORETYPE", want, 1);
-        setenv("CELLCAST_BLAS_REEXECED", "1", 1);
         fprintf(stderr, "cellcast: OpenBLAS chose %s kernels; re-executing with "
                         "OPENBLAS_CORETYPE=%s (blas_coretype=%s)\n",
                 openblas_get_corename(), want, coretype);
+        reexec = 1;
+    }
+    if (reexec) {
+        setenv("CELLCAST_BLAS_REEXECED", "1", 1);
         fflush(stderr);
         execv("/proc/self/exe", argv);
-        perror("cellcast: re-exec for OPENBLAS_CORETYPE failed, keeping current kernels");
+        perror("cellcast: re-exec for the OpenBLAS environment failed, continuing");
     }
     openblas_set_num_threads(1);
 }

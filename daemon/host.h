@@ -13,7 +13,10 @@
  *   - "native": never interfere;
  *   - any OpenBLAS core name ("SkylakeX", "Haswell", ...): force it (re-exec if it differs).
  * The environment variable OPENBLAS_CORETYPE, when set by the operator, always wins.
- * It also pins OpenBLAS to one thread: the engine parallelises over cells itself.
+ * It also pins OpenBLAS to one thread (the engine parallelises over cells itself): unless
+ * the operator set OPENBLAS_NUM_THREADS, it is set to 1 for the same single re-exec, so
+ * OpenBLAS never starts its thread pool (which costs ~1.5x on small batches even when
+ * openblas_set_num_threads(1) is called). The re-exec keeps the PID (systemd-safe).
  */
 #ifndef CC_HOST_H
 #define CC_HOST_H
