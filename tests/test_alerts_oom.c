@@ -22,40 +22,7 @@
 #include "cc_anomaly.h"
 #include "cc_snapshot.h"
 
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t size);
-void *__real_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t size);
-void *__wrap_realloc(void *p, size_t n);
-
-static long alloc_count = -1; // counting when >= 0
-static long fail_at = -1;     // the allocation (0-based) that fails
-static int failed;
-
-static int should_fail(void)
-{
-    if (alloc_count < 0)
-        return 0;
-    if (alloc_count++ == fail_at) {
-        failed = 1;
-        return 1;
-    }
-    return 0;
-}
-
-void *__wrap_malloc(size_t n) { return should_fail() ? NULL : __real_malloc(n); }
-void *__wrap_calloc(size_t n, size_t size) { return should_fail() ? NULL : __real_calloc(n, size); }
-void *__wrap_realloc(void *p, size_t n) { return should_fail() ? NULL : __real_realloc(p, n); }
-
-static void arm(long k)
-{
-    alloc_count = 0;
-    fail_at = k;
-    failed = 0;
-}
-
-static void disarm(void) { alloc_count = -1; }
+#include "failalloc.h"
 
 /* Runs the anomaly scenario; returns 0 when it completed, -ENOMEM when an allocation
  * failed (after cleaning up). */
@@ -104,10 +71,10 @@ static void test_anomaly_oom(void **state)
     (void)state;
     int completed = 0;
     for (long k = 0; k < 1000 && !completed; k++) {
-        arm(k);
+        failalloc_arm(k);
         int rc = anomaly_scenario();
-        disarm();
-        if (!failed) {
+        failalloc_disarm();
+        if (!failalloc_failed()) {
             assert_int_equal(rc, 0);
             completed = 1;
             assert_true(k >= 6); /* the scenario allocates: failures were exercised */
@@ -153,10 +120,9 @@ static int snapshot_scenario(World *w, const char *path)
     while ((k = cc_snapshot_read_next(rd, &rec, err, sizeof err)) == 1) {
         if (rec.type != CC_SNAP_CELL)
             continue;
-        long saved = alloc_count; /* the engine's allocations are not under test */
-        alloc_count = -1;
+        long saved = failalloc_pause(); /* the engine's allocations are not under test */
         assert_int_equal(cc_cell_open(&rc_cell, w->e), 0);
-        alloc_count = saved;
+        failalloc_resume(saved);
         rc = cc_snapshot_restore_engine_cell(&rec.cell, rc_cell, w->ac[0], err, sizeof err);
         cc_cell_close(&rc_cell);
         if (rc)
@@ -217,10 +183,10 @@ static void test_snapshot_oom(void **state)
     snprintf(path, sizeof path, "%s/s.snap", dir);
     int completed = 0;
     for (long k = 0; k < 1000 && !completed; k++) {
-        arm(k);
+        failalloc_arm(k);
         int rc = snapshot_scenario(&w, path);
-        disarm();
-        if (!failed) {
+        failalloc_disarm();
+        if (!failalloc_failed()) {
             assert_int_equal(rc, 0);
             completed = 1;
             assert_true(k >= 10);

@@ -18,40 +18,7 @@
 
 #include "cc_kpi.h"
 
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t size);
-void *__real_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t size);
-void *__wrap_realloc(void *p, size_t n);
-
-static long alloc_count = -1; /* counting when >= 0 */
-static long fail_at = -1;
-static int failed;
-
-static int should_fail(void)
-{
-    if (alloc_count < 0)
-        return 0;
-    if (alloc_count++ == fail_at) {
-        failed = 1;
-        return 1;
-    }
-    return 0;
-}
-
-void *__wrap_malloc(size_t n) { return should_fail() ? NULL : __real_malloc(n); }
-void *__wrap_calloc(size_t n, size_t size) { return should_fail() ? NULL : __real_calloc(n, size); }
-void *__wrap_realloc(void *p, size_t n) { return should_fail() ? NULL : __real_realloc(p, n); }
-
-static void arm(long k)
-{
-    alloc_count = 0;
-    fail_at = k;
-    failed = 0;
-}
-
-static void disarm(void) { alloc_count = -1; }
+#include "failalloc.h"
 
 static const char *const NAMES[3] = {"prb", "thr", "users"};
 
@@ -76,10 +43,10 @@ static void test_open_oom(void **state)
     for (k = 0; k < 1000; k++) {
         CcKpiDecoder *d = (CcKpiDecoder *)1;
         char err[128] = "";
-        arm(k);
+        failalloc_arm(k);
         int rc = cc_kpi_open(&d, &s, err, sizeof err);
-        disarm();
-        if (!failed) {
+        failalloc_disarm();
+        if (!failalloc_failed()) {
             assert_int_equal(rc, 0);
             cc_kpi_close(&d);
             break;
@@ -110,10 +77,10 @@ static void test_decode_oom(void **state)
     long k;
     CcKpiBatch b;
     for (k = 0; k < 1000; k++) {
-        arm(k);
+        failalloc_arm(k);
         int rc = cc_kpi_decode(d, buf, n, &b);
-        disarm();
-        if (!failed) {
+        failalloc_disarm();
+        if (!failalloc_failed()) {
             assert_int_equal(rc, 0);
             break;
         }
@@ -126,10 +93,10 @@ static void test_decode_oom(void **state)
     assert_int_equal(b.n_errors, 20);
     assert_float_equal(b.records[1].values[1], 1000.0f, 0);
     /* Once grown, decoding the same message allocates nothing of ours. */
-    arm(0);
+    failalloc_arm(0);
     assert_int_equal(cc_kpi_decode(d, buf, n, &b), 0);
-    disarm();
-    assert_false(failed);
+    failalloc_disarm();
+    assert_false(failalloc_failed());
     assert_int_equal(b.n_records, 40);
     free(buf);
     cc_kpi_close(&d);

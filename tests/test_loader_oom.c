@@ -23,40 +23,7 @@
 #include "cc_model.h"
 #include "cc_safetensors.h"
 
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t size);
-void *__real_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t size);
-void *__wrap_realloc(void *p, size_t n);
-
-static long alloc_count = -1;  // counting when >= 0
-static long fail_at = -1;      // the allocation (0-based) that fails
-static int failed;
-
-static int should_fail(void)
-{
-    if (alloc_count < 0)
-        return 0;
-    if (alloc_count++ == fail_at) {
-        failed = 1;
-        return 1;
-    }
-    return 0;
-}
-
-void *__wrap_malloc(size_t n) { return should_fail() ? NULL : __real_malloc(n); }
-void *__wrap_calloc(size_t n, size_t size) { return should_fail() ? NULL : __real_calloc(n, size); }
-void *__wrap_realloc(void *p, size_t n) { return should_fail() ? NULL : __real_realloc(p, n); }
-
-static void arm(long k)
-{
-    alloc_count = 0;
-    fail_at = k;
-    failed = 0;
-}
-
-static void disarm(void) { alloc_count = -1; }
+#include "failalloc.h"
 
 static CcModel *tiny_model(void)
 {
@@ -88,10 +55,10 @@ static void test_load_buffer_oom(void **state)
     long k;
     for (k = 0;; k++) {
         CcModel *m = NULL;
-        arm(k);
+        failalloc_arm(k);
         int ret = cc_model_load_buffer(&m, buf, len, err, sizeof err);
-        disarm();
-        if (!failed) {
+        failalloc_disarm();
+        if (!failalloc_failed()) {
             assert_int_equal(ret, 0);
             assert_memory_equal(m->block, src->block, src->n_params * sizeof(float));
             cc_model_close(&m);
@@ -106,10 +73,10 @@ static void test_load_buffer_oom(void **state)
     /* cc_model_load: same through the file */
     for (k = 0;; k++) {
         CcModel *m = NULL;
-        arm(k);
+        failalloc_arm(k);
         int ret = cc_model_load(&m, path, err, sizeof err);
-        disarm();
-        if (!failed) {
+        failalloc_disarm();
+        if (!failalloc_failed()) {
             assert_int_equal(ret, 0);
             cc_model_close(&m);
             break;
@@ -132,10 +99,10 @@ static void test_save_oom(void **state)
     snprintf(path, sizeof path, "%s/m.safetensors", dir);
     long k;
     for (k = 0;; k++) {
-        arm(k);
+        failalloc_arm(k);
         int ret = cc_model_save(m, path, err, sizeof err);
-        disarm();
-        if (!failed) {
+        failalloc_disarm();
+        if (!failalloc_failed()) {
             assert_int_equal(ret, 0);
             break;
         }
