@@ -9,6 +9,8 @@ void *__real_realloc(void *p, size_t n);
 void *__wrap_malloc(size_t n);
 void *__wrap_calloc(size_t n, size_t size);
 void *__wrap_realloc(void *p, size_t n);
+int __real_posix_memalign(void **p, size_t align, size_t n);
+int __wrap_posix_memalign(void **p, size_t align, size_t n);
 
 static long alloc_count = -1; /* counting when >= 0 */
 static long fail_at = -1;     /* the allocation (0-based) that fails */
@@ -28,6 +30,10 @@ static int should_fail(void)
 void *__wrap_malloc(size_t n) { return should_fail() ? NULL : __real_malloc(n); }
 void *__wrap_calloc(size_t n, size_t size) { return should_fail() ? NULL : __real_calloc(n, size); }
 void *__wrap_realloc(void *p, size_t n) { return should_fail() ? NULL : __real_realloc(p, n); }
+int __wrap_posix_memalign(void **p, size_t align, size_t n)
+{
+    return should_fail() ? 12 /* ENOMEM */ : __real_posix_memalign(p, align, n);
+}
 
 void failalloc_arm(long k)
 {

@@ -1,6 +1,7 @@
 /*
  * failalloc.h — a failing allocator for out-of-memory tests: the k-th allocation fails.
- * Link the test with failalloc.c and -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc, so
+ * Link the test with failalloc.c and
+ * -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=posix_memalign, so
  * every allocation made by code linked statically into it (lib/) goes through the wrappers;
  * shared libraries (jansson, libc itself) are not wrapped. Typical loop:
  *     for (k = 0;; k++) { failalloc_arm(k); r = f(); failalloc_disarm();
