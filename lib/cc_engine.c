@@ -843,21 +843,22 @@ static void block_tail(const CcModel *m, int l, Workspace *w, int rows, float *t
     const CcHparams *hp = &m->hp;
     const CcParams *p = &m->w;
     const int D = hp->d_model, FF = hp->d_ff;
-    cc_linear(tmp, D, w->a, D, p->o_w + (size_t)l * D * D, D, p->o_b + (size_t)l * D, rows, D, D, 0);
-    cc_add_layernorm(w->z, w->z, tmp, p->ln1_g + (size_t)l * D, p->ln1_b + (size_t)l * D, rows, D);
-    cc_linear(w->h, FF, w->z, D, p->up_w + (size_t)l * FF * D, D, p->up_b + (size_t)l * FF, rows,
-              FF, D, 0);
-    cc_relu(w->h, (size_t)rows * FF);
-    cc_linear(tmp, D, w->h, FF, p->down_w + (size_t)l * D * FF, FF, p->down_b + (size_t)l * D,
-              rows, D, FF, 0);
-    cc_add_layernorm(w->z, w->z, tmp, p->ln2_g + (size_t)l * D, p->ln2_b + (size_t)l * D, rows, D);
+    /* biases are folded into the pass that follows each sgemm (LayerNorm, ReLU) */
+    cc_linear(tmp, D, w->a, D, p->o_w + (size_t)l * D * D, D, NULL, rows, D, D, 0);
+    cc_add_bias_layernorm(w->z, w->z, tmp, p->o_b + (size_t)l * D, p->ln1_g + (size_t)l * D,
+                          p->ln1_b + (size_t)l * D, rows, D);
+    cc_linear(w->h, FF, w->z, D, p->up_w + (size_t)l * FF * D, D, NULL, rows, FF, D, 0);
+    cc_bias_relu(w->h, p->up_b + (size_t)l * FF, rows, FF);
+    cc_linear(tmp, D, w->h, FF, p->down_w + (size_t)l * D * FF, FF, NULL, rows, D, FF, 0);
+    cc_add_bias_layernorm(w->z, w->z, tmp, p->down_b + (size_t)l * D, p->ln2_g + (size_t)l * D,
+                          p->ln2_b + (size_t)l * D, rows, D);
 }
 
-/* z rows += embedding(x rows) + chan[f] + pe[token]; rows are ordered (cell, f, token). */
+/* z rows = embed_w · x rows; the callers add embed_b + chan[f] + pe[token] in one pass. */
 static void embed_rows(const CcModel *m, Workspace *w, int rows)
 {
     const int D = m->hp.d_model, IN = m->hp.patch_len + 4;
-    cc_linear(w->z, D, w->x, IN, m->w.embed_w, IN, m->w.embed_b, rows, D, IN, 0);
+    cc_linear(w->z, D, w->x, IN, m->w.embed_w, IN, NULL, rows, D, IN, 0); /* bias: callers */
 }
 
 /* Rebuilds the caches of cells[0..n): every channel's n_c patch tokens as one batch. */
@@ -909,7 +910,7 @@ static void rebuild(const CcEngine *e, Workspace *w, CcCell **cells, int n)
                 float *z = &w->z[(size_t)(r0 + f * nc + i) * D];
                 const float *ch = &p->chan[(size_t)f * D], *pi = &pe[(size_t)i * D];
                 for (int d = 0; d < D; d++)
-                    z[d] += ch[d] + pi[d];
+                    z[d] += (p->embed_b[d] + ch[d]) + pi[d];
             }
     }
     for (int l = 0; l < L; l++) {
@@ -989,7 +990,7 @@ static void current(const CcEngine *e, Workspace *w, CcCell **cells, int n)
             float *z = &w->z[(size_t)(ci * F + f) * D];
             const float *ch = &p->chan[(size_t)f * D], *pe = &w->pe[(size_t)ci * D];
             for (int d = 0; d < D; d++)
-                z[d] += ch[d] + pe[d];
+                z[d] += (p->embed_b[d] + ch[d]) + pe[d];
         }
     for (int l = 0; l < L; l++) {
         cc_linear(w->qkv, 3 * D, w->z, D, p->qkv_w + (size_t)l * 3 * D * D, D,

@@ -62,11 +62,20 @@ static inline float sum_lanes(const float *x, int D)
 void cc_add_layernorm(float *out, const float *a, const float *b, const float *g,
                       const float *beta, int rows, int D)
 {
+    cc_add_bias_layernorm(out, a, b, NULL, g, beta, rows, D);
+}
+
+void cc_add_bias_layernorm(float *out, const float *a, const float *b, const float *bias,
+                           const float *g, const float *beta, int rows, int D)
+{
     float tmp[4096]; /* D ≤ CC_MAX_D_MODEL */
     for (int r = 0; r < rows; r++) {
         const float *x = a + (size_t)r * D, *y = b ? b + (size_t)r * D : NULL;
         float *o = out + (size_t)r * D;
-        if (y)
+        if (y && bias)
+            for (int i = 0; i < D; i++)
+                o[i] = x[i] + (y[i] + bias[i]);
+        else if (y)
             for (int i = 0; i < D; i++)
                 o[i] = x[i] + y[i];
         else if (o != x)
@@ -104,6 +113,17 @@ void cc_relu(float *x, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         x[i] = x[i] > 0 ? x[i] : 0;
+}
+
+void cc_bias_relu(float *x, const float *bias, int rows, int N)
+{
+    for (int r = 0; r < rows; r++) {
+        float *row = x + (size_t)r * N;
+        for (int i = 0; i < N; i++) {
+            float v = row[i] + bias[i];
+            row[i] = v > 0 ? v : 0;
+        }
+    }
 }
 
 void cc_softmax(float *x, int n) { cc_softmax_inline(x, n); }

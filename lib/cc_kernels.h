@@ -23,8 +23,17 @@ CC_API void cc_add_layernorm(float *out, const float *a, const float *b, const f
 CC_API void cc_add_layernorm_ref(float *out, const float *a, const float *b, const float *g,
                                  const float *beta, int rows, int D);
 
+/** out (rows, D) = LayerNorm(a + b + bias) (bias (D) broadcast over rows): the bias of
+ *  the linear that produced b, folded in so that linear needs no pass of its own. */
+CC_API void cc_add_bias_layernorm(float *out, const float *a, const float *b,
+                                  const float *bias, const float *g, const float *beta,
+                                  int rows, int D);
+
 /** In-place ReLU. */
 CC_API void cc_relu(float *x, size_t n);
+
+/** In-place x (rows, N) = relu(x + bias), bias (N) broadcast over rows. */
+CC_API void cc_bias_relu(float *x, const float *bias, int rows, int N);
 
 /* exp(x), branch-free so loops over it vectorise with any ISA (no floor/round calls):
  * x = k·ln2 + r with k rounded by the 1.5·2^23 trick, |r| ≤ ln2/2, degree-6 polynomial for
