@@ -50,25 +50,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 143' TERM INT   # so that cleanup runs when meson's timeout kills us
 
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-ok() { echo "ok: $*"; }
-
-# start_daemon NAME CONFIG: starts cellcastd, sets DPID, PORT and (embedded) BS.
-start_daemon() {
-    local log="$TMP/$1.log"
-    "$CELLCASTD" -c "$2" >"$log" 2>&1 &
-    DPID=$!
-    PIDS+=("$DPID")
-    PORT=
-    for _ in $(seq 100); do
-        PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" | head -1 | sed 's/.*://')
-        [ -n "$PORT" ] && grep -q 'ready' "$log" && break
-        kill -0 "$DPID" 2>/dev/null || { cat "$log"; echo "FAIL: cellcastd exited"; exit 1; }
-        sleep 0.1
-    done
-    [ -n "$PORT" ] || { cat "$log"; echo "FAIL: cellcastd did not start"; exit 1; }
-    BS=$(grep -o 'broker (librdkafka mock cluster) listening on [0-9.:]*' "$log" | head -1 | sed 's/.* on //')
-}
+. "$(dirname "$0")/common.sh"
 
 # wait_steps LAST_STEP TIMEOUT_S: until every cell's last_step is LAST_STEP.
 wait_steps() {
@@ -175,8 +157,13 @@ rec=$(metric cellcast_ingest_records_total)
 [ "$rec" = 1440 ] && ok "1440 good records applied" || fail "records_total $rec, want 1440"
 
 # Dead letters: 12 invalid messages + the array with one bad element.
-kcat -b "$BS" -C -t dlq -o beginning -e -q -f '%h\n' >"$TMP/dlq.txt" 2>/dev/null
-ndlq=$(grep -c 'cellcast-reason=' "$TMP/dlq.txt")
+# The dead-letter producer delivers asynchronously: read until all are there (≤ 10 s).
+for _ in $(seq 20); do
+    kcat -b "$BS" -C -t dlq -o beginning -e -q -f '%h\n' >"$TMP/dlq.txt" 2>/dev/null
+    ndlq=$(grep -c 'cellcast-reason=' "$TMP/dlq.txt")
+    [ "$ndlq" -ge 13 ] && break
+    sleep 0.5
+done
 [ "$ndlq" = 13 ] && ok "13 dead letters with a reason header" || fail "dead letters: $ndlq, want 13"
 grep -q 'cellcast-reason=oversize' "$TMP/dlq.txt" || fail "no oversize dead letter"
 
