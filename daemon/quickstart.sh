@@ -10,5 +10,5 @@ sh "$root/.ci/deps.sh"
 [ -f "$build/build.ninja" ] || meson setup "$build" "$root" -Dtests=enabled
 ninja -C "$build" -j"$(nproc)"
 cd "$root"
-echo "cellcastd: API on http://127.0.0.1:8080 — try: curl -s localhost:8080/v1/cells; curl -s localhost:8080/v1/cells/demo-0000/forecast" >&2
+echo "cellcastd: the API address is on the 'http: listening on' line (default http://127.0.0.1:8080); try curl -s localhost:8080/v1/cells/demo-0000/forecast" >&2
 exec "$build/daemon/cellcastd" -c conf/cellcast.yaml "$@"
