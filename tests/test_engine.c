@@ -413,6 +413,40 @@ static void test_restore_history_and_model_swap(void **state)
     cc_model_close(&m2);
 }
 
+/* The ring keeps exactly the newest R steps: after several wraps the history read back is
+ * the input, older steps are refused, and forecasts still match the oracle (checked in
+ * test_streaming_*). */
+static void test_ring_wrap_around(void **state)
+{
+    (void)state;
+    CcModel *m = small_model(10);
+    const int F = 3, T = 100; /* R = max(N·P + P, M + P − 1) = 27 here: ~3.7 wraps */
+    float x[100 * 3], back[100 * 3];
+    make_series(x, T, F, 7000, 900, 21);
+    CcEngine *e = NULL;
+    CcCell *c = NULL;
+    assert_int_equal(cc_engine_open(&e, m, NULL), 0);
+    assert_int_equal(cc_cell_open(&c, e), 0);
+    for (int t = 0; t < T; t++) {
+        CcStepInput in = {c, 7000 + t, &x[t * F]};
+        assert_int_equal(cc_engine_step(e, &in, 1, NULL), 0);
+    }
+    int64_t first, last;
+    cc_cell_span(c, &first, &last);
+    int R = (int)(last - first + 1);
+    assert_int_equal(R, 27);
+    assert_true(last == 7000 + T - 1);
+    assert_int_equal(cc_cell_history(c, first, R, back), 0);
+    for (int i = 0; i < R * F; i++)
+        assert_true(back[i] == x[(T - R) * F + i]);
+    assert_int_equal(cc_cell_history(c, first - 1, 2, back), -ERANGE);
+    assert_int_equal(cc_cell_history(c, last, 2, back), -ERANGE);
+    assert_int_equal(cc_cell_seq_start(c), 7000);
+    cc_cell_close(&c);
+    cc_engine_close(&e);
+    cc_model_close(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -424,6 +458,7 @@ int main(void)
         cmocka_unit_test(test_cold_start_and_refusals),
         cmocka_unit_test(test_constant_series_is_finite),
         cmocka_unit_test(test_restore_history_and_model_swap),
+        cmocka_unit_test(test_ring_wrap_around),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
