@@ -720,7 +720,8 @@ static int h_forecast(CcdReq *r)
                            "cell '%s' has no forecast yet: it needs %d consecutive steps (it has "
                            "%llu)", c->id, hp->patch_len, (unsigned long long)c->n_steps);
     }
-    CcForecast fc = {1, t, F, HZ, y, mu, sigma};
+    CcForecast fc = {.valid = 1, .step = t, .n_features = F, .horizon = HZ, .y = y, .mu = mu,
+                     .sigma = sigma};
     const double z = probit(0.5 + level / 2);
     const int64_t S = hp->step_seconds;
     /* built by hand: this is the hot route (dashboards poll it), so no jansson tree */

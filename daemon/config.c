@@ -155,6 +155,9 @@ const CcdConfigDef ccd_config_table[] = {
  "Floor of the forecast sd relative to the KPI's normalisation scale."},
 {"alerts.interval_z", CCD_CFG_DOUBLE, OFF(alerts.interval_z), "1.2815516", 0.01, 100, NULL, 1,
  "Half-width in sd of the interval in alerts."},
+{"alerts.warmup_steps", CCD_CFG_INT, OFF(alerts.warmup_steps), "64", 0, 100000000, NULL, 1,
+ "Forecasts of a cell with fewer steps of history than this are not scored (cold-start "
+ "forecasts see a patch or two of context); 0 = score from the first forecast."},
 {"alerts.lag_steps", CCD_CFG_INT, OFF(alerts.lag_steps), "0", 0, 256, NULL, 1,
  "Also score against the forecast made this many steps earlier; 0 = off."},
 {"alerts.stuck_steps", CCD_CFG_INT, OFF(alerts.stuck_steps), "12", 2, 1000000, NULL, 1,

@@ -131,7 +131,8 @@ static void publish(CcdSched *s, CcdCell *c, int64_t step, const float *values, 
     int have_exp = 0;
     /* The worker is the only writer of pub: reading it here needs no lock. */
     if (p->valid && p->step == step - 1) {
-        CcForecast prev = {1, p->step, F, HZ, p->y, p->mu, p->sigma};
+        CcForecast prev = {.valid = 1, .step = p->step, .n_features = F, .horizon = HZ,
+                           .y = p->y, .mu = p->mu, .sigma = p->sigma};
         for (int f = 0; f < F; f++) {
             double m, sd;
             cc_forecast_point(&prev, f, 0, &m, &sd);

@@ -71,6 +71,7 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     s->step_seconds = 3600;
     s->warn_z = 4.0;
     s->crit_z = 6.0;
+    s->warmup_steps = 64;
     s->min_kpis = 1;
     s->window_n = 3;
     s->warn_k = 2;
@@ -339,7 +340,8 @@ void cc_anomaly_set_expect_lagged(const CcAnomaly *a, CcAnomalyCell *c, int64_t 
 
 void cc_anomaly_set_forecast(const CcAnomaly *a, CcAnomalyCell *c, const CcForecast *fc)
 {
-    if (!fc || !fc->valid || fc->n_features != c->F || fc->horizon < 1) {
+    if (!fc || !fc->valid || fc->n_features != c->F || fc->horizon < 1 ||
+        (a->s.warmup_steps > 0 && fc->step - fc->seq_start + 1 < a->s.warmup_steps)) {
         c->exp_step = NONE_STEP;
         return;
     }
@@ -846,6 +848,7 @@ static const CcAnomalyKey anomaly_keys[] = {
     AK(sd_floor_rel, CC_AKEY_DOUBLE, 0, 1e6, "sd floor relative to |forecast mean| (default 0.01)"),
     AK(sd_floor_scale, CC_AKEY_DOUBLE, 0, 1e6, "sd floor relative to the KPI's normalisation scale (default 0.05)"),
     AK(interval_z, CC_AKEY_DOUBLE, 0.01, 100, "half-width in sd of the interval in alerts (default 1.2815516 = 80%)"),
+    AK(warmup_steps, CC_AKEY_INT, 0, 100000000, "steps of a cell's sequence before its forecasts are scored (default 64)"),
     AK(lag_steps, CC_AKEY_INT, 0, CC_ANOMALY_MAX_LAG, "also score against the forecast made this many steps earlier; 0 = off (default 0)"),
     AK(stuck_steps, CC_AKEY_INT, 2, 1000000, "equal consecutive values of a varying KPI for a stuck alert (default 12)"),
     AK(stuck_min_change_rate, CC_AKEY_DOUBLE, 0, 1, "change rate a KPI needs to count as varying (default 0.5)"),

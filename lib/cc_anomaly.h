@@ -137,6 +137,10 @@ typedef struct CcAnomalySettings {
     int64_t missing_after_s;   ///< silence before a missing-data alert; 0 = 3 steps (default 0)
     int dq_resolve_steps;      ///< clear steps to resolve a DQ alert (default 1)
     int dq_grace_steps;        ///< steps a KPI stays unscored after its DQ alert (default 16)
+    int warmup_steps;          ///< forecasts of a sequence shorter than this are not scored:
+                               ///< with a patch or two of context they are poor, and every
+                               ///< new or restarted cell would alert; 0 = score from the first
+                               ///< forecast (default 64)
     int lag_steps;             ///< L: also score against the forecast made L steps earlier
                                ///< (horizon step L-1; needs HZ ≥ L); 0 = off (default 0)
     CcAnomalyKpi kpi[CC_MAX_FEATURES]; ///< per-KPI overrides, model feature order

@@ -1208,6 +1208,7 @@ void cc_cell_forecast(const CcCell *c, CcForecast *out)
     out->y = c->y;
     out->mu = c->mu;
     out->sigma = c->sigma;
+    out->seq_start = c->p0;
 }
 
 void cc_forecast_point(const CcForecast *fc, int f, int k, double *mean, double *sd)

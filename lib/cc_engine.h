@@ -110,6 +110,8 @@ typedef struct CcForecast {
     const float *y;      // (F, HZ, 2) head output: normalised mean and log-sigma
     const float *mu;     // (F) normalisation mean
     const float *sigma;  // (F) normalisation scale
+    int64_t seq_start;   ///< first step of the sequence behind it (p0): step - seq_start + 1
+                         ///< steps of history, for callers that distrust cold starts
 } CcForecast;
 
 CC_API void cc_cell_forecast(const CcCell *c, CcForecast *out);

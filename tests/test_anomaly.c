@@ -141,6 +141,37 @@ static void test_spike_one_firing_one_resolved(void **state)
 }
 
 /* A single warning-level step does not fire with warn_k = 2. */
+/* Forecasts made from a short sequence (cold start) are not scored: a new or restarted cell
+ * would otherwise alert on its first, poorly informed forecasts. */
+static void test_warmup_skips_cold_start_forecasts(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    assert_int_equal(s.warmup_steps, 64);
+    Fixture fx;
+    fx_open(&fx, &s, "cold");
+    float y[2] = {0, 0}, mu = 100, sigma = 10, spike = 1000; /* z = 90 */
+    CcForecast fc = {.valid = 1, .n_features = 1, .horizon = 1, .y = y, .mu = &mu,
+                     .sigma = &sigma};
+    for (int64_t t = 1000; t < 1100; t++) {
+        fc.step = t - 1;
+        fc.seq_start = 990; /* t - 1 - 990 + 1 < 64 until t = 1054 */
+        cc_anomaly_set_forecast(fx.a, fx.c, &fc);
+        float x = (t == 1020 || t == 1080) ? spike : 100.0f + (float)(t % 3);
+        assert_int_equal(cc_anomaly_observe(fx.a, fx.c, t, &x, NULL, &fx.sink), 0);
+    }
+    /* the spike at 1020 came during the warm-up: ignored; the one at 1080 fires */
+    int fired = 0;
+    for (int i = 0; i < fx.rec.n; i++)
+        if (fx.rec.ev[i].kind == CC_ALERT_ANOMALY && fx.rec.ev[i].state == CC_ALERT_FIRING) {
+            fired++;
+            assert_int_equal(fx.rec.ev[i].start_step, 1080);
+        }
+    assert_int_equal(fired, 1);
+    fx_close(&fx);
+}
+
 static void test_k_of_n(void **state)
 {
     (void)state;
@@ -945,6 +976,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spike_one_firing_one_resolved),
+        cmocka_unit_test(test_warmup_skips_cold_start_forecasts),
         cmocka_unit_test(test_k_of_n),
         cmocka_unit_test(test_hysteresis),
         cmocka_unit_test(test_cooldown),
