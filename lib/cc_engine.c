@@ -39,7 +39,6 @@ typedef struct KvConvert {
 } KvConvert;
 
 typedef struct Workspace {
-    int rows;              ///< capacity in token rows
     float *x;              // (rows, IN)  token inputs
     float *z;              // (rows, D)   residual stream
     float *qkv;            // (rows, 3D)
@@ -145,7 +144,6 @@ static int ws_alloc(Workspace *w, const CcHparams *hp, int max_cells)
                                                                 : REBUILD_TOKENS_MAX;
     size_t rows = cur > reb ? cur : reb;
     memset(w, 0, sizeof *w);
-    w->rows = (int)rows;
     w->x = malloc(rows * IN * sizeof(float));
     w->z = malloc(rows * D * sizeof(float));
     w->qkv = malloc(rows * 3 * D * sizeof(float));
