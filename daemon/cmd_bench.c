@@ -19,11 +19,14 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: cellcast bench [--model FILE] [--cells N] [--steps K] [--threads T]\n"
             "                      [--kv f32|f16|bf16] [--no-cache] [--seed S] [--batch-cells B]\n"
+            "                      [--dense packed|blas]\n"
             "Without --model, a randomly initialised model of the default shape (F=8, P=16,\n"
             "N=21, M=336, d=64, H=4, L=2, dff=128, Hz=24) is used. Defaults: 1024 cells,\n"
             "K = 4P steps, 1 thread, f32 KV. Prints JSON with channel_steps_per_s, ns per\n"
             "channel-step, the split between dense, attention, rebuild and other time, RSS.\n"
-            "--batch-cells: cells per internal engine batch (default: the engine's).\n");
+            "--batch-cells: cells per internal engine batch (default: the engine's).\n"
+            "--dense: dense layers on the packed AVX-512 kernels (default, where the CPU has\n"
+            "AVX-512) or through OpenBLAS sgemm, for comparison.\n");
 }
 
 static float synth_value(uint64_t cell, int f, int64_t p)
@@ -44,7 +47,7 @@ int cmd_bench(int argc, char **argv)
         {"steps", required_argument, 0, 'k'}, {"threads", required_argument, 0, 't'},
         {"kv", required_argument, 0, 'v'},    {"no-cache", no_argument, 0, 'n'},
         {"seed", required_argument, 0, 's'},  {"help", no_argument, 0, 'h'},
-        {"batch-cells", required_argument, 0, 'b'},
+        {"batch-cells", required_argument, 0, 'b'}, {"dense", required_argument, 0, 'd'},
         {0, 0, 0, 0}};
     const char *model_path = NULL;
     int cells = 1024, steps = 0, c, ret = 1;
@@ -57,7 +60,7 @@ int cmd_bench(int argc, char **argv)
     float *vals = NULL, *hist = NULL;
     CcEngineSettings s;
     cc_engine_default_settings(&s);
-    while ((c = getopt_long(argc, argv, "m:c:k:t:v:ns:b:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:c:k:t:v:ns:b:d:h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': model_path = optarg; break;
         case 'c': cells = atoi(optarg); break;
@@ -66,6 +69,13 @@ int cmd_bench(int argc, char **argv)
         case 'n': s.no_cache = 1; break;
         case 's': seed = strtoull(optarg, NULL, 10); break;
         case 'b': s.max_batch_cells = atoi(optarg); break;
+        case 'd':
+            if (strcmp(optarg, "packed") && strcmp(optarg, "blas")) {
+                fprintf(stderr, "cellcast bench: --dense must be packed or blas, not '%s'\n", optarg);
+                return 2;
+            }
+            s.blas_dense = !strcmp(optarg, "blas");
+            break;
         case 'v':
             if (cli_parse_kv_type(optarg, &s.kv_type) < 0) {
                 fprintf(stderr, "cellcast bench: --kv must be f32, f16 or bf16\n");
@@ -154,7 +164,7 @@ int cmd_bench(int argc, char **argv)
     double busy = (double)(st.ns_dense + st.ns_attention + st.ns_rebuild + st.ns_other);
     printf("{\n  \"model\": \"%s\",\n  \"cells\": %d,\n  \"features\": %d,\n  \"steps\": %d,\n"
            "  \"threads\": %d,\n  \"kv\": \"%s\",\n  \"no_cache\": %s,\n"
-           "  \"blas_core\": \"%s\",\n  \"seconds\": %.4f,\n  \"cpu_seconds\": %.4f,\n"
+           "  \"dense\": \"%s\",\n  \"blas_core\": \"%s\",\n  \"seconds\": %.4f,\n  \"cpu_seconds\": %.4f,\n"
            "  \"channel_steps_per_s\": %.0f,\n  \"cell_steps_per_s\": %.0f,\n"
            "  \"ns_per_channel_step\": %.1f,\n  \"rebuild_tokens_per_channel_step\": %.3f,\n"
            "  \"split\": {\"dense\": %.3f, \"attention\": %.3f, \"rebuild\": %.3f, \"other\": "
@@ -162,7 +172,7 @@ int cmd_bench(int argc, char **argv)
            "  \"state_bytes_per_cell\": %zu,\n  \"kv_bytes_per_cell\": %zu\n}\n",
            model_path ? model_path : "random-default-shape", cells, F, steps, s.n_threads,
            s.kv_type == CC_KV_F32 ? "f32" : s.kv_type == CC_KV_F16 ? "f16" : "bf16",
-           s.no_cache ? "true" : "false", cc_host_blas_core(), secs, cpu, ch_steps / secs,
+           s.no_cache ? "true" : "false", s.blas_dense ? "blas" : "packed", cc_host_blas_core(), secs, cpu, ch_steps / secs,
            (double)cells * steps / secs, secs * 1e9 / ch_steps,
            (double)st.rebuild_tokens / ch_steps, st.ns_dense / busy, st.ns_attention / busy,
            st.ns_rebuild / busy, st.ns_other / busy, cc_host_rss_bytes(),

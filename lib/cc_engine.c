@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cc_gemm.h"
 #include "cc_kernels.h"
 
 #define REBUILD_TOKENS_MAX 8192 /* bounds one rebuild sub-batch's scratch */
@@ -53,6 +54,14 @@ typedef struct Workspace {
     CcEngineStats stats;
 } Workspace;
 
+/* The model's dense weights packed for cc_gemm, per layer. kv_last is the last layer's
+ * K and V rows of qkv_w: a rebuild needs only those. */
+typedef struct DenseW {
+    int L;
+    CcGemmW *embed, *head, *kv_last;
+    CcGemmW **qkv, **o, **up, **down; // (L) each
+} DenseW;
+
 typedef struct Job {
     CcCell **cells;
     int n;
@@ -66,6 +75,7 @@ struct CcEngine {
     int R;                 ///< ring length in steps
     double *pe_div;        // (D/2) 10000^(2i/D), the PE's divisors
     KvConvert cv;          ///< 16-bit conversion kernels for this CPU
+    DenseW dw;             ///< m's dense weights, packed
     size_t kv_elem;        ///< bytes per KV element
     int n_threads;
     Workspace *ws;         // (n_threads)
@@ -659,6 +669,59 @@ size_t cc_engine_kv_bytes_per_cell(const CcEngine *e)
 
 const CcModel *cc_engine_model(const CcEngine *e) { return e->m; }
 
+static void dense_free(DenseW *d)
+{
+    cc_gemm_free(&d->embed);
+    cc_gemm_free(&d->head);
+    cc_gemm_free(&d->kv_last);
+    for (int l = 0; l < d->L; l++) {
+        if (d->qkv)
+            cc_gemm_free(&d->qkv[l]);
+        if (d->o)
+            cc_gemm_free(&d->o[l]);
+        if (d->up)
+            cc_gemm_free(&d->up[l]);
+        if (d->down)
+            cc_gemm_free(&d->down[l]);
+    }
+    free(d->qkv);
+    free(d->o);
+    free(d->up);
+    free(d->down);
+    memset(d, 0, sizeof *d);
+}
+
+static int dense_pack(DenseW *d, const CcModel *m, int blas)
+{
+    const CcHparams *hp = &m->hp;
+    const CcParams *p = &m->w;
+    const int D = hp->d_model, FF = hp->d_ff, L = hp->n_layers, IN = hp->patch_len + 4;
+    int ret = -ENOMEM;
+    memset(d, 0, sizeof *d);
+    d->L = L;
+    d->qkv = calloc((size_t)L, sizeof *d->qkv);
+    d->o = calloc((size_t)L, sizeof *d->o);
+    d->up = calloc((size_t)L, sizeof *d->up);
+    d->down = calloc((size_t)L, sizeof *d->down);
+    if (!d->qkv || !d->o || !d->up || !d->down)
+        goto fail;
+    if ((ret = cc_gemm_pack(&d->embed, p->embed_w, D, IN, blas)) < 0 ||
+        (ret = cc_gemm_pack(&d->head, p->head_w, 2 * hp->horizon, D, blas)) < 0 ||
+        (ret = cc_gemm_pack(&d->kv_last, p->qkv_w + ((size_t)(L - 1) * 3 + 1) * D * D, 2 * D, D,
+                            blas)) < 0)
+        goto fail;
+    for (int l = 0; l < L; l++)
+        if ((ret = cc_gemm_pack(&d->qkv[l], p->qkv_w + (size_t)l * 3 * D * D, 3 * D, D, blas)) < 0 ||
+            (ret = cc_gemm_pack(&d->o[l], p->o_w + (size_t)l * D * D, D, D, blas)) < 0 ||
+            (ret = cc_gemm_pack(&d->up[l], p->up_w + (size_t)l * FF * D, FF, D, blas)) < 0 ||
+            (ret = cc_gemm_pack(&d->down[l], p->down_w + (size_t)l * D * FF, D, FF, blas)) < 0)
+            goto fail;
+    return 0;
+fail:
+    dense_free(d);
+    return ret;
+}
+
 static int same_shapes(const CcHparams *a, const CcHparams *b)
 {
     return a->n_features == b->n_features && a->patch_len == b->patch_len &&
@@ -672,16 +735,22 @@ int cc_engine_set_model(CcEngine *e, const CcModel *m)
     if (!m || cc_hparams_validate(&m->hp, NULL, 0) < 0)
         return -EINVAL;
     int reshape = !same_shapes(&e->hp, &m->hp) || m->hp.d_ff != e->hp.d_ff;
+    DenseW dw;
+    if (dense_pack(&dw, m, e->s.blas_dense) < 0)
+        return -ENOMEM;
     if (reshape) {
         /* scratch sized for the new shapes; cells follow through cc_cell_rebind */
         Workspace *nws = calloc((size_t)e->n_threads, sizeof *nws);
-        if (!nws)
+        if (!nws) {
+            dense_free(&dw);
             return -ENOMEM;
+        }
         for (int i = 0; i < e->n_threads; i++)
             if (ws_alloc(&nws[i], &m->hp, e->s.max_batch_cells) < 0) {
                 for (int j = 0; j < i; j++)
                     ws_free(&nws[j]);
                 free(nws);
+                dense_free(&dw);
                 return -ENOMEM;
             }
         for (int i = 0; i < e->n_threads; i++)
@@ -691,12 +760,16 @@ int cc_engine_set_model(CcEngine *e, const CcModel *m)
     }
     if (m->hp.d_model != e->hp.d_model) {
         double *div = malloc((size_t)m->hp.d_model / 2 * sizeof *div);
-        if (!div)
+        if (!div) {
+            dense_free(&dw);
             return -ENOMEM;
+        }
         free(e->pe_div);
         e->pe_div = div;
     }
     cc_pos_encoding_divisors(e->pe_div, m->hp.d_model);
+    dense_free(&e->dw);
+    e->dw = dw;
     e->m = m;
     e->hp = m->hp;
     e->R = ring_len(&m->hp);
@@ -739,6 +812,9 @@ int cc_engine_open(CcEngine **out, const CcModel *m, const CcEngineSettings *s)
     if (!e->ws || !e->jobs || !e->pe_div)
         goto error;
     cc_pos_encoding_divisors(e->pe_div, m->hp.d_model);
+    if ((ret = dense_pack(&e->dw, m, s->blas_dense)) < 0)
+        goto error;
+    ret = -ENOMEM;
     for (int i = 0; i < e->n_threads; i++)
         if (ws_alloc(&e->ws[i], &m->hp, s->max_batch_cells) < 0)
             goto error;
@@ -784,6 +860,7 @@ void cc_engine_close(CcEngine **pe)
     free(e->jobs);
     free(e->args);
     free(e->pe_div);
+    dense_free(&e->dw);
     free(e->list);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv_start);
@@ -835,28 +912,25 @@ static void ring_stats(const CcCell *c, int f, int64_t lo, int64_t hi, float *mu
 }
 
 /* One post-LN block's tail for rows of z given the attention output in a:
- * z = LN(z + a·Wo^T + bo); z = LN(z + W2·relu(W1·z + c1) + c2). */
-static void block_tail(const CcModel *m, int l, Workspace *w, int rows, float *tmp)
+ * z = LN(z + a·Wo^T + bo); z = LN(z + W2·relu(W1·z + c1) + c2). Biases, ReLU and the
+ * residual LayerNorms run in the epilogues of the dense kernels. */
+static void block_tail(const CcEngine *e, int l, Workspace *w, int rows)
 {
-    const CcHparams *hp = &m->hp;
-    const CcParams *p = &m->w;
+    const CcHparams *hp = &e->m->hp;
+    const CcParams *p = &e->m->w;
     const int D = hp->d_model, FF = hp->d_ff;
-    /* biases are folded into the pass that follows each sgemm (LayerNorm, ReLU) */
-    cc_linear(tmp, D, w->a, D, p->o_w + (size_t)l * D * D, D, NULL, rows, D, D, 0);
-    cc_add_bias_layernorm(w->z, w->z, tmp, p->o_b + (size_t)l * D, p->ln1_g + (size_t)l * D,
-                          p->ln1_b + (size_t)l * D, rows, D);
-    cc_linear(w->h, FF, w->z, D, p->up_w + (size_t)l * FF * D, D, NULL, rows, FF, D, 0);
-    cc_bias_relu(w->h, p->up_b + (size_t)l * FF, rows, FF);
-    cc_linear(tmp, D, w->h, FF, p->down_w + (size_t)l * D * FF, FF, NULL, rows, D, FF, 0);
-    cc_add_bias_layernorm(w->z, w->z, tmp, p->down_b + (size_t)l * D, p->ln2_g + (size_t)l * D,
-                          p->ln2_b + (size_t)l * D, rows, D);
+    cc_gemm_residual_ln(w->z, D, w->a, D, e->dw.o[l], p->o_b + (size_t)l * D,
+                        p->ln1_g + (size_t)l * D, p->ln1_b + (size_t)l * D, rows);
+    cc_gemm(w->h, FF, w->z, D, e->dw.up[l], p->up_b + (size_t)l * FF, rows, CC_GEMM_RELU);
+    cc_gemm_residual_ln(w->z, D, w->h, FF, e->dw.down[l], p->down_b + (size_t)l * D,
+                        p->ln2_g + (size_t)l * D, p->ln2_b + (size_t)l * D, rows);
 }
 
 /* z rows = embed_w · x rows; the callers add embed_b + chan[f] + pe[token] in one pass. */
-static void embed_rows(const CcModel *m, Workspace *w, int rows)
+static void embed_rows(const CcEngine *e, Workspace *w, int rows)
 {
-    const int D = m->hp.d_model, IN = m->hp.patch_len + 4;
-    cc_linear(w->z, D, w->x, IN, m->w.embed_w, IN, NULL, rows, D, IN, 0); /* bias: callers */
+    cc_gemm(w->z, e->m->hp.d_model, w->x, e->m->hp.patch_len + 4, e->dw.embed, NULL, rows,
+            CC_GEMM_STORE);
 }
 
 /* Rebuilds the caches of cells[0..n): every channel's n_c patch tokens as one batch. */
@@ -898,7 +972,7 @@ static void rebuild(const CcEngine *e, Workspace *w, CcCell **cells, int n)
         rows += F * nc;
     }
     w->rows_of[n] = rows;
-    embed_rows(m, w, rows);
+    embed_rows(e, w, rows);
     for (int ci = 0; ci < n; ci++) {
         CcCell *c = cells[ci];
         int nc = c->n_cached, r0 = w->rows_of[ci];
@@ -912,11 +986,13 @@ static void rebuild(const CcEngine *e, Workspace *w, CcCell **cells, int n)
             }
     }
     for (int l = 0; l < L; l++) {
-        const float *Wqkv = p->qkv_w + (size_t)l * 3 * D * D, *bqkv = p->qkv_b + (size_t)l * 3 * D;
+        const float *bqkv = p->qkv_b + (size_t)l * 3 * D;
         int last = l == L - 1;
         /* the last layer's cached outputs are never used: only its keys and values */
-        cc_linear(last ? w->qkv + D : w->qkv, 3 * D, w->z, D, last ? Wqkv + (size_t)D * D : Wqkv,
-                  D, last ? bqkv + D : bqkv, rows, last ? 2 * D : 3 * D, D, 0);
+        if (last)
+            cc_gemm(w->qkv + D, 3 * D, w->z, D, e->dw.kv_last, bqkv + D, rows, CC_GEMM_STORE);
+        else
+            cc_gemm(w->qkv, 3 * D, w->z, D, e->dw.qkv[l], bqkv, rows, CC_GEMM_STORE);
         for (int ci = 0; ci < n; ci++) {
             CcCell *c = cells[ci];
             int nc = c->n_cached, r0 = w->rows_of[ci];
@@ -948,7 +1024,7 @@ static void rebuild(const CcEngine *e, Workspace *w, CcCell **cells, int n)
                 }
         }
         if (!last)
-            block_tail(m, l, w, rows, w->qkv); /* qkv is free again */
+            block_tail(e, l, w, rows);
     }
     w->stats.rebuilds += (uint64_t)n * F;
     w->stats.rebuild_tokens += (uint64_t)rows;
@@ -982,7 +1058,7 @@ static void current(const CcEngine *e, Workspace *w, CcCell **cells, int n)
     }
     t1 = cc_now_ns();
     w->stats.ns_other += t1 - t0;
-    embed_rows(m, w, rows);
+    embed_rows(e, w, rows);
     for (int ci = 0; ci < n; ci++)
         for (int f = 0; f < F; f++) {
             float *z = &w->z[(size_t)(ci * F + f) * D];
@@ -991,8 +1067,8 @@ static void current(const CcEngine *e, Workspace *w, CcCell **cells, int n)
                 z[d] += (p->embed_b[d] + ch[d]) + pe[d];
         }
     for (int l = 0; l < L; l++) {
-        cc_linear(w->qkv, 3 * D, w->z, D, p->qkv_w + (size_t)l * 3 * D * D, D,
-                  p->qkv_b + (size_t)l * 3 * D, rows, 3 * D, D, 0);
+        cc_gemm(w->qkv, 3 * D, w->z, D, e->dw.qkv[l], p->qkv_b + (size_t)l * 3 * D, rows,
+                CC_GEMM_STORE);
         int64_t s0 = cc_now_ns();
         for (int ci = 0; ci < n; ci++) {
             CcCell *c = cells[ci];
@@ -1036,9 +1112,9 @@ static void current(const CcEngine *e, Workspace *w, CcCell **cells, int n)
             }
         }
         ta += cc_now_ns() - s0;
-        block_tail(m, l, w, rows, w->qkv);
+        block_tail(e, l, w, rows);
     }
-    cc_linear(w->y, HZ2, w->z, D, p->head_w, D, p->head_b, rows, HZ2, D, 0);
+    cc_gemm(w->y, HZ2, w->z, D, e->dw.head, p->head_b, rows, CC_GEMM_STORE);
     for (int ci = 0; ci < n; ci++) {
         CcCell *c = cells[ci];
         memcpy(c->y, &w->y[(size_t)ci * F * HZ2], (size_t)F * HZ2 * sizeof(float));

@@ -33,6 +33,8 @@ typedef struct CcEngineSettings {
     int max_batch_cells;    ///< cells per internal batch chunk, bounds scratch memory (default 512)
     int keep_attention;     ///< keep the last step's attention weights per channel (default 0)
     int no_cache;           ///< rebuild every step: direct evaluation of N+1 tokens (default 0)
+    int blas_dense;         ///< dense layers through OpenBLAS even where the packed AVX-512
+                            ///< kernels of cc_gemm apply; for comparisons (default 0)
     CcLogger logger;        ///< (default none)
 } CcEngineSettings;
 
