@@ -15,151 +15,155 @@
 #include "cc_gemm.h"
 
 static uint64_t rng = 777;
-static float frand(void) {
-  rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-  return (float)((rng >> 40) / (double)(1 << 24)) * 2.0f - 1.0f;
+static float frand(void)
+{
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((rng >> 40) / (double)(1 << 24)) * 2.0f - 1.0f;
 }
 
-static float *randv(size_t n) {
-  float *v = malloc(n * sizeof *v);
-  assert_non_null(v);
-  for (size_t i = 0; i < n; i++)
-    v[i] = frand();
-  return v;
+static float *randv(size_t n)
+{
+    float *v = malloc(n * sizeof *v);
+    assert_non_null(v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = frand();
+    return v;
 }
 
 /* (M, N, K): remainders of the 6-row block, N below/at/above/between 64-column
  * panels */
-static const int shapes[][3] = {
-    {1, 1, 1},     {5, 48, 64},  {6, 64, 64},   {7, 192, 64}, {13, 128, 64},
-    {12, 64, 128}, {29, 70, 20}, {37, 200, 33}, {4, 16, 5},   {11, 63, 17}};
+static const int shapes[][3] = {{1, 1, 1},     {5, 48, 64},   {6, 64, 64},  {7, 192, 64},
+                                {13, 128, 64}, {12, 64, 128}, {29, 70, 20}, {37, 200, 33},
+                                {4, 16, 5},    {11, 63, 17}};
 
-static void check_gemm(int force_fallback) {
-  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-    const int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
-    const int lda = K + 3,
-              ldc = N + 5; /* strided rows, as the engine's qkv slices */
-    float *A = randv((size_t)M * lda), *W = randv((size_t)N * K),
-          *bias = randv((size_t)N);
-    float *C = randv((size_t)M * ldc), *R = malloc((size_t)M * ldc * sizeof *R);
-    memcpy(R, C, (size_t)M * ldc * sizeof *R);
+static void check_gemm(int force_fallback)
+{
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+        const int lda = K + 3, ldc = N + 5; /* strided rows, as the engine's qkv slices */
+        float *A = randv((size_t)M * lda), *W = randv((size_t)N * K), *bias = randv((size_t)N);
+        float *C = randv((size_t)M * ldc), *R = malloc((size_t)M * ldc * sizeof *R);
+        memcpy(R, C, (size_t)M * ldc * sizeof *R);
+        CcGemmW *g = NULL;
+        assert_int_equal(cc_gemm_pack(&g, W, N, K, force_fallback), 0);
+        for (int epi = CC_GEMM_STORE; epi <= CC_GEMM_RELU; epi++)
+            for (int with_bias = 0; with_bias < 2; with_bias++) {
+                const float *b = with_bias ? bias : NULL;
+                cc_gemm(C, ldc, A, lda, g, b, M, (CcGemmEpilogue)epi);
+                cc_gemm_ref(R, ldc, A, lda, W, N, K, b, M, (CcGemmEpilogue)epi);
+                double err = 0;
+                for (int i = 0; i < M; i++)
+                    for (int j = 0; j < ldc; j++) /* padding columns must be untouched too */
+                        err = fmax(err, fabs(C[(size_t)i * ldc + j] - R[(size_t)i * ldc + j]));
+                if (err > 1e-5)
+                    printf("gemm %s M%d N%d K%d epi %d bias %d: max abs error %.3g\n",
+                           force_fallback ? "fallback" : (cc_gemm_is_packed(g) ? "packed" : "blas"),
+                           M, N, K, epi, with_bias, err);
+                assert_true(err <= 1e-5);
+            }
+        cc_gemm_free(&g);
+        assert_null(g);
+        free(A), free(W), free(bias), free(C), free(R);
+    }
+}
+
+static void test_gemm_packed(void **state)
+{
+    (void)state;
     CcGemmW *g = NULL;
-    assert_int_equal(cc_gemm_pack(&g, W, N, K, force_fallback), 0);
-    for (int epi = CC_GEMM_STORE; epi <= CC_GEMM_RELU; epi++)
-      for (int with_bias = 0; with_bias < 2; with_bias++) {
-        const float *b = with_bias ? bias : NULL;
-        cc_gemm(C, ldc, A, lda, g, b, M, (CcGemmEpilogue)epi);
-        cc_gemm_ref(R, ldc, A, lda, W, N, K, b, M, (CcGemmEpilogue)epi);
-        double err = 0;
-        for (int i = 0; i < M; i++)
-          for (int j = 0; j < ldc;
-               j++) /* padding columns must be untouched too */
-            err = fmax(err,
-                       fabs(C[(size_t)i * ldc + j] - R[(size_t)i * ldc + j]));
-        if (err > 1e-5)
-          printf("gemm %s M%d N%d K%d epi %d bias %d: max abs error %.3g\n",
-                 force_fallback ? "fallback"
-                                : (cc_gemm_is_packed(g) ? "packed" : "blas"),
-                 M, N, K, epi, with_bias, err);
-        assert_true(err <= 1e-5);
-      }
+    float w = 1;
+    assert_int_equal(cc_gemm_pack(&g, &w, 1, 1, 0), 0);
+    printf("packed AVX-512 kernel on this CPU: %s\n",
+           cc_gemm_is_packed(g) ? "yes" : "no (OpenBLAS fallback)");
     cc_gemm_free(&g);
-    assert_null(g);
-    free(A), free(W), free(bias), free(C), free(R);
-  }
+    check_gemm(0);
 }
 
-static void test_gemm_packed(void **state) {
-  (void)state;
-  CcGemmW *g = NULL;
-  float w = 1;
-  assert_int_equal(cc_gemm_pack(&g, &w, 1, 1, 0), 0);
-  printf("packed AVX-512 kernel on this CPU: %s\n",
-         cc_gemm_is_packed(g) ? "yes" : "no (OpenBLAS fallback)");
-  cc_gemm_free(&g);
-  check_gemm(0);
+static void test_gemm_fallback(void **state)
+{
+    (void)state;
+    check_gemm(1);
 }
 
-static void test_gemm_fallback(void **state) {
-  (void)state;
-  check_gemm(1);
+static void check_residual_ln(int force_fallback)
+{
+    static const int ln_shapes[][3] = {{1, 64, 64}, {7, 64, 128}, {13, 32, 64},
+                                       {6, 48, 20}, {5, 96, 64},  {9, 200, 16}};
+    for (size_t s = 0; s < sizeof ln_shapes / sizeof ln_shapes[0]; s++) {
+        const int M = ln_shapes[s][0], N = ln_shapes[s][1], K = ln_shapes[s][2];
+        const int lda = K + 1, ldz = N + 2;
+        float *A = randv((size_t)M * lda), *W = randv((size_t)N * K), *bias = randv((size_t)N);
+        float *g = randv((size_t)N), *b = randv((size_t)N), *Z = randv((size_t)M * ldz);
+        float *R = malloc((size_t)M * ldz * sizeof *R);
+        memcpy(R, Z, (size_t)M * ldz * sizeof *R);
+        CcGemmW *w = NULL;
+        assert_int_equal(cc_gemm_pack(&w, W, N, K, force_fallback), 0);
+        cc_gemm_residual_ln(Z, ldz, A, lda, w, bias, g, b, M);
+        cc_gemm_residual_ln_ref(R, ldz, A, lda, W, N, K, bias, g, b, M);
+        double err = 0;
+        for (size_t i = 0; i < (size_t)M * ldz; i++)
+            err = fmax(err, fabs(Z[i] - R[i]));
+        printf("residual LN %s M%d N%d K%d: max abs error %.3g\n",
+               force_fallback ? "fallback" : "packed", M, N, K, err);
+        assert_true(err <= 2e-5);
+        cc_gemm_free(&w);
+        free(A), free(W), free(bias), free(g), free(b), free(Z), free(R);
+    }
 }
 
-static void check_residual_ln(int force_fallback) {
-  static const int ln_shapes[][3] = {{1, 64, 64}, {7, 64, 128}, {13, 32, 64},
-                                     {6, 48, 20}, {5, 96, 64},  {9, 200, 16}};
-  for (size_t s = 0; s < sizeof ln_shapes / sizeof ln_shapes[0]; s++) {
-    const int M = ln_shapes[s][0], N = ln_shapes[s][1], K = ln_shapes[s][2];
-    const int lda = K + 1, ldz = N + 2;
-    float *A = randv((size_t)M * lda), *W = randv((size_t)N * K),
-          *bias = randv((size_t)N);
-    float *g = randv((size_t)N), *b = randv((size_t)N),
-          *Z = randv((size_t)M * ldz);
-    float *R = malloc((size_t)M * ldz * sizeof *R);
-    memcpy(R, Z, (size_t)M * ldz * sizeof *R);
-    CcGemmW *w = NULL;
-    assert_int_equal(cc_gemm_pack(&w, W, N, K, force_fallback), 0);
-    cc_gemm_residual_ln(Z, ldz, A, lda, w, bias, g, b, M);
-    cc_gemm_residual_ln_ref(R, ldz, A, lda, W, N, K, bias, g, b, M);
-    double err = 0;
-    for (size_t i = 0; i < (size_t)M * ldz; i++)
-      err = fmax(err, fabs(Z[i] - R[i]));
-    printf("residual LN %s M%d N%d K%d: max abs error %.3g\n",
-           force_fallback ? "fallback" : "packed", M, N, K, err);
-    assert_true(err <= 2e-5);
-    cc_gemm_free(&w);
-    free(A), free(W), free(bias), free(g), free(b), free(Z), free(R);
-  }
+static void test_residual_ln_packed(void **state)
+{
+    (void)state;
+    check_residual_ln(0);
 }
 
-static void test_residual_ln_packed(void **state) {
-  (void)state;
-  check_residual_ln(0);
-}
-
-static void test_residual_ln_fallback(void **state) {
-  (void)state;
-  check_residual_ln(1);
+static void test_residual_ln_fallback(void **state)
+{
+    (void)state;
+    check_residual_ln(1);
 }
 
 /* A row's result must not depend on where it sits in the batch (6-row blocks vs
  * the remainder kernels): the engine's batch invariance is built on it. */
-static void test_rows_independent_of_batch(void **state) {
-  (void)state;
-  enum { M = 23, N = 192, K = 64 };
-  float *A = randv((size_t)M * K), *W = randv((size_t)N * K), *bias = randv(N);
-  float *all = malloc((size_t)M * N * sizeof *all), one[N];
-  CcGemmW *g = NULL;
-  assert_int_equal(cc_gemm_pack(&g, W, N, K, 0), 0);
-  cc_gemm(all, N, A, K, g, bias, M, CC_GEMM_STORE);
-  for (int i = 0; i < M; i++) {
-    cc_gemm(one, N, A + (size_t)i * K, K, g, bias, 1, CC_GEMM_STORE);
-    assert_memory_equal(one, all + (size_t)i * N, sizeof one);
-  }
-  cc_gemm_free(&g);
-  free(A), free(W), free(bias), free(all);
+static void test_rows_independent_of_batch(void **state)
+{
+    (void)state;
+    enum { M = 23, N = 192, K = 64 };
+    float *A = randv((size_t)M * K), *W = randv((size_t)N * K), *bias = randv(N);
+    float *all = malloc((size_t)M * N * sizeof *all), one[N];
+    CcGemmW *g = NULL;
+    assert_int_equal(cc_gemm_pack(&g, W, N, K, 0), 0);
+    cc_gemm(all, N, A, K, g, bias, M, CC_GEMM_STORE);
+    for (int i = 0; i < M; i++) {
+        cc_gemm(one, N, A + (size_t)i * K, K, g, bias, 1, CC_GEMM_STORE);
+        assert_memory_equal(one, all + (size_t)i * N, sizeof one);
+    }
+    cc_gemm_free(&g);
+    free(A), free(W), free(bias), free(all);
 }
 
-static void test_pack_rejects_bad_shapes(void **state) {
-  (void)state;
-  CcGemmW *g = (CcGemmW *)&g;
-  float w = 0;
-  assert_int_equal(cc_gemm_pack(&g, &w, 0, 4, 0), -EINVAL);
-  assert_null(g);
-  assert_int_equal(cc_gemm_pack(&g, &w, 4, -1, 0), -EINVAL);
-  assert_int_equal(cc_gemm_pack(&g, NULL, 4, 4, 0), -EINVAL);
-  cc_gemm_free(&g); /* NULL-safe */
-  cc_gemm_free(NULL);
+static void test_pack_rejects_bad_shapes(void **state)
+{
+    (void)state;
+    CcGemmW *g = (CcGemmW *)&g;
+    float w = 0;
+    assert_int_equal(cc_gemm_pack(&g, &w, 0, 4, 0), -EINVAL);
+    assert_null(g);
+    assert_int_equal(cc_gemm_pack(&g, &w, 4, -1, 0), -EINVAL);
+    assert_int_equal(cc_gemm_pack(&g, NULL, 4, 4, 0), -EINVAL);
+    cc_gemm_free(&g); /* NULL-safe */
+    cc_gemm_free(NULL);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_gemm_packed),
-      cmocka_unit_test(test_gemm_fallback),
-      cmocka_unit_test(test_residual_ln_packed),
-      cmocka_unit_test(test_residual_ln_fallback),
-      cmocka_unit_test(test_rows_independent_of_batch),
-      cmocka_unit_test(test_pack_rejects_bad_shapes),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gemm_packed),
+        cmocka_unit_test(test_gemm_fallback),
+        cmocka_unit_test(test_residual_ln_packed),
+        cmocka_unit_test(test_residual_ln_fallback),
+        cmocka_unit_test(test_rows_independent_of_batch),
+        cmocka_unit_test(test_pack_rejects_bad_shapes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }
