@@ -1,7 +1,6 @@
 /* test_gemm.c — the packed dense kernels (and their OpenBLAS fallback) against
  * the double-precision reference twins, over shapes that exercise every row
  * remainder, partial panels, strided operands and both epilogues. */
-#include <cmocka.h>
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -11,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <cmocka.h>
 
 #include "cc_gemm.h"
 
