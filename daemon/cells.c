@@ -218,7 +218,7 @@ static int add_cell(CcdCells *t, const char *id, CcdCell **out)
     c->hnext = t->buckets[h];
     t->buckets[h] = c;
     t->n_cells++;
-    t->st.created++;
+    c->serial = ++t->st.created;
     lru_append(t, c);
     *out = c;
     return 0;

@@ -50,6 +50,7 @@ enum CcdCellState { CCD_CELL_COLD = 0, CCD_CELL_LIVE = 1 };
 typedef struct CcdPub {
     int valid;            ///< forecast valid (the cell holds a complete patch)
     int64_t step;         ///< newest stepped step t
+    uint64_t seq;         ///< bumped by every publish (HTTP reply caches key on it)
     float *y;             ///< (F, HZ, 2) head output of the forecast at t
     float *mu, *sigma;    ///< (F)
     /* The observation at t against the forecast made at t-1 for t (issue 5 scores it). */
@@ -60,6 +61,7 @@ typedef struct CcdPub {
 
 typedef struct CcdCell {
     char id[CC_KPI_CELL_ID_MAX + 1];
+    uint64_t serial;               ///< unique per cell created by this table (never reused)
     CcCell *cell;
     int topic;                     ///< index in kafka.topics, -1 = HTTP
     int32_t partition;             ///< -1 = HTTP / unknown

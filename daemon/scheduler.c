@@ -145,6 +145,7 @@ static void publish(CcdSched *s, CcdCell *c, int64_t step, const float *values, 
     pthread_mutex_lock(&s->cells->pub_lock);
     p->valid = fc.valid;
     p->step = step;
+    p->seq++;
     if (fc.valid) {
         memcpy(p->y, fc.y, (size_t)F * (size_t)HZ * 2 * sizeof(float));
         memcpy(p->mu, fc.mu, (size_t)F * sizeof(float));

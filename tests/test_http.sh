@@ -123,6 +123,28 @@ for d, h, kp in ((a, 6, ["prb", "thr", "users"]), (b, 3, ["prb", "users"])):
 assert abs(b["z"] - 1.959964) < 1e-4 and abs(a["z"] - 1.281552) < 1e-4
 PYEOF
 
+# --- the default forecast reply is cached per published forecast (api.c): explicit default
+# parameters get the same bytes, and a new step replaces it (never a stale reply)
+curl -s "$U/v1/cells/enb-7%2F2/forecast" >"$TMP/e1"
+curl -s "$U/v1/cells/enb-7%2F2/forecast" >"$TMP/e1b"
+curl -s "$U/v1/cells/enb-7%2F2/forecast?kpis=users,prb,thr&horizon=6&level=0.8" >"$TMP/e1c"
+cmp -s "$TMP/e1" "$TMP/e1b" && cmp -s "$TMP/e1" "$TMP/e1c" || fail "default forecast replies differ"
+echo '{"cell": "enb-7/2", "ts": 1714593600, "kpis": {"prb": 61, "thr": 183, "users": 12}}' >"$TMP/next.json"
+check POST /v1/kpis 202 "$TMP/next.json"
+for _ in $(seq 50); do
+    curl -s "$U/v1/cells/enb-7%2F2/forecast" >"$TMP/e2"
+    grep -q '"observed_step":1905104,' "$TMP/e2" && break
+    sleep 0.1
+done
+curl -s "$U/v1/cells/enb-7%2F2/forecast?horizon=6" >"$TMP/e2b"
+$PY - "$TMP/e1" "$TMP/e2" "$TMP/e2b" <<'PYEOF' || fail "forecast after a new step: $(head -c 200 "$TMP/e2")"
+import json, sys
+a, b, c = (json.load(open(p)) for p in sys.argv[1:4])
+assert a["observed_step"] == 1714557600 // 900 + 39 and b["observed_step"] == a["observed_step"] + 1, (a["observed_step"], b["observed_step"])
+assert b["forecast"][0]["step"] == b["observed_step"] + 1 and b["forecast"] != a["forecast"]
+assert b == c, "cached and explicit-parameter replies differ"
+PYEOF
+
 # --- the served forecast equals `cellcast forward` on the same history
 if [ -n "$CLI" ]; then
     SERIES="$ROOT/tests/data/golden/series.csv"
