@@ -28,15 +28,17 @@
 #define REBUILD_TOKENS_MAX 8192 /* bounds one rebuild sub-batch's scratch */
 
 /* 16-bit KV conversion kernels, chosen per CPU (see kv_convert_select). */
-typedef void (*Attend16Bit)(float *out, float *w, const float *q, const uint16_t *Kt, int ldk,
-                            const uint16_t *V, const float *k_self, const float *v_self, int n,
-                            float scale);
+typedef void (*Attend16)(float *out, float *w, int ldw, const float *q, const void *Kt,
+                         size_t ksh, int ldk, const void *V, size_t vsh, int ldv,
+                         const float *k_self, const float *v_self, int n, int H, float scale);
+#define ATTEND16_MAX_N 63 /* the register kernels hold n + 1 ≤ 64 scores */
 typedef struct KvConvert {
     void (*f16_load)(float *dst, const uint16_t *src, int n);
     void (*f16_store)(uint16_t *dst, const float *src, int n);
-    /* DK = 16 attention reading f16/bf16 caches directly (AVX-512); NULL = widen to f32
-     * first, then the f32 kernel */
-    Attend16Bit attend16_f16, attend16_bf16;
+    /* DK = 16 attention in registers, reading caches of each element type directly
+     * (AVX-512), indexed by CcKvType; NULL = the portable kernels (16-bit caches widened
+     * to f32 first) */
+    Attend16 attend16[3];
 } KvConvert;
 
 typedef struct Workspace {
@@ -76,6 +78,8 @@ struct CcEngine {
     double *pe_div;        // (D/2) 10000^(2i/D), the PE's divisors
     KvConvert cv;          ///< 16-bit conversion kernels for this CPU
     DenseW dw;             ///< m's dense weights, packed
+    int kblk;              ///< keys in the blocked layout, AVX-512 DK = 16 kernels (see
+                           ///< kblock_width); else plain (DK, N) and the portable kernels
     size_t kv_elem;        ///< bytes per KV element
     int n_threads;
     Workspace *ws;         // (n_threads)
@@ -161,8 +165,12 @@ static int ws_alloc(Workspace *w, const CcHparams *hp, int max_cells)
     w->h = malloc(rows * hp->d_ff * sizeof(float));
     w->y = malloc(rows * 2 * hp->horizon * sizeof(float));
     w->pe = malloc(rows * D * sizeof(float));
-    w->scores = malloc(((size_t)hp->n_patches + 17) * sizeof(float));
-    w->kvbuf = calloc(2 * (size_t)hp->n_patches * D / hp->n_heads + 16, sizeof(float));
+    /* one token's weights for every head; slack for whole 16-lane blocks */
+    w->scores = malloc(((size_t)hp->n_heads * (hp->n_patches + 1) + hp->n_patches + 64) *
+                       sizeof(float));
+    /* keys transposed for every head, (H, DK, N), or one head's keys and values widened;
+     * slack for whole 16-token blocks */
+    w->kvbuf = calloc(2 * (size_t)hp->n_patches * D + 64, sizeof(float));
     w->cells = malloc((size_t)max_cells * sizeof(CcCell *));
     w->rows_of = malloc(((size_t)max_cells + 1) * sizeof(int));
     if (!w->x || !w->z || !w->qkv || !w->a || !w->h || !w->y || !w->pe || !w->scores ||
@@ -208,47 +216,182 @@ __attribute__((target("avx,f16c"))) static void f16_load_f16c(float *dst, const 
     }
 }
 
-/* attend_cached16 (below) for 16-bit caches, converting keys and values as they are
- * loaded: a 16-bit cache then moves half the bytes, which is what the step waits on when
- * the caches of many cells do not fit in the CPU caches. Same block/slack rules. */
-#define ATTEND16_AVX512(NAME, LOAD16)                                                         \
-    __attribute__((target("avx512f"))) static void NAME(                                     \
-        float *restrict out, float *restrict w, const float *restrict q,                      \
-        const uint16_t *restrict Kt, int ldk, const uint16_t *restrict V,                     \
-        const float *restrict k_self, const float *restrict v_self, int n, float scale)       \
-    {                                                                                         \
-        for (int j0 = 0; j0 < n; j0 += 16) {                                                  \
-            __m512 acc = _mm512_setzero_ps();                                                 \
-            for (int c = 0; c < 16; c++)                                                      \
-                acc = _mm512_fmadd_ps(_mm512_set1_ps(q[c]), LOAD16(Kt + (size_t)c * ldk + j0), \
-                                      acc);                                                   \
-            acc = _mm512_mul_ps(acc, _mm512_set1_ps(scale));                                  \
-            if (n - j0 >= 16)                                                                 \
-                _mm512_storeu_ps(w + j0, acc);                                                \
-            else                                                                              \
-                _mm512_mask_storeu_ps(w + j0, (__mmask16)((1u << (n - j0)) - 1), acc);        \
-        }                                                                                     \
-        w[n] = cc_dot16(q, k_self) * scale;                                                   \
-        cc_softmax_inline(w, n + 1);                                                          \
-        __m512 o0 = _mm512_mul_ps(_mm512_set1_ps(w[n]), _mm512_loadu_ps(v_self));             \
-        __m512 o1 = _mm512_setzero_ps();                                                      \
-        int j = 0;                                                                            \
-        for (; j + 1 < n; j += 2) {                                                           \
-            o0 = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), LOAD16(V + (size_t)j * 16), o0);       \
-            o1 = _mm512_fmadd_ps(_mm512_set1_ps(w[j + 1]), LOAD16(V + (size_t)(j + 1) * 16),  \
-                                 o1);                                                         \
-        }                                                                                     \
-        if (j < n)                                                                            \
-            o0 = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), LOAD16(V + (size_t)j * 16), o0);       \
-        _mm512_storeu_ps(out, _mm512_add_ps(o0, o1));                                         \
-    }
+/* The blocked key layout of the AVX-512 path (DK = 16): a head's keys for cap tokens are
+ * blocks of 16 tokens, block b holding (16 dims, w_b tokens) with w_b = 16 for full
+ * blocks and cap mod 16 for the tail; dim c of token j is at 256·b + c·w_b + j mod 16.
+ * Rows of full blocks are whole aligned vectors (rows of a plain (16, N) transpose start
+ * at 4N-byte offsets, so nearly every 16-lane load of them split a cache line), and the
+ * layout needs no more memory than the plain one. */
+static inline int kblock_width(int cap, int b) { return 16 * (b + 1) <= cap ? 16 : cap - 16 * b; }
 
-#define LOAD16_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
-#define LOAD16_BF16(p)                                                                        \
-    _mm512_castsi512_ps(                                                                      \
-        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
-ATTEND16_AVX512(attend16_f16_avx512, LOAD16_F16)
-ATTEND16_AVX512(attend16_bf16_avx512, LOAD16_BF16)
+/* exp on 16 lanes: cc_expf_fast's range reduction and polynomial, 2^k by vscalefps. */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 exp16(__m512 x)
+{
+    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.0f)), _mm512_set1_ps(-87.0f));
+    __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, k);
+}
+
+/* 16 elements of a KV row as floats; T is a constant at every call site. */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 load16(int T, const void *p,
+                                                                            size_t i)
+{
+    if (T == CC_KV_F16)
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i)));
+    if (T == CC_KV_BF16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i))),
+            16));
+    return _mm512_loadu_ps((const float *)p + i);
+}
+
+/* DK = 16 attention of one token for G heads at once, everything in zmm registers: the
+ * query of head g against n cached tokens plus itself. n + 1 ≤ 16·NB scores per head in NB
+ * vectors, token n (the query's own key) in the lane after the last cached one; the masks
+ * depend only on n, so all heads share them. One head alone is a chain of dependent steps
+ * (scores, max, exp, sum, weighted sum: ~200 cycles of latency for ~100 instructions);
+ * G heads interleaved fill those cycles with independent work. The weighted sum runs on
+ * the unnormalised exponentials and is scaled by 1/sum at the end, so the sum and the
+ * division are off the critical path.
+ *
+ * Head g reads keys Kt + g·ksh in the blocked layout for ldk tokens (see kblock_width)
+ * and values V + g·vsh, rows strided by ldv, both of element type T, and writes out + 16g
+ * and its n + 1 weights to w + g·ldw. In the tail block it reads whole 16-lane rows, up
+ * to 16 elements past the block (the caches' next block or the scratch's slack); lanes
+ * past n are masked out before the softmax, so whatever they held never matters. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+attend16_body(const int G, const int NB, const int T, float *restrict out, float *restrict w,
+              int ldw, const float *restrict q, const void *restrict Kt, size_t ksh, int ldk,
+              const void *restrict V, size_t vsh, int ldv, const float *restrict k_self,
+              const float *restrict v_self, int n, float scale)
+{
+    __m512 sc[4][4];
+    __mmask16 m[4];
+    float mx[4], inv[4];
+    const __m512 ninf = _mm512_set1_ps(-INFINITY), vs = _mm512_set1_ps(scale);
+    for (int b = 0; b < NB; b++) {
+        int lanes = n + 1 - 16 * b;
+        lanes = lanes < 0 ? 0 : lanes > 16 ? 16 : lanes;
+        m[b] = (__mmask16)((1u << lanes) - 1u);
+    }
+    for (int g = 0; g < G; g++)
+        for (int b = 0; b < NB; b++)
+            sc[g][b] = _mm512_setzero_ps();
+    for (int b = 0; b < NB; b++) {
+        if (16 * b >= n)
+            break;
+        __m512 acc[4][2];
+        const int wb = kblock_width(ldk, b);
+        const size_t kb = (size_t)b * 256;
+        for (int g = 0; g < G; g++)
+            acc[g][0] = acc[g][1] = _mm512_setzero_ps();
+        for (int c = 0; c < 16; c += 2)
+            for (int g = 0; g < G; g++) {
+                const void *kt = (const char *)Kt + g * ksh * (T == CC_KV_F32 ? 4 : 2);
+                acc[g][0] = _mm512_fmadd_ps(_mm512_set1_ps(q[16 * g + c]),
+                                            load16(T, kt, kb + (size_t)c * wb), acc[g][0]);
+                acc[g][1] = _mm512_fmadd_ps(_mm512_set1_ps(q[16 * g + c + 1]),
+                                            load16(T, kt, kb + (size_t)(c + 1) * wb), acc[g][1]);
+            }
+        for (int g = 0; g < G; g++)
+            sc[g][b] = _mm512_mul_ps(_mm512_add_ps(acc[g][0], acc[g][1]), vs);
+    }
+    for (int g = 0; g < G; g++) {
+        float self = _mm512_reduce_add_ps(
+            _mm512_mul_ps(_mm512_loadu_ps(q + 16 * g), _mm512_loadu_ps(k_self + 16 * g)));
+        int b = n / 16;
+        sc[g][b] = _mm512_mask_mov_ps(sc[g][b], (__mmask16)(1u << (n - 16 * b)),
+                                      _mm512_set1_ps(self * scale));
+    }
+    for (int g = 0; g < G; g++) {
+        __m512 v = _mm512_mask_mov_ps(ninf, m[0], sc[g][0]);
+        for (int b = 1; b < NB; b++)
+            v = _mm512_max_ps(v, _mm512_mask_mov_ps(ninf, m[b], sc[g][b]));
+        mx[g] = _mm512_reduce_max_ps(v);
+    }
+    /* the exponentials go through a local buffer with whole-vector stores: a masked store
+     * does not forward to the broadcast loads that follow, which then wait for it to
+     * reach L1 (tens of cycles per head) */
+    float ex[4][64] __attribute__((aligned(64)));
+    for (int g = 0; g < G; g++) {
+        __m512 sum = _mm512_setzero_ps();
+        for (int b = 0; b < NB; b++) {
+            sc[g][b] = _mm512_maskz_mov_ps(m[b], exp16(_mm512_sub_ps(sc[g][b], _mm512_set1_ps(mx[g]))));
+            sum = _mm512_add_ps(sum, sc[g][b]);
+            _mm512_store_ps(ex[g] + 16 * b, sc[g][b]);
+        }
+        inv[g] = 1.0f / _mm512_reduce_add_ps(sum);
+    }
+    __m512 o[4][2];
+    for (int g = 0; g < G; g++) {
+        o[g][0] = _mm512_mul_ps(_mm512_set1_ps(ex[g][n]), _mm512_loadu_ps(v_self + 16 * g));
+        o[g][1] = _mm512_setzero_ps();
+    }
+    int j = 0;
+    for (; j + 1 < n; j += 2)
+        for (int g = 0; g < G; g++) {
+            const void *vg = (const char *)V + g * vsh * (T == CC_KV_F32 ? 4 : 2);
+            o[g][0] = _mm512_fmadd_ps(_mm512_set1_ps(ex[g][j]), load16(T, vg, (size_t)j * ldv), o[g][0]);
+            o[g][1] = _mm512_fmadd_ps(_mm512_set1_ps(ex[g][j + 1]),
+                                      load16(T, vg, (size_t)(j + 1) * ldv), o[g][1]);
+        }
+    if (j < n)
+        for (int g = 0; g < G; g++) {
+            const void *vg = (const char *)V + g * vsh * (T == CC_KV_F32 ? 4 : 2);
+            o[g][0] = _mm512_fmadd_ps(_mm512_set1_ps(ex[g][j]), load16(T, vg, (size_t)j * ldv),
+                                      o[g][0]);
+        }
+    for (int g = 0; g < G; g++) {
+        const __m512 iv = _mm512_set1_ps(inv[g]);
+        _mm512_storeu_ps(out + 16 * g, _mm512_mul_ps(_mm512_add_ps(o[g][0], o[g][1]), iv));
+        for (int b = 0; b < NB; b++)
+            _mm512_mask_storeu_ps(w + (size_t)g * ldw + 16 * b, m[b], _mm512_mul_ps(sc[g][b], iv));
+    }
+}
+
+/* Instances per element type: heads in groups of 4, then one at a time; the number of
+ * score vectors by n. */
+#define ATTEND16_REG(NAME, T)                                                                 \
+    __attribute__((target("avx512f"))) static void NAME(                                     \
+        float *restrict out, float *restrict w, int ldw, const float *restrict q,             \
+        const void *restrict Kt, size_t ksh, int ldk, const void *restrict V, size_t vsh,     \
+        int ldv, const float *restrict k_self, const float *restrict v_self, int n, int H,    \
+        float scale)                                                                          \
+    {                                                                                         \
+        const size_t el = T == CC_KV_F32 ? 4 : 2;                                             \
+        for (int h = 0; h < H;) {                                                             \
+            const int G = H - h >= 4 ? 4 : 1;                                                 \
+            float *o = out + 16 * h, *wh = w + (size_t)h * ldw;                               \
+            const float *qh = q + 16 * h, *ks = k_self + 16 * h, *vs = v_self + 16 * h;       \
+            const void *kt = (const char *)Kt + h * ksh * el, *vh = (const char *)V + h * vsh * el; \
+            if (G == 4 && n < 16)                                                             \
+                attend16_body(4, 1, T, o, wh, ldw, qh, kt, ksh, ldk, vh, vsh, ldv, ks, vs, n, scale); \
+            else if (G == 4 && n < 32)                                                        \
+                attend16_body(4, 2, T, o, wh, ldw, qh, kt, ksh, ldk, vh, vsh, ldv, ks, vs, n, scale); \
+            else if (G == 4)                                                                  \
+                attend16_body(4, 4, T, o, wh, ldw, qh, kt, ksh, ldk, vh, vsh, ldv, ks, vs, n, scale); \
+            else if (n < 16)                                                                  \
+                attend16_body(1, 1, T, o, wh, ldw, qh, kt, ksh, ldk, vh, vsh, ldv, ks, vs, n, scale); \
+            else if (n < 32)                                                                  \
+                attend16_body(1, 2, T, o, wh, ldw, qh, kt, ksh, ldk, vh, vsh, ldv, ks, vs, n, scale); \
+            else                                                                              \
+                attend16_body(1, 4, T, o, wh, ldw, qh, kt, ksh, ldk, vh, vsh, ldv, ks, vs, n, scale); \
+            h += G;                                                                           \
+        }                                                                                     \
+    }
+ATTEND16_REG(attend16_f32_avx512, CC_KV_F32)
+ATTEND16_REG(attend16_f16_avx512, CC_KV_F16)
+ATTEND16_REG(attend16_bf16_avx512, CC_KV_BF16)
 
 __attribute__((target("avx,f16c"))) static void f16_store_f16c(uint16_t *dst, const float *src,
                                                                int n)
@@ -269,7 +412,7 @@ __attribute__((target("avx,f16c"))) static void f16_store_f16c(uint16_t *dst, co
 
 static KvConvert kv_convert_select(void)
 {
-    KvConvert k = {f16_load_c, f16_store_c, NULL, NULL};
+    KvConvert k = {f16_load_c, f16_store_c, {NULL, NULL, NULL}};
 #if defined(__x86_64__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c")) {
@@ -277,8 +420,9 @@ static KvConvert kv_convert_select(void)
         k.f16_store = f16_store_f16c;
     }
     if (__builtin_cpu_supports("avx512f")) {
-        k.attend16_f16 = attend16_f16_avx512;
-        k.attend16_bf16 = attend16_bf16_avx512;
+        k.attend16[CC_KV_F32] = attend16_f32_avx512;
+        k.attend16[CC_KV_F16] = attend16_f16_avx512;
+        k.attend16[CC_KV_BF16] = attend16_bf16_avx512;
     }
 #endif
     return k;
@@ -327,7 +471,7 @@ static inline void kv_load(const KvConvert *cv, float *dst, const void *src, int
 }
 
 /* Channel f, layer l, head h: which = 0 → keys transposed (DK, N), so the scores of one
- * query vectorise over tokens; which = 1 → values (N, DK). Both N·DK elements. */
+ * query vectorise over tokens (blocked by 16 tokens if e->kblk, see kblock_width); which = 1 → values (N, DK). Both N·DK elements. */
 static inline void *kv_at(const CcCell *c, size_t elem, int f, int l, int which, int h)
 {
     size_t idx = ((((size_t)f * c->L + l) * 2 + which) * c->H + h) * (size_t)c->N * c->DK;
@@ -722,6 +866,12 @@ fail:
     return ret;
 }
 
+static int use_kblk(const CcEngine *e)
+{
+    return e->hp.d_model / e->hp.n_heads == 16 && e->hp.n_patches <= ATTEND16_MAX_N &&
+           e->cv.attend16[CC_KV_F32] != NULL;
+}
+
 static int same_shapes(const CcHparams *a, const CcHparams *b)
 {
     return a->n_features == b->n_features && a->patch_len == b->patch_len &&
@@ -773,6 +923,7 @@ int cc_engine_set_model(CcEngine *e, const CcModel *m)
     e->m = m;
     e->hp = m->hp;
     e->R = ring_len(&m->hp);
+    e->kblk = use_kblk(e);
     e->gen++;
     return 0;
 }
@@ -800,6 +951,7 @@ int cc_engine_open(CcEngine **out, const CcModel *m, const CcEngineSettings *s)
     e->R = ring_len(&m->hp);
     e->kv_elem = s->kv_type == CC_KV_F32 ? 4 : 2;
     e->cv = kv_convert_select();
+    e->kblk = use_kblk(e);
     e->n_threads = s->n_threads ? s->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (e->n_threads < 1)
         e->n_threads = 1;
@@ -996,32 +1148,55 @@ static void rebuild(const CcEngine *e, Workspace *w, CcCell **cells, int n)
         for (int ci = 0; ci < n; ci++) {
             CcCell *c = cells[ci];
             int nc = c->n_cached, r0 = w->rows_of[ci];
-            for (int f = 0; f < F; f++)
+            Attend16 reg = e->kblk ? e->cv.attend16[CC_KV_F32] : NULL;
+            for (int f = 0; f < F; f++) {
+                const float *q0 = &w->qkv[(size_t)(r0 + f * nc) * 3 * D]; /* token 0's q */
+                float *o = &w->a[(size_t)(r0 + f * nc) * D];
                 for (int h = 0; h < H; h++) {
                     prefetch_next_head(cells, ci, n, f, F, h, H, l, e->kv_elem, 1);
                     char *K = kv_at(c, e->kv_elem, f, l, 0, h), *V = kv_at(c, e->kv_elem, f, l, 1, h);
-                    float *kt = w->kvbuf; /* (DK, nc) keys transposed, then stored by row */
+                    /* head h's keys transposed into its part of (H, DK, nc), blocked for
+                     * nc tokens if kblk, then stored row by row in the cache's layout */
+                    float *kt = w->kvbuf + (size_t)h * DK * nc;
                     for (int i = 0; i < nc; i++) {
-                        const float *row = &w->qkv[(size_t)(r0 + f * nc + i) * 3 * D];
+                        const float *row = q0 + (size_t)i * 3 * D;
+                        size_t at = reg ? (size_t)(i / 16) * 256 + i % 16 : (size_t)i;
+                        int wb = reg ? kblock_width(nc, i / 16) : nc;
                         for (int cc = 0; cc < DK; cc++)
-                            kt[(size_t)cc * nc + i] = row[D + h * DK + cc];
+                            kt[at + (size_t)cc * wb] = row[D + h * DK + cc];
                         kv_store(&e->cv, V + (size_t)i * DK * e->kv_elem, row + 2 * D + h * DK, DK,
                                  e->s.kv_type);
                     }
-                    for (int cc = 0; cc < DK; cc++)
-                        kv_store(&e->cv, K + (size_t)cc * c->N * e->kv_elem, kt + (size_t)cc * nc,
-                                 nc, e->s.kv_type);
-                    if (last)
-                        continue;
-                    const float *q0 = &w->qkv[(size_t)(r0 + f * nc) * 3 * D + h * DK];
-                    float *o = &w->a[(size_t)(r0 + f * nc) * D + h * DK];
-                    if (DK == 16)
-                        attend_causal16(o, D, q0, q0 + D, q0 + 2 * D, 3 * D, nc, scale, w->kvbuf,
-                                        w->scores);
+                    if (reg)
+                        for (int b = 0; 16 * b < nc; b++) {
+                            int cnt = nc - 16 * b < 16 ? nc - 16 * b : 16;
+                            int w_nc = kblock_width(nc, b), w_cap = kblock_width(c->N, b);
+                            for (int cc = 0; cc < DK; cc++)
+                                kv_store(&e->cv, K + ((size_t)b * 256 + (size_t)cc * w_cap) * e->kv_elem,
+                                         kt + (size_t)b * 256 + (size_t)cc * w_nc, cnt, e->s.kv_type);
+                        }
                     else
-                        attend_causal(o, D, q0, q0 + D, q0 + 2 * D, 3 * D, nc, DK, scale,
-                                      w->kvbuf, w->scores);
+                        for (int cc = 0; cc < DK; cc++)
+                            kv_store(&e->cv, K + (size_t)cc * c->N * e->kv_elem, kt + (size_t)cc * nc,
+                                     nc, e->s.kv_type);
+                    if (last || reg)
+                        continue;
+                    if (DK == 16)
+                        attend_causal16(o + h * DK, D, q0 + h * DK, q0 + D + h * DK,
+                                        q0 + 2 * D + h * DK, 3 * D, nc, scale, kt, w->scores);
+                    else
+                        attend_causal(o + h * DK, D, q0 + h * DK, q0 + D + h * DK,
+                                      q0 + 2 * D + h * DK, 3 * D, nc, DK, scale, kt, w->scores);
                 }
+                if (last || !reg)
+                    continue;
+                /* token i of every head: tokens 0..i-1 as the cache, itself as self */
+                for (int i = 0; i < nc; i++) {
+                    const float *qi = q0 + (size_t)i * 3 * D;
+                    reg(o + (size_t)i * D, w->scores, nc + 1, qi, w->kvbuf, (size_t)DK * nc, nc,
+                        q0 + 2 * D, DK, 3 * D, qi + D, qi + 2 * D, i, H, scale);
+                }
+            }
         }
         if (!last)
             block_tail(e, l, w, rows);
@@ -1073,8 +1248,22 @@ static void current(const CcEngine *e, Workspace *w, CcCell **cells, int n)
         for (int ci = 0; ci < n; ci++) {
             CcCell *c = cells[ci];
             int nc = c->n_cached;
+            Attend16 direct = e->kblk ? e->cv.attend16[e->s.kv_type] : NULL;
             for (int f = 0; f < F; f++) {
                 const float *row = &w->qkv[(size_t)(ci * F + f) * 3 * D];
+                if (direct) { /* all heads of the channel at once */
+                    /* heads 1.. of this channel and head 0 of the next: measured
+                     * best (prefetching the whole next channel ahead was slower) */
+                    for (int hh = 0; hh < H; hh++)
+                        prefetch_next_head(cells, ci, n, f, F, hh, H, l, e->kv_elem, 0);
+                    float *wts = c->att ? &c->att[((size_t)f * L + l) * H * (c->N + 1)]
+                                        : w->scores;
+                    direct(&w->a[(size_t)(ci * F + f) * D], wts, c->N + 1, row,
+                           kv_at(c, e->kv_elem, f, l, 0, 0), (size_t)c->N * DK, c->N,
+                           kv_at(c, e->kv_elem, f, l, 1, 0), (size_t)c->N * DK, DK, row + D,
+                           row + 2 * D, nc, H, scale);
+                    continue;
+                }
                 for (int h = 0; h < H; h++) {
                     prefetch_next_head(cells, ci, n, f, F, h, H, l, e->kv_elem, 0);
                     const void *K = kv_at(c, e->kv_elem, f, l, 0, h);
@@ -1083,15 +1272,6 @@ static void current(const CcEngine *e, Workspace *w, CcCell **cells, int n)
                                         : w->scores;
                     int ldk = c->N;
                     float *o = &w->a[(size_t)(ci * F + f) * D + h * DK];
-                    Attend16Bit direct = DK != 16                       ? NULL
-                                         : e->s.kv_type == CC_KV_F16  ? e->cv.attend16_f16
-                                         : e->s.kv_type == CC_KV_BF16 ? e->cv.attend16_bf16
-                                                                      : NULL;
-                    if (direct) {
-                        direct(o, wts, row + h * DK, K, ldk, V, row + D + h * DK,
-                               row + 2 * D + h * DK, nc, scale);
-                        continue;
-                    }
                     if (e->s.kv_type != CC_KV_F32) { /* widen the n valid columns/rows */
                         for (int cc = 0; cc < DK; cc++)
                             kv_load(&e->cv, w->kvbuf + (size_t)cc * nc,

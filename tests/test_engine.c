@@ -164,6 +164,43 @@ static void test_streaming_default_shape(void **state)
     cc_model_close(&m);
 }
 
+/* DK = 16 models whose caches span 1, 2 or 4 blocks of 16 tokens (full and tail blocks of
+ * the blocked key layout, the 1- and 2-vector score paths) and head counts that are not a
+ * multiple of 4 (the all-heads kernel's groups of 4 and its single-head remainder), with
+ * f32 and 16-bit caches, against the direct evaluation. */
+static void test_streaming_dk16_block_shapes(void **state)
+{
+    (void)state;
+    static const int shapes[][2] = {{16, 2}, {31, 5}, {32, 4}, {40, 3}, {63, 1}}; /* N, H */
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        CcHparams hp;
+        cc_hparams_default(&hp);
+        hp.n_features = 2;
+        hp.patch_len = 2;
+        hp.n_patches = shapes[i][0];
+        hp.norm_window = 24;
+        hp.n_heads = shapes[i][1];
+        hp.d_model = 16 * hp.n_heads;
+        hp.d_ff = 32;
+        hp.horizon = 3;
+        CcModel *m = NULL;
+        assert_int_equal(cc_model_create(&m, &hp, NULL, 0), 0);
+        cc_model_init_random(m, 40 + i);
+        for (int kv = CC_KV_F32; kv <= CC_KV_BF16; kv++) {
+            CcEngineSettings s;
+            cc_engine_default_settings(&s);
+            s.kv_type = (enum CcKvType)kv;
+            Errors e = stream_vs_ref(m, &s, 1780000000 / 3600 + 1, (hp.n_patches + 8) * 2, 5 + i);
+            double tol = kv == CC_KV_F32 ? 1e-4 : kv == CC_KV_F16 ? 2e-3 : 1e-2;
+            printf("DK 16, N %d, H %d, kv %d: %d forecasts, max |dy| %.3g (tolerance %g)\n",
+                   hp.n_patches, hp.n_heads, kv, e.compared, e.y, tol);
+            assert_true(e.compared > hp.n_patches);
+            assert_true(e.y <= tol);
+        }
+        cc_model_close(&m);
+    }
+}
+
 static void test_no_cache_and_threads_equal_streaming(void **state)
 {
     (void)state;
@@ -452,6 +489,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_streaming_equals_direct_every_alignment),
         cmocka_unit_test(test_streaming_default_shape),
+        cmocka_unit_test(test_streaming_dk16_block_shapes),
         cmocka_unit_test(test_no_cache_and_threads_equal_streaming),
         cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_16bit_kv_within_tolerance),
