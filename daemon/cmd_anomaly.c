@@ -61,9 +61,10 @@ typedef struct Cell {
     int64_t p0;            ///< absolute step of row 0
     float *x;              // (T, F) values with injections
     uint8_t *mask;         // (T, F)
-    float *mm, *ms, *msc;  // (T, F) model expectation of row i (NaN: none)
+    int H;                 ///< the model's horizon
+    float *fm, *fs;        // (T, H, F) forecast made after row i for rows i+1..i+H (NaN: none)
+    float *fsc;            // (T, F) its normalisation scale
     float *bm, *bs;        // (T, F) baseline expectation
-    float *lm, *ls, *lsc;  // (T, F) lagged model expectation (forecast made L rows earlier)
     Label *lab;
     int n_lab, cap_lab;
 } Cell;
@@ -141,14 +142,11 @@ static void cell_free(Cell *c)
 {
     free(c->x);
     free(c->mask);
-    free(c->mm);
-    free(c->ms);
-    free(c->msc);
+    free(c->fm);
+    free(c->fs);
+    free(c->fsc);
     free(c->bm);
     free(c->bs);
-    free(c->lm);
-    free(c->ls);
-    free(c->lsc);
     free(c->lab);
 }
 
@@ -168,24 +166,21 @@ static int add_label(Cell *c, Label l)
 
 /* ------------------------------------------------------------------ loading */
 
-static int cell_alloc(Cell *c, const CcSeries *s, int F)
+static int cell_alloc(Cell *c, const CcSeries *s, int F, int H)
 {
     size_t n = (size_t)s->T * (size_t)F;
+    c->H = H;
     c->T = s->T;
     c->p0 = s->p0;
     snprintf(c->id, sizeof c->id, "%s", s->cell_id);
     c->x = malloc(n * sizeof *c->x);
     c->mask = malloc(n);
-    c->mm = malloc(n * sizeof *c->mm);
-    c->ms = malloc(n * sizeof *c->ms);
-    c->msc = malloc(n * sizeof *c->msc);
+    c->fm = malloc(n * (size_t)H * sizeof *c->fm);
+    c->fs = malloc(n * (size_t)H * sizeof *c->fs);
+    c->fsc = malloc(n * sizeof *c->fsc);
     c->bm = malloc(n * sizeof *c->bm);
     c->bs = malloc(n * sizeof *c->bs);
-    c->lm = malloc(n * sizeof *c->lm);
-    c->ls = malloc(n * sizeof *c->ls);
-    c->lsc = malloc(n * sizeof *c->lsc);
-    if (!c->x || !c->mask || !c->mm || !c->ms || !c->msc || !c->bm || !c->bs || !c->lm ||
-        !c->ls || !c->lsc)
+    if (!c->x || !c->mask || !c->fm || !c->fs || !c->fsc || !c->bm || !c->bs)
         return -ENOMEM;
     memcpy(c->x, s->x, n * sizeof *c->x);
     memcpy(c->mask, s->mask, n);
@@ -247,7 +242,7 @@ static int load_file(const Opts *o, int i, const CcModel *m, Cell **cells, int *
         }
         Cell *c = &(*cells)[(*n_cells)++];
         const CcSeries *s = &all->series[si];
-        if ((rc = cell_alloc(c, s, hp->n_features)))
+        if ((rc = cell_alloc(c, s, hp->n_features, hp->horizon)))
             goto done;
         if (hpath) {
             snprintf(c->id, sizeof c->id, "%s", test->series[0].cell_id);
@@ -336,15 +331,47 @@ static void inject(const Opts *o, Cell *c, int F, const int *kpis, int n_kpis, u
 
 /* ------------------------------------------------------------------ expectations */
 
-static int model_expectations(CcEngine *e, Cell *c, int F, int L)
+/* CC_ANOMALY_DUMP=file (analysis): appends per cell-run the header (T, F, H, first test
+ * row, labels: int32), the rows (T·F float32), mask (T·F uint8), the forecasts of every
+ * row (T·H·F float32 means, then sds), their scales (T·F float32) and the labels (type,
+ * kpi, start, end: int32; magnitude: float64). */
+static void dump_cell(const Cell *c, int F)
+{
+    const char *path = getenv("CC_ANOMALY_DUMP");
+    FILE *fp = path ? fopen(path, "ab") : NULL;
+    if (!fp)
+        return;
+    int32_t hdr[5] = {c->T, F, c->H, c->test0, c->n_lab};
+    size_t n = (size_t)c->T * F;
+    fwrite(hdr, sizeof hdr, 1, fp);
+    fwrite(c->x, sizeof *c->x, n, fp);
+    fwrite(c->mask, 1, n, fp);
+    fwrite(c->fm, sizeof *c->fm, n * c->H, fp);
+    fwrite(c->fs, sizeof *c->fs, n * c->H, fp);
+    fwrite(c->fsc, sizeof *c->fsc, n, fp);
+    for (int l = 0; l < c->n_lab; l++) {
+        int32_t v[4] = {c->lab[l].type, c->lab[l].kpi, c->lab[l].start, c->lab[l].end};
+        fwrite(v, sizeof v, 1, fp);
+        fwrite(&c->lab[l].mag, sizeof c->lab[l].mag, 1, fp);
+    }
+    fclose(fp);
+}
+
+/* Runs the series through the engine and keeps the forecast made after every row (all
+ * horizon steps), history rows included, as the daemon has them: forecasts of a sequence
+ * shorter than warmup_steps are dropped, as cc_anomaly_set_forecast does. */
+static int model_expectations(CcEngine *e, Cell *c, int F, int warmup)
 {
     CcCell *cell = NULL;
     int rc = cc_cell_open(&cell, e);
     if (rc)
         return rc;
+    const int H = c->H;
     size_t n = (size_t)c->T * F;
+    for (size_t i = 0; i < n * H; i++)
+        c->fm[i] = c->fs[i] = NAN;
     for (size_t i = 0; i < n; i++)
-        c->mm[i] = c->ms[i] = c->msc[i] = c->lm[i] = c->ls[i] = c->lsc[i] = NAN;
+        c->fsc[i] = NAN;
     for (int i = 0; i < c->T; i++) {
         CcStepInput in = {cell, c->p0 + i, c->x + (size_t)i * F};
         int st;
@@ -355,29 +382,23 @@ static int model_expectations(CcEngine *e, Cell *c, int F, int L)
             rc = st;
             break;
         }
-        if (i + 1 >= c->T || i + (L > 1 ? L : 1) < c->test0)
-            continue;
         CcForecast fc;
         cc_cell_forecast(cell, &fc);
-        if (!fc.valid)
+        if (!fc.valid || fc.horizon != H || (warmup > 0 && fc.step - fc.seq_start + 1 < warmup))
             continue;
         for (int f = 0; f < F; f++) {
-            double mean, sd;
-            cc_forecast_point(&fc, f, 0, &mean, &sd);
-            size_t ix = (size_t)(i + 1) * F + f;
-            c->mm[ix] = (float)mean;
-            c->ms[ix] = (float)sd;
-            c->msc[ix] = fc.sigma[f];
-            if (L > 0 && i + L < c->T) {
-                cc_forecast_point(&fc, f, L - 1, &mean, &sd);
-                ix = (size_t)(i + L) * F + f;
-                c->lm[ix] = (float)mean;
-                c->ls[ix] = (float)sd;
-                c->lsc[ix] = fc.sigma[f];
+            c->fsc[(size_t)i * F + f] = fc.sigma[f];
+            for (int h = 0; h < H; h++) {
+                double mean, sd;
+                cc_forecast_point(&fc, f, h, &mean, &sd);
+                c->fm[((size_t)i * H + h) * F + f] = (float)mean;
+                c->fs[((size_t)i * H + h) * F + f] = (float)sd;
             }
         }
     }
     cc_cell_close(&cell);
+    if (!rc)
+        dump_cell(c, F);
     return rc;
 }
 
@@ -418,7 +439,7 @@ static int prepare_cell(const Opts *o, Cell *c, const CcModel *m, CcEngine *e, c
     const int F = m->hp.n_features;
     if (!o->no_inject)
         inject(o, c, F, kpis, n_kpis, rng, trial, index);
-    if (model_expectations(e, c, F, o->as.lag_steps)) {
+    if (model_expectations(e, c, F, o->as.warmup_steps)) {
         fprintf(stderr, "cellcast anomaly-eval: engine failed on %s\n", c->id);
         return -1;
     }
@@ -428,8 +449,9 @@ static int prepare_cell(const Opts *o, Cell *c, const CcModel *m, CcEngine *e, c
             for (int i = c->lab[l].start - 2; i < c->lab[l].end + 2 && i < c->T; i++) {
                 int f = c->lab[l].kpi >= 0 ? c->lab[l].kpi : 0;
                 size_t ix = (size_t)i * F + f;
-                fprintf(stderr, "      row %d x %g model %g ± %g (scale %g) base %g ± %g\n", i,
-                        c->x[ix], c->mm[ix], c->ms[ix], c->msc[ix], c->bm[ix], c->bs[ix]);
+                size_t jx = i > 0 ? ((size_t)(i - 1) * c->H) * F + f : 0;
+                fprintf(stderr, "      row %d x %g model %g ± %g base %g ± %g\n", i, c->x[ix],
+                        i > 0 ? c->fm[jx] : NAN, i > 0 ? c->fs[jx] : NAN, c->bm[ix], c->bs[ix]);
             }
     if (o->verbose)
         for (int l = 0; l < c->n_lab; l++)
@@ -506,27 +528,39 @@ static int run_detector(const CcAnomalySettings *s, Cell *c, int F, int baseline
     double mean[CC_MAX_FEATURES], sd[CC_MAX_FEATURES], scale[CC_MAX_FEATURES];
     for (int i = 0; i < c->T; i++) {
         int64_t step = c->p0 + i;
-        if (i >= c->test0) {
+        if (baseline && i >= c->test0) {
+            /* the baseline scores the test rows only (as before) */
             int ok = 0;
             for (int f = 0; f < F; f++) {
                 size_t ix = (size_t)i * F + f;
-                mean[f] = baseline ? c->bm[ix] : c->mm[ix];
-                sd[f] = baseline ? c->bs[ix] : c->ms[ix];
-                scale[f] = baseline ? 0 : c->msc[ix];
+                mean[f] = c->bm[ix];
+                sd[f] = c->bs[ix];
                 ok |= isfinite(mean[f]) && sd[f] > 0;
             }
             if (ok)
-                cc_anomaly_set_expect(a, ac, step, mean, sd, scale);
-            if (!baseline && s->lag_steps > 0) {
-                ok = 0;
+                cc_anomaly_set_expect(a, ac, step, mean, sd, NULL);
+        } else if (!baseline) {
+            /* the model scores every row with a forecast, as the daemon does (history rows
+             * warm up the calibration; alerts before the test rows are not counted): the
+             * forecast made after row i-1 (horizon step 0) and, with lag L, the one made
+             * after row i-L (horizon step L-1) */
+            for (int lag = 1; lag <= (s->lag_steps > 1 ? 2 : 1); lag++) {
+                int L = lag == 1 ? 1 : s->lag_steps;
+                if (i - L < 0)
+                    continue;
+                int ok = 0;
                 for (int f = 0; f < F; f++) {
-                    size_t ix = (size_t)i * F + f;
-                    mean[f] = c->lm[ix];
-                    sd[f] = c->ls[ix];
-                    scale[f] = c->lsc[ix];
+                    size_t ix = ((size_t)(i - L) * c->H + (L - 1)) * F + f;
+                    mean[f] = c->fm[ix];
+                    sd[f] = c->fs[ix];
+                    scale[f] = c->fsc[(size_t)(i - L) * F + f];
                     ok |= isfinite(mean[f]) && sd[f] > 0;
                 }
-                if (ok)
+                if (!ok)
+                    continue;
+                if (lag == 1)
+                    cc_anomaly_set_expect(a, ac, step, mean, sd, scale);
+                if (s->lag_steps > 0 && L == s->lag_steps)
                     cc_anomaly_set_expect_lagged(a, ac, step, mean, sd, scale);
             }
         }
@@ -654,13 +688,40 @@ static void usage(FILE *out)
         "  --alert-kpis a,b      KPIs scored for anomalies (alerts.kpis.<name>.enabled;\n"
         "                        default: all)\n"
         "  --lag L               also score against the forecast made L steps earlier\n"
-        "                        (L ≤ the model's horizon; default 0 = off)\n"
+        "                        (L ≤ the model's horizon; -1 = the horizon; 0 = off;\n"
+        "                        default %d)\n"
+        "  --set k=v,k=v         any alerts.* settings (repeatable), e.g. --set window_n=5\n"
+        "  --variant k=v,k=v     evaluate one more detector: the settings above with these\n"
+        "                        changed (repeatable; the engine runs once for all)\n"
         "  --sweep z1,z2,...     evaluate several --warn-z (crit-z = max(crit-z, 1.5·warn-z))\n"
         "Baseline:\n"
         "  --baseline-window N   rolling window in steps (default: one day)\n"
         "  --baseline-z X        its warn threshold (default 3)\n",
         s.warn_z, s.crit_z, s.min_kpis, s.window_n, s.warn_k, s.crit_k, s.resolve_m,
-        s.cooldown_steps, s.sd_floor_rel, s.sd_floor_scale);
+        s.cooldown_steps, s.sd_floor_rel, s.sd_floor_scale, s.lag_steps);
+}
+
+/* "k=v,k=v": alerts.* settings by name (cc_anomaly_settings_set). 0 or -1 (reported). */
+static int apply_sets(CcAnomalySettings *s, const CcHparams *hp, const char *spec)
+{
+    char *dup = strdup(spec), *save = NULL, err[256];
+    int rc = dup ? 0 : -1;
+    for (char *t = dup ? strtok_r(dup, ",", &save) : NULL; t && !rc;
+         t = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(t, '=');
+        if (!eq) {
+            fprintf(stderr, "cellcast anomaly-eval: '%s' is not key=value\n", t);
+            rc = -1;
+            break;
+        }
+        *eq = 0;
+        if (cc_anomaly_settings_set(s, hp, t, eq + 1, err, sizeof err)) {
+            fprintf(stderr, "cellcast anomaly-eval: %s\n", err);
+            rc = -1;
+        }
+    }
+    free(dup);
+    return rc;
 }
 
 static int num(const char *opt, const char *v, double lo, double hi, double *out)
@@ -691,7 +752,8 @@ int cmd_anomaly(int argc, char **argv)
     enum {
         O_MODEL = 1, O_DATA, O_HIST, O_NOHIST, O_SEED, O_TRIALS, O_SPACING, O_MARGIN, O_POST,
         O_IKPIS, O_NOINJ, O_WZ, O_CZ, O_MINK, O_WN, O_WK, O_CK, O_RM, O_CD, O_FREL, O_FSC,
-        O_SWEEP, O_BW, O_BZ, O_VERB, O_LAG, O_AKPIS, O_MAG, O_TFRAC, O_HELP
+        O_SWEEP, O_BW, O_BZ, O_VERB, O_LAG, O_AKPIS, O_MAG, O_TFRAC, O_SET,
+        O_VARIANT, O_HELP
     };
     static const struct option lo[] = {
         {"model", 1, 0, O_MODEL}, {"data", 1, 0, O_DATA}, {"history", 1, 0, O_HIST},
@@ -705,7 +767,10 @@ int cmd_anomaly(int argc, char **argv)
         {"baseline-window", 1, 0, O_BW}, {"baseline-z", 1, 0, O_BZ}, {"verbose", 0, 0, O_VERB},
         {"lag", 1, 0, O_LAG}, {"alert-kpis", 1, 0, O_AKPIS},
         {"mag-scale", 1, 0, O_MAG}, {"test-frac", 1, 0, O_TFRAC},
-        {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+        {"set", 1, 0, O_SET},
+        {"variant", 1, 0, O_VARIANT}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+    const char *sets[MAX_SWEEP], *variants[MAX_SWEEP];
+    int n_sets = 0, n_variants = 0;
     int ch;
     double v;
     optind = 1;
@@ -745,10 +810,21 @@ int cmd_anomaly(int argc, char **argv)
             free(dup);
             break;
         }
+        case O_SET:
+        case O_VARIANT:
+            if ((ch == O_SET ? n_sets : n_variants) == MAX_SWEEP) {
+                fprintf(stderr, "cellcast anomaly-eval: at most %d --%s\n", MAX_SWEEP, name);
+                return 2;
+            }
+            if (ch == O_SET)
+                sets[n_sets++] = optarg;
+            else
+                variants[n_variants++] = optarg;
+            break;
         case O_HELP: usage(stdout); return 0;
         case '?': usage(stderr); return 2;
         default:
-            if (num(name, optarg, 0, 1e9, &v))
+            if (num(name, optarg, ch == O_LAG ? -1 : 0, 1e9, &v))
                 return 2;
             switch (ch) {
             case O_SEED: o.seed = (uint64_t)v; break;
@@ -800,10 +876,15 @@ int cmd_anomaly(int argc, char **argv)
         goto done;
     }
     const int F = m->hp.n_features;
+    for (int i = 0; i < n_sets; i++)
+        if (apply_sets(&o.as, &m->hp, sets[i]))
+            goto done;
     o.as.n_features = F;
     o.as.step_seconds = m->hp.step_seconds;
     if (o.as.min_kpis > F)
         o.as.min_kpis = F;
+    if (o.as.lag_steps < 0) /* -1: the model's horizon, as cc_anomaly_set_forecast does */
+        o.as.lag_steps = m->hp.horizon < CC_ANOMALY_MAX_LAG ? m->hp.horizon : CC_ANOMALY_MAX_LAG;
     if (o.as.lag_steps > m->hp.horizon) {
         fprintf(stderr, "cellcast anomaly-eval: --lag %d exceeds the model's horizon %d\n",
                 o.as.lag_steps, m->hp.horizon);
@@ -876,6 +957,25 @@ int cmd_anomaly(int argc, char **argv)
     }
     fprintf(stderr, "anomaly-eval: engine pass %.1f s\n", (double)(cc_now_ns() - t0) * 1e-9);
 
+    /* detectors: the settings, then each --variant on top of them */
+    CcAnomalySettings det[MAX_SWEEP + 1];
+    int n_det = 0;
+    det[n_det++] = o.as;
+    for (int i = 0; i < n_variants; i++) {
+        det[n_det] = o.as;
+        if (apply_sets(&det[n_det], &m->hp, variants[i]))
+            goto done;
+        if (det[n_det].lag_steps < 0)
+            det[n_det].lag_steps =
+                m->hp.horizon < CC_ANOMALY_MAX_LAG ? m->hp.horizon : CC_ANOMALY_MAX_LAG;
+        if (det[n_det].lag_steps > m->hp.horizon ||
+            cc_anomaly_validate(&det[n_det], err, sizeof err)) {
+            fprintf(stderr, "cellcast anomaly-eval: --variant %s: %s\n", variants[i],
+                    det[n_det].lag_steps > m->hp.horizon ? "lag exceeds the horizon" : err);
+            goto done;
+        }
+        n_det++;
+    }
     double zs[MAX_SWEEP + 1];
     int nz = o.n_sweep;
     if (nz)
@@ -888,28 +988,34 @@ int cmd_anomaly(int argc, char **argv)
            o.as.crit_k, o.as.window_n, o.as.resolve_m, o.as.cooldown_steps, o.as.min_kpis, W);
     printf("%-22s %6s %6s %6s %7s %8s %11s %6s %5s %10s\n", "detector", "prec", "recall", "F1",
            "delay", "FA/cw", "detected", "alerts", "false", "dq/outside");
+    for (int di = 0; di < n_det; di++)
     for (int zi = 0; zi < nz; zi++) {
-        CcAnomalySettings s = o.as;
-        s.warn_z = zs[zi];
-        if (o.n_sweep)
-            s.crit_z = fmax(o.as.crit_z, 1.5 * zs[zi]);
+        CcAnomalySettings s = det[di];
+        if (o.n_sweep) {
+            s.warn_z = zs[zi];
+            s.crit_z = fmax(det[di].crit_z, 1.5 * zs[zi]);
+        }
         if (s.crit_z < s.warn_z)
             s.crit_z = s.warn_z;
         Score sm = {0}, sb = {0};
-        CcAnomalySettings sbs = s;
+        CcAnomalySettings sbs = o.as;
+        sbs.warn_z = s.warn_z;
+        sbs.crit_z = s.crit_z;
         sbs.warn_z = o.baseline_z;
         sbs.crit_z = fmax(s.crit_z, o.baseline_z);
         sbs.sd_floor_scale = 0;
         sbs.lag_steps = 0;
         for (int c = 0; c < n_cells; c++) {
             if (run_detector(&s, &cells[c], F, 0, o.post, &sm, o.verbose ? &m->hp : NULL) ||
-                run_detector(&sbs, &cells[c], F, 1, o.post, &sb, NULL))
+                (di == 0 && run_detector(&sbs, &cells[c], F, 1, o.post, &sb, NULL)))
                 goto done;
         }
         char name[64];
+        if (di)
+            printf("variant %s:\n", variants[di - 1]);
         snprintf(name, sizeof name, "model z>=%g/%g", s.warn_z, s.crit_z);
         print_score(name, &sm, nz == 1);
-        if (zi == 0 || o.n_sweep == 0) {
+        if (di == 0 && (zi == 0 || o.n_sweep == 0)) {
             snprintf(name, sizeof name, "3sigma-roll z>=%g/%g", sbs.warn_z, sbs.crit_z);
             print_score(name, &sb, nz == 1);
         }

@@ -133,9 +133,9 @@ const CcdConfigDef ccd_config_table[] = {
 {"demo.cell_prefix", CCD_CFG_STRING, OFF(demo_cell_prefix), "demo-", NB, NULL, 0,
  "Cell ids are this prefix and a number."},
 
-{"alerts.warn_z", CCD_CFG_DOUBLE, OFF(alerts.warn_z), "4", 0.1, 1e6, NULL, 1,
+{"alerts.warn_z", CCD_CFG_DOUBLE, OFF(alerts.warn_z), "5", 0.1, 1e6, NULL, 1,
  "Warning threshold on |z|."},
-{"alerts.crit_z", CCD_CFG_DOUBLE, OFF(alerts.crit_z), "6", 0.1, 1e6, NULL, 1,
+{"alerts.crit_z", CCD_CFG_DOUBLE, OFF(alerts.crit_z), "7.5", 0.1, 1e6, NULL, 1,
  "Critical threshold on |z|."},
 {"alerts.min_kpis", CCD_CFG_INT, OFF(alerts.min_kpis), "1", 1, 64, NULL, 1,
  "KPIs over threshold for a step to be over."},
@@ -158,8 +158,9 @@ const CcdConfigDef ccd_config_table[] = {
 {"alerts.warmup_steps", CCD_CFG_INT, OFF(alerts.warmup_steps), "64", 0, 100000000, NULL, 1,
  "Forecasts of a cell with fewer steps of history than this are not scored (cold-start "
  "forecasts see a patch or two of context); 0 = score from the first forecast."},
-{"alerts.lag_steps", CCD_CFG_INT, OFF(alerts.lag_steps), "0", 0, 256, NULL, 1,
- "Also score against the forecast made this many steps earlier; 0 = off."},
+{"alerts.lag_steps", CCD_CFG_INT, OFF(alerts.lag_steps), "-1", -1, 256, NULL, 1,
+ "Also score against the forecast made this many steps earlier; -1 = the model's horizon "
+ "(the oldest forecast of each step), 0 = off."},
 {"alerts.stuck_steps", CCD_CFG_INT, OFF(alerts.stuck_steps), "12", 2, 1000000, NULL, 1,
  "Equal consecutive values of a varying KPI for a stuck alert."},
 {"alerts.stuck_min_change_rate", CCD_CFG_DOUBLE, OFF(alerts.stuck_min_change_rate), "0.5", 0, 1, NULL, 1,

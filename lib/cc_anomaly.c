@@ -69,8 +69,8 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     memset(s, 0, sizeof *s);
     s->n_features = 8;
     s->step_seconds = 3600;
-    s->warn_z = 4.0;
-    s->crit_z = 6.0;
+    s->warn_z = 5.0;
+    s->crit_z = 7.5;
     s->warmup_steps = 64;
     s->min_kpis = 1;
     s->window_n = 3;
@@ -90,7 +90,7 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     s->missing_after_s = 0;
     s->dq_resolve_steps = 3;
     s->dq_grace_steps = 16;
-    s->lag_steps = 0;
+    s->lag_steps = -1;
     for (int f = 0; f < CC_MAX_FEATURES; f++)
         s->kpi[f].enabled = 1;
 }
@@ -131,8 +131,8 @@ int cc_anomaly_validate(const CcAnomalySettings *s, char *err, size_t errlen)
         return cc_errf(err, errlen, -EINVAL,
                        "anomaly: need stuck_steps ≥ 2, zero_steps ≥ 1, change_rate_steps ≥ 1, "
                        "stuck_min_change_rate in [0,1]");
-    if (s->lag_steps < 0 || s->lag_steps > CC_ANOMALY_MAX_LAG)
-        return cc_errf(err, errlen, -EINVAL, "anomaly: lag_steps %d not in 0..%d", s->lag_steps,
+    if (s->lag_steps < -1 || s->lag_steps > CC_ANOMALY_MAX_LAG)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: lag_steps %d not in -1..%d", s->lag_steps,
                        CC_ANOMALY_MAX_LAG);
     if (!(s->stuck_run_factor >= 0) || s->stuck_memory_steps < 1)
         return cc_errf(err, errlen, -EINVAL,
@@ -278,7 +278,7 @@ int cc_anomaly_cell_open(CcAnomalyCell **out, const CcAnomaly *a, const char *ce
         return -ENOMEM;
     }
     snprintf(c->id, sizeof c->id, "%s", cell_id);
-    if (lag_alloc(c, a->s.lag_steps)) {
+    if (lag_alloc(c, a->s.lag_steps > 0 ? a->s.lag_steps : 0)) {
         free(c->k);
         free(c);
         return -ENOMEM;
@@ -324,7 +324,8 @@ void cc_anomaly_set_expect(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
 void cc_anomaly_set_expect_lagged(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
                                   const double *mean, const double *sd, const double *scale)
 {
-    if (c->L != a->s.lag_steps && lag_alloc(c, a->s.lag_steps))
+    /* lag_steps -1 (the forecasts' horizon): the ring as the last forecast sized it */
+    if (a->s.lag_steps >= 0 && c->L != a->s.lag_steps && lag_alloc(c, a->s.lag_steps))
         return;
     if (c->L <= 0)
         return;
@@ -338,6 +339,14 @@ void cc_anomaly_set_expect_lagged(const CcAnomaly *a, CcAnomalyCell *c, int64_t 
     }
 }
 
+/* The lag in steps for forecasts of horizon hz: lag_steps, or hz when it is -1. */
+static int lag_of(const CcAnomalySettings *s, int hz)
+{
+    if (s->lag_steps >= 0)
+        return s->lag_steps;
+    return hz < CC_ANOMALY_MAX_LAG ? hz : CC_ANOMALY_MAX_LAG;
+}
+
 void cc_anomaly_set_forecast(const CcAnomaly *a, CcAnomalyCell *c, const CcForecast *fc)
 {
     if (!fc || !fc->valid || fc->n_features != c->F || fc->horizon < 1 ||
@@ -345,8 +354,9 @@ void cc_anomaly_set_forecast(const CcAnomaly *a, CcAnomalyCell *c, const CcForec
         c->exp_step = NONE_STEP;
         return;
     }
-    if (c->L != a->s.lag_steps)
-        lag_alloc(c, a->s.lag_steps); /* settings reloaded; on -ENOMEM the old ring stays */
+    if (c->L != lag_of(&a->s, fc->horizon))
+        lag_alloc(c, lag_of(&a->s, fc->horizon)); /* settings reloaded or another model;
+                                                    on -ENOMEM the old ring stays */
     if (c->L > 0 && fc->horizon >= c->L) {
         int64_t target = fc->step + c->L;
         int i = (int)(((target % c->L) + c->L) % c->L);
@@ -837,8 +847,8 @@ const char *cc_dq_reason_name(enum CcDqReason r)
 
 #define AK(field, type, lo, hi, doc) {#field, type, offsetof(CcAnomalySettings, field), lo, hi, doc}
 static const CcAnomalyKey anomaly_keys[] = {
-    AK(warn_z, CC_AKEY_DOUBLE, 0.1, 1e6, "warning threshold on |z| (default 4)"),
-    AK(crit_z, CC_AKEY_DOUBLE, 0.1, 1e6, "critical threshold on |z| (default 6)"),
+    AK(warn_z, CC_AKEY_DOUBLE, 0.1, 1e6, "warning threshold on |z| (default 5)"),
+    AK(crit_z, CC_AKEY_DOUBLE, 0.1, 1e6, "critical threshold on |z| (default 7.5)"),
     AK(min_kpis, CC_AKEY_INT, 1, CC_MAX_FEATURES, "KPIs over threshold for a step to be over (default 1)"),
     AK(window_n, CC_AKEY_INT, 1, CC_ANOMALY_MAX_WINDOW, "n of k-of-n: steps in the window (default 3)"),
     AK(warn_k, CC_AKEY_INT, 1, CC_ANOMALY_MAX_WINDOW, "over steps in the window to fire (default 2)"),
@@ -849,7 +859,7 @@ static const CcAnomalyKey anomaly_keys[] = {
     AK(sd_floor_scale, CC_AKEY_DOUBLE, 0, 1e6, "sd floor relative to the KPI's normalisation scale (default 0.05)"),
     AK(interval_z, CC_AKEY_DOUBLE, 0.01, 100, "half-width in sd of the interval in alerts (default 1.2815516 = 80%)"),
     AK(warmup_steps, CC_AKEY_INT, 0, 100000000, "steps of a cell's sequence before its forecasts are scored (default 64)"),
-    AK(lag_steps, CC_AKEY_INT, 0, CC_ANOMALY_MAX_LAG, "also score against the forecast made this many steps earlier; 0 = off (default 0)"),
+    AK(lag_steps, CC_AKEY_INT, -1, CC_ANOMALY_MAX_LAG, "also score against the forecast made this many steps earlier; -1 = the model's horizon, 0 = off (default -1)"),
     AK(stuck_steps, CC_AKEY_INT, 2, 1000000, "equal consecutive values of a varying KPI for a stuck alert (default 12)"),
     AK(stuck_min_change_rate, CC_AKEY_DOUBLE, 0, 1, "change rate a KPI needs to count as varying (default 0.5)"),
     AK(change_rate_steps, CC_AKEY_INT, 1, 1000000, "time constant of the change rate in steps (default 200)"),

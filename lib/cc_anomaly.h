@@ -8,11 +8,13 @@
  *     sd_eff = max(sd, kpi.sd_floor, sd_floor_rel·|mean|, sd_floor_scale·sigma_f)
  *     z_f    = (x_f - mean_f) / sd_eff
  * where sigma_f is the channel's normalisation scale (CcForecast.sigma; 0 when the
- * expectation comes from elsewhere, e.g. a baseline). With lag_steps = L > 0, x_t is also
+ * expectation comes from elsewhere, e.g. a baseline). With lag_steps = L > 0 (by default
+ * -1: L = the forecasts' horizon HZ, the oldest forecast there is for a step), x_t is also
  * scored against the forecast made L steps earlier (horizon step L-1 of the forecast at
  * t-L) and the z of larger magnitude is used: a one-step forecaster adapts to a level
- * shift within a few steps, the L-step-old forecast does not, so shifts stay visible for
- * L steps (k-of-n can confirm them). Attribution then reports that forecast. A KPI is "over" at a step when
+ * shift or a drift within a few steps, the L-step-old forecast does not, so shifts stay
+ * visible for L steps (k-of-n can confirm them). Hosts that set lagged expectations
+ * themselves (cc_anomaly_set_expect_lagged) use an explicit L > 0. Attribution then reports that forecast. A KPI is "over" at a step when
  * |z_f| ≥ its warning threshold in its direction (both, up or down), "critical" when
  * |z_f| ≥ its critical threshold. KPIs that are disabled, imputed (mask 0), in their
  * data-quality grace period or with a data-quality alert firing are not scored.
@@ -116,8 +118,9 @@ typedef struct CcAnomalyKpi {
 typedef struct CcAnomalySettings {
     int n_features;            ///< F, KPIs per cell (default 8; set it to the model's)
     int64_t step_seconds;      ///< S, for timestamps and missing data (default 3600)
-    double warn_z;             ///< warning threshold on |z| (default 4.0)
-    double crit_z;             ///< critical threshold on |z| (default 6.0)
+    double warn_z;             ///< warning threshold on |z| (default 5.0; was 4.0 without
+                               ///< the lagged forecast, see lag_steps)
+    double crit_z;             ///< critical threshold on |z| (default 7.5; was 6.0)
     int min_kpis;              ///< KPIs over threshold for a cell step to be over (default 1)
     int window_n;              ///< n of k-of-n, 1..64 (default 3)
     int warn_k;                ///< over steps in the window to fire (default 2)
@@ -142,7 +145,8 @@ typedef struct CcAnomalySettings {
                                ///< new or restarted cell would alert; 0 = score from the first
                                ///< forecast (default 64)
     int lag_steps;             ///< L: also score against the forecast made L steps earlier
-                               ///< (horizon step L-1; needs HZ ≥ L); 0 = off (default 0)
+                               ///< (horizon step L-1; needs HZ ≥ L); 0 = off; -1 = the
+                               ///< horizon of the forecasts (HZ, at most 256) (default -1)
     CcAnomalyKpi kpi[CC_MAX_FEATURES]; ///< per-KPI overrides, model feature order
 } CcAnomalySettings;
 
@@ -216,14 +220,16 @@ CC_API void cc_anomaly_set_expect(const CcAnomaly *a, CcAnomalyCell *c, int64_t 
                                   const double *mean, const double *sd, const double *scale);
 
 /** Same for the lagged expectation of step `step` (the forecast made lag_steps earlier);
- *  ignored when lag_steps is 0. cc_anomaly_set_forecast fills it from the forecast. */
+ *  ignored when lag_steps is 0, and when it is -1 until cc_anomaly_set_forecast has sized
+ *  the lag ring (callers of this function set an explicit L). cc_anomaly_set_forecast
+ *  fills it from the forecast. */
 CC_API void cc_anomaly_set_expect_lagged(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
                                          const double *mean, const double *sd,
                                          const double *scale);
 
 /** Takes horizon step 0 of a forecast (the expectation for fc->step + 1) and, with
- *  lag_steps = L, horizon step L-1 (the lagged expectation for fc->step + L). An invalid
- *  forecast clears the one-step expectation. */
+ *  lag_steps = L, horizon step L-1 (the lagged expectation for fc->step + L; L = fc->horizon
+ *  when lag_steps is -1). An invalid forecast clears the one-step expectation. */
 CC_API void cc_anomaly_set_forecast(const CcAnomaly *a, CcAnomalyCell *c, const CcForecast *fc);
 
 /**

@@ -98,11 +98,17 @@ static void step_z(Fixture *fx, int64_t t, double z)
     step_dev(fx, t, dev);
 }
 
+/* The lifecycle tests below were written for thresholds 4/6 and one-step scoring only
+ * (the defaults until the lagged forecast became the default): they set them explicitly.
+ * test_default_lag_is_horizon covers the defaults. */
 static void base_settings(CcAnomalySettings *s, int F)
 {
     cc_anomaly_default_settings(s);
     s->n_features = F;
     s->step_seconds = 60;
+    s->warn_z = 4;
+    s->crit_z = 6;
+    s->lag_steps = 0;
 }
 
 static void test_spike_one_firing_one_resolved(void **state)
@@ -917,6 +923,70 @@ static void test_lagged_scoring(void **state)
     assert_int_equal(cc_anomaly_validate(&s, NULL, 0), -EINVAL);
 }
 
+/* Defaults: every observation is also scored against the oldest forecast of its step
+ * (lag_steps -1 = the horizon of the forecasts, sized from cc_anomaly_set_forecast). A
+ * naive forecaster (every horizon step = the last value) follows a level shift of 6 sd
+ * after one step: one over step (under the critical 7.5), which 2-of-3 does not confirm.
+ * The forecast made HZ = 4 steps earlier still expects the old level for 4 steps: the
+ * default settings fire (attributed to that forecast), lag_steps 0 does not. */
+static int run_naive_shift(int lag, double *expected)
+{
+    CcAnomalySettings s;
+    cc_anomaly_default_settings(&s);
+    s.n_features = 1;
+    s.step_seconds = 60;
+    s.lag_steps = lag;
+    Fixture fx;
+    fx_open(&fx, &s, "naive");
+    enum { HZ = 4 };
+    float y[HZ * 2], mu = 0, sigma = 10;
+    CcForecast fc = {.valid = 1, .n_features = 1, .horizon = HZ, .y = y, .mu = &mu,
+                     .sigma = &sigma, .seq_start = 0};
+    for (int64_t t = 0; t < 200; t++) {
+        float x = (float)((t >= 120 ? 160.0 : 100.0) + 1.5 * sin(1.3 * (double)t));
+        assert_int_equal(cc_anomaly_observe(fx.a, fx.c, t, &x, NULL, &fx.sink), 0);
+        for (int k = 0; k < HZ; k++) {
+            y[2 * k] = x / sigma; /* mean = x_t */
+            y[2 * k + 1] = 0;     /* sd = sigma = 10 */
+        }
+        fc.step = t;
+        cc_anomaly_set_forecast(fx.a, fx.c, &fc);
+    }
+    int n = count(&fx.rec, CC_ALERT_ANOMALY, CC_DQ_NONE, CC_ALERT_FIRING);
+    if (n && expected) {
+        assert_int_equal(fx.rec.ev[0].start_step, 120);
+        assert_int_equal(fx.rec.ev[0].severity, CC_SEV_WARNING);
+        *expected = fx.rec.ev[0].attr[0].expected;
+    }
+    fx_close(&fx);
+    return n;
+}
+
+static void test_default_lag_is_horizon(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    cc_anomaly_default_settings(&s);
+    assert_int_equal(s.lag_steps, -1);
+    assert_true(s.warn_z == 5.0 && s.crit_z == 7.5);
+    double expected = 0;
+    assert_int_equal(run_naive_shift(-1, &expected), 1);
+    assert_true(fabs(expected - 100.0) < 3.0); /* the 4-step-old forecast: the old level */
+    assert_int_equal(run_naive_shift(4, NULL), 1);
+    assert_int_equal(run_naive_shift(0, NULL), 0);
+    /* -1 is the only negative lag; by name too */
+    s.n_features = 1;
+    s.lag_steps = -2;
+    assert_int_equal(cc_anomaly_validate(&s, NULL, 0), -EINVAL);
+    s.lag_steps = -1;
+    assert_int_equal(cc_anomaly_validate(&s, NULL, 0), 0);
+    assert_int_equal(cc_anomaly_settings_set(&s, NULL, "lag_steps", "0", NULL, 0), 0);
+    assert_int_equal(s.lag_steps, 0);
+    assert_int_equal(cc_anomaly_settings_set(&s, NULL, "lag_steps", "-1", NULL, 0), 0);
+    assert_int_equal(s.lag_steps, -1);
+    assert_int_equal(cc_anomaly_settings_set(&s, NULL, "lag_steps", "-2", NULL, 0), -EINVAL);
+}
+
 static void test_settings_by_name(void **state)
 {
     (void)state;
@@ -940,8 +1010,8 @@ static void test_settings_by_name(void **state)
     assert_int_equal(cc_anomaly_settings_set(&s, &hp, "window_n", "65", err, sizeof err), -EINVAL);
     assert_int_equal(cc_anomaly_settings_set(&s, &hp, "warn_z", "abc", err, sizeof err), -EINVAL);
     assert_int_equal(cc_anomaly_settings_set(&s, &hp, "nope", "1", err, sizeof err), -ENOENT);
-    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.warn_z", "7", err, sizeof err), 0);
-    assert_true(s.kpi[0].warn_z == 7);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.warn_z", "8", err, sizeof err), 0);
+    assert_true(s.kpi[0].warn_z == 8);
     /* a KPI name with a dot: the field is after the last dot */
     assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.rb.up.max", "1", err, sizeof err), 0);
     assert_true(s.kpi[1].max == 1);
@@ -958,7 +1028,7 @@ static void test_settings_by_name(void **state)
     assert_non_null(strstr(err, "'up' is not a KPI"));
     assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.color", "3", err, sizeof err), -ENOENT);
     assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.sd_floor", "-1", err, sizeof err), -EINVAL);
-    /* per-KPI warn 7 above the deployment's crit 6: validation names it */
+    /* per-KPI warn 8 above the deployment's crit (7.5): validation names it */
     assert_int_equal(cc_anomaly_validate(&s, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "kpi 0"));
     assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.crit_z", "9", err, sizeof err), 0);
@@ -995,6 +1065,7 @@ int main(void)
         cmocka_unit_test(test_scores_readback),
         cmocka_unit_test(test_event_json),
         cmocka_unit_test(test_lagged_scoring),
+        cmocka_unit_test(test_default_lag_is_horizon),
         cmocka_unit_test(test_settings_by_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
