@@ -42,9 +42,15 @@
  * One bad element of an array never drops the good ones.
  *
  * Several fields mapped to the same feature are aliases; when one record carries more than
- * one of them, the one listed first in the mapping wins. jansson parses numbers with
- * JSON_DECODE_INT_AS_REAL, so big integers do not fail; a literal too large for a double
- * (1e400) is a JSON error of jansson's and reported as not_json.
+ * one of them, the one listed first in the mapping wins. Numbers are read as doubles,
+ * correctly rounded (jansson's JSON_DECODE_INT_AS_REAL), so big integers do not fail; a
+ * literal too large for a double (1e400) is a JSON error of jansson's, reported as not_json.
+ * A member name given twice in one object: the last one counts (jansson's rule).
+ *
+ * Speed: well-formed messages of valid records (the normal case) are decoded by a one-pass
+ * scanner without a JSON tree (~0.5 µs for a record of 8 KPIs vs ~10 µs through jansson);
+ * any other message takes the reference path (jansson) with identical results
+ * (CcKpiSettings.jansson_only forces the reference path).
  *
  * Out of memory: cc_kpi_decode returns -ENOMEM (never aborts); the batch is then empty.
  * Thread-safety: one decoder per thread (it owns the output arrays).
@@ -113,6 +119,11 @@ typedef struct CcKpiSettings {
     const char *kpis_field;           ///< (default "kpis")
     size_t max_message_bytes;         ///< (default 1 MiB)
     int max_records;                  ///< records per message (default 100000)
+    int jansson_only;                 ///< 1: decode every message on the reference path
+                                      ///< (jansson); 0 (default): a fast scanner decodes
+                                      ///< messages whose elements are all valid records
+                                      ///< and hands the rest to the reference path. The
+                                      ///< results are the same (test_kpi, fuzz_kpi).
 } CcKpiSettings;
 
 typedef struct CcKpiRecord {
@@ -146,6 +157,7 @@ typedef struct CcKpiStats {
     uint64_t messages, records, bytes;
     uint64_t invalid[CC_KPI_N_REASONS]; ///< refused elements (or messages) by reason
     uint64_t unmapped_fields, null_values;
+    uint64_t fast;                    ///< messages decoded by the fast scanner
 } CcKpiStats;
 
 typedef struct CcKpiDecoder CcKpiDecoder;

@@ -5,7 +5,9 @@
  *  - each element of the message yields exactly one record or one error;
  *  - every record has a valid cell id, a step consistent with its ts under the step rule,
  *    present bits only below F and finite values inside the configured bounds;
- *  - every error carries a known reason name and a non-empty message.
+ *  - every error carries a known reason name and a non-empty message;
+ *  - the fast scanner and the reference path (jansson_only) give the same batch: records,
+ *    errors with their messages, element/unmapped/null counts.
  * The first input byte picks the step rule, so all three are exercised.
  *
  * Run: ./fuzz_kpi -max_total_time=60 corpus/   (seeds: any JSON, e.g. proto examples)
@@ -23,7 +25,7 @@ static const char *const NAMES[4] = {"a", "b", "users", "thr"};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static CcKpiDecoder *dec[3];
+    static CcKpiDecoder *dec[3], *ref[3];
     static const double lo[4] = {0, 0, 0, -1e9}, hi[4] = {100, 100, 1e6, 1e9};
     if (!dec[0]) {
         for (int a = 0; a < 3; a++) {
@@ -43,6 +45,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             s.max_records = 64;
             if (cc_kpi_open(&dec[a], &s, NULL, 0))
                 abort();
+            s.jansson_only = 1;
+            if (cc_kpi_open(&ref[a], &s, NULL, 0))
+                abort();
         }
     }
     if (size < 1)
@@ -52,6 +57,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CcKpiBatch b;
     if (cc_kpi_decode(d, data + 1, size - 1, &b))
         return 0; /* -ENOMEM */
+    CcKpiBatch rb;
+    if (cc_kpi_decode(ref[data[0] % 3], data + 1, size - 1, &rb))
+        return 0;
+    if (rb.n_records != b.n_records || rb.n_errors != b.n_errors ||
+        rb.n_elements != b.n_elements || rb.unmapped_fields != b.unmapped_fields ||
+        rb.null_values != b.null_values)
+        abort();
+    for (int i = 0; i < b.n_records; i++) {
+        const CcKpiRecord *x = &b.records[i], *y = &rb.records[i];
+        if (strcmp(x->cell_id, y->cell_id) || x->element != y->element || x->ts != y->ts ||
+            x->step != y->step || x->present != y->present ||
+            memcmp(x->values, y->values, sizeof x->values))
+            abort();
+    }
+    for (int i = 0; i < b.n_errors; i++)
+        if (b.errors[i].reason != rb.errors[i].reason ||
+            b.errors[i].element != rb.errors[i].element ||
+            strcmp(b.errors[i].message, rb.errors[i].message))
+            abort();
 
     int whole = 0;
     for (int i = 0; i < b.n_errors; i++) {

@@ -1,7 +1,8 @@
 /*
  * test_kpi.c — KPI message decoding (lib/cc_kpi): every refusal class gives its reason,
  * good elements around bad ones are kept, timestamps in all forms, mapping with scale
- * and aliases, bounds, settings validation.
+ * and aliases, bounds, settings validation; the fast scanner gives the reference path's
+ * results (edge cases and 300k random mutations) and is taken for valid messages.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -419,6 +420,179 @@ static void test_cell_id_rule(void **state)
     assert_false(cc_kpi_valid_cell_id(s65, 65));
 }
 
+/* ---- the fast scanner and the reference path (jansson) give the same results ---- */
+
+static void expect_same(CcKpiDecoder *fast, CcKpiDecoder *ref, const char *msg, size_t len)
+{
+    CcKpiBatch a, b;
+    assert_int_equal(cc_kpi_decode(fast, msg, len, &a), 0);
+    assert_int_equal(cc_kpi_decode(ref, msg, len, &b), 0);
+    int same = a.n_records == b.n_records && a.n_errors == b.n_errors &&
+               a.n_elements == b.n_elements && a.unmapped_fields == b.unmapped_fields &&
+               a.null_values == b.null_values;
+    for (int i = 0; same && i < a.n_records; i++) {
+        const CcKpiRecord *x = &a.records[i], *y = &b.records[i];
+        same = !strcmp(x->cell_id, y->cell_id) && x->element == y->element && x->ts == y->ts &&
+               x->step == y->step && x->present == y->present &&
+               !memcmp(x->values, y->values, sizeof x->values);
+    }
+    for (int i = 0; same && i < a.n_errors; i++)
+        same = a.errors[i].reason == b.errors[i].reason &&
+               a.errors[i].element == b.errors[i].element &&
+               !strcmp(a.errors[i].message, b.errors[i].message);
+    if (!same)
+        print_error("fast and reference decoders differ on %.*s: records %d/%d errors %d/%d "
+                    "(%s / %s) elements %d/%d unmapped %llu/%llu nulls %llu/%llu\n", (int)len,
+                    msg, a.n_records, b.n_records, a.n_errors, b.n_errors,
+                    a.n_errors ? a.errors[0].message : "-", b.n_errors ? b.errors[0].message : "-",
+                    a.n_elements, b.n_elements, (unsigned long long)a.unmapped_fields,
+                    (unsigned long long)b.unmapped_fields, (unsigned long long)a.null_values,
+                    (unsigned long long)b.null_values);
+    assert_true(same);
+}
+
+static uint64_t rng_next(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+static void test_fast_path_matches_reference(void **state)
+{
+    (void)state;
+    static const char *const msgs[] = {
+        "{\"cell\":\"c1\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":41.5,\"ul_prb\":12,\"users\":7,\"thr\":3.25}}",
+        "{\"cell\":\"c1\",\"ts\":\"2024-05-01T10:00:00Z\",\"dl_prb\":41.5,\"x\":\"y\",\"users\":null}",
+        " [ {\"cell\" : \"a\" , \"ts\" : 1714557600123 , \"dl_prb\" : -0 } ,\n\t{\"ts\":1.5e9,\"cell\":\"b/2\",\"kpis\":{\"pm\":0.25,\"dl_prb\":1}} ] \r\n",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":0.30000000000000004,\"ul_prb\":1e-400,\"users\":123456789012345678901234,\"thr\":4.9e-324}}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":1e400}}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":1E+2,\"ul_prb\":-2.5e-3,\"thr\":1e22,\"users\":1e23}}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":9007199254740993,\"ul_prb\":0.1234567890123456789012}}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"dl_prb\":1,\"dl_prb\":2}",
+        "{\"cell\":\"c\",\"cell\":\"d\",\"ts\":1714557600,\"dl_prb\":1}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":1},\"kpis\":{\"ul_prb\":2}}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":1,\"z\":1,\"z\":2,\"cell\":3,\"ts\":4}}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"u1\":1,\"u1\":2,\"dl_prb\":1,\"kpis\":{\"users\":3}}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":1},\"meta\":{\"a\":[1,2]}}",
+        "{\"cell\":\"c\\u0031\",\"ts\":1714557600,\"dl_prb\":1}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"d\\u006c_prb\":1,\"ul_prb\":\"NaN\"}}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":\"inf\"}}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":true}}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":1e300,\"ul_prb\":1}}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"dl_prb\":\"x\",\"kpis\":{\"ul_prb\":1}}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{}}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"users\":null}}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":[1]}",
+        "{\"cell\":\"caf\xc3\xa9\",\"ts\":1714557600,\"dl_prb\":1}",
+        "{\"cell\":\"c\",\"ts\":\"2024-05-01T10:00:00.999+02:00\",\"dl_prb\":1}",
+        "{\"cell\":\"c\",\"ts\":\"2024-02-30T10:00:00Z\",\"dl_prb\":1}",
+        "{\"cell\":\"c\",\"ts\":1714557601,\"dl_prb\":1}",
+        "{\"cell\":\"c\",\"ts\":-1,\"dl_prb\":1}",
+        "{\"cell\":17,\"ts\":1714557600,\"dl_prb\":1}",
+        "{\"cell\":\"\",\"ts\":1714557600,\"dl_prb\":1}",
+        "{\"ts\":1714557600,\"dl_prb\":1}",
+        "{\"cell\":\"c\",\"dl_prb\":1}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"dl_prb\":01}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"dl_prb\":1.}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"dl_prb\":.5}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"dl_prb\":+1}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"dl_prb\":1,}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"dl_prb\":1} x",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"dl_prb\":1}{}",
+        "[]", "[1]", "[{}]", "{}", "\"x\"", "42", "null", "", "   ", "[{\"cell\":\"c\",\"ts\":1714557600,\"dl_prb\":1},]",
+        "[{\"cell\":\"c\",\"ts\":1714557600,\"dl_prb\":1},{\"cell\":\"d\",\"ts\":1714557600,\"dl_prb\":\"x\"}]",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"pm\":0.5,\"dl_prb\":7,\"t2\":5000}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":7,\"pm\":0.5,\"t2\":-5000}}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":101}}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"thr\":-1e10}}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"a0\":1,\"a1\":1,\"a2\":1,\"a3\":1,\"a4\":1,\"a5\":1,\"a6\":1,\"a7\":1,\"a8\":1,\"a9\":1,\"b0\":1,\"b1\":1,\"b2\":1,\"b3\":1,\"b4\":1,\"b5\":1,\"b6\":1,\"b7\":1,\"b8\":1,\"b9\":1,\"c0\":1,\"c1\":1,\"c2\":1,\"c3\":1,\"c4\":1,\"c5\":1,\"c6\":1,\"c7\":1,\"c8\":1,\"c9\":1,\"d0\":1,\"d1\":1,\"d2\":1,\"d3\":1,\"users\":2}}",
+    };
+    static const double lo[4] = {0, 0, 0, -1e9}, hi[4] = {100, 100, 1e30, 1e9};
+    CcKpiMapEntry map[] = {{.field = "pm", .feature_name = "dl_prb", .scale = 100},
+                           {.field = "t2", .feature = 3, .scale = 1e-3}};
+    int n = (int)(sizeof msgs / sizeof *msgs);
+    for (int align = 0; align < 3; align++) {
+        CcKpiSettings s;
+        base_settings(&s);
+        s.step_seconds = 900;
+        s.align = (enum CcKpiAlign)align;
+        s.map = map;
+        s.n_map = 2;
+        s.min = lo;
+        s.max = hi;
+        s.max_records = 3;
+        CcKpiDecoder *fast = open_dec(&s);
+        s.jansson_only = 1;
+        CcKpiDecoder *ref = open_dec(&s);
+        for (int i = 0; i < n; i++)
+            expect_same(fast, ref, msgs[i], strlen(msgs[i]));
+        /* byte mutations of every message: insert, delete, replace */
+        static const char alphabet[] = "{}[],:\"\\ 0123456789.eE+-ntfaxu\x80\x01";
+        uint64_t x = 0x9e3779b97f4a7c15ULL + (uint64_t)align;
+        char buf[1024];
+        for (int it = 0; it < 100000; it++) {
+            const char *m = msgs[rng_next(&x) % (uint64_t)n];
+            size_t len = strlen(m), pos;
+            memcpy(buf, m, len);
+            for (int k = 1 + (int)(rng_next(&x) % 3); k > 0; k--) {
+                pos = len ? rng_next(&x) % len : 0;
+                char c = alphabet[rng_next(&x) % (sizeof alphabet - 1)];
+                switch (rng_next(&x) % 3) {
+                case 0:
+                    memmove(buf + pos + 1, buf + pos, len - pos);
+                    buf[pos] = c;
+                    len++;
+                    break;
+                case 1:
+                    if (len) {
+                        memmove(buf + pos, buf + pos + 1, len - pos - 1);
+                        len--;
+                    }
+                    break;
+                default:
+                    if (len)
+                        buf[pos] = c;
+                }
+            }
+            expect_same(fast, ref, buf, len);
+        }
+        CcKpiStats sf, sr;
+        cc_kpi_stats(fast, &sf);
+        cc_kpi_stats(ref, &sr);
+        assert_int_equal(sr.fast, 0);
+        print_message("align %d: %llu of %llu messages on the fast path\n", align, (unsigned long long)sf.fast, (unsigned long long)sf.messages);
+        assert_true(sf.fast > 1000); /* many mutations leave a valid message */
+        assert_int_equal(sf.records, sr.records);
+        assert_int_equal(sf.messages, sr.messages);
+        for (int r = 0; r < CC_KPI_N_REASONS; r++)
+            assert_int_equal(sf.invalid[r], sr.invalid[r]);
+        cc_kpi_close(&fast);
+        cc_kpi_close(&ref);
+    }
+}
+
+static void test_fast_path_taken(void **state)
+{
+    (void)state;
+    CcKpiSettings s;
+    base_settings(&s);
+    CcKpiDecoder *d = open_dec(&s);
+    CcKpiStats st;
+    decode(d, "{\"cell\":\"c1\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":41.5,\"users\":7}}");
+    decode(d, "[{\"cell\":\"c1\",\"ts\":1714561200,\"dl_prb\":1},{\"cell\":\"c2\",\"ts\":1714561200,\"thr\":2}]");
+    cc_kpi_stats(d, &st);
+    assert_int_equal(st.fast, 2);
+    decode(d, "{\"cell\":\"c1\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":\"x\"}}"); /* refused */
+    decode(d, "{\"cell\":\"c\\u0031\",\"ts\":1714557600,\"dl_prb\":1}");           /* an escape */
+    cc_kpi_stats(d, &st);
+    assert_int_equal(st.fast, 2);
+    assert_int_equal(st.messages, 4);
+    assert_int_equal(st.records, 4);
+    cc_kpi_close(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -431,6 +605,8 @@ int main(void)
         cmocka_unit_test(test_mapping_scale_aliases),
         cmocka_unit_test(test_open_errors),
         cmocka_unit_test(test_cell_id_rule),
+        cmocka_unit_test(test_fast_path_matches_reference),
+        cmocka_unit_test(test_fast_path_taken),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
