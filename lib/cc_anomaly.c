@@ -14,7 +14,21 @@
 
 #define NONE_STEP INT64_MIN
 #define STATE_MAGIC 0x314D4E41u /* "ANM1" */
-#define STATE_VERSION 1u
+#define STATE_VERSION 2u /* 2: + the lag calibration per KPI; version 1 is still read */
+
+/* Lag calibration. The L-step-old forecast is less precise than the one-step forecast in
+ * ways its sd may not say (a poor or untrained model, a bursty KPI): its residuals |z_L|
+ * can be much larger than the one-step ones on normal data, and every such step would be
+ * an alert. Each KPI keeps running means of |z_1| and |z_L| (a plain mean over the first
+ * LAGCAL_STEPS scored steps, then exponential with that time constant; updates clipped at
+ * LAGCAL_CLIP times the mean so that bursts move them by a bounded amount; not updated
+ * while the cell's anomaly episode fires, so an anomaly does not calibrate itself away),
+ * and z_L is multiplied by min(1, mean|z_1| / mean|z_L|): the lagged forecast is never
+ * trusted more than the one-step forecast. Before both means have LAGCAL_MIN_N updates the
+ * lagged z is not used at all (a new cell scores one-step only for its first ~48 steps). */
+#define LAGCAL_STEPS 500
+#define LAGCAL_CLIP 5.0
+#define LAGCAL_MIN_N 48
 
 /* One alert episode (anomaly of a cell, or one DQ condition). */
 typedef struct Episode {
@@ -29,6 +43,9 @@ typedef struct KpiState {
     double exp_mean, exp_sd, exp_scale; ///< expectation for CcAnomalyCell.exp_step
     double z;             ///< z of the last scored step (NaN: not scored)
     double att_mean, att_sd, att_scale; ///< the expectation z was taken against
+    double att_mul;       ///< factor the z was multiplied by (lag calibration; 1: none)
+    double abs1, absl;    ///< running means of |z| one-step and lagged (lag calibration)
+    int32_t n1, nl;       ///< their updates (saturate at LAGCAL_STEPS)
     float last_val;       ///< last observed value
     float change_rate;    ///< EWMA of "value changed"
     float run_max;        ///< longest recent run of equal values (decaying)
@@ -231,6 +248,7 @@ static void cell_init(CcAnomalyCell *c)
         KpiState *k = &c->k[f];
         memset(k, 0, sizeof *k);
         k->z = NAN;
+        k->att_mul = 1;
         k->change_rate = 1.0f;
         episode_init(&k->stuck);
         episode_init(&k->bounds);
@@ -418,6 +436,26 @@ static double zscore(const CcAnomalySettings *s, int f, double x, double mean, d
     return isfinite(z) ? z : NAN;
 }
 
+/* Multiplier of the lagged z (see LAGCAL_STEPS): min(1, mean|z_1| / mean|z_L|) once warm,
+ * NaN (the lagged z is not used) before. */
+static double lagcal_factor(const KpiState *k)
+{
+    if (k->n1 < LAGCAL_MIN_N || k->nl < LAGCAL_MIN_N)
+        return NAN;
+    return k->absl > k->abs1 ? k->abs1 / k->absl : 1.0;
+}
+
+/* One update of a running mean |z| (see LAGCAL_STEPS). */
+static void absmean_update(double *m, int32_t *n, double z)
+{
+    double v = fabs(z);
+    if (*n > 0 && v > LAGCAL_CLIP * *m)
+        v = LAGCAL_CLIP * *m;
+    if (*n < LAGCAL_STEPS)
+        (*n)++;
+    *m += (v - *m) / (double)*n;
+}
+
 static void make_id(CcAlertEvent *ev, const char *cell, enum CcDqReason r, int kpi, int64_t start)
 {
     if (r == CC_DQ_NONE)
@@ -468,7 +506,7 @@ static void emit(CcAnomalyCell *c, const CcAlertSink *sink, const CcAlertEvent *
 static void attr_of(const CcAnomalySettings *s, const KpiState *k, int f, double x,
                     CcAlertAttr *out)
 {
-    double sd = sd_eff(s, f, k->att_mean, k->att_sd, k->att_scale);
+    double sd = sd_eff(s, f, k->att_mean, k->att_sd, k->att_scale) / k->att_mul;
     out->kpi = f;
     out->observed = x;
     out->expected = k->att_mean;
@@ -613,6 +651,7 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
     int n_scored = 0, n_over = 0, n_crit = 0, n_supp = 0;
     double score = NAN;
     int cell_blocked = dq_blocks(s, &c->zero, step) || dq_blocks(s, &c->missing, step);
+    int firing = c->anom.start != NONE_STEP;
     for (int f = 0; f < F; f++) {
         KpiState *k = &c->k[f];
         k->z = NAN;
@@ -629,14 +668,22 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
         k->att_mean = k->exp_mean;
         k->att_sd = k->exp_sd;
         k->att_scale = k->exp_scale;
+        k->att_mul = 1;
         if (have_lag) {
             const float *e = c->lag + ((size_t)lag_i * F + f) * 3;
             double zl = zscore(s, f, values[f], e[0], e[1], e[2]);
+            double g = lagcal_factor(k);
+            if (!firing && isfinite(z) && isfinite(zl)) {
+                absmean_update(&k->abs1, &k->n1, z);
+                absmean_update(&k->absl, &k->nl, zl);
+            }
+            zl *= g;
             if (isfinite(zl) && !(fabs(z) >= fabs(zl))) {
                 z = zl;
                 k->att_mean = e[0];
                 k->att_sd = e[1];
                 k->att_scale = e[2];
+                k->att_mul = g;
             }
         }
         if (!isfinite(z))
@@ -1180,6 +1227,10 @@ long cc_anomaly_cell_save(const CcAnomalyCell *c, uint8_t *buf, size_t cap)
         PUT(&b, k->run_max);
         PUT(&b, k->run);
         PUT(&b, k->has_last);
+        PUT(&b, k->abs1);
+        PUT(&b, k->absl);
+        PUT(&b, k->n1);
+        PUT(&b, k->nl);
         put_ep(&b, &k->stuck);
         put_ep(&b, &k->bounds);
     }
@@ -1204,9 +1255,10 @@ int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char 
     GET(&r, F);
     if (r.bad || magic != STATE_MAGIC)
         return cc_errf(err, errlen, -EINVAL, "anomaly state: bad magic");
-    if (ver != STATE_VERSION)
-        return cc_errf(err, errlen, -EINVAL, "anomaly state: version %u, this build reads %u",
-                       ver, STATE_VERSION);
+    if (ver != STATE_VERSION && ver != 1)
+        return cc_errf(err, errlen, -EINVAL,
+                       "anomaly state: version %u, this build reads 1 and %u", ver,
+                       STATE_VERSION);
     if ((int)F != c->F)
         return cc_errf(err, errlen, -EINVAL, "anomaly state: %u KPIs, the cell has %d", F, c->F);
     CcAnomalyCell t = *c; /* decode into a copy; commit only when complete */
@@ -1255,6 +1307,15 @@ int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char 
         GET(&r, k->run_max);
         GET(&r, k->run);
         GET(&r, k->has_last);
+        k->abs1 = k->absl = 0;
+        k->n1 = k->nl = 0;
+        if (ver >= 2) {
+            GET(&r, k->abs1);
+            GET(&r, k->absl);
+            GET(&r, k->n1);
+            GET(&r, k->nl);
+        }
+        k->att_mul = 1;
         get_ep(&r, &k->stuck);
         get_ep(&r, &k->bounds);
     }

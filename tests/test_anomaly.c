@@ -943,7 +943,7 @@ static int run_naive_shift(int lag, double *expected)
     CcForecast fc = {.valid = 1, .n_features = 1, .horizon = HZ, .y = y, .mu = &mu,
                      .sigma = &sigma, .seq_start = 0};
     for (int64_t t = 0; t < 200; t++) {
-        float x = (float)((t >= 120 ? 160.0 : 100.0) + 1.5 * sin(1.3 * (double)t));
+        float x = (float)((t >= 150 ? 160.0 : 100.0) + 1.5 * sin(1.3 * (double)t));
         assert_int_equal(cc_anomaly_observe(fx.a, fx.c, t, &x, NULL, &fx.sink), 0);
         for (int k = 0; k < HZ; k++) {
             y[2 * k] = x / sigma; /* mean = x_t */
@@ -954,7 +954,7 @@ static int run_naive_shift(int lag, double *expected)
     }
     int n = count(&fx.rec, CC_ALERT_ANOMALY, CC_DQ_NONE, CC_ALERT_FIRING);
     if (n && expected) {
-        assert_int_equal(fx.rec.ev[0].start_step, 120);
+        assert_int_equal(fx.rec.ev[0].start_step, 150);
         assert_int_equal(fx.rec.ev[0].severity, CC_SEV_WARNING);
         *expected = fx.rec.ev[0].attr[0].expected;
     }
@@ -985,6 +985,80 @@ static void test_default_lag_is_horizon(void **state)
     assert_int_equal(cc_anomaly_settings_set(&s, NULL, "lag_steps", "-1", NULL, 0), 0);
     assert_int_equal(s.lag_steps, -1);
     assert_int_equal(cc_anomaly_settings_set(&s, NULL, "lag_steps", "-2", NULL, 0), -EINVAL);
+}
+
+/* Lag calibration: a lagged forecast much worse than its sd says (|z_L| ≈ 6 on every
+ * normal step, one-step |z| ≈ 0.2) is scaled down to the one-step residuals and raises
+ * nothing, while a spike is still caught; the lagged z is not used before 48 steps of
+ * both residuals were seen; the calibration survives a state save/load, and a state of
+ * version 1 (without it) is still read. */
+static void step_poor_lag(Fixture *fx, int64_t t, double dev)
+{
+    double mean[1] = {normal_value(0, t)}, sd[1] = {10};
+    double lm[1] = {mean[0] + ((t / 3) % 2 ? 60.0 : -60.0)}, lsd[1] = {10}; /* z_L ≈ ±6 */
+    float x[1] = {(float)(mean[0] + dev + 2.0 * sin(2.3 * (double)t))};
+    cc_anomaly_set_expect(fx->a, fx->c, t, mean, sd, NULL);
+    cc_anomaly_set_expect_lagged(fx->a, fx->c, t, lm, lsd, NULL);
+    assert_int_equal(cc_anomaly_observe(fx->a, fx->c, t, x, NULL, &fx->sink), 0);
+}
+
+static void test_lag_calibration(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    s.warn_z = 5;
+    s.crit_z = 7.5;
+    s.lag_steps = 4;
+    Fixture fx;
+    fx_open(&fx, &s, "poorlag");
+    for (int64_t t = 0; t < 300; t++)
+        step_poor_lag(&fx, t, 0);
+    assert_int_equal(count(&fx.rec, CC_ALERT_ANOMALY, CC_DQ_NONE, CC_ALERT_FIRING), 0);
+    double z[1];
+    cc_anomaly_cell_scores(fx.c, z, NULL);
+    assert_true(fabs(z[0]) < 1.0); /* ~6 × (0.13 / 6): the one-step scale */
+    /* save, reload as version 2 and as version 1 (no calibration: warms up again) */
+    long n = cc_anomaly_cell_save(fx.c, NULL, 0);
+    uint8_t *b = malloc((size_t)n);
+    assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n), n);
+    CcAnomalyCell *c2 = NULL;
+    assert_int_equal(cc_anomaly_cell_open(&c2, fx.a, "poorlag"), 0);
+    assert_int_equal(cc_anomaly_cell_load(c2, b, (size_t)n, NULL, 0), 0);
+    /* version 1 = version 2 without the 24 bytes of lag calibration after the KPI's
+     * has_last field (cell part: 636 bytes; KPI part up to has_last: 52 bytes) */
+    const size_t at = 636 + 52, cut = 24;
+    uint8_t *b1 = malloc((size_t)n - cut);
+    memcpy(b1, b, at);
+    memcpy(b1 + at, b + at + cut, (size_t)n - at - cut);
+    uint32_t v1 = 1;
+    memcpy(b1 + 4, &v1, 4);
+    CcAnomalyCell *c1 = NULL;
+    char err[256] = "";
+    assert_int_equal(cc_anomaly_cell_open(&c1, fx.a, "poorlag"), 0);
+    assert_int_equal(cc_anomaly_cell_load(c1, b1, (size_t)n - cut, err, sizeof err), 0);
+    uint32_t v9 = 9;
+    memcpy(b1 + 4, &v9, 4);
+    assert_int_equal(cc_anomaly_cell_load(c1, b1, (size_t)n - cut, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "version 9"));
+    /* the reloaded v2 cell goes on quietly and catches a spike */
+    CcAnomalyCell *keep = fx.c;
+    fx.c = c2;
+    for (int64_t t = 300; t < 400; t++)
+        step_poor_lag(&fx, t, t == 350 ? 120.0 : 0.0); /* one-step z ≈ 12 */
+    assert_int_equal(count(&fx.rec, CC_ALERT_ANOMALY, CC_DQ_NONE, CC_ALERT_FIRING), 1);
+    /* the v1 cell starts without calibration: the lagged z is not used for 48 steps */
+    fx.c = c1;
+    fx.rec.n = 0;
+    for (int64_t t = 300; t < 340; t++)
+        step_poor_lag(&fx, t, 0);
+    assert_int_equal(count(&fx.rec, CC_ALERT_ANOMALY, CC_DQ_NONE, CC_ALERT_FIRING), 0);
+    fx.c = keep;
+    cc_anomaly_cell_close(&c1);
+    cc_anomaly_cell_close(&c2);
+    free(b);
+    free(b1);
+    fx_close(&fx);
 }
 
 static void test_settings_by_name(void **state)
@@ -1066,6 +1140,7 @@ int main(void)
         cmocka_unit_test(test_event_json),
         cmocka_unit_test(test_lagged_scoring),
         cmocka_unit_test(test_default_lag_is_horizon),
+        cmocka_unit_test(test_lag_calibration),
         cmocka_unit_test(test_settings_by_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
