@@ -133,9 +133,9 @@ const CcdConfigDef ccd_config_table[] = {
 {"demo.cell_prefix", CCD_CFG_STRING, OFF(demo_cell_prefix), "demo-", NB, NULL, 0,
  "Cell ids are this prefix and a number."},
 
-{"alerts.warn_z", CCD_CFG_DOUBLE, OFF(alerts.warn_z), "5", 0.1, 1e6, NULL, 1,
+{"alerts.warn_z", CCD_CFG_DOUBLE, OFF(alerts.warn_z), "4.5", 0.1, 1e6, NULL, 1,
  "Warning threshold on |z|."},
-{"alerts.crit_z", CCD_CFG_DOUBLE, OFF(alerts.crit_z), "7.5", 0.1, 1e6, NULL, 1,
+{"alerts.crit_z", CCD_CFG_DOUBLE, OFF(alerts.crit_z), "6.75", 0.1, 1e6, NULL, 1,
  "Critical threshold on |z|."},
 {"alerts.min_kpis", CCD_CFG_INT, OFF(alerts.min_kpis), "1", 1, 64, NULL, 1,
  "KPIs over threshold for a step to be over."},

@@ -86,8 +86,8 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     memset(s, 0, sizeof *s);
     s->n_features = 8;
     s->step_seconds = 3600;
-    s->warn_z = 5.0;
-    s->crit_z = 7.5;
+    s->warn_z = 4.5;
+    s->crit_z = 6.75;
     s->warmup_steps = 64;
     s->min_kpis = 1;
     s->window_n = 3;
@@ -894,8 +894,8 @@ const char *cc_dq_reason_name(enum CcDqReason r)
 
 #define AK(field, type, lo, hi, doc) {#field, type, offsetof(CcAnomalySettings, field), lo, hi, doc}
 static const CcAnomalyKey anomaly_keys[] = {
-    AK(warn_z, CC_AKEY_DOUBLE, 0.1, 1e6, "warning threshold on |z| (default 5)"),
-    AK(crit_z, CC_AKEY_DOUBLE, 0.1, 1e6, "critical threshold on |z| (default 7.5)"),
+    AK(warn_z, CC_AKEY_DOUBLE, 0.1, 1e6, "warning threshold on |z| (default 4.5)"),
+    AK(crit_z, CC_AKEY_DOUBLE, 0.1, 1e6, "critical threshold on |z| (default 6.75)"),
     AK(min_kpis, CC_AKEY_INT, 1, CC_MAX_FEATURES, "KPIs over threshold for a step to be over (default 1)"),
     AK(window_n, CC_AKEY_INT, 1, CC_ANOMALY_MAX_WINDOW, "n of k-of-n: steps in the window (default 3)"),
     AK(warn_k, CC_AKEY_INT, 1, CC_ANOMALY_MAX_WINDOW, "over steps in the window to fire (default 2)"),

@@ -118,9 +118,9 @@ typedef struct CcAnomalyKpi {
 typedef struct CcAnomalySettings {
     int n_features;            ///< F, KPIs per cell (default 8; set it to the model's)
     int64_t step_seconds;      ///< S, for timestamps and missing data (default 3600)
-    double warn_z;             ///< warning threshold on |z| (default 5.0; was 4.0 without
+    double warn_z;             ///< warning threshold on |z| (default 4.5; was 4.0 without
                                ///< the lagged forecast, see lag_steps)
-    double crit_z;             ///< critical threshold on |z| (default 7.5; was 6.0)
+    double crit_z;             ///< critical threshold on |z| (default 6.75; was 6.0)
     int min_kpis;              ///< KPIs over threshold for a cell step to be over (default 1)
     int window_n;              ///< n of k-of-n, 1..64 (default 3)
     int warn_k;                ///< over steps in the window to fire (default 2)

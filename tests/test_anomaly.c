@@ -926,7 +926,7 @@ static void test_lagged_scoring(void **state)
 /* Defaults: every observation is also scored against the oldest forecast of its step
  * (lag_steps -1 = the horizon of the forecasts, sized from cc_anomaly_set_forecast). A
  * naive forecaster (every horizon step = the last value) follows a level shift of 6 sd
- * after one step: one over step (under the critical 7.5), which 2-of-3 does not confirm.
+ * after one step: one over step (under the critical 6.75), which 2-of-3 does not confirm.
  * The forecast made HZ = 4 steps earlier still expects the old level for 4 steps: the
  * default settings fire (attributed to that forecast), lag_steps 0 does not. */
 static int run_naive_shift(int lag, double *expected)
@@ -968,7 +968,7 @@ static void test_default_lag_is_horizon(void **state)
     CcAnomalySettings s;
     cc_anomaly_default_settings(&s);
     assert_int_equal(s.lag_steps, -1);
-    assert_true(s.warn_z == 5.0 && s.crit_z == 7.5);
+    assert_true(s.warn_z == 4.5 && s.crit_z == 6.75);
     double expected = 0;
     assert_int_equal(run_naive_shift(-1, &expected), 1);
     assert_true(fabs(expected - 100.0) < 3.0); /* the 4-step-old forecast: the old level */
@@ -1102,7 +1102,7 @@ static void test_settings_by_name(void **state)
     assert_non_null(strstr(err, "'up' is not a KPI"));
     assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.color", "3", err, sizeof err), -ENOENT);
     assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.sd_floor", "-1", err, sizeof err), -EINVAL);
-    /* per-KPI warn 8 above the deployment's crit (7.5): validation names it */
+    /* per-KPI warn 8 above the deployment's crit (6.75): validation names it */
     assert_int_equal(cc_anomaly_validate(&s, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "kpi 0"));
     assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.crit_z", "9", err, sizeof err), 0);
