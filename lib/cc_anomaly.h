@@ -14,7 +14,14 @@
  * t-L) and the z of larger magnitude is used: a one-step forecaster adapts to a level
  * shift or a drift within a few steps, the L-step-old forecast does not, so shifts stay
  * visible for L steps (k-of-n can confirm them). Hosts that set lagged expectations
- * themselves (cc_anomaly_set_expect_lagged) use an explicit L > 0. Attribution then reports that forecast. A KPI is "over" at a step when
+ * themselves (cc_anomaly_set_expect_lagged) use an explicit L > 0.
+ * Lag calibration: the lagged z is multiplied by min(1, mean|z_1| / mean|z_L|), running
+ * means per KPI of the one-step and lagged |z| (plain mean over the first 500 scored
+ * steps, then exponential with time constant 500, updates clipped at 5× the mean, frozen
+ * while the cell's anomaly episode fires), and not used before both have 48 updates: a
+ * long-horizon forecast worse than its sd says (a poor model) is never trusted more than
+ * the one-step forecast. When the lagged z is the larger, attribution reports that
+ * forecast, its interval widened by the same factor. A KPI is "over" at a step when
  * |z_f| ≥ its warning threshold in its direction (both, up or down), "critical" when
  * |z_f| ≥ its critical threshold. KPIs that are disabled, imputed (mask 0), in their
  * data-quality grace period or with a data-quality alert firing are not scored.
@@ -263,8 +270,9 @@ CC_API void cc_anomaly_cell_stats(const CcAnomalyCell *c, CcAnomalyCellStats *ou
 /**
  * State serialisation for snapshots (a versioned little-endian byte string; the cell id is
  * included). save: with buf NULL returns the size needed; else writes and returns the size,
- * or -ENOSPC if cap is too small. load: replaces c's state; -EINVAL with a message if the
- * bytes are malformed, of another version, or for another F.
+ * or -ENOSPC if cap is too small (version 2). load: replaces c's state; -EINVAL with a
+ * message if the bytes are malformed, of a version other than 1 or 2, or for another F
+ * (version 1, before the lag calibration, loads with that calibration to warm up again).
  */
 CC_API long cc_anomaly_cell_save(const CcAnomalyCell *c, uint8_t *buf, size_t cap);
 CC_API int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char *err,
