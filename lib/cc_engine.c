@@ -227,6 +227,40 @@ __attribute__((target("avx,f16c"))) static void f16_load_f16c(float *dst, const 
  * layout needs no more memory than the plain one. */
 static inline int kblock_width(int cap, int b) { return 16 * (b + 1) <= cap ? 16 : cap - 16 * b; }
 
+/* dst (16, 16) = the transpose of 16 rows of 16 floats strided by ld: a rebuild's full
+ * 16-token key block, in registers (unpack, then 128- and 256-bit lane shuffles). */
+__attribute__((target("avx512f"))) static void transpose16(float *restrict dst,
+                                                          const float *restrict src, size_t ld)
+{
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; i++)
+        r[i] = _mm512_loadu_ps(src + (size_t)i * ld);
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xDD);
+        t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xDD);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+        r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
+        r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xDD);
+    }
+    for (int i = 0; i < 16; i++)
+        _mm512_storeu_ps(dst + 16 * i, r[i]);
+}
+
 /* exp on 16 lanes: cc_expf_fast's range reduction and polynomial, 2^k by vscalefps. */
 __attribute__((target("avx512f"), always_inline)) static inline __m512 exp16(__m512 x)
 {
@@ -1179,13 +1213,23 @@ static void rebuild(const CcEngine *e, Workspace *w, CcCell **cells, int n)
                      * nc tokens if kblk, then stored row by row in the cache's layout */
                     float *kt = w->kvbuf + (size_t)h * DK * nc;
                     float *vrows = w->kvbuf + (size_t)N * D; /* (nc, DK) after all heads' keys */
+#if defined(__x86_64__) /* reg is non-NULL only there */
+                    const int full = reg ? nc / 16 * 16 : 0; /* tokens in full blocks */
+                    for (int b = 0; 16 * b < full; b++)
+                        transpose16(kt + (size_t)b * 256, q0 + (size_t)16 * b * 3 * D + D + h * DK,
+                                    (size_t)3 * D);
+#else
+                    const int full = 0;
+#endif
                     for (int i = 0; i < nc; i++) {
                         const float *row = q0 + (size_t)i * 3 * D;
+                        memcpy(vrows + (size_t)i * DK, row + 2 * D + h * DK, DK * sizeof(float));
+                        if (i < full)
+                            continue;
                         size_t at = reg ? (size_t)(i / 16) * 256 + i % 16 : (size_t)i;
                         int wb = reg ? kblock_width(nc, i / 16) : nc;
                         for (int cc = 0; cc < DK; cc++)
                             kt[at + (size_t)cc * wb] = row[D + h * DK + cc];
-                        memcpy(vrows + (size_t)i * DK, row + 2 * D + h * DK, DK * sizeof(float));
                     }
                     /* the cache's value rows are contiguous: one conversion call */
                     kv_store(&e->cv, V, vrows, nc * DK, e->s.kv_type);
