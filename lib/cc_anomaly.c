@@ -1262,6 +1262,7 @@ int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char 
     if ((int)F != c->F)
         return cc_errf(err, errlen, -EINVAL, "anomaly state: %u KPIs, the cell has %d", F, c->F);
     CcAnomalyCell t = *c; /* decode into a copy; commit only when complete */
+    int bad_val = 0;      /* a decoded value out of its range */
     KpiState *ks = malloc((size_t)c->F * sizeof *ks);
     if (!ks)
         return cc_errf(err, errlen, -ENOMEM, "anomaly state: out of memory");
@@ -1314,6 +1315,9 @@ int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char 
             GET(&r, k->absl);
             GET(&r, k->n1);
             GET(&r, k->nl);
+            if (!(k->abs1 >= 0 && k->absl >= 0 && isfinite(k->abs1) && isfinite(k->absl)) ||
+                k->n1 < 0 || k->nl < 0)
+                bad_val = 1;
         }
         k->att_mul = 1;
         get_ep(&r, &k->stuck);
@@ -1335,7 +1339,7 @@ int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char 
         get(&r, lt, (size_t)L * sizeof *lt);
         get(&r, lv, (size_t)L * (size_t)c->F * 3 * sizeof *lv);
     }
-    if (r.bad || r.off != len || np < 0 || np > CC_ALERT_MAX_ATTR || L < 0 ||
+    if (r.bad || bad_val || r.off != len || np < 0 || np > CC_ALERT_MAX_ATTR || L < 0 ||
         L > CC_ANOMALY_MAX_LAG) {
         free(lt);
         free(lv);

@@ -1037,6 +1037,14 @@ static void test_lag_calibration(void **state)
     char err[256] = "";
     assert_int_equal(cc_anomaly_cell_open(&c1, fx.a, "poorlag"), 0);
     assert_int_equal(cc_anomaly_cell_load(c1, b1, (size_t)n - cut, err, sizeof err), 0);
+    /* a non-finite running mean is refused as malformed */
+    uint8_t *bn = malloc((size_t)n);
+    memcpy(bn, b, (size_t)n);
+    double nan_v = NAN;
+    memcpy(bn + at + 8, &nan_v, sizeof nan_v); /* mean |z_L| */
+    assert_int_equal(cc_anomaly_cell_load(c1, bn, (size_t)n, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "malformed"));
+    free(bn);
     uint32_t v9 = 9;
     memcpy(b1 + 4, &v9, 4);
     assert_int_equal(cc_anomaly_cell_load(c1, b1, (size_t)n - cut, err, sizeof err), -EINVAL);
