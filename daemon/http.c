@@ -6,8 +6,11 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 
@@ -25,7 +28,14 @@ struct CcdHttp {
     int n_deferred;
     uint64_t *counts; /* (n_routes + 1, N_STATUS): last row = no route; status "other" last */
     CcdHist *dur;     /* (n_routes + 1) */
+    CcdReq *pool;     /* finished requests kept for reuse (with their evbuffer) */
+    int n_pool;
+    int64_t date_s;   /* the second `date` was formatted for */
+    char date[40];    /* RFC 7231 IMF-fixdate of date_s */
 };
+
+/* Requests kept for reuse: a request costs a 1.4 KB calloc and an evbuffer otherwise. */
+#define POOL_MAX 64
 
 static const double dur_le[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
                                 0.01, 0.025, 0.05, 0.1, 0.25, 1};
@@ -118,7 +128,7 @@ const char *ccd_query(CcdReq *r, const char *name)
 static int match(const char *pattern, const char *path, char *id, size_t idlen)
 {
     while (*pattern && *path) {
-        if (!strncmp(pattern, "{id}", 4)) {
+        if (*pattern == '{' && !strncmp(pattern, "{id}", 4)) {
             const char *slash = strchr(path, '/');
             size_t n = slash ? (size_t)(slash - path) : strlen(path);
             if (!n || n >= idlen)
@@ -165,7 +175,7 @@ static int route_and_run(CcdReq *r)
         }
         r->route = i;
         /* match on the raw path, decode the capture: "enb-17%2F3" is the id "enb-17/3" */
-        char *dec = evhttp_uridecode(id, 0, NULL);
+        char *dec = strchr(id, '%') ? evhttp_uridecode(id, 0, NULL) : NULL;
         snprintf(r->id, sizeof r->id, "%s", dec ? dec : id);
         free(dec);
         return ccd_routes[i].fn(r);
@@ -188,10 +198,37 @@ static int route_and_run(CcdReq *r)
 
 static void req_free(CcdReq *r)
 {
+    CcdHttp *h = r->d->http;
     if (r->have_query)
         evhttp_clear_headers(&r->query);
+    if (h && h->n_pool < POOL_MAX && !evbuffer_drain(r->out, evbuffer_get_length(r->out))) {
+        r->next = h->pool;
+        h->pool = r;
+        h->n_pool++;
+        return;
+    }
     evbuffer_free(r->out);
     free(r);
+}
+
+/* The Date header, formatted once per second (evhttp would format it for every reply). */
+static const char *http_date(CcdHttp *h)
+{
+    static const char days[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+    static const char months[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                       "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+    if (ts.tv_sec != h->date_s || !h->date[0]) {
+        struct tm tm;
+        time_t t = ts.tv_sec;
+        gmtime_r(&t, &tm);
+        snprintf(h->date, sizeof h->date, "%s, %02d %s %04d %02d:%02d:%02d GMT",
+                 days[tm.tm_wday % 7], tm.tm_mday, months[tm.tm_mon % 12], tm.tm_year + 1900,
+                 tm.tm_hour, tm.tm_min, tm.tm_sec);
+        h->date_s = ts.tv_sec;
+    }
+    return h->date;
 }
 
 static void finish(CcdReq *r, int status)
@@ -200,6 +237,7 @@ static void finish(CcdReq *r, int status)
     struct evkeyvalq *hdr = evhttp_request_get_output_headers(r->req);
     evhttp_add_header(hdr, "Content-Type", r->content_type ? r->content_type : "text/plain");
     evhttp_add_header(hdr, "Cache-Control", "no-store");
+    evhttp_add_header(hdr, "Date", http_date(h));
     if (r->allow)
         evhttp_add_header(hdr, "Allow", r->allow);
     if (r->retry_after > 0) {
@@ -290,11 +328,23 @@ static int conn_admit(Ccd *d, struct evhttp_connection *evcon)
 static void gencb(struct evhttp_request *req, void *arg)
 {
     Ccd *d = arg;
-    CcdReq *r = calloc(1, sizeof *r);
-    if (!r || !(r->out = evbuffer_new())) {
-        free(r);
-        evhttp_send_error(req, 500, "out of memory");
-        return;
+    CcdHttp *h = d->http;
+    CcdReq *r = h->pool;
+    if (r) {
+        h->pool = r->next;
+        h->n_pool--;
+        struct evbuffer *out = r->out; /* drained when pooled */
+        memset(r, 0, offsetof(CcdReq, path)); /* path and id are written before use */
+        r->path[0] = r->id[0] = 0;
+        memset(&r->query, 0, sizeof *r - offsetof(CcdReq, query));
+        r->out = out;
+    } else {
+        r = calloc(1, sizeof *r);
+        if (!r || !(r->out = evbuffer_new())) {
+            free(r);
+            evhttp_send_error(req, 500, "out of memory");
+            return;
+        }
     }
     r->d = d;
     r->req = req;
@@ -384,6 +434,12 @@ void ccd_http_close(Ccd *d)
     }
     if (h->http)
         evhttp_free(h->http);
+    while (h->pool) {
+        CcdReq *r = h->pool;
+        h->pool = r->next;
+        evbuffer_free(r->out);
+        free(r);
+    }
     free(h->conns);
     free(h->counts);
     free(h->dur);
