@@ -91,7 +91,8 @@ typedef struct Batch {
     int n_parts, cap_parts;
 } Batch;
 
-/* A produced message we own until its delivery report (alerts). */
+/* A produced message we own until its delivery report (alerts, the demo feed): one
+ * allocation holding the topic, key and payload after the struct. */
 typedef struct Outgoing {
     struct Outgoing *next;
     char *topic;
@@ -101,6 +102,7 @@ typedef struct Outgoing {
     size_t len;
     int attempts;
     int64_t due_ns;
+    char data[];
 } Outgoing;
 
 typedef struct TopicInfo {
@@ -632,6 +634,12 @@ uint64_t cc_kafka_poll(CcKafka *k)
     char drain[64];
     while (read(k->wake_rd, drain, sizeof drain) > 0)
         ;
+    /* Delivery reports are served here too, not only from cc_kafka_service (the host's
+     * 100 ms cron): at ~15k produced messages/s (the demo feed) a 100 ms backlog of them
+     * held the event loop for ~7 ms at a time; served at every poll they come in chunks of
+     * a few hundred µs. */
+    if (k->prod && k->in_flight)
+        rd_kafka_poll(k->prod, 0);
     Batch *b = NULL;
     uint64_t bid = 0;
     for (int n = 0; n < k->max_poll;) {
@@ -729,15 +737,7 @@ int cc_kafka_commit(CcKafka *k)
 
 /* ---- producing ---- */
 
-static void outgoing_free(Outgoing *o)
-{
-    if (!o)
-        return;
-    free(o->topic);
-    free(o->key);
-    free(o->payload);
-    free(o);
-}
+static void outgoing_free(Outgoing *o) { free(o); }
 
 static void retry_push(CcKafka *k, Outgoing *o)
 {
@@ -827,20 +827,14 @@ int cc_kafka_produce(CcKafka *k, const char *topic, const void *key, size_t key_
                 k->max_produce_queue, topic);
         return -ENOBUFS;
     }
-    Outgoing *o = calloc(1, sizeof *o);
+    size_t tlen = strlen(topic) + 1;
+    Outgoing *o = malloc(sizeof *o + tlen + key_len + len);
     if (!o)
         return -ENOMEM;
-    o->topic = strdup(topic);
-    o->key = key_len ? malloc(key_len) : NULL;
-    o->payload = len ? malloc(len) : NULL;
-    if (!o->topic || (key_len && !o->key) || (len && !o->payload)) {
-        outgoing_free(o);
-        return -ENOMEM;
-    }
-    if (key_len)
-        memcpy(o->key, key, key_len);
-    if (len)
-        memcpy(o->payload, payload, len);
+    memset(o, 0, sizeof *o);
+    o->topic = memcpy(o->data, topic, tlen);
+    o->key = key_len ? memcpy(o->data + tlen, key, key_len) : NULL;
+    o->payload = len ? memcpy(o->data + tlen + key_len, payload, len) : NULL;
     o->key_len = key_len;
     o->len = len;
     send_outgoing(k, o);

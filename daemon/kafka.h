@@ -127,7 +127,8 @@ void cc_kafka_dead_letter(CcKafka *k, const CcKafkaMessage *msg, const char *rea
 int cc_kafka_produce(CcKafka *k, const char *topic, const void *key, size_t key_len,
                      const void *payload, size_t len);
 
-/** Serves delivery reports and rebalances; called from the cron. */
+/** Serves delivery reports (cc_kafka_poll serves them too, while messages are in flight)
+ *  and re-sends due retries; called from the cron. */
 void cc_kafka_service(CcKafka *k);
 
 /** Partition of a key in a topic (librdkafka's default partitioner), for the host to map
