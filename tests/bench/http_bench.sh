@@ -2,7 +2,7 @@
 # tests/bench/http_bench.sh — GET /v1/cells/{id}/forecast with wrk on loopback, idle and
 # under ingest, against the real cellcastd (embedded broker, built-in demo feed as load).
 #
-#   http_bench.sh CELLCASTD MODEL [SECONDS] [INGEST_CELLS] [SPEEDUP]
+#   http_bench.sh CELLCASTD MODEL [SECONDS] [INGEST_CELLS] [SPEEDUP] [PRODUCER]
 #
 # idle:   16 demo cells with 40 steps of history, no new steps; wrk -t1 -c16 on the full
 #         forecast of one cell (all KPIs, the model's horizon: ~16 KB of JSON).
@@ -10,8 +10,15 @@
 #         a 900 s step every 0.67 s, ~15k cell-steps/s) through the real Kafka path; the
 #         same wrk once the cell has a forecast. Prints wrk's numbers, the cell-steps/s the
 #         daemon sustained meanwhile and its event-loop lag histogram (cron lateness).
+#         The demo feed generates and produces its messages on the event loop itself
+#         (ccd_demo_tick: up to 1000 messages per 10 ms tick, ~10 ms of work).
+# kafka:  with PRODUCER (tests/ingest_bench): no demo feed; INGEST_CELLS cells fed from
+#         that external producer process through the embedded broker, as a live network
+#         feeds a daemon, kept 2-6 steps ahead of the daemon so that it consumes at full
+#         speed (the engine worker never idles) for the whole wrk run; 20 steps of warm-up.
+# wrk, the daemon, its worker and (kafka phase) the producer all share the machine's cores.
 set -eu
-CCD=$1 MODEL=$2 SECS=${3:-10} CELLS=${4:-10000} SPEEDUP=${5:-1350}
+CCD=$1 MODEL=$2 SECS=${3:-10} CELLS=${4:-10000} SPEEDUP=${5:-1350} PRODUCER=${6:-}
 command -v wrk >/dev/null || { echo "wrk not installed (apt-get install wrk)"; exit 77; }
 TMP=$(mktemp -d /tmp/cellcast-httpbench.XXXXXX)
 DPID=
@@ -54,4 +61,41 @@ s1=$(steps)
 t1=$(date +%s.%N)
 echo "cell-steps/s during wrk: $(echo "($s1 - $s0) / ($t1 - $t0)" | bc)"
 curl -s "$U/metrics" | grep -E '^cellcast_loop_lag_seconds_(bucket|count)' | grep -E 'le="0.002"|le="0.01"|le="0.05"|count'
+stop
+
+[ -n "$PRODUCER" ] || exit 0
+echo "== under full Kafka ingest: $CELLS cells from $(basename "$PRODUCER") (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
+FEATS=prb_dl,prb_ul,thr_dl_mbps,thr_ul_mbps,active_users,latency_ms,cqi,drop_rate # the model's
+"$CCD" --set model.path="$MODEL" --set http.port=0 --set demo.enabled=false \
+    --set kafka.embedded_partitions=16 --set log.level=info >"$TMP/d.log" 2>&1 &
+DPID=$!
+for _ in $(seq 300); do grep -q "partition(s) assigned" "$TMP/d.log" && break; sleep 0.1; done
+PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$TMP/d.log" | head -1 | sed 's/.*://')
+BS=$(grep -o 'mock cluster) listening on [0-9.:]*' "$TMP/d.log" | head -1 | sed 's/.* on //')
+[ -n "$PORT" ] && [ -n "$BS" ] || { cat "$TMP/d.log"; echo "cellcastd did not start"; exit 1; }
+U="http://127.0.0.1:$PORT"
+produce() { "$PRODUCER" -b "$BS" -c "$CELLS" --from "$1" -n "$2" -S 900 -f "$FEATS" >/dev/null; }
+wait_steps() { while [ "$(steps)" -lt "$1" ]; do kill -0 $DPID || exit 1; sleep 0.05; done; }
+for ((p = 0; p < 20; p += 4)); do produce $p 4; wait_steps $((CELLS * (p + 4))); done
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$U/v1/cells/bench-000001/forecast")" = 200 ] ||
+    { echo "no forecast for bench-000001"; exit 1; }
+P=20
+feed() { # keep the daemon 2-6 steps behind the producer until stopped
+    while [ ! -e "$TMP/stop" ]; do
+        if [ "$(steps)" -ge $((CELLS * (P - 2))) ]; then produce $P 4; P=$((P + 4)); else sleep 0.05; fi
+    done
+}
+feed &
+FPID=$!
+sleep 3
+s0=$(steps)
+t0=$(date +%s.%N)
+wrk -t1 -c16 -d"${SECS}s" --latency "$U/v1/cells/bench-000001/forecast" | grep -E 'Requests/sec|Latency |50%|90%|99%'
+s1=$(steps)
+t1=$(date +%s.%N)
+touch "$TMP/stop"
+wait $FPID
+echo "cell-steps/s during wrk: $(echo "($s1 - $s0) / ($t1 - $t0)" | bc)"
+curl -s "$U/metrics" | grep -E '^cellcast_loop_lag_seconds_(bucket|count)' | grep -E 'le="0.002"|le="0.01"|le="0.05"|count'
+curl -s "$U/metrics" | awk '$1 ~ /^cellcast_ingest_steps_total/ && /imputed|restart/'
 stop
