@@ -55,6 +55,9 @@ typedef struct Workspace {
     float *scores;         // (N+1)
     float *kvbuf;          // (2, N, DK)  one head's keys/values widened to f32; rebuild: Kt scratch
     CcCell **cells;        // (max_batch_cells) cells of the chunk being processed
+    const char **kv_blocks; // (max_batch_cells, F, L) the step's KV blocks, in stream order
+    CcGemmStream stream;   ///< kv_blocks, asked for while the dense kernels run
+    int sub_cells, n_ready; ///< current-token sub-batch size and cells of this chunk
     int *rows_of;          // (max_batch_cells) first row of each cell in a batch
     CcEngineStats stats;
 } Workspace;
@@ -150,6 +153,7 @@ static void ws_free(Workspace *w)
     free(w->tau);
     free(w->kvbuf);
     free(w->cells);
+    free(w->kv_blocks);
     free(w->rows_of);
     memset(w, 0, sizeof *w);
 }
@@ -177,9 +181,10 @@ static int ws_alloc(Workspace *w, const CcHparams *hp, int max_cells)
     w->kvbuf = calloc(2 * (size_t)hp->n_patches * D + 64, sizeof(float));
     w->tau = malloc((size_t)hp->n_patches * 4 * sizeof(float));
     w->cells = malloc((size_t)max_cells * sizeof(CcCell *));
+    w->kv_blocks = malloc((size_t)max_cells * F * hp->n_layers * sizeof(char *));
     w->rows_of = malloc(((size_t)max_cells + 1) * sizeof(int));
     if (!w->x || !w->z || !w->qkv || !w->a || !w->h || !w->y || !w->pe || !w->scores ||
-        !w->kvbuf || !w->tau || !w->cells || !w->rows_of) {
+        !w->kvbuf || !w->tau || !w->cells || !w->kv_blocks || !w->rows_of) {
         ws_free(w);
         return -ENOMEM;
     }
@@ -1117,23 +1122,23 @@ static void ring_stats_all(const CcCell *c, int64_t lo, int64_t hi, float *mu, f
 /* One post-LN block's tail for rows of z given the attention output in a:
  * z = LN(z + a·Wo^T + bo); z = LN(z + W2·relu(W1·z + c1) + c2). Biases, ReLU and the
  * residual LayerNorms run in the epilogues of the dense kernels. */
-static void block_tail(const CcEngine *e, int l, Workspace *w, int rows)
+static void block_tail(const CcEngine *e, int l, Workspace *w, int rows, CcGemmStream *st)
 {
     const CcHparams *hp = &e->m->hp;
     const CcParams *p = &e->m->w;
     const int D = hp->d_model, FF = hp->d_ff;
     cc_gemm_residual_ln(w->z, D, w->a, D, e->dw.o[l], p->o_b + (size_t)l * D,
-                        p->ln1_g + (size_t)l * D, p->ln1_b + (size_t)l * D, rows);
-    cc_gemm(w->h, FF, w->z, D, e->dw.up[l], p->up_b + (size_t)l * FF, rows, CC_GEMM_RELU);
+                        p->ln1_g + (size_t)l * D, p->ln1_b + (size_t)l * D, rows, st);
+    cc_gemm(w->h, FF, w->z, D, e->dw.up[l], p->up_b + (size_t)l * FF, rows, CC_GEMM_RELU, st);
     cc_gemm_residual_ln(w->z, D, w->h, FF, e->dw.down[l], p->down_b + (size_t)l * D,
-                        p->ln2_g + (size_t)l * D, p->ln2_b + (size_t)l * D, rows);
+                        p->ln2_g + (size_t)l * D, p->ln2_b + (size_t)l * D, rows, st);
 }
 
 /* z rows = embed_w · x rows; the callers add embed_b + chan[f] + pe[token] in one pass. */
-static void embed_rows(const CcEngine *e, Workspace *w, int rows)
+static void embed_rows(const CcEngine *e, Workspace *w, int rows, CcGemmStream *st)
 {
     cc_gemm(w->z, e->m->hp.d_model, w->x, e->m->hp.patch_len + 4, e->dw.embed, NULL, rows,
-            CC_GEMM_STORE);
+            CC_GEMM_STORE, st);
 }
 
 /* Rebuilds the caches of cells[0..n): every channel's n_c patch tokens as one batch. */
@@ -1180,7 +1185,7 @@ static void rebuild(const CcEngine *e, Workspace *w, CcCell **cells, int n)
         rows += F * nc;
     }
     w->rows_of[n] = rows;
-    embed_rows(e, w, rows);
+    embed_rows(e, w, rows, NULL);
     for (int ci = 0; ci < n; ci++) {
         CcCell *c = cells[ci];
         int nc = c->n_cached, r0 = w->rows_of[ci];
@@ -1198,9 +1203,9 @@ static void rebuild(const CcEngine *e, Workspace *w, CcCell **cells, int n)
         int last = l == L - 1;
         /* the last layer's cached outputs are never used: only its keys and values */
         if (last)
-            cc_gemm(w->qkv + D, 3 * D, w->z, D, e->dw.kv_last, bqkv + D, rows, CC_GEMM_STORE);
+            cc_gemm(w->qkv + D, 3 * D, w->z, D, e->dw.kv_last, bqkv + D, rows, CC_GEMM_STORE, NULL);
         else
-            cc_gemm(w->qkv, 3 * D, w->z, D, e->dw.qkv[l], bqkv, rows, CC_GEMM_STORE);
+            cc_gemm(w->qkv, 3 * D, w->z, D, e->dw.qkv[l], bqkv, rows, CC_GEMM_STORE, NULL);
         for (int ci = 0; ci < n; ci++) {
             CcCell *c = cells[ci];
             int nc = c->n_cached, r0 = w->rows_of[ci];
@@ -1273,16 +1278,61 @@ static void rebuild(const CcEngine *e, Workspace *w, CcCell **cells, int n)
             }
         }
         if (!last)
-            block_tail(e, l, w, rows);
+            block_tail(e, l, w, rows, NULL);
     }
     w->stats.rebuilds += (uint64_t)n * F;
     w->stats.rebuild_tokens += (uint64_t)rows;
     w->stats.ns_rebuild += cc_now_ns() - t0;
 }
 
+/* ---- the KV stream ---------------------------------------------------------------------
+ * At 1024 cells the KV caches live in DRAM, and one core streams them at ~10 GB/s: left
+ * to the attention phase, the step waits on memory while the FMA units idle, then the
+ * dense kernels run while memory idles. So the ready cells of a chunk are processed in
+ * sub-batches of sub_cells whose caches fit in L2 twice, and the dense kernels ask for
+ * the caches the next attention phases read (one line per inner iteration) as they run.
+ * Groups (sub-batch s, layer l) are streamed in attention order; while the attention of
+ * group g is next, lines up to the end of group g + 1 may be asked for. */
+
+static void stream_setup(const CcEngine *e, Workspace *w, CcCell **cells, int n)
+{
+    const int F = e->hp.n_features, L = e->hp.n_layers, sub = w->sub_cells;
+    size_t k = 0;
+    for (int s0 = 0; s0 < n; s0 += sub) {
+        int cnt = n - s0 < sub ? n - s0 : sub;
+        for (int l = 0; l < L; l++)
+            for (int ci = s0; ci < s0 + cnt; ci++)
+                for (int f = 0; f < F; f++)
+                    w->kv_blocks[k++] = kv_at(cells[ci], e->kv_elem, f, l, 0, 0);
+    }
+    w->n_ready = n;
+    w->stream.blocks = w->kv_blocks;
+    w->stream.block_lines = (2 * (size_t)e->hp.d_model * e->hp.n_patches * e->kv_elem + 63) / 64;
+    w->stream.next = w->stream.limit = 0;
+}
+
+/* Lets the stream run to the end of the group after (s, l), l possibly ≥ L. */
+static void stream_allow(const CcEngine *e, Workspace *w, int s, int l)
+{
+    const int F = e->hp.n_features, L = e->hp.n_layers, sub = w->sub_cells, n = w->n_ready;
+    l++;
+    s += l / L;
+    l %= L;
+    size_t blocks;
+    if ((int64_t)s * sub >= n) {
+        blocks = (size_t)n * F * L;
+    } else {
+        int cnt = n - s * sub < sub ? n - s * sub : sub;
+        blocks = (size_t)s * sub * F * L + (size_t)(l + 1) * cnt * F;
+    }
+    size_t lim = blocks * w->stream.block_lines;
+    if (lim > w->stream.limit)
+        w->stream.limit = lim;
+}
+
 /* Current tokens of every channel of cells[0..n) (all with a complete patch and a fresh
  * cache) as one batch; writes each cell's forecast. */
-static void current(const CcEngine *e, Workspace *w, CcCell **cells, int n)
+static void current(const CcEngine *e, Workspace *w, CcCell **cells, int n, int sub)
 {
     const CcModel *m = e->m;
     const CcHparams *hp = &m->hp;
@@ -1311,7 +1361,8 @@ static void current(const CcEngine *e, Workspace *w, CcCell **cells, int n)
     }
     t1 = cc_now_ns();
     w->stats.ns_other += t1 - t0;
-    embed_rows(e, w, rows);
+    stream_allow(e, w, sub, 0);
+    embed_rows(e, w, rows, &w->stream);
     for (int ci = 0; ci < n; ci++)
         for (int f = 0; f < F; f++) {
             float *z = &w->z[(size_t)(ci * F + f) * D];
@@ -1320,8 +1371,9 @@ static void current(const CcEngine *e, Workspace *w, CcCell **cells, int n)
                 z[d] += (p->embed_b[d] + ch[d]) + pe[d];
         }
     for (int l = 0; l < L; l++) {
+        stream_allow(e, w, sub, l);
         cc_gemm(w->qkv, 3 * D, w->z, D, e->dw.qkv[l], p->qkv_b + (size_t)l * 3 * D, rows,
-                CC_GEMM_STORE);
+                CC_GEMM_STORE, &w->stream);
         int64_t s0 = cc_now_ns();
         for (int ci = 0; ci < n; ci++) {
             CcCell *c = cells[ci];
@@ -1370,9 +1422,10 @@ static void current(const CcEngine *e, Workspace *w, CcCell **cells, int n)
             }
         }
         ta += cc_now_ns() - s0;
-        block_tail(e, l, w, rows);
+        stream_allow(e, w, sub, l + 1); /* the attention after (sub, l) is next */
+        block_tail(e, l, w, rows, &w->stream);
     }
-    cc_gemm(w->y, HZ2, w->z, D, e->dw.head, p->head_b, rows, CC_GEMM_STORE);
+    cc_gemm(w->y, HZ2, w->z, D, e->dw.head, p->head_b, rows, CC_GEMM_STORE, &w->stream);
     for (int ci = 0; ci < n; ci++) {
         CcCell *c = cells[ci];
         memcpy(c->y, &w->y[(size_t)ci * F * HZ2], (size_t)F * HZ2 * sizeof(float));
@@ -1392,6 +1445,11 @@ static void process(const CcEngine *e, Workspace *w, CcCell **cells, int n)
     const int reb_cells = REBUILD_TOKENS_MAX / (F * hp->n_patches) > 0
                               ? REBUILD_TOKENS_MAX / (F * hp->n_patches)
                               : 1;
+    /* two groups of KV (sub-batch × one layer) in ~1.25 MB of L2, with the activations */
+    const size_t group_cell = (size_t)F * 2 * hp->d_model * hp->n_patches * e->kv_elem;
+    w->sub_cells = (int)((5u << 18) / (2 * group_cell)); /* default shape: 14 (f16), 7 (f32) */
+    if (w->sub_cells < 1)
+        w->sub_cells = 1;
     for (int start = 0; start < n; start += e->s.max_batch_cells) {
         int cnt = n - start < e->s.max_batch_cells ? n - start : e->s.max_batch_cells;
         int nr = 0, nf = 0;
@@ -1415,7 +1473,9 @@ static void process(const CcEngine *e, Workspace *w, CcCell **cells, int n)
                 ready[nf++] = c;
         }
         if (nf)
-            current(e, w, ready, nf);
+            stream_setup(e, w, ready, nf);
+        for (int s0 = 0, sub = 0; s0 < nf; s0 += w->sub_cells, sub++)
+            current(e, w, ready + s0, nf - s0 < w->sub_cells ? nf - s0 : w->sub_cells, sub);
         w->stats.steps += (uint64_t)cnt;
     }
 }

@@ -103,12 +103,53 @@ static inline AVX512 __mmask16 lane_mask(int width, int q)
     return (__mmask16)((1u << n) - 1u);
 }
 
+/* A CcGemmStream's position while a kernel runs, in locals the compiler keeps in
+ * registers (the kernels are inlined into one function). */
+typedef struct Pf {
+    const char *const *blocks;
+    const char *p;   // next line
+    size_t left;     // lines still to issue in this call
+    size_t in_block; // lines left in the current block
+    size_t block_lines, blk;
+} Pf;
+
+static inline void pf_open(Pf *pf, const CcGemmStream *s)
+{
+    memset(pf, 0, sizeof *pf);
+    if (!s || s->next >= s->limit || !s->block_lines)
+        return;
+    pf->blocks = s->blocks;
+    pf->block_lines = s->block_lines;
+    pf->blk = s->next / s->block_lines;
+    size_t off = s->next % s->block_lines;
+    pf->p = s->blocks[pf->blk] + off * 64;
+    pf->in_block = s->block_lines - off;
+    pf->left = s->limit - s->next;
+}
+
+static inline void pf_close(const Pf *pf, CcGemmStream *s)
+{
+    if (s && s->next < s->limit)
+        s->next = s->limit - pf->left;
+}
+
+static inline __attribute__((always_inline)) void pf_step(Pf *pf)
+{
+    if (pf->left) {
+        _mm_prefetch(pf->p, _MM_HINT_T2);
+        pf->p += 64;
+        if (--pf->left && !--pf->in_block) {
+            pf->p = pf->blocks[++pf->blk];
+            pf->in_block = pf->block_lines;
+        }
+    }
+}
+
 /* acc[r][q] = bias + A[r]·panel for R ≤ MR rows; R is a constant at every call
- * site so the loops unroll and acc stays in registers. */
-static inline __attribute__((always_inline)) AVX512 void panel_block(__m512 acc[MR][4], int R,
-                                                                     const float *A, int lda,
-                                                                     const float *bp, int K,
-                                                                     const float *bias, int width)
+ * site so the loops unroll and acc stays in registers. One stream line per k. */
+static inline __attribute__((always_inline)) AVX512 void
+panel_block(__m512 acc[MR][4], int R, const float *A, int lda, const float *bp, int K,
+            const float *bias, int width, Pf *pf)
 {
     for (int q = 0; q < 4; q++) {
         __m512 b0 =
@@ -118,6 +159,7 @@ static inline __attribute__((always_inline)) AVX512 void panel_block(__m512 acc[
             acc[r][q] = b0;
     }
     for (int k = 0; k < K; k++) {
+        pf_step(pf);
         const float *b = bp + (size_t)k * NR;
         __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
         __m512 b2 = _mm512_load_ps(b + 32), b3 = _mm512_load_ps(b + 48);
@@ -134,14 +176,14 @@ static inline __attribute__((always_inline)) AVX512 void panel_block(__m512 acc[
 
 static inline __attribute__((always_inline)) AVX512 void
 gemm_rows(int R, float *C, int ldc, const float *A, int lda, const CcGemmW *W, const float *bias,
-          CcGemmEpilogue epi)
+          CcGemmEpilogue epi, Pf *pf)
 {
     const int N = W->N, K = W->K;
     for (int p = 0; p * NR < N; p++) {
         const int width = N - p * NR < NR ? N - p * NR : NR;
         __m512 acc[MR][4];
         panel_block(acc, R, A, lda, W->packed + (size_t)p * K * NR, K, bias ? bias + p * NR : NULL,
-                    width);
+                    width, pf);
         const __m512 zero = _mm512_setzero_ps();
 #pragma GCC unroll 6
         for (int r = 0; r < R; r++)
@@ -157,21 +199,24 @@ gemm_rows(int R, float *C, int ldc, const float *A, int lda, const CcGemmW *W, c
 }
 
 static AVX512 void gemm_avx512(float *C, int ldc, const float *A, int lda, const CcGemmW *W,
-                               const float *bias, int M, CcGemmEpilogue epi)
+                               const float *bias, int M, CcGemmEpilogue epi, CcGemmStream *stream)
 {
+    Pf pf;
+    pf_open(&pf, stream);
     int i = 0;
     for (; i + MR <= M; i += MR)
-        gemm_rows(MR, C + (size_t)i * ldc, ldc, A + (size_t)i * lda, lda, W, bias, epi);
+        gemm_rows(MR, C + (size_t)i * ldc, ldc, A + (size_t)i * lda, lda, W, bias, epi, &pf);
     const float *a = A + (size_t)i * lda;
     float *c = C + (size_t)i * ldc;
     switch (M - i) {
-    case 5: gemm_rows(5, c, ldc, a, lda, W, bias, epi); break;
-    case 4: gemm_rows(4, c, ldc, a, lda, W, bias, epi); break;
-    case 3: gemm_rows(3, c, ldc, a, lda, W, bias, epi); break;
-    case 2: gemm_rows(2, c, ldc, a, lda, W, bias, epi); break;
-    case 1: gemm_rows(1, c, ldc, a, lda, W, bias, epi); break;
+    case 5: gemm_rows(5, c, ldc, a, lda, W, bias, epi, &pf); break;
+    case 4: gemm_rows(4, c, ldc, a, lda, W, bias, epi, &pf); break;
+    case 3: gemm_rows(3, c, ldc, a, lda, W, bias, epi, &pf); break;
+    case 2: gemm_rows(2, c, ldc, a, lda, W, bias, epi, &pf); break;
+    case 1: gemm_rows(1, c, ldc, a, lda, W, bias, epi, &pf); break;
     default: break;
     }
+    pf_close(&pf, stream);
 }
 
 /* Z = LN(Z + A·W^T + bias) for N ≤ 64: a row's N outputs are all in its 4
@@ -179,11 +224,11 @@ static AVX512 void gemm_avx512(float *C, int ldc, const float *A, int lda, const
  * loads), so the row sums need no masking; the centred values do. */
 static inline __attribute__((always_inline)) AVX512 void
 residual_ln_rows(int R, float *Z, int ldz, const float *A, int lda, const CcGemmW *W,
-                 const float *bias, const float *g, const float *b)
+                 const float *bias, const float *g, const float *b, Pf *pf)
 {
     const int N = W->N;
     __m512 acc[MR][4];
-    panel_block(acc, R, A, lda, W->packed, W->K, bias, N);
+    panel_block(acc, R, A, lda, W->packed, W->K, bias, N, pf);
     __mmask16 m[4];
     __m512 gv[4], bv[4];
     for (int q = 0; q < 4; q++) {
@@ -216,21 +261,26 @@ residual_ln_rows(int R, float *Z, int ldz, const float *A, int lda, const CcGemm
 }
 
 static AVX512 void residual_ln_avx512(float *Z, int ldz, const float *A, int lda, const CcGemmW *W,
-                                      const float *bias, const float *g, const float *b, int M)
+                                      const float *bias, const float *g, const float *b, int M,
+                                      CcGemmStream *stream)
 {
+    Pf pf;
+    pf_open(&pf, stream);
     int i = 0;
     for (; i + MR <= M; i += MR)
-        residual_ln_rows(MR, Z + (size_t)i * ldz, ldz, A + (size_t)i * lda, lda, W, bias, g, b);
+        residual_ln_rows(MR, Z + (size_t)i * ldz, ldz, A + (size_t)i * lda, lda, W, bias, g, b,
+                         &pf);
     const float *a = A + (size_t)i * lda;
     float *z = Z + (size_t)i * ldz;
     switch (M - i) {
-    case 5: residual_ln_rows(5, z, ldz, a, lda, W, bias, g, b); break;
-    case 4: residual_ln_rows(4, z, ldz, a, lda, W, bias, g, b); break;
-    case 3: residual_ln_rows(3, z, ldz, a, lda, W, bias, g, b); break;
-    case 2: residual_ln_rows(2, z, ldz, a, lda, W, bias, g, b); break;
-    case 1: residual_ln_rows(1, z, ldz, a, lda, W, bias, g, b); break;
+    case 5: residual_ln_rows(5, z, ldz, a, lda, W, bias, g, b, &pf); break;
+    case 4: residual_ln_rows(4, z, ldz, a, lda, W, bias, g, b, &pf); break;
+    case 3: residual_ln_rows(3, z, ldz, a, lda, W, bias, g, b, &pf); break;
+    case 2: residual_ln_rows(2, z, ldz, a, lda, W, bias, g, b, &pf); break;
+    case 1: residual_ln_rows(1, z, ldz, a, lda, W, bias, g, b, &pf); break;
     default: break;
     }
+    pf_close(&pf, stream);
 }
 #endif
 
@@ -238,13 +288,13 @@ static AVX512 void residual_ln_avx512(float *Z, int ldz, const float *A, int lda
  * ---------------------------------------------------------------------- */
 
 void cc_gemm(float *C, int ldc, const float *A, int lda, const CcGemmW *W, const float *bias, int M,
-             CcGemmEpilogue epi)
+             CcGemmEpilogue epi, CcGemmStream *stream)
 {
     if (M <= 0)
         return;
 #if CC_GEMM_X86
     if (W->packed) {
-        gemm_avx512(C, ldc, A, lda, W, bias, M, epi);
+        gemm_avx512(C, ldc, A, lda, W, bias, M, epi, stream);
         return;
     }
 #endif
@@ -258,13 +308,14 @@ void cc_gemm(float *C, int ldc, const float *A, int lda, const CcGemmW *W, const
 }
 
 void cc_gemm_residual_ln(float *Z, int ldz, const float *A, int lda, const CcGemmW *W,
-                         const float *bias, const float *g, const float *b, int M)
+                         const float *bias, const float *g, const float *b, int M,
+                         CcGemmStream *stream)
 {
     if (M <= 0)
         return;
 #if CC_GEMM_X86
     if (W->packed && W->N <= NR) {
-        residual_ln_avx512(Z, ldz, A, lda, W, bias, g, b, M);
+        residual_ln_avx512(Z, ldz, A, lda, W, bias, g, b, M, stream);
         return;
     }
 #endif
@@ -281,7 +332,7 @@ void cc_gemm_residual_ln(float *Z, int ldz, const float *A, int lda, const CcGem
                                         lda, W->w, N, W->K, bias, g, b, 1);
             continue;
         }
-        cc_gemm(tmp, N, A + (size_t)i * lda, lda, W, NULL, rows, CC_GEMM_STORE);
+        cc_gemm(tmp, N, A + (size_t)i * lda, lda, W, NULL, rows, CC_GEMM_STORE, NULL);
         for (int r = 0; r < rows; r++) {
             float *z = Z + (size_t)(i + r) * ldz;
             cc_add_bias_layernorm(z, z, tmp + (size_t)r * N, bias, g, b, 1, N);

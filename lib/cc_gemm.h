@@ -33,6 +33,18 @@ CC_API void cc_gemm_free(CcGemmW **pw);
 /** 1 when the packed AVX-512 kernel serves this matrix. */
 CC_API int cc_gemm_is_packed(const CcGemmW *w);
 
+/** Cache lines to request while a dense kernel runs, one per inner iteration (per 24
+ *  FMAs: about the rate one core's memory system delivers at FMA pace), so memory works
+ *  while the FMAs do. The engine streams the KV caches the next attention will read.
+ *  Lines are issued in order from `next` while next < limit, over blocks[0..n_blocks),
+ *  each block_lines lines of 64 bytes; the kernels advance `next`. Prefetch goes to L2
+ *  (prefetcht2). Ignored by the OpenBLAS fallback. */
+typedef struct CcGemmStream {
+    const char *const *blocks;
+    size_t block_lines;
+    size_t next, limit; ///< line indices over all blocks
+} CcGemmStream;
+
 typedef enum CcGemmEpilogue {
     CC_GEMM_STORE = 0, ///< C = A·W^T (+ bias)
     CC_GEMM_RELU,      ///< C = max(0, A·W^T + bias)
@@ -40,12 +52,13 @@ typedef enum CcGemmEpilogue {
 
 /** C (M, N) rows strided by ldc; A (M, K) strided by lda; bias (N) or NULL. */
 CC_API void cc_gemm(float *C, int ldc, const float *A, int lda, const CcGemmW *W, const float *bias,
-                    int M, CcGemmEpilogue epi);
+                    int M, CcGemmEpilogue epi, CcGemmStream *stream);
 
 /** The post-LN residual: Z (M, N) = LayerNorm(Z + A·W^T + bias) with gain g and
  * shift b (N), eps 1e-5, biased variance. N = d_model. */
 CC_API void cc_gemm_residual_ln(float *Z, int ldz, const float *A, int lda, const CcGemmW *W,
-                                const float *bias, const float *g, const float *b, int M);
+                                const float *bias, const float *g, const float *b, int M,
+                                CcGemmStream *stream);
 
 /** Reference twins: double accumulation, naive loops. */
 CC_API void cc_gemm_ref(float *C, int ldc, const float *A, int lda, const float *W, int N, int K,

@@ -49,7 +49,7 @@ static void check_gemm(int force_fallback)
         for (int epi = CC_GEMM_STORE; epi <= CC_GEMM_RELU; epi++)
             for (int with_bias = 0; with_bias < 2; with_bias++) {
                 const float *b = with_bias ? bias : NULL;
-                cc_gemm(C, ldc, A, lda, g, b, M, (CcGemmEpilogue)epi);
+                cc_gemm(C, ldc, A, lda, g, b, M, (CcGemmEpilogue)epi, NULL);
                 cc_gemm_ref(R, ldc, A, lda, W, N, K, b, M, (CcGemmEpilogue)epi);
                 double err = 0;
                 for (int i = 0; i < M; i++)
@@ -98,7 +98,7 @@ static void check_residual_ln(int force_fallback)
         memcpy(R, Z, (size_t)M * ldz * sizeof *R);
         CcGemmW *w = NULL;
         assert_int_equal(cc_gemm_pack(&w, W, N, K, force_fallback), 0);
-        cc_gemm_residual_ln(Z, ldz, A, lda, w, bias, g, b, M);
+        cc_gemm_residual_ln(Z, ldz, A, lda, w, bias, g, b, M, NULL);
         cc_gemm_residual_ln_ref(R, ldz, A, lda, W, N, K, bias, g, b, M);
         double err = 0;
         for (size_t i = 0; i < (size_t)M * ldz; i++)
@@ -133,13 +133,43 @@ static void test_rows_independent_of_batch(void **state)
     float *all = malloc((size_t)M * N * sizeof *all), one[N];
     CcGemmW *g = NULL;
     assert_int_equal(cc_gemm_pack(&g, W, N, K, 0), 0);
-    cc_gemm(all, N, A, K, g, bias, M, CC_GEMM_STORE);
+    cc_gemm(all, N, A, K, g, bias, M, CC_GEMM_STORE, NULL);
     for (int i = 0; i < M; i++) {
-        cc_gemm(one, N, A + (size_t)i * K, K, g, bias, 1, CC_GEMM_STORE);
+        cc_gemm(one, N, A + (size_t)i * K, K, g, bias, 1, CC_GEMM_STORE, NULL);
         assert_memory_equal(one, all + (size_t)i * N, sizeof one);
     }
     cc_gemm_free(&g);
     free(A), free(W), free(bias), free(all);
+}
+
+/* The prefetch stream: one line per inner iteration, stopping at its limit, across block
+ * boundaries, and never changing the results. */
+static void test_stream_advances_and_stops(void **state)
+{
+    (void)state;
+    enum { M = 13, N = 70, K = 9, BLOCKS = 7, LINES = 3 };
+    static char mem[BLOCKS][LINES * 64];
+    const char *blocks[BLOCKS];
+    for (int i = 0; i < BLOCKS; i++)
+        blocks[i] = mem[i];
+    float *A = randv((size_t)M * K), *W = randv((size_t)N * K), *C = randv((size_t)M * N);
+    float *R = malloc((size_t)M * N * sizeof *R);
+    CcGemmW *g = NULL;
+    assert_int_equal(cc_gemm_pack(&g, W, N, K, 0), 0);
+    /* 3 row blocks (6, 6, 1 rows) x 2 panels x K iterations */
+    const size_t iters = 3 * 2 * K;
+    CcGemmStream st = {blocks, LINES, 2, 2 + 5};
+    cc_gemm(C, N, A, K, g, NULL, M, CC_GEMM_STORE, &st);
+    cc_gemm(R, N, A, K, g, NULL, M, CC_GEMM_STORE, NULL);
+    assert_memory_equal(C, R, (size_t)M * N * sizeof *C);
+    assert_int_equal(st.next, cc_gemm_is_packed(g) ? 7 : 2); /* stopped at the limit */
+    st.limit = BLOCKS * LINES; /* 21 lines, fewer than the 54 iterations */
+    cc_gemm(C, N, A, K, g, NULL, M, CC_GEMM_STORE, &st);
+    size_t want =
+        cc_gemm_is_packed(g) ? (7 + iters < BLOCKS * LINES ? 7 + iters : BLOCKS * LINES) : 2;
+    assert_int_equal(st.next, want);
+    cc_gemm_free(&g);
+    free(A), free(W), free(C), free(R);
 }
 
 static void test_pack_rejects_bad_shapes(void **state)
@@ -163,6 +193,7 @@ int main(void)
         cmocka_unit_test(test_residual_ln_packed),
         cmocka_unit_test(test_residual_ln_fallback),
         cmocka_unit_test(test_rows_independent_of_batch),
+        cmocka_unit_test(test_stream_advances_and_stops),
         cmocka_unit_test(test_pack_rejects_bad_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
