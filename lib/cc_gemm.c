@@ -111,6 +111,7 @@ typedef struct Pf {
     size_t left;     // lines still to issue in this call
     size_t in_block; // lines left in the current block
     size_t block_lines, blk;
+    int two; // two lines per iteration
 } Pf;
 
 static inline void pf_open(Pf *pf, const CcGemmStream *s)
@@ -125,6 +126,7 @@ static inline void pf_open(Pf *pf, const CcGemmStream *s)
     pf->p = s->blocks[pf->blk] + off * 64;
     pf->in_block = s->block_lines - off;
     pf->left = s->limit - s->next;
+    pf->two = s->per_iter == 2;
 }
 
 static inline void pf_close(const Pf *pf, CcGemmStream *s)
@@ -160,6 +162,8 @@ panel_block(__m512 acc[MR][4], int R, const float *A, int lda, const float *bp, 
     }
     for (int k = 0; k < K; k++) {
         pf_step(pf);
+        if (pf->two)
+            pf_step(pf);
         const float *b = bp + (size_t)k * NR;
         __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
         __m512 b2 = _mm512_load_ps(b + 32), b3 = _mm512_load_ps(b + 48);

@@ -43,6 +43,7 @@ typedef struct CcGemmStream {
     const char *const *blocks;
     size_t block_lines;
     size_t next, limit; ///< line indices over all blocks
+    int per_iter;       ///< lines per inner iteration: 1 (0 means 1) or 2
 } CcGemmStream;
 
 typedef enum CcGemmEpilogue {

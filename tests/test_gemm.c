@@ -158,7 +158,7 @@ static void test_stream_advances_and_stops(void **state)
     assert_int_equal(cc_gemm_pack(&g, W, N, K, 0), 0);
     /* 3 row blocks (6, 6, 1 rows) x 2 panels x K iterations */
     const size_t iters = 3 * 2 * K;
-    CcGemmStream st = {blocks, LINES, 2, 2 + 5};
+    CcGemmStream st = {.blocks = blocks, .block_lines = LINES, .next = 2, .limit = 2 + 5};
     cc_gemm(C, N, A, K, g, NULL, M, CC_GEMM_STORE, &st);
     cc_gemm(R, N, A, K, g, NULL, M, CC_GEMM_STORE, NULL);
     assert_memory_equal(C, R, (size_t)M * N * sizeof *C);
@@ -168,6 +168,12 @@ static void test_stream_advances_and_stops(void **state)
     size_t want =
         cc_gemm_is_packed(g) ? (7 + iters < BLOCKS * LINES ? 7 + iters : BLOCKS * LINES) : 2;
     assert_int_equal(st.next, want);
+    /* two lines per iteration: 54 iterations reach the 21 lines from 2 too */
+    st.next = 2;
+    st.limit = 2 + 30 > BLOCKS * LINES ? BLOCKS * LINES : 2 + 30;
+    st.per_iter = 2;
+    cc_gemm(C, N, A, K, g, NULL, 2, CC_GEMM_STORE, &st); /* 1 row block x 2 panels x 9 = 18 */
+    assert_int_equal(st.next, cc_gemm_is_packed(g) ? (2 + 36 < st.limit ? 2 + 36 : st.limit) : 2);
     cc_gemm_free(&g);
     free(A), free(W), free(C), free(R);
 }
