@@ -52,8 +52,9 @@ typedef struct Workspace {
     float *y;              // (rows, 2HZ)
     float *pe;             // (rows, D)   positional encoding per token (shared by channels)
     float *tau;            // (N, 4)      time features of a rebuild's tokens
-    float *scores;         // (N+1)
-    float *kvbuf;          // (2, N, DK)  one head's keys/values widened to f32; rebuild: Kt scratch
+    float *scores;         // (H, N+1)    one token's attention weights, every head (+ slack)
+    float *kvbuf;          // (2, N, D)   rebuild: (H, DK, nc) keys transposed + one head's values;
+                           //             else one head's keys/values widened to f32 (+ slack)
     CcCell **cells;        // (max_batch_cells) cells of the chunk being processed
     const char **kv_blocks; // (max_batch_cells, F, L) the step's KV blocks, in stream order
     CcGemmStream stream;   ///< kv_blocks, asked for while the dense kernels run
