@@ -17,6 +17,7 @@
 #         feeds a daemon, kept 2-6 steps ahead of the daemon so that it consumes at full
 #         speed (the engine worker never idles) for the whole wrk run; 20 steps of warm-up.
 # wrk, the daemon, its worker and (kafka phase) the producer all share the machine's cores.
+# PHASES (environment, default "idle ingest kafka") picks the phases to run.
 set -eu
 CCD=$1 MODEL=$2 SECS=${3:-10} CELLS=${4:-10000} SPEEDUP=${5:-1350} PRODUCER=${6:-}
 command -v wrk >/dev/null || { echo "wrk not installed (apt-get install wrk)"; exit 77; }
@@ -46,11 +47,17 @@ start() { # cells backfill speedup
 stop() { kill "$DPID"; wait "$DPID" || true; DPID=; }
 steps() { curl -s "$U/metrics" | awk '$1 == "cellcast_steps_total" { print $2 }'; }
 
+PHASES=${PHASES:-idle ingest kafka}
+has() { case " $PHASES " in *" $1 "*) return 0 ;; esac; return 1; }
+
+if has idle; then
 echo "== idle (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
 start 16 40 1
 wrk -t1 -c16 -d"${SECS}s" --latency "$U/v1/cells/demo-0001/forecast" | grep -E 'Requests/sec|Latency |50%|90%|99%'
 stop
+fi
 
+if has ingest; then
 echo "== under ingest: $CELLS cells at ${SPEEDUP}x (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
 start "$CELLS" 20 "$SPEEDUP"
 sleep 3
@@ -62,8 +69,9 @@ t1=$(date +%s.%N)
 echo "cell-steps/s during wrk: $(echo "($s1 - $s0) / ($t1 - $t0)" | bc)"
 curl -s "$U/metrics" | grep -E '^cellcast_loop_lag_seconds_(bucket|count)' | grep -E 'le="0.002"|le="0.01"|le="0.05"|count'
 stop
+fi
 
-[ -n "$PRODUCER" ] || exit 0
+[ -n "$PRODUCER" ] && has kafka || exit 0
 echo "== under full Kafka ingest: $CELLS cells from $(basename "$PRODUCER") (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
 FEATS=prb_dl,prb_ul,thr_dl_mbps,thr_ul_mbps,active_users,latency_ms,cqi,drop_rate # the model's
 "$CCD" --set model.path="$MODEL" --set http.port=0 --set demo.enabled=false \
