@@ -1005,6 +1005,7 @@ int cmd_anomaly(int argc, char **argv)
         sbs.crit_z = fmax(s.crit_z, o.baseline_z);
         sbs.sd_floor_scale = 0;
         sbs.lag_steps = 0;
+        sbs.cusum_h = 0; /* the baseline stays a plain 3-sigma rule */
         for (int c = 0; c < n_cells; c++) {
             if (run_detector(&s, &cells[c], F, 0, o.post, &sm, o.verbose ? &m->hp : NULL) ||
                 (di == 0 && run_detector(&sbs, &cells[c], F, 1, o.post, &sb, NULL)))

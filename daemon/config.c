@@ -161,6 +161,13 @@ const CcdConfigDef ccd_config_table[] = {
 {"alerts.lag_steps", CCD_CFG_INT, OFF(alerts.lag_steps), "-1", -1, 256, NULL, 1,
  "Also score against the forecast made this many steps earlier; -1 = the model's horizon "
  "(the oldest forecast of each step), 0 = off."},
+{"alerts.cusum_k", CCD_CFG_DOUBLE, OFF(alerts.cusum_k), "3", 0, 1e6, NULL, 1,
+ "Sustained deviations: reference value in |z| of each KPI's two-sided CUSUM of its "
+ "(lagged) z, clipped at cusum_k + 1 per step."},
+{"alerts.cusum_h", CCD_CFG_DOUBLE, OFF(alerts.cusum_h), "6", 0, 1e6, NULL, 1,
+ "A KPI is also over (warning) while its CUSUM is at least this: at least cusum_h steps of "
+ "|z| >= cusum_k + 1, or more steps nearer cusum_k; catches shifts and drifts whose |z| "
+ "stays below warn_z. 0 = off."},
 {"alerts.stuck_steps", CCD_CFG_INT, OFF(alerts.stuck_steps), "12", 2, 1000000, NULL, 1,
  "Equal consecutive values of a varying KPI for a stuck alert."},
 {"alerts.stuck_min_change_rate", CCD_CFG_DOUBLE, OFF(alerts.stuck_min_change_rate), "0.5", 0, 1, NULL, 1,

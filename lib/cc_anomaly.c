@@ -14,7 +14,8 @@
 
 #define NONE_STEP INT64_MIN
 #define STATE_MAGIC 0x314D4E41u /* "ANM1" */
-#define STATE_VERSION 2u /* 2: + the lag calibration per KPI; version 1 is still read */
+#define STATE_VERSION 3u /* 2: + the lag calibration per KPI; 3: + the CUSUM sums per KPI;
+                           * versions 1 and 2 are still read (sums start at 0) */
 
 /* Lag calibration. The L-step-old forecast is less precise than the one-step forecast in
  * ways its sd may not say (a poor or untrained model, a bursty KPI): its residuals |z_L|
@@ -46,6 +47,8 @@ typedef struct KpiState {
     double att_mul;       ///< factor the z was multiplied by (lag calibration; 1: none)
     double abs1, absl;    ///< running means of |z| one-step and lagged (lag calibration)
     int32_t n1, nl;       ///< their updates (saturate at LAGCAL_STEPS)
+    double cu_pos, cu_neg; ///< CUSUM sums S⁺, S⁻ (cusum_k, cusum_h)
+    int sustained;        ///< over at the last scored step by the CUSUM
     float last_val;       ///< last observed value
     float change_rate;    ///< EWMA of "value changed"
     float run_max;        ///< longest recent run of equal values (decaying)
@@ -108,6 +111,8 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     s->dq_resolve_steps = 3;
     s->dq_grace_steps = 16;
     s->lag_steps = -1;
+    s->cusum_k = 3.0;
+    s->cusum_h = 6.0;
     for (int f = 0; f < CC_MAX_FEATURES; f++)
         s->kpi[f].enabled = 1;
 }
@@ -156,6 +161,8 @@ int cc_anomaly_validate(const CcAnomalySettings *s, char *err, size_t errlen)
                        "anomaly: need stuck_run_factor ≥ 0 and stuck_memory_steps ≥ 1");
     if (s->missing_after_s < 0)
         return cc_errf(err, errlen, -EINVAL, "anomaly: missing_after_s must be ≥ 0");
+    if (!(s->cusum_k >= 0 && s->cusum_k <= 1e6) || !(s->cusum_h >= 0 && s->cusum_h <= 1e6))
+        return cc_errf(err, errlen, -EINVAL, "anomaly: need cusum_k and cusum_h in [0, 1e6]");
     for (int f = 0; f < s->n_features; f++) {
         const CcAnomalyKpi *k = &s->kpi[f];
         double w = k->warn_z > 0 ? k->warn_z : s->warn_z;
@@ -560,6 +567,12 @@ static int dq_blocks(const CcAnomalySettings *s, const Episode *e, int64_t step)
     return e->resolved != NONE_STEP && step - e->resolved <= s->dq_grace_steps;
 }
 
+/* A KPI to attribute an anomaly step to: |z| over its warning threshold, or the CUSUM. */
+static int kpi_is_over(const CcAnomalySettings *s, const KpiState *k, int f)
+{
+    return isfinite(k->z) && (fabs(k->z) >= kpi_warn(s, f) || k->sustained);
+}
+
 static int cmp_attr(const void *pa, const void *pb)
 {
     double a = fabs(((const CcAlertAttr *)pa)->z), b = fabs(((const CcAlertAttr *)pb)->z);
@@ -665,6 +678,7 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
         double z = c->exp_step == step
                        ? zscore(s, f, values[f], k->exp_mean, k->exp_sd, k->exp_scale)
                        : NAN;
+        double zc = NAN; /* what the CUSUM sees: the calibrated lagged z, else z */
         k->att_mean = k->exp_mean;
         k->att_sd = k->exp_sd;
         k->att_scale = k->exp_scale;
@@ -678,6 +692,7 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
                 absmean_update(&k->absl, &k->nl, zl);
             }
             zl *= g;
+            zc = zl;
             if (isfinite(zl) && !(fabs(z) >= fabs(zl))) {
                 z = zl;
                 k->att_mean = e[0];
@@ -695,10 +710,23 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
             score = az;
         int dir = s->kpi[f].direction;
         int way = dir == 0 || (dir > 0 && z > 0) || (dir < 0 && z < 0);
+        k->sustained = 0;
+        if (s->cusum_h > 0) {
+            if (!isfinite(zc))
+                zc = z;
+            double clip = s->cusum_k + 1;
+            zc = zc > clip ? clip : zc < -clip ? -clip : zc;
+            k->cu_pos = fmax(0, k->cu_pos + zc - s->cusum_k);
+            k->cu_neg = fmax(0, k->cu_neg - zc - s->cusum_k);
+            k->sustained = (dir >= 0 && k->cu_pos >= s->cusum_h) ||
+                           (dir <= 0 && k->cu_neg >= s->cusum_h);
+        }
         if (way && az >= kpi_warn(s, f)) {
             n_over++;
             if (az >= kpi_crit(s, f))
                 n_crit++;
+        } else if (k->sustained) {
+            n_over++;
         }
     }
     int over = n_scored > 0 && n_over >= s->min_kpis;
@@ -744,7 +772,7 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
             CcAlertAttr all[CC_MAX_FEATURES];
             int n = 0;
             for (int f = 0; f < F; f++)
-                if (isfinite(c->k[f].z) && fabs(c->k[f].z) >= kpi_warn(s, f))
+                if (kpi_is_over(s, &c->k[f], f))
                     attr_of(s, &c->k[f], f, values[f], &all[n++]);
             qsort(all, (size_t)n, sizeof *all, cmp_attr);
             ev.n_attr = n < CC_ALERT_MAX_ATTR ? n : CC_ALERT_MAX_ATTR;
@@ -760,7 +788,7 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
         int n = 0;
         if (escalate || score > e->peak) {
             for (int f = 0; f < F; f++)
-                if (isfinite(c->k[f].z) && fabs(c->k[f].z) >= kpi_warn(s, f))
+                if (kpi_is_over(s, &c->k[f], f))
                     attr_of(s, &c->k[f], f, values[f], &all[n++]);
             qsort(all, (size_t)n, sizeof *all, cmp_attr);
             if (n > CC_ALERT_MAX_ATTR)
@@ -907,6 +935,8 @@ static const CcAnomalyKey anomaly_keys[] = {
     AK(interval_z, CC_AKEY_DOUBLE, 0.01, 100, "half-width in sd of the interval in alerts (default 1.2815516 = 80%)"),
     AK(warmup_steps, CC_AKEY_INT, 0, 100000000, "steps of a cell's sequence before its forecasts are scored (default 64)"),
     AK(lag_steps, CC_AKEY_INT, -1, CC_ANOMALY_MAX_LAG, "also score against the forecast made this many steps earlier; -1 = the model's horizon, 0 = off (default -1)"),
+    AK(cusum_k, CC_AKEY_DOUBLE, 0, 1e6, "CUSUM reference value in |z| for sustained deviations (default 3)"),
+    AK(cusum_h, CC_AKEY_DOUBLE, 0, 1e6, "CUSUM threshold: a KPI is over while its sum is at least this; 0 = off (default 6)"),
     AK(stuck_steps, CC_AKEY_INT, 2, 1000000, "equal consecutive values of a varying KPI for a stuck alert (default 12)"),
     AK(stuck_min_change_rate, CC_AKEY_DOUBLE, 0, 1, "change rate a KPI needs to count as varying (default 0.5)"),
     AK(change_rate_steps, CC_AKEY_INT, 1, 1000000, "time constant of the change rate in steps (default 200)"),
@@ -1231,6 +1261,8 @@ long cc_anomaly_cell_save(const CcAnomalyCell *c, uint8_t *buf, size_t cap)
         PUT(&b, k->absl);
         PUT(&b, k->n1);
         PUT(&b, k->nl);
+        PUT(&b, k->cu_pos);
+        PUT(&b, k->cu_neg);
         put_ep(&b, &k->stuck);
         put_ep(&b, &k->bounds);
     }
@@ -1255,9 +1287,9 @@ int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char 
     GET(&r, F);
     if (r.bad || magic != STATE_MAGIC)
         return cc_errf(err, errlen, -EINVAL, "anomaly state: bad magic");
-    if (ver != STATE_VERSION && ver != 1)
+    if (ver < 1 || ver > STATE_VERSION)
         return cc_errf(err, errlen, -EINVAL,
-                       "anomaly state: version %u, this build reads 1 and %u", ver,
+                       "anomaly state: version %u, this build reads 1 to %u", ver,
                        STATE_VERSION);
     if ((int)F != c->F)
         return cc_errf(err, errlen, -EINVAL, "anomaly state: %u KPIs, the cell has %d", F, c->F);
@@ -1317,6 +1349,15 @@ int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char 
             GET(&r, k->nl);
             if (!(k->abs1 >= 0 && k->absl >= 0 && isfinite(k->abs1) && isfinite(k->absl)) ||
                 k->n1 < 0 || k->nl < 0)
+                bad_val = 1;
+        }
+        k->cu_pos = k->cu_neg = 0;
+        k->sustained = 0;
+        if (ver >= 3) {
+            GET(&r, k->cu_pos);
+            GET(&r, k->cu_neg);
+            if (!(k->cu_pos >= 0 && k->cu_neg >= 0 && isfinite(k->cu_pos) &&
+                  isfinite(k->cu_neg)))
                 bad_val = 1;
         }
         k->att_mul = 1;

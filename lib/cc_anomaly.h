@@ -23,7 +23,16 @@
  * the one-step forecast. When the lagged z is the larger, attribution reports that
  * forecast, its interval widened by the same factor. A KPI is "over" at a step when
  * |z_f| ≥ its warning threshold in its direction (both, up or down), "critical" when
- * |z_f| ≥ its critical threshold. KPIs that are disabled, imputed (mask 0), in their
+ * |z_f| ≥ its critical threshold.
+ * Sustained deviations (cusum_h > 0): a shift or a drift of 2-3 σ keeps |z| at 3-4 for
+ * many steps, below any threshold that keeps false alerts rare. Each KPI keeps a two-sided
+ * CUSUM of its z (the calibrated lagged z when there is one, else the one-step z), each
+ * step clipped to ±(cusum_k + 1):
+ *     S⁺ = max(0, S⁺ + z − cusum_k),   S⁻ = max(0, S⁻ − z − cusum_k)
+ * and is also "over" (warning, never critical) while S⁺ or S⁻ (in its direction) is
+ * ≥ cusum_h: at least cusum_h steps of |z| ≥ cusum_k + 1, or more steps closer to cusum_k.
+ * Clipping keeps one spike (left to the z thresholds) from charging the sums.
+ * KPIs that are disabled, imputed (mask 0), in their
  * data-quality grace period or with a data-quality alert firing are not scored.
  * The cell score is max_f |z_f| over the scored KPIs; the cell step is
  *     over      when at least min_kpis KPIs are over,
@@ -45,7 +54,7 @@
  *               resolution.
  * Alert id = "<cell>:anomaly:<onset step>" — a pure function of the data, so a host that
  * restores the state from a snapshot and replays the same steps produces the same ids.
- * Attribution: the KPIs over threshold at the step of the event (firing) or at the
+ * Attribution: the KPIs over (threshold or CUSUM) at the step of the event (firing) or at the
  * episode's peak (resolved), by |z| descending, at most CC_ALERT_MAX_ATTR, each with
  * observed, expected (mean), interval [mean ± interval_z·sd_eff] and z.
  *
@@ -154,6 +163,8 @@ typedef struct CcAnomalySettings {
     int lag_steps;             ///< L: also score against the forecast made L steps earlier
                                ///< (horizon step L-1; needs HZ ≥ L); 0 = off; -1 = the
                                ///< horizon of the forecasts (HZ, at most 256) (default -1)
+    double cusum_k;            ///< CUSUM reference value in |z| (default 3)
+    double cusum_h;            ///< CUSUM decision threshold; 0 = no CUSUM (default 6)
     CcAnomalyKpi kpi[CC_MAX_FEATURES]; ///< per-KPI overrides, model feature order
 } CcAnomalySettings;
 

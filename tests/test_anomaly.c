@@ -1025,9 +1025,22 @@ static void test_lag_calibration(void **state)
     CcAnomalyCell *c2 = NULL;
     assert_int_equal(cc_anomaly_cell_open(&c2, fx.a, "poorlag"), 0);
     assert_int_equal(cc_anomaly_cell_load(c2, b, (size_t)n, NULL, 0), 0);
-    /* version 1 = version 2 without the 24 bytes of lag calibration after the KPI's
-     * has_last field (cell part: 636 bytes; KPI part up to has_last: 52 bytes) */
-    const size_t at = 636 + 52, cut = 24;
+    /* version 2 = version 3 without the 16 bytes of CUSUM sums after the 24 bytes of lag
+     * calibration after the KPI's has_last field (cell part: 636 bytes; KPI part up to
+     * has_last: 52 bytes); version 1 lacks both (40 bytes) */
+    const size_t at = 636 + 52, cut = 24 + 16;
+    {
+        uint8_t *b2 = malloc((size_t)n - 16);
+        memcpy(b2, b, at + 24);
+        memcpy(b2 + at + 24, b + at + 40, (size_t)n - at - 40);
+        uint32_t v2 = 2;
+        memcpy(b2 + 4, &v2, 4);
+        CcAnomalyCell *cv2 = NULL;
+        assert_int_equal(cc_anomaly_cell_open(&cv2, fx.a, "poorlag"), 0);
+        assert_int_equal(cc_anomaly_cell_load(cv2, b2, (size_t)n - 16, NULL, 0), 0);
+        cc_anomaly_cell_close(&cv2);
+        free(b2);
+    }
     uint8_t *b1 = malloc((size_t)n - cut);
     memcpy(b1, b, at);
     memcpy(b1 + at, b + at + cut, (size_t)n - at - cut);
@@ -1124,6 +1137,66 @@ static void test_settings_by_name(void **state)
     }
 }
 
+/* CUSUM: |z| ≈ 3.5 for 30 steps stays under warn_z = 4 on every step; the CUSUM (k 3,
+ * h 6) fires one warning episode attributed to that KPI after ~12 steps and resolves once
+ * the deviation ends. Off (cusum_h 0) or against the KPI's direction: nothing. The sums
+ * survive a state save/load (the same firing step). */
+static int run_sustained(double cusum_h, int direction, int save_at, int64_t *fired_at)
+{
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    s.cusum_h = cusum_h;
+    s.kpi[0].direction = direction;
+    Fixture fx;
+    fx_open(&fx, &s, "sus");
+    for (int64_t t = 0; t < 200; t++) {
+        step_z(&fx, t, t >= 100 && t < 130 ? 3.5 : 0.0);
+        if (t == save_at) {
+            long n = cc_anomaly_cell_save(fx.c, NULL, 0);
+            uint8_t *b = malloc((size_t)n);
+            assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n), n);
+            cc_anomaly_cell_close(&fx.c);
+            assert_int_equal(cc_anomaly_cell_open(&fx.c, fx.a, "sus"), 0);
+            assert_int_equal(cc_anomaly_cell_load(fx.c, b, (size_t)n, NULL, 0), 0);
+            free(b);
+        }
+    }
+    int n = count(&fx.rec, CC_ALERT_ANOMALY, CC_DQ_NONE, CC_ALERT_FIRING);
+    if (n) {
+        const CcAlertEvent *f = &fx.rec.ev[0];
+        assert_int_equal(f->state, CC_ALERT_FIRING);
+        assert_int_equal(f->severity, CC_SEV_WARNING);
+        assert_int_equal(f->n_attr, 1);
+        assert_int_equal(f->attr[0].kpi, 0);
+        assert_true(f->attr[0].z > 3.0 && f->attr[0].z < 4.0); /* the real z, under warn_z */
+        *fired_at = f->step;
+        assert_int_equal(count(&fx.rec, CC_ALERT_ANOMALY, CC_DQ_NONE, CC_ALERT_RESOLVED), 1);
+        assert_true(fx.rec.ev[fx.rec.n - 1].step > 130 && fx.rec.ev[fx.rec.n - 1].step < 140);
+    }
+    fx_close(&fx);
+    return n;
+}
+
+static void test_cusum_sustained(void **state)
+{
+    (void)state;
+    int64_t at = -1, at2 = -1;
+    assert_int_equal(run_sustained(6, 0, -1, &at), 1);
+    assert_true(at >= 105 && at <= 125);
+    assert_int_equal(run_sustained(6, 0, 104, &at2), 1);
+    assert_int_equal(at2, at);
+    assert_int_equal(run_sustained(0, 0, -1, &at2), 0);  /* off */
+    assert_int_equal(run_sustained(6, -1, -1, &at2), 0); /* the KPI alerts downwards only */
+    assert_int_equal(run_sustained(6, 1, -1, &at2), 1);
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    assert_int_equal(cc_anomaly_settings_set(&s, NULL, "cusum_h", "0", NULL, 0), 0);
+    assert_true(s.cusum_h == 0);
+    assert_int_equal(cc_anomaly_settings_set(&s, NULL, "cusum_k", "-1", NULL, 0), -EINVAL);
+    s.cusum_h = -1;
+    assert_int_equal(cc_anomaly_validate(&s, NULL, 0), -EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1150,6 +1223,7 @@ int main(void)
         cmocka_unit_test(test_default_lag_is_horizon),
         cmocka_unit_test(test_lag_calibration),
         cmocka_unit_test(test_settings_by_name),
+        cmocka_unit_test(test_cusum_sustained),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
