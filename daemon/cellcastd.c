@@ -17,7 +17,6 @@
  * (cell, step) rule).
  */
 #include <errno.h>
-#include <event2/thread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -472,7 +471,8 @@ int main(int argc, char **argv)
     }
     rc = 1;
     signal(SIGPIPE, SIG_IGN);
-    evthread_use_pthreads();
+    /* No evthread locking: only the event loop's thread touches libevent (the engine
+     * worker wakes it through the scheduler's self-pipe). */
     ccd_log_route_libevent();
     /* The changelist folds the add/delete/modify calls one loop iteration makes on a
      * socket into one epoll_ctl: evhttp disables and re-enables reading around each

@@ -2,6 +2,7 @@
 #include "scheduler.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,7 +87,8 @@ struct CcdSched {
     pthread_cond_t cond;
     CcdBatch *todo, *done;     /* handoff slots, under lock */
     int quit;
-    struct event *done_ev;
+    struct event *done_ev;     /* reads wake_fd[0]: the worker finished a batch */
+    int wake_fd[2];            /* self-pipe, so that libevent needs no locking (evthread) */
     CcdSchedStats st;
     /* worker scratch */
     CcStepInput *in;
@@ -244,8 +246,9 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&s->lock);
         s->done = b;
         pthread_cond_broadcast(&s->cond);
-        if (s->done_ev)
-            event_active(s->done_ev, EV_READ, 0);
+        /* a full pipe already holds a pending wake-up */
+        if (write(s->wake_fd[1], "", 1) < 0 && errno != EAGAIN)
+            LOG_WARN("sched", "cannot wake the event loop: %s", strerror(errno));
     }
     pthread_mutex_unlock(&s->lock);
     return NULL;
@@ -284,7 +287,10 @@ static void done_cb(evutil_socket_t fd, short what, void *arg)
 {
     CcdSched *s = arg;
     CcdBatch *b;
-    (void)fd, (void)what;
+    (void)what;
+    char sink[64];
+    while (read(fd, sink, sizeof sink) > 0)
+        ;
     pthread_mutex_lock(&s->lock);
     b = s->done;
     s->done = NULL;
@@ -315,10 +321,18 @@ int ccd_sched_open(CcdSched **out, struct event_base *base, CcEngine *e, CcdCell
     ccd_hist_init(&s->st.delay_seconds, step_le, (int)(sizeof step_le / sizeof step_le[0]));
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
-    s->done_ev = event_new(base, -1, 0, done_cb, s);
-    if (!s->done_ev || pthread_create(&s->worker, NULL, worker_main, s)) {
+    if (pipe2(s->wake_fd, O_NONBLOCK | O_CLOEXEC)) {
+        int rc = -errno;
+        free(s);
+        return rc;
+    }
+    s->done_ev = event_new(base, s->wake_fd[0], EV_READ | EV_PERSIST, done_cb, s);
+    if (!s->done_ev || event_add(s->done_ev, NULL) ||
+        pthread_create(&s->worker, NULL, worker_main, s)) {
         if (s->done_ev)
             event_free(s->done_ev);
+        close(s->wake_fd[0]);
+        close(s->wake_fd[1]);
         free(s);
         return -ENOMEM;
     }
@@ -410,6 +424,8 @@ void ccd_sched_close(CcdSched **ps)
     if (s->have_worker)
         pthread_join(s->worker, NULL);
     event_free(s->done_ev);
+    close(s->wake_fd[0]);
+    close(s->wake_fd[1]);
     for (int i = 0; i < 2; i++) {
         free(s->batches[i].items);
         free(s->batches[i].values);

@@ -15,7 +15,6 @@
 
 #include <cmocka.h>
 #include <event2/event.h>
-#include <event2/thread.h>
 
 #include "../daemon/cells.h"
 #include "../daemon/config.h"
@@ -257,12 +256,11 @@ static void test_scheduler_steps_and_publishes(void **state)
     struct event_base *base;
     CcdSched *s;
     Done done = {0};
-    evthread_use_pthreads();
     assert_non_null(base = event_base_new());
     done.base = base;
     CcdSchedSettings ss = {.batch_steps = 1000000, .batch_ms = 0, .on_done = on_done, .cookie = &done};
     assert_int_equal(ccd_sched_open(&s, base, x->e, x->t, &ss), 0);
-    /* a registered event keeps event_base_dispatch waiting for the worker's event_active */
+    /* a registered event keeps event_base_dispatch waiting for the worker's wake-up */
     struct event *keep = event_new(base, -1, EV_PERSIST, noop, NULL);
     struct timeval tv = {3600, 0};
     event_add(keep, &tv);
