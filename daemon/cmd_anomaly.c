@@ -87,6 +87,7 @@ typedef struct Opts {
     int no_inject;
     double sweep[MAX_SWEEP];
     int n_sweep;
+    double budget; ///< false alerts per cell-week on the history; < 0 = no calibration
     int verbose;
     CcAnomalySettings as;
 } Opts;
@@ -507,8 +508,11 @@ typedef struct Score {
     double delay_sum;
 } Score;
 
-static int run_detector(const CcAnomalySettings *s, Cell *c, int F, int baseline, int post,
-                        Score *sc, const CcHparams *verbose)
+/* Replays one cell through a detector (the model's expectations, or the baseline's), the
+ * firing transitions from step col->from_step on going to col. With `stats`, the cell's
+ * scoring counts are returned there. */
+static int replay(const CcAnomalySettings *s, Cell *c, int F, int baseline, Collect *col,
+                  CcAnomalyCellStats *stats)
 {
     CcAnomaly *a = NULL;
     CcAnomalyCell *ac = NULL;
@@ -522,9 +526,7 @@ static int run_detector(const CcAnomalySettings *s, Cell *c, int F, int baseline
         cc_anomaly_close(&a);
         return rc;
     }
-    Collect col = {0};
-    col.from_step = c->p0 + c->test0;
-    CcAlertSink sink = {&col, collect};
+    CcAlertSink sink = {col, collect};
     double mean[CC_MAX_FEATURES], sd[CC_MAX_FEATURES], scale[CC_MAX_FEATURES];
     for (int i = 0; i < c->T; i++) {
         int64_t step = c->p0 + i;
@@ -566,12 +568,25 @@ static int run_detector(const CcAnomalySettings *s, Cell *c, int F, int baseline
         }
         cc_anomaly_observe(a, ac, step, c->x + (size_t)i * F, c->mask + (size_t)i * F, &sink);
     }
-    if (verbose) {
-        CcAnomalyCellStats st;
-        cc_anomaly_cell_stats(ac, &st);
+    if (stats)
+        cc_anomaly_cell_stats(ac, stats);
+    cc_anomaly_cell_close(&ac);
+    cc_anomaly_close(&a);
+    return 0;
+}
+
+static int run_detector(const CcAnomalySettings *s, Cell *c, int F, int baseline, int post,
+                        Score *sc, const CcHparams *verbose)
+{
+    Collect col = {0};
+    col.from_step = c->p0 + c->test0;
+    CcAnomalyCellStats st;
+    int rc = replay(s, c, F, baseline, &col, &st);
+    if (rc)
+        return rc;
+    if (verbose)
         fprintf(stderr, "    %s: %llu steps scored, %llu over, %d alert transitions kept\n", c->id,
                 (unsigned long long)st.scored, (unsigned long long)st.over, col.n);
-    }
     /* labels */
     for (int l = 0; l < c->n_lab; l++) {
         const Label *lb = &c->lab[l];
@@ -627,9 +642,62 @@ static int run_detector(const CcAnomalySettings *s, Cell *c, int F, int baseline
     }
     sc->step_seconds = (double)s->step_seconds;
     free(col.a);
-    cc_anomaly_cell_close(&ac);
-    cc_anomaly_close(&a);
     return 0;
+}
+
+/* False anomaly alerts per cell-week of the model's detector on the history rows (no
+ * injection there): the rows before the test part that have a one-step expectation.
+ * Every anomaly alert there counts as false; the history is the operator's "normal". */
+static int history_rate(const CcAnomalySettings *s, Cell *cells, int n_cells, int F,
+                        double *rate, double *weeks)
+{
+    double alerts = 0, steps = 0;
+    for (int ci = 0; ci < n_cells; ci++) {
+        Cell *c = &cells[ci];
+        for (int i = 1; i < c->test0; i++)
+            for (int f = 0; f < F; f++)
+                if (isfinite(c->fm[((size_t)(i - 1) * c->H) * F + f])) {
+                    steps++;
+                    break;
+                }
+        Collect col = {0};
+        col.from_step = c->p0;
+        int rc = replay(s, c, F, 0, &col, NULL);
+        if (rc)
+            return rc;
+        for (int k = 0; k < col.n; k++)
+            alerts += col.a[k].kind == CC_ALERT_ANOMALY && col.a[k].step < c->p0 + c->test0;
+        free(col.a);
+    }
+    *weeks = steps * (double)s->step_seconds / 604800.0;
+    *rate = *weeks > 0 ? alerts / *weeks : NAN;
+    return 0;
+}
+
+/* The deployment's thresholds (warn_z, crit_z, cusum_k) scaled by one factor, the lowest
+ * on a 5 % geometric grid of warn_z from 2 to 1000 whose history false-alert rate is
+ * ≤ budget; *s gets them. -1 when there is no history, 1 when even warn_z 1000 is over
+ * the budget. */
+static int calibrate_budget(CcAnomalySettings *s, Cell *cells, int n_cells, int F,
+                            double budget, double *rate, double *weeks)
+{
+    for (double z = 2.0; z <= 1000.0; z *= 1.05) {
+        CcAnomalySettings t = *s;
+        double k = round(z * 100) / 100 / s->warn_z;
+        t.warn_z = s->warn_z * k;
+        t.crit_z = s->crit_z * k;
+        t.cusum_k = s->cusum_k * k;
+        int rc = history_rate(&t, cells, n_cells, F, rate, weeks);
+        if (rc)
+            return rc;
+        if (!(*weeks > 0))
+            return -1;
+        if (*rate <= budget) {
+            *s = t;
+            return 0;
+        }
+    }
+    return 1;
 }
 
 static void print_score(const char *name, const Score *sc, int with_types)
@@ -694,6 +762,10 @@ static void usage(FILE *out)
         "  --variant k=v,k=v     evaluate one more detector: the settings above with these\n"
         "                        changed (repeatable; the engine runs once for all)\n"
         "  --sweep z1,z2,...     evaluate several --warn-z (crit-z = max(crit-z, 1.5·warn-z))\n"
+        "  --budget B            also evaluate thresholds calibrated on the history: warn-z,\n"
+        "                        crit-z and cusum_k scaled by the lowest factor whose false\n"
+        "                        alerts per cell-week on the history rows are ≤ B (needs\n"
+        "                        history)\n"
         "Baseline:\n"
         "  --baseline-window N   rolling window in steps (default: one day)\n"
         "  --baseline-z X        its warn threshold (default 3)\n",
@@ -748,12 +820,13 @@ int cmd_anomaly(int argc, char **argv)
     o.post = 10;
     o.baseline_z = 3;
     o.mag_scale = 1;
+    o.budget = -1;
     cc_anomaly_default_settings(&o.as);
     enum {
         O_MODEL = 1, O_DATA, O_HIST, O_NOHIST, O_SEED, O_TRIALS, O_SPACING, O_MARGIN, O_POST,
         O_IKPIS, O_NOINJ, O_WZ, O_CZ, O_MINK, O_WN, O_WK, O_CK, O_RM, O_CD, O_FREL, O_FSC,
         O_SWEEP, O_BW, O_BZ, O_VERB, O_LAG, O_AKPIS, O_MAG, O_TFRAC, O_SET,
-        O_VARIANT, O_HELP
+        O_VARIANT, O_BUDGET, O_HELP
     };
     static const struct option lo[] = {
         {"model", 1, 0, O_MODEL}, {"data", 1, 0, O_DATA}, {"history", 1, 0, O_HIST},
@@ -768,7 +841,8 @@ int cmd_anomaly(int argc, char **argv)
         {"lag", 1, 0, O_LAG}, {"alert-kpis", 1, 0, O_AKPIS},
         {"mag-scale", 1, 0, O_MAG}, {"test-frac", 1, 0, O_TFRAC},
         {"set", 1, 0, O_SET},
-        {"variant", 1, 0, O_VARIANT}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+        {"variant", 1, 0, O_VARIANT}, {"budget", 1, 0, O_BUDGET},
+        {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
     const char *sets[MAX_SWEEP], *variants[MAX_SWEEP];
     int n_sets = 0, n_variants = 0;
     int ch;
@@ -846,6 +920,7 @@ int cmd_anomaly(int argc, char **argv)
             case O_BZ: o.baseline_z = v; break;
             case O_LAG: o.as.lag_steps = (int)v; break;
             case O_MAG: o.mag_scale = v; break;
+            case O_BUDGET: o.budget = v; break;
             case O_TFRAC:
                 if (v >= 1) {
                     fprintf(stderr, "cellcast anomaly-eval: --test-frac must be < 1\n");
@@ -976,6 +1051,32 @@ int cmd_anomaly(int argc, char **argv)
         }
         n_det++;
     }
+    /* --budget: one more detector, the settings with thresholds calibrated on the history */
+    int budget_det = -1;
+    if (o.budget >= 0) {
+        if (n_det > MAX_SWEEP) {
+            fprintf(stderr, "cellcast anomaly-eval: too many detectors for --budget\n");
+            goto done;
+        }
+        CcAnomalySettings t = o.as;
+        double rate = NAN, weeks = 0;
+        int rc = calibrate_budget(&t, cells, n_cells, F, o.budget, &rate, &weeks);
+        if (rc < 0) {
+            fprintf(stderr, "cellcast anomaly-eval: --budget needs history rows with forecasts "
+                            "(a history file or --test-frac)\n");
+            goto done;
+        }
+        if (rc > 0) {
+            fprintf(stderr, "cellcast anomaly-eval: --budget %g: the history has %.2f false "
+                            "alerts per cell-week even at warn_z 1000\n", o.budget, rate);
+            goto done;
+        }
+        printf("budget %g false alerts per cell-week on %.1f cell-weeks of history: warn_z %.3g, "
+               "crit_z %.3g, cusum_k %.3g (history rate %.2f)\n", o.budget, weeks, t.warn_z,
+               t.crit_z, t.cusum_k, rate);
+        budget_det = n_det;
+        det[n_det++] = t;
+    }
     double zs[MAX_SWEEP + 1];
     int nz = o.n_sweep;
     if (nz)
@@ -991,7 +1092,7 @@ int cmd_anomaly(int argc, char **argv)
     for (int di = 0; di < n_det; di++)
     for (int zi = 0; zi < nz; zi++) {
         CcAnomalySettings s = det[di];
-        if (o.n_sweep) {
+        if (o.n_sweep && di != budget_det) {
             s.warn_z = zs[zi];
             s.crit_z = fmax(det[di].crit_z, 1.5 * zs[zi]);
         }
@@ -1012,7 +1113,9 @@ int cmd_anomaly(int argc, char **argv)
                 goto done;
         }
         char name[64];
-        if (di)
+        if (di == budget_det)
+            printf("budget %g:\n", o.budget);
+        else if (di)
             printf("variant %s:\n", variants[di - 1]);
         snprintf(name, sizeof name, "model z>=%g/%g", s.warn_z, s.crit_z);
         print_score(name, &sm, nz == 1);

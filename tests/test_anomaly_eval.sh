@@ -4,7 +4,8 @@
 # history rows too (the daemon's state is warm when the test rows start; alerts are still
 # counted from the test rows only), --variant adds one detector row per variant on the same
 # engine pass, --set and --variant take alerts.* keys by name and refuse unknown ones, and
-# --lag -1 (the model's horizon) is accepted while a lag beyond the horizon is refused.
+# --lag -1 (the model's horizon) is accepted while a lag beyond the horizon is refused, and
+# --budget calibrates thresholds on the history rows (monotone in the budget).
 #   usage: test_anomaly_eval.sh CELLCAST SOURCE_ROOT
 set -u
 CLI=${1:?cellcast binary}
@@ -48,6 +49,27 @@ grep -q "unknown setting" "$TMP/err" || fail "--set nosuch: $(cat "$TMP/err")"
     --variant lag_steps=25 >/dev/null 2>"$TMP/err" && fail "--variant lag_steps=25 > HZ accepted"
 "$CLI" anomaly-eval --model "$MODEL" --data "$TMP/s.csv" --test-frac 0.2 --lag -1 \
     >"$TMP/out" 2>"$TMP/err" || fail "--lag -1 refused: $(tail -2 "$TMP/err")"
+
+# --budget: thresholds calibrated on the history rows; a tighter budget never gives lower
+# thresholds, and the history rate it reports is within the budget
+budget_z() { # BUDGET -> the calibrated warn_z (and checks the row and the rate)
+    "$CLI" anomaly-eval --model "$MODEL" --data "$TMP/s.csv" --test-frac 0.2 --budget "$1" \
+        >"$TMP/out" 2>"$TMP/err" || { fail "--budget $1 exit: $(tail -2 "$TMP/err")"; return; }
+    grep -q "^budget $1:" "$TMP/out" || fail "--budget $1: no detector row: $(cat "$TMP/out")"
+    local line
+    line=$(grep "^budget $1 false alerts per cell-week" "$TMP/out")
+    [ -n "$line" ] || { fail "--budget $1: no calibration line"; return; }
+    awk -v b="$1" '{ r = $NF; sub(/\)/, "", r); if (r + 0 > b + 0) exit 1 }' <<<"$line" ||
+        fail "--budget $1: history rate over the budget: $line"
+    sed 's/.*warn_z \([0-9.]*\),.*/\1/' <<<"$line"
+}
+z1=$(budget_z 1)
+z0=$(budget_z 0.05)
+awk -v a="$z1" -v b="$z0" 'BEGIN { exit !(a + 0 >= 2 && b + 0 >= a + 0) }' ||
+    fail "--budget 1 gave warn_z '$z1', --budget 0.05 '$z0' (want 2 <= z1 <= z0)"
+"$CLI" anomaly-eval --model "$MODEL" --data "$TMP/s.csv" --test-frac 0 --budget 1 \
+    >/dev/null 2>"$TMP/err" && fail "--budget without history accepted"
+grep -q "needs history" "$TMP/err" || fail "--budget without history: $(tail -2 "$TMP/err")"
 
 [ "$fails" = 0 ] && echo "anomaly-eval: all checks passed"
 exit $((fails > 0))
