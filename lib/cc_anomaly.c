@@ -520,6 +520,7 @@ static void attr_of(const CcAnomalySettings *s, const KpiState *k, int f, double
     out->lo = k->att_mean - s->interval_z * sd;
     out->hi = k->att_mean + s->interval_z * sd;
     out->z = k->z;
+    out->cusum = !k->sustained ? 0 : k->cu_pos >= k->cu_neg ? k->cu_pos : -k->cu_neg;
 }
 
 /* DQ episode step: cond holds at `step` (onset `onset` when it starts firing). */
@@ -642,7 +643,7 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
         k->last_val = v;
         int stuck = nst > 0 && k->run >= nst && k->change_rate >= s->stuck_min_change_rate &&
                     (double)k->run >= s->stuck_run_factor * k->run_max && !all_zero_now;
-        CcAlertAttr at = {f, v, NAN, NAN, NAN, NAN};
+        CcAlertAttr at = {f, v, NAN, NAN, NAN, NAN, 0};
         if (c->exp_step == step)
             at.expected = k->exp_mean;
         /* A firing stuck alert stays firing while the run goes on (even if the change rate
@@ -653,7 +654,7 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
                   &at, sink);
         const CcAnomalyKpi *kp = &s->kpi[f];
         int oob = kp->min < kp->max && (v < kp->min || v > kp->max);
-        CcAlertAttr ab = {f, v, at.expected, kp->min, kp->max, NAN};
+        CcAlertAttr ab = {f, v, at.expected, kp->min, kp->max, NAN, 0};
         dq_update(a, c, &k->bounds, oob, CC_DQ_BOUNDS, f, step, step, CC_SEV_WARNING, &ab, sink);
     }
 
@@ -1149,6 +1150,10 @@ int cc_alert_event_json(const CcAlertEvent *ev, const CcHparams *hp, char *buf, 
         js_num(&j, a->hi);
         js(&j, ",\"z\":");
         js_num(&j, a->z);
+        if (a->cusum != 0) {
+            js(&j, ",\"cusum\":");
+            js_num(&j, a->cusum);
+        }
         js(&j, "}");
     }
     js(&j, "]}");
@@ -1272,6 +1277,8 @@ long cc_anomaly_cell_save(const CcAnomalyCell *c, uint8_t *buf, size_t cap)
         put(&b, c->lag_target, (size_t)L * sizeof *c->lag_target);
         put(&b, c->lag, (size_t)L * (size_t)c->F * 3 * sizeof *c->lag);
     }
+    for (int i = 0; i < CC_ALERT_MAX_ATTR; i++) /* version 3 */
+        PUT(&b, c->peak[i].cusum);
     if (buf && b.len > cap)
         return -ENOSPC;
     return (long)b.len;
@@ -1379,6 +1386,13 @@ int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char 
         }
         get(&r, lt, (size_t)L * sizeof *lt);
         get(&r, lv, (size_t)L * (size_t)c->F * 3 * sizeof *lv);
+    }
+    for (int i = 0; i < CC_ALERT_MAX_ATTR; i++) {
+        t.peak[i].cusum = 0;
+        if (ver >= 3) {
+            GET(&r, t.peak[i].cusum);
+            bad_val |= !isfinite(t.peak[i].cusum);
+        }
     }
     if (r.bad || bad_val || r.off != len || np < 0 || np > CC_ALERT_MAX_ATTR || L < 0 ||
         L > CC_ANOMALY_MAX_LAG) {

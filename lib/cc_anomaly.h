@@ -171,6 +171,8 @@ typedef struct CcAnomalySettings {
 typedef struct CcAlertAttr {
     int kpi;              ///< feature index
     double observed, expected, lo, hi, z;
+    double cusum;         ///< the KPI's CUSUM sum when it counted as over by it (cusum_h;
+                          ///< + up, − down), else 0
 } CcAlertAttr;
 
 /** One alert transition. Pointers are valid during the callback only. */

@@ -1027,23 +1027,25 @@ static void test_lag_calibration(void **state)
     assert_int_equal(cc_anomaly_cell_load(c2, b, (size_t)n, NULL, 0), 0);
     /* version 2 = version 3 without the 16 bytes of CUSUM sums after the 24 bytes of lag
      * calibration after the KPI's has_last field (cell part: 636 bytes; KPI part up to
-     * has_last: 52 bytes); version 1 lacks both (40 bytes) */
-    const size_t at = 636 + 52, cut = 24 + 16;
+     * has_last: 52 bytes) and without the peak attributions' CUSUM sums at the end (8 × 8
+     * bytes); version 1 also lacks the 24 bytes of calibration */
+    const size_t at = 636 + 52, tail = 8 * CC_ALERT_MAX_ATTR, cut = 24 + 16 + tail;
     {
-        uint8_t *b2 = malloc((size_t)n - 16);
+        size_t n2 = (size_t)n - 16 - tail;
+        uint8_t *b2 = malloc(n2);
         memcpy(b2, b, at + 24);
-        memcpy(b2 + at + 24, b + at + 40, (size_t)n - at - 40);
+        memcpy(b2 + at + 24, b + at + 40, n2 - at - 24);
         uint32_t v2 = 2;
         memcpy(b2 + 4, &v2, 4);
         CcAnomalyCell *cv2 = NULL;
         assert_int_equal(cc_anomaly_cell_open(&cv2, fx.a, "poorlag"), 0);
-        assert_int_equal(cc_anomaly_cell_load(cv2, b2, (size_t)n - 16, NULL, 0), 0);
+        assert_int_equal(cc_anomaly_cell_load(cv2, b2, n2, NULL, 0), 0);
         cc_anomaly_cell_close(&cv2);
         free(b2);
     }
     uint8_t *b1 = malloc((size_t)n - cut);
     memcpy(b1, b, at);
-    memcpy(b1 + at, b + at + cut, (size_t)n - at - cut);
+    memcpy(b1 + at, b + at + 40, (size_t)n - cut - at);
     uint32_t v1 = 1;
     memcpy(b1 + 4, &v1, 4);
     CcAnomalyCell *c1 = NULL;
@@ -1169,6 +1171,10 @@ static int run_sustained(double cusum_h, int direction, int save_at, int64_t *fi
         assert_int_equal(f->n_attr, 1);
         assert_int_equal(f->attr[0].kpi, 0);
         assert_true(f->attr[0].z > 3.0 && f->attr[0].z < 4.0); /* the real z, under warn_z */
+        assert_true(f->attr[0].cusum >= 6.0); /* over by its CUSUM, reported as such */
+        char js[2048];
+        assert_true(cc_alert_event_json(f, NULL, js, sizeof js) > 0);
+        assert_non_null(strstr(js, "\"cusum\":"));
         *fired_at = f->step;
         assert_int_equal(count(&fx.rec, CC_ALERT_ANOMALY, CC_DQ_NONE, CC_ALERT_RESOLVED), 1);
         assert_true(fx.rec.ev[fx.rec.n - 1].step > 130 && fx.rec.ev[fx.rec.n - 1].step < 140);
