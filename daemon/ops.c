@@ -31,6 +31,7 @@ typedef struct OpsCell {
     int64_t pub_step;            /* last scored step, -1 */
     double pub_score;
     double pub_z[CC_MAX_FEATURES];
+    double pub_cu_up[CC_MAX_FEATURES], pub_cu_down[CC_MAX_FEATURES]; /* CUSUM sums */
     int pub_anomaly_firing, pub_dq_firing;
     uint64_t pub_quiet;
 } OpsCell;
@@ -322,14 +323,17 @@ void ccd_ops_cell_free_hook(void *cookie, CcdCell *c) { ccd_ops_cell_free(cookie
 
 static void publish_scores(Ccd *d, CcdCell *c, OpsCell *oc)
 {
-    double z[CC_MAX_FEATURES], score;
+    double z[CC_MAX_FEATURES], score, up[CC_MAX_FEATURES], down[CC_MAX_FEATURES];
     CcAnomalyCellStats st;
     int64_t s = cc_anomaly_cell_scores(oc->ac, z, &score);
+    cc_anomaly_cell_cusum(oc->ac, up, down);
     cc_anomaly_cell_stats(oc->ac, &st);
     pthread_mutex_lock(&d->cells->pub_lock);
     oc->pub_step = s;
     oc->pub_score = score;
     memcpy(oc->pub_z, z, sizeof z);
+    memcpy(oc->pub_cu_up, up, sizeof up);
+    memcpy(oc->pub_cu_down, down, sizeof down);
     oc->pub_anomaly_firing = st.anomaly_firing;
     oc->pub_dq_firing = st.dq_firing;
     oc->pub_quiet = st.quiet;
@@ -1165,7 +1169,7 @@ static json_t *scores_json(Ccd *d, CcdCell *c)
 {
     const CcHparams *hp = &d->model->hp;
     int64_t step = -1;
-    double score = 0, z[CC_MAX_FEATURES];
+    double score = 0, z[CC_MAX_FEATURES], up[CC_MAX_FEATURES], down[CC_MAX_FEATURES];
     int fa = 0, fd = 0;
     pthread_mutex_lock(&d->cells->pub_lock);
     OpsCell *oc = c->anomaly;
@@ -1173,6 +1177,8 @@ static json_t *scores_json(Ccd *d, CcdCell *c)
         step = oc->pub_step;
         score = oc->pub_score;
         memcpy(z, oc->pub_z, sizeof z);
+        memcpy(up, oc->pub_cu_up, sizeof up);
+        memcpy(down, oc->pub_cu_down, sizeof down);
         fa = oc->pub_anomaly_firing;
         fd = oc->pub_dq_firing;
     }
@@ -1185,6 +1191,10 @@ static json_t *scores_json(Ccd *d, CcdCell *c)
     for (int f = 0; step >= 0 && f < hp->n_features; f++)
         json_object_set_new(k, hp->features[f], num_or_null(z[f]));
     json_object_set_new(o, "z", k);
+    json_t *cu = json_object();
+    for (int f = 0; step >= 0 && f < hp->n_features; f++)
+        json_object_set_new(cu, hp->features[f], json_pack("{s:f,s:f}", "up", up[f], "down", down[f]));
+    json_object_set_new(o, "cusum", cu);
     json_object_set_new(o, "anomaly_firing", json_boolean(fa));
     json_object_set_new(o, "data_quality_firing", json_integer(fd));
     return o;

@@ -854,6 +854,14 @@ int64_t cc_anomaly_cell_scores(const CcAnomalyCell *c, double *z, double *score)
     return c->score_step;
 }
 
+void cc_anomaly_cell_cusum(const CcAnomalyCell *c, double *up, double *down)
+{
+    for (int f = 0; f < c->F; f++) {
+        up[f] = c->k[f].cu_pos;
+        down[f] = c->k[f].cu_neg;
+    }
+}
+
 int cc_anomaly_cell_active(const CcAnomaly *a, const CcAnomalyCell *c, CcAlertEvent *out, int max)
 {
     int n = 0;

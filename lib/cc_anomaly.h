@@ -273,6 +273,9 @@ CC_API void cc_anomaly_cell_quiet_until(CcAnomalyCell *c, int64_t step);
  *  Returns the step, -1 if the cell was never scored. z may be NULL. */
 CC_API int64_t cc_anomaly_cell_scores(const CcAnomalyCell *c, double *z, double *score);
 
+/** Each KPI's CUSUM sums (F each; 0 when cusum_h is 0 or nothing has accumulated). */
+CC_API void cc_anomaly_cell_cusum(const CcAnomalyCell *c, double *up, double *down);
+
 /** Fills up to max events describing the alerts firing now (state firing); returns the
  *  number firing (may exceed max). */
 CC_API int cc_anomaly_cell_active(const CcAnomaly *a, const CcAnomalyCell *c, CcAlertEvent *out,

@@ -1194,6 +1194,19 @@ static void test_cusum_sustained(void **state)
     assert_int_equal(run_sustained(0, 0, -1, &at2), 0);  /* off */
     assert_int_equal(run_sustained(6, -1, -1, &at2), 0); /* the KPI alerts downwards only */
     assert_int_equal(run_sustained(6, 1, -1, &at2), 1);
+    { /* the sums the API publishes: up grows ~0.5 per step of z 3.5, down stays 0 */
+        CcAnomalySettings s1;
+        base_settings(&s1, 1);
+        Fixture fx;
+        fx_open(&fx, &s1, "sums");
+        for (int64_t t = 0; t < 10; t++)
+            step_z(&fx, t, 3.5);
+        double up[1], down[1];
+        cc_anomaly_cell_cusum(fx.c, up, down);
+        assert_true(up[0] > 3.0 && up[0] < 7.0);
+        assert_true(down[0] == 0.0);
+        fx_close(&fx);
+    }
     CcAnomalySettings s;
     base_settings(&s, 1);
     assert_int_equal(cc_anomaly_settings_set(&s, NULL, "cusum_h", "0", NULL, 0), 0);

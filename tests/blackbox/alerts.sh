@@ -244,6 +244,8 @@ act = get("/v1/cells/flat-1/alerts?active=1")["active"]
 assert sum(x["reason"] == "stuck" for x in act) == 3, act
 sc = get("/v1/cells/spike-1/scores")
 assert sc["step"] == p0 + 287 and set(sc["z"]) == {"prb", "thr", "users"} and sc["score"] < 20, sc
+assert set(sc["cusum"]) == {"prb", "thr", "users"} and all(
+    v["up"] >= 0 and v["down"] >= 0 for v in sc["cusum"].values()), sc
 assert "scores" in get("/v1/cells/spike-1")
 get("/v1/alerts?state=bogus", 422)
 get("/v1/alerts?limit=x", 400)
