@@ -645,53 +645,64 @@ static int run_detector(const CcAnomalySettings *s, Cell *c, int F, int baseline
     return 0;
 }
 
-/* False anomaly alerts per cell-week of the model's detector on the history rows (no
- * injection there): the rows before the test part that have a one-step expectation.
- * Every anomaly alert there counts as false; the history is the operator's "normal". */
-static int history_rate(const CcAnomalySettings *s, Cell *cells, int n_cells, int F,
-                        double *rate, double *weeks)
+/* Cell-weeks of history rows with a one-step expectation: the rows before the test part
+ * whose previous row has a forecast. */
+static double history_weeks(const Cell *cells, int n_cells, int F, int64_t step_seconds)
 {
-    double alerts = 0, steps = 0;
+    double steps = 0;
     for (int ci = 0; ci < n_cells; ci++) {
-        Cell *c = &cells[ci];
+        const Cell *c = &cells[ci];
         for (int i = 1; i < c->test0; i++)
             for (int f = 0; f < F; f++)
                 if (isfinite(c->fm[((size_t)(i - 1) * c->H) * F + f])) {
                     steps++;
                     break;
                 }
+    }
+    return steps * (double)step_seconds / 604800.0;
+}
+
+/* Anomaly alerts of the model's detector on the history rows (no injection there): every
+ * one counts as false, the history being the operator's "normal". */
+static int history_alerts(const CcAnomalySettings *s, Cell *cells, int n_cells, int F,
+                          double *alerts)
+{
+    *alerts = 0;
+    for (int ci = 0; ci < n_cells; ci++) {
+        Cell *c = &cells[ci];
         Collect col = {0};
         col.from_step = c->p0;
         int rc = replay(s, c, F, 0, &col, NULL);
         if (rc)
             return rc;
         for (int k = 0; k < col.n; k++)
-            alerts += col.a[k].kind == CC_ALERT_ANOMALY && col.a[k].step < c->p0 + c->test0;
+            *alerts += col.a[k].kind == CC_ALERT_ANOMALY && col.a[k].step < c->p0 + c->test0;
         free(col.a);
     }
-    *weeks = steps * (double)s->step_seconds / 604800.0;
-    *rate = *weeks > 0 ? alerts / *weeks : NAN;
     return 0;
 }
 
 /* The deployment's thresholds (warn_z, crit_z, cusum_k) scaled by one factor, the lowest
- * on a 5 % geometric grid of warn_z from 2 to 1000 whose history false-alert rate is
- * ≤ budget; *s gets them. -1 when there is no history, 1 when even warn_z 1000 is over
- * the budget. */
+ * on a 5 % geometric grid of warn_z from 2 to 1000 whose false alerts per cell-week on the
+ * history rows are ≤ budget; *s gets them. -1 when there is no history, 1 when even
+ * warn_z 1000 is over the budget. */
 static int calibrate_budget(CcAnomalySettings *s, Cell *cells, int n_cells, int F,
                             double budget, double *rate, double *weeks)
 {
+    *weeks = history_weeks(cells, n_cells, F, s->step_seconds);
+    if (!(*weeks > 0))
+        return -1;
     for (double z = 2.0; z <= 1000.0; z *= 1.05) {
         CcAnomalySettings t = *s;
         double k = round(z * 100) / 100 / s->warn_z;
         t.warn_z = s->warn_z * k;
         t.crit_z = s->crit_z * k;
         t.cusum_k = s->cusum_k * k;
-        int rc = history_rate(&t, cells, n_cells, F, rate, weeks);
+        double alerts;
+        int rc = history_alerts(&t, cells, n_cells, F, &alerts);
         if (rc)
             return rc;
-        if (!(*weeks > 0))
-            return -1;
+        *rate = alerts / *weeks;
         if (*rate <= budget) {
             *s = t;
             return 0;
@@ -1060,7 +1071,8 @@ int cmd_anomaly(int argc, char **argv)
         }
         CcAnomalySettings t = o.as;
         double rate = NAN, weeks = 0;
-        int rc = calibrate_budget(&t, cells, n_cells, F, o.budget, &rate, &weeks);
+        /* the history is the same in every trial: calibrate on the first trial's cells */
+        int rc = calibrate_budget(&t, cells, n_cells / o.trials, F, o.budget, &rate, &weeks);
         if (rc < 0) {
             fprintf(stderr, "cellcast anomaly-eval: --budget needs history rows with forecasts "
                             "(a history file or --test-frac)\n");

@@ -48,7 +48,6 @@ typedef struct KpiState {
     double abs1, absl;    ///< running means of |z| one-step and lagged (lag calibration)
     int32_t n1, nl;       ///< their updates (saturate at LAGCAL_STEPS)
     double cu_pos, cu_neg; ///< CUSUM sums S⁺, S⁻ (cusum_k, cusum_h)
-    int sustained;        ///< over at the last scored step by the CUSUM
     float last_val;       ///< last observed value
     float change_rate;    ///< EWMA of "value changed"
     float run_max;        ///< longest recent run of equal values (decaying)
@@ -510,6 +509,14 @@ static void emit(CcAnomalyCell *c, const CcAlertSink *sink, const CcAlertEvent *
 }
 
 /* Attribution of one KPI from the expectation and value of the current step. */
+/* The KPI counts as over by its CUSUM (sums of its last scored step, in its direction). */
+static int cusum_over(const CcAnomalySettings *s, const KpiState *k, int f)
+{
+    int dir = s->kpi[f].direction;
+    return s->cusum_h > 0 &&
+           ((dir >= 0 && k->cu_pos >= s->cusum_h) || (dir <= 0 && k->cu_neg >= s->cusum_h));
+}
+
 static void attr_of(const CcAnomalySettings *s, const KpiState *k, int f, double x,
                     CcAlertAttr *out)
 {
@@ -520,7 +527,7 @@ static void attr_of(const CcAnomalySettings *s, const KpiState *k, int f, double
     out->lo = k->att_mean - s->interval_z * sd;
     out->hi = k->att_mean + s->interval_z * sd;
     out->z = k->z;
-    out->cusum = !k->sustained ? 0 : k->cu_pos >= k->cu_neg ? k->cu_pos : -k->cu_neg;
+    out->cusum = !cusum_over(s, k, f) ? 0 : k->cu_pos >= k->cu_neg ? k->cu_pos : -k->cu_neg;
 }
 
 /* DQ episode step: cond holds at `step` (onset `onset` when it starts firing). */
@@ -571,7 +578,7 @@ static int dq_blocks(const CcAnomalySettings *s, const Episode *e, int64_t step)
 /* A KPI to attribute an anomaly step to: |z| over its warning threshold, or the CUSUM. */
 static int kpi_is_over(const CcAnomalySettings *s, const KpiState *k, int f)
 {
-    return isfinite(k->z) && (fabs(k->z) >= kpi_warn(s, f) || k->sustained);
+    return isfinite(k->z) && (fabs(k->z) >= kpi_warn(s, f) || cusum_over(s, k, f));
 }
 
 static int cmp_attr(const void *pa, const void *pb)
@@ -711,7 +718,6 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
             score = az;
         int dir = s->kpi[f].direction;
         int way = dir == 0 || (dir > 0 && z > 0) || (dir < 0 && z < 0);
-        k->sustained = 0;
         if (s->cusum_h > 0) {
             if (!isfinite(zc))
                 zc = z;
@@ -719,14 +725,12 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
             zc = zc > clip ? clip : zc < -clip ? -clip : zc;
             k->cu_pos = fmax(0, k->cu_pos + zc - s->cusum_k);
             k->cu_neg = fmax(0, k->cu_neg - zc - s->cusum_k);
-            k->sustained = (dir >= 0 && k->cu_pos >= s->cusum_h) ||
-                           (dir <= 0 && k->cu_neg >= s->cusum_h);
         }
         if (way && az >= kpi_warn(s, f)) {
             n_over++;
             if (az >= kpi_crit(s, f))
                 n_crit++;
-        } else if (k->sustained) {
+        } else if (cusum_over(s, k, f)) {
             n_over++;
         }
     }
@@ -1367,7 +1371,6 @@ int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char 
                 bad_val = 1;
         }
         k->cu_pos = k->cu_neg = 0;
-        k->sustained = 0;
         if (ver >= 3) {
             GET(&r, k->cu_pos);
             GET(&r, k->cu_neg);

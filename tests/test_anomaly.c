@@ -76,6 +76,20 @@ static void fx_close(Fixture *fx)
     assert_null(fx->a);
 }
 
+/* Saves the cell's state, closes it and loads the state into a new cell (a restart). */
+static void fx_reload(Fixture *fx, const char *id)
+{
+    long n = cc_anomaly_cell_save(fx->c, NULL, 0);
+    assert_true(n > 0);
+    uint8_t *b = malloc((size_t)n);
+    assert_non_null(b);
+    assert_int_equal(cc_anomaly_cell_save(fx->c, b, (size_t)n), n);
+    cc_anomaly_cell_close(&fx->c);
+    assert_int_equal(cc_anomaly_cell_open(&fx->c, fx->a, id), 0);
+    assert_int_equal(cc_anomaly_cell_load(fx->c, b, (size_t)n, NULL, 0), 0);
+    free(b);
+}
+
 /* Expectation = the normal value with sd 10; observation = normal value + dev[f]. */
 static void step_dev(Fixture *fx, int64_t t, const double *dev)
 {
@@ -892,15 +906,8 @@ static int run_shift(int lag, int save_midway)
         }
         float xv[1] = {(float)x};
         cc_anomaly_observe(fx.a, fx.c, t, xv, NULL, &fx.sink);
-        if (save_midway && t == 61) {
-            long n = cc_anomaly_cell_save(fx.c, NULL, 0);
-            uint8_t *b = malloc((size_t)n);
-            cc_anomaly_cell_save(fx.c, b, (size_t)n);
-            cc_anomaly_cell_close(&fx.c);
-            assert_int_equal(cc_anomaly_cell_open(&fx.c, fx.a, "lag"), 0);
-            assert_int_equal(cc_anomaly_cell_load(fx.c, b, (size_t)n, NULL, 0), 0);
-            free(b);
-        }
+        if (save_midway && t == 61)
+            fx_reload(&fx, "lag");
     }
     int n = count(&fx.rec, CC_ALERT_ANOMALY, CC_DQ_NONE, CC_ALERT_FIRING);
     if (n) {
@@ -1153,15 +1160,8 @@ static int run_sustained(double cusum_h, int direction, int save_at, int64_t *fi
     fx_open(&fx, &s, "sus");
     for (int64_t t = 0; t < 200; t++) {
         step_z(&fx, t, t >= 100 && t < 130 ? 3.5 : 0.0);
-        if (t == save_at) {
-            long n = cc_anomaly_cell_save(fx.c, NULL, 0);
-            uint8_t *b = malloc((size_t)n);
-            assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n), n);
-            cc_anomaly_cell_close(&fx.c);
-            assert_int_equal(cc_anomaly_cell_open(&fx.c, fx.a, "sus"), 0);
-            assert_int_equal(cc_anomaly_cell_load(fx.c, b, (size_t)n, NULL, 0), 0);
-            free(b);
-        }
+        if (t == save_at)
+            fx_reload(&fx, "sus");
     }
     int n = count(&fx.rec, CC_ALERT_ANOMALY, CC_DQ_NONE, CC_ALERT_FIRING);
     if (n) {

@@ -46,6 +46,17 @@ start() { # cells backfill speedup
 }
 stop() { kill "$DPID"; wait "$DPID" || true; DPID=; }
 steps() { curl -s "$U/metrics" | awk '$1 == "cellcast_steps_total" { print $2 }'; }
+wrk_on() { # CELL: wrk on the cell's forecast; sets s0 s1 t0 t1 (steps and time around it)
+    s0=$(steps)
+    t0=$(date +%s.%N)
+    wrk -t1 -c16 -d"${SECS}s" --latency "$U/v1/cells/$1/forecast" | grep -E 'Requests/sec|Latency |50%|90%|99%'
+    s1=$(steps)
+    t1=$(date +%s.%N)
+}
+report() { # the cell-steps/s sustained during wrk and the event loop's lag histogram
+    echo "cell-steps/s during wrk: $(echo "($s1 - $s0) / ($t1 - $t0)" | bc)"
+    curl -s "$U/metrics" | grep -E '^cellcast_loop_lag_seconds_(bucket|count)' | grep -E 'le="0.002"|le="0.01"|le="0.05"|count'
+}
 
 PHASES=${PHASES:-idle ingest kafka}
 has() { case " $PHASES " in *" $1 "*) return 0 ;; esac; return 1; }
@@ -62,13 +73,8 @@ if has ingest; then
 echo "== under ingest: $CELLS cells at ${SPEEDUP}x (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
 start "$CELLS" 20 "$SPEEDUP"
 sleep 3
-s0=$(steps)
-t0=$(date +%s.%N)
-wrk -t1 -c16 -d"${SECS}s" --latency "$U/v1/cells/demo-0001/forecast" | grep -E 'Requests/sec|Latency |50%|90%|99%'
-s1=$(steps)
-t1=$(date +%s.%N)
-echo "cell-steps/s during wrk: $(echo "($s1 - $s0) / ($t1 - $t0)" | bc)"
-curl -s "$U/metrics" | grep -E '^cellcast_loop_lag_seconds_(bucket|count)' | grep -E 'le="0.002"|le="0.01"|le="0.05"|count'
+wrk_on demo-0001
+report
 stop
 fi
 
@@ -97,14 +103,9 @@ feed() { # keep the daemon 2-6 steps behind the producer until stopped
 feed &
 FPID=$!
 sleep 3
-s0=$(steps)
-t0=$(date +%s.%N)
-wrk -t1 -c16 -d"${SECS}s" --latency "$U/v1/cells/bench-000001/forecast" | grep -E 'Requests/sec|Latency |50%|90%|99%'
-s1=$(steps)
-t1=$(date +%s.%N)
+wrk_on bench-000001
 touch "$TMP/stop"
 wait $FPID
-echo "cell-steps/s during wrk: $(echo "($s1 - $s0) / ($t1 - $t0)" | bc)"
-curl -s "$U/metrics" | grep -E '^cellcast_loop_lag_seconds_(bucket|count)' | grep -E 'le="0.002"|le="0.01"|le="0.05"|count'
+report
 curl -s "$U/metrics" | awk '$1 ~ /^cellcast_ingest_steps_total/ && /imputed|restart/'
 stop
