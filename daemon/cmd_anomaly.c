@@ -682,7 +682,7 @@ static int history_alerts(const CcAnomalySettings *s, Cell *cells, int n_cells, 
     return 0;
 }
 
-/* The deployment's thresholds (warn_z, crit_z, cusum_k) scaled by one factor, the lowest
+/* The deployment's thresholds (warn_z, crit_z, cusum_k, profile_k) scaled by one factor, the lowest
  * on a 5 % geometric grid of warn_z from 2 to 1000 whose false alerts per cell-week on the
  * history rows are ≤ budget; *s gets them. -1 when there is no history, 1 when even
  * warn_z 1000 is over the budget. */
@@ -698,6 +698,7 @@ static int calibrate_budget(CcAnomalySettings *s, Cell *cells, int n_cells, int 
         t.warn_z = s->warn_z * k;
         t.crit_z = s->crit_z * k;
         t.cusum_k = s->cusum_k * k;
+        t.profile_k = s->profile_k * k;
         double alerts;
         int rc = history_alerts(&t, cells, n_cells, F, &alerts);
         if (rc)
@@ -774,9 +775,9 @@ static void usage(FILE *out)
         "                        changed (repeatable; the engine runs once for all)\n"
         "  --sweep z1,z2,...     evaluate several --warn-z (crit-z = max(crit-z, 1.5·warn-z))\n"
         "  --budget B            also evaluate thresholds calibrated on the history: warn-z,\n"
-        "                        crit-z and cusum_k scaled by the lowest factor whose false\n"
-        "                        alerts per cell-week on the history rows are ≤ B (needs\n"
-        "                        history)\n"
+        "                        crit-z, cusum_k and profile_k scaled by the lowest factor whose\n"
+        "                        false alerts per cell-week on the history rows are ≤ B\n"
+        "                        (needs history)\n"
         "Baseline:\n"
         "  --baseline-window N   rolling window in steps (default: one day)\n"
         "  --baseline-z X        its warn threshold (default 3)\n",
@@ -1084,8 +1085,8 @@ int cmd_anomaly(int argc, char **argv)
             goto done;
         }
         printf("budget %g false alerts per cell-week on %.1f cell-weeks of history: warn_z %.3g, "
-               "crit_z %.3g, cusum_k %.3g (history rate %.2f)\n", o.budget, weeks, t.warn_z,
-               t.crit_z, t.cusum_k, rate);
+               "crit_z %.3g, cusum_k %.3g, profile_k %.3g (history rate %.2f)\n", o.budget, weeks,
+               t.warn_z, t.crit_z, t.cusum_k, t.profile_k, rate);
         budget_det = n_det;
         det[n_det++] = t;
     }
@@ -1119,6 +1120,7 @@ int cmd_anomaly(int argc, char **argv)
         sbs.sd_floor_scale = 0;
         sbs.lag_steps = 0;
         sbs.cusum_h = 0; /* the baseline stays a plain 3-sigma rule */
+        sbs.profile_h = 0;
         for (int c = 0; c < n_cells; c++) {
             if (run_detector(&s, &cells[c], F, 0, o.post, &sm, o.verbose ? &m->hp : NULL) ||
                 (di == 0 && run_detector(&sbs, &cells[c], F, 1, o.post, &sb, NULL)))

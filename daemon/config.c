@@ -168,6 +168,22 @@ const CcdConfigDef ccd_config_table[] = {
  "A KPI is also over (warning) while its CUSUM is at least this: at least cusum_h steps of "
  "|z| >= cusum_k + 1, or more steps nearer cusum_k; catches shifts and drifts whose |z| "
  "stays below warn_z. 0 = off."},
+{"alerts.profile_k", CCD_CFG_DOUBLE, OFF(alerts.profile_k), "1", 0, 1e6, NULL, 1,
+ "Slow drifts and long shifts, which every forecast follows: reference value in |z| of a "
+ "second CUSUM per KPI, on the deviation from the KPI's usual value at this time of day "
+ "(a seasonal profile, weekdays and weekends apart), clipped at profile_k + 1 per step."},
+{"alerts.profile_h", CCD_CFG_DOUBLE, OFF(alerts.profile_h), "20", 0, 1e6, NULL, 1,
+ "A KPI is also over (warning) while its profile CUSUM is at least this. 0 = no profile."},
+{"alerts.profile_bin_s", CCD_CFG_INT64, OFF(alerts.profile_bin_s), "3600", 300, 86400, NULL, 1,
+ "Width of the profile's time-of-day bins in seconds; must divide 86400. Changing it "
+ "restarts every cell's profile."},
+{"alerts.profile_days", CCD_CFG_DOUBLE, OFF(alerts.profile_days), "4", 0.5, 1000, NULL, 1,
+ "Time constant of each profile bin, in days of its type (weekday or weekend)."},
+{"alerts.profile_min_days", CCD_CFG_INT, OFF(alerts.profile_min_days), "2", 1, 1000, NULL, 1,
+ "Days of data a profile bin needs before the profile is scored there."},
+{"alerts.profile_utc_offset_s", CCD_CFG_INT64, OFF(alerts.profile_utc_offset_s), "0", -50400, 50400, NULL, 1,
+ "The cells' local time minus UTC in seconds (e.g. 3600 for CET), for the profile's time "
+ "of day and weekends."},
 {"alerts.stuck_steps", CCD_CFG_INT, OFF(alerts.stuck_steps), "12", 2, 1000000, NULL, 1,
  "Equal consecutive values of a varying KPI for a stuck alert."},
 {"alerts.stuck_min_change_rate", CCD_CFG_DOUBLE, OFF(alerts.stuck_min_change_rate), "0.5", 0, 1, NULL, 1,

@@ -32,6 +32,8 @@ typedef struct OpsCell {
     double pub_score;
     double pub_z[CC_MAX_FEATURES];
     double pub_cu_up[CC_MAX_FEATURES], pub_cu_down[CC_MAX_FEATURES]; /* CUSUM sums */
+    float pub_pr_exp[CC_MAX_FEATURES]; /* seasonal profile: usual value (NaN: not scored), */
+    float pub_pr_up[CC_MAX_FEATURES], pub_pr_down[CC_MAX_FEATURES]; /* and its CUSUM sums */
     int pub_anomaly_firing, pub_dq_firing;
     uint64_t pub_quiet;
 } OpsCell;
@@ -325,10 +327,18 @@ static void publish_scores(Ccd *d, CcdCell *c, OpsCell *oc)
 {
     double z[CC_MAX_FEATURES], score, up[CC_MAX_FEATURES], down[CC_MAX_FEATURES];
     CcAnomalyCellStats st;
+    double pexp[CC_MAX_FEATURES], pup[CC_MAX_FEATURES], pdown[CC_MAX_FEATURES];
     int64_t s = cc_anomaly_cell_scores(oc->ac, z, &score);
     cc_anomaly_cell_cusum(oc->ac, up, down);
+    cc_anomaly_cell_profile(oc->ac, pexp, pup, pdown);
     cc_anomaly_cell_stats(oc->ac, &st);
+    int F = d->model->hp.n_features;
     pthread_mutex_lock(&d->cells->pub_lock);
+    for (int f = 0; f < F; f++) {
+        oc->pub_pr_exp[f] = (float)pexp[f];
+        oc->pub_pr_up[f] = (float)pup[f];
+        oc->pub_pr_down[f] = (float)pdown[f];
+    }
     oc->pub_step = s;
     oc->pub_score = score;
     memcpy(oc->pub_z, z, sizeof z);
@@ -1170,6 +1180,7 @@ static json_t *scores_json(Ccd *d, CcdCell *c)
     const CcHparams *hp = &d->model->hp;
     int64_t step = -1;
     double score = 0, z[CC_MAX_FEATURES], up[CC_MAX_FEATURES], down[CC_MAX_FEATURES];
+    float pexp[CC_MAX_FEATURES], pup[CC_MAX_FEATURES], pdown[CC_MAX_FEATURES];
     int fa = 0, fd = 0;
     pthread_mutex_lock(&d->cells->pub_lock);
     OpsCell *oc = c->anomaly;
@@ -1179,6 +1190,9 @@ static json_t *scores_json(Ccd *d, CcdCell *c)
         memcpy(z, oc->pub_z, sizeof z);
         memcpy(up, oc->pub_cu_up, sizeof up);
         memcpy(down, oc->pub_cu_down, sizeof down);
+        memcpy(pexp, oc->pub_pr_exp, sizeof pexp);
+        memcpy(pup, oc->pub_pr_up, sizeof pup);
+        memcpy(pdown, oc->pub_pr_down, sizeof pdown);
         fa = oc->pub_anomaly_firing;
         fd = oc->pub_dq_firing;
     }
@@ -1195,6 +1209,12 @@ static json_t *scores_json(Ccd *d, CcdCell *c)
     for (int f = 0; step >= 0 && f < hp->n_features; f++)
         json_object_set_new(cu, hp->features[f], json_pack("{s:f,s:f}", "up", up[f], "down", down[f]));
     json_object_set_new(o, "cusum", cu);
+    json_t *pr = json_object();
+    for (int f = 0; step >= 0 && f < hp->n_features; f++)
+        json_object_set_new(pr, hp->features[f],
+                            json_pack("{s:o,s:f,s:f}", "expected", num_or_null(pexp[f]), "up",
+                                      (double)pup[f], "down", (double)pdown[f]));
+    json_object_set_new(o, "profile", pr);
     json_object_set_new(o, "anomaly_firing", json_boolean(fa));
     json_object_set_new(o, "data_quality_firing", json_integer(fd));
     return o;

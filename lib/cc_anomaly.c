@@ -14,7 +14,8 @@
 
 #define NONE_STEP INT64_MIN
 #define STATE_MAGIC 0x314D4E41u /* "ANM1" */
-#define STATE_VERSION 3u /* 2: + the lag calibration per KPI; 3: + the CUSUM sums per KPI;
+#define STATE_VERSION 4u /* 2: + the lag calibration per KPI; 3: + the CUSUM sums per KPI;
+                            4: + the seasonal profile (per KPI sums and scale, bins);
                            * versions 1 and 2 are still read (sums start at 0) */
 
 /* Lag calibration. The L-step-old forecast is less precise than the one-step forecast in
@@ -48,6 +49,10 @@ typedef struct KpiState {
     double abs1, absl;    ///< running means of |z| one-step and lagged (lag calibration)
     int32_t n1, nl;       ///< their updates (saturate at LAGCAL_STEPS)
     double cu_pos, cu_neg; ///< CUSUM sums S⁺, S⁻ (cusum_k, cusum_h)
+    double pr_pos, pr_neg; ///< profile CUSUM sums P⁺, P⁻ (profile_k, profile_h)
+    double pr_abs;        ///< running mean |x − profile|, the profile z's scale
+    int32_t pr_n;         ///< its updates (saturate at LAGCAL_STEPS)
+    double pr_exp;        ///< the profile's value at the last scored step (NaN: none)
     float last_val;       ///< last observed value
     float change_rate;    ///< EWMA of "value changed"
     float run_max;        ///< longest recent run of equal values (decaying)
@@ -79,6 +84,9 @@ struct CcAnomalyCell {
     int L;                ///< lag ring length (settings.lag_steps when allocated)
     int64_t *lag_target;  // (L) step each ring entry is the expectation for
     float *lag;           // (L, F, 3) mean, sd, scale from the forecast made L steps earlier
+    int NB;               ///< profile bins per day (86400 / profile_bin_s when allocated)
+    float *prof;          // (2, NB, F) usual value per day type (weekday, weekend) and bin
+    uint16_t *prof_n;     // (2, NB, F) samples averaged into each bin so far (saturating)
 };
 
 /* ------------------------------------------------------------------ settings */
@@ -112,6 +120,12 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     s->lag_steps = -1;
     s->cusum_k = 3.0;
     s->cusum_h = 6.0;
+    s->profile_k = 1.0;
+    s->profile_h = 20.0;
+    s->profile_bin_s = 3600;
+    s->profile_days = 4.0;
+    s->profile_min_days = 2;
+    s->profile_utc_offset_s = 0;
     for (int f = 0; f < CC_MAX_FEATURES; f++)
         s->kpi[f].enabled = 1;
 }
@@ -162,6 +176,18 @@ int cc_anomaly_validate(const CcAnomalySettings *s, char *err, size_t errlen)
         return cc_errf(err, errlen, -EINVAL, "anomaly: missing_after_s must be ≥ 0");
     if (!(s->cusum_k >= 0 && s->cusum_k <= 1e6) || !(s->cusum_h >= 0 && s->cusum_h <= 1e6))
         return cc_errf(err, errlen, -EINVAL, "anomaly: need cusum_k and cusum_h in [0, 1e6]");
+    if (!(s->profile_k >= 0 && s->profile_k <= 1e6) || !(s->profile_h >= 0 && s->profile_h <= 1e6))
+        return cc_errf(err, errlen, -EINVAL, "anomaly: need profile_k and profile_h in [0, 1e6]");
+    if (s->profile_bin_s < 300 || s->profile_bin_s > 86400 || 86400 % s->profile_bin_s != 0)
+        return cc_errf(err, errlen, -EINVAL,
+                       "anomaly: profile_bin_s %lld must divide 86400 and be ≥ 300",
+                       (long long)s->profile_bin_s);
+    if (!(s->profile_days >= 0.5 && s->profile_days <= 1000) || s->profile_min_days < 1 ||
+        s->profile_min_days > 1000)
+        return cc_errf(err, errlen, -EINVAL,
+                       "anomaly: need profile_days in [0.5, 1000] and profile_min_days in 1..1000");
+    if (s->profile_utc_offset_s < -14 * 3600 || s->profile_utc_offset_s > 14 * 3600)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: profile_utc_offset_s beyond ±14 h");
     for (int f = 0; f < s->n_features; f++) {
         const CcAnomalyKpi *k = &s->kpi[f];
         double w = k->warn_z > 0 ? k->warn_z : s->warn_z;
@@ -254,6 +280,7 @@ static void cell_init(CcAnomalyCell *c)
         KpiState *k = &c->k[f];
         memset(k, 0, sizeof *k);
         k->z = NAN;
+        k->pr_exp = NAN;
         k->att_mul = 1;
         k->change_rate = 1.0f;
         episode_init(&k->stuck);
@@ -287,6 +314,43 @@ static int lag_alloc(CcAnomalyCell *c, int L)
     return 0;
 }
 
+/* Profile bins per day the settings want; 0 = no profile. */
+static int profile_bins(const CcAnomalySettings *s)
+{
+    return s->profile_h > 0 ? (int)(86400 / s->profile_bin_s) : 0;
+}
+
+/* (Re)sizes the profile to NB bins per day, emptied, and restarts every KPI's profile
+ * scale and sums (they belong to the old bins). 0 or -ENOMEM (profile unchanged). */
+static int profile_alloc(CcAnomalyCell *c, int NB)
+{
+    if (NB == c->NB)
+        return 0;
+    float *v = NULL;
+    uint16_t *n = NULL;
+    if (NB > 0) {
+        v = calloc((size_t)2 * NB * (size_t)c->F, sizeof *v);
+        n = calloc((size_t)2 * NB * (size_t)c->F, sizeof *n);
+        if (!v || !n) {
+            free(v);
+            free(n);
+            return -ENOMEM;
+        }
+    }
+    free(c->prof);
+    free(c->prof_n);
+    c->prof = v;
+    c->prof_n = n;
+    c->NB = NB;
+    for (int f = 0; f < c->F; f++) {
+        KpiState *k = &c->k[f];
+        k->pr_pos = k->pr_neg = k->pr_abs = 0;
+        k->pr_n = 0;
+        k->pr_exp = NAN;
+    }
+    return 0;
+}
+
 int cc_anomaly_cell_open(CcAnomalyCell **out, const CcAnomaly *a, const char *cell_id)
 {
     *out = NULL;
@@ -302,7 +366,10 @@ int cc_anomaly_cell_open(CcAnomalyCell **out, const CcAnomaly *a, const char *ce
         return -ENOMEM;
     }
     snprintf(c->id, sizeof c->id, "%s", cell_id);
-    if (lag_alloc(c, a->s.lag_steps > 0 ? a->s.lag_steps : 0)) {
+    if (lag_alloc(c, a->s.lag_steps > 0 ? a->s.lag_steps : 0) ||
+        profile_alloc(c, profile_bins(&a->s))) {
+        free(c->lag);
+        free(c->lag_target);
         free(c->k);
         free(c);
         return -ENOMEM;
@@ -317,6 +384,8 @@ void cc_anomaly_cell_close(CcAnomalyCell **c)
     if (c && *c) {
         free((*c)->lag);
         free((*c)->lag_target);
+        free((*c)->prof);
+        free((*c)->prof_n);
         free((*c)->k);
         free(*c);
         *c = NULL;
@@ -517,6 +586,14 @@ static int cusum_over(const CcAnomalySettings *s, const KpiState *k, int f)
            ((dir >= 0 && k->cu_pos >= s->cusum_h) || (dir <= 0 && k->cu_neg >= s->cusum_h));
 }
 
+/* The KPI counts as over by its seasonal profile's CUSUM, in its direction. */
+static int profile_over(const CcAnomalySettings *s, const KpiState *k, int f)
+{
+    int dir = s->kpi[f].direction;
+    return s->profile_h > 0 &&
+           ((dir >= 0 && k->pr_pos >= s->profile_h) || (dir <= 0 && k->pr_neg >= s->profile_h));
+}
+
 static void attr_of(const CcAnomalySettings *s, const KpiState *k, int f, double x,
                     CcAlertAttr *out)
 {
@@ -528,6 +605,8 @@ static void attr_of(const CcAnomalySettings *s, const KpiState *k, int f, double
     out->hi = k->att_mean + s->interval_z * sd;
     out->z = k->z;
     out->cusum = !cusum_over(s, k, f) ? 0 : k->cu_pos >= k->cu_neg ? k->cu_pos : -k->cu_neg;
+    out->profile = !profile_over(s, k, f) ? 0 : k->pr_pos >= k->pr_neg ? k->pr_pos : -k->pr_neg;
+    out->profile_expected = k->pr_exp;
 }
 
 /* DQ episode step: cond holds at `step` (onset `onset` when it starts firing). */
@@ -578,7 +657,8 @@ static int dq_blocks(const CcAnomalySettings *s, const Episode *e, int64_t step)
 /* A KPI to attribute an anomaly step to: |z| over its warning threshold, or the CUSUM. */
 static int kpi_is_over(const CcAnomalySettings *s, const KpiState *k, int f)
 {
-    return isfinite(k->z) && (fabs(k->z) >= kpi_warn(s, f) || cusum_over(s, k, f));
+    return isfinite(k->z) &&
+           (fabs(k->z) >= kpi_warn(s, f) || cusum_over(s, k, f) || profile_over(s, k, f));
 }
 
 static int cmp_attr(const void *pa, const void *pb)
@@ -591,6 +671,84 @@ static int popcount_n(uint64_t bits, int n)
 {
     uint64_t m = n >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1);
     return __builtin_popcountll(bits & m);
+}
+
+/* ------------------------------------------------------------------ seasonal profile */
+
+/* Where a step falls in the profile: day type, the bin it updates, and the two bins whose
+ * centres surround it with the weight of the second. */
+typedef struct ProfPos {
+    int type;      ///< 0 weekday, 1 weekend (local time)
+    int bin;       ///< bin of the step
+    int b0, b1;    ///< bins interpolated between
+    double w1;     ///< weight of b1
+    double per_day; ///< samples per bin per day: profile_bin_s / step_seconds, ≥ 1
+} ProfPos;
+
+static void profile_pos(const CcAnomalySettings *s, int64_t step, int NB, ProfPos *p)
+{
+    /* a step stands for [start, start + S): place it at its middle, where a bin's mean of
+     * such steps sits too (with S = the bin width, exactly on the bin's centre) */
+    int64_t t = step * s->step_seconds + s->step_seconds / 2 + s->profile_utc_offset_s;
+    int64_t day = t >= 0 ? t / 86400 : -((-t + 86399) / 86400);
+    int64_t sec = t - day * 86400;
+    int dow = (int)(((day + 3) % 7 + 7) % 7); /* 1970-01-01 was a Thursday; 0 = Monday */
+    p->type = dow >= 5;
+    double pos = (double)sec / (double)s->profile_bin_s; /* in bins, [0, NB) */
+    p->bin = (int)pos;
+    if (p->bin >= NB)
+        p->bin = NB - 1;
+    double c = pos - 0.5, fl = floor(c);
+    p->b0 = (int)fl < 0 ? NB - 1 : (int)fl;
+    p->b1 = p->b0 + 1 >= NB ? 0 : p->b0 + 1;
+    p->w1 = c - fl;
+    p->per_day = (double)s->profile_bin_s / (double)s->step_seconds;
+    if (p->per_day < 1)
+        p->per_day = 1;
+}
+
+/* The profile z of x for KPI f before learning x: (x − usual value) / scale, NaN while
+ * the bins or the scale are not warm; *ref gets the usual value (NaN: none). Then x is
+ * learnt: the scale from the residual, the step's bin from x. */
+static double profile_step(const CcAnomalySettings *s, CcAnomalyCell *c, const ProfPos *p, int f,
+                           double x, double *ref)
+{
+    KpiState *k = &c->k[f];
+    size_t o = (size_t)p->type * c->NB * c->F; /* this day type's bins */
+    const uint16_t *n = c->prof_n + o;
+    float *m = c->prof + o;
+    double need = s->profile_min_days * p->per_day;
+    double z = NAN;
+    *ref = NAN;
+    if (n[(size_t)p->b0 * c->F + f] >= need && n[(size_t)p->b1 * c->F + f] >= need) {
+        double r0 = m[(size_t)p->b0 * c->F + f], r1 = m[(size_t)p->b1 * c->F + f];
+        *ref = r0 + p->w1 * (r1 - r0);
+        double res = x - *ref;
+        if (k->pr_n >= LAGCAL_MIN_N) {
+            double sc = fmax(k->pr_abs / 0.798,
+                             fmax(s->kpi[f].sd_floor, s->sd_floor_rel * fabs(*ref)));
+            if (sc > 0)
+                z = res / sc;
+        }
+        absmean_update(&k->pr_abs, &k->pr_n, res);
+    }
+    float *mb = m + (size_t)p->bin * c->F + f;
+    uint16_t *nb = c->prof_n + o + (size_t)p->bin * c->F + f;
+    if (*nb == 0) {
+        *mb = (float)x;
+    } else {
+        double cap = s->profile_days * p->per_day;
+        double w = 1.0 / ((*nb < cap ? *nb : cap) + 1.0);
+        double d = x - *mb;
+        if (k->pr_n >= LAGCAL_MIN_N) {
+            double lim = 3 * k->pr_abs / 0.798;
+            d = d > lim ? lim : d < -lim ? -lim : d;
+        }
+        *mb += (float)(w * d);
+    }
+    if (*nb < UINT16_MAX)
+        (*nb)++;
+    return isfinite(z) ? z : NAN;
 }
 
 /* ------------------------------------------------------------------ observe */
@@ -650,7 +808,7 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
         k->last_val = v;
         int stuck = nst > 0 && k->run >= nst && k->change_rate >= s->stuck_min_change_rate &&
                     (double)k->run >= s->stuck_run_factor * k->run_max && !all_zero_now;
-        CcAlertAttr at = {f, v, NAN, NAN, NAN, NAN, 0};
+        CcAlertAttr at = {f, v, NAN, NAN, NAN, NAN, 0, 0, NAN};
         if (c->exp_step == step)
             at.expected = k->exp_mean;
         /* A firing stuck alert stays firing while the run goes on (even if the change rate
@@ -661,7 +819,7 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
                   &at, sink);
         const CcAnomalyKpi *kp = &s->kpi[f];
         int oob = kp->min < kp->max && (v < kp->min || v > kp->max);
-        CcAlertAttr ab = {f, v, at.expected, kp->min, kp->max, NAN, 0};
+        CcAlertAttr ab = {f, v, at.expected, kp->min, kp->max, NAN, 0, 0, NAN};
         dq_update(a, c, &k->bounds, oob, CC_DQ_BOUNDS, f, step, step, CC_SEV_WARNING, &ab, sink);
     }
 
@@ -673,13 +831,27 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
     double score = NAN;
     int cell_blocked = dq_blocks(s, &c->zero, step) || dq_blocks(s, &c->missing, step);
     int firing = c->anom.start != NONE_STEP;
+    if (c->NB != profile_bins(s))
+        profile_alloc(c, profile_bins(s)); /* settings reloaded; on -ENOMEM the old one stays */
+    int have_prof = c->NB > 0 && c->NB == profile_bins(s);
+    ProfPos pp = {0};
+    if (have_prof)
+        profile_pos(s, step, c->NB, &pp);
     for (int f = 0; f < F; f++) {
         KpiState *k = &c->k[f];
         k->z = NAN;
+        k->pr_exp = NAN;
         int obs = (!mask || mask[f]) && isfinite(values[f]);
-        if (!have_exp || !obs || !s->kpi[f].enabled)
+        if (!obs || !s->kpi[f].enabled)
             continue;
-        if (cell_blocked || dq_blocks(s, &k->stuck, step) || dq_blocks(s, &k->bounds, step)) {
+        int blocked =
+            cell_blocked || dq_blocks(s, &k->stuck, step) || dq_blocks(s, &k->bounds, step);
+        double zp = NAN, pref = NAN; /* the profile learns whether or not there is a forecast */
+        if (have_prof && !blocked)
+            zp = profile_step(s, c, &pp, f, values[f], &pref);
+        if (!have_exp)
+            continue;
+        if (blocked) {
             n_supp++;
             continue;
         }
@@ -726,11 +898,18 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
             k->cu_pos = fmax(0, k->cu_pos + zc - s->cusum_k);
             k->cu_neg = fmax(0, k->cu_neg - zc - s->cusum_k);
         }
+        k->pr_exp = pref;
+        if (isfinite(zp)) {
+            double clip = s->profile_k + 1;
+            zp = zp > clip ? clip : zp < -clip ? -clip : zp;
+            k->pr_pos = fmax(0, k->pr_pos + zp - s->profile_k);
+            k->pr_neg = fmax(0, k->pr_neg - zp - s->profile_k);
+        }
         if (way && az >= kpi_warn(s, f)) {
             n_over++;
             if (az >= kpi_crit(s, f))
                 n_crit++;
-        } else if (cusum_over(s, k, f)) {
+        } else if (cusum_over(s, k, f) || profile_over(s, k, f)) {
             n_over++;
         }
     }
@@ -858,6 +1037,16 @@ int64_t cc_anomaly_cell_scores(const CcAnomalyCell *c, double *z, double *score)
     return c->score_step;
 }
 
+void cc_anomaly_cell_profile(const CcAnomalyCell *c, double *expected, double *up, double *down)
+{
+    int fresh = c->score_step >= 0 && c->score_step == c->last_step;
+    for (int f = 0; f < c->F; f++) {
+        expected[f] = fresh ? c->k[f].pr_exp : NAN;
+        up[f] = c->k[f].pr_pos;
+        down[f] = c->k[f].pr_neg;
+    }
+}
+
 void cc_anomaly_cell_cusum(const CcAnomalyCell *c, double *up, double *down)
 {
     for (int f = 0; f < c->F; f++) {
@@ -950,6 +1139,12 @@ static const CcAnomalyKey anomaly_keys[] = {
     AK(lag_steps, CC_AKEY_INT, -1, CC_ANOMALY_MAX_LAG, "also score against the forecast made this many steps earlier; -1 = the model's horizon, 0 = off (default -1)"),
     AK(cusum_k, CC_AKEY_DOUBLE, 0, 1e6, "CUSUM reference value in |z| for sustained deviations (default 3)"),
     AK(cusum_h, CC_AKEY_DOUBLE, 0, 1e6, "CUSUM threshold: a KPI is over while its sum is at least this; 0 = off (default 6)"),
+    AK(profile_k, CC_AKEY_DOUBLE, 0, 1e6, "seasonal-profile CUSUM reference value in |z| (default 1)"),
+    AK(profile_h, CC_AKEY_DOUBLE, 0, 1e6, "seasonal-profile CUSUM threshold; 0 = no profile (default 20)"),
+    AK(profile_bin_s, CC_AKEY_INT64, 300, 86400, "seasonal-profile bin width in seconds, divides 86400 (default 3600)"),
+    AK(profile_days, CC_AKEY_DOUBLE, 0.5, 1000, "time constant of each profile bin in days of its type (default 4)"),
+    AK(profile_min_days, CC_AKEY_INT, 1, 1000, "days of data a profile bin needs before it is scored (default 2)"),
+    AK(profile_utc_offset_s, CC_AKEY_INT64, -50400, 50400, "cells' local time minus UTC in seconds, for the profile's time of day and weekends (default 0)"),
     AK(stuck_steps, CC_AKEY_INT, 2, 1000000, "equal consecutive values of a varying KPI for a stuck alert (default 12)"),
     AK(stuck_min_change_rate, CC_AKEY_DOUBLE, 0, 1, "change rate a KPI needs to count as varying (default 0.5)"),
     AK(change_rate_steps, CC_AKEY_INT, 1, 1000000, "time constant of the change rate in steps (default 200)"),
@@ -1166,6 +1361,12 @@ int cc_alert_event_json(const CcAlertEvent *ev, const CcHparams *hp, char *buf, 
             js(&j, ",\"cusum\":");
             js_num(&j, a->cusum);
         }
+        if (a->profile != 0) {
+            js(&j, ",\"profile\":");
+            js_num(&j, a->profile);
+            js(&j, ",\"profile_expected\":");
+            js_num(&j, a->profile_expected);
+        }
         js(&j, "}");
     }
     js(&j, "]}");
@@ -1291,6 +1492,23 @@ long cc_anomaly_cell_save(const CcAnomalyCell *c, uint8_t *buf, size_t cap)
     }
     for (int i = 0; i < CC_ALERT_MAX_ATTR; i++) /* version 3 */
         PUT(&b, c->peak[i].cusum);
+    for (int i = 0; i < CC_ALERT_MAX_ATTR; i++) { /* version 4 */
+        PUT(&b, c->peak[i].profile);
+        PUT(&b, c->peak[i].profile_expected);
+    }
+    for (int f = 0; f < c->F; f++) {
+        const KpiState *k = &c->k[f];
+        PUT(&b, k->pr_pos);
+        PUT(&b, k->pr_neg);
+        PUT(&b, k->pr_abs);
+        PUT(&b, k->pr_n);
+    }
+    int32_t NB = c->NB;
+    PUT(&b, NB);
+    if (NB > 0) {
+        put(&b, c->prof, (size_t)2 * NB * (size_t)c->F * sizeof *c->prof);
+        put(&b, c->prof_n, (size_t)2 * NB * (size_t)c->F * sizeof *c->prof_n);
+    }
     if (buf && b.len > cap)
         return -ENOSPC;
     return (long)b.len;
@@ -1405,8 +1623,58 @@ int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char 
             bad_val |= !isfinite(t.peak[i].cusum);
         }
     }
+    /* version 4: the seasonal profile (older states start it empty) */
+    for (int i = 0; i < CC_ALERT_MAX_ATTR; i++) {
+        t.peak[i].profile = 0;
+        t.peak[i].profile_expected = NAN;
+        if (ver >= 4) {
+            GET(&r, t.peak[i].profile);
+            GET(&r, t.peak[i].profile_expected);
+            bad_val |= !isfinite(t.peak[i].profile);
+        }
+    }
+    for (int f = 0; f < c->F; f++) {
+        KpiState *k = &ks[f];
+        k->pr_pos = k->pr_neg = k->pr_abs = 0;
+        k->pr_n = 0;
+        k->pr_exp = NAN;
+        if (ver >= 4) {
+            GET(&r, k->pr_pos);
+            GET(&r, k->pr_neg);
+            GET(&r, k->pr_abs);
+            GET(&r, k->pr_n);
+            if (!(k->pr_pos >= 0 && k->pr_neg >= 0 && k->pr_abs >= 0 && isfinite(k->pr_pos) &&
+                  isfinite(k->pr_neg) && isfinite(k->pr_abs)) ||
+                k->pr_n < 0)
+                bad_val = 1;
+        }
+    }
+    int32_t NB = 0;
+    float *pv = NULL;
+    uint16_t *pn = NULL;
+    if (ver >= 4)
+        GET(&r, NB);
+    if (!r.bad && NB > 0 && NB <= 288 && 86400 % NB == 0) {
+        size_t cnt = (size_t)2 * NB * (size_t)c->F;
+        pv = malloc(cnt * sizeof *pv);
+        pn = malloc(cnt * sizeof *pn);
+        if (!pv || !pn) {
+            free(pv);
+            free(pn);
+            free(lt);
+            free(lv);
+            free(ks);
+            return cc_errf(err, errlen, -ENOMEM, "anomaly state: out of memory");
+        }
+        get(&r, pv, cnt * sizeof *pv);
+        get(&r, pn, cnt * sizeof *pn);
+        for (size_t i = 0; i < cnt && !r.bad; i++)
+            bad_val |= !isfinite(pv[i]);
+    }
     if (r.bad || bad_val || r.off != len || np < 0 || np > CC_ALERT_MAX_ATTR || L < 0 ||
-        L > CC_ANOMALY_MAX_LAG) {
+        L > CC_ANOMALY_MAX_LAG || NB < 0 || NB > 288 || (NB > 0 && 86400 % NB != 0)) {
+        free(pv);
+        free(pn);
         free(lt);
         free(lv);
         free(ks);
@@ -1422,6 +1690,11 @@ int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char 
     t.L = L;
     t.lag = lv;
     t.lag_target = lt;
+    free(c->prof);
+    free(c->prof_n);
+    t.NB = NB;
+    t.prof = pv;
+    t.prof_n = pn;
     *c = t;
     return 0;
 }

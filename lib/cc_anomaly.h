@@ -32,6 +32,21 @@
  * and is also "over" (warning, never critical) while S⁺ or S⁻ (in its direction) is
  * ≥ cusum_h: at least cusum_h steps of |z| ≥ cusum_k + 1, or more steps closer to cusum_k.
  * Clipping keeps one spike (left to the z thresholds) from charging the sums.
+ * Seasonal profile (profile_h > 0): a forecaster follows a slow drift or a long shift (its
+ * context fills with it), so against any of its forecasts the deviation never looks
+ * large. Each KPI also keeps its "usual value at this time of day": a mean per bin of
+ * profile_bin_s seconds of the day, separately for weekdays and weekends (local time =
+ * UTC + profile_utc_offset_s), each an exponential average over about profile_days days of
+ * its type, linearly interpolated between bin centres. The residual x − profile is scaled
+ * by the KPI's running mean |residual| / 0.798 (the sd of a Gaussian with that mean |r|;
+ * plain mean over the first 500 steps, then time constant 500, updates clipped at 5× the
+ * mean), and a second two-sided CUSUM runs on that profile z, clipped to ±(profile_k + 1):
+ *     P⁺ = max(0, P⁺ + zp − profile_k),   P⁻ = max(0, P⁻ − zp − profile_k)
+ * The KPI is also "over" (warning) while P⁺ or P⁻ (in its direction) is ≥ profile_h.
+ * The profile is scored only where both bins have ≥ profile_min_days days of data and the
+ * scale has 48 updates; it learns from every observed, unblocked step (updates clipped at
+ * ±3 scales once the scale is warm, so an anomaly moves it little), and also while it
+ * fires, so a permanent change is learnt in a few days rather than alerting forever.
  * KPIs that are disabled, imputed (mask 0), in their
  * data-quality grace period or with a data-quality alert firing are not scored.
  * The cell score is max_f |z_f| over the scored KPIs; the cell step is
@@ -54,7 +69,7 @@
  *               resolution.
  * Alert id = "<cell>:anomaly:<onset step>" — a pure function of the data, so a host that
  * restores the state from a snapshot and replays the same steps produces the same ids.
- * Attribution: the KPIs over (threshold or CUSUM) at the step of the event (firing) or at the
+ * Attribution: the KPIs over (threshold, CUSUM or profile) at the step of the event (firing) or at the
  * episode's peak (resolved), by |z| descending, at most CC_ALERT_MAX_ATTR, each with
  * observed, expected (mean), interval [mean ± interval_z·sd_eff] and z.
  *
@@ -165,6 +180,13 @@ typedef struct CcAnomalySettings {
                                ///< horizon of the forecasts (HZ, at most 256) (default -1)
     double cusum_k;            ///< CUSUM reference value in |z| (default 3)
     double cusum_h;            ///< CUSUM decision threshold; 0 = no CUSUM (default 6)
+    double profile_k;          ///< profile CUSUM reference value in |zp| (default 1)
+    double profile_h;          ///< profile CUSUM threshold; 0 = no seasonal profile (default 20)
+    int64_t profile_bin_s;     ///< profile bin width, seconds; divides 86400, ≥ 300 (default 3600)
+    double profile_days;       ///< time constant of each bin's average, days of its type (default 4)
+    int profile_min_days;      ///< days of data a bin needs before it is scored (default 2)
+    int64_t profile_utc_offset_s; ///< cells' local time minus UTC, for time of day and
+                               ///< weekends, |·| ≤ 14 h (default 0)
     CcAnomalyKpi kpi[CC_MAX_FEATURES]; ///< per-KPI overrides, model feature order
 } CcAnomalySettings;
 
@@ -173,6 +195,9 @@ typedef struct CcAlertAttr {
     double observed, expected, lo, hi, z;
     double cusum;         ///< the KPI's CUSUM sum when it counted as over by it (cusum_h;
                           ///< + up, − down), else 0
+    double profile;       ///< the KPI's profile CUSUM sum when over by it (profile_h; signed),
+                          ///< else 0
+    double profile_expected; ///< the profile's usual value for this step, NaN when none
 } CcAlertAttr;
 
 /** One alert transition. Pointers are valid during the callback only. */
@@ -275,6 +300,10 @@ CC_API int64_t cc_anomaly_cell_scores(const CcAnomalyCell *c, double *z, double 
 
 /** Each KPI's CUSUM sums (F each; 0 when cusum_h is 0 or nothing has accumulated). */
 CC_API void cc_anomaly_cell_cusum(const CcAnomalyCell *c, double *up, double *down);
+/** Each KPI's seasonal profile at its last scored step (F each): the usual value
+ * (`expected`, NaN when the profile was not scored there) and the profile CUSUM sums. */
+CC_API void cc_anomaly_cell_profile(const CcAnomalyCell *c, double *expected, double *up,
+                                    double *down);
 
 /** Fills up to max events describing the alerts firing now (state firing); returns the
  *  number firing (may exceed max). */

@@ -1017,6 +1017,7 @@ static void test_lag_calibration(void **state)
     s.warn_z = 5;
     s.crit_z = 7.5;
     s.lag_steps = 4;
+    s.profile_h = 0; /* no profile bins: the version-4 tail has a fixed size */
     Fixture fx;
     fx_open(&fx, &s, "poorlag");
     for (int64_t t = 0; t < 300; t++)
@@ -1026,12 +1027,28 @@ static void test_lag_calibration(void **state)
     cc_anomaly_cell_scores(fx.c, z, NULL);
     assert_true(fabs(z[0]) < 1.0); /* ~6 × (0.13 / 6): the one-step scale */
     /* save, reload as version 2 and as version 1 (no calibration: warms up again) */
-    long n = cc_anomaly_cell_save(fx.c, NULL, 0);
-    uint8_t *b = malloc((size_t)n);
-    assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n), n);
+    long n4 = cc_anomaly_cell_save(fx.c, NULL, 0);
+    uint8_t *b = malloc((size_t)n4);
+    assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n4), n4);
+    /* version 3 = version 4 without its tail: the peak attributions' profile fields (8 ×
+     * 16 bytes), the KPI's profile sums and scale (28 bytes) and the bin count (4 bytes; no
+     * bins with profile_h 0) */
+    const long n = n4 - (16 * CC_ALERT_MAX_ATTR + 28 + 4);
+    {
+        uint8_t *b3 = malloc((size_t)n);
+        memcpy(b3, b, (size_t)n);
+        uint32_t v3 = 3;
+        memcpy(b3 + 4, &v3, 4);
+        CcAnomalyCell *cv3 = NULL;
+        assert_int_equal(cc_anomaly_cell_open(&cv3, fx.a, "poorlag"), 0);
+        assert_int_equal(cc_anomaly_cell_load(cv3, b3, (size_t)n, NULL, 0), 0);
+        assert_int_equal(cc_anomaly_cell_load(cv3, b3, (size_t)n - 1, NULL, 0), -EINVAL);
+        cc_anomaly_cell_close(&cv3);
+        free(b3);
+    }
     CcAnomalyCell *c2 = NULL;
     assert_int_equal(cc_anomaly_cell_open(&c2, fx.a, "poorlag"), 0);
-    assert_int_equal(cc_anomaly_cell_load(c2, b, (size_t)n, NULL, 0), 0);
+    assert_int_equal(cc_anomaly_cell_load(c2, b, (size_t)n4, NULL, 0), 0);
     /* version 2 = version 3 without the 16 bytes of CUSUM sums after the 24 bytes of lag
      * calibration after the KPI's has_last field (cell part: 636 bytes; KPI part up to
      * has_last: 52 bytes) and without the peak attributions' CUSUM sums at the end (8 × 8
@@ -1060,11 +1077,11 @@ static void test_lag_calibration(void **state)
     assert_int_equal(cc_anomaly_cell_open(&c1, fx.a, "poorlag"), 0);
     assert_int_equal(cc_anomaly_cell_load(c1, b1, (size_t)n - cut, err, sizeof err), 0);
     /* a non-finite running mean is refused as malformed */
-    uint8_t *bn = malloc((size_t)n);
-    memcpy(bn, b, (size_t)n);
+    uint8_t *bn = malloc((size_t)n4);
+    memcpy(bn, b, (size_t)n4);
     double nan_v = NAN;
     memcpy(bn + at + 8, &nan_v, sizeof nan_v); /* mean |z_L| */
-    assert_int_equal(cc_anomaly_cell_load(c1, bn, (size_t)n, err, sizeof err), -EINVAL);
+    assert_int_equal(cc_anomaly_cell_load(c1, bn, (size_t)n4, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "malformed"));
     free(bn);
     uint32_t v9 = 9;
@@ -1216,6 +1233,91 @@ static void test_cusum_sustained(void **state)
     assert_int_equal(cc_anomaly_validate(&s, NULL, 0), -EINVAL);
 }
 
+/* Seasonal profile: an hourly KPI with a daily cycle, followed by a forecaster that tracks
+ * whatever the KPI does (its z stays ~0.1, under every threshold and the CUSUM's). Nine
+ * normal days raise nothing. Then the KPI drifts up by 4 noise scales over 48 hours and
+ * back: the profile CUSUM (k 1, h 20) fires one warning attributed to the KPI with its
+ * profile sum and usual value, which resolves after the drift. Off (profile_h 0), or
+ * against the KPI's direction, nothing fires; the firing step survives a save/load. */
+static double daily_value(int64_t t)
+{
+    return 50.0 + 20.0 * sin(2.0 * M_PI * (double)(t % 24) / 24.0) + sin(2.3 * (double)t);
+}
+
+static int run_profile(double profile_h, int direction, int save_at, int64_t *fired_at,
+                       int64_t *resolved_at, int check_api)
+{
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    s.step_seconds = 3600;
+    s.cusum_h = 0;
+    s.profile_h = profile_h;
+    s.kpi[0].direction = direction;
+    Fixture fx;
+    fx_open(&fx, &s, "prof");
+    const int64_t t0 = 9 * 24, len = 48;
+    for (int64_t t = 0; t < t0 + len + 72; t++) {
+        double drift = t >= t0 && t < t0 + len ? 4.0 * (double)(t - t0 + 1) / (double)len : 0;
+        float x[1] = {(float)(daily_value(t) + drift)};
+        double mean[1] = {x[0] - 0.1 * sin(1.1 * (double)t)}, sd[1] = {1.0};
+        cc_anomaly_set_expect(fx.a, fx.c, t, mean, sd, NULL);
+        assert_int_equal(cc_anomaly_observe(fx.a, fx.c, t, x, NULL, &fx.sink), 0);
+        if (t < t0)
+            assert_int_equal(fx.rec.n, 0);
+        if (check_api && t == t0 + len - 1) {
+            double e[1], up[1], down[1];
+            cc_anomaly_cell_profile(fx.c, e, up, down);
+            assert_true(fabs(e[0] - daily_value(t)) < 1.5); /* the usual value, not the drift */
+            assert_true(up[0] >= profile_h && down[0] == 0.0);
+        }
+        if (t == save_at)
+            fx_reload(&fx, "prof");
+    }
+    int n = count(&fx.rec, CC_ALERT_ANOMALY, CC_DQ_NONE, CC_ALERT_FIRING);
+    if (n) {
+        const CcAlertEvent *f = &fx.rec.ev[0];
+        assert_int_equal(f->severity, CC_SEV_WARNING);
+        assert_int_equal(f->n_attr, 1);
+        assert_true(f->attr[0].profile >= profile_h);
+        assert_true(fabs(f->attr[0].z) < 1.0); /* the forecast saw nothing */
+        assert_true(isfinite(f->attr[0].profile_expected));
+        assert_true(f->attr[0].observed > f->attr[0].profile_expected);
+        char js[2048];
+        assert_true(cc_alert_event_json(f, NULL, js, sizeof js) > 0);
+        assert_non_null(strstr(js, "\"profile\":"));
+        assert_non_null(strstr(js, "\"profile_expected\":"));
+        *fired_at = f->step;
+        assert_int_equal(count(&fx.rec, CC_ALERT_ANOMALY, CC_DQ_NONE, CC_ALERT_RESOLVED), 1);
+        *resolved_at = fx.rec.ev[fx.rec.n - 1].step;
+    }
+    fx_close(&fx);
+    return n;
+}
+
+static void test_profile_drift(void **state)
+{
+    (void)state;
+    const int64_t t0 = 9 * 24;
+    int64_t at = -1, res = -1, at2 = -1, res2 = -1;
+    assert_int_equal(run_profile(20, 0, -1, &at, &res, 1), 1);
+    assert_true(at > t0 + 8 && at < t0 + 48);
+    assert_true(res > at && res < t0 + 48 + 72);
+    assert_int_equal(run_profile(20, 0, t0 + 20, &at2, &res2, 0), 1);
+    assert_int_equal(at2, at);
+    assert_int_equal(res2, res);
+    assert_int_equal(run_profile(0, 0, -1, &at2, &res2, 0), 0);  /* off */
+    assert_int_equal(run_profile(20, -1, -1, &at2, &res2, 0), 0); /* downwards only */
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    assert_int_equal(cc_anomaly_settings_set(&s, NULL, "profile_bin_s", "7000", NULL, 0), 0);
+    assert_int_equal(cc_anomaly_validate(&s, NULL, 0), -EINVAL); /* must divide a day */
+    assert_int_equal(cc_anomaly_settings_set(&s, NULL, "profile_bin_s", "1800", NULL, 0), 0);
+    assert_int_equal(cc_anomaly_validate(&s, NULL, 0), 0);
+    assert_int_equal(cc_anomaly_settings_set(&s, NULL, "profile_utc_offset_s", "60000", NULL, 0),
+                     -EINVAL);
+    assert_int_equal(cc_anomaly_settings_set(&s, NULL, "profile_k", "-1", NULL, 0), -EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1243,6 +1345,7 @@ int main(void)
         cmocka_unit_test(test_lag_calibration),
         cmocka_unit_test(test_settings_by_name),
         cmocka_unit_test(test_cusum_sustained),
+        cmocka_unit_test(test_profile_drift),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
