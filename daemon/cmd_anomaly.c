@@ -21,9 +21,13 @@
  * from --seed (splitmix64), so a run is reproducible.
  *
  * Scoring rules:
- *   - a label is detected when an alert of the cell fires in [start, end + window_n)
- *     (an anomaly alert; for outages an all_zero DQ alert counts too); delay = firing
- *     step - start;
+ *   - a label is detected when an alert of the cell fires in [start, end + window_n):
+ *     an anomaly alert, or a DQ alert that points at the injection (all_zero for any
+ *     label: an outage, or a drop clamped at 0 on a one-KPI series; stuck or bounds on
+ *     the label's KPI: a drop held at 0, or a value pushed out of its bounds). Such a DQ
+ *     alert holds the KPI's anomaly scoring (by design, section 4 of docs/operations.md),
+ *     so it is the alert the operator gets. Delay = firing step - start. DQ alerts outside
+ *     every label's window are reported (dq/outside);
  *   - an anomaly alert (a firing transition with a new id; escalations are not counted)
  *     is a true alert when it fires in [start, end + post) of some label, else false;
  *   - precision = true alerts / anomaly alerts, recall = detected / labels, F1;
@@ -594,8 +598,9 @@ static int run_detector(const CcAnomalySettings *s, Cell *c, int F, int baseline
         int64_t first = -1;
         for (int k = 0; k < col.n; k++) {
             const Alert *al = &col.a[k];
-            int counts = al->kind == CC_ALERT_ANOMALY ||
-                         (lb->type == INJ_OUTAGE && al->reason == CC_DQ_ALL_ZERO);
+            int counts = al->kind == CC_ALERT_ANOMALY || al->reason == CC_DQ_ALL_ZERO ||
+                         ((al->reason == CC_DQ_STUCK || al->reason == CC_DQ_BOUNDS) &&
+                          al->kpi == lb->kpi);
             if (counts && al->step >= s0 && al->step < s1 && (first < 0 || al->step < first))
                 first = al->step;
         }

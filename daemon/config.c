@@ -174,6 +174,10 @@ const CcdConfigDef ccd_config_table[] = {
  "(a seasonal profile, weekdays and weekends apart), clipped at profile_k + 1 per step."},
 {"alerts.profile_h", CCD_CFG_DOUBLE, OFF(alerts.profile_h), "20", 0, 1e6, NULL, 1,
  "A KPI is also over (warning) while its profile CUSUM is at least this. 0 = no profile."},
+{"alerts.profile_unit_s", CCD_CFG_INT64, OFF(alerts.profile_unit_s), "900", 1, 86400, NULL, 1,
+ "Steps shorter than this count for that fraction of a step in the profile CUSUM: a "
+ "deviation from the usual value lasts minutes, and short steps would count it many "
+ "times over (2-minute steps: 2/15 each)."},
 {"alerts.profile_bin_s", CCD_CFG_INT64, OFF(alerts.profile_bin_s), "3600", 300, 86400, NULL, 1,
  "Width of the profile's time-of-day bins in seconds; must divide 86400. Changing it "
  "restarts every cell's profile."},

@@ -6,6 +6,7 @@
 #include "ops.h"
 
 #include <errno.h>
+#include <math.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -30,13 +31,15 @@ typedef struct OpsCell {
     CcAnomalyCell *ac;
     int64_t pub_step;            /* last scored step, -1 */
     double pub_score;
-    double pub_z[CC_MAX_FEATURES];
-    double pub_cu_up[CC_MAX_FEATURES], pub_cu_down[CC_MAX_FEATURES]; /* CUSUM sums */
-    float pub_pr_exp[CC_MAX_FEATURES]; /* seasonal profile: usual value (NaN: not scored), */
-    float pub_pr_up[CC_MAX_FEATURES], pub_pr_down[CC_MAX_FEATURES]; /* and its CUSUM sums */
+    int F;                       /* KPIs of pub */
     int pub_anomaly_firing, pub_dq_firing;
     uint64_t pub_quiet;
+    double pub[];                // (PUB_N, F) per-KPI scores of pub_step, sized to the model's
+                                 // KPIs: a resident cell must not pay for CC_MAX_FEATURES
 } OpsCell;
+
+/* Rows of OpsCell.pub. */
+enum { PUB_Z, PUB_CU_UP, PUB_CU_DOWN, PUB_PR_EXP, PUB_PR_UP, PUB_PR_DOWN, PUB_N };
 
 /* A transition with its cell id copied (CcAlertEvent.cell_id points at cell). */
 typedef struct QEvent {
@@ -292,9 +295,11 @@ static OpsCell *ops_cell(Ccd *d, CcdCell *c)
     CcdOps *o = OPS(d);
     if (c->anomaly)
         return c->anomaly;
-    OpsCell *oc = calloc(1, sizeof *oc);
+    int F = d->model->hp.n_features;
+    OpsCell *oc = calloc(1, sizeof *oc + (size_t)PUB_N * (size_t)F * sizeof(double));
     if (!oc)
         return NULL;
+    oc->F = F;
     if (cc_anomaly_cell_open(&oc->ac, o->an, c->id)) {
         free(oc);
         return NULL;
@@ -325,25 +330,17 @@ void ccd_ops_cell_free_hook(void *cookie, CcdCell *c) { ccd_ops_cell_free(cookie
 
 static void publish_scores(Ccd *d, CcdCell *c, OpsCell *oc)
 {
-    double z[CC_MAX_FEATURES], score, up[CC_MAX_FEATURES], down[CC_MAX_FEATURES];
+    double v[PUB_N][CC_MAX_FEATURES], score;
     CcAnomalyCellStats st;
-    double pexp[CC_MAX_FEATURES], pup[CC_MAX_FEATURES], pdown[CC_MAX_FEATURES];
-    int64_t s = cc_anomaly_cell_scores(oc->ac, z, &score);
-    cc_anomaly_cell_cusum(oc->ac, up, down);
-    cc_anomaly_cell_profile(oc->ac, pexp, pup, pdown);
+    int64_t s = cc_anomaly_cell_scores(oc->ac, v[PUB_Z], &score);
+    cc_anomaly_cell_cusum(oc->ac, v[PUB_CU_UP], v[PUB_CU_DOWN]);
+    cc_anomaly_cell_profile(oc->ac, v[PUB_PR_EXP], v[PUB_PR_UP], v[PUB_PR_DOWN]);
     cc_anomaly_cell_stats(oc->ac, &st);
-    int F = d->model->hp.n_features;
     pthread_mutex_lock(&d->cells->pub_lock);
-    for (int f = 0; f < F; f++) {
-        oc->pub_pr_exp[f] = (float)pexp[f];
-        oc->pub_pr_up[f] = (float)pup[f];
-        oc->pub_pr_down[f] = (float)pdown[f];
-    }
+    for (int r = 0; r < PUB_N; r++)
+        memcpy(oc->pub + (size_t)r * oc->F, v[r], (size_t)oc->F * sizeof(double));
     oc->pub_step = s;
     oc->pub_score = score;
-    memcpy(oc->pub_z, z, sizeof z);
-    memcpy(oc->pub_cu_up, up, sizeof up);
-    memcpy(oc->pub_cu_down, down, sizeof down);
     oc->pub_anomaly_firing = st.anomaly_firing;
     oc->pub_dq_firing = st.dq_firing;
     oc->pub_quiet = st.quiet;
@@ -1179,20 +1176,19 @@ static json_t *scores_json(Ccd *d, CcdCell *c)
 {
     const CcHparams *hp = &d->model->hp;
     int64_t step = -1;
-    double score = 0, z[CC_MAX_FEATURES], up[CC_MAX_FEATURES], down[CC_MAX_FEATURES];
-    float pexp[CC_MAX_FEATURES], pup[CC_MAX_FEATURES], pdown[CC_MAX_FEATURES];
+    double score = 0, v[PUB_N][CC_MAX_FEATURES];
+    for (int r = 0; r < PUB_N; r++)
+        for (int f = 0; f < CC_MAX_FEATURES; f++)
+            v[r][f] = NAN;
     int fa = 0, fd = 0;
     pthread_mutex_lock(&d->cells->pub_lock);
     OpsCell *oc = c->anomaly;
     if (oc) {
         step = oc->pub_step;
         score = oc->pub_score;
-        memcpy(z, oc->pub_z, sizeof z);
-        memcpy(up, oc->pub_cu_up, sizeof up);
-        memcpy(down, oc->pub_cu_down, sizeof down);
-        memcpy(pexp, oc->pub_pr_exp, sizeof pexp);
-        memcpy(pup, oc->pub_pr_up, sizeof pup);
-        memcpy(pdown, oc->pub_pr_down, sizeof pdown);
+        int n = oc->F < hp->n_features ? oc->F : hp->n_features; /* a reloaded model's KPIs */
+        for (int r = 0; r < PUB_N; r++)
+            memcpy(v[r], oc->pub + (size_t)r * oc->F, (size_t)n * sizeof(double));
         fa = oc->pub_anomaly_firing;
         fd = oc->pub_dq_firing;
     }
@@ -1203,17 +1199,19 @@ static json_t *scores_json(Ccd *d, CcdCell *c)
     json_object_set_new(o, "score", step >= 0 ? num_or_null(score) : json_null());
     json_t *k = json_object();
     for (int f = 0; step >= 0 && f < hp->n_features; f++)
-        json_object_set_new(k, hp->features[f], num_or_null(z[f]));
+        json_object_set_new(k, hp->features[f], num_or_null(v[PUB_Z][f]));
     json_object_set_new(o, "z", k);
     json_t *cu = json_object();
     for (int f = 0; step >= 0 && f < hp->n_features; f++)
-        json_object_set_new(cu, hp->features[f], json_pack("{s:f,s:f}", "up", up[f], "down", down[f]));
+        json_object_set_new(cu, hp->features[f], json_pack("{s:o,s:o}", "up", num_or_null(v[PUB_CU_UP][f]), "down",
+                                      num_or_null(v[PUB_CU_DOWN][f])));
     json_object_set_new(o, "cusum", cu);
     json_t *pr = json_object();
     for (int f = 0; step >= 0 && f < hp->n_features; f++)
         json_object_set_new(pr, hp->features[f],
-                            json_pack("{s:o,s:f,s:f}", "expected", num_or_null(pexp[f]), "up",
-                                      (double)pup[f], "down", (double)pdown[f]));
+                            json_pack("{s:o,s:o,s:o}", "expected", num_or_null(v[PUB_PR_EXP][f]),
+                                      "up", num_or_null(v[PUB_PR_UP][f]), "down",
+                                      num_or_null(v[PUB_PR_DOWN][f])));
     json_object_set_new(o, "profile", pr);
     json_object_set_new(o, "anomaly_firing", json_boolean(fa));
     json_object_set_new(o, "data_quality_firing", json_integer(fd));

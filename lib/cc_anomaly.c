@@ -122,6 +122,7 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     s->cusum_h = 6.0;
     s->profile_k = 1.0;
     s->profile_h = 20.0;
+    s->profile_unit_s = 900;
     s->profile_bin_s = 3600;
     s->profile_days = 4.0;
     s->profile_min_days = 2;
@@ -186,6 +187,8 @@ int cc_anomaly_validate(const CcAnomalySettings *s, char *err, size_t errlen)
         s->profile_min_days > 1000)
         return cc_errf(err, errlen, -EINVAL,
                        "anomaly: need profile_days in [0.5, 1000] and profile_min_days in 1..1000");
+    if (s->profile_unit_s < 1 || s->profile_unit_s > 86400)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: profile_unit_s must be in 1..86400");
     if (s->profile_utc_offset_s < -14 * 3600 || s->profile_utc_offset_s > 14 * 3600)
         return cc_errf(err, errlen, -EINVAL, "anomaly: profile_utc_offset_s beyond ±14 h");
     for (int f = 0; f < s->n_features; f++) {
@@ -902,8 +905,14 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
         if (isfinite(zp)) {
             double clip = s->profile_k + 1;
             zp = zp > clip ? clip : zp < -clip ? -clip : zp;
-            k->pr_pos = fmax(0, k->pr_pos + zp - s->profile_k);
-            k->pr_neg = fmax(0, k->pr_neg - zp - s->profile_k);
+            /* steps shorter than profile_unit_s count for that fraction of a step: a
+             * deviation from the usual value persists over minutes, and 2-minute steps
+             * would otherwise count one slow wobble many times over */
+            double w = (double)s->step_seconds / (double)s->profile_unit_s;
+            if (w > 1)
+                w = 1;
+            k->pr_pos = fmax(0, k->pr_pos + w * (zp - s->profile_k));
+            k->pr_neg = fmax(0, k->pr_neg + w * (-zp - s->profile_k));
         }
         if (way && az >= kpi_warn(s, f)) {
             n_over++;
@@ -1141,6 +1150,7 @@ static const CcAnomalyKey anomaly_keys[] = {
     AK(cusum_h, CC_AKEY_DOUBLE, 0, 1e6, "CUSUM threshold: a KPI is over while its sum is at least this; 0 = off (default 6)"),
     AK(profile_k, CC_AKEY_DOUBLE, 0, 1e6, "seasonal-profile CUSUM reference value in |z| (default 1)"),
     AK(profile_h, CC_AKEY_DOUBLE, 0, 1e6, "seasonal-profile CUSUM threshold; 0 = no profile (default 20)"),
+    AK(profile_unit_s, CC_AKEY_INT64, 1, 86400, "steps shorter than this count for that fraction of a step in the profile CUSUM (default 900)"),
     AK(profile_bin_s, CC_AKEY_INT64, 300, 86400, "seasonal-profile bin width in seconds, divides 86400 (default 3600)"),
     AK(profile_days, CC_AKEY_DOUBLE, 0.5, 1000, "time constant of each profile bin in days of its type (default 4)"),
     AK(profile_min_days, CC_AKEY_INT, 1, 1000, "days of data a profile bin needs before it is scored (default 2)"),

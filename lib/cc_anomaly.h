@@ -41,7 +41,9 @@
  * by the KPI's running mean |residual| / 0.798 (the sd of a Gaussian with that mean |r|;
  * plain mean over the first 500 steps, then time constant 500, updates clipped at 5× the
  * mean), and a second two-sided CUSUM runs on that profile z, clipped to ±(profile_k + 1):
- *     P⁺ = max(0, P⁺ + zp − profile_k),   P⁻ = max(0, P⁻ − zp − profile_k)
+ *     P⁺ = max(0, P⁺ + w·(zp − profile_k)),   P⁻ = max(0, P⁻ + w·(−zp − profile_k))
+ * with w = min(1, S / profile_unit_s): a deviation from the usual value persists for
+ * minutes, so steps shorter than profile_unit_s would count it many times over.
  * The KPI is also "over" (warning) while P⁺ or P⁻ (in its direction) is ≥ profile_h.
  * The profile is scored only where both bins have ≥ profile_min_days days of data and the
  * scale has 48 updates; it learns from every observed, unblocked step (updates clipped at
@@ -182,6 +184,8 @@ typedef struct CcAnomalySettings {
     double cusum_h;            ///< CUSUM decision threshold; 0 = no CUSUM (default 6)
     double profile_k;          ///< profile CUSUM reference value in |zp| (default 1)
     double profile_h;          ///< profile CUSUM threshold; 0 = no seasonal profile (default 20)
+    int64_t profile_unit_s;    ///< a step shorter than this adds S / profile_unit_s of its
+                               ///< increment to the profile CUSUM (default 900)
     int64_t profile_bin_s;     ///< profile bin width, seconds; divides 86400, ≥ 300 (default 3600)
     double profile_days;       ///< time constant of each bin's average, days of its type (default 4)
     int profile_min_days;      ///< days of data a bin needs before it is scored (default 2)
