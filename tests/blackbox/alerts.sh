@@ -246,6 +246,8 @@ sc = get("/v1/cells/spike-1/scores")
 assert sc["step"] == p0 + 287 and set(sc["z"]) == {"prb", "thr", "users"} and sc["score"] < 20, sc
 assert set(sc["cusum"]) == {"prb", "thr", "users"} and all(
     v["up"] >= 0 and v["down"] >= 0 for v in sc["cusum"].values()), sc
+assert set(sc["profile"]) == {"prb", "thr", "users"} and all(
+    v["up"] >= 0 and v["down"] >= 0 and "expected" in v for v in sc["profile"].values()), sc
 assert "scores" in get("/v1/cells/spike-1")
 get("/v1/alerts?state=bogus", 422)
 get("/v1/alerts?limit=x", 400)
