@@ -1273,6 +1273,28 @@ static int run_profile(double profile_h, int direction, int save_at, int64_t *fi
         if (t == save_at)
             fx_reload(&fx, "prof");
     }
+    if (check_api) { /* the state with profile bins: every truncation and a bad bin count
+                        are refused, the intact state loads */
+        long sz = cc_anomaly_cell_save(fx.c, NULL, 0);
+        uint8_t *b = malloc((size_t)sz);
+        assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)sz), sz);
+        CcAnomalyCell *c2 = NULL;
+        assert_int_equal(cc_anomaly_cell_open(&c2, fx.a, "prof"), 0);
+        for (long len = 0; len < sz; len += len < 64 ? 1 : 7)
+            assert_int_equal(cc_anomaly_cell_load(c2, b, (size_t)len, NULL, 0), -EINVAL);
+        const size_t nb_at = (size_t)sz - 2 * 24 * (sizeof(float) + sizeof(uint16_t)) - 4;
+        int32_t nb;
+        memcpy(&nb, b + nb_at, 4);
+        assert_int_equal(nb, 24);
+        int32_t bad = 7;
+        memcpy(b + nb_at, &bad, 4);
+        char err[256] = "";
+        assert_int_equal(cc_anomaly_cell_load(c2, b, (size_t)sz, err, sizeof err), -EINVAL);
+        memcpy(b + nb_at, &nb, 4);
+        assert_int_equal(cc_anomaly_cell_load(c2, b, (size_t)sz, NULL, 0), 0);
+        cc_anomaly_cell_close(&c2);
+        free(b);
+    }
     int n = count(&fx.rec, CC_ALERT_ANOMALY, CC_DQ_NONE, CC_ALERT_FIRING);
     if (n) {
         const CcAlertEvent *f = &fx.rec.ev[0];
