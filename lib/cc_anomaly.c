@@ -706,8 +706,11 @@ static void profile_pos(const CcAnomalySettings *s, int64_t step, int NB, ProfPo
     p->b1 = p->b0 + 1 >= NB ? 0 : p->b0 + 1;
     p->w1 = c - fl;
     p->per_day = (double)s->profile_bin_s / (double)s->step_seconds;
-    if (p->per_day < 1)
+    if (p->per_day <= 1) { /* steps as long as a bin or longer: their bins, as they are */
         p->per_day = 1;
+        p->b0 = p->b1 = p->bin;
+        p->w1 = 0;
+    }
 }
 
 /* The profile z of x for KPI f before learning x: (x − usual value) / scale, NaN while

@@ -37,7 +37,8 @@
  * large. Each KPI also keeps its "usual value at this time of day": a mean per bin of
  * profile_bin_s seconds of the day, separately for weekdays and weekends (local time =
  * UTC + profile_utc_offset_s), each an exponential average over about profile_days days of
- * its type, linearly interpolated between bin centres. The residual x − profile is scaled
+ * its type, linearly interpolated between bin centres (steps shorter than a bin; longer
+ * steps use their own bin). The residual x − profile is scaled
  * by the KPI's running mean |residual| / 0.798 (the sd of a Gaussian with that mean |r|;
  * plain mean over the first 500 steps, then time constant 500, updates clipped at 5× the
  * mean), and a second two-sided CUSUM runs on that profile z, clipped to ±(profile_k + 1):

@@ -1329,6 +1329,23 @@ static void test_profile_drift(void **state)
     assert_int_equal(res2, res);
     assert_int_equal(run_profile(0, 0, -1, &at2, &res2, 0), 0);  /* off */
     assert_int_equal(run_profile(20, -1, -1, &at2, &res2, 0), 0); /* downwards only */
+    { /* steps longer than a bin (daily: all on the noon bin) are scored on their bin */
+        CcAnomalySettings sd;
+        base_settings(&sd, 1);
+        sd.step_seconds = 86400;
+        Fixture fx;
+        fx_open(&fx, &sd, "daily");
+        for (int64_t t = 0; t < 30; t++) {
+            float x[1] = {(float)(100 + sin(1.3 * (double)t))};
+            double mean[1] = {x[0]}, sdv[1] = {1.0};
+            cc_anomaly_set_expect(fx.a, fx.c, t, mean, sdv, NULL);
+            assert_int_equal(cc_anomaly_observe(fx.a, fx.c, t, x, NULL, &fx.sink), 0);
+        }
+        double e[1], up[1], down[1];
+        cc_anomaly_cell_profile(fx.c, e, up, down);
+        assert_true(fabs(e[0] - 100) < 1.5);
+        fx_close(&fx);
+    }
     CcAnomalySettings s;
     base_settings(&s, 1);
     assert_int_equal(cc_anomaly_settings_set(&s, NULL, "profile_bin_s", "7000", NULL, 0), 0);
