@@ -85,7 +85,8 @@ struct CcAnomalyCell {
     int64_t *lag_target;  // (L) step each ring entry is the expectation for
     float *lag;           // (L, F, 3) mean, sd, scale from the forecast made L steps earlier
     int NB;               ///< profile bins per day (86400 / profile_bin_s when allocated)
-    float *prof;          // (2, NB, F) usual value per day type (weekday, weekend) and bin
+    float *prof;          // (2, NB, F) usual value per day type (weekday, weekend) and bin,
+                          // followed in the same allocation by prof_n
     uint16_t *prof_n;     // (2, NB, F) samples averaged into each bin so far (saturating)
 };
 
@@ -317,6 +318,15 @@ static int lag_alloc(CcAnomalyCell *c, int L)
     return 0;
 }
 
+/* One block for a profile of NB bins per day: the means, then the counts (prof_n). */
+static float *profile_block(int NB, int F, uint16_t **counts)
+{
+    size_t cnt = (size_t)2 * NB * (size_t)F;
+    float *v = malloc(cnt * (sizeof(float) + sizeof(uint16_t)));
+    *counts = v ? (uint16_t *)(v + cnt) : NULL;
+    return v;
+}
+
 /* Profile bins per day the settings want; 0 = no profile. */
 static int profile_bins(const CcAnomalySettings *s)
 {
@@ -332,16 +342,12 @@ static int profile_alloc(CcAnomalyCell *c, int NB)
     float *v = NULL;
     uint16_t *n = NULL;
     if (NB > 0) {
-        v = calloc((size_t)2 * NB * (size_t)c->F, sizeof *v);
-        n = calloc((size_t)2 * NB * (size_t)c->F, sizeof *n);
-        if (!v || !n) {
-            free(v);
-            free(n);
+        v = profile_block(NB, c->F, &n);
+        if (!v)
             return -ENOMEM;
-        }
+        memset(v, 0, (size_t)2 * NB * (size_t)c->F * (sizeof *v + sizeof *n));
     }
     free(c->prof);
-    free(c->prof_n);
     c->prof = v;
     c->prof_n = n;
     c->NB = NB;
@@ -388,7 +394,6 @@ void cc_anomaly_cell_close(CcAnomalyCell **c)
         free((*c)->lag);
         free((*c)->lag_target);
         free((*c)->prof);
-        free((*c)->prof_n);
         free((*c)->k);
         free(*c);
         *c = NULL;
@@ -1669,11 +1674,8 @@ int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char 
         GET(&r, NB);
     if (!r.bad && NB > 0 && NB <= 288 && 86400 % NB == 0) {
         size_t cnt = (size_t)2 * NB * (size_t)c->F;
-        pv = malloc(cnt * sizeof *pv);
-        pn = malloc(cnt * sizeof *pn);
-        if (!pv || !pn) {
-            free(pv);
-            free(pn);
+        pv = profile_block(NB, c->F, &pn);
+        if (!pv) {
             free(lt);
             free(lv);
             free(ks);
@@ -1687,7 +1689,6 @@ int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char 
     if (r.bad || bad_val || r.off != len || np < 0 || np > CC_ALERT_MAX_ATTR || L < 0 ||
         L > CC_ANOMALY_MAX_LAG || NB < 0 || NB > 288 || (NB > 0 && 86400 % NB != 0)) {
         free(pv);
-        free(pn);
         free(lt);
         free(lv);
         free(ks);
@@ -1704,7 +1705,6 @@ int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char 
     t.lag = lv;
     t.lag_target = lt;
     free(c->prof);
-    free(c->prof_n);
     t.NB = NB;
     t.prof = pv;
     t.prof_n = pn;
