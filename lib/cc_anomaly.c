@@ -736,8 +736,10 @@ static double profile_step(const CcAnomalySettings *s, CcAnomalyCell *c, const P
         *ref = r0 + p->w1 * (r1 - r0);
         double res = x - *ref;
         if (k->pr_n >= LAGCAL_MIN_N) {
-            double sc = fmax(k->pr_abs / 0.798,
-                             fmax(s->kpi[f].sd_floor, s->sd_floor_rel * fabs(*ref)));
+            /* the forecast's floors: a KPI that is usually exactly flat at some hour (0
+             * drops at night) must not alert on a tiny change there */
+            double sc = fmax(fmax(k->pr_abs / 0.798, s->kpi[f].sd_floor),
+                             fmax(s->sd_floor_rel * fabs(*ref), s->sd_floor_scale * k->exp_scale));
             if (sc > 0)
                 z = res / sc;
         }

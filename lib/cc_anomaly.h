@@ -41,7 +41,8 @@
  * steps use their own bin). The residual x − profile is scaled
  * by the KPI's running mean |residual| / 0.798 (the sd of a Gaussian with that mean |r|;
  * plain mean over the first 500 steps, then time constant 500, updates clipped at 5× the
- * mean), and a second two-sided CUSUM runs on that profile z, clipped to ±(profile_k + 1):
+ * mean; floored by sd_floor, sd_floor_rel·|profile| and sd_floor_scale·sigma_f like the
+ * forecast's sd), and a second two-sided CUSUM runs on that profile z, clipped to ±(profile_k + 1):
  *     P⁺ = max(0, P⁺ + w·(zp − profile_k)),   P⁻ = max(0, P⁻ + w·(−zp − profile_k))
  * with w = min(1, S / profile_unit_s): a deviation from the usual value persists for
  * minutes, so steps shorter than profile_unit_s would count it many times over.
