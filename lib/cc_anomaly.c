@@ -31,6 +31,7 @@
 #define LAGCAL_STEPS 500
 #define LAGCAL_CLIP 5.0
 #define LAGCAL_MIN_N 48
+#define GAUSS_MEAN_ABS 0.798 /* mean |x| of a standard Gaussian: sd = mean |x| / this */
 
 /* One alert episode (anomaly of a cell, or one DQ condition). */
 typedef struct Episode {
@@ -585,23 +586,41 @@ static void emit(CcAnomalyCell *c, const CcAlertSink *sink, const CcAlertEvent *
         sink->emit(sink->cookie, ev);
 }
 
-/* Attribution of one KPI from the expectation and value of the current step. */
+/* One step of a two-sided CUSUM with reference k, the input clipped to ±(k + 1) and the
+ * increments weighted by w. */
+static void cusum_step(double *pos, double *neg, double z, double k, double w)
+{
+    double clip = k + 1;
+    z = z > clip ? clip : z < -clip ? -clip : z;
+    *pos = fmax(0, *pos + w * (z - k));
+    *neg = fmax(0, *neg + w * (-z - k));
+}
+
+/* Sums at or over threshold h (> 0: else off) in direction dir (0 both, +1 up, -1 down). */
+static int sums_over(double pos, double neg, double h, int dir)
+{
+    return h > 0 && ((dir >= 0 && pos >= h) || (dir <= 0 && neg >= h));
+}
+
+/* The larger sum, signed by its direction. */
+static double signed_sum(double pos, double neg)
+{
+    return pos >= neg ? pos : -neg;
+}
+
 /* The KPI counts as over by its CUSUM (sums of its last scored step, in its direction). */
 static int cusum_over(const CcAnomalySettings *s, const KpiState *k, int f)
 {
-    int dir = s->kpi[f].direction;
-    return s->cusum_h > 0 &&
-           ((dir >= 0 && k->cu_pos >= s->cusum_h) || (dir <= 0 && k->cu_neg >= s->cusum_h));
+    return sums_over(k->cu_pos, k->cu_neg, s->cusum_h, s->kpi[f].direction);
 }
 
 /* The KPI counts as over by its seasonal profile's CUSUM, in its direction. */
 static int profile_over(const CcAnomalySettings *s, const KpiState *k, int f)
 {
-    int dir = s->kpi[f].direction;
-    return s->profile_h > 0 &&
-           ((dir >= 0 && k->pr_pos >= s->profile_h) || (dir <= 0 && k->pr_neg >= s->profile_h));
+    return sums_over(k->pr_pos, k->pr_neg, s->profile_h, s->kpi[f].direction);
 }
 
+/* Attribution of one KPI from the expectation and value of the current step. */
 static void attr_of(const CcAnomalySettings *s, const KpiState *k, int f, double x,
                     CcAlertAttr *out)
 {
@@ -612,8 +631,8 @@ static void attr_of(const CcAnomalySettings *s, const KpiState *k, int f, double
     out->lo = k->att_mean - s->interval_z * sd;
     out->hi = k->att_mean + s->interval_z * sd;
     out->z = k->z;
-    out->cusum = !cusum_over(s, k, f) ? 0 : k->cu_pos >= k->cu_neg ? k->cu_pos : -k->cu_neg;
-    out->profile = !profile_over(s, k, f) ? 0 : k->pr_pos >= k->pr_neg ? k->pr_pos : -k->pr_neg;
+    out->cusum = cusum_over(s, k, f) ? signed_sum(k->cu_pos, k->cu_neg) : 0;
+    out->profile = profile_over(s, k, f) ? signed_sum(k->pr_pos, k->pr_neg) : 0;
     out->profile_expected = k->pr_exp;
 }
 
@@ -738,7 +757,7 @@ static double profile_step(const CcAnomalySettings *s, CcAnomalyCell *c, const P
         if (k->pr_n >= LAGCAL_MIN_N) {
             /* the forecast's floors: a KPI that is usually exactly flat at some hour (0
              * drops at night) must not alert on a tiny change there */
-            double sc = fmax(fmax(k->pr_abs / 0.798, s->kpi[f].sd_floor),
+            double sc = fmax(fmax(k->pr_abs / GAUSS_MEAN_ABS, s->kpi[f].sd_floor),
                              fmax(s->sd_floor_rel * fabs(*ref), s->sd_floor_scale * k->exp_scale));
             if (sc > 0)
                 z = res / sc;
@@ -754,7 +773,7 @@ static double profile_step(const CcAnomalySettings *s, CcAnomalyCell *c, const P
         double w = 1.0 / ((*nb < cap ? *nb : cap) + 1.0);
         double d = x - *mb;
         if (k->pr_n >= LAGCAL_MIN_N) {
-            double lim = 3 * k->pr_abs / 0.798;
+            double lim = 3 * k->pr_abs / GAUSS_MEAN_ABS;
             d = d > lim ? lim : d < -lim ? -lim : d;
         }
         *mb += (float)(w * d);
@@ -844,9 +863,10 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
     double score = NAN;
     int cell_blocked = dq_blocks(s, &c->zero, step) || dq_blocks(s, &c->missing, step);
     int firing = c->anom.start != NONE_STEP;
-    if (c->NB != profile_bins(s))
-        profile_alloc(c, profile_bins(s)); /* settings reloaded; on -ENOMEM the old one stays */
-    int have_prof = c->NB > 0 && c->NB == profile_bins(s);
+    int nb = profile_bins(s);
+    if (c->NB != nb)
+        profile_alloc(c, nb); /* settings reloaded; on -ENOMEM the old one stays */
+    int have_prof = nb > 0 && c->NB == nb;
     ProfPos pp = {0};
     if (have_prof)
         profile_pos(s, step, c->NB, &pp);
@@ -904,26 +924,15 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
         int dir = s->kpi[f].direction;
         int way = dir == 0 || (dir > 0 && z > 0) || (dir < 0 && z < 0);
         if (s->cusum_h > 0) {
-            if (!isfinite(zc))
-                zc = z;
-            double clip = s->cusum_k + 1;
-            zc = zc > clip ? clip : zc < -clip ? -clip : zc;
-            k->cu_pos = fmax(0, k->cu_pos + zc - s->cusum_k);
-            k->cu_neg = fmax(0, k->cu_neg - zc - s->cusum_k);
+            cusum_step(&k->cu_pos, &k->cu_neg, isfinite(zc) ? zc : z, s->cusum_k, 1);
         }
         k->pr_exp = pref;
-        if (isfinite(zp)) {
-            double clip = s->profile_k + 1;
-            zp = zp > clip ? clip : zp < -clip ? -clip : zp;
-            /* steps shorter than profile_unit_s count for that fraction of a step: a
-             * deviation from the usual value persists over minutes, and 2-minute steps
-             * would otherwise count one slow wobble many times over */
-            double w = (double)s->step_seconds / (double)s->profile_unit_s;
-            if (w > 1)
-                w = 1;
-            k->pr_pos = fmax(0, k->pr_pos + w * (zp - s->profile_k));
-            k->pr_neg = fmax(0, k->pr_neg + w * (-zp - s->profile_k));
-        }
+        /* steps shorter than profile_unit_s count for that fraction of a step: a deviation
+         * from the usual value persists over minutes, and 2-minute steps would otherwise
+         * count one slow wobble many times over */
+        if (isfinite(zp))
+            cusum_step(&k->pr_pos, &k->pr_neg, zp, s->profile_k,
+                       fmin(1.0, (double)s->step_seconds / (double)s->profile_unit_s));
         if (way && az >= kpi_warn(s, f)) {
             n_over++;
             if (az >= kpi_crit(s, f))
