@@ -449,7 +449,7 @@ int main(int argc, char **argv)
     cc_host_setup_blas(argc, argv, d->cfg.engine_blas_coretype);
     char model_path[4096];
     ccd_ops_model_path(d->cfg.model_path, model_path, sizeof model_path);
-    if ((rc = cc_model_load(&d->model, model_path, err, sizeof err))) {
+    if ((rc = cc_model_open_file(&d->model, model_path, err, sizeof err))) {
         LOG_ERROR("main", "model.path '%s': %s (a relative path that does not exist is also "
                   "looked up under $CELLCAST_HOME and %s)", model_path, err, CC_DATADIR);
         rc = 1;
@@ -499,9 +499,8 @@ int main(int argc, char **argv)
     es.kv_type = (enum CcKvType)d->cfg.engine_kv_type;
     es.max_batch_cells = d->cfg.engine_max_batch_cells;
     es.keep_attention = d->cfg.engine_keep_attention;
-    es.logger = ccd_log_lib_logger("engine");
-    if (cc_engine_open(&d->engine, d->model, &es)) {
-        LOG_ERROR("main", "cannot open the engine");
+    if (cc_engine_open(&d->engine, d->model, &es, err, sizeof err)) {
+        LOG_ERROR("main", "cannot open the engine: %s", err);
         goto out;
     }
     if (open_decoder(d, err, sizeof err)) {

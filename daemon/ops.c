@@ -983,7 +983,7 @@ int ccd_ops_reload(Ccd *d, json_t **report, char *err, size_t errlen)
         goto fail;
     }
     ccd_ops_model_path(nc.model_path, path, sizeof path);
-    if ((rc = cc_model_load(&nm, path, e2, sizeof e2))) {
+    if ((rc = cc_model_open_file(&nm, path, e2, sizeof e2))) {
         cc_errf(err, errlen, rc, "model '%s' refused: %s", path, e2);
         goto fail;
     }

@@ -242,46 +242,46 @@ typedef struct CcAnomalyCellStats {
 typedef struct CcAnomaly CcAnomaly;
 typedef struct CcAnomalyCell CcAnomalyCell;
 
-CC_API void cc_anomaly_default_settings(CcAnomalySettings *s);
+void cc_anomaly_default_settings(CcAnomalySettings *s);
 
 /** Checks ranges (k ≤ n ≤ 64, thresholds > 0, crit ≥ warn...). 0 or -EINVAL with a message. */
-CC_API int cc_anomaly_validate(const CcAnomalySettings *s, char *err, size_t errlen);
+int cc_anomaly_validate(const CcAnomalySettings *s, char *err, size_t errlen);
 
 /** Opens the deployment-wide context (settings copied). 0, -EINVAL, -ENOMEM. */
-CC_API int cc_anomaly_open(CcAnomaly **out, const CcAnomalySettings *s, char *err, size_t errlen);
-CC_API void cc_anomaly_close(CcAnomaly **a);
+int cc_anomaly_open(CcAnomaly **out, const CcAnomalySettings *s, char *err, size_t errlen);
+void cc_anomaly_close(CcAnomaly **a);
 
 /** Replaces the settings (config reload); cells keep their state. n_features must not
  *  change. 0 or -EINVAL (old settings kept). */
-CC_API int cc_anomaly_set_settings(CcAnomaly *a, const CcAnomalySettings *s, char *err,
+int cc_anomaly_set_settings(CcAnomaly *a, const CcAnomalySettings *s, char *err,
                                    size_t errlen);
-CC_API const CcAnomalySettings *cc_anomaly_settings(const CcAnomaly *a);
+const CcAnomalySettings *cc_anomaly_settings(const CcAnomaly *a);
 
 /** Opens a cell's state; the id (≤ 63 bytes) goes into alert ids. 0, -EINVAL, -ENOMEM. */
-CC_API int cc_anomaly_cell_open(CcAnomalyCell **out, const CcAnomaly *a, const char *cell_id);
-CC_API void cc_anomaly_cell_close(CcAnomalyCell **c);
-CC_API const char *cc_anomaly_cell_id(const CcAnomalyCell *c);
+int cc_anomaly_cell_open(CcAnomalyCell **out, const CcAnomaly *a, const char *cell_id);
+void cc_anomaly_cell_close(CcAnomalyCell **c);
+const char *cc_anomaly_cell_id(const CcAnomalyCell *c);
 
 /**
  * Sets the expectation for step `step`: mean and sd per KPI (F each; sd ≤ 0 or non-finite
  * = KPI not scored), and optionally the normalisation scale (NULL = none) for the sd floor.
  * Used directly by baselines; hosts of the engine call cc_anomaly_set_forecast.
  */
-CC_API void cc_anomaly_set_expect(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
+void cc_anomaly_set_expect(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
                                   const double *mean, const double *sd, const double *scale);
 
 /** Same for the lagged expectation of step `step` (the forecast made lag_steps earlier);
  *  ignored when lag_steps is 0, and when it is -1 until cc_anomaly_set_forecast has sized
  *  the lag ring (callers of this function set an explicit L). cc_anomaly_set_forecast
  *  fills it from the forecast. */
-CC_API void cc_anomaly_set_expect_lagged(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
+void cc_anomaly_set_expect_lagged(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
                                          const double *mean, const double *sd,
                                          const double *scale);
 
 /** Takes horizon step 0 of a forecast (the expectation for fc->step + 1) and, with
  *  lag_steps = L, horizon step L-1 (the lagged expectation for fc->step + L; L = fc->horizon
  *  when lag_steps is -1). An invalid forecast clears the one-step expectation. */
-CC_API void cc_anomaly_set_forecast(const CcAnomaly *a, CcAnomalyCell *c, const CcForecast *fc);
+void cc_anomaly_set_forecast(const CcAnomaly *a, CcAnomalyCell *c, const CcForecast *fc);
 
 /**
  * One observation of step `step` (values: F raw values; mask: F flags, 1 = observed,
@@ -289,34 +289,34 @@ CC_API void cc_anomaly_set_forecast(const CcAnomaly *a, CcAnomalyCell *c, const 
  * for this step is set, the anomaly scoring; emits transitions to sink (may be NULL).
  * Steps must increase; a step ≤ the last one is ignored (-EALREADY). 0 or -EALREADY.
  */
-CC_API int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
+int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
                               const float *values, const uint8_t *mask, const CcAlertSink *sink);
 
 /** Clock tick (unix seconds): raises the missing-data alert when the cell has been silent
  *  for more than missing_after_s past the end of its last step. */
-CC_API void cc_anomaly_tick(const CcAnomaly *a, CcAnomalyCell *c, int64_t now_s,
+void cc_anomaly_tick(const CcAnomaly *a, CcAnomalyCell *c, int64_t now_s,
                             const CcAlertSink *sink);
 
 /** Transitions at steps ≤ step are applied but not emitted (see Replays above). */
-CC_API void cc_anomaly_cell_quiet_until(CcAnomalyCell *c, int64_t step);
+void cc_anomaly_cell_quiet_until(CcAnomalyCell *c, int64_t step);
 
 /** Last scored step, its per-KPI z (F; NaN where not scored) and cell score (NaN if none).
  *  Returns the step, -1 if the cell was never scored. z may be NULL. */
-CC_API int64_t cc_anomaly_cell_scores(const CcAnomalyCell *c, double *z, double *score);
+int64_t cc_anomaly_cell_scores(const CcAnomalyCell *c, double *z, double *score);
 
 /** Each KPI's CUSUM sums (F each; 0 when cusum_h is 0 or nothing has accumulated). */
-CC_API void cc_anomaly_cell_cusum(const CcAnomalyCell *c, double *up, double *down);
+void cc_anomaly_cell_cusum(const CcAnomalyCell *c, double *up, double *down);
 /** Each KPI's seasonal profile at its last scored step (F each): the usual value
  * (`expected`, NaN when the profile was not scored there) and the profile CUSUM sums. */
-CC_API void cc_anomaly_cell_profile(const CcAnomalyCell *c, double *expected, double *up,
+void cc_anomaly_cell_profile(const CcAnomalyCell *c, double *expected, double *up,
                                     double *down);
 
 /** Fills up to max events describing the alerts firing now (state firing); returns the
  *  number firing (may exceed max). */
-CC_API int cc_anomaly_cell_active(const CcAnomaly *a, const CcAnomalyCell *c, CcAlertEvent *out,
+int cc_anomaly_cell_active(const CcAnomaly *a, const CcAnomalyCell *c, CcAlertEvent *out,
                                   int max);
 
-CC_API void cc_anomaly_cell_stats(const CcAnomalyCell *c, CcAnomalyCellStats *out);
+void cc_anomaly_cell_stats(const CcAnomalyCell *c, CcAnomalyCellStats *out);
 
 /**
  * State serialisation for snapshots (a versioned little-endian byte string; the cell id is
@@ -325,8 +325,8 @@ CC_API void cc_anomaly_cell_stats(const CcAnomalyCell *c, CcAnomalyCellStats *ou
  * message if the bytes are malformed, of a version other than 1 or 2, or for another F
  * (version 1, before the lag calibration, loads with that calibration to warm up again).
  */
-CC_API long cc_anomaly_cell_save(const CcAnomalyCell *c, uint8_t *buf, size_t cap);
-CC_API int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char *err,
+long cc_anomaly_cell_save(const CcAnomalyCell *c, uint8_t *buf, size_t cap);
+int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char *err,
                                 size_t errlen);
 
 /**
@@ -336,7 +336,7 @@ CC_API int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len
  * Returns the length written (NUL excluded) or -ENOSPC when cap is too small
  * (1024 + 256 per attribution entry is always enough).
  */
-CC_API int cc_alert_event_json(const CcAlertEvent *ev, const CcHparams *hp, char *buf,
+int cc_alert_event_json(const CcAlertEvent *ev, const CcHparams *hp, char *buf,
                                size_t cap);
 
 /* ---- settings by name (for config files: the daemon's `alerts:` section) ------------ */
@@ -354,7 +354,7 @@ typedef struct CcAnomalyKey {
 
 /** The table of deployment-wide settings (n_features and step_seconds excluded: they come
  *  from the model). *n gets its length. */
-CC_API const CcAnomalyKey *cc_anomaly_keys(int *n);
+const CcAnomalyKey *cc_anomaly_keys(int *n);
 
 /**
  * Sets one setting from text: a deployment-wide key of cc_anomaly_keys() ("warn_z"), or a
@@ -364,12 +364,12 @@ CC_API const CcAnomalyKey *cc_anomaly_keys(int *n);
  * cc_anomaly_validate once all keys are set. 0, -ENOENT (unknown key or KPI), -EINVAL
  * (bad value), message in err naming the key.
  */
-CC_API int cc_anomaly_settings_set(CcAnomalySettings *s, const CcHparams *hp, const char *key,
+int cc_anomaly_settings_set(CcAnomalySettings *s, const CcHparams *hp, const char *key,
                                    const char *value, char *err, size_t errlen);
 
-CC_API const char *cc_alert_kind_name(enum CcAlertKind k);        ///< "anomaly", "data_quality"
-CC_API const char *cc_alert_state_name(enum CcAlertState s);      ///< "firing", "resolved"
-CC_API const char *cc_alert_severity_name(enum CcAlertSeverity s); ///< "warning", "critical"
-CC_API const char *cc_dq_reason_name(enum CcDqReason r);   ///< "none", "stuck", "all_zero", ...
+const char *cc_alert_kind_name(enum CcAlertKind k);        ///< "anomaly", "data_quality"
+const char *cc_alert_state_name(enum CcAlertState s);      ///< "firing", "resolved"
+const char *cc_alert_severity_name(enum CcAlertSeverity s); ///< "warning", "critical"
+const char *cc_dq_reason_name(enum CcDqReason r);   ///< "none", "stuck", "all_zero", ...
 
 #endif

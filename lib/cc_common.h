@@ -16,7 +16,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CC_API __attribute__((visibility("default")))
 
 enum CcLogLevel { CC_LOG_ERROR = 0, CC_LOG_WARN = 1, CC_LOG_INFO = 2, CC_LOG_DEBUG = 3 };
 
@@ -27,14 +26,14 @@ typedef struct CcLogger {
 } CcLogger;
 
 /** Formats into the caller's error buffer (if any); returns `code` for tail calls. */
-CC_API int cc_errf(char *err, size_t errlen, int code, const char *fmt, ...)
+int cc_errf(char *err, size_t errlen, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /** Formats and sends a message to a logger; a NULL logger or callback does nothing. */
-CC_API void cc_logf(const CcLogger *log, enum CcLogLevel level, const char *fmt, ...)
+void cc_logf(const CcLogger *log, enum CcLogLevel level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /** Monotonic clock in nanoseconds. */
-CC_API int64_t cc_now_ns(void);
+int64_t cc_now_ns(void);
 
 #endif

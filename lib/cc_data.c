@@ -552,7 +552,7 @@ static int add_series(CcDataset *ds, int *cap, const char *id, int64_t p0, int T
     return 0;
 }
 
-void cc_data_free(CcDataset **pds)
+void cc_data_close(CcDataset **pds)
 {
     if (!pds || !*pds)
         return;
@@ -566,7 +566,7 @@ void cc_data_free(CcDataset **pds)
     *pds = NULL;
 }
 
-int cc_data_load_buffer(CcDataset **out, const char *buf, size_t len, const char *name,
+int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char *name,
                         const CcDataSettings *sp, CcDataReport *report, char *err,
                         size_t errlen)
 {
@@ -989,11 +989,11 @@ error:
     free(vals);
     free(deltas);
     free(last_ts);
-    cc_data_free(&ds);
+    cc_data_close(&ds);
     return ret;
 }
 
-int cc_data_load(CcDataset **out, const char *path, const CcDataSettings *s,
+int cc_data_open_file(CcDataset **out, const char *path, const CcDataSettings *s,
                  CcDataReport *report, char *err, size_t errlen)
 {
     *out = NULL;
@@ -1027,7 +1027,7 @@ int cc_data_load(CcDataset **out, const char *path, const CcDataSettings *s,
         }
     }
     if (!ret)
-        ret = cc_data_load_buffer(out, buf, len, path, s, report, err, errlen);
+        ret = cc_data_open_buffer(out, buf, len, path, s, report, err, errlen);
 done:
     free(buf);
     fclose(fp);

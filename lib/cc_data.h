@@ -67,7 +67,6 @@ typedef struct CcDataSettings {
     int64_t step_seconds;     ///< S; 0 = the most common positive time delta of one cell (default 0)
     enum CcImpute impute;     ///< (default CC_IMPUTE_CARRY)
     int max_gap_steps;        ///< split a series at holes longer than this; 0 = never (default 0)
-    CcLogger logger;          ///< warnings (e.g. large gaps) (default none)
 } CcDataSettings;
 
 /** One cell's series: T consecutive steps from absolute step p0. */
@@ -108,22 +107,22 @@ typedef struct CcRange {
     int begin, end;
 } CcRange;
 
-CC_API void cc_data_default_settings(CcDataSettings *s);
+void cc_data_default_settings(CcDataSettings *s);
 
 /**
- * Loads one CSV file. report may be NULL. *out is owned by the caller (cc_data_free).
+ * Loads one CSV file. report may be NULL. *out is owned by the caller (cc_data_close).
  * 0; -EIO (cannot open/read); -EINVAL (malformed: `file:line:col: what` in err);
  * -ENOMEM; -ERANGE (more than CC_MAX_FEATURES columns, a series longer than INT_MAX/F).
  */
-CC_API int cc_data_load(CcDataset **out, const char *path, const CcDataSettings *s,
+int cc_data_open_file(CcDataset **out, const char *path, const CcDataSettings *s,
                         CcDataReport *report, char *err, size_t errlen);
 
 /** Same from a buffer; `name` is used in messages and as default cell id. */
-CC_API int cc_data_load_buffer(CcDataset **out, const char *buf, size_t len, const char *name,
+int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char *name,
                                const CcDataSettings *s, CcDataReport *report, char *err,
                                size_t errlen);
 
-CC_API void cc_data_free(CcDataset **ds);
+void cc_data_close(CcDataset **ds);
 
 /**
  * Appends `next` to `ds` in time: each series of `next` is joined to the series of `ds`
@@ -133,18 +132,18 @@ CC_API void cc_data_free(CcDataset **ds);
  * test file after its train file. *join_row (may be NULL) gets, for series 0 of `next`,
  * the row of the result where it starts. 0, -EINVAL, -ENOMEM.
  */
-CC_API int cc_data_append(CcDataset *ds, const CcDataset *next, enum CcImpute impute,
+int cc_data_append(CcDataset *ds, const CcDataset *next, enum CcImpute impute,
                           int *join_row, char *err, size_t errlen);
 
 /**
  * Reorders/subsets the columns to `names` (n of them), e.g. a model's feature list.
  * 0, -EINVAL (a name not in the dataset: named in err), -ENOMEM.
  */
-CC_API int cc_data_select(CcDataset *ds, const char *const *names, int n, char *err,
+int cc_data_select(CcDataset *ds, const char *const *names, int n, char *err,
                           size_t errlen);
 
 /** Column of a feature name, or -1. */
-CC_API int cc_data_feature_index(const CcDataset *ds, const char *name);
+int cc_data_feature_index(const CcDataset *ds, const char *name);
 
 /**
  * Time split of a T-row series into train / validation / test row ranges.
@@ -155,17 +154,17 @@ CC_API int cc_data_feature_index(const CcDataset *ds, const char *name);
  * A range may be empty. Rows before a range stay usable as history (look-back).
  * 0 or -EINVAL (bad syntax, out of order, past T: message in err).
  */
-CC_API int cc_data_split(const char *spec, int T, CcRange out[3], char *err, size_t errlen);
+int cc_data_split(const char *spec, int T, CcRange out[3], char *err, size_t errlen);
 
 /**
  * Per-feature mean and population std of the observed (mask 1) values of rows
  * range of series s. mean/std have F entries; a feature with no observation gets 0/1,
  * std 0 is replaced by 1.
  */
-CC_API void cc_data_stats(const CcDataset *ds, int s, CcRange range, double *mean, double *std);
+void cc_data_stats(const CcDataset *ds, int s, CcRange range, double *mean, double *std);
 
 /** x ← (x − mean)/std for every row and feature of every series (ETT protocol z-scoring). */
-CC_API void cc_data_standardize(CcDataset *ds, const double *mean, const double *std);
+void cc_data_standardize(CcDataset *ds, const double *mean, const double *std);
 
 /** Unix seconds of row i of series s. */
 static inline int64_t cc_data_row_ts(const CcDataset *ds, int s, int i)
@@ -177,10 +176,10 @@ static inline int64_t cc_data_row_ts(const CcDataset *ds, int s, int i)
  * Parses one timestamp to unix seconds (double: may carry milliseconds) with the rules
  * above; fmt NULL = auto. 0 or -EINVAL. Exposed for tests and the CLI's --from.
  */
-CC_API int cc_data_parse_time(const char *s, size_t len, const char *fmt, double *out);
+int cc_data_parse_time(const char *s, size_t len, const char *fmt, double *out);
 
 /** One-paragraph human summary of a report (rows, NaNs per feature, inserted steps…). */
-CC_API void cc_data_report_format(const CcDataReport *r, const CcDataset *ds, char *buf,
+void cc_data_report_format(const CcDataReport *r, const CcDataset *ds, char *buf,
                                   size_t buflen);
 
 #endif

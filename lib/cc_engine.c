@@ -862,18 +862,18 @@ const CcModel *cc_engine_model(const CcEngine *e) { return e->m; }
 
 static void dense_free(DenseW *d)
 {
-    cc_gemm_free(&d->embed);
-    cc_gemm_free(&d->head);
-    cc_gemm_free(&d->kv_last);
+    cc_gemm_close(&d->embed);
+    cc_gemm_close(&d->head);
+    cc_gemm_close(&d->kv_last);
     for (int l = 0; l < d->L; l++) {
         if (d->qkv)
-            cc_gemm_free(&d->qkv[l]);
+            cc_gemm_close(&d->qkv[l]);
         if (d->o)
-            cc_gemm_free(&d->o[l]);
+            cc_gemm_close(&d->o[l]);
         if (d->up)
-            cc_gemm_free(&d->up[l]);
+            cc_gemm_close(&d->up[l]);
         if (d->down)
-            cc_gemm_free(&d->down[l]);
+            cc_gemm_close(&d->down[l]);
     }
     free(d->qkv);
     free(d->o);
@@ -896,16 +896,16 @@ static int dense_pack(DenseW *d, const CcModel *m, int blas)
     d->down = calloc((size_t)L, sizeof *d->down);
     if (!d->qkv || !d->o || !d->up || !d->down)
         goto fail;
-    if ((ret = cc_gemm_pack(&d->embed, p->embed_w, D, IN, blas)) < 0 ||
-        (ret = cc_gemm_pack(&d->head, p->head_w, 2 * hp->horizon, D, blas)) < 0 ||
-        (ret = cc_gemm_pack(&d->kv_last, p->qkv_w + ((size_t)(L - 1) * 3 + 1) * D * D, 2 * D, D,
+    if ((ret = cc_gemm_open(&d->embed, p->embed_w, D, IN, blas)) < 0 ||
+        (ret = cc_gemm_open(&d->head, p->head_w, 2 * hp->horizon, D, blas)) < 0 ||
+        (ret = cc_gemm_open(&d->kv_last, p->qkv_w + ((size_t)(L - 1) * 3 + 1) * D * D, 2 * D, D,
                             blas)) < 0)
         goto fail;
     for (int l = 0; l < L; l++)
-        if ((ret = cc_gemm_pack(&d->qkv[l], p->qkv_w + (size_t)l * 3 * D * D, 3 * D, D, blas)) < 0 ||
-            (ret = cc_gemm_pack(&d->o[l], p->o_w + (size_t)l * D * D, D, D, blas)) < 0 ||
-            (ret = cc_gemm_pack(&d->up[l], p->up_w + (size_t)l * FF * D, FF, D, blas)) < 0 ||
-            (ret = cc_gemm_pack(&d->down[l], p->down_w + (size_t)l * D * FF, D, FF, blas)) < 0)
+        if ((ret = cc_gemm_open(&d->qkv[l], p->qkv_w + (size_t)l * 3 * D * D, 3 * D, D, blas)) < 0 ||
+            (ret = cc_gemm_open(&d->o[l], p->o_w + (size_t)l * D * D, D, D, blas)) < 0 ||
+            (ret = cc_gemm_open(&d->up[l], p->up_w + (size_t)l * FF * D, FF, D, blas)) < 0 ||
+            (ret = cc_gemm_open(&d->down[l], p->down_w + (size_t)l * D * FF, D, FF, blas)) < 0)
             goto fail;
     return 0;
 fail:
@@ -975,7 +975,8 @@ int cc_engine_set_model(CcEngine *e, const CcModel *m)
     return 0;
 }
 
-int cc_engine_open(CcEngine **out, const CcModel *m, const CcEngineSettings *s)
+int cc_engine_open(CcEngine **out, const CcModel *m, const CcEngineSettings *s, char *err,
+                   size_t errlen)
 {
     CcEngineSettings def;
     int ret = -EINVAL;
@@ -984,10 +985,24 @@ int cc_engine_open(CcEngine **out, const CcModel *m, const CcEngineSettings *s)
         cc_engine_default_settings(&def);
         s = &def;
     }
-    if (!m || cc_hparams_validate(&m->hp, NULL, 0) < 0 || s->n_threads < 0 ||
-        s->n_threads > 256 || s->max_batch_cells < 1 || s->kv_type < CC_KV_F32 ||
-        s->kv_type > CC_KV_BF16)
+    if (!m) {
+        cc_errf(err, errlen, 0, "engine: no model");
         goto error;
+    }
+    if (cc_hparams_validate(&m->hp, err, errlen) < 0)
+        goto error;
+    if (s->n_threads < 0 || s->n_threads > 256) {
+        cc_errf(err, errlen, 0, "engine: n_threads %d outside 0..256", s->n_threads);
+        goto error;
+    }
+    if (s->max_batch_cells < 1) {
+        cc_errf(err, errlen, 0, "engine: max_batch_cells %d < 1", s->max_batch_cells);
+        goto error;
+    }
+    if (s->kv_type < CC_KV_F32 || s->kv_type > CC_KV_BF16) {
+        cc_errf(err, errlen, 0, "engine: unknown kv_type %d", (int)s->kv_type);
+        goto error;
+    }
     ret = -ENOMEM;
     if (!(e = calloc(1, sizeof *e)))
         goto error;
@@ -1027,6 +1042,7 @@ int cc_engine_open(CcEngine **out, const CcModel *m, const CcEngineSettings *s)
             e->args[i].idx = i;
             if (pthread_create(&e->threads[i - 1], NULL, worker_main, &e->args[i])) {
                 e->n_threads = i; /* only i-1 workers exist: close joins those */
+                ret = -EAGAIN;
                 goto error;
             }
         }
@@ -1034,6 +1050,10 @@ int cc_engine_open(CcEngine **out, const CcModel *m, const CcEngineSettings *s)
     *out = e;
     return 0;
 error:
+    if (ret == -ENOMEM)
+        cc_errf(err, errlen, 0, "engine: out of memory");
+    else if (ret != -EINVAL)
+        cc_errf(err, errlen, 0, "engine: cannot start a worker thread");
     cc_engine_close(&e);
     return ret;
 }

@@ -35,7 +35,6 @@ typedef struct CcEngineSettings {
     int no_cache;           ///< rebuild every step: direct evaluation of N+1 tokens (default 0)
     int blas_dense;         ///< dense layers through OpenBLAS even where the packed AVX-512
                             ///< kernels of cc_gemm apply; for comparisons (default 0)
-    CcLogger logger;        ///< (default none)
 } CcEngineSettings;
 
 /** Time spent in the engine since open (or the last cc_engine_reset_stats), in ns. */
@@ -50,39 +49,44 @@ typedef struct CcEngineStats {
     int64_t ns_other;         ///< rings, normalisation, token assembly
 } CcEngineStats;
 
-CC_API void cc_engine_default_settings(CcEngineSettings *s);
+void cc_engine_default_settings(CcEngineSettings *s);
 
-/** Opens an engine on a model; the model must outlive the engine. 0, -EINVAL, -ENOMEM. */
-CC_API int cc_engine_open(CcEngine **out, const CcModel *model, const CcEngineSettings *s);
-CC_API void cc_engine_close(CcEngine **e);
-CC_API const CcModel *cc_engine_model(const CcEngine *e);
+/**
+ * Opens an engine on a model; the model must outlive the engine. s NULL: defaults.
+ * Returns 0, -EINVAL (bad model or settings), -ENOMEM, or a pthread error; err (may be NULL)
+ * says which.
+ */
+int cc_engine_open(CcEngine **out, const CcModel *model, const CcEngineSettings *s, char *err,
+                   size_t errlen);
+void cc_engine_close(CcEngine **e);
+const CcModel *cc_engine_model(const CcEngine *e);
 
 /**
  * Switches an engine to another model (hot reload). Cells keep their raw history; their
  * caches are invalidated and rebuilt at their next step. A model with a different F,
  * P, N, M, D, H or L than the cells were opened with needs cc_cell_rebind(). 0 or -EINVAL.
  */
-CC_API int cc_engine_set_model(CcEngine *e, const CcModel *model);
+int cc_engine_set_model(CcEngine *e, const CcModel *model);
 
-CC_API void cc_engine_stats(const CcEngine *e, CcEngineStats *out);
-CC_API void cc_engine_reset_stats(CcEngine *e);
+void cc_engine_stats(const CcEngine *e, CcEngineStats *out);
+void cc_engine_reset_stats(CcEngine *e);
 
 /** Bytes one cell occupies (ring, caches, forecast, attention if kept). */
-CC_API size_t cc_engine_cell_bytes(const CcEngine *e);
+size_t cc_engine_cell_bytes(const CcEngine *e);
 /** Bytes of KV cache per cell alone. */
-CC_API size_t cc_engine_kv_bytes_per_cell(const CcEngine *e);
+size_t cc_engine_kv_bytes_per_cell(const CcEngine *e);
 
-CC_API int cc_cell_open(CcCell **out, const CcEngine *e);
-CC_API void cc_cell_close(CcCell **c);
+int cc_cell_open(CcCell **out, const CcEngine *e);
+void cc_cell_close(CcCell **c);
 
 /** Forgets the history: the next step starts a new sequence (cold start again). */
-CC_API void cc_cell_reset(CcCell *c);
+void cc_cell_reset(CcCell *c);
 
 /**
  * Re-sizes a cell for the engine's current model, keeping as much raw history as both
  * shapes allow (the history's width must match: same F). 0, -EINVAL, -ENOMEM.
  */
-CC_API int cc_cell_rebind(CcCell *c, const CcEngine *e);
+int cc_cell_rebind(CcCell *c, const CcEngine *e);
 
 /** One cell's observation for one step. */
 typedef struct CcStepInput {
@@ -102,7 +106,7 @@ typedef struct CcStepInput {
  * input leaves its cell unchanged. Returns 0, or -ENOMEM (then no cell
  * of the batch has advanced its forecast reliably: callers reset those cells).
  */
-CC_API int cc_engine_step(CcEngine *e, const CcStepInput *in, int n, int *status);
+int cc_engine_step(CcEngine *e, const CcStepInput *in, int n, int *status);
 
 /** The cell's current forecast, valid until the cell's next step. */
 typedef struct CcForecast {
@@ -116,16 +120,16 @@ typedef struct CcForecast {
                          ///< steps of history, for callers that distrust cold starts
 } CcForecast;
 
-CC_API void cc_cell_forecast(const CcCell *c, CcForecast *out);
+void cc_cell_forecast(const CcCell *c, CcForecast *out);
 
 /** Mean and sd in the KPI's own units for channel f, horizon step k (0-based). */
-CC_API void cc_forecast_point(const CcForecast *fc, int f, int k, double *mean, double *sd);
+void cc_forecast_point(const CcForecast *fc, int f, int k, double *mean, double *sd);
 
 /** Steps held: first/last absolute step (-1 when empty) and how many (≤ ring size). */
-CC_API void cc_cell_span(const CcCell *c, int64_t *first, int64_t *last);
+void cc_cell_span(const CcCell *c, int64_t *first, int64_t *last);
 
 /** Copies the stored raw values of steps [from, from+count) as (count, F); 0 or -ERANGE. */
-CC_API int cc_cell_history(const CcCell *c, int64_t from, int count, float *out);
+int cc_cell_history(const CcCell *c, int64_t from, int count, float *out);
 
 /**
  * Restores a cell's raw history (e.g. from a snapshot): steps first..first+count-1 with
@@ -133,18 +137,18 @@ CC_API int cc_cell_history(const CcCell *c, int64_t from, int count, float *out)
  * cc_engine_step (values NULL to compute it without new data). 0, -EINVAL, -ERANGE.
  * `seq_start` is the first step of the sequence (≤ first) for the cold-start rule.
  */
-CC_API int cc_cell_restore(CcCell *c, int64_t seq_start, int64_t first, int count,
+int cc_cell_restore(CcCell *c, int64_t seq_start, int64_t first, int count,
                            const float *values);
 
 /** First step of the cell's current sequence (p0), -1 when empty. */
-CC_API int64_t cc_cell_seq_start(const CcCell *c);
+int64_t cc_cell_seq_start(const CcCell *c);
 
 /**
  * Last step's attention of channel f (requires keep_attention): weights (L, H, T) packed
  * with T = n+1 over the tokens [cached_0..cached_{n-1}, current], and each token's end
  * step (T). Buffers of (L, H, N+1) and (N+1) always suffice. *n_tokens gets T. 0, -EAGAIN (no forecast yet), -EINVAL (not kept).
  */
-CC_API int cc_cell_attention(const CcCell *c, int f, float *weights, int64_t *token_end,
+int cc_cell_attention(const CcCell *c, int f, float *weights, int64_t *token_end,
                              int *n_tokens);
 
 #endif

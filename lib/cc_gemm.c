@@ -43,7 +43,7 @@ static int have_avx512(void)
 #endif
 }
 
-int cc_gemm_pack(CcGemmW **out, const float *W, int N, int K, int force_fallback)
+int cc_gemm_open(CcGemmW **out, const float *W, int N, int K, int force_fallback)
 {
     CcGemmW *g = NULL;
     int ret = -EINVAL;
@@ -79,7 +79,7 @@ fail:
     return ret;
 }
 
-void cc_gemm_free(CcGemmW **pw)
+void cc_gemm_close(CcGemmW **pw)
 {
     if (!pw || !*pw)
         return;

@@ -28,10 +28,10 @@ typedef struct CcGemmW CcGemmW;
 
 /** Packs W (N, K) row-major. force_fallback = 1 skips packing and always uses
  * OpenBLAS (tests compare both paths). Returns 0, -EINVAL or -ENOMEM. */
-CC_API int cc_gemm_pack(CcGemmW **out, const float *W, int N, int K, int force_fallback);
-CC_API void cc_gemm_free(CcGemmW **pw);
+int cc_gemm_open(CcGemmW **out, const float *W, int N, int K, int force_fallback);
+void cc_gemm_close(CcGemmW **pw);
 /** 1 when the packed AVX-512 kernel serves this matrix. */
-CC_API int cc_gemm_is_packed(const CcGemmW *w);
+int cc_gemm_is_packed(const CcGemmW *w);
 
 /** Cache lines to request while a dense kernel runs, one per inner iteration (per 24
  *  FMAs: about the rate one core's memory system delivers at FMA pace), so memory works
@@ -52,19 +52,19 @@ typedef enum CcGemmEpilogue {
 } CcGemmEpilogue;
 
 /** C (M, N) rows strided by ldc; A (M, K) strided by lda; bias (N) or NULL. */
-CC_API void cc_gemm(float *C, int ldc, const float *A, int lda, const CcGemmW *W, const float *bias,
+void cc_gemm(float *C, int ldc, const float *A, int lda, const CcGemmW *W, const float *bias,
                     int M, CcGemmEpilogue epi, CcGemmStream *stream);
 
 /** The post-LN residual: Z (M, N) = LayerNorm(Z + A·W^T + bias) with gain g and
  * shift b (N), eps 1e-5, biased variance. N = d_model. */
-CC_API void cc_gemm_residual_ln(float *Z, int ldz, const float *A, int lda, const CcGemmW *W,
+void cc_gemm_residual_ln(float *Z, int ldz, const float *A, int lda, const CcGemmW *W,
                                 const float *bias, const float *g, const float *b, int M,
                                 CcGemmStream *stream);
 
 /** Reference twins: double accumulation, naive loops. */
-CC_API void cc_gemm_ref(float *C, int ldc, const float *A, int lda, const float *W, int N, int K,
+void cc_gemm_ref(float *C, int ldc, const float *A, int lda, const float *W, int N, int K,
                         const float *bias, int M, CcGemmEpilogue epi);
-CC_API void cc_gemm_residual_ln_ref(float *Z, int ldz, const float *A, int lda, const float *W,
+void cc_gemm_residual_ln_ref(float *Z, int ldz, const float *A, int lda, const float *W,
                                     int N, int K, const float *bias, const float *g, const float *b,
                                     int M);
 

@@ -162,26 +162,26 @@ typedef struct CcKpiStats {
 
 typedef struct CcKpiDecoder CcKpiDecoder;
 
-CC_API void cc_kpi_default_settings(CcKpiSettings *s);
+void cc_kpi_default_settings(CcKpiSettings *s);
 
 /** Builds a decoder (copies everything it needs from s). 0, -EINVAL (message in err:
  *  unknown feature name, index out of range, duplicate field, bad bounds), -ENOMEM. */
-CC_API int cc_kpi_open(CcKpiDecoder **out, const CcKpiSettings *s, char *err, size_t errlen);
-CC_API void cc_kpi_close(CcKpiDecoder **d);
+int cc_kpi_open(CcKpiDecoder **out, const CcKpiSettings *s, char *err, size_t errlen);
+void cc_kpi_close(CcKpiDecoder **d);
 
 /** Decodes one message. Invalid content is reported in out->errors, not by the return
  *  value: 0, or -ENOMEM (out is then empty). */
-CC_API int cc_kpi_decode(CcKpiDecoder *d, const void *buf, size_t len, CcKpiBatch *out);
+int cc_kpi_decode(CcKpiDecoder *d, const void *buf, size_t len, CcKpiBatch *out);
 
-CC_API void cc_kpi_stats(const CcKpiDecoder *d, CcKpiStats *out);
+void cc_kpi_stats(const CcKpiDecoder *d, CcKpiStats *out);
 
 /** Stable short name of a reason ("not_json", ...); "ok" for CC_KPI_OK, "unknown" outside. */
-CC_API const char *cc_kpi_reason_name(enum CcKpiReason r);
+const char *cc_kpi_reason_name(enum CcKpiReason r);
 
 /** 1 if s is a valid cell id per the rule above. */
-CC_API int cc_kpi_valid_cell_id(const char *s, size_t len);
+int cc_kpi_valid_cell_id(const char *s, size_t len);
 
 /** Parses an RFC 3339 date-time into unix seconds (fraction floored). 0 or -EINVAL. */
-CC_API int cc_kpi_parse_rfc3339(const char *s, size_t len, int64_t *out);
+int cc_kpi_parse_rfc3339(const char *s, size_t len, int64_t *out);
 
 #endif

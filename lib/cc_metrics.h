@@ -36,30 +36,30 @@ typedef struct CcMetricValues {
 } CcMetricValues;
 
 /** Accumulators for F KPIs × HZ horizon steps, zeroed. 0, -EINVAL, -ENOMEM. */
-CC_API int cc_metrics_open(CcMetrics **out, int n_kpis, int horizon);
-CC_API void cc_metrics_close(CcMetrics **m);
-CC_API void cc_metrics_reset(CcMetrics *m);
+int cc_metrics_open(CcMetrics **out, int n_kpis, int horizon);
+void cc_metrics_close(CcMetrics **m);
+void cc_metrics_reset(CcMetrics *m);
 
 /**
  * Adds one pair for KPI f at horizon step k (0-based). sd: forecast standard deviation
  * (NaN = none, not counted in coverage). scale: MASE scale of this pair's series and KPI
  * (≤ 0 or NaN = not counted in MASE). Out-of-range f or k are ignored.
  */
-CC_API void cc_metrics_add(CcMetrics *m, int f, int k, double y, double yhat, double sd,
+void cc_metrics_add(CcMetrics *m, int f, int k, double y, double yhat, double sd,
                            double scale);
 
 /** Merges b into a (same shape); -EINVAL if shapes differ. */
-CC_API int cc_metrics_merge(CcMetrics *a, const CcMetrics *b);
+int cc_metrics_merge(CcMetrics *a, const CcMetrics *b);
 
 /** Values for KPI f (or -1 = all KPIs) at step k (or -1 = all steps). Empty → n = 0, NaNs. */
-CC_API void cc_metrics_get(const CcMetrics *m, int f, int k, CcMetricValues *out);
+void cc_metrics_get(const CcMetrics *m, int f, int k, CcMetricValues *out);
 
 /**
  * Mean absolute error of the seasonal naive forecast x_t ≈ x_{t−season} over the rows
  * [begin, end) of a (T, stride) array, column col, using only pairs where both values
  * are observed (mask NULL = all observed). NaN when no pair exists.
  */
-CC_API double cc_mase_scale(const float *x, const uint8_t *mask, int stride, int col,
+double cc_mase_scale(const float *x, const uint8_t *mask, int stride, int col,
                             int begin, int end, int season);
 
 #endif

@@ -98,7 +98,7 @@ void cc_params_point(CcParams *p, const CcHparams *hp, float *block)
     }
 }
 
-int cc_model_create(CcModel **out, const CcHparams *hp, char *err, size_t errlen)
+int cc_model_open(CcModel **out, const CcHparams *hp, char *err, size_t errlen)
 {
     int ret = cc_hparams_validate(hp, err, errlen);
     CcModel *m = NULL;

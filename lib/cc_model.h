@@ -80,41 +80,41 @@ typedef struct CcModel {
 } CcModel;
 
 /** Fills the spec's defaults (F=8 with placeholder names kpi0..kpi7, S=3600). */
-CC_API void cc_hparams_default(CcHparams *hp);
+void cc_hparams_default(CcHparams *hp);
 
 /** Checks ranges and consistency (H divides D, bounds above, unique feature names). */
-CC_API int cc_hparams_validate(const CcHparams *hp, char *err, size_t errlen);
+int cc_hparams_validate(const CcHparams *hp, char *err, size_t errlen);
 
 /** Element count of each of the CC_NUM_PARAM_ARRAYS arrays, in CcParams order; returns total. */
-CC_API size_t cc_params_sizes(const CcHparams *hp, size_t sizes[CC_NUM_PARAM_ARRAYS]);
+size_t cc_params_sizes(const CcHparams *hp, size_t sizes[CC_NUM_PARAM_ARRAYS]);
 
 /** Points every array of `p` into `block` (which holds cc_params_sizes() floats). */
-CC_API void cc_params_point(CcParams *p, const CcHparams *hp, float *block);
+void cc_params_point(CcParams *p, const CcHparams *hp, float *block);
 
 /** Allocates a zeroed model for validated hparams. 0, -EINVAL or -ENOMEM. *out owned by caller. */
-CC_API int cc_model_create(CcModel **out, const CcHparams *hp, char *err, size_t errlen);
+int cc_model_open(CcModel **out, const CcHparams *hp, char *err, size_t errlen);
 
 /** Deterministic random init: Xavier-uniform linears, zero biases, unit LayerNorm gains,
  *  N(0, 0.02) channel embedding. */
-CC_API void cc_model_init_random(CcModel *m, uint64_t seed);
+void cc_model_init_random(CcModel *m, uint64_t seed);
 
 /** Loads a safetensors file (see spec). Refuses broken files with a message naming the
  *  problem and tensor: -EINVAL (bad content), -EIO (cannot read), -ENOMEM. */
-CC_API int cc_model_load(CcModel **out, const char *path, char *err, size_t errlen);
+int cc_model_open_file(CcModel **out, const char *path, char *err, size_t errlen);
 
 /** Same from memory (used by the fuzz target). The buffer is not retained. */
-CC_API int cc_model_load_buffer(CcModel **out, const uint8_t *buf, size_t len, char *err,
+int cc_model_open_buffer(CcModel **out, const uint8_t *buf, size_t len, char *err,
                                 size_t errlen);
 
 /** Writes F32 safetensors with the spec's metadata, atomically (temp file + rename). */
-CC_API int cc_model_save(const CcModel *m, const char *path, char *err, size_t errlen);
+int cc_model_save(const CcModel *m, const char *path, char *err, size_t errlen);
 
 /** Sets (or replaces) an extra metadata pair; -ENOSPC when full, -EINVAL if too long. */
-CC_API int cc_hparams_set_extra(CcHparams *hp, const char *key, const char *value);
+int cc_hparams_set_extra(CcHparams *hp, const char *key, const char *value);
 
 /** Index of a feature name, or -1. */
-CC_API int cc_hparams_feature_index(const CcHparams *hp, const char *name);
+int cc_hparams_feature_index(const CcHparams *hp, const char *name);
 
-CC_API void cc_model_close(CcModel **m);
+void cc_model_close(CcModel **m);
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * cc_model_io.c — cellcast-tx/2 weight files: safetensors with the spec's tensor names and
  * __metadata__ hyperparameters, mapped onto the CcParams block (q/k/v stacked in qkv_w).
- * What is refused and why: see cc_safetensors.h ("How cc_model_load() uses this").
+ * What is refused and why: see cc_safetensors.h ("How cc_model_open_file() uses this").
  */
 #include "cc_model.h"
 
@@ -343,7 +343,7 @@ static int nonfinite_error(char *err, size_t errlen, const char *what, const cha
                    "is %s", what, name, i, isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf");
 }
 
-int cc_model_load_buffer(CcModel **out, const uint8_t *buf, size_t len, char *err,
+int cc_model_open_buffer(CcModel **out, const uint8_t *buf, size_t len, char *err,
                          size_t errlen)
 {
     CcSafetensors *st = NULL;
@@ -375,7 +375,7 @@ int cc_model_load_buffer(CcModel **out, const uint8_t *buf, size_t len, char *er
      * bounded by the file size. */
     if ((ret = check_tensors(st, hp, slots, n, err, errlen)) < 0)
         goto error;
-    if ((ret = cc_model_create(&m, hp, err, errlen)) < 0)
+    if ((ret = cc_model_open(&m, hp, err, errlen)) < 0)
         goto error;
     for (int i = 0; i < n; i++) {
         const CcStTensor *t = cc_st_find(st, slots[i].name);
@@ -398,7 +398,7 @@ error:
     return ret;
 }
 
-int cc_model_load(CcModel **out, const char *path, char *err, size_t errlen)
+int cc_model_open_file(CcModel **out, const char *path, char *err, size_t errlen)
 {
     FILE *f = NULL;
     uint8_t *buf = NULL;
@@ -435,7 +435,7 @@ int cc_model_load(CcModel **out, const char *path, char *err, size_t errlen)
     }
     fclose(f);
     f = NULL;
-    if ((ret = cc_model_load_buffer(out, buf, got, msg, sizeof msg)) < 0)
+    if ((ret = cc_model_open_buffer(out, buf, got, msg, sizeof msg)) < 0)
         cc_errf(err, errlen, ret, "%s: %s", path, msg);
 error:
     if (f)

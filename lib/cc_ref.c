@@ -12,7 +12,7 @@
 
 #include "cc_kernels.h"
 
-int cc_ref_trace_alloc(CcRefTrace *tr, const CcHparams *hp)
+int cc_ref_trace_open(CcRefTrace *tr, const CcHparams *hp)
 {
     size_t T = (size_t)hp->n_patches + 1, D = hp->d_model, L = hp->n_layers;
     memset(tr, 0, sizeof *tr);
@@ -21,13 +21,13 @@ int cc_ref_trace_alloc(CcRefTrace *tr, const CcHparams *hp)
     tr->z = calloc((L + 1) * T * D, sizeof(float));
     tr->att = calloc(L * hp->n_heads * T * T, sizeof(float));
     if (!tr->token_end || !tr->tokens_in || !tr->z || !tr->att) {
-        cc_ref_trace_free(tr);
+        cc_ref_trace_close(tr);
         return -ENOMEM;
     }
     return 0;
 }
 
-void cc_ref_trace_free(CcRefTrace *tr)
+void cc_ref_trace_close(CcRefTrace *tr)
 {
     free(tr->token_end);
     free(tr->tokens_in);

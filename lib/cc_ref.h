@@ -18,9 +18,9 @@ typedef struct CcRefTrace {
     float *att;          // (L, H, T, T) attention weights, row = query token (0 = masked)
 } CcRefTrace;
 
-/** Allocates a trace sized for hp; free with cc_ref_trace_free. */
-CC_API int cc_ref_trace_alloc(CcRefTrace *tr, const CcHparams *hp);
-CC_API void cc_ref_trace_free(CcRefTrace *tr);
+/** Allocates a trace sized for hp; free with cc_ref_trace_close. */
+int cc_ref_trace_open(CcRefTrace *tr, const CcHparams *hp);
+void cc_ref_trace_close(CcRefTrace *tr);
 
 /**
  * Forecast at step t for feature f of a channel whose raw values are x[p - p0] for
@@ -28,7 +28,7 @@ CC_API void cc_ref_trace_free(CcRefTrace *tr);
  * y (2HZ) gets the head output, mu/sigma the normalisation. trace may be NULL.
  * Returns 0, -EAGAIN when the channel has no complete patch yet (cold start), -EINVAL.
  */
-CC_API int cc_ref_forward(const CcModel *m, int f, const float *x, int64_t p0, int64_t t,
+int cc_ref_forward(const CcModel *m, int f, const float *x, int64_t p0, int64_t t,
                           float *y, float *mu, float *sigma, CcRefTrace *trace);
 
 #endif

@@ -28,7 +28,7 @@
  * with spaces to a multiple of 8 bytes so that the data section is 8-byte aligned, as the
  * format allows. Tensors are stored contiguously in the order given.
  *
- * How cc_model_load() (cc_model_io.c) uses this, beyond the checks above:
+ * How cc_model_open_file() (cc_model_io.c) uses this, beyond the checks above:
  *  - metadata "format" must be exactly "cellcast-tx/2"; the integer hyperparameters are
  *    parsed strictly (optional '-', decimal digits, no leading zeros, spaces, '+' or
  *    exponent); "features" is a comma-separated list of names (none empty, no leading or
@@ -40,7 +40,7 @@
  *    channel_embed.weight;
  *  - tensors not in the table are REFUSED (not ignored): an extra tensor means the file was
  *    made for another architecture or another n_layers, and serving it would silently drop
- *    weights. cc_model_load has no logger to warn through, so refusing is the honest choice;
+ *    weights. cc_model_open_file has no logger to warn through, so refusing is the honest choice;
  *  - every weight must be finite (NaN/Inf refused, naming the tensor and element);
  *  - files are read with one fread into memory (no mmap: a file truncated under our feet
  *    would raise SIGBUS); files larger than CC_ST_MAX_FILE bytes are refused.
@@ -53,7 +53,7 @@
 #include "cc_common.h"
 
 #define CC_ST_MAX_HEADER (100u << 20)        ///< header lengths above 100 MB are absurd
-#define CC_ST_MAX_FILE ((uint64_t)1 << 32)   ///< cc_model_load refuses larger files (4 GiB)
+#define CC_ST_MAX_FILE ((uint64_t)1 << 32)   ///< cc_model_open_file refuses larger files (4 GiB)
 #define CC_ST_MAX_DIMS 8
 
 typedef enum CcStDtype {
@@ -79,32 +79,32 @@ typedef struct CcSafetensors CcSafetensors;
 /** Parses and checks a whole safetensors file held in buf[0..len). 0, -EINVAL (bad file,
  *  message in err) or -ENOMEM. On success *out is owned by the caller (cc_st_close) and
  *  points into buf, which must outlive it. */
-CC_API int cc_st_parse(CcSafetensors **out, const uint8_t *buf, size_t len, char *err,
+int cc_st_parse(CcSafetensors **out, const uint8_t *buf, size_t len, char *err,
                        size_t errlen);
 
-CC_API void cc_st_close(CcSafetensors **st);
+void cc_st_close(CcSafetensors **st);
 
 /** Number of tensors, and tensor i (0 <= i < count) in header order. */
-CC_API int cc_st_count(const CcSafetensors *st);
-CC_API const CcStTensor *cc_st_tensor(const CcSafetensors *st, int i);
+int cc_st_count(const CcSafetensors *st);
+const CcStTensor *cc_st_tensor(const CcSafetensors *st, int i);
 
 /** Tensor by name, or NULL. */
-CC_API const CcStTensor *cc_st_find(const CcSafetensors *st, const char *name);
+const CcStTensor *cc_st_find(const CcSafetensors *st, const char *name);
 
 /** Number of metadata pairs, and pair i's key and value (NUL-terminated, owned by st). */
-CC_API int cc_st_meta_count(const CcSafetensors *st);
-CC_API const char *cc_st_meta_key(const CcSafetensors *st, int i);
-CC_API const char *cc_st_meta_value(const CcSafetensors *st, int i);
+int cc_st_meta_count(const CcSafetensors *st);
+const char *cc_st_meta_key(const CcSafetensors *st, int i);
+const char *cc_st_meta_value(const CcSafetensors *st, int i);
 
 /** Metadata value for key, or NULL when absent. */
-CC_API const char *cc_st_meta_get(const CcSafetensors *st, const char *key);
+const char *cc_st_meta_get(const CcSafetensors *st, const char *key);
 
 /** Converts the tensor's numel elements to float into dst (F16/BF16 exactly widened). */
-CC_API void cc_st_to_f32(const CcStTensor *t, float *dst);
+void cc_st_to_f32(const CcStTensor *t, float *dst);
 
 /** Name of a dtype ("F32", "F16", "BF16"); size in bytes of one element. */
-CC_API const char *cc_st_dtype_name(CcStDtype dt);
-CC_API size_t cc_st_dtype_size(CcStDtype dt);
+const char *cc_st_dtype_name(CcStDtype dt);
+size_t cc_st_dtype_size(CcStDtype dt);
 
 /** A tensor to write: numel = product(shape) floats at data, stored as dtype. */
 typedef struct CcStWriteTensor {
@@ -118,12 +118,12 @@ typedef struct CcStWriteTensor {
 /** Writes n tensors and n_meta metadata pairs (keys[i] -> values[i]; none may be
  *  "__metadata__" or a tensor name) to f. 0, -EINVAL (bad description, message in err),
  *  -EIO (write error) or -ENOMEM. Does not fflush or close f. */
-CC_API int cc_st_write_file(FILE *f, const CcStWriteTensor *tensors, int n,
+int cc_st_write_file(FILE *f, const CcStWriteTensor *tensors, int n,
                             const char *const *keys, const char *const *values, int n_meta,
                             char *err, size_t errlen);
 
 /** Same into a malloc'd buffer: *out (free() it) of *outlen bytes. */
-CC_API int cc_st_write_buffer(uint8_t **out, size_t *outlen, const CcStWriteTensor *tensors,
+int cc_st_write_buffer(uint8_t **out, size_t *outlen, const CcStWriteTensor *tensors,
                               int n, const char *const *keys, const char *const *values,
                               int n_meta, char *err, size_t errlen);
 

@@ -104,52 +104,52 @@ typedef struct CcSnapshotWriter CcSnapshotWriter;
 typedef struct CcSnapshotReader CcSnapshotReader;
 
 /** FNV-1a 64 of the state-relevant hyperparameters (see above). */
-CC_API uint64_t cc_snapshot_model_hash(const CcHparams *hp);
+uint64_t cc_snapshot_model_hash(const CcHparams *hp);
 
 /** Fills info (hash, description, F, S) for a model. */
-CC_API void cc_snapshot_info_for_model(CcSnapshotInfo *info, const CcHparams *hp);
+void cc_snapshot_info_for_model(CcSnapshotInfo *info, const CcHparams *hp);
 
 /** CRC32 (IEEE), continuing from crc (0 to start). */
-CC_API uint32_t cc_crc32(uint32_t crc, const void *buf, size_t len);
+uint32_t cc_crc32(uint32_t crc, const void *buf, size_t len);
 
 /** Starts a snapshot at path (written to a temp file beside it). 0, -EIO, -ENOMEM, -EINVAL. */
-CC_API int cc_snapshot_write_open(CcSnapshotWriter **out, const char *path,
+int cc_snapshot_write_open(CcSnapshotWriter **out, const char *path,
                                   const CcSnapshotInfo *info, char *err, size_t errlen);
-CC_API int cc_snapshot_write_cell(CcSnapshotWriter *w, const CcSnapshotCell *cell);
-CC_API int cc_snapshot_write_positions(CcSnapshotWriter *w, const CcSnapshotPosition *p, int n);
+int cc_snapshot_write_cell(CcSnapshotWriter *w, const CcSnapshotCell *cell);
+int cc_snapshot_write_positions(CcSnapshotWriter *w, const CcSnapshotPosition *p, int n);
 
 /** A cell of the engine with its anomaly state (ac may be NULL) and host bytes. The cell's
  *  F must be the snapshot's. 0, -EIO, -ENOMEM, -EINVAL. */
-CC_API int cc_snapshot_write_engine_cell(CcSnapshotWriter *w, const char *cell_id,
+int cc_snapshot_write_engine_cell(CcSnapshotWriter *w, const char *cell_id,
                                          const CcCell *c, const CcAnomalyCell *ac,
                                          const void *extra, size_t extra_len);
 
 /** Ends the file, fsyncs, renames it into place, fsyncs the directory; frees w (also on
  *  failure, removing the temp file). 0 or -EIO with a message. */
-CC_API int cc_snapshot_write_finish(CcSnapshotWriter **w, char *err, size_t errlen);
+int cc_snapshot_write_finish(CcSnapshotWriter **w, char *err, size_t errlen);
 
 /** Abandons the snapshot: removes the temp file, keeps the old snapshot. */
-CC_API void cc_snapshot_write_abort(CcSnapshotWriter **w);
+void cc_snapshot_write_abort(CcSnapshotWriter **w);
 
 /**
  * Opens and verifies a snapshot (header, every record's CRC, the end record and the
  * whole-file CRC). expect_hash 0 = accept any model. info may be NULL.
  * 0 or a negative errno from the list above, with a message naming the file and problem.
  */
-CC_API int cc_snapshot_read_open(CcSnapshotReader **out, const char *path, uint64_t expect_hash,
+int cc_snapshot_read_open(CcSnapshotReader **out, const char *path, uint64_t expect_hash,
                                  CcSnapshotInfo *info, char *err, size_t errlen);
 
 /** Next record: 1 (rec filled, views valid until the next call), 0 at the end, or < 0. */
-CC_API int cc_snapshot_read_next(CcSnapshotReader *r, CcSnapshotRecord *rec, char *err,
+int cc_snapshot_read_next(CcSnapshotReader *r, CcSnapshotRecord *rec, char *err,
                                  size_t errlen);
-CC_API void cc_snapshot_read_close(CcSnapshotReader **r);
+void cc_snapshot_read_close(CcSnapshotReader **r);
 
 /**
  * Restores a cell record into an engine cell (cc_cell_restore) and, if ac is not NULL and
  * the record has anomaly state, the anomaly cell (cc_anomaly_cell_load).
  * 0, -EINVAL (F mismatch, bad state) with a message.
  */
-CC_API int cc_snapshot_restore_engine_cell(const CcSnapshotCell *rec, CcCell *c,
+int cc_snapshot_restore_engine_cell(const CcSnapshotCell *rec, CcCell *c,
                                            CcAnomalyCell *ac, char *err, size_t errlen);
 
 #endif

@@ -60,21 +60,21 @@ typedef struct CcSynthSettings {
     double gap_rate;      ///< multi-step collector gaps per cell per week (default 0.2)
 } CcSynthSettings;
 
-CC_API void cc_synth_default_settings(CcSynthSettings *s);
+void cc_synth_default_settings(CcSynthSettings *s);
 
 /** 0, -EINVAL (bad settings or unknown feature: message in err), -ENOMEM. */
-CC_API int cc_synth_open(CcSynth **out, const CcSynthSettings *s, char *err, size_t errlen);
-CC_API void cc_synth_close(CcSynth **g);
+int cc_synth_open(CcSynth **out, const CcSynthSettings *s, char *err, size_t errlen);
+void cc_synth_close(CcSynth **g);
 
-CC_API int cc_synth_n_features(const CcSynth *g);
-CC_API const char *cc_synth_feature_name(const CcSynth *g, int f);
-CC_API int cc_synth_n_cells(const CcSynth *g);
-CC_API int64_t cc_synth_step_seconds(const CcSynth *g);
+int cc_synth_n_features(const CcSynth *g);
+const char *cc_synth_feature_name(const CcSynth *g, int f);
+int cc_synth_n_cells(const CcSynth *g);
+int64_t cc_synth_step_seconds(const CcSynth *g);
 /** Absolute step index (unix seconds / S) of the settings' start. */
-CC_API int64_t cc_synth_first_step(const CcSynth *g);
+int64_t cc_synth_first_step(const CcSynth *g);
 
 /** "cell%04d". */
-CC_API void cc_synth_cell_id(int cell, char *buf, size_t n);
+void cc_synth_cell_id(int cell, char *buf, size_t n);
 
 /**
  * Values of cell `cell` at absolute step `step` (unix seconds / S) into out (F floats,
@@ -82,13 +82,13 @@ CC_API void cc_synth_cell_id(int cell, char *buf, size_t n);
  * row, 0 when the whole step is missing (out is still filled, as if it had been
  * observed). Deterministic in (seed, cell, step); thread-safe (g is read-only).
  */
-CC_API int cc_synth_values(const CcSynth *g, int cell, int64_t step, float *out);
+int cc_synth_values(const CcSynth *g, int cell, int64_t step, float *out);
 
 /**
  * Writes `n_steps` steps of every cell from the first step as long CSV
  * (`ts,cell_id,<kpis>` header; ts in unix seconds; missing steps omitted; NaN values as
  * empty fields), rows ordered by step then cell. 0 or -EIO.
  */
-CC_API int cc_synth_write_csv(const CcSynth *g, FILE *fp, int64_t n_steps);
+int cc_synth_write_csv(const CcSynth *g, FILE *fp, int64_t n_steps);
 
 #endif

@@ -294,7 +294,7 @@ struct CcTrainWork {
     float *dh;           // (R, FF)
 };
 
-int cc_train_work_alloc(CcTrainWork **out, const CcHparams *hp, int max_windows, int max_group)
+int cc_train_work_open(CcTrainWork **out, const CcHparams *hp, int max_windows, int max_group)
 {
     CcTrainWork *w = calloc(1, sizeof *w);
     if (!w)
@@ -347,7 +347,7 @@ int cc_train_work_alloc(CcTrainWork **out, const CcHparams *hp, int max_windows,
     ALLOC(w->dh, R * FF);
 #undef ALLOC
     if (!ok) {
-        cc_train_work_free(&w);
+        cc_train_work_close(&w);
         return -ENOMEM;
     }
     *out = w;
@@ -360,7 +360,7 @@ void cc_train_work_sqerr(const CcTrainWork *w, double *sum, int64_t *count)
     *count = w->sq_count;
 }
 
-void cc_train_work_free(CcTrainWork **pw)
+void cc_train_work_close(CcTrainWork **pw)
 {
     CcTrainWork *w = pw ? *pw : NULL;
     if (!w)
@@ -859,7 +859,7 @@ void cc_trainer_close(CcTrainer **pt)
     if (!t)
         return;
     for (int i = 0; i < MAX_THREADS; i++) {
-        cc_train_work_free(&t->work[i]);
+        cc_train_work_close(&t->work[i]);
         free(t->grads[i]);
     }
     free(t->train_pool);
@@ -919,7 +919,7 @@ int cc_trainer_open(CcTrainer **out, CcModel *m, const CcDataset *ds, const CcRa
     t->per_thread = (s->batch + t->s.n_threads - 1) / t->s.n_threads;
     int maxg = t->group > t->val_group ? t->group : t->val_group;
     for (int i = 0; i < t->s.n_threads; i++) {
-        if (cc_train_work_alloc(&t->work[i], hp, t->per_thread, maxg) < 0)
+        if (cc_train_work_open(&t->work[i], hp, t->per_thread, maxg) < 0)
             goto error;
         if (!(t->grads[i] = calloc(m->n_params, sizeof(float))))
             goto error;

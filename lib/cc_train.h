@@ -34,19 +34,19 @@
 /* ---- layer functions (forward and backward), exposed for the gradient tests ---------- */
 
 /** out (R,D) = LayerNorm(inp) with gain g, bias b; saves xhat (R,D) and rstd (R). */
-CC_API void cc_tr_layernorm_forward(float *out, float *xhat, float *rstd, const float *inp,
+void cc_tr_layernorm_forward(float *out, float *xhat, float *rstd, const float *inp,
                                     const float *g, const float *b, int R, int D);
 /** dinp (R,D) = overwritten; dg, db (D) accumulated. */
-CC_API void cc_tr_layernorm_backward(float *dinp, float *dg, float *db, const float *dout,
+void cc_tr_layernorm_backward(float *dinp, float *dg, float *db, const float *dout,
                                      const float *xhat, const float *rstd, const float *g,
                                      int R, int D);
 
 /** out (R,O) = inp (R,NI) · W^T (O,NI) + bias (O) (bias may be NULL). OpenBLAS. */
-CC_API void cc_tr_matmul_forward(float *out, const float *inp, const float *W,
+void cc_tr_matmul_forward(float *out, const float *inp, const float *W,
                                  const float *bias, int R, int O, int NI);
 /** dinp (R,NI) overwritten (may be NULL: skipped); dW (O,NI), dbias (O) accumulated
  *  (dbias may be NULL). */
-CC_API void cc_tr_matmul_backward(float *dinp, float *dW, float *dbias, const float *dout,
+void cc_tr_matmul_backward(float *dinp, float *dW, float *dbias, const float *dout,
                                   const float *inp, const float *W, int R, int O, int NI);
 
 /**
@@ -55,10 +55,10 @@ CC_API void cc_tr_matmul_backward(float *dinp, float *dW, float *dbias, const fl
  * out (T,D) concatenated heads; att (H,T,n+1): row r holds the weights over its allowed keys
  * (key slot j < n is cached token j; slot n is the token itself for a current token).
  */
-CC_API void cc_tr_attention_forward(float *out, float *att, const float *qkv, int n, int T,
+void cc_tr_attention_forward(float *out, float *att, const float *qkv, int n, int T,
                                     int D, int H);
 /** dqkv (T,3D) overwritten. */
-CC_API void cc_tr_attention_backward(float *dqkv, const float *dout, const float *att,
+void cc_tr_attention_backward(float *dqkv, const float *dout, const float *att,
                                      const float *qkv, int n, int T, int D, int H);
 
 /**
@@ -67,7 +67,7 @@ CC_API void cc_tr_attention_backward(float *dqkv, const float *dout, const float
  * 0.5·((target - y0)/exp(y1))^2 + y1 (0 when none observed) and writes dy (2HZ) =
  * scale · d(that)/dy. *n_obs gets the observed count (may be NULL).
  */
-CC_API double cc_tr_nll(float *dy, const float *y, const float *target, const float *w,
+double cc_tr_nll(float *dy, const float *y, const float *target, const float *w,
                         int HZ, float scale, int *n_obs);
 
 /* ---- windows and the batched training forward/backward ------------------------------- */
@@ -87,12 +87,12 @@ typedef struct CcTrainWork CcTrainWork;
 
 /** Squared error of the predicted means in data units ((y0 - target)·sigma)², summed over
  *  the observed targets of the last cc_train_batch on w, and their count. */
-CC_API void cc_train_work_sqerr(const CcTrainWork *w, double *sum, int64_t *count);
+void cc_train_work_sqerr(const CcTrainWork *w, double *sum, int64_t *count);
 
 /** Scratch for up to max_windows windows of up to max_group current tokens. */
-CC_API int cc_train_work_alloc(CcTrainWork **out, const CcHparams *hp, int max_windows,
+int cc_train_work_open(CcTrainWork **out, const CcHparams *hp, int max_windows,
                                int max_group);
-CC_API void cc_train_work_free(CcTrainWork **w);
+void cc_train_work_close(CcTrainWork **w);
 
 /**
  * Forward (and backward when grad != NULL) of a batch of windows on model m.
@@ -104,7 +104,7 @@ CC_API void cc_train_work_free(CcTrainWork **w);
  * mu_out/sigma_out (B) (may be NULL) the normalisation of each window.
  * Returns 0 or -EINVAL (a window outside its series or without a complete patch).
  */
-CC_API int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDataset *ds,
+int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDataset *ds,
                           const CcTrainWindow *win, int n_win, float dropout, float loss_scale,
                           double *loss, int *n_samples, float *y_out, float *mu_out,
                           float *sigma_out);
@@ -128,10 +128,10 @@ typedef struct CcAdamSettings {
     float clip;          ///< clip the gradient's global L2 norm to this; 0 = off (default 1.0)
 } CcAdamSettings;
 
-CC_API void cc_adam_default_settings(CcAdamSettings *s);
+void cc_adam_default_settings(CcAdamSettings *s);
 
 /** Learning rate at optimiser step `step` (1-based). */
-CC_API float cc_adam_lr(const CcAdamSettings *s, int64_t step);
+float cc_adam_lr(const CcAdamSettings *s, int64_t step);
 
 /**
  * One Adam(W) update of params (n) with grad (n), moments m, v (n), at 1-based `step`:
@@ -139,7 +139,7 @@ CC_API float cc_adam_lr(const CcAdamSettings *s, int64_t step);
  * p -= lr_t · (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps) [+ lr_t·wd·p where decay[i]].
  * decay (n) may be NULL (no decay). Returns the gradient norm before clipping.
  */
-CC_API double cc_adam_update(float *params, float *grad, float *m, float *v,
+double cc_adam_update(float *params, float *grad, float *m, float *v,
                              const uint8_t *decay, size_t n, int64_t step,
                              const CcAdamSettings *s);
 
@@ -156,10 +156,9 @@ typedef struct CcTrainSettings {
     float ema;             ///< decay of an exponential moving average of the weights, which
                            ///< then is what cc_trainer_validate scores and
                            ///< cc_trainer_eval_weights returns; 0 = off (default 0)
-    CcLogger logger;       ///< (default none)
 } CcTrainSettings;
 
-CC_API void cc_train_default_settings(CcTrainSettings *s);
+void cc_train_default_settings(CcTrainSettings *s);
 
 typedef struct CcTrainer CcTrainer;
 
@@ -170,31 +169,31 @@ typedef struct CcTrainer CcTrainer;
  * updated in place by cc_trainer_step (it must outlive the trainer).
  * 0, -EINVAL (no training sample: message), -ENOMEM.
  */
-CC_API int cc_trainer_open(CcTrainer **out, CcModel *m, const CcDataset *ds,
+int cc_trainer_open(CcTrainer **out, CcModel *m, const CcDataset *ds,
                            const CcRange *train, const CcRange *val,
                            const CcTrainSettings *s, char *err, size_t errlen);
-CC_API void cc_trainer_close(CcTrainer **t);
+void cc_trainer_close(CcTrainer **t);
 
 /** Training samples (end steps) and validation samples available. */
-CC_API void cc_trainer_counts(const CcTrainer *t, int64_t *train_samples,
+void cc_trainer_counts(const CcTrainer *t, int64_t *train_samples,
                               int64_t *val_samples);
 
 /** One optimiser step; *loss = mean NLL of the batch, *lr the rate used, *gnorm the
  *  gradient norm before clipping (each may be NULL). 0, -ENOMEM, -EINVAL, -ERANGE
  *  (non-finite loss: the update is skipped). */
-CC_API int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm);
+int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm);
 
 /** Mean NLL over the validation windows (no dropout, zero position offset), and (mse may
  *  be NULL) the mean squared error of the predicted means in the data's units over every
  *  observed target. -EAGAIN when there is no validation sample. */
-CC_API int cc_trainer_validate(CcTrainer *t, double *nll, double *mse);
+int cc_trainer_validate(CcTrainer *t, double *nll, double *mse);
 
 /** The weights validation scores (the EMA when settings.ema > 0, else the model's block):
  *  n_params floats laid out as CcModel.block, valid until the next step. */
-CC_API const float *cc_trainer_eval_weights(const CcTrainer *t);
+const float *cc_trainer_eval_weights(const CcTrainer *t);
 
 /** Optimiser steps done. */
-CC_API int64_t cc_trainer_steps_done(const CcTrainer *t);
+int64_t cc_trainer_steps_done(const CcTrainer *t);
 
 /**
  * Saves / restores the optimiser state (step, moments, sampler RNG, current weights, the
@@ -202,9 +201,9 @@ CC_API int64_t cc_trainer_steps_done(const CcTrainer *t);
  * the checkpoint.
  * Load checks the parameter count. 0, -EIO, -EINVAL.
  */
-CC_API int cc_trainer_save_state(const CcTrainer *t, const char *path, const double *extra,
+int cc_trainer_save_state(const CcTrainer *t, const char *path, const double *extra,
                                  int n_extra, char *err, size_t errlen);
-CC_API int cc_trainer_load_state(CcTrainer *t, const char *path, double *extra, int n_extra,
+int cc_trainer_load_state(CcTrainer *t, const char *path, double *extra, int n_extra,
                                  char *err, size_t errlen);
 
 #endif

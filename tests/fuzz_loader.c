@@ -1,6 +1,6 @@
 /*
  * fuzz_loader.c — libFuzzer target for the weight-file loader: any byte string given to
- * cc_model_load_buffer() must be refused (-EINVAL) or loaded into a model that passes
+ * cc_model_open_buffer() must be refused (-EINVAL) or loaded into a model that passes
  * cc_hparams_validate(), never crash, leak or read out of bounds (ASan/UBSan).
  * Build: meson setup -Dfuzz=true with CC=clang; run: .ci/fuzz.sh.
  * Seeds: tests/data/fuzz_corpus/.
@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     CcModel *m = NULL;
     char err[512];
-    int ret = cc_model_load_buffer(&m, data, size, err, sizeof err);
+    int ret = cc_model_open_buffer(&m, data, size, err, sizeof err);
     if (ret != 0 && ret != -EINVAL && ret != -ENOMEM)
         abort();  // an unexpected error class is a bug
     if (ret == 0) {

@@ -152,11 +152,11 @@ static void test_snapshot_oom(void **state)
     hp.d_ff = 8;
     hp.horizon = 3;
     hp.step_seconds = 60;
-    assert_int_equal(cc_model_create(&w.m, &hp, NULL, 0), 0);
+    assert_int_equal(cc_model_open(&w.m, &hp, NULL, 0), 0);
     cc_model_init_random(w.m, 3);
     CcEngineSettings es;
     cc_engine_default_settings(&es);
-    assert_int_equal(cc_engine_open(&w.e, w.m, &es), 0);
+    assert_int_equal(cc_engine_open(&w.e, w.m, &es, NULL, 0), 0);
     CcAnomalySettings as;
     cc_anomaly_default_settings(&as);
     as.n_features = 2;

@@ -16,9 +16,9 @@
 #include <cmocka.h>
 #include <event2/event.h>
 
-#include "../daemon/cells.h"
-#include "../daemon/config.h"
-#include "../daemon/scheduler.h"
+#include "cells.h"
+#include "config.h"
+#include "scheduler.h"
 
 #define MODEL CC_TEST_DATA "/golden/tiny.safetensors"
 
@@ -33,10 +33,10 @@ static int setup_with(void **state, int64_t max_cells, int policy, int max_gap)
 {
     Fx *x = calloc(1, sizeof *x);
     char err[256];
-    assert_int_equal(cc_model_load(&x->m, MODEL, err, sizeof err), 0);
+    assert_int_equal(cc_model_open_file(&x->m, MODEL, err, sizeof err), 0);
     CcEngineSettings es;
     cc_engine_default_settings(&es);
-    assert_int_equal(cc_engine_open(&x->e, x->m, &es), 0);
+    assert_int_equal(cc_engine_open(&x->e, x->m, &es, NULL, 0), 0);
     CcdCellsSettings cs = {.n_features = x->m->hp.n_features, .horizon = x->m->hp.horizon,
                            .ring = 32, .max_cells = max_cells, .kv_budget_bytes = 1LL << 30,
                            .gap_policy = policy, .max_gap = max_gap};

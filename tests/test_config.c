@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "../daemon/config.h"
+#include "config.h"
 
 static int load(CcdConfig *c, const char *yaml, char *err, size_t errlen)
 {

@@ -26,7 +26,7 @@ static CcDataset *load_str(const char *csv, const CcDataSettings *s, CcDataRepor
 {
     CcDataset *ds = NULL;
     char err[512] = "";
-    int rc = cc_data_load_buffer(&ds, csv, strlen(csv), "t.csv", s, rep, err, sizeof err);
+    int rc = cc_data_open_buffer(&ds, csv, strlen(csv), "t.csv", s, rep, err, sizeof err);
     if (rc)
         print_error("load failed: %s\n", err);
     assert_int_equal(rc, 0);
@@ -38,7 +38,7 @@ static void load_fail(const char *csv, const CcDataSettings *s, const char *want
 {
     CcDataset *ds = NULL;
     char err[512] = "";
-    int rc = cc_data_load_buffer(&ds, csv, strlen(csv), "bad.csv", s, NULL, err, sizeof err);
+    int rc = cc_data_open_buffer(&ds, csv, strlen(csv), "bad.csv", s, NULL, err, sizeof err);
     if (rc == 0 || !strstr(err, want))
         print_error("rc %d, message '%s', wanted '%s'\n", rc, err, want);
     assert_true(rc < 0);
@@ -128,7 +128,7 @@ static void test_wide_crlf_bom_quotes(void **state)
     assert_int_equal(rep.nan_cells[1], 1);
     assert_int_equal(rep.imputed_cells[1], 1);
     assert_int_equal(rep.nan_cells[0], 0);
-    cc_data_free(&ds);
+    cc_data_close(&ds);
     assert_null(ds);
 
     /* no final newline, LF only, a quoted field with an escaped quote and a newline */
@@ -141,7 +141,7 @@ static void test_wide_crlf_bom_quotes(void **state)
     assert_int_equal(ds->step_seconds, 60);
     assert_int_equal(ds->series[0].T, 2);
     assert_int_equal(rep.rows_read, 2);
-    cc_data_free(&ds);
+    cc_data_close(&ds);
 }
 
 static void test_missing_steps_and_imputation(void **state)
@@ -175,7 +175,7 @@ static void test_missing_steps_and_imputation(void **state)
         assert_int_equal(s->mask[i], mask[i]);
         NEAR(s->x[i], carry[i], 0);
     }
-    cc_data_free(&ds);
+    cc_data_close(&ds);
 
     CcDataSettings st;
     cc_data_default_settings(&st);
@@ -184,7 +184,7 @@ static void test_missing_steps_and_imputation(void **state)
     const float lin[7] = {0, 1, 2, 3, 4, 5.5f, 7};
     for (int i = 0; i < 7; i++)
         NEAR(ds->series[0].x[i], lin[i], 1e-6);
-    cc_data_free(&ds);
+    cc_data_close(&ds);
 
     /* leading NaNs take the first observation; a never-observed feature is 0 */
     ds = load_str("ts,a,b\n0,,\n60,,\n120,5,\n", NULL, &rep);
@@ -195,7 +195,7 @@ static void test_missing_steps_and_imputation(void **state)
     NEAR(s->x[1], 0, 0);
     NEAR(s->x[5], 0, 0);
     assert_int_equal(rep.imputed_cells[1], 3);
-    cc_data_free(&ds);
+    cc_data_close(&ds);
 
     /* split at long gaps */
     cc_data_default_settings(&st);
@@ -209,7 +209,7 @@ static void test_missing_steps_and_imputation(void **state)
     assert_int_equal(ds->series[1].T, 2);
     assert_int_equal(rep.missing_steps, 2);
     assert_string_equal(ds->series[0].cell_id, ds->series[1].cell_id);
-    cc_data_free(&ds);
+    cc_data_close(&ds);
 
     /* misaligned times are rounded to the nearest step and counted */
     cc_data_default_settings(&st);
@@ -218,7 +218,7 @@ static void test_missing_steps_and_imputation(void **state)
     assert_int_equal(rep.misaligned, 2);
     assert_int_equal(rep.duplicates, 0);
     assert_int_equal(ds->series[0].T, 3);
-    cc_data_free(&ds);
+    cc_data_close(&ds);
 }
 
 static void test_long_format(void **state)
@@ -258,7 +258,7 @@ static void test_long_format(void **state)
     const char *bad[] = {"zz"};
     assert_int_equal(cc_data_select(ds, bad, 1, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "zz"));
-    cc_data_free(&ds);
+    cc_data_close(&ds);
 
     /* wide format forced: cell_id would be a non-numeric feature → error with position */
     CcDataSettings st;
@@ -276,7 +276,7 @@ static void test_long_format(void **state)
     assert_int_equal(ds->n_series, 2);
     assert_int_equal(ds->n_features, 1);
     assert_string_equal(ds->features[0], "v");
-    cc_data_free(&ds);
+    cc_data_close(&ds);
 }
 
 static void test_malformed(void **state)
@@ -312,7 +312,7 @@ static void test_malformed(void **state)
     /* the file path is named for a missing file */
     CcDataset *ds = NULL;
     char err[256];
-    assert_int_equal(cc_data_load(&ds, "/nonexistent/x.csv", NULL, NULL, err, sizeof err), -EIO);
+    assert_int_equal(cc_data_open_file(&ds, "/nonexistent/x.csv", NULL, NULL, err, sizeof err), -EIO);
     assert_non_null(strstr(err, "/nonexistent/x.csv"));
 }
 
@@ -350,9 +350,9 @@ static void test_append_split_stats(void **state)
     NEAR(sd[0], sqrt(var / 5), 1e-12);
     cc_data_standardize(a, mean, sd);
     NEAR(a->series[0].x[7], (8 - 4.0) / sqrt(var / 5), 1e-6);
-    cc_data_free(&a);
-    cc_data_free(&b);
-    cc_data_free(&c);
+    cc_data_close(&a);
+    cc_data_close(&b);
+    cc_data_close(&c);
 
     CcRange r[3];
     assert_int_equal(cc_data_split(NULL, 100, r, err, sizeof err), 0);
@@ -415,7 +415,7 @@ static void test_mutations(void **state)
         CcDataset *ds = NULL;
         CcDataReport rep;
         char err[512] = "";
-        int rc = cc_data_load_buffer(&ds, buf, len, "mut.csv", NULL, &rep, err, sizeof err);
+        int rc = cc_data_open_buffer(&ds, buf, len, "mut.csv", NULL, &rep, err, sizeof err);
         if (rc == 0) {
             ok++;
             assert_non_null(ds);
@@ -426,7 +426,7 @@ static void test_mutations(void **state)
                 for (size_t k = 0; k < (size_t)se->T * ds->n_features; k++)
                     assert_true(isfinite(se->x[k]));
             }
-            cc_data_free(&ds);
+            cc_data_close(&ds);
         } else {
             failed++;
             assert_null(ds);
@@ -516,7 +516,7 @@ static void test_synth(void **state)
     fclose(f);
     CcDataset *ds = NULL;
     CcDataReport rep;
-    assert_int_equal(cc_data_load(&ds, path, NULL, &rep, err, sizeof err), 0);
+    assert_int_equal(cc_data_open_file(&ds, path, NULL, &rep, err, sizeof err), 0);
     unlink(path);
     assert_int_equal(ds->n_series, 4);
     assert_int_equal(ds->n_features, 8);
@@ -540,7 +540,7 @@ static void test_synth(void **state)
     /* rows before a series' first step or after its last are absent, not counted above */
     assert_true(expect_rows <= rep.rows_read);
     assert_true(rep.rows_read - expect_rows < 40);
-    cc_data_free(&ds);
+    cc_data_close(&ds);
     cc_synth_close(&g);
 
     /* feature subset and bad settings */
@@ -574,7 +574,7 @@ static void check_file(const char *rel, int64_t rows, int F, int64_t step, int64
     snprintf(path, sizeof path, "%s/%s", CC_SHARED_DATA, rel);
     CcDataset *ds = NULL;
     CcDataReport rep;
-    int rc = cc_data_load(&ds, path, NULL, &rep, err, sizeof err);
+    int rc = cc_data_open_file(&ds, path, NULL, &rep, err, sizeof err);
     if (rc)
         print_error("%s\n", err);
     assert_int_equal(rc, 0);
@@ -589,7 +589,7 @@ static void check_file(const char *rel, int64_t rows, int F, int64_t step, int64
     for (int f = 0; f < F; f++)
         nan += rep.nan_cells[f];
     assert_int_equal(nan, nan_total);
-    cc_data_free(&ds);
+    cc_data_close(&ds);
 }
 
 static void test_shared_data(void **state)
@@ -618,21 +618,21 @@ static void test_shared_data(void **state)
     snprintf(p1, sizeof p1, "%s/lte-barcelona/ElBorn.csv", CC_SHARED_DATA);
     snprintf(p2, sizeof p2, "%s/lte-barcelona/ElBorn_test.csv", CC_SHARED_DATA);
     CcDataset *a = NULL, *b = NULL;
-    assert_int_equal(cc_data_load(&a, p1, NULL, NULL, err, sizeof err), 0);
-    assert_int_equal(cc_data_load(&b, p2, NULL, NULL, err, sizeof err), 0);
+    assert_int_equal(cc_data_open_file(&a, p1, NULL, NULL, err, sizeof err), 0);
+    assert_int_equal(cc_data_open_file(&b, p2, NULL, NULL, err, sizeof err), 0);
     int join;
     assert_int_equal(cc_data_append(a, b, CC_IMPUTE_CARRY, &join, err, sizeof err), 0);
     assert_int_equal(join, 4192);
     assert_int_equal(a->series[0].T, 4192 + 1049);
     /* ETTh1's first value */
-    cc_data_free(&a);
-    cc_data_free(&b);
+    cc_data_close(&a);
+    cc_data_close(&b);
     snprintf(p1, sizeof p1, "%s/ett/ETTh1.csv", CC_SHARED_DATA);
-    assert_int_equal(cc_data_load(&a, p1, NULL, NULL, err, sizeof err), 0);
+    assert_int_equal(cc_data_open_file(&a, p1, NULL, NULL, err, sizeof err), 0);
     assert_string_equal(a->features[6], "OT");
     NEAR(a->series[0].x[6], 30.5310001373291, 1e-4);
     assert_int_equal(a->series[0].p0 * 3600, 1467331200);
-    cc_data_free(&a);
+    cc_data_close(&a);
 }
 
 int main(void)

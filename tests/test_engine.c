@@ -43,7 +43,7 @@ static CcModel *small_model(uint64_t seed)
     snprintf(hp.features[1], CC_FEATURE_NAME_MAX, "prb");
     snprintf(hp.features[2], CC_FEATURE_NAME_MAX, "users");
     CcModel *m = NULL;
-    assert_int_equal(cc_model_create(&m, &hp, NULL, 0), 0);
+    assert_int_equal(cc_model_open(&m, &hp, NULL, 0), 0);
     cc_model_init_random(m, seed);
     /* make LayerNorm parameters and biases non-trivial so their errors show */
     for (size_t i = 0; i < (size_t)hp.n_layers * hp.d_model; i++) {
@@ -60,7 +60,7 @@ static CcModel *default_model(uint64_t seed)
     CcHparams hp;
     cc_hparams_default(&hp);
     CcModel *m = NULL;
-    assert_int_equal(cc_model_create(&m, &hp, NULL, 0), 0);
+    assert_int_equal(cc_model_open(&m, &hp, NULL, 0), 0);
     cc_model_init_random(m, seed);
     return m;
 }
@@ -95,7 +95,7 @@ static Errors stream_vs_ref(const CcModel *m, const CcEngineSettings *s, int64_t
     make_series(x, T, F, p0, hp->step_seconds, seed);
     CcEngine *e = NULL;
     CcCell *c = NULL;
-    assert_int_equal(cc_engine_open(&e, m, s), 0);
+    assert_int_equal(cc_engine_open(&e, m, s, NULL, 0), 0);
     assert_int_equal(cc_cell_open(&c, e), 0);
     for (int t = 0; t < T; t++) {
         CcStepInput in = {c, p0 + t, &x[(size_t)t * F]};
@@ -184,7 +184,7 @@ static void test_streaming_dk16_block_shapes(void **state)
         hp.d_ff = 32;
         hp.horizon = 3;
         CcModel *m = NULL;
-        assert_int_equal(cc_model_create(&m, &hp, NULL, 0), 0);
+        assert_int_equal(cc_model_open(&m, &hp, NULL, 0), 0);
         cc_model_init_random(m, 40 + i);
         for (int kv = CC_KV_F32; kv <= CC_KV_BF16; kv++) {
             CcEngineSettings s;
@@ -221,7 +221,7 @@ static void run_batch(const CcModel *m, const CcEngineSettings *s, int ncells, i
     const CcHparams *hp = &m->hp;
     int F = hp->n_features;
     CcEngine *e = NULL;
-    assert_int_equal(cc_engine_open(&e, m, s), 0);
+    assert_int_equal(cc_engine_open(&e, m, s, NULL, 0), 0);
     CcCell **cells = calloc((size_t)ncells, sizeof *cells);
     float *x = malloc((size_t)ncells * T * F * sizeof(float));
     CcStepInput *in = calloc((size_t)ncells, sizeof *in);
@@ -308,7 +308,7 @@ static void test_cold_start_and_refusals(void **state)
     CcModel *m = small_model(6);
     CcEngine *e = NULL;
     CcCell *c = NULL;
-    assert_int_equal(cc_engine_open(&e, m, NULL), 0);
+    assert_int_equal(cc_engine_open(&e, m, NULL, NULL, 0), 0);
     assert_int_equal(cc_cell_open(&c, e), 0);
     float v[3] = {1, 2, 3};
     int P = m->hp.patch_len, st;
@@ -361,7 +361,7 @@ static void test_constant_series_is_finite(void **state)
     CcModel *m = small_model(7);
     CcEngine *e = NULL;
     CcCell *c = NULL;
-    assert_int_equal(cc_engine_open(&e, m, NULL), 0);
+    assert_int_equal(cc_engine_open(&e, m, NULL, NULL, 0), 0);
     assert_int_equal(cc_cell_open(&c, e), 0);
     float v[3] = {0, 5e9f, 0.25f};
     for (int64_t p = 100; p < 160; p++) {
@@ -395,7 +395,7 @@ static void test_restore_history_and_model_swap(void **state)
     s.keep_attention = 1;
     CcEngine *e = NULL;
     CcCell *a = NULL, *b = NULL;
-    assert_int_equal(cc_engine_open(&e, m, &s), 0);
+    assert_int_equal(cc_engine_open(&e, m, &s, NULL, 0), 0);
     assert_int_equal(cc_cell_open(&a, e), 0);
     assert_int_equal(cc_cell_open(&b, e), 0);
     for (int t = 0; t < T; t++) {
@@ -462,7 +462,7 @@ static void test_ring_wrap_around(void **state)
     make_series(x, T, F, 7000, 900, 21);
     CcEngine *e = NULL;
     CcCell *c = NULL;
-    assert_int_equal(cc_engine_open(&e, m, NULL), 0);
+    assert_int_equal(cc_engine_open(&e, m, NULL, NULL, 0), 0);
     assert_int_equal(cc_cell_open(&c, e), 0);
     for (int t = 0; t < T; t++) {
         CcStepInput in = {c, 7000 + t, &x[t * F]};

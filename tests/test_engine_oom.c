@@ -19,7 +19,7 @@ static CcModel *model(int d_model)
     hp.n_features = 3, hp.patch_len = 4, hp.n_patches = 3, hp.norm_window = 8;
     hp.d_model = d_model, hp.n_heads = 2, hp.d_ff = 8, hp.horizon = 2;
     CcModel *m = NULL;
-    assert_int_equal(cc_model_create(&m, &hp, NULL, 0), 0);
+    assert_int_equal(cc_model_open(&m, &hp, NULL, 0), 0);
     cc_model_init_random(m, 1);
     return m;
 }
@@ -34,7 +34,7 @@ static int scenario(const CcModel *m, const CcModel *m2)
     s.keep_attention = 1;
     CcEngine *e = NULL;
     CcCell *cells[3] = {0};
-    int ret = cc_engine_open(&e, m, &s);
+    int ret = cc_engine_open(&e, m, &s, NULL, 0);
     for (int i = 0; i < 3 && !ret; i++)
         ret = cc_cell_open(&cells[i], e);
     float v[3] = {1, 2, 3};

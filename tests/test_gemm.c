@@ -45,7 +45,7 @@ static void check_gemm(int force_fallback)
         float *C = randv((size_t)M * ldc), *R = malloc((size_t)M * ldc * sizeof *R);
         memcpy(R, C, (size_t)M * ldc * sizeof *R);
         CcGemmW *g = NULL;
-        assert_int_equal(cc_gemm_pack(&g, W, N, K, force_fallback), 0);
+        assert_int_equal(cc_gemm_open(&g, W, N, K, force_fallback), 0);
         for (int epi = CC_GEMM_STORE; epi <= CC_GEMM_RELU; epi++)
             for (int with_bias = 0; with_bias < 2; with_bias++) {
                 const float *b = with_bias ? bias : NULL;
@@ -61,7 +61,7 @@ static void check_gemm(int force_fallback)
                            M, N, K, epi, with_bias, err);
                 assert_true(err <= 1e-5);
             }
-        cc_gemm_free(&g);
+        cc_gemm_close(&g);
         assert_null(g);
         free(A), free(W), free(bias), free(C), free(R);
     }
@@ -72,10 +72,10 @@ static void test_gemm_packed(void **state)
     (void)state;
     CcGemmW *g = NULL;
     float w = 1;
-    assert_int_equal(cc_gemm_pack(&g, &w, 1, 1, 0), 0);
+    assert_int_equal(cc_gemm_open(&g, &w, 1, 1, 0), 0);
     printf("packed AVX-512 kernel on this CPU: %s\n",
            cc_gemm_is_packed(g) ? "yes" : "no (OpenBLAS fallback)");
-    cc_gemm_free(&g);
+    cc_gemm_close(&g);
     check_gemm(0);
 }
 
@@ -97,7 +97,7 @@ static void check_residual_ln(int force_fallback)
         float *R = malloc((size_t)M * ldz * sizeof *R);
         memcpy(R, Z, (size_t)M * ldz * sizeof *R);
         CcGemmW *w = NULL;
-        assert_int_equal(cc_gemm_pack(&w, W, N, K, force_fallback), 0);
+        assert_int_equal(cc_gemm_open(&w, W, N, K, force_fallback), 0);
         cc_gemm_residual_ln(Z, ldz, A, lda, w, bias, g, b, M, NULL);
         cc_gemm_residual_ln_ref(R, ldz, A, lda, W, N, K, bias, g, b, M);
         double err = 0;
@@ -106,7 +106,7 @@ static void check_residual_ln(int force_fallback)
         printf("residual LN %s M%d N%d K%d: max abs error %.3g\n",
                force_fallback ? "fallback" : "packed", M, N, K, err);
         assert_true(err <= 2e-5);
-        cc_gemm_free(&w);
+        cc_gemm_close(&w);
         free(A), free(W), free(bias), free(g), free(b), free(Z), free(R);
     }
 }
@@ -132,13 +132,13 @@ static void test_rows_independent_of_batch(void **state)
     float *A = randv((size_t)M * K), *W = randv((size_t)N * K), *bias = randv(N);
     float *all = malloc((size_t)M * N * sizeof *all), one[N];
     CcGemmW *g = NULL;
-    assert_int_equal(cc_gemm_pack(&g, W, N, K, 0), 0);
+    assert_int_equal(cc_gemm_open(&g, W, N, K, 0), 0);
     cc_gemm(all, N, A, K, g, bias, M, CC_GEMM_STORE, NULL);
     for (int i = 0; i < M; i++) {
         cc_gemm(one, N, A + (size_t)i * K, K, g, bias, 1, CC_GEMM_STORE, NULL);
         assert_memory_equal(one, all + (size_t)i * N, sizeof one);
     }
-    cc_gemm_free(&g);
+    cc_gemm_close(&g);
     free(A), free(W), free(bias), free(all);
 }
 
@@ -155,7 +155,7 @@ static void test_stream_advances_and_stops(void **state)
     float *A = randv((size_t)M * K), *W = randv((size_t)N * K), *C = randv((size_t)M * N);
     float *R = malloc((size_t)M * N * sizeof *R);
     CcGemmW *g = NULL;
-    assert_int_equal(cc_gemm_pack(&g, W, N, K, 0), 0);
+    assert_int_equal(cc_gemm_open(&g, W, N, K, 0), 0);
     /* 3 row blocks (6, 6, 1 rows) x 2 panels x K iterations */
     const size_t iters = 3 * 2 * K;
     CcGemmStream st = {.blocks = blocks, .block_lines = LINES, .next = 2, .limit = 2 + 5};
@@ -174,7 +174,7 @@ static void test_stream_advances_and_stops(void **state)
     st.per_iter = 2;
     cc_gemm(C, N, A, K, g, NULL, 2, CC_GEMM_STORE, &st); /* 1 row block x 2 panels x 9 = 18 */
     assert_int_equal(st.next, cc_gemm_is_packed(g) ? (2 + 36 < st.limit ? 2 + 36 : st.limit) : 2);
-    cc_gemm_free(&g);
+    cc_gemm_close(&g);
     free(A), free(W), free(C), free(R);
 }
 
@@ -183,12 +183,12 @@ static void test_pack_rejects_bad_shapes(void **state)
     (void)state;
     CcGemmW *g = (CcGemmW *)&g;
     float w = 0;
-    assert_int_equal(cc_gemm_pack(&g, &w, 0, 4, 0), -EINVAL);
+    assert_int_equal(cc_gemm_open(&g, &w, 0, 4, 0), -EINVAL);
     assert_null(g);
-    assert_int_equal(cc_gemm_pack(&g, &w, 4, -1, 0), -EINVAL);
-    assert_int_equal(cc_gemm_pack(&g, NULL, 4, 4, 0), -EINVAL);
-    cc_gemm_free(&g); /* NULL-safe */
-    cc_gemm_free(NULL);
+    assert_int_equal(cc_gemm_open(&g, &w, 4, -1, 0), -EINVAL);
+    assert_int_equal(cc_gemm_open(&g, NULL, 4, 4, 0), -EINVAL);
+    cc_gemm_close(&g); /* NULL-safe */
+    cc_gemm_close(NULL);
 }
 
 int main(void)

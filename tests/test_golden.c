@@ -13,7 +13,7 @@
  *   series_forward.jsonl  y/mu/sigma of every row with a forecast (`forward --all`)
  *
  * What is checked, with the largest error of each tensor printed:
- *   - the model loads through cc_model_load with the fixture's hyperparameters;
+ *   - the model loads through cc_model_open_file with the fixture's hyperparameters;
  *   - cc_ref_forward's trace tensor by tensor, and its -EAGAIN on cold start;
  *   - the engine (cc_engine_step one step at a time) against every row of
  *     series_forward.jsonl and every fixture step, with F32, F16 and BF16 KV caches, while
@@ -250,9 +250,9 @@ static int setup(void **state)
         return -1;
     *state = g;
     char err[256] = "";
-    int ret = cc_model_load(&g->model, GOLDEN_DIR "/tiny.safetensors", err, sizeof err);
+    int ret = cc_model_open_file(&g->model, GOLDEN_DIR "/tiny.safetensors", err, sizeof err);
     if (ret < 0) {
-        fprintf(stderr, "cc_model_load(tiny.safetensors): %s (%d)\n", err, ret);
+        fprintf(stderr, "cc_model_open_file(tiny.safetensors): %s (%d)\n", err, ret);
         return -1;
     }
     json_error_t jerr;
@@ -366,7 +366,7 @@ static void test_ref_trace(void **state)
         e_att[l] = (MaxErr){names[g->L + 1 + l], 0, 0, 0};
     }
     CcRefTrace tr;
-    assert_int_equal(cc_ref_trace_alloc(&tr, &g->model->hp), 0);
+    assert_int_equal(cc_ref_trace_open(&tr, &g->model->hp), 0);
     float y[2 * 64], mu, sigma;
     int n_valid = 0, n_cold = 0, n_masked_nonzero = 0;
     for (int i = 0; i < g->n_cases; i++) {
@@ -402,7 +402,7 @@ static void test_ref_trace(void **state)
         maxerr_add(&e_mu, rel_err(mu, k->mu, fmax(fabs(k->mu), k->sigma)), k->t, k->f);
         maxerr_add(&e_sd, rel_err(sigma, k->sigma, k->sigma), k->t, k->f);
     }
-    cc_ref_trace_free(&tr);
+    cc_ref_trace_close(&tr);
     printf("golden cc_ref_forward: %d cases with a forecast, %d cold-start cases, %d masked "
            "attention entries not 0\n", n_valid, n_cold, n_masked_nonzero);
     maxerr_print("cc_ref_forward", &e_tok);
@@ -441,7 +441,7 @@ static void stream_engine(Golden *g, enum CcKvType kv, double tol)
     s.keep_attention = 1;
     CcEngine *eng = NULL;
     CcCell *cell = NULL, *other = NULL;
-    assert_int_equal(cc_engine_open(&eng, g->model, &s), 0);
+    assert_int_equal(cc_engine_open(&eng, g->model, &s, NULL, 0), 0);
     assert_int_equal(cc_cell_open(&cell, eng), 0);
     assert_int_equal(cc_cell_open(&other, eng), 0);
 

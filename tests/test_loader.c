@@ -58,7 +58,7 @@ static CcModel *random_model(const CcHparams *hp, uint64_t seed)
 {
     CcModel *m = NULL;
     char err[ERRLEN];
-    assert_int_equal(cc_model_create(&m, hp, err, sizeof err), 0);
+    assert_int_equal(cc_model_open(&m, hp, err, sizeof err), 0);
     cc_model_init_random(m, seed);
     uint64_t s = seed * 2654435761u + 1;
     for (size_t i = 0; i < m->n_params; i++) {
@@ -234,7 +234,7 @@ static void expect_refused(const uint8_t *buf, size_t len, int code, const char 
 {
     CcModel *m = (CcModel *)(uintptr_t)1;  // must come back NULL
     char err[ERRLEN] = "";
-    int ret = cc_model_load_buffer(&m, buf, len, err, sizeof err);
+    int ret = cc_model_open_buffer(&m, buf, len, err, sizeof err);
     if (ret != code)
         fail_msg("expected %d, got %d (%s)", code, ret, err);
     assert_null(m);
@@ -369,7 +369,7 @@ static void test_roundtrip_save_load(void **state)
         if (ret)
             fail_msg("save: %d %s", ret, err);
         assert_int_equal(count_files(tmpdir), 1);  // no temporary file left behind
-        ret = cc_model_load(&r, path, err, sizeof err);
+        ret = cc_model_open_file(&r, path, err, sizeof err);
         if (ret)
             fail_msg("load: %d %s", ret, err);
         assert_int_equal(r->n_params, m->n_params);
@@ -407,7 +407,7 @@ static void test_spec_names_mapped(void **state)
     size_t len;
     uint8_t *buf = build_file(m, &b, &len);
     char err[ERRLEN] = "";
-    int ret = cc_model_load_buffer(&r, buf, len, err, sizeof err);
+    int ret = cc_model_open_buffer(&r, buf, len, err, sizeof err);
     if (ret)
         fail_msg("load: %d %s", ret, err);
     memset(buf, 0xff, len);  // the model must not point into the buffer
@@ -432,7 +432,7 @@ static void check_16bit(CcStDtype dt)
     size_t len;
     uint8_t *buf = build_file(m, &b, &len);
     char err[ERRLEN] = "";
-    int ret = cc_model_load_buffer(&r, buf, len, err, sizeof err);
+    int ret = cc_model_open_buffer(&r, buf, len, err, sizeof err);
     if (ret)
         fail_msg("load %s: %d %s", cc_st_dtype_name(dt), ret, err);
     /* Relative precision of the format (half an ulp) plus F16's subnormal step. */
@@ -581,7 +581,7 @@ static void test_fuzz_seeds(void **state)
     (void)state;
     CcModel *m = NULL;
     char err[ERRLEN] = "";
-    int ret = cc_model_load(&m, CC_TEST_DATA "/fuzz_corpus/tiny.safetensors", err, sizeof err);
+    int ret = cc_model_open_file(&m, CC_TEST_DATA "/fuzz_corpus/tiny.safetensors", err, sizeof err);
     if (ret)
         fail_msg("tiny seed: %d %s", ret, err);
     assert_int_equal(m->hp.n_features, 2);
@@ -594,11 +594,11 @@ static void test_fuzz_seeds(void **state)
     assert_int_equal(m->hp.d_ff, 8);
     assert_int_equal(m->hp.horizon, 2);
     cc_model_close(&m);
-    ret = cc_model_load(&m, CC_TEST_DATA "/fuzz_corpus/tiny_f16.safetensors", err, sizeof err);
+    ret = cc_model_open_file(&m, CC_TEST_DATA "/fuzz_corpus/tiny_f16.safetensors", err, sizeof err);
     if (ret)
         fail_msg("f16 seed: %d %s", ret, err);
     cc_model_close(&m);
-    ret = cc_model_load(&m, CC_TEST_DATA "/fuzz_corpus/truncated.safetensors", err, sizeof err);
+    ret = cc_model_open_file(&m, CC_TEST_DATA "/fuzz_corpus/truncated.safetensors", err, sizeof err);
     assert_int_equal(ret, -EINVAL);
     assert_has(err, "truncated");
     assert_has(err, "truncated.safetensors");  // the path is named
@@ -624,7 +624,7 @@ static void test_python_written_file(void **state)
     CcModel *m = NULL;
     CcSafetensors *st = NULL;
     char err[ERRLEN] = "";
-    int ret = cc_model_load_buffer(&m, buf, len, err, sizeof err);
+    int ret = cc_model_open_buffer(&m, buf, len, err, sizeof err);
     if (ret)
         fail_msg("%s: %d %s", path, ret, err);
     assert_int_equal(cc_st_parse(&st, buf, len, err, sizeof err), 0);
@@ -662,7 +662,7 @@ static void test_truncated(void **state)
         memcpy(p, buf, n);
         CcModel *m = NULL;
         char err[ERRLEN];
-        assert_int_equal(cc_model_load_buffer(&m, p, n, err, sizeof err), -EINVAL);
+        assert_int_equal(cc_model_open_buffer(&m, p, n, err, sizeof err), -EINVAL);
         assert_null(m);
         free(p);
     }
@@ -958,7 +958,7 @@ static void test_extra_metadata(void **state)
     size_t len;
     uint8_t *buf = build_file(m, &b, &len);
     char err[ERRLEN] = "";
-    assert_int_equal(cc_model_load_buffer(&r, buf, len, err, sizeof err), 0);
+    assert_int_equal(cc_model_open_buffer(&r, buf, len, err, sizeof err), 0);
     assert_int_equal(r->hp.n_extra, 1);
     assert_string_equal(r->hp.extra[0].key, "trainer_cmd");
     assert_string_equal(r->hp.extra[0].value, "x");
@@ -986,16 +986,16 @@ static void test_file_errors(void **state)
     CcModel *m = NULL;
     char err[ERRLEN] = "", path[PATH_MAX];
     snprintf(path, sizeof path, "%s/does-not-exist.safetensors", tmpdir);
-    assert_int_equal(cc_model_load(&m, path, err, sizeof err), -EIO);
+    assert_int_equal(cc_model_open_file(&m, path, err, sizeof err), -EIO);
     assert_has(err, path);
     assert_has(err, strerror(ENOENT));
-    assert_int_equal(cc_model_load(&m, tmpdir, err, sizeof err), -EIO);
+    assert_int_equal(cc_model_open_file(&m, tmpdir, err, sizeof err), -EIO);
     assert_has(err, "not a regular file");
     /* an empty file */
     snprintf(path, sizeof path, "%s/empty.safetensors", tmpdir);
     FILE *f = fopen(path, "wb");
     fclose(f);
-    assert_int_equal(cc_model_load(&m, path, err, sizeof err), -EINVAL);
+    assert_int_equal(cc_model_open_file(&m, path, err, sizeof err), -EINVAL);
     assert_has(err, path);
     assert_has(err, "too short");
     unlink(path);
@@ -1029,7 +1029,7 @@ static void test_random_corruption(void **state)
         }
         CcModel *m = NULL;
         char err[ERRLEN];
-        int ret = cc_model_load_buffer(&m, p, len, err, sizeof err);
+        int ret = cc_model_open_buffer(&m, p, len, err, sizeof err);
         if (ret != 0 && ret != -EINVAL)
             fail_msg("iteration %d: %d %s", it, ret, err);
         if (ret == 0) {

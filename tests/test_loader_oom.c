@@ -35,7 +35,7 @@ static CcModel *tiny_model(void)
     cc_hparams_set_extra(&hp, "note", "x");
     CcModel *m = NULL;
     char err[256];
-    assert_int_equal(cc_model_create(&m, &hp, err, sizeof err), 0);
+    assert_int_equal(cc_model_open(&m, &hp, err, sizeof err), 0);
     cc_model_init_random(m, 3);
     return m;
 }
@@ -56,7 +56,7 @@ static void test_load_buffer_oom(void **state)
     for (k = 0;; k++) {
         CcModel *m = NULL;
         failalloc_arm(k);
-        int ret = cc_model_load_buffer(&m, buf, len, err, sizeof err);
+        int ret = cc_model_open_buffer(&m, buf, len, err, sizeof err);
         failalloc_disarm();
         if (!failalloc_failed()) {
             assert_int_equal(ret, 0);
@@ -69,12 +69,12 @@ static void test_load_buffer_oom(void **state)
         assert_null(m);
         assert_non_null(strstr(err, "out of memory"));
     }
-    print_message("cc_model_load_buffer: %ld allocation failure points, all -ENOMEM\n", k);
-    /* cc_model_load: same through the file */
+    print_message("cc_model_open_buffer: %ld allocation failure points, all -ENOMEM\n", k);
+    /* cc_model_open_file: same through the file */
     for (k = 0;; k++) {
         CcModel *m = NULL;
         failalloc_arm(k);
-        int ret = cc_model_load(&m, path, err, sizeof err);
+        int ret = cc_model_open_file(&m, path, err, sizeof err);
         failalloc_disarm();
         if (!failalloc_failed()) {
             assert_int_equal(ret, 0);

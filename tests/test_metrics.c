@@ -18,7 +18,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "../daemon/cli.h"
+#include "cli.h"
 #include "cc_metrics.h"
 #include "cc_model.h"
 #include "cc_ref.h"
@@ -274,7 +274,7 @@ static void test_eval_model_vs_oracle(void **state)
     hp.step_seconds = 3600;
     CcModel *m = NULL;
     char err[256];
-    assert_int_equal(cc_model_create(&m, &hp, err, sizeof err), 0);
+    assert_int_equal(cc_model_open(&m, &hp, err, sizeof err), 0);
     cc_model_init_random(m, 11);
     char mpath[512], csv[512], js[512];
     snprintf(mpath, sizeof mpath, "%s/m.safetensors", tmpdir);

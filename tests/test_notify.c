@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "../daemon/notify.h"
+#include "notify.h"
 
 /* Binds a datagram socket to `name` (path, or @abstract) and returns its fd. */
 static int listen_on(const char *name)

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "../daemon/config.h"
+#include "config.h"
 #include "cc_anomaly.h"
 
 static void test_alert_keys_match_library(void **state)

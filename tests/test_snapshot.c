@@ -50,7 +50,7 @@ static CcModel *small_model(void)
     snprintf(hp.features[1], CC_FEATURE_NAME_MAX, "prb");
     snprintf(hp.features[2], CC_FEATURE_NAME_MAX, "users");
     CcModel *m = NULL;
-    assert_int_equal(cc_model_create(&m, &hp, NULL, 0), 0);
+    assert_int_equal(cc_model_open(&m, &hp, NULL, 0), 0);
     cc_model_init_random(m, 7);
     return m;
 }
@@ -104,7 +104,7 @@ static void world_open(World *w, CcModel *m)
     w->m = m;
     CcEngineSettings es;
     cc_engine_default_settings(&es);
-    assert_int_equal(cc_engine_open(&w->e, m, &es), 0);
+    assert_int_equal(cc_engine_open(&w->e, m, &es, NULL, 0), 0);
     CcAnomalySettings as;
     cc_anomaly_default_settings(&as);
     as.n_features = 3;

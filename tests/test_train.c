@@ -511,7 +511,7 @@ static void test_model_grad(void **state)
     Tiny t;
     CcHparams hp;
     tiny_hparams(&hp);
-    assert_int_equal(cc_model_create(&t.m, &hp, NULL, 0), 0);
+    assert_int_equal(cc_model_open(&t.m, &hp, NULL, 0), 0);
     fill(t.m->block, t.m->n_params, 0.4); /* everything random, gains and biases too */
     for (int i = 0; i < hp.n_layers * hp.d_model; i++) {
         t.m->w.ln1_g[i] += 1;
@@ -529,7 +529,7 @@ static void test_model_grad(void **state)
     win[2] = (CcTrainWindow){.series = 1, .feature = 1, .e = 472027, .n_cur = 2,
                              .cur = {0, 3}, .pos_offset = 999999};
     CcTrainWork *w;
-    assert_int_equal(cc_train_work_alloc(&w, &hp, 3, 4), 0);
+    assert_int_equal(cc_train_work_open(&w, &hp, 3, 4), 0);
     float *grad = calloc(t.m->n_params, sizeof(float));
     double loss;
     int ns;
@@ -551,7 +551,7 @@ static void test_model_grad(void **state)
     }
     free(prm);
     free(grad);
-    cc_train_work_free(&w);
+    cc_train_work_close(&w);
     tiny_free(&t);
 }
 
@@ -563,13 +563,13 @@ static void test_forward_matches_ref(void **state)
     Tiny t;
     CcHparams hp;
     tiny_hparams(&hp);
-    assert_int_equal(cc_model_create(&t.m, &hp, NULL, 0), 0);
+    assert_int_equal(cc_model_open(&t.m, &hp, NULL, 0), 0);
     cc_model_init_random(t.m, 7);
     fill(t.m->w.ln1_b, hp.n_layers * hp.d_model, 0.2);
     fill(t.m->w.head_b, 2 * hp.horizon, 0.2);
     tiny_data(&t, 40, 30, 0.3);
     CcTrainWork *w;
-    assert_int_equal(cc_train_work_alloc(&w, &hp, 1, 4), 0);
+    assert_int_equal(cc_train_work_open(&w, &hp, 1, 4), 0);
     float ch[64], y[4 * 6], yr[6], mu, sigma, mr, sr;
     double maxerr = 0;
     int checked = 0;
@@ -602,7 +602,7 @@ static void test_forward_matches_ref(void **state)
            maxerr);
     assert_true(checked > 50);
     assert_true(maxerr < 1e-4);
-    cc_train_work_free(&w);
+    cc_train_work_close(&w);
     tiny_free(&t);
 }
 
@@ -709,7 +709,7 @@ static void test_train_sine(void **state)
     CcHparams hp;
     small_hparams(&hp);
     CcModel *m;
-    assert_int_equal(cc_model_create(&m, &hp, NULL, 0), 0);
+    assert_int_equal(cc_model_open(&m, &hp, NULL, 0), 0);
     cc_model_init_random(m, 3);
     CcRange tr = {0, 2000}, va = {2000, 2500};
     CcTrainSettings s;
@@ -739,7 +739,7 @@ static void test_train_sine(void **state)
     assert_true(mse1 < 2 * noise * noise); /* seasonal naive's expectation is 2·noise² */
     /* held-out MSE of the mean, raw units, against seasonal naive (24 steps earlier) */
     CcTrainWork *w;
-    assert_int_equal(cc_train_work_alloc(&w, &hp, 1, 8), 0);
+    assert_int_equal(cc_train_work_open(&w, &hp, 1, 8), 0);
     double se_model = 0, se_naive = 0;
     int cnt = 0;
     for (int64_t e = boundary_at(se.p0 + 2500 + 7, 8); e + 8 + 4 < se.p0 + T; e += 8) {
@@ -763,7 +763,7 @@ static void test_train_sine(void **state)
     printf("sine held-out MSE: model %.4f, seasonal naive %.4f (noise var %.4f), %d points\n",
            se_model / cnt, se_naive / cnt, noise * noise, cnt);
     assert_true(se_model < se_naive);
-    cc_train_work_free(&w);
+    cc_train_work_close(&w);
     cc_trainer_close(&t);
     cc_model_close(&m);
     free(se.x);
@@ -780,7 +780,7 @@ static void test_deterministic(void **state)
     small_hparams(&hp);
     CcModel *m[2];
     for (int r = 0; r < 2; r++) {
-        assert_int_equal(cc_model_create(&m[r], &hp, NULL, 0), 0);
+        assert_int_equal(cc_model_open(&m[r], &hp, NULL, 0), 0);
         cc_model_init_random(m[r], 3);
         CcRange tr = {0, 600}, va = {600, 800};
         CcTrainSettings s;
@@ -825,7 +825,7 @@ static void test_state_resume(void **state)
     CcModel *m[3];
     CcTrainer *t[3];
     for (int r = 0; r < 3; r++) {
-        assert_int_equal(cc_model_create(&m[r], &hp, NULL, 0), 0);
+        assert_int_equal(cc_model_open(&m[r], &hp, NULL, 0), 0);
         cc_model_init_random(m[r], r == 2 ? 99 : 3); /* the resumed one starts elsewhere */
         assert_int_equal(cc_trainer_open(&t[r], m[r], &ds, &tr, &va, &s, NULL, 0), 0);
     }

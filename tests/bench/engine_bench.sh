@@ -3,12 +3,12 @@
 # 1 and 2 threads, f32 and f16 KV, with and without the cache, plus the same streaming
 # algorithm in PyTorch (tests/bench/torch_stream.py, one thread) on the same model file in
 # the same run, and the ratios. Prints one JSON object per run and a summary table.
-# Usage: engine_bench.sh [path/to/cellcast] (default build/daemon/cellcast).
+# Usage: engine_bench.sh [path/to/cellcast] (default build/tools/cellcast).
 # Run on a quiet machine: the figures are wall-clock rates; each run also reports its CPU
 # seconds, so a run that competed with other processes shows cpu_seconds < seconds.
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
-cellcast=${1:-$root/build/daemon/cellcast}
+cellcast=${1:-$root/build/tools/cellcast}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 model=$out/bench.safetensors

@@ -92,14 +92,14 @@ int cmd_bench(int argc, char **argv)
         return 2;
     }
     if (model_path) {
-        if (cc_model_load(&m, model_path, err, sizeof err) < 0) {
+        if (cc_model_open_file(&m, model_path, err, sizeof err) < 0) {
             fprintf(stderr, "cellcast bench: %s: %s\n", model_path, err);
             return 1;
         }
     } else {
         CcHparams hp;
         cc_hparams_default(&hp);
-        if (cc_model_create(&m, &hp, err, sizeof err) < 0) {
+        if (cc_model_open(&m, &hp, err, sizeof err) < 0) {
             fprintf(stderr, "cellcast bench: %s\n", err);
             return 1;
         }
@@ -115,7 +115,7 @@ int cmd_bench(int argc, char **argv)
         goto end;
     }
     long long rss0 = cc_host_rss_bytes();
-    if (cc_engine_open(&e, m, &s) < 0)
+    if (cc_engine_open(&e, m, &s, NULL, 0) < 0)
         goto oom;
     int R = hp->n_patches * P + P > hp->norm_window + P - 1 ? hp->n_patches * P + P
                                                             : hp->norm_window + P - 1;

@@ -257,7 +257,7 @@ int cmd_train(int argc, char **argv)
     dsets.features = features;
     dsets.step_seconds = (int64_t)step_s;
     CcDataReport rep;
-    if (cc_data_load(&ds, data_path, &dsets, &rep, err, sizeof err) < 0) {
+    if (cc_data_open_file(&ds, data_path, &dsets, &rep, err, sizeof err) < 0) {
         fprintf(stderr, "cellcast train: %s\n", err);
         goto done;
     }
@@ -307,7 +307,7 @@ int cmd_train(int argc, char **argv)
 
     /* ---- model ---- */
     if (resume) {
-        if (cc_model_load(&m, resume, err, sizeof err) < 0) {
+        if (cc_model_open_file(&m, resume, err, sizeof err) < 0) {
             fprintf(stderr, "cellcast train: --resume %s: %s\n", resume, err);
             goto done;
         }
@@ -331,7 +331,7 @@ int cmd_train(int argc, char **argv)
         hp.n_heads = H, hp.n_layers = L, hp.d_ff = FF, hp.horizon = HZ;
         hp.step_seconds = ds->step_seconds;
         hp.tz_offset_s = tz;
-        if (cc_model_create(&m, &hp, err, sizeof err) < 0) {
+        if (cc_model_open(&m, &hp, err, sizeof err) < 0) {
             fprintf(stderr, "cellcast train: %s\n", err);
             goto done;
         }
@@ -595,7 +595,7 @@ done_best:
 done:
     cc_trainer_close(&tr);
     cc_model_close(&m);
-    cc_data_free(&ds);
+    cc_data_close(&ds);
     free(rtrain);
     free(rval);
     return ret;

@@ -306,7 +306,7 @@ int cmd_eval(int argc, char **argv)
     double zmean[CC_MAX_FEATURES], zstd[CC_MAX_FEATURES];
 
     if (o.model_path) {
-        if (cc_model_load(&model, o.model_path, err, sizeof err)) {
+        if (cc_model_open_file(&model, o.model_path, err, sizeof err)) {
             fprintf(stderr, "cellcast eval: %s\n", err);
             goto done;
         }
@@ -333,7 +333,7 @@ int cmd_eval(int argc, char **argv)
     if (!dset.step_seconds && model)
         dset.step_seconds = model->hp.step_seconds;
     CcDataReport rep, rep2;
-    if (cc_data_load(&ds, o.data_path, &dset, &rep, err, sizeof err)) {
+    if (cc_data_open_file(&ds, o.data_path, &dset, &rep, err, sizeof err)) {
         fprintf(stderr, "cellcast eval: %s\n", err);
         goto done;
     }
@@ -352,7 +352,7 @@ int cmd_eval(int argc, char **argv)
     }
     int join_row = -1;
     if (o.test_path) {
-        if (cc_data_load(&dtest, o.test_path, &dset, &rep2, err, sizeof err)) {
+        if (cc_data_open_file(&dtest, o.test_path, &dset, &rep2, err, sizeof err)) {
             fprintf(stderr, "cellcast eval: %s\n", err);
             goto done;
         }
@@ -483,8 +483,9 @@ int cmd_eval(int argc, char **argv)
         CcEngineSettings es;
         cc_engine_default_settings(&es);
         es.n_threads = o.threads;
-        if (cc_engine_open(&engine, model, &es)) {
-            fprintf(stderr, "cellcast eval: cannot open the engine\n");
+        char eerr[256];
+        if (cc_engine_open(&engine, model, &es, eerr, sizeof eerr)) {
+            fprintf(stderr, "cellcast eval: cannot open the engine: %s\n", eerr);
             goto done;
         }
         for (int s = 0; s < ds->n_series; s++)
@@ -809,7 +810,7 @@ done:
         cc_metrics_close(&met[m]);
     cc_engine_close(&engine);
     cc_model_close(&model);
-    cc_data_free(&ds);
-    cc_data_free(&dtest);
+    cc_data_close(&ds);
+    cc_data_close(&dtest);
     return ret;
 }

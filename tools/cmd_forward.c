@@ -117,13 +117,13 @@ int cmd_forward(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (cc_model_load(&m, model_path, err, sizeof err) < 0) {
+    if (cc_model_open_file(&m, model_path, err, sizeof err) < 0) {
         fprintf(stderr, "cellcast forward: %s: %s\n", model_path, err);
         goto end;
     }
     const CcHparams *hp = &m->hp;
     const int F = hp->n_features;
-    if (cc_engine_open(&e, m, &s) < 0 || cc_cell_open(&cell, e) < 0) {
+    if (cc_engine_open(&e, m, &s, NULL, 0) < 0 || cc_cell_open(&cell, e) < 0) {
         fprintf(stderr, "cellcast forward: out of memory\n");
         goto end;
     }

@@ -214,13 +214,13 @@ static int load_file(const Opts *o, int i, const CcModel *m, Cell **cells, int *
     char *guessed = NULL;
     if (!hpath && !o->no_history && !(o->test_frac > 0))
         hpath = guessed = guess_history(o->data[i]);
-    if ((rc = cc_data_load(&test, o->data[i], &ds, NULL, err, sizeof err))) {
+    if ((rc = cc_data_open_file(&test, o->data[i], &ds, NULL, err, sizeof err))) {
         fprintf(stderr, "cellcast anomaly-eval: %s\n", err);
         goto done;
     }
     CcDataset *all = test;
     if (hpath) {
-        if ((rc = cc_data_load(&hist, hpath, &ds, NULL, err, sizeof err)) ||
+        if ((rc = cc_data_open_file(&hist, hpath, &ds, NULL, err, sizeof err)) ||
             (rc = cc_data_append(hist, test, ds.impute, &join, err, sizeof err))) {
             fprintf(stderr, "cellcast anomaly-eval: %s\n", err);
             goto done;
@@ -260,8 +260,8 @@ static int load_file(const Opts *o, int i, const CcModel *m, Cell **cells, int *
     }
 done:
     free(guessed);
-    cc_data_free(&test);
-    cc_data_free(&hist);
+    cc_data_close(&test);
+    cc_data_close(&hist);
     return rc;
 }
 
@@ -963,7 +963,7 @@ int cmd_anomaly(int argc, char **argv)
     Cell *cells = NULL;
     int n_cells = 0;
     char err[512];
-    if (cc_model_load(&m, o.model, err, sizeof err)) {
+    if (cc_model_open_file(&m, o.model, err, sizeof err)) {
         fprintf(stderr, "cellcast anomaly-eval: %s\n", err);
         goto done;
     }
@@ -1022,8 +1022,9 @@ int cmd_anomaly(int argc, char **argv)
     }
     CcEngineSettings es;
     cc_engine_default_settings(&es);
-    if (cc_engine_open(&e, m, &es)) {
-        fprintf(stderr, "cellcast anomaly-eval: cannot open the engine\n");
+    char eerr[256];
+    if (cc_engine_open(&e, m, &es, eerr, sizeof eerr)) {
+        fprintf(stderr, "cellcast anomaly-eval: cannot open the engine: %s\n", eerr);
         goto done;
     }
     int W = o.baseline_window ? o.baseline_window : (int)(86400 / m->hp.step_seconds);

@@ -36,16 +36,16 @@ int cmd_info(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (cc_model_load(&m, path, err, sizeof err) < 0) {
+    if (cc_model_open_file(&m, path, err, sizeof err) < 0) {
         fprintf(stderr, "cellcast info: %s: %s\n", path, err);
         goto end;
     }
     CcEngineSettings s;
     cc_engine_default_settings(&s);
-    if (cc_engine_open(&e32, m, &s) < 0)
+    if (cc_engine_open(&e32, m, &s, NULL, 0) < 0)
         goto end;
     s.kv_type = CC_KV_F16;
-    if (cc_engine_open(&e16, m, &s) < 0)
+    if (cc_engine_open(&e16, m, &s, NULL, 0) < 0)
         goto end;
     const CcHparams *hp = &m->hp;
     json_t *feats = json_array(), *meta = json_object();
