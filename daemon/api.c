@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cc_config.h"
+#include "cc_time.h"
 #include "host.h"
 #include "http.h"
 #include "log.h"
@@ -881,7 +882,7 @@ static int parse_since(CcdReq *r, int64_t *since)
         return 0;
     }
     int64_t u;
-    if (cc_kpi_parse_rfc3339(s, strlen(s), &u))
+    if (cc_time_parse_rfc3339(s, strlen(s), &u))
         return ccd_problem(r, 400, "bad-parameter", "since must be unix seconds or RFC 3339, got '%s'", s);
     *since = u;
     return 0;

@@ -33,6 +33,12 @@ int cc_errf(char *err, size_t errlen, int code, const char *fmt, ...)
 void cc_logf(const CcLogger *log, enum CcLogLevel level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/**
+ * fsyncs the directory that holds path, so that a rename into it is durable.
+ * 0, -ENAMETOOLONG, or the -errno of open/fsync (some file systems refuse it).
+ */
+int cc_fsync_dir_of(const char *path);
+
 /** Monotonic clock in nanoseconds. */
 int64_t cc_now_ns(void);
 

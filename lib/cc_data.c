@@ -7,6 +7,7 @@
  * detect S → map times to steps → sort → drop duplicates → insert missing steps → impute.
  */
 #include "cc_data.h"
+#include "cc_time.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -31,24 +32,6 @@ void cc_data_default_settings(CcDataSettings *s)
 /* ---------------------------------------------------------------------------------- */
 /* Timestamps                                                                          */
 
-/* Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm). */
-static int64_t days_from_civil(int64_t y, int m, int d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    int64_t yoe = y - era * 400;
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-static int days_in_month(int64_t y, int m)
-{
-    static const int dm[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    return m == 2 ? 28 + leap : dm[m - 1];
-}
-
 /* Reads 1..maxd digits at *p; returns -1 if none. */
 static int64_t read_uint(const char **p, const char *end, int mind, int maxd)
 {
@@ -65,7 +48,7 @@ static int64_t read_uint(const char **p, const char *end, int mind, int maxd)
 static int valid_ymdhms(int64_t y, int64_t mo, int64_t d, int64_t h, int64_t mi, double sec)
 {
     return y >= 1 && y <= 9999 && mo >= 1 && mo <= 12 && d >= 1 &&
-           d <= days_in_month(y, (int)mo) && h >= 0 && h <= 24 && mi >= 0 && mi <= 59 &&
+           cc_civil_valid(y, (int)mo, (int)d) && h >= 0 && h <= 24 && mi >= 0 && mi <= 59 &&
            sec >= 0 && sec < 61 && !(h == 24 && (mi || sec > 0));
 }
 
@@ -142,7 +125,7 @@ static int parse_iso(const char *p, const char *end, double *out)
     }
     if (p != end || !valid_ymdhms(y, mo, d, h, mi, sec))
         return -1;
-    *out = (double)(days_from_civil(y, (int)mo, (int)d) * 86400 + h * 3600 + mi * 60) + sec - off;
+    *out = (double)(cc_days_from_civil(y, (int)mo, (int)d) * 86400 + h * 3600 + mi * 60) + sec - off;
     return 0;
 }
 
@@ -170,7 +153,7 @@ static int parse_us(const char *p, const char *end, double *out)
     }
     if (p != end || !valid_ymdhms(y, mo, d, h, mi, sec))
         return -1;
-    *out = (double)(days_from_civil(y, (int)mo, (int)d) * 86400 + h * 3600 + mi * 60) + sec;
+    *out = (double)(cc_days_from_civil(y, (int)mo, (int)d) * 86400 + h * 3600 + mi * 60) + sec;
     return 0;
 }
 
@@ -225,9 +208,9 @@ int cc_data_parse_time(const char *s, size_t len, const char *fmt, double *out)
         long gmtoff = tm.tm_gmtoff;
         int64_t y = (int64_t)tm.tm_year + 1900;
         if (tm.tm_mon < 0 || tm.tm_mon > 11 || tm.tm_mday < 1 ||
-            tm.tm_mday > days_in_month(y, tm.tm_mon + 1))
+            !cc_civil_valid(y, tm.tm_mon + 1, tm.tm_mday))
             return -EINVAL;
-        *out = (double)(days_from_civil(y, tm.tm_mon + 1, tm.tm_mday) * 86400 +
+        *out = (double)(cc_days_from_civil(y, tm.tm_mon + 1, tm.tm_mday) * 86400 +
                         (int64_t)tm.tm_hour * 3600 + tm.tm_min * 60 + tm.tm_sec - gmtoff);
         return 0;
     }

@@ -16,6 +16,7 @@
  * arrays grow.
  */
 #include "cc_kpi.h"
+#include "cc_time.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -364,78 +365,6 @@ int cc_kpi_valid_cell_id(const char *s, size_t len)
     return 1;
 }
 
-/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil). */
-static int64_t days_from_civil(int64_t y, int m, int d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    int64_t yoe = y - era * 400;
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-static int digits(const char *s, size_t len, size_t at, int n, int *out)
-{
-    if (at + (size_t)n > len)
-        return -1;
-    int v = 0;
-    for (int i = 0; i < n; i++) {
-        char c = s[at + i];
-        if (c < '0' || c > '9')
-            return -1;
-        v = v * 10 + (c - '0');
-    }
-    *out = v;
-    return 0;
-}
-
-int cc_kpi_parse_rfc3339(const char *s, size_t len, int64_t *out)
-{
-    static const int mdays[12] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    int Y, M, D, h, m, sec, oh = 0, om = 0, sign = 0;
-    size_t i = 0;
-    if (digits(s, len, 0, 4, &Y) || len < 20 || s[4] != '-' || digits(s, len, 5, 2, &M) ||
-        s[7] != '-' || digits(s, len, 8, 2, &D))
-        return -EINVAL;
-    if (s[10] != 'T' && s[10] != 't' && s[10] != ' ')
-        return -EINVAL;
-    if (digits(s, len, 11, 2, &h) || s[13] != ':' || digits(s, len, 14, 2, &m) ||
-        s[16] != ':' || digits(s, len, 17, 2, &sec))
-        return -EINVAL;
-    i = 19;
-    if (i < len && s[i] == '.') {
-        size_t j = ++i;
-        while (i < len && s[i] >= '0' && s[i] <= '9')
-            i++;
-        if (i == j)
-            return -EINVAL;
-    }
-    if (i >= len)
-        return -EINVAL;
-    if (s[i] == 'Z' || s[i] == 'z') {
-        i++;
-    } else if (s[i] == '+' || s[i] == '-') {
-        sign = s[i] == '-' ? -1 : 1;
-        if (digits(s, len, i + 1, 2, &oh) || i + 3 >= len || s[i + 3] != ':' ||
-            digits(s, len, i + 4, 2, &om))
-            return -EINVAL;
-        i += 6;
-    } else {
-        return -EINVAL;
-    }
-    if (i != len)
-        return -EINVAL;
-    int leap = (Y % 4 == 0 && Y % 100 != 0) || Y % 400 == 0;
-    if (M < 1 || M > 12 || D < 1 || D > mdays[M - 1] || (M == 2 && D == 29 && !leap) ||
-        h > 23 || m > 59 || sec > 60 || oh > 23 || om > 59)
-        return -EINVAL;
-    int64_t t = days_from_civil(Y, M, D) * 86400 + h * 3600 + m * 60 + sec;
-    t -= sign * (oh * 3600 + om * 60);
-    *out = t;
-    return 0;
-}
-
 /* ---- decoding ---- */
 
 static int push_error(CcKpiDecoder *d, enum CcKpiReason r, int element, const char *fmt, ...)
@@ -533,7 +462,7 @@ static void decode_ts(CcKpiDecoder *d, json_t *v, CcKpiRecord *r, Rec *rc)
     int64_t ts;
     if (json_is_string(v)) {
         const char *s = json_string_value(v);
-        if (cc_kpi_parse_rfc3339(s, json_string_length(v), &ts))
+        if (cc_time_parse_rfc3339(s, json_string_length(v), &ts))
             FAIL(CC_KPI_BAD_TS, "timestamp \"%.40s\" is not RFC 3339", s);
         if (ts < 0)
             FAIL(CC_KPI_BAD_TS, "timestamp \"%.40s\" before 1970", s);
@@ -976,7 +905,7 @@ static int fast_record(CcKpiDecoder *d, Scan *s, int element, CcKpiBatch *b)
             size_t n;
             double x;
             if (s->p < s->end && *s->p == '"') {
-                if (scan_str(s, &t, &n) || cc_kpi_parse_rfc3339(t, n, &ts) || ts < 0)
+                if (scan_str(s, &t, &n) || cc_time_parse_rfc3339(t, n, &ts) || ts < 0)
                     return 0;
             } else {
                 if (scan_num(d, s, &x) || !(x >= 0) || !(x < TS_MS_END))

@@ -181,7 +181,4 @@ const char *cc_kpi_reason_name(enum CcKpiReason r);
 /** 1 if s is a valid cell id per the rule above. */
 int cc_kpi_valid_cell_id(const char *s, size_t len);
 
-/** Parses an RFC 3339 date-time into unix seconds (fraction floored). 0 or -EINVAL. */
-int cc_kpi_parse_rfc3339(const char *s, size_t len, int64_t *out);
-
 #endif

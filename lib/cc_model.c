@@ -1,6 +1,7 @@
 /* cc_model.c — hyperparameters, the parameter block and random initialisation. Loading
  * and saving safetensors lives in cc_model_io.c. */
 #include "cc_model.h"
+#include "cc_rng.h"
 
 #include <errno.h>
 #include <math.h>
@@ -132,21 +133,10 @@ void cc_model_close(CcModel **pm)
     *pm = NULL;
 }
 
-/* splitmix64: a tiny deterministic generator, enough for initialisation. */
-static uint64_t next_u64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static double uniform01(uint64_t *s) { return (next_u64(s) >> 11) * (1.0 / 9007199254740992.0); }
-
 static void fill_uniform(float *w, size_t n, double bound, uint64_t *s)
 {
     for (size_t i = 0; i < n; i++)
-        w[i] = (float)((2 * uniform01(s) - 1) * bound);
+        w[i] = (float)((2 * cc_rng_uniform(s) - 1) * bound);
 }
 
 static void fill_xavier(float *w, size_t rows, size_t cols, size_t count, uint64_t *s)
@@ -168,7 +158,7 @@ void cc_model_init_random(CcModel *m, uint64_t seed)
     memset(m->block, 0, m->n_params * sizeof(float));
     fill_xavier(m->w.embed_w, D, IN, 1, &s);
     for (size_t i = 0; i < (size_t)hp->n_features * D; i++) { /* Box–Muller, sd 0.02 */
-        double u1 = uniform01(&s) + 1e-12, u2 = uniform01(&s);
+        double u1 = cc_rng_uniform(&s) + 1e-12, u2 = cc_rng_uniform(&s);
         m->w.chan[i] = (float)(0.02 * sqrt(-2 * log(u1)) * cos(2 * M_PI * u2));
     }
     fill_xavier(m->w.qkv_w, D, D, 3 * L, &s);

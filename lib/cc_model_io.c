@@ -446,25 +446,6 @@ error:
 
 /* ---------------------------------------------------------------------------- saving */
 
-/* fsyncs the directory holding path, so that the rename itself is durable. Best effort:
- * some file systems refuse fsync on directories. */
-static void sync_parent_dir(const char *path)
-{
-    char dir[PATH_MAX];
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-}
-
 int cc_model_save(const CcModel *m, const char *path, char *err, size_t errlen)
 {
     const CcHparams *hp = &m->hp;
@@ -574,7 +555,7 @@ int cc_model_save(const CcModel *m, const char *path, char *err, size_t errlen)
     }
     free(tmp_path);
     tmp_path = NULL;
-    sync_parent_dir(path);
+    (void)cc_fsync_dir_of(path); /* best effort: some file systems refuse */
     ret = 0;
 error:
     if (ret == -ENOMEM)

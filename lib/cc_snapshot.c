@@ -327,20 +327,6 @@ int cc_snapshot_write_engine_cell(CcSnapshotWriter *w, const char *cell_id, cons
     return rc;
 }
 
-static int fsync_dir_of(const char *path)
-{
-    char *dup = strdup(path);
-    if (!dup)
-        return -ENOMEM;
-    int fd = open(dirname(dup), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    free(dup);
-    if (fd < 0)
-        return -EIO;
-    int rc = fsync(fd) ? -EIO : 0;
-    close(fd);
-    return rc;
-}
-
 int cc_snapshot_write_finish(CcSnapshotWriter **wp, char *err, size_t errlen)
 {
     CcSnapshotWriter *w = *wp;
@@ -373,7 +359,7 @@ int cc_snapshot_write_finish(CcSnapshotWriter **wp, char *err, size_t errlen)
                      strerror(errno));
         goto error;
     }
-    if (fsync_dir_of(w->path))
+    if (cc_fsync_dir_of(w->path))
         rc = cc_errf(err, errlen, -EIO, "snapshot: %s written, but fsync of its directory failed",
                      w->path); /* renamed already: the file is in place */
     writer_free(w);

@@ -23,21 +23,14 @@
 #include <string.h>
 
 #include "cc_kernels.h"
+#include "cc_rng.h"
 
 /* ---- small helpers ------------------------------------------------------------------- */
 
-static uint64_t rng_u64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static float rng_f01(uint64_t *s) { return (float)((rng_u64(s) >> 40) * (1.0 / 16777216.0)); }
+static float rng_f01(uint64_t *s) { return (float)((cc_rng_next(s) >> 40) * (1.0 / 16777216.0)); }
 
 /* Uniform integer in [0, n) (n > 0), unbiased enough for n << 2^64. */
-static uint64_t rng_below(uint64_t *s, uint64_t n) { return rng_u64(s) % n; }
+static uint64_t rng_below(uint64_t *s, uint64_t n) { return cc_rng_next(s) % n; }
 
 /* mask (n) = 0 or 1/(1-p) (inverted dropout) and x *= mask. */
 static void dropout_apply(float *x, float *mask, size_t n, float p, uint64_t *rng)
@@ -1075,7 +1068,7 @@ static void draw_window(CcTrainer *t, CcTrainWindow *w)
     w->n_cur = G;
     memcpy(w->cur, offs, (size_t)G * sizeof(int));
     w->pos_offset = (int64_t)rng_below(&t->rng, CC_TRAIN_POS_RANGE);
-    w->seed = rng_u64(&t->rng);
+    w->seed = cc_rng_next(&t->rng);
 }
 
 int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm)

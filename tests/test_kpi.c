@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "cc_kpi.h"
+#include "cc_time.h"
 
 static const char *const NAMES[4] = {"dl_prb", "ul_prb", "users", "thr"};
 
@@ -285,12 +286,12 @@ static void test_timestamps(void **state)
     assert_int_equal(ts_of(d, "99999999999"), 99999999999);      /* < 1e11: seconds */
     assert_int_equal(ts_of(d, "100000000000"), 100000000);       /* ≥ 1e11: ms */
     int64_t t;
-    assert_int_equal(cc_kpi_parse_rfc3339("2023-02-29T00:00:00Z", 20, &t), -22);
-    assert_int_equal(cc_kpi_parse_rfc3339("2023-01-01T24:00:00Z", 20, &t), -22);
-    assert_int_equal(cc_kpi_parse_rfc3339("2023-01-01T00:00:00.Z", 21, &t), -22);
-    assert_int_equal(cc_kpi_parse_rfc3339("2023-01-01T00:00:00Zx", 21, &t), -22);
-    assert_int_equal(cc_kpi_parse_rfc3339("2023-01-01", 10, &t), -22);
-    assert_int_equal(cc_kpi_parse_rfc3339("1900-03-01T00:00:00Z", 20, &t), 0);
+    assert_int_equal(cc_time_parse_rfc3339("2023-02-29T00:00:00Z", 20, &t), -22);
+    assert_int_equal(cc_time_parse_rfc3339("2023-01-01T24:00:00Z", 20, &t), -22);
+    assert_int_equal(cc_time_parse_rfc3339("2023-01-01T00:00:00.Z", 21, &t), -22);
+    assert_int_equal(cc_time_parse_rfc3339("2023-01-01T00:00:00Zx", 21, &t), -22);
+    assert_int_equal(cc_time_parse_rfc3339("2023-01-01", 10, &t), -22);
+    assert_int_equal(cc_time_parse_rfc3339("1900-03-01T00:00:00Z", 20, &t), 0);
     assert_int_equal(t, -2203891200);
 
     /* Step rules with S = 900. */
