@@ -348,8 +348,8 @@ static int h_readyz(CcdReq *r)
     if (d->stopping)
         return ccd_problem(r, 503, "not-ready", "shutting down");
     if (d->kafka) {
-        CcKafkaStats ks;
-        cc_kafka_stats(d->kafka, &ks);
+        CcdKafkaStats ks;
+        ccd_kafka_stats(d->kafka, &ks);
         if (ks.assigned_partitions <= 0) {
             r->retry_after = 1;
             return ccd_problem(r, 503, "not-ready", "the Kafka consumer has no partition assigned yet");
@@ -383,7 +383,7 @@ static int h_metrics(CcdReq *r)
     const CcdCellsStats *cs = &d->cells->st;
     metric(b, "cellcast_build_info", "gauge", "Version of cellcastd and the model served.");
     evbuffer_add_printf(b, "cellcast_build_info{version=\"%s\",model=\"%s\",blas=\"%s\"} 1\n",
-                        CC_VERSION, d->model_name, cc_host_blas_core());
+                        CC_VERSION, d->model_name, ccd_host_blas_core());
     metric(b, "cellcast_uptime_seconds", "gauge", "Seconds since start.");
     evbuffer_add_printf(b, "cellcast_uptime_seconds %.3f\n", (double)(cc_now_ns() - d->start_ns) * 1e-9);
     metric(b, "cellcast_ingest_messages_total", "counter", "KPI messages received, by source.");
@@ -425,8 +425,8 @@ static int h_metrics(CcdReq *r)
                            "cellcast_ingest_seconds_total{part=\"state\"} %.6f\n",
                         (double)d->in.ns_parse * 1e-9, (double)d->in.ns_state * 1e-9);
     if (d->kafka) {
-        CcKafkaStats ks;
-        cc_kafka_stats(d->kafka, &ks);
+        CcdKafkaStats ks;
+        ccd_kafka_stats(d->kafka, &ks);
         metric(b, "cellcast_kafka_lag_messages", "gauge", "Sum of partition lags (-1 unknown).");
         evbuffer_add_printf(b, "cellcast_kafka_lag_messages %lld\n", (long long)ks.lag);
         metric(b, "cellcast_kafka_assigned_partitions", "gauge", "Partitions assigned to this daemon.");
@@ -478,7 +478,7 @@ static int h_metrics(CcdReq *r)
     metric(b, "cellcast_cell_state_bytes", "gauge", "All per-cell state bytes (rings, KV, ours).");
     evbuffer_add_printf(b, "cellcast_cell_state_bytes %zu\n", ccd_cells_bytes(d->cells));
     metric(b, "cellcast_rss_bytes", "gauge", "Resident set size of the process.");
-    evbuffer_add_printf(b, "cellcast_rss_bytes %lld\n", cc_host_rss_bytes());
+    evbuffer_add_printf(b, "cellcast_rss_bytes %lld\n", ccd_host_rss_bytes());
     ccd_ops_metrics(d, b);
     ccd_http_metrics(d, b);
     return ccd_text(r, 200, "text/plain; version=0.0.4; charset=utf-8");
@@ -502,9 +502,9 @@ static int h_info(CcdReq *r)
     json_t *k = json_object();
     json_object_set_new(k, "brokers", json_string(d->cfg.kafka_brokers));
     if (d->kafka) {
-        CcKafkaStats ks;
-        cc_kafka_stats(d->kafka, &ks);
-        json_object_set_new(k, "bootstrap", json_string(cc_kafka_bootstrap(d->kafka)));
+        CcdKafkaStats ks;
+        ccd_kafka_stats(d->kafka, &ks);
+        json_object_set_new(k, "bootstrap", json_string(ccd_kafka_bootstrap(d->kafka)));
         json_object_set_new(k, "assigned_partitions", json_integer(ks.assigned_partitions));
         json_object_set_new(k, "lag", json_integer(ks.lag));
         json_object_set_new(k, "commits", json_integer((json_int_t)ks.commits));
@@ -529,8 +529,8 @@ static int h_info(CcdReq *r)
                                               "max_resident", (json_int_t)d->cells->max_resident,
                                               "bytes_per_cell", (json_int_t)d->cells->cell_bytes,
                                               "evicted", (json_int_t)d->cells->st.evictions));
-    json_object_set_new(o, "memory", json_pack("{s:I, s:s}", "rss_bytes", (json_int_t)cc_host_rss_bytes(),
-                                               "blas", cc_host_blas_core()));
+    json_object_set_new(o, "memory", json_pack("{s:I, s:s}", "rss_bytes", (json_int_t)ccd_host_rss_bytes(),
+                                               "blas", ccd_host_blas_core()));
     json_object_set_new(o, "http", json_pack("{s:I, s:i, s:i}", "requests", (json_int_t)reqs,
                                              "connections", conns, "parked", deferred));
     const char *fmt = ccd_query(r, "format");

@@ -10,9 +10,9 @@
  * close and exit 0 (ops.h: also the snapshot). SIGHUP: reload (ops.h). Alerts, snapshots,
  * reload and systemd notifications live in ops.c; the calls into it are marked ccd_ops_*.
  *
- * Ingest path (loop thread): Kafka fd readable → cc_kafka_poll → on_message → decode
+ * Ingest path (loop thread): Kafka fd readable → ccd_kafka_poll → on_message → decode
  * (cc_kpi) → ccd_cells_ingest (rules in cells.h) → open batch → the scheduler steps it
- * on the worker → on_done: cc_kafka_ack(batch) so offsets are stored only after the
+ * on the worker → on_done: ccd_kafka_ack(batch) so offsets are stored only after the
  * steps that consumed them (at-least-once; duplicates on redelivery are dropped by the
  * (cell, step) rule).
  */
@@ -96,7 +96,7 @@ static int topic_index(const Ccd *d, const char *name)
     return -1;
 }
 
-static void on_message(void *cookie, uint64_t batch_id, const CcKafkaMessage *msg)
+static void on_message(void *cookie, uint64_t batch_id, const CcdKafkaMessage *msg)
 {
     Ccd *d = cookie;
     CcKpiBatch kb;
@@ -107,7 +107,7 @@ static void on_message(void *cookie, uint64_t batch_id, const CcKafkaMessage *ms
     int topic = topic_index(d, msg->topic);
     ccd_ingest_message(d, msg->payload, msg->len, topic, msg->partition, &kb);
     if (kb.n_errors && d->cfg.kafka_dead_letter_topic[0]) {
-        cc_kafka_dead_letter(d->kafka, msg, cc_kpi_reason_name(kb.errors[0].reason));
+        ccd_kafka_dead_letter(d->kafka, msg, cc_kpi_reason_name(kb.errors[0].reason));
         d->in.dead_letters++;
     }
 }
@@ -119,7 +119,7 @@ static void on_assign(void *cookie, const char *topic, const int32_t *parts, int
     if (d->cfg.kafka_rewind_on_assign_s > 0) {
         int64_t ts_ms = ((int64_t)time(NULL) - d->cfg.kafka_rewind_on_assign_s) * 1000;
         for (int i = 0; i < n; i++)
-            cc_kafka_rewind(d->kafka, topic, parts[i], ts_ms);
+            ccd_kafka_rewind(d->kafka, topic, parts[i], ts_ms);
     }
 }
 
@@ -162,7 +162,7 @@ static void poll_kafka(Ccd *d)
     if (!d->kafka || d->stopping)
         return;
     polled_in_batch = 0;
-    uint64_t id = cc_kafka_poll(d->kafka);
+    uint64_t id = ccd_kafka_poll(d->kafka);
     if (id) {
         last_kafka = id;
         ccd_sched_note_kafka(d->sched, id);
@@ -192,11 +192,11 @@ static void backpressure(Ccd *d)
     if (!d->kafka)
         return;
     if (!d->kafka_paused && pending >= bp) {
-        cc_kafka_pause(d->kafka, 1);
+        ccd_kafka_pause(d->kafka, 1);
         d->kafka_paused = 1;
         LOG_DEBUG("ingest", "pausing Kafka: %d steps pending", pending);
     } else if (d->kafka_paused && pending < bp / 2) {
-        cc_kafka_pause(d->kafka, 0);
+        ccd_kafka_pause(d->kafka, 0);
         d->kafka_paused = 0;
     }
 }
@@ -235,7 +235,7 @@ static void cron(evutil_socket_t fd, short what, void *arg)
     run_with_period(100)
     {
         if (d->kafka) {
-            cc_kafka_service(d->kafka);
+            ccd_kafka_service(d->kafka);
             poll_kafka(d); /* also when the wake-up fd stays quiet */
         }
     }
@@ -333,11 +333,11 @@ int ccd_reopen_decoder(Ccd *d, char *err, size_t errlen)
 
 static int open_kafka(Ccd *d, char *err, size_t errlen)
 {
-    CcKafkaSettings ks;
-    CcKafkaProp *props = calloc((size_t)d->cfg.kafka_properties.n + 1, sizeof *props);
+    CcdKafkaSettings ks;
+    CcdKafkaProp *props = calloc((size_t)d->cfg.kafka_properties.n + 1, sizeof *props);
     if (!props)
         return cc_errf(err, errlen, -ENOMEM, "out of memory");
-    cc_kafka_default_settings(&ks);
+    ccd_kafka_default_settings(&ks);
     ks.brokers = d->cfg.kafka_brokers;
     ks.group_id = d->cfg.kafka_group_id;
     ks.topics = (const char *const *)d->cfg.kafka_topics.items;
@@ -353,12 +353,12 @@ static int open_kafka(Ccd *d, char *err, size_t errlen)
     ks.n_props = d->cfg.kafka_properties.n;
     ks.max_poll_messages = d->cfg.kafka_max_poll_messages;
     ks.logger = ccd_log_lib_logger("kafka");
-    CcKafkaHooks hooks = {d, on_message, on_assign, on_revoke};
-    int rc = cc_kafka_open(&d->kafka, &ks, &hooks, err, errlen);
+    CcdKafkaHooks hooks = {d, on_message, on_assign, on_revoke};
+    int rc = ccd_kafka_open(&d->kafka, &ks, &hooks, err, errlen);
     free(props);
     if (rc)
         return rc;
-    if (!(d->poll_ev = event_new(d->base, cc_kafka_fd(d->kafka), EV_READ | EV_PERSIST, poll_cb, d)) ||
+    if (!(d->poll_ev = event_new(d->base, ccd_kafka_fd(d->kafka), EV_READ | EV_PERSIST, poll_cb, d)) ||
         !(d->repoll_ev = evtimer_new(d->base, poll_cb, d)) || event_add(d->poll_ev, NULL))
         return cc_errf(err, errlen, -ENOMEM, "cannot watch the Kafka consumer");
     return 0;
@@ -446,7 +446,7 @@ int main(int argc, char **argv)
         goto out_cfg;
     }
 
-    cc_host_setup_blas(argc, argv, d->cfg.engine_blas_coretype);
+    ccd_host_setup_blas(argc, argv, d->cfg.engine_blas_coretype);
     char model_path[4096];
     ccd_ops_model_path(d->cfg.model_path, model_path, sizeof model_path);
     if ((rc = cc_model_open_file(&d->model, model_path, err, sizeof err))) {
@@ -546,7 +546,7 @@ int main(int argc, char **argv)
             goto out;
         }
         LOG_INFO("kafka", "consuming %s from %s%s (group %s)", d->cfg.kafka_topics.items[0],
-                 cc_kafka_bootstrap(d->kafka),
+                 ccd_kafka_bootstrap(d->kafka),
                  !strcmp(d->cfg.kafka_brokers, "embedded") ? " (embedded broker: kcat -b <that> -P -t <topic>)" : "",
                  d->cfg.kafka_group_id);
     } else {
@@ -585,10 +585,10 @@ int main(int argc, char **argv)
     ack_idle(d);
     ccd_ops_shutdown(d); /* last transitions, snapshot, offsets of what it holds */
     if (d->kafka) {
-        int crc = cc_kafka_commit(d->kafka);
+        int crc = ccd_kafka_commit(d->kafka);
         LOG_INFO("kafka", "offsets committed%s", crc ? " (commit reported an error)" : "");
     }
-    /* the alert producer is flushed by cc_kafka_close below */
+    /* the alert producer is flushed by ccd_kafka_close below */
     rc = 0;
 out:
     ccd_http_close(d);
@@ -597,7 +597,7 @@ out:
         event_free(d->poll_ev);
     if (d->repoll_ev)
         event_free(d->repoll_ev);
-    cc_kafka_close(&d->kafka, 5000);
+    ccd_kafka_close(&d->kafka, 5000);
     ccd_sched_close(&d->sched);
     ccd_ops_close(d);
     ccd_cells_close(&d->cells);

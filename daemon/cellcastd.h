@@ -41,7 +41,7 @@ typedef struct Ccd {
     CcModel *model;
     CcEngine *engine;
     CcKpiDecoder *kpi;
-    CcKafka *kafka;
+    CcdKafka *kafka;
     CcdCells *cells;
     CcdSched *sched;
     CcdHttp *http;

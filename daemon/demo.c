@@ -1,5 +1,5 @@
 /* demo.c — the built-in synthetic feed of cellcastd (`demo:` section). It produces KPI
- * messages (proto/kpi.schema.json) into demo.topic through cc_kafka_produce, so they take
+ * messages (proto/kpi.schema.json) into demo.topic through ccd_kafka_produce, so they take
  * the real path: broker → consumer → decoder → cell table → batched step → forecast.
  *
  * Values come from lib's deterministic generator (cc_synth.h): cell i at step p is a pure
@@ -132,7 +132,7 @@ void ccd_demo_tick(Ccd *d)
     while (m->step <= due && sent < DEMO_MAX_PER_TICK) {
         size_t len = message(d, m, (int)m->cell, m->step, buf, sizeof buf, key, sizeof key);
         if (len) {
-            int rc = cc_kafka_produce(d->kafka, d->cfg.demo_topic, key, strlen(key), buf, len);
+            int rc = ccd_kafka_produce(d->kafka, d->cfg.demo_topic, key, strlen(key), buf, len);
             if (rc) {
                 CCD_LOG_RL(CC_LOG_WARN, "demo", "produce failed (%d): will retry", rc);
                 break;

@@ -20,7 +20,7 @@ static int cpu_has_avx512(void)
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
 }
 
-void cc_host_setup_blas(int argc, char **argv, const char *coretype)
+void ccd_host_setup_blas(int argc, char **argv, const char *coretype)
 {
     (void)argc;
     const char *want = NULL;
@@ -61,9 +61,9 @@ void cc_host_setup_blas(int argc, char **argv, const char *coretype)
     openblas_set_num_threads(1);
 }
 
-const char *cc_host_blas_core(void) { return openblas_get_corename(); }
+const char *ccd_host_blas_core(void) { return openblas_get_corename(); }
 
-long long cc_host_rss_bytes(void)
+long long ccd_host_rss_bytes(void)
 {
     FILE *f = fopen("/proc/self/statm", "r");
     long long size = 0, rss = 0;

@@ -22,12 +22,12 @@
 #define CC_HOST_H
 
 /** Call first thing in main(). May re-execute the process (never returns then). */
-void cc_host_setup_blas(int argc, char **argv, const char *coretype);
+void ccd_host_setup_blas(int argc, char **argv, const char *coretype);
 
 /** The OpenBLAS kernel set in use ("Haswell", "SkylakeX", ...). */
-const char *cc_host_blas_core(void);
+const char *ccd_host_blas_core(void);
 
 /** Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown. */
-long long cc_host_rss_bytes(void);
+long long ccd_host_rss_bytes(void);
 
 #endif

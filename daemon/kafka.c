@@ -6,11 +6,11 @@
  * Threads: everything here runs on the host's event-loop thread. librdkafka's own threads
  * only hand work to queues that the calls below serve (consumer queue: messages,
  * rebalances, errors and logs; producer queue: delivery reports, errors and logs), so
- * every callback of this file runs inside cc_kafka_poll / cc_kafka_service / close.
+ * every callback of this file runs inside ccd_kafka_poll / ccd_kafka_service / close.
  * The embedded broker's handle is never polled; its (rare) logs go to stderr directly.
  *
  * Offsets: enable.auto.offset.store=false. Every polled message joins the current batch,
- * which remembers per (topic, partition) the highest offset it holds. cc_kafka_ack(id)
+ * which remembers per (topic, partition) the highest offset it holds. ccd_kafka_ack(id)
  * stores offset+1 of every batch ≤ id (rd_kafka_offsets_store); librdkafka's auto-commit
  * (auto.commit.interval.ms) commits what is stored, and close commits synchronously.
  * A revoked partition's entries are removed from pending batches, so an ack arriving
@@ -49,14 +49,14 @@
  * limits (hard-coded in librdkafka 2.0's rdkafka_mock.c): a partition keeps only its newest
  * 5 MiB / 100k message sets — older messages are deleted even when nobody consumed them
  * (≈ 25k KPI messages of ~200 bytes per partition: more partitions = more retention);
- * timestamp lookups answer "end", so cc_kafka_rewind works there only to 0; a member that
+ * timestamp lookups answer "end", so ccd_kafka_rewind works there only to 0; a member that
  * leaves or dies holds the next rebalance up to session.timeout.ms. It is the demo and
  * test default; production points `brokers` at a real cluster.
  *
  * Producer (dead letters and alerts): enable.idempotence=true (no duplicate and ordered
  * per partition across librdkafka's internal retries), linger.ms=5, delivery.timeout.ms=
  * 30000. A message whose delivery finally failed with a retriable error is kept and
- * re-produced from cc_kafka_service with exponential backoff (100 ms .. 10 s), at most
+ * re-produced from ccd_kafka_service with exponential backoff (100 ms .. 10 s), at most
  * 8 times; anything given up is counted (produce_failed) and logged, never dropped
  * silently. Dead letters are best effort: counted in dead_letter_errors when they fail.
  */
@@ -116,7 +116,7 @@ typedef struct RateLog {
     uint64_t suppressed;
 } RateLog;
 
-struct CcKafka {
+struct CcdKafka {
     CcLogger log;
     char *group_id, *alert_topic, *dlq_topic;
     char **topics;
@@ -133,12 +133,12 @@ struct CcKafka {
     rd_kafka_t *prod;                 /* dead letters + alerts */
     int wake_rd, wake_wr;
 
-    CcKafkaHooks hooks;
+    CcdKafkaHooks hooks;
     rd_kafka_topic_partition_list_t *assigned; /* librdkafka's assignment */
     rd_kafka_topic_partition_list_t *held;     /* what the hooks were told the host owns */
     int consumer_closing;
     int paused;
-    /* Set while on_assign runs: partitions being assigned (cc_kafka_rewind edits it). */
+    /* Set while on_assign runs: partitions being assigned (ccd_kafka_rewind edits it). */
     rd_kafka_topic_partition_list_t *assigning;
     int rewinds;
 
@@ -156,7 +156,7 @@ struct CcKafka {
     TopicInfo *tinfo;
     int n_tinfo;
 
-    CcKafkaStats st;
+    CcdKafkaStats st;
     int64_t last_lag_ns;
     RateLog rl_consumer, rl_producer, rl_store;
 };
@@ -168,11 +168,11 @@ static char *xstrdup(const char *s)
     return s ? strdup(s) : NULL;
 }
 
-static void ratelog(CcKafka *k, RateLog *rl, enum CcLogLevel lvl, const char *fmt, ...)
+static void ratelog(CcdKafka *k, RateLog *rl, enum CcLogLevel lvl, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* At most one line per second per kind; the next line says how many were suppressed. */
-static void ratelog(CcKafka *k, RateLog *rl, enum CcLogLevel lvl, const char *fmt, ...)
+static void ratelog(CcdKafka *k, RateLog *rl, enum CcLogLevel lvl, const char *fmt, ...)
 {
     int64_t now = cc_now_ns();
     if (rl->last_ns && now - rl->last_ns < 1000000000LL) {
@@ -200,7 +200,7 @@ static enum CcLogLevel level_of_syslog(int level)
 
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
-    CcKafka *k = rd_kafka_opaque(rk);
+    CcdKafka *k = rd_kafka_opaque(rk);
     if (k)
         cc_logf(&k->log, level_of_syslog(level), "kafka %s: %s: %s", rd_kafka_name(rk), fac,
                 buf);
@@ -208,7 +208,7 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char 
 
 static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
-    CcKafka *k = opaque;
+    CcdKafka *k = opaque;
     int is_consumer = rk == k->rk;
     if (is_consumer)
         k->st.consumer_errors++;
@@ -224,11 +224,11 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
             rd_kafka_err2name(err), reason);
 }
 
-/* Result of every commit, automatic or cc_kafka_commit's (served on the consumer queue). */
+/* Result of every commit, automatic or ccd_kafka_commit's (served on the consumer queue). */
 static void commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                       rd_kafka_topic_partition_list_t *offsets, void *opaque)
 {
-    CcKafka *k = opaque;
+    CcdKafka *k = opaque;
     if (err == RD_KAFKA_RESP_ERR__NO_OFFSET)
         return;
     if (!err) {
@@ -256,7 +256,7 @@ static int set_prop(rd_kafka_conf_t *conf, const char *name, const char *value, 
     return 0;
 }
 
-static int topic_index(CcKafka *k, rd_kafka_topic_t *rkt)
+static int topic_index(CcdKafka *k, rd_kafka_topic_t *rkt)
 {
     if (rkt == k->last_rkt)
         return k->last_topic;
@@ -270,7 +270,7 @@ static int topic_index(CcKafka *k, rd_kafka_topic_t *rkt)
     return -1;
 }
 
-static int topic_index_name(const CcKafka *k, const char *name)
+static int topic_index_name(const CcdKafka *k, const char *name)
 {
     for (int i = 0; i < k->n_topics; i++)
         if (!strcmp(k->topics[i], name))
@@ -278,7 +278,7 @@ static int topic_index_name(const CcKafka *k, const char *name)
     return -1;
 }
 
-void cc_kafka_default_settings(CcKafkaSettings *s)
+void ccd_kafka_default_settings(CcdKafkaSettings *s)
 {
     static const char *const default_topics[] = {"kpis"};
     memset(s, 0, sizeof *s);
@@ -293,12 +293,12 @@ void cc_kafka_default_settings(CcKafkaSettings *s)
     s->max_produce_queue = 100000;
 }
 
-const char *cc_kafka_bootstrap(const CcKafka *k)
+const char *ccd_kafka_bootstrap(const CcdKafka *k)
 {
     return k->bootstrap;
 }
 
-int cc_kafka_fd(const CcKafka *k)
+int ccd_kafka_fd(const CcdKafka *k)
 {
     return k->wake_rd;
 }
@@ -312,7 +312,7 @@ static void batch_free(Batch *b)
     b->n_parts = b->cap_parts = 0;
 }
 
-static Batch *batch_open(CcKafka *k)
+static Batch *batch_open(CcdKafka *k)
 {
     if (k->n_batches == k->cap_batches) {
         int cap = k->cap_batches ? k->cap_batches * 2 : 16;
@@ -351,7 +351,7 @@ static int batch_note(Batch *b, int topic, int32_t partition, int64_t offset)
 }
 
 /* Drops a revoked partition from every pending batch. */
-static void batches_forget(CcKafka *k, const char *topic, int32_t partition)
+static void batches_forget(CcdKafka *k, const char *topic, int32_t partition)
 {
     int t = topic_index_name(k, topic);
     for (int i = 0; i < k->n_batches; i++) {
@@ -362,7 +362,7 @@ static void batches_forget(CcKafka *k, const char *topic, int32_t partition)
     }
 }
 
-void cc_kafka_ack(CcKafka *k, uint64_t batch_id)
+void ccd_kafka_ack(CcdKafka *k, uint64_t batch_id)
 {
     int n = 0;
     while (n < k->n_batches && k->batches[n].id <= batch_id)
@@ -403,7 +403,7 @@ void cc_kafka_ack(CcKafka *k, uint64_t batch_id)
 /* ---- rebalance ---- */
 
 /* Calls hook per topic with the partitions of that topic in list l. */
-static void call_per_topic(CcKafka *k, rd_kafka_topic_partition_list_t *l,
+static void call_per_topic(CcdKafka *k, rd_kafka_topic_partition_list_t *l,
                            void (*hook)(void *, const char *, const int32_t *, int))
 {
     if (!hook || !l->cnt)
@@ -429,7 +429,7 @@ static void call_per_topic(CcKafka *k, rd_kafka_topic_partition_list_t *l,
     free(parts);
 }
 
-int cc_kafka_rewind(CcKafka *k, const char *topic, int32_t partition, int64_t ts_ms)
+int ccd_kafka_rewind(CcdKafka *k, const char *topic, int32_t partition, int64_t ts_ms)
 {
     if (!k->assigning)
         return -EINVAL;
@@ -448,7 +448,7 @@ int cc_kafka_rewind(CcKafka *k, const char *topic, int32_t partition, int64_t ts
 }
 
 /*
- * Resolves the timestamps cc_kafka_rewind put into l into start offsets (blocking, ≤ 5 s
+ * Resolves the timestamps ccd_kafka_rewind put into l into start offsets (blocking, ≤ 5 s
  * per lookup). A rewind never skips an unconsumed message: the start is the earlier of
  * the timestamp's offset and the committed offset. With no commit yet it is the
  * timestamp's offset (history older than the window is not replayed), or the reset policy
@@ -456,7 +456,7 @@ int cc_kafka_rewind(CcKafka *k, const char *topic, int32_t partition, int64_t ts
  * lookup with -1, so on the embedded broker a rewind other than to 0 starts at the
  * committed offset.)
  */
-static void resolve_rewinds(CcKafka *k, rd_kafka_topic_partition_list_t *l)
+static void resolve_rewinds(CcdKafka *k, rd_kafka_topic_partition_list_t *l)
 {
     rd_kafka_topic_partition_list_t *q = rd_kafka_topic_partition_list_new(l->cnt);
     rd_kafka_topic_partition_list_t *c = rd_kafka_topic_partition_list_new(l->cnt);
@@ -517,7 +517,7 @@ static rd_kafka_topic_partition_list_t *list_minus(const rd_kafka_topic_partitio
 }
 
 /* Tells the host that it no longer owns `parts` (on_revoke) and forgets them. */
-static void release(CcKafka *k, rd_kafka_topic_partition_list_t *parts)
+static void release(CcdKafka *k, rd_kafka_topic_partition_list_t *parts)
 {
     call_per_topic(k, parts, k->hooks.on_revoke);
     if (parts == k->held) {
@@ -541,7 +541,7 @@ static void release(CcKafka *k, rd_kafka_topic_partition_list_t *parts)
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                          rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
-    CcKafka *k = opaque;
+    CcdKafka *k = opaque;
     int coop = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
     rd_kafka_error_t *e = NULL;
     rd_kafka_resp_err_t re = 0;
@@ -614,7 +614,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     k->st.assigned_partitions = k->assigned->cnt;
 }
 
-int cc_kafka_pause(CcKafka *k, int pause)
+int ccd_kafka_pause(CcdKafka *k, int pause)
 {
     pause = !!pause;
     if (pause == k->paused)
@@ -629,12 +629,12 @@ int cc_kafka_pause(CcKafka *k, int pause)
 
 /* ---- consuming ---- */
 
-uint64_t cc_kafka_poll(CcKafka *k)
+uint64_t ccd_kafka_poll(CcdKafka *k)
 {
     char drain[64];
     while (read(k->wake_rd, drain, sizeof drain) > 0)
         ;
-    /* Delivery reports are served here too, not only from cc_kafka_service (the host's
+    /* Delivery reports are served here too, not only from ccd_kafka_service (the host's
      * 100 ms cron): at ~15k produced messages/s (the demo feed) a 100 ms backlog of them
      * held the event loop for ~7 ms at a time; served at every poll they come in chunks of
      * a few hundred µs. */
@@ -675,7 +675,7 @@ uint64_t cc_kafka_poll(CcKafka *k)
         k->st.bytes += m->len;
         rd_kafka_timestamp_type_t tst;
         int64_t ts = rd_kafka_message_timestamp(m, &tst);
-        CcKafkaMessage msg = {
+        CcdKafkaMessage msg = {
             .topic = rd_kafka_topic_name(m->rkt),
             .partition = m->partition,
             .offset = m->offset,
@@ -702,7 +702,7 @@ uint64_t cc_kafka_poll(CcKafka *k)
 
 /* Commits the stored offsets and waits for the result at most timeout_ms (a synchronous
  * rd_kafka_commit can block for minutes when the coordinator is gone). */
-static int commit_bounded(CcKafka *k, int timeout_ms)
+static int commit_bounded(CcdKafka *k, int timeout_ms)
 {
     rd_kafka_queue_t *q = rd_kafka_queue_new(k->rk);
     rd_kafka_resp_err_t err = rd_kafka_commit_queue(k->rk, NULL, q, NULL, NULL);
@@ -730,7 +730,7 @@ static int commit_bounded(CcKafka *k, int timeout_ms)
     return err == RD_KAFKA_RESP_ERR__TIMED_OUT ? -ETIMEDOUT : -EIO;
 }
 
-int cc_kafka_commit(CcKafka *k)
+int ccd_kafka_commit(CcdKafka *k)
 {
     return commit_bounded(k, 5000);
 }
@@ -739,7 +739,7 @@ int cc_kafka_commit(CcKafka *k)
 
 static void outgoing_free(Outgoing *o) { free(o); }
 
-static void retry_push(CcKafka *k, Outgoing *o)
+static void retry_push(CcdKafka *k, Outgoing *o)
 {
     int64_t backoff = RETRY_BACKOFF_MIN_NS << (o->attempts < 7 ? o->attempts : 7);
     if (backoff > RETRY_BACKOFF_MAX_NS)
@@ -754,7 +754,7 @@ static void retry_push(CcKafka *k, Outgoing *o)
     k->n_retry++;
 }
 
-static void give_up(CcKafka *k, Outgoing *o, const char *why)
+static void give_up(CcdKafka *k, Outgoing *o, const char *why)
 {
     k->st.produce_failed++;
     ratelog(k, &k->rl_producer, CC_LOG_ERROR,
@@ -765,7 +765,7 @@ static void give_up(CcKafka *k, Outgoing *o, const char *why)
 }
 
 /* Hands o to librdkafka; on a full local queue it goes back to the retry list. */
-static void send_outgoing(CcKafka *k, Outgoing *o)
+static void send_outgoing(CcdKafka *k, Outgoing *o)
 {
     o->attempts++;
     rd_kafka_resp_err_t err = rd_kafka_producev(
@@ -785,7 +785,7 @@ static void send_outgoing(CcKafka *k, Outgoing *o)
 
 static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
-    CcKafka *k = opaque;
+    CcdKafka *k = opaque;
     Outgoing *o = m->_private;
     if (!o) { /* a dead letter */
         if (m->err) {
@@ -817,7 +817,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
     give_up(k, o, rd_kafka_err2str(m->err));
 }
 
-int cc_kafka_produce(CcKafka *k, const char *topic, const void *key, size_t key_len,
+int ccd_kafka_produce(CcdKafka *k, const char *topic, const void *key, size_t key_len,
                      const void *payload, size_t len)
 {
     if (k->in_flight + k->n_retry >= k->max_produce_queue) {
@@ -841,7 +841,7 @@ int cc_kafka_produce(CcKafka *k, const char *topic, const void *key, size_t key_
     return 0;
 }
 
-void cc_kafka_dead_letter(CcKafka *k, const CcKafkaMessage *msg, const char *reason)
+void ccd_kafka_dead_letter(CcdKafka *k, const CcdKafkaMessage *msg, const char *reason)
 {
     if (!k->dlq_topic)
         return;
@@ -867,7 +867,7 @@ void cc_kafka_dead_letter(CcKafka *k, const CcKafkaMessage *msg, const char *rea
 
 /* ---- service, stats, partitions ---- */
 
-static void update_lag(CcKafka *k)
+static void update_lag(CcdKafka *k)
 {
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_copy(k->assigned);
     int64_t lag = 0;
@@ -889,7 +889,7 @@ static void update_lag(CcKafka *k)
     rd_kafka_topic_partition_list_destroy(l);
 }
 
-void cc_kafka_service(CcKafka *k)
+void ccd_kafka_service(CcdKafka *k)
 {
     rd_kafka_poll(k->prod, 0);
     int64_t now = cc_now_ns();
@@ -911,14 +911,14 @@ void cc_kafka_service(CcKafka *k)
     }
 }
 
-void cc_kafka_stats(const CcKafka *k, CcKafkaStats *out)
+void ccd_kafka_stats(const CcdKafka *k, CcdKafkaStats *out)
 {
     *out = k->st;
     out->produce_queue = k->in_flight + k->n_retry;
     out->assigned_partitions = k->assigned->cnt;
 }
 
-int32_t cc_kafka_partition_of(CcKafka *k, const char *topic, const void *key, size_t key_len)
+int32_t ccd_kafka_partition_of(CcdKafka *k, const char *topic, const void *key, size_t key_len)
 {
     if (!key_len)
         return -1;
@@ -958,7 +958,7 @@ int32_t cc_kafka_partition_of(CcKafka *k, const char *topic, const void *key, si
 
 /* ---- open / close ---- */
 
-static int open_embedded(CcKafka *k, const CcKafkaSettings *s, char *err, size_t errlen)
+static int open_embedded(CcdKafka *k, const CcdKafkaSettings *s, char *err, size_t errlen)
 {
     char e[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -1019,7 +1019,7 @@ static int is_forced(const char *name)
            !strcmp(name, "log.queue");
 }
 
-static int open_consumer(CcKafka *k, const CcKafkaSettings *s, char *err, size_t errlen)
+static int open_consumer(CcdKafka *k, const CcdKafkaSettings *s, char *err, size_t errlen)
 {
     char e[512];
     int ret;
@@ -1071,7 +1071,7 @@ error:
     return ret;
 }
 
-static int open_producer(CcKafka *k, const CcKafkaSettings *s, char *err, size_t errlen)
+static int open_producer(CcdKafka *k, const CcdKafkaSettings *s, char *err, size_t errlen)
 {
     char e[512];
     int ret;
@@ -1103,11 +1103,11 @@ error:
     return ret;
 }
 
-static void destroy(CcKafka *k)
+static void destroy(CcdKafka *k)
 {
     if (k->cq)
         rd_kafka_queue_destroy(k->cq);
-    if (k->rk) /* closed (bounded) by cc_kafka_close; never block here */
+    if (k->rk) /* closed (bounded) by ccd_kafka_close; never block here */
         rd_kafka_destroy_flags(k->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
     for (int i = 0; i < k->n_tinfo; i++) {
         free(k->tinfo[i].name);
@@ -1146,7 +1146,7 @@ static void destroy(CcKafka *k)
     free(k);
 }
 
-int cc_kafka_open(CcKafka **out, const CcKafkaSettings *s, const CcKafkaHooks *hooks,
+int ccd_kafka_open(CcdKafka **out, const CcdKafkaSettings *s, const CcdKafkaHooks *hooks,
                   char *err, size_t errlen)
 {
     int ret = 0;
@@ -1154,7 +1154,7 @@ int cc_kafka_open(CcKafka **out, const CcKafkaSettings *s, const CcKafkaHooks *h
     if (!s || !s->brokers || !*s->brokers || !s->group_id || !*s->group_id || s->n_topics < 1 ||
         !s->topics)
         return cc_errf(err, errlen, -EINVAL, "kafka: brokers, group_id and topics are required");
-    CcKafka *k = calloc(1, sizeof *k);
+    CcdKafka *k = calloc(1, sizeof *k);
     if (!k)
         return cc_errf(err, errlen, -ENOMEM, "kafka: out of memory");
     k->wake_rd = k->wake_wr = -1;
@@ -1217,9 +1217,9 @@ error:
     return ret;
 }
 
-void cc_kafka_close(CcKafka **pk, int timeout_ms)
+void ccd_kafka_close(CcdKafka **pk, int timeout_ms)
 {
-    CcKafka *k = pk ? *pk : NULL;
+    CcdKafka *k = pk ? *pk : NULL;
     if (!k)
         return;
     /* Offsets stored by acks so far, synchronously; then leave the group (the revoke

@@ -14,16 +14,16 @@
 
 #include "cc_common.h"
 
-struct CcNotify {
+struct CcdNotify {
     int fd;                   ///< -1 when disabled
     struct sockaddr_un addr;
     socklen_t addr_len;
     uint64_t watchdog_usec;
 };
 
-int cc_notify_open(CcNotify **out, char *err, size_t errlen)
+int ccd_notify_open(CcdNotify **out, char *err, size_t errlen)
 {
-    CcNotify *n = calloc(1, sizeof *n);
+    CcdNotify *n = calloc(1, sizeof *n);
     *out = n;
     if (!n)
         return cc_errf(err, errlen, -ENOMEM, "notify: out of memory");
@@ -55,7 +55,7 @@ int cc_notify_open(CcNotify **out, char *err, size_t errlen)
     return 0;
 }
 
-void cc_notify_close(CcNotify **n)
+void ccd_notify_close(CcdNotify **n)
 {
     if (n && *n) {
         if ((*n)->fd >= 0)
@@ -65,23 +65,23 @@ void cc_notify_close(CcNotify **n)
     }
 }
 
-int cc_notify_enabled(const CcNotify *n)
+int ccd_notify_enabled(const CcdNotify *n)
 {
     return n && n->fd >= 0;
 }
 
-int cc_notify_send(CcNotify *n, const char *msg)
+int ccd_notify_send(CcdNotify *n, const char *msg)
 {
-    if (!cc_notify_enabled(n))
+    if (!ccd_notify_enabled(n))
         return 0;
     ssize_t k = sendto(n->fd, msg, strlen(msg), MSG_NOSIGNAL, (const struct sockaddr *)&n->addr,
                        n->addr_len);
     return k < 0 ? -errno : 0;
 }
 
-int cc_notify_status(CcNotify *n, const char *fmt, ...)
+int ccd_notify_status(CcdNotify *n, const char *fmt, ...)
 {
-    if (!cc_notify_enabled(n))
+    if (!ccd_notify_enabled(n))
         return 0;
     char buf[512] = "STATUS=";
     va_list ap;
@@ -91,12 +91,12 @@ int cc_notify_status(CcNotify *n, const char *fmt, ...)
     for (char *p = buf; *p; p++)
         if (*p == '\n')
             *p = ' ';
-    return cc_notify_send(n, buf);
+    return ccd_notify_send(n, buf);
 }
 
-int cc_notify_ready(CcNotify *n, const char *status)
+int ccd_notify_ready(CcdNotify *n, const char *status)
 {
-    if (!cc_notify_enabled(n))
+    if (!ccd_notify_enabled(n))
         return 0;
     char buf[512] = "READY=1";
     if (status) {
@@ -106,30 +106,30 @@ int cc_notify_ready(CcNotify *n, const char *status)
             if (*p == '\n')
                 *p = ' ';
     }
-    return cc_notify_send(n, buf);
+    return ccd_notify_send(n, buf);
 }
 
-int cc_notify_reloading(CcNotify *n)
+int ccd_notify_reloading(CcdNotify *n)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     char buf[96];
     snprintf(buf, sizeof buf, "RELOADING=1\nMONOTONIC_USEC=%llu",
              (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000);
-    return cc_notify_send(n, buf);
+    return ccd_notify_send(n, buf);
 }
 
-int cc_notify_stopping(CcNotify *n)
+int ccd_notify_stopping(CcdNotify *n)
 {
-    return cc_notify_send(n, "STOPPING=1");
+    return ccd_notify_send(n, "STOPPING=1");
 }
 
-int cc_notify_watchdog(CcNotify *n)
+int ccd_notify_watchdog(CcdNotify *n)
 {
-    return cc_notify_send(n, "WATCHDOG=1");
+    return ccd_notify_send(n, "WATCHDOG=1");
 }
 
-uint64_t cc_notify_watchdog_usec(const CcNotify *n)
+uint64_t ccd_notify_watchdog_usec(const CcdNotify *n)
 {
     return n ? n->watchdog_usec : 0;
 }

@@ -61,7 +61,7 @@ typedef struct EvVec {
 
 struct CcdOps {
     CcAnomaly *an;
-    CcNotify *notify;
+    CcdNotify *notify;
     int argc;
     char **argv;
     char snap_path[PATH_MAX];
@@ -391,7 +391,7 @@ static int produce(Ccd *d, const QEvent *e)
         int n = cc_alert_event_json(&e->ev, &d->model->hp, buf, sizeof buf);
         if (n < 0)
             return n;
-        int rc = cc_kafka_produce(d->kafka, d->cfg.kafka_alert_topic, e->cell, strlen(e->cell), buf,
+        int rc = ccd_kafka_produce(d->kafka, d->cfg.kafka_alert_topic, e->cell, strlen(e->cell), buf,
                                   (size_t)n);
         if (rc) {
             o->produce_refused++;
@@ -532,7 +532,7 @@ static int snapshot_write(Ccd *d, const char *why)
     o->snapshot_bytes = stat(o->snap_path, &st) ? -1 : (int64_t)st.st_size;
     o->snapshot_seconds = (double)(cc_now_ns() - t0) * 1e-9;
     if (d->kafka && ack > o->ack_done) {
-        cc_kafka_ack(d->kafka, ack);
+        ccd_kafka_ack(d->kafka, ack);
         o->ack_done = ack;
     }
     journal_compact(o);
@@ -548,7 +548,7 @@ void ccd_ops_ack(Ccd *d, uint64_t id)
     if (!d->kafka)
         return;
     if (!o || !o->snap_path[0]) {
-        cc_kafka_ack(d->kafka, id);
+        ccd_kafka_ack(d->kafka, id);
         return;
     }
     if (id > o->ack_pending)
@@ -684,7 +684,7 @@ int ccd_ops_open(Ccd *d, int argc, char **argv, char *err, size_t errlen)
         return rc;
     if ((rc = cc_anomaly_open(&o->an, &as, e2, sizeof e2)))
         return cc_errf(err, errlen, rc, "alerts: %s", e2);
-    if ((rc = cc_notify_open(&o->notify, e2, sizeof e2)))
+    if ((rc = ccd_notify_open(&o->notify, e2, sizeof e2)))
         LOG_WARN("notify", "%s (systemd notifications off)", e2);
     /* snapshot.path: "auto" = $STATE_DIRECTORY/state.snap under systemd, else off */
     const char *sp = d->cfg.snapshot_path;
@@ -730,7 +730,7 @@ void ccd_ops_close(Ccd *d)
             for (CcdCell *c = d->cells->buckets[i]; c; c = c->hnext)
                 ccd_ops_cell_free(d, c);
     cc_anomaly_close(&o->an);
-    cc_notify_close(&o->notify);
+    ccd_notify_close(&o->notify);
     if (o->journal)
         fclose(o->journal);
     for (int b = 0; b < JBUCKETS; b++)
@@ -753,15 +753,15 @@ void ccd_ops_ready(Ccd *d)
     char st[256];
     snprintf(st, sizeof st, "serving model '%s': %zu cells (%llu restored)", d->model_name,
              d->cells->n_cells, (unsigned long long)o->restored_cells);
-    cc_notify_ready(o->notify, st);
+    ccd_notify_ready(o->notify, st);
 }
 
 void ccd_ops_stopping(Ccd *d)
 {
     CcdOps *o = OPS(d);
     if (o) {
-        cc_notify_stopping(o->notify);
-        cc_notify_send(o->notify, "EXTEND_TIMEOUT_USEC=60000000");
+        ccd_notify_stopping(o->notify);
+        ccd_notify_send(o->notify, "EXTEND_TIMEOUT_USEC=60000000");
     }
 }
 
@@ -778,7 +778,7 @@ void ccd_ops_shutdown(Ccd *d)
     if (o->retry.n) {
         /* give the producer a moment, then the rest is reported (Kafka close flushes) */
         for (int i = 0; i < 50 && o->retry.n; i++) {
-            cc_kafka_service(d->kafka);
+            ccd_kafka_service(d->kafka);
             usleep(20000);
             drain(d);
         }
@@ -819,9 +819,9 @@ void ccd_ops_cron(Ccd *d)
     drain(d);
     /* missing data: only once the consumer has caught up (a backlog looks like silence) */
     int caught_up = 1;
-    CcKafkaStats ks;
+    CcdKafkaStats ks;
     if (d->kafka) {
-        cc_kafka_stats(d->kafka, &ks);
+        ccd_kafka_stats(d->kafka, &ks);
         caught_up = ks.assigned_partitions > 0 && ks.lag >= 0 &&
                     ks.lag <= d->cfg.kafka_max_poll_messages && !ccd_sched_pending(d->sched);
     }
@@ -848,12 +848,12 @@ void ccd_ops_cron(Ccd *d)
         o->busy_since_ns = 0;
     else if (!o->busy_since_ns)
         o->busy_since_ns = now_ns;
-    if (cc_notify_enabled(o->notify)) {
-        uint64_t wd = cc_notify_watchdog_usec(o->notify);
+    if (ccd_notify_enabled(o->notify)) {
+        uint64_t wd = ccd_notify_watchdog_usec(o->notify);
         /* only while the loop runs (we are in its cron) and the worker makes progress */
         int stuck = o->busy_since_ns && now_ns - o->busy_since_ns > (int64_t)(wd / 2) * 1000;
         if (wd && !stuck && now_ns - o->last_wd_ns >= (int64_t)(wd / 2) * 1000 - 500000000LL) {
-            cc_notify_watchdog(o->notify);
+            ccd_notify_watchdog(o->notify);
             o->last_wd_ns = now_ns;
         }
         if (now_ns - o->last_status_ns >= 10000000000LL) {
@@ -866,7 +866,7 @@ void ccd_ops_cron(Ccd *d)
                         firing += oc->pub_anomaly_firing + oc->pub_dq_firing;
                 }
             pthread_mutex_unlock(&d->cells->pub_lock);
-            cc_notify_status(o->notify, "%zu cells, %.0f steps/s, lag %lld, %d alerts firing",
+            ccd_notify_status(o->notify, "%zu cells, %.0f steps/s, lag %lld, %d alerts firing",
                              d->cells->n_cells, d->in.rate_steps,
                              d->kafka ? (long long)ks.lag : 0LL, firing);
             o->last_status_ns = now_ns;
@@ -976,7 +976,7 @@ int ccd_ops_reload(Ccd *d, json_t **report, char *err, size_t errlen)
     json_t *changed = json_array(), *restart = json_array();
     if (report)
         *report = NULL;
-    cc_notify_reloading(o->notify);
+    ccd_notify_reloading(o->notify);
     memset(&nc, 0, sizeof nc);
     if ((rc = load_config(d, &nc, e2, sizeof e2))) {
         cc_errf(err, errlen, rc, "configuration refused: %s", e2);
@@ -1078,7 +1078,7 @@ int ccd_ops_reload(Ccd *d, json_t **report, char *err, size_t errlen)
         json_decref(changed);
         json_decref(restart);
     }
-    cc_notify_ready(o->notify, "reloaded");
+    ccd_notify_ready(o->notify, "reloaded");
     return 0;
 fail:
     cc_model_close(&nm);
@@ -1088,8 +1088,8 @@ fail:
     o->reloads_failed++;
     LOG_ERROR("reload", "%s; still serving model '%s' with the previous configuration", err,
               d->model_name);
-    cc_notify_ready(o->notify, "reload refused; previous model and configuration kept");
-    cc_notify_status(o->notify, "reload refused: %s", err);
+    ccd_notify_ready(o->notify, "reload refused; previous model and configuration kept");
+    ccd_notify_status(o->notify, "reload refused: %s", err);
     return rc;
 }
 
@@ -1140,8 +1140,8 @@ void ccd_ops_metrics(Ccd *d, struct evbuffer *b)
                            "# TYPE cellcast_alerts_waiting gauge\ncellcast_alerts_waiting %zu\n",
                         (unsigned long long)o->produced, (unsigned long long)o->produce_refused, o->retry.n);
     if (d->kafka) {
-        CcKafkaStats ks;
-        cc_kafka_stats(d->kafka, &ks);
+        CcdKafkaStats ks;
+        ccd_kafka_stats(d->kafka, &ks);
         evbuffer_add_printf(b, "# HELP cellcast_kafka_produce_total Producer outcomes (alerts and dead letters): delivered, retried, failed.\n"
                                "# TYPE cellcast_kafka_produce_total counter\n"
                                "cellcast_kafka_produce_total{result=\"delivered\"} %llu\n"

@@ -852,6 +852,8 @@ static void *worker_main(void *arg);
 
 size_t cc_engine_cell_bytes(const CcEngine *e) { return sizeof(CcCell) + cell_mem_bytes(e); }
 
+int cc_engine_ring_steps(const CcEngine *e) { return e->R; }
+
 size_t cc_engine_kv_bytes_per_cell(const CcEngine *e)
 {
     const CcHparams *hp = &e->hp;

@@ -73,6 +73,8 @@ void cc_engine_reset_stats(CcEngine *e);
 
 /** Bytes one cell occupies (ring, caches, forecast, attention if kept). */
 size_t cc_engine_cell_bytes(const CcEngine *e);
+/** Steps of raw history a cell's ring keeps: max(N·P + P, M + P − 1) (see the README). */
+int cc_engine_ring_steps(const CcEngine *e);
 /** Bytes of KV cache per cell alone. */
 size_t cc_engine_kv_bytes_per_cell(const CcEngine *e);
 

@@ -1,13 +1,13 @@
 /*
  * test_kafka.c — daemon/kafka.c against an in-process librdkafka mock cluster:
  *  - committed offsets (read back with rd_kafka_committed from a separate handle of the
- *    same group) advance only after cc_kafka_ack, and exactly to the acked batches;
+ *    same group) advance only after ccd_kafka_ack, and exactly to the acked batches;
  *  - a consumer restarted in the same group continues from the committed offset (no loss,
  *    no duplicate); unacked messages are delivered again after a restart (at-least-once);
- *  - on_assign / on_revoke are called; cc_kafka_rewind re-reads a partition from a time;
+ *  - on_assign / on_revoke are called; ccd_kafka_rewind re-reads a partition from a time;
  *  - the dead-letter topic receives the message with the reason header;
- *  - cc_kafka_produce to the alert topic is delivered; the produce-queue bound is counted;
- *  - `brokers: embedded` starts a reachable cluster; cc_kafka_partition_of agrees with
+ *  - ccd_kafka_produce to the alert topic is delivered; the produce-queue bound is counted;
+ *  - `brokers: embedded` starts a reachable cluster; ccd_kafka_partition_of agrees with
  *    librdkafka's default partitioner.
  * Each consumer-group join on the mock takes ~3 s (its initial rebalance delay).
  */
@@ -36,7 +36,7 @@ typedef struct Got {
     uint64_t batch[MAXMSG];
     char payload[MAXMSG][32];
     int assigned, revoked;
-    CcKafka *k;          /* for cc_kafka_rewind from on_assign */
+    CcdKafka *k;          /* for ccd_kafka_rewind from on_assign */
     int rewind;          /* rewind every assigned partition to ts rewind_ts */
     int64_t rewind_ts;
 } Got;
@@ -47,7 +47,7 @@ typedef struct World {
     const char *bootstrap;
 } World;
 
-static void on_message(void *cookie, uint64_t batch_id, const CcKafkaMessage *m)
+static void on_message(void *cookie, uint64_t batch_id, const CcdKafkaMessage *m)
 {
     Got *g = cookie;
     assert_true(g->n < MAXMSG);
@@ -64,7 +64,7 @@ static void on_assign(void *cookie, const char *topic, const int32_t *p, int n)
     Got *g = cookie;
     g->assigned += n;
     for (int i = 0; g->rewind && i < n; i++)
-        assert_int_equal(cc_kafka_rewind(g->k, topic, p[i], g->rewind_ts), 0);
+        assert_int_equal(ccd_kafka_rewind(g->k, topic, p[i], g->rewind_ts), 0);
 }
 
 static void on_revoke(void *cookie, const char *topic, const int32_t *p, int n)
@@ -128,15 +128,15 @@ static void produce(const char *bootstrap, const char *topic, int from, int n)
     rd_kafka_destroy(p);
 }
 
-static CcKafka *open_k(const char *brokers, const char *group, Got *g, int max_poll,
+static CcdKafka *open_k(const char *brokers, const char *group, Got *g, int max_poll,
                        const char *dlq)
 {
     static const char *const topics[] = {"kpis"};
-    static const CcKafkaProp props[] = {{"auto.commit.interval.ms", "100"},
+    static const CcdKafkaProp props[] = {{"auto.commit.interval.ms", "100"},
                                         {"session.timeout.ms", "6000"},
                                         {"heartbeat.interval.ms", "500"}};
-    CcKafkaSettings s;
-    cc_kafka_default_settings(&s);
+    CcdKafkaSettings s;
+    ccd_kafka_default_settings(&s);
     s.brokers = brokers;
     s.group_id = group;
     s.topics = topics;
@@ -147,25 +147,25 @@ static CcKafka *open_k(const char *brokers, const char *group, Got *g, int max_p
     s.n_props = 3;
     s.max_poll_messages = max_poll;
     s.logger = (CcLogger){NULL, logger};
-    CcKafkaHooks h = {g, on_message, on_assign, on_revoke};
-    CcKafka *k = NULL;
+    CcdKafkaHooks h = {g, on_message, on_assign, on_revoke};
+    CcdKafka *k = NULL;
     char err[512] = "";
-    int rc = cc_kafka_open(&k, &s, &h, err, sizeof err);
+    int rc = ccd_kafka_open(&k, &s, &h, err, sizeof err);
     if (rc)
-        print_error("cc_kafka_open: %s\n", err);
+        print_error("ccd_kafka_open: %s\n", err);
     assert_int_equal(rc, 0);
     g->k = k;
     return k;
 }
 
 /* Polls until g holds n messages (or the deadline); returns the number held. */
-static int consume_until(CcKafka *k, Got *g, int n, int timeout_ms)
+static int consume_until(CcdKafka *k, Got *g, int n, int timeout_ms)
 {
     int64_t end = cc_now_ns() + (int64_t)timeout_ms * 1000000;
     while (g->n < n && cc_now_ns() < end) {
-        if (!cc_kafka_poll(k))
+        if (!ccd_kafka_poll(k))
             usleep(5000);
-        cc_kafka_service(k);
+        ccd_kafka_service(k);
     }
     return g->n;
 }
@@ -209,20 +209,20 @@ static void test_ack_commit_restart(void **state)
     produce(w->bootstrap, "kpis", 0, 20);
 
     Got *g = calloc(1, sizeof *g);
-    CcKafka *k = open_k(w->bootstrap, G, g, 3, NULL);
+    CcdKafka *k = open_k(w->bootstrap, G, g, 3, NULL);
     assert_int_equal(consume_until(k, g, 20, 20000), 20);
     assert_int_equal(g->assigned, 2);
     uint64_t last = g->batch[g->n - 1];
     assert_true(last >= 7); /* ≤ 3 messages per batch */
 
     /* Nothing acked: nothing committed, even after auto-commit intervals. */
-    assert_int_equal(cc_kafka_commit(k), 0);
+    assert_int_equal(ccd_kafka_commit(k), 0);
     usleep(300000);
-    cc_kafka_poll(k);
+    ccd_kafka_poll(k);
     committed(w->bootstrap, G, c);
     assert_true(c[0] < 0 && c[1] < 0);
-    CcKafkaStats st;
-    cc_kafka_stats(k, &st);
+    CcdKafkaStats st;
+    ccd_kafka_stats(k, &st);
     assert_int_equal(st.unacked_messages, 20);
     assert_int_equal(st.messages, 20);
 
@@ -232,27 +232,27 @@ static void test_ack_commit_restart(void **state)
     for (int i = 0; i < g->n; i++)
         if (g->batch[i] <= upto && g->offset[i] + 1 > want[g->partition[i]])
             want[g->partition[i]] = g->offset[i] + 1;
-    cc_kafka_ack(k, upto);
-    assert_int_equal(cc_kafka_commit(k), 0);
+    ccd_kafka_ack(k, upto);
+    assert_int_equal(ccd_kafka_commit(k), 0);
     committed(w->bootstrap, G, c);
     for (int p = 0; p < 2; p++)
         assert_int_equal(c[p] < 0 ? RD_KAFKA_OFFSET_INVALID : c[p], want[p]);
 
     /* Ack everything; the periodic auto-commit alone gets it there. */
-    cc_kafka_ack(k, last);
-    cc_kafka_stats(k, &st);
+    ccd_kafka_ack(k, last);
+    ccd_kafka_stats(k, &st);
     assert_int_equal(st.unacked_messages, 0);
     for (int i = 0; i < 20; i++) {
         usleep(50000);
-        cc_kafka_poll(k);
-        cc_kafka_service(k);
+        ccd_kafka_poll(k);
+        ccd_kafka_service(k);
     }
     committed(w->bootstrap, G, c);
     assert_int_equal(c[0], high_watermark(w->bootstrap, 0));
     assert_int_equal(c[1], high_watermark(w->bootstrap, 1));
-    cc_kafka_stats(k, &st);
+    ccd_kafka_stats(k, &st);
     assert_int_equal(st.lag, 0);
-    cc_kafka_close(&k, 2000);
+    ccd_kafka_close(&k, 2000);
     assert_null(k);
     assert_int_equal(g->revoked, 2);
 
@@ -271,7 +271,7 @@ static void test_ack_commit_restart(void **state)
     for (int i = 0; i < 10; i++)
         assert_int_equal(seen[i], 1);
     /* Close without acking: the next member of the group gets them again. */
-    cc_kafka_close(&k, 2000);
+    ccd_kafka_close(&k, 2000);
     memset(g, 0, sizeof *g);
     k = open_k(w->bootstrap, G, g, 1000, NULL);
     assert_int_equal(consume_until(k, g, 10, 20000), 10);
@@ -281,8 +281,8 @@ static void test_ack_commit_restart(void **state)
         seen[atoi(g->payload[i] + 1) - 20]++;
     for (int i = 0; i < 10; i++)
         assert_int_equal(seen[i], 1);
-    cc_kafka_ack(k, g->batch[g->n - 1]);
-    cc_kafka_close(&k, 2000); /* commits synchronously */
+    ccd_kafka_ack(k, g->batch[g->n - 1]);
+    ccd_kafka_close(&k, 2000); /* commits synchronously */
     committed(w->bootstrap, G, c);
     assert_int_equal(c[0], high_watermark(w->bootstrap, 0));
     assert_int_equal(c[1], high_watermark(w->bootstrap, 1));
@@ -292,7 +292,7 @@ static void test_ack_commit_restart(void **state)
     g->rewind = 1;
     k = open_k(w->bootstrap, G, g, 1000, NULL);
     assert_int_equal(consume_until(k, g, 30, 20000), 30);
-    cc_kafka_close(&k, 2000);
+    ccd_kafka_close(&k, 2000);
 
     /* A rewind whose time lookup finds nothing (the mock answers -1 to every timestamp)
      * must not skip unconsumed messages: it starts at the committed offset. */
@@ -305,19 +305,19 @@ static void test_ack_commit_restart(void **state)
     assert_int_equal(consume_until(k, g, 4, 700), 3);
     for (int i = 0; i < 3; i++)
         assert_true(atoi(g->payload[i] + 1) >= 30);
-    cc_kafka_close(&k, 2000);
+    ccd_kafka_close(&k, 2000);
     free(g);
 }
 
 /* Polls two members until cond(a, b) or the deadline. */
-static int poll_two(CcKafka *ka, Got *a, CcKafka *kb, Got *b, int (*cond)(Got *, Got *),
+static int poll_two(CcdKafka *ka, Got *a, CcdKafka *kb, Got *b, int (*cond)(Got *, Got *),
                     int timeout_ms)
 {
     int64_t end = cc_now_ns() + (int64_t)timeout_ms * 1000000;
     while (!cond(a, b) && cc_now_ns() < end) {
-        cc_kafka_poll(ka);
+        ccd_kafka_poll(ka);
         if (kb)
-            cc_kafka_poll(kb);
+            ccd_kafka_poll(kb);
         usleep(5000);
     }
     return cond(a, b);
@@ -330,28 +330,28 @@ static void test_two_members_incremental_hooks(void **state)
 {
     World *w = *state;
     Got *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
-    CcKafka *ka = open_k(w->bootstrap, "g-two", a, 1000, NULL);
+    CcdKafka *ka = open_k(w->bootstrap, "g-two", a, 1000, NULL);
     int64_t end = cc_now_ns() + 20000000000LL;
     while (a->assigned < 2 && cc_now_ns() < end) {
-        cc_kafka_poll(ka);
+        ccd_kafka_poll(ka);
         usleep(5000);
     }
     assert_int_equal(a->assigned, 2);
     /* A second member: the eager protocol revokes and re-assigns everything, the hooks
      * see only the partition that moved. */
-    CcKafka *kb = open_k(w->bootstrap, "g-two", b, 1000, NULL);
+    CcdKafka *kb = open_k(w->bootstrap, "g-two", b, 1000, NULL);
     assert_true(poll_two(ka, a, kb, b, split_done, 30000));
     assert_int_equal(a->assigned, 2);
     assert_int_equal(a->revoked, 1);
-    CcKafkaStats st;
-    cc_kafka_stats(ka, &st);
+    CcdKafkaStats st;
+    ccd_kafka_stats(ka, &st);
     assert_int_equal(st.assigned_partitions, 1);
     /* B leaves: its partition comes back to A as one new assignment. */
-    cc_kafka_close(&kb, 2000);
+    ccd_kafka_close(&kb, 2000);
     assert_int_equal(b->revoked, 1);
     assert_true(poll_two(ka, a, NULL, NULL, moved_back, 30000));
     assert_int_equal(a->revoked, 1);
-    cc_kafka_close(&ka, 2000);
+    ccd_kafka_close(&ka, 2000);
     assert_int_equal(a->revoked, 3);
     free(a);
     free(b);
@@ -361,24 +361,24 @@ static void test_dead_letter_and_alerts(void **state)
 {
     World *w = *state;
     Got g = {0};
-    CcKafka *k = open_k(w->bootstrap, "g-dlq", &g, 100, "dlq");
-    CcKafkaMessage bad = {.topic = "kpis", .partition = 1, .offset = 42, .timestamp_ms = -1,
+    CcdKafka *k = open_k(w->bootstrap, "g-dlq", &g, 100, "dlq");
+    CcdKafkaMessage bad = {.topic = "kpis", .partition = 1, .offset = 42, .timestamp_ms = -1,
                           .key = "cellX", .key_len = 5, .payload = "{not json", .len = 9};
-    cc_kafka_dead_letter(k, &bad, "not_json");
-    assert_int_equal(cc_kafka_produce(k, "alerts", "cellA", 5, "{\"state\":\"firing\"}", 18),
+    ccd_kafka_dead_letter(k, &bad, "not_json");
+    assert_int_equal(ccd_kafka_produce(k, "alerts", "cellA", 5, "{\"state\":\"firing\"}", 18),
                      0);
-    CcKafkaStats st;
+    CcdKafkaStats st;
     int64_t end = cc_now_ns() + 10000000000LL;
     do {
         usleep(10000);
-        cc_kafka_service(k);
-        cc_kafka_stats(k, &st);
+        ccd_kafka_service(k);
+        ccd_kafka_stats(k, &st);
     } while ((st.produced < 1 || st.dead_letters < 1) && cc_now_ns() < end);
     assert_int_equal(st.produced, 1);
     assert_int_equal(st.dead_letters, 1);
     assert_int_equal(st.produce_failed, 0);
     assert_int_equal(st.produce_queue, 0);
-    cc_kafka_close(&k, 2000);
+    ccd_kafka_close(&k, 2000);
 
     /* Read both topics back with a plain consumer. */
     const char *topics[2] = {"dlq", "alerts"};
@@ -429,24 +429,24 @@ static void test_produce_bound(void **state)
     World *w = *state;
     Got g = {0};
     static const char *const topics[] = {"kpis"};
-    CcKafkaSettings s;
-    cc_kafka_default_settings(&s);
+    CcdKafkaSettings s;
+    ccd_kafka_default_settings(&s);
     s.brokers = w->bootstrap;
     s.group_id = "g-bound";
     s.topics = topics;
     s.max_produce_queue = 2;
     s.logger = (CcLogger){NULL, logger};
-    CcKafkaHooks h = {&g, on_message, NULL, NULL};
-    CcKafka *k = NULL;
-    assert_int_equal(cc_kafka_open(&k, &s, &h, NULL, 0), 0);
-    assert_int_equal(cc_kafka_produce(k, "alerts", "a", 1, "1", 1), 0);
-    assert_int_equal(cc_kafka_produce(k, "alerts", "a", 1, "2", 1), 0);
-    assert_int_equal(cc_kafka_produce(k, "alerts", "a", 1, "3", 1), -ENOBUFS);
-    CcKafkaStats st;
-    cc_kafka_stats(k, &st);
+    CcdKafkaHooks h = {&g, on_message, NULL, NULL};
+    CcdKafka *k = NULL;
+    assert_int_equal(ccd_kafka_open(&k, &s, &h, NULL, 0), 0);
+    assert_int_equal(ccd_kafka_produce(k, "alerts", "a", 1, "1", 1), 0);
+    assert_int_equal(ccd_kafka_produce(k, "alerts", "a", 1, "2", 1), 0);
+    assert_int_equal(ccd_kafka_produce(k, "alerts", "a", 1, "3", 1), -ENOBUFS);
+    CcdKafkaStats st;
+    ccd_kafka_stats(k, &st);
     assert_int_equal(st.produce_failed, 1);
     assert_int_equal(st.produce_queue, 2);
-    cc_kafka_close(&k, 5000);
+    ccd_kafka_close(&k, 5000);
 }
 
 /* A delivery that times out (broker down) is retried by cc_kafka and delivered once the
@@ -456,50 +456,50 @@ static void test_produce_retry(void **state)
     World *w = *state;
     Got g = {0};
     static const char *const topics[] = {"kpis"};
-    static const CcKafkaProp pprops[] = {{"delivery.timeout.ms", "1000"},
+    static const CcdKafkaProp pprops[] = {{"delivery.timeout.ms", "1000"},
                                          {"socket.connection.setup.timeout.ms", "1000"}};
-    CcKafkaSettings s;
-    cc_kafka_default_settings(&s);
+    CcdKafkaSettings s;
+    ccd_kafka_default_settings(&s);
     s.brokers = w->bootstrap;
     s.group_id = "g-retry";
     s.topics = topics;
     s.producer_props = pprops;
     s.n_producer_props = 2;
     s.logger = (CcLogger){NULL, logger};
-    CcKafkaHooks h = {&g, on_message, NULL, NULL};
-    CcKafka *k = NULL;
-    assert_int_equal(cc_kafka_open(&k, &s, &h, NULL, 0), 0);
+    CcdKafkaHooks h = {&g, on_message, NULL, NULL};
+    CcdKafka *k = NULL;
+    assert_int_equal(ccd_kafka_open(&k, &s, &h, NULL, 0), 0);
     /* Connect and deliver one first, so the producer is known to work. */
-    assert_int_equal(cc_kafka_produce(k, "alerts", "r", 1, "before", 6), 0);
-    CcKafkaStats st;
+    assert_int_equal(ccd_kafka_produce(k, "alerts", "r", 1, "before", 6), 0);
+    CcdKafkaStats st;
     int64_t end = cc_now_ns() + 10000000000LL;
     do {
         usleep(10000);
-        cc_kafka_service(k);
-        cc_kafka_stats(k, &st);
+        ccd_kafka_service(k);
+        ccd_kafka_stats(k, &st);
     } while (st.produced < 1 && cc_now_ns() < end);
     assert_int_equal(st.produced, 1);
 
     assert_int_equal(rd_kafka_mock_broker_set_down(w->mc, 1), 0);
-    assert_int_equal(cc_kafka_produce(k, "alerts", "r", 1, "during", 6), 0);
+    assert_int_equal(ccd_kafka_produce(k, "alerts", "r", 1, "during", 6), 0);
     end = cc_now_ns() + 4000000000LL;
     do { /* until the first delivery attempt has failed */
         usleep(10000);
-        cc_kafka_service(k);
-        cc_kafka_stats(k, &st);
+        ccd_kafka_service(k);
+        ccd_kafka_stats(k, &st);
     } while (st.produce_retries < 1 && cc_now_ns() < end);
     assert_int_equal(rd_kafka_mock_broker_set_up(w->mc, 1), 0);
     assert_true(st.produce_retries >= 1);
     end = cc_now_ns() + 20000000000LL;
     do {
         usleep(10000);
-        cc_kafka_service(k);
-        cc_kafka_stats(k, &st);
+        ccd_kafka_service(k);
+        ccd_kafka_stats(k, &st);
     } while (st.produced < 2 && cc_now_ns() < end);
     assert_int_equal(st.produced, 2);
     assert_int_equal(st.produce_failed, 0);
     assert_int_equal(st.produce_queue, 0);
-    cc_kafka_close(&k, 2000);
+    ccd_kafka_close(&k, 2000);
 }
 
 /* Closing while the broker is gone returns within the timeout (it used to hang in
@@ -514,17 +514,17 @@ static void test_close_without_broker(void **state)
     rd_kafka_mock_cluster_t *mc = rd_kafka_mock_cluster_new(mrk, 1);
     assert_int_equal(rd_kafka_mock_topic_create(mc, "kpis", 2, 1), 0);
     Got *g = calloc(1, sizeof *g);
-    CcKafka *k = open_k(rd_kafka_mock_cluster_bootstraps(mc), "g-gone", g, 100, NULL);
+    CcdKafka *k = open_k(rd_kafka_mock_cluster_bootstraps(mc), "g-gone", g, 100, NULL);
     int64_t end = cc_now_ns() + 20000000000LL;
     while (g->assigned < 2 && cc_now_ns() < end) {
-        cc_kafka_poll(k);
+        ccd_kafka_poll(k);
         usleep(5000);
     }
     assert_int_equal(g->assigned, 2);
     rd_kafka_mock_cluster_destroy(mc);
     rd_kafka_destroy(mrk);
     int64_t t0 = cc_now_ns();
-    cc_kafka_close(&k, 2000);
+    ccd_kafka_close(&k, 2000);
     double secs = (double)(cc_now_ns() - t0) * 1e-9;
     print_message("close without a broker took %.2f s\n", secs);
     assert_true(secs < 8.0);
@@ -536,48 +536,48 @@ static void test_embedded(void **state)
 {
     (void)state;
     Got *g = calloc(1, sizeof *g);
-    CcKafka *k = open_k("embedded", "g-emb", g, 1000, "dead");
-    const char *bs = cc_kafka_bootstrap(k);
+    CcdKafka *k = open_k("embedded", "g-emb", g, 1000, "dead");
+    const char *bs = ccd_kafka_bootstrap(k);
     assert_non_null(bs);
     assert_non_null(strchr(bs, ':'));
-    assert_true(cc_kafka_fd(k) >= 0);
+    assert_true(ccd_kafka_fd(k) >= 0);
     produce(bs, "kpis", 0, 14);
     assert_int_equal(consume_until(k, g, 14, 20000), 14);
     assert_int_equal(g->assigned, 3);
-    /* Keys c0..c6 (i % 7); cc_kafka_partition_of must agree with where they landed. */
+    /* Keys c0..c6 (i % 7); ccd_kafka_partition_of must agree with where they landed. */
     for (int i = 0; i < g->n; i++) {
         char key[16];
         snprintf(key, sizeof key, "c%d", atoi(g->payload[i] + 1) % 7);
-        assert_int_equal(cc_kafka_partition_of(k, "kpis", key, strlen(key)), g->partition[i]);
+        assert_int_equal(ccd_kafka_partition_of(k, "kpis", key, strlen(key)), g->partition[i]);
     }
-    assert_int_equal(cc_kafka_partition_of(k, "kpis", "", 0), -1);
+    assert_int_equal(ccd_kafka_partition_of(k, "kpis", "", 0), -1);
     /* Pause: nothing is fetched while paused, everything after resume. */
-    assert_int_equal(cc_kafka_pause(k, 1), 0);
+    assert_int_equal(ccd_kafka_pause(k, 1), 0);
     produce(bs, "kpis", 14, 5);
     assert_int_equal(consume_until(k, g, 15, 1500), 14);
-    assert_int_equal(cc_kafka_pause(k, 0), 0);
+    assert_int_equal(ccd_kafka_pause(k, 0), 0);
     assert_int_equal(consume_until(k, g, 19, 10000), 19);
-    cc_kafka_close(&k, 2000);
+    ccd_kafka_close(&k, 2000);
     free(g);
 }
 
 static void test_bad_settings(void **state)
 {
     (void)state;
-    CcKafkaSettings s;
-    CcKafka *k = NULL;
+    CcdKafkaSettings s;
+    CcdKafka *k = NULL;
     char err[256] = "";
-    static const CcKafkaProp bad[] = {{"no.such.property", "1"}};
-    cc_kafka_default_settings(&s);
+    static const CcdKafkaProp bad[] = {{"no.such.property", "1"}};
+    ccd_kafka_default_settings(&s);
     s.brokers = "127.0.0.1:1";
     s.props = bad;
     s.n_props = 1;
-    assert_int_equal(cc_kafka_open(&k, &s, NULL, err, sizeof err), -EINVAL);
+    assert_int_equal(ccd_kafka_open(&k, &s, NULL, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "no.such.property"));
     assert_null(k);
-    cc_kafka_default_settings(&s);
+    ccd_kafka_default_settings(&s);
     s.n_topics = 0;
-    assert_int_equal(cc_kafka_open(&k, &s, NULL, err, sizeof err), -EINVAL);
+    assert_int_equal(ccd_kafka_open(&k, &s, NULL, err, sizeof err), -EINVAL);
 }
 
 int main(void)

@@ -47,25 +47,25 @@ static void exercise(const char *name)
 {
     int fd = listen_on(name);
     setenv("NOTIFY_SOCKET", name, 1);
-    CcNotify *n = NULL;
+    CcdNotify *n = NULL;
     char err[256] = "";
-    assert_int_equal(cc_notify_open(&n, err, sizeof err), 0);
-    assert_true(cc_notify_enabled(n));
-    assert_int_equal(cc_notify_ready(n, "serving 3 cells\nok"), 0);
+    assert_int_equal(ccd_notify_open(&n, err, sizeof err), 0);
+    assert_true(ccd_notify_enabled(n));
+    assert_int_equal(ccd_notify_ready(n, "serving 3 cells\nok"), 0);
     recv_eq(fd, "READY=1\nSTATUS=serving 3 cells ok");
-    assert_int_equal(cc_notify_status(n, "lag %d", 42), 0);
+    assert_int_equal(ccd_notify_status(n, "lag %d", 42), 0);
     recv_eq(fd, "STATUS=lag 42");
-    assert_int_equal(cc_notify_watchdog(n), 0);
+    assert_int_equal(ccd_notify_watchdog(n), 0);
     recv_eq(fd, "WATCHDOG=1");
-    assert_int_equal(cc_notify_stopping(n), 0);
+    assert_int_equal(ccd_notify_stopping(n), 0);
     recv_eq(fd, "STOPPING=1");
-    assert_int_equal(cc_notify_reloading(n), 0);
+    assert_int_equal(ccd_notify_reloading(n), 0);
     char buf[200];
     ssize_t k = recv(fd, buf, sizeof buf - 1, MSG_DONTWAIT);
     assert_true(k > 0);
     buf[k] = 0;
     assert_true(!strncmp(buf, "RELOADING=1\nMONOTONIC_USEC=", 27));
-    cc_notify_close(&n);
+    ccd_notify_close(&n);
     assert_null(n);
     close(fd);
 }
@@ -73,7 +73,7 @@ static void exercise(const char *name)
 static void test_path_socket(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/cc_notify_XXXXXX";
+    char dir[] = "/tmp/ccd_notify_XXXXXX";
     assert_non_null(mkdtemp(dir));
     char path[100];
     snprintf(path, sizeof path, "%s/notify", dir);
@@ -95,47 +95,47 @@ static void test_unset_is_noop(void **state)
     (void)state;
     unsetenv("NOTIFY_SOCKET");
     unsetenv("WATCHDOG_USEC");
-    CcNotify *n = NULL;
-    assert_int_equal(cc_notify_open(&n, NULL, 0), 0);
-    assert_false(cc_notify_enabled(n));
-    assert_int_equal(cc_notify_ready(n, "x"), 0);
-    assert_int_equal(cc_notify_watchdog(n), 0);
-    assert_int_equal(cc_notify_watchdog_usec(n), 0);
-    cc_notify_close(&n);
+    CcdNotify *n = NULL;
+    assert_int_equal(ccd_notify_open(&n, NULL, 0), 0);
+    assert_false(ccd_notify_enabled(n));
+    assert_int_equal(ccd_notify_ready(n, "x"), 0);
+    assert_int_equal(ccd_notify_watchdog(n), 0);
+    assert_int_equal(ccd_notify_watchdog_usec(n), 0);
+    ccd_notify_close(&n);
     /* a listener that went away: an error, not a crash or a block */
     setenv("NOTIFY_SOCKET", "/nonexistent/notify", 1);
-    assert_int_equal(cc_notify_open(&n, NULL, 0), 0);
-    assert_true(cc_notify_ready(n, NULL) < 0);
-    cc_notify_close(&n);
+    assert_int_equal(ccd_notify_open(&n, NULL, 0), 0);
+    assert_true(ccd_notify_ready(n, NULL) < 0);
+    ccd_notify_close(&n);
     setenv("NOTIFY_SOCKET", "relative/path", 1);
     char err[200];
-    assert_int_equal(cc_notify_open(&n, err, sizeof err), -EINVAL);
+    assert_int_equal(ccd_notify_open(&n, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "NOTIFY_SOCKET"));
-    assert_false(cc_notify_enabled(n));
-    cc_notify_close(&n);
+    assert_false(ccd_notify_enabled(n));
+    ccd_notify_close(&n);
     unsetenv("NOTIFY_SOCKET");
 }
 
 static void test_watchdog_env(void **state)
 {
     (void)state;
-    CcNotify *n = NULL;
+    CcdNotify *n = NULL;
     setenv("WATCHDOG_USEC", "30000000", 1);
     unsetenv("WATCHDOG_PID");
-    assert_int_equal(cc_notify_open(&n, NULL, 0), 0);
-    assert_int_equal(cc_notify_watchdog_usec(n), 30000000);
-    cc_notify_close(&n);
+    assert_int_equal(ccd_notify_open(&n, NULL, 0), 0);
+    assert_int_equal(ccd_notify_watchdog_usec(n), 30000000);
+    ccd_notify_close(&n);
     char pid[32];
     snprintf(pid, sizeof pid, "%ld", (long)getpid() + 1);
     setenv("WATCHDOG_PID", pid, 1); /* meant for another process */
-    assert_int_equal(cc_notify_open(&n, NULL, 0), 0);
-    assert_int_equal(cc_notify_watchdog_usec(n), 0);
-    cc_notify_close(&n);
+    assert_int_equal(ccd_notify_open(&n, NULL, 0), 0);
+    assert_int_equal(ccd_notify_watchdog_usec(n), 0);
+    ccd_notify_close(&n);
     snprintf(pid, sizeof pid, "%ld", (long)getpid());
     setenv("WATCHDOG_PID", pid, 1);
-    assert_int_equal(cc_notify_open(&n, NULL, 0), 0);
-    assert_int_equal(cc_notify_watchdog_usec(n), 30000000);
-    cc_notify_close(&n);
+    assert_int_equal(ccd_notify_open(&n, NULL, 0), 0);
+    assert_int_equal(ccd_notify_watchdog_usec(n), 30000000);
+    ccd_notify_close(&n);
     unsetenv("WATCHDOG_USEC");
     unsetenv("WATCHDOG_PID");
 }

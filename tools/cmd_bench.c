@@ -114,7 +114,7 @@ int cmd_bench(int argc, char **argv)
                 2 * P);
         goto end;
     }
-    long long rss0 = cc_host_rss_bytes();
+    long long rss0 = ccd_host_rss_bytes();
     if (cc_engine_open(&e, m, &s, NULL, 0) < 0)
         goto oom;
     int R = hp->n_patches * P + P > hp->norm_window + P - 1 ? hp->n_patches * P + P
@@ -139,7 +139,7 @@ int cmd_bench(int argc, char **argv)
     }
     if (cc_engine_step(e, in, cells, NULL) < 0) /* warm: builds every cache */
         goto oom;
-    long long rss1 = cc_host_rss_bytes();
+    long long rss1 = ccd_host_rss_bytes();
     cc_engine_reset_stats(e);
     struct timespec cpu0, cpu1;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu0);
@@ -172,10 +172,10 @@ int cmd_bench(int argc, char **argv)
            "  \"state_bytes_per_cell\": %zu,\n  \"kv_bytes_per_cell\": %zu\n}\n",
            model_path ? model_path : "random-default-shape", cells, F, steps, s.n_threads,
            s.kv_type == CC_KV_F32 ? "f32" : s.kv_type == CC_KV_F16 ? "f16" : "bf16",
-           s.no_cache ? "true" : "false", s.blas_dense ? "blas" : "packed", cc_host_blas_core(), secs, cpu, ch_steps / secs,
+           s.no_cache ? "true" : "false", s.blas_dense ? "blas" : "packed", ccd_host_blas_core(), secs, cpu, ch_steps / secs,
            (double)cells * steps / secs, secs * 1e9 / ch_steps,
            (double)st.rebuild_tokens / ch_steps, st.ns_dense / busy, st.ns_attention / busy,
-           st.ns_rebuild / busy, st.ns_other / busy, cc_host_rss_bytes(),
+           st.ns_rebuild / busy, st.ns_other / busy, ccd_host_rss_bytes(),
            (double)(rss1 - rss0) / cells, cc_engine_cell_bytes(e),
            cc_engine_kv_bytes_per_cell(e));
     ret = 0;

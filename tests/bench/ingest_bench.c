@@ -39,7 +39,7 @@ static double now_s(void)
 
 static uint64_t consumed;
 
-static void on_msg(void *cookie, uint64_t batch, const CcKafkaMessage *m)
+static void on_msg(void *cookie, uint64_t batch, const CcdKafkaMessage *m)
 {
     (void)cookie;
     (void)batch;
@@ -62,11 +62,11 @@ static void busy_us(double us)
 }
 
 static int consume(const char *bootstrap, const char *topic, const char *group, long n,
-                   CcKafkaProp *props, int n_props, double work_us)
+                   CcdKafkaProp *props, int n_props, double work_us)
 {
     const char *topics[1] = {topic};
-    CcKafkaSettings s;
-    cc_kafka_default_settings(&s);
+    CcdKafkaSettings s;
+    ccd_kafka_default_settings(&s);
     s.brokers = bootstrap;
     s.group_id = group;
     s.topics = topics;
@@ -74,10 +74,10 @@ static int consume(const char *bootstrap, const char *topic, const char *group, 
     s.props = props;
     s.n_props = n_props;
     s.logger = (CcLogger){NULL, log_stderr};
-    CcKafkaHooks h = {NULL, on_msg, NULL, NULL};
-    CcKafka *k = NULL;
+    CcdKafkaHooks h = {NULL, on_msg, NULL, NULL};
+    CcdKafka *k = NULL;
     char err[512];
-    if (cc_kafka_open(&k, &s, &h, err, sizeof err)) {
+    if (ccd_kafka_open(&k, &s, &h, err, sizeof err)) {
         fprintf(stderr, "ingest_bench: %s\n", err);
         return 1;
     }
@@ -85,13 +85,13 @@ static int consume(const char *bootstrap, const char *topic, const char *group, 
     while (consumed < (uint64_t)n && now_s() < t_end) {
         uint64_t before = consumed;
         double t = now_s();
-        uint64_t id = cc_kafka_poll(k);
-        cc_kafka_service(k);
+        uint64_t id = ccd_kafka_poll(k);
+        ccd_kafka_service(k);
         if (id) {
             if (!start)
                 start = t;
             busy_us(work_us * (double)(consumed - before));
-            cc_kafka_ack(k, id);
+            ccd_kafka_ack(k, id);
         } else {
             usleep(1000);
             if (start)
@@ -99,8 +99,8 @@ static int consume(const char *bootstrap, const char *topic, const char *group, 
         }
         static double last_report;
         if (getenv("INGEST_BENCH_VERBOSE") && now_s() - last_report > 1) {
-            CcKafkaStats st;
-            cc_kafka_stats(k, &st);
+            CcdKafkaStats st;
+            ccd_kafka_stats(k, &st);
             fprintf(stderr, "consumed %llu lag %lld assigned %d unacked %llu errors %llu\n",
                     (unsigned long long)consumed, (long long)st.lag, st.assigned_partitions,
                     (unsigned long long)st.unacked_messages, (unsigned long long)st.consumer_errors);
@@ -110,7 +110,7 @@ static int consume(const char *bootstrap, const char *topic, const char *group, 
     double dt = now_s() - start;
     printf("{\"consumed\": %llu, \"seconds\": %.3f, \"messages_per_s\": %.0f, "
            "\"stall_s\": %.3f}\n", (unsigned long long)consumed, dt, consumed / dt, stall);
-    cc_kafka_close(&k, 2000);
+    ccd_kafka_close(&k, 2000);
     return consumed < (uint64_t)n;
 }
 
@@ -119,7 +119,7 @@ int main(int argc, char **argv)
     const char *group = "ingest-bench";
     long n_consume = 0;
     double work_us = 0;
-    CcKafkaProp props[32];
+    CcdKafkaProp props[32];
     int n_props = 0;
     const char *bootstrap = NULL, *topic = "kpis";
     const char *features = "prb_dl,prb_ul,thr_dl_mbps,thr_ul_mbps,active_users,latency_ms,cqi,drop_rate";
@@ -145,7 +145,7 @@ int main(int argc, char **argv)
                 return 2;
             }
             *eq = 0;
-            props[n_props++] = (CcKafkaProp){optarg, eq + 1};
+            props[n_props++] = (CcdKafkaProp){optarg, eq + 1};
             break;
         }
         case 'b': bootstrap = optarg; break;
