@@ -12,6 +12,7 @@ CELLCASTD=${1:?cellcastd binary}
 ROOT=${2:?source root}
 CLI=${3:-}
 PY=/usr/bin/python3
+# shellcheck source=lib/daemon.sh
 . "$(dirname "$0")/lib/daemon.sh"
 need_tools curl
 [ -x "$PY" ] || { echo "SKIP: $PY is not installed"; exit 77; }

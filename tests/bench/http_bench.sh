@@ -20,6 +20,7 @@
 # PHASES (environment, default "idle ingest kafka") picks the phases to run.
 set -eu
 CELLCASTD=$1 MODEL=$2 SECS=${3:-10} CELLS=${4:-10000} SPEEDUP=${5:-1350} PRODUCER=${6:-}
+# shellcheck source=../lib/daemon.sh
 . "$(dirname "$0")/../lib/daemon.sh"
 need_tools wrk
 TMP=$(mktemp -d /tmp/cellcast-httpbench.XXXXXX)

@@ -24,6 +24,7 @@
 set -eu
 CELLCASTD=$1 CELLCAST=$2 PRODUCER=$3
 CELLS=${4:-10000} WARM=${5:-48} MEAS=${6:-32} THREADS=${7:-1}
+# shellcheck source=../lib/daemon.sh
 . "$(dirname "$0")/../lib/daemon.sh"
 TMP=$(mktemp -d /tmp/cellcast-bench.XXXXXX)
 DPID=

@@ -32,6 +32,7 @@ set -u
 CELLCASTD=${1:-}
 MOCKBROKER=${2:-}
 SRC=${3:-$(cd "$(dirname "$0")/../.." && pwd)}
+# shellcheck source=../lib/daemon.sh
 . "$(dirname "$0")/../lib/daemon.sh"
 need_tools kcat curl python3
 for bin in "$CELLCASTD" "$MOCKBROKER"; do

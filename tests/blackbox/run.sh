@@ -24,6 +24,7 @@ CELLCASTD=${1:-}
 CELLCAST=${2:-}
 MOCKBROKER=${3:-}
 SRC=${4:-$(cd "$(dirname "$0")/../.." && pwd)}
+# shellcheck source=../lib/daemon.sh
 . "$(dirname "$0")/../lib/daemon.sh"
 need_tools kcat curl python3
 for bin in "$CELLCASTD" "$CELLCAST" "$MOCKBROKER"; do
