@@ -23,6 +23,7 @@
 #include "cc_snapshot.h"
 
 #include "failalloc.h"
+#include "testlib.h"
 
 /* Runs the anomaly scenario; returns 0 when it completed, -ENOMEM when an allocation
  * failed (after cleaning up). */
@@ -141,19 +142,11 @@ static void test_snapshot_oom(void **state)
     World w;
     memset(&w, 0, sizeof w);
     CcHparams hp;
-    cc_hparams_default(&hp);
-    hp.n_features = 2;
-    hp.patch_len = 4;
-    hp.n_patches = 3;
+    tl_hparams_tiny(&hp);
     hp.norm_window = 12;
-    hp.d_model = 8;
-    hp.n_heads = 2;
-    hp.n_layers = 1;
-    hp.d_ff = 8;
     hp.horizon = 3;
     hp.step_seconds = 60;
-    assert_int_equal(cc_model_open(&w.m, &hp, NULL, 0), 0);
-    cc_model_init_random(w.m, 3);
+    tl_model_open(&w.m, &hp, 3);
     CcEngineSettings es;
     cc_engine_default_settings(&es);
     assert_int_equal(cc_engine_open(&w.e, w.m, &es, NULL, 0), 0);

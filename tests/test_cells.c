@@ -19,8 +19,9 @@
 #include "cells.h"
 #include "config.h"
 #include "scheduler.h"
+#include "testlib.h"
 
-#define MODEL CC_TEST_DATA "/golden/tiny.safetensors"
+#define MODEL TL_TINY_MODEL
 
 typedef struct Fx {
     CcModel *m;

@@ -19,6 +19,7 @@
 
 #include "cc_data.h"
 #include "cc_synth.h"
+#include "testlib.h"
 
 #define NEAR(a, b, tol) assert_true(fabs((double)(a) - (double)(b)) <= (tol))
 
@@ -399,9 +400,7 @@ static void test_mutations(void **state)
         size_t len = n;
         int edits = 1 + it % 4;
         for (int e = 0; e < edits; e++) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            tl_xorshift_next(&x);
             size_t pos = (size_t)(x % len);
             switch ((x >> 32) % 4) {
             case 0: buf[pos] = alphabet[(x >> 40) % (sizeof alphabet - 1)]; break;

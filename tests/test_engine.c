@@ -16,35 +16,21 @@
 
 #include "cc_engine.h"
 #include "cc_ref.h"
+#include "testlib.h"
 
 static uint64_t rng_state = 99;
 static double urand(void)
 {
-    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (rng_state >> 11) * (1.0 / 9007199254740992.0);
+    return tl_rng_uniform(&rng_state);
 }
 
 static CcModel *small_model(uint64_t seed)
 {
     CcHparams hp;
-    cc_hparams_default(&hp);
-    hp.n_features = 3;
-    hp.patch_len = 4;
-    hp.n_patches = 5;
-    hp.norm_window = 24;
-    hp.d_model = 16;
-    hp.n_heads = 2;
-    hp.n_layers = 2;
-    hp.d_ff = 32;
-    hp.horizon = 6;
-    hp.step_seconds = 900;
+    tl_hparams_small(&hp);
     hp.tz_offset_s = 3600;
-    snprintf(hp.features[0], CC_FEATURE_NAME_MAX, "bytes");
-    snprintf(hp.features[1], CC_FEATURE_NAME_MAX, "prb");
-    snprintf(hp.features[2], CC_FEATURE_NAME_MAX, "users");
     CcModel *m = NULL;
-    assert_int_equal(cc_model_open(&m, &hp, NULL, 0), 0);
-    cc_model_init_random(m, seed);
+    tl_model_open(&m, &hp, seed);
     /* make LayerNorm parameters and biases non-trivial so their errors show */
     for (size_t i = 0; i < (size_t)hp.n_layers * hp.d_model; i++) {
         m->w.ln1_g[i] = 1.0f + 0.3f * (float)(urand() - 0.5);
@@ -60,8 +46,7 @@ static CcModel *default_model(uint64_t seed)
     CcHparams hp;
     cc_hparams_default(&hp);
     CcModel *m = NULL;
-    assert_int_equal(cc_model_open(&m, &hp, NULL, 0), 0);
-    cc_model_init_random(m, seed);
+    tl_model_open(&m, &hp, seed);
     return m;
 }
 

@@ -11,16 +11,15 @@
 
 #include "cc_engine.h"
 #include "failalloc.h"
+#include "testlib.h"
 
 static CcModel *model(int d_model)
 {
     CcHparams hp;
-    cc_hparams_default(&hp);
-    hp.n_features = 3, hp.patch_len = 4, hp.n_patches = 3, hp.norm_window = 8;
-    hp.d_model = d_model, hp.n_heads = 2, hp.d_ff = 8, hp.horizon = 2;
+    tl_hparams_tiny(&hp);
+    hp.n_features = 3, hp.d_model = d_model, hp.n_layers = 2;
     CcModel *m = NULL;
-    assert_int_equal(cc_model_open(&m, &hp, NULL, 0), 0);
-    cc_model_init_random(m, 1);
+    tl_model_open(&m, &hp, 1);
     return m;
 }
 

@@ -54,11 +54,7 @@
 #include "cc_engine.h"
 #include "cc_model.h"
 #include "cc_ref.h"
-
-#ifndef CC_TEST_DATA
-#define CC_TEST_DATA "tests/data"
-#endif
-#define GOLDEN_DIR CC_TEST_DATA "/golden"
+#include "testlib.h"
 
 #define TOL 1e-4
 #define TOL_REL_NORM 1e-6
@@ -185,7 +181,7 @@ static void load_cases(Golden *g, json_t *root)
 
 static void load_forward_rows(Golden *g)
 {
-    FILE *fp = fopen(GOLDEN_DIR "/series_forward.jsonl", "r");
+    FILE *fp = fopen(TL_GOLDEN_DIR "/series_forward.jsonl", "r");
     assert_non_null(fp);
     char *line = NULL;
     size_t cap = 0;
@@ -213,7 +209,7 @@ static void load_forward_rows(Golden *g)
 /* series.csv must hold exactly golden.json's series (it is what `cellcast forward` reads). */
 static void check_csv(const Golden *g)
 {
-    FILE *fp = fopen(GOLDEN_DIR "/series.csv", "r");
+    FILE *fp = fopen(TL_GOLDEN_DIR "/series.csv", "r");
     assert_non_null(fp);
     char line[1024];
     assert_non_null(fgets(line, sizeof line, fp));
@@ -250,13 +246,13 @@ static int setup(void **state)
         return -1;
     *state = g;
     char err[256] = "";
-    int ret = cc_model_open_file(&g->model, GOLDEN_DIR "/tiny.safetensors", err, sizeof err);
+    int ret = cc_model_open_file(&g->model, TL_TINY_MODEL, err, sizeof err);
     if (ret < 0) {
         fprintf(stderr, "cc_model_open_file(tiny.safetensors): %s (%d)\n", err, ret);
         return -1;
     }
     json_error_t jerr;
-    json_t *root = json_load_file(GOLDEN_DIR "/golden.json", 0, &jerr);
+    json_t *root = json_load_file(TL_GOLDEN_DIR "/golden.json", 0, &jerr);
     if (!root) {
         fprintf(stderr, "golden.json: %s (line %d)\n", jerr.text, jerr.line);
         return -1;

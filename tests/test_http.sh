@@ -8,19 +8,20 @@
 # `cellcast forward` on the same history (same engine, f16 KV as the daemon's default).
 #   usage: test_http.sh CELLCASTD SOURCE_ROOT [CELLCAST]
 set -u
-CCD=${1:?cellcastd binary}
+CELLCASTD=${1:?cellcastd binary}
 ROOT=${2:?source root}
 CLI=${3:-}
 PY=/usr/bin/python3
-command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 77; }
+# shellcheck source=lib/daemon.sh
+. "$(dirname "$0")/lib/daemon.sh"
+need_tools curl
 [ -x "$PY" ] || { echo "SKIP: $PY is not installed"; exit 77; }
 MODEL="$ROOT/tests/data/golden/tiny.safetensors" # F=3 (prb,thr,users), P=4, HZ=6, S=900
 TMP=$(mktemp -d)
-PID=
-fails=0
-cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$TMP"; }
+DPID=
+FAILS=0
+cleanup() { [ -n "$DPID" ] && kill "$DPID" 2>/dev/null; rm -rf "$TMP"; }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 cat >"$TMP/c.yaml" <<YAML
 model:
@@ -39,17 +40,8 @@ log:
   level: info
 YAML
 
-"$CCD" -c "$TMP/c.yaml" --check-config >/dev/null || { echo "FAIL: --check-config"; exit 1; }
-"$CCD" -c "$TMP/c.yaml" 2>"$TMP/log" &
-PID=$!
-PORT=
-for _ in $(seq 100); do
-    PORT=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$TMP/log" | head -1)
-    [ -n "$PORT" ] && curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break
-    sleep 0.1
-done
-[ -n "$PORT" ] || { cat "$TMP/log"; echo "FAIL: daemon did not start"; exit 1; }
-U="http://127.0.0.1:$PORT"
+"$CELLCASTD" -c "$TMP/c.yaml" --check-config >/dev/null || { echo "FAIL: --check-config"; exit 1; }
+start_daemon "$TMP/log" health -c "$TMP/c.yaml"
 
 # check METHOD PATH STATUS [BODY-FILE] — the status, and problem+json for errors
 check() {
@@ -211,10 +203,7 @@ $PY -c "import json; d=json.load(open('$TMP/body')); st=[s['step'] for s in d['s
 check GET /v1/cells/c1/attention 200
 $PY -c "import json; d=json.load(open('$TMP/body')); w=d['kpis']['prb']; assert len(w)==d['layers'] and len(w[0])==d['heads'] and abs(sum(w[0][0])-1)<1e-3 and len(w[0][0])==len(d['tokens']), d" ||
     fail "attention: $(head -c 300 "$TMP/body")"
-for _ in $(seq 100); do # ready once the consumer has its partitions (group join: ~3 s)
-    [ "$(curl -s -o /dev/null -w '%{http_code}' "$U/readyz")" = 200 ] && break
-    sleep 0.1
-done
+wait_http "$U/readyz" 100 # ready once the consumer has its partitions (group join: ~3 s)
 check GET /readyz 200
 
 # --- every error path
@@ -282,7 +271,7 @@ for want in 'cellcast_http_requests_total{route="/v1/kpis",status="413"} 1' \
 done
 
 # --- OpenAPI lists exactly the routes the server answers (cellcastd --routes)
-"$CCD" --routes >"$TMP/routes"
+"$CELLCASTD" --routes >"$TMP/routes"
 if ! $PY -c 'import yaml' 2>/dev/null; then
     echo "SKIP: the OpenAPI check needs python3-yaml"
 else
@@ -300,17 +289,15 @@ PYEOF
 fi
 
 # --- SIGTERM: drain, commit, exit 0
-kill -TERM "$PID"
-wait "$PID"
+stop_daemon
 rc=$?
-PID=
 [ "$rc" = 0 ] || fail "SIGTERM exit status $rc"
 grep -q "stopped cleanly" "$TMP/log" || fail "no clean stop in the log"
 grep -q "offsets committed" "$TMP/log" || fail "no commit on shutdown"
 
-if [ "$fails" != 0 ]; then
+if [ "$FAILS" != 0 ]; then
     echo "--- daemon log"; tail -30 "$TMP/log"
-    echo "$fails check(s) failed"
+    echo "$FAILS check(s) failed"
     exit 1
 fi
 echo "all HTTP checks passed"

@@ -9,12 +9,12 @@
 #include <cmocka.h>
 
 #include "cc_kernels.h"
+#include "testlib.h"
 
 static uint64_t rng = 12345;
 static float frand(void)
 {
-    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (float)((rng >> 40) / (double)(1 << 24)) * 2.0f - 1.0f;
+    return tl_rng_float(&rng);
 }
 
 static void test_linear_matches_reference(void **state)

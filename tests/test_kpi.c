@@ -17,6 +17,7 @@
 
 #include "cc_kpi.h"
 #include "cc_time.h"
+#include "testlib.h"
 
 static const char *const NAMES[4] = {"dl_prb", "ul_prb", "users", "thr"};
 
@@ -452,14 +453,6 @@ static void expect_same(CcKpiDecoder *fast, CcKpiDecoder *ref, const char *msg, 
     assert_true(same);
 }
 
-static uint64_t rng_next(uint64_t *x)
-{
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    return *x;
-}
-
 static void test_fast_path_matches_reference(void **state)
 {
     (void)state;
@@ -534,13 +527,13 @@ static void test_fast_path_matches_reference(void **state)
         uint64_t x = 0x9e3779b97f4a7c15ULL + (uint64_t)align;
         char buf[1024];
         for (int it = 0; it < 100000; it++) {
-            const char *m = msgs[rng_next(&x) % (uint64_t)n];
+            const char *m = msgs[tl_xorshift_next(&x) % (uint64_t)n];
             size_t len = strlen(m), pos;
             memcpy(buf, m, len);
-            for (int k = 1 + (int)(rng_next(&x) % 3); k > 0; k--) {
-                pos = len ? rng_next(&x) % len : 0;
-                char c = alphabet[rng_next(&x) % (sizeof alphabet - 1)];
-                switch (rng_next(&x) % 3) {
+            for (int k = 1 + (int)(tl_xorshift_next(&x) % 3); k > 0; k--) {
+                pos = len ? tl_xorshift_next(&x) % len : 0;
+                char c = alphabet[tl_xorshift_next(&x) % (sizeof alphabet - 1)];
+                switch (tl_xorshift_next(&x) % 3) {
                 case 0:
                     memmove(buf + pos + 1, buf + pos, len - pos);
                     buf[pos] = c;

@@ -22,6 +22,7 @@
 #include "cc_kernels.h"
 #include "cc_model.h"
 #include "cc_safetensors.h"
+#include "testlib.h"
 
 #define ERRLEN 512
 
@@ -36,16 +37,8 @@ static void assert_has(const char *msg, const char *needle)
 /* The fuzz seeds' shape: F=2, P=4, N=3, M=8, d=8, H=2, L=1, dff=8, horizon=2. */
 static void tiny_hparams(CcHparams *hp, int n_layers)
 {
-    cc_hparams_default(hp);
-    hp->n_features = 2;
-    hp->patch_len = 4;
-    hp->n_patches = 3;
-    hp->norm_window = 8;
-    hp->d_model = 8;
-    hp->n_heads = 2;
+    tl_hparams_tiny(hp);
     hp->n_layers = n_layers;
-    hp->d_ff = 8;
-    hp->horizon = 2;
     hp->step_seconds = 900;
     hp->tz_offset_s = -3600;
     memset(hp->features, 0, sizeof hp->features);
@@ -57,14 +50,10 @@ static void tiny_hparams(CcHparams *hp, int n_layers)
 static CcModel *random_model(const CcHparams *hp, uint64_t seed)
 {
     CcModel *m = NULL;
-    char err[ERRLEN];
-    assert_int_equal(cc_model_open(&m, hp, err, sizeof err), 0);
-    cc_model_init_random(m, seed);
+    tl_model_open(&m, hp, seed);
     uint64_t s = seed * 2654435761u + 1;
-    for (size_t i = 0; i < m->n_params; i++) {
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        m->block[i] += (float)((double)(s >> 11) / 9007199254740992.0 - 0.5) * 0.25f;
-    }
+    for (size_t i = 0; i < m->n_params; i++)
+        m->block[i] += (float)(tl_rng_uniform(&s) - 0.5) * 0.25f;
     return m;
 }
 
@@ -609,7 +598,7 @@ static void test_fuzz_seeds(void **state)
 static void test_python_written_file(void **state)
 {
     (void)state;
-    const char *path = CC_TEST_DATA "/golden/tiny.safetensors";
+    const char *path = TL_TINY_MODEL;
     FILE *f = fopen(path, "rb");
     if (!f) {
         print_message("skipped: %s absent (written by tests/ref/gen_golden.py)\n", path);
@@ -1023,7 +1012,7 @@ static void test_random_corruption(void **state)
         memcpy(p, buf, len);
         int flips = 1 + it % 4;
         for (int k = 0; k < flips; k++) {
-            s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+            tl_rng_next(&s);
             size_t at = (size_t)(s >> 33) % (it % 2 ? len : 400);  // half in the header
             p[at] = (uint8_t)(s >> 20);
         }

@@ -24,19 +24,17 @@
 #include "cc_safetensors.h"
 
 #include "failalloc.h"
+#include "testlib.h"
 
 static CcModel *tiny_model(void)
 {
     CcHparams hp;
-    cc_hparams_default(&hp);
-    hp.n_features = 2, hp.patch_len = 4, hp.n_patches = 3, hp.norm_window = 8;
-    hp.d_model = 8, hp.n_heads = 2, hp.n_layers = 2, hp.d_ff = 8, hp.horizon = 2;
+    tl_hparams_tiny(&hp);
+    hp.n_layers = 2;
     snprintf(hp.name, sizeof hp.name, "oom");
     cc_hparams_set_extra(&hp, "note", "x");
     CcModel *m = NULL;
-    char err[256];
-    assert_int_equal(cc_model_open(&m, &hp, err, sizeof err), 0);
-    cc_model_init_random(m, 3);
+    tl_model_open(&m, &hp, 3);
     return m;
 }
 

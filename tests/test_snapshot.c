@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "cc_snapshot.h"
+#include "testlib.h"
 
 #define NCELLS 4
 
@@ -35,23 +36,11 @@ static const char *ids[NCELLS] = {"cell-0", "cell-1", "cell-empty", "cell-3"};
 static CcModel *small_model(void)
 {
     CcHparams hp;
-    cc_hparams_default(&hp);
-    hp.n_features = 3;
-    hp.patch_len = 4;
-    hp.n_patches = 5;
-    hp.norm_window = 24;
-    hp.d_model = 16;
-    hp.n_heads = 2;
+    tl_hparams_small(&hp);
     hp.n_layers = 1;
-    hp.d_ff = 32;
     hp.horizon = 4;
-    hp.step_seconds = 900;
-    snprintf(hp.features[0], CC_FEATURE_NAME_MAX, "bytes");
-    snprintf(hp.features[1], CC_FEATURE_NAME_MAX, "prb");
-    snprintf(hp.features[2], CC_FEATURE_NAME_MAX, "users");
     CcModel *m = NULL;
-    assert_int_equal(cc_model_open(&m, &hp, NULL, 0), 0);
-    cc_model_init_random(m, 7);
+    tl_model_open(&m, &hp, 7);
     return m;
 }
 

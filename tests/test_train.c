@@ -31,14 +31,14 @@
 #include "cc_kernels.h"
 #include "cc_ref.h"
 #include "cc_train.h"
+#include "testlib.h"
 
 /* ---- helpers ------------------------------------------------------------------------- */
 
 static uint64_t g_rng = 12345;
 static double urand(void) /* uniform in [-1, 1) */
 {
-    g_rng = g_rng * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (double)(g_rng >> 11) / 9007199254740992.0 * 2 - 1;
+    return tl_rng_uniform(&g_rng) * 2 - 1;
 }
 static void fill(float *x, size_t n, double scale)
 {
@@ -353,15 +353,10 @@ typedef struct Tiny {
 
 static void tiny_hparams(CcHparams *hp)
 {
-    cc_hparams_default(hp);
-    hp->n_features = 2;
+    tl_hparams_tiny(hp);
     strcpy(hp->features[0], "a");
     strcpy(hp->features[1], "b");
-    hp->patch_len = 4;
-    hp->n_patches = 3;
     hp->norm_window = 10;
-    hp->d_model = 8;
-    hp->n_heads = 2;
     hp->n_layers = 2;
     hp->d_ff = 12;
     hp->horizon = 3;
@@ -563,8 +558,7 @@ static void test_forward_matches_ref(void **state)
     Tiny t;
     CcHparams hp;
     tiny_hparams(&hp);
-    assert_int_equal(cc_model_open(&t.m, &hp, NULL, 0), 0);
-    cc_model_init_random(t.m, 7);
+    tl_model_open(&t.m, &hp, 7);
     fill(t.m->w.ln1_b, hp.n_layers * hp.d_model, 0.2);
     fill(t.m->w.head_b, 2 * hp.horizon, 0.2);
     tiny_data(&t, 40, 30, 0.3);
@@ -709,8 +703,7 @@ static void test_train_sine(void **state)
     CcHparams hp;
     small_hparams(&hp);
     CcModel *m;
-    assert_int_equal(cc_model_open(&m, &hp, NULL, 0), 0);
-    cc_model_init_random(m, 3);
+    tl_model_open(&m, &hp, 3);
     CcRange tr = {0, 2000}, va = {2000, 2500};
     CcTrainSettings s;
     cc_train_default_settings(&s);
@@ -780,8 +773,7 @@ static void test_deterministic(void **state)
     small_hparams(&hp);
     CcModel *m[2];
     for (int r = 0; r < 2; r++) {
-        assert_int_equal(cc_model_open(&m[r], &hp, NULL, 0), 0);
-        cc_model_init_random(m[r], 3);
+        tl_model_open(&m[r], &hp, 3);
         CcRange tr = {0, 600}, va = {600, 800};
         CcTrainSettings s;
         cc_train_default_settings(&s);
@@ -825,8 +817,7 @@ static void test_state_resume(void **state)
     CcModel *m[3];
     CcTrainer *t[3];
     for (int r = 0; r < 3; r++) {
-        assert_int_equal(cc_model_open(&m[r], &hp, NULL, 0), 0);
-        cc_model_init_random(m[r], r == 2 ? 99 : 3); /* the resumed one starts elsewhere */
+        tl_model_open(&m[r], &hp, r == 2 ? 99 : 3); /* the resumed one starts elsewhere */
         assert_int_equal(cc_trainer_open(&t[r], m[r], &ds, &tr, &va, &s, NULL, 0), 0);
     }
     for (int i = 0; i < 20; i++)

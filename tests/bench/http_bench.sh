@@ -19,32 +19,21 @@
 # wrk, the daemon, its worker and (kafka phase) the producer all share the machine's cores.
 # PHASES (environment, default "idle ingest kafka") picks the phases to run.
 set -eu
-CCD=$1 MODEL=$2 SECS=${3:-10} CELLS=${4:-10000} SPEEDUP=${5:-1350} PRODUCER=${6:-}
-command -v wrk >/dev/null || { echo "wrk not installed (apt-get install wrk)"; exit 77; }
+CELLCASTD=$1 MODEL=$2 SECS=${3:-10} CELLS=${4:-10000} SPEEDUP=${5:-1350} PRODUCER=${6:-}
+# shellcheck source=../lib/daemon.sh
+. "$(dirname "$0")/../lib/daemon.sh"
+need_tools wrk
 TMP=$(mktemp -d /tmp/cellcast-httpbench.XXXXXX)
 DPID=
 trap '[ -n "$DPID" ] && kill $DPID 2>/dev/null; wait 2>/dev/null; rm -rf "$TMP"' EXIT
 
 start() { # cells backfill speedup
-    "$CCD" --set model.path="$MODEL" --set http.port=0 --set demo.enabled=true \
-        --set demo.cells="$1" --set demo.backfill_steps="$2" --set demo.speedup="$3" \
-        --set kafka.embedded_partitions=8 >"$TMP/d.log" 2>&1 &
-    DPID=$!
-    for _ in $(seq 100); do
-        PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$TMP/d.log" | head -1 | sed 's/.*://')
-        [ -n "$PORT" ] && break
-        sleep 0.1
-    done
-    U="http://127.0.0.1:$PORT"
-    for _ in $(seq 600); do
-        [ "$(curl -s -o /dev/null -w '%{http_code}' "$U/v1/cells/demo-0001/forecast")" = 200 ] && return
-        sleep 0.2
-    done
-    cat "$TMP/d.log"
-    echo "no forecast"
-    exit 1
+    start_daemon "$TMP/d.log" port --set model.path="$MODEL" --set http.port=0 \
+        --set demo.enabled=true --set demo.cells="$1" --set demo.backfill_steps="$2" \
+        --set demo.speedup="$3" --set kafka.embedded_partitions=8
+    wait_http "$U/v1/cells/demo-0001/forecast" 600 0.2 || { cat "$TMP/d.log"; echo "no forecast"; exit 1; }
 }
-stop() { kill "$DPID"; wait "$DPID" || true; DPID=; }
+stop() { stop_daemon || true; }
 steps() { curl -s "$U/metrics" | awk '$1 == "cellcast_steps_total" { print $2 }'; }
 wrk_on() { # CELL: wrk on the cell's forecast; sets s0 s1 t0 t1 (steps and time around it)
     s0=$(steps)
@@ -81,14 +70,9 @@ fi
 [ -n "$PRODUCER" ] && has kafka || exit 0
 echo "== under full Kafka ingest: $CELLS cells from $(basename "$PRODUCER") (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
 FEATS=prb_dl,prb_ul,thr_dl_mbps,thr_ul_mbps,active_users,latency_ms,cqi,drop_rate # the model's
-"$CCD" --set model.path="$MODEL" --set http.port=0 --set demo.enabled=false \
-    --set kafka.embedded_partitions=16 --set log.level=info >"$TMP/d.log" 2>&1 &
-DPID=$!
-for _ in $(seq 300); do grep -q "partition(s) assigned" "$TMP/d.log" && break; sleep 0.1; done
-PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$TMP/d.log" | head -1 | sed 's/.*://')
-BS=$(grep -o 'mock cluster) listening on [0-9.:]*' "$TMP/d.log" | head -1 | sed 's/.* on //')
-[ -n "$PORT" ] && [ -n "$BS" ] || { cat "$TMP/d.log"; echo "cellcastd did not start"; exit 1; }
-U="http://127.0.0.1:$PORT"
+DAEMON_TRIES=300 start_daemon "$TMP/d.log" assigned --set model.path="$MODEL" --set http.port=0 \
+    --set demo.enabled=false --set kafka.embedded_partitions=16 --set log.level=info
+[ -n "$BS" ] || { cat "$TMP/d.log"; echo "cellcastd did not start"; exit 1; }
 produce() { "$PRODUCER" -b "$BS" -c "$CELLS" --from "$1" -n "$2" -S 900 -f "$FEATS" >/dev/null; }
 wait_steps() { while [ "$(steps)" -lt "$1" ]; do kill -0 $DPID || exit 1; sleep 0.05; done; }
 for ((p = 0; p < 20; p += 4)); do produce $p 4; wait_steps $((CELLS * (p + 4))); done

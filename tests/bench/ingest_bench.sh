@@ -24,6 +24,8 @@
 set -eu
 CELLCASTD=$1 CELLCAST=$2 PRODUCER=$3
 CELLS=${4:-10000} WARM=${5:-48} MEAS=${6:-32} THREADS=${7:-1}
+# shellcheck source=../lib/daemon.sh
+. "$(dirname "$0")/../lib/daemon.sh"
 TMP=$(mktemp -d /tmp/cellcast-bench.XXXXXX)
 DPID=
 trap '[ -n "$DPID" ] && kill $DPID 2>/dev/null; wait 2>/dev/null; rm -rf "$TMP"' EXIT
@@ -47,12 +49,8 @@ demo:
 log:
   level: warn
 EOF
-"$CELLCASTD" -c "$TMP/bench.yaml" --set log.level=info >"$TMP/d.log" 2>&1 &
-DPID=$!
-for _ in $(seq 100); do grep -q 'partition(s) assigned' "$TMP/d.log" && break; sleep 0.1; done
-PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$TMP/d.log" | head -1 | sed 's/.*://')
-BS=$(grep -o 'mock cluster) listening on [0-9.:]*' "$TMP/d.log" | head -1 | sed 's/.* on //')
-[ -n "$PORT" ] && [ -n "$BS" ] || { cat "$TMP/d.log"; echo "cellcastd did not start"; exit 1; }
+start_daemon "$TMP/d.log" assigned -c "$TMP/bench.yaml" --set log.level=info
+[ -n "$BS" ] || { cat "$TMP/d.log"; echo "cellcastd did not start"; exit 1; }
 
 metrics() { curl -sf "http://127.0.0.1:$PORT/metrics" >"$1"; }
 m() { awk -v k="$2" '$1 == k { print $2 }' "$1"; }

@@ -32,9 +32,9 @@ set -u
 CELLCASTD=${1:-}
 MOCKBROKER=${2:-}
 SRC=${3:-$(cd "$(dirname "$0")/../.." && pwd)}
-for tool in kcat curl python3; do
-    command -v "$tool" >/dev/null || { echo "SKIP: $tool not installed"; exit 77; }
-done
+# shellcheck source=../lib/daemon.sh
+. "$(dirname "$0")/../lib/daemon.sh"
+need_tools kcat curl python3
 for bin in "$CELLCASTD" "$MOCKBROKER"; do
     [ -x "$bin" ] || { echo "SKIP: binary '$bin' missing"; exit 77; }
 done
@@ -56,8 +56,6 @@ cleanup() {
     [ "$FAILS" = 0 ] && rm -rf "$TMP" || echo "logs kept in $TMP"
 }
 trap cleanup EXIT
-
-. "$(dirname "$0")/common.sh"
 
 # gen FROM TO SPIKE_AT CELLS: kcat lines `key|json` for steps [FROM, TO) of the given cells
 # (spike-*: daily pattern, ×20 at SPIKE_AT; flat-*: constant; zero-*: zeros).
@@ -191,7 +189,7 @@ with open(sys.argv[2], "a") as f:
 PYEOF
 PIDS+=($!)
 for _ in $(seq 50); do [ -S "$TMP/notify.sock" ] && break; sleep 0.1; done
-NOTIFY_SOCKET="$TMP/notify.sock" WATCHDOG_USEC=2000000 start_daemon embedded "$TMP/embedded.yaml"
+NOTIFY_SOCKET="$TMP/notify.sock" WATCHDOG_USEC=2000000 start_daemon "$TMP/embedded.log" ready -c "$TMP/embedded.yaml"
 [ -n "$BS" ] || { cat "$TMP/embedded.log"; echo "FAIL: no embedded bootstrap address"; exit 1; }
 ok "cellcastd up on port $PORT, embedded broker $BS"
 gen 0 $N 240 "spike-1 flat-1 zero-1" | kcat -b "$BS" -P -t kpis -K '|' || fail "kcat produce"
@@ -308,7 +306,7 @@ wait_last spike-1 $((LAST + 3)) 30 && curl -sf "http://127.0.0.1:$PORT/v1/cells/
     ok "still stepping and forecasting after the refused reload" || fail "not serving after the refused reload"
 n=$(metric 'cellcast_reloads_total{result="refused"}')
 [ "$n" = 1 ] && ok "refused reload counted" || fail "cellcast_reloads_total{result=\"refused\"} = '$n'"
-kill -TERM "$DPID"; wait "$DPID"; rc=$?
+stop_daemon; rc=$?
 [ $rc = 0 ] && grep -q "snapshot .*(shutdown)" "$TMP/embedded.log" && ok "SIGTERM: exit 0, snapshot written" ||
     fail "SIGTERM: exit $rc / no snapshot"
 miss=""
@@ -316,10 +314,7 @@ for m in READY=1 STATUS= WATCHDOG=1 RELOADING=1 STOPPING=1; do grep -q "^$m" "$T
 [ -z "$miss" ] && ok "sd_notify: READY, STATUS, WATCHDOG, RELOADING, STOPPING received" || fail "sd_notify: missing$miss"
 
 # ---------------------------------------------------------------- 2. restarts (external broker)
-"$MOCKBROKER" kpis:2 alerts:1 >"$TMP/broker.addr" 2>"$TMP/broker.log" &
-PIDS+=($!)
-for _ in $(seq 50); do EXT=$(head -1 "$TMP/broker.addr" 2>/dev/null); [ -n "$EXT" ] && break; sleep 0.1; done
-[ -n "$EXT" ] || { echo "FAIL: cc_mockbroker gave no address"; exit 1; }
+start_mockbroker "$TMP" kpis:2 alerts:1
 mkcfg() { # mkcfg INTERVAL
     cat >"$TMP/ext.yaml" <<EOF
 model:
@@ -346,7 +341,7 @@ demo:
 EOF
 }
 mkcfg 1
-start_daemon run1 "$TMP/ext.yaml"
+start_daemon "$TMP/run1.log" ready -c "$TMP/ext.yaml"
 gen 0 150 240 "spike-1 flat-1 zero-1" | kcat -b "$EXT" -P -t kpis -K '|'
 wait_last spike-1 $((P0 + 149)) 60 || fail "run1: spike-1 did not reach step 149"
 sleep 2.5 # a periodic snapshot holds steps 0..149
@@ -357,8 +352,8 @@ wait_last spike-1 $LAST 60 || fail "run1: spike-1 did not reach the last step"
 sleep 1.5
 consume "$EXT" "$TMP/topic2a.txt"
 out=$(check_alerts "$TMP/topic2a.txt") && ok "run1 (before SIGKILL): $out" || fail "run1: $out"
-kill -KILL "$DPID"; wait "$DPID" 2>/dev/null
-start_daemon run2 "$TMP/ext.yaml"
+stop_daemon KILL
+start_daemon "$TMP/run2.log" ready -c "$TMP/ext.yaml"
 grep -q "snapshot .* restored: 3 cells" "$TMP/run2.log" && ok "SIGKILL restart: snapshot restored" || fail "run2: no snapshot restored"
 wait_last spike-1 $LAST 60 || fail "run2: spike-1 did not reach the last step again"
 sleep 2
@@ -386,24 +381,24 @@ assert c["steps"] == want and c["imputed"] == 0 and c["restarts"] == 0, f"counts
 ' "$1" "$P0"
 }
 hist_check "$LAST" && ok "SIGKILL restart: every step present once, none imputed" || fail "SIGKILL restart: history"
-kill -TERM "$DPID"; wait "$DPID"; rc=$?
+stop_daemon; rc=$?
 [ $rc = 0 ] || fail "run2 SIGTERM exit $rc"
 gen $N $((N + 10)) -1 "spike-1 flat-1 zero-1" | kcat -b "$EXT" -P -t kpis -K '|'   # while down
-start_daemon run3 "$TMP/ext.yaml"
+start_daemon "$TMP/run3.log" ready -c "$TMP/ext.yaml"
 grep -q "snapshot .* restored: 3 cells" "$TMP/run3.log" && ok "SIGTERM restart: snapshot restored" || fail "run3: no snapshot restored"
 wait_last spike-1 $((LAST + 10)) 60 || fail "run3: spike-1 did not reach step $((LAST + 10))"
 sleep 1.5
 hist_check $((LAST + 10)) && ok "SIGTERM restart: every step present once" || fail "SIGTERM restart: history"
 consume "$EXT" "$TMP/topic2c.txt"
 out=$(check_alerts "$TMP/topic2c.txt") && ok "SIGTERM restart: no transition duplicated ($out)" || fail "SIGTERM restart: $out"
-kill -TERM "$DPID"; wait "$DPID" || fail "run3 SIGTERM exit $?"
+stop_daemon || fail "run3 SIGTERM exit $?"
 # a damaged snapshot is refused with a clear message; the daemon starts without it
 python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[len(b) // 2] ^= 0x40; open(sys.argv[1], "wb").write(b)' "$TMP/ext.snap"
-start_daemon run4 "$TMP/ext.yaml"
+start_daemon "$TMP/run4.log" ready -c "$TMP/ext.yaml"
 msg=$(grep -o "snapshot refused: .*" "$TMP/run4.log" | head -1 | cut -c1-140)
 [[ "$msg" == *corrupt* ]] && curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null &&
     ok "corrupted snapshot refused, daemon up ($msg)" || fail "corrupted snapshot: '$msg'"
-kill -TERM "$DPID"; wait "$DPID" || fail "run4 SIGTERM exit $?"
+stop_daemon || fail "run4 SIGTERM exit $?"
 
 [ "$FAILS" = 0 ] && echo "all alert/ops black-box checks passed" || echo "$FAILS check(s) failed"
 [ "$FAILS" = 0 ]

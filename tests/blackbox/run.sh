@@ -24,9 +24,9 @@ CELLCASTD=${1:-}
 CELLCAST=${2:-}
 MOCKBROKER=${3:-}
 SRC=${4:-$(cd "$(dirname "$0")/../.." && pwd)}
-for tool in kcat curl python3; do
-    command -v "$tool" >/dev/null || { echo "SKIP: $tool not installed"; exit 77; }
-done
+# shellcheck source=../lib/daemon.sh
+. "$(dirname "$0")/../lib/daemon.sh"
+need_tools kcat curl python3
 for bin in "$CELLCASTD" "$CELLCAST" "$MOCKBROKER"; do
     [ -x "$bin" ] || { echo "SKIP: binary '$bin' missing (build cellcastd, cellcast, cc_mockbroker)"; exit 77; }
 done
@@ -49,8 +49,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 143' TERM INT   # so that cleanup runs when meson's timeout kills us
-
-. "$(dirname "$0")/common.sh"
 
 # wait_steps LAST_STEP TIMEOUT_S: until every cell's last_step is LAST_STEP.
 wait_steps() {
@@ -104,7 +102,7 @@ demo:
 log:
   level: info
 EOF
-start_daemon embedded "$TMP/embedded.yaml"
+start_daemon "$TMP/embedded.log" ready -c "$TMP/embedded.yaml"
 [ -n "$BS" ] || { cat "$TMP/embedded.log"; echo "FAIL: no embedded bootstrap address logged"; exit 1; }
 ok "cellcastd up on port $PORT, embedded broker $BS"
 
@@ -204,15 +202,11 @@ for i in range(5):
 print(f"   largest |served - forward| / sigma = {worst:.2e}")
 sys.exit(1 if bad else 0)
 EOF
-kill -TERM "$DPID"; wait "$DPID"; rc=$?
+stop_daemon; rc=$?
 [ $rc = 0 ] && ok "SIGTERM: exit 0" || fail "SIGTERM exit status $rc"
 
 # ---------------------------------------------------------------- 2. restarts
-"$MOCKBROKER" kpis:2 alerts:1 >"$TMP/broker.addr" 2>"$TMP/broker.log" &
-PIDS+=($!)
-for _ in $(seq 50); do [ -s "$TMP/broker.addr" ] && break; sleep 0.1; done
-EXT=$(head -1 "$TMP/broker.addr")
-[ -n "$EXT" ] || { echo "FAIL: cc_mockbroker gave no address"; exit 1; }
+start_mockbroker "$TMP" kpis:2 alerts:1
 sed -e "s|brokers: embedded|brokers: \"$EXT\"|" -e 's|group_id: bb-embedded|group_id: bb-restart|' \
     -e '/dead_letter_topic/d' "$TMP/embedded.yaml" >"$TMP/ext.yaml"
 mkdir -p "$TMP/h2"
@@ -224,12 +218,12 @@ gen 320 352 -1 "$TMP/h2" >"$TMP/h2/d.txt"
 cell_json() { curl -sf "http://127.0.0.1:$PORT/v1/cells/$1"; }
 field() { python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print(eval(sys.argv[2], {}, j))' "$1" "$2"; }
 
-start_daemon run1 "$TMP/ext.yaml"
+start_daemon "$TMP/run1.log" ready -c "$TMP/ext.yaml"
 kcat -b "$EXT" -P -t kpis -K '|' <"$TMP/h2/a.txt"
 wait_steps $((P0 + 149)) 60 || fail "run1 did not reach step $((P0 + 149))"
-kill -TERM "$DPID"; wait "$DPID" || fail "run1 SIGTERM exit status $?"
+stop_daemon || fail "run1 SIGTERM exit status $?"
 kcat -b "$EXT" -P -t kpis -K '|' <"$TMP/h2/b.txt"
-start_daemon run2 "$TMP/ext.yaml"
+start_daemon "$TMP/run2.log" ready -c "$TMP/ext.yaml"
 wait_steps $((P0 + 287)) 60 || fail "run2 did not reach step $((P0 + 287))"
 for c in $CELLS; do
     j=$(cell_json "$c")
@@ -256,9 +250,9 @@ late=$(metric 'cellcast_ingest_steps_total{outcome="late"}')
 
 kcat -b "$EXT" -P -t kpis -K '|' <"$TMP/h2/c.txt"
 wait_steps $((P0 + 319)) 60 || fail "run2 did not reach step $((P0 + 319))"
-kill -KILL "$DPID"; wait "$DPID" 2>/dev/null
+stop_daemon KILL
 kcat -b "$EXT" -P -t kpis -K '|' <"$TMP/h2/d.txt"
-start_daemon run3 "$TMP/ext.yaml"
+start_daemon "$TMP/run3.log" ready -c "$TMP/ext.yaml"
 wait_steps $((P0 + 351)) 60 || fail "run3 did not reach step $((P0 + 351))"
 before=$FAILS
 for c in $CELLS; do
