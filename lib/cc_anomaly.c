@@ -93,7 +93,7 @@ static void cell_init(CcAnomalyCell *c)
 
 int64_t *cc_lag_block(int L, int F, float **values)
 {
-    int64_t *t = malloc((size_t)L * (sizeof *t + (size_t)F * 3 * sizeof **values));
+    int64_t *t = calloc((size_t)L, sizeof *t + (size_t)F * 3 * sizeof **values);
     *values = t ? (float *)(t + L) : NULL;
     return t;
 }
@@ -103,20 +103,14 @@ static int lag_alloc(CcAnomalyCell *c, int L)
 {
     if (L == c->L)
         return 0;
-    int64_t *t = NULL;
     float *v = NULL;
-    if (L > 0) {
-        t = cc_lag_block(L, c->F, &v);
-        if (!t)
-            return -ENOMEM;
-        for (int i = 0; i < L; i++)
-            t[i] = NONE_STEP;
-        memset(v, 0, (size_t)L * (size_t)c->F * 3 * sizeof *v);
-    }
+    int64_t *t = L > 0 ? cc_lag_block(L, c->F, &v) : NULL;
+    if (L > 0 && !t)
+        return -ENOMEM;
+    for (int i = 0; i < L; i++)
+        t[i] = NONE_STEP;
     free(c->lag_target);
-    c->lag_target = t;
-    c->lag = v;
-    c->L = L;
+    c->lag_target = t, c->lag = v, c->L = L;
     return 0;
 }
 

@@ -6,14 +6,13 @@
  */
 #include <errno.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cc_anomaly_internal.h"
 
 float *cc_profile_block(int NB, int F, uint16_t **counts)
 {
     size_t cnt = (size_t)2 * NB * (size_t)F;
-    float *v = malloc(cnt * (sizeof(float) + sizeof(uint16_t)));
+    float *v = calloc(cnt, sizeof(float) + sizeof(uint16_t));
     *counts = v ? (uint16_t *)(v + cnt) : NULL;
     return v;
 }
@@ -27,18 +26,12 @@ int cc_profile_alloc(CcAnomalyCell *c, int NB)
 {
     if (NB == c->NB)
         return 0;
-    float *v = NULL;
     uint16_t *n = NULL;
-    if (NB > 0) {
-        v = cc_profile_block(NB, c->F, &n);
-        if (!v)
-            return -ENOMEM;
-        memset(v, 0, (size_t)2 * NB * (size_t)c->F * (sizeof *v + sizeof *n));
-    }
+    float *v = NB > 0 ? cc_profile_block(NB, c->F, &n) : NULL;
+    if (NB > 0 && !v)
+        return -ENOMEM;
     free(c->prof);
-    c->prof = v;
-    c->prof_n = n;
-    c->NB = NB;
+    c->prof = v, c->prof_n = n, c->NB = NB;
     for (int f = 0; f < c->F; f++) {
         KpiState *k = &c->k[f];
         k->pr_pos = k->pr_neg = k->pr_abs = 0;
