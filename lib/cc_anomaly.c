@@ -387,6 +387,8 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
     kpi_verdict(s, k, f, z, v);
 }
 
+/* The rules of one observation in the order they apply: data quality first (what it
+ * holds is not scored), then each KPI's scoring, then the cell step's lifecycle. */
 int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const float *values,
                        const uint8_t *mask, const CcAlertSink *sink)
 {

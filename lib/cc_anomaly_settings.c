@@ -72,6 +72,26 @@ static int validate_kpi(const CcAnomalySettings *s, int f, char *err, size_t err
     return 0;
 }
 
+/* The seasonal profile's settings. 0 or -EINVAL with a message. */
+static int validate_profile(const CcAnomalySettings *s, char *err, size_t errlen)
+{
+    if (!(s->profile_k >= 0 && s->profile_k <= 1e6) || !(s->profile_h >= 0 && s->profile_h <= 1e6))
+        return cc_errf(err, errlen, -EINVAL, "anomaly: need profile_k and profile_h in [0, 1e6]");
+    if (s->profile_bin_s < 300 || s->profile_bin_s > 86400 || 86400 % s->profile_bin_s != 0)
+        return cc_errf(err, errlen, -EINVAL,
+                       "anomaly: profile_bin_s %lld must divide 86400 and be ≥ 300",
+                       (long long)s->profile_bin_s);
+    if (!(s->profile_days >= 0.5 && s->profile_days <= 1000) || s->profile_min_days < 1 ||
+        s->profile_min_days > 1000)
+        return cc_errf(err, errlen, -EINVAL,
+                       "anomaly: need profile_days in [0.5, 1000] and profile_min_days in 1..1000");
+    if (s->profile_unit_s < 1 || s->profile_unit_s > 86400)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: profile_unit_s must be in 1..86400");
+    if (s->profile_utc_offset_s < -14 * 3600 || s->profile_utc_offset_s > 14 * 3600)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: profile_utc_offset_s beyond ±14 h");
+    return 0;
+}
+
 int cc_anomaly_validate(const CcAnomalySettings *s, char *err, size_t errlen)
 {
     if (!s)
@@ -118,22 +138,11 @@ int cc_anomaly_validate(const CcAnomalySettings *s, char *err, size_t errlen)
         return cc_errf(err, errlen, -EINVAL, "anomaly: missing_after_s must be ≥ 0");
     if (!(s->cusum_k >= 0 && s->cusum_k <= 1e6) || !(s->cusum_h >= 0 && s->cusum_h <= 1e6))
         return cc_errf(err, errlen, -EINVAL, "anomaly: need cusum_k and cusum_h in [0, 1e6]");
-    if (!(s->profile_k >= 0 && s->profile_k <= 1e6) || !(s->profile_h >= 0 && s->profile_h <= 1e6))
-        return cc_errf(err, errlen, -EINVAL, "anomaly: need profile_k and profile_h in [0, 1e6]");
-    if (s->profile_bin_s < 300 || s->profile_bin_s > 86400 || 86400 % s->profile_bin_s != 0)
-        return cc_errf(err, errlen, -EINVAL,
-                       "anomaly: profile_bin_s %lld must divide 86400 and be ≥ 300",
-                       (long long)s->profile_bin_s);
-    if (!(s->profile_days >= 0.5 && s->profile_days <= 1000) || s->profile_min_days < 1 ||
-        s->profile_min_days > 1000)
-        return cc_errf(err, errlen, -EINVAL,
-                       "anomaly: need profile_days in [0.5, 1000] and profile_min_days in 1..1000");
-    if (s->profile_unit_s < 1 || s->profile_unit_s > 86400)
-        return cc_errf(err, errlen, -EINVAL, "anomaly: profile_unit_s must be in 1..86400");
-    if (s->profile_utc_offset_s < -14 * 3600 || s->profile_utc_offset_s > 14 * 3600)
-        return cc_errf(err, errlen, -EINVAL, "anomaly: profile_utc_offset_s beyond ±14 h");
+    int rc = validate_profile(s, err, errlen);
+    if (rc)
+        return rc;
     for (int f = 0; f < s->n_features; f++) {
-        int rc = validate_kpi(s, f, err, errlen);
+        rc = validate_kpi(s, f, err, errlen);
         if (rc)
             return rc;
     }
