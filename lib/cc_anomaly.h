@@ -173,7 +173,7 @@ typedef struct CcAnomalySettings {
     int stuck_memory_steps;    ///< time constant of that longest run, steps (default 2000)
     int zero_steps;            ///< all-zero consecutive steps for all_zero (default 6)
     int64_t missing_after_s;   ///< silence before a missing-data alert; 0 = 3 steps (default 0)
-    int dq_resolve_steps;      ///< clear steps to resolve a DQ alert (default 1)
+    int dq_resolve_steps;      ///< clear steps to resolve a DQ alert (default 3)
     int dq_grace_steps;        ///< steps a KPI stays unscored after its DQ alert (default 16)
     int warmup_steps;          ///< forecasts of a sequence shorter than this are not scored:
                                ///< with a patch or two of context they are poor, and every
@@ -321,9 +321,11 @@ void cc_anomaly_cell_stats(const CcAnomalyCell *c, CcAnomalyCellStats *out);
 /**
  * State serialisation for snapshots (a versioned little-endian byte string; the cell id is
  * included). save: with buf NULL returns the size needed; else writes and returns the size,
- * or -ENOSPC if cap is too small (version 2). load: replaces c's state; -EINVAL with a
- * message if the bytes are malformed, of a version other than 1 or 2, or for another F
- * (version 1, before the lag calibration, loads with that calibration to warm up again).
+ * or -ENOSPC if cap is too small; it writes version 4. load: replaces c's state; -EINVAL
+ * with a message if the bytes are malformed, of a version other than 1 to 4, or for
+ * another F; -ENOMEM (c unchanged). Older versions lack what later rules keep, which then
+ * starts afresh: version 1 the lag calibration (it warms up again), 1 and 2 the CUSUM sums
+ * (0), 1 to 3 the seasonal profile (empty).
  */
 long cc_anomaly_cell_save(const CcAnomalyCell *c, uint8_t *buf, size_t cap);
 int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char *err,

@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "cc_anomaly.h"
+#include "cc_cusum.h"
 
 #define MAX_EV 256
 
@@ -1357,6 +1358,48 @@ static void test_profile_drift(void **state)
     assert_int_equal(cc_anomaly_settings_set(&s, NULL, "profile_k", "-1", NULL, 0), -EINVAL);
 }
 
+/* The CUSUM step on its own (cc_cusum.h): each step's input is clipped to ±(k + 1), so a
+ * spike adds at most 1 (times w) however large; a step against the sum drains it to 0,
+ * not below; the threshold counts only in the KPI's direction, and h = 0 turns it off. */
+static void test_cusum_step(void **state)
+{
+    (void)state;
+    double pos = 0, neg = 0;
+    cc_cusum_step(&pos, &neg, 100, 3, 1); /* clipped to 4: + (4 - 3) */
+    assert_true(pos == 1 && neg == 0);
+    cc_cusum_step(&pos, &neg, 3.5, 3, 0.25); /* weighted: + 0.25 · 0.5 */
+    assert_true(pos == 1.125 && neg == 0);
+    cc_cusum_step(&pos, &neg, -100, 3, 1); /* clipped to -4: pos drains to 0, neg + 1 */
+    assert_true(pos == 0 && neg == 1);
+    assert_true(cc_cusum_signed(0, 1) == -1 && cc_cusum_signed(2, 1) == 2);
+    assert_true(cc_cusum_over(0, 6, 6, 0) && cc_cusum_over(0, 6, 6, -1));
+    assert_false(cc_cusum_over(0, 6, 6, 1)); /* up only: the down sum does not count */
+    assert_true(cc_cusum_over(6, 0, 6, 1));
+    assert_false(cc_cusum_over(5.9, 5.9, 6, 0));
+    assert_false(cc_cusum_over(100, 100, 0, 0)); /* h = 0: off */
+}
+
+/* Alert times are RFC 3339 for years 0..9999 and null beyond (cc_json_time). */
+static void test_event_json_time_range(void **state)
+{
+    (void)state;
+    CcAlertEvent ev;
+    memset(&ev, 0, sizeof ev);
+    snprintf(ev.id, sizeof ev.id, "c:missing:1");
+    ev.state = CC_ALERT_FIRING;
+    ev.kind = CC_ALERT_DATA_QUALITY;
+    ev.reason = CC_DQ_MISSING;
+    ev.severity = CC_SEV_CRITICAL;
+    ev.cell_id = "c";
+    ev.kpi = -1;
+    ev.score = NAN;
+    ev.start_ts = 253402300799; /* 9999-12-31T23:59:59Z */
+    ev.ts = 253402300800;       /* year 10000 */
+    char buf[1024];
+    assert_true(cc_alert_event_json(&ev, NULL, buf, sizeof buf) > 0);
+    assert_non_null(strstr(buf, "\"start_time\":\"9999-12-31T23:59:59Z\",\"time\":null,"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1385,6 +1428,8 @@ int main(void)
         cmocka_unit_test(test_settings_by_name),
         cmocka_unit_test(test_cusum_sustained),
         cmocka_unit_test(test_profile_drift),
+        cmocka_unit_test(test_cusum_step),
+        cmocka_unit_test(test_event_json_time_range),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

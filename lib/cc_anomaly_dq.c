@@ -1,0 +1,165 @@
+/*
+ * cc_anomaly_dq.c — the data-quality rules (cc_anomaly.h, "Data-quality alerts"): missing
+ * data, all_zero, stuck and bounds, each an episode that fires at the first step its
+ * condition holds and resolves after dq_resolve_steps clear steps. They run on every
+ * observation before the anomaly scoring, which does not score what they hold.
+ */
+#include "cc_anomaly_internal.h"
+
+static int kpi_stuck_steps(const CcAnomalySettings *s, int f)
+{
+    int n = s->kpi[f].stuck_steps;
+    return n == 0 ? s->stuck_steps : n;
+}
+
+/* A DQ event with the one attribution entry of a per-KPI alert (attr NULL: none). */
+static void dq_emit(const CcAnomaly *a, CcAnomalyCell *c, enum CcAlertState st,
+                    enum CcDqReason r, int kpi, int64_t start, int64_t step, int severity,
+                    const CcAlertAttr *attr, const CcAlertSink *sink)
+{
+    CcAlertEvent ev;
+    cc_alert_event_init(a, c, &ev, st, r, kpi, start, step, severity);
+    if (attr) {
+        ev.attr[0] = *attr;
+        ev.n_attr = 1;
+    }
+    cc_alert_emit(c, sink, &ev, step);
+}
+
+/* DQ episode step: cond holds at `step` (onset `onset` when it starts firing). */
+static void dq_update(const CcAnomaly *a, CcAnomalyCell *c, Episode *e, int cond,
+                      enum CcDqReason r, int kpi, int64_t step, int64_t onset, int severity,
+                      const CcAlertAttr *attr, const CcAlertSink *sink)
+{
+    if (e->start == NONE_STEP) {
+        if (!cond)
+            return;
+        e->start = onset;
+        e->clear_run = 0;
+        e->severity = severity;
+        dq_emit(a, c, CC_ALERT_FIRING, r, kpi, onset, step, severity, attr, sink);
+        return;
+    }
+    if (cond) {
+        e->clear_run = 0;
+        return;
+    }
+    if (++e->clear_run < a->s.dq_resolve_steps)
+        return;
+    int64_t start = e->start;
+    e->start = NONE_STEP;
+    e->resolved = step;
+    e->clear_run = 0;
+    dq_emit(a, c, CC_ALERT_RESOLVED, r, kpi, start, step, e->severity, attr, sink);
+}
+
+int cc_dq_blocks(const CcAnomalySettings *s, const Episode *e, int64_t step)
+{
+    if (e->start != NONE_STEP)
+        return 1;
+    return e->resolved != NONE_STEP && step - e->resolved <= s->dq_grace_steps;
+}
+
+/* Missing data ends with any observation. */
+static void missing_resolve(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
+                            const CcAlertSink *sink)
+{
+    if (c->missing.start == NONE_STEP)
+        return;
+    int64_t start = c->missing.start;
+    c->missing.start = NONE_STEP;
+    c->missing.resolved = step;
+    dq_emit(a, c, CC_ALERT_RESOLVED, CC_DQ_MISSING, -1, start, step, c->missing.severity, NULL,
+            sink);
+}
+
+/* all_zero: every observed KPI exactly 0 for zero_steps steps. Returns 1 when this step is
+ * all zero (stuck is not raised then). */
+static int all_zero_update(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
+                           const float *values, const uint8_t *mask, const CcAlertSink *sink)
+{
+    int n_obs = 0, n_zero = 0;
+    for (int f = 0; f < c->F; f++) {
+        if (!kpi_observed(values, mask, f))
+            continue;
+        n_obs++;
+        n_zero += values[f] == 0.0f;
+    }
+    int all_zero_now = n_obs > 0 && n_zero == n_obs;
+    c->zero_run = all_zero_now ? c->zero_run + 1 : 0;
+    dq_update(a, c, &c->zero, c->zero_run >= a->s.zero_steps, CC_DQ_ALL_ZERO, -1, step,
+              step - c->zero_run + 1, CC_SEV_CRITICAL, NULL, sink);
+    return all_zero_now;
+}
+
+/* The run of equal values of KPI k, its decaying longest normal run and its change rate,
+ * with the observed value v (nst: its stuck_steps). */
+static void run_update(const CcAnomalySettings *s, KpiState *k, float v, int nst)
+{
+    if (k->has_last) {
+        int changed = v != k->last_val;
+        k->run_max *= 1.0f - 1.0f / (float)s->stuck_memory_steps;
+        if (changed && (float)k->run > k->run_max)
+            k->run_max = (float)k->run; /* a run ended: remember its length */
+        k->run = changed ? 1 : k->run + 1;
+        if (nst < 0 || k->run < nst)
+            k->change_rate += ((float)changed - k->change_rate) / (float)s->change_rate_steps;
+    } else {
+        k->run = 1;
+        k->has_last = 1;
+    }
+    k->last_val = v;
+}
+
+/* stuck and bounds of KPI f, observed at v. */
+static void kpi_dq_update(const CcAnomaly *a, CcAnomalyCell *c, int f, int64_t step, float v,
+                          int all_zero_now, const CcAlertSink *sink)
+{
+    const CcAnomalySettings *s = &a->s;
+    KpiState *k = &c->k[f];
+    int nst = kpi_stuck_steps(s, f);
+    run_update(s, k, v, nst);
+    int stuck = nst > 0 && k->run >= nst && k->change_rate >= s->stuck_min_change_rate &&
+                (double)k->run >= s->stuck_run_factor * k->run_max && !all_zero_now;
+    CcAlertAttr at = {f, v, NAN, NAN, NAN, NAN, 0, 0, NAN};
+    if (c->exp_step == step)
+        at.expected = k->exp_mean;
+    /* A firing stuck alert stays firing while the run goes on (even if the change rate
+     * or the all-zero state says otherwise now): only a change clears it. */
+    if (k->stuck.start != NONE_STEP && nst > 0 && k->run >= nst)
+        stuck = 1;
+    dq_update(a, c, &k->stuck, stuck, CC_DQ_STUCK, f, step, step - k->run + 1, CC_SEV_WARNING,
+              &at, sink);
+    const CcAnomalyKpi *kp = &s->kpi[f];
+    int oob = kp->min < kp->max && (v < kp->min || v > kp->max);
+    CcAlertAttr ab = {f, v, at.expected, kp->min, kp->max, NAN, 0, 0, NAN};
+    dq_update(a, c, &k->bounds, oob, CC_DQ_BOUNDS, f, step, step, CC_SEV_WARNING, &ab, sink);
+}
+
+void cc_dq_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const float *values,
+                   const uint8_t *mask, const CcAlertSink *sink)
+{
+    missing_resolve(a, c, step, sink);
+    int all_zero_now = all_zero_update(a, c, step, values, mask, sink);
+    for (int f = 0; f < c->F; f++)
+        if (kpi_observed(values, mask, f)) /* imputed values neither advance nor break runs */
+            kpi_dq_update(a, c, f, step, values[f], all_zero_now, sink);
+}
+
+void cc_anomaly_tick(const CcAnomaly *a, CcAnomalyCell *c, int64_t now_s, const CcAlertSink *sink)
+{
+    const CcAnomalySettings *s = &a->s;
+    if (c->last_step < 0 || c->missing.start != NONE_STEP)
+        return;
+    int64_t after = s->missing_after_s > 0 ? s->missing_after_s : 3 * s->step_seconds;
+    int64_t end = (c->last_step + 1) * s->step_seconds; /* end of the last step */
+    if (now_s - end <= after)
+        return;
+    CcAlertEvent ev;
+    c->missing.start = c->last_step + 1;
+    c->missing.severity = CC_SEV_CRITICAL;
+    c->missing.clear_run = 0;
+    cc_alert_event_init(a, c, &ev, CC_ALERT_FIRING, CC_DQ_MISSING, -1, c->missing.start,
+                        now_s / s->step_seconds, CC_SEV_CRITICAL);
+    cc_alert_emit(c, sink, &ev, c->missing.start);
+}

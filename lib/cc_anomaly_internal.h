@@ -1,0 +1,224 @@
+/*
+ * cc_anomaly_internal.h — what the files of the anomaly module share: the per-cell state,
+ * its constants, and the functions one file calls in another. Not for hosts: they use
+ * cc_anomaly.h. The module's files, in the order a step goes through them:
+ *     cc_anomaly.c           contexts, cells, expectations, and observe: the scoring steps
+ *     cc_anomaly_dq.c        data-quality rules (missing, all_zero, stuck, bounds) and tick
+ *     cc_anomaly_profile.c   the seasonal profile (usual value per time of day)
+ *     cc_cusum.h             the two-sided CUSUM both sustained-deviation rules run
+ *     cc_anomaly_lifecycle.c the k-of-n window, episodes, attribution, event emission
+ *     cc_alert_json.c        an alert event as JSON, and the names of its enums
+ *     cc_anomaly_settings.c  defaults, validation, settings by name
+ *     cc_anomaly_state.c     the state as bytes, for snapshots
+ */
+#ifndef CC_ANOMALY_INTERNAL_H
+#define CC_ANOMALY_INTERNAL_H
+
+#include <math.h>
+
+#include "cc_anomaly.h"
+#include "cc_cusum.h"
+
+#define NONE_STEP INT64_MIN
+
+/* Lag calibration. The L-step-old forecast is less precise than the one-step forecast in
+ * ways its sd may not say (a poor or untrained model, a bursty KPI): its residuals |z_L|
+ * can be much larger than the one-step ones on normal data, and every such step would be
+ * an alert. Each KPI keeps running means of |z_1| and |z_L| (a plain mean over the first
+ * LAGCAL_STEPS scored steps, then exponential with that time constant; updates clipped at
+ * LAGCAL_CLIP times the mean so that bursts move them by a bounded amount; not updated
+ * while the cell's anomaly episode fires, so an anomaly does not calibrate itself away),
+ * and z_L is multiplied by min(1, mean|z_1| / mean|z_L|): the lagged forecast is never
+ * trusted more than the one-step forecast. Before both means have LAGCAL_MIN_N updates the
+ * lagged z is not used at all (a new cell scores one-step only for its first ~48 steps).
+ * The seasonal profile's scale is the same kind of running mean, with the same constants. */
+#define LAGCAL_STEPS 500
+#define LAGCAL_CLIP 5.0
+#define LAGCAL_MIN_N 48
+#define GAUSS_MEAN_ABS 0.798 /* mean |x| of a standard Gaussian: sd = mean |x| / this */
+
+/* One alert episode (anomaly of a cell, or one DQ condition). */
+typedef struct Episode {
+    int64_t start;        ///< onset step while firing, NONE_STEP otherwise
+    int64_t resolved;     ///< step of the last resolution, NONE_STEP if never
+    int32_t clear_run;    ///< consecutive clear steps while firing
+    int32_t severity;     ///< CcAlertSeverity while firing
+    double peak;          ///< anomaly: peak cell score of the episode
+} Episode;
+
+typedef struct KpiState {
+    double exp_mean, exp_sd, exp_scale; ///< expectation for CcAnomalyCell.exp_step
+    double z;             ///< z of the last scored step (NaN: not scored)
+    double att_mean, att_sd, att_scale; ///< the expectation z was taken against
+    double att_mul;       ///< factor the z was multiplied by (lag calibration; 1: none)
+    double abs1, absl;    ///< running means of |z| one-step and lagged (lag calibration)
+    int32_t n1, nl;       ///< their updates (saturate at LAGCAL_STEPS)
+    double cu_pos, cu_neg; ///< CUSUM sums S⁺, S⁻ (cusum_k, cusum_h)
+    double pr_pos, pr_neg; ///< profile CUSUM sums P⁺, P⁻ (profile_k, profile_h)
+    double pr_abs;        ///< running mean |x − profile|, the profile z's scale
+    int32_t pr_n;         ///< its updates (saturate at LAGCAL_STEPS)
+    double pr_exp;        ///< the profile's value at the last scored step (NaN: none)
+    float last_val;       ///< last observed value
+    float change_rate;    ///< EWMA of "value changed"
+    float run_max;        ///< longest recent run of equal values (decaying)
+    int32_t run;          ///< consecutive observed steps equal to last_val
+    int32_t has_last;
+    Episode stuck, bounds;
+} KpiState;
+
+struct CcAnomaly {
+    CcAnomalySettings s;
+};
+
+struct CcAnomalyCell {
+    char id[CC_ANOMALY_CELL_ID_MAX];
+    int F;
+    int64_t last_step;    ///< last observed step, -1 none
+    int64_t exp_step;     ///< step the expectation is for, NONE_STEP none
+    int64_t score_step;   ///< last scored step, -1 none
+    double score;         ///< cell score at score_step
+    uint64_t over_bits, crit_bits; ///< bit i = step win_step - i
+    int64_t win_step;     ///< step of bit 0, NONE_STEP before the first observation
+    int32_t zero_run;
+    Episode anom, zero, missing;
+    int n_peak;
+    CcAlertAttr peak[CC_ALERT_MAX_ATTR];
+    int64_t quiet_until;
+    CcAnomalyCellStats st;
+    KpiState *k;          // (F)
+    int L;                ///< lag ring length (settings.lag_steps when allocated)
+    int64_t *lag_target;  // (L) step each ring entry is the expectation for, followed in
+                          // the same allocation by lag
+    float *lag;           // (L, F, 3) mean, sd, scale from the forecast made L steps earlier
+    int NB;               ///< profile bins per day (86400 / profile_bin_s when allocated)
+    float *prof;          // (2, NB, F) usual value per day type (weekday, weekend) and bin,
+                          // followed in the same allocation by prof_n
+    uint16_t *prof_n;     // (2, NB, F) samples averaged into each bin so far (saturating)
+};
+
+/* A value of KPI f is observed: flagged so by the host (mask NULL: all) and finite. */
+static inline int kpi_observed(const float *values, const uint8_t *mask, int f)
+{
+    return (!mask || mask[f]) && isfinite(values[f]);
+}
+
+static inline double kpi_warn(const CcAnomalySettings *s, int f)
+{
+    return s->kpi[f].warn_z > 0 ? s->kpi[f].warn_z : s->warn_z;
+}
+
+static inline double kpi_crit(const CcAnomalySettings *s, int f)
+{
+    return s->kpi[f].crit_z > 0 ? s->kpi[f].crit_z : s->crit_z;
+}
+
+/* The sd a z is taken with: the forecast's, floored (see cc_anomaly.h, Scoring). */
+static inline double sd_eff(const CcAnomalySettings *s, int f, double mean, double sd,
+                            double scale)
+{
+    double fl = s->kpi[f].sd_floor;
+    if (s->sd_floor_rel * fabs(mean) > fl)
+        fl = s->sd_floor_rel * fabs(mean);
+    if (s->sd_floor_scale * scale > fl)
+        fl = s->sd_floor_scale * scale;
+    return sd > fl ? sd : fl;
+}
+
+/* One update of a running mean |z| (see LAGCAL_STEPS). */
+static inline void absmean_update(double *m, int32_t *n, double z)
+{
+    double v = fabs(z);
+    if (*n > 0 && v > LAGCAL_CLIP * *m)
+        v = LAGCAL_CLIP * *m;
+    if (*n < LAGCAL_STEPS)
+        (*n)++;
+    *m += (v - *m) / (double)*n;
+}
+
+/* The KPI counts as over by its CUSUM (sums of its last scored step, in its direction). */
+static inline int cusum_over(const CcAnomalySettings *s, const KpiState *k, int f)
+{
+    return cc_cusum_over(k->cu_pos, k->cu_neg, s->cusum_h, s->kpi[f].direction);
+}
+
+/* The KPI counts as over by its seasonal profile's CUSUM, in its direction. */
+static inline int profile_over(const CcAnomalySettings *s, const KpiState *k, int f)
+{
+    return cc_cusum_over(k->pr_pos, k->pr_neg, s->profile_h, s->kpi[f].direction);
+}
+
+/* ---- cc_anomaly.c ---- */
+
+/* One allocation for a lag ring of L entries of F KPIs: the targets, then the values
+ * (*values). NULL on -ENOMEM. */
+int64_t *cc_lag_block(int L, int F, float **values);
+
+/* ---- cc_anomaly_dq.c ---- */
+
+/* The data-quality rules of one observation, in order: missing data ends, all_zero, then
+ * per KPI stuck and bounds. */
+void cc_dq_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const float *values,
+                   const uint8_t *mask, const CcAlertSink *sink);
+
+/* Within an episode's firing time or its grace period after resolving: the KPIs it covers
+ * are not scored. */
+int cc_dq_blocks(const CcAnomalySettings *s, const Episode *e, int64_t step);
+
+/* ---- cc_anomaly_profile.c ---- */
+
+/* Where a step falls in the profile: day type, the bin it updates, and the two bins whose
+ * centres surround it with the weight of the second. */
+typedef struct ProfPos {
+    int type;      ///< 0 weekday, 1 weekend (local time)
+    int bin;       ///< bin of the step
+    int b0, b1;    ///< bins interpolated between
+    double w1;     ///< weight of b1
+    double per_day; ///< samples per bin per day: profile_bin_s / step_seconds, ≥ 1
+} ProfPos;
+
+/* Profile bins per day the settings want; 0 = no profile. */
+int cc_profile_bins(const CcAnomalySettings *s);
+
+/* One allocation for a profile of NB bins per day: the means, then the counts (*counts).
+ * NULL on -ENOMEM. */
+float *cc_profile_block(int NB, int F, uint16_t **counts);
+
+/* (Re)sizes the profile to NB bins per day, emptied, and restarts every KPI's profile
+ * scale and sums (they belong to the old bins). 0 or -ENOMEM (profile unchanged). */
+int cc_profile_alloc(CcAnomalyCell *c, int NB);
+
+void cc_profile_pos(const CcAnomalySettings *s, int64_t step, int NB, ProfPos *p);
+
+/* The profile z of x for KPI f before learning x: (x − usual value) / scale, NaN while
+ * the bins or the scale are not warm; *ref gets the usual value (NaN: none). Then x is
+ * learnt: the scale from the residual, the step's bin from x. */
+double cc_profile_step(const CcAnomalySettings *s, CcAnomalyCell *c, const ProfPos *p, int f,
+                       double x, double *ref);
+
+/* ---- cc_anomaly_lifecycle.c ---- */
+
+/* What scoring found at one step, for the anomaly lifecycle. */
+typedef struct StepVerdict {
+    int n_scored;  ///< KPIs scored against an expectation
+    int n_supp;    ///< KPIs that had one but were held by a DQ alert
+    int n_over;    ///< KPIs over (threshold, CUSUM or profile)
+    int n_crit;    ///< KPIs critical
+    double score;  ///< max |z| over the scored KPIs, NaN if none
+} StepVerdict;
+
+/* The anomaly lifecycle of one observed step: the k-of-n window, the cell's stats, and
+ * the episode (fire, escalate, track the peak, resolve). */
+void cc_anomaly_lifecycle_step(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
+                               const float *values, const StepVerdict *v,
+                               const CcAlertSink *sink);
+
+/* An event of cell c with its id, times and no attribution (score NaN). */
+void cc_alert_event_init(const CcAnomaly *a, const CcAnomalyCell *c, CcAlertEvent *ev,
+                         enum CcAlertState st, enum CcDqReason r, int kpi, int64_t start,
+                         int64_t step, int severity);
+
+/* Counts the event and hands it to the sink, unless quiet_step is within quiet_until. */
+void cc_alert_emit(CcAnomalyCell *c, const CcAlertSink *sink, const CcAlertEvent *ev,
+                   int64_t quiet_step);
+
+#endif

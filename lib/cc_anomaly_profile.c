@@ -1,0 +1,110 @@
+/*
+ * cc_anomaly_profile.c — the seasonal profile of each KPI: its usual value per bin of the
+ * day, weekdays and weekends apart, which a forecaster that follows a slow drift or a long
+ * shift no longer shows (cc_anomaly.h, "Seasonal profile"). Where a step falls in it, its
+ * z against it, and how it learns.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "cc_anomaly_internal.h"
+
+float *cc_profile_block(int NB, int F, uint16_t **counts)
+{
+    size_t cnt = (size_t)2 * NB * (size_t)F;
+    float *v = calloc(cnt, sizeof(float) + sizeof(uint16_t));
+    *counts = v ? (uint16_t *)(v + cnt) : NULL;
+    return v;
+}
+
+int cc_profile_bins(const CcAnomalySettings *s)
+{
+    return s->profile_h > 0 ? (int)(86400 / s->profile_bin_s) : 0;
+}
+
+int cc_profile_alloc(CcAnomalyCell *c, int NB)
+{
+    if (NB == c->NB)
+        return 0;
+    uint16_t *n = NULL;
+    float *v = NB > 0 ? cc_profile_block(NB, c->F, &n) : NULL;
+    if (NB > 0 && !v)
+        return -ENOMEM;
+    free(c->prof);
+    c->prof = v, c->prof_n = n, c->NB = NB;
+    for (int f = 0; f < c->F; f++) {
+        KpiState *k = &c->k[f];
+        k->pr_pos = k->pr_neg = k->pr_abs = 0;
+        k->pr_n = 0;
+        k->pr_exp = NAN;
+    }
+    return 0;
+}
+
+void cc_profile_pos(const CcAnomalySettings *s, int64_t step, int NB, ProfPos *p)
+{
+    /* a step stands for [start, start + S): place it at its middle, where a bin's mean of
+     * such steps sits too (with S = the bin width, exactly on the bin's centre) */
+    int64_t t = step * s->step_seconds + s->step_seconds / 2 + s->profile_utc_offset_s;
+    int64_t day = t >= 0 ? t / 86400 : -((-t + 86399) / 86400);
+    int64_t sec = t - day * 86400;
+    int dow = (int)(((day + 3) % 7 + 7) % 7); /* 1970-01-01 was a Thursday; 0 = Monday */
+    p->type = dow >= 5;
+    double pos = (double)sec / (double)s->profile_bin_s; /* in bins, [0, NB) */
+    p->bin = (int)pos;
+    if (p->bin >= NB)
+        p->bin = NB - 1;
+    double c = pos - 0.5, fl = floor(c);
+    p->b0 = (int)fl < 0 ? NB - 1 : (int)fl;
+    p->b1 = p->b0 + 1 >= NB ? 0 : p->b0 + 1;
+    p->w1 = c - fl;
+    p->per_day = (double)s->profile_bin_s / (double)s->step_seconds;
+    if (p->per_day <= 1) { /* steps as long as a bin or longer: their bins, as they are */
+        p->per_day = 1;
+        p->b0 = p->b1 = p->bin;
+        p->w1 = 0;
+    }
+}
+
+double cc_profile_step(const CcAnomalySettings *s, CcAnomalyCell *c, const ProfPos *p, int f,
+                       double x, double *ref)
+{
+    KpiState *k = &c->k[f];
+    size_t o = (size_t)p->type * c->NB * c->F; /* this day type's bins */
+    const uint16_t *n = c->prof_n + o;
+    float *m = c->prof + o;
+    double need = s->profile_min_days * p->per_day;
+    double z = NAN;
+    *ref = NAN;
+    if (n[(size_t)p->b0 * c->F + f] >= need && n[(size_t)p->b1 * c->F + f] >= need) {
+        double r0 = m[(size_t)p->b0 * c->F + f], r1 = m[(size_t)p->b1 * c->F + f];
+        *ref = r0 + p->w1 * (r1 - r0);
+        double res = x - *ref;
+        if (k->pr_n >= LAGCAL_MIN_N) {
+            /* the forecast's floors: a KPI that is usually exactly flat at some hour (0
+             * drops at night) must not alert on a tiny change there */
+            double sc = fmax(fmax(k->pr_abs / GAUSS_MEAN_ABS, s->kpi[f].sd_floor),
+                             fmax(s->sd_floor_rel * fabs(*ref), s->sd_floor_scale * k->exp_scale));
+            if (sc > 0)
+                z = res / sc;
+        }
+        absmean_update(&k->pr_abs, &k->pr_n, res);
+    }
+    float *mb = m + (size_t)p->bin * c->F + f;
+    uint16_t *nb = c->prof_n + o + (size_t)p->bin * c->F + f;
+    if (*nb == 0) {
+        *mb = (float)x;
+    } else {
+        double cap = s->profile_days * p->per_day;
+        double w = 1.0 / ((*nb < cap ? *nb : cap) + 1.0);
+        double d = x - *mb;
+        if (k->pr_n >= LAGCAL_MIN_N) {
+            double lim = 3 * k->pr_abs / GAUSS_MEAN_ABS;
+            d = d > lim ? lim : d < -lim ? -lim : d;
+        }
+        *mb += (float)(w * d);
+    }
+    if (*nb < UINT16_MAX)
+        (*nb)++;
+    return isfinite(z) ? z : NAN;
+}

@@ -1,0 +1,312 @@
+/*
+ * cc_anomaly_settings.c — the anomaly settings: defaults, validation, and setting them by
+ * name from text (the table of deployment-wide keys and the per-KPI keys), for config
+ * files and the CLI's --set.
+ */
+#include "cc_anomaly.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cc_anomaly_default_settings(CcAnomalySettings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->n_features = 8;
+    s->step_seconds = 3600;
+    s->warn_z = 4.5;
+    s->crit_z = 6.75;
+    s->warmup_steps = 64;
+    s->min_kpis = 1;
+    s->window_n = 3;
+    s->warn_k = 2;
+    s->crit_k = 1;
+    s->resolve_m = 3;
+    s->cooldown_steps = 6;
+    s->sd_floor_rel = 0.01;
+    s->sd_floor_scale = 0.05;
+    s->interval_z = 1.2815516;
+    s->stuck_steps = 12;
+    s->stuck_min_change_rate = 0.5;
+    s->stuck_run_factor = 2.0;
+    s->stuck_memory_steps = 2000;
+    s->change_rate_steps = 200;
+    s->zero_steps = 6;
+    s->missing_after_s = 0;
+    s->dq_resolve_steps = 3;
+    s->dq_grace_steps = 16;
+    s->lag_steps = -1;
+    s->cusum_k = 3.0;
+    s->cusum_h = 6.0;
+    s->profile_k = 1.0;
+    s->profile_h = 20.0;
+    s->profile_unit_s = 900;
+    s->profile_bin_s = 3600;
+    s->profile_days = 4.0;
+    s->profile_min_days = 2;
+    s->profile_utc_offset_s = 0;
+    for (int f = 0; f < CC_MAX_FEATURES; f++)
+        s->kpi[f].enabled = 1;
+}
+
+/* The per-KPI overrides of KPI f. 0 or -EINVAL with a message. */
+static int validate_kpi(const CcAnomalySettings *s, int f, char *err, size_t errlen)
+{
+    const CcAnomalyKpi *k = &s->kpi[f];
+    double w = k->warn_z > 0 ? k->warn_z : s->warn_z;
+    double c = k->crit_z > 0 ? k->crit_z : s->crit_z;
+    if (k->warn_z < 0 || k->crit_z < 0 || c < w || !isfinite(c))
+        return cc_errf(err, errlen, -EINVAL,
+                       "anomaly: kpi %d: thresholds must be ≥ 0 and warn (%g) ≤ crit (%g)",
+                       f, w, c);
+    if (k->direction < -1 || k->direction > 1)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: kpi %d: direction must be -1, 0, 1",
+                       f);
+    if (!(k->sd_floor >= 0) || isnan(k->min) || isnan(k->max))
+        return cc_errf(err, errlen, -EINVAL, "anomaly: kpi %d: bad sd_floor or bounds", f);
+    if (k->stuck_steps < -1 || k->stuck_steps == 1)
+        return cc_errf(err, errlen, -EINVAL,
+                       "anomaly: kpi %d: stuck_steps must be -1, 0 or ≥ 2", f);
+    return 0;
+}
+
+/* The seasonal profile's settings. 0 or -EINVAL with a message. */
+static int validate_profile(const CcAnomalySettings *s, char *err, size_t errlen)
+{
+    if (!(s->profile_k >= 0 && s->profile_k <= 1e6) || !(s->profile_h >= 0 && s->profile_h <= 1e6))
+        return cc_errf(err, errlen, -EINVAL, "anomaly: need profile_k and profile_h in [0, 1e6]");
+    if (s->profile_bin_s < 300 || s->profile_bin_s > 86400 || 86400 % s->profile_bin_s != 0)
+        return cc_errf(err, errlen, -EINVAL,
+                       "anomaly: profile_bin_s %lld must divide 86400 and be ≥ 300",
+                       (long long)s->profile_bin_s);
+    if (!(s->profile_days >= 0.5 && s->profile_days <= 1000) || s->profile_min_days < 1 ||
+        s->profile_min_days > 1000)
+        return cc_errf(err, errlen, -EINVAL,
+                       "anomaly: need profile_days in [0.5, 1000] and profile_min_days in 1..1000");
+    if (s->profile_unit_s < 1 || s->profile_unit_s > 86400)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: profile_unit_s must be in 1..86400");
+    if (s->profile_utc_offset_s < -14 * 3600 || s->profile_utc_offset_s > 14 * 3600)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: profile_utc_offset_s beyond ±14 h");
+    return 0;
+}
+
+int cc_anomaly_validate(const CcAnomalySettings *s, char *err, size_t errlen)
+{
+    if (!s)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: no settings");
+    if (s->n_features < 1 || s->n_features > CC_MAX_FEATURES)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: n_features %d not in 1..%d",
+                       s->n_features, CC_MAX_FEATURES);
+    if (s->step_seconds < 1)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: step_seconds must be ≥ 1");
+    if (!(s->warn_z > 0) || !(s->crit_z >= s->warn_z) || !isfinite(s->crit_z))
+        return cc_errf(err, errlen, -EINVAL,
+                       "anomaly: need 0 < warn_z (%g) ≤ crit_z (%g), finite", s->warn_z,
+                       s->crit_z);
+    if (s->window_n < 1 || s->window_n > CC_ANOMALY_MAX_WINDOW)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: window_n %d not in 1..%d", s->window_n,
+                       CC_ANOMALY_MAX_WINDOW);
+    if (s->warn_k < 1 || s->warn_k > s->window_n || s->crit_k < 1 || s->crit_k > s->window_n)
+        return cc_errf(err, errlen, -EINVAL,
+                       "anomaly: warn_k (%d) and crit_k (%d) must be in 1..window_n (%d)",
+                       s->warn_k, s->crit_k, s->window_n);
+    if (s->min_kpis < 1 || s->min_kpis > s->n_features)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: min_kpis %d not in 1..n_features",
+                       s->min_kpis);
+    if (s->resolve_m < 1 || s->cooldown_steps < 0 || s->dq_resolve_steps < 1 ||
+        s->dq_grace_steps < 0)
+        return cc_errf(err, errlen, -EINVAL,
+                       "anomaly: need resolve_m ≥ 1, dq_resolve_steps ≥ 1, cooldown_steps ≥ 0, "
+                       "dq_grace_steps ≥ 0");
+    if (!(s->sd_floor_rel >= 0) || !(s->sd_floor_scale >= 0) || !(s->interval_z > 0))
+        return cc_errf(err, errlen, -EINVAL,
+                       "anomaly: sd floors must be ≥ 0 and interval_z > 0");
+    if (s->stuck_steps < 2 || s->zero_steps < 1 || s->change_rate_steps < 1 ||
+        !(s->stuck_min_change_rate >= 0 && s->stuck_min_change_rate <= 1))
+        return cc_errf(err, errlen, -EINVAL,
+                       "anomaly: need stuck_steps ≥ 2, zero_steps ≥ 1, change_rate_steps ≥ 1, "
+                       "stuck_min_change_rate in [0,1]");
+    if (s->lag_steps < -1 || s->lag_steps > CC_ANOMALY_MAX_LAG)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: lag_steps %d not in -1..%d", s->lag_steps,
+                       CC_ANOMALY_MAX_LAG);
+    if (!(s->stuck_run_factor >= 0) || s->stuck_memory_steps < 1)
+        return cc_errf(err, errlen, -EINVAL,
+                       "anomaly: need stuck_run_factor ≥ 0 and stuck_memory_steps ≥ 1");
+    if (s->missing_after_s < 0)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: missing_after_s must be ≥ 0");
+    if (!(s->cusum_k >= 0 && s->cusum_k <= 1e6) || !(s->cusum_h >= 0 && s->cusum_h <= 1e6))
+        return cc_errf(err, errlen, -EINVAL, "anomaly: need cusum_k and cusum_h in [0, 1e6]");
+    int rc = validate_profile(s, err, errlen);
+    if (rc)
+        return rc;
+    for (int f = 0; f < s->n_features; f++) {
+        rc = validate_kpi(s, f, err, errlen);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+#define AK(field, type, lo, hi, doc) {#field, type, offsetof(CcAnomalySettings, field), lo, hi, doc}
+static const CcAnomalyKey anomaly_keys[] = {
+    AK(warn_z, CC_AKEY_DOUBLE, 0.1, 1e6, "warning threshold on |z| (default 4.5)"),
+    AK(crit_z, CC_AKEY_DOUBLE, 0.1, 1e6, "critical threshold on |z| (default 6.75)"),
+    AK(min_kpis, CC_AKEY_INT, 1, CC_MAX_FEATURES, "KPIs over threshold for a step to be over (default 1)"),
+    AK(window_n, CC_AKEY_INT, 1, CC_ANOMALY_MAX_WINDOW, "n of k-of-n: steps in the window (default 3)"),
+    AK(warn_k, CC_AKEY_INT, 1, CC_ANOMALY_MAX_WINDOW, "over steps in the window to fire (default 2)"),
+    AK(crit_k, CC_AKEY_INT, 1, CC_ANOMALY_MAX_WINDOW, "critical steps in the window to fire critical (default 1)"),
+    AK(resolve_m, CC_AKEY_INT, 1, 1000000, "consecutive clear steps to resolve (default 3)"),
+    AK(cooldown_steps, CC_AKEY_INT, 0, 1000000, "steps after a resolution before a new anomaly alert (default 6)"),
+    AK(sd_floor_rel, CC_AKEY_DOUBLE, 0, 1e6, "sd floor relative to |forecast mean| (default 0.01)"),
+    AK(sd_floor_scale, CC_AKEY_DOUBLE, 0, 1e6, "sd floor relative to the KPI's normalisation scale (default 0.05)"),
+    AK(interval_z, CC_AKEY_DOUBLE, 0.01, 100, "half-width in sd of the interval in alerts (default 1.2815516 = 80%)"),
+    AK(warmup_steps, CC_AKEY_INT, 0, 100000000, "steps of a cell's sequence before its forecasts are scored (default 64)"),
+    AK(lag_steps, CC_AKEY_INT, -1, CC_ANOMALY_MAX_LAG, "also score against the forecast made this many steps earlier; -1 = the model's horizon, 0 = off (default -1)"),
+    AK(cusum_k, CC_AKEY_DOUBLE, 0, 1e6, "CUSUM reference value in |z| for sustained deviations (default 3)"),
+    AK(cusum_h, CC_AKEY_DOUBLE, 0, 1e6, "CUSUM threshold: a KPI is over while its sum is at least this; 0 = off (default 6)"),
+    AK(profile_k, CC_AKEY_DOUBLE, 0, 1e6, "seasonal-profile CUSUM reference value in |z| (default 1)"),
+    AK(profile_h, CC_AKEY_DOUBLE, 0, 1e6, "seasonal-profile CUSUM threshold; 0 = no profile (default 20)"),
+    AK(profile_unit_s, CC_AKEY_INT64, 1, 86400, "steps shorter than this count for that fraction of a step in the profile CUSUM (default 900)"),
+    AK(profile_bin_s, CC_AKEY_INT64, 300, 86400, "seasonal-profile bin width in seconds, divides 86400 (default 3600)"),
+    AK(profile_days, CC_AKEY_DOUBLE, 0.5, 1000, "time constant of each profile bin in days of its type (default 4)"),
+    AK(profile_min_days, CC_AKEY_INT, 1, 1000, "days of data a profile bin needs before it is scored (default 2)"),
+    AK(profile_utc_offset_s, CC_AKEY_INT64, -50400, 50400, "cells' local time minus UTC in seconds, for the profile's time of day and weekends (default 0)"),
+    AK(stuck_steps, CC_AKEY_INT, 2, 1000000, "equal consecutive values of a varying KPI for a stuck alert (default 12)"),
+    AK(stuck_min_change_rate, CC_AKEY_DOUBLE, 0, 1, "change rate a KPI needs to count as varying (default 0.5)"),
+    AK(change_rate_steps, CC_AKEY_INT, 1, 1000000, "time constant of the change rate in steps (default 200)"),
+    AK(stuck_run_factor, CC_AKEY_DOUBLE, 0, 1000, "a stuck run must also be this many times the longest recent normal run (default 2)"),
+    AK(stuck_memory_steps, CC_AKEY_INT, 1, 100000000, "time constant of the longest recent run, steps (default 2000)"),
+    AK(zero_steps, CC_AKEY_INT, 1, 1000000, "steps of all KPIs exactly 0 for an all_zero alert (default 6)"),
+    AK(missing_after_s, CC_AKEY_INT64, 0, 1e12, "seconds without a step for a missing alert; 0 = 3 steps (default 0)"),
+    AK(dq_resolve_steps, CC_AKEY_INT, 1, 1000000, "clear steps to resolve a data-quality alert (default 3)"),
+    AK(dq_grace_steps, CC_AKEY_INT, 0, 1000000, "steps a KPI stays unscored after its data-quality alert (default 16)"),
+};
+#undef AK
+
+const CcAnomalyKey *cc_anomaly_keys(int *n)
+{
+    *n = (int)(sizeof anomaly_keys / sizeof anomaly_keys[0]);
+    return anomaly_keys;
+}
+
+static int parse_double(const char *v, double *out)
+{
+    char *e;
+    errno = 0;
+    *out = strtod(v, &e);
+    return e != v && !*e && !errno && isfinite(*out) ? 0 : -EINVAL;
+}
+
+/* "true"/"1"/"yes" → 1, "false"/"0"/"no" → 0, else -1. */
+static int parse_bool(const char *v)
+{
+    if (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "yes"))
+        return 1;
+    if (!strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "no"))
+        return 0;
+    return -1;
+}
+
+/* "both"/"up"/"down" → 0/+1/-1, else -2. */
+static int parse_direction(const char *v)
+{
+    return !strcmp(v, "both") ? 0 : !strcmp(v, "up") ? 1 : !strcmp(v, "down") ? -1 : -2;
+}
+
+/* field (the key's last part) of KPI k from text; key is the whole key, for messages. */
+static int kpi_field_set(CcAnomalyKpi *k, const char *key, const char *field, const char *value,
+                         char *err, size_t errlen)
+{
+    double v;
+    if (!strcmp(field, "enabled")) {
+        int b = parse_bool(value);
+        if (b < 0)
+            return cc_errf(err, errlen, -EINVAL, "alerts.%s: '%s' is not true or false", key,
+                           value);
+        k->enabled = b;
+        return 0;
+    }
+    if (!strcmp(field, "direction")) {
+        int d = parse_direction(value);
+        if (d < -1)
+            return cc_errf(err, errlen, -EINVAL, "alerts.%s: '%s' is not both, up or down",
+                           key, value);
+        k->direction = d;
+        return 0;
+    }
+    double *dst = !strcmp(field, "warn_z")     ? &k->warn_z
+                  : !strcmp(field, "crit_z")   ? &k->crit_z
+                  : !strcmp(field, "sd_floor") ? &k->sd_floor
+                  : !strcmp(field, "min")      ? &k->min
+                  : !strcmp(field, "max")      ? &k->max
+                                               : NULL;
+    if (!dst && strcmp(field, "stuck_steps"))
+        return cc_errf(err, errlen, -ENOENT,
+                       "alerts.%s: unknown field '%s' (enabled, direction, warn_z, crit_z, "
+                       "sd_floor, min, max, stuck_steps)",
+                       key, field);
+    if (parse_double(value, &v))
+        return cc_errf(err, errlen, -EINVAL, "alerts.%s: '%s' is not a number", key, value);
+    if (!dst) {
+        if (v != floor(v) || v < -1 || v > 1000000 || v == 1)
+            return cc_errf(err, errlen, -EINVAL,
+                           "alerts.%s: %s is not -1 (never), 0 (default) or ≥ 2", key, value);
+        k->stuck_steps = (int)v;
+        return 0;
+    }
+    if (dst != &k->min && dst != &k->max && v < 0)
+        return cc_errf(err, errlen, -EINVAL, "alerts.%s: must be ≥ 0", key);
+    *dst = v;
+    return 0;
+}
+
+/* key "kpis.<kpi name>.<field>": the KPI's name resolved with hp. */
+static int kpi_setting_set(CcAnomalySettings *s, const CcHparams *hp, const char *key,
+                           const char *value, char *err, size_t errlen)
+{
+    const char *name = key + 5, *dot = strrchr(name, '.');
+    if (!dot || dot == name)
+        return cc_errf(err, errlen, -ENOENT, "alerts.%s: expected kpis.<kpi>.<field>", key);
+    char kpi[CC_FEATURE_NAME_MAX];
+    size_t nl = (size_t)(dot - name);
+    if (nl >= sizeof kpi)
+        return cc_errf(err, errlen, -ENOENT, "alerts.%s: KPI name too long", key);
+    memcpy(kpi, name, nl);
+    kpi[nl] = 0;
+    int f = hp ? cc_hparams_feature_index(hp, kpi) : -1;
+    if (f < 0)
+        return cc_errf(err, errlen, -ENOENT, "alerts.%s: '%s' is not a KPI of the model", key,
+                       kpi);
+    return kpi_field_set(&s->kpi[f], key, dot + 1, value, err, errlen);
+}
+
+int cc_anomaly_settings_set(CcAnomalySettings *s, const CcHparams *hp, const char *key,
+                            const char *value, char *err, size_t errlen)
+{
+    double v;
+    if (!key || !value)
+        return cc_errf(err, errlen, -EINVAL, "alerts: missing key or value");
+    if (!strncmp(key, "kpis.", 5))
+        return kpi_setting_set(s, hp, key, value, err, errlen);
+    for (size_t i = 0; i < sizeof anomaly_keys / sizeof anomaly_keys[0]; i++) {
+        const CcAnomalyKey *k = &anomaly_keys[i];
+        if (strcmp(k->name, key))
+            continue;
+        if (parse_double(value, &v) || v < k->lo || v > k->hi ||
+            (k->type != CC_AKEY_DOUBLE && v != floor(v)))
+            return cc_errf(err, errlen, -EINVAL, "alerts.%s: '%s' is not %s in [%g, %g]", key,
+                           value, k->type == CC_AKEY_DOUBLE ? "a number" : "an integer", k->lo,
+                           k->hi);
+        char *p = (char *)s + k->offset;
+        if (k->type == CC_AKEY_DOUBLE)
+            *(double *)p = v;
+        else if (k->type == CC_AKEY_INT64)
+            *(int64_t *)p = (int64_t)v;
+        else
+            *(int *)p = (int)v;
+        return 0;
+    }
+    return cc_errf(err, errlen, -ENOENT, "alerts.%s: unknown setting", key);
+}

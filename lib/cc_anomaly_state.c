@@ -1,0 +1,292 @@
+/*
+ * cc_anomaly_state.c — a cell's anomaly state as bytes, for snapshots: a versioned
+ * little-endian record written by cc_anomaly_cell_save and read back, older versions
+ * included, by cc_anomaly_cell_load. The record's layout is stated once (io_record), and
+ * the same walk writes it or reads it, so the two cannot drift apart.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cc_anomaly_internal.h"
+
+#define STATE_MAGIC 0x314D4E41u /* "ANM1" */
+/* Each version appends what a new rule needs to the record; older ones are still read and
+ * the rule then starts from its initial state:
+ *   2: + the lag calibration per KPI (it warms up again);
+ *   3: + the CUSUM sums per KPI and of the peak's attribution (0);
+ *   4: + the seasonal profile: per KPI sums and scale, the bins (empty). */
+#define STATE_VERSION 4u
+#define MAX_PROFILE_BINS 288 /* profile_bin_s ≥ 300 */
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "state format is little-endian");
+
+/* A walk over the record: writing it (r NULL; w NULL measures) or reading it. */
+typedef struct Io {
+    uint8_t *w;       ///< save: the output, NULL to measure
+    const uint8_t *r; ///< load: the input
+    size_t cap;       ///< bytes at w or r
+    size_t len;       ///< save: bytes so far (needed); load: bytes read
+    uint32_t ver;     ///< the record's version (save: STATE_VERSION)
+    int bad;          ///< load: the input ended early
+} Io;
+
+/* n bytes of v out or in. Reading past the end zeroes v and marks the walk bad. */
+static void io_bytes(Io *io, void *v, size_t n)
+{
+    if (io->r) {
+        if (io->len + n > io->cap) {
+            io->bad = 1;
+            memset(v, 0, n);
+            return;
+        }
+        memcpy(v, io->r + io->len, n);
+    } else if (io->w && io->len + n <= io->cap) {
+        memcpy(io->w + io->len, v, n);
+    }
+    io->len += n;
+}
+#define IO(io, v) io_bytes(io, &(v), sizeof(v))
+
+/* An int stored as int32. */
+static void io_i32(Io *io, int *v)
+{
+    int32_t x = (int32_t)*v;
+    IO(io, x);
+    if (io->r)
+        *v = x;
+}
+
+static void io_ep(Io *io, Episode *e)
+{
+    IO(io, e->start);
+    IO(io, e->resolved);
+    IO(io, e->clear_run);
+    IO(io, e->severity);
+    IO(io, e->peak);
+}
+
+/* The cell-wide fields of version 1. */
+static void io_cell(Io *io, CcAnomalyCell *c)
+{
+    io_bytes(io, c->id, sizeof c->id);
+    if (io->r)
+        c->id[sizeof c->id - 1] = 0;
+    IO(io, c->last_step);
+    IO(io, c->exp_step);
+    IO(io, c->score_step);
+    IO(io, c->score);
+    IO(io, c->over_bits);
+    IO(io, c->crit_bits);
+    IO(io, c->win_step);
+    IO(io, c->zero_run);
+    io_ep(io, &c->anom);
+    io_ep(io, &c->zero);
+    io_ep(io, &c->missing);
+    io_i32(io, &c->n_peak);
+    for (int i = 0; i < CC_ALERT_MAX_ATTR; i++) {
+        CcAlertAttr *p = &c->peak[i];
+        io_i32(io, &p->kpi);
+        IO(io, p->observed);
+        IO(io, p->expected);
+        IO(io, p->lo);
+        IO(io, p->hi);
+        IO(io, p->z);
+    }
+    IO(io, c->quiet_until);
+    IO(io, c->st.scored);
+    IO(io, c->st.over);
+    IO(io, c->st.firing);
+    IO(io, c->st.resolved);
+    IO(io, c->st.quiet);
+}
+
+/* A KPI: version 1, then the lag calibration (2) and the CUSUM sums (3). */
+static void io_kpi(Io *io, KpiState *k)
+{
+    IO(io, k->exp_mean);
+    IO(io, k->exp_sd);
+    IO(io, k->exp_scale);
+    IO(io, k->z);
+    IO(io, k->last_val);
+    IO(io, k->change_rate);
+    IO(io, k->run_max);
+    IO(io, k->run);
+    IO(io, k->has_last);
+    if (io->ver >= 2) {
+        IO(io, k->abs1);
+        IO(io, k->absl);
+        IO(io, k->n1);
+        IO(io, k->nl);
+    }
+    if (io->ver >= 3) {
+        IO(io, k->cu_pos);
+        IO(io, k->cu_neg);
+    }
+    io_ep(io, &k->stuck);
+    io_ep(io, &k->bounds);
+}
+
+/* The lag ring: its length, then its targets and values. Reading allocates it (a length
+ * out of range is read but not followed: the record is refused later). 0 or -ENOMEM. */
+static int io_lag(Io *io, CcAnomalyCell *c)
+{
+    io_i32(io, &c->L);
+    if (io->r && !io->bad && c->L > 0 && c->L <= CC_ANOMALY_MAX_LAG &&
+        !(c->lag_target = cc_lag_block(c->L, c->F, &c->lag)))
+        return -ENOMEM;
+    if (c->L > 0 && c->lag_target) {
+        io_bytes(io, c->lag_target, (size_t)c->L * sizeof *c->lag_target);
+        io_bytes(io, c->lag, (size_t)c->L * (size_t)c->F * 3 * sizeof *c->lag);
+    }
+    return 0;
+}
+
+/* The seasonal profile (version 4): the per-KPI sums and scale, the bins per day, then
+ * the bins. Reading allocates them like io_lag. 0 or -ENOMEM. */
+static int io_profile(Io *io, CcAnomalyCell *c)
+{
+    if (io->ver < 4)
+        return 0;
+    for (int f = 0; f < c->F; f++) {
+        KpiState *k = &c->k[f];
+        IO(io, k->pr_pos);
+        IO(io, k->pr_neg);
+        IO(io, k->pr_abs);
+        IO(io, k->pr_n);
+    }
+    io_i32(io, &c->NB);
+    int NB = c->NB;
+    if (io->r && !io->bad && NB > 0 && NB <= MAX_PROFILE_BINS && 86400 % NB == 0 &&
+        !(c->prof = cc_profile_block(NB, c->F, &c->prof_n)))
+        return -ENOMEM;
+    if (NB > 0 && c->prof) {
+        io_bytes(io, c->prof, (size_t)2 * NB * (size_t)c->F * sizeof *c->prof);
+        io_bytes(io, c->prof_n, (size_t)2 * NB * (size_t)c->F * sizeof *c->prof_n);
+    }
+    return 0;
+}
+
+/* The record after the header, in its order. 0 or -ENOMEM (reading). */
+static int io_record(Io *io, CcAnomalyCell *c)
+{
+    io_cell(io, c);
+    for (int f = 0; f < c->F; f++)
+        io_kpi(io, &c->k[f]);
+    int rc = io_lag(io, c);
+    if (rc)
+        return rc;
+    for (int i = 0; i < CC_ALERT_MAX_ATTR && io->ver >= 3; i++)
+        IO(io, c->peak[i].cusum);
+    for (int i = 0; i < CC_ALERT_MAX_ATTR && io->ver >= 4; i++) {
+        IO(io, c->peak[i].profile);
+        IO(io, c->peak[i].profile_expected);
+    }
+    return io_profile(io, c);
+}
+
+long cc_anomaly_cell_save(const CcAnomalyCell *c, uint8_t *buf, size_t cap)
+{
+    Io io = {buf, NULL, cap, 0, STATE_VERSION, 0};
+    uint32_t magic = STATE_MAGIC, ver = STATE_VERSION, F = (uint32_t)c->F;
+    IO(&io, magic);
+    IO(&io, ver);
+    IO(&io, F);
+    io_record(&io, (CcAnomalyCell *)c); /* writing only reads the cell */
+    if (buf && io.len > cap)
+        return -ENOSPC;
+    return (long)io.len;
+}
+
+/* Whether what was read is in range (what an older version lacks is, from its start). */
+static int record_valid(const CcAnomalyCell *t)
+{
+    if (t->n_peak < 0 || t->n_peak > CC_ALERT_MAX_ATTR || t->L < 0 ||
+        t->L > CC_ANOMALY_MAX_LAG || t->NB < 0 || t->NB > MAX_PROFILE_BINS ||
+        (t->NB > 0 && 86400 % t->NB != 0))
+        return 0;
+    for (int f = 0; f < t->F; f++) {
+        const KpiState *k = &t->k[f];
+        if (!(k->abs1 >= 0 && k->absl >= 0 && isfinite(k->abs1) && isfinite(k->absl)) ||
+            k->n1 < 0 || k->nl < 0)
+            return 0;
+        if (!(k->cu_pos >= 0 && k->cu_neg >= 0 && isfinite(k->cu_pos) && isfinite(k->cu_neg)))
+            return 0;
+        if (!(k->pr_pos >= 0 && k->pr_neg >= 0 && k->pr_abs >= 0 && isfinite(k->pr_pos) &&
+              isfinite(k->pr_neg) && isfinite(k->pr_abs)) ||
+            k->pr_n < 0)
+            return 0;
+    }
+    for (int i = 0; i < CC_ALERT_MAX_ATTR; i++)
+        if (!isfinite(t->peak[i].cusum) || !isfinite(t->peak[i].profile))
+            return 0;
+    for (size_t i = 0; t->prof && i < (size_t)2 * t->NB * (size_t)t->F; i++)
+        if (!isfinite(t->prof[i]))
+            return 0;
+    return 1;
+}
+
+/* t, a copy of the cell to read into: the fields of later versions at their start. */
+static void record_start(CcAnomalyCell *t, KpiState *ks)
+{
+    memset(ks, 0, (size_t)t->F * sizeof *ks);
+    for (int f = 0; f < t->F; f++) {
+        ks[f].att_mul = 1;
+        ks[f].pr_exp = NAN;
+    }
+    t->k = ks;
+    for (int i = 0; i < CC_ALERT_MAX_ATTR; i++) {
+        t->peak[i].cusum = 0;
+        t->peak[i].profile = 0;
+        t->peak[i].profile_expected = NAN;
+    }
+    t->L = t->NB = 0;
+}
+
+int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char *err,
+                         size_t errlen)
+{
+    Io io = {NULL, buf, len, 0, 0, 0};
+    uint32_t magic = 0, ver = 0, F = 0;
+    IO(&io, magic);
+    IO(&io, ver);
+    IO(&io, F);
+    if (io.bad || magic != STATE_MAGIC)
+        return cc_errf(err, errlen, -EINVAL, "anomaly state: bad magic");
+    if (ver < 1 || ver > STATE_VERSION)
+        return cc_errf(err, errlen, -EINVAL,
+                       "anomaly state: version %u, this build reads 1 to %u", ver,
+                       STATE_VERSION);
+    if ((int)F != c->F)
+        return cc_errf(err, errlen, -EINVAL, "anomaly state: %u KPIs, the cell has %d", F, c->F);
+    io.ver = ver;
+    CcAnomalyCell t = *c; /* decode into a copy; commit only when complete */
+    t.lag_target = NULL, t.lag = NULL, t.prof = NULL, t.prof_n = NULL; /* not read yet */
+    KpiState *ks = malloc((size_t)c->F * sizeof *ks);
+    int rc = -ENOMEM;
+    if (!ks)
+        goto fail;
+    record_start(&t, ks);
+    rc = io_record(&io, &t);
+    if (rc)
+        goto fail;
+    rc = -EINVAL;
+    if (io.bad || io.len != len || !record_valid(&t))
+        goto fail;
+    memcpy(c->k, ks, (size_t)c->F * sizeof *ks);
+    free(ks);
+    t.k = c->k;
+    free(c->lag_target);
+    free(c->prof);
+    *c = t;
+    return 0;
+fail:
+    free(t.prof);
+    free(t.lag_target);
+    free(ks);
+    if (rc == -ENOMEM)
+        return cc_errf(err, errlen, rc, "anomaly state: out of memory");
+    return cc_errf(err, errlen, rc, "anomaly state: %s (%zu bytes)",
+                   io.bad ? "truncated" : "malformed", len);
+}
