@@ -3,7 +3,7 @@
  * full window of synthetic history (restored, then one step to build the caches), then
  * times K steps of all N cells (K ≥ 2P so rebuilds are included) and prints JSON.
  */
-#include <getopt.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,19 +14,14 @@
 #include "cli.h"
 #include "host.h"
 
-static void usage(FILE *out)
+static int opt_dense(const CcOpt *opt, const char *value, char *err, size_t errlen)
 {
-    fprintf(out,
-            "usage: cellcast bench [--model FILE] [--cells N] [--steps K] [--threads T]\n"
-            "                      [--kv f32|f16|bf16] [--no-cache] [--seed S] [--batch-cells B]\n"
-            "                      [--dense packed|blas]\n"
-            "Without --model, a randomly initialised model of the default shape (F=8, P=16,\n"
-            "N=21, M=336, d=64, H=4, L=2, dff=128, Hz=24) is used. Defaults: 1024 cells,\n"
-            "K = 4P steps, 1 thread, f32 KV. Prints JSON with channel_steps_per_s, ns per\n"
-            "channel-step, the split between dense, attention, rebuild and other time, RSS.\n"
-            "--batch-cells: cells per internal engine batch (default: the engine's).\n"
-            "--dense: dense layers on the packed AVX-512 kernels (default, where the CPU has\n"
-            "AVX-512) or through OpenBLAS sgemm, for comparison.\n");
+    if (strcmp(value, "packed") && strcmp(value, "blas")) {
+        snprintf(err, errlen, "--dense must be packed or blas, not '%s'", value);
+        return -EINVAL;
+    }
+    *(int *)opt->target = !strcmp(value, "blas");
+    return 0;
 }
 
 static float synth_value(uint64_t cell, int f, int64_t p)
@@ -42,16 +37,9 @@ static float synth_value(uint64_t cell, int f, int64_t p)
 
 int cmd_bench(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'}, {"cells", required_argument, 0, 'c'},
-        {"steps", required_argument, 0, 'k'}, {"threads", required_argument, 0, 't'},
-        {"kv", required_argument, 0, 'v'},    {"no-cache", no_argument, 0, 'n'},
-        {"seed", required_argument, 0, 's'},  {"help", no_argument, 0, 'h'},
-        {"batch-cells", required_argument, 0, 'b'}, {"dense", required_argument, 0, 'd'},
-        {0, 0, 0, 0}};
     const char *model_path = NULL;
-    int cells = 1024, steps = 0, c, ret = 1;
-    uint64_t seed = 1;
+    int cells = 1024, steps = 0, ret = 1;
+    int64_t seed = 1;
     char err[512];
     CcModel *m = NULL;
     CcEngine *e = NULL;
@@ -60,37 +48,45 @@ int cmd_bench(int argc, char **argv)
     float *vals = NULL, *hist = NULL;
     CcEngineSettings s;
     cc_engine_default_settings(&s);
-    while ((c = getopt_long(argc, argv, "m:c:k:t:v:ns:b:d:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm': model_path = optarg; break;
-        case 'c': cells = atoi(optarg); break;
-        case 'k': steps = atoi(optarg); break;
-        case 't': s.n_threads = atoi(optarg); break;
-        case 'n': s.no_cache = 1; break;
-        case 's': seed = strtoull(optarg, NULL, 10); break;
-        case 'b': s.max_batch_cells = atoi(optarg); break;
-        case 'd':
-            if (strcmp(optarg, "packed") && strcmp(optarg, "blas")) {
-                fprintf(stderr, "cellcast bench: --dense must be packed or blas, not '%s'\n", optarg);
-                return 2;
-            }
-            s.blas_dense = !strcmp(optarg, "blas");
-            break;
-        case 'v':
-            if (cli_parse_kv_type(optarg, &s.kv_type) < 0) {
-                fprintf(stderr, "cellcast bench: --kv must be f32, f16 or bf16\n");
-                return 2;
-            }
-            break;
-        default: usage(c == 'h' ? stdout : stderr); return c == 'h' ? 0 : 2;
-        }
-    }
-    if (cells < 1 || cells > 10000000 || s.n_threads < 1 || s.n_threads > 256 ||
-        s.max_batch_cells < 1) {
-        fprintf(stderr, "cellcast bench: --cells and --batch-cells must be ≥ 1 and --threads "
-                        "in [1, 256]\n");
-        return 2;
-    }
+    CcOpt opts[] = {
+        CC_OPTS_STR("model", &model_path, "FILE", "the model (default: see below)",
+                    .short_name = 'm'),
+        CC_OPTS_INT("cells", &cells, 1, 10000000, "N", "cells", .short_name = 'c',
+                    .flags = CC_OPT_SHOW_DEFAULT),
+        CC_OPTS_INT("steps", &steps, 0, 1e9, "K", "timed steps, ≥ 2P (default 4P)",
+                    .short_name = 'k'),
+        CC_OPTS_INT("threads", &s.n_threads, 1, 256, "T", "engine threads", .short_name = 't',
+                    .flags = CC_OPT_SHOW_DEFAULT),
+        CC_OPTS_CALL("kv", cli_opt_kv, &s.kv_type, "f32|f16|bf16", "KV cache type (default f32)",
+                     .short_name = 'v'),
+        CC_OPTS_FLAG("no-cache", &s.no_cache, "recompute every step without the KV caches",
+                     .short_name = 'n'),
+        CC_OPTS_INT64("seed", &seed, 0, 9223372036854775807.0, "S",
+                      "seed of the random model and of the synthetic values", .short_name = 's',
+                      .flags = CC_OPT_SHOW_DEFAULT),
+        CC_OPTS_INT("batch-cells", &s.max_batch_cells, 1, 2147483647, "B",
+                    "cells per internal engine batch", .short_name = 'b',
+                    .flags = CC_OPT_SHOW_DEFAULT),
+        CC_OPTS_CALL("dense", opt_dense, &s.blas_dense, "packed|blas",
+                     "dense layers on the packed AVX-512 kernels (default, where the\n"
+                     "CPU has AVX-512) or through OpenBLAS sgemm, for comparison",
+                     .short_name = 'd'),
+    };
+    const CcOptsSpec spec = {
+        .prog = "cellcast bench",
+        .usage = "cellcast bench [--model FILE] [--cells N] [--steps K] [--threads T]\n"
+                 "                      [--kv f32|f16|bf16] [--no-cache] [--seed S] [--batch-cells B]\n"
+                 "                      [--dense packed|blas]",
+        .about = "Times the batched incremental step. Without --model, a randomly initialised\n"
+                 "model of the default shape (F=8, P=16, N=21, M=336, d=64, H=4, L=2, dff=128,\n"
+                 "Hz=24) is used. Prints JSON with channel_steps_per_s, ns per channel-step, the\n"
+                 "split between dense, attention, rebuild and other time, RSS.",
+        .opts = opts,
+        .n_opts = sizeof opts / sizeof opts[0],
+    };
+    int rc = cc_opts_parse(&spec, argc, argv, NULL);
+    if (rc)
+        return CLI_OPTS_EXIT(rc);
     if (model_path) {
         if (cc_model_open_file(&m, model_path, err, sizeof err) < 0) {
             fprintf(stderr, "cellcast bench: %s: %s\n", model_path, err);
@@ -103,7 +99,7 @@ int cmd_bench(int argc, char **argv)
             fprintf(stderr, "cellcast bench: %s\n", err);
             return 1;
         }
-        cc_model_init_random(m, seed);
+        cc_model_init_random(m, (uint64_t)seed);
     }
     const CcHparams *hp = &m->hp;
     const int F = hp->n_features, P = hp->patch_len;
@@ -133,7 +129,7 @@ int cmd_bench(int argc, char **argv)
             goto oom;
         for (int r = 0; r < R; r++)
             for (int f = 0; f < F; f++)
-                hist[r * F + f] = synth_value((uint64_t)i + seed, f, t0 - R + 1 + r);
+                hist[r * F + f] = synth_value((uint64_t)i + (uint64_t)seed, f, t0 - R + 1 + r);
         cc_cell_restore(cell[i], t0 - R + 1, t0 - R + 1, R, hist);
         in[i] = (CcStepInput){cell[i], t0, NULL};
     }
@@ -147,7 +143,7 @@ int cmd_bench(int argc, char **argv)
     for (int k = 1; k <= steps; k++) {
         for (int i = 0; i < cells; i++) {
             for (int f = 0; f < F; f++)
-                vals[(size_t)i * F + f] = synth_value((uint64_t)i + seed, f, t0 + k);
+                vals[(size_t)i * F + f] = synth_value((uint64_t)i + (uint64_t)seed, f, t0 + k);
             in[i] = (CcStepInput){cell[i], t0 + k, &vals[(size_t)i * F]};
         }
         if (cc_engine_step(e, in, cells, NULL) < 0)

@@ -5,7 +5,6 @@
  * multiples of the model's step, raw values.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,28 +13,19 @@
 #include "cc_engine.h"
 #include "cli.h"
 
-static void usage(FILE *out)
+int cli_opt_kv(const CcOpt *opt, const char *value, char *err, size_t errlen)
 {
-    fprintf(out,
-            "usage: cellcast forward --model FILE --input X.csv [--all] [--kv f32|f16|bf16]\n"
-            "                        [--no-cache]\n"
-            "X.csv: header `ts,<KPI names in the model's order>`, unix-second timestamps\n"
-            "(consecutive multiples of the model's step_seconds), raw KPI values.\n"
-            "Prints one JSON line {\"ts\", \"y\", \"mu\", \"sigma\"} for the last row, or with\n"
-            "--all for every row that has a forecast; y is the head output in [F][Hz][2]\n"
-            "order (normalised mean, log-sigma), mu/sigma the normalisation per KPI.\n");
-}
-
-int cli_parse_kv_type(const char *s, enum CcKvType *out)
-{
-    if (!strcmp(s, "f32"))
-        *out = CC_KV_F32;
-    else if (!strcmp(s, "f16"))
-        *out = CC_KV_F16;
-    else if (!strcmp(s, "bf16"))
-        *out = CC_KV_BF16;
-    else
+    enum CcKvType *kv = opt->target;
+    if (!strcmp(value, "f32"))
+        *kv = CC_KV_F32;
+    else if (!strcmp(value, "f16"))
+        *kv = CC_KV_F16;
+    else if (!strcmp(value, "bf16"))
+        *kv = CC_KV_BF16;
+    else {
+        snprintf(err, errlen, "--%s must be f32, f16 or bf16", opt->name);
         return -EINVAL;
+    }
     return 0;
 }
 
@@ -81,15 +71,8 @@ static int split_fields(char *line, char **fields, int max)
 
 int cmd_forward(int argc, char **argv)
 {
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                         {"input", required_argument, 0, 'i'},
-                                         {"all", no_argument, 0, 'a'},
-                                         {"kv", required_argument, 0, 'k'},
-                                         {"no-cache", no_argument, 0, 'n'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
     const char *model_path = NULL, *input = NULL;
-    int all = 0, c, ret = 1;
+    int all = 0, ret = 1;
     char err[512], *line = NULL;
     size_t cap = 0;
     CcModel *m = NULL;
@@ -98,25 +81,33 @@ int cmd_forward(int argc, char **argv)
     FILE *in = NULL;
     CcEngineSettings s;
     cc_engine_default_settings(&s);
-    while ((c = getopt_long(argc, argv, "m:i:ak:nh", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm': model_path = optarg; break;
-        case 'i': input = optarg; break;
-        case 'a': all = 1; break;
-        case 'n': s.no_cache = 1; break;
-        case 'k':
-            if (cli_parse_kv_type(optarg, &s.kv_type) < 0) {
-                fprintf(stderr, "cellcast forward: --kv must be f32, f16 or bf16\n");
-                return 2;
-            }
-            break;
-        default: usage(c == 'h' ? stdout : stderr); return c == 'h' ? 0 : 2;
-        }
-    }
-    if (!model_path || !input) {
-        usage(stderr);
-        return 2;
-    }
+    CcOpt opts[] = {
+        CC_OPTS_STR("model", &model_path, "FILE", "the model", .short_name = 'm',
+                    .flags = CC_OPT_REQUIRED),
+        CC_OPTS_STR("input", &input, "X.csv", "the cell's rows (see below)", .short_name = 'i',
+                    .flags = CC_OPT_REQUIRED),
+        CC_OPTS_FLAG("all", &all, "a line for every row that has a forecast", .short_name = 'a'),
+        CC_OPTS_CALL("kv", cli_opt_kv, &s.kv_type, "f32|f16|bf16", "KV cache type (default f32)",
+                     .short_name = 'k'),
+        CC_OPTS_FLAG("no-cache", &s.no_cache, "recompute every step without the KV caches",
+                     .short_name = 'n'),
+    };
+    const CcOptsSpec spec = {
+        .prog = "cellcast forward",
+        .usage = "cellcast forward --model FILE --input X.csv [--all] [--kv f32|f16|bf16]\n"
+                 "                        [--no-cache]",
+        .epilog =
+            "X.csv: header `ts,<KPI names in the model's order>`, unix-second timestamps\n"
+            "(consecutive multiples of the model's step_seconds), raw KPI values.\n"
+            "Prints one JSON line {\"ts\", \"y\", \"mu\", \"sigma\"} for the last row, or with\n"
+            "--all for every row that has a forecast; y is the head output in [F][Hz][2]\n"
+            "order (normalised mean, log-sigma), mu/sigma the normalisation per KPI.\n",
+        .opts = opts,
+        .n_opts = sizeof opts / sizeof opts[0],
+    };
+    int rc = cc_opts_parse(&spec, argc, argv, NULL);
+    if (rc)
+        return CLI_OPTS_EXIT(rc);
     if (cc_model_open_file(&m, model_path, err, sizeof err) < 0) {
         fprintf(stderr, "cellcast forward: %s: %s\n", model_path, err);
         goto end;
