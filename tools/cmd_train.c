@@ -7,7 +7,6 @@
  * latest optimiser state in --out.optim (for --resume), and stops early after --patience
  * evaluations without improvement, at --max-minutes, or on Ctrl-C. */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -30,77 +29,6 @@ static void on_sigint(int sig)
     g_stop = 1;
 }
 
-static void usage(FILE *out)
-{
-    CcHparams hp;
-    CcTrainSettings s;
-    cc_hparams_default(&hp);
-    cc_train_default_settings(&s);
-    fprintf(out,
-        "usage: cellcast train --data FILE --out MODEL.safetensors [options]\n"
-        "Trains a cellcast-tx/2 model on KPI history (see docs/training.md).\n\n"
-        "Data:\n"
-        "  --data FILE          CSV, long (ts,cell_id,<kpis>) or wide (<time>,<kpis>)\n"
-        "  --format F           auto|long|wide (default auto)\n"
-        "  --features a,b,c     feature columns, in model order (default: all but time/cell)\n"
-        "  --time-format FMT    strptime format of the time column (default: auto)\n"
-        "  --step S             seconds per step (default: detected)\n"
-        "  --split SPEC         train/val/test split of each series: \"a,b\" fractions or\n"
-        "                       \"rows:A-B,C-D,E-F\" (default 0.7,0.1: last 20%% is test)\n"
-        "  --val-frac F         shorthand for --split (0.8-F),F\n"
-        "  --protocol ett       ETTh1 protocol: split " ETT_SPLIT ",\n"
-        "                       z-score with the train slice, horizon 96 unless given\n"
-        "Model (ignored with --resume):\n"
-        "  --patch-len P        (default %d)      --n-patches N   (default %d)\n"
-        "  --norm-window M      (default %d)     --d-model D     (default %d)\n"
-        "  --n-heads H          (default %d)       --n-layers L    (default %d)\n"
-        "  --d-ff FF            (default %d)     --horizon HZ    (default %d)\n"
-        "  --tz-offset SEC      local time offset of the time features (default 0)\n"
-        "  --name NAME          model name in the metadata (default cellcast)\n"
-        "Training:\n"
-        "  --dropout X          (default %.2f)\n"
-        "  --lr X               peak learning rate (default %g)\n"
-        "  --warmup N           warmup steps (default %d)\n"
-        "  --schedule S         invsqrt|cosine|constant after warmup (default invsqrt)\n"
-        "  --adamw              decoupled weight decay (default decay 0.01 with --adamw)\n"
-        "  --weight-decay X     AdamW decay of weight matrices (implies --adamw)\n"
-        "  --clip X             gradient global-norm clip, 0 = off (default %g)\n"
-        "  --ema X              validate and keep an exponential moving average of the\n"
-        "                       weights with this decay (e.g. 0.999); 0 = off (default)\n"
-        "  --batch B            windows per step (default %d)\n"
-        "  --group G            end steps per window sharing its cached patches, 1..P,\n"
-        "                       0 = P (default %d); a step trains on B·G samples\n"
-        "  --epochs E           epochs of B·G samples (default 20)\n"
-        "  --steps N            optimiser steps (overrides --epochs)\n"
-        "  --max-minutes X      wall-clock budget (default none)\n"
-        "  --eval-every N       validate every N steps (default: min(epoch, 200))\n"
-        "  --patience K         stop after K validations without improvement (default 6)\n"
-        "  --select nll|mse     validation criterion of the best checkpoint and early stop:\n"
-        "                       Gaussian NLL, or MSE of the predicted means in data units\n"
-        "                       (default nll)\n"
-        "  --val-windows N      validation windows, evenly spaced (default %d)\n"
-        "  --threads T          (default %d)\n"
-        "  --seed X             (default %llu): same seed, data and options → same weights\n"
-        "  --resume CKPT        continue from CKPT and CKPT.optim\n"
-        "  --quiet              no progress output\n",
-        hp.patch_len, hp.n_patches, hp.norm_window, hp.d_model, hp.n_heads, hp.n_layers,
-        hp.d_ff, hp.horizon, s.dropout, s.adam.lr, s.adam.warmup, s.adam.clip, s.batch,
-        s.group, s.max_val_windows, s.n_threads, (unsigned long long)s.seed);
-}
-
-static int parse_num(const char *opt, const char *s, double lo, double hi, double *v)
-{
-    char *e;
-    errno = 0;
-    *v = strtod(s, &e);
-    if (e == s || *e || errno || !isfinite(*v) || *v < lo || *v > hi) {
-        fprintf(stderr, "cellcast train: --%s: '%s' is not a number in [%g, %g]\n", opt, s, lo,
-                hi);
-        return -1;
-    }
-    return 0;
-}
-
 static void fmt_dur(char *buf, size_t n, double s)
 {
     if (!isfinite(s) || s < 0)
@@ -113,113 +41,140 @@ static void fmt_dur(char *buf, size_t n, double s)
         snprintf(buf, n, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
 }
 
-/* Option table: name, kind, target, bounds. */
-enum Kind { K_STR, K_INT, K_FLOAT, K_FLAG };
-typedef struct Opt {
-    const char *name;
-    enum Kind kind;
-    void *target;
-    double lo, hi;
-    int given;
-} Opt;
+/* The command line, with the defaults of cc_hparams_default and cc_train_default_settings. */
+typedef struct TrainArgs {
+    const char *data_path, *out_path, *features, *format, *time_format, *split, *protocol;
+    const char *schedule, *resume, *name, *select;
+    double val_frac, dropout, lr, wd, clip, max_minutes, step_s, ema, steps_d, seed_d;
+    int P, N, M, D, H, L, FF, HZ, tz, warmup, batch, group, epochs, threads;
+    int patience, eval_every, val_windows, adamw, quiet;
+    int hz_given; ///< --horizon was given (the ETT protocol's default is 96)
+} TrainArgs;
 
-int cmd_train(int argc, char **argv)
+/* Parses the command line into *a: 0, or the exit code (after --help or an error). */
+static int train_opts(TrainArgs *a, int argc, char **argv)
 {
-    const char *data_path = NULL, *out_path = NULL, *features = NULL, *format = "auto";
-    const char *time_format = NULL, *split = NULL, *protocol = NULL, *schedule = "invsqrt";
-    const char *resume = NULL, *name = "cellcast", *select = "nll";
-    double val_frac = -1, dropout, lr, wd = -1, clip, max_minutes = 0, step_s = 0, ema = 0;
-    int P, N, M, D, H, L, FF, HZ, tz = 0, warmup, batch, group, epochs = 20, threads;
-    int patience = 6, eval_every = 0, val_windows, adamw = 0, quiet = 0;
-    double steps_d = 0, seed_d;
     CcHparams hp;
     CcTrainSettings ts;
     cc_hparams_default(&hp);
     cc_train_default_settings(&ts);
-    P = hp.patch_len, N = hp.n_patches, M = hp.norm_window, D = hp.d_model, H = hp.n_heads;
-    L = hp.n_layers, FF = hp.d_ff, HZ = hp.horizon;
-    dropout = ts.dropout, lr = ts.adam.lr, clip = ts.adam.clip, warmup = ts.adam.warmup;
-    batch = ts.batch, group = ts.group, threads = ts.n_threads, val_windows = ts.max_val_windows;
-    seed_d = (double)ts.seed;
-
-    Opt tab[] = {
-        {"data", K_STR, &data_path, 0, 0, 0},        {"out", K_STR, &out_path, 0, 0, 0},
-        {"features", K_STR, &features, 0, 0, 0},     {"format", K_STR, &format, 0, 0, 0},
-        {"time-format", K_STR, &time_format, 0, 0, 0}, {"step", K_FLOAT, &step_s, 1, 31622400, 0},
-        {"split", K_STR, &split, 0, 0, 0},           {"val-frac", K_FLOAT, &val_frac, 0.01, 0.7, 0},
-        {"protocol", K_STR, &protocol, 0, 0, 0},     {"name", K_STR, &name, 0, 0, 0},
-        {"patch-len", K_INT, &P, 1, CC_MAX_PATCH_LEN, 0},
-        {"n-patches", K_INT, &N, 1, CC_MAX_N_PATCHES, 0},
-        {"norm-window", K_INT, &M, 1, CC_MAX_NORM_WINDOW, 0},
-        {"d-model", K_INT, &D, 2, CC_MAX_D_MODEL, 0}, {"n-heads", K_INT, &H, 1, 256, 0},
-        {"n-layers", K_INT, &L, 1, CC_MAX_LAYERS, 0}, {"d-ff", K_INT, &FF, 1, CC_MAX_D_FF, 0},
-        {"horizon", K_INT, &HZ, 1, CC_MAX_HORIZON, 0}, {"tz-offset", K_INT, &tz, -86400, 86400, 0},
-        {"dropout", K_FLOAT, &dropout, 0, 0.9, 0},   {"lr", K_FLOAT, &lr, 1e-7, 1, 0},
-        {"warmup", K_INT, &warmup, 0, 1e7, 0},       {"schedule", K_STR, &schedule, 0, 0, 0},
-        {"adamw", K_FLAG, &adamw, 0, 0, 0},          {"weight-decay", K_FLOAT, &wd, 0, 1, 0},
-        {"clip", K_FLOAT, &clip, 0, 1e6, 0},         {"batch", K_INT, &batch, 1, 65536, 0},
-        {"group", K_INT, &group, 0, CC_TRAIN_MAX_GROUP, 0},
-        {"epochs", K_INT, &epochs, 1, 1e6, 0},       {"steps", K_FLOAT, &steps_d, 1, 1e12, 0},
-        {"max-minutes", K_FLOAT, &max_minutes, 0, 1e6, 0},
-        {"eval-every", K_INT, &eval_every, 1, 1e9, 0}, {"patience", K_INT, &patience, 1, 1e6, 0},
-        {"val-windows", K_INT, &val_windows, 1, 1e7, 0}, {"threads", K_INT, &threads, 1, 16, 0},
-        {"seed", K_FLOAT, &seed_d, 0, 9007199254740992.0, 0},
-        {"resume", K_STR, &resume, 0, 0, 0},         {"quiet", K_FLAG, &quiet, 0, 0, 0},
-        {"select", K_STR, &select, 0, 0, 0},         {"ema", K_FLOAT, &ema, 0, 0.99999, 0},
-        {"help", K_FLAG, NULL, 0, 0, 0},
+    *a = (TrainArgs){.format = "auto", .schedule = "invsqrt", .name = "cellcast",
+                     .select = "nll", .val_frac = -1, .wd = -1, .epochs = 20, .patience = 6,
+                     .P = hp.patch_len, .N = hp.n_patches, .M = hp.norm_window, .D = hp.d_model,
+                     .H = hp.n_heads, .L = hp.n_layers, .FF = hp.d_ff, .HZ = hp.horizon,
+                     .dropout = ts.dropout, .lr = ts.adam.lr, .clip = ts.adam.clip,
+                     .warmup = ts.adam.warmup, .batch = ts.batch, .group = ts.group,
+                     .threads = ts.n_threads, .val_windows = ts.max_val_windows,
+                     .seed_d = (double)ts.seed};
+    enum { SHOW = CC_OPT_SHOW_DEFAULT };
+    CcOpt opts[] = {
+        CC_OPTS_HEADING("Data:"),
+        CC_OPTS_STR("data", &a->data_path, "FILE",
+                    "CSV, long (ts,cell_id,<kpis>) or wide (<time>,<kpis>)",
+                    .flags = CC_OPT_REQUIRED),
+        CC_OPTS_STR("out", &a->out_path, "MODEL", "the model file (.safetensors)",
+                    .flags = CC_OPT_REQUIRED),
+        CC_OPTS_STR("format", &a->format, "F", "auto|long|wide", .flags = SHOW),
+        CC_OPTS_STR("features", &a->features, "a,b,c",
+                    "feature columns, in model order (default: all but time/cell)"),
+        CC_OPTS_STR("time-format", &a->time_format, "FMT",
+                    "strptime format of the time column (default: auto)"),
+        CC_OPTS_DBL("step", &a->step_s, 1, 31622400, "S", "seconds per step (default: detected)"),
+        CC_OPTS_STR("split", &a->split, "SPEC",
+                    "train/val/test split of each series: \"a,b\" fractions or\n"
+                    "\"rows:A-B,C-D,E-F\" (default 0.7,0.1: last 20% is test)"),
+        CC_OPTS_DBL("val-frac", &a->val_frac, 0.01, 0.7, "F", "shorthand for --split (0.8-F),F"),
+        CC_OPTS_STR("protocol", &a->protocol, "ett",
+                    "ETTh1 protocol: split " ETT_SPLIT ",\n"
+                    "z-score with the train slice, horizon 96 unless given"),
+        CC_OPTS_HEADING("Model (ignored with --resume):"),
+        CC_OPTS_INT("patch-len", &a->P, 1, CC_MAX_PATCH_LEN, "P", "", .flags = SHOW),
+        CC_OPTS_INT("n-patches", &a->N, 1, CC_MAX_N_PATCHES, "N", "", .flags = SHOW),
+        CC_OPTS_INT("norm-window", &a->M, 1, CC_MAX_NORM_WINDOW, "M", "", .flags = SHOW),
+        CC_OPTS_INT("d-model", &a->D, 2, CC_MAX_D_MODEL, "D", "", .flags = SHOW),
+        CC_OPTS_INT("n-heads", &a->H, 1, 256, "H", "", .flags = SHOW),
+        CC_OPTS_INT("n-layers", &a->L, 1, CC_MAX_LAYERS, "L", "", .flags = SHOW),
+        CC_OPTS_INT("d-ff", &a->FF, 1, CC_MAX_D_FF, "FF", "", .flags = SHOW),
+        CC_OPTS_INT("horizon", &a->HZ, 1, CC_MAX_HORIZON, "HZ", "", .flags = SHOW),
+        CC_OPTS_INT("tz-offset", &a->tz, -86400, 86400, "SEC",
+                    "local time offset of the time features", .flags = SHOW),
+        CC_OPTS_STR("name", &a->name, "NAME", "model name in the metadata", .flags = SHOW),
+        CC_OPTS_HEADING("Training:"),
+        CC_OPTS_DBL("dropout", &a->dropout, 0, 0.9, "X", "", .flags = SHOW),
+        CC_OPTS_DBL("lr", &a->lr, 1e-7, 1, "X", "peak learning rate", .flags = SHOW),
+        CC_OPTS_INT("warmup", &a->warmup, 0, 1e7, "N", "warmup steps", .flags = SHOW),
+        CC_OPTS_STR("schedule", &a->schedule, "S", "invsqrt|cosine|constant after warmup",
+                    .flags = SHOW),
+        CC_OPTS_FLAG("adamw", &a->adamw, "decoupled weight decay (default decay 0.01 with --adamw)"),
+        CC_OPTS_DBL("weight-decay", &a->wd, 0, 1, "X",
+                    "AdamW decay of weight matrices (implies --adamw)"),
+        CC_OPTS_DBL("clip", &a->clip, 0, 1e6, "X", "gradient global-norm clip, 0 = off",
+                    .flags = SHOW),
+        CC_OPTS_DBL("ema", &a->ema, 0, 0.99999, "X",
+                    "validate and keep an exponential moving average of the\n"
+                    "weights with this decay (e.g. 0.999); 0 = off",
+                    .flags = SHOW),
+        CC_OPTS_INT("batch", &a->batch, 1, 65536, "B", "windows per step", .flags = SHOW),
+        CC_OPTS_INT("group", &a->group, 0, CC_TRAIN_MAX_GROUP, "G",
+                    "end steps per window sharing its cached patches, 1..P,\n"
+                    "0 = P; a step trains on B·G samples",
+                    .flags = SHOW),
+        CC_OPTS_INT("epochs", &a->epochs, 1, 1e6, "E", "epochs of B·G samples", .flags = SHOW),
+        CC_OPTS_DBL("steps", &a->steps_d, 1, 1e12, "N", "optimiser steps (overrides --epochs)"),
+        CC_OPTS_DBL("max-minutes", &a->max_minutes, 0, 1e6, "X",
+                    "wall-clock budget (default none)"),
+        CC_OPTS_INT("eval-every", &a->eval_every, 1, 1e9, "N",
+                    "validate every N steps (default: min(epoch, 200))"),
+        CC_OPTS_INT("patience", &a->patience, 1, 1e6, "K",
+                    "stop after K validations without improvement", .flags = SHOW),
+        CC_OPTS_STR("select", &a->select, "nll|mse",
+                    "validation criterion of the best checkpoint and early stop:\n"
+                    "Gaussian NLL, or MSE of the predicted means in data units",
+                    .flags = SHOW),
+        CC_OPTS_INT("val-windows", &a->val_windows, 1, 1e7, "N",
+                    "validation windows, evenly spaced", .flags = SHOW),
+        CC_OPTS_INT("threads", &a->threads, 1, 16, "T", "", .flags = SHOW),
+        CC_OPTS_DBL("seed", &a->seed_d, 0, 9007199254740992.0, "X",
+                    "same seed, data and options → same weights", .flags = SHOW),
+        CC_OPTS_STR("resume", &a->resume, "CKPT", "continue from CKPT and CKPT.optim"),
+        CC_OPTS_FLAG("quiet", &a->quiet, "no progress output"),
     };
-    enum { NOPT = sizeof tab / sizeof tab[0] };
-    struct option lopts[NOPT + 1];
-    for (int i = 0; i < NOPT; i++)
-        lopts[i] = (struct option){tab[i].name, tab[i].kind == K_FLAG ? no_argument
-                                                                      : required_argument,
-                                   0, i + 1};
-    lopts[NOPT] = (struct option){0, 0, 0, 0};
-    int c;
-    optind = 1;
-    opterr = 1;
-    while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
-        if (c < 1 || c > NOPT) {
-            usage(stderr);
-            return 2;
-        }
-        Opt *o = &tab[c - 1];
-        double v;
-        o->given = 1;
-        switch (o->kind) {
-        case K_STR:
-            *(const char **)o->target = optarg;
-            break;
-        case K_FLAG:
-            if (!o->target) {
-                usage(stdout);
-                return 0;
-            }
-            *(int *)o->target = 1;
-            break;
-        case K_INT:
-            if (parse_num(o->name, optarg, o->lo, o->hi, &v) || v != floor(v)) {
-                if (v != floor(v))
-                    fprintf(stderr, "cellcast train: --%s wants an integer\n", o->name);
-                return 2;
-            }
-            *(int *)o->target = (int)v;
-            break;
-        case K_FLOAT:
-            if (parse_num(o->name, optarg, o->lo, o->hi, &v))
-                return 2;
-            *(double *)o->target = v;
-            break;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "cellcast train: unexpected argument '%s'\n", argv[optind]);
-        return 2;
-    }
-    if (!data_path || !out_path) {
-        fprintf(stderr, "cellcast train: --data and --out are required (--help)\n");
-        return 2;
-    }
+    const CcOptsSpec spec = {
+        .prog = "cellcast train",
+        .usage = "cellcast train --data FILE --out MODEL.safetensors [options]",
+        .about = "Trains a cellcast-tx/2 model on KPI history (see docs/training.md).",
+        .opts = opts,
+        .n_opts = sizeof opts / sizeof opts[0],
+    };
+    int rc = cc_opts_parse(&spec, argc, argv, NULL);
+    if (rc)
+        return CLI_OPTS_EXIT(rc);
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+        a->hz_given |= opts[i].name && !strcmp(opts[i].name, "horizon") && opts[i].given;
+    return 0;
+}
+
+int cmd_train(int argc, char **argv)
+{
+    TrainArgs a;
+    int rc = train_opts(&a, argc, argv);
+    if (rc)
+        return rc;
+    const char *data_path = a.data_path, *out_path = a.out_path, *features = a.features;
+    const char *format = a.format, *time_format = a.time_format, *split = a.split;
+    const char *protocol = a.protocol, *schedule = a.schedule, *resume = a.resume;
+    const char *name = a.name, *select = a.select;
+    double val_frac = a.val_frac, dropout = a.dropout, lr = a.lr, wd = a.wd, clip = a.clip;
+    double max_minutes = a.max_minutes, step_s = a.step_s, ema = a.ema, steps_d = a.steps_d;
+    double seed_d = a.seed_d;
+    int P = a.P, N = a.N, M = a.M, D = a.D, H = a.H, L = a.L, FF = a.FF, HZ = a.HZ, tz = a.tz;
+    int warmup = a.warmup, batch = a.batch, group = a.group, epochs = a.epochs;
+    int threads = a.threads, patience = a.patience, eval_every = a.eval_every;
+    int val_windows = a.val_windows, adamw = a.adamw, quiet = a.quiet;
+    CcHparams hp;
+    CcTrainSettings ts;
+    cc_hparams_default(&hp);
+    cc_train_default_settings(&ts);
     int by_mse = !strcmp(select, "mse");
     if (!by_mse && strcmp(select, "nll")) {
         fprintf(stderr, "cellcast train: --select must be nll or mse\n");
@@ -298,10 +253,7 @@ int cmd_train(int argc, char **argv)
         }
         cc_data_stats(ds, 0, rtrain[0], zmean, zstd);
         cc_data_standardize(ds, zmean, zstd);
-        int hz_given = 0;
-        for (int i = 0; i < NOPT; i++)
-            hz_given |= !strcmp(tab[i].name, "horizon") && tab[i].given;
-        if (!hz_given)
+        if (!a.hz_given)
             HZ = 96;
     }
 
