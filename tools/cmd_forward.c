@@ -69,6 +69,130 @@ static int split_fields(char *line, char **fields, int max)
     return n;
 }
 
+/* The header `ts,<KPI names>`: col_of[f] gets the column of feature f. 0 or -1 (reported). */
+static int read_header(const CcHparams *hp, const char *input, char *line, int *col_of)
+{
+    const int F = hp->n_features;
+    char *fields[CC_MAX_FEATURES + 2];
+    int nf = split_fields(line, fields, CC_MAX_FEATURES + 2);
+    if (nf < 0 || nf != F + 1) {
+        fprintf(stderr, "cellcast forward: %s:1: header has %d columns, expected ts + %d KPIs\n",
+                input, nf < 0 ? CC_MAX_FEATURES + 2 : nf, F);
+        return -1;
+    }
+    if (strcmp(fields[0], "ts")) {
+        fprintf(stderr, "cellcast forward: %s:1: first column must be 'ts', got '%s'\n", input,
+                fields[0]);
+        return -1;
+    }
+    for (int f = 0; f < F; f++)
+        col_of[f] = -1;
+    for (int i = 1; i < nf; i++) {
+        int f = cc_hparams_feature_index(hp, fields[i]);
+        if (f < 0) {
+            fprintf(stderr, "cellcast forward: %s:1: unknown column '%s' (model KPIs:", input,
+                    fields[i]);
+            for (int g = 0; g < F; g++)
+                fprintf(stderr, " %s", hp->features[g]);
+            fprintf(stderr, ")\n");
+            return -1;
+        }
+        if (col_of[f] >= 0) {
+            fprintf(stderr, "cellcast forward: %s:1: column '%s' appears twice\n", input,
+                    fields[i]);
+            return -1;
+        }
+        col_of[f] = i;
+    }
+    return 0;
+}
+
+/* One data row: its step (which must follow prev, unless prev < 0) and values in model
+ * order. 0 or -1 (reported). */
+static int parse_row(const CcHparams *hp, const char *input, long long lineno, char *line,
+                     const int *col_of, int64_t prev, int64_t *step, float *values)
+{
+    const int F = hp->n_features;
+    char *fields[CC_MAX_FEATURES + 2], *endp;
+    int n = split_fields(line, fields, CC_MAX_FEATURES + 2);
+    if (n != F + 1) {
+        fprintf(stderr, "cellcast forward: %s:%lld: %d fields, expected %d\n", input, lineno,
+                n < 0 ? CC_MAX_FEATURES + 2 : n, F + 1);
+        return -1;
+    }
+    errno = 0;
+    long long ts = strtoll(fields[0], &endp, 10);
+    if (errno || endp == fields[0] || *endp || ts < 0) {
+        fprintf(stderr, "cellcast forward: %s:%lld: bad timestamp '%s' (unix seconds)\n", input,
+                lineno, fields[0]);
+        return -1;
+    }
+    if (ts % hp->step_seconds) {
+        fprintf(stderr,
+                "cellcast forward: %s:%lld: timestamp %lld is not a multiple of the "
+                "model's step (%lld s)\n",
+                input, lineno, ts, (long long)hp->step_seconds);
+        return -1;
+    }
+    *step = ts / hp->step_seconds;
+    if (prev >= 0 && *step != prev + 1) {
+        fprintf(stderr,
+                "cellcast forward: %s:%lld: timestamp %lld does not follow %lld by one step "
+                "(%lld s)\n",
+                input, lineno, ts, (long long)(prev * hp->step_seconds),
+                (long long)hp->step_seconds);
+        return -1;
+    }
+    for (int f = 0; f < F; f++) {
+        const char *v = fields[col_of[f]];
+        double d = strtod(v, &endp);
+        if (endp == v || *endp || !isfinite(d) || fabs(d) > 3.4e38) {
+            fprintf(stderr, "cellcast forward: %s:%lld: column '%s': '%s' is not a finite "
+                            "number\n",
+                    input, lineno, hp->features[f], v);
+            return -1;
+        }
+        values[f] = (float)d;
+    }
+    return 0;
+}
+
+/* Steps the cell through every row of in (after the header); prints with all. The step of
+ * the last row goes to *last (-1: no row). 0 or -1 (reported). */
+static int run_rows(CcEngine *e, CcCell *cell, const CcHparams *hp, const char *input, FILE *in,
+                    const int *col_of, int all, int64_t *last)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    float values[CC_MAX_FEATURES];
+    int64_t prev = -1, lineno = 1, step;
+    int rc = -1;
+    CcForecast fc;
+    while (getline(&line, &cap, in) >= 0) {
+        lineno++;
+        if (line[strspn(line, " \t\r\n")] == 0)
+            continue; /* blank line */
+        if (parse_row(hp, input, (long long)lineno, line, col_of, prev, &step, values))
+            goto end;
+        CcStepInput si = {cell, step, values};
+        int st = 0;
+        if (cc_engine_step(e, &si, 1, &st) < 0 || st < 0) {
+            fprintf(stderr, "cellcast forward: %s:%lld: engine refused the step (%s)\n", input,
+                    (long long)lineno, strerror(-st));
+            goto end;
+        }
+        prev = step;
+        cc_cell_forecast(cell, &fc);
+        if (all && fc.valid)
+            print_row(step * hp->step_seconds, &fc);
+    }
+    rc = 0;
+end:
+    *last = prev;
+    free(line);
+    return rc;
+}
+
 int cmd_forward(int argc, char **argv)
 {
     const char *model_path = NULL, *input = NULL;
@@ -113,7 +237,6 @@ int cmd_forward(int argc, char **argv)
         goto end;
     }
     const CcHparams *hp = &m->hp;
-    const int F = hp->n_features;
     if (cc_engine_open(&e, m, &s, NULL, 0) < 0 || cc_cell_open(&cell, e) < 0) {
         fprintf(stderr, "cellcast forward: out of memory\n");
         goto end;
@@ -122,109 +245,20 @@ int cmd_forward(int argc, char **argv)
         fprintf(stderr, "cellcast forward: %s: %s\n", input, strerror(errno));
         goto end;
     }
-    char *fields[CC_MAX_FEATURES + 2];
     int col_of[CC_MAX_FEATURES]; /* feature f is in column col_of[f] */
     if (getline(&line, &cap, in) < 0) {
         fprintf(stderr, "cellcast forward: %s: empty file, expected a header\n", input);
         goto end;
     }
-    int nf = split_fields(line, fields, CC_MAX_FEATURES + 2);
-    if (nf < 0 || nf != F + 1) {
-        fprintf(stderr, "cellcast forward: %s:1: header has %d columns, expected ts + %d KPIs\n",
-                input, nf < 0 ? CC_MAX_FEATURES + 2 : nf, F);
+    int64_t last;
+    if (read_header(hp, input, line, col_of) || run_rows(e, cell, hp, input, in, col_of, all, &last))
         goto end;
-    }
-    if (strcmp(fields[0], "ts")) {
-        fprintf(stderr, "cellcast forward: %s:1: first column must be 'ts', got '%s'\n", input,
-                fields[0]);
-        goto end;
-    }
-    for (int f = 0; f < F; f++)
-        col_of[f] = -1;
-    for (int i = 1; i < nf; i++) {
-        int f = cc_hparams_feature_index(hp, fields[i]);
-        if (f < 0) {
-            fprintf(stderr, "cellcast forward: %s:1: unknown column '%s' (model KPIs:", input,
-                    fields[i]);
-            for (int g = 0; g < F; g++)
-                fprintf(stderr, " %s", hp->features[g]);
-            fprintf(stderr, ")\n");
-            goto end;
-        }
-        if (col_of[f] >= 0) {
-            fprintf(stderr, "cellcast forward: %s:1: column '%s' appears twice\n", input,
-                    fields[i]);
-            goto end;
-        }
-        col_of[f] = i;
-    }
-    float values[CC_MAX_FEATURES];
-    int64_t prev = -1, lineno = 1;
-    int have = 0;
-    CcForecast fc;
-    while (getline(&line, &cap, in) >= 0) {
-        lineno++;
-        if (line[strspn(line, " \t\r\n")] == 0)
-            continue; /* blank line */
-        int n = split_fields(line, fields, CC_MAX_FEATURES + 2);
-        if (n != F + 1) {
-            fprintf(stderr, "cellcast forward: %s:%lld: %d fields, expected %d\n", input,
-                    (long long)lineno, n < 0 ? CC_MAX_FEATURES + 2 : n, F + 1);
-            goto end;
-        }
-        char *endp;
-        errno = 0;
-        long long ts = strtoll(fields[0], &endp, 10);
-        if (errno || endp == fields[0] || *endp || ts < 0) {
-            fprintf(stderr, "cellcast forward: %s:%lld: bad timestamp '%s' (unix seconds)\n",
-                    input, (long long)lineno, fields[0]);
-            goto end;
-        }
-        if (ts % hp->step_seconds) {
-            fprintf(stderr,
-                    "cellcast forward: %s:%lld: timestamp %lld is not a multiple of the "
-                    "model's step (%lld s)\n",
-                    input, (long long)lineno, ts, (long long)hp->step_seconds);
-            goto end;
-        }
-        int64_t step = ts / hp->step_seconds;
-        if (prev >= 0 && step != prev + 1) {
-            fprintf(stderr,
-                    "cellcast forward: %s:%lld: timestamp %lld does not follow %lld by one step "
-                    "(%lld s)\n",
-                    input, (long long)lineno, ts, (long long)(prev * hp->step_seconds),
-                    (long long)hp->step_seconds);
-            goto end;
-        }
-        for (int f = 0; f < F; f++) {
-            const char *v = fields[col_of[f]];
-            double d = strtod(v, &endp);
-            if (endp == v || *endp || !isfinite(d) || fabs(d) > 3.4e38) {
-                fprintf(stderr, "cellcast forward: %s:%lld: column '%s': '%s' is not a finite "
-                                "number\n",
-                        input, (long long)lineno, hp->features[f], v);
-                goto end;
-            }
-            values[f] = (float)d;
-        }
-        CcStepInput si = {cell, step, values};
-        int st = 0;
-        if (cc_engine_step(e, &si, 1, &st) < 0 || st < 0) {
-            fprintf(stderr, "cellcast forward: %s:%lld: engine refused the step (%s)\n", input,
-                    (long long)lineno, strerror(-st));
-            goto end;
-        }
-        prev = step;
-        have = 1;
-        cc_cell_forecast(cell, &fc);
-        if (all && fc.valid)
-            print_row(ts, &fc);
-    }
-    if (!have) {
+    if (last < 0) {
         fprintf(stderr, "cellcast forward: %s: no data rows\n", input);
         goto end;
     }
     if (!all) {
+        CcForecast fc;
         cc_cell_forecast(cell, &fc);
         if (!fc.valid) {
             fprintf(stderr,
@@ -233,7 +267,7 @@ int cmd_forward(int argc, char **argv)
                     input, hp->patch_len);
             goto end;
         }
-        print_row(prev * hp->step_seconds, &fc);
+        print_row(last * hp->step_seconds, &fc);
     }
     ret = 0;
 end:
