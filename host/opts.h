@@ -77,6 +77,9 @@ int cc_opts_parse(const CcOptsSpec *spec, int argc, char **argv, int *first_arg)
 /** Writes the help generated from the table. */
 void cc_opts_help(const CcOptsSpec *spec, FILE *out);
 
+/** The table fields of a CcOptsSpec from an array: {.prog = ..., CC_OPTS_TABLE(opts)}. */
+#define CC_OPTS_TABLE(t) .opts = (t), .n_opts = (int)(sizeof(t) / sizeof(t)[0])
+
 /* Table entries; the trailing arguments are more designated initializers, e.g.
  * CC_OPTS_STR("model", &path, "FILE", "the model", .short_name = 'm', .flags = CC_OPT_REQUIRED) */
 #define CC_OPTS_HEADING(text) {.type = CC_OPT_SECTION, .help = (text)}

@@ -61,8 +61,7 @@ static const CcOptsSpec spec = {.prog = "prog",
                                 .usage = "prog --model FILE [options] [ARG]",
                                 .about = "Does things.",
                                 .epilog = "Epilog.\n",
-                                .opts = table,
-                                .n_opts = sizeof table / sizeof table[0],
+                                CC_OPTS_TABLE(table),
                                 .max_args = 1};
 
 /* Runs the parser on the arguments (NULL-terminated) with stderr captured in err. */

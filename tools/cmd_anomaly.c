@@ -184,8 +184,7 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
         .usage = "cellcast anomaly-eval --model M.safetensors --data TEST.csv [--data ...] "
                  "[options]",
         .about = about,
-        .opts = opts,
-        .n_opts = sizeof opts / sizeof opts[0],
+        CC_OPTS_TABLE(opts),
     };
     int rc = cc_opts_parse(&spec, argc, argv, NULL);
     if (rc)

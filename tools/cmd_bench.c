@@ -177,8 +177,7 @@ int cmd_bench(int argc, char **argv)
                  "model of the default shape (F=8, P=16, N=21, M=336, d=64, H=4, L=2, dff=128,\n"
                  "Hz=24) is used. Prints JSON with channel_steps_per_s, ns per channel-step, the\n"
                  "split between dense, attention, rebuild and other time, RSS.",
-        .opts = opts,
-        .n_opts = sizeof opts / sizeof opts[0],
+        CC_OPTS_TABLE(opts),
     };
     int rc = cc_opts_parse(&spec, argc, argv, NULL);
     if (rc)

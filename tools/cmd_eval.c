@@ -92,8 +92,7 @@ static int eval_opts(EvalArgs *a, int argc, char **argv)
         .about = "Rolling-origin evaluation on held-out steps: the engine's forecasts and the\n"
                  "naive, seasonal-naive (1 day, 1 week) and window-mean baselines, scored on the\n"
                  "same windows (MAE, RMSE, MSE, NRMSE, MASE, P10-P90 coverage per KPI and step).",
-        .opts = opts,
-        .n_opts = sizeof opts / sizeof opts[0],
+        CC_OPTS_TABLE(opts),
     };
     a->json = a->per_step = 0;
     a->json_path = NULL;

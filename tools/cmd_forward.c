@@ -226,8 +226,7 @@ int cmd_forward(int argc, char **argv)
             "Prints one JSON line {\"ts\", \"y\", \"mu\", \"sigma\"} for the last row, or with\n"
             "--all for every row that has a forecast; y is the head output in [F][Hz][2]\n"
             "order (normalised mean, log-sigma), mu/sigma the normalisation per KPI.\n",
-        .opts = opts,
-        .n_opts = sizeof opts / sizeof opts[0],
+        CC_OPTS_TABLE(opts),
     };
     int rc = cc_opts_parse(&spec, argc, argv, NULL);
     if (rc)

@@ -18,8 +18,7 @@ int cmd_info(int argc, char **argv)
         .usage = "cellcast info --model FILE",
         .about = "Prints JSON: hyperparameters, feature names, metadata, parameter count,\n"
                  "bytes of KV state and of whole state per cell (f32 and 16-bit KV).",
-        .opts = opts,
-        .n_opts = sizeof opts / sizeof opts[0],
+        CC_OPTS_TABLE(opts),
     };
     int ret = 1;
     char err[512];

@@ -63,8 +63,7 @@ int cmd_synth(int argc, char **argv)
         .usage = "cellcast synth [options]",
         .about = "Writes synthetic KPI history of many cells as long CSV: ts,cell_id,<kpis>\n"
                  "(ts in unix seconds; missing steps are absent rows, unreported values empty).",
-        .opts = opts,
-        .n_opts = sizeof opts / sizeof opts[0],
+        CC_OPTS_TABLE(opts),
     };
     int rc = cc_opts_parse(&spec, argc, argv, NULL);
     if (rc)

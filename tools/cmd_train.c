@@ -144,8 +144,7 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
         .prog = "cellcast train",
         .usage = "cellcast train --data FILE --out MODEL.safetensors [options]",
         .about = "Trains a cellcast-tx/2 model on KPI history (see docs/training.md).",
-        .opts = opts,
-        .n_opts = sizeof opts / sizeof opts[0],
+        CC_OPTS_TABLE(opts),
     };
     int rc = cc_opts_parse(&spec, argc, argv, NULL);
     if (rc)
