@@ -402,32 +402,28 @@ static int replay(const CcAnomalySettings *s, CctAeCell *c, int F, int baseline,
     return 0;
 }
 
-int cct_ae_score(const CcAnomalySettings *s, CctAeCell *c, int baseline, int post,
-                 CctAeScore *sc, const CcHparams *verbose)
+/* The first alert of col that detects label lb (see anomaly_eval.h), -1: none. */
+static int64_t first_detection(const CctAeCell *c, const Collect *col, const CctLabel *lb,
+                               int window_n)
 {
-    const int F = c->ser.F;
-    Collect col = {0};
-    col.from_step = c->p0 + c->ser.test0;
-    CcAnomalyCellStats st;
-    int rc = replay(s, c, F, baseline, &col, &st);
-    if (rc)
-        return rc;
-    if (verbose)
-        fprintf(stderr, "    %s: %llu steps scored, %llu over, %d alert transitions kept\n", c->id,
-                (unsigned long long)st.scored, (unsigned long long)st.over, col.n);
-    /* labels */
+    int64_t s0 = c->p0 + lb->start, s1 = c->p0 + lb->end + window_n, first = -1;
+    for (int k = 0; k < col->n; k++) {
+        const Alert *al = &col->a[k];
+        int counts = al->kind == CC_ALERT_ANOMALY || al->reason == CC_DQ_ALL_ZERO ||
+                     ((al->reason == CC_DQ_STUCK || al->reason == CC_DQ_BOUNDS) &&
+                      al->kpi == lb->kpi);
+        if (counts && al->step >= s0 && al->step < s1 && (first < 0 || al->step < first))
+            first = al->step;
+    }
+    return first;
+}
+
+static void score_labels(const CctAeCell *c, const Collect *col, int window_n, CctAeScore *sc,
+                         const CcHparams *verbose)
+{
     for (int l = 0; l < c->ser.n_lab; l++) {
         const CctLabel *lb = &c->ser.lab[l];
-        int64_t s0 = c->p0 + lb->start, s1 = c->p0 + lb->end + s->window_n;
-        int64_t first = -1;
-        for (int k = 0; k < col.n; k++) {
-            const Alert *al = &col.a[k];
-            int counts = al->kind == CC_ALERT_ANOMALY || al->reason == CC_DQ_ALL_ZERO ||
-                         ((al->reason == CC_DQ_STUCK || al->reason == CC_DQ_BOUNDS) &&
-                          al->kpi == lb->kpi);
-            if (counts && al->step >= s0 && al->step < s1 && (first < 0 || al->step < first))
-                first = al->step;
-        }
+        int64_t first = first_detection(c, col, lb, window_n), s0 = c->p0 + lb->start;
         sc->labels++;
         sc->by_type_n[lb->type]++;
         if (verbose && first < 0)
@@ -441,12 +437,23 @@ int cct_ae_score(const CcAnomalySettings *s, CctAeCell *c, int baseline, int pos
             sc->by_type_delay[lb->type] += (double)(first - s0);
         }
     }
-    /* alerts */
-    for (int k = 0; k < col.n; k++) {
-        const Alert *al = &col.a[k];
-        int inside = 0;
-        for (int l = 0; l < c->ser.n_lab && !inside; l++)
-            inside = al->step >= c->p0 + c->ser.lab[l].start && al->step < c->p0 + c->ser.lab[l].end + post;
+}
+
+/* Row i inside some label's [start, end + post). */
+static int in_label(const CctAeCell *c, int64_t i, int post)
+{
+    for (int l = 0; l < c->ser.n_lab; l++)
+        if (i >= c->ser.lab[l].start && i < c->ser.lab[l].end + post)
+            return 1;
+    return 0;
+}
+
+static void score_alerts(const CctAeCell *c, const Collect *col, int post, CctAeScore *sc,
+                         const CcHparams *verbose)
+{
+    for (int k = 0; k < col->n; k++) {
+        const Alert *al = &col->a[k];
+        int inside = in_label(c, al->step - c->p0, post);
         if (al->kind == CC_ALERT_DATA_QUALITY) {
             sc->dq_alerts++;
             sc->dq_outside += !inside;
@@ -463,18 +470,30 @@ int cct_ae_score(const CcAnomalySettings *s, CctAeCell *c, int baseline, int pos
                     (long long)(al->step - c->p0),
                     al->kpi >= 0 ? verbose->features[al->kpi] : "?", al->z);
     }
-    for (int i = c->ser.test0; i < c->ser.T; i++) {
-        int inside = 0;
-        for (int l = 0; l < c->ser.n_lab && !inside; l++)
-            inside = i >= c->ser.lab[l].start && i < c->ser.lab[l].end + post;
-        sc->clean_steps += !inside;
-    }
+    for (int i = c->ser.test0; i < c->ser.T; i++)
+        sc->clean_steps += !in_label(c, i, post);
+}
+
+int cct_ae_score(const CcAnomalySettings *s, CctAeCell *c, int baseline, int post,
+                 CctAeScore *sc, const CcHparams *verbose)
+{
+    Collect col = {0};
+    col.from_step = c->p0 + c->ser.test0;
+    CcAnomalyCellStats st;
+    int rc = replay(s, c, c->ser.F, baseline, &col, &st);
+    if (rc)
+        return rc;
+    if (verbose)
+        fprintf(stderr, "    %s: %llu steps scored, %llu over, %d alert transitions kept\n", c->id,
+                (unsigned long long)st.scored, (unsigned long long)st.over, col.n);
+    score_labels(c, &col, s->window_n, sc, verbose);
+    score_alerts(c, &col, post, sc, verbose);
     sc->step_seconds = (double)s->step_seconds;
     free(col.a);
     return 0;
 }
 
-/* CctAeCell-weeks of history rows with a one-step expectation: the rows before the test part
+/* Cell-weeks of history rows with a one-step expectation: the rows before the test part
  * whose previous row has a forecast. */
 static double history_weeks(const CctAeCell *cells, int n_cells, int F, int64_t step_seconds)
 {
