@@ -10,10 +10,7 @@
 /* Column of the help texts in the generated help. */
 #define HELP_COLUMN 24
 
-static int is_option(const CcOpt *o)
-{
-    return o->type != CC_OPT_SECTION && o->name;
-}
+static int is_option(const CcOpt *o) { return o->type != CC_OPT_SECTION && o->name; }
 
 /* The option named by `name` (len characters): an exact match, else the only option of
  * which it is a prefix. NULL with *ambiguous set when several options start with it. */
@@ -49,8 +46,8 @@ static int bad_number(const CcOptsSpec *spec, const CcOpt *o, const char *value,
     if (o->min == 0 && o->max == 0)
         fprintf(stderr, "%s: --%s: '%s' is not %s\n", spec->prog, o->name, value, what);
     else
-        fprintf(stderr, "%s: --%s: '%s' is not %s in [%.15g, %.15g]\n", spec->prog, o->name,
-                value, what, o->min, o->max);
+        fprintf(stderr, "%s: --%s: '%s' is not %s in [%.15g, %.15g]\n", spec->prog, o->name, value,
+                what, o->min, o->max);
     return -EINVAL;
 }
 
@@ -76,9 +73,7 @@ static int take_value(const CcOptsSpec *spec, CcOpt *o, const char *value)
     double v = 0;
     char err[512];
     switch (o->type) {
-    case CC_OPT_STRING:
-        *(const char **)o->target = value;
-        return 0;
+    case CC_OPT_STRING: *(const char **)o->target = value; return 0;
     case CC_OPT_DOUBLE:
         if (parse_number(value, &v) || !in_range(o, v, -HUGE_VAL, HUGE_VAL))
             return bad_number(spec, o, value, "a number");
@@ -111,8 +106,7 @@ static int take_value(const CcOptsSpec *spec, CcOpt *o, const char *value)
             return -EINVAL;
         }
         return 0;
-    default:
-        return -EINVAL;
+    default: return -EINVAL;
     }
 }
 
@@ -172,10 +166,7 @@ static int parse_short(const CcOptsSpec *spec, int argc, char **argv, int *i)
     return 0;
 }
 
-static int is_help(const char *a)
-{
-    return !strcmp(a, "--help") || !strcmp(a, "-h");
-}
+static int is_help(const char *a) { return !strcmp(a, "--help") || !strcmp(a, "-h"); }
 
 int cc_opts_parse(const CcOptsSpec *spec, int argc, char **argv, int *first_arg)
 {

@@ -108,8 +108,8 @@ static void test_forms(void **state)
     assert_true(vals.big == 9007199254740993LL);
     assert_string_equal(err, "");
     /* short forms: attached value, clustered flags, unique prefixes */
-    assert_int_equal(run(err, sizeof err, &first, "-mb", "-an", "3", "--mode", "fast", "--al", NULL),
-                     0);
+    assert_int_equal(
+        run(err, sizeof err, &first, "-mb", "-an", "3", "--mode", "fast", "--al", NULL), 0);
     assert_string_equal(vals.model, "b");
     assert_int_equal(vals.n, 3);
     assert_string_equal(vals.mode, "fast");
@@ -118,8 +118,7 @@ static void test_forms(void **state)
     assert_int_equal(table[3].given, 1);
     assert_int_equal(table[4].given, 0);
     /* repeatable, in order */
-    assert_int_equal(run(err, sizeof err, &first, "-m", "a", "--set", "k=1", "-s", "j=2", NULL),
-                     0);
+    assert_int_equal(run(err, sizeof err, &first, "-m", "a", "--set", "k=1", "-s", "j=2", NULL), 0);
     assert_int_equal(vals.sets, 2);
     assert_string_equal(vals.set[1], "j=2");
     assert_int_equal(table[7].given, 2);

@@ -130,8 +130,10 @@ int cct_ae_load(CctAeCells *cells, const CctAeSource *src, const CcModel *m)
         all = hist;
     }
     if (hpath && all->n_series != 1) {
-        fprintf(stderr, "cellcast anomaly-eval: %s: a history file needs a one-series (wide) file; "
-                        "use --test-frac for long files\n", src->data);
+        fprintf(stderr,
+                "cellcast anomaly-eval: %s: a history file needs a one-series (wide) file; "
+                "use --test-frac for long files\n",
+                src->data);
         rc = -EINVAL;
         goto done;
     }
@@ -151,7 +153,8 @@ int cct_ae_load(CctAeCells *cells, const CctAeSource *src, const CcModel *m)
             c->ser.test0 = src->test_frac > 0 ? (int)((1.0 - src->test_frac) * s->T) : 0;
         }
         fprintf(stderr, "  %s: %d rows (%d history + %d test) from %s%s%s\n", c->id, c->ser.T,
-                c->ser.test0, c->ser.T - c->ser.test0, hpath ? hpath : "", hpath ? " + " : "", src->data);
+                c->ser.test0, c->ser.T - c->ser.test0, hpath ? hpath : "", hpath ? " + " : "",
+                src->data);
     }
 done:
     free(guessed);
@@ -181,7 +184,8 @@ static void dump_cell(const CctAeCell *c, int F)
     fwrite(c->fs, sizeof *c->fs, n * c->H, fp);
     fwrite(c->fsc, sizeof *c->fsc, n, fp);
     for (int l = 0; l < c->ser.n_lab; l++) {
-        int32_t v[4] = {c->ser.lab[l].type, c->ser.lab[l].kpi, c->ser.lab[l].start, c->ser.lab[l].end};
+        int32_t v[4] = {c->ser.lab[l].type, c->ser.lab[l].kpi, c->ser.lab[l].start,
+                        c->ser.lab[l].end};
         fwrite(v, sizeof v, 1, fp);
         fwrite(&c->ser.lab[l].mag, sizeof c->ser.lab[l].mag, 1, fp);
     }
@@ -276,8 +280,8 @@ static void debug_rows(const CctAeCell *c, int F)
         }
 }
 
-int cct_ae_prepare(CctAeCell *c, const CctAePrep *p, const CcModel *m, CcEngine *e,
-                   uint64_t *rng, int rotation)
+int cct_ae_prepare(CctAeCell *c, const CctAePrep *p, const CcModel *m, CcEngine *e, uint64_t *rng,
+                   int rotation)
 {
     const int F = m->hp.n_features;
     if (!p->no_inject && cct_inject(&p->inject, &c->ser, rng, rotation))
@@ -293,8 +297,8 @@ int cct_ae_prepare(CctAeCell *c, const CctAePrep *p, const CcModel *m, CcEngine 
         for (int l = 0; l < c->ser.n_lab; l++)
             fprintf(stderr, "    label %-11s kpi %-12s rows %d-%d mag %+.2f sd\n",
                     cct_inject_type_name[c->ser.lab[l].type],
-                    c->ser.lab[l].kpi >= 0 ? m->hp.features[c->ser.lab[l].kpi] : "*", c->ser.lab[l].start,
-                    c->ser.lab[l].end, c->ser.lab[l].mag);
+                    c->ser.lab[l].kpi >= 0 ? m->hp.features[c->ser.lab[l].kpi] : "*",
+                    c->ser.lab[l].start, c->ser.lab[l].end, c->ser.lab[l].mag);
     return 0;
 }
 
@@ -303,7 +307,7 @@ int cct_ae_prepare(CctAeCell *c, const CctAePrep *p, const CcModel *m, CcEngine 
 typedef struct Alert {
     int64_t step;
     int kind, reason;
-    int kpi;          ///< top attributed KPI (-1 none)
+    int kpi; ///< top attributed KPI (-1 none)
     double z;
 } Alert;
 
@@ -393,7 +397,8 @@ static int replay(const CcAnomalySettings *s, CctAeCell *c, int F, int baseline,
                     cc_anomaly_set_expect_lagged(a, ac, step, mean, sd, scale);
             }
         }
-        cc_anomaly_observe(a, ac, step, c->ser.x + (size_t)i * F, c->ser.mask + (size_t)i * F, &sink);
+        cc_anomaly_observe(a, ac, step, c->ser.x + (size_t)i * F, c->ser.mask + (size_t)i * F,
+                           &sink);
     }
     if (stats)
         cc_anomaly_cell_stats(ac, stats);
@@ -409,9 +414,9 @@ static int64_t first_detection(const CctAeCell *c, const Collect *col, const Cct
     int64_t s0 = c->p0 + lb->start, s1 = c->p0 + lb->end + window_n, first = -1;
     for (int k = 0; k < col->n; k++) {
         const Alert *al = &col->a[k];
-        int counts = al->kind == CC_ALERT_ANOMALY || al->reason == CC_DQ_ALL_ZERO ||
-                     ((al->reason == CC_DQ_STUCK || al->reason == CC_DQ_BOUNDS) &&
-                      al->kpi == lb->kpi);
+        int counts =
+            al->kind == CC_ALERT_ANOMALY || al->reason == CC_DQ_ALL_ZERO ||
+            ((al->reason == CC_DQ_STUCK || al->reason == CC_DQ_BOUNDS) && al->kpi == lb->kpi);
         if (counts && al->step >= s0 && al->step < s1 && (first < 0 || al->step < first))
             first = al->step;
     }
@@ -467,15 +472,15 @@ static void score_alerts(const CctAeCell *c, const Collect *col, int post, CctAe
         sc->true_alerts += inside;
         if (verbose && !inside)
             fprintf(stderr, "    %s false alert at row %lld: %s z %+.1f\n", c->id,
-                    (long long)(al->step - c->p0),
-                    al->kpi >= 0 ? verbose->features[al->kpi] : "?", al->z);
+                    (long long)(al->step - c->p0), al->kpi >= 0 ? verbose->features[al->kpi] : "?",
+                    al->z);
     }
     for (int i = c->ser.test0; i < c->ser.T; i++)
         sc->clean_steps += !in_label(c, i, post);
 }
 
-int cct_ae_score(const CcAnomalySettings *s, CctAeCell *c, int baseline, int post,
-                 CctAeScore *sc, const CcHparams *verbose)
+int cct_ae_score(const CcAnomalySettings *s, CctAeCell *c, int baseline, int post, CctAeScore *sc,
+                 const CcHparams *verbose)
 {
     Collect col = {0};
     col.from_step = c->p0 + c->ser.test0;
@@ -565,17 +570,15 @@ void cct_ae_print_score(const char *name, const CctAeScore *sc, int with_types, 
     double f1 = rec + prec > 0 ? 2 * rec * prec / (rec + prec) : NAN;
     double weeks = sc->clean_steps * sc->step_seconds / 604800.0;
     double fa = weeks > 0 ? (sc->alerts - sc->true_alerts) / weeks : NAN;
-    fprintf(out, "%-22s %6.3f %6.3f %6.3f %7.1f %8.2f %6d/%-4d %6d %5d %5d/%-4d\n", name, prec, rec, f1,
-           sc->detected ? sc->delay_sum / sc->detected : NAN, fa, sc->detected, sc->labels,
-           sc->alerts, sc->alerts - sc->true_alerts, sc->dq_alerts, sc->dq_outside);
+    fprintf(out, "%-22s %6.3f %6.3f %6.3f %7.1f %8.2f %6d/%-4d %6d %5d %5d/%-4d\n", name, prec, rec,
+            f1, sc->detected ? sc->delay_sum / sc->detected : NAN, fa, sc->detected, sc->labels,
+            sc->alerts, sc->alerts - sc->true_alerts, sc->dq_alerts, sc->dq_outside);
     if (!with_types)
         return;
     for (int t = 0; t < CCT_INJ_TYPES; t++)
         if (sc->by_type_n[t])
-            fprintf(out, "    %-18s recall %5.3f (%d/%d)  mean delay %5.1f steps\n", cct_inject_type_name[t],
-                   (double)sc->by_type_det[t] / sc->by_type_n[t], sc->by_type_det[t],
-                   sc->by_type_n[t],
-                   sc->by_type_det[t] ? sc->by_type_delay[t] / sc->by_type_det[t] : NAN);
+            fprintf(out, "    %-18s recall %5.3f (%d/%d)  mean delay %5.1f steps\n",
+                    cct_inject_type_name[t], (double)sc->by_type_det[t] / sc->by_type_n[t],
+                    sc->by_type_det[t], sc->by_type_n[t],
+                    sc->by_type_det[t] ? sc->by_type_delay[t] / sc->by_type_det[t] : NAN);
 }
-
-

@@ -83,13 +83,13 @@ int cct_ae_load(CctAeCells *cells, const CctAeSource *src, const CcModel *m);
 
 /** Injects anomalies into a loaded cell (rotation: see cct_inject) and computes the model's
  * (through e) and the baseline's expectations. 0 or -1 (message on stderr). */
-int cct_ae_prepare(CctAeCell *c, const CctAePrep *p, const CcModel *m, CcEngine *e,
-                   uint64_t *rng, int rotation);
+int cct_ae_prepare(CctAeCell *c, const CctAePrep *p, const CcModel *m, CcEngine *e, uint64_t *rng,
+                   int rotation);
 
 /** Replays a cell through the detector s (baseline: the rolling baseline's expectations)
  * and adds its scores to *sc; verbose: misses and false alerts on stderr. */
-int cct_ae_score(const CcAnomalySettings *s, CctAeCell *c, int baseline, int post,
-                 CctAeScore *sc, const CcHparams *verbose);
+int cct_ae_score(const CcAnomalySettings *s, CctAeCell *c, int baseline, int post, CctAeScore *sc,
+                 const CcHparams *verbose);
 
 /**
  * The thresholds of *s (warn_z, crit_z, cusum_k, profile_k) scaled by one factor, the

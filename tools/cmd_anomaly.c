@@ -132,8 +132,8 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
         CC_OPTS_INT("trials", &a->trials, 0, BIG, "N", "runs with new draws", .flags = SHOW),
         CC_OPTS_INT("spacing", &inj->spacing, 0, BIG, "N", "test steps per injected anomaly",
                     .flags = SHOW),
-        CC_OPTS_INT("margin", &inj->margin, 0, BIG, "N",
-                    "clean test steps before the first", .flags = SHOW),
+        CC_OPTS_INT("margin", &inj->margin, 0, BIG, "N", "clean test steps before the first",
+                    .flags = SHOW),
         CC_OPTS_INT("post", &a->post, 0, BIG, "N",
                     "steps after an anomaly whose alerts are attributed to it", .flags = SHOW),
         CC_OPTS_STR("inject-kpis", &a->inject_kpis, "a,b",
@@ -176,8 +176,7 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
         CC_OPTS_HEADING("Baseline:"),
         CC_OPTS_INT("baseline-window", &a->prep.baseline_window, 0, BIG, "N",
                     "rolling window in steps (default: one day)"),
-        CC_OPTS_DBL("baseline-z", &a->baseline_z, 0, BIG, "X", "its warn threshold",
-                    .flags = SHOW),
+        CC_OPTS_DBL("baseline-z", &a->baseline_z, 0, BIG, "X", "its warn threshold", .flags = SHOW),
     };
     const CcOptsSpec spec = {
         .prog = "cellcast anomaly-eval",
@@ -231,8 +230,8 @@ static int apply_sets(CcAnomalySettings *s, const CcHparams *hp, const char *spe
 
 /* The model KPIs of a comma-separated list, each passed to fn; -1 (reported) on a name
  * that is not one. */
-static int each_kpi(const CcHparams *hp, const char *list, const char *opt,
-                    void (*fn)(void *, int), void *cookie)
+static int each_kpi(const CcHparams *hp, const char *list, const char *opt, void (*fn)(void *, int),
+                    void *cookie)
 {
     char *dup = strdup(list), *save = NULL;
     int rc = dup ? 0 : -1;
@@ -323,8 +322,7 @@ static int load_cells(const AnomalyArgs *a, const CcModel *m, CcEngine *e, CctAe
             if (cct_ae_load(cells, &a->src[i], m))
                 return -1;
             for (int ci = first_new; ci < cells->n; ci++)
-                if (cct_ae_prepare(&cells->c[ci], &a->prep, m, e, &rng,
-                                   ci - trial_base + tr))
+                if (cct_ae_prepare(&cells->c[ci], &a->prep, m, e, &rng, ci - trial_base + tr))
                     return -1;
         }
     }
@@ -371,13 +369,15 @@ static int detectors(const AnomalyArgs *a, const CcHparams *hp, CctAeCells *cell
         return -1;
     }
     if (rc > 0) {
-        fprintf(stderr, "cellcast anomaly-eval: --budget %g: the history has %.2f false "
-                        "alerts per cell-week even at warn_z 1000\n", a->budget, rate);
+        fprintf(stderr,
+                "cellcast anomaly-eval: --budget %g: the history has %.2f false "
+                "alerts per cell-week even at warn_z 1000\n",
+                a->budget, rate);
         return -1;
     }
     printf("budget %g false alerts per cell-week on %.1f cell-weeks of history: warn_z %.3g, "
-           "crit_z %.3g, cusum_k %.3g, profile_k %.3g (history rate %.2f)\n", a->budget, weeks,
-           t.warn_z, t.crit_z, t.cusum_k, t.profile_k, rate);
+           "crit_z %.3g, cusum_k %.3g, profile_k %.3g (history rate %.2f)\n",
+           a->budget, weeks, t.warn_z, t.crit_z, t.cusum_k, t.profile_k, rate);
     *budget_det = n_det;
     det[n_det++] = t;
     return n_det;
@@ -414,8 +414,8 @@ static CcAnomalySettings baseline_settings(const AnomalyArgs *a, const CcAnomaly
 
 /* One detector at one sweep point (the first detector with the baseline next to it). */
 static int print_detector(const AnomalyArgs *a, const CcModel *m, CctAeCells *cells,
-                          const CcAnomalySettings *det, int di, int budget_det, int zi,
-                          double z, int nz)
+                          const CcAnomalySettings *det, int di, int budget_det, int zi, double z,
+                          int nz)
 {
     CcAnomalySettings s = sweep_point(a, &det[di], di == budget_det, z);
     CcAnomalySettings sbs = baseline_settings(a, &s);
@@ -451,8 +451,8 @@ static int print_results(const AnomalyArgs *a, const CcModel *m, CctAeCells *cel
     printf("anomaly-eval: %d cell-runs, %d trial(s), seed %llu, spacing %d, window k-of-n %d/%d "
            "(crit %d/%d), resolve %d, cooldown %d, min_kpis %d, baseline window %d steps\n",
            cells->n, a->trials, (unsigned long long)a->seed, a->prep.inject.spacing, as->warn_k,
-           as->window_n, as->crit_k, as->window_n, as->resolve_m, as->cooldown_steps,
-           as->min_kpis, a->prep.baseline_window);
+           as->window_n, as->crit_k, as->window_n, as->resolve_m, as->cooldown_steps, as->min_kpis,
+           a->prep.baseline_window);
     printf("%-22s %6s %6s %6s %7s %8s %11s %6s %5s %10s\n", "detector", "prec", "recall", "F1",
            "delay", "FA/cw", "detected", "alerts", "false", "dq/outside");
     for (int di = 0; di < n_det; di++)

@@ -63,7 +63,8 @@ static int eval_opts(EvalArgs *a, int argc, char **argv)
                     "test range starts at TIME (unix s or ISO-8601), ends at the end"),
         CC_OPTS_INT("horizon", &s->horizon, 1, 100000000, "K",
                     "steps scored per origin (default: model horizon; ett 96;\nbarcelona 1)"),
-        CC_OPTS_STR("kpis", &s->kpis, "LIST", "KPIs to score (default all; barcelona the 5 targets)"),
+        CC_OPTS_STR("kpis", &s->kpis, "LIST",
+                    "KPIs to score (default all; barcelona the 5 targets)"),
         CC_OPTS_CALL("protocol", opt_protocol, &s->protocol, "P",
                      "ett: ETTh1 standard protocol (rows 0-8640 train, test\n"
                      "11520-14400, train-slice z-scoring, MSE/MAE standardised);\n"
@@ -79,8 +80,8 @@ static int eval_opts(EvalArgs *a, int argc, char **argv)
         CC_OPTS_STR("time-format", &s->time_format, "STRPTIME", "time format (default: auto)"),
         CC_OPTS_INT64("step", &s->step, 1, 100000000, "S",
                       "seconds per step (default: the model's, else detected)"),
-        CC_OPTS_INT("threads", &s->threads, 1, 100000000, "N",
-                    "engine threads over series", .flags = CC_OPT_SHOW_DEFAULT),
+        CC_OPTS_INT("threads", &s->threads, 1, 100000000, "N", "engine threads over series",
+                    .flags = CC_OPT_SHOW_DEFAULT),
         CC_OPTS_FLAG("per-step", &a->per_step, "print every horizon step (default: a selection)"),
         CC_OPTS_FLAG("full-history", &s->full_history, "stream each series from its first row"),
         CC_OPTS_FLAG("json", &a->json, "JSON on stdout instead of the table"),
@@ -129,8 +130,7 @@ int cmd_eval(int argc, char **argv)
             goto done;
         }
     }
-    if (a.json_path &&
-        json_dump_file(root, a.json_path, JSON_INDENT(1) | JSON_REAL_PRECISION(8))) {
+    if (a.json_path && json_dump_file(root, a.json_path, JSON_INDENT(1) | JSON_REAL_PRECISION(8))) {
         fprintf(stderr, "cellcast eval: cannot write %s\n", a.json_path);
         goto done;
     }

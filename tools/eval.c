@@ -13,8 +13,7 @@
 
 enum { M_MODEL, M_NAIVE, M_SDAY, M_SWEEK, M_MEAN, N_METHODS };
 
-static const char *method_names[N_METHODS] = {"model", "naive", "snaive_1d", "snaive_1w",
-                                              "mean"};
+static const char *method_names[N_METHODS] = {"model", "naive", "snaive_1d", "snaive_1w", "mean"};
 
 static const char *const barcelona_targets[] = {"rnti_count", "rb_down", "rb_up", "down", "up"};
 
@@ -38,7 +37,7 @@ struct CctEval {
     char testbuf[1024];
     int K, kidx[CC_MAX_FEATURES];
     char kname[CC_MAX_FEATURES][CC_FEATURE_NAME_MAX];
-    int H, W, D, R, P;  /* horizon, window, steps per day (0: none), streamed context, patch */
+    int H, W, D, R, P; /* horizon, window, steps per day (0: none), streamed context, patch */
     double zmean[CC_MAX_FEATURES], zstd[CC_MAX_FEATURES]; /* ett: the train slice's */
     int64_t t_start, engine_ns, n_origins, skipped_origins, n_engine_steps;
     double wall;
@@ -115,15 +114,13 @@ static int load(CctEval *e, char *err, size_t errlen)
         else
             snprintf(e->testbuf, sizeof e->testbuf, "%s_test", o->data_path);
         if (!file_exists(e->testbuf)) {
-            snprintf(err, errlen, "barcelona protocol: no test file %s (give --test)",
-                     e->testbuf);
+            snprintf(err, errlen, "barcelona protocol: no test file %s (give --test)", e->testbuf);
             return -EINVAL;
         }
         o->test_path = e->testbuf;
     }
-    if (o->test_path &&
-        (cc_data_open_file(&e->dtest, o->test_path, &dset, &rep2, err, errlen) ||
-         cc_data_append(e->ds, e->dtest, dset.impute, &join_row, err, errlen)))
+    if (o->test_path && (cc_data_open_file(&e->dtest, o->test_path, &dset, &rep2, err, errlen) ||
+                         cc_data_append(e->ds, e->dtest, dset.impute, &join_row, err, errlen)))
         return -EINVAL;
     if (e->model && e->ds->step_seconds != e->model->hp.step_seconds) {
         snprintf(err, errlen, "data step %lld s differs from the model's %lld s",
@@ -314,10 +311,10 @@ static void score_origin(CctEval *e, int s, int i, const CcForecast *fc)
             if (D > 0) {
                 int mday = (k + 1 + D - 1) / D, mwk = (k + 1 + 7 * D - 1) / (7 * D);
                 int a = tj - mday * D, b = tj - mwk * 7 * D;
-                cc_metrics_add(e->met[M_SDAY], q, k, y,
-                               a >= 0 ? se->x[(size_t)a * F + f] : NAN, NAN, sc);
-                cc_metrics_add(e->met[M_SWEEK], q, k, y,
-                               b >= 0 ? se->x[(size_t)b * F + f] : NAN, NAN, sc);
+                cc_metrics_add(e->met[M_SDAY], q, k, y, a >= 0 ? se->x[(size_t)a * F + f] : NAN,
+                               NAN, sc);
+                cc_metrics_add(e->met[M_SWEEK], q, k, y, b >= 0 ? se->x[(size_t)b * F + f] : NAN,
+                               NAN, sc);
             }
             cc_metrics_add(e->met[M_MEAN], q, k, y, mean, NAN, sc);
         }
@@ -326,8 +323,8 @@ static void score_origin(CctEval *e, int s, int i, const CcForecast *fc)
 
 /* One absolute step p: the series that have it step the engine together, then every
  * origin among them is scored. */
-static int stream_step(CctEval *e, int64_t p, CcStepInput *inputs, int *status,
-                       int *input_series, char *err, size_t errlen)
+static int stream_step(CctEval *e, int64_t p, CcStepInput *inputs, int *status, int *input_series,
+                       char *err, size_t errlen)
 {
     const CcDataset *ds = e->ds;
     int n = 0;
@@ -551,7 +548,8 @@ static json_t *method_json(const CctEval *e, int m)
     json_object_set_new(jm, "per_kpi_step", pks);
     if (e->s.protocol == CCT_EVAL_BARCELONA) {
         double b1 = barcelona_nrmse_step1(e, m);
-        json_object_set_new(jm, "barcelona_nrmse_step1", isfinite(b1) ? json_real(b1) : json_null());
+        json_object_set_new(jm, "barcelona_nrmse_step1",
+                            isfinite(b1) ? json_real(b1) : json_null());
         json_t *arr = json_array();
         for (int k = 0; k < e->H; k++) {
             double b = barcelona_nrmse(e, m, k);
@@ -617,8 +615,8 @@ json_t *cct_eval_json(const CctEval *e)
     if (e->s.protocol == CCT_EVAL_ETT) {
         json_t *z = json_array();
         for (int f = 0; f < ds->n_features; f++)
-            json_array_append_new(z, json_pack("{s:s,s:f,s:f}", "feature", ds->features[f],
-                                               "mean", e->zmean[f], "std", e->zstd[f]));
+            json_array_append_new(z, json_pack("{s:s,s:f,s:f}", "feature", ds->features[f], "mean",
+                                               e->zmean[f], "std", e->zstd[f]));
         json_object_set_new(root, "zscore_train_rows_0_8640", z);
     }
     return root;
@@ -645,14 +643,14 @@ static void print_row(FILE *out, const char *label, const char *method, const Cc
     fmt_num(a[3], sizeof a[3], v->nrmse);
     fmt_num(a[4], sizeof a[4], v->mase);
     fmt_num(a[5], sizeof a[5], v->coverage);
-    fprintf(out, "  %-14s %-10s %s %s %s %s %s %s %9lld\n", label, method, a[0], a[1], a[2],
-            a[3], a[4], a[5], (long long)v->n);
+    fprintf(out, "  %-14s %-10s %s %s %s %s %s %s %9lld\n", label, method, a[0], a[1], a[2], a[3],
+            a[4], a[5], (long long)v->n);
 }
 
 static void print_header(FILE *out, const char *first)
 {
-    fprintf(out, "  %-14s %-10s %10s %10s %10s %10s %10s %10s %9s\n", first, "method", "MAE",
-            "MSE", "RMSE", "NRMSE", "MASE", "cover80", "n");
+    fprintf(out, "  %-14s %-10s %10s %10s %10s %10s %10s %10s %9s\n", first, "method", "MAE", "MSE",
+            "RMSE", "NRMSE", "MASE", "cover80", "n");
 }
 
 /* Horizon steps shown in the table: 1,2,3,4,6,8,12,16,24,… up to H, and H. */
@@ -676,7 +674,9 @@ static void print_summary(const CctEval *e, FILE *out)
     char buf[2048];
     cc_data_report_format(&e->rep, ds, buf, sizeof buf);
     fprintf(out, "cellcast eval — %s%s\n",
-            ett ? "ETTh1 standard protocol, " : barca ? "Barcelona protocol, " : "",
+            ett     ? "ETTh1 standard protocol, "
+            : barca ? "Barcelona protocol, "
+                    : "",
             e->model ? e->s.model_path : "baselines only (no --model)");
     fprintf(out, "data: %s\n", buf);
     fprintf(out,

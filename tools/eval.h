@@ -36,21 +36,21 @@ enum CctEvalProtocol {
 };
 
 typedef struct CctEvalSettings {
-    const char *model_path;  ///< NULL: baselines only
-    const char *data_path;   ///< CSV history (required)
-    const char *test_path;   ///< CSV that continues data_path; its rows are the test range
-    const char *split;       ///< train/val/test split; test = third range (NULL: 0.7,0.1)
-    const char *from;        ///< test range from this time to the end (NULL: none)
-    const char *kpis;        ///< KPIs scored, comma-separated (NULL: all; barcelona: targets)
-    const char *features;    ///< data columns to load (NULL: the model's features)
+    const char *model_path; ///< NULL: baselines only
+    const char *data_path;  ///< CSV history (required)
+    const char *test_path;  ///< CSV that continues data_path; its rows are the test range
+    const char *split;      ///< train/val/test split; test = third range (NULL: 0.7,0.1)
+    const char *from;       ///< test range from this time to the end (NULL: none)
+    const char *kpis;       ///< KPIs scored, comma-separated (NULL: all; barcelona: targets)
+    const char *features;   ///< data columns to load (NULL: the model's features)
     const char *time_column, *time_format; ///< data parsing (NULL: auto)
-    enum CcDataFormat format; ///< (default CC_DATA_AUTO)
+    enum CcDataFormat format;              ///< (default CC_DATA_AUTO)
     enum CctEvalProtocol protocol;
-    int horizon;             ///< steps scored per origin (0: model horizon; ett 96; barcelona 1)
-    int window;              ///< window-mean length (0: model M, else 336)
-    int threads;             ///< engine threads (default 1)
-    int full_history;        ///< stream each series from its first row (default 0)
-    int64_t step;            ///< seconds per step (0: the model's, else detected)
+    int horizon;      ///< steps scored per origin (0: model horizon; ett 96; barcelona 1)
+    int window;       ///< window-mean length (0: model M, else 336)
+    int threads;      ///< engine threads (default 1)
+    int full_history; ///< stream each series from its first row (default 0)
+    int64_t step;     ///< seconds per step (0: the model's, else detected)
 } CctEvalSettings;
 
 typedef struct CctEval CctEval;

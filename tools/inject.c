@@ -7,13 +7,9 @@
 #include "cc_rng.h"
 #include "inject.h"
 
-const char *const cct_inject_type_name[CCT_INJ_TYPES] = {"spike", "level_shift", "outage",
-                                                         "drift"};
+const char *const cct_inject_type_name[CCT_INJ_TYPES] = {"spike", "level_shift", "outage", "drift"};
 
-static double unif(uint64_t *s, double lo, double hi)
-{
-    return lo + (hi - lo) * cc_rng_uniform(s);
-}
+static double unif(uint64_t *s, double lo, double hi) { return lo + (hi - lo) * cc_rng_uniform(s); }
 
 static int irange(uint64_t *s, int lo, int hi) /* [lo, hi] */
 {
@@ -86,8 +82,7 @@ static CctLabel draw_label(const CctInjectSettings *s, int type, int a, uint64_t
     return l;
 }
 
-static void apply_label(CctInjectSeries *c, const CctLabel *l, const double *sd,
-                        const double *lo)
+static void apply_label(CctInjectSeries *c, const CctLabel *l, const double *sd, const double *lo)
 {
     const int F = c->F, len = l->end - l->start;
     for (int i = l->start; i < l->end; i++) {
