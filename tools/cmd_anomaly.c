@@ -99,7 +99,7 @@ static const char *about =
     "precision, recall, F1, detection delay and false alerts per cell-week, next to a\n"
     "rolling 3-sigma baseline. See docs/operations.md (Alerts).";
 
-/* Parses the command line into *a: 0, or the exit code (after --help or an error). */
+/* Parses the command line into *a: CLI_RUN, or the exit code (after --help or an error). */
 static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
 {
     memset(a, 0, sizeof *a);
@@ -200,7 +200,7 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
         a->src[i].no_history = a->no_history;
         a->src[i].test_frac = a->test_frac;
     }
-    return 0;
+    return CLI_RUN;
 }
 
 /* ------------------------------------------------------------------ settings */
@@ -470,7 +470,7 @@ int cmd_anomaly(int argc, char **argv)
 {
     AnomalyArgs a;
     int rc = anomaly_opts(&a, argc, argv);
-    if (rc)
+    if (rc != CLI_RUN)
         return rc;
     int ret = 1, kpis[CC_MAX_FEATURES], budget_det, n_det;
     CcModel *m = NULL;

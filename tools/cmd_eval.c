@@ -44,7 +44,7 @@ typedef struct EvalArgs {
     int json, per_step;
 } EvalArgs;
 
-/* Parses the command line into *a: 0, or the exit code (after --help or an error). */
+/* Parses the command line into *a: CLI_RUN, or the exit code (after --help or an error). */
 static int eval_opts(EvalArgs *a, int argc, char **argv)
 {
     CctEvalSettings *s = &a->s;
@@ -108,14 +108,14 @@ static int eval_opts(EvalArgs *a, int argc, char **argv)
         fprintf(stderr, "cellcast eval: give --split or --from, not both\n");
         return 2;
     }
-    return 0;
+    return CLI_RUN;
 }
 
 int cmd_eval(int argc, char **argv)
 {
     EvalArgs a;
     int rc = eval_opts(&a, argc, argv), ret = 1;
-    if (rc)
+    if (rc != CLI_RUN)
         return rc;
     char err[1024];
     CctEval *e = NULL;

@@ -52,7 +52,7 @@ typedef struct TrainArgs {
     int hz_given; ///< --horizon was given (the ETT protocol's default is 96)
 } TrainArgs;
 
-/* Parses the command line into *a: 0, or the exit code (after --help or an error). */
+/* Parses the command line into *a: CLI_RUN, or the exit code (after --help or an error). */
 static int train_opts(TrainArgs *a, int argc, char **argv)
 {
     CcHparams hp;
@@ -163,7 +163,7 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
         fprintf(stderr, "cellcast train: --format must be auto, long or wide\n");
         return 2;
     }
-    return 0;
+    return CLI_RUN;
 }
 
 /* One training run: the data, the model, the trainer and the loop's state. */
@@ -609,7 +609,7 @@ int cmd_train(int argc, char **argv)
         return 1;
     }
     int ret = train_opts(&t->a, argc, argv);
-    if (!ret) {
+    if (ret == CLI_RUN) {
         t->by_mse = !strcmp(t->a.select, "mse");
         t->is_ett = t->a.protocol != NULL;
         t->tty = isatty(fileno(stderr));
