@@ -1,6 +1,6 @@
 /*
- * test_metrics.c — lib/cc_metrics against hand-computed values, and `cellcast eval`
- * (daemon/cmd_eval.c, compiled in) end to end on small CSVs: the baselines' numbers by hand,
+ * test_metrics.c — lib/cc_metrics against hand-computed values, and the evaluation of
+ * `cellcast eval` (tools/eval.c, from the cctools library) end to end on small CSVs: the baselines' numbers by hand,
  * the origin/window rule, the ETT z-scoring, and the model's numbers against an
  * independent computation with the direct-evaluation oracle cc_ref_forward.
  */
@@ -18,10 +18,10 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "cli.h"
 #include "cc_metrics.h"
 #include "cc_model.h"
 #include "cc_ref.h"
+#include "eval.h"
 
 #define NEAR(a, b, tol) assert_true(fabs((double)(a) - (double)(b)) <= (tol))
 
@@ -151,19 +151,20 @@ static int teardown_tmp(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
-static int run_eval(const char *const *args, int n)
+/* Runs the evaluation; its JSON (NULL when it failed: *rc is its error). */
+static json_t *run_eval(const CctEvalSettings *s, int *rc)
 {
-    char *argv[64];
-    argv[0] = (char *)"eval";
-    for (int i = 0; i < n; i++)
-        argv[i + 1] = (char *)args[i];
-    argv[n + 1] = NULL;
-    FILE *saved = stdout;
-    stdout = fopen("/dev/null", "w");
-    int rc = cmd_eval(n + 1, argv);
-    fclose(stdout);
-    stdout = saved;
-    return rc;
+    CctEval *e = NULL;
+    char err[1024];
+    *rc = cct_eval_open(&e, s, err, sizeof err);
+    if (*rc) {
+        print_message("eval: %s\n", err);
+        return NULL;
+    }
+    json_t *root = cct_eval_json(e);
+    cct_eval_close(&e);
+    assert_non_null(root);
+    return root;
 }
 
 static double jnum(json_t *root, const char *method, const char *kpi, int step, const char *key)
@@ -205,16 +206,18 @@ static void write_series(const char *path, int with_nan)
 static void test_eval_baselines(void **state)
 {
     (void)state;
-    char csv[512], js[512];
+    char csv[512];
+    int rc;
     snprintf(csv, sizeof csv, "%s/s.csv", tmpdir);
-    snprintf(js, sizeof js, "%s/s.json", tmpdir);
     write_series(csv, 0);
-    const char *args[] = {"--data", csv, "--split", "rows:0-40,40-50,50-60", "--horizon", "2",
-                          "--window", "4", "--json-out", js};
-    assert_int_equal(run_eval(args, 10), 0);
-    json_error_t je;
-    json_t *root = json_load_file(js, 0, &je);
-    assert_non_null(root);
+    CctEvalSettings s;
+    cct_eval_default_settings(&s);
+    s.data_path = csv;
+    s.split = "rows:0-40,40-50,50-60";
+    s.horizon = 2;
+    s.window = 4;
+    json_t *root = run_eval(&s, &rc);
+    assert_int_equal(rc, 0);
     assert_int_equal(json_integer_value(json_object_get(root, "origins")), 9);
     NEAR(jnum(root, "naive", "a", 0, "mae"), 1.0, 1e-9);
     NEAR(jnum(root, "naive", "a", 1, "mae"), 2.0, 1e-9);
@@ -238,20 +241,23 @@ static void test_eval_baselines(void **state)
 
     /* a missing truth (row 55 of a) is excluded: step-1 pairs lose one */
     write_series(csv, 1);
-    assert_int_equal(run_eval(args, 10), 0);
-    root = json_load_file(js, 0, &je);
-    assert_non_null(root);
+    root = run_eval(&s, &rc);
+    assert_int_equal(rc, 0);
     NEAR(jnum(root, "naive", "a", 0, "n"), 8, 0);
     NEAR(jnum(root, "naive", "b", 0, "n"), 9, 0);
     json_decref(root);
 
-    /* bad arguments */
-    const char *bad1[] = {"--data", csv, "--protocol", "nope"};
-    assert_int_equal(run_eval(bad1, 4), 2);
-    const char *bad2[] = {"--data", csv, "--kpis", "zz"};
-    assert_int_equal(run_eval(bad2, 4), 1);
-    const char *bad3[] = {"--horizon", "2"};
-    assert_int_equal(run_eval(bad3, 2), 2);
+    /* bad settings */
+    s.kpis = "zz";
+    assert_null(run_eval(&s, &rc));
+    assert_int_equal(rc, -EINVAL);
+    s.kpis = ",a";
+    assert_null(run_eval(&s, &rc));
+    assert_int_equal(rc, -EINVAL);
+    s.kpis = NULL;
+    s.data_path = NULL;
+    assert_null(run_eval(&s, &rc));
+    assert_int_equal(rc, -EINVAL);
 }
 
 /* The model column of eval equals forecasts computed independently by cc_ref_forward. */
@@ -276,10 +282,9 @@ static void test_eval_model_vs_oracle(void **state)
     char err[256];
     assert_int_equal(cc_model_open(&m, &hp, err, sizeof err), 0);
     cc_model_init_random(m, 11);
-    char mpath[512], csv[512], js[512];
+    char mpath[512], csv[512];
     snprintf(mpath, sizeof mpath, "%s/m.safetensors", tmpdir);
     snprintf(csv, sizeof csv, "%s/o.csv", tmpdir);
-    snprintf(js, sizeof js, "%s/o.json", tmpdir);
     assert_int_equal(cc_model_save(m, mpath, err, sizeof err), 0);
 
     enum { T = 120 };
@@ -294,12 +299,14 @@ static void test_eval_model_vs_oracle(void **state)
     }
     fclose(f);
     /* read back as floats the loader will see */
-    const char *args[] = {"--model", mpath, "--data", csv, "--split", "0.75,0.0", "--json-out",
-                          js};
-    assert_int_equal(run_eval(args, 8), 0);
-    json_error_t je;
-    json_t *root = json_load_file(js, 0, &je);
-    assert_non_null(root);
+    CctEvalSettings s;
+    cct_eval_default_settings(&s);
+    s.model_path = mpath;
+    s.data_path = csv;
+    s.split = "0.75,0.0";
+    int rc;
+    json_t *root = run_eval(&s, &rc);
+    assert_int_equal(rc, 0);
     /* independent: test rows [90, 120), origins 89..116, horizon 3 */
     const int64_t p0 = 500000;
     double sae[2] = {0, 0}, ssq = 0;
@@ -329,17 +336,16 @@ static void test_eval_model_vs_oracle(void **state)
     json_decref(root);
 
     /* --full-history streams from row 0: same numbers */
-    const char *args2[] = {"--model", mpath, "--data", csv, "--split", "0.75,0.0",
-                           "--json-out", js, "--full-history"};
-    assert_int_equal(run_eval(args2, 9), 0);
-    root = json_load_file(js, 0, &je);
-    assert_non_null(root);
+    s.full_history = 1;
+    root = run_eval(&s, &rc);
+    assert_int_equal(rc, 0);
     NEAR(jnum(root, "model", "a", -1, "mae"), mae_a, 1e-6 * (1 + mae_a));
     json_decref(root);
 
     /* a horizon beyond the model's is refused */
-    const char *args3[] = {"--model", mpath, "--data", csv, "--horizon", "4"};
-    assert_int_equal(run_eval(args3, 6), 1);
+    s.horizon = 4;
+    assert_null(run_eval(&s, &rc));
+    assert_int_equal(rc, -EINVAL);
     cc_model_close(&m);
 }
 
@@ -347,9 +353,8 @@ static void test_eval_model_vs_oracle(void **state)
 static void test_eval_ett_protocol(void **state)
 {
     (void)state;
-    char csv[512], js[512];
+    char csv[512];
     snprintf(csv, sizeof csv, "%s/ett.csv", tmpdir);
-    snprintf(js, sizeof js, "%s/ett.json", tmpdir);
     FILE *f = fopen(csv, "w");
     assert_non_null(f);
     /* A: i (train mean 4319.5, population std sqrt((8640²-1)/12)); B: 0,2,0,2… (mean 1, std 1) */
@@ -357,11 +362,14 @@ static void test_eval_ett_protocol(void **state)
     for (int i = 0; i < 14500; i++)
         fprintf(f, "%lld,%d,%d\n", 1467331200LL + 3600LL * i, i, (i % 2) * 2);
     fclose(f);
-    const char *args[] = {"--data", csv, "--protocol", "ett", "--horizon", "4", "--json-out", js};
-    assert_int_equal(run_eval(args, 8), 0);
-    json_error_t je;
-    json_t *root = json_load_file(js, 0, &je);
-    assert_non_null(root);
+    CctEvalSettings s;
+    cct_eval_default_settings(&s);
+    s.data_path = csv;
+    s.protocol = CCT_EVAL_ETT;
+    s.horizon = 4;
+    int rc;
+    json_t *root = run_eval(&s, &rc);
+    assert_int_equal(rc, 0);
     /* windows: origins 11519 … 14399-4 */
     assert_int_equal(json_integer_value(json_object_get(root, "origins")), 2880 - 4 + 1);
     double sd = sqrt((8640.0 * 8640.0 - 1) / 12.0);

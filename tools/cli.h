@@ -4,9 +4,17 @@
 #define CC_CLI_H
 
 #include "cc_engine.h"
+#include "opts.h"
 
-/** "f32" | "f16" | "bf16" → KV type; 0 or -EINVAL. */
-int cli_parse_kv_type(const char *s, enum CcKvType *out);
+/** Exit code of a command after cc_opts_parse returned rc ≠ 0: 0 after --help, else 2. */
+#define CLI_OPTS_EXIT(rc) ((rc) == CC_OPTS_HELP ? 0 : 2)
+
+/** What a command's option function returns when the command is to run (else: its exit
+ * code, after --help or an error). */
+#define CLI_RUN (-1)
+
+/** CcOptCall of --kv: "f32" | "f16" | "bf16" → the enum CcKvType at opt->target. */
+int cli_opt_kv(const CcOpt *opt, const char *value, char *err, size_t errlen);
 
 int cmd_info(int argc, char **argv);
 int cmd_forward(int argc, char **argv);

@@ -3,7 +3,7 @@
  * full window of synthetic history (restored, then one step to build the caches), then
  * times K steps of all N cells (K ≥ 2P so rebuilds are included) and prints JSON.
  */
-#include <getopt.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,22 +11,18 @@
 #include <time.h>
 
 #include "cc_engine.h"
+#include "cc_json.h"
 #include "cli.h"
 #include "host.h"
 
-static void usage(FILE *out)
+static int opt_dense(const CcOpt *opt, const char *value, char *err, size_t errlen)
 {
-    fprintf(out,
-            "usage: cellcast bench [--model FILE] [--cells N] [--steps K] [--threads T]\n"
-            "                      [--kv f32|f16|bf16] [--no-cache] [--seed S] [--batch-cells B]\n"
-            "                      [--dense packed|blas]\n"
-            "Without --model, a randomly initialised model of the default shape (F=8, P=16,\n"
-            "N=21, M=336, d=64, H=4, L=2, dff=128, Hz=24) is used. Defaults: 1024 cells,\n"
-            "K = 4P steps, 1 thread, f32 KV. Prints JSON with channel_steps_per_s, ns per\n"
-            "channel-step, the split between dense, attention, rebuild and other time, RSS.\n"
-            "--batch-cells: cells per internal engine batch (default: the engine's).\n"
-            "--dense: dense layers on the packed AVX-512 kernels (default, where the CPU has\n"
-            "AVX-512) or through OpenBLAS sgemm, for comparison.\n");
+    if (strcmp(value, "packed") && strcmp(value, "blas")) {
+        snprintf(err, errlen, "--dense must be packed or blas, not '%s'", value);
+        return -EINVAL;
+    }
+    *(int *)opt->target = !strcmp(value, "blas");
+    return 0;
 }
 
 static float synth_value(uint64_t cell, int f, int64_t p)
@@ -40,57 +36,152 @@ static float synth_value(uint64_t cell, int f, int64_t p)
     return (float)(scale * (1.0 + 0.5 * sin(2 * M_PI * (double)(p % 24) / 24.0 + f) + 0.2 * noise));
 }
 
+/* The cells of a bench run and their step inputs. */
+typedef struct Bench {
+    int cells, steps, F;
+    uint64_t seed;
+    int64_t t0;  /* absolute step of the warm step */
+    CcEngine *e;
+    CcCell **cell;
+    CcStepInput *in;
+    float *vals; /* (cells, F) values of one step */
+} Bench;
+
+/* Every cell restored with a full window of history ending at t0, then one step that
+ * builds every cache. 0 or -ENOMEM. */
+static int bench_warm(Bench *b, const CcHparams *hp)
+{
+    const int F = b->F, P = hp->patch_len;
+    int R = hp->n_patches * P + P > hp->norm_window + P - 1 ? hp->n_patches * P + P
+                                                            : hp->norm_window + P - 1;
+    float *hist = malloc((size_t)R * F * sizeof(float));
+    b->cell = calloc((size_t)b->cells, sizeof *b->cell);
+    b->in = calloc((size_t)b->cells, sizeof *b->in);
+    b->vals = malloc((size_t)b->cells * F * sizeof(float));
+    int rc = -ENOMEM;
+    if (!b->cell || !b->in || !b->vals || !hist)
+        goto end;
+    /* start mid-patch, a realistic absolute position (2026 in steps of S) */
+    int64_t t0 = 1780000000 / hp->step_seconds;
+    b->t0 = t0 = t0 - t0 % P + P / 2;
+    for (int i = 0; i < b->cells; i++) {
+        if (cc_cell_open(&b->cell[i], b->e) < 0)
+            goto end;
+        for (int r = 0; r < R; r++)
+            for (int f = 0; f < F; f++)
+                hist[r * F + f] = synth_value((uint64_t)i + b->seed, f, t0 - R + 1 + r);
+        cc_cell_restore(b->cell[i], t0 - R + 1, t0 - R + 1, R, hist);
+        b->in[i] = (CcStepInput){b->cell[i], t0, NULL};
+    }
+    if (cc_engine_step(b->e, b->in, b->cells, NULL) < 0)
+        goto end;
+    rc = 0;
+end:
+    free(hist);
+    return rc;
+}
+
+/* The timed steps: wall and CPU seconds. 0 or -ENOMEM. */
+static int bench_run(Bench *b, double *secs, double *cpu)
+{
+    const int F = b->F;
+    struct timespec cpu0, cpu1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu0);
+    int64_t start = cc_now_ns();
+    for (int k = 1; k <= b->steps; k++) {
+        for (int i = 0; i < b->cells; i++) {
+            for (int f = 0; f < F; f++)
+                b->vals[(size_t)i * F + f] = synth_value((uint64_t)i + b->seed, f, b->t0 + k);
+            b->in[i] = (CcStepInput){b->cell[i], b->t0 + k, &b->vals[(size_t)i * F]};
+        }
+        if (cc_engine_step(b->e, b->in, b->cells, NULL) < 0)
+            return -ENOMEM;
+    }
+    *secs = (cc_now_ns() - start) * 1e-9;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu1);
+    /* CPU time tells how busy the machine was: cpu/wall well below the thread count means
+     * other processes competed, and the wall-clock rate understates the engine. */
+    *cpu = (cpu1.tv_sec - cpu0.tv_sec) + (cpu1.tv_nsec - cpu0.tv_nsec) * 1e-9;
+    return 0;
+}
+
+static void bench_print(const Bench *b, const char *model_path, const CcEngineSettings *s,
+                        double secs, double cpu, long long rss0, long long rss1)
+{
+    const int cells = b->cells, F = b->F, steps = b->steps;
+    CcEngineStats st;
+    cc_engine_stats(b->e, &st);
+    double ch_steps = (double)cells * F * steps;
+    double busy = (double)(st.ns_dense + st.ns_attention + st.ns_rebuild + st.ns_other);
+    char name[8192];
+    CcJsonBuf jb = cc_json_buf(name, sizeof name);
+    cc_json_str(&jb, model_path ? model_path : "random-default-shape");
+    printf("{\n  \"model\": %s,\n  \"cells\": %d,\n  \"features\": %d,\n  \"steps\": %d,\n"
+           "  \"threads\": %d,\n  \"kv\": \"%s\",\n  \"no_cache\": %s,\n"
+           "  \"dense\": \"%s\",\n  \"blas_core\": \"%s\",\n  \"seconds\": %.4f,\n  \"cpu_seconds\": %.4f,\n"
+           "  \"channel_steps_per_s\": %.0f,\n  \"cell_steps_per_s\": %.0f,\n"
+           "  \"ns_per_channel_step\": %.1f,\n  \"rebuild_tokens_per_channel_step\": %.3f,\n"
+           "  \"split\": {\"dense\": %.3f, \"attention\": %.3f, \"rebuild\": %.3f, \"other\": "
+           "%.3f},\n  \"rss_bytes\": %lld,\n  \"rss_bytes_per_cell\": %.0f,\n"
+           "  \"state_bytes_per_cell\": %zu,\n  \"kv_bytes_per_cell\": %zu\n}\n",
+           name, cells, F, steps, s->n_threads,
+           s->kv_type == CC_KV_F32 ? "f32" : s->kv_type == CC_KV_F16 ? "f16" : "bf16",
+           s->no_cache ? "true" : "false", s->blas_dense ? "blas" : "packed", ccd_host_blas_core(), secs, cpu, ch_steps / secs,
+           (double)cells * steps / secs, secs * 1e9 / ch_steps,
+           (double)st.rebuild_tokens / ch_steps, st.ns_dense / busy, st.ns_attention / busy,
+           st.ns_rebuild / busy, st.ns_other / busy, ccd_host_rss_bytes(),
+           (double)(rss1 - rss0) / cells, cc_engine_cell_bytes(b->e),
+           cc_engine_kv_bytes_per_cell(b->e));
+}
+
 int cmd_bench(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'}, {"cells", required_argument, 0, 'c'},
-        {"steps", required_argument, 0, 'k'}, {"threads", required_argument, 0, 't'},
-        {"kv", required_argument, 0, 'v'},    {"no-cache", no_argument, 0, 'n'},
-        {"seed", required_argument, 0, 's'},  {"help", no_argument, 0, 'h'},
-        {"batch-cells", required_argument, 0, 'b'}, {"dense", required_argument, 0, 'd'},
-        {0, 0, 0, 0}};
     const char *model_path = NULL;
-    int cells = 1024, steps = 0, c, ret = 1;
-    uint64_t seed = 1;
+    int cells = 1024, steps = 0, ret = 1;
+    int64_t seed = 1;
     char err[512];
     CcModel *m = NULL;
-    CcEngine *e = NULL;
-    CcCell **cell = NULL;
-    CcStepInput *in = NULL;
-    float *vals = NULL, *hist = NULL;
+    Bench b = {0};
     CcEngineSettings s;
     cc_engine_default_settings(&s);
-    while ((c = getopt_long(argc, argv, "m:c:k:t:v:ns:b:d:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm': model_path = optarg; break;
-        case 'c': cells = atoi(optarg); break;
-        case 'k': steps = atoi(optarg); break;
-        case 't': s.n_threads = atoi(optarg); break;
-        case 'n': s.no_cache = 1; break;
-        case 's': seed = strtoull(optarg, NULL, 10); break;
-        case 'b': s.max_batch_cells = atoi(optarg); break;
-        case 'd':
-            if (strcmp(optarg, "packed") && strcmp(optarg, "blas")) {
-                fprintf(stderr, "cellcast bench: --dense must be packed or blas, not '%s'\n", optarg);
-                return 2;
-            }
-            s.blas_dense = !strcmp(optarg, "blas");
-            break;
-        case 'v':
-            if (cli_parse_kv_type(optarg, &s.kv_type) < 0) {
-                fprintf(stderr, "cellcast bench: --kv must be f32, f16 or bf16\n");
-                return 2;
-            }
-            break;
-        default: usage(c == 'h' ? stdout : stderr); return c == 'h' ? 0 : 2;
-        }
-    }
-    if (cells < 1 || cells > 10000000 || s.n_threads < 1 || s.n_threads > 256 ||
-        s.max_batch_cells < 1) {
-        fprintf(stderr, "cellcast bench: --cells and --batch-cells must be ≥ 1 and --threads "
-                        "in [1, 256]\n");
-        return 2;
-    }
+    CcOpt opts[] = {
+        CC_OPTS_STR("model", &model_path, "FILE", "the model (default: see below)",
+                    .short_name = 'm'),
+        CC_OPTS_INT("cells", &cells, 1, 10000000, "N", "cells", .short_name = 'c',
+                    .flags = CC_OPT_SHOW_DEFAULT),
+        CC_OPTS_INT("steps", &steps, 0, 1e9, "K", "timed steps, ≥ 2P (default 4P)",
+                    .short_name = 'k'),
+        CC_OPTS_INT("threads", &s.n_threads, 1, 256, "T", "engine threads", .short_name = 't',
+                    .flags = CC_OPT_SHOW_DEFAULT),
+        CC_OPTS_CALL("kv", cli_opt_kv, &s.kv_type, "f32|f16|bf16", "KV cache type (default f32)",
+                     .short_name = 'v'),
+        CC_OPTS_FLAG("no-cache", &s.no_cache, "recompute every step without the KV caches",
+                     .short_name = 'n'),
+        CC_OPTS_INT64("seed", &seed, 0, 9223372036854775807.0, "S",
+                      "seed of the random model and of the synthetic values", .short_name = 's',
+                      .flags = CC_OPT_SHOW_DEFAULT),
+        CC_OPTS_INT("batch-cells", &s.max_batch_cells, 1, 2147483647, "B",
+                    "cells per internal engine batch", .short_name = 'b',
+                    .flags = CC_OPT_SHOW_DEFAULT),
+        CC_OPTS_CALL("dense", opt_dense, &s.blas_dense, "packed|blas",
+                     "dense layers on the packed AVX-512 kernels (default, where the\n"
+                     "CPU has AVX-512) or through OpenBLAS sgemm, for comparison",
+                     .short_name = 'd'),
+    };
+    const CcOptsSpec spec = {
+        .prog = "cellcast bench",
+        .usage = "cellcast bench [--model FILE] [--cells N] [--steps K] [--threads T]\n"
+                 "                      [--kv f32|f16|bf16] [--no-cache] [--seed S] [--batch-cells B]\n"
+                 "                      [--dense packed|blas]",
+        .about = "Times the batched incremental step. Without --model, a randomly initialised\n"
+                 "model of the default shape (F=8, P=16, N=21, M=336, d=64, H=4, L=2, dff=128,\n"
+                 "Hz=24) is used. Prints JSON with channel_steps_per_s, ns per channel-step, the\n"
+                 "split between dense, attention, rebuild and other time, RSS.",
+        CC_OPTS_TABLE(opts),
+    };
+    int rc = cc_opts_parse(&spec, argc, argv, NULL);
+    if (rc)
+        return CLI_OPTS_EXIT(rc);
     if (model_path) {
         if (cc_model_open_file(&m, model_path, err, sizeof err) < 0) {
             fprintf(stderr, "cellcast bench: %s: %s\n", model_path, err);
@@ -103,10 +194,10 @@ int cmd_bench(int argc, char **argv)
             fprintf(stderr, "cellcast bench: %s\n", err);
             return 1;
         }
-        cc_model_init_random(m, seed);
+        cc_model_init_random(m, (uint64_t)seed);
     }
     const CcHparams *hp = &m->hp;
-    const int F = hp->n_features, P = hp->patch_len;
+    const int P = hp->patch_len;
     if (steps == 0)
         steps = 4 * P;
     if (steps < 2 * P) {
@@ -114,82 +205,27 @@ int cmd_bench(int argc, char **argv)
                 2 * P);
         goto end;
     }
+    b = (Bench){.cells = cells, .steps = steps, .F = hp->n_features, .seed = (uint64_t)seed};
     long long rss0 = ccd_host_rss_bytes();
-    if (cc_engine_open(&e, m, &s, NULL, 0) < 0)
-        goto oom;
-    int R = hp->n_patches * P + P > hp->norm_window + P - 1 ? hp->n_patches * P + P
-                                                            : hp->norm_window + P - 1;
-    cell = calloc((size_t)cells, sizeof *cell);
-    in = calloc((size_t)cells, sizeof *in);
-    vals = malloc((size_t)cells * F * sizeof(float));
-    hist = malloc((size_t)R * F * sizeof(float));
-    if (!cell || !in || !vals || !hist)
-        goto oom;
-    /* start mid-patch, a realistic absolute position (2026 in steps of S) */
-    int64_t t0 = 1780000000 / hp->step_seconds;
-    t0 = t0 - t0 % P + P / 2;
-    for (int i = 0; i < cells; i++) {
-        if (cc_cell_open(&cell[i], e) < 0)
-            goto oom;
-        for (int r = 0; r < R; r++)
-            for (int f = 0; f < F; f++)
-                hist[r * F + f] = synth_value((uint64_t)i + seed, f, t0 - R + 1 + r);
-        cc_cell_restore(cell[i], t0 - R + 1, t0 - R + 1, R, hist);
-        in[i] = (CcStepInput){cell[i], t0, NULL};
-    }
-    if (cc_engine_step(e, in, cells, NULL) < 0) /* warm: builds every cache */
+    if (cc_engine_open(&b.e, m, &s, NULL, 0) < 0 || bench_warm(&b, hp))
         goto oom;
     long long rss1 = ccd_host_rss_bytes();
-    cc_engine_reset_stats(e);
-    struct timespec cpu0, cpu1;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu0);
-    int64_t start = cc_now_ns();
-    for (int k = 1; k <= steps; k++) {
-        for (int i = 0; i < cells; i++) {
-            for (int f = 0; f < F; f++)
-                vals[(size_t)i * F + f] = synth_value((uint64_t)i + seed, f, t0 + k);
-            in[i] = (CcStepInput){cell[i], t0 + k, &vals[(size_t)i * F]};
-        }
-        if (cc_engine_step(e, in, cells, NULL) < 0)
-            goto oom;
-    }
-    double secs = (cc_now_ns() - start) * 1e-9;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu1);
-    /* CPU time tells how busy the machine was: cpu/wall well below the thread count means
-     * other processes competed, and the wall-clock rate understates the engine. */
-    double cpu = (cpu1.tv_sec - cpu0.tv_sec) + (cpu1.tv_nsec - cpu0.tv_nsec) * 1e-9;
-    CcEngineStats st;
-    cc_engine_stats(e, &st);
-    double ch_steps = (double)cells * F * steps;
-    double busy = (double)(st.ns_dense + st.ns_attention + st.ns_rebuild + st.ns_other);
-    printf("{\n  \"model\": \"%s\",\n  \"cells\": %d,\n  \"features\": %d,\n  \"steps\": %d,\n"
-           "  \"threads\": %d,\n  \"kv\": \"%s\",\n  \"no_cache\": %s,\n"
-           "  \"dense\": \"%s\",\n  \"blas_core\": \"%s\",\n  \"seconds\": %.4f,\n  \"cpu_seconds\": %.4f,\n"
-           "  \"channel_steps_per_s\": %.0f,\n  \"cell_steps_per_s\": %.0f,\n"
-           "  \"ns_per_channel_step\": %.1f,\n  \"rebuild_tokens_per_channel_step\": %.3f,\n"
-           "  \"split\": {\"dense\": %.3f, \"attention\": %.3f, \"rebuild\": %.3f, \"other\": "
-           "%.3f},\n  \"rss_bytes\": %lld,\n  \"rss_bytes_per_cell\": %.0f,\n"
-           "  \"state_bytes_per_cell\": %zu,\n  \"kv_bytes_per_cell\": %zu\n}\n",
-           model_path ? model_path : "random-default-shape", cells, F, steps, s.n_threads,
-           s.kv_type == CC_KV_F32 ? "f32" : s.kv_type == CC_KV_F16 ? "f16" : "bf16",
-           s.no_cache ? "true" : "false", s.blas_dense ? "blas" : "packed", ccd_host_blas_core(), secs, cpu, ch_steps / secs,
-           (double)cells * steps / secs, secs * 1e9 / ch_steps,
-           (double)st.rebuild_tokens / ch_steps, st.ns_dense / busy, st.ns_attention / busy,
-           st.ns_rebuild / busy, st.ns_other / busy, ccd_host_rss_bytes(),
-           (double)(rss1 - rss0) / cells, cc_engine_cell_bytes(e),
-           cc_engine_kv_bytes_per_cell(e));
+    cc_engine_reset_stats(b.e);
+    double secs, cpu;
+    if (bench_run(&b, &secs, &cpu))
+        goto oom;
+    bench_print(&b, model_path, &s, secs, cpu, rss0, rss1);
     ret = 0;
     goto end;
 oom:
     fprintf(stderr, "cellcast bench: out of memory\n");
 end:
-    for (int i = 0; cell && i < cells; i++)
-        cc_cell_close(&cell[i]);
-    free(cell);
-    free(in);
-    free(vals);
-    free(hist);
-    cc_engine_close(&e);
+    for (int i = 0; b.cell && i < b.cells; i++)
+        cc_cell_close(&b.cell[i]);
+    free(b.cell);
+    free(b.in);
+    free(b.vals);
+    cc_engine_close(&b.e);
     cc_model_close(&m);
     return ret;
 }

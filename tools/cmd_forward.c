@@ -5,7 +5,6 @@
  * multiples of the model's step, raw values.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,28 +13,19 @@
 #include "cc_engine.h"
 #include "cli.h"
 
-static void usage(FILE *out)
+int cli_opt_kv(const CcOpt *opt, const char *value, char *err, size_t errlen)
 {
-    fprintf(out,
-            "usage: cellcast forward --model FILE --input X.csv [--all] [--kv f32|f16|bf16]\n"
-            "                        [--no-cache]\n"
-            "X.csv: header `ts,<KPI names in the model's order>`, unix-second timestamps\n"
-            "(consecutive multiples of the model's step_seconds), raw KPI values.\n"
-            "Prints one JSON line {\"ts\", \"y\", \"mu\", \"sigma\"} for the last row, or with\n"
-            "--all for every row that has a forecast; y is the head output in [F][Hz][2]\n"
-            "order (normalised mean, log-sigma), mu/sigma the normalisation per KPI.\n");
-}
-
-int cli_parse_kv_type(const char *s, enum CcKvType *out)
-{
-    if (!strcmp(s, "f32"))
-        *out = CC_KV_F32;
-    else if (!strcmp(s, "f16"))
-        *out = CC_KV_F16;
-    else if (!strcmp(s, "bf16"))
-        *out = CC_KV_BF16;
-    else
+    enum CcKvType *kv = opt->target;
+    if (!strcmp(value, "f32"))
+        *kv = CC_KV_F32;
+    else if (!strcmp(value, "f16"))
+        *kv = CC_KV_F16;
+    else if (!strcmp(value, "bf16"))
+        *kv = CC_KV_BF16;
+    else {
+        snprintf(err, errlen, "--%s must be f32, f16 or bf16", opt->name);
         return -EINVAL;
+    }
     return 0;
 }
 
@@ -79,74 +69,21 @@ static int split_fields(char *line, char **fields, int max)
     return n;
 }
 
-int cmd_forward(int argc, char **argv)
+/* The header `ts,<KPI names>`: col_of[f] gets the column of feature f. 0 or -1 (reported). */
+static int read_header(const CcHparams *hp, const char *input, char *line, int *col_of)
 {
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                         {"input", required_argument, 0, 'i'},
-                                         {"all", no_argument, 0, 'a'},
-                                         {"kv", required_argument, 0, 'k'},
-                                         {"no-cache", no_argument, 0, 'n'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *model_path = NULL, *input = NULL;
-    int all = 0, c, ret = 1;
-    char err[512], *line = NULL;
-    size_t cap = 0;
-    CcModel *m = NULL;
-    CcEngine *e = NULL;
-    CcCell *cell = NULL;
-    FILE *in = NULL;
-    CcEngineSettings s;
-    cc_engine_default_settings(&s);
-    while ((c = getopt_long(argc, argv, "m:i:ak:nh", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm': model_path = optarg; break;
-        case 'i': input = optarg; break;
-        case 'a': all = 1; break;
-        case 'n': s.no_cache = 1; break;
-        case 'k':
-            if (cli_parse_kv_type(optarg, &s.kv_type) < 0) {
-                fprintf(stderr, "cellcast forward: --kv must be f32, f16 or bf16\n");
-                return 2;
-            }
-            break;
-        default: usage(c == 'h' ? stdout : stderr); return c == 'h' ? 0 : 2;
-        }
-    }
-    if (!model_path || !input) {
-        usage(stderr);
-        return 2;
-    }
-    if (cc_model_open_file(&m, model_path, err, sizeof err) < 0) {
-        fprintf(stderr, "cellcast forward: %s: %s\n", model_path, err);
-        goto end;
-    }
-    const CcHparams *hp = &m->hp;
     const int F = hp->n_features;
-    if (cc_engine_open(&e, m, &s, NULL, 0) < 0 || cc_cell_open(&cell, e) < 0) {
-        fprintf(stderr, "cellcast forward: out of memory\n");
-        goto end;
-    }
-    if (!(in = fopen(input, "r"))) {
-        fprintf(stderr, "cellcast forward: %s: %s\n", input, strerror(errno));
-        goto end;
-    }
     char *fields[CC_MAX_FEATURES + 2];
-    int col_of[CC_MAX_FEATURES]; /* feature f is in column col_of[f] */
-    if (getline(&line, &cap, in) < 0) {
-        fprintf(stderr, "cellcast forward: %s: empty file, expected a header\n", input);
-        goto end;
-    }
     int nf = split_fields(line, fields, CC_MAX_FEATURES + 2);
     if (nf < 0 || nf != F + 1) {
         fprintf(stderr, "cellcast forward: %s:1: header has %d columns, expected ts + %d KPIs\n",
                 input, nf < 0 ? CC_MAX_FEATURES + 2 : nf, F);
-        goto end;
+        return -1;
     }
     if (strcmp(fields[0], "ts")) {
         fprintf(stderr, "cellcast forward: %s:1: first column must be 'ts', got '%s'\n", input,
                 fields[0]);
-        goto end;
+        return -1;
     }
     for (int f = 0; f < F; f++)
         col_of[f] = -1;
@@ -158,64 +95,85 @@ int cmd_forward(int argc, char **argv)
             for (int g = 0; g < F; g++)
                 fprintf(stderr, " %s", hp->features[g]);
             fprintf(stderr, ")\n");
-            goto end;
+            return -1;
         }
         if (col_of[f] >= 0) {
             fprintf(stderr, "cellcast forward: %s:1: column '%s' appears twice\n", input,
                     fields[i]);
-            goto end;
+            return -1;
         }
         col_of[f] = i;
     }
+    return 0;
+}
+
+/* One data row: its step (which must follow prev, unless prev < 0) and values in model
+ * order. 0 or -1 (reported). */
+static int parse_row(const CcHparams *hp, const char *input, long long lineno, char *line,
+                     const int *col_of, int64_t prev, int64_t *step, float *values)
+{
+    const int F = hp->n_features;
+    char *fields[CC_MAX_FEATURES + 2], *endp;
+    int n = split_fields(line, fields, CC_MAX_FEATURES + 2);
+    if (n != F + 1) {
+        fprintf(stderr, "cellcast forward: %s:%lld: %d fields, expected %d\n", input, lineno,
+                n < 0 ? CC_MAX_FEATURES + 2 : n, F + 1);
+        return -1;
+    }
+    errno = 0;
+    long long ts = strtoll(fields[0], &endp, 10);
+    if (errno || endp == fields[0] || *endp || ts < 0) {
+        fprintf(stderr, "cellcast forward: %s:%lld: bad timestamp '%s' (unix seconds)\n", input,
+                lineno, fields[0]);
+        return -1;
+    }
+    if (ts % hp->step_seconds) {
+        fprintf(stderr,
+                "cellcast forward: %s:%lld: timestamp %lld is not a multiple of the "
+                "model's step (%lld s)\n",
+                input, lineno, ts, (long long)hp->step_seconds);
+        return -1;
+    }
+    *step = ts / hp->step_seconds;
+    if (prev >= 0 && *step != prev + 1) {
+        fprintf(stderr,
+                "cellcast forward: %s:%lld: timestamp %lld does not follow %lld by one step "
+                "(%lld s)\n",
+                input, lineno, ts, (long long)(prev * hp->step_seconds),
+                (long long)hp->step_seconds);
+        return -1;
+    }
+    for (int f = 0; f < F; f++) {
+        const char *v = fields[col_of[f]];
+        double d = strtod(v, &endp);
+        if (endp == v || *endp || !isfinite(d) || fabs(d) > 3.4e38) {
+            fprintf(stderr, "cellcast forward: %s:%lld: column '%s': '%s' is not a finite "
+                            "number\n",
+                    input, lineno, hp->features[f], v);
+            return -1;
+        }
+        values[f] = (float)d;
+    }
+    return 0;
+}
+
+/* Steps the cell through every row of in (after the header); prints with all. The step of
+ * the last row goes to *last (-1: no row). 0 or -1 (reported). */
+static int run_rows(CcEngine *e, CcCell *cell, const CcHparams *hp, const char *input, FILE *in,
+                    const int *col_of, int all, int64_t *last)
+{
+    char *line = NULL;
+    size_t cap = 0;
     float values[CC_MAX_FEATURES];
-    int64_t prev = -1, lineno = 1;
-    int have = 0;
+    int64_t prev = -1, lineno = 1, step;
+    int rc = -1;
     CcForecast fc;
     while (getline(&line, &cap, in) >= 0) {
         lineno++;
         if (line[strspn(line, " \t\r\n")] == 0)
             continue; /* blank line */
-        int n = split_fields(line, fields, CC_MAX_FEATURES + 2);
-        if (n != F + 1) {
-            fprintf(stderr, "cellcast forward: %s:%lld: %d fields, expected %d\n", input,
-                    (long long)lineno, n < 0 ? CC_MAX_FEATURES + 2 : n, F + 1);
+        if (parse_row(hp, input, (long long)lineno, line, col_of, prev, &step, values))
             goto end;
-        }
-        char *endp;
-        errno = 0;
-        long long ts = strtoll(fields[0], &endp, 10);
-        if (errno || endp == fields[0] || *endp || ts < 0) {
-            fprintf(stderr, "cellcast forward: %s:%lld: bad timestamp '%s' (unix seconds)\n",
-                    input, (long long)lineno, fields[0]);
-            goto end;
-        }
-        if (ts % hp->step_seconds) {
-            fprintf(stderr,
-                    "cellcast forward: %s:%lld: timestamp %lld is not a multiple of the "
-                    "model's step (%lld s)\n",
-                    input, (long long)lineno, ts, (long long)hp->step_seconds);
-            goto end;
-        }
-        int64_t step = ts / hp->step_seconds;
-        if (prev >= 0 && step != prev + 1) {
-            fprintf(stderr,
-                    "cellcast forward: %s:%lld: timestamp %lld does not follow %lld by one step "
-                    "(%lld s)\n",
-                    input, (long long)lineno, ts, (long long)(prev * hp->step_seconds),
-                    (long long)hp->step_seconds);
-            goto end;
-        }
-        for (int f = 0; f < F; f++) {
-            const char *v = fields[col_of[f]];
-            double d = strtod(v, &endp);
-            if (endp == v || *endp || !isfinite(d) || fabs(d) > 3.4e38) {
-                fprintf(stderr, "cellcast forward: %s:%lld: column '%s': '%s' is not a finite "
-                                "number\n",
-                        input, (long long)lineno, hp->features[f], v);
-                goto end;
-            }
-            values[f] = (float)d;
-        }
         CcStepInput si = {cell, step, values};
         int st = 0;
         if (cc_engine_step(e, &si, 1, &st) < 0 || st < 0) {
@@ -224,16 +182,82 @@ int cmd_forward(int argc, char **argv)
             goto end;
         }
         prev = step;
-        have = 1;
         cc_cell_forecast(cell, &fc);
         if (all && fc.valid)
-            print_row(ts, &fc);
+            print_row(step * hp->step_seconds, &fc);
     }
-    if (!have) {
+    rc = 0;
+end:
+    *last = prev;
+    free(line);
+    return rc;
+}
+
+int cmd_forward(int argc, char **argv)
+{
+    const char *model_path = NULL, *input = NULL;
+    int all = 0, ret = 1;
+    char err[512], *line = NULL;
+    size_t cap = 0;
+    CcModel *m = NULL;
+    CcEngine *e = NULL;
+    CcCell *cell = NULL;
+    FILE *in = NULL;
+    CcEngineSettings s;
+    cc_engine_default_settings(&s);
+    CcOpt opts[] = {
+        CC_OPTS_STR("model", &model_path, "FILE", "the model", .short_name = 'm',
+                    .flags = CC_OPT_REQUIRED),
+        CC_OPTS_STR("input", &input, "X.csv", "the cell's rows (see below)", .short_name = 'i',
+                    .flags = CC_OPT_REQUIRED),
+        CC_OPTS_FLAG("all", &all, "a line for every row that has a forecast", .short_name = 'a'),
+        CC_OPTS_CALL("kv", cli_opt_kv, &s.kv_type, "f32|f16|bf16", "KV cache type (default f32)",
+                     .short_name = 'k'),
+        CC_OPTS_FLAG("no-cache", &s.no_cache, "recompute every step without the KV caches",
+                     .short_name = 'n'),
+    };
+    const CcOptsSpec spec = {
+        .prog = "cellcast forward",
+        .usage = "cellcast forward --model FILE --input X.csv [--all] [--kv f32|f16|bf16]\n"
+                 "                        [--no-cache]",
+        .epilog =
+            "X.csv: header `ts,<KPI names in the model's order>`, unix-second timestamps\n"
+            "(consecutive multiples of the model's step_seconds), raw KPI values.\n"
+            "Prints one JSON line {\"ts\", \"y\", \"mu\", \"sigma\"} for the last row, or with\n"
+            "--all for every row that has a forecast; y is the head output in [F][Hz][2]\n"
+            "order (normalised mean, log-sigma), mu/sigma the normalisation per KPI.\n",
+        CC_OPTS_TABLE(opts),
+    };
+    int rc = cc_opts_parse(&spec, argc, argv, NULL);
+    if (rc)
+        return CLI_OPTS_EXIT(rc);
+    if (cc_model_open_file(&m, model_path, err, sizeof err) < 0) {
+        fprintf(stderr, "cellcast forward: %s: %s\n", model_path, err);
+        goto end;
+    }
+    const CcHparams *hp = &m->hp;
+    if (cc_engine_open(&e, m, &s, NULL, 0) < 0 || cc_cell_open(&cell, e) < 0) {
+        fprintf(stderr, "cellcast forward: out of memory\n");
+        goto end;
+    }
+    if (!(in = fopen(input, "r"))) {
+        fprintf(stderr, "cellcast forward: %s: %s\n", input, strerror(errno));
+        goto end;
+    }
+    int col_of[CC_MAX_FEATURES]; /* feature f is in column col_of[f] */
+    if (getline(&line, &cap, in) < 0) {
+        fprintf(stderr, "cellcast forward: %s: empty file, expected a header\n", input);
+        goto end;
+    }
+    int64_t last;
+    if (read_header(hp, input, line, col_of) || run_rows(e, cell, hp, input, in, col_of, all, &last))
+        goto end;
+    if (last < 0) {
         fprintf(stderr, "cellcast forward: %s: no data rows\n", input);
         goto end;
     }
     if (!all) {
+        CcForecast fc;
         cc_cell_forecast(cell, &fc);
         if (!fc.valid) {
             fprintf(stderr,
@@ -242,7 +266,7 @@ int cmd_forward(int argc, char **argv)
                     input, hp->patch_len);
             goto end;
         }
-        print_row(prev * hp->step_seconds, &fc);
+        print_row(last * hp->step_seconds, &fc);
     }
     ret = 0;
 end:

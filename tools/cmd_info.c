@@ -1,5 +1,4 @@
 /* cmd_info.c — `cellcast info`: a model's hyperparameters, features and sizes as JSON. */
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,35 +6,28 @@
 #include "cc_engine.h"
 #include "cli.h"
 
-static void usage(FILE *out)
-{
-    fprintf(out, "usage: cellcast info --model FILE\n"
-                 "Prints JSON: hyperparameters, feature names, metadata, parameter count,\n"
-                 "bytes of KV state and of whole state per cell (f32 and 16-bit KV).\n");
-}
-
 int cmd_info(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *path = NULL;
-    int c, ret = 1;
+    CcOpt opts[] = {
+        CC_OPTS_STR("model", &path, "FILE", "the model", .short_name = 'm',
+                    .flags = CC_OPT_REQUIRED),
+    };
+    const CcOptsSpec spec = {
+        .prog = "cellcast info",
+        .usage = "cellcast info --model FILE",
+        .about = "Prints JSON: hyperparameters, feature names, metadata, parameter count,\n"
+                 "bytes of KV state and of whole state per cell (f32 and 16-bit KV).",
+        CC_OPTS_TABLE(opts),
+    };
+    int ret = 1;
     char err[512];
     CcModel *m = NULL;
     CcEngine *e32 = NULL, *e16 = NULL;
     json_t *j = NULL;
-    while ((c = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
-        if (c == 'm')
-            path = optarg;
-        else {
-            usage(c == 'h' ? stdout : stderr);
-            return c == 'h' ? 0 : 2;
-        }
-    }
-    if (!path) {
-        usage(stderr);
-        return 2;
-    }
+    int rc = cc_opts_parse(&spec, argc, argv, NULL);
+    if (rc)
+        return CLI_OPTS_EXIT(rc);
     if (cc_model_open_file(&m, path, err, sizeof err) < 0) {
         fprintf(stderr, "cellcast info: %s: %s\n", path, err);
         goto end;

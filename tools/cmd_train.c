@@ -7,7 +7,6 @@
  * latest optimiser state in --out.optim (for --resume), and stops early after --patience
  * evaluations without improvement, at --max-minutes, or on Ctrl-C. */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 
 #include "cc_config.h"
 #include "cc_data.h"
+#include "cc_time.h"
 #include "cc_train.h"
 #include "cli.h"
 
@@ -28,77 +28,6 @@ static void on_sigint(int sig)
 {
     (void)sig;
     g_stop = 1;
-}
-
-static void usage(FILE *out)
-{
-    CcHparams hp;
-    CcTrainSettings s;
-    cc_hparams_default(&hp);
-    cc_train_default_settings(&s);
-    fprintf(out,
-        "usage: cellcast train --data FILE --out MODEL.safetensors [options]\n"
-        "Trains a cellcast-tx/2 model on KPI history (see docs/training.md).\n\n"
-        "Data:\n"
-        "  --data FILE          CSV, long (ts,cell_id,<kpis>) or wide (<time>,<kpis>)\n"
-        "  --format F           auto|long|wide (default auto)\n"
-        "  --features a,b,c     feature columns, in model order (default: all but time/cell)\n"
-        "  --time-format FMT    strptime format of the time column (default: auto)\n"
-        "  --step S             seconds per step (default: detected)\n"
-        "  --split SPEC         train/val/test split of each series: \"a,b\" fractions or\n"
-        "                       \"rows:A-B,C-D,E-F\" (default 0.7,0.1: last 20%% is test)\n"
-        "  --val-frac F         shorthand for --split (0.8-F),F\n"
-        "  --protocol ett       ETTh1 protocol: split " ETT_SPLIT ",\n"
-        "                       z-score with the train slice, horizon 96 unless given\n"
-        "Model (ignored with --resume):\n"
-        "  --patch-len P        (default %d)      --n-patches N   (default %d)\n"
-        "  --norm-window M      (default %d)     --d-model D     (default %d)\n"
-        "  --n-heads H          (default %d)       --n-layers L    (default %d)\n"
-        "  --d-ff FF            (default %d)     --horizon HZ    (default %d)\n"
-        "  --tz-offset SEC      local time offset of the time features (default 0)\n"
-        "  --name NAME          model name in the metadata (default cellcast)\n"
-        "Training:\n"
-        "  --dropout X          (default %.2f)\n"
-        "  --lr X               peak learning rate (default %g)\n"
-        "  --warmup N           warmup steps (default %d)\n"
-        "  --schedule S         invsqrt|cosine|constant after warmup (default invsqrt)\n"
-        "  --adamw              decoupled weight decay (default decay 0.01 with --adamw)\n"
-        "  --weight-decay X     AdamW decay of weight matrices (implies --adamw)\n"
-        "  --clip X             gradient global-norm clip, 0 = off (default %g)\n"
-        "  --ema X              validate and keep an exponential moving average of the\n"
-        "                       weights with this decay (e.g. 0.999); 0 = off (default)\n"
-        "  --batch B            windows per step (default %d)\n"
-        "  --group G            end steps per window sharing its cached patches, 1..P,\n"
-        "                       0 = P (default %d); a step trains on B·G samples\n"
-        "  --epochs E           epochs of B·G samples (default 20)\n"
-        "  --steps N            optimiser steps (overrides --epochs)\n"
-        "  --max-minutes X      wall-clock budget (default none)\n"
-        "  --eval-every N       validate every N steps (default: min(epoch, 200))\n"
-        "  --patience K         stop after K validations without improvement (default 6)\n"
-        "  --select nll|mse     validation criterion of the best checkpoint and early stop:\n"
-        "                       Gaussian NLL, or MSE of the predicted means in data units\n"
-        "                       (default nll)\n"
-        "  --val-windows N      validation windows, evenly spaced (default %d)\n"
-        "  --threads T          (default %d)\n"
-        "  --seed X             (default %llu): same seed, data and options → same weights\n"
-        "  --resume CKPT        continue from CKPT and CKPT.optim\n"
-        "  --quiet              no progress output\n",
-        hp.patch_len, hp.n_patches, hp.norm_window, hp.d_model, hp.n_heads, hp.n_layers,
-        hp.d_ff, hp.horizon, s.dropout, s.adam.lr, s.adam.warmup, s.adam.clip, s.batch,
-        s.group, s.max_val_windows, s.n_threads, (unsigned long long)s.seed);
-}
-
-static int parse_num(const char *opt, const char *s, double lo, double hi, double *v)
-{
-    char *e;
-    errno = 0;
-    *v = strtod(s, &e);
-    if (e == s || *e || errno || !isfinite(*v) || *v < lo || *v > hi) {
-        fprintf(stderr, "cellcast train: --%s: '%s' is not a number in [%g, %g]\n", opt, s, lo,
-                hi);
-        return -1;
-    }
-    return 0;
 }
 
 static void fmt_dur(char *buf, size_t n, double s)
@@ -113,374 +42,469 @@ static void fmt_dur(char *buf, size_t n, double s)
         snprintf(buf, n, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
 }
 
-/* Option table: name, kind, target, bounds. */
-enum Kind { K_STR, K_INT, K_FLOAT, K_FLAG };
-typedef struct Opt {
-    const char *name;
-    enum Kind kind;
-    void *target;
-    double lo, hi;
-    int given;
-} Opt;
+/* The command line, with the defaults of cc_hparams_default and cc_train_default_settings. */
+typedef struct TrainArgs {
+    const char *data_path, *out_path, *features, *format, *time_format, *split, *protocol;
+    const char *schedule, *resume, *name, *select;
+    double val_frac, dropout, lr, wd, clip, max_minutes, step_s, ema, steps_d, seed_d;
+    int P, N, M, D, H, L, FF, HZ, tz, warmup, batch, group, epochs, threads;
+    int patience, eval_every, val_windows, adamw, quiet;
+    int hz_given; ///< --horizon was given (the ETT protocol's default is 96)
+} TrainArgs;
 
-int cmd_train(int argc, char **argv)
+/* Parses the command line into *a: CLI_RUN, or the exit code (after --help or an error). */
+static int train_opts(TrainArgs *a, int argc, char **argv)
 {
-    const char *data_path = NULL, *out_path = NULL, *features = NULL, *format = "auto";
-    const char *time_format = NULL, *split = NULL, *protocol = NULL, *schedule = "invsqrt";
-    const char *resume = NULL, *name = "cellcast", *select = "nll";
-    double val_frac = -1, dropout, lr, wd = -1, clip, max_minutes = 0, step_s = 0, ema = 0;
-    int P, N, M, D, H, L, FF, HZ, tz = 0, warmup, batch, group, epochs = 20, threads;
-    int patience = 6, eval_every = 0, val_windows, adamw = 0, quiet = 0;
-    double steps_d = 0, seed_d;
     CcHparams hp;
     CcTrainSettings ts;
     cc_hparams_default(&hp);
     cc_train_default_settings(&ts);
-    P = hp.patch_len, N = hp.n_patches, M = hp.norm_window, D = hp.d_model, H = hp.n_heads;
-    L = hp.n_layers, FF = hp.d_ff, HZ = hp.horizon;
-    dropout = ts.dropout, lr = ts.adam.lr, clip = ts.adam.clip, warmup = ts.adam.warmup;
-    batch = ts.batch, group = ts.group, threads = ts.n_threads, val_windows = ts.max_val_windows;
-    seed_d = (double)ts.seed;
-
-    Opt tab[] = {
-        {"data", K_STR, &data_path, 0, 0, 0},        {"out", K_STR, &out_path, 0, 0, 0},
-        {"features", K_STR, &features, 0, 0, 0},     {"format", K_STR, &format, 0, 0, 0},
-        {"time-format", K_STR, &time_format, 0, 0, 0}, {"step", K_FLOAT, &step_s, 1, 31622400, 0},
-        {"split", K_STR, &split, 0, 0, 0},           {"val-frac", K_FLOAT, &val_frac, 0.01, 0.7, 0},
-        {"protocol", K_STR, &protocol, 0, 0, 0},     {"name", K_STR, &name, 0, 0, 0},
-        {"patch-len", K_INT, &P, 1, CC_MAX_PATCH_LEN, 0},
-        {"n-patches", K_INT, &N, 1, CC_MAX_N_PATCHES, 0},
-        {"norm-window", K_INT, &M, 1, CC_MAX_NORM_WINDOW, 0},
-        {"d-model", K_INT, &D, 2, CC_MAX_D_MODEL, 0}, {"n-heads", K_INT, &H, 1, 256, 0},
-        {"n-layers", K_INT, &L, 1, CC_MAX_LAYERS, 0}, {"d-ff", K_INT, &FF, 1, CC_MAX_D_FF, 0},
-        {"horizon", K_INT, &HZ, 1, CC_MAX_HORIZON, 0}, {"tz-offset", K_INT, &tz, -86400, 86400, 0},
-        {"dropout", K_FLOAT, &dropout, 0, 0.9, 0},   {"lr", K_FLOAT, &lr, 1e-7, 1, 0},
-        {"warmup", K_INT, &warmup, 0, 1e7, 0},       {"schedule", K_STR, &schedule, 0, 0, 0},
-        {"adamw", K_FLAG, &adamw, 0, 0, 0},          {"weight-decay", K_FLOAT, &wd, 0, 1, 0},
-        {"clip", K_FLOAT, &clip, 0, 1e6, 0},         {"batch", K_INT, &batch, 1, 65536, 0},
-        {"group", K_INT, &group, 0, CC_TRAIN_MAX_GROUP, 0},
-        {"epochs", K_INT, &epochs, 1, 1e6, 0},       {"steps", K_FLOAT, &steps_d, 1, 1e12, 0},
-        {"max-minutes", K_FLOAT, &max_minutes, 0, 1e6, 0},
-        {"eval-every", K_INT, &eval_every, 1, 1e9, 0}, {"patience", K_INT, &patience, 1, 1e6, 0},
-        {"val-windows", K_INT, &val_windows, 1, 1e7, 0}, {"threads", K_INT, &threads, 1, 16, 0},
-        {"seed", K_FLOAT, &seed_d, 0, 9007199254740992.0, 0},
-        {"resume", K_STR, &resume, 0, 0, 0},         {"quiet", K_FLAG, &quiet, 0, 0, 0},
-        {"select", K_STR, &select, 0, 0, 0},         {"ema", K_FLOAT, &ema, 0, 0.99999, 0},
-        {"help", K_FLAG, NULL, 0, 0, 0},
+    *a = (TrainArgs){.format = "auto", .schedule = "invsqrt", .name = "cellcast",
+                     .select = "nll", .val_frac = -1, .wd = -1, .epochs = 20, .patience = 6,
+                     .P = hp.patch_len, .N = hp.n_patches, .M = hp.norm_window, .D = hp.d_model,
+                     .H = hp.n_heads, .L = hp.n_layers, .FF = hp.d_ff, .HZ = hp.horizon,
+                     .dropout = ts.dropout, .lr = ts.adam.lr, .clip = ts.adam.clip,
+                     .warmup = ts.adam.warmup, .batch = ts.batch, .group = ts.group,
+                     .threads = ts.n_threads, .val_windows = ts.max_val_windows,
+                     .seed_d = (double)ts.seed};
+    enum { SHOW = CC_OPT_SHOW_DEFAULT };
+    CcOpt opts[] = {
+        CC_OPTS_HEADING("Data:"),
+        CC_OPTS_STR("data", &a->data_path, "FILE",
+                    "CSV, long (ts,cell_id,<kpis>) or wide (<time>,<kpis>)",
+                    .flags = CC_OPT_REQUIRED),
+        CC_OPTS_STR("out", &a->out_path, "MODEL", "the model file (.safetensors)",
+                    .flags = CC_OPT_REQUIRED),
+        CC_OPTS_STR("format", &a->format, "F", "auto|long|wide", .flags = SHOW),
+        CC_OPTS_STR("features", &a->features, "a,b,c",
+                    "feature columns, in model order (default: all but time/cell)"),
+        CC_OPTS_STR("time-format", &a->time_format, "FMT",
+                    "strptime format of the time column (default: auto)"),
+        CC_OPTS_DBL("step", &a->step_s, 1, 31622400, "S", "seconds per step (default: detected)"),
+        CC_OPTS_STR("split", &a->split, "SPEC",
+                    "train/val/test split of each series: \"a,b\" fractions or\n"
+                    "\"rows:A-B,C-D,E-F\" (default 0.7,0.1: last 20% is test)"),
+        CC_OPTS_DBL("val-frac", &a->val_frac, 0.01, 0.7, "F", "shorthand for --split (0.8-F),F"),
+        CC_OPTS_STR("protocol", &a->protocol, "ett",
+                    "ETTh1 protocol: split " ETT_SPLIT ",\n"
+                    "z-score with the train slice, horizon 96 unless given"),
+        CC_OPTS_HEADING("Model (ignored with --resume):"),
+        CC_OPTS_INT("patch-len", &a->P, 1, CC_MAX_PATCH_LEN, "P", "", .flags = SHOW),
+        CC_OPTS_INT("n-patches", &a->N, 1, CC_MAX_N_PATCHES, "N", "", .flags = SHOW),
+        CC_OPTS_INT("norm-window", &a->M, 1, CC_MAX_NORM_WINDOW, "M", "", .flags = SHOW),
+        CC_OPTS_INT("d-model", &a->D, 2, CC_MAX_D_MODEL, "D", "", .flags = SHOW),
+        CC_OPTS_INT("n-heads", &a->H, 1, 256, "H", "", .flags = SHOW),
+        CC_OPTS_INT("n-layers", &a->L, 1, CC_MAX_LAYERS, "L", "", .flags = SHOW),
+        CC_OPTS_INT("d-ff", &a->FF, 1, CC_MAX_D_FF, "FF", "", .flags = SHOW),
+        CC_OPTS_INT("horizon", &a->HZ, 1, CC_MAX_HORIZON, "HZ", "", .flags = SHOW),
+        CC_OPTS_INT("tz-offset", &a->tz, -86400, 86400, "SEC",
+                    "local time offset of the time features", .flags = SHOW),
+        CC_OPTS_STR("name", &a->name, "NAME", "model name in the metadata", .flags = SHOW),
+        CC_OPTS_HEADING("Training:"),
+        CC_OPTS_DBL("dropout", &a->dropout, 0, 0.9, "X", "", .flags = SHOW),
+        CC_OPTS_DBL("lr", &a->lr, 1e-7, 1, "X", "peak learning rate", .flags = SHOW),
+        CC_OPTS_INT("warmup", &a->warmup, 0, 1e7, "N", "warmup steps", .flags = SHOW),
+        CC_OPTS_STR("schedule", &a->schedule, "S", "invsqrt|cosine|constant after warmup",
+                    .flags = SHOW),
+        CC_OPTS_FLAG("adamw", &a->adamw, "decoupled weight decay (default decay 0.01 with --adamw)"),
+        CC_OPTS_DBL("weight-decay", &a->wd, 0, 1, "X",
+                    "AdamW decay of weight matrices (implies --adamw)"),
+        CC_OPTS_DBL("clip", &a->clip, 0, 1e6, "X", "gradient global-norm clip, 0 = off",
+                    .flags = SHOW),
+        CC_OPTS_DBL("ema", &a->ema, 0, 0.99999, "X",
+                    "validate and keep an exponential moving average of the\n"
+                    "weights with this decay (e.g. 0.999); 0 = off",
+                    .flags = SHOW),
+        CC_OPTS_INT("batch", &a->batch, 1, 65536, "B", "windows per step", .flags = SHOW),
+        CC_OPTS_INT("group", &a->group, 0, CC_TRAIN_MAX_GROUP, "G",
+                    "end steps per window sharing its cached patches, 1..P,\n"
+                    "0 = P; a step trains on B·G samples",
+                    .flags = SHOW),
+        CC_OPTS_INT("epochs", &a->epochs, 1, 1e6, "E", "epochs of B·G samples", .flags = SHOW),
+        CC_OPTS_DBL("steps", &a->steps_d, 1, 1e12, "N", "optimiser steps (overrides --epochs)"),
+        CC_OPTS_DBL("max-minutes", &a->max_minutes, 0, 1e6, "X",
+                    "wall-clock budget (default none)"),
+        CC_OPTS_INT("eval-every", &a->eval_every, 1, 1e9, "N",
+                    "validate every N steps (default: min(epoch, 200))"),
+        CC_OPTS_INT("patience", &a->patience, 1, 1e6, "K",
+                    "stop after K validations without improvement", .flags = SHOW),
+        CC_OPTS_STR("select", &a->select, "nll|mse",
+                    "validation criterion of the best checkpoint and early stop:\n"
+                    "Gaussian NLL, or MSE of the predicted means in data units",
+                    .flags = SHOW),
+        CC_OPTS_INT("val-windows", &a->val_windows, 1, 1e7, "N",
+                    "validation windows, evenly spaced", .flags = SHOW),
+        CC_OPTS_INT("threads", &a->threads, 1, 16, "T", "", .flags = SHOW),
+        CC_OPTS_DBL("seed", &a->seed_d, 0, 9007199254740992.0, "X",
+                    "same seed, data and options → same weights", .flags = SHOW),
+        CC_OPTS_STR("resume", &a->resume, "CKPT", "continue from CKPT and CKPT.optim"),
+        CC_OPTS_FLAG("quiet", &a->quiet, "no progress output"),
     };
-    enum { NOPT = sizeof tab / sizeof tab[0] };
-    struct option lopts[NOPT + 1];
-    for (int i = 0; i < NOPT; i++)
-        lopts[i] = (struct option){tab[i].name, tab[i].kind == K_FLAG ? no_argument
-                                                                      : required_argument,
-                                   0, i + 1};
-    lopts[NOPT] = (struct option){0, 0, 0, 0};
-    int c;
-    optind = 1;
-    opterr = 1;
-    while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
-        if (c < 1 || c > NOPT) {
-            usage(stderr);
-            return 2;
-        }
-        Opt *o = &tab[c - 1];
-        double v;
-        o->given = 1;
-        switch (o->kind) {
-        case K_STR:
-            *(const char **)o->target = optarg;
-            break;
-        case K_FLAG:
-            if (!o->target) {
-                usage(stdout);
-                return 0;
-            }
-            *(int *)o->target = 1;
-            break;
-        case K_INT:
-            if (parse_num(o->name, optarg, o->lo, o->hi, &v) || v != floor(v)) {
-                if (v != floor(v))
-                    fprintf(stderr, "cellcast train: --%s wants an integer\n", o->name);
-                return 2;
-            }
-            *(int *)o->target = (int)v;
-            break;
-        case K_FLOAT:
-            if (parse_num(o->name, optarg, o->lo, o->hi, &v))
-                return 2;
-            *(double *)o->target = v;
-            break;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "cellcast train: unexpected argument '%s'\n", argv[optind]);
-        return 2;
-    }
-    if (!data_path || !out_path) {
-        fprintf(stderr, "cellcast train: --data and --out are required (--help)\n");
-        return 2;
-    }
-    int by_mse = !strcmp(select, "mse");
-    if (!by_mse && strcmp(select, "nll")) {
+    const CcOptsSpec spec = {
+        .prog = "cellcast train",
+        .usage = "cellcast train --data FILE --out MODEL.safetensors [options]",
+        .about = "Trains a cellcast-tx/2 model on KPI history (see docs/training.md).",
+        CC_OPTS_TABLE(opts),
+    };
+    int rc = cc_opts_parse(&spec, argc, argv, NULL);
+    if (rc)
+        return CLI_OPTS_EXIT(rc);
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+        a->hz_given |= opts[i].name && !strcmp(opts[i].name, "horizon") && opts[i].given;
+    if (strcmp(a->select, "mse") && strcmp(a->select, "nll")) {
         fprintf(stderr, "cellcast train: --select must be nll or mse\n");
         return 2;
     }
-    int is_ett = 0;
-    if (protocol) {
-        if (strcmp(protocol, "ett")) {
-            fprintf(stderr, "cellcast train: unknown --protocol '%s' (ett)\n", protocol);
-            return 2;
-        }
-        is_ett = 1;
+    if (a->protocol && strcmp(a->protocol, "ett")) {
+        fprintf(stderr, "cellcast train: unknown --protocol '%s' (ett)\n", a->protocol);
+        return 2;
     }
-
-    int ret = 1;
-    char err[1024], split_buf[64];
-    CcDataset *ds = NULL;
-    CcModel *m = NULL;
-    CcTrainer *tr = NULL;
-    CcRange *rtrain = NULL, *rval = NULL;
-    int tty = isatty(fileno(stderr));
-
-    /* ---- data ---- */
-    CcDataSettings dsets;
-    cc_data_default_settings(&dsets);
-    if (!strcmp(format, "long"))
-        dsets.format = CC_DATA_LONG;
-    else if (!strcmp(format, "wide"))
-        dsets.format = CC_DATA_WIDE;
-    else if (strcmp(format, "auto")) {
+    if (strcmp(a->format, "long") && strcmp(a->format, "wide") && strcmp(a->format, "auto")) {
         fprintf(stderr, "cellcast train: --format must be auto, long or wide\n");
         return 2;
     }
-    dsets.time_format = time_format;
-    dsets.features = features;
-    dsets.step_seconds = (int64_t)step_s;
+    return CLI_RUN;
+}
+
+/* One training run: the data, the model, the trainer and the loop's state. */
+typedef struct Train {
+    TrainArgs a;
+    int by_mse, is_ett, tty, G;
+    const char *split;
+    char split_buf[64];
+    CcDataset *ds;
+    CcRange *rtrain, *rval;
+    double zmean[CC_MAX_FEATURES], zstd[CC_MAX_FEATURES]; /* ett: the train slice's */
+    CcModel *m;
+    CcTrainSettings ts;
+    CcTrainer *tr;
+    int64_t total_steps;
+    float *best_block;    /* the weights of the best validation so far */
+    double best, bad;     /* best validation value, validations since */
+    int saved_any;
+    char state_path[4096];
+    char err[1024];
+} Train;
+
+/* The data, its train/validation ranges (and the ETT protocol's z-scoring). 0 or -1. */
+static int train_data(Train *t)
+{
+    const TrainArgs *a = &t->a;
+    CcDataSettings dsets;
+    cc_data_default_settings(&dsets);
+    if (!strcmp(a->format, "long"))
+        dsets.format = CC_DATA_LONG;
+    else if (!strcmp(a->format, "wide"))
+        dsets.format = CC_DATA_WIDE;
+    dsets.time_format = a->time_format;
+    dsets.features = a->features;
+    dsets.step_seconds = (int64_t)a->step_s;
     CcDataReport rep;
-    if (cc_data_open_file(&ds, data_path, &dsets, &rep, err, sizeof err) < 0) {
-        fprintf(stderr, "cellcast train: %s\n", err);
-        goto done;
+    if (cc_data_open_file(&t->ds, a->data_path, &dsets, &rep, t->err, sizeof t->err) < 0) {
+        fprintf(stderr, "cellcast train: %s\n", t->err);
+        return -1;
     }
-    {
-        char summary[2048];
-        cc_data_report_format(&rep, ds, summary, sizeof summary);
-        if (!quiet)
-            fprintf(stderr, "cellcast train: %s\n", summary);
-    }
-    if (is_ett)
-        split = ETT_SPLIT;
-    else if (!split && val_frac > 0) {
-        snprintf(split_buf, sizeof split_buf, "%.6g,%.6g", 0.8 - val_frac, val_frac);
-        split = split_buf;
-    } else if (!split)
-        split = "0.7,0.1";
-    rtrain = calloc((size_t)ds->n_series, sizeof *rtrain);
-    rval = calloc((size_t)ds->n_series, sizeof *rval);
-    if (!rtrain || !rval) {
+    char summary[2048];
+    cc_data_report_format(&rep, t->ds, summary, sizeof summary);
+    if (!a->quiet)
+        fprintf(stderr, "cellcast train: %s\n", summary);
+    t->split = a->split;
+    if (t->is_ett)
+        t->split = ETT_SPLIT;
+    else if (!t->split && a->val_frac > 0) {
+        snprintf(t->split_buf, sizeof t->split_buf, "%.6g,%.6g", 0.8 - a->val_frac, a->val_frac);
+        t->split = t->split_buf;
+    } else if (!t->split)
+        t->split = "0.7,0.1";
+    const CcDataset *ds = t->ds;
+    t->rtrain = calloc((size_t)ds->n_series, sizeof *t->rtrain);
+    t->rval = calloc((size_t)ds->n_series, sizeof *t->rval);
+    if (!t->rtrain || !t->rval) {
         fprintf(stderr, "cellcast train: out of memory\n");
-        goto done;
+        return -1;
     }
     for (int s = 0; s < ds->n_series; s++) {
         CcRange r3[3];
-        if (cc_data_split(split, ds->series[s].T, r3, err, sizeof err) < 0) {
-            fprintf(stderr, "cellcast train: --split (series %s): %s\n",
-                    ds->series[s].cell_id, err);
-            goto done;
+        if (cc_data_split(t->split, ds->series[s].T, r3, t->err, sizeof t->err) < 0) {
+            fprintf(stderr, "cellcast train: --split (series %s): %s\n", ds->series[s].cell_id,
+                    t->err);
+            return -1;
         }
-        rtrain[s] = r3[0];
-        rval[s] = r3[1];
+        t->rtrain[s] = r3[0];
+        t->rval[s] = r3[1];
     }
-    double zmean[CC_MAX_FEATURES], zstd[CC_MAX_FEATURES];
-    if (is_ett) {
+    if (t->is_ett) {
         if (ds->n_series != 1) {
             fprintf(stderr, "cellcast train: --protocol ett wants one series (a wide file)\n");
-            goto done;
+            return -1;
         }
-        cc_data_stats(ds, 0, rtrain[0], zmean, zstd);
-        cc_data_standardize(ds, zmean, zstd);
-        int hz_given = 0;
-        for (int i = 0; i < NOPT; i++)
-            hz_given |= !strcmp(tab[i].name, "horizon") && tab[i].given;
-        if (!hz_given)
-            HZ = 96;
+        cc_data_stats(t->ds, 0, t->rtrain[0], t->zmean, t->zstd);
+        cc_data_standardize(t->ds, t->zmean, t->zstd);
     }
+    return 0;
+}
 
-    /* ---- model ---- */
-    if (resume) {
-        if (cc_model_open_file(&m, resume, err, sizeof err) < 0) {
-            fprintf(stderr, "cellcast train: --resume %s: %s\n", resume, err);
-            goto done;
+/* --resume's model (its features must be the data's), or a new one. 0 or -1. */
+static int train_model(Train *t)
+{
+    const TrainArgs *a = &t->a;
+    const CcDataset *ds = t->ds;
+    if (a->resume) {
+        if (cc_model_open_file(&t->m, a->resume, t->err, sizeof t->err) < 0) {
+            fprintf(stderr, "cellcast train: --resume %s: %s\n", a->resume, t->err);
+            return -1;
         }
-        if (m->hp.n_features != ds->n_features) {
-            fprintf(stderr, "cellcast train: %s has %d features, the data %d\n", resume,
-                    m->hp.n_features, ds->n_features);
-            goto done;
+        if (t->m->hp.n_features != ds->n_features) {
+            fprintf(stderr, "cellcast train: %s has %d features, the data %d\n", a->resume,
+                    t->m->hp.n_features, ds->n_features);
+            return -1;
         }
         for (int f = 0; f < ds->n_features; f++)
-            if (strcmp(m->hp.features[f], ds->features[f])) {
+            if (strcmp(t->m->hp.features[f], ds->features[f])) {
                 fprintf(stderr, "cellcast train: feature %d is '%s' in %s, '%s' in the data "
                                 "(use --features)\n",
-                        f, m->hp.features[f], resume, ds->features[f]);
-                goto done;
+                        f, t->m->hp.features[f], a->resume, ds->features[f]);
+                return -1;
             }
     } else {
+        CcHparams hp;
+        cc_hparams_default(&hp);
         hp.n_features = ds->n_features;
         for (int f = 0; f < ds->n_features; f++)
             snprintf(hp.features[f], CC_FEATURE_NAME_MAX, "%s", ds->features[f]);
-        hp.patch_len = P, hp.n_patches = N, hp.norm_window = M, hp.d_model = D;
-        hp.n_heads = H, hp.n_layers = L, hp.d_ff = FF, hp.horizon = HZ;
+        hp.patch_len = a->P, hp.n_patches = a->N, hp.norm_window = a->M, hp.d_model = a->D;
+        hp.n_heads = a->H, hp.n_layers = a->L, hp.d_ff = a->FF;
+        hp.horizon = t->is_ett && !a->hz_given ? 96 : a->HZ;
         hp.step_seconds = ds->step_seconds;
-        hp.tz_offset_s = tz;
-        if (cc_model_open(&m, &hp, err, sizeof err) < 0) {
-            fprintf(stderr, "cellcast train: %s\n", err);
-            goto done;
+        hp.tz_offset_s = a->tz;
+        if (cc_model_open(&t->m, &hp, t->err, sizeof t->err) < 0) {
+            fprintf(stderr, "cellcast train: %s\n", t->err);
+            return -1;
         }
-        cc_model_init_random(m, (uint64_t)seed_d);
+        cc_model_init_random(t->m, (uint64_t)a->seed_d);
     }
-    if (m->hp.step_seconds != ds->step_seconds) {
+    if (t->m->hp.step_seconds != ds->step_seconds) {
         fprintf(stderr, "cellcast train: the data's step is %llds, the model's %llds\n",
-                (long long)ds->step_seconds, (long long)m->hp.step_seconds);
-        goto done;
+                (long long)ds->step_seconds, (long long)t->m->hp.step_seconds);
+        return -1;
     }
+    return 0;
+}
 
-    /* ---- trainer ---- */
-    ts.dropout = (float)dropout;
-    ts.batch = batch;
-    ts.group = group;
-    ts.n_threads = threads;
-    ts.seed = (uint64_t)seed_d;
-    ts.max_val_windows = val_windows;
-    ts.ema = (float)ema;
-    ts.adam.lr = (float)lr;
-    ts.adam.warmup = warmup;
-    ts.adam.clip = (float)clip;
-    if (wd >= 0 || adamw)
-        ts.adam.weight_decay = wd >= 0 ? (float)wd : 0.01f;
-    if (!strcmp(schedule, "invsqrt"))
-        ts.adam.schedule = CC_SCHED_INVSQRT;
-    else if (!strcmp(schedule, "cosine"))
-        ts.adam.schedule = CC_SCHED_COSINE;
-    else if (!strcmp(schedule, "constant"))
-        ts.adam.schedule = CC_SCHED_CONSTANT;
+/* The trainer settings from the options. 0 or -1. */
+static int train_settings(Train *t)
+{
+    const TrainArgs *a = &t->a;
+    CcTrainSettings *ts = &t->ts;
+    cc_train_default_settings(ts);
+    ts->dropout = (float)a->dropout;
+    ts->batch = a->batch;
+    ts->group = a->group;
+    ts->n_threads = a->threads;
+    ts->seed = (uint64_t)a->seed_d;
+    ts->max_val_windows = a->val_windows;
+    ts->ema = (float)a->ema;
+    ts->adam.lr = (float)a->lr;
+    ts->adam.warmup = a->warmup;
+    ts->adam.clip = (float)a->clip;
+    if (a->wd >= 0 || a->adamw)
+        ts->adam.weight_decay = a->wd >= 0 ? (float)a->wd : 0.01f;
+    if (!strcmp(a->schedule, "invsqrt"))
+        ts->adam.schedule = CC_SCHED_INVSQRT;
+    else if (!strcmp(a->schedule, "cosine"))
+        ts->adam.schedule = CC_SCHED_COSINE;
+    else if (!strcmp(a->schedule, "constant"))
+        ts->adam.schedule = CC_SCHED_CONSTANT;
     else {
         fprintf(stderr, "cellcast train: --schedule must be invsqrt, cosine or constant\n");
-        goto done;
+        return -1;
     }
-    int G = group == 0 || group > m->hp.patch_len ? m->hp.patch_len : group;
-    /* the step count is needed by the cosine schedule before the trainer exists */
-    int64_t total_steps;
-    {
-        if (cc_trainer_open(&tr, m, ds, rtrain, rval, &ts, err, sizeof err) < 0) {
-            fprintf(stderr, "cellcast train: %s\n", err);
-            goto done;
-        }
-        int64_t ntr, nva;
-        cc_trainer_counts(tr, &ntr, &nva);
-        int64_t spe = (ntr + (int64_t)batch * G - 1) / ((int64_t)batch * G);
-        total_steps = steps_d > 0 ? (int64_t)steps_d : spe * epochs;
-        if (!eval_every)
-            eval_every = spe < 200 ? (int)(spe > 0 ? spe : 1) : 200;
-        cc_trainer_close(&tr);
-        ts.adam.total_steps = total_steps;
-        if (cc_trainer_open(&tr, m, ds, rtrain, rval, &ts, err, sizeof err) < 0) {
-            fprintf(stderr, "cellcast train: %s\n", err);
-            goto done;
-        }
-        if (nva == 0)
-            fprintf(stderr, "cellcast train: warning: no validation sample (every validation "
-                            "range is shorter than the horizon %d): training loss stands in "
-                            "for it (checkpoint and early stop on the training loss)\n",
-                    m->hp.horizon);
-        if (!quiet)
-            fprintf(stderr,
-                    "cellcast train: %d series, F=%d, %lld training samples, %lld validation "
-                    "samples (split %s); %lld steps of %d windows x %d end steps (%lld per "
-                    "epoch), %lld parameters\n",
-                    ds->n_series, ds->n_features, (long long)ntr, (long long)nva, split,
-                    (long long)total_steps, batch, G, (long long)spe, (long long)m->n_params);
-    }
+    return 0;
+}
 
-    /* metadata */
-    {
-        CcHparams *h = &m->hp;
-        char buf[512], cmdline[512] = "cellcast";
-        size_t len = strlen(cmdline);
-        for (int i = 0; i < argc && len + 2 < sizeof cmdline; i++)
-            len += (size_t)snprintf(cmdline + len, sizeof cmdline - len, " %s", argv[i]);
-        snprintf(h->name, sizeof h->name, "%s", name);
-        snprintf(h->version, sizeof h->version, "%s", CC_VERSION);
-        snprintf(h->trained_on, sizeof h->trained_on, "%s", data_path);
-        time_t now = time(NULL);
-        struct tm tmv;
-        gmtime_r(&now, &tmv);
-        strftime(h->created_at, sizeof h->created_at, "%Y-%m-%dT%H:%M:%SZ", &tmv);
-        cc_hparams_set_extra(h, "command", cmdline);
-        snprintf(buf, sizeof buf, "%llu", (unsigned long long)ts.seed);
-        cc_hparams_set_extra(h, "seed", buf);
-        cc_hparams_set_extra(h, "split", split);
-        cc_hparams_set_extra(h, "select", select);
-        if (ema > 0) {
-            snprintf(buf, sizeof buf, "%g", ema);
-            cc_hparams_set_extra(h, "ema", buf);
-        }
-        if (is_ett) {
-            cc_hparams_set_extra(h, "protocol", "ett");
-            size_t a = 0, b = 0;
-            char zm[512], zs[512];
-            for (int f = 0; f < ds->n_features; f++) {
-                a += (size_t)snprintf(zm + a, sizeof zm - a, "%s%.9g", f ? "," : "", zmean[f]);
-                b += (size_t)snprintf(zs + b, sizeof zs - b, "%s%.9g", f ? "," : "", zstd[f]);
-            }
-            cc_hparams_set_extra(h, "zscore_mean", zm);
-            cc_hparams_set_extra(h, "zscore_std", zs);
-        }
+/* The trainer. The step count is needed by the cosine schedule before the trainer exists,
+ * and the trainer knows the sample count: it is opened twice. 0 or -1. */
+static int train_open(Train *t)
+{
+    TrainArgs *a = &t->a;
+    const int batch = a->batch;
+    t->G = a->group == 0 || a->group > t->m->hp.patch_len ? t->m->hp.patch_len : a->group;
+    if (cc_trainer_open(&t->tr, t->m, t->ds, t->rtrain, t->rval, &t->ts, t->err,
+                        sizeof t->err) < 0) {
+        fprintf(stderr, "cellcast train: %s\n", t->err);
+        return -1;
     }
+    int64_t ntr, nva;
+    cc_trainer_counts(t->tr, &ntr, &nva);
+    int64_t spe = (ntr + (int64_t)batch * t->G - 1) / ((int64_t)batch * t->G);
+    t->total_steps = a->steps_d > 0 ? (int64_t)a->steps_d : spe * a->epochs;
+    if (!a->eval_every)
+        a->eval_every = spe < 200 ? (int)(spe > 0 ? spe : 1) : 200;
+    cc_trainer_close(&t->tr);
+    t->ts.adam.total_steps = t->total_steps;
+    if (cc_trainer_open(&t->tr, t->m, t->ds, t->rtrain, t->rval, &t->ts, t->err,
+                        sizeof t->err) < 0) {
+        fprintf(stderr, "cellcast train: %s\n", t->err);
+        return -1;
+    }
+    if (nva == 0)
+        fprintf(stderr, "cellcast train: warning: no validation sample (every validation "
+                        "range is shorter than the horizon %d): training loss stands in "
+                        "for it (checkpoint and early stop on the training loss)\n",
+                t->m->hp.horizon);
+    if (!a->quiet)
+        fprintf(stderr,
+                "cellcast train: %d series, F=%d, %lld training samples, %lld validation "
+                "samples (split %s); %lld steps of %d windows x %d end steps (%lld per "
+                "epoch), %lld parameters\n",
+                t->ds->n_series, t->ds->n_features, (long long)ntr, (long long)nva, t->split,
+                (long long)t->total_steps, batch, t->G, (long long)spe,
+                (long long)t->m->n_params);
+    return 0;
+}
 
-    /* ---- loop ---- */
-    char state_path[4096];
-    snprintf(state_path, sizeof state_path, "%s.optim", out_path);
-    double best = INFINITY, bad = 0;
-    if (resume) {
-        char rs[4096];
-        double ex[2] = {INFINITY, 0};
-        snprintf(rs, sizeof rs, "%s.optim", resume);
-        if (cc_trainer_load_state(tr, rs, ex, 2, err, sizeof err) < 0) {
-            fprintf(stderr, "cellcast train: %s\n", err);
-            goto done;
+/* "a,b,c" of n values with %.9g. */
+static void join_values(char *buf, size_t cap, const double *v, int n)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%.9g", i ? "," : "", v[i]);
+}
+
+/* The model's metadata: name, version, data, creation time, command line, seed, split. */
+static void train_metadata(Train *t, int argc, char **argv)
+{
+    const TrainArgs *a = &t->a;
+    CcHparams *h = &t->m->hp;
+    char buf[512], cmdline[512] = "cellcast";
+    size_t len = strlen(cmdline);
+    for (int i = 0; i < argc && len + 2 < sizeof cmdline; i++)
+        len += (size_t)snprintf(cmdline + len, sizeof cmdline - len, " %s", argv[i]);
+    snprintf(h->name, sizeof h->name, "%s", a->name);
+    snprintf(h->version, sizeof h->version, "%s", CC_VERSION);
+    snprintf(h->trained_on, sizeof h->trained_on, "%s", a->data_path);
+    if (cc_time_format_rfc3339(time(NULL), h->created_at, sizeof h->created_at))
+        h->created_at[0] = 0;
+    cc_hparams_set_extra(h, "command", cmdline);
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)t->ts.seed);
+    cc_hparams_set_extra(h, "seed", buf);
+    cc_hparams_set_extra(h, "split", t->split);
+    cc_hparams_set_extra(h, "select", a->select);
+    if (a->ema > 0) {
+        snprintf(buf, sizeof buf, "%g", a->ema);
+        cc_hparams_set_extra(h, "ema", buf);
+    }
+    if (t->is_ett) {
+        cc_hparams_set_extra(h, "protocol", "ett");
+        join_values(buf, sizeof buf, t->zmean, t->ds->n_features);
+        cc_hparams_set_extra(h, "zscore_mean", buf);
+        join_values(buf, sizeof buf, t->zstd, t->ds->n_features);
+        cc_hparams_set_extra(h, "zscore_std", buf);
+    }
+}
+
+/* The validation values in the metadata of the model file. */
+static void set_val_extras(CcHparams *h, double vnll, double vmse)
+{
+    char vb[64];
+    snprintf(vb, sizeof vb, "%.6f", vnll);
+    cc_hparams_set_extra(h, "val_nll", vb);
+    snprintf(vb, sizeof vb, "%.6g", vmse);
+    cc_hparams_set_extra(h, "val_mse", vb);
+}
+
+/* Validates after `step`; a new best is kept and saved to --out. 0 or -1. */
+static int train_validate(Train *t, int64_t step, double loss_ema, double *vnll, double *vmse)
+{
+    CcModel *m = t->m;
+    int r = cc_trainer_validate(t->tr, vnll, vmse);
+    if (r == -EAGAIN)
+        *vnll = *vmse = loss_ema; /* no validation data: keep the last weights */
+    double val = t->by_mse ? *vmse : *vnll;
+    if (val < t->best) {
+        t->best = val;
+        t->bad = 0;
+        memcpy(t->best_block, cc_trainer_eval_weights(t->tr), m->n_params * sizeof(float));
+        char sb[64];
+        snprintf(sb, sizeof sb, "%lld", (long long)step);
+        set_val_extras(&m->hp, *vnll, *vmse);
+        cc_hparams_set_extra(&m->hp, "train_steps", sb);
+        CcModel view = *m; /* the validated weights (the EMA with --ema) */
+        view.block = t->best_block;
+        cc_params_point(&view.w, &view.hp, t->best_block);
+        if (cc_model_save(&view, t->a.out_path, t->err, sizeof t->err) < 0) {
+            fprintf(stderr, "\ncellcast train: %s\n", t->err);
+            return -1;
         }
-        best = ex[0], bad = ex[1];
-        if (!quiet)
-            fprintf(stderr, "cellcast train: resumed at step %lld (best val NLL %.4f)\n",
-                    (long long)cc_trainer_steps_done(tr), best);
+        t->saved_any = 1;
+    } else {
+        t->bad++;
     }
-    float *best_block = malloc(m->n_params * sizeof(float));
-    if (!best_block) {
-        fprintf(stderr, "cellcast train: out of memory\n");
-        goto done;
+    double ex[2] = {t->best, t->bad};
+    if (cc_trainer_save_state(t->tr, t->state_path, ex, 2, t->err, sizeof t->err) < 0)
+        fprintf(stderr, "\ncellcast train: %s\n", t->err);
+    return 0;
+}
+
+/* Progress after a step: a status line on a terminal, a line per validation elsewhere. */
+static void train_progress(const Train *t, int64_t step, int64_t start_step, double el,
+                           int evaluated, const double *v, float lr_now, int64_t *last_print)
+{
+    const TrainArgs *a = &t->a;
+    const double loss_ema = v[0], vnll = v[1], vmse = v[2];
+    int64_t tokens_per_step = (int64_t)a->batch * (t->m->hp.n_patches + t->G);
+    double rate = (step - start_step) / (el > 1e-9 ? el : 1e-9);
+    double eta = (t->total_steps - step) / (rate > 0 ? rate : 1e-9);
+    if (a->max_minutes > 0 && eta > a->max_minutes * 60 - el)
+        eta = a->max_minutes * 60 - el;
+    if (a->quiet || !(t->tty ? cc_now_ns() - *last_print > 200000000LL || evaluated : evaluated))
+        return;
+    int64_t ntr;
+    cc_trainer_counts(t->tr, &ntr, NULL);
+    double epoch = (double)step * a->batch * t->G / (double)(ntr ? ntr : 1);
+    if (t->tty) {
+        char etab[32], elb[32];
+        fmt_dur(etab, sizeof etab, eta);
+        fmt_dur(elb, sizeof elb, el);
+        fprintf(stderr,
+                "\r\033[Kepoch %.2f  step %lld/%lld  loss %.4f  val %.4f mse %.4g (best %s %.4g)  "
+                "lr %.2e  %.0f tok/s  %s  ETA %s",
+                epoch, (long long)step, (long long)t->total_steps, loss_ema, vnll, vmse,
+                a->select, t->best, lr_now, rate * tokens_per_step, elb, etab);
+        *last_print = cc_now_ns();
+    } else {
+        fprintf(stderr,
+                "step %lld/%lld epoch %.2f loss %.4f val %.4f val_mse %.4g best_%s %.4g "
+                "lr %.2e tok/s %.0f elapsed %.0fs\n",
+                (long long)step, (long long)t->total_steps, epoch, loss_ema, vnll, vmse,
+                a->select, t->best, lr_now, rate * tokens_per_step, el);
     }
-    memcpy(best_block, m->block, m->n_params * sizeof(float));
-    signal(SIGINT, on_sigint);
-    int64_t t0 = cc_now_ns(), last_print = 0, start_step = cc_trainer_steps_done(tr);
-    double loss_ema = NAN, val = NAN, vmse = NAN, vnll = NAN;
-    const char *why = "step budget reached";
-    int saved_any = 0;
-    int64_t tokens_per_step = (int64_t)batch * (m->hp.n_patches + G);
+}
+
+/* Steps until the budget, --max-minutes, Ctrl-C or patience; *why says which. 0 or -1. */
+static int train_loop(Train *t, const char **why)
+{
+    const TrainArgs *a = &t->a;
+    int64_t t0 = cc_now_ns(), last_print = 0, start_step = cc_trainer_steps_done(t->tr);
+    double loss_ema = NAN, vmse = NAN, vnll = NAN;
+    *why = "step budget reached";
     for (;;) {
-        int64_t step = cc_trainer_steps_done(tr);
+        int64_t step = cc_trainer_steps_done(t->tr);
         double el = (cc_now_ns() - t0) / 1e9;
-        if (step >= total_steps)
+        if (step >= t->total_steps)
             break;
-        if (max_minutes > 0 && el >= max_minutes * 60) {
-            why = "--max-minutes reached";
+        if (a->max_minutes > 0 && el >= a->max_minutes * 60) {
+            *why = "--max-minutes reached";
             break;
         }
         if (g_stop) {
-            why = "interrupted";
+            *why = "interrupted";
             break;
         }
         double loss;
         float lr_now;
-        int r = cc_trainer_step(tr, &loss, &lr_now, NULL);
+        int r = cc_trainer_step(t->tr, &loss, &lr_now, NULL);
         if (r == -ERANGE) {
             fprintf(stderr, "\ncellcast train: non-finite loss at step %lld, update skipped\n",
                     (long long)step + 1);
@@ -488,115 +512,115 @@ int cmd_train(int argc, char **argv)
         }
         if (r < 0) {
             fprintf(stderr, "\ncellcast train: training step failed (%s)\n", strerror(-r));
-            goto done_best;
+            return -1;
         }
         step++;
         loss_ema = isnan(loss_ema) ? loss : 0.98 * loss_ema + 0.02 * loss;
-        int evaluated = 0;
-        if (step % eval_every == 0 || step == total_steps) {
-            r = cc_trainer_validate(tr, &vnll, &vmse);
-            evaluated = 1;
-            if (r == -EAGAIN)
-                vnll = vmse = loss_ema; /* no validation data: keep the last weights */
-            val = by_mse ? vmse : vnll;
-            if (val < best) {
-                best = val;
-                bad = 0;
-                memcpy(best_block, cc_trainer_eval_weights(tr), m->n_params * sizeof(float));
-                char vb[64], sb[64];
-                snprintf(sb, sizeof sb, "%lld", (long long)step);
-                snprintf(vb, sizeof vb, "%.6f", vnll);
-                cc_hparams_set_extra(&m->hp, "val_nll", vb);
-                snprintf(vb, sizeof vb, "%.6g", vmse);
-                cc_hparams_set_extra(&m->hp, "val_mse", vb);
-                cc_hparams_set_extra(&m->hp, "train_steps", sb);
-                CcModel view = *m; /* the validated weights (the EMA with --ema) */
-                view.block = best_block;
-                cc_params_point(&view.w, &view.hp, best_block);
-                if (cc_model_save(&view, out_path, err, sizeof err) < 0) {
-                    fprintf(stderr, "\ncellcast train: %s\n", err);
-                    goto done_best;
-                }
-                saved_any = 1;
-            } else {
-                bad++;
-            }
-            double ex[2] = {best, bad};
-            if (cc_trainer_save_state(tr, state_path, ex, 2, err, sizeof err) < 0)
-                fprintf(stderr, "\ncellcast train: %s\n", err);
-        }
-        el = (cc_now_ns() - t0) / 1e9;
-        double rate = (step - start_step) / (el > 1e-9 ? el : 1e-9);
-        double eta = (total_steps - step) / (rate > 0 ? rate : 1e-9);
-        if (max_minutes > 0 && eta > max_minutes * 60 - el)
-            eta = max_minutes * 60 - el;
-        if (!quiet && tty && (cc_now_ns() - last_print > 200000000LL || evaluated)) {
-            char etab[32], elb[32];
-            fmt_dur(etab, sizeof etab, eta);
-            fmt_dur(elb, sizeof elb, el);
-            int64_t ntr;
-            cc_trainer_counts(tr, &ntr, NULL);
-            double epoch = (double)step * batch * G / (double)(ntr ? ntr : 1);
-            fprintf(stderr,
-                    "\r\033[Kepoch %.2f  step %lld/%lld  loss %.4f  val %.4f mse %.4g (best %s %.4g)  "
-                    "lr %.2e  %.0f tok/s  %s  ETA %s",
-                    epoch, (long long)step, (long long)total_steps, loss_ema, vnll, vmse, select, best,
-                    lr_now, rate * tokens_per_step, elb, etab);
-            last_print = cc_now_ns();
-        } else if (!quiet && !tty && evaluated) {
-            int64_t ntr;
-            cc_trainer_counts(tr, &ntr, NULL);
-            double epoch = (double)step * batch * G / (double)(ntr ? ntr : 1);
-            fprintf(stderr,
-                    "step %lld/%lld epoch %.2f loss %.4f val %.4f val_mse %.4g best_%s %.4g "
-                    "lr %.2e tok/s %.0f elapsed %.0fs\n",
-                    (long long)step, (long long)total_steps, epoch, loss_ema, vnll, vmse, select,
-                    best, lr_now,
-                    rate * tokens_per_step, el);
-        }
-        if (evaluated && bad >= patience) {
-            why = "early stop (patience)";
+        int evaluated = step % a->eval_every == 0 || step == t->total_steps;
+        if (evaluated && train_validate(t, step, loss_ema, &vnll, &vmse))
+            return -1;
+        double v[3] = {loss_ema, vnll, vmse};
+        train_progress(t, step, start_step, (cc_now_ns() - t0) / 1e9, evaluated, v, lr_now,
+                       &last_print);
+        if (evaluated && t->bad >= a->patience) {
+            *why = "early stop (patience)";
             break;
         }
     }
-    if (!saved_any) { /* stopped before the first validation: save what there is */
+    return 0;
+}
+
+/* The best weights into --out (stopped before the first validation: the current ones) and
+ * the optimiser state into --out.optim. 0 or -1. */
+static int train_save(Train *t)
+{
+    CcModel *m = t->m;
+    if (!t->saved_any) {
         double v, vm;
-        if (cc_trainer_validate(tr, &v, &vm) == 0) {
-            char vb[64];
-            snprintf(vb, sizeof vb, "%.6f", v);
-            cc_hparams_set_extra(&m->hp, "val_nll", vb);
-            snprintf(vb, sizeof vb, "%.6g", vm);
-            cc_hparams_set_extra(&m->hp, "val_mse", vb);
-            best = by_mse ? vm : v;
+        if (cc_trainer_validate(t->tr, &v, &vm) == 0) {
+            set_val_extras(&m->hp, v, vm);
+            t->best = t->by_mse ? vm : v;
         }
-        memcpy(best_block, cc_trainer_eval_weights(tr), m->n_params * sizeof(float));
+        memcpy(t->best_block, cc_trainer_eval_weights(t->tr), m->n_params * sizeof(float));
     }
-    {
+    double ex[2] = {t->best, t->bad};
+    cc_trainer_save_state(t->tr, t->state_path, ex, 2, t->err, sizeof t->err);
+    memcpy(m->block, t->best_block, m->n_params * sizeof(float));
+    if (!t->saved_any) {
         char sb[64];
-        double ex[2] = {best, bad};
-        cc_trainer_save_state(tr, state_path, ex, 2, err, sizeof err);
-        memcpy(m->block, best_block, m->n_params * sizeof(float));
-        if (!saved_any) {
-            snprintf(sb, sizeof sb, "%lld", (long long)cc_trainer_steps_done(tr));
-            cc_hparams_set_extra(&m->hp, "train_steps", sb);
-        }
-        if (cc_model_save(m, out_path, err, sizeof err) < 0) {
-            fprintf(stderr, "\ncellcast train: %s\n", err);
-            goto done_best;
-        }
+        snprintf(sb, sizeof sb, "%lld", (long long)cc_trainer_steps_done(t->tr));
+        cc_hparams_set_extra(&m->hp, "train_steps", sb);
     }
-    if (!quiet)
+    if (cc_model_save(m, t->a.out_path, t->err, sizeof t->err) < 0) {
+        fprintf(stderr, "\ncellcast train: %s\n", t->err);
+        return -1;
+    }
+    return 0;
+}
+
+/* --resume: the optimiser state and the best/bad counts of the run resumed. 0 or -1. */
+static int train_resume(Train *t)
+{
+    char rs[4096];
+    double ex[2] = {INFINITY, 0};
+    snprintf(rs, sizeof rs, "%s.optim", t->a.resume);
+    if (cc_trainer_load_state(t->tr, rs, ex, 2, t->err, sizeof t->err) < 0) {
+        fprintf(stderr, "cellcast train: %s\n", t->err);
+        return -1;
+    }
+    t->best = ex[0], t->bad = ex[1];
+    if (!t->a.quiet)
+        fprintf(stderr, "cellcast train: resumed at step %lld (best val NLL %.4f)\n",
+                (long long)cc_trainer_steps_done(t->tr), t->best);
+    return 0;
+}
+
+static int train_run(Train *t, int argc, char **argv)
+{
+    const char *why;
+    if (train_data(t) || train_model(t) || train_settings(t) || train_open(t))
+        return -1;
+    train_metadata(t, argc, argv);
+    snprintf(t->state_path, sizeof t->state_path, "%s.optim", t->a.out_path);
+    t->best = INFINITY, t->bad = 0;
+    if (t->a.resume && train_resume(t))
+        return -1;
+    if (!(t->best_block = malloc(t->m->n_params * sizeof(float)))) {
+        fprintf(stderr, "cellcast train: out of memory\n");
+        return -1;
+    }
+    memcpy(t->best_block, t->m->block, t->m->n_params * sizeof(float));
+    signal(SIGINT, on_sigint);
+    int64_t t0 = cc_now_ns();
+    if (train_loop(t, &why) || train_save(t))
+        return -1;
+    if (!t->a.quiet)
         fprintf(stderr, "%scellcast train: %s after %lld steps in %.1fs; best val %s %.4g → %s\n",
-                tty ? "\n" : "", why, (long long)cc_trainer_steps_done(tr),
-                (cc_now_ns() - t0) / 1e9, select, best, out_path);
-    ret = 0;
-done_best:
-    free(best_block);
-done:
-    cc_trainer_close(&tr);
-    cc_model_close(&m);
-    cc_data_close(&ds);
-    free(rtrain);
-    free(rval);
+                t->tty ? "\n" : "", why, (long long)cc_trainer_steps_done(t->tr),
+                (cc_now_ns() - t0) / 1e9, t->a.select, t->best, t->a.out_path);
+    return 0;
+}
+
+int cmd_train(int argc, char **argv)
+{
+    Train *t = calloc(1, sizeof *t);
+    if (!t) {
+        fprintf(stderr, "cellcast train: out of memory\n");
+        return 1;
+    }
+    int ret = train_opts(&t->a, argc, argv);
+    if (ret == CLI_RUN) {
+        t->by_mse = !strcmp(t->a.select, "mse");
+        t->is_ett = t->a.protocol != NULL;
+        t->tty = isatty(fileno(stderr));
+        ret = train_run(t, argc, argv) ? 1 : 0;
+    }
+    free(t->best_block);
+    cc_trainer_close(&t->tr);
+    cc_model_close(&t->m);
+    cc_data_close(&t->ds);
+    free(t->rtrain);
+    free(t->rval);
+    free(t);
     return ret;
 }

@@ -1,0 +1,762 @@
+/* eval.c — rolling-origin evaluation against baselines (see eval.h). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cc_engine.h"
+#include "cc_metrics.h"
+#include "cc_model.h"
+#include "eval.h"
+
+enum { M_MODEL, M_NAIVE, M_SDAY, M_SWEEK, M_MEAN, N_METHODS };
+
+static const char *method_names[N_METHODS] = {"model", "naive", "snaive_1d", "snaive_1w", "mean"};
+
+static const char *const barcelona_targets[] = {"rnti_count", "rb_down", "rb_up", "down", "up"};
+
+typedef struct SeriesRun {
+    CcCell *cell;
+    CcRange test;
+    int first_origin, last_origin; /* rows; first > last: none */
+    int start_row;                 /* first row streamed */
+    double *scale;                 /* (K) MASE scale per scored KPI */
+    double *csum;                  /* (T+1, K) prefix sums of the scored KPIs (window mean) */
+} SeriesRun;
+
+struct CctEval {
+    CctEvalSettings s;
+    CcModel *model;
+    CcEngine *engine;
+    CcDataset *ds, *dtest;
+    CcDataReport rep;
+    CcMetrics *met[N_METHODS];
+    SeriesRun *runs;
+    char testbuf[1024];
+    int K, kidx[CC_MAX_FEATURES];
+    char kname[CC_MAX_FEATURES][CC_FEATURE_NAME_MAX];
+    int H, W, D, R, P; /* horizon, window, steps per day (0: none), streamed context, patch */
+    double zmean[CC_MAX_FEATURES], zstd[CC_MAX_FEATURES]; /* ett: the train slice's */
+    int64_t t_start, engine_ns, n_origins, skipped_origins, n_engine_steps;
+    double wall;
+};
+
+void cct_eval_default_settings(CctEvalSettings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->format = CC_DATA_AUTO;
+    s->protocol = CCT_EVAL_ROLLING;
+    s->threads = 1;
+}
+
+static int file_exists(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int parse_list(const char *s, char names[][CC_FEATURE_NAME_MAX], int max)
+{
+    int n = 0;
+    while (s && *s) {
+        const char *q = strchr(s, ',');
+        size_t l = q ? (size_t)(q - s) : strlen(s);
+        if (n == max || l == 0 || l >= CC_FEATURE_NAME_MAX)
+            return -1;
+        memcpy(names[n], s, l);
+        names[n][l] = 0;
+        n++;
+        if (!q)
+            break;
+        s = q + 1;
+    }
+    return n;
+}
+
+/* ---------------------------------------------------------------------------- loading */
+
+/* The model, the data (with the model's features and step unless given) and the test file
+ * appended to it (barcelona: SITE_test.csv by default). */
+static int load(CctEval *e, char *err, size_t errlen)
+{
+    CctEvalSettings *o = &e->s;
+    CcDataReport rep2;
+    int join_row = -1;
+    if (o->model_path && cc_model_open_file(&e->model, o->model_path, err, errlen))
+        return -EINVAL;
+    CcDataSettings dset;
+    cc_data_default_settings(&dset);
+    dset.format = o->format;
+    dset.time_column = o->time_column;
+    dset.time_format = o->time_format;
+    dset.step_seconds = o->step;
+    char featlist[CC_MAX_FEATURES * CC_FEATURE_NAME_MAX];
+    if (o->features) {
+        dset.features = o->features;
+    } else if (e->model) {
+        size_t len = 0;
+        featlist[0] = 0;
+        for (int f = 0; f < e->model->hp.n_features; f++)
+            len += (size_t)snprintf(featlist + len, sizeof featlist - len, "%s%s", f ? "," : "",
+                                    e->model->hp.features[f]);
+        dset.features = featlist;
+    }
+    if (!dset.step_seconds && e->model)
+        dset.step_seconds = e->model->hp.step_seconds;
+    if (cc_data_open_file(&e->ds, o->data_path, &dset, &e->rep, err, errlen))
+        return -EINVAL;
+    if (o->protocol == CCT_EVAL_BARCELONA && !o->test_path) {
+        size_t l = strlen(o->data_path);
+        if (l > 4 && !strcmp(o->data_path + l - 4, ".csv"))
+            snprintf(e->testbuf, sizeof e->testbuf, "%.*s_test.csv", (int)(l - 4), o->data_path);
+        else
+            snprintf(e->testbuf, sizeof e->testbuf, "%s_test", o->data_path);
+        if (!file_exists(e->testbuf)) {
+            snprintf(err, errlen, "barcelona protocol: no test file %s (give --test)", e->testbuf);
+            return -EINVAL;
+        }
+        o->test_path = e->testbuf;
+    }
+    if (o->test_path && (cc_data_open_file(&e->dtest, o->test_path, &dset, &rep2, err, errlen) ||
+                         cc_data_append(e->ds, e->dtest, dset.impute, &join_row, err, errlen)))
+        return -EINVAL;
+    if (e->model && e->ds->step_seconds != e->model->hp.step_seconds) {
+        snprintf(err, errlen, "data step %lld s differs from the model's %lld s",
+                 (long long)e->ds->step_seconds, (long long)e->model->hp.step_seconds);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* The KPIs scored: --kpis, the barcelona targets, or every feature. */
+static int pick_kpis(CctEval *e, char *err, size_t errlen)
+{
+    const CcDataset *ds = e->ds;
+    if (e->s.kpis) {
+        e->K = parse_list(e->s.kpis, e->kname, CC_MAX_FEATURES);
+    } else if (e->s.protocol == CCT_EVAL_BARCELONA) {
+        e->K = 5;
+        for (int i = 0; i < 5; i++)
+            snprintf(e->kname[i], CC_FEATURE_NAME_MAX, "%s", barcelona_targets[i]);
+    } else {
+        e->K = ds->n_features;
+        for (int f = 0; f < ds->n_features; f++)
+            memcpy(e->kname[f], ds->features[f], CC_FEATURE_NAME_MAX);
+    }
+    if (e->K <= 0) {
+        snprintf(err, errlen, "bad --kpis list");
+        return -EINVAL;
+    }
+    for (int i = 0; i < e->K; i++) {
+        e->kidx[i] = cc_data_feature_index(ds, e->kname[i]);
+        if (e->kidx[i] < 0) {
+            snprintf(err, errlen, "KPI '%s' is not among the %s features", e->kname[i],
+                     e->model ? "model's" : "data's");
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* Horizon, window, steps per day and the context streamed before the first origin. */
+static int pick_sizes(CctEval *e, char *err, size_t errlen)
+{
+    const CcModel *model = e->model;
+    const int64_t S = e->ds->step_seconds;
+    const int ett = e->s.protocol == CCT_EVAL_ETT, barca = e->s.protocol == CCT_EVAL_BARCELONA;
+    e->H = e->s.horizon ? e->s.horizon : ett ? 96 : barca ? 1 : model ? model->hp.horizon : 24;
+    if (model && e->H > model->hp.horizon) {
+        snprintf(err, errlen, "--horizon %d exceeds the model's horizon %d", e->H,
+                 model->hp.horizon);
+        return -EINVAL;
+    }
+    e->W = e->s.window ? e->s.window : model ? model->hp.norm_window : 336;
+    e->D = (86400 % S == 0) ? (int)(86400 / S) : 0;
+    if (model) {
+        e->P = model->hp.patch_len;
+        e->R = model->hp.n_patches * e->P + e->P;
+        if (model->hp.norm_window > e->R)
+            e->R = model->hp.norm_window;
+    }
+    return 0;
+}
+
+/* The test range of series s. */
+static int test_range(CctEval *e, int s, double from_ts, CcRange *out, char *err, size_t errlen)
+{
+    const CcSeries *se = &e->ds->series[s];
+    CcRange sp[3];
+    if (e->s.protocol == CCT_EVAL_ETT) {
+        *out = (CcRange){11520, 14400};
+    } else if (e->s.test_path) {
+        /* rows after the join of this cell; other cells have no test range */
+        const CcDataset *dtest = e->dtest;
+        int jr = -1;
+        for (int j = 0; j < dtest->n_series; j++)
+            if (!strcmp(dtest->series[j].cell_id, se->cell_id) ||
+                (dtest->n_series == 1 && e->ds->n_series == 1))
+                jr = (int)(dtest->series[j].p0 - se->p0);
+        *out = jr >= 0 ? (CcRange){jr, se->T} : (CcRange){se->T, se->T};
+    } else if (e->s.from) {
+        int64_t p = (int64_t)ceil(from_ts / (double)e->ds->step_seconds);
+        int64_t b = p - se->p0;
+        b = b < 0 ? 0 : b > se->T ? se->T : b;
+        *out = (CcRange){(int)b, se->T};
+    } else {
+        if (cc_data_split(e->s.split, se->T, sp, err, errlen))
+            return -EINVAL;
+        *out = sp[2];
+    }
+    return 0;
+}
+
+/* Per series: test range, origins, first streamed row, MASE scales, prefix sums. */
+static int prepare_runs(CctEval *e, char *err, size_t errlen)
+{
+    CcDataset *ds = e->ds;
+    const int F = ds->n_features, K = e->K, D = e->D;
+    int rc;
+    if (!(e->runs = calloc((size_t)ds->n_series, sizeof *e->runs)))
+        return -ENOMEM;
+    if (e->s.protocol == CCT_EVAL_ETT) {
+        if (ds->n_series != 1 || ds->series[0].T < 14400) {
+            snprintf(err, errlen, "ett protocol needs one series of ≥ 14400 rows (ETTh1.csv)");
+            return -EINVAL;
+        }
+        CcRange tr = {0, 8640};
+        cc_data_stats(ds, 0, tr, e->zmean, e->zstd);
+        cc_data_standardize(ds, e->zmean, e->zstd);
+    }
+    double from_ts = 0;
+    if (e->s.from && cc_data_parse_time(e->s.from, strlen(e->s.from), NULL, &from_ts)) {
+        snprintf(err, errlen, "cannot parse --from '%s'", e->s.from);
+        return -EINVAL;
+    }
+    for (int s = 0; s < ds->n_series; s++) {
+        const CcSeries *se = &ds->series[s];
+        SeriesRun *r = &e->runs[s];
+        if ((rc = test_range(e, s, from_ts, &r->test, err, errlen)))
+            return rc;
+        r->first_origin = r->test.begin - 1 > 0 ? r->test.begin - 1 : 0;
+        r->last_origin = r->test.end - 1 - e->H;
+        r->start_row = 0;
+        if (e->model && !e->s.full_history) {
+            int st = r->first_origin - e->R - 2 * e->P;
+            r->start_row = st > 0 ? st : 0;
+        }
+        r->scale = calloc((size_t)K, sizeof *r->scale);
+        r->csum = calloc(((size_t)se->T + 1) * K, sizeof *r->csum);
+        if (!r->scale || !r->csum)
+            return -ENOMEM;
+        for (int i = 0; i < K; i++)
+            r->scale[i] = cc_mase_scale(se->x, se->mask, F, e->kidx[i], 0, r->test.begin,
+                                        D > 0 && D < r->test.begin ? D : 1);
+        for (int i = 0; i < se->T; i++)
+            for (int q = 0; q < K; q++)
+                r->csum[(size_t)(i + 1) * K + q] =
+                    r->csum[(size_t)i * K + q] + se->x[(size_t)i * F + e->kidx[q]];
+    }
+    return 0;
+}
+
+static int open_engine(CctEval *e, char *err, size_t errlen)
+{
+    for (int m = 0; m < N_METHODS; m++)
+        if (cc_metrics_open(&e->met[m], e->K, e->H))
+            return -ENOMEM;
+    if (!e->model)
+        return 0;
+    CcEngineSettings es;
+    cc_engine_default_settings(&es);
+    es.n_threads = e->s.threads;
+    char eerr[256];
+    if (cc_engine_open(&e->engine, e->model, &es, eerr, sizeof eerr)) {
+        snprintf(err, errlen, "cannot open the engine: %s", eerr);
+        return -EINVAL;
+    }
+    for (int s = 0; s < e->ds->n_series; s++)
+        if (cc_cell_open(&e->runs[s].cell, e->engine))
+            return -ENOMEM;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------- scoring */
+
+/* Scores the model's forecast fc (NULL: no model) and the baselines at origin row i of
+ * series s. */
+static void score_origin(CctEval *e, int s, int i, const CcForecast *fc)
+{
+    const CcSeries *se = &e->ds->series[s];
+    const SeriesRun *r = &e->runs[s];
+    const int F = e->ds->n_features, W = e->W, D = e->D, H = e->H;
+    int w0 = i - W + 1 > 0 ? i - W + 1 : 0;
+    for (int q = 0; q < e->K; q++) {
+        int f = e->kidx[q];
+        double mean = (r->csum[(size_t)(i + 1) * e->K + q] - r->csum[(size_t)w0 * e->K + q]) /
+                      (double)(i + 1 - w0);
+        double last = se->x[(size_t)i * F + f];
+        for (int k = 0; k < H; k++) {
+            int tj = i + 1 + k;
+            size_t ti = (size_t)tj * F + f;
+            double y = se->mask[ti] ? se->x[ti] : NAN;
+            double sc = r->scale[q];
+            if (fc) {
+                double mu, sd;
+                cc_forecast_point(fc, f, k, &mu, &sd);
+                cc_metrics_add(e->met[M_MODEL], q, k, y, mu, sd, sc);
+            }
+            cc_metrics_add(e->met[M_NAIVE], q, k, y, last, NAN, sc);
+            if (D > 0) {
+                int mday = (k + 1 + D - 1) / D, mwk = (k + 1 + 7 * D - 1) / (7 * D);
+                int a = tj - mday * D, b = tj - mwk * 7 * D;
+                cc_metrics_add(e->met[M_SDAY], q, k, y, a >= 0 ? se->x[(size_t)a * F + f] : NAN,
+                               NAN, sc);
+                cc_metrics_add(e->met[M_SWEEK], q, k, y, b >= 0 ? se->x[(size_t)b * F + f] : NAN,
+                               NAN, sc);
+            }
+            cc_metrics_add(e->met[M_MEAN], q, k, y, mean, NAN, sc);
+        }
+    }
+}
+
+/* One absolute step p: the series that have it step the engine together, then every
+ * origin among them is scored. */
+static int stream_step(CctEval *e, int64_t p, CcStepInput *inputs, int *status, int *input_series,
+                       char *err, size_t errlen)
+{
+    const CcDataset *ds = e->ds;
+    int n = 0;
+    for (int s = 0; s < ds->n_series; s++) {
+        const CcSeries *se = &ds->series[s];
+        const SeriesRun *r = &e->runs[s];
+        int64_t i = p - se->p0;
+        if (r->first_origin > r->last_origin || i < r->start_row || i > r->last_origin)
+            continue;
+        input_series[n] = s;
+        inputs[n] = (CcStepInput){r->cell, p, se->x + (size_t)i * ds->n_features};
+        n++;
+    }
+    if (n == 0)
+        return 0;
+    if (e->engine) {
+        int64_t t0 = cc_now_ns();
+        int rc = cc_engine_step(e->engine, inputs, n, status);
+        e->engine_ns += cc_now_ns() - t0;
+        e->n_engine_steps += n;
+        if (rc) {
+            snprintf(err, errlen, "engine step failed (%d)", rc);
+            return -EINVAL;
+        }
+    }
+    for (int j = 0; j < n; j++) {
+        int s = input_series[j];
+        const CcSeries *se = &ds->series[s];
+        const SeriesRun *r = &e->runs[s];
+        int i = (int)(p - se->p0);
+        if (e->engine && status[j]) {
+            snprintf(err, errlen, "%s step %lld refused (%d)", se->cell_id, (long long)p,
+                     status[j]);
+            return -EINVAL;
+        }
+        if (i < r->first_origin)
+            continue;
+        CcForecast fc;
+        if (e->engine) {
+            cc_cell_forecast(r->cell, &fc);
+            if (!fc.valid) {
+                e->skipped_origins++;
+                continue;
+            }
+        }
+        e->n_origins++;
+        score_origin(e, s, i, e->engine ? &fc : NULL);
+    }
+    return 0;
+}
+
+static int stream(CctEval *e, char *err, size_t errlen)
+{
+    const CcDataset *ds = e->ds;
+    int rc = -ENOMEM;
+    CcStepInput *inputs = calloc((size_t)ds->n_series, sizeof *inputs);
+    int *status = calloc((size_t)ds->n_series, sizeof *status);
+    int *input_series = calloc((size_t)ds->n_series, sizeof *input_series);
+    if (!inputs || !status || !input_series)
+        goto end;
+    int64_t pmin = INT64_MAX, pmax = INT64_MIN;
+    for (int s = 0; s < ds->n_series; s++) {
+        const CcSeries *se = &ds->series[s];
+        if (e->runs[s].first_origin > e->runs[s].last_origin)
+            continue;
+        int64_t a = se->p0 + e->runs[s].start_row, b = se->p0 + e->runs[s].last_origin;
+        pmin = a < pmin ? a : pmin;
+        pmax = b > pmax ? b : pmax;
+    }
+    rc = 0;
+    for (int64_t p = pmin; p <= pmax && pmin <= pmax && !rc; p++)
+        rc = stream_step(e, p, inputs, status, input_series, err, errlen);
+end:
+    free(inputs);
+    free(status);
+    free(input_series);
+    return rc;
+}
+
+int cct_eval_open(CctEval **out, const CctEvalSettings *s, char *err, size_t errlen)
+{
+    int rc;
+    CctEval *e = calloc(1, sizeof *e);
+    *out = NULL;
+    if (!e)
+        return -ENOMEM;
+    e->s = *s;
+    e->t_start = cc_now_ns();
+    if (!s->data_path) {
+        snprintf(err, errlen, "no data file");
+        free(e);
+        return -EINVAL;
+    }
+    if ((rc = load(e, err, errlen)) || (rc = pick_kpis(e, err, errlen)) ||
+        (rc = pick_sizes(e, err, errlen)) || (rc = prepare_runs(e, err, errlen)) ||
+        (rc = open_engine(e, err, errlen)) || (rc = stream(e, err, errlen))) {
+        if (rc == -ENOMEM)
+            snprintf(err, errlen, "out of memory");
+        cct_eval_close(&e);
+        return rc;
+    }
+    e->wall = (double)(cc_now_ns() - e->t_start) / 1e9;
+    *out = e;
+    return 0;
+}
+
+void cct_eval_close(CctEval **pe)
+{
+    CctEval *e = *pe;
+    if (!e)
+        return;
+    for (int s = 0; e->runs && s < e->ds->n_series; s++) {
+        cc_cell_close(&e->runs[s].cell);
+        free(e->runs[s].scale);
+        free(e->runs[s].csum);
+    }
+    free(e->runs);
+    for (int m = 0; m < N_METHODS; m++)
+        cc_metrics_close(&e->met[m]);
+    cc_engine_close(&e->engine);
+    cc_model_close(&e->model);
+    cc_data_close(&e->ds);
+    cc_data_close(&e->dtest);
+    free(e);
+    *pe = NULL;
+}
+
+/* ---------------------------------------------------------------------------- report */
+
+/* Methods reported: the model's only with a model, the seasonal ones only with a day. */
+static int shown_method(const CctEval *e, int m)
+{
+    return (m != M_MODEL || e->engine) && !((m == M_SDAY || m == M_SWEEK) && e->D == 0);
+}
+
+static const char *method_label(const CctEval *e, int m, char *buf, size_t n)
+{
+    if (m != M_MEAN)
+        return method_names[m];
+    snprintf(buf, n, "mean_%d", e->W);
+    return buf;
+}
+
+static int64_t test_rows(const CctEval *e)
+{
+    int64_t n = 0;
+    for (int s = 0; s < e->ds->n_series; s++)
+        n += e->runs[s].test.end - e->runs[s].test.begin;
+    return n;
+}
+
+/* Barcelona summary of method m: NRMSE averaged over the targets at horizon step k. */
+static double barcelona_nrmse(const CctEval *e, int m, int k)
+{
+    double acc = 0;
+    for (int q = 0; q < e->K; q++) {
+        CcMetricValues v;
+        cc_metrics_get(e->met[m], q, k, &v);
+        acc += v.nrmse;
+    }
+    return acc / e->K;
+}
+
+/* Step 1 of it, NaN unless every target has a finite NRMSE. */
+static double barcelona_nrmse_step1(const CctEval *e, int m)
+{
+    double acc = 0;
+    int n = 0;
+    for (int q = 0; q < e->K; q++) {
+        CcMetricValues v;
+        cc_metrics_get(e->met[m], q, 0, &v);
+        if (isfinite(v.nrmse)) {
+            acc += v.nrmse;
+            n++;
+        }
+    }
+    return n == e->K ? acc / n : NAN;
+}
+
+static json_t *values_json(const CcMetricValues *v)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "n", json_integer(v->n));
+#define NUM(k, x) json_object_set_new(o, k, isfinite(x) ? json_real(x) : json_null())
+    NUM("mae", v->mae);
+    NUM("mse", v->mse);
+    NUM("rmse", v->rmse);
+    NUM("nrmse", v->nrmse);
+    NUM("mase", v->mase);
+    NUM("coverage80", v->coverage);
+#undef NUM
+    if (v->skipped)
+        json_object_set_new(o, "skipped", json_integer(v->skipped));
+    return o;
+}
+
+static json_t *method_json(const CctEval *e, int m)
+{
+    const CcMetrics *met = e->met[m];
+    json_t *jm = json_object();
+    CcMetricValues v;
+    cc_metrics_get(met, -1, -1, &v);
+    json_object_set_new(jm, "overall", values_json(&v));
+    json_t *pk = json_object(), *ps = json_array(), *pks = json_object();
+    for (int q = 0; q < e->K; q++) {
+        cc_metrics_get(met, q, -1, &v);
+        json_object_set_new(pk, e->kname[q], values_json(&v));
+        json_t *arr = json_array();
+        for (int k = 0; k < e->H; k++) {
+            cc_metrics_get(met, q, k, &v);
+            json_array_append_new(arr, values_json(&v));
+        }
+        json_object_set_new(pks, e->kname[q], arr);
+    }
+    for (int k = 0; k < e->H; k++) {
+        cc_metrics_get(met, -1, k, &v);
+        json_array_append_new(ps, values_json(&v));
+    }
+    json_object_set_new(jm, "per_kpi", pk);
+    json_object_set_new(jm, "per_step", ps);
+    json_object_set_new(jm, "per_kpi_step", pks);
+    if (e->s.protocol == CCT_EVAL_BARCELONA) {
+        double b1 = barcelona_nrmse_step1(e, m);
+        json_object_set_new(jm, "barcelona_nrmse_step1",
+                            isfinite(b1) ? json_real(b1) : json_null());
+        json_t *arr = json_array();
+        for (int k = 0; k < e->H; k++) {
+            double b = barcelona_nrmse(e, m, k);
+            json_array_append_new(arr, isfinite(b) ? json_real(b) : json_null());
+        }
+        json_object_set_new(jm, "barcelona_nrmse_per_step", arr);
+    }
+    return jm;
+}
+
+static json_t *hparams_json(const CcHparams *hp)
+{
+    return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:s}", "patch_len", hp->patch_len,
+                     "n_patches", hp->n_patches, "norm_window", hp->norm_window, "d_model",
+                     hp->d_model, "n_layers", hp->n_layers, "d_ff", hp->d_ff, "horizon",
+                     hp->horizon, "n_features", hp->n_features, "trained_on", hp->trained_on,
+                     "created_at", hp->created_at);
+}
+
+static const char *protocol_name(enum CctEvalProtocol p)
+{
+    return p == CCT_EVAL_ETT ? "ett" : p == CCT_EVAL_BARCELONA ? "barcelona" : "rolling";
+}
+
+json_t *cct_eval_json(const CctEval *e)
+{
+    const CcDataset *ds = e->ds;
+    json_t *root = json_object();
+    if (!root)
+        return NULL;
+    json_object_set_new(root, "model",
+                        e->s.model_path ? json_string(e->s.model_path) : json_null());
+    if (e->model)
+        json_object_set_new(root, "model_hparams", hparams_json(&e->model->hp));
+    json_object_set_new(root, "data", json_string(ds->source));
+    json_object_set_new(root, "protocol", json_string(protocol_name(e->s.protocol)));
+    json_object_set_new(root, "step_seconds", json_integer(ds->step_seconds));
+    json_object_set_new(root, "horizon", json_integer(e->H));
+    json_object_set_new(root, "window_mean", json_integer(e->W));
+    json_object_set_new(root, "series", json_integer(ds->n_series));
+    json_object_set_new(root, "test_rows", json_integer(test_rows(e)));
+    json_object_set_new(root, "origins", json_integer(e->n_origins));
+    json_object_set_new(root, "skipped_origins", json_integer(e->skipped_origins));
+    json_object_set_new(root, "rows_read", json_integer(e->rep.rows_read));
+    json_object_set_new(root, "missing_steps_inserted", json_integer(e->rep.missing_steps));
+    json_object_set_new(root, "wall_s", json_real(e->wall));
+    json_object_set_new(root, "engine_s", json_real((double)e->engine_ns / 1e9));
+    json_object_set_new(root, "engine_cell_steps", json_integer(e->n_engine_steps));
+    json_t *kp = json_array();
+    for (int q = 0; q < e->K; q++)
+        json_array_append_new(kp, json_string(e->kname[q]));
+    json_object_set_new(root, "kpis", kp);
+    if (ds->n_series == 1) {
+        json_object_set_new(root, "test_begin_row", json_integer(e->runs[0].test.begin));
+        json_object_set_new(root, "test_end_row", json_integer(e->runs[0].test.end));
+    }
+    json_t *methods = json_object();
+    char buf[32];
+    for (int m = 0; m < N_METHODS; m++)
+        if (shown_method(e, m))
+            json_object_set_new(methods, method_label(e, m, buf, sizeof buf), method_json(e, m));
+    json_object_set_new(root, "methods", methods);
+    if (e->s.protocol == CCT_EVAL_ETT) {
+        json_t *z = json_array();
+        for (int f = 0; f < ds->n_features; f++)
+            json_array_append_new(z, json_pack("{s:s,s:f,s:f}", "feature", ds->features[f], "mean",
+                                               e->zmean[f], "std", e->zstd[f]));
+        json_object_set_new(root, "zscore_train_rows_0_8640", z);
+    }
+    return root;
+}
+
+/* ---------------------------------------------------------------------------- table */
+
+static void fmt_num(char *buf, size_t n, double x)
+{
+    if (!isfinite(x))
+        snprintf(buf, n, "%10s", "-");
+    else if (fabs(x) >= 1e5 || (fabs(x) < 1e-3 && x != 0))
+        snprintf(buf, n, "%10.3e", x);
+    else
+        snprintf(buf, n, "%10.4f", x);
+}
+
+static void print_row(FILE *out, const char *label, const char *method, const CcMetricValues *v)
+{
+    char a[6][32];
+    fmt_num(a[0], sizeof a[0], v->mae);
+    fmt_num(a[1], sizeof a[1], v->mse);
+    fmt_num(a[2], sizeof a[2], v->rmse);
+    fmt_num(a[3], sizeof a[3], v->nrmse);
+    fmt_num(a[4], sizeof a[4], v->mase);
+    fmt_num(a[5], sizeof a[5], v->coverage);
+    fprintf(out, "  %-14s %-10s %s %s %s %s %s %s %9lld\n", label, method, a[0], a[1], a[2], a[3],
+            a[4], a[5], (long long)v->n);
+}
+
+static void print_header(FILE *out, const char *first)
+{
+    fprintf(out, "  %-14s %-10s %10s %10s %10s %10s %10s %10s %9s\n", first, "method", "MAE", "MSE",
+            "RMSE", "NRMSE", "MASE", "cover80", "n");
+}
+
+/* Horizon steps shown in the table: 1,2,3,4,6,8,12,16,24,… up to H, and H. */
+static int shown_step(int k, int H, int all)
+{
+    if (all || H <= 8)
+        return 1;
+    int s = k + 1;
+    if (s == H || s <= 4)
+        return 1;
+    for (int p = 4; p <= s; p *= 2)
+        if (s == p || s == p + p / 2)
+            return 1;
+    return 0;
+}
+
+static void print_summary(const CctEval *e, FILE *out)
+{
+    const CcDataset *ds = e->ds;
+    const int ett = e->s.protocol == CCT_EVAL_ETT, barca = e->s.protocol == CCT_EVAL_BARCELONA;
+    char buf[2048];
+    cc_data_report_format(&e->rep, ds, buf, sizeof buf);
+    fprintf(out, "cellcast eval — %s%s\n",
+            ett     ? "ETTh1 standard protocol, "
+            : barca ? "Barcelona protocol, "
+                    : "",
+            e->model ? e->s.model_path : "baselines only (no --model)");
+    fprintf(out, "data: %s\n", buf);
+    fprintf(out,
+            "series %d, test steps %lld, origins %lld (skipped, no forecast yet: %lld), "
+            "horizon %d × %llds, window mean %d%s\n",
+            ds->n_series, (long long)test_rows(e), (long long)e->n_origins,
+            (long long)e->skipped_origins, e->H, (long long)ds->step_seconds, e->W,
+            ett ? ", values z-scored with the train slice" : "");
+    if (ds->n_series == 1)
+        fprintf(out, "test rows [%d, %d), origins rows %d..%d\n", e->runs[0].test.begin,
+                e->runs[0].test.end, e->runs[0].first_origin, e->runs[0].last_origin);
+    fprintf(out, "wall %.2f s (engine %.2f s for %lld cell-steps)\n\n", e->wall,
+            (double)e->engine_ns / 1e9, (long long)e->n_engine_steps);
+}
+
+static void print_per_step(const CctEval *e, int per_step, FILE *out)
+{
+    const int barca = e->s.protocol == CCT_EVAL_BARCELONA;
+    const int64_t S = e->ds->step_seconds;
+    char mbuf[32];
+    fprintf(out, "\nPer horizon step (all KPIs pooled%s)\n",
+            barca ? "; last column group: mean NRMSE over targets" : "");
+    print_header(out, "step");
+    for (int k = 0; k < e->H; k++) {
+        if (!shown_step(k, e->H, per_step))
+            continue;
+        char lab[64];
+        int64_t secs = (int64_t)(k + 1) * S;
+        if (secs < 3600)
+            snprintf(lab, sizeof lab, "%d (%lldm)", k + 1, (long long)(secs / 60));
+        else if (secs % 3600 == 0)
+            snprintf(lab, sizeof lab, "%d (%lldh)", k + 1, (long long)(secs / 3600));
+        else
+            snprintf(lab, sizeof lab, "%d (%.1fh)", k + 1, (double)secs / 3600.0);
+        for (int m = 0; m < N_METHODS; m++) {
+            if (!shown_method(e, m))
+                continue;
+            CcMetricValues v;
+            cc_metrics_get(e->met[m], -1, k, &v);
+            if (barca)
+                v.nrmse = barcelona_nrmse(e, m, k);
+            print_row(out, lab, method_label(e, m, mbuf, sizeof mbuf), &v);
+        }
+    }
+}
+
+void cct_eval_print(const CctEval *e, int per_step, FILE *out)
+{
+    char mbuf[32];
+    CcMetricValues v;
+    print_summary(e, out);
+    fprintf(out, "Overall (all KPIs, steps 1..%d)\n", e->H);
+    print_header(out, "");
+    for (int m = 0; m < N_METHODS; m++) {
+        if (!shown_method(e, m))
+            continue;
+        cc_metrics_get(e->met[m], -1, -1, &v);
+        print_row(out, "all", method_label(e, m, mbuf, sizeof mbuf), &v);
+    }
+    if (e->s.protocol == CCT_EVAL_BARCELONA) {
+        fprintf(out, "\nBarcelona: NRMSE averaged over %d targets, step 1 (2 min)\n", e->K);
+        for (int m = 0; m < N_METHODS; m++)
+            if (shown_method(e, m))
+                fprintf(out, "  %-10s %.4f\n", method_label(e, m, mbuf, sizeof mbuf),
+                        barcelona_nrmse_step1(e, m));
+    }
+    fprintf(out, "\nPer KPI (steps 1..%d pooled)\n", e->H);
+    print_header(out, "kpi");
+    for (int q = 0; q < e->K; q++) {
+        for (int m = 0; m < N_METHODS; m++) {
+            if (!shown_method(e, m))
+                continue;
+            cc_metrics_get(e->met[m], q, -1, &v);
+            print_row(out, e->kname[q], method_label(e, m, mbuf, sizeof mbuf), &v);
+        }
+    }
+    if (e->H > 1)
+        print_per_step(e, per_step, out);
+    fprintf(out,
+            "\nMASE scale: in-sample %s seasonal naive MAE before the test range. "
+            "cover80: share of truths inside the model's P10-P90 interval.\n",
+            e->D ? "one-day" : "one-step");
+}

@@ -1,0 +1,118 @@
+/* inject.c — labelled anomalies injected into a cell's test rows (see inject.h). */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "cc_model.h"
+#include "cc_rng.h"
+#include "inject.h"
+
+const char *const cct_inject_type_name[CCT_INJ_TYPES] = {"spike", "level_shift", "outage", "drift"};
+
+static double unif(uint64_t *s, double lo, double hi) { return lo + (hi - lo) * cc_rng_uniform(s); }
+
+static int irange(uint64_t *s, int lo, int hi) /* [lo, hi] */
+{
+    return lo + (int)(cc_rng_next(s) % (uint64_t)(hi - lo + 1));
+}
+
+static int add_label(CctInjectSeries *c, CctLabel l)
+{
+    if (c->n_lab == c->cap_lab) {
+        int cap = c->cap_lab ? 2 * c->cap_lab : 16;
+        CctLabel *p = realloc(c->lab, (size_t)cap * sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        c->lab = p;
+        c->cap_lab = cap;
+    }
+    c->lab[c->n_lab++] = l;
+    return 0;
+}
+
+/* Per KPI: std over the history rows (all rows without history; 1 when there is none) and
+ * the clamp (0 when no history value is negative, else -inf). */
+static void history_scale(const CctInjectSeries *c, double *sd, double *lo)
+{
+    const int F = c->F, h1 = c->test0 > 0 ? c->test0 : c->T;
+    for (int f = 0; f < F; f++) {
+        double s1 = 0, s2 = 0, mn = INFINITY;
+        int k = 0;
+        for (int i = 0; i < h1; i++)
+            if (c->mask[(size_t)i * F + f]) {
+                double v = c->x[(size_t)i * F + f];
+                s1 += v;
+                s2 += v * v;
+                mn = v < mn ? v : mn;
+                k++;
+            }
+        double mu = k ? s1 / k : 0;
+        sd[f] = k > 1 ? sqrt(fmax(s2 / k - mu * mu, 0)) : 1;
+        if (!(sd[f] > 0))
+            sd[f] = 1;
+        lo[f] = k && mn >= 0 ? 0 : -INFINITY;
+    }
+}
+
+/* The label of the injection in the slot starting at row a (draws in a fixed order). */
+static CctLabel draw_label(const CctInjectSettings *s, int type, int a, uint64_t *rng)
+{
+    CctLabel l = {type, -1, 0, 0, 0};
+    int len;
+    switch (type) {
+    case CCT_INJ_SPIKE: len = irange(rng, 1, 3); break;
+    case CCT_INJ_SHIFT: len = irange(rng, 20, 60); break;
+    case CCT_INJ_OUTAGE: len = irange(rng, 10, 40); break;
+    default: len = irange(rng, 30, 60); break;
+    }
+    if (len > s->spacing / 2)
+        len = s->spacing / 2 > 0 ? s->spacing / 2 : 1;
+    l.start = a + irange(rng, 0, s->spacing / 4);
+    l.end = l.start + len;
+    if (type != CCT_INJ_OUTAGE)
+        l.kpi = s->kpis[irange(rng, 0, s->n_kpis - 1)];
+    double sign = unif(rng, 0, 1) < (type == CCT_INJ_SPIKE ? 0.7 : 0.5) ? 1 : -1;
+    switch (type) {
+    case CCT_INJ_SPIKE: l.mag = sign * unif(rng, 3, 6); break;
+    case CCT_INJ_SHIFT: l.mag = sign * unif(rng, 1.5, 3); break;
+    case CCT_INJ_DRIFT: l.mag = sign * unif(rng, 2, 4); break;
+    default: l.mag = 0;
+    }
+    l.mag *= s->mag_scale;
+    return l;
+}
+
+static void apply_label(CctInjectSeries *c, const CctLabel *l, const double *sd, const double *lo)
+{
+    const int F = c->F, len = l->end - l->start;
+    for (int i = l->start; i < l->end; i++) {
+        if (l->type == CCT_INJ_OUTAGE) {
+            for (int f = 0; f < F; f++) {
+                c->x[(size_t)i * F + f] = 0;
+                c->mask[(size_t)i * F + f] = 1;
+            }
+            continue;
+        }
+        size_t ix = (size_t)i * F + l->kpi;
+        double d = l->mag * sd[l->kpi];
+        if (l->type == CCT_INJ_DRIFT)
+            d *= (double)(i - l->start + 1) / len;
+        double v = c->x[ix] + d;
+        c->x[ix] = (float)(v < lo[l->kpi] ? lo[l->kpi] : v);
+        c->mask[ix] = 1;
+    }
+}
+
+int cct_inject(const CctInjectSettings *s, CctInjectSeries *c, uint64_t *rng, int rotation)
+{
+    double sd[CC_MAX_FEATURES], lo[CC_MAX_FEATURES];
+    history_scale(c, sd, lo);
+    int slot = 0;
+    for (int a = c->test0 + s->margin; a + s->spacing <= c->T; a += s->spacing, slot++) {
+        CctLabel l = draw_label(s, (slot + rotation) % CCT_INJ_TYPES, a, rng);
+        apply_label(c, &l, sd, lo);
+        if (add_label(c, l))
+            return -ENOMEM;
+    }
+    return 0;
+}
