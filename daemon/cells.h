@@ -83,8 +83,8 @@ typedef struct CcdCell {
     struct CcdCell *hnext, *lru_prev, *lru_next;
 } CcdCell;
 
+/* F, HZ and the ring size R come from the engine (its model, cc_engine_ring_steps). */
 typedef struct CcdCellsSettings {
-    int n_features, horizon, ring;  ///< F, HZ and the ring size R of the engine
     int64_t max_cells;
     int64_t kv_budget_bytes;
     int gap_policy;                 ///< CCD_GAP_IMPUTE / CCD_GAP_RESTART (config.h)
@@ -98,6 +98,8 @@ typedef struct CcdCellsStats {
 
 typedef struct CcdCells {
     CcdCellsSettings s;
+    int n_features, horizon;        ///< F, HZ of the model
+    int ring;                       ///< R: steps the engine keeps (cc_engine_ring_steps)
     const CcEngine *engine;
     CcdCell **buckets;
     size_t n_buckets, n_cells;
@@ -114,6 +116,25 @@ typedef struct CcdCells {
 
 int ccd_cells_open(CcdCells **out, const CcEngine *e, const CcdCellsSettings *s);
 void ccd_cells_close(CcdCells **t);
+
+/** Applies new limits and gap rules (reload; loop thread). */
+void ccd_cells_set_settings(CcdCells *t, const CcdCellsSettings *s);
+
+/** After the engine's model changed shape (reload, no batch in flight): rebinds every
+ *  cell's caches to it (a cell that cannot be rebound is reset and counted in *failed),
+ *  resizes the imputed-flag rings to the engine's ring and re-sizes the table's budget.
+ *  Returns the cells rebound, or -ENOMEM (the table is then unchanged but for the cells
+ *  already rebound). */
+int ccd_cells_rebind(CcdCells *t, int *failed);
+
+/** Publishes the cell's forecast after stepping `step` (worker, or the loop with the worker
+ *  idle): copies of fc and of the observation, and the expectation the step was scored
+ *  against (NULL: none), under pub_lock; bumps pub.seq. */
+void ccd_cells_publish(CcdCells *t, CcdCell *c, int64_t step, const float *values,
+                       const CcForecast *fc, const float *exp_mean, const float *exp_sd);
+
+/** Whether step `step` of the cell was imputed (for the steps the engine's ring holds). */
+int ccd_cells_imputed(const CcdCells *t, const CcdCell *c, int64_t step);
 
 CcdCell *ccd_cells_get(CcdCells *t, const char *id);
 

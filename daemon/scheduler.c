@@ -144,22 +144,7 @@ static void publish(CcdSched *s, CcdCell *c, int64_t step, const float *values, 
         have_exp = 1;
     }
     cc_cell_forecast(c->cell, &fc);
-    pthread_mutex_lock(&s->cells->pub_lock);
-    p->valid = fc.valid;
-    p->step = step;
-    p->seq++;
-    if (fc.valid) {
-        memcpy(p->y, fc.y, (size_t)F * (size_t)HZ * 2 * sizeof(float));
-        memcpy(p->mu, fc.mu, (size_t)F * sizeof(float));
-        memcpy(p->sigma, fc.sigma, (size_t)F * sizeof(float));
-    }
-    memcpy(p->obs, values, (size_t)F * sizeof(float));
-    p->have_expected = have_exp;
-    if (have_exp) {
-        memcpy(p->exp_mean, em, (size_t)F * sizeof(float));
-        memcpy(p->exp_sd, es, (size_t)F * sizeof(float));
-    }
-    pthread_mutex_unlock(&s->cells->pub_lock);
+    ccd_cells_publish(s->cells, c, step, values, &fc, have_exp ? em : NULL, es);
     if (s->s.on_stepped)
         s->s.on_stepped(s->s.cookie, c, step, values, imputed, &fc);
 }
@@ -311,8 +296,8 @@ int ccd_sched_open(CcdSched **out, struct event_base *base, CcEngine *e, CcdCell
     s->base = base;
     s->engine = e;
     s->cells = cells;
-    s->F = cells->s.n_features;
-    s->HZ = cells->s.horizon;
+    s->F = cells->n_features;
+    s->HZ = cells->horizon;
     for (int i = 0; i < 2; i++)
         s->batches[i].F = s->F;
     s->open = &s->batches[0];
