@@ -54,51 +54,49 @@ static double probit(double p)
     return x - u / (1 + x * u / 2);
 }
 
-/* RFC 3339 UTC of unix seconds, without gmtime/strftime (Hinnant's civil_from_days);
- * buf holds at least 21 bytes. */
+/* RFC 3339 UTC of unix seconds (cc_time); outside years 0..9999 the number itself. buf
+ * holds at least CC_RFC3339_LEN bytes. */
 static void rfc3339(int64_t unix_s, char *buf, size_t n)
 {
-    int64_t days = unix_s >= 0 ? unix_s / 86400 : -((-unix_s + 86399) / 86400);
-    int64_t sod = unix_s - days * 86400;
-    int64_t z = days + 719468, era = (z >= 0 ? z : z - 146096) / 146097;
-    int64_t doe = z - era * 146097;
-    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    int64_t y = yoe + era * 400, doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    int64_t mp = (5 * doy + 2) / 153, d = doy - (153 * mp + 2) / 5 + 1, m = mp < 10 ? mp + 3 : mp - 9;
-    y += m <= 2;
-    if (n < 21 || y < 0 || y > 9999) {
+    if (cc_time_format_rfc3339(unix_s, buf, n))
         snprintf(buf, n, "%lld", (long long)unix_s);
-        return;
-    }
-    int v[6] = {(int)y, (int)m, (int)d, (int)(sod / 3600), (int)(sod / 60 % 60), (int)(sod % 60)};
-    buf[0] = (char)('0' + v[0] / 1000), buf[1] = (char)('0' + v[0] / 100 % 10);
-    buf[2] = (char)('0' + v[0] / 10 % 10), buf[3] = (char)('0' + v[0] % 10);
-    static const char sep[] = "--T::Z";
-    for (int i = 1; i < 6; i++) {
-        buf[1 + 3 * i] = sep[i - 1];
-        buf[2 + 3 * i] = (char)('0' + v[i] / 10);
-        buf[3 + 3 * i] = (char)('0' + v[i] % 10);
-    }
-    buf[19] = 'Z';
-    buf[20] = 0;
 }
 
 static int64_t S_of(const Ccd *d) { return d->model->hp.step_seconds; }
 
-/* JSON string with escaping into an evbuffer. */
+/* The quoted, escaped JSON string of s[0..n) into o, which has room for 6 n + 2 bytes
+ * (`"`, `\` and control characters escaped; UTF-8 passes through). Returns its length. */
+static size_t jstr(char *o, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    char *p = o;
+    *p++ = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') {
+            *p++ = '\\';
+            *p++ = (char)ch;
+        } else if (ch < 0x20) {
+            memcpy(p, "\\u00", 4);
+            p[4] = hex[ch >> 4];
+            p[5] = hex[ch & 15];
+            p += 6;
+        } else {
+            *p++ = (char)ch;
+        }
+    }
+    *p++ = '"';
+    return (size_t)(p - o);
+}
+
+/* A JSON string into an evbuffer (names: short). */
 static void add_jstr(struct evbuffer *b, const char *s)
 {
-    evbuffer_add(b, "\"", 1);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            evbuffer_add_printf(b, "\\%c", ch);
-        else if (ch < 0x20)
-            evbuffer_add_printf(b, "\\u%04x", ch);
-        else
-            evbuffer_add(b, s, 1);
-    }
-    evbuffer_add(b, "\"", 1);
+    char tmp[6 * CC_FEATURE_NAME_MAX + 2];
+    size_t n = strlen(s);
+    if (n > CC_FEATURE_NAME_MAX)
+        n = CC_FEATURE_NAME_MAX;
+    evbuffer_add(b, tmp, jstr(tmp, s, n));
 }
 
 /* A finite number with 7 significant digits (like %.7g, without printf's cost: the
@@ -226,21 +224,10 @@ static void sb_ts(Sb *b, int64_t unix_s)
 /* A JSON string (escaped). */
 static void sb_jstr(Sb *b, const char *s)
 {
-    sb_add(b, "\"", 1);
-    for (const char *r = s; *r; r++) {
-        unsigned char ch = (unsigned char)*r;
-        if (ch == '"' || ch == '\\') {
-            char e[2] = {'\\', (char)ch};
-            sb_add(b, e, 2);
-        } else if (ch < 0x20) {
-            char e[8];
-            snprintf(e, sizeof e, "\\u%04x", ch);
-            sb_str(b, e);
-        } else {
-            sb_add(b, r, 1);
-        }
-    }
-    sb_add(b, "\"", 1);
+    size_t n = strlen(s);
+    char *o = sb_room(b, 6 * n + 2);
+    if (o)
+        b->n += jstr(o, s, n);
 }
 
 /* Parses an integer parameter; 0 ok, -1 absent, -2 malformed. */

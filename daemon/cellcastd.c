@@ -10,11 +10,28 @@
  * close and exit 0 (also the last snapshot, state.h). SIGHUP: reload (reload.h). The
  * configuration becomes the modules' settings in settings.c, at start and at reload.
  *
- * Ingest path (loop thread): Kafka fd readable → ccd_kafka_poll → on_message → decode
- * (cc_kpi) → ccd_cells_ingest (rules in cells.h) → open batch → the scheduler steps it
- * on the worker → on_done: ccd_kafka_ack(batch) so offsets are stored only after the
- * steps that consumed them (at-least-once; duplicates on redelivery are dropped by the
- * (cell, step) rule).
+ * A KPI's walk, Kafka to forecast to alert; each module is entered once, in this order:
+ *
+ *   1. kafka.c      ccd_kafka_poll (loop thread, from poll_kafka) hands each message of a
+ *                   poll to the host's on_message, below;
+ *   2. ingest       ccd_ingest_message, below: cc_kpi_decode turns it into records;
+ *   3. cells.c      ccd_cells_ingest applies the ingest rules (cells.h) and appends the
+ *                   steps to the open batch; when the batch is due, ccd_sched_maybe_flush
+ *                   has the table seal it (on_seal → ccd_cells_seal);
+ *   4. scheduler.c  the worker runs cc_engine_step per round (run_batch) and calls
+ *                   on_stepped for each stepped cell;
+ *   5. publish.c    ccd_publish_stepped copies the forecast and the step's expectation for
+ *                   the HTTP handlers;
+ *   6. alerts.c     ccd_alerts_on_stepped scores the step; transitions wait in its queue.
+ *
+ * The way back is one path too: the worker wakes the loop, which completes the batch and
+ * calls on_batch_done: ccd_cells_unbusy, ccd_state_ack (→ ccd_kafka_ack now, or with the
+ * next snapshot: state.h) so offsets are stored only after the steps that consumed them
+ * (at-least-once; duplicates on redelivery are dropped by the (cell, step) rule), then
+ * ccd_alerts_flush (→ ccd_kafka_produce of the transitions) and the HTTP requests that
+ * waited for a busy cell. POST /v1/kpis enters at 2 (api.c h_post_kpis).
+ *
+ * An HTTP forecast only reads: api.c h_forecast → the cell's published copy (publish.h).
  */
 #include <errno.h>
 #include <signal.h>
@@ -150,6 +167,7 @@ static void ack_idle(Ccd *d)
 static void on_batch_done(void *cookie, CcdBatch *b)
 {
     Ccd *d = cookie;
+    ccd_cells_unbusy(d->cells, b);
     if (d->kafka && b->kafka_hi > acked_kafka) {
         ccd_state_ack(d, b->kafka_hi); /* now, or with the next snapshot (state.h) */
         acked_kafka = b->kafka_hi;
@@ -188,11 +206,20 @@ static void poll_cb(evutil_socket_t fd, short what, void *arg)
 
 static void backpressure(Ccd *d);
 
-/* The worker stepped a cell: its alert scores (alerts.h). */
-static void on_stepped(void *cookie, CcdCell *c, int64_t step, const float *values, int imputed,
-                       const CcForecast *fc)
+/* The scheduler seals a batch for the worker: the cell table resolves its values. */
+static void on_seal(void *cookie, CcdBatch *b)
 {
-    ccd_alerts_on_stepped(cookie, c, step, values, imputed, fc);
+    Ccd *d = cookie;
+    ccd_cells_seal(d->cells, b);
+}
+
+/* The worker stepped a cell: its forecast is published, then scored. */
+static void on_stepped(void *cookie, CcdCell *c, int64_t step, const float *values, int imputed)
+{
+    Ccd *d = cookie;
+    CcForecast fc;
+    ccd_publish_stepped(d->cells, c, step, values, &fc);
+    ccd_alerts_on_stepped(d, c, step, values, imputed, &fc);
 }
 
 static uint64_t restored_cells(const Ccd *d)
@@ -528,8 +555,8 @@ int main(int argc, char **argv)
     ccd_state_restore(d);
     d->last_status_ns = d->last_wd_ns = cc_now_ns();
     CcdSchedSettings ss = {st.batch_steps, st.batch_ms, on_batch_done, on_stepped, d,
-                           st.worker_nice};
-    if (ccd_sched_open(&d->sched, d->base, d->engine, d->cells, &ss)) {
+                           on_seal, st.worker_nice};
+    if (ccd_sched_open(&d->sched, d->base, d->engine, &ss)) {
         LOG_ERROR("main", "cannot start the worker");
         goto out;
     }

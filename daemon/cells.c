@@ -67,7 +67,7 @@ static void cell_free(CcdCells *t, CcdCell *c)
     cc_cell_close(&c->cell);
     free(c->last_values);
     free(c->imputed_bits);
-    free(c->pub.y);
+    ccd_pub_free(&c->pub);
     free(c);
 }
 
@@ -168,7 +168,7 @@ static int evict_one(CcdCells *t)
 
 static CcdCell *cell_new(CcdCells *t, const char *id)
 {
-    size_t F = (size_t)t->n_features, HZ = (size_t)t->horizon;
+    const int F = t->n_features, HZ = t->horizon;
     CcdCell *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
@@ -177,19 +177,13 @@ static CcdCell *cell_new(CcdCells *t, const char *id)
     c->open_last = -1;
     c->topic = -1;
     c->partition = -1;
-    c->last_values = calloc(F, sizeof(float));
+    c->last_values = calloc((size_t)F, sizeof(float));
     c->imputed_bits = calloc(imputed_words(t->ring), sizeof(uint64_t));
-    /* one block for the published arrays: y (F,HZ,2), mu, sigma, obs, exp_mean, exp_sd */
-    c->pub.y = calloc(F * HZ * 2 + 5 * F, sizeof(float));
-    if (!c->last_values || !c->imputed_bits || !c->pub.y || cc_cell_open(&c->cell, t->engine)) {
+    if (!c->last_values || !c->imputed_bits || ccd_pub_init(&c->pub, (int)F, (int)HZ) ||
+        cc_cell_open(&c->cell, t->engine)) {
         cell_free(t, c);
         return NULL;
     }
-    c->pub.mu = c->pub.y + F * HZ * 2;
-    c->pub.sigma = c->pub.mu + F;
-    c->pub.obs = c->pub.sigma + F;
-    c->pub.exp_mean = c->pub.obs + F;
-    c->pub.exp_sd = c->pub.exp_mean + F;
     return c;
 }
 
@@ -405,29 +399,6 @@ void ccd_cells_foreach(CcdCells *t, void (*fn)(void *, CcdCell *), void *cookie)
         next = c->lru_next;
         fn(cookie, c);
     }
-}
-
-void ccd_cells_publish(CcdCells *t, CcdCell *c, int64_t step, const float *values,
-                       const CcForecast *fc, const float *exp_mean, const float *exp_sd)
-{
-    const size_t F = (size_t)t->n_features, HZ = (size_t)t->horizon;
-    CcdPub *p = &c->pub;
-    pthread_mutex_lock(&t->pub_lock);
-    p->valid = fc->valid;
-    p->step = step;
-    p->seq++;
-    if (fc->valid) {
-        memcpy(p->y, fc->y, F * HZ * 2 * sizeof(float));
-        memcpy(p->mu, fc->mu, F * sizeof(float));
-        memcpy(p->sigma, fc->sigma, F * sizeof(float));
-    }
-    memcpy(p->obs, values, F * sizeof(float));
-    p->have_expected = exp_mean != NULL;
-    if (exp_mean) {
-        memcpy(p->exp_mean, exp_mean, F * sizeof(float));
-        memcpy(p->exp_sd, exp_sd, F * sizeof(float));
-    }
-    pthread_mutex_unlock(&t->pub_lock);
 }
 
 int ccd_cells_imputed(const CcdCells *t, const CcdCell *c, int64_t step)

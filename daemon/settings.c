@@ -92,7 +92,6 @@ static int kafka_settings(CcdSettings *s, const CcdConfig *cfg)
     ks->props = s->kafka_props;
     ks->n_props = cfg->kafka_properties.n;
     ks->max_poll_messages = cfg->kafka_max_poll_messages;
-    ks->logger = ccd_log_lib_logger("kafka");
     return 0;
 }
 

@@ -19,9 +19,8 @@
 struct CcdState {
     char path[PATH_MAX];
     uint64_t ack_pending, ack_done;
-    uint64_t snapshots, snapshot_errors, snapshot_cells, restored_cells;
-    int64_t snapshot_unix, snapshot_bytes;
-    double snapshot_seconds;
+    CcdStateStats st;
+    uint64_t snapshot_cells;
     int64_t last_snap_ns;
 };
 
@@ -80,16 +79,16 @@ static int snapshot_write(Ccd *d, const char *why)
     }
     o->last_snap_ns = cc_now_ns();
     if (rc) {
-        o->snapshot_errors++;
+        o->st.snapshot_errors++;
         LOG_ERROR("state", "snapshot %s (%s) failed: %s; offsets not advanced", o->path, why, err);
         return rc;
     }
     struct stat st;
-    o->snapshots++;
+    o->st.snapshots++;
     o->snapshot_cells = x.n;
-    o->snapshot_unix = (int64_t)time(NULL);
-    o->snapshot_bytes = stat(o->path, &st) ? -1 : (int64_t)st.st_size;
-    o->snapshot_seconds = (double)(cc_now_ns() - t0) * 1e-9;
+    o->st.snapshot_unix = (int64_t)time(NULL);
+    o->st.snapshot_bytes = stat(o->path, &st) ? -1 : (int64_t)st.st_size;
+    o->st.snapshot_seconds = (double)(cc_now_ns() - t0) * 1e-9;
     if (d->kafka && ack > o->ack_done) {
         ccd_kafka_ack(d->kafka, ack);
         o->ack_done = ack;
@@ -97,7 +96,7 @@ static int snapshot_write(Ccd *d, const char *why)
     ccd_alerts_journal_compact(d);
     CCD_LOG(!strcmp(why, "periodic") ? CC_LOG_DEBUG : CC_LOG_INFO, "state",
             "snapshot %s (%s): %llu cells, %lld bytes in %.3f s", o->path, why,
-            (unsigned long long)x.n, (long long)o->snapshot_bytes, o->snapshot_seconds);
+            (unsigned long long)x.n, (long long)o->st.snapshot_bytes, o->st.snapshot_seconds);
     return 0;
 }
 
@@ -125,7 +124,7 @@ static void restore_forecast(Ccd *d, CcdCell *c, int64_t last, const float *last
     }
     CcForecast fc;
     cc_cell_forecast(c->cell, &fc);
-    ccd_cells_publish(d->cells, c, last, lastv, &fc, NULL, NULL);
+    ccd_publish(d->cells, c, last, lastv, &fc);
     ccd_alerts_restored(d, c, &fc);
 }
 
@@ -200,7 +199,7 @@ void ccd_state_restore(Ccd *d)
     if (rc < 0)
         LOG_ERROR("state", "snapshot %s: %s (after %llu cells)", o->path, err, (unsigned long long)n);
     cc_snapshot_read_close(&r);
-    o->restored_cells = n;
+    o->st.restored_cells = n;
     LOG_INFO("state", "snapshot %s restored: %llu cells (%llu failed), written %lld s ago; Kafka "
              "resumes at the offsets committed with it", o->path, (unsigned long long)n,
              (unsigned long long)failed, (long long)((int64_t)time(NULL) - info.created_s));
@@ -263,13 +262,4 @@ void ccd_state_shutdown(Ccd *d)
         LOG_WARN("state", "no snapshot at shutdown: offsets stay at the previous snapshot");
 }
 
-void ccd_state_stats(const Ccd *d, CcdStateStats *st)
-{
-    const CcdState *o = d->state;
-    st->snapshots = o->snapshots;
-    st->snapshot_errors = o->snapshot_errors;
-    st->restored_cells = o->restored_cells;
-    st->snapshot_unix = o->snapshot_unix;
-    st->snapshot_bytes = o->snapshot_bytes;
-    st->snapshot_seconds = o->snapshot_seconds;
-}
+void ccd_state_stats(const Ccd *d, CcdStateStats *st) { *st = d->state->st; }

@@ -234,11 +234,22 @@ typedef struct Done {
     int batches, items;
     uint64_t kafka_hi;
     struct event_base *base;
+    CcdCells *t;
 } Done;
+
+static void seal(void *cookie, CcdBatch *b) { ccd_cells_seal(((Done *)cookie)->t, b); }
+
+static void on_stepped(void *cookie, CcdCell *c, int64_t step, const float *values, int imputed)
+{
+    CcForecast fc;
+    (void)imputed;
+    ccd_publish_stepped(((Done *)cookie)->t, c, step, values, &fc);
+}
 
 static void on_done(void *cookie, CcdBatch *b)
 {
     Done *d = cookie;
+    ccd_cells_unbusy(d->t, b);
     d->batches++;
     d->items += b->n;
     d->kafka_hi = b->kafka_hi;
@@ -257,8 +268,10 @@ static void test_scheduler_steps_and_publishes(void **state)
     Done done = {0};
     assert_non_null(base = event_base_new());
     done.base = base;
-    CcdSchedSettings ss = {.batch_steps = 1000000, .batch_ms = 0, .on_done = on_done, .cookie = &done};
-    assert_int_equal(ccd_sched_open(&s, base, x->e, x->t, &ss), 0);
+    done.t = x->t;
+    CcdSchedSettings ss = {.batch_steps = 1000000, .batch_ms = 0, .on_done = on_done,
+                           .on_stepped = on_stepped, .cookie = &done, .seal = seal};
+    assert_int_equal(ccd_sched_open(&s, base, x->e, &ss), 0);
     /* a registered event keeps event_base_dispatch waiting for the worker's wake-up */
     struct event *keep = event_new(base, -1, EV_PERSIST, noop, NULL);
     struct timeval tv = {3600, 0};
