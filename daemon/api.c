@@ -12,6 +12,7 @@
 #include "cc_time.h"
 #include "host.h"
 #include "http.h"
+#include "ingest.h"
 #include "alerts.h"
 #include "log.h"
 #include "reload.h"

@@ -10,28 +10,7 @@
  * close and exit 0 (also the last snapshot, state.h). SIGHUP: reload (reload.h). The
  * configuration becomes the modules' settings in settings.c, at start and at reload.
  *
- * A KPI's walk, Kafka to forecast to alert; each module is entered once, in this order:
- *
- *   1. kafka.c      ccd_kafka_poll (loop thread, from poll_kafka) hands each message of a
- *                   poll to the host's on_message, below;
- *   2. ingest       ccd_ingest_message, below: cc_kpi_decode turns it into records;
- *   3. cells.c      ccd_cells_ingest applies the ingest rules (cells.h) and appends the
- *                   steps to the open batch; when the batch is due, ccd_sched_maybe_flush
- *                   has the table seal it (on_seal → ccd_cells_seal);
- *   4. scheduler.c  the worker runs cc_engine_step per round (run_batch) and calls
- *                   on_stepped for each stepped cell;
- *   5. publish.c    ccd_publish_stepped copies the forecast and the step's expectation for
- *                   the HTTP handlers;
- *   6. alerts.c     ccd_alerts_on_stepped scores the step; transitions wait in its queue.
- *
- * The way back is one path too: the worker wakes the loop, which completes the batch and
- * calls on_batch_done: ccd_cells_unbusy, ccd_state_ack (→ ccd_kafka_ack now, or with the
- * next snapshot: state.h) so offsets are stored only after the steps that consumed them
- * (at-least-once; duplicates on redelivery are dropped by the (cell, step) rule), then
- * ccd_alerts_flush (→ ccd_kafka_produce of the transitions) and the HTTP requests that
- * waited for a busy cell. POST /v1/kpis enters at 2 (api.c h_post_kpis).
- *
- * An HTTP forecast only reads: api.c h_forecast → the cell's published copy (publish.h).
+ * The walk of a KPI from Kafka to forecast to alert, and the way back: ingest.h.
  */
 #include <errno.h>
 #include <signal.h>
@@ -46,6 +25,7 @@
 #include "cellcastd.h"
 #include "host.h"
 #include "http.h"
+#include "ingest.h"
 #include "log.h"
 #include "notify.h"
 #include "reload.h"
@@ -55,173 +35,6 @@
 #define CRON_MS 10
 #define run_with_period(ms) if ((ms) <= CRON_MS || !(d->cronloops % (uint64_t)((ms) / CRON_MS)))
 
-static uint64_t acked_kafka, last_kafka, polled_in_batch;
-
-int ccd_backpressure(const Ccd *d) { return 4 * d->cfg.ingest_batch_steps; }
-
-int ccd_ingest_message(Ccd *d, const void *buf, size_t len, int topic, int32_t partition,
-                       CcKpiBatch *out)
-{
-    CcKpiBatch kb;
-    int64_t t0 = cc_now_ns();
-    int rc = cc_kpi_decode(d->kpi, buf, len, &kb);
-    int64_t t1 = cc_now_ns();
-    d->in.ns_parse += t1 - t0;
-    if (rc) {
-        memset(&kb, 0, sizeof kb);
-        if (out)
-            *out = kb;
-        return rc;
-    }
-    for (int i = 0; i < kb.n_errors; i++) {
-        d->in.invalid[kb.errors[i].reason]++;
-        d->in.invalid_elements++;
-        char src[48];
-        if (topic >= 0)
-            snprintf(src, sizeof src, "partition %d", partition);
-        else
-            snprintf(src, sizeof src, "POST /v1/kpis");
-        CCD_LOG_RL(CC_LOG_WARN, "ingest", "invalid %s (%s): %s: %s",
-                   kb.errors[i].element >= 0 ? "record" : "message", src,
-                   cc_kpi_reason_name(kb.errors[i].reason), kb.errors[i].message);
-    }
-    d->in.records += (uint64_t)kb.n_records;
-    int ret = 0;
-    for (int i = 0; i < kb.n_records; i++) {
-        rc = ccd_cells_ingest(d->cells, ccd_sched_open_batch(d->sched), &kb.records[i], topic,
-                              partition);
-        if (rc == -ENOSPC) {
-            d->in.refused_full++;
-            CCD_LOG_RL(CC_LOG_WARN, "ingest", "cell table full (limits.max_cells / kv_budget_mb "
-                       "with every cell busy): record of cell %s refused", kb.records[i].cell_id);
-            ret = rc;
-        } else if (rc) {
-            LOG_ERROR("ingest", "out of memory applying a record");
-            ret = rc;
-            break;
-        }
-    }
-    d->in.ns_state += cc_now_ns() - t1;
-    if (out)
-        *out = kb;
-    return ret;
-}
-
-/* ---- Kafka hooks ---- */
-
-static int topic_index(const Ccd *d, const char *name)
-{
-    for (int i = 0; i < d->cfg.kafka_topics.n; i++)
-        if (!strcmp(d->cfg.kafka_topics.items[i], name))
-            return i;
-    return -1;
-}
-
-static void on_message(void *cookie, uint64_t batch_id, const CcdKafkaMessage *msg)
-{
-    Ccd *d = cookie;
-    CcKpiBatch kb;
-    (void)batch_id;
-    polled_in_batch++;
-    d->in.kafka_messages++;
-    d->in.kafka_bytes += msg->len;
-    int topic = topic_index(d, msg->topic);
-    ccd_ingest_message(d, msg->payload, msg->len, topic, msg->partition, &kb);
-    if (kb.n_errors && d->cfg.kafka_dead_letter_topic[0]) {
-        ccd_kafka_dead_letter(d->kafka, msg, cc_kpi_reason_name(kb.errors[0].reason));
-        d->in.dead_letters++;
-    }
-}
-
-static void on_assign(void *cookie, const char *topic, const int32_t *parts, int n)
-{
-    Ccd *d = cookie;
-    LOG_INFO("kafka", "assigned %d partition(s) of '%s'", n, topic);
-    if (d->cfg.kafka_rewind_on_assign_s > 0) {
-        int64_t ts_ms = ((int64_t)time(NULL) - d->cfg.kafka_rewind_on_assign_s) * 1000;
-        for (int i = 0; i < n; i++)
-            ccd_kafka_rewind(d->kafka, topic, parts[i], ts_ms);
-    }
-}
-
-static void on_revoke(void *cookie, const char *topic, const int32_t *parts, int n)
-{
-    Ccd *d = cookie;
-    int t = topic_index(d, topic);
-    int marked = t >= 0 ? ccd_cells_release_partitions(d->cells, t, parts, n) : 0;
-    LOG_INFO("kafka", "revoked %d partition(s) of '%s': releasing %d cell(s)", n, topic, marked);
-    if (!d->stopping)
-        ccd_cells_reap(d->cells);
-}
-
-/* Acks Kafka batches that produced nothing to step (all duplicates/invalid). */
-static void ack_idle(Ccd *d)
-{
-    if (d->kafka && last_kafka > acked_kafka && !ccd_sched_pending(d->sched) &&
-        !ccd_sched_busy(d->sched)) {
-        ccd_state_ack(d, last_kafka);
-        acked_kafka = last_kafka;
-    }
-}
-
-static void on_batch_done(void *cookie, CcdBatch *b)
-{
-    Ccd *d = cookie;
-    ccd_cells_unbusy(d->cells, b);
-    if (d->kafka && b->kafka_hi > acked_kafka) {
-        ccd_state_ack(d, b->kafka_hi); /* now, or with the next snapshot (state.h) */
-        acked_kafka = b->kafka_hi;
-    }
-    ccd_alerts_flush(d); /* alert transitions of this batch → Kafka, history */
-    ccd_http_retry_deferred(d);
-}
-
-/* One poll of at most kafka.max_poll_messages per call, so that the loop stays responsive
- * (HTTP runs between polls); a full poll schedules the next one through a zero timeout,
- * which libevent runs after checking the sockets again. */
-static void poll_kafka(Ccd *d)
-{
-    if (!d->kafka || d->stopping)
-        return;
-    polled_in_batch = 0;
-    uint64_t id = ccd_kafka_poll(d->kafka);
-    if (id) {
-        last_kafka = id;
-        ccd_sched_note_kafka(d->sched, id);
-    }
-    ccd_sched_maybe_flush(d->sched, 0);
-    if (polled_in_batch >= (uint64_t)d->cfg.kafka_max_poll_messages &&
-        ccd_sched_pending(d->sched) < ccd_backpressure(d)) {
-        static const struct timeval zero = {0, 0};
-        evtimer_add(d->repoll_ev, &zero);
-    }
-    ack_idle(d);
-}
-
-static void poll_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd, (void)what;
-    poll_kafka(arg);
-}
-
-static void backpressure(Ccd *d);
-
-/* The scheduler seals a batch for the worker: the cell table resolves its values. */
-static void on_seal(void *cookie, CcdBatch *b)
-{
-    Ccd *d = cookie;
-    ccd_cells_seal(d->cells, b);
-}
-
-/* The worker stepped a cell: its forecast is published, then scored. */
-static void on_stepped(void *cookie, CcdCell *c, int64_t step, const float *values, int imputed)
-{
-    Ccd *d = cookie;
-    CcForecast fc;
-    ccd_publish_stepped(d->cells, c, step, values, &fc);
-    ccd_alerts_on_stepped(d, c, step, values, imputed, &fc);
-}
-
 static uint64_t restored_cells(const Ccd *d)
 {
     CcdStateStats ss;
@@ -230,21 +43,6 @@ static uint64_t restored_cells(const Ccd *d)
 }
 
 /* ---- cron ---- */
-
-static void backpressure(Ccd *d)
-{
-    int pending = ccd_sched_pending(d->sched), bp = ccd_backpressure(d);
-    if (!d->kafka)
-        return;
-    if (!d->kafka_paused && pending >= bp) {
-        ccd_kafka_pause(d->kafka, 1);
-        d->kafka_paused = 1;
-        LOG_DEBUG("ingest", "pausing Kafka: %d steps pending", pending);
-    } else if (d->kafka_paused && pending < bp / 2) {
-        ccd_kafka_pause(d->kafka, 0);
-        d->kafka_paused = 0;
-    }
-}
 
 static void update_rates(Ccd *d)
 {
@@ -302,14 +100,14 @@ static void cron(evutil_socket_t fd, short what, void *arg)
     run_with_period(CRON_MS)
     {
         ccd_sched_maybe_flush(d->sched, 0);
-        backpressure(d);
+        ccd_ingest_backpressure(d);
         ccd_demo_tick(d);
     }
     run_with_period(100)
     {
         if (d->kafka) {
             ccd_kafka_service(d->kafka);
-            poll_kafka(d); /* also when the wake-up fd stays quiet */
+            ccd_ingest_poll(d); /* also when the wake-up fd stays quiet */
         }
     }
     run_with_period(1000)
@@ -347,32 +145,6 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 }
 
 /* ---- setup ---- */
-
-int ccd_reopen_decoder(Ccd *d, const CcKpiSettings *ks, char *err, size_t errlen)
-{
-    CcKpiDecoder *old = d->kpi;
-    d->kpi = NULL;
-    int rc = cc_kpi_open(&d->kpi, ks, err, errlen);
-    if (rc) {
-        cc_kpi_close(&d->kpi);
-        d->kpi = old;
-        return rc;
-    }
-    cc_kpi_close(&old);
-    return 0;
-}
-
-static int open_kafka(Ccd *d, const CcdKafkaSettings *ks, char *err, size_t errlen)
-{
-    CcdKafkaHooks hooks = {d, on_message, on_assign, on_revoke};
-    int rc = ccd_kafka_open(&d->kafka, ks, &hooks, err, errlen);
-    if (rc)
-        return rc;
-    if (!(d->poll_ev = event_new(d->base, ccd_kafka_fd(d->kafka), EV_READ | EV_PERSIST, poll_cb, d)) ||
-        !(d->repoll_ev = evtimer_new(d->base, poll_cb, d)) || event_add(d->poll_ev, NULL))
-        return cc_errf(err, errlen, -ENOMEM, "cannot watch the Kafka consumer");
-    return 0;
-}
 
 static void usage(FILE *out)
 {
@@ -554,8 +326,9 @@ int main(int argc, char **argv)
     rc = 1;
     ccd_state_restore(d);
     d->last_status_ns = d->last_wd_ns = cc_now_ns();
-    CcdSchedSettings ss = {st.batch_steps, st.batch_ms, on_batch_done, on_stepped, d,
-                           on_seal, st.worker_nice};
+    CcdSchedSettings ss = {.batch_steps = st.batch_steps, .batch_ms = st.batch_ms,
+                           .worker_nice = st.worker_nice};
+    ccd_ingest_sched_hooks(d, &ss);
     if (ccd_sched_open(&d->sched, d->base, d->engine, &ss)) {
         LOG_ERROR("main", "cannot start the worker");
         goto out;
@@ -566,7 +339,7 @@ int main(int argc, char **argv)
     }
     LOG_INFO("http", "listening on http://%s:%d/ (try /v1/info)", d->cfg.http_bind, ccd_http_port(d));
     if (strcmp(d->cfg.kafka_brokers, "none")) {
-        if (open_kafka(d, &st.kafka, err, sizeof err)) {
+        if (ccd_ingest_open_kafka(d, &st.kafka, err, sizeof err)) {
             LOG_ERROR("kafka", "%s", err);
             goto out;
         }
@@ -612,7 +385,7 @@ int main(int argc, char **argv)
     if (d->repoll_ev)
         event_del(d->repoll_ev);
     ccd_sched_drain(d->sched);
-    ack_idle(d);
+    ccd_ingest_ack_idle(d);
     ccd_alerts_flush(d);    /* the last transitions */
     ccd_state_shutdown(d);  /* snapshot, offsets of what it holds */
     ccd_alerts_shutdown(d); /* transitions the producer refused so far */

@@ -70,19 +70,6 @@ typedef struct Ccd {
     char model_name[160];
 } Ccd;
 
-/** Decodes one KPI message and applies its records (Kafka and POST /v1/kpis). topic -1 =
- *  HTTP. Fills *batch_out with the decoder's view (valid until the next call) if given.
- *  Returns 0, -ENOSPC (table full) or -ENOMEM. */
-int ccd_ingest_message(Ccd *d, const void *buf, size_t len, int topic, int32_t partition,
-                       CcKpiBatch *batch_out);
-
-/** Pending cell-steps beyond which ingestion pauses (4 × batch_steps). */
-int ccd_backpressure(const Ccd *d);
-
-/** (Re)builds the KPI decoder (settings.h: ingest.*); on failure the previous decoder
- *  stays. 0 or -errno with a message. */
-int ccd_reopen_decoder(Ccd *d, const CcKpiSettings *ks, char *err, size_t errlen);
-
 /** The configuration in effect: defaults, then the file d->config_path, then the --set
  *  overrides of d->argv in order (not validated: ccd_config_validate). Initialises *c; free
  *  it with ccd_config_free even on failure. 0 or -errno with a message. */

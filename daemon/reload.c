@@ -15,6 +15,7 @@
 #include "alerts.h"
 #include "cellcastd.h"
 #include "http.h"
+#include "ingest.h"
 #include "log.h"
 #include "notify.h"
 #include "reload.h"
