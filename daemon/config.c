@@ -573,6 +573,8 @@ int ccd_config_init(CcdConfig *c)
     memset(c, 0, sizeof *c);
     int n_defs;
     const CcdConfigDef *defs = ccd_config_defs(&n_defs);
+    if (!defs)
+        return -ENOMEM; /* the table could not be built */
     for (int i = 0; i < n_defs; i++) {
         const CcdConfigDef *d = &defs[i];
         if (d->type == CCD_CFG_MAP)
