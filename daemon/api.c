@@ -12,8 +12,11 @@
 #include "cc_time.h"
 #include "host.h"
 #include "http.h"
+#include "ingest.h"
+#include "alerts.h"
 #include "log.h"
-#include "ops.h"
+#include "reload.h"
+#include "state.h"
 
 /* ---- helpers ---- */
 
@@ -52,51 +55,49 @@ static double probit(double p)
     return x - u / (1 + x * u / 2);
 }
 
-/* RFC 3339 UTC of unix seconds, without gmtime/strftime (Hinnant's civil_from_days);
- * buf holds at least 21 bytes. */
+/* RFC 3339 UTC of unix seconds (cc_time); outside years 0..9999 the number itself. buf
+ * holds at least CC_RFC3339_LEN bytes. */
 static void rfc3339(int64_t unix_s, char *buf, size_t n)
 {
-    int64_t days = unix_s >= 0 ? unix_s / 86400 : -((-unix_s + 86399) / 86400);
-    int64_t sod = unix_s - days * 86400;
-    int64_t z = days + 719468, era = (z >= 0 ? z : z - 146096) / 146097;
-    int64_t doe = z - era * 146097;
-    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    int64_t y = yoe + era * 400, doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    int64_t mp = (5 * doy + 2) / 153, d = doy - (153 * mp + 2) / 5 + 1, m = mp < 10 ? mp + 3 : mp - 9;
-    y += m <= 2;
-    if (n < 21 || y < 0 || y > 9999) {
+    if (cc_time_format_rfc3339(unix_s, buf, n))
         snprintf(buf, n, "%lld", (long long)unix_s);
-        return;
-    }
-    int v[6] = {(int)y, (int)m, (int)d, (int)(sod / 3600), (int)(sod / 60 % 60), (int)(sod % 60)};
-    buf[0] = (char)('0' + v[0] / 1000), buf[1] = (char)('0' + v[0] / 100 % 10);
-    buf[2] = (char)('0' + v[0] / 10 % 10), buf[3] = (char)('0' + v[0] % 10);
-    static const char sep[] = "--T::Z";
-    for (int i = 1; i < 6; i++) {
-        buf[1 + 3 * i] = sep[i - 1];
-        buf[2 + 3 * i] = (char)('0' + v[i] / 10);
-        buf[3 + 3 * i] = (char)('0' + v[i] % 10);
-    }
-    buf[19] = 'Z';
-    buf[20] = 0;
 }
 
 static int64_t S_of(const Ccd *d) { return d->model->hp.step_seconds; }
 
-/* JSON string with escaping into an evbuffer. */
+/* The quoted, escaped JSON string of s[0..n) into o, which has room for 6 n + 2 bytes
+ * (`"`, `\` and control characters escaped; UTF-8 passes through). Returns its length. */
+static size_t jstr(char *o, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    char *p = o;
+    *p++ = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') {
+            *p++ = '\\';
+            *p++ = (char)ch;
+        } else if (ch < 0x20) {
+            memcpy(p, "\\u00", 4);
+            p[4] = hex[ch >> 4];
+            p[5] = hex[ch & 15];
+            p += 6;
+        } else {
+            *p++ = (char)ch;
+        }
+    }
+    *p++ = '"';
+    return (size_t)(p - o);
+}
+
+/* A JSON string into an evbuffer (names: short). */
 static void add_jstr(struct evbuffer *b, const char *s)
 {
-    evbuffer_add(b, "\"", 1);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            evbuffer_add_printf(b, "\\%c", ch);
-        else if (ch < 0x20)
-            evbuffer_add_printf(b, "\\u%04x", ch);
-        else
-            evbuffer_add(b, s, 1);
-    }
-    evbuffer_add(b, "\"", 1);
+    char tmp[6 * CC_FEATURE_NAME_MAX + 2];
+    size_t n = strlen(s);
+    if (n > CC_FEATURE_NAME_MAX)
+        n = CC_FEATURE_NAME_MAX;
+    evbuffer_add(b, tmp, jstr(tmp, s, n));
 }
 
 /* A finite number with 7 significant digits (like %.7g, without printf's cost: the
@@ -224,21 +225,10 @@ static void sb_ts(Sb *b, int64_t unix_s)
 /* A JSON string (escaped). */
 static void sb_jstr(Sb *b, const char *s)
 {
-    sb_add(b, "\"", 1);
-    for (const char *r = s; *r; r++) {
-        unsigned char ch = (unsigned char)*r;
-        if (ch == '"' || ch == '\\') {
-            char e[2] = {'\\', (char)ch};
-            sb_add(b, e, 2);
-        } else if (ch < 0x20) {
-            char e[8];
-            snprintf(e, sizeof e, "\\u%04x", ch);
-            sb_str(b, e);
-        } else {
-            sb_add(b, r, 1);
-        }
-    }
-    sb_add(b, "\"", 1);
+    size_t n = strlen(s);
+    char *o = sb_room(b, 6 * n + 2);
+    if (o)
+        b->n += jstr(o, s, n);
 }
 
 /* Parses an integer parameter; 0 ok, -1 absent, -2 malformed. */
@@ -253,8 +243,7 @@ static int q_int(CcdReq *r, const char *name, long long *out)
     return (!*s || *end || errno) ? -2 : 0;
 }
 
-/* Looks up {id}: 1 found, else fills a 400/404 and returns its status as negative. */
-static int find_cell(CcdReq *r, CcdCell **out)
+int ccd_find_cell(CcdReq *r, CcdCell **out)
 {
     if (!cc_kpi_valid_cell_id(r->id, strlen(r->id)))
         return -ccd_problem(r, 400, "bad-cell-id",
@@ -375,6 +364,72 @@ static void hist_out(struct evbuffer *b, const char *name, const CcdHist *h)
                         (unsigned long long)h->count, name, h->sum, name, (unsigned long long)h->count);
 }
 
+/* Alerts (alerts.h), snapshots (state.h), reloads and the producer. */
+static void alerts_metrics(Ccd *d, struct evbuffer *b)
+{
+    static const char *const states[] = {"", "firing", "resolved"};
+    static const char *const sevs[] = {"", "warning", "critical"};
+    CcdAlertsStats as, *o = &as;
+    CcdStateStats ss, *so = &ss;
+    if (!d->alerts || !d->state)
+        return;
+    ccd_alerts_stats(d, &as);
+    ccd_state_stats(d, &ss);
+    evbuffer_add_printf(b, "# HELP cellcast_alert_transitions_total Alert transitions by kind, reason, state and severity.\n"
+                           "# TYPE cellcast_alert_transitions_total counter\n");
+    for (int k = 0; k < 2; k++)
+        for (int r = 0; r < 5; r++)
+            for (int s = 1; s < 3; s++)
+                for (int v = 1; v < 3; v++)
+                    if (o->trans[k][r][s][v] || (r == (k ? 1 : 0) && v == 1))
+                        evbuffer_add_printf(b, "cellcast_alert_transitions_total{kind=\"%s\",reason=\"%s\",state=\"%s\",severity=\"%s\"} %llu\n",
+                                            cc_alert_kind_name((enum CcAlertKind)k),
+                                            cc_dq_reason_name((enum CcDqReason)r), states[s], sevs[v],
+                                            (unsigned long long)o->trans[k][r][s][v]);
+    evbuffer_add_printf(b, "# HELP cellcast_alerts_firing Alerts firing now.\n# TYPE cellcast_alerts_firing gauge\n"
+                           "cellcast_alerts_firing{kind=\"anomaly\"} %d\ncellcast_alerts_firing{kind=\"data_quality\"} %d\n",
+                        o->firing_anomaly, o->firing_dq);
+    evbuffer_add_printf(b, "# HELP cellcast_alerts_quiet_total Transitions recomputed by a replay after a restart and not produced again.\n"
+                           "# TYPE cellcast_alerts_quiet_total counter\ncellcast_alerts_quiet_total %llu\n",
+                        (unsigned long long)o->quiet);
+    evbuffer_add_printf(b, "# HELP cellcast_alerts_produced_total Alert transitions handed to the Kafka producer.\n"
+                           "# TYPE cellcast_alerts_produced_total counter\ncellcast_alerts_produced_total %llu\n"
+                           "# HELP cellcast_alerts_produce_refused_total Produce attempts refused (queue full); retried.\n"
+                           "# TYPE cellcast_alerts_produce_refused_total counter\ncellcast_alerts_produce_refused_total %llu\n"
+                           "# HELP cellcast_alerts_waiting Transitions waiting for the producer queue.\n"
+                           "# TYPE cellcast_alerts_waiting gauge\ncellcast_alerts_waiting %zu\n",
+                        (unsigned long long)o->produced, (unsigned long long)o->produce_refused, o->waiting);
+    if (d->kafka) {
+        CcdKafkaStats ks;
+        ccd_kafka_stats(d->kafka, &ks);
+        evbuffer_add_printf(b, "# HELP cellcast_kafka_produce_total Producer outcomes (alerts and dead letters): delivered, retried, failed.\n"
+                               "# TYPE cellcast_kafka_produce_total counter\n"
+                               "cellcast_kafka_produce_total{result=\"delivered\"} %llu\n"
+                               "cellcast_kafka_produce_total{result=\"retried\"} %llu\n"
+                               "cellcast_kafka_produce_total{result=\"failed\"} %llu\n",
+                            (unsigned long long)ks.produced, (unsigned long long)ks.produce_retries,
+                            (unsigned long long)ks.produce_failed);
+    }
+    evbuffer_add_printf(b, "# HELP cellcast_snapshots_total Snapshots written, by result.\n# TYPE cellcast_snapshots_total counter\n"
+                           "cellcast_snapshots_total{result=\"ok\"} %llu\ncellcast_snapshots_total{result=\"error\"} %llu\n"
+                           "# HELP cellcast_snapshot_age_seconds Seconds since the last snapshot (-1: none yet).\n"
+                           "# TYPE cellcast_snapshot_age_seconds gauge\ncellcast_snapshot_age_seconds %lld\n"
+                           "# HELP cellcast_snapshot_bytes Size of the last snapshot.\n# TYPE cellcast_snapshot_bytes gauge\n"
+                           "cellcast_snapshot_bytes %lld\n"
+                           "# HELP cellcast_snapshot_duration_seconds Time the last snapshot took.\n"
+                           "# TYPE cellcast_snapshot_duration_seconds gauge\ncellcast_snapshot_duration_seconds %.6f\n"
+                           "# HELP cellcast_snapshot_restored_cells Cells restored from the snapshot at start.\n"
+                           "# TYPE cellcast_snapshot_restored_cells gauge\ncellcast_snapshot_restored_cells %llu\n"
+                           "# HELP cellcast_reloads_total Reloads (SIGHUP, POST /v1/admin/reload), by result.\n"
+                           "# TYPE cellcast_reloads_total counter\ncellcast_reloads_total{result=\"ok\"} %llu\n"
+                           "cellcast_reloads_total{result=\"refused\"} %llu\n",
+                        (unsigned long long)so->snapshots, (unsigned long long)so->snapshot_errors,
+                        so->snapshot_unix ? (long long)((int64_t)time(NULL) - so->snapshot_unix) : -1LL,
+                        (long long)so->snapshot_bytes, so->snapshot_seconds,
+                        (unsigned long long)so->restored_cells, (unsigned long long)d->reloads_ok,
+                        (unsigned long long)d->reloads_failed);
+}
+
 static int h_metrics(CcdReq *r)
 {
     Ccd *d = r->d;
@@ -479,7 +534,7 @@ static int h_metrics(CcdReq *r)
     evbuffer_add_printf(b, "cellcast_cell_state_bytes %zu\n", ccd_cells_bytes(d->cells));
     metric(b, "cellcast_rss_bytes", "gauge", "Resident set size of the process.");
     evbuffer_add_printf(b, "cellcast_rss_bytes %lld\n", ccd_host_rss_bytes());
-    ccd_ops_metrics(d, b);
+    alerts_metrics(d, b);
     ccd_http_metrics(d, b);
     return ccd_text(r, 200, "text/plain; version=0.0.4; charset=utf-8");
 }
@@ -640,7 +695,7 @@ static int h_cell(CcdReq *r)
 {
     Ccd *d = r->d;
     CcdCell *c;
-    int rc = find_cell(r, &c);
+    int rc = ccd_find_cell(r, &c);
     if (rc < 0)
         return -rc;
     const int F = d->model->hp.n_features;
@@ -687,7 +742,7 @@ static int h_cell(CcdReq *r)
         json_object_set_new(o, "last_observation", json_pack("{s:I, s:s, s:o}", "step", (json_int_t)pstep,
                                                              "ts", ts, "kpis", lo));
     }
-    ccd_ops_cell_json(d, c, o);
+    ccd_alerts_cell_json(d, c, o);
     return ccd_json(r, 200, o);
 }
 
@@ -731,7 +786,7 @@ static int h_forecast(CcdReq *r)
     const CcHparams *hp = &d->model->hp;
     const int F = hp->n_features, HZ = hp->horizon;
     CcdCell *c;
-    int rc = find_cell(r, &c);
+    int rc = ccd_find_cell(r, &c);
     if (rc < 0)
         return -rc;
     long long horizon = HZ;
@@ -867,8 +922,7 @@ static int h_forecast(CcdReq *r)
     return ccd_text(r, 200, "application/json");
 }
 
-/* since=: unix seconds or RFC 3339; 0 ok (absent: INT64_MIN), or a problem status. */
-static int parse_since(CcdReq *r, int64_t *since)
+int ccd_query_since(CcdReq *r, int64_t *since)
 {
     const char *s = ccd_query(r, "since");
     *since = INT64_MIN;
@@ -895,11 +949,11 @@ static int h_history(CcdReq *r)
     const int F = hp->n_features;
     const int64_t S = hp->step_seconds;
     CcdCell *c;
-    int rc = find_cell(r, &c);
+    int rc = ccd_find_cell(r, &c);
     if (rc < 0)
         return -rc;
     int64_t since;
-    if ((rc = parse_since(r, &since)))
+    if ((rc = ccd_query_since(r, &since)))
         return rc;
     if (c->busy)
         return CCD_DEFER; /* the worker is stepping it: answer after the batch */
@@ -927,8 +981,7 @@ static int h_history(CcdReq *r)
     evbuffer_add_printf(b, "],\"steps\":[");
     for (int i = 0; i < count; i++) {
         int64_t p = first + i;
-        uint64_t bit = (uint64_t)(p % d->cells->s.ring);
-        int imputed = (int)(c->imputed_bits[bit / 64] >> (bit % 64) & 1);
+        int imputed = ccd_cells_imputed(d->cells, c, p);
         rfc3339(p * S, ts, sizeof ts);
         evbuffer_add_printf(b, "%s{\"step\":%lld,\"ts\":\"%s\",\"imputed\":%s,\"values\":[", i ? "," : "",
                             (long long)p, ts, imputed ? "true" : "false");
@@ -949,7 +1002,7 @@ static int h_attention(CcdReq *r)
     const int F = hp->n_features, L = hp->n_layers, H = hp->n_heads, NT = hp->n_patches + 1;
     const int64_t S = hp->step_seconds;
     CcdCell *c;
-    int rc = find_cell(r, &c);
+    int rc = ccd_find_cell(r, &c);
     if (rc < 0)
         return -rc;
     uint64_t mask;

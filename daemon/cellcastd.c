@@ -7,14 +7,10 @@
  * Kafka (embedded broker by default) → demo feed → run. Everything periodic lives in one
  * cron timer (CRON_MS) as run_with_period blocks; signals come through evsignal_new.
  * SIGTERM/SIGINT: stop polling, step everything pending (drain), ack and commit offsets,
- * close and exit 0 (ops.h: also the snapshot). SIGHUP: reload (ops.h). Alerts, snapshots,
- * reload and systemd notifications live in ops.c; the calls into it are marked ccd_ops_*.
+ * close and exit 0 (also the last snapshot, state.h). SIGHUP: reload (reload.h). The
+ * configuration becomes the modules' settings in settings.c, at start and at reload.
  *
- * Ingest path (loop thread): Kafka fd readable → ccd_kafka_poll → on_message → decode
- * (cc_kpi) → ccd_cells_ingest (rules in cells.h) → open batch → the scheduler steps it
- * on the worker → on_done: ccd_kafka_ack(batch) so offsets are stored only after the
- * steps that consumed them (at-least-once; duplicates on redelivery are dropped by the
- * (cell, step) rule).
+ * The walk of a KPI from Kafka to forecast to alert, and the way back: ingest.h.
  */
 #include <errno.h>
 #include <signal.h>
@@ -24,182 +20,29 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "alerts.h"
 #include "cc_config.h"
 #include "cellcastd.h"
 #include "host.h"
 #include "http.h"
+#include "ingest.h"
 #include "log.h"
-#include "ops.h"
+#include "notify.h"
+#include "reload.h"
+#include "settings.h"
+#include "state.h"
 
 #define CRON_MS 10
 #define run_with_period(ms) if ((ms) <= CRON_MS || !(d->cronloops % (uint64_t)((ms) / CRON_MS)))
 
-static uint64_t acked_kafka, last_kafka, polled_in_batch;
-
-int ccd_backpressure(const Ccd *d) { return 4 * d->cfg.ingest_batch_steps; }
-
-int ccd_ingest_message(Ccd *d, const void *buf, size_t len, int topic, int32_t partition,
-                       CcKpiBatch *out)
+static uint64_t restored_cells(const Ccd *d)
 {
-    CcKpiBatch kb;
-    int64_t t0 = cc_now_ns();
-    int rc = cc_kpi_decode(d->kpi, buf, len, &kb);
-    int64_t t1 = cc_now_ns();
-    d->in.ns_parse += t1 - t0;
-    if (rc) {
-        memset(&kb, 0, sizeof kb);
-        if (out)
-            *out = kb;
-        return rc;
-    }
-    for (int i = 0; i < kb.n_errors; i++) {
-        d->in.invalid[kb.errors[i].reason]++;
-        d->in.invalid_elements++;
-        char src[48];
-        if (topic >= 0)
-            snprintf(src, sizeof src, "partition %d", partition);
-        else
-            snprintf(src, sizeof src, "POST /v1/kpis");
-        CCD_LOG_RL(CC_LOG_WARN, "ingest", "invalid %s (%s): %s: %s",
-                   kb.errors[i].element >= 0 ? "record" : "message", src,
-                   cc_kpi_reason_name(kb.errors[i].reason), kb.errors[i].message);
-    }
-    d->in.records += (uint64_t)kb.n_records;
-    int ret = 0;
-    for (int i = 0; i < kb.n_records; i++) {
-        rc = ccd_cells_ingest(d->cells, ccd_sched_open_batch(d->sched), &kb.records[i], topic,
-                              partition);
-        if (rc == -ENOSPC) {
-            d->in.refused_full++;
-            CCD_LOG_RL(CC_LOG_WARN, "ingest", "cell table full (limits.max_cells / kv_budget_mb "
-                       "with every cell busy): record of cell %s refused", kb.records[i].cell_id);
-            ret = rc;
-        } else if (rc) {
-            LOG_ERROR("ingest", "out of memory applying a record");
-            ret = rc;
-            break;
-        }
-    }
-    d->in.ns_state += cc_now_ns() - t1;
-    if (out)
-        *out = kb;
-    return ret;
+    CcdStateStats ss;
+    ccd_state_stats(d, &ss);
+    return ss.restored_cells;
 }
-
-/* ---- Kafka hooks ---- */
-
-static int topic_index(const Ccd *d, const char *name)
-{
-    for (int i = 0; i < d->cfg.kafka_topics.n; i++)
-        if (!strcmp(d->cfg.kafka_topics.items[i], name))
-            return i;
-    return -1;
-}
-
-static void on_message(void *cookie, uint64_t batch_id, const CcdKafkaMessage *msg)
-{
-    Ccd *d = cookie;
-    CcKpiBatch kb;
-    (void)batch_id;
-    polled_in_batch++;
-    d->in.kafka_messages++;
-    d->in.kafka_bytes += msg->len;
-    int topic = topic_index(d, msg->topic);
-    ccd_ingest_message(d, msg->payload, msg->len, topic, msg->partition, &kb);
-    if (kb.n_errors && d->cfg.kafka_dead_letter_topic[0]) {
-        ccd_kafka_dead_letter(d->kafka, msg, cc_kpi_reason_name(kb.errors[0].reason));
-        d->in.dead_letters++;
-    }
-}
-
-static void on_assign(void *cookie, const char *topic, const int32_t *parts, int n)
-{
-    Ccd *d = cookie;
-    LOG_INFO("kafka", "assigned %d partition(s) of '%s'", n, topic);
-    if (d->cfg.kafka_rewind_on_assign_s > 0) {
-        int64_t ts_ms = ((int64_t)time(NULL) - d->cfg.kafka_rewind_on_assign_s) * 1000;
-        for (int i = 0; i < n; i++)
-            ccd_kafka_rewind(d->kafka, topic, parts[i], ts_ms);
-    }
-}
-
-static void on_revoke(void *cookie, const char *topic, const int32_t *parts, int n)
-{
-    Ccd *d = cookie;
-    int t = topic_index(d, topic);
-    int marked = t >= 0 ? ccd_cells_release_partitions(d->cells, t, parts, n) : 0;
-    LOG_INFO("kafka", "revoked %d partition(s) of '%s': releasing %d cell(s)", n, topic, marked);
-    if (!d->stopping)
-        ccd_cells_reap(d->cells);
-}
-
-/* Acks Kafka batches that produced nothing to step (all duplicates/invalid). */
-static void ack_idle(Ccd *d)
-{
-    if (d->kafka && last_kafka > acked_kafka && !ccd_sched_pending(d->sched) &&
-        !ccd_sched_busy(d->sched)) {
-        ccd_ops_ack(d, last_kafka);
-        acked_kafka = last_kafka;
-    }
-}
-
-static void on_batch_done(void *cookie, CcdBatch *b)
-{
-    Ccd *d = cookie;
-    if (d->kafka && b->kafka_hi > acked_kafka) {
-        ccd_ops_ack(d, b->kafka_hi); /* now, or with the next snapshot (ops.h) */
-        acked_kafka = b->kafka_hi;
-    }
-    ccd_ops_batch_done(d); /* alert transitions of this batch → Kafka, history */
-    ccd_http_retry_deferred(d);
-}
-
-/* One poll of at most kafka.max_poll_messages per call, so that the loop stays responsive
- * (HTTP runs between polls); a full poll schedules the next one through a zero timeout,
- * which libevent runs after checking the sockets again. */
-static void poll_kafka(Ccd *d)
-{
-    if (!d->kafka || d->stopping)
-        return;
-    polled_in_batch = 0;
-    uint64_t id = ccd_kafka_poll(d->kafka);
-    if (id) {
-        last_kafka = id;
-        ccd_sched_note_kafka(d->sched, id);
-    }
-    ccd_sched_maybe_flush(d->sched, 0);
-    if (polled_in_batch >= (uint64_t)d->cfg.kafka_max_poll_messages &&
-        ccd_sched_pending(d->sched) < ccd_backpressure(d)) {
-        static const struct timeval zero = {0, 0};
-        evtimer_add(d->repoll_ev, &zero);
-    }
-    ack_idle(d);
-}
-
-static void poll_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd, (void)what;
-    poll_kafka(arg);
-}
-
-static void backpressure(Ccd *d);
 
 /* ---- cron ---- */
-
-static void backpressure(Ccd *d)
-{
-    int pending = ccd_sched_pending(d->sched), bp = ccd_backpressure(d);
-    if (!d->kafka)
-        return;
-    if (!d->kafka_paused && pending >= bp) {
-        ccd_kafka_pause(d->kafka, 1);
-        d->kafka_paused = 1;
-        LOG_DEBUG("ingest", "pausing Kafka: %d steps pending", pending);
-    } else if (d->kafka_paused && pending < bp / 2) {
-        ccd_kafka_pause(d->kafka, 0);
-        d->kafka_paused = 0;
-    }
-}
 
 static void update_rates(Ccd *d)
 {
@@ -218,6 +61,34 @@ static void update_rates(Ccd *d)
     d->in.last_steps = steps;
 }
 
+/* systemd: WATCHDOG=1 only while the loop runs (we are in its cron) and the worker makes
+ * progress; STATUS= every 10 s. */
+static void notify_cron(Ccd *d)
+{
+    int64_t now_ns = cc_now_ns();
+    if (!ccd_sched_busy(d->sched))
+        d->busy_since_ns = 0;
+    else if (!d->busy_since_ns)
+        d->busy_since_ns = now_ns;
+    if (!ccd_notify_enabled(d->notify))
+        return;
+    uint64_t wd = ccd_notify_watchdog_usec(d->notify);
+    int stuck = d->busy_since_ns && now_ns - d->busy_since_ns > (int64_t)(wd / 2) * 1000;
+    if (wd && !stuck && now_ns - d->last_wd_ns >= (int64_t)(wd / 2) * 1000 - 500000000LL) {
+        ccd_notify_watchdog(d->notify);
+        d->last_wd_ns = now_ns;
+    }
+    if (now_ns - d->last_status_ns >= 10000000000LL) {
+        CcdKafkaStats ks = {0};
+        if (d->kafka)
+            ccd_kafka_stats(d->kafka, &ks);
+        ccd_notify_status(d->notify, "%zu cells, %.0f steps/s, lag %lld, %d alerts firing",
+                          d->cells->n_cells, d->in.rate_steps, d->kafka ? (long long)ks.lag : 0LL,
+                          ccd_alerts_firing(d));
+        d->last_status_ns = now_ns;
+    }
+}
+
 static void cron(evutil_socket_t fd, short what, void *arg)
 {
     Ccd *d = arg;
@@ -229,21 +100,23 @@ static void cron(evutil_socket_t fd, short what, void *arg)
     run_with_period(CRON_MS)
     {
         ccd_sched_maybe_flush(d->sched, 0);
-        backpressure(d);
+        ccd_ingest_backpressure(d);
         ccd_demo_tick(d);
     }
     run_with_period(100)
     {
         if (d->kafka) {
             ccd_kafka_service(d->kafka);
-            poll_kafka(d); /* also when the wake-up fd stays quiet */
+            ccd_ingest_poll(d); /* also when the wake-up fd stays quiet */
         }
     }
     run_with_period(1000)
     {
         update_rates(d);
         ccd_cells_reap(d->cells);
-        ccd_ops_cron(d); /* alerts, missing-data ticks, periodic snapshot, WATCHDOG/STATUS */
+        ccd_alerts_tick(d); /* transitions, missing-data checks */
+        ccd_state_cron(d);  /* periodic snapshot */
+        notify_cron(d);     /* WATCHDOG=1, STATUS= */
     }
     run_with_period(60000)
     {
@@ -261,108 +134,17 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     if (sig == SIGHUP) {
         char err[768];
         LOG_INFO("main", "SIGHUP: reloading the configuration and the model");
-        ccd_ops_reload(d, NULL, err, sizeof err); /* logs the outcome */
+        ccd_reload(d, NULL, err, sizeof err); /* logs the outcome */
         return;
     }
-    ccd_ops_stopping(d);
+    ccd_notify_stopping(d->notify);
+    ccd_notify_send(d->notify, "EXTEND_TIMEOUT_USEC=60000000");
     LOG_INFO("main", "%s: draining and shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     d->stopping = 1;
     event_base_loopbreak(d->base);
 }
 
 /* ---- setup ---- */
-
-static int open_decoder(Ccd *d, char *err, size_t errlen)
-{
-    const CcHparams *hp = &d->model->hp;
-    const char *names[CC_MAX_FEATURES];
-    CcKpiMapEntry *map = calloc((size_t)d->cfg.ingest_fields.n + 1, sizeof *map);
-    char **feat = calloc((size_t)d->cfg.ingest_fields.n + 1, sizeof *feat);
-    int rc = -ENOMEM;
-    if (!map || !feat)
-        goto done;
-    for (int f = 0; f < hp->n_features; f++)
-        names[f] = hp->features[f];
-    for (int i = 0; i < d->cfg.ingest_fields.n; i++) {
-        const CcdKv *kv = &d->cfg.ingest_fields.items[i];
-        if (!(feat[i] = strdup(kv->value)))
-            goto done;
-        char *star = strchr(feat[i], '*');
-        map[i].field = kv->key;
-        map[i].scale = 1;
-        if (star) {
-            *star = 0;
-            map[i].scale = strtod(star + 1, NULL);
-        }
-        map[i].feature_name = feat[i];
-    }
-    CcKpiSettings ks;
-    cc_kpi_default_settings(&ks);
-    ks.n_features = hp->n_features;
-    ks.step_seconds = hp->step_seconds;
-    ks.align = (enum CcKpiAlign)d->cfg.ingest_align;
-    ks.feature_names = names;
-    ks.map = map;
-    ks.n_map = d->cfg.ingest_fields.n;
-    ks.cell_field = d->cfg.ingest_cell_field;
-    ks.ts_field = d->cfg.ingest_time_field;
-    ks.kpis_field = d->cfg.ingest_kpis_field;
-    ks.max_message_bytes = (size_t)d->cfg.ingest_max_message_bytes;
-    rc = cc_kpi_open(&d->kpi, &ks, err, errlen);
-done:
-    for (int i = 0; feat && i < d->cfg.ingest_fields.n; i++)
-        free(feat[i]);
-    free(feat);
-    free(map);
-    return rc;
-}
-
-int ccd_reopen_decoder(Ccd *d, char *err, size_t errlen)
-{
-    CcKpiDecoder *old = d->kpi;
-    d->kpi = NULL;
-    int rc = open_decoder(d, err, errlen);
-    if (rc) {
-        cc_kpi_close(&d->kpi);
-        d->kpi = old;
-        return rc;
-    }
-    cc_kpi_close(&old);
-    return 0;
-}
-
-static int open_kafka(Ccd *d, char *err, size_t errlen)
-{
-    CcdKafkaSettings ks;
-    CcdKafkaProp *props = calloc((size_t)d->cfg.kafka_properties.n + 1, sizeof *props);
-    if (!props)
-        return cc_errf(err, errlen, -ENOMEM, "out of memory");
-    ccd_kafka_default_settings(&ks);
-    ks.brokers = d->cfg.kafka_brokers;
-    ks.group_id = d->cfg.kafka_group_id;
-    ks.topics = (const char *const *)d->cfg.kafka_topics.items;
-    ks.n_topics = d->cfg.kafka_topics.n;
-    ks.alert_topic = d->cfg.kafka_alert_topic;
-    ks.dead_letter_topic = d->cfg.kafka_dead_letter_topic[0] ? d->cfg.kafka_dead_letter_topic : NULL;
-    ks.embedded_partitions = d->cfg.kafka_embedded_partitions;
-    for (int i = 0; i < d->cfg.kafka_properties.n; i++) {
-        props[i].name = d->cfg.kafka_properties.items[i].key;
-        props[i].value = d->cfg.kafka_properties.items[i].value;
-    }
-    ks.props = props;
-    ks.n_props = d->cfg.kafka_properties.n;
-    ks.max_poll_messages = d->cfg.kafka_max_poll_messages;
-    ks.logger = ccd_log_lib_logger("kafka");
-    CcdKafkaHooks hooks = {d, on_message, on_assign, on_revoke};
-    int rc = ccd_kafka_open(&d->kafka, &ks, &hooks, err, errlen);
-    free(props);
-    if (rc)
-        return rc;
-    if (!(d->poll_ev = event_new(d->base, ccd_kafka_fd(d->kafka), EV_READ | EV_PERSIST, poll_cb, d)) ||
-        !(d->repoll_ev = evtimer_new(d->base, poll_cb, d)) || event_add(d->poll_ev, NULL))
-        return cc_errf(err, errlen, -ENOMEM, "cannot watch the Kafka consumer");
-    return 0;
-}
 
 static void usage(FILE *out)
 {
@@ -379,77 +161,90 @@ static void usage(FILE *out)
             "  --version, -h/--help\n");
 }
 
-int main(int argc, char **argv)
+int ccd_config_read(const Ccd *d, CcdConfig *c, char *err, size_t errlen)
 {
-    Ccd dd, *d = &dd;
-    char err[1024];
-    const char *config = NULL;
-    int check = 0, print = 0, rc = 1;
-    memset(d, 0, sizeof *d);
-    if (ccd_config_init(&d->cfg)) {
-        fprintf(stderr, "cellcastd: out of memory\n");
-        return 1;
-    }
-    /* the file first, then the --set overrides in order */
+    int rc;
+    if ((rc = ccd_config_init(c)))
+        return cc_errf(err, errlen, rc, "out of memory");
+    if (d->config_path && (rc = ccd_config_load_file(c, d->config_path, err, errlen)))
+        return rc;
+    for (int i = 1; i < d->argc; i++)
+        if ((!strcmp(d->argv[i], "-s") || !strcmp(d->argv[i], "--set")) && i + 1 < d->argc) {
+            if ((rc = ccd_config_set(c, d->argv[++i], err, errlen)))
+                return rc;
+        } else if ((!strcmp(d->argv[i], "-c") || !strcmp(d->argv[i], "--config")) && i + 1 < d->argc) {
+            i++;
+        }
+    return 0;
+}
+
+enum { RUN, CHECK, PRINT, EXIT_OK, EXIT_USAGE };
+
+/* The command line but the --set overrides (ccd_config_read applies them): what to do. */
+static int parse_args(Ccd *d, int argc, char **argv)
+{
+    int what = RUN;
+    d->argc = argc;
+    d->argv = argv;
     for (int i = 1; i < argc; i++) {
         if ((!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) && i + 1 < argc)
-            config = argv[++i];
+            d->config_path = argv[++i];
         else if (!strcmp(argv[i], "--check-config"))
-            check = 1;
+            what = what == PRINT ? PRINT : CHECK;
         else if (!strcmp(argv[i], "--print-config") || !strcmp(argv[i], "--print-default-config"))
-            print = 1;
+            what = PRINT;
         else if (!strcmp(argv[i], "--routes")) {
             for (int r = 0; r < ccd_n_routes; r++)
                 printf("%s%s%s %s\n", ccd_routes[r].methods & EVHTTP_REQ_GET ? "GET" : "",
                        (ccd_routes[r].methods & EVHTTP_REQ_GET) && (ccd_routes[r].methods & EVHTTP_REQ_POST) ? "," : "",
                        ccd_routes[r].methods & EVHTTP_REQ_POST ? "POST" : "", ccd_routes[r].pattern);
-            ccd_config_free(&d->cfg);
-            return 0;
+            return EXIT_OK;
         } else if (!strcmp(argv[i], "--version")) {
             printf("cellcastd %s\n", CC_VERSION);
-            ccd_config_free(&d->cfg);
-            return 0;
+            return EXIT_OK;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
-            ccd_config_free(&d->cfg);
-            return 0;
+            return EXIT_OK;
         } else if ((!strcmp(argv[i], "-s") || !strcmp(argv[i], "--set")) && i + 1 < argc) {
             i++;
         } else {
             fprintf(stderr, "cellcastd: unknown or incomplete argument '%s'\n", argv[i]);
             usage(stderr);
-            ccd_config_free(&d->cfg);
-            return 2;
+            return EXIT_USAGE;
         }
     }
-    if (config && ccd_config_load_file(&d->cfg, config, err, sizeof err)) {
+    return what;
+}
+
+int main(int argc, char **argv)
+{
+    Ccd dd, *d = &dd;
+    CcdSettings st;
+    char err[1024];
+    int rc = 1, have_st = 0;
+    memset(d, 0, sizeof *d);
+    int what = parse_args(d, argc, argv);
+    if (what == EXIT_OK || what == EXIT_USAGE)
+        return what == EXIT_OK ? 0 : 2;
+    const char *config = d->config_path;
+    if (ccd_config_read(d, &d->cfg, err, sizeof err)) {
         fprintf(stderr, "cellcastd: %s\n", err);
         goto out_cfg;
     }
-    for (int i = 1; i < argc; i++)
-        if ((!strcmp(argv[i], "-s") || !strcmp(argv[i], "--set")) && i + 1 < argc) {
-            if (ccd_config_set(&d->cfg, argv[++i], err, sizeof err)) {
-                fprintf(stderr, "cellcastd: %s\n", err);
-                goto out_cfg;
-            }
-        } else if (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) {
-            i++;
-        }
     if (ccd_config_validate(&d->cfg, err, sizeof err)) {
         fprintf(stderr, "cellcastd: %s%s%s\n", config ? config : "", config ? ": " : "", err);
         goto out_cfg;
     }
-    d->config_path = config;
     ccd_log_level = d->cfg.log_level;
-    if (print) {
+    if (what == PRINT) {
         rc = ccd_config_write_yaml(&d->cfg, stdout) ? 1 : 0;
         goto out_cfg;
     }
 
     ccd_host_setup_blas(argc, argv, d->cfg.engine_blas_coretype);
     char model_path[4096];
-    ccd_ops_model_path(d->cfg.model_path, model_path, sizeof model_path);
-    if ((rc = cc_model_open_file(&d->model, model_path, err, sizeof err))) {
+    if ((rc = ccd_model_open(&d->model, d->cfg.model_path, model_path, sizeof model_path, err,
+                             sizeof err))) {
         LOG_ERROR("main", "model.path '%s': %s (a relative path that does not exist is also "
                   "looked up under $CELLCAST_HOME and %s)", model_path, err, CC_DATADIR);
         rc = 1;
@@ -457,8 +252,10 @@ int main(int argc, char **argv)
     }
     snprintf(d->model_name, sizeof d->model_name, "%s",
              d->model->hp.name[0] ? d->model->hp.name : d->cfg.model_path);
-    if (check) {
-        if (ccd_ops_check(&d->cfg, &d->model->hp, err, sizeof err)) {
+    rc = ccd_settings_from_config(&st, &d->cfg, &d->model->hp, err, sizeof err);
+    have_st = !rc;
+    if (what == CHECK) {
+        if (rc) {
             fprintf(stderr, "cellcastd: %s%s%s\n", config ? config : "", config ? ": " : "", err);
             rc = 1;
             goto out;
@@ -467,6 +264,11 @@ int main(int argc, char **argv)
                config ? " in " : "", config ? config : "", d->model_name, d->model->hp.n_features,
                (long long)d->model->hp.step_seconds, d->model->hp.horizon);
         rc = 0;
+        goto out;
+    }
+    if (rc) {
+        LOG_ERROR("main", "%s", err);
+        rc = 1;
         goto out;
     }
     rc = 1;
@@ -493,45 +295,41 @@ int main(int argc, char **argv)
     ccd_hist_init(&d->loop_lag, lag_le, (int)(sizeof lag_le / sizeof lag_le[0]));
     d->start_unix = (int64_t)time(NULL);
 
-    CcEngineSettings es;
-    cc_engine_default_settings(&es);
-    es.n_threads = d->cfg.engine_threads;
-    es.kv_type = (enum CcKvType)d->cfg.engine_kv_type;
-    es.max_batch_cells = d->cfg.engine_max_batch_cells;
-    es.keep_attention = d->cfg.engine_keep_attention;
-    if (cc_engine_open(&d->engine, d->model, &es, err, sizeof err)) {
+    if (cc_engine_open(&d->engine, d->model, &st.engine, err, sizeof err)) {
         LOG_ERROR("main", "cannot open the engine: %s", err);
         goto out;
     }
-    if (open_decoder(d, err, sizeof err)) {
+    if (ccd_reopen_decoder(d, &st.kpi, err, sizeof err)) {
         LOG_ERROR("main", "ingest field mapping: %s", err);
         goto out;
     }
     const CcHparams *hp = &d->model->hp;
-    CcdCellsSettings cs = {
-        .n_features = hp->n_features,
-        .horizon = hp->horizon,
-        .ring = hp->n_patches * hp->patch_len + hp->patch_len > hp->norm_window
-                    ? hp->n_patches * hp->patch_len + hp->patch_len
-                    : hp->norm_window,
-        .max_cells = d->cfg.limits_max_cells,
-        .kv_budget_bytes = d->cfg.limits_kv_budget_mb << 20,
-        .gap_policy = d->cfg.ingest_gap_policy,
-        .max_gap = d->cfg.ingest_max_gap,
-    };
-    if (ccd_cells_open(&d->cells, d->engine, &cs)) {
+    if (ccd_cells_open(&d->cells, d->engine, &st.cells)) {
         LOG_ERROR("main", "out of memory");
         goto out;
     }
-    d->cells->free_anomaly = ccd_ops_cell_free_hook;
+    d->cells->free_anomaly = ccd_alerts_cell_free;
     d->cells->free_cookie = d;
-    if (ccd_ops_open(d, argc, argv, err, sizeof err)) {
+    if (ccd_state_open(d, err, sizeof err)) {
         LOG_ERROR("main", "%s", err);
         goto out;
     }
-    CcdSchedSettings ss = {d->cfg.ingest_batch_steps, d->cfg.ingest_batch_ms, on_batch_done,
-                           ccd_ops_on_stepped, d, d->cfg.engine_worker_nice};
-    if (ccd_sched_open(&d->sched, d->base, d->engine, d->cells, &ss)) {
+    char journal[4096 + 16] = "";
+    if (ccd_state_path(d)[0])
+        snprintf(journal, sizeof journal, "%s.alerts", ccd_state_path(d));
+    if (ccd_alerts_open(d, &st.anomaly, journal, err, sizeof err)) {
+        LOG_ERROR("main", "%s", err);
+        goto out;
+    }
+    if ((rc = ccd_notify_open(&d->notify, err, sizeof err)))
+        LOG_WARN("notify", "%s (systemd notifications off)", err);
+    rc = 1;
+    ccd_state_restore(d);
+    d->last_status_ns = d->last_wd_ns = cc_now_ns();
+    CcdSchedSettings ss = {.batch_steps = st.batch_steps, .batch_ms = st.batch_ms,
+                           .worker_nice = st.worker_nice};
+    ccd_ingest_sched_hooks(d, &ss);
+    if (ccd_sched_open(&d->sched, d->base, d->engine, &ss)) {
         LOG_ERROR("main", "cannot start the worker");
         goto out;
     }
@@ -541,7 +339,7 @@ int main(int argc, char **argv)
     }
     LOG_INFO("http", "listening on http://%s:%d/ (try /v1/info)", d->cfg.http_bind, ccd_http_port(d));
     if (strcmp(d->cfg.kafka_brokers, "none")) {
-        if (open_kafka(d, err, sizeof err)) {
+        if (ccd_ingest_open_kafka(d, &st.kafka, err, sizeof err)) {
             LOG_ERROR("kafka", "%s", err);
             goto out;
         }
@@ -573,7 +371,12 @@ int main(int argc, char **argv)
     LOG_INFO("main", "cellcastd %s ready: model '%s' (%d KPIs, step %llds, horizon %d, %.1f KB/cell)",
              CC_VERSION, d->model_name, hp->n_features, (long long)hp->step_seconds, hp->horizon,
              (double)d->cells->cell_bytes / 1024.0);
-    ccd_ops_ready(d);
+    {
+        char status[256];
+        snprintf(status, sizeof status, "serving model '%s': %zu cells (%llu restored)",
+                 d->model_name, d->cells->n_cells, (unsigned long long)restored_cells(d));
+        ccd_notify_ready(d->notify, status);
+    }
     event_base_dispatch(d->base);
 
     /* drain: nothing new comes in; step what is pending; ack; commit */
@@ -582,8 +385,10 @@ int main(int argc, char **argv)
     if (d->repoll_ev)
         event_del(d->repoll_ev);
     ccd_sched_drain(d->sched);
-    ack_idle(d);
-    ccd_ops_shutdown(d); /* last transitions, snapshot, offsets of what it holds */
+    ccd_ingest_ack_idle(d);
+    ccd_alerts_flush(d);    /* the last transitions */
+    ccd_state_shutdown(d);  /* snapshot, offsets of what it holds */
+    ccd_alerts_shutdown(d); /* transitions the producer refused so far */
     if (d->kafka) {
         int crc = ccd_kafka_commit(d->kafka);
         LOG_INFO("kafka", "offsets committed%s", crc ? " (commit reported an error)" : "");
@@ -599,7 +404,9 @@ out:
         event_free(d->repoll_ev);
     ccd_kafka_close(&d->kafka, 5000);
     ccd_sched_close(&d->sched);
-    ccd_ops_close(d);
+    ccd_alerts_close(d);
+    ccd_notify_close(&d->notify);
+    ccd_state_close(d);
     ccd_cells_close(&d->cells);
     cc_kpi_close(&d->kpi);
     cc_engine_close(&d->engine);
@@ -618,6 +425,8 @@ out:
             LOG_INFO("main", "stopped cleanly");
     }
 out_cfg:
+    if (have_st)
+        ccd_settings_free(&st);
     ccd_config_free(&d->cfg);
     return rc;
 }

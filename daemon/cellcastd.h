@@ -1,7 +1,8 @@
 /*
  * cellcastd.h — the daemon's context, shared by its modules (cellcastd.c owns it): one
  * event base, the model and engine, the cell table, the scheduler, the Kafka module, the
- * HTTP server, the demo feed, and the counters /metrics and /v1/info report.
+ * alerts (alerts.h), the snapshots (state.h), the HTTP server, the demo feed, systemd
+ * notifications, and the counters /metrics and /v1/info report.
  *
  * Threads: the event-loop thread runs everything here except the scheduler's worker
  * (which steps the engine; see scheduler.h and cells.h for the handoff).
@@ -22,6 +23,9 @@
 
 typedef struct CcdHttp CcdHttp;
 typedef struct CcdDemo CcdDemo;
+typedef struct CcdAlerts CcdAlerts;
+typedef struct CcdState CcdState;
+typedef struct CcdNotify CcdNotify;
 
 typedef struct CcdIngestStats {
     uint64_t kafka_messages, kafka_bytes, http_messages, http_bytes;
@@ -37,6 +41,8 @@ typedef struct CcdIngestStats {
 typedef struct Ccd {
     CcdConfig cfg;
     const char *config_path;
+    int argc;                ///< the command line, for the --set overrides of a reload
+    char **argv;
     struct event_base *base;
     CcModel *model;
     CcEngine *engine;
@@ -46,7 +52,12 @@ typedef struct Ccd {
     CcdSched *sched;
     CcdHttp *http;
     CcdDemo *demo;
-    struct CcdOps *ops;      ///< alerts, snapshots, reload, notify (ops.h, issue 5)
+    CcdAlerts *alerts;
+    CcdState *state;
+    CcdNotify *notify;       ///< NULL when not run by systemd
+    uint64_t reloads_ok, reloads_failed;
+    int64_t last_status_ns, last_wd_ns;
+    int64_t busy_since_ns;   ///< the worker has been busy since (0: idle at the last cron)
     struct event *cron_ev, *poll_ev, *repoll_ev, *sig_term, *sig_int, *sig_hup;
     int64_t start_ns;
     int64_t start_unix;
@@ -59,18 +70,10 @@ typedef struct Ccd {
     char model_name[160];
 } Ccd;
 
-/** Decodes one KPI message and applies its records (Kafka and POST /v1/kpis). topic -1 =
- *  HTTP. Fills *batch_out with the decoder's view (valid until the next call) if given.
- *  Returns 0, -ENOSPC (table full) or -ENOMEM. */
-int ccd_ingest_message(Ccd *d, const void *buf, size_t len, int topic, int32_t partition,
-                       CcKpiBatch *batch_out);
-
-/** Pending cell-steps beyond which ingestion pauses (4 × batch_steps). */
-int ccd_backpressure(const Ccd *d);
-
-/** (Re)builds the KPI decoder from the configuration (ingest.*); on failure the previous
- *  decoder stays. 0 or -errno with a message. */
-int ccd_reopen_decoder(Ccd *d, char *err, size_t errlen);
+/** The configuration in effect: defaults, then the file d->config_path, then the --set
+ *  overrides of d->argv in order (not validated: ccd_config_validate). Initialises *c; free
+ *  it with ccd_config_free even on failure. 0 or -errno with a message. */
+int ccd_config_read(const Ccd *d, CcdConfig *c, char *err, size_t errlen);
 
 /* http.c / api.c */
 int ccd_http_open(Ccd *d, char *err, size_t errlen);

@@ -19,27 +19,40 @@ static uint64_t hash_id(const char *s)
     return h;
 }
 
+static size_t imputed_words(int ring) { return (size_t)(ring + 63) / 64; }
+
+/* Bytes per cell (the engine's, the record, the published arrays, last_values, the
+ * imputed flags) and the resident cells the limits allow. */
+static void size_budget(CcdCells *t)
+{
+    size_t F = (size_t)t->n_features, HZ = (size_t)t->horizon;
+    t->cell_bytes = cc_engine_cell_bytes(t->engine) + sizeof(CcdCell) +
+                    sizeof(float) * (F * HZ * 2 + 6 * F) + imputed_words(t->ring) * 8;
+    int64_t by_budget = t->s.kv_budget_bytes / (int64_t)t->cell_bytes;
+    t->max_resident = t->s.max_cells < by_budget ? t->s.max_cells : by_budget;
+    if (t->max_resident < 1)
+        t->max_resident = 1;
+}
+
 int ccd_cells_open(CcdCells **out, const CcEngine *e, const CcdCellsSettings *s)
 {
     CcdCells *t = calloc(1, sizeof *t);
     *out = NULL;
     if (!t)
         return -ENOMEM;
+    const CcHparams *hp = &cc_engine_model(e)->hp;
     t->s = *s;
     t->engine = e;
+    t->n_features = hp->n_features;
+    t->horizon = hp->horizon;
+    t->ring = cc_engine_ring_steps(e);
     t->n_buckets = 1024;
     t->buckets = calloc(t->n_buckets, sizeof *t->buckets);
     if (!t->buckets) {
         free(t);
         return -ENOMEM;
     }
-    size_t F = (size_t)s->n_features, HZ = (size_t)s->horizon;
-    t->cell_bytes = cc_engine_cell_bytes(e) + sizeof(CcdCell) +
-                    sizeof(float) * (F * HZ * 2 + 6 * F) + (size_t)(s->ring + 63) / 64 * 8;
-    int64_t by_budget = s->kv_budget_bytes / (int64_t)t->cell_bytes;
-    t->max_resident = s->max_cells < by_budget ? s->max_cells : by_budget;
-    if (t->max_resident < 1)
-        t->max_resident = 1;
+    size_budget(t);
     pthread_mutex_init(&t->pub_lock, NULL);
     *out = t;
     return 0;
@@ -54,7 +67,7 @@ static void cell_free(CcdCells *t, CcdCell *c)
     cc_cell_close(&c->cell);
     free(c->last_values);
     free(c->imputed_bits);
-    free(c->pub.y);
+    ccd_pub_free(&c->pub);
     free(c);
 }
 
@@ -155,7 +168,7 @@ static int evict_one(CcdCells *t)
 
 static CcdCell *cell_new(CcdCells *t, const char *id)
 {
-    size_t F = (size_t)t->s.n_features, HZ = (size_t)t->s.horizon;
+    const int F = t->n_features, HZ = t->horizon;
     CcdCell *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
@@ -164,25 +177,19 @@ static CcdCell *cell_new(CcdCells *t, const char *id)
     c->open_last = -1;
     c->topic = -1;
     c->partition = -1;
-    c->last_values = calloc(F, sizeof(float));
-    c->imputed_bits = calloc((size_t)(t->s.ring + 63) / 64, sizeof(uint64_t));
-    /* one block for the published arrays: y (F,HZ,2), mu, sigma, obs, exp_mean, exp_sd */
-    c->pub.y = calloc(F * HZ * 2 + 5 * F, sizeof(float));
-    if (!c->last_values || !c->imputed_bits || !c->pub.y || cc_cell_open(&c->cell, t->engine)) {
+    c->last_values = calloc((size_t)F, sizeof(float));
+    c->imputed_bits = calloc(imputed_words(t->ring), sizeof(uint64_t));
+    if (!c->last_values || !c->imputed_bits || ccd_pub_init(&c->pub, (int)F, (int)HZ) ||
+        cc_cell_open(&c->cell, t->engine)) {
         cell_free(t, c);
         return NULL;
     }
-    c->pub.mu = c->pub.y + F * HZ * 2;
-    c->pub.sigma = c->pub.mu + F;
-    c->pub.obs = c->pub.sigma + F;
-    c->pub.exp_mean = c->pub.obs + F;
-    c->pub.exp_sd = c->pub.exp_mean + F;
     return c;
 }
 
 static void set_imputed_bit(CcdCells *t, CcdCell *c, int64_t step, int on)
 {
-    uint64_t i = (uint64_t)(step % t->s.ring);
+    uint64_t i = (uint64_t)(step % t->ring);
     if (on)
         c->imputed_bits[i / 64] |= 1ULL << (i % 64);
     else
@@ -235,7 +242,7 @@ CcdCell *ccd_cells_add(CcdCells *t, const char *id)
 int ccd_cells_ingest(CcdCells *t, CcdBatch *open, const CcKpiRecord *rec, int topic,
                      int32_t partition)
 {
-    const int F = t->s.n_features;
+    const int F = t->n_features;
     CcdCell *c = ccd_cells_get(t, rec->cell_id);
     t->st.records++;
     if (!c) {
@@ -311,13 +318,13 @@ int ccd_cells_ingest(CcdCells *t, CcdBatch *open, const CcKpiRecord *rec, int to
 /* Called by the scheduler when it seals a batch: resolves values, flags, busy marks. */
 void ccd_cells_seal(CcdCells *t, CcdBatch *b)
 {
-    const int F = t->s.n_features;
+    const int F = t->n_features;
     for (int i = 0; i < b->n; i++) {
         CcdItem *it = &b->items[i];
         CcdCell *c = it->cell;
         float *v = b->values + (size_t)i * (size_t)F;
         if (it->reset_before)
-            memset(c->imputed_bits, 0, (size_t)(t->s.ring + 63) / 64 * sizeof(uint64_t));
+            memset(c->imputed_bits, 0, imputed_words(t->ring) * sizeof(uint64_t));
         if (it->imputed) {
             memcpy(v, c->last_values, (size_t)F * sizeof(float));
         } else {
@@ -392,6 +399,57 @@ void ccd_cells_foreach(CcdCells *t, void (*fn)(void *, CcdCell *), void *cookie)
         next = c->lru_next;
         fn(cookie, c);
     }
+}
+
+int ccd_cells_imputed(const CcdCells *t, const CcdCell *c, int64_t step)
+{
+    uint64_t i = (uint64_t)(step % t->ring);
+    return (int)(c->imputed_bits[i / 64] >> (i % 64) & 1);
+}
+
+void ccd_cells_set_settings(CcdCells *t, const CcdCellsSettings *s)
+{
+    t->s = *s;
+    size_budget(t);
+}
+
+int ccd_cells_rebind(CcdCells *t, int *failed)
+{
+    const int ring = cc_engine_ring_steps(t->engine);
+    int rebound = 0;
+    *failed = 0;
+    /* the new rings first, so that running out of memory changes nothing */
+    uint64_t **bits = calloc(t->n_cells + 1, sizeof *bits);
+    size_t n = 0;
+    if (!bits)
+        return -ENOMEM;
+    for (CcdCell *c = t->lru_head; c; c = c->lru_next, n++)
+        if (!(bits[n] = calloc(imputed_words(ring), sizeof(uint64_t)))) {
+            while (n)
+                free(bits[--n]);
+            free(bits);
+            return -ENOMEM;
+        }
+    n = 0;
+    for (CcdCell *c = t->lru_head; c; c = c->lru_next, n++) {
+        /* the flags of the steps both rings hold */
+        int keep = ring < t->ring ? ring : t->ring;
+        for (int64_t p = c->last_step; p >= 0 && p > c->last_step - keep; p--)
+            if (ccd_cells_imputed(t, c, p))
+                bits[n][(uint64_t)(p % ring) / 64] |= 1ULL << ((uint64_t)(p % ring) % 64);
+        free(c->imputed_bits);
+        c->imputed_bits = bits[n];
+        if (cc_cell_rebind(c->cell, t->engine)) {
+            cc_cell_reset(c->cell);
+            (*failed)++;
+        } else {
+            rebound++;
+        }
+    }
+    free(bits);
+    t->ring = ring;
+    size_budget(t);
+    return rebound;
 }
 
 size_t ccd_cells_bytes(const CcdCells *t) { return t->n_cells * t->cell_bytes; }

@@ -20,7 +20,7 @@
  * Cells are keyed to their Kafka (topic, partition) — the partition of the last message
  * that fed them; -1 for POST /v1/kpis — so a rebalance can release the cells of revoked
  * partitions (ccd_cells_release_partitions). Cells of newly assigned partitions are built
- * from the messages that arrive (from the committed offsets; a snapshot restore, issue 5,
+ * from the messages that arrive (from the committed offsets; a snapshot restore, state.h,
  * plugs in at the same place).
  *
  * Threading (the handoff with the scheduler's worker):
@@ -29,9 +29,8 @@
  *     stepped) and to the loop thread otherwise; busy is set and cleared by the loop thread
  *     at dispatch and completion, so the loop never touches a busy cell's CcCell (history
  *     and attention requests for a busy cell wait for the batch: see api.c);
- *   - the published forecast (CcdPub: copies of the head output, mu and sigma of the last
- *     step, and the expectation that step was scored against) is written by the worker
- *     and read by HTTP handlers under the table's pub_lock, held only for a memcpy.
+ *   - the published forecast (CcdPub, publish.h) is written by the worker and read by
+ *     HTTP handlers under the table's pub_lock, held only for a memcpy.
  */
 #ifndef CCD_CELLS_H
 #define CCD_CELLS_H
@@ -41,25 +40,13 @@
 
 #include "cc_engine.h"
 #include "cc_kpi.h"
+#include "publish.h"
 
 typedef struct CcdBatch CcdBatch;
 
 enum CcdCellState { CCD_CELL_COLD = 0, CCD_CELL_LIVE = 1 };
 
-/** What the worker publishes after stepping a cell (guarded by CcdCells.pub_lock). */
-typedef struct CcdPub {
-    int valid;            ///< forecast valid (the cell holds a complete patch)
-    int64_t step;         ///< newest stepped step t
-    uint64_t seq;         ///< bumped by every publish (HTTP reply caches key on it)
-    float *y;             ///< (F, HZ, 2) head output of the forecast at t
-    float *mu, *sigma;    ///< (F)
-    /* The observation at t against the forecast made at t-1 for t (issue 5 scores it). */
-    int have_expected;
-    float *obs;           ///< (F) values stepped at t
-    float *exp_mean, *exp_sd; ///< (F) expectation for t from the forecast at t-1
-} CcdPub;
-
-typedef struct CcdCell {
+struct CcdCell {
     char id[CC_KPI_CELL_ID_MAX + 1];
     uint64_t serial;               ///< unique per cell created by this table (never reused)
     CcCell *cell;
@@ -78,13 +65,13 @@ typedef struct CcdCell {
     int open_items;                ///< items in the open batch
     int open_last;                 ///< index in the open batch of its item for last_step, -1
     int doomed;                    ///< release once not busy (revoked partition)
-    CcdPub pub;
-    void *anomaly;                 ///< issue 5: per-cell anomaly state (CcAnomalyCell)
+    CcdPub pub;                    ///< its forecast, as published (publish.h)
+    void *anomaly;                 ///< its alert state (alerts.c)
     struct CcdCell *hnext, *lru_prev, *lru_next;
-} CcdCell;
+};
 
+/* F, HZ and the ring size R come from the engine (its model, cc_engine_ring_steps). */
 typedef struct CcdCellsSettings {
-    int n_features, horizon, ring;  ///< F, HZ and the ring size R of the engine
     int64_t max_cells;
     int64_t kv_budget_bytes;
     int gap_policy;                 ///< CCD_GAP_IMPUTE / CCD_GAP_RESTART (config.h)
@@ -96,8 +83,10 @@ typedef struct CcdCellsStats {
         released, created, rejected_full;
 } CcdCellsStats;
 
-typedef struct CcdCells {
+struct CcdCells {
     CcdCellsSettings s;
+    int n_features, horizon;        ///< F, HZ of the model
+    int ring;                       ///< R: steps the engine keeps (cc_engine_ring_steps)
     const CcEngine *engine;
     CcdCell **buckets;
     size_t n_buckets, n_cells;
@@ -110,10 +99,23 @@ typedef struct CcdCells {
     /** Frees CcdCell.anomaly when a cell goes (set by the host; loop thread). */
     void (*free_anomaly)(void *cookie, CcdCell *c);
     void *free_cookie;
-} CcdCells;
+};
 
 int ccd_cells_open(CcdCells **out, const CcEngine *e, const CcdCellsSettings *s);
 void ccd_cells_close(CcdCells **t);
+
+/** Applies new limits and gap rules (reload; loop thread). */
+void ccd_cells_set_settings(CcdCells *t, const CcdCellsSettings *s);
+
+/** After the engine's model changed shape (reload, no batch in flight): rebinds every
+ *  cell's caches to it (a cell that cannot be rebound is reset and counted in *failed),
+ *  resizes the imputed-flag rings to the engine's ring and re-sizes the table's budget.
+ *  Returns the cells rebound, or -ENOMEM (the table is then unchanged but for the cells
+ *  already rebound). */
+int ccd_cells_rebind(CcdCells *t, int *failed);
+
+/** Whether step `step` of the cell was imputed (for the steps the engine's ring holds). */
+int ccd_cells_imputed(const CcdCells *t, const CcdCell *c, int64_t step);
 
 CcdCell *ccd_cells_get(CcdCells *t, const char *id);
 

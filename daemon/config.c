@@ -3,7 +3,9 @@
  * commented default file. See config.h. */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -17,7 +19,8 @@
 #define NB 0, 0 /* no bounds */
 
 /* clang-format off */
-const CcdConfigDef ccd_config_table[] = {
+/* The rows before the alerts.* keys of cc_anomaly_keys(), which go in between. */
+static const CcdConfigDef head_rows[] = {
 {"model.path", CCD_CFG_STRING, OFF(model_path), "models/default.safetensors", NB, NULL, 1,
  "cellcast-tx/2 weight file (safetensors). Relative paths are taken from the working "
  "directory; one that does not exist there is looked up under $CELLCAST_HOME, then in the "
@@ -133,79 +136,8 @@ const CcdConfigDef ccd_config_table[] = {
 {"demo.cell_prefix", CCD_CFG_STRING, OFF(demo_cell_prefix), "demo-", NB, NULL, 0,
  "Cell ids are this prefix and a number."},
 
-{"alerts.warn_z", CCD_CFG_DOUBLE, OFF(alerts.warn_z), "4.5", 0.1, 1e6, NULL, 1,
- "Warning threshold on |z|."},
-{"alerts.crit_z", CCD_CFG_DOUBLE, OFF(alerts.crit_z), "6.75", 0.1, 1e6, NULL, 1,
- "Critical threshold on |z|."},
-{"alerts.min_kpis", CCD_CFG_INT, OFF(alerts.min_kpis), "1", 1, 64, NULL, 1,
- "KPIs over threshold for a step to be over."},
-{"alerts.window_n", CCD_CFG_INT, OFF(alerts.window_n), "3", 1, 64, NULL, 1,
- "The n of k-of-n: steps in the window."},
-{"alerts.warn_k", CCD_CFG_INT, OFF(alerts.warn_k), "2", 1, 64, NULL, 1,
- "Over steps in the window to fire."},
-{"alerts.crit_k", CCD_CFG_INT, OFF(alerts.crit_k), "1", 1, 64, NULL, 1,
- "Critical steps in the window to fire critical."},
-{"alerts.resolve_m", CCD_CFG_INT, OFF(alerts.resolve_m), "3", 1, 1000000, NULL, 1,
- "Consecutive clear steps to resolve."},
-{"alerts.cooldown_steps", CCD_CFG_INT, OFF(alerts.cooldown_steps), "6", 0, 1000000, NULL, 1,
- "Steps after a resolution before a new anomaly alert."},
-{"alerts.sd_floor_rel", CCD_CFG_DOUBLE, OFF(alerts.sd_floor_rel), "0.01", 0, 1e6, NULL, 1,
- "Floor of the forecast sd relative to |forecast mean|."},
-{"alerts.sd_floor_scale", CCD_CFG_DOUBLE, OFF(alerts.sd_floor_scale), "0.05", 0, 1e6, NULL, 1,
- "Floor of the forecast sd relative to the KPI's normalisation scale."},
-{"alerts.interval_z", CCD_CFG_DOUBLE, OFF(alerts.interval_z), "1.2815516", 0.01, 100, NULL, 1,
- "Half-width in sd of the interval in alerts."},
-{"alerts.warmup_steps", CCD_CFG_INT, OFF(alerts.warmup_steps), "64", 0, 100000000, NULL, 1,
- "Forecasts of a cell with fewer steps of history than this are not scored (cold-start "
- "forecasts see a patch or two of context); 0 = score from the first forecast."},
-{"alerts.lag_steps", CCD_CFG_INT, OFF(alerts.lag_steps), "-1", -1, 256, NULL, 1,
- "Also score against the forecast made this many steps earlier; -1 = the model's horizon "
- "(the oldest forecast of each step), 0 = off."},
-{"alerts.cusum_k", CCD_CFG_DOUBLE, OFF(alerts.cusum_k), "3", 0, 1e6, NULL, 1,
- "Sustained deviations: reference value in |z| of each KPI's two-sided CUSUM of its "
- "(lagged) z, clipped at cusum_k + 1 per step."},
-{"alerts.cusum_h", CCD_CFG_DOUBLE, OFF(alerts.cusum_h), "6", 0, 1e6, NULL, 1,
- "A KPI is also over (warning) while its CUSUM is at least this: at least cusum_h steps of "
- "|z| >= cusum_k + 1, or more steps nearer cusum_k; catches shifts and drifts whose |z| "
- "stays below warn_z. 0 = off."},
-{"alerts.profile_k", CCD_CFG_DOUBLE, OFF(alerts.profile_k), "1", 0, 1e6, NULL, 1,
- "Slow drifts and long shifts, which every forecast follows: reference value in |z| of a "
- "second CUSUM per KPI, on the deviation from the KPI's usual value at this time of day "
- "(a seasonal profile, weekdays and weekends apart), clipped at profile_k + 1 per step."},
-{"alerts.profile_h", CCD_CFG_DOUBLE, OFF(alerts.profile_h), "20", 0, 1e6, NULL, 1,
- "A KPI is also over (warning) while its profile CUSUM is at least this. 0 = no profile."},
-{"alerts.profile_unit_s", CCD_CFG_INT64, OFF(alerts.profile_unit_s), "900", 1, 86400, NULL, 1,
- "Steps shorter than this count for that fraction of a step in the profile CUSUM: a "
- "deviation from the usual value lasts minutes, and short steps would count it many "
- "times over (2-minute steps: 2/15 each)."},
-{"alerts.profile_bin_s", CCD_CFG_INT64, OFF(alerts.profile_bin_s), "3600", 300, 86400, NULL, 1,
- "Width of the profile's time-of-day bins in seconds; must divide 86400. Changing it "
- "restarts every cell's profile."},
-{"alerts.profile_days", CCD_CFG_DOUBLE, OFF(alerts.profile_days), "4", 0.5, 1000, NULL, 1,
- "Time constant of each profile bin, in days of its type (weekday or weekend)."},
-{"alerts.profile_min_days", CCD_CFG_INT, OFF(alerts.profile_min_days), "2", 1, 1000, NULL, 1,
- "Days of data a profile bin needs before the profile is scored there."},
-{"alerts.profile_utc_offset_s", CCD_CFG_INT64, OFF(alerts.profile_utc_offset_s), "0", -50400, 50400, NULL, 1,
- "The cells' local time minus UTC in seconds (e.g. 3600 for CET), for the profile's time "
- "of day and weekends."},
-{"alerts.stuck_steps", CCD_CFG_INT, OFF(alerts.stuck_steps), "12", 2, 1000000, NULL, 1,
- "Equal consecutive values of a varying KPI for a stuck alert."},
-{"alerts.stuck_min_change_rate", CCD_CFG_DOUBLE, OFF(alerts.stuck_min_change_rate), "0.5", 0, 1, NULL, 1,
- "Change rate a KPI needs to count as varying."},
-{"alerts.change_rate_steps", CCD_CFG_INT, OFF(alerts.change_rate_steps), "200", 1, 1000000, NULL, 1,
- "Time constant of the change rate in steps."},
-{"alerts.stuck_run_factor", CCD_CFG_DOUBLE, OFF(alerts.stuck_run_factor), "2", 0, 1000, NULL, 1,
- "A stuck run must also be this many times the longest recent normal run."},
-{"alerts.stuck_memory_steps", CCD_CFG_INT, OFF(alerts.stuck_memory_steps), "2000", 1, 100000000, NULL, 1,
- "Time constant of the longest recent run, steps."},
-{"alerts.zero_steps", CCD_CFG_INT, OFF(alerts.zero_steps), "6", 1, 1000000, NULL, 1,
- "Steps of all KPIs exactly 0 for an all_zero alert."},
-{"alerts.missing_after_s", CCD_CFG_INT64, OFF(alerts.missing_after_s), "0", 0, 1e12, NULL, 1,
- "Seconds without a step for a missing alert; 0 = 3 steps."},
-{"alerts.dq_resolve_steps", CCD_CFG_INT, OFF(alerts.dq_resolve_steps), "3", 1, 1000000, NULL, 1,
- "Clear steps to resolve a data-quality alert."},
-{"alerts.dq_grace_steps", CCD_CFG_INT, OFF(alerts.dq_grace_steps), "16", 0, 1000000, NULL, 1,
- "Steps a KPI stays unscored after its data-quality alert."},
+};
+static const CcdConfigDef tail_rows[] = {
 {"alerts.kpis", CCD_CFG_MAP, OFF(alerts_kpis), "", NB, NULL, 1,
  "Per-KPI overrides as \"<kpi>.<field>\": value, with field enabled (true/false), "
  "direction (both/up/down), warn_z, crit_z, sd_floor, min, max (physical bounds, checked "
@@ -229,14 +161,208 @@ const CcdConfigDef ccd_config_table[] = {
 {"log.level", CCD_CFG_ENUM, OFF(log_level), "info", NB, "error|warn|info|debug", 1,
  "Least severe level written to stderr."},
 };
+
+/* What conf/cellcast.yaml says of the alerts.* keys, where it says more than the library's
+ * doc line (which a key of cc_anomaly_keys() without an entry here gets). Documentation
+ * only: the keys, types, bounds and defaults are the library's. */
+static const struct {
+    const char *key, *doc;
+} alert_docs[] = {
+{"warn_z",
+ "Warning threshold on |z|."},
+{"crit_z",
+ "Critical threshold on |z|."},
+{"min_kpis",
+ "KPIs over threshold for a step to be over."},
+{"window_n",
+ "The n of k-of-n: steps in the window."},
+{"warn_k",
+ "Over steps in the window to fire."},
+{"crit_k",
+ "Critical steps in the window to fire critical."},
+{"resolve_m",
+ "Consecutive clear steps to resolve."},
+{"cooldown_steps",
+ "Steps after a resolution before a new anomaly alert."},
+{"sd_floor_rel",
+ "Floor of the forecast sd relative to |forecast mean|."},
+{"sd_floor_scale",
+ "Floor of the forecast sd relative to the KPI's normalisation scale."},
+{"interval_z",
+ "Half-width in sd of the interval in alerts."},
+{"warmup_steps",
+ "Forecasts of a cell with fewer steps of history than this are not scored (cold-start "
+ "forecasts see a patch or two of context); 0 = score from the first forecast."},
+{"lag_steps",
+ "Also score against the forecast made this many steps earlier; -1 = the model's horizon "
+ "(the oldest forecast of each step), 0 = off."},
+{"cusum_k",
+ "Sustained deviations: reference value in |z| of each KPI's two-sided CUSUM of its "
+ "(lagged) z, clipped at cusum_k + 1 per step."},
+{"cusum_h",
+ "A KPI is also over (warning) while its CUSUM is at least this: at least cusum_h steps of "
+ "|z| >= cusum_k + 1, or more steps nearer cusum_k; catches shifts and drifts whose |z| "
+ "stays below warn_z. 0 = off."},
+{"profile_k",
+ "Slow drifts and long shifts, which every forecast follows: reference value in |z| of a "
+ "second CUSUM per KPI, on the deviation from the KPI's usual value at this time of day "
+ "(a seasonal profile, weekdays and weekends apart), clipped at profile_k + 1 per step."},
+{"profile_h",
+ "A KPI is also over (warning) while its profile CUSUM is at least this. 0 = no profile."},
+{"profile_unit_s",
+ "Steps shorter than this count for that fraction of a step in the profile CUSUM: a "
+ "deviation from the usual value lasts minutes, and short steps would count it many "
+ "times over (2-minute steps: 2/15 each)."},
+{"profile_bin_s",
+ "Width of the profile's time-of-day bins in seconds; must divide 86400. Changing it "
+ "restarts every cell's profile."},
+{"profile_days",
+ "Time constant of each profile bin, in days of its type (weekday or weekend)."},
+{"profile_min_days",
+ "Days of data a profile bin needs before the profile is scored there."},
+{"profile_utc_offset_s",
+ "The cells' local time minus UTC in seconds (e.g. 3600 for CET), for the profile's time "
+ "of day and weekends."},
+{"stuck_steps",
+ "Equal consecutive values of a varying KPI for a stuck alert."},
+{"stuck_min_change_rate",
+ "Change rate a KPI needs to count as varying."},
+{"change_rate_steps",
+ "Time constant of the change rate in steps."},
+{"stuck_run_factor",
+ "A stuck run must also be this many times the longest recent normal run."},
+{"stuck_memory_steps",
+ "Time constant of the longest recent run, steps."},
+{"zero_steps",
+ "Steps of all KPIs exactly 0 for an all_zero alert."},
+{"missing_after_s",
+ "Seconds without a step for a missing alert; 0 = 3 steps."},
+{"dq_resolve_steps",
+ "Clear steps to resolve a data-quality alert."},
+{"dq_grace_steps",
+ "Steps a KPI stays unscored after its data-quality alert."},
+};
 /* clang-format on */
-const int ccd_config_table_len = (int)(sizeof ccd_config_table / sizeof ccd_config_table[0]);
+#define N_HEAD (int)(sizeof head_rows / sizeof head_rows[0])
+#define N_TAIL (int)(sizeof tail_rows / sizeof tail_rows[0])
+
+static CcdConfigDef *table;
+static int table_len;
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+
+/* The shortest text of v that reads back as v (the default as the YAML file shows it). */
+static void shortest_double(double v, char *buf, size_t len)
+{
+    if (v == floor(v) && fabs(v) < 1e15) {
+        snprintf(buf, len, "%.0f", v);
+        return;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, len, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            return;
+    }
+}
+
+/* One alerts.<key> row from the library's key: its bounds, its default, and its doc: ours
+ * (alert_docs) or the library's line (capitalised, without the "(default ...)" the row's
+ * default already says). */
+static void alert_row(CcdConfigDef *d, const CcAnomalyKey *k, const CcAnomalySettings *def,
+                      char *name, char *defv, char *doc)
+{
+    const char *v = (const char *)def + k->offset;
+    snprintf(name, 64, "alerts.%s", k->name);
+    switch (k->type) {
+    case CC_AKEY_INT:
+        snprintf(defv, 32, "%d", *(const int *)v);
+        d->type = CCD_CFG_INT;
+        break;
+    case CC_AKEY_INT64:
+        snprintf(defv, 32, "%lld", (long long)*(const int64_t *)v);
+        d->type = CCD_CFG_INT64;
+        break;
+    case CC_AKEY_DOUBLE:
+        shortest_double(*(const double *)v, defv, 32);
+        d->type = CCD_CFG_DOUBLE;
+        break;
+    }
+    d->doc = NULL;
+    for (size_t i = 0; i < sizeof alert_docs / sizeof alert_docs[0]; i++)
+        if (!strcmp(alert_docs[i].key, k->name))
+            d->doc = alert_docs[i].doc;
+    if (!d->doc) {
+        snprintf(doc, 256, "%s", k->doc);
+        char *tail = strstr(doc, " (default ");
+        if (tail)
+            *tail = 0;
+        doc[0] = (char)toupper((unsigned char)doc[0]);
+        strncat(doc, ".", 255 - strlen(doc));
+        d->doc = doc;
+    }
+    d->name = name;
+    d->offset = offsetof(CcdConfig, alerts) + k->offset;
+    d->def = defv;
+    d->min = k->lo;
+    d->max = k->hi;
+    d->enums = NULL;
+    d->reloadable = 1;
+}
+
+/* Built once: the table lives as long as the process (never freed). */
+static void build_table(void)
+{
+    int nk;
+    const CcAnomalyKey *keys = cc_anomaly_keys(&nk);
+    CcAnomalySettings def;
+    cc_anomaly_default_settings(&def);
+    CcdConfigDef *t = calloc((size_t)(N_HEAD + nk + N_TAIL), sizeof *t);
+    char *text = calloc((size_t)nk, 64 + 32 + 256);
+    if (!t || !text) {
+        free(t);
+        free(text);
+        return;
+    }
+    memcpy(t, head_rows, sizeof head_rows);
+    for (int i = 0; i < nk; i++) {
+        char *row = text + (size_t)i * (64 + 32 + 256);
+        alert_row(&t[N_HEAD + i], &keys[i], &def, row, row + 64, row + 96);
+    }
+    memcpy(t + N_HEAD + nk, tail_rows, sizeof tail_rows);
+    table = t;
+    table_len = N_HEAD + nk + N_TAIL;
+}
+
+const CcdConfigDef *ccd_config_defs(int *n)
+{
+    pthread_once(&table_once, build_table);
+    *n = table_len;
+    return table;
+}
+
+int ccd_config_field_target(const char *value, size_t *feature_len, double *scale, char *err,
+                            size_t errlen)
+{
+    const char *star = strchr(value, '*');
+    *feature_len = star ? (size_t)(star - value) : strlen(value);
+    *scale = 1;
+    if (!*value || star == value)
+        return cc_errf(err, errlen, -EINVAL, "expected \"feature\" or \"feature*scale\"");
+    if (star) {
+        char *end;
+        *scale = strtod(star + 1, &end);
+        if (*end || !isfinite(*scale) || *scale == 0)
+            return cc_errf(err, errlen, -EINVAL, "bad scale '%s'", star + 1);
+    }
+    return 0;
+}
 
 const CcdConfigDef *ccd_config_find(const char *name)
 {
-    for (int i = 0; i < ccd_config_table_len; i++)
-        if (!strcmp(ccd_config_table[i].name, name))
-            return &ccd_config_table[i];
+    int n_defs;
+    const CcdConfigDef *defs = ccd_config_defs(&n_defs);
+    for (int i = 0; i < n_defs; i++)
+        if (!strcmp(defs[i].name, name))
+            return &defs[i];
     return NULL;
 }
 
@@ -244,8 +370,10 @@ const CcdConfigDef *ccd_config_find(const char *name)
 static int is_section(const char *name)
 {
     size_t n = strlen(name);
-    for (int i = 0; i < ccd_config_table_len; i++)
-        if (!strncmp(ccd_config_table[i].name, name, n) && ccd_config_table[i].name[n] == '.')
+    int n_defs;
+    const CcdConfigDef *defs = ccd_config_defs(&n_defs);
+    for (int i = 0; i < n_defs; i++)
+        if (!strncmp(defs[i].name, name, n) && defs[i].name[n] == '.')
             return 1;
     return 0;
 }
@@ -443,8 +571,12 @@ static int set_value(CcdConfig *c, const CcdConfigDef *d, const char *s, char *e
 int ccd_config_init(CcdConfig *c)
 {
     memset(c, 0, sizeof *c);
-    for (int i = 0; i < ccd_config_table_len; i++) {
-        const CcdConfigDef *d = &ccd_config_table[i];
+    int n_defs;
+    const CcdConfigDef *defs = ccd_config_defs(&n_defs);
+    if (!defs)
+        return -ENOMEM; /* the table could not be built */
+    for (int i = 0; i < n_defs; i++) {
+        const CcdConfigDef *d = &defs[i];
         if (d->type == CCD_CFG_MAP)
             continue;
         if (set_value(c, d, d->def, NULL, 0)) {
@@ -457,8 +589,10 @@ int ccd_config_init(CcdConfig *c)
 
 void ccd_config_free(CcdConfig *c)
 {
-    for (int i = 0; i < ccd_config_table_len; i++) {
-        const CcdConfigDef *d = &ccd_config_table[i];
+    int n_defs;
+    const CcdConfigDef *defs = ccd_config_defs(&n_defs);
+    for (int i = 0; i < n_defs; i++) {
+        const CcdConfigDef *d = &defs[i];
         if (d->type == CCD_CFG_STRING) {
             free(*FIELD(c, d, char *));
             *FIELD(c, d, char *) = NULL;
@@ -647,8 +781,10 @@ int ccd_config_set(CcdConfig *c, const char *assignment, char *err, size_t errle
     const CcdConfigDef *d = ccd_config_find(key);
     if (!d) {
         /* map entry: the longest map key that is a prefix */
-        for (int i = 0; i < ccd_config_table_len; i++) {
-            const CcdConfigDef *m = &ccd_config_table[i];
+        int n_defs;
+        const CcdConfigDef *defs = ccd_config_defs(&n_defs);
+        for (int i = 0; i < n_defs; i++) {
+            const CcdConfigDef *m = &defs[i];
             size_t n = strlen(m->name);
             if (m->type == CCD_CFG_MAP && !strncmp(key, m->name, n) && key[n] == '.' && key[n + 1]) {
                 if (map_put(FIELD(c, m, CcdStrMap), key + n + 1, eq + 1))
@@ -672,18 +808,12 @@ int ccd_config_validate(const CcdConfig *c, char *err, size_t errlen)
     if (c->demo_enabled && (!c->demo_topic || !*c->demo_topic))
         return cc_errf(err, errlen, -EINVAL, "key 'demo.topic': the demo needs a topic");
     for (int i = 0; i < c->ingest_fields.n; i++) {
-        const char *v = c->ingest_fields.items[i].value;
-        const char *star = strchr(v, '*');
-        if (!*v || star == v)
-            return cc_errf(err, errlen, -EINVAL, "key 'ingest.fields.%s': expected \"feature\" or "
-                           "\"feature*scale\"", c->ingest_fields.items[i].key);
-        if (star) {
-            char *end;
-            double s = strtod(star + 1, &end);
-            if (*end || !isfinite(s) || s == 0)
-                return cc_errf(err, errlen, -EINVAL, "key 'ingest.fields.%s': bad scale '%s'",
-                               c->ingest_fields.items[i].key, star + 1);
-        }
+        char msg[128];
+        size_t len;
+        double scale;
+        if (ccd_config_field_target(c->ingest_fields.items[i].value, &len, &scale, msg, sizeof msg))
+            return cc_errf(err, errlen, -EINVAL, "key 'ingest.fields.%s': %s",
+                           c->ingest_fields.items[i].key, msg);
     }
     return 0;
 }
@@ -734,8 +864,10 @@ static json_t *value_json(const CcdConfig *c, const CcdConfigDef *d)
 json_t *ccd_config_to_json(const CcdConfig *c)
 {
     json_t *root = json_object();
-    for (int i = 0; i < ccd_config_table_len; i++) {
-        const CcdConfigDef *d = &ccd_config_table[i];
+    int n_defs;
+    const CcdConfigDef *defs = ccd_config_defs(&n_defs);
+    for (int i = 0; i < n_defs; i++) {
+        const CcdConfigDef *d = &defs[i];
         const char *dot = strchr(d->name, '.');
         char section[64];
         snprintf(section, sizeof section, "%.*s", (int)(dot - d->name), d->name);
@@ -785,8 +917,10 @@ int ccd_config_write_yaml(const CcdConfig *c, FILE *out)
                  "# `cellcastd --print-default-config`; every key is shown with its default).\n"
                  "# Override any key on the command line: cellcastd -c FILE --set http.port=9090\n"
                  "# Check a file without starting: cellcastd -c FILE --check-config\n");
-    for (int i = 0; i < ccd_config_table_len; i++) {
-        const CcdConfigDef *d = &ccd_config_table[i];
+    int n_defs;
+    const CcdConfigDef *defs = ccd_config_defs(&n_defs);
+    for (int i = 0; i < n_defs; i++) {
+        const CcdConfigDef *d = &defs[i];
         const char *dot = strchr(d->name, '.');
         char section[64];
         snprintf(section, sizeof section, "%.*s", (int)(dot - d->name), d->name);

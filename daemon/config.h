@@ -1,5 +1,5 @@
 /*
- * config.h — cellcastd's configuration: ONE table (config.c, `ccd_config_table[]`) of
+ * config.h — cellcastd's configuration: ONE table (config.c, ccd_config_defs()) of
  * every key with its type, default, bounds, whether it can change at run time, and its
  * documentation. The table drives:
  *   - parsing the YAML file (libyaml): sections are nested mappings (`http: {port: 8080}`
@@ -71,7 +71,7 @@ typedef struct CcdConfig {
     int demo_backfill_steps;
     char *demo_topic, *demo_cell_prefix;
     /* alerts: the deployment-wide keys of cc_anomaly_keys() (n_features, step_seconds and
-     * kpi[] unused here: they come from the model and alerts.kpis) */
+     * kpi[] unused here: they come from the model and alerts.kpis; settings.c) */
     CcAnomalySettings alerts;
     CcdStrMap alerts_kpis;
     /* snapshot */
@@ -93,12 +93,14 @@ typedef struct CcdConfigDef {
     const char *def;      ///< default, as it is written in YAML (lists: "a,b"; maps: "")
     double min, max;      ///< bounds of numbers (inclusive)
     const char *enums;    ///< CCD_CFG_ENUM: "a|b|c", the value stored is the index
-    int reloadable;       ///< may change at run time (SIGHUP reload, issue 5)
+    int reloadable;       ///< may change at run time (SIGHUP, POST /v1/admin/reload)
     const char *doc;      ///< one paragraph; becomes the comment in conf/cellcast.yaml
 } CcdConfigDef;
 
-extern const CcdConfigDef ccd_config_table[];
-extern const int ccd_config_table_len;
+/** The table: the daemon's own keys and, as alerts.<name>, every deployment-wide key of
+ *  cc_anomaly_keys() with the library's type, bounds, default and doc line. *n gets its
+ *  length. */
+const CcdConfigDef *ccd_config_defs(int *n);
 
 /** Fills every key with its default (allocates strings). 0 or -ENOMEM. */
 int ccd_config_init(CcdConfig *c);
@@ -124,6 +126,11 @@ json_t *ccd_config_to_json(const CcdConfig *c);
 
 /** Writes the fully commented YAML of the current values (the defaults for conf/). */
 int ccd_config_write_yaml(const CcdConfig *c, FILE *out);
+
+/** An ingest.fields value, "feature" or "feature*scale": the length of the feature name and
+ *  the scale (1 without one). 0 or -EINVAL with a message. */
+int ccd_config_field_target(const char *value, size_t *feature_len, double *scale, char *err,
+                            size_t errlen);
 
 /** Value of a map entry, or NULL. */
 const char *ccd_strmap_get(const CcdStrMap *m, const char *key);

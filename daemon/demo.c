@@ -9,9 +9,9 @@
  *
  * Time: at start the feed produces demo.backfill_steps steps of history ending at the
  * current step, then simulated time runs demo.speedup times faster than the wall clock;
- * the cron calls ccd_demo_tick every 10 ms, which produces every step that became due,
- * at most 1000 messages per tick (the loop stays responsive) (the rest on the next ticks). A full producer queue leaves the
- * cursor where it is. */
+ * the cron calls ccd_demo_tick every 10 ms, which produces every step that became due, at
+ * most DEMO_MAX_PER_TICK messages per tick so that the loop stays responsive (the rest on
+ * the next ticks). A full producer queue leaves the cursor where it is. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

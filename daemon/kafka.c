@@ -72,6 +72,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "log.h"
+
 #define RETRY_MAX_ATTEMPTS 8
 #define RETRY_BACKOFF_MIN_NS (100 * 1000000LL)
 #define RETRY_BACKOFF_MAX_NS (10000 * 1000000LL)
@@ -111,13 +113,7 @@ typedef struct TopicInfo {
     rd_kafka_topic_t *rkt;  /* producer-side handle for the partitioner */
 } TopicInfo;
 
-typedef struct RateLog {
-    int64_t last_ns;
-    uint64_t suppressed;
-} RateLog;
-
 struct CcdKafka {
-    CcLogger log;
     char *group_id, *alert_topic, *dlq_topic;
     char **topics;
     int n_topics;
@@ -158,7 +154,7 @@ struct CcdKafka {
 
     CcdKafkaStats st;
     int64_t last_lag_ns;
-    RateLog rl_consumer, rl_producer, rl_store;
+    CcdRateLimit rl_consumer, rl_producer, rl_store; /* log lines, by kind */
 };
 
 /* ---- small helpers ---- */
@@ -168,31 +164,7 @@ static char *xstrdup(const char *s)
     return s ? strdup(s) : NULL;
 }
 
-static void ratelog(CcdKafka *k, RateLog *rl, enum CcLogLevel lvl, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-/* At most one line per second per kind; the next line says how many were suppressed. */
-static void ratelog(CcdKafka *k, RateLog *rl, enum CcLogLevel lvl, const char *fmt, ...)
-{
-    int64_t now = cc_now_ns();
-    if (rl->last_ns && now - rl->last_ns < 1000000000LL) {
-        rl->suppressed++;
-        return;
-    }
-    char buf[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (rl->suppressed)
-        cc_logf(&k->log, lvl, "%s (%" PRIu64 " similar suppressed)", buf, rl->suppressed);
-    else
-        cc_logf(&k->log, lvl, "%s", buf);
-    rl->last_ns = now;
-    rl->suppressed = 0;
-}
-
-static enum CcLogLevel level_of_syslog(int level)
+static int level_of_syslog(int level)
 {
     return level <= 3 ? CC_LOG_ERROR : level == 4 ? CC_LOG_WARN : level <= 6 ? CC_LOG_INFO
                                                                                : CC_LOG_DEBUG;
@@ -202,7 +174,7 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char 
 {
     CcdKafka *k = rd_kafka_opaque(rk);
     if (k)
-        cc_logf(&k->log, level_of_syslog(level), "kafka %s: %s: %s", rd_kafka_name(rk), fac,
+        CCD_LOG(level_of_syslog(level), "kafka", "kafka %s: %s: %s", rd_kafka_name(rk), fac,
                 buf);
 }
 
@@ -215,11 +187,11 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
     if (err == RD_KAFKA_RESP_ERR__FATAL) {
         char buf[512];
         rd_kafka_resp_err_t ferr = rd_kafka_fatal_error(rk, buf, sizeof buf);
-        cc_logf(&k->log, CC_LOG_ERROR, "kafka %s: fatal error %s: %s",
+        CCD_LOG(CC_LOG_ERROR, "kafka", "kafka %s: fatal error %s: %s",
                 is_consumer ? "consumer" : "producer", rd_kafka_err2name(ferr), buf);
         return;
     }
-    ratelog(k, is_consumer ? &k->rl_consumer : &k->rl_producer, CC_LOG_WARN,
+    CCD_LOG_RL_AT(is_consumer ? &k->rl_consumer : &k->rl_producer, CC_LOG_WARN, "kafka",
             "kafka %s: %s: %s", is_consumer ? "consumer" : "producer",
             rd_kafka_err2name(err), reason);
 }
@@ -240,7 +212,7 @@ static void commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     }
     if (err) {
         k->st.commit_errors++;
-        ratelog(k, &k->rl_store, CC_LOG_WARN, "kafka: offset commit failed: %s",
+        CCD_LOG_RL_AT(&k->rl_store, CC_LOG_WARN, "kafka", "offset commit failed: %s",
                 rd_kafka_err2str(err));
     } else {
         k->st.commits++;
@@ -391,8 +363,8 @@ void ccd_kafka_ack(CcdKafka *k, uint64_t batch_id)
         for (int i = 0; i < l->cnt; i++) {
             rd_kafka_resp_err_t e = l->elems[i].err;
             if (e || err)
-                ratelog(k, &k->rl_store, CC_LOG_WARN,
-                        "kafka: storing offset %" PRId64 " of %s [%" PRId32 "]: %s",
+                CCD_LOG_RL_AT(&k->rl_store, CC_LOG_WARN, "kafka",
+                        "storing offset %" PRId64 " of %s [%" PRId32 "]: %s",
                         l->elems[i].offset, l->elems[i].topic, l->elems[i].partition,
                         rd_kafka_err2str(e ? e : err));
         }
@@ -410,7 +382,7 @@ static void call_per_topic(CcdKafka *k, rd_kafka_topic_partition_list_t *l,
         return;
     int32_t *parts = malloc((size_t)l->cnt * sizeof *parts);
     if (!parts) {
-        cc_logf(&k->log, CC_LOG_ERROR, "kafka: out of memory in rebalance");
+        CCD_LOG(CC_LOG_ERROR, "kafka", "out of memory in rebalance");
         abort(); /* daemon policy: log and exit on OOM; losing a rebalance is worse */
     }
     for (int i = 0; i < l->cnt; i++) {
@@ -481,7 +453,7 @@ static void resolve_rewinds(CcdKafka *k, rd_kafka_topic_partition_list_t *l)
         int64_t committed = !cerr && cm && !cm->err && cm->offset >= 0 ? cm->offset : -1;
         if (cerr || (cm && cm->err)) {
             tp->offset = RD_KAFKA_OFFSET_INVALID; /* cannot tell: the committed offset */
-            cc_logf(&k->log, CC_LOG_WARN, "kafka: %s [%" PRId32 "]: rewind skipped, committed "
+            CCD_LOG(CC_LOG_WARN, "kafka", "%s [%" PRId32 "]: rewind skipped, committed "
                     "offset unknown (%s)", tp->topic, tp->partition,
                     rd_kafka_err2str(cerr ? cerr : cm->err));
             continue;
@@ -490,7 +462,7 @@ static void resolve_rewinds(CcdKafka *k, rd_kafka_topic_partition_list_t *l)
             tp->offset = at;
         else
             tp->offset = committed >= 0 ? committed : RD_KAFKA_OFFSET_INVALID;
-        cc_logf(&k->log, CC_LOG_INFO, "kafka: %s [%" PRId32 "] starts at offset %" PRId64
+        CCD_LOG(CC_LOG_INFO, "kafka", "%s [%" PRId32 "] starts at offset %" PRId64
                 " (rewind lookup %" PRId64 ", committed %" PRId64 ")", tp->topic, tp->partition,
                 tp->offset, at, committed);
     }
@@ -576,7 +548,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                                               parts->elems[i].partition);
         if (k->paused)
             rd_kafka_pause_partitions(rk, parts);
-        cc_logf(&k->log, CC_LOG_INFO, "kafka: %d partition(s) assigned (%s), %d new, %d held",
+        CCD_LOG(CC_LOG_INFO, "kafka", "%d partition(s) assigned (%s), %d new, %d held",
                 parts->cnt, coop ? "cooperative" : "eager", fresh->cnt, k->assigned->cnt);
         rd_kafka_topic_partition_list_destroy(fresh);
     } else if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
@@ -593,10 +565,10 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
             rd_kafka_topic_partition_list_destroy(k->assigned);
             k->assigned = rd_kafka_topic_partition_list_new(16);
         }
-        cc_logf(&k->log, CC_LOG_INFO, "kafka: %d partition(s) revoked%s, %d held", parts->cnt,
+        CCD_LOG(CC_LOG_INFO, "kafka", "%d partition(s) revoked%s, %d held", parts->cnt,
                 lost ? " (lost)" : "", k->assigned->cnt);
     } else {
-        cc_logf(&k->log, CC_LOG_ERROR, "kafka: rebalance error: %s", rd_kafka_err2str(err));
+        CCD_LOG(CC_LOG_ERROR, "kafka", "rebalance error: %s", rd_kafka_err2str(err));
         release(k, k->held);
         for (int i = 0; i < k->assigned->cnt; i++)
             batches_forget(k, k->assigned->elems[i].topic, k->assigned->elems[i].partition);
@@ -605,12 +577,12 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         k->assigned = rd_kafka_topic_partition_list_new(16);
     }
     if (e) {
-        cc_logf(&k->log, CC_LOG_ERROR, "kafka: incremental (un)assign: %s",
+        CCD_LOG(CC_LOG_ERROR, "kafka", "incremental (un)assign: %s",
                 rd_kafka_error_string(e));
         rd_kafka_error_destroy(e);
     }
     if (re)
-        cc_logf(&k->log, CC_LOG_ERROR, "kafka: (un)assign: %s", rd_kafka_err2str(re));
+        CCD_LOG(CC_LOG_ERROR, "kafka", "(un)assign: %s", rd_kafka_err2str(re));
     k->st.assigned_partitions = k->assigned->cnt;
 }
 
@@ -649,7 +621,7 @@ uint64_t ccd_kafka_poll(CcdKafka *k)
         if (m->err) {
             if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
                 k->st.consumer_errors++;
-                ratelog(k, &k->rl_consumer, CC_LOG_WARN, "kafka: consume %s [%" PRId32 "]: %s",
+                CCD_LOG_RL_AT(&k->rl_consumer, CC_LOG_WARN, "kafka", "consume %s [%" PRId32 "]: %s",
                         m->rkt ? rd_kafka_topic_name(m->rkt) : "-", m->partition,
                         rd_kafka_message_errstr(m));
             }
@@ -660,13 +632,13 @@ uint64_t ccd_kafka_poll(CcdKafka *k)
         if (!b) {
             b = batch_open(k);
             if (!b) {
-                cc_logf(&k->log, CC_LOG_ERROR, "kafka: out of memory (batch)");
+                CCD_LOG(CC_LOG_ERROR, "kafka", "out of memory (batch)");
                 abort();
             }
             bid = b->id;
         }
         if (t >= 0 && batch_note(b, t, m->partition, m->offset)) {
-            cc_logf(&k->log, CC_LOG_ERROR, "kafka: out of memory (batch)");
+            CCD_LOG(CC_LOG_ERROR, "kafka", "out of memory (batch)");
             abort();
         }
         b->n_messages++;
@@ -726,7 +698,7 @@ static int commit_bounded(CcdKafka *k, int timeout_ms)
         return 0;
     }
     k->st.commit_errors++;
-    cc_logf(&k->log, CC_LOG_WARN, "kafka: commit: %s", rd_kafka_err2str(err));
+    CCD_LOG(CC_LOG_WARN, "kafka", "commit: %s", rd_kafka_err2str(err));
     return err == RD_KAFKA_RESP_ERR__TIMED_OUT ? -ETIMEDOUT : -EIO;
 }
 
@@ -757,8 +729,8 @@ static void retry_push(CcdKafka *k, Outgoing *o)
 static void give_up(CcdKafka *k, Outgoing *o, const char *why)
 {
     k->st.produce_failed++;
-    ratelog(k, &k->rl_producer, CC_LOG_ERROR,
-            "kafka: giving up on a message to %s (key %.*s, %zu bytes) after %d attempt(s): %s",
+    CCD_LOG_RL_AT(&k->rl_producer, CC_LOG_ERROR, "kafka",
+            "giving up on a message to %s (key %.*s, %zu bytes) after %d attempt(s): %s",
             o->topic, (int)(o->key_len > 64 ? 64 : o->key_len),
             o->key ? (const char *)o->key : "", o->len, o->attempts, why);
     outgoing_free(o);
@@ -790,7 +762,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
     if (!o) { /* a dead letter */
         if (m->err) {
             k->st.dead_letter_errors++;
-            ratelog(k, &k->rl_producer, CC_LOG_WARN, "kafka: dead letter not delivered: %s",
+            CCD_LOG_RL_AT(&k->rl_producer, CC_LOG_WARN, "kafka", "dead letter not delivered: %s",
                     rd_kafka_err2str(m->err));
         } else {
             k->st.dead_letters++;
@@ -809,7 +781,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
                     m->err == RD_KAFKA_RESP_ERR__FATAL;
     if (!permanent && !k->closing && o->attempts < RETRY_MAX_ATTEMPTS) {
         k->st.produce_retries++;
-        ratelog(k, &k->rl_producer, CC_LOG_WARN, "kafka: delivery to %s failed (%s), retrying",
+        CCD_LOG_RL_AT(&k->rl_producer, CC_LOG_WARN, "kafka", "delivery to %s failed (%s), retrying",
                 o->topic, rd_kafka_err2str(m->err));
         retry_push(k, o);
         return;
@@ -822,8 +794,8 @@ int ccd_kafka_produce(CcdKafka *k, const char *topic, const void *key, size_t ke
 {
     if (k->in_flight + k->n_retry >= k->max_produce_queue) {
         k->st.produce_failed++;
-        ratelog(k, &k->rl_producer, CC_LOG_ERROR,
-                "kafka: produce queue full (%d messages undelivered): message to %s refused",
+        CCD_LOG_RL_AT(&k->rl_producer, CC_LOG_ERROR, "kafka",
+                "produce queue full (%d messages undelivered): message to %s refused",
                 k->max_produce_queue, topic);
         return -ENOBUFS;
     }
@@ -860,7 +832,7 @@ void ccd_kafka_dead_letter(CcdKafka *k, const CcdKafkaMessage *msg, const char *
     if (err) {
         rd_kafka_headers_destroy(h);
         k->st.dead_letter_errors++;
-        ratelog(k, &k->rl_producer, CC_LOG_WARN, "kafka: dead letter to %s: %s", k->dlq_topic,
+        CCD_LOG_RL_AT(&k->rl_producer, CC_LOG_WARN, "kafka", "dead letter to %s: %s", k->dlq_topic,
                 rd_kafka_err2str(err));
     }
 }
@@ -986,8 +958,8 @@ static int open_embedded(CcdKafka *k, const CcdKafkaSettings *s, char *err, size
     k->bootstrap = xstrdup(rd_kafka_mock_cluster_bootstraps(k->mock));
     if (!k->bootstrap)
         return cc_errf(err, errlen, -ENOMEM, "kafka: out of memory");
-    cc_logf(&k->log, CC_LOG_INFO,
-            "kafka: embedded broker (librdkafka mock cluster) listening on %s; "
+    CCD_LOG(CC_LOG_INFO, "kafka",
+            "embedded broker (librdkafka mock cluster) listening on %s; "
             "produce with: kcat -b %s -P -t %s", k->bootstrap, k->bootstrap, k->topics[0]);
     return 0;
 }
@@ -1029,7 +1001,7 @@ static int open_consumer(CcdKafka *k, const CcdKafkaSettings *s, char *err, size
             goto error;
     for (int i = 0; i < s->n_props; i++) {
         if (is_forced(s->props[i].name)) {
-            cc_logf(&k->log, CC_LOG_WARN, "kafka: property %s is set by cellcastd; ignored",
+            CCD_LOG(CC_LOG_WARN, "kafka", "property %s is set by cellcastd; ignored",
                     s->props[i].name);
             continue;
         }
@@ -1158,7 +1130,6 @@ int ccd_kafka_open(CcdKafka **out, const CcdKafkaSettings *s, const CcdKafkaHook
     if (!k)
         return cc_errf(err, errlen, -ENOMEM, "kafka: out of memory");
     k->wake_rd = k->wake_wr = -1;
-    k->log = s->logger;
     if (hooks)
         k->hooks = *hooks;
     k->max_poll = s->max_poll_messages > 0 ? s->max_poll_messages : 10000;
@@ -1208,7 +1179,7 @@ int ccd_kafka_open(CcdKafka **out, const CcdKafkaSettings *s, const CcdKafkaHook
     }
     if ((ret = open_producer(k, s, err, errlen)) || (ret = open_consumer(k, s, err, errlen)))
         goto error;
-    cc_logf(&k->log, CC_LOG_INFO, "kafka: consumer group %s on %s, %d topic(s) from %s",
+    CCD_LOG(CC_LOG_INFO, "kafka", "consumer group %s on %s, %d topic(s) from %s",
             k->group_id, k->bootstrap, k->n_topics, k->topics[0]);
     *out = k;
     return 0;
@@ -1233,7 +1204,7 @@ void ccd_kafka_close(CcdKafka **pk, int timeout_ms)
     rd_kafka_queue_t *q = rd_kafka_queue_new(k->rk);
     rd_kafka_error_t *ce = rd_kafka_consumer_close_queue(k->rk, q);
     if (ce) {
-        cc_logf(&k->log, CC_LOG_WARN, "kafka: consumer close: %s", rd_kafka_error_string(ce));
+        CCD_LOG(CC_LOG_WARN, "kafka", "consumer close: %s", rd_kafka_error_string(ce));
         rd_kafka_error_destroy(ce);
     } else {
         while (!rd_kafka_consumer_closed(k->rk) && cc_now_ns() < deadline) {
@@ -1247,7 +1218,7 @@ void ccd_kafka_close(CcdKafka **pk, int timeout_ms)
             rd_kafka_event_destroy(ev);
         }
         if (!rd_kafka_consumer_closed(k->rk))
-            cc_logf(&k->log, CC_LOG_ERROR, "kafka: the consumer did not leave the group "
+            CCD_LOG(CC_LOG_ERROR, "kafka", "the consumer did not leave the group "
                     "within %d ms (broker unreachable?); closing anyway", timeout_ms);
     }
     rd_kafka_queue_destroy(q);
@@ -1270,15 +1241,15 @@ void ccd_kafka_close(CcdKafka **pk, int timeout_ms)
     k->closing = 1;
     int left = rd_kafka_outq_len(k->prod);
     if (left > 0) {
-        cc_logf(&k->log, CC_LOG_ERROR,
-                "kafka: %d produced message(s) not delivered within %d ms at close", left,
+        CCD_LOG(CC_LOG_ERROR, "kafka",
+                "%d produced message(s) not delivered within %d ms at close", left,
                 timeout_ms);
         rd_kafka_purge(k->prod, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
         rd_kafka_poll(k->prod, 100);
     }
     k->st.produce_failed += (uint64_t)k->n_retry; /* re-queue failed at close */
     if (k->n_batches)
-        cc_logf(&k->log, CC_LOG_INFO, "kafka: %" PRIu64 " message(s) polled but not acked "
+        CCD_LOG(CC_LOG_INFO, "kafka", "%" PRIu64 " message(s) polled but not acked "
                 "will be delivered again to the group", k->st.unacked_messages);
     destroy(k);
     *pk = NULL;

@@ -9,31 +9,23 @@
  * offsets are committed periodically and on close. Messages of a batch are handed to the
  * host's on_message with the batch id they belong to.
  *
- * Changes since the first version of this header (all additive; engineer "kafka"):
- *  - CcdKafkaSettings: producer_props (librdkafka properties of the dead-letter/alert
- *    producer; `props` go to the consumer only), max_produce_queue; ccd_kafka_default_settings
- *    fills them. Properties the module forces or tunes are listed at ccd_kafka_open.
- *  - CcdKafkaStats: produced, produce_retries, produce_failed, produce_queue,
- *    unacked_messages, consumer_errors.
- *  - ccd_kafka_fd(): a descriptor that becomes readable when messages are waiting (add it
- *    to the event base with EV_READ|EV_PERSIST; ccd_kafka_poll drains it).
- *  - ccd_kafka_pause(): pause/resume fetching of all assigned partitions (backpressure;
- *    keep calling ccd_kafka_poll while paused so the group membership stays alive).
- *  - ccd_kafka_rewind(): called from on_assign, starts a newly assigned partition at the
- *    first message at or after a timestamp (rebuild a window of history), or at the
- *    committed offset if that is earlier (never skips an unconsumed message).
- *  - ccd_kafka_commit waits ≤ 5 s; ccd_kafka_close is bounded by its timeout even with the
- *    broker gone (it used to hang in rd_kafka_consumer_close).
- *  - on_message's msg points into librdkafka's message: valid only during the callback.
- *  - on_revoke is also called from ccd_kafka_close (the consumer leaves the group).
- *  - on_assign / on_revoke report changes of ownership incrementally with either protocol:
- *    with the (default) eager protocol, the revoke-all/assign-all pair of a rebalance
- *    reaches the host as on_revoke for the partitions that moved away and on_assign for
- *    the new ones only; a partition that stays keeps its cells. (Default strategy is
- *    range,roundrobin: cooperative-sticky crashes librdkafka 2.0 on an early close.)
+ * ccd_kafka_fd() becomes readable when messages are waiting (add it to the event base with
+ * EV_READ|EV_PERSIST; ccd_kafka_poll drains it). ccd_kafka_pause() pauses fetching of every
+ * assigned partition (backpressure; keep calling ccd_kafka_poll so the group membership
+ * stays alive). ccd_kafka_rewind(), from on_assign, starts a newly assigned partition at
+ * the first message at or after a timestamp (rebuild a window of history), or at the
+ * committed offset if that is earlier (never skips an unconsumed message). on_message's
+ * msg points into librdkafka's message: valid only during the callback. on_assign /
+ * on_revoke report changes of ownership incrementally with either protocol: with the
+ * (default) eager protocol, the revoke-all/assign-all pair of a rebalance reaches the host
+ * as on_revoke for the partitions that moved away and on_assign for the new ones only; a
+ * partition that stays keeps its cells (default strategy range,roundrobin:
+ * cooperative-sticky crashes librdkafka 2.0 on an early close). on_revoke is also called
+ * from ccd_kafka_close (the consumer leaves the group). ccd_kafka_commit waits ≤ 5 s;
+ * ccd_kafka_close is bounded by its timeout even with the broker gone.
  */
-#ifndef CC_DAEMON_KAFKA_H
-#define CC_DAEMON_KAFKA_H
+#ifndef CCD_KAFKA_H
+#define CCD_KAFKA_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -57,7 +49,6 @@ typedef struct CcdKafkaSettings {
     const CcdKafkaProp *props;       ///< passed through to librdkafka as is
     int n_props;
     int max_poll_messages;          ///< messages per ccd_kafka_poll (default 10000)
-    CcLogger logger;
     const CcdKafkaProp *producer_props; ///< to the dead-letter/alert producer (default none)
     int n_producer_props;
     int max_produce_queue;          ///< produced messages not yet delivered, incl. retries;

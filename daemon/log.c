@@ -9,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "cc_time.h"
+
 int ccd_log_level = CC_LOG_INFO;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
@@ -45,13 +47,13 @@ static void emit(int level, const char *sys, const char *msg)
         n = (size_t)snprintf(line, sizeof line, "<%d>%-5s %s: ", syslog_prio[level],
                              level_names[level], sys);
     } else {
+        /* cc_time's seconds with the milliseconds in front of its Z */
         struct timespec ts;
-        struct tm tm;
+        char sec[CC_RFC3339_LEN];
         clock_gettime(CLOCK_REALTIME, &ts);
-        gmtime_r(&ts.tv_sec, &tm);
-        n = strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", &tm);
-        n += (size_t)snprintf(line + n, sizeof line - n, ".%03dZ %-5s %s: ",
-                              (int)(ts.tv_nsec / 1000000), level_names[level], sys);
+        cc_time_format_rfc3339((int64_t)ts.tv_sec, sec, sizeof sec);
+        n = (size_t)snprintf(line, sizeof line, "%.19s.%03dZ %-5s %s: ", sec,
+                             (int)(ts.tv_nsec / 1000000), level_names[level], sys);
     }
     /* One line: escape control characters (a message carrying user data stays one line). */
     for (const char *p = msg; *p && n + 5 < sizeof line; p++) {
@@ -97,23 +99,6 @@ int ccd_log_rl_allow(CcdRateLimit *rl, int level, const char *sys)
     if (flushed)
         ccd_log_write(level, sys, "(%d similar messages suppressed)", flushed);
     return allow;
-}
-
-static void lib_callback(void *cookie, enum CcLogLevel level, const char *msg)
-{
-    const char *sys = cookie ? (const char *)cookie : "lib";
-    size_t n = strlen(sys);
-    if ((int)level > ccd_log_level)
-        return;
-    if (!strncmp(msg, sys, n) && msg[n] == ':' && msg[n + 1] == ' ')
-        msg += n + 2; /* "kafka: kafka: ..." reads as "kafka: ..." */
-    emit((int)level, sys, msg);
-}
-
-CcLogger ccd_log_lib_logger(const char *sys)
-{
-    CcLogger l = {(void *)sys, lib_callback};
-    return l;
 }
 
 static void libevent_callback(int severity, const char *msg)

@@ -8,10 +8,10 @@
  * sd-daemon priority prefix instead (`<6>info  http: ...`), so `journalctl -p warning`
  * filters by level. A level filter is checked before anything is formatted.
  *
- * The rate-limited variant (CCD_LOG_RL) prints at most `burst` lines per `period` seconds
- * per call site and then one summary line "(N similar messages suppressed)".
- * lib/'s CcLogger and libevent's own logs are routed here (ccd_log_lib_logger,
- * ccd_log_route_libevent).
+ * The rate-limited variants print at most 5 lines per 10 seconds per call site
+ * (CCD_LOG_RL) or per limiter the caller keeps (CCD_LOG_RL_AT: one per kind of message),
+ * and then one summary line "(N similar messages suppressed)". libevent's own logs are
+ * routed here (ccd_log_route_libevent).
  */
 #ifndef CCD_LOG_H
 #define CCD_LOG_H
@@ -49,16 +49,19 @@ typedef struct CcdRateLimit {
 /** Returns 1 if a line may be printed now (and prints the pending "suppressed" summary). */
 int ccd_log_rl_allow(CcdRateLimit *rl, int level, const char *sys);
 
+/** At most 5 lines per 10 s per limiter rl (a CcdRateLimit *). */
+#define CCD_LOG_RL_AT(rl, level, sys, ...)                                               \
+    do {                                                                                 \
+        if ((level) <= ccd_log_level && ccd_log_rl_allow((rl), (level), (sys)))          \
+            ccd_log_write((level), (sys), __VA_ARGS__);                                  \
+    } while (0)
+
 /** At most 5 lines per 10 s per call site. */
 #define CCD_LOG_RL(level, sys, ...)                                                      \
     do {                                                                                 \
         static CcdRateLimit ccd_rl_;                                                     \
-        if ((level) <= ccd_log_level && ccd_log_rl_allow(&ccd_rl_, (level), (sys)))      \
-            ccd_log_write((level), (sys), __VA_ARGS__);                                  \
+        CCD_LOG_RL_AT(&ccd_rl_, (level), (sys), __VA_ARGS__);                            \
     } while (0)
-
-/** A CcLogger for lib/ modules; cookie is the subsystem name (a static string). */
-CcLogger ccd_log_lib_logger(const char *sys);
 
 /** Sends libevent's internal messages through this logger. */
 void ccd_log_route_libevent(void);

@@ -20,8 +20,8 @@
  *
  * Not thread-safe: call from the event-loop thread.
  */
-#ifndef CC_DAEMON_NOTIFY_H
-#define CC_DAEMON_NOTIFY_H
+#ifndef CCD_NOTIFY_H
+#define CCD_NOTIFY_H
 
 #include <stddef.h>
 #include <stdint.h>

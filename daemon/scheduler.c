@@ -76,8 +76,7 @@ struct CcdSched {
     CcdSchedSettings s;
     struct event_base *base;
     CcEngine *engine;
-    CcdCells *cells;
-    int F, HZ;
+    int F;
     CcdBatch batches[2];
     CcdBatch *open, *inflight; /* inflight: dispatched, not yet completed on the loop */
     uint64_t kafka_last;       /* newest Kafka batch appended */
@@ -121,47 +120,6 @@ static int scratch(CcdSched *s, int n)
     s->order = ord;
     s->scratch_cap = cap;
     return 0;
-}
-
-/* Publishes the cell's forecast after a step; `expected` from the previous one. */
-static void publish(CcdSched *s, CcdCell *c, int64_t step, const float *values, int imputed)
-{
-    const int F = s->F, HZ = s->HZ;
-    CcdPub *p = &c->pub;
-    CcForecast fc;
-    float em[CC_MAX_FEATURES], es[CC_MAX_FEATURES];
-    int have_exp = 0;
-    /* The worker is the only writer of pub: reading it here needs no lock. */
-    if (p->valid && p->step == step - 1) {
-        CcForecast prev = {.valid = 1, .step = p->step, .n_features = F, .horizon = HZ,
-                           .y = p->y, .mu = p->mu, .sigma = p->sigma};
-        for (int f = 0; f < F; f++) {
-            double m, sd;
-            cc_forecast_point(&prev, f, 0, &m, &sd);
-            em[f] = (float)m;
-            es[f] = (float)sd;
-        }
-        have_exp = 1;
-    }
-    cc_cell_forecast(c->cell, &fc);
-    pthread_mutex_lock(&s->cells->pub_lock);
-    p->valid = fc.valid;
-    p->step = step;
-    p->seq++;
-    if (fc.valid) {
-        memcpy(p->y, fc.y, (size_t)F * (size_t)HZ * 2 * sizeof(float));
-        memcpy(p->mu, fc.mu, (size_t)F * sizeof(float));
-        memcpy(p->sigma, fc.sigma, (size_t)F * sizeof(float));
-    }
-    memcpy(p->obs, values, (size_t)F * sizeof(float));
-    p->have_expected = have_exp;
-    if (have_exp) {
-        memcpy(p->exp_mean, em, (size_t)F * sizeof(float));
-        memcpy(p->exp_sd, es, (size_t)F * sizeof(float));
-    }
-    pthread_mutex_unlock(&s->cells->pub_lock);
-    if (s->s.on_stepped)
-        s->s.on_stepped(s->s.cookie, c, step, values, imputed, &fc);
 }
 
 static void run_batch(CcdSched *s, CcdBatch *b)
@@ -211,8 +169,8 @@ static void run_batch(CcdSched *s, CcdBatch *b)
                 continue;
             }
             it->status = s->status[j];
-            if (it->status == 0)
-                publish(s, it->cell, it->step, s->in[j].values, it->imputed);
+            if (it->status == 0 && s->s.on_stepped)
+                s->s.on_stepped(s->s.cookie, it->cell, it->step, s->in[j].values, it->imputed);
         }
         if (rc == -ENOMEM)
             b->enomem = 1;
@@ -258,7 +216,6 @@ static void *worker_main(void *arg)
 
 static void complete(CcdSched *s, CcdBatch *b)
 {
-    ccd_cells_unbusy(s->cells, b);
     s->st.batches++;
     s->st.items += (uint64_t)b->n;
     for (int i = 0; i < b->n; i++) {
@@ -300,7 +257,7 @@ static void done_cb(evutil_socket_t fd, short what, void *arg)
     ccd_sched_maybe_flush(s, 0);
 }
 
-int ccd_sched_open(CcdSched **out, struct event_base *base, CcEngine *e, CcdCells *cells,
+int ccd_sched_open(CcdSched **out, struct event_base *base, CcEngine *e,
                    const CcdSchedSettings *set)
 {
     CcdSched *s = calloc(1, sizeof *s);
@@ -310,9 +267,7 @@ int ccd_sched_open(CcdSched **out, struct event_base *base, CcEngine *e, CcdCell
     s->s = *set;
     s->base = base;
     s->engine = e;
-    s->cells = cells;
-    s->F = cells->s.n_features;
-    s->HZ = cells->s.horizon;
+    s->F = cc_engine_model(e)->hp.n_features;
     for (int i = 0; i < 2; i++)
         s->batches[i].F = s->F;
     s->open = &s->batches[0];
@@ -356,7 +311,7 @@ static void dispatch(CcdSched *s)
 {
     CcdBatch *b = s->open;
     b->kafka_hi = s->kafka_last;
-    ccd_cells_seal(s->cells, b);
+    s->s.seal(s->s.cookie, b);
     b->t_dispatch_ns = cc_now_ns();
     s->inflight = b;
     s->open = b == &s->batches[0] ? &s->batches[1] : &s->batches[0];

@@ -1,21 +1,25 @@
 /*
  * scheduler.h — micro-batching of cell-steps into the engine, on a worker thread.
  *
- * The event loop appends cell-steps to the OPEN batch (cells.c applies the ingest rules).
- * A batch is SEALED and handed to the worker when it holds batch_steps cell-steps, or its
- * oldest step has waited batch_ms, or on drain — and only when the worker is idle: at most
- * one batch is in flight, and while it is, the open batch keeps growing (so batches grow
- * by themselves under load; the host stops polling Kafka above 4 × batch_steps pending).
+ * The event loop appends cell-steps to the OPEN batch (the cell table applies the ingest
+ * rules, cells.h). A batch is SEALED and handed to the worker when it holds batch_steps
+ * cell-steps, or its oldest step has waited batch_ms, or on drain — and only when the
+ * worker is idle: at most one batch is in flight, and while it is, the open batch keeps
+ * growing (so batches grow by themselves under load; the host stops polling Kafka above
+ * 4 × batch_steps pending).
  *
- * Sealing (loop thread) resolves each step's values (combined/filled/imputed, cells.h),
- * marks its cells busy and numbers each cell's steps in the batch 0, 1, 2... (its
- * "round"). The worker runs one cc_engine_step per round (a cell appears at most once per
- * engine call, in step order), resetting cells whose sequence restarts, then publishes
- * each stepped cell's forecast (CcdPub, under the table's pub_lock). The finished batch
- * goes back to the loop through a libevent event (event_active from the worker; the base
- * is made thread-aware with evthread_use_pthreads) where on_done runs: cells un-busied,
- * counters, the Kafka ack of the batch (offsets are stored only after the step), the
- * requests that waited for a busy cell.
+ * Sealing (the host's seal hook, loop thread: ccd_cells_seal) resolves each step's values
+ * (combined/filled/imputed), marks its cells busy and numbers each cell's steps in the
+ * batch 0, 1, 2... (its "round"). The worker runs one cc_engine_step per round (a cell
+ * appears at most once per engine call, in step order), resetting cells whose sequence
+ * restarts, and calls the host's on_stepped for each stepped cell (publish, then alerts).
+ * The worker wakes the loop through a self-pipe (so libevent needs no locking), where the
+ * batch completes: counters, then the host's on_done (cells un-busied, the Kafka ack of
+ * the batch — offsets are stored only after the step —, the requests that waited for a
+ * busy cell).
+ *
+ * The scheduler calls no other module: the cell table fills its batches, the host's hooks
+ * take the batch on from there.
  */
 #ifndef CCD_SCHEDULER_H
 #define CCD_SCHEDULER_H
@@ -68,16 +72,16 @@ struct CcdBatch {
 /** Appends an item (values uninitialised, present 0); returns its index or -ENOMEM. */
 int ccd_batch_push(CcdBatch *b, CcdCell *c, int64_t step);
 
-/** Called on the worker after each stepped item (issue 5 hooks anomaly scoring here);
- *  `fc` is the cell's new forecast, `values` the stepped observation. */
+/** Called on the worker after each stepped item; `values` is the stepped observation. */
 typedef void (*CcdSteppedFn)(void *cookie, CcdCell *c, int64_t step, const float *values,
-                             int imputed, const CcForecast *fc);
+                             int imputed);
 
 typedef struct CcdSchedSettings {
     int batch_steps, batch_ms;
     void (*on_done)(void *cookie, CcdBatch *b); ///< on the loop thread, after the step
     CcdSteppedFn on_stepped;                    ///< on the worker (default NULL)
     void *cookie;
+    void (*seal)(void *cookie, CcdBatch *b);    ///< on the loop thread, before dispatch
     int worker_nice;                            ///< nice increment of the worker thread, so
                                                 ///< the event loop (HTTP) wins a busy CPU (0)
 } CcdSchedSettings;
@@ -93,7 +97,7 @@ typedef struct CcdSchedStats {
 
 typedef struct CcdSched CcdSched;
 
-int ccd_sched_open(CcdSched **out, struct event_base *base, CcEngine *e, CcdCells *cells,
+int ccd_sched_open(CcdSched **out, struct event_base *base, CcEngine *e,
                    const CcdSchedSettings *s);
 /** Drains (see ccd_sched_drain) and stops the worker. */
 void ccd_sched_close(CcdSched **s);

@@ -20,18 +20,6 @@ int cc_errf(char *err, size_t errlen, int code, const char *fmt, ...)
     return code;
 }
 
-void cc_logf(const CcLogger *log, enum CcLogLevel level, const char *fmt, ...)
-{
-    if (!log || !log->callback)
-        return;
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    log->callback(log->cookie, level, buf);
-}
-
 int64_t cc_now_ns(void)
 {
     struct timespec ts;

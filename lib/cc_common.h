@@ -19,19 +19,9 @@
 
 enum CcLogLevel { CC_LOG_ERROR = 0, CC_LOG_WARN = 1, CC_LOG_INFO = 2, CC_LOG_DEBUG = 3 };
 
-/** A logger is a {cookie, callback} pair; a NULL callback discards messages. */
-typedef struct CcLogger {
-    void *cookie; ///< passed back to callback unchanged (default NULL)
-    void (*callback)(void *cookie, enum CcLogLevel level, const char *msg); ///< default NULL
-} CcLogger;
-
 /** Formats into the caller's error buffer (if any); returns `code` for tail calls. */
 int cc_errf(char *err, size_t errlen, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-
-/** Formats and sends a message to a logger; a NULL logger or callback does nothing. */
-void cc_logf(const CcLogger *log, enum CcLogLevel level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /**
  * fsyncs the directory that holds path, so that a rename into it is durable.

@@ -38,8 +38,7 @@ static int setup_with(void **state, int64_t max_cells, int policy, int max_gap)
     CcEngineSettings es;
     cc_engine_default_settings(&es);
     assert_int_equal(cc_engine_open(&x->e, x->m, &es, NULL, 0), 0);
-    CcdCellsSettings cs = {.n_features = x->m->hp.n_features, .horizon = x->m->hp.horizon,
-                           .ring = 32, .max_cells = max_cells, .kv_budget_bytes = 1LL << 30,
+    CcdCellsSettings cs = {.max_cells = max_cells, .kv_budget_bytes = 1LL << 30,
                            .gap_policy = policy, .max_gap = max_gap};
     assert_int_equal(ccd_cells_open(&x->t, x->e, &cs), 0);
     x->b.F = x->m->hp.n_features;
@@ -236,11 +235,22 @@ typedef struct Done {
     int batches, items;
     uint64_t kafka_hi;
     struct event_base *base;
+    CcdCells *t;
 } Done;
+
+static void seal(void *cookie, CcdBatch *b) { ccd_cells_seal(((Done *)cookie)->t, b); }
+
+static void on_stepped(void *cookie, CcdCell *c, int64_t step, const float *values, int imputed)
+{
+    CcForecast fc;
+    (void)imputed;
+    ccd_publish_stepped(((Done *)cookie)->t, c, step, values, &fc);
+}
 
 static void on_done(void *cookie, CcdBatch *b)
 {
     Done *d = cookie;
+    ccd_cells_unbusy(d->t, b);
     d->batches++;
     d->items += b->n;
     d->kafka_hi = b->kafka_hi;
@@ -259,8 +269,10 @@ static void test_scheduler_steps_and_publishes(void **state)
     Done done = {0};
     assert_non_null(base = event_base_new());
     done.base = base;
-    CcdSchedSettings ss = {.batch_steps = 1000000, .batch_ms = 0, .on_done = on_done, .cookie = &done};
-    assert_int_equal(ccd_sched_open(&s, base, x->e, x->t, &ss), 0);
+    done.t = x->t;
+    CcdSchedSettings ss = {.batch_steps = 1000000, .batch_ms = 0, .on_done = on_done,
+                           .on_stepped = on_stepped, .cookie = &done, .seal = seal};
+    assert_int_equal(ccd_sched_open(&s, base, x->e, &ss), 0);
     /* a registered event keeps event_base_dispatch waiting for the worker's wake-up */
     struct event *keep = event_new(base, -1, EV_PERSIST, noop, NULL);
     struct timeval tv = {3600, 0};
@@ -306,6 +318,86 @@ static void test_scheduler_steps_and_publishes(void **state)
     event_base_free(base);
 }
 
+/* A model whose engine ring, max(N·P + P, M + P − 1) = 25, is longer than N·P + P = 24. */
+static CcModel *ring_model(int n_patches, int norm_window)
+{
+    CcHparams hp;
+    CcModel *m = NULL;
+    cc_hparams_default(&hp);
+    hp.n_features = 3;
+    hp.patch_len = 4;
+    hp.n_patches = n_patches;
+    hp.norm_window = norm_window;
+    hp.d_model = 16;
+    hp.n_heads = 2;
+    hp.n_layers = 1;
+    hp.d_ff = 32;
+    hp.horizon = 6;
+    hp.step_seconds = 900;
+    assert_int_equal(cc_model_open(&m, &hp, NULL, 0), 0);
+    cc_model_init_random(m, 7);
+    return m;
+}
+
+static int imputed_steps(const Fx *x, const CcdCell *c, int64_t from, int64_t to)
+{
+    int n = 0;
+    for (int64_t p = from; p <= to; p++)
+        n += ccd_cells_imputed(x->t, c, p);
+    return n;
+}
+
+/* Every step the engine's ring holds shows its own imputed flag, the oldest included, and
+ * after a reload to a model of another shape too. */
+static void test_imputed_flags_cover_the_engine_ring(void **state)
+{
+    (void)state;
+    Fx fx = {0}, *x = &fx;
+    CcModel *m2 = ring_model(3, 8); /* ring max(16, 11) = 16 */
+    CcEngineSettings es;
+    x->m = ring_model(5, 22);
+    cc_engine_default_settings(&es);
+    assert_int_equal(cc_engine_open(&x->e, x->m, &es, NULL, 0), 0);
+    CcdCellsSettings cs = {.max_cells = 10, .kv_budget_bytes = 1LL << 30,
+                           .gap_policy = CCD_GAP_IMPUTE, .max_gap = 3};
+    assert_int_equal(ccd_cells_open(&x->t, x->e, &cs), 0);
+    x->b.F = 3;
+    assert_int_equal(x->t->ring, 25);
+    ingest(x, rec("a", 0, 7, 1, 2, 3), 0);
+    ingest(x, rec("a", 2, 7, 1, 2, 3), 0); /* step 1 imputed */
+    seal_done(x);
+    for (int64_t p = 3; p <= 25; p++) {
+        ingest(x, rec("a", p, 7, 1, 2, 3), 0);
+        seal_done(x);
+    }
+    CcdCell *a = ccd_cells_get(x->t, "a");
+    /* steps 1..25 are what the engine keeps: step 1 is the oldest */
+    assert_int_equal(ccd_cells_imputed(x->t, a, 1), 1);
+    assert_int_equal(imputed_steps(x, a, 2, 25), 0);
+    ingest(x, rec("a", 27, 7, 1, 2, 3), 0); /* step 26 imputed */
+    seal_done(x);
+    assert_int_equal(cc_engine_set_model(x->e, m2), 0);
+    int failed;
+    assert_int_equal(ccd_cells_rebind(x->t, &failed), 1);
+    assert_int_equal(failed, 0);
+    assert_int_equal(x->t->ring, cc_engine_ring_steps(x->e));
+    assert_int_equal(x->t->ring, 16);
+    assert_int_equal(ccd_cells_imputed(x->t, a, 26), 1);
+    assert_int_equal(imputed_steps(x, a, 27 - 15, 27), 1);
+    for (int64_t p = 28; p <= 26 + 15; p++) {
+        ingest(x, rec("a", p, 7, 1, 2, 3), 0);
+        seal_done(x);
+    }
+    assert_int_equal(ccd_cells_imputed(x->t, a, 26), 1); /* the oldest of 16 */
+    assert_int_equal(imputed_steps(x, a, 27, 26 + 15), 0);
+    ccd_cells_close(&x->t);
+    cc_engine_close(&x->e);
+    cc_model_close(&x->m);
+    cc_model_close(&m2);
+    free(x->b.items);
+    free(x->b.values);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -316,6 +408,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lru_eviction_spares_busy, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_release_partitions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_scheduler_steps_and_publishes, setup, teardown),
+        cmocka_unit_test(test_imputed_flags_cover_the_engine_ring),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

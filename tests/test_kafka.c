@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "kafka.h"
+#include "log.h"
 
 #define MAXMSG 256
 
@@ -71,12 +72,6 @@ static void on_revoke(void *cookie, const char *topic, const int32_t *p, int n)
 {
     Got *g = cookie;
     g->revoked += n;
-}
-
-static void logger(void *cookie, enum CcLogLevel level, const char *msg)
-{
-    if (level <= CC_LOG_WARN || getenv("TEST_KAFKA_VERBOSE"))
-        fprintf(stderr, "  [kafka %d] %s\n", level, msg);
 }
 
 static int setup(void **state)
@@ -146,7 +141,6 @@ static CcdKafka *open_k(const char *brokers, const char *group, Got *g, int max_
     s.props = props;
     s.n_props = 3;
     s.max_poll_messages = max_poll;
-    s.logger = (CcLogger){NULL, logger};
     CcdKafkaHooks h = {g, on_message, on_assign, on_revoke};
     CcdKafka *k = NULL;
     char err[512] = "";
@@ -435,7 +429,6 @@ static void test_produce_bound(void **state)
     s.group_id = "g-bound";
     s.topics = topics;
     s.max_produce_queue = 2;
-    s.logger = (CcLogger){NULL, logger};
     CcdKafkaHooks h = {&g, on_message, NULL, NULL};
     CcdKafka *k = NULL;
     assert_int_equal(ccd_kafka_open(&k, &s, &h, NULL, 0), 0);
@@ -465,7 +458,6 @@ static void test_produce_retry(void **state)
     s.topics = topics;
     s.producer_props = pprops;
     s.n_producer_props = 2;
-    s.logger = (CcLogger){NULL, logger};
     CcdKafkaHooks h = {&g, on_message, NULL, NULL};
     CcdKafka *k = NULL;
     assert_int_equal(ccd_kafka_open(&k, &s, &h, NULL, 0), 0);
@@ -582,6 +574,7 @@ static void test_bad_settings(void **state)
 
 int main(void)
 {
+    ccd_log_level = getenv("TEST_KAFKA_VERBOSE") ? CC_LOG_DEBUG : CC_LOG_WARN;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_settings),
         cmocka_unit_test(test_ack_commit_restart),

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "kafka.h"
+#include "log.h"
 
 static double now_s(void)
 {
@@ -45,13 +46,6 @@ static void on_msg(void *cookie, uint64_t batch, const CcdKafkaMessage *m)
     (void)batch;
     (void)m;
     consumed++;
-}
-
-static void log_stderr(void *cookie, enum CcLogLevel level, const char *msg)
-{
-    (void)cookie;
-    if (level <= CC_LOG_WARN || getenv("INGEST_BENCH_VERBOSE"))
-        fprintf(stderr, "%s\n", msg);
 }
 
 static void busy_us(double us)
@@ -73,7 +67,6 @@ static int consume(const char *bootstrap, const char *topic, const char *group, 
     s.n_topics = 1;
     s.props = props;
     s.n_props = n_props;
-    s.logger = (CcLogger){NULL, log_stderr};
     CcdKafkaHooks h = {NULL, on_msg, NULL, NULL};
     CcdKafka *k = NULL;
     char err[512];
@@ -119,6 +112,7 @@ int main(int argc, char **argv)
     const char *group = "ingest-bench";
     long n_consume = 0;
     double work_us = 0;
+    ccd_log_level = getenv("INGEST_BENCH_VERBOSE") ? CC_LOG_DEBUG : CC_LOG_WARN;
     CcdKafkaProp props[32];
     int n_props = 0;
     const char *bootstrap = NULL, *topic = "kpis";

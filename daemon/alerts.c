@@ -1,0 +1,725 @@
+/*
+ * alerts.c — the alert sink of cellcastd: per-cell anomaly state and scores, the queue of
+ * transitions (worker → loop), their production to the Kafka alert topic with retries in
+ * order, the history behind GET /v1/alerts and the journal of what was produced. See
+ * alerts.h for the threading and the journal's use at restarts.
+ */
+#include "alerts.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "http.h"
+#include "log.h"
+
+#define HIST_MAX 10000 /* transitions kept for GET /v1/alerts */
+#define JBUCKETS 4096
+
+/* Per-cell alert state (CcdCell.anomaly). ac belongs to whoever owns the cell (worker while
+ * busy); the pub_* fields are written under the table's pub_lock. */
+typedef struct AlertCell {
+    CcAnomalyCell *ac;
+    int64_t pub_step;            /* last scored step, -1 */
+    double pub_score;
+    int F;                       /* KPIs of pub */
+    int pub_anomaly_firing, pub_dq_firing;
+    uint64_t pub_quiet;
+    double pub[];                // (PUB_N, F) per-KPI scores of pub_step, sized to the model's
+                                 // KPIs: a resident cell must not pay for CC_MAX_FEATURES
+} AlertCell;
+
+/* Rows of AlertCell.pub. */
+enum { PUB_Z, PUB_CU_UP, PUB_CU_DOWN, PUB_PR_EXP, PUB_PR_UP, PUB_PR_DOWN, PUB_N };
+
+/* A transition with its cell id copied (CcAlertEvent.cell_id points at cell). */
+typedef struct QEvent {
+    CcAlertEvent ev;
+    char cell[CC_ANOMALY_CELL_ID_MAX + 1];
+    uint64_t seq;
+} QEvent;
+
+typedef struct JEntry {
+    struct JEntry *next;
+    int64_t step;
+    char cell[];
+} JEntry;
+
+typedef struct EvVec {
+    QEvent *v;
+    size_t n, cap;
+} EvVec;
+
+struct CcdAlerts {
+    CcAnomaly *an;
+    char journal_path[PATH_MAX + 16];
+    FILE *journal;
+    /* worker/tick → loop */
+    pthread_mutex_t qlock;
+    EvVec q;
+    /* produce refused (queue full): retried in order, never dropped */
+    EvVec retry;
+    /* history ring */
+    QEvent *hist;
+    size_t hn, hhead; /* count, index of the oldest */
+    uint64_t seq;
+    /* journal: cell → last step whose transition was produced */
+    pthread_mutex_t jlock;
+    JEntry *jb[JBUCKETS];
+    /* counters */
+    uint64_t trans[2][5][3][3]; /* kind, reason, state, severity */
+    uint64_t produced, produce_refused;
+    int tick_enabled;
+};
+
+/* ---- journal -------------------------------------------------------------------------- */
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+/* jlock held */
+static JEntry **jfind(CcdAlerts *o, const char *cell)
+{
+    JEntry **pp = &o->jb[hash_str(cell) % JBUCKETS];
+    while (*pp && strcmp((*pp)->cell, cell))
+        pp = &(*pp)->next;
+    return pp;
+}
+
+/* jlock held */
+static void jset(CcdAlerts *o, const char *cell, int64_t step)
+{
+    JEntry **pp = jfind(o, cell);
+    if (*pp) {
+        if (step > (*pp)->step)
+            (*pp)->step = step;
+        return;
+    }
+    size_t n = strlen(cell) + 1;
+    JEntry *e = malloc(sizeof *e + n);
+    if (!e)
+        return;
+    memcpy(e->cell, cell, n);
+    e->step = step;
+    e->next = NULL;
+    *pp = e;
+}
+
+static int64_t jget(CcdAlerts *o, const char *cell)
+{
+    pthread_mutex_lock(&o->jlock);
+    JEntry **pp = jfind(o, cell);
+    int64_t s = *pp ? (*pp)->step : -1;
+    pthread_mutex_unlock(&o->jlock);
+    return s;
+}
+
+static void journal_load(CcdAlerts *o)
+{
+    FILE *f = fopen(o->journal_path, "r");
+    char line[256];
+    int n = 0;
+    if (!f)
+        return;
+    while (fgets(line, sizeof line, f)) {
+        long long step;
+        char cell[CC_ANOMALY_CELL_ID_MAX + 1];
+        if (sscanf(line, "%lld %64s", &step, cell) == 2) {
+            jset(o, cell, step);
+            n++;
+        }
+    }
+    fclose(f);
+    LOG_INFO("alerts", "journal %s: %d transition(s) already produced (not produced again on replay)",
+             o->journal_path, n);
+}
+
+/* Rewrites the journal compactly (loop thread): temp file, rename. */
+void ccd_alerts_journal_compact(Ccd *d)
+{
+    CcdAlerts *o = d->alerts;
+    char tmp[PATH_MAX + 32];
+    if (!o->journal_path[0])
+        return;
+    snprintf(tmp, sizeof tmp, "%s.tmp", o->journal_path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        LOG_WARN("alerts", "cannot write %s: %s", tmp, strerror(errno));
+        return;
+    }
+    pthread_mutex_lock(&o->jlock);
+    for (int b = 0; b < JBUCKETS; b++)
+        for (JEntry *e = o->jb[b]; e; e = e->next)
+            fprintf(f, "%lld %s\n", (long long)e->step, e->cell);
+    pthread_mutex_unlock(&o->jlock);
+    int bad = fflush(f) || fsync(fileno(f));
+    bad |= fclose(f);
+    if (bad || rename(tmp, o->journal_path)) {
+        LOG_WARN("alerts", "cannot replace %s: %s", o->journal_path, strerror(errno));
+        unlink(tmp);
+        return;
+    }
+    if (o->journal)
+        fclose(o->journal);
+    o->journal = fopen(o->journal_path, "a");
+}
+
+/* ---- the sink ------------------------------------------------------------------------- */
+
+static int vec_push(EvVec *v, const QEvent *e)
+{
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? 2 * v->cap : 64;
+        QEvent *p = realloc(v->v, cap * sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        v->v = p;
+        v->cap = cap;
+    }
+    v->v[v->n++] = *e;
+    v->v[v->n - 1].ev.cell_id = v->v[v->n - 1].cell;
+    return 0;
+}
+
+static void sink_emit(void *cookie, const CcAlertEvent *ev)
+{
+    CcdAlerts *o = cookie;
+    QEvent e;
+    e.ev = *ev;
+    snprintf(e.cell, sizeof e.cell, "%s", ev->cell_id);
+    e.seq = 0;
+    pthread_mutex_lock(&o->qlock);
+    if (vec_push(&o->q, &e))
+        LOG_ERROR("alerts", "out of memory queueing alert %s", ev->id); /* daemon policy: log */
+    pthread_mutex_unlock(&o->qlock);
+}
+
+static AlertCell *alert_cell(Ccd *d, CcdCell *c)
+{
+    CcdAlerts *o = d->alerts;
+    if (c->anomaly)
+        return c->anomaly;
+    int F = d->model->hp.n_features;
+    AlertCell *oc = calloc(1, sizeof *oc + (size_t)PUB_N * (size_t)F * sizeof(double));
+    if (!oc)
+        return NULL;
+    oc->F = F;
+    if (cc_anomaly_cell_open(&oc->ac, o->an, c->id)) {
+        free(oc);
+        return NULL;
+    }
+    oc->pub_step = -1;
+    int64_t q = jget(o, c->id);
+    if (q >= 0)
+        cc_anomaly_cell_quiet_until(oc->ac, q);
+    pthread_mutex_lock(&d->cells->pub_lock); /* HTTP and /metrics read the pointer */
+    c->anomaly = oc;
+    pthread_mutex_unlock(&d->cells->pub_lock);
+    return oc;
+}
+
+void ccd_alerts_cell_free(void *cookie, CcdCell *c)
+{
+    Ccd *d = cookie;
+    AlertCell *oc = c->anomaly;
+    if (!oc)
+        return;
+    pthread_mutex_lock(&d->cells->pub_lock);
+    c->anomaly = NULL;
+    pthread_mutex_unlock(&d->cells->pub_lock);
+    cc_anomaly_cell_close(&oc->ac);
+    free(oc);
+}
+
+CcAnomalyCell *ccd_alerts_cell(Ccd *d, CcdCell *c)
+{
+    AlertCell *oc = alert_cell(d, c);
+    return oc ? oc->ac : NULL;
+}
+
+CcAnomalyCell *ccd_alerts_cell_state(const CcdCell *c)
+{
+    const AlertCell *oc = c->anomaly;
+    return oc ? oc->ac : NULL;
+}
+
+static void publish_scores(Ccd *d, CcdCell *c, AlertCell *oc)
+{
+    double v[PUB_N][CC_MAX_FEATURES], score;
+    CcAnomalyCellStats st;
+    int64_t s = cc_anomaly_cell_scores(oc->ac, v[PUB_Z], &score);
+    cc_anomaly_cell_cusum(oc->ac, v[PUB_CU_UP], v[PUB_CU_DOWN]);
+    cc_anomaly_cell_profile(oc->ac, v[PUB_PR_EXP], v[PUB_PR_UP], v[PUB_PR_DOWN]);
+    cc_anomaly_cell_stats(oc->ac, &st);
+    pthread_mutex_lock(&d->cells->pub_lock);
+    for (int r = 0; r < PUB_N; r++)
+        memcpy(oc->pub + (size_t)r * oc->F, v[r], (size_t)oc->F * sizeof(double));
+    oc->pub_step = s;
+    oc->pub_score = score;
+    oc->pub_anomaly_firing = st.anomaly_firing;
+    oc->pub_dq_firing = st.dq_firing;
+    oc->pub_quiet = st.quiet;
+    pthread_mutex_unlock(&d->cells->pub_lock);
+}
+
+void ccd_alerts_on_stepped(Ccd *d, CcdCell *c, int64_t step, const float *values, int imputed,
+                           const CcForecast *fc)
+{
+    CcdAlerts *o = d->alerts;
+    if (!o || !o->an)
+        return;
+    AlertCell *oc = alert_cell(d, c);
+    if (!oc)
+        return;
+    uint8_t mask[CC_MAX_FEATURES];
+    const int F = d->model->hp.n_features;
+    memset(mask, imputed ? 0 : 1, (size_t)F);
+    CcAlertSink sink = {o, sink_emit};
+    cc_anomaly_observe(o->an, oc->ac, step, values, mask, &sink);
+    cc_anomaly_set_forecast(o->an, oc->ac, fc);
+    publish_scores(d, c, oc);
+}
+
+static int kind_i(const CcAlertEvent *e) { return e->kind == CC_ALERT_DATA_QUALITY; }
+static int reason_i(const CcAlertEvent *e) { return e->reason >= 0 && e->reason <= 4 ? (int)e->reason : 0; }
+static int state_i(const CcAlertEvent *e) { return e->state == CC_ALERT_RESOLVED ? 2 : 1; }
+static int sev_i(const CcAlertEvent *e) { return e->severity == CC_SEV_CRITICAL ? 2 : 1; }
+
+static void journal_note(CcdAlerts *o, const QEvent *e)
+{
+    pthread_mutex_lock(&o->jlock);
+    jset(o, e->cell, e->ev.step);
+    pthread_mutex_unlock(&o->jlock);
+    if (o->journal) {
+        fprintf(o->journal, "%lld %s\n", (long long)e->ev.step, e->cell);
+        fflush(o->journal); /* in the page cache: survives SIGKILL */
+    }
+}
+
+/* Produces one transition; 0 or -errno (refused: retry later). */
+static int produce(Ccd *d, const QEvent *e)
+{
+    CcdAlerts *o = d->alerts;
+    if (d->kafka) {
+        char buf[1024 + 256 * CC_ALERT_MAX_ATTR];
+        int n = cc_alert_event_json(&e->ev, &d->model->hp, buf, sizeof buf);
+        if (n < 0)
+            return n;
+        int rc = ccd_kafka_produce(d->kafka, d->cfg.kafka_alert_topic, e->cell, strlen(e->cell), buf,
+                                  (size_t)n);
+        if (rc) {
+            o->produce_refused++;
+            return rc;
+        }
+        o->produced++;
+    }
+    journal_note(o, e);
+    return 0;
+}
+
+static void history_add(CcdAlerts *o, QEvent *e)
+{
+    e->seq = ++o->seq;
+    size_t i = (o->hhead + o->hn) % HIST_MAX;
+    if (o->hn == HIST_MAX) {
+        o->hhead = (o->hhead + 1) % HIST_MAX;
+        i = (o->hhead + o->hn - 1) % HIST_MAX;
+    } else {
+        o->hn++;
+    }
+    o->hist[i] = *e;
+    o->hist[i].ev.cell_id = o->hist[i].cell;
+}
+
+/* Loop thread: takes the queued transitions, records them, produces them (and retries). */
+void ccd_alerts_flush(Ccd *d)
+{
+    CcdAlerts *o = d->alerts;
+    EvVec q;
+    if (!o)
+        return;
+    pthread_mutex_lock(&o->qlock);
+    q = o->q;
+    memset(&o->q, 0, sizeof o->q);
+    pthread_mutex_unlock(&o->qlock);
+    /* retries first, in order */
+    size_t done = 0;
+    while (done < o->retry.n && !produce(d, &o->retry.v[done]))
+        done++;
+    if (done) {
+        memmove(o->retry.v, o->retry.v + done, (o->retry.n - done) * sizeof *o->retry.v);
+        o->retry.n -= done;
+        for (size_t i = 0; i < o->retry.n; i++)
+            o->retry.v[i].ev.cell_id = o->retry.v[i].cell;
+    }
+    for (size_t i = 0; i < q.n; i++) {
+        QEvent *e = &q.v[i];
+        e->ev.cell_id = e->cell;
+        history_add(o, e);
+        o->trans[kind_i(&e->ev)][reason_i(&e->ev)][state_i(&e->ev)][sev_i(&e->ev)]++;
+        LOG_INFO("alerts", "%s %s %s%s%s (%s, step %lld, score %.2f)", e->ev.id,
+                 cc_alert_state_name(e->ev.state), cc_alert_kind_name(e->ev.kind),
+                 e->ev.kind == CC_ALERT_DATA_QUALITY ? "/" : "",
+                 e->ev.kind == CC_ALERT_DATA_QUALITY ? cc_dq_reason_name(e->ev.reason) : "",
+                 cc_alert_severity_name(e->ev.severity), (long long)e->ev.step, e->ev.score);
+        if (o->retry.n || produce(d, e)) {
+            if (vec_push(&o->retry, e))
+                LOG_ERROR("alerts", "out of memory: alert %s not produced", e->ev.id);
+        }
+    }
+    if (o->retry.n)
+        CCD_LOG_RL(CC_LOG_WARN, "alerts", "%zu alert transition(s) waiting for the producer queue",
+                   o->retry.n);
+    free(q.v);
+}
+
+typedef struct TickCtx {
+    Ccd *d;
+    int64_t now;
+} TickCtx;
+
+static void tick_cell(void *cookie, CcdCell *c)
+{
+    TickCtx *t = cookie;
+    AlertCell *oc = c->anomaly;
+    if (!oc || c->busy || c->doomed)
+        return;
+    CcAlertSink sink = {t->d->alerts, sink_emit};
+    CcAnomalyCellStats before;
+    cc_anomaly_cell_stats(oc->ac, &before);
+    cc_anomaly_tick(t->d->alerts->an, oc->ac, t->now, &sink);
+    CcAnomalyCellStats after;
+    cc_anomaly_cell_stats(oc->ac, &after);
+    if (after.dq_firing != before.dq_firing)
+        publish_scores(t->d, c, oc);
+}
+
+void ccd_alerts_tick(Ccd *d)
+{
+    CcdAlerts *o = d->alerts;
+    if (!o)
+        return;
+    ccd_alerts_flush(d);
+    /* missing data: only once the consumer has caught up (a backlog looks like silence) */
+    int caught_up = 1;
+    if (d->kafka) {
+        CcdKafkaStats ks;
+        ccd_kafka_stats(d->kafka, &ks);
+        caught_up = ks.assigned_partitions > 0 && ks.lag >= 0 &&
+                    ks.lag <= d->cfg.kafka_max_poll_messages && !ccd_sched_pending(d->sched);
+    }
+    caught_up = caught_up && !ccd_sched_busy(d->sched);
+    if (caught_up != o->tick_enabled) {
+        o->tick_enabled = caught_up;
+        LOG_DEBUG("alerts", "missing-data checks %s", caught_up ? "on (consumer caught up)" : "paused (backlog)");
+    }
+    if (o->tick_enabled) {
+        TickCtx t = {d, (int64_t)time(NULL)};
+        ccd_cells_foreach(d->cells, tick_cell, &t);
+        ccd_alerts_flush(d);
+    }
+}
+
+void ccd_alerts_shutdown(Ccd *d)
+{
+    CcdAlerts *o = d->alerts;
+    if (!o || !o->retry.n)
+        return;
+    /* give the producer a moment, then the rest is reported (Kafka close flushes) */
+    for (int i = 0; i < 50 && o->retry.n; i++) {
+        ccd_kafka_service(d->kafka);
+        usleep(20000);
+        ccd_alerts_flush(d);
+    }
+    if (o->retry.n)
+        LOG_ERROR("alerts", "%zu alert transition(s) could not be queued for Kafka before exit; "
+                  "they are not journaled and are produced again by the replay after restart",
+                  o->retry.n);
+}
+
+void ccd_alerts_restored(Ccd *d, CcdCell *c, const CcForecast *fc)
+{
+    AlertCell *oc = c->anomaly;
+    if (!oc)
+        return;
+    int64_t q = jget(d->alerts, c->id);
+    if (q >= 0)
+        cc_anomaly_cell_quiet_until(oc->ac, q);
+    if (fc)
+        cc_anomaly_set_forecast(d->alerts->an, oc->ac, fc);
+    publish_scores(d, c, oc);
+}
+
+typedef struct Firing {
+    int anomaly, dq;
+    uint64_t quiet;
+} Firing;
+
+static void count_firing(void *cookie, CcdCell *c)
+{
+    Firing *f = cookie;
+    const AlertCell *oc = c->anomaly;
+    if (oc) {
+        f->anomaly += oc->pub_anomaly_firing;
+        f->dq += oc->pub_dq_firing;
+        f->quiet += oc->pub_quiet;
+    }
+}
+
+/* Over every cell, under pub_lock (the worker publishes the fields). */
+static Firing firing(Ccd *d)
+{
+    Firing f = {0, 0, 0};
+    pthread_mutex_lock(&d->cells->pub_lock);
+    ccd_cells_foreach(d->cells, count_firing, &f);
+    pthread_mutex_unlock(&d->cells->pub_lock);
+    return f;
+}
+
+int ccd_alerts_firing(Ccd *d)
+{
+    Firing f = firing(d);
+    return f.anomaly + f.dq;
+}
+
+void ccd_alerts_stats(Ccd *d, CcdAlertsStats *st)
+{
+    const CcdAlerts *o = d->alerts;
+    Firing f = firing(d);
+    memcpy(st->trans, o->trans, sizeof st->trans);
+    st->produced = o->produced;
+    st->produce_refused = o->produce_refused;
+    st->waiting = o->retry.n;
+    st->quiet = f.quiet;
+    st->firing_anomaly = f.anomaly;
+    st->firing_dq = f.dq;
+}
+
+/* ---- lifecycle ---- */
+
+int ccd_alerts_open(Ccd *d, const CcAnomalySettings *s, const char *journal_path, char *err,
+                    size_t errlen)
+{
+    CcdAlerts *o = calloc(1, sizeof *o);
+    char e2[256];
+    int rc;
+    if (!o)
+        return cc_errf(err, errlen, -ENOMEM, "out of memory");
+    d->alerts = o;
+    pthread_mutex_init(&o->qlock, NULL);
+    pthread_mutex_init(&o->jlock, NULL);
+    if (!(o->hist = calloc(HIST_MAX, sizeof *o->hist)))
+        return cc_errf(err, errlen, -ENOMEM, "out of memory");
+    if ((rc = cc_anomaly_open(&o->an, s, e2, sizeof e2)))
+        return cc_errf(err, errlen, rc, "alerts: %s", e2);
+    snprintf(o->journal_path, sizeof o->journal_path, "%s", journal_path);
+    if (o->journal_path[0]) {
+        journal_load(o);
+        o->journal = fopen(o->journal_path, "a");
+        if (!o->journal)
+            LOG_WARN("alerts", "cannot open the journal %s: %s (a restart after a crash may "
+                     "produce some transitions again)", o->journal_path, strerror(errno));
+    }
+    return 0;
+}
+
+void ccd_alerts_set_settings(Ccd *d, const CcAnomalySettings *s)
+{
+    char e2[256];
+    cc_anomaly_set_settings(d->alerts->an, s, e2, sizeof e2);
+}
+
+void ccd_alerts_close(Ccd *d)
+{
+    CcdAlerts *o = d->alerts;
+    if (!o)
+        return;
+    if (d->cells) /* the anomaly cells must go before the context */
+        ccd_cells_foreach(d->cells, ccd_alerts_cell_free, d);
+    cc_anomaly_close(&o->an);
+    if (o->journal)
+        fclose(o->journal);
+    for (int b = 0; b < JBUCKETS; b++)
+        for (JEntry *e = o->jb[b], *n; e; e = n) {
+            n = e->next;
+            free(e);
+        }
+    free(o->q.v);
+    free(o->retry.v);
+    free(o->hist);
+    pthread_mutex_destroy(&o->qlock);
+    pthread_mutex_destroy(&o->jlock);
+    free(o);
+    d->alerts = NULL;
+}
+
+/* ---- HTTP ---- */
+
+static json_t *num_or_null(double v) { return v == v && v - v == 0 ? json_real(v) : json_null(); }
+
+static json_t *scores_json(Ccd *d, CcdCell *c)
+{
+    const CcHparams *hp = &d->model->hp;
+    int64_t step = -1;
+    double score = 0, v[PUB_N][CC_MAX_FEATURES];
+    for (int r = 0; r < PUB_N; r++)
+        for (int f = 0; f < CC_MAX_FEATURES; f++)
+            v[r][f] = NAN;
+    int fa = 0, fd = 0;
+    pthread_mutex_lock(&d->cells->pub_lock);
+    AlertCell *oc = c->anomaly;
+    if (oc) {
+        step = oc->pub_step;
+        score = oc->pub_score;
+        int n = oc->F < hp->n_features ? oc->F : hp->n_features; /* a reloaded model's KPIs */
+        for (int r = 0; r < PUB_N; r++)
+            memcpy(v[r], oc->pub + (size_t)r * oc->F, (size_t)n * sizeof(double));
+        fa = oc->pub_anomaly_firing;
+        fd = oc->pub_dq_firing;
+    }
+    pthread_mutex_unlock(&d->cells->pub_lock);
+    json_t *o = json_object();
+    json_object_set_new(o, "step", step >= 0 ? json_integer(step) : json_null());
+    json_object_set_new(o, "ts", step >= 0 ? json_integer(step * hp->step_seconds) : json_null());
+    json_object_set_new(o, "score", step >= 0 ? num_or_null(score) : json_null());
+    json_t *k = json_object();
+    for (int f = 0; step >= 0 && f < hp->n_features; f++)
+        json_object_set_new(k, hp->features[f], num_or_null(v[PUB_Z][f]));
+    json_object_set_new(o, "z", k);
+    json_t *cu = json_object();
+    for (int f = 0; step >= 0 && f < hp->n_features; f++)
+        json_object_set_new(cu, hp->features[f], json_pack("{s:o,s:o}", "up", num_or_null(v[PUB_CU_UP][f]), "down",
+                                      num_or_null(v[PUB_CU_DOWN][f])));
+    json_object_set_new(o, "cusum", cu);
+    json_t *pr = json_object();
+    for (int f = 0; step >= 0 && f < hp->n_features; f++)
+        json_object_set_new(pr, hp->features[f],
+                            json_pack("{s:o,s:o,s:o}", "expected", num_or_null(v[PUB_PR_EXP][f]),
+                                      "up", num_or_null(v[PUB_PR_UP][f]), "down",
+                                      num_or_null(v[PUB_PR_DOWN][f])));
+    json_object_set_new(o, "profile", pr);
+    json_object_set_new(o, "anomaly_firing", json_boolean(fa));
+    json_object_set_new(o, "data_quality_firing", json_integer(fd));
+    return o;
+}
+
+void ccd_alerts_cell_json(Ccd *d, CcdCell *c, json_t *o)
+{
+    if (d->alerts)
+        json_object_set_new(o, "scores", scores_json(d, c));
+}
+
+static json_t *event_json(Ccd *d, const QEvent *e)
+{
+    char buf[1024 + 256 * CC_ALERT_MAX_ATTR];
+    int n = cc_alert_event_json(&e->ev, &d->model->hp, buf, sizeof buf);
+    json_t *j = n > 0 ? json_loadb(buf, (size_t)n, 0, NULL) : NULL;
+    if (j && json_is_object(j))
+        json_object_set_new(j, "seq", json_integer((json_int_t)e->seq));
+    return j ? j : json_null();
+}
+
+/* Transitions of the history matching the filters, oldest first, after seq `after`. */
+static int list_alerts(CcdReq *r, const char *cell)
+{
+    Ccd *d = r->d;
+    CcdAlerts *o = d->alerts;
+    const char *state = ccd_query(r, "state"), *kind = ccd_query(r, "kind"), *qs;
+    int64_t since = INT64_MIN;
+    long long limit = 100, after = 0;
+    char *end;
+    if (state && strcmp(state, "firing") && strcmp(state, "resolved"))
+        return ccd_problem(r, 422, "bad-parameter", "state must be firing or resolved, got '%s'", state);
+    if (kind && strcmp(kind, "anomaly") && strcmp(kind, "data_quality"))
+        return ccd_problem(r, 422, "bad-parameter", "kind must be anomaly or data_quality, got '%s'", kind);
+    int rc = ccd_query_since(r, &since);
+    if (rc)
+        return rc;
+    if ((qs = ccd_query(r, "limit"))) {
+        limit = strtoll(qs, &end, 10);
+        if (!*qs || *end)
+            return ccd_problem(r, 400, "bad-parameter", "limit must be an integer");
+        if (limit < 1 || limit > 1000)
+            return ccd_problem(r, 422, "bad-parameter", "limit must be in [1, 1000], got %lld", limit);
+    }
+    if ((qs = ccd_query(r, "after"))) {
+        after = strtoll(qs, &end, 10);
+        if (!*qs || *end || after < 0)
+            return ccd_problem(r, 400, "bad-parameter", "after must be a sequence number (the previous page's next)");
+    }
+    if (!cell)
+        cell = ccd_query(r, "cell");
+    ccd_alerts_flush(d); /* what the worker queued so far */
+    json_t *arr = json_array();
+    uint64_t last = 0;
+    int more = 0;
+    for (size_t i = 0; i < o->hn; i++) {
+        const QEvent *e = &o->hist[(o->hhead + i) % HIST_MAX];
+        if (e->seq <= (uint64_t)after || (cell && strcmp(cell, e->cell)) ||
+            (state && strcmp(state, cc_alert_state_name(e->ev.state))) ||
+            (kind && strcmp(kind, cc_alert_kind_name(e->ev.kind))) || e->ev.ts < since)
+            continue;
+        if ((long long)json_array_size(arr) == limit) {
+            more = 1;
+            break;
+        }
+        json_array_append_new(arr, event_json(d, e));
+        last = e->seq;
+    }
+    return ccd_json(r, 200, json_pack("{s:o, s:o}", "alerts", arr, "next",
+                                      more ? json_integer((json_int_t)last) : json_null()));
+}
+
+int ccd_h_alerts(CcdReq *r) { return list_alerts(r, NULL); }
+
+int ccd_h_cell_alerts(CcdReq *r)
+{
+    Ccd *d = r->d;
+    CcdCell *c;
+    int rc = ccd_find_cell(r, &c);
+    if (rc < 0)
+        return -rc;
+    if (!ccd_query(r, "active"))
+        return list_alerts(r, c->id);
+    /* ?active: the alerts firing now, from the cell's state (waits if it is being stepped) */
+    if (c->busy)
+        return CCD_DEFER;
+    AlertCell *oc = c->anomaly;
+    CcAlertEvent ev[16];
+    int n = oc ? cc_anomaly_cell_active(d->alerts->an, oc->ac, ev, 16) : 0;
+    json_t *arr = json_array();
+    for (int i = 0; i < n && i < 16; i++) {
+        QEvent q;
+        q.ev = ev[i];
+        snprintf(q.cell, sizeof q.cell, "%s", c->id);
+        q.ev.cell_id = q.cell;
+        q.seq = 0;
+        json_t *j = event_json(d, &q);
+        json_object_del(j, "seq");
+        json_array_append_new(arr, j);
+    }
+    return ccd_json(r, 200, json_pack("{s:s, s:o}", "cell", c->id, "active", arr));
+}
+
+int ccd_h_cell_scores(CcdReq *r)
+{
+    CcdCell *c;
+    int rc = ccd_find_cell(r, &c);
+    if (rc < 0)
+        return -rc;
+    json_t *o = scores_json(r->d, c);
+    json_object_set_new(o, "cell", json_string(c->id));
+    return ccd_json(r, 200, o);
+}
+

@@ -1,0 +1,95 @@
+/*
+ * alerts.h — cellcastd's alerts: per-cell anomaly state (lib/cc_anomaly) scored on the
+ * scheduler's worker after each step (ccd_alerts_on_stepped) and from the cron (missing
+ * data, ccd_alerts_tick); a locked queue of transitions filled on the worker and drained
+ * on the loop thread (ccd_alerts_flush) into the Kafka alert topic (key = cell id; a
+ * refused produce stays queued and is retried in order, never dropped), the in-memory
+ * history behind GET /v1/alerts, the per-cell scores behind GET /v1/cells/{id}/scores, and
+ * a journal of the last transition produced per cell.
+ *
+ * Threads. The worker scores the cells of the batch it steps (it owns those cells'
+ * CcAnomalyCell while they are busy); everything else runs on the loop thread, which
+ * touches a cell's anomaly state only while the cell is not busy. Transitions cross with a
+ * mutex-protected queue; per-cell scores are published under the table's pub_lock.
+ *
+ * Restarts and alert transitions. Each transition produced appends "step cell" to the
+ * journal (<snapshot.path>.alerts; rewritten compactly at every snapshot, state.h). A
+ * cell's anomaly state created or restored at start gets cc_anomaly_cell_quiet_until(its
+ * journal step): replayed steps recompute the same transitions (ids are pure functions of
+ * the data) and update the state without producing them again.
+ */
+#ifndef CCD_ALERTS_H
+#define CCD_ALERTS_H
+
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "cc_anomaly.h"
+#include "cellcastd.h"
+
+typedef struct CcdAlerts CcdAlerts;
+typedef struct CcdReq CcdReq;
+
+/** Opens d->alerts with the scorer's settings; journal_path "" = no journal (snapshots
+ *  off). 0 or -errno with a message. */
+int ccd_alerts_open(Ccd *d, const CcAnomalySettings *s, const char *journal_path, char *err,
+                    size_t errlen);
+/** Frees every cell's alert state, then the module. */
+void ccd_alerts_close(Ccd *d);
+
+/** New scorer settings (reload; no batch in flight). */
+void ccd_alerts_set_settings(Ccd *d, const CcAnomalySettings *s);
+
+/** Scheduler hook (worker thread): scores the observation stepped at `step` and takes the
+ *  cell's new forecast as the expectation of the next steps. */
+void ccd_alerts_on_stepped(Ccd *d, CcdCell *c, int64_t step, const float *values, int imputed,
+                           const CcForecast *fc);
+
+/** Loop thread: takes the queued transitions into the history and produces them (the
+ *  refused ones first, in order). */
+void ccd_alerts_flush(Ccd *d);
+
+/** Once per second from the cron: missing-data checks (only once the consumer has caught
+ *  up: a backlog looks like silence), then flush. */
+void ccd_alerts_tick(Ccd *d);
+
+/** At shutdown, after the last flush: gives the producer a moment for refused transitions
+ *  and reports those that are left. */
+void ccd_alerts_shutdown(Ccd *d);
+
+/** Alerts firing now over every cell (STATUS=). */
+int ccd_alerts_firing(Ccd *d);
+
+/** The cell's anomaly state, created on first use (NULL: out of memory); for the snapshot
+ *  restore. ccd_alerts_cell_state only looks (NULL when the cell has none). */
+CcAnomalyCell *ccd_alerts_cell(Ccd *d, CcdCell *c);
+CcAnomalyCell *ccd_alerts_cell_state(const CcdCell *c);
+
+/** After a snapshot restored the cell's anomaly state: journal quiet step, the forecast of
+ *  its last step as the expectation (NULL: none), its scores published. */
+void ccd_alerts_restored(Ccd *d, CcdCell *c, const CcForecast *fc);
+
+/** Rewrites the journal compactly (after a snapshot). */
+void ccd_alerts_journal_compact(Ccd *d);
+
+/** Frees a cell's alert state (CcdCells.free_anomaly; cookie = Ccd). */
+void ccd_alerts_cell_free(void *cookie, CcdCell *c);
+
+typedef struct CcdAlertsStats {
+    uint64_t trans[2][5][3][3]; ///< kind, reason, state (1 firing, 2 resolved), severity (1, 2)
+    uint64_t produced, produce_refused, quiet;
+    size_t waiting;             ///< refused transitions waiting for the producer
+    int firing_anomaly, firing_dq;
+} CcdAlertsStats;
+void ccd_alerts_stats(Ccd *d, CcdAlertsStats *st);
+
+/** Adds "scores" to the GET /v1/cells/{id} object. */
+void ccd_alerts_cell_json(Ccd *d, CcdCell *c, json_t *o);
+
+/* HTTP handlers (routes in api.c). */
+int ccd_h_alerts(CcdReq *r);      ///< GET /v1/alerts[?state=&since=&cell=&kind=&after=&limit=]
+int ccd_h_cell_alerts(CcdReq *r); ///< GET /v1/cells/{id}/alerts
+int ccd_h_cell_scores(CcdReq *r); ///< GET /v1/cells/{id}/scores
+
+#endif

@@ -1,0 +1,234 @@
+/*
+ * ingest.c — KPI messages into the engine and the way back: the Kafka hooks, decoding, the
+ * cell table, the scheduler's hooks on both threads, backpressure and the acks. See
+ * ingest.h.
+ */
+#include "ingest.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "alerts.h"
+#include "http.h"
+#include "log.h"
+#include "publish.h"
+#include "state.h"
+
+/* Kafka batches: the newest acked, the newest polled, and messages in the current poll. */
+static uint64_t acked_kafka, last_kafka, polled_in_batch;
+
+int ccd_backpressure(const Ccd *d) { return 4 * d->cfg.ingest_batch_steps; }
+
+int ccd_ingest_message(Ccd *d, const void *buf, size_t len, int topic, int32_t partition,
+                       CcKpiBatch *out)
+{
+    CcKpiBatch kb;
+    int64_t t0 = cc_now_ns();
+    int rc = cc_kpi_decode(d->kpi, buf, len, &kb);
+    int64_t t1 = cc_now_ns();
+    d->in.ns_parse += t1 - t0;
+    if (rc) {
+        memset(&kb, 0, sizeof kb);
+        if (out)
+            *out = kb;
+        return rc;
+    }
+    for (int i = 0; i < kb.n_errors; i++) {
+        d->in.invalid[kb.errors[i].reason]++;
+        d->in.invalid_elements++;
+        char src[48];
+        if (topic >= 0)
+            snprintf(src, sizeof src, "partition %d", partition);
+        else
+            snprintf(src, sizeof src, "POST /v1/kpis");
+        CCD_LOG_RL(CC_LOG_WARN, "ingest", "invalid %s (%s): %s: %s",
+                   kb.errors[i].element >= 0 ? "record" : "message", src,
+                   cc_kpi_reason_name(kb.errors[i].reason), kb.errors[i].message);
+    }
+    d->in.records += (uint64_t)kb.n_records;
+    int ret = 0;
+    for (int i = 0; i < kb.n_records; i++) {
+        rc = ccd_cells_ingest(d->cells, ccd_sched_open_batch(d->sched), &kb.records[i], topic,
+                              partition);
+        if (rc == -ENOSPC) {
+            d->in.refused_full++;
+            CCD_LOG_RL(CC_LOG_WARN, "ingest", "cell table full (limits.max_cells / kv_budget_mb "
+                       "with every cell busy): record of cell %s refused", kb.records[i].cell_id);
+            ret = rc;
+        } else if (rc) {
+            LOG_ERROR("ingest", "out of memory applying a record");
+            ret = rc;
+            break;
+        }
+    }
+    d->in.ns_state += cc_now_ns() - t1;
+    if (out)
+        *out = kb;
+    return ret;
+}
+
+/* ---- Kafka hooks ---- */
+
+static int topic_index(const Ccd *d, const char *name)
+{
+    for (int i = 0; i < d->cfg.kafka_topics.n; i++)
+        if (!strcmp(d->cfg.kafka_topics.items[i], name))
+            return i;
+    return -1;
+}
+
+static void on_message(void *cookie, uint64_t batch_id, const CcdKafkaMessage *msg)
+{
+    Ccd *d = cookie;
+    CcKpiBatch kb;
+    (void)batch_id;
+    polled_in_batch++;
+    d->in.kafka_messages++;
+    d->in.kafka_bytes += msg->len;
+    int topic = topic_index(d, msg->topic);
+    ccd_ingest_message(d, msg->payload, msg->len, topic, msg->partition, &kb);
+    if (kb.n_errors && d->cfg.kafka_dead_letter_topic[0]) {
+        ccd_kafka_dead_letter(d->kafka, msg, cc_kpi_reason_name(kb.errors[0].reason));
+        d->in.dead_letters++;
+    }
+}
+
+static void on_assign(void *cookie, const char *topic, const int32_t *parts, int n)
+{
+    Ccd *d = cookie;
+    LOG_INFO("kafka", "assigned %d partition(s) of '%s'", n, topic);
+    if (d->cfg.kafka_rewind_on_assign_s > 0) {
+        int64_t ts_ms = ((int64_t)time(NULL) - d->cfg.kafka_rewind_on_assign_s) * 1000;
+        for (int i = 0; i < n; i++)
+            ccd_kafka_rewind(d->kafka, topic, parts[i], ts_ms);
+    }
+}
+
+static void on_revoke(void *cookie, const char *topic, const int32_t *parts, int n)
+{
+    Ccd *d = cookie;
+    int t = topic_index(d, topic);
+    int marked = t >= 0 ? ccd_cells_release_partitions(d->cells, t, parts, n) : 0;
+    LOG_INFO("kafka", "revoked %d partition(s) of '%s': releasing %d cell(s)", n, topic, marked);
+    if (!d->stopping)
+        ccd_cells_reap(d->cells);
+}
+
+/* Acks Kafka batches that produced nothing to step (all duplicates/invalid). */
+void ccd_ingest_ack_idle(Ccd *d)
+{
+    if (d->kafka && last_kafka > acked_kafka && !ccd_sched_pending(d->sched) &&
+        !ccd_sched_busy(d->sched)) {
+        ccd_state_ack(d, last_kafka);
+        acked_kafka = last_kafka;
+    }
+}
+
+static void on_batch_done(void *cookie, CcdBatch *b)
+{
+    Ccd *d = cookie;
+    ccd_cells_unbusy(d->cells, b);
+    if (d->kafka && b->kafka_hi > acked_kafka) {
+        ccd_state_ack(d, b->kafka_hi); /* now, or with the next snapshot (state.h) */
+        acked_kafka = b->kafka_hi;
+    }
+    ccd_alerts_flush(d); /* alert transitions of this batch → Kafka, history */
+    ccd_http_retry_deferred(d);
+}
+
+/* One poll of at most kafka.max_poll_messages per call, so that the loop stays responsive
+ * (HTTP runs between polls); a full poll schedules the next one through a zero timeout,
+ * which libevent runs after checking the sockets again. */
+void ccd_ingest_poll(Ccd *d)
+{
+    if (!d->kafka || d->stopping)
+        return;
+    polled_in_batch = 0;
+    uint64_t id = ccd_kafka_poll(d->kafka);
+    if (id) {
+        last_kafka = id;
+        ccd_sched_note_kafka(d->sched, id);
+    }
+    ccd_sched_maybe_flush(d->sched, 0);
+    if (polled_in_batch >= (uint64_t)d->cfg.kafka_max_poll_messages &&
+        ccd_sched_pending(d->sched) < ccd_backpressure(d)) {
+        static const struct timeval zero = {0, 0};
+        evtimer_add(d->repoll_ev, &zero);
+    }
+    ccd_ingest_ack_idle(d);
+}
+
+static void poll_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    ccd_ingest_poll(arg);
+}
+
+/* The scheduler seals a batch for the worker: the cell table resolves its values. */
+static void on_seal(void *cookie, CcdBatch *b)
+{
+    Ccd *d = cookie;
+    ccd_cells_seal(d->cells, b);
+}
+
+/* The worker stepped a cell: its forecast is published, then scored. */
+static void on_stepped(void *cookie, CcdCell *c, int64_t step, const float *values, int imputed)
+{
+    Ccd *d = cookie;
+    CcForecast fc;
+    ccd_publish_stepped(d->cells, c, step, values, &fc);
+    ccd_alerts_on_stepped(d, c, step, values, imputed, &fc);
+}
+
+void ccd_ingest_backpressure(Ccd *d)
+{
+    int pending = ccd_sched_pending(d->sched), bp = ccd_backpressure(d);
+    if (!d->kafka)
+        return;
+    if (!d->kafka_paused && pending >= bp) {
+        ccd_kafka_pause(d->kafka, 1);
+        d->kafka_paused = 1;
+        LOG_DEBUG("ingest", "pausing Kafka: %d steps pending", pending);
+    } else if (d->kafka_paused && pending < bp / 2) {
+        ccd_kafka_pause(d->kafka, 0);
+        d->kafka_paused = 0;
+    }
+}
+
+int ccd_reopen_decoder(Ccd *d, const CcKpiSettings *ks, char *err, size_t errlen)
+{
+    CcKpiDecoder *old = d->kpi;
+    d->kpi = NULL;
+    int rc = cc_kpi_open(&d->kpi, ks, err, errlen);
+    if (rc) {
+        cc_kpi_close(&d->kpi);
+        d->kpi = old;
+        return rc;
+    }
+    cc_kpi_close(&old);
+    return 0;
+}
+
+int ccd_ingest_open_kafka(Ccd *d, const CcdKafkaSettings *ks, char *err, size_t errlen)
+{
+    CcdKafkaHooks hooks = {d, on_message, on_assign, on_revoke};
+    int rc = ccd_kafka_open(&d->kafka, ks, &hooks, err, errlen);
+    if (rc)
+        return rc;
+    if (!(d->poll_ev = event_new(d->base, ccd_kafka_fd(d->kafka), EV_READ | EV_PERSIST, poll_cb, d)) ||
+        !(d->repoll_ev = evtimer_new(d->base, poll_cb, d)) || event_add(d->poll_ev, NULL))
+        return cc_errf(err, errlen, -ENOMEM, "cannot watch the Kafka consumer");
+    return 0;
+}
+
+
+void ccd_ingest_sched_hooks(Ccd *d, CcdSchedSettings *ss)
+{
+    ss->on_done = on_batch_done;
+    ss->on_stepped = on_stepped;
+    ss->seal = on_seal;
+    ss->cookie = d;
+}

@@ -1,0 +1,44 @@
+/*
+ * publish.h — what a cell shows after each step: copies of its forecast (the head output,
+ * mu and sigma), the observation stepped and the expectation it was scored against (horizon
+ * step 0 of the forecast one step earlier). Written by the scheduler's worker right after
+ * the engine stepped the cell (through the host's hook) and read by the HTTP handlers,
+ * both under the cell table's pub_lock, held only for a memcpy.
+ */
+#ifndef CCD_PUBLISH_H
+#define CCD_PUBLISH_H
+
+#include <stdint.h>
+
+#include "cc_engine.h"
+
+typedef struct CcdCells CcdCells;
+typedef struct CcdCell CcdCell;
+
+typedef struct CcdPub {
+    int valid;            ///< forecast valid (the cell holds a complete patch)
+    int64_t step;         ///< newest stepped step t
+    uint64_t seq;         ///< bumped by every publish (HTTP reply caches key on it)
+    float *y;             ///< (F, HZ, 2) head output of the forecast at t
+    float *mu, *sigma;    ///< (F)
+    /* The observation at t against the forecast made at t-1 for t (GET /v1/cells/{id}). */
+    int have_expected;
+    float *obs;           ///< (F) values stepped at t
+    float *exp_mean, *exp_sd; ///< (F) expectation for t from the forecast at t-1
+} CcdPub;
+
+/** Allocates the arrays of a cell's CcdPub (F KPIs, horizon HZ). 0 or -ENOMEM. */
+int ccd_pub_init(CcdPub *p, int F, int HZ);
+void ccd_pub_free(CcdPub *p);
+
+/** After the engine stepped the cell to `step` with `values` (worker, or the loop with the
+ *  worker idle): publishes its forecast, filled into *fc, with the expectation of `step`
+ *  from the forecast published one step earlier. */
+void ccd_publish_stepped(CcdCells *t, CcdCell *c, int64_t step, const float *values,
+                         CcForecast *fc);
+
+/** Publishes a forecast without an expectation (a cell restored from a snapshot). */
+void ccd_publish(CcdCells *t, CcdCell *c, int64_t step, const float *values,
+                 const CcForecast *fc);
+
+#endif

@@ -1,0 +1,182 @@
+/* settings.c — the configuration turned into each module's settings (start and reload),
+ * and the model file model.path names. See settings.h. */
+#include "settings.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cc_config.h"
+#include "log.h"
+
+static int anomaly_settings(CcAnomalySettings *s, const CcdConfig *cfg, const CcHparams *hp,
+                            char *err, size_t errlen)
+{
+    int nk;
+    const CcAnomalyKey *keys = cc_anomaly_keys(&nk);
+    cc_anomaly_default_settings(s);
+    for (int i = 0; i < nk; i++) {
+        size_t sz = keys[i].type == CC_AKEY_INT     ? sizeof(int)
+                    : keys[i].type == CC_AKEY_INT64 ? sizeof(int64_t)
+                                                    : sizeof(double);
+        memcpy((char *)s + keys[i].offset, (const char *)&cfg->alerts + keys[i].offset, sz);
+    }
+    s->n_features = hp->n_features;
+    s->step_seconds = hp->step_seconds;
+    for (int i = 0; i < cfg->alerts_kpis.n; i++) {
+        char key[256], e2[256];
+        snprintf(key, sizeof key, "kpis.%s", cfg->alerts_kpis.items[i].key);
+        if (cc_anomaly_settings_set(s, hp, key, cfg->alerts_kpis.items[i].value, e2, sizeof e2))
+            return cc_errf(err, errlen, -EINVAL, "%s", e2);
+    }
+    char e3[256];
+    if (cc_anomaly_validate(s, e3, sizeof e3))
+        return cc_errf(err, errlen, -EINVAL, "alerts: %s", e3);
+    return 0;
+}
+
+/* ingest.fields: message field -> "feature" or "feature*scale" (checked by config.c). */
+static int kpi_settings(CcdSettings *s, const CcdConfig *cfg, const CcHparams *hp)
+{
+    const int n = cfg->ingest_fields.n;
+    if (!(s->kpi_map = calloc((size_t)n + 1, sizeof *s->kpi_map)) ||
+        !(s->kpi_features = calloc((size_t)n + 1, sizeof *s->kpi_features)))
+        return -ENOMEM;
+    for (int i = 0; i < n; i++) {
+        const CcdKv *kv = &cfg->ingest_fields.items[i];
+        size_t len;
+        if (ccd_config_field_target(kv->value, &len, &s->kpi_map[i].scale, NULL, 0) ||
+            !(s->kpi_features[i] = strndup(kv->value, len)))
+            return -ENOMEM;
+        s->n_kpi_map = i + 1;
+        s->kpi_map[i].field = kv->key;
+        s->kpi_map[i].feature_name = s->kpi_features[i];
+    }
+    for (int f = 0; f < hp->n_features; f++)
+        s->feature_names[f] = hp->features[f];
+    CcKpiSettings *ks = &s->kpi;
+    cc_kpi_default_settings(ks);
+    ks->n_features = hp->n_features;
+    ks->step_seconds = hp->step_seconds;
+    ks->align = (enum CcKpiAlign)cfg->ingest_align;
+    ks->feature_names = s->feature_names;
+    ks->map = s->kpi_map;
+    ks->n_map = n;
+    ks->cell_field = cfg->ingest_cell_field;
+    ks->ts_field = cfg->ingest_time_field;
+    ks->kpis_field = cfg->ingest_kpis_field;
+    ks->max_message_bytes = (size_t)cfg->ingest_max_message_bytes;
+    return 0;
+}
+
+static int kafka_settings(CcdSettings *s, const CcdConfig *cfg)
+{
+    CcdKafkaSettings *ks = &s->kafka;
+    if (!(s->kafka_props = calloc((size_t)cfg->kafka_properties.n + 1, sizeof *s->kafka_props)))
+        return -ENOMEM;
+    ccd_kafka_default_settings(ks);
+    ks->brokers = cfg->kafka_brokers;
+    ks->group_id = cfg->kafka_group_id;
+    ks->topics = (const char *const *)cfg->kafka_topics.items;
+    ks->n_topics = cfg->kafka_topics.n;
+    ks->alert_topic = cfg->kafka_alert_topic;
+    ks->dead_letter_topic = cfg->kafka_dead_letter_topic[0] ? cfg->kafka_dead_letter_topic : NULL;
+    ks->embedded_partitions = cfg->kafka_embedded_partitions;
+    for (int i = 0; i < cfg->kafka_properties.n; i++) {
+        s->kafka_props[i].name = cfg->kafka_properties.items[i].key;
+        s->kafka_props[i].value = cfg->kafka_properties.items[i].value;
+    }
+    ks->props = s->kafka_props;
+    ks->n_props = cfg->kafka_properties.n;
+    ks->max_poll_messages = cfg->kafka_max_poll_messages;
+    return 0;
+}
+
+int ccd_settings_from_config(CcdSettings *s, const CcdConfig *cfg, const CcHparams *hp,
+                             char *err, size_t errlen)
+{
+    int rc;
+    memset(s, 0, sizeof *s);
+    cc_engine_default_settings(&s->engine);
+    s->engine.n_threads = cfg->engine_threads;
+    s->engine.kv_type = (enum CcKvType)cfg->engine_kv_type;
+    s->engine.max_batch_cells = cfg->engine_max_batch_cells;
+    s->engine.keep_attention = cfg->engine_keep_attention;
+    s->cells = (CcdCellsSettings){
+        .max_cells = cfg->limits_max_cells,
+        .kv_budget_bytes = cfg->limits_kv_budget_mb << 20,
+        .gap_policy = cfg->ingest_gap_policy,
+        .max_gap = cfg->ingest_max_gap,
+    };
+    s->batch_steps = cfg->ingest_batch_steps;
+    s->batch_ms = cfg->ingest_batch_ms;
+    s->worker_nice = cfg->engine_worker_nice;
+    s->log_level = cfg->log_level;
+    if ((rc = kpi_settings(s, cfg, hp)) || (rc = kafka_settings(s, cfg))) {
+        ccd_settings_free(s);
+        return cc_errf(err, errlen, rc, "out of memory");
+    }
+    if ((rc = anomaly_settings(&s->anomaly, cfg, hp, err, errlen))) {
+        ccd_settings_free(s);
+        return rc;
+    }
+    return 0;
+}
+
+void ccd_settings_free(CcdSettings *s)
+{
+    for (int i = 0; s->kpi_features && i < s->n_kpi_map; i++)
+        free(s->kpi_features[i]);
+    free(s->kpi_features);
+    free(s->kpi_map);
+    free(s->kafka_props);
+    s->kpi_features = NULL;
+    s->kpi_map = NULL;
+    s->kafka_props = NULL;
+}
+
+/* ---- model.path ---- */
+
+static int file_exists(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* The first of the candidates that exists, else the path as given. */
+static void model_path(const char *path, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%s", path);
+    if (!path[0] || path[0] == '/' || file_exists(path))
+        return;
+    char cand[PATH_MAX];
+    const char *home = getenv("CELLCAST_HOME");
+    if (home && home[0]) {
+        snprintf(cand, sizeof cand, "%s/%s", home, path);
+        if (file_exists(cand)) {
+            snprintf(out, outlen, "%s", cand);
+            return;
+        }
+    }
+    snprintf(cand, sizeof cand, "%s/%s", CC_DATADIR, path);
+    if (file_exists(cand)) {
+        snprintf(out, outlen, "%s", cand);
+        return;
+    }
+    const char *slash = strrchr(path, '/');
+    if (slash) {
+        snprintf(cand, sizeof cand, "%s/%s", CC_DATADIR, slash + 1);
+        if (file_exists(cand))
+            snprintf(out, outlen, "%s", cand);
+    }
+}
+
+int ccd_model_open(CcModel **out, const char *model_path_cfg, char *path, size_t pathlen,
+                   char *err, size_t errlen)
+{
+    model_path(model_path_cfg, path, pathlen);
+    return cc_model_open_file(out, path, err, errlen);
+}

@@ -1,0 +1,54 @@
+/*
+ * settings.h — the configuration (config.h) turned into every module's settings, in one
+ * place: the engine, the KPI decoder, the cell table, the scheduler's batching, Kafka, the
+ * anomaly scorer and the log level. cellcastd.c opens the modules with them at start and
+ * reload.c hands the reloadable ones to the running modules (setters), so a key means the
+ * same thing at start and after SIGHUP.
+ *
+ * Also here: which file model.path names (ccd_model_open), the other thing the
+ * configuration decides before anything runs.
+ */
+#ifndef CCD_SETTINGS_H
+#define CCD_SETTINGS_H
+
+#include <stddef.h>
+
+#include "cc_anomaly.h"
+#include "cc_engine.h"
+#include "cc_kpi.h"
+#include "cc_model.h"
+#include "cells.h"
+#include "config.h"
+#include "kafka.h"
+
+typedef struct CcdSettings {
+    CcEngineSettings engine;
+    CcKpiSettings kpi;           ///< points into this struct and into the config
+    CcdCellsSettings cells;
+    int batch_steps, batch_ms, worker_nice; ///< the scheduler's (hooks are the host's)
+    CcdKafkaSettings kafka;      ///< points into this struct and into the config
+    CcAnomalySettings anomaly;
+    int log_level;
+    /* storage the pointers above use */
+    const char *feature_names[CC_MAX_FEATURES];
+    CcKpiMapEntry *kpi_map;
+    char **kpi_features;
+    int n_kpi_map;
+    CcdKafkaProp *kafka_props;
+} CcdSettings;
+
+/** Fills *s from the configuration and the model served (its KPIs, step length). The
+ *  result points into cfg and hp: keep them alive while s is used. 0, -ENOMEM, or -EINVAL
+ *  with a message naming the key (alerts.*). Free with ccd_settings_free. */
+int ccd_settings_from_config(CcdSettings *s, const CcdConfig *cfg, const CcHparams *hp,
+                             char *err, size_t errlen);
+void ccd_settings_free(CcdSettings *s);
+
+/** Opens the model file model.path names: as given when it exists; a relative path that
+ *  does not exist is tried under $CELLCAST_HOME, then the installed data directory
+ *  (CC_DATADIR, e.g. /usr/share/cellcast; `models/x` also as `x` there). path gets the
+ *  file tried (the original when nothing else exists). 0 or -errno with a message. */
+int ccd_model_open(CcModel **out, const char *model_path, char *path, size_t pathlen,
+                   char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,265 @@
+/*
+ * state.c — snapshots of the cell table and the Kafka offsets acknowledged with them. See
+ * state.h for the contract between the two.
+ */
+#include "state.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "alerts.h"
+#include "cc_snapshot.h"
+#include "log.h"
+
+struct CcdState {
+    char path[PATH_MAX];
+    uint64_t ack_pending, ack_done;
+    CcdStateStats st;
+    uint64_t snapshot_cells;
+    int64_t last_snap_ns;
+};
+
+typedef struct SnapExtra {
+    int32_t topic, partition;
+    int64_t first_step, last_ts;
+    uint64_t n_records, n_steps;
+} SnapExtra;
+
+typedef struct SnapCtx {
+    Ccd *d;
+    CcSnapshotWriter *w;
+    int rc;
+    uint64_t n;
+} SnapCtx;
+
+static void snap_cell(void *cookie, CcdCell *c)
+{
+    SnapCtx *x = cookie;
+    int64_t first, last;
+    if (x->rc || c->doomed || !c->cell)
+        return;
+    cc_cell_span(c->cell, &first, &last);
+    if (first < 0)
+        return;
+    SnapExtra ex = {c->topic, c->partition, c->first_step, c->last_ts, c->n_records, c->n_steps};
+        x->rc = cc_snapshot_write_engine_cell(x->w, c->id, c->cell, ccd_alerts_cell_state(c), &ex, sizeof ex);
+    x->n++;
+}
+
+/* Writes the snapshot (loop thread, no batch in flight), then stores the offsets of what
+ * it holds. 0, -EAGAIN (a batch is in flight), or -errno. */
+static int snapshot_write(Ccd *d, const char *why)
+{
+    CcdState *o = d->state;
+    char err[512];
+    if (!o->path[0])
+        return 0;
+    if (ccd_sched_busy(d->sched))
+        return -EAGAIN;
+    int64_t t0 = cc_now_ns();
+    uint64_t ack = o->ack_pending;
+    CcSnapshotInfo in;
+    cc_snapshot_info_for_model(&in, &d->model->hp);
+    SnapCtx x = {d, NULL, 0, 0};
+    int rc = cc_snapshot_write_open(&x.w, o->path, &in, err, sizeof err);
+    if (!rc) {
+        ccd_cells_foreach(d->cells, snap_cell, &x);
+        if (x.rc) {
+            rc = x.rc;
+            snprintf(err, sizeof err, "writing a cell record failed (%s)", strerror(-rc));
+            cc_snapshot_write_abort(&x.w);
+        } else {
+            rc = cc_snapshot_write_finish(&x.w, err, sizeof err);
+        }
+    }
+    o->last_snap_ns = cc_now_ns();
+    if (rc) {
+        o->st.snapshot_errors++;
+        LOG_ERROR("state", "snapshot %s (%s) failed: %s; offsets not advanced", o->path, why, err);
+        return rc;
+    }
+    struct stat st;
+    o->st.snapshots++;
+    o->snapshot_cells = x.n;
+    o->st.snapshot_unix = (int64_t)time(NULL);
+    o->st.snapshot_bytes = stat(o->path, &st) ? -1 : (int64_t)st.st_size;
+    o->st.snapshot_seconds = (double)(cc_now_ns() - t0) * 1e-9;
+    if (d->kafka && ack > o->ack_done) {
+        ccd_kafka_ack(d->kafka, ack);
+        o->ack_done = ack;
+    }
+    ccd_alerts_journal_compact(d);
+    CCD_LOG(!strcmp(why, "periodic") ? CC_LOG_DEBUG : CC_LOG_INFO, "state",
+            "snapshot %s (%s): %llu cells, %lld bytes in %.3f s", o->path, why,
+            (unsigned long long)x.n, (long long)o->st.snapshot_bytes, o->st.snapshot_seconds);
+    return 0;
+}
+
+void ccd_state_ack(Ccd *d, uint64_t id)
+{
+    CcdState *o = d->state;
+    if (!d->kafka)
+        return;
+    if (!o || !o->path[0]) {
+        ccd_kafka_ack(d->kafka, id);
+        return;
+    }
+    if (id > o->ack_pending)
+        o->ack_pending = id;
+}
+
+/* Recomputes a restored cell's forecast and publishes it (loop thread, worker idle). */
+static void restore_forecast(Ccd *d, CcdCell *c, int64_t last, const float *lastv)
+{
+    CcStepInput in = {c->cell, last, NULL};
+    int st = 0;
+    if (cc_engine_step(d->engine, &in, 1, &st) || st) {
+        ccd_alerts_restored(d, c, NULL);
+        return;
+    }
+    CcForecast fc;
+    cc_cell_forecast(c->cell, &fc);
+    ccd_publish(d->cells, c, last, lastv, &fc);
+    ccd_alerts_restored(d, c, &fc);
+}
+
+void ccd_state_restore(Ccd *d)
+{
+    CcdState *o = d->state;
+    char err[512];
+    CcSnapshotReader *r = NULL;
+    CcSnapshotInfo info;
+    const int F = d->model->hp.n_features;
+    if (!o->path[0]) {
+        LOG_INFO("state", "snapshots off (snapshot.path); a restart rebuilds cells from Kafka");
+        return;
+    }
+    LOG_INFO("state", "snapshots: %s every %d s and at shutdown", o->path, d->cfg.snapshot_interval_s);
+    int rc = cc_snapshot_read_open(&r, o->path, cc_snapshot_model_hash(&d->model->hp), &info,
+                                   err, sizeof err);
+    if (rc == -ENOENT) {
+        LOG_INFO("state", "no snapshot at %s: starting empty, cells are built from Kafka", o->path);
+        return;
+    }
+    if (rc) {
+        LOG_WARN("state", "snapshot refused: %s; falling back to rebuilding the cells from Kafka "
+                 "(the file is left in place and replaced by the next snapshot)", err);
+        if (d->cfg.kafka_rewind_on_assign_s == 0) {
+            /* re-read one window of history of the partitions assigned */
+            d->cfg.kafka_rewind_on_assign_s = (int64_t)d->cells->ring * d->model->hp.step_seconds;
+            LOG_INFO("state", "kafka.rewind_on_assign_s set to %lld s (one window) for this run",
+                     (long long)d->cfg.kafka_rewind_on_assign_s);
+        }
+        return;
+    }
+    CcSnapshotRecord rec;
+    uint64_t n = 0, failed = 0;
+    while ((rc = cc_snapshot_read_next(r, &rec, err, sizeof err)) == 1) {
+        if (rec.type != CC_SNAP_CELL)
+            continue;
+        const CcSnapshotCell *sc = &rec.cell;
+        if (sc->count <= 0 || sc->n_features != F)
+            continue;
+        CcdCell *c = ccd_cells_add(d->cells, sc->cell_id);
+        CcAnomalyCell *ac = c ? ccd_alerts_cell(d, c) : NULL;
+        if (!ac) {
+            failed++;
+            continue;
+        }
+        if (cc_snapshot_restore_engine_cell(sc, c->cell, ac, err, sizeof err)) {
+            LOG_WARN("state", "snapshot: cell %s not restored: %s", sc->cell_id, err);
+            failed++;
+            continue;
+        }
+        int64_t last = sc->first + sc->count - 1;
+        const float *lastv = sc->values + (size_t)(sc->count - 1) * (size_t)F;
+        SnapExtra ex;
+        memset(&ex, 0, sizeof ex);
+        if (sc->extra_len == sizeof ex)
+            memcpy(&ex, sc->extra, sizeof ex);
+        else
+            ex.topic = ex.partition = -1, ex.first_step = sc->first;
+        c->topic = ex.topic < d->cfg.kafka_topics.n ? ex.topic : -1;
+        c->partition = ex.partition;
+        c->first_step = ex.first_step;
+        c->last_step = last;
+        c->last_ts = ex.last_ts;
+        c->n_records = ex.n_records;
+        c->n_steps = ex.n_steps;
+        memcpy(c->last_values, lastv, (size_t)F * sizeof(float));
+        c->have_values = 1;
+        restore_forecast(d, c, last, lastv);
+        n++;
+    }
+    if (rc < 0)
+        LOG_ERROR("state", "snapshot %s: %s (after %llu cells)", o->path, err, (unsigned long long)n);
+    cc_snapshot_read_close(&r);
+    o->st.restored_cells = n;
+    LOG_INFO("state", "snapshot %s restored: %llu cells (%llu failed), written %lld s ago; Kafka "
+             "resumes at the offsets committed with it", o->path, (unsigned long long)n,
+             (unsigned long long)failed, (long long)((int64_t)time(NULL) - info.created_s));
+}
+
+
+int ccd_state_open(Ccd *d, char *err, size_t errlen)
+{
+    CcdState *o = calloc(1, sizeof *o);
+    if (!o)
+        return cc_errf(err, errlen, -ENOMEM, "out of memory");
+    d->state = o;
+    /* snapshot.path: "auto" = $STATE_DIRECTORY/state.snap under systemd, else off */
+    const char *sp = d->cfg.snapshot_path;
+    if (!strcmp(sp, "auto")) {
+        const char *sd = getenv("STATE_DIRECTORY");
+        if (sd && sd[0]) {
+            char first[PATH_MAX];
+            snprintf(first, sizeof first, "%s", sd);
+            char *colon = strchr(first, ':'); /* several directories: the first */
+            if (colon)
+                *colon = 0;
+            if (snprintf(o->path, sizeof o->path, "%s/state.snap", first) >= (int)sizeof o->path)
+                o->path[0] = 0;
+        }
+    } else {
+        snprintf(o->path, sizeof o->path, "%s", sp);
+    }
+    o->last_snap_ns = cc_now_ns();
+    return 0;
+}
+
+void ccd_state_close(Ccd *d)
+{
+    free(d->state);
+    d->state = NULL;
+}
+
+const char *ccd_state_path(const Ccd *d) { return d->state->path; }
+
+void ccd_state_cron(Ccd *d)
+{
+    CcdState *o = d->state;
+    int64_t now_ns = cc_now_ns();
+    if (!o || !o->path[0] || d->cfg.snapshot_interval_s <= 0 ||
+        now_ns - o->last_snap_ns < (int64_t)d->cfg.snapshot_interval_s * 1000000000LL)
+        return;
+    /* a batch in flight: try again next second; under sustained load (the worker never idle
+     * at the cron) wait for it after 5 s, or the offsets would never advance */
+    if (ccd_sched_busy(d->sched) &&
+        now_ns - o->last_snap_ns >= ((int64_t)d->cfg.snapshot_interval_s + 5) * 1000000000LL)
+        ccd_sched_drain(d->sched);
+    snapshot_write(d, "periodic");
+}
+
+void ccd_state_shutdown(Ccd *d)
+{
+    CcdState *o = d->state;
+    if (o && o->path[0] && snapshot_write(d, "shutdown"))
+        LOG_WARN("state", "no snapshot at shutdown: offsets stay at the previous snapshot");
+}
+
+void ccd_state_stats(const Ccd *d, CcdStateStats *st) { *st = d->state->st; }
