@@ -26,6 +26,7 @@
 #include "host.h"
 #include "http.h"
 #include "ingest.h"
+#include "opts.h"
 #include "log.h"
 #include "notify.h"
 #include "reload.h"
@@ -146,21 +147,6 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 
 /* ---- setup ---- */
 
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: cellcastd [-c FILE] [--set key=value]... [--check-config] [--print-config]\n"
-            "\n"
-            "  -c, --config FILE     YAML configuration (conf/cellcast.yaml documents every key)\n"
-            "  -s, --set KEY=VALUE   override one key after the file (repeatable), e.g.\n"
-            "                        --set http.port=9090 --set kafka.properties.debug=broker\n"
-            "  --check-config        validate the configuration (and the model file), then exit\n"
-            "  --print-config        print the configuration in effect as commented YAML\n"
-            "                        (without -c: the defaults, i.e. conf/cellcast.yaml)\n"
-            "  --routes              list the HTTP routes (method pattern) and exit\n"
-            "  --version, -h/--help\n");
-}
-
 int ccd_config_read(const Ccd *d, CcdConfig *c, char *err, size_t errlen)
 {
     int rc;
@@ -168,52 +154,68 @@ int ccd_config_read(const Ccd *d, CcdConfig *c, char *err, size_t errlen)
         return cc_errf(err, errlen, rc, "out of memory");
     if (d->config_path && (rc = ccd_config_load_file(c, d->config_path, err, errlen)))
         return rc;
-    for (int i = 1; i < d->argc; i++)
-        if ((!strcmp(d->argv[i], "-s") || !strcmp(d->argv[i], "--set")) && i + 1 < d->argc) {
-            if ((rc = ccd_config_set(c, d->argv[++i], err, errlen)))
-                return rc;
-        } else if ((!strcmp(d->argv[i], "-c") || !strcmp(d->argv[i], "--config")) && i + 1 < d->argc) {
-            i++;
-        }
+    for (int i = 0; i < d->n_sets; i++)
+        if ((rc = ccd_config_set(c, d->sets[i], err, errlen)))
+            return rc;
     return 0;
 }
 
 enum { RUN, CHECK, PRINT, EXIT_OK, EXIT_USAGE };
 
-/* The command line but the --set overrides (ccd_config_read applies them): what to do. */
+/* --set KEY=VALUE: kept in order for ccd_config_read (at start and at every reload). */
+static int take_set(const CcOpt *opt, const char *value, char *err, size_t errlen)
+{
+    Ccd *d = opt->target;
+    d->sets[d->n_sets++] = value;
+    return 0;
+}
+
+static void print_routes(void)
+{
+    for (int r = 0; r < ccd_n_routes; r++) {
+        int get = ccd_routes[r].methods & EVHTTP_REQ_GET, post = ccd_routes[r].methods & EVHTTP_REQ_POST;
+        printf("%s%s%s %s\n", get ? "GET" : "", get && post ? "," : "", post ? "POST" : "",
+               ccd_routes[r].pattern);
+    }
+}
+
+/* The command line: what to do. d->sets must hold room for argc pointers. */
 static int parse_args(Ccd *d, int argc, char **argv)
 {
-    int what = RUN;
-    d->argc = argc;
-    d->argv = argv;
-    for (int i = 1; i < argc; i++) {
-        if ((!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) && i + 1 < argc)
-            d->config_path = argv[++i];
-        else if (!strcmp(argv[i], "--check-config"))
-            what = what == PRINT ? PRINT : CHECK;
-        else if (!strcmp(argv[i], "--print-config") || !strcmp(argv[i], "--print-default-config"))
-            what = PRINT;
-        else if (!strcmp(argv[i], "--routes")) {
-            for (int r = 0; r < ccd_n_routes; r++)
-                printf("%s%s%s %s\n", ccd_routes[r].methods & EVHTTP_REQ_GET ? "GET" : "",
-                       (ccd_routes[r].methods & EVHTTP_REQ_GET) && (ccd_routes[r].methods & EVHTTP_REQ_POST) ? "," : "",
-                       ccd_routes[r].methods & EVHTTP_REQ_POST ? "POST" : "", ccd_routes[r].pattern);
-            return EXIT_OK;
-        } else if (!strcmp(argv[i], "--version")) {
-            printf("cellcastd %s\n", CC_VERSION);
-            return EXIT_OK;
-        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return EXIT_OK;
-        } else if ((!strcmp(argv[i], "-s") || !strcmp(argv[i], "--set")) && i + 1 < argc) {
-            i++;
-        } else {
-            fprintf(stderr, "cellcastd: unknown or incomplete argument '%s'\n", argv[i]);
-            usage(stderr);
-            return EXIT_USAGE;
-        }
+    int check = 0, print = 0, routes = 0, version = 0;
+    CcOpt opts[] = {
+        CC_OPTS_STR("config", &d->config_path, "FILE",
+                    "YAML configuration (conf/cellcast.yaml documents every key)", .short_name = 'c'),
+        CC_OPTS_CALL("set", take_set, d, "KEY=VALUE",
+                     "override one key after the file (repeatable), e.g.\n"
+                     "--set http.port=9090 --set kafka.properties.debug=broker",
+                     .short_name = 's'),
+        CC_OPTS_FLAG("check-config", &check, "validate the configuration (and the model file), then exit"),
+        CC_OPTS_FLAG("print-config", &print, "print the configuration in effect as commented YAML\n"
+                                             "(without -c: the defaults, i.e. conf/cellcast.yaml)"),
+        CC_OPTS_FLAG("print-default-config", &print, "the same as --print-config"),
+        CC_OPTS_FLAG("routes", &routes, "list the HTTP routes (method pattern) and exit"),
+        CC_OPTS_FLAG("version", &version, "print the version and exit"),
+    };
+    CcOptsSpec spec = {
+        .prog = "cellcastd",
+        .usage = "cellcastd [-c FILE] [--set key=value]... [--check-config] [--print-config]",
+        CC_OPTS_TABLE(opts),
+    };
+    int rc = cc_opts_parse(&spec, argc, argv, NULL);
+    if (rc == CC_OPTS_HELP)
+        return EXIT_OK;
+    if (rc < 0)
+        return EXIT_USAGE;
+    if (routes) {
+        print_routes();
+        return EXIT_OK;
     }
-    return what;
+    if (version) {
+        printf("cellcastd %s\n", CC_VERSION);
+        return EXIT_OK;
+    }
+    return print ? PRINT : check ? CHECK : RUN;
 }
 
 int main(int argc, char **argv)
@@ -223,9 +225,15 @@ int main(int argc, char **argv)
     char err[1024];
     int rc = 1, have_st = 0;
     memset(d, 0, sizeof *d);
+    if (!(d->sets = calloc((size_t)argc, sizeof *d->sets))) {
+        fprintf(stderr, "cellcastd: out of memory\n");
+        return 1;
+    }
     int what = parse_args(d, argc, argv);
-    if (what == EXIT_OK || what == EXIT_USAGE)
+    if (what == EXIT_OK || what == EXIT_USAGE) {
+        free(d->sets);
         return what == EXIT_OK ? 0 : 2;
+    }
     const char *config = d->config_path;
     if (ccd_config_read(d, &d->cfg, err, sizeof err)) {
         fprintf(stderr, "cellcastd: %s\n", err);
@@ -428,5 +436,6 @@ out_cfg:
     if (have_st)
         ccd_settings_free(&st);
     ccd_config_free(&d->cfg);
+    free(d->sets);
     return rc;
 }

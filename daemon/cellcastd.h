@@ -41,8 +41,8 @@ typedef struct CcdIngestStats {
 typedef struct Ccd {
     CcdConfig cfg;
     const char *config_path;
-    int argc;                ///< the command line, for the --set overrides of a reload
-    char **argv;
+    const char **sets;       ///< the --set overrides of the command line, in order (a reload
+    int n_sets;              ///< applies them again); point into argv
     struct event_base *base;
     CcModel *model;
     CcEngine *engine;
@@ -71,7 +71,7 @@ typedef struct Ccd {
 } Ccd;
 
 /** The configuration in effect: defaults, then the file d->config_path, then the --set
- *  overrides of d->argv in order (not validated: ccd_config_validate). Initialises *c; free
+ *  overrides d->sets in order (not validated: ccd_config_validate). Initialises *c; free
  *  it with ccd_config_free even on failure. 0 or -errno with a message. */
 int ccd_config_read(const Ccd *d, CcdConfig *c, char *err, size_t errlen);
 
