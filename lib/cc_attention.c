@@ -85,7 +85,7 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 load16(in
  * the unnormalised exponentials and is scaled by 1/sum at the end, so the sum and the
  * division are off the critical path.
  *
- * Head g reads keys Kt + g·ksh in the blocked layout for ldk tokens (see kblock_width)
+ * Head g reads keys Kt + g·ksh in the blocked layout for ldk tokens (see cc_kblock_width)
  * and values V + g·vsh, rows strided by ldv, both of element type T, and writes out + 16g
  * and its n + 1 weights to w + g·ldw. In the tail block it reads whole 16-lane rows, up
  * to 16 elements past the block (the caches' next block or the scratch's slack); lanes

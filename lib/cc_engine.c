@@ -185,7 +185,10 @@ static inline void prefetch_next_head(CcCell *const *cells, int ci, int n, int f
 
 static void run_job(void *ctx, int idx);
 
-size_t cc_engine_cell_bytes(const CcEngine *e) { return sizeof(CcCell) + cc_cell_mem_bytes(&e->cs); }
+size_t cc_engine_cell_bytes(const CcEngine *e)
+{
+    return sizeof(CcCell) + cc_cell_mem_bytes(&e->cs);
+}
 
 const CcCellShape *cc_engine_cell_shape(const CcEngine *e) { return &e->cs; }
 
