@@ -202,6 +202,8 @@ size_t cc_engine_kv_bytes_per_cell(const CcEngine *e)
 
 const CcModel *cc_engine_model(const CcEngine *e) { return e->m; }
 
+const char *cc_engine_attention_path(const CcEngine *e) { return e->kblk ? "avx512" : "portable"; }
+
 static void dense_free(DenseW *d)
 {
     cc_gemm_close(&d->embed);

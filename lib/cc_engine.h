@@ -81,6 +81,10 @@ int cc_engine_ring_steps(const CcEngine *e);
 /** Bytes of KV cache per cell alone. */
 size_t cc_engine_kv_bytes_per_cell(const CcEngine *e);
 
+/** "avx512" when the current model's attention runs on the AVX-512 register kernels (the
+ *  CPU has AVX-512F, DK = 16, N ≤ 63, not portable_attention), else "portable". */
+const char *cc_engine_attention_path(const CcEngine *e);
+
 int cc_cell_open(CcCell **out, const CcEngine *e);
 void cc_cell_close(CcCell **c);
 
