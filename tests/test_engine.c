@@ -87,7 +87,7 @@ static void check_attention_path(const CcEngine *e, const CcModel *m, const CcEn
 {
     int avx512 = 0;
 #if defined(__x86_64__)
-    avx512 = __builtin_cpu_supports("avx512f");
+    avx512 = !!__builtin_cpu_supports("avx512f");
 #endif
     int reg = avx512 && !s->portable_attention && m->hp.d_model / m->hp.n_heads == 16 &&
               m->hp.n_patches <= 63;
