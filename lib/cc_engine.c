@@ -65,10 +65,9 @@ typedef struct Job {
     int n;
 } Job;
 
-
 struct CcEngine {
     const CcModel *m;
-    CcHparams hp;          ///< shapes cells are laid out for
+    CcHparams hp;          ///< m's, compared with the next model's at a swap
     CcEngineSettings s;
     uint32_t gen;          ///< bumped by set_model: caches built before are stale
     CcCellShape cs;        ///< what cells are laid out for (R: ring length in steps)
@@ -87,7 +86,6 @@ struct CcEngine {
     uint64_t batch_mark;
     CcEngineStats stats;
 };
-
 
 void cc_engine_default_settings(CcEngineSettings *s)
 {
