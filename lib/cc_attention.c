@@ -8,6 +8,8 @@
 
 #include "cc_kernels.h"
 
+/* ---- AVX-512 register kernels (DK = 16) ------------------------------------------------ */
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 
@@ -227,6 +229,8 @@ void cc_attention_dsp_init(CcAttentionDsp *dsp, int portable)
     }
 #endif
 }
+
+/* ---- portable kernels: plain C that target_clones compiles for AVX-512, AVX2 and x86-64 -- */
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) void
 cc_attend_cached(float *restrict out, float *restrict w, const float *restrict q,
