@@ -40,7 +40,7 @@ static inline int cc_kblock_width(int cap, int b)
 typedef void (*CcAttend16)(float *out, float *w, int ldw, const float *q, const void *Kt,
                            size_t ksh, int ldk, const void *V, size_t vsh, int ldv,
                            const float *k_self, const float *v_self, int n, int H, float scale);
-#define CC_ATTEND16_MAX_N 63 /* the register kernels hold n + 1 ≤ 64 scores */
+#define CC_ATTEND16_MAX_N 63     /* the register kernels hold n + 1 ≤ 64 scores */
 #define CC_ATTEND_REF_MAX_N 1023 /* n of the twins (they keep the scores on the stack) */
 
 typedef struct CcAttentionDsp {
@@ -51,9 +51,9 @@ typedef struct CcAttentionDsp {
 void cc_attention_dsp_init(CcAttentionDsp *dsp, int portable);
 
 /** The twin of attend16[t]: per head, the keys gathered out of the blocked layout. */
-void cc_attend16_ref(enum CcKvType t, float *out, float *w, int ldw, const float *q,
-                     const void *Kt, size_t ksh, int ldk, const void *V, size_t vsh, int ldv,
-                     const float *k_self, const float *v_self, int n, int H, float scale);
+void cc_attend16_ref(enum CcKvType t, float *out, float *w, int ldw, const float *q, const void *Kt,
+                     size_t ksh, int ldk, const void *V, size_t vsh, int ldv, const float *k_self,
+                     const float *v_self, int n, int H, float scale);
 
 /**
  * Head h's keys of nc tokens (rows k + i·ld, DK each) transposed into kt: blocked for nc
@@ -83,10 +83,10 @@ void cc_attend_cached_ref(float *out, float *w, const float *q, const float *Kt,
  * rows strided by ld; out rows strided by ldo. Kt (DK, n) and s (n) are scratch; for
  * cc_attend_causal16 (DK = 16) each needs 16 floats of slack.
  */
-void cc_attend_causal(float *out, int ldo, const float *q, const float *k, const float *v,
-                      int ld, int n, int DK, float scale, float *Kt, float *s);
-void cc_attend_causal16(float *out, int ldo, const float *q, const float *k, const float *v,
-                        int ld, int n, float scale, float *Kt, float *s);
+void cc_attend_causal(float *out, int ldo, const float *q, const float *k, const float *v, int ld,
+                      int n, int DK, float scale, float *Kt, float *s);
+void cc_attend_causal16(float *out, int ldo, const float *q, const float *k, const float *v, int ld,
+                        int n, float scale, float *Kt, float *s);
 void cc_attend_causal_ref(float *out, int ldo, const float *q, const float *k, const float *v,
                           int ld, int n, int DK, float scale);
 

@@ -17,8 +17,7 @@ typedef struct CcCellShape {
     int keep_attention;
 } CcCellShape;
 
-void cc_cell_shape_init(CcCellShape *cs, const CcHparams *hp, enum CcKvType kv,
-                        int keep_attention);
+void cc_cell_shape_init(CcCellShape *cs, const CcHparams *hp, enum CcKvType kv, int keep_attention);
 /** Bytes of a cell's block (ring, caches, forecast, attention if kept), slack included. */
 size_t cc_cell_mem_bytes(const CcCellShape *cs);
 /** The shape cells of e are laid out for now (cc_engine.c). */
@@ -26,20 +25,20 @@ const CcCellShape *cc_engine_cell_shape(const CcEngine *e);
 
 struct CcCell {
     const CcEngine *e;
-    int F, R, N, L, H, DK, HZ;  ///< shapes this cell was laid out for
-    int64_t p0;            ///< first step of the sequence, -1 empty
-    int64_t last;          ///< newest step, -1 empty
-    int64_t cache_e;       ///< e the caches were built for; -1 none
+    int F, R, N, L, H, DK, HZ; ///< shapes this cell was laid out for
+    int64_t p0;                ///< first step of the sequence, -1 empty
+    int64_t last;              ///< newest step, -1 empty
+    int64_t cache_e;           ///< e the caches were built for; -1 none
     uint32_t cache_gen;
     int n_cached;
-    uint64_t mark;         ///< batch mark: detects a cell given twice in one step
+    uint64_t mark; ///< batch mark: detects a cell given twice in one step
     int fc_valid;
     int64_t fc_step;
-    float *ring;           // (R, F)  row p % R holds step p
-    float *mu, *sigma;     // (F)
-    void *kv;              // (F, L, 2, H, N, DK) of kv_type
-    float *y;              // (F, 2HZ)
-    float *att;            // (F, L, H, N+1) if keep_attention, else NULL
+    float *ring;       // (R, F)  row p % R holds step p
+    float *mu, *sigma; // (F)
+    void *kv;          // (F, L, 2, H, N, DK) of kv_type
+    float *y;          // (F, 2HZ)
+    float *att;        // (F, L, H, N+1) if keep_attention, else NULL
     void *mem;
 };
 
@@ -61,8 +60,8 @@ static inline void *cc_cell_kv(const CcCell *c, size_t elem, int f, int l, int w
 
 /* Copies channel f of steps [from, from+n) out of the ring, normalised: one modulo per
  * call, not per element. */
-static inline void cc_cell_ring_read_norm(float *dst, const CcCell *c, int f, int64_t from,
-                                          int n, float mu, float inv)
+static inline void cc_cell_ring_read_norm(float *dst, const CcCell *c, int f, int64_t from, int n,
+                                          float mu, float inv)
 {
     int r = (int)(from % c->R), F = c->F;
     for (int j = 0; j < n; j++) {

@@ -1,7 +1,7 @@
 /*
- * cc_pool.c — worker threads woken per round (see cc_pool.h). One mutex and two condition
- * variables: rounds are a few per second to a few thousand, so waking through the mutex
- * costs nothing measurable next to a job.
+ * cc_pool.c — worker threads woken per round (see cc_pool.h): a round counter under one
+ * mutex, a condition variable to start a round and one to report it done. The workers
+ * sleep between rounds (the engine runs one per step), so an idle engine costs no CPU.
  */
 #include "cc_pool.h"
 
@@ -10,25 +10,27 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+typedef struct Worker {
+    CcPool *p;
+    int idx;
+} Worker;
+
 struct CcPool {
     CcPoolJob job;
     void *ctx;
     int n_threads;
-    int n_workers;         ///< workers started (n_threads - 1 once open)
-    pthread_t *threads;    // (n_threads - 1)
-    struct Worker {
-        CcPool *p;
-        int idx;
-    } *args;               // (n_threads)
+    int n_workers;      ///< workers started (n_threads - 1 once open)
+    pthread_t *threads; // worker i's at [i - 1]
+    Worker *args;       // (n_threads)
     pthread_mutex_t mu;
     pthread_cond_t cv_start, cv_done;
-    uint64_t round;        ///< bumped per round: a worker runs once per new value
+    uint64_t round; ///< bumped per round: a worker runs once per new value
     int pending, quit;
 };
 
 static void *worker_main(void *arg)
 {
-    struct Worker *a = arg;
+    Worker *a = arg;
     CcPool *p = a->p;
     uint64_t seen = 0;
     for (;;) {

@@ -95,10 +95,7 @@ static void cache16_fill(Cache16 *c, enum CcKvType t, int H, int cap, int n)
             }
 }
 
-static const void *cache16_keys(const Cache16 *c)
-{
-    return c->mem;
-}
+static const void *cache16_keys(const Cache16 *c) { return c->mem; }
 
 static const void *cache16_values(const Cache16 *c)
 {
@@ -128,16 +125,16 @@ static void test_attend16_matches_reference(void **state)
             float *vs = randv(16 * (size_t)H);
             float *out = nanv(16 * (size_t)H), *ref = nanv(16 * (size_t)H);
             float *w = nanv((size_t)H * ldw), *wref = nanv((size_t)H * ldw);
-            dsp.attend16[t](out, w, ldw, q, cache16_keys(&c), c.hsh, cap, cache16_values(&c),
-                            c.hsh, 16, ks, vs, n, H, 0.25f);
+            dsp.attend16[t](out, w, ldw, q, cache16_keys(&c), c.hsh, cap, cache16_values(&c), c.hsh,
+                            16, ks, vs, n, H, 0.25f);
             cc_attend16_ref((enum CcKvType)t, ref, wref, ldw, q, cache16_keys(&c), c.hsh, cap,
                             cache16_values(&c), c.hsh, 16, ks, vs, n, H, 0.25f);
             double dout = max_diff(out, ref, 16 * (size_t)H), dw = 0;
             for (int h = 0; h < H; h++)
                 dw = fmax(dw, max_diff(w + (size_t)h * ldw, wref + (size_t)h * ldw, n + 1));
             if (dout > 1e-5 || dw > 1e-6)
-                printf("attend16 kv %d n %d cap %d H %d: max |dout| %.3g, |dw| %.3g\n", t, n,
-                       cap, H, dout, dw);
+                printf("attend16 kv %d n %d cap %d H %d: max |dout| %.3g, |dw| %.3g\n", t, n, cap,
+                       H, dout, dw);
             assert_true(dout <= 1e-5 && dw <= 1e-6);
             free(c.mem), free(q), free(ks), free(vs), free(out), free(ref), free(w), free(wref);
         }
@@ -188,9 +185,9 @@ static void test_attend_cached_matches_reference(void **state)
 {
     (void)state;
     static const int shapes[][3] = {/* DK, n, ldk */
-                                    {16, 0, 5},  {16, 1, 1},  {16, 15, 21}, {16, 16, 16},
+                                    {16, 0, 5},   {16, 1, 1},   {16, 15, 21}, {16, 16, 16},
                                     {16, 21, 21}, {16, 33, 40}, {8, 5, 5},    {8, 21, 30},
-                                    {24, 7, 9},  {32, 40, 63}, {4, 1, 3}};
+                                    {24, 7, 9},   {32, 40, 63}, {4, 1, 3}};
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
         check_cached(shapes[k][0], shapes[k][1], shapes[k][2]);
 }
@@ -226,8 +223,8 @@ static void check_causal(int DK, int n)
 static void test_attend_causal_matches_reference(void **state)
 {
     (void)state;
-    static const int shapes[][2] = {{16, 1}, {16, 5}, {16, 16}, {16, 17}, {16, 21},
-                                    {16, 40}, {8, 1}, {8, 21},  {24, 9},  {32, 33}};
+    static const int shapes[][2] = {{16, 1},  {16, 5}, {16, 16}, {16, 17}, {16, 21},
+                                    {16, 40}, {8, 1},  {8, 21},  {24, 9},  {32, 33}};
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
         check_causal(shapes[k][0], shapes[k][1]);
 }
@@ -313,8 +310,8 @@ static void run_causal(const BenchArgs *a)
 
 static void run_causal_ref(const BenchArgs *a)
 {
-    cc_attend_causal_ref(a->out, a->DK, a->qkv, a->qkv + a->DK, a->qkv + 2 * a->DK, 3 * a->DK,
-                         a->n, a->DK, 0.25f);
+    cc_attend_causal_ref(a->out, a->DK, a->qkv, a->qkv + a->DK, a->qkv + 2 * a->DK, 3 * a->DK, a->n,
+                         a->DK, 0.25f);
 }
 
 static double now_s(void)
