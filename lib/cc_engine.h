@@ -20,12 +20,13 @@
 #ifndef CC_ENGINE_H
 #define CC_ENGINE_H
 
+#include "cc_half.h"
 #include "cc_model.h"
 
 typedef struct CcEngine CcEngine;
 typedef struct CcCell CcCell;
 
-enum CcKvType { CC_KV_F32 = 0, CC_KV_F16 = 1, CC_KV_BF16 = 2 };
+/* enum CcKvType (CC_KV_F32, CC_KV_F16, CC_KV_BF16): cc_half.h */
 
 typedef struct CcEngineSettings {
     int n_threads;          ///< threads over cells, caller's included; 0 = online cores (default 1)
@@ -35,6 +36,8 @@ typedef struct CcEngineSettings {
     int no_cache;           ///< rebuild every step: direct evaluation of N+1 tokens (default 0)
     int blas_dense;         ///< dense layers through OpenBLAS even where the packed AVX-512
                             ///< kernels of cc_gemm apply; for comparisons (default 0)
+    int portable_attention; ///< attention through the portable kernels even where the
+                            ///< AVX-512 ones of cc_attention apply; for tests (default 0)
 } CcEngineSettings;
 
 /** Time spent in the engine since open (or the last cc_engine_reset_stats), in ns. */
@@ -77,6 +80,10 @@ size_t cc_engine_cell_bytes(const CcEngine *e);
 int cc_engine_ring_steps(const CcEngine *e);
 /** Bytes of KV cache per cell alone. */
 size_t cc_engine_kv_bytes_per_cell(const CcEngine *e);
+
+/** "avx512" when the current model's attention runs on the AVX-512 register kernels (the
+ *  CPU has AVX-512F, DK = 16, N ≤ 63, not portable_attention), else "portable". */
+const char *cc_engine_attention_path(const CcEngine *e);
 
 int cc_cell_open(CcCell **out, const CcEngine *e);
 void cc_cell_close(CcCell **c);

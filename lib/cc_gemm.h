@@ -36,9 +36,9 @@ int cc_gemm_is_packed(const CcGemmW *w);
 /** Cache lines to request while a dense kernel runs, one per inner iteration (per 24
  *  FMAs: about the rate one core's memory system delivers at FMA pace), so memory works
  *  while the FMAs do. The engine streams the KV caches the next attention will read.
- *  Lines are issued in order from `next` while next < limit, over blocks[0..n_blocks),
- *  each block_lines lines of 64 bytes; the kernels advance `next`. Prefetch goes to L2
- *  (prefetcht2). Ignored by the OpenBLAS fallback. */
+ *  Lines are issued in order from `next` while next < limit, over `blocks`, each
+ *  block_lines lines of 64 bytes (limit ≤ all their lines); the kernels advance `next`.
+ *  Prefetch goes to L2 (prefetcht2). Ignored by the OpenBLAS fallback. */
 typedef struct CcGemmStream {
     const char *const *blocks;
     size_t block_lines;

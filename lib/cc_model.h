@@ -50,7 +50,7 @@ typedef struct CcHparams {
     CcMetaPair extra[CC_MAX_META];
 } CcHparams;
 
-/** Parameter tensors in file order; CC_NUM_TENSORS entries. q,k,v are stacked in qkv_w. */
+/** Parameter tensors in file order; CC_NUM_PARAM_ARRAYS entries. q,k,v are stacked in qkv_w. */
 typedef struct CcParams {
     float *embed_w;  // (D, IN)
     float *embed_b;  // (D)

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +29,7 @@ static const uint8_t MAGIC[8] = {'C', 'C', 'S', 'N', 'A', 'P', '\r', '\n'};
 /* Slicing-by-8 tables of the reflected IEEE polynomial: table[0] is the classic bytewise
  * table, table[k][i] the CRC of byte i followed by k zero bytes. */
 static uint32_t crc_table[8][256];
-static int crc_ready; /* benign race: every thread computes the same table */
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT; /* daemon threads checksum concurrently */
 
 static void crc_init(void)
 {
@@ -41,13 +42,11 @@ static void crc_init(void)
     for (uint32_t i = 0; i < 256; i++)
         for (int k = 1; k < 8; k++)
             crc_table[k][i] = (crc_table[k - 1][i] >> 8) ^ crc_table[0][crc_table[k - 1][i] & 0xff];
-    __atomic_store_n(&crc_ready, 1, __ATOMIC_RELEASE);
 }
 
 uint32_t cc_crc32(uint32_t crc, const void *buf, size_t len)
 {
-    if (!__atomic_load_n(&crc_ready, __ATOMIC_ACQUIRE))
-        crc_init();
+    pthread_once(&crc_once, crc_init);
     const uint8_t *p = buf;
     crc = ~crc;
     for (; len >= 8; len -= 8, p += 8) { /* little-endian: the low word holds bytes 0..3 */

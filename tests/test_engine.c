@@ -2,6 +2,9 @@
  * test_engine.c — the incremental engine against the direct-evaluation oracle (cc_ref):
  * streaming over many patches from every alignment, batch invariance, threads, 16-bit KV,
  * cold start, ring wrap-around, restore, model swap, magnitudes, constant series.
+ * The streaming and batch-invariance tests run twice: with the engine's choice of attention
+ * kernels (the AVX-512 register kernels where the CPU has AVX-512 and DK = 16) and with
+ * portable_attention forced. On a CPU without AVX-512 both runs take the portable path.
  */
 #include <errno.h>
 #include <math.h>
@@ -63,6 +66,19 @@ static void make_series(float *x, int T, int F, int64_t p0, int64_t S, uint64_t 
         }
 }
 
+/* Checks that the engine took the attention path its settings and the CPU call for, so that
+ * a run meant for one path cannot silently test the other. */
+static void check_attention_path(const CcEngine *e, const CcModel *m, const CcEngineSettings *s)
+{
+    int avx512 = 0;
+#if defined(__x86_64__)
+    avx512 = !!__builtin_cpu_supports("avx512f");
+#endif
+    int reg = avx512 && !s->portable_attention && m->hp.d_model / m->hp.n_heads == 16 &&
+              m->hp.n_patches <= 63;
+    assert_string_equal(cc_engine_attention_path(e), reg ? "avx512" : "portable");
+}
+
 typedef struct Errors {
     double y, mu, sigma;
     int compared;
@@ -81,6 +97,7 @@ static Errors stream_vs_ref(const CcModel *m, const CcEngineSettings *s, int64_t
     CcEngine *e = NULL;
     CcCell *c = NULL;
     assert_int_equal(cc_engine_open(&e, m, s, NULL, 0), 0);
+    check_attention_path(e, m, s);
     assert_int_equal(cc_cell_open(&c, e), 0);
     for (int t = 0; t < T; t++) {
         CcStepInput in = {c, p0 + t, &x[(size_t)t * F]};
@@ -114,6 +131,8 @@ static Errors stream_vs_ref(const CcModel *m, const CcEngineSettings *s, int64_t
     return err;
 }
 
+static const char *const path_name[] = {"engine's choice", "portable forced"};
+
 static void test_streaming_equals_direct_every_alignment(void **state)
 {
     (void)state;
@@ -121,16 +140,17 @@ static void test_streaming_equals_direct_every_alignment(void **state)
     CcEngineSettings s;
     cc_engine_default_settings(&s);
     int64_t base = 1900000; /* ≈ unix time / 900: large absolute positions */
-    Errors worst = {0};
-    for (int align = 0; align < m->hp.patch_len; align++) {
-        /* 40 patches: many times the ring (R = 27 steps) and the cache (N = 5) */
-        Errors e = stream_vs_ref(m, &s, base + align, 160, 7 + align);
-        printf("alignment %d: %d forecasts, max |dy| %.3g, mu rel %.3g, sigma rel %.3g\n", align,
-               e.compared, e.y, e.mu, e.sigma);
-        worst.y = fmax(worst.y, e.y);
-        assert_true(e.compared > 100);
-        assert_true(e.y <= 1e-4);
-        assert_true(e.mu <= 1e-6 && e.sigma <= 1e-5);
+    for (int portable = 0; portable < 2; portable++) {
+        s.portable_attention = portable;
+        for (int align = 0; align < m->hp.patch_len; align++) {
+            /* 40 patches: many times the ring (R = 27 steps) and the cache (N = 5) */
+            Errors e = stream_vs_ref(m, &s, base + align, 160, 7 + align);
+            printf("%s, alignment %d: %d forecasts, max |dy| %.3g, mu rel %.3g, sigma rel %.3g\n",
+                   path_name[portable], align, e.compared, e.y, e.mu, e.sigma);
+            assert_true(e.compared > 100);
+            assert_true(e.y <= 1e-4);
+            assert_true(e.mu <= 1e-6 && e.sigma <= 1e-5);
+        }
     }
     cc_model_close(&m);
 }
@@ -141,11 +161,14 @@ static void test_streaming_default_shape(void **state)
     CcModel *m = default_model(2);
     CcEngineSettings s;
     cc_engine_default_settings(&s);
-    /* hourly data around 2026; 30 patches = 480 steps, past the 352-step ring */
-    Errors e = stream_vs_ref(m, &s, 1780000000 / 3600 + 5, 480, 3);
-    printf("default shape: %d forecasts, max |dy| %.3g, mu rel %.3g, sigma rel %.3g\n",
-           e.compared, e.y, e.mu, e.sigma);
-    assert_true(e.y <= 1e-4);
+    for (int portable = 0; portable < 2; portable++) {
+        s.portable_attention = portable;
+        /* hourly data around 2026; 30 patches = 480 steps, past the 352-step ring */
+        Errors e = stream_vs_ref(m, &s, 1780000000 / 3600 + 5, 480, 3);
+        printf("default shape, %s: %d forecasts, max |dy| %.3g, mu rel %.3g, sigma rel %.3g\n",
+               path_name[portable], e.compared, e.y, e.mu, e.sigma);
+        assert_true(e.y <= 1e-4);
+    }
     cc_model_close(&m);
 }
 
@@ -171,17 +194,20 @@ static void test_streaming_dk16_block_shapes(void **state)
         CcModel *m = NULL;
         assert_int_equal(cc_model_open(&m, &hp, NULL, 0), 0);
         cc_model_init_random(m, 40 + i);
-        for (int kv = CC_KV_F32; kv <= CC_KV_BF16; kv++) {
-            CcEngineSettings s;
-            cc_engine_default_settings(&s);
-            s.kv_type = (enum CcKvType)kv;
-            Errors e = stream_vs_ref(m, &s, 1780000000 / 3600 + 1, (hp.n_patches + 8) * 2, 5 + i);
-            double tol = kv == CC_KV_F32 ? 1e-4 : kv == CC_KV_F16 ? 2e-3 : 1e-2;
-            printf("DK 16, N %d, H %d, kv %d: %d forecasts, max |dy| %.3g (tolerance %g)\n",
-                   hp.n_patches, hp.n_heads, kv, e.compared, e.y, tol);
-            assert_true(e.compared > hp.n_patches);
-            assert_true(e.y <= tol);
-        }
+        for (int kv = CC_KV_F32; kv <= CC_KV_BF16; kv++)
+            for (int portable = 0; portable < 2; portable++) {
+                CcEngineSettings s;
+                cc_engine_default_settings(&s);
+                s.kv_type = (enum CcKvType)kv;
+                s.portable_attention = portable;
+                Errors e =
+                    stream_vs_ref(m, &s, 1780000000 / 3600 + 1, (hp.n_patches + 8) * 2, 5 + i);
+                double tol = kv == CC_KV_F32 ? 1e-4 : kv == CC_KV_F16 ? 2e-3 : 1e-2;
+                printf("DK 16, N %d, H %d, kv %d, %s: %d forecasts, max |dy| %.3g (tolerance %g)\n",
+                       hp.n_patches, hp.n_heads, kv, path_name[portable], e.compared, e.y, tol);
+                assert_true(e.compared > hp.n_patches);
+                assert_true(e.y <= tol);
+            }
         cc_model_close(&m);
     }
 }
@@ -193,9 +219,12 @@ static void test_no_cache_and_threads_equal_streaming(void **state)
     CcEngineSettings s;
     cc_engine_default_settings(&s);
     s.no_cache = 1;
-    Errors e = stream_vs_ref(m, &s, 1900003, 80, 11);
-    printf("no-cache: max |dy| %.3g\n", e.y);
-    assert_true(e.y <= 1e-4);
+    for (int portable = 0; portable < 2; portable++) {
+        s.portable_attention = portable;
+        Errors e = stream_vs_ref(m, &s, 1900003, 80, 11);
+        printf("no-cache, %s: max |dy| %.3g\n", path_name[portable], e.y);
+        assert_true(e.y <= 1e-4);
+    }
     cc_model_close(&m);
 }
 
@@ -207,6 +236,7 @@ static void run_batch(const CcModel *m, const CcEngineSettings *s, int ncells, i
     int F = hp->n_features;
     CcEngine *e = NULL;
     assert_int_equal(cc_engine_open(&e, m, s, NULL, 0), 0);
+    check_attention_path(e, m, s);
     CcCell **cells = calloc((size_t)ncells, sizeof *cells);
     float *x = malloc((size_t)ncells * T * F * sizeof(float));
     CcStepInput *in = calloc((size_t)ncells, sizeof *in);
@@ -239,21 +269,25 @@ static void test_batch_invariance(void **state)
     int n = m->hp.n_features * 2 * m->hp.horizon;
     float *y1 = malloc(n * sizeof(float)), *y2 = malloc(n * sizeof(float)),
           *y3 = malloc(n * sizeof(float));
-    CcEngineSettings s;
-    cc_engine_default_settings(&s);
     int T = 2 * m->hp.patch_len + 3; /* crosses boundaries: rebuild batches too */
-    run_batch(m, &s, 1, T, y1);
-    s.max_batch_cells = 512;
-    run_batch(m, &s, 4096 / m->hp.n_features, T, y2); /* 4096 channels per batch */
-    s.n_threads = 2;
-    run_batch(m, &s, 4096 / m->hp.n_features, T, y3);
-    double d12 = 0, d13 = 0;
-    for (int i = 0; i < n; i++) {
-        d12 = fmax(d12, fabs(y1[i] - y2[i]));
-        d13 = fmax(d13, fabs(y1[i] - y3[i]));
+    for (int portable = 0; portable < 2; portable++) {
+        CcEngineSettings s;
+        cc_engine_default_settings(&s);
+        s.portable_attention = portable;
+        run_batch(m, &s, 1, T, y1);
+        s.max_batch_cells = 512;
+        run_batch(m, &s, 4096 / m->hp.n_features, T, y2); /* 4096 channels per batch */
+        s.n_threads = 2;
+        run_batch(m, &s, 4096 / m->hp.n_features, T, y3);
+        double d12 = 0, d13 = 0;
+        for (int i = 0; i < n; i++) {
+            d12 = fmax(d12, fabs(y1[i] - y2[i]));
+            d13 = fmax(d13, fabs(y1[i] - y3[i]));
+        }
+        printf("%s: batch 1 vs 4096 channels: max |dy| %.3g; vs 2 threads: %.3g\n",
+               path_name[portable], d12, d13);
+        assert_true(d12 <= 1e-5 && d13 <= 1e-5);
     }
-    printf("batch 1 vs 4096 channels: max |dy| %.3g; vs 2 threads: %.3g\n", d12, d13);
-    assert_true(d12 <= 1e-5 && d13 <= 1e-5);
     free(y1);
     free(y2);
     free(y3);

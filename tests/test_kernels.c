@@ -1,4 +1,8 @@
-/* test_kernels.c — each fast kernel against its reference twin or the closed formula. */
+/*
+ * test_kernels.c — each fast kernel of cc_kernels and cc_half against its reference twin or
+ * the closed formula. `test_kernels --bench` times each fast kernel against its twin
+ * instead (figures only, never pass/fail on speed).
+ */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -6,8 +10,11 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
+#include "cc_half.h"
 #include "cc_kernels.h"
 #include "testlib.h"
 
@@ -149,6 +156,60 @@ static void test_half_precision_conversions(void **state)
     assert_true(maxrelbf <= 1.0 / 256 + 1e-9);
 }
 
+static int f16_is_nan(uint16_t h)
+{
+    return (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
+}
+
+/* The row conversions this CPU uses equal the element-wise ones bit for bit (NaN payloads
+ * aside: NaN stays NaN), at every length around the 8-lane blocks of the F16C versions. */
+static void test_half_rows_match_elementwise(void **state)
+{
+    (void)state;
+    CcHalfDsp dsp;
+    cc_half_dsp_init(&dsp);
+    enum { LEN = 41 };
+    static const float special[] = {0.0f, -0.0f, 1.0f, 65504.0f, 65520.0f, 1e6f, -1e6f,
+                                    5.9604645e-8f, 2.9802322e-8f, 6.1e-5f, 1.00048828125f,
+                                    1.00146484375f, INFINITY, -INFINITY, NAN, 3.0e38f};
+    float x[LEN], back[LEN], back_ref[LEN];
+    uint16_t h[LEN], h_ref[LEN];
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < LEN; i++)
+            x[i] = round == 0 ? special[i % (sizeof special / sizeof *special)] : 1e3f * frand();
+        for (int n = 0; n <= LEN; n++) {
+            memset(h, 0xa5, sizeof h);
+            memcpy(h_ref, h, sizeof h);
+            dsp.f16_store(h, x, n);
+            cc_f16_store_ref(h_ref, x, n);
+            for (int i = 0; i < LEN; i++)
+                if (!(f16_is_nan(h[i]) && f16_is_nan(h_ref[i])))
+                    assert_int_equal(h[i], h_ref[i]); /* past n: untouched on both */
+            dsp.f16_load(back, h_ref, n);
+            cc_f16_load_ref(back_ref, h_ref, n);
+            for (int i = 0; i < n; i++)
+                assert_true(isnan(back[i]) ? isnan(back_ref[i])
+                                           : memcmp(&back[i], &back_ref[i], sizeof(float)) == 0);
+            cc_bf16_store(h, x, n);
+            for (int i = 0; i < n; i++)
+                assert_int_equal(h[i], cc_f32_to_bf16(x[i]));
+            cc_bf16_load(back, h, n);
+            for (int i = 0; i < n; i++)
+                assert_true(isnan(back[i]) ? isnan(x[i]) : back[i] == cc_bf16_to_f32(h[i]));
+        }
+    }
+    /* every half widens as the element-wise conversion does */
+    static uint16_t all[65536];
+    static float wide[65536], wide_ref[65536];
+    for (int i = 0; i < 65536; i++)
+        all[i] = (uint16_t)i;
+    dsp.f16_load(wide, all, 65536);
+    cc_f16_load_ref(wide_ref, all, 65536);
+    for (int i = 0; i < 65536; i++)
+        assert_true(f16_is_nan(all[i]) ? isnan(wide[i]) && isnan(wide_ref[i])
+                                       : memcmp(&wide[i], &wide_ref[i], sizeof(float)) == 0);
+}
+
 static void test_norm_stats_constant_series(void **state)
 {
     (void)state;
@@ -160,8 +221,127 @@ static void test_norm_stats_constant_series(void **state)
     assert_true(fabs(sigma - 1e-5 * 43) < 1e-9);
 }
 
-int main(void)
+/* ---- --bench ---------------------------------------------------------------------------- */
+
+typedef struct BenchArgs {
+    CcHalfDsp dsp;
+    int M, N, K, n;
+    float *A, *B, *bias, *C, *x, *g, *beta;
+    uint16_t *h;
+} BenchArgs;
+
+static void run_linear(const BenchArgs *a)
 {
+    cc_linear(a->C, a->N, a->A, a->K, a->B, a->K, a->bias, a->M, a->N, a->K, 0);
+}
+
+static void run_linear_ref(const BenchArgs *a)
+{
+    cc_linear_ref(a->C, a->N, a->A, a->K, a->B, a->K, a->bias, a->M, a->N, a->K, 0);
+}
+
+static void run_layernorm(const BenchArgs *a)
+{
+    cc_add_layernorm(a->C, a->A, a->x, a->g, a->beta, a->M, a->K);
+}
+
+static void run_layernorm_ref(const BenchArgs *a)
+{
+    cc_add_layernorm_ref(a->C, a->A, a->x, a->g, a->beta, a->M, a->K);
+}
+
+/* softmax in place of the same input every call: a copy, then the kernel */
+static void run_softmax(const BenchArgs *a)
+{
+    memcpy(a->C, a->x, (size_t)a->n * sizeof(float));
+    cc_softmax(a->C, a->n);
+}
+
+static void run_softmax_ref(const BenchArgs *a)
+{
+    memcpy(a->C, a->x, (size_t)a->n * sizeof(float));
+    cc_softmax_ref(a->C, a->n);
+}
+
+static void run_f16_store(const BenchArgs *a) { a->dsp.f16_store(a->h, a->x, a->n); }
+static void run_f16_store_ref(const BenchArgs *a) { cc_f16_store_ref(a->h, a->x, a->n); }
+static void run_f16_load(const BenchArgs *a) { a->dsp.f16_load(a->C, a->h, a->n); }
+static void run_f16_load_ref(const BenchArgs *a) { cc_f16_load_ref(a->C, a->h, a->n); }
+static void run_bf16_store(const BenchArgs *a) { cc_bf16_store(a->h, a->x, a->n); }
+
+static void run_bf16_store_elementwise(const BenchArgs *a)
+{
+    for (int i = 0; i < a->n; i++)
+        a->h[i] = cc_f32_to_bf16(a->x[i]);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ns per call: the best of 5 runs of enough calls to last ~20 ms each. */
+static double ns_per_call(void (*fn)(const BenchArgs *), const BenchArgs *a)
+{
+    long calls = 1;
+    for (double t0 = now_s(); now_s() - t0 < 0.02; calls *= 2)
+        for (long i = 0; i < calls; i++)
+            fn(a);
+    double best = INFINITY;
+    for (int r = 0; r < 5; r++) {
+        double t0 = now_s();
+        for (long i = 0; i < calls; i++)
+            fn(a);
+        best = fmin(best, (now_s() - t0) / calls * 1e9);
+    }
+    return best;
+}
+
+static void bench_pair(const char *name, void (*fast)(const BenchArgs *),
+                       void (*ref)(const BenchArgs *), const BenchArgs *a)
+{
+    double f = ns_per_call(fast, a), r = ns_per_call(ref, a);
+    printf("%-44s %10.1f ns %10.1f ns %7.1fx\n", name, f, r, r / f);
+}
+
+static float *randv(size_t n)
+{
+    float *v = malloc(n * sizeof *v);
+    for (size_t i = 0; v && i < n; i++)
+        v[i] = frand();
+    return v;
+}
+
+/* Shapes of the default model's step: 112 rows (a sub-batch of 14 cells × 8 KPIs), d = 64,
+ * qkv 192 outputs; 22 scores per softmax; 21 tokens × 16 dims per KV row conversion. */
+static int bench(void)
+{
+    BenchArgs a = {.M = 112, .N = 192, .K = 64, .n = 22};
+    cc_half_dsp_init(&a.dsp);
+    a.A = randv(112 * 64), a.B = randv(192 * 64), a.bias = randv(192), a.C = randv(112 * 192);
+    a.x = randv(112 * 64), a.g = randv(64), a.beta = randv(64);
+    a.h = calloc(512, sizeof *a.h);
+    if (!a.A || !a.B || !a.bias || !a.C || !a.x || !a.g || !a.beta || !a.h)
+        return 1;
+    printf("%-44s %13s %13s %8s\n", "kernel", "fast", "reference", "ref/fast");
+    bench_pair("linear 112x192x64 (OpenBLAS)", run_linear, run_linear_ref, &a);
+    bench_pair("add_layernorm 112x64", run_layernorm, run_layernorm_ref, &a);
+    bench_pair("softmax 22", run_softmax, run_softmax_ref, &a);
+    a.n = 21 * 16;
+    bench_pair("f16 row store 336 (table's choice)", run_f16_store, run_f16_store_ref, &a);
+    bench_pair("f16 row load 336 (table's choice)", run_f16_load, run_f16_load_ref, &a);
+    bench_pair("bf16 row store 336 (vs element-wise)", run_bf16_store, run_bf16_store_elementwise,
+               &a);
+    free(a.A), free(a.B), free(a.bias), free(a.C), free(a.x), free(a.g), free(a.beta), free(a.h);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "--bench"))
+        return bench();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_linear_matches_reference),
         cmocka_unit_test(test_layernorm_matches_reference),
@@ -169,6 +349,7 @@ int main(void)
         cmocka_unit_test(test_pos_encoding_large_positions),
         cmocka_unit_test(test_time_features),
         cmocka_unit_test(test_half_precision_conversions),
+        cmocka_unit_test(test_half_rows_match_elementwise),
         cmocka_unit_test(test_norm_stats_constant_series),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

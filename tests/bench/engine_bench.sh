@@ -1,8 +1,9 @@
 #!/bin/sh
-# engine_bench.sh — the engine benchmark matrix of issue 2: cells ∈ {1, 64, 1024, 8192},
-# 1 and 2 threads, f32 and f16 KV, with and without the cache, plus the same streaming
-# algorithm in PyTorch (tests/bench/torch_stream.py, one thread) on the same model file in
-# the same run, and the ratios. Prints one JSON object per run and a summary table.
+# engine_bench.sh — the engine benchmark matrix: cells ∈ {1, 64, 1024, 8192} (from one
+# cell's per-step overhead to KV caches far larger than the CPU's caches), 1 and 2 threads,
+# f32 and f16 KV, with and without the cache, plus the same streaming algorithm in PyTorch
+# (tests/bench/torch_stream.py, one thread) on the same model file in the same run, and the
+# ratios. Prints one JSON object per run and a summary table.
 # Usage: engine_bench.sh [path/to/cellcast] (default build/tools/cellcast).
 # Run on a quiet machine: the figures are wall-clock rates; each run also reports its CPU
 # seconds, so a run that competed with other processes shows cpu_seconds < seconds.

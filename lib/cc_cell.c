@@ -1,0 +1,247 @@
+/*
+ * cc_cell.c — a cell's memory: one aligned block carved into the ring of raw values, the
+ * normalisation, the KV caches, the forecast and (if kept) the attention weights; its
+ * history, restore and rebind; the readers of its forecast (see cc_engine.h).
+ */
+#include "cc_cell_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cc_cell_shape_init(CcCellShape *cs, const CcHparams *hp, enum CcKvType kv,
+                        int keep_attention)
+{
+    /* Spec: max(N·P + P, M). An off-boundary rebuild (restore, model swap, no-cache) needs
+     * the M values up to e while t may be P-1 steps past e, hence M + P - 1. */
+    int a = hp->n_patches * hp->patch_len + hp->patch_len, b = hp->norm_window + hp->patch_len - 1;
+    cs->F = hp->n_features;
+    cs->R = a > b ? a : b;
+    cs->N = hp->n_patches;
+    cs->L = hp->n_layers;
+    cs->H = hp->n_heads;
+    cs->DK = hp->d_model / hp->n_heads;
+    cs->HZ = hp->horizon;
+    cs->kv_elem = kv == CC_KV_F32 ? 4 : 2;
+    cs->keep_attention = keep_attention;
+}
+
+size_t cc_cell_mem_bytes(const CcCellShape *cs)
+{
+    size_t F = cs->F, D = (size_t)cs->H * cs->DK;
+    size_t b = (size_t)cs->R * F * sizeof(float) + 2 * F * sizeof(float);
+    b += F * cs->L * 2 * (size_t)cs->N * D * cs->kv_elem;
+    b += F * 2 * (size_t)cs->HZ * sizeof(float);
+    if (cs->keep_attention)
+        b += F * cs->L * cs->H * ((size_t)cs->N + 1) * sizeof(float);
+    return b + 64 * 6; /* alignment slack */
+}
+
+static void *carve(char **p, size_t bytes)
+{
+    void *r = *p;
+    *p += (bytes + 63) & ~(size_t)63;
+    return r;
+}
+
+static int cell_layout(CcCell *c, const CcEngine *e)
+{
+    const CcCellShape *cs = cc_engine_cell_shape(e);
+    size_t F = cs->F, D = (size_t)cs->H * cs->DK;
+    void *mem = NULL;
+    if (posix_memalign(&mem, 64, cc_cell_mem_bytes(cs)))
+        return -ENOMEM;
+    memset(mem, 0, cc_cell_mem_bytes(cs)); /* the attention kernels read whole 16-lane blocks */
+    char *p = mem;
+    c->e = e;
+    c->F = cs->F;
+    c->R = cs->R;
+    c->N = cs->N;
+    c->L = cs->L;
+    c->H = cs->H;
+    c->DK = cs->DK;
+    c->HZ = cs->HZ;
+    c->mem = mem;
+    c->ring = carve(&p, (size_t)cs->R * F * sizeof(float));
+    c->mu = carve(&p, F * sizeof(float));
+    c->sigma = carve(&p, F * sizeof(float));
+    c->kv = carve(&p, F * cs->L * 2 * (size_t)cs->N * D * cs->kv_elem);
+    c->y = carve(&p, F * 2 * (size_t)cs->HZ * sizeof(float));
+    c->att = cs->keep_attention
+                 ? carve(&p, F * cs->L * cs->H * ((size_t)cs->N + 1) * sizeof(float))
+                 : NULL;
+    return 0;
+}
+
+int cc_cell_open(CcCell **out, const CcEngine *e)
+{
+    CcCell *c = calloc(1, sizeof *c);
+    if (!c)
+        return -ENOMEM;
+    if (cell_layout(c, e) < 0) {
+        free(c);
+        return -ENOMEM;
+    }
+    cc_cell_reset(c);
+    *out = c;
+    return 0;
+}
+
+void cc_cell_close(CcCell **pc)
+{
+    if (!pc || !*pc)
+        return;
+    free((*pc)->mem);
+    free(*pc);
+    *pc = NULL;
+}
+
+void cc_cell_reset(CcCell *c)
+{
+    c->p0 = c->last = c->cache_e = -1;
+    c->n_cached = 0;
+    c->fc_valid = 0;
+    c->fc_step = -1;
+}
+
+int cc_cell_rebind(CcCell *c, const CcEngine *e)
+{
+    if (c->F != cc_engine_cell_shape(e)->F)
+        return -EINVAL;
+    CcCell tmp = *c;
+    int ret = cell_layout(c, e);
+    if (ret < 0)
+        return ret;
+    /* keep the newest min(R_old, R_new) steps */
+    int64_t first = tmp.last < 0 ? 0 : tmp.last - tmp.R + 1;
+    if (first < tmp.p0)
+        first = tmp.p0;
+    if (tmp.last >= 0 && tmp.last - first + 1 > c->R)
+        first = tmp.last - c->R + 1;
+    for (int64_t p = first; tmp.last >= 0 && p <= tmp.last; p++)
+        memcpy(&c->ring[(size_t)(p % c->R) * c->F], &tmp.ring[(size_t)(p % tmp.R) * tmp.F],
+               (size_t)c->F * sizeof(float));
+    c->p0 = tmp.p0;
+    c->last = tmp.last;
+    /* a sequence start older than what is kept is fine only if the window is full */
+    if (c->last >= 0 && first > c->p0 && c->last - first + 1 < c->R)
+        c->p0 = first;
+    c->cache_e = -1;
+    c->fc_valid = 0;
+    free(tmp.mem);
+    return 0;
+}
+
+void cc_cell_span(const CcCell *c, int64_t *first, int64_t *last)
+{
+    if (c->last < 0) {
+        *first = *last = -1;
+        return;
+    }
+    int64_t f = c->last - c->R + 1;
+    *first = f > c->p0 ? f : c->p0;
+    *last = c->last;
+}
+
+int64_t cc_cell_seq_start(const CcCell *c) { return c->p0; }
+
+int cc_cell_history(const CcCell *c, int64_t from, int count, float *out)
+{
+    int64_t first, last;
+    cc_cell_span(c, &first, &last);
+    if (count < 0 || last < 0 || from < first || from + count - 1 > last)
+        return -ERANGE;
+    for (int i = 0; i < count; i++)
+        memcpy(out + (size_t)i * c->F, &c->ring[(size_t)((from + i) % c->R) * c->F],
+               (size_t)c->F * sizeof(float));
+    return 0;
+}
+
+int cc_cell_restore(CcCell *c, int64_t seq_start, int64_t first, int count, const float *values)
+{
+    if (count <= 0 || first < 0 || seq_start < 0 || seq_start > first)
+        return -EINVAL;
+    for (size_t i = 0; i < (size_t)count * c->F; i++)
+        if (!isfinite(values[i]))
+            return -ERANGE;
+    /* values before `first` are unknown: only acceptable when the ring is full anyway */
+    if (seq_start < first && count < c->R)
+        return -EINVAL;
+    cc_cell_reset(c);
+    int skip = count > c->R ? count - c->R : 0;
+    for (int i = skip; i < count; i++)
+        memcpy(&c->ring[(size_t)((first + i) % c->R) * c->F], values + (size_t)i * c->F,
+               (size_t)c->F * sizeof(float));
+    c->p0 = seq_start;
+    c->last = first + count - 1;
+    return 0;
+}
+
+/* Mean and population sd (double) of every channel in one pass over the ring's rows per
+ * moment (the ring is (R, F): one channel alone would stride through it). Each channel's
+ * sums run in step order, as a per-channel loop would. */
+void cc_cell_ring_stats(const CcCell *c, int64_t lo, int64_t hi, float *mu, float *sigma)
+{
+    const int n = (int)(hi - lo + 1), r0 = (int)(lo % c->R), F = c->F;
+    double s[CC_MAX_FEATURES] = {0}, ss[CC_MAX_FEATURES] = {0}, m[CC_MAX_FEATURES];
+    for (int j = 0, r = r0; j < n; j++) {
+        const float *row = &c->ring[(size_t)r * F];
+        for (int f = 0; f < F; f++)
+            s[f] += row[f];
+        if (++r == c->R)
+            r = 0;
+    }
+    for (int f = 0; f < F; f++)
+        m[f] = s[f] / n;
+    for (int j = 0, r = r0; j < n; j++) {
+        const float *row = &c->ring[(size_t)r * F];
+        for (int f = 0; f < F; f++) {
+            double d = row[f] - m[f];
+            ss[f] += d * d;
+        }
+        if (++r == c->R)
+            r = 0;
+    }
+    for (int f = 0; f < F; f++) {
+        mu[f] = (float)m[f];
+        sigma[f] = (float)(sqrt(ss[f] / n) + 1e-5 * (1.0 + fabs(m[f])));
+    }
+}
+
+void cc_cell_forecast(const CcCell *c, CcForecast *out)
+{
+    out->valid = c->fc_valid && c->fc_step == c->last;
+    out->step = c->last;
+    out->n_features = c->F;
+    out->horizon = c->HZ;
+    out->y = c->y;
+    out->mu = c->mu;
+    out->sigma = c->sigma;
+    out->seq_start = c->p0;
+}
+
+void cc_forecast_point(const CcForecast *fc, int f, int k, double *mean, double *sd)
+{
+    const float *y = &fc->y[((size_t)f * fc->horizon + k) * 2];
+    *mean = (double)y[0] * fc->sigma[f] + fc->mu[f];
+    *sd = exp((double)y[1]) * fc->sigma[f];
+}
+
+int cc_cell_attention(const CcCell *c, int f, float *weights, int64_t *token_end, int *n_tokens)
+{
+    if (!c->att)
+        return -EINVAL;
+    if (!c->fc_valid || f < 0 || f >= c->F)
+        return c->fc_valid ? -EINVAL : -EAGAIN;
+    int n = c->n_cached, T = n + 1, P = cc_engine_model(c->e)->hp.patch_len;
+    for (int l = 0; l < c->L; l++)
+        for (int h = 0; h < c->H; h++)
+            memcpy(&weights[((size_t)l * c->H + h) * T],
+                   &c->att[(((size_t)f * c->L + l) * c->H + h) * (c->N + 1)], (size_t)T * sizeof(float));
+    for (int i = 0; i < n; i++)
+        token_end[i] = c->cache_e - (int64_t)(n - 1 - i) * P;
+    token_end[n] = c->fc_step;
+    *n_tokens = T;
+    return 0;
+}

@@ -1,0 +1,87 @@
+/*
+ * cc_cell_internal.h — a cell's memory, shared by cc_cell.c (layout, history, restore,
+ * readers) and cc_engine.c (the step, which fills it). Not for callers of the library:
+ * they see CcCell as opaque through cc_engine.h.
+ */
+#ifndef CC_CELL_INTERNAL_H
+#define CC_CELL_INTERNAL_H
+
+#include <string.h>
+
+#include "cc_engine.h"
+
+/** What a cell is laid out for: the engine's model shapes and settings. */
+typedef struct CcCellShape {
+    int F, R, N, L, H, DK, HZ; ///< as cc_model.h; R steps of raw history (the ring)
+    size_t kv_elem;            ///< bytes per KV element
+    int keep_attention;
+} CcCellShape;
+
+void cc_cell_shape_init(CcCellShape *cs, const CcHparams *hp, enum CcKvType kv, int keep_attention);
+/** Bytes of a cell's block (ring, caches, forecast, attention if kept), slack included. */
+size_t cc_cell_mem_bytes(const CcCellShape *cs);
+/** The shape cells of e are laid out for now (cc_engine.c). */
+const CcCellShape *cc_engine_cell_shape(const CcEngine *e);
+
+struct CcCell {
+    const CcEngine *e;
+    int F, R, N, L, H, DK, HZ; ///< shapes this cell was laid out for
+    int64_t p0;                ///< first step of the sequence, -1 empty
+    int64_t last;              ///< newest step, -1 empty
+    int64_t cache_e;           ///< e the caches were built for; -1 none
+    uint32_t cache_gen;
+    int n_cached;
+    uint64_t mark; ///< batch mark: detects a cell given twice in one step
+    int fc_valid;
+    int64_t fc_step;
+    float *ring;       // (R, F)  row p % R holds step p
+    float *mu, *sigma; // (F)
+    void *kv;          // (F, L, 2, H, N, DK) of kv_type
+    float *y;          // (F, 2HZ)
+    float *att;        // (F, L, H, N+1) if keep_attention, else NULL
+    void *mem;
+};
+
+/** 1 when c is laid out for cs (else the step refuses it: -ESTALE). */
+static inline int cc_cell_fits(const CcCell *c, const CcCellShape *cs)
+{
+    return c->F == cs->F && c->R == cs->R && c->N == cs->N && c->L == cs->L && c->H == cs->H &&
+           c->HZ == cs->HZ && c->DK == cs->DK;
+}
+
+/* Channel f, layer l, head h: which = 0 → keys transposed (DK, N), so the scores of one
+ * query vectorise over tokens (in the blocked layout of cc_attention.h when the engine
+ * uses the AVX-512 kernels); which = 1 → values (N, DK). Both N·DK elements. */
+static inline void *cc_cell_kv(const CcCell *c, size_t elem, int f, int l, int which, int h)
+{
+    size_t idx = ((((size_t)f * c->L + l) * 2 + which) * c->H + h) * (size_t)c->N * c->DK;
+    return (char *)c->kv + idx * elem;
+}
+
+/* Copies channel f of steps [from, from+n) out of the ring, normalised: one modulo per
+ * call, not per element. */
+static inline void cc_cell_ring_read_norm(float *dst, const CcCell *c, int f, int64_t from, int n,
+                                          float mu, float inv)
+{
+    int r = (int)(from % c->R), F = c->F;
+    for (int j = 0; j < n; j++) {
+        dst[j] = (c->ring[(size_t)r * F + f] - mu) * inv;
+        if (++r == c->R)
+            r = 0;
+    }
+}
+
+/** Mean and population sd of every channel over steps [lo, hi] of the ring into mu, sigma
+ *  (F), with sigma's floor of cc_norm_stats. */
+void cc_cell_ring_stats(const CcCell *c, int64_t lo, int64_t hi, float *mu, float *sigma);
+
+/** Appends step p's values (F); the caller has checked p is the cell's next step. */
+static inline void cc_cell_push(CcCell *c, int64_t p, const float *values)
+{
+    if (c->last < 0)
+        c->p0 = p;
+    c->last = p;
+    memcpy(&c->ring[(size_t)(c->last % c->R) * c->F], values, (size_t)c->F * sizeof(float));
+}
+
+#endif
