@@ -26,13 +26,13 @@
  * busy); the pub_* fields are written under the table's pub_lock. */
 typedef struct AlertCell {
     CcAnomalyCell *ac;
-    int64_t pub_step;            /* last scored step, -1 */
+    int64_t pub_step; /* last scored step, -1 */
     double pub_score;
-    int F;                       /* KPIs of pub */
+    int F; /* KPIs of pub */
     int pub_anomaly_firing, pub_dq_firing;
     uint64_t pub_quiet;
-    double pub[];                // (PUB_N, F) per-KPI scores of pub_step, sized to the model's
-                                 // KPIs: a resident cell must not pay for CC_MAX_FEATURES
+    double pub[]; // (PUB_N, F) per-KPI scores of pub_step, sized to the model's
+                  // KPIs: a resident cell must not pay for CC_MAX_FEATURES
 } AlertCell;
 
 /* Rows of AlertCell.pub. */
@@ -141,7 +141,8 @@ static void journal_load(CcdAlerts *o)
         }
     }
     fclose(f);
-    LOG_INFO("alerts", "journal %s: %d transition(s) already produced (not produced again on replay)",
+    LOG_INFO("alerts",
+             "journal %s: %d transition(s) already produced (not produced again on replay)",
              o->journal_path, n);
 }
 
@@ -292,7 +293,10 @@ void ccd_alerts_on_stepped(Ccd *d, CcdCell *c, int64_t step, const float *values
 }
 
 static int kind_i(const CcAlertEvent *e) { return e->kind == CC_ALERT_DATA_QUALITY; }
-static int reason_i(const CcAlertEvent *e) { return e->reason >= 0 && e->reason <= 4 ? (int)e->reason : 0; }
+static int reason_i(const CcAlertEvent *e)
+{
+    return e->reason >= 0 && e->reason <= 4 ? (int)e->reason : 0;
+}
 static int state_i(const CcAlertEvent *e) { return e->state == CC_ALERT_RESOLVED ? 2 : 1; }
 static int sev_i(const CcAlertEvent *e) { return e->severity == CC_SEV_CRITICAL ? 2 : 1; }
 
@@ -316,8 +320,8 @@ static int produce(Ccd *d, const QEvent *e)
         int n = cc_alert_event_json(&e->ev, &d->model->hp, buf, sizeof buf);
         if (n < 0)
             return n;
-        int rc = ccd_kafka_produce(d->kafka, d->cfg.kafka_alert_topic, e->cell, strlen(e->cell), buf,
-                                  (size_t)n);
+        int rc = ccd_kafka_produce(d->kafka, d->cfg.kafka_alert_topic, e->cell, strlen(e->cell),
+                                   buf, (size_t)n);
         if (rc) {
             o->produce_refused++;
             return rc;
@@ -422,7 +426,8 @@ void ccd_alerts_tick(Ccd *d)
     caught_up = caught_up && !ccd_sched_busy(d->sched);
     if (caught_up != o->tick_enabled) {
         o->tick_enabled = caught_up;
-        LOG_DEBUG("alerts", "missing-data checks %s", caught_up ? "on (consumer caught up)" : "paused (backlog)");
+        LOG_DEBUG("alerts", "missing-data checks %s",
+                  caught_up ? "on (consumer caught up)" : "paused (backlog)");
     }
     if (o->tick_enabled) {
         TickCtx t = {d, (int64_t)time(NULL)};
@@ -443,7 +448,8 @@ void ccd_alerts_shutdown(Ccd *d)
         ccd_alerts_flush(d);
     }
     if (o->retry.n)
-        LOG_ERROR("alerts", "%zu alert transition(s) could not be queued for Kafka before exit; "
+        LOG_ERROR("alerts",
+                  "%zu alert transition(s) could not be queued for Kafka before exit; "
                   "they are not journaled and are produced again by the replay after restart",
                   o->retry.n);
 }
@@ -528,8 +534,10 @@ int ccd_alerts_open(Ccd *d, const CcAnomalySettings *s, const char *journal_path
         journal_load(o);
         o->journal = fopen(o->journal_path, "a");
         if (!o->journal)
-            LOG_WARN("alerts", "cannot open the journal %s: %s (a restart after a crash may "
-                     "produce some transitions again)", o->journal_path, strerror(errno));
+            LOG_WARN("alerts",
+                     "cannot open the journal %s: %s (a restart after a crash may "
+                     "produce some transitions again)",
+                     o->journal_path, strerror(errno));
     }
     return 0;
 }
@@ -599,7 +607,8 @@ static json_t *scores_json(Ccd *d, CcdCell *c)
     json_object_set_new(o, "z", k);
     json_t *cu = json_object();
     for (int f = 0; step >= 0 && f < hp->n_features; f++)
-        json_object_set_new(cu, hp->features[f], json_pack("{s:o,s:o}", "up", num_or_null(v[PUB_CU_UP][f]), "down",
+        json_object_set_new(cu, hp->features[f],
+                            json_pack("{s:o,s:o}", "up", num_or_null(v[PUB_CU_UP][f]), "down",
                                       num_or_null(v[PUB_CU_DOWN][f])));
     json_object_set_new(o, "cusum", cu);
     json_t *pr = json_object();
@@ -640,9 +649,11 @@ static int list_alerts(CcdReq *r, const char *cell)
     long long limit = 100, after = 0;
     char *end;
     if (state && strcmp(state, "firing") && strcmp(state, "resolved"))
-        return ccd_problem(r, 422, "bad-parameter", "state must be firing or resolved, got '%s'", state);
+        return ccd_problem(r, 422, "bad-parameter", "state must be firing or resolved, got '%s'",
+                           state);
     if (kind && strcmp(kind, "anomaly") && strcmp(kind, "data_quality"))
-        return ccd_problem(r, 422, "bad-parameter", "kind must be anomaly or data_quality, got '%s'", kind);
+        return ccd_problem(r, 422, "bad-parameter",
+                           "kind must be anomaly or data_quality, got '%s'", kind);
     int rc = ccd_query_since(r, &since);
     if (rc)
         return rc;
@@ -651,12 +662,14 @@ static int list_alerts(CcdReq *r, const char *cell)
         if (!*qs || *end)
             return ccd_problem(r, 400, "bad-parameter", "limit must be an integer");
         if (limit < 1 || limit > 1000)
-            return ccd_problem(r, 422, "bad-parameter", "limit must be in [1, 1000], got %lld", limit);
+            return ccd_problem(r, 422, "bad-parameter", "limit must be in [1, 1000], got %lld",
+                               limit);
     }
     if ((qs = ccd_query(r, "after"))) {
         after = strtoll(qs, &end, 10);
         if (!*qs || *end || after < 0)
-            return ccd_problem(r, 400, "bad-parameter", "after must be a sequence number (the previous page's next)");
+            return ccd_problem(r, 400, "bad-parameter",
+                               "after must be a sequence number (the previous page's next)");
     }
     if (!cell)
         cell = ccd_query(r, "cell");
@@ -677,8 +690,9 @@ static int list_alerts(CcdReq *r, const char *cell)
         json_array_append_new(arr, event_json(d, e));
         last = e->seq;
     }
-    return ccd_json(r, 200, json_pack("{s:o, s:o}", "alerts", arr, "next",
-                                      more ? json_integer((json_int_t)last) : json_null()));
+    return ccd_json(r, 200,
+                    json_pack("{s:o, s:o}", "alerts", arr, "next",
+                              more ? json_integer((json_int_t)last) : json_null()));
 }
 
 int ccd_h_alerts(CcdReq *r) { return list_alerts(r, NULL); }
@@ -722,4 +736,3 @@ int ccd_h_cell_scores(CcdReq *r)
     json_object_set_new(o, "cell", json_string(c->id));
     return ccd_json(r, 200, o);
 }
-

@@ -79,7 +79,7 @@ void ccd_alerts_cell_free(void *cookie, CcdCell *c);
 typedef struct CcdAlertsStats {
     uint64_t trans[2][5][3][3]; ///< kind, reason, state (1 firing, 2 resolved), severity (1, 2)
     uint64_t produced, produce_refused, quiet;
-    size_t waiting;             ///< refused transitions waiting for the producer
+    size_t waiting; ///< refused transitions waiting for the producer
     int firing_anomaly, firing_dq;
 } CcdAlertsStats;
 void ccd_alerts_stats(Ccd *d, CcdAlertsStats *st);

@@ -32,9 +32,9 @@ static double probit(double p)
                                -1.328068155288572e+01};
     static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01,
                                -2.400758277161838e+00, -2.549732539343734e+00,
-                               4.374664141464968e+00, 2.938163982698783e+00};
-    static const double dd[] = {7.784695709041462e-03, 3.224671290700398e-01,
-                                2.445134137142996e+00, 3.754408661907416e+00};
+                               4.374664141464968e+00,  2.938163982698783e+00};
+    static const double dd[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                                3.754408661907416e+00};
     double q, r, x;
     if (p < 0.02425) {
         q = sqrt(-2 * log(p));
@@ -104,7 +104,7 @@ static void add_jstr(struct evbuffer *b, const char *s)
  * forecast route formats ~800 of them per reply), or null. */
 static int fmt_num(char *buf, size_t n, double v)
 {
-    static const double p10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+    static const double p10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9, 1e10,
                                  1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20};
     if (!isfinite(v))
         return snprintf(buf, n, "null");
@@ -285,7 +285,7 @@ static float *scratch_f(size_t n)
 #define CCD_FC_CACHE 1024
 
 typedef struct FcBody {
-    int refs;             /* the cache slot + the replies still writing it */
+    int refs; /* the cache slot + the replies still writing it */
     size_t len;
     char data[];
 } FcBody;
@@ -293,7 +293,7 @@ typedef struct FcBody {
 typedef struct FcSlot {
     uint64_t serial, seq;
     double level;
-    char model[sizeof ((Ccd *)0)->model_name];
+    char model[sizeof((Ccd *)0)->model_name];
     FcBody *body;
 } FcSlot;
 
@@ -341,7 +341,8 @@ static int h_readyz(CcdReq *r)
         ccd_kafka_stats(d->kafka, &ks);
         if (ks.assigned_partitions <= 0) {
             r->retry_after = 1;
-            return ccd_problem(r, 503, "not-ready", "the Kafka consumer has no partition assigned yet");
+            return ccd_problem(r, 503, "not-ready",
+                               "the Kafka consumer has no partition assigned yet");
         }
     }
     json_t *o = json_pack("{s:s, s:s}", "status", "ready", "model", d->model_name);
@@ -358,10 +359,12 @@ static void hist_out(struct evbuffer *b, const char *name, const CcdHist *h)
     uint64_t acc = 0;
     for (int i = 0; i < h->n; i++) {
         acc += h->counts[i];
-        evbuffer_add_printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, h->le[i], (unsigned long long)acc);
+        evbuffer_add_printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, h->le[i],
+                            (unsigned long long)acc);
     }
     evbuffer_add_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", name,
-                        (unsigned long long)h->count, name, h->sum, name, (unsigned long long)h->count);
+                        (unsigned long long)h->count, name, h->sum, name,
+                        (unsigned long long)h->count);
 }
 
 /* Alerts (alerts.h), snapshots (state.h), reloads and the producer. */
@@ -375,59 +378,78 @@ static void alerts_metrics(Ccd *d, struct evbuffer *b)
         return;
     ccd_alerts_stats(d, &as);
     ccd_state_stats(d, &ss);
-    evbuffer_add_printf(b, "# HELP cellcast_alert_transitions_total Alert transitions by kind, reason, state and severity.\n"
+    evbuffer_add_printf(b, "# HELP cellcast_alert_transitions_total Alert transitions by kind, "
+                           "reason, state and severity.\n"
                            "# TYPE cellcast_alert_transitions_total counter\n");
     for (int k = 0; k < 2; k++)
         for (int r = 0; r < 5; r++)
             for (int s = 1; s < 3; s++)
                 for (int v = 1; v < 3; v++)
                     if (o->trans[k][r][s][v] || (r == (k ? 1 : 0) && v == 1))
-                        evbuffer_add_printf(b, "cellcast_alert_transitions_total{kind=\"%s\",reason=\"%s\",state=\"%s\",severity=\"%s\"} %llu\n",
+                        evbuffer_add_printf(b,
+                                            "cellcast_alert_transitions_total{kind=\"%s\",reason="
+                                            "\"%s\",state=\"%s\",severity=\"%s\"} %llu\n",
                                             cc_alert_kind_name((enum CcAlertKind)k),
-                                            cc_dq_reason_name((enum CcDqReason)r), states[s], sevs[v],
-                                            (unsigned long long)o->trans[k][r][s][v]);
-    evbuffer_add_printf(b, "# HELP cellcast_alerts_firing Alerts firing now.\n# TYPE cellcast_alerts_firing gauge\n"
-                           "cellcast_alerts_firing{kind=\"anomaly\"} %d\ncellcast_alerts_firing{kind=\"data_quality\"} %d\n",
-                        o->firing_anomaly, o->firing_dq);
-    evbuffer_add_printf(b, "# HELP cellcast_alerts_quiet_total Transitions recomputed by a replay after a restart and not produced again.\n"
-                           "# TYPE cellcast_alerts_quiet_total counter\ncellcast_alerts_quiet_total %llu\n",
-                        (unsigned long long)o->quiet);
-    evbuffer_add_printf(b, "# HELP cellcast_alerts_produced_total Alert transitions handed to the Kafka producer.\n"
-                           "# TYPE cellcast_alerts_produced_total counter\ncellcast_alerts_produced_total %llu\n"
-                           "# HELP cellcast_alerts_produce_refused_total Produce attempts refused (queue full); retried.\n"
-                           "# TYPE cellcast_alerts_produce_refused_total counter\ncellcast_alerts_produce_refused_total %llu\n"
-                           "# HELP cellcast_alerts_waiting Transitions waiting for the producer queue.\n"
-                           "# TYPE cellcast_alerts_waiting gauge\ncellcast_alerts_waiting %zu\n",
-                        (unsigned long long)o->produced, (unsigned long long)o->produce_refused, o->waiting);
+                                            cc_dq_reason_name((enum CcDqReason)r), states[s],
+                                            sevs[v], (unsigned long long)o->trans[k][r][s][v]);
+    evbuffer_add_printf(
+        b,
+        "# HELP cellcast_alerts_firing Alerts firing now.\n# TYPE cellcast_alerts_firing gauge\n"
+        "cellcast_alerts_firing{kind=\"anomaly\"} "
+        "%d\ncellcast_alerts_firing{kind=\"data_quality\"} %d\n",
+        o->firing_anomaly, o->firing_dq);
+    evbuffer_add_printf(
+        b,
+        "# HELP cellcast_alerts_quiet_total Transitions recomputed by a replay after a restart and "
+        "not produced again.\n"
+        "# TYPE cellcast_alerts_quiet_total counter\ncellcast_alerts_quiet_total %llu\n",
+        (unsigned long long)o->quiet);
+    evbuffer_add_printf(
+        b,
+        "# HELP cellcast_alerts_produced_total Alert transitions handed to the Kafka producer.\n"
+        "# TYPE cellcast_alerts_produced_total counter\ncellcast_alerts_produced_total %llu\n"
+        "# HELP cellcast_alerts_produce_refused_total Produce attempts refused (queue full); "
+        "retried.\n"
+        "# TYPE cellcast_alerts_produce_refused_total "
+        "counter\ncellcast_alerts_produce_refused_total %llu\n"
+        "# HELP cellcast_alerts_waiting Transitions waiting for the producer queue.\n"
+        "# TYPE cellcast_alerts_waiting gauge\ncellcast_alerts_waiting %zu\n",
+        (unsigned long long)o->produced, (unsigned long long)o->produce_refused, o->waiting);
     if (d->kafka) {
         CcdKafkaStats ks;
         ccd_kafka_stats(d->kafka, &ks);
-        evbuffer_add_printf(b, "# HELP cellcast_kafka_produce_total Producer outcomes (alerts and dead letters): delivered, retried, failed.\n"
-                               "# TYPE cellcast_kafka_produce_total counter\n"
-                               "cellcast_kafka_produce_total{result=\"delivered\"} %llu\n"
-                               "cellcast_kafka_produce_total{result=\"retried\"} %llu\n"
-                               "cellcast_kafka_produce_total{result=\"failed\"} %llu\n",
+        evbuffer_add_printf(b,
+                            "# HELP cellcast_kafka_produce_total Producer outcomes (alerts and "
+                            "dead letters): delivered, retried, failed.\n"
+                            "# TYPE cellcast_kafka_produce_total counter\n"
+                            "cellcast_kafka_produce_total{result=\"delivered\"} %llu\n"
+                            "cellcast_kafka_produce_total{result=\"retried\"} %llu\n"
+                            "cellcast_kafka_produce_total{result=\"failed\"} %llu\n",
                             (unsigned long long)ks.produced, (unsigned long long)ks.produce_retries,
                             (unsigned long long)ks.produce_failed);
     }
-    evbuffer_add_printf(b, "# HELP cellcast_snapshots_total Snapshots written, by result.\n# TYPE cellcast_snapshots_total counter\n"
-                           "cellcast_snapshots_total{result=\"ok\"} %llu\ncellcast_snapshots_total{result=\"error\"} %llu\n"
-                           "# HELP cellcast_snapshot_age_seconds Seconds since the last snapshot (-1: none yet).\n"
-                           "# TYPE cellcast_snapshot_age_seconds gauge\ncellcast_snapshot_age_seconds %lld\n"
-                           "# HELP cellcast_snapshot_bytes Size of the last snapshot.\n# TYPE cellcast_snapshot_bytes gauge\n"
-                           "cellcast_snapshot_bytes %lld\n"
-                           "# HELP cellcast_snapshot_duration_seconds Time the last snapshot took.\n"
-                           "# TYPE cellcast_snapshot_duration_seconds gauge\ncellcast_snapshot_duration_seconds %.6f\n"
-                           "# HELP cellcast_snapshot_restored_cells Cells restored from the snapshot at start.\n"
-                           "# TYPE cellcast_snapshot_restored_cells gauge\ncellcast_snapshot_restored_cells %llu\n"
-                           "# HELP cellcast_reloads_total Reloads (SIGHUP, POST /v1/admin/reload), by result.\n"
-                           "# TYPE cellcast_reloads_total counter\ncellcast_reloads_total{result=\"ok\"} %llu\n"
-                           "cellcast_reloads_total{result=\"refused\"} %llu\n",
-                        (unsigned long long)so->snapshots, (unsigned long long)so->snapshot_errors,
-                        so->snapshot_unix ? (long long)((int64_t)time(NULL) - so->snapshot_unix) : -1LL,
-                        (long long)so->snapshot_bytes, so->snapshot_seconds,
-                        (unsigned long long)so->restored_cells, (unsigned long long)d->reloads_ok,
-                        (unsigned long long)d->reloads_failed);
+    evbuffer_add_printf(
+        b,
+        "# HELP cellcast_snapshots_total Snapshots written, by result.\n# TYPE "
+        "cellcast_snapshots_total counter\n"
+        "cellcast_snapshots_total{result=\"ok\"} %llu\ncellcast_snapshots_total{result=\"error\"} "
+        "%llu\n"
+        "# HELP cellcast_snapshot_age_seconds Seconds since the last snapshot (-1: none yet).\n"
+        "# TYPE cellcast_snapshot_age_seconds gauge\ncellcast_snapshot_age_seconds %lld\n"
+        "# HELP cellcast_snapshot_bytes Size of the last snapshot.\n# TYPE cellcast_snapshot_bytes "
+        "gauge\n"
+        "cellcast_snapshot_bytes %lld\n"
+        "# HELP cellcast_snapshot_duration_seconds Time the last snapshot took.\n"
+        "# TYPE cellcast_snapshot_duration_seconds gauge\ncellcast_snapshot_duration_seconds %.6f\n"
+        "# HELP cellcast_snapshot_restored_cells Cells restored from the snapshot at start.\n"
+        "# TYPE cellcast_snapshot_restored_cells gauge\ncellcast_snapshot_restored_cells %llu\n"
+        "# HELP cellcast_reloads_total Reloads (SIGHUP, POST /v1/admin/reload), by result.\n"
+        "# TYPE cellcast_reloads_total counter\ncellcast_reloads_total{result=\"ok\"} %llu\n"
+        "cellcast_reloads_total{result=\"refused\"} %llu\n",
+        (unsigned long long)so->snapshots, (unsigned long long)so->snapshot_errors,
+        so->snapshot_unix ? (long long)((int64_t)time(NULL) - so->snapshot_unix) : -1LL,
+        (long long)so->snapshot_bytes, so->snapshot_seconds, (unsigned long long)so->restored_cells,
+        (unsigned long long)d->reloads_ok, (unsigned long long)d->reloads_failed);
 }
 
 static int h_metrics(CcdReq *r)
@@ -440,22 +462,29 @@ static int h_metrics(CcdReq *r)
     evbuffer_add_printf(b, "cellcast_build_info{version=\"%s\",model=\"%s\",blas=\"%s\"} 1\n",
                         CC_VERSION, d->model_name, ccd_host_blas_core());
     metric(b, "cellcast_uptime_seconds", "gauge", "Seconds since start.");
-    evbuffer_add_printf(b, "cellcast_uptime_seconds %.3f\n", (double)(cc_now_ns() - d->start_ns) * 1e-9);
+    evbuffer_add_printf(b, "cellcast_uptime_seconds %.3f\n",
+                        (double)(cc_now_ns() - d->start_ns) * 1e-9);
     metric(b, "cellcast_ingest_messages_total", "counter", "KPI messages received, by source.");
-    evbuffer_add_printf(b, "cellcast_ingest_messages_total{source=\"kafka\"} %llu\n"
-                           "cellcast_ingest_messages_total{source=\"http\"} %llu\n",
-                        (unsigned long long)d->in.kafka_messages, (unsigned long long)d->in.http_messages);
+    evbuffer_add_printf(b,
+                        "cellcast_ingest_messages_total{source=\"kafka\"} %llu\n"
+                        "cellcast_ingest_messages_total{source=\"http\"} %llu\n",
+                        (unsigned long long)d->in.kafka_messages,
+                        (unsigned long long)d->in.http_messages);
     metric(b, "cellcast_ingest_bytes_total", "counter", "Bytes of KPI messages, by source.");
-    evbuffer_add_printf(b, "cellcast_ingest_bytes_total{source=\"kafka\"} %llu\n"
-                           "cellcast_ingest_bytes_total{source=\"http\"} %llu\n",
-                        (unsigned long long)d->in.kafka_bytes, (unsigned long long)d->in.http_bytes);
+    evbuffer_add_printf(b,
+                        "cellcast_ingest_bytes_total{source=\"kafka\"} %llu\n"
+                        "cellcast_ingest_bytes_total{source=\"http\"} %llu\n",
+                        (unsigned long long)d->in.kafka_bytes,
+                        (unsigned long long)d->in.http_bytes);
     metric(b, "cellcast_ingest_records_total", "counter", "Valid records decoded.");
-    evbuffer_add_printf(b, "cellcast_ingest_records_total %llu\n", (unsigned long long)d->in.records);
+    evbuffer_add_printf(b, "cellcast_ingest_records_total %llu\n",
+                        (unsigned long long)d->in.records);
     metric(b, "cellcast_ingest_invalid_total", "counter",
            "Refused messages or array elements, by reason (proto/kpi.schema.json).");
     for (int i = 1; i < CC_KPI_N_REASONS; i++)
         evbuffer_add_printf(b, "cellcast_ingest_invalid_total{reason=\"%s\"} %llu\n",
-                            cc_kpi_reason_name((enum CcKpiReason)i), (unsigned long long)d->in.invalid[i]);
+                            cc_kpi_reason_name((enum CcKpiReason)i),
+                            (unsigned long long)d->in.invalid[i]);
     metric(b, "cellcast_ingest_steps_total", "counter",
            "What became of records, by outcome (cells.h ingest rules).");
     evbuffer_add_printf(b,
@@ -470,35 +499,43 @@ static int h_metrics(CcdReq *r)
                         (unsigned long long)cs->restarts, (unsigned long long)cs->rejected_full);
     metric(b, "cellcast_ingest_filled_kpis_total", "counter",
            "KPI values absent from a step's messages, filled with the previous value.");
-    evbuffer_add_printf(b, "cellcast_ingest_filled_kpis_total %llu\n", (unsigned long long)cs->filled);
+    evbuffer_add_printf(b, "cellcast_ingest_filled_kpis_total %llu\n",
+                        (unsigned long long)cs->filled);
     metric(b, "cellcast_ingest_rate", "gauge", "Per second over the last seconds, by what.");
-    evbuffer_add_printf(b, "cellcast_ingest_rate{what=\"messages\"} %.1f\ncellcast_ingest_rate{what=\"records\"} %.1f\n"
-                           "cellcast_ingest_rate{what=\"steps\"} %.1f\n",
+    evbuffer_add_printf(b,
+                        "cellcast_ingest_rate{what=\"messages\"} "
+                        "%.1f\ncellcast_ingest_rate{what=\"records\"} %.1f\n"
+                        "cellcast_ingest_rate{what=\"steps\"} %.1f\n",
                         d->in.rate_messages, d->in.rate_records, d->in.rate_steps);
-    metric(b, "cellcast_ingest_seconds_total", "counter", "Event-loop time spent on ingest, by part.");
-    evbuffer_add_printf(b, "cellcast_ingest_seconds_total{part=\"parse\"} %.6f\n"
-                           "cellcast_ingest_seconds_total{part=\"state\"} %.6f\n",
+    metric(b, "cellcast_ingest_seconds_total", "counter",
+           "Event-loop time spent on ingest, by part.");
+    evbuffer_add_printf(b,
+                        "cellcast_ingest_seconds_total{part=\"parse\"} %.6f\n"
+                        "cellcast_ingest_seconds_total{part=\"state\"} %.6f\n",
                         (double)d->in.ns_parse * 1e-9, (double)d->in.ns_state * 1e-9);
     if (d->kafka) {
         CcdKafkaStats ks;
         ccd_kafka_stats(d->kafka, &ks);
         metric(b, "cellcast_kafka_lag_messages", "gauge", "Sum of partition lags (-1 unknown).");
         evbuffer_add_printf(b, "cellcast_kafka_lag_messages %lld\n", (long long)ks.lag);
-        metric(b, "cellcast_kafka_assigned_partitions", "gauge", "Partitions assigned to this daemon.");
+        metric(b, "cellcast_kafka_assigned_partitions", "gauge",
+               "Partitions assigned to this daemon.");
         evbuffer_add_printf(b, "cellcast_kafka_assigned_partitions %d\n", ks.assigned_partitions);
         metric(b, "cellcast_kafka_events_total", "counter", "Kafka consumer events, by kind.");
-        evbuffer_add_printf(b, "cellcast_kafka_events_total{kind=\"commit\"} %llu\n"
-                               "cellcast_kafka_events_total{kind=\"commit_error\"} %llu\n"
-                               "cellcast_kafka_events_total{kind=\"rebalance\"} %llu\n"
-                               "cellcast_kafka_events_total{kind=\"dead_letter\"} %llu\n"
-                               "cellcast_kafka_events_total{kind=\"dead_letter_error\"} %llu\n",
+        evbuffer_add_printf(b,
+                            "cellcast_kafka_events_total{kind=\"commit\"} %llu\n"
+                            "cellcast_kafka_events_total{kind=\"commit_error\"} %llu\n"
+                            "cellcast_kafka_events_total{kind=\"rebalance\"} %llu\n"
+                            "cellcast_kafka_events_total{kind=\"dead_letter\"} %llu\n"
+                            "cellcast_kafka_events_total{kind=\"dead_letter_error\"} %llu\n",
                             (unsigned long long)ks.commits, (unsigned long long)ks.commit_errors,
                             (unsigned long long)ks.rebalances, (unsigned long long)ks.dead_letters,
                             (unsigned long long)ks.dead_letter_errors);
     }
     metric(b, "cellcast_batch_size", "histogram", "Cell-steps per stepped batch.");
     hist_out(b, "cellcast_batch_size", &ss->batch_size);
-    metric(b, "cellcast_step_latency_seconds", "histogram", "Worker time to step and publish one batch.");
+    metric(b, "cellcast_step_latency_seconds", "histogram",
+           "Worker time to step and publish one batch.");
     hist_out(b, "cellcast_step_latency_seconds", &ss->step_seconds);
     metric(b, "cellcast_forecast_delay_seconds", "histogram",
            "From the first record of a batch to its forecasts published.");
@@ -507,29 +544,35 @@ static int h_metrics(CcdReq *r)
            "How late the 10 ms cron ran: stalls of the event loop (HTTP waits as long).");
     hist_out(b, "cellcast_loop_lag_seconds", &d->loop_lag);
     metric(b, "cellcast_engine_seconds_total", "counter", "Engine time by part (cc_engine_stats).");
-    evbuffer_add_printf(b, "cellcast_engine_seconds_total{part=\"dense\"} %.6f\n"
-                           "cellcast_engine_seconds_total{part=\"attention\"} %.6f\n"
-                           "cellcast_engine_seconds_total{part=\"rebuild\"} %.6f\n"
-                           "cellcast_engine_seconds_total{part=\"other\"} %.6f\n"
-                           "cellcast_engine_seconds_total{part=\"publish\"} %.6f\n",
+    evbuffer_add_printf(b,
+                        "cellcast_engine_seconds_total{part=\"dense\"} %.6f\n"
+                        "cellcast_engine_seconds_total{part=\"attention\"} %.6f\n"
+                        "cellcast_engine_seconds_total{part=\"rebuild\"} %.6f\n"
+                        "cellcast_engine_seconds_total{part=\"other\"} %.6f\n"
+                        "cellcast_engine_seconds_total{part=\"publish\"} %.6f\n",
                         ss->engine.ns_dense * 1e-9, ss->engine.ns_attention * 1e-9,
-                        ss->engine.ns_rebuild * 1e-9, ss->engine.ns_other * 1e-9, ss->ns_publish * 1e-9);
+                        ss->engine.ns_rebuild * 1e-9, ss->engine.ns_other * 1e-9,
+                        ss->ns_publish * 1e-9);
     metric(b, "cellcast_steps_total", "counter", "Cell-steps run by the engine.");
     evbuffer_add_printf(b, "cellcast_steps_total %llu\n", (unsigned long long)ss->items);
-    metric(b, "cellcast_steps_refused_total", "counter", "Cell-steps the engine refused or lost to ENOMEM.");
-    evbuffer_add_printf(b, "cellcast_steps_refused_total %llu\n", (unsigned long long)(ss->refused + ss->enomem));
+    metric(b, "cellcast_steps_refused_total", "counter",
+           "Cell-steps the engine refused or lost to ENOMEM.");
+    evbuffer_add_printf(b, "cellcast_steps_refused_total %llu\n",
+                        (unsigned long long)(ss->refused + ss->enomem));
     metric(b, "cellcast_pending_steps", "gauge", "Cell-steps waiting in the open batch.");
     evbuffer_add_printf(b, "cellcast_pending_steps %d\n", ccd_sched_pending(d->sched));
     metric(b, "cellcast_cells", "gauge", "Resident cells.");
     evbuffer_add_printf(b, "cellcast_cells %zu\n", d->cells->n_cells);
     metric(b, "cellcast_cells_events_total", "counter", "Cell table events, by kind.");
-    evbuffer_add_printf(b, "cellcast_cells_events_total{kind=\"created\"} %llu\n"
-                           "cellcast_cells_events_total{kind=\"evicted\"} %llu\n"
-                           "cellcast_cells_events_total{kind=\"released\"} %llu\n",
+    evbuffer_add_printf(b,
+                        "cellcast_cells_events_total{kind=\"created\"} %llu\n"
+                        "cellcast_cells_events_total{kind=\"evicted\"} %llu\n"
+                        "cellcast_cells_events_total{kind=\"released\"} %llu\n",
                         (unsigned long long)cs->created, (unsigned long long)cs->evictions,
                         (unsigned long long)cs->released);
     metric(b, "cellcast_kv_bytes", "gauge", "KV cache bytes of the resident cells.");
-    evbuffer_add_printf(b, "cellcast_kv_bytes %zu\n", d->cells->n_cells * cc_engine_kv_bytes_per_cell(d->engine));
+    evbuffer_add_printf(b, "cellcast_kv_bytes %zu\n",
+                        d->cells->n_cells * cc_engine_kv_bytes_per_cell(d->engine));
     metric(b, "cellcast_cell_state_bytes", "gauge", "All per-cell state bytes (rings, KV, ours).");
     evbuffer_add_printf(b, "cellcast_cell_state_bytes %zu\n", ccd_cells_bytes(d->cells));
     metric(b, "cellcast_rss_bytes", "gauge", "Resident set size of the process.");
@@ -550,10 +593,11 @@ static int h_info(CcdReq *r)
     json_object_set_new(o, "version", json_string(CC_VERSION));
     json_object_set_new(o, "uptime_s", json_real((double)(cc_now_ns() - d->start_ns) * 1e-9));
     json_object_set_new(o, "config_file", json_string(d->config_path ? d->config_path : ""));
-    json_object_set_new(o, "model", json_pack("{s:s, s:s, s:i, s:I, s:i}", "name", d->model_name,
-                                              "path", d->cfg.model_path, "features", d->model->hp.n_features,
-                                              "step_seconds", (json_int_t)S_of(d), "horizon",
-                                              d->model->hp.horizon));
+    json_object_set_new(o, "model",
+                        json_pack("{s:s, s:s, s:i, s:I, s:i}", "name", d->model_name, "path",
+                                  d->cfg.model_path, "features", d->model->hp.n_features,
+                                  "step_seconds", (json_int_t)S_of(d), "horizon",
+                                  d->model->hp.horizon));
     json_t *k = json_object();
     json_object_set_new(k, "brokers", json_string(d->cfg.kafka_brokers));
     if (d->kafka) {
@@ -568,26 +612,30 @@ static int h_info(CcdReq *r)
     uint64_t invalid = 0;
     for (int i = 1; i < CC_KPI_N_REASONS; i++)
         invalid += d->in.invalid[i];
-    json_object_set_new(o, "ingest", json_pack("{s:f, s:f, s:f, s:I, s:I, s:I, s:I, s:I}",
-                                               "messages_per_s", d->in.rate_messages,
-                                               "records_per_s", d->in.rate_records, "steps_per_s",
-                                               d->in.rate_steps, "records", (json_int_t)d->in.records,
-                                               "invalid", (json_int_t)invalid, "duplicates",
-                                               (json_int_t)d->cells->st.duplicates, "late",
-                                               (json_int_t)d->cells->st.late, "imputed",
-                                               (json_int_t)d->cells->st.imputed));
-    json_object_set_new(o, "batching", json_pack("{s:I, s:f, s:f, s:i}", "batches", (json_int_t)ss->batches,
-                                                 "mean_batch", ss->batches ? (double)ss->items / (double)ss->batches : 0.0,
-                                                 "step_p99_s", ccd_hist_quantile(&ss->step_seconds, 0.99),
-                                                 "pending", ccd_sched_pending(d->sched)));
-    json_object_set_new(o, "cells", json_pack("{s:I, s:I, s:I, s:I}", "resident", (json_int_t)d->cells->n_cells,
-                                              "max_resident", (json_int_t)d->cells->max_resident,
-                                              "bytes_per_cell", (json_int_t)d->cells->cell_bytes,
-                                              "evicted", (json_int_t)d->cells->st.evictions));
-    json_object_set_new(o, "memory", json_pack("{s:I, s:s}", "rss_bytes", (json_int_t)ccd_host_rss_bytes(),
-                                               "blas", ccd_host_blas_core()));
-    json_object_set_new(o, "http", json_pack("{s:I, s:i, s:i}", "requests", (json_int_t)reqs,
-                                             "connections", conns, "parked", deferred));
+    json_object_set_new(
+        o, "ingest",
+        json_pack("{s:f, s:f, s:f, s:I, s:I, s:I, s:I, s:I}", "messages_per_s", d->in.rate_messages,
+                  "records_per_s", d->in.rate_records, "steps_per_s", d->in.rate_steps, "records",
+                  (json_int_t)d->in.records, "invalid", (json_int_t)invalid, "duplicates",
+                  (json_int_t)d->cells->st.duplicates, "late", (json_int_t)d->cells->st.late,
+                  "imputed", (json_int_t)d->cells->st.imputed));
+    json_object_set_new(o, "batching",
+                        json_pack("{s:I, s:f, s:f, s:i}", "batches", (json_int_t)ss->batches,
+                                  "mean_batch",
+                                  ss->batches ? (double)ss->items / (double)ss->batches : 0.0,
+                                  "step_p99_s", ccd_hist_quantile(&ss->step_seconds, 0.99),
+                                  "pending", ccd_sched_pending(d->sched)));
+    json_object_set_new(o, "cells",
+                        json_pack("{s:I, s:I, s:I, s:I}", "resident", (json_int_t)d->cells->n_cells,
+                                  "max_resident", (json_int_t)d->cells->max_resident,
+                                  "bytes_per_cell", (json_int_t)d->cells->cell_bytes, "evicted",
+                                  (json_int_t)d->cells->st.evictions));
+    json_object_set_new(o, "memory",
+                        json_pack("{s:I, s:s}", "rss_bytes", (json_int_t)ccd_host_rss_bytes(),
+                                  "blas", ccd_host_blas_core()));
+    json_object_set_new(o, "http",
+                        json_pack("{s:I, s:i, s:i}", "requests", (json_int_t)reqs, "connections",
+                                  conns, "parked", deferred));
     const char *fmt = ccd_query(r, "format");
     if (fmt && strcmp(fmt, "json") && strcmp(fmt, "text")) {
         json_decref(o);
@@ -598,23 +646,28 @@ static int h_info(CcdReq *r)
     /* redis INFO style: "# section" then "key:value" lines */
     const char *key;
     json_t *v;
-    json_object_foreach(o, key, v) {
+    json_object_foreach(o, key, v)
+    {
         if (!json_is_object(v))
             continue;
         evbuffer_add_printf(r->out, "# %s\n", key);
         const char *k2;
         json_t *v2;
-        json_object_foreach(v, k2, v2) {
-            char *t = json_is_string(v2) ? NULL : json_dumps(v2, JSON_ENCODE_ANY | JSON_REAL_PRECISION(6));
+        json_object_foreach(v, k2, v2)
+        {
+            char *t = json_is_string(v2) ? NULL
+                                         : json_dumps(v2, JSON_ENCODE_ANY | JSON_REAL_PRECISION(6));
             evbuffer_add_printf(r->out, "%s:%s\n", k2, t ? t : json_string_value(v2));
             free(t);
         }
         evbuffer_add(r->out, "\n", 1);
     }
-    json_object_foreach(o, key, v) {
+    json_object_foreach(o, key, v)
+    {
         if (json_is_object(v))
             continue;
-        char *t = json_is_string(v) ? NULL : json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(6));
+        char *t =
+            json_is_string(v) ? NULL : json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(6));
         evbuffer_add_printf(r->out, "%s:%s\n", key, t ? t : json_string_value(v));
         free(t);
     }
@@ -630,16 +683,16 @@ static int h_model(CcdReq *r)
     json_t *f = json_array();
     for (int i = 0; i < hp->n_features; i++)
         json_array_append_new(f, json_string(hp->features[i]));
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:s}",
-                          "format", CC_FORMAT, "name", hp->name, "version", hp->version, "trained_on",
-                          hp->trained_on, "created_at", hp->created_at, "features", f, "patch_len",
-                          hp->patch_len, "n_patches", hp->n_patches, "norm_window", hp->norm_window,
-                          "d_model", hp->d_model, "n_heads", hp->n_heads, "n_layers", hp->n_layers,
-                          "d_ff", hp->d_ff, "horizon", hp->horizon, "step_seconds",
-                          (json_int_t)hp->step_seconds, "tz_offset_s", (json_int_t)hp->tz_offset_s,
-                          "n_params", (json_int_t)r->d->model->n_params, "kv_bytes_per_cell",
-                          (json_int_t)cc_engine_kv_bytes_per_cell(r->d->engine), "path",
-                          r->d->cfg.model_path);
+    json_t *o = json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:o, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:I, "
+        "s:I, s:s}",
+        "format", CC_FORMAT, "name", hp->name, "version", hp->version, "trained_on", hp->trained_on,
+        "created_at", hp->created_at, "features", f, "patch_len", hp->patch_len, "n_patches",
+        hp->n_patches, "norm_window", hp->norm_window, "d_model", hp->d_model, "n_heads",
+        hp->n_heads, "n_layers", hp->n_layers, "d_ff", hp->d_ff, "horizon", hp->horizon,
+        "step_seconds", (json_int_t)hp->step_seconds, "tz_offset_s", (json_int_t)hp->tz_offset_s,
+        "n_params", (json_int_t)r->d->model->n_params, "kv_bytes_per_cell",
+        (json_int_t)cc_engine_kv_bytes_per_cell(r->d->engine), "path", r->d->cfg.model_path);
     return ccd_json(r, 200, o);
 }
 
@@ -680,10 +733,10 @@ static int h_cells(CcdReq *r)
     size_t n = l.n < (size_t)limit ? l.n : (size_t)limit;
     for (size_t i = 0; i < n; i++) {
         CcdCell *c = ccd_cells_get(d->cells, l.ids[i]);
-        json_array_append_new(arr, json_pack("{s:s, s:I, s:I, s:s, s:I}", "id", c->id, "last_step",
-                                             (json_int_t)c->last_step, "last_ts", (json_int_t)c->last_ts,
-                                             "state", c->pub.valid ? "live" : "cold", "steps",
-                                             (json_int_t)c->n_steps));
+        json_array_append_new(
+            arr, json_pack("{s:s, s:I, s:I, s:s, s:I}", "id", c->id, "last_step",
+                           (json_int_t)c->last_step, "last_ts", (json_int_t)c->last_ts, "state",
+                           c->pub.valid ? "live" : "cold", "steps", (json_int_t)c->n_steps));
     }
     json_t *o = json_pack("{s:o, s:I, s:o}", "cells", arr, "total", (json_int_t)d->cells->n_cells,
                           "next", n < l.n && n ? json_string(l.ids[n - 1]) : json_null());
@@ -713,18 +766,19 @@ static int h_cell(CcdReq *r)
     json_t *o = json_object();
     json_object_set_new(o, "id", json_string(c->id));
     json_object_set_new(o, "state", json_string(c->doomed ? "released" : valid ? "live" : "cold"));
-    json_object_set_new(o, "topic", json_string(c->topic >= 0 ? d->cfg.kafka_topics.items[c->topic] : "http"));
+    json_object_set_new(o, "topic",
+                        json_string(c->topic >= 0 ? d->cfg.kafka_topics.items[c->topic] : "http"));
     json_object_set_new(o, "partition", json_integer(c->partition));
     json_object_set_new(o, "first_step", json_integer(c->first_step));
     json_object_set_new(o, "last_step", json_integer(c->last_step));
     json_object_set_new(o, "last_ts", json_integer(c->last_ts));
     json_object_set_new(o, "forecast_step", valid ? json_integer(pstep) : json_null());
-    json_object_set_new(o, "counts", json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "records",
-                                               (json_int_t)c->n_records, "steps", (json_int_t)c->n_steps,
-                                               "duplicates", (json_int_t)c->n_duplicates, "late",
-                                               (json_int_t)c->n_late, "imputed", (json_int_t)c->n_imputed,
-                                               "restarts", (json_int_t)c->n_restarts, "filled_kpis",
-                                               (json_int_t)c->n_filled));
+    json_object_set_new(
+        o, "counts",
+        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "records", (json_int_t)c->n_records,
+                  "steps", (json_int_t)c->n_steps, "duplicates", (json_int_t)c->n_duplicates,
+                  "late", (json_int_t)c->n_late, "imputed", (json_int_t)c->n_imputed, "restarts",
+                  (json_int_t)c->n_restarts, "filled_kpis", (json_int_t)c->n_filled));
     json_object_set_new(o, "pending_steps", json_integer(c->open_items));
     if (c->n_steps) {
         json_t *lo = json_object();
@@ -739,8 +793,9 @@ static int h_cell(CcdReq *r)
         }
         char ts[32];
         rfc3339(pstep * S_of(d), ts, sizeof ts);
-        json_object_set_new(o, "last_observation", json_pack("{s:I, s:s, s:o}", "step", (json_int_t)pstep,
-                                                             "ts", ts, "kpis", lo));
+        json_object_set_new(
+            o, "last_observation",
+            json_pack("{s:I, s:s, s:o}", "step", (json_int_t)pstep, "ts", ts, "kpis", lo));
     }
     ccd_alerts_cell_json(d, c, o);
     return ccd_json(r, 200, o);
@@ -769,7 +824,8 @@ static int parse_kpis(CcdReq *r, uint64_t *mask)
         name[n] = 0;
         int f = cc_hparams_feature_index(hp, name);
         if (f < 0)
-            return ccd_problem(r, 422, "unknown-kpi", "the model has no KPI '%s' (GET /v1/model)", name);
+            return ccd_problem(r, 422, "unknown-kpi", "the model has no KPI '%s' (GET /v1/model)",
+                               name);
         *mask |= 1ULL << f;
         s += n;
         if (*s == ',')
@@ -793,7 +849,8 @@ static int h_forecast(CcdReq *r)
     if ((rc = q_int(r, "horizon", &horizon)) == -2)
         return ccd_problem(r, 400, "bad-parameter", "horizon must be an integer");
     if (horizon < 1 || horizon > HZ)
-        return ccd_problem(r, 422, "bad-parameter", "horizon must be in [1, %d], got %lld", HZ, horizon);
+        return ccd_problem(r, 422, "bad-parameter", "horizon must be in [1, %d], got %lld", HZ,
+                           horizon);
     double level = d->cfg.forecast_level;
     const char *ls = ccd_query(r, "level");
     if (ls) {
@@ -837,10 +894,11 @@ static int h_forecast(CcdReq *r)
         r->retry_after = 5;
         return ccd_problem(r, 503, "no-forecast-yet",
                            "cell '%s' has no forecast yet: it needs %d consecutive steps (it has "
-                           "%llu)", c->id, hp->patch_len, (unsigned long long)c->n_steps);
+                           "%llu)",
+                           c->id, hp->patch_len, (unsigned long long)c->n_steps);
     }
-    CcForecast fc = {.valid = 1, .step = t, .n_features = F, .horizon = HZ, .y = y, .mu = mu,
-                     .sigma = sigma};
+    CcForecast fc = {
+        .valid = 1, .step = t, .n_features = F, .horizon = HZ, .y = y, .mu = mu, .sigma = sigma};
     const double z = probit(0.5 + level / 2);
     const int64_t S = hp->step_seconds;
     /* built by hand: this is the hot route (dashboards poll it), so no jansson tree */
@@ -937,7 +995,8 @@ int ccd_query_since(CcdReq *r, int64_t *since)
     }
     int64_t u;
     if (cc_time_parse_rfc3339(s, strlen(s), &u))
-        return ccd_problem(r, 400, "bad-parameter", "since must be unix seconds or RFC 3339, got '%s'", s);
+        return ccd_problem(r, 400, "bad-parameter",
+                           "since must be unix seconds or RFC 3339, got '%s'", s);
     *since = u;
     return 0;
 }
@@ -972,7 +1031,8 @@ static int h_history(CcdReq *r)
         count = 0;
     struct evbuffer *b = r->out;
     char ts[32], num[32];
-    evbuffer_add_printf(b, "{\"cell\":\"%s\",\"step_seconds\":%lld,\"kpis\":[", c->id, (long long)S);
+    evbuffer_add_printf(b, "{\"cell\":\"%s\",\"step_seconds\":%lld,\"kpis\":[", c->id,
+                        (long long)S);
     for (int f = 0; f < F; f++) {
         if (f)
             evbuffer_add(b, ",", 1);
@@ -983,8 +1043,8 @@ static int h_history(CcdReq *r)
         int64_t p = first + i;
         int imputed = ccd_cells_imputed(d->cells, c, p);
         rfc3339(p * S, ts, sizeof ts);
-        evbuffer_add_printf(b, "%s{\"step\":%lld,\"ts\":\"%s\",\"imputed\":%s,\"values\":[", i ? "," : "",
-                            (long long)p, ts, imputed ? "true" : "false");
+        evbuffer_add_printf(b, "%s{\"step\":%lld,\"ts\":\"%s\",\"imputed\":%s,\"values\":[",
+                            i ? "," : "", (long long)p, ts, imputed ? "true" : "false");
         for (int f = 0; f < F; f++) {
             fmt_num(num, sizeof num, v[(size_t)i * F + f]);
             evbuffer_add_printf(b, "%s%s", f ? "," : "", num);
@@ -1057,14 +1117,14 @@ static int h_attention(CcdReq *r)
         free(tok);
         evbuffer_drain(b, evbuffer_get_length(b));
         r->retry_after = 5;
-        return ccd_problem(r, 503, "no-forecast-yet", "cell '%s' has no forecast (and attention) yet",
-                           c->id);
+        return ccd_problem(r, 503, "no-forecast-yet",
+                           "cell '%s' has no forecast (and attention) yet", c->id);
     }
     evbuffer_add_printf(b, "},\"tokens\":[");
     for (int j = 0; j < nt; j++) {
         rfc3339(tok[j] * S, ts, sizeof ts);
-        evbuffer_add_printf(b, "%s{\"end_step\":%lld,\"end_ts\":\"%s\",\"current\":%s}", j ? "," : "",
-                            (long long)tok[j], ts, j == nt - 1 ? "true" : "false");
+        evbuffer_add_printf(b, "%s{\"end_step\":%lld,\"end_ts\":\"%s\",\"current\":%s}",
+                            j ? "," : "", (long long)tok[j], ts, j == nt - 1 ? "true" : "false");
     }
     evbuffer_add(b, "]}\n", 3);
     free(tok);
@@ -1077,8 +1137,9 @@ static int h_post_kpis(CcdReq *r)
     struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
     size_t len = evbuffer_get_length(in);
     if ((int64_t)len > d->cfg.http_max_body_bytes)
-        return ccd_problem(r, 413, "body-too-large", "the body has %zu bytes; http.max_body_bytes is %lld",
-                           len, (long long)d->cfg.http_max_body_bytes);
+        return ccd_problem(r, 413, "body-too-large",
+                           "the body has %zu bytes; http.max_body_bytes is %lld", len,
+                           (long long)d->cfg.http_max_body_bytes);
     if (!len)
         return ccd_problem(r, 400, "empty-body", "POST a KPI message (proto/kpi.schema.json)");
     if (d->stopping || ccd_sched_pending(d->sched) >= ccd_backpressure(d)) {
@@ -1095,7 +1156,8 @@ static int h_post_kpis(CcdReq *r)
         return ccd_problem(r, 500, "internal", "out of memory");
     if (rc == -ENOSPC) {
         r->retry_after = 1;
-        return ccd_problem(r, 503, "cells-full", "no room for new cells (limits.max_cells, every cell busy)");
+        return ccd_problem(r, 503, "cells-full",
+                           "no room for new cells (limits.max_cells, every cell busy)");
     }
     if (!kb.n_records && kb.n_errors) {
         const CcKpiError *e = &kb.errors[0];
@@ -1109,12 +1171,13 @@ static int h_post_kpis(CcdReq *r)
     }
     json_t *errs = json_array();
     for (int i = 0; i < kb.n_errors && i < 100; i++)
-        json_array_append_new(errs, json_pack("{s:i, s:s, s:s}", "element", kb.errors[i].element, "reason",
-                                              cc_kpi_reason_name(kb.errors[i].reason), "message",
-                                              kb.errors[i].message));
+        json_array_append_new(errs, json_pack("{s:i, s:s, s:s}", "element", kb.errors[i].element,
+                                              "reason", cc_kpi_reason_name(kb.errors[i].reason),
+                                              "message", kb.errors[i].message));
     ccd_sched_maybe_flush(d->sched, 0);
-    return ccd_json(r, 202, json_pack("{s:i, s:i, s:o}", "accepted", kb.n_records, "rejected",
-                                      kb.n_errors, "errors", errs));
+    return ccd_json(r, 202,
+                    json_pack("{s:i, s:i, s:o}", "accepted", kb.n_records, "rejected", kb.n_errors,
+                              "errors", errs));
 }
 
 /* clang-format off */

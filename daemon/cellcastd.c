@@ -173,7 +173,8 @@ static int take_set(const CcOpt *opt, const char *value, char *err, size_t errle
 static void print_routes(void)
 {
     for (int r = 0; r < ccd_n_routes; r++) {
-        int get = ccd_routes[r].methods & EVHTTP_REQ_GET, post = ccd_routes[r].methods & EVHTTP_REQ_POST;
+        int get = ccd_routes[r].methods & EVHTTP_REQ_GET,
+            post = ccd_routes[r].methods & EVHTTP_REQ_POST;
         printf("%s%s%s %s\n", get ? "GET" : "", get && post ? "," : "", post ? "POST" : "",
                ccd_routes[r].pattern);
     }
@@ -185,14 +186,17 @@ static int parse_args(Ccd *d, int argc, char **argv)
     int check = 0, print = 0, routes = 0, version = 0;
     CcOpt opts[] = {
         CC_OPTS_STR("config", &d->config_path, "FILE",
-                    "YAML configuration (conf/cellcast.yaml documents every key)", .short_name = 'c'),
+                    "YAML configuration (conf/cellcast.yaml documents every key)",
+                    .short_name = 'c'),
         CC_OPTS_CALL("set", take_set, d, "KEY=VALUE",
                      "override one key after the file (repeatable), e.g.\n"
                      "--set http.port=9090 --set kafka.properties.debug=broker",
                      .short_name = 's'),
-        CC_OPTS_FLAG("check-config", &check, "validate the configuration (and the model file), then exit"),
-        CC_OPTS_FLAG("print-config", &print, "print the configuration in effect as commented YAML\n"
-                                             "(without -c: the defaults, i.e. conf/cellcast.yaml)"),
+        CC_OPTS_FLAG("check-config", &check,
+                     "validate the configuration (and the model file), then exit"),
+        CC_OPTS_FLAG("print-config", &print,
+                     "print the configuration in effect as commented YAML\n"
+                     "(without -c: the defaults, i.e. conf/cellcast.yaml)"),
         CC_OPTS_FLAG("print-default-config", &print, "the same as --print-config"),
         CC_OPTS_FLAG("routes", &routes, "list the HTTP routes (method pattern) and exit"),
         CC_OPTS_FLAG("version", &version, "print the version and exit"),
@@ -253,8 +257,10 @@ int main(int argc, char **argv)
     char model_path[4096];
     if ((rc = ccd_model_open(&d->model, d->cfg.model_path, model_path, sizeof model_path, err,
                              sizeof err))) {
-        LOG_ERROR("main", "model.path '%s': %s (a relative path that does not exist is also "
-                  "looked up under $CELLCAST_HOME and %s)", model_path, err, CC_DATADIR);
+        LOG_ERROR("main",
+                  "model.path '%s': %s (a relative path that does not exist is also "
+                  "looked up under $CELLCAST_HOME and %s)",
+                  model_path, err, CC_DATADIR);
         rc = 1;
         goto out;
     }
@@ -299,7 +305,8 @@ int main(int argc, char **argv)
         goto out;
     }
     d->start_ns = cc_now_ns();
-    static const double lag_le[] = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1};
+    static const double lag_le[] = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02,
+                                    0.05,   0.1,   0.25,  0.5,   1};
     ccd_hist_init(&d->loop_lag, lag_le, (int)(sizeof lag_le / sizeof lag_le[0]));
     d->start_unix = (int64_t)time(NULL);
 
@@ -334,8 +341,8 @@ int main(int argc, char **argv)
     rc = 1;
     ccd_state_restore(d);
     d->last_status_ns = d->last_wd_ns = cc_now_ns();
-    CcdSchedSettings ss = {.batch_steps = st.batch_steps, .batch_ms = st.batch_ms,
-                           .worker_nice = st.worker_nice};
+    CcdSchedSettings ss = {
+        .batch_steps = st.batch_steps, .batch_ms = st.batch_ms, .worker_nice = st.worker_nice};
     ccd_ingest_sched_hooks(d, &ss);
     if (ccd_sched_open(&d->sched, d->base, d->engine, &ss)) {
         LOG_ERROR("main", "cannot start the worker");
@@ -345,7 +352,8 @@ int main(int argc, char **argv)
         LOG_ERROR("http", "%s", err);
         goto out;
     }
-    LOG_INFO("http", "listening on http://%s:%d/ (try /v1/info)", d->cfg.http_bind, ccd_http_port(d));
+    LOG_INFO("http", "listening on http://%s:%d/ (try /v1/info)", d->cfg.http_bind,
+             ccd_http_port(d));
     if (strcmp(d->cfg.kafka_brokers, "none")) {
         if (ccd_ingest_open_kafka(d, &st.kafka, err, sizeof err)) {
             LOG_ERROR("kafka", "%s", err);
@@ -353,7 +361,9 @@ int main(int argc, char **argv)
         }
         LOG_INFO("kafka", "consuming %s from %s%s (group %s)", d->cfg.kafka_topics.items[0],
                  ccd_kafka_bootstrap(d->kafka),
-                 !strcmp(d->cfg.kafka_brokers, "embedded") ? " (embedded broker: kcat -b <that> -P -t <topic>)" : "",
+                 !strcmp(d->cfg.kafka_brokers, "embedded")
+                     ? " (embedded broker: kcat -b <that> -P -t <topic>)"
+                     : "",
                  d->cfg.kafka_group_id);
     } else {
         LOG_INFO("kafka", "kafka.brokers is \"none\": ingest through POST /v1/kpis only");
@@ -376,7 +386,8 @@ int main(int argc, char **argv)
         LOG_ERROR("main", "cannot register signals and the cron");
         goto out;
     }
-    LOG_INFO("main", "cellcastd %s ready: model '%s' (%d KPIs, step %llds, horizon %d, %.1f KB/cell)",
+    LOG_INFO("main",
+             "cellcastd %s ready: model '%s' (%d KPIs, step %llds, horizon %d, %.1f KB/cell)",
              CC_VERSION, d->model_name, hp->n_features, (long long)hp->step_seconds, hp->horizon,
              (double)d->cells->cell_bytes / 1024.0);
     {

@@ -41,8 +41,8 @@ typedef struct CcdIngestStats {
 typedef struct Ccd {
     CcdConfig cfg;
     const char *config_path;
-    const char **sets;       ///< the --set overrides of the command line, in order (a reload
-    int n_sets;              ///< applies them again); point into argv
+    const char **sets; ///< the --set overrides of the command line, in order (a reload
+    int n_sets;        ///< applies them again); point into argv
     struct event_base *base;
     CcModel *model;
     CcEngine *engine;
@@ -54,17 +54,17 @@ typedef struct Ccd {
     CcdDemo *demo;
     CcdAlerts *alerts;
     CcdState *state;
-    CcdNotify *notify;       ///< NULL when not run by systemd
+    CcdNotify *notify; ///< NULL when not run by systemd
     uint64_t reloads_ok, reloads_failed;
     int64_t last_status_ns, last_wd_ns;
-    int64_t busy_since_ns;   ///< the worker has been busy since (0: idle at the last cron)
+    int64_t busy_since_ns; ///< the worker has been busy since (0: idle at the last cron)
     struct event *cron_ev, *poll_ev, *repoll_ev, *sig_term, *sig_int, *sig_hup;
     int64_t start_ns;
     int64_t start_unix;
     uint64_t cronloops;
     int stopping;
-    int kafka_paused;        ///< backpressure: too much pending
-    CcdHist loop_lag;        ///< how late the cron ran: event-loop stalls (seconds)
+    int kafka_paused; ///< backpressure: too much pending
+    CcdHist loop_lag; ///< how late the cron ran: event-loop stalls (seconds)
     int64_t last_cron_ns;
     CcdIngestStats in;
     char model_name[160];

@@ -48,25 +48,25 @@ enum CcdCellState { CCD_CELL_COLD = 0, CCD_CELL_LIVE = 1 };
 
 struct CcdCell {
     char id[CC_KPI_CELL_ID_MAX + 1];
-    uint64_t serial;               ///< unique per cell created by this table (never reused)
+    uint64_t serial; ///< unique per cell created by this table (never reused)
     CcCell *cell;
-    int topic;                     ///< index in kafka.topics, -1 = HTTP
-    int32_t partition;             ///< -1 = HTTP / unknown
-    int64_t last_step;             ///< newest accepted step (pending or stepped), -1
-    int64_t first_step;            ///< first accepted step ever, -1
-    int64_t last_ts;               ///< unix seconds of the newest record
-    int64_t last_update_ns;        ///< monotonic time of the newest accepted record
+    int topic;              ///< index in kafka.topics, -1 = HTTP
+    int32_t partition;      ///< -1 = HTTP / unknown
+    int64_t last_step;      ///< newest accepted step (pending or stepped), -1
+    int64_t first_step;     ///< first accepted step ever, -1
+    int64_t last_ts;        ///< unix seconds of the newest record
+    int64_t last_update_ns; ///< monotonic time of the newest accepted record
     uint64_t n_records, n_steps, n_duplicates, n_late, n_imputed, n_restarts, n_filled;
-    uint64_t n_refused;            ///< steps the engine refused (should stay 0)
-    float *last_values;            ///< (F) values of the newest accepted step (for filling)
+    uint64_t n_refused; ///< steps the engine refused (should stay 0)
+    float *last_values; ///< (F) values of the newest accepted step (for filling)
     int have_values;
-    uint64_t *imputed_bits;        ///< ring of R bits: step p imputed (history flags)
-    int busy;                      ///< in the batch being stepped (loop thread only)
-    int open_items;                ///< items in the open batch
-    int open_last;                 ///< index in the open batch of its item for last_step, -1
-    int doomed;                    ///< release once not busy (revoked partition)
-    CcdPub pub;                    ///< its forecast, as published (publish.h)
-    void *anomaly;                 ///< its alert state (alerts.c)
+    uint64_t *imputed_bits; ///< ring of R bits: step p imputed (history flags)
+    int busy;               ///< in the batch being stepped (loop thread only)
+    int open_items;         ///< items in the open batch
+    int open_last;          ///< index in the open batch of its item for last_step, -1
+    int doomed;             ///< release once not busy (revoked partition)
+    CcdPub pub;             ///< its forecast, as published (publish.h)
+    void *anomaly;          ///< its alert state (alerts.c)
     struct CcdCell *hnext, *lru_prev, *lru_next;
 };
 
@@ -74,7 +74,7 @@ struct CcdCell {
 typedef struct CcdCellsSettings {
     int64_t max_cells;
     int64_t kv_budget_bytes;
-    int gap_policy;                 ///< CCD_GAP_IMPUTE / CCD_GAP_RESTART (config.h)
+    int gap_policy; ///< CCD_GAP_IMPUTE / CCD_GAP_RESTART (config.h)
     int max_gap;
 } CcdCellsSettings;
 
@@ -85,15 +85,15 @@ typedef struct CcdCellsStats {
 
 struct CcdCells {
     CcdCellsSettings s;
-    int n_features, horizon;        ///< F, HZ of the model
-    int ring;                       ///< R: steps the engine keeps (cc_engine_ring_steps)
+    int n_features, horizon; ///< F, HZ of the model
+    int ring;                ///< R: steps the engine keeps (cc_engine_ring_steps)
     const CcEngine *engine;
     CcdCell **buckets;
     size_t n_buckets, n_cells;
-    CcdCell *lru_head, *lru_tail;   ///< head = least recently updated
-    size_t cell_bytes;              ///< engine bytes per cell + ours
+    CcdCell *lru_head, *lru_tail; ///< head = least recently updated
+    size_t cell_bytes;            ///< engine bytes per cell + ours
     int64_t max_resident;
-    size_t n_doomed;                ///< cells marked for release (reap runs only then)
+    size_t n_doomed; ///< cells marked for release (reap runs only then)
     CcdCellsStats st;
     pthread_mutex_t pub_lock;
     /** Frees CcdCell.anomaly when a cell goes (set by the host; loop thread). */

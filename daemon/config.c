@@ -448,7 +448,8 @@ const char *ccd_strmap_get(const CcdStrMap *m, const char *key)
 
 static int parse_bool(const char *s, int *out)
 {
-    static const char *const t[] = {"true", "yes", "on", "1"}, *const f[] = {"false", "no", "off", "0"};
+    static const char *const t[] = {"true", "yes", "on", "1"}, *const f[] = {"false", "no", "off",
+                                                                             "0"};
     for (int i = 0; i < 4; i++) {
         if (!strcasecmp(s, t[i]))
             return *out = 1, 0;
@@ -634,7 +635,8 @@ static const char *scalar(const yaml_node_t *n)
 
 static int walk_mapping(Walk *w, yaml_node_t *map, const char *prefix)
 {
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
         yaml_node_t *kn = yaml_document_get_node(w->doc, p->key);
         yaml_node_t *vn = yaml_document_get_node(w->doc, p->value);
         const char *k = scalar(kn);
@@ -645,8 +647,8 @@ static int walk_mapping(Walk *w, yaml_node_t *map, const char *prefix)
         const CcdConfigDef *d = ccd_config_find(full);
         if (!d) {
             if (is_section(full)) {
-                if (vn->type == YAML_SCALAR_NODE && (!*scalar(vn) || !strcmp(scalar(vn), "~") ||
-                                                     !strcmp(scalar(vn), "null")))
+                if (vn->type == YAML_SCALAR_NODE &&
+                    (!*scalar(vn) || !strcmp(scalar(vn), "~") || !strcmp(scalar(vn), "null")))
                     continue; /* an empty section */
                 if (vn->type != YAML_MAPPING_NODE)
                     return at(w, vn, full, "is a section: expected a mapping");
@@ -660,8 +662,8 @@ static int walk_mapping(Walk *w, yaml_node_t *map, const char *prefix)
         char msg[384];
         if (d->type == CCD_CFG_MAP) {
             CcdStrMap *m = FIELD(w->c, d, CcdStrMap);
-            if (vn->type == YAML_SCALAR_NODE && (!*scalar(vn) || !strcmp(scalar(vn), "~") ||
-                                                 !strcmp(scalar(vn), "null"))) {
+            if (vn->type == YAML_SCALAR_NODE &&
+                (!*scalar(vn) || !strcmp(scalar(vn), "~") || !strcmp(scalar(vn), "null"))) {
                 map_free(m);
                 continue;
             }
@@ -706,8 +708,8 @@ static int walk_mapping(Walk *w, yaml_node_t *map, const char *prefix)
     return 0;
 }
 
-int ccd_config_load_string(CcdConfig *c, const char *yaml, size_t len, const char *name,
-                           char *err, size_t errlen)
+int ccd_config_load_string(CcdConfig *c, const char *yaml, size_t len, const char *name, char *err,
+                           size_t errlen)
 {
     yaml_parser_t parser;
     yaml_document_t doc;
@@ -729,8 +731,9 @@ int ccd_config_load_string(CcdConfig *c, const char *yaml, size_t len, const cha
     if (root->type == YAML_SCALAR_NODE && !*scalar(root))
         goto done;
     if (root->type != YAML_MAPPING_NODE) {
-        rc = cc_errf(err, errlen, -EINVAL, "%s:%zu:%zu: the top level must be a mapping of sections",
-                     name, root->start_mark.line + 1, root->start_mark.column + 1);
+        rc =
+            cc_errf(err, errlen, -EINVAL, "%s:%zu:%zu: the top level must be a mapping of sections",
+                    name, root->start_mark.line + 1, root->start_mark.column + 1);
         goto done;
     }
     Walk w = {c, &doc, name, err, errlen};
@@ -786,7 +789,8 @@ int ccd_config_set(CcdConfig *c, const char *assignment, char *err, size_t errle
         for (int i = 0; i < n_defs; i++) {
             const CcdConfigDef *m = &defs[i];
             size_t n = strlen(m->name);
-            if (m->type == CCD_CFG_MAP && !strncmp(key, m->name, n) && key[n] == '.' && key[n + 1]) {
+            if (m->type == CCD_CFG_MAP && !strncmp(key, m->name, n) && key[n] == '.' &&
+                key[n + 1]) {
                 if (map_put(FIELD(c, m, CcdStrMap), key + n + 1, eq + 1))
                     return cc_errf(err, errlen, -ENOMEM, "--set %s: out of memory", key);
                 return 0;
@@ -827,20 +831,15 @@ static json_t *value_json(const CcdConfig *c, const CcdConfigDef *d)
 {
     char buf[64];
     switch (d->type) {
-    case CCD_CFG_BOOL:
-        return json_boolean(*FIELD(c, d, int));
-    case CCD_CFG_INT:
-        return json_integer(*FIELD(c, d, int));
-    case CCD_CFG_INT64:
-        return json_integer(*FIELD(c, d, int64_t));
-    case CCD_CFG_DOUBLE:
-        return json_real(*FIELD(c, d, double));
+    case CCD_CFG_BOOL: return json_boolean(*FIELD(c, d, int));
+    case CCD_CFG_INT: return json_integer(*FIELD(c, d, int));
+    case CCD_CFG_INT64: return json_integer(*FIELD(c, d, int64_t));
+    case CCD_CFG_DOUBLE: return json_real(*FIELD(c, d, double));
     case CCD_CFG_STRING:
         if (is_secret(d->name) && *FIELD(c, d, char *) && **FIELD(c, d, char *))
             return json_string("(redacted)");
         return json_string(*FIELD(c, d, char *) ? *FIELD(c, d, char *) : "");
-    case CCD_CFG_ENUM:
-        return json_string(enum_name(d->enums, *FIELD(c, d, int), buf, sizeof buf));
+    case CCD_CFG_ENUM: return json_string(enum_name(d->enums, *FIELD(c, d, int), buf, sizeof buf));
     case CCD_CFG_LIST: {
         json_t *a = json_array();
         const CcdStrList *l = FIELD(c, d, CcdStrList);
@@ -852,9 +851,9 @@ static json_t *value_json(const CcdConfig *c, const CcdConfigDef *d)
         json_t *o = json_object();
         const CcdStrMap *m = FIELD(c, d, CcdStrMap);
         for (int i = 0; i < m->n; i++)
-            json_object_set_new(o, m->items[i].key,
-                                json_string(is_secret(m->items[i].key) ? "(redacted)"
-                                                                       : m->items[i].value));
+            json_object_set_new(
+                o, m->items[i].key,
+                json_string(is_secret(m->items[i].key) ? "(redacted)" : m->items[i].value));
         return o;
     }
     }
@@ -936,7 +935,8 @@ int ccd_config_write_yaml(const CcdConfig *c, FILE *out)
         if (d->type == CCD_CFG_ENUM)
             m += snprintf(meta + m, sizeof meta - (size_t)m, "one of %s; ", d->enums);
         if (d->type == CCD_CFG_INT || d->type == CCD_CFG_INT64)
-            m += snprintf(meta + m, sizeof meta - (size_t)m, "range [%.0f, %.0f]; ", d->min, d->max);
+            m +=
+                snprintf(meta + m, sizeof meta - (size_t)m, "range [%.0f, %.0f]; ", d->min, d->max);
         if (d->type == CCD_CFG_DOUBLE)
             m += snprintf(meta + m, sizeof meta - (size_t)m, "range [%g, %g]; ", d->min, d->max);
         if (d->type == CCD_CFG_MAP)
@@ -950,18 +950,10 @@ int ccd_config_write_yaml(const CcdConfig *c, FILE *out)
         fprintf(out, "  # (%s)\n", meta);
         fprintf(out, "  %s:", dot + 1);
         switch (d->type) {
-        case CCD_CFG_BOOL:
-            fprintf(out, " %s\n", *FIELD(c, d, int) ? "true" : "false");
-            break;
-        case CCD_CFG_INT:
-            fprintf(out, " %d\n", *FIELD(c, d, int));
-            break;
-        case CCD_CFG_INT64:
-            fprintf(out, " %lld\n", (long long)*FIELD(c, d, int64_t));
-            break;
-        case CCD_CFG_DOUBLE:
-            fprintf(out, " %.17g\n", *FIELD(c, d, double));
-            break;
+        case CCD_CFG_BOOL: fprintf(out, " %s\n", *FIELD(c, d, int) ? "true" : "false"); break;
+        case CCD_CFG_INT: fprintf(out, " %d\n", *FIELD(c, d, int)); break;
+        case CCD_CFG_INT64: fprintf(out, " %lld\n", (long long)*FIELD(c, d, int64_t)); break;
+        case CCD_CFG_DOUBLE: fprintf(out, " %.17g\n", *FIELD(c, d, double)); break;
         case CCD_CFG_STRING:
             fputc(' ', out);
             yaml_quoted(out, *FIELD(c, d, char *) ? *FIELD(c, d, char *) : "");

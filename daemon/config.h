@@ -53,7 +53,8 @@ typedef struct CcdConfig {
     int http_port, http_max_connections, http_timeout_s;
     int64_t http_max_body_bytes, http_max_headers_bytes;
     /* engine */
-    int engine_threads, engine_kv_type, engine_max_batch_cells, engine_keep_attention, engine_worker_nice;
+    int engine_threads, engine_kv_type, engine_max_batch_cells, engine_keep_attention,
+        engine_worker_nice;
     char *engine_blas_coretype;
     /* limits */
     int64_t limits_max_cells, limits_kv_budget_mb;
@@ -83,18 +84,26 @@ typedef struct CcdConfig {
     int log_level;
 } CcdConfig;
 
-enum CcdCfgType { CCD_CFG_BOOL, CCD_CFG_INT, CCD_CFG_INT64, CCD_CFG_DOUBLE, CCD_CFG_STRING,
-                  CCD_CFG_ENUM, CCD_CFG_LIST, CCD_CFG_MAP };
+enum CcdCfgType {
+    CCD_CFG_BOOL,
+    CCD_CFG_INT,
+    CCD_CFG_INT64,
+    CCD_CFG_DOUBLE,
+    CCD_CFG_STRING,
+    CCD_CFG_ENUM,
+    CCD_CFG_LIST,
+    CCD_CFG_MAP
+};
 
 typedef struct CcdConfigDef {
-    const char *name;     ///< dotted key: section.key
+    const char *name; ///< dotted key: section.key
     enum CcdCfgType type;
-    size_t offset;        ///< into CcdConfig
-    const char *def;      ///< default, as it is written in YAML (lists: "a,b"; maps: "")
-    double min, max;      ///< bounds of numbers (inclusive)
-    const char *enums;    ///< CCD_CFG_ENUM: "a|b|c", the value stored is the index
-    int reloadable;       ///< may change at run time (SIGHUP, POST /v1/admin/reload)
-    const char *doc;      ///< one paragraph; becomes the comment in conf/cellcast.yaml
+    size_t offset;     ///< into CcdConfig
+    const char *def;   ///< default, as it is written in YAML (lists: "a,b"; maps: "")
+    double min, max;   ///< bounds of numbers (inclusive)
+    const char *enums; ///< CCD_CFG_ENUM: "a|b|c", the value stored is the index
+    int reloadable;    ///< may change at run time (SIGHUP, POST /v1/admin/reload)
+    const char *doc;   ///< one paragraph; becomes the comment in conf/cellcast.yaml
 } CcdConfigDef;
 
 /** The table: the daemon's own keys and, as alerts.<name>, every deployment-wide key of
@@ -110,8 +119,8 @@ void ccd_config_free(CcdConfig *c);
  *  "FILE:LINE:COL: key 'x.y': what" in err. */
 int ccd_config_load_file(CcdConfig *c, const char *path, char *err, size_t errlen);
 /** Same from a string (tests); `name` stands for the file name in messages. */
-int ccd_config_load_string(CcdConfig *c, const char *yaml, size_t len, const char *name,
-                           char *err, size_t errlen);
+int ccd_config_load_string(CcdConfig *c, const char *yaml, size_t len, const char *name, char *err,
+                           size_t errlen);
 
 /** Applies one "key=value" override. 0 or -EINVAL with "--set key: what" in err. */
 int ccd_config_set(CcdConfig *c, const char *assignment, char *err, size_t errlen);

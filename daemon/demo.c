@@ -31,8 +31,8 @@ struct CcdDemo {
     CcSynth *g;
     int n_cells, F;
     int64_t S;
-    int64_t step, cell;      /* cursor: next (step, cell) to produce */
-    double t0_real, t0_sim;  /* unix seconds */
+    int64_t step, cell;     /* cursor: next (step, cell) to produce */
+    double t0_real, t0_sim; /* unix seconds */
     uint64_t produced, dropped;
     int by_position;
 };
@@ -73,8 +73,10 @@ int ccd_demo_open(Ccd *d, char *err, size_t errlen)
             return rc;
         }
         m->by_position = 1;
-        LOG_WARN("demo", "the model's KPIs (%s) are not the generator's (%s): sending the "
-                 "generator's values under the model's names", feats, CC_SYNTH_FEATURES);
+        LOG_WARN("demo",
+                 "the model's KPIs (%s) are not the generator's (%s): sending the "
+                 "generator's values under the model's names",
+                 feats, CC_SYNTH_FEATURES);
     }
     m->n_cells = d->cfg.demo_cells;
     m->F = hp->n_features;
@@ -83,10 +85,11 @@ int ccd_demo_open(Ccd *d, char *err, size_t errlen)
     m->t0_sim = m->t0_real;
     m->step = (int64_t)floor(m->t0_sim / (double)m->S) - d->cfg.demo_backfill_steps;
     d->demo = m;
-    LOG_INFO("demo", "synthetic feed: %d cells (%s0000..), %d steps of history, then %gx real "
-             "time (a step every %.2f s) into topic '%s'", m->n_cells, d->cfg.demo_cell_prefix,
-             d->cfg.demo_backfill_steps, d->cfg.demo_speedup, (double)m->S / d->cfg.demo_speedup,
-             d->cfg.demo_topic);
+    LOG_INFO("demo",
+             "synthetic feed: %d cells (%s0000..), %d steps of history, then %gx real "
+             "time (a step every %.2f s) into topic '%s'",
+             m->n_cells, d->cfg.demo_cell_prefix, d->cfg.demo_backfill_steps, d->cfg.demo_speedup,
+             (double)m->S / d->cfg.demo_speedup, d->cfg.demo_topic);
     return 0;
 }
 

@@ -32,8 +32,8 @@ struct CcdHttp {
     CcdHist *dur;     /* (n_routes + 1) */
     CcdReq *pool;     /* finished requests kept for reuse (with their evbuffer) */
     int n_pool;
-    int64_t date_s;   /* the second `date` was formatted for */
-    char date[40];    /* RFC 7231 IMF-fixdate of date_s */
+    int64_t date_s; /* the second `date` was formatted for */
+    char date[40];  /* RFC 7231 IMF-fixdate of date_s */
 };
 
 /* Requests kept for reuse: a request costs a 1.4 KB calloc and an evbuffer otherwise. */
@@ -44,7 +44,7 @@ struct CcdHttp {
 #define HTTP_MAX_SINGLE_WRITE (1 << 20)
 
 static const double dur_le[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-                                0.01, 0.025, 0.05, 0.1, 0.25, 1};
+                                0.01,    0.025,  0.05,    0.1,    0.25,  1};
 
 static const char *reason_phrase(int status)
 {
@@ -259,7 +259,8 @@ static void finish(CcdReq *r, int status)
     ccd_hist_add(&h->dur[row], (double)(cc_now_ns() - r->t0_ns) * 1e-9);
     h->requests++;
     if (status >= 500)
-        CCD_LOG_RL(CC_LOG_WARN, "http", "%s %s -> %d", method_name((int)r->method), r->path, status);
+        CCD_LOG_RL(CC_LOG_WARN, "http", "%s %s -> %d", method_name((int)r->method), r->path,
+                   status);
     else
         LOG_DEBUG("http", "%s %s -> %d", method_name((int)r->method), r->path, status);
     req_free(r);
@@ -339,7 +340,7 @@ static void gencb(struct evhttp_request *req, void *arg)
     if (r) {
         h->pool = r->next;
         h->n_pool--;
-        struct evbuffer *out = r->out; /* drained when pooled */
+        struct evbuffer *out = r->out;        /* drained when pooled */
         memset(r, 0, offsetof(CcdReq, path)); /* path and id are written before use */
         r->path[0] = r->id[0] = 0;
         memset(&r->query, 0, sizeof *r - offsetof(CcdReq, query));
@@ -417,7 +418,8 @@ int ccd_http_open(Ccd *d, char *err, size_t errlen)
                                             EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
     evhttp_set_gencb(h->http, gencb, d);
     evhttp_set_bevcb(h->http, new_conn_bufferevent, NULL);
-    h->sock = evhttp_bind_socket_with_handle(h->http, d->cfg.http_bind, (ev_uint16_t)d->cfg.http_port);
+    h->sock =
+        evhttp_bind_socket_with_handle(h->http, d->cfg.http_bind, (ev_uint16_t)d->cfg.http_port);
     if (!h->sock)
         return cc_errf(err, errlen, -EADDRINUSE, "cannot listen on %s:%d (http.bind, http.port)",
                        d->cfg.http_bind, d->cfg.http_port);
@@ -478,8 +480,9 @@ void ccd_http_counts(const Ccd *d, uint64_t *requests, int *connections, int *de
 void ccd_http_metrics(Ccd *d, struct evbuffer *out)
 {
     CcdHttp *h = d->http;
-    evbuffer_add_printf(out, "# HELP cellcast_http_requests_total HTTP requests by route and status.\n"
-                             "# TYPE cellcast_http_requests_total counter\n");
+    evbuffer_add_printf(out,
+                        "# HELP cellcast_http_requests_total HTTP requests by route and status.\n"
+                        "# TYPE cellcast_http_requests_total counter\n");
     for (int i = 0; i <= ccd_n_routes; i++)
         for (int s = 0; s < N_STATUS; s++) {
             uint64_t n = h->counts[i * N_STATUS + s];
@@ -490,7 +493,8 @@ void ccd_http_metrics(Ccd *d, struct evbuffer *out)
                 snprintf(code, sizeof code, "%d", status_codes[s]);
             else
                 snprintf(code, sizeof code, "other");
-            evbuffer_add_printf(out, "cellcast_http_requests_total{route=\"%s\",status=\"%s\"} %llu\n",
+            evbuffer_add_printf(out,
+                                "cellcast_http_requests_total{route=\"%s\",status=\"%s\"} %llu\n",
                                 i < ccd_n_routes ? ccd_routes[i].pattern : "unmatched", code,
                                 (unsigned long long)n);
         }
@@ -505,20 +509,24 @@ void ccd_http_metrics(Ccd *d, struct evbuffer *out)
         uint64_t acc = 0;
         for (int b = 0; b < hh->n; b++) {
             acc += hh->counts[b];
-            evbuffer_add_printf(out, "cellcast_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
-                                route, hh->le[b], (unsigned long long)acc);
+            evbuffer_add_printf(
+                out, "cellcast_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
+                route, hh->le[b], (unsigned long long)acc);
         }
-        evbuffer_add_printf(out, "cellcast_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n"
-                                 "cellcast_http_request_duration_seconds_sum{route=\"%s\"} %.9g\n"
-                                 "cellcast_http_request_duration_seconds_count{route=\"%s\"} %llu\n",
-                            route, (unsigned long long)hh->count, route, hh->sum, route,
-                            (unsigned long long)hh->count);
+        evbuffer_add_printf(
+            out,
+            "cellcast_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n"
+            "cellcast_http_request_duration_seconds_sum{route=\"%s\"} %.9g\n"
+            "cellcast_http_request_duration_seconds_count{route=\"%s\"} %llu\n",
+            route, (unsigned long long)hh->count, route, hh->sum, route,
+            (unsigned long long)hh->count);
     }
-    evbuffer_add_printf(out, "# HELP cellcast_http_connections Open client connections.\n"
-                             "# TYPE cellcast_http_connections gauge\ncellcast_http_connections %d\n"
-                             "# HELP cellcast_http_connections_refused_total Requests refused by "
-                             "http.max_connections.\n"
-                             "# TYPE cellcast_http_connections_refused_total counter\n"
-                             "cellcast_http_connections_refused_total %llu\n",
+    evbuffer_add_printf(out,
+                        "# HELP cellcast_http_connections Open client connections.\n"
+                        "# TYPE cellcast_http_connections gauge\ncellcast_http_connections %d\n"
+                        "# HELP cellcast_http_connections_refused_total Requests refused by "
+                        "http.max_connections.\n"
+                        "# TYPE cellcast_http_connections_refused_total counter\n"
+                        "cellcast_http_connections_refused_total %llu\n",
                         h->n_conns, (unsigned long long)h->refused_conns);
 }

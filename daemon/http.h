@@ -32,8 +32,8 @@ typedef struct CcdReq CcdReq;
 typedef int (*CcdHandler)(CcdReq *r);
 
 typedef struct CcdRoute {
-    const char *pattern;  ///< "/v1/cells/{id}/forecast": {id} matches one path segment
-    int methods;          ///< EVHTTP_REQ_GET | ...
+    const char *pattern; ///< "/v1/cells/{id}/forecast": {id} matches one path segment
+    int methods;         ///< EVHTTP_REQ_GET | ...
     CcdHandler fn;
     const char *summary;
 } CcdRoute;
@@ -42,15 +42,15 @@ struct CcdReq {
     Ccd *d;
     struct evhttp_request *req;
     enum evhttp_cmd_type method;
-    int route;                    ///< index in ccd_routes, -1 none
-    char path[1024];              ///< path as sent (percent-encoded)
-    char id[256];                 ///< {id} capture, decoded
+    int route;       ///< index in ccd_routes, -1 none
+    char path[1024]; ///< path as sent (percent-encoded)
+    char id[256];    ///< {id} capture, decoded
     struct evkeyvalq query;
     int have_query;
     struct evbuffer *out;
     const char *content_type;
-    const char *allow;            ///< Allow header for 405
-    int retry_after;              ///< Retry-After seconds for 503, 0 none
+    const char *allow; ///< Allow header for 405
+    int retry_after;   ///< Retry-After seconds for 503, 0 none
     int close_conn;
     int64_t t0_ns;
     int deferrals;

@@ -55,8 +55,10 @@ int ccd_ingest_message(Ccd *d, const void *buf, size_t len, int topic, int32_t p
                               partition);
         if (rc == -ENOSPC) {
             d->in.refused_full++;
-            CCD_LOG_RL(CC_LOG_WARN, "ingest", "cell table full (limits.max_cells / kv_budget_mb "
-                       "with every cell busy): record of cell %s refused", kb.records[i].cell_id);
+            CCD_LOG_RL(CC_LOG_WARN, "ingest",
+                       "cell table full (limits.max_cells / kv_budget_mb "
+                       "with every cell busy): record of cell %s refused",
+                       kb.records[i].cell_id);
             ret = rc;
         } else if (rc) {
             LOG_ERROR("ingest", "out of memory applying a record");
@@ -218,12 +220,12 @@ int ccd_ingest_open_kafka(Ccd *d, const CcdKafkaSettings *ks, char *err, size_t 
     int rc = ccd_kafka_open(&d->kafka, ks, &hooks, err, errlen);
     if (rc)
         return rc;
-    if (!(d->poll_ev = event_new(d->base, ccd_kafka_fd(d->kafka), EV_READ | EV_PERSIST, poll_cb, d)) ||
+    if (!(d->poll_ev =
+              event_new(d->base, ccd_kafka_fd(d->kafka), EV_READ | EV_PERSIST, poll_cb, d)) ||
         !(d->repoll_ev = evtimer_new(d->base, poll_cb, d)) || event_add(d->poll_ev, NULL))
         return cc_errf(err, errlen, -ENOMEM, "cannot watch the Kafka consumer");
     return 0;
 }
-
 
 void ccd_ingest_sched_hooks(Ccd *d, CcdSchedSettings *ss)
 {

@@ -81,7 +81,7 @@
 
 /* One (topic, partition) → highest offset in a batch. */
 typedef struct BatchPart {
-    int topic;       /* index in k->topics */
+    int topic; /* index in k->topics */
     int32_t partition;
     int64_t offset;
 } BatchPart;
@@ -109,8 +109,8 @@ typedef struct Outgoing {
 
 typedef struct TopicInfo {
     char *name;
-    int32_t partitions;     /* -1 unknown */
-    rd_kafka_topic_t *rkt;  /* producer-side handle for the partitioner */
+    int32_t partitions;    /* -1 unknown */
+    rd_kafka_topic_t *rkt; /* producer-side handle for the partitioner */
 } TopicInfo;
 
 struct CcdKafka {
@@ -120,13 +120,13 @@ struct CcdKafka {
     int max_poll;
     int max_produce_queue;
 
-    rd_kafka_t *mock_rk;              /* private handle owning the embedded cluster */
+    rd_kafka_t *mock_rk; /* private handle owning the embedded cluster */
     rd_kafka_mock_cluster_t *mock;
     char *bootstrap;
 
-    rd_kafka_t *rk;                   /* consumer */
-    rd_kafka_queue_t *cq;             /* its consumer queue (for the wake-up fd) */
-    rd_kafka_t *prod;                 /* dead letters + alerts */
+    rd_kafka_t *rk;       /* consumer */
+    rd_kafka_queue_t *cq; /* its consumer queue (for the wake-up fd) */
+    rd_kafka_t *prod;     /* dead letters + alerts */
     int wake_rd, wake_wr;
 
     CcdKafkaHooks hooks;
@@ -138,16 +138,16 @@ struct CcdKafka {
     rd_kafka_topic_partition_list_t *assigning;
     int rewinds;
 
-    Batch *batches;                   /* pending (unacked) batches, oldest first */
+    Batch *batches; /* pending (unacked) batches, oldest first */
     int n_batches, cap_batches;
     uint64_t next_batch;
-    rd_kafka_topic_t *last_rkt;       /* cache: rkt → topic index */
+    rd_kafka_topic_t *last_rkt; /* cache: rkt → topic index */
     int last_topic;
 
     Outgoing *retry_head, *retry_tail; /* waiting for a re-send */
-    int64_t in_flight;                /* produced, no delivery report yet */
+    int64_t in_flight;                 /* produced, no delivery report yet */
     int64_t n_retry;
-    int closing;                      /* no more retries: failures are final */
+    int closing; /* no more retries: failures are final */
 
     TopicInfo *tinfo;
     int n_tinfo;
@@ -159,23 +159,21 @@ struct CcdKafka {
 
 /* ---- small helpers ---- */
 
-static char *xstrdup(const char *s)
-{
-    return s ? strdup(s) : NULL;
-}
+static char *xstrdup(const char *s) { return s ? strdup(s) : NULL; }
 
 static int level_of_syslog(int level)
 {
-    return level <= 3 ? CC_LOG_ERROR : level == 4 ? CC_LOG_WARN : level <= 6 ? CC_LOG_INFO
-                                                                               : CC_LOG_DEBUG;
+    return level <= 3   ? CC_LOG_ERROR
+           : level == 4 ? CC_LOG_WARN
+           : level <= 6 ? CC_LOG_INFO
+                        : CC_LOG_DEBUG;
 }
 
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
     CcdKafka *k = rd_kafka_opaque(rk);
     if (k)
-        CCD_LOG(level_of_syslog(level), "kafka", "kafka %s: %s: %s", rd_kafka_name(rk), fac,
-                buf);
+        CCD_LOG(level_of_syslog(level), "kafka", "kafka %s: %s: %s", rd_kafka_name(rk), fac, buf);
 }
 
 static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
@@ -192,8 +190,8 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
         return;
     }
     CCD_LOG_RL_AT(is_consumer ? &k->rl_consumer : &k->rl_producer, CC_LOG_WARN, "kafka",
-            "kafka %s: %s: %s", is_consumer ? "consumer" : "producer",
-            rd_kafka_err2name(err), reason);
+                  "kafka %s: %s: %s", is_consumer ? "consumer" : "producer", rd_kafka_err2name(err),
+                  reason);
 }
 
 /* Result of every commit, automatic or ccd_kafka_commit's (served on the consumer queue). */
@@ -213,7 +211,7 @@ static void commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     if (err) {
         k->st.commit_errors++;
         CCD_LOG_RL_AT(&k->rl_store, CC_LOG_WARN, "kafka", "offset commit failed: %s",
-                rd_kafka_err2str(err));
+                      rd_kafka_err2str(err));
     } else {
         k->st.commits++;
     }
@@ -265,15 +263,9 @@ void ccd_kafka_default_settings(CcdKafkaSettings *s)
     s->max_produce_queue = 100000;
 }
 
-const char *ccd_kafka_bootstrap(const CcdKafka *k)
-{
-    return k->bootstrap;
-}
+const char *ccd_kafka_bootstrap(const CcdKafka *k) { return k->bootstrap; }
 
-int ccd_kafka_fd(const CcdKafka *k)
-{
-    return k->wake_rd;
-}
+int ccd_kafka_fd(const CcdKafka *k) { return k->wake_rd; }
 
 /* ---- pending batches ---- */
 
@@ -364,9 +356,9 @@ void ccd_kafka_ack(CcdKafka *k, uint64_t batch_id)
             rd_kafka_resp_err_t e = l->elems[i].err;
             if (e || err)
                 CCD_LOG_RL_AT(&k->rl_store, CC_LOG_WARN, "kafka",
-                        "storing offset %" PRId64 " of %s [%" PRId32 "]: %s",
-                        l->elems[i].offset, l->elems[i].topic, l->elems[i].partition,
-                        rd_kafka_err2str(e ? e : err));
+                              "storing offset %" PRId64 " of %s [%" PRId32 "]: %s",
+                              l->elems[i].offset, l->elems[i].topic, l->elems[i].partition,
+                              rd_kafka_err2str(e ? e : err));
         }
     }
     rd_kafka_topic_partition_list_destroy(l);
@@ -409,11 +401,11 @@ int ccd_kafka_rewind(CcdKafka *k, const char *topic, int32_t partition, int64_t 
         rd_kafka_topic_partition_list_find(k->assigning, topic, partition);
     if (!tp || ts_ms < 0)
         return -EINVAL;
-    if (ts_ms == 0) {     /* everything: no lookup needed */
+    if (ts_ms == 0) { /* everything: no lookup needed */
         tp->offset = RD_KAFKA_OFFSET_BEGINNING;
         return 0;
     }
-    tp->offset = ts_ms;   /* a timestamp until resolved by offsets_for_times */
+    tp->offset = ts_ms; /* a timestamp until resolved by offsets_for_times */
     tp->opaque = (void *)1;
     k->rewinds++;
     return 0;
@@ -434,8 +426,8 @@ static void resolve_rewinds(CcdKafka *k, rd_kafka_topic_partition_list_t *l)
     rd_kafka_topic_partition_list_t *c = rd_kafka_topic_partition_list_new(l->cnt);
     for (int i = 0; i < l->cnt; i++)
         if (l->elems[i].opaque) {
-            rd_kafka_topic_partition_list_add(q, l->elems[i].topic, l->elems[i].partition)
-                ->offset = l->elems[i].offset;
+            rd_kafka_topic_partition_list_add(q, l->elems[i].topic, l->elems[i].partition)->offset =
+                l->elems[i].offset;
             rd_kafka_topic_partition_list_add(c, l->elems[i].topic, l->elems[i].partition);
         }
     rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(k->rk, q, 5000);
@@ -453,18 +445,20 @@ static void resolve_rewinds(CcdKafka *k, rd_kafka_topic_partition_list_t *l)
         int64_t committed = !cerr && cm && !cm->err && cm->offset >= 0 ? cm->offset : -1;
         if (cerr || (cm && cm->err)) {
             tp->offset = RD_KAFKA_OFFSET_INVALID; /* cannot tell: the committed offset */
-            CCD_LOG(CC_LOG_WARN, "kafka", "%s [%" PRId32 "]: rewind skipped, committed "
-                    "offset unknown (%s)", tp->topic, tp->partition,
-                    rd_kafka_err2str(cerr ? cerr : cm->err));
+            CCD_LOG(CC_LOG_WARN, "kafka",
+                    "%s [%" PRId32 "]: rewind skipped, committed "
+                    "offset unknown (%s)",
+                    tp->topic, tp->partition, rd_kafka_err2str(cerr ? cerr : cm->err));
             continue;
         }
         if (at >= 0 && (committed < 0 || at < committed))
             tp->offset = at;
         else
             tp->offset = committed >= 0 ? committed : RD_KAFKA_OFFSET_INVALID;
-        CCD_LOG(CC_LOG_INFO, "kafka", "%s [%" PRId32 "] starts at offset %" PRId64
-                " (rewind lookup %" PRId64 ", committed %" PRId64 ")", tp->topic, tp->partition,
-                tp->offset, at, committed);
+        CCD_LOG(CC_LOG_INFO, "kafka",
+                "%s [%" PRId32 "] starts at offset %" PRId64 " (rewind lookup %" PRId64
+                ", committed %" PRId64 ")",
+                tp->topic, tp->partition, tp->offset, at, committed);
     }
     rd_kafka_topic_partition_list_destroy(q);
     rd_kafka_topic_partition_list_destroy(c);
@@ -548,8 +542,8 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                                               parts->elems[i].partition);
         if (k->paused)
             rd_kafka_pause_partitions(rk, parts);
-        CCD_LOG(CC_LOG_INFO, "kafka", "%d partition(s) assigned (%s), %d new, %d held",
-                parts->cnt, coop ? "cooperative" : "eager", fresh->cnt, k->assigned->cnt);
+        CCD_LOG(CC_LOG_INFO, "kafka", "%d partition(s) assigned (%s), %d new, %d held", parts->cnt,
+                coop ? "cooperative" : "eager", fresh->cnt, k->assigned->cnt);
         rd_kafka_topic_partition_list_destroy(fresh);
     } else if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
         int lost = rd_kafka_assignment_lost(rk);
@@ -577,8 +571,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         k->assigned = rd_kafka_topic_partition_list_new(16);
     }
     if (e) {
-        CCD_LOG(CC_LOG_ERROR, "kafka", "incremental (un)assign: %s",
-                rd_kafka_error_string(e));
+        CCD_LOG(CC_LOG_ERROR, "kafka", "incremental (un)assign: %s", rd_kafka_error_string(e));
         rd_kafka_error_destroy(e);
     }
     if (re)
@@ -622,8 +615,8 @@ uint64_t ccd_kafka_poll(CcdKafka *k)
             if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
                 k->st.consumer_errors++;
                 CCD_LOG_RL_AT(&k->rl_consumer, CC_LOG_WARN, "kafka", "consume %s [%" PRId32 "]: %s",
-                        m->rkt ? rd_kafka_topic_name(m->rkt) : "-", m->partition,
-                        rd_kafka_message_errstr(m));
+                              m->rkt ? rd_kafka_topic_name(m->rkt) : "-", m->partition,
+                              rd_kafka_message_errstr(m));
             }
             rd_kafka_message_destroy(m);
             continue;
@@ -702,10 +695,7 @@ static int commit_bounded(CcdKafka *k, int timeout_ms)
     return err == RD_KAFKA_RESP_ERR__TIMED_OUT ? -ETIMEDOUT : -EIO;
 }
 
-int ccd_kafka_commit(CcdKafka *k)
-{
-    return commit_bounded(k, 5000);
-}
+int ccd_kafka_commit(CcdKafka *k) { return commit_bounded(k, 5000); }
 
 /* ---- producing ---- */
 
@@ -730,9 +720,9 @@ static void give_up(CcdKafka *k, Outgoing *o, const char *why)
 {
     k->st.produce_failed++;
     CCD_LOG_RL_AT(&k->rl_producer, CC_LOG_ERROR, "kafka",
-            "giving up on a message to %s (key %.*s, %zu bytes) after %d attempt(s): %s",
-            o->topic, (int)(o->key_len > 64 ? 64 : o->key_len),
-            o->key ? (const char *)o->key : "", o->len, o->attempts, why);
+                  "giving up on a message to %s (key %.*s, %zu bytes) after %d attempt(s): %s",
+                  o->topic, (int)(o->key_len > 64 ? 64 : o->key_len),
+                  o->key ? (const char *)o->key : "", o->len, o->attempts, why);
     outgoing_free(o);
 }
 
@@ -763,7 +753,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
         if (m->err) {
             k->st.dead_letter_errors++;
             CCD_LOG_RL_AT(&k->rl_producer, CC_LOG_WARN, "kafka", "dead letter not delivered: %s",
-                    rd_kafka_err2str(m->err));
+                          rd_kafka_err2str(m->err));
         } else {
             k->st.dead_letters++;
         }
@@ -782,7 +772,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
     if (!permanent && !k->closing && o->attempts < RETRY_MAX_ATTEMPTS) {
         k->st.produce_retries++;
         CCD_LOG_RL_AT(&k->rl_producer, CC_LOG_WARN, "kafka", "delivery to %s failed (%s), retrying",
-                o->topic, rd_kafka_err2str(m->err));
+                      o->topic, rd_kafka_err2str(m->err));
         retry_push(k, o);
         return;
     }
@@ -790,13 +780,13 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 }
 
 int ccd_kafka_produce(CcdKafka *k, const char *topic, const void *key, size_t key_len,
-                     const void *payload, size_t len)
+                      const void *payload, size_t len)
 {
     if (k->in_flight + k->n_retry >= k->max_produce_queue) {
         k->st.produce_failed++;
         CCD_LOG_RL_AT(&k->rl_producer, CC_LOG_ERROR, "kafka",
-                "produce queue full (%d messages undelivered): message to %s refused",
-                k->max_produce_queue, topic);
+                      "produce queue full (%d messages undelivered): message to %s refused",
+                      k->max_produce_queue, topic);
         return -ENOBUFS;
     }
     size_t tlen = strlen(topic) + 1;
@@ -833,7 +823,7 @@ void ccd_kafka_dead_letter(CcdKafka *k, const CcdKafkaMessage *msg, const char *
         rd_kafka_headers_destroy(h);
         k->st.dead_letter_errors++;
         CCD_LOG_RL_AT(&k->rl_producer, CC_LOG_WARN, "kafka", "dead letter to %s: %s", k->dlq_topic,
-                rd_kafka_err2str(err));
+                      rd_kafka_err2str(err));
     }
 }
 
@@ -847,8 +837,9 @@ static void update_lag(CcdKafka *k)
     if (l->cnt && !rd_kafka_position(k->rk, l)) {
         for (int i = 0; i < l->cnt; i++) {
             int64_t lo, hi;
-            if (rd_kafka_get_watermark_offsets(k->rk, l->elems[i].topic, l->elems[i].partition,
-                                               &lo, &hi) || hi < 0)
+            if (rd_kafka_get_watermark_offsets(k->rk, l->elems[i].topic, l->elems[i].partition, &lo,
+                                               &hi) ||
+                hi < 0)
                 continue;
             int64_t pos = l->elems[i].offset >= 0 ? l->elems[i].offset : lo;
             if (pos < 0)
@@ -924,8 +915,8 @@ int32_t ccd_kafka_partition_of(CcdKafka *k, const char *topic, const void *key, 
             return -1;
     }
     /* librdkafka's default partitioner (consistent_random): CRC32 of the key. */
-    return rd_kafka_msg_partitioner_consistent_random(ti->rkt, key, key_len, ti->partitions,
-                                                      NULL, NULL);
+    return rd_kafka_msg_partitioner_consistent_random(ti->rkt, key, key_len, ti->partitions, NULL,
+                                                      NULL);
 }
 
 /* ---- open / close ---- */
@@ -946,8 +937,9 @@ static int open_embedded(CcdKafka *k, const CcdKafkaSettings *s, char *err, size
         return cc_errf(err, errlen, -EIO, "kafka: cannot start the embedded mock cluster");
     int np = s->embedded_partitions > 0 ? s->embedded_partitions : 4;
     for (int i = 0; i < k->n_topics + 2; i++) {
-        const char *t = i < k->n_topics ? k->topics[i] : i == k->n_topics ? k->alert_topic
-                                                                          : k->dlq_topic;
+        const char *t = i < k->n_topics    ? k->topics[i]
+                        : i == k->n_topics ? k->alert_topic
+                                           : k->dlq_topic;
         if (!t || !*t)
             continue;
         rd_kafka_resp_err_t re = rd_kafka_mock_topic_create(k->mock, t, np, 1);
@@ -960,7 +952,8 @@ static int open_embedded(CcdKafka *k, const CcdKafkaSettings *s, char *err, size
         return cc_errf(err, errlen, -ENOMEM, "kafka: out of memory");
     CCD_LOG(CC_LOG_INFO, "kafka",
             "embedded broker (librdkafka mock cluster) listening on %s; "
-            "produce with: kcat -b %s -P -t %s", k->bootstrap, k->bootstrap, k->topics[0]);
+            "produce with: kcat -b %s -P -t %s",
+            k->bootstrap, k->bootstrap, k->topics[0]);
     return 0;
 }
 
@@ -1118,8 +1111,8 @@ static void destroy(CcdKafka *k)
     free(k);
 }
 
-int ccd_kafka_open(CcdKafka **out, const CcdKafkaSettings *s, const CcdKafkaHooks *hooks,
-                  char *err, size_t errlen)
+int ccd_kafka_open(CcdKafka **out, const CcdKafkaSettings *s, const CcdKafkaHooks *hooks, char *err,
+                   size_t errlen)
 {
     int ret = 0;
     *out = NULL;
@@ -1137,8 +1130,8 @@ int ccd_kafka_open(CcdKafka **out, const CcdKafkaSettings *s, const CcdKafkaHook
     k->last_topic = -1;
     k->group_id = strdup(s->group_id);
     k->alert_topic = s->alert_topic && *s->alert_topic ? strdup(s->alert_topic) : NULL;
-    k->dlq_topic = s->dead_letter_topic && *s->dead_letter_topic ? strdup(s->dead_letter_topic)
-                                                                 : NULL;
+    k->dlq_topic =
+        s->dead_letter_topic && *s->dead_letter_topic ? strdup(s->dead_letter_topic) : NULL;
     k->topics = calloc((size_t)s->n_topics, sizeof *k->topics);
     k->assigned = rd_kafka_topic_partition_list_new(16);
     k->held = rd_kafka_topic_partition_list_new(16);
@@ -1179,8 +1172,8 @@ int ccd_kafka_open(CcdKafka **out, const CcdKafkaSettings *s, const CcdKafkaHook
     }
     if ((ret = open_producer(k, s, err, errlen)) || (ret = open_consumer(k, s, err, errlen)))
         goto error;
-    CCD_LOG(CC_LOG_INFO, "kafka", "consumer group %s on %s, %d topic(s) from %s",
-            k->group_id, k->bootstrap, k->n_topics, k->topics[0]);
+    CCD_LOG(CC_LOG_INFO, "kafka", "consumer group %s on %s, %d topic(s) from %s", k->group_id,
+            k->bootstrap, k->n_topics, k->topics[0]);
     *out = k;
     return 0;
 error:
@@ -1212,14 +1205,16 @@ void ccd_kafka_close(CcdKafka **pk, int timeout_ms)
             if (!ev)
                 continue;
             if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE)
-                rebalance_cb(k->rk, rd_kafka_event_error(ev),
-                             (rd_kafka_topic_partition_list_t *)
-                                 rd_kafka_event_topic_partition_list(ev), k);
+                rebalance_cb(
+                    k->rk, rd_kafka_event_error(ev),
+                    (rd_kafka_topic_partition_list_t *)rd_kafka_event_topic_partition_list(ev), k);
             rd_kafka_event_destroy(ev);
         }
         if (!rd_kafka_consumer_closed(k->rk))
-            CCD_LOG(CC_LOG_ERROR, "kafka", "the consumer did not leave the group "
-                    "within %d ms (broker unreachable?); closing anyway", timeout_ms);
+            CCD_LOG(CC_LOG_ERROR, "kafka",
+                    "the consumer did not leave the group "
+                    "within %d ms (broker unreachable?); closing anyway",
+                    timeout_ms);
     }
     rd_kafka_queue_destroy(q);
     if (k->held->cnt) /* no revoke came (never assigned, or broker gone): tell the host */
@@ -1241,16 +1236,17 @@ void ccd_kafka_close(CcdKafka **pk, int timeout_ms)
     k->closing = 1;
     int left = rd_kafka_outq_len(k->prod);
     if (left > 0) {
-        CCD_LOG(CC_LOG_ERROR, "kafka",
-                "%d produced message(s) not delivered within %d ms at close", left,
-                timeout_ms);
+        CCD_LOG(CC_LOG_ERROR, "kafka", "%d produced message(s) not delivered within %d ms at close",
+                left, timeout_ms);
         rd_kafka_purge(k->prod, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
         rd_kafka_poll(k->prod, 100);
     }
     k->st.produce_failed += (uint64_t)k->n_retry; /* re-queue failed at close */
     if (k->n_batches)
-        CCD_LOG(CC_LOG_INFO, "kafka", "%" PRIu64 " message(s) polled but not acked "
-                "will be delivered again to the group", k->st.unacked_messages);
+        CCD_LOG(CC_LOG_INFO, "kafka",
+                "%" PRIu64 " message(s) polled but not acked "
+                "will be delivered again to the group",
+                k->st.unacked_messages);
     destroy(k);
     *pk = NULL;
 }

@@ -39,27 +39,27 @@ typedef struct CcdKafkaProp {
 } CcdKafkaProp;
 
 typedef struct CcdKafkaSettings {
-    const char *brokers;            ///< bootstrap list, or "embedded" (default "embedded")
-    const char *group_id;           ///< consumer group (default "cellcastd")
-    const char *const *topics;      ///< KPI topics to subscribe (default {"kpis"})
+    const char *brokers;       ///< bootstrap list, or "embedded" (default "embedded")
+    const char *group_id;      ///< consumer group (default "cellcastd")
+    const char *const *topics; ///< KPI topics to subscribe (default {"kpis"})
     int n_topics;
-    const char *alert_topic;        ///< created on the embedded broker (default "alerts")
-    const char *dead_letter_topic;  ///< invalid messages go here; NULL/"" = off (default off)
-    int embedded_partitions;        ///< partitions of topics created on the mock (default 4)
-    const CcdKafkaProp *props;       ///< passed through to librdkafka as is
+    const char *alert_topic;       ///< created on the embedded broker (default "alerts")
+    const char *dead_letter_topic; ///< invalid messages go here; NULL/"" = off (default off)
+    int embedded_partitions;       ///< partitions of topics created on the mock (default 4)
+    const CcdKafkaProp *props;     ///< passed through to librdkafka as is
     int n_props;
-    int max_poll_messages;          ///< messages per ccd_kafka_poll (default 10000)
+    int max_poll_messages;              ///< messages per ccd_kafka_poll (default 10000)
     const CcdKafkaProp *producer_props; ///< to the dead-letter/alert producer (default none)
     int n_producer_props;
-    int max_produce_queue;          ///< produced messages not yet delivered, incl. retries;
-                                    ///< beyond it ccd_kafka_produce fails (default 100000)
+    int max_produce_queue; ///< produced messages not yet delivered, incl. retries;
+                           ///< beyond it ccd_kafka_produce fails (default 100000)
 } CcdKafkaSettings;
 
 typedef struct CcdKafkaMessage {
     const char *topic;
     int32_t partition;
     int64_t offset;
-    int64_t timestamp_ms;           ///< broker/producer timestamp, -1 if none
+    int64_t timestamp_ms; ///< broker/producer timestamp, -1 if none
     const void *key;
     size_t key_len;
     const void *payload;
@@ -78,24 +78,24 @@ typedef struct CcdKafkaHooks {
 } CcdKafkaHooks;
 
 typedef struct CcdKafkaStats {
-    uint64_t messages, bytes, batches, commits, commit_errors, dead_letters,
-        dead_letter_errors, rebalances;
-    int64_t lag;                    ///< sum over assigned partitions (high watermark - position), -1 unknown
+    uint64_t messages, bytes, batches, commits, commit_errors, dead_letters, dead_letter_errors,
+        rebalances;
+    int64_t lag; ///< sum over assigned partitions (high watermark - position), -1 unknown
     int assigned_partitions;
-    uint64_t produced;              ///< ccd_kafka_produce messages delivered
-    uint64_t produce_retries;       ///< re-sent after a failed delivery or a full queue
-    uint64_t produce_failed;        ///< given up (attempts exhausted, queue bound, close)
-    int64_t produce_queue;          ///< produced, not yet delivered (incl. retry list)
-    uint64_t unacked_messages;      ///< polled, in batches not yet acked
-    uint64_t consumer_errors;       ///< consumer/broker errors reported by librdkafka
+    uint64_t produced;         ///< ccd_kafka_produce messages delivered
+    uint64_t produce_retries;  ///< re-sent after a failed delivery or a full queue
+    uint64_t produce_failed;   ///< given up (attempts exhausted, queue bound, close)
+    int64_t produce_queue;     ///< produced, not yet delivered (incl. retry list)
+    uint64_t unacked_messages; ///< polled, in batches not yet acked
+    uint64_t consumer_errors;  ///< consumer/broker errors reported by librdkafka
 } CcdKafkaStats;
 
 void ccd_kafka_default_settings(CcdKafkaSettings *s);
 
 /** Opens the consumer (and the mock cluster when brokers = "embedded"). 0 or -errno,
  *  message in err. */
-int ccd_kafka_open(CcdKafka **out, const CcdKafkaSettings *s, const CcdKafkaHooks *hooks,
-                  char *err, size_t errlen);
+int ccd_kafka_open(CcdKafka **out, const CcdKafkaSettings *s, const CcdKafkaHooks *hooks, char *err,
+                   size_t errlen);
 
 /** Bootstrap address actually used ("127.0.0.1:port,..." for the embedded cluster). */
 const char *ccd_kafka_bootstrap(const CcdKafka *k);
@@ -116,7 +116,7 @@ void ccd_kafka_dead_letter(CcdKafka *k, const CcdKafkaMessage *msg, const char *
 /** Produces to a topic (alerts), keyed; delivery reports are checked and failed messages
  *  retried. 0 or -errno (queue full). */
 int ccd_kafka_produce(CcdKafka *k, const char *topic, const void *key, size_t key_len,
-                     const void *payload, size_t len);
+                      const void *payload, size_t len);
 
 /** Serves delivery reports (ccd_kafka_poll serves them too, while messages are in flight)
  *  and re-sends due retries; called from the cron. */

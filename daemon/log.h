@@ -30,10 +30,10 @@ const char *ccd_log_level_name(int level);
 void ccd_log_write(int level, const char *sys, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-#define CCD_LOG(level, sys, ...)                                                         \
-    do {                                                                                 \
-        if ((level) <= ccd_log_level)                                                    \
-            ccd_log_write((level), (sys), __VA_ARGS__);                                  \
+#define CCD_LOG(level, sys, ...)                                                                   \
+    do {                                                                                           \
+        if ((level) <= ccd_log_level)                                                              \
+            ccd_log_write((level), (sys), __VA_ARGS__);                                            \
     } while (0)
 #define LOG_ERROR(sys, ...) CCD_LOG(CC_LOG_ERROR, sys, __VA_ARGS__)
 #define LOG_WARN(sys, ...) CCD_LOG(CC_LOG_WARN, sys, __VA_ARGS__)
@@ -50,17 +50,17 @@ typedef struct CcdRateLimit {
 int ccd_log_rl_allow(CcdRateLimit *rl, int level, const char *sys);
 
 /** At most 5 lines per 10 s per limiter rl (a CcdRateLimit *). */
-#define CCD_LOG_RL_AT(rl, level, sys, ...)                                               \
-    do {                                                                                 \
-        if ((level) <= ccd_log_level && ccd_log_rl_allow((rl), (level), (sys)))          \
-            ccd_log_write((level), (sys), __VA_ARGS__);                                  \
+#define CCD_LOG_RL_AT(rl, level, sys, ...)                                                         \
+    do {                                                                                           \
+        if ((level) <= ccd_log_level && ccd_log_rl_allow((rl), (level), (sys)))                    \
+            ccd_log_write((level), (sys), __VA_ARGS__);                                            \
     } while (0)
 
 /** At most 5 lines per 10 s per call site. */
-#define CCD_LOG_RL(level, sys, ...)                                                      \
-    do {                                                                                 \
-        static CcdRateLimit ccd_rl_;                                                     \
-        CCD_LOG_RL_AT(&ccd_rl_, (level), (sys), __VA_ARGS__);                            \
+#define CCD_LOG_RL(level, sys, ...)                                                                \
+    do {                                                                                           \
+        static CcdRateLimit ccd_rl_;                                                               \
+        CCD_LOG_RL_AT(&ccd_rl_, (level), (sys), __VA_ARGS__);                                      \
     } while (0)
 
 /** Sends libevent's internal messages through this logger. */

@@ -15,7 +15,7 @@
 #include "cc_common.h"
 
 struct CcdNotify {
-    int fd;                   ///< -1 when disabled
+    int fd; ///< -1 when disabled
     struct sockaddr_un addr;
     socklen_t addr_len;
     uint64_t watchdog_usec;
@@ -65,10 +65,7 @@ void ccd_notify_close(CcdNotify **n)
     }
 }
 
-int ccd_notify_enabled(const CcdNotify *n)
-{
-    return n && n->fd >= 0;
-}
+int ccd_notify_enabled(const CcdNotify *n) { return n && n->fd >= 0; }
 
 int ccd_notify_send(CcdNotify *n, const char *msg)
 {
@@ -119,17 +116,8 @@ int ccd_notify_reloading(CcdNotify *n)
     return ccd_notify_send(n, buf);
 }
 
-int ccd_notify_stopping(CcdNotify *n)
-{
-    return ccd_notify_send(n, "STOPPING=1");
-}
+int ccd_notify_stopping(CcdNotify *n) { return ccd_notify_send(n, "STOPPING=1"); }
 
-int ccd_notify_watchdog(CcdNotify *n)
-{
-    return ccd_notify_send(n, "WATCHDOG=1");
-}
+int ccd_notify_watchdog(CcdNotify *n) { return ccd_notify_send(n, "WATCHDOG=1"); }
 
-uint64_t ccd_notify_watchdog_usec(const CcdNotify *n)
-{
-    return n ? n->watchdog_usec : 0;
-}
+uint64_t ccd_notify_watchdog_usec(const CcdNotify *n) { return n ? n->watchdog_usec : 0; }

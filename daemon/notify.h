@@ -46,9 +46,9 @@ int ccd_notify_status(CcdNotify *n, const char *fmt, ...) __attribute__((format(
 
 /** READY=1 with an optional STATUS (NULL = none). */
 int ccd_notify_ready(CcdNotify *n, const char *status);
-int ccd_notify_reloading(CcdNotify *n);   ///< RELOADING=1 and MONOTONIC_USEC=now
-int ccd_notify_stopping(CcdNotify *n);    ///< STOPPING=1
-int ccd_notify_watchdog(CcdNotify *n);    ///< WATCHDOG=1
+int ccd_notify_reloading(CcdNotify *n); ///< RELOADING=1 and MONOTONIC_USEC=now
+int ccd_notify_stopping(CcdNotify *n);  ///< STOPPING=1
+int ccd_notify_watchdog(CcdNotify *n);  ///< WATCHDOG=1
 
 /** The watchdog period systemd expects for this process in µs (WatchdogSec=), 0 if none.
  *  Ping at half of it. */

@@ -51,8 +51,7 @@ static void write_pub(CcdCells *t, CcdCell *c, int64_t step, const float *values
     pthread_mutex_unlock(&t->pub_lock);
 }
 
-void ccd_publish_stepped(CcdCells *t, CcdCell *c, int64_t step, const float *values,
-                         CcForecast *fc)
+void ccd_publish_stepped(CcdCells *t, CcdCell *c, int64_t step, const float *values, CcForecast *fc)
 {
     const int F = t->n_features, HZ = t->horizon;
     const CcdPub *p = &c->pub;
@@ -60,8 +59,13 @@ void ccd_publish_stepped(CcdCells *t, CcdCell *c, int64_t step, const float *val
     int have_exp = 0;
     /* The worker is the only writer of pub: reading it here needs no lock. */
     if (p->valid && p->step == step - 1) {
-        CcForecast prev = {.valid = 1, .step = p->step, .n_features = F, .horizon = HZ,
-                           .y = p->y, .mu = p->mu, .sigma = p->sigma};
+        CcForecast prev = {.valid = 1,
+                           .step = p->step,
+                           .n_features = F,
+                           .horizon = HZ,
+                           .y = p->y,
+                           .mu = p->mu,
+                           .sigma = p->sigma};
         for (int f = 0; f < F; f++) {
             double m, sd;
             cc_forecast_point(&prev, f, 0, &m, &sd);
@@ -74,8 +78,7 @@ void ccd_publish_stepped(CcdCells *t, CcdCell *c, int64_t step, const float *val
     write_pub(t, c, step, values, fc, have_exp ? em : NULL, es);
 }
 
-void ccd_publish(CcdCells *t, CcdCell *c, int64_t step, const float *values,
-                 const CcForecast *fc)
+void ccd_publish(CcdCells *t, CcdCell *c, int64_t step, const float *values, const CcForecast *fc)
 {
     write_pub(t, c, step, values, fc, NULL, NULL);
 }

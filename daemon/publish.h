@@ -16,14 +16,14 @@ typedef struct CcdCells CcdCells;
 typedef struct CcdCell CcdCell;
 
 typedef struct CcdPub {
-    int valid;            ///< forecast valid (the cell holds a complete patch)
-    int64_t step;         ///< newest stepped step t
-    uint64_t seq;         ///< bumped by every publish (HTTP reply caches key on it)
-    float *y;             ///< (F, HZ, 2) head output of the forecast at t
-    float *mu, *sigma;    ///< (F)
+    int valid;         ///< forecast valid (the cell holds a complete patch)
+    int64_t step;      ///< newest stepped step t
+    uint64_t seq;      ///< bumped by every publish (HTTP reply caches key on it)
+    float *y;          ///< (F, HZ, 2) head output of the forecast at t
+    float *mu, *sigma; ///< (F)
     /* The observation at t against the forecast made at t-1 for t (GET /v1/cells/{id}). */
     int have_expected;
-    float *obs;           ///< (F) values stepped at t
+    float *obs;               ///< (F) values stepped at t
     float *exp_mean, *exp_sd; ///< (F) expectation for t from the forecast at t-1
 } CcdPub;
 
@@ -38,7 +38,6 @@ void ccd_publish_stepped(CcdCells *t, CcdCell *c, int64_t step, const float *val
                          CcForecast *fc);
 
 /** Publishes a forecast without an expectation (a cell restored from a snapshot). */
-void ccd_publish(CcdCells *t, CcdCell *c, int64_t step, const float *values,
-                 const CcForecast *fc);
+void ccd_publish(CcdCells *t, CcdCell *c, int64_t step, const float *values, const CcForecast *fc);
 
 #endif

@@ -26,18 +26,12 @@ static size_t field_size(enum CcdCfgType t)
     switch (t) {
     case CCD_CFG_BOOL:
     case CCD_CFG_INT:
-    case CCD_CFG_ENUM:
-        return sizeof(int);
-    case CCD_CFG_INT64:
-        return sizeof(int64_t);
-    case CCD_CFG_DOUBLE:
-        return sizeof(double);
-    case CCD_CFG_STRING:
-        return sizeof(char *);
-    case CCD_CFG_LIST:
-        return sizeof(CcdStrList);
-    case CCD_CFG_MAP:
-        return sizeof(CcdStrMap);
+    case CCD_CFG_ENUM: return sizeof(int);
+    case CCD_CFG_INT64: return sizeof(int64_t);
+    case CCD_CFG_DOUBLE: return sizeof(double);
+    case CCD_CFG_STRING: return sizeof(char *);
+    case CCD_CFG_LIST: return sizeof(CcdStrList);
+    case CCD_CFG_MAP: return sizeof(CcdStrMap);
     }
     return 0;
 }
@@ -64,12 +58,12 @@ static int cfg_equal(const CcdConfigDef *def, const CcdConfig *a, const CcdConfi
         if (ma->n != mb->n)
             return 0;
         for (int i = 0; i < ma->n; i++)
-            if (strcmp(ma->items[i].key, mb->items[i].key) || strcmp(ma->items[i].value, mb->items[i].value))
+            if (strcmp(ma->items[i].key, mb->items[i].key) ||
+                strcmp(ma->items[i].value, mb->items[i].value))
                 return 0;
         return 1;
     }
-    default:
-        return !memcmp(pa, pb, field_size(def->type));
+    default: return !memcmp(pa, pb, field_size(def->type));
     }
 }
 
@@ -105,7 +99,8 @@ int ccd_reload(Ccd *d, json_t **report, char *err, size_t errlen)
         *report = NULL;
     ccd_notify_reloading(d->notify);
     memset(&nc, 0, sizeof nc);
-    if ((rc = ccd_config_read(d, &nc, e2, sizeof e2)) || (rc = ccd_config_validate(&nc, e2, sizeof e2))) {
+    if ((rc = ccd_config_read(d, &nc, e2, sizeof e2)) ||
+        (rc = ccd_config_validate(&nc, e2, sizeof e2))) {
         cc_errf(err, errlen, rc, "configuration refused: %s", e2);
         goto fail;
     }
@@ -116,7 +111,8 @@ int ccd_reload(Ccd *d, json_t **report, char *err, size_t errlen)
     if (!same_features(&d->model->hp, &nm->hp)) {
         rc = cc_errf(err, errlen, -EINVAL,
                      "model '%s' refused: its KPIs, step length or horizon differ from the model "
-                     "served (cells hold history of those KPIs; that change needs a restart)", path);
+                     "served (cells hold history of those KPIs; that change needs a restart)",
+                     path);
         goto fail;
     }
     if ((rc = ccd_settings_from_config(&ns, &nc, &nm->hp, e2, sizeof e2))) {
@@ -138,10 +134,12 @@ int ccd_reload(Ccd *d, json_t **report, char *err, size_t errlen)
             LOG_ERROR("reload", "out of memory resizing the cells' imputed flags");
             rebound = 0;
         }
-        LOG_WARN("reload", "model '%s' has another shape (P=%d N=%d M=%d D=%d H=%d L=%d FF=%d): "
-                 "caches of %d cell(s) are rebuilt at their next step%s", path, nm->hp.patch_len,
-                 nm->hp.n_patches, nm->hp.norm_window, nm->hp.d_model, nm->hp.n_heads,
-                 nm->hp.n_layers, nm->hp.d_ff, rebound, rebind_failed ? " (some were reset)" : "");
+        LOG_WARN("reload",
+                 "model '%s' has another shape (P=%d N=%d M=%d D=%d H=%d L=%d FF=%d): "
+                 "caches of %d cell(s) are rebuilt at their next step%s",
+                 path, nm->hp.patch_len, nm->hp.n_patches, nm->hp.norm_window, nm->hp.d_model,
+                 nm->hp.n_heads, nm->hp.n_layers, nm->hp.d_ff, rebound,
+                 rebind_failed ? " (some were reset)" : "");
     }
     CcModel *old = d->model;
     d->model = nm;
@@ -160,7 +158,8 @@ int ccd_reload(Ccd *d, json_t **report, char *err, size_t errlen)
             continue;
         if (!def->reloadable) {
             json_array_append_new(restart, json_string(def->name));
-            LOG_WARN("reload", "%s changed but needs a restart: keeping the running value", def->name);
+            LOG_WARN("reload", "%s changed but needs a restart: keeping the running value",
+                     def->name);
             continue;
         }
         char tmp[64];
@@ -214,12 +213,12 @@ fail:
     return rc;
 }
 
-
 int ccd_h_admin_reload(CcdReq *r)
 {
     Ccd *d = r->d;
     const char *tok = d->cfg.admin_token;
-    const char *auth = evhttp_find_header(evhttp_request_get_input_headers(r->req), "Authorization");
+    const char *auth =
+        evhttp_find_header(evhttp_request_get_input_headers(r->req), "Authorization");
     if (!tok || !tok[0])
         return ccd_problem(r, 403, "admin-disabled",
                            "admin routes are disabled: set admin.token in the configuration");
@@ -240,6 +239,7 @@ int ccd_h_admin_reload(CcdReq *r)
     LOG_INFO("reload", "POST /v1/admin/reload");
     int rc = ccd_reload(d, &rep, err, sizeof err);
     if (rc)
-        return ccd_problem(r, 422, "reload-refused", "%s; the previous model and configuration keep serving", err);
+        return ccd_problem(r, 422, "reload-refused",
+                           "%s; the previous model and configuration keep serving", err);
     return ccd_json(r, 200, rep);
 }

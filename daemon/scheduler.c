@@ -84,10 +84,10 @@ struct CcdSched {
     int have_worker;
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    CcdBatch *todo, *done;     /* handoff slots, under lock */
+    CcdBatch *todo, *done; /* handoff slots, under lock */
     int quit;
-    struct event *done_ev;     /* reads wake_fd[0]: the worker finished a batch */
-    int wake_fd[2];            /* self-pipe, so that libevent needs no locking (evthread) */
+    struct event *done_ev; /* reads wake_fd[0]: the worker finished a batch */
+    int wake_fd[2];        /* self-pipe, so that libevent needs no locking (evthread) */
     CcdSchedStats st;
     /* worker scratch */
     CcStepInput *in;
@@ -96,8 +96,8 @@ struct CcdSched {
 };
 
 static const double batch_le[] = {1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144};
-static const double step_le[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-                                 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5};
+static const double step_le[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                 0.05,   0.1,     0.25,   0.5,   1,      2.5,   5};
 
 /* ---- worker ---- */
 

@@ -36,7 +36,7 @@
 #define CCD_HIST_MAX 24
 typedef struct CcdHist {
     int n;
-    const double *le;         ///< (n) increasing upper bounds; +Inf is implicit
+    const double *le; ///< (n) increasing upper bounds; +Inf is implicit
     uint64_t counts[CCD_HIST_MAX + 1];
     double sum;
     uint64_t count;
@@ -49,22 +49,22 @@ double ccd_hist_quantile(const CcdHist *h, double q);
 typedef struct CcdItem {
     CcdCell *cell;
     int64_t step;
-    uint64_t present;     ///< KPIs given by records (bit f); 0 for an imputed step
-    int imputed;          ///< a gap step filled with the last values
-    int reset_before;     ///< the cell's sequence restarts at this step
-    int round;            ///< this cell's r-th step in the batch
-    int status;           ///< engine status (0, -EINVAL, -ERANGE, -ENOMEM)
+    uint64_t present; ///< KPIs given by records (bit f); 0 for an imputed step
+    int imputed;      ///< a gap step filled with the last values
+    int reset_before; ///< the cell's sequence restarts at this step
+    int round;        ///< this cell's r-th step in the batch
+    int status;       ///< engine status (0, -EINVAL, -ERANGE, -ENOMEM)
 } CcdItem;
 
 struct CcdBatch {
     CcdItem *items;
-    float *values;        // (cap, F)
+    float *values; // (cap, F)
     int n, cap, F;
     int n_rounds;
-    uint64_t kafka_hi;    ///< Kafka batches ≤ this are wholly in this batch or earlier ones
+    uint64_t kafka_hi; ///< Kafka batches ≤ this are wholly in this batch or earlier ones
     int64_t t_open_ns, t_dispatch_ns, t_done_ns;
-    int64_t ns_step;      ///< worker time in cc_engine_step
-    int64_t ns_publish;   ///< worker time publishing forecasts
+    int64_t ns_step;    ///< worker time in cc_engine_step
+    int64_t ns_publish; ///< worker time publishing forecasts
     int enomem;
     CcEngineStats estats; ///< engine totals after this batch (copied by the worker)
 };
@@ -81,24 +81,23 @@ typedef struct CcdSchedSettings {
     void (*on_done)(void *cookie, CcdBatch *b); ///< on the loop thread, after the step
     CcdSteppedFn on_stepped;                    ///< on the worker (default NULL)
     void *cookie;
-    void (*seal)(void *cookie, CcdBatch *b);    ///< on the loop thread, before dispatch
-    int worker_nice;                            ///< nice increment of the worker thread, so
-                                                ///< the event loop (HTTP) wins a busy CPU (0)
+    void (*seal)(void *cookie, CcdBatch *b); ///< on the loop thread, before dispatch
+    int worker_nice;                         ///< nice increment of the worker thread, so
+                                             ///< the event loop (HTTP) wins a busy CPU (0)
 } CcdSchedSettings;
 
 typedef struct CcdSchedStats {
     uint64_t batches, items, imputed_items, refused, enomem;
-    CcdHist batch_size;       ///< cell-steps per batch
-    CcdHist step_seconds;     ///< worker time per batch
-    CcdHist delay_seconds;    ///< oldest record's wait from arrival to published forecast
-    CcEngineStats engine;     ///< last copy from the worker
+    CcdHist batch_size;    ///< cell-steps per batch
+    CcdHist step_seconds;  ///< worker time per batch
+    CcdHist delay_seconds; ///< oldest record's wait from arrival to published forecast
+    CcEngineStats engine;  ///< last copy from the worker
     int64_t ns_step, ns_publish;
 } CcdSchedStats;
 
 typedef struct CcdSched CcdSched;
 
-int ccd_sched_open(CcdSched **out, struct event_base *base, CcEngine *e,
-                   const CcdSchedSettings *s);
+int ccd_sched_open(CcdSched **out, struct event_base *base, CcEngine *e, const CcdSchedSettings *s);
 /** Drains (see ccd_sched_drain) and stops the worker. */
 void ccd_sched_close(CcdSched **s);
 

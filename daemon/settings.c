@@ -95,8 +95,8 @@ static int kafka_settings(CcdSettings *s, const CcdConfig *cfg)
     return 0;
 }
 
-int ccd_settings_from_config(CcdSettings *s, const CcdConfig *cfg, const CcHparams *hp,
-                             char *err, size_t errlen)
+int ccd_settings_from_config(CcdSettings *s, const CcdConfig *cfg, const CcHparams *hp, char *err,
+                             size_t errlen)
 {
     int rc;
     memset(s, 0, sizeof *s);
@@ -174,8 +174,8 @@ static void model_path(const char *path, char *out, size_t outlen)
     }
 }
 
-int ccd_model_open(CcModel **out, const char *model_path_cfg, char *path, size_t pathlen,
-                   char *err, size_t errlen)
+int ccd_model_open(CcModel **out, const char *model_path_cfg, char *path, size_t pathlen, char *err,
+                   size_t errlen)
 {
     model_path(model_path_cfg, path, pathlen);
     return cc_model_open_file(out, path, err, errlen);

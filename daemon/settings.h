@@ -23,10 +23,10 @@
 
 typedef struct CcdSettings {
     CcEngineSettings engine;
-    CcKpiSettings kpi;           ///< points into this struct and into the config
+    CcKpiSettings kpi; ///< points into this struct and into the config
     CcdCellsSettings cells;
     int batch_steps, batch_ms, worker_nice; ///< the scheduler's (hooks are the host's)
-    CcdKafkaSettings kafka;      ///< points into this struct and into the config
+    CcdKafkaSettings kafka;                 ///< points into this struct and into the config
     CcAnomalySettings anomaly;
     int log_level;
     /* storage the pointers above use */
@@ -40,15 +40,15 @@ typedef struct CcdSettings {
 /** Fills *s from the configuration and the model served (its KPIs, step length). The
  *  result points into cfg and hp: keep them alive while s is used. 0, -ENOMEM, or -EINVAL
  *  with a message naming the key (alerts.*). Free with ccd_settings_free. */
-int ccd_settings_from_config(CcdSettings *s, const CcdConfig *cfg, const CcHparams *hp,
-                             char *err, size_t errlen);
+int ccd_settings_from_config(CcdSettings *s, const CcdConfig *cfg, const CcHparams *hp, char *err,
+                             size_t errlen);
 void ccd_settings_free(CcdSettings *s);
 
 /** Opens the model file model.path names: as given when it exists; a relative path that
  *  does not exist is tried under $CELLCAST_HOME, then the installed data directory
  *  (CC_DATADIR, e.g. /usr/share/cellcast; `models/x` also as `x` there). path gets the
  *  file tried (the original when nothing else exists). 0 or -errno with a message. */
-int ccd_model_open(CcModel **out, const char *model_path, char *path, size_t pathlen,
-                   char *err, size_t errlen);
+int ccd_model_open(CcModel **out, const char *model_path, char *path, size_t pathlen, char *err,
+                   size_t errlen);
 
 #endif

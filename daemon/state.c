@@ -47,7 +47,8 @@ static void snap_cell(void *cookie, CcdCell *c)
     if (first < 0)
         return;
     SnapExtra ex = {c->topic, c->partition, c->first_step, c->last_ts, c->n_records, c->n_steps};
-        x->rc = cc_snapshot_write_engine_cell(x->w, c->id, c->cell, ccd_alerts_cell_state(c), &ex, sizeof ex);
+    x->rc = cc_snapshot_write_engine_cell(x->w, c->id, c->cell, ccd_alerts_cell_state(c), &ex,
+                                          sizeof ex);
     x->n++;
 }
 
@@ -139,16 +140,19 @@ void ccd_state_restore(Ccd *d)
         LOG_INFO("state", "snapshots off (snapshot.path); a restart rebuilds cells from Kafka");
         return;
     }
-    LOG_INFO("state", "snapshots: %s every %d s and at shutdown", o->path, d->cfg.snapshot_interval_s);
-    int rc = cc_snapshot_read_open(&r, o->path, cc_snapshot_model_hash(&d->model->hp), &info,
-                                   err, sizeof err);
+    LOG_INFO("state", "snapshots: %s every %d s and at shutdown", o->path,
+             d->cfg.snapshot_interval_s);
+    int rc = cc_snapshot_read_open(&r, o->path, cc_snapshot_model_hash(&d->model->hp), &info, err,
+                                   sizeof err);
     if (rc == -ENOENT) {
         LOG_INFO("state", "no snapshot at %s: starting empty, cells are built from Kafka", o->path);
         return;
     }
     if (rc) {
-        LOG_WARN("state", "snapshot refused: %s; falling back to rebuilding the cells from Kafka "
-                 "(the file is left in place and replaced by the next snapshot)", err);
+        LOG_WARN("state",
+                 "snapshot refused: %s; falling back to rebuilding the cells from Kafka "
+                 "(the file is left in place and replaced by the next snapshot)",
+                 err);
         if (d->cfg.kafka_rewind_on_assign_s == 0) {
             /* re-read one window of history of the partitions assigned */
             d->cfg.kafka_rewind_on_assign_s = (int64_t)d->cells->ring * d->model->hp.step_seconds;
@@ -197,14 +201,16 @@ void ccd_state_restore(Ccd *d)
         n++;
     }
     if (rc < 0)
-        LOG_ERROR("state", "snapshot %s: %s (after %llu cells)", o->path, err, (unsigned long long)n);
+        LOG_ERROR("state", "snapshot %s: %s (after %llu cells)", o->path, err,
+                  (unsigned long long)n);
     cc_snapshot_read_close(&r);
     o->st.restored_cells = n;
-    LOG_INFO("state", "snapshot %s restored: %llu cells (%llu failed), written %lld s ago; Kafka "
-             "resumes at the offsets committed with it", o->path, (unsigned long long)n,
-             (unsigned long long)failed, (long long)((int64_t)time(NULL) - info.created_s));
+    LOG_INFO("state",
+             "snapshot %s restored: %llu cells (%llu failed), written %lld s ago; Kafka "
+             "resumes at the offsets committed with it",
+             o->path, (unsigned long long)n, (unsigned long long)failed,
+             (long long)((int64_t)time(NULL) - info.created_s));
 }
-
 
 int ccd_state_open(Ccd *d, char *err, size_t errlen)
 {

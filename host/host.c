@@ -47,8 +47,9 @@ void ccd_host_setup_blas(int argc, char **argv, const char *coretype)
         want = coretype;
     if (want) {
         setenv("OPENBLAS_CORETYPE", want, 1);
-        fprintf(stderr, "cellcast: OpenBLAS chose %s kernels; re-executing with "
-                        "OPENBLAS_CORETYPE=%s (blas_coretype=%s)\n",
+        fprintf(stderr,
+                "cellcast: OpenBLAS chose %s kernels; re-executing with "
+                "OPENBLAS_CORETYPE=%s (blas_coretype=%s)\n",
                 openblas_get_corename(), want, coretype);
         reexec = 1;
     }

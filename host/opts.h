@@ -37,16 +37,16 @@ typedef struct CcOpt CcOpt;
 typedef int (*CcOptCall)(const CcOpt *opt, const char *value, char *err, size_t errlen);
 
 struct CcOpt {
-    const char *name;     ///< long name without "--" (CC_OPT_SECTION: NULL)
-    char short_name;      ///< one-letter form, 0: none
+    const char *name; ///< long name without "--" (CC_OPT_SECTION: NULL)
+    char short_name;  ///< one-letter form, 0: none
     enum CcOptType type;
-    void *target;         ///< see CcOptType; CC_OPT_CALL: the callback's own state
-    double min, max;      ///< numeric range; both 0: the type's whole range
-    const char *arg;      ///< the value's placeholder in the help ("FILE"); NULL: "X"
-    const char *help;     ///< help text; '\n' starts an indented continuation line
-    unsigned flags;       ///< CC_OPT_REQUIRED | CC_OPT_SHOW_DEFAULT
-    CcOptCall call;       ///< CC_OPT_CALL
-    int given;            ///< set by cc_opts_parse: how many times the option was given
+    void *target;     ///< see CcOptType; CC_OPT_CALL: the callback's own state
+    double min, max;  ///< numeric range; both 0: the type's whole range
+    const char *arg;  ///< the value's placeholder in the help ("FILE"); NULL: "X"
+    const char *help; ///< help text; '\n' starts an indented continuation line
+    unsigned flags;   ///< CC_OPT_REQUIRED | CC_OPT_SHOW_DEFAULT
+    CcOptCall call;   ///< CC_OPT_CALL
+    int given;        ///< set by cc_opts_parse: how many times the option was given
 };
 
 typedef struct CcOptsSpec {
@@ -82,21 +82,33 @@ void cc_opts_help(const CcOptsSpec *spec, FILE *out);
 
 /* Table entries; the trailing arguments are more designated initializers, e.g.
  * CC_OPTS_STR("model", &path, "FILE", "the model", .short_name = 'm', .flags = CC_OPT_REQUIRED) */
-#define CC_OPTS_HEADING(text) {.type = CC_OPT_SECTION, .help = (text)}
-#define CC_OPTS_FLAG(n, t, h, ...)                                                               \
-    {.name = (n), .type = CC_OPT_FLAG, .target = (t), .help = (h), __VA_ARGS__}
-#define CC_OPTS_STR(n, t, a, h, ...)                                                             \
-    {.name = (n), .type = CC_OPT_STRING, .target = (t), .arg = (a), .help = (h), __VA_ARGS__}
-#define CC_OPTS_NUM(type_, n, t, lo, hi, a, h, ...)                                              \
-    {.name = (n), .type = (type_), .target = (t), .min = (lo), .max = (hi), .arg = (a),          \
-     .help = (h), __VA_ARGS__}
-#define CC_OPTS_INT(n, t, lo, hi, a, h, ...) CC_OPTS_NUM(CC_OPT_INT, n, t, lo, hi, a, h, __VA_ARGS__)
-#define CC_OPTS_INT64(n, t, lo, hi, a, h, ...)                                                   \
+#define CC_OPTS_HEADING(text)                                                                      \
+    {                                                                                              \
+        .type = CC_OPT_SECTION, .help = (text)                                                     \
+    }
+#define CC_OPTS_FLAG(n, t, h, ...)                                                                 \
+    {                                                                                              \
+        .name = (n), .type = CC_OPT_FLAG, .target = (t), .help = (h), __VA_ARGS__                  \
+    }
+#define CC_OPTS_STR(n, t, a, h, ...)                                                               \
+    {                                                                                              \
+        .name = (n), .type = CC_OPT_STRING, .target = (t), .arg = (a), .help = (h), __VA_ARGS__    \
+    }
+#define CC_OPTS_NUM(type_, n, t, lo, hi, a, h, ...)                                                \
+    {                                                                                              \
+        .name = (n), .type = (type_), .target = (t), .min = (lo), .max = (hi), .arg = (a),         \
+        .help = (h), __VA_ARGS__                                                                   \
+    }
+#define CC_OPTS_INT(n, t, lo, hi, a, h, ...)                                                       \
+    CC_OPTS_NUM(CC_OPT_INT, n, t, lo, hi, a, h, __VA_ARGS__)
+#define CC_OPTS_INT64(n, t, lo, hi, a, h, ...)                                                     \
     CC_OPTS_NUM(CC_OPT_INT64, n, t, lo, hi, a, h, __VA_ARGS__)
-#define CC_OPTS_DBL(n, t, lo, hi, a, h, ...)                                                     \
+#define CC_OPTS_DBL(n, t, lo, hi, a, h, ...)                                                       \
     CC_OPTS_NUM(CC_OPT_DOUBLE, n, t, lo, hi, a, h, __VA_ARGS__)
-#define CC_OPTS_CALL(n, fn, t, a, h, ...)                                                        \
-    {.name = (n), .type = CC_OPT_CALL, .call = (fn), .target = (t), .arg = (a), .help = (h),     \
-     __VA_ARGS__}
+#define CC_OPTS_CALL(n, fn, t, a, h, ...)                                                          \
+    {                                                                                              \
+        .name = (n), .type = CC_OPT_CALL, .call = (fn), .target = (t), .arg = (a), .help = (h),    \
+        __VA_ARGS__                                                                                \
+    }
 
 #endif

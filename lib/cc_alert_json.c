@@ -85,8 +85,9 @@ int cc_alert_event_json(const CcAlertEvent *ev, const CcHparams *hp, char *buf, 
     cc_json_str(&j, ev->cell_id ? ev->cell_id : "");
     cc_json_printf(&j, ",\"kpi\":");
     json_kpi(&j, hp, ev->kpi);
-    cc_json_printf(&j, ",\"start_step\":%lld,\"step\":%lld,\"start_time\":",
-                   (long long)ev->start_step, (long long)ev->step);
+    cc_json_printf(&j,
+                   ",\"start_step\":%lld,\"step\":%lld,\"start_time\":", (long long)ev->start_step,
+                   (long long)ev->step);
     cc_json_time(&j, ev->start_ts);
     cc_json_printf(&j, ",\"time\":");
     cc_json_time(&j, ev->ts);

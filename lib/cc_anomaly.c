@@ -46,10 +46,7 @@ int cc_anomaly_set_settings(CcAnomaly *a, const CcAnomalySettings *s, char *err,
     return 0;
 }
 
-const CcAnomalySettings *cc_anomaly_settings(const CcAnomaly *a)
-{
-    return &a->s;
-}
+const CcAnomalySettings *cc_anomaly_settings(const CcAnomaly *a) { return &a->s; }
 
 /* ------------------------------------------------------------------ cells */
 
@@ -160,20 +157,14 @@ void cc_anomaly_cell_close(CcAnomalyCell **c)
     }
 }
 
-const char *cc_anomaly_cell_id(const CcAnomalyCell *c)
-{
-    return c->id;
-}
+const char *cc_anomaly_cell_id(const CcAnomalyCell *c) { return c->id; }
 
-void cc_anomaly_cell_quiet_until(CcAnomalyCell *c, int64_t step)
-{
-    c->quiet_until = step;
-}
+void cc_anomaly_cell_quiet_until(CcAnomalyCell *c, int64_t step) { c->quiet_until = step; }
 
 /* ------------------------------------------------------------------ expectations */
 
-void cc_anomaly_set_expect(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
-                           const double *mean, const double *sd, const double *scale)
+void cc_anomaly_set_expect(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const double *mean,
+                           const double *sd, const double *scale)
 {
     (void)a;
     c->exp_step = step;
@@ -262,22 +253,20 @@ static double lagcal_factor(const KpiState *k)
 /* What scoring one step needs to know about the cell, found once per step. */
 typedef struct StepCtx {
     int64_t step;
-    int have_one;       ///< the one-step expectation is for this step
-    const float *lag;   ///< the lagged expectation for this step, (F, 3); NULL if none
-    int cell_blocked;   ///< a cell-wide DQ alert (all_zero, missing) holds every KPI
-    int firing;         ///< the anomaly episode fires: the lag calibration is frozen
-    const ProfPos *pp;  ///< where the step falls in the profile; NULL: no profile
+    int have_one;      ///< the one-step expectation is for this step
+    const float *lag;  ///< the lagged expectation for this step, (F, 3); NULL if none
+    int cell_blocked;  ///< a cell-wide DQ alert (all_zero, missing) holds every KPI
+    int firing;        ///< the anomaly episode fires: the lag calibration is frozen
+    const ProfPos *pp; ///< where the step falls in the profile; NULL: no profile
 } StepCtx;
 
-static void step_begin(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, StepCtx *x,
-                       ProfPos *pp)
+static void step_begin(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, StepCtx *x, ProfPos *pp)
 {
     const CcAnomalySettings *s = &a->s;
     int lag_i = c->L > 0 ? lag_index(c, step) : 0;
     x->step = step;
     x->have_one = c->exp_step == step;
-    x->lag = c->L > 0 && c->lag_target[lag_i] == step ? c->lag + (size_t)lag_i * c->F * 3
-                                                       : NULL;
+    x->lag = c->L > 0 && c->lag_target[lag_i] == step ? c->lag + (size_t)lag_i * c->F * 3 : NULL;
     x->cell_blocked = cc_dq_blocks(s, &c->zero, step) || cc_dq_blocks(s, &c->missing, step);
     x->firing = c->anom.start != NONE_STEP;
     int nb = cc_profile_bins(s);

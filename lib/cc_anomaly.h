@@ -73,9 +73,9 @@
  *               resolution.
  * Alert id = "<cell>:anomaly:<onset step>" — a pure function of the data, so a host that
  * restores the state from a snapshot and replays the same steps produces the same ids.
- * Attribution: the KPIs over (threshold, CUSUM or profile) at the step of the event (firing) or at the
- * episode's peak (resolved), by |z| descending, at most CC_ALERT_MAX_ATTR, each with
- * observed, expected (mean), interval [mean ± interval_z·sd_eff] and z.
+ * Attribution: the KPIs over (threshold, CUSUM or profile) at the step of the event (firing) or at
+ * the episode's peak (resolved), by |z| descending, at most CC_ALERT_MAX_ATTR, each with observed,
+ * expected (mean), interval [mean ± interval_z·sd_eff] and z.
  *
  * Data-quality (DQ) alerts, kept apart from anomalies (kind CC_ALERT_DATA_QUALITY):
  *   - stuck (per KPI): the same value for ≥ stuck_steps consecutive observed steps, for
@@ -133,7 +133,7 @@ enum CcAlertKind { CC_ALERT_ANOMALY = 0, CC_ALERT_DATA_QUALITY = 1 };
 enum CcAlertState { CC_ALERT_FIRING = 1, CC_ALERT_RESOLVED = 2 };
 enum CcAlertSeverity { CC_SEV_WARNING = 1, CC_SEV_CRITICAL = 2 };
 enum CcDqReason {
-    CC_DQ_NONE = 0,     ///< kind anomaly
+    CC_DQ_NONE = 0, ///< kind anomaly
     CC_DQ_STUCK = 1,
     CC_DQ_ALL_ZERO = 2,
     CC_DQ_BOUNDS = 3,
@@ -141,68 +141,68 @@ enum CcDqReason {
 };
 
 typedef struct CcAnomalyKpi {
-    int enabled;          ///< scored for anomalies (default 1); DQ checks run regardless
-    int direction;        ///< 0 both ways, +1 only above the forecast, -1 only below (default 0)
-    double warn_z;        ///< warning |z|; 0 = the deployment's warn_z (default 0)
-    double crit_z;        ///< critical |z|; 0 = the deployment's crit_z (default 0)
-    double sd_floor;      ///< absolute sd floor in the KPI's units (default 0)
-    double min, max;      ///< physical bounds, checked when min < max (default 0, 0: none)
-    int stuck_steps;      ///< 0 = the deployment's; -1 = never stuck (default 0)
+    int enabled;     ///< scored for anomalies (default 1); DQ checks run regardless
+    int direction;   ///< 0 both ways, +1 only above the forecast, -1 only below (default 0)
+    double warn_z;   ///< warning |z|; 0 = the deployment's warn_z (default 0)
+    double crit_z;   ///< critical |z|; 0 = the deployment's crit_z (default 0)
+    double sd_floor; ///< absolute sd floor in the KPI's units (default 0)
+    double min, max; ///< physical bounds, checked when min < max (default 0, 0: none)
+    int stuck_steps; ///< 0 = the deployment's; -1 = never stuck (default 0)
 } CcAnomalyKpi;
 
 typedef struct CcAnomalySettings {
-    int n_features;            ///< F, KPIs per cell (default 8; set it to the model's)
-    int64_t step_seconds;      ///< S, for timestamps and missing data (default 3600)
-    double warn_z;             ///< warning threshold on |z| (default 4.5; was 4.0 without
-                               ///< the lagged forecast, see lag_steps)
-    double crit_z;             ///< critical threshold on |z| (default 6.75; was 6.0)
-    int min_kpis;              ///< KPIs over threshold for a cell step to be over (default 1)
-    int window_n;              ///< n of k-of-n, 1..64 (default 3)
-    int warn_k;                ///< over steps in the window to fire (default 2)
-    int crit_k;                ///< critical steps in the window to fire critical (default 1)
-    int resolve_m;             ///< consecutive non-over steps to resolve (default 3)
-    int cooldown_steps;        ///< steps after a resolution before a new episode (default 6)
-    double sd_floor_rel;       ///< sd floor relative to |mean| (default 0.01)
-    double sd_floor_scale;     ///< sd floor relative to the normalisation scale (default 0.05)
-    double interval_z;         ///< half-width of the reported interval in sd (default 1.2815516, 80%)
-    int stuck_steps;           ///< equal consecutive values for stuck (default 12)
+    int n_features;        ///< F, KPIs per cell (default 8; set it to the model's)
+    int64_t step_seconds;  ///< S, for timestamps and missing data (default 3600)
+    double warn_z;         ///< warning threshold on |z| (default 4.5; was 4.0 without
+                           ///< the lagged forecast, see lag_steps)
+    double crit_z;         ///< critical threshold on |z| (default 6.75; was 6.0)
+    int min_kpis;          ///< KPIs over threshold for a cell step to be over (default 1)
+    int window_n;          ///< n of k-of-n, 1..64 (default 3)
+    int warn_k;            ///< over steps in the window to fire (default 2)
+    int crit_k;            ///< critical steps in the window to fire critical (default 1)
+    int resolve_m;         ///< consecutive non-over steps to resolve (default 3)
+    int cooldown_steps;    ///< steps after a resolution before a new episode (default 6)
+    double sd_floor_rel;   ///< sd floor relative to |mean| (default 0.01)
+    double sd_floor_scale; ///< sd floor relative to the normalisation scale (default 0.05)
+    double interval_z;     ///< half-width of the reported interval in sd (default 1.2815516, 80%)
+    int stuck_steps;       ///< equal consecutive values for stuck (default 12)
     double stuck_min_change_rate; ///< change rate a KPI needs to count as varying (default 0.5)
-    int change_rate_steps;     ///< time constant of the change rate, steps (default 200)
-    double stuck_run_factor;   ///< a stuck run must be ≥ this × the longest recent normal run
-                               ///< (default 2)
-    int stuck_memory_steps;    ///< time constant of that longest run, steps (default 2000)
-    int zero_steps;            ///< all-zero consecutive steps for all_zero (default 6)
-    int64_t missing_after_s;   ///< silence before a missing-data alert; 0 = 3 steps (default 0)
-    int dq_resolve_steps;      ///< clear steps to resolve a DQ alert (default 3)
-    int dq_grace_steps;        ///< steps a KPI stays unscored after its DQ alert (default 16)
-    int warmup_steps;          ///< forecasts of a sequence shorter than this are not scored:
-                               ///< with a patch or two of context they are poor, and every
-                               ///< new or restarted cell would alert; 0 = score from the first
-                               ///< forecast (default 64)
-    int lag_steps;             ///< L: also score against the forecast made L steps earlier
-                               ///< (horizon step L-1; needs HZ ≥ L); 0 = off; -1 = the
-                               ///< horizon of the forecasts (HZ, at most 256) (default -1)
-    double cusum_k;            ///< CUSUM reference value in |z| (default 3)
-    double cusum_h;            ///< CUSUM decision threshold; 0 = no CUSUM (default 6)
-    double profile_k;          ///< profile CUSUM reference value in |zp| (default 1)
-    double profile_h;          ///< profile CUSUM threshold; 0 = no seasonal profile (default 20)
-    int64_t profile_unit_s;    ///< a step shorter than this adds S / profile_unit_s of its
-                               ///< increment to the profile CUSUM (default 900)
-    int64_t profile_bin_s;     ///< profile bin width, seconds; divides 86400, ≥ 300 (default 3600)
-    double profile_days;       ///< time constant of each bin's average, days of its type (default 4)
-    int profile_min_days;      ///< days of data a bin needs before it is scored (default 2)
-    int64_t profile_utc_offset_s; ///< cells' local time minus UTC, for time of day and
-                               ///< weekends, |·| ≤ 14 h (default 0)
+    int change_rate_steps;        ///< time constant of the change rate, steps (default 200)
+    double stuck_run_factor;      ///< a stuck run must be ≥ this × the longest recent normal run
+                                  ///< (default 2)
+    int stuck_memory_steps;       ///< time constant of that longest run, steps (default 2000)
+    int zero_steps;               ///< all-zero consecutive steps for all_zero (default 6)
+    int64_t missing_after_s;      ///< silence before a missing-data alert; 0 = 3 steps (default 0)
+    int dq_resolve_steps;         ///< clear steps to resolve a DQ alert (default 3)
+    int dq_grace_steps;           ///< steps a KPI stays unscored after its DQ alert (default 16)
+    int warmup_steps;             ///< forecasts of a sequence shorter than this are not scored:
+                                  ///< with a patch or two of context they are poor, and every
+                                  ///< new or restarted cell would alert; 0 = score from the first
+                                  ///< forecast (default 64)
+    int lag_steps;                ///< L: also score against the forecast made L steps earlier
+                                  ///< (horizon step L-1; needs HZ ≥ L); 0 = off; -1 = the
+                                  ///< horizon of the forecasts (HZ, at most 256) (default -1)
+    double cusum_k;               ///< CUSUM reference value in |z| (default 3)
+    double cusum_h;               ///< CUSUM decision threshold; 0 = no CUSUM (default 6)
+    double profile_k;             ///< profile CUSUM reference value in |zp| (default 1)
+    double profile_h;             ///< profile CUSUM threshold; 0 = no seasonal profile (default 20)
+    int64_t profile_unit_s;       ///< a step shorter than this adds S / profile_unit_s of its
+                                  ///< increment to the profile CUSUM (default 900)
+    int64_t profile_bin_s; ///< profile bin width, seconds; divides 86400, ≥ 300 (default 3600)
+    double profile_days;   ///< time constant of each bin's average, days of its type (default 4)
+    int profile_min_days;  ///< days of data a bin needs before it is scored (default 2)
+    int64_t profile_utc_offset_s;      ///< cells' local time minus UTC, for time of day and
+                                       ///< weekends, |·| ≤ 14 h (default 0)
     CcAnomalyKpi kpi[CC_MAX_FEATURES]; ///< per-KPI overrides, model feature order
 } CcAnomalySettings;
 
 typedef struct CcAlertAttr {
-    int kpi;              ///< feature index
+    int kpi; ///< feature index
     double observed, expected, lo, hi, z;
-    double cusum;         ///< the KPI's CUSUM sum when it counted as over by it (cusum_h;
-                          ///< + up, − down), else 0
-    double profile;       ///< the KPI's profile CUSUM sum when over by it (profile_h; signed),
-                          ///< else 0
+    double cusum;            ///< the KPI's CUSUM sum when it counted as over by it (cusum_h;
+                             ///< + up, − down), else 0
+    double profile;          ///< the KPI's profile CUSUM sum when over by it (profile_h; signed),
+                             ///< else 0
     double profile_expected; ///< the profile's usual value for this step, NaN when none
 } CcAlertAttr;
 
@@ -211,15 +211,16 @@ typedef struct CcAlertEvent {
     char id[CC_ALERT_ID_MAX];
     enum CcAlertState state;
     enum CcAlertKind kind;
-    enum CcDqReason reason;      ///< CC_DQ_NONE for anomalies
-    enum CcAlertSeverity severity; ///< DQ alerts are warnings, except missing and all_zero (critical)
+    enum CcDqReason reason; ///< CC_DQ_NONE for anomalies
+    enum CcAlertSeverity
+        severity; ///< DQ alerts are warnings, except missing and all_zero (critical)
     const char *cell_id;
-    int kpi;                     ///< the KPI of a stuck/bounds alert, else -1
-    int64_t start_step;          ///< onset (part of the id)
-    int64_t step;                ///< step of this transition (for missing: last step + 1)
-    int64_t ts;                  ///< unix seconds of `step` (step·S)
-    int64_t start_ts;            ///< unix seconds of start_step
-    double score;                ///< cell score at this step (firing) or the episode's peak (resolved)
+    int kpi;            ///< the KPI of a stuck/bounds alert, else -1
+    int64_t start_step; ///< onset (part of the id)
+    int64_t step;       ///< step of this transition (for missing: last step + 1)
+    int64_t ts;         ///< unix seconds of `step` (step·S)
+    int64_t start_ts;   ///< unix seconds of start_step
+    double score;       ///< cell score at this step (firing) or the episode's peak (resolved)
     int n_attr;
     CcAlertAttr attr[CC_ALERT_MAX_ATTR];
 } CcAlertEvent;
@@ -231,12 +232,12 @@ typedef struct CcAlertSink {
 } CcAlertSink;
 
 typedef struct CcAnomalyCellStats {
-    uint64_t scored;      ///< steps scored against an expectation
-    uint64_t over;        ///< scored steps that were over
+    uint64_t scored;           ///< steps scored against an expectation
+    uint64_t over;             ///< scored steps that were over
     uint64_t firing, resolved; ///< transitions emitted (all kinds)
-    uint64_t quiet;       ///< transitions suppressed by quiet_until
-    int anomaly_firing;   ///< 1 while an anomaly episode is firing
-    int dq_firing;        ///< DQ alerts firing now
+    uint64_t quiet;            ///< transitions suppressed by quiet_until
+    int anomaly_firing;        ///< 1 while an anomaly episode is firing
+    int dq_firing;             ///< DQ alerts firing now
 } CcAnomalyCellStats;
 
 typedef struct CcAnomaly CcAnomaly;
@@ -253,8 +254,7 @@ void cc_anomaly_close(CcAnomaly **a);
 
 /** Replaces the settings (config reload); cells keep their state. n_features must not
  *  change. 0 or -EINVAL (old settings kept). */
-int cc_anomaly_set_settings(CcAnomaly *a, const CcAnomalySettings *s, char *err,
-                                   size_t errlen);
+int cc_anomaly_set_settings(CcAnomaly *a, const CcAnomalySettings *s, char *err, size_t errlen);
 const CcAnomalySettings *cc_anomaly_settings(const CcAnomaly *a);
 
 /** Opens a cell's state; the id (≤ 63 bytes) goes into alert ids. 0, -EINVAL, -ENOMEM. */
@@ -267,16 +267,15 @@ const char *cc_anomaly_cell_id(const CcAnomalyCell *c);
  * = KPI not scored), and optionally the normalisation scale (NULL = none) for the sd floor.
  * Used directly by baselines; hosts of the engine call cc_anomaly_set_forecast.
  */
-void cc_anomaly_set_expect(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
-                                  const double *mean, const double *sd, const double *scale);
+void cc_anomaly_set_expect(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const double *mean,
+                           const double *sd, const double *scale);
 
 /** Same for the lagged expectation of step `step` (the forecast made lag_steps earlier);
  *  ignored when lag_steps is 0, and when it is -1 until cc_anomaly_set_forecast has sized
  *  the lag ring (callers of this function set an explicit L). cc_anomaly_set_forecast
  *  fills it from the forecast. */
 void cc_anomaly_set_expect_lagged(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
-                                         const double *mean, const double *sd,
-                                         const double *scale);
+                                  const double *mean, const double *sd, const double *scale);
 
 /** Takes horizon step 0 of a forecast (the expectation for fc->step + 1) and, with
  *  lag_steps = L, horizon step L-1 (the lagged expectation for fc->step + L; L = fc->horizon
@@ -289,13 +288,12 @@ void cc_anomaly_set_forecast(const CcAnomaly *a, CcAnomalyCell *c, const CcForec
  * for this step is set, the anomaly scoring; emits transitions to sink (may be NULL).
  * Steps must increase; a step ≤ the last one is ignored (-EALREADY). 0 or -EALREADY.
  */
-int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
-                              const float *values, const uint8_t *mask, const CcAlertSink *sink);
+int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const float *values,
+                       const uint8_t *mask, const CcAlertSink *sink);
 
 /** Clock tick (unix seconds): raises the missing-data alert when the cell has been silent
  *  for more than missing_after_s past the end of its last step. */
-void cc_anomaly_tick(const CcAnomaly *a, CcAnomalyCell *c, int64_t now_s,
-                            const CcAlertSink *sink);
+void cc_anomaly_tick(const CcAnomaly *a, CcAnomalyCell *c, int64_t now_s, const CcAlertSink *sink);
 
 /** Transitions at steps ≤ step are applied but not emitted (see Replays above). */
 void cc_anomaly_cell_quiet_until(CcAnomalyCell *c, int64_t step);
@@ -308,13 +306,11 @@ int64_t cc_anomaly_cell_scores(const CcAnomalyCell *c, double *z, double *score)
 void cc_anomaly_cell_cusum(const CcAnomalyCell *c, double *up, double *down);
 /** Each KPI's seasonal profile at its last scored step (F each): the usual value
  * (`expected`, NaN when the profile was not scored there) and the profile CUSUM sums. */
-void cc_anomaly_cell_profile(const CcAnomalyCell *c, double *expected, double *up,
-                                    double *down);
+void cc_anomaly_cell_profile(const CcAnomalyCell *c, double *expected, double *up, double *down);
 
 /** Fills up to max events describing the alerts firing now (state firing); returns the
  *  number firing (may exceed max). */
-int cc_anomaly_cell_active(const CcAnomaly *a, const CcAnomalyCell *c, CcAlertEvent *out,
-                                  int max);
+int cc_anomaly_cell_active(const CcAnomaly *a, const CcAnomalyCell *c, CcAlertEvent *out, int max);
 
 void cc_anomaly_cell_stats(const CcAnomalyCell *c, CcAnomalyCellStats *out);
 
@@ -329,7 +325,7 @@ void cc_anomaly_cell_stats(const CcAnomalyCell *c, CcAnomalyCellStats *out);
  */
 long cc_anomaly_cell_save(const CcAnomalyCell *c, uint8_t *buf, size_t cap);
 int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char *err,
-                                size_t errlen);
+                         size_t errlen);
 
 /**
  * One alert transition as the JSON object of proto/alert.schema.json (one line, no
@@ -338,8 +334,7 @@ int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char 
  * Returns the length written (NUL excluded) or -ENOSPC when cap is too small
  * (1024 + 256 per attribution entry is always enough).
  */
-int cc_alert_event_json(const CcAlertEvent *ev, const CcHparams *hp, char *buf,
-                               size_t cap);
+int cc_alert_event_json(const CcAlertEvent *ev, const CcHparams *hp, char *buf, size_t cap);
 
 /* ---- settings by name (for config files: the daemon's `alerts:` section) ------------ */
 
@@ -349,7 +344,7 @@ enum CcAnomalyKeyType { CC_AKEY_INT = 0, CC_AKEY_INT64 = 1, CC_AKEY_DOUBLE = 2 }
 typedef struct CcAnomalyKey {
     const char *name;
     enum CcAnomalyKeyType type;
-    size_t offset;            ///< in CcAnomalySettings
+    size_t offset; ///< in CcAnomalySettings
     double lo, hi;
     const char *doc;
 } CcAnomalyKey;
@@ -367,11 +362,11 @@ const CcAnomalyKey *cc_anomaly_keys(int *n);
  * (bad value), message in err naming the key.
  */
 int cc_anomaly_settings_set(CcAnomalySettings *s, const CcHparams *hp, const char *key,
-                                   const char *value, char *err, size_t errlen);
+                            const char *value, char *err, size_t errlen);
 
-const char *cc_alert_kind_name(enum CcAlertKind k);        ///< "anomaly", "data_quality"
-const char *cc_alert_state_name(enum CcAlertState s);      ///< "firing", "resolved"
+const char *cc_alert_kind_name(enum CcAlertKind k);         ///< "anomaly", "data_quality"
+const char *cc_alert_state_name(enum CcAlertState s);       ///< "firing", "resolved"
 const char *cc_alert_severity_name(enum CcAlertSeverity s); ///< "warning", "critical"
-const char *cc_dq_reason_name(enum CcDqReason r);   ///< "none", "stuck", "all_zero", ...
+const char *cc_dq_reason_name(enum CcDqReason r);           ///< "none", "stuck", "all_zero", ...
 
 #endif

@@ -13,9 +13,9 @@ static int kpi_stuck_steps(const CcAnomalySettings *s, int f)
 }
 
 /* A DQ event with the one attribution entry of a per-KPI alert (attr NULL: none). */
-static void dq_emit(const CcAnomaly *a, CcAnomalyCell *c, enum CcAlertState st,
-                    enum CcDqReason r, int kpi, int64_t start, int64_t step, int severity,
-                    const CcAlertAttr *attr, const CcAlertSink *sink)
+static void dq_emit(const CcAnomaly *a, CcAnomalyCell *c, enum CcAlertState st, enum CcDqReason r,
+                    int kpi, int64_t start, int64_t step, int severity, const CcAlertAttr *attr,
+                    const CcAlertSink *sink)
 {
     CcAlertEvent ev;
     cc_alert_event_init(a, c, &ev, st, r, kpi, start, step, severity);
@@ -27,9 +27,9 @@ static void dq_emit(const CcAnomaly *a, CcAnomalyCell *c, enum CcAlertState st,
 }
 
 /* DQ episode step: cond holds at `step` (onset `onset` when it starts firing). */
-static void dq_update(const CcAnomaly *a, CcAnomalyCell *c, Episode *e, int cond,
-                      enum CcDqReason r, int kpi, int64_t step, int64_t onset, int severity,
-                      const CcAlertAttr *attr, const CcAlertSink *sink)
+static void dq_update(const CcAnomaly *a, CcAnomalyCell *c, Episode *e, int cond, enum CcDqReason r,
+                      int kpi, int64_t step, int64_t onset, int severity, const CcAlertAttr *attr,
+                      const CcAlertSink *sink)
 {
     if (e->start == NONE_STEP) {
         if (!cond)
@@ -75,8 +75,8 @@ static void missing_resolve(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
 
 /* all_zero: every observed KPI exactly 0 for zero_steps steps. Returns 1 when this step is
  * all zero (stuck is not raised then). */
-static int all_zero_update(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
-                           const float *values, const uint8_t *mask, const CcAlertSink *sink)
+static int all_zero_update(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const float *values,
+                           const uint8_t *mask, const CcAlertSink *sink)
 {
     int n_obs = 0, n_zero = 0;
     for (int f = 0; f < c->F; f++) {
@@ -128,8 +128,8 @@ static void kpi_dq_update(const CcAnomaly *a, CcAnomalyCell *c, int f, int64_t s
      * or the all-zero state says otherwise now): only a change clears it. */
     if (k->stuck.start != NONE_STEP && nst > 0 && k->run >= nst)
         stuck = 1;
-    dq_update(a, c, &k->stuck, stuck, CC_DQ_STUCK, f, step, step - k->run + 1, CC_SEV_WARNING,
-              &at, sink);
+    dq_update(a, c, &k->stuck, stuck, CC_DQ_STUCK, f, step, step - k->run + 1, CC_SEV_WARNING, &at,
+              sink);
     const CcAnomalyKpi *kp = &s->kpi[f];
     int oob = kp->min < kp->max && (v < kp->min || v > kp->max);
     CcAlertAttr ab = {f, v, at.expected, kp->min, kp->max, NAN, 0, 0, NAN};

@@ -39,29 +39,29 @@
 
 /* One alert episode (anomaly of a cell, or one DQ condition). */
 typedef struct Episode {
-    int64_t start;        ///< onset step while firing, NONE_STEP otherwise
-    int64_t resolved;     ///< step of the last resolution, NONE_STEP if never
-    int32_t clear_run;    ///< consecutive clear steps while firing
-    int32_t severity;     ///< CcAlertSeverity while firing
-    double peak;          ///< anomaly: peak cell score of the episode
+    int64_t start;     ///< onset step while firing, NONE_STEP otherwise
+    int64_t resolved;  ///< step of the last resolution, NONE_STEP if never
+    int32_t clear_run; ///< consecutive clear steps while firing
+    int32_t severity;  ///< CcAlertSeverity while firing
+    double peak;       ///< anomaly: peak cell score of the episode
 } Episode;
 
 typedef struct KpiState {
     double exp_mean, exp_sd, exp_scale; ///< expectation for CcAnomalyCell.exp_step
-    double z;             ///< z of the last scored step (NaN: not scored)
+    double z;                           ///< z of the last scored step (NaN: not scored)
     double att_mean, att_sd, att_scale; ///< the expectation z was taken against
-    double att_mul;       ///< factor the z was multiplied by (lag calibration; 1: none)
-    double abs1, absl;    ///< running means of |z| one-step and lagged (lag calibration)
-    int32_t n1, nl;       ///< their updates (saturate at LAGCAL_STEPS)
+    double att_mul;        ///< factor the z was multiplied by (lag calibration; 1: none)
+    double abs1, absl;     ///< running means of |z| one-step and lagged (lag calibration)
+    int32_t n1, nl;        ///< their updates (saturate at LAGCAL_STEPS)
     double cu_pos, cu_neg; ///< CUSUM sums S⁺, S⁻ (cusum_k, cusum_h)
     double pr_pos, pr_neg; ///< profile CUSUM sums P⁺, P⁻ (profile_k, profile_h)
-    double pr_abs;        ///< running mean |x − profile|, the profile z's scale
-    int32_t pr_n;         ///< its updates (saturate at LAGCAL_STEPS)
-    double pr_exp;        ///< the profile's value at the last scored step (NaN: none)
-    float last_val;       ///< last observed value
-    float change_rate;    ///< EWMA of "value changed"
-    float run_max;        ///< longest recent run of equal values (decaying)
-    int32_t run;          ///< consecutive observed steps equal to last_val
+    double pr_abs;         ///< running mean |x − profile|, the profile z's scale
+    int32_t pr_n;          ///< its updates (saturate at LAGCAL_STEPS)
+    double pr_exp;         ///< the profile's value at the last scored step (NaN: none)
+    float last_val;        ///< last observed value
+    float change_rate;     ///< EWMA of "value changed"
+    float run_max;         ///< longest recent run of equal values (decaying)
+    int32_t run;           ///< consecutive observed steps equal to last_val
     int32_t has_last;
     Episode stuck, bounds;
 } KpiState;
@@ -73,27 +73,27 @@ struct CcAnomaly {
 struct CcAnomalyCell {
     char id[CC_ANOMALY_CELL_ID_MAX];
     int F;
-    int64_t last_step;    ///< last observed step, -1 none
-    int64_t exp_step;     ///< step the expectation is for, NONE_STEP none
-    int64_t score_step;   ///< last scored step, -1 none
-    double score;         ///< cell score at score_step
+    int64_t last_step;             ///< last observed step, -1 none
+    int64_t exp_step;              ///< step the expectation is for, NONE_STEP none
+    int64_t score_step;            ///< last scored step, -1 none
+    double score;                  ///< cell score at score_step
     uint64_t over_bits, crit_bits; ///< bit i = step win_step - i
-    int64_t win_step;     ///< step of bit 0, NONE_STEP before the first observation
+    int64_t win_step;              ///< step of bit 0, NONE_STEP before the first observation
     int32_t zero_run;
     Episode anom, zero, missing;
     int n_peak;
     CcAlertAttr peak[CC_ALERT_MAX_ATTR];
     int64_t quiet_until;
     CcAnomalyCellStats st;
-    KpiState *k;          // (F)
-    int L;                ///< lag ring length (settings.lag_steps when allocated)
-    int64_t *lag_target;  // (L) step each ring entry is the expectation for, followed in
-                          // the same allocation by lag
-    float *lag;           // (L, F, 3) mean, sd, scale from the forecast made L steps earlier
-    int NB;               ///< profile bins per day (86400 / profile_bin_s when allocated)
-    float *prof;          // (2, NB, F) usual value per day type (weekday, weekend) and bin,
-                          // followed in the same allocation by prof_n
-    uint16_t *prof_n;     // (2, NB, F) samples averaged into each bin so far (saturating)
+    KpiState *k;         // (F)
+    int L;               ///< lag ring length (settings.lag_steps when allocated)
+    int64_t *lag_target; // (L) step each ring entry is the expectation for, followed in
+                         // the same allocation by lag
+    float *lag;          // (L, F, 3) mean, sd, scale from the forecast made L steps earlier
+    int NB;              ///< profile bins per day (86400 / profile_bin_s when allocated)
+    float *prof;         // (2, NB, F) usual value per day type (weekday, weekend) and bin,
+                         // followed in the same allocation by prof_n
+    uint16_t *prof_n;    // (2, NB, F) samples averaged into each bin so far (saturating)
 };
 
 /* A value of KPI f is observed: flagged so by the host (mask NULL: all) and finite. */
@@ -113,8 +113,7 @@ static inline double kpi_crit(const CcAnomalySettings *s, int f)
 }
 
 /* The sd a z is taken with: the forecast's, floored (see cc_anomaly.h, Scoring). */
-static inline double sd_eff(const CcAnomalySettings *s, int f, double mean, double sd,
-                            double scale)
+static inline double sd_eff(const CcAnomalySettings *s, int f, double mean, double sd, double scale)
 {
     double fl = s->kpi[f].sd_floor;
     if (s->sd_floor_rel * fabs(mean) > fl)
@@ -169,10 +168,10 @@ int cc_dq_blocks(const CcAnomalySettings *s, const Episode *e, int64_t step);
 /* Where a step falls in the profile: day type, the bin it updates, and the two bins whose
  * centres surround it with the weight of the second. */
 typedef struct ProfPos {
-    int type;      ///< 0 weekday, 1 weekend (local time)
-    int bin;       ///< bin of the step
-    int b0, b1;    ///< bins interpolated between
-    double w1;     ///< weight of b1
+    int type;       ///< 0 weekday, 1 weekend (local time)
+    int bin;        ///< bin of the step
+    int b0, b1;     ///< bins interpolated between
+    double w1;      ///< weight of b1
     double per_day; ///< samples per bin per day: profile_bin_s / step_seconds, ≥ 1
 } ProfPos;
 
@@ -199,18 +198,17 @@ double cc_profile_step(const CcAnomalySettings *s, CcAnomalyCell *c, const ProfP
 
 /* What scoring found at one step, for the anomaly lifecycle. */
 typedef struct StepVerdict {
-    int n_scored;  ///< KPIs scored against an expectation
-    int n_supp;    ///< KPIs that had one but were held by a DQ alert
-    int n_over;    ///< KPIs over (threshold, CUSUM or profile)
-    int n_crit;    ///< KPIs critical
-    double score;  ///< max |z| over the scored KPIs, NaN if none
+    int n_scored; ///< KPIs scored against an expectation
+    int n_supp;   ///< KPIs that had one but were held by a DQ alert
+    int n_over;   ///< KPIs over (threshold, CUSUM or profile)
+    int n_crit;   ///< KPIs critical
+    double score; ///< max |z| over the scored KPIs, NaN if none
 } StepVerdict;
 
 /* The anomaly lifecycle of one observed step: the k-of-n window, the cell's stats, and
  * the episode (fire, escalate, track the peak, resolve). */
 void cc_anomaly_lifecycle_step(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
-                               const float *values, const StepVerdict *v,
-                               const CcAlertSink *sink);
+                               const float *values, const StepVerdict *v, const CcAlertSink *sink);
 
 /* An event of cell c with its id, times and no attribution (score NaN). */
 void cc_alert_event_init(const CcAnomaly *a, const CcAnomalyCell *c, CcAlertEvent *ev,

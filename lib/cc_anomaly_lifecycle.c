@@ -18,8 +18,7 @@ static void make_id(CcAlertEvent *ev, const char *cell, enum CcDqReason r, int k
         snprintf(ev->id, sizeof ev->id, "%s:%s:%d:%lld", cell, cc_dq_reason_name(r), kpi,
                  (long long)start);
     else
-        snprintf(ev->id, sizeof ev->id, "%s:%s:%lld", cell, cc_dq_reason_name(r),
-                 (long long)start);
+        snprintf(ev->id, sizeof ev->id, "%s:%s:%lld", cell, cc_dq_reason_name(r), (long long)start);
 }
 
 void cc_alert_event_init(const CcAnomaly *a, const CcAnomalyCell *c, CcAlertEvent *ev,
@@ -106,10 +105,7 @@ static int attribution(const CcAnomalySettings *s, const CcAnomalyCell *c, const
 
 /* ------------------------------------------------------------------ window and episode */
 
-static uint64_t window_mask(int n)
-{
-    return n >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1);
-}
+static uint64_t window_mask(int n) { return n >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1); }
 
 /* Shifts the window to this step (missed steps count as not over) and records it. */
 static void window_push(CcAnomalyCell *c, int64_t step, int over, int crit)
@@ -188,8 +184,7 @@ static void episode_clear(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
     if (++e->clear_run < a->s.resolve_m)
         return;
     CcAlertEvent ev;
-    cc_alert_event_init(a, c, &ev, CC_ALERT_RESOLVED, CC_DQ_NONE, -1, e->start, step,
-                        e->severity);
+    cc_alert_event_init(a, c, &ev, CC_ALERT_RESOLVED, CC_DQ_NONE, -1, e->start, step, e->severity);
     ev.score = e->peak;
     ev.n_attr = c->n_peak;
     memcpy(ev.attr, c->peak, (size_t)c->n_peak * sizeof *c->peak);
@@ -200,8 +195,7 @@ static void episode_clear(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
 }
 
 void cc_anomaly_lifecycle_step(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
-                               const float *values, const StepVerdict *v,
-                               const CcAlertSink *sink)
+                               const float *values, const StepVerdict *v, const CcAlertSink *sink)
 {
     const CcAnomalySettings *s = &a->s;
     int over = v->n_scored > 0 && v->n_over >= s->min_kpis;
@@ -237,8 +231,7 @@ static void active_one(const CcAnomaly *a, const CcAnomalyCell *c, const Episode
         return;
     if (*n < max) {
         CcAlertEvent *ev = &out[*n];
-        cc_alert_event_init(a, c, ev, CC_ALERT_FIRING, r, kpi, e->start, c->last_step,
-                            e->severity);
+        cc_alert_event_init(a, c, ev, CC_ALERT_FIRING, r, kpi, e->start, c->last_step, e->severity);
         if (r == CC_DQ_NONE) {
             ev->score = e->peak;
             ev->n_attr = c->n_peak;

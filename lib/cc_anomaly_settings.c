@@ -59,16 +59,15 @@ static int validate_kpi(const CcAnomalySettings *s, int f, char *err, size_t err
     double c = k->crit_z > 0 ? k->crit_z : s->crit_z;
     if (k->warn_z < 0 || k->crit_z < 0 || c < w || !isfinite(c))
         return cc_errf(err, errlen, -EINVAL,
-                       "anomaly: kpi %d: thresholds must be ≥ 0 and warn (%g) ≤ crit (%g)",
-                       f, w, c);
+                       "anomaly: kpi %d: thresholds must be ≥ 0 and warn (%g) ≤ crit (%g)", f, w,
+                       c);
     if (k->direction < -1 || k->direction > 1)
-        return cc_errf(err, errlen, -EINVAL, "anomaly: kpi %d: direction must be -1, 0, 1",
-                       f);
+        return cc_errf(err, errlen, -EINVAL, "anomaly: kpi %d: direction must be -1, 0, 1", f);
     if (!(k->sd_floor >= 0) || isnan(k->min) || isnan(k->max))
         return cc_errf(err, errlen, -EINVAL, "anomaly: kpi %d: bad sd_floor or bounds", f);
     if (k->stuck_steps < -1 || k->stuck_steps == 1)
-        return cc_errf(err, errlen, -EINVAL,
-                       "anomaly: kpi %d: stuck_steps must be -1, 0 or ≥ 2", f);
+        return cc_errf(err, errlen, -EINVAL, "anomaly: kpi %d: stuck_steps must be -1, 0 or ≥ 2",
+                       f);
     return 0;
 }
 
@@ -97,14 +96,13 @@ int cc_anomaly_validate(const CcAnomalySettings *s, char *err, size_t errlen)
     if (!s)
         return cc_errf(err, errlen, -EINVAL, "anomaly: no settings");
     if (s->n_features < 1 || s->n_features > CC_MAX_FEATURES)
-        return cc_errf(err, errlen, -EINVAL, "anomaly: n_features %d not in 1..%d",
-                       s->n_features, CC_MAX_FEATURES);
+        return cc_errf(err, errlen, -EINVAL, "anomaly: n_features %d not in 1..%d", s->n_features,
+                       CC_MAX_FEATURES);
     if (s->step_seconds < 1)
         return cc_errf(err, errlen, -EINVAL, "anomaly: step_seconds must be ≥ 1");
     if (!(s->warn_z > 0) || !(s->crit_z >= s->warn_z) || !isfinite(s->crit_z))
-        return cc_errf(err, errlen, -EINVAL,
-                       "anomaly: need 0 < warn_z (%g) ≤ crit_z (%g), finite", s->warn_z,
-                       s->crit_z);
+        return cc_errf(err, errlen, -EINVAL, "anomaly: need 0 < warn_z (%g) ≤ crit_z (%g), finite",
+                       s->warn_z, s->crit_z);
     if (s->window_n < 1 || s->window_n > CC_ANOMALY_MAX_WINDOW)
         return cc_errf(err, errlen, -EINVAL, "anomaly: window_n %d not in 1..%d", s->window_n,
                        CC_ANOMALY_MAX_WINDOW);
@@ -121,8 +119,7 @@ int cc_anomaly_validate(const CcAnomalySettings *s, char *err, size_t errlen)
                        "anomaly: need resolve_m ≥ 1, dq_resolve_steps ≥ 1, cooldown_steps ≥ 0, "
                        "dq_grace_steps ≥ 0");
     if (!(s->sd_floor_rel >= 0) || !(s->sd_floor_scale >= 0) || !(s->interval_z > 0))
-        return cc_errf(err, errlen, -EINVAL,
-                       "anomaly: sd floors must be ≥ 0 and interval_z > 0");
+        return cc_errf(err, errlen, -EINVAL, "anomaly: sd floors must be ≥ 0 and interval_z > 0");
     if (s->stuck_steps < 2 || s->zero_steps < 1 || s->change_rate_steps < 1 ||
         !(s->stuck_min_change_rate >= 0 && s->stuck_min_change_rate <= 1))
         return cc_errf(err, errlen, -EINVAL,
@@ -149,39 +146,72 @@ int cc_anomaly_validate(const CcAnomalySettings *s, char *err, size_t errlen)
     return 0;
 }
 
-#define AK(field, type, lo, hi, doc) {#field, type, offsetof(CcAnomalySettings, field), lo, hi, doc}
+#define AK(field, type, lo, hi, doc)                                                               \
+    {                                                                                              \
+#field, type, offsetof(CcAnomalySettings, field), lo, hi, doc                              \
+    }
 static const CcAnomalyKey anomaly_keys[] = {
     AK(warn_z, CC_AKEY_DOUBLE, 0.1, 1e6, "warning threshold on |z| (default 4.5)"),
     AK(crit_z, CC_AKEY_DOUBLE, 0.1, 1e6, "critical threshold on |z| (default 6.75)"),
-    AK(min_kpis, CC_AKEY_INT, 1, CC_MAX_FEATURES, "KPIs over threshold for a step to be over (default 1)"),
-    AK(window_n, CC_AKEY_INT, 1, CC_ANOMALY_MAX_WINDOW, "n of k-of-n: steps in the window (default 3)"),
-    AK(warn_k, CC_AKEY_INT, 1, CC_ANOMALY_MAX_WINDOW, "over steps in the window to fire (default 2)"),
-    AK(crit_k, CC_AKEY_INT, 1, CC_ANOMALY_MAX_WINDOW, "critical steps in the window to fire critical (default 1)"),
+    AK(min_kpis, CC_AKEY_INT, 1, CC_MAX_FEATURES,
+       "KPIs over threshold for a step to be over (default 1)"),
+    AK(window_n, CC_AKEY_INT, 1, CC_ANOMALY_MAX_WINDOW,
+       "n of k-of-n: steps in the window (default 3)"),
+    AK(warn_k, CC_AKEY_INT, 1, CC_ANOMALY_MAX_WINDOW,
+       "over steps in the window to fire (default 2)"),
+    AK(crit_k, CC_AKEY_INT, 1, CC_ANOMALY_MAX_WINDOW,
+       "critical steps in the window to fire critical (default 1)"),
     AK(resolve_m, CC_AKEY_INT, 1, 1000000, "consecutive clear steps to resolve (default 3)"),
-    AK(cooldown_steps, CC_AKEY_INT, 0, 1000000, "steps after a resolution before a new anomaly alert (default 6)"),
+    AK(cooldown_steps, CC_AKEY_INT, 0, 1000000,
+       "steps after a resolution before a new anomaly alert (default 6)"),
     AK(sd_floor_rel, CC_AKEY_DOUBLE, 0, 1e6, "sd floor relative to |forecast mean| (default 0.01)"),
-    AK(sd_floor_scale, CC_AKEY_DOUBLE, 0, 1e6, "sd floor relative to the KPI's normalisation scale (default 0.05)"),
-    AK(interval_z, CC_AKEY_DOUBLE, 0.01, 100, "half-width in sd of the interval in alerts (default 1.2815516 = 80%)"),
-    AK(warmup_steps, CC_AKEY_INT, 0, 100000000, "steps of a cell's sequence before its forecasts are scored (default 64)"),
-    AK(lag_steps, CC_AKEY_INT, -1, CC_ANOMALY_MAX_LAG, "also score against the forecast made this many steps earlier; -1 = the model's horizon, 0 = off (default -1)"),
-    AK(cusum_k, CC_AKEY_DOUBLE, 0, 1e6, "CUSUM reference value in |z| for sustained deviations (default 3)"),
-    AK(cusum_h, CC_AKEY_DOUBLE, 0, 1e6, "CUSUM threshold: a KPI is over while its sum is at least this; 0 = off (default 6)"),
-    AK(profile_k, CC_AKEY_DOUBLE, 0, 1e6, "seasonal-profile CUSUM reference value in |z| (default 1)"),
-    AK(profile_h, CC_AKEY_DOUBLE, 0, 1e6, "seasonal-profile CUSUM threshold; 0 = no profile (default 20)"),
-    AK(profile_unit_s, CC_AKEY_INT64, 1, 86400, "steps shorter than this count for that fraction of a step in the profile CUSUM (default 900)"),
-    AK(profile_bin_s, CC_AKEY_INT64, 300, 86400, "seasonal-profile bin width in seconds, divides 86400 (default 3600)"),
-    AK(profile_days, CC_AKEY_DOUBLE, 0.5, 1000, "time constant of each profile bin in days of its type (default 4)"),
-    AK(profile_min_days, CC_AKEY_INT, 1, 1000, "days of data a profile bin needs before it is scored (default 2)"),
-    AK(profile_utc_offset_s, CC_AKEY_INT64, -50400, 50400, "cells' local time minus UTC in seconds, for the profile's time of day and weekends (default 0)"),
-    AK(stuck_steps, CC_AKEY_INT, 2, 1000000, "equal consecutive values of a varying KPI for a stuck alert (default 12)"),
-    AK(stuck_min_change_rate, CC_AKEY_DOUBLE, 0, 1, "change rate a KPI needs to count as varying (default 0.5)"),
-    AK(change_rate_steps, CC_AKEY_INT, 1, 1000000, "time constant of the change rate in steps (default 200)"),
-    AK(stuck_run_factor, CC_AKEY_DOUBLE, 0, 1000, "a stuck run must also be this many times the longest recent normal run (default 2)"),
-    AK(stuck_memory_steps, CC_AKEY_INT, 1, 100000000, "time constant of the longest recent run, steps (default 2000)"),
-    AK(zero_steps, CC_AKEY_INT, 1, 1000000, "steps of all KPIs exactly 0 for an all_zero alert (default 6)"),
-    AK(missing_after_s, CC_AKEY_INT64, 0, 1e12, "seconds without a step for a missing alert; 0 = 3 steps (default 0)"),
-    AK(dq_resolve_steps, CC_AKEY_INT, 1, 1000000, "clear steps to resolve a data-quality alert (default 3)"),
-    AK(dq_grace_steps, CC_AKEY_INT, 0, 1000000, "steps a KPI stays unscored after its data-quality alert (default 16)"),
+    AK(sd_floor_scale, CC_AKEY_DOUBLE, 0, 1e6,
+       "sd floor relative to the KPI's normalisation scale (default 0.05)"),
+    AK(interval_z, CC_AKEY_DOUBLE, 0.01, 100,
+       "half-width in sd of the interval in alerts (default 1.2815516 = 80%)"),
+    AK(warmup_steps, CC_AKEY_INT, 0, 100000000,
+       "steps of a cell's sequence before its forecasts are scored (default 64)"),
+    AK(lag_steps, CC_AKEY_INT, -1, CC_ANOMALY_MAX_LAG,
+       "also score against the forecast made this many steps earlier; -1 = the model's horizon, 0 "
+       "= off (default -1)"),
+    AK(cusum_k, CC_AKEY_DOUBLE, 0, 1e6,
+       "CUSUM reference value in |z| for sustained deviations (default 3)"),
+    AK(cusum_h, CC_AKEY_DOUBLE, 0, 1e6,
+       "CUSUM threshold: a KPI is over while its sum is at least this; 0 = off (default 6)"),
+    AK(profile_k, CC_AKEY_DOUBLE, 0, 1e6,
+       "seasonal-profile CUSUM reference value in |z| (default 1)"),
+    AK(profile_h, CC_AKEY_DOUBLE, 0, 1e6,
+       "seasonal-profile CUSUM threshold; 0 = no profile (default 20)"),
+    AK(profile_unit_s, CC_AKEY_INT64, 1, 86400,
+       "steps shorter than this count for that fraction of a step in the profile CUSUM (default "
+       "900)"),
+    AK(profile_bin_s, CC_AKEY_INT64, 300, 86400,
+       "seasonal-profile bin width in seconds, divides 86400 (default 3600)"),
+    AK(profile_days, CC_AKEY_DOUBLE, 0.5, 1000,
+       "time constant of each profile bin in days of its type (default 4)"),
+    AK(profile_min_days, CC_AKEY_INT, 1, 1000,
+       "days of data a profile bin needs before it is scored (default 2)"),
+    AK(profile_utc_offset_s, CC_AKEY_INT64, -50400, 50400,
+       "cells' local time minus UTC in seconds, for the profile's time of day and weekends "
+       "(default 0)"),
+    AK(stuck_steps, CC_AKEY_INT, 2, 1000000,
+       "equal consecutive values of a varying KPI for a stuck alert (default 12)"),
+    AK(stuck_min_change_rate, CC_AKEY_DOUBLE, 0, 1,
+       "change rate a KPI needs to count as varying (default 0.5)"),
+    AK(change_rate_steps, CC_AKEY_INT, 1, 1000000,
+       "time constant of the change rate in steps (default 200)"),
+    AK(stuck_run_factor, CC_AKEY_DOUBLE, 0, 1000,
+       "a stuck run must also be this many times the longest recent normal run (default 2)"),
+    AK(stuck_memory_steps, CC_AKEY_INT, 1, 100000000,
+       "time constant of the longest recent run, steps (default 2000)"),
+    AK(zero_steps, CC_AKEY_INT, 1, 1000000,
+       "steps of all KPIs exactly 0 for an all_zero alert (default 6)"),
+    AK(missing_after_s, CC_AKEY_INT64, 0, 1e12,
+       "seconds without a step for a missing alert; 0 = 3 steps (default 0)"),
+    AK(dq_resolve_steps, CC_AKEY_INT, 1, 1000000,
+       "clear steps to resolve a data-quality alert (default 3)"),
+    AK(dq_grace_steps, CC_AKEY_INT, 0, 1000000,
+       "steps a KPI stays unscored after its data-quality alert (default 16)"),
 };
 #undef AK
 
@@ -231,8 +261,8 @@ static int kpi_field_set(CcAnomalyKpi *k, const char *key, const char *field, co
     if (!strcmp(field, "direction")) {
         int d = parse_direction(value);
         if (d < -1)
-            return cc_errf(err, errlen, -EINVAL, "alerts.%s: '%s' is not both, up or down",
-                           key, value);
+            return cc_errf(err, errlen, -EINVAL, "alerts.%s: '%s' is not both, up or down", key,
+                           value);
         k->direction = d;
         return 0;
     }
@@ -277,8 +307,7 @@ static int kpi_setting_set(CcAnomalySettings *s, const CcHparams *hp, const char
     kpi[nl] = 0;
     int f = hp ? cc_hparams_feature_index(hp, kpi) : -1;
     if (f < 0)
-        return cc_errf(err, errlen, -ENOENT, "alerts.%s: '%s' is not a KPI of the model", key,
-                       kpi);
+        return cc_errf(err, errlen, -ENOENT, "alerts.%s: '%s' is not a KPI of the model", key, kpi);
     return kpi_field_set(&s->kpi[f], key, dot + 1, value, err, errlen);
 }
 

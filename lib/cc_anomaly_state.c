@@ -202,9 +202,8 @@ long cc_anomaly_cell_save(const CcAnomalyCell *c, uint8_t *buf, size_t cap)
 /* Whether what was read is in range (what an older version lacks is, from its start). */
 static int record_valid(const CcAnomalyCell *t)
 {
-    if (t->n_peak < 0 || t->n_peak > CC_ALERT_MAX_ATTR || t->L < 0 ||
-        t->L > CC_ANOMALY_MAX_LAG || t->NB < 0 || t->NB > MAX_PROFILE_BINS ||
-        (t->NB > 0 && 86400 % t->NB != 0))
+    if (t->n_peak < 0 || t->n_peak > CC_ALERT_MAX_ATTR || t->L < 0 || t->L > CC_ANOMALY_MAX_LAG ||
+        t->NB < 0 || t->NB > MAX_PROFILE_BINS || (t->NB > 0 && 86400 % t->NB != 0))
         return 0;
     for (int f = 0; f < t->F; f++) {
         const KpiState *k = &t->k[f];
@@ -244,8 +243,7 @@ static void record_start(CcAnomalyCell *t, KpiState *ks)
     t->L = t->NB = 0;
 }
 
-int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char *err,
-                         size_t errlen)
+int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char *err, size_t errlen)
 {
     Io io = {NULL, buf, len, 0, 0, 0};
     uint32_t magic = 0, ver = 0, F = 0;
@@ -255,9 +253,8 @@ int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char 
     if (io.bad || magic != STATE_MAGIC)
         return cc_errf(err, errlen, -EINVAL, "anomaly state: bad magic");
     if (ver < 1 || ver > STATE_VERSION)
-        return cc_errf(err, errlen, -EINVAL,
-                       "anomaly state: version %u, this build reads 1 to %u", ver,
-                       STATE_VERSION);
+        return cc_errf(err, errlen, -EINVAL, "anomaly state: version %u, this build reads 1 to %u",
+                       ver, STATE_VERSION);
     if ((int)F != c->F)
         return cc_errf(err, errlen, -EINVAL, "anomaly state: %u KPIs, the cell has %d", F, c->F);
     io.ver = ver;

@@ -16,7 +16,7 @@
 /* dst (16, 16) = the transpose of 16 rows of 16 floats strided by ld: a rebuild's full
  * 16-token key block, in registers (unpack, then 128- and 256-bit lane shuffles). */
 __attribute__((target("avx512f"))) static void transpose16(float *restrict dst,
-                                                          const float *restrict src, size_t ld)
+                                                           const float *restrict src, size_t ld)
 {
     __m512 r[16], t[16];
     for (int i = 0; i < 16; i++)
@@ -67,7 +67,7 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 exp16(__m
 
 /* 16 elements of a KV row as floats; T is a constant at every call site. */
 __attribute__((target("avx512f"), always_inline)) static inline __m512 load16(int T, const void *p,
-                                                                            size_t i)
+                                                                              size_t i)
 {
     if (T == CC_KV_F16)
         return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i)));
@@ -149,7 +149,8 @@ attend16_body(const int G, const int NB, const int T, float *restrict out, float
     for (int g = 0; g < G; g++) {
         __m512 sum = _mm512_setzero_ps();
         for (int b = 0; b < NB; b++) {
-            sc[g][b] = _mm512_maskz_mov_ps(m[b], exp16(_mm512_sub_ps(sc[g][b], _mm512_set1_ps(mx[g]))));
+            sc[g][b] =
+                _mm512_maskz_mov_ps(m[b], exp16(_mm512_sub_ps(sc[g][b], _mm512_set1_ps(mx[g]))));
             sum = _mm512_add_ps(sum, sc[g][b]);
             _mm512_store_ps(ex[g] + 16 * b, sc[g][b]);
         }
@@ -164,15 +165,16 @@ attend16_body(const int G, const int NB, const int T, float *restrict out, float
     for (; j + 1 < n; j += 2)
         for (int g = 0; g < G; g++) {
             const void *vg = (const char *)V + g * vsh * (T == CC_KV_F32 ? 4 : 2);
-            o[g][0] = _mm512_fmadd_ps(_mm512_set1_ps(ex[g][j]), load16(T, vg, (size_t)j * ldv), o[g][0]);
+            o[g][0] =
+                _mm512_fmadd_ps(_mm512_set1_ps(ex[g][j]), load16(T, vg, (size_t)j * ldv), o[g][0]);
             o[g][1] = _mm512_fmadd_ps(_mm512_set1_ps(ex[g][j + 1]),
                                       load16(T, vg, (size_t)(j + 1) * ldv), o[g][1]);
         }
     if (j < n)
         for (int g = 0; g < G; g++) {
             const void *vg = (const char *)V + g * vsh * (T == CC_KV_F32 ? 4 : 2);
-            o[g][0] = _mm512_fmadd_ps(_mm512_set1_ps(ex[g][j]), load16(T, vg, (size_t)j * ldv),
-                                      o[g][0]);
+            o[g][0] =
+                _mm512_fmadd_ps(_mm512_set1_ps(ex[g][j]), load16(T, vg, (size_t)j * ldv), o[g][0]);
         }
     for (int g = 0; g < G; g++) {
         const __m512 iv = _mm512_set1_ps(inv[g]);
@@ -184,33 +186,39 @@ attend16_body(const int G, const int NB, const int T, float *restrict out, float
 
 /* Instances per element type: heads in groups of 4, then one at a time; the number of
  * score vectors by n. */
-#define ATTEND16_REG(NAME, T)                                                                 \
-    __attribute__((target("avx512f"))) static void NAME(                                     \
-        float *restrict out, float *restrict w, int ldw, const float *restrict q,             \
-        const void *restrict Kt, size_t ksh, int ldk, const void *restrict V, size_t vsh,     \
-        int ldv, const float *restrict k_self, const float *restrict v_self, int n, int H,    \
-        float scale)                                                                          \
-    {                                                                                         \
-        const size_t el = T == CC_KV_F32 ? 4 : 2;                                             \
-        for (int h = 0; h < H;) {                                                             \
-            const int G = H - h >= 4 ? 4 : 1;                                                 \
-            float *o = out + 16 * h, *wh = w + (size_t)h * ldw;                               \
-            const float *qh = q + 16 * h, *ks = k_self + 16 * h, *vs = v_self + 16 * h;       \
-            const void *kt = (const char *)Kt + h * ksh * el, *vh = (const char *)V + h * vsh * el; \
-            if (G == 4 && n < 16)                                                             \
-                attend16_body(4, 1, T, o, wh, ldw, qh, kt, ksh, ldk, vh, vsh, ldv, ks, vs, n, scale); \
-            else if (G == 4 && n < 32)                                                        \
-                attend16_body(4, 2, T, o, wh, ldw, qh, kt, ksh, ldk, vh, vsh, ldv, ks, vs, n, scale); \
-            else if (G == 4)                                                                  \
-                attend16_body(4, 4, T, o, wh, ldw, qh, kt, ksh, ldk, vh, vsh, ldv, ks, vs, n, scale); \
-            else if (n < 16)                                                                  \
-                attend16_body(1, 1, T, o, wh, ldw, qh, kt, ksh, ldk, vh, vsh, ldv, ks, vs, n, scale); \
-            else if (n < 32)                                                                  \
-                attend16_body(1, 2, T, o, wh, ldw, qh, kt, ksh, ldk, vh, vsh, ldv, ks, vs, n, scale); \
-            else                                                                              \
-                attend16_body(1, 4, T, o, wh, ldw, qh, kt, ksh, ldk, vh, vsh, ldv, ks, vs, n, scale); \
-            h += G;                                                                           \
-        }                                                                                     \
+#define ATTEND16_REG(NAME, T)                                                                      \
+    __attribute__((target("avx512f"))) static void NAME(                                           \
+        float *restrict out, float *restrict w, int ldw, const float *restrict q,                  \
+        const void *restrict Kt, size_t ksh, int ldk, const void *restrict V, size_t vsh, int ldv, \
+        const float *restrict k_self, const float *restrict v_self, int n, int H, float scale)     \
+    {                                                                                              \
+        const size_t el = T == CC_KV_F32 ? 4 : 2;                                                  \
+        for (int h = 0; h < H;) {                                                                  \
+            const int G = H - h >= 4 ? 4 : 1;                                                      \
+            float *o = out + 16 * h, *wh = w + (size_t)h * ldw;                                    \
+            const float *qh = q + 16 * h, *ks = k_self + 16 * h, *vs = v_self + 16 * h;            \
+            const void *kt = (const char *)Kt + h * ksh * el,                                      \
+                       *vh = (const char *)V + h * vsh * el;                                       \
+            if (G == 4 && n < 16)                                                                  \
+                attend16_body(4, 1, T, o, wh, ldw, qh, kt, ksh, ldk, vh, vsh, ldv, ks, vs, n,      \
+                              scale);                                                              \
+            else if (G == 4 && n < 32)                                                             \
+                attend16_body(4, 2, T, o, wh, ldw, qh, kt, ksh, ldk, vh, vsh, ldv, ks, vs, n,      \
+                              scale);                                                              \
+            else if (G == 4)                                                                       \
+                attend16_body(4, 4, T, o, wh, ldw, qh, kt, ksh, ldk, vh, vsh, ldv, ks, vs, n,      \
+                              scale);                                                              \
+            else if (n < 16)                                                                       \
+                attend16_body(1, 1, T, o, wh, ldw, qh, kt, ksh, ldk, vh, vsh, ldv, ks, vs, n,      \
+                              scale);                                                              \
+            else if (n < 32)                                                                       \
+                attend16_body(1, 2, T, o, wh, ldw, qh, kt, ksh, ldk, vh, vsh, ldv, ks, vs, n,      \
+                              scale);                                                              \
+            else                                                                                   \
+                attend16_body(1, 4, T, o, wh, ldw, qh, kt, ksh, ldk, vh, vsh, ldv, ks, vs, n,      \
+                              scale);                                                              \
+            h += G;                                                                                \
+        }                                                                                          \
     }
 ATTEND16_REG(attend16_f32_avx512, CC_KV_F32)
 ATTEND16_REG(attend16_f16_avx512, CC_KV_F16)
@@ -444,9 +452,9 @@ static float kv_elem_ref(enum CcKvType t, const void *p, size_t i)
     return ((const float *)p)[i];
 }
 
-void cc_attend16_ref(enum CcKvType t, float *out, float *w, int ldw, const float *q,
-                     const void *Kt, size_t ksh, int ldk, const void *V, size_t vsh, int ldv,
-                     const float *k_self, const float *v_self, int n, int H, float scale)
+void cc_attend16_ref(enum CcKvType t, float *out, float *w, int ldw, const float *q, const void *Kt,
+                     size_t ksh, int ldk, const void *V, size_t vsh, int ldv, const float *k_self,
+                     const float *v_self, int n, int H, float scale)
 {
     float kt[16 * CC_ATTEND16_MAX_N], v[CC_ATTEND16_MAX_N * 16];
     for (int h = 0; h < H; h++) {

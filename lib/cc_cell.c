@@ -10,8 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void cc_cell_shape_init(CcCellShape *cs, const CcHparams *hp, enum CcKvType kv,
-                        int keep_attention)
+void cc_cell_shape_init(CcCellShape *cs, const CcHparams *hp, enum CcKvType kv, int keep_attention)
 {
     /* Spec: max(N·P + P, M). An off-boundary rebuild (restore, model swap, no-cache) needs
      * the M values up to e while t may be P-1 steps past e, hence M + P - 1. */
@@ -68,9 +67,8 @@ static int cell_layout(CcCell *c, const CcEngine *e)
     c->sigma = carve(&p, F * sizeof(float));
     c->kv = carve(&p, F * cs->L * 2 * (size_t)cs->N * D * cs->kv_elem);
     c->y = carve(&p, F * 2 * (size_t)cs->HZ * sizeof(float));
-    c->att = cs->keep_attention
-                 ? carve(&p, F * cs->L * cs->H * ((size_t)cs->N + 1) * sizeof(float))
-                 : NULL;
+    c->att = cs->keep_attention ? carve(&p, F * cs->L * cs->H * ((size_t)cs->N + 1) * sizeof(float))
+                                : NULL;
     return 0;
 }
 
@@ -238,7 +236,8 @@ int cc_cell_attention(const CcCell *c, int f, float *weights, int64_t *token_end
     for (int l = 0; l < c->L; l++)
         for (int h = 0; h < c->H; h++)
             memcpy(&weights[((size_t)l * c->H + h) * T],
-                   &c->att[(((size_t)f * c->L + l) * c->H + h) * (c->N + 1)], (size_t)T * sizeof(float));
+                   &c->att[(((size_t)f * c->L + l) * c->H + h) * (c->N + 1)],
+                   (size_t)T * sizeof(float));
     for (int i = 0; i < n; i++)
         token_end[i] = c->cache_e - (int64_t)(n - 1 - i) * P;
     token_end[n] = c->fc_step;

@@ -16,7 +16,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-
 enum CcLogLevel { CC_LOG_ERROR = 0, CC_LOG_WARN = 1, CC_LOG_INFO = 2, CC_LOG_DEBUG = 3 };
 
 /** Formats into the caller's error buffer (if any); returns `code` for tail calls. */

@@ -27,9 +27,6 @@ static inline int cc_cusum_over(double pos, double neg, double h, int dir)
 }
 
 /* The larger sum, signed by its direction. */
-static inline double cc_cusum_signed(double pos, double neg)
-{
-    return pos >= neg ? pos : -neg;
-}
+static inline double cc_cusum_signed(double pos, double neg) { return pos >= neg ? pos : -neg; }
 
 #endif

@@ -125,7 +125,8 @@ static int parse_iso(const char *p, const char *end, double *out)
     }
     if (p != end || !valid_ymdhms(y, mo, d, h, mi, sec))
         return -1;
-    *out = (double)(cc_days_from_civil(y, (int)mo, (int)d) * 86400 + h * 3600 + mi * 60) + sec - off;
+    *out =
+        (double)(cc_days_from_civil(y, (int)mo, (int)d) * 86400 + h * 3600 + mi * 60) + sec - off;
     return 0;
 }
 
@@ -228,16 +229,16 @@ int cc_data_parse_time(const char *s, size_t len, const char *fmt, double *out)
 typedef struct Csv {
     const char *buf, *end, *p;
     const char *name;
-    int64_t line;            /* line of the current position (1-based) */
-    const char *line_start;  /* start of the current line */
+    int64_t line;           /* line of the current position (1-based) */
+    const char *line_start; /* start of the current line */
     /* current record */
     int nf;
     int64_t rec_line;
-    char *fields;            /* NUL-separated field texts */
+    char *fields; /* NUL-separated field texts */
     size_t fields_cap, fields_len;
     size_t off[MAX_COLUMNS];
     size_t flen[MAX_COLUMNS];
-    int col[MAX_COLUMNS];    /* 1-based column (byte) where the field starts */
+    int col[MAX_COLUMNS]; /* 1-based column (byte) where the field starts */
     int64_t fline[MAX_COLUMNS];
 } Csv;
 
@@ -297,9 +298,8 @@ static int csv_next(Csv *c, int64_t *blank, char *err, size_t errlen)
             c->p = s + 1;
             for (;;) {
                 if (c->p >= c->end)
-                    return cc_errf(err, errlen, -EINVAL,
-                                   "%s:%lld:%d: unterminated quoted field", c->name,
-                                   (long long)qline, qcol);
+                    return cc_errf(err, errlen, -EINVAL, "%s:%lld:%d: unterminated quoted field",
+                                   c->name, (long long)qline, qcol);
                 char ch = *c->p++;
                 if (ch == '"') {
                     if (c->p < c->end && *c->p == '"') {
@@ -323,9 +323,8 @@ static int csv_next(Csv *c, int64_t *blank, char *err, size_t errlen)
                 c->p++;
             if (c->p < c->end && *c->p != ',' && *c->p != '\n')
                 return cc_errf(err, errlen, -EINVAL,
-                               "%s:%lld:%d: unexpected character after closing quote",
-                               c->name, (long long)c->line,
-                               (int)(c->p - c->line_start) + 1);
+                               "%s:%lld:%d: unexpected character after closing quote", c->name,
+                               (long long)c->line, (int)(c->p - c->line_start) + 1);
         } else {
             while (c->p < c->end && *c->p != ',' && *c->p != '\n') {
                 if (*c->p == '\r' && (c->p + 1 == c->end || c->p[1] == '\n')) {
@@ -550,8 +549,7 @@ void cc_data_close(CcDataset **pds)
 }
 
 int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char *name,
-                        const CcDataSettings *sp, CcDataReport *report, char *err,
-                        size_t errlen)
+                        const CcDataSettings *sp, CcDataReport *report, char *err, size_t errlen)
 {
     CcDataSettings defs;
     if (!sp) {
@@ -601,7 +599,7 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
         goto error;
     }
     int ncols = c->nf;
-    char (*hdr)[CC_FEATURE_NAME_MAX] = calloc((size_t)ncols, sizeof *hdr);
+    char(*hdr)[CC_FEATURE_NAME_MAX] = calloc((size_t)ncols, sizeof *hdr);
     if (!hdr) {
         ret = -ENOMEM;
         goto error;
@@ -611,8 +609,7 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
         const char *f = csv_field(c, k, &n);
         if (n == 0 || n >= CC_FEATURE_NAME_MAX) {
             ret = cc_errf(err, errlen, -EINVAL, "%s:%lld:%d: header column %d name %s", name,
-                          (long long)c->fline[k], c->col[k], k + 1,
-                          n ? "too long" : "is empty");
+                          (long long)c->fline[k], c->col[k], k + 1, n ? "too long" : "is empty");
             free(hdr);
             goto error;
         }
@@ -646,8 +643,7 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
                 ccol = k;
         if (ccol < 0 && sp->format == CC_DATA_LONG) {
             ret = cc_errf(err, errlen, -EINVAL,
-                          "%s:1: long format needs a '%s' column in the header", name,
-                          cellname);
+                          "%s:1: long format needs a '%s' column in the header", name, cellname);
             free(hdr);
             goto error;
         }
@@ -701,8 +697,8 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
                 continue;
             if (F == CC_MAX_FEATURES) {
                 ret = cc_errf(err, errlen, -ERANGE,
-                              "%s: more than %d feature columns; choose some with features",
-                              name, CC_MAX_FEATURES);
+                              "%s: more than %d feature columns; choose some with features", name,
+                              CC_MAX_FEATURES);
                 free(hdr);
                 goto error;
             }
@@ -758,12 +754,12 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
         size_t n;
         const char *f = csv_field(c, tcol, &n);
         if (cc_data_parse_time(f, n, sp->time_format, &r->ts)) {
-            ret = cc_errf(err, errlen, -EINVAL,
-                          "%s:%lld:%d: cannot parse time '%.*s' (%s%s)", name,
+            ret = cc_errf(err, errlen, -EINVAL, "%s:%lld:%d: cannot parse time '%.*s' (%s%s)", name,
                           (long long)c->fline[tcol], c->col[tcol], (int)(n > 64 ? 64 : n), f,
-                          sp->time_format ? "format " : "auto: unix s/ms, ISO-8601, "
-                                                        "YYYY-MM-DD HH:MM:SS, M/D/YYYY H:MM; "
-                                                        "else give a time format",
+                          sp->time_format ? "format "
+                                          : "auto: unix s/ms, ISO-8601, "
+                                            "YYYY-MM-DD HH:MM:SS, M/D/YYYY H:MM; "
+                                            "else give a time format",
                           sp->time_format ? sp->time_format : "");
             goto error;
         }
@@ -771,8 +767,7 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
             f = csv_field(c, ccol, &n);
             if (n == 0 || n >= CC_CELL_ID_MAX) {
                 ret = cc_errf(err, errlen, -EINVAL, "%s:%lld:%d: cell id %s", name,
-                              (long long)c->fline[ccol], c->col[ccol],
-                              n ? "too long" : "is empty");
+                              (long long)c->fline[ccol], c->col[ccol], n ? "too long" : "is empty");
                 goto error;
             }
             char id[CC_CELL_ID_MAX];
@@ -812,8 +807,8 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
             }
             if (!isfinite(d) || fabs(d) > 3.4e38) {
                 ret = cc_errf(err, errlen, -EINVAL,
-                              "%s:%lld:%d: column '%s': value '%.*s' is not finite in float",
-                              name, (long long)c->fline[k], c->col[k], ds->features[j],
+                              "%s:%lld:%d: column '%s': value '%.*s' is not finite in float", name,
+                              (long long)c->fline[k], c->col[k], ds->features[j],
                               (int)(n > 40 ? 40 : n), f);
                 goto error;
             }
@@ -867,8 +862,7 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
     if (S <= 0) {
         if (ndeltas == 0) {
             ret = cc_errf(err, errlen, -EINVAL,
-                          "%s: cannot detect the step from a single time per cell; give it",
-                          name);
+                          "%s: cannot detect the step from a single time per cell; give it", name);
             goto error;
         }
         qsort(deltas, ndeltas, sizeof *deltas, cmp_i64);
@@ -977,7 +971,7 @@ error:
 }
 
 int cc_data_open_file(CcDataset **out, const char *path, const CcDataSettings *s,
-                 CcDataReport *report, char *err, size_t errlen)
+                      CcDataReport *report, char *err, size_t errlen)
 {
     *out = NULL;
     char *buf = NULL;
@@ -1025,8 +1019,8 @@ int cc_data_append(CcDataset *ds, const CcDataset *next, enum CcImpute impute, i
 {
     const int F = ds->n_features;
     if (next->n_features != F || next->step_seconds != ds->step_seconds)
-        return cc_errf(err, errlen, -EINVAL, "%s: features or step differ from %s",
-                       next->source, ds->source);
+        return cc_errf(err, errlen, -EINVAL, "%s: features or step differ from %s", next->source,
+                       ds->source);
     for (int f = 0; f < F; f++)
         if (strcmp(ds->features[f], next->features[f]))
             return cc_errf(err, errlen, -EINVAL, "%s: feature %d is '%s', expected '%s'",
@@ -1066,8 +1060,7 @@ int cc_data_append(CcDataset *ds, const CcDataset *next, enum CcImpute impute, i
         if (b->p0 < end)
             return cc_errf(err, errlen, -EINVAL,
                            "%s: cell '%s' starts at step %lld, before the end %lld of %s",
-                           next->source, b->cell_id, (long long)b->p0, (long long)end,
-                           ds->source);
+                           next->source, b->cell_id, (long long)b->p0, (long long)end, ds->source);
         int64_t T = b->p0 + b->T - a->p0;
         if (T > INT_MAX / F)
             return cc_errf(err, errlen, -ERANGE, "cell '%s': series too long", b->cell_id);
@@ -1188,12 +1181,11 @@ int cc_data_split(const char *spec, int T, CcRange out[3], char *err, size_t err
         for (int i = 0; i < 3; i++) {
             long long a, b;
             if (parse_int_at(&p, &a) || *p != '-' || (p++, parse_int_at(&p, &b)))
-                return cc_errf(err, errlen, -EINVAL,
-                               "split '%s': expected rows:A-B,C-D,E-F", spec);
+                return cc_errf(err, errlen, -EINVAL, "split '%s': expected rows:A-B,C-D,E-F", spec);
             if (a < 0 || b < a || b > T || a > INT_MAX)
                 return cc_errf(err, errlen, -EINVAL,
-                               "split '%s': range %lld-%lld outside 0..%d or reversed", spec, a,
-                               b, T);
+                               "split '%s': range %lld-%lld outside 0..%d or reversed", spec, a, b,
+                               T);
             if (a < prev_end)
                 return cc_errf(err, errlen, -EINVAL, "split '%s': ranges overlap", spec);
             out[i].begin = (int)a;
@@ -1201,8 +1193,8 @@ int cc_data_split(const char *spec, int T, CcRange out[3], char *err, size_t err
             prev_end = (int)b;
             if (i < 2) {
                 if (*p != ',')
-                    return cc_errf(err, errlen, -EINVAL,
-                                   "split '%s': expected rows:A-B,C-D,E-F", spec);
+                    return cc_errf(err, errlen, -EINVAL, "split '%s': expected rows:A-B,C-D,E-F",
+                                   spec);
                 p++;
             }
         }
@@ -1217,8 +1209,8 @@ int cc_data_split(const char *spec, int T, CcRange out[3], char *err, size_t err
     const char *p = e + 1;
     double b = strtod(p, &e);
     if (e == p || *e || !(a >= 0) || !(b >= 0) || a + b > 1.0 + 1e-12)
-        return cc_errf(err, errlen, -EINVAL,
-                       "split '%s': fractions must be ≥ 0 with sum ≤ 1", spec);
+        return cc_errf(err, errlen, -EINVAL, "split '%s': fractions must be ≥ 0 with sum ≤ 1",
+                       spec);
     int i1 = (int)floor(a * T + 1e-9), i2 = (int)floor((a + b) * T + 1e-9);
     if (i2 > T)
         i2 = T;
@@ -1272,18 +1264,18 @@ void cc_data_standardize(CcDataset *ds, const double *mean, const double *std)
 void cc_data_report_format(const CcDataReport *r, const CcDataset *ds, char *buf, size_t n)
 {
     size_t len = 0;
-#define PUT(...)                                                                        \
-    do {                                                                                \
-        if (len < n) {                                                                  \
-            int w = snprintf(buf + len, n - len, __VA_ARGS__);                          \
-            len += w > 0 ? (size_t)w : 0;                                               \
-        }                                                                               \
+#define PUT(...)                                                                                   \
+    do {                                                                                           \
+        if (len < n) {                                                                             \
+            int w = snprintf(buf + len, n - len, __VA_ARGS__);                                     \
+            len += w > 0 ? (size_t)w : 0;                                                          \
+        }                                                                                          \
     } while (0)
     if (!n)
         return;
     buf[0] = 0;
-    PUT("%s: %lld rows, %d series, %d features, step %llds%s", ds->source,
-        (long long)r->rows_read, ds->n_series, ds->n_features, (long long)r->step_seconds,
+    PUT("%s: %lld rows, %d series, %d features, step %llds%s", ds->source, (long long)r->rows_read,
+        ds->n_series, ds->n_features, (long long)r->step_seconds,
         r->step_detected ? " (detected)" : "");
     PUT("; missing steps inserted %lld, duplicates %lld, out of order %lld, misaligned %lld",
         (long long)r->missing_steps, (long long)r->duplicates, (long long)r->out_of_order,

@@ -57,25 +57,25 @@ enum CcImpute {
 
 typedef struct CcDataSettings {
     enum CcDataFormat format; ///< (default CC_DATA_AUTO)
-    const char *time_column;  ///< header name of the time column; NULL = first column (default NULL)
-    const char *cell_column;  ///< header name of the cell column in long format (default "cell_id")
-    const char *time_format;  ///< strptime format; NULL = auto (see above) (default NULL)
-    const char *features;     ///< comma-separated feature columns to keep, in this order;
-                              ///< NULL = every column but time and cell, header order (default NULL)
-    const char *cell_id;      ///< id of the series of a wide file; NULL = file name without
-                              ///< directory and extension (default NULL)
-    int64_t step_seconds;     ///< S; 0 = the most common positive time delta of one cell (default 0)
-    enum CcImpute impute;     ///< (default CC_IMPUTE_CARRY)
-    int max_gap_steps;        ///< split a series at holes longer than this; 0 = never (default 0)
+    const char *time_column; ///< header name of the time column; NULL = first column (default NULL)
+    const char *cell_column; ///< header name of the cell column in long format (default "cell_id")
+    const char *time_format; ///< strptime format; NULL = auto (see above) (default NULL)
+    const char *features;    ///< comma-separated feature columns to keep, in this order;
+                             ///< NULL = every column but time and cell, header order (default NULL)
+    const char *cell_id;     ///< id of the series of a wide file; NULL = file name without
+                             ///< directory and extension (default NULL)
+    int64_t step_seconds;    ///< S; 0 = the most common positive time delta of one cell (default 0)
+    enum CcImpute impute;    ///< (default CC_IMPUTE_CARRY)
+    int max_gap_steps;       ///< split a series at holes longer than this; 0 = never (default 0)
 } CcDataSettings;
 
 /** One cell's series: T consecutive steps from absolute step p0. */
 typedef struct CcSeries {
     char cell_id[CC_CELL_ID_MAX];
-    int64_t p0;      ///< absolute step of row 0 (unix seconds of row 0 = p0 * S)
-    int T;           ///< rows (steps)
-    float *x;        // (T, F) values, finite (missing ones imputed per the policy)
-    uint8_t *mask;   // (T, F) 1 = observed in the file, 0 = missing (imputed in x)
+    int64_t p0;    ///< absolute step of row 0 (unix seconds of row 0 = p0 * S)
+    int T;         ///< rows (steps)
+    float *x;      // (T, F) values, finite (missing ones imputed per the policy)
+    uint8_t *mask; // (T, F) 1 = observed in the file, 0 = missing (imputed in x)
 } CcSeries;
 
 typedef struct CcDataset {
@@ -83,17 +83,17 @@ typedef struct CcDataset {
     char features[CC_MAX_FEATURES][CC_FEATURE_NAME_MAX]; ///< column names, column order of x
     int64_t step_seconds;                                ///< S
     int n_series;
-    CcSeries *series;                                    // (n_series)
-    char source[512];                                    ///< path(s) it was loaded from
+    CcSeries *series; // (n_series)
+    char source[512]; ///< path(s) it was loaded from
 } CcDataset;
 
 /** What the loader saw and did. Totals over the whole file. */
 typedef struct CcDataReport {
-    int64_t rows_read;      ///< data rows parsed (header and blank lines excluded)
-    int64_t blank_lines;    ///< empty lines skipped
+    int64_t rows_read;                      ///< data rows parsed (header and blank lines excluded)
+    int64_t blank_lines;                    ///< empty lines skipped
     int64_t nan_cells[CC_MAX_FEATURES];     ///< missing values in the file, per feature
     int64_t imputed_cells[CC_MAX_FEATURES]; ///< values imputed, per feature (file NaNs + inserted)
-    int64_t missing_steps;  ///< steps absent from the file, inserted
+    int64_t missing_steps;                  ///< steps absent from the file, inserted
     int64_t duplicates;     ///< rows repeating an earlier (cell, step); the later one kept
     int64_t out_of_order;   ///< rows earlier than the previous row of their cell
     int64_t misaligned;     ///< times not a multiple of S, rounded to the nearest step
@@ -115,12 +115,11 @@ void cc_data_default_settings(CcDataSettings *s);
  * -ENOMEM; -ERANGE (more than CC_MAX_FEATURES columns, a series longer than INT_MAX/F).
  */
 int cc_data_open_file(CcDataset **out, const char *path, const CcDataSettings *s,
-                        CcDataReport *report, char *err, size_t errlen);
+                      CcDataReport *report, char *err, size_t errlen);
 
 /** Same from a buffer; `name` is used in messages and as default cell id. */
 int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char *name,
-                               const CcDataSettings *s, CcDataReport *report, char *err,
-                               size_t errlen);
+                        const CcDataSettings *s, CcDataReport *report, char *err, size_t errlen);
 
 void cc_data_close(CcDataset **ds);
 
@@ -132,15 +131,14 @@ void cc_data_close(CcDataset **ds);
  * test file after its train file. *join_row (may be NULL) gets, for series 0 of `next`,
  * the row of the result where it starts. 0, -EINVAL, -ENOMEM.
  */
-int cc_data_append(CcDataset *ds, const CcDataset *next, enum CcImpute impute,
-                          int *join_row, char *err, size_t errlen);
+int cc_data_append(CcDataset *ds, const CcDataset *next, enum CcImpute impute, int *join_row,
+                   char *err, size_t errlen);
 
 /**
  * Reorders/subsets the columns to `names` (n of them), e.g. a model's feature list.
  * 0, -EINVAL (a name not in the dataset: named in err), -ENOMEM.
  */
-int cc_data_select(CcDataset *ds, const char *const *names, int n, char *err,
-                          size_t errlen);
+int cc_data_select(CcDataset *ds, const char *const *names, int n, char *err, size_t errlen);
 
 /** Column of a feature name, or -1. */
 int cc_data_feature_index(const CcDataset *ds, const char *name);
@@ -179,7 +177,6 @@ static inline int64_t cc_data_row_ts(const CcDataset *ds, int s, int i)
 int cc_data_parse_time(const char *s, size_t len, const char *fmt, double *out);
 
 /** One-paragraph human summary of a report (rows, NaNs per feature, inserted steps…). */
-void cc_data_report_format(const CcDataReport *r, const CcDataset *ds, char *buf,
-                                  size_t buflen);
+void cc_data_report_format(const CcDataReport *r, const CcDataset *ds, char *buf, size_t buflen);
 
 #endif

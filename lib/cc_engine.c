@@ -33,22 +33,22 @@
 #define REBUILD_TOKENS_MAX 1024
 
 typedef struct Workspace {
-    float *x;              // (rows, IN)  token inputs
-    float *z;              // (rows, D)   residual stream
-    float *qkv;            // (rows, 3D)
-    float *a;              // (rows, D)   attention output, then projection
-    float *h;              // (rows, FF)
-    float *y;              // (rows, 2HZ)
-    float *pe;             // (rows, D)   positional encoding per token (shared by channels)
-    float *tau;            // (N, 4)      time features of a rebuild's tokens
-    float *scores;         // (H, N+1)    one token's attention weights, every head (+ slack)
-    float *kvbuf;          // (2, N, D)   rebuild: (H, DK, nc) keys transposed + one head's values;
-                           //             else one head's keys/values widened to f32 (+ slack)
-    CcCell **cells;        // (max_batch_cells) cells of the chunk being processed
+    float *x;               // (rows, IN)  token inputs
+    float *z;               // (rows, D)   residual stream
+    float *qkv;             // (rows, 3D)
+    float *a;               // (rows, D)   attention output, then projection
+    float *h;               // (rows, FF)
+    float *y;               // (rows, 2HZ)
+    float *pe;              // (rows, D)   positional encoding per token (shared by channels)
+    float *tau;             // (N, 4)      time features of a rebuild's tokens
+    float *scores;          // (H, N+1)    one token's attention weights, every head (+ slack)
+    float *kvbuf;           // (2, N, D)   rebuild: (H, DK, nc) keys transposed + one head's values;
+                            //             else one head's keys/values widened to f32 (+ slack)
+    CcCell **cells;         // (max_batch_cells) cells of the chunk being processed
     const char **kv_blocks; // (max_batch_cells, F, L) the step's KV blocks, in stream order
-    CcGemmStream stream;   ///< kv_blocks, asked for while the dense kernels run
+    CcGemmStream stream;    ///< kv_blocks, asked for while the dense kernels run
     int sub_cells, n_ready; ///< current-token sub-batch size and cells of this chunk
-    int *rows_of;          // (max_batch_cells) first row of each cell in a batch
+    int *rows_of;           // (max_batch_cells) first row of each cell in a batch
     CcEngineStats stats;
 } Workspace;
 
@@ -67,21 +67,21 @@ typedef struct Job {
 
 struct CcEngine {
     const CcModel *m;
-    CcHparams hp;          ///< m's, compared with the next model's at a swap
+    CcHparams hp; ///< m's, compared with the next model's at a swap
     CcEngineSettings s;
-    uint32_t gen;          ///< bumped by set_model: caches built before are stale
-    CcCellShape cs;        ///< what cells are laid out for (R: ring length in steps)
-    double *pe_div;        // (D/2) 10000^(2i/D), the PE's divisors
-    CcHalfDsp half;        ///< fp16 row conversions for this CPU
-    CcAttentionDsp att;    ///< AVX-512 attention kernels, unless absent or portable_attention
-    DenseW dw;             ///< m's dense weights, packed
-    int kblk;              ///< keys in the blocked layout, AVX-512 DK = 16 kernels (see
-                           ///< cc_kblock_width); else plain (DK, N) and the portable kernels
+    uint32_t gen;       ///< bumped by set_model: caches built before are stale
+    CcCellShape cs;     ///< what cells are laid out for (R: ring length in steps)
+    double *pe_div;     // (D/2) 10000^(2i/D), the PE's divisors
+    CcHalfDsp half;     ///< fp16 row conversions for this CPU
+    CcAttentionDsp att; ///< AVX-512 attention kernels, unless absent or portable_attention
+    DenseW dw;          ///< m's dense weights, packed
+    int kblk;           ///< keys in the blocked layout, AVX-512 DK = 16 kernels (see
+                        ///< cc_kblock_width); else plain (DK, N) and the portable kernels
     int n_threads;
-    Workspace *ws;         // (n_threads)
-    Job *jobs;             // (n_threads) the current step's share of each thread
-    CcPool *pool;          ///< n_threads - 1 workers; NULL for one thread
-    CcCell **list;         ///< cells of the current step, validated
+    Workspace *ws; // (n_threads)
+    Job *jobs;     // (n_threads) the current step's share of each thread
+    CcPool *pool;  ///< n_threads - 1 workers; NULL for one thread
+    CcCell **list; ///< cells of the current step, validated
     int list_cap;
     uint64_t batch_mark;
     CcEngineStats stats;
@@ -129,8 +129,8 @@ static int ws_alloc(Workspace *w, const CcHparams *hp, int max_cells)
     w->y = malloc(rows * 2 * hp->horizon * sizeof(float));
     w->pe = malloc(rows * D * sizeof(float));
     /* one token's weights for every head; slack for whole 16-lane blocks */
-    w->scores = malloc(((size_t)hp->n_heads * (hp->n_patches + 1) + hp->n_patches + 64) *
-                       sizeof(float));
+    w->scores =
+        malloc(((size_t)hp->n_heads * (hp->n_patches + 1) + hp->n_patches + 64) * sizeof(float));
     /* keys transposed for every head, (H, DK, N), or one head's keys and values widened;
      * slack for whole 16-token blocks */
     w->kvbuf = calloc(2 * (size_t)hp->n_patches * D + 64, sizeof(float));
@@ -138,8 +138,8 @@ static int ws_alloc(Workspace *w, const CcHparams *hp, int max_cells)
     w->cells = malloc((size_t)max_cells * sizeof(CcCell *));
     w->kv_blocks = malloc((size_t)max_cells * F * hp->n_layers * sizeof(char *));
     w->rows_of = malloc(((size_t)max_cells + 1) * sizeof(int));
-    if (!w->x || !w->z || !w->qkv || !w->a || !w->h || !w->y || !w->pe || !w->scores ||
-        !w->kvbuf || !w->tau || !w->cells || !w->kv_blocks || !w->rows_of) {
+    if (!w->x || !w->z || !w->qkv || !w->a || !w->h || !w->y || !w->pe || !w->scores || !w->kvbuf ||
+        !w->tau || !w->cells || !w->kv_blocks || !w->rows_of) {
         ws_free(w);
         return -ENOMEM;
     }
@@ -244,7 +244,8 @@ static int dense_pack(DenseW *d, const CcModel *m, int blas)
                             blas)) < 0)
         goto fail;
     for (int l = 0; l < L; l++)
-        if ((ret = cc_gemm_open(&d->qkv[l], p->qkv_w + (size_t)l * 3 * D * D, 3 * D, D, blas)) < 0 ||
+        if ((ret = cc_gemm_open(&d->qkv[l], p->qkv_w + (size_t)l * 3 * D * D, 3 * D, D, blas)) <
+                0 ||
             (ret = cc_gemm_open(&d->o[l], p->o_w + (size_t)l * D * D, D, D, blas)) < 0 ||
             (ret = cc_gemm_open(&d->up[l], p->up_w + (size_t)l * FF * D, FF, D, blas)) < 0 ||
             (ret = cc_gemm_open(&d->down[l], p->down_w + (size_t)l * D * FF, D, FF, blas)) < 0)
@@ -409,7 +410,6 @@ void cc_engine_reset_stats(CcEngine *e) { memset(&e->stats, 0, sizeof e->stats);
 /* ---- the batched computation ----------------------------------------------------------- */
 
 static inline int64_t boundary_of(int64_t t, int P) { return ((t + 1) / P) * P - 1; }
-
 
 /* One post-LN block's tail for rows of z given the attention output in a:
  * z = LN(z + a·Wo^T + bo); z = LN(z + W2·relu(W1·z + c1) + c2). Biases, ReLU and the
@@ -670,8 +670,7 @@ static void current(const CcEngine *e, Workspace *w, CcCell **cells, int n, int 
                      * (the whole next channel, or the one after, ahead was slower) */
                     for (int hh = 0; hh < H; hh++)
                         prefetch_next_head(cells, ci, n, f, F, hh, H, l, e->cs.kv_elem, 0);
-                    float *wts = c->att ? &c->att[((size_t)f * L + l) * H * (c->N + 1)]
-                                        : w->scores;
+                    float *wts = c->att ? &c->att[((size_t)f * L + l) * H * (c->N + 1)] : w->scores;
                     direct(&w->a[(size_t)(ci * F + f) * D], wts, c->N + 1, row,
                            cc_cell_kv(c, e->cs.kv_elem, f, l, 0, 0), (size_t)c->N * DK, c->N,
                            cc_cell_kv(c, e->cs.kv_elem, f, l, 1, 0), (size_t)c->N * DK, DK, row + D,
@@ -682,8 +681,8 @@ static void current(const CcEngine *e, Workspace *w, CcCell **cells, int n, int 
                     prefetch_next_head(cells, ci, n, f, F, h, H, l, e->cs.kv_elem, 0);
                     const void *K = cc_cell_kv(c, e->cs.kv_elem, f, l, 0, h);
                     const void *V = cc_cell_kv(c, e->cs.kv_elem, f, l, 1, h);
-                    float *wts = c->att ? &c->att[(((size_t)f * L + l) * H + h) * (c->N + 1)]
-                                        : w->scores;
+                    float *wts =
+                        c->att ? &c->att[(((size_t)f * L + l) * H + h) * (c->N + 1)] : w->scores;
                     int ldk = c->N;
                     float *o = &w->a[(size_t)(ci * F + f) * D + h * DK];
                     if (e->s.kv_type != CC_KV_F32) { /* widen the n valid columns/rows */
@@ -726,9 +725,8 @@ static void process(const CcEngine *e, Workspace *w, CcCell **cells, int n)
 {
     const CcHparams *hp = &e->m->hp;
     const int P = hp->patch_len, F = hp->n_features;
-    const int reb_cells = REBUILD_TOKENS_MAX / (F * hp->n_patches) > 0
-                              ? REBUILD_TOKENS_MAX / (F * hp->n_patches)
-                              : 1;
+    const int reb_cells =
+        REBUILD_TOKENS_MAX / (F * hp->n_patches) > 0 ? REBUILD_TOKENS_MAX / (F * hp->n_patches) : 1;
     /* two groups of KV (sub-batch × one layer) in ~1.25 MB of L2, with the activations */
     const size_t group_cell = (size_t)F * 2 * hp->d_model * hp->n_patches * e->cs.kv_elem;
     w->sub_cells = (int)((5u << 18) / (2 * group_cell)); /* default shape: 14 (f16), 7 (f32) */
@@ -769,7 +767,6 @@ static void run_job(void *ctx, int idx)
     CcEngine *e = ctx;
     process(e, &e->ws[idx], e->jobs[idx].cells, e->jobs[idx].n);
 }
-
 
 int cc_engine_step(CcEngine *e, const CcStepInput *in, int n, int *status)
 {

@@ -42,14 +42,14 @@ typedef struct CcEngineSettings {
 
 /** Time spent in the engine since open (or the last cc_engine_reset_stats), in ns. */
 typedef struct CcEngineStats {
-    uint64_t steps;           ///< cell-steps run
-    uint64_t channel_steps;   ///< channel-steps with a forecast
-    uint64_t rebuilds;        ///< channel cache rebuilds
-    uint64_t rebuild_tokens;  ///< tokens computed by rebuilds
-    int64_t ns_dense;         ///< current-token sgemms, LayerNorms, embedding, head
-    int64_t ns_attention;     ///< current-token attention against the caches
-    int64_t ns_rebuild;       ///< rebuilds (all their parts)
-    int64_t ns_other;         ///< rings, normalisation, token assembly
+    uint64_t steps;          ///< cell-steps run
+    uint64_t channel_steps;  ///< channel-steps with a forecast
+    uint64_t rebuilds;       ///< channel cache rebuilds
+    uint64_t rebuild_tokens; ///< tokens computed by rebuilds
+    int64_t ns_dense;        ///< current-token sgemms, LayerNorms, embedding, head
+    int64_t ns_attention;    ///< current-token attention against the caches
+    int64_t ns_rebuild;      ///< rebuilds (all their parts)
+    int64_t ns_other;        ///< rings, normalisation, token assembly
 } CcEngineStats;
 
 void cc_engine_default_settings(CcEngineSettings *s);
@@ -100,10 +100,10 @@ int cc_cell_rebind(CcCell *c, const CcEngine *e);
 /** One cell's observation for one step. */
 typedef struct CcStepInput {
     CcCell *cell;
-    int64_t step;          ///< absolute step index p = ts / S
-    const float *values;   ///< (F) raw KPI values, finite; NULL = recompute the forecast
-                           ///< at the cell's last step without new data (after restore or
-                           ///< model swap)
+    int64_t step;        ///< absolute step index p = ts / S
+    const float *values; ///< (F) raw KPI values, finite; NULL = recompute the forecast
+                         ///< at the cell's last step without new data (after restore or
+                         ///< model swap)
 } CcStepInput;
 
 /**
@@ -119,14 +119,14 @@ int cc_engine_step(CcEngine *e, const CcStepInput *in, int n, int *status);
 
 /** The cell's current forecast, valid until the cell's next step. */
 typedef struct CcForecast {
-    int valid;           ///< 0 until the cell holds one complete patch (cold start)
-    int64_t step;        ///< t, the newest observed step; forecasts are for t+1..t+HZ
+    int valid;    ///< 0 until the cell holds one complete patch (cold start)
+    int64_t step; ///< t, the newest observed step; forecasts are for t+1..t+HZ
     int n_features, horizon;
-    const float *y;      // (F, HZ, 2) head output: normalised mean and log-sigma
-    const float *mu;     // (F) normalisation mean
-    const float *sigma;  // (F) normalisation scale
-    int64_t seq_start;   ///< first step of the sequence behind it (p0): step - seq_start + 1
-                         ///< steps of history, for callers that distrust cold starts
+    const float *y;     // (F, HZ, 2) head output: normalised mean and log-sigma
+    const float *mu;    // (F) normalisation mean
+    const float *sigma; // (F) normalisation scale
+    int64_t seq_start;  ///< first step of the sequence behind it (p0): step - seq_start + 1
+                        ///< steps of history, for callers that distrust cold starts
 } CcForecast;
 
 void cc_cell_forecast(const CcCell *c, CcForecast *out);
@@ -146,8 +146,7 @@ int cc_cell_history(const CcCell *c, int64_t from, int count, float *out);
  * cc_engine_step (values NULL to compute it without new data). 0, -EINVAL, -ERANGE.
  * `seq_start` is the first step of the sequence (≤ first) for the cold-start rule.
  */
-int cc_cell_restore(CcCell *c, int64_t seq_start, int64_t first, int count,
-                           const float *values);
+int cc_cell_restore(CcCell *c, int64_t seq_start, int64_t first, int count, const float *values);
 
 /** First step of the cell's current sequence (p0), -1 when empty. */
 int64_t cc_cell_seq_start(const CcCell *c);
@@ -155,9 +154,9 @@ int64_t cc_cell_seq_start(const CcCell *c);
 /**
  * Last step's attention of channel f (requires keep_attention): weights (L, H, T) packed
  * with T = n+1 over the tokens [cached_0..cached_{n-1}, current], and each token's end
- * step (T). Buffers of (L, H, N+1) and (N+1) always suffice. *n_tokens gets T. 0, -EAGAIN (no forecast yet), -EINVAL (not kept).
+ * step (T). Buffers of (L, H, N+1) and (N+1) always suffice. *n_tokens gets T. 0, -EAGAIN (no
+ * forecast yet), -EINVAL (not kept).
  */
-int cc_cell_attention(const CcCell *c, int f, float *weights, int64_t *token_end,
-                             int *n_tokens);
+int cc_cell_attention(const CcCell *c, int f, float *weights, int64_t *token_end, int *n_tokens);
 
 #endif

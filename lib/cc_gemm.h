@@ -52,20 +52,19 @@ typedef enum CcGemmEpilogue {
 } CcGemmEpilogue;
 
 /** C (M, N) rows strided by ldc; A (M, K) strided by lda; bias (N) or NULL. */
-void cc_gemm(float *C, int ldc, const float *A, int lda, const CcGemmW *W, const float *bias,
-                    int M, CcGemmEpilogue epi, CcGemmStream *stream);
+void cc_gemm(float *C, int ldc, const float *A, int lda, const CcGemmW *W, const float *bias, int M,
+             CcGemmEpilogue epi, CcGemmStream *stream);
 
 /** The post-LN residual: Z (M, N) = LayerNorm(Z + A·W^T + bias) with gain g and
  * shift b (N), eps 1e-5, biased variance. N = d_model. */
 void cc_gemm_residual_ln(float *Z, int ldz, const float *A, int lda, const CcGemmW *W,
-                                const float *bias, const float *g, const float *b, int M,
-                                CcGemmStream *stream);
+                         const float *bias, const float *g, const float *b, int M,
+                         CcGemmStream *stream);
 
 /** Reference twins: double accumulation, naive loops. */
 void cc_gemm_ref(float *C, int ldc, const float *A, int lda, const float *W, int N, int K,
-                        const float *bias, int M, CcGemmEpilogue epi);
-void cc_gemm_residual_ln_ref(float *Z, int ldz, const float *A, int lda, const float *W,
-                                    int N, int K, const float *bias, const float *g, const float *b,
-                                    int M);
+                 const float *bias, int M, CcGemmEpilogue epi);
+void cc_gemm_residual_ln_ref(float *Z, int ldz, const float *A, int lda, const float *W, int N,
+                             int K, const float *bias, const float *g, const float *b, int M);
 
 #endif

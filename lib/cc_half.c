@@ -45,7 +45,8 @@ __attribute__((target("avx,f16c"))) static void f16_store_f16c(uint16_t *dst, co
         float tmp[8] = {0};
         uint16_t h[8];
         memcpy(tmp, src + i, (size_t)(n - i) * sizeof(float));
-        _mm_storeu_si128((__m128i *)h, _mm256_cvtps_ph(_mm256_loadu_ps(tmp), _MM_FROUND_TO_NEAREST_INT));
+        _mm_storeu_si128((__m128i *)h,
+                         _mm256_cvtps_ph(_mm256_loadu_ps(tmp), _MM_FROUND_TO_NEAREST_INT));
         memcpy(dst + i, h, (size_t)(n - i) * sizeof(uint16_t));
     }
 }

@@ -59,8 +59,8 @@ static inline float sum_lanes(const float *x, int D)
     return acc[0];
 }
 
-void cc_add_layernorm(float *out, const float *a, const float *b, const float *g,
-                      const float *beta, int rows, int D)
+void cc_add_layernorm(float *out, const float *a, const float *b, const float *g, const float *beta,
+                      int rows, int D)
 {
     cc_add_bias_layernorm(out, a, b, NULL, g, beta, rows, D);
 }

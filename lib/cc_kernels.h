@@ -13,21 +13,20 @@
 /** C (M,N) = A (M,K) · B^T with B (N,K), plus bias (N) per row if not NULL; accumulate=1
  *  adds into C instead of overwriting. OpenBLAS sgemm. */
 void cc_linear(float *C, int ldc, const float *A, int lda, const float *B, int ldb,
-                      const float *bias, int M, int N, int K, int accumulate);
+               const float *bias, int M, int N, int K, int accumulate);
 void cc_linear_ref(float *C, int ldc, const float *A, int lda, const float *B, int ldb,
-                          const float *bias, int M, int N, int K, int accumulate);
+                   const float *bias, int M, int N, int K, int accumulate);
 
 /** out (rows, D) = LayerNorm(a + b) with gain g, bias beta (b may be NULL). out may alias a. */
-void cc_add_layernorm(float *out, const float *a, const float *b, const float *g,
-                             const float *beta, int rows, int D);
+void cc_add_layernorm(float *out, const float *a, const float *b, const float *g, const float *beta,
+                      int rows, int D);
 void cc_add_layernorm_ref(float *out, const float *a, const float *b, const float *g,
-                                 const float *beta, int rows, int D);
+                          const float *beta, int rows, int D);
 
 /** out (rows, D) = LayerNorm(a + b + bias) (bias (D) broadcast over rows): the bias of
  *  the linear that produced b, folded in so that linear needs no pass of its own. */
-void cc_add_bias_layernorm(float *out, const float *a, const float *b,
-                                  const float *bias, const float *g, const float *beta,
-                                  int rows, int D);
+void cc_add_bias_layernorm(float *out, const float *a, const float *b, const float *bias,
+                           const float *g, const float *beta, int rows, int D);
 
 /** In-place ReLU. */
 void cc_relu(float *x, size_t n);
@@ -118,8 +117,7 @@ void cc_pos_encoding_divisors(double *div, int D);
 void cc_pos_encoding_tab(float *out, double pos, int D, const double *div);
 
 /** tau(p) of the spec: [sin 2π·pd, cos 2π·pd, sin 2π·pw, cos 2π·pw]. */
-void cc_time_features(float out[4], int64_t step, int64_t step_seconds,
-                             int64_t tz_offset_s);
+void cc_time_features(float out[4], int64_t step, int64_t step_seconds, int64_t tz_offset_s);
 
 /** Mean and population sd of x[0..n) in double; sigma = sd + 1e-5(1+|mu|). */
 void cc_norm_stats(const float *x, int n, float *mu, float *sigma);

@@ -28,7 +28,7 @@
 #include <strings.h>
 
 #define TS_MS_MIN 1e11
-#define TS_MS_END 253402300800000.0  /* 10000-01-01T00:00:00Z in ms */
+#define TS_MS_END 253402300800000.0     /* 10000-01-01T00:00:00Z in ms */
 #define CELL_INT_MAX 9007199254740992.0 /* 2^53 */
 
 enum SlotKind { SLOT_EMPTY = 0, SLOT_CELL, SLOT_TS, SLOT_KPIS, SLOT_FIELD };
@@ -38,9 +38,9 @@ typedef struct Slot {
     char *name;
     size_t len;
     uint32_t hash;
-    uint32_t seen;     /* fast path: the object scope (CcKpiDecoder.scope) that had it */
+    uint32_t seen; /* fast path: the object scope (CcKpiDecoder.scope) that had it */
     int feature;
-    int prio;          /* position in the mapping: lower wins among aliases */
+    int prio; /* position in the mapping: lower wins among aliases */
     double scale;
 } Slot;
 
@@ -54,11 +54,11 @@ struct CcKpiDecoder {
     int max_records;
     const char *cell_name, *ts_name, *kpis_name; /* point into slots */
 
-    Slot *slots;            /* (cap) */
-    uint32_t cap;           /* power of two */
-    uint32_t scope;         /* fast path: object scopes opened so far */
+    Slot *slots;    /* (cap) */
+    uint32_t cap;   /* power of two */
+    uint32_t scope; /* fast path: object scopes opened so far */
     int jansson_only;
-    locale_t c_locale;      /* strtod_l for the fast path's long numbers; 0: not available */
+    locale_t c_locale; /* strtod_l for the fast path's long numbers; 0: not available */
 
     CcKpiRecord *rec;
     int n_rec, cap_rec;
@@ -199,10 +199,7 @@ void cc_kpi_close(CcKpiDecoder **pd)
     *pd = NULL;
 }
 
-static int name_ok(const char *s)
-{
-    return s && *s;
-}
+static int name_ok(const char *s) { return s && *s; }
 
 int cc_kpi_open(CcKpiDecoder **out, const CcKpiSettings *s, char *err, size_t errlen)
 {
@@ -291,14 +288,14 @@ int cc_kpi_open(CcKpiDecoder **out, const CcKpiSettings *s, char *err, size_t er
         }
         if (f < 0 || f >= d->F) {
             ret = cc_errf(err, errlen, -EINVAL,
-                          "kpi: mapping of field \"%s\": feature %d outside 0..%d", m->field,
-                          f, d->F - 1);
+                          "kpi: mapping of field \"%s\": feature %d outside 0..%d", m->field, f,
+                          d->F - 1);
             goto error;
         }
         double scale = m->scale == 0 ? 1.0 : m->scale;
         if (!isfinite(scale)) {
-            ret = cc_errf(err, errlen, -EINVAL, "kpi: mapping of field \"%s\": bad scale",
-                          m->field);
+            ret =
+                cc_errf(err, errlen, -EINVAL, "kpi: mapping of field \"%s\": bad scale", m->field);
             goto error;
         }
         ret = slot_add(d, m->field, SLOT_FIELD, &sl);
@@ -321,9 +318,9 @@ int cc_kpi_open(CcKpiDecoder **out, const CcKpiSettings *s, char *err, size_t er
         ret = slot_add(d, name, SLOT_FIELD, &sl);
         if (ret == -EEXIST) {
             if (sl->kind != SLOT_FIELD) {
-                ret = cc_errf(err, errlen, -EINVAL,
-                              "kpi: feature name \"%s\" collides with the cell/ts/kpis field",
-                              name);
+                ret =
+                    cc_errf(err, errlen, -EINVAL,
+                            "kpi: feature name \"%s\" collides with the cell/ts/kpis field", name);
                 goto error;
             }
             ret = 0;
@@ -345,10 +342,7 @@ error:
     return ret;
 }
 
-void cc_kpi_stats(const CcKpiDecoder *d, CcKpiStats *out)
-{
-    *out = d->st;
-}
+void cc_kpi_stats(const CcKpiDecoder *d, CcKpiStats *out) { *out = d->st; }
 
 /* ---- validation helpers ---- */
 
@@ -416,16 +410,16 @@ typedef struct Rec {
     char why[CC_KPI_MSG_MAX];
 } Rec;
 
-#define FAIL(R, ...)                                         \
-    do {                                                     \
-        rc->reason = (R);                                    \
-        snprintf(rc->why, sizeof rc->why, __VA_ARGS__);      \
-        return;                                              \
+#define FAIL(R, ...)                                                                               \
+    do {                                                                                           \
+        rc->reason = (R);                                                                          \
+        snprintf(rc->why, sizeof rc->why, __VA_ARGS__);                                            \
+        return;                                                                                    \
     } while (0)
 
 /* One KPI value into r; sets rc->reason on a refusal. prio[f] holds the winning alias. */
-static void take_value(CcKpiDecoder *d, const Slot *sl, const char *key, json_t *v,
-                       CcKpiRecord *r, int *prio, uint64_t *nulls, Rec *rc)
+static void take_value(CcKpiDecoder *d, const Slot *sl, const char *key, json_t *v, CcKpiRecord *r,
+                       int *prio, uint64_t *nulls, Rec *rc)
 {
     int f = sl->feature;
     double x;
@@ -441,15 +435,16 @@ static void take_value(CcKpiDecoder *d, const Slot *sl, const char *key, json_t 
     }
     if (!json_is_number(v))
         FAIL(CC_KPI_BAD_VALUE_TYPE, "field \"%s\": a %s, a number was expected", key,
-             json_is_boolean(v) ? "boolean" : json_is_array(v) ? "array" : "object");
+             json_is_boolean(v) ? "boolean"
+             : json_is_array(v) ? "array"
+                                : "object");
     x = json_number_value(v) * sl->scale;
     if (isnan(x))
         FAIL(CC_KPI_NON_FINITE, "field \"%s\": not a number after scaling", key);
     if (!isfinite(x) || fabs(x) > d->max_abs || fabs(x) > 3.4e38)
         FAIL(CC_KPI_ABSURD_VALUE, "field \"%s\": %g exceeds |x| ≤ %g", key, x, d->max_abs);
     if (x < d->lo[f] || x > d->hi[f])
-        FAIL(CC_KPI_ABSURD_VALUE, "field \"%s\": %g outside [%g, %g]", key, x, d->lo[f],
-             d->hi[f]);
+        FAIL(CC_KPI_ABSURD_VALUE, "field \"%s\": %g outside [%g, %g]", key, x, d->lo[f], d->hi[f]);
     if (prio[f] <= sl->prio)
         return; /* an alias listed earlier already gave this feature */
     prio[f] = sl->prio;
@@ -476,17 +471,13 @@ static void decode_ts(CcKpiDecoder *d, json_t *v, CcKpiRecord *r, Rec *rc)
     }
     int64_t step;
     switch (d->align) {
-    case CC_KPI_ALIGN_NEAREST:
-        step = (ts + d->S / 2) / d->S;
-        break;
+    case CC_KPI_ALIGN_NEAREST: step = (ts + d->S / 2) / d->S; break;
     case CC_KPI_ALIGN_EXACT:
         if (ts % d->S)
-            FAIL(CC_KPI_MISALIGNED_TS, "timestamp %lld is not a multiple of %lld s",
-                 (long long)ts, (long long)d->S);
+            FAIL(CC_KPI_MISALIGNED_TS, "timestamp %lld is not a multiple of %lld s", (long long)ts,
+                 (long long)d->S);
         /* fallthrough */
-    default:
-        step = ts / d->S;
-        break;
+    default: step = ts / d->S; break;
     }
     r->ts = ts;
     r->step = step;
@@ -498,8 +489,8 @@ static void decode_cell(json_t *v, CcKpiRecord *r, Rec *rc)
         const char *s = json_string_value(v);
         size_t n = json_string_length(v);
         if (!cc_kpi_valid_cell_id(s, n))
-            FAIL(CC_KPI_BAD_CELL_ID, "cell id \"%.40s\"%s: want 1..%d of [A-Za-z0-9._:/-]",
-                 s, n > 40 ? "…" : "", CC_KPI_CELL_ID_MAX);
+            FAIL(CC_KPI_BAD_CELL_ID, "cell id \"%.40s\"%s: want 1..%d of [A-Za-z0-9._:/-]", s,
+                 n > 40 ? "…" : "", CC_KPI_CELL_ID_MAX);
         memcpy(r->cell_id, s, n);
         r->cell_id[n] = 0;
     } else if (json_is_number(v)) {
@@ -522,12 +513,12 @@ static int decode_record(CcKpiDecoder *d, json_t *obj, int element, CcKpiBatch *
     uint64_t unmapped = 0, nulls = 0;
 
     if (!json_is_object(obj))
-        return push_error(d, CC_KPI_NOT_OBJECT, element, "element %d is not an object",
-                          element);
+        return push_error(d, CC_KPI_NOT_OBJECT, element, "element %d is not an object", element);
     /* First pass: the reserved members. */
     const char *key;
     json_t *v;
-    json_object_foreach(obj, key, v) {
+    json_object_foreach(obj, key, v)
+    {
         const Slot *sl = slot_find(d, key);
         if (!sl)
             continue;
@@ -568,7 +559,8 @@ static int decode_record(CcKpiDecoder *d, json_t *obj, int element, CcKpiBatch *
     }
     for (int f = 0; f < d->F; f++)
         prio[f] = 1 << 30;
-    json_object_foreach(src, key, v) {
+    json_object_foreach(src, key, v)
+    {
         const Slot *sl = slot_find(d, key);
         if (!sl) {
             unmapped++;
@@ -587,9 +579,10 @@ static int decode_record(CcKpiDecoder *d, json_t *obj, int element, CcKpiBatch *
     b->null_values += nulls;
     if (!r.present) {
         rc.reason = CC_KPI_NO_KPIS;
-        snprintf(rc.why, sizeof rc.why, "cell %s: no mapped KPI value (%llu unmapped, "
-                 "%llu null)", r.cell_id, (unsigned long long)unmapped,
-                 (unsigned long long)nulls);
+        snprintf(rc.why, sizeof rc.why,
+                 "cell %s: no mapped KPI value (%llu unmapped, "
+                 "%llu null)",
+                 r.cell_id, (unsigned long long)unmapped, (unsigned long long)nulls);
         goto refused;
     }
     CcKpiRecord *o = push_record(d);
@@ -731,9 +724,7 @@ static int scan_scalar(const CcKpiDecoder *d, Scan *s, int *type, double *num)
     if (s->p >= s->end)
         return -1;
     switch (*s->p) {
-    case '"':
-        *type = 's';
-        return scan_str(s, &str, &n);
+    case '"': *type = 's'; return scan_str(s, &str, &n);
     case 't':
         *type = 'b';
         n = 4;
@@ -749,9 +740,7 @@ static int scan_scalar(const CcKpiDecoder *d, Scan *s, int *type, double *num)
         n = 4;
         str = "null";
         break;
-    default:
-        *type = 'n';
-        return scan_num(d, s, num);
+    default: *type = 'n'; return scan_num(d, s, num);
     }
     if ((size_t)(s->end - s->p) < n || memcmp(s->p, str, n))
         return -1;
@@ -839,8 +828,8 @@ static int obj_next(Scan *s, int *first, const char **key, size_t *klen)
 
 /* A member where a KPI value may stand (sl: its mapped slot or NULL): mapped numbers and
  * nulls are taken, other names counted once. 0, or -1 for the reference path. */
-static int kpi_member(const CcKpiDecoder *d, Scan *s, Slot *sl, uint32_t scope, Vals *v,
-                      Names *u, const char *key, size_t klen)
+static int kpi_member(const CcKpiDecoder *d, Scan *s, Slot *sl, uint32_t scope, Vals *v, Names *u,
+                      const char *key, size_t klen)
 {
     int type;
     double num = 0;
@@ -1026,8 +1015,8 @@ int cc_kpi_decode(CcKpiDecoder *d, const void *buf, size_t len, CcKpiBatch *out)
             ret = -ENOMEM;
             goto done;
         }
-        ret = push_error(d, CC_KPI_NOT_JSON, -1, "not JSON: %s at line %d column %d",
-                         jerr.text, jerr.line, jerr.column);
+        ret = push_error(d, CC_KPI_NOT_JSON, -1, "not JSON: %s at line %d column %d", jerr.text,
+                         jerr.line, jerr.column);
         goto done;
     }
     if (json_is_object(root)) {
@@ -1046,10 +1035,13 @@ int cc_kpi_decode(CcKpiDecoder *d, const void *buf, size_t len, CcKpiBatch *out)
                 ret = decode_record(d, json_array_get(root, i), (int)i, out);
         }
     } else {
-        ret = push_error(d, CC_KPI_NOT_OBJECT, -1, "message is a JSON %s, not an object or "
+        ret = push_error(d, CC_KPI_NOT_OBJECT, -1,
+                         "message is a JSON %s, not an object or "
                          "an array of objects",
-                         json_is_string(root) ? "string" : json_is_number(root) ? "number"
-                         : json_is_null(root) ? "null" : "boolean");
+                         json_is_string(root)   ? "string"
+                         : json_is_number(root) ? "number"
+                         : json_is_null(root)   ? "null"
+                                                : "boolean");
     }
 
 done:

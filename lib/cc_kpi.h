@@ -111,45 +111,45 @@ typedef struct CcKpiSettings {
                                       ///< map entry uses that field name.
     const CcKpiMapEntry *map;         ///< explicit mapping entries (default none)
     int n_map;
-    const double *min, *max;          ///< (F) per-feature bounds after scaling, or NULL
-                                      ///< (default NULL = only max_abs)
-    double max_abs;                   ///< |x| above this is absurd (default 1e15)
-    const char *cell_field;           ///< (default "cell")
-    const char *ts_field;             ///< (default "ts")
-    const char *kpis_field;           ///< (default "kpis")
-    size_t max_message_bytes;         ///< (default 1 MiB)
-    int max_records;                  ///< records per message (default 100000)
-    int jansson_only;                 ///< 1: decode every message on the reference path
-                                      ///< (jansson); 0 (default): a fast scanner decodes
-                                      ///< messages whose elements are all valid records
-                                      ///< and hands the rest to the reference path. The
-                                      ///< results are the same (test_kpi, fuzz_kpi).
+    const double *min, *max;  ///< (F) per-feature bounds after scaling, or NULL
+                              ///< (default NULL = only max_abs)
+    double max_abs;           ///< |x| above this is absurd (default 1e15)
+    const char *cell_field;   ///< (default "cell")
+    const char *ts_field;     ///< (default "ts")
+    const char *kpis_field;   ///< (default "kpis")
+    size_t max_message_bytes; ///< (default 1 MiB)
+    int max_records;          ///< records per message (default 100000)
+    int jansson_only;         ///< 1: decode every message on the reference path
+                              ///< (jansson); 0 (default): a fast scanner decodes
+                              ///< messages whose elements are all valid records
+                              ///< and hands the rest to the reference path. The
+                              ///< results are the same (test_kpi, fuzz_kpi).
 } CcKpiSettings;
 
 typedef struct CcKpiRecord {
     char cell_id[CC_KPI_CELL_ID_MAX + 1];
-    int element;                      ///< index in the message's array (0 for an object)
-    int64_t ts;                       ///< unix seconds (floored)
-    int64_t step;                     ///< per the step rule
-    uint64_t present;                 ///< bit f set: values[f] holds a value
-    float values[CC_MAX_FEATURES];    ///< (F) scaled values; 0 where absent
+    int element;                   ///< index in the message's array (0 for an object)
+    int64_t ts;                    ///< unix seconds (floored)
+    int64_t step;                  ///< per the step rule
+    uint64_t present;              ///< bit f set: values[f] holds a value
+    float values[CC_MAX_FEATURES]; ///< (F) scaled values; 0 where absent
 } CcKpiRecord;
 
 typedef struct CcKpiError {
     enum CcKpiReason reason;
-    int element;                      ///< array index, or -1 for the whole message
-    char message[CC_KPI_MSG_MAX];     ///< human-readable, names the field and value
+    int element;                  ///< array index, or -1 for the whole message
+    char message[CC_KPI_MSG_MAX]; ///< human-readable, names the field and value
 } CcKpiError;
 
 /** Result of one cc_kpi_decode; arrays owned by the decoder, valid until its next call. */
 typedef struct CcKpiBatch {
     const CcKpiRecord *records;
     int n_records;
-    const CcKpiError *errors;         ///< one per refused element (or one for the message)
+    const CcKpiError *errors; ///< one per refused element (or one for the message)
     int n_errors;
-    int n_elements;                   ///< records in the message (1 for an object)
-    uint64_t unmapped_fields;         ///< fields seen that no mapping entry names
-    uint64_t null_values;             ///< mapped fields that were null
+    int n_elements;           ///< records in the message (1 for an object)
+    uint64_t unmapped_fields; ///< fields seen that no mapping entry names
+    uint64_t null_values;     ///< mapped fields that were null
 } CcKpiBatch;
 
 /** Totals since open. */
@@ -157,7 +157,7 @@ typedef struct CcKpiStats {
     uint64_t messages, records, bytes;
     uint64_t invalid[CC_KPI_N_REASONS]; ///< refused elements (or messages) by reason
     uint64_t unmapped_fields, null_values;
-    uint64_t fast;                    ///< messages decoded by the fast scanner
+    uint64_t fast; ///< messages decoded by the fast scanner
 } CcKpiStats;
 
 typedef struct CcKpiDecoder CcKpiDecoder;

@@ -44,10 +44,7 @@ void cc_metrics_close(CcMetrics **pm)
     *pm = NULL;
 }
 
-void cc_metrics_reset(CcMetrics *m)
-{
-    memset(m->acc, 0, (size_t)m->F * m->HZ * sizeof *m->acc);
-}
+void cc_metrics_reset(CcMetrics *m) { memset(m->acc, 0, (size_t)m->F * m->HZ * sizeof *m->acc); }
 
 void cc_metrics_add(CcMetrics *m, int f, int k, double y, double yhat, double sd, double scale)
 {
@@ -120,8 +117,8 @@ void cc_metrics_get(const CcMetrics *m, int f, int k, CcMetricValues *out)
     out->skipped = s.skipped;
     out->n_cov = s.n_cov;
     if (s.n == 0) {
-        out->mae = out->mse = out->rmse = out->nrmse = out->mase = out->coverage =
-            out->mean_true = NAN;
+        out->mae = out->mse = out->rmse = out->nrmse = out->mase = out->coverage = out->mean_true =
+            NAN;
         return;
     }
     out->mae = s.sum_abs / (double)s.n;
@@ -133,8 +130,8 @@ void cc_metrics_get(const CcMetrics *m, int f, int k, CcMetricValues *out)
     out->coverage = s.n_cov ? (double)s.n_in / (double)s.n_cov : NAN;
 }
 
-double cc_mase_scale(const float *x, const uint8_t *mask, int stride, int col, int begin,
-                     int end, int season)
+double cc_mase_scale(const float *x, const uint8_t *mask, int stride, int col, int begin, int end,
+                     int season)
 {
     if (season < 1)
         return NAN;

@@ -28,8 +28,8 @@
 typedef struct CcMetrics CcMetrics;
 
 typedef struct CcMetricValues {
-    int64_t n;        ///< pairs scored
-    int64_t skipped;  ///< pairs skipped (non-finite truth or forecast)
+    int64_t n;       ///< pairs scored
+    int64_t skipped; ///< pairs skipped (non-finite truth or forecast)
     double mae, mse, rmse, nrmse, mase, coverage;
     double mean_true; ///< mean of y
     int64_t n_cov;    ///< pairs with an sd (coverage denominator)
@@ -45,8 +45,7 @@ void cc_metrics_reset(CcMetrics *m);
  * (NaN = none, not counted in coverage). scale: MASE scale of this pair's series and KPI
  * (≤ 0 or NaN = not counted in MASE). Out-of-range f or k are ignored.
  */
-void cc_metrics_add(CcMetrics *m, int f, int k, double y, double yhat, double sd,
-                           double scale);
+void cc_metrics_add(CcMetrics *m, int f, int k, double y, double yhat, double sd, double scale);
 
 /** Merges b into a (same shape); -EINVAL if shapes differ. */
 int cc_metrics_merge(CcMetrics *a, const CcMetrics *b);
@@ -59,7 +58,7 @@ void cc_metrics_get(const CcMetrics *m, int f, int k, CcMetricValues *out);
  * [begin, end) of a (T, stride) array, column col, using only pairs where both values
  * are observed (mask NULL = all observed). NaN when no pair exists.
  */
-double cc_mase_scale(const float *x, const uint8_t *mask, int stride, int col,
-                            int begin, int end, int season);
+double cc_mase_scale(const float *x, const uint8_t *mask, int stride, int col, int begin, int end,
+                     int season);
 
 #endif

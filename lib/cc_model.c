@@ -29,9 +29,9 @@ void cc_hparams_default(CcHparams *hp)
 
 int cc_hparams_validate(const CcHparams *hp, char *err, size_t errlen)
 {
-#define CHECK_RANGE(field, lo, hi)                                                             \
-    if (hp->field < (lo) || hp->field > (hi))                                                  \
-        return cc_errf(err, errlen, -EINVAL, "%s = %lld out of range [%lld, %lld]", #field,   \
+#define CHECK_RANGE(field, lo, hi)                                                                 \
+    if (hp->field < (lo) || hp->field > (hi))                                                      \
+        return cc_errf(err, errlen, -EINVAL, "%s = %lld out of range [%lld, %lld]", #field,        \
                        (long long)hp->field, (long long)(lo), (long long)(hi));
     CHECK_RANGE(n_features, 1, CC_MAX_FEATURES);
     CHECK_RANGE(patch_len, 1, CC_MAX_PATCH_LEN);
@@ -66,14 +66,14 @@ size_t cc_params_sizes(const CcHparams *hp, size_t s[CC_NUM_PARAM_ARRAYS])
     size_t D = hp->d_model, L = hp->n_layers, FF = hp->d_ff, IN = hp->patch_len + 4;
     size_t F = hp->n_features, HZ2 = 2 * (size_t)hp->horizon;
     size_t v[CC_NUM_PARAM_ARRAYS] = {
-        D * IN, D, F * D,            // embed_w, embed_b, chan
-        L * 3 * D * D, L * 3 * D,    // qkv
-        L * D * D, L * D,            // o
-        L * D, L * D,                // ln1
-        L * FF * D, L * FF,          // up
-        L * D * FF, L * D,           // down
-        L * D, L * D,                // ln2
-        HZ2 * D, HZ2,                // head
+        D * IN,        D,         F * D, // embed_w, embed_b, chan
+        L * 3 * D * D, L * 3 * D,        // qkv
+        L * D * D,     L * D,            // o
+        L * D,         L * D,            // ln1
+        L * FF * D,    L * FF,           // up
+        L * D * FF,    L * D,            // down
+        L * D,         L * D,            // ln2
+        HZ2 * D,       HZ2,              // head
     };
     size_t total = 0;
     for (int i = 0; i < CC_NUM_PARAM_ARRAYS; i++) {
@@ -89,9 +89,9 @@ void cc_params_point(CcParams *p, const CcHparams *hp, float *block)
     size_t s[CC_NUM_PARAM_ARRAYS];
     cc_params_sizes(hp, s);
     float **ptrs[CC_NUM_PARAM_ARRAYS] = {
-        &p->embed_w, &p->embed_b, &p->chan, &p->qkv_w, &p->qkv_b, &p->o_w,
-        &p->o_b, &p->ln1_g, &p->ln1_b, &p->up_w, &p->up_b, &p->down_w,
-        &p->down_b, &p->ln2_g, &p->ln2_b, &p->head_w, &p->head_b,
+        &p->embed_w, &p->embed_b, &p->chan,  &p->qkv_w,  &p->qkv_b,  &p->o_w,
+        &p->o_b,     &p->ln1_g,   &p->ln1_b, &p->up_w,   &p->up_b,   &p->down_w,
+        &p->down_b,  &p->ln2_g,   &p->ln2_b, &p->head_w, &p->head_b,
     };
     for (int i = 0; i < CC_NUM_PARAM_ARRAYS; i++) {
         *ptrs[i] = block;

@@ -32,15 +32,15 @@ typedef struct CcMetaPair {
 } CcMetaPair;
 
 typedef struct CcHparams {
-    int n_features;      ///< F, number of KPIs per cell (default 8)
-    int patch_len;       ///< P, steps per patch token (default 16)
-    int n_patches;       ///< N, cached patch tokens (default 21)
-    int norm_window;     ///< M, normalisation look-back in steps (default 336)
-    int d_model;         ///< D (default 64)
-    int n_heads;         ///< H, must divide D (default 4)
-    int n_layers;        ///< L (default 2)
-    int d_ff;            ///< FF, feed-forward width (default 128)
-    int horizon;         ///< HZ, forecast steps (default 24)
+    int n_features;       ///< F, number of KPIs per cell (default 8)
+    int patch_len;        ///< P, steps per patch token (default 16)
+    int n_patches;        ///< N, cached patch tokens (default 21)
+    int norm_window;      ///< M, normalisation look-back in steps (default 336)
+    int d_model;          ///< D (default 64)
+    int n_heads;          ///< H, must divide D (default 4)
+    int n_layers;         ///< L (default 2)
+    int d_ff;             ///< FF, feed-forward width (default 128)
+    int horizon;          ///< HZ, forecast steps (default 24)
     int64_t step_seconds; ///< S, seconds per step (default 3600)
     int64_t tz_offset_s;  ///< added to unix time before the time features (default 0)
     char features[CC_MAX_FEATURES][CC_FEATURE_NAME_MAX]; ///< KPI names, channel_embed order
@@ -52,30 +52,30 @@ typedef struct CcHparams {
 
 /** Parameter tensors in file order; CC_NUM_PARAM_ARRAYS entries. q,k,v are stacked in qkv_w. */
 typedef struct CcParams {
-    float *embed_w;  // (D, IN)
-    float *embed_b;  // (D)
-    float *chan;     // (F, D)
-    float *qkv_w;    // (L, 3D, D)  rows [0,D) q_proj, [D,2D) k_proj, [2D,3D) v_proj
-    float *qkv_b;    // (L, 3D)
-    float *o_w;      // (L, D, D)
-    float *o_b;      // (L, D)
-    float *ln1_g;    // (L, D)
-    float *ln1_b;    // (L, D)
-    float *up_w;     // (L, FF, D)
-    float *up_b;     // (L, FF)
-    float *down_w;   // (L, D, FF)
-    float *down_b;   // (L, D)
-    float *ln2_g;    // (L, D)
-    float *ln2_b;    // (L, D)
-    float *head_w;   // (2HZ, D)  row 2k = mean of step k, row 2k+1 = its log-sigma
-    float *head_b;   // (2HZ)
+    float *embed_w; // (D, IN)
+    float *embed_b; // (D)
+    float *chan;    // (F, D)
+    float *qkv_w;   // (L, 3D, D)  rows [0,D) q_proj, [D,2D) k_proj, [2D,3D) v_proj
+    float *qkv_b;   // (L, 3D)
+    float *o_w;     // (L, D, D)
+    float *o_b;     // (L, D)
+    float *ln1_g;   // (L, D)
+    float *ln1_b;   // (L, D)
+    float *up_w;    // (L, FF, D)
+    float *up_b;    // (L, FF)
+    float *down_w;  // (L, D, FF)
+    float *down_b;  // (L, D)
+    float *ln2_g;   // (L, D)
+    float *ln2_b;   // (L, D)
+    float *head_w;  // (2HZ, D)  row 2k = mean of step k, row 2k+1 = its log-sigma
+    float *head_b;  // (2HZ)
 } CcParams;
 #define CC_NUM_PARAM_ARRAYS 17
 
 typedef struct CcModel {
     CcHparams hp;
-    CcParams w;      ///< points into block
-    float *block;    ///< all parameters, n_params floats
+    CcParams w;   ///< points into block
+    float *block; ///< all parameters, n_params floats
     size_t n_params;
 } CcModel;
 
@@ -103,8 +103,7 @@ void cc_model_init_random(CcModel *m, uint64_t seed);
 int cc_model_open_file(CcModel **out, const char *path, char *err, size_t errlen);
 
 /** Same from memory (used by the fuzz target). The buffer is not retained. */
-int cc_model_open_buffer(CcModel **out, const uint8_t *buf, size_t len, char *err,
-                                size_t errlen);
+int cc_model_open_buffer(CcModel **out, const uint8_t *buf, size_t len, char *err, size_t errlen);
 
 /** Writes F32 safetensors with the spec's metadata, atomically (temp file + rename). */
 int cc_model_save(const CcModel *m, const char *path, char *err, size_t errlen);

@@ -22,7 +22,7 @@ typedef struct Slot {
     char name[48];
     int ndim;
     int64_t shape[2];
-    size_t offset;  // in floats from the start of the block
+    size_t offset; // in floats from the start of the block
 } Slot;
 
 static void slot_set(Slot *s, const char *name, int ndim, size_t d0, size_t d1, size_t offset)
@@ -43,8 +43,25 @@ static int model_slots(const CcHparams *hp, Slot *slots)
     off[0] = 0;
     for (int i = 1; i < CC_NUM_PARAM_ARRAYS; i++)
         off[i] = off[i - 1] + sz[i - 1];
-    enum { EMBED_W, EMBED_B, CHAN, QKV_W, QKV_B, O_W, O_B, LN1_G, LN1_B, UP_W, UP_B, DOWN_W,
-           DOWN_B, LN2_G, LN2_B, HEAD_W, HEAD_B };
+    enum {
+        EMBED_W,
+        EMBED_B,
+        CHAN,
+        QKV_W,
+        QKV_B,
+        O_W,
+        O_B,
+        LN1_G,
+        LN1_B,
+        UP_W,
+        UP_B,
+        DOWN_W,
+        DOWN_B,
+        LN2_G,
+        LN2_B,
+        HEAD_W,
+        HEAD_B
+    };
     size_t D = hp->d_model, FF = hp->d_ff, IN = hp->patch_len + 4, F = hp->n_features;
     size_t HZ2 = 2 * (size_t)hp->horizon;
     int n = 5 + 16 * hp->n_layers;
@@ -63,8 +80,8 @@ static int model_slots(const CcHparams *hp, Slot *slots)
             snprintf(nm, sizeof nm, "layers.%zu.attn.%s.bias", l, qkv[j]);
             slot_set(s++, nm, 1, D, 0, off[QKV_B] + (l * 3 + j) * D);
         }
-#define LAYER(fmt, nd, d0, d1, base, stride)                                                   \
-    snprintf(nm, sizeof nm, "layers.%zu." fmt, l);                                             \
+#define LAYER(fmt, nd, d0, d1, base, stride)                                                       \
+    snprintf(nm, sizeof nm, "layers.%zu." fmt, l);                                                 \
     slot_set(s++, nm, nd, d0, d1, off[base] + l * (stride));
         LAYER("attn.o_proj.weight", 2, D, D, O_W, D * D);
         LAYER("attn.o_proj.bias", 1, D, 0, O_B, D);
@@ -92,8 +109,7 @@ static const char *shape_str(char *buf, size_t len, const int64_t *shape, int nd
 {
     size_t pos = (size_t)snprintf(buf, len, "[");
     for (int i = 0; i < ndim && pos < len; i++)
-        pos += (size_t)snprintf(buf + pos, len - pos, "%s%lld", i ? ", " : "",
-                                (long long)shape[i]);
+        pos += (size_t)snprintf(buf + pos, len - pos, "%s%lld", i ? ", " : "", (long long)shape[i]);
     if (pos < len)
         snprintf(buf + pos, len - pos, "]");
     return buf;
@@ -162,7 +178,7 @@ static int parse_int_strict(const char *s, int64_t *out)
     if (v > (uint64_t)INT64_MAX + neg)
         return -2;
     *out = neg ? (int64_t)(0 - v) : (int64_t)v;
-    return neg && v == 0 ? -1 : 0;  // "-0" is not canonical
+    return neg && v == 0 ? -1 : 0; // "-0" is not canonical
 }
 
 /* A feature name must be usable as a CSV column and survive the comma-separated list. */
@@ -215,7 +231,8 @@ static int hparams_from_meta(CcHparams *hp, const CcSafetensors *st, char *err, 
     if (!fmt)
         return cc_errf(err, errlen, -EINVAL,
                        "metadata key 'format' missing: not a %s model (no __metadata__ "
-                       "\"format\")", CC_FORMAT);
+                       "\"format\")",
+                       CC_FORMAT);
     if (strcmp(fmt, CC_FORMAT))
         return cc_errf(err, errlen, -EINVAL, "unknown format '%.64s' (expected '%s')", fmt,
                        CC_FORMAT);
@@ -229,14 +246,18 @@ static int hparams_from_meta(CcHparams *hp, const CcSafetensors *st, char *err, 
             return cc_errf(err, errlen, -EINVAL, "metadata '%s' = '%.40s' is not an integer",
                            int_keys[i].key, v);
         if (r == -2)
-            return cc_errf(err, errlen, -EINVAL, "metadata '%s' = %.40s is absurd (out of "
-                           "range)", int_keys[i].key, v);
+            return cc_errf(err, errlen, -EINVAL,
+                           "metadata '%s' = %.40s is absurd (out of "
+                           "range)",
+                           int_keys[i].key, v);
         if (int_keys[i].is64) {
             *(int64_t *)((char *)hp + int_keys[i].offset) = x;
         } else {
             if (x < INT_MIN || x > INT_MAX)
-                return cc_errf(err, errlen, -EINVAL, "metadata '%s' = %s is absurd (out of "
-                               "range)", int_keys[i].key, v);
+                return cc_errf(err, errlen, -EINVAL,
+                               "metadata '%s' = %s is absurd (out of "
+                               "range)",
+                               int_keys[i].key, v);
             *(int *)((char *)hp + int_keys[i].offset) = (int)x;
         }
     }
@@ -264,9 +285,10 @@ static int hparams_from_meta(CcHparams *hp, const CcSafetensors *st, char *err, 
             return cc_errf(err, errlen, -EINVAL, "too many extra metadata keys (at most %d)",
                            CC_MAX_META);
         if (ret < 0)
-            return cc_errf(err, errlen, -EINVAL, "extra metadata '%.64s' too long (key at most "
-                           "%zu bytes, value at most %zu)", k, sizeof hp->extra[0].key - 1,
-                           sizeof hp->extra[0].value - 1);
+            return cc_errf(err, errlen, -EINVAL,
+                           "extra metadata '%.64s' too long (key at most "
+                           "%zu bytes, value at most %zu)",
+                           k, sizeof hp->extra[0].key - 1, sizeof hp->extra[0].value - 1);
     }
     return 0;
 }
@@ -287,23 +309,23 @@ static int check_tensors(const CcSafetensors *st, const CcHparams *hp, Slot *slo
     if (ce && ce->ndim == 2 && ce->shape[0] != hp->n_features)
         return cc_errf(err, errlen, -EINVAL,
                        "feature count mismatch: metadata 'features' lists %d names but "
-                       "channel_embed.weight has %lld rows", hp->n_features,
-                       (long long)ce->shape[0]);
+                       "channel_embed.weight has %lld rows",
+                       hp->n_features, (long long)ce->shape[0]);
     for (int i = 0; i < n; i++) {
         const Slot *s = &slots[i];
         const CcStTensor *t = cc_st_find(st, s->name);
         if (!t)
-            return cc_errf(err, errlen, -EINVAL, "missing tensor '%s' (expected shape %s)",
-                           s->name, shape_str(a, sizeof a, s->shape, s->ndim));
+            return cc_errf(err, errlen, -EINVAL, "missing tensor '%s' (expected shape %s)", s->name,
+                           shape_str(a, sizeof a, s->shape, s->ndim));
         int same = t->ndim == s->ndim;
         for (int d = 0; same && d < s->ndim; d++)
             same = t->shape[d] == s->shape[d];
         if (!same)
-            return cc_errf(err, errlen, -EINVAL, "tensor '%s' has shape %s, expected %s",
-                           s->name, shape_str(a, sizeof a, t->shape, t->ndim),
+            return cc_errf(err, errlen, -EINVAL, "tensor '%s' has shape %s, expected %s", s->name,
+                           shape_str(a, sizeof a, t->shape, t->ndim),
                            shape_str(b, sizeof b, s->shape, s->ndim));
     }
-    if (cc_st_count(st) == n)  // all n present, names unique: nothing else
+    if (cc_st_count(st) == n) // all n present, names unique: nothing else
         return 0;
     /* Sorted copy of the table to find the first tensor that is not in it. */
     Slot *sorted = malloc((size_t)n * sizeof *sorted);
@@ -320,8 +342,10 @@ static int check_tensors(const CcSafetensors *st, const CcHparams *hp, Slot *slo
             if (bsearch(&key, sorted, (size_t)n, sizeof *sorted, cmp_slot))
                 continue;
         }
-        ret = cc_errf(err, errlen, -EINVAL, "unexpected tensor '%.100s' (not in the %s table "
-                      "for n_layers = %d)", t->name, CC_FORMAT, hp->n_layers);
+        ret = cc_errf(err, errlen, -EINVAL,
+                      "unexpected tensor '%.100s' (not in the %s table "
+                      "for n_layers = %d)",
+                      t->name, CC_FORMAT, hp->n_layers);
     }
     free(sorted);
     return ret;
@@ -339,12 +363,16 @@ static long long first_nonfinite(const float *x, size_t n)
 static int nonfinite_error(char *err, size_t errlen, const char *what, const char *name,
                            long long i, float v)
 {
-    return cc_errf(err, errlen, -EINVAL, "%stensor '%s' has a non-finite weight: element %lld "
-                   "is %s", what, name, i, isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf");
+    return cc_errf(err, errlen, -EINVAL,
+                   "%stensor '%s' has a non-finite weight: element %lld "
+                   "is %s",
+                   what, name, i,
+                   isnan(v) ? "NaN"
+                   : v > 0  ? "+Inf"
+                            : "-Inf");
 }
 
-int cc_model_open_buffer(CcModel **out, const uint8_t *buf, size_t len, char *err,
-                         size_t errlen)
+int cc_model_open_buffer(CcModel **out, const uint8_t *buf, size_t len, char *err, size_t errlen)
 {
     CcSafetensors *st = NULL;
     CcModel *m = NULL;
@@ -419,8 +447,10 @@ int cc_model_open_file(CcModel **out, const char *path, char *err, size_t errlen
         goto error;
     }
     if ((uint64_t)sb.st_size > CC_ST_MAX_FILE) {
-        ret = cc_errf(err, errlen, -EINVAL, "'%s' is %lld bytes: absurd for a model (at most "
-                      "%llu)", path, (long long)sb.st_size, (unsigned long long)CC_ST_MAX_FILE);
+        ret = cc_errf(err, errlen, -EINVAL,
+                      "'%s' is %lld bytes: absurd for a model (at most "
+                      "%llu)",
+                      path, (long long)sb.st_size, (unsigned long long)CC_ST_MAX_FILE);
         goto error;
     }
     size_t size = (size_t)sb.st_size;
@@ -428,7 +458,7 @@ int cc_model_open_file(CcModel **out, const char *path, char *err, size_t errlen
         ret = cc_errf(err, errlen, -ENOMEM, "out of memory reading '%s' (%zu bytes)", path, size);
         goto error;
     }
-    size_t got = fread(buf, 1, size, f);  // short when the file shrank: parsed as truncated
+    size_t got = fread(buf, 1, size, f); // short when the file shrank: parsed as truncated
     if (ferror(f)) {
         ret = cc_errf(err, errlen, -EIO, "error reading '%s': %s", path, strerror(errno));
         goto error;
@@ -470,8 +500,8 @@ int cc_model_save(const CcModel *m, const char *path, char *err, size_t errlen)
     for (int i = 0, pos = 0; i < hp->n_features; i++) {
         const char *why;
         if (feature_name_problem(hp->features[i], strlen(hp->features[i]), &why) < 0) {
-            ret = cc_errf(err, errlen, -EINVAL, "refusing to save: feature name %d ('%s') %s",
-                          i, hp->features[i], why);
+            ret = cc_errf(err, errlen, -EINVAL, "refusing to save: feature name %d ('%s') %s", i,
+                          hp->features[i], why);
             goto error;
         }
         pos += snprintf(features + pos, flen - pos, "%s%s", i ? "," : "", hp->features[i]);
@@ -491,8 +521,10 @@ int cc_model_save(const CcModel *m, const char *path, char *err, size_t errlen)
     }
     for (int i = 0; i < hp->n_extra && i < CC_MAX_META; i++) {
         if (is_reserved_key(hp->extra[i].key)) {
-            ret = cc_errf(err, errlen, -EINVAL, "refusing to save: extra metadata key '%s' is "
-                          "reserved", hp->extra[i].key);
+            ret = cc_errf(err, errlen, -EINVAL,
+                          "refusing to save: extra metadata key '%s' is "
+                          "reserved",
+                          hp->extra[i].key);
             goto error;
         }
         keys[nk] = hp->extra[i].key, values[nk++] = hp->extra[i].value;
@@ -522,8 +554,8 @@ int cc_model_save(const CcModel *m, const char *path, char *err, size_t errlen)
         goto error;
     snprintf(tmp_path, plen, "%s.tmpXXXXXX", path);
     if ((fd = mkstemp(tmp_path)) < 0) {
-        ret = cc_errf(err, errlen, -EIO, "cannot create a temporary file next to '%s': %s",
-                      path, strerror(errno));
+        ret = cc_errf(err, errlen, -EIO, "cannot create a temporary file next to '%s': %s", path,
+                      strerror(errno));
         free(tmp_path);
         tmp_path = NULL;
         goto error;

@@ -162,7 +162,8 @@ int cc_ref_forward(const CcModel *m, int f, const float *x, int64_t p0, int64_t 
         }
         for (int i = 0; i < T; i++) {
             double a[CC_MAX_D_MODEL], *zi = &z[(size_t)i * D];
-            matvec(a, w->o_w + (size_t)l * D * D, w->o_b + (size_t)l * D, &tmp[(size_t)i * D], D, D);
+            matvec(a, w->o_w + (size_t)l * D * D, w->o_b + (size_t)l * D, &tmp[(size_t)i * D], D,
+                   D);
             for (int d = 0; d < D; d++)
                 zi[d] += a[d];
             layernorm(zi, w->ln1_g + (size_t)l * D, w->ln1_b + (size_t)l * D, D);

@@ -11,11 +11,11 @@
 
 /** Intermediate activations of one direct evaluation (all optional for the caller). */
 typedef struct CcRefTrace {
-    int n_tokens;        ///< T = n cached + 1 current; arrays below are packed with T
-    int64_t *token_end;  // (T)         end step q of each token, cached oldest first
-    float *tokens_in;    // (T, IN)     normalised values + time features
-    float *z;            // (L+1, T, D) layer inputs; z[L] is the last layer's output
-    float *att;          // (L, H, T, T) attention weights, row = query token (0 = masked)
+    int n_tokens;       ///< T = n cached + 1 current; arrays below are packed with T
+    int64_t *token_end; // (T)         end step q of each token, cached oldest first
+    float *tokens_in;   // (T, IN)     normalised values + time features
+    float *z;           // (L+1, T, D) layer inputs; z[L] is the last layer's output
+    float *att;         // (L, H, T, T) attention weights, row = query token (0 = masked)
 } CcRefTrace;
 
 /** Allocates a trace sized for hp; free with cc_ref_trace_close. */
@@ -28,7 +28,7 @@ void cc_ref_trace_close(CcRefTrace *tr);
  * y (2HZ) gets the head output, mu/sigma the normalisation. trace may be NULL.
  * Returns 0, -EAGAIN when the channel has no complete patch yet (cold start), -EINVAL.
  */
-int cc_ref_forward(const CcModel *m, int f, const float *x, int64_t p0, int64_t t,
-                          float *y, float *mu, float *sigma, CcRefTrace *trace);
+int cc_ref_forward(const CcModel *m, int f, const float *x, int64_t p0, int64_t t, float *y,
+                   float *mu, float *sigma, CcRefTrace *trace);
 
 #endif

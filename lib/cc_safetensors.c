@@ -13,11 +13,11 @@
 
 struct CcSafetensors {
     int n_tensors;
-    CcStTensor *tensors;      // (n_tensors) header order
-    int *sorted;              // (n_tensors) indices sorted by name, for cc_st_find
+    CcStTensor *tensors; // (n_tensors) header order
+    int *sorted;         // (n_tensors) indices sorted by name, for cc_st_find
     int n_meta;
-    char **meta_keys;         // (n_meta)
-    char **meta_values;       // (n_meta)
+    char **meta_keys;   // (n_meta)
+    char **meta_values; // (n_meta)
 };
 
 /* Names in messages are cut so that a hostile 1 MB name cannot flood the caller's buffer. */
@@ -28,13 +28,13 @@ static const struct {
     int supported;
     CcStDtype dtype;
 } dtypes[] = {
-    {"F32", 1, CC_ST_F32},  {"F16", 1, CC_ST_F16},  {"BF16", 1, CC_ST_BF16},
-    {"F64", 0, 0},          {"I64", 0, 0},          {"I32", 0, 0},
-    {"I16", 0, 0},          {"I8", 0, 0},           {"U64", 0, 0},
-    {"U32", 0, 0},          {"U16", 0, 0},          {"U8", 0, 0},
-    {"BOOL", 0, 0},         {"F8_E4M3", 0, 0},      {"F8_E5M2", 0, 0},
-    {"F8_E8M0", 0, 0},      {"F6_E2M3", 0, 0},      {"F6_E3M2", 0, 0},
-    {"F4", 0, 0},           {"C64", 0, 0},
+    {"F32", 1, CC_ST_F32}, {"F16", 1, CC_ST_F16}, {"BF16", 1, CC_ST_BF16},
+    {"F64", 0, 0},         {"I64", 0, 0},         {"I32", 0, 0},
+    {"I16", 0, 0},         {"I8", 0, 0},          {"U64", 0, 0},
+    {"U32", 0, 0},         {"U16", 0, 0},         {"U8", 0, 0},
+    {"BOOL", 0, 0},        {"F8_E4M3", 0, 0},     {"F8_E5M2", 0, 0},
+    {"F8_E8M0", 0, 0},     {"F6_E2M3", 0, 0},     {"F6_E3M2", 0, 0},
+    {"F4", 0, 0},          {"C64", 0, 0},
 };
 
 const char *cc_st_dtype_name(CcStDtype dt)
@@ -83,8 +83,8 @@ static const char *shape_str(char *buf, size_t len, const int64_t *shape, int nd
 static int parse_dtype(CcStTensor *t, json_t *v, char *err, size_t errlen)
 {
     if (!json_is_string(v))
-        return cc_errf(err, errlen, -EINVAL, "tensor " NAME_FMT ": \"dtype\" missing or not a string",
-                       t->name);
+        return cc_errf(err, errlen, -EINVAL,
+                       "tensor " NAME_FMT ": \"dtype\" missing or not a string", t->name);
     const char *s = json_string_value(v);
     for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++) {
         if (strcmp(s, dtypes[i].name))
@@ -102,12 +102,13 @@ static int parse_dtype(CcStTensor *t, json_t *v, char *err, size_t errlen)
 static int parse_shape(CcStTensor *t, json_t *v, char *err, size_t errlen)
 {
     if (!json_is_array(v))
-        return cc_errf(err, errlen, -EINVAL, "tensor " NAME_FMT ": \"shape\" missing or not an array",
-                       t->name);
+        return cc_errf(err, errlen, -EINVAL,
+                       "tensor " NAME_FMT ": \"shape\" missing or not an array", t->name);
     size_t nd = json_array_size(v);
     if (nd > CC_ST_MAX_DIMS)
-        return cc_errf(err, errlen, -EINVAL, "tensor " NAME_FMT ": shape has %zu dimensions (at most %d)",
-                       t->name, nd, CC_ST_MAX_DIMS);
+        return cc_errf(err, errlen, -EINVAL,
+                       "tensor " NAME_FMT ": shape has %zu dimensions (at most %d)", t->name, nd,
+                       CC_ST_MAX_DIMS);
     t->ndim = (int)nd;
     uint64_t numel = 1;
     int overflow = 0;
@@ -121,8 +122,8 @@ static int parse_shape(CcStTensor *t, json_t *v, char *err, size_t errlen)
         overflow |= __builtin_mul_overflow(numel, (uint64_t)t->shape[i], &numel);
     }
     if (overflow || numel > SIZE_MAX / 4)
-        return cc_errf(err, errlen, -EINVAL, "tensor " NAME_FMT ": shape overflows (too many elements)",
-                       t->name);
+        return cc_errf(err, errlen, -EINVAL,
+                       "tensor " NAME_FMT ": shape overflows (too many elements)", t->name);
     t->numel = numel;
     return 0;
 }
@@ -134,7 +135,8 @@ static int parse_offsets(CcStTensor *t, json_t *v, size_t data_len, char *err, s
         !json_is_integer(e) || json_integer_value(b) < 0 || json_integer_value(e) < 0)
         return cc_errf(err, errlen, -EINVAL,
                        "tensor " NAME_FMT ": \"data_offsets\" missing or not [begin, end] "
-                       "non-negative integers", t->name);
+                       "non-negative integers",
+                       t->name);
     uint64_t begin = (uint64_t)json_integer_value(b), end = (uint64_t)json_integer_value(e);
     if (end < begin)
         return cc_errf(err, errlen, -EINVAL,
@@ -143,14 +145,15 @@ static int parse_offsets(CcStTensor *t, json_t *v, size_t data_len, char *err, s
     if (end > data_len)
         return cc_errf(err, errlen, -EINVAL,
                        "tensor " NAME_FMT ": data_offsets [%llu, %llu) out of range: past the end "
-                       "of the data section (%zu bytes); file truncated?", t->name,
-                       (unsigned long long)begin, (unsigned long long)end, data_len);
+                       "of the data section (%zu bytes); file truncated?",
+                       t->name, (unsigned long long)begin, (unsigned long long)end, data_len);
     size_t need = t->numel * cc_st_dtype_size(t->dtype);
     if (end - begin != need) {
         char sh[160];
         return cc_errf(err, errlen, -EINVAL,
                        "tensor " NAME_FMT ": data_offsets span %llu bytes but shape %s of %s needs "
-                       "%zu", t->name, (unsigned long long)(end - begin),
+                       "%zu",
+                       t->name, (unsigned long long)(end - begin),
                        shape_str(sh, sizeof sh, t->shape, t->ndim), cc_st_dtype_name(t->dtype),
                        need);
     }
@@ -170,7 +173,8 @@ static int parse_metadata(CcSafetensors *st, json_t *meta, char *err, size_t err
         return cc_errf(err, errlen, -ENOMEM, "out of memory reading the metadata");
     const char *key;
     json_t *v;
-    json_object_foreach(meta, key, v) {
+    json_object_foreach(meta, key, v)
+    {
         if (!json_is_string(v))
             return cc_errf(err, errlen, -EINVAL, "metadata " NAME_FMT " is not a string", key);
         int i = st->n_meta;
@@ -205,7 +209,7 @@ static int check_overlaps(CcSafetensors *st, char *err, size_t errlen)
     for (int i = 0; i < n; i++)
         idx[i] = i;
     qsort_r(idx, n, sizeof *idx, cmp_begin, st->tensors);
-    const CcStTensor *far = NULL;  // the tensor reaching furthest so far
+    const CcStTensor *far = NULL; // the tensor reaching furthest so far
     for (int i = 0; i < n; i++) {
         const CcStTensor *t = &st->tensors[idx[i]];
         if (t->begin == t->end)
@@ -232,7 +236,8 @@ int cc_st_parse(CcSafetensors **out, const uint8_t *buf, size_t len, char *err, 
     if (!buf || len < 8) {
         ret = cc_errf(err, errlen, -EINVAL,
                       "file too short (%zu bytes): a safetensors file starts with an 8-byte "
-                      "header length", buf ? len : 0);
+                      "header length",
+                      buf ? len : 0);
         goto error;
     }
     uint64_t hlen = read_le64(buf);
@@ -245,7 +250,8 @@ int cc_st_parse(CcSafetensors **out, const uint8_t *buf, size_t len, char *err, 
     if (hlen > len - 8) {
         ret = cc_errf(err, errlen, -EINVAL,
                       "header length %llu past the end of the file (%zu bytes follow it): file "
-                      "truncated?", (unsigned long long)hlen, len - 8);
+                      "truncated?",
+                      (unsigned long long)hlen, len - 8);
         goto error;
     }
     const uint8_t *data = buf + 8 + hlen;
@@ -279,7 +285,8 @@ int cc_st_parse(CcSafetensors **out, const uint8_t *buf, size_t len, char *err, 
     }
     const char *key;
     json_t *v;
-    json_object_foreach(root, key, v) {
+    json_object_foreach(root, key, v)
+    {
         if (!strcmp(key, "__metadata__")) {
             if ((ret = parse_metadata(st, v, err, errlen)) < 0)
                 goto error;
@@ -425,8 +432,11 @@ static int utf8_valid(const char *str)
     const uint8_t *s = (const uint8_t *)str;
     while (*s) {
         uint32_t c = *s;
-        int n = c < 0x80 ? 0 : c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2
-              : c >= 0xf0 && c <= 0xf4 ? 3 : -1;
+        int n = c < 0x80                 ? 0
+                : c >= 0xc2 && c <= 0xdf ? 1
+                : c >= 0xe0 && c <= 0xef ? 2
+                : c >= 0xf0 && c <= 0xf4 ? 3
+                                         : -1;
         if (n < 0)
             return 0;
         c &= n ? 0x3f >> n : 0x7f;
@@ -524,9 +534,9 @@ static const char *find_duplicate(const char *const *v, int n, int *ret)
 }
 
 /* Builds the padded header; *data_bytes gets the data section's byte count. */
-static int build_header(char **out, size_t *padded, size_t *data_bytes,
-                        const CcStWriteTensor *ts, int n, const char *const *keys,
-                        const char *const *values, int n_meta, char *err, size_t errlen)
+static int build_header(char **out, size_t *padded, size_t *data_bytes, const CcStWriteTensor *ts,
+                        int n, const char *const *keys, const char *const *values, int n_meta,
+                        char *err, size_t errlen)
 {
     Str h = {0};
     const char **names = NULL;
@@ -552,10 +562,12 @@ static int build_header(char **out, size_t *padded, size_t *data_bytes,
     }
     for (int i = 0; i < n; i++) {
         const CcStWriteTensor *t = &ts[i];
-        if (!t->name || !utf8_valid(t->name) || !strcmp(t->name, "__metadata__") ||
-            t->ndim < 0 || t->ndim > CC_ST_MAX_DIMS || (unsigned)t->dtype > CC_ST_BF16) {
-            ret = cc_errf(err, errlen, -EINVAL, "tensor %d: NULL, non-UTF-8 or reserved name, "
-                          "or bad ndim/dtype", i);
+        if (!t->name || !utf8_valid(t->name) || !strcmp(t->name, "__metadata__") || t->ndim < 0 ||
+            t->ndim > CC_ST_MAX_DIMS || (unsigned)t->dtype > CC_ST_BF16) {
+            ret = cc_errf(err, errlen, -EINVAL,
+                          "tensor %d: NULL, non-UTF-8 or reserved name, "
+                          "or bad ndim/dtype",
+                          i);
             goto error;
         }
         names[i] = t->name;
@@ -583,11 +595,11 @@ static int build_header(char **out, size_t *padded, size_t *data_bytes,
         uint64_t numel = 1;
         int overflow = 0;
         for (int d = 0; d < t->ndim; d++)
-            overflow |= t->shape[d] < 0 ||
-                        __builtin_mul_overflow(numel, (uint64_t)t->shape[d], &numel);
+            overflow |=
+                t->shape[d] < 0 || __builtin_mul_overflow(numel, (uint64_t)t->shape[d], &numel);
         if (overflow || numel > SIZE_MAX / 8 || (numel && !t->data)) {
-            ret = cc_errf(err, errlen, -EINVAL, "tensor " NAME_FMT ": bad shape or no data",
-                          t->name);
+            ret =
+                cc_errf(err, errlen, -EINVAL, "tensor " NAME_FMT ": bad shape or no data", t->name);
             goto error;
         }
         size_t bytes = numel * cc_st_dtype_size(t->dtype);
@@ -612,7 +624,7 @@ static int build_header(char **out, size_t *padded, size_t *data_bytes,
         off += bytes;
     }
     str_addz(&h, "}");
-    str_add(&h, "       ", (8 - h.len % 8) % 8);  // spaces: the data section is 8-aligned
+    str_add(&h, "       ", (8 - h.len % 8) % 8); // spaces: the data section is 8-aligned
     if (h.oom) {
         ret = -ENOMEM;
         goto error;
@@ -667,8 +679,7 @@ int cc_st_write_file(FILE *f, const CcStWriteTensor *tensors, int n, const char 
 {
     char *hdr = NULL;
     size_t hlen, data_bytes;
-    int ret = build_header(&hdr, &hlen, &data_bytes, tensors, n, keys, values, n_meta, err,
-                           errlen);
+    int ret = build_header(&hdr, &hlen, &data_bytes, tensors, n, keys, values, n_meta, err, errlen);
     if (ret < 0)
         return ret;
     Sink s = {.f = f};
@@ -680,13 +691,12 @@ int cc_st_write_file(FILE *f, const CcStWriteTensor *tensors, int n, const char 
 }
 
 int cc_st_write_buffer(uint8_t **out, size_t *outlen, const CcStWriteTensor *tensors, int n,
-                       const char *const *keys, const char *const *values, int n_meta,
-                       char *err, size_t errlen)
+                       const char *const *keys, const char *const *values, int n_meta, char *err,
+                       size_t errlen)
 {
     char *hdr = NULL;
     size_t hlen, data_bytes;
-    int ret = build_header(&hdr, &hlen, &data_bytes, tensors, n, keys, values, n_meta, err,
-                           errlen);
+    int ret = build_header(&hdr, &hlen, &data_bytes, tensors, n, keys, values, n_meta, err, errlen);
     if (ret < 0)
         return ret;
     Sink s = {.buf = malloc(8 + hlen + data_bytes)};

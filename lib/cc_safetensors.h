@@ -52,8 +52,8 @@
 
 #include "cc_common.h"
 
-#define CC_ST_MAX_HEADER (100u << 20)        ///< header lengths above 100 MB are absurd
-#define CC_ST_MAX_FILE ((uint64_t)1 << 32)   ///< cc_model_open_file refuses larger files (4 GiB)
+#define CC_ST_MAX_HEADER (100u << 20)      ///< header lengths above 100 MB are absurd
+#define CC_ST_MAX_FILE ((uint64_t)1 << 32) ///< cc_model_open_file refuses larger files (4 GiB)
 #define CC_ST_MAX_DIMS 8
 
 typedef enum CcStDtype {
@@ -64,13 +64,13 @@ typedef enum CcStDtype {
 
 /** One tensor of a parsed file. `data` points into the parsed buffer (maybe unaligned). */
 typedef struct CcStTensor {
-    const char *name;                ///< NUL-terminated, owned by the CcSafetensors
+    const char *name; ///< NUL-terminated, owned by the CcSafetensors
     CcStDtype dtype;
-    int ndim;                        ///< 0 (a scalar) .. CC_ST_MAX_DIMS
+    int ndim; ///< 0 (a scalar) .. CC_ST_MAX_DIMS
     int64_t shape[CC_ST_MAX_DIMS];
-    size_t numel;                    ///< product of shape (1 for a scalar)
-    size_t begin, end;               ///< data_offsets, relative to the data section
-    const uint8_t *data;             ///< data section + begin; end - begin bytes
+    size_t numel;        ///< product of shape (1 for a scalar)
+    size_t begin, end;   ///< data_offsets, relative to the data section
+    const uint8_t *data; ///< data section + begin; end - begin bytes
 } CcStTensor;
 
 /** Opaque parsed file: tensors in header order and metadata pairs. */
@@ -79,8 +79,7 @@ typedef struct CcSafetensors CcSafetensors;
 /** Parses and checks a whole safetensors file held in buf[0..len). 0, -EINVAL (bad file,
  *  message in err) or -ENOMEM. On success *out is owned by the caller (cc_st_close) and
  *  points into buf, which must outlive it. */
-int cc_st_parse(CcSafetensors **out, const uint8_t *buf, size_t len, char *err,
-                       size_t errlen);
+int cc_st_parse(CcSafetensors **out, const uint8_t *buf, size_t len, char *err, size_t errlen);
 
 void cc_st_close(CcSafetensors **st);
 
@@ -112,19 +111,18 @@ typedef struct CcStWriteTensor {
     const float *data;
     int ndim;
     int64_t shape[CC_ST_MAX_DIMS];
-    CcStDtype dtype;                 ///< storage type in the file (default CC_ST_F32 = 0)
+    CcStDtype dtype; ///< storage type in the file (default CC_ST_F32 = 0)
 } CcStWriteTensor;
 
 /** Writes n tensors and n_meta metadata pairs (keys[i] -> values[i]; none may be
  *  "__metadata__" or a tensor name) to f. 0, -EINVAL (bad description, message in err),
  *  -EIO (write error) or -ENOMEM. Does not fflush or close f. */
-int cc_st_write_file(FILE *f, const CcStWriteTensor *tensors, int n,
-                            const char *const *keys, const char *const *values, int n_meta,
-                            char *err, size_t errlen);
+int cc_st_write_file(FILE *f, const CcStWriteTensor *tensors, int n, const char *const *keys,
+                     const char *const *values, int n_meta, char *err, size_t errlen);
 
 /** Same into a malloc'd buffer: *out (free() it) of *outlen bytes. */
-int cc_st_write_buffer(uint8_t **out, size_t *outlen, const CcStWriteTensor *tensors,
-                              int n, const char *const *keys, const char *const *values,
-                              int n_meta, char *err, size_t errlen);
+int cc_st_write_buffer(uint8_t **out, size_t *outlen, const CcStWriteTensor *tensors, int n,
+                       const char *const *keys, const char *const *values, int n_meta, char *err,
+                       size_t errlen);
 
 #endif

@@ -55,9 +55,9 @@ uint32_t cc_crc32(uint32_t crc, const void *buf, size_t len)
         memcpy(&hi, p + 4, 4);
         lo ^= crc;
         crc = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
-              crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^
-              crc_table[3][hi & 0xff] ^ crc_table[2][(hi >> 8) & 0xff] ^
-              crc_table[1][(hi >> 16) & 0xff] ^ crc_table[0][hi >> 24];
+              crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^ crc_table[3][hi & 0xff] ^
+              crc_table[2][(hi >> 8) & 0xff] ^ crc_table[1][(hi >> 16) & 0xff] ^
+              crc_table[0][hi >> 24];
     }
     for (; len; len--, p++)
         crc = crc_table[0][(crc ^ *p) & 0xff] ^ (crc >> 8);
@@ -76,9 +76,9 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 
 uint64_t cc_snapshot_model_hash(const CcHparams *hp)
 {
-    int64_t v[] = {hp->n_features, hp->patch_len, hp->n_patches, hp->norm_window, hp->d_model,
-                   hp->n_heads,    hp->n_layers,  hp->d_ff,      hp->horizon,     hp->step_seconds,
-                   hp->tz_offset_s};
+    int64_t v[] = {hp->n_features, hp->patch_len,    hp->n_patches,  hp->norm_window,
+                   hp->d_model,    hp->n_heads,      hp->n_layers,   hp->d_ff,
+                   hp->horizon,    hp->step_seconds, hp->tz_offset_s};
     uint64_t h = fnv(0xcbf29ce484222325ull, v, sizeof v);
     for (int f = 0; f < hp->n_features && f < CC_MAX_FEATURES; f++)
         h = fnv(h, hp->features[f], strlen(hp->features[f]) + 1);
@@ -103,13 +103,13 @@ void cc_snapshot_info_for_model(CcSnapshotInfo *info, const CcHparams *hp)
 struct CcSnapshotWriter {
     FILE *f;
     char *path, *tmp;
-    uint32_t file_crc;    ///< CRC of every byte written so far
+    uint32_t file_crc; ///< CRC of every byte written so far
     uint64_t n_records;
-    int failed;           ///< an earlier write failed: finish refuses
+    int failed; ///< an earlier write failed: finish refuses
     int F;
-    uint8_t *scratch;     ///< record payload under construction
+    uint8_t *scratch; ///< record payload under construction
     size_t scap, slen;
-    float *hist;          ///< cc_cell_history scratch
+    float *hist; ///< cc_cell_history scratch
     size_t hist_cap;
 };
 
@@ -244,8 +244,8 @@ error:
 int cc_snapshot_write_cell(CcSnapshotWriter *w, const CcSnapshotCell *c)
 {
     size_t idl = c->cell_id ? strlen(c->cell_id) : 0;
-    if (!idl || idl > 255 || c->count < 0 || c->n_features != w->F ||
-        (c->count && !c->values) || c->anomaly_len > MAX_RECORD || c->extra_len > MAX_RECORD)
+    if (!idl || idl > 255 || c->count < 0 || c->n_features != w->F || (c->count && !c->values) ||
+        c->anomaly_len > MAX_RECORD || c->extra_len > MAX_RECORD)
         return -EINVAL;
     size_t nv = (size_t)c->count * (size_t)w->F;
     if (sc_reserve(w, 2 + idl + 8 + 8 + 4 + 4 + nv * 4 + 4 + c->anomaly_len + 4 + c->extra_len))
@@ -317,10 +317,16 @@ int cc_snapshot_write_engine_cell(CcSnapshotWriter *w, const char *cell_id, cons
             return -ENOMEM;
         al = cc_anomaly_cell_save(ac, ab, (size_t)al);
     }
-    CcSnapshotCell rec = {
-        .cell_id = cell_id, .seq_start = count ? cc_cell_seq_start(c) : -1, .first = first,
-        .count = count, .n_features = w->F, .values = w->hist, .anomaly = ab,
-        .anomaly_len = (size_t)al, .extra = extra, .extra_len = extra ? extra_len : 0};
+    CcSnapshotCell rec = {.cell_id = cell_id,
+                          .seq_start = count ? cc_cell_seq_start(c) : -1,
+                          .first = first,
+                          .count = count,
+                          .n_features = w->F,
+                          .values = w->hist,
+                          .anomaly = ab,
+                          .anomaly_len = (size_t)al,
+                          .extra = extra,
+                          .extra_len = extra ? extra_len : 0};
     int rc = cc_snapshot_write_cell(w, &rec);
     free(ab);
     return rc;
@@ -394,11 +400,11 @@ struct CcSnapshotReader {
     char *path;
     int F;
     long data_start;
-    uint8_t *buf;         ///< current record payload
+    uint8_t *buf; ///< current record payload
     size_t cap;
     CcSnapshotPosition *pos;
-    float *vals;          ///< aligned copy of the current cell's values
-    size_t vcap;          ///< bytes
+    float *vals; ///< aligned copy of the current cell's values
+    size_t vcap; ///< bytes
     int done;
 };
 
@@ -439,8 +445,8 @@ static int read_record(CcSnapshotReader *r, uint32_t *type, uint32_t *len, uint3
     }
     if (fread(r->buf, 1, *len + 4, r->f) != *len + 4)
         return cc_errf(err, errlen, -EBADMSG,
-                       "snapshot %s: truncated at byte %ld (record of %u bytes cut short)",
-                       r->path, at, *len);
+                       "snapshot %s: truncated at byte %ld (record of %u bytes cut short)", r->path,
+                       at, *len);
     uint32_t crc = cc_crc32(0, th, 8);
     crc = cc_crc32(crc, r->buf, *len);
     uint32_t want;
@@ -474,8 +480,8 @@ int cc_snapshot_read_open(CcSnapshotReader **out, const char *path, uint64_t exp
     uint8_t h[HEADER_SIZE];
     size_t got = fread(h, 1, sizeof h, r->f);
     if (got >= 8 && memcmp(h, MAGIC, 8)) {
-        rc = cc_errf(err, errlen, -EINVAL, "snapshot %s: not a cellcast snapshot (bad magic)",
-                     path);
+        rc =
+            cc_errf(err, errlen, -EINVAL, "snapshot %s: not a cellcast snapshot (bad magic)", path);
         goto error;
     }
     if (got < 16) {
@@ -607,10 +613,10 @@ int cc_snapshot_read_next(CcSnapshotReader *r, CcSnapshotRecord *rec, char *err,
         return 0;
     }
     const uint8_t *p = r->buf, *end = r->buf + len;
-#define NEED(n)                                                                                  \
-    do {                                                                                         \
-        if ((size_t)(end - p) < (size_t)(n))                                                     \
-            return cc_errf(err, errlen, -EBADMSG, "snapshot %s: malformed record", r->path);    \
+#define NEED(n)                                                                                    \
+    do {                                                                                           \
+        if ((size_t)(end - p) < (size_t)(n))                                                       \
+            return cc_errf(err, errlen, -EBADMSG, "snapshot %s: malformed record", r->path);       \
     } while (0)
     rec->type = (enum CcSnapRecordType)type;
     if (type == CC_SNAP_CELL) {
@@ -718,8 +724,7 @@ int cc_snapshot_restore_engine_cell(const CcSnapshotCell *rec, CcCell *c, CcAnom
         rc = cc_cell_restore(c, rec->seq_start, rec->first, rec->count, rec->values);
         if (rc)
             return cc_errf(err, errlen, rc,
-                           "snapshot: cell %s: cannot restore %d steps from %" PRId64
-                           " (F=%d): %s",
+                           "snapshot: cell %s: cannot restore %d steps from %" PRId64 " (F=%d): %s",
                            rec->cell_id, rec->count, rec->first, rec->n_features, strerror(-rc));
     } else {
         cc_cell_reset(c);

@@ -64,39 +64,39 @@
 enum CcSnapRecordType { CC_SNAP_CELL = 1, CC_SNAP_POSITIONS = 2, CC_SNAP_END = 0x454E44 };
 
 typedef struct CcSnapshotInfo {
-    uint64_t model_hash;     ///< cc_snapshot_model_hash of the model the state belongs to
-    char model_desc[160];    ///< human summary for messages ("F=8 S=3600 P=16 ...")
-    int n_features;          ///< F of every cell record
-    int64_t step_seconds;    ///< S
-    int64_t created_s;       ///< unix seconds; 0 = now (writer)
-    uint32_t version;        ///< reader: the file's version
-    uint64_t n_records;      ///< reader: records in the file (end excluded)
+    uint64_t model_hash;  ///< cc_snapshot_model_hash of the model the state belongs to
+    char model_desc[160]; ///< human summary for messages ("F=8 S=3600 P=16 ...")
+    int n_features;       ///< F of every cell record
+    int64_t step_seconds; ///< S
+    int64_t created_s;    ///< unix seconds; 0 = now (writer)
+    uint32_t version;     ///< reader: the file's version
+    uint64_t n_records;   ///< reader: records in the file (end excluded)
 } CcSnapshotInfo;
 
 /** One cell's state. The writer copies it; a reader's view is valid until the next call. */
 typedef struct CcSnapshotCell {
-    const char *cell_id;      ///< ≤ 255 bytes
-    int64_t seq_start;        ///< first step of the cell's sequence (cc_cell_seq_start)
-    int64_t first;            ///< first stored step
-    int count;                ///< stored steps (0: the cell is empty)
-    int n_features;           ///< F
-    const float *values;      // (count, F) raw values, step first..first+count-1
-    const uint8_t *anomaly;   ///< cc_anomaly_cell_save bytes (may be NULL/0)
+    const char *cell_id;    ///< ≤ 255 bytes
+    int64_t seq_start;      ///< first step of the cell's sequence (cc_cell_seq_start)
+    int64_t first;          ///< first stored step
+    int count;              ///< stored steps (0: the cell is empty)
+    int n_features;         ///< F
+    const float *values;    // (count, F) raw values, step first..first+count-1
+    const uint8_t *anomaly; ///< cc_anomaly_cell_save bytes (may be NULL/0)
     size_t anomaly_len;
-    const uint8_t *extra;     ///< opaque host bytes (partition, counters...) (may be NULL/0)
+    const uint8_t *extra; ///< opaque host bytes (partition, counters...) (may be NULL/0)
     size_t extra_len;
 } CcSnapshotCell;
 
 typedef struct CcSnapshotPosition {
     char topic[CC_SNAP_TOPIC_MAX];
     int32_t partition;
-    int64_t offset;           ///< next offset to consume
+    int64_t offset; ///< next offset to consume
 } CcSnapshotPosition;
 
 typedef struct CcSnapshotRecord {
     enum CcSnapRecordType type;
-    CcSnapshotCell cell;                  ///< CC_SNAP_CELL
-    const CcSnapshotPosition *positions;  ///< CC_SNAP_POSITIONS
+    CcSnapshotCell cell;                 ///< CC_SNAP_CELL
+    const CcSnapshotPosition *positions; ///< CC_SNAP_POSITIONS
     int n_positions;
 } CcSnapshotRecord;
 
@@ -113,16 +113,15 @@ void cc_snapshot_info_for_model(CcSnapshotInfo *info, const CcHparams *hp);
 uint32_t cc_crc32(uint32_t crc, const void *buf, size_t len);
 
 /** Starts a snapshot at path (written to a temp file beside it). 0, -EIO, -ENOMEM, -EINVAL. */
-int cc_snapshot_write_open(CcSnapshotWriter **out, const char *path,
-                                  const CcSnapshotInfo *info, char *err, size_t errlen);
+int cc_snapshot_write_open(CcSnapshotWriter **out, const char *path, const CcSnapshotInfo *info,
+                           char *err, size_t errlen);
 int cc_snapshot_write_cell(CcSnapshotWriter *w, const CcSnapshotCell *cell);
 int cc_snapshot_write_positions(CcSnapshotWriter *w, const CcSnapshotPosition *p, int n);
 
 /** A cell of the engine with its anomaly state (ac may be NULL) and host bytes. The cell's
  *  F must be the snapshot's. 0, -EIO, -ENOMEM, -EINVAL. */
-int cc_snapshot_write_engine_cell(CcSnapshotWriter *w, const char *cell_id,
-                                         const CcCell *c, const CcAnomalyCell *ac,
-                                         const void *extra, size_t extra_len);
+int cc_snapshot_write_engine_cell(CcSnapshotWriter *w, const char *cell_id, const CcCell *c,
+                                  const CcAnomalyCell *ac, const void *extra, size_t extra_len);
 
 /** Ends the file, fsyncs, renames it into place, fsyncs the directory; frees w (also on
  *  failure, removing the temp file). 0 or -EIO with a message. */
@@ -137,11 +136,10 @@ void cc_snapshot_write_abort(CcSnapshotWriter **w);
  * 0 or a negative errno from the list above, with a message naming the file and problem.
  */
 int cc_snapshot_read_open(CcSnapshotReader **out, const char *path, uint64_t expect_hash,
-                                 CcSnapshotInfo *info, char *err, size_t errlen);
+                          CcSnapshotInfo *info, char *err, size_t errlen);
 
 /** Next record: 1 (rec filled, views valid until the next call), 0 at the end, or < 0. */
-int cc_snapshot_read_next(CcSnapshotReader *r, CcSnapshotRecord *rec, char *err,
-                                 size_t errlen);
+int cc_snapshot_read_next(CcSnapshotReader *r, CcSnapshotRecord *rec, char *err, size_t errlen);
 void cc_snapshot_read_close(CcSnapshotReader **r);
 
 /**
@@ -149,7 +147,7 @@ void cc_snapshot_read_close(CcSnapshotReader **r);
  * the record has anomaly state, the anomaly cell (cc_anomaly_cell_load).
  * 0, -EINVAL (F mismatch, bad state) with a message.
  */
-int cc_snapshot_restore_engine_cell(const CcSnapshotCell *rec, CcCell *c,
-                                           CcAnomalyCell *ac, char *err, size_t errlen);
+int cc_snapshot_restore_engine_cell(const CcSnapshotCell *rec, CcCell *c, CcAnomalyCell *ac,
+                                    char *err, size_t errlen);
 
 #endif

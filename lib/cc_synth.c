@@ -12,16 +12,24 @@
 #include <string.h>
 
 static const char *const kpi_names[CC_SYNTH_N_KPIS] = {
-    "prb_dl", "prb_ul", "thr_dl_mbps", "thr_ul_mbps",
-    "active_users", "latency_ms", "cqi", "drop_rate",
+    "prb_dl",       "prb_ul",     "thr_dl_mbps", "thr_ul_mbps",
+    "active_users", "latency_ms", "cqi",         "drop_rate",
 };
 
 enum { K_PRB_DL, K_PRB_UL, K_THR_DL, K_THR_UL, K_USERS, K_LAT, K_CQI, K_DROP };
 
 /* random streams */
 enum {
-    R_PARAM = 1, R_NOISE0, R_NOISE1, R_NOISE2, R_NOISE3, R_BURST, R_OUTAGE, R_GAP,
-    R_MISSING, R_WHITE,
+    R_PARAM = 1,
+    R_NOISE0,
+    R_NOISE1,
+    R_NOISE2,
+    R_NOISE3,
+    R_BURST,
+    R_OUTAGE,
+    R_GAP,
+    R_MISSING,
+    R_WHITE,
 };
 
 typedef struct CellParams {
@@ -33,7 +41,7 @@ struct CcSynth {
     int F;
     int kpi[CC_SYNTH_N_KPIS]; /* output column → KPI id */
     int64_t first_step;
-    CellParams *cells;        /* (n_cells) */
+    CellParams *cells;                         /* (n_cells) */
     int64_t burst_slot, outage_slot, gap_slot; /* slot lengths in steps */
     double p_burst, p_outage, p_gap;           /* probability of one event per slot */
 };
@@ -96,10 +104,7 @@ static double bump(double h, double centre, double width)
     return exp(-0.5 * d * d / (width * width));
 }
 
-static double clampd(double v, double lo, double hi)
-{
-    return v < lo ? lo : v > hi ? hi : v;
-}
+static double clampd(double v, double lo, double hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 int cc_synth_open(CcSynth **out, const CcSynthSettings *sp, char *err, size_t errlen)
 {
@@ -113,9 +118,8 @@ int cc_synth_open(CcSynth **out, const CcSynthSettings *sp, char *err, size_t er
         return cc_errf(err, errlen, -EINVAL, "synth: cells must be 1..10000000");
     if (sp->step_seconds <= 0 || sp->step_seconds > 7 * 86400)
         return cc_errf(err, errlen, -EINVAL, "synth: step must be 1..604800 seconds");
-    if (!(sp->noise >= 0 && sp->noise <= 1) || !(sp->burst_rate >= 0) ||
-        !(sp->outage_rate >= 0) || !(sp->missing_rate >= 0 && sp->missing_rate < 1) ||
-        !(sp->gap_rate >= 0))
+    if (!(sp->noise >= 0 && sp->noise <= 1) || !(sp->burst_rate >= 0) || !(sp->outage_rate >= 0) ||
+        !(sp->missing_rate >= 0 && sp->missing_rate < 1) || !(sp->gap_rate >= 0))
         return cc_errf(err, errlen, -EINVAL,
                        "synth: noise must be in [0,1], rates ≥ 0, missing rate < 1");
     CcSynth *g = calloc(1, sizeof *g);
@@ -138,8 +142,7 @@ int cc_synth_open(CcSynth **out, const CcSynthSettings *sp, char *err, size_t er
             if (found < 0 || g->F == CC_SYNTH_N_KPIS) {
                 free(g);
                 return cc_errf(err, errlen, -EINVAL, "synth: %s feature '%.*s' (known: %s)",
-                               found == -2 ? "repeated" : "unknown", (int)n, p,
-                               CC_SYNTH_FEATURES);
+                               found == -2 ? "repeated" : "unknown", (int)n, p, CC_SYNTH_FEATURES);
             }
             g->kpi[g->F++] = found;
             if (!q)
@@ -199,21 +202,15 @@ int cc_synth_n_cells(const CcSynth *g) { return g->s.n_cells; }
 int64_t cc_synth_step_seconds(const CcSynth *g) { return g->s.step_seconds; }
 int64_t cc_synth_first_step(const CcSynth *g) { return g->first_step; }
 
-void cc_synth_cell_id(int cell, char *buf, size_t n)
-{
-    snprintf(buf, n, "cell%04d", cell);
-}
+void cc_synth_cell_id(int cell, char *buf, size_t n) { snprintf(buf, n, "cell%04d", cell); }
 
-static int64_t floor_div(int64_t a, int64_t b)
-{
-    return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
+static int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 /* Is `step` inside an event of this stream? Events: one per slot with probability p,
  * starting uniformly inside the slot, lasting dmin..dmax steps (dmax ≤ slot). *strength
  * gets a uniform [0,1) draw of the event. */
-static int in_event(const CcSynth *g, int cell, int stream, int64_t step, int64_t slot,
-                    double p, int dmin, int dmax, double *strength)
+static int in_event(const CcSynth *g, int cell, int stream, int64_t step, int64_t slot, double p,
+                    int dmin, int dmax, double *strength)
 {
     if (p <= 0)
         return 0;
@@ -247,10 +244,10 @@ int cc_synth_values(const CcSynth *g, int cell, int64_t step, float *out)
     int dow = (int)fmod(fmod(days + 3, 7) + 7, 7); /* Monday = 0 */
     double h = fmod(fmod(hours + cp->phase_h, 24) + 24, 24);
 
-    double business = 0.08 + 0.9 * bump(h, 11, 2.2) + 0.8 * bump(h, 15, 2.5) +
-                      0.2 * bump(h, 19, 2.0);
-    double residential = 0.12 + 0.35 * bump(h, 8.5, 1.5) + 0.45 * bump(h, 13, 2.5) +
-                         1.0 * bump(h, 21, 2.3);
+    double business =
+        0.08 + 0.9 * bump(h, 11, 2.2) + 0.8 * bump(h, 15, 2.5) + 0.2 * bump(h, 19, 2.0);
+    double residential =
+        0.12 + 0.35 * bump(h, 8.5, 1.5) + 0.45 * bump(h, 13, 2.5) + 1.0 * bump(h, 21, 2.3);
     double weekend = dow >= 5;
     double day = cp->business * business * (weekend ? 0.55 : 1.0) +
                  (1 - cp->business) * residential * (weekend ? 1.1 : 1.0);
@@ -285,15 +282,12 @@ int cc_synth_values(const CcSynth *g, int cell, int64_t step, float *out)
         v[K_PRB_DL] = prb_dl;
         v[K_PRB_UL] = prb_ul;
         v[K_THR_DL] = fmax(0, prb_dl / 100 * cp->bw_mhz * se * 0.75 * (1 + 0.05 * W(K_THR_DL)));
-        v[K_THR_UL] =
-            fmax(0, prb_ul / 100 * cp->bw_mhz * se * 0.4 * (1 + 0.06 * W(K_THR_UL)));
+        v[K_THR_UL] = fmax(0, prb_ul / 100 * cp->bw_mhz * se * 0.4 * (1 + 0.06 * W(K_THR_UL)));
         v[K_USERS] = fmax(0, round(cp->users_max * u * (1 + 0.05 * W(K_USERS))));
-        v[K_LAT] = fmax(1, cp->lat0 * (1 + 0.6 * u * u) + 40 * fmax(0, u - 0.9) +
-                               1.0 * W(K_LAT));
+        v[K_LAT] = fmax(1, cp->lat0 * (1 + 0.6 * u * u) + 40 * fmax(0, u - 0.9) + 1.0 * W(K_LAT));
         v[K_CQI] = cqi;
-        v[K_DROP] = clampd(cp->drop_k * (0.1 + 0.3 * u + 4 * fmax(0, u - 0.9)) +
-                               0.03 * fabs(W(K_DROP)),
-                           0, 100);
+        v[K_DROP] = clampd(
+            cp->drop_k * (0.1 + 0.3 * u + 4 * fmax(0, u - 0.9)) + 0.03 * fabs(W(K_DROP)), 0, 100);
     }
 #undef W
     for (int j = 0; j < g->F; j++)

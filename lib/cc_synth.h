@@ -38,7 +38,7 @@
 
 #include "cc_common.h"
 
-#define CC_SYNTH_FEATURES \
+#define CC_SYNTH_FEATURES                                                                          \
     "prb_dl,prb_ul,thr_dl_mbps,thr_ul_mbps,active_users,latency_ms,cqi,drop_rate"
 #define CC_SYNTH_N_KPIS 8
 

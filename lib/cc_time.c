@@ -59,8 +59,8 @@ int cc_time_parse_rfc3339(const char *s, size_t len, int64_t *out)
         return -EINVAL;
     if (s[10] != 'T' && s[10] != 't' && s[10] != ' ')
         return -EINVAL;
-    if (digits(s, len, 11, 2, &h) || s[13] != ':' || digits(s, len, 14, 2, &m) ||
-        s[16] != ':' || digits(s, len, 17, 2, &sec))
+    if (digits(s, len, 11, 2, &h) || s[13] != ':' || digits(s, len, 14, 2, &m) || s[16] != ':' ||
+        digits(s, len, 17, 2, &sec))
         return -EINVAL;
     i = 19;
     if (s[i] == '.') {
@@ -83,8 +83,7 @@ int cc_time_parse_rfc3339(const char *s, size_t len, int64_t *out)
     } else {
         return -EINVAL;
     }
-    if (i != len || !cc_civil_valid(Y, M, D) || h > 23 || m > 59 || sec > 60 || oh > 23 ||
-        om > 59)
+    if (i != len || !cc_civil_valid(Y, M, D) || h > 23 || m > 59 || sec > 60 || oh > 23 || om > 59)
         return -EINVAL;
     int64_t t = cc_days_from_civil(Y, M, D) * 86400 + h * 3600 + m * 60 + sec;
     *out = t - sign * (oh * 3600 + om * 60);

@@ -44,8 +44,8 @@ static void dropout_apply(float *x, float *mask, size_t n, float p, uint64_t *rn
 
 /* ---- layer functions ----------------------------------------------------------------- */
 
-void cc_tr_layernorm_forward(float *out, float *xhat, float *rstd, const float *inp,
-                             const float *g, const float *b, int R, int D)
+void cc_tr_layernorm_forward(float *out, float *xhat, float *rstd, const float *inp, const float *g,
+                             const float *b, int R, int D)
 {
     for (int r = 0; r < R; r++) {
         const float *x = inp + (size_t)r * D;
@@ -67,8 +67,7 @@ void cc_tr_layernorm_forward(float *out, float *xhat, float *rstd, const float *
 }
 
 void cc_tr_layernorm_backward(float *dinp, float *dg, float *db, const float *dout,
-                              const float *xhat, const float *rstd, const float *g, int R,
-                              int D)
+                              const float *xhat, const float *rstd, const float *g, int R, int D)
 {
     for (int r = 0; r < R; r++) {
         const float *dy = dout + (size_t)r * D, *xh = xhat + (size_t)r * D;
@@ -88,8 +87,8 @@ void cc_tr_layernorm_backward(float *dinp, float *dg, float *db, const float *do
     }
 }
 
-void cc_tr_matmul_forward(float *out, const float *inp, const float *W, const float *bias,
-                          int R, int O, int NI)
+void cc_tr_matmul_forward(float *out, const float *inp, const float *W, const float *bias, int R,
+                          int O, int NI)
 {
     if (R > 0)
         cc_linear(out, O, inp, NI, W, NI, bias, R, O, NI, 0);
@@ -103,12 +102,12 @@ static void matmul_backward_inp(float *dinp, const float *dout, const float *W, 
                 accumulate ? 1.0f : 0.0f, dinp, NI);
 }
 
-static void matmul_backward_w(float *dW, float *dbias, const float *dout, const float *inp,
-                              int R, int O, int NI)
+static void matmul_backward_w(float *dW, float *dbias, const float *dout, const float *inp, int R,
+                              int O, int NI)
 {
     /* dW (O,NI) += dout^T (O,R) · inp (R,NI) */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, NI, R, 1.0f, dout, O, inp, NI, 1.0f,
-                dW, NI);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, NI, R, 1.0f, dout, O, inp, NI, 1.0f, dW,
+                NI);
     if (dbias)
         for (int r = 0; r < R; r++)
             for (int o = 0; o < O; o++)
@@ -130,8 +129,8 @@ static inline int key_of(int r, int j, int n) { return j < n ? j : r; }
 static inline int keys_of(int r, int n) { return r < n ? r + 1 : n + 1; }
 
 /* Queries r0..T-1 only (r0 = n in the last layer, where only the current tokens matter). */
-static void attention_forward(float *out, float *att, const float *qkv, int n, int T, int D,
-                              int H, int r0)
+static void attention_forward(float *out, float *att, const float *qkv, int n, int T, int D, int H,
+                              int r0)
 {
     int DK = D / H, S = n + 1, D3 = 3 * D;
     float scale = 1.0f / sqrtf((float)DK);
@@ -169,8 +168,8 @@ static void attention_forward(float *out, float *att, const float *qkv, int n, i
         }
 }
 
-static void attention_backward(float *dqkv, const float *dout, const float *att,
-                               const float *qkv, int n, int T, int D, int H, int r0)
+static void attention_backward(float *dqkv, const float *dout, const float *att, const float *qkv,
+                               int n, int T, int D, int H, int r0)
 {
     int DK = D / H, S = n + 1, D3 = 3 * D;
     float scale = 1.0f / sqrtf((float)DK);
@@ -209,14 +208,13 @@ static void attention_backward(float *dqkv, const float *dout, const float *att,
         }
 }
 
-void cc_tr_attention_forward(float *out, float *att, const float *qkv, int n, int T, int D,
-                             int H)
+void cc_tr_attention_forward(float *out, float *att, const float *qkv, int n, int T, int D, int H)
 {
     attention_forward(out, att, qkv, n, T, D, H, 0);
 }
 
-void cc_tr_attention_backward(float *dqkv, const float *dout, const float *att,
-                              const float *qkv, int n, int T, int D, int H)
+void cc_tr_attention_backward(float *dqkv, const float *dout, const float *att, const float *qkv,
+                              int n, int T, int D, int H)
 {
     attention_backward(dqkv, dout, att, qkv, n, T, D, H, 0);
 }
@@ -255,13 +253,13 @@ struct CcTrainWork {
     int max_win, max_group, max_rows, att_cap; // att_cap per layer
     /* per window */
     int *row0, *ntok, *ncached, *att0, *cur0; // (max_win)
-    int *rowmap;                               // (C) full row of each current token
-    uint64_t *rng;                             // (max_win)
-    float *wsigma;                             // (max_win) normalisation scale
-    double sq_sum;                             // last batch: squared error of the means
-    int64_t sq_count;                          //   in data units, observed targets
-    float *scratch_m;                          // (M) normalisation window
-    float *pe;                                 // (D)
+    int *rowmap;                              // (C) full row of each current token
+    uint64_t *rng;                            // (max_win)
+    float *wsigma;                            // (max_win) normalisation scale
+    double sq_sum;                            // last batch: squared error of the means
+    int64_t sq_count;                         //   in data units, observed targets
+    float *scratch_m;                         // (M) normalisation window
+    float *pe;                                // (D)
     /* activations */
     float *tok;      // (R, IN)
     float *emb_mask; // (R, D)
@@ -358,11 +356,11 @@ void cc_train_work_close(CcTrainWork **pw)
     CcTrainWork *w = pw ? *pw : NULL;
     if (!w)
         return;
-    void *ptrs[] = {w->wsigma, w->rowmap, w->row0, w->ntok, w->ncached, w->att0, w->cur0, w->rng, w->scratch_m,
-                    w->pe, w->tok, w->emb_mask, w->zin, w->qkv, w->att, w->ctx, w->ao_mask,
-                    w->xhat1, w->rstd1, w->z1, w->hd, w->h_mask, w->fo_mask, w->xhat2,
-                    w->rstd2, w->y, w->dy, w->tgt, w->tw, w->dz, w->da, w->db,
-                    w->dqkv, w->dh};
+    void *ptrs[] = {w->wsigma, w->rowmap,    w->row0,    w->ntok,  w->ncached,  w->att0, w->cur0,
+                    w->rng,    w->scratch_m, w->pe,      w->tok,   w->emb_mask, w->zin,  w->qkv,
+                    w->att,    w->ctx,       w->ao_mask, w->xhat1, w->rstd1,    w->z1,   w->hd,
+                    w->h_mask, w->fo_mask,   w->xhat2,   w->rstd2, w->y,        w->dy,   w->tgt,
+                    w->tw,     w->dz,        w->da,      w->db,    w->dqkv,     w->dh};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
         free(ptrs[i]);
     free(w);
@@ -371,14 +369,14 @@ void cc_train_work_close(CcTrainWork **pw)
 
 /* Builds the token inputs of window `wi`, its targets, and the layout bookkeeping. */
 static int build_window(CcTrainWork *w, const CcModel *m, const CcDataset *ds,
-                        const CcTrainWindow *win, int wi, int row, int cur, int att,
-                        float *mu_out, float *sigma_out)
+                        const CcTrainWindow *win, int wi, int row, int cur, int att, float *mu_out,
+                        float *sigma_out)
 {
     const CcHparams *hp = &m->hp;
     int P = hp->patch_len, N = hp->n_patches, M = hp->norm_window, IN = P + 4, HZ = hp->horizon;
     int D = hp->d_model, F = ds->n_features;
-    if (win->series < 0 || win->series >= ds->n_series || win->feature < 0 ||
-        win->feature >= F || win->n_cur < 1 || win->n_cur > w->max_group)
+    if (win->series < 0 || win->series >= ds->n_series || win->feature < 0 || win->feature >= F ||
+        win->n_cur < 1 || win->n_cur > w->max_group)
         return -EINVAL;
     const CcSeries *se = &ds->series[win->series];
     int64_t ie64 = win->e - se->p0;
@@ -431,8 +429,8 @@ static int build_window(CcTrainWork *w, const CcModel *m, const CcDataset *ds,
 }
 
 /* Dropout of the rows of every window in layer-row space (see cc_train_batch). */
-static void dropout_rows(CcTrainWork *w, float *x, float *mask, int n_win,
-                         const CcTrainWindow *win, int compact, int width, float p)
+static void dropout_rows(CcTrainWork *w, float *x, float *mask, int n_win, const CcTrainWindow *win,
+                         int compact, int width, float p)
 {
     for (int b = 0; b < n_win; b++) {
         size_t r0 = compact ? (size_t)w->cur0[b] : (size_t)w->row0[b];
@@ -502,8 +500,8 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
         float *qkv = w->qkv + 3 * l * RD, *att = w->att + (size_t)l * w->att_cap;
         float *ctx = w->ctx + l * RD, *z1 = w->z1 + l * RD, *hd = w->hd + l * RFF;
         float *tmp = w->da; /* (Rl, D) scratch for projections before the residual add */
-        cc_tr_matmul_forward(qkv, zi, p->qkv_w + (size_t)l * D3 * D, p->qkv_b + (size_t)l * D3,
-                             R, D3, D);
+        cc_tr_matmul_forward(qkv, zi, p->qkv_w + (size_t)l * D3 * D, p->qkv_b + (size_t)l * D3, R,
+                             D3, D);
         for (int b = 0; b < n_win; b++)
             attention_forward(ctx + (size_t)w->row0[b] * D, att + w->att0[b],
                               qkv + (size_t)w->row0[b] * D3, w->ncached[b], w->ntok[b], D, H,
@@ -522,13 +520,13 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
         }
         cc_tr_layernorm_forward(z1, w->xhat1 + l * RD, w->rstd1 + (size_t)l * w->max_rows, tmp,
                                 p->ln1_g + (size_t)l * D, p->ln1_b + (size_t)l * D, Rl, D);
-        cc_tr_matmul_forward(hd, z1, p->up_w + (size_t)l * FF * D, p->up_b + (size_t)l * FF, Rl,
-                             FF, D);
+        cc_tr_matmul_forward(hd, z1, p->up_w + (size_t)l * FF * D, p->up_b + (size_t)l * FF, Rl, FF,
+                             D);
         cc_relu(hd, (size_t)Rl * FF);
         if (train)
             dropout_rows(w, hd, w->h_mask + l * RFF, n_win, win, last, FF, dropout);
-        cc_tr_matmul_forward(tmp, hd, p->down_w + (size_t)l * D * FF, p->down_b + (size_t)l * D,
-                             Rl, D, FF);
+        cc_tr_matmul_forward(tmp, hd, p->down_w + (size_t)l * D * FF, p->down_b + (size_t)l * D, Rl,
+                             D, FF);
         if (train)
             dropout_rows(w, tmp, w->fo_mask + l * RD, n_win, win, last, D, dropout);
         for (size_t i = 0; i < (size_t)Rl * D; i++)
@@ -558,9 +556,8 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
         }
     for (int c = 0; c < C; c++) {
         int nobs;
-        total += cc_tr_nll(w->dy + (size_t)c * HZ2, w->y + (size_t)c * HZ2,
-                           w->tgt + (size_t)c * HZ, w->tw + (size_t)c * HZ, HZ, loss_scale,
-                           &nobs);
+        total += cc_tr_nll(w->dy + (size_t)c * HZ2, w->y + (size_t)c * HZ2, w->tgt + (size_t)c * HZ,
+                           w->tw + (size_t)c * HZ, HZ, loss_scale, &nobs);
         ns += nobs > 0;
     }
     if (loss)
@@ -684,8 +681,7 @@ float cc_adam_lr(const CcAdamSettings *s, int64_t step)
         double lo = s->min_lr_frac * s->lr;
         return (float)(lo + 0.5 * (s->lr - lo) * (1 + cos(M_PI * frac)));
     }
-    default:
-        return s->lr;
+    default: return s->lr;
     }
 }
 
@@ -748,7 +744,7 @@ struct CcTrainer {
     CcTrainWindow *val_win;
     int n_val_win;
     int64_t val_samples;
-    CcTrainWindow *batch;      // (batch)
+    CcTrainWindow *batch; // (batch)
     CcTrainWork *work[MAX_THREADS];
     float *grads[MAX_THREADS]; // (n_params) per thread
     float *am, *av;            // Adam moments
@@ -878,8 +874,7 @@ int cc_trainer_open(CcTrainer **out, CcModel *m, const CcDataset *ds, const CcRa
                 hp->n_features);
         goto error;
     }
-    if (s->batch < 1 || s->n_threads < 1 || s->dropout < 0 || s->dropout >= 1 ||
-        s->group < 0) {
+    if (s->batch < 1 || s->n_threads < 1 || s->dropout < 0 || s->dropout >= 1 || s->group < 0) {
         cc_errf(err, errlen, ret, "bad training settings (batch, threads, dropout or group)");
         goto error;
     }
@@ -983,8 +978,8 @@ static void *job_run(void *arg)
         int cnt = j->n_win - i < j->t->per_thread ? j->n_win - i : j->t->per_thread;
         double l;
         int ns;
-        j->ret = cc_train_batch(j->t->work[j->thread], j->t->m, j->grad, j->t->ds, j->win + i,
-                                cnt, j->dropout, 1.0f, &l, &ns, NULL, NULL, NULL);
+        j->ret = cc_train_batch(j->t->work[j->thread], j->t->m, j->grad, j->t->ds, j->win + i, cnt,
+                                j->dropout, 1.0f, &l, &ns, NULL, NULL, NULL);
         j->loss += l;
         j->n_samples += ns;
         double sq;
@@ -1006,8 +1001,17 @@ static int run_threads(CcTrainer *t, const CcTrainWindow *win, int n, float drop
     int share = (n + nt - 1) / nt;
     for (int i = 0; i < nt; i++) {
         int a = i * share, b = a + share > n ? n : a + share;
-        jobs[i] = (Job){t, i, win + (a < n ? a : n), b > a ? b - a : 0, dropout,
-                        grads ? t->grads[i] : NULL, 0, 0, 0, 0, 0};
+        jobs[i] = (Job){t,
+                        i,
+                        win + (a < n ? a : n),
+                        b > a ? b - a : 0,
+                        dropout,
+                        grads ? t->grads[i] : NULL,
+                        0,
+                        0,
+                        0,
+                        0,
+                        0};
         if (grads)
             memset(t->grads[i], 0, t->m->n_params * sizeof(float));
     }
@@ -1136,8 +1140,8 @@ int cc_trainer_validate(CcTrainer *t, double *nll, double *mse)
 
 #define STATE_MAGIC "CCTRAIN2"
 
-int cc_trainer_save_state(const CcTrainer *t, const char *path, const double *extra,
-                          int n_extra, char *err, size_t errlen)
+int cc_trainer_save_state(const CcTrainer *t, const char *path, const double *extra, int n_extra,
+                          char *err, size_t errlen)
 {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -1163,8 +1167,8 @@ int cc_trainer_save_state(const CcTrainer *t, const char *path, const double *ex
     return 0;
 }
 
-int cc_trainer_load_state(CcTrainer *t, const char *path, double *extra, int n_extra,
-                          char *err, size_t errlen)
+int cc_trainer_load_state(CcTrainer *t, const char *path, double *extra, int n_extra, char *err,
+                          size_t errlen)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -1174,9 +1178,9 @@ int cc_trainer_load_state(CcTrainer *t, const char *path, double *extra, int n_e
     int64_t step;
     double ex[8];
     int ret = 0;
-    if (fread(magic, 8, 1, f) != 1 || memcmp(magic, STATE_MAGIC, 8) ||
-        fread(&np, 8, 1, f) != 1 || fread(&step, 8, 1, f) != 1 || fread(&rng, 8, 1, f) != 1 ||
-        fread(&has_ema, 8, 1, f) != 1 || fread(ex, sizeof ex, 1, f) != 1) {
+    if (fread(magic, 8, 1, f) != 1 || memcmp(magic, STATE_MAGIC, 8) || fread(&np, 8, 1, f) != 1 ||
+        fread(&step, 8, 1, f) != 1 || fread(&rng, 8, 1, f) != 1 || fread(&has_ema, 8, 1, f) != 1 ||
+        fread(ex, sizeof ex, 1, f) != 1) {
         ret = cc_errf(err, errlen, -EINVAL, "%s: not a cellcast optimiser state", path);
         goto done;
     }
@@ -1186,12 +1190,14 @@ int cc_trainer_load_state(CcTrainer *t, const char *path, double *extra, int n_e
         goto done;
     }
     if (has_ema != (t->ema_w != NULL)) {
-        ret = cc_errf(err, errlen, -EINVAL, "%s: saved %s weight averaging; resume with the same "
-                      "--ema setting", path, has_ema ? "with" : "without");
+        ret = cc_errf(err, errlen, -EINVAL,
+                      "%s: saved %s weight averaging; resume with the same "
+                      "--ema setting",
+                      path, has_ema ? "with" : "without");
         goto done;
     }
-    if (fread(t->m->block, sizeof(float), np, f) != np || fread(t->am, sizeof(float), np, f) != np ||
-        fread(t->av, sizeof(float), np, f) != np ||
+    if (fread(t->m->block, sizeof(float), np, f) != np ||
+        fread(t->am, sizeof(float), np, f) != np || fread(t->av, sizeof(float), np, f) != np ||
         (has_ema && fread(t->ema_w, sizeof(float), np, f) != np)) {
         ret = cc_errf(err, errlen, -EINVAL, "%s: truncated", path);
         goto done;

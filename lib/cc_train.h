@@ -34,20 +34,19 @@
 /* ---- layer functions (forward and backward), exposed for the gradient tests ---------- */
 
 /** out (R,D) = LayerNorm(inp) with gain g, bias b; saves xhat (R,D) and rstd (R). */
-void cc_tr_layernorm_forward(float *out, float *xhat, float *rstd, const float *inp,
-                                    const float *g, const float *b, int R, int D);
+void cc_tr_layernorm_forward(float *out, float *xhat, float *rstd, const float *inp, const float *g,
+                             const float *b, int R, int D);
 /** dinp (R,D) = overwritten; dg, db (D) accumulated. */
 void cc_tr_layernorm_backward(float *dinp, float *dg, float *db, const float *dout,
-                                     const float *xhat, const float *rstd, const float *g,
-                                     int R, int D);
+                              const float *xhat, const float *rstd, const float *g, int R, int D);
 
 /** out (R,O) = inp (R,NI) · W^T (O,NI) + bias (O) (bias may be NULL). OpenBLAS. */
-void cc_tr_matmul_forward(float *out, const float *inp, const float *W,
-                                 const float *bias, int R, int O, int NI);
+void cc_tr_matmul_forward(float *out, const float *inp, const float *W, const float *bias, int R,
+                          int O, int NI);
 /** dinp (R,NI) overwritten (may be NULL: skipped); dW (O,NI), dbias (O) accumulated
  *  (dbias may be NULL). */
 void cc_tr_matmul_backward(float *dinp, float *dW, float *dbias, const float *dout,
-                                  const float *inp, const float *W, int R, int O, int NI);
+                           const float *inp, const float *W, int R, int O, int NI);
 
 /**
  * Masked multi-head attention of one window of T = n + G tokens (n cached, G current).
@@ -55,11 +54,10 @@ void cc_tr_matmul_backward(float *dinp, float *dW, float *dbias, const float *do
  * out (T,D) concatenated heads; att (H,T,n+1): row r holds the weights over its allowed keys
  * (key slot j < n is cached token j; slot n is the token itself for a current token).
  */
-void cc_tr_attention_forward(float *out, float *att, const float *qkv, int n, int T,
-                                    int D, int H);
+void cc_tr_attention_forward(float *out, float *att, const float *qkv, int n, int T, int D, int H);
 /** dqkv (T,3D) overwritten. */
-void cc_tr_attention_backward(float *dqkv, const float *dout, const float *att,
-                                     const float *qkv, int n, int T, int D, int H);
+void cc_tr_attention_backward(float *dqkv, const float *dout, const float *att, const float *qkv,
+                              int n, int T, int D, int H);
 
 /**
  * Gaussian NLL of the spec for one sample: y (2HZ) head output, target (HZ) normalised,
@@ -67,20 +65,20 @@ void cc_tr_attention_backward(float *dqkv, const float *dout, const float *att,
  * 0.5·((target - y0)/exp(y1))^2 + y1 (0 when none observed) and writes dy (2HZ) =
  * scale · d(that)/dy. *n_obs gets the observed count (may be NULL).
  */
-double cc_tr_nll(float *dy, const float *y, const float *target, const float *w,
-                        int HZ, float scale, int *n_obs);
+double cc_tr_nll(float *dy, const float *y, const float *target, const float *w, int HZ,
+                 float scale, int *n_obs);
 
 /* ---- windows and the batched training forward/backward ------------------------------- */
 
 /** One window of one channel (see top). */
 typedef struct CcTrainWindow {
-    int series;                   ///< series index in the dataset
-    int feature;                  ///< f, column of the dataset = channel embedding row
-    int64_t e;                    ///< absolute step of the newest complete patch's last step
-    int n_cur;                    ///< G current tokens, 1..CC_TRAIN_MAX_GROUP
-    int cur[CC_TRAIN_MAX_GROUP];  ///< their end steps as t - e, each in [0, P)
-    int64_t pos_offset;           ///< patches added to every position of the window
-    uint64_t seed;                ///< dropout stream of this window
+    int series;                  ///< series index in the dataset
+    int feature;                 ///< f, column of the dataset = channel embedding row
+    int64_t e;                   ///< absolute step of the newest complete patch's last step
+    int n_cur;                   ///< G current tokens, 1..CC_TRAIN_MAX_GROUP
+    int cur[CC_TRAIN_MAX_GROUP]; ///< their end steps as t - e, each in [0, P)
+    int64_t pos_offset;          ///< patches added to every position of the window
+    uint64_t seed;               ///< dropout stream of this window
 } CcTrainWindow;
 
 typedef struct CcTrainWork CcTrainWork;
@@ -90,8 +88,7 @@ typedef struct CcTrainWork CcTrainWork;
 void cc_train_work_sqerr(const CcTrainWork *w, double *sum, int64_t *count);
 
 /** Scratch for up to max_windows windows of up to max_group current tokens. */
-int cc_train_work_open(CcTrainWork **out, const CcHparams *hp, int max_windows,
-                               int max_group);
+int cc_train_work_open(CcTrainWork **out, const CcHparams *hp, int max_windows, int max_group);
 void cc_train_work_close(CcTrainWork **w);
 
 /**
@@ -105,27 +102,26 @@ void cc_train_work_close(CcTrainWork **w);
  * Returns 0 or -EINVAL (a window outside its series or without a complete patch).
  */
 int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDataset *ds,
-                          const CcTrainWindow *win, int n_win, float dropout, float loss_scale,
-                          double *loss, int *n_samples, float *y_out, float *mu_out,
-                          float *sigma_out);
+                   const CcTrainWindow *win, int n_win, float dropout, float loss_scale,
+                   double *loss, int *n_samples, float *y_out, float *mu_out, float *sigma_out);
 
 /* ---- optimiser ----------------------------------------------------------------------- */
 
 enum CcSchedule { CC_SCHED_INVSQRT = 0, CC_SCHED_COSINE = 1, CC_SCHED_CONSTANT = 2 };
 
 typedef struct CcAdamSettings {
-    float lr;            ///< peak learning rate (default 1e-3)
-    float beta1;         ///< (default 0.9)
-    float beta2;         ///< (default 0.98)
-    float eps;           ///< (default 1e-9)
-    float weight_decay;  ///< AdamW decoupled decay of weight matrices (not biases, norms,
-                         ///< channel embedding) when > 0 (default 0)
-    int warmup;          ///< linear warmup steps (default 100)
+    float lr;                 ///< peak learning rate (default 1e-3)
+    float beta1;              ///< (default 0.9)
+    float beta2;              ///< (default 0.98)
+    float eps;                ///< (default 1e-9)
+    float weight_decay;       ///< AdamW decoupled decay of weight matrices (not biases, norms,
+                              ///< channel embedding) when > 0 (default 0)
+    int warmup;               ///< linear warmup steps (default 100)
     enum CcSchedule schedule; ///< after warmup: lr·sqrt(warmup/step), cosine to min_lr_frac
-                         ///< at total_steps, or constant (default CC_SCHED_INVSQRT)
-    int64_t total_steps; ///< for the cosine schedule (default 0 = constant after warmup)
-    float min_lr_frac;   ///< cosine floor as a fraction of lr (default 0.05)
-    float clip;          ///< clip the gradient's global L2 norm to this; 0 = off (default 1.0)
+                              ///< at total_steps, or constant (default CC_SCHED_INVSQRT)
+    int64_t total_steps;      ///< for the cosine schedule (default 0 = constant after warmup)
+    float min_lr_frac;        ///< cosine floor as a fraction of lr (default 0.05)
+    float clip;               ///< clip the gradient's global L2 norm to this; 0 = off (default 1.0)
 } CcAdamSettings;
 
 void cc_adam_default_settings(CcAdamSettings *s);
@@ -139,23 +135,22 @@ float cc_adam_lr(const CcAdamSettings *s, int64_t step);
  * p -= lr_t · (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps) [+ lr_t·wd·p where decay[i]].
  * decay (n) may be NULL (no decay). Returns the gradient norm before clipping.
  */
-double cc_adam_update(float *params, float *grad, float *m, float *v,
-                             const uint8_t *decay, size_t n, int64_t step,
-                             const CcAdamSettings *s);
+double cc_adam_update(float *params, float *grad, float *m, float *v, const uint8_t *decay,
+                      size_t n, int64_t step, const CcAdamSettings *s);
 
 /* ---- trainer ------------------------------------------------------------------------- */
 
 typedef struct CcTrainSettings {
-    CcAdamSettings adam;   ///< (see cc_adam_default_settings)
-    float dropout;         ///< (default 0.1)
-    int batch;             ///< windows per optimiser step (default 32)
-    int group;             ///< current tokens per window; 0 = P (every alignment) (default 8)
-    int n_threads;         ///< threads, each owning part of the batch (default 2)
-    uint64_t seed;         ///< sampling, dropout, offsets (default 1)
-    int max_val_windows;   ///< validation windows (evenly spaced subset) (default 1024)
-    float ema;             ///< decay of an exponential moving average of the weights, which
-                           ///< then is what cc_trainer_validate scores and
-                           ///< cc_trainer_eval_weights returns; 0 = off (default 0)
+    CcAdamSettings adam; ///< (see cc_adam_default_settings)
+    float dropout;       ///< (default 0.1)
+    int batch;           ///< windows per optimiser step (default 32)
+    int group;           ///< current tokens per window; 0 = P (every alignment) (default 8)
+    int n_threads;       ///< threads, each owning part of the batch (default 2)
+    uint64_t seed;       ///< sampling, dropout, offsets (default 1)
+    int max_val_windows; ///< validation windows (evenly spaced subset) (default 1024)
+    float ema;           ///< decay of an exponential moving average of the weights, which
+                         ///< then is what cc_trainer_validate scores and
+                         ///< cc_trainer_eval_weights returns; 0 = off (default 0)
 } CcTrainSettings;
 
 void cc_train_default_settings(CcTrainSettings *s);
@@ -169,14 +164,12 @@ typedef struct CcTrainer CcTrainer;
  * updated in place by cc_trainer_step (it must outlive the trainer).
  * 0, -EINVAL (no training sample: message), -ENOMEM.
  */
-int cc_trainer_open(CcTrainer **out, CcModel *m, const CcDataset *ds,
-                           const CcRange *train, const CcRange *val,
-                           const CcTrainSettings *s, char *err, size_t errlen);
+int cc_trainer_open(CcTrainer **out, CcModel *m, const CcDataset *ds, const CcRange *train,
+                    const CcRange *val, const CcTrainSettings *s, char *err, size_t errlen);
 void cc_trainer_close(CcTrainer **t);
 
 /** Training samples (end steps) and validation samples available. */
-void cc_trainer_counts(const CcTrainer *t, int64_t *train_samples,
-                              int64_t *val_samples);
+void cc_trainer_counts(const CcTrainer *t, int64_t *train_samples, int64_t *val_samples);
 
 /** One optimiser step; *loss = mean NLL of the batch, *lr the rate used, *gnorm the
  *  gradient norm before clipping (each may be NULL). 0, -ENOMEM, -EINVAL, -ERANGE
@@ -201,9 +194,9 @@ int64_t cc_trainer_steps_done(const CcTrainer *t);
  * the checkpoint.
  * Load checks the parameter count. 0, -EIO, -EINVAL.
  */
-int cc_trainer_save_state(const CcTrainer *t, const char *path, const double *extra,
-                                 int n_extra, char *err, size_t errlen);
-int cc_trainer_load_state(CcTrainer *t, const char *path, double *extra, int n_extra,
-                                 char *err, size_t errlen);
+int cc_trainer_save_state(const CcTrainer *t, const char *path, const double *extra, int n_extra,
+                          char *err, size_t errlen);
+int cc_trainer_load_state(CcTrainer *t, const char *path, double *extra, int n_extra, char *err,
+                          size_t errlen);
 
 #endif

@@ -60,9 +60,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CcKpiBatch rb;
     if (cc_kpi_decode(ref[data[0] % 3], data + 1, size - 1, &rb))
         return 0;
-    if (rb.n_records != b.n_records || rb.n_errors != b.n_errors ||
-        rb.n_elements != b.n_elements || rb.unmapped_fields != b.unmapped_fields ||
-        rb.null_values != b.null_values)
+    if (rb.n_records != b.n_records || rb.n_errors != b.n_errors || rb.n_elements != b.n_elements ||
+        rb.unmapped_fields != b.unmapped_fields || rb.null_values != b.null_values)
         abort();
     for (int i = 0; i < b.n_records; i++) {
         const CcKpiRecord *x = &b.records[i], *y = &rb.records[i];

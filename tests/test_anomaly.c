@@ -32,8 +32,7 @@ static void rec_emit(void *cookie, const CcAlertEvent *ev)
     r->n++;
 }
 
-static int count(const Rec *r, enum CcAlertKind kind, enum CcDqReason reason,
-                 enum CcAlertState st)
+static int count(const Rec *r, enum CcAlertKind kind, enum CcDqReason reason, enum CcAlertState st)
 {
     int n = 0;
     for (int i = 0; i < r->n && i < MAX_EV; i++)
@@ -173,8 +172,7 @@ static void test_warmup_skips_cold_start_forecasts(void **state)
     Fixture fx;
     fx_open(&fx, &s, "cold");
     float y[2] = {0, 0}, mu = 100, sigma = 10, spike = 1000; /* z = 90 */
-    CcForecast fc = {.valid = 1, .n_features = 1, .horizon = 1, .y = y, .mu = &mu,
-                     .sigma = &sigma};
+    CcForecast fc = {.valid = 1, .n_features = 1, .horizon = 1, .y = y, .mu = &mu, .sigma = &sigma};
     for (int64_t t = 1000; t < 1100; t++) {
         fc.step = t - 1;
         fc.seq_start = 990; /* t - 1 - 990 + 1 < 64 until t = 1054 */
@@ -948,8 +946,13 @@ static int run_naive_shift(int lag, double *expected)
     fx_open(&fx, &s, "naive");
     enum { HZ = 4 };
     float y[HZ * 2], mu = 0, sigma = 10;
-    CcForecast fc = {.valid = 1, .n_features = 1, .horizon = HZ, .y = y, .mu = &mu,
-                     .sigma = &sigma, .seq_start = 0};
+    CcForecast fc = {.valid = 1,
+                     .n_features = 1,
+                     .horizon = HZ,
+                     .y = y,
+                     .mu = &mu,
+                     .sigma = &sigma,
+                     .seq_start = 0};
     for (int64_t t = 0; t < 200; t++) {
         float x = (float)((t >= 150 ? 160.0 : 100.0) + 1.5 * sin(1.3 * (double)t));
         assert_int_equal(cc_anomaly_observe(fx.a, fx.c, t, &x, NULL, &fx.sink), 0);
@@ -1125,7 +1128,8 @@ static void test_settings_by_name(void **state)
     assert_true(s.warn_z == 3.5);
     assert_int_equal(cc_anomaly_settings_set(&s, &hp, "window_n", "5", err, sizeof err), 0);
     assert_int_equal(s.window_n, 5);
-    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "missing_after_s", "900", err, sizeof err), 0);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "missing_after_s", "900", err, sizeof err),
+                     0);
     assert_int_equal(s.missing_after_s, 900);
     assert_int_equal(cc_anomaly_settings_set(&s, &hp, "window_n", "2.5", err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "window_n"));
@@ -1138,18 +1142,26 @@ static void test_settings_by_name(void **state)
     assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.rb.up.max", "1", err, sizeof err), 0);
     assert_true(s.kpi[1].max == 1);
     assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.rb.up.min", "-5", err, sizeof err), 0);
-    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.enabled", "false", err, sizeof err), 0);
+    assert_int_equal(
+        cc_anomaly_settings_set(&s, &hp, "kpis.down.enabled", "false", err, sizeof err), 0);
     assert_int_equal(s.kpi[0].enabled, 0);
-    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.direction", "down", err, sizeof err), 0);
+    assert_int_equal(
+        cc_anomaly_settings_set(&s, &hp, "kpis.down.direction", "down", err, sizeof err), 0);
     assert_int_equal(s.kpi[0].direction, -1);
-    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.direction", "left", err, sizeof err), -EINVAL);
-    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.stuck_steps", "-1", err, sizeof err), 0);
+    assert_int_equal(
+        cc_anomaly_settings_set(&s, &hp, "kpis.down.direction", "left", err, sizeof err), -EINVAL);
+    assert_int_equal(
+        cc_anomaly_settings_set(&s, &hp, "kpis.down.stuck_steps", "-1", err, sizeof err), 0);
     assert_int_equal(s.kpi[0].stuck_steps, -1);
-    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.stuck_steps", "1", err, sizeof err), -EINVAL);
-    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.up.warn_z", "3", err, sizeof err), -ENOENT);
+    assert_int_equal(
+        cc_anomaly_settings_set(&s, &hp, "kpis.down.stuck_steps", "1", err, sizeof err), -EINVAL);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.up.warn_z", "3", err, sizeof err),
+                     -ENOENT);
     assert_non_null(strstr(err, "'up' is not a KPI"));
-    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.color", "3", err, sizeof err), -ENOENT);
-    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.sd_floor", "-1", err, sizeof err), -EINVAL);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.color", "3", err, sizeof err),
+                     -ENOENT);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.sd_floor", "-1", err, sizeof err),
+                     -EINVAL);
     /* per-KPI warn 8 above the deployment's crit (6.75): validation names it */
     assert_int_equal(cc_anomaly_validate(&s, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "kpi 0"));
@@ -1328,7 +1340,7 @@ static void test_profile_drift(void **state)
     assert_int_equal(run_profile(20, 0, t0 + 20, &at2, &res2, 0), 1);
     assert_int_equal(at2, at);
     assert_int_equal(res2, res);
-    assert_int_equal(run_profile(0, 0, -1, &at2, &res2, 0), 0);  /* off */
+    assert_int_equal(run_profile(0, 0, -1, &at2, &res2, 0), 0);   /* off */
     assert_int_equal(run_profile(20, -1, -1, &at2, &res2, 0), 0); /* downwards only */
     { /* steps longer than a bin (daily: all on the noon bin) are scored on their bin */
         CcAnomalySettings sd;

@@ -38,8 +38,10 @@ static int setup_with(void **state, int64_t max_cells, int policy, int max_gap)
     CcEngineSettings es;
     cc_engine_default_settings(&es);
     assert_int_equal(cc_engine_open(&x->e, x->m, &es, NULL, 0), 0);
-    CcdCellsSettings cs = {.max_cells = max_cells, .kv_budget_bytes = 1LL << 30,
-                           .gap_policy = policy, .max_gap = max_gap};
+    CcdCellsSettings cs = {.max_cells = max_cells,
+                           .kv_budget_bytes = 1LL << 30,
+                           .gap_policy = policy,
+                           .max_gap = max_gap};
     assert_int_equal(ccd_cells_open(&x->t, x->e, &cs), 0);
     x->b.F = x->m->hp.n_features;
     *state = x;
@@ -62,7 +64,8 @@ static int teardown(void **state)
     return 0;
 }
 
-static CcKpiRecord rec(const char *cell, int64_t step, uint64_t present, float v0, float v1, float v2)
+static CcKpiRecord rec(const char *cell, int64_t step, uint64_t present, float v0, float v1,
+                       float v2)
 {
     CcKpiRecord r;
     memset(&r, 0, sizeof r);
@@ -270,8 +273,12 @@ static void test_scheduler_steps_and_publishes(void **state)
     assert_non_null(base = event_base_new());
     done.base = base;
     done.t = x->t;
-    CcdSchedSettings ss = {.batch_steps = 1000000, .batch_ms = 0, .on_done = on_done,
-                           .on_stepped = on_stepped, .cookie = &done, .seal = seal};
+    CcdSchedSettings ss = {.batch_steps = 1000000,
+                           .batch_ms = 0,
+                           .on_done = on_done,
+                           .on_stepped = on_stepped,
+                           .cookie = &done,
+                           .seal = seal};
     assert_int_equal(ccd_sched_open(&s, base, x->e, &ss), 0);
     /* a registered event keeps event_base_dispatch waiting for the worker's wake-up */
     struct event *keep = event_new(base, -1, EV_PERSIST, noop, NULL);
@@ -358,8 +365,8 @@ static void test_imputed_flags_cover_the_engine_ring(void **state)
     x->m = ring_model(5, 22);
     cc_engine_default_settings(&es);
     assert_int_equal(cc_engine_open(&x->e, x->m, &es, NULL, 0), 0);
-    CcdCellsSettings cs = {.max_cells = 10, .kv_budget_bytes = 1LL << 30,
-                           .gap_policy = CCD_GAP_IMPUTE, .max_gap = 3};
+    CcdCellsSettings cs = {
+        .max_cells = 10, .kv_budget_bytes = 1LL << 30, .gap_policy = CCD_GAP_IMPUTE, .max_gap = 3};
     assert_int_equal(ccd_cells_open(&x->t, x->e, &cs), 0);
     x->b.F = 3;
     assert_int_equal(x->t->ring, 25);

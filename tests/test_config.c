@@ -85,7 +85,8 @@ static void expect_error(const char *yaml, const char *where, const char *key, c
     assert_int_equal(ccd_config_init(&c), 0);
     assert_int_not_equal(load(&c, yaml, err, sizeof err), 0);
     if (!strstr(err, where) || (key && !strstr(err, key)) || (what && !strstr(err, what)))
-        fail_msg("error '%s' lacks '%s' / '%s' / '%s'", err, where, key ? key : "", what ? what : "");
+        fail_msg("error '%s' lacks '%s' / '%s' / '%s'", err, where, key ? key : "",
+                 what ? what : "");
     ccd_config_free(&c);
 }
 
@@ -142,7 +143,8 @@ static void test_set(void **state)
     assert_int_equal(ccd_config_set(&c, "kafka.topics=a, b ,c", err, sizeof err), 0);
     assert_int_equal(c.kafka_topics.n, 3);
     assert_string_equal(c.kafka_topics.items[1], "b");
-    assert_int_equal(ccd_config_set(&c, "kafka.properties.fetch.wait.max.ms=5", err, sizeof err), 0);
+    assert_int_equal(ccd_config_set(&c, "kafka.properties.fetch.wait.max.ms=5", err, sizeof err),
+                     0);
     assert_string_equal(ccd_strmap_get(&c.kafka_properties, "fetch.wait.max.ms"), "5");
     assert_int_equal(ccd_config_set(&c, "demo.enabled=true", err, sizeof err), 0);
     assert_int_equal(c.demo_enabled, 1);

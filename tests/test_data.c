@@ -58,7 +58,7 @@ static void test_time_formats(void **state)
     } ok[] = {
         {"1704067200", NULL, 1704067200},
         {"1704067200.5", NULL, 1704067200.5},
-        {"1704067200000", NULL, 1704067200},          /* milliseconds */
+        {"1704067200000", NULL, 1704067200}, /* milliseconds */
         {"2024-01-01T00:00:00Z", NULL, 1704067200},
         {"2024-01-01T01:30:00+01:30", NULL, 1704067200},
         {"2024-01-01T00:00:00.250Z", NULL, 1704067200.25},
@@ -66,9 +66,9 @@ static void test_time_formats(void **state)
         {"2024-01-01", NULL, 1704067200},
         {"2024-01-01 00:00:00", NULL, 1704067200},
         {"2024-01-01 00:00", NULL, 1704067200},
-        {"2016-07-01 00:00:00", NULL, 1467331200},    /* ETTh1's first row */
-        {"2018-03-28 15:56:00", NULL, 1522252560},    /* ElBorn's first row */
-        {"10/23/2017 0:00", NULL, 1508716800},        /* lte-hourly */
+        {"2016-07-01 00:00:00", NULL, 1467331200}, /* ETTh1's first row */
+        {"2018-03-28 15:56:00", NULL, 1522252560}, /* ElBorn's first row */
+        {"10/23/2017 0:00", NULL, 1508716800},     /* lte-hourly */
         {"2/29/2024 13:05:07", NULL, 1709211907},
         {" 2024-02-29T12:00:00Z ", NULL, 1709208000},
         {"01.01.2024 00:00", "%d.%m.%Y %H:%M", 1704067200},
@@ -82,9 +82,18 @@ static void test_time_formats(void **state)
         assert_int_equal(rc, 0);
         NEAR(t, ok[i].want, 1e-6);
     }
-    const char *bad[] = {"", "abc", "2024-13-01", "2023-02-29", "2024-01-01T25:00:00Z",
-                         "2024-01-01T00:00:00+25:00", "2024-01-01 00:00:00 trailing",
-                         "13/01/2024 0:00", "1/1/24", "12:00", "2024-1-1", "0x10"};
+    const char *bad[] = {"",
+                         "abc",
+                         "2024-13-01",
+                         "2023-02-29",
+                         "2024-01-01T25:00:00Z",
+                         "2024-01-01T00:00:00+25:00",
+                         "2024-01-01 00:00:00 trailing",
+                         "13/01/2024 0:00",
+                         "1/1/24",
+                         "12:00",
+                         "2024-1-1",
+                         "0x10"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         double t;
         int rc = cc_data_parse_time(bad[i], strlen(bad[i]), NULL, &t);
@@ -309,11 +318,13 @@ static void test_malformed(void **state)
     load_fail("ts,a\n0,1\n60,2\n", &st, "no time column 'time'");
     st.time_column = NULL;
     st.time_format = "%d.%m.%Y";
-    load_fail("ts,a\n2024-01-01,1\n", &st, "bad.csv:2:1: cannot parse time '2024-01-01' (format %d.%m.%Y)");
+    load_fail("ts,a\n2024-01-01,1\n", &st,
+              "bad.csv:2:1: cannot parse time '2024-01-01' (format %d.%m.%Y)");
     /* the file path is named for a missing file */
     CcDataset *ds = NULL;
     char err[256];
-    assert_int_equal(cc_data_open_file(&ds, "/nonexistent/x.csv", NULL, NULL, err, sizeof err), -EIO);
+    assert_int_equal(cc_data_open_file(&ds, "/nonexistent/x.csv", NULL, NULL, err, sizeof err),
+                     -EIO);
     assert_non_null(strstr(err, "/nonexistent/x.csv"));
 }
 
@@ -366,8 +377,8 @@ static void test_append_split_stats(void **state)
     assert_int_equal(r[0].end, 5);
     assert_int_equal(r[1].end, 7);
     assert_int_equal(r[2].begin, 7);
-    assert_int_equal(cc_data_split("rows:0-8640,8640-11520,11520-14400", 17420, r, err,
-                                   sizeof err), 0);
+    assert_int_equal(cc_data_split("rows:0-8640,8640-11520,11520-14400", 17420, r, err, sizeof err),
+                     0);
     assert_int_equal(r[2].begin, 11520);
     assert_int_equal(r[2].end, 14400);
     assert_int_equal(cc_data_split("rows:0-10,5-20,20-30", 30, r, err, sizeof err), -EINVAL);
@@ -377,7 +388,6 @@ static void test_append_split_stats(void **state)
     assert_int_equal(cc_data_split("x", 30, r, err, sizeof err), -EINVAL);
     assert_int_equal(cc_data_split("rows:0-10", 30, r, err, sizeof err), -EINVAL);
 }
-
 
 /* Random corruptions of a valid file never crash the loader (run under ASan in CI): each
  * either loads with consistent shapes or fails with a message naming the file. */
@@ -404,9 +414,12 @@ static void test_mutations(void **state)
             size_t pos = (size_t)(x % len);
             switch ((x >> 32) % 4) {
             case 0: buf[pos] = alphabet[(x >> 40) % (sizeof alphabet - 1)]; break;
-            case 1: len = pos + 1; break;                                   /* truncate */
-            case 2: memmove(buf + pos, buf + pos + 1, len - pos - 1); len--; break;
-            default: buf[pos] = (char)(x >> 48); break;                      /* any byte */
+            case 1: len = pos + 1; break; /* truncate */
+            case 2:
+                memmove(buf + pos, buf + pos + 1, len - pos - 1);
+                len--;
+                break;
+            default: buf[pos] = (char)(x >> 48); break; /* any byte */
             }
             if (len == 0)
                 len = 1;
@@ -503,7 +516,8 @@ static void test_synth(void **state)
         hi = m > hi ? m : hi;
     }
     print_message("synth: %lld rows, %lld missing, %lld outage steps, prb_dl hourly mean "
-                  "%.1f..%.1f\n", (long long)rows, (long long)missing, (long long)nan_lat, lo, hi);
+                  "%.1f..%.1f\n",
+                  (long long)rows, (long long)missing, (long long)nan_lat, lo, hi);
     assert_true(hi > 2.5 * lo); /* a real daily rhythm */
 
     /* CSV written in one go loads back to the same values */

@@ -22,10 +22,7 @@
 #include "testlib.h"
 
 static uint64_t rng_state = 99;
-static double urand(void)
-{
-    return tl_rng_uniform(&rng_state);
-}
+static double urand(void) { return tl_rng_uniform(&rng_state); }
 
 static CcModel *small_model(uint64_t seed)
 {
@@ -229,8 +226,7 @@ static void test_no_cache_and_threads_equal_streaming(void **state)
 }
 
 /* Runs `ncells` cells for T steps; cell 0 carries the probe series. Returns cell 0's y. */
-static void run_batch(const CcModel *m, const CcEngineSettings *s, int ncells, int T,
-                      float *y_out)
+static void run_batch(const CcModel *m, const CcEngineSettings *s, int ncells, int T, float *y_out)
 {
     const CcHparams *hp = &m->hp;
     int F = hp->n_features;

@@ -19,10 +19,7 @@
 #include "testlib.h"
 
 static uint64_t rng = 777;
-static float frand(void)
-{
-    return tl_rng_float(&rng);
-}
+static float frand(void) { return tl_rng_float(&rng); }
 
 static float *randv(size_t n)
 {
@@ -260,8 +257,7 @@ static int bench(void)
                   {"up + ReLU 112x128x64", 128, 64, 0, CC_GEMM_RELU},
                   {"down + residual LN 112x64x128", 64, 128, 1, CC_GEMM_STORE},
                   {"o + residual LN 112x64x64", 64, 64, 1, CC_GEMM_STORE}};
-    printf("%-32s %13s %13s %13s %8s\n", "layer", "packed", "OpenBLAS", "reference",
-           "ref/fast");
+    printf("%-32s %13s %13s %13s %8s\n", "layer", "packed", "OpenBLAS", "reference", "ref/fast");
     for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) {
         BenchArgs a = {.M = 112, .N = layers[i].N, .K = layers[i].K, .epi = layers[i].epi};
         a.A = randv((size_t)a.M * a.K), a.W = randv((size_t)a.N * a.K), a.bias = randv(a.N);

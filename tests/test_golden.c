@@ -79,11 +79,11 @@ typedef struct Golden {
     CcModel *model;
     int F, P, N, M, D, H, L, FF, HZ;
     int64_t S, tz, p0;
-    int T;            ///< steps in the series
-    float *series;    ///< (F, T)
+    int T;         ///< steps in the series
+    float *series; ///< (F, T)
     Case *cases;
     int n_cases;
-    Fwd *fwd;         ///< expected `forward --all` rows
+    Fwd *fwd; ///< expected `forward --all` rows
     int n_fwd;
 } Golden;
 
@@ -338,10 +338,7 @@ static void test_model_hparams(void **state)
     check_csv(g);
 }
 
-static double rel_err(double got, double want, double scale)
-{
-    return fabs(got - want) / scale;
-}
+static double rel_err(double got, double want, double scale) { return fabs(got - want) / scale; }
 
 /* cc_ref_forward's trace, tensor by tensor. One trace is reused over all cases (as a
  * caller would), so stale entries from a larger earlier case would show up. */
@@ -384,8 +381,9 @@ static void test_ref_trace(void **state)
             maxerr_add(&e_tok, fabs(tr.tokens_in[j] - k->tokens_in[j]), k->t, k->f);
         for (int l = 0; l <= g->L; l++)
             for (int j = 0; j < T * g->D; j++)
-                maxerr_add(&e_z[l], fabs(tr.z[(size_t)l * T * g->D + j] -
-                                         k->z[(size_t)l * T * g->D + j]), k->t, k->f);
+                maxerr_add(&e_z[l],
+                           fabs(tr.z[(size_t)l * T * g->D + j] - k->z[(size_t)l * T * g->D + j]),
+                           k->t, k->f);
         for (int l = 0; l < g->L; l++)
             for (int j = 0; j < g->H * T * T; j++) {
                 double got = tr.att[(size_t)l * g->H * T * T + j];
@@ -400,7 +398,8 @@ static void test_ref_trace(void **state)
     }
     cc_ref_trace_close(&tr);
     printf("golden cc_ref_forward: %d cases with a forecast, %d cold-start cases, %d masked "
-           "attention entries not 0\n", n_valid, n_cold, n_masked_nonzero);
+           "attention entries not 0\n",
+           n_valid, n_cold, n_masked_nonzero);
     maxerr_print("cc_ref_forward", &e_tok);
     for (int l = 0; l <= g->L; l++)
         maxerr_print("cc_ref_forward", &e_z[l]);
@@ -476,8 +475,8 @@ static void stream_engine(Golden *g, enum CcKvType kv, double tol)
             for (int j = 0; j < F * HZ * 2; j++)
                 maxerr_add(&e_y, fabs(fc.y[j] - r->y[j]), t, j / (HZ * 2));
             for (int f = 0; f < F; f++) {
-                maxerr_add(&e_mu, rel_err(fc.mu[f], r->mu[f], fmax(fabs(r->mu[f]), r->sigma[f])),
-                           t, f);
+                maxerr_add(&e_mu, rel_err(fc.mu[f], r->mu[f], fmax(fabs(r->mu[f]), r->sigma[f])), t,
+                           f);
                 maxerr_add(&e_sd, rel_err(fc.sigma[f], r->sigma[f], r->sigma[f]), t, f);
             }
         }
@@ -514,8 +513,8 @@ static void stream_engine(Golden *g, enum CcKvType kv, double tol)
     assert_int_equal(row, g->n_fwd);
     char what[64];
     snprintf(what, sizeof what, "engine kv=%s", kv_name(kv));
-    printf("golden %s: %d rows, %d fixture cases, %d attention rows compared\n", what, row,
-           n_case, n_att);
+    printf("golden %s: %d rows, %d fixture cases, %d attention rows compared\n", what, row, n_case,
+           n_att);
     maxerr_print(what, &e_y);
     maxerr_print(what, &e_cy);
     maxerr_print(what, &e_mu);
@@ -541,10 +540,8 @@ static void test_engine_bf16(void **state) { stream_engine(*state, CC_KV_BF16, T
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_model_hparams),
-        cmocka_unit_test(test_ref_trace),
-        cmocka_unit_test(test_engine_f32),
-        cmocka_unit_test(test_engine_f16),
+        cmocka_unit_test(test_model_hparams), cmocka_unit_test(test_ref_trace),
+        cmocka_unit_test(test_engine_f32),    cmocka_unit_test(test_engine_f16),
         cmocka_unit_test(test_engine_bf16),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

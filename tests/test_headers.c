@@ -4,7 +4,4 @@
  * tests/meson.build), so a header that needs an include it lacks breaks the build of this
  * test. Linked with them, this main only has to run.
  */
-int main(void)
-{
-    return 0;
-}
+int main(void) { return 0; }

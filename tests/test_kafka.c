@@ -37,8 +37,8 @@ typedef struct Got {
     uint64_t batch[MAXMSG];
     char payload[MAXMSG][32];
     int assigned, revoked;
-    CcdKafka *k;          /* for ccd_kafka_rewind from on_assign */
-    int rewind;          /* rewind every assigned partition to ts rewind_ts */
+    CcdKafka *k; /* for ccd_kafka_rewind from on_assign */
+    int rewind;  /* rewind every assigned partition to ts rewind_ts */
     int64_t rewind_ts;
 } Got;
 
@@ -55,8 +55,7 @@ static void on_message(void *cookie, uint64_t batch_id, const CcdKafkaMessage *m
     g->partition[g->n] = m->partition;
     g->offset[g->n] = m->offset;
     g->batch[g->n] = batch_id;
-    snprintf(g->payload[g->n], sizeof g->payload[0], "%.*s", (int)m->len,
-             (const char *)m->payload);
+    snprintf(g->payload[g->n], sizeof g->payload[0], "%.*s", (int)m->len, (const char *)m->payload);
     g->n++;
 }
 
@@ -112,24 +111,23 @@ static void produce(const char *bootstrap, const char *topic, int from, int n)
         char key[16], val[32];
         snprintf(key, sizeof key, "c%d", i % 7);
         snprintf(val, sizeof val, "m%d", i);
-        assert_int_equal(rd_kafka_producev(p, RD_KAFKA_V_TOPIC(topic),
-                                           RD_KAFKA_V_KEY(key, strlen(key)),
-                                           RD_KAFKA_V_VALUE(val, strlen(val)),
-                                           RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                                           RD_KAFKA_V_END),
-                         0);
+        assert_int_equal(
+            rd_kafka_producev(p, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, strlen(key)),
+                              RD_KAFKA_V_VALUE(val, strlen(val)),
+                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
+            0);
     }
     assert_int_equal(rd_kafka_flush(p, 10000), 0);
     rd_kafka_destroy(p);
 }
 
 static CcdKafka *open_k(const char *brokers, const char *group, Got *g, int max_poll,
-                       const char *dlq)
+                        const char *dlq)
 {
     static const char *const topics[] = {"kpis"};
     static const CcdKafkaProp props[] = {{"auto.commit.interval.ms", "100"},
-                                        {"session.timeout.ms", "6000"},
-                                        {"heartbeat.interval.ms", "500"}};
+                                         {"session.timeout.ms", "6000"},
+                                         {"heartbeat.interval.ms", "500"}};
     CcdKafkaSettings s;
     ccd_kafka_default_settings(&s);
     s.brokers = brokers;
@@ -356,11 +354,16 @@ static void test_dead_letter_and_alerts(void **state)
     World *w = *state;
     Got g = {0};
     CcdKafka *k = open_k(w->bootstrap, "g-dlq", &g, 100, "dlq");
-    CcdKafkaMessage bad = {.topic = "kpis", .partition = 1, .offset = 42, .timestamp_ms = -1,
-                          .key = "cellX", .key_len = 5, .payload = "{not json", .len = 9};
+    CcdKafkaMessage bad = {.topic = "kpis",
+                           .partition = 1,
+                           .offset = 42,
+                           .timestamp_ms = -1,
+                           .key = "cellX",
+                           .key_len = 5,
+                           .payload = "{not json",
+                           .len = 9};
     ccd_kafka_dead_letter(k, &bad, "not_json");
-    assert_int_equal(ccd_kafka_produce(k, "alerts", "cellA", 5, "{\"state\":\"firing\"}", 18),
-                     0);
+    assert_int_equal(ccd_kafka_produce(k, "alerts", "cellA", 5, "{\"state\":\"firing\"}", 18), 0);
     CcdKafkaStats st;
     int64_t end = cc_now_ns() + 10000000000LL;
     do {
@@ -450,7 +453,7 @@ static void test_produce_retry(void **state)
     Got g = {0};
     static const char *const topics[] = {"kpis"};
     static const CcdKafkaProp pprops[] = {{"delivery.timeout.ms", "1000"},
-                                         {"socket.connection.setup.timeout.ms", "1000"}};
+                                          {"socket.connection.setup.timeout.ms", "1000"}};
     CcdKafkaSettings s;
     ccd_kafka_default_settings(&s);
     s.brokers = w->bootstrap;

@@ -19,10 +19,7 @@
 #include "testlib.h"
 
 static uint64_t rng = 12345;
-static float frand(void)
-{
-    return tl_rng_float(&rng);
-}
+static float frand(void) { return tl_rng_float(&rng); }
 
 static void test_linear_matches_reference(void **state)
 {
@@ -156,10 +153,7 @@ static void test_half_precision_conversions(void **state)
     assert_true(maxrelbf <= 1.0 / 256 + 1e-9);
 }
 
-static int f16_is_nan(uint16_t h)
-{
-    return (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
-}
+static int f16_is_nan(uint16_t h) { return (h & 0x7c00) == 0x7c00 && (h & 0x3ff); }
 
 /* The row conversions this CPU uses equal the element-wise ones bit for bit (NaN payloads
  * aside: NaN stays NaN), at every length around the 8-lane blocks of the F16C versions. */
@@ -169,9 +163,10 @@ static void test_half_rows_match_elementwise(void **state)
     CcHalfDsp dsp;
     cc_half_dsp_init(&dsp);
     enum { LEN = 41 };
-    static const float special[] = {0.0f, -0.0f, 1.0f, 65504.0f, 65520.0f, 1e6f, -1e6f,
-                                    5.9604645e-8f, 2.9802322e-8f, 6.1e-5f, 1.00048828125f,
-                                    1.00146484375f, INFINITY, -INFINITY, NAN, 3.0e38f};
+    static const float special[] = {
+        0.0f,     -0.0f,         1.0f,          65504.0f, 65520.0f,       1e6f,
+        -1e6f,    5.9604645e-8f, 2.9802322e-8f, 6.1e-5f,  1.00048828125f, 1.00146484375f,
+        INFINITY, -INFINITY,     NAN,           3.0e38f};
     float x[LEN], back[LEN], back_ref[LEN];
     uint16_t h[LEN], h_ref[LEN];
     for (int round = 0; round < 2; round++) {

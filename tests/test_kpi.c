@@ -65,10 +65,10 @@ static void expect_reason(CcKpiDecoder *d, const char *msg, enum CcKpiReason r)
 static void test_reason_names(void **state)
 {
     (void)state;
-    const char *want[] = {"ok", "oversize", "not_json", "not_object", "empty",
-                          "too_many_records", "missing_cell", "bad_cell_id", "missing_ts",
-                          "bad_ts", "misaligned_ts", "bad_value_type", "non_finite",
-                          "absurd_value", "no_kpis"};
+    const char *want[] = {"ok",         "oversize",         "not_json",      "not_object",
+                          "empty",      "too_many_records", "missing_cell",  "bad_cell_id",
+                          "missing_ts", "bad_ts",           "misaligned_ts", "bad_value_type",
+                          "non_finite", "absurd_value",     "no_kpis"};
     assert_int_equal(sizeof want / sizeof *want, CC_KPI_N_REASONS);
     for (int r = 0; r < CC_KPI_N_REASONS; r++)
         assert_string_equal(cc_kpi_reason_name(r), want[r]);
@@ -241,8 +241,8 @@ static void test_array_keeps_good_elements(void **state)
     size_t n = 0;
     n += (size_t)sprintf(buf + n, "[");
     for (int i = 0; i < 150; i++)
-        n += (size_t)sprintf(buf + n, "%s{\"cell\":\"c%d\",\"ts\":%d,\"users\":%d}",
-                             i ? "," : "", i, i * 3600, i);
+        n += (size_t)sprintf(buf + n, "%s{\"cell\":\"c%d\",\"ts\":%d,\"users\":%d}", i ? "," : "",
+                             i, i * 3600, i);
     n += (size_t)sprintf(buf + n, "]");
     assert_int_equal(cc_kpi_decode(d, buf, n, &b), 0);
     assert_int_equal(b.n_records, 150);
@@ -284,8 +284,8 @@ static void test_timestamps(void **state)
     assert_int_equal(ts_of(d, "1714557600.7"), t0);
     assert_int_equal(ts_of(d, "1714557600000"), t0);
     assert_int_equal(ts_of(d, "1714557600999"), t0);
-    assert_int_equal(ts_of(d, "99999999999"), 99999999999);      /* < 1e11: seconds */
-    assert_int_equal(ts_of(d, "100000000000"), 100000000);       /* ≥ 1e11: ms */
+    assert_int_equal(ts_of(d, "99999999999"), 99999999999); /* < 1e11: seconds */
+    assert_int_equal(ts_of(d, "100000000000"), 100000000);  /* ≥ 1e11: ms */
     int64_t t;
     assert_int_equal(cc_time_parse_rfc3339("2023-02-29T00:00:00Z", 20, &t), -22);
     assert_int_equal(cc_time_parse_rfc3339("2023-01-01T24:00:00Z", 20, &t), -22);
@@ -326,7 +326,7 @@ static void test_mapping_scale_aliases(void **state)
     CcKpiMapEntry map[] = {
         {.field = "pmPrbUtilDl", .feature_name = "dl_prb", .scale = 100},
         {.field = "throughput_kbps", .feature = 3, .scale = 0.001},
-        {.field = "thr", .feature = 3, .scale = 1},      /* alias, lower priority */
+        {.field = "thr", .feature = 3, .scale = 1},                /* alias, lower priority */
         {.field = "ul_prb", .feature_name = "ul_prb", .scale = 2}, /* overrides identity */
     };
     s.map = map;
@@ -444,8 +444,8 @@ static void expect_same(CcKpiDecoder *fast, CcKpiDecoder *ref, const char *msg, 
                !strcmp(a.errors[i].message, b.errors[i].message);
     if (!same)
         print_error("fast and reference decoders differ on %.*s: records %d/%d errors %d/%d "
-                    "(%s / %s) elements %d/%d unmapped %llu/%llu nulls %llu/%llu\n", (int)len,
-                    msg, a.n_records, b.n_records, a.n_errors, b.n_errors,
+                    "(%s / %s) elements %d/%d unmapped %llu/%llu nulls %llu/%llu\n",
+                    (int)len, msg, a.n_records, b.n_records, a.n_errors, b.n_errors,
                     a.n_errors ? a.errors[0].message : "-", b.n_errors ? b.errors[0].message : "-",
                     a.n_elements, b.n_elements, (unsigned long long)a.unmapped_fields,
                     (unsigned long long)b.unmapped_fields, (unsigned long long)a.null_values,
@@ -457,17 +457,24 @@ static void test_fast_path_matches_reference(void **state)
 {
     (void)state;
     static const char *const msgs[] = {
-        "{\"cell\":\"c1\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":41.5,\"ul_prb\":12,\"users\":7,\"thr\":3.25}}",
-        "{\"cell\":\"c1\",\"ts\":\"2024-05-01T10:00:00Z\",\"dl_prb\":41.5,\"x\":\"y\",\"users\":null}",
-        " [ {\"cell\" : \"a\" , \"ts\" : 1714557600123 , \"dl_prb\" : -0 } ,\n\t{\"ts\":1.5e9,\"cell\":\"b/2\",\"kpis\":{\"pm\":0.25,\"dl_prb\":1}} ] \r\n",
-        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":0.30000000000000004,\"ul_prb\":1e-400,\"users\":123456789012345678901234,\"thr\":4.9e-324}}",
+        "{\"cell\":\"c1\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":41.5,\"ul_prb\":12,\"users\":7,"
+        "\"thr\":3.25}}",
+        "{\"cell\":\"c1\",\"ts\":\"2024-05-01T10:00:00Z\",\"dl_prb\":41.5,\"x\":\"y\",\"users\":"
+        "null}",
+        " [ {\"cell\" : \"a\" , \"ts\" : 1714557600123 , \"dl_prb\" : -0 } "
+        ",\n\t{\"ts\":1.5e9,\"cell\":\"b/2\",\"kpis\":{\"pm\":0.25,\"dl_prb\":1}} ] \r\n",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":0.30000000000000004,\"ul_prb\":1e-"
+        "400,\"users\":123456789012345678901234,\"thr\":4.9e-324}}",
         "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":1e400}}",
-        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":1E+2,\"ul_prb\":-2.5e-3,\"thr\":1e22,\"users\":1e23}}",
-        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":9007199254740993,\"ul_prb\":0.1234567890123456789012}}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":1E+2,\"ul_prb\":-2.5e-3,\"thr\":"
+        "1e22,\"users\":1e23}}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":9007199254740993,\"ul_prb\":0."
+        "1234567890123456789012}}",
         "{\"cell\":\"c\",\"ts\":1714557600,\"dl_prb\":1,\"dl_prb\":2}",
         "{\"cell\":\"c\",\"cell\":\"d\",\"ts\":1714557600,\"dl_prb\":1}",
         "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":1},\"kpis\":{\"ul_prb\":2}}",
-        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":1,\"z\":1,\"z\":2,\"cell\":3,\"ts\":4}}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":1,\"z\":1,\"z\":2,\"cell\":3,"
+        "\"ts\":4}}",
         "{\"cell\":\"c\",\"ts\":1714557600,\"u1\":1,\"u1\":2,\"dl_prb\":1,\"kpis\":{\"users\":3}}",
         "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":1},\"meta\":{\"a\":[1,2]}}",
         "{\"cell\":\"c\\u0031\",\"ts\":1714557600,\"dl_prb\":1}",
@@ -495,13 +502,27 @@ static void test_fast_path_matches_reference(void **state)
         "{\"cell\":\"c\",\"ts\":1714557600,\"dl_prb\":1,}",
         "{\"cell\":\"c\",\"ts\":1714557600,\"dl_prb\":1} x",
         "{\"cell\":\"c\",\"ts\":1714557600,\"dl_prb\":1}{}",
-        "[]", "[1]", "[{}]", "{}", "\"x\"", "42", "null", "", "   ", "[{\"cell\":\"c\",\"ts\":1714557600,\"dl_prb\":1},]",
-        "[{\"cell\":\"c\",\"ts\":1714557600,\"dl_prb\":1},{\"cell\":\"d\",\"ts\":1714557600,\"dl_prb\":\"x\"}]",
+        "[]",
+        "[1]",
+        "[{}]",
+        "{}",
+        "\"x\"",
+        "42",
+        "null",
+        "",
+        "   ",
+        "[{\"cell\":\"c\",\"ts\":1714557600,\"dl_prb\":1},]",
+        "[{\"cell\":\"c\",\"ts\":1714557600,\"dl_prb\":1},{\"cell\":\"d\",\"ts\":1714557600,\"dl_"
+        "prb\":\"x\"}]",
         "{\"cell\":\"c\",\"ts\":1714557600,\"pm\":0.5,\"dl_prb\":7,\"t2\":5000}",
         "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":7,\"pm\":0.5,\"t2\":-5000}}",
         "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":101}}",
         "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"thr\":-1e10}}",
-        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"a0\":1,\"a1\":1,\"a2\":1,\"a3\":1,\"a4\":1,\"a5\":1,\"a6\":1,\"a7\":1,\"a8\":1,\"a9\":1,\"b0\":1,\"b1\":1,\"b2\":1,\"b3\":1,\"b4\":1,\"b5\":1,\"b6\":1,\"b7\":1,\"b8\":1,\"b9\":1,\"c0\":1,\"c1\":1,\"c2\":1,\"c3\":1,\"c4\":1,\"c5\":1,\"c6\":1,\"c7\":1,\"c8\":1,\"c9\":1,\"d0\":1,\"d1\":1,\"d2\":1,\"d3\":1,\"users\":2}}",
+        "{\"cell\":\"c\",\"ts\":1714557600,\"kpis\":{\"a0\":1,\"a1\":1,\"a2\":1,\"a3\":1,\"a4\":1,"
+        "\"a5\":1,\"a6\":1,\"a7\":1,\"a8\":1,\"a9\":1,\"b0\":1,\"b1\":1,\"b2\":1,\"b3\":1,\"b4\":1,"
+        "\"b5\":1,\"b6\":1,\"b7\":1,\"b8\":1,\"b9\":1,\"c0\":1,\"c1\":1,\"c2\":1,\"c3\":1,\"c4\":1,"
+        "\"c5\":1,\"c6\":1,\"c7\":1,\"c8\":1,\"c9\":1,\"d0\":1,\"d1\":1,\"d2\":1,\"d3\":1,"
+        "\"users\":2}}",
     };
     static const double lo[4] = {0, 0, 0, -1e9}, hi[4] = {100, 100, 1e30, 1e9};
     CcKpiMapEntry map[] = {{.field = "pm", .feature_name = "dl_prb", .scale = 100},
@@ -556,7 +577,8 @@ static void test_fast_path_matches_reference(void **state)
         cc_kpi_stats(fast, &sf);
         cc_kpi_stats(ref, &sr);
         assert_int_equal(sr.fast, 0);
-        print_message("align %d: %llu of %llu messages on the fast path\n", align, (unsigned long long)sf.fast, (unsigned long long)sf.messages);
+        print_message("align %d: %llu of %llu messages on the fast path\n", align,
+                      (unsigned long long)sf.fast, (unsigned long long)sf.messages);
         assert_true(sf.fast > 1000); /* many mutations leave a valid message */
         assert_int_equal(sf.records, sr.records);
         assert_int_equal(sf.messages, sr.messages);
@@ -575,11 +597,12 @@ static void test_fast_path_taken(void **state)
     CcKpiDecoder *d = open_dec(&s);
     CcKpiStats st;
     decode(d, "{\"cell\":\"c1\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":41.5,\"users\":7}}");
-    decode(d, "[{\"cell\":\"c1\",\"ts\":1714561200,\"dl_prb\":1},{\"cell\":\"c2\",\"ts\":1714561200,\"thr\":2}]");
+    decode(d, "[{\"cell\":\"c1\",\"ts\":1714561200,\"dl_prb\":1},{\"cell\":\"c2\",\"ts\":"
+              "1714561200,\"thr\":2}]");
     cc_kpi_stats(d, &st);
     assert_int_equal(st.fast, 2);
     decode(d, "{\"cell\":\"c1\",\"ts\":1714557600,\"kpis\":{\"dl_prb\":\"x\"}}"); /* refused */
-    decode(d, "{\"cell\":\"c\\u0031\",\"ts\":1714557600,\"dl_prb\":1}");           /* an escape */
+    decode(d, "{\"cell\":\"c\\u0031\",\"ts\":1714557600,\"dl_prb\":1}");          /* an escape */
     cc_kpi_stats(d, &st);
     assert_int_equal(st.fast, 2);
     assert_int_equal(st.messages, 4);

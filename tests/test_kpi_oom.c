@@ -71,8 +71,8 @@ static void test_decode_oom(void **state)
     size_t n = 0;
     n += (size_t)sprintf(buf, "[");
     for (int i = 0; i < 60; i++)
-        n += (size_t)sprintf(buf + n, "%s{\"cell\":\"c%d\",\"ts\":%d,\"%s\":%d}", i ? "," : "",
-                             i, i * 3600, i % 3 == 2 ? "nothing" : "thr_kbps", i);
+        n += (size_t)sprintf(buf + n, "%s{\"cell\":\"c%d\",\"ts\":%d,\"%s\":%d}", i ? "," : "", i,
+                             i * 3600, i % 3 == 2 ? "nothing" : "thr_kbps", i);
     n += (size_t)sprintf(buf + n, "]");
     long k;
     CcKpiBatch b;

@@ -93,8 +93,8 @@ static int spec_table(const CcModel *m, Ent *e)
             snprintf(nm, sizeof nm, "layers.%d.attn.%s_proj.bias", l, qkv[j]);
             ent(e, &k, nm, w->qkv_b + ((size_t)l * 3 + j) * D, D, 0);
         }
-#define L_ENT(suffix, ptr, d0, d1)                                                             \
-    snprintf(nm, sizeof nm, "layers.%d." suffix, l);                                           \
+#define L_ENT(suffix, ptr, d0, d1)                                                                 \
+    snprintf(nm, sizeof nm, "layers.%d." suffix, l);                                               \
     ent(e, &k, nm, ptr, d0, d1);
         L_ENT("attn.o_proj.weight", w->o_w + l * D * D, D, D);
         L_ENT("attn.o_proj.bias", w->o_b + l * D, D, 0);
@@ -116,13 +116,13 @@ static int spec_table(const CcModel *m, Ent *e)
 /* How to build a (possibly broken) file from a model. Zero = valid F32 file. */
 typedef struct Build {
     CcStDtype dtype;
-    const char *skip;          // tensor left out
-    const char *reshape;       // tensor whose first dimension gets +1 (data grown to match)
-    const char *extra_tensor;  // name of an additional (D) tensor
-    const char *meta_key;      // metadata key overridden (added) with meta_value, or removed
-    const char *meta_value;    //   when meta_value is NULL
+    const char *skip;         // tensor left out
+    const char *reshape;      // tensor whose first dimension gets +1 (data grown to match)
+    const char *extra_tensor; // name of an additional (D) tensor
+    const char *meta_key;     // metadata key overridden (added) with meta_value, or removed
+    const char *meta_value;   //   when meta_value is NULL
     int no_metadata;
-    const char *bad_tensor;    // tensor whose element 3 becomes bad_value
+    const char *bad_tensor; // tensor whose element 3 becomes bad_value
     float bad_value;
 } Build;
 
@@ -173,11 +173,11 @@ static uint8_t *build_file(const CcModel *m, const Build *b, size_t *len)
     char ints[10][32], feats[CC_MAX_FEATURES * CC_FEATURE_NAME_MAX] = "";
     int nm = 0;
     keys[nm] = "format", vals[nm++] = CC_FORMAT;
-    const char *ik[10] = {"d_model", "n_heads", "n_layers", "d_ff", "patch_len", "n_patches",
-                          "norm_window", "horizon", "step_seconds", "tz_offset_s"};
-    long long iv[10] = {hp->d_model, hp->n_heads, hp->n_layers, hp->d_ff, hp->patch_len,
-                        hp->n_patches, hp->norm_window, hp->horizon, hp->step_seconds,
-                        hp->tz_offset_s};
+    const char *ik[10] = {"d_model",   "n_heads",     "n_layers", "d_ff",         "patch_len",
+                          "n_patches", "norm_window", "horizon",  "step_seconds", "tz_offset_s"};
+    long long iv[10] = {hp->d_model,      hp->n_heads,    hp->n_layers,    hp->d_ff,
+                        hp->patch_len,    hp->n_patches,  hp->norm_window, hp->horizon,
+                        hp->step_seconds, hp->tz_offset_s};
     for (int i = 0; i < 10; i++) {
         snprintf(ints[i], sizeof ints[i], "%lld", iv[i]);
         keys[nm] = ik[i], vals[nm++] = ints[i];
@@ -192,7 +192,7 @@ static uint8_t *build_file(const CcModel *m, const Build *b, size_t *len)
         int i = 0;
         while (i < nm && strcmp(keys[i], b->meta_key))
             i++;
-        if (!b->meta_value) {  // remove
+        if (!b->meta_value) { // remove
             if (i < nm) {
                 memmove(&keys[i], &keys[i + 1], (nm - i - 1) * sizeof *keys);
                 memmove(&vals[i], &vals[i + 1], (nm - i - 1) * sizeof *vals);
@@ -207,8 +207,8 @@ static uint8_t *build_file(const CcModel *m, const Build *b, size_t *len)
     }
     uint8_t *buf = NULL;
     char err[ERRLEN];
-    int ret = cc_st_write_buffer(&buf, len, ts, nt, keys, vals, b->no_metadata ? 0 : nm, err,
-                                 sizeof err);
+    int ret =
+        cc_st_write_buffer(&buf, len, ts, nt, keys, vals, b->no_metadata ? 0 : nm, err, sizeof err);
     if (ret)
         fail_msg("cc_st_write_buffer: %d %s", ret, err);
     for (int i = 0; i < nc; i++)
@@ -221,7 +221,7 @@ static uint8_t *build_file(const CcModel *m, const Build *b, size_t *len)
 static void expect_refused(const uint8_t *buf, size_t len, int code, const char *needle,
                            const char *needle2)
 {
-    CcModel *m = (CcModel *)(uintptr_t)1;  // must come back NULL
+    CcModel *m = (CcModel *)(uintptr_t)1; // must come back NULL
     char err[ERRLEN] = "";
     int ret = cc_model_open_buffer(&m, buf, len, err, sizeof err);
     if (ret != code)
@@ -353,11 +353,11 @@ static void test_roundtrip_save_load(void **state)
     CcModel *m = random_model(&hp, 1234), *r = NULL;
     char path[PATH_MAX], err[ERRLEN] = "";
     snprintf(path, sizeof path, "%s/model.safetensors", tmpdir);
-    for (int pass = 0; pass < 2; pass++) {  // the second save replaces the first
+    for (int pass = 0; pass < 2; pass++) { // the second save replaces the first
         int ret = cc_model_save(m, path, err, sizeof err);
         if (ret)
             fail_msg("save: %d %s", ret, err);
-        assert_int_equal(count_files(tmpdir), 1);  // no temporary file left behind
+        assert_int_equal(count_files(tmpdir), 1); // no temporary file left behind
         ret = cc_model_open_file(&r, path, err, sizeof err);
         if (ret)
             fail_msg("load: %d %s", ret, err);
@@ -399,7 +399,7 @@ static void test_spec_names_mapped(void **state)
     int ret = cc_model_open_buffer(&r, buf, len, err, sizeof err);
     if (ret)
         fail_msg("load: %d %s", ret, err);
-    memset(buf, 0xff, len);  // the model must not point into the buffer
+    memset(buf, 0xff, len); // the model must not point into the buffer
     free(buf);
     assert_memory_equal(r->block, m->block, m->n_params * sizeof(float));
     /* layer 2's k_proj row 0 must land at qkv_w + 2*3*D*D + D*D */
@@ -429,9 +429,9 @@ static void check_16bit(CcStDtype dt)
     double worst = 0;
     for (size_t i = 0; i < m->n_params; i++) {
         float x = m->block[i], y = r->block[i];
-        float expect = dt == CC_ST_F16 ? cc_f16_to_f32(cc_f32_to_f16(x))
-                                       : cc_bf16_to_f32(cc_f32_to_bf16(x));
-        assert_true(y == expect);  // exactly the rounded value, nothing else
+        float expect =
+            dt == CC_ST_F16 ? cc_f16_to_f32(cc_f32_to_f16(x)) : cc_bf16_to_f32(cc_f32_to_bf16(x));
+        assert_true(y == expect); // exactly the rounded value, nothing else
         double e = fabs((double)x - y);
         if (e > fabs(x) * rel + abs_tol)
             fail_msg("%s element %zu: %.9g -> %.9g", cc_st_dtype_name(dt), i, x, y);
@@ -445,8 +445,16 @@ static void check_16bit(CcStDtype dt)
     cc_model_close(&m);
 }
 
-static void test_f16_file(void **state) { (void)state; check_16bit(CC_ST_F16); }
-static void test_bf16_file(void **state) { (void)state; check_16bit(CC_ST_BF16); }
+static void test_f16_file(void **state)
+{
+    (void)state;
+    check_16bit(CC_ST_F16);
+}
+static void test_bf16_file(void **state)
+{
+    (void)state;
+    check_16bit(CC_ST_BF16);
+}
 
 /* A file shaped like safetensors.torch.save_file output, written by hand: metadata first,
  * spaces after the JSON, a scalar, an empty tensor, an unaligned F32 tensor. */
@@ -465,8 +473,8 @@ static void test_st_handwritten(void **state)
     uint8_t *d = buf + 8 + hl;
     float one = 1.0f, u[2] = {-2.5f, 3.25f};
     memcpy(d, &one, 4);
-    d[4] = 0x00, d[5] = 0x3c;  // F16 1.0
-    d[6] = 0x00, d[7] = 0xc0;  // F16 -2.0
+    d[4] = 0x00, d[5] = 0x3c; // F16 1.0
+    d[6] = 0x00, d[7] = 0xc0; // F16 -2.0
     memcpy(d + 9, u, 8);
     CcSafetensors *st = NULL;
     char err[ERRLEN] = "";
@@ -478,8 +486,8 @@ static void test_st_handwritten(void **state)
     assert_string_equal(cc_st_meta_get(st, "k"), "v");
     assert_string_equal(cc_st_meta_get(st, "e"), "");
     assert_null(cc_st_meta_get(st, "missing"));
-    const CcStTensor *s = cc_st_find(st, "s"), *z = cc_st_find(st, "z"),
-                     *h = cc_st_find(st, "h"), *t = cc_st_find(st, "u");
+    const CcStTensor *s = cc_st_find(st, "s"), *z = cc_st_find(st, "z"), *h = cc_st_find(st, "h"),
+                     *t = cc_st_find(st, "u");
     assert_non_null(s);
     assert_non_null(z);
     assert_non_null(h);
@@ -520,7 +528,7 @@ static void test_st_writer(void **state)
     assert_int_equal(cc_st_parse(&st, buf, len, err, sizeof err), 0);
     const CcStTensor *ta = cc_st_find(st, "a");
     assert_int_equal(ta->shape[1], 3);
-    assert_int_equal(((uintptr_t)ta->data - (uintptr_t)buf) % 8, 0);  // aligned data section
+    assert_int_equal(((uintptr_t)ta->data - (uintptr_t)buf) % 8, 0); // aligned data section
     float out[6];
     cc_st_to_f32(ta, out);
     assert_memory_equal(out, a, sizeof a);
@@ -535,20 +543,21 @@ static void test_st_writer(void **state)
     assert_has(err, "repeated");
     ts[1].name = "__metadata__";
     assert_int_equal(cc_st_write_buffer(&buf, &len, ts, 2, k, v, 1, err, sizeof err), -EINVAL);
-    ts[1].name = "b\xc3\x28";  // invalid UTF-8
+    ts[1].name = "b\xc3\x28"; // invalid UTF-8
     assert_int_equal(cc_st_write_buffer(&buf, &len, ts, 2, k, v, 1, err, sizeof err), -EINVAL);
     assert_has(err, "UTF-8");
-    ts[1].name = "b\xed\xa0\x80";  // a surrogate
+    ts[1].name = "b\xed\xa0\x80"; // a surrogate
     assert_int_equal(cc_st_write_buffer(&buf, &len, ts, 2, k, v, 1, err, sizeof err), -EINVAL);
-    ts[1].name = "b\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80";  // é € 😀 are fine
+    ts[1].name = "b\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"; // é € 😀 are fine
     assert_int_equal(cc_st_write_buffer(&buf, &len, ts, 2, k, v, 1, err, sizeof err), 0);
     free(buf);
-    v[0] = "\xc0\xaf";  // overlong
+    v[0] = "\xc0\xaf"; // overlong
     assert_int_equal(cc_st_write_buffer(&buf, &len, ts, 2, k, v, 1, err, sizeof err), -EINVAL);
     assert_has(err, "UTF-8");
     v[0] = "y";
     /* JSON escaping: quotes, backslashes and control characters survive the round trip */
-    const char *k2[2] = {"q\"k", "x"}, *v2[2] = {"a \"quoted\" \\ back\nslash\t\x01 \xe2\x82\xac", "y"};
+    const char *k2[2] = {"q\"k", "x"},
+               *v2[2] = {"a \"quoted\" \\ back\nslash\t\x01 \xe2\x82\xac", "y"};
     assert_int_equal(cc_st_write_buffer(&buf, &len, ts, 2, k2, v2, 2, err, sizeof err), 0);
     assert_int_equal(cc_st_parse(&st, buf, len, err, sizeof err), 0);
     assert_string_equal(cc_st_meta_get(st, "q\"k"), v2[0]);
@@ -587,10 +596,11 @@ static void test_fuzz_seeds(void **state)
     if (ret)
         fail_msg("f16 seed: %d %s", ret, err);
     cc_model_close(&m);
-    ret = cc_model_open_file(&m, CC_TEST_DATA "/fuzz_corpus/truncated.safetensors", err, sizeof err);
+    ret =
+        cc_model_open_file(&m, CC_TEST_DATA "/fuzz_corpus/truncated.safetensors", err, sizeof err);
     assert_int_equal(ret, -EINVAL);
     assert_has(err, "truncated");
-    assert_has(err, "truncated.safetensors");  // the path is named
+    assert_has(err, "truncated.safetensors"); // the path is named
 }
 
 /* A file written by another implementation (tests/ref/reference.py, tensors in name
@@ -647,7 +657,7 @@ static void test_truncated(void **state)
     expect_refused(buf, 8 + 10, -EINVAL, "past the end", NULL);
     /* Every prefix is refused, none crashes (ASan checks the reads). */
     for (size_t n = 0; n < len; n++) {
-        uint8_t *p = malloc(n ? n : 1);  // exact size, so ASan sees any over-read
+        uint8_t *p = malloc(n ? n : 1); // exact size, so ASan sees any over-read
         memcpy(p, buf, n);
         CcModel *m = NULL;
         char err[ERRLEN];
@@ -706,16 +716,15 @@ static void test_bad_json(void **state)
                         "not a non-negative integer");
     expect_edit_refused("\"shape\":[8,8]", "\"shape\":[8,8.0]", "embed.weight",
                         "not a non-negative integer");
-    expect_edit_refused("\"shape\":[8,8]", "\"shap\":[8,8]", "embed.weight",
-                        "\"shape\" missing");
+    expect_edit_refused("\"shape\":[8,8]", "\"shap\":[8,8]", "embed.weight", "\"shape\" missing");
     expect_edit_refused("\"dtype\":\"F32\"", "\"dtyp\":\"F32\"", "embed.weight",
                         "\"dtype\" missing");
     expect_edit_refused("\"data_offsets\":[0,256]", "\"data_offsets\":[0]", "embed.weight",
                         "\"data_offsets\" missing or not");
-    expect_edit_refused("\"data_offsets\":[0,256]", "\"data_offsets\":[0,256,512]",
-                        "embed.weight", "\"data_offsets\" missing or not");
-    expect_edit_refused("\"data_offsets\":[0,256]", "\"data_offsets\":[-4,252]",
-                        "embed.weight", "non-negative");
+    expect_edit_refused("\"data_offsets\":[0,256]", "\"data_offsets\":[0,256,512]", "embed.weight",
+                        "\"data_offsets\" missing or not");
+    expect_edit_refused("\"data_offsets\":[0,256]", "\"data_offsets\":[-4,252]", "embed.weight",
+                        "non-negative");
     expect_edit_refused("\"data_offsets\":[0,256]", "\"data_offsets\":[0,99999999999999999999]",
                         "bad JSON", NULL);
 }
@@ -724,8 +733,8 @@ static void test_bad_json(void **state)
 static void test_overlapping_offsets(void **state)
 {
     (void)state;
-    expect_edit_refused("\"data_offsets\":[256,288]", "\"data_offsets\":[224,256]",
-                        "overlap", "embed.weight");
+    expect_edit_refused("\"data_offsets\":[256,288]", "\"data_offsets\":[224,256]", "overlap",
+                        "embed.weight");
     expect_edit_refused("\"data_offsets\":[256,288]", "\"data_offsets\":[0,32]", "overlap",
                         "embed.bias");
 }
@@ -742,7 +751,7 @@ static void test_out_of_range_offsets(void **state)
     const CcStTensor *hb = cc_st_find(st, "head.bias");
     size_t begin = hb->begin, end = hb->end;
     cc_st_close(&st);
-    assert_int_equal(end, len - 8 - (buf[0] | (size_t)buf[1] << 8));  // last in the file
+    assert_int_equal(end, len - 8 - (buf[0] | (size_t)buf[1] << 8)); // last in the file
     snprintf(from, sizeof from, "\"data_offsets\":[%zu,%zu]", begin, end);
     snprintf(to, sizeof to, "\"data_offsets\":[%zu,%zu]", begin + 8, end + 8);
     expect_edit_refused(from, to, "head.bias", "out of range");
@@ -802,8 +811,7 @@ static void test_unexpected_tensor(void **state)
 {
     (void)state;
     Build b = {.extra_tensor = "layers.1.attn.q_proj.bias"};
-    expect_build_refused(&b, 1, "unexpected tensor 'layers.1.attn.q_proj.bias'",
-                         "n_layers = 1");
+    expect_build_refused(&b, 1, "unexpected tensor 'layers.1.attn.q_proj.bias'", "n_layers = 1");
     b.extra_tensor = "lm_head.some_very_long_name_that_is_longer_than_any_slot_name.bias";
     expect_build_refused(&b, 1, "unexpected tensor", "lm_head");
 }
@@ -821,7 +829,7 @@ static void test_nonfinite_weight(void **state)
     expect_build_refused(&b, 1, "tensor 'head.weight'", "-Inf");
     b.dtype = CC_ST_F16;
     b.bad_tensor = "embed.bias";
-    b.bad_value = 1e6f;  // overflows F16 to +Inf on the way to the file
+    b.bad_value = 1e6f; // overflows F16 to +Inf on the way to the file
     expect_build_refused(&b, 1, "tensor 'embed.bias'", "non-finite");
     /* and cc_model_save refuses to write one */
     CcHparams hp;
@@ -860,15 +868,14 @@ static void test_absurd_sizes(void **state)
     uint8_t *e2 = edit_header(e1, l2, "\"d_ff\":\"8\"", "\"d_ff\":\"16384\"", &l2);
     free(e1);
     e1 = edit_header(e2, l2, "\"n_heads\":\"2\"", "\"n_heads\":\"64\"", &l2);
-    expect_refused(e1, l2, -EINVAL, "tensor 'embed.weight' has shape [8, 8]",
-                   "expected [4096, 8]");
+    expect_refused(e1, l2, -EINVAL, "tensor 'embed.weight' has shape [8, 8]", "expected [4096, 8]");
     free(e1);
     free(e2);
     free(buf);
     cc_model_close(&m);
     /* Huge shapes in the header */
-    expect_edit_refused("\"shape\":[8,8]", "\"shape\":[4294967296,4294967296,16]",
-                        "embed.weight", "overflows");
+    expect_edit_refused("\"shape\":[8,8]", "\"shape\":[4294967296,4294967296,16]", "embed.weight",
+                        "overflows");
     expect_edit_refused("\"shape\":[8,8]", "\"shape\":[1099511627776]", "embed.weight",
                         "needs 4398046511104");
 }
@@ -880,7 +887,7 @@ static void test_unknown_format(void **state)
     expect_build_refused(&b, 1, "unknown format 'cellcast-tx/1'", "cellcast-tx/2");
     b.meta_value = "cellcast-tx/2 ";
     expect_build_refused(&b, 1, "unknown format", NULL);
-    b.meta_value = NULL;  // removed
+    b.meta_value = NULL; // removed
     expect_build_refused(&b, 1, "'format' missing", NULL);
     b.meta_key = NULL;
     b.no_metadata = 1;
@@ -890,8 +897,9 @@ static void test_unknown_format(void **state)
 static void test_missing_metadata_key(void **state)
 {
     (void)state;
-    const char *keys[] = {"d_model", "n_heads", "n_layers", "d_ff", "patch_len", "n_patches",
-                          "norm_window", "horizon", "step_seconds", "tz_offset_s", "features"};
+    const char *keys[] = {"d_model",      "n_heads",     "n_layers",    "d_ff",
+                          "patch_len",    "n_patches",   "norm_window", "horizon",
+                          "step_seconds", "tz_offset_s", "features"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         Build b = {.meta_key = keys[i]};
         char want[64];
@@ -918,7 +926,8 @@ static void test_features(void **state)
 {
     (void)state;
     Build b = {.meta_key = "features", .meta_value = "prb_util,dl_bytes,ul_bytes"};
-    expect_build_refused(&b, 1, "feature count mismatch", "lists 3 names but "
+    expect_build_refused(&b, 1, "feature count mismatch",
+                         "lists 3 names but "
                          "channel_embed.weight has 2 rows");
     b.meta_value = "prb_util";
     expect_build_refused(&b, 1, "lists 1 names but channel_embed.weight has 2 rows", NULL);
@@ -1013,7 +1022,7 @@ static void test_random_corruption(void **state)
         int flips = 1 + it % 4;
         for (int k = 0; k < flips; k++) {
             tl_rng_next(&s);
-            size_t at = (size_t)(s >> 33) % (it % 2 ? len : 400);  // half in the header
+            size_t at = (size_t)(s >> 33) % (it % 2 ? len : 400); // half in the header
             p[at] = (uint8_t)(s >> 20);
         }
         CcModel *m = NULL;
@@ -1027,8 +1036,7 @@ static void test_random_corruption(void **state)
             cc_model_close(&m);
         }
     }
-    print_message("random corruption: %d of 3000 still loaded (flips in data bytes)\n",
-                  accepted);
+    print_message("random corruption: %d of 3000 still loaded (flips in data bytes)\n", accepted);
     free(p);
     free(buf);
 }

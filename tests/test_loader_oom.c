@@ -107,7 +107,7 @@ static void test_save_oom(void **state)
         if (ret != -ENOMEM)
             fail_msg("allocation %ld failed: got %d (%s), want -ENOMEM", k, ret, err);
         assert_non_null(strstr(err, "out of memory"));
-        DIR *d = opendir(dir);  // nothing left behind
+        DIR *d = opendir(dir); // nothing left behind
         struct dirent *de;
         while ((de = readdir(d)))
             if (de->d_name[0] != '.')

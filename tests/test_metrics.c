@@ -1,7 +1,7 @@
 /*
  * test_metrics.c — lib/cc_metrics against hand-computed values, and the evaluation of
- * `cellcast eval` (tools/eval.c, from the cctools library) end to end on small CSVs: the baselines' numbers by hand,
- * the origin/window rule, the ETT z-scoring, and the model's numbers against an
+ * `cellcast eval` (tools/eval.c, from the cctools library) end to end on small CSVs: the baselines'
+ * numbers by hand, the origin/window rule, the ETT z-scoring, and the model's numbers against an
  * independent computation with the direct-evaluation oracle cc_ref_forward.
  */
 #include <errno.h>
@@ -42,8 +42,8 @@ static void test_basic_values(void **state)
     NEAR(v.rmse, 0.75, 1e-12);
     NEAR(v.mean_true, 2.5, 1e-12);
     NEAR(v.nrmse, 0.3, 1e-12);
-    NEAR(v.mase, 1.25, 1e-12);     /* 0.625 / 0.5 */
-    NEAR(v.coverage, 0.5, 1e-12);  /* |e| ≤ 1.2815516·0.5 = 0.64: 0.5 and 0 inside */
+    NEAR(v.mase, 1.25, 1e-12);    /* 0.625 / 0.5 */
+    NEAR(v.coverage, 0.5, 1e-12); /* |e| ≤ 1.2815516·0.5 = 0.64: 0.5 and 0 inside */
     assert_int_equal(v.n_cov, 4);
     cc_metrics_close(&m);
     assert_null(m);
@@ -54,10 +54,10 @@ static void test_nan_and_missing_parts(void **state)
     (void)state;
     CcMetrics *m = NULL;
     assert_int_equal(cc_metrics_open(&m, 2, 3), 0);
-    cc_metrics_add(m, 0, 0, NAN, 1.0, NAN, 1.0);       /* missing truth: skipped */
-    cc_metrics_add(m, 0, 0, 2.0, INFINITY, NAN, 1.0);  /* broken forecast: skipped */
-    cc_metrics_add(m, 0, 0, 2.0, 1.0, NAN, NAN);       /* no sd, no scale */
-    cc_metrics_add(m, 5, 0, 2.0, 1.0, NAN, 1.0);       /* out of range: ignored */
+    cc_metrics_add(m, 0, 0, NAN, 1.0, NAN, 1.0);      /* missing truth: skipped */
+    cc_metrics_add(m, 0, 0, 2.0, INFINITY, NAN, 1.0); /* broken forecast: skipped */
+    cc_metrics_add(m, 0, 0, 2.0, 1.0, NAN, NAN);      /* no sd, no scale */
+    cc_metrics_add(m, 5, 0, 2.0, 1.0, NAN, 1.0);      /* out of range: ignored */
     cc_metrics_add(m, 0, 3, 2.0, 1.0, NAN, 1.0);
     CcMetricValues v;
     cc_metrics_get(m, 0, 0, &v);
@@ -176,8 +176,7 @@ static double jnum(json_t *root, const char *method, const char *kpi, int step, 
     else if (step < 0)
         o = json_object_get(json_object_get(m, "per_kpi"), kpi);
     else
-        o = json_array_get(json_object_get(json_object_get(m, "per_kpi_step"), kpi),
-                           (size_t)step);
+        o = json_array_get(json_object_get(json_object_get(m, "per_kpi_step"), kpi), (size_t)step);
     json_t *v = json_object_get(o, key);
     assert_non_null(v);
     return json_is_null(v) ? NAN : json_number_value(v);
@@ -327,8 +326,8 @@ static void test_eval_model_vs_oracle(void **state)
         }
     assert_int_equal(json_integer_value(json_object_get(root, "origins")), 28);
     double mae_a = jnum(root, "model", "a", -1, "mae"), mae_b = jnum(root, "model", "b", -1, "mae");
-    print_message("model MAE a %.6f (oracle %.6f), b %.6f (oracle %.6f)\n", mae_a,
-                  sae[0] / (n / 2), mae_b, sae[1] / (n / 2));
+    print_message("model MAE a %.6f (oracle %.6f), b %.6f (oracle %.6f)\n", mae_a, sae[0] / (n / 2),
+                  mae_b, sae[1] / (n / 2));
     NEAR(mae_a, sae[0] / (n / 2), 1e-4 * (1 + fabs(mae_a)));
     NEAR(mae_b, sae[1] / (n / 2), 1e-4 * (1 + fabs(mae_b)));
     NEAR(jnum(root, "model", NULL, -1, "mse"), ssq / n, 1e-4 * (1 + ssq / n));
@@ -384,12 +383,9 @@ static void test_eval_ett_protocol(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_basic_values),
-        cmocka_unit_test(test_nan_and_missing_parts),
-        cmocka_unit_test(test_pooling_and_merge),
-        cmocka_unit_test(test_mase_scale),
-        cmocka_unit_test(test_eval_baselines),
-        cmocka_unit_test(test_eval_model_vs_oracle),
+        cmocka_unit_test(test_basic_values),      cmocka_unit_test(test_nan_and_missing_parts),
+        cmocka_unit_test(test_pooling_and_merge), cmocka_unit_test(test_mase_scale),
+        cmocka_unit_test(test_eval_baselines),    cmocka_unit_test(test_eval_model_vs_oracle),
         cmocka_unit_test(test_eval_ett_protocol),
     };
     return cmocka_run_group_tests(tests, setup_tmp, teardown_tmp);

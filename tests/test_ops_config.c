@@ -1,6 +1,6 @@
-/* test_ops_config.c — the alerting, snapshot and admin keys of cellcastd's config table: every deployment-wide
- * alert setting of cc_anomaly_keys() is a key alerts.<name> whose default is the library's
- * default (so the commented conf/cellcast.yaml documents what the library does), per-KPI
+/* test_ops_config.c — the alerting, snapshot and admin keys of cellcastd's config table: every
+ * deployment-wide alert setting of cc_anomaly_keys() is a key alerts.<name> whose default is the
+ * library's default (so the commented conf/cellcast.yaml documents what the library does), per-KPI
  * overrides parse into alerts.kpis, the snapshot/admin defaults, and admin.token is
  * redacted in the JSON view (GET /v1/config). */
 #include <setjmp.h>
@@ -61,10 +61,11 @@ static void test_ops_keys(void **state)
     (void)state;
     CcdConfig c;
     char err[512];
-    static const char yaml[] = "alerts:\n  warn_z: 5\n  crit_z: 9.5\n  kpis:\n    prb.max: \"100\"\n"
-                               "    thr.direction: down\n"
-                               "snapshot:\n  path: /var/lib/cellcast/s.snap\n  interval_s: 30\n"
-                               "admin:\n  token: abc\n";
+    static const char yaml[] =
+        "alerts:\n  warn_z: 5\n  crit_z: 9.5\n  kpis:\n    prb.max: \"100\"\n"
+        "    thr.direction: down\n"
+        "snapshot:\n  path: /var/lib/cellcast/s.snap\n  interval_s: 30\n"
+        "admin:\n  token: abc\n";
     assert_int_equal(ccd_config_init(&c), 0);
     assert_string_equal(c.snapshot_path, "auto");
     assert_int_equal(c.snapshot_interval_s, 60);

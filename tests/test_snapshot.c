@@ -191,8 +191,8 @@ static void test_roundtrip(void **state)
     CcSnapshotReader *rd = NULL;
     CcSnapshotInfo info;
     char err[256] = "";
-    int rc = cc_snapshot_read_open(&rd, w.path, cc_snapshot_model_hash(&m->hp), &info, err,
-                                   sizeof err);
+    int rc =
+        cc_snapshot_read_open(&rd, w.path, cc_snapshot_model_hash(&m->hp), &info, err, sizeof err);
     if (rc)
         fprintf(stderr, "%s\n", err);
     assert_int_equal(rc, 0);
@@ -221,9 +221,8 @@ static void test_roundtrip(void **state)
         uint32_t extra;
         memcpy(&extra, rec.cell.extra, 4);
         assert_int_equal(extra, 0xC0FFEE00u + (uint32_t)i);
-        assert_int_equal(cc_snapshot_restore_engine_cell(&rec.cell, r.cell[i], r.ac[i], err,
-                                                         sizeof err),
-                         0);
+        assert_int_equal(
+            cc_snapshot_restore_engine_cell(&rec.cell, r.cell[i], r.ac[i], err, sizeof err), 0);
         n_cells++;
     }
     assert_int_equal(rc, 0);
@@ -241,14 +240,16 @@ static void test_roundtrip(void **state)
         assert_int_equal(cc_cell_seq_start(w.cell[i]), cc_cell_seq_start(r.cell[i]));
         if (l1 >= 0) {
             int n = (int)(l1 - f1 + 1);
-            float *h1 = malloc((size_t)n * 3 * sizeof *h1), *h2 = malloc((size_t)n * 3 * sizeof *h2);
+            float *h1 = malloc((size_t)n * 3 * sizeof *h1),
+                  *h2 = malloc((size_t)n * 3 * sizeof *h2);
             assert_int_equal(cc_cell_history(w.cell[i], f1, n, h1), 0);
             assert_int_equal(cc_cell_history(r.cell[i], f1, n, h2), 0);
             assert_memory_equal(h1, h2, (size_t)n * 3 * sizeof *h1);
             free(h1);
             free(h2);
         }
-        long n1 = cc_anomaly_cell_save(w.ac[i], NULL, 0), n2 = cc_anomaly_cell_save(r.ac[i], NULL, 0);
+        long n1 = cc_anomaly_cell_save(w.ac[i], NULL, 0),
+             n2 = cc_anomaly_cell_save(r.ac[i], NULL, 0);
         assert_int_equal(n1, n2);
         uint8_t *b1 = malloc((size_t)n1), *b2 = malloc((size_t)n2);
         cc_anomaly_cell_save(w.ac[i], b1, (size_t)n1);

@@ -9,9 +9,9 @@
  *    windows of several current tokens and one with fewer cached patches);
  *  - the training forward equals the lead's oracle cc_ref_forward with zero offset;
  *  - one and two Adam steps against a hand-computed fixture, the LR schedule, clipping;
- *  - 400 steps (about a second) of training on a sine + noise series lower the validation NLL and beat
- *    seasonal naive on held-out steps; same seed → same weights with 2 threads.
- * The largest relative error of each tensor is printed.
+ *  - 400 steps (about a second) of training on a sine + noise series lower the validation NLL and
+ * beat seasonal naive on held-out steps; same seed → same weights with 2 threads. The largest
+ * relative error of each tensor is printed.
  */
 #include <errno.h>
 #include <math.h>
@@ -36,10 +36,7 @@
 /* ---- helpers ------------------------------------------------------------------------- */
 
 static uint64_t g_rng = 12345;
-static double urand(void) /* uniform in [-1, 1) */
-{
-    return tl_rng_uniform(&g_rng) * 2 - 1;
-}
+static double urand(void) /* uniform in [-1, 1) */ { return tl_rng_uniform(&g_rng) * 2 - 1; }
 static void fill(float *x, size_t n, double scale)
 {
     for (size_t i = 0; i < n; i++)
@@ -99,10 +96,7 @@ static void to_double(double *d, const float *f, size_t n)
 }
 
 /* The first patch end (e ≡ P-1 mod P) at or after step p. */
-static int64_t boundary_at(int64_t p, int P)
-{
-    return p + (P - (p + 1) % P) % P;
-}
+static int64_t boundary_at(int64_t p, int P) { return p + (P - (p + 1) % P) % P; }
 
 /* ---- double references of the layers ------------------------------------------------- */
 
@@ -121,8 +115,8 @@ static void ln_d(double *out, const double *x, const double *g, const double *b,
     }
 }
 
-static void linear_d(double *out, const double *x, const double *W, const double *b, int R,
-                     int O, int NI)
+static void linear_d(double *out, const double *x, const double *W, const double *b, int R, int O,
+                     int NI)
 {
     for (int r = 0; r < R; r++)
         for (int o = 0; o < O; o++) {
@@ -425,8 +419,8 @@ static double full_loss(void *p)
         a[i] = a[i - 1] + sz[i - 1];
     double total = 0;
     enum { MT = 32 };
-    static double z[MT * 64], z2[MT * 64], qkv[MT * 192], ctx[MT * 64], tmp[MT * 64],
-        h[MT * 256], tok[MT * 24];
+    static double z[MT * 64], z2[MT * 64], qkv[MT * 192], ctx[MT * 64], tmp[MT * 64], h[MT * 256],
+        tok[MT * 24];
     for (int b = 0; b < c->n_win; b++) {
         const CcTrainWindow *w = &c->win[b];
         const CcSeries *se = &c->ds->series[w->series];
@@ -495,10 +489,10 @@ static double full_loss(void *p)
 }
 
 static const char *array_names[CC_NUM_PARAM_ARRAYS] = {
-    "embed.weight", "embed.bias", "channel_embed", "qkv_proj.weight", "qkv_proj.bias",
-    "o_proj.weight", "o_proj.bias", "norm1.weight", "norm1.bias", "ffn.up.weight",
-    "ffn.up.bias", "ffn.down.weight", "ffn.down.bias", "norm2.weight", "norm2.bias",
-    "head.weight", "head.bias"};
+    "embed.weight",  "embed.bias",      "channel_embed", "qkv_proj.weight", "qkv_proj.bias",
+    "o_proj.weight", "o_proj.bias",     "norm1.weight",  "norm1.bias",      "ffn.up.weight",
+    "ffn.up.bias",   "ffn.down.weight", "ffn.down.bias", "norm2.weight",    "norm2.bias",
+    "head.weight",   "head.bias"};
 
 static void test_model_grad(void **state)
 {
@@ -517,20 +511,19 @@ static void test_model_grad(void **state)
      * 472003: first boundary e = 472007 has 1 patch); a target past the end (masked) */
     CcTrainWindow win[3];
     memset(win, 0, sizeof win);
-    win[0] = (CcTrainWindow){.series = 0, .feature = 1, .e = 472019, .n_cur = 3,
-                             .cur = {0, 2, 3}, .pos_offset = 123456};
-    win[1] = (CcTrainWindow){.series = 1, .feature = 0, .e = 472007, .n_cur = 2,
-                             .cur = {1, 3}, .pos_offset = 7};
-    win[2] = (CcTrainWindow){.series = 1, .feature = 1, .e = 472027, .n_cur = 2,
-                             .cur = {0, 3}, .pos_offset = 999999};
+    win[0] = (CcTrainWindow){
+        .series = 0, .feature = 1, .e = 472019, .n_cur = 3, .cur = {0, 2, 3}, .pos_offset = 123456};
+    win[1] = (CcTrainWindow){
+        .series = 1, .feature = 0, .e = 472007, .n_cur = 2, .cur = {1, 3}, .pos_offset = 7};
+    win[2] = (CcTrainWindow){
+        .series = 1, .feature = 1, .e = 472027, .n_cur = 2, .cur = {0, 3}, .pos_offset = 999999};
     CcTrainWork *w;
     assert_int_equal(cc_train_work_open(&w, &hp, 3, 4), 0);
     float *grad = calloc(t.m->n_params, sizeof(float));
     double loss;
     int ns;
-    assert_int_equal(cc_train_batch(w, t.m, grad, &t.ds, win, 3, 0.0f, 1.0f, &loss, &ns, NULL,
-                                     NULL, NULL),
-                     0);
+    assert_int_equal(
+        cc_train_batch(w, t.m, grad, &t.ds, win, 3, 0.0f, 1.0f, &loss, &ns, NULL, NULL, NULL), 0);
     assert_int_equal(ns, 7);
     double *prm = malloc(t.m->n_params * sizeof *prm);
     to_double(prm, t.m->block, t.m->n_params);
@@ -576,13 +569,12 @@ static void test_forward_matches_ref(void **state)
                 CcTrainWindow win = {.series = s, .feature = f, .e = e, .n_cur = 0};
                 for (int c = 0; c < 4 && e + c - se->p0 < se->T; c++)
                     win.cur[win.n_cur++] = c;
-                assert_int_equal(cc_train_batch(w, t.m, NULL, &t.ds, &win, 1, 0, 1, NULL, NULL,
-                                                 y, &mu, &sigma),
-                                 0);
+                assert_int_equal(
+                    cc_train_batch(w, t.m, NULL, &t.ds, &win, 1, 0, 1, NULL, NULL, y, &mu, &sigma),
+                    0);
                 for (int j = 0; j < win.n_cur; j++) {
-                    assert_int_equal(cc_ref_forward(t.m, f, ch, se->p0, e + win.cur[j], yr, &mr,
-                                                    &sr, NULL),
-                                     0);
+                    assert_int_equal(
+                        cc_ref_forward(t.m, f, ch, se->p0, e + win.cur[j], yr, &mr, &sr, NULL), 0);
                     for (int k = 0; k < 6; k++)
                         maxerr = fmax(maxerr, fabs(yr[k] - y[j * 6 + k]));
                     assert_true(fabs(mr - mu) <= 1e-5 * fabs(mr) + 1e-6);
@@ -592,8 +584,7 @@ static void test_forward_matches_ref(void **state)
             }
         }
     }
-    printf("training forward vs cc_ref_forward: %d samples, max abs err %.3e\n", checked,
-           maxerr);
+    printf("training forward vs cc_ref_forward: %d samples, max abs err %.3e\n", checked, maxerr);
     assert_true(checked > 50);
     assert_true(maxerr < 1e-4);
     cc_train_work_close(&w);
@@ -740,8 +731,7 @@ static void test_train_sine(void **state)
         for (int c = 0; c < 8; c++)
             win.cur[c] = c;
         float y[8 * 8], mu, sigma;
-        assert_int_equal(cc_train_batch(w, m, NULL, &ds, &win, 1, 0, 1, NULL, NULL, y, &mu,
-                                         &sigma),
+        assert_int_equal(cc_train_batch(w, m, NULL, &ds, &win, 1, 0, 1, NULL, NULL, y, &mu, &sigma),
                          0);
         for (int c = 0; c < 8; c++)
             for (int k = 0; k < 4; k++) {
@@ -860,11 +850,11 @@ int main(void)
 {
     openblas_set_num_threads(1); /* the trainer's threads own the parallelism */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_layernorm_grad),  cmocka_unit_test(test_ffn_grad),
-        cmocka_unit_test(test_attention_grad),  cmocka_unit_test(test_nll_grad),
-        cmocka_unit_test(test_model_grad),      cmocka_unit_test(test_forward_matches_ref),
-        cmocka_unit_test(test_adam_fixture),    cmocka_unit_test(test_train_sine),
-        cmocka_unit_test(test_deterministic),   cmocka_unit_test(test_state_resume),
+        cmocka_unit_test(test_layernorm_grad), cmocka_unit_test(test_ffn_grad),
+        cmocka_unit_test(test_attention_grad), cmocka_unit_test(test_nll_grad),
+        cmocka_unit_test(test_model_grad),     cmocka_unit_test(test_forward_matches_ref),
+        cmocka_unit_test(test_adam_fixture),   cmocka_unit_test(test_train_sine),
+        cmocka_unit_test(test_deterministic),  cmocka_unit_test(test_state_resume),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

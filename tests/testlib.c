@@ -14,10 +14,7 @@ uint64_t tl_rng_next(uint64_t *s)
     return *s;
 }
 
-double tl_rng_uniform(uint64_t *s)
-{
-    return (double)(tl_rng_next(s) >> 11) / 9007199254740992.0;
-}
+double tl_rng_uniform(uint64_t *s) { return (double)(tl_rng_next(s) >> 11) / 9007199254740992.0; }
 
 float tl_rng_float(uint64_t *s)
 {

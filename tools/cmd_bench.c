@@ -27,7 +27,8 @@ static int opt_dense(const CcOpt *opt, const char *value, char *err, size_t errl
 
 static float synth_value(uint64_t cell, int f, int64_t p)
 {
-    uint64_t h = (cell * 0x9e3779b97f4a7c15ULL) ^ ((uint64_t)p * 0xbf58476d1ce4e5b9ULL) ^ (uint64_t)f;
+    uint64_t h =
+        (cell * 0x9e3779b97f4a7c15ULL) ^ ((uint64_t)p * 0xbf58476d1ce4e5b9ULL) ^ (uint64_t)f;
     h ^= h >> 31;
     h *= 0x94d049bb133111ebULL;
     h ^= h >> 29;
@@ -40,7 +41,7 @@ static float synth_value(uint64_t cell, int f, int64_t p)
 typedef struct Bench {
     int cells, steps, F;
     uint64_t seed;
-    int64_t t0;  /* absolute step of the warm step */
+    int64_t t0; /* absolute step of the warm step */
     CcEngine *e;
     CcCell **cell;
     CcStepInput *in;
@@ -118,16 +119,19 @@ static void bench_print(const Bench *b, const char *model_path, const CcEngineSe
     cc_json_str(&jb, model_path ? model_path : "random-default-shape");
     printf("{\n  \"model\": %s,\n  \"cells\": %d,\n  \"features\": %d,\n  \"steps\": %d,\n"
            "  \"threads\": %d,\n  \"kv\": \"%s\",\n  \"no_cache\": %s,\n"
-           "  \"dense\": \"%s\",\n  \"blas_core\": \"%s\",\n  \"seconds\": %.4f,\n  \"cpu_seconds\": %.4f,\n"
+           "  \"dense\": \"%s\",\n  \"blas_core\": \"%s\",\n  \"seconds\": %.4f,\n  "
+           "\"cpu_seconds\": %.4f,\n"
            "  \"channel_steps_per_s\": %.0f,\n  \"cell_steps_per_s\": %.0f,\n"
            "  \"ns_per_channel_step\": %.1f,\n  \"rebuild_tokens_per_channel_step\": %.3f,\n"
            "  \"split\": {\"dense\": %.3f, \"attention\": %.3f, \"rebuild\": %.3f, \"other\": "
            "%.3f},\n  \"rss_bytes\": %lld,\n  \"rss_bytes_per_cell\": %.0f,\n"
            "  \"state_bytes_per_cell\": %zu,\n  \"kv_bytes_per_cell\": %zu\n}\n",
            name, cells, F, steps, s->n_threads,
-           s->kv_type == CC_KV_F32 ? "f32" : s->kv_type == CC_KV_F16 ? "f16" : "bf16",
-           s->no_cache ? "true" : "false", s->blas_dense ? "blas" : "packed", ccd_host_blas_core(), secs, cpu, ch_steps / secs,
-           (double)cells * steps / secs, secs * 1e9 / ch_steps,
+           s->kv_type == CC_KV_F32   ? "f32"
+           : s->kv_type == CC_KV_F16 ? "f16"
+                                     : "bf16",
+           s->no_cache ? "true" : "false", s->blas_dense ? "blas" : "packed", ccd_host_blas_core(),
+           secs, cpu, ch_steps / secs, (double)cells * steps / secs, secs * 1e9 / ch_steps,
            (double)st.rebuild_tokens / ch_steps, st.ns_dense / busy, st.ns_attention / busy,
            st.ns_rebuild / busy, st.ns_other / busy, ccd_host_rss_bytes(),
            (double)(rss1 - rss0) / cells, cc_engine_cell_bytes(b->e),
@@ -170,9 +174,10 @@ int cmd_bench(int argc, char **argv)
     };
     const CcOptsSpec spec = {
         .prog = "cellcast bench",
-        .usage = "cellcast bench [--model FILE] [--cells N] [--steps K] [--threads T]\n"
-                 "                      [--kv f32|f16|bf16] [--no-cache] [--seed S] [--batch-cells B]\n"
-                 "                      [--dense packed|blas]",
+        .usage =
+            "cellcast bench [--model FILE] [--cells N] [--steps K] [--threads T]\n"
+            "                      [--kv f32|f16|bf16] [--no-cache] [--seed S] [--batch-cells B]\n"
+            "                      [--dense packed|blas]",
         .about = "Times the batched incremental step. Without --model, a randomly initialised\n"
                  "model of the default shape (F=8, P=16, N=21, M=336, d=64, H=4, L=2, dff=128,\n"
                  "Hz=24) is used. Prints JSON with channel_steps_per_s, ns per channel-step, the\n"
@@ -201,8 +206,7 @@ int cmd_bench(int argc, char **argv)
     if (steps == 0)
         steps = 4 * P;
     if (steps < 2 * P) {
-        fprintf(stderr, "cellcast bench: --steps must be ≥ 2P = %d so rebuilds are timed\n",
-                2 * P);
+        fprintf(stderr, "cellcast bench: --steps must be ≥ 2P = %d so rebuilds are timed\n", 2 * P);
         goto end;
     }
     b = (Bench){.cells = cells, .steps = steps, .F = hp->n_features, .seed = (uint64_t)seed};

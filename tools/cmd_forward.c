@@ -147,8 +147,9 @@ static int parse_row(const CcHparams *hp, const char *input, long long lineno, c
         const char *v = fields[col_of[f]];
         double d = strtod(v, &endp);
         if (endp == v || *endp || !isfinite(d) || fabs(d) > 3.4e38) {
-            fprintf(stderr, "cellcast forward: %s:%lld: column '%s': '%s' is not a finite "
-                            "number\n",
+            fprintf(stderr,
+                    "cellcast forward: %s:%lld: column '%s': '%s' is not a finite "
+                    "number\n",
                     input, lineno, hp->features[f], v);
             return -1;
         }
@@ -250,7 +251,8 @@ int cmd_forward(int argc, char **argv)
         goto end;
     }
     int64_t last;
-    if (read_header(hp, input, line, col_of) || run_rows(e, cell, hp, input, in, col_of, all, &last))
+    if (read_header(hp, input, line, col_of) ||
+        run_rows(e, cell, hp, input, in, col_of, all, &last))
         goto end;
     if (last < 0) {
         fprintf(stderr, "cellcast forward: %s: no data rows\n", input);

@@ -33,8 +33,7 @@ int cmd_synth(int argc, char **argv)
     char err[512];
     int ret = 1;
     CcOpt opts[] = {
-        CC_OPTS_INT("cells", &s.n_cells, 1, 10000000, "N", "cells",
-                    .flags = CC_OPT_SHOW_DEFAULT),
+        CC_OPTS_INT("cells", &s.n_cells, 1, 10000000, "N", "cells", .flags = CC_OPT_SHOW_DEFAULT),
         CC_OPTS_DBL("days", &days, 0, 0, "D", "days of history, may be fractional",
                     .flags = CC_OPT_SHOW_DEFAULT),
         CC_OPTS_INT64("step", &s.step_seconds, 0, 0, "S", "seconds per step",

@@ -59,13 +59,30 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
     CcTrainSettings ts;
     cc_hparams_default(&hp);
     cc_train_default_settings(&ts);
-    *a = (TrainArgs){.format = "auto", .schedule = "invsqrt", .name = "cellcast",
-                     .select = "nll", .val_frac = -1, .wd = -1, .epochs = 20, .patience = 6,
-                     .P = hp.patch_len, .N = hp.n_patches, .M = hp.norm_window, .D = hp.d_model,
-                     .H = hp.n_heads, .L = hp.n_layers, .FF = hp.d_ff, .HZ = hp.horizon,
-                     .dropout = ts.dropout, .lr = ts.adam.lr, .clip = ts.adam.clip,
-                     .warmup = ts.adam.warmup, .batch = ts.batch, .group = ts.group,
-                     .threads = ts.n_threads, .val_windows = ts.max_val_windows,
+    *a = (TrainArgs){.format = "auto",
+                     .schedule = "invsqrt",
+                     .name = "cellcast",
+                     .select = "nll",
+                     .val_frac = -1,
+                     .wd = -1,
+                     .epochs = 20,
+                     .patience = 6,
+                     .P = hp.patch_len,
+                     .N = hp.n_patches,
+                     .M = hp.norm_window,
+                     .D = hp.d_model,
+                     .H = hp.n_heads,
+                     .L = hp.n_layers,
+                     .FF = hp.d_ff,
+                     .HZ = hp.horizon,
+                     .dropout = ts.dropout,
+                     .lr = ts.adam.lr,
+                     .clip = ts.adam.clip,
+                     .warmup = ts.adam.warmup,
+                     .batch = ts.batch,
+                     .group = ts.group,
+                     .threads = ts.n_threads,
+                     .val_windows = ts.max_val_windows,
                      .seed_d = (double)ts.seed};
     enum { SHOW = CC_OPT_SHOW_DEFAULT };
     CcOpt opts[] = {
@@ -106,7 +123,8 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
         CC_OPTS_INT("warmup", &a->warmup, 0, 1e7, "N", "warmup steps", .flags = SHOW),
         CC_OPTS_STR("schedule", &a->schedule, "S", "invsqrt|cosine|constant after warmup",
                     .flags = SHOW),
-        CC_OPTS_FLAG("adamw", &a->adamw, "decoupled weight decay (default decay 0.01 with --adamw)"),
+        CC_OPTS_FLAG("adamw", &a->adamw,
+                     "decoupled weight decay (default decay 0.01 with --adamw)"),
         CC_OPTS_DBL("weight-decay", &a->wd, 0, 1, "X",
                     "AdamW decay of weight matrices (implies --adamw)"),
         CC_OPTS_DBL("clip", &a->clip, 0, 1e6, "X", "gradient global-norm clip, 0 = off",
@@ -179,8 +197,8 @@ typedef struct Train {
     CcTrainSettings ts;
     CcTrainer *tr;
     int64_t total_steps;
-    float *best_block;    /* the weights of the best validation so far */
-    double best, bad;     /* best validation value, validations since */
+    float *best_block; /* the weights of the best validation so far */
+    double best, bad;  /* best validation value, validations since */
     int saved_any;
     char state_path[4096];
     char err[1024];
@@ -261,8 +279,9 @@ static int train_model(Train *t)
         }
         for (int f = 0; f < ds->n_features; f++)
             if (strcmp(t->m->hp.features[f], ds->features[f])) {
-                fprintf(stderr, "cellcast train: feature %d is '%s' in %s, '%s' in the data "
-                                "(use --features)\n",
+                fprintf(stderr,
+                        "cellcast train: feature %d is '%s' in %s, '%s' in the data "
+                        "(use --features)\n",
                         f, t->m->hp.features[f], a->resume, ds->features[f]);
                 return -1;
             }
@@ -329,8 +348,8 @@ static int train_open(Train *t)
     TrainArgs *a = &t->a;
     const int batch = a->batch;
     t->G = a->group == 0 || a->group > t->m->hp.patch_len ? t->m->hp.patch_len : a->group;
-    if (cc_trainer_open(&t->tr, t->m, t->ds, t->rtrain, t->rval, &t->ts, t->err,
-                        sizeof t->err) < 0) {
+    if (cc_trainer_open(&t->tr, t->m, t->ds, t->rtrain, t->rval, &t->ts, t->err, sizeof t->err) <
+        0) {
         fprintf(stderr, "cellcast train: %s\n", t->err);
         return -1;
     }
@@ -342,15 +361,16 @@ static int train_open(Train *t)
         a->eval_every = spe < 200 ? (int)(spe > 0 ? spe : 1) : 200;
     cc_trainer_close(&t->tr);
     t->ts.adam.total_steps = t->total_steps;
-    if (cc_trainer_open(&t->tr, t->m, t->ds, t->rtrain, t->rval, &t->ts, t->err,
-                        sizeof t->err) < 0) {
+    if (cc_trainer_open(&t->tr, t->m, t->ds, t->rtrain, t->rval, &t->ts, t->err, sizeof t->err) <
+        0) {
         fprintf(stderr, "cellcast train: %s\n", t->err);
         return -1;
     }
     if (nva == 0)
-        fprintf(stderr, "cellcast train: warning: no validation sample (every validation "
-                        "range is shorter than the horizon %d): training loss stands in "
-                        "for it (checkpoint and early stop on the training loss)\n",
+        fprintf(stderr,
+                "cellcast train: warning: no validation sample (every validation "
+                "range is shorter than the horizon %d): training loss stands in "
+                "for it (checkpoint and early stop on the training loss)\n",
                 t->m->hp.horizon);
     if (!a->quiet)
         fprintf(stderr,
@@ -358,8 +378,7 @@ static int train_open(Train *t)
                 "samples (split %s); %lld steps of %d windows x %d end steps (%lld per "
                 "epoch), %lld parameters\n",
                 t->ds->n_series, t->ds->n_features, (long long)ntr, (long long)nva, t->split,
-                (long long)t->total_steps, batch, t->G, (long long)spe,
-                (long long)t->m->n_params);
+                (long long)t->total_steps, batch, t->G, (long long)spe, (long long)t->m->n_params);
     return 0;
 }
 
@@ -470,15 +489,15 @@ static void train_progress(const Train *t, int64_t step, int64_t start_step, dou
         fprintf(stderr,
                 "\r\033[Kepoch %.2f  step %lld/%lld  loss %.4f  val %.4f mse %.4g (best %s %.4g)  "
                 "lr %.2e  %.0f tok/s  %s  ETA %s",
-                epoch, (long long)step, (long long)t->total_steps, loss_ema, vnll, vmse,
-                a->select, t->best, lr_now, rate * tokens_per_step, elb, etab);
+                epoch, (long long)step, (long long)t->total_steps, loss_ema, vnll, vmse, a->select,
+                t->best, lr_now, rate * tokens_per_step, elb, etab);
         *last_print = cc_now_ns();
     } else {
         fprintf(stderr,
                 "step %lld/%lld epoch %.2f loss %.4f val %.4f val_mse %.4g best_%s %.4g "
                 "lr %.2e tok/s %.0f elapsed %.0fs\n",
-                (long long)step, (long long)t->total_steps, epoch, loss_ema, vnll, vmse,
-                a->select, t->best, lr_now, rate * tokens_per_step, el);
+                (long long)step, (long long)t->total_steps, epoch, loss_ema, vnll, vmse, a->select,
+                t->best, lr_now, rate * tokens_per_step, el);
     }
 }
 

@@ -96,13 +96,15 @@ static int consume(const char *bootstrap, const char *topic, const char *group, 
             ccd_kafka_stats(k, &st);
             fprintf(stderr, "consumed %llu lag %lld assigned %d unacked %llu errors %llu\n",
                     (unsigned long long)consumed, (long long)st.lag, st.assigned_partitions,
-                    (unsigned long long)st.unacked_messages, (unsigned long long)st.consumer_errors);
+                    (unsigned long long)st.unacked_messages,
+                    (unsigned long long)st.consumer_errors);
             last_report = now_s();
         }
     }
     double dt = now_s() - start;
     printf("{\"consumed\": %llu, \"seconds\": %.3f, \"messages_per_s\": %.0f, "
-           "\"stall_s\": %.3f}\n", (unsigned long long)consumed, dt, consumed / dt, stall);
+           "\"stall_s\": %.3f}\n",
+           (unsigned long long)consumed, dt, consumed / dt, stall);
     ccd_kafka_close(&k, 2000);
     return consumed < (uint64_t)n;
 }
@@ -116,16 +118,22 @@ int main(int argc, char **argv)
     CcdKafkaProp props[32];
     int n_props = 0;
     const char *bootstrap = NULL, *topic = "kpis";
-    const char *features = "prb_dl,prb_ul,thr_dl_mbps,thr_ul_mbps,active_users,latency_ms,cqi,drop_rate";
+    const char *features =
+        "prb_dl,prb_ul,thr_dl_mbps,thr_ul_mbps,active_users,latency_ms,cqi,drop_rate";
     long cells = 10000, from = 0, steps = 16, S = 3600, t0 = 1704067200;
-    static const struct option opts[] = {
-        {"bootstrap", required_argument, 0, 'b'}, {"topic", required_argument, 0, 't'},
-        {"cells", required_argument, 0, 'c'},     {"from", required_argument, 0, 'F'},
-        {"steps", required_argument, 0, 'n'},     {"step-seconds", required_argument, 0, 'S'},
-        {"features", required_argument, 0, 'f'},  {"t0", required_argument, 0, 'T'},
-        {"consume", required_argument, 0, 'C'},   {"group", required_argument, 0, 'g'},
-        {"prop", required_argument, 0, 'p'},      {"work-us", required_argument, 0, 'W'},
-        {0, 0, 0, 0}};
+    static const struct option opts[] = {{"bootstrap", required_argument, 0, 'b'},
+                                         {"topic", required_argument, 0, 't'},
+                                         {"cells", required_argument, 0, 'c'},
+                                         {"from", required_argument, 0, 'F'},
+                                         {"steps", required_argument, 0, 'n'},
+                                         {"step-seconds", required_argument, 0, 'S'},
+                                         {"features", required_argument, 0, 'f'},
+                                         {"t0", required_argument, 0, 'T'},
+                                         {"consume", required_argument, 0, 'C'},
+                                         {"group", required_argument, 0, 'g'},
+                                         {"prop", required_argument, 0, 'p'},
+                                         {"work-us", required_argument, 0, 'W'},
+                                         {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "b:t:c:n:S:f:g:p:", opts, NULL)) != -1) {
         switch (o) {
@@ -171,12 +179,12 @@ int main(int argc, char **argv)
     char err[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     const char *pprops[][2] = {{"bootstrap.servers", bootstrap},
-                              {"linger.ms", "20"},
-                              {"batch.num.messages", "10000"},
-                              {"queue.buffering.max.messages", "1000000"},
-                              {"queue.buffering.max.kbytes", "1048576"},
-                              {"compression.codec", "none"},
-                              {"acks", "1"}};
+                               {"linger.ms", "20"},
+                               {"batch.num.messages", "10000"},
+                               {"queue.buffering.max.messages", "1000000"},
+                               {"queue.buffering.max.kbytes", "1048576"},
+                               {"compression.codec", "none"},
+                               {"acks", "1"}};
     for (size_t i = 0; i < sizeof pprops / sizeof *pprops; i++)
         if (rd_kafka_conf_set(conf, pprops[i][0], pprops[i][1], err, sizeof err)) {
             fprintf(stderr, "ingest_bench: %s\n", err);
@@ -203,10 +211,10 @@ int main(int argc, char **argv)
             }
             len += snprintf(buf + len, sizeof buf - len, "}}");
             for (;;) {
-                rd_kafka_resp_err_t e = rd_kafka_producev(
-                    rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, (size_t)kl),
-                    RD_KAFKA_V_VALUE(buf, (size_t)len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                    RD_KAFKA_V_END);
+                rd_kafka_resp_err_t e =
+                    rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, (size_t)kl),
+                                      RD_KAFKA_V_VALUE(buf, (size_t)len),
+                                      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
                 if (!e)
                     break;
                 if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
@@ -226,7 +234,8 @@ int main(int argc, char **argv)
         return 1;
     }
     double dt = now_s() - start;
-    printf("{\"messages\": %llu, \"seconds\": %.3f, \"messages_per_s\": %.0f, \"queue_full_waits\": %llu}\n",
+    printf("{\"messages\": %llu, \"seconds\": %.3f, \"messages_per_s\": %.0f, "
+           "\"queue_full_waits\": %llu}\n",
            (unsigned long long)n, dt, n / dt, (unsigned long long)retries);
     rd_kafka_destroy(rk);
     free(fl);
