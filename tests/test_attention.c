@@ -20,6 +20,7 @@
 
 #include "cc_attention.h"
 #include "cc_kernels.h"
+#include "testlib.h"
 
 static uint64_t rng = 4242;
 static float frand(void)
@@ -269,80 +270,57 @@ typedef struct BenchArgs {
     float *q, *ks, *vs, *out, *w, *Kt, *V, *qkv, *s;
 } BenchArgs;
 
-static void run_attend16(const BenchArgs *a)
+static void run_attend16(const void *arg)
 {
+    const BenchArgs *a = arg;
     a->fast16(a->out, a->w, a->cap + 1, a->q, cache16_keys(&a->c), a->c.hsh, a->cap,
               cache16_values(&a->c), a->c.hsh, 16, a->ks, a->vs, a->n, a->H, 0.25f);
 }
 
-static void run_attend16_ref(const BenchArgs *a)
+static void run_attend16_ref(const void *arg)
 {
+    const BenchArgs *a = arg;
     cc_attend16_ref(a->t, a->out, a->w, a->cap + 1, a->q, cache16_keys(&a->c), a->c.hsh, a->cap,
                     cache16_values(&a->c), a->c.hsh, 16, a->ks, a->vs, a->n, a->H, 0.25f);
 }
 
-static void run_cached16(const BenchArgs *a)
+static void run_cached16(const void *arg)
 {
+    const BenchArgs *a = arg;
     cc_attend_cached16(a->out, a->w, a->q, a->Kt, a->n, a->V, a->ks, a->vs, a->n, 0.25f);
 }
 
-static void run_cached(const BenchArgs *a)
+static void run_cached(const void *arg)
 {
+    const BenchArgs *a = arg;
     cc_attend_cached(a->out, a->w, a->q, a->Kt, a->n, a->V, a->ks, a->vs, a->n, a->DK, 0.25f);
 }
 
-static void run_cached_ref(const BenchArgs *a)
+static void run_cached_ref(const void *arg)
 {
+    const BenchArgs *a = arg;
     cc_attend_cached_ref(a->out, a->w, a->q, a->Kt, a->n, a->V, a->ks, a->vs, a->n, a->DK, 0.25f);
 }
 
-static void run_causal16(const BenchArgs *a)
+static void run_causal16(const void *arg)
 {
+    const BenchArgs *a = arg;
     cc_attend_causal16(a->out, a->DK, a->qkv, a->qkv + a->DK, a->qkv + 2 * a->DK, 3 * a->DK, a->n,
                        0.25f, a->Kt, a->s);
 }
 
-static void run_causal(const BenchArgs *a)
+static void run_causal(const void *arg)
 {
+    const BenchArgs *a = arg;
     cc_attend_causal(a->out, a->DK, a->qkv, a->qkv + a->DK, a->qkv + 2 * a->DK, 3 * a->DK, a->n,
                      a->DK, 0.25f, a->Kt, a->s);
 }
 
-static void run_causal_ref(const BenchArgs *a)
+static void run_causal_ref(const void *arg)
 {
+    const BenchArgs *a = arg;
     cc_attend_causal_ref(a->out, a->DK, a->qkv, a->qkv + a->DK, a->qkv + 2 * a->DK, 3 * a->DK, a->n,
                          a->DK, 0.25f);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* ns per call: the best of 5 runs of enough calls to last ~20 ms each. */
-static double ns_per_call(void (*fn)(const BenchArgs *), const BenchArgs *a)
-{
-    long calls = 1;
-    for (double t0 = now_s(); now_s() - t0 < 0.02; calls *= 2)
-        for (long i = 0; i < calls; i++)
-            fn(a);
-    double best = INFINITY;
-    for (int r = 0; r < 5; r++) {
-        double t0 = now_s();
-        for (long i = 0; i < calls; i++)
-            fn(a);
-        best = fmin(best, (now_s() - t0) / calls * 1e9);
-    }
-    return best;
-}
-
-static void bench_pair(const char *name, void (*fast)(const BenchArgs *),
-                       void (*ref)(const BenchArgs *), const BenchArgs *a)
-{
-    double f = ns_per_call(fast, a), r = ns_per_call(ref, a);
-    printf("%-44s %10.1f ns %10.1f ns %7.1fx\n", name, f, r, r / f);
 }
 
 /* The default model's shapes: N = 21 cached tokens, H = 4 heads of DK = 16. */
@@ -367,16 +345,16 @@ static int bench(void)
         a.fast16 = dsp.attend16[t];
         cache16_fill(&a.c, a.t, a.H, a.cap, a.n);
         snprintf(name, sizeof name, "attend16 %s, 4 heads (AVX-512 registers)", tname[t]);
-        bench_pair(name, run_attend16, run_attend16_ref, &a);
+        tl_bench_pair(name, run_attend16, run_attend16_ref, &a);
         free(a.c.mem);
     }
-    bench_pair("attend_cached16, 1 head", run_cached16, run_cached_ref, &a);
-    bench_pair("attend_cached DK 16, 1 head", run_cached, run_cached_ref, &a);
-    bench_pair("attend_causal16, 1 head", run_causal16, run_causal_ref, &a);
-    bench_pair("attend_causal DK 16, 1 head", run_causal, run_causal_ref, &a);
+    tl_bench_pair("attend_cached16, 1 head", run_cached16, run_cached_ref, &a);
+    tl_bench_pair("attend_cached DK 16, 1 head", run_cached, run_cached_ref, &a);
+    tl_bench_pair("attend_causal16, 1 head", run_causal16, run_causal_ref, &a);
+    tl_bench_pair("attend_causal DK 16, 1 head", run_causal, run_causal_ref, &a);
     a.DK = 32;
-    bench_pair("attend_cached DK 32, 1 head", run_cached, run_cached_ref, &a);
-    bench_pair("attend_causal DK 32, 1 head", run_causal, run_causal_ref, &a);
+    tl_bench_pair("attend_cached DK 32, 1 head", run_cached, run_cached_ref, &a);
+    tl_bench_pair("attend_causal DK 32, 1 head", run_causal, run_causal_ref, &a);
     free(a.q), free(a.ks), free(a.vs), free(a.out), free(a.w), free(a.Kt), free(a.V), free(a.s);
     free(a.qkv);
     return 0;

@@ -200,48 +200,28 @@ typedef struct BenchArgs {
     float *A, *W, *bias, *C, *g, *b;
 } BenchArgs;
 
-static void run_gemm(const BenchArgs *a)
+static void run_gemm(const void *arg)
 {
+    const BenchArgs *a = arg;
     cc_gemm(a->C, a->N, a->A, a->K, a->w, a->bias, a->M, a->epi, NULL);
 }
 
-static void run_gemm_ref(const BenchArgs *a)
+static void run_gemm_ref(const void *arg)
 {
+    const BenchArgs *a = arg;
     cc_gemm_ref(a->C, a->N, a->A, a->K, a->W, a->N, a->K, a->bias, a->M, a->epi);
 }
 
-static void run_residual_ln(const BenchArgs *a)
+static void run_residual_ln(const void *arg)
 {
+    const BenchArgs *a = arg;
     cc_gemm_residual_ln(a->C, a->N, a->A, a->K, a->w, a->bias, a->g, a->b, a->M, NULL);
 }
 
-static void run_residual_ln_ref(const BenchArgs *a)
+static void run_residual_ln_ref(const void *arg)
 {
+    const BenchArgs *a = arg;
     cc_gemm_residual_ln_ref(a->C, a->N, a->A, a->K, a->W, a->N, a->K, a->bias, a->g, a->b, a->M);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* ns per call: the best of 5 runs of enough calls to last ~20 ms each. */
-static double ns_per_call(void (*fn)(const BenchArgs *), const BenchArgs *a)
-{
-    long calls = 1;
-    for (double t0 = now_s(); now_s() - t0 < 0.02; calls *= 2)
-        for (long i = 0; i < calls; i++)
-            fn(a);
-    double best = INFINITY;
-    for (int r = 0; r < 5; r++) {
-        double t0 = now_s();
-        for (long i = 0; i < calls; i++)
-            fn(a);
-        best = fmin(best, (now_s() - t0) / calls * 1e9);
-    }
-    return best;
 }
 
 /* The dense layers of the default model's step on a sub-batch of 112 rows (14 cells × 8
@@ -262,17 +242,17 @@ static int bench(void)
         BenchArgs a = {.M = 112, .N = layers[i].N, .K = layers[i].K, .epi = layers[i].epi};
         a.A = randv((size_t)a.M * a.K), a.W = randv((size_t)a.N * a.K), a.bias = randv(a.N);
         a.C = randv((size_t)a.M * a.N), a.g = randv(a.N), a.b = randv(a.N);
-        void (*fast)(const BenchArgs *) = layers[i].ln ? run_residual_ln : run_gemm;
-        void (*ref)(const BenchArgs *) = layers[i].ln ? run_residual_ln_ref : run_gemm_ref;
+        void (*fast)(const void *) = layers[i].ln ? run_residual_ln : run_gemm;
+        void (*ref)(const void *) = layers[i].ln ? run_residual_ln_ref : run_gemm_ref;
         double ns[2] = {NAN, NAN};
         for (int fallback = 0; fallback < 2; fallback++) {
             if (cc_gemm_open(&a.w, a.W, a.N, a.K, fallback) < 0)
                 return 1;
             if (fallback || cc_gemm_is_packed(a.w))
-                ns[fallback] = ns_per_call(fast, &a);
+                ns[fallback] = tl_ns_per_call(fast, &a);
             cc_gemm_close(&a.w);
         }
-        double r = ns_per_call(ref, &a), best = isnan(ns[0]) ? ns[1] : ns[0];
+        double r = tl_ns_per_call(ref, &a), best = isnan(ns[0]) ? ns[1] : ns[0];
         printf("%-32s %10.1f ns %10.1f ns %10.1f ns %7.1fx\n", layers[i].name, ns[0], ns[1], r,
                r / best);
         free(a.A), free(a.W), free(a.bias), free(a.C), free(a.g), free(a.b);

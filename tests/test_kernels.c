@@ -225,80 +225,76 @@ typedef struct BenchArgs {
     uint16_t *h;
 } BenchArgs;
 
-static void run_linear(const BenchArgs *a)
+static void run_linear(const void *arg)
 {
+    const BenchArgs *a = arg;
     cc_linear(a->C, a->N, a->A, a->K, a->B, a->K, a->bias, a->M, a->N, a->K, 0);
 }
 
-static void run_linear_ref(const BenchArgs *a)
+static void run_linear_ref(const void *arg)
 {
+    const BenchArgs *a = arg;
     cc_linear_ref(a->C, a->N, a->A, a->K, a->B, a->K, a->bias, a->M, a->N, a->K, 0);
 }
 
-static void run_layernorm(const BenchArgs *a)
+static void run_layernorm(const void *arg)
 {
+    const BenchArgs *a = arg;
     cc_add_layernorm(a->C, a->A, a->x, a->g, a->beta, a->M, a->K);
 }
 
-static void run_layernorm_ref(const BenchArgs *a)
+static void run_layernorm_ref(const void *arg)
 {
+    const BenchArgs *a = arg;
     cc_add_layernorm_ref(a->C, a->A, a->x, a->g, a->beta, a->M, a->K);
 }
 
 /* softmax in place of the same input every call: a copy, then the kernel */
-static void run_softmax(const BenchArgs *a)
+static void run_softmax(const void *arg)
 {
+    const BenchArgs *a = arg;
     memcpy(a->C, a->x, (size_t)a->n * sizeof(float));
     cc_softmax(a->C, a->n);
 }
 
-static void run_softmax_ref(const BenchArgs *a)
+static void run_softmax_ref(const void *arg)
 {
+    const BenchArgs *a = arg;
     memcpy(a->C, a->x, (size_t)a->n * sizeof(float));
     cc_softmax_ref(a->C, a->n);
 }
 
-static void run_f16_store(const BenchArgs *a) { a->dsp.f16_store(a->h, a->x, a->n); }
-static void run_f16_store_ref(const BenchArgs *a) { cc_f16_store_ref(a->h, a->x, a->n); }
-static void run_f16_load(const BenchArgs *a) { a->dsp.f16_load(a->C, a->h, a->n); }
-static void run_f16_load_ref(const BenchArgs *a) { cc_f16_load_ref(a->C, a->h, a->n); }
-static void run_bf16_store(const BenchArgs *a) { cc_bf16_store(a->h, a->x, a->n); }
-
-static void run_bf16_store_elementwise(const BenchArgs *a)
+static void run_f16_store(const void *arg)
 {
+    const BenchArgs *a = arg;
+    a->dsp.f16_store(a->h, a->x, a->n);
+}
+static void run_f16_store_ref(const void *arg)
+{
+    const BenchArgs *a = arg;
+    cc_f16_store_ref(a->h, a->x, a->n);
+}
+static void run_f16_load(const void *arg)
+{
+    const BenchArgs *a = arg;
+    a->dsp.f16_load(a->C, a->h, a->n);
+}
+static void run_f16_load_ref(const void *arg)
+{
+    const BenchArgs *a = arg;
+    cc_f16_load_ref(a->C, a->h, a->n);
+}
+static void run_bf16_store(const void *arg)
+{
+    const BenchArgs *a = arg;
+    cc_bf16_store(a->h, a->x, a->n);
+}
+
+static void run_bf16_store_elementwise(const void *arg)
+{
+    const BenchArgs *a = arg;
     for (int i = 0; i < a->n; i++)
         a->h[i] = cc_f32_to_bf16(a->x[i]);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* ns per call: the best of 5 runs of enough calls to last ~20 ms each. */
-static double ns_per_call(void (*fn)(const BenchArgs *), const BenchArgs *a)
-{
-    long calls = 1;
-    for (double t0 = now_s(); now_s() - t0 < 0.02; calls *= 2)
-        for (long i = 0; i < calls; i++)
-            fn(a);
-    double best = INFINITY;
-    for (int r = 0; r < 5; r++) {
-        double t0 = now_s();
-        for (long i = 0; i < calls; i++)
-            fn(a);
-        best = fmin(best, (now_s() - t0) / calls * 1e9);
-    }
-    return best;
-}
-
-static void bench_pair(const char *name, void (*fast)(const BenchArgs *),
-                       void (*ref)(const BenchArgs *), const BenchArgs *a)
-{
-    double f = ns_per_call(fast, a), r = ns_per_call(ref, a);
-    printf("%-44s %10.1f ns %10.1f ns %7.1fx\n", name, f, r, r / f);
 }
 
 static float *randv(size_t n)
@@ -321,14 +317,14 @@ static int bench(void)
     if (!a.A || !a.B || !a.bias || !a.C || !a.x || !a.g || !a.beta || !a.h)
         return 1;
     printf("%-44s %13s %13s %8s\n", "kernel", "fast", "reference", "ref/fast");
-    bench_pair("linear 112x192x64 (OpenBLAS)", run_linear, run_linear_ref, &a);
-    bench_pair("add_layernorm 112x64", run_layernorm, run_layernorm_ref, &a);
-    bench_pair("softmax 22", run_softmax, run_softmax_ref, &a);
+    tl_bench_pair("linear 112x192x64 (OpenBLAS)", run_linear, run_linear_ref, &a);
+    tl_bench_pair("add_layernorm 112x64", run_layernorm, run_layernorm_ref, &a);
+    tl_bench_pair("softmax 22", run_softmax, run_softmax_ref, &a);
     a.n = 21 * 16;
-    bench_pair("f16 row store 336 (table's choice)", run_f16_store, run_f16_store_ref, &a);
-    bench_pair("f16 row load 336 (table's choice)", run_f16_load, run_f16_load_ref, &a);
-    bench_pair("bf16 row store 336 (vs element-wise)", run_bf16_store, run_bf16_store_elementwise,
-               &a);
+    tl_bench_pair("f16 row store 336 (table's choice)", run_f16_store, run_f16_store_ref, &a);
+    tl_bench_pair("f16 row load 336 (table's choice)", run_f16_load, run_f16_load_ref, &a);
+    tl_bench_pair("bf16 row store 336 (vs element-wise)", run_bf16_store,
+                  run_bf16_store_elementwise, &a);
     free(a.A), free(a.B), free(a.bias), free(a.C), free(a.x), free(a.g), free(a.beta), free(a.h);
     return 0;
 }

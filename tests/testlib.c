@@ -3,7 +3,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "testlib.h"
@@ -68,4 +70,34 @@ void tl_model_open(CcModel **m, const CcHparams *hp, uint64_t seed)
     if (ret)
         fail_msg("cc_model_open: %s (%d)", err, ret);
     cc_model_init_random(*m, seed);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+double tl_ns_per_call(void (*fn)(const void *), const void *arg)
+{
+    long calls = 1;
+    for (double t0 = now_s(); now_s() - t0 < 0.02; calls *= 2)
+        for (long i = 0; i < calls; i++)
+            fn(arg);
+    double best = INFINITY;
+    for (int r = 0; r < 5; r++) {
+        double t0 = now_s();
+        for (long i = 0; i < calls; i++)
+            fn(arg);
+        best = fmin(best, (now_s() - t0) / calls * 1e9);
+    }
+    return best;
+}
+
+void tl_bench_pair(const char *name, void (*fast)(const void *), void (*ref)(const void *),
+                   const void *arg)
+{
+    double f = tl_ns_per_call(fast, arg), r = tl_ns_per_call(ref, arg);
+    printf("%-44s %10.1f ns %10.1f ns %7.1fx\n", name, f, r, r / f);
 }

@@ -45,4 +45,13 @@ void tl_hparams_tiny(CcHparams *hp);
 /** cc_model_open then cc_model_init_random(seed); fails the test on error. */
 void tl_model_open(CcModel **m, const CcHparams *hp, uint64_t seed);
 
+/* ---- the kernels' tests' --bench mode (dav1d's checkasm habit) ---- */
+
+/** ns per call of fn(arg): the best of 5 runs of enough calls to last ~20 ms each. */
+double tl_ns_per_call(void (*fn)(const void *), const void *arg);
+
+/** Times a fast kernel and its reference twin on the same arguments; prints one line. */
+void tl_bench_pair(const char *name, void (*fast)(const void *), void (*ref)(const void *),
+                   const void *arg);
+
 #endif
