@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/blackbox/alerts.sh — black-box tests of cellcastd's alerting and operations
-# (issue 5): the real daemon on loopback with a temporary config, fed with kcat, alerts
+# (alerts, snapshots, reload, signals): the real daemon on loopback with a temporary config, fed with kcat, alerts
 # consumed from the alert topic with kcat, the API checked with curl (JSON with python3).
 #
 #   alerts.sh CELLCASTD MOCKBROKER SOURCE_ROOT
