@@ -381,26 +381,39 @@ static int is_missing_token(const char *s, size_t n)
 /* ---------------------------------------------------------------------------------- */
 /* Delimiter and time index                                                            */
 
-/* The most frequent of , ; tab outside quotes in the first non-blank line from p (a tie
- * goes to the earlier of them, none to ','). */
+/* Counts , ; tab outside quotes in the first non-blank line from *p; moves *p past it. */
+static void count_delimiters(const char **p, const char *end, int64_t n[3])
+{
+    static const char cand[3] = {',', ';', '\t'};
+    const char *q = *p;
+    int quoted = 0;
+    while (q < end && (*q == ' ' || *q == '\t' || *q == '\r' || *q == '\n'))
+        q++;
+    for (; q < end && (quoted || *q != '\n'); q++) {
+        if (*q == '"')
+            quoted = !quoted;
+        for (int k = 0; k < 3 && !quoted; k++)
+            n[k] += *q == cand[k];
+    }
+    *p = q;
+}
+
+/* The delimiter of a file: of , ; tab, one that splits the header and the first data line
+ * into the same number of fields (a ';' file with decimal commas, a ',' file with a ';' in
+ * a column name), the most frequent in the header among those, a tie going to that order;
+ * none in the header: ','. */
 static char detect_delimiter(const char *p, const char *end)
 {
     static const char cand[3] = {',', ';', '\t'};
-    int64_t n[3] = {0, 0, 0};
-    int quoted = 0;
-    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
-        p++;
-    for (; p < end && (quoted || *p != '\n'); p++) {
-        if (*p == '"')
-            quoted = !quoted;
-        for (int k = 0; k < 3 && !quoted; k++)
-            n[k] += *p == cand[k];
-    }
-    int best = 0;
-    for (int k = 1; k < 3; k++)
-        if (n[k] > n[best])
-            best = k;
-    return cand[best];
+    int64_t h[3] = {0, 0, 0}, r[3] = {0, 0, 0};
+    count_delimiters(&p, end, h);
+    count_delimiters(&p, end, r);
+    int any_row = r[0] || r[1] || r[2], best = -1;
+    for (int pass = 0; pass < 2 && best < 0; pass++)
+        for (int k = 0; k < 3; k++)
+            if (h[k] > 0 && (pass == 1 || !any_row || h[k] == r[k]) && (best < 0 || h[k] > h[best]))
+                best = k;
+    return best < 0 ? ',' : cand[best];
 }
 
 /* How a delimiter is written in messages and on the command line. */

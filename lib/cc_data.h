@@ -13,8 +13,10 @@
  * `-` is missing; anything else must parse completely as a finite number. A malformed row
  * stops the load with `file:line:column: what` in the error buffer.
  *
- * Delimiter (`delimiter` 0 = detected): the one of `,` `;` tab that occurs most often
- * outside quotes in the header line (a tie goes to that order; none: `,`). With a
+ * Delimiter (`delimiter` 0 = detected): of `,` `;` tab (counted outside quotes), one that
+ * splits the header line and the first data line into as many fields, the most frequent
+ * in the header among those (a tie goes to that order; if none is consistent, the most
+ * frequent; none in the header: `,`). With a
  * delimiter other than `,`, a value with one decimal comma (`1,5`, as spreadsheets write
  * `;` files) is read as `1.5`. A header that comes out as one column but contains another
  * candidate delimiter (`,` `;` tab `|`) is refused with a message that names it.

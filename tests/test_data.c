@@ -513,6 +513,11 @@ static void test_delimiters(void **state)
     assert_null(strstr(buf, "delimiter"));
     cc_data_close(&ds);
     load_fail("ts,a\n0,\"1,5\"\n", NULL, "column 'a': not a number: '1,5'");
+    /* the header and the first row agree: a ';' in a name of a ',' file */
+    ds = load_str("ts,a;b;c\n0,1\n60,2\n", NULL, &rep);
+    assert_int_equal(rep.delimiter, ',');
+    assert_string_equal(ds->features[0], "a;b;c");
+    cc_data_close(&ds);
     /* a tie goes to ',' (the header has one of each) */
     ds = load_str("t;x,a\n0,1\n60,2\n", NULL, &rep);
     assert_int_equal(rep.delimiter, ',');
