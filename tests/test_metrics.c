@@ -202,6 +202,15 @@ static void write_series(const char *path, int with_nan)
     fclose(f);
 }
 
+/* Settings scoring rows 50-60 of csv, horizon 2. */
+static void rows_50_60(CctEvalSettings *s, const char *csv)
+{
+    cct_eval_default_settings(s);
+    s->data_path = csv;
+    s->split = "rows:0-40,40-50,50-60";
+    s->horizon = 2;
+}
+
 static void test_eval_baselines(void **state)
 {
     (void)state;
@@ -210,10 +219,7 @@ static void test_eval_baselines(void **state)
     snprintf(csv, sizeof csv, "%s/s.csv", tmpdir);
     write_series(csv, 0);
     CctEvalSettings s;
-    cct_eval_default_settings(&s);
-    s.data_path = csv;
-    s.split = "rows:0-40,40-50,50-60";
-    s.horizon = 2;
+    rows_50_60(&s, csv);
     s.window = 4;
     json_t *root = run_eval(&s, &rc);
     assert_int_equal(rc, 0);
@@ -281,10 +287,7 @@ static void test_eval_wide_and_index(void **state)
     fprintf(f, "\n");
     fclose(f);
     CctEvalSettings s;
-    cct_eval_default_settings(&s);
-    s.data_path = csv;
-    s.split = "rows:0-40,40-50,50-60";
-    s.horizon = 2;
+    rows_50_60(&s, csv);
     json_t *root = run_eval(&s, &rc);
     assert_int_equal(rc, 0);
     assert_int_equal(json_array_size(json_object_get(root, "kpis")), 256);

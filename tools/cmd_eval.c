@@ -8,13 +8,14 @@
 #include "cli.h"
 #include "eval.h"
 
-static int opt_choice(const char *value, const char *const *names, int n, int *out)
+/* The index of value in names (an enumeration's order), or -EINVAL with msg in err. */
+static int opt_choice(const char *value, const char *const *names, int n, const char *msg,
+                      char *err, size_t errlen)
 {
     for (int i = 0; i < n; i++)
-        if (!strcmp(value, names[i])) {
-            *out = i;
-            return 0;
-        }
+        if (!strcmp(value, names[i]))
+            return i;
+    snprintf(err, errlen, "%s", msg);
     return -EINVAL;
 }
 
@@ -22,25 +23,19 @@ static int opt_choice(const char *value, const char *const *names, int n, int *o
 int cli_opt_data_format(const CcOpt *opt, const char *value, char *err, size_t errlen)
 {
     static const char *const names[] = {"auto", "long", "wide"}; /* enum CcDataFormat order */
-    int v;
-    if (opt_choice(value, names, 3, &v)) {
-        snprintf(err, errlen, "--format must be long, wide or auto");
-        return -EINVAL;
-    }
-    *(enum CcDataFormat *)opt->target = (enum CcDataFormat)v;
-    return 0;
+    int v = opt_choice(value, names, 3, "--format must be long, wide or auto", err, errlen);
+    if (v >= 0)
+        *(enum CcDataFormat *)opt->target = (enum CcDataFormat)v;
+    return v < 0 ? v : 0;
 }
 
 int cli_opt_time_index(const CcOpt *opt, const char *value, char *err, size_t errlen)
 {
     static const char *const names[] = {"auto", "yes", "no"}; /* enum CcTimeIndex order */
-    int v;
-    if (opt_choice(value, names, 3, &v)) {
-        snprintf(err, errlen, "--time-index must be auto, yes or no");
-        return -EINVAL;
-    }
-    *(enum CcTimeIndex *)opt->target = (enum CcTimeIndex)v;
-    return 0;
+    int v = opt_choice(value, names, 3, "--time-index must be auto, yes or no", err, errlen);
+    if (v >= 0)
+        *(enum CcTimeIndex *)opt->target = (enum CcTimeIndex)v;
+    return v < 0 ? v : 0;
 }
 
 int cli_opt_delimiter(const CcOpt *opt, const char *value, char *err, size_t errlen)
