@@ -995,8 +995,9 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
             }
         }
     }
-    if (sp->time_index == CC_TIME_INDEX_YES || (sp->time_index == CC_TIME_INDEX_AUTO && all_index &&
-                                                idx_max < CC_DATA_INDEX_AUTO_MAX && best == 1000)) {
+    if (sp->time_index == CC_TIME_INDEX_YES ||
+        (sp->time_index == CC_TIME_INDEX_AUTO && !sp->time_format && all_index &&
+         idx_max < CC_DATA_INDEX_AUTO_MAX && best == 1000)) {
         if (S <= 0) {
             if (sp->time_index == CC_TIME_INDEX_YES)
                 ret = cc_errf(err, errlen, -EINVAL,

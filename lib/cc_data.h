@@ -37,7 +37,8 @@
  * Row index (`time_index`): a time column of plain non-negative integers can be a row
  * index rather than unix seconds; its time is then index × S seconds (row 0 = the epoch,
  * 1970-01-01T00:00Z, a Thursday, for the calendar features), and S must be given.
- * CC_TIME_INDEX_AUTO (default) takes the column as an index when every value is a plain
+ * CC_TIME_INDEX_AUTO (default) takes the column as an index when no time_format is given,
+ * every value is a plain
  * integer below CC_DATA_INDEX_AUTO_MAX (1e8 s is March 1973: no KPI history starts that
  * early) and the most common difference between a cell's successive values is 1 (a
  * 1-second step in 1970 is no KPI feed either); a missing S is then an error that says so,

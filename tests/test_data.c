@@ -610,7 +610,13 @@ static void test_time_index(void **state)
     assert_int_equal(rep.time_index, 0);
     assert_int_equal(ds->step_seconds, 1);
     cc_data_close(&ds);
-    /* auto leaves real unix seconds and non-unit steps alone */
+    /* auto leaves a given time format, real unix seconds and non-unit steps alone */
+    cc_data_default_settings(&st);
+    st.time_format = "%s";
+    ds = load_str(idx, &st, &rep);
+    assert_int_equal(rep.time_index, 0);
+    assert_int_equal(ds->step_seconds, 1);
+    cc_data_close(&ds);
     ds = load_str("ts,a\n0,1\n60,2\n120,3\n", NULL, &rep);
     assert_int_equal(rep.time_index, 0);
     assert_int_equal(ds->step_seconds, 60);

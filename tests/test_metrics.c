@@ -425,6 +425,14 @@ static void test_eval_model_vs_oracle(void **state)
     s.horizon = 4;
     assert_null(run_eval(&s, &rc));
     assert_int_equal(rc, -EINVAL);
+    /* so are features other than the model's (the engine reads rows in its order) */
+    s.horizon = 0;
+    s.features = "b,a";
+    assert_null(run_eval(&s, &rc));
+    assert_int_equal(rc, -EINVAL);
+    s.features = "a";
+    assert_null(run_eval(&s, &rc));
+    assert_int_equal(rc, -EINVAL);
     cc_model_close(&m);
 }
 

@@ -123,6 +123,14 @@ static int load(CctEval *e, char *err, size_t errlen)
                  (long long)e->ds->step_seconds, (long long)e->model->hp.step_seconds);
         return -EINVAL;
     }
+    /* the engine reads a row as the model's F values in its order */
+    for (int f = 0; e->model && f < e->model->hp.n_features; f++)
+        if (e->ds->n_features != e->model->hp.n_features ||
+            strcmp(e->ds->features[f], e->model->hp.features[f])) {
+            snprintf(err, errlen, "--features must be the model's %d features in its order",
+                     e->model->hp.n_features);
+            return -EINVAL;
+        }
     return 0;
 }
 
