@@ -25,7 +25,6 @@ void cc_data_default_settings(CcDataSettings *s)
 {
     memset(s, 0, sizeof *s);
     s->format = CC_DATA_AUTO;
-    s->cell_column = "cell_id";
     s->impute = CC_IMPUTE_CARRY;
 }
 
@@ -229,6 +228,7 @@ int cc_data_parse_time(const char *s, size_t len, const char *fmt, double *out)
 typedef struct Csv {
     const char *buf, *end, *p;
     const char *name;
+    char delim;             /* field separator */
     int64_t line;           /* line of the current position (1-based) */
     const char *line_start; /* start of the current line */
     /* current record */
@@ -290,7 +290,7 @@ static int csv_next(Csv *c, int64_t *blank, char *err, size_t errlen)
         c->fline[k] = c->line;
         /* leading spaces before a quote are allowed */
         const char *s = c->p;
-        while (s < c->end && (*s == ' ' || *s == '\t'))
+        while (s < c->end && (*s == ' ' || (*s == '\t' && c->delim != '\t')))
             s++;
         if (s < c->end && *s == '"') {
             int64_t qline = c->line;
@@ -317,16 +317,16 @@ static int csv_next(Csv *c, int64_t *blank, char *err, size_t errlen)
                 if (csv_put(c, ch))
                     return -ENOMEM;
             }
-            while (c->p < c->end && (*c->p == ' ' || *c->p == '\t'))
+            while (c->p < c->end && (*c->p == ' ' || (*c->p == '\t' && c->delim != '\t')))
                 c->p++;
             if (c->p < c->end && *c->p == '\r' && (c->p + 1 == c->end || c->p[1] == '\n'))
                 c->p++;
-            if (c->p < c->end && *c->p != ',' && *c->p != '\n')
+            if (c->p < c->end && *c->p != c->delim && *c->p != '\n')
                 return cc_errf(err, errlen, -EINVAL,
                                "%s:%lld:%d: unexpected character after closing quote", c->name,
                                (long long)c->line, (int)(c->p - c->line_start) + 1);
         } else {
-            while (c->p < c->end && *c->p != ',' && *c->p != '\n') {
+            while (c->p < c->end && *c->p != c->delim && *c->p != '\n') {
                 if (*c->p == '\r' && (c->p + 1 == c->end || c->p[1] == '\n')) {
                     c->p++;
                     continue;
@@ -351,7 +351,7 @@ static int csv_next(Csv *c, int64_t *blank, char *err, size_t errlen)
             c->line_start = c->p;
             return 1;
         }
-        c->p++; /* ',' */
+        c->p++; /* the delimiter */
     }
 }
 
@@ -375,6 +375,89 @@ static int is_missing_token(const char *s, size_t n)
     for (size_t i = 0; i < sizeof tok / sizeof *tok; i++)
         if (strlen(tok[i]) == n && strncasecmp(s, tok[i], n) == 0)
             return 1;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Delimiter and time index                                                            */
+
+/* Counts , ; tab outside quotes in the first non-blank line from *p; moves *p past it. */
+static void count_delimiters(const char **p, const char *end, int64_t n[3])
+{
+    static const char cand[3] = {',', ';', '\t'};
+    const char *q = *p;
+    int quoted = 0;
+    while (q < end && (*q == ' ' || *q == '\t' || *q == '\r' || *q == '\n'))
+        q++;
+    for (; q < end && (quoted || *q != '\n'); q++) {
+        if (*q == '"')
+            quoted = !quoted;
+        for (int k = 0; k < 3 && !quoted; k++)
+            n[k] += *q == cand[k];
+    }
+    *p = q;
+}
+
+/* The delimiter of a file: of , ; tab, one that splits the header and the first data line
+ * into the same number of fields (a ';' file with decimal commas, a ',' file with a ';' in
+ * a column name), the most frequent in the header among those, a tie going to that order;
+ * none in the header: ','. */
+static char detect_delimiter(const char *p, const char *end)
+{
+    static const char cand[3] = {',', ';', '\t'};
+    int64_t h[3] = {0, 0, 0}, r[3] = {0, 0, 0};
+    count_delimiters(&p, end, h);
+    count_delimiters(&p, end, r);
+    int any_row = r[0] || r[1] || r[2], best = -1;
+    for (int pass = 0; pass < 2 && best < 0; pass++)
+        for (int k = 0; k < 3; k++)
+            if (h[k] > 0 && (pass == 1 || !any_row || h[k] == r[k]) && (best < 0 || h[k] > h[best]))
+                best = k;
+    return best < 0 ? ',' : cand[best];
+}
+
+/* How a delimiter is written in messages and on the command line. */
+static const char *delim_name(char d, char *buf, size_t n)
+{
+    if (d == '\t')
+        return "tab";
+    snprintf(buf, n, "'%c'", d);
+    return buf;
+}
+
+/* A one-column header that holds another usual delimiter: the file is split at the wrong
+ * character (a ';' file read with ','), which would otherwise surface as a name too long
+ * or no feature columns. 0 or -EINVAL with the message. */
+static int check_one_column_header(const char *name, const char *f, size_t n, char delim,
+                                   int detected, char *err, size_t errlen)
+{
+    static const char cand[] = ",;\t|";
+    for (const char *d = cand; *d; d++) {
+        if (*d == delim || !memchr(f, *d, n))
+            continue;
+        char a[8], b[8];
+        const char *dn = delim_name(*d, b, sizeof b);
+        return cc_errf(err, errlen, -EINVAL,
+                       "%s:1: the header is one column when split at %s (%s) and it contains "
+                       "%s: is %s the delimiter? try --delimiter %s",
+                       name, delim_name(delim, a, sizeof a), detected ? "detected" : "given", dn,
+                       dn, dn);
+    }
+    return 0;
+}
+
+/* A plain non-negative integer (digits only, at most 15: exact in a double). 0 or -1. */
+static int parse_index(const char *f, size_t n, int64_t *out)
+{
+    int64_t v = 0;
+    if (n == 0 || n > 15)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (!isdigit((unsigned char)f[i]))
+            return -1;
+        v = v * 10 + (f[i] - '0');
+    }
+    *out = v;
     return 0;
 }
 
@@ -565,11 +648,12 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
     int64_t *deltas = NULL;
     int64_t *last_ts = NULL; /* per cell: last time seen (seconds*1000), for order/deltas */
     CcDataset *ds = NULL;
-    int colmap[CC_MAX_FEATURES];
+    int colmap[CC_DATA_MAX_FEATURES];
     int ret = 0, series_cap = 0;
     size_t nrows = 0, rows_cap = 0, ndeltas = 0, deltas_cap = 0;
-    int last_cap = 0;
-    char wide_id[CC_CELL_ID_MAX];
+    int last_cap = 0, all_index = 1;
+    int64_t idx_min = INT64_MAX, idx_max = -1;
+    char wide_id[CC_CELL_ID_MAX], tname[CC_FEATURE_NAME_MAX];
 
     *out = NULL;
     if (!c)
@@ -589,6 +673,13 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
         (unsigned char)buf[2] == 0xBF)
         c->p += 3;
     c->line_start = c->p;
+    if (sp->delimiter == '"' || sp->delimiter == '\r' || sp->delimiter == '\n') {
+        ret = cc_errf(err, errlen, -EINVAL, "%s: the delimiter cannot be a quote or a line end",
+                      name);
+        goto error;
+    }
+    c->delim = sp->delimiter ? sp->delimiter : detect_delimiter(c->p, c->end);
+    rep.delimiter = c->delim;
 
     /* Header */
     ret = csv_next(c, &rep.blank_lines, err, errlen);
@@ -599,6 +690,12 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
         goto error;
     }
     int ncols = c->nf;
+    if (ncols == 1) {
+        size_t n;
+        const char *f = csv_field(c, 0, &n);
+        if ((ret = check_one_column_header(name, f, n, c->delim, !sp->delimiter, err, errlen)))
+            goto error;
+    }
     char(*hdr)[CC_FEATURE_NAME_MAX] = calloc((size_t)ncols, sizeof *hdr);
     if (!hdr) {
         ret = -ENOMEM;
@@ -608,8 +705,10 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
         size_t n;
         const char *f = csv_field(c, k, &n);
         if (n == 0 || n >= CC_FEATURE_NAME_MAX) {
-            ret = cc_errf(err, errlen, -EINVAL, "%s:%lld:%d: header column %d name %s", name,
-                          (long long)c->fline[k], c->col[k], k + 1, n ? "too long" : "is empty");
+            ret = cc_errf(err, errlen, -EINVAL,
+                          "%s:%lld:%d: header column %d name %s (%zu bytes, at most %d)", name,
+                          (long long)c->fline[k], c->col[k], k + 1, n ? "too long" : "is empty", n,
+                          CC_FEATURE_NAME_MAX - 1);
             free(hdr);
             goto error;
         }
@@ -647,7 +746,15 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
             free(hdr);
             goto error;
         }
+        if (ccol < 0 && sp->cell_column && *sp->cell_column) {
+            ret = cc_errf(err, errlen, -EINVAL,
+                          "%s:1: no cell column '%s' in the header (other than the time column)",
+                          name, cellname);
+            free(hdr);
+            goto error;
+        }
     }
+    snprintf(tname, sizeof tname, "%s", hdr[tcol]);
     int F = 0;
     if (sp->features && *sp->features) {
         const char *p = sp->features;
@@ -671,9 +778,9 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
                 free(hdr);
                 goto error;
             }
-            if (F == CC_MAX_FEATURES) {
+            if (F == CC_DATA_MAX_FEATURES) {
                 ret = cc_errf(err, errlen, -ERANGE, "%s: more than %d features", name,
-                              CC_MAX_FEATURES);
+                              CC_DATA_MAX_FEATURES);
                 free(hdr);
                 goto error;
             }
@@ -695,10 +802,10 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
         for (int k = 0; k < ncols; k++) {
             if (k == tcol || k == ccol)
                 continue;
-            if (F == CC_MAX_FEATURES) {
+            if (F == CC_DATA_MAX_FEATURES) {
                 ret = cc_errf(err, errlen, -ERANGE,
                               "%s: more than %d feature columns; choose some with features", name,
-                              CC_MAX_FEATURES);
+                              CC_DATA_MAX_FEATURES);
                 free(hdr);
                 goto error;
             }
@@ -753,7 +860,22 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
         Row *r = &rows[nrows];
         size_t n;
         const char *f = csv_field(c, tcol, &n);
-        if (cc_data_parse_time(f, n, sp->time_format, &r->ts)) {
+        int64_t idx;
+        int is_index = parse_index(f, n, &idx) == 0;
+        all_index &= is_index;
+        if (is_index) {
+            idx_min = idx < idx_min ? idx : idx_min;
+            idx_max = idx > idx_max ? idx : idx_max;
+        }
+        if (sp->time_index == CC_TIME_INDEX_YES) {
+            if (!is_index) {
+                ret = cc_errf(err, errlen, -EINVAL,
+                              "%s:%lld:%d: time index '%.*s' is not a non-negative integer", name,
+                              (long long)c->fline[tcol], c->col[tcol], (int)(n > 64 ? 64 : n), f);
+                goto error;
+            }
+            r->ts = (double)idx; /* × S below */
+        } else if (cc_data_parse_time(f, n, sp->time_format, &r->ts)) {
             ret = cc_errf(err, errlen, -EINVAL, "%s:%lld:%d: cannot parse time '%.*s' (%s%s)", name,
                           (long long)c->fline[tcol], c->col[tcol], (int)(n > 64 ? 64 : n), f,
                           sp->time_format ? "format "
@@ -797,6 +919,9 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
             if (n < sizeof nb) {
                 memcpy(nb, f, n);
                 nb[n] = 0;
+                char *comma = c->delim != ',' ? strchr(nb, ',') : NULL;
+                if (comma && !strchr(comma + 1, ',') && !strchr(nb, '.'))
+                    *comma = '.'; /* a decimal comma */
                 d = strtod(nb, &e);
             }
             if (n >= sizeof nb || *e || e == nb) {
@@ -857,22 +982,45 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
         goto error;
     }
 
-    /* Step length */
-    int64_t S = sp->step_seconds;
-    if (S <= 0) {
-        if (ndeltas == 0) {
-            ret = cc_errf(err, errlen, -EINVAL,
-                          "%s: cannot detect the step from a single time per cell; give it", name);
-            goto error;
-        }
+    /* Step length: the most common positive time difference of a cell's rows (ms) */
+    int64_t S = sp->step_seconds, best = 0;
+    if (ndeltas) {
         qsort(deltas, ndeltas, sizeof *deltas, cmp_i64);
-        int64_t best = deltas[0], run = 0, best_run = 0;
+        int64_t run = 0, best_run = 0;
         for (size_t i = 0; i < ndeltas; i++) {
             run = (i > 0 && deltas[i] == deltas[i - 1]) ? run + 1 : 1;
             if (run > best_run) {
                 best_run = run;
                 best = deltas[i];
             }
+        }
+    }
+    if (sp->time_index == CC_TIME_INDEX_YES ||
+        (sp->time_index == CC_TIME_INDEX_AUTO && !sp->time_format && all_index &&
+         idx_max < CC_DATA_INDEX_AUTO_MAX && best == 1000)) {
+        if (S <= 0) {
+            if (sp->time_index == CC_TIME_INDEX_YES)
+                ret = cc_errf(err, errlen, -EINVAL,
+                              "%s: the time column '%s' is a row index: give the seconds per "
+                              "row (--step S)",
+                              name, tname);
+            else
+                ret = cc_errf(err, errlen, -EINVAL,
+                              "%s: the time column '%s' holds small consecutive integers "
+                              "(%lld..%lld), a row index rather than unix seconds: give the "
+                              "seconds per row (--step S), or --time-index no to read them as "
+                              "unix seconds",
+                              name, tname, (long long)idx_min, (long long)idx_max);
+            goto error;
+        }
+        for (size_t i = 0; i < nrows; i++)
+            rows[i].ts *= (double)S;
+        rep.time_index = 1;
+    } else if (S <= 0) {
+        if (ndeltas == 0) {
+            ret = cc_errf(err, errlen, -EINVAL,
+                          "%s: cannot detect the step from a single time per cell; give it", name);
+            goto error;
         }
         if (best % 1000 != 0) {
             ret = cc_errf(err, errlen, -EINVAL,
@@ -1102,8 +1250,8 @@ int cc_data_feature_index(const CcDataset *ds, const char *name)
 
 int cc_data_select(CcDataset *ds, const char *const *names, int n, char *err, size_t errlen)
 {
-    int idx[CC_MAX_FEATURES];
-    if (n <= 0 || n > CC_MAX_FEATURES)
+    int idx[CC_DATA_MAX_FEATURES];
+    if (n <= 0 || n > CC_DATA_MAX_FEATURES)
         return cc_errf(err, errlen, -EINVAL, "bad feature count %d", n);
     for (int j = 0; j < n; j++) {
         idx[j] = cc_data_feature_index(ds, names[j]);
@@ -1144,7 +1292,7 @@ int cc_data_select(CcDataset *ds, const char *const *names, int n, char *err, si
         nx[s] = NULL;
         nm[s] = NULL;
     }
-    char tmp[CC_MAX_FEATURES][CC_FEATURE_NAME_MAX];
+    char tmp[CC_DATA_MAX_FEATURES][CC_FEATURE_NAME_MAX];
     for (int j = 0; j < n; j++)
         memcpy(tmp[j], ds->features[idx[j]], CC_FEATURE_NAME_MAX);
     memcpy(ds->features, tmp, sizeof tmp[0] * (size_t)n);
@@ -1274,9 +1422,14 @@ void cc_data_report_format(const CcDataReport *r, const CcDataset *ds, char *buf
     if (!n)
         return;
     buf[0] = 0;
+    char db[8];
     PUT("%s: %lld rows, %d series, %d features, step %llds%s", ds->source, (long long)r->rows_read,
         ds->n_series, ds->n_features, (long long)r->step_seconds,
         r->step_detected ? " (detected)" : "");
+    if (r->time_index)
+        PUT(", time = row index x %llds", (long long)r->step_seconds);
+    if (r->delimiter && r->delimiter != ',')
+        PUT(", delimiter %s", delim_name(r->delimiter, db, sizeof db));
     PUT("; missing steps inserted %lld, duplicates %lld, out of order %lld, misaligned %lld",
         (long long)r->missing_steps, (long long)r->duplicates, (long long)r->out_of_order,
         (long long)r->misaligned);

@@ -13,6 +13,18 @@
  * `-` is missing; anything else must parse completely as a finite number. A malformed row
  * stops the load with `file:line:column: what` in the error buffer.
  *
+ * Delimiter (`delimiter` 0 = detected): of `,` `;` tab (counted outside quotes), one that
+ * splits the header line and the first data line into as many fields, the most frequent
+ * in the header among those (a tie goes to that order; if none is consistent, the most
+ * frequent; none in the header: `,`). With a
+ * delimiter other than `,`, a value with one decimal comma (`1,5`, as spreadsheets write
+ * `;` files) is read as `1.5`. A header that comes out as one column but contains another
+ * candidate delimiter (`,` `;` tab `|`) is refused with a message that names it.
+ *
+ * Up to CC_DATA_MAX_FEATURES (256) feature columns are loaded. This is the dataset's own
+ * limit: a model takes at most CC_MAX_FEATURES (cc_model.h) KPIs, so training on a wider
+ * file needs `features`; baselines (tools/eval.c) work on every column.
+ *
  * Timestamps (`time_format` NULL = auto, decided per value):
  *   - an integer or decimal number: unix seconds, or milliseconds when |v| ≥ 1e11;
  *   - ISO-8601 / RFC 3339: `2018-03-28T15:56:00Z`, `…T15:56:00.250+02:00`, `2018-03-28`;
@@ -21,6 +33,18 @@
  *   - otherwise a strptime(3) format given in `time_format` (e.g. "%d.%m.%Y %H:%M").
  * Times without a zone are UTC. A time that is not a multiple of S is rounded to the
  * nearest step (counted as `misaligned`).
+ *
+ * Row index (`time_index`): a time column of plain non-negative integers can be a row
+ * index rather than unix seconds; its time is then index × S seconds (row 0 = the epoch,
+ * 1970-01-01T00:00Z, a Thursday, for the calendar features), and S must be given.
+ * CC_TIME_INDEX_AUTO (default) takes the column as an index when no time_format is given,
+ * every value is a plain
+ * integer below CC_DATA_INDEX_AUTO_MAX (1e8 s is March 1973: no KPI history starts that
+ * early) and the most common difference between a cell's successive values is 1 (a
+ * 1-second step in 1970 is no KPI feed either); a missing S is then an error that says so,
+ * instead of a step of 1 s under which a day is 86400 rows and the seasonal baselines are
+ * silently empty. CC_TIME_INDEX_YES forces it (every value must be such an integer),
+ * CC_TIME_INDEX_NO reads integers as unix seconds as before.
  *
  * Missing-data policy (every case is counted in CcDataReport, nothing is dropped silently):
  *   1. Steps absent from the file inside a series are inserted, all features missing.
@@ -44,6 +68,12 @@
 
 #define CC_CELL_ID_MAX 64
 
+/** Most feature columns a dataset holds (the model's own limit is CC_MAX_FEATURES). */
+#define CC_DATA_MAX_FEATURES 256
+
+/** Integer times below this are taken as a row index by CC_TIME_INDEX_AUTO (see above). */
+#define CC_DATA_INDEX_AUTO_MAX 100000000
+
 enum CcDataFormat {
     CC_DATA_AUTO = 0, ///< long if the header has the cell column, else wide
     CC_DATA_LONG = 1,
@@ -55,18 +85,28 @@ enum CcImpute {
     CC_IMPUTE_LINEAR = 1, ///< linear interpolation between observed neighbours
 };
 
+enum CcTimeIndex {
+    CC_TIME_INDEX_AUTO = 0, ///< small consecutive integers are a row index (see above)
+    CC_TIME_INDEX_YES = 1,  ///< the time column is a row index: time = index × S
+    CC_TIME_INDEX_NO = 2,   ///< integers are unix seconds (or ms)
+};
+
 typedef struct CcDataSettings {
     enum CcDataFormat format; ///< (default CC_DATA_AUTO)
     const char *time_column; ///< header name of the time column; NULL = first column (default NULL)
-    const char *cell_column; ///< header name of the cell column in long format (default "cell_id")
-    const char *time_format; ///< strptime format; NULL = auto (see above) (default NULL)
-    const char *features;    ///< comma-separated feature columns to keep, in this order;
-                             ///< NULL = every column but time and cell, header order (default NULL)
-    const char *cell_id;     ///< id of the series of a wide file; NULL = file name without
-                             ///< directory and extension (default NULL)
-    int64_t step_seconds;    ///< S; 0 = the most common positive time delta of one cell (default 0)
-    enum CcImpute impute;    ///< (default CC_IMPUTE_CARRY)
-    int max_gap_steps;       ///< split a series at holes longer than this; 0 = never (default 0)
+    const char *cell_column; ///< header name of the cell column in long format; NULL = "cell_id",
+                             ///< a long file when present; a name given must be in the header
+                             ///< unless the format is wide (default NULL)
+    char delimiter;          ///< field separator; 0 = detected from the header (default 0)
+    enum CcTimeIndex time_index; ///< (default CC_TIME_INDEX_AUTO)
+    const char *time_format;     ///< strptime format; NULL = auto (see above) (default NULL)
+    const char *features;        ///< comma-separated feature columns to keep, in this order;
+                          ///< NULL = every column but time and cell, header order (default NULL)
+    const char *cell_id;  ///< id of the series of a wide file; NULL = file name without
+                          ///< directory and extension (default NULL)
+    int64_t step_seconds; ///< S; 0 = the most common positive time delta of one cell (default 0)
+    enum CcImpute impute; ///< (default CC_IMPUTE_CARRY)
+    int max_gap_steps;    ///< split a series at holes longer than this; 0 = never (default 0)
 } CcDataSettings;
 
 /** One cell's series: T consecutive steps from absolute step p0. */
@@ -79,9 +119,9 @@ typedef struct CcSeries {
 } CcSeries;
 
 typedef struct CcDataset {
-    int n_features;                                      ///< F
-    char features[CC_MAX_FEATURES][CC_FEATURE_NAME_MAX]; ///< column names, column order of x
-    int64_t step_seconds;                                ///< S
+    int n_features;                                           ///< F
+    char features[CC_DATA_MAX_FEATURES][CC_FEATURE_NAME_MAX]; ///< column names, order of x
+    int64_t step_seconds;                                     ///< S
     int n_series;
     CcSeries *series; // (n_series)
     char source[512]; ///< path(s) it was loaded from
@@ -89,17 +129,19 @@ typedef struct CcDataset {
 
 /** What the loader saw and did. Totals over the whole file. */
 typedef struct CcDataReport {
-    int64_t rows_read;                      ///< data rows parsed (header and blank lines excluded)
-    int64_t blank_lines;                    ///< empty lines skipped
-    int64_t nan_cells[CC_MAX_FEATURES];     ///< missing values in the file, per feature
-    int64_t imputed_cells[CC_MAX_FEATURES]; ///< values imputed, per feature (file NaNs + inserted)
-    int64_t missing_steps;                  ///< steps absent from the file, inserted
+    int64_t rows_read;                       ///< data rows parsed (header and blank lines excluded)
+    int64_t blank_lines;                     ///< empty lines skipped
+    int64_t nan_cells[CC_DATA_MAX_FEATURES]; ///< missing values in the file, per feature
+    int64_t imputed_cells[CC_DATA_MAX_FEATURES]; ///< values imputed, per feature (NaNs + inserted)
+    int64_t missing_steps;                       ///< steps absent from the file, inserted
     int64_t duplicates;     ///< rows repeating an earlier (cell, step); the later one kept
     int64_t out_of_order;   ///< rows earlier than the previous row of their cell
     int64_t misaligned;     ///< times not a multiple of S, rounded to the nearest step
     int64_t segments_split; ///< extra series made by max_gap_steps
     int64_t step_seconds;   ///< S used (detected or given)
     int step_detected;      ///< 1 when S was detected from the data
+    int time_index;         ///< 1 when the time column was read as a row index (× S)
+    char delimiter;         ///< the field separator used (given or detected)
 } CcDataReport;
 
 /** Row index range [begin, end) of a series. */
@@ -112,7 +154,7 @@ void cc_data_default_settings(CcDataSettings *s);
 /**
  * Loads one CSV file. report may be NULL. *out is owned by the caller (cc_data_close).
  * 0; -EIO (cannot open/read); -EINVAL (malformed: `file:line:col: what` in err);
- * -ENOMEM; -ERANGE (more than CC_MAX_FEATURES columns, a series longer than INT_MAX/F).
+ * -ENOMEM; -ERANGE (more than CC_DATA_MAX_FEATURES columns, a series longer than INT_MAX/F).
  */
 int cc_data_open_file(CcDataset **out, const char *path, const CcDataSettings *s,
                       CcDataReport *report, char *err, size_t errlen);

@@ -57,5 +57,39 @@ want 2 "cellcast anomaly-eval: --test-frac must be < 1" anomaly-eval --model x -
 want 1 "cellcast eval: " eval --dat "$TMP/none.csv" --horizon=2 --window 4
 want 1 "cellcast anomaly-eval: " anomaly-eval --model "$TMP/none" --data y --lag -1
 
+# the CSV options shared by train, eval and anomaly-eval (CLI_DATA_OPTS)
+want 2 "cellcast eval: --delimiter must be one character (or tab), not a quote" \
+    eval --data x --delimiter ab
+want 2 "cellcast train: --time-index must be auto, yes or no" train --data x --out y --time-index 1
+want 2 "cellcast train: --format must be long, wide or auto" train --data x --out y --format csv
+want 2 "cellcast anomaly-eval: --format must be long, wide or auto" \
+    anomaly-eval --model x --data y --format csv
+# ... reach the loader: a ';' long file with its own cell and time columns and a row index
+{
+    echo "v;site;when"
+    for i in $(seq 0 59); do echo "$((i % 24)),5;x;$i"; echo "$i;y;$i"; done
+} >"$TMP/semi.csv"
+want 0 "delimiter ';'" eval --data "$TMP/semi.csv" --cell-column site --time-column when \
+    --time-index yes --step 3600 --horizon 2
+want 1 "give the seconds per row (--step S)" eval --data "$TMP/semi.csv" --cell-column site \
+    --time-column when
+want 1 "no cell column 'cell' in the header" eval --data "$TMP/semi.csv" --cell-column cell \
+    --time-column when --step 3600
+want 1 "is ';' the delimiter? try --delimiter ';'" eval --data "$TMP/semi.csv" --delimiter ,
+# a file wider than a model: train names the limit, eval scores every column
+{
+    printf 'ts'
+    for j in $(seq 0 99); do printf ',k%d' "$j"; done
+    echo
+    for i in $(seq 0 49); do
+        printf '%d' $((1700000000 + 3600 * i))
+        for j in $(seq 0 99); do printf ',%d' $((i + j)); done
+        echo
+    done
+} >"$TMP/wide.csv"
+want 1 "cellcast train: the data has 100 KPIs, a model takes at most 64" \
+    train --data "$TMP/wide.csv" --out "$TMP/m.safetensors" --quiet
+want 0 "k99 " eval --data "$TMP/wide.csv" --horizon 2
+
 [ "$fails" = 0 ] && echo "cli options: all checks passed"
 exit $((fails > 0))

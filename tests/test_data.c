@@ -451,6 +451,243 @@ static void test_mutations(void **state)
 }
 
 /* ---------------------------------------------------------------------------------- */
+/* Delimiters, cell/time columns, row-index times, wide files (issue 12)               */
+
+static void test_delimiters(void **state)
+{
+    (void)state;
+    CcDataReport rep;
+    CcDataSettings st;
+    /* ';' detected from the header; decimal commas read as points; quoted ';' kept */
+    const char *semi = "time;\"a;x\";b\n0;1,5;2\n60;2,25;\"3\"\n120;;4\n";
+    CcDataset *ds = load_str(semi, NULL, &rep);
+    assert_int_equal(rep.delimiter, ';');
+    assert_int_equal(ds->n_features, 2);
+    assert_string_equal(ds->features[0], "a;x");
+    assert_int_equal(ds->step_seconds, 60);
+    NEAR(ds->series[0].x[0], 1.5, 1e-6);
+    NEAR(ds->series[0].x[2], 2.25, 1e-6);
+    NEAR(ds->series[0].x[3], 3, 0);
+    assert_int_equal(ds->series[0].mask[4], 0);
+    char buf[1024];
+    cc_data_report_format(&rep, ds, buf, sizeof buf);
+    assert_non_null(strstr(buf, "delimiter ';'"));
+    cc_data_close(&ds);
+    /* forced: the same result */
+    cc_data_default_settings(&st);
+    st.delimiter = ';';
+    ds = load_str(semi, &st, &rep);
+    assert_int_equal(ds->n_features, 2);
+    NEAR(ds->series[0].x[2], 2.25, 1e-6);
+    cc_data_close(&ds);
+    /* a ';' file forced to ',': the message says what is wrong, not "name too long" */
+    st.delimiter = ',';
+    load_fail("timestamp_utc;prb_utilisation_downlink;prb_utilisation_uplink;users\n0;1;2;3\n", &st,
+              "bad.csv:1: the header is one column when split at ',' (given) and it contains "
+              "';': is ';' the delimiter? try --delimiter ';'");
+    /* '|' is never detected, but named when the header holds it */
+    load_fail("ts|a|b\n0|1|2\n", NULL,
+              "(detected) and it contains '|': is '|' the delimiter? "
+              "try --delimiter '|'");
+    st.delimiter = '|';
+    ds = load_str("ts|a|b\n0|1|2\n60|3|4\n", &st, &rep);
+    assert_int_equal(ds->n_features, 2);
+    NEAR(ds->series[0].x[3], 4, 0);
+    cc_data_close(&ds);
+    st.delimiter = '"';
+    load_fail("ts,a\n0,1\n", &st, "cannot be a quote");
+    /* tab detected; a tab inside quotes is data; spaces around values are trimmed */
+    ds = load_str("ts\ta\tb\n0\t 1\t\"x\ty\"\n",
+                  &(CcDataSettings){.features = "a", .step_seconds = 60}, &rep);
+    assert_int_equal(rep.delimiter, '\t');
+    assert_int_equal(ds->n_features, 1);
+    NEAR(ds->series[0].x[0], 1, 0);
+    cc_data_close(&ds);
+    ds = load_str("ts\ta\tb\n0\t1\t2\n60\t3,5\t4\n", NULL, &rep);
+    NEAR(ds->series[0].x[2], 3.5, 1e-6); /* decimal comma off ',' */
+    cc_data_close(&ds);
+    /* ',' files: unchanged, and a decimal comma is no number there */
+    ds = load_str("ts,a\n0,1.5\n60,2\n", NULL, &rep);
+    assert_int_equal(rep.delimiter, ',');
+    cc_data_report_format(&rep, ds, buf, sizeof buf);
+    assert_null(strstr(buf, "delimiter"));
+    cc_data_close(&ds);
+    load_fail("ts,a\n0,\"1,5\"\n", NULL, "column 'a': not a number: '1,5'");
+    /* the header and the first row agree: a ';' in a name of a ',' file */
+    ds = load_str("ts,a;b;c\n0,1\n60,2\n", NULL, &rep);
+    assert_int_equal(rep.delimiter, ',');
+    assert_string_equal(ds->features[0], "a;b;c");
+    cc_data_close(&ds);
+    /* a tie goes to ',' (the header has one of each) */
+    ds = load_str("t;x,a\n0,1\n60,2\n", NULL, &rep);
+    assert_int_equal(rep.delimiter, ',');
+    assert_string_equal(ds->features[0], "a");
+    cc_data_close(&ds);
+    /* a name too long says how long */
+    char longname[200] = "ts,";
+    memset(longname + 3, 'k', 100);
+    strcpy(longname + 103, "\n0,1\n");
+    load_fail(longname, NULL, "header column 2 name too long (100 bytes, at most 63)");
+}
+
+static void test_cell_time_columns(void **state)
+{
+    (void)state;
+    CcDataReport rep;
+    CcDataSettings st;
+    cc_data_default_settings(&st);
+    /* the cell column named; the time column not first */
+    st.cell_column = "site";
+    st.time_column = "when";
+    CcDataset *ds = load_str("v,site,when,w\n1,x,0,5\n2,x,3600,6\n3,y,0,7\n", &st, &rep);
+    assert_int_equal(ds->n_series, 2);
+    assert_int_equal(ds->n_features, 2);
+    assert_string_equal(ds->series[0].cell_id, "x");
+    assert_string_equal(ds->features[1], "w");
+    cc_data_close(&ds);
+    /* a cell column given but absent: refused (auto would have made it one wide series) */
+    st.time_column = NULL;
+    load_fail("when,v\n0,1\n3600,2\n", &st, "bad.csv:1: no cell column 'site' in the header");
+    /* ... unless the format is wide */
+    st.format = CC_DATA_WIDE;
+    ds = load_str("when,v\n0,1\n3600,2\n", &st, &rep);
+    assert_int_equal(ds->n_series, 1);
+    cc_data_close(&ds);
+    /* the cell column cannot be the time column */
+    st.format = CC_DATA_AUTO;
+    st.cell_column = "ts";
+    load_fail("ts,v\n0,1\n60,2\n", &st, "no cell column 'ts'");
+    /* default: cell_id when present, else wide (unchanged) */
+    cc_data_default_settings(&st);
+    assert_null(st.cell_column);
+    ds = load_str("ts,cell_id,v\n0,a,1\n60,a,2\n0,b,3\n", &st, &rep);
+    assert_int_equal(ds->n_series, 2);
+    cc_data_close(&ds);
+}
+
+static void test_time_index(void **state)
+{
+    (void)state;
+    CcDataReport rep;
+    CcDataSettings st;
+    char buf[1024];
+    const char *idx = "t,a\n0,10\n1,11\n2,12\n4,14\n5,15\n";
+    /* auto: small consecutive integers are a row index; the step must be given */
+    load_fail(idx, NULL,
+              "bad.csv: the time column 't' holds small consecutive integers (0..5), a row "
+              "index rather than unix seconds: give the seconds per row (--step S)");
+    cc_data_default_settings(&st);
+    st.step_seconds = 3600;
+    CcDataset *ds = load_str(idx, &st, &rep);
+    assert_int_equal(rep.time_index, 1);
+    assert_int_equal(rep.step_detected, 0);
+    assert_int_equal(ds->step_seconds, 3600);
+    assert_int_equal(ds->series[0].p0, 0);
+    assert_int_equal(ds->series[0].T, 6); /* row 3 absent: inserted */
+    assert_int_equal(rep.missing_steps, 1);
+    assert_int_equal(rep.duplicates, 0);
+    assert_int_equal(rep.misaligned, 0);
+    assert_int_equal(cc_data_row_ts(ds, 0, 5), 5 * 3600);
+    NEAR(ds->series[0].x[5], 15, 0);
+    cc_data_report_format(&rep, ds, buf, sizeof buf);
+    assert_non_null(strstr(buf, "time = row index x 3600s"));
+    cc_data_close(&ds);
+    /* forced: an index that does not start at 0 or is not consecutive; long files too */
+    st.time_index = CC_TIME_INDEX_YES;
+    ds = load_str("t,cell_id,a\n100,x,1\n110,x,2\n100,y,3\n", &st, &rep);
+    assert_int_equal(rep.time_index, 1);
+    assert_int_equal(ds->n_series, 2);
+    assert_int_equal(ds->series[0].T, 11);
+    assert_int_equal(ds->series[0].p0, 100);
+    cc_data_close(&ds);
+    load_fail("t,a\n0,1\n1.5,2\n", &st, "bad.csv:3:1: time index '1.5' is not a non-negative");
+    load_fail("t,a\n0,1\n-1,2\n", &st, "time index '-1'");
+    st.step_seconds = 0;
+    load_fail(idx, &st, "the time column 't' is a row index: give the seconds per row");
+    /* no: unix seconds as before (step 1 s detected) */
+    st.time_index = CC_TIME_INDEX_NO;
+    ds = load_str(idx, &st, &rep);
+    assert_int_equal(rep.time_index, 0);
+    assert_int_equal(ds->step_seconds, 1);
+    cc_data_close(&ds);
+    /* auto leaves a given time format, real unix seconds and non-unit steps alone */
+    cc_data_default_settings(&st);
+    st.time_format = "%s";
+    ds = load_str(idx, &st, &rep);
+    assert_int_equal(rep.time_index, 0);
+    assert_int_equal(ds->step_seconds, 1);
+    cc_data_close(&ds);
+    ds = load_str("ts,a\n0,1\n60,2\n120,3\n", NULL, &rep);
+    assert_int_equal(rep.time_index, 0);
+    assert_int_equal(ds->step_seconds, 60);
+    cc_data_close(&ds);
+    ds = load_str("ts,a\n1700000000,1\n1700000001,2\n1700000002,3\n", NULL, &rep);
+    assert_int_equal(rep.time_index, 0);
+    assert_int_equal(ds->step_seconds, 1);
+    cc_data_close(&ds);
+    ds = load_str("ts,a\n2024-01-01 00:00,1\n2024-01-01 01:00,2\n", NULL, &rep);
+    assert_int_equal(rep.time_index, 0);
+    cc_data_close(&ds);
+}
+
+/* A wide file of n KPI columns k0..k{n-1}, 3 hourly rows: value of k_j at row i = 1000 i + j. */
+static char *wide_csv(int n)
+{
+    size_t cap = (size_t)n * 40 + 256, len = 0;
+    char *s = malloc(cap);
+    assert_non_null(s);
+    len += (size_t)snprintf(s + len, cap - len, "ts");
+    for (int j = 0; j < n; j++)
+        len += (size_t)snprintf(s + len, cap - len, ",k%d", j);
+    for (int i = 0; i < 3; i++) {
+        len += (size_t)snprintf(s + len, cap - len, "\n%d", 3600 * i);
+        for (int j = 0; j < n; j++)
+            len += (size_t)snprintf(s + len, cap - len, ",%d", 1000 * i + j);
+    }
+    snprintf(s + len, cap - len, "\n");
+    return s;
+}
+
+static void test_many_kpis(void **state)
+{
+    (void)state;
+    CcDataReport rep;
+    char *csv = wide_csv(CC_DATA_MAX_FEATURES);
+    CcDataset *ds = load_str(csv, NULL, &rep);
+    assert_true(CC_DATA_MAX_FEATURES >= 256);
+    assert_int_equal(ds->n_features, CC_DATA_MAX_FEATURES);
+    assert_string_equal(ds->features[255], "k255");
+    NEAR(ds->series[0].x[2 * CC_DATA_MAX_FEATURES + 255], 2255, 0);
+    /* reordering all of them works at the dataset's limit, beyond the model's */
+    const char *names[CC_DATA_MAX_FEATURES];
+    char tmp[CC_DATA_MAX_FEATURES][CC_FEATURE_NAME_MAX];
+    memcpy(tmp, ds->features, sizeof tmp);
+    for (int j = 0; j < CC_DATA_MAX_FEATURES; j++)
+        names[j] = tmp[CC_DATA_MAX_FEATURES - 1 - j];
+    char err[256];
+    assert_int_equal(cc_data_select(ds, names, CC_DATA_MAX_FEATURES, err, sizeof err), 0);
+    assert_string_equal(ds->features[0], "k255");
+    NEAR(ds->series[0].x[CC_DATA_MAX_FEATURES], 1255, 0);
+    cc_data_close(&ds);
+    free(csv);
+    /* one more is refused with the limit named */
+    csv = wide_csv(CC_DATA_MAX_FEATURES + 1);
+    ds = NULL;
+    int rc = cc_data_open_buffer(&ds, csv, strlen(csv), "w.csv", NULL, NULL, err, sizeof err);
+    assert_int_equal(rc, -ERANGE);
+    assert_non_null(strstr(err, "more than 256 feature columns"));
+    /* ... unless some are chosen */
+    CcDataSettings st;
+    cc_data_default_settings(&st);
+    st.features = "k256,k0";
+    ds = load_str(csv, &st, &rep);
+    assert_int_equal(ds->n_features, 2);
+    NEAR(ds->series[0].x[0], 256, 0);
+    cc_data_close(&ds);
+    free(csv);
+}
+
+/* ---------------------------------------------------------------------------------- */
 /* Synthetic generator                                                                  */
 
 static void test_synth(void **state)
@@ -658,6 +895,10 @@ int main(void)
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_append_split_stats),
         cmocka_unit_test(test_mutations),
+        cmocka_unit_test(test_delimiters),
+        cmocka_unit_test(test_cell_time_columns),
+        cmocka_unit_test(test_time_index),
+        cmocka_unit_test(test_many_kpis),
         cmocka_unit_test(test_synth),
         cmocka_unit_test(test_shared_data),
     };

@@ -202,6 +202,15 @@ static void write_series(const char *path, int with_nan)
     fclose(f);
 }
 
+/* Settings scoring rows 50-60 of csv, horizon 2. */
+static void rows_50_60(CctEvalSettings *s, const char *csv)
+{
+    cct_eval_default_settings(s);
+    s->data_path = csv;
+    s->split = "rows:0-40,40-50,50-60";
+    s->horizon = 2;
+}
+
 static void test_eval_baselines(void **state)
 {
     (void)state;
@@ -210,10 +219,7 @@ static void test_eval_baselines(void **state)
     snprintf(csv, sizeof csv, "%s/s.csv", tmpdir);
     write_series(csv, 0);
     CctEvalSettings s;
-    cct_eval_default_settings(&s);
-    s.data_path = csv;
-    s.split = "rows:0-40,40-50,50-60";
-    s.horizon = 2;
+    rows_50_60(&s, csv);
     s.window = 4;
     json_t *root = run_eval(&s, &rc);
     assert_int_equal(rc, 0);
@@ -255,6 +261,80 @@ static void test_eval_baselines(void **state)
     assert_int_equal(rc, -EINVAL);
     s.kpis = NULL;
     s.data_path = NULL;
+    assert_null(run_eval(&s, &rc));
+    assert_int_equal(rc, -EINVAL);
+}
+
+/* A `;` file of 256 KPIs (more than a model takes; decimal commas) and a row-indexed file:
+ * the baselines work on every column, and an empty seasonal baseline is named. Values:
+ * k_j at row i = i + j/4 (naive error 1 per step, one-day seasonal naive 24). */
+static void test_eval_wide_and_index(void **state)
+{
+    (void)state;
+    char csv[512], idx[512];
+    int rc;
+    snprintf(csv, sizeof csv, "%s/wide.csv", tmpdir);
+    FILE *f = fopen(csv, "w");
+    assert_non_null(f);
+    fprintf(f, "time");
+    for (int j = 0; j < 256; j++)
+        fprintf(f, ";k%d", j);
+    for (int i = 0; i < 60; i++) {
+        fprintf(f, "\n%d", 3600 * (1000 + i));
+        for (int j = 0; j < 256; j++)
+            fprintf(f, ";%d,%02d", i + j / 4, 25 * (j % 4));
+    }
+    fprintf(f, "\n");
+    fclose(f);
+    CctEvalSettings s;
+    rows_50_60(&s, csv);
+    json_t *root = run_eval(&s, &rc);
+    assert_int_equal(rc, 0);
+    assert_int_equal(json_array_size(json_object_get(root, "kpis")), 256);
+    NEAR(jnum(root, "naive", "k255", 0, "mae"), 1.0, 1e-6);
+    NEAR(jnum(root, "naive", "k0", 1, "mae"), 2.0, 1e-6);
+    NEAR(jnum(root, "snaive_1d", "k129", -1, "mae"), 24.0, 1e-6);
+    NEAR(jnum(root, "naive", NULL, -1, "n"), 9 * 2 * 256, 0);
+    /* the week has no history this short: said so, the day not */
+    const char *w = json_string_value(json_object_get(root, "warnings"));
+    assert_non_null(w);
+    assert_non_null(strstr(w, "snaive_1w is empty: a week is 168 steps of 3600s"));
+    assert_null(strstr(w, "snaive_1d"));
+    assert_null(strstr(w, "row index")); /* an hourly step is plausible */
+    json_decref(root);
+
+    /* the same 60 rows of a row-indexed file: needs the step, then scores as hourly */
+    snprintf(idx, sizeof idx, "%s/idx.csv", tmpdir);
+    f = fopen(idx, "w");
+    assert_non_null(f);
+    fprintf(f, "t,a\n");
+    for (int i = 0; i < 60; i++)
+        fprintf(f, "%d,%d\n", i, i);
+    fclose(f);
+    s.data_path = idx;
+    assert_null(run_eval(&s, &rc));
+    assert_int_equal(rc, -EINVAL);
+    s.step = 3600;
+    root = run_eval(&s, &rc);
+    assert_int_equal(rc, 0);
+    NEAR(jnum(root, "snaive_1d", "a", -1, "mae"), 24.0, 1e-9);
+    assert_int_equal(json_integer_value(json_object_get(root, "step_seconds")), 3600);
+    json_decref(root);
+    /* read as unix seconds (the old rule): the seasonal baselines are empty, and said so */
+    s.step = 0;
+    s.data.time_index = CC_TIME_INDEX_NO;
+    root = run_eval(&s, &rc);
+    assert_int_equal(rc, 0);
+    NEAR(jnum(root, "snaive_1d", NULL, -1, "n"), 0, 0);
+    w = json_string_value(json_object_get(root, "warnings"));
+    assert_non_null(w);
+    assert_non_null(strstr(w, "snaive_1d is empty: a day is 86400 steps of 1s"));
+    assert_non_null(strstr(w, "--time-index yes --step S"));
+    json_decref(root);
+    /* the CSV options reach the loader: a forced wrong delimiter is refused */
+    s.data.time_index = CC_TIME_INDEX_AUTO;
+    s.data_path = csv;
+    s.data.delimiter = ',';
     assert_null(run_eval(&s, &rc));
     assert_int_equal(rc, -EINVAL);
 }
@@ -345,6 +425,14 @@ static void test_eval_model_vs_oracle(void **state)
     s.horizon = 4;
     assert_null(run_eval(&s, &rc));
     assert_int_equal(rc, -EINVAL);
+    /* so are features other than the model's (the engine reads rows in its order) */
+    s.horizon = 0;
+    s.features = "b,a";
+    assert_null(run_eval(&s, &rc));
+    assert_int_equal(rc, -EINVAL);
+    s.features = "a";
+    assert_null(run_eval(&s, &rc));
+    assert_int_equal(rc, -EINVAL);
     cc_model_close(&m);
 }
 
@@ -386,7 +474,7 @@ int main(void)
         cmocka_unit_test(test_basic_values),      cmocka_unit_test(test_nan_and_missing_parts),
         cmocka_unit_test(test_pooling_and_merge), cmocka_unit_test(test_mase_scale),
         cmocka_unit_test(test_eval_baselines),    cmocka_unit_test(test_eval_model_vs_oracle),
-        cmocka_unit_test(test_eval_ett_protocol),
+        cmocka_unit_test(test_eval_ett_protocol), cmocka_unit_test(test_eval_wide_and_index),
     };
     return cmocka_run_group_tests(tests, setup_tmp, teardown_tmp);
 }

@@ -106,7 +106,10 @@ int cct_ae_load(CctAeCells *cells, const CctAeSource *src, const CcModel *m)
         strcat(feats, hp->features[f]);
     }
     CcDataSettings ds;
-    cc_data_default_settings(&ds);
+    if (src->csv)
+        ds = *src->csv;
+    else
+        cc_data_default_settings(&ds);
     ds.features = feats;
     ds.step_seconds = hp->step_seconds;
     char err[512];

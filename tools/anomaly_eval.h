@@ -58,6 +58,8 @@ typedef struct CctAeSource {
     const char *history; ///< its history (NULL: guessed X_test.csv → X.csv, test_X → train_X)
     int no_history;      ///< no history: score from the first row
     double test_frac;    ///< > 0: no history file, the last test_frac of every series is test
+    const CcDataSettings *csv; ///< CSV parsing (NULL: cc_data defaults); features and step
+                               ///< are the model's
 } CctAeSource;
 
 /** How a loaded cell is prepared. */

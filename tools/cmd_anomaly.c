@@ -33,6 +33,7 @@ typedef struct AnomalyArgs {
     double budget; ///< false alerts per cell-week on the history; < 0 = no calibration
     CctAePrep prep;
     CcAnomalySettings as;
+    CcDataSettings csv; ///< CLI_DATA_OPTS
 } AnomalyArgs;
 
 /* ------------------------------------------------------------------ options */
@@ -110,6 +111,7 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
     a->baseline_z = 3;
     a->budget = -1;
     cc_anomaly_default_settings(&a->as);
+    cc_data_default_settings(&a->csv);
     CcAnomalySettings *as = &a->as;
     CctInjectSettings *inj = &a->prep.inject;
     enum { SHOW = CC_OPT_SHOW_DEFAULT };
@@ -127,6 +129,7 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
         CC_OPTS_DBL("test-frac", &a->test_frac, 0, BIG, "X",
                     "no history file: the last X of every series is the test part\n"
                     "(long files `ts,cell_id,<kpis>` give one cell per series)"),
+        CLI_DATA_OPTS(&a->csv),
         CC_OPTS_HEADING("Injection:"),
         CC_OPTS_INT64("seed", &a->seed, 0, BIG, "N", "", .flags = SHOW),
         CC_OPTS_INT("trials", &a->trials, 0, BIG, "N", "runs with new draws", .flags = SHOW),
@@ -188,6 +191,8 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
     int rc = cc_opts_parse(&spec, argc, argv, NULL);
     if (rc)
         return CLI_OPTS_EXIT(rc);
+    for (int i = 0; i < a->n_data; i++)
+        a->src[i].csv = &a->csv;
     if (a->test_frac >= 1) {
         fprintf(stderr, "cellcast anomaly-eval: --test-frac must be < 1\n");
         return 2;

@@ -8,19 +8,44 @@
 #include "cli.h"
 #include "eval.h"
 
-static int opt_format(const CcOpt *opt, const char *value, char *err, size_t errlen)
+/* The index of value in names (an enumeration's order), or -EINVAL with msg in err. */
+static int opt_choice(const char *value, const char *const *names, int n, const char *msg,
+                      char *err, size_t errlen)
 {
-    enum CcDataFormat *f = opt->target;
-    if (!strcmp(value, "long"))
-        *f = CC_DATA_LONG;
-    else if (!strcmp(value, "wide"))
-        *f = CC_DATA_WIDE;
-    else if (!strcmp(value, "auto"))
-        *f = CC_DATA_AUTO;
-    else {
-        snprintf(err, errlen, "--format must be long, wide or auto");
+    for (int i = 0; i < n; i++)
+        if (!strcmp(value, names[i]))
+            return i;
+    snprintf(err, errlen, "%s", msg);
+    return -EINVAL;
+}
+
+/* CLI_DATA_OPTS (cli.h) */
+int cli_opt_data_format(const CcOpt *opt, const char *value, char *err, size_t errlen)
+{
+    static const char *const names[] = {"auto", "long", "wide"}; /* enum CcDataFormat order */
+    int v = opt_choice(value, names, 3, "--format must be long, wide or auto", err, errlen);
+    if (v >= 0)
+        *(enum CcDataFormat *)opt->target = (enum CcDataFormat)v;
+    return v < 0 ? v : 0;
+}
+
+int cli_opt_time_index(const CcOpt *opt, const char *value, char *err, size_t errlen)
+{
+    static const char *const names[] = {"auto", "yes", "no"}; /* enum CcTimeIndex order */
+    int v = opt_choice(value, names, 3, "--time-index must be auto, yes or no", err, errlen);
+    if (v >= 0)
+        *(enum CcTimeIndex *)opt->target = (enum CcTimeIndex)v;
+    return v < 0 ? v : 0;
+}
+
+int cli_opt_delimiter(const CcOpt *opt, const char *value, char *err, size_t errlen)
+{
+    char d = !strcmp(value, "tab") || !strcmp(value, "\\t") ? '\t' : value[0];
+    if (!d || (strlen(value) != 1 && d != '\t') || d == '"' || d == '\r' || d == '\n') {
+        snprintf(err, errlen, "--delimiter must be one character (or tab), not a quote");
         return -EINVAL;
     }
+    *(char *)opt->target = d;
     return 0;
 }
 
@@ -75,9 +100,7 @@ static int eval_opts(EvalArgs *a, int argc, char **argv)
                     "window-mean baseline length (default model M, else 336)"),
         CC_OPTS_STR("features", &s->features, "LIST",
                     "data columns to load (default: the model's features)"),
-        CC_OPTS_CALL("format", opt_format, &s->format, "F", "long|wide|auto (default auto)"),
-        CC_OPTS_STR("time-column", &s->time_column, "C", "time column (default: detected)"),
-        CC_OPTS_STR("time-format", &s->time_format, "STRPTIME", "time format (default: auto)"),
+        CLI_DATA_OPTS(&s->data),
         CC_OPTS_INT64("step", &s->step, 1, 100000000, "S",
                       "seconds per step (default: the model's, else detected)"),
         CC_OPTS_INT("threads", &s->threads, 1, 100000000, "N", "engine threads over series",
@@ -124,6 +147,8 @@ int cmd_eval(int argc, char **argv)
         fprintf(stderr, "cellcast eval: %s\n", err);
         goto done;
     }
+    if (*cct_eval_warnings(e))
+        fprintf(stderr, "cellcast eval: warning: %s\n", cct_eval_warnings(e));
     if (a.json || a.json_path) {
         if (!(root = cct_eval_json(e))) {
             fprintf(stderr, "cellcast eval: out of memory\n");

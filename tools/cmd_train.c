@@ -44,12 +44,13 @@ static void fmt_dur(char *buf, size_t n, double s)
 
 /* The command line, with the defaults of cc_hparams_default and cc_train_default_settings. */
 typedef struct TrainArgs {
-    const char *data_path, *out_path, *features, *format, *time_format, *split, *protocol;
+    const char *data_path, *out_path, *features, *split, *protocol;
     const char *schedule, *resume, *name, *select;
     double val_frac, dropout, lr, wd, clip, max_minutes, step_s, ema, steps_d, seed_d;
     int P, N, M, D, H, L, FF, HZ, tz, warmup, batch, group, epochs, threads;
     int patience, eval_every, val_windows, adamw, quiet;
-    int hz_given; ///< --horizon was given (the ETT protocol's default is 96)
+    int hz_given;        ///< --horizon was given (the ETT protocol's default is 96)
+    CcDataSettings data; ///< CSV parsing (CLI_DATA_OPTS; features and step from the above)
 } TrainArgs;
 
 /* Parses the command line into *a: CLI_RUN, or the exit code (after --help or an error). */
@@ -59,8 +60,7 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
     CcTrainSettings ts;
     cc_hparams_default(&hp);
     cc_train_default_settings(&ts);
-    *a = (TrainArgs){.format = "auto",
-                     .schedule = "invsqrt",
+    *a = (TrainArgs){.schedule = "invsqrt",
                      .name = "cellcast",
                      .select = "nll",
                      .val_frac = -1,
@@ -84,6 +84,7 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                      .threads = ts.n_threads,
                      .val_windows = ts.max_val_windows,
                      .seed_d = (double)ts.seed};
+    cc_data_default_settings(&a->data);
     enum { SHOW = CC_OPT_SHOW_DEFAULT };
     CcOpt opts[] = {
         CC_OPTS_HEADING("Data:"),
@@ -92,11 +93,9 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                     .flags = CC_OPT_REQUIRED),
         CC_OPTS_STR("out", &a->out_path, "MODEL", "the model file (.safetensors)",
                     .flags = CC_OPT_REQUIRED),
-        CC_OPTS_STR("format", &a->format, "F", "auto|long|wide", .flags = SHOW),
         CC_OPTS_STR("features", &a->features, "a,b,c",
                     "feature columns, in model order (default: all but time/cell)"),
-        CC_OPTS_STR("time-format", &a->time_format, "FMT",
-                    "strptime format of the time column (default: auto)"),
+        CLI_DATA_OPTS(&a->data),
         CC_OPTS_DBL("step", &a->step_s, 1, 31622400, "S", "seconds per step (default: detected)"),
         CC_OPTS_STR("split", &a->split, "SPEC",
                     "train/val/test split of each series: \"a,b\" fractions or\n"
@@ -177,10 +176,6 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
         fprintf(stderr, "cellcast train: unknown --protocol '%s' (ett)\n", a->protocol);
         return 2;
     }
-    if (strcmp(a->format, "long") && strcmp(a->format, "wide") && strcmp(a->format, "auto")) {
-        fprintf(stderr, "cellcast train: --format must be auto, long or wide\n");
-        return 2;
-    }
     return CLI_RUN;
 }
 
@@ -208,13 +203,7 @@ typedef struct Train {
 static int train_data(Train *t)
 {
     const TrainArgs *a = &t->a;
-    CcDataSettings dsets;
-    cc_data_default_settings(&dsets);
-    if (!strcmp(a->format, "long"))
-        dsets.format = CC_DATA_LONG;
-    else if (!strcmp(a->format, "wide"))
-        dsets.format = CC_DATA_WIDE;
-    dsets.time_format = a->time_format;
+    CcDataSettings dsets = a->data;
     dsets.features = a->features;
     dsets.step_seconds = (int64_t)a->step_s;
     CcDataReport rep;
@@ -226,6 +215,13 @@ static int train_data(Train *t)
     cc_data_report_format(&rep, t->ds, summary, sizeof summary);
     if (!a->quiet)
         fprintf(stderr, "cellcast train: %s\n", summary);
+    if (t->ds->n_features > CC_MAX_FEATURES) {
+        fprintf(stderr,
+                "cellcast train: the data has %d KPIs, a model takes at most %d: choose them "
+                "with --features\n",
+                t->ds->n_features, CC_MAX_FEATURES);
+        return -1;
+    }
     t->split = a->split;
     if (t->is_ett)
         t->split = ETT_SPLIT;

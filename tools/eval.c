@@ -34,11 +34,11 @@ struct CctEval {
     CcDataReport rep;
     CcMetrics *met[N_METHODS];
     SeriesRun *runs;
-    char testbuf[1024];
-    int K, kidx[CC_MAX_FEATURES];
-    char kname[CC_MAX_FEATURES][CC_FEATURE_NAME_MAX];
+    char testbuf[1024], warnings[512];
+    int K, kidx[CC_DATA_MAX_FEATURES];
+    char kname[CC_DATA_MAX_FEATURES][CC_FEATURE_NAME_MAX];
     int H, W, D, R, P; /* horizon, window, steps per day (0: none), streamed context, patch */
-    double zmean[CC_MAX_FEATURES], zstd[CC_MAX_FEATURES]; /* ett: the train slice's */
+    double zmean[CC_DATA_MAX_FEATURES], zstd[CC_DATA_MAX_FEATURES]; /* ett: the train slice's */
     int64_t t_start, engine_ns, n_origins, skipped_origins, n_engine_steps;
     double wall;
 };
@@ -46,7 +46,7 @@ struct CctEval {
 void cct_eval_default_settings(CctEvalSettings *s)
 {
     memset(s, 0, sizeof *s);
-    s->format = CC_DATA_AUTO;
+    cc_data_default_settings(&s->data);
     s->protocol = CCT_EVAL_ROLLING;
     s->threads = 1;
 }
@@ -86,11 +86,7 @@ static int load(CctEval *e, char *err, size_t errlen)
     int join_row = -1;
     if (o->model_path && cc_model_open_file(&e->model, o->model_path, err, errlen))
         return -EINVAL;
-    CcDataSettings dset;
-    cc_data_default_settings(&dset);
-    dset.format = o->format;
-    dset.time_column = o->time_column;
-    dset.time_format = o->time_format;
+    CcDataSettings dset = o->data;
     dset.step_seconds = o->step;
     char featlist[CC_MAX_FEATURES * CC_FEATURE_NAME_MAX];
     if (o->features) {
@@ -127,6 +123,14 @@ static int load(CctEval *e, char *err, size_t errlen)
                  (long long)e->ds->step_seconds, (long long)e->model->hp.step_seconds);
         return -EINVAL;
     }
+    /* the engine reads a row as the model's F values in its order */
+    for (int f = 0; e->model && f < e->model->hp.n_features; f++)
+        if (e->ds->n_features != e->model->hp.n_features ||
+            strcmp(e->ds->features[f], e->model->hp.features[f])) {
+            snprintf(err, errlen, "--features must be the model's %d features in its order",
+                     e->model->hp.n_features);
+            return -EINVAL;
+        }
     return 0;
 }
 
@@ -135,7 +139,7 @@ static int pick_kpis(CctEval *e, char *err, size_t errlen)
 {
     const CcDataset *ds = e->ds;
     if (e->s.kpis) {
-        e->K = parse_list(e->s.kpis, e->kname, CC_MAX_FEATURES);
+        e->K = parse_list(e->s.kpis, e->kname, CC_DATA_MAX_FEATURES);
     } else if (e->s.protocol == CCT_EVAL_BARCELONA) {
         e->K = 5;
         for (int i = 0; i < 5; i++)
@@ -404,6 +408,44 @@ end:
     return rc;
 }
 
+/* A seasonal baseline that got no value at all is named in e->warnings: its empty row would
+ * otherwise pass for a baseline that was never asked for (a row index read as unix
+ * seconds gives a step of 1 s and a day of 86400 rows). */
+static void check_seasonal(CctEval *e)
+{
+    const int64_t S = e->ds->step_seconds;
+    const char *hint = S < 60 ? "; if the time column is a row index, give --time-index yes "
+                                "--step S (seconds per row)"
+                              : "";
+    CcMetricValues v;
+    size_t len = 0;
+    cc_metrics_get(e->met[M_NAIVE], -1, -1, &v);
+    if (v.n == 0)
+        return; /* nothing scored at all: the counts say so */
+    if (e->D == 0) {
+        snprintf(e->warnings, sizeof e->warnings,
+                 "the step %llds does not divide a day: no seasonal-naive baselines%s",
+                 (long long)S, hint);
+        return;
+    }
+    for (int m = M_SDAY; m <= M_SWEEK; m++) {
+        cc_metrics_get(e->met[m], -1, -1, &v);
+        if (v.n > 0 || len >= sizeof e->warnings)
+            continue;
+        long long period = m == M_SDAY ? e->D : 7LL * e->D;
+        int w = snprintf(e->warnings + len, sizeof e->warnings - len,
+                         "%s%s is empty: a %s is %lld steps of %llds, more than the rows before "
+                         "every test target",
+                         len ? "; " : "", method_names[m], m == M_SDAY ? "day" : "week", period,
+                         (long long)S);
+        len += w > 0 ? (size_t)w : 0;
+    }
+    if (len && len < sizeof e->warnings)
+        snprintf(e->warnings + len, sizeof e->warnings - len, "%s", hint);
+}
+
+const char *cct_eval_warnings(const CctEval *e) { return e->warnings; }
+
 int cct_eval_open(CctEval **out, const CctEvalSettings *s, char *err, size_t errlen)
 {
     int rc;
@@ -426,6 +468,7 @@ int cct_eval_open(CctEval **out, const CctEvalSettings *s, char *err, size_t err
         cct_eval_close(&e);
         return rc;
     }
+    check_seasonal(e);
     e->wall = (double)(cc_now_ns() - e->t_start) / 1e9;
     *out = e;
     return 0;
@@ -602,6 +645,8 @@ json_t *cct_eval_json(const CctEval *e)
     for (int q = 0; q < e->K; q++)
         json_array_append_new(kp, json_string(e->kname[q]));
     json_object_set_new(root, "kpis", kp);
+    if (e->warnings[0])
+        json_object_set_new(root, "warnings", json_string(e->warnings));
     if (ds->n_series == 1) {
         json_object_set_new(root, "test_begin_row", json_integer(e->runs[0].test.begin));
         json_object_set_new(root, "test_end_row", json_integer(e->runs[0].test.end));
@@ -688,8 +733,11 @@ static void print_summary(const CctEval *e, FILE *out)
     if (ds->n_series == 1)
         fprintf(out, "test rows [%d, %d), origins rows %d..%d\n", e->runs[0].test.begin,
                 e->runs[0].test.end, e->runs[0].first_origin, e->runs[0].last_origin);
-    fprintf(out, "wall %.2f s (engine %.2f s for %lld cell-steps)\n\n", e->wall,
+    fprintf(out, "wall %.2f s (engine %.2f s for %lld cell-steps)\n", e->wall,
             (double)e->engine_ns / 1e9, (long long)e->n_engine_steps);
+    if (e->warnings[0])
+        fprintf(out, "warning: %s\n", e->warnings);
+    fputc('\n', out);
 }
 
 static void print_per_step(const CctEval *e, int per_step, FILE *out)

@@ -19,6 +19,10 @@
  * The engine's forecast at t depends only on the last max(N·P+P, M) steps (spec), so each
  * series is streamed from R + 2P steps before its first origin (full_history: from its
  * first row); the result is the same.
+ *
+ * A seasonal baseline with no value at all (a day longer than the rows before the test
+ * targets, or a step that does not divide a day) is not scored silently: it is named in
+ * cct_eval_warnings (printed by `cellcast eval`, and in the JSON's "warnings").
  */
 #ifndef CCT_EVAL_H
 #define CCT_EVAL_H
@@ -43,8 +47,8 @@ typedef struct CctEvalSettings {
     const char *from;       ///< test range from this time to the end (NULL: none)
     const char *kpis;       ///< KPIs scored, comma-separated (NULL: all; barcelona: targets)
     const char *features;   ///< data columns to load (NULL: the model's features)
-    const char *time_column, *time_format; ///< data parsing (NULL: auto)
-    enum CcDataFormat format;              ///< (default CC_DATA_AUTO)
+    CcDataSettings data;    ///< CSV parsing: format, columns, delimiter, time index (cc_data
+                            ///< defaults; features and step_seconds are the fields above/below)
     enum CctEvalProtocol protocol;
     int horizon;      ///< steps scored per origin (0: model horizon; ett 96; barcelona 1)
     int window;       ///< window-mean length (0: model M, else 336)
@@ -67,5 +71,8 @@ json_t *cct_eval_json(const CctEval *e);
 
 /** The results as the table of `cellcast eval`; per_step: every horizon step. */
 void cct_eval_print(const CctEval *e, int per_step, FILE *out);
+
+/** What the scores do not show ("" when nothing): a seasonal baseline left empty. */
+const char *cct_eval_warnings(const CctEval *e);
 
 #endif
