@@ -10,8 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "anomaly_eval.h"
 #include "cli.h"
+#include "nab.h"
 
 #define MAX_FILES 32
 #define MAX_SWEEP 16
@@ -33,6 +36,9 @@ typedef struct AnomalyArgs {
     double budget; ///< false alerts per cell-week on the history; < 0 = no calibration
     CctAePrep prep;
     CcAnomalySettings as;
+    const char *nab;     ///< --nab DIR: the NAB corpus instead of --data
+    const char *results; ///< --results DIR: NAB's results files
+    int json;
 } AnomalyArgs;
 
 /* ------------------------------------------------------------------ options */
@@ -116,17 +122,30 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
     const double BIG = 1e9;
     CcOpt opts[] = {
         CC_OPTS_HEADING("Data:"),
-        CC_OPTS_STR("model", &a->model, "M.safetensors", "the model", .flags = CC_OPT_REQUIRED),
+        CC_OPTS_STR("model", &a->model, "M.safetensors",
+                    "the model (required, except with --nab: without it only\n"
+                    "the baseline runs)"),
         CC_OPTS_CALL("data", opt_data, a, "FILE",
                      "held-out CSV of one cell (repeatable); its history (train file)\n"
-                     "is found as X_test.csv → X.csv, test_X.csv → train_X.csv",
-                     .flags = CC_OPT_REQUIRED),
+                     "is found as X_test.csv → X.csv, test_X.csv → train_X.csv\n"
+                     "(required, except with --nab)"),
         CC_OPTS_CALL("history", opt_history, a, "FILE",
                      "history of the preceding --data (overrides the guess)"),
         CC_OPTS_FLAG("no-history", &a->no_history, "score from the first row"),
         CC_OPTS_DBL("test-frac", &a->test_frac, 0, BIG, "X",
                     "no history file: the last X of every series is the test part\n"
                     "(long files `ts,cell_id,<kpis>` give one cell per series)"),
+        CC_OPTS_HEADING("Numenta Anomaly Benchmark (instead of --data; no injection):"),
+        CC_OPTS_STR("nab", &a->nab, "DIR",
+                    "run both detectors online over every file of the NAB corpus\n"
+                    "at DIR (data/, labels/, config/) and score them by NAB's\n"
+                    "rules: threshold optimised per profile over the corpus,\n"
+                    "normalised 0 (never fires) to 100 (perfect); the model must\n"
+                    "have one KPI. See docs/operations.md (NAB)"),
+        CC_OPTS_STR("results", &a->results, "DIR",
+                    "with --nab: write NAB's results files there\n"
+                    "(<detector>/<dir>/<detector>_<file>.csv)"),
+        CC_OPTS_FLAG("json", &a->json, "with --nab: the scores as one JSON object"),
         CC_OPTS_HEADING("Injection:"),
         CC_OPTS_INT64("seed", &a->seed, 0, BIG, "N", "", .flags = SHOW),
         CC_OPTS_INT("trials", &a->trials, 0, BIG, "N", "runs with new draws", .flags = SHOW),
@@ -181,13 +200,29 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
     const CcOptsSpec spec = {
         .prog = "cellcast anomaly-eval",
         .usage = "cellcast anomaly-eval --model M.safetensors --data TEST.csv [--data ...] "
-                 "[options]",
+                 "[options]\n"
+                 "       cellcast anomaly-eval --nab DIR [--model M.safetensors] [--json] "
+                 "[--results DIR2] [options]",
         .about = about,
         CC_OPTS_TABLE(opts),
     };
     int rc = cc_opts_parse(&spec, argc, argv, NULL);
     if (rc)
         return CLI_OPTS_EXIT(rc);
+    if (!a->nab && (!a->model || !a->n_data)) {
+        fprintf(stderr,
+                "cellcast anomaly-eval: --%s is required (see cellcast anomaly-eval --help)\n",
+                a->model ? "data" : "model");
+        return 2;
+    }
+    if (a->nab && a->n_data) {
+        fprintf(stderr, "cellcast anomaly-eval: give --nab or --data, not both\n");
+        return 2;
+    }
+    if ((a->results || a->json) && !a->nab) {
+        fprintf(stderr, "cellcast anomaly-eval: --results and --json go with --nab\n");
+        return 2;
+    }
     if (a->test_frac >= 1) {
         fprintf(stderr, "cellcast anomaly-eval: --test-frac must be < 1\n");
         return 2;
@@ -464,6 +499,166 @@ static int print_results(const AnomalyArgs *a, const CcModel *m, CctAeCells *cel
     return 0;
 }
 
+/* ------------------------------------------------------------------ NAB */
+
+enum { NAB_GAUSS = 0, NAB_CELLCAST = 1, NAB_ALERTS = 2, NAB_ROWS = 3 };
+
+/* The rows of the NAB table: the baseline, cellcast's detector at its optimised threshold
+ * and the same at 0.5 (exactly its alerts, see nab.h). */
+static const char *const nab_row_names[NAB_ROWS] = {"windowedGaussian", "cellcast",
+                                                    "cellcast_alerts"};
+
+static json_t *nab_result_json(const CctNabResult *r)
+{
+    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:I, s:i, s:i}", "score", r->score,
+                     "threshold", r->threshold, "raw", r->raw, "null_raw", r->null_raw,
+                     "perfect_raw", r->perfect_raw, "tp", (json_int_t)r->tp, "fp",
+                     (json_int_t)r->fp, "fn", (json_int_t)r->fn, "tn", (json_int_t)r->tn, "windows",
+                     r->windows, "detected", r->detected);
+}
+
+static int nab_print(const AnomalyArgs *a, const CctNabCorpus *c,
+                     CctNabResult res[NAB_ROWS][CCT_NAB_PROFILES], int n_rows)
+{
+    if (a->json) {
+        json_t *o = json_pack("{s:s, s:s?, s:i, s:i}", "corpus", a->nab, "model", a->model, "files",
+                              c->n, "windows", c->windows);
+        for (int p = 0; o && p < CCT_NAB_PROFILES; p++) {
+            json_t *po = json_object();
+            for (int d = 0; po && d < n_rows; d++)
+                json_object_set_new(po, nab_row_names[d], nab_result_json(&res[d][p]));
+            json_object_set_new(o, cct_nab_profile_names[p], po);
+        }
+        char *txt = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+        json_decref(o);
+        if (!txt)
+            return -ENOMEM;
+        printf("%s\n", txt);
+        free(txt);
+        return 0;
+    }
+    printf("NAB: %d files, %d windows (%s)%s%s\n", c->n, c->windows, a->nab,
+           a->model ? ", model " : "", a->model ? a->model : "");
+    printf("%-18s %-20s %7s %9s %9s %9s %7s %7s %7s\n", "detector", "profile", "score", "threshold",
+           "raw", "windows", "TP", "FP", "FN");
+    for (int d = 0; d < n_rows; d++)
+        for (int p = 0; p < CCT_NAB_PROFILES; p++) {
+            const CctNabResult *r = &res[d][p];
+            char win[32];
+            snprintf(win, sizeof win, "%d/%d", r->detected, r->windows);
+            printf("%-18s %-20s %7.2f %9.6g %9.2f %9s %7ld %7ld %7ld\n", nab_row_names[d],
+                   cct_nab_profile_names[p], r->score, r->threshold, r->raw, win, r->tp, r->fp,
+                   r->fn);
+        }
+    printf("(score: 100·(raw − null)/(perfect − null); threshold optimised per profile over "
+           "the corpus, cellcast_alerts: at 0.5 = its alerts; windows: detected/scored; TP, FP, "
+           "FN: NAB's row counts)\n");
+    return 0;
+}
+
+static int run_nab(AnomalyArgs *a)
+{
+    int ret = 1, kpis[CC_MAX_FEATURES];
+    CcModel *m = NULL;
+    CcEngine *e = NULL;
+    CctNabCorpus c;
+    char err[512];
+    double *score[2] = {NULL, NULL};
+    CctNabSeries *ser[2] = {NULL, NULL};
+    CctNabResult res[NAB_ROWS][CCT_NAB_PROFILES];
+    if (cct_nab_load(&c, a->nab, err, sizeof err)) {
+        fprintf(stderr, "cellcast anomaly-eval: --nab: %s\n", err);
+        return 1;
+    }
+    if (a->model) {
+        if (cc_model_open_file(&m, a->model, err, sizeof err)) {
+            fprintf(stderr, "cellcast anomaly-eval: %s\n", err);
+            goto done;
+        }
+        if (m->hp.n_features != 1) {
+            fprintf(stderr, "cellcast anomaly-eval: --nab needs a model of one KPI (%s has %d)\n",
+                    a->model, m->hp.n_features);
+            goto done;
+        }
+        if (model_settings(a, &m->hp, kpis))
+            goto done;
+        CcEngineSettings es;
+        cc_engine_default_settings(&es);
+        es.n_threads = 1;
+        if (cc_engine_open(&e, m, &es, err, sizeof err)) {
+            fprintf(stderr, "cellcast anomaly-eval: cannot open the engine: %s\n", err);
+            goto done;
+        }
+    }
+    const int n_det = m ? 2 : 1;
+    long rows = 0;
+    for (int k = 0; k < c.n; k++)
+        rows += c.f[k].n;
+    for (int d = 0; d < n_det; d++) {
+        score[d] = malloc((size_t)rows * sizeof *score[d]);
+        ser[d] = calloc((size_t)c.n, sizeof *ser[d]);
+        if (!score[d] || !ser[d]) {
+            fprintf(stderr, "cellcast anomaly-eval: out of memory\n");
+            goto done;
+        }
+    }
+    int64_t t0 = cc_now_ns();
+    long off = 0;
+    for (int k = 0; k < c.n; k++) {
+        const CctNabFile *f = &c.f[k];
+        for (int d = 0; d < n_det; d++) {
+            double *sc = score[d] + off;
+            if (d == NAB_GAUSS)
+                cct_nab_windowed_gaussian(f->value, f->n, sc);
+            else if (cct_nab_cellcast(e, &a->as, f, sc))
+                goto done;
+            ser[d][k] = (CctNabSeries){f->n, f->n_win, f->win, sc};
+            if (a->results && cct_nab_write_results(a->results, nab_row_names[d], f, sc))
+                goto done;
+        }
+        off += f->n;
+    }
+    fprintf(stderr, "anomaly-eval: NAB, %d files, %ld rows, detectors %.1f s\n", c.n, rows,
+            (double)(cc_now_ns() - t0) * 1e-9);
+    int n_rows = m ? NAB_ROWS : 1;
+    for (int p = 0; p < CCT_NAB_PROFILES; p++)
+        for (int d = 0; d < n_rows; d++) {
+            /* the scorer's perfect count is the windows it is given: all of the corpus */
+            int rc = d == NAB_ALERTS
+                         ? cct_nab_score_at(ser[NAB_CELLCAST], c.n, &c.cost[p], 0.5, &res[d][p])
+                         : cct_nab_optimize(ser[d], c.n, &c.cost[p], &res[d][p]);
+            if (rc) {
+                fprintf(stderr, "cellcast anomaly-eval: out of memory\n");
+                goto done;
+            }
+        }
+    /* --verbose: every file's raw score and row counts at the corpus threshold (the
+     * layout of NAB's <detector>_<profile>_scores.csv, to compare file by file) */
+    for (int d = 0; a->prep.verbose && d < n_rows; d++)
+        for (int p = 0; p < CCT_NAB_PROFILES; p++)
+            for (int k = 0; k < c.n; k++) {
+                CctNabResult r;
+                const CctNabSeries *sk = &ser[d == NAB_ALERTS ? NAB_CELLCAST : d][k];
+                if (cct_nab_score_at(sk, 1, &c.cost[p], res[d][p].threshold, &r))
+                    goto done;
+                fprintf(stderr, "%s,%s,%s,%.9g,%.9g,%ld,%ld,%ld,%ld,%d\n", nab_row_names[d],
+                        cct_nab_profile_names[p], c.f[k].name, res[d][p].threshold, r.raw, r.tp,
+                        r.tn, r.fp, r.fn, c.f[k].n);
+            }
+    if (nab_print(a, &c, res, n_rows))
+        goto done;
+    ret = 0;
+done:
+    for (int d = 0; d < 2; d++) {
+        free(score[d]);
+        free(ser[d]);
+    }
+    cct_nab_free(&c);
+    cc_engine_close(&e);
+    cc_model_close(&m);
+    return ret;
+}
+
 /* ------------------------------------------------------------------ command */
 
 int cmd_anomaly(int argc, char **argv)
@@ -472,6 +667,8 @@ int cmd_anomaly(int argc, char **argv)
     int rc = anomaly_opts(&a, argc, argv);
     if (rc != CLI_RUN)
         return rc;
+    if (a.nab)
+        return run_nab(&a);
     int ret = 1, kpis[CC_MAX_FEATURES], budget_det, n_det;
     CcModel *m = NULL;
     CcEngine *e = NULL;
