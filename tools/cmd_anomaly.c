@@ -36,8 +36,10 @@ typedef struct AnomalyArgs {
     double budget; ///< false alerts per cell-week on the history; < 0 = no calibration
     CctAePrep prep;
     CcAnomalySettings as;
-    const char *nab;     ///< --nab DIR: the NAB corpus instead of --data
-    const char *results; ///< --results DIR: NAB's results files
+    const char *nab;       ///< --nab DIR: the NAB corpus instead of --data
+    const char *results;   ///< --results DIR: NAB's results files
+    const char *probation; ///< --probation-csv FILE: NAB's probationary rows for training
+    int64_t probation_step;
     int json;
 } AnomalyArgs;
 
@@ -115,6 +117,7 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
     a->post = 10;
     a->baseline_z = 3;
     a->budget = -1;
+    a->probation_step = 300;
     cc_anomaly_default_settings(&a->as);
     CcAnomalySettings *as = &a->as;
     CctInjectSettings *inj = &a->prep.inject;
@@ -146,6 +149,12 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
                     "with --nab: write NAB's results files there\n"
                     "(<detector>/<dir>/<detector>_<file>.csv)"),
         CC_OPTS_FLAG("json", &a->json, "with --nab: the scores as one JSON object"),
+        CC_OPTS_STR("probation-csv", &a->probation, "FILE",
+                    "with --nab: only write the probationary rows of every file\n"
+                    "(the first 15 %, at most 750) as a long CSV for `cellcast\n"
+                    "train`, rows as consecutive steps of --probation-step"),
+        CC_OPTS_INT64("probation-step", &a->probation_step, 1, 86400, "S",
+                      "seconds per row of --probation-csv", .flags = SHOW),
         CC_OPTS_HEADING("Injection:"),
         CC_OPTS_INT64("seed", &a->seed, 0, BIG, "N", "", .flags = SHOW),
         CC_OPTS_INT("trials", &a->trials, 0, BIG, "N", "runs with new draws", .flags = SHOW),
@@ -219,8 +228,9 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
         fprintf(stderr, "cellcast anomaly-eval: give --nab or --data, not both\n");
         return 2;
     }
-    if ((a->results || a->json) && !a->nab) {
-        fprintf(stderr, "cellcast anomaly-eval: --results and --json go with --nab\n");
+    if ((a->results || a->json || a->probation) && !a->nab) {
+        fprintf(stderr,
+                "cellcast anomaly-eval: --results, --json and --probation-csv go with --nab\n");
         return 2;
     }
     if (a->test_frac >= 1) {
@@ -569,6 +579,15 @@ static int run_nab(AnomalyArgs *a)
     if (cct_nab_load(&c, a->nab, err, sizeof err)) {
         fprintf(stderr, "cellcast anomaly-eval: --nab: %s\n", err);
         return 1;
+    }
+    if (a->probation) {
+        int n = 0;
+        if (!cct_nab_write_probation(&c, a->probation_step, a->probation, &n)) {
+            fprintf(stderr, "anomaly-eval: %s: the probationary rows of %d of %d files\n",
+                    a->probation, n, c.n);
+            ret = 0;
+        }
+        goto done;
     }
     if (a->model) {
         if (cc_model_open_file(&m, a->model, err, sizeof err)) {

@@ -537,6 +537,44 @@ int cct_nab_cellcast(CcEngine *e, const CcAnomalySettings *s, const CctNabFile *
     return rc;
 }
 
+int cct_nab_write_probation(const CctNabCorpus *c, int64_t step_seconds, const char *path,
+                            int *n_series)
+{
+    FILE *fp = fopen(path, "w");
+    if (!fp) {
+        int rc = -errno;
+        fprintf(stderr, "cellcast anomaly-eval: %s: %s\n", path, strerror(errno));
+        return rc;
+    }
+    int written = 0;
+    fprintf(fp, "ts,cell_id,value\n");
+    for (int k = 0; k < c->n; k++) {
+        const CctNabFile *f = &c->f[k];
+        const int prob = cct_nab_probation(f->n);
+        int varies = 0;
+        for (int i = 1; i < prob && !varies; i++)
+            varies = f->value[i] != f->value[0];
+        if (!varies)
+            continue;
+        const char *base = strrchr(f->name, '/');
+        base = base ? base + 1 : f->name;
+        int len = (int)strcspn(base, ".");
+        const int64_t p0 = f->ts[0] / step_seconds;
+        for (int i = 0; i < prob; i++)
+            fprintf(fp, "%lld,%.*s,%.17g\n", (long long)((p0 + i) * step_seconds), len, base,
+                    f->value[i]);
+        written++;
+    }
+    int rc = 0;
+    if (fclose(fp)) {
+        rc = -errno;
+        fprintf(stderr, "cellcast anomaly-eval: %s: %s\n", path, strerror(errno));
+    }
+    if (n_series)
+        *n_series = written;
+    return rc;
+}
+
 /* ------------------------------------------------------------------ results */
 
 /* mkdir -p of the directories of path. */

@@ -128,6 +128,18 @@ void cct_nab_windowed_gaussian(const double *x, int n, double *score);
  */
 int cct_nab_cellcast(CcEngine *e, const CcAnomalySettings *s, const CctNabFile *f, double *score);
 
+/**
+ * Writes the probationary rows of every file (cct_nab_probation: the rows NAB allows a
+ * detector to learn from) as one long CSV `ts,cell_id,value` for `cellcast train`: the
+ * cell id is the file's name without its directory and extension, and row i gets the time
+ * (p0 + i)·step_seconds with p0 = the first timestamp / step_seconds — the steps
+ * cct_nab_cellcast feeds the engine. Files whose probationary values are all equal are
+ * left out (nothing to learn; they only upset the normalisation). *n_series (may be NULL)
+ * gets how many files were written. 0 or a negative errno (reported).
+ */
+int cct_nab_write_probation(const CctNabCorpus *c, int64_t step_seconds, const char *path,
+                            int *n_series);
+
 /* ------------------------------------------------------------------ results */
 
 /**
