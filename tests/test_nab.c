@@ -289,6 +289,29 @@ static void test_corpus_results(void **state)
     fclose(fp);
     assert_int_equal(rows, 20);
     assert_int_equal(labelled, 1);
+    /* the probationary rows for training: 15 % of 20 and of 30 rows, as 5-minute steps */
+    snprintf(path, sizeof path, "%s/prob.csv", tmpdir);
+    int n_series = 0;
+    assert_int_equal(cct_nab_write_probation(&c, 300, path, &n_series), 0);
+    assert_int_equal(n_series, 2);
+    fp = fopen(path, "r");
+    assert_non_null(fp);
+    assert_non_null(fgets(line, sizeof line, fp));
+    assert_string_equal(line, "ts,cell_id,value\n");
+    rows = 0;
+    while (fgets(line, sizeof line, fp)) {
+        long long t;
+        char id[16];
+        double v;
+        assert_int_equal(sscanf(line, "%lld,%15[^,],%lf", &t, id, &v), 3);
+        int i = rows < 3 ? rows : rows - 3;
+        assert_string_equal(id, rows < 3 ? "a" : "b");
+        assert_int_equal(t, 1396310400 + 300 * i);
+        assert_float_equal(v, i + 0.5, 0);
+        rows++;
+    }
+    fclose(fp);
+    assert_int_equal(rows, 3 + 4);
     cct_nab_free(&c);
 
     /* a window limit that is not a row of its file is refused, as NAB requires */

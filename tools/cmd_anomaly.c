@@ -105,7 +105,9 @@ static const char *about =
     "Injects labelled anomalies (spikes, level shifts, outages, drifts) into held-out data,\n"
     "runs the daemon's scoring and alert lifecycle offline through the engine, and reports\n"
     "precision, recall, F1, detection delay and false alerts per cell-week, next to a\n"
-    "rolling 3-sigma baseline. See docs/operations.md (Alerts).";
+    "rolling 3-sigma baseline. See docs/operations.md (Alerts).\n"
+    "With --nab: the Numenta Anomaly Benchmark instead, scored by NAB's rules, next to\n"
+    "NAB's windowed Gaussian. See docs/operations.md (NAB).";
 
 /* Parses the command line into *a: CLI_RUN, or the exit code (after --help or an error). */
 static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
@@ -200,7 +202,9 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
                     "crit-z, cusum_k and profile_k scaled by the lowest factor whose\n"
                     "false alerts per cell-week on the history rows are ≤ B\n"
                     "(needs history)"),
-        CC_OPTS_FLAG("verbose", &a->prep.verbose, "labels, misses and false alerts on stderr"),
+        CC_OPTS_FLAG("verbose", &a->prep.verbose,
+                     "labels, misses and false alerts on stderr\n"
+                     "(--nab: every file's raw score and counts)"),
         CC_OPTS_HEADING("Baseline:"),
         CC_OPTS_INT("baseline-window", &a->prep.baseline_window, 0, BIG, "N",
                     "rolling window in steps (default: one day)"),

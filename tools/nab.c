@@ -48,9 +48,10 @@ static int point_cmp(const void *pa, const void *pb)
     return (a->order > b->order) - (a->order < b->order);
 }
 
-/* The scorable rows of the corpus with their weights (NAB's calcSweepScore); *n_win gets
- * the number of windows that have scorable rows (others never count), win_of maps a
- * corpus window to its slot or -1. Returns the points (sorted), NULL on ENOMEM. */
+/* The scorable rows of the corpus with their weights (NAB's calcSweepScore), windows
+ * numbered across the corpus; *n_scored_win gets the number of windows that have scorable
+ * rows (a window inside the probation never counts, not even as a miss). Returns the
+ * points sorted by descending score, NULL on ENOMEM. */
 static Point *sweep_points(const CctNabSeries *s, int n, const CctNabCost *w, long *n_pts,
                            int *n_scored_win)
 {
