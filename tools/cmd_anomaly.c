@@ -38,6 +38,7 @@ typedef struct AnomalyArgs {
     CcAnomalySettings as;
     const char *nab;       ///< --nab DIR: the NAB corpus instead of --data
     const char *results;   ///< --results DIR: NAB's results files
+    const char *model_dir; ///< --model-dir DIR: one model per NAB file
     const char *probation; ///< --probation-csv FILE: NAB's probationary rows for training
     int64_t probation_step;
     int json;
@@ -147,6 +148,10 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
                     "rules: threshold optimised per profile over the corpus,\n"
                     "normalised 0 (never fires) to 100 (perfect); the model must\n"
                     "have one KPI. See docs/operations.md (NAB)"),
+        CC_OPTS_STR("model-dir", &a->model_dir, "DIR",
+                    "with --nab: also run cellcast with one model per file,\n"
+                    "DIR/<file name without extension>.safetensors (a file\n"
+                    "without one never fires)"),
         CC_OPTS_STR("results", &a->results, "DIR",
                     "with --nab: write NAB's results files there\n"
                     "(<detector>/<dir>/<detector>_<file>.csv)"),
@@ -232,9 +237,9 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
         fprintf(stderr, "cellcast anomaly-eval: give --nab or --data, not both\n");
         return 2;
     }
-    if ((a->results || a->json || a->probation) && !a->nab) {
-        fprintf(stderr,
-                "cellcast anomaly-eval: --results, --json and --probation-csv go with --nab\n");
+    if ((a->results || a->json || a->probation || a->model_dir) && !a->nab) {
+        fprintf(stderr, "cellcast anomaly-eval: --results, --json, --model-dir and "
+                        "--probation-csv go with --nab\n");
         return 2;
     }
     if (a->test_frac >= 1) {
@@ -515,12 +520,20 @@ static int print_results(const AnomalyArgs *a, const CcModel *m, CctAeCells *cel
 
 /* ------------------------------------------------------------------ NAB */
 
-enum { NAB_GAUSS = 0, NAB_CELLCAST = 1, NAB_ALERTS = 2, NAB_ROWS = 3 };
+/* The detectors of --nab: NAB's windowed Gaussian, cellcast with one model for every file
+ * (--model) and cellcast with one model per file (--model-dir). */
+enum { NAB_GAUSS = 0, NAB_GENERIC = 1, NAB_PERFILE = 2, NAB_DETS = 3 };
+static const char *const nab_det_names[NAB_DETS] = {"windowedGaussian", "cellcast",
+                                                    "cellcastPerFile"};
 
-/* The rows of the NAB table: the baseline, cellcast's detector at its optimised threshold
- * and the same at 0.5 (exactly its alerts, see nab.h). */
-static const char *const nab_row_names[NAB_ROWS] = {"windowedGaussian", "cellcast",
-                                                    "cellcast_alerts"};
+/* A row of the table: a detector at its optimised threshold, or (at = 0.5) a cellcast
+ * detector at exactly its alerts (see nab.h). */
+typedef struct NabRow {
+    char name[40];
+    int det;
+    double at; ///< NaN: optimised
+    CctNabResult res[CCT_NAB_PROFILES];
+} NabRow;
 
 static json_t *nab_result_json(const CctNabResult *r)
 {
@@ -531,16 +544,15 @@ static json_t *nab_result_json(const CctNabResult *r)
                      r->windows, "detected", r->detected);
 }
 
-static int nab_print(const AnomalyArgs *a, const CctNabCorpus *c,
-                     CctNabResult res[NAB_ROWS][CCT_NAB_PROFILES], int n_rows)
+static int nab_print(const AnomalyArgs *a, const CctNabCorpus *c, const NabRow *rows, int n_rows)
 {
     if (a->json) {
-        json_t *o = json_pack("{s:s, s:s?, s:i, s:i}", "corpus", a->nab, "model", a->model, "files",
-                              c->n, "windows", c->windows);
+        json_t *o = json_pack("{s:s, s:s?, s:s?, s:i, s:i}", "corpus", a->nab, "model", a->model,
+                              "model_dir", a->model_dir, "files", c->n, "windows", c->windows);
         for (int p = 0; o && p < CCT_NAB_PROFILES; p++) {
             json_t *po = json_object();
-            for (int d = 0; po && d < n_rows; d++)
-                json_object_set_new(po, nab_row_names[d], nab_result_json(&res[d][p]));
+            for (int r = 0; po && r < n_rows; r++)
+                json_object_set_new(po, rows[r].name, nab_result_json(&rows[r].res[p]));
             json_object_set_new(o, cct_nab_profile_names[p], po);
         }
         char *txt = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
@@ -551,35 +563,97 @@ static int nab_print(const AnomalyArgs *a, const CctNabCorpus *c,
         free(txt);
         return 0;
     }
-    printf("NAB: %d files, %d windows (%s)%s%s\n", c->n, c->windows, a->nab,
-           a->model ? ", model " : "", a->model ? a->model : "");
-    printf("%-18s %-20s %7s %9s %9s %9s %7s %7s %7s\n", "detector", "profile", "score", "threshold",
+    printf("NAB: %d files, %d windows (%s)%s%s%s%s\n", c->n, c->windows, a->nab,
+           a->model ? ", model " : "", a->model ? a->model : "",
+           a->model_dir ? ", per-file models in " : "", a->model_dir ? a->model_dir : "");
+    printf("%-22s %-20s %7s %9s %9s %9s %7s %7s %7s\n", "detector", "profile", "score", "threshold",
            "raw", "windows", "TP", "FP", "FN");
     for (int d = 0; d < n_rows; d++)
         for (int p = 0; p < CCT_NAB_PROFILES; p++) {
-            const CctNabResult *r = &res[d][p];
+            const CctNabResult *r = &rows[d].res[p];
             char win[32];
             snprintf(win, sizeof win, "%d/%d", r->detected, r->windows);
-            printf("%-18s %-20s %7.2f %9.6g %9.2f %9s %7ld %7ld %7ld\n", nab_row_names[d],
+            printf("%-22s %-20s %7.2f %9.6g %9.2f %9s %7ld %7ld %7ld\n", rows[d].name,
                    cct_nab_profile_names[p], r->score, r->threshold, r->raw, win, r->tp, r->fp,
                    r->fn);
         }
     printf("(score: 100·(raw − null)/(perfect − null); threshold optimised per profile over "
-           "the corpus, cellcast_alerts: at 0.5 = its alerts; windows: detected/scored; TP, FP, "
-           "FN: NAB's row counts)\n");
+           "the corpus, *_alerts: at 0.5 = the alerts; windows: detected/scored; TP, FP, FN: "
+           "NAB's row counts)\n");
     return 0;
+}
+
+/* Opens a model of one KPI, its engine (one thread) and the alert settings for it: *s =
+ * base completed with the model's (model_settings). 0 or -1 (reported). */
+static int nab_open_model(AnomalyArgs *a, const CcAnomalySettings *base, const char *path,
+                          int *kpis, CcModel **m, CcEngine **e, CcAnomalySettings *s)
+{
+    char err[512];
+    if (cc_model_open_file(m, path, err, sizeof err)) {
+        fprintf(stderr, "cellcast anomaly-eval: %s\n", err);
+        return -1;
+    }
+    if ((*m)->hp.n_features != 1) {
+        fprintf(stderr, "cellcast anomaly-eval: --nab needs models of one KPI (%s has %d)\n", path,
+                (*m)->hp.n_features);
+        return -1;
+    }
+    a->as = *base;
+    if (model_settings(a, &(*m)->hp, kpis))
+        return -1;
+    *s = a->as;
+    CcEngineSettings es;
+    cc_engine_default_settings(&es);
+    es.n_threads = 1;
+    if (cc_engine_open(e, *m, &es, err, sizeof err)) {
+        fprintf(stderr, "cellcast anomaly-eval: cannot open the engine: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* cellcast with the file's own model, <model-dir>/<file name without directory and
+ * extension>.safetensors (the cell id of --probation-csv); a file without one never fires
+ * (scores 0; *missing counts them). 0 or -1 (reported). */
+static int nab_per_file(AnomalyArgs *a, const CcAnomalySettings *base, int *kpis,
+                        const CctNabFile *f, double *sc, int *missing)
+{
+    const char *stem = strrchr(f->name, '/');
+    stem = stem ? stem + 1 : f->name;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%.*s.safetensors", a->model_dir, (int)strcspn(stem, "."), stem);
+    FILE *probe = fopen(path, "rb");
+    if (!probe) {
+        fprintf(stderr, "anomaly-eval: %s: no model %s: never fires\n", f->name, path);
+        for (int i = 0; i < f->n; i++)
+            sc[i] = 0;
+        ++*missing;
+        return 0;
+    }
+    fclose(probe);
+    CcModel *m = NULL;
+    CcEngine *e = NULL;
+    CcAnomalySettings s;
+    int rc = nab_open_model(a, base, path, kpis, &m, &e, &s);
+    if (!rc && cct_nab_cellcast(e, &s, f, sc))
+        rc = -1;
+    cc_engine_close(&e);
+    cc_model_close(&m);
+    return rc;
 }
 
 static int run_nab(AnomalyArgs *a)
 {
-    int ret = 1, kpis[CC_MAX_FEATURES];
+    int ret = 1, kpis[CC_MAX_FEATURES], missing = 0;
     CcModel *m = NULL;
     CcEngine *e = NULL;
     CctNabCorpus c;
     char err[512];
-    double *score[2] = {NULL, NULL};
-    CctNabSeries *ser[2] = {NULL, NULL};
-    CctNabResult res[NAB_ROWS][CCT_NAB_PROFILES];
+    double *score[NAB_DETS] = {NULL};
+    CctNabSeries *ser[NAB_DETS] = {NULL};
+    NabRow rows[2 * NAB_DETS];
+    const CcAnomalySettings base = a->as;
+    CcAnomalySettings generic = base;
     if (cct_nab_load(&c, a->nab, err, sizeof err)) {
         fprintf(stderr, "cellcast anomaly-eval: --nab: %s\n", err);
         return 1;
@@ -593,32 +667,16 @@ static int run_nab(AnomalyArgs *a)
         }
         goto done;
     }
-    if (a->model) {
-        if (cc_model_open_file(&m, a->model, err, sizeof err)) {
-            fprintf(stderr, "cellcast anomaly-eval: %s\n", err);
-            goto done;
-        }
-        if (m->hp.n_features != 1) {
-            fprintf(stderr, "cellcast anomaly-eval: --nab needs a model of one KPI (%s has %d)\n",
-                    a->model, m->hp.n_features);
-            goto done;
-        }
-        if (model_settings(a, &m->hp, kpis))
-            goto done;
-        CcEngineSettings es;
-        cc_engine_default_settings(&es);
-        es.n_threads = 1;
-        if (cc_engine_open(&e, m, &es, err, sizeof err)) {
-            fprintf(stderr, "cellcast anomaly-eval: cannot open the engine: %s\n", err);
-            goto done;
-        }
-    }
-    const int n_det = m ? 2 : 1;
-    long rows = 0;
+    if (a->model && nab_open_model(a, &base, a->model, kpis, &m, &e, &generic))
+        goto done;
+    const int on[NAB_DETS] = {1, a->model != NULL, a->model_dir != NULL};
+    long n_all = 0;
     for (int k = 0; k < c.n; k++)
-        rows += c.f[k].n;
-    for (int d = 0; d < n_det; d++) {
-        score[d] = malloc((size_t)rows * sizeof *score[d]);
+        n_all += c.f[k].n;
+    for (int d = 0; d < NAB_DETS; d++) {
+        if (!on[d])
+            continue;
+        score[d] = malloc((size_t)n_all * sizeof *score[d]);
         ser[d] = calloc((size_t)c.n, sizeof *ser[d]);
         if (!score[d] || !ser[d]) {
             fprintf(stderr, "cellcast anomaly-eval: out of memory\n");
@@ -629,27 +687,41 @@ static int run_nab(AnomalyArgs *a)
     long off = 0;
     for (int k = 0; k < c.n; k++) {
         const CctNabFile *f = &c.f[k];
-        for (int d = 0; d < n_det; d++) {
+        for (int d = 0; d < NAB_DETS; d++) {
+            if (!on[d])
+                continue;
             double *sc = score[d] + off;
             if (d == NAB_GAUSS)
                 cct_nab_windowed_gaussian(f->value, f->n, sc);
-            else if (cct_nab_cellcast(e, &a->as, f, sc))
+            else if (d == NAB_GENERIC ? cct_nab_cellcast(e, &generic, f, sc)
+                                      : nab_per_file(a, &base, kpis, f, sc, &missing))
                 goto done;
             ser[d][k] = (CctNabSeries){f->n, f->n_win, f->win, sc};
-            if (a->results && cct_nab_write_results(a->results, nab_row_names[d], f, sc))
+            if (a->results && cct_nab_write_results(a->results, nab_det_names[d], f, sc))
                 goto done;
         }
         off += f->n;
     }
-    fprintf(stderr, "anomaly-eval: NAB, %d files, %ld rows, detectors %.1f s\n", c.n, rows,
+    fprintf(stderr, "anomaly-eval: NAB, %d files, %ld rows, detectors %.1f s\n", c.n, n_all,
             (double)(cc_now_ns() - t0) * 1e-9);
-    int n_rows = m ? NAB_ROWS : 1;
-    for (int p = 0; p < CCT_NAB_PROFILES; p++)
-        for (int d = 0; d < n_rows; d++) {
+    if (missing)
+        fprintf(stderr, "anomaly-eval: %d file(s) without a model in %s (never fire)\n", missing,
+                a->model_dir);
+    int n_rows = 0;
+    for (int d = 0; d < NAB_DETS; d++)
+        for (int alerts = 0; on[d] && alerts < (d == NAB_GAUSS ? 1 : 2); alerts++) {
+            NabRow *r = &rows[n_rows++];
+            snprintf(r->name, sizeof r->name, "%s%s", nab_det_names[d], alerts ? "_alerts" : "");
+            r->det = d;
+            r->at = alerts ? 0.5 : NAN;
+        }
+    for (int r = 0; r < n_rows; r++)
+        for (int p = 0; p < CCT_NAB_PROFILES; p++) {
             /* the scorer's perfect count is the windows it is given: all of the corpus */
-            int rc = d == NAB_ALERTS
-                         ? cct_nab_score_at(ser[NAB_CELLCAST], c.n, &c.cost[p], 0.5, &res[d][p])
-                         : cct_nab_optimize(ser[d], c.n, &c.cost[p], &res[d][p]);
+            int rc = isnan(rows[r].at)
+                         ? cct_nab_optimize(ser[rows[r].det], c.n, &c.cost[p], &rows[r].res[p])
+                         : cct_nab_score_at(ser[rows[r].det], c.n, &c.cost[p], rows[r].at,
+                                            &rows[r].res[p]);
             if (rc) {
                 fprintf(stderr, "cellcast anomaly-eval: out of memory\n");
                 goto done;
@@ -657,22 +729,22 @@ static int run_nab(AnomalyArgs *a)
         }
     /* --verbose: every file's raw score and row counts at the corpus threshold (the
      * layout of NAB's <detector>_<profile>_scores.csv, to compare file by file) */
-    for (int d = 0; a->prep.verbose && d < n_rows; d++)
+    for (int r = 0; a->prep.verbose && r < n_rows; r++)
         for (int p = 0; p < CCT_NAB_PROFILES; p++)
             for (int k = 0; k < c.n; k++) {
-                CctNabResult r;
-                const CctNabSeries *sk = &ser[d == NAB_ALERTS ? NAB_CELLCAST : d][k];
-                if (cct_nab_score_at(sk, 1, &c.cost[p], res[d][p].threshold, &r))
+                CctNabResult fr;
+                if (cct_nab_score_at(&ser[rows[r].det][k], 1, &c.cost[p], rows[r].res[p].threshold,
+                                     &fr))
                     goto done;
-                fprintf(stderr, "%s,%s,%s,%.9g,%.9g,%ld,%ld,%ld,%ld,%d\n", nab_row_names[d],
-                        cct_nab_profile_names[p], c.f[k].name, res[d][p].threshold, r.raw, r.tp,
-                        r.tn, r.fp, r.fn, c.f[k].n);
+                fprintf(stderr, "%s,%s,%s,%.9g,%.9g,%ld,%ld,%ld,%ld,%d\n", rows[r].name,
+                        cct_nab_profile_names[p], c.f[k].name, rows[r].res[p].threshold, fr.raw,
+                        fr.tp, fr.tn, fr.fp, fr.fn, c.f[k].n);
             }
-    if (nab_print(a, &c, res, n_rows))
+    if (nab_print(a, &c, rows, n_rows))
         goto done;
     ret = 0;
 done:
-    for (int d = 0; d < 2; d++) {
+    for (int d = 0; d < NAB_DETS; d++) {
         free(score[d]);
         free(ser[d]);
     }
