@@ -2,8 +2,9 @@
  * early, late, in the middle, missed; false positives before, just after and far after a
  * window, and in the probation; the null and perfect detectors give 0 and 100; the
  * threshold sweep), the corpus loader and the results files on a tiny corpus written here,
- * the windowed Gaussian, cellcast's detector on a random model, and (when the shared data
- * is there) the whole NAB corpus through the baseline. */
+ * the windowed Gaussian, the hand-made corpus tests/data/nab end to end, cellcast's
+ * detector on a random model, and (when the shared data is there) the whole NAB corpus
+ * through the baseline. */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -396,6 +397,34 @@ static void test_cellcast_detector(void **state)
     cc_model_close(&m);
 }
 
+/* tests/data/nab: a hand-made corpus in NAB's layout (two 5-minute series of 60 and 40
+ * rows, one window each, a spike of 25 inside each window), scored end to end. */
+static void test_fixture_corpus(void **state)
+{
+    (void)state;
+    CctNabCorpus c;
+    char err[512] = "";
+    assert_int_equal(cct_nab_load(&c, CC_TEST_DATA "/nab", err, sizeof err), 0);
+    assert_int_equal(c.n, 2);
+    assert_int_equal(c.windows, 2);
+    static double sa[60], sb[40];
+    cct_nab_windowed_gaussian(c.f[0].value, c.f[0].n, sa);
+    cct_nab_windowed_gaussian(c.f[1].value, c.f[1].n, sb);
+    CctNabSeries ser[2] = {{c.f[0].n, c.f[0].n_win, c.f[0].win, sa},
+                           {c.f[1].n, c.f[1].n_win, c.f[1].win, sb}};
+    CctNabResult r;
+    assert_int_equal(cct_nab_optimize(ser, 2, &c.cost[0], &r), 0);
+    /* the spikes alone: row 40 of the window [36, 44] (position -5/9) and row 30 of [27, 33]
+     * (position -4/7) */
+    double raw = (tanh(2.5 * 5 / 9) + tanh(2.5 * 4 / 7)) / TANH25;
+    assert_int_equal(r.tp, 2);
+    assert_int_equal(r.fp, 0);
+    assert_int_equal(r.detected, 2);
+    assert_float_equal(r.raw, raw, 1e-12);
+    assert_float_equal(r.score, 100 * (raw + 2) / 4, 1e-9);
+    cct_nab_free(&c);
+}
+
 /* ------------------------------------------------------------------ the real corpus */
 
 static void test_real_corpus(void **state)
@@ -452,6 +481,7 @@ int main(void)
         cmocka_unit_test(test_sweep),
         cmocka_unit_test(test_parse_time),
         cmocka_unit_test(test_corpus_results),
+        cmocka_unit_test(test_fixture_corpus),
         cmocka_unit_test(test_windowed_gaussian),
         cmocka_unit_test(test_cellcast_detector),
         cmocka_unit_test(test_real_corpus),

@@ -535,13 +535,16 @@ typedef struct NabRow {
     CctNabResult res[CCT_NAB_PROFILES];
 } NabRow;
 
+/* A number, or null when not finite (a corpus without windows has no normalised score). */
+static json_t *nab_num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
 static json_t *nab_result_json(const CctNabResult *r)
 {
-    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:I, s:i, s:i}", "score", r->score,
-                     "threshold", r->threshold, "raw", r->raw, "null_raw", r->null_raw,
-                     "perfect_raw", r->perfect_raw, "tp", (json_int_t)r->tp, "fp",
-                     (json_int_t)r->fp, "fn", (json_int_t)r->fn, "tn", (json_int_t)r->tn, "windows",
-                     r->windows, "detected", r->detected);
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:I, s:I, s:i, s:i}", "score",
+                     nab_num(r->score), "threshold", nab_num(r->threshold), "raw", nab_num(r->raw),
+                     "null_raw", nab_num(r->null_raw), "perfect_raw", nab_num(r->perfect_raw), "tp",
+                     (json_int_t)r->tp, "fp", (json_int_t)r->fp, "fn", (json_int_t)r->fn, "tn",
+                     (json_int_t)r->tn, "windows", r->windows, "detected", r->detected);
 }
 
 static int nab_print(const AnomalyArgs *a, const CctNabCorpus *c, const NabRow *rows, int n_rows)
