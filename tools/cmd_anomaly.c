@@ -10,8 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "anomaly_eval.h"
 #include "cli.h"
+#include "nab.h"
 
 #define MAX_FILES 32
 #define MAX_SWEEP 16
@@ -33,7 +36,13 @@ typedef struct AnomalyArgs {
     double budget; ///< false alerts per cell-week on the history; < 0 = no calibration
     CctAePrep prep;
     CcAnomalySettings as;
-    CcDataSettings csv; ///< CLI_DATA_OPTS
+    CcDataSettings csv;    ///< CLI_DATA_OPTS
+    const char *nab;       ///< --nab DIR: the NAB corpus instead of --data
+    const char *results;   ///< --results DIR: NAB's results files
+    const char *model_dir; ///< --model-dir DIR: one model per NAB file
+    const char *probation; ///< --probation-csv FILE: NAB's probationary rows for training
+    int64_t probation_step;
+    int json;
 } AnomalyArgs;
 
 /* ------------------------------------------------------------------ options */
@@ -98,7 +107,9 @@ static const char *about =
     "Injects labelled anomalies (spikes, level shifts, outages, drifts) into held-out data,\n"
     "runs the daemon's scoring and alert lifecycle offline through the engine, and reports\n"
     "precision, recall, F1, detection delay and false alerts per cell-week, next to a\n"
-    "rolling 3-sigma baseline. See docs/operations.md (Alerts).";
+    "rolling 3-sigma baseline. See docs/operations.md (Alerts).\n"
+    "With --nab: the Numenta Anomaly Benchmark instead, scored by NAB's rules, next to\n"
+    "NAB's windowed Gaussian. See docs/operations.md (NAB).";
 
 /* Parses the command line into *a: CLI_RUN, or the exit code (after --help or an error). */
 static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
@@ -110,6 +121,7 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
     a->post = 10;
     a->baseline_z = 3;
     a->budget = -1;
+    a->probation_step = 300;
     cc_anomaly_default_settings(&a->as);
     cc_data_default_settings(&a->csv);
     CcAnomalySettings *as = &a->as;
@@ -118,11 +130,13 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
     const double BIG = 1e9;
     CcOpt opts[] = {
         CC_OPTS_HEADING("Data:"),
-        CC_OPTS_STR("model", &a->model, "M.safetensors", "the model", .flags = CC_OPT_REQUIRED),
+        CC_OPTS_STR("model", &a->model, "M.safetensors",
+                    "the model (required, except with --nab: without it only\n"
+                    "the baseline runs)"),
         CC_OPTS_CALL("data", opt_data, a, "FILE",
                      "held-out CSV of one cell (repeatable); its history (train file)\n"
-                     "is found as X_test.csv → X.csv, test_X.csv → train_X.csv",
-                     .flags = CC_OPT_REQUIRED),
+                     "is found as X_test.csv → X.csv, test_X.csv → train_X.csv\n"
+                     "(required, except with --nab)"),
         CC_OPTS_CALL("history", opt_history, a, "FILE",
                      "history of the preceding --data (overrides the guess)"),
         CC_OPTS_FLAG("no-history", &a->no_history, "score from the first row"),
@@ -130,6 +144,27 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
                     "no history file: the last X of every series is the test part\n"
                     "(long files `ts,cell_id,<kpis>` give one cell per series)"),
         CLI_DATA_OPTS(&a->csv),
+        CC_OPTS_HEADING("Numenta Anomaly Benchmark (instead of --data; no injection):"),
+        CC_OPTS_STR("nab", &a->nab, "DIR",
+                    "run both detectors online over every file of the NAB corpus\n"
+                    "at DIR (data/, labels/, config/) and score them by NAB's\n"
+                    "rules: threshold optimised per profile over the corpus,\n"
+                    "normalised 0 (never fires) to 100 (perfect); the model must\n"
+                    "have one KPI. See docs/operations.md (NAB)"),
+        CC_OPTS_STR("model-dir", &a->model_dir, "DIR",
+                    "with --nab: also run cellcast with one model per file,\n"
+                    "DIR/<file name without extension>.safetensors (a file\n"
+                    "without one never fires)"),
+        CC_OPTS_STR("results", &a->results, "DIR",
+                    "with --nab: write NAB's results files there\n"
+                    "(<detector>/<dir>/<detector>_<file>.csv)"),
+        CC_OPTS_FLAG("json", &a->json, "with --nab: the scores as one JSON object"),
+        CC_OPTS_STR("probation-csv", &a->probation, "FILE",
+                    "with --nab: only write the probationary rows of every file\n"
+                    "(the first 15 %, at most 750) as a long CSV for `cellcast\n"
+                    "train`, rows as consecutive steps of --probation-step"),
+        CC_OPTS_INT64("probation-step", &a->probation_step, 1, 86400, "S",
+                      "seconds per row of --probation-csv", .flags = SHOW),
         CC_OPTS_HEADING("Injection:"),
         CC_OPTS_INT64("seed", &a->seed, 0, BIG, "N", "", .flags = SHOW),
         CC_OPTS_INT("trials", &a->trials, 0, BIG, "N", "runs with new draws", .flags = SHOW),
@@ -175,7 +210,9 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
                     "crit-z, cusum_k and profile_k scaled by the lowest factor whose\n"
                     "false alerts per cell-week on the history rows are ≤ B\n"
                     "(needs history)"),
-        CC_OPTS_FLAG("verbose", &a->prep.verbose, "labels, misses and false alerts on stderr"),
+        CC_OPTS_FLAG("verbose", &a->prep.verbose,
+                     "labels, misses and false alerts on stderr\n"
+                     "(--nab: every file's raw score and counts)"),
         CC_OPTS_HEADING("Baseline:"),
         CC_OPTS_INT("baseline-window", &a->prep.baseline_window, 0, BIG, "N",
                     "rolling window in steps (default: one day)"),
@@ -184,13 +221,30 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
     const CcOptsSpec spec = {
         .prog = "cellcast anomaly-eval",
         .usage = "cellcast anomaly-eval --model M.safetensors --data TEST.csv [--data ...] "
-                 "[options]",
+                 "[options]\n"
+                 "       cellcast anomaly-eval --nab DIR [--model M.safetensors] [--json] "
+                 "[--results DIR2] [options]",
         .about = about,
         CC_OPTS_TABLE(opts),
     };
     int rc = cc_opts_parse(&spec, argc, argv, NULL);
     if (rc)
         return CLI_OPTS_EXIT(rc);
+    if (!a->nab && (!a->model || !a->n_data)) {
+        fprintf(stderr,
+                "cellcast anomaly-eval: --%s is required (see cellcast anomaly-eval --help)\n",
+                a->model ? "data" : "model");
+        return 2;
+    }
+    if (a->nab && a->n_data) {
+        fprintf(stderr, "cellcast anomaly-eval: give --nab or --data, not both\n");
+        return 2;
+    }
+    if ((a->results || a->json || a->probation || a->model_dir) && !a->nab) {
+        fprintf(stderr, "cellcast anomaly-eval: --results, --json, --model-dir and "
+                        "--probation-csv go with --nab\n");
+        return 2;
+    }
     for (int i = 0; i < a->n_data; i++)
         a->src[i].csv = &a->csv;
     if (a->test_frac >= 1) {
@@ -469,6 +523,245 @@ static int print_results(const AnomalyArgs *a, const CcModel *m, CctAeCells *cel
     return 0;
 }
 
+/* ------------------------------------------------------------------ NAB */
+
+/* The detectors of --nab: NAB's windowed Gaussian, cellcast with one model for every file
+ * (--model) and cellcast with one model per file (--model-dir). */
+enum { NAB_GAUSS = 0, NAB_GENERIC = 1, NAB_PERFILE = 2, NAB_DETS = 3 };
+static const char *const nab_det_names[NAB_DETS] = {"windowedGaussian", "cellcast",
+                                                    "cellcastPerFile"};
+
+/* A row of the table: a detector at its optimised threshold, or (at = 0.5) a cellcast
+ * detector at exactly its alerts (see nab.h). */
+typedef struct NabRow {
+    char name[40];
+    int det;
+    double at; ///< NaN: optimised
+    CctNabResult res[CCT_NAB_PROFILES];
+} NabRow;
+
+/* A number, or null when not finite (a corpus without windows has no normalised score). */
+static json_t *nab_num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+static json_t *nab_result_json(const CctNabResult *r)
+{
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:I, s:I, s:i, s:i}", "score",
+                     nab_num(r->score), "threshold", nab_num(r->threshold), "raw", nab_num(r->raw),
+                     "null_raw", nab_num(r->null_raw), "perfect_raw", nab_num(r->perfect_raw), "tp",
+                     (json_int_t)r->tp, "fp", (json_int_t)r->fp, "fn", (json_int_t)r->fn, "tn",
+                     (json_int_t)r->tn, "windows", r->windows, "detected", r->detected);
+}
+
+static int nab_print(const AnomalyArgs *a, const CctNabCorpus *c, const NabRow *rows, int n_rows)
+{
+    if (a->json) {
+        json_t *o = json_pack("{s:s, s:s?, s:s?, s:i, s:i}", "corpus", a->nab, "model", a->model,
+                              "model_dir", a->model_dir, "files", c->n, "windows", c->windows);
+        for (int p = 0; o && p < CCT_NAB_PROFILES; p++) {
+            json_t *po = json_object();
+            for (int r = 0; po && r < n_rows; r++)
+                json_object_set_new(po, rows[r].name, nab_result_json(&rows[r].res[p]));
+            json_object_set_new(o, cct_nab_profile_names[p], po);
+        }
+        char *txt = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+        json_decref(o);
+        if (!txt)
+            return -ENOMEM;
+        printf("%s\n", txt);
+        free(txt);
+        return 0;
+    }
+    printf("NAB: %d files, %d windows (%s)%s%s%s%s\n", c->n, c->windows, a->nab,
+           a->model ? ", model " : "", a->model ? a->model : "",
+           a->model_dir ? ", per-file models in " : "", a->model_dir ? a->model_dir : "");
+    printf("%-22s %-20s %7s %9s %9s %9s %7s %7s %7s\n", "detector", "profile", "score", "threshold",
+           "raw", "windows", "TP", "FP", "FN");
+    for (int d = 0; d < n_rows; d++)
+        for (int p = 0; p < CCT_NAB_PROFILES; p++) {
+            const CctNabResult *r = &rows[d].res[p];
+            char win[32];
+            snprintf(win, sizeof win, "%d/%d", r->detected, r->windows);
+            printf("%-22s %-20s %7.2f %9.6g %9.2f %9s %7ld %7ld %7ld\n", rows[d].name,
+                   cct_nab_profile_names[p], r->score, r->threshold, r->raw, win, r->tp, r->fp,
+                   r->fn);
+        }
+    printf("(score: 100·(raw − null)/(perfect − null); threshold optimised per profile over "
+           "the corpus, *_alerts: at 0.5 = the alerts; windows: detected/scored; TP, FP, FN: "
+           "NAB's row counts)\n");
+    return 0;
+}
+
+/* Opens a model of one KPI, its engine (one thread) and the alert settings for it: *s =
+ * base completed with the model's (model_settings). 0 or -1 (reported). */
+static int nab_open_model(AnomalyArgs *a, const CcAnomalySettings *base, const char *path,
+                          int *kpis, CcModel **m, CcEngine **e, CcAnomalySettings *s)
+{
+    char err[512];
+    if (cc_model_open_file(m, path, err, sizeof err)) {
+        fprintf(stderr, "cellcast anomaly-eval: %s\n", err);
+        return -1;
+    }
+    if ((*m)->hp.n_features != 1) {
+        fprintf(stderr, "cellcast anomaly-eval: --nab needs models of one KPI (%s has %d)\n", path,
+                (*m)->hp.n_features);
+        return -1;
+    }
+    a->as = *base;
+    if (model_settings(a, &(*m)->hp, kpis))
+        return -1;
+    *s = a->as;
+    CcEngineSettings es;
+    cc_engine_default_settings(&es);
+    es.n_threads = 1;
+    if (cc_engine_open(e, *m, &es, err, sizeof err)) {
+        fprintf(stderr, "cellcast anomaly-eval: cannot open the engine: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* cellcast with the file's own model, <model-dir>/<file name without directory and
+ * extension>.safetensors (the cell id of --probation-csv); a file without one never fires
+ * (scores 0; *missing counts them). 0 or -1 (reported). */
+static int nab_per_file(AnomalyArgs *a, const CcAnomalySettings *base, int *kpis,
+                        const CctNabFile *f, double *sc, int *missing)
+{
+    const char *stem = strrchr(f->name, '/');
+    stem = stem ? stem + 1 : f->name;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%.*s.safetensors", a->model_dir, (int)strcspn(stem, "."), stem);
+    FILE *probe = fopen(path, "rb");
+    if (!probe) {
+        fprintf(stderr, "anomaly-eval: %s: no model %s: never fires\n", f->name, path);
+        for (int i = 0; i < f->n; i++)
+            sc[i] = 0;
+        ++*missing;
+        return 0;
+    }
+    fclose(probe);
+    CcModel *m = NULL;
+    CcEngine *e = NULL;
+    CcAnomalySettings s;
+    int rc = nab_open_model(a, base, path, kpis, &m, &e, &s);
+    if (!rc && cct_nab_cellcast(e, &s, f, sc))
+        rc = -1;
+    cc_engine_close(&e);
+    cc_model_close(&m);
+    return rc;
+}
+
+static int run_nab(AnomalyArgs *a)
+{
+    int ret = 1, kpis[CC_MAX_FEATURES], missing = 0;
+    CcModel *m = NULL;
+    CcEngine *e = NULL;
+    CctNabCorpus c;
+    char err[512];
+    double *score[NAB_DETS] = {NULL};
+    CctNabSeries *ser[NAB_DETS] = {NULL};
+    NabRow rows[2 * NAB_DETS];
+    const CcAnomalySettings base = a->as;
+    CcAnomalySettings generic = base;
+    if (cct_nab_load(&c, a->nab, err, sizeof err)) {
+        fprintf(stderr, "cellcast anomaly-eval: --nab: %s\n", err);
+        return 1;
+    }
+    if (a->probation) {
+        int n = 0;
+        if (!cct_nab_write_probation(&c, a->probation_step, a->probation, &n)) {
+            fprintf(stderr, "anomaly-eval: %s: the probationary rows of %d of %d files\n",
+                    a->probation, n, c.n);
+            ret = 0;
+        }
+        goto done;
+    }
+    if (a->model && nab_open_model(a, &base, a->model, kpis, &m, &e, &generic))
+        goto done;
+    const int on[NAB_DETS] = {1, a->model != NULL, a->model_dir != NULL};
+    long n_all = 0;
+    for (int k = 0; k < c.n; k++)
+        n_all += c.f[k].n;
+    for (int d = 0; d < NAB_DETS; d++) {
+        if (!on[d])
+            continue;
+        score[d] = malloc((size_t)n_all * sizeof *score[d]);
+        ser[d] = calloc((size_t)c.n, sizeof *ser[d]);
+        if (!score[d] || !ser[d]) {
+            fprintf(stderr, "cellcast anomaly-eval: out of memory\n");
+            goto done;
+        }
+    }
+    int64_t t0 = cc_now_ns();
+    long off = 0;
+    for (int k = 0; k < c.n; k++) {
+        const CctNabFile *f = &c.f[k];
+        for (int d = 0; d < NAB_DETS; d++) {
+            if (!on[d])
+                continue;
+            double *sc = score[d] + off;
+            if (d == NAB_GAUSS)
+                cct_nab_windowed_gaussian(f->value, f->n, sc);
+            else if (d == NAB_GENERIC ? cct_nab_cellcast(e, &generic, f, sc)
+                                      : nab_per_file(a, &base, kpis, f, sc, &missing))
+                goto done;
+            ser[d][k] = (CctNabSeries){f->n, f->n_win, f->win, sc};
+            if (a->results && cct_nab_write_results(a->results, nab_det_names[d], f, sc))
+                goto done;
+        }
+        off += f->n;
+    }
+    fprintf(stderr, "anomaly-eval: NAB, %d files, %ld rows, detectors %.1f s\n", c.n, n_all,
+            (double)(cc_now_ns() - t0) * 1e-9);
+    if (missing)
+        fprintf(stderr, "anomaly-eval: %d file(s) without a model in %s (never fire)\n", missing,
+                a->model_dir);
+    int n_rows = 0;
+    for (int d = 0; d < NAB_DETS; d++)
+        for (int alerts = 0; on[d] && alerts < (d == NAB_GAUSS ? 1 : 2); alerts++) {
+            NabRow *r = &rows[n_rows++];
+            snprintf(r->name, sizeof r->name, "%s%s", nab_det_names[d], alerts ? "_alerts" : "");
+            r->det = d;
+            r->at = alerts ? 0.5 : NAN;
+        }
+    for (int r = 0; r < n_rows; r++)
+        for (int p = 0; p < CCT_NAB_PROFILES; p++) {
+            /* the scorer's perfect count is the windows it is given: all of the corpus */
+            int rc = isnan(rows[r].at)
+                         ? cct_nab_optimize(ser[rows[r].det], c.n, &c.cost[p], &rows[r].res[p])
+                         : cct_nab_score_at(ser[rows[r].det], c.n, &c.cost[p], rows[r].at,
+                                            &rows[r].res[p]);
+            if (rc) {
+                fprintf(stderr, "cellcast anomaly-eval: out of memory\n");
+                goto done;
+            }
+        }
+    /* --verbose: every file's raw score and row counts at the corpus threshold (the
+     * layout of NAB's <detector>_<profile>_scores.csv, to compare file by file) */
+    for (int r = 0; a->prep.verbose && r < n_rows; r++)
+        for (int p = 0; p < CCT_NAB_PROFILES; p++)
+            for (int k = 0; k < c.n; k++) {
+                CctNabResult fr;
+                if (cct_nab_score_at(&ser[rows[r].det][k], 1, &c.cost[p], rows[r].res[p].threshold,
+                                     &fr))
+                    goto done;
+                fprintf(stderr, "%s,%s,%s,%.9g,%.9g,%ld,%ld,%ld,%ld,%d\n", rows[r].name,
+                        cct_nab_profile_names[p], c.f[k].name, rows[r].res[p].threshold, fr.raw,
+                        fr.tp, fr.tn, fr.fp, fr.fn, c.f[k].n);
+            }
+    if (nab_print(a, &c, rows, n_rows))
+        goto done;
+    ret = 0;
+done:
+    for (int d = 0; d < NAB_DETS; d++) {
+        free(score[d]);
+        free(ser[d]);
+    }
+    cct_nab_free(&c);
+    cc_engine_close(&e);
+    cc_model_close(&m);
+    return ret;
+}
+
 /* ------------------------------------------------------------------ command */
 
 int cmd_anomaly(int argc, char **argv)
@@ -477,6 +770,8 @@ int cmd_anomaly(int argc, char **argv)
     int rc = anomaly_opts(&a, argc, argv);
     if (rc != CLI_RUN)
         return rc;
+    if (a.nab)
+        return run_nab(&a);
     int ret = 1, kpis[CC_MAX_FEATURES], budget_det, n_det;
     CcModel *m = NULL;
     CcEngine *e = NULL;
