@@ -316,6 +316,10 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
  *  for more than missing_after_s past the end of its last step. */
 void cc_anomaly_tick(const CcAnomaly *a, CcAnomalyCell *c, int64_t now_s, const CcAlertSink *sink);
 
+/** The silence (seconds past the end of a cell's last step) after which tick raises
+ *  missing: missing_after_s, or 3 steps when it is 0. */
+int64_t cc_anomaly_missing_after(const CcAnomaly *a);
+
 /** Transitions at steps ≤ step are applied but not emitted (see Replays above). */
 void cc_anomaly_cell_quiet_until(CcAnomalyCell *c, int64_t step);
 

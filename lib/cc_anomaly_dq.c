@@ -171,12 +171,17 @@ void cc_dq_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const flo
             kpi_dq_update(a, c, f, step, values[f], all_zero_now, sink);
 }
 
+int64_t cc_anomaly_missing_after(const CcAnomaly *a)
+{
+    return a->s.missing_after_s > 0 ? a->s.missing_after_s : 3 * a->s.step_seconds;
+}
+
 void cc_anomaly_tick(const CcAnomaly *a, CcAnomalyCell *c, int64_t now_s, const CcAlertSink *sink)
 {
     const CcAnomalySettings *s = &a->s;
     if (c->last_step < 0 || c->missing.start != NONE_STEP)
         return;
-    int64_t after = s->missing_after_s > 0 ? s->missing_after_s : 3 * s->step_seconds;
+    int64_t after = cc_anomaly_missing_after(a);
     int64_t end = (c->last_step + 1) * s->step_seconds; /* end of the last step */
     if (now_s - end <= after)
         return;
