@@ -681,32 +681,46 @@ static json_t *event_json(Ccd *d, const QEvent *e)
     return j ? j : json_null();
 }
 
+/* The `kind` and `limit` (default 100) parameters of the alert listings: 0, or the status
+ * of the problem answered. */
+static int query_kind_limit(CcdReq *r, const char **kind, long long *limit)
+{
+    const char *qs;
+    char *end;
+    *kind = ccd_query(r, "kind");
+    *limit = 100;
+    if (*kind && strcmp(*kind, "anomaly") && strcmp(*kind, "data_quality"))
+        return ccd_problem(r, 422, "bad-parameter",
+                           "kind must be anomaly or data_quality, got '%s'", *kind);
+    if ((qs = ccd_query(r, "limit"))) {
+        *limit = strtoll(qs, &end, 10);
+        if (!*qs || *end)
+            return ccd_problem(r, 400, "bad-parameter", "limit must be an integer");
+        if (*limit < 1 || *limit > 1000)
+            return ccd_problem(r, 422, "bad-parameter", "limit must be in [1, 1000], got %lld",
+                               *limit);
+    }
+    return 0;
+}
+
 /* Transitions of the history matching the filters, oldest first, after seq `after`. */
 static int list_alerts(CcdReq *r, const char *cell)
 {
     Ccd *d = r->d;
     CcdAlerts *o = d->alerts;
-    const char *state = ccd_query(r, "state"), *kind = ccd_query(r, "kind"), *qs;
+    const char *state = ccd_query(r, "state"), *kind, *qs;
     int64_t since = INT64_MIN;
-    long long limit = 100, after = 0;
+    long long limit, after = 0;
     char *end;
     if (state && strcmp(state, "firing") && strcmp(state, "resolved"))
         return ccd_problem(r, 422, "bad-parameter", "state must be firing or resolved, got '%s'",
                            state);
-    if (kind && strcmp(kind, "anomaly") && strcmp(kind, "data_quality"))
-        return ccd_problem(r, 422, "bad-parameter",
-                           "kind must be anomaly or data_quality, got '%s'", kind);
-    int rc = ccd_query_since(r, &since);
+    int rc = query_kind_limit(r, &kind, &limit);
     if (rc)
         return rc;
-    if ((qs = ccd_query(r, "limit"))) {
-        limit = strtoll(qs, &end, 10);
-        if (!*qs || *end)
-            return ccd_problem(r, 400, "bad-parameter", "limit must be an integer");
-        if (limit < 1 || limit > 1000)
-            return ccd_problem(r, 422, "bad-parameter", "limit must be in [1, 1000], got %lld",
-                               limit);
-    }
+    rc = ccd_query_since(r, &since);
+    if (rc)
+        return rc;
     if ((qs = ccd_query(r, "after"))) {
         after = strtoll(qs, &end, 10);
         if (!*qs || *end || after < 0)
@@ -826,20 +840,11 @@ static int cmp_event_id(const void *a, const void *b)
 int ccd_h_alerts_firing(CcdReq *r)
 {
     Ccd *d = r->d;
-    const char *kind = ccd_query(r, "kind"), *after = ccd_query(r, "after"), *qs;
-    long long limit = 100;
-    char *end;
-    if (kind && strcmp(kind, "anomaly") && strcmp(kind, "data_quality"))
-        return ccd_problem(r, 422, "bad-parameter",
-                           "kind must be anomaly or data_quality, got '%s'", kind);
-    if ((qs = ccd_query(r, "limit"))) {
-        limit = strtoll(qs, &end, 10);
-        if (!*qs || *end)
-            return ccd_problem(r, 400, "bad-parameter", "limit must be an integer");
-        if (limit < 1 || limit > 1000)
-            return ccd_problem(r, 422, "bad-parameter", "limit must be in [1, 1000], got %lld",
-                               limit);
-    }
+    const char *kind, *after = ccd_query(r, "after");
+    long long limit;
+    int rc = query_kind_limit(r, &kind, &limit);
+    if (rc)
+        return rc;
     /* every cell's state as of now: wait for the batch being stepped */
     FiringList l = {d, kind, {NULL, 0, 0}, 0, 0};
     ccd_cells_foreach(d->cells, collect_firing, &l);

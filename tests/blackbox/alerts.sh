@@ -237,44 +237,6 @@ if [ "$code" = 422 ] && [[ "$detail" == *"want 1..64 of"* ]] && [ "$nbad" = 1 ];
 else
     fail "65-character cell id: HTTP $code, '$detail', bad_cell_id count '$nbad'"
 fi
-# what is firing now over every cell: the stuck alerts of flat-1 and the all_zero of zero-1
-python3 - "$PORT" <<'PYEOF' && ok "GET /v1/alerts/firing: what fires now over every cell, paged" || fail "GET /v1/alerts/firing"
-import json, sys, urllib.parse, urllib.request, urllib.error
-port = sys.argv[1]
-def get(path, status=200):
-    try:
-        r = urllib.request.urlopen(f"http://127.0.0.1:{port}{path}")
-        assert status == 200, f"{path}: 200, want {status}"
-        return json.load(r)
-    except urllib.error.HTTPError as e:
-        assert e.code == status, f"{path}: {e.code}, want {status}"
-        return json.load(e)
-allf = get("/v1/alerts/firing")
-got = sorted((a["cell_id"], a["reason"], a["state"]) for a in allf["alerts"])
-assert allf["total"] == len(got) and allf["next"] is None, allf
-want_ids = sorted(a["id"] for a in allf["alerts"])
-assert [a["id"] for a in allf["alerts"]] == want_ids, "not ordered by id"
-assert [g for g in got if g[0] == "zero-1"] == [("zero-1", "all_zero", "firing")], got
-assert [g[1] for g in got if g[0] == "flat-1"] == ["stuck"] * 3, got
-assert not [g for g in got if g[1] == "missing" or g[1] == "none"], got
-act = [a["id"] for c in ("spike-1", "flat-1", "zero-1") for a in get(f"/v1/cells/{c}/alerts?active=1")["active"]]
-assert sorted(act) == [i for i in want_ids if not i.startswith("spike-L")], (act, want_ids)
-seen, after = [], ""
-while True:
-    page = get("/v1/alerts/firing?limit=1" + after)
-    assert page["total"] == len(want_ids) and len(page["alerts"]) <= 1, page
-    seen += [a["id"] for a in page["alerts"]]
-    if page["next"] is None:
-        break
-    after = "&after=" + urllib.parse.quote(page["next"])
-assert seen == want_ids, (seen, want_ids)
-dq = get("/v1/alerts/firing?kind=data_quality")
-assert dq["total"] == len(want_ids), dq
-assert get("/v1/alerts/firing?kind=anomaly")["alerts"] == []
-get("/v1/alerts/firing?limit=0", 422)
-get("/v1/alerts/firing?limit=x", 400)
-get("/v1/alerts/firing?kind=bogus", 422)
-PYEOF
 
 # the same transitions in the API (as `cell|json` lines for check_alerts)
 curl -sf "http://127.0.0.1:$PORT/v1/alerts?limit=1000" >"$TMP/api.json" || fail "GET /v1/alerts"
@@ -284,8 +246,8 @@ out=$(check_alerts "$TMP/api.txt" 0) && ok "GET /v1/alerts: $out" || fail "GET /
 cmp -s <(cut -d'|' -f2- "$TMP/topic1.txt" | python3 -c 'import json,sys; [print(json.loads(l)["id"], json.loads(l)["state"]) for l in sys.stdin]' | sort) \
        <(cut -d'|' -f2- "$TMP/api.txt" | python3 -c 'import json,sys; [print(json.loads(l)["id"], json.loads(l)["state"]) for l in sys.stdin]' | sort) &&
     ok "the API and the topic hold the same transitions" || fail "API and topic transitions differ"
-python3 - "$PORT" "$P0" <<'PYEOF' && ok "alert filters, paging, per-cell alerts and scores" || fail "alert API checks"
-import json, sys, urllib.request, urllib.error
+python3 - "$PORT" "$P0" <<'PYEOF' && ok "alert filters, paging, per-cell alerts and scores; GET /v1/alerts/firing" || fail "alert API checks"
+import json, sys, urllib.parse, urllib.request, urllib.error
 port, p0 = sys.argv[1], int(sys.argv[2])
 def get(path, status=200):
     try:
@@ -322,6 +284,33 @@ assert set(sc["cusum"]) == {"prb", "thr", "users"} and all(
 assert set(sc["profile"]) == {"prb", "thr", "users"} and all(
     v["up"] >= 0 and v["down"] >= 0 and "expected" in v for v in sc["profile"].values()), sc
 assert "scores" in get("/v1/cells/spike-1")
+# GET /v1/alerts/firing: what fires now over every cell (the stuck alerts of flat-1 and the
+# all_zero of zero-1; nothing missing), the same as the cells' ?active, paged by id
+allf = get("/v1/alerts/firing")
+got = sorted((a["cell_id"], a["reason"], a["state"]) for a in allf["alerts"])
+assert allf["total"] == len(got) and allf["next"] is None, allf
+want_ids = sorted(a["id"] for a in allf["alerts"])
+assert [a["id"] for a in allf["alerts"]] == want_ids, "not ordered by id"
+assert [g for g in got if g[0] == "zero-1"] == [("zero-1", "all_zero", "firing")], got
+assert [g[1] for g in got if g[0] == "flat-1"] == ["stuck"] * 3, got
+assert not [g for g in got if g[1] == "missing" or g[1] == "none"], got
+act = [a["id"] for c in ("spike-1", "flat-1", "zero-1") for a in get(f"/v1/cells/{c}/alerts?active=1")["active"]]
+assert sorted(act) == [i for i in want_ids if not i.startswith("spike-L")], (act, want_ids)
+seen, after = [], ""
+while True:
+    page = get("/v1/alerts/firing?limit=1" + after)
+    assert page["total"] == len(want_ids) and len(page["alerts"]) <= 1, page
+    seen += [a["id"] for a in page["alerts"]]
+    if page["next"] is None:
+        break
+    after = "&after=" + urllib.parse.quote(page["next"])
+assert seen == want_ids, (seen, want_ids)
+dq = get("/v1/alerts/firing?kind=data_quality")
+assert dq["total"] == len(want_ids), dq
+assert get("/v1/alerts/firing?kind=anomaly")["alerts"] == []
+get("/v1/alerts/firing?limit=0", 422)
+get("/v1/alerts/firing?limit=x", 400)
+get("/v1/alerts/firing?kind=bogus", 422)
 get("/v1/alerts?state=bogus", 422)
 get("/v1/alerts?limit=x", 400)
 get("/v1/cells/nope/scores", 404)
