@@ -103,7 +103,9 @@
  *     all zero, whatever the KPIs learn meanwhile; kpi.zero_normal -1 never learns.
  *   - bounds (per KPI): an observed value outside [min, max] of the KPI (when min < max).
  *   - missing (per cell): no step for more than missing_after_s seconds past the end of the
- *     last step, found by cc_anomaly_tick(now); resolved by the next observation.
+ *     last step, found by cc_anomaly_tick(now); resolved by the next observation. `now` is
+ *     the host's: cellcastd passes its data clock (the wall clock only while the data is
+ *     live, daemon/alerts.h), so that a replay of old data does not leave it firing.
  * A DQ alert fires at the first step its condition holds and resolves after
  * dq_resolve_steps consecutive steps without it. While a KPI has a DQ alert firing (its
  * own stuck/bounds, or the cell's all_zero/missing) and for dq_grace_steps after it

@@ -28,7 +28,8 @@
 # 2. External broker (cc_mockbroker outlives the daemon), snapshots on:
 #    - a snapshot mid-stream, then the spike's transitions produced, then SIGKILL; the
 #      restart restores the snapshot, replays the steps after it from Kafka and produces
-#      no transition again; the cell has every step (none lost, none twice);
+#      no transition again (the 64-character cell's too); the cell has every step (none
+#      lost, none twice);
 #    - SIGTERM, more steps produced while down, restart: again no step lost, no
 #      transition duplicated, the stream continues;
 #    - a corrupted snapshot is refused with a clear message and the daemon starts anyway.
@@ -406,19 +407,19 @@ EOF
 }
 mkcfg 1
 start_daemon "$TMP/run1.log" ready -c "$TMP/ext.yaml"
-gen 0 150 240 "spike-1 flat-1 zero-1" | kcat -b "$EXT" -P -t kpis -K '|'
+gen 0 150 240 "spike-1 flat-1 zero-1 $LONG" | kcat -b "$EXT" -P -t kpis -K '|'
 wait_last spike-1 $((P0 + 149)) 60 || fail "run1: spike-1 did not reach step 149"
 sleep 2.5 # a periodic snapshot holds steps 0..149
 mkcfg 3600 && kill -HUP "$DPID"  # no further periodic snapshot
 for _ in $(seq 50); do grep -q "snapshot.interval_s changed" "$TMP/run1.log" && break; sleep 0.1; done
-gen 150 $N 240 "spike-1 flat-1 zero-1" | kcat -b "$EXT" -P -t kpis -K '|'
+gen 150 $N 240 "spike-1 flat-1 zero-1 $LONG" | kcat -b "$EXT" -P -t kpis -K '|'
 wait_last spike-1 $LAST 60 || fail "run1: spike-1 did not reach the last step"
 sleep 1.5
 consume "$EXT" "$TMP/topic2a.txt"
 out=$(check_alerts "$TMP/topic2a.txt") && ok "run1 (before SIGKILL): $out" || fail "run1: $out"
 stop_daemon KILL
 start_daemon "$TMP/run2.log" ready -c "$TMP/ext.yaml"
-grep -q "snapshot .* restored: 3 cells" "$TMP/run2.log" && ok "SIGKILL restart: snapshot restored" || fail "run2: no snapshot restored"
+grep -q "snapshot .* restored: 4 cells" "$TMP/run2.log" && ok "SIGKILL restart: snapshot restored" || fail "run2: no snapshot restored"
 wait_last spike-1 $LAST 60 || fail "run2: spike-1 did not reach the last step again"
 sleep 2
 consume "$EXT" "$TMP/topic2b.txt"
@@ -447,9 +448,9 @@ assert c["steps"] == want and c["imputed"] == 0 and c["restarts"] == 0, f"counts
 hist_check "$LAST" && ok "SIGKILL restart: every step present once, none imputed" || fail "SIGKILL restart: history"
 stop_daemon; rc=$?
 [ $rc = 0 ] || fail "run2 SIGTERM exit $rc"
-gen $N $((N + 10)) -1 "spike-1 flat-1 zero-1" | kcat -b "$EXT" -P -t kpis -K '|'   # while down
+gen $N $((N + 10)) -1 "spike-1 flat-1 zero-1 $LONG" | kcat -b "$EXT" -P -t kpis -K '|'   # while down
 start_daemon "$TMP/run3.log" ready -c "$TMP/ext.yaml"
-grep -q "snapshot .* restored: 3 cells" "$TMP/run3.log" && ok "SIGTERM restart: snapshot restored" || fail "run3: no snapshot restored"
+grep -q "snapshot .* restored: 4 cells" "$TMP/run3.log" && ok "SIGTERM restart: snapshot restored" || fail "run3: no snapshot restored"
 wait_last spike-1 $((LAST + 10)) 60 || fail "run3: spike-1 did not reach step $((LAST + 10))"
 sleep 1.5
 hist_check $((LAST + 10)) && ok "SIGTERM restart: every step present once" || fail "SIGTERM restart: history"
