@@ -33,7 +33,8 @@
 #    - SIGTERM, more steps produced while down, restart: again no step lost, no
 #      transition duplicated, the stream continues;
 #    - a corrupted snapshot is refused with a clear message and the daemon starts anyway.
-# 3. Live data (steps ending now) that stops: a `missing` alert fires on the wall clock.
+# 3. Live data (steps ending now) that stops: a `missing` alert fires on the wall clock;
+#    a cell whose KPIs are mostly 0 (zero is normal): no all_zero once learnt, scored.
 # Exit 77 (skip) when kcat, curl or python3 is missing.
 set -u
 
@@ -66,15 +67,16 @@ cleanup() {
 trap cleanup EXIT
 
 # gen FROM TO SPIKE_AT CELLS: kcat lines `key|json` for steps [FROM, TO) of the given cells
-# (spike-*: daily pattern, ×20 at SPIKE_AT; flat-*: constant; zero-*: zeros).
+# (spike-*: daily pattern, ×20 at SPIKE_AT; flat-*: constant; zero-*: zeros; disk-*: runs
+# of 30 zero steps between bursts of 4, zero where (step + $DISK_OFF) % 34 < 30).
 gen() {
-    python3 - "$1" "$2" "$3" "$T0" "$S" $4 <<'PYEOF'
+    python3 - "$1" "$2" "$3" "$T0" "$S" "${DISK_OFF:-0}" $4 <<'PYEOF'
 import json, math, sys
-fr, to, spike, t0, S = (int(x) for x in sys.argv[1:6])
+fr, to, spike, t0, S, disk_off = (int(x) for x in sys.argv[1:7])
 for p in range(fr, to):
     t = t0 + p * S
     ph = 2 * math.pi * p / 96
-    for cell in sys.argv[6:]:
+    for cell in sys.argv[7:]:
         if cell.startswith("spike"):
             k = {"prb": 0.35 + 0.2 * math.sin(ph) + 0.03 * math.sin(p * 1.7),
                  "thr": 40000 + 20000 * math.sin(ph + 0.5) + 3000 * math.sin(p * 0.9),
@@ -82,6 +84,9 @@ for p in range(fr, to):
             if p == spike:
                 k = {n: v * 20 for n, v in k.items()}
             k = {"prb": round(k["prb"], 4), "thr": round(k["thr"]), "users": round(k["users"])}
+        elif cell.startswith("disk"):
+            on = (p + disk_off) % 34 >= 30
+            k = {"prb": 0.3 * on, "thr": 20000 * on, "users": 8 * on}
         elif cell.startswith("flat"):
             k = {"prb": 0.5, "thr": 30000, "users": 12}
         else:
@@ -466,9 +471,12 @@ msg=$(grep -o "snapshot refused: .*" "$TMP/run4.log" | head -1 | cut -c1-140)
 stop_daemon || fail "run4 SIGTERM exit $?"
 
 # ---------------------------------------------------------------- 3. live data that stops
-# 100 steps of live-1 ending at the last whole step before now; the missing-data silence is
+# 200 steps of live-1 ending at the last whole step before now; the missing-data silence is
 # set to that step's age + 20 s, so the data arrives live (within the silence) and, once it
-# stops, the wall clock passes the silence ~20 s later: one `missing` alert, firing.
+# stops, the wall clock passes the silence ~20 s later: a `missing` alert, firing.
+# Alongside, disk-1: its KPIs are 0 in 88 % of the steps (zero is normal), ending with a
+# run of 30 zeros: the all_zero rule learns it after its first 48 steps (at most the two
+# runs before alert), nothing fires at the end and the last step is scored (not held).
 NOW=$(date +%s)
 LEND=$((NOW / S * S))       # end of the last whole step
 PL=$(((LEND - S - T0) / S)) # its index for gen
@@ -490,15 +498,32 @@ demo:
   enabled: false
 EOF
 start_daemon "$TMP/live.log" ready -c "$TMP/live.yaml"
-gen $((PL - 99)) $((PL + 1)) -1 "live-1" | kcat -b "$BS" -P -t kpis -K '|' || fail "kcat produce (live)"
-wait_last live-1 $((P0 + PL)) 30 || fail "live-1 did not reach its last step"
-python3 - "$PORT" "$((P0 + PL + 1))" <<'PYEOF' && ok "live data that stops: one missing alert fires on the wall clock" || fail "live data that stops: no missing alert"
+DISK_OFF=$(((29 - PL % 34 + 34) % 34)) # the last step is the 30th zero of a run
+DISK_OFF=$DISK_OFF gen $((PL - 199)) $((PL + 1)) -1 "live-1 disk-1" | kcat -b "$BS" -P -t kpis -K '|' || fail "kcat produce (live)"
+for c in live-1 disk-1; do
+    wait_last $c $((P0 + PL)) 30 || fail "$c did not reach its last step"
+done
+sleep 1 # the cron flushes the last batch's transitions
+python3 - "$PORT" "$((P0 + PL))" <<'PYEOF' && ok "zero is normal (disk-1): all_zero only in its first 48 steps, nothing firing, last step scored" || fail "zero is normal (disk-1)"
+import json, sys, urllib.request
+port, last = sys.argv[1], int(sys.argv[2])
+get = lambda p: json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}{p}"))
+az = [a for a in get("/v1/alerts?cell=disk-1&kind=data_quality&limit=1000")["alerts"]
+      if a["reason"] == "all_zero" and a["state"] == "firing"]
+assert len(az) <= 2 and all(a["start_step"] < last - 199 + 48 for a in az), az
+now = [a for a in get("/v1/cells/disk-1/alerts?active=1")["active"] if a["kind"] == "data_quality"]
+assert now == [], now
+sc = get("/v1/cells/disk-1/scores")
+assert sc["step"] == last and all(v is not None for v in sc["z"].values()), sc
+PYEOF
+python3 - "$PORT" "$((P0 + PL + 1))" <<'PYEOF' && ok "live data that stops: a missing alert fires on the wall clock" || fail "live data that stops: no missing alert"
 import json, sys, time, urllib.request
 port, first_missing = sys.argv[1], int(sys.argv[2])
 for _ in range(120):
     a = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/alerts/firing"))["alerts"]
     mi = [x for x in a if x["reason"] == "missing"]
     if mi:
+        mi = [x for x in mi if x["cell_id"] == "live-1"]
         assert [x["id"] for x in mi] == [f"live-1:missing:{first_missing}"], mi
         assert mi[0]["severity"] == "critical" and mi[0]["state"] == "firing", mi
         sys.exit(0)
