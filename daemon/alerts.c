@@ -76,6 +76,10 @@ struct CcdAlerts {
     uint64_t trans[2][5][3][3]; /* kind, reason, state, severity */
     uint64_t produced, produce_refused;
     int tick_enabled;
+    /* the data clock (alerts.h, Missing data); under qlock */
+    int64_t data_end_s; /* newest end of an observed step over every cell, 0: none yet */
+    int64_t data_lag_s; /* wall clock minus data_end_s when data_end_s was reached */
+    int data_live;      /* the last tick judged on the wall clock (for the log) */
 };
 
 /* ---- journal -------------------------------------------------------------------------- */
@@ -274,6 +278,40 @@ static void publish_scores(Ccd *d, CcdCell *c, AlertCell *oc)
     pthread_mutex_unlock(&d->cells->pub_lock);
 }
 
+/* Any thread: the data clock sees a cell's observed step (alerts.h, Missing data). */
+static void data_clock_advance(Ccd *d, int64_t step)
+{
+    CcdAlerts *o = d->alerts;
+    int64_t end = (step + 1) * d->model->hp.step_seconds;
+    pthread_mutex_lock(&o->qlock);
+    if (end > o->data_end_s) {
+        o->data_end_s = end;
+        o->data_lag_s = (int64_t)time(NULL) - end;
+    }
+    pthread_mutex_unlock(&o->qlock);
+}
+
+/* The time missing data is judged at: the wall clock while the data is live (its newest
+ * step arrived within the missing-data silence of its end), else the data's own newest
+ * time, so that a replay of old data that ends leaves nothing missing. */
+static int64_t data_clock_now(Ccd *d)
+{
+    CcdAlerts *o = d->alerts;
+    int64_t wall = (int64_t)time(NULL);
+    pthread_mutex_lock(&o->qlock);
+    int64_t end = o->data_end_s, lag = o->data_lag_s;
+    pthread_mutex_unlock(&o->qlock);
+    int live = end > 0 && lag <= cc_anomaly_missing_after(o->an);
+    if (live != o->data_live) {
+        o->data_live = live;
+        LOG_INFO(
+            "alerts", "missing data judged on %s",
+            live ? "the wall clock (live data)"
+                 : "the data's own time (its newest step is older than the missing-data silence)");
+    }
+    return live ? wall : end;
+}
+
 void ccd_alerts_on_stepped(Ccd *d, CcdCell *c, int64_t step, const float *values, int imputed,
                            const CcForecast *fc)
 {
@@ -286,6 +324,8 @@ void ccd_alerts_on_stepped(Ccd *d, CcdCell *c, int64_t step, const float *values
     uint8_t mask[CC_MAX_FEATURES];
     const int F = d->model->hp.n_features;
     memset(mask, imputed ? 0 : 1, (size_t)F);
+    if (!imputed)
+        data_clock_advance(d, step);
     CcAlertSink sink = {o, sink_emit};
     cc_anomaly_observe(o->an, oc->ac, step, values, mask, &sink);
     cc_anomaly_set_forecast(o->an, oc->ac, fc);
@@ -430,7 +470,7 @@ void ccd_alerts_tick(Ccd *d)
                   caught_up ? "on (consumer caught up)" : "paused (backlog)");
     }
     if (o->tick_enabled) {
-        TickCtx t = {d, (int64_t)time(NULL)};
+        TickCtx t = {d, data_clock_now(d)};
         ccd_cells_foreach(d->cells, tick_cell, &t);
         ccd_alerts_flush(d);
     }
@@ -464,6 +504,8 @@ void ccd_alerts_restored(Ccd *d, CcdCell *c, const CcForecast *fc)
         cc_anomaly_cell_quiet_until(oc->ac, q);
     if (fc)
         cc_anomaly_set_forecast(d->alerts->an, oc->ac, fc);
+    if (c->last_step >= 0) /* live if the snapshot's data ended within the silence */
+        data_clock_advance(d, c->last_step);
     publish_scores(d, c, oc);
 }
 
@@ -639,32 +681,46 @@ static json_t *event_json(Ccd *d, const QEvent *e)
     return j ? j : json_null();
 }
 
+/* The `kind` and `limit` (default 100) parameters of the alert listings: 0, or the status
+ * of the problem answered. */
+static int query_kind_limit(CcdReq *r, const char **kind, long long *limit)
+{
+    const char *qs;
+    char *end;
+    *kind = ccd_query(r, "kind");
+    *limit = 100;
+    if (*kind && strcmp(*kind, "anomaly") && strcmp(*kind, "data_quality"))
+        return ccd_problem(r, 422, "bad-parameter",
+                           "kind must be anomaly or data_quality, got '%s'", *kind);
+    if ((qs = ccd_query(r, "limit"))) {
+        *limit = strtoll(qs, &end, 10);
+        if (!*qs || *end)
+            return ccd_problem(r, 400, "bad-parameter", "limit must be an integer");
+        if (*limit < 1 || *limit > 1000)
+            return ccd_problem(r, 422, "bad-parameter", "limit must be in [1, 1000], got %lld",
+                               *limit);
+    }
+    return 0;
+}
+
 /* Transitions of the history matching the filters, oldest first, after seq `after`. */
 static int list_alerts(CcdReq *r, const char *cell)
 {
     Ccd *d = r->d;
     CcdAlerts *o = d->alerts;
-    const char *state = ccd_query(r, "state"), *kind = ccd_query(r, "kind"), *qs;
+    const char *state = ccd_query(r, "state"), *kind, *qs;
     int64_t since = INT64_MIN;
-    long long limit = 100, after = 0;
+    long long limit, after = 0;
     char *end;
     if (state && strcmp(state, "firing") && strcmp(state, "resolved"))
         return ccd_problem(r, 422, "bad-parameter", "state must be firing or resolved, got '%s'",
                            state);
-    if (kind && strcmp(kind, "anomaly") && strcmp(kind, "data_quality"))
-        return ccd_problem(r, 422, "bad-parameter",
-                           "kind must be anomaly or data_quality, got '%s'", kind);
-    int rc = ccd_query_since(r, &since);
+    int rc = query_kind_limit(r, &kind, &limit);
     if (rc)
         return rc;
-    if ((qs = ccd_query(r, "limit"))) {
-        limit = strtoll(qs, &end, 10);
-        if (!*qs || *end)
-            return ccd_problem(r, 400, "bad-parameter", "limit must be an integer");
-        if (limit < 1 || limit > 1000)
-            return ccd_problem(r, 422, "bad-parameter", "limit must be in [1, 1000], got %lld",
-                               limit);
-    }
+    rc = ccd_query_since(r, &since);
+    if (rc)
+        return rc;
     if ((qs = ccd_query(r, "after"))) {
         after = strtoll(qs, &end, 10);
         if (!*qs || *end || after < 0)
@@ -697,6 +753,45 @@ static int list_alerts(CcdReq *r, const char *cell)
 
 int ccd_h_alerts(CcdReq *r) { return list_alerts(r, NULL); }
 
+/* Appends the alerts firing now in cell c (not busy) to v; kind NULL or a kind's name.
+ * 0 or -ENOMEM. */
+static int cell_active(Ccd *d, CcdCell *c, const char *kind, EvVec *v)
+{
+    AlertCell *oc = c->anomaly;
+    if (!oc)
+        return 0;
+    /* at most the anomaly, all_zero, missing, and stuck and bounds per KPI */
+    int max = 3 + 2 * oc->F;
+    CcAlertEvent *ev = malloc((size_t)max * sizeof *ev);
+    if (!ev)
+        return -ENOMEM;
+    int n = cc_anomaly_cell_active(d->alerts->an, oc->ac, ev, max), rc = 0;
+    for (int i = 0; i < n && i < max && !rc; i++) {
+        if (kind && strcmp(kind, cc_alert_kind_name(ev[i].kind)))
+            continue;
+        QEvent q;
+        q.ev = ev[i];
+        snprintf(q.cell, sizeof q.cell, "%s", c->id);
+        q.seq = 0;
+        rc = vec_push(v, &q);
+    }
+    free(ev);
+    return rc;
+}
+
+/* The JSON array of v's events (cell ids from their copies, no seq), from index i0. */
+static json_t *active_json(Ccd *d, EvVec *v, size_t i0, size_t n)
+{
+    json_t *arr = json_array();
+    for (size_t i = i0; i < i0 + n && i < v->n; i++) {
+        v->v[i].ev.cell_id = v->v[i].cell;
+        json_t *j = event_json(d, &v->v[i]);
+        json_object_del(j, "seq");
+        json_array_append_new(arr, j);
+    }
+    return arr;
+}
+
 int ccd_h_cell_alerts(CcdReq *r)
 {
     Ccd *d = r->d;
@@ -709,21 +804,67 @@ int ccd_h_cell_alerts(CcdReq *r)
     /* ?active: the alerts firing now, from the cell's state (waits if it is being stepped) */
     if (c->busy)
         return CCD_DEFER;
-    AlertCell *oc = c->anomaly;
-    CcAlertEvent ev[16];
-    int n = oc ? cc_anomaly_cell_active(d->alerts->an, oc->ac, ev, 16) : 0;
-    json_t *arr = json_array();
-    for (int i = 0; i < n && i < 16; i++) {
-        QEvent q;
-        q.ev = ev[i];
-        snprintf(q.cell, sizeof q.cell, "%s", c->id);
-        q.ev.cell_id = q.cell;
-        q.seq = 0;
-        json_t *j = event_json(d, &q);
-        json_object_del(j, "seq");
-        json_array_append_new(arr, j);
+    EvVec v = {NULL, 0, 0};
+    if (cell_active(d, c, NULL, &v)) {
+        free(v.v);
+        return ccd_problem(r, 500, "internal", "out of memory");
     }
+    json_t *arr = active_json(d, &v, 0, v.n);
+    free(v.v);
     return ccd_json(r, 200, json_pack("{s:s, s:o}", "cell", c->id, "active", arr));
+}
+
+typedef struct FiringList {
+    Ccd *d;
+    const char *kind;
+    EvVec v;
+    int busy, oom;
+} FiringList;
+
+static void collect_firing(void *cookie, CcdCell *c)
+{
+    FiringList *l = cookie;
+    if (!c->anomaly || l->busy || l->oom)
+        return;
+    if (c->busy)
+        l->busy = 1;
+    else if (cell_active(l->d, c, l->kind, &l->v))
+        l->oom = 1;
+}
+
+static int cmp_event_id(const void *a, const void *b)
+{
+    return strcmp(((const QEvent *)a)->ev.id, ((const QEvent *)b)->ev.id);
+}
+
+int ccd_h_alerts_firing(CcdReq *r)
+{
+    Ccd *d = r->d;
+    const char *kind, *after = ccd_query(r, "after");
+    long long limit;
+    int rc = query_kind_limit(r, &kind, &limit);
+    if (rc)
+        return rc;
+    /* every cell's state as of now: wait for the batch being stepped */
+    FiringList l = {d, kind, {NULL, 0, 0}, 0, 0};
+    ccd_cells_foreach(d->cells, collect_firing, &l);
+    if (l.busy || l.oom) {
+        free(l.v.v);
+        return l.busy ? CCD_DEFER : ccd_problem(r, 500, "internal", "out of memory");
+    }
+    /* ordered by alert id, so that `after` (the previous page's last id) pages stably */
+    if (l.v.n)
+        qsort(l.v.v, l.v.n, sizeof *l.v.v, cmp_event_id);
+    size_t i0 = 0;
+    while (after && i0 < l.v.n && strcmp(l.v.v[i0].ev.id, after) <= 0)
+        i0++;
+    size_t n = l.v.n - i0 < (size_t)limit ? l.v.n - i0 : (size_t)limit;
+    json_t *arr = active_json(d, &l.v, i0, n);
+    json_t *next = i0 + n < l.v.n ? json_string(l.v.v[i0 + n - 1].ev.id) : json_null();
+    free(l.v.v);
+    return ccd_json(
+        r, 200,
+        json_pack("{s:o, s:I, s:o}", "alerts", arr, "total", (json_int_t)l.v.n, "next", next));
 }
 
 int ccd_h_cell_scores(CcdReq *r)

@@ -17,6 +17,17 @@
  * cell's anomaly state created or restored at start gets cc_anomaly_cell_quiet_until(its
  * journal step): replayed steps recompute the same transitions (ids are pure functions of
  * the data) and update the state without producing them again.
+ *
+ * Missing data is judged on the data's own time. The data clock is the newest end of an
+ * observed step over every cell (imputed steps excluded; restored cells included), with
+ * the wall-clock lag it had when it was reached. While that lag is within the missing-data
+ * silence (alerts.missing_after_s, 0 = 3 steps) the data is live and a cell is missing when
+ * the wall clock passes the end of its last step by that silence: a feed that stops is
+ * found. Otherwise (history replayed with its original, older timestamps; data delivered
+ * later than the silence) a cell is missing only when the data clock passes it, i.e. while
+ * other cells' data goes on without it: a replay that ends leaves nothing firing, and a
+ * missing alert it raised is resolved by the cell's next step as always. One clock for
+ * all cells: cells replayed far behind live ones are missing (they are, in live time).
  */
 #ifndef CCD_ALERTS_H
 #define CCD_ALERTS_H
@@ -50,8 +61,8 @@ void ccd_alerts_on_stepped(Ccd *d, CcdCell *c, int64_t step, const float *values
  *  refused ones first, in order). */
 void ccd_alerts_flush(Ccd *d);
 
-/** Once per second from the cron: missing-data checks (only once the consumer has caught
- *  up: a backlog looks like silence), then flush. */
+/** Once per second from the cron: missing-data checks on the data clock (above; only once
+ *  the consumer has caught up: a backlog looks like silence), then flush. */
 void ccd_alerts_tick(Ccd *d);
 
 /** At shutdown, after the last flush: gives the producer a moment for refused transitions
@@ -88,8 +99,9 @@ void ccd_alerts_stats(Ccd *d, CcdAlertsStats *st);
 void ccd_alerts_cell_json(Ccd *d, CcdCell *c, json_t *o);
 
 /* HTTP handlers (routes in api.c). */
-int ccd_h_alerts(CcdReq *r);      ///< GET /v1/alerts[?state=&since=&cell=&kind=&after=&limit=]
-int ccd_h_cell_alerts(CcdReq *r); ///< GET /v1/cells/{id}/alerts
-int ccd_h_cell_scores(CcdReq *r); ///< GET /v1/cells/{id}/scores
+int ccd_h_alerts(CcdReq *r);        ///< GET /v1/alerts[?state=&since=&cell=&kind=&after=&limit=]
+int ccd_h_alerts_firing(CcdReq *r); ///< GET /v1/alerts/firing[?kind=&after=&limit=]
+int ccd_h_cell_alerts(CcdReq *r);   ///< GET /v1/cells/{id}/alerts
+int ccd_h_cell_scores(CcdReq *r);   ///< GET /v1/cells/{id}/scores
 
 #endif

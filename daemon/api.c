@@ -247,7 +247,8 @@ int ccd_find_cell(CcdReq *r, CcdCell **out)
 {
     if (!cc_kpi_valid_cell_id(r->id, strlen(r->id)))
         return -ccd_problem(r, 400, "bad-cell-id",
-                            "'%s' is not a valid cell id (1..64 of [A-Za-z0-9._:/-])", r->id);
+                            "'%s' is not a valid cell id (1..%d of [A-Za-z0-9._:/-])", r->id,
+                            CC_KPI_CELL_ID_MAX);
     *out = ccd_cells_get(r->d->cells, r->id);
     if (!*out)
         return -ccd_problem(r, 404, "cell-not-found", "no cell '%s' on this daemon", r->id);
@@ -1195,6 +1196,7 @@ const CcdRoute ccd_routes[] = {
     {"/v1/cells/{id}/attention", EVHTTP_REQ_GET, h_attention, "the last step's attention"},
     {"/v1/kpis", EVHTTP_REQ_POST, h_post_kpis, "KPI messages without Kafka"},
     {"/v1/alerts", EVHTTP_REQ_GET, ccd_h_alerts, "alert transitions, paged"},
+    {"/v1/alerts/firing", EVHTTP_REQ_GET, ccd_h_alerts_firing, "alerts firing now, all cells, paged"},
     {"/v1/cells/{id}/alerts", EVHTTP_REQ_GET, ccd_h_cell_alerts, "the cell's alert transitions"},
     {"/v1/cells/{id}/scores", EVHTTP_REQ_GET, ccd_h_cell_scores, "the cell's anomaly scores"},
     {"/v1/admin/reload", EVHTTP_REQ_POST, ccd_h_admin_reload, "reload model and config (token)"},

@@ -128,7 +128,7 @@ static float *lag_claim(CcAnomalyCell *c, int64_t target)
 int cc_anomaly_cell_open(CcAnomalyCell **out, const CcAnomaly *a, const char *cell_id)
 {
     *out = NULL;
-    if (!cell_id || strlen(cell_id) >= CC_ANOMALY_CELL_ID_MAX)
+    if (!cell_id || strlen(cell_id) > CC_ANOMALY_CELL_ID_MAX)
         return -EINVAL;
     CcAnomalyCell *c = calloc(1, sizeof *c);
     if (!c)

@@ -88,10 +88,24 @@
  *     night, then learnt as normal (a genuine stuck episode likewise raises the bar for the
  *     next one until it decays).
  *     Not raised while the whole cell is zero (that is all_zero).
- *   - all_zero (per cell): every enabled KPI exactly 0 for ≥ zero_steps consecutive steps.
+ *   - all_zero (per cell): every observed KPI exactly 0 for ≥ zero_steps consecutive steps,
+ *     and at least one of them a KPI where zero is not normal. Zero is normal for a KPI
+ *     that says so (kpi.zero_normal 1), or, learnt (kpi.zero_normal 0, the default), for a
+ *     KPI that was exactly 0 in ≥ zero_normal_rate of its recent observed steps: its zero
+ *     share, a plain mean over its first stuck_memory_steps observed steps then an
+ *     exponential average with that time constant, trusted after 48 steps. A disk-write
+ *     or night-time KPI that sits at 0 most of the time is then not an outage (nor are its
+ *     zeros held from anomaly scoring), while a KPI that is never 0 still raises all_zero
+ *     at the first outage: it takes an outage of ≈ zero_normal_rate × stuck_memory_steps
+ *     steps (200 by default) to teach a never-zero KPI that zero is normal, and that
+ *     decays again. Where zero is normal, an outage is left to the anomaly rules (the
+ *     forecast expects traffic). An all_zero alert firing stays firing while the cell is
+ *     all zero, whatever the KPIs learn meanwhile; kpi.zero_normal -1 never learns.
  *   - bounds (per KPI): an observed value outside [min, max] of the KPI (when min < max).
  *   - missing (per cell): no step for more than missing_after_s seconds past the end of the
- *     last step, found by cc_anomaly_tick(now); resolved by the next observation.
+ *     last step, found by cc_anomaly_tick(now); resolved by the next observation. `now` is
+ *     the host's: cellcastd passes its data clock (the wall clock only while the data is
+ *     live, daemon/alerts.h), so that a replay of old data does not leave it firing.
  * A DQ alert fires at the first step its condition holds and resolves after
  * dq_resolve_steps consecutive steps without it. While a KPI has a DQ alert firing (its
  * own stuck/bounds, or the cell's all_zero/missing) and for dq_grace_steps after it
@@ -121,11 +135,14 @@
 
 #include "cc_common.h"
 #include "cc_engine.h"
+#include "cc_kpi.h"
 #include "cc_model.h"
 
 #define CC_ALERT_MAX_ATTR 8
 #define CC_ALERT_ID_MAX 160
-#define CC_ANOMALY_CELL_ID_MAX 64
+/* Longest cell id in characters: the one limit of ingest, the scorer, snapshots and the
+ * schemas (kpi/alert.schema.json, openapi.yaml). */
+#define CC_ANOMALY_CELL_ID_MAX CC_KPI_CELL_ID_MAX
 #define CC_ANOMALY_MAX_WINDOW 64
 #define CC_ANOMALY_MAX_LAG 256
 
@@ -148,6 +165,8 @@ typedef struct CcAnomalyKpi {
     double sd_floor; ///< absolute sd floor in the KPI's units (default 0)
     double min, max; ///< physical bounds, checked when min < max (default 0, 0: none)
     int stuck_steps; ///< 0 = the deployment's; -1 = never stuck (default 0)
+    int zero_normal; ///< all_zero: 0 learnt from the KPI's zero share (zero_normal_rate),
+                     ///< 1 zero is always normal, -1 never (default 0)
 } CcAnomalyKpi;
 
 typedef struct CcAnomalySettings {
@@ -172,6 +191,9 @@ typedef struct CcAnomalySettings {
                                   ///< (default 2)
     int stuck_memory_steps;       ///< time constant of that longest run, steps (default 2000)
     int zero_steps;               ///< all-zero consecutive steps for all_zero (default 6)
+    double zero_normal_rate;      ///< a KPI zero in at least this share of its recent steps
+                                  ///< is one where zero is normal; 0 = never learnt
+                                  ///< (default 0.1)
     int64_t missing_after_s;      ///< silence before a missing-data alert; 0 = 3 steps (default 0)
     int dq_resolve_steps;         ///< clear steps to resolve a DQ alert (default 3)
     int dq_grace_steps;           ///< steps a KPI stays unscored after its DQ alert (default 16)
@@ -257,7 +279,8 @@ void cc_anomaly_close(CcAnomaly **a);
 int cc_anomaly_set_settings(CcAnomaly *a, const CcAnomalySettings *s, char *err, size_t errlen);
 const CcAnomalySettings *cc_anomaly_settings(const CcAnomaly *a);
 
-/** Opens a cell's state; the id (≤ 63 bytes) goes into alert ids. 0, -EINVAL, -ENOMEM. */
+/** Opens a cell's state; the id (≤ CC_ANOMALY_CELL_ID_MAX bytes) goes into alert ids. 0, -EINVAL,
+ * -ENOMEM. */
 int cc_anomaly_cell_open(CcAnomalyCell **out, const CcAnomaly *a, const char *cell_id);
 void cc_anomaly_cell_close(CcAnomalyCell **c);
 const char *cc_anomaly_cell_id(const CcAnomalyCell *c);
@@ -295,6 +318,10 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
  *  for more than missing_after_s past the end of its last step. */
 void cc_anomaly_tick(const CcAnomaly *a, CcAnomalyCell *c, int64_t now_s, const CcAlertSink *sink);
 
+/** The silence (seconds past the end of a cell's last step) after which tick raises
+ *  missing: missing_after_s, or 3 steps when it is 0. */
+int64_t cc_anomaly_missing_after(const CcAnomaly *a);
+
 /** Transitions at steps ≤ step are applied but not emitted (see Replays above). */
 void cc_anomaly_cell_quiet_until(CcAnomalyCell *c, int64_t step);
 
@@ -317,11 +344,11 @@ void cc_anomaly_cell_stats(const CcAnomalyCell *c, CcAnomalyCellStats *out);
 /**
  * State serialisation for snapshots (a versioned little-endian byte string; the cell id is
  * included). save: with buf NULL returns the size needed; else writes and returns the size,
- * or -ENOSPC if cap is too small; it writes version 4. load: replaces c's state; -EINVAL
- * with a message if the bytes are malformed, of a version other than 1 to 4, or for
+ * or -ENOSPC if cap is too small; it writes version 5. load: replaces c's state; -EINVAL
+ * with a message if the bytes are malformed, of a version other than 1 to 5, or for
  * another F; -ENOMEM (c unchanged). Older versions lack what later rules keep, which then
  * starts afresh: version 1 the lag calibration (it warms up again), 1 and 2 the CUSUM sums
- * (0), 1 to 3 the seasonal profile (empty).
+ * (0), 1 to 3 the seasonal profile (empty), 1 to 4 the zero shares (0: learnt again).
  */
 long cc_anomaly_cell_save(const CcAnomalyCell *c, uint8_t *buf, size_t cap);
 int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char *err,
@@ -356,7 +383,8 @@ const CcAnomalyKey *cc_anomaly_keys(int *n);
 /**
  * Sets one setting from text: a deployment-wide key of cc_anomaly_keys() ("warn_z"), or a
  * per-KPI key "kpis.<kpi name>.<field>" with field enabled (true/false/1/0), direction
- * (both/up/down), warn_z, crit_z, sd_floor, min, max, stuck_steps; KPI names resolved with
+ * (both/up/down), warn_z, crit_z, sd_floor, min, max, stuck_steps, zero_normal
+ * (auto/true/false); KPI names resolved with
  * hp (the model). Values are range-checked; cross-field rules are checked by
  * cc_anomaly_validate once all keys are set. 0, -ENOENT (unknown key or KPI), -EINVAL
  * (bad value), message in err naming the key.

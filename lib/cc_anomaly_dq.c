@@ -73,22 +73,47 @@ static void missing_resolve(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
             sink);
 }
 
-/* all_zero: every observed KPI exactly 0 for zero_steps steps. Returns 1 when this step is
- * all zero (stuck is not raised then). */
+/* Zero is normal for KPI f: said so, or learnt from its zero share (cc_anomaly.h, all_zero).
+ * The share needs LAGCAL_MIN_N updates before it is trusted. */
+static int zero_normal(const CcAnomalySettings *s, const KpiState *k, int f)
+{
+    int o = s->kpi[f].zero_normal;
+    if (o)
+        return o > 0;
+    return s->zero_normal_rate > 0 && k->zero_n >= LAGCAL_MIN_N &&
+           k->zero_rate >= s->zero_normal_rate;
+}
+
+/* The zero share of KPI k with an observed value v: a plain mean over the first
+ * stuck_memory_steps updates, then exponential with that time constant. */
+static void zero_rate_update(const CcAnomalySettings *s, KpiState *k, float v)
+{
+    if (k->zero_n < s->stuck_memory_steps)
+        k->zero_n++;
+    k->zero_rate += ((float)(v == 0.0f) - k->zero_rate) / (float)k->zero_n;
+}
+
+/* all_zero: every observed KPI exactly 0 for zero_steps steps, one of them a KPI where zero
+ * is not normal. Returns 1 when this step is all zero (stuck is not raised then). */
 static int all_zero_update(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const float *values,
                            const uint8_t *mask, const CcAlertSink *sink)
 {
-    int n_obs = 0, n_zero = 0;
+    int n_obs = 0, n_zero = 0, outage = 0;
     for (int f = 0; f < c->F; f++) {
         if (!kpi_observed(values, mask, f))
             continue;
         n_obs++;
         n_zero += values[f] == 0.0f;
+        /* judged on what the KPI knew before this step, then learnt */
+        outage |= !zero_normal(&a->s, &c->k[f], f);
+        zero_rate_update(&a->s, &c->k[f], values[f]);
     }
     int all_zero_now = n_obs > 0 && n_zero == n_obs;
     c->zero_run = all_zero_now ? c->zero_run + 1 : 0;
-    dq_update(a, c, &c->zero, c->zero_run >= a->s.zero_steps, CC_DQ_ALL_ZERO, -1, step,
-              step - c->zero_run + 1, CC_SEV_CRITICAL, NULL, sink);
+    /* a firing all_zero stays firing while the cell is all zero (only data clears it) */
+    int cond = c->zero_run >= a->s.zero_steps && (outage || c->zero.start != NONE_STEP);
+    dq_update(a, c, &c->zero, cond, CC_DQ_ALL_ZERO, -1, step, step - c->zero_run + 1,
+              CC_SEV_CRITICAL, NULL, sink);
     return all_zero_now;
 }
 
@@ -146,12 +171,17 @@ void cc_dq_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const flo
             kpi_dq_update(a, c, f, step, values[f], all_zero_now, sink);
 }
 
+int64_t cc_anomaly_missing_after(const CcAnomaly *a)
+{
+    return a->s.missing_after_s > 0 ? a->s.missing_after_s : 3 * a->s.step_seconds;
+}
+
 void cc_anomaly_tick(const CcAnomaly *a, CcAnomalyCell *c, int64_t now_s, const CcAlertSink *sink)
 {
     const CcAnomalySettings *s = &a->s;
     if (c->last_step < 0 || c->missing.start != NONE_STEP)
         return;
-    int64_t after = s->missing_after_s > 0 ? s->missing_after_s : 3 * s->step_seconds;
+    int64_t after = cc_anomaly_missing_after(a);
     int64_t end = (c->last_step + 1) * s->step_seconds; /* end of the last step */
     if (now_s - end <= after)
         return;

@@ -63,6 +63,8 @@ typedef struct KpiState {
     float run_max;         ///< longest recent run of equal values (decaying)
     int32_t run;           ///< consecutive observed steps equal to last_val
     int32_t has_last;
+    float zero_rate; ///< share of observed steps exactly 0 (all_zero's "zero is normal")
+    int32_t zero_n;  ///< its updates (saturate at stuck_memory_steps)
     Episode stuck, bounds;
 } KpiState;
 
@@ -71,7 +73,7 @@ struct CcAnomaly {
 };
 
 struct CcAnomalyCell {
-    char id[CC_ANOMALY_CELL_ID_MAX];
+    char id[CC_ANOMALY_CELL_ID_MAX + 1];
     int F;
     int64_t last_step;             ///< last observed step, -1 none
     int64_t exp_step;              ///< step the expectation is for, NONE_STEP none

@@ -34,6 +34,7 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     s->stuck_memory_steps = 2000;
     s->change_rate_steps = 200;
     s->zero_steps = 6;
+    s->zero_normal_rate = 0.1;
     s->missing_after_s = 0;
     s->dq_resolve_steps = 3;
     s->dq_grace_steps = 16;
@@ -65,6 +66,8 @@ static int validate_kpi(const CcAnomalySettings *s, int f, char *err, size_t err
         return cc_errf(err, errlen, -EINVAL, "anomaly: kpi %d: direction must be -1, 0, 1", f);
     if (!(k->sd_floor >= 0) || isnan(k->min) || isnan(k->max))
         return cc_errf(err, errlen, -EINVAL, "anomaly: kpi %d: bad sd_floor or bounds", f);
+    if (k->zero_normal < -1 || k->zero_normal > 1)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: kpi %d: zero_normal must be -1, 0, 1", f);
     if (k->stuck_steps < -1 || k->stuck_steps == 1)
         return cc_errf(err, errlen, -EINVAL, "anomaly: kpi %d: stuck_steps must be -1, 0 or ≥ 2",
                        f);
@@ -131,6 +134,8 @@ int cc_anomaly_validate(const CcAnomalySettings *s, char *err, size_t errlen)
     if (!(s->stuck_run_factor >= 0) || s->stuck_memory_steps < 1)
         return cc_errf(err, errlen, -EINVAL,
                        "anomaly: need stuck_run_factor ≥ 0 and stuck_memory_steps ≥ 1");
+    if (!(s->zero_normal_rate >= 0 && s->zero_normal_rate <= 1))
+        return cc_errf(err, errlen, -EINVAL, "anomaly: zero_normal_rate must be in [0, 1]");
     if (s->missing_after_s < 0)
         return cc_errf(err, errlen, -EINVAL, "anomaly: missing_after_s must be ≥ 0");
     if (!(s->cusum_k >= 0 && s->cusum_k <= 1e6) || !(s->cusum_h >= 0 && s->cusum_h <= 1e6))
@@ -206,6 +211,9 @@ static const CcAnomalyKey anomaly_keys[] = {
        "time constant of the longest recent run, steps (default 2000)"),
     AK(zero_steps, CC_AKEY_INT, 1, 1000000,
        "steps of all KPIs exactly 0 for an all_zero alert (default 6)"),
+    AK(zero_normal_rate, CC_AKEY_DOUBLE, 0, 1,
+       "a KPI exactly 0 in at least this share of its recent steps is one where zero is normal "
+       "(no all_zero alert for it); 0 = never learnt (default 0.1)"),
     AK(missing_after_s, CC_AKEY_INT64, 0, 1e12,
        "seconds without a step for a missing alert; 0 = 3 steps (default 0)"),
     AK(dq_resolve_steps, CC_AKEY_INT, 1, 1000000,
@@ -258,6 +266,14 @@ static int kpi_field_set(CcAnomalyKpi *k, const char *key, const char *field, co
         k->enabled = b;
         return 0;
     }
+    if (!strcmp(field, "zero_normal")) {
+        int b = !strcmp(value, "auto") ? 2 : parse_bool(value);
+        if (b < 0)
+            return cc_errf(err, errlen, -EINVAL, "alerts.%s: '%s' is not auto, true or false", key,
+                           value);
+        k->zero_normal = b == 2 ? 0 : b ? 1 : -1;
+        return 0;
+    }
     if (!strcmp(field, "direction")) {
         int d = parse_direction(value);
         if (d < -1)
@@ -275,7 +291,7 @@ static int kpi_field_set(CcAnomalyKpi *k, const char *key, const char *field, co
     if (!dst && strcmp(field, "stuck_steps"))
         return cc_errf(err, errlen, -ENOENT,
                        "alerts.%s: unknown field '%s' (enabled, direction, warn_z, crit_z, "
-                       "sd_floor, min, max, stuck_steps)",
+                       "sd_floor, min, max, stuck_steps, zero_normal)",
                        key, field);
     if (parse_double(value, &v))
         return cc_errf(err, errlen, -EINVAL, "alerts.%s: '%s' is not a number", key, value);

@@ -16,8 +16,11 @@
  * the rule then starts from its initial state:
  *   2: + the lag calibration per KPI (it warms up again);
  *   3: + the CUSUM sums per KPI and of the peak's attribution (0);
- *   4: + the seasonal profile: per KPI sums and scale, the bins (empty). */
-#define STATE_VERSION 4u
+ *   4: + the seasonal profile: per KPI sums and scale, the bins (empty);
+ *   5: the cell id in CC_ANOMALY_CELL_ID_MAX + 1 bytes (was 64: ids of 63 characters at
+ *      most), + the zero share per KPI (0: zero is not normal until learnt again). */
+#define STATE_VERSION 5u
+#define V4_ID_BYTES 64
 #define MAX_PROFILE_BINS 288 /* profile_bin_s ≥ 300 */
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "state format is little-endian");
@@ -70,9 +73,10 @@ static void io_ep(Io *io, Episode *e)
 /* The cell-wide fields of version 1. */
 static void io_cell(Io *io, CcAnomalyCell *c)
 {
-    io_bytes(io, c->id, sizeof c->id);
+    size_t idn = io->ver >= 5 ? sizeof c->id : V4_ID_BYTES;
+    io_bytes(io, c->id, idn);
     if (io->r)
-        c->id[sizeof c->id - 1] = 0;
+        c->id[idn - 1] = 0;
     IO(io, c->last_step);
     IO(io, c->exp_step);
     IO(io, c->score_step);
@@ -183,7 +187,14 @@ static int io_record(Io *io, CcAnomalyCell *c)
         IO(io, c->peak[i].profile);
         IO(io, c->peak[i].profile_expected);
     }
-    return io_profile(io, c);
+    rc = io_profile(io, c);
+    if (rc)
+        return rc;
+    for (int f = 0; f < c->F && io->ver >= 5; f++) {
+        IO(io, c->k[f].zero_rate);
+        IO(io, c->k[f].zero_n);
+    }
+    return 0;
 }
 
 long cc_anomaly_cell_save(const CcAnomalyCell *c, uint8_t *buf, size_t cap)
@@ -211,6 +222,8 @@ static int record_valid(const CcAnomalyCell *t)
             k->n1 < 0 || k->nl < 0)
             return 0;
         if (!(k->cu_pos >= 0 && k->cu_neg >= 0 && isfinite(k->cu_pos) && isfinite(k->cu_neg)))
+            return 0;
+        if (!(k->zero_rate >= 0 && k->zero_rate <= 1) || k->zero_n < 0)
             return 0;
         if (!(k->pr_pos >= 0 && k->pr_neg >= 0 && k->pr_abs >= 0 && isfinite(k->pr_pos) &&
               isfinite(k->pr_neg) && isfinite(k->pr_abs)) ||

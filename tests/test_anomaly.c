@@ -571,6 +571,129 @@ static void test_all_zero_series(void **state)
     fx_close(&fx);
 }
 
+/* A disk-write-like KPI: bursts of 4 non-zero steps between runs of 30 zeros (zero in 88 %
+ * of the steps); the expectation follows it, so nothing is an anomaly. */
+static float disk_value(int64_t t) { return t % 34 < 30 ? 0.0f : (float)(1000 + 50 * (t % 34)); }
+
+/* n steps of disk_value on a 1-KPI cell from step t0 with its expectation set; returns the
+ * number of steps that were scored. */
+static int run_disk(Fixture *fx, int64_t t0, int n)
+{
+    CcAnomalyCellStats st0, st1;
+    cc_anomaly_cell_stats(fx->c, &st0);
+    for (int64_t t = t0; t < t0 + n; t++) {
+        double mean = disk_value(t), sd = 100;
+        float x = disk_value(t);
+        cc_anomaly_set_expect(fx->a, fx->c, t, &mean, &sd, NULL);
+        assert_int_equal(cc_anomaly_observe(fx->a, fx->c, t, &x, NULL, &fx->sink), 0);
+    }
+    cc_anomaly_cell_stats(fx->c, &st1);
+    return (int)(st1.scored - st0.scored);
+}
+
+static void test_zero_normal(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    s.warmup_steps = 0;
+    Fixture fx;
+    /* learnt (the default): the runs of the first 48 steps alert (the share is not trusted
+     * yet: two runs), then zero is normal: no more all_zero alerts, every step scored */
+    fx_open(&fx, &s, "disk");
+    run_disk(&fx, 0, 340);
+    assert_int_equal(count(&fx.rec, CC_ALERT_DATA_QUALITY, CC_DQ_ALL_ZERO, CC_ALERT_FIRING), 2);
+    fx.rec.n = 0;
+    assert_int_equal(run_disk(&fx, 340, 3400), 3400);
+    assert_int_equal(fx.rec.n, 0);
+    fx_reload(&fx, "disk"); /* the share is kept in the state */
+    assert_int_equal(run_disk(&fx, 3740, 340), 340);
+    assert_int_equal(fx.rec.n, 0);
+    fx_close(&fx);
+    /* the same series without learning: an alert per run, and scoring held */
+    s.zero_normal_rate = 0;
+    fx_open(&fx, &s, "disk");
+    assert_true(run_disk(&fx, 0, 3740) < 3740 / 2);
+    assert_true(count(&fx.rec, CC_ALERT_DATA_QUALITY, CC_DQ_ALL_ZERO, CC_ALERT_FIRING) >= 100);
+    fx_close(&fx);
+    /* said so: no alert from the first step */
+    s.kpi[0].zero_normal = 1;
+    fx_open(&fx, &s, "disk");
+    assert_int_equal(run_disk(&fx, 0, 340), 340);
+    assert_int_equal(fx.rec.n, 0);
+    fx_close(&fx);
+    /* never: learning on, still an alert per run */
+    s.zero_normal_rate = 0.1;
+    s.kpi[0].zero_normal = -1;
+    fx_open(&fx, &s, "disk");
+    run_disk(&fx, 0, 3740);
+    assert_true(count(&fx.rec, CC_ALERT_DATA_QUALITY, CC_DQ_ALL_ZERO, CC_ALERT_FIRING) >= 100);
+    fx_close(&fx);
+}
+
+/* Real outages of a cell where one KPI is often zero (the others never): still all_zero,
+ * and a second outage soon after a first one (which the shares partly learnt) too. */
+static void test_zero_outage_still_alerted(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    base_settings(&s, 3);
+    Fixture fx;
+    fx_open(&fx, &s, "cell");
+    int64_t t = 0;
+    for (int outage = 0; outage < 2; outage++) {
+        int64_t end = t + 1000;
+        for (; t < end; t++) {
+            float x[3] = {disk_value(t), (float)normal_value(1, t), (float)normal_value(2, t)};
+            assert_int_equal(cc_anomaly_observe(fx.a, fx.c, t, x, NULL, &fx.sink), 0);
+        }
+        for (end = t + 100; t < end; t++) {
+            float x[3] = {0, 0, 0};
+            assert_int_equal(cc_anomaly_observe(fx.a, fx.c, t, x, NULL, &fx.sink), 0);
+        }
+        assert_int_equal(count(&fx.rec, CC_ALERT_DATA_QUALITY, CC_DQ_ALL_ZERO, CC_ALERT_FIRING),
+                         outage + 1);
+    }
+    fx_close(&fx);
+}
+
+/* Cell ids: exactly CC_ANOMALY_CELL_ID_MAX characters (ingest's limit) scored, kept by the
+ * state and whole in alert ids; one more refused. */
+static void test_cell_id_limit(void **state)
+{
+    (void)state;
+    assert_int_equal(CC_ANOMALY_CELL_ID_MAX, CC_KPI_CELL_ID_MAX);
+    char id[CC_ANOMALY_CELL_ID_MAX + 2];
+    memset(id, 'a', sizeof id - 1);
+    id[sizeof id - 1] = 0; /* one too long */
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    s.warmup_steps = 0;
+    Fixture fx;
+    fx_open(&fx, &s, "x");
+    CcAnomalyCell *c = NULL;
+    assert_int_equal(cc_anomaly_cell_open(&c, fx.a, id), -EINVAL);
+    assert_null(c);
+    fx_close(&fx);
+    id[CC_ANOMALY_CELL_ID_MAX] = 0;
+    fx_open(&fx, &s, id);
+    fx_reload(&fx, id);
+    assert_string_equal(cc_anomaly_cell_id(fx.c), id);
+    for (int64_t t = 0; t < 100; t++)
+        step_z(&fx, t, t == 50 || t == 51 ? 20.0 : 0.0);
+    assert_int_equal(count(&fx.rec, CC_ALERT_ANOMALY, CC_DQ_NONE, CC_ALERT_FIRING), 1);
+    char want[CC_ALERT_ID_MAX];
+    snprintf(want, sizeof want, "%s:anomaly:50", id);
+    assert_string_equal(fx.rec.ev[0].id, want);
+    assert_string_equal(fx.rec.ev[0].cell_id, id);
+    char js[4096];
+    assert_true(cc_alert_event_json(&fx.rec.ev[0], NULL, js, sizeof js) > 0);
+    char cell_json[CC_ANOMALY_CELL_ID_MAX + 16];
+    snprintf(cell_json, sizeof cell_json, "\"cell_id\":\"%s\"", id);
+    assert_non_null(strstr(js, cell_json));
+    fx_close(&fx);
+}
+
 static void test_bounds(void **state)
 {
     (void)state;
@@ -1013,6 +1136,17 @@ static void step_poor_lag(Fixture *fx, int64_t t, double dev)
     assert_int_equal(cc_anomaly_observe(fx->a, fx->c, t, x, NULL, &fx->sink), 0);
 }
 
+/* Rewrites a version-5 state of F KPIs in place as version 4 (a 64-byte id field after the
+ * 12-byte header, no zero share at the end: 8 bytes per KPI); returns its length. */
+static long v5_to_v4(uint8_t *b, long n5, int F)
+{
+    assert_int_equal(b[12 + 64], 0); /* the id's last byte: NUL for ids under 64 characters */
+    memmove(b + 12 + 64, b + 12 + 65, (size_t)(n5 - 12 - 65));
+    uint32_t v4 = 4;
+    memcpy(b + 4, &v4, 4);
+    return n5 - 1 - 8L * F;
+}
+
 static void test_lag_calibration(void **state)
 {
     (void)state;
@@ -1031,9 +1165,10 @@ static void test_lag_calibration(void **state)
     cc_anomaly_cell_scores(fx.c, z, NULL);
     assert_true(fabs(z[0]) < 1.0); /* ~6 × (0.13 / 6): the one-step scale */
     /* save, reload as version 2 and as version 1 (no calibration: warms up again) */
-    long n4 = cc_anomaly_cell_save(fx.c, NULL, 0);
-    uint8_t *b = malloc((size_t)n4);
-    assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n4), n4);
+    long n5 = cc_anomaly_cell_save(fx.c, NULL, 0);
+    uint8_t *b = malloc((size_t)n5);
+    assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n5), n5);
+    const long n4 = v5_to_v4(b, n5, 1);
     /* version 3 = version 4 without its tail: the peak attributions' profile fields (8 ×
      * 16 bytes), the KPI's profile sums and scale (28 bytes) and the bin count (4 bytes; no
      * bins with profile_h 0) */
@@ -1136,6 +1271,21 @@ static void test_settings_by_name(void **state)
     assert_int_equal(cc_anomaly_settings_set(&s, &hp, "window_n", "65", err, sizeof err), -EINVAL);
     assert_int_equal(cc_anomaly_settings_set(&s, &hp, "warn_z", "abc", err, sizeof err), -EINVAL);
     assert_int_equal(cc_anomaly_settings_set(&s, &hp, "nope", "1", err, sizeof err), -ENOENT);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "zero_normal_rate", "0.25", err, sizeof err),
+                     0);
+    assert_true(s.zero_normal_rate == 0.25);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "zero_normal_rate", "2", err, sizeof err),
+                     -EINVAL);
+    const char *zn[] = {"true", "false", "auto"};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(
+            cc_anomaly_settings_set(&s, &hp, "kpis.down.zero_normal", zn[i], err, sizeof err), 0);
+        assert_int_equal(s.kpi[0].zero_normal, i == 0 ? 1 : i == 1 ? -1 : 0);
+    }
+    assert_int_equal(
+        cc_anomaly_settings_set(&s, &hp, "kpis.down.zero_normal", "maybe", err, sizeof err),
+        -EINVAL);
+    assert_non_null(strstr(err, "auto, true or false"));
     assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.warn_z", "8", err, sizeof err), 0);
     assert_true(s.kpi[0].warn_z == 8);
     /* a KPI name with a dot: the field is after the last dot */
@@ -1295,7 +1445,7 @@ static int run_profile(double profile_h, int direction, int save_at, int64_t *fi
         assert_int_equal(cc_anomaly_cell_open(&c2, fx.a, "prof"), 0);
         for (long len = 0; len < sz; len += len < 64 ? 1 : 7)
             assert_int_equal(cc_anomaly_cell_load(c2, b, (size_t)len, NULL, 0), -EINVAL);
-        const size_t nb_at = (size_t)sz - 2 * 24 * (sizeof(float) + sizeof(uint16_t)) - 4;
+        const size_t nb_at = (size_t)sz - 8 - 2 * 24 * (sizeof(float) + sizeof(uint16_t)) - 4;
         int32_t nb;
         memcpy(&nb, b + nb_at, 4);
         assert_int_equal(nb, 24);
@@ -1427,6 +1577,9 @@ int main(void)
         cmocka_unit_test(test_naturally_flat_not_stuck),
         cmocka_unit_test(test_nightly_flat_not_stuck),
         cmocka_unit_test(test_all_zero_series),
+        cmocka_unit_test(test_zero_normal),
+        cmocka_unit_test(test_zero_outage_still_alerted),
+        cmocka_unit_test(test_cell_id_limit),
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_missing),
         cmocka_unit_test(test_mask),

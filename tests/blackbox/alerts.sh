@@ -11,6 +11,12 @@
 #      same two transitions in GET /v1/alerts (filters, paging) and scores in the API;
 #    - flat-1 (constant KPIs) → stuck data-quality alerts (at most one per KPI), no
 #      anomaly alert; zero-1 (all zeros) → one all_zero alert, no anomaly and no stuck;
+#    - the history ends 40 steps before now (a replay with its original timestamps): no
+#      `missing` alert (judged on the data's own time, not the wall clock);
+#    - GET /v1/alerts/firing: exactly what is firing now over every cell, paged by id;
+#    - a cell id of exactly 64 characters (the one limit) is scored and alerted like
+#      spike-1, its alert valid against proto/alert.schema.json; 65 characters are refused
+#      with a clear message and counted (bad_cell_id);
 #    - POST /v1/admin/reload: 401 without a token, 403 with a wrong one (problem+json),
 #      200 with it;
 #    - SIGHUP with a new model file (another shape: one layer less) swaps it live (the
@@ -22,10 +28,13 @@
 # 2. External broker (cc_mockbroker outlives the daemon), snapshots on:
 #    - a snapshot mid-stream, then the spike's transitions produced, then SIGKILL; the
 #      restart restores the snapshot, replays the steps after it from Kafka and produces
-#      no transition again; the cell has every step (none lost, none twice);
+#      no transition again (the 64-character cell's too); the cell has every step (none
+#      lost, none twice);
 #    - SIGTERM, more steps produced while down, restart: again no step lost, no
 #      transition duplicated, the stream continues;
 #    - a corrupted snapshot is refused with a clear message and the daemon starts anyway.
+# 3. Live data (steps ending now) that stops: a `missing` alert fires on the wall clock;
+#    a cell whose KPIs are mostly 0 (zero is normal): no all_zero once learnt, scored.
 # Exit 77 (skip) when kcat, curl or python3 is missing.
 set -u
 
@@ -58,15 +67,16 @@ cleanup() {
 trap cleanup EXIT
 
 # gen FROM TO SPIKE_AT CELLS: kcat lines `key|json` for steps [FROM, TO) of the given cells
-# (spike-*: daily pattern, ×20 at SPIKE_AT; flat-*: constant; zero-*: zeros).
+# (spike-*: daily pattern, ×20 at SPIKE_AT; flat-*: constant; zero-*: zeros; disk-*: runs
+# of 30 zero steps between bursts of 4, zero where (step + $DISK_OFF) % 34 < 30).
 gen() {
-    python3 - "$1" "$2" "$3" "$T0" "$S" $4 <<'PYEOF'
+    python3 - "$1" "$2" "$3" "$T0" "$S" "${DISK_OFF:-0}" $4 <<'PYEOF'
 import json, math, sys
-fr, to, spike, t0, S = (int(x) for x in sys.argv[1:6])
+fr, to, spike, t0, S, disk_off = (int(x) for x in sys.argv[1:7])
 for p in range(fr, to):
     t = t0 + p * S
     ph = 2 * math.pi * p / 96
-    for cell in sys.argv[6:]:
+    for cell in sys.argv[7:]:
         if cell.startswith("spike"):
             k = {"prb": 0.35 + 0.2 * math.sin(ph) + 0.03 * math.sin(p * 1.7),
                  "thr": 40000 + 20000 * math.sin(ph + 0.5) + 3000 * math.sin(p * 0.9),
@@ -74,6 +84,9 @@ for p in range(fr, to):
             if p == spike:
                 k = {n: v * 20 for n, v in k.items()}
             k = {"prb": round(k["prb"], 4), "thr": round(k["thr"]), "users": round(k["users"])}
+        elif cell.startswith("disk"):
+            on = (p + disk_off) % 34 >= 30
+            k = {"prb": 0.3 * on, "thr": 20000 * on, "users": 8 * on}
         elif cell.startswith("flat"):
             k = {"prb": 0.5, "thr": 30000, "users": 12}
         else:
@@ -100,7 +113,7 @@ metric() { curl -sf "http://127.0.0.1:$PORT/metrics" | awk -v m="$1" '$1 == m { 
 consume() { kcat -b "$1" -C -t alerts -o beginning -e -q -f '%k|%s\n' >"$2" 2>/dev/null; }
 
 # check_alerts FILE [MISSING]: the checks on the alert messages (kcat lines or API JSON
-# lines); MISSING=1: every cell also has exactly one missing-data alert firing.
+# lines); MISSING=1: every cell also has exactly one missing-data alert firing, else none.
 check_alerts() {
     python3 - "$1" "$P0" "${2:-0}" <<'PYEOF'
 import json, sys, collections
@@ -192,25 +205,55 @@ for _ in $(seq 50); do [ -S "$TMP/notify.sock" ] && break; sleep 0.1; done
 NOTIFY_SOCKET="$TMP/notify.sock" WATCHDOG_USEC=2000000 start_daemon "$TMP/embedded.log" ready -c "$TMP/embedded.yaml"
 [ -n "$BS" ] || { cat "$TMP/embedded.log"; echo "FAIL: no embedded bootstrap address"; exit 1; }
 ok "cellcastd up on port $PORT, embedded broker $BS"
-gen 0 $N 240 "spike-1 flat-1 zero-1" | kcat -b "$BS" -P -t kpis -K '|' || fail "kcat produce"
+# LONG: a spike cell whose id has exactly the longest length (64), TOOLONG one more
+LONG=spike-$(printf 'L%.0s' $(seq 58))
+TOOLONG=${LONG}X
+gen 0 $N 240 "spike-1 flat-1 zero-1 $LONG" | kcat -b "$BS" -P -t kpis -K '|' || fail "kcat produce"
 LAST=$((P0 + N - 1))
-for c in spike-1 flat-1 zero-1; do
+for c in spike-1 flat-1 zero-1 $LONG; do
     wait_last $c $LAST 60 || fail "cell $c did not reach step $LAST"
 done
-sleep 1.5 # the cron produces what the last batch queued (and finds the cells silent)
+sleep 2.5 # the cron produces what the last batch queued (and would find cells missing)
 consume "$BS" "$TMP/topic1.txt"
-out=$(check_alerts "$TMP/topic1.txt" 1) && ok "alert topic: $out" || fail "alert topic: $out"
+# the history is 40 steps old (a replay): its end is not missing data
+out=$(check_alerts "$TMP/topic1.txt" 0) && ok "alert topic (replayed history, no missing): $out" || fail "alert topic: $out"
+python3 - "$TMP/topic1.txt" "$LONG" "$P0" "$SRC/proto/alert.schema.json" <<'PYEOF' && ok "64-character cell id scored and alerted, alerts valid against alert.schema.json" || fail "64-character cell id"
+import json, sys
+msgs = [json.loads(l.partition("|")[2]) for l in open(sys.argv[1]) if l.strip()]
+long_id, p0 = sys.argv[2], int(sys.argv[3])
+assert len(long_id) == 64
+an = [(m["id"], m["state"]) for m in msgs if m["cell_id"] == long_id and m["kind"] == "anomaly"]
+want = f"{long_id}:anomaly:{p0 + 240}"
+assert an == [(want, "firing"), (want, "resolved")], an
+try:
+    import jsonschema
+except ImportError:
+    print("(jsonschema missing: schema not checked)")
+    sys.exit(0)
+schema = json.load(open(sys.argv[4]))
+for m in msgs:
+    jsonschema.validate(m, schema)
+PYEOF
+code=$(curl -s -o "$TMP/toolong.json" -w '%{http_code}' -H 'Content-Type: application/json' \
+    --data "{\"cell\":\"$TOOLONG\",\"ts\":$((T0 + N * S)),\"kpis\":{\"prb\":0.5}}" "http://127.0.0.1:$PORT/v1/kpis")
+detail=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("detail", ""))' "$TMP/toolong.json" 2>/dev/null)
+nbad=$(metric 'cellcast_ingest_invalid_total{reason="bad_cell_id"}')
+if [ "$code" = 422 ] && [[ "$detail" == *"want 1..64 of"* ]] && [ "$nbad" = 1 ]; then
+    ok "65-character cell id refused and counted (422: $detail)"
+else
+    fail "65-character cell id: HTTP $code, '$detail', bad_cell_id count '$nbad'"
+fi
 
 # the same transitions in the API (as `cell|json` lines for check_alerts)
 curl -sf "http://127.0.0.1:$PORT/v1/alerts?limit=1000" >"$TMP/api.json" || fail "GET /v1/alerts"
 python3 -c 'import json,sys; [print(a["cell_id"] + "|" + json.dumps(a)) for a in json.load(open(sys.argv[1]))["alerts"]]' \
     "$TMP/api.json" >"$TMP/api.txt"
-out=$(check_alerts "$TMP/api.txt" 1) && ok "GET /v1/alerts: $out" || fail "GET /v1/alerts: $out"
+out=$(check_alerts "$TMP/api.txt" 0) && ok "GET /v1/alerts: $out" || fail "GET /v1/alerts: $out"
 cmp -s <(cut -d'|' -f2- "$TMP/topic1.txt" | python3 -c 'import json,sys; [print(json.loads(l)["id"], json.loads(l)["state"]) for l in sys.stdin]' | sort) \
        <(cut -d'|' -f2- "$TMP/api.txt" | python3 -c 'import json,sys; [print(json.loads(l)["id"], json.loads(l)["state"]) for l in sys.stdin]' | sort) &&
     ok "the API and the topic hold the same transitions" || fail "API and topic transitions differ"
-python3 - "$PORT" "$P0" <<'PYEOF' && ok "alert filters, paging, per-cell alerts and scores" || fail "alert API checks"
-import json, sys, urllib.request, urllib.error
+python3 - "$PORT" "$P0" <<'PYEOF' && ok "alert filters, paging, per-cell alerts and scores; GET /v1/alerts/firing" || fail "alert API checks"
+import json, sys, urllib.parse, urllib.request, urllib.error
 port, p0 = sys.argv[1], int(sys.argv[2])
 def get(path, status=200):
     try:
@@ -247,6 +290,33 @@ assert set(sc["cusum"]) == {"prb", "thr", "users"} and all(
 assert set(sc["profile"]) == {"prb", "thr", "users"} and all(
     v["up"] >= 0 and v["down"] >= 0 and "expected" in v for v in sc["profile"].values()), sc
 assert "scores" in get("/v1/cells/spike-1")
+# GET /v1/alerts/firing: what fires now over every cell (the stuck alerts of flat-1 and the
+# all_zero of zero-1; nothing missing), the same as the cells' ?active, paged by id
+allf = get("/v1/alerts/firing")
+got = sorted((a["cell_id"], a["reason"], a["state"]) for a in allf["alerts"])
+assert allf["total"] == len(got) and allf["next"] is None, allf
+want_ids = sorted(a["id"] for a in allf["alerts"])
+assert [a["id"] for a in allf["alerts"]] == want_ids, "not ordered by id"
+assert [g for g in got if g[0] == "zero-1"] == [("zero-1", "all_zero", "firing")], got
+assert [g[1] for g in got if g[0] == "flat-1"] == ["stuck"] * 3, got
+assert not [g for g in got if g[1] == "missing" or g[1] == "none"], got
+act = [a["id"] for c in ("spike-1", "flat-1", "zero-1") for a in get(f"/v1/cells/{c}/alerts?active=1")["active"]]
+assert sorted(act) == [i for i in want_ids if not i.startswith("spike-L")], (act, want_ids)
+seen, after = [], ""
+while True:
+    page = get("/v1/alerts/firing?limit=1" + after)
+    assert page["total"] == len(want_ids) and len(page["alerts"]) <= 1, page
+    seen += [a["id"] for a in page["alerts"]]
+    if page["next"] is None:
+        break
+    after = "&after=" + urllib.parse.quote(page["next"])
+assert seen == want_ids, (seen, want_ids)
+dq = get("/v1/alerts/firing?kind=data_quality")
+assert dq["total"] == len(want_ids), dq
+assert get("/v1/alerts/firing?kind=anomaly")["alerts"] == []
+get("/v1/alerts/firing?limit=0", 422)
+get("/v1/alerts/firing?limit=x", 400)
+get("/v1/alerts/firing?kind=bogus", 422)
 get("/v1/alerts?state=bogus", 422)
 get("/v1/alerts?limit=x", 400)
 get("/v1/cells/nope/scores", 404)
@@ -254,7 +324,7 @@ PYEOF
 fa=$(metric 'cellcast_alerts_firing{kind="data_quality"}')
 [ "${fa:-0}" -ge 2 ] && ok "gauge of firing data-quality alerts: $fa" || fail "cellcast_alerts_firing{kind=\"data_quality\"} = '$fa'"
 n=$(metric 'cellcast_alert_transitions_total{kind="anomaly",reason="none",state="firing",severity="critical"}')
-[ "$n" = 1 ] && ok "transition counter" || fail "anomaly firing counter = '$n', want 1"
+[ "$n" = 2 ] && ok "transition counter (spike-1 and the 64-character cell)" || fail "anomaly firing counter = '$n', want 2"
 
 # admin route and its token
 code() { curl -s -o "$TMP/body" -w '%{http_code} %{content_type}' -X POST "$@" "http://127.0.0.1:$PORT/v1/admin/reload"; }
@@ -342,19 +412,19 @@ EOF
 }
 mkcfg 1
 start_daemon "$TMP/run1.log" ready -c "$TMP/ext.yaml"
-gen 0 150 240 "spike-1 flat-1 zero-1" | kcat -b "$EXT" -P -t kpis -K '|'
+gen 0 150 240 "spike-1 flat-1 zero-1 $LONG" | kcat -b "$EXT" -P -t kpis -K '|'
 wait_last spike-1 $((P0 + 149)) 60 || fail "run1: spike-1 did not reach step 149"
 sleep 2.5 # a periodic snapshot holds steps 0..149
 mkcfg 3600 && kill -HUP "$DPID"  # no further periodic snapshot
 for _ in $(seq 50); do grep -q "snapshot.interval_s changed" "$TMP/run1.log" && break; sleep 0.1; done
-gen 150 $N 240 "spike-1 flat-1 zero-1" | kcat -b "$EXT" -P -t kpis -K '|'
+gen 150 $N 240 "spike-1 flat-1 zero-1 $LONG" | kcat -b "$EXT" -P -t kpis -K '|'
 wait_last spike-1 $LAST 60 || fail "run1: spike-1 did not reach the last step"
 sleep 1.5
 consume "$EXT" "$TMP/topic2a.txt"
 out=$(check_alerts "$TMP/topic2a.txt") && ok "run1 (before SIGKILL): $out" || fail "run1: $out"
 stop_daemon KILL
 start_daemon "$TMP/run2.log" ready -c "$TMP/ext.yaml"
-grep -q "snapshot .* restored: 3 cells" "$TMP/run2.log" && ok "SIGKILL restart: snapshot restored" || fail "run2: no snapshot restored"
+grep -q "snapshot .* restored: 4 cells" "$TMP/run2.log" && ok "SIGKILL restart: snapshot restored" || fail "run2: no snapshot restored"
 wait_last spike-1 $LAST 60 || fail "run2: spike-1 did not reach the last step again"
 sleep 2
 consume "$EXT" "$TMP/topic2b.txt"
@@ -383,9 +453,9 @@ assert c["steps"] == want and c["imputed"] == 0 and c["restarts"] == 0, f"counts
 hist_check "$LAST" && ok "SIGKILL restart: every step present once, none imputed" || fail "SIGKILL restart: history"
 stop_daemon; rc=$?
 [ $rc = 0 ] || fail "run2 SIGTERM exit $rc"
-gen $N $((N + 10)) -1 "spike-1 flat-1 zero-1" | kcat -b "$EXT" -P -t kpis -K '|'   # while down
+gen $N $((N + 10)) -1 "spike-1 flat-1 zero-1 $LONG" | kcat -b "$EXT" -P -t kpis -K '|'   # while down
 start_daemon "$TMP/run3.log" ready -c "$TMP/ext.yaml"
-grep -q "snapshot .* restored: 3 cells" "$TMP/run3.log" && ok "SIGTERM restart: snapshot restored" || fail "run3: no snapshot restored"
+grep -q "snapshot .* restored: 4 cells" "$TMP/run3.log" && ok "SIGTERM restart: snapshot restored" || fail "run3: no snapshot restored"
 wait_last spike-1 $((LAST + 10)) 60 || fail "run3: spike-1 did not reach step $((LAST + 10))"
 sleep 1.5
 hist_check $((LAST + 10)) && ok "SIGTERM restart: every step present once" || fail "SIGTERM restart: history"
@@ -399,6 +469,69 @@ msg=$(grep -o "snapshot refused: .*" "$TMP/run4.log" | head -1 | cut -c1-140)
 [[ "$msg" == *corrupt* ]] && curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null &&
     ok "corrupted snapshot refused, daemon up ($msg)" || fail "corrupted snapshot: '$msg'"
 stop_daemon || fail "run4 SIGTERM exit $?"
+
+# ---------------------------------------------------------------- 3. live data that stops
+# 200 steps of live-1 ending at the last whole step before now; the missing-data silence is
+# set to that step's age + 20 s, so the data arrives live (within the silence) and, once it
+# stops, the wall clock passes the silence ~20 s later: a `missing` alert, firing.
+# Alongside, disk-1: its KPIs are 0 in 88 % of the steps (zero is normal), ending with a
+# run of 30 zeros: the all_zero rule learns it after its first 48 steps (at most the two
+# runs before alert), nothing fires at the end and the last step is scored (not held).
+NOW=$(date +%s)
+LEND=$((NOW / S * S))       # end of the last whole step
+PL=$(((LEND - S - T0) / S)) # its index for gen
+cat >"$TMP/live.yaml" <<EOF
+model:
+  path: "$TINY"
+kafka:
+  brokers: embedded
+  group_id: alerts-live
+http:
+  port: 0
+engine:
+  kv_type: f32
+snapshot:
+  path: ""
+alerts:
+  missing_after_s: $((NOW - LEND + 20))
+demo:
+  enabled: false
+EOF
+start_daemon "$TMP/live.log" ready -c "$TMP/live.yaml"
+DISK_OFF=$(((29 - PL % 34 + 34) % 34)) # the last step is the 30th zero of a run
+DISK_OFF=$DISK_OFF gen $((PL - 199)) $((PL + 1)) -1 "live-1 disk-1" | kcat -b "$BS" -P -t kpis -K '|' || fail "kcat produce (live)"
+for c in live-1 disk-1; do
+    wait_last $c $((P0 + PL)) 30 || fail "$c did not reach its last step"
+done
+sleep 1 # the cron flushes the last batch's transitions
+python3 - "$PORT" "$((P0 + PL))" <<'PYEOF' && ok "zero is normal (disk-1): all_zero only in its first 48 steps, nothing firing, last step scored" || fail "zero is normal (disk-1)"
+import json, sys, urllib.request
+port, last = sys.argv[1], int(sys.argv[2])
+get = lambda p: json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}{p}"))
+az = [a for a in get("/v1/alerts?cell=disk-1&kind=data_quality&limit=1000")["alerts"]
+      if a["reason"] == "all_zero" and a["state"] == "firing"]
+assert len(az) <= 2 and all(a["start_step"] < last - 199 + 48 for a in az), az
+now = [a for a in get("/v1/cells/disk-1/alerts?active=1")["active"] if a["kind"] == "data_quality"]
+assert now == [], now
+sc = get("/v1/cells/disk-1/scores")
+assert sc["step"] == last and all(v is not None for v in sc["z"].values()), sc
+PYEOF
+python3 - "$PORT" "$((P0 + PL + 1))" <<'PYEOF' && ok "live data that stops: a missing alert fires on the wall clock" || fail "live data that stops: no missing alert"
+import json, sys, time, urllib.request
+port, first_missing = sys.argv[1], int(sys.argv[2])
+for _ in range(120):
+    a = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/alerts/firing"))["alerts"]
+    mi = [x for x in a if x["reason"] == "missing"]
+    if mi:
+        mi = [x for x in mi if x["cell_id"] == "live-1"]
+        assert [x["id"] for x in mi] == [f"live-1:missing:{first_missing}"], mi
+        assert mi[0]["severity"] == "critical" and mi[0]["state"] == "firing", mi
+        sys.exit(0)
+    time.sleep(0.5)
+sys.exit(1)
+PYEOF
+grep -q "missing data judged on the wall clock" "$TMP/live.log" && ok "the data clock says live" || fail "no 'judged on the wall clock' log line"
+stop_daemon || fail "live SIGTERM exit $?"
 
 [ "$FAILS" = 0 ] && echo "all alert/ops black-box checks passed" || echo "$FAILS check(s) failed"
 [ "$FAILS" = 0 ]
