@@ -1,5 +1,5 @@
 /*
- * cc_engine.c — incremental, batched inference of cellcast-tx/2 (see cc_engine.h).
+ * cc_engine.c — incremental, batched inference of cellcast-tx/3 and tx/2 (see cc_engine.h).
  *
  * Per step, for the cells given:
  *   1. push the new values into each cell's ring;
@@ -8,7 +8,8 @@
  *      patch tokens ending at e, e-P, ... as one batch through every layer with the causal
  *      mask, keeping each layer's keys and values (the last layer needs only K and V);
  *   3. CURRENT: the token ending at t of every channel of every cell, as one batch through
- *      the layers, each attending to its cache plus itself, then the head.
+ *      the layers, each attending to its cache plus itself, then the head; tx/3 adds the
+ *      linear path of every channel as one more product over the same rows.
  * Dense parts are one sgemm per batch (cc_gemm); attention runs per channel and head
  * (cc_attention); a cell's memory is cc_cell.c's, the worker threads cc_pool's.
  *
@@ -39,6 +40,9 @@ typedef struct Workspace {
     float *a;               // (rows, D)   attention output, then projection
     float *h;               // (rows, FF)
     float *y;               // (rows, 2HZ)
+    float *lin;             // (rows, RL)  tx/3: r = xn_{t-RL+1..t} - xn_t; NULL in tx/2
+    float *ylin;            // (rows, HZ)  tx/3: W_lin · r + b_lin
+    float *xnt;             // (rows)      tx/3: xn_t
     float *pe;              // (rows, D)   positional encoding per token (shared by channels)
     float *tau;             // (N, 4)      time features of a rebuild's tokens
     float *scores;          // (H, N+1)    one token's attention weights, every head (+ slack)
@@ -56,8 +60,8 @@ typedef struct Workspace {
  * K and V rows of qkv_w: a rebuild needs only those. */
 typedef struct DenseW {
     int L;
-    CcGemmW *embed, *head, *kv_last;
-    CcGemmW **qkv, **o, **up, **down; // (L) each
+    CcGemmW *embed, *head, *kv_last, *lin; // lin: tx/3's linear.weight, else NULL
+    CcGemmW **qkv, **o, **up, **down;      // (L) each
 } DenseW;
 
 typedef struct Job {
@@ -103,6 +107,9 @@ static void ws_free(Workspace *w)
     free(w->a);
     free(w->h);
     free(w->y);
+    free(w->lin);
+    free(w->ylin);
+    free(w->xnt);
     free(w->pe);
     free(w->scores);
     free(w->tau);
@@ -128,6 +135,16 @@ static int ws_alloc(Workspace *w, const CcHparams *hp, int max_cells)
     w->h = malloc(rows * hp->d_ff * sizeof(float));
     w->y = malloc(rows * 2 * hp->horizon * sizeof(float));
     w->pe = malloc(rows * D * sizeof(float));
+    if (hp->linear_window > 0) {
+        /* only a sub-batch's rows are touched: the rest stays untouched virtual memory */
+        w->lin = malloc(rows * hp->linear_window * sizeof(float));
+        w->ylin = malloc(rows * hp->horizon * sizeof(float));
+        w->xnt = malloc(rows * sizeof(float));
+        if (!w->lin || !w->ylin || !w->xnt) {
+            ws_free(w);
+            return -ENOMEM;
+        }
+    }
     /* one token's weights for every head; slack for whole 16-lane blocks */
     w->scores =
         malloc(((size_t)hp->n_heads * (hp->n_patches + 1) + hp->n_patches + 64) * sizeof(float));
@@ -207,6 +224,7 @@ static void dense_free(DenseW *d)
     cc_gemm_close(&d->embed);
     cc_gemm_close(&d->head);
     cc_gemm_close(&d->kv_last);
+    cc_gemm_close(&d->lin);
     for (int l = 0; l < d->L; l++) {
         if (d->qkv)
             cc_gemm_close(&d->qkv[l]);
@@ -243,6 +261,9 @@ static int dense_pack(DenseW *d, const CcModel *m, int blas)
         (ret = cc_gemm_open(&d->kv_last, p->qkv_w + ((size_t)(L - 1) * 3 + 1) * D * D, 2 * D, D,
                             blas)) < 0)
         goto fail;
+    if (hp->linear_window > 0 &&
+        (ret = cc_gemm_open(&d->lin, p->lin_w, hp->horizon, hp->linear_window, blas)) < 0)
+        goto fail;
     for (int l = 0; l < L; l++)
         if ((ret = cc_gemm_open(&d->qkv[l], p->qkv_w + (size_t)l * 3 * D * D, 3 * D, D, blas)) <
                 0 ||
@@ -267,7 +288,7 @@ static int same_shapes(const CcHparams *a, const CcHparams *b)
     return a->n_features == b->n_features && a->patch_len == b->patch_len &&
            a->n_patches == b->n_patches && a->norm_window == b->norm_window &&
            a->d_model == b->d_model && a->n_heads == b->n_heads && a->n_layers == b->n_layers &&
-           a->horizon == b->horizon;
+           a->horizon == b->horizon && a->linear_window == b->linear_window;
 }
 
 int cc_engine_set_model(CcEngine *e, const CcModel *m)
@@ -455,7 +476,8 @@ static void rebuild(const CcEngine *e, Workspace *w, CcCell **cells, int n)
         c->n_cached = nc;
         c->cache_gen = e->gen;
         w->rows_of[ci] = rows;
-        cc_cell_ring_stats(c, lo, e_, c->mu, c->sigma);
+        cc_cell_ring_stats(c, lo, e_, c->mu, c->sigma,
+                           hp->linear_window > 0 ? p->norm_floor : NULL);
         /* time features and PE depend only on the token's end step: once per cell, and
          * cells stepping together share them (same e_, same nc): computed once */
         float *pe = &w->pe[(size_t)rows / F * D];
@@ -614,6 +636,51 @@ static void stream_allow(const CcEngine *e, Workspace *w, int s, int l)
         w->stream.limit = lim;
 }
 
+/* tx/3: y[k][0] += W_lin · r + b_lin + xn_t for every row of cells[0..n), as one product.
+ * r_i = xn_{t-RL+1+i} - xn_t = (x_{t-RL+1+i} - x_t) / sigma: mu cancels; steps before the
+ * sequence's first step p0 take x_{p0}. The ring is (steps, F): a cell's rows are filled
+ * step by step, F channels at a time. */
+static void linear_path(const CcEngine *e, Workspace *w, CcCell **cells, int n)
+{
+    const CcHparams *hp = &e->m->hp;
+    const int F = hp->n_features, RL = hp->linear_window, HZ = hp->horizon;
+    for (int ci = 0; ci < n; ci++) {
+        const CcCell *c = cells[ci];
+        const int64_t t = c->last, first = t - RL + 1;
+        const float *xt = &c->ring[(size_t)(t % c->R) * F];
+        float inv[CC_MAX_FEATURES];
+        float *A = &w->lin[(size_t)ci * F * RL];
+        for (int f = 0; f < F; f++) {
+            inv[f] = 1.0f / c->sigma[f];
+            w->xnt[ci * F + f] = (xt[f] - c->mu[f]) * inv[f];
+        }
+        int i = 0;
+        if (first < c->p0) { /* cold start: the first value stands in */
+            const float *x0 = &c->ring[(size_t)(c->p0 % c->R) * F];
+            int pad = (int)(c->p0 - first);
+            for (int f = 0; f < F; f++) {
+                float v = (x0[f] - xt[f]) * inv[f];
+                for (int j = 0; j < pad; j++)
+                    A[(size_t)f * RL + j] = v;
+            }
+            i = pad;
+        }
+        int r = (int)((first + i) % c->R);
+        for (; i < RL; i++) {
+            const float *row = &c->ring[(size_t)r * F];
+            for (int f = 0; f < F; f++)
+                A[(size_t)f * RL + i] = (row[f] - xt[f]) * inv[f];
+            if (++r == c->R)
+                r = 0;
+        }
+    }
+    const int rows = n * F;
+    cc_gemm(w->ylin, HZ, w->lin, RL, e->dw.lin, e->m->w.lin_b, rows, CC_GEMM_STORE, &w->stream);
+    for (int j = 0; j < rows; j++)
+        for (int k = 0; k < HZ; k++)
+            w->y[(size_t)j * 2 * HZ + 2 * k] += w->ylin[(size_t)j * HZ + k] + w->xnt[j];
+}
+
 /* Current tokens of every channel of cells[0..n) (all with a complete patch and a fresh
  * cache) as one batch; writes each cell's forecast. */
 static void current(const CcEngine *e, Workspace *w, CcCell **cells, int n, int sub)
@@ -709,6 +776,8 @@ static void current(const CcEngine *e, Workspace *w, CcCell **cells, int n, int 
         block_tail(e, l, w, rows, &w->stream);
     }
     cc_gemm(w->y, HZ2, w->z, D, e->dw.head, p->head_b, rows, CC_GEMM_STORE, &w->stream);
+    if (e->dw.lin)
+        linear_path(e, w, cells, n);
     for (int ci = 0; ci < n; ci++) {
         CcCell *c = cells[ci];
         memcpy(c->y, &w->y[(size_t)ci * F * HZ2], (size_t)F * HZ2 * sizeof(float));

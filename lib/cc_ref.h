@@ -1,5 +1,6 @@
 /*
- * cc_ref.h — direct evaluation of the spec's steps 1–6 for one channel at one step, with
+ * cc_ref.h — direct evaluation of the spec's steps 1–6 (tx/3 or tx/2, as the model is)
+ * for one channel at one step, with
  * naive loops and double accumulation. The oracle of the tests and the path behind
  * `--no-cache` checks; deliberately shares no code with cc_engine.c beyond cc_kernels'
  * PE and time-feature formulas.
@@ -25,7 +26,8 @@ void cc_ref_trace_close(CcRefTrace *tr);
 /**
  * Forecast at step t for feature f of a channel whose raw values are x[p - p0] for
  * p = p0..t (so x has t - p0 + 1 values).
- * y (2HZ) gets the head output, mu/sigma the normalisation. trace may be NULL.
+ * y (2HZ) gets the head output (tx/3: y[k][0] with the linear path added), mu/sigma the
+ * normalisation. trace may be NULL.
  * Returns 0, -EAGAIN when the channel has no complete patch yet (cold start), -EINVAL.
  */
 int cc_ref_forward(const CcModel *m, int f, const float *x, int64_t p0, int64_t t, float *y,
