@@ -21,7 +21,9 @@ int cc_ref_trace_open(CcRefTrace *tr, const CcHparams *hp)
     tr->tokens_in = calloc(T * (hp->patch_len + 4), sizeof(float));
     tr->z = calloc((L + 1) * T * D, sizeof(float));
     tr->att = calloc(L * hp->n_heads * T * T, sizeof(float));
-    if (!tr->token_end || !tr->tokens_in || !tr->z || !tr->att) {
+    tr->lin_in = hp->linear_window > 0 ? calloc((size_t)hp->linear_window, sizeof(float)) : NULL;
+    if (!tr->token_end || !tr->tokens_in || !tr->z || !tr->att ||
+        (hp->linear_window > 0 && !tr->lin_in)) {
         cc_ref_trace_close(tr);
         return -ENOMEM;
     }
@@ -34,6 +36,7 @@ void cc_ref_trace_close(CcRefTrace *tr)
     free(tr->tokens_in);
     free(tr->z);
     free(tr->att);
+    free(tr->lin_in);
     memset(tr, 0, sizeof *tr);
 }
 
@@ -199,6 +202,8 @@ int cc_ref_forward(const CcModel *m, int f, const float *x, int64_t p0, int64_t 
                 int64_t p = t - R + 1 + i;
                 double xp = ((double)x[(p < p0 ? p0 : p) - p0] - mu) / sigma;
                 acc += (double)w->lin_w[(size_t)k * R + i] * (xp - xt);
+                if (trace && trace->lin_in && k == 0)
+                    trace->lin_in[i] = (float)(xp - xt);
             }
             out[2 * k] += acc;
         }

@@ -17,6 +17,7 @@ typedef struct CcRefTrace {
     float *tokens_in;   // (T, IN)     normalised values + time features
     float *z;           // (L+1, T, D) layer inputs; z[L] is the last layer's output
     float *att;         // (L, H, T, T) attention weights, row = query token (0 = masked)
+    float *lin_in;      // (R)         tx/3: the linear path's input r (NULL in tx/2)
 } CcRefTrace;
 
 /** Allocates a trace sized for hp; free with cc_ref_trace_close. */
