@@ -222,8 +222,7 @@ void cc_cell_forecast(const CcCell *c, CcForecast *out)
     out->y = c->y;
     out->mu = c->mu;
     out->sigma = c->sigma;
-    const CcModel *m = cc_engine_model(c->e);
-    out->sd_scale = m->hp.linear_window > 0 ? m->w.sigma_scale : NULL;
+    out->sd_scale = cc_model_sd_scale(cc_engine_model(c->e));
     out->seq_start = c->p0;
 }
 

@@ -183,6 +183,11 @@ void cc_model_init_random(CcModel *m, uint64_t seed)
     }
 }
 
+const float *cc_model_sd_scale(const CcModel *m)
+{
+    return m->hp.linear_window > 0 ? m->w.sigma_scale : NULL;
+}
+
 const char *cc_hparams_format(const CcHparams *hp)
 {
     return hp->linear_window > 0 ? CC_FORMAT_TX3 : CC_FORMAT_TX2;

@@ -110,6 +110,11 @@ void cc_params_point(CcParams *p, const CcHparams *hp, float *block);
 /** The format a model of these hparams is written as: CC_FORMAT_TX3 when R > 0. */
 const char *cc_hparams_format(const CcHparams *hp);
 
+/** calib.sigma_scale (F, HZ) of a tx/3 model, NULL for tx/2 (unit calibration): the
+ *  CcForecast.sd_scale of the forecasts m makes (callers that rebuild a CcForecast from
+ *  published y/mu/sigma set it from this). */
+const float *cc_model_sd_scale(const CcModel *m);
+
 /** Allocates a zeroed model for validated hparams (tx/3: floor 0, sigma_scale 1, linear path
  *  zero). 0, -EINVAL or -ENOMEM. *out owned by caller. */
 int cc_model_open(CcModel **out, const CcHparams *hp, char *err, size_t errlen);

@@ -632,6 +632,69 @@ static void test_tx3_batch_invariance(void **state)
     cc_model_close(&m);
 }
 
+/* Hot swaps tx/2 -> tx/3 (R = 12: same ring, no rebind) -> tx/3 (R = 40: the ring grows,
+ * the cell is refused until rebound; the kept 27 steps start a new cold sequence) -> tx/2,
+ * each recompute equal to the oracle of the new weights, served sd with the new scales. */
+static void test_tx3_model_swap(void **state)
+{
+    (void)state;
+    CcModel *m = small_model(8), *m12 = tx3_model(small_model, 9, 12);
+    CcModel *m40 = tx3_model(small_model, 10, 40);
+    const int F = 3, T = 70, HZ = 6;
+    float x[70 * 3], col[70], y[12], mu, sigma;
+    make_series(x, T, F, 5000, 900, 5);
+    CcEngine *e = NULL;
+    CcCell *a = NULL;
+    assert_int_equal(cc_engine_open(&e, m, NULL, NULL, 0), 0);
+    assert_int_equal(cc_cell_open(&a, e), 0);
+    for (int t = 0; t < T; t++) {
+        CcStepInput in = {a, 5000 + t, &x[t * F]};
+        assert_int_equal(cc_engine_step(e, &in, 1, NULL), 0);
+    }
+    const int64_t last = 5000 + T - 1;
+    CcStepInput re = {a, last, NULL};
+    const CcModel *seq[] = {m12, m40, m};
+    const int ring[] = {27, 40, 27};
+    for (int i = 0; i < 3; i++) {
+        int st = 1;
+        assert_int_equal(cc_engine_set_model(e, seq[i]), 0);
+        assert_int_equal(cc_engine_ring_steps(e), ring[i]);
+        assert_int_equal(cc_engine_step(e, &re, 1, &st), 0);
+        if (i == 0) {
+            assert_int_equal(st, 0);
+        } else { /* the ring changed: laid out for the old shape until rebound */
+            assert_int_equal(st, -ESTALE);
+            assert_int_equal(cc_cell_rebind(a, e), 0);
+            assert_int_equal(cc_engine_step(e, &re, 1, &st), 0);
+            assert_int_equal(st, 0);
+        }
+        int64_t p0 = cc_cell_seq_start(a);
+        assert_true(i == 0 ? p0 == 5000 : p0 == last - 26); /* 27 steps kept from the swap */
+        CcForecast fc;
+        cc_cell_forecast(a, &fc);
+        assert_true(fc.valid);
+        for (int f = 0; f < F; f++) {
+            for (int t = 0; t < T; t++)
+                col[t] = x[t * F + f];
+            assert_int_equal(
+                cc_ref_forward(seq[i], f, col + (p0 - 5000), p0, last, y, &mu, &sigma, NULL), 0);
+            for (int k = 0; k < 2 * HZ; k++)
+                assert_true(fabs(fc.y[f * 2 * HZ + k] - y[k]) <= 1e-4);
+            for (int k = 0; k < HZ; k++) {
+                double mean, sd,
+                    scale = seq[i]->hp.linear_window ? seq[i]->w.sigma_scale[f * HZ + k] : 1;
+                cc_forecast_point(&fc, f, k, &mean, &sd);
+                assert_true(fabs(sd - exp((double)y[2 * k + 1]) * sigma * scale) <= 1e-4 * sd);
+            }
+        }
+    }
+    cc_cell_close(&a);
+    cc_engine_close(&e);
+    cc_model_close(&m);
+    cc_model_close(&m12);
+    cc_model_close(&m40);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -648,6 +711,7 @@ int main(void)
         cmocka_unit_test(test_tx3_streaming_every_alignment),
         cmocka_unit_test(test_tx3_streaming_default_shape),
         cmocka_unit_test(test_tx3_batch_invariance),
+        cmocka_unit_test(test_tx3_model_swap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
