@@ -302,10 +302,10 @@ static void run_batch(const CcModel *m, const CcEngineSettings *s, int ncells, i
     cc_engine_close(&e);
 }
 
-static void test_batch_invariance(void **state)
+/* A channel's outputs do not depend on its batch: 1 cell against 4096 channels per batch,
+ * on one and on two threads, on both attention paths. */
+static void check_batch_invariance(const CcModel *m, const char *what)
 {
-    (void)state;
-    CcModel *m = default_model(4);
     int n = m->hp.n_features * 2 * m->hp.horizon;
     float *y1 = malloc(n * sizeof(float)), *y2 = malloc(n * sizeof(float)),
           *y3 = malloc(n * sizeof(float));
@@ -324,13 +324,20 @@ static void test_batch_invariance(void **state)
             d12 = fmax(d12, fabs(y1[i] - y2[i]));
             d13 = fmax(d13, fabs(y1[i] - y3[i]));
         }
-        printf("%s: batch 1 vs 4096 channels: max |dy| %.3g; vs 2 threads: %.3g\n",
+        printf("%s, %s: batch 1 vs 4096 channels: max |dy| %.3g; vs 2 threads: %.3g\n", what,
                path_name[portable], d12, d13);
         assert_true(d12 <= 1e-5 && d13 <= 1e-5);
     }
     free(y1);
     free(y2);
     free(y3);
+}
+
+static void test_batch_invariance(void **state)
+{
+    (void)state;
+    CcModel *m = default_model(4);
+    check_batch_invariance(m, "tx/2");
     cc_model_close(&m);
 }
 
@@ -509,6 +516,19 @@ static void test_restore_history_and_model_swap(void **state)
     cc_model_close(&m2);
 }
 
+/* Opens an engine (default settings) and one cell on m and steps x (T, F) in from p0. */
+static void open_and_stream(const CcModel *m, const float *x, int T, int64_t p0, CcEngine **e,
+                            CcCell **c)
+{
+    const int F = m->hp.n_features;
+    assert_int_equal(cc_engine_open(e, m, NULL, NULL, 0), 0);
+    assert_int_equal(cc_cell_open(c, *e), 0);
+    for (int t = 0; t < T; t++) {
+        CcStepInput in = {*c, p0 + t, &x[t * F]};
+        assert_int_equal(cc_engine_step(*e, &in, 1, NULL), 0);
+    }
+}
+
 /* The ring keeps exactly the newest R steps: after several wraps the history read back is
  * the input, older steps are refused, and forecasts still match the oracle (checked in
  * test_streaming_*). */
@@ -521,12 +541,7 @@ static void test_ring_wrap_around(void **state)
     make_series(x, T, F, 7000, 900, 21);
     CcEngine *e = NULL;
     CcCell *c = NULL;
-    assert_int_equal(cc_engine_open(&e, m, NULL, NULL, 0), 0);
-    assert_int_equal(cc_cell_open(&c, e), 0);
-    for (int t = 0; t < T; t++) {
-        CcStepInput in = {c, 7000 + t, &x[t * F]};
-        assert_int_equal(cc_engine_step(e, &in, 1, NULL), 0);
-    }
+    open_and_stream(m, x, T, 7000, &e, &c);
     int64_t first, last;
     cc_cell_span(c, &first, &last);
     int R = (int)(last - first + 1);
@@ -605,30 +620,7 @@ static void test_tx3_batch_invariance(void **state)
 {
     (void)state;
     CcModel *m = tx3_model(default_model, 41, 336);
-    int n = m->hp.n_features * 2 * m->hp.horizon;
-    float *y1 = malloc(n * sizeof(float)), *y2 = malloc(n * sizeof(float)),
-          *y3 = malloc(n * sizeof(float));
-    int T = 2 * m->hp.patch_len + 3;
-    for (int portable = 0; portable < 2; portable++) {
-        CcEngineSettings s;
-        cc_engine_default_settings(&s);
-        s.portable_attention = portable;
-        run_batch(m, &s, 1, T, y1);
-        run_batch(m, &s, 4096 / m->hp.n_features, T, y2);
-        s.n_threads = 2;
-        run_batch(m, &s, 4096 / m->hp.n_features, T, y3);
-        double d12 = 0, d13 = 0;
-        for (int i = 0; i < n; i++) {
-            d12 = fmax(d12, fabs(y1[i] - y2[i]));
-            d13 = fmax(d13, fabs(y1[i] - y3[i]));
-        }
-        printf("tx/3, %s: batch 1 vs 4096 channels: max |dy| %.3g; vs 2 threads: %.3g\n",
-               path_name[portable], d12, d13);
-        assert_true(d12 <= 1e-5 && d13 <= 1e-5);
-    }
-    free(y1);
-    free(y2);
-    free(y3);
+    check_batch_invariance(m, "tx/3");
     cc_model_close(&m);
 }
 
@@ -645,12 +637,7 @@ static void test_tx3_model_swap(void **state)
     make_series(x, T, F, 5000, 900, 5);
     CcEngine *e = NULL;
     CcCell *a = NULL;
-    assert_int_equal(cc_engine_open(&e, m, NULL, NULL, 0), 0);
-    assert_int_equal(cc_cell_open(&a, e), 0);
-    for (int t = 0; t < T; t++) {
-        CcStepInput in = {a, 5000 + t, &x[t * F]};
-        assert_int_equal(cc_engine_step(e, &in, 1, NULL), 0);
-    }
+    open_and_stream(m, x, T, 5000, &e, &a);
     const int64_t last = 5000 + T - 1;
     CcStepInput re = {a, last, NULL};
     const CcModel *seq[] = {m12, m40, m};
