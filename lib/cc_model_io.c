@@ -254,14 +254,15 @@ static int hparams_from_meta(CcHparams *hp, const CcSafetensors *st, char *err, 
                        "metadata 'linear_window' in a %s file (the linear path is %s only)",
                        CC_FORMAT_TX2, CC_FORMAT_TX3);
     if (tx3) {
-        int64_t r;
+        int64_t r = 0;
         if (!lw)
             return cc_errf(err, errlen, -EINVAL,
                            "metadata key 'linear_window' missing (required by %s)", CC_FORMAT_TX3);
-        if (parse_int_strict(lw, &r) == -1)
+        int pr = parse_int_strict(lw, &r);
+        if (pr == -1)
             return cc_errf(err, errlen, -EINVAL,
                            "metadata 'linear_window' = '%.40s' is not an integer", lw);
-        if (parse_int_strict(lw, &r) == -2 || r > CC_MAX_LINEAR_WINDOW)
+        if (pr == -2 || r > CC_MAX_LINEAR_WINDOW)
             return cc_errf(err, errlen, -EINVAL,
                            "metadata 'linear_window' = %.40s is absurd (at most %d steps)", lw,
                            CC_MAX_LINEAR_WINDOW);
