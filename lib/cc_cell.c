@@ -12,11 +12,14 @@
 
 void cc_cell_shape_init(CcCellShape *cs, const CcHparams *hp, enum CcKvType kv, int keep_attention)
 {
-    /* Spec: max(N·P + P, M). An off-boundary rebuild (restore, model swap, no-cache) needs
-     * the M values up to e while t may be P-1 steps past e, hence M + P - 1. */
+    /* Spec: max(N·P + P, M, RL). An off-boundary rebuild (restore, model swap, no-cache)
+     * needs the M values up to e while t may be P-1 steps past e, hence M + P - 1; the tx/3
+     * linear path reads the RL values up to t. */
     int a = hp->n_patches * hp->patch_len + hp->patch_len, b = hp->norm_window + hp->patch_len - 1;
     cs->F = hp->n_features;
     cs->R = a > b ? a : b;
+    if (hp->linear_window > cs->R)
+        cs->R = hp->linear_window;
     cs->N = hp->n_patches;
     cs->L = hp->n_layers;
     cs->H = hp->n_heads;
@@ -179,7 +182,8 @@ int cc_cell_restore(CcCell *c, int64_t seq_start, int64_t first, int count, cons
 /* Mean and population sd (double) of every channel in one pass over the ring's rows per
  * moment (the ring is (R, F): one channel alone would stride through it). Each channel's
  * sums run in step order, as a per-channel loop would. */
-void cc_cell_ring_stats(const CcCell *c, int64_t lo, int64_t hi, float *mu, float *sigma)
+void cc_cell_ring_stats(const CcCell *c, int64_t lo, int64_t hi, float *mu, float *sigma,
+                        const float *floor)
 {
     const int n = (int)(hi - lo + 1), r0 = (int)(lo % c->R), F = c->F;
     double s[CC_MAX_FEATURES] = {0}, ss[CC_MAX_FEATURES] = {0}, m[CC_MAX_FEATURES];
@@ -203,7 +207,9 @@ void cc_cell_ring_stats(const CcCell *c, int64_t lo, int64_t hi, float *mu, floa
     }
     for (int f = 0; f < F; f++) {
         mu[f] = (float)m[f];
-        sigma[f] = (float)(sqrt(ss[f] / n) + 1e-5 * (1.0 + fabs(m[f])));
+        double fl = floor ? floor[f] : 0.0;
+        double sd = floor ? sqrt(ss[f] / n + fl * fl) : sqrt(ss[f] / n);
+        sigma[f] = (float)(sd + 1e-5 * (1.0 + fabs(m[f])));
     }
 }
 
@@ -216,6 +222,7 @@ void cc_cell_forecast(const CcCell *c, CcForecast *out)
     out->y = c->y;
     out->mu = c->mu;
     out->sigma = c->sigma;
+    out->sd_scale = cc_model_sd_scale(cc_engine_model(c->e));
     out->seq_start = c->p0;
 }
 
@@ -224,6 +231,8 @@ void cc_forecast_point(const CcForecast *fc, int f, int k, double *mean, double 
     const float *y = &fc->y[((size_t)f * fc->horizon + k) * 2];
     *mean = (double)y[0] * fc->sigma[f] + fc->mu[f];
     *sd = exp((double)y[1]) * fc->sigma[f];
+    if (fc->sd_scale) /* tx/3 calibration */
+        *sd *= fc->sd_scale[(size_t)f * fc->horizon + k];
 }
 
 int cc_cell_attention(const CcCell *c, int f, float *weights, int64_t *token_end, int *n_tokens)

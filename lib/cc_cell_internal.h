@@ -71,9 +71,11 @@ static inline void cc_cell_ring_read_norm(float *dst, const CcCell *c, int f, in
     }
 }
 
-/** Mean and population sd of every channel over steps [lo, hi] of the ring into mu, sigma
- *  (F), with sigma's floor of cc_norm_stats. */
-void cc_cell_ring_stats(const CcCell *c, int64_t lo, int64_t hi, float *mu, float *sigma);
+/** Mean and scale of every channel over steps [lo, hi] of the ring into mu, sigma (F):
+ *  tx/2 (floor NULL) sigma = sd + 1e-5(1 + |mu|), as cc_norm_stats; tx/3 sigma =
+ *  sqrt(sd² + floor[f]²) + 1e-5(1 + |mu|) with norm.floor (F). */
+void cc_cell_ring_stats(const CcCell *c, int64_t lo, int64_t hi, float *mu, float *sigma,
+                        const float *floor);
 
 /** Appends step p's values (F); the caller has checked p is the cell's next step. */
 static inline void cc_cell_push(CcCell *c, int64_t p, const float *values)

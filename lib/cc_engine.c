@@ -1,5 +1,5 @@
 /*
- * cc_engine.c — incremental, batched inference of cellcast-tx/2 (see cc_engine.h).
+ * cc_engine.c — incremental, batched inference of cellcast-tx/3 and tx/2 (see cc_engine.h).
  *
  * Per step, for the cells given:
  *   1. push the new values into each cell's ring;
@@ -8,7 +8,8 @@
  *      patch tokens ending at e, e-P, ... as one batch through every layer with the causal
  *      mask, keeping each layer's keys and values (the last layer needs only K and V);
  *   3. CURRENT: the token ending at t of every channel of every cell, as one batch through
- *      the layers, each attending to its cache plus itself, then the head.
+ *      the layers, each attending to its cache plus itself, then the head; tx/3 adds the
+ *      linear path of every channel as one more product over the same rows.
  * Dense parts are one sgemm per batch (cc_gemm); attention runs per channel and head
  * (cc_attention); a cell's memory is cc_cell.c's, the worker threads cc_pool's.
  *
@@ -39,6 +40,9 @@ typedef struct Workspace {
     float *a;               // (rows, D)   attention output, then projection
     float *h;               // (rows, FF)
     float *y;               // (rows, 2HZ)
+    float *lin;             // (RL, rows)  tx/3: r = xn_{t-RL+1..t} - xn_t; NULL in tx/2
+    float *ylin;            // (rows, HZ)  tx/3: W_lin · r + b_lin
+    float *xnt;             // (rows)      tx/3: xn_t
     float *pe;              // (rows, D)   positional encoding per token (shared by channels)
     float *tau;             // (N, 4)      time features of a rebuild's tokens
     float *scores;          // (H, N+1)    one token's attention weights, every head (+ slack)
@@ -103,6 +107,9 @@ static void ws_free(Workspace *w)
     free(w->a);
     free(w->h);
     free(w->y);
+    free(w->lin);
+    free(w->ylin);
+    free(w->xnt);
     free(w->pe);
     free(w->scores);
     free(w->tau);
@@ -128,6 +135,16 @@ static int ws_alloc(Workspace *w, const CcHparams *hp, int max_cells)
     w->h = malloc(rows * hp->d_ff * sizeof(float));
     w->y = malloc(rows * 2 * hp->horizon * sizeof(float));
     w->pe = malloc(rows * D * sizeof(float));
+    if (hp->linear_window > 0) {
+        /* only a sub-batch's rows are touched: the rest stays untouched virtual memory */
+        w->lin = malloc(rows * hp->linear_window * sizeof(float));
+        w->ylin = malloc(rows * hp->horizon * sizeof(float));
+        w->xnt = malloc(rows * sizeof(float));
+        if (!w->lin || !w->ylin || !w->xnt) {
+            ws_free(w);
+            return -ENOMEM;
+        }
+    }
     /* one token's weights for every head; slack for whole 16-lane blocks */
     w->scores =
         malloc(((size_t)hp->n_heads * (hp->n_patches + 1) + hp->n_patches + 64) * sizeof(float));
@@ -267,7 +284,7 @@ static int same_shapes(const CcHparams *a, const CcHparams *b)
     return a->n_features == b->n_features && a->patch_len == b->patch_len &&
            a->n_patches == b->n_patches && a->norm_window == b->norm_window &&
            a->d_model == b->d_model && a->n_heads == b->n_heads && a->n_layers == b->n_layers &&
-           a->horizon == b->horizon;
+           a->horizon == b->horizon && a->linear_window == b->linear_window;
 }
 
 int cc_engine_set_model(CcEngine *e, const CcModel *m)
@@ -455,7 +472,8 @@ static void rebuild(const CcEngine *e, Workspace *w, CcCell **cells, int n)
         c->n_cached = nc;
         c->cache_gen = e->gen;
         w->rows_of[ci] = rows;
-        cc_cell_ring_stats(c, lo, e_, c->mu, c->sigma);
+        cc_cell_ring_stats(c, lo, e_, c->mu, c->sigma,
+                           hp->linear_window > 0 ? p->norm_floor : NULL);
         /* time features and PE depend only on the token's end step: once per cell, and
          * cells stepping together share them (same e_, same nc): computed once */
         float *pe = &w->pe[(size_t)rows / F * D];
@@ -614,6 +632,53 @@ static void stream_allow(const CcEngine *e, Workspace *w, int s, int l)
         w->stream.limit = lim;
 }
 
+/* tx/3: y[k][0] += W_lin · r + b_lin + xn_t for every row of cells[0..n), as one product.
+ * r_i = xn_{t-RL+1+i} - xn_t = (x_{t-RL+1+i} - x_t) / sigma: mu cancels; steps before the
+ * sequence's first step p0 take x_{p0}. The inputs are built transposed, (RL, rows): a ring
+ * row (one step, F channels) is then F contiguous inputs, a vector operation; built as
+ * (rows, RL) for cc_gemm the same data cost ~2x the product (~200 ns per channel-step at
+ * the default shape, 1024 cells), and the packed kernel would fill only HZ = 24 of its 64
+ * columns: OpenBLAS on the transposed inputs is the fastest measured. */
+static void linear_path(const CcEngine *e, Workspace *w, CcCell **cells, int n)
+{
+    const CcHparams *hp = &e->m->hp;
+    const CcParams *p = &e->m->w;
+    const int F = hp->n_features, RL = hp->linear_window, HZ = hp->horizon, rows = n * F;
+    for (int ci = 0; ci < n; ci++) {
+        const CcCell *c = cells[ci];
+        const int64_t t = c->last, first = t - RL + 1;
+        const float *xt = &c->ring[(size_t)(t % c->R) * F];
+        float inv[CC_MAX_FEATURES];
+        float *At = &w->lin[(size_t)ci * F]; /* column ci·F + f, row i: r_i of channel f */
+        for (int f = 0; f < F; f++) {
+            inv[f] = 1.0f / c->sigma[f];
+            w->xnt[ci * F + f] = (xt[f] - c->mu[f]) * inv[f];
+        }
+        int64_t r = first < c->p0 ? c->p0 : first; /* cold start: x_{p0} stands in */
+        int ri = (int)(r % c->R);
+        /* the rings of many cells live in DRAM: the next cell's is asked for meanwhile, one
+         * line per row, into L2 (the inputs written meanwhile would evict it from L1):
+         * measured 5.6% -> 3.4% of the step's profile at 1024 cells */
+        const char *next = ci + 1 < n ? (const char *)cells[ci + 1]->ring : NULL;
+        const int next_lines = (int)(((size_t)c->R * F * sizeof(float) + 63) / 64);
+        for (int i = 0; i < RL; i++) {
+            const float *row = &c->ring[(size_t)ri * F];
+            if (next && i < next_lines)
+                __builtin_prefetch(next + (size_t)i * 64, 0, 1);
+            float *dst = At + (size_t)i * rows;
+            for (int f = 0; f < F; f++)
+                dst[f] = (row[f] - xt[f]) * inv[f];
+            if (first + i >= c->p0 && ++ri == c->R)
+                ri = 0;
+        }
+    }
+    cc_linear_at(w->ylin, HZ, w->lin, rows, p->lin_w, RL, rows, HZ, RL);
+    for (int j = 0; j < rows; j++)
+        for (int k = 0; k < HZ; k++)
+            w->y[(size_t)j * 2 * HZ + 2 * k] +=
+                w->ylin[(size_t)j * HZ + k] + p->lin_b[k] + w->xnt[j];
+}
+
 /* Current tokens of every channel of cells[0..n) (all with a complete patch and a fresh
  * cache) as one batch; writes each cell's forecast. */
 static void current(const CcEngine *e, Workspace *w, CcCell **cells, int n, int sub)
@@ -709,6 +774,8 @@ static void current(const CcEngine *e, Workspace *w, CcCell **cells, int n, int 
         block_tail(e, l, w, rows, &w->stream);
     }
     cc_gemm(w->y, HZ2, w->z, D, e->dw.head, p->head_b, rows, CC_GEMM_STORE, &w->stream);
+    if (hp->linear_window > 0)
+        linear_path(e, w, cells, n);
     for (int ci = 0; ci < n; ci++) {
         CcCell *c = cells[ci];
         memcpy(c->y, &w->y[(size_t)ci * F * HZ2], (size_t)F * HZ2 * sizeof(float));

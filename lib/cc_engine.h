@@ -1,17 +1,17 @@
 /*
- * cc_engine.h — incremental, batched inference of cellcast-tx/2 for many cells.
+ * cc_engine.h — incremental, batched inference of cellcast-tx/3 (and tx/2) for many cells.
  *
  * A cell holds F channels (one per KPI) that step together: per channel a ring of the
- * last R = max(N·P + P, M + P - 1) raw values, the frozen normalisation of the newest complete
- * patch, and per layer the keys and values of the n ≤ N cached patch tokens, laid out
- * (L, 2, H, ·): one head's keys are one contiguous block, stored transposed (DK, N) so a
- * query's scores vectorise over tokens, its values (N, DK). A step whose newest complete patch
- * differs from the one the cache was built on (a boundary, a restored or reset cell, a new
- * model) first rebuilds the cache; then only the current token runs through the layers.
+ * last max(N·P + P, M + P - 1, RL) raw values (RL the tx/3 linear window, 0 in tx/2), the frozen
+ * normalisation of the newest complete patch, and per layer the keys and values of the n ≤ N cached
+ * patch tokens, laid out (L, 2, H, ·): one head's keys are one contiguous block, stored transposed
+ * (DK, N) so a query's scores vectorise over tokens, its values (N, DK). A step whose newest
+ * complete patch differs from the one the cache was built on (a boundary, a restored or reset cell,
+ * a new model) first rebuilds the cache; then only the current token runs through the layers.
  *
  * cc_engine_step() batches the current tokens of every channel of every cell it is given
- * (one sgemm per dense part) and, separately, the rebuilds. Cells are split over
- * n_threads threads (the caller's thread included); OpenBLAS must be single-threaded
+ * (one sgemm per dense part, the tx/3 linear path included) and, separately, the rebuilds. Cells
+ * are split over n_threads threads (the caller's thread included); OpenBLAS must be single-threaded
  * (the host calls openblas_set_num_threads(1); the engine does not touch process state).
  *
  * Thread-safety: an engine and its cells are used by one thread at a time; the readers
@@ -67,7 +67,8 @@ const CcModel *cc_engine_model(const CcEngine *e);
 /**
  * Switches an engine to another model (hot reload). Cells keep their raw history; their
  * caches are invalidated and rebuilt at their next step. A model with a different F,
- * P, N, M, D, H or L than the cells were opened with needs cc_cell_rebind(). 0 or -EINVAL.
+ * P, N, M, D, H, L or ring (linear window) than the cells were opened with needs
+ * cc_cell_rebind(). 0 or -EINVAL.
  */
 int cc_engine_set_model(CcEngine *e, const CcModel *model);
 
@@ -76,7 +77,8 @@ void cc_engine_reset_stats(CcEngine *e);
 
 /** Bytes one cell occupies (ring, caches, forecast, attention if kept). */
 size_t cc_engine_cell_bytes(const CcEngine *e);
-/** Steps of raw history a cell's ring keeps: max(N·P + P, M + P − 1) (see the README). */
+/** Steps of raw history a cell's ring keeps: max(N·P + P, M + P − 1, RL) (see the README;
+ *  RL = linear_window, 0 in tx/2). */
 int cc_engine_ring_steps(const CcEngine *e);
 /** Bytes of KV cache per cell alone. */
 size_t cc_engine_kv_bytes_per_cell(const CcEngine *e);
@@ -122,16 +124,20 @@ typedef struct CcForecast {
     int valid;    ///< 0 until the cell holds one complete patch (cold start)
     int64_t step; ///< t, the newest observed step; forecasts are for t+1..t+HZ
     int n_features, horizon;
-    const float *y;     // (F, HZ, 2) head output: normalised mean and log-sigma
-    const float *mu;    // (F) normalisation mean
-    const float *sigma; // (F) normalisation scale
-    int64_t seq_start;  ///< first step of the sequence behind it (p0): step - seq_start + 1
-                        ///< steps of history, for callers that distrust cold starts
+    const float *y;        // (F, HZ, 2) head output: normalised mean (tx/3: with the linear
+                           //            path) and log-sigma
+    const float *mu;       // (F) normalisation mean
+    const float *sigma;    // (F) normalisation scale
+    const float *sd_scale; // (F, HZ) tx/3 calib.sigma_scale; NULL = 1 (tx/2). Points into
+                           //         the model: valid while the engine serves it
+    int64_t seq_start;     ///< first step of the sequence behind it (p0): step - seq_start + 1
+                           ///< steps of history, for callers that distrust cold starts
 } CcForecast;
 
 void cc_cell_forecast(const CcCell *c, CcForecast *out);
 
-/** Mean and sd in the KPI's own units for channel f, horizon step k (0-based). */
+/** Mean and sd in the KPI's own units for channel f, horizon step k (0-based): the served
+ *  numbers, sd with the calibration (sd_scale) applied. */
 void cc_forecast_point(const CcForecast *fc, int f, int k, double *mean, double *sd);
 
 /** Steps held: first/last absolute step (-1 when empty) and how many (≤ ring size). */

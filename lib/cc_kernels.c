@@ -29,6 +29,13 @@ void cc_linear(float *C, int ldc, const float *A, int lda, const float *B, int l
                 ldc);
 }
 
+void cc_linear_at(float *C, int ldc, const float *At, int ldat, const float *B, int ldb, int M,
+                  int N, int K)
+{
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasTrans, M, N, K, 1.0f, At, ldat, B, ldb, 0.0f, C,
+                ldc);
+}
+
 void cc_linear_ref(float *C, int ldc, const float *A, int lda, const float *B, int ldb,
                    const float *bias, int M, int N, int K, int accumulate)
 {

@@ -17,6 +17,12 @@ void cc_linear(float *C, int ldc, const float *A, int lda, const float *B, int l
 void cc_linear_ref(float *C, int ldc, const float *A, int lda, const float *B, int ldb,
                    const float *bias, int M, int N, int K, int accumulate);
 
+/** C (M,N) = At^T · B^T with At (K,M) (the inputs stored one column per row of C) and
+ *  B (N,K). OpenBLAS sgemm. The engine's tx/3 linear path builds its inputs this way:
+ *  one ring row of a cell is F contiguous inputs. */
+void cc_linear_at(float *C, int ldc, const float *At, int ldat, const float *B, int ldb, int M,
+                  int N, int K);
+
 /** out (rows, D) = LayerNorm(a + b) with gain g, bias beta (b may be NULL). out may alias a. */
 void cc_add_layernorm(float *out, const float *a, const float *b, const float *g, const float *beta,
                       int rows, int D);

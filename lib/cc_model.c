@@ -42,6 +42,7 @@ int cc_hparams_validate(const CcHparams *hp, char *err, size_t errlen)
     CHECK_RANGE(n_layers, 1, CC_MAX_LAYERS);
     CHECK_RANGE(d_ff, 1, CC_MAX_D_FF);
     CHECK_RANGE(horizon, 1, CC_MAX_HORIZON);
+    CHECK_RANGE(linear_window, 0, CC_MAX_LINEAR_WINDOW);
     CHECK_RANGE(step_seconds, 1, 366LL * 86400);
     CHECK_RANGE(tz_offset_s, -86400, 86400);
 #undef CHECK_RANGE
@@ -64,16 +65,20 @@ int cc_hparams_validate(const CcHparams *hp, char *err, size_t errlen)
 size_t cc_params_sizes(const CcHparams *hp, size_t s[CC_NUM_PARAM_ARRAYS])
 {
     size_t D = hp->d_model, L = hp->n_layers, FF = hp->d_ff, IN = hp->patch_len + 4;
-    size_t F = hp->n_features, HZ2 = 2 * (size_t)hp->horizon;
+    size_t F = hp->n_features, HZ = hp->horizon, HZ2 = 2 * HZ, R = hp->linear_window;
+    size_t tx3 = R > 0; /* the floor and the calibration exist only in tx/3 */
     size_t v[CC_NUM_PARAM_ARRAYS] = {
-        D * IN,        D,         F * D, // embed_w, embed_b, chan
-        L * 3 * D * D, L * 3 * D,        // qkv
-        L * D * D,     L * D,            // o
-        L * D,         L * D,            // ln1
-        L * FF * D,    L * FF,           // up
-        L * D * FF,    L * D,            // down
-        L * D,         L * D,            // ln2
-        HZ2 * D,       HZ2,              // head
+        D * IN,        D,
+        F * D,                       // embed_w, embed_b, chan
+        L * 3 * D * D, L * 3 * D,    // qkv
+        L * D * D,     L * D,        // o
+        L * D,         L * D,        // ln1
+        L * FF * D,    L * FF,       // up
+        L * D * FF,    L * D,        // down
+        L * D,         L * D,        // ln2
+        HZ2 * D,       HZ2,          // head
+        HZ * R,        HZ * tx3,     // lin_w, lin_b
+        F * tx3,       F * HZ * tx3, // norm_floor, sigma_scale
     };
     size_t total = 0;
     for (int i = 0; i < CC_NUM_PARAM_ARRAYS; i++) {
@@ -89,9 +94,10 @@ void cc_params_point(CcParams *p, const CcHparams *hp, float *block)
     size_t s[CC_NUM_PARAM_ARRAYS];
     cc_params_sizes(hp, s);
     float **ptrs[CC_NUM_PARAM_ARRAYS] = {
-        &p->embed_w, &p->embed_b, &p->chan,  &p->qkv_w,  &p->qkv_b,  &p->o_w,
-        &p->o_b,     &p->ln1_g,   &p->ln1_b, &p->up_w,   &p->up_b,   &p->down_w,
-        &p->down_b,  &p->ln2_g,   &p->ln2_b, &p->head_w, &p->head_b,
+        &p->embed_w, &p->embed_b,    &p->chan,        &p->qkv_w,  &p->qkv_b,  &p->o_w,
+        &p->o_b,     &p->ln1_g,      &p->ln1_b,       &p->up_w,   &p->up_b,   &p->down_w,
+        &p->down_b,  &p->ln2_g,      &p->ln2_b,       &p->head_w, &p->head_b, &p->lin_w,
+        &p->lin_b,   &p->norm_floor, &p->sigma_scale,
     };
     for (int i = 0; i < CC_NUM_PARAM_ARRAYS; i++) {
         *ptrs[i] = block;
@@ -115,6 +121,8 @@ int cc_model_open(CcModel **out, const CcHparams *hp, char *err, size_t errlen)
     if (!m->block)
         goto error;
     cc_params_point(&m->w, &m->hp, m->block);
+    for (size_t i = 0; i < (size_t)hp->n_features * hp->horizon && hp->linear_window > 0; i++)
+        m->w.sigma_scale[i] = 1.0f;
     *out = m;
     return 0;
 error:
@@ -168,6 +176,21 @@ void cc_model_init_random(CcModel *m, uint64_t seed)
     fill_xavier(m->w.down_w, D, FF, L, &s);
     fill_const(m->w.ln2_g, L * D, 1.0f);
     fill_xavier(m->w.head_w, 2 * (size_t)hp->horizon, D, 1, &s);
+    if (hp->linear_window > 0) {
+        fill_uniform(m->w.lin_w, (size_t)hp->horizon * hp->linear_window,
+                     1.0 / sqrt((double)hp->linear_window), &s);
+        fill_const(m->w.sigma_scale, (size_t)hp->n_features * hp->horizon, 1.0f);
+    }
+}
+
+const float *cc_model_sd_scale(const CcModel *m)
+{
+    return m->hp.linear_window > 0 ? m->w.sigma_scale : NULL;
+}
+
+const char *cc_hparams_format(const CcHparams *hp)
+{
+    return hp->linear_window > 0 ? CC_FORMAT_TX3 : CC_FORMAT_TX2;
 }
 
 int cc_hparams_set_extra(CcHparams *hp, const char *key, const char *value)

@@ -1,6 +1,7 @@
 /*
- * cc_model_io.c — cellcast-tx/2 weight files: safetensors with the spec's tensor names and
- * __metadata__ hyperparameters, mapped onto the CcParams block (q/k/v stacked in qkv_w).
+ * cc_model_io.c — cellcast-tx/3 and cellcast-tx/2 weight files: safetensors with the spec's
+ * tensor names and __metadata__ hyperparameters, mapped onto the CcParams block (q/k/v
+ * stacked in qkv_w). A tx/2 file is read as a model with linear_window = 0.
  * What is refused and why: see cc_safetensors.h ("How cc_model_open_file() uses this").
  */
 #include "cc_model.h"
@@ -60,11 +61,15 @@ static int model_slots(const CcHparams *hp, Slot *slots)
         LN2_G,
         LN2_B,
         HEAD_W,
-        HEAD_B
+        HEAD_B,
+        LIN_W,
+        LIN_B,
+        FLOOR,
+        SCALE
     };
     size_t D = hp->d_model, FF = hp->d_ff, IN = hp->patch_len + 4, F = hp->n_features;
-    size_t HZ2 = 2 * (size_t)hp->horizon;
-    int n = 5 + 16 * hp->n_layers;
+    size_t HZ2 = 2 * (size_t)hp->horizon, HZ = hp->horizon, R = hp->linear_window;
+    int n = 5 + 16 * hp->n_layers + (R > 0 ? 4 : 0);
     if (!slots)
         return n;
     Slot *s = slots;
@@ -97,6 +102,12 @@ static int model_slots(const CcHparams *hp, Slot *slots)
     }
     slot_set(s++, "head.weight", 2, HZ2, D, off[HEAD_W]);
     slot_set(s++, "head.bias", 1, HZ2, 0, off[HEAD_B]);
+    if (R > 0) {
+        slot_set(s++, "linear.weight", 2, HZ, R, off[LIN_W]);
+        slot_set(s++, "linear.bias", 1, HZ, 0, off[LIN_B]);
+        slot_set(s++, "norm.floor", 1, F, 0, off[FLOOR]);
+        slot_set(s++, "calib.sigma_scale", 2, F, HZ, off[SCALE]);
+    }
     return (int)(s - slots);
 }
 
@@ -148,7 +159,7 @@ static const struct {
 
 static int is_reserved_key(const char *key)
 {
-    if (!strcmp(key, "format") || !strcmp(key, "features"))
+    if (!strcmp(key, "format") || !strcmp(key, "features") || !strcmp(key, "linear_window"))
         return 1;
     for (int i = 0; i < N_INT_KEYS; i++)
         if (!strcmp(key, int_keys[i].key))
@@ -232,10 +243,37 @@ static int hparams_from_meta(CcHparams *hp, const CcSafetensors *st, char *err, 
         return cc_errf(err, errlen, -EINVAL,
                        "metadata key 'format' missing: not a %s model (no __metadata__ "
                        "\"format\")",
-                       CC_FORMAT);
-    if (strcmp(fmt, CC_FORMAT))
-        return cc_errf(err, errlen, -EINVAL, "unknown format '%.64s' (expected '%s')", fmt,
-                       CC_FORMAT);
+                       CC_FORMAT_TX3);
+    int tx3 = !strcmp(fmt, CC_FORMAT_TX3);
+    if (!tx3 && strcmp(fmt, CC_FORMAT_TX2))
+        return cc_errf(err, errlen, -EINVAL, "unknown format '%.64s' (expected '%s' or '%s')", fmt,
+                       CC_FORMAT_TX3, CC_FORMAT_TX2);
+    const char *lw = cc_st_meta_get(st, "linear_window");
+    if (!tx3 && lw)
+        return cc_errf(err, errlen, -EINVAL,
+                       "metadata 'linear_window' in a %s file (the linear path is %s only)",
+                       CC_FORMAT_TX2, CC_FORMAT_TX3);
+    if (tx3) {
+        int64_t r = 0;
+        if (!lw)
+            return cc_errf(err, errlen, -EINVAL,
+                           "metadata key 'linear_window' missing (required by %s)", CC_FORMAT_TX3);
+        int pr = parse_int_strict(lw, &r);
+        if (pr == -1)
+            return cc_errf(err, errlen, -EINVAL,
+                           "metadata 'linear_window' = '%.40s' is not an integer", lw);
+        if (pr == -2 || r > CC_MAX_LINEAR_WINDOW)
+            return cc_errf(err, errlen, -EINVAL,
+                           "metadata 'linear_window' = %.40s is absurd (at most %d steps)", lw,
+                           CC_MAX_LINEAR_WINDOW);
+        if (r < 1)
+            return cc_errf(
+                err, errlen, -EINVAL,
+                "metadata 'linear_window' = %lld: a %s model needs a linear window of at "
+                "least 1 step",
+                (long long)r, CC_FORMAT_TX3);
+        hp->linear_window = (int)r;
+    }
     for (int i = 0; i < N_INT_KEYS; i++) {
         const char *v = cc_st_meta_get(st, int_keys[i].key);
         int64_t x;
@@ -345,7 +383,7 @@ static int check_tensors(const CcSafetensors *st, const CcHparams *hp, Slot *slo
         ret = cc_errf(err, errlen, -EINVAL,
                       "unexpected tensor '%.100s' (not in the %s table "
                       "for n_layers = %d)",
-                      t->name, CC_FORMAT, hp->n_layers);
+                      t->name, cc_hparams_format(hp), hp->n_layers);
     }
     free(sorted);
     return ret;
@@ -370,6 +408,32 @@ static int nonfinite_error(char *err, size_t errlen, const char *what, const cha
                    isnan(v) ? "NaN"
                    : v > 0  ? "+Inf"
                             : "-Inf");
+}
+
+/* The tx/3 parts whose range the spec fixes: a floor >= 0, a calibration > 0 (finiteness is
+ * checked with every weight). `what` prefixes the message ("refusing to save: "). */
+static int check_tx3_ranges(const CcModel *m, const char *what, char *err, size_t errlen)
+{
+    const CcHparams *hp = &m->hp;
+    if (hp->linear_window <= 0)
+        return 0;
+    for (int f = 0; f < hp->n_features; f++) {
+        float v = m->w.norm_floor[f];
+        if (isfinite(v) && v < 0)
+            return cc_errf(err, errlen, -EINVAL,
+                           "%stensor 'norm.floor' element %d (KPI '%s') is %g: the floor must be "
+                           ">= 0",
+                           what, f, hp->features[f], (double)v);
+        for (int k = 0; k < hp->horizon; k++) {
+            v = m->w.sigma_scale[(size_t)f * hp->horizon + k];
+            if (isfinite(v) && v <= 0)
+                return cc_errf(err, errlen, -EINVAL,
+                               "%stensor 'calib.sigma_scale' element [%d, %d] (KPI '%s', horizon "
+                               "step %d) is %g: a scale must be > 0",
+                               what, f, k, hp->features[f], k + 1, (double)v);
+        }
+    }
+    return 0;
 }
 
 int cc_model_open_buffer(CcModel **out, const uint8_t *buf, size_t len, char *err, size_t errlen)
@@ -415,6 +479,8 @@ int cc_model_open_buffer(CcModel **out, const uint8_t *buf, size_t len, char *er
             goto error;
         }
     }
+    if ((ret = check_tx3_ranges(m, "", err, errlen)) < 0)
+        goto error;
     *out = m;
     m = NULL;
     ret = 0;
@@ -479,9 +545,9 @@ error:
 int cc_model_save(const CcModel *m, const char *path, char *err, size_t errlen)
 {
     const CcHparams *hp = &m->hp;
-    enum { MAX_KEYS = 2 + N_INT_KEYS + N_STR_KEYS + CC_MAX_META };
+    enum { MAX_KEYS = 3 + N_INT_KEYS + N_STR_KEYS + CC_MAX_META };
     const char *keys[MAX_KEYS], *values[MAX_KEYS];
-    char ints[N_INT_KEYS][24], tmp[256];
+    char ints[N_INT_KEYS][24], lw[24], tmp[256];
     char *features = NULL, *tmp_path = NULL;
     Slot *slots = NULL;
     CcStWriteTensor *ts = NULL;
@@ -506,12 +572,19 @@ int cc_model_save(const CcModel *m, const char *path, char *err, size_t errlen)
         }
         pos += snprintf(features + pos, flen - pos, "%s%s", i ? "," : "", hp->features[i]);
     }
-    keys[nk] = "format", values[nk++] = CC_FORMAT;
+    if ((ret = check_tx3_ranges(m, "refusing to save: ", err, errlen)) < 0)
+        goto error;
+    ret = -ENOMEM;
+    keys[nk] = "format", values[nk++] = cc_hparams_format(hp);
     for (int i = 0; i < N_INT_KEYS; i++) {
         const char *p = (const char *)hp + int_keys[i].offset;
         long long v = int_keys[i].is64 ? *(const int64_t *)p : *(const int *)p;
         snprintf(ints[i], sizeof ints[i], "%lld", v);
         keys[nk] = int_keys[i].key, values[nk++] = ints[i];
+    }
+    if (hp->linear_window > 0) {
+        snprintf(lw, sizeof lw, "%d", hp->linear_window);
+        keys[nk] = "linear_window", values[nk++] = lw;
     }
     keys[nk] = "features", values[nk++] = features;
     for (int i = 0; i < N_STR_KEYS; i++) {

@@ -1,6 +1,7 @@
 /*
  * cc_ref.c — direct evaluation of spec steps 1–6 for one channel at one step: naive loops,
- * double accumulation, every token recomputed from the raw series. The oracle of the
+ * double accumulation, every token recomputed from the raw series; tx/3's floor and linear
+ * path when the model has them (linear_window > 0). The oracle of the
  * engine's incremental path; slow on purpose and written for reading.
  */
 #include "cc_ref.h"
@@ -20,7 +21,9 @@ int cc_ref_trace_open(CcRefTrace *tr, const CcHparams *hp)
     tr->tokens_in = calloc(T * (hp->patch_len + 4), sizeof(float));
     tr->z = calloc((L + 1) * T * D, sizeof(float));
     tr->att = calloc(L * hp->n_heads * T * T, sizeof(float));
-    if (!tr->token_end || !tr->tokens_in || !tr->z || !tr->att) {
+    tr->lin_in = hp->linear_window > 0 ? calloc((size_t)hp->linear_window, sizeof(float)) : NULL;
+    if (!tr->token_end || !tr->tokens_in || !tr->z || !tr->att ||
+        (hp->linear_window > 0 && !tr->lin_in)) {
         cc_ref_trace_close(tr);
         return -ENOMEM;
     }
@@ -33,6 +36,7 @@ void cc_ref_trace_close(CcRefTrace *tr)
     free(tr->tokens_in);
     free(tr->z);
     free(tr->att);
+    free(tr->lin_in);
     memset(tr, 0, sizeof *tr);
 }
 
@@ -86,7 +90,13 @@ int cc_ref_forward(const CcModel *m, int f, const float *x, int64_t p0, int64_t 
     double mu = s / (double)(e - lo + 1);
     for (int64_t p = lo; p <= e; p++)
         ss += (x[p - p0] - mu) * (x[p - p0] - mu);
-    double sigma = sqrt(ss / (double)(e - lo + 1)) + 1e-5 * (1 + fabs(mu));
+    double sd = sqrt(ss / (double)(e - lo + 1)), sigma;
+    if (hp->linear_window > 0) { /* tx/3: the KPI's floor under the window's spread */
+        double fl = w->norm_floor[f];
+        sigma = sqrt(sd * sd + fl * fl) + 1e-5 * (1 + fabs(mu));
+    } else {
+        sigma = sd + 1e-5 * (1 + fabs(mu));
+    }
     /* 4. Tokens: n cached patches ending at e-(n-1-i)P, then the current one ending at t. */
     int64_t avail = (e - P + 1 - p0) / P + 1;
     int n = avail < N ? (int)avail : N, T = n + 1;
@@ -183,6 +193,20 @@ int cc_ref_forward(const CcModel *m, int f, const float *x, int64_t p0, int64_t 
     {
         double out[2 * CC_MAX_HORIZON];
         matvec(out, w->head_w, w->head_b, &z[(size_t)n * D], HZ2, D);
+        /* tx/3 linear path: the change from xn_t of the last R values, steps before p0
+         * standing in as xn_{p0} */
+        for (int k = 0; k < hp->horizon && hp->linear_window > 0; k++) {
+            const int R = hp->linear_window;
+            double xt = (x[t - p0] - mu) / sigma, acc = w->lin_b[k] + xt;
+            for (int i = 0; i < R; i++) {
+                int64_t p = t - R + 1 + i;
+                double xp = ((double)x[(p < p0 ? p0 : p) - p0] - mu) / sigma;
+                acc += (double)w->lin_w[(size_t)k * R + i] * (xp - xt);
+                if (trace && trace->lin_in && k == 0)
+                    trace->lin_in[i] = (float)(xp - xt);
+            }
+            out[2 * k] += acc;
+        }
         for (int k = 0; k < HZ2; k++)
             y[k] = (float)out[k];
     }

@@ -29,11 +29,13 @@
  * format allows. Tensors are stored contiguously in the order given.
  *
  * How cc_model_open_file() (cc_model_io.c) uses this, beyond the checks above:
- *  - metadata "format" must be exactly "cellcast-tx/2"; the integer hyperparameters are
- *    parsed strictly (optional '-', decimal digits, no leading zeros, spaces, '+' or
- *    exponent); "features" is a comma-separated list of names (none empty, no leading or
- *    trailing whitespace or control characters); other keys go to CcHparams.extra; a value
- *    that does not fit its CcHparams field is refused, never truncated;
+ *  - metadata "format" must be exactly "cellcast-tx/3" or "cellcast-tx/2"; tx/3 requires
+ *    "linear_window" (1..CC_MAX_LINEAR_WINDOW), tx/2 must not carry it; the integer
+ *    hyperparameters are parsed strictly (optional '-', decimal digits, no leading zeros,
+ *    spaces, '+' or exponent); "features" is a comma-separated list of names (none empty,
+ *    no leading or trailing whitespace or control characters); other keys go to
+ *    CcHparams.extra; a value that does not fit its CcHparams field is refused, never
+ *    truncated;
  *  - hyperparameters pass cc_hparams_validate() and every tensor of the spec's table must
  *    be present with exactly its shape before the model is allocated (so the allocation is
  *    bounded by the file size); the number of names in "features" must equal the rows of
@@ -41,7 +43,8 @@
  *  - tensors not in the table are REFUSED (not ignored): an extra tensor means the file was
  *    made for another architecture or another n_layers, and serving it would silently drop
  *    weights. cc_model_open_file has no logger to warn through, so refusing is the honest choice;
- *  - every weight must be finite (NaN/Inf refused, naming the tensor and element);
+ *  - every weight must be finite (NaN/Inf refused, naming the tensor and element); tx/3:
+ *    norm.floor >= 0 and calib.sigma_scale > 0 (refused naming the element and KPI);
  *  - files are read with one fread into memory (no mmap: a file truncated under our feet
  *    would raise SIGBUS); files larger than CC_ST_MAX_FILE bytes are refused.
  */

@@ -874,6 +874,11 @@ int cc_trainer_open(CcTrainer **out, CcModel *m, const CcDataset *ds, const CcRa
                 hp->n_features);
         goto error;
     }
+    if (hp->linear_window > 0) { /* its forward and gradients have no linear path yet */
+        cc_errf(err, errlen, ret, "the trainer trains %s models only (this one is %s)",
+                CC_FORMAT_TX2, CC_FORMAT_TX3);
+        goto error;
+    }
     if (s->batch < 1 || s->n_threads < 1 || s->dropout < 0 || s->dropout >= 1 || s->group < 0) {
         cc_errf(err, errlen, ret, "bad training settings (batch, threads, dropout or group)");
         goto error;

@@ -1,7 +1,9 @@
 /*
  * test_engine.c — the incremental engine against the direct-evaluation oracle (cc_ref):
  * streaming over many patches from every alignment, batch invariance, threads, 16-bit KV,
- * cold start, ring wrap-around, restore, model swap, magnitudes, constant series.
+ * cold start, ring wrap-around, restore, model swap, magnitudes, constant series; the same
+ * for cellcast-tx/3 models (linear path, floor, calibration), with linear windows shorter and
+ * longer than the tx/2 ring.
  * The streaming and batch-invariance tests run twice: with the engine's choice of attention
  * kernels (the AVX-512 register kernels where the CPU has AVX-512 and DK = 16) and with
  * portable_attention forced. On a CPU without AVX-512 both runs take the portable path.
@@ -50,17 +52,51 @@ static CcModel *default_model(uint64_t seed)
     return m;
 }
 
+static const double kpi_scale[] = {3e8, 0.6, 40, 1e-3, 5, 1e4, 12, 0.02};
+
+/* Steps at the start of every series made by make_series that repeat the first value (a
+ * KPI constant for its first steps: the tx/3 floor alone makes sigma). */
+static int const_prefix;
+
 /* A realistic channel: diurnal shape, noise; magnitude chosen per feature. */
 static void make_series(float *x, int T, int F, int64_t p0, int64_t S, uint64_t seed)
 {
-    static const double scale[] = {3e8, 0.6, 40, 1e-3, 5, 1e4, 12, 0.02};
     rng_state = seed;
     for (int t = 0; t < T; t++)
         for (int f = 0; f < F; f++) {
             double ph = 2 * M_PI * (double)((p0 + t) * S % 86400) / 86400.0;
-            double v = scale[f % 8] * (1 + 0.5 * sin(ph + f) + 0.2 * (urand() - 0.5));
-            x[(size_t)t * F + f] = (float)v;
+            double v = kpi_scale[f % 8] * (1 + 0.5 * sin(ph + f) + 0.2 * (urand() - 0.5));
+            x[(size_t)t * F + f] = t < const_prefix && t > 0 ? x[f] : (float)v;
         }
+}
+
+/* Gives m (opened with linear_window > 0) a non-trivial tx/3 part: linear weights of the
+ * size a trained one has, floors of 1 % of each KPI's magnitude, scales in [0.5, 2]. */
+static void tx3_randomise(CcModel *m)
+{
+    const CcHparams *hp = &m->hp;
+    size_t nl = (size_t)hp->horizon * hp->linear_window;
+    for (size_t i = 0; i < nl; i++)
+        m->w.lin_w[i] = (float)((urand() - 0.5) * 2 / sqrt((double)hp->linear_window));
+    for (int k = 0; k < hp->horizon; k++)
+        m->w.lin_b[k] = 0.2f * (float)(urand() - 0.5);
+    for (int f = 0; f < hp->n_features; f++) {
+        m->w.norm_floor[f] = (float)(0.01 * kpi_scale[f % 8]);
+        for (int k = 0; k < hp->horizon; k++)
+            m->w.sigma_scale[f * hp->horizon + k] = (float)(0.5 + 1.5 * urand());
+    }
+}
+
+static CcModel *tx3_model(CcModel *(*base)(uint64_t), uint64_t seed, int linear_window)
+{
+    CcModel *b = base(seed), *m = NULL;
+    CcHparams hp = b->hp;
+    hp.linear_window = linear_window;
+    assert_int_equal(cc_model_open(&m, &hp, NULL, 0), 0);
+    memcpy(m->block, b->block, b->n_params * sizeof(float)); /* tx/2 parts come first */
+    cc_model_close(&b);
+    tx3_randomise(m);
+    return m;
 }
 
 /* Checks that the engine took the attention path its settings and the CPU call for, so that
@@ -77,7 +113,7 @@ static void check_attention_path(const CcEngine *e, const CcModel *m, const CcEn
 }
 
 typedef struct Errors {
-    double y, mu, sigma;
+    double y, mu, sigma, sd; ///< sd: relative, served sd (cc_forecast_point) vs the oracle's
     int compared;
 } Errors;
 
@@ -118,6 +154,14 @@ static Errors stream_vs_ref(const CcModel *m, const CcEngineSettings *s, int64_t
                 err.y = fmax(err.y, fabs(fc.y[f * HZ2 + k] - y[k]));
             err.mu = fmax(err.mu, fabs(fc.mu[f] - mu) / (fabs(mu) + 1e-30));
             err.sigma = fmax(err.sigma, fabs(fc.sigma[f] - sigma) / sigma);
+            for (int k = 0; k < hp->horizon; k++) {
+                double mean, sd, scale = 1;
+                if (hp->linear_window > 0)
+                    scale = m->w.sigma_scale[f * hp->horizon + k];
+                double want = exp((double)y[2 * k + 1]) * sigma * scale;
+                cc_forecast_point(&fc, f, k, &mean, &sd);
+                err.sd = fmax(err.sd, fabs(sd - want) / want);
+            }
             err.compared++;
         }
     }
@@ -258,10 +302,10 @@ static void run_batch(const CcModel *m, const CcEngineSettings *s, int ncells, i
     cc_engine_close(&e);
 }
 
-static void test_batch_invariance(void **state)
+/* A channel's outputs do not depend on its batch: 1 cell against 4096 channels per batch,
+ * on one and on two threads, on both attention paths. */
+static void check_batch_invariance(const CcModel *m, const char *what)
 {
-    (void)state;
-    CcModel *m = default_model(4);
     int n = m->hp.n_features * 2 * m->hp.horizon;
     float *y1 = malloc(n * sizeof(float)), *y2 = malloc(n * sizeof(float)),
           *y3 = malloc(n * sizeof(float));
@@ -280,13 +324,20 @@ static void test_batch_invariance(void **state)
             d12 = fmax(d12, fabs(y1[i] - y2[i]));
             d13 = fmax(d13, fabs(y1[i] - y3[i]));
         }
-        printf("%s: batch 1 vs 4096 channels: max |dy| %.3g; vs 2 threads: %.3g\n",
+        printf("%s, %s: batch 1 vs 4096 channels: max |dy| %.3g; vs 2 threads: %.3g\n", what,
                path_name[portable], d12, d13);
         assert_true(d12 <= 1e-5 && d13 <= 1e-5);
     }
     free(y1);
     free(y2);
     free(y3);
+}
+
+static void test_batch_invariance(void **state)
+{
+    (void)state;
+    CcModel *m = default_model(4);
+    check_batch_invariance(m, "tx/2");
     cc_model_close(&m);
 }
 
@@ -465,6 +516,19 @@ static void test_restore_history_and_model_swap(void **state)
     cc_model_close(&m2);
 }
 
+/* Opens an engine (default settings) and one cell on m and steps x (T, F) in from p0. */
+static void open_and_stream(const CcModel *m, const float *x, int T, int64_t p0, CcEngine **e,
+                            CcCell **c)
+{
+    const int F = m->hp.n_features;
+    assert_int_equal(cc_engine_open(e, m, NULL, NULL, 0), 0);
+    assert_int_equal(cc_cell_open(c, *e), 0);
+    for (int t = 0; t < T; t++) {
+        CcStepInput in = {*c, p0 + t, &x[t * F]};
+        assert_int_equal(cc_engine_step(*e, &in, 1, NULL), 0);
+    }
+}
+
 /* The ring keeps exactly the newest R steps: after several wraps the history read back is
  * the input, older steps are refused, and forecasts still match the oracle (checked in
  * test_streaming_*). */
@@ -477,12 +541,7 @@ static void test_ring_wrap_around(void **state)
     make_series(x, T, F, 7000, 900, 21);
     CcEngine *e = NULL;
     CcCell *c = NULL;
-    assert_int_equal(cc_engine_open(&e, m, NULL, NULL, 0), 0);
-    assert_int_equal(cc_cell_open(&c, e), 0);
-    for (int t = 0; t < T; t++) {
-        CcStepInput in = {c, 7000 + t, &x[t * F]};
-        assert_int_equal(cc_engine_step(e, &in, 1, NULL), 0);
-    }
+    open_and_stream(m, x, T, 7000, &e, &c);
     int64_t first, last;
     cc_cell_span(c, &first, &last);
     int R = (int)(last - first + 1);
@@ -499,6 +558,130 @@ static void test_ring_wrap_around(void **state)
     cc_model_close(&m);
 }
 
+/* ---- cellcast-tx/3 ------------------------------------------------------------------ */
+
+/* Every alignment, both attention paths, linear windows inside the tx/2 ring (12 < 27), past
+ * it (40: the ring grows to 40) and over the whole stream's start (cold starts with fewer
+ * than RL values); the first 30 steps constant, so the floor alone makes sigma there. */
+static void test_tx3_streaming_every_alignment(void **state)
+{
+    (void)state;
+    static const int windows[] = {12, 40};
+    CcEngineSettings s;
+    cc_engine_default_settings(&s);
+    int64_t base = 1900000;
+    const_prefix = 30;
+    for (size_t wi = 0; wi < 2; wi++) {
+        CcModel *m = tx3_model(small_model, 21 + wi, windows[wi]);
+        CcEngine *e = NULL;
+        assert_int_equal(cc_engine_open(&e, m, &s, NULL, 0), 0);
+        int ring = 5 * 4 + 4 > 24 + 4 - 1 ? 5 * 4 + 4 : 24 + 4 - 1;
+        assert_int_equal(cc_engine_ring_steps(e), windows[wi] > ring ? windows[wi] : ring);
+        cc_engine_close(&e);
+        for (int portable = 0; portable < 2; portable++) {
+            s.portable_attention = portable;
+            for (int align = 0; align < m->hp.patch_len; align++) {
+                Errors r = stream_vs_ref(m, &s, base + align, 160, 7 + align);
+                printf("tx/3 R %d, %s, alignment %d: %d forecasts, max |dy| %.3g, mu rel %.3g, "
+                       "sigma rel %.3g, sd rel %.3g\n",
+                       windows[wi], path_name[portable], align, r.compared, r.y, r.mu, r.sigma,
+                       r.sd);
+                assert_true(r.compared > 100);
+                assert_true(r.y <= 1e-4);
+                assert_true(r.mu <= 1e-6 && r.sigma <= 1e-5 && r.sd <= 1e-4);
+            }
+        }
+        cc_model_close(&m);
+    }
+    const_prefix = 0;
+}
+
+/* The default shape with R = 336 (inside the 352-step ring) and R = 512 (the ring grows). */
+static void test_tx3_streaming_default_shape(void **state)
+{
+    (void)state;
+    static const int windows[] = {336, 512};
+    for (size_t wi = 0; wi < 2; wi++) {
+        CcModel *m = tx3_model(default_model, 31 + wi, windows[wi]);
+        CcEngineSettings s;
+        cc_engine_default_settings(&s);
+        for (int portable = 0; portable < 2; portable++) {
+            s.portable_attention = portable;
+            Errors e = stream_vs_ref(m, &s, 1780000000 / 3600 + 5, 560, 3);
+            printf("tx/3 R %d default shape, %s: %d forecasts, max |dy| %.3g, sd rel %.3g\n",
+                   windows[wi], path_name[portable], e.compared, e.y, e.sd);
+            assert_true(e.y <= 1e-4 && e.sd <= 1e-4);
+        }
+        cc_model_close(&m);
+    }
+}
+
+static void test_tx3_batch_invariance(void **state)
+{
+    (void)state;
+    CcModel *m = tx3_model(default_model, 41, 336);
+    check_batch_invariance(m, "tx/3");
+    cc_model_close(&m);
+}
+
+/* Hot swaps tx/2 -> tx/3 (R = 12: same ring, no rebind) -> tx/3 (R = 40: the ring grows,
+ * the cell is refused until rebound; the kept 27 steps start a new cold sequence) -> tx/2,
+ * each recompute equal to the oracle of the new weights, served sd with the new scales. */
+static void test_tx3_model_swap(void **state)
+{
+    (void)state;
+    CcModel *m = small_model(8), *m12 = tx3_model(small_model, 9, 12);
+    CcModel *m40 = tx3_model(small_model, 10, 40);
+    const int F = 3, T = 70, HZ = 6;
+    float x[70 * 3], col[70], y[12], mu, sigma;
+    make_series(x, T, F, 5000, 900, 5);
+    CcEngine *e = NULL;
+    CcCell *a = NULL;
+    open_and_stream(m, x, T, 5000, &e, &a);
+    const int64_t last = 5000 + T - 1;
+    CcStepInput re = {a, last, NULL};
+    const CcModel *seq[] = {m12, m40, m};
+    const int ring[] = {27, 40, 27};
+    for (int i = 0; i < 3; i++) {
+        int st = 1;
+        assert_int_equal(cc_engine_set_model(e, seq[i]), 0);
+        assert_int_equal(cc_engine_ring_steps(e), ring[i]);
+        assert_int_equal(cc_engine_step(e, &re, 1, &st), 0);
+        if (i == 0) {
+            assert_int_equal(st, 0);
+        } else { /* the ring changed: laid out for the old shape until rebound */
+            assert_int_equal(st, -ESTALE);
+            assert_int_equal(cc_cell_rebind(a, e), 0);
+            assert_int_equal(cc_engine_step(e, &re, 1, &st), 0);
+            assert_int_equal(st, 0);
+        }
+        int64_t p0 = cc_cell_seq_start(a);
+        assert_true(i == 0 ? p0 == 5000 : p0 == last - 26); /* 27 steps kept from the swap */
+        CcForecast fc;
+        cc_cell_forecast(a, &fc);
+        assert_true(fc.valid);
+        for (int f = 0; f < F; f++) {
+            for (int t = 0; t < T; t++)
+                col[t] = x[t * F + f];
+            assert_int_equal(
+                cc_ref_forward(seq[i], f, col + (p0 - 5000), p0, last, y, &mu, &sigma, NULL), 0);
+            for (int k = 0; k < 2 * HZ; k++)
+                assert_true(fabs(fc.y[f * 2 * HZ + k] - y[k]) <= 1e-4);
+            for (int k = 0; k < HZ; k++) {
+                double mean, sd,
+                    scale = seq[i]->hp.linear_window ? seq[i]->w.sigma_scale[f * HZ + k] : 1;
+                cc_forecast_point(&fc, f, k, &mean, &sd);
+                assert_true(fabs(sd - exp((double)y[2 * k + 1]) * sigma * scale) <= 1e-4 * sd);
+            }
+        }
+    }
+    cc_cell_close(&a);
+    cc_engine_close(&e);
+    cc_model_close(&m);
+    cc_model_close(&m12);
+    cc_model_close(&m40);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -512,6 +695,10 @@ int main(void)
         cmocka_unit_test(test_constant_series_is_finite),
         cmocka_unit_test(test_restore_history_and_model_swap),
         cmocka_unit_test(test_ring_wrap_around),
+        cmocka_unit_test(test_tx3_streaming_every_alignment),
+        cmocka_unit_test(test_tx3_streaming_default_shape),
+        cmocka_unit_test(test_tx3_batch_invariance),
+        cmocka_unit_test(test_tx3_model_swap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

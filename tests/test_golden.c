@@ -11,12 +11,22 @@
  *                         mu, sigma, y (see gen_golden.py for the format)
  *   series.csv            the same series in `cellcast forward` input format
  *   series_forward.jsonl  y/mu/sigma of every row with a forecast (`forward --all`)
+ *   tx3_r12.*, tx3_r40.*  two cellcast-tx/3 sets in the same formats (.safetensors, .json,
+ *                         .csv, _forward.jsonl): the same hparams with linear_window 12
+ *                         (inside the tx/2 ring of 25 steps) and 40 (the ring grows to 40),
+ *                         per-KPI floors, calib.sigma_scale in [0.5, 2], a prb constant for
+ *                         its first 40 steps (sigma is the floor) and linear cold starts
+ *                         (fewer than R values); their cases also hold the linear path's
+ *                         input r, their forward rows the served mean and sd.
+ * Every test below runs on each of the three sets (one cmocka group per set).
  *
  * What is checked, with the largest error of each tensor printed:
  *   - the model loads through cc_model_open_file with the fixture's hyperparameters;
- *   - cc_ref_forward's trace tensor by tensor, and its -EAGAIN on cold start;
+ *   - cc_ref_forward's trace tensor by tensor (tx/3: the linear input r too), and its
+ *     -EAGAIN on cold start;
  *   - the engine (cc_engine_step one step at a time) against every row of
- *     series_forward.jsonl and every fixture step, with F32, F16 and BF16 KV caches, while
+ *     series_forward.jsonl (tx/3: also the served mean and sd of cc_forecast_point, mean
+ *     in units of sigma) and every fixture step, with F32, F16 and BF16 KV caches, while
  *     another cell with unrelated data joins the batch mid-way;
  *   - cc_cell_attention (keep_attention) against the fixture's current-token row.
  *
@@ -32,8 +42,10 @@
  * |v| ≲ 4) to 11 (F16) or 8 (BF16) significant bits, i.e. relative 2^-11 ≈ 4.9e-4 and
  * 2^-8 ≈ 3.9e-3 per element; through attention, the output projection and two post-LN
  * layers (gains up to ~1.9) that is ~1e-3 (F16) and ~1e-2 (BF16) on y and the attention
- * weights, so TOL_F16 = 5e-3 and TOL_BF16 = 4e-2 (measured on these fixtures: F16 7e-4,
- * BF16 5.5e-3; F32 2e-6 — the maxima are printed on every run).
+ * weights, so TOL_F16 = 5e-3 and TOL_BF16 = 4e-2 (measured on the tx/2 fixtures: F16 7e-4,
+ * BF16 5.5e-3; F32 2e-6; on tx3_r40, whose constant prb makes |xn| larger: F16 2.1e-3, BF16
+ * 1.7e-2, F32 6e-6 — the maxima are printed on every run). The served mean is compared in
+ * units of sigma and the sd relatively, with y's tolerance (both move with y).
  *
  * cc_cell_attention's weights are packed (L, H, T) with T = n_tokens, like the trace's
  * (L, H, T, T); its last row (query = current token) is what the engine keeps.
@@ -67,17 +79,39 @@ typedef struct Case {
     int64_t e;
     int64_t *token_end;
     double *tokens_in, *z, *att, *y;
+    double *lin_in; ///< (R) tx/3 only
     double mu, sigma;
 } Case;
 
 typedef struct Fwd {
     int64_t ts;
     double *y, *mu, *sigma;
+    double *mean, *sd; ///< (F, HZ) tx/3 sets only
 } Fwd;
 
+/* File names of one fixture set, in TL_GOLDEN_DIR. */
+typedef struct FixtureSet {
+    const char *model, *json, *csv, *fwd;
+} FixtureSet;
+
+static const FixtureSet set_tx2 = {"tiny.safetensors", "golden.json", "series.csv",
+                                   "series_forward.jsonl"};
+static const FixtureSet set_r12 = {"tx3_r12.safetensors", "tx3_r12.json", "tx3_r12.csv",
+                                   "tx3_r12_forward.jsonl"};
+static const FixtureSet set_r40 = {"tx3_r40.safetensors", "tx3_r40.json", "tx3_r40.csv",
+                                   "tx3_r40_forward.jsonl"};
+
+static FILE *open_fixture(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", TL_GOLDEN_DIR, name);
+    return fopen(path, "r");
+}
+
 typedef struct Golden {
+    const FixtureSet *set;
     CcModel *model;
-    int F, P, N, M, D, H, L, FF, HZ;
+    int F, P, N, M, D, H, L, FF, HZ, R;
     int64_t S, tz, p0;
     int T;         ///< steps in the series
     float *series; ///< (F, T)
@@ -176,12 +210,14 @@ static void load_cases(Golden *g, json_t *root)
         k->y = json_doubles(json_object_get(c, "y"), (size_t)g->HZ * 2);
         k->mu = json_number_value(json_object_get(c, "mu"));
         k->sigma = json_number_value(json_object_get(c, "sigma"));
+        if (g->R)
+            k->lin_in = json_doubles(json_object_get(c, "lin_in"), (size_t)g->R);
     }
 }
 
 static void load_forward_rows(Golden *g)
 {
-    FILE *fp = fopen(TL_GOLDEN_DIR "/series_forward.jsonl", "r");
+    FILE *fp = open_fixture(g->set->fwd);
     assert_non_null(fp);
     char *line = NULL;
     size_t cap = 0;
@@ -198,6 +234,10 @@ static void load_forward_rows(Golden *g)
         r->y = json_doubles(json_object_get(o, "y"), (size_t)g->F * g->HZ * 2);
         r->mu = json_doubles(json_object_get(o, "mu"), g->F);
         r->sigma = json_doubles(json_object_get(o, "sigma"), g->F);
+        if (g->R) {
+            r->mean = json_doubles(json_object_get(o, "mean"), (size_t)g->F * g->HZ);
+            r->sd = json_doubles(json_object_get(o, "sd"), (size_t)g->F * g->HZ);
+        }
         json_decref(o);
     }
     free(line);
@@ -209,7 +249,7 @@ static void load_forward_rows(Golden *g)
 /* series.csv must hold exactly golden.json's series (it is what `cellcast forward` reads). */
 static void check_csv(const Golden *g)
 {
-    FILE *fp = fopen(TL_GOLDEN_DIR "/series.csv", "r");
+    FILE *fp = open_fixture(g->set->csv);
     assert_non_null(fp);
     char line[1024];
     assert_non_null(fgets(line, sizeof line, fp));
@@ -239,22 +279,25 @@ static void check_csv(const Golden *g)
     assert_int_equal(row, g->T);
 }
 
-static int setup(void **state)
+static int setup_set(void **state, const FixtureSet *set)
 {
     Golden *g = calloc(1, sizeof *g);
     if (!g)
         return -1;
     *state = g;
-    char err[256] = "";
-    int ret = cc_model_open_file(&g->model, TL_TINY_MODEL, err, sizeof err);
+    g->set = set;
+    char err[256] = "", path[512];
+    snprintf(path, sizeof path, "%s/%s", TL_GOLDEN_DIR, set->model);
+    int ret = cc_model_open_file(&g->model, path, err, sizeof err);
     if (ret < 0) {
-        fprintf(stderr, "cc_model_open_file(tiny.safetensors): %s (%d)\n", err, ret);
+        fprintf(stderr, "cc_model_open_file(%s): %s (%d)\n", set->model, err, ret);
         return -1;
     }
     json_error_t jerr;
-    json_t *root = json_load_file(TL_GOLDEN_DIR "/golden.json", 0, &jerr);
+    snprintf(path, sizeof path, "%s/%s", TL_GOLDEN_DIR, set->json);
+    json_t *root = json_load_file(path, 0, &jerr);
     if (!root) {
-        fprintf(stderr, "golden.json: %s (line %d)\n", jerr.text, jerr.line);
+        fprintf(stderr, "%s: %s (line %d)\n", set->json, jerr.text, jerr.line);
         return -1;
     }
     json_t *hp = json_object_get(root, "hparams");
@@ -269,6 +312,7 @@ static int setup(void **state)
     g->HZ = json_int(hp, "horizon");
     g->S = json_i64(hp, "step_seconds");
     g->tz = json_i64(hp, "tz_offset_s");
+    g->R = json_object_get(hp, "R") ? json_int(hp, "R") : 0; /* tx/2 sets have none */
     g->p0 = json_i64(root, "p0");
     g->T = json_int(root, "n_steps");
     json_t *series = json_object_get(root, "series");
@@ -287,6 +331,10 @@ static int setup(void **state)
     return 0;
 }
 
+static int setup_tx2(void **state) { return setup_set(state, &set_tx2); }
+static int setup_r12(void **state) { return setup_set(state, &set_r12); }
+static int setup_r40(void **state) { return setup_set(state, &set_r40); }
+
 static int teardown(void **state)
 {
     Golden *g = *state;
@@ -299,11 +347,14 @@ static int teardown(void **state)
         free(k->z);
         free(k->att);
         free(k->y);
+        free(k->lin_in);
     }
     for (int i = 0; i < g->n_fwd; i++) {
         free(g->fwd[i].y);
         free(g->fwd[i].mu);
         free(g->fwd[i].sigma);
+        free(g->fwd[i].mean);
+        free(g->fwd[i].sd);
     }
     free(g->cases);
     free(g->fwd);
@@ -331,10 +382,12 @@ static void test_model_hparams(void **state)
     assert_int_equal(hp->horizon, g->HZ);
     assert_int_equal(hp->step_seconds, g->S);
     assert_int_equal(hp->tz_offset_s, g->tz);
+    assert_int_equal(hp->linear_window, g->R);
+    assert_string_equal(cc_hparams_format(hp), g->R ? CC_FORMAT_TX3 : CC_FORMAT_TX2);
     assert_string_equal(hp->features[0], "prb");
     assert_string_equal(hp->features[1], "thr");
     assert_string_equal(hp->features[2], "users");
-    assert_string_equal(hp->name, "golden-tiny");
+    assert_memory_equal(hp->name, "golden-tiny", 11);
     check_csv(g);
 }
 
@@ -348,6 +401,7 @@ static void test_ref_trace(void **state)
     const int IN = g->P + 4;
     MaxErr e_tok = {"tokens_in", 0, 0, 0}, e_y = {"y", 0, 0, 0};
     MaxErr e_mu = {"mu (rel)", 0, 0, 0}, e_sd = {"sigma(rel)", 0, 0, 0};
+    MaxErr e_lin = {"lin_in", 0, 0, 0};
     MaxErr e_z[CC_MAX_LAYERS + 1], e_att[CC_MAX_LAYERS];
     char names[2 * CC_MAX_LAYERS + 1][24];
     for (int l = 0; l <= g->L; l++) {
@@ -393,13 +447,15 @@ static void test_ref_trace(void **state)
             }
         for (int j = 0; j < 2 * g->HZ; j++)
             maxerr_add(&e_y, fabs(y[j] - k->y[j]), k->t, k->f);
+        for (int j = 0; j < g->R; j++)
+            maxerr_add(&e_lin, fabs(tr.lin_in[j] - k->lin_in[j]), k->t, k->f);
         maxerr_add(&e_mu, rel_err(mu, k->mu, fmax(fabs(k->mu), k->sigma)), k->t, k->f);
         maxerr_add(&e_sd, rel_err(sigma, k->sigma, k->sigma), k->t, k->f);
     }
     cc_ref_trace_close(&tr);
-    printf("golden cc_ref_forward: %d cases with a forecast, %d cold-start cases, %d masked "
+    printf("golden %s cc_ref_forward: %d cases with a forecast, %d cold-start cases, %d masked "
            "attention entries not 0\n",
-           n_valid, n_cold, n_masked_nonzero);
+           g->set->model, n_valid, n_cold, n_masked_nonzero);
     maxerr_print("cc_ref_forward", &e_tok);
     for (int l = 0; l <= g->L; l++)
         maxerr_print("cc_ref_forward", &e_z[l]);
@@ -408,7 +464,10 @@ static void test_ref_trace(void **state)
     maxerr_print("cc_ref_forward", &e_mu);
     maxerr_print("cc_ref_forward", &e_sd);
     maxerr_print("cc_ref_forward", &e_y);
+    if (g->R)
+        maxerr_print("cc_ref_forward", &e_lin);
     assert_true(n_valid > 0 && n_cold > 0);
+    assert_true(e_lin.err <= TOL);
     assert_int_equal(n_masked_nonzero, 0);
     assert_true(e_tok.err <= TOL);
     for (int l = 0; l <= g->L; l++)
@@ -443,6 +502,7 @@ static void stream_engine(Golden *g, enum CcKvType kv, double tol)
     const int F = g->F, HZ = g->HZ, N = g->N, L = g->L, H = g->H;
     MaxErr e_y = {"y", 0, 0, 0}, e_mu = {"mu (rel)", 0, 0, 0}, e_sd = {"sigma(rel)", 0, 0, 0};
     MaxErr e_cy = {"y@cases", 0, 0, 0}, e_att = {"attention", 0, 0, 0};
+    MaxErr e_mean = {"mean/sigma", 0, 0, 0}, e_srv = {"sd (rel)", 0, 0, 0};
     float *w = malloc((size_t)L * H * (N + 1) * sizeof *w);
     int64_t *ends = malloc((size_t)(N + 1) * sizeof *ends);
     assert_non_null(w);
@@ -478,6 +538,12 @@ static void stream_engine(Golden *g, enum CcKvType kv, double tol)
                 maxerr_add(&e_mu, rel_err(fc.mu[f], r->mu[f], fmax(fabs(r->mu[f]), r->sigma[f])), t,
                            f);
                 maxerr_add(&e_sd, rel_err(fc.sigma[f], r->sigma[f], r->sigma[f]), t, f);
+                for (int k = 0; k < HZ && r->mean; k++) {
+                    double mean, sd, wm = r->mean[f * HZ + k], ws = r->sd[f * HZ + k];
+                    cc_forecast_point(&fc, f, k, &mean, &sd);
+                    maxerr_add(&e_mean, rel_err(mean, wm, r->sigma[f]), t, f);
+                    maxerr_add(&e_srv, rel_err(sd, ws, ws), t, f);
+                }
             }
         }
         for (int c = 0; c < g->n_cases; c++) {
@@ -512,7 +578,7 @@ static void stream_engine(Golden *g, enum CcKvType kv, double tol)
     }
     assert_int_equal(row, g->n_fwd);
     char what[64];
-    snprintf(what, sizeof what, "engine kv=%s", kv_name(kv));
+    snprintf(what, sizeof what, "%.20s kv=%s", g->set->model, kv_name(kv));
     printf("golden %s: %d rows, %d fixture cases, %d attention rows compared\n", what, row, n_case,
            n_att);
     maxerr_print(what, &e_y);
@@ -520,7 +586,12 @@ static void stream_engine(Golden *g, enum CcKvType kv, double tol)
     maxerr_print(what, &e_mu);
     maxerr_print(what, &e_sd);
     maxerr_print(what, &e_att);
+    if (g->R) {
+        maxerr_print(what, &e_mean);
+        maxerr_print(what, &e_srv);
+    }
     assert_true(n_case > 0 && n_att > 0);
+    assert_true(e_mean.err <= tol && e_srv.err <= tol);
     assert_true(e_y.err <= tol);
     assert_true(e_cy.err <= tol);
     assert_true(e_mu.err <= TOL_REL_NORM);
@@ -544,5 +615,8 @@ int main(void)
         cmocka_unit_test(test_engine_f32),    cmocka_unit_test(test_engine_f16),
         cmocka_unit_test(test_engine_bf16),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    int failed = cmocka_run_group_tests_name("cellcast-tx/2 fixtures", tests, setup_tx2, teardown);
+    failed += cmocka_run_group_tests_name("cellcast-tx/3 R = 12", tests, setup_r12, teardown);
+    failed += cmocka_run_group_tests_name("cellcast-tx/3 R = 40", tests, setup_r40, teardown);
+    return failed;
 }

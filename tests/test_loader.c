@@ -1,6 +1,6 @@
 /*
- * test_loader.c — safetensors reader/writer and cellcast-tx/2 model files: bit-exact round
- * trip, F16/BF16 files, the spec's tensor names mapped onto CcParams, and one test per class
+ * test_loader.c — safetensors reader/writer and cellcast-tx/2 and tx/3 model files: bit-exact
+ * round trip, F16/BF16 files, the spec's tensor names mapped onto CcParams, and one test per class
  * of broken file, each checking the return code AND that the message names the problem
  * (and the tensor). Broken files are built in memory from a valid one.
  */
@@ -110,6 +110,12 @@ static int spec_table(const CcModel *m, Ent *e)
     }
     ent(e, &k, "head.weight", w->head_w, 2 * (int64_t)hp->horizon, D);
     ent(e, &k, "head.bias", w->head_b, 2 * (int64_t)hp->horizon, 0);
+    if (hp->linear_window > 0) { /* tx/3 */
+        ent(e, &k, "linear.weight", w->lin_w, hp->horizon, hp->linear_window);
+        ent(e, &k, "linear.bias", w->lin_b, hp->horizon, 0);
+        ent(e, &k, "norm.floor", w->norm_floor, hp->n_features, 0);
+        ent(e, &k, "calib.sigma_scale", w->sigma_scale, hp->n_features, hp->horizon);
+    }
     return k;
 }
 
@@ -122,14 +128,15 @@ typedef struct Build {
     const char *meta_key;     // metadata key overridden (added) with meta_value, or removed
     const char *meta_value;   //   when meta_value is NULL
     int no_metadata;
-    const char *bad_tensor; // tensor whose element 3 becomes bad_value
+    const char *bad_tensor; // tensor whose element bad_index (3 when 0) becomes bad_value
     float bad_value;
+    int bad_index;
 } Build;
 
 static uint8_t *build_file(const CcModel *m, const Build *b, size_t *len)
 {
-    Ent e[8 + 16 * CC_MAX_LAYERS];
-    CcStWriteTensor ts[8 + 16 * CC_MAX_LAYERS];
+    Ent e[12 + 16 * CC_MAX_LAYERS];
+    CcStWriteTensor ts[12 + 16 * CC_MAX_LAYERS];
     float *copies[8] = {0};
     int nc = 0, n = spec_table(m, e), nt = 0;
     const CcHparams *hp = &m->hp;
@@ -155,7 +162,7 @@ static uint8_t *build_file(const CcModel *m, const Build *b, size_t *len)
         if (b->bad_tensor && !strcmp(e[i].name, b->bad_tensor)) {
             float *c = malloc(numel * sizeof *c);
             memcpy(c, e[i].data, numel * sizeof *c);
-            c[3] = b->bad_value;
+            c[b->bad_index ? b->bad_index : 3] = b->bad_value;
             t->data = copies[nc++] = c;
         }
     }
@@ -170,9 +177,13 @@ static uint8_t *build_file(const CcModel *m, const Build *b, size_t *len)
     }
     /* Metadata as the spec lists it. */
     const char *keys[64], *vals[64];
-    char ints[10][32], feats[CC_MAX_FEATURES * CC_FEATURE_NAME_MAX] = "";
+    char ints[10][32], lw[32], feats[CC_MAX_FEATURES * CC_FEATURE_NAME_MAX] = "";
     int nm = 0;
-    keys[nm] = "format", vals[nm++] = CC_FORMAT;
+    keys[nm] = "format", vals[nm++] = hp->linear_window > 0 ? "cellcast-tx/3" : "cellcast-tx/2";
+    if (hp->linear_window > 0) {
+        snprintf(lw, sizeof lw, "%d", hp->linear_window);
+        keys[nm] = "linear_window", vals[nm++] = lw;
+    }
     const char *ik[10] = {"d_model",   "n_heads",     "n_layers", "d_ff",         "patch_len",
                           "n_patches", "norm_window", "horizon",  "step_seconds", "tz_offset_s"};
     long long iv[10] = {hp->d_model,      hp->n_heads,    hp->n_layers,    hp->d_ff,
@@ -978,6 +989,158 @@ static void test_extra_metadata(void **state)
     cc_model_close(&m);
 }
 
+/* ---- cellcast-tx/3 -------------------------------------------------------------------- */
+
+/* The tiny shape as tx/3 with R = 6: every parameter random, floors >= 0, scales near 1. */
+static CcModel *tx3_model(uint64_t seed)
+{
+    CcHparams hp;
+    tiny_hparams(&hp, 1);
+    hp.linear_window = 6;
+    CcModel *m = random_model(&hp, seed);
+    for (int f = 0; f < hp.n_features; f++)
+        m->w.norm_floor[f] = fabsf(m->w.norm_floor[f]) + 0.01f;
+    return m;
+}
+
+static void expect_tx3_refused(const Build *b, const char *needle, const char *needle2)
+{
+    CcModel *m = tx3_model(5);
+    size_t len;
+    uint8_t *buf = build_file(m, b, &len);
+    expect_refused(buf, len, -EINVAL, needle, needle2);
+    free(buf);
+    cc_model_close(&m);
+}
+
+/* A tx/3 model saves as cellcast-tx/3 and loads back bit for bit; a tx/2 one as tx/2; a
+ * file from the independent table loads onto the same parameters; cc_model_open gives a
+ * tx/3 model floor 0 and unit calibration. */
+static void test_tx3_roundtrip(void **state)
+{
+    (void)state;
+    CcModel *m = tx3_model(21), *r = NULL;
+    char path[PATH_MAX], err[ERRLEN] = "";
+    snprintf(path, sizeof path, "%s/tx3.safetensors", tmpdir);
+    int ret = cc_model_save(m, path, err, sizeof err);
+    if (ret)
+        fail_msg("save: %d %s", ret, err);
+    ret = cc_model_open_file(&r, path, err, sizeof err);
+    if (ret)
+        fail_msg("load: %d %s", ret, err);
+    assert_int_equal(r->hp.linear_window, 6);
+    assert_string_equal(cc_hparams_format(&r->hp), "cellcast-tx/3");
+    assert_int_equal(r->n_params, m->n_params);
+    assert_memory_equal(r->block, m->block, m->n_params * sizeof(float));
+    cc_model_close(&r);
+    /* the file says so itself */
+    FILE *f = fopen(path, "rb");
+    char head[4096] = "";
+    assert_non_null(f);
+    assert_true(fread(head, 1, sizeof head - 1, f) > 8);
+    fclose(f);
+    assert_non_null(memmem(head, sizeof head, "\"format\":\"cellcast-tx/3\"", 24));
+    assert_non_null(memmem(head, sizeof head, "\"linear_window\":\"6\"", 19));
+    /* the independent table's file maps onto the same parameters */
+    Build b = {0};
+    size_t len;
+    uint8_t *buf = build_file(m, &b, &len);
+    ret = cc_model_open_buffer(&r, buf, len, err, sizeof err);
+    if (ret)
+        fail_msg("load: %d %s", ret, err);
+    assert_memory_equal(r->block, m->block, m->n_params * sizeof(float));
+    assert_float_equal(r->w.sigma_scale[3], m->w.sigma_scale[3], 0);
+    cc_model_close(&r);
+    free(buf);
+    /* a tx/2 model has no tx/3 parameters and saves as tx/2 */
+    CcHparams hp = m->hp;
+    hp.linear_window = 0;
+    CcModel *m2 = random_model(&hp, 3);
+    assert_int_equal(m2->n_params, m->n_params - (2 * 6 + 2 + 2 + 2 * 2));
+    assert_int_equal(cc_model_save(m2, path, err, sizeof err), 0);
+    assert_int_equal(cc_model_open_file(&r, path, err, sizeof err), 0);
+    assert_int_equal(r->hp.linear_window, 0);
+    assert_string_equal(cc_hparams_format(&r->hp), "cellcast-tx/2");
+    cc_model_close(&r);
+    cc_model_close(&m2);
+    /* cc_model_open: floor 0, sigma_scale 1, linear path 0 */
+    hp.linear_window = 9;
+    assert_int_equal(cc_model_open(&r, &hp, err, sizeof err), 0);
+    for (int i = 0; i < hp.n_features * hp.horizon; i++)
+        assert_true(r->w.sigma_scale[i] == 1.0f);
+    for (int i = 0; i < hp.n_features; i++)
+        assert_true(r->w.norm_floor[i] == 0.0f);
+    cc_model_close(&r);
+    cc_model_close(&m);
+}
+
+static void test_tx3_refusals(void **state)
+{
+    (void)state;
+    Build b = {.skip = "linear.weight"};
+    expect_tx3_refused(&b, "missing tensor 'linear.weight'", "[2, 6]");
+    b = (Build){.skip = "linear.bias"};
+    expect_tx3_refused(&b, "missing tensor 'linear.bias'", "[2]");
+    b = (Build){.skip = "norm.floor"};
+    expect_tx3_refused(&b, "missing tensor 'norm.floor'", "[2]");
+    b = (Build){.skip = "calib.sigma_scale"};
+    expect_tx3_refused(&b, "missing tensor 'calib.sigma_scale'", "[2, 2]");
+    b = (Build){.reshape = "linear.weight"};
+    expect_tx3_refused(&b, "tensor 'linear.weight' has shape [3, 6]", "expected [2, 6]");
+    b = (Build){.reshape = "calib.sigma_scale"};
+    expect_tx3_refused(&b, "tensor 'calib.sigma_scale' has shape [3, 2]", "expected [2, 2]");
+    /* linear_window absent, 0, negative, absurd, not a number */
+    b = (Build){.meta_key = "linear_window"};
+    expect_tx3_refused(&b, "'linear_window' missing", "cellcast-tx/3");
+    b.meta_value = "0";
+    expect_tx3_refused(&b, "'linear_window' = 0", "at least 1");
+    b.meta_value = "-6";
+    expect_tx3_refused(&b, "'linear_window' = -6", "at least 1");
+    b.meta_value = "100001";
+    expect_tx3_refused(&b, "'linear_window' = 100001 is absurd", "100000");
+    b.meta_value = "99999999999999999999999";
+    expect_tx3_refused(&b, "'linear_window'", "absurd");
+    b.meta_value = "6.0";
+    expect_tx3_refused(&b, "'linear_window' = '6.0' is not an integer", NULL);
+    b.meta_value = "7"; /* the tensors then have the wrong shape */
+    expect_tx3_refused(&b, "tensor 'linear.weight' has shape [2, 6]", "expected [2, 7]");
+    /* the floor: negative or non-finite */
+    b = (Build){.bad_tensor = "norm.floor", .bad_index = 1, .bad_value = -0.5f};
+    expect_tx3_refused(&b, "'norm.floor' element 1 (KPI 'dl_bytes') is -0.5", ">= 0");
+    b.bad_value = NAN;
+    expect_tx3_refused(&b, "tensor 'norm.floor'", "NaN");
+    b.bad_value = INFINITY;
+    expect_tx3_refused(&b, "tensor 'norm.floor'", "+Inf");
+    /* the calibration: not positive or non-finite */
+    b = (Build){.bad_tensor = "calib.sigma_scale", .bad_value = 0.0f};
+    expect_tx3_refused(&b, "'calib.sigma_scale' element [1, 1]", "must be > 0");
+    b.bad_value = -2.0f;
+    expect_tx3_refused(&b, "'calib.sigma_scale'", "is -2");
+    b.bad_value = NAN;
+    expect_tx3_refused(&b, "tensor 'calib.sigma_scale'", "NaN");
+    b.bad_value = -INFINITY;
+    expect_tx3_refused(&b, "tensor 'calib.sigma_scale'", "-Inf");
+    /* tx/3 tensors or metadata in a tx/2 file */
+    b = (Build){.meta_key = "format", .meta_value = "cellcast-tx/2"};
+    expect_tx3_refused(&b, "'linear_window' in a cellcast-tx/2 file", NULL);
+    Build b2 = {.extra_tensor = "linear.bias"};
+    expect_build_refused(&b2, 1, "unexpected tensor 'linear.bias'", "cellcast-tx/2");
+    /* and cc_model_save refuses to write a negative floor or a zero scale */
+    CcModel *m = tx3_model(8);
+    char path[PATH_MAX], err[ERRLEN] = "";
+    snprintf(path, sizeof path, "%s/bad_tx3.safetensors", tmpdir);
+    m->w.norm_floor[0] = -1;
+    assert_int_equal(cc_model_save(m, path, err, sizeof err), -EINVAL);
+    assert_has(err, "refusing to save");
+    assert_has(err, "norm.floor");
+    m->w.norm_floor[0] = 0;
+    m->w.sigma_scale[2] = 0;
+    assert_int_equal(cc_model_save(m, path, err, sizeof err), -EINVAL);
+    assert_has(err, "calib.sigma_scale");
+    assert_int_equal(access(path, F_OK), -1);
+    cc_model_close(&m);
+}
+
 static void test_file_errors(void **state)
 {
     (void)state;
@@ -1068,6 +1231,8 @@ int main(void)
         cmocka_unit_test(test_metadata_integers_strict),
         cmocka_unit_test(test_features),
         cmocka_unit_test(test_extra_metadata),
+        cmocka_unit_test(test_tx3_roundtrip),
+        cmocka_unit_test(test_tx3_refusals),
         cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_random_corruption),
     };

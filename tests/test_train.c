@@ -489,10 +489,11 @@ static double full_loss(void *p)
 }
 
 static const char *array_names[CC_NUM_PARAM_ARRAYS] = {
-    "embed.weight",  "embed.bias",      "channel_embed", "qkv_proj.weight", "qkv_proj.bias",
-    "o_proj.weight", "o_proj.bias",     "norm1.weight",  "norm1.bias",      "ffn.up.weight",
-    "ffn.up.bias",   "ffn.down.weight", "ffn.down.bias", "norm2.weight",    "norm2.bias",
-    "head.weight",   "head.bias"};
+    "embed.weight",     "embed.bias",      "channel_embed", "qkv_proj.weight", "qkv_proj.bias",
+    "o_proj.weight",    "o_proj.bias",     "norm1.weight",  "norm1.bias",      "ffn.up.weight",
+    "ffn.up.bias",      "ffn.down.weight", "ffn.down.bias", "norm2.weight",    "norm2.bias",
+    "head.weight",      "head.bias",       "linear.weight", "linear.bias",     "norm.floor",
+    "calib.sigma_scale"};
 
 static void test_model_grad(void **state)
 {
@@ -534,7 +535,8 @@ static void test_model_grad(void **state)
     size_t sz[CC_NUM_PARAM_ARRAYS], off = 0;
     cc_params_sizes(&hp, sz);
     for (int i = 0; i < CC_NUM_PARAM_ARRAYS; i++) {
-        check_grad(array_names[i], prm + off, grad + off, sz[i], full_loss, &c, 2e-2);
+        if (sz[i]) /* the tx/3 arrays of a tx/2 model are empty */
+            check_grad(array_names[i], prm + off, grad + off, sz[i], full_loss, &c, 2e-2);
         off += sz[i];
     }
     free(prm);

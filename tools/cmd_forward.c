@@ -1,6 +1,7 @@
 /*
  * cmd_forward.c — `cellcast forward`: runs the engine's incremental path (the daemon's
- * code) over the rows of a CSV of one cell, step by step, and prints the head's output.
+ * code) over the rows of a CSV of one cell, step by step, and prints the head's output
+ * (y, mu, sigma) and the served mean and sd ([F][Hz] flat, KPI units, after calibration).
  * Input: header `ts,<the model's KPI names>`, unix-second timestamps that are consecutive
  * multiples of the model's step, raw values.
  */
@@ -41,6 +42,16 @@ static void print_row(int64_t ts, const CcForecast *fc)
     printf("], \"sigma\": [");
     for (int f = 0; f < F; f++)
         printf(f ? ", %.9g" : "%.9g", fc->sigma[f]);
+    /* the served numbers, after calibration: what the daemon answers with */
+    for (int which = 0; which < 2; which++) {
+        printf(which ? "], \"sd\": [" : "], \"mean\": [");
+        for (int f = 0; f < F; f++)
+            for (int k = 0; k < fc->horizon; k++) {
+                double mean, sd;
+                cc_forecast_point(fc, f, k, &mean, &sd);
+                printf(f || k ? ", %.9g" : "%.9g", which ? sd : mean);
+            }
+    }
     printf("]}\n");
 }
 
@@ -224,9 +235,11 @@ int cmd_forward(int argc, char **argv)
         .epilog =
             "X.csv: header `ts,<KPI names in the model's order>`, unix-second timestamps\n"
             "(consecutive multiples of the model's step_seconds), raw KPI values.\n"
-            "Prints one JSON line {\"ts\", \"y\", \"mu\", \"sigma\"} for the last row, or with\n"
-            "--all for every row that has a forecast; y is the head output in [F][Hz][2]\n"
-            "order (normalised mean, log-sigma), mu/sigma the normalisation per KPI.\n",
+            "Prints one JSON line {\"ts\", \"y\", \"mu\", \"sigma\", \"mean\", \"sd\"} for the\n"
+            "last row, or with --all for every row that has a forecast; y is the head output\n"
+            "in [F][Hz][2] order (normalised mean, log-sigma; tx/3: the mean includes the\n"
+            "linear path), mu/sigma the normalisation per KPI, mean/sd the served forecast\n"
+            "in [F][Hz] order, KPI units, sd with the model's calibration applied.\n",
         CC_OPTS_TABLE(opts),
     };
     int rc = cc_opts_parse(&spec, argc, argv, NULL);

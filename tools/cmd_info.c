@@ -46,19 +46,19 @@ int cmd_info(int argc, char **argv)
     for (int i = 0; i < hp->n_extra; i++)
         json_object_set_new(meta, hp->extra[i].key, json_string(hp->extra[i].value));
     j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, "
-                  "s:i, s:I, s:I}, s:o, s:I, s:o, s:{s:I, s:I, s:I, s:I}}",
-                  "path", path, "format", CC_FORMAT, "name", hp->name, "version", hp->version,
-                  "trained_on", hp->trained_on, "created_at", hp->created_at, "hparams",
-                  "n_features", hp->n_features, "patch_len", hp->patch_len, "n_patches",
+                  "s:i, s:i, s:I, s:I}, s:o, s:I, s:o, s:{s:I, s:I, s:I, s:I, s:i}}",
+                  "path", path, "format", cc_hparams_format(hp), "name", hp->name, "version",
+                  hp->version, "trained_on", hp->trained_on, "created_at", hp->created_at,
+                  "hparams", "n_features", hp->n_features, "patch_len", hp->patch_len, "n_patches",
                   hp->n_patches, "norm_window", hp->norm_window, "d_model", hp->d_model, "n_heads",
                   hp->n_heads, "n_layers", hp->n_layers, "d_ff", hp->d_ff, "horizon", hp->horizon,
-                  "step_seconds", (json_int_t)hp->step_seconds, "tz_offset_s",
-                  (json_int_t)hp->tz_offset_s, "features", feats, "n_params",
+                  "linear_window", hp->linear_window, "step_seconds", (json_int_t)hp->step_seconds,
+                  "tz_offset_s", (json_int_t)hp->tz_offset_s, "features", feats, "n_params",
                   (json_int_t)m->n_params, "metadata", meta, "state_bytes_per_cell", "kv_f32",
                   (json_int_t)cc_engine_kv_bytes_per_cell(e32), "kv_16bit",
                   (json_int_t)cc_engine_kv_bytes_per_cell(e16), "total_f32",
                   (json_int_t)cc_engine_cell_bytes(e32), "total_16bit",
-                  (json_int_t)cc_engine_cell_bytes(e16));
+                  (json_int_t)cc_engine_cell_bytes(e16), "ring_steps", cc_engine_ring_steps(e32));
     if (!j)
         goto end;
     json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

@@ -1,4 +1,4 @@
-"""reference.py — an independent NumPy (float64) implementation of cellcast-tx/2.
+"""reference.py — an independent NumPy (float64) implementation of cellcast-tx/3 and tx/2.
 
 Written from /work/shared/spec/model.md alone (never from the C sources), so that the C
 engine, the C direct-evaluation path (cc_ref.c) and the PyTorch benchmark can all be checked
@@ -12,7 +12,10 @@ Contents:
     written, F32/F16/BF16 are read). No safetensors package is needed.
   - Model: hyperparameters from __metadata__ plus the weights, by spec name.
   - forward(model, f, x, p0, t): the spec's steps 1-6 for channel f at step t, returning
-    the head output y (Hz, 2), mu, sigma and a trace of every intermediate tensor.
+    the head output y (Hz, 2) (tx/3: y[:, 0] with the linear path), mu, sigma and a trace
+    of every intermediate tensor; forecast_units(model, f, res): step 7, the served mean
+    and sd (tx/3: sd times calib.sigma_scale).
+A cellcast-tx/2 file is a model with R = 0: no linear path, the tx/2 floor, unit calibration.
 """
 import json
 import math
@@ -20,7 +23,9 @@ import struct
 
 import numpy as np
 
-FORMAT = "cellcast-tx/2"
+FORMAT_TX2 = "cellcast-tx/2"
+FORMAT_TX3 = "cellcast-tx/3"
+FORMAT = FORMAT_TX2
 LN_EPS = 1e-5
 
 # ---------------------------------------------------------------------------------------
@@ -87,8 +92,12 @@ class Model:
     """Hyperparameters (spec letters) and weights (float64 arrays by spec tensor name)."""
 
     def __init__(self, tensors, meta):
-        if meta.get("format") != FORMAT:
-            raise ValueError("unknown format %r" % meta.get("format"))
+        fmt = meta.get("format")
+        if fmt not in (FORMAT_TX2, FORMAT_TX3):
+            raise ValueError("unknown format %r" % fmt)
+        self.R = int(meta["linear_window"]) if fmt == FORMAT_TX3 else 0
+        if fmt == FORMAT_TX3 and self.R < 1:
+            raise ValueError("linear_window must be >= 1 in %s" % FORMAT_TX3)
         self.d = int(meta["d_model"])
         self.H = int(meta["n_heads"])
         self.L = int(meta["n_layers"])
@@ -125,6 +134,9 @@ class Model:
             s["layers.%d.ffn.up.bias" % l] = (dff,)
             s["layers.%d.ffn.down.weight" % l] = (d, dff)
             s["layers.%d.ffn.down.bias" % l] = (d,)
+        if self.R:
+            s.update({"linear.weight": (Hz, self.R), "linear.bias": (Hz,), "norm.floor": (F,),
+                      "calib.sigma_scale": (F, Hz)})
         return s
 
     def _check_shapes(self):
@@ -136,6 +148,8 @@ class Model:
             if tuple(self.w[name].shape) != shape:
                 raise ValueError("tensor %s has shape %s, expected %s"
                                  % (name, self.w[name].shape, shape))
+        if self.R and ((self.w["norm.floor"] < 0).any() or (self.w["calib.sigma_scale"] <= 0).any()):
+            raise ValueError("norm.floor must be >= 0 and calib.sigma_scale > 0")
 
 
 # ---------------------------------------------------------------------------------------
@@ -147,13 +161,16 @@ def boundary(t, P):
     return ((t + 1) // P) * P - 1
 
 
-def norm_stats(x, p0, e, M):
-    """Step 2: mean and population sd of x_{max(p0, e-M+1)..e}; sigma = sd + 1e-5(1+|mu|).
+def norm_stats(x, p0, e, M, floor=None):
+    """Step 2: mean and population sd of x_{max(p0, e-M+1)..e}; tx/2 (floor None):
+    sigma = sd + 1e-5(1+|mu|); tx/3: sigma = sqrt(sd^2 + floor^2) + 1e-5(1+|mu|).
     x[i] is the raw value of absolute step p0 + i."""
     lo = max(p0, e - M + 1)
     w = np.asarray(x[lo - p0:e - p0 + 1], dtype=np.float64)
     mu = w.mean()
     sd = math.sqrt(((w - mu) ** 2).mean())
+    if floor is not None:
+        sd = math.sqrt(sd * sd + floor * floor)
     return mu, sd + 1e-5 * (1.0 + abs(mu))
 
 
@@ -209,7 +226,8 @@ def forward(model, f, x, p0, t, want_trace=True):
     Returns None on cold start (no complete patch yet), else a dict with
       y (Hz, 2), mu, sigma, and when want_trace: e, token_end (n+1,), tokens_in (n+1, P+4),
       z (L+1, n+1, d) layer inputs (z[L] = last layer output), att (L, H, n+1, n+1)
-      (rows = query tokens, masked entries 0)."""
+      (rows = query tokens, masked entries 0), tx/3: lin_in (R,) the linear path's input
+      r_i = xn_{t-R+1+i} - xn_t (steps before p0 take xn_{p0})."""
     m, w = model, model.w
     P, d, H, L = m.P, m.d, m.H, m.L
     dk = d // H
@@ -217,7 +235,7 @@ def forward(model, f, x, p0, t, want_trace=True):
     if e - P + 1 < p0:
         return None
     x = np.asarray(x, dtype=np.float64)
-    mu, sigma = norm_stats(x, p0, e, m.M)
+    mu, sigma = norm_stats(x, p0, e, m.M, float(w["norm.floor"][f]) if m.R else None)
 
     ends = token_ends(m, p0, t)
     n = len(ends) - 1
@@ -254,14 +272,24 @@ def forward(model, f, x, p0, t, want_trace=True):
 
     y = (w["head.weight"] @ z[n] + w["head.bias"]).reshape(m.Hz, 2)
     out = {"y": y, "mu": mu, "sigma": sigma}
+    if m.R:  # step 6, tx/3: the linear path on the change from the last value
+        steps = np.maximum(np.arange(t - m.R + 1, t + 1), p0)
+        xn = (x[steps - p0] - mu) / sigma
+        xn_t = (x[t - p0] - mu) / sigma
+        r = xn - xn_t
+        y[:, 0] += w["linear.weight"] @ r + w["linear.bias"] + xn_t
+        if want_trace:
+            out["lin_in"] = r
     if want_trace:
         out.update(e=e, token_end=np.array(ends, dtype=np.int64), tokens_in=tok_in,
                    z=np.stack(zs), att=np.stack(atts))
     return out
 
 
-def forecast_units(res, z_c=1.2815516):
-    """Mean, sd and the central interval in the channel's units (spec step 6)."""
+def forecast_units(model, f, res, z_c=1.2815516):
+    """Mean, sd and the central interval in the channel's units (spec step 7)."""
     mean = res["y"][:, 0] * res["sigma"] + res["mu"]
     sd = np.exp(res["y"][:, 1]) * res["sigma"]
+    if model.R:
+        sd = sd * model.w["calib.sigma_scale"][f]
     return mean, sd, mean - z_c * sd, mean + z_c * sd
