@@ -687,10 +687,10 @@ static int h_model(CcdReq *r)
     json_t *o = json_pack(
         "{s:s, s:s, s:s, s:s, s:s, s:o, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:I, "
         "s:I, s:s}",
-        "format", CC_FORMAT, "name", hp->name, "version", hp->version, "trained_on", hp->trained_on,
-        "created_at", hp->created_at, "features", f, "patch_len", hp->patch_len, "n_patches",
-        hp->n_patches, "norm_window", hp->norm_window, "d_model", hp->d_model, "n_heads",
-        hp->n_heads, "n_layers", hp->n_layers, "d_ff", hp->d_ff, "horizon", hp->horizon,
+        "format", cc_hparams_format(hp), "name", hp->name, "version", hp->version, "trained_on",
+        hp->trained_on, "created_at", hp->created_at, "features", f, "patch_len", hp->patch_len,
+        "n_patches", hp->n_patches, "norm_window", hp->norm_window, "d_model", hp->d_model,
+        "n_heads", hp->n_heads, "n_layers", hp->n_layers, "d_ff", hp->d_ff, "horizon", hp->horizon,
         "step_seconds", (json_int_t)hp->step_seconds, "tz_offset_s", (json_int_t)hp->tz_offset_s,
         "n_params", (json_int_t)r->d->model->n_params, "kv_bytes_per_cell",
         (json_int_t)cc_engine_kv_bytes_per_cell(r->d->engine), "path", r->d->cfg.model_path);
@@ -898,8 +898,15 @@ static int h_forecast(CcdReq *r)
                            "%llu)",
                            c->id, hp->patch_len, (unsigned long long)c->n_steps);
     }
-    CcForecast fc = {
-        .valid = 1, .step = t, .n_features = F, .horizon = HZ, .y = y, .mu = mu, .sigma = sigma};
+    CcForecast fc = {.valid = 1,
+                     .step = t,
+                     .n_features = F,
+                     .horizon = HZ,
+                     .y = y,
+                     .mu = mu,
+                     .sigma = sigma,
+                     .sd_scale =
+                         cc_model_sd_scale(d->model)}; /* tx/3 calibration of the served sd */
     const double z = probit(0.5 + level / 2);
     const int64_t S = hp->step_seconds;
     /* built by hand: this is the hot route (dashboards poll it), so no jansson tree */

@@ -65,7 +65,8 @@ void ccd_publish_stepped(CcdCells *t, CcdCell *c, int64_t step, const float *val
                            .horizon = HZ,
                            .y = p->y,
                            .mu = p->mu,
-                           .sigma = p->sigma};
+                           .sigma = p->sigma,
+                           .sd_scale = cc_model_sd_scale(cc_engine_model(t->engine))};
         for (int f = 0; f < F; f++) {
             double m, sd;
             cc_forecast_point(&prev, f, 0, &m, &sd);

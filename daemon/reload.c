@@ -83,7 +83,7 @@ static int same_shape(const CcHparams *a, const CcHparams *b)
     return a->patch_len == b->patch_len && a->n_patches == b->n_patches &&
            a->norm_window == b->norm_window && a->d_model == b->d_model &&
            a->n_heads == b->n_heads && a->n_layers == b->n_layers && a->d_ff == b->d_ff &&
-           a->horizon == b->horizon;
+           a->horizon == b->horizon && a->linear_window == b->linear_window; /* R sizes the ring */
 }
 
 int ccd_reload(Ccd *d, json_t **report, char *err, size_t errlen)
