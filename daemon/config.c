@@ -102,6 +102,15 @@ static const CcdConfigDef head_rows[] = {
  "...or when the oldest pending step has waited this long (ms)."},
 {"ingest.max_message_bytes", CCD_CFG_INT64, OFF(ingest_max_message_bytes), "1048576", 16, 67108864, NULL, 1,
  "A KPI message larger than this is invalid (reason \"oversize\")."},
+{"ingest.max_future_s", CCD_CFG_INT64, OFF(ingest_max_future_s), "900", 0, 3153600000, NULL, 1,
+ "A record stamped more than this many seconds after the wall clock is refused (counted in "
+ "cellcast_ingest_out_of_range_total{reason=\"future_ts\"}, dead-lettered): one bogus "
+ "far-future time would otherwise reset its cell and make every real record after it late. "
+ "With demo.enabled the demo's simulated clock (ahead of the wall clock) is the reference."},
+{"ingest.max_past_s", CCD_CFG_INT64, OFF(ingest_max_past_s), "0", 0, 3153600000, NULL, 1,
+ "A record stamped more than this many seconds before the wall clock is refused the same "
+ "way (reason \"past_ts\"); 0 = no bound (replays and backfills of old history; a cell "
+ "drops what is older than its newest step as late anyway)."},
 {"ingest.cell_field", CCD_CFG_STRING, OFF(ingest_cell_field), "cell", NB, NULL, 1,
  "Message field holding the cell id (a string of [A-Za-z0-9._:/-], or an integer)."},
 {"ingest.time_field", CCD_CFG_STRING, OFF(ingest_time_field), "ts", NB, NULL, 1,
