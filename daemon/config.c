@@ -62,8 +62,9 @@ static const CcdConfigDef head_rows[] = {
 {"http.max_headers_bytes", CCD_CFG_INT64, OFF(http_max_headers_bytes), "16384", 256, 1048576, NULL, 0,
  "Largest request header block."},
 {"http.max_connections", CCD_CFG_INT, OFF(http_max_connections), "1024", 1, 100000, NULL, 1,
- "Concurrent client connections; a request on a connection beyond it gets 503 and the "
- "connection is closed."},
+ "Concurrent client connections, counted from accept to close (idle ones too); a "
+ "connection beyond it is closed at once (cellcast_http_connections_refused_total). When "
+ "accept fails for want of descriptors, accepting pauses for 250 ms."},
 {"http.timeout_s", CCD_CFG_INT, OFF(http_timeout_s), "30", 1, 3600, NULL, 0,
  "Read/write timeout of a client connection, seconds."},
 
