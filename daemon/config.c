@@ -50,8 +50,10 @@ static const CcdConfigDef head_rows[] = {
  "(replayed steps a cell already has are dropped as duplicates)."},
 {"kafka.properties", CCD_CFG_MAP, OFF(kafka_properties), "", NB, NULL, 0,
  "Any librdkafka property, passed through as is (e.g. security.protocol, "
- "queued.max.messages.kbytes). Values of keys containing \"password\" or \"secret\" are "
- "redacted in GET /v1/config."},
+ "queued.max.messages.kbytes). GET /v1/config and --print-config show the values of "
+ "known-safe properties only (client.id, security.protocol, sasl.mechanism, timeouts, "
+ "sizes...); every other value (ssl.key.pem, sasl.password, sasl.oauthbearer.config, ...) "
+ "is shown as \"(redacted)\"."},
 
 {"http.bind", CCD_CFG_STRING, OFF(http_bind), "127.0.0.1", NB, NULL, 0,
  "Address of the HTTP API. Loopback by default: put a proxy in front to expose it."},
@@ -837,6 +839,83 @@ static int is_secret(const char *key)
     return strstr(key, "password") || strstr(key, "secret") || strstr(key, "token");
 }
 
+/* librdkafka properties shown in GET /v1/config and --print-config: names that carry no
+ * credential or key (an allow-list: ssl.key.pem, sasl.oauthbearer.config, ssl.keystore.*,
+ * sasl.kerberos.keytab and every property added later are redacted). */
+static const char *const kafka_shown[] = {"acks",
+                                          "allow.auto.create.topics",
+                                          "api.version.request",
+                                          "auto.commit.interval.ms",
+                                          "auto.offset.reset",
+                                          "bootstrap.servers",
+                                          "broker.address.family",
+                                          "broker.version.fallback",
+                                          "check.crcs",
+                                          "client.id",
+                                          "client.rack",
+                                          "compression.codec",
+                                          "compression.type",
+                                          "connections.max.idle.ms",
+                                          "debug",
+                                          "enable.auto.commit",
+                                          "enable.auto.offset.store",
+                                          "enable.idempotence",
+                                          "enable.partition.eof",
+                                          "enable.ssl.certificate.verification",
+                                          "group.instance.id",
+                                          "group.protocol",
+                                          "heartbeat.interval.ms",
+                                          "isolation.level",
+                                          "linger.ms",
+                                          "log_level",
+                                          "log.queue",
+                                          "max.in.flight",
+                                          "max.in.flight.requests.per.connection",
+                                          "max.poll.interval.ms",
+                                          "message.max.bytes",
+                                          "message.send.max.retries",
+                                          "message.timeout.ms",
+                                          "metadata.broker.list",
+                                          "metadata.max.age.ms",
+                                          "partition.assignment.strategy",
+                                          "receive.message.max.bytes",
+                                          "request.timeout.ms",
+                                          "retries",
+                                          "retry.backoff.max.ms",
+                                          "retry.backoff.ms",
+                                          "sasl.kerberos.service.name",
+                                          "sasl.mechanism",
+                                          "sasl.mechanisms",
+                                          "sasl.username",
+                                          "security.protocol",
+                                          "session.timeout.ms",
+                                          "ssl.ca.location",
+                                          "ssl.certificate.location",
+                                          "ssl.cipher.suites",
+                                          "ssl.curves.list",
+                                          "ssl.endpoint.identification.algorithm",
+                                          "ssl.key.location",
+                                          "ssl.sigalgs.list",
+                                          "statistics.interval.ms",
+                                          "topic.metadata.refresh.interval.ms"};
+/* whole families of tunables (sizes, times, counts) */
+static const char *const kafka_shown_prefix[] = {
+    "batch.", "fetch.", "queue.buffering.", "queued.", "reconnect.", "socket.", "topic.metadata."};
+
+/* Whether the value of key `key` of row d (the row's own value: key NULL) is redacted. */
+static int redacted(const CcdConfigDef *d, const char *key)
+{
+    if (!key || d->offset != OFF(kafka_properties))
+        return is_secret(key ? key : d->name);
+    for (size_t i = 0; i < sizeof kafka_shown / sizeof *kafka_shown; i++)
+        if (!strcmp(key, kafka_shown[i]))
+            return 0;
+    for (size_t i = 0; i < sizeof kafka_shown_prefix / sizeof *kafka_shown_prefix; i++)
+        if (!strncmp(key, kafka_shown_prefix[i], strlen(kafka_shown_prefix[i])))
+            return 0;
+    return 1;
+}
+
 static json_t *value_json(const CcdConfig *c, const CcdConfigDef *d)
 {
     char buf[64];
@@ -846,7 +925,7 @@ static json_t *value_json(const CcdConfig *c, const CcdConfigDef *d)
     case CCD_CFG_INT64: return json_integer(*FIELD(c, d, int64_t));
     case CCD_CFG_DOUBLE: return json_real(*FIELD(c, d, double));
     case CCD_CFG_STRING:
-        if (is_secret(d->name) && *FIELD(c, d, char *) && **FIELD(c, d, char *))
+        if (redacted(d, NULL) && *FIELD(c, d, char *) && **FIELD(c, d, char *))
             return json_string("(redacted)");
         return json_string(*FIELD(c, d, char *) ? *FIELD(c, d, char *) : "");
     case CCD_CFG_ENUM: return json_string(enum_name(d->enums, *FIELD(c, d, int), buf, sizeof buf));
@@ -863,7 +942,7 @@ static json_t *value_json(const CcdConfig *c, const CcdConfigDef *d)
         for (int i = 0; i < m->n; i++)
             json_object_set_new(
                 o, m->items[i].key,
-                json_string(is_secret(m->items[i].key) ? "(redacted)" : m->items[i].value));
+                json_string(redacted(d, m->items[i].key) ? "(redacted)" : m->items[i].value));
         return o;
     }
     }
@@ -966,7 +1045,9 @@ int ccd_config_write_yaml(const CcdConfig *c, FILE *out)
         case CCD_CFG_DOUBLE: fprintf(out, " %.17g\n", *FIELD(c, d, double)); break;
         case CCD_CFG_STRING:
             fputc(' ', out);
-            yaml_quoted(out, *FIELD(c, d, char *) ? *FIELD(c, d, char *) : "");
+            yaml_quoted(out, !*FIELD(c, d, char *)                        ? ""
+                             : **FIELD(c, d, char *) && redacted(d, NULL) ? "(redacted)"
+                                                                          : *FIELD(c, d, char *));
             fputc('\n', out);
             break;
         case CCD_CFG_ENUM:
@@ -994,7 +1075,7 @@ int ccd_config_write_yaml(const CcdConfig *c, FILE *out)
                 fprintf(out, "    ");
                 yaml_quoted(out, mp->items[j].key);
                 fputs(": ", out);
-                yaml_quoted(out, mp->items[j].value);
+                yaml_quoted(out, redacted(d, mp->items[j].key) ? "(redacted)" : mp->items[j].value);
                 fputc('\n', out);
             }
             break;

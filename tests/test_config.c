@@ -47,6 +47,9 @@ static void test_every_type(void **state)
     const char *y = "model:\n  path: /x/m.safetensors\n"
                     "kafka:\n  brokers: a:9092,b:9092\n  topics: [t1, t2]\n"
                     "  properties:\n    security.protocol: SSL\n    sasl.password: hunter2\n"
+                    "    ssl.key.pem: \"-----BEGIN PRIVATE KEY-----\"\n"
+                    "    sasl.oauthbearer.config: \"principal=a clientSecret=s3cr\"\n"
+                    "    ssl.keystore.location: /k.p12\n    fetch.wait.max.ms: 5\n"
                     "http:\n  port: 9090\n  max_body_bytes: 2048\n"
                     "engine:\n  kv_type: bf16\n  keep_attention: no\n"
                     "ingest:\n  gap_policy: restart\n  fields:\n    dl: \"prb_dl*0.01\"\n"
@@ -72,6 +75,25 @@ static void test_every_type(void **state)
     json_t *j = ccd_config_to_json(&c);
     json_t *p = json_object_get(json_object_get(j, "kafka"), "properties");
     assert_string_equal(json_string_value(json_object_get(p, "sasl.password")), "(redacted)");
+    /* an allow-list: whatever is not known to be safe is hidden */
+    assert_string_equal(json_string_value(json_object_get(p, "ssl.key.pem")), "(redacted)");
+    assert_string_equal(json_string_value(json_object_get(p, "sasl.oauthbearer.config")),
+                        "(redacted)");
+    assert_string_equal(json_string_value(json_object_get(p, "ssl.keystore.location")),
+                        "(redacted)");
+    assert_string_equal(json_string_value(json_object_get(p, "security.protocol")), "SSL");
+    assert_string_equal(json_string_value(json_object_get(p, "fetch.wait.max.ms")), "5");
+    /* and in --print-config */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(ccd_config_write_yaml(&c, f), 0);
+    fclose(f);
+    assert_null(strstr(buf, "hunter2"));
+    assert_null(strstr(buf, "PRIVATE KEY"));
+    assert_null(strstr(buf, "s3cr"));
+    assert_non_null(strstr(buf, "\"security.protocol\": \"SSL\""));
+    free(buf);
     assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "http"), "port")), 9090);
     json_decref(j);
     ccd_config_free(&c);
