@@ -3,14 +3,20 @@
  * commented default file. See config.h. */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #include "cc_common.h"
@@ -759,12 +765,25 @@ done:
 
 int ccd_config_load_file(CcdConfig *c, const char *path, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below) */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
     char *buf = NULL;
     long len;
     int rc;
-    if (!f)
+    if (fd < 0)
         return cc_errf(err, errlen, -EIO, "%s: cannot open: %s", path, strerror(errno));
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return cc_errf(err, errlen, -EINVAL, "%s: %s", path,
+                       S_ISDIR(st.st_mode) ? "is a directory, not a configuration file"
+                                           : "not a regular file");
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return cc_errf(err, errlen, -ENOMEM, "%s: out of memory", path);
+    }
     if (fseek(f, 0, SEEK_END) || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) {
         rc = cc_errf(err, errlen, -EIO, "%s: cannot read", path);
         goto done;
@@ -815,8 +834,29 @@ int ccd_config_set(CcdConfig *c, const char *assignment, char *err, size_t errle
     return 0;
 }
 
+/* http.bind: an IPv4 or IPv6 address, or a name that resolves (999.1.1.1 is neither). */
+static int check_bind(const char *host, char *err, size_t errlen)
+{
+    unsigned char a[sizeof(struct in6_addr)];
+    if (inet_pton(AF_INET, host, a) == 1 || inet_pton(AF_INET6, host, a) == 1)
+        return 0;
+    if (host[strspn(host, "0123456789.")] && !strchr(host, ':')) {
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_flags = AI_PASSIVE}, *res = NULL;
+        int e = getaddrinfo(host, NULL, &hints, &res);
+        if (!e) {
+            freeaddrinfo(res);
+            return 0;
+        }
+        return cc_errf(err, errlen, -EINVAL, "key 'http.bind': cannot resolve '%s': %s", host,
+                       gai_strerror(e));
+    }
+    return cc_errf(err, errlen, -EINVAL, "key 'http.bind': '%s' is not an IP address", host);
+}
+
 int ccd_config_validate(const CcdConfig *c, char *err, size_t errlen)
 {
+    if (c->http_bind && check_bind(c->http_bind, err, errlen))
+        return -EINVAL;
     if (!c->kafka_topics.n)
         return cc_errf(err, errlen, -EINVAL, "key 'kafka.topics': at least one topic is needed");
     if (!c->model_path || !*c->model_path)

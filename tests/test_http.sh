@@ -41,6 +41,25 @@ log:
 YAML
 
 "$CELLCASTD" -c "$TMP/c.yaml" --check-config >/dev/null || { echo "FAIL: --check-config"; exit 1; }
+# --check-config refuses what would fail later (each with the key in the message)
+bad_config() { # bad_config WHAT-IN-ERROR ARG...
+    local want=$1 out
+    shift
+    if out=$(timeout 10 "$CELLCASTD" "$@" --check-config 2>&1); then
+        echo "FAIL: --check-config passed $*"; FAILS=$((FAILS + 1))
+    elif ! grep -qF -- "$want" <<<"$out"; then
+        echo "FAIL: --check-config $*: '$out' lacks '$want'"; FAILS=$((FAILS + 1))
+    fi
+}
+bad_config "kafka.properties.no.such.property" -c "$TMP/c.yaml" --set kafka.properties.no.such.property=1
+bad_config "kafka.properties.session.timeout.ms" -c "$TMP/c.yaml" --set kafka.properties.session.timeout.ms=soon
+bad_config "http.bind" -c "$TMP/c.yaml" --set http.bind=999.1.1.1
+bad_config "snapshot.path" -c "$TMP/c.yaml" --set snapshot.path=/nonexistent/dir/state.snap
+bad_config "ingest.fields.x" -c "$TMP/c.yaml" --set ingest.fields.x=no_such_kpi
+bad_config "is a directory" -c "$TMP"
+mkfifo "$TMP/fifo" && bad_config "not a regular file" -c "$TMP/fifo"
+"$CELLCASTD" -c "$TMP/c.yaml" --set http.bind=::1 --set snapshot.path="$TMP/s.snap" \
+    --set kafka.properties.client.id=x --check-config >/dev/null || { echo "FAIL: --check-config of a good config"; FAILS=$((FAILS + 1)); }
 start_daemon "$TMP/log" health -c "$TMP/c.yaml"
 
 # check METHOD PATH STATUS [BODY-FILE] — the status, and problem+json for errors
