@@ -430,6 +430,69 @@ static int list_add(CcdStrList *l, const char *s, size_t len)
     return 0;
 }
 
+/* Appends key: value (no check for an existing key: map_dedupe). The array grows by
+ * doubling: its capacity is 4, then the power of two at or above n. */
+static int map_append(CcdStrMap *m, const char *key, const char *value)
+{
+    if (m->n < 4 ? !m->items : !(m->n & (m->n - 1))) {
+        CcdKv *items = realloc(m->items, (size_t)(m->n < 4 ? 4 : 2 * m->n) * sizeof *items);
+        if (!items)
+            return -ENOMEM;
+        m->items = items;
+    }
+    CcdKv *items = m->items;
+    items[m->n].key = strdup(key);
+    items[m->n].value = strdup(value);
+    if (!items[m->n].key || !items[m->n].value) {
+        free(items[m->n].key);
+        free(items[m->n].value);
+        return -ENOMEM;
+    }
+    m->n++;
+    return 0;
+}
+
+static int kv_index_cmp(const void *a, const void *b, void *arg)
+{
+    const CcdKv *items = arg;
+    int ia = *(const int *)a, ib = *(const int *)b, c = strcmp(items[ia].key, items[ib].key);
+    return c ? c : (ia > ib) - (ia < ib);
+}
+
+/* A key given more than once keeps its first place and its last value (a YAML mapping of n
+ * keys: n log n, where looking each key up on insertion was n^2). */
+static int map_dedupe(CcdStrMap *m)
+{
+    int *idx = malloc((size_t)m->n * sizeof *idx + 1);
+    if (!idx)
+        return -ENOMEM;
+    for (int i = 0; i < m->n; i++)
+        idx[i] = i;
+    qsort_r(idx, (size_t)m->n, sizeof *idx, kv_index_cmp, m->items);
+    for (int i = 0, j; i < m->n; i = j) {
+        for (j = i + 1; j < m->n && !strcmp(m->items[idx[i]].key, m->items[idx[j]].key); j++)
+            ;
+        if (j - i > 1) { /* idx[i] is the first place, idx[j - 1] the last value */
+            CcdKv *first = &m->items[idx[i]], *last = &m->items[idx[j - 1]];
+            free(first->value);
+            first->value = last->value;
+            last->value = NULL;
+            for (int k = i + 1; k < j; k++) {
+                free(m->items[idx[k]].key);
+                free(m->items[idx[k]].value);
+                m->items[idx[k]].key = NULL;
+            }
+        }
+    }
+    free(idx);
+    int n = 0;
+    for (int i = 0; i < m->n; i++)
+        if (m->items[i].key)
+            m->items[n++] = m->items[i];
+    m->n = n;
+    return 0;
+}
+
 static int map_put(CcdStrMap *m, const char *key, const char *value)
 {
     for (int i = 0; i < m->n; i++)
@@ -441,19 +504,7 @@ static int map_put(CcdStrMap *m, const char *key, const char *value)
             m->items[i].value = v;
             return 0;
         }
-    CcdKv *items = realloc(m->items, (size_t)(m->n + 1) * sizeof *items);
-    if (!items)
-        return -ENOMEM;
-    m->items = items;
-    items[m->n].key = strdup(key);
-    items[m->n].value = strdup(value);
-    if (!items[m->n].key || !items[m->n].value) {
-        free(items[m->n].key);
-        free(items[m->n].value);
-        return -ENOMEM;
-    }
-    m->n++;
-    return 0;
+    return map_append(m, key, value);
 }
 
 const char *ccd_strmap_get(const CcdStrMap *m, const char *key)
@@ -694,9 +745,11 @@ static int walk_mapping(Walk *w, yaml_node_t *map, const char *prefix)
                 yaml_node_t *mv = yaml_document_get_node(w->doc, q->value);
                 if (!scalar(mk) || !scalar(mv))
                     return at(w, scalar(mk) ? mv : mk, full, "entries must be scalar key: value");
-                if (map_put(m, scalar(mk), scalar(mv)))
+                if (map_append(m, scalar(mk), scalar(mv)))
                     return at(w, mv, full, "out of memory");
             }
+            if (map_dedupe(m))
+                return at(w, vn, full, "out of memory");
         } else if (d->type == CCD_CFG_LIST) {
             CcdStrList *l = FIELD(w->c, d, CcdStrList);
             if (vn->type == YAML_SCALAR_NODE) {
