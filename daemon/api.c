@@ -485,6 +485,10 @@ static int h_metrics(CcdReq *r)
         evbuffer_add_printf(b, "cellcast_ingest_invalid_total{reason=\"%s\"} %llu\n",
                             cc_kpi_reason_name((enum CcKpiReason)i),
                             (unsigned long long)d->in.invalid[i]);
+    metric(b, "cellcast_ingest_unmapped_fields_total", "counter",
+           "Message fields that no ingest.fields entry (or model KPI name) maps: dropped.");
+    evbuffer_add_printf(b, "cellcast_ingest_unmapped_fields_total %llu\n",
+                        (unsigned long long)d->in.unmapped_fields);
     metric(b, "cellcast_ingest_out_of_range_total", "counter",
            "Valid records refused for a time too far from the clock (ingest.max_future_s, "
            "ingest.max_past_s), by reason.");

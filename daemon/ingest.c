@@ -67,6 +67,7 @@ int ccd_ingest_message(Ccd *d, const void *buf, size_t len, int topic, int32_t p
             *out = kb;
         return rc;
     }
+    d->in.unmapped_fields += kb.unmapped_fields;
     char src[48];
     if (topic >= 0)
         snprintf(src, sizeof src, "partition %d", partition);

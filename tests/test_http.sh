@@ -97,7 +97,7 @@ for i in range(40):
         recs.append({"cell": c, "ts": (p0 + i) * S, "kpis": {"prb": v, "thr": v * 3, "users": 10 + i % 7}})
 json.dump(recs[:40], open(f"{tmp}/a.json", "w"))
 json.dump(recs[40:], open(f"{tmp}/b.json", "w"))
-json.dump({"cell": "cold1", "ts": "2024-05-01T10:00:00Z", "prb": 1, "thr": 2, "users": 3}, open(f"{tmp}/cold.json", "w"))
+json.dump({"cell": "cold1", "ts": "2024-05-01T10:00:00Z", "prb": 1, "thr": 2, "users": 3, "vendor": "x"}, open(f"{tmp}/cold.json", "w"))
 json.dump([{"cell": "c9", "ts": p0 * S, "prb": 1, "thr": 2, "users": 3}, {"cell": "c9", "prb": 1}], open(f"{tmp}/mixed.json", "w"))
 json.dump({"cell": "x"}, open(f"{tmp}/nots.json", "w"))
 json.dump([{"cell": "bad id!", "ts": 1, "prb": 1}], open(f"{tmp}/badid.json", "w"))
@@ -303,6 +303,7 @@ for want in 'cellcast_http_requests_total{route="/v1/kpis",status="413"} 1' \
             'cellcast_ingest_invalid_total{reason="missing_ts"} 2' \
             'cellcast_ingest_invalid_total{reason="bad_cell_id"} 1' \
             'cellcast_ingest_invalid_total{reason="not_json"} 1' \
+            'cellcast_ingest_unmapped_fields_total 1' \
             "cellcast_cells $NCELLS"; do
     grep -qF "$want" "$TMP/body" || fail "/metrics lacks '$want'"
 done
