@@ -110,6 +110,10 @@ check POST /v1/kpis 202 "$TMP/cold.json"
 check POST /v1/kpis 202 "$TMP/mixed.json"
 $PY -c "import json,sys; d=json.load(open('$TMP/body')); assert d['accepted']==1 and d['rejected']==1, d" ||
     fail "mixed message: $(cat "$TMP/body")"
+# a far-future time is refused against the clock (ingest.max_future_s), not applied
+echo '{"cell":"c1","ts":"9999-12-31T23:45:00Z","prb":1,"thr":2,"users":3}' >"$TMP/future.json"
+check POST /v1/kpis 202 "$TMP/future.json"
+grep -q '"accepted":0,"rejected":1' "$TMP/body" || fail "far-future record: $(cat "$TMP/body")"
 
 ok=
 for _ in $(seq 50); do
@@ -304,6 +308,7 @@ for want in 'cellcast_http_requests_total{route="/v1/kpis",status="413"} 1' \
             'cellcast_ingest_invalid_total{reason="bad_cell_id"} 1' \
             'cellcast_ingest_invalid_total{reason="not_json"} 1' \
             'cellcast_ingest_unmapped_fields_total 1' \
+            'cellcast_ingest_out_of_range_total{reason="future_ts"} 1' \
             "cellcast_cells $NCELLS"; do
     grep -qF "$want" "$TMP/body" || fail "/metrics lacks '$want'"
 done
