@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -151,6 +153,24 @@ static void test_file_errors(void **state)
     if (!strstr(err, want))
         fail_msg("'%s' lacks '%s'", err, want);
     remove(path);
+    /* a directory says so (it said "out of memory"); a FIFO is refused, not waited on */
+    assert_int_not_equal(ccd_config_load_file(&c, "/tmp", err, sizeof err), 0);
+    assert_non_null(strstr(err, "is a directory"));
+    char fifo[] = "/tmp/cc_test_config_fifo_XXXXXX";
+    assert_true(mkdtemp(fifo) != NULL);
+    char fp[64];
+    snprintf(fp, sizeof fp, "%s/f", fifo);
+    assert_int_equal(mkfifo(fp, 0600), 0);
+    assert_int_not_equal(ccd_config_load_file(&c, fp, err, sizeof err), 0);
+    assert_non_null(strstr(err, "not a regular file"));
+    remove(fp);
+    rmdir(fifo);
+    /* http.bind must be an address (or a name that resolves) */
+    assert_int_equal(ccd_config_set(&c, "http.bind=999.1.1.1", err, sizeof err), 0);
+    assert_int_not_equal(ccd_config_validate(&c, err, sizeof err), 0);
+    assert_non_null(strstr(err, "http.bind"));
+    assert_int_equal(ccd_config_set(&c, "http.bind=::", err, sizeof err), 0);
+    assert_int_equal(ccd_config_validate(&c, err, sizeof err), 0);
     ccd_config_free(&c);
 }
 
