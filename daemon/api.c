@@ -486,6 +486,17 @@ static int h_metrics(CcdReq *r)
         evbuffer_add_printf(b, "cellcast_ingest_invalid_total{reason=\"%s\"} %llu\n",
                             cc_kpi_reason_name((enum CcKpiReason)i),
                             (unsigned long long)d->in.invalid[i]);
+    metric(b, "cellcast_ingest_unmapped_fields_total", "counter",
+           "Message fields that no ingest.fields entry (or model KPI name) maps: dropped.");
+    evbuffer_add_printf(b, "cellcast_ingest_unmapped_fields_total %llu\n",
+                        (unsigned long long)d->in.unmapped_fields);
+    metric(b, "cellcast_ingest_out_of_range_total", "counter",
+           "Valid records refused for a time too far from the clock (ingest.max_future_s, "
+           "ingest.max_past_s), by reason.");
+    evbuffer_add_printf(b,
+                        "cellcast_ingest_out_of_range_total{reason=\"future_ts\"} %llu\n"
+                        "cellcast_ingest_out_of_range_total{reason=\"past_ts\"} %llu\n",
+                        (unsigned long long)d->in.future_ts, (unsigned long long)d->in.past_ts);
     metric(b, "cellcast_ingest_steps_total", "counter",
            "What became of records, by outcome (cells.h ingest rules).");
     evbuffer_add_printf(b,
@@ -1159,7 +1170,9 @@ static int h_post_kpis(CcdReq *r)
     CcKpiBatch kb;
     d->in.http_messages++;
     d->in.http_bytes += len;
+    uint64_t oor0 = d->in.future_ts + d->in.past_ts;
     int rc = ccd_ingest_message(d, buf, len, -1, -1, &kb);
+    int oor = (int)(d->in.future_ts + d->in.past_ts - oor0); /* ingest.max_future_s */
     if (rc == -ENOMEM)
         return ccd_problem(r, 500, "internal", "out of memory");
     if (rc == -ENOSPC) {
@@ -1184,8 +1197,8 @@ static int h_post_kpis(CcdReq *r)
                                               "message", kb.errors[i].message));
     ccd_sched_maybe_flush(d->sched, 0);
     return ccd_json(r, 202,
-                    json_pack("{s:i, s:i, s:o}", "accepted", kb.n_records, "rejected", kb.n_errors,
-                              "errors", errs));
+                    json_pack("{s:i, s:i, s:o}", "accepted", kb.n_records - oor, "rejected",
+                              kb.n_errors + oor, "errors", errs));
 }
 
 /* clang-format off */

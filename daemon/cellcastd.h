@@ -31,6 +31,8 @@ typedef struct CcdIngestStats {
     uint64_t kafka_messages, kafka_bytes, http_messages, http_bytes;
     uint64_t records, invalid_elements, dead_letters, refused_full;
     uint64_t invalid[CC_KPI_N_REASONS]; ///< by reason, Kafka and HTTP together
+    uint64_t future_ts, past_ts;        ///< records refused by ingest.max_future_s / max_past_s
+    uint64_t unmapped_fields;           ///< message fields no ingest.fields entry names (dropped)
     int64_t ns_parse, ns_state;         ///< loop time decoding / applying records
     /* rates over the last few seconds (cron) */
     double rate_messages, rate_records, rate_steps;

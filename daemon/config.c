@@ -3,14 +3,20 @@
  * commented default file. See config.h. */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #include "cc_common.h"
@@ -50,8 +56,10 @@ static const CcdConfigDef head_rows[] = {
  "(replayed steps a cell already has are dropped as duplicates)."},
 {"kafka.properties", CCD_CFG_MAP, OFF(kafka_properties), "", NB, NULL, 0,
  "Any librdkafka property, passed through as is (e.g. security.protocol, "
- "queued.max.messages.kbytes). Values of keys containing \"password\" or \"secret\" are "
- "redacted in GET /v1/config."},
+ "queued.max.messages.kbytes). GET /v1/config and --print-config show the values of "
+ "known-safe properties only (client.id, security.protocol, sasl.mechanism, timeouts, "
+ "sizes...); every other value (ssl.key.pem, sasl.password, sasl.oauthbearer.config, ...) "
+ "is shown as \"(redacted)\"."},
 
 {"http.bind", CCD_CFG_STRING, OFF(http_bind), "127.0.0.1", NB, NULL, 0,
  "Address of the HTTP API. Loopback by default: put a proxy in front to expose it."},
@@ -62,8 +70,9 @@ static const CcdConfigDef head_rows[] = {
 {"http.max_headers_bytes", CCD_CFG_INT64, OFF(http_max_headers_bytes), "16384", 256, 1048576, NULL, 0,
  "Largest request header block."},
 {"http.max_connections", CCD_CFG_INT, OFF(http_max_connections), "1024", 1, 100000, NULL, 1,
- "Concurrent client connections; a request on a connection beyond it gets 503 and the "
- "connection is closed."},
+ "Concurrent client connections, counted from accept to close (idle ones too); a "
+ "connection beyond it is closed at once (cellcast_http_connections_refused_total). When "
+ "accept fails for want of descriptors, accepting pauses for 250 ms."},
 {"http.timeout_s", CCD_CFG_INT, OFF(http_timeout_s), "30", 1, 3600, NULL, 0,
  "Read/write timeout of a client connection, seconds."},
 
@@ -102,6 +111,15 @@ static const CcdConfigDef head_rows[] = {
  "...or when the oldest pending step has waited this long (ms)."},
 {"ingest.max_message_bytes", CCD_CFG_INT64, OFF(ingest_max_message_bytes), "1048576", 16, 67108864, NULL, 1,
  "A KPI message larger than this is invalid (reason \"oversize\")."},
+{"ingest.max_future_s", CCD_CFG_INT64, OFF(ingest_max_future_s), "900", 0, 3153600000, NULL, 1,
+ "A record stamped more than this many seconds after the wall clock is refused (counted in "
+ "cellcast_ingest_out_of_range_total{reason=\"future_ts\"}, dead-lettered): one bogus "
+ "far-future time would otherwise reset its cell and make every real record after it late. "
+ "With demo.enabled the demo's simulated clock (ahead of the wall clock) is the reference."},
+{"ingest.max_past_s", CCD_CFG_INT64, OFF(ingest_max_past_s), "0", 0, 3153600000, NULL, 1,
+ "A record stamped more than this many seconds before the wall clock is refused the same "
+ "way (reason \"past_ts\"); 0 = no bound (replays and backfills of old history; a cell "
+ "drops what is older than its newest step as late anyway)."},
 {"ingest.cell_field", CCD_CFG_STRING, OFF(ingest_cell_field), "cell", NB, NULL, 1,
  "Message field holding the cell id (a string of [A-Za-z0-9._:/-], or an integer)."},
 {"ingest.time_field", CCD_CFG_STRING, OFF(ingest_time_field), "ts", NB, NULL, 1,
@@ -414,6 +432,69 @@ static int list_add(CcdStrList *l, const char *s, size_t len)
     return 0;
 }
 
+/* Appends key: value (no check for an existing key: map_dedupe). The array grows by
+ * doubling: its capacity is 4, then the power of two at or above n. */
+static int map_append(CcdStrMap *m, const char *key, const char *value)
+{
+    if (m->n < 4 ? !m->items : !(m->n & (m->n - 1))) {
+        CcdKv *items = realloc(m->items, (size_t)(m->n < 4 ? 4 : 2 * m->n) * sizeof *items);
+        if (!items)
+            return -ENOMEM;
+        m->items = items;
+    }
+    CcdKv *items = m->items;
+    items[m->n].key = strdup(key);
+    items[m->n].value = strdup(value);
+    if (!items[m->n].key || !items[m->n].value) {
+        free(items[m->n].key);
+        free(items[m->n].value);
+        return -ENOMEM;
+    }
+    m->n++;
+    return 0;
+}
+
+static int kv_index_cmp(const void *a, const void *b, void *arg)
+{
+    const CcdKv *items = arg;
+    int ia = *(const int *)a, ib = *(const int *)b, c = strcmp(items[ia].key, items[ib].key);
+    return c ? c : (ia > ib) - (ia < ib);
+}
+
+/* A key given more than once keeps its first place and its last value (a YAML mapping of n
+ * keys: n log n, where looking each key up on insertion was n^2). */
+static int map_dedupe(CcdStrMap *m)
+{
+    int *idx = malloc((size_t)m->n * sizeof *idx + 1);
+    if (!idx)
+        return -ENOMEM;
+    for (int i = 0; i < m->n; i++)
+        idx[i] = i;
+    qsort_r(idx, (size_t)m->n, sizeof *idx, kv_index_cmp, m->items);
+    for (int i = 0, j; i < m->n; i = j) {
+        for (j = i + 1; j < m->n && !strcmp(m->items[idx[i]].key, m->items[idx[j]].key); j++)
+            ;
+        if (j - i > 1) { /* idx[i] is the first place, idx[j - 1] the last value */
+            CcdKv *first = &m->items[idx[i]], *last = &m->items[idx[j - 1]];
+            free(first->value);
+            first->value = last->value;
+            last->value = NULL;
+            for (int k = i + 1; k < j; k++) {
+                free(m->items[idx[k]].key);
+                free(m->items[idx[k]].value);
+                m->items[idx[k]].key = NULL;
+            }
+        }
+    }
+    free(idx);
+    int n = 0;
+    for (int i = 0; i < m->n; i++)
+        if (m->items[i].key)
+            m->items[n++] = m->items[i];
+    m->n = n;
+    return 0;
+}
+
 static int map_put(CcdStrMap *m, const char *key, const char *value)
 {
     for (int i = 0; i < m->n; i++)
@@ -425,19 +506,7 @@ static int map_put(CcdStrMap *m, const char *key, const char *value)
             m->items[i].value = v;
             return 0;
         }
-    CcdKv *items = realloc(m->items, (size_t)(m->n + 1) * sizeof *items);
-    if (!items)
-        return -ENOMEM;
-    m->items = items;
-    items[m->n].key = strdup(key);
-    items[m->n].value = strdup(value);
-    if (!items[m->n].key || !items[m->n].value) {
-        free(items[m->n].key);
-        free(items[m->n].value);
-        return -ENOMEM;
-    }
-    m->n++;
-    return 0;
+    return map_append(m, key, value);
 }
 
 const char *ccd_strmap_get(const CcdStrMap *m, const char *key)
@@ -678,9 +747,11 @@ static int walk_mapping(Walk *w, yaml_node_t *map, const char *prefix)
                 yaml_node_t *mv = yaml_document_get_node(w->doc, q->value);
                 if (!scalar(mk) || !scalar(mv))
                     return at(w, scalar(mk) ? mv : mk, full, "entries must be scalar key: value");
-                if (map_put(m, scalar(mk), scalar(mv)))
+                if (map_append(m, scalar(mk), scalar(mv)))
                     return at(w, mv, full, "out of memory");
             }
+            if (map_dedupe(m))
+                return at(w, vn, full, "out of memory");
         } else if (d->type == CCD_CFG_LIST) {
             CcdStrList *l = FIELD(w->c, d, CcdStrList);
             if (vn->type == YAML_SCALAR_NODE) {
@@ -749,12 +820,25 @@ done:
 
 int ccd_config_load_file(CcdConfig *c, const char *path, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below) */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
     char *buf = NULL;
     long len;
     int rc;
-    if (!f)
+    if (fd < 0)
         return cc_errf(err, errlen, -EIO, "%s: cannot open: %s", path, strerror(errno));
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return cc_errf(err, errlen, -EINVAL, "%s: %s", path,
+                       S_ISDIR(st.st_mode) ? "is a directory, not a configuration file"
+                                           : "not a regular file");
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return cc_errf(err, errlen, -ENOMEM, "%s: out of memory", path);
+    }
     if (fseek(f, 0, SEEK_END) || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) {
         rc = cc_errf(err, errlen, -EIO, "%s: cannot read", path);
         goto done;
@@ -805,8 +889,29 @@ int ccd_config_set(CcdConfig *c, const char *assignment, char *err, size_t errle
     return 0;
 }
 
+/* http.bind: an IPv4 or IPv6 address, or a name that resolves (999.1.1.1 is neither). */
+static int check_bind(const char *host, char *err, size_t errlen)
+{
+    unsigned char a[sizeof(struct in6_addr)];
+    if (inet_pton(AF_INET, host, a) == 1 || inet_pton(AF_INET6, host, a) == 1)
+        return 0;
+    if (host[strspn(host, "0123456789.")] && !strchr(host, ':')) {
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_flags = AI_PASSIVE}, *res = NULL;
+        int e = getaddrinfo(host, NULL, &hints, &res);
+        if (!e) {
+            freeaddrinfo(res);
+            return 0;
+        }
+        return cc_errf(err, errlen, -EINVAL, "key 'http.bind': cannot resolve '%s': %s", host,
+                       gai_strerror(e));
+    }
+    return cc_errf(err, errlen, -EINVAL, "key 'http.bind': '%s' is not an IP address", host);
+}
+
 int ccd_config_validate(const CcdConfig *c, char *err, size_t errlen)
 {
+    if (c->http_bind && check_bind(c->http_bind, err, errlen))
+        return -EINVAL;
     if (!c->kafka_topics.n)
         return cc_errf(err, errlen, -EINVAL, "key 'kafka.topics': at least one topic is needed");
     if (!c->model_path || !*c->model_path)
@@ -829,6 +934,83 @@ static int is_secret(const char *key)
     return strstr(key, "password") || strstr(key, "secret") || strstr(key, "token");
 }
 
+/* librdkafka properties shown in GET /v1/config and --print-config: names that carry no
+ * credential or key (an allow-list: ssl.key.pem, sasl.oauthbearer.config, ssl.keystore.*,
+ * sasl.kerberos.keytab and every property added later are redacted). */
+static const char *const kafka_shown[] = {"acks",
+                                          "allow.auto.create.topics",
+                                          "api.version.request",
+                                          "auto.commit.interval.ms",
+                                          "auto.offset.reset",
+                                          "bootstrap.servers",
+                                          "broker.address.family",
+                                          "broker.version.fallback",
+                                          "check.crcs",
+                                          "client.id",
+                                          "client.rack",
+                                          "compression.codec",
+                                          "compression.type",
+                                          "connections.max.idle.ms",
+                                          "debug",
+                                          "enable.auto.commit",
+                                          "enable.auto.offset.store",
+                                          "enable.idempotence",
+                                          "enable.partition.eof",
+                                          "enable.ssl.certificate.verification",
+                                          "group.instance.id",
+                                          "group.protocol",
+                                          "heartbeat.interval.ms",
+                                          "isolation.level",
+                                          "linger.ms",
+                                          "log_level",
+                                          "log.queue",
+                                          "max.in.flight",
+                                          "max.in.flight.requests.per.connection",
+                                          "max.poll.interval.ms",
+                                          "message.max.bytes",
+                                          "message.send.max.retries",
+                                          "message.timeout.ms",
+                                          "metadata.broker.list",
+                                          "metadata.max.age.ms",
+                                          "partition.assignment.strategy",
+                                          "receive.message.max.bytes",
+                                          "request.timeout.ms",
+                                          "retries",
+                                          "retry.backoff.max.ms",
+                                          "retry.backoff.ms",
+                                          "sasl.kerberos.service.name",
+                                          "sasl.mechanism",
+                                          "sasl.mechanisms",
+                                          "sasl.username",
+                                          "security.protocol",
+                                          "session.timeout.ms",
+                                          "ssl.ca.location",
+                                          "ssl.certificate.location",
+                                          "ssl.cipher.suites",
+                                          "ssl.curves.list",
+                                          "ssl.endpoint.identification.algorithm",
+                                          "ssl.key.location",
+                                          "ssl.sigalgs.list",
+                                          "statistics.interval.ms",
+                                          "topic.metadata.refresh.interval.ms"};
+/* whole families of tunables (sizes, times, counts) */
+static const char *const kafka_shown_prefix[] = {
+    "batch.", "fetch.", "queue.buffering.", "queued.", "reconnect.", "socket.", "topic.metadata."};
+
+/* Whether the value of key `key` of row d (the row's own value: key NULL) is redacted. */
+static int redacted(const CcdConfigDef *d, const char *key)
+{
+    if (!key || d->offset != OFF(kafka_properties))
+        return is_secret(key ? key : d->name);
+    for (size_t i = 0; i < sizeof kafka_shown / sizeof *kafka_shown; i++)
+        if (!strcmp(key, kafka_shown[i]))
+            return 0;
+    for (size_t i = 0; i < sizeof kafka_shown_prefix / sizeof *kafka_shown_prefix; i++)
+        if (!strncmp(key, kafka_shown_prefix[i], strlen(kafka_shown_prefix[i])))
+            return 0;
+    return 1;
+}
+
 static json_t *value_json(const CcdConfig *c, const CcdConfigDef *d)
 {
     char buf[64];
@@ -838,7 +1020,7 @@ static json_t *value_json(const CcdConfig *c, const CcdConfigDef *d)
     case CCD_CFG_INT64: return json_integer(*FIELD(c, d, int64_t));
     case CCD_CFG_DOUBLE: return json_real(*FIELD(c, d, double));
     case CCD_CFG_STRING:
-        if (is_secret(d->name) && *FIELD(c, d, char *) && **FIELD(c, d, char *))
+        if (redacted(d, NULL) && *FIELD(c, d, char *) && **FIELD(c, d, char *))
             return json_string("(redacted)");
         return json_string(*FIELD(c, d, char *) ? *FIELD(c, d, char *) : "");
     case CCD_CFG_ENUM: return json_string(enum_name(d->enums, *FIELD(c, d, int), buf, sizeof buf));
@@ -855,7 +1037,7 @@ static json_t *value_json(const CcdConfig *c, const CcdConfigDef *d)
         for (int i = 0; i < m->n; i++)
             json_object_set_new(
                 o, m->items[i].key,
-                json_string(is_secret(m->items[i].key) ? "(redacted)" : m->items[i].value));
+                json_string(redacted(d, m->items[i].key) ? "(redacted)" : m->items[i].value));
         return o;
     }
     }
@@ -958,7 +1140,9 @@ int ccd_config_write_yaml(const CcdConfig *c, FILE *out)
         case CCD_CFG_DOUBLE: fprintf(out, " %.17g\n", *FIELD(c, d, double)); break;
         case CCD_CFG_STRING:
             fputc(' ', out);
-            yaml_quoted(out, *FIELD(c, d, char *) ? *FIELD(c, d, char *) : "");
+            yaml_quoted(out, !*FIELD(c, d, char *)                        ? ""
+                             : **FIELD(c, d, char *) && redacted(d, NULL) ? "(redacted)"
+                                                                          : *FIELD(c, d, char *));
             fputc('\n', out);
             break;
         case CCD_CFG_ENUM:
@@ -986,7 +1170,7 @@ int ccd_config_write_yaml(const CcdConfig *c, FILE *out)
                 fprintf(out, "    ");
                 yaml_quoted(out, mp->items[j].key);
                 fputs(": ", out);
-                yaml_quoted(out, mp->items[j].value);
+                yaml_quoted(out, redacted(d, mp->items[j].key) ? "(redacted)" : mp->items[j].value);
                 fputc('\n', out);
             }
             break;

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include <event2/bufferevent.h>
+#include <event2/listener.h>
 
 #include "log.h"
 
@@ -26,6 +27,12 @@ struct CcdHttp {
     struct evhttp_connection **conns;
     int n_conns, cap_conns;
     uint64_t refused_conns, requests;
+    /* connections accepted but not yet adopted (see adopt_conns), each with a reference */
+    struct bufferevent **fresh;
+    int n_fresh, cap_fresh;
+    struct event *adopt_ev, *accept_ev; /* adopt_conns; re-enables accept after EMFILE */
+    uint64_t shed_conns, accept_errors;
+    CcdRateLimit accept_rl;
     CcdReq *deferred;
     int n_deferred;
     uint64_t *counts; /* (n_routes + 1, N_STATUS): last row = no route; status "other" last */
@@ -308,17 +315,9 @@ static void conn_closed(struct evhttp_connection *evcon, void *arg)
         }
 }
 
-/* 1 if the connection may be served (tracking it), 0 if over the limit. */
-static int conn_admit(Ccd *d, struct evhttp_connection *evcon)
+/* Tracks a connection (counted until its close callback); 0, or -ENOMEM. */
+static int conn_track(CcdHttp *h, struct evhttp_connection *evcon)
 {
-    CcdHttp *h = d->http;
-    for (int i = 0; i < h->n_conns; i++)
-        if (h->conns[i] == evcon)
-            return 1;
-    if (h->n_conns >= d->cfg.http_max_connections) {
-        h->refused_conns++;
-        return 0;
-    }
     if (h->n_conns == h->cap_conns) {
         int cap = h->cap_conns ? h->cap_conns * 2 : 64;
         struct evhttp_connection **c = realloc(h->conns, (size_t)cap * sizeof *c);
@@ -329,7 +328,85 @@ static int conn_admit(Ccd *d, struct evhttp_connection *evcon)
     }
     h->conns[h->n_conns++] = evcon;
     evhttp_connection_set_closecb(evcon, conn_closed, h);
-    return 1;
+    return 0;
+}
+
+/* 1 if the connection may be served (tracking it), 0 if over the limit. Connections are
+ * adopted at accept (adopt_conns); this catches one that could not be. */
+static int conn_admit(Ccd *d, struct evhttp_connection *evcon)
+{
+    CcdHttp *h = d->http;
+    for (int i = 0; i < h->n_conns; i++)
+        if (h->conns[i] == evcon)
+            return 1;
+    if (h->n_conns >= d->cfg.http_max_connections) {
+        h->refused_conns++;
+        return 0;
+    }
+    return !conn_track(h, evcon);
+}
+
+/*
+ * Every connection counts against http.max_connections from accept to close, also one that
+ * never sends a complete request (libevent 2.1 has no hook at accept: an idle connection
+ * was not counted, and idle connections filled every descriptor). evhttp asks
+ * new_conn_bufferevent for each accepted connection's bufferevent before it builds the
+ * connection: the bufferevent is kept here (with a reference, so it outlives a connection
+ * evhttp frees at once) and adopt_conns, run right after the accept callback, finds its
+ * connection (evhttp's callback argument, checked against the connection's bufferevent)
+ * and tracks it, or closes it at once, counted, when the limit is reached.
+ */
+static void adopt_conns(evutil_socket_t fd, short what, void *arg)
+{
+    Ccd *d = arg;
+    CcdHttp *h = d->http;
+    (void)fd, (void)what;
+    for (int i = 0; i < h->n_fresh; i++) {
+        struct bufferevent *bev = h->fresh[i];
+        bufferevent_event_cb ecb = NULL;
+        void *cbarg = NULL;
+        bufferevent_getcb(bev, NULL, NULL, &ecb, &cbarg);
+        struct evhttp_connection *evcon = cbarg;
+        /* a bufferevent evhttp already freed has no callbacks left */
+        if (ecb && evcon && evhttp_connection_get_bufferevent(evcon) == bev) {
+            if (h->n_conns >= d->cfg.http_max_connections || conn_track(h, evcon)) {
+                h->shed_conns++;
+                CCD_LOG_RL_AT(&h->accept_rl, CC_LOG_WARN, "http",
+                              "connection closed at accept: http.max_connections = %d "
+                              "connections open",
+                              d->cfg.http_max_connections);
+                evhttp_connection_free(evcon);
+            }
+        }
+        bufferevent_decref(bev);
+    }
+    h->n_fresh = 0;
+}
+
+/* accept() failed: out of descriptors (EMFILE, ENFILE) or memory. The listening socket stays
+ * readable, so accept is paused for a moment instead of retried at once (which spun). */
+static Ccd *accept_owner; /* the listener's argument is evhttp's: one server per process */
+
+static void accept_error(struct evconnlistener *lev, void *arg)
+{
+    Ccd *d = accept_owner;
+    CcdHttp *h = d->http;
+    (void)arg;
+    int e = EVUTIL_SOCKET_ERROR();
+    h->accept_errors++;
+    CCD_LOG_RL_AT(&h->accept_rl, CC_LOG_WARN, "http",
+                  "accept failed: %s; pausing accept for 250 ms (%d connections open)", strerror(e),
+                  h->n_conns);
+    static const struct timeval pause = {0, 250000};
+    if (!evconnlistener_disable(lev) && evtimer_add(h->accept_ev, &pause))
+        evconnlistener_enable(lev);
+}
+
+static void accept_resume(evutil_socket_t fd, short what, void *arg)
+{
+    CcdHttp *h = arg;
+    (void)fd, (void)what;
+    evconnlistener_enable(evhttp_bound_socket_get_listener(h->sock));
 }
 
 static void gencb(struct evhttp_request *req, void *arg)
@@ -387,10 +464,22 @@ static void gencb(struct evhttp_request *req, void *arg)
  * epoll round per request. */
 static struct bufferevent *new_conn_bufferevent(struct event_base *base, void *arg)
 {
-    (void)arg;
+    CcdHttp *h = arg;
     struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
-    if (bev)
-        bufferevent_set_max_single_write(bev, HTTP_MAX_SINGLE_WRITE);
+    if (!bev)
+        return NULL;
+    bufferevent_set_max_single_write(bev, HTTP_MAX_SINGLE_WRITE);
+    if (h->n_fresh == h->cap_fresh) {
+        int cap = h->cap_fresh ? h->cap_fresh * 2 : 16;
+        struct bufferevent **f = realloc(h->fresh, (size_t)cap * sizeof *f);
+        if (!f)
+            return bev; /* untracked until its first request (conn_admit) */
+        h->fresh = f;
+        h->cap_fresh = cap;
+    }
+    bufferevent_incref(bev);
+    h->fresh[h->n_fresh++] = bev;
+    event_active(h->adopt_ev, EV_TIMEOUT, 1);
     return bev;
 }
 
@@ -417,12 +506,17 @@ int ccd_http_open(Ccd *d, char *err, size_t errlen)
                                             EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
                                             EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
     evhttp_set_gencb(h->http, gencb, d);
-    evhttp_set_bevcb(h->http, new_conn_bufferevent, NULL);
+    if (!(h->adopt_ev = event_new(d->base, -1, 0, adopt_conns, d)) ||
+        !(h->accept_ev = evtimer_new(d->base, accept_resume, h)))
+        return cc_errf(err, errlen, -ENOMEM, "out of memory");
+    evhttp_set_bevcb(h->http, new_conn_bufferevent, h);
     h->sock =
         evhttp_bind_socket_with_handle(h->http, d->cfg.http_bind, (ev_uint16_t)d->cfg.http_port);
     if (!h->sock)
         return cc_errf(err, errlen, -EADDRINUSE, "cannot listen on %s:%d (http.bind, http.port)",
                        d->cfg.http_bind, d->cfg.http_port);
+    accept_owner = d;
+    evconnlistener_set_error_cb(evhttp_bound_socket_get_listener(h->sock), accept_error);
     /* Replies go out in one write; without TCP_NODELAY a reply larger than one segment
      * meets the client's delayed ACK (40 ms per request). Accepted sockets inherit it. */
     int one = 1;
@@ -454,8 +548,14 @@ void ccd_http_close(Ccd *d)
         r->retry_after = 1;
         finish(r, ccd_problem(r, 503, "shutting-down", "the daemon is shutting down"));
     }
+    adopt_conns(-1, 0, d); /* drops the references */
     if (h->http)
         evhttp_free(h->http);
+    if (h->adopt_ev)
+        event_free(h->adopt_ev);
+    if (h->accept_ev)
+        event_free(h->accept_ev);
+    free(h->fresh);
     while (h->pool) {
         CcdReq *r = h->pool;
         h->pool = r->next;
@@ -524,9 +624,14 @@ void ccd_http_metrics(Ccd *d, struct evbuffer *out)
     evbuffer_add_printf(out,
                         "# HELP cellcast_http_connections Open client connections.\n"
                         "# TYPE cellcast_http_connections gauge\ncellcast_http_connections %d\n"
-                        "# HELP cellcast_http_connections_refused_total Requests refused by "
-                        "http.max_connections.\n"
+                        "# HELP cellcast_http_connections_refused_total Connections closed "
+                        "at accept or refused with 503 by http.max_connections.\n"
                         "# TYPE cellcast_http_connections_refused_total counter\n"
-                        "cellcast_http_connections_refused_total %llu\n",
-                        h->n_conns, (unsigned long long)h->refused_conns);
+                        "cellcast_http_connections_refused_total %llu\n"
+                        "# HELP cellcast_http_accept_errors_total Failed accept() calls (out "
+                        "of descriptors: accept pauses 250 ms).\n"
+                        "# TYPE cellcast_http_accept_errors_total counter\n"
+                        "cellcast_http_accept_errors_total %llu\n",
+                        h->n_conns, (unsigned long long)(h->refused_conns + h->shed_conns),
+                        (unsigned long long)h->accept_errors);
 }

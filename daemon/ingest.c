@@ -22,6 +22,37 @@ static uint64_t acked_kafka, last_kafka, polled_in_batch;
 
 int ccd_backpressure(const Ccd *d) { return 4 * d->cfg.ingest_batch_steps; }
 
+/* The clock a record's time is bounded against: the wall clock, or the demo's simulated
+ * clock, which runs demo.speedup times faster from about the start (from the start exactly
+ * it is an upper bound of the demo's: the demo starts a little later). */
+static int64_t ingest_clock(const Ccd *d)
+{
+    int64_t now = (int64_t)time(NULL);
+    if (d->cfg.demo_enabled && now > d->start_unix)
+        now = d->start_unix + (int64_t)((double)(now - d->start_unix) * d->cfg.demo_speedup);
+    return now;
+}
+
+/* Whether a record's time is within ingest.max_future_s / max_past_s of the clock; counts
+ * and logs the ones that are not. */
+static int ts_in_range(Ccd *d, const CcKpiRecord *r, int64_t now, const char *src)
+{
+    const char *why = NULL;
+    if (r->ts - now > d->cfg.ingest_max_future_s) {
+        d->in.future_ts++;
+        why = "ahead of";
+    } else if (d->cfg.ingest_max_past_s > 0 && now - r->ts > d->cfg.ingest_max_past_s) {
+        d->in.past_ts++;
+        why = "behind";
+    }
+    if (why)
+        CCD_LOG_RL(CC_LOG_WARN, "ingest",
+                   "record of cell %s (%s) refused: its time %lld is %lld s %s the clock "
+                   "(ingest.max_future_s / max_past_s)",
+                   r->cell_id, src, (long long)r->ts, (long long)llabs(r->ts - now), why);
+    return !why;
+}
+
 int ccd_ingest_message(Ccd *d, const void *buf, size_t len, int topic, int32_t partition,
                        CcKpiBatch *out)
 {
@@ -36,21 +67,25 @@ int ccd_ingest_message(Ccd *d, const void *buf, size_t len, int topic, int32_t p
             *out = kb;
         return rc;
     }
+    d->in.unmapped_fields += kb.unmapped_fields;
+    char src[48];
+    if (topic >= 0)
+        snprintf(src, sizeof src, "partition %d", partition);
+    else
+        snprintf(src, sizeof src, "POST /v1/kpis");
     for (int i = 0; i < kb.n_errors; i++) {
         d->in.invalid[kb.errors[i].reason]++;
         d->in.invalid_elements++;
-        char src[48];
-        if (topic >= 0)
-            snprintf(src, sizeof src, "partition %d", partition);
-        else
-            snprintf(src, sizeof src, "POST /v1/kpis");
         CCD_LOG_RL(CC_LOG_WARN, "ingest", "invalid %s (%s): %s: %s",
                    kb.errors[i].element >= 0 ? "record" : "message", src,
                    cc_kpi_reason_name(kb.errors[i].reason), kb.errors[i].message);
     }
-    d->in.records += (uint64_t)kb.n_records;
     int ret = 0;
+    int64_t now = ingest_clock(d);
     for (int i = 0; i < kb.n_records; i++) {
+        if (!ts_in_range(d, &kb.records[i], now, src))
+            continue;
+        d->in.records++;
         rc = ccd_cells_ingest(d->cells, ccd_sched_open_batch(d->sched), &kb.records[i], topic,
                               partition);
         if (rc == -ENOSPC) {
@@ -91,9 +126,14 @@ static void on_message(void *cookie, uint64_t batch_id, const CcdKafkaMessage *m
     d->in.kafka_messages++;
     d->in.kafka_bytes += msg->len;
     int topic = topic_index(d, msg->topic);
+    uint64_t future = d->in.future_ts, past = d->in.past_ts;
     ccd_ingest_message(d, msg->payload, msg->len, topic, msg->partition, &kb);
-    if (kb.n_errors && d->cfg.kafka_dead_letter_topic[0]) {
-        ccd_kafka_dead_letter(d->kafka, msg, cc_kpi_reason_name(kb.errors[0].reason));
+    const char *reason = kb.n_errors                ? cc_kpi_reason_name(kb.errors[0].reason)
+                         : d->in.future_ts > future ? "future_ts"
+                         : d->in.past_ts > past     ? "past_ts"
+                                                    : NULL;
+    if (reason && d->cfg.kafka_dead_letter_topic[0]) {
+        ccd_kafka_dead_letter(d->kafka, msg, reason);
         d->in.dead_letters++;
     }
 }

@@ -3,11 +3,13 @@
 #include "settings.h"
 
 #include <errno.h>
+#include <librdkafka/rdkafka.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cc_config.h"
 #include "log.h"
@@ -39,7 +41,8 @@ static int anomaly_settings(CcAnomalySettings *s, const CcdConfig *cfg, const Cc
 }
 
 /* ingest.fields: message field -> "feature" or "feature*scale" (checked by config.c). */
-static int kpi_settings(CcdSettings *s, const CcdConfig *cfg, const CcHparams *hp)
+static int kpi_settings(CcdSettings *s, const CcdConfig *cfg, const CcHparams *hp, char *err,
+                        size_t errlen)
 {
     const int n = cfg->ingest_fields.n;
     if (!(s->kpi_map = calloc((size_t)n + 1, sizeof *s->kpi_map)) ||
@@ -50,7 +53,15 @@ static int kpi_settings(CcdSettings *s, const CcdConfig *cfg, const CcHparams *h
         size_t len;
         if (ccd_config_field_target(kv->value, &len, &s->kpi_map[i].scale, NULL, 0) ||
             !(s->kpi_features[i] = strndup(kv->value, len)))
-            return -ENOMEM;
+            return cc_errf(err, errlen, -ENOMEM, "out of memory");
+        int f = 0;
+        while (f < hp->n_features && strcmp(hp->features[f], s->kpi_features[i]))
+            f++;
+        if (f == hp->n_features)
+            return cc_errf(err, errlen, -EINVAL,
+                           "key 'ingest.fields.%s': the model has no KPI '%s' (GET /v1/model "
+                           "lists its KPIs)",
+                           kv->key, s->kpi_features[i]);
         s->n_kpi_map = i + 1;
         s->kpi_map[i].field = kv->key;
         s->kpi_map[i].feature_name = s->kpi_features[i];
@@ -69,6 +80,48 @@ static int kpi_settings(CcdSettings *s, const CcdConfig *cfg, const CcHparams *h
     ks->ts_field = cfg->ingest_time_field;
     ks->kpis_field = cfg->ingest_kpis_field;
     ks->max_message_bytes = (size_t)cfg->ingest_max_message_bytes;
+    return 0;
+}
+
+/* Every kafka.properties name and value as librdkafka takes them, on a scratch
+ * configuration: an unknown name or a bad value fails here, not at the first connection. */
+static int check_kafka_properties(const CcdConfig *cfg, char *err, size_t errlen)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    char e[512];
+    int rc = 0;
+    if (!conf)
+        return cc_errf(err, errlen, -ENOMEM, "out of memory");
+    for (int i = 0; i < cfg->kafka_properties.n && !rc; i++) {
+        const CcdKv *kv = &cfg->kafka_properties.items[i];
+        if (rd_kafka_conf_set(conf, kv->key, kv->value, e, sizeof e) != RD_KAFKA_CONF_OK)
+            rc = cc_errf(err, errlen, -EINVAL, "key 'kafka.properties.%s': %s", kv->key, e);
+    }
+    rd_kafka_conf_destroy(conf);
+    return rc;
+}
+
+/* snapshot.path: its directory must be writable, or no snapshot (and so no offset commit)
+ * would ever succeed. "auto" is checked where it resolves to ($STATE_DIRECTORY). */
+static int check_snapshot_dir(const CcdConfig *cfg, char *err, size_t errlen)
+{
+    const char *p = cfg->snapshot_path, *sd = getenv("STATE_DIRECTORY");
+    char dir[PATH_MAX];
+    if (!p || !*p || (!strcmp(p, "auto") && (!sd || !*sd)))
+        return 0;
+    if (!strcmp(p, "auto"))
+        snprintf(dir, sizeof dir, "%.*s", (int)strcspn(sd, ":"), sd);
+    else {
+        const char *slash = strrchr(p, '/');
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - p) + (slash == p) : 1,
+                 slash ? p : ".");
+    }
+    struct stat st;
+    errno = 0;
+    if (stat(dir, &st) || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK))
+        return cc_errf(err, errlen, -EACCES,
+                       "key 'snapshot.path': directory '%s' is not a writable directory (%s)", dir,
+                       errno ? strerror(errno) : "not a directory");
     return 0;
 }
 
@@ -115,7 +168,13 @@ int ccd_settings_from_config(CcdSettings *s, const CcdConfig *cfg, const CcHpara
     s->batch_ms = cfg->ingest_batch_ms;
     s->worker_nice = cfg->engine_worker_nice;
     s->log_level = cfg->log_level;
-    if ((rc = kpi_settings(s, cfg, hp)) || (rc = kafka_settings(s, cfg))) {
+    if ((rc = kpi_settings(s, cfg, hp, err, errlen)) ||
+        (rc = check_kafka_properties(cfg, err, errlen)) ||
+        (rc = check_snapshot_dir(cfg, err, errlen))) {
+        ccd_settings_free(s);
+        return rc;
+    }
+    if ((rc = kafka_settings(s, cfg))) {
         ccd_settings_free(s);
         return cc_errf(err, errlen, rc, "out of memory");
     }

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -47,6 +49,9 @@ static void test_every_type(void **state)
     const char *y = "model:\n  path: /x/m.safetensors\n"
                     "kafka:\n  brokers: a:9092,b:9092\n  topics: [t1, t2]\n"
                     "  properties:\n    security.protocol: SSL\n    sasl.password: hunter2\n"
+                    "    ssl.key.pem: \"-----BEGIN PRIVATE KEY-----\"\n"
+                    "    sasl.oauthbearer.config: \"principal=a clientSecret=s3cr\"\n"
+                    "    ssl.keystore.location: /k.p12\n    fetch.wait.max.ms: 5\n"
                     "http:\n  port: 9090\n  max_body_bytes: 2048\n"
                     "engine:\n  kv_type: bf16\n  keep_attention: no\n"
                     "ingest:\n  gap_policy: restart\n  fields:\n    dl: \"prb_dl*0.01\"\n"
@@ -72,6 +77,25 @@ static void test_every_type(void **state)
     json_t *j = ccd_config_to_json(&c);
     json_t *p = json_object_get(json_object_get(j, "kafka"), "properties");
     assert_string_equal(json_string_value(json_object_get(p, "sasl.password")), "(redacted)");
+    /* an allow-list: whatever is not known to be safe is hidden */
+    assert_string_equal(json_string_value(json_object_get(p, "ssl.key.pem")), "(redacted)");
+    assert_string_equal(json_string_value(json_object_get(p, "sasl.oauthbearer.config")),
+                        "(redacted)");
+    assert_string_equal(json_string_value(json_object_get(p, "ssl.keystore.location")),
+                        "(redacted)");
+    assert_string_equal(json_string_value(json_object_get(p, "security.protocol")), "SSL");
+    assert_string_equal(json_string_value(json_object_get(p, "fetch.wait.max.ms")), "5");
+    /* and in --print-config */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(ccd_config_write_yaml(&c, f), 0);
+    fclose(f);
+    assert_null(strstr(buf, "hunter2"));
+    assert_null(strstr(buf, "PRIVATE KEY"));
+    assert_null(strstr(buf, "s3cr"));
+    assert_non_null(strstr(buf, "\"security.protocol\": \"SSL\""));
+    free(buf);
     assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "http"), "port")), 9090);
     json_decref(j);
     ccd_config_free(&c);
@@ -129,6 +153,24 @@ static void test_file_errors(void **state)
     if (!strstr(err, want))
         fail_msg("'%s' lacks '%s'", err, want);
     remove(path);
+    /* a directory says so (it said "out of memory"); a FIFO is refused, not waited on */
+    assert_int_not_equal(ccd_config_load_file(&c, "/tmp", err, sizeof err), 0);
+    assert_non_null(strstr(err, "is a directory"));
+    char fifo[] = "/tmp/cc_test_config_fifo_XXXXXX";
+    assert_true(mkdtemp(fifo) != NULL);
+    char fp[64];
+    snprintf(fp, sizeof fp, "%s/f", fifo);
+    assert_int_equal(mkfifo(fp, 0600), 0);
+    assert_int_not_equal(ccd_config_load_file(&c, fp, err, sizeof err), 0);
+    assert_non_null(strstr(err, "not a regular file"));
+    remove(fp);
+    rmdir(fifo);
+    /* http.bind must be an address (or a name that resolves) */
+    assert_int_equal(ccd_config_set(&c, "http.bind=999.1.1.1", err, sizeof err), 0);
+    assert_int_not_equal(ccd_config_validate(&c, err, sizeof err), 0);
+    assert_non_null(strstr(err, "http.bind"));
+    assert_int_equal(ccd_config_set(&c, "http.bind=::", err, sizeof err), 0);
+    assert_int_equal(ccd_config_validate(&c, err, sizeof err), 0);
     ccd_config_free(&c);
 }
 
@@ -210,6 +252,31 @@ static void test_yaml_round_trip(void **state)
     ccd_config_free(&b);
 }
 
+/* A mapping of many keys parses in n log n (it was n^2: each key looked up on insertion);
+ * a repeated key keeps its first place and its last value. Bounded by the test's timeout. */
+static void test_large_map(void **state)
+{
+    (void)state;
+    enum { N = 200000 };
+    size_t cap = (size_t)N * 40 + 256, len = 0;
+    char *y = malloc(cap), err[512] = "";
+    assert_non_null(y);
+    len += (size_t)snprintf(y + len, cap - len, "kafka:\n  properties:\n    dup: a\n");
+    for (int i = 0; i < N; i++)
+        len += (size_t)snprintf(y + len, cap - len, "    k%d: v%d\n", i, i);
+    len += (size_t)snprintf(y + len, cap - len, "    dup: b\n");
+    CcdConfig c;
+    assert_int_equal(ccd_config_init(&c), 0);
+    assert_int_equal(ccd_config_load_string(&c, y, len, "big.yaml", err, sizeof err), 0);
+    assert_int_equal(c.kafka_properties.n, N + 1);
+    assert_string_equal(c.kafka_properties.items[0].key, "dup");
+    assert_string_equal(c.kafka_properties.items[0].value, "b");
+    assert_string_equal(c.kafka_properties.items[N].key, "k199999");
+    assert_string_equal(ccd_strmap_get(&c.kafka_properties, "k12345"), "v12345");
+    ccd_config_free(&c);
+    free(y);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -220,6 +287,7 @@ int main(void)
         cmocka_unit_test(test_set),
         cmocka_unit_test(test_validate),
         cmocka_unit_test(test_yaml_round_trip),
+        cmocka_unit_test(test_large_map),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

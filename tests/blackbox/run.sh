@@ -122,6 +122,7 @@ bad|{"cell":"c-1","ts":$T0,"prb":"NaN"}
 bad|{"cell":"c-1","ts":$T0,"prb":1e16}
 bad|{"cell":"c-1","ts":$T0,"other":1}
 bad|{"cell":"c-1","ts":$T0,"prb":1,"pad":"$PAD"}
+bad|{"cell":"c-1","ts":"9999-12-31T23:45:00Z","kpis":{"prb":1,"thr":2,"users":3}}
 EOF
     gen 100 288 150 "$TMP/h1"  # step 150 carries a bad element inside a good array
 } >"$TMP/h1/kcat.txt"
@@ -151,19 +152,24 @@ for r in "${!WANT[@]}"; do
     [ "$got" = "${WANT[$r]}" ] || { fail "invalid reason $r: want ${WANT[$r]}, /metrics says '$got'"; bad_reason=1; }
 done
 [ -z "${bad_reason:-}" ] && ok "invalid messages counted by reason in /metrics"
+# A far-future time (schema-valid) would reset c-1 and make every later record late: it is
+# refused against the wall clock (ingest.max_future_s), counted and dead-lettered.
+got=$(metric 'cellcast_ingest_out_of_range_total{reason="future_ts"}')
+[ "$got" = 1 ] && ok "far-future record refused and counted" || fail "future_ts: /metrics says '$got', want 1"
 rec=$(metric cellcast_ingest_records_total)
 [ "$rec" = 1440 ] && ok "1440 good records applied" || fail "records_total $rec, want 1440"
 
-# Dead letters: 12 invalid messages + the array with one bad element.
+# Dead letters: 12 invalid messages, the far-future one + the array with one bad element.
 # The dead-letter producer delivers asynchronously: read until all are there (≤ 10 s).
 for _ in $(seq 20); do
     kcat -b "$BS" -C -t dlq -o beginning -e -q -f '%h\n' >"$TMP/dlq.txt" 2>/dev/null
     ndlq=$(grep -c 'cellcast-reason=' "$TMP/dlq.txt")
-    [ "$ndlq" -ge 13 ] && break
+    [ "$ndlq" -ge 14 ] && break
     sleep 0.5
 done
-[ "$ndlq" = 13 ] && ok "13 dead letters with a reason header" || fail "dead letters: $ndlq, want 13"
+[ "$ndlq" = 14 ] && ok "14 dead letters with a reason header" || fail "dead letters: $ndlq, want 14"
 grep -q 'cellcast-reason=oversize' "$TMP/dlq.txt" || fail "no oversize dead letter"
+grep -q 'cellcast-reason=future_ts' "$TMP/dlq.txt" || fail "no future_ts dead letter"
 
 # Forecasts: shape, finiteness, timestamps, intervals; and equality with cellcast forward.
 i=0
