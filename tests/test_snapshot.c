@@ -490,13 +490,104 @@ static void test_crc32(void **state)
         }
 }
 
+/* Cell records whose checksums hold but whose fields are impossible (a crafted or buggy
+ * writer): each is refused with -EBADMSG and a message naming the problem, the reader goes
+ * on with the next record, and cc_cell_restore refuses the same spans when called directly
+ * (a first step near INT64_MAX used to overflow into a negative ring index). */
+static void test_crafted_records(void **state)
+{
+    (void)state;
+    World w;
+    CcModel *m = small_model();
+    world_open(&w, m);
+    run_steps(&w, 5000, 40);
+    const int F = 3;
+    float vals[10 * 3];
+    for (int i = 0; i < 10 * F; i++)
+        vals[i] = (float)i;
+    const int64_t big = INT64_MAX - 5;
+    const struct {
+        const char *id;
+        int64_t seq_start, first;
+        int count;
+        const char *why; /* in the message */
+    } bad[] = {
+        {"overflow", big, big, 10, "first 9223372036854775802"},
+        {"far-future", 0, CC_SNAP_TIME_MAX / 900, 2, "steps must lie in"},
+        {"negative", -4, -3, 2, "seq_start -4"},
+        {"seq-after-first", 20, 10, 2, "seq_start 20"},
+        {"empty-with-span", 3, 3, 0, "count 0"},
+        {"bad id", 0, 0, 2, "invalid id"},
+        {"cell\n-1", 0, 0, 2, "invalid id"},
+        {"x123456789x123456789x123456789x123456789x123456789x123456789x12345", 0, 0, 2,
+         "invalid id"},
+    };
+    const int nbad = (int)(sizeof bad / sizeof bad[0]);
+    CcSnapshotInfo info;
+    cc_snapshot_info_for_model(&info, &m->hp);
+    CcSnapshotWriter *sw = NULL;
+    char err[512] = "";
+    assert_int_equal(cc_snapshot_write_open(&sw, w.path, &info, err, sizeof err), 0);
+    assert_int_equal(cc_snapshot_write_engine_cell(sw, ids[0], w.cell[0], w.ac[0], NULL, 0), 0);
+    for (int i = 0; i < nbad; i++) {
+        CcSnapshotCell c = {.cell_id = bad[i].id,
+                            .seq_start = bad[i].seq_start,
+                            .first = bad[i].first,
+                            .count = bad[i].count,
+                            .n_features = F,
+                            .values = vals};
+        assert_int_equal(cc_snapshot_write_cell(sw, &c), 0);
+    }
+    const CcSnapshotPosition neg[1] = {{"kpis", -1, 5}};
+    assert_int_equal(cc_snapshot_write_positions(sw, neg, 1), 0);
+    assert_int_equal(cc_snapshot_write_engine_cell(sw, ids[1], w.cell[1], w.ac[1], NULL, 0), 0);
+    assert_int_equal(cc_snapshot_write_finish(&sw, err, sizeof err), 0);
+
+    CcSnapshotReader *rd = NULL;
+    assert_int_equal(cc_snapshot_read_open(&rd, w.path, 0, NULL, err, sizeof err), 0);
+    CcSnapshotRecord rec;
+    assert_int_equal(cc_snapshot_read_next(rd, &rec, err, sizeof err), 1);
+    assert_string_equal(rec.cell.cell_id, ids[0]);
+    for (int i = 0; i < nbad; i++) {
+        err[0] = 0;
+        assert_int_equal(cc_snapshot_read_next(rd, &rec, err, sizeof err), -EBADMSG);
+        if (!strstr(err, bad[i].why))
+            fail_msg("record %d: \"%s\" does not say \"%s\"", i, err, bad[i].why);
+    }
+    assert_int_equal(cc_snapshot_read_next(rd, &rec, err, sizeof err), -EBADMSG);
+    assert_non_null(strstr(err, "partition -1"));
+    assert_int_equal(cc_snapshot_read_next(rd, &rec, err, sizeof err), 1);
+    assert_string_equal(rec.cell.cell_id, ids[1]);
+    assert_int_equal(cc_snapshot_read_next(rd, &rec, err, sizeof err), 0);
+    cc_snapshot_read_close(&rd);
+
+    /* the restore path refuses the spans by itself (a host that skips the reader) */
+    for (int i = 0; i < 4; i++) {
+        CcSnapshotCell c = {.cell_id = bad[i].id,
+                            .seq_start = bad[i].seq_start,
+                            .first = bad[i].first,
+                            .count = bad[i].count,
+                            .n_features = F,
+                            .values = vals};
+        if (i == 1)
+            c.first = c.seq_start = ((int64_t)1 << 40) - 1; /* past cc_cell_restore's bound */
+        assert_int_equal(cc_snapshot_restore_engine_cell(&c, w.cell[2], NULL, err, sizeof err),
+                         -EINVAL);
+        assert_non_null(strstr(err, "cannot restore"));
+    }
+    assert_int_equal(cc_cell_restore(w.cell[2], big, big, 10, vals), -EINVAL);
+    assert_int_equal(cc_cell_restore(w.cell[2], INT64_MAX, INT64_MAX, 1, vals), -EINVAL);
+    assert_int_equal(cc_cell_restore(w.cell[2], 100, 100, 10, vals), 0); /* still usable */
+    world_close(&w, 1);
+    cc_model_close(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_crc32),
-        cmocka_unit_test(test_roundtrip),
-        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_atomic_replace_and_abort),
+        cmocka_unit_test(test_crc32),           cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_refusals),        cmocka_unit_test(test_atomic_replace_and_abort),
+        cmocka_unit_test(test_crafted_records),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
