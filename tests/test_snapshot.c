@@ -288,6 +288,26 @@ static void test_roundtrip(void **state)
     cc_model_close(&m);
 }
 
+/* With CC_SNAPSHOT_SEEDS=dir, copies the snapshot at path into dir/name as a seed of
+ * tests/fuzz_snapshot.c (its first byte 1: "the file as is"). */
+static void write_seed(const char *path, const char *name)
+{
+    const char *dir = getenv("CC_SNAPSHOT_SEEDS");
+    if (!dir || !*dir)
+        return;
+    long n;
+    uint8_t *b = slurp(path, &n);
+    uint8_t *s = malloc((size_t)n + 1);
+    assert_non_null(s);
+    s[0] = 1;
+    memcpy(s + 1, b, (size_t)n);
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    spit(p, s, n + 1);
+    free(s);
+    free(b);
+}
+
 /* Writes a valid snapshot and returns its bytes. */
 static uint8_t *valid_snapshot(World *w, CcModel *m, long *n)
 {
@@ -324,6 +344,7 @@ static void test_refusals(void **state)
     CcModel *m = small_model();
     long n;
     uint8_t *good = valid_snapshot(&w, m, &n);
+    write_seed(w.path, "valid.snap");
     uint64_t hash = cc_snapshot_model_hash(&m->hp);
     char err[512];
     char bad[160];
@@ -542,6 +563,7 @@ static void test_crafted_records(void **state)
     assert_int_equal(cc_snapshot_write_positions(sw, neg, 1), 0);
     assert_int_equal(cc_snapshot_write_engine_cell(sw, ids[1], w.cell[1], w.ac[1], NULL, 0), 0);
     assert_int_equal(cc_snapshot_write_finish(&sw, err, sizeof err), 0);
+    write_seed(w.path, "crafted.snap");
 
     CcSnapshotReader *rd = NULL;
     assert_int_equal(cc_snapshot_read_open(&rd, w.path, 0, NULL, err, sizeof err), 0);
