@@ -52,26 +52,13 @@ __attribute__((target("avx,f16c"))) static void f16_store_f16c(uint16_t *dst, co
 }
 #endif
 
-#if defined(__x86_64__)
-#include <cpuid.h>
-static int cpu_has_f16c(void)
-{
-#if defined(__clang__) /* clang 14's __builtin_cpu_supports does not know "f16c" */
-    unsigned a, b, c, d;
-    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
-#else
-    return __builtin_cpu_supports("f16c");
-#endif
-}
-#endif
-
 void cc_half_dsp_init(CcHalfDsp *dsp)
 {
     dsp->f16_load = cc_f16_load_ref;
     dsp->f16_store = cc_f16_store_ref;
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx") && cpu_has_f16c()) {
+    if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c")) {
         dsp->f16_load = f16_load_f16c;
         dsp->f16_store = f16_store_f16c;
     }
