@@ -550,14 +550,15 @@ static void test_crafted_records(void **state)
     char err[512] = "";
     assert_int_equal(cc_snapshot_write_open(&sw, w.path, &info, err, sizeof err), 0);
     assert_int_equal(cc_snapshot_write_engine_cell(sw, ids[0], w.cell[0], w.ac[0], NULL, 0), 0);
+    CcSnapshotCell cells[sizeof bad / sizeof bad[0]];
     for (int i = 0; i < nbad; i++) {
-        CcSnapshotCell c = {.cell_id = bad[i].id,
-                            .seq_start = bad[i].seq_start,
-                            .first = bad[i].first,
-                            .count = bad[i].count,
-                            .n_features = F,
-                            .values = vals};
-        assert_int_equal(cc_snapshot_write_cell(sw, &c), 0);
+        cells[i] = (CcSnapshotCell){.cell_id = bad[i].id,
+                                    .seq_start = bad[i].seq_start,
+                                    .first = bad[i].first,
+                                    .count = bad[i].count,
+                                    .n_features = F,
+                                    .values = vals};
+        assert_int_equal(cc_snapshot_write_cell(sw, &cells[i]), 0);
     }
     const CcSnapshotPosition neg[1] = {{"kpis", -1, 5}};
     assert_int_equal(cc_snapshot_write_positions(sw, neg, 1), 0);
@@ -585,12 +586,7 @@ static void test_crafted_records(void **state)
 
     /* the restore path refuses the spans by itself (a host that skips the reader) */
     for (int i = 0; i < 4; i++) {
-        CcSnapshotCell c = {.cell_id = bad[i].id,
-                            .seq_start = bad[i].seq_start,
-                            .first = bad[i].first,
-                            .count = bad[i].count,
-                            .n_features = F,
-                            .values = vals};
+        CcSnapshotCell c = cells[i];
         if (i == 1)
             c.first = c.seq_start = ((int64_t)1 << 40) - 1; /* past cc_cell_restore's bound */
         assert_int_equal(cc_snapshot_restore_engine_cell(&c, w.cell[2], NULL, err, sizeof err),
