@@ -688,7 +688,7 @@ int cc_snapshot_read_next(CcSnapshotReader *r, CcSnapshotRecord *rec, char *err,
         uint32_t al;
         memcpy(&al, p, 4);
         p += 4;
-        NEED(al + 4u);
+        NEED((size_t)al + 4); /* size_t: al + 4 wraps in 32 bits */
         c->anomaly = al ? p : NULL;
         c->anomaly_len = al;
         p += al;

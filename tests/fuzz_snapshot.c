@@ -16,7 +16,8 @@
  * engine for (its cell shape, its model) are answered below from the same hyperparameters.
  *
  * Build: meson setup -Dfuzz=true with CC=clang; run: .ci/fuzz.sh (FUZZ_TARGET=snapshot).
- * Seeds: tests/data/snapshot_corpus/ (written by test_snapshot with CC_SNAPSHOT_SEEDS=dir).
+ * Seeds: tests/data/snapshot_corpus/ (written by test_snapshot with CC_SNAPSHOT_SEEDS=dir;
+ * anomaly_len_wrap.snap is the first crash it found, an anomaly length of 0xFFFFFFFF).
  */
 #include <errno.h>
 #include <stdint.h>

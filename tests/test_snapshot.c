@@ -593,6 +593,37 @@ static void test_crafted_records(void **state)
                          -EINVAL);
         assert_non_null(strstr(err, "cannot restore"));
     }
+    /* an anomaly length of 0xFFFFFFFF: "length + 4" wrapped in 32 bits and the reader
+     * stepped 4 GiB past its buffer (found by fuzz_snapshot) */
+    {
+        long n;
+        uint8_t *b = slurp(w.path, &n); /* its header, then a hand-made record and end */
+        uint8_t f[212 + 12 + 35 + 24];
+        memcpy(f, b, 212);
+        uint32_t type = CC_SNAP_CELL, len = 35, al = 0xFFFFFFFFu, el = 0, crc;
+        int64_t none = -1;
+        int32_t zero = 0, F3 = F;
+        uint8_t *q = f + 212;
+        memcpy(q, &type, 4), memcpy(q + 4, &len, 4), memcpy(q + 8, "\001\000x", 3);
+        memcpy(q + 11, &none, 8), memcpy(q + 19, &none, 8), memcpy(q + 27, &zero, 4);
+        memcpy(q + 31, &F3, 4), memcpy(q + 35, &al, 4), memcpy(q + 39, &el, 4);
+        crc = cc_crc32(0, q, 8 + 35);
+        memcpy(q + 43, &crc, 4);
+        uint8_t *end = q + 47;
+        uint64_t one = 1;
+        uint32_t etype = CC_SNAP_END, elen = 12, fcrc = cc_crc32(0, f, (size_t)(end - f));
+        memcpy(end, &etype, 4), memcpy(end + 4, &elen, 4), memcpy(end + 8, &one, 8);
+        memcpy(end + 16, &fcrc, 4);
+        crc = cc_crc32(0, end, 20);
+        memcpy(end + 20, &crc, 4);
+        spit(w.path, f, (long)sizeof f);
+        free(b);
+        assert_int_equal(cc_snapshot_read_open(&rd, w.path, 0, NULL, err, sizeof err), 0);
+        assert_int_equal(cc_snapshot_read_next(rd, &rec, err, sizeof err), -EBADMSG);
+        assert_non_null(strstr(err, "malformed record"));
+        assert_int_equal(cc_snapshot_read_next(rd, &rec, err, sizeof err), 0);
+        cc_snapshot_read_close(&rd);
+    }
     assert_int_equal(cc_cell_restore(w.cell[2], big, big, 10, vals), -EINVAL);
     assert_int_equal(cc_cell_restore(w.cell[2], INT64_MAX, INT64_MAX, 1, vals), -EINVAL);
     assert_int_equal(cc_cell_restore(w.cell[2], 100, 100, 10, vals), 0); /* still usable */
