@@ -7,6 +7,7 @@
 
 #include "cc_kpi.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -723,6 +724,10 @@ int cc_snapshot_read_next(CcSnapshotReader *r, CcSnapshotRecord *rec, char *err,
             return cc_errf(err, errlen, -EBADMSG, "snapshot %s: malformed positions record",
                            r->path);
         NEED(tl + 12u);
+        for (uint16_t k = 0; k < tl; k++) /* Kafka's legal topic characters */
+            if (!isalnum(p[k]) && p[k] != '.' && p[k] != '_' && p[k] != '-')
+                return cc_errf(err, errlen, -EBADMSG,
+                               "snapshot %s: malformed positions record (topic name)", r->path);
         memcpy(pos[i].topic, p, tl);
         pos[i].topic[tl] = 0;
         p += tl;
