@@ -163,7 +163,17 @@ void ccd_state_restore(Ccd *d)
     }
     CcSnapshotRecord rec;
     uint64_t n = 0, failed = 0;
-    while ((rc = cc_snapshot_read_next(r, &rec, err, sizeof err)) == 1) {
+    /* A record refused by the reader (its checksums hold, its fields do not) is skipped and
+     * counted like a cell that fails to restore: the other cells are restored, the refused
+     * one starts empty and fills from new data. */
+    while ((rc = cc_snapshot_read_next(r, &rec, err, sizeof err)) != 0) {
+        if (rc == -EBADMSG) {
+            LOG_WARN("state", "snapshot: record refused: %s", err);
+            failed++;
+            continue;
+        }
+        if (rc < 0)
+            break;
         if (rec.type != CC_SNAP_CELL)
             continue;
         const CcSnapshotCell *sc = &rec.cell;
@@ -205,6 +215,7 @@ void ccd_state_restore(Ccd *d)
                   (unsigned long long)n);
     cc_snapshot_read_close(&r);
     o->st.restored_cells = n;
+    o->st.restore_failed = failed;
     LOG_INFO("state",
              "snapshot %s restored: %llu cells (%llu failed), written %lld s ago; Kafka "
              "resumes at the offsets committed with it",

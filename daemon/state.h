@@ -48,6 +48,7 @@ void ccd_state_shutdown(Ccd *d);
 
 typedef struct CcdStateStats {
     uint64_t snapshots, snapshot_errors, restored_cells;
+    uint64_t restore_failed;               ///< cell records refused or not restored at the start
     int64_t snapshot_unix, snapshot_bytes; ///< time and size of the last one (0, -1: none)
     double snapshot_seconds;
 } CcdStateStats;

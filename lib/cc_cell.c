@@ -161,7 +161,10 @@ int cc_cell_history(const CcCell *c, int64_t from, int count, float *out)
 
 int cc_cell_restore(CcCell *c, int64_t seq_start, int64_t first, int count, const float *values)
 {
-    if (count <= 0 || first < 0 || seq_start < 0 || seq_start > first)
+    /* a step past 2^40 is corruption (steps count ≥ 1 s periods of unix time); the bound
+     * keeps first + count and the forecast steps after it far from overflow */
+    if (count <= 0 || first < 0 || seq_start < 0 || seq_start > first ||
+        first > ((int64_t)1 << 40) - count)
         return -EINVAL;
     for (size_t i = 0; i < (size_t)count * c->F; i++)
         if (!isfinite(values[i]))

@@ -5,6 +5,9 @@
  */
 #include "cc_snapshot.h"
 
+#include "cc_kpi.h"
+
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -399,6 +402,7 @@ struct CcSnapshotReader {
     FILE *f;
     char *path;
     int F;
+    int64_t step_max; ///< the last step a cell may hold (CC_SNAP_TIME_MAX / S)
     long data_start;
     uint8_t *buf; ///< current record payload
     size_t cap;
@@ -417,6 +421,15 @@ static void reader_free(CcSnapshotReader *r)
     free(r->pos);
     free(r->vals);
     free(r);
+}
+
+/* 1 if a cell record's span is impossible: an empty cell is (-1, -1, 0); otherwise
+ * 0 <= seq_start <= first and first + count - 1 <= step_max, computed without overflow. */
+static int bad_span(int64_t seq_start, int64_t first, int32_t count, int64_t step_max)
+{
+    if (count == 0)
+        return seq_start != -1 || first != -1;
+    return count < 0 || seq_start < 0 || seq_start > first || first > step_max - (count - 1);
 }
 
 /* Reads one record header + payload + CRC into r->buf. 1 ok, 0 clean EOF, <0 error. */
@@ -530,7 +543,13 @@ int cc_snapshot_read_open(CcSnapshotReader **out, const char *path, uint64_t exp
         rc = cc_errf(err, errlen, -EBADMSG, "snapshot %s: corrupted header (F = %u)", path, F);
         goto error;
     }
+    if (in.step_seconds < 1 || in.step_seconds > CC_SNAP_TIME_MAX) {
+        rc = cc_errf(err, errlen, -EBADMSG, "snapshot %s: corrupted header (step %" PRId64 " s)",
+                     path, in.step_seconds);
+        goto error;
+    }
     r->F = (int)F;
+    r->step_max = CC_SNAP_TIME_MAX / in.step_seconds;
     r->data_start = HEADER_SIZE;
 
     /* Verification pass: every record's CRC, then the end record and the file CRC. */
@@ -606,8 +625,12 @@ int cc_snapshot_read_next(CcSnapshotReader *r, CcSnapshotRecord *rec, char *err,
         return 0;
     uint32_t type, len;
     int k = read_record(r, &type, &len, NULL, err, errlen);
-    if (k <= 0) /* the file changed under us since the verification */
-        return k < 0 ? k : cc_errf(err, errlen, -EBADMSG, "snapshot %s: truncated", r->path);
+    if (k <= 0) { /* the file changed under us since the verification: stop here */
+        r->done = 1;
+        if (k == 0)
+            cc_errf(err, errlen, -EIO, "snapshot %s: truncated since it was opened", r->path);
+        return -EIO;
+    }
     if (type == CC_SNAP_END) {
         r->done = 1;
         return 0;
@@ -626,6 +649,11 @@ int cc_snapshot_read_next(CcSnapshotReader *r, CcSnapshotRecord *rec, char *err,
         memcpy(&idl, p, 2);
         p += 2;
         NEED(idl + 1u + 8 + 8 + 4 + 4);
+        if (!cc_kpi_valid_cell_id((const char *)p, idl))
+            return cc_errf(err, errlen, -EBADMSG,
+                           "snapshot %s: cell record with an invalid id (%u bytes; want 1..%d of "
+                           "[A-Za-z0-9._:/-])",
+                           r->path, idl, CC_KPI_CELL_ID_MAX);
         /* the id is NUL-terminated in place: shift it left over its length field */
         memmove(r->buf, p, idl);
         r->buf[idl] = 0;
@@ -637,9 +665,12 @@ int cc_snapshot_read_next(CcSnapshotReader *r, CcSnapshotRecord *rec, char *err,
         memcpy(&count, p + 16, 4);
         memcpy(&F, p + 20, 4);
         p += 24;
-        if (count < 0 || F != r->F)
-            return cc_errf(err, errlen, -EBADMSG, "snapshot %s: malformed cell record (%s)",
-                           r->path, c->cell_id);
+        if (F != r->F || bad_span(c->seq_start, c->first, count, r->step_max))
+            return cc_errf(err, errlen, -EBADMSG,
+                           "snapshot %s: cell %s: malformed record (F=%d of %d, seq_start %" PRId64
+                           ", first %" PRId64 ", count %d; steps must lie in 0..%" PRId64 ")",
+                           r->path, c->cell_id, F, r->F, c->seq_start, c->first, count,
+                           r->step_max);
         c->count = count;
         c->n_features = F;
         size_t nv = (size_t)count * (size_t)F * 4;
@@ -658,7 +689,7 @@ int cc_snapshot_read_next(CcSnapshotReader *r, CcSnapshotRecord *rec, char *err,
         uint32_t al;
         memcpy(&al, p, 4);
         p += 4;
-        NEED(al + 4u);
+        NEED((size_t)al + 4); /* size_t: al + 4 wraps in 32 bits */
         c->anomaly = al ? p : NULL;
         c->anomaly_len = al;
         p += al;
@@ -693,12 +724,21 @@ int cc_snapshot_read_next(CcSnapshotReader *r, CcSnapshotRecord *rec, char *err,
             return cc_errf(err, errlen, -EBADMSG, "snapshot %s: malformed positions record",
                            r->path);
         NEED(tl + 12u);
+        for (uint16_t k = 0; k < tl; k++) /* Kafka's legal topic characters */
+            if (!isalnum(p[k]) && p[k] != '.' && p[k] != '_' && p[k] != '-')
+                return cc_errf(err, errlen, -EBADMSG,
+                               "snapshot %s: malformed positions record (topic name)", r->path);
         memcpy(pos[i].topic, p, tl);
         pos[i].topic[tl] = 0;
         p += tl;
         memcpy(&pos[i].partition, p, 4);
         memcpy(&pos[i].offset, p + 4, 8);
         p += 12;
+        if (pos[i].partition < 0 || pos[i].offset < 0)
+            return cc_errf(err, errlen, -EBADMSG,
+                           "snapshot %s: malformed positions record (partition %d, offset %" PRId64
+                           ")",
+                           r->path, (int)pos[i].partition, pos[i].offset);
     }
     if (p != end)
         return cc_errf(err, errlen, -EBADMSG, "snapshot %s: malformed positions record", r->path);

@@ -60,6 +60,9 @@
 
 #define CC_SNAPSHOT_VERSION 1
 #define CC_SNAP_TOPIC_MAX 256
+/** The last unix second a restored step may stand for (9999-12-31T23:59:59Z): a cell record
+ *  whose steps reach past CC_SNAP_TIME_MAX / S (or below 0) is refused as corrupted. */
+#define CC_SNAP_TIME_MAX INT64_C(253402300799)
 
 enum CcSnapRecordType { CC_SNAP_CELL = 1, CC_SNAP_POSITIONS = 2, CC_SNAP_END = 0x454E44 };
 
@@ -138,7 +141,14 @@ void cc_snapshot_write_abort(CcSnapshotWriter **w);
 int cc_snapshot_read_open(CcSnapshotReader **out, const char *path, uint64_t expect_hash,
                           CcSnapshotInfo *info, char *err, size_t errlen);
 
-/** Next record: 1 (rec filled, views valid until the next call), 0 at the end, or < 0. */
+/**
+ * Next record: 1 (rec filled, views valid until the next call), 0 at the end, or < 0:
+ * -EBADMSG a record whose checksums hold but whose fields do not (cell id not 1..64 of
+ * [A-Za-z0-9._:/-] as ingest accepts them, F, a negative or overflowing step span,
+ * lengths, a negative partition or offset): the message says which; the reader has moved
+ * past it, call again for the next record. -EIO the file changed since it was opened:
+ * every later call returns 0. -ENOMEM.
+ */
 int cc_snapshot_read_next(CcSnapshotReader *r, CcSnapshotRecord *rec, char *err, size_t errlen);
 void cc_snapshot_read_close(CcSnapshotReader **r);
 

@@ -288,6 +288,26 @@ static void test_roundtrip(void **state)
     cc_model_close(&m);
 }
 
+/* With CC_SNAPSHOT_SEEDS=dir, copies the snapshot at path into dir/name as a seed of
+ * tests/fuzz_snapshot.c (its first byte 1: "the file as is"). */
+static void write_seed(const char *path, const char *name)
+{
+    const char *dir = getenv("CC_SNAPSHOT_SEEDS");
+    if (!dir || !*dir)
+        return;
+    long n;
+    uint8_t *b = slurp(path, &n);
+    uint8_t *s = malloc((size_t)n + 1);
+    assert_non_null(s);
+    s[0] = 1;
+    memcpy(s + 1, b, (size_t)n);
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    spit(p, s, n + 1);
+    free(s);
+    free(b);
+}
+
 /* Writes a valid snapshot and returns its bytes. */
 static uint8_t *valid_snapshot(World *w, CcModel *m, long *n)
 {
@@ -324,6 +344,7 @@ static void test_refusals(void **state)
     CcModel *m = small_model();
     long n;
     uint8_t *good = valid_snapshot(&w, m, &n);
+    write_seed(w.path, "valid.snap");
     uint64_t hash = cc_snapshot_model_hash(&m->hp);
     char err[512];
     char bad[160];
@@ -490,13 +511,132 @@ static void test_crc32(void **state)
         }
 }
 
+/* Cell records whose checksums hold but whose fields are impossible (a crafted or buggy
+ * writer): each is refused with -EBADMSG and a message naming the problem, the reader goes
+ * on with the next record, and cc_cell_restore refuses the same spans when called directly
+ * (a first step near INT64_MAX used to overflow into a negative ring index). */
+static void test_crafted_records(void **state)
+{
+    (void)state;
+    World w;
+    CcModel *m = small_model();
+    world_open(&w, m);
+    run_steps(&w, 5000, 40);
+    const int F = 3;
+    float vals[10 * 3];
+    for (int i = 0; i < 10 * F; i++)
+        vals[i] = (float)i;
+    const int64_t big = INT64_MAX - 5;
+    const struct {
+        const char *id;
+        int64_t seq_start, first;
+        int count;
+        const char *why; /* in the message */
+    } bad[] = {
+        {"overflow", big, big, 10, "first 9223372036854775802"},
+        {"far-future", 0, CC_SNAP_TIME_MAX / 900, 2, "steps must lie in"},
+        {"negative", -4, -3, 2, "seq_start -4"},
+        {"seq-after-first", 20, 10, 2, "seq_start 20"},
+        {"empty-with-span", 3, 3, 0, "count 0"},
+        {"bad id", 0, 0, 2, "invalid id"},
+        {"cell\n-1", 0, 0, 2, "invalid id"},
+        {"x123456789x123456789x123456789x123456789x123456789x123456789x12345", 0, 0, 2,
+         "invalid id"},
+    };
+    const int nbad = (int)(sizeof bad / sizeof bad[0]);
+    CcSnapshotInfo info;
+    cc_snapshot_info_for_model(&info, &m->hp);
+    CcSnapshotWriter *sw = NULL;
+    char err[512] = "";
+    assert_int_equal(cc_snapshot_write_open(&sw, w.path, &info, err, sizeof err), 0);
+    assert_int_equal(cc_snapshot_write_engine_cell(sw, ids[0], w.cell[0], w.ac[0], NULL, 0), 0);
+    CcSnapshotCell cells[sizeof bad / sizeof bad[0]];
+    for (int i = 0; i < nbad; i++) {
+        cells[i] = (CcSnapshotCell){.cell_id = bad[i].id,
+                                    .seq_start = bad[i].seq_start,
+                                    .first = bad[i].first,
+                                    .count = bad[i].count,
+                                    .n_features = F,
+                                    .values = vals};
+        assert_int_equal(cc_snapshot_write_cell(sw, &cells[i]), 0);
+    }
+    const CcSnapshotPosition neg[1] = {{"kpis", -1, 5}};
+    assert_int_equal(cc_snapshot_write_positions(sw, neg, 1), 0);
+    assert_int_equal(cc_snapshot_write_engine_cell(sw, ids[1], w.cell[1], w.ac[1], NULL, 0), 0);
+    assert_int_equal(cc_snapshot_write_finish(&sw, err, sizeof err), 0);
+    write_seed(w.path, "crafted.snap");
+
+    CcSnapshotReader *rd = NULL;
+    assert_int_equal(cc_snapshot_read_open(&rd, w.path, 0, NULL, err, sizeof err), 0);
+    CcSnapshotRecord rec;
+    assert_int_equal(cc_snapshot_read_next(rd, &rec, err, sizeof err), 1);
+    assert_string_equal(rec.cell.cell_id, ids[0]);
+    for (int i = 0; i < nbad; i++) {
+        err[0] = 0;
+        assert_int_equal(cc_snapshot_read_next(rd, &rec, err, sizeof err), -EBADMSG);
+        if (!strstr(err, bad[i].why))
+            fail_msg("record %d: \"%s\" does not say \"%s\"", i, err, bad[i].why);
+    }
+    assert_int_equal(cc_snapshot_read_next(rd, &rec, err, sizeof err), -EBADMSG);
+    assert_non_null(strstr(err, "partition -1"));
+    assert_int_equal(cc_snapshot_read_next(rd, &rec, err, sizeof err), 1);
+    assert_string_equal(rec.cell.cell_id, ids[1]);
+    assert_int_equal(cc_snapshot_read_next(rd, &rec, err, sizeof err), 0);
+    cc_snapshot_read_close(&rd);
+
+    /* the restore path refuses the spans by itself (a host that skips the reader) */
+    for (int i = 0; i < 4; i++) {
+        CcSnapshotCell c = cells[i];
+        if (i == 1)
+            c.first = c.seq_start = ((int64_t)1 << 40) - 1; /* past cc_cell_restore's bound */
+        assert_int_equal(cc_snapshot_restore_engine_cell(&c, w.cell[2], NULL, err, sizeof err),
+                         -EINVAL);
+        assert_non_null(strstr(err, "cannot restore"));
+    }
+    /* an anomaly length of 0xFFFFFFFF: "length + 4" wrapped in 32 bits and the reader
+     * stepped 4 GiB past its buffer (found by fuzz_snapshot) */
+    {
+        long n;
+        uint8_t *b = slurp(w.path, &n); /* its header, then a hand-made record and end */
+        uint8_t f[212 + 12 + 35 + 24];
+        memcpy(f, b, 212);
+        uint32_t type = CC_SNAP_CELL, len = 35, al = 0xFFFFFFFFu, el = 0, crc;
+        int64_t none = -1;
+        int32_t zero = 0, F3 = F;
+        uint8_t *q = f + 212;
+        memcpy(q, &type, 4), memcpy(q + 4, &len, 4), memcpy(q + 8, "\001\000x", 3);
+        memcpy(q + 11, &none, 8), memcpy(q + 19, &none, 8), memcpy(q + 27, &zero, 4);
+        memcpy(q + 31, &F3, 4), memcpy(q + 35, &al, 4), memcpy(q + 39, &el, 4);
+        crc = cc_crc32(0, q, 8 + 35);
+        memcpy(q + 43, &crc, 4);
+        uint8_t *end = q + 47;
+        uint64_t one = 1;
+        uint32_t etype = CC_SNAP_END, elen = 12, fcrc = cc_crc32(0, f, (size_t)(end - f));
+        memcpy(end, &etype, 4), memcpy(end + 4, &elen, 4), memcpy(end + 8, &one, 8);
+        memcpy(end + 16, &fcrc, 4);
+        crc = cc_crc32(0, end, 20);
+        memcpy(end + 20, &crc, 4);
+        spit(w.path, f, (long)sizeof f);
+        free(b);
+        assert_int_equal(cc_snapshot_read_open(&rd, w.path, 0, NULL, err, sizeof err), 0);
+        assert_int_equal(cc_snapshot_read_next(rd, &rec, err, sizeof err), -EBADMSG);
+        assert_non_null(strstr(err, "malformed record"));
+        assert_int_equal(cc_snapshot_read_next(rd, &rec, err, sizeof err), 0);
+        cc_snapshot_read_close(&rd);
+    }
+    assert_int_equal(cc_cell_restore(w.cell[2], big, big, 10, vals), -EINVAL);
+    assert_int_equal(cc_cell_restore(w.cell[2], INT64_MAX, INT64_MAX, 1, vals), -EINVAL);
+    assert_int_equal(cc_cell_restore(w.cell[2], 100, 100, 10, vals), 0); /* still usable */
+    world_close(&w, 1);
+    cc_model_close(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_crc32),
-        cmocka_unit_test(test_roundtrip),
-        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_atomic_replace_and_abort),
+        cmocka_unit_test(test_crc32),           cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_refusals),        cmocka_unit_test(test_atomic_replace_and_abort),
+        cmocka_unit_test(test_crafted_records),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
