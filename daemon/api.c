@@ -444,13 +444,17 @@ static void alerts_metrics(Ccd *d, struct evbuffer *b)
         "# TYPE cellcast_snapshot_duration_seconds gauge\ncellcast_snapshot_duration_seconds %.6f\n"
         "# HELP cellcast_snapshot_restored_cells Cells restored from the snapshot at start.\n"
         "# TYPE cellcast_snapshot_restored_cells gauge\ncellcast_snapshot_restored_cells %llu\n"
+        "# HELP cellcast_snapshot_refused_cells Cell records of the snapshot refused at start "
+        "(invalid fields, or a restore that failed); those cells start empty.\n"
+        "# TYPE cellcast_snapshot_refused_cells gauge\ncellcast_snapshot_refused_cells %llu\n"
         "# HELP cellcast_reloads_total Reloads (SIGHUP, POST /v1/admin/reload), by result.\n"
         "# TYPE cellcast_reloads_total counter\ncellcast_reloads_total{result=\"ok\"} %llu\n"
         "cellcast_reloads_total{result=\"refused\"} %llu\n",
         (unsigned long long)so->snapshots, (unsigned long long)so->snapshot_errors,
         so->snapshot_unix ? (long long)((int64_t)time(NULL) - so->snapshot_unix) : -1LL,
         (long long)so->snapshot_bytes, so->snapshot_seconds, (unsigned long long)so->restored_cells,
-        (unsigned long long)d->reloads_ok, (unsigned long long)d->reloads_failed);
+        (unsigned long long)so->restore_failed, (unsigned long long)d->reloads_ok,
+        (unsigned long long)d->reloads_failed);
 }
 
 static int h_metrics(CcdReq *r)

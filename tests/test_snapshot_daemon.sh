@@ -100,6 +100,8 @@ grep -q "restored: 1 cells (2 failed)" "$TMP/log2" || fail "restore counts: $(gr
     fail "the valid cell is not served after the restore"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$U/v1/cells/victim/forecast")" = 404 ] ||
     fail "the refused cell is served"
+curl -s "$U/metrics" | grep -qx "cellcast_snapshot_refused_cells 2" ||
+    fail "metrics: $(curl -s "$U/metrics" | grep snapshot_refused)"
 stop_daemon || fail "second run: SIGTERM exit status $?"
 
 if [ "$FAILS" != 0 ]; then
