@@ -249,6 +249,19 @@ curl -sf "http://127.0.0.1:$PORT/v1/alerts?limit=1000" >"$TMP/api.json" || fail 
 python3 -c 'import json,sys; [print(a["cell_id"] + "|" + json.dumps(a)) for a in json.load(open(sys.argv[1]))["alerts"]]' \
     "$TMP/api.json" >"$TMP/api.txt"
 out=$(check_alerts "$TMP/api.txt" 0) && ok "GET /v1/alerts: $out" || fail "GET /v1/alerts: $out"
+python3 - "$TMP/api.json" "$SRC/proto/alert.schema.json" <<'PYEOF' && ok "the API's alerts are valid against alert.schema.json" || fail "API alerts against alert.schema.json"
+import json, sys
+try:
+    import jsonschema
+except ImportError:
+    print("(jsonschema missing: schema not checked)")
+    sys.exit(0)
+alerts = json.load(open(sys.argv[1]))["alerts"]
+assert alerts, "no alerts"
+schema = json.load(open(sys.argv[2]))
+for a in alerts:
+    jsonschema.validate(a, schema)
+PYEOF
 cmp -s <(cut -d'|' -f2- "$TMP/topic1.txt" | python3 -c 'import json,sys; [print(json.loads(l)["id"], json.loads(l)["state"]) for l in sys.stdin]' | sort) \
        <(cut -d'|' -f2- "$TMP/api.txt" | python3 -c 'import json,sys; [print(json.loads(l)["id"], json.loads(l)["state"]) for l in sys.stdin]' | sort) &&
     ok "the API and the topic hold the same transitions" || fail "API and topic transitions differ"
