@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,9 +78,10 @@ struct CcdAlerts {
     uint64_t produced, produce_refused;
     int tick_enabled;
     /* the data clock (alerts.h, Missing data); under qlock */
-    int64_t data_end_s; /* newest end of an observed step over every cell, 0: none yet */
-    int64_t data_lag_s; /* wall clock minus data_end_s when data_end_s was reached */
-    int data_live;      /* the last tick judged on the wall clock (for the log) */
+    _Atomic int64_t data_end_s; /* newest end of an observed step over every cell, 0: none
+                                   yet; read without the lock by the worker's fast path */
+    int64_t data_lag_s;         /* wall clock minus data_end_s when data_end_s was reached */
+    int data_live;              /* the last tick judged on the wall clock (for the log) */
 };
 
 /* ---- journal -------------------------------------------------------------------------- */
@@ -283,6 +285,9 @@ static void data_clock_advance(Ccd *d, int64_t step)
 {
     CcdAlerts *o = d->alerts;
     int64_t end = (step + 1) * d->model->hp.step_seconds;
+    /* per stepped cell on the worker: most steps do not move the clock, so they take no lock */
+    if (end <= atomic_load_explicit(&o->data_end_s, memory_order_relaxed))
+        return;
     pthread_mutex_lock(&o->qlock);
     if (end > o->data_end_s) {
         o->data_end_s = end;

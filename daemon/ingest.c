@@ -33,10 +33,21 @@ static int64_t ingest_clock(const Ccd *d)
     return now;
 }
 
+/* Where a message came from, for log lines (formatted only when one is written: this is
+ * the per-message path). */
+static const char *source_name(char buf[48], int topic, int32_t partition)
+{
+    if (topic < 0)
+        return "POST /v1/kpis";
+    snprintf(buf, 48, "partition %d", partition);
+    return buf;
+}
+
 /* Whether a record's time is within ingest.max_future_s / max_past_s of the clock; counts
  * and logs the ones that are not. */
-static int ts_in_range(Ccd *d, const CcKpiRecord *r, int64_t now, const char *src)
+static int ts_in_range(Ccd *d, const CcKpiRecord *r, int64_t now, int topic, int32_t partition)
 {
+    char src[48];
     const char *why = NULL;
     if (r->ts - now > d->cfg.ingest_max_future_s) {
         d->in.future_ts++;
@@ -49,7 +60,8 @@ static int ts_in_range(Ccd *d, const CcKpiRecord *r, int64_t now, const char *sr
         CCD_LOG_RL(CC_LOG_WARN, "ingest",
                    "record of cell %s (%s) refused: its time %lld is %lld s %s the clock "
                    "(ingest.max_future_s / max_past_s)",
-                   r->cell_id, src, (long long)r->ts, (long long)llabs(r->ts - now), why);
+                   r->cell_id, source_name(src, topic, partition), (long long)r->ts,
+                   (long long)llabs(r->ts - now), why);
     return !why;
 }
 
@@ -68,22 +80,19 @@ int ccd_ingest_message(Ccd *d, const void *buf, size_t len, int topic, int32_t p
         return rc;
     }
     d->in.unmapped_fields += kb.unmapped_fields;
-    char src[48];
-    if (topic >= 0)
-        snprintf(src, sizeof src, "partition %d", partition);
-    else
-        snprintf(src, sizeof src, "POST /v1/kpis");
     for (int i = 0; i < kb.n_errors; i++) {
+        char src[48];
         d->in.invalid[kb.errors[i].reason]++;
         d->in.invalid_elements++;
         CCD_LOG_RL(CC_LOG_WARN, "ingest", "invalid %s (%s): %s: %s",
-                   kb.errors[i].element >= 0 ? "record" : "message", src,
-                   cc_kpi_reason_name(kb.errors[i].reason), kb.errors[i].message);
+                   kb.errors[i].element >= 0 ? "record" : "message",
+                   source_name(src, topic, partition), cc_kpi_reason_name(kb.errors[i].reason),
+                   kb.errors[i].message);
     }
     int ret = 0;
     int64_t now = ingest_clock(d);
     for (int i = 0; i < kb.n_records; i++) {
-        if (!ts_in_range(d, &kb.records[i], now, src))
+        if (!ts_in_range(d, &kb.records[i], now, topic, partition))
             continue;
         d->in.records++;
         rc = ccd_cells_ingest(d->cells, ccd_sched_open_batch(d->sched), &kb.records[i], topic,
