@@ -41,6 +41,14 @@ log:
 YAML
 
 "$CELLCASTD" -c "$TMP/c.yaml" --check-config >/dev/null || { echo "FAIL: --check-config"; exit 1; }
+# The README's quick start runs the shipped configuration: it must keep the demo feed on
+# (conf/cellcast.yaml is regenerated from the table, whose default is off).
+if "$CELLCASTD" -c "$ROOT/conf/cellcast.yaml" --print-config |
+    awk '/^demo:/ { d = 1 } d && /^  enabled:/ { print $2; exit }' | grep -qx true; then
+    ok "conf/cellcast.yaml keeps the quick start's demo feed on"
+else
+    fail "conf/cellcast.yaml: demo.enabled is not true (the quick start would show no cells)"
+fi
 # --check-config refuses what would fail later (each with the key in the message)
 bad_config() { # bad_config WHAT-IN-ERROR ARG...
     local want=$1 out
