@@ -1,0 +1,179 @@
+#!/usr/bin/python3
+"""train.py — train cellcast-tx/3 in PyTorch on a CSV history and export it for cellcast.
+
+    /usr/bin/python3 tools/torch/train.py --data history.csv --step 3600 --horizon 96 \
+        --out model.safetensors [--protocol ett] [--steps 4000] [--seed 1]
+
+The CSV has a time column (`ts` in unix seconds, or `date` as "YYYY-MM-DD HH:MM:SS" UTC)
+and one column per KPI (all numeric; every column but the time one is a KPI unless
+--features names them). One series per file (one cell); every KPI is a channel.
+
+Splits: `--protocol ett` is the standard ETT split (12/4/4 months of hourly rows); else
+--split TRAIN,VAL fractions (default 0.7,0.1; the rest is test, unused here: evaluate the
+exported file with `cellcast eval`, which applies the same protocol).
+
+What the trainer chooses (the spec leaves it open; see tools/torch/README.md):
+- norm.floor[f] = 0.01 x the KPI's standard deviation over the training rows;
+- calib.sigma_scale[f][k] = the scale that makes the validation P10-P90 coverage 0.80
+  (the 0.8-quantile of |error| / (z_0.8 sd));
+- the checkpoint kept is the one with the lowest validation MSE of the mean.
+"""
+import argparse
+import csv
+import datetime as dt
+import math
+import sys
+import time
+
+import numpy as np
+import torch
+
+import cellcast_tx as tx
+
+
+def read_csv(path, features):
+    with open(path, newline="") as fh:
+        rows = list(csv.reader(fh))
+    head, body = rows[0], rows[1:]
+    tcol = next((i for i, h in enumerate(head) if h in ("ts", "date", "time", "timestamp")), None)
+    if tcol is None:
+        sys.exit("%s: no time column (ts, date, time or timestamp)" % path)
+    names = features or [h for i, h in enumerate(head) if i != tcol]
+    cols = [head.index(n) for n in names]
+
+    def when(s):
+        if s.lstrip("-").isdigit():
+            return int(s)
+        return int(dt.datetime.fromisoformat(s.replace("Z", "")).replace(tzinfo=dt.timezone.utc).timestamp())
+
+    ts = np.array([when(r[tcol]) for r in body], dtype=np.int64)
+    x = np.array([[float(r[c]) for c in cols] for r in body], dtype=np.float64)
+    return names, ts, x
+
+
+def windows(x, steps, t_idx, f_idx, W, Hz):
+    """Inputs (B, W) ending at rows t_idx, targets (B, Hz) after them, channels f_idx."""
+    rows = t_idx[:, None] + np.arange(-W + 1, 1)[None, :]
+    fut = t_idx[:, None] + np.arange(1, Hz + 1)[None, :]
+    return x[rows, f_idx[:, None]], x[fut, f_idx[:, None]], steps[t_idx]
+
+
+def evaluate(model, x, steps, t_idx, W, Hz, F, batch=256):
+    """Mean and sd (KPI units) and targets for every channel at rows t_idx."""
+    model.eval()
+    means, sds, ys, fs = [], [], [], []
+    with torch.no_grad():
+        for f in range(F):
+            for b in range(0, len(t_idx), batch):
+                ti = t_idx[b:b + batch]
+                fi = np.full(len(ti), f)
+                xin, yt, tt = windows(x, steps, ti, fi, W, Hz)
+                prep = model.prepare(xin, tt, fi)
+                m, s = model.served(prep, model(prep))
+                means.append(m), sds.append(s), ys.append(yt), fs.append(fi)
+    model.train()
+    return np.concatenate(means), np.concatenate(sds), np.concatenate(ys), np.concatenate(fs)
+
+
+def fit_calibration(model, mean, sd, y, f):
+    """sigma_scale[f][k]: the scale that makes the P10-P90 interval cover 80 % of the
+    validation targets, per KPI and horizon step."""
+    F, Hz = model.calib.sigma_scale.shape
+    ratio = np.abs(y - mean) / (tx.Z80 * sd / model.calib.sigma_scale.numpy()[f])
+    s = np.ones((F, Hz))
+    for ch in range(F):
+        r = ratio[f == ch]
+        if len(r):
+            s[ch] = np.maximum(np.quantile(r, 0.8, axis=0), 1e-3)
+    model.calib.sigma_scale.copy_(torch.from_numpy(s))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--step", type=int, required=True, help="seconds per row")
+    ap.add_argument("--horizon", type=int, default=96)
+    ap.add_argument("--features", help="comma-separated KPI columns (default: all)")
+    ap.add_argument("--protocol", choices=["ett", "split"], default="split")
+    ap.add_argument("--split", default="0.7,0.1")
+    ap.add_argument("--steps", type=int, default=4000)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--weight-decay", type=float, default=0.05)
+    ap.add_argument("--dropout", type=float, default=0.2)
+    ap.add_argument("--d-model", type=int, default=64)
+    ap.add_argument("--patch", type=int, default=16)
+    ap.add_argument("--patches", type=int, default=21)
+    ap.add_argument("--norm-window", type=int, default=336)
+    ap.add_argument("--linear-window", type=int, default=336)
+    ap.add_argument("--eval-every", type=int, default=250)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1)
+    a = ap.parse_args()
+    torch.manual_seed(a.seed)
+    rng = np.random.default_rng(a.seed)
+    torch.set_num_threads(a.threads)
+
+    names, ts, x = read_csv(a.data, a.features.split(",") if a.features else None)
+    steps = ts // a.step
+    n = len(x)
+    if a.protocol == "ett":
+        n_train, n_val = 12 * 30 * 24 * 3600 // a.step, 4 * 30 * 24 * 3600 // a.step
+    else:
+        ft, fv = (float(v) for v in a.split.split(","))
+        n_train, n_val = int(n * ft), int(n * fv)
+    hp = tx.Hparams(names, a.step, horizon=a.horizon, d_model=a.d_model, patch_len=a.patch,
+                    n_patches=a.patches, norm_window=a.norm_window,
+                    linear_window=a.linear_window, dropout=a.dropout)
+    W, Hz, F = tx.window_len(hp), hp.horizon, hp.n_features
+    model = tx.CellcastTx(hp)
+    model.norm.floor.copy_(torch.from_numpy(0.01 * x[:n_train].std(axis=0)))
+    # forecast steps t: inputs and targets inside their split (the ETT convention: the
+    # validation windows may read the end of the training rows)
+    train_t = np.arange(W - 1, n_train - Hz)
+    val_t = np.arange(max(W - 1, n_train - 1), n_train + n_val - Hz)
+    if len(train_t) < 1 or len(val_t) < 1:
+        sys.exit("too few rows: %d for a window of %d and a horizon of %d" % (n, W, Hz))
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.98),
+                            weight_decay=a.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1, (s + 1) / a.warmup) * 0.5 * (
+        1 + math.cos(math.pi * min(1.0, s / a.steps))))
+    best, best_state, worst_loss, t0 = math.inf, None, 0.0, time.time()
+    for step in range(a.steps):
+        ti = rng.choice(train_t, a.batch)
+        fi = rng.integers(0, F, a.batch)
+        xin, yt, tt = windows(x, steps, ti, fi, W, Hz)
+        prep = model.prepare(xin, tt, fi, pos_shift=rng.integers(0, 1 << 20, a.batch))
+        target = torch.from_numpy(((yt - prep["mu"][:, None]) / prep["sigma"][:, None]).astype(np.float32))
+        loss = tx.nll(model(prep), target)
+        worst_loss = max(worst_loss, loss.item())
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        if (step + 1) % a.eval_every == 0 or step + 1 == a.steps:
+            m, _, y, _ = evaluate(model, x, steps, val_t[::4], W, Hz, F)
+            mse = float(((m - y) ** 2).mean())
+            print("step %d loss %.4f val_mse %.6g (%.0f s)" % (step + 1, loss.item(), mse,
+                                                              time.time() - t0), flush=True)
+            if mse < best:
+                best = mse
+                best_state = {k: v.clone() for k, v in model.state_dict().items()}
+    model.load_state_dict(best_state)
+    m, s, y, f = evaluate(model, x, steps, val_t, W, Hz, F)
+    fit_calibration(model, m, s, y, f)
+    m, s, y, f = evaluate(model, x, steps, val_t, W, Hz, F)
+    cover = float((np.abs(y - m) <= tx.Z80 * s).mean())
+    print("best val_mse %.6g, largest batch loss %.4g, val P10-P90 coverage after "
+          "calibration %.3f" % (best, worst_loss, cover))
+    tx.export(model, a.out, {"name": "torch-" + a.data.rsplit("/", 1)[-1],
+                             "trained_on": a.data.rsplit("/", 1)[-1],
+                             "created_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")})
+    print("wrote", a.out)
+
+
+if __name__ == "__main__":
+    main()
