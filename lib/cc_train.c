@@ -1269,7 +1269,7 @@ typedef struct Calib {
     size_t *off, *cnt;
 } Calib;
 
-int cc_trainer_calibrate(CcTrainer *t, double cover[2])
+int cc_trainer_calibrate(CcTrainer *t, double cover[3])
 {
     CcModel *m = t->m;
     const CcHparams *hp = &m->hp;
@@ -1295,7 +1295,7 @@ int cc_trainer_calibrate(CcTrainer *t, double cover[2])
     if (!y || !c.off || !c.cnt || !c.az)
         goto done;
     CcTrainWork *w = t->work[0];
-    size_t inside[2] = {0, 0}, seen = 0;
+    size_t inside[3] = {0, 0, 0}, seen = 0;
     for (int i = 0; i < t->n_val_win; i += chunk) {
         int n = t->n_val_win - i < chunk ? t->n_val_win - i : chunk;
         ret = cc_train_batch(w, m, NULL, t->ds, t->val_win + i, n, 0.0f, 1.0f, NULL, NULL, y, NULL,
@@ -1325,12 +1325,19 @@ int cc_trainer_calibrate(CcTrainer *t, double cover[2])
             size_t bk = (size_t)f * HZ + k;
             float *az = c.az + c.off[bk], sc = cc_calib_scale(az, c.cnt[bk]);
             m->w.sigma_scale[bk] = sc;
+            double ss = 0; /* the NLL-optimal scale RMS(z), for comparison only */
             for (size_t i = 0; i < c.cnt[bk]; i++)
+                ss += (double)az[i] * az[i];
+            double rms = c.cnt[bk] ? sqrt(ss / (double)c.cnt[bk]) : 1.0;
+            for (size_t i = 0; i < c.cnt[bk]; i++) {
                 inside[1] += az[i] <= CC_Z80 * sc;
+                inside[2] += az[i] <= CC_Z80 * rms;
+            }
         }
     if (cover) {
         cover[0] = seen ? (double)inside[0] / (double)seen : NAN;
         cover[1] = seen ? (double)inside[1] / (double)seen : NAN;
+        cover[2] = seen ? (double)inside[2] / (double)seen : NAN;
     }
     ret = 0;
 done:

@@ -210,10 +210,11 @@ float cc_calib_scale(float *absz, size_t n);
  * Fits m->w.sigma_scale (F, HZ) of a tx/3 model on the validation windows with the model's
  * current weights (not the EMA): per KPI and horizon step, cc_calib_scale of the
  * standardised residuals (target - y0)/exp(y1) (the model's sd before calibration). cover
- * (may be NULL) gets the validation P10–P90 coverage over all KPIs and steps before [0] and
- * after [1]. -EINVAL (a tx/2 model), -EAGAIN (no validation sample), -ENOMEM.
+ * (may be NULL) gets the validation P10–P90 coverage over all KPIs and steps before [0],
+ * after [1], and [2] what it would be with the NLL-optimal scale RMS(z) instead (for the
+ * record). -EINVAL (a tx/2 model), -EAGAIN (no validation sample), -ENOMEM.
  */
-int cc_trainer_calibrate(CcTrainer *t, double cover[2]);
+int cc_trainer_calibrate(CcTrainer *t, double cover[3]);
 
 /**
  * tx/3 norm.floor from training data: per KPI, frac times the median over the series of the

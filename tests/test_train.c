@@ -946,7 +946,7 @@ static void test_calibrate_model(void **state)
     assert_int_equal(cc_trainer_open(&tn, t.m, &t.ds, tr, va, &s, NULL, 0), 0);
     for (int i = 0; i < 30; i++) /* a little training, so the sd is not just the init's */
         assert_int_equal(cc_trainer_step(tn, NULL, NULL, NULL), 0);
-    double cov[2], cov2[2];
+    double cov[3], cov2[3];
     assert_int_equal(cc_trainer_calibrate(tn, cov), 0);
     int FH = hp.n_features * hp.horizon;
     float s1[16], s2[16];

@@ -590,7 +590,7 @@ static int train_loop(Train *t, const char **why)
 /* tx/3: calib.sigma_scale of the kept weights, fitted on the validation rows. 0 or -1. */
 static int train_calibrate(Train *t)
 {
-    double cov[2];
+    double cov[3];
     int r = cc_trainer_calibrate(t->tr, cov);
     if (r == -EAGAIN) {
         fprintf(stderr, "cellcast train: warning: no validation sample: calib.sigma_scale "
@@ -609,8 +609,8 @@ static int train_calibrate(Train *t)
     if (!t->a.quiet)
         fprintf(stderr,
                 "%scellcast train: calibration on the validation rows: P10-P90 coverage "
-                "%.3f -> %.3f\n",
-                t->tty ? "\n" : "", cov[0], cov[1]);
+                "%.3f -> %.3f (with the NLL-optimal scale RMS(z): %.3f)\n",
+                t->tty ? "\n" : "", cov[0], cov[1], cov[2]);
     return 0;
 }
 
