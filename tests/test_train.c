@@ -568,20 +568,10 @@ static void model_grad(int R)
     tiny_free(&t);
 }
 
-static void test_model_grad(void **state)
-{
-    (void)state;
-    model_grad(0);
-}
-
-/* tx/3: R = 10 reaches before the start of series 1 in its first window (the cold start,
- * steps before p0 standing in as x_{p0}); the linear path's weights are checked with the
- * rest, and the floor enters sigma. */
-static void test_model_grad_tx3(void **state)
-{
-    (void)state;
-    model_grad(10);
-}
+/* state: the linear window R (see main). tx/3 with R = 10 reaches before the start of
+ * series 1 in its first window (the cold start, steps before p0 standing in as x_{p0}); the
+ * linear path's weights are checked with the rest, and the floor enters sigma. */
+static void test_model_grad(void **state) { model_grad(*(const int *)*state); }
 
 /* ---- training forward equals the oracle ---------------------------------------------- */
 
@@ -636,17 +626,8 @@ static void forward_matches_ref(int R)
     tiny_free(&t);
 }
 
-static void test_forward_matches_ref(void **state)
-{
-    (void)state;
-    forward_matches_ref(0);
-}
-
-static void test_forward_matches_ref_tx3(void **state)
-{
-    (void)state;
-    forward_matches_ref(12);
-}
+/* state: the linear window R (see main) */
+static void test_forward_matches_ref(void **state) { forward_matches_ref(*(const int *)*state); }
 
 /* ---- optimiser ----------------------------------------------------------------------- */
 
@@ -1068,17 +1049,27 @@ static void test_train_flat(void **state)
     assert_true(!(w2 < 1e6)); /* the same data does blow the tx/2 loss up */
 }
 
+static int tx2_r = 0, tx3_grad_r = 10, tx3_ref_r = 12; /* linear windows of the tests */
+
 int main(void)
 {
     openblas_set_num_threads(1); /* the trainer's threads own the parallelism */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_layernorm_grad), cmocka_unit_test(test_ffn_grad),
-        cmocka_unit_test(test_attention_grad), cmocka_unit_test(test_nll_grad),
-        cmocka_unit_test(test_model_grad),     cmocka_unit_test(test_forward_matches_ref),
-        cmocka_unit_test(test_adam_fixture),   cmocka_unit_test(test_train_sine),
-        cmocka_unit_test(test_deterministic),  cmocka_unit_test(test_state_resume),
-        cmocka_unit_test(test_model_grad_tx3), cmocka_unit_test(test_forward_matches_ref_tx3),
-        cmocka_unit_test(test_calib_scale),    cmocka_unit_test(test_calibrate_model),
+        cmocka_unit_test(test_layernorm_grad),
+        cmocka_unit_test(test_ffn_grad),
+        cmocka_unit_test(test_attention_grad),
+        cmocka_unit_test(test_nll_grad),
+        cmocka_unit_test_prestate(test_model_grad, &tx2_r),
+        cmocka_unit_test_prestate(test_forward_matches_ref, &tx2_r),
+        cmocka_unit_test(test_adam_fixture),
+        cmocka_unit_test(test_train_sine),
+        cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_state_resume),
+        /* tx/3 */
+        {"test_model_grad_tx3", test_model_grad, NULL, NULL, &tx3_grad_r},
+        {"test_forward_matches_ref_tx3", test_forward_matches_ref, NULL, NULL, &tx3_ref_r},
+        cmocka_unit_test(test_calib_scale),
+        cmocka_unit_test(test_calibrate_model),
         cmocka_unit_test(test_train_flat),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
