@@ -684,20 +684,28 @@ static void test_adam_fixture(void **state)
 
 /* ---- training on a sine ---------------------------------------------------------------- */
 
-/* One series of F=1: sine of period 24 + a slower weekly wave + noise. */
-static void sine_data(CcDataset *ds, CcSeries *se, int T, double noise)
+/* A dataset of one hourly series se of T steps and F features named names[f] (values and
+ * mask allocated, not filled). */
+static void one_series(CcDataset *ds, CcSeries *se, int T, int F, const char *const *names)
 {
     memset(ds, 0, sizeof *ds);
-    ds->n_features = 1;
-    strcpy(ds->features[0], "load");
+    ds->n_features = F;
+    for (int f = 0; f < F; f++)
+        strcpy(ds->features[f], names[f]);
     ds->step_seconds = 3600;
     ds->n_series = 1;
     ds->series = se;
     memset(se, 0, sizeof *se);
     se->p0 = 480000;
     se->T = T;
-    se->x = malloc((size_t)T * sizeof(float));
-    se->mask = malloc((size_t)T);
+    se->x = malloc((size_t)T * F * sizeof(float));
+    se->mask = malloc((size_t)T * F);
+}
+
+/* One series of F=1: sine of period 24 + a slower weekly wave + noise. */
+static void sine_data(CcDataset *ds, CcSeries *se, int T, double noise)
+{
+    one_series(ds, se, T, 1, (const char *const[]){"load"});
     for (int i = 0; i < T; i++) {
         double p = (double)(se->p0 + i);
         se->x[i] = (float)(10 + 3 * sin(2 * M_PI * p / 24) + 1.0 * sin(2 * M_PI * p / 168) +
@@ -961,18 +969,7 @@ static void test_calibrate_model(void **state)
  * feature 1 a noisy daily sine. */
 static void flat_data(CcDataset *ds, CcSeries *se, int T)
 {
-    memset(ds, 0, sizeof *ds);
-    ds->n_features = 2;
-    strcpy(ds->features[0], "prb");
-    strcpy(ds->features[1], "load");
-    ds->step_seconds = 3600;
-    ds->n_series = 1;
-    ds->series = se;
-    memset(se, 0, sizeof *se);
-    se->p0 = 480000;
-    se->T = T;
-    se->x = malloc((size_t)T * 2 * sizeof(float));
-    se->mask = malloc((size_t)T * 2);
+    one_series(ds, se, T, 2, (const char *const[]){"prb", "load"});
     uint64_t rs = 31;
     float level = 40;
     for (int i = 0, hold = 0; i < T; i++, hold--) {
