@@ -253,10 +253,11 @@ double cc_tr_nll(float *dy, const float *y, const float *target, const float *w,
     return nll_clamped(dy, y, target, w, HZ, scale, n_obs, CC_NLL_LOGSIG_MIN);
 }
 
-/* Adds mae·mean_k |target - y0| over the observed k to the loss (returned, per sample) and
- * its gradient scale·d/dy0 to dy. */
-static double mae_term(float *dy, const float *y, const float *target, const float *w, int HZ,
-                       float scale, float mae)
+/* The loss terms on the mean besides the NLL (see cc_train_work_set_loss): scales the NLL's
+ * gradient on y0 in dy by nll_mean, adds mae·mean_k |target - y0| + mse·mean_k (target -
+ * y0)² over the observed k (returned, per sample) and their gradient scale·d/dy0 to dy. */
+static double mean_terms(float *dy, const float *y, const float *target, const float *w, int HZ,
+                         float scale, float mae, float mse, float nll_mean)
 {
     int cnt = 0;
     double sum = 0;
@@ -267,10 +268,15 @@ static double mae_term(float *dy, const float *y, const float *target, const flo
     for (int k = 0; k < HZ; k++)
         if (w[k] > 0) {
             float d = y[2 * k] - target[k];
-            sum += fabsf(d);
-            dy[2 * k] += (d > 0 ? 1.0f : d < 0 ? -1.0f : 0.0f) * mae * scale / cnt;
+            sum += mae * fabsf(d) + mse * d * d;
+            dy[2 * k] = dy[2 * k] * nll_mean + ((d > 0   ? 1.0f
+                                                 : d < 0 ? -1.0f
+                                                         : 0.0f) *
+                                                    mae +
+                                                2 * mse * d) *
+                                                   scale / cnt;
         }
-    return mae * sum / cnt;
+    return sum / cnt;
 }
 
 /* ---- batched training forward/backward ----------------------------------------------- */
@@ -287,7 +293,7 @@ struct CcTrainWork {
     int64_t sq_count;                         //   in data units, observed targets
     float *scratch_m;                         // (M) normalisation window
     float *pe;                                // (D)
-    float logsig_min, mae;                    // loss settings (cc_train_work_set_loss)
+    float logsig_min, mae, mse, nll_mean;     // loss settings (cc_train_work_set_loss)
     int R;                                    // tx/3 linear window (0: none)
     float *lin_in;                            // (C, R) r_i = xn_{t-R+1+i} - xn_t
     float *lin_xt;                            // (C) xn_t
@@ -328,6 +334,7 @@ int cc_train_work_open(CcTrainWork **out, const CcHparams *hp, int max_windows, 
     w->max_win = max_windows;
     w->max_group = max_group;
     w->logsig_min = CC_NLL_LOGSIG_MIN;
+    w->nll_mean = 1;
     w->R = hp->linear_window;
     size_t N = hp->n_patches, D = hp->d_model, L = hp->n_layers, FF = hp->d_ff, H = hp->n_heads;
     size_t IN = hp->patch_len + 4, HZ = hp->horizon, Tm = N + max_group;
@@ -382,10 +389,13 @@ int cc_train_work_open(CcTrainWork **out, const CcHparams *hp, int max_windows, 
     return 0;
 }
 
-void cc_train_work_set_loss(CcTrainWork *w, float logsig_min, float mae_weight)
+void cc_train_work_set_loss(CcTrainWork *w, float logsig_min, float mae_weight, float mse_weight,
+                            float nll_mean)
 {
     w->logsig_min = logsig_min;
     w->mae = mae_weight;
+    w->mse = mse_weight;
+    w->nll_mean = nll_mean;
 }
 
 void cc_train_work_targets(const CcTrainWork *w, const float **target, const float **weight)
@@ -635,8 +645,9 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
         const float *yc = w->y + (size_t)c * HZ2, *tg = w->tgt + (size_t)c * HZ;
         total +=
             nll_clamped(dyc, yc, tg, w->tw + (size_t)c * HZ, HZ, loss_scale, &nobs, w->logsig_min);
-        if (grad && w->mae > 0) /* the objective's MAE term; validation scores the NLL alone */
-            total += mae_term(dyc, yc, tg, w->tw + (size_t)c * HZ, HZ, loss_scale, w->mae);
+        if (grad && (w->mae > 0 || w->mse > 0 || w->nll_mean != 1)) /* validation: NLL alone */
+            total += mean_terms(dyc, yc, tg, w->tw + (size_t)c * HZ, HZ, loss_scale, w->mae, w->mse,
+                                w->nll_mean);
         ns += nobs > 0;
     }
     if (loss)
@@ -809,6 +820,8 @@ void cc_train_default_settings(CcTrainSettings *s)
     s->seed = 1;
     s->max_val_windows = 1024;
     s->mae_weight = 0;
+    s->mse_weight = 0;
+    s->nll_mean = 1;
     s->logsig_min = 0;
 }
 
@@ -964,7 +977,8 @@ int cc_trainer_open(CcTrainer **out, CcModel *m, const CcDataset *ds, const CcRa
         goto error;
     }
     if (s->batch < 1 || s->n_threads < 1 || s->dropout < 0 || s->dropout >= 1 || s->group < 0 ||
-        !(s->mae_weight >= 0) || !(s->logsig_min <= 0) || s->logsig_min < -20) {
+        !(s->mae_weight >= 0) || !(s->mse_weight >= 0) || !(s->nll_mean >= 0) ||
+        !(s->logsig_min <= 0) || s->logsig_min < -20) {
         cc_errf(err, errlen, ret,
                 "bad training settings (batch, threads, dropout, group, MAE weight or "
                 "log-sigma clamp)");
@@ -1006,7 +1020,7 @@ int cc_trainer_open(CcTrainer **out, CcModel *m, const CcDataset *ds, const CcRa
         float lo = s->logsig_min < 0   ? s->logsig_min
                    : hp->linear_window ? CC_NLL_LOGSIG_MIN_TX3
                                        : CC_NLL_LOGSIG_MIN;
-        cc_train_work_set_loss(t->work[i], lo, s->mae_weight);
+        cc_train_work_set_loss(t->work[i], lo, s->mae_weight, s->mse_weight, s->nll_mean);
     }
     t->batch = calloc((size_t)s->batch, sizeof *t->batch);
     t->am = calloc(m->n_params, sizeof(float));

@@ -90,8 +90,11 @@ typedef struct CcTrainWork CcTrainWork;
 
 /** The loss of cc_train_batch on w from now on: log-sigma clamped below at logsig_min
  *  inside the NLL (CC_NLL_LOGSIG_MIN when the work is opened: tx/2's), and, when training
- *  (grad given), mae_weight · mean_k |target - y[k][0]| added on the mean (default 0). */
-void cc_train_work_set_loss(CcTrainWork *w, float logsig_min, float mae_weight);
+ *  (grad given), terms on the mean: mae_weight · mean_k |target - y[k][0]| + mse_weight ·
+ *  mean_k (target - y[k][0])² added, and the NLL's gradient on y[k][0] times nll_mean (0:
+ *  the mean learns from those terms alone, log-sigma from the NLL). Opened: 0, 0, 1. */
+void cc_train_work_set_loss(CcTrainWork *w, float logsig_min, float mae_weight, float mse_weight,
+                            float nll_mean);
 
 /** After a cc_train_batch on w: the normalised targets (C, HZ) and their weights (1 =
  *  observed) of its current tokens, in order. */
@@ -166,6 +169,9 @@ typedef struct CcTrainSettings {
                          ///< then is what cc_trainer_validate scores and
                          ///< cc_trainer_eval_weights returns; 0 = off (default 0)
     float mae_weight;    ///< weight of an MAE term on the mean added to the NLL (default 0)
+    float mse_weight;    ///< weight of an MSE term on the mean added to the NLL (default 0)
+    float nll_mean;      ///< the NLL's gradient on the mean times this; 0 = the mean learns
+                         ///< from the MAE/MSE terms only (default 1)
     float logsig_min;    ///< lower clamp of log-sigma in the loss; 0 = CC_NLL_LOGSIG_MIN for
                          ///< tx/2, CC_NLL_LOGSIG_MIN_TX3 for tx/3 (default 0)
 } CcTrainSettings;

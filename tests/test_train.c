@@ -405,6 +405,7 @@ typedef struct FullCtx {
     const CcDataset *ds;
     const CcTrainWindow *win;
     int n_win;
+    double mae, mse; /* the trainer's terms on the mean (cc_train_work_set_loss) */
 } FullCtx;
 
 static double full_loss(void *p)
@@ -496,6 +497,15 @@ static double full_loss(void *p)
                 tw[k] = ok;
             }
             total += nll_d(y, tg, tw, HZ);
+            double terms = 0;
+            int cnt = 0;
+            for (int k = 0; k < HZ; k++)
+                if (tw[k] > 0) {
+                    double d = y[2 * k] - tg[k];
+                    terms += c->mae * fabs(d) + c->mse * d * d;
+                    cnt++;
+                }
+            total += cnt ? terms / cnt : 0;
         }
     }
     return total;
@@ -538,6 +548,8 @@ static void model_grad(int R)
         .series = 1, .feature = 1, .e = 472027, .n_cur = 2, .cur = {0, 3}, .pos_offset = 999999};
     CcTrainWork *w;
     assert_int_equal(cc_train_work_open(&w, &hp, 3, 4), 0);
+    double mae = R > 0 ? 0.5 : 0, mse = R > 0 ? 0.7 : 0; /* tx/3: with the terms on the mean */
+    cc_train_work_set_loss(w, CC_NLL_LOGSIG_MIN, (float)mae, (float)mse, 1.0f);
     float *grad = calloc(t.m->n_params, sizeof(float));
     double loss;
     int ns;
@@ -546,7 +558,7 @@ static void model_grad(int R)
     assert_int_equal(ns, 7);
     double *prm = malloc(t.m->n_params * sizeof *prm);
     to_double(prm, t.m->block, t.m->n_params);
-    FullCtx c = {&hp, prm, &t.ds, win, 3};
+    FullCtx c = {&hp, prm, &t.ds, win, 3, mae, mse};
     double ld = full_loss(&c);
     printf("Whole model (loss float %.6f, double %.6f):\n", loss, ld);
     assert_true(fabs(loss - ld) < 1e-4 * fmax(1, fabs(ld)));

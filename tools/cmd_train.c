@@ -50,7 +50,7 @@ typedef struct TrainArgs {
     const char *data_path, *out_path, *features, *split, *protocol;
     const char *schedule, *resume, *name, *select;
     double val_frac, dropout, lr, wd, clip, max_minutes, step_s, ema, steps_d, seed_d;
-    double floor_frac, mae, logsig_min, head_scale;
+    double floor_frac, mae, mse, nll_mean, logsig_min, head_scale;
     int P, N, M, D, H, L, FF, HZ, R, tz, warmup, batch, group, epochs, threads;
     int patience, eval_every, val_windows, adamw, quiet;
     int hz_given;        ///< --horizon was given (the ETT protocol's default is 96)
@@ -68,6 +68,7 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                      .name = "cellcast",
                      .select = "mse",
                      .floor_frac = 0.1,
+                     .nll_mean = 1,
                      .head_scale = 0.1,
                      .val_frac = -1,
                      .wd = -1,
@@ -145,6 +146,12 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                     "AdamW decay of weight matrices (implies --adamw)"),
         CC_OPTS_DBL("mae-weight", &a->mae, 0, 100, "X",
                     "add X times the MAE of the normalised means to the NLL", .flags = SHOW),
+        CC_OPTS_DBL("mse-weight", &a->mse, 0, 100, "X",
+                    "add X times the MSE of the normalised means to the NLL", .flags = SHOW),
+        CC_OPTS_DBL("nll-mean", &a->nll_mean, 0, 1, "X",
+                    "the NLL's gradient on the means times X (0: the means\n"
+                    "learn from the MAE/MSE terms alone, log-sigma from the NLL)",
+                    .flags = SHOW),
         CC_OPTS_DBL("logsig-min", &a->logsig_min, -20, 0, "X",
                     "lower clamp of log-sigma in the loss; 0 = -4 for tx/3,\n"
                     "-7 for tx/2",
@@ -356,6 +363,8 @@ static int train_settings(Train *t)
     ts->max_val_windows = a->val_windows;
     ts->ema = (float)a->ema;
     ts->mae_weight = (float)a->mae;
+    ts->mse_weight = (float)a->mse;
+    ts->nll_mean = (float)a->nll_mean;
     ts->logsig_min = (float)a->logsig_min;
     ts->adam.lr = (float)a->lr;
     ts->adam.warmup = a->warmup;
