@@ -66,7 +66,7 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
     cc_train_default_settings(&ts);
     *a = (TrainArgs){.schedule = "invsqrt",
                      .name = "cellcast",
-                     .select = "mse",
+                     .select = NULL,
                      .floor_frac = 0.1,
                      .nll_mean = 1,
                      .head_scale = 0.1,
@@ -177,8 +177,8 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                     "stop after K validations without improvement", .flags = SHOW),
         CC_OPTS_STR("select", &a->select, "nll|mse",
                     "validation criterion of the best checkpoint and early stop:\n"
-                    "Gaussian NLL, or MSE of the predicted means in data units",
-                    .flags = SHOW),
+                    "Gaussian NLL, or MSE of the predicted means in data units\n"
+                    "(default nll; mse with --protocol ett)"),
         CC_OPTS_INT("val-windows", &a->val_windows, 1, 1e7, "N",
                     "validation windows, evenly spaced", .flags = SHOW),
         CC_OPTS_INT("threads", &a->threads, 1, 16, "T", "", .flags = SHOW),
@@ -198,6 +198,8 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
         return CLI_OPTS_EXIT(rc);
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
         a->hz_given |= opts[i].name && !strcmp(opts[i].name, "horizon") && opts[i].given;
+    if (!a->select) /* the benchmark's own metric under --protocol ett */
+        a->select = a->protocol ? "mse" : "nll";
     if (strcmp(a->select, "mse") && strcmp(a->select, "nll")) {
         fprintf(stderr, "cellcast train: --select must be nll or mse\n");
         return 2;
