@@ -1,5 +1,5 @@
 /*
- * cc_train.c — training of cellcast-tx/2: forward and backward of batches of windows
+ * cc_train.c — training of cellcast-tx/3 (and tx/2): forward and backward of batches of windows
  * (see cc_train.h for what a window is), Adam(W) with warmup and decay, and the trainer
  * that samples windows from a dataset, runs them on n_threads threads (each owning a
  * contiguous part of the batch and its own gradient block, summed in thread order, so a
@@ -219,8 +219,9 @@ void cc_tr_attention_backward(float *dqkv, const float *dout, const float *att, 
     attention_backward(dqkv, dout, att, qkv, n, T, D, H, 0);
 }
 
-double cc_tr_nll(float *dy, const float *y, const float *target, const float *w, int HZ,
-                 float scale, int *n_obs)
+/* cc_tr_nll with the lower clamp of log-sigma at lo. */
+static double nll_clamped(float *dy, const float *y, const float *target, const float *w, int HZ,
+                          float scale, int *n_obs, float lo)
 {
     int cnt = 0;
     for (int k = 0; k < HZ; k++)
@@ -234,8 +235,8 @@ double cc_tr_nll(float *dy, const float *y, const float *target, const float *w,
         if (!(w[k] > 0))
             continue;
         float s = y[2 * k + 1], clamped = 0;
-        if (s < CC_NLL_LOGSIG_MIN || s > CC_NLL_LOGSIG_MAX) {
-            s = s < CC_NLL_LOGSIG_MIN ? CC_NLL_LOGSIG_MIN : CC_NLL_LOGSIG_MAX;
+        if (s < lo || s > CC_NLL_LOGSIG_MAX) {
+            s = s < lo ? lo : CC_NLL_LOGSIG_MAX;
             clamped = 1;
         }
         float is = expf(-s), r = (target[k] - y[2 * k]) * is;
@@ -244,6 +245,38 @@ double cc_tr_nll(float *dy, const float *y, const float *target, const float *w,
         dy[2 * k + 1] = clamped ? 0.0f : (1.0f - r * r) * inv;
     }
     return cnt ? loss / cnt : 0;
+}
+
+double cc_tr_nll(float *dy, const float *y, const float *target, const float *w, int HZ,
+                 float scale, int *n_obs)
+{
+    return nll_clamped(dy, y, target, w, HZ, scale, n_obs, CC_NLL_LOGSIG_MIN);
+}
+
+/* The loss terms on the mean besides the NLL (see cc_train_work_set_loss): scales the NLL's
+ * gradient on y0 in dy by nll_mean, adds mae·mean_k |target - y0| + mse·mean_k (target -
+ * y0)² over the observed k (returned, per sample) and their gradient scale·d/dy0 to dy. */
+static double mean_terms(float *dy, const float *y, const float *target, const float *w, int HZ,
+                         float scale, float mae, float mse, float nll_mean)
+{
+    int cnt = 0;
+    double sum = 0;
+    for (int k = 0; k < HZ; k++)
+        cnt += w[k] > 0;
+    if (!cnt)
+        return 0;
+    for (int k = 0; k < HZ; k++)
+        if (w[k] > 0) {
+            float d = y[2 * k] - target[k];
+            sum += mae * fabsf(d) + mse * d * d;
+            dy[2 * k] = dy[2 * k] * nll_mean + ((d > 0   ? 1.0f
+                                                 : d < 0 ? -1.0f
+                                                         : 0.0f) *
+                                                    mae +
+                                                2 * mse * d) *
+                                                   scale / cnt;
+        }
+    return sum / cnt;
 }
 
 /* ---- batched training forward/backward ----------------------------------------------- */
@@ -260,6 +293,11 @@ struct CcTrainWork {
     int64_t sq_count;                         //   in data units, observed targets
     float *scratch_m;                         // (M) normalisation window
     float *pe;                                // (D)
+    float logsig_min, mae, mse, nll_mean;     // loss settings (cc_train_work_set_loss)
+    int R;                                    // tx/3 linear window (0: none)
+    float *lin_in;                            // (C, R) r_i = xn_{t-R+1+i} - xn_t
+    float *lin_xt;                            // (C) xn_t
+    float *lin_y;                             // (C, HZ) linear path output / its gradient
     /* activations */
     float *tok;      // (R, IN)
     float *emb_mask; // (R, D)
@@ -295,6 +333,9 @@ int cc_train_work_open(CcTrainWork **out, const CcHparams *hp, int max_windows, 
     w->hp = *hp;
     w->max_win = max_windows;
     w->max_group = max_group;
+    w->logsig_min = CC_NLL_LOGSIG_MIN;
+    w->nll_mean = 1;
+    w->R = hp->linear_window;
     size_t N = hp->n_patches, D = hp->d_model, L = hp->n_layers, FF = hp->d_ff, H = hp->n_heads;
     size_t IN = hp->patch_len + 4, HZ = hp->horizon, Tm = N + max_group;
     size_t R = (size_t)max_windows * Tm, C = (size_t)max_windows * max_group;
@@ -312,6 +353,9 @@ int cc_train_work_open(CcTrainWork **out, const CcHparams *hp, int max_windows, 
     ALLOC(w->wsigma, max_windows);
     ALLOC(w->scratch_m, hp->norm_window);
     ALLOC(w->pe, D);
+    ALLOC(w->lin_in, C * (size_t)(w->R ? w->R : 1));
+    ALLOC(w->lin_xt, C);
+    ALLOC(w->lin_y, C * HZ);
     ALLOC(w->tok, R * IN);
     ALLOC(w->emb_mask, R * D);
     ALLOC(w->zin, (L + 1) * R * D);
@@ -345,6 +389,21 @@ int cc_train_work_open(CcTrainWork **out, const CcHparams *hp, int max_windows, 
     return 0;
 }
 
+void cc_train_work_set_loss(CcTrainWork *w, float logsig_min, float mae_weight, float mse_weight,
+                            float nll_mean)
+{
+    w->logsig_min = logsig_min;
+    w->mae = mae_weight;
+    w->mse = mse_weight;
+    w->nll_mean = nll_mean;
+}
+
+void cc_train_work_targets(const CcTrainWork *w, const float **target, const float **weight)
+{
+    *target = w->tgt;
+    *weight = w->tw;
+}
+
 void cc_train_work_sqerr(const CcTrainWork *w, double *sum, int64_t *count)
 {
     *sum = w->sq_sum;
@@ -360,7 +419,8 @@ void cc_train_work_close(CcTrainWork **pw)
                     w->rng,    w->scratch_m, w->pe,      w->tok,   w->emb_mask, w->zin,  w->qkv,
                     w->att,    w->ctx,       w->ao_mask, w->xhat1, w->rstd1,    w->z1,   w->hd,
                     w->h_mask, w->fo_mask,   w->xhat2,   w->rstd2, w->y,        w->dy,   w->tgt,
-                    w->tw,     w->dz,        w->da,      w->db,    w->dqkv,     w->dh};
+                    w->tw,     w->dz,        w->da,      w->db,    w->dqkv,     w->dh,   w->lin_in,
+                    w->lin_xt, w->lin_y};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
         free(ptrs[i]);
     free(w);
@@ -392,6 +452,15 @@ static int build_window(CcTrainWork *w, const CcModel *m, const CcDataset *ds,
         w->scratch_m[i] = se->x[(size_t)(lo + i) * F + f];
     float mu, sigma;
     cc_norm_stats(w->scratch_m, nm, &mu, &sigma);
+    if (w->R > 0) { /* tx/3: the KPI's floor under the window's spread, as cc_ref */
+        double s = 0, ss = 0, fl = m->w.norm_floor[win->feature];
+        for (int i = 0; i < nm; i++)
+            s += w->scratch_m[i];
+        double mean = s / nm;
+        for (int i = 0; i < nm; i++)
+            ss += (w->scratch_m[i] - mean) * (w->scratch_m[i] - mean);
+        sigma = (float)(sqrt(ss / nm + fl * fl) + 1e-5 * (1 + fabs(mean)));
+    }
     /* step 4: tokens, cached oldest first then current */
     int n = (ie - P + 1) / P + 1;
     n = n > N ? N : n;
@@ -409,9 +478,19 @@ static int build_window(CcTrainWork *w, const CcModel *m, const CcDataset *ds,
         cc_time_features(tk + P, se->p0 + qr, ds->step_seconds, hp->tz_offset_s);
     }
     (void)D;
-    /* targets of the current tokens, normalised with the same mu, sigma */
+    /* targets of the current tokens, normalised with the same mu, sigma; tx/3: the linear
+     * path's input, steps before the series' first standing in as its first value */
     for (int j = 0; j < win->n_cur; j++) {
-        int tr = ie + win->cur[j];
+        int tr = ie + win->cur[j], R = w->R;
+        if (R > 0) {
+            float xt = (se->x[(size_t)tr * F + f] - mu) / sigma,
+                  *r = w->lin_in + (size_t)(cur + j) * R;
+            for (int i = 0; i < R; i++) {
+                int pi = tr - R + 1 + i;
+                r[i] = (se->x[(size_t)(pi < 0 ? 0 : pi) * F + f] - mu) / sigma - xt;
+            }
+            w->lin_xt[cur + j] = xt;
+        }
         float *tg = w->tgt + (size_t)(cur + j) * HZ, *tw = w->tw + (size_t)(cur + j) * HZ;
         for (int k = 0; k < HZ; k++) {
             int rr = tr + 1 + k;
@@ -538,6 +617,12 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
     /* head on the current tokens: the last layer's output is already compact (C, D) */
     const float *hin = w->zin + L * RD;
     cc_tr_matmul_forward(w->y, hin, p->head_w, p->head_b, C, HZ2, D);
+    if (w->R > 0) { /* tx/3: y[k][0] += W_lin·r + b_lin + xn_t, one product for the batch */
+        cc_tr_matmul_forward(w->lin_y, w->lin_in, p->lin_w, p->lin_b, C, HZ, w->R);
+        for (int c = 0; c < C; c++)
+            for (int k = 0; k < HZ; k++)
+                w->y[(size_t)c * HZ2 + 2 * k] += w->lin_y[(size_t)c * HZ + k] + w->lin_xt[c];
+    }
     if (y_out)
         memcpy(y_out, w->y, (size_t)C * HZ2 * sizeof(float));
     double total = 0;
@@ -556,8 +641,13 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
         }
     for (int c = 0; c < C; c++) {
         int nobs;
-        total += cc_tr_nll(w->dy + (size_t)c * HZ2, w->y + (size_t)c * HZ2, w->tgt + (size_t)c * HZ,
-                           w->tw + (size_t)c * HZ, HZ, loss_scale, &nobs);
+        float *dyc = w->dy + (size_t)c * HZ2;
+        const float *yc = w->y + (size_t)c * HZ2, *tg = w->tgt + (size_t)c * HZ;
+        total +=
+            nll_clamped(dyc, yc, tg, w->tw + (size_t)c * HZ, HZ, loss_scale, &nobs, w->logsig_min);
+        if (grad && (w->mae > 0 || w->mse > 0 || w->nll_mean != 1)) /* validation: NLL alone */
+            total += mean_terms(dyc, yc, tg, w->tw + (size_t)c * HZ, HZ, loss_scale, w->mae, w->mse,
+                                w->nll_mean);
         ns += nobs > 0;
     }
     if (loss)
@@ -571,6 +661,12 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
     CcParams g;
     cc_params_point(&g, hp, grad);
     float *dz = w->dz;
+    if (w->R > 0) { /* the linear path: its inputs are data, only its weights get gradient */
+        for (int c = 0; c < C; c++)
+            for (int k = 0; k < HZ; k++)
+                w->lin_y[(size_t)c * HZ + k] = w->dy[(size_t)c * HZ2 + 2 * k];
+        matmul_backward_w(g.lin_w, g.lin_b, w->lin_y, w->lin_in, C, HZ, w->R);
+    }
     cc_tr_matmul_backward(dz, g.head_w, g.head_b, w->dy, hin, p->head_w, C, HZ2, D);
     for (int l = L - 1; l >= 0; l--) {
         int last = l == L - 1, Rl = last ? C : R;
@@ -723,6 +819,10 @@ void cc_train_default_settings(CcTrainSettings *s)
     s->n_threads = 2;
     s->seed = 1;
     s->max_val_windows = 1024;
+    s->mae_weight = 0;
+    s->mse_weight = 0;
+    s->nll_mean = 1;
+    s->logsig_min = 0;
 }
 
 /* A (series, e) pair with its valid current offsets [cmin, cmax]. */
@@ -750,6 +850,8 @@ struct CcTrainer {
     float *am, *av;            // Adam moments
     float *ema_w, *swap;       // EMA weights and scratch (settings.ema > 0)
     uint8_t *decay;            // (n_params)
+    size_t n_trained;          // the first n_trained floats of the block: all but tx/3's
+                               // norm.floor and calib.sigma_scale (set, not trained)
     uint64_t rng;
     int64_t step;
 };
@@ -874,13 +976,12 @@ int cc_trainer_open(CcTrainer **out, CcModel *m, const CcDataset *ds, const CcRa
                 hp->n_features);
         goto error;
     }
-    if (hp->linear_window > 0) { /* its forward and gradients have no linear path yet */
-        cc_errf(err, errlen, ret, "the trainer trains %s models only (this one is %s)",
-                CC_FORMAT_TX2, CC_FORMAT_TX3);
-        goto error;
-    }
-    if (s->batch < 1 || s->n_threads < 1 || s->dropout < 0 || s->dropout >= 1 || s->group < 0) {
-        cc_errf(err, errlen, ret, "bad training settings (batch, threads, dropout or group)");
+    if (s->batch < 1 || s->n_threads < 1 || s->dropout < 0 || s->dropout >= 1 || s->group < 0 ||
+        !(s->mae_weight >= 0) || !(s->mse_weight >= 0) || !(s->nll_mean >= 0) ||
+        !(s->logsig_min <= 0) || s->logsig_min < -20) {
+        cc_errf(err, errlen, ret,
+                "bad training settings (batch, threads, dropout, group, MAE weight or "
+                "log-sigma clamp)");
         goto error;
     }
     ret = -ENOMEM;
@@ -916,6 +1017,10 @@ int cc_trainer_open(CcTrainer **out, CcModel *m, const CcDataset *ds, const CcRa
             goto error;
         if (!(t->grads[i] = calloc(m->n_params, sizeof(float))))
             goto error;
+        float lo = s->logsig_min < 0   ? s->logsig_min
+                   : hp->linear_window ? CC_NLL_LOGSIG_MIN_TX3
+                                       : CC_NLL_LOGSIG_MIN;
+        cc_train_work_set_loss(t->work[i], lo, s->mae_weight, s->mse_weight, s->nll_mean);
     }
     t->batch = calloc((size_t)s->batch, sizeof *t->batch);
     t->am = calloc(m->n_params, sizeof(float));
@@ -932,6 +1037,9 @@ int cc_trainer_open(CcTrainer **out, CcModel *m, const CcDataset *ds, const CcRa
     }
     size_t sz[CC_NUM_PARAM_ARRAYS], off = 0;
     cc_params_sizes(hp, sz);
+    /* norm.floor and calib.sigma_scale, the block's last two arrays, are set by the caller
+     * and by cc_trainer_calibrate, never by the optimiser */
+    t->n_trained = m->n_params - sz[CC_NUM_PARAM_ARRAYS - 2] - sz[CC_NUM_PARAM_ARRAYS - 1];
     for (int i = 0; i < CC_NUM_PARAM_ARRAYS; i++) {
         /* weight matrices decay: embed_w, qkv_w, o_w, up_w, down_w, head_w */
         int dec = i == 0 || i == 3 || i == 5 || i == 9 || i == 11 || i == 15;
@@ -1089,7 +1197,7 @@ int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm)
     int ret = run_threads(t, t->batch, t->s.batch, t->s.dropout, 1, &l, &ns, NULL);
     if (ret < 0)
         return ret;
-    size_t n = t->m->n_params;
+    size_t n = t->n_trained;
     float *g = t->grads[0];
     for (int i = 1; i < t->s.n_threads; i++) /* fixed order: deterministic */
         for (size_t k = 0; k < n; k++)
@@ -1140,6 +1248,157 @@ int cc_trainer_validate(CcTrainer *t, double *nll, double *mse)
     if (ret < 0)
         return ret;
     *nll = ns ? l / ns : NAN;
+    return 0;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+float cc_calib_scale(float *absz, size_t n)
+{
+    if (n == 0)
+        return 1.0f;
+    qsort(absz, n, sizeof *absz, cmp_float);
+    /* the 0.8 quantile, linear between order statistics */
+    double pos = 0.8 * (double)(n - 1), lo = floor(pos);
+    size_t i = (size_t)lo;
+    double q = absz[i] + (i + 1 < n ? (pos - lo) * (absz[i + 1] - absz[i]) : 0.0);
+    double sc = q / CC_Z80;
+    return (float)(sc > 1e-3 ? sc : 1e-3);
+}
+
+/* Coverage bookkeeping of cc_trainer_calibrate: per (KPI, step) bucket b, its |z| values
+ * az[off[b] .. off[b]+cnt[b]). */
+typedef struct Calib {
+    float *az;
+    size_t *off, *cnt;
+} Calib;
+
+int cc_trainer_calibrate(CcTrainer *t, double cover[3])
+{
+    CcModel *m = t->m;
+    const CcHparams *hp = &m->hp;
+    int F = hp->n_features, HZ = hp->horizon, HZ2 = 2 * HZ;
+    if (hp->linear_window <= 0)
+        return -EINVAL;
+    if (t->n_val_win == 0)
+        return -EAGAIN;
+    int ret = -ENOMEM, chunk = t->per_thread;
+    Calib c = {0};
+    float *y = malloc((size_t)chunk * t->val_group * HZ2 * sizeof *y);
+    c.off = calloc((size_t)F * HZ, sizeof *c.off);
+    c.cnt = calloc((size_t)F * HZ, sizeof *c.cnt);
+    size_t per_f[CC_MAX_FEATURES] = {0}, total = 0;
+    for (int i = 0; i < t->n_val_win; i++)
+        per_f[t->val_win[i].feature] += (size_t)t->val_win[i].n_cur;
+    for (int f = 0; f < F; f++)
+        for (int k = 0; k < HZ; k++) { /* capacity: every sample of f observed at k */
+            c.off[(size_t)f * HZ + k] = total;
+            total += per_f[f];
+        }
+    c.az = malloc((total ? total : 1) * sizeof *c.az);
+    if (!y || !c.off || !c.cnt || !c.az)
+        goto done;
+    CcTrainWork *w = t->work[0];
+    size_t inside[3] = {0, 0, 0}, seen = 0;
+    for (int i = 0; i < t->n_val_win; i += chunk) {
+        int n = t->n_val_win - i < chunk ? t->n_val_win - i : chunk;
+        ret = cc_train_batch(w, m, NULL, t->ds, t->val_win + i, n, 0.0f, 1.0f, NULL, NULL, y, NULL,
+                             NULL);
+        if (ret < 0)
+            goto done;
+        const float *tg, *tw;
+        cc_train_work_targets(w, &tg, &tw);
+        for (int b = 0, row = 0; b < n; b++)
+            for (int j = 0; j < t->val_win[i + b].n_cur; j++, row++) {
+                int f = t->val_win[i + b].feature;
+                for (int k = 0; k < HZ; k++) {
+                    size_t at = (size_t)row * HZ + k;
+                    if (!(tw[at] > 0))
+                        continue;
+                    const float *yk = y + (size_t)row * HZ2 + 2 * k;
+                    float z = fabsf(tg[at] - yk[0]) / expf(yk[1]);
+                    size_t bk = (size_t)f * HZ + k;
+                    c.az[c.off[bk] + c.cnt[bk]++] = z;
+                    inside[0] += z <= CC_Z80;
+                    seen++;
+                }
+            }
+    }
+    for (int f = 0; f < F; f++)
+        for (int k = 0; k < HZ; k++) {
+            size_t bk = (size_t)f * HZ + k;
+            float *az = c.az + c.off[bk], sc = cc_calib_scale(az, c.cnt[bk]);
+            m->w.sigma_scale[bk] = sc;
+            double ss = 0; /* the NLL-optimal scale RMS(z), for comparison only */
+            for (size_t i = 0; i < c.cnt[bk]; i++)
+                ss += (double)az[i] * az[i];
+            double rms = c.cnt[bk] ? sqrt(ss / (double)c.cnt[bk]) : 1.0;
+            for (size_t i = 0; i < c.cnt[bk]; i++) {
+                inside[1] += az[i] <= CC_Z80 * sc;
+                inside[2] += az[i] <= CC_Z80 * rms;
+            }
+        }
+    if (cover) {
+        cover[0] = seen ? (double)inside[0] / (double)seen : NAN;
+        cover[1] = seen ? (double)inside[1] / (double)seen : NAN;
+        cover[2] = seen ? (double)inside[2] / (double)seen : NAN;
+    }
+    ret = 0;
+done:
+    free(y);
+    free(c.az);
+    free(c.off);
+    free(c.cnt);
+    return ret;
+}
+
+int cc_train_norm_floor(const CcDataset *ds, const CcRange *train, double frac, float *floor_out)
+{
+    int F = ds->n_features, S = ds->n_series;
+    double *sd = malloc((size_t)(S ? S : 1) * sizeof *sd);
+    if (!sd)
+        return -ENOMEM;
+    for (int f = 0; f < F; f++) {
+        int ns = 0;
+        for (int s = 0; s < S; s++) {
+            const CcSeries *se = &ds->series[s];
+            int a = train[s].begin < 0 ? 0 : train[s].begin;
+            int b = train[s].end > se->T ? se->T : train[s].end;
+            double sum = 0, ss = 0;
+            int64_t n = 0;
+            for (int i = a; i < b; i++)
+                if (!se->mask || se->mask[(size_t)i * F + f]) {
+                    sum += se->x[(size_t)i * F + f];
+                    n++;
+                }
+            if (!n)
+                continue;
+            double mean = sum / (double)n;
+            for (int i = a; i < b; i++)
+                if (!se->mask || se->mask[(size_t)i * F + f]) {
+                    double d = se->x[(size_t)i * F + f] - mean;
+                    ss += d * d;
+                }
+            sd[ns++] = sqrt(ss / (double)n);
+        }
+        double med = 0;
+        if (ns) {
+            qsort(sd, (size_t)ns, sizeof *sd, cmp_double);
+            med = ns % 2 ? sd[ns / 2] : 0.5 * (sd[ns / 2 - 1] + sd[ns / 2]);
+        }
+        floor_out[f] = (float)(frac * med);
+    }
+    free(sd);
     return 0;
 }
 

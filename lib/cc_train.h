@@ -1,6 +1,6 @@
 /*
- * cc_train.h — training of cellcast-tx/2: the backward pass (llm.c style, plain functions
- * beside the forward ones, outputs first, sizes last), Adam/AdamW with warmup and decay,
+ * cc_train.h — training of cellcast-tx/3 (and tx/2): the backward pass (llm.c style, plain
+ * functions beside the forward ones, outputs first, sizes last), Adam/AdamW with warmup and decay,
  * and a trainer that draws samples from a CcDataset exactly as the spec's steps 1–6.
  *
  * A training *sample* is one channel (series s, feature f) at one end step t: the forecast
@@ -30,6 +30,11 @@
 #define CC_TRAIN_MAX_GROUP 64      ///< at most this many current tokens per window
 #define CC_NLL_LOGSIG_MIN (-7.0f)  ///< log-sigma below this is clamped in the loss (no gradient)
 #define CC_NLL_LOGSIG_MAX 7.0f     ///< log-sigma above this is clamped in the loss (no gradient)
+/* tx/3's lower clamp: with norm.floor a flat window's sigma is already a fraction of the
+ * KPI's scale, and a predicted sd 1/50 of that is as sure as the loss need allow; -7 let a
+ * run of exactly constant targets teach sd -> 0 and the first jump after it cost 1e6+. */
+#define CC_NLL_LOGSIG_MIN_TX3 (-4.0f)
+#define CC_Z80 1.2815516f ///< the standard normal's 0.9 quantile: P10–P90 = mean ± this·sd
 
 /* ---- layer functions (forward and backward), exposed for the gradient tests ---------- */
 
@@ -82,6 +87,18 @@ typedef struct CcTrainWindow {
 } CcTrainWindow;
 
 typedef struct CcTrainWork CcTrainWork;
+
+/** The loss of cc_train_batch on w from now on: log-sigma clamped below at logsig_min
+ *  inside the NLL (CC_NLL_LOGSIG_MIN when the work is opened: tx/2's), and, when training
+ *  (grad given), terms on the mean: mae_weight · mean_k |target - y[k][0]| + mse_weight ·
+ *  mean_k (target - y[k][0])² added, and the NLL's gradient on y[k][0] times nll_mean (0:
+ *  the mean learns from those terms alone, log-sigma from the NLL). Opened: 0, 0, 1. */
+void cc_train_work_set_loss(CcTrainWork *w, float logsig_min, float mae_weight, float mse_weight,
+                            float nll_mean);
+
+/** After a cc_train_batch on w: the normalised targets (C, HZ) and their weights (1 =
+ *  observed) of its current tokens, in order. */
+void cc_train_work_targets(const CcTrainWork *w, const float **target, const float **weight);
 
 /** Squared error of the predicted means in data units ((y0 - target)·sigma)², summed over
  *  the observed targets of the last cc_train_batch on w, and their count. */
@@ -151,6 +168,12 @@ typedef struct CcTrainSettings {
     float ema;           ///< decay of an exponential moving average of the weights, which
                          ///< then is what cc_trainer_validate scores and
                          ///< cc_trainer_eval_weights returns; 0 = off (default 0)
+    float mae_weight;    ///< weight of an MAE term on the mean added to the NLL (default 0)
+    float mse_weight;    ///< weight of an MSE term on the mean added to the NLL (default 0)
+    float nll_mean;      ///< the NLL's gradient on the mean times this; 0 = the mean learns
+                         ///< from the MAE/MSE terms only (default 1)
+    float logsig_min;    ///< lower clamp of log-sigma in the loss; 0 = CC_NLL_LOGSIG_MIN for
+                         ///< tx/2, CC_NLL_LOGSIG_MIN_TX3 for tx/3 (default 0)
 } CcTrainSettings;
 
 void cc_train_default_settings(CcTrainSettings *s);
@@ -180,6 +203,32 @@ int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm);
  *  be NULL) the mean squared error of the predicted means in the data's units over every
  *  observed target. -EAGAIN when there is no validation sample. */
 int cc_trainer_validate(CcTrainer *t, double *nll, double *mse);
+
+/**
+ * tx/3 calibration: the sd scale that makes the P10–P90 interval mean ± CC_Z80·s·sd hold
+ * 80 % of the cases of n standardised residuals |z| = |target - mean|/sd: s =
+ * quantile_0.8(|z|)/CC_Z80 (absz is reordered). 1 when n = 0; at least 1e-3 (a KPI the model
+ * predicts exactly still gets a positive scale, as the weight file requires).
+ */
+float cc_calib_scale(float *absz, size_t n);
+
+/**
+ * Fits m->w.sigma_scale (F, HZ) of a tx/3 model on the validation windows with the model's
+ * current weights (not the EMA): per KPI and horizon step, cc_calib_scale of the
+ * standardised residuals (target - y0)/exp(y1) (the model's sd before calibration). cover
+ * (may be NULL) gets the validation P10–P90 coverage over all KPIs and steps before [0],
+ * after [1], and [2] what it would be with the NLL-optimal scale RMS(z) instead (for the
+ * record). -EINVAL (a tx/2 model), -EAGAIN (no validation sample), -ENOMEM.
+ */
+int cc_trainer_calibrate(CcTrainer *t, double cover[3]);
+
+/**
+ * tx/3 norm.floor from training data: per KPI, frac times the median over the series of the
+ * population sd of its observed values in the training rows train[s] (0 for a KPI with
+ * none). A median over cells so that one large cell does not set every cell's floor.
+ * floor (ds->n_features). 0 or -ENOMEM.
+ */
+int cc_train_norm_floor(const CcDataset *ds, const CcRange *train, double frac, float *floor);
 
 /** The weights validation scores (the EMA when settings.ema > 0, else the model's block):
  *  n_params floats laid out as CcModel.block, valid until the next step. */

@@ -9,6 +9,9 @@
  *    windows of several current tokens and one with fewer cached patches);
  *  - the training forward equals the lead's oracle cc_ref_forward with zero offset;
  *  - one and two Adam steps against a hand-computed fixture, the LR schedule, clipping;
+ *  - tx/3: the linear path's gradient (and every other array's) with a floor and a cold
+ *    start, the training forward against cc_ref, the calibration fit (a known sd factor
+ *    comes back), and a bounded loss on flat stretches where tx/2's blows up;
  *  - 400 steps (about a second) of training on a sine + noise series lower the validation NLL and
  * beat seasonal naive on held-out steps; same seed → same weights with 2 threads. The largest
  * relative error of each tensor is printed.
@@ -402,6 +405,7 @@ typedef struct FullCtx {
     const CcDataset *ds;
     const CcTrainWindow *win;
     int n_win;
+    double mae, mse; /* the trainer's terms on the mean (cc_train_work_set_loss) */
 } FullCtx;
 
 static double full_loss(void *p)
@@ -433,6 +437,8 @@ static double full_loss(void *p)
         for (int i = lo; i <= ie; i++)
             ss += (se->x[i * F + f] - mu) * (se->x[i * F + f] - mu);
         double sigma = sqrt(ss / (ie - lo + 1)) + 1e-5 * (1 + fabs(mu));
+        if (hp->linear_window > 0) /* tx/3: the KPI's floor (a[19]) under the spread */
+            sigma = sqrt(ss / (ie - lo + 1) + a[19][f] * a[19][f]) + 1e-5 * (1 + fabs(mu));
         int n = (ie - P + 1) / P + 1;
         n = n > N ? N : n;
         int T = n + w->n_cur;
@@ -476,13 +482,30 @@ static double full_loss(void *p)
             double y[64];
             float tg[32], tw[32];
             linear_d(y, z + (n + j) * D, a[15], a[16], 1, 2 * HZ, D);
-            int tr = ie + w->cur[j];
+            int tr = ie + w->cur[j], RL = hp->linear_window;
+            for (int k = 0; k < HZ && RL > 0; k++) { /* tx/3 linear path, written out */
+                double xt = (se->x[tr * F + f] - mu) / sigma, acc = a[18][k] + xt;
+                for (int i = 0; i < RL; i++) {
+                    int pi = tr - RL + 1 + i < 0 ? 0 : tr - RL + 1 + i;
+                    acc += a[17][k * RL + i] * ((se->x[pi * F + f] - mu) / sigma - xt);
+                }
+                y[2 * k] += acc;
+            }
             for (int k = 0; k < HZ; k++) {
                 int rr = tr + 1 + k, ok = rr < se->T && se->mask[rr * F + f];
                 tg[k] = ok ? (float)((se->x[rr * F + f] - mu) / sigma) : 0;
                 tw[k] = ok;
             }
             total += nll_d(y, tg, tw, HZ);
+            double terms = 0;
+            int cnt = 0;
+            for (int k = 0; k < HZ; k++)
+                if (tw[k] > 0) {
+                    double d = y[2 * k] - tg[k];
+                    terms += c->mae * fabs(d) + c->mse * d * d;
+                    cnt++;
+                }
+            total += cnt ? terms / cnt : 0;
         }
     }
     return total;
@@ -495,17 +518,22 @@ static const char *array_names[CC_NUM_PARAM_ARRAYS] = {
     "head.weight",      "head.bias",       "linear.weight", "linear.bias",     "norm.floor",
     "calib.sigma_scale"};
 
-static void test_model_grad(void **state)
+/* R = 0: a tx/2 model; R > 0: tx/3 with that linear window and a floor per KPI. */
+static void model_grad(int R)
 {
-    (void)state;
     Tiny t;
     CcHparams hp;
     tiny_hparams(&hp);
+    hp.linear_window = R;
     assert_int_equal(cc_model_open(&t.m, &hp, NULL, 0), 0);
     fill(t.m->block, t.m->n_params, 0.4); /* everything random, gains and biases too */
     for (int i = 0; i < hp.n_layers * hp.d_model; i++) {
         t.m->w.ln1_g[i] += 1;
         t.m->w.ln2_g[i] += 1;
+    }
+    if (R > 0) { /* floors of each KPI's scale (feature 1 is 100 times feature 0) */
+        t.m->w.norm_floor[0] = 0.3f;
+        t.m->w.norm_floor[1] = 20.0f;
     }
     tiny_data(&t, 40, 30, 0.3);
     /* windows: full context with 3 current tokens; 1 cached patch (series 1 starts at
@@ -520,6 +548,8 @@ static void test_model_grad(void **state)
         .series = 1, .feature = 1, .e = 472027, .n_cur = 2, .cur = {0, 3}, .pos_offset = 999999};
     CcTrainWork *w;
     assert_int_equal(cc_train_work_open(&w, &hp, 3, 4), 0);
+    double mae = R > 0 ? 0.5 : 0, mse = R > 0 ? 0.7 : 0; /* tx/3: with the terms on the mean */
+    cc_train_work_set_loss(w, CC_NLL_LOGSIG_MIN, (float)mae, (float)mse, 1.0f);
     float *grad = calloc(t.m->n_params, sizeof(float));
     double loss;
     int ns;
@@ -528,14 +558,19 @@ static void test_model_grad(void **state)
     assert_int_equal(ns, 7);
     double *prm = malloc(t.m->n_params * sizeof *prm);
     to_double(prm, t.m->block, t.m->n_params);
-    FullCtx c = {&hp, prm, &t.ds, win, 3};
+    FullCtx c = {&hp, prm, &t.ds, win, 3, mae, mse};
     double ld = full_loss(&c);
     printf("Whole model (loss float %.6f, double %.6f):\n", loss, ld);
     assert_true(fabs(loss - ld) < 1e-4 * fmax(1, fabs(ld)));
     size_t sz[CC_NUM_PARAM_ARRAYS], off = 0;
     cc_params_sizes(&hp, sz);
     for (int i = 0; i < CC_NUM_PARAM_ARRAYS; i++) {
-        if (sz[i]) /* the tx/3 arrays of a tx/2 model are empty */
+        /* the tx/3 arrays of a tx/2 model are empty; norm.floor and calib.sigma_scale are
+         * set, not trained: their gradient must stay zero */
+        if (i >= CC_NUM_PARAM_ARRAYS - 2)
+            for (size_t k = 0; k < sz[i]; k++)
+                assert_true(grad[off + k] == 0.0f);
+        else if (sz[i])
             check_grad(array_names[i], prm + off, grad + off, sz[i], full_loss, &c, 2e-2);
         off += sz[i];
     }
@@ -545,15 +580,25 @@ static void test_model_grad(void **state)
     tiny_free(&t);
 }
 
+/* state: the linear window R (see main). tx/3 with R = 10 reaches before the start of
+ * series 1 in its first window (the cold start, steps before p0 standing in as x_{p0}); the
+ * linear path's weights are checked with the rest, and the floor enters sigma. */
+static void test_model_grad(void **state) { model_grad(*(const int *)*state); }
+
 /* ---- training forward equals the oracle ---------------------------------------------- */
 
-static void test_forward_matches_ref(void **state)
+static void forward_matches_ref(int R)
 {
-    (void)state;
     Tiny t;
     CcHparams hp;
     tiny_hparams(&hp);
+    hp.linear_window = R;
     tl_model_open(&t.m, &hp, 7);
+    if (R > 0) {
+        t.m->w.norm_floor[0] = 0.5f;
+        t.m->w.norm_floor[1] = 30.0f;
+        fill(t.m->w.lin_b, hp.horizon, 0.2);
+    }
     fill(t.m->w.ln1_b, hp.n_layers * hp.d_model, 0.2);
     fill(t.m->w.head_b, 2 * hp.horizon, 0.2);
     tiny_data(&t, 40, 30, 0.3);
@@ -592,6 +637,9 @@ static void test_forward_matches_ref(void **state)
     cc_train_work_close(&w);
     tiny_free(&t);
 }
+
+/* state: the linear window R (see main) */
+static void test_forward_matches_ref(void **state) { forward_matches_ref(*(const int *)*state); }
 
 /* ---- optimiser ----------------------------------------------------------------------- */
 
@@ -648,20 +696,28 @@ static void test_adam_fixture(void **state)
 
 /* ---- training on a sine ---------------------------------------------------------------- */
 
-/* One series of F=1: sine of period 24 + a slower weekly wave + noise. */
-static void sine_data(CcDataset *ds, CcSeries *se, int T, double noise)
+/* A dataset of one hourly series se of T steps and F features named names[f] (values and
+ * mask allocated, not filled). */
+static void one_series(CcDataset *ds, CcSeries *se, int T, int F, const char *const *names)
 {
     memset(ds, 0, sizeof *ds);
-    ds->n_features = 1;
-    strcpy(ds->features[0], "load");
+    ds->n_features = F;
+    for (int f = 0; f < F; f++)
+        strcpy(ds->features[f], names[f]);
     ds->step_seconds = 3600;
     ds->n_series = 1;
     ds->series = se;
     memset(se, 0, sizeof *se);
     se->p0 = 480000;
     se->T = T;
-    se->x = malloc((size_t)T * sizeof(float));
-    se->mask = malloc((size_t)T);
+    se->x = malloc((size_t)T * F * sizeof(float));
+    se->mask = malloc((size_t)T * F);
+}
+
+/* One series of F=1: sine of period 24 + a slower weekly wave + noise. */
+static void sine_data(CcDataset *ds, CcSeries *se, int T, double noise)
+{
+    one_series(ds, se, T, 1, (const char *const[]){"load"});
     for (int i = 0; i < T; i++) {
         double p = (double)(se->p0 + i);
         se->x[i] = (float)(10 + 3 * sin(2 * M_PI * p / 24) + 1.0 * sin(2 * M_PI * p / 168) +
@@ -848,15 +904,182 @@ static void test_state_resume(void **state)
     free(se.mask);
 }
 
+/* ---- tx/3: calibration, flat stretches ----------------------------------------------- */
+
+/* cc_calib_scale: |z| of N(0, 3²) draws gives 3 back (the 0.8 quantile of |z| is 1.2816·3). */
+static void test_calib_scale(void **state)
+{
+    (void)state;
+    enum { NZ = 40000 };
+    float *az = malloc(NZ * sizeof *az);
+    uint64_t rs = 77;
+    for (int i = 0; i < NZ; i += 2) { /* Box–Muller */
+        double u1 = tl_rng_uniform(&rs), u2 = tl_rng_uniform(&rs), r = sqrt(-2 * log(1 - u1));
+        az[i] = (float)fabs(3 * r * cos(2 * M_PI * u2));
+        az[i + 1] = (float)fabs(3 * r * sin(2 * M_PI * u2));
+    }
+    float sc = cc_calib_scale(az, NZ);
+    printf("calibration of N(0, 3^2) residuals at unit sd: scale %.4f\n", sc);
+    assert_true(fabsf(sc - 3.0f) < 0.06f);
+    assert_true(cc_calib_scale(az, 0) == 1.0f);
+    memset(az, 0, 10 * sizeof *az); /* a KPI predicted exactly still gets a positive scale */
+    assert_true(cc_calib_scale(az, 10) > 0);
+    free(az);
+}
+
+/* A model whose sd is off by a known factor (its log-sigma biases shifted by log 2.5, so
+ * every predicted sd is 2.5 times larger) gets that factor back from the calibration fit,
+ * KPI by KPI and step by step; after the fit the validation coverage is 0.80 either way. */
+static void test_calibrate_model(void **state)
+{
+    (void)state;
+    Tiny t;
+    CcHparams hp;
+    tiny_hparams(&hp);
+    hp.linear_window = 6;
+    tl_model_open(&t.m, &hp, 5);
+    tiny_data(&t, 400, 300, 0.3);
+    CcRange tr[2] = {{0, 250}, {0, 200}}, va[2] = {{250, 400}, {200, 300}};
+    CcTrainSettings s;
+    cc_train_default_settings(&s);
+    s.batch = 8;
+    CcTrainer *tn;
+    assert_int_equal(cc_trainer_open(&tn, t.m, &t.ds, tr, va, &s, NULL, 0), 0);
+    for (int i = 0; i < 30; i++) /* a little training, so the sd is not just the init's */
+        assert_int_equal(cc_trainer_step(tn, NULL, NULL, NULL), 0);
+    double cov[3], cov2[3];
+    assert_int_equal(cc_trainer_calibrate(tn, cov), 0);
+    int FH = hp.n_features * hp.horizon;
+    float s1[16], s2[16];
+    memcpy(s1, t.m->w.sigma_scale, FH * sizeof(float));
+    for (int k = 0; k < hp.horizon; k++)
+        t.m->w.head_b[2 * k + 1] += logf(2.5f);
+    assert_int_equal(cc_trainer_calibrate(tn, cov2), 0);
+    memcpy(s2, t.m->w.sigma_scale, FH * sizeof(float));
+    double worst = 0;
+    for (int i = 0; i < FH; i++)
+        worst = fmax(worst, fabs(s1[i] / s2[i] / 2.5 - 1));
+    printf("calibration: coverage %.3f -> %.3f; sd x2.5: %.3f -> %.3f; s1/s2 = %.5f (worst "
+           "relative error of the factor %.2e)\n",
+           cov[0], cov[1], cov2[0], cov2[1], s1[0] / s2[0], worst);
+    assert_true(worst < 1e-3);
+    assert_true(fabs(cov[1] - 0.8) < 0.01 && fabs(cov2[1] - 0.8) < 0.01);
+    assert_true(cov2[0] > cov[0]); /* wider intervals covered more before the fit */
+    cc_trainer_close(&tn);
+    /* a tx/2 model has no calibration to fit */
+    CcModel *m2;
+    hp.linear_window = 0;
+    tl_model_open(&m2, &hp, 5);
+    assert_int_equal(cc_trainer_open(&tn, m2, &t.ds, tr, va, &s, NULL, 0), 0);
+    assert_int_equal(cc_trainer_calibrate(tn, NULL), -EINVAL);
+    cc_trainer_close(&tn);
+    cc_model_close(&m2);
+    tiny_free(&t);
+}
+
+/* Feature 0 piecewise constant (levels held 20–200 steps, exact zeros for outages),
+ * feature 1 a noisy daily sine. */
+static void flat_data(CcDataset *ds, CcSeries *se, int T)
+{
+    one_series(ds, se, T, 2, (const char *const[]){"prb", "load"});
+    uint64_t rs = 31;
+    float level = 40;
+    for (int i = 0, hold = 0; i < T; i++, hold--) {
+        if (hold <= 0) {
+            hold = 20 + (int)(tl_rng_uniform(&rs) * 180);
+            double u = tl_rng_uniform(&rs);
+            level = u < 0.25 ? 0.0f : (float)(10 * (int)(1 + 8 * tl_rng_uniform(&rs)));
+        }
+        se->x[2 * i] = level;
+        se->x[2 * i + 1] = (float)(50 + 20 * sin(2 * M_PI * i / 24) + 3 * urand());
+        se->mask[2 * i] = se->mask[2 * i + 1] = 1;
+    }
+}
+
+/* Largest batch loss of `steps` steps of a model of linear window R on flat_data; R > 0
+ * sets norm.floor as `cellcast train` does (0.1 of the KPI's sd). */
+static double flat_run(int R, int steps, double *val_nll)
+{
+    CcDataset ds;
+    CcSeries se;
+    flat_data(&ds, &se, 3000);
+    CcHparams hp;
+    small_hparams(&hp);
+    hp.n_features = 2;
+    strcpy(hp.features[0], "prb");
+    strcpy(hp.features[1], "load");
+    hp.horizon = 8;
+    hp.linear_window = R;
+    CcModel *m;
+    tl_model_open(&m, &hp, 3);
+    CcRange tr = {0, 2200}, va = {2200, 3000};
+    CcTrainSettings s;
+    cc_train_default_settings(&s);
+    if (R > 0)
+        assert_int_equal(cc_train_norm_floor(&ds, &tr, 0.1, m->w.norm_floor), 0);
+    s.batch = 16;
+    s.seed = 9;
+    s.adam.lr = 3e-3f;
+    s.adam.warmup = 20;
+    CcTrainer *t;
+    assert_int_equal(cc_trainer_open(&t, m, &ds, &tr, &va, &s, NULL, 0), 0);
+    double worst = -INFINITY, loss;
+    for (int i = 0; i < steps; i++) {
+        int r = cc_trainer_step(t, &loss, NULL, NULL);
+        assert_true(r == 0 || r == -ERANGE);
+        worst = r == -ERANGE || !isfinite(loss) ? INFINITY : fmax(worst, loss);
+    }
+    assert_int_equal(cc_trainer_validate(t, val_nll, NULL), 0);
+    if (R > 0) {
+        assert_true(m->w.norm_floor[0] > 0.1f && m->w.norm_floor[1] > 0.1f);
+        printf("flat: norm.floor %.3f %.3f\n", m->w.norm_floor[0], m->w.norm_floor[1]);
+    }
+    cc_trainer_close(&t);
+    cc_model_close(&m);
+    free(se.x);
+    free(se.mask);
+    return worst;
+}
+
+/* tx/3 on flat stretches: the batch loss stays bounded where tx/2's sd -> 0 blows it up
+ * (measured: tx/3 at most 272, at step 4 — a level jump of 2.4 KPI sds after a flat window
+ * is 24 floors, an NLL of 288 at unit sd, and the honest cost of a jump the model has not
+ * learned yet — and below 100 after; tx/2 3e13, with 1e6–1e12 all along). */
+static void test_train_flat(void **state)
+{
+    (void)state;
+    double v3, v2;
+    double w3 = flat_run(24, 300, &v3), w2 = flat_run(0, 300, &v2);
+    printf("flat stretches, 300 steps: largest batch loss tx/3 %.4g (val NLL %.4g), tx/2 %.4g "
+           "(val NLL %.4g)\n",
+           w3, v3, w2, v2);
+    assert_true(isfinite(w3) && w3 < 1e3);
+    assert_true(isfinite(v3) && v3 < 5);
+    assert_true(!(w2 < 1e6)); /* the same data does blow the tx/2 loss up */
+}
+
+static int tx2_r = 0, tx3_grad_r = 10, tx3_ref_r = 12; /* linear windows of the tests */
+
 int main(void)
 {
     openblas_set_num_threads(1); /* the trainer's threads own the parallelism */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_layernorm_grad), cmocka_unit_test(test_ffn_grad),
-        cmocka_unit_test(test_attention_grad), cmocka_unit_test(test_nll_grad),
-        cmocka_unit_test(test_model_grad),     cmocka_unit_test(test_forward_matches_ref),
-        cmocka_unit_test(test_adam_fixture),   cmocka_unit_test(test_train_sine),
-        cmocka_unit_test(test_deterministic),  cmocka_unit_test(test_state_resume),
+        cmocka_unit_test(test_layernorm_grad),
+        cmocka_unit_test(test_ffn_grad),
+        cmocka_unit_test(test_attention_grad),
+        cmocka_unit_test(test_nll_grad),
+        cmocka_unit_test_prestate(test_model_grad, &tx2_r),
+        cmocka_unit_test_prestate(test_forward_matches_ref, &tx2_r),
+        cmocka_unit_test(test_adam_fixture),
+        cmocka_unit_test(test_train_sine),
+        cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_state_resume),
+        /* tx/3 */
+        {"test_model_grad_tx3", test_model_grad, NULL, NULL, &tx3_grad_r},
+        {"test_forward_matches_ref_tx3", test_forward_matches_ref, NULL, NULL, &tx3_ref_r},
+        cmocka_unit_test(test_calib_scale),
+        cmocka_unit_test(test_calibrate_model),
+        cmocka_unit_test(test_train_flat),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,11 +1,14 @@
-/* cmd_train.c — `cellcast train`: CSV history → a cellcast-tx/2 model (safetensors).
+/* cmd_train.c — `cellcast train`: CSV history → a cellcast-tx/3 model (safetensors; tx/2
+ * with --linear-window 0).
  *
  * Loads the data with lib/cc_data (its missing-data policy: imputed inputs, masked
  * targets), splits every series by time into train / validation / test rows, trains with
  * lib/cc_train (Adam, warmup then decay, dropout, clipping, 2 threads), validates every
- * --eval-every steps, keeps the best checkpoint (lowest validation NLL) in --out, the
+ * --eval-every steps, keeps the best checkpoint (lowest validation MSE or NLL) in --out, the
  * latest optimiser state in --out.optim (for --resume), and stops early after --patience
- * evaluations without improvement, at --max-minutes, or on Ctrl-C. */
+ * evaluations without improvement, at --max-minutes, or on Ctrl-C. tx/3: norm.floor is set
+ * from the training rows before training (--floor-frac), calib.sigma_scale fitted on the
+ * validation rows after it (docs/training.md). */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -47,7 +50,8 @@ typedef struct TrainArgs {
     const char *data_path, *out_path, *features, *split, *protocol;
     const char *schedule, *resume, *name, *select;
     double val_frac, dropout, lr, wd, clip, max_minutes, step_s, ema, steps_d, seed_d;
-    int P, N, M, D, H, L, FF, HZ, tz, warmup, batch, group, epochs, threads;
+    double floor_frac, mae, mse, nll_mean, logsig_min, head_scale;
+    int P, N, M, D, H, L, FF, HZ, R, tz, warmup, batch, group, epochs, threads;
     int patience, eval_every, val_windows, adamw, quiet;
     int hz_given;        ///< --horizon was given (the ETT protocol's default is 96)
     CcDataSettings data; ///< CSV parsing (CLI_DATA_OPTS; features and step from the above)
@@ -62,7 +66,10 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
     cc_train_default_settings(&ts);
     *a = (TrainArgs){.schedule = "invsqrt",
                      .name = "cellcast",
-                     .select = "nll",
+                     .select = NULL,
+                     .floor_frac = 0.1,
+                     .nll_mean = 1,
+                     .head_scale = 0.1,
                      .val_frac = -1,
                      .wd = -1,
                      .epochs = 20,
@@ -75,6 +82,7 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                      .L = hp.n_layers,
                      .FF = hp.d_ff,
                      .HZ = hp.horizon,
+                     .R = 336,
                      .dropout = ts.dropout,
                      .lr = ts.adam.lr,
                      .clip = ts.adam.clip,
@@ -113,6 +121,16 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
         CC_OPTS_INT("n-layers", &a->L, 1, CC_MAX_LAYERS, "L", "", .flags = SHOW),
         CC_OPTS_INT("d-ff", &a->FF, 1, CC_MAX_D_FF, "FF", "", .flags = SHOW),
         CC_OPTS_INT("horizon", &a->HZ, 1, CC_MAX_HORIZON, "HZ", "", .flags = SHOW),
+        CC_OPTS_INT("linear-window", &a->R, 0, CC_MAX_LINEAR_WINDOW, "R",
+                    "steps of the tx/3 linear path; 0 = a cellcast-tx/2 model", .flags = SHOW),
+        CC_OPTS_DBL("floor-frac", &a->floor_frac, 0, 10, "X",
+                    "tx/3 norm.floor = X times the KPI's median sd over the\n"
+                    "series' training rows",
+                    .flags = SHOW),
+        CC_OPTS_DBL("head-scale", &a->head_scale, 0, 10, "X",
+                    "tx/3: the head's initial weights times X, so that the\n"
+                    "linear path leads at the start",
+                    .flags = SHOW),
         CC_OPTS_INT("tz-offset", &a->tz, -86400, 86400, "SEC",
                     "local time offset of the time features", .flags = SHOW),
         CC_OPTS_STR("name", &a->name, "NAME", "model name in the metadata", .flags = SHOW),
@@ -126,6 +144,18 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                      "decoupled weight decay (default decay 0.01 with --adamw)"),
         CC_OPTS_DBL("weight-decay", &a->wd, 0, 1, "X",
                     "AdamW decay of weight matrices (implies --adamw)"),
+        CC_OPTS_DBL("mae-weight", &a->mae, 0, 100, "X",
+                    "add X times the MAE of the normalised means to the NLL", .flags = SHOW),
+        CC_OPTS_DBL("mse-weight", &a->mse, 0, 100, "X",
+                    "add X times the MSE of the normalised means to the NLL", .flags = SHOW),
+        CC_OPTS_DBL("nll-mean", &a->nll_mean, 0, 1, "X",
+                    "the NLL's gradient on the means times X (0: the means\n"
+                    "learn from the MAE/MSE terms alone, log-sigma from the NLL)",
+                    .flags = SHOW),
+        CC_OPTS_DBL("logsig-min", &a->logsig_min, -20, 0, "X",
+                    "lower clamp of log-sigma in the loss; 0 = -4 for tx/3,\n"
+                    "-7 for tx/2",
+                    .flags = SHOW),
         CC_OPTS_DBL("clip", &a->clip, 0, 1e6, "X", "gradient global-norm clip, 0 = off",
                     .flags = SHOW),
         CC_OPTS_DBL("ema", &a->ema, 0, 0.99999, "X",
@@ -147,8 +177,8 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                     "stop after K validations without improvement", .flags = SHOW),
         CC_OPTS_STR("select", &a->select, "nll|mse",
                     "validation criterion of the best checkpoint and early stop:\n"
-                    "Gaussian NLL, or MSE of the predicted means in data units",
-                    .flags = SHOW),
+                    "Gaussian NLL, or MSE of the predicted means in data units\n"
+                    "(default nll; mse with --protocol ett)"),
         CC_OPTS_INT("val-windows", &a->val_windows, 1, 1e7, "N",
                     "validation windows, evenly spaced", .flags = SHOW),
         CC_OPTS_INT("threads", &a->threads, 1, 16, "T", "", .flags = SHOW),
@@ -160,7 +190,7 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
     const CcOptsSpec spec = {
         .prog = "cellcast train",
         .usage = "cellcast train --data FILE --out MODEL.safetensors [options]",
-        .about = "Trains a cellcast-tx/2 model on KPI history (see docs/training.md).",
+        .about = "Trains a cellcast-tx/3 model on KPI history (see docs/training.md).",
         CC_OPTS_TABLE(opts),
     };
     int rc = cc_opts_parse(&spec, argc, argv, NULL);
@@ -168,6 +198,8 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
         return CLI_OPTS_EXIT(rc);
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
         a->hz_given |= opts[i].name && !strcmp(opts[i].name, "horizon") && opts[i].given;
+    if (!a->select) /* the benchmark's own metric under --protocol ett */
+        a->select = a->protocol ? "mse" : "nll";
     if (strcmp(a->select, "mse") && strcmp(a->select, "nll")) {
         fprintf(stderr, "cellcast train: --select must be nll or mse\n");
         return 2;
@@ -192,6 +224,8 @@ typedef struct Train {
     CcTrainSettings ts;
     CcTrainer *tr;
     int64_t total_steps;
+    double max_loss; /* the largest batch loss of the run */
+    int64_t max_loss_step;
     float *best_block; /* the weights of the best validation so far */
     double best, bad;  /* best validation value, validations since */
     int saved_any;
@@ -290,6 +324,7 @@ static int train_model(Train *t)
         hp.patch_len = a->P, hp.n_patches = a->N, hp.norm_window = a->M, hp.d_model = a->D;
         hp.n_heads = a->H, hp.n_layers = a->L, hp.d_ff = a->FF;
         hp.horizon = t->is_ett && !a->hz_given ? 96 : a->HZ;
+        hp.linear_window = a->R;
         hp.step_seconds = ds->step_seconds;
         hp.tz_offset_s = a->tz;
         if (cc_model_open(&t->m, &hp, t->err, sizeof t->err) < 0) {
@@ -297,6 +332,16 @@ static int train_model(Train *t)
             return -1;
         }
         cc_model_init_random(t->m, (uint64_t)a->seed_d);
+        if (a->R > 0) {
+            /* the trial's start: the linear path (NLinear) leads, the head's share grows */
+            size_t nh = (size_t)2 * hp.horizon * hp.d_model;
+            for (size_t i = 0; i < nh; i++)
+                t->m->w.head_w[i] *= (float)a->head_scale;
+            if (cc_train_norm_floor(ds, t->rtrain, a->floor_frac, t->m->w.norm_floor) < 0) {
+                fprintf(stderr, "cellcast train: out of memory\n");
+                return -1;
+            }
+        }
     }
     if (t->m->hp.step_seconds != ds->step_seconds) {
         fprintf(stderr, "cellcast train: the data's step is %llds, the model's %llds\n",
@@ -319,6 +364,10 @@ static int train_settings(Train *t)
     ts->seed = (uint64_t)a->seed_d;
     ts->max_val_windows = a->val_windows;
     ts->ema = (float)a->ema;
+    ts->mae_weight = (float)a->mae;
+    ts->mse_weight = (float)a->mse;
+    ts->nll_mean = (float)a->nll_mean;
+    ts->logsig_min = (float)a->logsig_min;
     ts->adam.lr = (float)a->lr;
     ts->adam.warmup = a->warmup;
     ts->adam.clip = (float)a->clip;
@@ -520,6 +569,10 @@ static int train_loop(Train *t, const char **why)
         double loss;
         float lr_now;
         int r = cc_trainer_step(t->tr, &loss, &lr_now, NULL);
+        if (r == 0 && loss > t->max_loss) {
+            t->max_loss = loss;
+            t->max_loss_step = step + 1;
+        }
         if (r == -ERANGE) {
             fprintf(stderr, "\ncellcast train: non-finite loss at step %lld, update skipped\n",
                     (long long)step + 1);
@@ -545,6 +598,33 @@ static int train_loop(Train *t, const char **why)
     return 0;
 }
 
+/* tx/3: calib.sigma_scale of the kept weights, fitted on the validation rows. 0 or -1. */
+static int train_calibrate(Train *t)
+{
+    double cov[3];
+    int r = cc_trainer_calibrate(t->tr, cov);
+    if (r == -EAGAIN) {
+        fprintf(stderr, "cellcast train: warning: no validation sample: calib.sigma_scale "
+                        "left at 1 (intervals not calibrated)\n");
+        return 0;
+    }
+    if (r < 0) {
+        fprintf(stderr, "cellcast train: calibration failed (%s)\n", strerror(-r));
+        return -1;
+    }
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.4f", cov[0]);
+    cc_hparams_set_extra(&t->m->hp, "val_cover80_raw", buf);
+    snprintf(buf, sizeof buf, "%.4f", cov[1]);
+    cc_hparams_set_extra(&t->m->hp, "val_cover80", buf);
+    if (!t->a.quiet)
+        fprintf(stderr,
+                "%scellcast train: calibration on the validation rows: P10-P90 coverage "
+                "%.3f -> %.3f (with the NLL-optimal scale RMS(z): %.3f)\n",
+                t->tty ? "\n" : "", cov[0], cov[1], cov[2]);
+    return 0;
+}
+
 /* The best weights into --out (stopped before the first validation: the current ones) and
  * the optimiser state into --out.optim. 0 or -1. */
 static int train_save(Train *t)
@@ -561,6 +641,8 @@ static int train_save(Train *t)
     double ex[2] = {t->best, t->bad};
     cc_trainer_save_state(t->tr, t->state_path, ex, 2, t->err, sizeof t->err);
     memcpy(m->block, t->best_block, m->n_params * sizeof(float));
+    if (m->hp.linear_window > 0 && train_calibrate(t))
+        return -1;
     if (!t->saved_any) {
         char sb[64];
         snprintf(sb, sizeof sb, "%lld", (long long)cc_trainer_steps_done(t->tr));
@@ -597,7 +679,7 @@ static int train_run(Train *t, int argc, char **argv)
         return -1;
     train_metadata(t, argc, argv);
     snprintf(t->state_path, sizeof t->state_path, "%s.optim", t->a.out_path);
-    t->best = INFINITY, t->bad = 0;
+    t->best = INFINITY, t->bad = 0, t->max_loss = -INFINITY;
     if (t->a.resume && train_resume(t))
         return -1;
     if (!(t->best_block = malloc(t->m->n_params * sizeof(float)))) {
@@ -610,9 +692,12 @@ static int train_run(Train *t, int argc, char **argv)
     if (train_loop(t, &why) || train_save(t))
         return -1;
     if (!t->a.quiet)
-        fprintf(stderr, "%scellcast train: %s after %lld steps in %.1fs; best val %s %.4g → %s\n",
+        fprintf(stderr,
+                "%scellcast train: %s after %lld steps in %.1fs; best val %s %.4g; largest "
+                "batch loss %.4g (step %lld) → %s\n",
                 t->tty ? "\n" : "", why, (long long)cc_trainer_steps_done(t->tr),
-                (cc_now_ns() - t0) / 1e9, t->a.select, t->best, t->a.out_path);
+                (cc_now_ns() - t0) / 1e9, t->a.select, t->best, t->max_loss,
+                (long long)t->max_loss_step, t->a.out_path);
     return 0;
 }
 
