@@ -584,4 +584,10 @@ void cct_ae_print_score(const char *name, const CctAeScore *sc, int with_types, 
                     cct_inject_type_name[t], (double)sc->by_type_det[t] / sc->by_type_n[t],
                     sc->by_type_det[t], sc->by_type_n[t],
                     sc->by_type_det[t] ? sc->by_type_delay[t] / sc->by_type_det[t] : NAN);
+    /* one-step spikes are their own row: the events' recall without them */
+    int ns = sc->by_type_n[CCT_INJ_SPIKE], ds = sc->by_type_det[CCT_INJ_SPIKE];
+    if (ns && sc->labels > ns)
+        fprintf(out, "    %-18s recall %5.3f (%d/%d)\n", "events (no spikes)",
+                (double)(sc->detected - ds) / (sc->labels - ns), sc->detected - ds,
+                sc->labels - ns);
 }
