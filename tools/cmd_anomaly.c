@@ -664,10 +664,30 @@ static int nab_print(const AnomalyArgs *a, const CctNabCorpus *c, const NabRow *
     return 0;
 }
 
-/* Opens a model of one KPI, its engine (one thread) and the alert settings for it: *s =
- * base completed with the model's (model_settings). 0 or -1 (reported). */
+/* (Re)opens *e on m at a step of `step` seconds: the model's weights with the time
+ * features of the file's own step (see cct_nab_cellcast). 0 or -1 (reported). */
+static int nab_engine_at(CcModel *m, CcEngine **e, int64_t step)
+{
+    char err[512];
+    if (*e && m->hp.step_seconds == step)
+        return 0;
+    cc_engine_close(e);
+    m->hp.step_seconds = step;
+    CcEngineSettings es;
+    cc_engine_default_settings(&es);
+    es.n_threads = 1;
+    if (cc_engine_open(e, m, &es, err, sizeof err)) {
+        fprintf(stderr, "cellcast anomaly-eval: cannot open the engine: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* Opens a model of one KPI and the alert settings for it: *s = base completed with the
+ * model's (model_settings). The engine is opened per file (nab_engine_at). 0 or -1
+ * (reported). */
 static int nab_open_model(AnomalyArgs *a, const CcAnomalySettings *base, const char *path,
-                          int *kpis, CcModel **m, CcEngine **e, CcAnomalySettings *s)
+                          int *kpis, CcModel **m, CcAnomalySettings *s)
 {
     char err[512];
     if (cc_model_open_file(m, path, err, sizeof err)) {
@@ -683,13 +703,6 @@ static int nab_open_model(AnomalyArgs *a, const CcAnomalySettings *base, const c
     if (model_settings(a, &(*m)->hp, kpis))
         return -1;
     *s = a->as;
-    CcEngineSettings es;
-    cc_engine_default_settings(&es);
-    es.n_threads = 1;
-    if (cc_engine_open(e, *m, &es, err, sizeof err)) {
-        fprintf(stderr, "cellcast anomaly-eval: cannot open the engine: %s\n", err);
-        return -1;
-    }
     return 0;
 }
 
@@ -715,8 +728,8 @@ static int nab_per_file(AnomalyArgs *a, const CcAnomalySettings *base, int *kpis
     CcModel *m = NULL;
     CcEngine *e = NULL;
     CcAnomalySettings s;
-    int rc = nab_open_model(a, base, path, kpis, &m, &e, &s);
-    if (!rc && cct_nab_cellcast(e, &s, f, sc))
+    int rc = nab_open_model(a, base, path, kpis, &m, &s);
+    if (!rc && (nab_engine_at(m, &e, f->step) || cct_nab_cellcast(e, &s, f, sc)))
         rc = -1;
     cc_engine_close(&e);
     cc_model_close(&m);
@@ -748,7 +761,7 @@ static int run_nab(AnomalyArgs *a)
         }
         goto done;
     }
-    if (a->model && nab_open_model(a, &base, a->model, kpis, &m, &e, &generic))
+    if (a->model && nab_open_model(a, &base, a->model, kpis, &m, &generic))
         goto done;
     const int on[NAB_DETS] = {1, a->model != NULL, a->model_dir != NULL};
     long n_all = 0;
@@ -774,8 +787,9 @@ static int run_nab(AnomalyArgs *a)
             double *sc = score[d] + off;
             if (d == NAB_GAUSS)
                 cct_nab_windowed_gaussian(f->value, f->n, sc);
-            else if (d == NAB_GENERIC ? cct_nab_cellcast(e, &generic, f, sc)
-                                      : nab_per_file(a, &base, kpis, f, sc, &missing))
+            else if (d == NAB_GENERIC
+                         ? nab_engine_at(m, &e, f->step) || cct_nab_cellcast(e, &generic, f, sc)
+                         : nab_per_file(a, &base, kpis, f, sc, &missing))
                 goto done;
             ser[d][k] = (CctNabSeries){f->n, f->n_win, f->win, sc};
             if (a->results && cct_nab_write_results(a->results, nab_det_names[d], f, sc))
