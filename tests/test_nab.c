@@ -356,23 +356,29 @@ static void test_windowed_gaussian(void **state)
     assert_float_equal(s[2], 1.0 - 0.15865525393145707, 1e-12);
 }
 
-static void test_cellcast_detector(void **state)
+/* A random one-KPI model at step S, its engine and the alert settings for it. */
+static void open_detector(int64_t S, CcModel **m, CcEngine **e, CcAnomalySettings *s)
 {
-    (void)state;
     CcHparams hp;
     tl_hparams_small(&hp);
     hp.n_features = 1;
-    hp.step_seconds = 300;
-    CcModel *m = NULL;
-    tl_model_open(&m, &hp, 5);
-    CcEngine *e = NULL;
+    hp.step_seconds = S;
+    tl_model_open(m, &hp, 5);
     char err[256];
-    assert_int_equal(cc_engine_open(&e, m, NULL, err, sizeof err), 0);
+    assert_int_equal(cc_engine_open(e, *m, NULL, err, sizeof err), 0);
+    cc_anomaly_default_settings(s);
+    s->n_features = 1;
+    s->step_seconds = S;
+    s->warmup_steps = 16;
+}
+
+static void test_cellcast_detector(void **state)
+{
+    (void)state;
+    CcModel *m = NULL;
+    CcEngine *e = NULL;
     CcAnomalySettings s;
-    cc_anomaly_default_settings(&s);
-    s.n_features = 1;
-    s.step_seconds = 300;
-    s.warmup_steps = 16;
+    open_detector(300, &m, &e, &s);
     s.tail_q = 0; /* a random model's residual tail is not what this is about */
     enum { T = 600 };
     static int64_t ts[T];
@@ -417,20 +423,11 @@ static void test_row_steps(void **state)
 static void test_cellcast_own_step(void **state)
 {
     (void)state;
-    CcHparams hp;
-    tl_hparams_small(&hp);
-    hp.n_features = 1;
-    hp.step_seconds = 1800;
     CcModel *m = NULL;
-    tl_model_open(&m, &hp, 5);
     CcEngine *e = NULL;
-    char err[256];
-    assert_int_equal(cc_engine_open(&e, m, NULL, err, sizeof err), 0);
     CcAnomalySettings s;
-    cc_anomaly_default_settings(&s);
-    s.n_features = 1;
+    open_detector(1800, &m, &e, &s);
     s.step_seconds = 300; /* the file's step wins */
-    s.warmup_steps = 16;
     enum { T = 600 };
     static int64_t ts[T];
     static double v[T], sc[T];

@@ -55,6 +55,20 @@ static void history_scale(const CctInjectSeries *c, double *sd, double *lo)
     }
 }
 
+/* Places l (its type set) of len steps in the slot starting at row a: length capped at
+ * half the slot, start, KPI (none for outages); returns the sign drawn (up with p = 0.7
+ * for spikes, else 0.5). Both protocols draw in this order. */
+static double place_label(const CctInjectSettings *s, CctLabel *l, int a, int len, uint64_t *rng)
+{
+    if (len > s->spacing / 2)
+        len = s->spacing / 2 > 0 ? s->spacing / 2 : 1;
+    l->start = a + irange(rng, 0, s->spacing / 4);
+    l->end = l->start + len;
+    if (l->type != CCT_INJ_OUTAGE)
+        l->kpi = s->kpis[irange(rng, 0, s->n_kpis - 1)];
+    return unif(rng, 0, 1) < (l->type == CCT_INJ_SPIKE ? 0.7 : 0.5) ? 1 : -1;
+}
+
 /* The label of the injection in the slot starting at row a (draws in a fixed order). */
 static CctLabel draw_label(const CctInjectSettings *s, int type, int a, uint64_t *rng)
 {
@@ -66,13 +80,7 @@ static CctLabel draw_label(const CctInjectSettings *s, int type, int a, uint64_t
     case CCT_INJ_OUTAGE: len = irange(rng, 10, 40); break;
     default: len = irange(rng, 30, 60); break;
     }
-    if (len > s->spacing / 2)
-        len = s->spacing / 2 > 0 ? s->spacing / 2 : 1;
-    l.start = a + irange(rng, 0, s->spacing / 4);
-    l.end = l.start + len;
-    if (type != CCT_INJ_OUTAGE)
-        l.kpi = s->kpis[irange(rng, 0, s->n_kpis - 1)];
-    double sign = unif(rng, 0, 1) < (type == CCT_INJ_SPIKE ? 0.7 : 0.5) ? 1 : -1;
+    double sign = place_label(s, &l, a, len, rng);
     switch (type) {
     case CCT_INJ_SPIKE: l.mag = sign * unif(rng, 3, 6); break;
     case CCT_INJ_SHIFT: l.mag = sign * unif(rng, 1.5, 3); break;
@@ -150,13 +158,7 @@ static CctLabel draw_noise_label(const CctInjectSettings *s, int type, int a, ui
         len = 1;
     else if (len < 2)
         len = 2;
-    if (len > s->spacing / 2)
-        len = s->spacing / 2 > 0 ? s->spacing / 2 : 1;
-    l.start = a + irange(rng, 0, s->spacing / 4);
-    l.end = l.start + len;
-    if (type != CCT_INJ_OUTAGE)
-        l.kpi = s->kpis[irange(rng, 0, s->n_kpis - 1)];
-    double sign = unif(rng, 0, 1) < (type == CCT_INJ_SPIKE ? 0.7 : 0.5) ? 1 : -1;
+    double sign = place_label(s, &l, a, len, rng);
     if (type == CCT_INJ_SURGE)
         sign = 1;
     else if (type == CCT_INJ_DROP)
