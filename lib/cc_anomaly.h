@@ -51,10 +51,10 @@
  * a sum only decays by profile_k − |zp| a step once the deviation is under profile_k, and
  * without that condition a deviation just under one sd held an episode for days.
  *
- * Tail calibration (tail_q > 0, default 0.99): each KPI tracks the tail_q quantile t of its
+ * Tail calibration (tail_q > 0, default 0.999): each KPI tracks the tail_q quantile t of its
  * own |z| (stochastic approximation, adaptation time tail_steps, not while the cell's
  * episode fires; cc_anomaly_internal.h, TAIL_RATE) and its z is multiplied by
- * min(1, zq/t), zq the Gaussian quantile of tail_q (2.576 for 0.99): a bursty KPI, whose
+ * min(1, zq/t), zq the Gaussian quantile of tail_q (3.29 for 0.999): a bursty KPI, whose
  * residuals have a heavier tail than the forecast's sd says, is scored against its own
  * tail, so warn_z means the same rarity on every KPI; never more sensitive than the sd.
  * Window rule (window_s > 0, off by default): an EWMA of the calibrated z with time
@@ -221,7 +221,7 @@ typedef struct CcAnomalySettings {
     double cusum_h;               ///< CUSUM decision threshold; 0 = no CUSUM (default 6)
     double tail_q;                ///< tail calibration: the quantile of each KPI's own |z| that
                                   ///< is scaled to the Gaussian one (cc_anomaly_internal.h,
-                                  ///< TAIL_RATE); 0 = off (default 0.99)
+                                  ///< TAIL_RATE); 0 = off (default 0.999)
     int tail_steps;               ///< its adaptation time in steps (default 2000)
     int64_t window_s;             ///< window rule: an EWMA of each KPI's calibrated z with this
                                   ///< time constant, scored against its own tracked tail_q

@@ -41,7 +41,7 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     s->lag_steps = -1;
     s->cusum_k = 3.0;
     s->cusum_h = 6.0;
-    s->tail_q = 0.99;
+    s->tail_q = 0.999;
     s->tail_steps = 2000;
     s->sustained_live = 1;
     s->window_s = 0;
@@ -191,7 +191,7 @@ static const CcAnomalyKey anomaly_keys[] = {
        "CUSUM threshold: a KPI is over while its sum is at least this; 0 = off (default 6)"),
     AK(tail_q, CC_AKEY_DOUBLE, 0, 0.9999,
        "tail calibration: each KPI's own tail_q quantile of |z| is scaled to the Gaussian one "
-       "(never more sensitive); 0 = off (default 0.99)"),
+       "(never more sensitive); 0 = off (default 0.999)"),
     AK(tail_steps, CC_AKEY_INT, 10, 100000000,
        "adaptation time of the tail calibration in steps (default 2000)"),
     AK(window_s, CC_AKEY_INT64, 0, 604800,
