@@ -21,6 +21,7 @@ int cc_anomaly_open(CcAnomaly **out, const CcAnomalySettings *s, char *err, size
     if (!a)
         return cc_errf(err, errlen, -ENOMEM, "anomaly: out of memory");
     a->s = *s;
+    a->zq = s->tail_q > 0 ? cc_gauss_abs_quantile(s->tail_q) : 0;
     *out = a;
     return 0;
 }
@@ -43,6 +44,7 @@ int cc_anomaly_set_settings(CcAnomaly *a, const CcAnomalySettings *s, char *err,
                        "anomaly: n_features cannot change on reload (%d → %d)", a->s.n_features,
                        s->n_features);
     a->s = *s;
+    a->zq = s->tail_q > 0 ? cc_gauss_abs_quantile(s->tail_q) : 0;
     return 0;
 }
 
@@ -258,6 +260,7 @@ typedef struct StepCtx {
     int cell_blocked;  ///< a cell-wide DQ alert (all_zero, missing) holds every KPI
     int firing;        ///< the anomaly episode fires: the lag calibration is frozen
     const ProfPos *pp; ///< where the step falls in the profile; NULL: no profile
+    double zq;         ///< the Gaussian |z| quantile of tail_q (0 when off)
 } StepCtx;
 
 static void step_begin(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, StepCtx *x, ProfPos *pp)
@@ -269,6 +272,7 @@ static void step_begin(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, StepC
     x->lag = c->L > 0 && c->lag_target[lag_i] == step ? c->lag + (size_t)lag_i * c->F * 3 : NULL;
     x->cell_blocked = cc_dq_blocks(s, &c->zero, step) || cc_dq_blocks(s, &c->missing, step);
     x->firing = c->anom.start != NONE_STEP;
+    x->zq = a->zq;
     int nb = cc_profile_bins(s);
     if (c->NB != nb)
         cc_profile_alloc(c, nb); /* settings reloaded; on -ENOMEM the old one stays */
@@ -312,6 +316,60 @@ static double kpi_z(const CcAnomalySettings *s, KpiState *k, const StepCtx *x, i
     return z;
 }
 
+/* By bisection on erfc (once per settings; 40 halvings: exact to 1e-11). */
+double cc_gauss_abs_quantile(double q)
+{
+    double lo = 0, hi = 40, tail = 1 - q;
+    for (int i = 0; i < 40; i++) {
+        double mid = 0.5 * (lo + hi);
+        if (erfc(mid / M_SQRT2) > tail)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return 0.5 * (lo + hi);
+}
+
+/* One step of a tracked tail_q quantile *t of |v| (see TAIL_RATE). */
+static void tail_learn(const CcAnomalySettings *s, double *t, int32_t *n, double v)
+{
+    double lam = TAIL_RATE / s->tail_steps;
+    *t *= fabs(v) > *t ? exp(lam * s->tail_q) : exp(-lam * (1 - s->tail_q));
+    if (*n < INT32_MAX / 2)
+        (*n)++;
+}
+
+/* The tail calibration of KPI f (see TAIL_RATE): the factor of this step's z, from the
+ * quantile tracked so far, then the quantile learns |z| (not while firing). */
+static double tail_factor(const CcAnomalySettings *s, KpiState *k, int firing, double z, double zq)
+{
+    if (!(s->tail_q > 0))
+        return 1;
+    if (!(k->tail > 0))
+        k->tail = zq;
+    double g = k->tail_n >= TAIL_MIN_N && k->tail > zq ? zq / k->tail : 1;
+    if (!firing && isfinite(z))
+        tail_learn(s, &k->tail, &k->tail_n, z);
+    return g;
+}
+
+/* The window rule (window_s): the EWMA of the calibrated z, in units of its own tail_q
+ * quantile times zq (so comparable with warn_z), NaN before it is warm; then it learns (the
+ * quantile not while firing). */
+static double window_z(const CcAnomalySettings *s, KpiState *k, int firing, double z, double zq)
+{
+    if (!(s->window_s > 0) || !(s->tail_q > 0))
+        return NAN;
+    double a = 1 - exp(-(double)s->step_seconds / (double)s->window_s);
+    k->wm += a * (z - k->wm);
+    if (!(k->wtail > 0))
+        k->wtail = zq * sqrt(a / (2 - a)); /* the EWMA of white N(0, 1) */
+    double zw = k->wtail_n >= TAIL_MIN_N ? k->wm * zq / k->wtail : NAN;
+    if (!firing)
+        tail_learn(s, &k->wtail, &k->wtail_n, k->wm);
+    return zw;
+}
+
 /* The KPI's sustained-deviation sums: the CUSUM of zc (else z) and the profile's of zp. */
 static void kpi_sums(const CcAnomalySettings *s, KpiState *k, double z, double zc, double zp)
 {
@@ -325,19 +383,34 @@ static void kpi_sums(const CcAnomalySettings *s, KpiState *k, double z, double z
                       fmin(1.0, (double)s->step_seconds / (double)s->profile_unit_s));
 }
 
-/* Counts KPI f over (|z| over its threshold in its direction, else by a CUSUM) and
- * critical (by |z| only). */
-static void kpi_verdict(const CcAnomalySettings *s, const KpiState *k, int f, double z,
-                        StepVerdict *v)
+/* A sustained rule's sums (pos, neg) hold the KPI over at this step: over h in the KPI's
+ * direction and, with sustained_live, the step's own deviation d past the reference k in
+ * the direction of a sum that is over (a sum that only decays does not hold it: under k
+ * it decays by k − d a step, which near k takes days). Used for the profile rule. */
+static int sustained_holds(const CcAnomalySettings *s, double pos, double neg, double h,
+                           double kref, int dir, double d)
+{
+    if (!s->sustained_live)
+        return cc_cusum_over(pos, neg, h, dir);
+    return h > 0 && (((dir >= 0 && pos >= h) && d > kref) || ((dir <= 0 && neg >= h) && d < -kref));
+}
+
+/* Counts KPI f over (|z| over its threshold in its direction, else by a CUSUM: zc is what
+ * its CUSUM saw, zp the profile z) and critical (by |z| only). */
+static void kpi_verdict(const CcAnomalySettings *s, const KpiState *k, int f, double z, double zc,
+                        double zp, double zw, StepVerdict *v)
 {
     double az = fabs(z);
     int dir = s->kpi[f].direction;
     int way = dir == 0 || (dir > 0 && z > 0) || (dir < 0 && z < 0);
+    int wway = dir == 0 || (dir > 0 && zw > 0) || (dir < 0 && zw < 0);
     if (way && az >= kpi_warn(s, f)) {
         v->n_over++;
         if (az >= kpi_crit(s, f))
             v->n_crit++;
-    } else if (cusum_over(s, k, f) || profile_over(s, k, f)) {
+    } else if ((isfinite(zw) && wway && fabs(zw) >= kpi_warn(s, f)) || cusum_over(s, k, f) ||
+               (isfinite(zp) &&
+                sustained_holds(s, k->pr_pos, k->pr_neg, s->profile_h, s->profile_k, dir, zp))) {
         v->n_over++;
     }
 }
@@ -367,13 +440,19 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
     double zc, z = kpi_z(s, k, x, f, values[f], &zc);
     if (!isfinite(z))
         return;
+    double g = tail_factor(s, k, x->firing, z, x->zq);
+    z *= g;
+    zc *= g;
+    double zw = window_z(s, k, x->firing, z, x->zq);
     k->z = z;
     v->n_scored++;
     if (!(v->score >= fabs(z)))
         v->score = fabs(z);
     kpi_sums(s, k, z, zc, zp);
     k->pr_exp = pref;
-    kpi_verdict(s, k, f, z, v);
+    if (isfinite(zw) && !(v->score >= fabs(zw)))
+        v->score = fabs(zw);
+    kpi_verdict(s, k, f, z, zc, zp, zw, v);
 }
 
 /* The rules of one observation in the order they apply: data quality first (what it

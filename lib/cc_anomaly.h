@@ -46,7 +46,20 @@
  *     P⁺ = max(0, P⁺ + w·(zp − profile_k)),   P⁻ = max(0, P⁻ + w·(−zp − profile_k))
  * with w = min(1, S / profile_unit_s): a deviation from the usual value persists for
  * minutes, so steps shorter than profile_unit_s would count it many times over.
- * The KPI is also "over" (warning) while P⁺ or P⁻ (in its direction) is ≥ profile_h.
+ * The KPI is also "over" (warning) while P⁺ or P⁻ (in its direction) is ≥ profile_h and
+ * (sustained_live, default) the step's own zp is past profile_k in that sum's direction:
+ * a sum only decays by profile_k − |zp| a step once the deviation is under profile_k, and
+ * without that condition a deviation just under one sd held an episode for days.
+ *
+ * Tail calibration (tail_q > 0, default 0.999): each KPI tracks the tail_q quantile t of its
+ * own |z| (stochastic approximation, adaptation time tail_steps, not while the cell's
+ * episode fires; cc_anomaly_internal.h, TAIL_RATE) and its z is multiplied by
+ * min(1, zq/t), zq the Gaussian quantile of tail_q (3.29 for 0.999): a bursty KPI, whose
+ * residuals have a heavier tail than the forecast's sd says, is scored against its own
+ * tail, so warn_z means the same rarity on every KPI; never more sensitive than the sd.
+ * Window rule (window_s > 0, off by default): an EWMA of the calibrated z with time
+ * constant window_s, in units of its own tracked tail_q quantile, counts as over at
+ * |·| ≥ warn_z (events of minutes that no single step shows; measured in docs/results.md).
  * The profile is scored only where both bins have ≥ profile_min_days days of data and the
  * scale has 48 updates; it learns from every observed, unblocked step (updates clipped at
  * ±3 scales once the scale is warm, so an anomaly moves it little), and also while it
@@ -206,6 +219,19 @@ typedef struct CcAnomalySettings {
                                   ///< horizon of the forecasts (HZ, at most 256) (default -1)
     double cusum_k;               ///< CUSUM reference value in |z| (default 3)
     double cusum_h;               ///< CUSUM decision threshold; 0 = no CUSUM (default 6)
+    double tail_q;                ///< tail calibration: the quantile of each KPI's own |z| that
+                                  ///< is scaled to the Gaussian one (cc_anomaly_internal.h,
+                                  ///< TAIL_RATE); 0 = off (default 0.999)
+    int tail_steps;               ///< its adaptation time in steps (default 2000)
+    int64_t window_s;             ///< window rule: an EWMA of each KPI's calibrated z with this
+                                  ///< time constant, scored against its own tracked tail_q
+                                  ///< quantile (events of minutes that no single step shows);
+                                  ///< 0 = off (default 0: see docs/results.md)
+    int sustained_live;           ///< the seasonal-profile rule counts a KPI over only while
+                                  ///< the step's own profile deviation is past profile_k in
+                                  ///< the direction of its sum, so that an episode ends
+                                  ///< within resolve_m steps of its deviation; 0 = while the
+                                  ///< sum is over (days on a slow deviation) (default 1)
     double profile_k;             ///< profile CUSUM reference value in |zp| (default 1)
     double profile_h;             ///< profile CUSUM threshold; 0 = no seasonal profile (default 20)
     int64_t profile_unit_s;       ///< a step shorter than this adds S / profile_unit_s of its

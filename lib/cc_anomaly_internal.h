@@ -37,6 +37,17 @@
 #define LAGCAL_MIN_N 48
 #define GAUSS_MEAN_ABS 0.798 /* mean |x| of a standard Gaussian: sd = mean |x| / this */
 
+/* Tail calibration (tail_q > 0, see cc_anomaly.h): each KPI tracks the tail_q quantile t of
+ * its own |z| by a multiplicative stochastic-approximation step: t ·= e^{λ·q} when |z| > t,
+ * t ·= e^{−λ·(1−q)} otherwise (in equilibrium P(|z| > t) = 1 − q), λ = TAIL_RATE /
+ * tail_steps, starting from the Gaussian quantile (the model taken at its word). Not updated
+ * while the cell's episode fires (an anomaly does not calibrate itself away). z is then
+ * multiplied by min(1, zq / t), zq the Gaussian quantile of tail_q: a KPI whose residuals
+ * have a heavier tail than the forecast's sd says is scored against its own tail, never
+ * more sensitively than the forecast says. Before TAIL_MIN_N updates the factor is 1. */
+#define TAIL_RATE 30.0
+#define TAIL_MIN_N 100
+
 /* One alert episode (anomaly of a cell, or one DQ condition). */
 typedef struct Episode {
     int64_t start;     ///< onset step while firing, NONE_STEP otherwise
@@ -63,6 +74,11 @@ typedef struct KpiState {
     float run_max;         ///< longest recent run of equal values (decaying)
     int32_t run;           ///< consecutive observed steps equal to last_val
     int32_t has_last;
+    double tail;     ///< the tracked tail_q quantile of |z| (0: none yet; see TAIL_RATE)
+    int32_t tail_n;  ///< its updates (saturate at INT32_MAX / 2)
+    double wm;       ///< window rule: EWMA of the calibrated z (window_s)
+    double wtail;    ///< the tracked tail_q quantile of |wm| (0: none yet)
+    int32_t wtail_n; ///< its updates
     float zero_rate; ///< share of observed steps exactly 0 (all_zero's "zero is normal")
     int32_t zero_n;  ///< its updates (saturate at stuck_memory_steps)
     Episode stuck, bounds;
@@ -70,6 +86,7 @@ typedef struct KpiState {
 
 struct CcAnomaly {
     CcAnomalySettings s;
+    double zq; ///< the Gaussian |z| quantile of s.tail_q (0 when off), found once per settings
 };
 
 struct CcAnomalyCell {
@@ -149,6 +166,9 @@ static inline int profile_over(const CcAnomalySettings *s, const KpiState *k, in
 }
 
 /* ---- cc_anomaly.c ---- */
+
+/* The Gaussian quantile of |z| for probability q: Φ⁻¹((1 + q)/2). */
+double cc_gauss_abs_quantile(double q);
 
 /* One allocation for a lag ring of L entries of F KPIs: the targets, then the values
  * (*values). NULL on -ENOMEM. */

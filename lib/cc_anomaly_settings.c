@@ -41,6 +41,10 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     s->lag_steps = -1;
     s->cusum_k = 3.0;
     s->cusum_h = 6.0;
+    s->tail_q = 0.999;
+    s->tail_steps = 2000;
+    s->sustained_live = 1;
+    s->window_s = 0;
     s->profile_k = 1.0;
     s->profile_h = 20.0;
     s->profile_unit_s = 900;
@@ -77,6 +81,8 @@ static int validate_kpi(const CcAnomalySettings *s, int f, char *err, size_t err
 /* The seasonal profile's settings. 0 or -EINVAL with a message. */
 static int validate_profile(const CcAnomalySettings *s, char *err, size_t errlen)
 {
+    if (!(s->tail_q >= 0 && s->tail_q < 1) || s->tail_steps < 10)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: need tail_q in [0, 1) and tail_steps >= 10");
     if (!(s->profile_k >= 0 && s->profile_k <= 1e6) || !(s->profile_h >= 0 && s->profile_h <= 1e6))
         return cc_errf(err, errlen, -EINVAL, "anomaly: need profile_k and profile_h in [0, 1e6]");
     if (s->profile_bin_s < 300 || s->profile_bin_s > 86400 || 86400 % s->profile_bin_s != 0)
@@ -183,6 +189,17 @@ static const CcAnomalyKey anomaly_keys[] = {
        "CUSUM reference value in |z| for sustained deviations (default 3)"),
     AK(cusum_h, CC_AKEY_DOUBLE, 0, 1e6,
        "CUSUM threshold: a KPI is over while its sum is at least this; 0 = off (default 6)"),
+    AK(tail_q, CC_AKEY_DOUBLE, 0, 0.9999,
+       "tail calibration: each KPI's own tail_q quantile of |z| is scaled to the Gaussian one "
+       "(never more sensitive); 0 = off (default 0.999)"),
+    AK(tail_steps, CC_AKEY_INT, 10, 100000000,
+       "adaptation time of the tail calibration in steps (default 2000)"),
+    AK(window_s, CC_AKEY_INT64, 0, 604800,
+       "window rule: time constant in seconds of an EWMA of each KPI's z, scored against its "
+       "own tail (needs tail_q); 0 = off (default 0)"),
+    AK(sustained_live, CC_AKEY_INT, 0, 1,
+       "1: the seasonal-profile rule holds a KPI over only while the step's own profile "
+       "deviation is past profile_k in the direction of its sum (default 1)"),
     AK(profile_k, CC_AKEY_DOUBLE, 0, 1e6,
        "seasonal-profile CUSUM reference value in |z| (default 1)"),
     AK(profile_h, CC_AKEY_DOUBLE, 0, 1e6,

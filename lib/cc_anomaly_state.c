@@ -18,8 +18,9 @@
  *   3: + the CUSUM sums per KPI and of the peak's attribution (0);
  *   4: + the seasonal profile: per KPI sums and scale, the bins (empty);
  *   5: the cell id in CC_ANOMALY_CELL_ID_MAX + 1 bytes (was 64: ids of 63 characters at
- *      most), + the zero share per KPI (0: zero is not normal until learnt again). */
-#define STATE_VERSION 5u
+ *      most), + the zero share per KPI (0: zero is not normal until learnt again);
+ *   6: + the tail calibration and the window rule per KPI (they start again). */
+#define STATE_VERSION 6u
 #define V4_ID_BYTES 64
 #define MAX_PROFILE_BINS 288 /* profile_bin_s ≥ 300 */
 
@@ -194,6 +195,13 @@ static int io_record(Io *io, CcAnomalyCell *c)
         IO(io, c->k[f].zero_rate);
         IO(io, c->k[f].zero_n);
     }
+    for (int f = 0; f < c->F && io->ver >= 6; f++) {
+        IO(io, c->k[f].tail);
+        IO(io, c->k[f].tail_n);
+        IO(io, c->k[f].wm);
+        IO(io, c->k[f].wtail);
+        IO(io, c->k[f].wtail_n);
+    }
     return 0;
 }
 
@@ -224,6 +232,9 @@ static int record_valid(const CcAnomalyCell *t)
         if (!(k->cu_pos >= 0 && k->cu_neg >= 0 && isfinite(k->cu_pos) && isfinite(k->cu_neg)))
             return 0;
         if (!(k->zero_rate >= 0 && k->zero_rate <= 1) || k->zero_n < 0)
+            return 0;
+        if (!(k->tail >= 0 && isfinite(k->tail)) || k->tail_n < 0 || !isfinite(k->wm) ||
+            !(k->wtail >= 0 && isfinite(k->wtail)) || k->wtail_n < 0)
             return 0;
         if (!(k->pr_pos >= 0 && k->pr_neg >= 0 && k->pr_abs >= 0 && isfinite(k->pr_pos) &&
               isfinite(k->pr_neg) && isfinite(k->pr_abs)) ||

@@ -114,7 +114,9 @@ static void step_z(Fixture *fx, int64_t t, double z)
 
 /* The lifecycle tests below were written for thresholds 4/6 and one-step scoring only
  * (the defaults until the lagged forecast became the default): they set them explicitly.
- * test_default_lag_is_horizon covers the defaults. */
+ * test_default_lag_is_horizon covers the defaults. They also turn the tail calibration off
+ * (it would learn their scripted z, scaling it by a factor that is not the point there):
+ * test_tail_calibration covers it. */
 static void base_settings(CcAnomalySettings *s, int F)
 {
     cc_anomaly_default_settings(s);
@@ -123,6 +125,7 @@ static void base_settings(CcAnomalySettings *s, int F)
     s->warn_z = 4;
     s->crit_z = 6;
     s->lag_steps = 0;
+    s->tail_q = 0;
 }
 
 static void test_spike_one_firing_one_resolved(void **state)
@@ -1136,6 +1139,15 @@ static void step_poor_lag(Fixture *fx, int64_t t, double dev)
     assert_int_equal(cc_anomaly_observe(fx->a, fx->c, t, x, NULL, &fx->sink), 0);
 }
 
+/* A version-6 state of F KPIs as version 5: without its tail (the tail calibration and the
+ * window rule, 32 bytes per KPI). Returns the new length. */
+static long v6_to_v5(uint8_t *b, long n6, int F)
+{
+    uint32_t v5 = 5;
+    memcpy(b + 4, &v5, 4);
+    return n6 - 32L * F;
+}
+
 /* Rewrites a version-5 state of F KPIs in place as version 4 (a 64-byte id field after the
  * 12-byte header, no zero share at the end: 8 bytes per KPI); returns its length. */
 static long v5_to_v4(uint8_t *b, long n5, int F)
@@ -1165,9 +1177,10 @@ static void test_lag_calibration(void **state)
     cc_anomaly_cell_scores(fx.c, z, NULL);
     assert_true(fabs(z[0]) < 1.0); /* ~6 × (0.13 / 6): the one-step scale */
     /* save, reload as version 2 and as version 1 (no calibration: warms up again) */
-    long n5 = cc_anomaly_cell_save(fx.c, NULL, 0);
-    uint8_t *b = malloc((size_t)n5);
-    assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n5), n5);
+    long n6 = cc_anomaly_cell_save(fx.c, NULL, 0);
+    uint8_t *b = malloc((size_t)n6);
+    assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n6), n6);
+    const long n5 = v6_to_v5(b, n6, 1);
     const long n4 = v5_to_v4(b, n5, 1);
     /* version 3 = version 4 without its tail: the peak attributions' profile fields (8 ×
      * 16 bytes), the KPI's profile sums and scale (28 bytes) and the bin count (4 bytes; no
@@ -1445,7 +1458,9 @@ static int run_profile(double profile_h, int direction, int save_at, int64_t *fi
         assert_int_equal(cc_anomaly_cell_open(&c2, fx.a, "prof"), 0);
         for (long len = 0; len < sz; len += len < 64 ? 1 : 7)
             assert_int_equal(cc_anomaly_cell_load(c2, b, (size_t)len, NULL, 0), -EINVAL);
-        const size_t nb_at = (size_t)sz - 8 - 2 * 24 * (sizeof(float) + sizeof(uint16_t)) - 4;
+        /* the bin count: before the bins, the zero shares (8 bytes) and the tail
+         * calibration (32) */
+        const size_t nb_at = (size_t)sz - 8 - 32 - 2 * 24 * (sizeof(float) + sizeof(uint16_t)) - 4;
         int32_t nb;
         memcpy(&nb, b + nb_at, 4);
         assert_int_equal(nb, 24);
@@ -1562,6 +1577,56 @@ static void test_event_json_time_range(void **state)
     assert_non_null(strstr(buf, "\"start_time\":\"9999-12-31T23:59:59Z\",\"time\":null,"));
 }
 
+/* The tail calibration (tail_q): a KPI whose residuals have a heavier tail than the
+ * forecast's sd says (|z| = 6 on 5 % of its steps) is scored against its own tail, a KPI
+ * whose residuals are as the sd says is not rescaled, and tail_q 0 leaves z alone. */
+static double tail_run(double tail_q, double burst_z)
+{
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    s.tail_q = tail_q;
+    s.warn_z = 100; /* no episode: the calibration learns on every step */
+    s.crit_z = 150;
+    s.cusum_h = 0;
+    s.profile_h = 0;
+    Fixture fx;
+    fx_open(&fx, &s, "tail");
+    for (int64_t t = 0; t < 4000; t++)
+        step_z(&fx, t, t % 20 == 0 ? (t % 40 ? burst_z : -burst_z) : 0.5 * sin(t * 0.7));
+    step_z(&fx, 4000, 6.0); /* a step of raw z 6 */
+    double z[1];
+    cc_anomaly_cell_scores(fx.c, z, NULL);
+    fx_close(&fx);
+    return z[0];
+}
+
+static void test_tail_calibration(void **state)
+{
+    (void)state;
+    const double raw = tail_run(0, 6.0); /* off: the fixture's z of that step */
+    assert_true(raw > 5.0 && raw < 7.0);
+    double heavy = tail_run(0.99, 6.0);
+    /* the tracked 99 % quantile of |z| sits at the bursts (6): factor about 2.576 / 6 */
+    assert_true(heavy > raw * 2.576 / 8 && heavy < raw * 2.576 / 5);
+    assert_float_equal(tail_run(0.99, 2.0), raw, 1e-9); /* the tail is the Gaussian's */
+    /* the state keeps it: a reloaded cell scores the same */
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    s.tail_q = 0.99;
+    s.warn_z = 100;
+    s.crit_z = 150;
+    Fixture fx;
+    fx_open(&fx, &s, "tail");
+    for (int64_t t = 0; t < 3000; t++)
+        step_z(&fx, t, t % 20 == 0 ? 6.0 : 0.0);
+    fx_reload(&fx, "tail");
+    step_z(&fx, 3000, 6.0);
+    double z[1];
+    cc_anomaly_cell_scores(fx.c, z, NULL);
+    assert_true(z[0] < 6.0 * 2.576 / 5);
+    fx_close(&fx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1592,6 +1657,7 @@ int main(void)
         cmocka_unit_test(test_lag_calibration),
         cmocka_unit_test(test_settings_by_name),
         cmocka_unit_test(test_cusum_sustained),
+        cmocka_unit_test(test_tail_calibration),
         cmocka_unit_test(test_profile_drift),
         cmocka_unit_test(test_cusum_step),
         cmocka_unit_test(test_event_json_time_range),

@@ -71,5 +71,34 @@ awk -v a="$z1" -v b="$z0" 'BEGIN { exit !(a + 0 >= 2 && b + 0 >= a + 0) }' ||
     >/dev/null 2>"$TMP/err" && fail "--budget without history accepted"
 grep -q "needs history" "$TMP/err" || fail "--budget without history: $(tail -2 "$TMP/err")"
 
+# --labels: an outage written into cell0000's test rows, labelled there, is found (1/1);
+# a window on a cell that does not exist is reported unused; a bad file is refused
+awk -F, -v OFS=, 'NR > 1 && $2 == "cell0000" && $1 >= 1704697200 && $1 <= 1704706200 {
+    for (i = 3; i <= NF; i++) $i = 0 } { print }' "$TMP/s.csv" >"$TMP/so.csv"
+printf 'start,end,cell_id\n1704697200,1704706200,cell0000\n2024-01-07 00:00:00,2024-01-07 01:00:00,nocell\n' \
+    >"$TMP/lab.csv"
+"$CLI" anomaly-eval --model "$MODEL" --data "$TMP/so.csv" --test-frac 0.2 --labels "$TMP/lab.csv" \
+    >"$TMP/out" 2>"$TMP/err" || fail "--labels exit: $(tail -2 "$TMP/err")"
+grep -q '^model z>=.* 1/1 ' "$TMP/out" || fail "--labels: the labelled outage not detected: $(cat "$TMP/out")"
+grep -q 'labelled *recall 1.000 (1/1)' "$TMP/out" || fail "--labels: no labelled row"
+grep -q '1 of 2 labelled windows unused' "$TMP/err" || fail "--labels: unused window not reported"
+printf '{"so.csv": [["2024-01-08 07:00:00", "2024-01-08 09:30:00"]]}' >"$TMP/lab.json"
+"$CLI" anomaly-eval --model "$MODEL" --data "$TMP/so.csv" --test-frac 0.2 --labels "$TMP/lab.json" \
+    >"$TMP/out" 2>"$TMP/err" || fail "--labels JSON exit: $(tail -2 "$TMP/err")"
+grep -q '^model z>=.*/2 ' "$TMP/out" || fail "--labels JSON: the file key selects both cells: $(cat "$TMP/out")"
+printf 'start,end\n2024-01-08 09:30:00,2024-01-08 07:00:00\n' >"$TMP/bad.csv"
+"$CLI" anomaly-eval --model "$MODEL" --data "$TMP/so.csv" --test-frac 0.2 --labels "$TMP/bad.csv" \
+    >/dev/null 2>"$TMP/err" && fail "--labels with end before start accepted"
+grep -q 'end before start' "$TMP/err" || fail "--labels bad file: $(cat "$TMP/err")"
+
+# --protocol noise: the five types, spikes apart from the events
+"$CLI" anomaly-eval --model "$MODEL" --data "$TMP/s.csv" --test-frac 0.2 --protocol noise \
+    --spacing 30 >"$TMP/out" 2>"$TMP/err" || fail "--protocol noise exit: $(tail -2 "$TMP/err")"
+for t in surge drop outage level_shift spike 'events (no spikes)'; do
+    grep -q "^    $t " "$TMP/out" || fail "--protocol noise: no '$t' row: $(cat "$TMP/out")"
+done
+"$CLI" anomaly-eval --model "$MODEL" --data "$TMP/s.csv" --test-frac 0.2 --protocol loud \
+    >/dev/null 2>&1 && fail "--protocol loud accepted"
+
 [ "$fails" = 0 ] && echo "anomaly-eval: all checks passed"
 exit $((fails > 0))

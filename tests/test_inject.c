@@ -42,7 +42,7 @@ static void test_labels(void **state)
     for (int l = 0; l < c.n_lab; l++) {
         const CctLabel *lb = &c.lab[l];
         int slot = TEST0 + 20 + l * 120, len = lb->end - lb->start;
-        assert_int_equal(lb->type, (l + 1) % CCT_INJ_TYPES); /* rotation 1 */
+        assert_int_equal(lb->type, (l + 1) % CCT_INJ_CLASSIC); /* rotation 1 */
         assert_true(lb->start >= slot && lb->start <= slot + 30);
         static const int lo[] = {1, 20, 10, 30}, hi[] = {3, 60, 40, 60};
         assert_true(len >= lo[lb->type] && len <= hi[lb->type]);
@@ -94,11 +94,92 @@ static void test_reproducible(void **state)
     free(b.lab);
 }
 
+/* σ_L: the spread of L-step means around the previous L steps' mean. */
+static void test_spread(void **state)
+{
+    (void)state;
+    static float x[T * F];
+    static uint8_t mask[T * F];
+    CctInjectSeries c = {.x = x, .mask = mask, .T = T, .F = F, .test0 = TEST0};
+    for (int i = 0; i < T; i++) {
+        x[i * F] = i % 2 ? 1 : -1; /* alternating: one-step differences ±2 */
+        x[i * F + 1] = 5;          /* constant: no spread → 1 */
+        mask[i * F] = mask[i * F + 1] = 1;
+    }
+    double sd[F];
+    cct_inject_spread(&c, TEST0, 1, sd);
+    assert_float_equal(sd[0], sqrt(2.0), 1e-3); /* the mean of ±2 is not quite 0 */
+    assert_float_equal(sd[1], 1.0, 0);
+    cct_inject_spread(&c, TEST0, 2, sd); /* every 2-step mean is 0 */
+    assert_float_equal(sd[0], 1.0, 0);
+    /* a level that alternates every 3 steps: 3-step means differ by 0 or ±2 */
+    for (int i = 0; i < T; i++)
+        x[i * F] = (i / 3) % 2 ? 1 : -1;
+    cct_inject_spread(&c, TEST0, 3, sd);
+    assert_true(sd[0] > 0.5 && sd[0] < 1.5);
+    /* a missing row leaves its windows out, it does not count as a value */
+    mask[10 * F] = 0;
+    double sd2[F];
+    cct_inject_spread(&c, TEST0, 3, sd2);
+    assert_true(fabs(sd2[0] - sd[0]) < 0.05);
+}
+
+/* The noise-aware protocol: types rotate surge → drop → outage → level shift → spike,
+ * events last 10-60 minutes (≥ 2 steps), spikes one step, and an event moves its KPI's
+ * L-step mean by mag · σ_L. */
+static void test_noise_protocol(void **state)
+{
+    (void)state;
+    static float x[T * F], x0[T * F];
+    static uint8_t mask[T * F];
+    const int kpis[1] = {0};
+    CctInjectSettings s = {.spacing = 120,
+                           .margin = 20,
+                           .mag_scale = 1,
+                           .kpis = kpis,
+                           .n_kpis = 1,
+                           .protocol = CCT_INJ_PROTO_NOISE,
+                           .step_seconds = 120};
+    CctInjectSeries c;
+    fill(&c, x, mask);
+    memcpy(x0, x, sizeof x);
+    uint64_t rng = 11;
+    assert_int_equal(cct_inject(&s, &c, &rng, 0), 0);
+    assert_int_equal(c.n_lab, (T - TEST0 - 20) / 120);
+    static const int order[] = {CCT_INJ_SURGE, CCT_INJ_DROP, CCT_INJ_OUTAGE, CCT_INJ_SHIFT,
+                                CCT_INJ_SPIKE};
+    for (int l = 0; l < c.n_lab; l++) {
+        const CctLabel *lb = &c.lab[l];
+        const int L = lb->end - lb->start;
+        assert_int_equal(lb->type, order[l % 5]);
+        if (lb->type == CCT_INJ_SPIKE)
+            assert_int_equal(L, 1);
+        else
+            assert_true(L >= 5 && L <= 30); /* 10-60 minutes of 2-minute steps */
+        if (lb->type == CCT_INJ_OUTAGE) {
+            assert_float_equal(x[lb->start * F + 1], 0, 0);
+            continue;
+        }
+        assert_true(fabs(lb->mag) >= 3 && fabs(lb->mag) <= 6);
+        assert_true(lb->type != CCT_INJ_SURGE || lb->mag > 0);
+        assert_true(lb->type != CCT_INJ_DROP || lb->mag < 0);
+        double sd[F], moved = 0;
+        cct_inject_spread(&c, TEST0, L, sd);
+        for (int i = lb->start; i < lb->end; i++)
+            moved += x[i * F] - x0[i * F];
+        /* KPI 0 stays far from 0 (no clamp); the surge's sine averages 2/π only roughly */
+        assert_float_equal(moved / L, lb->mag * sd[0], 0.03 * fabs(lb->mag * sd[0]));
+    }
+    free(c.lab);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_labels),
         cmocka_unit_test(test_reproducible),
+        cmocka_unit_test(test_spread),
+        cmocka_unit_test(test_noise_protocol),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

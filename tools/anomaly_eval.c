@@ -319,11 +319,25 @@ typedef struct Collect {
     int n, cap;
     char last_id[CC_ALERT_ID_MAX];
     int64_t from_step;
+    int64_t longest;    ///< steps of the longest anomaly episode resolved from from_step on
+    int64_t open_start; ///< onset of the anomaly episode firing at the end, NONE: none
 } Collect;
+
+#define NO_EPISODE INT64_MIN
 
 static void collect(void *cookie, const CcAlertEvent *ev)
 {
     Collect *c = cookie;
+    if (ev->kind == CC_ALERT_ANOMALY && ev->step >= c->from_step) {
+        /* episode lengths: onset to resolution (one that fires at the end counts to it) */
+        if (ev->state == CC_ALERT_RESOLVED) {
+            if (ev->step - ev->start_step > c->longest)
+                c->longest = ev->step - ev->start_step;
+            c->open_start = NO_EPISODE;
+        } else {
+            c->open_start = ev->start_step;
+        }
+    }
     if (ev->state != CC_ALERT_FIRING || ev->step < c->from_step)
         return;
     if (ev->kind == CC_ALERT_ANOMALY && !strcmp(ev->id, c->last_id))
@@ -487,10 +501,15 @@ int cct_ae_score(const CcAnomalySettings *s, CctAeCell *c, int baseline, int pos
 {
     Collect col = {0};
     col.from_step = c->p0 + c->ser.test0;
+    col.open_start = NO_EPISODE;
     CcAnomalyCellStats st;
     int rc = replay(s, c, c->ser.F, baseline, &col, &st);
     if (rc)
         return rc;
+    if (col.open_start != NO_EPISODE && c->p0 + c->ser.T - 1 - col.open_start > col.longest)
+        col.longest = c->p0 + c->ser.T - 1 - col.open_start;
+    if (col.longest > sc->longest_episode)
+        sc->longest_episode = col.longest;
     if (verbose)
         fprintf(stderr, "    %s: %llu steps scored, %llu over, %d alert transitions kept\n", c->id,
                 (unsigned long long)st.scored, (unsigned long long)st.over, col.n);
@@ -584,4 +603,12 @@ void cct_ae_print_score(const char *name, const CctAeScore *sc, int with_types, 
                     cct_inject_type_name[t], (double)sc->by_type_det[t] / sc->by_type_n[t],
                     sc->by_type_det[t], sc->by_type_n[t],
                     sc->by_type_det[t] ? sc->by_type_delay[t] / sc->by_type_det[t] : NAN);
+    fprintf(out, "    %-18s %lld steps (%.1f h)\n", "longest episode",
+            (long long)sc->longest_episode, (double)sc->longest_episode * sc->step_seconds / 3600);
+    /* one-step spikes are their own row: the events' recall without them */
+    int ns = sc->by_type_n[CCT_INJ_SPIKE], ds = sc->by_type_det[CCT_INJ_SPIKE];
+    if (ns && sc->labels > ns)
+        fprintf(out, "    %-18s recall %5.3f (%d/%d)\n", "events (no spikes)",
+                (double)(sc->detected - ds) / (sc->labels - ns), sc->detected - ds,
+                sc->labels - ns);
 }

@@ -77,6 +77,8 @@ typedef struct CctAeScore {
     int by_type_n[CCT_INJ_TYPES], by_type_det[CCT_INJ_TYPES];
     double by_type_delay[CCT_INJ_TYPES];
     double delay_sum;
+    int64_t longest_episode; ///< steps from onset to resolution of the longest anomaly
+                             ///< episode in the test rows (one still firing: to the end)
 } CctAeScore;
 
 /** Loads one data file (and its history) into cells, one per series; reports on stderr.

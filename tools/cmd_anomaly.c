@@ -14,6 +14,7 @@
 
 #include "anomaly_eval.h"
 #include "cli.h"
+#include "labels.h"
 #include "nab.h"
 
 #define MAX_FILES 32
@@ -43,6 +44,8 @@ typedef struct AnomalyArgs {
     const char *probation; ///< --probation-csv FILE: NAB's probationary rows for training
     int64_t probation_step;
     int json;
+    const char *labels; ///< --labels FILE: the operator's windows instead of injections
+    CctLabelSet lset;
 } AnomalyArgs;
 
 /* ------------------------------------------------------------------ options */
@@ -103,6 +106,20 @@ static int opt_spec(const CcOpt *opt, const char *value, char *err, size_t errle
     return 0;
 }
 
+static int opt_protocol(const CcOpt *opt, const char *value, char *err, size_t errlen)
+{
+    int *p = opt->target;
+    if (!strcmp(value, "classic"))
+        *p = CCT_INJ_PROTO_CLASSIC;
+    else if (!strcmp(value, "noise"))
+        *p = CCT_INJ_PROTO_NOISE;
+    else {
+        snprintf(err, errlen, "--protocol: '%s' is not classic or noise", value);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 static const char *about =
     "Injects labelled anomalies (spikes, level shifts, outages, drifts) into held-out data,\n"
     "runs the daemon's scoring and alert lifecycle offline through the engine, and reports\n"
@@ -144,6 +161,11 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
                     "no history file: the last X of every series is the test part\n"
                     "(long files `ts,cell_id,<kpis>` give one cell per series)"),
         CLI_DATA_OPTS(&a->csv),
+        CC_OPTS_STR("labels", &a->labels, "FILE",
+                    "labelled windows of real events in the --data files\n"
+                    "(JSON {\"cell or file\": [[start, end(, kpi)], ...]} or CSV\n"
+                    "start,end[,cell_id][,kpi]; see docs/operations.md): scored\n"
+                    "instead of injected anomalies"),
         CC_OPTS_HEADING("Numenta Anomaly Benchmark (instead of --data; no injection):"),
         CC_OPTS_STR("nab", &a->nab, "DIR",
                     "run both detectors online over every file of the NAB corpus\n"
@@ -168,6 +190,11 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
         CC_OPTS_HEADING("Injection:"),
         CC_OPTS_INT64("seed", &a->seed, 0, BIG, "N", "", .flags = SHOW),
         CC_OPTS_INT("trials", &a->trials, 0, BIG, "N", "runs with new draws", .flags = SHOW),
+        CC_OPTS_CALL("protocol", opt_protocol, &inj->protocol, "classic|noise",
+                     "classic (σ = the KPI's history std; spikes, shifts, outages,\n"
+                     "drifts) or noise (10-60 min surges, drops, outages, shifts\n"
+                     "sized in the data's spread at their time scale, spikes\n"
+                     "apart; see docs/operations.md) (default classic)"),
         CC_OPTS_INT("spacing", &inj->spacing, 0, BIG, "N", "test steps per injected anomaly",
                     .flags = SHOW),
         CC_OPTS_INT("margin", &inj->margin, 0, BIG, "N", "clean test steps before the first",
@@ -247,6 +274,19 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
     }
     for (int i = 0; i < a->n_data; i++)
         a->src[i].csv = &a->csv;
+    if (a->labels && a->nab) {
+        fprintf(stderr, "cellcast anomaly-eval: --labels goes with --data (--nab has its own)\n");
+        return 2;
+    }
+    if (a->labels) {
+        char err[512];
+        if (cct_labels_load(&a->lset, a->labels, a->csv.time_format, err, sizeof err)) {
+            fprintf(stderr, "cellcast anomaly-eval: --labels %s\n", err);
+            return 1;
+        }
+        a->prep.no_inject = 1;
+        a->trials = 1;
+    }
     if (a->test_frac >= 1) {
         fprintf(stderr, "cellcast anomaly-eval: --test-frac must be < 1\n");
         return 2;
@@ -349,6 +389,7 @@ static int model_settings(AnomalyArgs *a, const CcHparams *hp, int *kpis)
         return -1;
     }
     CctInjectSettings *inj = &a->prep.inject;
+    inj->step_seconds = hp->step_seconds;
     inj->kpis = kpis;
     inj->n_kpis = 0;
     if (a->inject_kpis) {
@@ -370,15 +411,47 @@ static int model_settings(AnomalyArgs *a, const CcHparams *hp, int *kpis)
     return 0;
 }
 
-/* Every --data file, every trial: loaded, injected, through the engine. */
-static int load_cells(const AnomalyArgs *a, const CcModel *m, CcEngine *e, CctAeCells *cells)
+/* --labels: the windows of the new cells [first, cells->n) of --data file i. 0 or -1. */
+static int apply_labels(AnomalyArgs *a, const CcModel *m, CctAeCells *cells, int first, int i)
+{
+    char err[512];
+    for (int ci = first; ci < cells->n; ci++) {
+        CctAeCell *c = &cells->c[ci];
+        int n = 0;
+        if (cct_labels_apply(&a->lset, a->src[i].data, c->id, c->p0, m->hp.step_seconds, &m->hp,
+                             &c->ser, &n, err, sizeof err)) {
+            fprintf(stderr, "cellcast anomaly-eval: --labels: %s\n", err);
+            return -1;
+        }
+        fprintf(stderr, "  %s: %d labelled window(s) in its test rows\n", c->id, n);
+    }
+    return 0;
+}
+
+/* The labelled windows that landed on no cell's test rows (reported, not an error). */
+static void report_unused_labels(const AnomalyArgs *a)
+{
+    int unused = 0;
+    for (int k = 0; k < a->lset.n; k++)
+        if (!a->lset.w[k].applied) {
+            unused++;
+            fprintf(stderr, "anomaly-eval: --labels entry %d (%s) matches no test rows\n",
+                    a->lset.w[k].line, a->lset.w[k].key ? a->lset.w[k].key : "every cell");
+        }
+    if (unused)
+        fprintf(stderr, "anomaly-eval: %d of %d labelled windows unused\n", unused, a->lset.n);
+}
+
+/* Every --data file, every trial: loaded, injected (or labelled), through the engine. */
+static int load_cells(AnomalyArgs *a, const CcModel *m, CcEngine *e, CctAeCells *cells)
 {
     uint64_t rng = (uint64_t)a->seed;
     for (int tr = 0; tr < a->trials; tr++) {
         int trial_base = cells->n; /* injection types rotate by slot, cell and trial */
         for (int i = 0; i < a->n_data; i++) {
             int first_new = cells->n;
-            if (cct_ae_load(cells, &a->src[i], m))
+            if (cct_ae_load(cells, &a->src[i], m) ||
+                (a->labels && apply_labels(a, m, cells, first_new, i)))
                 return -1;
             for (int ci = first_new; ci < cells->n; ci++)
                 if (cct_ae_prepare(&cells->c[ci], &a->prep, m, e, &rng, ci - trial_base + tr))
@@ -591,10 +664,30 @@ static int nab_print(const AnomalyArgs *a, const CctNabCorpus *c, const NabRow *
     return 0;
 }
 
-/* Opens a model of one KPI, its engine (one thread) and the alert settings for it: *s =
- * base completed with the model's (model_settings). 0 or -1 (reported). */
+/* (Re)opens *e on m at a step of `step` seconds: the model's weights with the time
+ * features of the file's own step (see cct_nab_cellcast). 0 or -1 (reported). */
+static int nab_engine_at(CcModel *m, CcEngine **e, int64_t step)
+{
+    char err[512];
+    if (*e && m->hp.step_seconds == step)
+        return 0;
+    cc_engine_close(e);
+    m->hp.step_seconds = step;
+    CcEngineSettings es;
+    cc_engine_default_settings(&es);
+    es.n_threads = 1;
+    if (cc_engine_open(e, m, &es, err, sizeof err)) {
+        fprintf(stderr, "cellcast anomaly-eval: cannot open the engine: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* Opens a model of one KPI and the alert settings for it: *s = base completed with the
+ * model's (model_settings). The engine is opened per file (nab_engine_at). 0 or -1
+ * (reported). */
 static int nab_open_model(AnomalyArgs *a, const CcAnomalySettings *base, const char *path,
-                          int *kpis, CcModel **m, CcEngine **e, CcAnomalySettings *s)
+                          int *kpis, CcModel **m, CcAnomalySettings *s)
 {
     char err[512];
     if (cc_model_open_file(m, path, err, sizeof err)) {
@@ -610,13 +703,6 @@ static int nab_open_model(AnomalyArgs *a, const CcAnomalySettings *base, const c
     if (model_settings(a, &(*m)->hp, kpis))
         return -1;
     *s = a->as;
-    CcEngineSettings es;
-    cc_engine_default_settings(&es);
-    es.n_threads = 1;
-    if (cc_engine_open(e, *m, &es, err, sizeof err)) {
-        fprintf(stderr, "cellcast anomaly-eval: cannot open the engine: %s\n", err);
-        return -1;
-    }
     return 0;
 }
 
@@ -642,8 +728,8 @@ static int nab_per_file(AnomalyArgs *a, const CcAnomalySettings *base, int *kpis
     CcModel *m = NULL;
     CcEngine *e = NULL;
     CcAnomalySettings s;
-    int rc = nab_open_model(a, base, path, kpis, &m, &e, &s);
-    if (!rc && cct_nab_cellcast(e, &s, f, sc))
+    int rc = nab_open_model(a, base, path, kpis, &m, &s);
+    if (!rc && (nab_engine_at(m, &e, f->step) || cct_nab_cellcast(e, &s, f, sc)))
         rc = -1;
     cc_engine_close(&e);
     cc_model_close(&m);
@@ -675,7 +761,7 @@ static int run_nab(AnomalyArgs *a)
         }
         goto done;
     }
-    if (a->model && nab_open_model(a, &base, a->model, kpis, &m, &e, &generic))
+    if (a->model && nab_open_model(a, &base, a->model, kpis, &m, &generic))
         goto done;
     const int on[NAB_DETS] = {1, a->model != NULL, a->model_dir != NULL};
     long n_all = 0;
@@ -701,8 +787,9 @@ static int run_nab(AnomalyArgs *a)
             double *sc = score[d] + off;
             if (d == NAB_GAUSS)
                 cct_nab_windowed_gaussian(f->value, f->n, sc);
-            else if (d == NAB_GENERIC ? cct_nab_cellcast(e, &generic, f, sc)
-                                      : nab_per_file(a, &base, kpis, f, sc, &missing))
+            else if (d == NAB_GENERIC
+                         ? nab_engine_at(m, &e, f->step) || cct_nab_cellcast(e, &generic, f, sc)
+                         : nab_per_file(a, &base, kpis, f, sc, &missing))
                 goto done;
             ser[d][k] = (CctNabSeries){f->n, f->n_win, f->win, sc};
             if (a->results && cct_nab_write_results(a->results, nab_det_names[d], f, sc))
@@ -796,6 +883,8 @@ int cmd_anomaly(int argc, char **argv)
     int64_t t0 = cc_now_ns();
     if (load_cells(&a, m, e, &cells))
         goto done;
+    if (a.labels)
+        report_unused_labels(&a);
     fprintf(stderr, "anomaly-eval: engine pass %.1f s\n", (double)(cc_now_ns() - t0) * 1e-9);
     if ((n_det = detectors(&a, &m->hp, &cells, det, &budget_det)) < 0 ||
         print_results(&a, m, &cells, det, n_det, budget_det))
@@ -803,6 +892,7 @@ int cmd_anomaly(int argc, char **argv)
     ret = 0;
 done:
     cct_ae_cells_free(&cells);
+    cct_labels_free(&a.lset);
     cc_engine_close(&e);
     cc_model_close(&m);
     return ret;

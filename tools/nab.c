@@ -318,6 +318,28 @@ static int row_of(const CctNabFile *f, int64_t t)
     return -1;
 }
 
+static int cmp_i64(const void *pa, const void *pb)
+{
+    int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+    return (a > b) - (a < b);
+}
+
+/* The median positive difference of consecutive timestamps (300 without any). */
+static int file_step(CctNabFile *f)
+{
+    int64_t *d = malloc((size_t)(f->n > 1 ? f->n : 1) * sizeof *d);
+    if (!d)
+        return -ENOMEM;
+    int k = 0;
+    for (int i = 1; i < f->n; i++)
+        if (f->ts[i] > f->ts[i - 1])
+            d[k++] = f->ts[i] - f->ts[i - 1];
+    qsort(d, (size_t)k, sizeof *d, cmp_i64);
+    f->step = k ? d[k / 2] : 300;
+    free(d);
+    return 0;
+}
+
 static int load_windows(CctNabFile *f, json_t *list, char *err, size_t errlen)
 {
     size_t nw = json_array_size(list);
@@ -419,7 +441,7 @@ int cct_nab_load(CctNabCorpus *c, const char *dir, char *err, size_t errlen)
             snprintf(err, errlen, "combined_windows.json: %s is not a list", key);
             rc = -EINVAL;
         }
-        if (rc || (rc = read_data(f, path, err, errlen)) ||
+        if (rc || (rc = read_data(f, path, err, errlen)) || (rc = file_step(f)) ||
             (rc = load_windows(f, list, err, errlen)) ||
             (rc = load_labels(f, json_object_get(labs, key), err, errlen)))
             break;
@@ -496,42 +518,81 @@ static void on_alert(void *cookie, const CcAlertEvent *ev)
     f->fired = 1;
 }
 
+int cct_nab_row_steps(const CctNabFile *f, int64_t S, int64_t *step)
+{
+    int moved = 0;
+    for (int i = 0; i < f->n; i++) {
+        /* floor for negative times too */
+        step[i] = f->ts[i] >= 0 ? f->ts[i] / S : -((-f->ts[i] + S - 1) / S);
+        if (i && step[i] <= step[i - 1]) {
+            step[i] = step[i - 1] + 1;
+            moved++;
+        }
+    }
+    return moved;
+}
+
+/* One engine step of the cell; 0 or the error (reported). */
+static int engine_step(CcEngine *e, CcCell *cell, int64_t p, float *x, const CctNabFile *f, int i)
+{
+    CcStepInput in = {cell, p, x};
+    int st = 0, rc = cc_engine_step(e, &in, 1, &st);
+    if (rc || (rc = st))
+        fprintf(stderr, "cellcast anomaly-eval: %s row %d: engine step failed (%d)\n", f->name, i,
+                rc);
+    return rc;
+}
+
 int cct_nab_cellcast(CcEngine *e, const CcAnomalySettings *s, const CctNabFile *f, double *score)
 {
     CcCell *cell = NULL;
     CcAnomaly *a = NULL;
     CcAnomalyCell *ac = NULL;
     char err[256];
-    int rc = cc_cell_open(&cell, e);
-    if (!rc && (rc = cc_anomaly_open(&a, s, err, sizeof err)))
+    CcAnomalySettings fs = *s;
+    if (f->step > 0) /* a file made by hand may not say */
+        fs.step_seconds = f->step;
+    const int64_t S = fs.step_seconds > 0 ? fs.step_seconds : 300;
+    int64_t *steps = malloc((size_t)f->n * sizeof *steps);
+    int rc = steps ? cc_cell_open(&cell, e) : -ENOMEM;
+    if (!rc && (rc = cc_anomaly_open(&a, &fs, err, sizeof err)))
         fprintf(stderr, "cellcast anomaly-eval: %s\n", err);
     if (!rc)
         rc = cc_anomaly_cell_open(&ac, a, "nab");
-    const int64_t S = s->step_seconds > 0 ? s->step_seconds : 300;
-    const int64_t p0 = f->ts[0] / S;
+    if (!rc)
+        cct_nab_row_steps(f, S, steps);
     Fired fired = {0};
     CcAlertSink sink = {&fired, on_alert};
+    CcForecast fc;
+    float last = 0;
     for (int i = 0; i < f->n && !rc; i++) {
         float x = (float)f->value[i];
-        CcStepInput in = {cell, p0 + i, &x};
-        int st = 0;
-        if ((rc = cc_engine_step(e, &in, 1, &st)) || (rc = st)) {
-            fprintf(stderr, "cellcast anomaly-eval: %s row %d: engine step failed (%d)\n", f->name,
-                    i, rc);
-            break;
+        const int64_t p = steps[i], gap = i ? p - steps[i - 1] - 1 : 0;
+        if (gap > CCT_NAB_MAX_GAP) {
+            cc_cell_reset(cell);
+        } else {
+            /* the daemon's imputation: the last value, through the engine, not scored */
+            for (int64_t g = p - gap; g < p && !rc; g++)
+                if (!(rc = engine_step(e, cell, g, &last, f, i))) {
+                    cc_cell_forecast(cell, &fc);
+                    cc_anomaly_set_forecast(a, ac, &fc);
+                }
         }
-        fired.step = p0 + i;
+        if (rc || (rc = engine_step(e, cell, p, &x, f, i)))
+            break;
+        last = x;
+        fired.step = p;
         fired.fired = 0;
-        cc_anomaly_observe(a, ac, p0 + i, &x, NULL, &sink);
-        CcForecast fc;
+        cc_anomaly_observe(a, ac, p, &x, NULL, &sink);
         cc_cell_forecast(cell, &fc);
         cc_anomaly_set_forecast(a, ac, &fc);
         double z = NAN;
         int64_t at = cc_anomaly_cell_scores(ac, NULL, &z);
-        double az = at == p0 + i && isfinite(z) ? fabs(z) : 0.0;
+        double az = at == p && isfinite(z) ? fabs(z) : 0.0;
         double b = az / (az + s->warn_z);
         score[i] = fired.fired ? 0.5 + 0.5 * b : 0.5 * b;
     }
+    free(steps);
     cc_anomaly_cell_close(&ac);
     cc_anomaly_close(&a);
     cc_cell_close(&cell);

@@ -86,7 +86,8 @@ typedef struct CctNabFile {
     char **text;    ///< each row's "timestamp,value" as read (for the results files)
     uint8_t *label; ///< 1 at the rows of combined_labels.json
     int n_win;
-    int *win; ///< 2·n_win row indices from combined_windows.json
+    int *win;     ///< 2·n_win row indices from combined_windows.json
+    int64_t step; ///< the file's step in seconds: the median of its positive time differences
 } CctNabFile;
 
 typedef struct CctNabCorpus {
@@ -116,15 +117,28 @@ int cct_nab_parse_time(const char *s, int64_t *out);
  */
 void cct_nab_windowed_gaussian(const double *x, int n, double *score);
 
+/** The daemon's default `ingest.max_gap`: longer gaps restart the sequence. */
+#define CCT_NAB_MAX_GAP 3
+
 /**
- * cellcast's detector on one file, as the daemon runs it: row i is step p0 + i (p0 = the
- * first timestamp / S: rows are taken as consecutive steps) through cc_engine_step, then
- * cc_anomaly_observe (scores x against the forecast of the previous step) and
- * cc_anomaly_set_forecast. The anomaly score of a row, from the cell score |z| of that
- * step (0 when not scored) and the alerts: b = |z| / (|z| + warn_z) in [0, 1);
- * 0.5 + 0.5·b where a new anomaly episode fires, else 0.5·b. So the threshold 0.5 is
- * exactly "the alerts", thresholds above it keep the alerts of larger |z|, thresholds
- * below it add rows of large |z| without an alert. 0 or a negative errno (reported).
+ * The engine step of every row of f at a step of S seconds, as the daemon's ingest takes
+ * them: floor(ts / S); a row that lands on or before the previous row's step (a faster or
+ * out-of-order sample) takes the next step. Fills step[f->n]. Returns how many rows moved.
+ */
+int cct_nab_row_steps(const CctNabFile *f, int64_t S, int64_t *step);
+
+/**
+ * cellcast's detector on one file, as the daemon runs it, at the file's own step
+ * (f->step, else s->step_seconds; e must be an engine of the model with that step_seconds,
+ * so that the time features are the rows' true time of day and week):
+ * row i is step cct_nab_row_steps[i] through cc_engine_step, then cc_anomaly_observe
+ * (scores x against the forecast of the previous step) and cc_anomaly_set_forecast. A gap
+ * of up to CCT_NAB_MAX_GAP steps is filled with the last value (engine only, not scored),
+ * a longer one restarts the cell's sequence, as the daemon's ingest does by default. The anomaly
+ * score of a row, from the cell score |z| of that step (0 when not scored) and the alerts: b = |z|
+ * / (|z| + warn_z) in [0, 1); 0.5 + 0.5·b where a new anomaly episode fires, else 0.5·b. So the
+ * threshold 0.5 is exactly "the alerts", thresholds above it keep the alerts of larger |z|,
+ * thresholds below it add rows of large |z| without an alert. 0 or a negative errno (reported).
  */
 int cct_nab_cellcast(CcEngine *e, const CcAnomalySettings *s, const CctNabFile *f, double *score);
 
@@ -133,7 +147,7 @@ int cct_nab_cellcast(CcEngine *e, const CcAnomalySettings *s, const CctNabFile *
  * detector to learn from) as one long CSV `ts,cell_id,value` for `cellcast train`: the
  * cell id is the file's name without its directory and extension, and row i gets the time
  * (p0 + i)·step_seconds with p0 = the first timestamp / step_seconds — the steps
- * cct_nab_cellcast feeds the engine. Files whose probationary values are all equal are
+ * cct_nab_cellcast feeds a 5-minute file. Files whose probationary values are all equal are
  * left out (nothing to learn; they only upset the normalisation). *n_series (may be NULL)
  * gets how many files were written. 0 or a negative errno (reported).
  */
