@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cc_time.h"
 #include "http.h"
 #include "log.h"
 
@@ -646,7 +647,10 @@ static json_t *scores_json(Ccd *d, CcdCell *c)
     pthread_mutex_unlock(&d->cells->pub_lock);
     json_t *o = json_object();
     json_object_set_new(o, "step", step >= 0 ? json_integer(step) : json_null());
-    json_object_set_new(o, "ts", step >= 0 ? json_integer(step * hp->step_seconds) : json_null());
+    char ts[CC_RFC3339_LEN];
+    if (step >= 0 && cc_time_format_rfc3339(step * hp->step_seconds, ts, sizeof ts))
+        snprintf(ts, sizeof ts, "%lld", (long long)(step * hp->step_seconds));
+    json_object_set_new(o, "ts", step >= 0 ? json_string(ts) : json_null());
     json_object_set_new(o, "score", step >= 0 ? num_or_null(score) : json_null());
     json_t *k = json_object();
     for (int f = 0; step >= 0 && f < hp->n_features; f++)

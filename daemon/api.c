@@ -749,10 +749,12 @@ static int h_cells(CcdReq *r)
     size_t n = l.n < (size_t)limit ? l.n : (size_t)limit;
     for (size_t i = 0; i < n; i++) {
         CcdCell *c = ccd_cells_get(d->cells, l.ids[i]);
-        json_array_append_new(
-            arr, json_pack("{s:s, s:I, s:I, s:s, s:I}", "id", c->id, "last_step",
-                           (json_int_t)c->last_step, "last_ts", (json_int_t)c->last_ts, "state",
-                           c->pub.valid ? "live" : "cold", "steps", (json_int_t)c->n_steps));
+        char ts[CC_RFC3339_LEN];
+        rfc3339(c->last_ts, ts, sizeof ts);
+        json_array_append_new(arr, json_pack("{s:s, s:I, s:s, s:s, s:I}", "id", c->id, "last_step",
+                                             (json_int_t)c->last_step, "last_ts", ts, "state",
+                                             c->pub.valid ? "live" : "cold", "steps",
+                                             (json_int_t)c->n_steps));
     }
     json_t *o = json_pack("{s:o, s:I, s:o}", "cells", arr, "total", (json_int_t)d->cells->n_cells,
                           "next", n < l.n && n ? json_string(l.ids[n - 1]) : json_null());
@@ -787,7 +789,9 @@ static int h_cell(CcdReq *r)
     json_object_set_new(o, "partition", json_integer(c->partition));
     json_object_set_new(o, "first_step", json_integer(c->first_step));
     json_object_set_new(o, "last_step", json_integer(c->last_step));
-    json_object_set_new(o, "last_ts", json_integer(c->last_ts));
+    char last_ts[CC_RFC3339_LEN];
+    rfc3339(c->last_ts, last_ts, sizeof last_ts);
+    json_object_set_new(o, "last_ts", json_string(last_ts));
     json_object_set_new(o, "forecast_step", valid ? json_integer(pstep) : json_null());
     json_object_set_new(
         o, "counts",
@@ -817,7 +821,7 @@ static int h_cell(CcdReq *r)
     return ccd_json(r, 200, o);
 }
 
-/* Parses kpis=a,b into a feature mask; 0 or a problem status. */
+/* Parses kpis=a,b (query.h) into a feature mask; 0 or a problem status. */
 static int parse_kpis(CcdReq *r, uint64_t *mask)
 {
     const CcHparams *hp = &r->d->model->hp;
@@ -829,25 +833,13 @@ static int parse_kpis(CcdReq *r, uint64_t *mask)
             return 0;
         }
     }
-    *mask = 0;
-    while (*s) {
-        const char *comma = strchr(s, ',');
-        size_t n = comma ? (size_t)(comma - s) : strlen(s);
-        char name[CC_FEATURE_NAME_MAX];
-        if (n >= sizeof name)
-            return ccd_problem(r, 422, "unknown-kpi", "KPI name too long");
-        memcpy(name, s, n);
-        name[n] = 0;
-        int f = cc_hparams_feature_index(hp, name);
-        if (f < 0)
-            return ccd_problem(r, 422, "unknown-kpi", "the model has no KPI '%s' (GET /v1/model)",
-                               name);
-        *mask |= 1ULL << f;
-        s += n;
-        if (*s == ',')
-            s++;
-    }
-    if (!*mask)
+    char bad[CC_FEATURE_NAME_MAX];
+    int rc = ccd_parse_kpis(s, hp, mask, bad, sizeof bad);
+    if (rc == -ENAMETOOLONG)
+        return ccd_problem(r, 422, "unknown-kpi", "KPI name too long");
+    if (rc && bad[0])
+        return ccd_problem(r, 422, "unknown-kpi", "the model has no KPI '%s' (GET /v1/model)", bad);
+    if (rc)
         return ccd_problem(r, 422, "unknown-kpi", "kpis is empty");
     return 0;
 }

@@ -25,6 +25,7 @@
 #include <jansson.h>
 
 #include "cellcastd.h"
+#include "query.h"
 
 #define CCD_DEFER (-1)
 
@@ -45,8 +46,7 @@ struct CcdReq {
     int route;       ///< index in ccd_routes, -1 none
     char path[1024]; ///< path as sent (percent-encoded)
     char id[256];    ///< {id} capture, decoded
-    struct evkeyvalq query;
-    int have_query;
+    CcdQuery query;  ///< the decoded query string (query.h)
     struct evbuffer *out;
     const char *content_type;
     const char *allow; ///< Allow header for 405
