@@ -15,6 +15,7 @@
 #include "ingest.h"
 #include "alerts.h"
 #include "log.h"
+#include "procmetrics.h"
 #include "reload.h"
 #include "state.h"
 
@@ -393,12 +394,15 @@ static void alerts_metrics(Ccd *d, struct evbuffer *b)
                                             cc_alert_kind_name((enum CcAlertKind)k),
                                             cc_dq_reason_name((enum CcDqReason)r), states[s],
                                             sevs[v], (unsigned long long)o->trans[k][r][s][v]);
-    evbuffer_add_printf(
-        b,
-        "# HELP cellcast_alerts_firing Alerts firing now.\n# TYPE cellcast_alerts_firing gauge\n"
-        "cellcast_alerts_firing{kind=\"anomaly\"} "
-        "%d\ncellcast_alerts_firing{kind=\"data_quality\"} %d\n",
-        o->firing_anomaly, o->firing_dq);
+    evbuffer_add_printf(b,
+                        "# HELP cellcast_alerts_firing Alerts firing now, by kind and severity.\n"
+                        "# TYPE cellcast_alerts_firing gauge\n"
+                        "cellcast_alerts_firing{kind=\"anomaly\",severity=\"warning\"} %d\n"
+                        "cellcast_alerts_firing{kind=\"anomaly\",severity=\"critical\"} %d\n"
+                        "cellcast_alerts_firing{kind=\"data_quality\",severity=\"warning\"} %d\n"
+                        "cellcast_alerts_firing{kind=\"data_quality\",severity=\"critical\"} %d\n",
+                        o->firing_anomaly - o->firing_anomaly_critical, o->firing_anomaly_critical,
+                        o->firing_dq - o->firing_dq_critical, o->firing_dq_critical);
     evbuffer_add_printf(
         b,
         "# HELP cellcast_alerts_quiet_total Transitions recomputed by a replay after a restart and "
@@ -435,8 +439,6 @@ static void alerts_metrics(Ccd *d, struct evbuffer *b)
         "cellcast_snapshots_total counter\n"
         "cellcast_snapshots_total{result=\"ok\"} %llu\ncellcast_snapshots_total{result=\"error\"} "
         "%llu\n"
-        "# HELP cellcast_snapshot_age_seconds Seconds since the last snapshot (-1: none yet).\n"
-        "# TYPE cellcast_snapshot_age_seconds gauge\ncellcast_snapshot_age_seconds %lld\n"
         "# HELP cellcast_snapshot_bytes Size of the last snapshot.\n# TYPE cellcast_snapshot_bytes "
         "gauge\n"
         "cellcast_snapshot_bytes %lld\n"
@@ -451,10 +453,17 @@ static void alerts_metrics(Ccd *d, struct evbuffer *b)
         "# TYPE cellcast_reloads_total counter\ncellcast_reloads_total{result=\"ok\"} %llu\n"
         "cellcast_reloads_total{result=\"refused\"} %llu\n",
         (unsigned long long)so->snapshots, (unsigned long long)so->snapshot_errors,
-        so->snapshot_unix ? (long long)((int64_t)time(NULL) - so->snapshot_unix) : -1LL,
         (long long)so->snapshot_bytes, so->snapshot_seconds, (unsigned long long)so->restored_cells,
         (unsigned long long)so->restore_failed, (unsigned long long)d->reloads_ok,
         (unsigned long long)d->reloads_failed);
+    /* unknown until the first snapshot: no sample rather than a made-up value */
+    if (so->snapshot_unix)
+        evbuffer_add_printf(b,
+                            "# HELP cellcast_snapshot_age_seconds Seconds since the last snapshot "
+                            "(absent before the first).\n"
+                            "# TYPE cellcast_snapshot_age_seconds gauge\n"
+                            "cellcast_snapshot_age_seconds %lld\n",
+                            (long long)((int64_t)time(NULL) - so->snapshot_unix));
 }
 
 static int h_metrics(CcdReq *r)
@@ -517,12 +526,6 @@ static int h_metrics(CcdReq *r)
            "KPI values absent from a step's messages, filled with the previous value.");
     evbuffer_add_printf(b, "cellcast_ingest_filled_kpis_total %llu\n",
                         (unsigned long long)cs->filled);
-    metric(b, "cellcast_ingest_rate", "gauge", "Per second over the last seconds, by what.");
-    evbuffer_add_printf(b,
-                        "cellcast_ingest_rate{what=\"messages\"} "
-                        "%.1f\ncellcast_ingest_rate{what=\"records\"} %.1f\n"
-                        "cellcast_ingest_rate{what=\"steps\"} %.1f\n",
-                        d->in.rate_messages, d->in.rate_records, d->in.rate_steps);
     metric(b, "cellcast_ingest_seconds_total", "counter",
            "Event-loop time spent on ingest, by part.");
     evbuffer_add_printf(b,
@@ -532,8 +535,11 @@ static int h_metrics(CcdReq *r)
     if (d->kafka) {
         CcdKafkaStats ks;
         ccd_kafka_stats(d->kafka, &ks);
-        metric(b, "cellcast_kafka_lag_messages", "gauge", "Sum of partition lags (-1 unknown).");
-        evbuffer_add_printf(b, "cellcast_kafka_lag_messages %lld\n", (long long)ks.lag);
+        if (ks.lag >= 0) { /* unknown (no watermark yet): no sample */
+            metric(b, "cellcast_kafka_lag_messages", "gauge",
+                   "Sum of partition lags (absent while unknown).");
+            evbuffer_add_printf(b, "cellcast_kafka_lag_messages %lld\n", (long long)ks.lag);
+        }
         metric(b, "cellcast_kafka_assigned_partitions", "gauge",
                "Partitions assigned to this daemon.");
         evbuffer_add_printf(b, "cellcast_kafka_assigned_partitions %d\n", ks.assigned_partitions);
@@ -595,6 +601,7 @@ static int h_metrics(CcdReq *r)
     evbuffer_add_printf(b, "cellcast_rss_bytes %lld\n", ccd_host_rss_bytes());
     alerts_metrics(d, b);
     ccd_http_metrics(d, b);
+    ccd_process_metrics(b);
     return ccd_text(r, 200, "text/plain; version=0.0.4; charset=utf-8");
 }
 

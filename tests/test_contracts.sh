@@ -8,8 +8,10 @@
 #   - libevent's own error replies (malformed request line, disallowed method, body past
 #     the hard limit) are application/problem+json;
 #   - `promtool check metrics` on the live /metrics (skipped with a message when promtool is
-#     not installed, outside CI), and the metric contracts (no negative histogram
-#     observation, no -1 for unknown, process_* metrics, the `code` label).
+#     not installed, outside CI: CI sets CI=1), and the metric contracts promtool does not
+#     check (no negative sum or counter, no -1 for unknown, process_* metrics, the `code`
+#     label, no daemon-computed rates, the firing gauge by severity);
+#   - a port in use: the error names errno and a hint.
 #   usage: test_contracts.sh CELLCASTD SOURCE_ROOT
 set -u
 CELLCASTD=${1:?cellcastd binary}
@@ -157,6 +159,51 @@ for want in 'route="unmatched",code="400"} 2' 'route="unmatched",code="501"} 1' 
     'route="/v1/admin/reload",code="403"} 1'; do
     grep -qF "$want" "$TMP/m" || fail "/metrics lacks cellcast_http_requests_total{...$want"
 done
+
+# --- /metrics: promtool's checks, and the contracts promtool does not check
+curl -s "$U/metrics" >"$TMP/m"
+if command -v promtool >/dev/null; then
+    if promtool check metrics <"$TMP/m" >"$TMP/promtool" 2>&1; then
+        ok "promtool check metrics"
+    else
+        fail "promtool check metrics: $(head -20 "$TMP/promtool")"
+    fi
+elif [ -n "${CI:-}" ]; then
+    fail "promtool is not installed (CI needs it: .ci/deps.sh installs prometheus)"
+else
+    echo "SKIP (one check): promtool is not installed (apt-get install prometheus): /metrics not linted"
+fi
+$PY - "$TMP/m" <<'PYEOF' || fail "/metrics contracts"
+import re, sys
+lines = [l for l in open(sys.argv[1]) if l.strip() and not l.startswith("#")]
+samples = {}
+for l in lines:
+    name, value = l.rsplit(" ", 1)
+    samples[name] = float(value)
+bad = []
+for name, v in samples.items():
+    base = name.split("{")[0]
+    if base.endswith(("_sum", "_count", "_bucket", "_total")) and v < 0:
+        bad.append(f"negative {name} {v}")
+    if v == -1 and base in ("cellcast_kafka_lag_messages", "cellcast_snapshot_age_seconds"):
+        bad.append(f"-1 for unknown: {name}")
+    if 'status="' in name:
+        bad.append(f"label status (want code): {name}")
+    if base == "cellcast_ingest_rate":
+        bad.append(f"a rate computed in the daemon: {name}")
+for want in ("process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds",
+             "process_max_fds", "process_start_time_seconds", "process_virtual_memory_bytes"):
+    if want not in samples:
+        bad.append(f"no {want}")
+# snapshots are off in this daemon: the age is unknown, so absent
+if "cellcast_snapshot_age_seconds" in samples:
+    bad.append("cellcast_snapshot_age_seconds without a snapshot")
+if samples.get('cellcast_alerts_firing{kind="data_quality",severity="critical"}', 0) < 1:
+    bad.append("the all_zero alert (critical) not in cellcast_alerts_firing{...severity=\"critical\"}")
+for b in bad:
+    print("FAIL:", b)
+sys.exit(1 if bad else 0)
+PYEOF
 
 # --- the port in use: the error names the cause and what to do
 out=$(timeout 10 "$CELLCASTD" -c "$TMP/c.yaml" --set http.port="$PORT" 2>&1)
