@@ -271,6 +271,11 @@ int ccd_cells_ingest(CcdCells *t, CcdBatch *open, const CcKpiRecord *rec, int to
         idx = c->open_last; /* combine */
         if (open->items[idx].imputed)
             return 0; /* cannot happen: imputed items are never the newest */
+        /* a KPI the open item already has: a duplicate, merged (the latest value wins) */
+        if (open->items[idx].present & rec->present) {
+            c->n_duplicates++;
+            t->st.duplicates++;
+        }
     } else if (c->last_step >= 0 && s < c->last_step) {
         c->n_late++;
         t->st.late++;
