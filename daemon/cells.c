@@ -250,7 +250,6 @@ int ccd_cells_ingest(CcdCells *t, CcdBatch *open, const CcKpiRecord *rec, int to
         if (rc)
             return rc;
     }
-    c->n_records++;
     if (topic >= 0) {
         c->topic = topic;
         c->partition = partition;
@@ -306,6 +305,10 @@ int ccd_cells_ingest(CcdCells *t, CcdBatch *open, const CcKpiRecord *rec, int to
             return -ENOMEM;
         t->st.steps_queued++;
     }
+    /* counted once applied: a record redelivered after a restart (a replay from the last
+     * commit) is a duplicate or late above, and counting it made the count grow at each
+     * restart */
+    c->n_records++;
     CcdItem *it = &open->items[idx];
     float *v = open->values + (size_t)idx * (size_t)F;
     for (int f = 0; f < F; f++)
