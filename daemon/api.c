@@ -553,6 +553,15 @@ static int h_metrics(CcdReq *r)
                             (unsigned long long)ks.commits, (unsigned long long)ks.commit_errors,
                             (unsigned long long)ks.rebalances, (unsigned long long)ks.dead_letters,
                             (unsigned long long)ks.dead_letter_errors);
+        metric(b, "cellcast_kafka_consumer_errors_total", "counter",
+               "Consumer and broker errors librdkafka reported, by error code (its name; "
+               "\"other\" past the first 16 codes).");
+        for (int i = 0; i < ks.n_error_codes; i++)
+            evbuffer_add_printf(b, "cellcast_kafka_consumer_errors_total{code=\"%s\"} %llu\n",
+                                ks.errors[i].name, (unsigned long long)ks.errors[i].n);
+        if (ks.errors_other)
+            evbuffer_add_printf(b, "cellcast_kafka_consumer_errors_total{code=\"other\"} %llu\n",
+                                (unsigned long long)ks.errors_other);
     }
     metric(b, "cellcast_batch_size", "histogram", "Cell-steps per stepped batch.");
     hist_out(b, "cellcast_batch_size", &ss->batch_size);

@@ -11,7 +11,8 @@
 #     not installed, outside CI: CI sets CI=1), and the metric contracts promtool does not
 #     check (no negative sum or counter, no -1 for unknown, process_* metrics, the `code`
 #     label, no daemon-computed rates, the firing gauge by severity);
-#   - a port in use: the error names errno and a hint.
+#   - a port in use: the error names errno and a hint;
+#   - Kafka consumer errors (a broker refusing connections) counted by error code.
 #   usage: test_contracts.sh CELLCASTD SOURCE_ROOT
 set -u
 CELLCASTD=${1:?cellcastd binary}
@@ -209,6 +210,18 @@ PYEOF
 out=$(timeout 10 "$CELLCASTD" -c "$TMP/c.yaml" --set http.port="$PORT" 2>&1)
 grep -q "Address already in use (another cellcastd? change http.bind or http.port)" <<<"$out" ||
     fail "port in use: '$(tail -1 <<<"$out")'"
+
+# --- Kafka consumer errors are exported by error code: a broker that refuses connections
+stop_daemon >/dev/null
+sed 's/brokers: none/brokers: "127.0.0.1:1"/' "$TMP/c.yaml" >"$TMP/k.yaml"
+start_daemon "$TMP/klog" health -c "$TMP/k.yaml"
+for _ in $(seq 50); do
+    curl -s "$U/metrics" | grep -q '^cellcast_kafka_consumer_errors_total{code="_' && break
+    sleep 0.1
+done
+curl -s "$U/metrics" | grep -E '^cellcast_kafka_consumer_errors_total\{code="_(TRANSPORT|ALL_BROKERS_DOWN)"\} [1-9]' >/dev/null &&
+    ok "Kafka consumer errors by code" ||
+    fail "no cellcast_kafka_consumer_errors_total{code=...} with the broker down: $(curl -s "$U/metrics" | grep kafka_consumer_errors)"
 
 if [ "$FAILS" != 0 ]; then
     echo "--- daemon log"; tail -30 "$TMP/log"
