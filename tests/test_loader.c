@@ -842,6 +842,24 @@ static void test_nonfinite_weight(void **state)
     b.bad_tensor = "embed.bias";
     b.bad_value = 1e6f; // overflows F16 to +Inf on the way to the file
     expect_build_refused(&b, 1, "tensor 'embed.bias'", "non-finite");
+    /* finite but absurd: 3e38 overflowed every forecast to null; refused, saying why */
+    b = (Build){.bad_tensor = "head.weight", .bad_value = 3e38f};
+    expect_build_refused(&b, 1, "tensor 'head.weight' element 3 is 3e+38", "absurd");
+    b.bad_value = -2e9f;
+    expect_build_refused(&b, 1, "tensor 'head.weight'", "overflow");
+    {
+        b.bad_value = 1e5f; /* large, not absurd: loads */
+        CcHparams hp;
+        tiny_hparams(&hp, 1);
+        CcModel *src = random_model(&hp, 7), *m = NULL;
+        size_t len;
+        uint8_t *buf = build_file(src, &b, &len);
+        char e[ERRLEN] = "";
+        assert_int_equal(cc_model_open_buffer(&m, buf, len, e, sizeof e), 0);
+        cc_model_close(&m);
+        cc_model_close(&src);
+        free(buf);
+    }
     /* and cc_model_save refuses to write one */
     CcHparams hp;
     tiny_hparams(&hp, 1);
