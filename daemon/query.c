@@ -48,8 +48,10 @@ int ccd_query_parse(CcdQuery *q, const char *qs)
 {
     size_t len = strlen(qs);
     q->n = 0;
-    /* every decoded key and value is no longer than its source, plus a NUL each */
-    q->buf = malloc(len + 2);
+    /* a decoded key or value is no longer than its source; each pair adds at most one byte
+     * over its source and its '&' (key NUL, value NUL; a bare key's "" value), so pairs
+     * (at most CCD_QUERY_MAX) + 1 bytes more (the fuzz target found len + 2 short) */
+    q->buf = malloc(len + CCD_QUERY_MAX + 2);
     if (!q->buf)
         return -ENOMEM;
     char *o = q->buf;
