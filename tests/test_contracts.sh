@@ -20,14 +20,9 @@ ROOT=${2:?source root}
 PY=/usr/bin/python3
 # shellcheck source=lib/daemon.sh
 . "$(dirname "$0")/lib/daemon.sh"
-need_tools curl
+daemon_test_init
 $PY -c 'import yaml, jsonschema' 2>/dev/null || { echo "SKIP: needs python3-yaml and python3-jsonschema"; exit 77; }
 MODEL="$ROOT/tests/data/golden/tiny.safetensors" # F=3 (prb,thr,users), P=4, HZ=6, S=900
-TMP=$(mktemp -d)
-DPID=
-FAILS=0
-cleanup() { [ -n "$DPID" ] && kill "$DPID" 2>/dev/null; rm -rf "$TMP"; }
-trap cleanup EXIT
 
 cat >"$TMP/c.yaml" <<YAML
 model:
