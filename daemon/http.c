@@ -332,8 +332,10 @@ static Ccd *http_owner; /* the one server of the process (also the listener's er
 void evhttp_send_error(struct evhttp_request *req, int error, const char *reason)
 {
     struct evbuffer *buf = evbuffer_new();
-    if (!buf) {
-        evhttp_connection_free(evhttp_request_get_connection(req));
+    if (!buf) { /* as libevent's: out of memory, the connection is dropped */
+        struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+        if (evcon)
+            evhttp_connection_free(evcon);
         return;
     }
     if (!req->major || !req->minor) {
