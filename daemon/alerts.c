@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cc_time.h"
 #include "http.h"
 #include "log.h"
 
@@ -31,6 +32,7 @@ typedef struct AlertCell {
     double pub_score;
     int F; /* KPIs of pub */
     int pub_anomaly_firing, pub_dq_firing;
+    int pub_anomaly_critical, pub_dq_critical; /* of those, with severity critical */
     uint64_t pub_quiet;
     double pub[]; // (PUB_N, F) per-KPI scores of pub_step, sized to the model's
                   // KPIs: a resident cell must not pay for CC_MAX_FEATURES
@@ -276,6 +278,8 @@ static void publish_scores(Ccd *d, CcdCell *c, AlertCell *oc)
     oc->pub_score = score;
     oc->pub_anomaly_firing = st.anomaly_firing;
     oc->pub_dq_firing = st.dq_firing;
+    oc->pub_anomaly_critical = st.anomaly_critical;
+    oc->pub_dq_critical = st.dq_critical;
     oc->pub_quiet = st.quiet;
     pthread_mutex_unlock(&d->cells->pub_lock);
 }
@@ -516,6 +520,7 @@ void ccd_alerts_restored(Ccd *d, CcdCell *c, const CcForecast *fc)
 
 typedef struct Firing {
     int anomaly, dq;
+    int anomaly_critical, dq_critical;
     uint64_t quiet;
 } Firing;
 
@@ -526,6 +531,8 @@ static void count_firing(void *cookie, CcdCell *c)
     if (oc) {
         f->anomaly += oc->pub_anomaly_firing;
         f->dq += oc->pub_dq_firing;
+        f->anomaly_critical += oc->pub_anomaly_critical;
+        f->dq_critical += oc->pub_dq_critical;
         f->quiet += oc->pub_quiet;
     }
 }
@@ -533,7 +540,7 @@ static void count_firing(void *cookie, CcdCell *c)
 /* Over every cell, under pub_lock (the worker publishes the fields). */
 static Firing firing(Ccd *d)
 {
-    Firing f = {0, 0, 0};
+    Firing f = {0};
     pthread_mutex_lock(&d->cells->pub_lock);
     ccd_cells_foreach(d->cells, count_firing, &f);
     pthread_mutex_unlock(&d->cells->pub_lock);
@@ -557,6 +564,8 @@ void ccd_alerts_stats(Ccd *d, CcdAlertsStats *st)
     st->quiet = f.quiet;
     st->firing_anomaly = f.anomaly;
     st->firing_dq = f.dq;
+    st->firing_anomaly_critical = f.anomaly_critical;
+    st->firing_dq_critical = f.dq_critical;
 }
 
 /* ---- lifecycle ---- */
@@ -646,7 +655,10 @@ static json_t *scores_json(Ccd *d, CcdCell *c)
     pthread_mutex_unlock(&d->cells->pub_lock);
     json_t *o = json_object();
     json_object_set_new(o, "step", step >= 0 ? json_integer(step) : json_null());
-    json_object_set_new(o, "ts", step >= 0 ? json_integer(step * hp->step_seconds) : json_null());
+    char ts[CC_RFC3339_LEN];
+    if (step >= 0 && cc_time_format_rfc3339(step * hp->step_seconds, ts, sizeof ts))
+        snprintf(ts, sizeof ts, "%lld", (long long)(step * hp->step_seconds));
+    json_object_set_new(o, "ts", step >= 0 ? json_string(ts) : json_null());
     json_object_set_new(o, "score", step >= 0 ? num_or_null(score) : json_null());
     json_t *k = json_object();
     for (int f = 0; step >= 0 && f < hp->n_features; f++)

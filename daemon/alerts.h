@@ -92,6 +92,7 @@ typedef struct CcdAlertsStats {
     uint64_t produced, produce_refused, quiet;
     size_t waiting; ///< refused transitions waiting for the producer
     int firing_anomaly, firing_dq;
+    int firing_anomaly_critical, firing_dq_critical; ///< of those, with severity critical
 } CcdAlertsStats;
 void ccd_alerts_stats(Ccd *d, CcdAlertsStats *st);
 

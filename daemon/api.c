@@ -15,6 +15,7 @@
 #include "ingest.h"
 #include "alerts.h"
 #include "log.h"
+#include "procmetrics.h"
 #include "reload.h"
 #include "state.h"
 
@@ -393,12 +394,15 @@ static void alerts_metrics(Ccd *d, struct evbuffer *b)
                                             cc_alert_kind_name((enum CcAlertKind)k),
                                             cc_dq_reason_name((enum CcDqReason)r), states[s],
                                             sevs[v], (unsigned long long)o->trans[k][r][s][v]);
-    evbuffer_add_printf(
-        b,
-        "# HELP cellcast_alerts_firing Alerts firing now.\n# TYPE cellcast_alerts_firing gauge\n"
-        "cellcast_alerts_firing{kind=\"anomaly\"} "
-        "%d\ncellcast_alerts_firing{kind=\"data_quality\"} %d\n",
-        o->firing_anomaly, o->firing_dq);
+    evbuffer_add_printf(b,
+                        "# HELP cellcast_alerts_firing Alerts firing now, by kind and severity.\n"
+                        "# TYPE cellcast_alerts_firing gauge\n"
+                        "cellcast_alerts_firing{kind=\"anomaly\",severity=\"warning\"} %d\n"
+                        "cellcast_alerts_firing{kind=\"anomaly\",severity=\"critical\"} %d\n"
+                        "cellcast_alerts_firing{kind=\"data_quality\",severity=\"warning\"} %d\n"
+                        "cellcast_alerts_firing{kind=\"data_quality\",severity=\"critical\"} %d\n",
+                        o->firing_anomaly - o->firing_anomaly_critical, o->firing_anomaly_critical,
+                        o->firing_dq - o->firing_dq_critical, o->firing_dq_critical);
     evbuffer_add_printf(
         b,
         "# HELP cellcast_alerts_quiet_total Transitions recomputed by a replay after a restart and "
@@ -435,8 +439,6 @@ static void alerts_metrics(Ccd *d, struct evbuffer *b)
         "cellcast_snapshots_total counter\n"
         "cellcast_snapshots_total{result=\"ok\"} %llu\ncellcast_snapshots_total{result=\"error\"} "
         "%llu\n"
-        "# HELP cellcast_snapshot_age_seconds Seconds since the last snapshot (-1: none yet).\n"
-        "# TYPE cellcast_snapshot_age_seconds gauge\ncellcast_snapshot_age_seconds %lld\n"
         "# HELP cellcast_snapshot_bytes Size of the last snapshot.\n# TYPE cellcast_snapshot_bytes "
         "gauge\n"
         "cellcast_snapshot_bytes %lld\n"
@@ -451,10 +453,17 @@ static void alerts_metrics(Ccd *d, struct evbuffer *b)
         "# TYPE cellcast_reloads_total counter\ncellcast_reloads_total{result=\"ok\"} %llu\n"
         "cellcast_reloads_total{result=\"refused\"} %llu\n",
         (unsigned long long)so->snapshots, (unsigned long long)so->snapshot_errors,
-        so->snapshot_unix ? (long long)((int64_t)time(NULL) - so->snapshot_unix) : -1LL,
         (long long)so->snapshot_bytes, so->snapshot_seconds, (unsigned long long)so->restored_cells,
         (unsigned long long)so->restore_failed, (unsigned long long)d->reloads_ok,
         (unsigned long long)d->reloads_failed);
+    /* unknown until the first snapshot: no sample rather than a made-up value */
+    if (so->snapshot_unix)
+        evbuffer_add_printf(b,
+                            "# HELP cellcast_snapshot_age_seconds Seconds since the last snapshot "
+                            "(absent before the first).\n"
+                            "# TYPE cellcast_snapshot_age_seconds gauge\n"
+                            "cellcast_snapshot_age_seconds %lld\n",
+                            (long long)((int64_t)time(NULL) - so->snapshot_unix));
 }
 
 static int h_metrics(CcdReq *r)
@@ -517,12 +526,6 @@ static int h_metrics(CcdReq *r)
            "KPI values absent from a step's messages, filled with the previous value.");
     evbuffer_add_printf(b, "cellcast_ingest_filled_kpis_total %llu\n",
                         (unsigned long long)cs->filled);
-    metric(b, "cellcast_ingest_rate", "gauge", "Per second over the last seconds, by what.");
-    evbuffer_add_printf(b,
-                        "cellcast_ingest_rate{what=\"messages\"} "
-                        "%.1f\ncellcast_ingest_rate{what=\"records\"} %.1f\n"
-                        "cellcast_ingest_rate{what=\"steps\"} %.1f\n",
-                        d->in.rate_messages, d->in.rate_records, d->in.rate_steps);
     metric(b, "cellcast_ingest_seconds_total", "counter",
            "Event-loop time spent on ingest, by part.");
     evbuffer_add_printf(b,
@@ -532,8 +535,11 @@ static int h_metrics(CcdReq *r)
     if (d->kafka) {
         CcdKafkaStats ks;
         ccd_kafka_stats(d->kafka, &ks);
-        metric(b, "cellcast_kafka_lag_messages", "gauge", "Sum of partition lags (-1 unknown).");
-        evbuffer_add_printf(b, "cellcast_kafka_lag_messages %lld\n", (long long)ks.lag);
+        if (ks.lag >= 0) { /* unknown (no watermark yet): no sample */
+            metric(b, "cellcast_kafka_lag_messages", "gauge",
+                   "Sum of partition lags (absent while unknown).");
+            evbuffer_add_printf(b, "cellcast_kafka_lag_messages %lld\n", (long long)ks.lag);
+        }
         metric(b, "cellcast_kafka_assigned_partitions", "gauge",
                "Partitions assigned to this daemon.");
         evbuffer_add_printf(b, "cellcast_kafka_assigned_partitions %d\n", ks.assigned_partitions);
@@ -547,6 +553,15 @@ static int h_metrics(CcdReq *r)
                             (unsigned long long)ks.commits, (unsigned long long)ks.commit_errors,
                             (unsigned long long)ks.rebalances, (unsigned long long)ks.dead_letters,
                             (unsigned long long)ks.dead_letter_errors);
+        metric(b, "cellcast_kafka_consumer_errors_total", "counter",
+               "Consumer and broker errors librdkafka reported, by error code (its name; "
+               "\"other\" past the first 16 codes).");
+        for (int i = 0; i < ks.n_error_codes; i++)
+            evbuffer_add_printf(b, "cellcast_kafka_consumer_errors_total{code=\"%s\"} %llu\n",
+                                ks.errors[i].name, (unsigned long long)ks.errors[i].n);
+        if (ks.errors_other)
+            evbuffer_add_printf(b, "cellcast_kafka_consumer_errors_total{code=\"other\"} %llu\n",
+                                (unsigned long long)ks.errors_other);
     }
     metric(b, "cellcast_batch_size", "histogram", "Cell-steps per stepped batch.");
     hist_out(b, "cellcast_batch_size", &ss->batch_size);
@@ -595,6 +610,7 @@ static int h_metrics(CcdReq *r)
     evbuffer_add_printf(b, "cellcast_rss_bytes %lld\n", ccd_host_rss_bytes());
     alerts_metrics(d, b);
     ccd_http_metrics(d, b);
+    ccd_process_metrics(b);
     return ccd_text(r, 200, "text/plain; version=0.0.4; charset=utf-8");
 }
 
@@ -749,10 +765,12 @@ static int h_cells(CcdReq *r)
     size_t n = l.n < (size_t)limit ? l.n : (size_t)limit;
     for (size_t i = 0; i < n; i++) {
         CcdCell *c = ccd_cells_get(d->cells, l.ids[i]);
-        json_array_append_new(
-            arr, json_pack("{s:s, s:I, s:I, s:s, s:I}", "id", c->id, "last_step",
-                           (json_int_t)c->last_step, "last_ts", (json_int_t)c->last_ts, "state",
-                           c->pub.valid ? "live" : "cold", "steps", (json_int_t)c->n_steps));
+        char ts[CC_RFC3339_LEN];
+        rfc3339(c->last_ts, ts, sizeof ts);
+        json_array_append_new(arr, json_pack("{s:s, s:I, s:s, s:s, s:I}", "id", c->id, "last_step",
+                                             (json_int_t)c->last_step, "last_ts", ts, "state",
+                                             c->pub.valid ? "live" : "cold", "steps",
+                                             (json_int_t)c->n_steps));
     }
     json_t *o = json_pack("{s:o, s:I, s:o}", "cells", arr, "total", (json_int_t)d->cells->n_cells,
                           "next", n < l.n && n ? json_string(l.ids[n - 1]) : json_null());
@@ -787,7 +805,9 @@ static int h_cell(CcdReq *r)
     json_object_set_new(o, "partition", json_integer(c->partition));
     json_object_set_new(o, "first_step", json_integer(c->first_step));
     json_object_set_new(o, "last_step", json_integer(c->last_step));
-    json_object_set_new(o, "last_ts", json_integer(c->last_ts));
+    char last_ts[CC_RFC3339_LEN];
+    rfc3339(c->last_ts, last_ts, sizeof last_ts);
+    json_object_set_new(o, "last_ts", json_string(last_ts));
     json_object_set_new(o, "forecast_step", valid ? json_integer(pstep) : json_null());
     json_object_set_new(
         o, "counts",
@@ -817,7 +837,7 @@ static int h_cell(CcdReq *r)
     return ccd_json(r, 200, o);
 }
 
-/* Parses kpis=a,b into a feature mask; 0 or a problem status. */
+/* Parses kpis=a,b (query.h) into a feature mask; 0 or a problem status. */
 static int parse_kpis(CcdReq *r, uint64_t *mask)
 {
     const CcHparams *hp = &r->d->model->hp;
@@ -829,25 +849,13 @@ static int parse_kpis(CcdReq *r, uint64_t *mask)
             return 0;
         }
     }
-    *mask = 0;
-    while (*s) {
-        const char *comma = strchr(s, ',');
-        size_t n = comma ? (size_t)(comma - s) : strlen(s);
-        char name[CC_FEATURE_NAME_MAX];
-        if (n >= sizeof name)
-            return ccd_problem(r, 422, "unknown-kpi", "KPI name too long");
-        memcpy(name, s, n);
-        name[n] = 0;
-        int f = cc_hparams_feature_index(hp, name);
-        if (f < 0)
-            return ccd_problem(r, 422, "unknown-kpi", "the model has no KPI '%s' (GET /v1/model)",
-                               name);
-        *mask |= 1ULL << f;
-        s += n;
-        if (*s == ',')
-            s++;
-    }
-    if (!*mask)
+    char bad[CC_FEATURE_NAME_MAX];
+    int rc = ccd_parse_kpis(s, hp, mask, bad, sizeof bad);
+    if (rc == -ENAMETOOLONG)
+        return ccd_problem(r, 422, "unknown-kpi", "KPI name too long");
+    if (rc && bad[0])
+        return ccd_problem(r, 422, "unknown-kpi", "the model has no KPI '%s' (GET /v1/model)", bad);
+    if (rc)
         return ccd_problem(r, 422, "unknown-kpi", "kpis is empty");
     return 0;
 }

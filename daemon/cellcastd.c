@@ -95,8 +95,12 @@ static void cron(evutil_socket_t fd, short what, void *arg)
     Ccd *d = arg;
     (void)fd, (void)what;
     int64_t now = cc_now_ns();
-    if (d->last_cron_ns) /* lateness of this tick: what a request waited behind other work */
-        ccd_hist_add(&d->loop_lag, (double)(now - d->last_cron_ns - CRON_MS * 1000000LL) * 1e-9);
+    if (d->last_cron_ns) { /* lateness of this tick: what a request waited behind other work */
+        /* a tick can come early against our clock (libevent's cached time, timer slack):
+         * that is no lateness, and a negative observation would make the _sum go down */
+        int64_t late = now - d->last_cron_ns - CRON_MS * 1000000LL;
+        ccd_hist_add(&d->loop_lag, (double)(late > 0 ? late : 0) * 1e-9);
+    }
     d->last_cron_ns = now;
     run_with_period(CRON_MS)
     {

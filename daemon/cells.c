@@ -250,7 +250,6 @@ int ccd_cells_ingest(CcdCells *t, CcdBatch *open, const CcKpiRecord *rec, int to
         if (rc)
             return rc;
     }
-    c->n_records++;
     if (topic >= 0) {
         c->topic = topic;
         c->partition = partition;
@@ -271,6 +270,11 @@ int ccd_cells_ingest(CcdCells *t, CcdBatch *open, const CcKpiRecord *rec, int to
         idx = c->open_last; /* combine */
         if (open->items[idx].imputed)
             return 0; /* cannot happen: imputed items are never the newest */
+        /* a KPI the open item already has: a duplicate, merged (the latest value wins) */
+        if (open->items[idx].present & rec->present) {
+            c->n_duplicates++;
+            t->st.duplicates++;
+        }
     } else if (c->last_step >= 0 && s < c->last_step) {
         c->n_late++;
         t->st.late++;
@@ -301,6 +305,10 @@ int ccd_cells_ingest(CcdCells *t, CcdBatch *open, const CcKpiRecord *rec, int to
             return -ENOMEM;
         t->st.steps_queued++;
     }
+    /* counted once applied: a record redelivered after a restart (a replay from the last
+     * commit) is a duplicate or late above, and counting it made the count grow at each
+     * restart */
+    c->n_records++;
     CcdItem *it = &open->items[idx];
     float *v = open->values + (size_t)idx * (size_t)F;
     for (int f = 0; f < F; f++)

@@ -6,7 +6,8 @@
  *   - step == last and that step is still in the open (not yet dispatched) batch: the
  *     records are COMBINED — per KPI the value of the latest record wins, KPIs absent from
  *     every record of the step are filled with the cell's previous value (counted as
- *     filled_kpis; 0 if the cell never had one);
+ *     filled_kpis; 0 if the cell never had one); a record repeating a KPI the open step
+ *     already has is counted as a duplicate too (merged: its values win);
  *   - step == last, already dispatched: a duplicate — counted and dropped (this is what
  *     makes at-least-once redelivery idempotent);
  *   - step < last: late / out of order — counted and dropped;

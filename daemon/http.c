@@ -13,12 +13,15 @@
 #include <time.h>
 
 #include <event2/bufferevent.h>
+#include <event2/http_struct.h>
 #include <event2/listener.h>
 
 #include "log.h"
 
-#define N_STATUS 11
-static const int status_codes[N_STATUS] = {200, 202, 400, 404, 405, 413, 422, 500, 503, 0, 0};
+/* The statuses counted by code; any other is counted as "other" (the last slot). */
+#define N_STATUS 14
+static const int status_codes[N_STATUS - 1] = {200, 202, 400, 401, 403, 404, 405,
+                                               408, 413, 422, 500, 501, 503};
 
 struct CcdHttp {
     struct evhttp *http;
@@ -63,9 +66,11 @@ static const char *reason_phrase(int status)
     case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
     case 413: return "Content Too Large";
     case 422: return "Unprocessable Content";
     case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
     }
     return "Unknown";
@@ -73,7 +78,7 @@ static const char *reason_phrase(int status)
 
 static int status_index(int status)
 {
-    for (int i = 0; i < N_STATUS - 2; i++)
+    for (int i = 0; i < N_STATUS - 1; i++)
         if (status_codes[i] == status)
             return i;
     return N_STATUS - 1;
@@ -130,10 +135,7 @@ int ccd_text(CcdReq *r, int status, const char *ctype)
     return status;
 }
 
-const char *ccd_query(CcdReq *r, const char *name)
-{
-    return r->have_query ? evhttp_find_header(&r->query, name) : NULL;
-}
+const char *ccd_query(CcdReq *r, const char *name) { return ccd_query_find(&r->query, name); }
 
 /* ---- routing ---- */
 
@@ -178,11 +180,13 @@ static int route_and_run(CcdReq *r)
 {
     static char allow[128];
     int path_matched = -1;
+    /* HEAD runs the GET handler; finish() sends its headers without the body */
+    int method = r->method == EVHTTP_REQ_HEAD ? EVHTTP_REQ_GET : (int)r->method;
     for (int i = 0; i < ccd_n_routes; i++) {
         char id[sizeof r->id];
         if (!match(ccd_routes[i].pattern, r->path, id, sizeof id))
             continue;
-        if (!(ccd_routes[i].methods & (int)r->method)) {
+        if (!(ccd_routes[i].methods & method)) {
             path_matched = i;
             continue;
         }
@@ -201,6 +205,8 @@ static int route_and_run(CcdReq *r)
                 if (allow[0])
                     strcat(allow, ", ");
                 strcat(allow, method_name(m));
+                if (m == EVHTTP_REQ_GET)
+                    strcat(allow, ", HEAD");
             }
         r->allow = allow;
         return ccd_problem(r, 405, "method-not-allowed", "%s is not allowed on %s (allowed: %s)",
@@ -212,8 +218,7 @@ static int route_and_run(CcdReq *r)
 static void req_free(CcdReq *r)
 {
     CcdHttp *h = r->d->http;
-    if (r->have_query)
-        evhttp_clear_headers(&r->query);
+    ccd_query_free(&r->query);
     if (h && h->n_pool < POOL_MAX && !evbuffer_drain(r->out, evbuffer_get_length(r->out))) {
         r->next = h->pool;
         h->pool = r;
@@ -260,6 +265,13 @@ static void finish(CcdReq *r, int status)
     }
     if (r->close_conn)
         evhttp_add_header(hdr, "Connection", "close");
+    if (r->method == EVHTTP_REQ_HEAD) {
+        /* as GET, without the body: the length is the one GET would send */
+        char len[24];
+        snprintf(len, sizeof len, "%zu", evbuffer_get_length(r->out));
+        evhttp_add_header(hdr, "Content-Length", len);
+        evbuffer_drain(r->out, evbuffer_get_length(r->out));
+    }
     evhttp_send_reply(r->req, status, reason_phrase(status), r->out);
     int row = r->route >= 0 ? r->route : ccd_n_routes;
     h->counts[row * N_STATUS + status_index(status)]++;
@@ -301,6 +313,66 @@ void ccd_http_retry_deferred(Ccd *d)
         r->next = NULL;
         run(r);
     }
+}
+
+/* ---- libevent's own error replies ---- */
+
+/*
+ * libevent answers some requests itself, before any callback of ours runs: a malformed
+ * request line or header (400), a body past evhttp_set_max_body_size (413), a method
+ * outside evhttp_set_allowed_methods (501). It does so through evhttp_send_error, which
+ * writes an HTML page; libevent 2.1 (Debian 12: 2.1.12) has no error callback
+ * (evhttp_set_errorcb is 2.2 only). libevent calls evhttp_send_error through its PLT, so
+ * this definition in the executable takes its place (ELF symbol interposition) and every
+ * such reply is problem+json like ours, counted under the route "unmatched". What it does
+ * besides the body is what libevent's does: HTTP/1.1, Connection: close.
+ */
+static Ccd *http_owner; /* the one server of the process (also the listener's error path) */
+
+void evhttp_send_error(struct evhttp_request *req, int error, const char *reason)
+{
+    struct evbuffer *buf = evbuffer_new();
+    if (!buf) { /* as libevent's: out of memory, the connection is dropped */
+        struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+        if (evcon)
+            evhttp_connection_free(evcon);
+        return;
+    }
+    if (!req->major || !req->minor) {
+        req->major = 1;
+        req->minor = 1;
+    }
+    const char *uri = evhttp_request_get_uri(req);
+    json_t *o =
+        json_pack("{s:s, s:s, s:i, s:s, s:s}", "type",
+                  error == 413   ? "https://cellcast.invalid/problems/too-large"
+                  : error == 501 ? "https://cellcast.invalid/problems/not-implemented"
+                                 : "https://cellcast.invalid/problems/bad-request",
+                  "title", reason_phrase(error), "status", error, "detail",
+                  reason         ? reason
+                  : error == 413 ? "the request body is larger than twice http.max_body_bytes"
+                  : error == 501 ? "the server does not implement this method"
+                                 : "the request could not be parsed (request line, "
+                                   "headers or body framing)",
+                  "instance", uri ? uri : "");
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (s) {
+        evbuffer_add(buf, s, strlen(s));
+        evbuffer_add(buf, "\n", 1);
+        free(s);
+    }
+    struct evkeyvalq *hdr = evhttp_request_get_output_headers(req);
+    evhttp_clear_headers(hdr);
+    evhttp_add_header(hdr, "Content-Type", "application/problem+json");
+    evhttp_add_header(hdr, "Connection", "close");
+    CcdHttp *h = http_owner ? http_owner->http : NULL;
+    if (h) {
+        h->counts[ccd_n_routes * N_STATUS + status_index(error)]++;
+        h->requests++;
+    }
+    evhttp_send_reply(req, error, reason_phrase(error), buf);
+    evbuffer_free(buf);
 }
 
 /* ---- connections ---- */
@@ -385,11 +457,9 @@ static void adopt_conns(evutil_socket_t fd, short what, void *arg)
 
 /* accept() failed: out of descriptors (EMFILE, ENFILE) or memory. The listening socket stays
  * readable, so accept is paused for a moment instead of retried at once (which spun). */
-static Ccd *accept_owner; /* the listener's argument is evhttp's: one server per process */
-
 static void accept_error(struct evconnlistener *lev, void *arg)
 {
-    Ccd *d = accept_owner;
+    Ccd *d = http_owner; /* the listener's argument is evhttp's */
     CcdHttp *h = d->http;
     (void)arg;
     int e = EVUTIL_SOCKET_ERROR();
@@ -448,12 +518,15 @@ static void gencb(struct evhttp_request *req, void *arg)
         return;
     }
     if (query) {
-        if (evhttp_parse_query_str(query, &r->query)) {
-            r->have_query = 0;
-            finish(r, ccd_problem(r, 400, "bad-query", "the query string cannot be parsed"));
+        int rc = ccd_query_parse(&r->query, query);
+        if (rc) {
+            finish(r, rc == -ENOMEM ? ccd_problem(r, 500, "internal", "out of memory")
+                                    : ccd_problem(r, 400, "bad-query",
+                                                  "the query string cannot be parsed (an empty "
+                                                  "name, %%00, or more than %d parameters)",
+                                                  CCD_QUERY_MAX));
             return;
         }
-        r->have_query = 1;
     }
     run(r);
 }
@@ -512,10 +585,15 @@ int ccd_http_open(Ccd *d, char *err, size_t errlen)
     evhttp_set_bevcb(h->http, new_conn_bufferevent, h);
     h->sock =
         evhttp_bind_socket_with_handle(h->http, d->cfg.http_bind, (ev_uint16_t)d->cfg.http_port);
-    if (!h->sock)
-        return cc_errf(err, errlen, -EADDRINUSE, "cannot listen on %s:%d (http.bind, http.port)",
-                       d->cfg.http_bind, d->cfg.http_port);
-    accept_owner = d;
+    if (!h->sock) {
+        int e = errno ? errno : EADDRINUSE; /* bind/listen's, kept by libevent's cleanup */
+        return cc_errf(err, errlen, -e, "cannot listen on %s:%d: %s%s", d->cfg.http_bind,
+                       d->cfg.http_port, strerror(e),
+                       e == EADDRINUSE ? " (another cellcastd? change http.bind or http.port)"
+                       : e == EACCES   ? " (a port below 1024 needs privileges: http.port)"
+                                       : " (http.bind, http.port)");
+    }
+    http_owner = d;
     evconnlistener_set_error_cb(evhttp_bound_socket_get_listener(h->sock), accept_error);
     /* Replies go out in one write; without TCP_NODELAY a reply larger than one segment
      * meets the client's delayed ACK (40 ms per request). Accepted sockets inherit it. */
@@ -567,6 +645,8 @@ void ccd_http_close(Ccd *d)
     free(h->dur);
     free(h);
     d->http = NULL;
+    if (http_owner == d)
+        http_owner = NULL;
 }
 
 void ccd_http_counts(const Ccd *d, uint64_t *requests, int *connections, int *deferred)
@@ -581,20 +661,22 @@ void ccd_http_metrics(Ccd *d, struct evbuffer *out)
 {
     CcdHttp *h = d->http;
     evbuffer_add_printf(out,
-                        "# HELP cellcast_http_requests_total HTTP requests by route and status.\n"
+                        "# HELP cellcast_http_requests_total HTTP requests by route and status "
+                        "code (route \"unmatched\": no route, or refused by libevent before "
+                        "routing).\n"
                         "# TYPE cellcast_http_requests_total counter\n");
     for (int i = 0; i <= ccd_n_routes; i++)
         for (int s = 0; s < N_STATUS; s++) {
             uint64_t n = h->counts[i * N_STATUS + s];
-            if (!n || (s == N_STATUS - 2))
+            if (!n)
                 continue;
             char code[8];
-            if (status_codes[s])
+            if (s < N_STATUS - 1)
                 snprintf(code, sizeof code, "%d", status_codes[s]);
             else
                 snprintf(code, sizeof code, "other");
             evbuffer_add_printf(out,
-                                "cellcast_http_requests_total{route=\"%s\",status=\"%s\"} %llu\n",
+                                "cellcast_http_requests_total{route=\"%s\",code=\"%s\"} %llu\n",
                                 i < ccd_n_routes ? ccd_routes[i].pattern : "unmatched", code,
                                 (unsigned long long)n);
         }

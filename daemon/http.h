@@ -1,7 +1,8 @@
 /*
  * http.h — cellcastd's HTTP server (libevent evhttp) and its ONE chokepoint per request:
  *
- *   accept → connection limit → route (path pattern, then method: 404 / 405 + Allow) →
+ *   accept → connection limit → query string (query.h) → route (path pattern, then method:
+ *   404 / 405 + Allow; HEAD runs the GET handler and its reply goes without the body) →
  *   handler (validates its parameters, runs, fills the body) → reply exactly once →
  *   count by route and status, time by route.
  *
@@ -12,7 +13,8 @@
  * libevent keeps a parked request valid even if its client goes away).
  *
  * Limits (config http.*): body size (a larger POST gets 413; libevent itself refuses
- * bodies past 2 × the limit with a plain 413), header block size, connections (a request
+ * bodies past 2 × the limit with a 413, problem+json too: see evhttp_send_error in http.c),
+ * header block size, connections (a request
  * arriving on a connection past the limit gets 503 and the connection is closed),
  * read/write timeouts. Binds 127.0.0.1 by default.
  */
@@ -25,6 +27,7 @@
 #include <jansson.h>
 
 #include "cellcastd.h"
+#include "query.h"
 
 #define CCD_DEFER (-1)
 
@@ -45,8 +48,7 @@ struct CcdReq {
     int route;       ///< index in ccd_routes, -1 none
     char path[1024]; ///< path as sent (percent-encoded)
     char id[256];    ///< {id} capture, decoded
-    struct evkeyvalq query;
-    int have_query;
+    CcdQuery query;  ///< the decoded query string (query.h)
     struct evbuffer *out;
     const char *content_type;
     const char *allow; ///< Allow header for 405

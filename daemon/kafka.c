@@ -176,12 +176,31 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char 
         CCD_LOG(level_of_syslog(level), "kafka", "kafka %s: %s: %s", rd_kafka_name(rk), fac, buf);
 }
 
+/* Counts a consumer error under its code (CcdKafkaStats.errors). */
+static void count_consumer_error(CcdKafka *k, int err)
+{
+    CcdKafkaStats *st = &k->st;
+    st->consumer_errors++;
+    for (int i = 0; i < st->n_error_codes; i++)
+        if (st->errors[i].code == err) {
+            st->errors[i].n++;
+            return;
+        }
+    if (st->n_error_codes == CCD_KAFKA_ERR_CODES) {
+        st->errors_other++;
+        return;
+    }
+    st->errors[st->n_error_codes].code = err;
+    st->errors[st->n_error_codes].name = rd_kafka_err2name((rd_kafka_resp_err_t)err);
+    st->errors[st->n_error_codes++].n = 1;
+}
+
 static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
     CcdKafka *k = opaque;
     int is_consumer = rk == k->rk;
     if (is_consumer)
-        k->st.consumer_errors++;
+        count_consumer_error(k, err);
     if (err == RD_KAFKA_RESP_ERR__FATAL) {
         char buf[512];
         rd_kafka_resp_err_t ferr = rd_kafka_fatal_error(rk, buf, sizeof buf);
@@ -613,7 +632,7 @@ uint64_t ccd_kafka_poll(CcdKafka *k)
             break;
         if (m->err) {
             if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-                k->st.consumer_errors++;
+                count_consumer_error(k, m->err);
                 CCD_LOG_RL_AT(&k->rl_consumer, CC_LOG_WARN, "kafka", "consume %s [%" PRId32 "]: %s",
                               m->rkt ? rd_kafka_topic_name(m->rkt) : "-", m->partition,
                               rd_kafka_message_errstr(m));

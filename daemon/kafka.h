@@ -77,6 +77,8 @@ typedef struct CcdKafkaHooks {
     void (*on_revoke)(void *cookie, const char *topic, const int32_t *partitions, int n);
 } CcdKafkaHooks;
 
+#define CCD_KAFKA_ERR_CODES 16
+
 typedef struct CcdKafkaStats {
     uint64_t messages, bytes, batches, commits, commit_errors, dead_letters, dead_letter_errors,
         rebalances;
@@ -88,6 +90,15 @@ typedef struct CcdKafkaStats {
     int64_t produce_queue;     ///< produced, not yet delivered (incl. retry list)
     uint64_t unacked_messages; ///< polled, in batches not yet acked
     uint64_t consumer_errors;  ///< consumer/broker errors reported by librdkafka
+    /** consumer_errors by librdkafka error code: the first CCD_KAFKA_ERR_CODES codes seen,
+     *  each with its name (rd_kafka_err2name, static); later codes in errors_other */
+    struct {
+        const char *name;
+        int code;
+        uint64_t n;
+    } errors[CCD_KAFKA_ERR_CODES];
+    int n_error_codes;
+    uint64_t errors_other;
 } CcdKafkaStats;
 
 void ccd_kafka_default_settings(CcdKafkaSettings *s);

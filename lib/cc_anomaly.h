@@ -286,6 +286,8 @@ typedef struct CcAnomalyCellStats {
     uint64_t quiet;            ///< transitions suppressed by quiet_until
     int anomaly_firing;        ///< 1 while an anomaly episode is firing
     int dq_firing;             ///< DQ alerts firing now
+    int anomaly_critical;      ///< 1 while the anomaly episode fires with severity critical
+    int dq_critical;           ///< DQ alerts firing now with severity critical
 } CcAnomalyCellStats;
 
 typedef struct CcAnomaly CcAnomaly;

@@ -262,4 +262,7 @@ void cc_anomaly_cell_stats(const CcAnomalyCell *c, CcAnomalyCellStats *out)
     for (int f = 0; f < c->F; f++)
         dq += (c->k[f].stuck.start != NONE_STEP) + (c->k[f].bounds.start != NONE_STEP);
     out->dq_firing = dq;
+    out->anomaly_critical = out->anomaly_firing && c->anom.severity == CC_SEV_CRITICAL;
+    /* the severity of each DQ reason is fixed: all_zero and missing are the critical ones */
+    out->dq_critical = (c->zero.start != NONE_STEP) + (c->missing.start != NONE_STEP);
 }

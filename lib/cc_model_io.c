@@ -389,6 +389,33 @@ static int check_tensors(const CcSafetensors *st, const CcHparams *hp, Slot *slo
     return ret;
 }
 
+/*
+ * Largest |weight| a trained model plausibly has. Inputs are normalised per window, so
+ * weights are O(1)..O(100); a finite but huge one (3e38 passes isfinite) overflows the
+ * activations to Inf and every forecast is served as null. norm.floor is in the KPI's own
+ * units (bytes can be 1e9) and is exempt; it is range-checked in check_tx3_ranges.
+ */
+#define WEIGHT_ABS_MAX 1e8f
+
+/* First element of x[0..n) with |x| > WEIGHT_ABS_MAX (finite ones are checked first), or -1. */
+static long long first_absurd(const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (fabsf(x[i]) > WEIGHT_ABS_MAX)
+            return (long long)i;
+    return -1;
+}
+
+static int absurd_error(char *err, size_t errlen, const char *what, const char *name, long long i,
+                        float v)
+{
+    return cc_errf(err, errlen, -EINVAL,
+                   "%stensor '%s' element %lld is %g: finite but absurd for a trained weight "
+                   "(|w| > %g; its activations would overflow to Inf and every forecast would "
+                   "be null)",
+                   what, name, i, (double)v, (double)WEIGHT_ABS_MAX);
+}
+
 /* First non-finite element of x[0..n), or -1. */
 static long long first_nonfinite(const float *x, size_t n)
 {
@@ -476,6 +503,10 @@ int cc_model_open_buffer(CcModel **out, const uint8_t *buf, size_t len, char *er
         long long bad = first_nonfinite(dst, t->numel);
         if (bad >= 0) {
             ret = nonfinite_error(err, errlen, "", t->name, bad, dst[bad]);
+            goto error;
+        }
+        if (strcmp(t->name, "norm.floor") && (bad = first_absurd(dst, t->numel)) >= 0) {
+            ret = absurd_error(err, errlen, "", t->name, bad, dst[bad]);
             goto error;
         }
     }

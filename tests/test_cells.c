@@ -104,6 +104,9 @@ static void test_consecutive_combine_fill(void **state)
     ingest(x, rec("a", 101, 2, 0, 20, 0), 0);
     ingest(x, rec("a", 101, 2, 0, 21, 0), 0);
     assert_int_equal(x->b.n, 1);
+    /* the third repeats a KPI the open item has: a duplicate merged (counted, latest wins) */
+    assert_int_equal(ccd_cells_get(x->t, "a")->n_duplicates, 1);
+    assert_int_equal(x->t->st.duplicates, 1);
     ccd_cells_seal(x->t, &x->b);
     const float *v = x->b.values;
     assert_true(v[0] == 10 && v[1] == 21 && v[2] == 3); /* KPI 2 filled with the previous 3 */

@@ -309,9 +309,9 @@ check GET /healthz 200
 
 # --- /metrics counted the routes and statuses
 check GET /metrics 200
-for want in 'cellcast_http_requests_total{route="/v1/kpis",status="413"} 1' \
-            'cellcast_http_requests_total{route="unmatched",status="404"} 2' \
-            'cellcast_http_requests_total{route="/v1/cells/{id}/forecast",status="422"} 4' \
+for want in 'cellcast_http_requests_total{route="/v1/kpis",code="413"} 1' \
+            'cellcast_http_requests_total{route="unmatched",code="404"} 2' \
+            'cellcast_http_requests_total{route="/v1/cells/{id}/forecast",code="422"} 4' \
             'cellcast_ingest_invalid_total{reason="missing_ts"} 2' \
             'cellcast_ingest_invalid_total{reason="bad_cell_id"} 1' \
             'cellcast_ingest_invalid_total{reason="not_json"} 1' \

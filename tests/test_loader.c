@@ -256,6 +256,22 @@ static void expect_build_refused(const Build *b, int n_layers, const char *needl
     cc_model_close(&m);
 }
 
+/* Builds a tiny model's file (1 layer, random weights of seed) as b says and loads it,
+ * which must succeed. */
+static CcModel *load_built(const Build *b, uint64_t seed)
+{
+    CcHparams hp;
+    tiny_hparams(&hp, 1);
+    CcModel *src = random_model(&hp, seed), *m = NULL;
+    size_t len;
+    uint8_t *buf = build_file(src, b, &len);
+    char err[ERRLEN] = "";
+    assert_int_equal(cc_model_open_buffer(&m, buf, len, err, sizeof err), 0);
+    cc_model_close(&src);
+    free(buf);
+    return m;
+}
+
 /* A valid tiny file (1 layer) in memory. */
 static uint8_t *valid_tiny(size_t *len)
 {
@@ -842,6 +858,14 @@ static void test_nonfinite_weight(void **state)
     b.bad_tensor = "embed.bias";
     b.bad_value = 1e6f; // overflows F16 to +Inf on the way to the file
     expect_build_refused(&b, 1, "tensor 'embed.bias'", "non-finite");
+    /* finite but absurd: 3e38 overflowed every forecast to null; refused, saying why */
+    b = (Build){.bad_tensor = "head.weight", .bad_value = 3e38f};
+    expect_build_refused(&b, 1, "tensor 'head.weight' element 3 is 3e+38", "absurd");
+    b.bad_value = -2e9f;
+    expect_build_refused(&b, 1, "tensor 'head.weight'", "overflow");
+    b.bad_value = 1e5f; /* large, not absurd: loads */
+    CcModel *big = load_built(&b, 7);
+    cc_model_close(&big);
     /* and cc_model_save refuses to write one */
     CcHparams hp;
     tiny_hparams(&hp, 1);

@@ -334,7 +334,9 @@ get("/v1/alerts?state=bogus", 422)
 get("/v1/alerts?limit=x", 400)
 get("/v1/cells/nope/scores", 404)
 PYEOF
-fa=$(metric 'cellcast_alerts_firing{kind="data_quality"}')
+faw=$(metric 'cellcast_alerts_firing{kind="data_quality",severity="warning"}')
+fac=$(metric 'cellcast_alerts_firing{kind="data_quality",severity="critical"}')
+fa=$((${faw:-0} + ${fac:-0}))
 [ "${fa:-0}" -ge 2 ] && ok "gauge of firing data-quality alerts: $fa" || fail "cellcast_alerts_firing{kind=\"data_quality\"} = '$fa'"
 n=$(metric 'cellcast_alert_transitions_total{kind="anomaly",reason="none",state="firing",severity="critical"}')
 [ "$n" = 2 ] && ok "transition counter (spike-1 and the 64-character cell)" || fail "anomaly firing counter = '$n', want 2"

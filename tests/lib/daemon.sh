@@ -12,6 +12,17 @@ need_tools() {
     done
 }
 
+# daemon_test_init: the common start of a daemon test: skips without curl or $PY (python3),
+# makes the temporary directory TMP, removed at exit with the daemon (DPID) killed; FAILS=0.
+daemon_test_init() {
+    need_tools curl
+    [ -x "$PY" ] || { echo "SKIP: $PY is not installed"; exit 77; }
+    TMP=$(mktemp -d)
+    DPID=
+    FAILS=0
+    trap '[ -n "$DPID" ] && kill "$DPID" 2>/dev/null; rm -rf "$TMP"' EXIT
+}
+
 fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
 ok() { echo "ok: $*"; }
 
