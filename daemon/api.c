@@ -413,9 +413,15 @@ static void alerts_metrics(Ccd *d, struct evbuffer *b)
         "retried.\n"
         "# TYPE cellcast_alerts_produce_refused_total "
         "counter\ncellcast_alerts_produce_refused_total %llu\n"
-        "# HELP cellcast_alerts_waiting Transitions waiting for the producer queue.\n"
-        "# TYPE cellcast_alerts_waiting gauge\ncellcast_alerts_waiting %zu\n",
-        (unsigned long long)o->produced, (unsigned long long)o->produce_refused, o->waiting);
+        "# HELP cellcast_alerts_waiting Transitions journaled and not yet confirmed by Kafka.\n"
+        "# TYPE cellcast_alerts_waiting gauge\ncellcast_alerts_waiting %zu\n"
+        "# HELP cellcast_alerts_redelivered_total Transitions produced again: unconfirmed in "
+        "the journal at start (recovered), or given up by the producer (failed).\n"
+        "# TYPE cellcast_alerts_redelivered_total counter\n"
+        "cellcast_alerts_redelivered_total{cause=\"recovered\"} %llu\n"
+        "cellcast_alerts_redelivered_total{cause=\"failed\"} %llu\n",
+        (unsigned long long)o->produced, (unsigned long long)o->produce_refused, o->waiting,
+        (unsigned long long)o->recovered, (unsigned long long)o->delivery_failed);
     if (d->kafka) {
         CcdKafkaStats ks;
         ccd_kafka_stats(d->kafka, &ks);

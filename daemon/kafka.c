@@ -104,6 +104,9 @@ typedef struct Outgoing {
     size_t len;
     int attempts;
     int64_t due_ns;
+    CcdKafkaDelivered done; /* told the outcome (ccd_kafka_produce_tracked), or NULL */
+    void *done_cookie;
+    uint64_t tag;
     char data[];
 } Outgoing;
 
@@ -716,6 +719,14 @@ static void retry_push(CcdKafka *k, Outgoing *o)
     k->n_retry++;
 }
 
+/* The producer of a tracked message learns the outcome; o is freed. */
+static void outgoing_done(Outgoing *o, int err)
+{
+    if (o->done)
+        o->done(o->done_cookie, o->tag, err);
+    outgoing_free(o);
+}
+
 static void give_up(CcdKafka *k, Outgoing *o, const char *why)
 {
     k->st.produce_failed++;
@@ -723,7 +734,7 @@ static void give_up(CcdKafka *k, Outgoing *o, const char *why)
                   "giving up on a message to %s (key %.*s, %zu bytes) after %d attempt(s): %s",
                   o->topic, (int)(o->key_len > 64 ? 64 : o->key_len),
                   o->key ? (const char *)o->key : "", o->len, o->attempts, why);
-    outgoing_free(o);
+    outgoing_done(o, -EIO);
 }
 
 /* Hands o to librdkafka; on a full local queue it goes back to the retry list. */
@@ -762,7 +773,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
     k->in_flight--;
     if (!m->err) {
         k->st.produced++;
-        outgoing_free(o);
+        outgoing_done(o, 0);
         return;
     }
     int permanent = m->err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ||
@@ -782,6 +793,13 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 int ccd_kafka_produce(CcdKafka *k, const char *topic, const void *key, size_t key_len,
                       const void *payload, size_t len)
 {
+    return ccd_kafka_produce_tracked(k, topic, key, key_len, payload, len, NULL, NULL, 0);
+}
+
+int ccd_kafka_produce_tracked(CcdKafka *k, const char *topic, const void *key, size_t key_len,
+                              const void *payload, size_t len, CcdKafkaDelivered done, void *cookie,
+                              uint64_t tag)
+{
     if (k->in_flight + k->n_retry >= k->max_produce_queue) {
         k->st.produce_failed++;
         CCD_LOG_RL_AT(&k->rl_producer, CC_LOG_ERROR, "kafka",
@@ -799,6 +817,9 @@ int ccd_kafka_produce(CcdKafka *k, const char *topic, const void *key, size_t ke
     o->payload = len ? memcpy(o->data + tlen + key_len, payload, len) : NULL;
     o->key_len = key_len;
     o->len = len;
+    o->done = done;
+    o->done_cookie = cookie;
+    o->tag = tag;
     send_outgoing(k, o);
     return 0;
 }
@@ -1084,7 +1105,7 @@ static void destroy(CcdKafka *k)
     while (k->retry_head) {
         Outgoing *o = k->retry_head;
         k->retry_head = o->next;
-        outgoing_free(o);
+        outgoing_done(o, -EIO);
     }
     if (k->mock)
         rd_kafka_mock_cluster_destroy(k->mock);

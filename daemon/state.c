@@ -62,6 +62,9 @@ static int snapshot_write(Ccd *d, const char *why)
         return 0;
     if (ccd_sched_busy(d->sched))
         return -EAGAIN;
+    /* the transitions of the states about to be saved are journaled first: a restart from
+     * this snapshot does not recompute them */
+    ccd_alerts_flush(d);
     int64_t t0 = cc_now_ns();
     uint64_t ack = o->ack_pending;
     CcSnapshotInfo in;
