@@ -14,6 +14,7 @@
 #include "http.h"
 #include "ingest.h"
 #include "alerts.h"
+#include "auth.h"
 #include "log.h"
 #include "reload.h"
 #include "state.h"
@@ -697,7 +698,14 @@ static int h_info(CcdReq *r)
     return ccd_text(r, 200, "text/plain; charset=utf-8");
 }
 
-static int h_config(CcdReq *r) { return ccd_json(r, 200, ccd_config_to_json(&r->d->cfg)); }
+static int h_config(CcdReq *r)
+{
+    json_t *o = ccd_config_to_json(&r->d->cfg), *lim = json_object_get(o, "limits");
+    if (lim) /* limits.kv_budget_mb 0 = automatic: what it came to */
+        json_object_set_new(lim, "kv_budget_effective_mb",
+                            json_integer((json_int_t)(r->d->cells->s.kv_budget_bytes >> 20)));
+    return ccd_json(r, 200, o);
+}
 
 static int h_model(CcdReq *r)
 {
@@ -1163,6 +1171,12 @@ static int h_attention(CcdReq *r)
 static int h_post_kpis(CcdReq *r)
 {
     Ccd *d = r->d;
+    if (d->cfg.http_post_kpis == CCD_POST_KPIS_OFF)
+        return ccd_problem(r, 403, "post-kpis-disabled",
+                           "POST /v1/kpis is off (http.post_kpis: token or open enables it)");
+    int st = d->cfg.http_post_kpis == CCD_POST_KPIS_TOKEN ? ccd_require_admin(r) : 0;
+    if (st)
+        return st;
     struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
     size_t len = evbuffer_get_length(in);
     if ((int64_t)len > d->cfg.http_max_body_bytes)

@@ -390,6 +390,12 @@ int main(int argc, char **argv)
              "cellcastd %s ready: model '%s' (%d KPIs, step %llds, horizon %d, %.1f KB/cell)",
              CC_VERSION, d->model_name, hp->n_features, (long long)hp->step_seconds, hp->horizon,
              (double)d->cells->cell_bytes / 1024.0);
+    LOG_INFO("cells",
+             "memory budget %lld MiB (%s): at most %zu resident cells of ≤ %.1f KB (a cell with "
+             "less than one patch of history takes a few KB)",
+             (long long)(d->cells->s.kv_budget_bytes >> 20),
+             st.cells_budget_from ? st.cells_budget_from : "limits.kv_budget_mb",
+             d->cells->max_resident, (double)d->cells->cell_bytes / 1024.0);
     {
         char status[256];
         snprintf(status, sizeof status, "serving model '%s': %zu cells (%llu restored)",
