@@ -435,6 +435,14 @@ static void alerts_metrics(Ccd *d, struct evbuffer *b)
                             "cellcast_kafka_produce_total{result=\"failed\"} %llu\n",
                             (unsigned long long)ks.produced, (unsigned long long)ks.produce_retries,
                             (unsigned long long)ks.produce_failed);
+        if (!strcmp(d->cfg.kafka_brokers, "embedded"))
+            evbuffer_add_printf(b,
+                                "# HELP cellcast_kafka_embedded_dropped_total Messages the "
+                                "embedded broker deleted before they were consumed (its "
+                                "retention: the newest ~5 MiB per partition).\n"
+                                "# TYPE cellcast_kafka_embedded_dropped_total counter\n"
+                                "cellcast_kafka_embedded_dropped_total %llu\n",
+                                (unsigned long long)ks.embedded_dropped);
     }
     evbuffer_add_printf(
         b,

@@ -155,6 +155,11 @@ struct CcdKafka {
     TopicInfo *tinfo;
     int n_tinfo;
 
+    /* embedded broker: the next offset expected per (topic, partition), to count what its
+     * retention deleted before we consumed it (a jump forward in offsets) */
+    BatchPart *next_off;
+    int n_next_off;
+
     CcdKafkaStats st;
     int64_t last_lag_ns;
     CcdRateLimit rl_consumer, rl_producer, rl_store; /* log lines, by kind */
@@ -241,6 +246,40 @@ static int topic_index(CcdKafka *k, rd_kafka_topic_t *rkt)
             return i;
         }
     return -1;
+}
+
+/* Embedded broker only: it creates its topics empty, so every partition starts at offset
+ * 0 for us; a message past the next offset expected, that offset being below the
+ * partition's log start now, means the mock's retention (newest ~5 MiB per partition)
+ * deleted the ones between, unconsumed. (A real cluster leaves gaps for transaction
+ * markers and compaction: not counted there.) */
+static void note_offset(CcdKafka *k, int topic, int32_t partition, int64_t offset)
+{
+    BatchPart *e = NULL;
+    for (int i = 0; i < k->n_next_off && !e; i++)
+        if (k->next_off[i].topic == topic && k->next_off[i].partition == partition)
+            e = &k->next_off[i];
+    if (!e) {
+        BatchPart *n = realloc(k->next_off, (size_t)(k->n_next_off + 1) * sizeof *n);
+        if (!n)
+            return;
+        k->next_off = n;
+        e = &n[k->n_next_off++];
+        *e = (BatchPart){topic, partition, 0};
+    }
+    int64_t lo = -1, hi = -1;
+    if (offset > e->offset &&
+        (rd_kafka_get_watermark_offsets(k->rk, k->topics[topic], partition, &lo, &hi) || lo < 0 ||
+         e->offset < lo)) {
+        k->st.embedded_dropped += (uint64_t)(offset - e->offset);
+        CCD_LOG_RL_AT(&k->rl_consumer, CC_LOG_ERROR, "kafka",
+                      "embedded broker: %" PRId64 " message(s) of %s [%" PRId32
+                      "] deleted before they were consumed (it keeps only the newest ~5 MiB "
+                      "per partition; produce slower, or use a real cluster)",
+                      offset - e->offset, k->topics[topic], partition);
+    }
+    if (offset + 1 > e->offset)
+        e->offset = offset + 1;
 }
 
 static int topic_index_name(const CcdKafka *k, const char *name)
@@ -633,6 +672,8 @@ uint64_t ccd_kafka_poll(CcdKafka *k)
             }
             bid = b->id;
         }
+        if (t >= 0 && k->mock)
+            note_offset(k, t, m->partition, m->offset);
         if (t >= 0 && batch_note(b, t, m->partition, m->offset)) {
             CCD_LOG(CC_LOG_ERROR, "kafka", "out of memory (batch)");
             abort();
@@ -975,6 +1016,12 @@ static int open_embedded(CcdKafka *k, const CcdKafkaSettings *s, char *err, size
             "embedded broker (librdkafka mock cluster) listening on %s; "
             "produce with: kcat -b %s -P -t %s",
             k->bootstrap, k->bootstrap, k->topics[0]);
+    CCD_LOG(CC_LOG_WARN, "kafka",
+            "the embedded broker is for demos and tests only: librdkafka's in-memory mock, "
+            "nothing it holds (messages, committed offsets) survives a restart, a partition "
+            "keeps only its newest ~5 MiB, older messages are deleted even unconsumed (counted: "
+            "cellcast_kafka_embedded_dropped_total); use a real cluster (kafka.brokers) to keep "
+            "data");
     return 0;
 }
 
@@ -1118,6 +1165,7 @@ static void destroy(CcdKafka *k)
     for (int i = 0; i < k->n_batches; i++)
         batch_free(&k->batches[i]);
     free(k->batches);
+    free(k->next_off);
     if (k->wake_rd >= 0)
         close(k->wake_rd);
     if (k->wake_wr >= 0)

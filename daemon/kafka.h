@@ -88,6 +88,7 @@ typedef struct CcdKafkaStats {
     int64_t produce_queue;     ///< produced, not yet delivered (incl. retry list)
     uint64_t unacked_messages; ///< polled, in batches not yet acked
     uint64_t consumer_errors;  ///< consumer/broker errors reported by librdkafka
+    uint64_t embedded_dropped; ///< embedded broker: messages its retention deleted unconsumed
 } CcdKafkaStats;
 
 void ccd_kafka_default_settings(CcdKafkaSettings *s);
