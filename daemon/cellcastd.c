@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "alerts.h"
+#include "embedded_port.h"
 #include "cc_config.h"
 #include "cellcastd.h"
 #include "host.h"
@@ -359,6 +360,18 @@ int main(int argc, char **argv)
             LOG_ERROR("kafka", "%s", err);
             goto out;
         }
+        if (!strcmp(d->cfg.kafka_brokers, "embedded") && d->cfg.kafka_embedded_port > 0) {
+            if (ccd_embedded_port_open(&d->embedded_port, d->base, d->cfg.kafka_embedded_port,
+                                       ccd_kafka_bootstrap(d->kafka), err, sizeof err)) {
+                LOG_ERROR("kafka", "%s", err);
+                goto out;
+            }
+            LOG_INFO("kafka",
+                     "embedded broker's stable address 127.0.0.1:%d (kafka.embedded_port): "
+                     "produce with kcat -b 127.0.0.1:%d -P -t %s",
+                     d->cfg.kafka_embedded_port, d->cfg.kafka_embedded_port,
+                     d->cfg.kafka_topics.items[0]);
+        }
         LOG_INFO("kafka", "consuming %s from %s%s (group %s)", d->cfg.kafka_topics.items[0],
                  ccd_kafka_bootstrap(d->kafka),
                  !strcmp(d->cfg.kafka_brokers, "embedded")
@@ -427,6 +440,7 @@ out:
         event_free(d->poll_ev);
     if (d->repoll_ev)
         event_free(d->repoll_ev);
+    ccd_embedded_port_close(&d->embedded_port);
     ccd_kafka_close(&d->kafka, 5000);
     ccd_sched_close(&d->sched);
     ccd_alerts_close(d);

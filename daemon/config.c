@@ -46,6 +46,10 @@ static const CcdConfigDef head_rows[] = {
  "Invalid messages are forwarded here with the reason in a header; empty = off."},
 {"kafka.embedded_partitions", CCD_CFG_INT, OFF(kafka_embedded_partitions), "4", 1, 256, NULL, 0,
  "Partitions of each topic created on the embedded broker."},
+{"kafka.embedded_port", CCD_CFG_INT, OFF(kafka_embedded_port), "0", 0, 65535, NULL, 0,
+ "A stable bootstrap address for the embedded broker, 127.0.0.1:<port>, the same across "
+ "restarts (its own port changes at every start); 0 = none. Its data does not survive a "
+ "restart either way: it is in memory, for demos and tests."},
 {"kafka.max_poll_messages", CCD_CFG_INT, OFF(kafka_max_poll_messages), "200", 1, 1000000, NULL, 0,
  "Messages taken from the consumer per poll (one ingest batch id). Each poll is decoded "
  "and applied in one go on the event loop, so this bounds how long HTTP waits behind "

@@ -47,6 +47,7 @@ typedef struct CcdConfig {
     char *kafka_brokers, *kafka_group_id, *kafka_alert_topic, *kafka_dead_letter_topic;
     CcdStrList kafka_topics;
     int kafka_embedded_partitions, kafka_max_poll_messages;
+    int kafka_embedded_port;
     CcdStrMap kafka_properties;
     int64_t kafka_rewind_on_assign_s;
     /* http */

@@ -6,6 +6,7 @@
 #   - a producer faster than the consumer past the mock's retention (~5 MiB per partition):
 #     every message is either consumed or counted in cellcast_kafka_embedded_dropped_total
 #     (and logged as an error);
+#   - kafka.embedded_port: one bootstrap address across restarts;
 #   - the demo feed waits for the consumer instead of outrunning the retention;
 #   - a restart from a snapshot says the steps after it are lost instead of "Kafka resumes
 #     at the offsets committed with it".
@@ -86,6 +87,29 @@ grep -q "restored.*the embedded broker kept nothing across the restart" "$TMP/d2
     fail "restart log: $(grep restored "$TMP/d2.log")"
 grep -q "resumes at the offsets" "$TMP/d2.log" && fail "the log still claims offsets resume" ||
     ok "no claim that offsets resume"
+stop_daemon
+
+# kafka.embedded_port: the same bootstrap address across a restart (the mock's own port
+# changes); what was produced before the restart is gone, what comes after is consumed
+EP=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+one() { # one STEP: one record of cell ep-1 through the stable port
+    echo "ep-1|{\"cell\":\"ep-1\",\"ts\":$(($(date +%s) / 900 * 900 - 900 * (10 - $1))),\"kpis\":{\"prb\":0.5,\"thr\":100,\"users\":3}}" |
+        kcat -b "127.0.0.1:$EP" -P -t kpis -K '|' 2>>"$TMP/kcat.err"
+}
+records() { metric cellcast_ingest_records_total; }
+wait_records() { for _ in $(seq 100); do [ "$(records)" = "$1" ] && return 0; sleep 0.1; done; return 1; }
+start_daemon "$TMP/d4.log" health -c "$TMP/c.yaml" --set snapshot.path= --set kafka.embedded_port=$EP
+grep -q "stable address 127.0.0.1:$EP" "$TMP/d4.log" || fail "no stable-address line"
+p1=$(grep -o 'mock cluster) listening on [0-9.:]*' "$TMP/d4.log" | sed 's/.*://')
+one 1
+wait_records 1 && ok "produced through 127.0.0.1:$EP (kafka.embedded_port), consumed" ||
+    fail "record through the stable port: records = $(records)"
+stop_daemon
+start_daemon "$TMP/d5.log" health -c "$TMP/c.yaml" --set snapshot.path= --set kafka.embedded_port=$EP
+p2=$(grep -o 'mock cluster) listening on [0-9.:]*' "$TMP/d5.log" | sed 's/.*://')
+one 2
+wait_records 1 && ok "after a restart (broker port $p1 -> $p2) the same address works" ||
+    fail "after the restart: records = $(records) (kcat: $(tail -2 "$TMP/kcat.err"))"
 stop_daemon
 
 # the demo feed stays within the retention: 500 cells x 100 steps of backfill (50,000
