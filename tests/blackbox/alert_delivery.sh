@@ -30,15 +30,7 @@ END=$(($(date +%s) / S * S - 40 * S)) # a replay with its original timestamps: n
 T0=$((END - (N - 1) * S))
 P0=$((T0 / S))
 SPIKE=$((P0 + 240))
-TMP=$(mktemp -d /tmp/cellcast-delivery.XXXXXX)
-PIDS=()
-FAILS=0
-cleanup() {
-    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    [ "$FAILS" = 0 ] && rm -rf "$TMP" || echo "logs kept in $TMP"
-}
-trap cleanup EXIT
+test_workdir delivery
 
 start_mockbroker "$TMP" kpis:1 alerts:1
 BROKER=${PIDS[-1]}

@@ -19,15 +19,7 @@ SRC=${2:-$(cd "$(dirname "$0")/../.." && pwd)}
 . "$(dirname "$0")/../lib/daemon.sh"
 need_tools kcat curl python3
 [ -x "$CELLCASTD" ] || { echo "SKIP: binary '$CELLCASTD' missing"; exit 77; }
-TMP=$(mktemp -d /tmp/cellcast-embedded.XXXXXX)
-PIDS=()
-FAILS=0
-cleanup() {
-    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    [ "$FAILS" = 0 ] && rm -rf "$TMP" || echo "logs kept in $TMP"
-}
-trap cleanup EXIT
+test_workdir embedded
 metric() { curl -sf "$U/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 
 cat >"$TMP/c.yaml" <<EOF
