@@ -20,9 +20,9 @@
 #include "cc_time.h"
 #include "http.h"
 #include "log.h"
+#include "outbox.h"
 
 #define HIST_MAX 10000 /* transitions kept for GET /v1/alerts */
-#define JBUCKETS 4096
 
 /* Per-cell alert state (CcdCell.anomaly). ac belongs to whoever owns the cell (worker while
  * busy); the pub_* fields are written under the table's pub_lock. */
@@ -48,12 +48,6 @@ typedef struct QEvent {
     uint64_t seq;
 } QEvent;
 
-typedef struct JEntry {
-    struct JEntry *next;
-    int64_t step;
-    char cell[];
-} JEntry;
-
 typedef struct EvVec {
     QEvent *v;
     size_t n, cap;
@@ -61,23 +55,16 @@ typedef struct EvVec {
 
 struct CcdAlerts {
     CcAnomaly *an;
-    char journal_path[PATH_MAX + 16];
-    FILE *journal;
+    CcdOutbox *outbox; /* the journal and the delivery of transitions (outbox.h) */
     /* worker/tick → loop */
     pthread_mutex_t qlock;
     EvVec q;
-    /* produce refused (queue full): retried in order, never dropped */
-    EvVec retry;
     /* history ring */
     QEvent *hist;
     size_t hn, hhead; /* count, index of the oldest */
     uint64_t seq;
-    /* journal: cell → last step whose transition was produced */
-    pthread_mutex_t jlock;
-    JEntry *jb[JBUCKETS];
     /* counters */
     uint64_t trans[2][5][3][3]; /* kind, reason, state, severity */
-    uint64_t produced, produce_refused;
     int tick_enabled;
     /* the data clock (alerts.h, Missing data); under qlock */
     _Atomic int64_t data_end_s; /* newest end of an observed step over every cell, 0: none
@@ -86,103 +73,8 @@ struct CcdAlerts {
     int data_live;              /* the last tick judged on the wall clock (for the log) */
 };
 
-/* ---- journal -------------------------------------------------------------------------- */
-
-static uint64_t hash_str(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
-}
-
-/* jlock held */
-static JEntry **jfind(CcdAlerts *o, const char *cell)
-{
-    JEntry **pp = &o->jb[hash_str(cell) % JBUCKETS];
-    while (*pp && strcmp((*pp)->cell, cell))
-        pp = &(*pp)->next;
-    return pp;
-}
-
-/* jlock held */
-static void jset(CcdAlerts *o, const char *cell, int64_t step)
-{
-    JEntry **pp = jfind(o, cell);
-    if (*pp) {
-        if (step > (*pp)->step)
-            (*pp)->step = step;
-        return;
-    }
-    size_t n = strlen(cell) + 1;
-    JEntry *e = malloc(sizeof *e + n);
-    if (!e)
-        return;
-    memcpy(e->cell, cell, n);
-    e->step = step;
-    e->next = NULL;
-    *pp = e;
-}
-
-static int64_t jget(CcdAlerts *o, const char *cell)
-{
-    pthread_mutex_lock(&o->jlock);
-    JEntry **pp = jfind(o, cell);
-    int64_t s = *pp ? (*pp)->step : -1;
-    pthread_mutex_unlock(&o->jlock);
-    return s;
-}
-
-static void journal_load(CcdAlerts *o)
-{
-    FILE *f = fopen(o->journal_path, "r");
-    char line[256];
-    int n = 0;
-    if (!f)
-        return;
-    while (fgets(line, sizeof line, f)) {
-        long long step;
-        char cell[CC_ANOMALY_CELL_ID_MAX + 1];
-        if (sscanf(line, "%lld %64s", &step, cell) == 2) {
-            jset(o, cell, step);
-            n++;
-        }
-    }
-    fclose(f);
-    LOG_INFO("alerts",
-             "journal %s: %d transition(s) already produced (not produced again on replay)",
-             o->journal_path, n);
-}
-
-/* Rewrites the journal compactly (loop thread): temp file, rename. */
-void ccd_alerts_journal_compact(Ccd *d)
-{
-    CcdAlerts *o = d->alerts;
-    char tmp[PATH_MAX + 32];
-    if (!o->journal_path[0])
-        return;
-    snprintf(tmp, sizeof tmp, "%s.tmp", o->journal_path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        LOG_WARN("alerts", "cannot write %s: %s", tmp, strerror(errno));
-        return;
-    }
-    pthread_mutex_lock(&o->jlock);
-    for (int b = 0; b < JBUCKETS; b++)
-        for (JEntry *e = o->jb[b]; e; e = e->next)
-            fprintf(f, "%lld %s\n", (long long)e->step, e->cell);
-    pthread_mutex_unlock(&o->jlock);
-    int bad = fflush(f) || fsync(fileno(f));
-    bad |= fclose(f);
-    if (bad || rename(tmp, o->journal_path)) {
-        LOG_WARN("alerts", "cannot replace %s: %s", o->journal_path, strerror(errno));
-        unlink(tmp);
-        return;
-    }
-    if (o->journal)
-        fclose(o->journal);
-    o->journal = fopen(o->journal_path, "a");
-}
+/* Rewrites the journal compactly (loop thread, after a snapshot). */
+void ccd_alerts_journal_compact(Ccd *d) { ccd_outbox_compact(d->alerts->outbox); }
 
 /* ---- the sink ------------------------------------------------------------------------- */
 
@@ -229,7 +121,7 @@ static AlertCell *alert_cell(Ccd *d, CcdCell *c)
         return NULL;
     }
     oc->pub_step = -1;
-    int64_t q = jget(o, c->id);
+    int64_t q = ccd_outbox_quiet_step(o->outbox, c->id);
     if (q >= 0)
         cc_anomaly_cell_quiet_until(oc->ac, q);
     pthread_mutex_lock(&d->cells->pub_lock); /* HTTP and /metrics read the pointer */
@@ -349,36 +241,20 @@ static int reason_i(const CcAlertEvent *e)
 static int state_i(const CcAlertEvent *e) { return e->state == CC_ALERT_RESOLVED ? 2 : 1; }
 static int sev_i(const CcAlertEvent *e) { return e->severity == CC_SEV_CRITICAL ? 2 : 1; }
 
-static void journal_note(CcdAlerts *o, const QEvent *e)
-{
-    pthread_mutex_lock(&o->jlock);
-    jset(o, e->cell, e->ev.step);
-    pthread_mutex_unlock(&o->jlock);
-    if (o->journal) {
-        fprintf(o->journal, "%lld %s\n", (long long)e->ev.step, e->cell);
-        fflush(o->journal); /* in the page cache: survives SIGKILL */
-    }
-}
-
-/* Produces one transition; 0 or -errno (refused: retry later). */
-static int produce(Ccd *d, const QEvent *e)
+/* Journals one transition for the outbox (produced by its flush); without Kafka only its
+ * step is noted (the replay's quiet step). */
+static void journal(Ccd *d, const QEvent *e)
 {
     CcdAlerts *o = d->alerts;
-    if (d->kafka) {
-        char buf[1024 + 256 * CC_ALERT_MAX_ATTR];
-        int n = cc_alert_event_json(&e->ev, &d->model->hp, buf, sizeof buf);
-        if (n < 0)
-            return n;
-        int rc = ccd_kafka_produce(d->kafka, d->cfg.kafka_alert_topic, e->cell, strlen(e->cell),
-                                   buf, (size_t)n);
-        if (rc) {
-            o->produce_refused++;
-            return rc;
-        }
-        o->produced++;
+    if (!d->kafka) {
+        ccd_outbox_note(o->outbox, e->cell, e->ev.step);
+        return;
     }
-    journal_note(o, e);
-    return 0;
+    char buf[1024 + 256 * CC_ALERT_MAX_ATTR];
+    int n = cc_alert_event_json(&e->ev, &d->model->hp, buf, sizeof buf);
+    if (n < 0 || ccd_outbox_add(o->outbox, e->cell, e->ev.step, buf, (size_t)n))
+        LOG_ERROR("alerts", "alert %s not produced: %s", e->ev.id,
+                  n < 0 ? "cannot format it" : "out of memory"); /* daemon policy: log */
 }
 
 static void history_add(CcdAlerts *o, QEvent *e)
@@ -406,16 +282,6 @@ void ccd_alerts_flush(Ccd *d)
     q = o->q;
     memset(&o->q, 0, sizeof o->q);
     pthread_mutex_unlock(&o->qlock);
-    /* retries first, in order */
-    size_t done = 0;
-    while (done < o->retry.n && !produce(d, &o->retry.v[done]))
-        done++;
-    if (done) {
-        memmove(o->retry.v, o->retry.v + done, (o->retry.n - done) * sizeof *o->retry.v);
-        o->retry.n -= done;
-        for (size_t i = 0; i < o->retry.n; i++)
-            o->retry.v[i].ev.cell_id = o->retry.v[i].cell;
-    }
     for (size_t i = 0; i < q.n; i++) {
         QEvent *e = &q.v[i];
         e->ev.cell_id = e->cell;
@@ -426,14 +292,10 @@ void ccd_alerts_flush(Ccd *d)
                  e->ev.kind == CC_ALERT_DATA_QUALITY ? "/" : "",
                  e->ev.kind == CC_ALERT_DATA_QUALITY ? cc_dq_reason_name(e->ev.reason) : "",
                  cc_alert_severity_name(e->ev.severity), (long long)e->ev.step, e->ev.score);
-        if (o->retry.n || produce(d, e)) {
-            if (vec_push(&o->retry, e))
-                LOG_ERROR("alerts", "out of memory: alert %s not produced", e->ev.id);
-        }
+        journal(d, e);
     }
-    if (o->retry.n)
-        CCD_LOG_RL(CC_LOG_WARN, "alerts", "%zu alert transition(s) waiting for the producer queue",
-                   o->retry.n);
+    /* journaled and synced, then produced (with every earlier one not yet confirmed) */
+    ccd_outbox_flush(o->outbox, d->kafka, d->cfg.kafka_alert_topic);
     free(q.v);
 }
 
@@ -488,19 +350,22 @@ void ccd_alerts_tick(Ccd *d)
 void ccd_alerts_shutdown(Ccd *d)
 {
     CcdAlerts *o = d->alerts;
-    if (!o || !o->retry.n)
+    CcdOutboxStats st;
+    if (!o || !d->kafka)
         return;
-    /* give the producer a moment, then the rest is reported (Kafka close flushes) */
-    for (int i = 0; i < 50 && o->retry.n; i++) {
+    /* give the producer a moment to confirm; the rest stays journaled */
+    ccd_outbox_stats(o->outbox, &st);
+    for (int i = 0; i < 100 && st.unconfirmed; i++) {
         ccd_kafka_service(d->kafka);
         usleep(20000);
         ccd_alerts_flush(d);
+        ccd_outbox_stats(o->outbox, &st);
     }
-    if (o->retry.n)
-        LOG_ERROR("alerts",
-                  "%zu alert transition(s) could not be queued for Kafka before exit; "
-                  "they are not journaled and are produced again by the replay after restart",
-                  o->retry.n);
+    if (st.unconfirmed)
+        LOG_WARN("alerts",
+                 "%zu alert transition(s) not confirmed by Kafka before exit; they are journaled "
+                 "and produced again at the next start",
+                 st.unconfirmed);
 }
 
 void ccd_alerts_restored(Ccd *d, CcdCell *c, const CcForecast *fc)
@@ -508,7 +373,7 @@ void ccd_alerts_restored(Ccd *d, CcdCell *c, const CcForecast *fc)
     AlertCell *oc = c->anomaly;
     if (!oc)
         return;
-    int64_t q = jget(d->alerts, c->id);
+    int64_t q = ccd_outbox_quiet_step(d->alerts->outbox, c->id);
     if (q >= 0)
         cc_anomaly_cell_quiet_until(oc->ac, q);
     if (fc)
@@ -558,9 +423,13 @@ void ccd_alerts_stats(Ccd *d, CcdAlertsStats *st)
     const CcdAlerts *o = d->alerts;
     Firing f = firing(d);
     memcpy(st->trans, o->trans, sizeof st->trans);
-    st->produced = o->produced;
-    st->produce_refused = o->produce_refused;
-    st->waiting = o->retry.n;
+    CcdOutboxStats ob;
+    ccd_outbox_stats(o->outbox, &ob);
+    st->produced = ob.produced;
+    st->produce_refused = ob.refused;
+    st->waiting = ob.unconfirmed;
+    st->recovered = ob.recovered;
+    st->delivery_failed = ob.failed;
     st->quiet = f.quiet;
     st->firing_anomaly = f.anomaly;
     st->firing_dq = f.dq;
@@ -580,22 +449,11 @@ int ccd_alerts_open(Ccd *d, const CcAnomalySettings *s, const char *journal_path
         return cc_errf(err, errlen, -ENOMEM, "out of memory");
     d->alerts = o;
     pthread_mutex_init(&o->qlock, NULL);
-    pthread_mutex_init(&o->jlock, NULL);
     if (!(o->hist = calloc(HIST_MAX, sizeof *o->hist)))
         return cc_errf(err, errlen, -ENOMEM, "out of memory");
     if ((rc = cc_anomaly_open(&o->an, s, e2, sizeof e2)))
         return cc_errf(err, errlen, rc, "alerts: %s", e2);
-    snprintf(o->journal_path, sizeof o->journal_path, "%s", journal_path);
-    if (o->journal_path[0]) {
-        journal_load(o);
-        o->journal = fopen(o->journal_path, "a");
-        if (!o->journal)
-            LOG_WARN("alerts",
-                     "cannot open the journal %s: %s (a restart after a crash may "
-                     "produce some transitions again)",
-                     o->journal_path, strerror(errno));
-    }
-    return 0;
+    return ccd_outbox_open(&o->outbox, journal_path, err, errlen);
 }
 
 void ccd_alerts_set_settings(Ccd *d, const CcAnomalySettings *s)
@@ -612,18 +470,10 @@ void ccd_alerts_close(Ccd *d)
     if (d->cells) /* the anomaly cells must go before the context */
         ccd_cells_foreach(d->cells, ccd_alerts_cell_free, d);
     cc_anomaly_close(&o->an);
-    if (o->journal)
-        fclose(o->journal);
-    for (int b = 0; b < JBUCKETS; b++)
-        for (JEntry *e = o->jb[b], *n; e; e = n) {
-            n = e->next;
-            free(e);
-        }
+    ccd_outbox_close(&o->outbox);
     free(o->q.v);
-    free(o->retry.v);
     free(o->hist);
     pthread_mutex_destroy(&o->qlock);
-    pthread_mutex_destroy(&o->jlock);
     free(o);
     d->alerts = NULL;
 }

@@ -5,18 +5,21 @@
  * on the loop thread (ccd_alerts_flush) into the Kafka alert topic (key = cell id; a
  * refused produce stays queued and is retried in order, never dropped), the in-memory
  * history behind GET /v1/alerts, the per-cell scores behind GET /v1/cells/{id}/scores, and
- * a journal of the last transition produced per cell.
+ * the outbox (outbox.h): transitions journaled and fsync'ed before they are produced,
+ * confirmed by their delivery report, produced again after a restart until confirmed.
  *
  * Threads. The worker scores the cells of the batch it steps (it owns those cells'
  * CcAnomalyCell while they are busy); everything else runs on the loop thread, which
  * touches a cell's anomaly state only while the cell is not busy. Transitions cross with a
  * mutex-protected queue; per-cell scores are published under the table's pub_lock.
  *
- * Restarts and alert transitions. Each transition produced appends "step cell" to the
- * journal (<snapshot.path>.alerts; rewritten compactly at every snapshot, state.h). A
- * cell's anomaly state created or restored at start gets cc_anomaly_cell_quiet_until(its
- * journal step): replayed steps recompute the same transitions (ids are pure functions of
- * the data) and update the state without producing them again.
+ * Restarts and alert transitions (at least once). Each transition is journaled
+ * (<snapshot.path>.alerts; outbox.h) and synced before it is produced, and the journal is
+ * flushed before every snapshot, so no snapshot holds a state whose transition is not
+ * journaled. At start the unconfirmed ones are produced again from the journal. A cell's
+ * anomaly state created or restored at start gets cc_anomaly_cell_quiet_until(its newest
+ * journaled step): replayed steps recompute the same transitions (ids are pure functions
+ * of the data) and update the state without producing them again.
  *
  * Missing data is judged on the data's own time. The data clock is the newest end of an
  * observed step over every cell (imputed steps excluded; restored cells included), with
@@ -90,7 +93,9 @@ void ccd_alerts_cell_free(void *cookie, CcdCell *c);
 typedef struct CcdAlertsStats {
     uint64_t trans[2][5][3][3]; ///< kind, reason, state (1 firing, 2 resolved), severity (1, 2)
     uint64_t produced, produce_refused, quiet;
-    size_t waiting; ///< refused transitions waiting for the producer
+    uint64_t recovered;       ///< unconfirmed in the journal at start, produced again
+    uint64_t delivery_failed; ///< given up by the producer, produced again
+    size_t waiting;           ///< journaled transitions not yet confirmed by Kafka
     int firing_anomaly, firing_dq;
     int firing_anomaly_critical, firing_dq_critical; ///< of those, with severity critical
 } CcdAlertsStats;

@@ -14,6 +14,7 @@
 #include "http.h"
 #include "ingest.h"
 #include "alerts.h"
+#include "auth.h"
 #include "log.h"
 #include "procmetrics.h"
 #include "reload.h"
@@ -417,9 +418,15 @@ static void alerts_metrics(Ccd *d, struct evbuffer *b)
         "retried.\n"
         "# TYPE cellcast_alerts_produce_refused_total "
         "counter\ncellcast_alerts_produce_refused_total %llu\n"
-        "# HELP cellcast_alerts_waiting Transitions waiting for the producer queue.\n"
-        "# TYPE cellcast_alerts_waiting gauge\ncellcast_alerts_waiting %zu\n",
-        (unsigned long long)o->produced, (unsigned long long)o->produce_refused, o->waiting);
+        "# HELP cellcast_alerts_waiting Transitions journaled and not yet confirmed by Kafka.\n"
+        "# TYPE cellcast_alerts_waiting gauge\ncellcast_alerts_waiting %zu\n"
+        "# HELP cellcast_alerts_redelivered_total Transitions produced again: unconfirmed in "
+        "the journal at start (recovered), or given up by the producer (failed).\n"
+        "# TYPE cellcast_alerts_redelivered_total counter\n"
+        "cellcast_alerts_redelivered_total{cause=\"recovered\"} %llu\n"
+        "cellcast_alerts_redelivered_total{cause=\"failed\"} %llu\n",
+        (unsigned long long)o->produced, (unsigned long long)o->produce_refused, o->waiting,
+        (unsigned long long)o->recovered, (unsigned long long)o->delivery_failed);
     if (d->kafka) {
         CcdKafkaStats ks;
         ccd_kafka_stats(d->kafka, &ks);
@@ -432,6 +439,14 @@ static void alerts_metrics(Ccd *d, struct evbuffer *b)
                             "cellcast_kafka_produce_total{result=\"failed\"} %llu\n",
                             (unsigned long long)ks.produced, (unsigned long long)ks.produce_retries,
                             (unsigned long long)ks.produce_failed);
+        if (!strcmp(d->cfg.kafka_brokers, "embedded"))
+            evbuffer_add_printf(b,
+                                "# HELP cellcast_kafka_embedded_dropped_total Messages the "
+                                "embedded broker deleted before they were consumed (its "
+                                "retention: the newest ~5 MiB per partition).\n"
+                                "# TYPE cellcast_kafka_embedded_dropped_total counter\n"
+                                "cellcast_kafka_embedded_dropped_total %llu\n",
+                                (unsigned long long)ks.embedded_dropped);
     }
     evbuffer_add_printf(
         b,
@@ -707,7 +722,14 @@ static int h_info(CcdReq *r)
     return ccd_text(r, 200, "text/plain; charset=utf-8");
 }
 
-static int h_config(CcdReq *r) { return ccd_json(r, 200, ccd_config_to_json(&r->d->cfg)); }
+static int h_config(CcdReq *r)
+{
+    json_t *o = ccd_config_to_json(&r->d->cfg), *lim = json_object_get(o, "limits");
+    if (lim) /* limits.kv_budget_mb 0 = automatic: what it came to */
+        json_object_set_new(lim, "kv_budget_effective_mb",
+                            json_integer((json_int_t)(r->d->cells->s.kv_budget_bytes >> 20)));
+    return ccd_json(r, 200, o);
+}
 
 static int h_model(CcdReq *r)
 {
@@ -1165,6 +1187,12 @@ static int h_attention(CcdReq *r)
 static int h_post_kpis(CcdReq *r)
 {
     Ccd *d = r->d;
+    if (d->cfg.http_post_kpis == CCD_POST_KPIS_OFF)
+        return ccd_problem(r, 403, "post-kpis-disabled",
+                           "POST /v1/kpis is off (http.post_kpis: token or open enables it)");
+    int st = d->cfg.http_post_kpis == CCD_POST_KPIS_TOKEN ? ccd_require_admin(r) : 0;
+    if (st)
+        return st;
     struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
     size_t len = evbuffer_get_length(in);
     if ((int64_t)len > d->cfg.http_max_body_bytes)

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "alerts.h"
+#include "embedded_port.h"
 #include "cc_config.h"
 #include "cellcastd.h"
 #include "host.h"
@@ -363,6 +364,18 @@ int main(int argc, char **argv)
             LOG_ERROR("kafka", "%s", err);
             goto out;
         }
+        if (!strcmp(d->cfg.kafka_brokers, "embedded") && d->cfg.kafka_embedded_port > 0) {
+            if (ccd_embedded_port_open(&d->embedded_port, d->base, d->cfg.kafka_embedded_port,
+                                       ccd_kafka_bootstrap(d->kafka), err, sizeof err)) {
+                LOG_ERROR("kafka", "%s", err);
+                goto out;
+            }
+            LOG_INFO("kafka",
+                     "embedded broker's stable address 127.0.0.1:%d (kafka.embedded_port): "
+                     "produce with kcat -b 127.0.0.1:%d -P -t %s",
+                     d->cfg.kafka_embedded_port, d->cfg.kafka_embedded_port,
+                     d->cfg.kafka_topics.items[0]);
+        }
         LOG_INFO("kafka", "consuming %s from %s%s (group %s)", d->cfg.kafka_topics.items[0],
                  ccd_kafka_bootstrap(d->kafka),
                  !strcmp(d->cfg.kafka_brokers, "embedded")
@@ -394,6 +407,12 @@ int main(int argc, char **argv)
              "cellcastd %s ready: model '%s' (%d KPIs, step %llds, horizon %d, %.1f KB/cell)",
              CC_VERSION, d->model_name, hp->n_features, (long long)hp->step_seconds, hp->horizon,
              (double)d->cells->cell_bytes / 1024.0);
+    LOG_INFO("cells",
+             "memory budget %lld MiB (%s): at most %zu resident cells of ≤ %.1f KB (a cell with "
+             "less than one patch of history takes a few KB)",
+             (long long)(d->cells->s.kv_budget_bytes >> 20),
+             st.cells_budget_from ? st.cells_budget_from : "limits.kv_budget_mb",
+             d->cells->max_resident, (double)d->cells->cell_bytes / 1024.0);
     {
         char status[256];
         snprintf(status, sizeof status, "serving model '%s': %zu cells (%llu restored)",
@@ -425,6 +444,7 @@ out:
         event_free(d->poll_ev);
     if (d->repoll_ev)
         event_free(d->repoll_ev);
+    ccd_embedded_port_close(&d->embedded_port);
     ccd_kafka_close(&d->kafka, 5000);
     ccd_sched_close(&d->sched);
     ccd_alerts_close(d);

@@ -26,6 +26,7 @@ typedef struct CcdDemo CcdDemo;
 typedef struct CcdAlerts CcdAlerts;
 typedef struct CcdState CcdState;
 typedef struct CcdNotify CcdNotify;
+typedef struct CcdEmbeddedPort CcdEmbeddedPort;
 
 typedef struct CcdIngestStats {
     uint64_t kafka_messages, kafka_bytes, http_messages, http_bytes;
@@ -56,7 +57,8 @@ typedef struct Ccd {
     CcdDemo *demo;
     CcdAlerts *alerts;
     CcdState *state;
-    CcdNotify *notify; ///< NULL when not run by systemd
+    CcdNotify *notify;              ///< NULL when not run by systemd
+    CcdEmbeddedPort *embedded_port; ///< kafka.embedded_port forwarder, NULL none
     uint64_t reloads_ok, reloads_failed;
     int64_t last_status_ns, last_wd_ns;
     int64_t busy_since_ns; ///< the worker has been busy since (0: idle at the last cron)

@@ -46,6 +46,10 @@ static const CcdConfigDef head_rows[] = {
  "Invalid messages are forwarded here with the reason in a header; empty = off."},
 {"kafka.embedded_partitions", CCD_CFG_INT, OFF(kafka_embedded_partitions), "4", 1, 256, NULL, 0,
  "Partitions of each topic created on the embedded broker."},
+{"kafka.embedded_port", CCD_CFG_INT, OFF(kafka_embedded_port), "0", 0, 65535, NULL, 0,
+ "A stable bootstrap address for the embedded broker, 127.0.0.1:<port>, the same across "
+ "restarts (its own port changes at every start); 0 = none. Its data does not survive a "
+ "restart either way: it is in memory, for demos and tests."},
 {"kafka.max_poll_messages", CCD_CFG_INT, OFF(kafka_max_poll_messages), "200", 1, 1000000, NULL, 0,
  "Messages taken from the consumer per poll (one ingest batch id). Each poll is decoded "
  "and applied in one go on the event loop, so this bounds how long HTTP waits behind "
@@ -75,6 +79,10 @@ static const CcdConfigDef head_rows[] = {
  "accept fails for want of descriptors, accepting pauses for 250 ms."},
 {"http.timeout_s", CCD_CFG_INT, OFF(http_timeout_s), "30", 1, 3600, NULL, 0,
  "Read/write timeout of a client connection, seconds."},
+{"http.post_kpis", CCD_CFG_ENUM, OFF(http_post_kpis), "token", NB, "off|token|open", 1,
+ "Who may POST /v1/kpis (KPI messages without Kafka; each new cell id costs memory): off "
+ "(403), token (Authorization: Bearer <admin.token>; 403 while admin.token is empty), "
+ "open (anyone who reaches the port)."},
 
 {"engine.threads", CCD_CFG_INT, OFF(engine_threads), "1", 0, 256, NULL, 0,
  "Threads the worker uses to step one batch (its own included; 0 = online cores). The "
@@ -95,9 +103,12 @@ static const CcdConfigDef head_rows[] = {
 {"limits.max_cells", CCD_CFG_INT64, OFF(limits_max_cells), "200000", 1, 100000000, NULL, 1,
  "Resident cells at most. A new cell beyond it evicts the least recently updated idle "
  "cell (its history is dropped; it restarts cold if it comes back)."},
-{"limits.kv_budget_mb", CCD_CFG_INT64, OFF(limits_kv_budget_mb), "16384", 1, 16777216, NULL, 1,
- "Memory budget of the cells' engine state (rings + KV caches), MiB; reaching it evicts "
- "like max_cells does."},
+{"limits.kv_budget_mb", CCD_CFG_INT64, OFF(limits_kv_budget_mb), "0", 0, 16777216, NULL, 1,
+ "Memory budget of the cells, MiB: resident cells at most = budget / the most one cell "
+ "takes (engine state with full history, its record; GET /v1/info cells.bytes_per_cell); "
+ "reaching it evicts like max_cells does. 0 = half of the memory available at start (the "
+ "smaller of MemAvailable and the cgroup's limit minus usage); the value in effect is "
+ "GET /v1/config limits.kv_budget_effective_mb."},
 
 {"ingest.gap_policy", CCD_CFG_ENUM, OFF(ingest_gap_policy), "impute", NB, "impute|restart", 1,
  "A cell that skips steps: impute = fill up to max_gap missing steps with the last values "

@@ -38,6 +38,7 @@ typedef struct CcdStrMap {
 
 enum CcdGapPolicy { CCD_GAP_IMPUTE = 0, CCD_GAP_RESTART = 1 };
 enum CcdKvType { CCD_KV_F32 = 0, CCD_KV_F16 = 1, CCD_KV_BF16 = 2 };
+enum CcdPostKpis { CCD_POST_KPIS_OFF = 0, CCD_POST_KPIS_TOKEN = 1, CCD_POST_KPIS_OPEN = 2 };
 
 typedef struct CcdConfig {
     /* model */
@@ -46,12 +47,14 @@ typedef struct CcdConfig {
     char *kafka_brokers, *kafka_group_id, *kafka_alert_topic, *kafka_dead_letter_topic;
     CcdStrList kafka_topics;
     int kafka_embedded_partitions, kafka_max_poll_messages;
+    int kafka_embedded_port;
     CcdStrMap kafka_properties;
     int64_t kafka_rewind_on_assign_s;
     /* http */
     char *http_bind;
     int http_port, http_max_connections, http_timeout_s;
     int64_t http_max_body_bytes, http_max_headers_bytes;
+    int http_post_kpis; /* CCD_POST_KPIS_* */
     /* engine */
     int engine_threads, engine_kv_type, engine_max_batch_cells, engine_keep_attention,
         engine_worker_nice;

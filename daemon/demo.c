@@ -11,7 +11,9 @@
  * current step, then simulated time runs demo.speedup times faster than the wall clock;
  * the cron calls ccd_demo_tick every 10 ms, which produces every step that became due, at
  * most DEMO_MAX_PER_TICK messages per tick so that the loop stays responsive (the rest on
- * the next ticks). A full producer queue leaves the cursor where it is. */
+ * the next ticks). A full producer queue leaves the cursor where it is. With the embedded
+ * broker the feed also waits for the consumer (DEMO_MAX_AHEAD_PER_PARTITION): that broker
+ * deletes unconsumed messages past its retention. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -27,6 +29,13 @@
  * at a time and pushed the HTTP p99 under the demo feed to 17-29 ms; 200 keeps it ~5 ms. */
 #define DEMO_MAX_PER_TICK 200
 
+/* With the embedded broker, messages not yet consumed per partition at most. It keeps only
+ * the newest ~5 MiB of a partition (~20k demo messages of ~250 bytes) and deletes older
+ * ones even unconsumed: the feed keeps what it produced minus what the consumer took
+ * below this times the partitions, so it never outruns the retention (keys spread
+ * unevenly over partitions: a 5x margin). */
+#define DEMO_MAX_AHEAD_PER_PARTITION 4000
+
 struct CcdDemo {
     CcSynth *g;
     int n_cells, F;
@@ -35,6 +44,8 @@ struct CcdDemo {
     double t0_real, t0_sim; /* unix seconds */
     uint64_t produced, dropped;
     int by_position;
+    int embedded;
+    uint64_t paused; /* ticks skipped for the embedded broker's retention */
 };
 
 static double now_real(void)
@@ -84,6 +95,7 @@ int ccd_demo_open(Ccd *d, char *err, size_t errlen)
     m->t0_real = now_real();
     m->t0_sim = m->t0_real;
     m->step = (int64_t)floor(m->t0_sim / (double)m->S) - d->cfg.demo_backfill_steps;
+    m->embedded = !strcmp(d->cfg.kafka_brokers, "embedded");
     d->demo = m;
     LOG_INFO("demo",
              "synthetic feed: %d cells (%s0000..), %d steps of history, then %gx real "
@@ -132,7 +144,27 @@ void ccd_demo_tick(Ccd *d)
     int64_t due = (int64_t)floor(sim / (double)m->S); /* produce steps ≤ due */
     char buf[4096], key[96];
     int sent = 0;
-    while (m->step <= due && sent < DEMO_MAX_PER_TICK) {
+    int max_sent = DEMO_MAX_PER_TICK;
+    if (m->embedded) {
+        /* produced minus consumed (the consumer's messages: the demo's own when it feeds
+         * the daemon alone, the quick start's case) */
+        CcdKafkaStats ks;
+        ccd_kafka_stats(d->kafka, &ks);
+        int64_t ahead = (int64_t)m->produced - (int64_t)ks.messages;
+        int64_t room =
+            (int64_t)DEMO_MAX_AHEAD_PER_PARTITION * d->cfg.kafka_embedded_partitions - ahead;
+        if (room <= 0) {
+            if (!m->paused++)
+                LOG_INFO("demo",
+                         "waiting for the consumer (%lld messages ahead): the embedded "
+                         "broker deletes what it cannot keep",
+                         (long long)ahead);
+            return;
+        }
+        if (room < max_sent)
+            max_sent = (int)room;
+    }
+    while (m->step <= due && sent < max_sent) {
         size_t len = message(d, m, (int)m->cell, m->step, buf, sizeof buf, key, sizeof key);
         if (len) {
             int rc = ccd_kafka_produce(d->kafka, d->cfg.demo_topic, key, strlen(key), buf, len);
@@ -155,7 +187,8 @@ void ccd_demo_close(Ccd *d)
     CcdDemo *m = d->demo;
     if (!m)
         return;
-    LOG_INFO("demo", "produced %llu messages", (unsigned long long)m->produced);
+    LOG_INFO("demo", "produced %llu messages (%llu ticks waited for the consumer)",
+             (unsigned long long)m->produced, (unsigned long long)m->paused);
     cc_synth_close(&m->g);
     free(m);
     d->demo = NULL;

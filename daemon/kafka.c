@@ -104,6 +104,9 @@ typedef struct Outgoing {
     size_t len;
     int attempts;
     int64_t due_ns;
+    CcdKafkaDelivered done; /* told the outcome (ccd_kafka_produce_tracked), or NULL */
+    void *done_cookie;
+    uint64_t tag;
     char data[];
 } Outgoing;
 
@@ -151,6 +154,11 @@ struct CcdKafka {
 
     TopicInfo *tinfo;
     int n_tinfo;
+
+    /* embedded broker: the next offset expected per (topic, partition), to count what its
+     * retention deleted before we consumed it (a jump forward in offsets) */
+    BatchPart *next_off;
+    int n_next_off;
 
     CcdKafkaStats st;
     int64_t last_lag_ns;
@@ -257,6 +265,40 @@ static int topic_index(CcdKafka *k, rd_kafka_topic_t *rkt)
             return i;
         }
     return -1;
+}
+
+/* Embedded broker only: it creates its topics empty, so every partition starts at offset
+ * 0 for us; a message past the next offset expected, that offset being below the
+ * partition's log start now, means the mock's retention (newest ~5 MiB per partition)
+ * deleted the ones between, unconsumed. (A real cluster leaves gaps for transaction
+ * markers and compaction: not counted there.) */
+static void note_offset(CcdKafka *k, int topic, int32_t partition, int64_t offset)
+{
+    BatchPart *e = NULL;
+    for (int i = 0; i < k->n_next_off && !e; i++)
+        if (k->next_off[i].topic == topic && k->next_off[i].partition == partition)
+            e = &k->next_off[i];
+    if (!e) {
+        BatchPart *n = realloc(k->next_off, (size_t)(k->n_next_off + 1) * sizeof *n);
+        if (!n)
+            return;
+        k->next_off = n;
+        e = &n[k->n_next_off++];
+        *e = (BatchPart){topic, partition, 0};
+    }
+    int64_t lo = -1, hi = -1;
+    if (offset > e->offset &&
+        (rd_kafka_get_watermark_offsets(k->rk, k->topics[topic], partition, &lo, &hi) || lo < 0 ||
+         e->offset < lo)) {
+        k->st.embedded_dropped += (uint64_t)(offset - e->offset);
+        CCD_LOG_RL_AT(&k->rl_consumer, CC_LOG_ERROR, "kafka",
+                      "embedded broker: %" PRId64 " message(s) of %s [%" PRId32
+                      "] deleted before they were consumed (it keeps only the newest ~5 MiB "
+                      "per partition; produce slower, or use a real cluster)",
+                      offset - e->offset, k->topics[topic], partition);
+    }
+    if (offset + 1 > e->offset)
+        e->offset = offset + 1;
 }
 
 static int topic_index_name(const CcdKafka *k, const char *name)
@@ -649,6 +691,8 @@ uint64_t ccd_kafka_poll(CcdKafka *k)
             }
             bid = b->id;
         }
+        if (t >= 0 && k->mock)
+            note_offset(k, t, m->partition, m->offset);
         if (t >= 0 && batch_note(b, t, m->partition, m->offset)) {
             CCD_LOG(CC_LOG_ERROR, "kafka", "out of memory (batch)");
             abort();
@@ -735,6 +779,14 @@ static void retry_push(CcdKafka *k, Outgoing *o)
     k->n_retry++;
 }
 
+/* The producer of a tracked message learns the outcome; o is freed. */
+static void outgoing_done(Outgoing *o, int err)
+{
+    if (o->done)
+        o->done(o->done_cookie, o->tag, err);
+    outgoing_free(o);
+}
+
 static void give_up(CcdKafka *k, Outgoing *o, const char *why)
 {
     k->st.produce_failed++;
@@ -742,7 +794,7 @@ static void give_up(CcdKafka *k, Outgoing *o, const char *why)
                   "giving up on a message to %s (key %.*s, %zu bytes) after %d attempt(s): %s",
                   o->topic, (int)(o->key_len > 64 ? 64 : o->key_len),
                   o->key ? (const char *)o->key : "", o->len, o->attempts, why);
-    outgoing_free(o);
+    outgoing_done(o, -EIO);
 }
 
 /* Hands o to librdkafka; on a full local queue it goes back to the retry list. */
@@ -781,7 +833,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
     k->in_flight--;
     if (!m->err) {
         k->st.produced++;
-        outgoing_free(o);
+        outgoing_done(o, 0);
         return;
     }
     int permanent = m->err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ||
@@ -801,6 +853,13 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 int ccd_kafka_produce(CcdKafka *k, const char *topic, const void *key, size_t key_len,
                       const void *payload, size_t len)
 {
+    return ccd_kafka_produce_tracked(k, topic, key, key_len, payload, len, NULL, NULL, 0);
+}
+
+int ccd_kafka_produce_tracked(CcdKafka *k, const char *topic, const void *key, size_t key_len,
+                              const void *payload, size_t len, CcdKafkaDelivered done, void *cookie,
+                              uint64_t tag)
+{
     if (k->in_flight + k->n_retry >= k->max_produce_queue) {
         k->st.produce_failed++;
         CCD_LOG_RL_AT(&k->rl_producer, CC_LOG_ERROR, "kafka",
@@ -818,6 +877,9 @@ int ccd_kafka_produce(CcdKafka *k, const char *topic, const void *key, size_t ke
     o->payload = len ? memcpy(o->data + tlen + key_len, payload, len) : NULL;
     o->key_len = key_len;
     o->len = len;
+    o->done = done;
+    o->done_cookie = cookie;
+    o->tag = tag;
     send_outgoing(k, o);
     return 0;
 }
@@ -973,6 +1035,12 @@ static int open_embedded(CcdKafka *k, const CcdKafkaSettings *s, char *err, size
             "embedded broker (librdkafka mock cluster) listening on %s; "
             "produce with: kcat -b %s -P -t %s",
             k->bootstrap, k->bootstrap, k->topics[0]);
+    CCD_LOG(CC_LOG_WARN, "kafka",
+            "the embedded broker is for demos and tests only: librdkafka's in-memory mock, "
+            "nothing it holds (messages, committed offsets) survives a restart, a partition "
+            "keeps only its newest ~5 MiB, older messages are deleted even unconsumed (counted: "
+            "cellcast_kafka_embedded_dropped_total); use a real cluster (kafka.brokers) to keep "
+            "data");
     return 0;
 }
 
@@ -1103,7 +1171,7 @@ static void destroy(CcdKafka *k)
     while (k->retry_head) {
         Outgoing *o = k->retry_head;
         k->retry_head = o->next;
-        outgoing_free(o);
+        outgoing_done(o, -EIO);
     }
     if (k->mock)
         rd_kafka_mock_cluster_destroy(k->mock);
@@ -1116,6 +1184,7 @@ static void destroy(CcdKafka *k)
     for (int i = 0; i < k->n_batches; i++)
         batch_free(&k->batches[i]);
     free(k->batches);
+    free(k->next_off);
     if (k->wake_rd >= 0)
         close(k->wake_rd);
     if (k->wake_wr >= 0)

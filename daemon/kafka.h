@@ -99,6 +99,7 @@ typedef struct CcdKafkaStats {
     } errors[CCD_KAFKA_ERR_CODES];
     int n_error_codes;
     uint64_t errors_other;
+    uint64_t embedded_dropped; ///< embedded broker: messages its retention deleted unconsumed
 } CcdKafkaStats;
 
 void ccd_kafka_default_settings(CcdKafkaSettings *s);
@@ -128,6 +129,17 @@ void ccd_kafka_dead_letter(CcdKafka *k, const CcdKafkaMessage *msg, const char *
  *  retried. 0 or -errno (queue full). */
 int ccd_kafka_produce(CcdKafka *k, const char *topic, const void *key, size_t key_len,
                       const void *payload, size_t len);
+
+/** The outcome of a tracked message: err 0 = the broker acknowledged it (acks per the
+ *  producer's settings), -EIO = given up (it is not retried any more). Called on the loop
+ *  thread from ccd_kafka_poll / ccd_kafka_service / ccd_kafka_close. */
+typedef void (*CcdKafkaDelivered)(void *cookie, uint64_t tag, int err);
+
+/** ccd_kafka_produce whose outcome is reported to done(cookie, tag, err) exactly once when
+ *  it returns 0 (never when it fails: the caller still owns the message then). */
+int ccd_kafka_produce_tracked(CcdKafka *k, const char *topic, const void *key, size_t key_len,
+                              const void *payload, size_t len, CcdKafkaDelivered done, void *cookie,
+                              uint64_t tag);
 
 /** Serves delivery reports (ccd_kafka_poll serves them too, while messages are in flight)
  *  and re-sends due retries; called from the cron. */

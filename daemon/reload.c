@@ -16,6 +16,7 @@
 #include "cellcastd.h"
 #include "http.h"
 #include "ingest.h"
+#include "auth.h"
 #include "log.h"
 #include "notify.h"
 #include "reload.h"
@@ -216,24 +217,9 @@ fail:
 int ccd_h_admin_reload(CcdReq *r)
 {
     Ccd *d = r->d;
-    const char *tok = d->cfg.admin_token;
-    const char *auth =
-        evhttp_find_header(evhttp_request_get_input_headers(r->req), "Authorization");
-    if (!tok || !tok[0])
-        return ccd_problem(r, 403, "admin-disabled",
-                           "admin routes are disabled: set admin.token in the configuration");
-    if (!auth || strncasecmp(auth, "Bearer ", 7)) {
-        evhttp_add_header(evhttp_request_get_output_headers(r->req), "WWW-Authenticate",
-                          "Bearer realm=\"cellcastd admin\"");
-        return ccd_problem(r, 401, "unauthorized", "send Authorization: Bearer <admin.token>");
-    }
-    const char *given = auth + 7;
-    size_t lt = strlen(tok), lg = strlen(given);
-    unsigned diff = (unsigned)(lt ^ lg);
-    for (size_t i = 0; i < lg; i++)
-        diff |= (unsigned char)given[i] ^ (unsigned char)tok[i % (lt ? lt : 1)];
-    if (diff)
-        return ccd_problem(r, 403, "forbidden", "wrong admin token");
+    int st = ccd_require_admin(r);
+    if (st)
+        return st;
     json_t *rep = NULL;
     char err[768];
     LOG_INFO("reload", "POST /v1/admin/reload");

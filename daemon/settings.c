@@ -13,6 +13,7 @@
 
 #include "cc_config.h"
 #include "log.h"
+#include "membudget.h"
 
 static int anomaly_settings(CcAnomalySettings *s, const CcdConfig *cfg, const CcHparams *hp,
                             char *err, size_t errlen)
@@ -158,12 +159,15 @@ int ccd_settings_from_config(CcdSettings *s, const CcdConfig *cfg, const CcHpara
     s->engine.kv_type = (enum CcKvType)cfg->engine_kv_type;
     s->engine.max_batch_cells = cfg->engine_max_batch_cells;
     s->engine.keep_attention = cfg->engine_keep_attention;
+    const char *budget_from = NULL;
     s->cells = (CcdCellsSettings){
         .max_cells = cfg->limits_max_cells,
-        .kv_budget_bytes = cfg->limits_kv_budget_mb << 20,
+        .kv_budget_bytes = cfg->limits_kv_budget_mb ? cfg->limits_kv_budget_mb << 20
+                                                    : ccd_membudget_auto(&budget_from),
         .gap_policy = cfg->ingest_gap_policy,
         .max_gap = cfg->ingest_max_gap,
     };
+    s->cells_budget_from = budget_from; /* NULL: configured */
     s->batch_steps = cfg->ingest_batch_steps;
     s->batch_ms = cfg->ingest_batch_ms;
     s->worker_nice = cfg->engine_worker_nice;

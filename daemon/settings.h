@@ -25,6 +25,7 @@ typedef struct CcdSettings {
     CcEngineSettings engine;
     CcKpiSettings kpi; ///< points into this struct and into the config
     CcdCellsSettings cells;
+    const char *cells_budget_from; ///< source of the automatic cell budget, NULL: configured
     int batch_steps, batch_ms, worker_nice; ///< the scheduler's (hooks are the host's)
     CcdKafkaSettings kafka;                 ///< points into this struct and into the config
     CcAnomalySettings anomaly;

@@ -62,6 +62,9 @@ static int snapshot_write(Ccd *d, const char *why)
         return 0;
     if (ccd_sched_busy(d->sched))
         return -EAGAIN;
+    /* the transitions of the states about to be saved are journaled first: a restart from
+     * this snapshot does not recompute them */
+    ccd_alerts_flush(d);
     int64_t t0 = cc_now_ns();
     uint64_t ack = o->ack_pending;
     CcSnapshotInfo in;
@@ -216,11 +219,15 @@ void ccd_state_restore(Ccd *d)
     cc_snapshot_read_close(&r);
     o->st.restored_cells = n;
     o->st.restore_failed = failed;
-    LOG_INFO("state",
-             "snapshot %s restored: %llu cells (%llu failed), written %lld s ago; Kafka "
-             "resumes at the offsets committed with it",
+    /* the embedded broker is in memory: the offsets committed with the snapshot died with
+     * the previous process, and so did every message it held */
+    int embedded = d->cfg.kafka_brokers && !strcmp(d->cfg.kafka_brokers, "embedded");
+    LOG_INFO("state", "snapshot %s restored: %llu cells (%llu failed), written %lld s ago; %s",
              o->path, (unsigned long long)n, (unsigned long long)failed,
-             (long long)((int64_t)time(NULL) - info.created_s));
+             (long long)((int64_t)time(NULL) - info.created_s),
+             embedded ? "the embedded broker kept nothing across the restart: steps produced to "
+                        "the previous one after this snapshot are lost, its offsets too"
+                      : "Kafka resumes at the offsets committed with it");
 }
 
 int ccd_state_open(Ccd *d, char *err, size_t errlen)

@@ -1,6 +1,8 @@
 /*
- * cc_cell.c — a cell's memory: one aligned block carved into the ring of raw values, the
- * normalisation, the KV caches, the forecast and (if kept) the attention weights; its
+ * cc_cell.c — a cell's memory: a small block (normalisation, forecast), the ring of raw
+ * values, grown by doubling up to R rows as the history grows, and the KV caches and (if
+ * kept) attention weights, allocated at the first complete patch: a cell that got one
+ * record costs ~1 KB of engine state instead of ~100 KB (default model, f32 KV); its
  * history, restore and rebind; the readers of its forecast (see cc_engine.h).
  */
 #include "cc_cell_internal.h"
@@ -29,15 +31,12 @@ void cc_cell_shape_init(CcCellShape *cs, const CcHparams *hp, enum CcKvType kv, 
     cs->keep_attention = keep_attention;
 }
 
+static size_t small_bytes(const CcCellShape *cs);
+static size_t cache_bytes(const CcCellShape *cs);
+
 size_t cc_cell_mem_bytes(const CcCellShape *cs)
 {
-    size_t F = cs->F, D = (size_t)cs->H * cs->DK;
-    size_t b = (size_t)cs->R * F * sizeof(float) + 2 * F * sizeof(float);
-    b += F * cs->L * 2 * (size_t)cs->N * D * cs->kv_elem;
-    b += F * 2 * (size_t)cs->HZ * sizeof(float);
-    if (cs->keep_attention)
-        b += F * cs->L * cs->H * ((size_t)cs->N + 1) * sizeof(float);
-    return b + 64 * 6; /* alignment slack */
+    return small_bytes(cs) + (size_t)cs->R * cs->F * sizeof(float) + 64 + cache_bytes(cs);
 }
 
 static void *carve(char **p, size_t bytes)
@@ -47,14 +46,45 @@ static void *carve(char **p, size_t bytes)
     return r;
 }
 
+/* A new cell starts with one patch's worth of ring (or all of it when R is smaller). */
+#define RING_MIN_ROWS 16
+
+static size_t small_bytes(const CcCellShape *cs)
+{
+    return 2 * (size_t)cs->F * sizeof(float) + (size_t)cs->F * 2 * cs->HZ * sizeof(float) + 64 * 2;
+}
+
+static size_t cache_bytes(const CcCellShape *cs)
+{
+    size_t F = cs->F, D = (size_t)cs->H * cs->DK;
+    size_t b = F * cs->L * 2 * (size_t)cs->N * D * cs->kv_elem;
+    if (cs->keep_attention)
+        b += F * cs->L * cs->H * ((size_t)cs->N + 1) * sizeof(float);
+    return b + 64 * 2;
+}
+
+static void *aligned_zero(size_t bytes)
+{
+    void *m = NULL;
+    if (posix_memalign(&m, 64, bytes))
+        return NULL;
+    memset(m, 0, bytes); /* the attention kernels read whole 16-lane blocks */
+    return m;
+}
+
+/* Lays c out for e's shapes: the small block and a minimal ring; the caches come with the
+ * first complete patch (cc_cell_prepare). */
 static int cell_layout(CcCell *c, const CcEngine *e)
 {
     const CcCellShape *cs = cc_engine_cell_shape(e);
-    size_t F = cs->F, D = (size_t)cs->H * cs->DK;
-    void *mem = NULL;
-    if (posix_memalign(&mem, 64, cc_cell_mem_bytes(cs)))
+    int rc = cs->R < RING_MIN_ROWS ? cs->R : RING_MIN_ROWS;
+    void *mem = aligned_zero(small_bytes(cs));
+    float *ring = aligned_zero((size_t)rc * cs->F * sizeof(float));
+    if (!mem || !ring) {
+        free(mem);
+        free(ring);
         return -ENOMEM;
-    memset(mem, 0, cc_cell_mem_bytes(cs)); /* the attention kernels read whole 16-lane blocks */
+    }
     char *p = mem;
     c->e = e;
     c->F = cs->F;
@@ -65,13 +95,56 @@ static int cell_layout(CcCell *c, const CcEngine *e)
     c->DK = cs->DK;
     c->HZ = cs->HZ;
     c->mem = mem;
-    c->ring = carve(&p, (size_t)cs->R * F * sizeof(float));
-    c->mu = carve(&p, F * sizeof(float));
-    c->sigma = carve(&p, F * sizeof(float));
-    c->kv = carve(&p, F * cs->L * 2 * (size_t)cs->N * D * cs->kv_elem);
-    c->y = carve(&p, F * 2 * (size_t)cs->HZ * sizeof(float));
-    c->att = cs->keep_attention ? carve(&p, F * cs->L * cs->H * ((size_t)cs->N + 1) * sizeof(float))
-                                : NULL;
+    c->mu = carve(&p, (size_t)cs->F * sizeof(float));
+    c->sigma = carve(&p, (size_t)cs->F * sizeof(float));
+    c->y = carve(&p, (size_t)cs->F * 2 * cs->HZ * sizeof(float));
+    c->RC = rc;
+    c->ring = ring;
+    c->kvmem = c->kv = NULL;
+    c->att = NULL;
+    return 0;
+}
+
+/* Grows the ring to hold `rows` steps (≤ R), keeping the steps it holds at their new
+ * rows (p % RC). */
+static int ring_grow(CcCell *c, int64_t rows)
+{
+    int nrc = c->RC;
+    while (nrc < rows && nrc < c->R)
+        nrc = 2 * nrc < c->R ? 2 * nrc : c->R;
+    if (nrc == c->RC)
+        return 0;
+    float *nr = aligned_zero((size_t)nrc * c->F * sizeof(float));
+    if (!nr)
+        return -ENOMEM;
+    int64_t first = c->last - c->RC + 1 > c->p0 ? c->last - c->RC + 1 : c->p0;
+    for (int64_t p = first; c->last >= 0 && p <= c->last; p++)
+        memcpy(&nr[(size_t)(p % nrc) * c->F], &c->ring[(size_t)(p % c->RC) * c->F],
+               (size_t)c->F * sizeof(float));
+    free(c->ring);
+    c->ring = nr;
+    c->RC = nrc;
+    return 0;
+}
+
+int cc_cell_prepare(CcCell *c, int64_t p0, int64_t last)
+{
+    const CcCellShape *cs = cc_engine_cell_shape(c->e);
+    int P = cc_engine_model(c->e)->hp.patch_len;
+    if (last - p0 + 1 > c->RC && c->RC < c->R && ring_grow(c, last - p0 + 1))
+        return -ENOMEM;
+    /* a complete patch: the step will forecast, with the caches */
+    if (!c->kvmem && ((last + 1) / P) * P - 1 - P + 1 >= p0) {
+        size_t F = cs->F, D = (size_t)cs->H * cs->DK;
+        char *q = aligned_zero(cache_bytes(cs));
+        if (!q)
+            return -ENOMEM;
+        c->kvmem = q;
+        c->kv = carve(&q, F * cs->L * 2 * (size_t)cs->N * D * cs->kv_elem);
+        c->att = cs->keep_attention
+                     ? carve(&q, F * cs->L * cs->H * ((size_t)cs->N + 1) * sizeof(float))
+                     : NULL;
+    }
     return 0;
 }
 
@@ -89,11 +162,18 @@ int cc_cell_open(CcCell **out, const CcEngine *e)
     return 0;
 }
 
+static void cell_free_mem(CcCell *c)
+{
+    free(c->mem);
+    free(c->ring);
+    free(c->kvmem);
+}
+
 void cc_cell_close(CcCell **pc)
 {
     if (!pc || !*pc)
         return;
-    free((*pc)->mem);
+    cell_free_mem(*pc);
     free(*pc);
     *pc = NULL;
 }
@@ -120,8 +200,15 @@ int cc_cell_rebind(CcCell *c, const CcEngine *e)
         first = tmp.p0;
     if (tmp.last >= 0 && tmp.last - first + 1 > c->R)
         first = tmp.last - c->R + 1;
+    c->p0 = first; /* for ring_grow: nothing to move yet */
+    c->last = -1;
+    if (tmp.last >= 0 && ring_grow(c, tmp.last - first + 1)) {
+        cell_free_mem(c);
+        *c = tmp;
+        return -ENOMEM;
+    }
     for (int64_t p = first; tmp.last >= 0 && p <= tmp.last; p++)
-        memcpy(&c->ring[(size_t)(p % c->R) * c->F], &tmp.ring[(size_t)(p % tmp.R) * tmp.F],
+        memcpy(&c->ring[(size_t)(p % c->RC) * c->F], &tmp.ring[(size_t)(p % tmp.RC) * tmp.F],
                (size_t)c->F * sizeof(float));
     c->p0 = tmp.p0;
     c->last = tmp.last;
@@ -130,7 +217,7 @@ int cc_cell_rebind(CcCell *c, const CcEngine *e)
         c->p0 = first;
     c->cache_e = -1;
     c->fc_valid = 0;
-    free(tmp.mem);
+    cell_free_mem(&tmp);
     return 0;
 }
 
@@ -154,7 +241,7 @@ int cc_cell_history(const CcCell *c, int64_t from, int count, float *out)
     if (count < 0 || last < 0 || from < first || from + count - 1 > last)
         return -ERANGE;
     for (int i = 0; i < count; i++)
-        memcpy(out + (size_t)i * c->F, &c->ring[(size_t)((from + i) % c->R) * c->F],
+        memcpy(out + (size_t)i * c->F, &c->ring[(size_t)((from + i) % c->RC) * c->F],
                (size_t)c->F * sizeof(float));
     return 0;
 }
@@ -172,10 +259,13 @@ int cc_cell_restore(CcCell *c, int64_t seq_start, int64_t first, int count, cons
     /* values before `first` are unknown: only acceptable when the ring is full anyway */
     if (seq_start < first && count < c->R)
         return -EINVAL;
+    int64_t last = first + count - 1, rows = last - seq_start + 1;
+    if (ring_grow(c, rows < c->R ? rows : c->R))
+        return -ENOMEM;
     cc_cell_reset(c);
     int skip = count > c->R ? count - c->R : 0;
     for (int i = skip; i < count; i++)
-        memcpy(&c->ring[(size_t)((first + i) % c->R) * c->F], values + (size_t)i * c->F,
+        memcpy(&c->ring[(size_t)((first + i) % c->RC) * c->F], values + (size_t)i * c->F,
                (size_t)c->F * sizeof(float));
     c->p0 = seq_start;
     c->last = first + count - 1;
@@ -188,13 +278,13 @@ int cc_cell_restore(CcCell *c, int64_t seq_start, int64_t first, int count, cons
 void cc_cell_ring_stats(const CcCell *c, int64_t lo, int64_t hi, float *mu, float *sigma,
                         const float *floor)
 {
-    const int n = (int)(hi - lo + 1), r0 = (int)(lo % c->R), F = c->F;
+    const int n = (int)(hi - lo + 1), r0 = (int)(lo % c->RC), F = c->F;
     double s[CC_MAX_FEATURES] = {0}, ss[CC_MAX_FEATURES] = {0}, m[CC_MAX_FEATURES];
     for (int j = 0, r = r0; j < n; j++) {
         const float *row = &c->ring[(size_t)r * F];
         for (int f = 0; f < F; f++)
             s[f] += row[f];
-        if (++r == c->R)
+        if (++r == c->RC)
             r = 0;
     }
     for (int f = 0; f < F; f++)
@@ -205,7 +295,7 @@ void cc_cell_ring_stats(const CcCell *c, int64_t lo, int64_t hi, float *mu, floa
             double d = row[f] - m[f];
             ss[f] += d * d;
         }
-        if (++r == c->R)
+        if (++r == c->RC)
             r = 0;
     }
     for (int f = 0; f < F; f++) {
@@ -240,8 +330,10 @@ void cc_forecast_point(const CcForecast *fc, int f, int k, double *mean, double 
 
 int cc_cell_attention(const CcCell *c, int f, float *weights, int64_t *token_end, int *n_tokens)
 {
-    if (!c->att)
+    if (!cc_engine_cell_shape(c->e)->keep_attention)
         return -EINVAL;
+    if (!c->att) /* no complete patch yet */
+        return -EAGAIN;
     if (!c->fc_valid || f < 0 || f >= c->F)
         return c->fc_valid ? -EINVAL : -EAGAIN;
     int n = c->n_cached, T = n + 1, P = cc_engine_model(c->e)->hp.patch_len;

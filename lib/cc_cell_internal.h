@@ -34,13 +34,22 @@ struct CcCell {
     uint64_t mark; ///< batch mark: detects a cell given twice in one step
     int fc_valid;
     int64_t fc_step;
-    float *ring;       // (R, F)  row p % R holds step p
+    int RC;            ///< rows of the ring allocated: grows (to R) with the history, so a
+                       ///< cell with a few records costs a few KB
+    float *ring;       // (RC, F)  row p % RC holds step p
     float *mu, *sigma; // (F)
-    void *kv;          // (F, L, 2, H, N, DK) of kv_type
+    void *kv;          // (F, L, 2, H, N, DK) of kv_type; NULL until the first complete patch
     float *y;          // (F, 2HZ)
-    float *att;        // (F, L, H, N+1) if keep_attention, else NULL
-    void *mem;
+    float *att;        // (F, L, H, N+1) if keep_attention (with kv), else NULL
+    void *mem;         // mu, sigma, y
+    void *kvmem;       // kv, att (cc_cell_prepare)
 };
+
+/** Makes c ready to hold steps [p0, last] (the ring grows, by doubling, up to R rows) and,
+ *  when they contain a complete patch, to be forecast (the KV caches and attention are
+ *  allocated at the first one): cc_engine_step calls it before pushing a step. 0 or
+ *  -ENOMEM (c unchanged). */
+int cc_cell_prepare(CcCell *c, int64_t p0, int64_t last);
 
 /** 1 when c is laid out for cs (else the step refuses it: -ESTALE). */
 static inline int cc_cell_fits(const CcCell *c, const CcCellShape *cs)
@@ -63,10 +72,10 @@ static inline void *cc_cell_kv(const CcCell *c, size_t elem, int f, int l, int w
 static inline void cc_cell_ring_read_norm(float *dst, const CcCell *c, int f, int64_t from, int n,
                                           float mu, float inv)
 {
-    int r = (int)(from % c->R), F = c->F;
+    int r = (int)(from % c->RC), F = c->F;
     for (int j = 0; j < n; j++) {
         dst[j] = (c->ring[(size_t)r * F + f] - mu) * inv;
-        if (++r == c->R)
+        if (++r == c->RC)
             r = 0;
     }
 }
@@ -77,13 +86,14 @@ static inline void cc_cell_ring_read_norm(float *dst, const CcCell *c, int f, in
 void cc_cell_ring_stats(const CcCell *c, int64_t lo, int64_t hi, float *mu, float *sigma,
                         const float *floor);
 
-/** Appends step p's values (F); the caller has checked p is the cell's next step. */
+/** Appends step p's values (F); the caller has checked p is the cell's next step and
+ *  prepared the cell for it (cc_cell_prepare). */
 static inline void cc_cell_push(CcCell *c, int64_t p, const float *values)
 {
     if (c->last < 0)
         c->p0 = p;
     c->last = p;
-    memcpy(&c->ring[(size_t)(c->last % c->R) * c->F], values, (size_t)c->F * sizeof(float));
+    memcpy(&c->ring[(size_t)(c->last % c->RC) * c->F], values, (size_t)c->F * sizeof(float));
 }
 
 #endif

@@ -647,7 +647,7 @@ static void linear_path(const CcEngine *e, Workspace *w, CcCell **cells, int n)
     for (int ci = 0; ci < n; ci++) {
         const CcCell *c = cells[ci];
         const int64_t t = c->last, first = t - RL + 1;
-        const float *xt = &c->ring[(size_t)(t % c->R) * F];
+        const float *xt = &c->ring[(size_t)(t % c->RC) * F];
         float inv[CC_MAX_FEATURES];
         float *At = &w->lin[(size_t)ci * F]; /* column ci·F + f, row i: r_i of channel f */
         for (int f = 0; f < F; f++) {
@@ -655,12 +655,13 @@ static void linear_path(const CcEngine *e, Workspace *w, CcCell **cells, int n)
             w->xnt[ci * F + f] = (xt[f] - c->mu[f]) * inv[f];
         }
         int64_t r = first < c->p0 ? c->p0 : first; /* cold start: x_{p0} stands in */
-        int ri = (int)(r % c->R);
+        int ri = (int)(r % c->RC);
         /* the rings of many cells live in DRAM: the next cell's is asked for meanwhile, one
          * line per row, into L2 (the inputs written meanwhile would evict it from L1):
          * measured 5.6% -> 3.4% of the step's profile at 1024 cells */
         const char *next = ci + 1 < n ? (const char *)cells[ci + 1]->ring : NULL;
-        const int next_lines = (int)(((size_t)c->R * F * sizeof(float) + 63) / 64);
+        const int next_lines =
+            next ? (int)(((size_t)cells[ci + 1]->RC * F * sizeof(float) + 63) / 64) : 0;
         for (int i = 0; i < RL; i++) {
             const float *row = &c->ring[(size_t)ri * F];
             if (next && i < next_lines)
@@ -668,7 +669,7 @@ static void linear_path(const CcEngine *e, Workspace *w, CcCell **cells, int n)
             float *dst = At + (size_t)i * rows;
             for (int f = 0; f < F; f++)
                 dst[f] = (row[f] - xt[f]) * inv[f];
-            if (first + i >= c->p0 && ++ri == c->R)
+            if (first + i >= c->p0 && ++ri == c->RC)
                 ri = 0;
         }
     }
@@ -865,6 +866,9 @@ int cc_engine_step(CcEngine *e, const CcStepInput *in, int n, int *status)
                     st = -ERANGE;
         } else if (c->last < 0 || in[i].step != c->last)
             st = -EINVAL;
+        /* room for the step: the ring grows, the caches come with the first patch */
+        if (!st && cc_cell_prepare(c, c->last < 0 ? in[i].step : c->p0, in[i].step))
+            st = -ENOMEM;
         if (status)
             status[i] = st;
         if (st)

@@ -75,7 +75,8 @@ int cc_engine_set_model(CcEngine *e, const CcModel *model);
 void cc_engine_stats(const CcEngine *e, CcEngineStats *out);
 void cc_engine_reset_stats(CcEngine *e);
 
-/** Bytes one cell occupies (ring, caches, forecast, attention if kept). */
+/** Bytes one cell occupies at most (full ring, caches, forecast, attention if kept); a
+ *  cell with less history than one patch has no caches and a ring sized to its history. */
 size_t cc_engine_cell_bytes(const CcEngine *e);
 /** Steps of raw history a cell's ring keeps: max(N·P + P, M + P − 1, RL) (see the README;
  *  RL = linear_window, 0 in tx/2). */
@@ -113,8 +114,10 @@ typedef struct CcStepInput {
  * A cell's step must be its last step + 1 unless the cell is empty (a gap is the caller's
  * policy: impute the missing steps or cc_cell_reset()). status (n, may be NULL) receives
  * per input: 0 ok, -EINVAL step not consecutive or cell given twice, -ERANGE non-finite
- * value, -ESTALE cell laid out for another model shape (cc_cell_rebind it); a refused
- * input leaves its cell unchanged. Returns 0, or -ENOMEM (then no cell
+ * value, -ESTALE cell laid out for another model shape (cc_cell_rebind it), -ENOMEM no
+ * memory for the cell's longer ring or its first KV caches (a cell's memory grows with its
+ * history: cc_engine_cell_bytes is the most it takes); a refused input leaves its cell
+ * unchanged. Returns 0, or -ENOMEM (then no cell
  * of the batch has advanced its forecast reliably: callers reset those cells).
  */
 int cc_engine_step(CcEngine *e, const CcStepInput *in, int n, int *status);

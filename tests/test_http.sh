@@ -32,6 +32,7 @@ kafka:
   embedded_partitions: 2
 http:
   port: 0
+  post_kpis: open
   max_body_bytes: 8192
   max_connections: 3
 ingest:

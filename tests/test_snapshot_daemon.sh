@@ -27,6 +27,7 @@ kafka:
   group_id: test-snapshot
 http:
   port: 0
+  post_kpis: open
 ingest:
   batch_ms: 5
 snapshot:

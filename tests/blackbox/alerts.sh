@@ -171,6 +171,7 @@ kafka:
   embedded_partitions: 2
 http:
   port: 0
+  post_kpis: open
 engine:
   kv_type: f32
 snapshot:

@@ -5,6 +5,10 @@
  * SIGTERM/SIGINT.
  *
  * Usage: cc_mockbroker [topic:partitions]...   (default kpis:2 alerts:1)
+ *
+ * Faults, for the delivery tests: SIGUSR1 makes every Produce request fail (a retriable
+ * NOT_ENOUGH_REPLICAS, so producers keep retrying: nothing is delivered); SIGUSR2 clears
+ * that. Fetches are not affected.
  */
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
@@ -15,12 +19,30 @@
 #include <string.h>
 #include <unistd.h>
 
-static volatile sig_atomic_t stop;
+static volatile sig_atomic_t stop, fault = -1;
 
 static void on_signal(int sig)
 {
-    (void)sig;
-    stop = 1;
+    if (sig == SIGUSR1 || sig == SIGUSR2)
+        fault = sig == SIGUSR1;
+    else
+        stop = 1;
+}
+
+/* Produce requests fail (on) or succeed again (off). */
+static void produce_fault(rd_kafka_mock_cluster_t *mc, int on)
+{
+    enum { N = 1000000 }; /* ~ one per 100 ms retry backoff: days */
+    rd_kafka_mock_clear_request_errors(mc, 0 /* Produce */);
+    if (!on)
+        return;
+    rd_kafka_resp_err_t *e = malloc(N * sizeof *e);
+    if (!e)
+        return;
+    for (int i = 0; i < N; i++)
+        e[i] = RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS;
+    rd_kafka_mock_push_request_errors_array(mc, 0, N, e);
+    free(e);
 }
 
 int main(int argc, char **argv)
@@ -55,8 +77,16 @@ int main(int argc, char **argv)
     fflush(stdout);
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
-    while (!stop)
-        poll(NULL, 0, 200);
+    signal(SIGUSR1, on_signal);
+    signal(SIGUSR2, on_signal);
+    while (!stop) {
+        poll(NULL, 0, 100);
+        if (fault >= 0) {
+            produce_fault(mc, fault);
+            fprintf(stderr, "cc_mockbroker: produce requests %s\n", fault ? "fail" : "succeed");
+            fault = -1;
+        }
+    }
     rd_kafka_mock_cluster_destroy(mc);
     rd_kafka_destroy(rk);
     return 0;

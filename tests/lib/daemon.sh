@@ -94,3 +94,14 @@ start_mockbroker() {
     for _ in $(seq 50); do EXT=$(head -1 "$dir/broker.addr" 2>/dev/null); [ -n "$EXT" ] && break; sleep 0.1; done
     [ -n "$EXT" ] || { echo "FAIL: cc_mockbroker gave no address"; exit 1; }
 }
+
+# test_workdir NAME: a temporary directory TMP (/tmp/cellcast-NAME.XXXXXX), PIDS and FAILS
+# empty, and an EXIT trap that kills every pid in PIDS and removes TMP unless a check
+# failed (then it says where the logs are).
+test_workdir() {
+    TMP=$(mktemp -d "/tmp/cellcast-$1.XXXXXX")
+    PIDS=()
+    FAILS=0
+    trap 'for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; wait 2>/dev/null
+          [ "$FAILS" = 0 ] && rm -rf "$TMP" || echo "logs kept in $TMP"' EXIT
+}
