@@ -4,7 +4,7 @@
 set -eu
 pkgs="build-essential meson ninja-build pkg-config libevent-dev libjansson-dev
 libopenblas-dev libyaml-dev librdkafka-dev libcmocka-dev kcat curl clang
-libclang-rt-dev clang-format python3 python3-yaml python3-jsonschema"
+libclang-rt-dev clang-format python3 python3-yaml python3-jsonschema zlib1g-dev"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

@@ -75,6 +75,10 @@ static const CcdConfigDef head_rows[] = {
  "accept fails for want of descriptors, accepting pauses for 250 ms."},
 {"http.timeout_s", CCD_CFG_INT, OFF(http_timeout_s), "30", 1, 3600, NULL, 0,
  "Read/write timeout of a client connection, seconds."},
+{"http.cors_origins", CCD_CFG_LIST, OFF(http_cors_origins), "", NB, NULL, 1,
+ "Origins allowed to call the API from a browser (CORS): replies to a request whose Origin "
+ "is listed carry Access-Control-Allow-Origin, and OPTIONS preflights are answered; \"*\" "
+ "allows any origin; empty = off (no CORS header, OPTIONS gets 405)."},
 
 {"engine.threads", CCD_CFG_INT, OFF(engine_threads), "1", 0, 256, NULL, 0,
  "Threads the worker uses to step one batch (its own included; 0 = online cores). The "
@@ -137,6 +141,14 @@ static const CcdConfigDef head_rows[] = {
 
 {"forecast.level", CCD_CFG_DOUBLE, OFF(forecast_level), "0.8", 0.01, 0.999, NULL, 1,
  "Default central level of forecast intervals (?level= overrides per request)."},
+
+{"history.depth", CCD_CFG_STRING, OFF(history_depth), "7d", NB, NULL, 0,
+ "Long history kept per cell beyond the model's window, for GET /v1/cells/{id}/history and "
+ "/forecasts: a duration (s, m, h, d or w suffix; a bare number is seconds), rounded up to "
+ "whole model steps: the observed KPIs and the one-step and horizon-end forecasts of each "
+ "step, 4 + 16 x KPIs bytes per step (132 B for 8 KPIs: 92 KB per cell for 7 days of "
+ "15-minute steps), allocated 64 steps at a time as a cell's history grows and counted in "
+ "limits.kv_budget_mb. 0 = none: history is the model's window only, no past forecasts."},
 
 {"demo.enabled", CCD_CFG_BOOL, OFF(demo_enabled), "false", NB, NULL, 0,
  "Built-in synthetic feed: produces KPI messages into demo.topic through the real Kafka "

@@ -14,6 +14,7 @@
 
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
+#include <zlib.h>
 
 #include "log.h"
 
@@ -41,7 +42,15 @@ struct CcdHttp {
     int n_pool;
     int64_t date_s; /* the second `date` was formatted for */
     char date[40];  /* RFC 7231 IMF-fixdate of date_s */
+    z_stream z;     /* gzip of replies, reset per reply (its 256 KB of state made once) */
+    int z_ready;
+    struct evbuffer *gz; /* the compressed body before it replaces the reply's */
+    uint64_t gzipped, gzip_in, gzip_out;
 };
+
+/* JSON bodies at least this long are gzipped for a client that accepts it: below, the
+ * header and the CPU cost more than the bytes saved. */
+#define GZIP_MIN_BYTES 1024
 
 /* Requests kept for reuse: a request costs a 1.4 KB calloc and an evbuffer otherwise. */
 #define POOL_MAX 64
@@ -174,10 +183,52 @@ static const char *method_name(int m)
     return "?";
 }
 
+/* The Access-Control-Allow-Origin for the request's Origin under http.cors_origins: "*",
+ * the origin itself when listed, or NULL (no CORS header). */
+static const char *cors_origin(CcdReq *r)
+{
+    const CcdStrList *l = &r->d->cfg.http_cors_origins;
+    if (!l->n)
+        return NULL;
+    const char *o = evhttp_find_header(evhttp_request_get_input_headers(r->req), "Origin");
+    if (!o)
+        return NULL;
+    for (int i = 0; i < l->n; i++) {
+        if (!strcmp(l->items[i], "*"))
+            return "*";
+        if (!strcmp(l->items[i], o))
+            return o;
+    }
+    return NULL;
+}
+
+static void methods_of(int methods, char *buf, size_t n)
+{
+    buf[0] = 0;
+    for (int m = 1; m <= EVHTTP_REQ_PATCH; m <<= 1)
+        if (methods & m) {
+            if (buf[0])
+                strncat(buf, ", ", n - strlen(buf) - 1);
+            strncat(buf, method_name(m), n - strlen(buf) - 1);
+        }
+}
+
 static int route_and_run(CcdReq *r)
 {
     static char allow[128];
     int path_matched = -1;
+    r->cors = cors_origin(r);
+    if (r->cors && r->method == EVHTTP_REQ_OPTIONS) /* a CORS preflight: what is allowed */
+        for (int i = 0; i < ccd_n_routes; i++) {
+            char id[sizeof r->id];
+            if (!match(ccd_routes[i].pattern, r->path, id, sizeof id))
+                continue;
+            r->route = i;
+            r->preflight = 1;
+            methods_of(ccd_routes[i].methods, allow, sizeof allow);
+            r->allow = allow;
+            return ccd_text(r, 200, "text/plain");
+        }
     for (int i = 0; i < ccd_n_routes; i++) {
         char id[sizeof r->id];
         if (!match(ccd_routes[i].pattern, r->path, id, sizeof id))
@@ -195,13 +246,7 @@ static int route_and_run(CcdReq *r)
     }
     if (path_matched >= 0) {
         r->route = path_matched;
-        allow[0] = 0;
-        for (int m = 1; m <= EVHTTP_REQ_PATCH; m <<= 1)
-            if (ccd_routes[path_matched].methods & m) {
-                if (allow[0])
-                    strcat(allow, ", ");
-                strcat(allow, method_name(m));
-            }
+        methods_of(ccd_routes[path_matched].methods, allow, sizeof allow);
         r->allow = allow;
         return ccd_problem(r, 405, "method-not-allowed", "%s is not allowed on %s (allowed: %s)",
                            method_name((int)r->method), r->path, allow);
@@ -244,11 +289,86 @@ static const char *http_date(CcdHttp *h)
     return h->date;
 }
 
+/* Whether the client takes gzip (Accept-Encoding: gzip, not with q=0). */
+static int accepts_gzip(struct evhttp_request *req)
+{
+    const char *ae = evhttp_find_header(evhttp_request_get_input_headers(req), "Accept-Encoding");
+    for (const char *p = ae; p && (p = strstr(p, "gzip")); p += 4) {
+        const char *q = p + 4;
+        while (*q == ' ')
+            q++;
+        if (*q == ';') { /* a q value: only 0 refuses */
+            const char *v = strstr(q, "q=");
+            if (v && strtod(v + 2, NULL) == 0)
+                return 0;
+        }
+        if ((p == ae || p[-1] == ' ' || p[-1] == ',') && (!*q || *q == ',' || *q == ';'))
+            return 1;
+    }
+    return 0;
+}
+
+/* Replaces the reply's body by its gzip (zlib, fastest level: the replies are small and
+ * repetitive, and this runs on the event loop). 0, or -1 with the body unchanged. */
+static int gzip_body(CcdHttp *h, struct evbuffer *out)
+{
+    size_t n = evbuffer_get_length(out);
+    unsigned char *in = evbuffer_pullup(out, -1);
+    struct evbuffer_iovec v;
+    if (!in)
+        return -1;
+    if (!h->z_ready) {
+        if (!h->gz && !(h->gz = evbuffer_new()))
+            return -1;
+        if (deflateInit2(&h->z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+            return -1;
+        h->z_ready = 1;
+    } else if (deflateReset(&h->z) != Z_OK) {
+        return -1;
+    }
+    if (evbuffer_reserve_space(h->gz, (ev_ssize_t)deflateBound(&h->z, n), &v, 1) < 1)
+        return -1;
+    h->z.next_in = in;
+    h->z.avail_in = (uInt)n;
+    h->z.next_out = v.iov_base;
+    h->z.avail_out = (uInt)v.iov_len;
+    if (deflate(&h->z, Z_FINISH) != Z_STREAM_END)
+        return -1;
+    v.iov_len -= h->z.avail_out;
+    if (evbuffer_commit_space(h->gz, &v, 1))
+        return -1;
+    h->gzipped++;
+    h->gzip_in += n;
+    h->gzip_out += v.iov_len;
+    evbuffer_drain(out, n);
+    evbuffer_add_buffer(out, h->gz); /* moves the chain: no copy */
+    return 0;
+}
+
 static void finish(CcdReq *r, int status)
 {
     CcdHttp *h = r->d->http;
     struct evkeyvalq *hdr = evhttp_request_get_output_headers(r->req);
-    evhttp_add_header(hdr, "Content-Type", r->content_type ? r->content_type : "text/plain");
+    const char *ct = r->content_type ? r->content_type : "text/plain";
+    int json = !strncmp(ct, "application/json", 16) || !strncmp(ct, "application/problem+json", 24);
+    if (json && r->method != EVHTTP_REQ_HEAD) {
+        evhttp_add_header(hdr, "Vary", "Accept-Encoding");
+        if (evbuffer_get_length(r->out) >= GZIP_MIN_BYTES && accepts_gzip(r->req) &&
+            !gzip_body(h, r->out))
+            evhttp_add_header(hdr, "Content-Encoding", "gzip");
+    }
+    if (r->cors) {
+        evhttp_add_header(hdr, "Access-Control-Allow-Origin", r->cors);
+        if (strcmp(r->cors, "*"))
+            evhttp_add_header(hdr, "Vary", "Origin");
+        if (r->preflight) {
+            evhttp_add_header(hdr, "Access-Control-Allow-Methods", r->allow);
+            evhttp_add_header(hdr, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+            evhttp_add_header(hdr, "Access-Control-Max-Age", "600");
+            r->allow = NULL;
+        }
+    }
+    evhttp_add_header(hdr, "Content-Type", ct);
     evhttp_add_header(hdr, "Cache-Control", "no-store");
     evhttp_add_header(hdr, "Date", http_date(h));
     if (r->allow)
@@ -562,6 +682,10 @@ void ccd_http_close(Ccd *d)
         evbuffer_free(r->out);
         free(r);
     }
+    if (h->z_ready)
+        deflateEnd(&h->z);
+    if (h->gz)
+        evbuffer_free(h->gz);
     free(h->conns);
     free(h->counts);
     free(h->dur);
@@ -634,4 +758,15 @@ void ccd_http_metrics(Ccd *d, struct evbuffer *out)
                         "cellcast_http_accept_errors_total %llu\n",
                         h->n_conns, (unsigned long long)(h->refused_conns + h->shed_conns),
                         (unsigned long long)h->accept_errors);
+    evbuffer_add_printf(out,
+                        "# HELP cellcast_http_gzip_replies_total Replies sent gzipped.\n"
+                        "# TYPE cellcast_http_gzip_replies_total counter\n"
+                        "cellcast_http_gzip_replies_total %llu\n"
+                        "# HELP cellcast_http_gzip_bytes_total Bytes of gzipped replies before "
+                        "(in) and after (out) compression.\n"
+                        "# TYPE cellcast_http_gzip_bytes_total counter\n"
+                        "cellcast_http_gzip_bytes_total{dir=\"in\"} %llu\n"
+                        "cellcast_http_gzip_bytes_total{dir=\"out\"} %llu\n",
+                        (unsigned long long)h->gzipped, (unsigned long long)h->gzip_in,
+                        (unsigned long long)h->gzip_out);
 }

@@ -11,6 +11,10 @@
  * now: the request is parked and re-run after the batch completes (ccd_http_retry_deferred;
  * libevent keeps a parked request valid even if its client goes away).
  *
+ * Also there, for every route: CORS (http.cors_origins: Access-Control-Allow-Origin on the
+ * replies to a listed Origin, OPTIONS preflights answered) and gzip of JSON replies of 1 KB
+ * or more to a client that sends Accept-Encoding: gzip (zlib).
+ *
  * Limits (config http.*): body size (a larger POST gets 413; libevent itself refuses
  * bodies past 2 × the limit with a plain 413), header block size, connections (a request
  * arriving on a connection past the limit gets 503 and the connection is closed),
@@ -51,6 +55,8 @@ struct CcdReq {
     const char *content_type;
     const char *allow; ///< Allow header for 405
     int retry_after;   ///< Retry-After seconds for 503, 0 none
+    const char *cors;  ///< Access-Control-Allow-Origin to send (http.cors_origins), NULL none
+    int preflight;     ///< an OPTIONS preflight answered by the chokepoint
     int close_conn;
     int64_t t0_ns;
     int deferrals;

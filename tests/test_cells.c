@@ -243,11 +243,12 @@ typedef struct Done {
 
 static void seal(void *cookie, CcdBatch *b) { ccd_cells_seal(((Done *)cookie)->t, b); }
 
-static void on_stepped(void *cookie, CcdCell *c, int64_t step, const float *values, int imputed)
+static void on_stepped(void *cookie, CcdCell *c, int64_t step, const float *values, int imputed,
+                       uint64_t present)
 {
     CcForecast fc;
     (void)imputed;
-    ccd_publish_stepped(((Done *)cookie)->t, c, step, values, &fc);
+    ccd_publish_stepped(((Done *)cookie)->t, c, step, values, imputed, present, &fc);
 }
 
 static void on_done(void *cookie, CcdBatch *b)
