@@ -586,8 +586,17 @@ static int h_metrics(CcdReq *r)
     metric(b, "cellcast_kv_bytes", "gauge", "KV cache bytes of the resident cells.");
     evbuffer_add_printf(b, "cellcast_kv_bytes %zu\n",
                         d->cells->n_cells * cc_engine_kv_bytes_per_cell(d->engine));
-    metric(b, "cellcast_cell_state_bytes", "gauge", "All per-cell state bytes (rings, KV, ours).");
+    metric(b, "cellcast_cell_state_bytes", "gauge",
+           "All per-cell state bytes (rings, KV, ours, long histories); limits.kv_budget_mb.");
     evbuffer_add_printf(b, "cellcast_cell_state_bytes %zu\n", ccd_cells_bytes(d->cells));
+    metric(b, "cellcast_cell_history_bytes", "gauge",
+           "Bytes of the cells' long histories (history.depth), included in the state bytes.");
+    evbuffer_add_printf(b, "cellcast_cell_history_bytes %zu\n", d->cells->hist_bytes);
+    metric(b, "cellcast_cell_history_failed_total", "counter",
+           "Steps not recorded in a long history for want of memory.");
+    evbuffer_add_printf(
+        b, "cellcast_cell_history_failed_total %llu\n",
+        (unsigned long long)__atomic_load_n(&d->cells->hist_failed, __ATOMIC_RELAXED));
     metric(b, "cellcast_rss_bytes", "gauge", "Resident set size of the process.");
     evbuffer_add_printf(b, "cellcast_rss_bytes %lld\n", ccd_host_rss_bytes());
     alerts_metrics(d, b);
@@ -638,11 +647,14 @@ static int h_info(CcdReq *r)
                                   ss->batches ? (double)ss->items / (double)ss->batches : 0.0,
                                   "step_p99_s", ccd_hist_quantile(&ss->step_seconds, 0.99),
                                   "pending", ccd_sched_pending(d->sched)));
-    json_object_set_new(o, "cells",
-                        json_pack("{s:I, s:I, s:I, s:I}", "resident", (json_int_t)d->cells->n_cells,
-                                  "max_resident", (json_int_t)d->cells->max_resident,
-                                  "bytes_per_cell", (json_int_t)d->cells->cell_bytes, "evicted",
-                                  (json_int_t)d->cells->st.evictions));
+    json_object_set_new(
+        o, "cells",
+        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "resident", (json_int_t)d->cells->n_cells,
+                  "max_resident", (json_int_t)d->cells->max_resident, "bytes_per_cell",
+                  (json_int_t)d->cells->cell_bytes, "evicted", (json_int_t)d->cells->st.evictions,
+                  "history_steps", (json_int_t)d->cells->hist_depth, "history_bytes_per_cell_full",
+                  (json_int_t)ccd_cells_history_full_bytes(d->cells), "history_bytes",
+                  (json_int_t)d->cells->hist_bytes));
     json_object_set_new(o, "memory",
                         json_pack("{s:I, s:s}", "rss_bytes", (json_int_t)ccd_host_rss_bytes(),
                                   "blas", ccd_host_blas_core()));
