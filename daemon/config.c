@@ -100,8 +100,9 @@ static const CcdConfigDef head_rows[] = {
  "Resident cells at most. A new cell beyond it evicts the least recently updated idle "
  "cell (its history is dropped; it restarts cold if it comes back)."},
 {"limits.kv_budget_mb", CCD_CFG_INT64, OFF(limits_kv_budget_mb), "16384", 1, 16777216, NULL, 1,
- "Memory budget of the cells' engine state (rings + KV caches), MiB; reaching it evicts "
- "like max_cells does."},
+ "Memory budget of the cells' state (rings + KV caches + long histories, history.depth), "
+ "MiB; reaching it evicts like max_cells does (checked as cells come and once a second as "
+ "histories grow)."},
 
 {"ingest.gap_policy", CCD_CFG_ENUM, OFF(ingest_gap_policy), "impute", NB, "impute|restart", 1,
  "A cell that skips steps: impute = fill up to max_gap missing steps with the last values "
