@@ -329,7 +329,8 @@ static int sb_reply(CcdReq *r, Sb *sb)
     return ccd_text(r, 200, "application/json");
 }
 
-int ccd_h_history(CcdReq *r)
+/* One cell's history (forecasts 0) or past forecasts (1). */
+static int series_reply(CcdReq *r, int forecasts)
 {
     CcdCell *c;
     Range g;
@@ -338,31 +339,22 @@ int ccd_h_history(CcdReq *r)
         return -rc;
     if ((rc = parse_range(r, &g)))
         return rc;
-    if (c->busy)
-        return CCD_DEFER; /* the worker is stepping it: answer after the batch */
-    Sb *sb = reply_sb();
-    history_obj(r->d, c, &g, sb);
-    return sb_reply(r, sb);
-}
-
-int ccd_h_forecasts(CcdReq *r)
-{
-    CcdCell *c;
-    Range g;
-    int rc = ccd_find_cell(r, &c);
-    if (rc < 0)
-        return -rc;
-    if ((rc = parse_range(r, &g)))
-        return rc;
-    if (!r->d->cells->hist_depth)
+    if (forecasts && !r->d->cells->hist_depth)
         return ccd_problem(r, 404, "history-not-kept",
                            "past forecasts are not kept (history.depth: 0)");
     if (c->busy)
-        return CCD_DEFER;
+        return CCD_DEFER; /* the worker is stepping it: answer after the batch */
     Sb *sb = reply_sb();
-    forecasts_obj(r->d, c, &g, sb);
+    if (forecasts)
+        forecasts_obj(r->d, c, &g, sb);
+    else
+        history_obj(r->d, c, &g, sb);
     return sb_reply(r, sb);
 }
+
+int ccd_h_history(CcdReq *r) { return series_reply(r, 0); }
+
+int ccd_h_forecasts(CcdReq *r) { return series_reply(r, 1); }
 
 /* The cells of cells=a,b,c: the known ones in found (n_found), the others (ids that are
  * not valid or not on this daemon) as a JSON array in unknown. 0 or a problem status. */

@@ -246,5 +246,20 @@ curl -s "$U/metrics" | grep -q '^cellcast_http_gzip_replies_total [1-9]' || fail
 curl -s "$U/metrics" | grep -q '^cellcast_cell_history_bytes [1-9]' || fail "history bytes not reported"
 
 stop_daemon || fail "cellcastd exit status"
+
+# --- history.depth 0: the model's window only (as before issue 15), no past forecasts
+start_daemon "$TMP/log0" health -c "$TMP/c.yaml" --set history.depth=0
+[ "$(post "$TMP/a.json")" = 202 ] || fail "POST a.json (depth 0)"
+wait_step c1 $((P0 + 39))
+expect /v1/cells/c1/forecasts 404
+expect "/v1/cells/c1/history?max_points=1000" 200
+$PY - "$TMP/body" "$P0" <<'PYEOF' || fail "depth 0 history: $(head -c 300 "$TMP/body")"
+import json, sys
+st = [s["step"] for s in json.load(open(sys.argv[1]))["steps"]]
+p0 = int(sys.argv[2])
+assert st and st[-1] == p0 + 39 and st == list(range(st[0], p0 + 40)), st
+PYEOF
+curl -s "$U/metrics" | grep -q '^cellcast_cell_history_bytes 0$' || fail "depth 0 holds history bytes"
+stop_daemon || fail "cellcastd exit status (depth 0)"
 [ "$FAILS" = 0 ] && echo "test_http_series: all ok"
 exit $((FAILS > 0))
