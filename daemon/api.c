@@ -15,6 +15,7 @@
 #include "ingest.h"
 #include "alerts.h"
 #include "api_util.h"
+#include "http_cache.h"
 #include "log.h"
 #include "reload.h"
 #include "state.h"
@@ -279,45 +280,15 @@ static float *scratch_f(size_t n)
  * Requests with other parameters are rendered every time. Loop thread only. */
 #define CCD_FC_CACHE 1024
 
-typedef struct FcBody {
-    int refs; /* the cache slot + the replies still writing it */
-    size_t len;
-    char data[];
-} FcBody;
-
 typedef struct FcSlot {
     uint64_t serial, seq;
     double level;
     uint64_t bounds; /* key of the KPI bounds the body was clamped to */
     char model[sizeof((Ccd *)0)->model_name];
-    FcBody *body;
+    CcdBody *body;
 } FcSlot;
 
 static FcSlot fc_cache[CCD_FC_CACHE];
-
-static void fc_unref(FcBody *b)
-{
-    if (b && !--b->refs)
-        free(b);
-}
-
-static void fc_release(const void *data, size_t len, void *arg)
-{
-    (void)data, (void)len;
-    fc_unref(arg);
-}
-
-/* Adds the body (without its final newline unless nl) to the reply by reference; falls
- * back to a copy when libevent refuses. */
-static void fc_add(struct evbuffer *out, FcBody *b, int nl)
-{
-    size_t len = b->len - !nl;
-    b->refs++;
-    if (evbuffer_add_reference(out, b->data, len, fc_release, b)) {
-        b->refs--;
-        evbuffer_add(out, b->data, len);
-    }
-}
 
 /* ---- routes ---- */
 
@@ -905,7 +876,7 @@ int ccd_forecast_into(CcdReq *r, CcdCell *c, long long horizon, double level, ui
         pthread_mutex_unlock(&d->cells->pub_lock);
         if (sep)
             evbuffer_add(out, sep, strlen(sep));
-        fc_add(out, slot->body, nl);
+        ccd_body_add(out, slot->body, slot->body->len - !nl);
         return 0;
     }
     if (valid) {
@@ -990,22 +961,19 @@ int ccd_forecast_into(CcdReq *r, CcdCell *c, long long horizon, double level, ui
         return -ENOMEM;
     if (sep)
         evbuffer_add(out, sep, strlen(sep));
-    FcBody *body = cacheable ? malloc(sizeof *body + sb.n) : NULL;
+    CcdBody *body = cacheable ? ccd_body_new(sb.p, sb.n) : NULL; /* the slot's reference */
     if (!body) { /* not the default reply (or no memory for the cache): reply with a copy */
         evbuffer_add(out, sb.p, sb.n - !nl);
         return 0;
     }
-    body->refs = 1; /* the slot's */
-    body->len = sb.n;
-    memcpy(body->data, sb.p, sb.n);
-    fc_unref(slot->body);
+    ccd_body_unref(slot->body);
     slot->body = body;
     slot->serial = c->serial;
     slot->seq = seq;
     slot->level = level;
     slot->bounds = bkey;
     snprintf(slot->model, sizeof slot->model, "%s", d->model_name);
-    fc_add(out, body, nl);
+    ccd_body_add(out, body, body->len - !nl);
     return 0;
 }
 
@@ -1045,6 +1013,10 @@ static int h_forecast(CcdReq *r)
         return rc;
     uint64_t mask;
     if ((rc = parse_kpis(r, &mask)))
+        return rc;
+    /* gzip costs ~8x the cached reply: gzipped replies are cached per published forecast */
+    if (ccd_accepts_gzip(r) &&
+        (rc = ccd_reply_cached(r, ccd_cell_version(d, c, ccd_version_seed(d)))))
         return rc;
     rc = ccd_forecast_into(r, c, horizon, level, mask, NULL, r->out);
     if (rc < 0)

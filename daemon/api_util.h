@@ -58,6 +58,12 @@ int ccd_query_level(CcdReq *r, double *level);
 int ccd_forecast_into(CcdReq *r, CcdCell *c, long long horizon, double level, uint64_t mask,
                       const char *sep, struct evbuffer *out);
 
+/** The version of what replies about cell c show (http_cache.h): folds its serial and
+ *  publish sequence into h (start from ccd_version_seed). */
+uint64_t ccd_cell_version(Ccd *d, const CcdCell *c, uint64_t h);
+/** The start of a version: the daemon's reloads (KPI bounds, model). */
+uint64_t ccd_version_seed(const Ccd *d);
+
 /* api_series.c: the dashboard's reads (issue 15) */
 int ccd_h_history(CcdReq *r);
 int ccd_h_forecasts(CcdReq *r);

@@ -14,8 +14,8 @@
 
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
-#include <zlib.h>
 
+#include "http_cache.h"
 #include "log.h"
 
 #define N_STATUS 11
@@ -40,17 +40,10 @@ struct CcdHttp {
     CcdHist *dur;     /* (n_routes + 1) */
     CcdReq *pool;     /* finished requests kept for reuse (with their evbuffer) */
     int n_pool;
-    int64_t date_s; /* the second `date` was formatted for */
-    char date[40];  /* RFC 7231 IMF-fixdate of date_s */
-    z_stream z;     /* gzip of replies, reset per reply (its 256 KB of state made once) */
-    int z_ready;
-    struct evbuffer *gz; /* the compressed body before it replaces the reply's */
-    uint64_t gzipped, gzip_in, gzip_out;
+    int64_t date_s;    /* the second `date` was formatted for */
+    char date[40];     /* RFC 7231 IMF-fixdate of date_s */
+    CcdReplyCache *rc; /* gzip and the reply cache (http_cache.h) */
 };
-
-/* JSON bodies at least this long are gzipped for a client that accepts it: below, the
- * header and the CPU cost more than the bytes saved. */
-#define GZIP_MIN_BYTES 1024
 
 /* Requests kept for reuse: a request costs a 1.4 KB calloc and an evbuffer otherwise. */
 #define POOL_MAX 64
@@ -289,62 +282,6 @@ static const char *http_date(CcdHttp *h)
     return h->date;
 }
 
-/* Whether the client takes gzip (Accept-Encoding: gzip, not with q=0). */
-static int accepts_gzip(struct evhttp_request *req)
-{
-    const char *ae = evhttp_find_header(evhttp_request_get_input_headers(req), "Accept-Encoding");
-    for (const char *p = ae; p && (p = strstr(p, "gzip")); p += 4) {
-        const char *q = p + 4;
-        while (*q == ' ')
-            q++;
-        if (*q == ';') { /* a q value: only 0 refuses */
-            const char *v = strstr(q, "q=");
-            if (v && strtod(v + 2, NULL) == 0)
-                return 0;
-        }
-        if ((p == ae || p[-1] == ' ' || p[-1] == ',') && (!*q || *q == ',' || *q == ';'))
-            return 1;
-    }
-    return 0;
-}
-
-/* Replaces the reply's body by its gzip (zlib, fastest level: the replies are small and
- * repetitive, and this runs on the event loop). 0, or -1 with the body unchanged. */
-static int gzip_body(CcdHttp *h, struct evbuffer *out)
-{
-    size_t n = evbuffer_get_length(out);
-    unsigned char *in = evbuffer_pullup(out, -1);
-    struct evbuffer_iovec v;
-    if (!in)
-        return -1;
-    if (!h->z_ready) {
-        if (!h->gz && !(h->gz = evbuffer_new()))
-            return -1;
-        if (deflateInit2(&h->z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-            return -1;
-        h->z_ready = 1;
-    } else if (deflateReset(&h->z) != Z_OK) {
-        return -1;
-    }
-    if (evbuffer_reserve_space(h->gz, (ev_ssize_t)deflateBound(&h->z, n), &v, 1) < 1)
-        return -1;
-    h->z.next_in = in;
-    h->z.avail_in = (uInt)n;
-    h->z.next_out = v.iov_base;
-    h->z.avail_out = (uInt)v.iov_len;
-    if (deflate(&h->z, Z_FINISH) != Z_STREAM_END)
-        return -1;
-    v.iov_len -= h->z.avail_out;
-    if (evbuffer_commit_space(h->gz, &v, 1))
-        return -1;
-    h->gzipped++;
-    h->gzip_in += n;
-    h->gzip_out += v.iov_len;
-    evbuffer_drain(out, n);
-    evbuffer_add_buffer(out, h->gz); /* moves the chain: no copy */
-    return 0;
-}
-
 static void finish(CcdReq *r, int status)
 {
     CcdHttp *h = r->d->http;
@@ -353,8 +290,7 @@ static void finish(CcdReq *r, int status)
     int json = !strncmp(ct, "application/json", 16) || !strncmp(ct, "application/problem+json", 24);
     if (json && r->method != EVHTTP_REQ_HEAD) {
         evhttp_add_header(hdr, "Vary", "Accept-Encoding");
-        if (evbuffer_get_length(r->out) >= GZIP_MIN_BYTES && accepts_gzip(r->req) &&
-            !gzip_body(h, r->out))
+        if (ccd_rc_finish(h->rc, r, status))
             evhttp_add_header(hdr, "Content-Encoding", "gzip");
     }
     if (r->cors) {
@@ -574,6 +510,7 @@ static void gencb(struct evhttp_request *req, void *arg)
             return;
         }
         r->have_query = 1;
+        r->rawq = query;
     }
     run(r);
 }
@@ -611,7 +548,7 @@ int ccd_http_open(Ccd *d, char *err, size_t errlen)
     d->http = h;
     h->counts = calloc((size_t)(ccd_n_routes + 1) * N_STATUS, sizeof *h->counts);
     h->dur = calloc((size_t)(ccd_n_routes + 1), sizeof *h->dur);
-    if (!h->counts || !h->dur)
+    if (!h->counts || !h->dur || ccd_rc_open(&h->rc))
         return cc_errf(err, errlen, -ENOMEM, "out of memory");
     for (int i = 0; i <= ccd_n_routes; i++)
         ccd_hist_init(&h->dur[i], dur_le, (int)(sizeof dur_le / sizeof dur_le[0]));
@@ -653,6 +590,8 @@ int ccd_http_open(Ccd *d, char *err, size_t errlen)
     return 0;
 }
 
+CcdReplyCache *ccd_http_rc(const Ccd *d) { return d->http ? d->http->rc : NULL; }
+
 int ccd_http_port(const Ccd *d) { return d->http ? d->http->port : 0; }
 
 void ccd_http_close(Ccd *d)
@@ -682,10 +621,7 @@ void ccd_http_close(Ccd *d)
         evbuffer_free(r->out);
         free(r);
     }
-    if (h->z_ready)
-        deflateEnd(&h->z);
-    if (h->gz)
-        evbuffer_free(h->gz);
+    ccd_rc_close(&h->rc);
     free(h->conns);
     free(h->counts);
     free(h->dur);
@@ -704,6 +640,8 @@ void ccd_http_counts(const Ccd *d, uint64_t *requests, int *connections, int *de
 void ccd_http_metrics(Ccd *d, struct evbuffer *out)
 {
     CcdHttp *h = d->http;
+    uint64_t gzipped, gz_in, gz_out, hits, misses;
+    ccd_rc_stats(h->rc, &gzipped, &gz_in, &gz_out, &hits, &misses);
     evbuffer_add_printf(out,
                         "# HELP cellcast_http_requests_total HTTP requests by route and status.\n"
                         "# TYPE cellcast_http_requests_total counter\n");
@@ -767,6 +705,13 @@ void ccd_http_metrics(Ccd *d, struct evbuffer *out)
                         "# TYPE cellcast_http_gzip_bytes_total counter\n"
                         "cellcast_http_gzip_bytes_total{dir=\"in\"} %llu\n"
                         "cellcast_http_gzip_bytes_total{dir=\"out\"} %llu\n",
-                        (unsigned long long)h->gzipped, (unsigned long long)h->gzip_in,
-                        (unsigned long long)h->gzip_out);
+                        (unsigned long long)gzipped, (unsigned long long)gz_in,
+                        (unsigned long long)gz_out);
+    evbuffer_add_printf(out,
+                        "# HELP cellcast_http_reply_cache_total Lookups of the reply cache "
+                        "(history, past forecasts, batch reads, gzipped forecasts).\n"
+                        "# TYPE cellcast_http_reply_cache_total counter\n"
+                        "cellcast_http_reply_cache_total{result=\"hit\"} %llu\n"
+                        "cellcast_http_reply_cache_total{result=\"miss\"} %llu\n",
+                        (unsigned long long)hits, (unsigned long long)misses);
 }

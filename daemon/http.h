@@ -57,6 +57,10 @@ struct CcdReq {
     int retry_after;   ///< Retry-After seconds for 503, 0 none
     const char *cors;  ///< Access-Control-Allow-Origin to send (http.cors_origins), NULL none
     int preflight;     ///< an OPTIONS preflight answered by the chokepoint
+    const char *rawq;  ///< the query string as sent (NULL none), for the reply cache
+    int rc_want;       ///< keep this reply in the reply cache (http_cache.h) under:
+    uint64_t rc_key, rc_version;
+    int gz_ready; ///< the body is gzipped already (served from the reply cache)
     int close_conn;
     int64_t t0_ns;
     int deferrals;

@@ -85,6 +85,11 @@ wait_step c1 $((P0 + 58))
 wait_step c2 $((P0 + 29))
 # the forecast made at the step before the last: its points come back as past forecasts
 curl -s "$U/v1/cells/c1/forecast" >"$TMP/fc58"
+# replies are cached per published step (http_cache.h): the same bytes again, never stale
+curl -s "$U/v1/cells/c1/history?max_points=5" >"$TMP/h58a"
+curl -s "$U/v1/cells/c1/history?max_points=5" >"$TMP/h58b"
+cmp -s "$TMP/h58a" "$TMP/h58b" || fail "a cached history differs"
+grep -q "\"step\":$((P0 + 58)),[^]]*\]}\]}" "$TMP/h58a" || fail "history before the last step: $(tail -c 200 "$TMP/h58a")"
 [ "$(post "$TMP/last.json")" = 202 ] || fail "POST last.json"
 wait_step c1 $((P0 + 59))
 for _ in $(seq 50); do curl -s "$U/v1/cells/new1" | grep -q '"last_observation"' && break; sleep 0.05; done
@@ -241,6 +246,10 @@ grep -qi '^content-encoding' "$TMP/hdr" && fail "gzip despite q=0"
 expect /healthz 200 --compressed
 grep -qi '^content-encoding' "$TMP/hdr" && fail "a tiny reply was gzipped"
 curl -s "$U/metrics" | grep -q '^cellcast_http_gzip_replies_total [1-9]' || fail "gzip not counted"
+curl -s "$U/metrics" | grep -q '^cellcast_http_reply_cache_total{result="hit"} [1-9]' || fail "no reply-cache hit"
+# the last step is in the history fetched after it, through the same cached URL
+curl -s "$U/v1/cells/c1/history?max_points=5" | grep -q "\"step\":$((P0 + 59)),[^]]*\]}\]}" ||
+    fail "stale cached history"
 
 # --- memory: the history counted in the cells' bytes
 curl -s "$U/metrics" | grep -q '^cellcast_cell_history_bytes [1-9]' || fail "history bytes not reported"
