@@ -148,7 +148,7 @@ static const CcdConfigDef head_rows[] = {
  "/forecasts: a duration (s, m, h, d or w suffix; a bare number is seconds), rounded up to "
  "whole model steps: the observed KPIs and the one-step and horizon-end forecasts of each "
  "step, 4 + 16 x KPIs bytes per step (132 B for 8 KPIs: 92 KB per cell for 7 days of "
- "15-minute steps), allocated 64 steps at a time as a cell's history grows and counted in "
+ "15-minute steps), allocated 16 steps at a time as a cell's history grows and counted in "
  "limits.kv_budget_mb. 0 = none: history is the model's window only, no past forecasts."},
 
 {"demo.enabled", CCD_CFG_BOOL, OFF(demo_enabled), "false", NB, NULL, 0,

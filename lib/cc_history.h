@@ -5,7 +5,7 @@
  * configured depth, beyond the model's window).
  *
  * Storage: a ring of `depth + horizon` rows (forecasts reach `horizon` steps past the
- * newest observation), cut into chunks of CC_HISTORY_CHUNK steps that are allocated when a
+ * newest observation), cut into chunks of CC_HISTORY_CHUNK (16) steps that are allocated when a
  * step first lands in them, so a cell that has seen a few steps holds one chunk, not the
  * whole depth. A row is 4 + 16 F bytes: flags, values (f32), the two means (f32) and the
  * two sds (bf16: a band's width to 3 significant digits). Rows older than the span are
@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CC_HISTORY_CHUNK 64
+#define CC_HISTORY_CHUNK 16
 #define CC_HISTORY_MAX_F 64
 
 typedef struct CcHistory CcHistory;
