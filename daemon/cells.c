@@ -30,7 +30,9 @@ static void size_budget(CcdCells *t)
                     sizeof(float) * (F * HZ * 2 + 6 * F) + imputed_words(t->ring) * 8;
     const int64_t S = cc_engine_model(t->engine)->hp.step_seconds;
     int64_t depth = S > 0 ? (t->s.history_depth_s + S - 1) / S : 0;
-    t->hist_depth = depth > (1 << 24) ? 1 << 24 : (int)depth;
+    depth = depth > (1 << 24) ? 1 << 24 : depth;
+    if (t->hist_depth != (int)depth) /* the worker reads it: written only when it changes */
+        t->hist_depth = (int)depth;
     int64_t by_budget = t->s.kv_budget_bytes / (int64_t)t->cell_bytes;
     t->max_resident = t->s.max_cells < by_budget ? t->s.max_cells : by_budget;
     if (t->max_resident < 1)
