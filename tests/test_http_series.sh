@@ -53,6 +53,10 @@ expect() { # expect PATH STATUS [CURL-ARG...]
     got=$(get "$path" "$@")
     [ "$got" = "$want" ] || fail "GET $path: $got, want $want: $(head -c 300 "$TMP/body")"
 }
+save() { # save NAME PATH: expect PATH 200, its body kept as $TMP/NAME
+    expect "$2" 200
+    cp "$TMP/body" "$TMP/$1"
+}
 post() { curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' --data-binary "@$1" "$U/v1/kpis"; }
 
 # 60 steps of c1 (prb swings past 0..100 so that the clamped bounds bite), c2 with 30, and
@@ -126,15 +130,11 @@ assert k["prb"]["observed"] == 5 and k["thr"]["observed"] is None and k["users"]
 PYEOF
 
 # --- the long history: every step (the model's window is shorter), ranges, down-sampling
-expect /v1/cells/c1/history 200
-cp "$TMP/body" "$TMP/hall"
+save hall /v1/cells/c1/history
 S0=$(((P0 + 10) * 900)) S1=$(((P0 + 20) * 900 + 899))
-expect "/v1/cells/c1/history?since=$S0&until=$S1" 200
-cp "$TMP/body" "$TMP/hrange"
-expect "/v1/cells/c1/history?since=2024-05-01T12:30:00Z&until=2024-05-01T15:00:00Z" 200
-cp "$TMP/body" "$TMP/hrfc"
-expect "/v1/cells/c1/history?max_points=7" 200
-cp "$TMP/body" "$TMP/hmax"
+save hrange "/v1/cells/c1/history?since=$S0&until=$S1"
+save hrfc "/v1/cells/c1/history?since=2024-05-01T12:30:00Z&until=2024-05-01T15:00:00Z"
+save hmax "/v1/cells/c1/history?max_points=7"
 $PY - "$TMP" "$P0" <<'PYEOF' || fail "history ranges"
 import json, math, sys
 tmp, p0 = sys.argv[1], int(sys.argv[2])
@@ -154,10 +154,8 @@ assert 1 <= len(ms) <= 7 and ms[-1] == p0 + 59 and ms == sorted(ms), ms
 PYEOF
 
 # --- past forecasts: the one-step and horizon-end points are the forecasts served then
-expect /v1/cells/c1/forecasts 200
-cp "$TMP/body" "$TMP/fcs"
-expect "/v1/cells/c1/forecasts?max_points=5&since=$(((P0 + 30) * 900))" 200
-cp "$TMP/body" "$TMP/fcs5"
+save fcs /v1/cells/c1/forecasts
+save fcs5 "/v1/cells/c1/forecasts?max_points=5&since=$(((P0 + 30) * 900))"
 $PY - "$TMP" "$P0" <<'PYEOF' || fail "past forecasts"
 import json, math, sys
 tmp, p0 = sys.argv[1], int(sys.argv[2])
@@ -204,11 +202,9 @@ assert len(st) <= 5 and st[-1] == p0 + 65 and st[0] >= p0 + 30, st
 PYEOF
 
 # --- batch reads
-expect "/v1/forecast?cells=c1,new1,zz,c2" 200
-cp "$TMP/body" "$TMP/bf"
+save bf "/v1/forecast?cells=c1,new1,zz,c2"
 curl -s "$U/v1/cells/c2/forecast" >"$TMP/c2fc"
-expect "/v1/history?cells=c2,zz,c1&since=$(((P0 + 25) * 900))&max_points=3" 200
-cp "$TMP/body" "$TMP/bh"
+save bh "/v1/history?cells=c2,zz,c1&since=$(((P0 + 25) * 900))&max_points=3"
 $PY - "$TMP" <<'PYEOF' || fail "batch reads: $(head -c 300 "$TMP/bf")"
 import json, sys
 tmp = sys.argv[1]
