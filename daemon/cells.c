@@ -486,6 +486,19 @@ int ccd_cells_rebind(CcdCells *t, int *failed)
 
 size_t ccd_cells_bytes(const CcdCells *t) { return t->n_cells * t->cell_bytes + t->hist_bytes; }
 
+int ccd_cells_history_restore(CcdCells *t, CcdCell *c, const uint8_t *p, size_t n)
+{
+    int rc;
+    if (!t->hist_depth)
+        return 0;
+    if (!c->hist && (rc = cc_history_open(&c->hist, t->n_features, t->hist_depth, t->horizon)))
+        return rc;
+    rc = cc_history_load(c->hist, p, n);
+    t->hist_bytes += cc_history_bytes(c->hist) - c->hist_bytes;
+    c->hist_bytes = cc_history_bytes(c->hist);
+    return rc;
+}
+
 size_t ccd_cells_history_full_bytes(const CcdCells *t)
 {
     return t->hist_depth ? cc_history_full_bytes(t->n_features, t->hist_depth, t->horizon) : 0;

@@ -158,6 +158,10 @@ void ccd_cells_foreach(CcdCells *t, void (*fn)(void *, CcdCell *), void *cookie)
  *  (limits.kv_budget_mb) is checked against it when a cell is created and once a second
  *  (ccd_cells_reap), when histories that grew since may make the table evict. */
 size_t ccd_cells_bytes(const CcdCells *t);
+/** Restores c's long history from cc_history_save bytes (snapshot restore, loop thread,
+ *  worker idle), counting its bytes. 0, -EINVAL (refused: the cell keeps no history) or
+ *  -ENOMEM; 0 without doing anything when history.depth is 0. */
+int ccd_cells_history_restore(CcdCells *t, CcdCell *c, const uint8_t *p, size_t n);
 /** Bytes of one cell's long history when full (history.depth). */
 size_t ccd_cells_history_full_bytes(const CcdCells *t);
 

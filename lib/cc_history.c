@@ -215,3 +215,96 @@ int cc_history_get(const CcHistory *h, int64_t p, CcHistoryRow *row)
     }
     return fl != 0;
 }
+
+/* Saved form: magic, F, depth, horizon (u32), head, oldest, last_obs (i64), rows (u32),
+ * then per row its step (i64) and its stride bytes, steps ascending. */
+#define SAVE_MAGIC 0x31484343u /* "CCH1" */
+#define SAVE_HEAD (4 * 4 + 3 * 8 + 4)
+
+static int64_t saved_rows(const CcHistory *h)
+{
+    int64_t n = 0;
+    for (int64_t p = h->head < 0 ? 0 : span_first(h); h->head >= 0 && p <= h->head; p++) {
+        const unsigned char *r = row_at(h, p);
+        n += r && row_flags(r);
+    }
+    return n;
+}
+
+size_t cc_history_save_size(const CcHistory *h)
+{
+    return SAVE_HEAD + (size_t)saved_rows(h) * (8 + h->stride);
+}
+
+static unsigned char *put(unsigned char *o, const void *v, size_t n)
+{
+    memcpy(o, v, n);
+    return o + n;
+}
+
+size_t cc_history_save(const CcHistory *h, uint8_t *buf, size_t n)
+{
+    if (n < cc_history_save_size(h))
+        return 0;
+    uint32_t hd[4] = {SAVE_MAGIC, (uint32_t)h->F, (uint32_t)h->depth, (uint32_t)h->horizon};
+    uint32_t rows = (uint32_t)saved_rows(h);
+    unsigned char *o = put(buf, hd, sizeof hd);
+    o = put(o, &h->head, 8);
+    o = put(o, &h->oldest, 8);
+    o = put(o, &h->last_obs, 8);
+    o = put(o, &rows, 4);
+    for (int64_t p = h->head < 0 ? 0 : span_first(h); h->head >= 0 && p <= h->head; p++) {
+        const unsigned char *r = row_at(h, p);
+        if (r && row_flags(r)) {
+            o = put(o, &p, 8);
+            o = put(o, r, h->stride);
+        }
+    }
+    return (size_t)(o - buf);
+}
+
+int cc_history_load(CcHistory *h, const uint8_t *buf, size_t n)
+{
+    uint32_t hd[4], rows;
+    int64_t head, oldest, last_obs, prev = -1;
+    int err = 0;
+    cc_history_clear(h);
+    if (n < SAVE_HEAD)
+        return -EINVAL;
+    memcpy(hd, buf, sizeof hd);
+    memcpy(&head, buf + 16, 8);
+    memcpy(&oldest, buf + 24, 8);
+    memcpy(&last_obs, buf + 32, 8);
+    memcpy(&rows, buf + 40, 4);
+    if (hd[0] != SAVE_MAGIC || hd[1] != (uint32_t)h->F || hd[2] != (uint32_t)h->depth ||
+        hd[3] != (uint32_t)h->horizon || rows > (uint32_t)h->cap ||
+        n != SAVE_HEAD + (size_t)rows * (8 + h->stride) || head < 0 || head > ((int64_t)1 << 40) ||
+        oldest < 0 || oldest > head || last_obs < -1 || last_obs > head)
+        return -EINVAL;
+    const unsigned char *in = buf + SAVE_HEAD;
+    for (uint32_t i = 0; i < rows; i++, in += 8 + h->stride) {
+        int64_t p;
+        uint32_t fl;
+        memcpy(&p, in, 8);
+        memcpy(&fl, in + 8, 4);
+        /* ascending, inside the saved span, only known flags */
+        if (p <= prev || p > head || p <= head - h->cap || p < oldest || !fl ||
+            (fl & ~(uint32_t)(F_OBSERVED | F_IMPUTED | F_FC0 | F_FC0 << 1))) {
+            cc_history_clear(h);
+            return -EINVAL;
+        }
+        unsigned char *r = row_for_write(h, p, &err);
+        if (!r) {
+            cc_history_clear(h);
+            return err ? err : -EINVAL;
+        }
+        memcpy(r, in + 8, h->stride);
+        prev = p;
+    }
+    if (rows) { /* the span as saved (rows may not reach its ends) */
+        h->head = head;
+        h->oldest = oldest;
+        h->last_obs = last_obs;
+    }
+    return 0;
+}

@@ -66,6 +66,17 @@ void cc_history_span(const CcHistory *h, int64_t *first, int64_t *last, int64_t 
  *  the span). */
 int cc_history_get(const CcHistory *h, int64_t p, CcHistoryRow *row);
 
+/** Bytes cc_history_save writes: a header and, per step recorded in the span, the step and
+ *  its row. */
+size_t cc_history_save_size(const CcHistory *h);
+/** Writes the history into buf (n ≥ cc_history_save_size); returns the bytes written, or
+ *  0 when buf is too small. Host byte order (like the snapshot's other host bytes). */
+size_t cc_history_save(const CcHistory *h, uint8_t *buf, size_t n);
+/** Replaces h's content by what cc_history_save wrote for a history of the same shape
+ *  (F, depth, horizon); every field is checked (untrusted input: a snapshot file).
+ *  0, -EINVAL (malformed or another shape: h is left empty) or -ENOMEM. */
+int cc_history_load(CcHistory *h, const uint8_t *buf, size_t n);
+
 /** Forgets everything (the chunks stay allocated). */
 void cc_history_clear(CcHistory *h);
 

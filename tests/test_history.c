@@ -138,6 +138,67 @@ static void test_lazy_bytes(void **state)
     (void)v;
 }
 
+/* Saved and loaded back row for row; malformed bytes are refused and leave it empty. */
+static void test_save_load(void **state)
+{
+    (void)state;
+    CcHistory *a, *b, *other;
+    CcHistoryRow ra, rb;
+    float v[F], m[F] = {1, 2, 3}, s[F] = {0.5f, 0.25f, 4};
+    assert_int_equal(cc_history_open(&a, F, DEPTH, HZ), 0);
+    assert_int_equal(cc_history_open(&b, F, DEPTH, HZ), 0);
+    assert_int_equal(cc_history_open(&other, F, DEPTH + 1, HZ), 0);
+    for (int64_t p = 500; p < 700; p += (p % 7 ? 1 : 3)) { /* gaps */
+        values_of(p, v);
+        v[p % F] = NAN;
+        assert_int_equal(cc_history_observe(a, p, v, p % 5 == 0), 0);
+        assert_int_equal(cc_history_forecast(a, p + 1, CC_HISTORY_ONE_STEP, m, s), 0);
+        assert_int_equal(cc_history_forecast(a, p + HZ, CC_HISTORY_HORIZON_END, m, s), 0);
+    }
+    size_t n = cc_history_save_size(a);
+    uint8_t *buf = malloc(n), *bad = malloc(n);
+    assert_int_equal(cc_history_save(a, buf, n - 1), 0);
+    assert_int_equal(cc_history_save(a, buf, n), n);
+    assert_int_equal(cc_history_load(b, buf, n), 0);
+    int64_t fa, la, oa, fb, lb, ob;
+    cc_history_span(a, &fa, &la, &oa);
+    cc_history_span(b, &fb, &lb, &ob);
+    assert_true(fa == fb && la == lb && oa == ob);
+    for (int64_t p = fa; p <= la; p++) {
+        int ga = cc_history_get(a, p, &ra), gb = cc_history_get(b, p, &rb);
+        assert_int_equal(ga, gb);
+        assert_memory_equal(&ra, &rb, sizeof ra.observed * 4);
+        assert_memory_equal(ra.values, rb.values, F * sizeof(float));
+        for (int k = 0; k < 2; k++) {
+            assert_memory_equal(ra.mean[k], rb.mean[k], F * sizeof(float));
+            assert_memory_equal(ra.sd[k], rb.sd[k], F * sizeof(float));
+        }
+    }
+    assert_int_equal(cc_history_load(other, buf, n), -EINVAL); /* another depth */
+    assert_int_equal(cc_history_load(b, buf, n - 1), -EINVAL);
+    cc_history_span(b, &fb, &lb, &ob);
+    assert_true(fb == -1 && lb == -1);
+    /* every single-byte corruption of the header or the first row is refused or loads a
+     * history that reads back without crashing */
+    for (size_t i = 0; i < 48 + 8 + 4 + 16 * F && i < n; i++) {
+        memcpy(bad, buf, n);
+        bad[i] ^= 0x80;
+        if (!cc_history_load(b, bad, n))
+            for (int64_t p = 0; p < 800; p++)
+                cc_history_get(b, p, &rb);
+    }
+    /* a row out of order */
+    memcpy(bad, buf, n);
+    int64_t step = 0;
+    memcpy(bad + 44 + 8 + 16 * F + 4, &step, 8);
+    assert_int_equal(cc_history_load(b, bad, n), -EINVAL);
+    free(buf);
+    free(bad);
+    cc_history_close(&a);
+    cc_history_close(&b);
+    cc_history_close(&other);
+}
+
 static void test_oom(void **state)
 {
     (void)state;
@@ -171,9 +232,8 @@ static void test_oom(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_roundtrip),
-        cmocka_unit_test(test_span_moves),
-        cmocka_unit_test(test_lazy_bytes),
+        cmocka_unit_test(test_roundtrip),  cmocka_unit_test(test_span_moves),
+        cmocka_unit_test(test_lazy_bytes), cmocka_unit_test(test_save_load),
         cmocka_unit_test(test_oom),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

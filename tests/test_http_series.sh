@@ -33,6 +33,8 @@ http:
   cors_origins: ["http://dash.example"]
 ingest:
   batch_ms: 5
+snapshot:
+  path: "$TMP/state.snap"
 alerts:
   kpis:
     prb.min: 0
@@ -252,8 +254,18 @@ curl -s "$U/metrics" | grep -q '^cellcast_cell_history_bytes [1-9]' || fail "his
 
 stop_daemon || fail "cellcastd exit status"
 
+# --- the long history and the past forecasts survive a restart (in the snapshot)
+start_daemon "$TMP/log1" health -c "$TMP/c.yaml"
+for _ in $(seq 50); do grep -q 'restored: 3 cells (0 failed)' "$TMP/log1" && break; sleep 0.1; done
+grep -q 'restored: 3 cells (0 failed)' "$TMP/log1" || fail "snapshot not restored: $(grep snapshot "$TMP/log1")"
+save hall2 /v1/cells/c1/history
+save fcs2 /v1/cells/c1/forecasts
+cmp -s "$TMP/hall" "$TMP/hall2" || fail "history after a restart differs"
+cmp -s "$TMP/fcs" "$TMP/fcs2" || fail "past forecasts after a restart differ: $(head -c 300 "$TMP/fcs2")"
+stop_daemon || fail "cellcastd exit status (restart)"
+
 # --- history.depth 0: the model's window only (as before issue 15), no past forecasts
-start_daemon "$TMP/log0" health -c "$TMP/c.yaml" --set history.depth=0
+start_daemon "$TMP/log0" health -c "$TMP/c.yaml" --set history.depth=0 --set snapshot.path=
 [ "$(post "$TMP/a.json")" = 202 ] || fail "POST a.json (depth 0)"
 wait_step c1 $((P0 + 39))
 expect /v1/cells/c1/forecasts 404
