@@ -4,7 +4,7 @@
 set -eu
 pkgs="build-essential meson ninja-build pkg-config libevent-dev libjansson-dev
 libopenblas-dev libyaml-dev librdkafka-dev libcmocka-dev kcat curl clang
-libclang-rt-dev clang-format python3 python3-yaml python3-jsonschema prometheus"
+libclang-rt-dev clang-format python3 python3-yaml python3-jsonschema prometheus zlib1g-dev"
 # npm (the OpenAPI linters, .ci/openapi-lint.sh): any install will do (NodeSource's nodejs
 # ships it and conflicts with Debian's npm package)
 command -v npm >/dev/null || pkgs="$pkgs npm"

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cc_time.h"
+#include "api_util.h"
 #include "http.h"
 #include "log.h"
 #include "outbox.h"
@@ -576,7 +577,7 @@ static int list_alerts(CcdReq *r, const char *cell)
     Ccd *d = r->d;
     CcdAlerts *o = d->alerts;
     const char *state = ccd_query(r, "state"), *kind, *qs;
-    int64_t since = INT64_MIN;
+    int64_t since = INT64_MIN, until;
     long long limit, after = 0;
     char *end;
     if (state && strcmp(state, "firing") && strcmp(state, "resolved"))
@@ -586,6 +587,8 @@ static int list_alerts(CcdReq *r, const char *cell)
     if (rc)
         return rc;
     rc = ccd_query_since(r, &since);
+    if (!rc)
+        rc = ccd_query_time(r, "until", INT64_MAX, &until);
     if (rc)
         return rc;
     if ((qs = ccd_query(r, "after"))) {
@@ -604,7 +607,8 @@ static int list_alerts(CcdReq *r, const char *cell)
         const QEvent *e = &o->hist[(o->hhead + i) % HIST_MAX];
         if (e->seq <= (uint64_t)after || (cell && strcmp(cell, e->cell)) ||
             (state && strcmp(state, cc_alert_state_name(e->ev.state))) ||
-            (kind && strcmp(kind, cc_alert_kind_name(e->ev.kind))) || e->ev.ts < since)
+            (kind && strcmp(kind, cc_alert_kind_name(e->ev.kind))) || e->ev.ts < since ||
+            e->ev.ts > until)
             continue;
         if ((long long)json_array_size(arr) == limit) {
             more = 1;

@@ -15,6 +15,8 @@
 #include "ingest.h"
 #include "alerts.h"
 #include "auth.h"
+#include "api_util.h"
+#include "http_cache.h"
 #include "log.h"
 #include "procmetrics.h"
 #include "reload.h"
@@ -24,7 +26,7 @@
 
 /* Inverse standard normal CDF (Acklam's rational approximation, |error| < 1.2e-9 after
  * one Newton step on erfc). */
-static double probit(double p)
+double probit(double p)
 {
     static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,
                                -2.759285104469687e+02, 1.383577518672690e+02,
@@ -59,7 +61,7 @@ static double probit(double p)
 
 /* RFC 3339 UTC of unix seconds (cc_time); outside years 0..9999 the number itself. buf
  * holds at least CC_RFC3339_LEN bytes. */
-static void rfc3339(int64_t unix_s, char *buf, size_t n)
+void rfc3339(int64_t unix_s, char *buf, size_t n)
 {
     if (cc_time_format_rfc3339(unix_s, buf, n))
         snprintf(buf, n, "%lld", (long long)unix_s);
@@ -104,7 +106,7 @@ static void add_jstr(struct evbuffer *b, const char *s)
 
 /* A finite number with 7 significant digits (like %.7g, without printf's cost: the
  * forecast route formats ~800 of them per reply), or null. */
-static int fmt_num(char *buf, size_t n, double v)
+int fmt_num(char *buf, size_t n, double v)
 {
     static const double p10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9, 1e10,
                                  1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20};
@@ -161,14 +163,7 @@ static int fmt_num(char *buf, size_t n, double v)
     return (int)(o - buf);
 }
 
-/* A growable string for replies built piece by piece (one evbuffer_add at the end). */
-typedef struct Sb {
-    char *p;
-    size_t n, cap;
-    int oom;
-} Sb;
-
-static char *sb_room(Sb *b, size_t need)
+char *sb_room(Sb *b, size_t need)
 {
     if (b->n + need + 1 > b->cap) {
         size_t cap = (b->cap ? b->cap * 2 : 4096) + need;
@@ -183,7 +178,7 @@ static char *sb_room(Sb *b, size_t need)
     return b->p + b->n;
 }
 
-static void sb_add(Sb *b, const char *s, size_t len)
+void sb_add(Sb *b, const char *s, size_t len)
 {
     char *o = sb_room(b, len);
     if (o) {
@@ -192,16 +187,16 @@ static void sb_add(Sb *b, const char *s, size_t len)
     }
 }
 
-static void sb_str(Sb *b, const char *s) { sb_add(b, s, strlen(s)); }
+void sb_str(Sb *b, const char *s) { sb_add(b, s, strlen(s)); }
 
-static void sb_num(Sb *b, double v)
+void sb_num(Sb *b, double v)
 {
     char *o = sb_room(b, 40);
     if (o)
         b->n += (size_t)fmt_num(o, 40, v);
 }
 
-static void sb_int(Sb *b, long long v)
+void sb_int(Sb *b, long long v)
 {
     char tmp[24];
     int i = 23;
@@ -215,7 +210,7 @@ static void sb_int(Sb *b, long long v)
     sb_add(b, tmp + i, (size_t)(23 - i));
 }
 
-static void sb_ts(Sb *b, int64_t unix_s)
+void sb_ts(Sb *b, int64_t unix_s)
 {
     char ts[32];
     rfc3339(unix_s, ts, sizeof ts);
@@ -225,7 +220,7 @@ static void sb_ts(Sb *b, int64_t unix_s)
 }
 
 /* A JSON string (escaped). */
-static void sb_jstr(Sb *b, const char *s)
+void sb_jstr(Sb *b, const char *s)
 {
     size_t n = strlen(s);
     char *o = sb_room(b, 6 * n + 2);
@@ -234,7 +229,7 @@ static void sb_jstr(Sb *b, const char *s)
 }
 
 /* Parses an integer parameter; 0 ok, -1 absent, -2 malformed. */
-static int q_int(CcdReq *r, const char *name, long long *out)
+int q_int(CcdReq *r, const char *name, long long *out)
 {
     const char *s = ccd_query(r, name);
     char *end;
@@ -287,42 +282,15 @@ static float *scratch_f(size_t n)
  * Requests with other parameters are rendered every time. Loop thread only. */
 #define CCD_FC_CACHE 1024
 
-typedef struct FcBody {
-    int refs; /* the cache slot + the replies still writing it */
-    size_t len;
-    char data[];
-} FcBody;
-
 typedef struct FcSlot {
     uint64_t serial, seq;
     double level;
+    uint64_t bounds; /* key of the KPI bounds the body was clamped to */
     char model[sizeof((Ccd *)0)->model_name];
-    FcBody *body;
+    CcdBody *body;
 } FcSlot;
 
 static FcSlot fc_cache[CCD_FC_CACHE];
-
-static void fc_unref(FcBody *b)
-{
-    if (b && !--b->refs)
-        free(b);
-}
-
-static void fc_release(const void *data, size_t len, void *arg)
-{
-    (void)data, (void)len;
-    fc_unref(arg);
-}
-
-/* Adds the body to the reply by reference; falls back to a copy when libevent refuses. */
-static void fc_add(struct evbuffer *out, FcBody *b)
-{
-    b->refs++;
-    if (evbuffer_add_reference(out, b->data, b->len, fc_release, b)) {
-        b->refs--;
-        evbuffer_add(out, b->data, b->len);
-    }
-}
 
 /* ---- routes ---- */
 
@@ -619,8 +587,17 @@ static int h_metrics(CcdReq *r)
     metric(b, "cellcast_kv_bytes", "gauge", "KV cache bytes of the resident cells.");
     evbuffer_add_printf(b, "cellcast_kv_bytes %zu\n",
                         d->cells->n_cells * cc_engine_kv_bytes_per_cell(d->engine));
-    metric(b, "cellcast_cell_state_bytes", "gauge", "All per-cell state bytes (rings, KV, ours).");
+    metric(b, "cellcast_cell_state_bytes", "gauge",
+           "All per-cell state bytes (rings, KV, ours, long histories); limits.kv_budget_mb.");
     evbuffer_add_printf(b, "cellcast_cell_state_bytes %zu\n", ccd_cells_bytes(d->cells));
+    metric(b, "cellcast_cell_history_bytes", "gauge",
+           "Bytes of the cells' long histories (history.depth), included in the state bytes.");
+    evbuffer_add_printf(b, "cellcast_cell_history_bytes %zu\n", d->cells->hist_bytes);
+    metric(b, "cellcast_cell_history_failed_total", "counter",
+           "Steps not recorded in a long history for want of memory.");
+    evbuffer_add_printf(
+        b, "cellcast_cell_history_failed_total %llu\n",
+        (unsigned long long)__atomic_load_n(&d->cells->hist_failed, __ATOMIC_RELAXED));
     metric(b, "cellcast_rss_bytes", "gauge", "Resident set size of the process.");
     evbuffer_add_printf(b, "cellcast_rss_bytes %lld\n", ccd_host_rss_bytes());
     alerts_metrics(d, b);
@@ -672,11 +649,14 @@ static int h_info(CcdReq *r)
                                   ss->batches ? (double)ss->items / (double)ss->batches : 0.0,
                                   "step_p99_s", ccd_hist_quantile(&ss->step_seconds, 0.99),
                                   "pending", ccd_sched_pending(d->sched)));
-    json_object_set_new(o, "cells",
-                        json_pack("{s:I, s:I, s:I, s:I}", "resident", (json_int_t)d->cells->n_cells,
-                                  "max_resident", (json_int_t)d->cells->max_resident,
-                                  "bytes_per_cell", (json_int_t)d->cells->cell_bytes, "evicted",
-                                  (json_int_t)d->cells->st.evictions));
+    json_object_set_new(
+        o, "cells",
+        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "resident", (json_int_t)d->cells->n_cells,
+                  "max_resident", (json_int_t)d->cells->max_resident, "bytes_per_cell",
+                  (json_int_t)d->cells->cell_bytes, "evicted", (json_int_t)d->cells->st.evictions,
+                  "history_steps", (json_int_t)d->cells->hist_depth, "history_bytes_per_cell_full",
+                  (json_int_t)ccd_cells_history_full_bytes(d->cells), "history_bytes",
+                  (json_int_t)d->cells->hist_bytes));
     json_object_set_new(o, "memory",
                         json_pack("{s:I, s:s}", "rss_bytes", (json_int_t)ccd_host_rss_bytes(),
                                   "blas", ccd_host_blas_core()));
@@ -841,11 +821,16 @@ static int h_cell(CcdReq *r)
     if (c->n_steps) {
         json_t *lo = json_object();
         for (int f = 0; f < F; f++) {
-            json_t *k = json_pack("{s:f}", "observed", (double)obs[f]);
+            /* a KPI no record of the step gave is null (issue 15), not the value filled in */
+            json_t *k = json_object();
+            json_object_set_new(k, "observed", isfinite(obs[f]) ? json_real(obs[f]) : json_null());
             if (have_exp) {
                 json_object_set_new(k, "expected", json_real(em[f]));
                 json_object_set_new(k, "sd", json_real(es[f]));
-                json_object_set_new(k, "z", json_real(es[f] > 0 ? (obs[f] - em[f]) / es[f] : 0.0));
+                json_object_set_new(k, "z",
+                                    !isfinite(obs[f])
+                                        ? json_null()
+                                        : json_real(es[f] > 0 ? (obs[f] - em[f]) / es[f] : 0.0));
             }
             json_object_set_new(lo, d->model->hp.features[f], k);
         }
@@ -860,7 +845,7 @@ static int h_cell(CcdReq *r)
 }
 
 /* Parses kpis=a,b (query.h) into a feature mask; 0 or a problem status. */
-static int parse_kpis(CcdReq *r, uint64_t *mask)
+int parse_kpis(CcdReq *r, uint64_t *mask)
 {
     const CcHparams *hp = &r->d->model->hp;
     const char *s = ccd_query(r, "kpis");
@@ -882,40 +867,32 @@ static int parse_kpis(CcdReq *r, uint64_t *mask)
     return 0;
 }
 
-static int h_forecast(CcdReq *r)
+/* The forecast object of cell c into out, after sep, with a newline after it when sep is
+ * NULL: from the reply cache when the parameters are the defaults, else rendered. 0, 1 when
+ * the cell has no forecast yet (nothing written), or -ENOMEM. */
+int ccd_forecast_into(CcdReq *r, CcdCell *c, long long horizon, double level, uint64_t mask,
+                      const char *sep, struct evbuffer *out)
 {
     Ccd *d = r->d;
     const CcHparams *hp = &d->model->hp;
     const int F = hp->n_features, HZ = hp->horizon;
-    CcdCell *c;
-    int rc = ccd_find_cell(r, &c);
-    if (rc < 0)
-        return -rc;
-    long long horizon = HZ;
-    if ((rc = q_int(r, "horizon", &horizon)) == -2)
-        return ccd_problem(r, 400, "bad-parameter", "horizon must be an integer");
-    if (horizon < 1 || horizon > HZ)
-        return ccd_problem(r, 422, "bad-parameter", "horizon must be in [1, %d], got %lld", HZ,
-                           horizon);
-    double level = d->cfg.forecast_level;
-    const char *ls = ccd_query(r, "level");
-    if (ls) {
-        char *end;
-        level = strtod(ls, &end);
-        if (!*ls || *end || !isfinite(level))
-            return ccd_problem(r, 400, "bad-parameter", "level must be a number");
-        if (!(level > 0 && level < 1))
-            return ccd_problem(r, 422, "bad-parameter", "level must be in (0, 1), got %g", level);
-    }
-    uint64_t mask;
-    if ((rc = parse_kpis(r, &mask)))
-        return rc;
+    const int nl = !sep;
     const uint64_t all = F >= 64 ? ~0ULL : (1ULL << F) - 1;
+    double blo[CC_MAX_FEATURES], bhi[CC_MAX_FEATURES];
+    ccd_kpi_bounds(d, blo, bhi);
+    uint64_t bkey = 1469598103934665603ULL; /* FNV-1a of the bounds: a reload changes them */
+    for (int f = 0; f < F; f++) {
+        uint64_t u[2];
+        memcpy(&u[0], &blo[f], 8);
+        memcpy(&u[1], &bhi[f], 8);
+        bkey = (bkey ^ u[0]) * 1099511628211ULL;
+        bkey = (bkey ^ u[1]) * 1099511628211ULL;
+    }
     const int cacheable = horizon == HZ && mask == all && level == d->cfg.forecast_level;
     FcSlot *slot = &fc_cache[c->serial % CCD_FC_CACHE];
     float *y = scratch_f((size_t)F * (size_t)HZ * 2 + 2 * (size_t)F);
     if (!y)
-        return ccd_problem(r, 500, "internal", "out of memory");
+        return -ENOMEM;
     float *mu = y + (size_t)F * HZ * 2, *sigma = mu + F;
     int valid;
     int64_t t;
@@ -925,10 +902,12 @@ static int h_forecast(CcdReq *r)
     t = c->pub.step;
     seq = c->pub.seq;
     if (valid && cacheable && slot->body && slot->serial == c->serial && slot->seq == seq &&
-        slot->level == level && !strcmp(slot->model, d->model_name)) {
+        slot->level == level && slot->bounds == bkey && !strcmp(slot->model, d->model_name)) {
         pthread_mutex_unlock(&d->cells->pub_lock);
-        fc_add(r->out, slot->body);
-        return ccd_text(r, 200, "application/json");
+        if (sep)
+            evbuffer_add(out, sep, strlen(sep));
+        ccd_body_add(out, slot->body, slot->body->len - !nl);
+        return 0;
     }
     if (valid) {
         memcpy(y, c->pub.y, (size_t)F * HZ * 2 * sizeof(float));
@@ -936,13 +915,8 @@ static int h_forecast(CcdReq *r)
         memcpy(sigma, c->pub.sigma, (size_t)F * sizeof(float));
     }
     pthread_mutex_unlock(&d->cells->pub_lock);
-    if (!valid) {
-        r->retry_after = 5;
-        return ccd_problem(r, 503, "no-forecast-yet",
-                           "cell '%s' has no forecast yet: it needs %d consecutive steps (it has "
-                           "%llu)",
-                           c->id, hp->patch_len, (unsigned long long)c->n_steps);
-    }
+    if (!valid)
+        return 1;
     CcForecast fc = {.valid = 1,
                      .step = t,
                      .n_features = F,
@@ -952,7 +926,7 @@ static int h_forecast(CcdReq *r)
                      .sigma = sigma,
                      .sd_scale =
                          cc_model_sd_scale(d->model)}; /* tx/3 calibration of the served sd */
-    const double z = probit(0.5 + level / 2);
+    const double z = ccd_level_z(level);
     const int64_t S = hp->step_seconds;
     /* built by hand: this is the hot route (dashboards poll it), so no jansson tree */
     static Sb sb;
@@ -1000,11 +974,11 @@ static int h_forecast(CcdReq *r)
                 sb_add(&sb, ",", 1);
             sb_jstr(&sb, hp->features[f]);
             sb_str(&sb, ":{\"mean\":");
-            sb_num(&sb, mean);
+            sb_num(&sb, fmin(fmax(mean, blo[f]), bhi[f]));
             sb_str(&sb, ",\"lower\":");
-            sb_num(&sb, mean - z * sd);
+            sb_num(&sb, fmin(fmax(mean - z * sd, blo[f]), bhi[f]));
             sb_str(&sb, ",\"upper\":");
-            sb_num(&sb, mean + z * sd);
+            sb_num(&sb, fmin(fmax(mean + z * sd, blo[f]), bhi[f]));
             sb_str(&sb, ",\"sd\":");
             sb_num(&sb, sd);
             sb_add(&sb, "}", 1);
@@ -1014,98 +988,103 @@ static int h_forecast(CcdReq *r)
     }
     sb_add(&sb, "]}\n", 3);
     if (sb.oom)
-        return ccd_problem(r, 500, "internal", "out of memory");
-    FcBody *body = cacheable ? malloc(sizeof *body + sb.n) : NULL;
+        return -ENOMEM;
+    if (sep)
+        evbuffer_add(out, sep, strlen(sep));
+    CcdBody *body = cacheable ? ccd_body_new(sb.p, sb.n) : NULL; /* the slot's reference */
     if (!body) { /* not the default reply (or no memory for the cache): reply with a copy */
-        evbuffer_add(r->out, sb.p, sb.n);
-        return ccd_text(r, 200, "application/json");
+        evbuffer_add(out, sb.p, sb.n - !nl);
+        return 0;
     }
-    body->refs = 1; /* the slot's */
-    body->len = sb.n;
-    memcpy(body->data, sb.p, sb.n);
-    fc_unref(slot->body);
+    ccd_body_unref(slot->body);
     slot->body = body;
     slot->serial = c->serial;
     slot->seq = seq;
     slot->level = level;
+    slot->bounds = bkey;
     snprintf(slot->model, sizeof slot->model, "%s", d->model_name);
-    fc_add(r->out, body);
+    ccd_body_add(out, body, body->len - !nl);
+    return 0;
+}
+
+/* level=: 0 ok (absent: forecast.level), or a problem status. */
+int ccd_query_level(CcdReq *r, double *level)
+{
+    const char *ls = ccd_query(r, "level");
+    *level = r->d->cfg.forecast_level;
+    if (ls) {
+        char *end;
+        *level = strtod(ls, &end);
+        if (!*ls || *end || !isfinite(*level))
+            return ccd_problem(r, 400, "bad-parameter", "level must be a number");
+        if (!(*level > 0 && *level < 1))
+            return ccd_problem(r, 422, "bad-parameter", "level must be in (0, 1), got %g", *level);
+    }
+    return 0;
+}
+
+static int h_forecast(CcdReq *r)
+{
+    Ccd *d = r->d;
+    const CcHparams *hp = &d->model->hp;
+    const int HZ = hp->horizon;
+    CcdCell *c;
+    int rc = ccd_find_cell(r, &c);
+    if (rc < 0)
+        return -rc;
+    long long horizon = HZ;
+    if ((rc = q_int(r, "horizon", &horizon)) == -2)
+        return ccd_problem(r, 400, "bad-parameter", "horizon must be an integer");
+    if (horizon < 1 || horizon > HZ)
+        return ccd_problem(r, 422, "bad-parameter", "horizon must be in [1, %d], got %lld", HZ,
+                           horizon);
+    double level;
+    if ((rc = ccd_query_level(r, &level)))
+        return rc;
+    uint64_t mask;
+    if ((rc = parse_kpis(r, &mask)))
+        return rc;
+    /* gzip costs ~8x the cached reply: gzipped replies are cached per published forecast */
+    if (ccd_accepts_gzip(r) &&
+        (rc = ccd_reply_cached(r, ccd_cell_version(d, c, ccd_version_seed(d)))))
+        return rc;
+    rc = ccd_forecast_into(r, c, horizon, level, mask, NULL, r->out);
+    if (rc < 0)
+        return ccd_problem(r, 500, "internal", "out of memory");
+    if (rc == 1) {
+        r->retry_after = 5;
+        return ccd_problem(r, 503, "no-forecast-yet",
+                           "cell '%s' has no forecast yet: it needs %d consecutive steps (it has "
+                           "%llu)",
+                           c->id, hp->patch_len, (unsigned long long)c->n_steps);
+    }
     return ccd_text(r, 200, "application/json");
 }
 
-int ccd_query_since(CcdReq *r, int64_t *since)
+int ccd_query_time(CcdReq *r, const char *name, int64_t absent, int64_t *out)
 {
-    const char *s = ccd_query(r, "since");
-    *since = INT64_MIN;
+    const char *s = ccd_query(r, name);
+    *out = absent;
     if (!s)
         return 0;
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
     if (*s && !*end && !errno) {
-        *since = v;
+        *out = v;
         return 0;
     }
     int64_t u;
     if (cc_time_parse_rfc3339(s, strlen(s), &u))
-        return ccd_problem(r, 400, "bad-parameter",
-                           "since must be unix seconds or RFC 3339, got '%s'", s);
-    *since = u;
+        return ccd_problem(r, 400, "bad-parameter", "%s must be unix seconds or RFC 3339, got '%s'",
+                           name, s);
+    *out = u;
     return 0;
 }
 
-static int h_history(CcdReq *r)
+int ccd_query_since(CcdReq *r, int64_t *since)
 {
-    Ccd *d = r->d;
-    const CcHparams *hp = &d->model->hp;
-    const int F = hp->n_features;
-    const int64_t S = hp->step_seconds;
-    CcdCell *c;
-    int rc = ccd_find_cell(r, &c);
-    if (rc < 0)
-        return -rc;
-    int64_t since;
-    if ((rc = ccd_query_since(r, &since)))
-        return rc;
-    if (c->busy)
-        return CCD_DEFER; /* the worker is stepping it: answer after the batch */
-    int64_t first, last;
-    cc_cell_span(c->cell, &first, &last);
-    if (since != INT64_MIN) {
-        int64_t from = since >= 0 ? (since + S - 1) / S : since / S;
-        if (from > first)
-            first = from;
-    }
-    int count = first >= 0 && last >= first ? (int)(last - first + 1) : 0;
-    float *v = scratch_f((size_t)(count ? count : 1) * (size_t)F);
-    if (!v)
-        return ccd_problem(r, 500, "internal", "out of memory");
-    if (count && cc_cell_history(c->cell, first, count, v))
-        count = 0;
-    struct evbuffer *b = r->out;
-    char ts[32], num[32];
-    evbuffer_add_printf(b, "{\"cell\":\"%s\",\"step_seconds\":%lld,\"kpis\":[", c->id,
-                        (long long)S);
-    for (int f = 0; f < F; f++) {
-        if (f)
-            evbuffer_add(b, ",", 1);
-        add_jstr(b, hp->features[f]);
-    }
-    evbuffer_add_printf(b, "],\"steps\":[");
-    for (int i = 0; i < count; i++) {
-        int64_t p = first + i;
-        int imputed = ccd_cells_imputed(d->cells, c, p);
-        rfc3339(p * S, ts, sizeof ts);
-        evbuffer_add_printf(b, "%s{\"step\":%lld,\"ts\":\"%s\",\"imputed\":%s,\"values\":[",
-                            i ? "," : "", (long long)p, ts, imputed ? "true" : "false");
-        for (int f = 0; f < F; f++) {
-            fmt_num(num, sizeof num, v[(size_t)i * F + f]);
-            evbuffer_add_printf(b, "%s%s", f ? "," : "", num);
-        }
-        evbuffer_add(b, "]}", 2);
-    }
-    evbuffer_add(b, "]}\n", 3);
-    return ccd_text(r, 200, "application/json");
+    return ccd_query_time(r, "since", INT64_MIN, since);
 }
 
 static int h_attention(CcdReq *r)
@@ -1252,7 +1231,7 @@ const CcdRoute ccd_routes[] = {
     {"/v1/cells", EVHTTP_REQ_GET, h_cells, "cells, paged"},
     {"/v1/cells/{id}", EVHTTP_REQ_GET, h_cell, "one cell"},
     {"/v1/cells/{id}/forecast", EVHTTP_REQ_GET, h_forecast, "the cell's forecast"},
-    {"/v1/cells/{id}/history", EVHTTP_REQ_GET, h_history, "the cell's stored raw steps"},
+    {"/v1/cells/{id}/history", EVHTTP_REQ_GET, ccd_h_history, "the cell's stored raw steps"},
     {"/v1/cells/{id}/attention", EVHTTP_REQ_GET, h_attention, "the last step's attention"},
     {"/v1/kpis", EVHTTP_REQ_POST, h_post_kpis, "KPI messages without Kafka"},
     {"/v1/alerts", EVHTTP_REQ_GET, ccd_h_alerts, "alert transitions, paged"},
@@ -1260,6 +1239,10 @@ const CcdRoute ccd_routes[] = {
     {"/v1/cells/{id}/alerts", EVHTTP_REQ_GET, ccd_h_cell_alerts, "the cell's alert transitions"},
     {"/v1/cells/{id}/scores", EVHTTP_REQ_GET, ccd_h_cell_scores, "the cell's anomaly scores"},
     {"/v1/admin/reload", EVHTTP_REQ_POST, ccd_h_admin_reload, "reload model and config (token)"},
+    /* issue 15: the dashboard's reads (api_series.c) */
+    {"/v1/cells/{id}/forecasts", EVHTTP_REQ_GET, ccd_h_forecasts, "past forecasts vs actuals"},
+    {"/v1/forecast", EVHTTP_REQ_GET, ccd_h_batch_forecast, "forecasts of several cells"},
+    {"/v1/history", EVHTTP_REQ_GET, ccd_h_batch_history, "histories of several cells"},
 };
 /* clang-format on */
 const int ccd_n_routes = (int)(sizeof ccd_routes / sizeof ccd_routes[0]);

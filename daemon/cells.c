@@ -28,6 +28,11 @@ static void size_budget(CcdCells *t)
     size_t F = (size_t)t->n_features, HZ = (size_t)t->horizon;
     t->cell_bytes = cc_engine_cell_bytes(t->engine) + sizeof(CcdCell) +
                     sizeof(float) * (F * HZ * 2 + 6 * F) + imputed_words(t->ring) * 8;
+    const int64_t S = cc_engine_model(t->engine)->hp.step_seconds;
+    int64_t depth = S > 0 ? (t->s.history_depth_s + S - 1) / S : 0;
+    depth = depth > (1 << 24) ? 1 << 24 : depth;
+    if (t->hist_depth != (int)depth) /* the worker reads it: written only when it changes */
+        t->hist_depth = (int)depth;
     int64_t by_budget = t->s.kv_budget_bytes / (int64_t)t->cell_bytes;
     t->max_resident = t->s.max_cells < by_budget ? t->s.max_cells : by_budget;
     if (t->max_resident < 1)
@@ -65,6 +70,8 @@ static void cell_free(CcdCells *t, CcdCell *c)
     if (c->anomaly && t->free_anomaly)
         t->free_anomaly(t->free_cookie, c);
     cc_cell_close(&c->cell);
+    cc_history_close(&c->hist);
+    t->hist_bytes -= c->hist_bytes;
     free(c->last_values);
     free(c->imputed_bits);
     ccd_pub_free(&c->pub);
@@ -209,10 +216,16 @@ static int push_item(CcdBatch *b, CcdCell *c, int64_t step, int imputed, int res
     return i;
 }
 
+/* Whether one more cell would take the cells' bytes past the budget. */
+static int budget_full(const CcdCells *t)
+{
+    return t->n_cells && (int64_t)(ccd_cells_bytes(t) + t->cell_bytes) > t->s.kv_budget_bytes;
+}
+
 static int add_cell(CcdCells *t, const char *id, CcdCell **out)
 {
     CcdCell *c;
-    while ((int64_t)t->n_cells >= t->max_resident)
+    while ((int64_t)t->n_cells >= t->max_resident || budget_full(t))
         if (evict_one(t)) {
             t->st.rejected_full++;
             return -ENOSPC;
@@ -363,6 +376,10 @@ void ccd_cells_unbusy(CcdCells *t, CcdBatch *b)
         CcdItem *it = &b->items[i];
         CcdCell *c = it->cell;
         c->busy = 0;
+        if (c->hist_bytes != cc_history_bytes(c->hist)) { /* it grew on the worker */
+            t->hist_bytes += cc_history_bytes(c->hist) - c->hist_bytes;
+            c->hist_bytes = cc_history_bytes(c->hist);
+        }
         if (it->status == 0)
             c->n_steps++;
         else
@@ -388,6 +405,9 @@ int ccd_cells_release_partitions(CcdCells *t, int topic, const int32_t *parts, i
 int ccd_cells_reap(CcdCells *t)
 {
     int n = 0;
+    /* histories grow without new cells: evict while over the budget (one cell stays) */
+    while (t->n_cells > 1 && (int64_t)ccd_cells_bytes(t) > t->s.kv_budget_bytes && !evict_one(t))
+        ;
     if (!t->n_doomed)
         return 0; /* the common case: no walk over every cell each second */
     for (CcdCell *c = t->lru_head, *next; c; c = next) {
@@ -457,7 +477,37 @@ int ccd_cells_rebind(CcdCells *t, int *failed)
     free(bits);
     t->ring = ring;
     size_budget(t);
+    /* a history of another shape (step length, KPIs, horizon) would misplace its steps */
+    for (CcdCell *c = t->lru_head; c; c = c->lru_next) {
+        int hf, hd, hh;
+        if (!c->hist)
+            continue;
+        cc_history_shape(c->hist, &hf, &hd, &hh);
+        if (hf != t->n_features || hd != t->hist_depth || hh != t->horizon) {
+            cc_history_close(&c->hist);
+            t->hist_bytes -= c->hist_bytes;
+            c->hist_bytes = 0;
+        }
+    }
     return rebound;
 }
 
-size_t ccd_cells_bytes(const CcdCells *t) { return t->n_cells * t->cell_bytes; }
+size_t ccd_cells_bytes(const CcdCells *t) { return t->n_cells * t->cell_bytes + t->hist_bytes; }
+
+int ccd_cells_history_restore(CcdCells *t, CcdCell *c, const uint8_t *p, size_t n)
+{
+    int rc;
+    if (!t->hist_depth)
+        return 0;
+    if (!c->hist && (rc = cc_history_open(&c->hist, t->n_features, t->hist_depth, t->horizon)))
+        return rc;
+    rc = cc_history_load(c->hist, p, n);
+    t->hist_bytes += cc_history_bytes(c->hist) - c->hist_bytes;
+    c->hist_bytes = cc_history_bytes(c->hist);
+    return rc;
+}
+
+size_t ccd_cells_history_full_bytes(const CcdCells *t)
+{
+    return t->hist_depth ? cc_history_full_bytes(t->n_features, t->hist_depth, t->horizon) : 0;
+}

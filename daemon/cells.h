@@ -40,6 +40,7 @@
 #include <stdint.h>
 
 #include "cc_engine.h"
+#include "cc_history.h"
 #include "cc_kpi.h"
 #include "publish.h"
 
@@ -68,6 +69,9 @@ struct CcdCell {
     int doomed;             ///< release once not busy (revoked partition)
     CcdPub pub;             ///< its forecast, as published (publish.h)
     void *anomaly;          ///< its alert state (alerts.c)
+    CcHistory *hist;        ///< long history (cc_history.h), created at its first publish;
+                            ///< owned like the CcCell (worker while busy)
+    size_t hist_bytes;      ///< cc_history_bytes(hist) as last counted (loop thread)
     struct CcdCell *hnext, *lru_prev, *lru_next;
 };
 
@@ -77,6 +81,7 @@ typedef struct CcdCellsSettings {
     int64_t kv_budget_bytes;
     int gap_policy; ///< CCD_GAP_IMPUTE / CCD_GAP_RESTART (config.h)
     int max_gap;
+    int64_t history_depth_s; ///< long history per cell (cc_history.h), 0 none
 } CcdCellsSettings;
 
 typedef struct CcdCellsStats {
@@ -93,6 +98,9 @@ struct CcdCells {
     size_t n_buckets, n_cells;
     CcdCell *lru_head, *lru_tail; ///< head = least recently updated
     size_t cell_bytes;            ///< engine bytes per cell + ours
+    int hist_depth;               ///< steps of long history per cell (history_depth_s), 0 none
+    size_t hist_bytes;            ///< the cells' long histories, as counted at unbusy
+    uint64_t hist_failed;         ///< history writes that found no memory (worker; approximate)
     int64_t max_resident;
     size_t n_doomed; ///< cells marked for release (reap runs only then)
     CcdCellsStats st;
@@ -140,13 +148,22 @@ void ccd_cells_unbusy(CcdCells *t, CcdBatch *b);
 
 /** Marks the cells of (topic, partitions) for release; freed by ccd_cells_reap. */
 int ccd_cells_release_partitions(CcdCells *t, int topic, const int32_t *parts, int n);
-/** Frees doomed cells that are neither busy nor pending. Returns how many. */
+/** Frees doomed cells that are neither busy nor pending, then evicts idle cells (LRU) while
+ *  the cells' bytes are over the budget. Returns how many were released. */
 int ccd_cells_reap(CcdCells *t);
 
 /** Calls fn for every cell (loop thread). */
 void ccd_cells_foreach(CcdCells *t, void (*fn)(void *, CcdCell *), void *cookie);
 
-/** Engine state bytes of the resident cells (rings + KV + ours). */
+/** State bytes of the resident cells (rings + KV + ours + long histories); the cell limit
+ *  (limits.kv_budget_mb) is checked against it when a cell is created and once a second
+ *  (ccd_cells_reap), when histories that grew since may make the table evict. */
 size_t ccd_cells_bytes(const CcdCells *t);
+/** Restores c's long history from cc_history_save bytes (snapshot restore, loop thread,
+ *  worker idle), counting its bytes. 0, -EINVAL (refused: the cell keeps no history) or
+ *  -ENOMEM; 0 without doing anything when history.depth is 0. */
+int ccd_cells_history_restore(CcdCells *t, CcdCell *c, const uint8_t *p, size_t n);
+/** Bytes of one cell's long history when full (history.depth). */
+size_t ccd_cells_history_full_bytes(const CcdCells *t);
 
 #endif

@@ -83,6 +83,10 @@ static const CcdConfigDef head_rows[] = {
  "Who may POST /v1/kpis (KPI messages without Kafka; each new cell id costs memory): off "
  "(403), token (Authorization: Bearer <admin.token>; 403 while admin.token is empty), "
  "open (anyone who reaches the port)."},
+{"http.cors_origins", CCD_CFG_LIST, OFF(http_cors_origins), "", NB, NULL, 1,
+ "Origins allowed to call the API from a browser (CORS): replies to a request whose Origin "
+ "is listed carry Access-Control-Allow-Origin, and OPTIONS preflights are answered; \"*\" "
+ "allows any origin; empty = off (no CORS header, OPTIONS gets 405)."},
 
 {"engine.threads", CCD_CFG_INT, OFF(engine_threads), "1", 0, 256, NULL, 0,
  "Threads the worker uses to step one batch (its own included; 0 = online cores). The "
@@ -104,11 +108,12 @@ static const CcdConfigDef head_rows[] = {
  "Resident cells at most. A new cell beyond it evicts the least recently updated idle "
  "cell (its history is dropped; it restarts cold if it comes back)."},
 {"limits.kv_budget_mb", CCD_CFG_INT64, OFF(limits_kv_budget_mb), "0", 0, 16777216, NULL, 1,
- "Memory budget of the cells, MiB: resident cells at most = budget / the most one cell "
- "takes (engine state with full history, its record; GET /v1/info cells.bytes_per_cell); "
- "reaching it evicts like max_cells does. 0 = half of the memory available at start (the "
- "smaller of MemAvailable and the cgroup's limit minus usage); the value in effect is "
- "GET /v1/config limits.kv_budget_effective_mb."},
+ "Memory budget of the cells (rings, KV caches, long histories of history.depth), MiB: "
+ "resident cells at most = budget / the most one cell takes (GET /v1/info "
+ "cells.bytes_per_cell); reaching it evicts like max_cells does (checked as cells come and "
+ "once a second as histories grow). 0 = half of the memory available at start (the smaller "
+ "of MemAvailable and the cgroup's limit minus usage); the value in effect is GET /v1/config "
+ "limits.kv_budget_effective_mb."},
 
 {"ingest.gap_policy", CCD_CFG_ENUM, OFF(ingest_gap_policy), "impute", NB, "impute|restart", 1,
  "A cell that skips steps: impute = fill up to max_gap missing steps with the last values "
@@ -148,6 +153,14 @@ static const CcdConfigDef head_rows[] = {
 
 {"forecast.level", CCD_CFG_DOUBLE, OFF(forecast_level), "0.8", 0.01, 0.999, NULL, 1,
  "Default central level of forecast intervals (?level= overrides per request)."},
+
+{"history.depth", CCD_CFG_STRING, OFF(history_depth), "7d", NB, NULL, 0,
+ "Long history kept per cell beyond the model's window, for GET /v1/cells/{id}/history and "
+ "/forecasts: a duration (s, m, h, d or w suffix; a bare number is seconds), rounded up to "
+ "whole model steps: the observed KPIs and the one-step and horizon-end forecasts of each "
+ "step, 4 + 16 x KPIs bytes per step (132 B for 8 KPIs: 92 KB per cell for 7 days of "
+ "15-minute steps), allocated 16 steps at a time as a cell's history grows and counted in "
+ "limits.kv_budget_mb. 0 = none: history is the model's window only, no past forecasts."},
 
 {"demo.enabled", CCD_CFG_BOOL, OFF(demo_enabled), "false", NB, NULL, 0,
  "Built-in synthetic feed: produces KPI messages into demo.topic through the real Kafka "

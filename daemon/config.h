@@ -55,6 +55,7 @@ typedef struct CcdConfig {
     int http_port, http_max_connections, http_timeout_s;
     int64_t http_max_body_bytes, http_max_headers_bytes;
     int http_post_kpis; /* CCD_POST_KPIS_* */
+    CcdStrList http_cors_origins; /* issue 15: dashboard API */
     /* engine */
     int engine_threads, engine_kv_type, engine_max_batch_cells, engine_keep_attention,
         engine_worker_nice;
@@ -69,6 +70,8 @@ typedef struct CcdConfig {
     CcdStrMap ingest_fields;
     /* forecast */
     double forecast_level;
+    /* history (issue 15) */
+    char *history_depth;
     /* demo */
     int demo_enabled, demo_cells, demo_seed;
     double demo_speedup;

@@ -16,6 +16,7 @@
 #include <event2/http_struct.h>
 #include <event2/listener.h>
 
+#include "http_cache.h"
 #include "log.h"
 
 /* The statuses counted by code; any other is counted as "other" (the last slot). */
@@ -42,8 +43,9 @@ struct CcdHttp {
     CcdHist *dur;     /* (n_routes + 1) */
     CcdReq *pool;     /* finished requests kept for reuse (with their evbuffer) */
     int n_pool;
-    int64_t date_s; /* the second `date` was formatted for */
-    char date[40];  /* RFC 7231 IMF-fixdate of date_s */
+    int64_t date_s;    /* the second `date` was formatted for */
+    char date[40];     /* RFC 7231 IMF-fixdate of date_s */
+    CcdReplyCache *rc; /* gzip and the reply cache (http_cache.h) */
 };
 
 /* Requests kept for reuse: a request costs a 1.4 KB calloc and an evbuffer otherwise. */
@@ -176,12 +178,56 @@ static const char *method_name(int m)
     return "?";
 }
 
+/* The Access-Control-Allow-Origin for the request's Origin under http.cors_origins: "*",
+ * the origin itself when listed, or NULL (no CORS header). */
+static const char *cors_origin(CcdReq *r)
+{
+    const CcdStrList *l = &r->d->cfg.http_cors_origins;
+    if (!l->n)
+        return NULL;
+    const char *o = evhttp_find_header(evhttp_request_get_input_headers(r->req), "Origin");
+    if (!o)
+        return NULL;
+    for (int i = 0; i < l->n; i++) {
+        if (!strcmp(l->items[i], "*"))
+            return "*";
+        if (!strcmp(l->items[i], o))
+            return o;
+    }
+    return NULL;
+}
+
+static void methods_of(int methods, char *buf, size_t n)
+{
+    buf[0] = 0;
+    for (int m = 1; m <= EVHTTP_REQ_PATCH; m <<= 1)
+        if (methods & m) {
+            if (buf[0])
+                strncat(buf, ", ", n - strlen(buf) - 1);
+            strncat(buf, method_name(m), n - strlen(buf) - 1);
+            if (m == EVHTTP_REQ_GET) /* HEAD is answered wherever GET is */
+                strncat(buf, ", HEAD", n - strlen(buf) - 1);
+        }
+}
+
 static int route_and_run(CcdReq *r)
 {
     static char allow[128];
     int path_matched = -1;
     /* HEAD runs the GET handler; finish() sends its headers without the body */
     int method = r->method == EVHTTP_REQ_HEAD ? EVHTTP_REQ_GET : (int)r->method;
+    r->cors = cors_origin(r);
+    if (r->cors && r->method == EVHTTP_REQ_OPTIONS) /* a CORS preflight: what is allowed */
+        for (int i = 0; i < ccd_n_routes; i++) {
+            char id[sizeof r->id];
+            if (!match(ccd_routes[i].pattern, r->path, id, sizeof id))
+                continue;
+            r->route = i;
+            r->preflight = 1;
+            methods_of(ccd_routes[i].methods, allow, sizeof allow);
+            r->allow = allow;
+            return ccd_text(r, 200, "text/plain");
+        }
     for (int i = 0; i < ccd_n_routes; i++) {
         char id[sizeof r->id];
         if (!match(ccd_routes[i].pattern, r->path, id, sizeof id))
@@ -199,15 +245,7 @@ static int route_and_run(CcdReq *r)
     }
     if (path_matched >= 0) {
         r->route = path_matched;
-        allow[0] = 0;
-        for (int m = 1; m <= EVHTTP_REQ_PATCH; m <<= 1)
-            if (ccd_routes[path_matched].methods & m) {
-                if (allow[0])
-                    strcat(allow, ", ");
-                strcat(allow, method_name(m));
-                if (m == EVHTTP_REQ_GET)
-                    strcat(allow, ", HEAD");
-            }
+        methods_of(ccd_routes[path_matched].methods, allow, sizeof allow);
         r->allow = allow;
         return ccd_problem(r, 405, "method-not-allowed", "%s is not allowed on %s (allowed: %s)",
                            method_name((int)r->method), r->path, allow);
@@ -253,7 +291,25 @@ static void finish(CcdReq *r, int status)
 {
     CcdHttp *h = r->d->http;
     struct evkeyvalq *hdr = evhttp_request_get_output_headers(r->req);
-    evhttp_add_header(hdr, "Content-Type", r->content_type ? r->content_type : "text/plain");
+    const char *ct = r->content_type ? r->content_type : "text/plain";
+    int json = !strncmp(ct, "application/json", 16) || !strncmp(ct, "application/problem+json", 24);
+    if (json && r->method != EVHTTP_REQ_HEAD) {
+        evhttp_add_header(hdr, "Vary", "Accept-Encoding");
+        if (ccd_rc_finish(h->rc, r, status))
+            evhttp_add_header(hdr, "Content-Encoding", "gzip");
+    }
+    if (r->cors) {
+        evhttp_add_header(hdr, "Access-Control-Allow-Origin", r->cors);
+        if (strcmp(r->cors, "*"))
+            evhttp_add_header(hdr, "Vary", "Origin");
+        if (r->preflight) {
+            evhttp_add_header(hdr, "Access-Control-Allow-Methods", r->allow);
+            evhttp_add_header(hdr, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+            evhttp_add_header(hdr, "Access-Control-Max-Age", "600");
+            r->allow = NULL;
+        }
+    }
+    evhttp_add_header(hdr, "Content-Type", ct);
     evhttp_add_header(hdr, "Cache-Control", "no-store");
     evhttp_add_header(hdr, "Date", http_date(h));
     if (r->allow)
@@ -527,6 +583,7 @@ static void gencb(struct evhttp_request *req, void *arg)
                                                   CCD_QUERY_MAX));
             return;
         }
+        r->rawq = query;
     }
     run(r);
 }
@@ -564,7 +621,7 @@ int ccd_http_open(Ccd *d, char *err, size_t errlen)
     d->http = h;
     h->counts = calloc((size_t)(ccd_n_routes + 1) * N_STATUS, sizeof *h->counts);
     h->dur = calloc((size_t)(ccd_n_routes + 1), sizeof *h->dur);
-    if (!h->counts || !h->dur)
+    if (!h->counts || !h->dur || ccd_rc_open(&h->rc))
         return cc_errf(err, errlen, -ENOMEM, "out of memory");
     for (int i = 0; i <= ccd_n_routes; i++)
         ccd_hist_init(&h->dur[i], dur_le, (int)(sizeof dur_le / sizeof dur_le[0]));
@@ -611,6 +668,8 @@ int ccd_http_open(Ccd *d, char *err, size_t errlen)
     return 0;
 }
 
+CcdReplyCache *ccd_http_rc(const Ccd *d) { return d->http ? d->http->rc : NULL; }
+
 int ccd_http_port(const Ccd *d) { return d->http ? d->http->port : 0; }
 
 void ccd_http_close(Ccd *d)
@@ -640,6 +699,7 @@ void ccd_http_close(Ccd *d)
         evbuffer_free(r->out);
         free(r);
     }
+    ccd_rc_close(&h->rc);
     free(h->conns);
     free(h->counts);
     free(h->dur);
@@ -660,6 +720,8 @@ void ccd_http_counts(const Ccd *d, uint64_t *requests, int *connections, int *de
 void ccd_http_metrics(Ccd *d, struct evbuffer *out)
 {
     CcdHttp *h = d->http;
+    uint64_t gzipped, gz_in, gz_out, hits, misses;
+    ccd_rc_stats(h->rc, &gzipped, &gz_in, &gz_out, &hits, &misses);
     evbuffer_add_printf(out,
                         "# HELP cellcast_http_requests_total HTTP requests by route and status "
                         "code (route \"unmatched\": no route, or refused by libevent before "
@@ -716,4 +778,22 @@ void ccd_http_metrics(Ccd *d, struct evbuffer *out)
                         "cellcast_http_accept_errors_total %llu\n",
                         h->n_conns, (unsigned long long)(h->refused_conns + h->shed_conns),
                         (unsigned long long)h->accept_errors);
+    evbuffer_add_printf(out,
+                        "# HELP cellcast_http_gzip_replies_total Replies sent gzipped.\n"
+                        "# TYPE cellcast_http_gzip_replies_total counter\n"
+                        "cellcast_http_gzip_replies_total %llu\n"
+                        "# HELP cellcast_http_gzip_bytes_total Bytes of gzipped replies before "
+                        "(in) and after (out) compression.\n"
+                        "# TYPE cellcast_http_gzip_bytes_total counter\n"
+                        "cellcast_http_gzip_bytes_total{dir=\"in\"} %llu\n"
+                        "cellcast_http_gzip_bytes_total{dir=\"out\"} %llu\n",
+                        (unsigned long long)gzipped, (unsigned long long)gz_in,
+                        (unsigned long long)gz_out);
+    evbuffer_add_printf(out,
+                        "# HELP cellcast_http_reply_cache_total Lookups of the reply cache "
+                        "(history, past forecasts, batch reads, gzipped forecasts).\n"
+                        "# TYPE cellcast_http_reply_cache_total counter\n"
+                        "cellcast_http_reply_cache_total{result=\"hit\"} %llu\n"
+                        "cellcast_http_reply_cache_total{result=\"miss\"} %llu\n",
+                        (unsigned long long)hits, (unsigned long long)misses);
 }

@@ -12,6 +12,10 @@
  * now: the request is parked and re-run after the batch completes (ccd_http_retry_deferred;
  * libevent keeps a parked request valid even if its client goes away).
  *
+ * Also there, for every route: CORS (http.cors_origins: Access-Control-Allow-Origin on the
+ * replies to a listed Origin, OPTIONS preflights answered) and gzip of JSON replies of 1 KB
+ * or more to a client that sends Accept-Encoding: gzip (zlib).
+ *
  * Limits (config http.*): body size (a larger POST gets 413; libevent itself refuses
  * bodies past 2 × the limit with a 413, problem+json too: see evhttp_send_error in http.c),
  * header block size, connections (a request
@@ -53,6 +57,12 @@ struct CcdReq {
     const char *content_type;
     const char *allow; ///< Allow header for 405
     int retry_after;   ///< Retry-After seconds for 503, 0 none
+    const char *cors;  ///< Access-Control-Allow-Origin to send (http.cors_origins), NULL none
+    int preflight;     ///< an OPTIONS preflight answered by the chokepoint
+    const char *rawq;  ///< the query string as sent (NULL none), for the reply cache
+    int rc_want;       ///< keep this reply in the reply cache (http_cache.h) under:
+    uint64_t rc_key, rc_version;
+    int gz_ready; ///< the body is gzipped already (served from the reply cache)
     int close_conn;
     int64_t t0_ns;
     int deferrals;

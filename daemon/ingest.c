@@ -226,11 +226,12 @@ static void on_seal(void *cookie, CcdBatch *b)
 }
 
 /* The worker stepped a cell: its forecast is published, then scored. */
-static void on_stepped(void *cookie, CcdCell *c, int64_t step, const float *values, int imputed)
+static void on_stepped(void *cookie, CcdCell *c, int64_t step, const float *values, int imputed,
+                       uint64_t present)
 {
     Ccd *d = cookie;
     CcForecast fc;
-    ccd_publish_stepped(d->cells, c, step, values, &fc);
+    ccd_publish_stepped(d->cells, c, step, values, imputed, present, &fc);
     ccd_alerts_on_stepped(d, c, step, values, imputed, &fc);
 }
 

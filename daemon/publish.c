@@ -2,6 +2,7 @@
 #include "publish.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,10 +52,46 @@ static void write_pub(CcdCells *t, CcdCell *c, int64_t step, const float *values
     pthread_mutex_unlock(&t->pub_lock);
 }
 
-void ccd_publish_stepped(CcdCells *t, CcdCell *c, int64_t step, const float *values, CcForecast *fc)
+/* The step and the forecast made at it into the cell's long history: the one-step point
+ * for step + 1, the horizon-end point for step + HZ. A history without memory misses the
+ * step (counted), nothing else does. */
+static void record_history(CcdCells *t, CcdCell *c, int64_t step, const float *obs, int imputed,
+                           const CcForecast *fc)
+{
+    const int F = t->n_features, HZ = t->horizon;
+    if (!t->hist_depth)
+        return;
+    if (!c->hist && cc_history_open(&c->hist, F, t->hist_depth, HZ))
+        goto fail;
+    if (cc_history_observe(c->hist, step, obs, imputed))
+        goto fail;
+    if (!fc->valid)
+        return;
+    for (int kind = 0; kind < 2; kind++) {
+        float m[CC_MAX_FEATURES], s[CC_MAX_FEATURES];
+        int k = kind ? HZ - 1 : 0;
+        for (int f = 0; f < F; f++) {
+            double mean, sd;
+            cc_forecast_point(fc, f, k, &mean, &sd);
+            m[f] = (float)mean;
+            s[f] = (float)sd;
+        }
+        if (cc_history_forecast(c->hist, step + 1 + k, (enum CcHistoryFc)kind, m, s))
+            goto fail;
+    }
+    return;
+fail:
+    __atomic_fetch_add(&t->hist_failed, 1, __ATOMIC_RELAXED);
+}
+
+void ccd_publish_stepped(CcdCells *t, CcdCell *c, int64_t step, const float *values, int imputed,
+                         uint64_t present, CcForecast *fc)
 {
     const int F = t->n_features, HZ = t->horizon;
     const CcdPub *p = &c->pub;
+    float obs[CC_MAX_FEATURES];
+    for (int f = 0; f < F; f++)
+        obs[f] = !imputed && present >> f & 1 ? values[f] : NAN;
     float em[CC_MAX_FEATURES], es[CC_MAX_FEATURES];
     int have_exp = 0;
     /* The worker is the only writer of pub: reading it here needs no lock. */
@@ -76,7 +113,8 @@ void ccd_publish_stepped(CcdCells *t, CcdCell *c, int64_t step, const float *val
         have_exp = 1;
     }
     cc_cell_forecast(c->cell, fc);
-    write_pub(t, c, step, values, fc, have_exp ? em : NULL, es);
+    record_history(t, c, step, obs, imputed, fc);
+    write_pub(t, c, step, obs, fc, have_exp ? em : NULL, es);
 }
 
 void ccd_publish(CcdCells *t, CcdCell *c, int64_t step, const float *values, const CcForecast *fc)

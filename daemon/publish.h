@@ -23,7 +23,7 @@ typedef struct CcdPub {
     float *mu, *sigma; ///< (F)
     /* The observation at t against the forecast made at t-1 for t (GET /v1/cells/{id}). */
     int have_expected;
-    float *obs;               ///< (F) values stepped at t
+    float *obs;               ///< (F) values observed at t (NaN: not in any record)
     float *exp_mean, *exp_sd; ///< (F) expectation for t from the forecast at t-1
 } CcdPub;
 
@@ -33,9 +33,12 @@ void ccd_pub_free(CcdPub *p);
 
 /** After the engine stepped the cell to `step` with `values` (worker, or the loop with the
  *  worker idle): publishes its forecast, filled into *fc, with the expectation of `step`
- *  from the forecast published one step earlier. */
-void ccd_publish_stepped(CcdCells *t, CcdCell *c, int64_t step, const float *values,
-                         CcForecast *fc);
+ *  from the forecast published one step earlier, and records the step in the cell's long
+ *  history (cc_history.h): the KPIs of `present` (bit f; the others, and every KPI of an
+ *  imputed step, are not observed: NaN, also in obs) and the forecast's one-step and horizon-end
+ * points. */
+void ccd_publish_stepped(CcdCells *t, CcdCell *c, int64_t step, const float *values, int imputed,
+                         uint64_t present, CcForecast *fc);
 
 /** Publishes a forecast without an expectation (a cell restored from a snapshot). */
 void ccd_publish(CcdCells *t, CcdCell *c, int64_t step, const float *values, const CcForecast *fc);

@@ -170,7 +170,8 @@ static void run_batch(CcdSched *s, CcdBatch *b)
             }
             it->status = s->status[j];
             if (it->status == 0 && s->s.on_stepped)
-                s->s.on_stepped(s->s.cookie, it->cell, it->step, s->in[j].values, it->imputed);
+                s->s.on_stepped(s->s.cookie, it->cell, it->step, s->in[j].values, it->imputed,
+                                it->present);
         }
         if (rc == -ENOMEM)
             b->enomem = 1;

@@ -72,9 +72,10 @@ struct CcdBatch {
 /** Appends an item (values uninitialised, present 0); returns its index or -ENOMEM. */
 int ccd_batch_push(CcdBatch *b, CcdCell *c, int64_t step);
 
-/** Called on the worker after each stepped item; `values` is the stepped observation. */
+/** Called on the worker after each stepped item; `values` is the stepped observation
+ *  (filled), `present` the KPIs records gave (bit f; 0 for an imputed step). */
 typedef void (*CcdSteppedFn)(void *cookie, CcdCell *c, int64_t step, const float *values,
-                             int imputed);
+                             int imputed, uint64_t present);
 
 typedef struct CcdSchedSettings {
     int batch_steps, batch_ms;

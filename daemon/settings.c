@@ -149,6 +149,32 @@ static int kafka_settings(CcdSettings *s, const CcdConfig *cfg)
     return 0;
 }
 
+int ccd_parse_duration(const char *s, int64_t *out)
+{
+    static const struct {
+        char unit;
+        int64_t seconds;
+    } units[] = {{'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}, {'w', 604800}};
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    int64_t mult = 1;
+    if (end == s || errno || v < 0)
+        return -EINVAL;
+    if (*end) {
+        mult = 0;
+        for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+            if (*end == units[i].unit && !end[1])
+                mult = units[i].seconds;
+        if (!mult)
+            return -EINVAL;
+    }
+    if (v > INT64_MAX / 604800 / 1000) /* far beyond any useful depth; no overflow below */
+        return -ERANGE;
+    *out = (int64_t)v * mult;
+    return 0;
+}
+
 int ccd_settings_from_config(CcdSettings *s, const CcdConfig *cfg, const CcHparams *hp, char *err,
                              size_t errlen)
 {
@@ -168,6 +194,12 @@ int ccd_settings_from_config(CcdSettings *s, const CcdConfig *cfg, const CcHpara
         .max_gap = cfg->ingest_max_gap,
     };
     s->cells_budget_from = budget_from; /* NULL: configured */
+    if ((rc = ccd_parse_duration(cfg->history_depth, &s->cells.history_depth_s))) {
+        snprintf(err, errlen, "history.depth: '%s' is not a duration (e.g. 7d, 12h, 3600)",
+                 cfg->history_depth);
+        ccd_settings_free(s);
+        return rc;
+    }
     s->batch_steps = cfg->ingest_batch_steps;
     s->batch_ms = cfg->ingest_batch_ms;
     s->worker_nice = cfg->engine_worker_nice;

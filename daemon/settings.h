@@ -45,6 +45,10 @@ int ccd_settings_from_config(CcdSettings *s, const CcdConfig *cfg, const CcHpara
                              size_t errlen);
 void ccd_settings_free(CcdSettings *s);
 
+/** A duration: digits with an optional unit s, m, h, d or w (bare: seconds), e.g. "7d".
+ *  0 with the seconds in *out, or -EINVAL / -ERANGE. */
+int ccd_parse_duration(const char *s, int64_t *out);
+
 /** Opens the model file model.path names: as given when it exists; a relative path that
  *  does not exist is tried under $CELLCAST_HOME, then the installed data directory
  *  (CC_DATADIR, e.g. /usr/share/cellcast; `models/x` also as `x` there). path gets the

@@ -35,6 +35,8 @@ typedef struct SnapCtx {
     CcSnapshotWriter *w;
     int rc;
     uint64_t n;
+    uint8_t *extra; /* SnapExtra, then the cell's long history (cc_history_save) */
+    size_t cap;
 } SnapCtx;
 
 static void snap_cell(void *cookie, CcdCell *c)
@@ -47,8 +49,21 @@ static void snap_cell(void *cookie, CcdCell *c)
     if (first < 0)
         return;
     SnapExtra ex = {c->topic, c->partition, c->first_step, c->last_ts, c->n_records, c->n_steps};
-    x->rc = cc_snapshot_write_engine_cell(x->w, c->id, c->cell, ccd_alerts_cell_state(c), &ex,
-                                          sizeof ex);
+    size_t n = sizeof ex + (c->hist ? cc_history_save_size(c->hist) : 0);
+    if (n > x->cap) {
+        uint8_t *p = realloc(x->extra, n);
+        if (!p) {
+            x->rc = -ENOMEM;
+            return;
+        }
+        x->extra = p;
+        x->cap = n;
+    }
+    memcpy(x->extra, &ex, sizeof ex);
+    if (c->hist)
+        cc_history_save(c->hist, x->extra + sizeof ex, n - sizeof ex);
+    x->rc =
+        cc_snapshot_write_engine_cell(x->w, c->id, c->cell, ccd_alerts_cell_state(c), x->extra, n);
     x->n++;
 }
 
@@ -69,7 +84,7 @@ static int snapshot_write(Ccd *d, const char *why)
     uint64_t ack = o->ack_pending;
     CcSnapshotInfo in;
     cc_snapshot_info_for_model(&in, &d->model->hp);
-    SnapCtx x = {d, NULL, 0, 0};
+    SnapCtx x = {d, NULL, 0, 0, NULL, 0};
     int rc = cc_snapshot_write_open(&x.w, o->path, &in, err, sizeof err);
     if (!rc) {
         ccd_cells_foreach(d->cells, snap_cell, &x);
@@ -81,6 +96,7 @@ static int snapshot_write(Ccd *d, const char *why)
             rc = cc_snapshot_write_finish(&x.w, err, sizeof err);
         }
     }
+    free(x.extra);
     o->last_snap_ns = cc_now_ns();
     if (rc) {
         o->st.snapshot_errors++;
@@ -197,7 +213,7 @@ void ccd_state_restore(Ccd *d)
         const float *lastv = sc->values + (size_t)(sc->count - 1) * (size_t)F;
         SnapExtra ex;
         memset(&ex, 0, sizeof ex);
-        if (sc->extra_len == sizeof ex)
+        if (sc->extra_len >= sizeof ex)
             memcpy(&ex, sc->extra, sizeof ex);
         else
             ex.topic = ex.partition = -1, ex.first_step = sc->first;
@@ -211,6 +227,12 @@ void ccd_state_restore(Ccd *d)
         memcpy(c->last_values, lastv, (size_t)F * sizeof(float));
         c->have_values = 1;
         restore_forecast(d, c, last, lastv);
+        /* the long history after the host's fields (none in older snapshots) */
+        if (sc->extra_len > sizeof ex &&
+            (rc = ccd_cells_history_restore(d->cells, c, sc->extra + sizeof ex,
+                                            sc->extra_len - sizeof ex)))
+            LOG_WARN("state", "snapshot: cell %s: long history not restored (%s)", sc->cell_id,
+                     rc == -ENOMEM ? "out of memory" : "malformed or another history.depth");
         n++;
     }
     if (rc < 0)

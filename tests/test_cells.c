@@ -5,6 +5,7 @@
  * a cell with several steps in one batch, LRU eviction that spares busy cells, partition
  * release; then the worker thread steps a batch and publishes forecasts, on_done runs on
  * the event loop, and a drain steps what is pending. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -246,11 +247,12 @@ typedef struct Done {
 
 static void seal(void *cookie, CcdBatch *b) { ccd_cells_seal(((Done *)cookie)->t, b); }
 
-static void on_stepped(void *cookie, CcdCell *c, int64_t step, const float *values, int imputed)
+static void on_stepped(void *cookie, CcdCell *c, int64_t step, const float *values, int imputed,
+                       uint64_t present)
 {
     CcForecast fc;
     (void)imputed;
-    ccd_publish_stepped(((Done *)cookie)->t, c, step, values, &fc);
+    ccd_publish_stepped(((Done *)cookie)->t, c, step, values, imputed, present, &fc);
 }
 
 static void on_done(void *cookie, CcdBatch *b)
@@ -408,6 +410,61 @@ static void test_imputed_flags_cover_the_engine_ring(void **state)
     free(x->b.values);
 }
 
+/* Long histories (issue 15): recorded at publish with NaN for the KPIs no record gave,
+ * counted in the table's bytes at unbusy, and evicted for once they grow past the budget. */
+static void test_history_bytes_and_budget(void **state)
+{
+    Fx *x = *state;
+    CcdCellsSettings cs = {.max_cells = 1000,
+                           .kv_budget_bytes = 1LL << 30,
+                           .gap_policy = CCD_GAP_IMPUTE,
+                           .max_gap = 3,
+                           .history_depth_s = 200 * 900};
+    ccd_cells_set_settings(x->t, &cs);
+    assert_int_equal(x->t->hist_depth, 200);
+    for (int64_t p = 1000; p < 1100; p++) {
+        for (int c = 0; c < 4; c++) {
+            char id[8];
+            snprintf(id, sizeof id, "h%d", c);
+            ingest(x, rec(id, p, c ? 7 : 1, 1, 2, 3), 0); /* h0 gives prb only */
+        }
+        ccd_cells_seal(x->t, &x->b);
+        for (int i = 0; i < x->b.n; i++) { /* as the worker would, without the engine */
+            CcForecast fc = {0};
+            const CcdItem *it = &x->b.items[i];
+            ccd_publish_stepped(x->t, it->cell, it->step, x->b.values + (size_t)i * x->b.F,
+                                it->imputed, it->present, &fc);
+        }
+        ccd_cells_unbusy(x->t, &x->b);
+        x->b.n = 0;
+        x->b.n_rounds = 0;
+    }
+    CcdCell *h0 = ccd_cells_get(x->t, "h0");
+    CcHistoryRow row;
+    assert_non_null(h0->hist);
+    assert_int_equal(cc_history_get(h0->hist, 1050, &row), 1);
+    assert_true(row.observed && row.values[0] == 1 && isnan(row.values[1]) && isnan(row.values[2]));
+    assert_true(isnan(h0->pub.obs[1]) && h0->pub.obs[0] == 1);
+    size_t hist = 0;
+    for (int c = 0; c < 4; c++) {
+        char id[8];
+        snprintf(id, sizeof id, "h%d", c);
+        hist += cc_history_bytes(ccd_cells_get(x->t, id)->hist);
+    }
+    assert_true(hist > 0);
+    assert_int_equal(x->t->hist_bytes, hist);
+    assert_int_equal(ccd_cells_bytes(x->t), 4 * x->t->cell_bytes + hist);
+    /* a budget the histories have outgrown: idle cells go, least recently updated first */
+    cs.kv_budget_bytes = (int64_t)(2 * x->t->cell_bytes + hist / 2);
+    ccd_cells_set_settings(x->t, &cs);
+    ccd_cells_reap(x->t);
+    assert_int_equal(x->t->n_cells, 2);
+    assert_int_equal(x->t->st.evictions, 2);
+    assert_true((int64_t)ccd_cells_bytes(x->t) <= cs.kv_budget_bytes);
+    assert_int_equal(x->t->hist_bytes, hist / 2);
+    assert_null(ccd_cells_get(x->t, "h0"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -419,6 +476,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_release_partitions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_scheduler_steps_and_publishes, setup, teardown),
         cmocka_unit_test(test_imputed_flags_cover_the_engine_ring),
+        cmocka_unit_test_setup_teardown(test_history_bytes_and_budget, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -30,6 +30,7 @@ model:
 kafka:
   brokers: none
 http:
+  post_kpis: open
   port: 0
   max_body_bytes: 8192
 ingest:

@@ -20,6 +20,7 @@ model:
 kafka:
   brokers: none
 http:
+  post_kpis: open
   port: 0
 ingest:
   batch_ms: 5

@@ -1,0 +1,502 @@
+/* api_series.c — the dashboard's reads (issue 15): a cell's long history and its past
+ * forecasts against what happened, over since/until ranges with down-sampling, and batch
+ * reads of several cells' forecasts and histories. Documented in proto/openapi.yaml; the
+ * long history itself is lib/cc_history.c, recorded by publish.c. Loop thread only; a cell
+ * the worker is stepping defers the request (CCD_DEFER) like GET /v1/cells/{id}/history
+ * always did. */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_util.h"
+#include "cc_history.h"
+#include "cells.h"
+#include "config.h"
+#include "http_cache.h"
+
+double ccd_level_z(double level)
+{
+    /* from the tail probability: 0.5 + level / 2 rounds to 1 (z = inf) for a level within
+     * 2^-53 of 1, (1 - level) / 2 stays exact */
+    return -probit((1 - level) / 2);
+}
+
+void ccd_kpi_bounds(const Ccd *d, double *lo, double *hi)
+{
+    const CcHparams *hp = &d->model->hp;
+    const CcdStrMap *m = &d->cfg.alerts_kpis;
+    int given[CC_MAX_FEATURES] = {0};
+    for (int f = 0; f < hp->n_features; f++) {
+        lo[f] = -INFINITY;
+        hi[f] = INFINITY;
+    }
+    for (int i = 0; i < m->n; i++) {
+        const char *key = m->items[i].key, *dot = strrchr(key, '.');
+        char name[CC_FEATURE_NAME_MAX], *end;
+        if (!dot || (size_t)(dot - key) >= sizeof name ||
+            (strcmp(dot, ".min") && strcmp(dot, ".max")))
+            continue;
+        memcpy(name, key, (size_t)(dot - key));
+        name[dot - key] = 0;
+        int f = cc_hparams_feature_index(hp, name);
+        double v = strtod(m->items[i].value, &end);
+        if (f < 0 || end == m->items[i].value || *end || !isfinite(v))
+            continue; /* the alerts' settings refuse such a file: not reached */
+        if (dot[2] == 'i')
+            lo[f] = v;
+        else
+            hi[f] = v;
+        given[f] |= dot[2] == 'i' ? 1 : 2;
+    }
+    for (int f = 0; f < hp->n_features; f++)
+        if (given[f] == 3 && !(lo[f] < hi[f])) { /* as the alerts: both only when min < max */
+            lo[f] = -INFINITY;
+            hi[f] = INFINITY;
+        }
+}
+
+uint64_t ccd_version_seed(const Ccd *d)
+{
+    return (1469598103934665603ULL ^ d->reloads_ok) * 1099511628211ULL;
+}
+
+uint64_t ccd_cell_version(Ccd *d, const CcdCell *c, uint64_t h)
+{
+    pthread_mutex_lock(&d->cells->pub_lock);
+    uint64_t seq = c->pub.seq; /* bumped by every publish, which also records the history */
+    pthread_mutex_unlock(&d->cells->pub_lock);
+    h = (h ^ c->serial) * 1099511628211ULL;
+    return (h ^ seq) * 1099511628211ULL;
+}
+
+/* Ids per batch read. */
+#define BATCH_MAX 100
+
+/* A request's span of time and its down-sampling. */
+typedef struct Range {
+    int64_t since, until; /* unix seconds, inclusive; INT64_MIN / INT64_MAX: open */
+    long long max_points; /* 0: every step */
+} Range;
+
+static int parse_range(CcdReq *r, Range *g)
+{
+    int rc;
+    if ((rc = ccd_query_time(r, "since", INT64_MIN, &g->since)) ||
+        (rc = ccd_query_time(r, "until", INT64_MAX, &g->until)))
+        return rc;
+    g->max_points = 0;
+    rc = q_int(r, "max_points", &g->max_points);
+    if (rc == -2)
+        return ccd_problem(r, 400, "bad-parameter", "max_points must be an integer");
+    if (!rc && (g->max_points < 1 || g->max_points > 1000000))
+        return ccd_problem(r, 422, "bad-parameter", "max_points must be in [1, 1000000], got %lld",
+                           g->max_points);
+    return 0;
+}
+
+/* The steps [*from, *to] the range covers at S seconds per step, clipped to [lo, hi]:
+ * since rounds up and until down to a step, without overflow at the ends of int64 (since
+ * = INT64_MAX once wrapped to a negative step and served everything). */
+static void range_steps(const Range *g, int64_t S, int64_t lo, int64_t hi, int64_t *from,
+                        int64_t *to)
+{
+    int64_t a = g->since > 0 ? g->since / S + (g->since % S != 0) : g->since / S;
+    int64_t b = g->until >= 0 ? g->until / S : g->until / S - (g->until % S != 0);
+    *from = a > lo ? a : lo;
+    *to = b < hi ? b : hi;
+}
+
+/* The first step served of [from, to] with at most max_points, stepping by *stride and
+ * keeping `to` (the newest). */
+static int64_t range_start(const Range *g, int64_t from, int64_t to, int64_t *stride)
+{
+    int64_t n = to - from + 1;
+    *stride = !g->max_points || n <= g->max_points ? 1 : (n + g->max_points - 1) / g->max_points;
+    return to - (to - from) / *stride * *stride;
+}
+
+static void kpi_names(Sb *sb, const CcHparams *hp)
+{
+    sb_str(sb, "\"kpis\":[");
+    for (int f = 0; f < hp->n_features; f++) {
+        if (f)
+            sb_add(sb, ",", 1);
+        sb_jstr(sb, hp->features[f]);
+    }
+    sb_add(sb, "]", 1);
+}
+
+static void num_array(Sb *sb, const float *v, int F)
+{
+    sb_add(sb, "[", 1);
+    for (int f = 0; f < F; f++) {
+        if (f)
+            sb_add(sb, ",", 1);
+        sb_num(sb, v[f]);
+    }
+    sb_add(sb, "]", 1);
+}
+
+static void step_head(Sb *sb, int64_t p, int64_t S, int first)
+{
+    sb_str(sb, first ? "{\"step\":" : ",{\"step\":");
+    sb_int(sb, p);
+    sb_str(sb, ",\"ts\":");
+    sb_ts(sb, p * S);
+}
+
+/* The history object of c (not busy): its long history, or the engine's window when
+ * history.depth is 0. */
+static void history_obj(Ccd *d, CcdCell *c, const Range *g, Sb *sb)
+{
+    const CcHparams *hp = &d->model->hp;
+    const int F = hp->n_features;
+    const int64_t S = hp->step_seconds;
+    int64_t first, last, last_obs, from, to, stride;
+    sb_str(sb, "{\"cell\":");
+    sb_jstr(sb, c->id);
+    sb_str(sb, ",\"step_seconds\":");
+    sb_int(sb, S);
+    sb_add(sb, ",", 1);
+    kpi_names(sb, hp);
+    sb_str(sb, ",\"steps\":[");
+    int n = 0;
+    if (d->cells->hist_depth) {
+        if (c->hist) {
+            CcHistoryRow row;
+            cc_history_span(c->hist, &first, &last, &last_obs);
+            range_steps(g, S, first, last_obs, &from, &to);
+            for (int64_t p = range_start(g, from, to, &stride); from <= to && p <= to; p += stride)
+                if (cc_history_get(c->hist, p, &row) && row.observed) {
+                    step_head(sb, p, S, !n++);
+                    sb_str(sb, row.imputed ? ",\"imputed\":true,\"values\":"
+                                           : ",\"imputed\":false,\"values\":");
+                    num_array(sb, row.values, F);
+                    sb_add(sb, "}", 1);
+                }
+        }
+    } else {
+        float v[CC_MAX_FEATURES];
+        cc_cell_span(c->cell, &first, &last);
+        range_steps(g, S, first, last, &from, &to);
+        for (int64_t p = range_start(g, from, to, &stride); first >= 0 && from <= to && p <= to;
+             p += stride)
+            if (!cc_cell_history(c->cell, p, 1, v)) {
+                step_head(sb, p, S, !n++);
+                sb_str(sb, ccd_cells_imputed(d->cells, c, p) ? ",\"imputed\":true,\"values\":"
+                                                             : ",\"imputed\":false,\"values\":");
+                num_array(sb, v, F);
+                sb_add(sb, "}", 1);
+            }
+    }
+    sb_add(sb, "]}", 2);
+}
+
+/* Scores of one forecast kind over a span: per KPI, |actual - mean| summed and the
+ * actuals inside the 80 % band, over the steps with both. */
+typedef struct Score {
+    double abs_err[CC_MAX_FEATURES];
+    int64_t inside[CC_MAX_FEATURES], n[CC_MAX_FEATURES];
+} Score;
+
+/* z of the 80 % and 95 % bands */
+static double z80, z95;
+
+static void band(Sb *sb, const float *mean, const float *sd, const double *lo, const double *hi,
+                 int F)
+{
+    static const char *const keys[] = {",\"lo80\":[", ",\"hi80\":[", ",\"lo95\":[", ",\"hi95\":["};
+    const double zs[] = {-z80, z80, -z95, z95};
+    sb_str(sb, "{\"mean\":[");
+    for (int f = 0; f < F; f++) {
+        if (f)
+            sb_add(sb, ",", 1);
+        sb_num(sb, fmin(fmax(mean[f], lo[f]), hi[f]));
+    }
+    sb_add(sb, "]", 1);
+    for (int k = 0; k < 4; k++) {
+        sb_str(sb, keys[k]);
+        for (int f = 0; f < F; f++) {
+            if (f)
+                sb_add(sb, ",", 1);
+            sb_num(sb, fmin(fmax(mean[f] + zs[k] * sd[f], lo[f]), hi[f]));
+        }
+        sb_add(sb, "]", 1);
+    }
+    sb_add(sb, "}", 1);
+}
+
+static void score_add(Score *s, const CcHistoryRow *row, int kind, const double *lo,
+                      const double *hi, int F)
+{
+    for (int f = 0; f < F; f++) {
+        double a = row->values[f], m = row->mean[kind][f], sd = row->sd[kind][f];
+        if (!isfinite(a) || !isfinite(m))
+            continue;
+        double mc = fmin(fmax(m, lo[f]), hi[f]);
+        double l = fmin(fmax(m - z80 * sd, lo[f]), hi[f]),
+               h = fmin(fmax(m + z80 * sd, lo[f]), hi[f]);
+        s->abs_err[f] += fabs(a - mc);
+        s->inside[f] += a >= l && a <= h;
+        s->n[f]++;
+    }
+}
+
+static void score_out(Sb *sb, const Score *s, int F)
+{
+    sb_str(sb, "{\"mae\":[");
+    for (int f = 0; f < F; f++) {
+        if (f)
+            sb_add(sb, ",", 1);
+        sb_num(sb, s->n[f] ? s->abs_err[f] / (double)s->n[f] : NAN);
+    }
+    sb_str(sb, "],\"coverage80\":[");
+    for (int f = 0; f < F; f++) {
+        if (f)
+            sb_add(sb, ",", 1);
+        sb_num(sb, s->n[f] ? (double)s->inside[f] / (double)s->n[f] : NAN);
+    }
+    sb_str(sb, "],\"n\":[");
+    for (int f = 0; f < F; f++) {
+        if (f)
+            sb_add(sb, ",", 1);
+        sb_int(sb, s->n[f]);
+    }
+    sb_str(sb, "]}");
+}
+
+/* The past-forecasts object of c (not busy; history.depth > 0). */
+static void forecasts_obj(Ccd *d, CcdCell *c, const Range *g, Sb *sb)
+{
+    static const char *const kinds[] = {",\"one_step\":", ",\"horizon_end\":"};
+    const CcHparams *hp = &d->model->hp;
+    const int F = hp->n_features;
+    const int64_t S = hp->step_seconds;
+    double lo[CC_MAX_FEATURES], hi[CC_MAX_FEATURES];
+    Score sc[2];
+    CcHistoryRow row;
+    int64_t first = -1, last = -1, last_obs, from = 0, to = -1, stride = 1;
+    z80 = ccd_level_z(0.8);
+    z95 = ccd_level_z(0.95);
+    ccd_kpi_bounds(d, lo, hi);
+    memset(sc, 0, sizeof sc);
+    sb_str(sb, "{\"cell\":");
+    sb_jstr(sb, c->id);
+    sb_str(sb, ",\"step_seconds\":");
+    sb_int(sb, S);
+    sb_str(sb, ",\"horizon\":");
+    sb_int(sb, hp->horizon);
+    sb_add(sb, ",", 1);
+    kpi_names(sb, hp);
+    sb_str(sb, ",\"steps\":[");
+    if (c->hist) {
+        cc_history_span(c->hist, &first, &last, &last_obs);
+        range_steps(g, S, first, last, &from, &to);
+    }
+    /* the scores cover every step of the span, the points only the down-sampled ones */
+    for (int64_t p = from; c->hist && p <= to; p++)
+        if (cc_history_get(c->hist, p, &row) && row.observed)
+            for (int k = 0; k < 2; k++)
+                if (row.have_fc[k])
+                    score_add(&sc[k], &row, k, lo, hi, F);
+    int n = 0;
+    for (int64_t p = range_start(g, from, to, &stride); c->hist && from <= to && p <= to;
+         p += stride) {
+        if (!cc_history_get(c->hist, p, &row))
+            continue;
+        step_head(sb, p, S, !n++);
+        for (int k = 0; k < 2; k++) {
+            sb_str(sb, kinds[k]);
+            if (row.have_fc[k])
+                band(sb, row.mean[k], row.sd[k], lo, hi, F);
+            else
+                sb_str(sb, "null");
+        }
+        sb_str(sb, ",\"actual\":");
+        num_array(sb, row.values, F);
+        sb_add(sb, "}", 1);
+    }
+    sb_str(sb, "],\"scores\":{\"one_step\":");
+    score_out(sb, &sc[0], F);
+    sb_str(sb, ",\"horizon_end\":");
+    score_out(sb, &sc[1], F);
+    sb_str(sb, "}}");
+}
+
+/* Loop-thread reply buffer, reused. */
+static Sb *reply_sb(void)
+{
+    static Sb sb;
+    sb.n = 0;
+    sb.oom = 0;
+    return &sb;
+}
+
+static int sb_reply(CcdReq *r, Sb *sb)
+{
+    if (sb->oom)
+        return ccd_problem(r, 500, "internal", "out of memory");
+    sb_add(sb, "\n", 1);
+    evbuffer_add(r->out, sb->p, sb->n);
+    return ccd_text(r, 200, "application/json");
+}
+
+/* One cell's history (forecasts 0) or past forecasts (1). */
+static int series_reply(CcdReq *r, int forecasts)
+{
+    CcdCell *c;
+    Range g;
+    int rc = ccd_find_cell(r, &c);
+    if (rc < 0)
+        return -rc;
+    if ((rc = parse_range(r, &g)))
+        return rc;
+    if (forecasts && !r->d->cells->hist_depth)
+        return ccd_problem(r, 404, "history-not-kept",
+                           "past forecasts are not kept (history.depth: 0)");
+    if (c->busy)
+        return CCD_DEFER; /* the worker is stepping it: answer after the batch */
+    if ((rc = ccd_reply_cached(r, ccd_cell_version(r->d, c, ccd_version_seed(r->d)))))
+        return rc; /* dashboards poll: rendered once per step */
+    Sb *sb = reply_sb();
+    if (forecasts)
+        forecasts_obj(r->d, c, &g, sb);
+    else
+        history_obj(r->d, c, &g, sb);
+    return sb_reply(r, sb);
+}
+
+int ccd_h_history(CcdReq *r) { return series_reply(r, 0); }
+
+int ccd_h_forecasts(CcdReq *r) { return series_reply(r, 1); }
+
+/* The cells of cells=a,b,c: the known ones in found (n_found), the others (ids that are
+ * not valid or not on this daemon) as a JSON array in unknown. 0 or a problem status. */
+static int parse_cells(CcdReq *r, CcdCell **found, int *n_found, Sb *unknown)
+{
+    const char *s = ccd_query(r, "cells");
+    int n = 0;
+    *n_found = 0;
+    if (!s || !*s)
+        return ccd_problem(r, 422, "bad-parameter", "cells must list 1 to %d cell ids: cells=a,b",
+                           BATCH_MAX);
+    sb_add(unknown, "[", 1);
+    for (const char *p = s;; p++) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char id[CC_KPI_CELL_ID_MAX + 1];
+        if (++n > BATCH_MAX)
+            return ccd_problem(r, 422, "too-many-cells", "at most %d cell ids per request",
+                               BATCH_MAX);
+        CcdCell *c = NULL;
+        if (cc_kpi_valid_cell_id(p, len)) {
+            memcpy(id, p, len);
+            id[len] = 0;
+            c = ccd_cells_get(r->d->cells, id);
+        }
+        if (c) {
+            found[(*n_found)++] = c;
+        } else {
+            char raw[6 * 64 + 2];
+            size_t k = len < 64 ? len : 64; /* an invalid id is echoed cut short */
+            memcpy(raw, p, k);
+            raw[k] = 0;
+            if (unknown->n > 1)
+                sb_add(unknown, ",", 1);
+            sb_jstr(unknown, raw);
+        }
+        if (!comma)
+            break;
+        p = comma;
+    }
+    sb_add(unknown, "]", 1);
+    return 0;
+}
+
+int ccd_h_batch_history(CcdReq *r)
+{
+    CcdCell *cells[BATCH_MAX];
+    static Sb unknown;
+    Range g;
+    int n, rc;
+    unknown.n = 0;
+    unknown.oom = 0;
+    if ((rc = parse_cells(r, cells, &n, &unknown)) || (rc = parse_range(r, &g)))
+        return rc;
+    uint64_t version = ccd_version_seed(r->d);
+    for (int i = 0; i < n; i++) {
+        if (cells[i]->busy)
+            return CCD_DEFER;
+        version = ccd_cell_version(r->d, cells[i], version);
+    }
+    if ((rc = ccd_reply_cached(r, version)))
+        return rc;
+    Sb *sb = reply_sb();
+    sb_str(sb, "{\"cells\":[");
+    for (int i = 0; i < n; i++) {
+        if (i)
+            sb_add(sb, ",", 1);
+        history_obj(r->d, cells[i], &g, sb);
+    }
+    sb_str(sb, "],\"unknown\":");
+    sb_add(sb, unknown.p, unknown.n);
+    sb_add(sb, "}", 1);
+    if (unknown.oom)
+        sb->oom = 1;
+    return sb_reply(r, sb);
+}
+
+int ccd_h_batch_forecast(CcdReq *r)
+{
+    const CcHparams *hp = &r->d->model->hp;
+    CcdCell *cells[BATCH_MAX];
+    static Sb unknown, pending;
+    double level;
+    long long horizon = hp->horizon;
+    uint64_t mask;
+    int n, rc;
+    unknown.n = pending.n = 0;
+    unknown.oom = pending.oom = 0;
+    if ((rc = parse_cells(r, cells, &n, &unknown)))
+        return rc;
+    if ((rc = q_int(r, "horizon", &horizon)) == -2)
+        return ccd_problem(r, 400, "bad-parameter", "horizon must be an integer");
+    if (horizon < 1 || horizon > hp->horizon)
+        return ccd_problem(r, 422, "bad-parameter", "horizon must be in [1, %d], got %lld",
+                           hp->horizon, horizon);
+    if ((rc = ccd_query_level(r, &level)) || (rc = parse_kpis(r, &mask)))
+        return rc;
+    uint64_t version = ccd_version_seed(r->d);
+    for (int i = 0; i < n; i++)
+        version = ccd_cell_version(r->d, cells[i], version);
+    if ((rc = ccd_reply_cached(r, version)))
+        return rc;
+    /* the cached bodies go into the reply by reference: only the glue is copied */
+    evbuffer_add(r->out, "{\"cells\":[", 10);
+    sb_add(&pending, "[", 1);
+    int shown = 0;
+    for (int i = 0; i < n; i++) {
+        rc = ccd_forecast_into(r, cells[i], horizon, level, mask, shown ? "," : "", r->out);
+        if (rc < 0)
+            return ccd_problem(r, 500, "internal", "out of memory");
+        if (rc == 1) { /* no forecast yet: named in "pending" */
+            if (pending.n > 1)
+                sb_add(&pending, ",", 1);
+            sb_jstr(&pending, cells[i]->id);
+            continue;
+        }
+        shown++;
+    }
+    sb_add(&pending, "]", 1);
+    if (unknown.oom || pending.oom)
+        return ccd_problem(r, 500, "internal", "out of memory");
+    evbuffer_add(r->out, "],\"unknown\":", 12);
+    evbuffer_add(r->out, unknown.p, unknown.n);
+    evbuffer_add(r->out, ",\"pending\":", 11);
+    evbuffer_add(r->out, pending.p, pending.n);
+    evbuffer_add(r->out, "}\n", 2);
+    return ccd_text(r, 200, "application/json");
+}

@@ -1,0 +1,73 @@
+/*
+ * api_util.h — the reply builders api.c's handlers use, shared with the handlers of other
+ * files (api_series.c): number and time formatting, a growable string for replies built
+ * piece by piece, and the common query parameters. Loop thread only.
+ */
+#ifndef CCD_API_UTIL_H
+#define CCD_API_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "http.h"
+
+/** Inverse standard normal CDF. */
+double probit(double p);
+/** RFC 3339 UTC of unix seconds (the number itself outside years 0..9999). */
+void rfc3339(int64_t unix_s, char *buf, size_t n);
+/** A finite number with 7 significant digits, or null. Returns its length. */
+int fmt_num(char *buf, size_t n, double v);
+
+/** A growable string for replies built piece by piece (one evbuffer_add at the end);
+ *  oom is set (and later additions dropped) when it cannot grow. */
+typedef struct Sb {
+    char *p;
+    size_t n, cap;
+    int oom;
+} Sb;
+
+char *sb_room(Sb *b, size_t need);
+void sb_add(Sb *b, const char *s, size_t len);
+void sb_str(Sb *b, const char *s);
+void sb_num(Sb *b, double v);
+void sb_int(Sb *b, long long v);
+/** A quoted RFC 3339 time. */
+void sb_ts(Sb *b, int64_t unix_s);
+/** A quoted, escaped JSON string. */
+void sb_jstr(Sb *b, const char *s);
+
+/** Integer parameter: 0 ok, -1 absent, -2 malformed. */
+int q_int(CcdReq *r, const char *name, long long *out);
+/** kpis=a,b into a feature mask (all when absent); 0 or a problem status. */
+int parse_kpis(CcdReq *r, uint64_t *mask);
+
+/** The z of a central interval of `level` in (0, 1): finite up to 1 - 2^-53. */
+double ccd_level_z(double level);
+/** The KPI's physical bounds from alerts.kpis (<kpi>.min / <kpi>.max, used when
+ *  min < max): lo, hi (F), -inf / +inf when not given. */
+void ccd_kpi_bounds(const Ccd *d, double *lo, double *hi);
+
+/** A time parameter (unix seconds or RFC 3339) into *out (absent: `absent`); 0 or a
+ *  problem status. */
+int ccd_query_time(CcdReq *r, const char *name, int64_t absent, int64_t *out);
+/** level=: 0 (absent: forecast.level) or a problem status. */
+int ccd_query_level(CcdReq *r, double *level);
+/** The forecast object of c into out after sep (api.c: from its reply cache for the
+ *  default parameters); sep NULL: none, and a newline after it. 0, 1 no forecast yet
+ *  (nothing written), -ENOMEM. */
+int ccd_forecast_into(CcdReq *r, CcdCell *c, long long horizon, double level, uint64_t mask,
+                      const char *sep, struct evbuffer *out);
+
+/** The version of what replies about cell c show (http_cache.h): folds its serial and
+ *  publish sequence into h (start from ccd_version_seed). */
+uint64_t ccd_cell_version(Ccd *d, const CcdCell *c, uint64_t h);
+/** The start of a version: the daemon's reloads (KPI bounds, model). */
+uint64_t ccd_version_seed(const Ccd *d);
+
+/* api_series.c: the dashboard's reads (issue 15) */
+int ccd_h_history(CcdReq *r);
+int ccd_h_forecasts(CcdReq *r);
+int ccd_h_batch_forecast(CcdReq *r);
+int ccd_h_batch_history(CcdReq *r);
+
+#endif

@@ -1,0 +1,238 @@
+/* http_cache.c — shared reply bodies, gzip of replies and the reply cache; see
+ * http_cache.h. */
+#include "http_cache.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <zlib.h>
+
+typedef struct RcSlot {
+    uint64_t key, version;
+    char *req;           /* path?query, checked on a hit (the key is a hash) */
+    CcdBody *plain, *gz; /* gz made at the first hit that takes gzip */
+} RcSlot;
+
+struct CcdReplyCache {
+    z_stream z; /* reset per reply: its 256 KB of state made once */
+    int z_ready;
+    RcSlot slots[CCD_RC_SLOTS];
+    size_t bytes;
+    uint64_t gzipped, gzip_in, gzip_out, hits, misses;
+};
+
+CcdBody *ccd_body_new(const void *p, size_t n)
+{
+    CcdBody *b = malloc(sizeof *b + n);
+    if (!b)
+        return NULL;
+    b->refs = 1;
+    b->len = n;
+    memcpy(b->data, p, n);
+    return b;
+}
+
+void ccd_body_unref(CcdBody *b)
+{
+    if (b && !--b->refs)
+        free(b);
+}
+
+static void body_release(const void *data, size_t len, void *arg)
+{
+    (void)data, (void)len;
+    ccd_body_unref(arg);
+}
+
+void ccd_body_add(struct evbuffer *out, CcdBody *b, size_t len)
+{
+    b->refs++;
+    if (evbuffer_add_reference(out, b->data, len, body_release, b)) {
+        b->refs--;
+        evbuffer_add(out, b->data, len);
+    }
+}
+
+int ccd_rc_open(CcdReplyCache **out)
+{
+    *out = calloc(1, sizeof **out);
+    return *out ? 0 : -ENOMEM;
+}
+
+static void slot_clear(CcdReplyCache *rc, RcSlot *s)
+{
+    rc->bytes -= (s->plain ? s->plain->len : 0) + (s->gz ? s->gz->len : 0);
+    ccd_body_unref(s->plain);
+    ccd_body_unref(s->gz);
+    free(s->req);
+    memset(s, 0, sizeof *s);
+}
+
+void ccd_rc_close(CcdReplyCache **prc)
+{
+    CcdReplyCache *rc = *prc;
+    if (!rc)
+        return;
+    for (int i = 0; i < CCD_RC_SLOTS; i++)
+        slot_clear(rc, &rc->slots[i]);
+    if (rc->z_ready)
+        deflateEnd(&rc->z);
+    free(rc);
+    *prc = NULL;
+}
+
+int ccd_accepts_gzip(CcdReq *r)
+{
+    const char *ae =
+        evhttp_find_header(evhttp_request_get_input_headers(r->req), "Accept-Encoding");
+    for (const char *p = ae; p && (p = strstr(p, "gzip")); p += 4) {
+        const char *q = p + 4;
+        while (*q == ' ')
+            q++;
+        if (*q == ';') { /* a q value: only 0 refuses */
+            const char *v = strstr(q, "q=");
+            if (v && strtod(v + 2, NULL) == 0)
+                return 0;
+        }
+        if ((p == ae || p[-1] == ' ' || p[-1] == ',') && (!*q || *q == ',' || *q == ';'))
+            return 1;
+    }
+    return 0;
+}
+
+/* The gzip of p[0..n) as a new body (zlib's fastest level: the replies are repetitive and
+ * this runs on the event loop), or NULL. */
+static CcdBody *gzip_new(CcdReplyCache *rc, const void *p, size_t n)
+{
+    if (!rc->z_ready) {
+        if (deflateInit2(&rc->z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+            return NULL;
+        rc->z_ready = 1;
+    } else if (deflateReset(&rc->z) != Z_OK) {
+        return NULL;
+    }
+    size_t cap = deflateBound(&rc->z, (uLong)n);
+    CcdBody *b = malloc(sizeof *b + cap);
+    if (!b)
+        return NULL;
+    rc->z.next_in = (Bytef *)(uintptr_t)p;
+    rc->z.avail_in = (uInt)n;
+    rc->z.next_out = (Bytef *)b->data;
+    rc->z.avail_out = (uInt)cap;
+    if (deflate(&rc->z, Z_FINISH) != Z_STREAM_END) {
+        free(b);
+        return NULL;
+    }
+    b->refs = 1;
+    b->len = cap - rc->z.avail_out;
+    rc->gzipped++;
+    rc->gzip_in += n;
+    rc->gzip_out += b->len;
+    return b;
+}
+
+static uint64_t req_key(CcdReq *r, uint64_t version)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a of path?query, then the version */
+    for (const char *s = r->path; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    h = (h ^ '?') * 1099511628211ULL;
+    for (const char *s = r->rawq ? r->rawq : ""; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return (h ^ version) * 1099511628211ULL;
+}
+
+static int same_req(const RcSlot *s, CcdReq *r)
+{
+    size_t n = strlen(r->path);
+    return !strncmp(s->req, r->path, n) && s->req[n] == '?' &&
+           !strcmp(s->req + n + 1, r->rawq ? r->rawq : "");
+}
+
+int ccd_reply_cached(CcdReq *r, uint64_t version)
+{
+    CcdReplyCache *rc = ccd_http_rc(r->d);
+    if (!rc)
+        return 0;
+    uint64_t key = req_key(r, version);
+    RcSlot *s = &rc->slots[key % CCD_RC_SLOTS];
+    if (!s->plain || s->key != key || s->version != version || !same_req(s, r)) {
+        rc->misses++;
+        r->rc_want = 1;
+        r->rc_key = key;
+        r->rc_version = version;
+        return 0;
+    }
+    rc->hits++;
+    int gz = s->plain->len >= CCD_GZIP_MIN_BYTES && ccd_accepts_gzip(r);
+    if (gz && !s->gz && rc->bytes + s->plain->len <= CCD_RC_MAX_TOTAL &&
+        (s->gz = gzip_new(rc, s->plain->data, s->plain->len)))
+        rc->bytes += s->gz->len;
+    gz = gz && s->gz;
+    ccd_body_add(r->out, gz ? s->gz : s->plain, gz ? s->gz->len : s->plain->len);
+    r->gz_ready = gz;
+    return ccd_text(r, 200, "application/json");
+}
+
+/* Keeps the reply's body (plain, and gz when made) in its slot. */
+static void keep(CcdReplyCache *rc, CcdReq *r, CcdBody *plain, CcdBody *gz)
+{
+    RcSlot *s = &rc->slots[r->rc_key % CCD_RC_SLOTS];
+    size_t need = plain->len + (gz ? gz->len : 0);
+    size_t plen = strlen(r->path), qlen = r->rawq ? strlen(r->rawq) : 0;
+    slot_clear(rc, s);
+    if (plain->len > CCD_RC_MAX_BODY || rc->bytes + need > CCD_RC_MAX_TOTAL ||
+        !(s->req = malloc(plen + qlen + 2)))
+        return;
+    memcpy(s->req, r->path, plen);
+    s->req[plen] = '?';
+    memcpy(s->req + plen + 1, r->rawq ? r->rawq : "", qlen + 1);
+    s->key = r->rc_key;
+    s->version = r->rc_version;
+    s->plain = plain;
+    plain->refs++;
+    if (gz) {
+        s->gz = gz;
+        gz->refs++;
+    }
+    rc->bytes += need;
+}
+
+int ccd_rc_finish(CcdReplyCache *rc, CcdReq *r, int status)
+{
+    const char *ct = r->content_type ? r->content_type : "";
+    if (r->gz_ready)
+        return 1;
+    if (!rc || (strncmp(ct, "application/json", 16) && strncmp(ct, "application/problem+json", 24)))
+        return 0;
+    size_t n = evbuffer_get_length(r->out);
+    int want_gz = n >= CCD_GZIP_MIN_BYTES && ccd_accepts_gzip(r);
+    int keep_it = r->rc_want && status == 200;
+    if (!want_gz && !keep_it)
+        return 0;
+    const unsigned char *p = evbuffer_pullup(r->out, -1);
+    if (!p)
+        return 0;
+    CcdBody *plain = keep_it ? ccd_body_new(p, n) : NULL;
+    CcdBody *gz = want_gz ? gzip_new(rc, p, n) : NULL;
+    if (plain)
+        keep(rc, r, plain, gz);
+    if (gz) {
+        evbuffer_drain(r->out, n);
+        ccd_body_add(r->out, gz, gz->len);
+    }
+    ccd_body_unref(plain);
+    ccd_body_unref(gz);
+    return gz != NULL;
+}
+
+void ccd_rc_stats(const CcdReplyCache *rc, uint64_t *gzipped, uint64_t *gzip_in, uint64_t *gzip_out,
+                  uint64_t *hits, uint64_t *misses)
+{
+    *gzipped = rc ? rc->gzipped : 0;
+    *gzip_in = rc ? rc->gzip_in : 0;
+    *gzip_out = rc ? rc->gzip_out : 0;
+    *hits = rc ? rc->hits : 0;
+    *misses = rc ? rc->misses : 0;
+}
