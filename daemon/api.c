@@ -14,6 +14,7 @@
 #include "http.h"
 #include "ingest.h"
 #include "alerts.h"
+#include "dashboard.h"
 #include "log.h"
 #include "reload.h"
 #include "state.h"
@@ -1208,6 +1209,9 @@ static int h_post_kpis(CcdReq *r)
 /* clang-format off */
 const CcdRoute ccd_routes[] = {
     {"/healthz", EVHTTP_REQ_GET, h_healthz, "liveness"},
+    {"/", EVHTTP_REQ_GET, ccd_h_dashboard_index, "the dashboard (web/)"},
+    {"/index.html", EVHTTP_REQ_GET, ccd_h_dashboard_index, "the dashboard (web/)"},
+    {"/assets/{id}", EVHTTP_REQ_GET, ccd_h_dashboard_asset, "the dashboard's hashed assets"},
     {"/readyz", EVHTTP_REQ_GET, h_readyz, "readiness: model loaded, consumer assigned"},
     {"/metrics", EVHTTP_REQ_GET, h_metrics, "Prometheus metrics"},
     {"/v1/info", EVHTTP_REQ_GET, h_info, "human-oriented status"},

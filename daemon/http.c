@@ -17,8 +17,8 @@
 
 #include "log.h"
 
-#define N_STATUS 11
-static const int status_codes[N_STATUS] = {200, 202, 400, 404, 405, 413, 422, 500, 503, 0, 0};
+#define N_STATUS 12
+static const int status_codes[N_STATUS] = {200, 202, 304, 400, 404, 405, 413, 422, 500, 503, 0, 0};
 
 struct CcdHttp {
     struct evhttp *http;
@@ -58,6 +58,7 @@ static const char *reason_phrase(int status)
     switch (status) {
     case 200: return "OK";
     case 202: return "Accepted";
+    case 304: return "Not Modified";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
     case 403: return "Forbidden";
@@ -249,7 +250,7 @@ static void finish(CcdReq *r, int status)
     CcdHttp *h = r->d->http;
     struct evkeyvalq *hdr = evhttp_request_get_output_headers(r->req);
     evhttp_add_header(hdr, "Content-Type", r->content_type ? r->content_type : "text/plain");
-    evhttp_add_header(hdr, "Cache-Control", "no-store");
+    evhttp_add_header(hdr, "Cache-Control", r->cache_control ? r->cache_control : "no-store");
     evhttp_add_header(hdr, "Date", http_date(h));
     if (r->allow)
         evhttp_add_header(hdr, "Allow", r->allow);

@@ -52,6 +52,7 @@ struct CcdReq {
     const char *allow; ///< Allow header for 405
     int retry_after;   ///< Retry-After seconds for 503, 0 none
     int close_conn;
+    const char *cache_control; ///< Cache-Control, NULL: no-store (dashboard.c sets its own)
     int64_t t0_ns;
     int deferrals;
     CcdReq *next;
