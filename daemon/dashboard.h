@@ -1,8 +1,8 @@
 /*
- * dashboard.h — the web dashboard served at GET / (web/src, docs/operations.md
- * "Dashboard"). Its files are compiled into the binary: web/embed.py generates the asset
- * table (raw and gzip bytes, content type, ETag) at build time, so the page works on a
- * machine with no internet and needs no files beside the binary.
+ * dashboard.h — the web dashboard served at GET / (web/src, docs/dashboard.md). Its files are
+ * compiled into the binary: web/embed.py generates the asset table (raw and gzip bytes, content
+ * type, ETag) at build time, so the page works on a machine with no internet and needs no files
+ * beside the binary.
  *
  * Caching: index.html is `no-cache` with an ETag (If-None-Match → 304), so a new build is
  * seen at the next load; every other asset carries its content hash in its name

@@ -20,7 +20,7 @@ const fail = (m) => { console.log('FAIL: ' + m); fails++; };
 const check = (c, m) => (c ? ok(m) : fail(m));
 
 // 404s of the optional routes are the page's way of finding out they are absent
-// (docs/operations.md "Dashboard"); every other console error fails the test.
+// (docs/dashboard.md); every other console error fails the test.
 const OPTIONAL = /\/v1\/cells\/[^/]+\/forecasts\b/;
 
 fs.mkdirSync(artDir, { recursive: true });
@@ -45,6 +45,10 @@ function watch(page) {
 }
 
 // What the charts of the open cell hold: per KPI, non-null observed and forecast points.
+// The ids of the list rows the user sees (a hidden row may stay in the DOM for reuse).
+const visibleIds = (page) => page.$$eval('#list .row', (es) =>
+  es.filter((e) => e.offsetParent !== null && e.getBoundingClientRect().height > 0).map((e) => e.querySelector('.id').textContent));
+
 const chartStats = (page) => page.evaluate(() => {
   const out = {};
   for (const [kpi, u] of window.cellcast.charts) {
@@ -75,7 +79,7 @@ async function checks() {
   const page = watch(await ctx.newPage());
   await page.goto(base + '/', { waitUntil: 'load' });
   await page.waitForFunction((n) => window.cellcast && window.cellcast.cells.length >= n, demoCells, { timeout: 15000 });
-  const ids = await page.$$eval('#list .row:not([hidden]) .id', (es) => es.map((e) => e.textContent));
+  const ids = await visibleIds(page);
   check(ids.length >= Math.min(demoCells, 10), `the cell list renders ${ids.length} rows`);
   check(ids.includes('demo-0000') && ids.every((i) => i.startsWith('demo-')), 'the rows are the demo cells');
   check((await page.textContent('#count')).includes(`${demoCells} cells`), `the count says ${demoCells} cells`);
@@ -85,7 +89,7 @@ async function checks() {
   // 2. search and click
   const target = 'demo-0003';
   await page.fill('#search', target);
-  const shown = await page.$$eval('#list .row:not([hidden]) .id', (es) => es.map((e) => e.textContent));
+  const shown = await visibleIds(page);
   check(shown.length === 1 && shown[0] === target, `search narrows the list to ${target} (${shown})`);
   await page.click(`#list .row:not([hidden])`);
   await waitCell(page, target);
@@ -100,7 +104,10 @@ async function checks() {
     'the charts are drawn on canvases');
   const ink = await canvasInk(page);
   check(ink > 20, `the attention heat map is drawn (${ink} colours)`);
-  await page.screenshot({ path: path.join(artDir, 'dashboard-cell.png'), fullPage: true });
+  await page.setViewportSize({ width: 1600, height: 2300 }); // the whole cell view (main scrolls, not the page)
+  await page.waitForTimeout(300);
+  await page.screenshot({ path: path.join(artDir, 'dashboard-cell.png') });
+  check((await visibleIds(page)).length === 1, 'the list still shows the one cell searched for');
 
   // 3. the deep link in a fresh page
   const deep = watch(await ctx.newPage());
@@ -120,7 +127,9 @@ async function checks() {
     const eps = await deep.evaluate(() => window.cellcast.cell.episodes.filter((e) => e.end == null).length);
     check(eps >= 1, `${firingCell}: its firing alert is an open episode (${eps})`);
     check((await deep.$$eval('#cell-alerts tbody tr', (t) => t.length)) >= 1, `${firingCell}: its alerts are listed`);
-    await deep.screenshot({ path: path.join(artDir, 'dashboard-alerts.png'), fullPage: true });
+    await deep.setViewportSize({ width: 1600, height: 2300 });
+    await deep.waitForTimeout(300);
+    await deep.screenshot({ path: path.join(artDir, 'dashboard-alerts.png') });
   }
   // and back to the overview
   await deep.evaluate(() => { location.hash = '#/'; });

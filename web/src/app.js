@@ -50,7 +50,7 @@
     return r.json();
   }
 
-  /* An optional route (added after the page, see docs/operations.md "Dashboard"): null when the
+  /* An optional route (added after the page, see docs/dashboard.md): null when the
    * daemon does not have it (404/400/409: absent or not enabled), so that part is hidden. */
   async function getOptional(url) {
     try {
@@ -110,7 +110,9 @@
     const box = el('span', 'attr');
     for (const x of (a.attribution || []).slice(0, 4)) {
       const s = el('span');
-      s.append(el('b', null, x.kpi), ` ${fmt(x.observed)} vs ${fmt(x.expected)} [${fmt(x.lo)}, ${fmt(x.hi)}] z=${fmt(x.z)}`);
+      const band = x.lo != null && x.hi != null ? ` [${fmt(x.lo)}, ${fmt(x.hi)}]` : '';
+      const z = x.z != null ? ` z=${fmt(x.z)}` : '';
+      s.append(el('b', null, x.kpi), ` ${fmt(x.observed)} vs ${fmt(x.expected)}${band}${z}`);
       box.append(s, el('br'));
     }
     return box;
@@ -292,8 +294,9 @@
     const top = u.bbox.top, h = u.bbox.height;
     const xmin = u.scales.x.min, xmax = u.scales.x.max;
     ctx.save();
+    const labels = []; // [x, y] of the labels drawn, so that episodes starting together stack
     for (const ep of eps) {
-      const end = ep.end ?? xmax;
+      const end = ep.end ?? S.cell.lastX ?? xmax; // an open episode ends at the last observation
       if (end < xmin || ep.start > xmax) continue;
       const x0 = u.valToPos(Math.max(ep.start, xmin), 'x', true);
       const x1 = Math.max(x0 + 2, u.valToPos(Math.min(end, xmax), 'x', true));
@@ -305,8 +308,12 @@
       ctx.fillRect(x0, top, x1 - x0, 3 * devicePixelRatio);
       if (mine) {
         const at = (ep.a.attribution || []).find((x) => x.kpi === kpi);
+        const lh = 13 * devicePixelRatio;
+        let y = top + 15 * devicePixelRatio;
+        while (labels.some(([lx, ly]) => Math.abs(lx - x0) < 50 * devicePixelRatio && ly === y)) y += lh;
+        labels.push([x0, y]);
         ctx.font = `${11 * devicePixelRatio}px system-ui`;
-        ctx.fillText(at ? `z ${fmt(at.z)}` : reasonOf(ep.a), x0 + 3, top + 15 * devicePixelRatio);
+        ctx.fillText(at && at.z != null ? `z ${fmt(at.z)}` : ep.a.kind === 'anomaly' ? 'anomaly' : ep.a.reason, x0 + 3, y);
       }
     }
     ctx.restore();
@@ -521,17 +528,22 @@
 
   async function loadCell(id, fresh) {
     const q = encodeURIComponent(id);
-    const meta = await getJSON('/v1/cells/' + q);
-    const lastTs = meta.last_ts ?? Math.floor(Date.now() / 1000);
-    const since = lastTs - S.hours * 3600;
-    const [history, fc80, fc95, past, alerts, attention] = await Promise.all([
-      getJSON(`/v1/cells/${q}/history?since=${since}&max_points=${MAX_POINTS}`),
+    // what needs no time range is asked for at once, beside the cell's own record
+    const rest = Promise.all([
       getOptional(`/v1/cells/${q}/forecast?level=0.8`),
       getOptional(`/v1/cells/${q}/forecast?level=0.95`),
-      S.noPast ? null : getOptional(`/v1/cells/${q}/forecasts?since=${since}`),
       getOptional(`/v1/cells/${q}/alerts?limit=1000`),
       getOptional(`/v1/cells/${q}/attention`),
     ]);
+    rest.catch(() => {}); // awaited below; a failure of meta must not leave it unhandled
+    const meta = await getJSON('/v1/cells/' + q);
+    const lastTs = meta.last_ts ?? Math.floor(Date.now() / 1000);
+    const since = lastTs - S.hours * 3600;
+    const [history, past] = await Promise.all([
+      getJSON(`/v1/cells/${q}/history?since=${since}&max_points=${MAX_POINTS}`),
+      S.noPast ? null : getOptional(`/v1/cells/${q}/forecasts?since=${since}`),
+    ]);
+    const [fc80, fc95, alerts, attention] = await rest;
     if (past == null) S.noPast = true; // absent in this daemon: not asked again until a reload
     if (S.route !== id) return; // navigated away meanwhile
     if (fresh) {
@@ -540,7 +552,9 @@
       $('charts').textContent = '';
       S.zoomed = false;
     }
-    S.cell = { id, meta, history, fc80, fc95, past, attention, episodes: episodesOf(alerts ? alerts.alerts : []) };
+    const hs = history.steps;
+    S.cell = { id, meta, history, fc80, fc95, past, attention, episodes: episodesOf(alerts ? alerts.alerts : []),
+      lastX: hs.length ? (hs[hs.length - 1].step + 1) * history.step_seconds : null };
     $('cell-title').textContent = id;
     const c = meta.counts || {};
     $('cell-meta').textContent = `${meta.state} · last step ${meta.last_observation ? fmtTime(tsSec(meta.last_observation.ts)) : '–'} UTC · ` +
