@@ -119,6 +119,35 @@ async function checks() {
   check(await deep.evaluate(() => !document.getElementById('cell').hidden && document.getElementById('overview').hidden),
     'the deep link shows the cell view');
   check((await canvasInk(deep)) > 20, 'the attention heat map is drawn after the deep link');
+  // past forecasts against actual: the daemon's /forecasts when it has it, else a reply of
+  // the agreed shape (docs/dashboard.md) put in its place, so the page's drawing of it is tested
+  const real = await fetch(`${base}/v1/cells/${target}/forecasts`);
+  const past = watch(await ctx.newPage());
+  if (real.status === 404) {
+    const h = await (await fetch(`${base}/v1/cells/${target}/history`)).json();
+    const F = h.kpis.length;
+    const band = (vs, f) => vs.map((v) => (v == null ? null : v * f));
+    const body = {
+      cell: target, step_seconds: h.step_seconds, horizon: 24, kpis: h.kpis,
+      steps: h.steps.map((st, i) => ({
+        step: st.step, ts: st.ts, actual: st.values,
+        one_step: i % 5 === 4 ? null : { mean: band(st.values, 1.05), lo80: band(st.values, 0.9), hi80: band(st.values, 1.2),
+          lo95: band(st.values, 0.8), hi95: band(st.values, 1.3) },
+        horizon_end: null,
+      })),
+      scores: { one_step: { mae: Array(F).fill(1.5), coverage80: Array(F).fill(0.8) }, horizon_end: { mae: Array(F).fill(2), coverage80: Array(F).fill(0.7) } },
+    };
+    await past.route('**/v1/cells/*/forecasts*', (r) => r.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify(body) }));
+    ok('no /forecasts in this daemon: the page is fed a reply of the agreed shape');
+  }
+  await past.goto(`${base}/#/cells/${target}`, { waitUntil: 'load' });
+  await waitCell(past, target);
+  const pst = await past.evaluate(() => [...window.cellcast.charts.values()].map((u) => [
+    u.data[7].filter((v) => v != null).length, u.series[7].show, u.ccTitle.textContent]));
+  check(pst.every(([n, shown, title]) => n > 10 && shown && /MAE/.test(title)),
+    `past one-step forecasts plotted with their score (${pst[0]})`);
+  await past.close();
+
   // a cell with alerts firing (the list puts it first): its episodes are marked
   const firingCell = await deep.evaluate(() => (window.cellcast.firing[0] || {}).cell_id || null);
   if (firingCell) {
