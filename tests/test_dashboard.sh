@@ -86,6 +86,11 @@ PY
 code=$(curl -s -o "$TMP/post" -w '%{http_code}' -H 'Content-Type: application/json' \
     --data-binary @"$TMP/more.json" "$U/v1/kpis")
 [ "$code" = 202 ] && ok "posted 984 cells" || fail "POST /v1/kpis: $code $(head -c 300 "$TMP/post")"
+# measure the page, not the daemon stepping the new cells: wait until no step is pending
+for _ in $(seq 50); do
+    [ "$(curl -s "$U/v1/info" | python3 -c 'import json,sys; print(json.load(sys.stdin)["batching"]["pending"])')" = 0 ] && break
+    sleep 0.2
+done
 
 timeout 40 node "$BROWSER/dashboard.mjs" "$U" "$ART" measure 1000 || fail "browser measurement"
 echo "browser part: $(($(date +%s) - t0)) s"

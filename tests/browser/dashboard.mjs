@@ -169,29 +169,56 @@ async function checks() {
 }
 
 async function measure() {
-  // 4. time to interactive: the 1,000-cell list and one cell's history, from a deep link
-  {
+  // 4. time to interactive: the 1,000-cell list and one cell's 7-day history, from a deep link.
+  // A daemon whose history is shorter than 7 days (before history.depth) gets the cell's
+  // history stretched to 7 days at its step, so the page's cost is measured at the target size.
+  const cell = 'demo-0000';
+  const h = await (await fetch(`${base}/v1/cells/${cell}/history`)).json();
+  const S = h.step_seconds, n7 = Math.ceil((7 * 86400) / S), real = h.steps.length;
+  let fed = null;
+  if (real && real < n7) {
+    const last = h.steps[real - 1].step;
+    fed = { ...h, steps: Array.from({ length: n7 }, (_, i) => {
+      const src = h.steps[(i + real * n7 - n7) % real], step = last - n7 + 1 + i;
+      return { step, ts: new Date(step * S * 1000).toISOString().replace('.000', ''), imputed: false, values: src.values };
+    }) };
+  }
+  const runs = [];
+  for (let run = 0; run < 3; run++) {
     const m = watch(await ctx.newPage());
+    if (fed) await m.route(`**/v1/cells/${cell}/history*`, (r) => r.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify(fed) }));
     const t0 = Date.now();
-    await m.goto(`${base}/#/cells/demo-0000`, { waitUntil: 'load' });
-    await m.waitForFunction((n) => {
-      const S = window.cellcast;
-      return S && S.cells.length >= n && S.ready.list && S.ready.cell;
+    await m.goto(`${base}/#/cells/${cell}`, { waitUntil: 'load' });
+    await m.waitForFunction((k) => {
+      const W = window.cellcast;
+      return W && W.cells.length >= k && W.ready.list && W.ready.cell;
     }, measureCells, { timeout: 20000 });
     const r = await m.evaluate(() => {
-      const S = window.cellcast;
-      const u = S.charts.values().next().value;
+      const W = window.cellcast;
+      const u = W.charts.values().next().value;
       const x = u.data[0];
-      return { list: S.ready.list, cell: S.ready.cell, cells: S.cells.length, points: u.data[1].filter((v) => v != null).length,
-        span_h: (x[x.length - 1] - x[0]) / 3600, rows: document.querySelectorAll('#list .row:not([hidden])').length };
+      const rows = [...document.querySelectorAll('#list .row')].filter((e) => e.offsetParent !== null).length;
+      // where the time went: the last replies before the cell view was ready (start-end, ms
+      // after navigation start); what follows them is the page's own work
+      const slow = performance.getEntriesByType('resource').filter((e) => e.responseEnd <= W.ready.cell)
+        .sort((a, b) => b.responseEnd - a.responseEnd).slice(0, 3)
+        .map((e) => `${e.name.replace(location.origin, '').replace(/\?.*/, '')} ${e.startTime.toFixed(0)}-${e.responseEnd.toFixed(0)}`);
+      return { slow, list: W.ready.list, cell: W.ready.cell, cells: W.cells.length, charts: W.charts.size,
+        points: u.data[1].filter((v) => v != null).length, span_h: (x[x.length - 1] - x[0]) / 3600, rows };
     });
-    console.log(`measure: ${r.cells} cells listed (${r.rows} rows in the DOM), cell view ${r.points} observed points over ` +
-      `${r.span_h.toFixed(1)} h: list interactive at ${r.list.toFixed(0)} ms, cell view at ${r.cell.toFixed(0)} ms ` +
-      `after navigation start (wall ${Date.now() - t0} ms incl. the wait)`);
+    console.log(`measure: ${r.cells} cells listed (${r.rows} rows in the DOM), cell view ${r.charts} charts of ` +
+      `${r.points} observed points over ${(r.span_h / 24).toFixed(1)} days${fed ? ` (the daemon keeps ${real} steps; ` +
+      '7 days fed by the test)' : ''}: list interactive at ${r.list.toFixed(0)} ms, cell view at ${r.cell.toFixed(0)} ms ` +
+      `after navigation start (wall ${Date.now() - t0} ms incl. the wait); last replies before: ${r.slow.join(', ')}`);
     check(r.cells >= measureCells, `the list holds all ${measureCells} cells`);
-    await m.screenshot({ path: path.join(artDir, 'dashboard-1000.png') });
+    check(r.points >= 0.9 * Math.min(real, n7) && r.span_h >= 24 * 6.9, `the cell view spans 7 days (${r.span_h.toFixed(0)} h)`);
+    if (run === 0) await m.screenshot({ path: path.join(artDir, 'dashboard-1000.png') });
     await m.close();
+    runs.push(Math.max(r.list, r.cell));
   }
+  runs.sort((a, b) => a - b);
+  console.log(`measure: interactive (list and cell view both ready) after ${runs.map((t) => t.toFixed(0)).join(', ')} ms; ` +
+    `median ${runs[1].toFixed(0)} ms`);
 }
 
 try {

@@ -50,13 +50,15 @@
     return r.json();
   }
 
-  /* An optional route (added after the page, see docs/dashboard.md): null when the
-   * daemon does not have it (404/400/409: absent or not enabled), so that part is hidden. */
+  /* An optional part of a cell: null when the daemon does not have the route (404; added
+   * after the page, see docs/dashboard.md), has it off (attention without
+   * engine.keep_attention: 404) or has nothing yet (a cold cell's forecast: 503), so that
+   * part is hidden. */
   async function getOptional(url) {
     try {
       return await getJSON(url);
     } catch (e) {
-      if (e instanceof HttpError && (e.status === 404 || e.status === 400 || e.status === 409)) return null;
+      if (e instanceof HttpError && (e.status === 404 || e.status === 400 || e.status === 503)) return null;
       throw e;
     }
   }
@@ -208,7 +210,8 @@
   /* Last observation and score of the visible rows only: a 1,000-cell list costs ~30 reads. */
   let detailBusy = false;
   async function loadDetails(ids) {
-    if (detailBusy) return;
+    // a deep link's cell view comes first: these ~40 reads would queue before its own
+    if (detailBusy || (S.route && !S.ready.cell && !S.cellFailed)) return;
     detailBusy = true;
     try {
       const queue = ids.slice(0, 60);
@@ -536,13 +539,25 @@
       getOptional(`/v1/cells/${q}/attention`),
     ]);
     rest.catch(() => {}); // awaited below; a failure of meta must not leave it unhandled
-    const meta = await getJSON('/v1/cells/' + q);
-    const lastTs = meta.last_ts ?? Math.floor(Date.now() / 1000);
-    const since = lastTs - S.hours * 3600;
-    const [history, past] = await Promise.all([
-      getJSON(`/v1/cells/${q}/history?since=${since}&max_points=${MAX_POINTS}`),
-      S.noPast ? null : getOptional(`/v1/cells/${q}/forecasts?since=${since}`),
+    // The range starts from the cell's last step (data time, not the wall clock). When the list
+    // does not know it yet (a deep link) the 7-day view asks for everything kept (history.depth,
+    // 7 days by default) rather than wait for the cell's record.
+    const known = S.cells.find((c) => c.id === id);
+    let range = '';
+    const ranged = () => Promise.all([
+      getJSON(`/v1/cells/${q}/history?max_points=${MAX_POINTS}${range}`),
+      S.noPast ? null : getOptional(`/v1/cells/${q}/forecasts?${range.slice(1)}`),
     ]);
+    let hp = null;
+    if (known && known.last_ts != null) range = `&since=${known.last_ts - S.hours * 3600}`;
+    if (range || S.hours >= 168) hp = ranged();
+    if (hp) hp.catch(() => {}); // awaited below
+    const meta = await getJSON('/v1/cells/' + q);
+    if (!hp) {
+      range = `&since=${(meta.last_ts ?? Math.floor(Date.now() / 1000)) - S.hours * 3600}`;
+      hp = ranged();
+    }
+    const [history, past] = await hp;
     const [fc80, fc95, alerts, attention] = await rest;
     if (past == null) S.noPast = true; // absent in this daemon: not asked again until a reload
     if (S.route !== id) return; // navigated away meanwhile
@@ -565,6 +580,7 @@
     if (!S.ready.cell) {
       S.ready.cell = performance.now();
       performance.mark('cc-cell-ready');
+      renderRows(); // now the list's details
     }
   }
 
@@ -589,7 +605,9 @@
       try {
         await loadCell(id, true);
       } catch (e) {
+        S.cellFailed = true;
         $('cell-meta').textContent = e instanceof HttpError && e.status === 404 ? 'unknown cell' : String(e.message);
+        renderRows();
       }
     }
   }
@@ -621,7 +639,13 @@
         S.ready.list = performance.now();
         performance.mark('cc-list-ready');
       }
-      if (S.route && S.cell && S.cell.id === S.route) await loadCell(S.route, false);
+      if (S.route && S.cell && S.cell.id === S.route) {
+        try {
+          await loadCell(S.route, false);
+        } catch (e) {
+          $('cell-meta').textContent = e instanceof HttpError && e.status === 404 ? 'unknown cell (evicted?)' : e.message;
+        }
+      }
       S.polls++;
       setStatus('updated ' + new Date().toLocaleTimeString(), false);
     } catch (e) {
