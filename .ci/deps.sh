@@ -12,6 +12,13 @@ missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
 done
+# The dashboard (web/, `npm ci` at build time) and its browser test (tests/browser:
+# playwright-core driving Debian's chromium). npm by command, not by package: a nodejs
+# from elsewhere (NodeSource) bundles its own npm and conflicts with Debian's.
+command -v npm >/dev/null || missing="$missing nodejs npm"
+for p in chromium prometheus; do # the browser test; promtool for conf/prometheus-rules.yaml
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
 [ -z "$missing" ] && exit 0
 echo "deps: installing$missing" >&2
 SUDO=""

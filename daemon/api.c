@@ -17,6 +17,7 @@
 #include "auth.h"
 #include "api_util.h"
 #include "http_cache.h"
+#include "dashboard.h"
 #include "log.h"
 #include "procmetrics.h"
 #include "reload.h"
@@ -1223,6 +1224,9 @@ static int h_post_kpis(CcdReq *r)
 /* clang-format off */
 const CcdRoute ccd_routes[] = {
     {"/healthz", EVHTTP_REQ_GET, h_healthz, "liveness"},
+    {"/", EVHTTP_REQ_GET, ccd_h_dashboard_index, "the dashboard (web/)"},
+    {"/index.html", EVHTTP_REQ_GET, ccd_h_dashboard_index, "the dashboard (web/)"},
+    {"/assets/{id}", EVHTTP_REQ_GET, ccd_h_dashboard_asset, "the dashboard's hashed assets"},
     {"/readyz", EVHTTP_REQ_GET, h_readyz, "readiness: model loaded, consumer assigned"},
     {"/metrics", EVHTTP_REQ_GET, h_metrics, "Prometheus metrics"},
     {"/v1/info", EVHTTP_REQ_GET, h_info, "human-oriented status"},

@@ -20,9 +20,9 @@
 #include "log.h"
 
 /* The statuses counted by code; any other is counted as "other" (the last slot). */
-#define N_STATUS 14
-static const int status_codes[N_STATUS - 1] = {200, 202, 400, 401, 403, 404, 405,
-                                               408, 413, 422, 500, 501, 503};
+#define N_STATUS 15
+static const int status_codes[N_STATUS - 1] = {200, 202, 304, 400, 401, 403, 404,
+                                               405, 408, 413, 422, 500, 501, 503};
 
 struct CcdHttp {
     struct evhttp *http;
@@ -63,6 +63,7 @@ static const char *reason_phrase(int status)
     switch (status) {
     case 200: return "OK";
     case 202: return "Accepted";
+    case 304: return "Not Modified";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
     case 403: return "Forbidden";
@@ -310,7 +311,7 @@ static void finish(CcdReq *r, int status)
         }
     }
     evhttp_add_header(hdr, "Content-Type", ct);
-    evhttp_add_header(hdr, "Cache-Control", "no-store");
+    evhttp_add_header(hdr, "Cache-Control", r->cache_control ? r->cache_control : "no-store");
     evhttp_add_header(hdr, "Date", http_date(h));
     if (r->allow)
         evhttp_add_header(hdr, "Allow", r->allow);

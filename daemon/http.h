@@ -64,6 +64,7 @@ struct CcdReq {
     uint64_t rc_key, rc_version;
     int gz_ready; ///< the body is gzipped already (served from the reply cache)
     int close_conn;
+    const char *cache_control; ///< Cache-Control, NULL: no-store (dashboard.c sets its own)
     int64_t t0_ns;
     int deferrals;
     CcdReq *next;

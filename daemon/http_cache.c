@@ -2,9 +2,11 @@
  * http_cache.h. */
 #include "http_cache.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <zlib.h>
 
@@ -82,23 +84,52 @@ void ccd_rc_close(CcdReplyCache **prc)
     *prc = NULL;
 }
 
-int ccd_accepts_gzip(CcdReq *r)
+/* A q value of zero ("q=0", "q=0.0", "q=0.000") refuses the coding (RFC 9110 12.4.2). */
+static int q_is_zero(const char *p, const char *end)
 {
-    const char *ae =
-        evhttp_find_header(evhttp_request_get_input_headers(r->req), "Accept-Encoding");
-    for (const char *p = ae; p && (p = strstr(p, "gzip")); p += 4) {
-        const char *q = p + 4;
-        while (*q == ' ')
-            q++;
-        if (*q == ';') { /* a q value: only 0 refuses */
-            const char *v = strstr(q, "q=");
-            if (v && strtod(v + 2, NULL) == 0)
-                return 0;
+    while (p < end && *p != ';')
+        p++;
+    while (p < end) {
+        p++; /* past ';' */
+        while (p < end && isspace((unsigned char)*p))
+            p++;
+        if (end - p >= 2 && (p[0] == 'q' || p[0] == 'Q') && p[1] == '=') {
+            double q = strtod(p + 2, NULL);
+            return q <= 0.0;
         }
-        if ((p == ae || p[-1] == ' ' || p[-1] == ',') && (!*q || *q == ',' || *q == ';'))
-            return 1;
+        while (p < end && *p != ';')
+            p++;
     }
     return 0;
+}
+
+int ccd_accepts_gzip_value(const char *ae)
+{
+    if (!ae)
+        return 0;
+    const char *p = ae;
+    while (*p) {
+        while (*p == ',' || isspace((unsigned char)*p))
+            p++;
+        const char *tok = p;
+        while (*p && *p != ',' && *p != ';' && !isspace((unsigned char)*p))
+            p++;
+        size_t n = (size_t)(p - tok);
+        const char *end = strchr(p, ',');
+        if (!end)
+            end = p + strlen(p);
+        if (((n == 4 && !strncasecmp(tok, "gzip", 4)) || (n == 1 && *tok == '*')) &&
+            !q_is_zero(p, end))
+            return 1;
+        p = end;
+    }
+    return 0;
+}
+
+int ccd_accepts_gzip(CcdReq *r)
+{
+    return ccd_accepts_gzip_value(
+        evhttp_find_header(evhttp_request_get_input_headers(r->req), "Accept-Encoding"));
 }
 
 /* The gzip of p[0..n) as a new body (zlib's fastest level: the replies are repetitive and

@@ -47,6 +47,8 @@ void ccd_rc_close(CcdReplyCache **rc);
 
 /** Whether the request's client takes gzip (Accept-Encoding: gzip, not q=0). */
 int ccd_accepts_gzip(CcdReq *r);
+/** 1 if an Accept-Encoding value accepts gzip (a token "gzip" or "*" without q=0). */
+int ccd_accepts_gzip_value(const char *accept_encoding);
 
 /** Serves the request from the cache when it holds its reply at `version`: returns 200 (the
  *  handler returns it), else 0 and the chokepoint keeps the reply the handler renders. */

@@ -1,0 +1,99 @@
+#!/bin/bash
+# test_dashboard.sh — the dashboard (GET /, daemon/dashboard.c, web/) end to end: starts
+# cellcastd with the demo feed (16 cells, 7 days of backfill), checks the asset serving with
+# curl (ETag and 304, gzip, immutable hashed assets, 404), then runs
+# tests/browser/dashboard.mjs in headless Chromium (playwright-core; `npm ci` in
+# tests/browser when its node_modules is missing): list, search, click, charts with data,
+# deep link, attention canvas, no console errors. Then posts 984 more cells and measures the
+# time to interactive of a deep link with 1,000 cells listed (printed as "measure:").
+# Screenshots: ARTIFACT_DIR/dashboard-{list,cell,1000}.png.
+# Without /usr/bin/chromium or npm it skips (exit 77), except in CI (CELLCAST_CI or CI set),
+# where it fails: the browser test must run there.
+#   usage: test_dashboard.sh CELLCASTD SOURCE_ROOT ARTIFACT_DIR
+set -u
+CELLCASTD=${1:?cellcastd binary}
+ROOT=${2:?source root}
+ART=${3:?artifact dir}
+# shellcheck source=lib/daemon.sh
+. "$(dirname "$0")/lib/daemon.sh"
+need_tools curl
+missing() {
+    if [ -n "${CELLCAST_CI:-}${CI:-}" ]; then
+        echo "FAIL: $1 (CI must run the browser test; .ci/deps.sh installs it)"; exit 1
+    fi
+    echo "SKIP: $1 (sh .ci/deps.sh installs it)"; exit 77
+}
+[ -x /usr/bin/chromium ] || missing "/usr/bin/chromium is not installed"
+command -v node >/dev/null && command -v npm >/dev/null || missing "node/npm is not installed"
+BROWSER="$ROOT/tests/browser"
+if [ ! -d "$BROWSER/node_modules/playwright-core" ]; then
+    echo "test_dashboard: tests/browser/node_modules missing, running npm ci there"
+    (cd "$BROWSER" && npm ci --prefer-offline --no-audit --no-fund) ||
+        missing "npm ci in tests/browser failed (no network and no npm cache?): run (cd tests/browser && npm ci)"
+fi
+
+TMP=$(mktemp -d)
+DPID=
+FAILS=0
+cleanup() { [ -n "$DPID" ] && kill "$DPID" 2>/dev/null; rm -rf "$TMP"; }
+trap cleanup EXIT
+cd "$ROOT"
+start_daemon "$TMP/log" health -c conf/cellcast.yaml --set http.port=0 --set snapshot.path= \
+    --set demo.backfill_steps=672
+# wait until the backfill is in: every demo cell has a forecast
+for _ in $(seq 100); do
+    n=$(curl -s "$U/v1/cells?limit=100" | python3 -c 'import json,sys; print(sum(c["steps"] >= 300 for c in json.load(sys.stdin)["cells"]))' 2>/dev/null)
+    [ "${n:-0}" -ge 16 ] && break
+    sleep 0.2
+done
+[ "${n:-0}" -ge 16 ] && ok "16 demo cells with history" || fail "demo backfill not in (${n:-0} cells)"
+
+# --- the assets over plain HTTP
+h=$(curl -s -D - -o "$TMP/index" "$U/")
+grep -qi '^Content-Type: text/html' <<<"$h" && grep -qi '^Cache-Control: no-cache' <<<"$h" &&
+    grep -q '<title>cellcast</title>' "$TMP/index" && ok "GET / is the page, no-cache" || fail "GET /: $h"
+etag=$(grep -i '^ETag:' <<<"$h" | sed 's/^[^:]*: *//; s/\r$//')
+[ -n "$etag" ] && ok "index has an ETag $etag" || fail "no ETag"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -H "If-None-Match: $etag" "$U/")" = 304 ] &&
+    ok "If-None-Match → 304" || fail "If-None-Match not honoured"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -H 'If-None-Match: "other"' "$U/index.html")" = 200 ] &&
+    ok "another ETag → 200" || fail "wrong ETag not 200"
+app=$(grep -o 'assets/app\.[0-9a-f]*\.js' "$TMP/index")
+h=$(curl -s -D - -o "$TMP/app.gz" -H 'Accept-Encoding: gzip' "$U/$app")
+grep -qi '^Content-Encoding: gzip' <<<"$h" && grep -qi 'immutable' <<<"$h" &&
+    gzip -dc "$TMP/app.gz" | cmp -s - "$ROOT/web/src/app.js" &&
+    ok "$app: gzip, immutable, the source's bytes" || fail "$app: $h"
+h=$(curl -s -D - -o "$TMP/app" -H 'Accept-Encoding: gzip;q=0, identity' "$U/$app")
+! grep -qi '^Content-Encoding' <<<"$h" && cmp -s "$TMP/app" "$ROOT/web/src/app.js" &&
+    ok "gzip;q=0 → identity" || fail "gzip;q=0: $h"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$U/assets/app.js")" = 404 ] &&
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "$U/assets/index.html")" = 404 ] &&
+    ok "unknown asset names → 404" || fail "unknown asset not 404"
+
+# --- the browser: the checks on the demo's 16 cells
+t0=$(date +%s)
+timeout 60 node "$BROWSER/dashboard.mjs" "$U" "$ART" check 16 || fail "browser checks"
+
+# --- 984 more cells (two steps each, at the demo's clock) for the 1,000-cell measurement
+last=$(curl -s "$U/v1/cells/demo-0000" | python3 -c 'import json,sys; print(json.load(sys.stdin)["last_ts"])')
+python3 - "$last" >"$TMP/more.json" <<'PY'
+import json, sys
+t = int(sys.argv[1])
+recs = [{"cell": "synth-%04d" % i, "ts": t - 900 * k,
+         "kpis": {"prb_dl": 20 + i % 50, "active_users": 10 + i % 30}} for i in range(984) for k in (1, 0)]
+print(json.dumps(recs))
+PY
+code=$(curl -s -o "$TMP/post" -w '%{http_code}' -H 'Content-Type: application/json' \
+    --data-binary @"$TMP/more.json" "$U/v1/kpis")
+[ "$code" = 202 ] && ok "posted 984 cells" || fail "POST /v1/kpis: $code $(head -c 300 "$TMP/post")"
+# measure the page, not the daemon stepping the new cells: wait until no step is pending
+for _ in $(seq 50); do
+    [ "$(curl -s "$U/v1/info" | python3 -c 'import json,sys; print(json.load(sys.stdin)["batching"]["pending"])')" = 0 ] && break
+    sleep 0.2
+done
+
+timeout 40 node "$BROWSER/dashboard.mjs" "$U" "$ART" measure 1000 || fail "browser measurement"
+echo "browser part: $(($(date +%s) - t0)) s"
+stop_daemon || fail "cellcastd exit status $?"
+echo "screenshots in $ART"
+[ "$FAILS" -eq 0 ] && echo "all dashboard checks passed" || { echo "$FAILS check(s) failed"; exit 1; }

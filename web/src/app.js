@@ -1,0 +1,702 @@
+/* cellcast dashboard — one script, no framework. Reads cellcastd's JSON API (proto/openapi.yaml)
+ * from the same origin and polls it every 5 s while the tab is visible. Routes: #/ (cell list
+ * and alerts firing now) and #/cells/{id} (a cell's KPIs, forecast bands, past forecasts, alert
+ * episodes and attention). Optional routes (past forecasts, ranges) that answer 404 are hidden.
+ * window.cellcast exposes the state (charts, readiness marks) to the browser test. */
+'use strict';
+(() => {
+  const POLL_MS = 5000;
+  const ROW_H = 28;
+  const MAX_POINTS = 1500;
+  const $ = (id) => document.getElementById(id);
+  const cssv = (n) => getComputedStyle(document.documentElement).getPropertyValue(n).trim();
+  const SEV_RANK = { critical: 2, warning: 1 };
+
+  const S = {
+    cells: [], // from /v1/cells: {id, state, last_ts, ...}
+    view: [], // cells after search and sort, as listed
+    alertsByCell: new Map(), // id -> {n, sev}
+    firing: [],
+    detail: new Map(), // id -> {t, z, kpis} from /v1/cells/{id}, for the visible rows
+    kpiCols: [],
+    route: null, // cell id or null
+    hours: 168,
+    charts: new Map(), // kpi -> uPlot
+    zoomed: false,
+    cell: null, // the cell view's data
+    attLayer: -1,
+    ready: {},
+    errors: 0,
+    polls: 0,
+  };
+  window.cellcast = S;
+
+  /* ---- fetching ---- */
+
+  class HttpError extends Error {
+    constructor(status, detail) {
+      super(`HTTP ${status}${detail ? ': ' + detail : ''}`);
+      this.status = status;
+    }
+  }
+
+  async function getJSON(url) {
+    const r = await fetch(url, { headers: { Accept: 'application/json' } });
+    if (!r.ok) {
+      let detail = '';
+      try { detail = (await r.json()).detail || ''; } catch (e) { /* not problem+json */ }
+      throw new HttpError(r.status, detail);
+    }
+    return r.json();
+  }
+
+  /* An optional part of a cell: null when the daemon does not have the route (404; added
+   * after the page, see docs/dashboard.md), has it off (attention without
+   * engine.keep_attention: 404) or has nothing yet (a cold cell's forecast: 503), so that
+   * part is hidden. */
+  async function getOptional(url) {
+    try {
+      return await getJSON(url);
+    } catch (e) {
+      if (e instanceof HttpError && (e.status === 404 || e.status === 400 || e.status === 503)) return null;
+      throw e;
+    }
+  }
+
+  async function getPaged(base, key, limit) {
+    const out = [];
+    let after = null;
+    for (let i = 0; i < 1000; i++) {
+      const sep = base.includes('?') ? '&' : '?';
+      const d = await getJSON(`${base}${sep}limit=${limit}${after != null ? '&after=' + encodeURIComponent(after) : ''}`);
+      for (const x of d[key]) out.push(x);
+      if (d.next == null || d[key].length === 0) break;
+      after = d.next;
+    }
+    return out;
+  }
+
+  /* ---- formatting ---- */
+
+  function fmt(v) {
+    if (v == null || !Number.isFinite(v)) return '–';
+    if (v === 0) return '0';
+    const a = Math.abs(v);
+    if (a >= 1e6) return (v / 1e6).toFixed(1) + 'M';
+    if (a >= 1e4) return (v / 1e3).toFixed(1) + 'k';
+    if (a >= 100) return v.toFixed(0);
+    if (a >= 10) return v.toFixed(1);
+    if (a >= 1) return v.toFixed(2);
+    return v.toFixed(3);
+  }
+  const fmtInt = (v) => (v == null ? '–' : Math.abs(v) >= 1e4 ? fmt(v) : String(Math.round(v)));
+  const fmtBytes = (b) => (b >= 1 << 30 ? (b / (1 << 30)).toFixed(1) + ' GiB' : (b / (1 << 20)).toFixed(0) + ' MiB');
+  function fmtDur(s) {
+    if (s < 120) return s.toFixed(0) + ' s';
+    if (s < 7200) return (s / 60).toFixed(0) + ' min';
+    if (s < 172800) return (s / 3600).toFixed(1) + ' h';
+    return (s / 86400).toFixed(1) + ' d';
+  }
+  const tsSec = (iso) => Date.parse(iso) / 1000;
+  const fmtTime = (sec) => new Date(sec * 1000).toISOString().replace('T', ' ').slice(0, 16);
+
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text != null) e.textContent = text;
+    return e;
+  }
+  const cellHref = (id) => '#/cells/' + encodeURIComponent(id);
+
+  function attribution(a) {
+    const box = el('span', 'attr');
+    for (const x of (a.attribution || []).slice(0, 4)) {
+      const s = el('span');
+      const band = x.lo != null && x.hi != null ? ` [${fmt(x.lo)}, ${fmt(x.hi)}]` : '';
+      const z = x.z != null ? ` z=${fmt(x.z)}` : '';
+      s.append(el('b', null, x.kpi), ` ${fmt(x.observed)} vs ${fmt(x.expected)}${band}${z}`);
+      box.append(s, el('br'));
+    }
+    return box;
+  }
+  const reasonOf = (a) => (a.kind === 'anomaly' ? 'anomaly' : a.reason) + (a.kpi ? ' · ' + a.kpi : '');
+
+  /* ---- health ---- */
+
+  function renderHealth(info) {
+    const box = $('health');
+    box.textContent = '';
+    if (!info) return;
+    const tiles = [
+      ['ingest', fmtInt(info.ingest?.records_per_s) + ' rec/s'],
+      ['kafka lag', fmtInt(info.kafka?.lag), (info.kafka?.lag ?? 0) > 10000 ? 'bad' : (info.kafka?.lag ?? 0) > 1000 ? 'warnv' : ''],
+      ['step p99', info.batching ? fmt(info.batching.step_p99_s * 1000) + ' ms' : '–',
+        (info.batching?.step_p99_s ?? 0) > 1 ? 'warnv' : ''],
+      ['cells', fmtInt(info.cells?.resident)],
+      ['rss', info.memory ? fmtBytes(info.memory.rss_bytes) : '–'],
+      ['model', info.model?.name || '–'],
+      ['up', info.uptime_s != null ? fmtDur(info.uptime_s) : '–'],
+    ];
+    for (const [l, v, cls] of tiles) {
+      const t = el('div', 'tile' + (cls ? ' ' + cls : ''));
+      t.append(el('span', 'l', l), el('b', null, v));
+      box.append(t);
+    }
+  }
+
+  /* ---- the cell list (virtual: only the visible rows exist) ---- */
+
+  function sortAndFilter() {
+    const q = $('search').value.trim().toLowerCase();
+    const A = S.alertsByCell;
+    const v = q ? S.cells.filter((c) => c.id.toLowerCase().includes(q) || (c.state || '').includes(q)) : S.cells.slice();
+    v.sort((a, b) => {
+      const x = A.get(a.id), y = A.get(b.id);
+      const rx = x ? 10 + SEV_RANK[x.sev] : 0, ry = y ? 10 + SEV_RANK[y.sev] : 0;
+      if (rx !== ry) return ry - rx;
+      if (x && y && x.n !== y.n) return y.n - x.n;
+      return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+    });
+    S.view = v;
+    $('count').textContent = q ? `${v.length} of ${S.cells.length}` : `${S.cells.length} cells`;
+    $('list-inner').style.height = v.length * ROW_H + 'px';
+    renderRows();
+  }
+
+  const rowPool = [];
+  function rowEl(i) {
+    if (rowPool[i]) return rowPool[i];
+    const r = el('a', 'row row-grid');
+    r.append(el('span', 'dot'), el('span', 'id'), el('span', 'st'), el('span', 'num'), el('span', 'num'));
+    for (let k = 0; k < 2; k++) r.append(el('span', 'num'));
+    $('list-inner').append(r);
+    rowPool[i] = r;
+    return r;
+  }
+
+  function renderRows() {
+    const list = $('list');
+    const first = Math.max(0, Math.floor(list.scrollTop / ROW_H) - 4);
+    const n = Math.min(S.view.length - first, Math.ceil(list.clientHeight / ROW_H) + 8);
+    const now = Date.now();
+    const stale = [];
+    let used = 0;
+    for (; used < Math.max(0, n); used++) {
+      const c = S.view[first + used];
+      const r = rowEl(used);
+      const al = S.alertsByCell.get(c.id);
+      const d = S.detail.get(c.id);
+      r.hidden = false;
+      r.style.top = (first + used) * ROW_H + 'px';
+      r.href = cellHref(c.id);
+      r.classList.toggle('sel', c.id === S.route);
+      const cs = r.children;
+      cs[0].className = 'dot' + (al ? ' ' + al.sev : c.state === 'live' ? '' : ' idle');
+      cs[1].textContent = c.id;
+      cs[1].title = c.id;
+      cs[2].textContent = c.state || '';
+      cs[3].textContent = al ? String(al.n) : '';
+      cs[4].textContent = d ? fmt(d.z) : '';
+      for (let k = 0; k < 2; k++) {
+        const name = S.kpiCols[k];
+        cs[5 + k].textContent = d && name && d.kpis[name] ? fmt(d.kpis[name].observed) : '';
+      }
+      if (!d || now - d.t > POLL_MS) stale.push(c.id);
+    }
+    for (let i = used; i < rowPool.length; i++) rowPool[i].hidden = true;
+    if (stale.length) loadDetails(stale);
+  }
+
+  /* Last observation and score of the visible rows only: a 1,000-cell list costs ~30 reads. */
+  let detailBusy = false;
+  async function loadDetails(ids) {
+    // a deep link's cell view comes first: these ~40 reads would queue before its own
+    if (detailBusy || (S.route && !S.ready.cell && !S.cellFailed)) return;
+    detailBusy = true;
+    try {
+      const queue = ids.slice(0, 60);
+      const worker = async () => {
+        while (queue.length) {
+          const id = queue.shift();
+          try {
+            const c = await getJSON('/v1/cells/' + encodeURIComponent(id));
+            const lo = c.last_observation || {};
+            S.detail.set(id, { t: Date.now(), z: c.scores ? c.scores.score : null, kpis: lo.kpis || {} });
+            if (!S.kpiCols.length && lo.kpis) setKpiCols(Object.keys(lo.kpis));
+          } catch (e) {
+            S.detail.set(id, { t: Date.now(), z: null, kpis: {} });
+          }
+        }
+      };
+      await Promise.all([worker(), worker(), worker(), worker()]);
+    } finally {
+      detailBusy = false;
+    }
+    renderRows();
+  }
+
+  function setKpiCols(names) {
+    S.kpiCols = names.slice(0, 2);
+    const head = document.querySelector('.cols');
+    while (head.children.length > 5) head.lastChild.remove();
+    for (const n of S.kpiCols) {
+      const s = el('span', 'num', n.replace(/_/g, ' '));
+      s.title = n + ' (last observed)';
+      head.append(s);
+    }
+  }
+
+  /* ---- alerts firing now ---- */
+
+  function renderFiring() {
+    const tb = $('firing-table').tBodies[0];
+    tb.textContent = '';
+    const list = S.firing.slice().sort((a, b) => (SEV_RANK[b.severity] || 0) - (SEV_RANK[a.severity] || 0) ||
+      (b.score || 0) - (a.score || 0));
+    for (const a of list.slice(0, 500)) {
+      const tr = el('tr');
+      const link = el('a', null, a.cell_id);
+      link.href = cellHref(a.cell_id);
+      const td = el('td');
+      td.append(link);
+      const tdA = el('td');
+      tdA.append(attribution(a));
+      tr.append(el('td', 'sev ' + a.severity, a.severity), td, el('td', null, a.kind), el('td', null, reasonOf(a)),
+        el('td', null, fmtTime(tsSec(a.start_time))), el('td', 'num', a.score == null ? '' : fmt(a.score)), tdA);
+      tb.append(tr);
+    }
+    $('firing-count').textContent = String(S.firing.length);
+    $('firing-count').className = 'badge' + (S.firing.some((a) => a.severity === 'critical') ? ' crit' : '');
+    $('firing-empty').hidden = S.firing.length > 0;
+    $('firing-table').hidden = S.firing.length === 0;
+  }
+
+  /* ---- the cell view ---- */
+
+  function episodesOf(alerts) {
+    const eps = new Map();
+    for (const a of alerts) {
+      let e = eps.get(a.id);
+      if (!e) {
+        e = { id: a.id, start: tsSec(a.start_time), end: null, a };
+        eps.set(a.id, e);
+      }
+      if (a.state === 'resolved') e.end = tsSec(a.time);
+      else e.a = a; // the latest firing transition (an escalation carries the new severity)
+    }
+    return [...eps.values()];
+  }
+
+  function involves(ep, kpi) {
+    return ep.a.kpi === kpi || (ep.a.attribution || []).some((x) => x.kpi === kpi);
+  }
+
+  function drawEpisodes(u, kpi) {
+    const eps = (S.cell && S.cell.episodes) || [];
+    const { ctx } = u;
+    const top = u.bbox.top, h = u.bbox.height;
+    const xmin = u.scales.x.min, xmax = u.scales.x.max;
+    ctx.save();
+    const labels = []; // [x, y] of the labels drawn, so that episodes starting together stack
+    for (const ep of eps) {
+      const end = ep.end ?? S.cell.lastX ?? xmax; // an open episode ends at the last observation
+      if (end < xmin || ep.start > xmax) continue;
+      const x0 = u.valToPos(Math.max(ep.start, xmin), 'x', true);
+      const x1 = Math.max(x0 + 2, u.valToPos(Math.min(end, xmax), 'x', true));
+      const mine = involves(ep, kpi);
+      const crit = ep.a.severity === 'critical';
+      ctx.fillStyle = crit ? (mine ? 'rgba(248,81,73,.28)' : 'rgba(248,81,73,.10)') : (mine ? 'rgba(210,153,34,.28)' : 'rgba(210,153,34,.10)');
+      ctx.fillRect(x0, top, x1 - x0, h);
+      ctx.fillStyle = crit ? '#f85149' : '#d29922';
+      ctx.fillRect(x0, top, x1 - x0, 3 * devicePixelRatio);
+      if (mine) {
+        const at = (ep.a.attribution || []).find((x) => x.kpi === kpi);
+        const lh = 13 * devicePixelRatio;
+        let y = top + 15 * devicePixelRatio;
+        while (labels.some(([lx, ly]) => Math.abs(lx - x0) < 50 * devicePixelRatio && ly === y)) y += lh;
+        labels.push([x0, y]);
+        ctx.font = `${11 * devicePixelRatio}px system-ui`;
+        ctx.fillText(at && at.z != null ? `z ${fmt(at.z)}` : ep.a.kind === 'anomaly' ? 'anomaly' : ep.a.reason, x0 + 3, y);
+      }
+    }
+    ctx.restore();
+  }
+
+  function chartData(kpi, k) {
+    const c = S.cell;
+    const Sx = c.history.step_seconds;
+    const steps = new Map(); // step -> row
+    const row = (p) => {
+      let r = steps.get(p);
+      if (!r) {
+        r = new Array(9).fill(null);
+        r[0] = p * Sx;
+        steps.set(p, r);
+      }
+      return r;
+    };
+    let last = null;
+    for (const s of c.history.steps) {
+      const r = row(s.step);
+      r[1] = s.values[k];
+      if (s.values[k] != null) last = s;
+    }
+    const fc = (f, lo, hi) => {
+      if (!f) return;
+      for (const s of f.forecast) {
+        const v = s.values[kpi];
+        if (!v) continue;
+        const r = row(s.step);
+        r[2] = v.mean;
+        r[lo] = v.lower;
+        r[hi] = v.upper;
+      }
+    };
+    fc(c.fc80, 3, 4);
+    fc(c.fc95, 5, 6);
+    if (last && (c.fc80 || c.fc95)) {
+      // the forecast starts from the last observation, so the line and bands join it
+      const r = row(last.step);
+      for (const i of [2, 3, 4, 5, 6]) r[i] = last.values[k];
+    }
+    if (c.past) {
+      const pk = c.past.kpis.indexOf(kpi);
+      for (const s of pk >= 0 ? c.past.steps : []) {
+        const r = row(s.step);
+        if (s.one_step) r[7] = s.one_step.mean[pk];
+        if (s.horizon_end) r[8] = s.horizon_end.mean[pk];
+      }
+    }
+    const rows = [...steps.values()].sort((a, b) => a[0] - b[0]);
+    const data = [];
+    for (let i = 0; i < 9; i++) data.push(rows.map((r) => r[i]));
+    return data;
+  }
+
+  function chartOpts(kpi, width) {
+    const muted = cssv('--muted'), line = cssv('--line'), fcc = cssv('--fc'), past = cssv('--past');
+    const axis = { stroke: muted, grid: { stroke: line, width: 1 }, ticks: { stroke: line, width: 1 },
+      font: '11px system-ui' };
+    const band = { stroke: 'transparent', points: { show: false }, width: 0 };
+    return {
+      width, height: 210,
+      cursor: { sync: { key: 'cc' }, drag: { x: true, y: false } },
+      scales: { x: { time: true } },
+      legend: { live: true },
+      axes: [axis, { ...axis, size: 52, values: (u, vals) => vals.map(fmt) }],
+      series: [
+        {},
+        { label: 'observed', stroke: '#6cb6ff', width: 1.5, points: { show: false } },
+        { label: 'forecast', stroke: fcc, width: 2, dash: [6, 3], points: { show: false } },
+        { label: 'lo 80 %', ...band },
+        { label: 'hi 80 %', ...band },
+        { label: 'lo 95 %', ...band },
+        { label: 'hi 95 %', ...band },
+        { label: 'past 1-step', stroke: past, width: 1, dash: [2, 2], points: { show: false }, show: !!S.cell.past },
+        { label: 'past horizon-end', stroke: '#8b949e', width: 1, dash: [1, 3], points: { show: false }, show: false },
+      ],
+      bands: [
+        { series: [6, 5], fill: 'rgba(197,134,255,.13)' },
+        { series: [4, 3], fill: 'rgba(197,134,255,.26)' },
+      ],
+      hooks: {
+        draw: [(u) => drawEpisodes(u, kpi)],
+        setSelect: [(u) => { if (u.select.width > 0) S.zoomed = true; }],
+      },
+    };
+  }
+
+  function pastScore(kpi) {
+    const p = S.cell.past;
+    if (!p || !p.scores || !p.scores.one_step) return '';
+    const k = p.kpis.indexOf(kpi);
+    const s = p.scores.one_step;
+    if (k < 0 || !s.mae) return '';
+    const cov = s.coverage80 && s.coverage80[k] != null ? ` · 80 % cover ${(s.coverage80[k] * 100).toFixed(0)} %` : '';
+    return `1-step MAE ${fmt(s.mae[k])}${cov}`;
+  }
+
+  function renderCharts() {
+    const box = $('charts');
+    const kpis = S.cell.history.kpis;
+    const width = Math.max(300, (box.clientWidth >= 1064 ? (box.clientWidth - 12) / 2 : box.clientWidth) - 14);
+    const stale = [...S.charts.keys()].some((k) => !kpis.includes(k)) || S.charts.size !== kpis.length;
+    if (stale) {
+      for (const u of S.charts.values()) u.destroy();
+      S.charts.clear();
+      box.textContent = '';
+    }
+    kpis.forEach((kpi, k) => {
+      const data = chartData(kpi, k);
+      let u = S.charts.get(kpi);
+      if (!u) {
+        const wrap = el('div', 'chart' + (S.cell.past ? '' : ' nopast'));
+        const title = el('div', 'chart-title');
+        title.append(el('span', null, kpi), el('span', 'muted', ''));
+        wrap.append(title);
+        box.append(wrap);
+        u = new uPlot(chartOpts(kpi, width), data, wrap);
+        u.ccTitle = title.lastChild;
+        u.root.addEventListener('dblclick', () => { S.zoomed = false; });
+        S.charts.set(kpi, u);
+      } else {
+        u.setData(data, !S.zoomed);
+      }
+      u.ccTitle.textContent = pastScore(kpi);
+    });
+  }
+
+  function renderCellAlerts() {
+    const tb = $('cell-alerts').tBodies[0];
+    tb.textContent = '';
+    const eps = S.cell.episodes.slice().sort((a, b) => b.start - a.start);
+    for (const ep of eps.slice(0, 200)) {
+      const a = ep.a, tr = el('tr'), tdA = el('td');
+      tdA.append(attribution(a));
+      tr.append(el('td', 'sev ' + a.severity, a.severity), el('td', null, ep.end == null ? 'firing' : 'resolved'),
+        el('td', null, a.kind), el('td', null, reasonOf(a)), el('td', null, fmtTime(ep.start)),
+        el('td', null, ep.end == null ? '' : fmtTime(ep.end)), el('td', 'num', a.score == null ? '' : fmt(a.score)), tdA);
+      tb.append(tr);
+    }
+    $('cell-alerts-empty').hidden = eps.length > 0;
+    $('cell-alerts').hidden = eps.length === 0;
+  }
+
+  /* The attention heat map: one row per (KPI, head) of the chosen layer, one column per token
+   * (the cached patches, oldest first, then the current token); each row scaled to its own
+   * maximum so a head's focus shows whatever its temperature. */
+  const RAMP = [[13, 8, 135], [84, 2, 163], [139, 10, 165], [185, 50, 137], [219, 92, 104], [244, 136, 73],
+    [254, 188, 43], [240, 249, 33]];
+  function ramp(t) {
+    const x = Math.min(1, Math.max(0, t)) * (RAMP.length - 1);
+    const i = Math.min(RAMP.length - 2, Math.floor(x)), f = x - i, a = RAMP[i], b = RAMP[i + 1];
+    return `rgb(${a[0] + (b[0] - a[0]) * f | 0},${a[1] + (b[1] - a[1]) * f | 0},${a[2] + (b[2] - a[2]) * f | 0})`;
+  }
+
+  function renderAttention() {
+    const att = S.cell.attention;
+    $('attention-box').hidden = !att;
+    if (!att) return;
+    const sel = $('att-layer');
+    if (sel.options.length !== att.layers) {
+      sel.textContent = '';
+      for (let l = 0; l < att.layers; l++) sel.append(new Option(String(l), String(l)));
+      S.attLayer = att.layers - 1;
+      sel.value = String(S.attLayer);
+    }
+    const layer = Math.min(S.attLayer, att.layers - 1);
+    const kpis = Object.keys(att.kpis);
+    const toks = att.tokens || [];
+    const cv = $('attention');
+    const dpr = devicePixelRatio || 1;
+    const labelW = 130, rowH = 12, gap = 4, axisH = 22;
+    const rows = kpis.length * att.heads;
+    const cssW = cv.clientWidth || 800, cssH = rows * rowH + kpis.length * gap + axisH;
+    cv.style.height = cssH + 'px';
+    cv.width = cssW * dpr;
+    cv.height = cssH * dpr;
+    const ctx = cv.getContext('2d');
+    ctx.scale(dpr, dpr);
+    ctx.fillStyle = cssv('--panel');
+    ctx.fillRect(0, 0, cssW, cssH);
+    const nt = toks.length || (att.kpis[kpis[0]]?.[layer]?.[0]?.length ?? 0);
+    const cw = (cssW - labelW - 8) / Math.max(1, nt);
+    ctx.font = '11px system-ui';
+    ctx.textBaseline = 'middle';
+    let y = 4;
+    for (const kpi of kpis) {
+      const L = att.kpis[kpi][layer] || [];
+      for (let h = 0; h < att.heads; h++) {
+        const w = L[h] || [];
+        let mx = 0;
+        for (const v of w) if (v > mx) mx = v;
+        for (let j = 0; j < w.length; j++) {
+          ctx.fillStyle = ramp(mx > 0 ? Math.sqrt(w[j] / mx) : 0);
+          ctx.fillRect(labelW + j * cw, y, Math.ceil(cw), rowH - 1);
+        }
+        ctx.fillStyle = cssv('--muted');
+        ctx.fillText(h === 0 ? `${kpi}  h${h}` : `h${h}`, h === 0 ? 6 : labelW - 24, y + rowH / 2);
+        y += rowH;
+      }
+      y += gap;
+    }
+    ctx.fillStyle = cssv('--muted');
+    const every = Math.max(1, Math.ceil(nt / 8));
+    for (let j = 0; j < toks.length; j += every) {
+      const t = toks[j];
+      ctx.fillText(t.current ? 'now' : t.end_ts.slice(5, 16).replace('T', ' '), labelW + j * cw, y + 8);
+    }
+    S.ready.attentionDrawn = (S.ready.attentionDrawn || 0) + 1;
+  }
+
+  async function loadCell(id, fresh) {
+    const q = encodeURIComponent(id);
+    // what needs no time range is asked for at once, beside the cell's own record
+    const rest = Promise.all([
+      getOptional(`/v1/cells/${q}/forecast?level=0.8`),
+      getOptional(`/v1/cells/${q}/forecast?level=0.95`),
+      getOptional(`/v1/cells/${q}/alerts?limit=1000`),
+      getOptional(`/v1/cells/${q}/attention`),
+    ]);
+    rest.catch(() => {}); // awaited below; a failure of meta must not leave it unhandled
+    // The range starts from the cell's last step (data time, not the wall clock). When the list
+    // does not know it yet (a deep link) the 7-day view asks for everything kept (history.depth,
+    // 7 days by default) rather than wait for the cell's record.
+    const known = S.cells.find((c) => c.id === id);
+    let range = '';
+    const ranged = () => Promise.all([
+      getJSON(`/v1/cells/${q}/history?max_points=${MAX_POINTS}${range}`),
+      S.noPast ? null : getOptional(`/v1/cells/${q}/forecasts?${range.slice(1)}`),
+    ]);
+    let hp = null;
+    if (known && known.last_ts != null) range = `&since=${known.last_ts - S.hours * 3600}`;
+    if (range || S.hours >= 168) hp = ranged();
+    if (hp) hp.catch(() => {}); // awaited below
+    const meta = await getJSON('/v1/cells/' + q);
+    if (!hp) {
+      range = `&since=${(meta.last_ts ?? Math.floor(Date.now() / 1000)) - S.hours * 3600}`;
+      hp = ranged();
+    }
+    const [history, past] = await hp;
+    const [fc80, fc95, alerts, attention] = await rest;
+    if (past == null) S.noPast = true; // absent in this daemon: not asked again until a reload
+    if (S.route !== id) return; // navigated away meanwhile
+    if (fresh) {
+      for (const u of S.charts.values()) u.destroy();
+      S.charts.clear();
+      $('charts').textContent = '';
+      S.zoomed = false;
+    }
+    const hs = history.steps;
+    S.cell = { id, meta, history, fc80, fc95, past, attention, episodes: episodesOf(alerts ? alerts.alerts : []),
+      lastX: hs.length ? (hs[hs.length - 1].step + 1) * history.step_seconds : null };
+    $('cell-title').textContent = id;
+    const c = meta.counts || {};
+    $('cell-meta').textContent = `${meta.state} · last step ${meta.last_observation ? fmtTime(tsSec(meta.last_observation.ts)) : '–'} UTC · ` +
+      `${fmtInt(c.steps)} steps · ${fmtInt(c.imputed)} imputed · ${history.steps.length} points shown`;
+    renderCharts();
+    renderCellAlerts();
+    renderAttention();
+    if (!S.ready.cell) {
+      S.ready.cell = performance.now();
+      performance.mark('cc-cell-ready');
+      renderRows(); // now the list's details
+    }
+  }
+
+  /* ---- routing and polling ---- */
+
+  function setStatus(text, err) {
+    $('status').textContent = text;
+    $('status').className = 'status' + (err ? ' err' : '');
+  }
+
+  async function showRoute() {
+    const m = location.hash.match(/^#\/cells\/(.+)$/);
+    const id = m ? decodeURIComponent(m[1]) : null;
+    const changed = id !== S.route;
+    S.route = id;
+    $('overview').hidden = !!id;
+    $('cell').hidden = !id;
+    renderRows();
+    if (id && changed) {
+      $('cell-title').textContent = id;
+      $('cell-meta').textContent = 'loading…';
+      try {
+        await loadCell(id, true);
+      } catch (e) {
+        S.cellFailed = true;
+        $('cell-meta').textContent = e instanceof HttpError && e.status === 404 ? 'unknown cell' : String(e.message);
+        renderRows();
+      }
+    }
+  }
+
+  async function poll() {
+    if (S.polling) return;
+    S.polling = true;
+    try {
+      const [info, cells, firing] = await Promise.all([
+        getOptional('/v1/info'),
+        getPaged('/v1/cells', 'cells', 10000),
+        getPaged('/v1/alerts/firing', 'alerts', 1000),
+      ]);
+      renderHealth(info);
+      S.cells = cells;
+      S.firing = firing;
+      const A = new Map();
+      for (const a of firing) {
+        const x = A.get(a.cell_id) || { n: 0, sev: 'warning' };
+        x.n++;
+        if ((SEV_RANK[a.severity] || 0) > SEV_RANK[x.sev]) x.sev = a.severity;
+        A.set(a.cell_id, x);
+      }
+      S.alertsByCell = A;
+      for (const v of S.detail.values()) v.t = 0; // refresh the visible rows' details
+      sortAndFilter();
+      renderFiring();
+      if (!S.ready.list) {
+        S.ready.list = performance.now();
+        performance.mark('cc-list-ready');
+      }
+      if (S.route && S.cell && S.cell.id === S.route) {
+        try {
+          await loadCell(S.route, false);
+        } catch (e) {
+          $('cell-meta').textContent = e instanceof HttpError && e.status === 404 ? 'unknown cell (evicted?)' : e.message;
+        }
+      }
+      S.polls++;
+      setStatus('updated ' + new Date().toLocaleTimeString(), false);
+    } catch (e) {
+      S.errors++;
+      setStatus('daemon unreachable: ' + e.message, true);
+    } finally {
+      S.polling = false;
+    }
+  }
+
+  let timer = null;
+  function schedule() {
+    clearTimeout(timer);
+    if (document.hidden) {
+      setStatus('paused (tab hidden)', false);
+      return;
+    }
+    timer = setTimeout(async () => { await poll(); schedule(); }, POLL_MS);
+  }
+
+  function init() {
+    $('search').addEventListener('input', () => { $('list').scrollTop = 0; sortAndFilter(); });
+    $('list').addEventListener('scroll', () => requestAnimationFrame(renderRows), { passive: true });
+    window.addEventListener('hashchange', showRoute);
+    document.addEventListener('visibilitychange', () => {
+      if (!document.hidden) poll();
+      schedule();
+    });
+    $('ranges').addEventListener('click', (ev) => {
+      const h = Number(ev.target.dataset.h);
+      if (!h) return;
+      S.hours = h;
+      for (const b of $('ranges').children) b.classList.toggle('on', Number(b.dataset.h) === h);
+      if (S.route) loadCell(S.route, true).catch((e) => setStatus(e.message, true));
+    });
+    for (const b of $('ranges').children) b.classList.toggle('on', Number(b.dataset.h) === S.hours);
+    $('att-layer').addEventListener('change', (ev) => { S.attLayer = Number(ev.target.value); renderAttention(); });
+    let rt = null;
+    window.addEventListener('resize', () => {
+      clearTimeout(rt);
+      rt = setTimeout(() => {
+        if (!S.cell) return;
+        for (const u of S.charts.values()) u.destroy();
+        S.charts.clear();
+        $('charts').textContent = '';
+        renderCharts();
+        renderAttention();
+      }, 150);
+    });
+    Promise.all([poll(), showRoute()]).then(schedule);
+  }
+
+  init();
+})();
