@@ -17,8 +17,8 @@
 
 #include "log.h"
 
-#define N_STATUS 11
-static const int status_codes[N_STATUS] = {200, 202, 400, 404, 405, 413, 422, 500, 503, 0, 0};
+#define N_STATUS 12
+static const int status_codes[N_STATUS] = {200, 202, 307, 400, 404, 405, 413, 422, 500, 503, 0, 0};
 
 struct CcdHttp {
     struct evhttp *http;
@@ -58,6 +58,7 @@ static const char *reason_phrase(int status)
     switch (status) {
     case 200: return "OK";
     case 202: return "Accepted";
+    case 307: return "Temporary Redirect";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
     case 403: return "Forbidden";
