@@ -12,7 +12,6 @@
 
 #include "cc_common.h"
 #include "cc_kpi.h"
-#include "http.h"
 #include "log.h"
 
 #define MAX_PARTS 4096   /* partitions of the KPI topic a record may list */
@@ -428,6 +427,7 @@ int ccd_cluster_record(CcdCluster *c, const char *key, size_t key_len, const voi
     json_int_t ts = json_integer_value(json_object_get(o, "ts_ms"));
     json_int_t hb = json_integer_value(json_object_get(o, "heartbeat_ms"));
     json_t *pc = json_object_get(o, "partition_count");
+    json_int_t pcv = json_integer_value(pc); /* o is gone when it is used */
     if (!json_is_object(o) || !json_is_array(parts) || json_array_size(parts) > MAX_PARTS ||
         ts <= 0 || hb <= 0 || hb > 3600000 || !json_is_integer(pc) ||
         json_integer_value(pc) > MAX_PARTS ||
@@ -465,7 +465,7 @@ int ccd_cluster_record(CcdCluster *c, const char *key, size_t key_len, const voi
     qsort(nm.parts, (size_t)nm.n_parts, sizeof *nm.parts, cmp_i32);
     memcpy(nm.key, k, key_len + 1);
     nm.ts_ms = ts;
-    nm.n_partitions = json_integer_value(pc) > 0 ? (int32_t)json_integer_value(pc) : -1;
+    nm.n_partitions = pcv > 0 ? (int32_t)pcv : -1;
     nm.heartbeat_ms = (int)hb;
     if (!m) {
         if (c->n_members >= MAX_MEMBERS) {
@@ -497,6 +497,17 @@ static int fresh(const CcdCluster *c, const Member *m, int64_t now_ms)
 {
     return strcmp(m->key, c->id.client_id) &&
            now_ms - m->ts_ms < (int64_t)FRESH_HEARTBEATS * m->heartbeat_ms;
+}
+
+/* The KPI topic's partition count: ours, or while our metadata lookups have failed so far,
+ * what a fresh member record says. -1 unknown. */
+static int32_t partition_count_known(const CcdCluster *c, int64_t now_ms)
+{
+    int32_t np = c->n_partitions;
+    for (int i = 0; np < 1 && i < c->n_members; i++)
+        if (fresh(c, &c->members[i], now_ms))
+            np = c->members[i].n_partitions;
+    return np;
 }
 
 /* ---- cron ---- */
@@ -574,10 +585,7 @@ enum CcdOwner ccd_cluster_owner(CcdCluster *c, const char *cell, int32_t *partit
 {
     *address = NULL;
     int64_t now = wall_ms(), best = 0;
-    int32_t np = c->n_partitions;
-    for (int i = 0; np < 1 && i < c->n_members; i++) /* our metadata lookups failed so far */
-        if (fresh(c, &c->members[i], now))
-            np = c->members[i].n_partitions;
+    int32_t np = partition_count_known(c, now);
     *partition = np > 0 ? ccd_partition_of_key(c->partitioner, cell, strlen(cell), np) : -1;
     if (*partition < 0)
         return CCD_OWNER_UNKNOWN;
@@ -593,6 +601,12 @@ enum CcdOwner ccd_cluster_owner(CcdCluster *c, const char *cell, int32_t *partit
         }
     }
     return *address ? CCD_OWNER_OTHER : CCD_OWNER_UNKNOWN;
+}
+
+CcdClusterInfo ccd_cluster_info(const CcdCluster *c)
+{
+    return (CcdClusterInfo){c->topic, c->group_id, ccd_partitioner_name(c->partitioner),
+                            c->id.advertise};
 }
 
 static json_t *parts_json(const int32_t *p, int n)
@@ -617,7 +631,7 @@ json_t *ccd_cluster_json(CcdCluster *c)
                            "address", c->id.advertise, "partitions",
                            parts_json(c->self_parts, c->n_self_parts), "self", 1, "age_s", 0.0));
     /* claims per partition: each exactly once = stable */
-    int np = c->n_partitions, stable = np > 0;
+    int np = partition_count_known(c, now), stable = np > 0;
     int *claims = np > 0 ? calloc((size_t)np, sizeof *claims) : NULL;
     for (int i = 0; claims && i < c->n_self_parts; i++)
         if (c->self_parts[i] < np)
@@ -669,70 +683,4 @@ void ccd_cluster_close(CcdCluster **pc, int timeout_ms)
     }
     destroy(c);
     *pc = NULL;
-}
-
-/* ---- HTTP ---- */
-
-int ccd_cluster_redirect(CcdReq *r)
-{
-    CcdCluster *c = r->d->cluster;
-    if (!c)
-        return 0;
-    int32_t p;
-    const char *addr;
-    enum CcdOwner o = ccd_cluster_owner(c, r->id, &p, &addr);
-    if (o == CCD_OWNER_SELF)
-        return 0;
-    if (o == CCD_OWNER_UNKNOWN) {
-        r->retry_after = 1;
-        if (p < 0)
-            return ccd_problem(r, 503, "cell-owner-unknown",
-                               "no cell '%s' on this daemon, and the partition count of %s is "
-                               "not known yet (broker unreachable?): cannot tell which member "
-                               "serves it; retry",
-                               r->id, c->topic);
-        return ccd_problem(r, 503, "cell-owner-unknown",
-                           "no cell '%s' on this daemon; its partition %d of %s (partitioner "
-                           "%s) has no owner in group %s right now (rebalance in progress, "
-                           "or a member gone); retry",
-                           r->id, (int)p, c->topic, ccd_partitioner_name(c->partitioner),
-                           c->group_id);
-    }
-    const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(r->req);
-    const char *q = u ? evhttp_uri_get_query(u) : NULL;
-    char loc[4096];
-    int n = snprintf(loc, sizeof loc, "%s%s%s%s", addr, r->path, q && *q ? "?" : "", q ? q : "");
-    if (n < 0 || (size_t)n >= sizeof loc)
-        return ccd_problem(r, 500, "internal", "redirect location too long");
-    evhttp_add_header(evhttp_request_get_output_headers(r->req), "Location", loc);
-    return ccd_json(
-        r, 307, json_pack("{s:s, s:i, s:s}", "cell", r->id, "partition", (int)p, "location", loc));
-}
-
-int ccd_h_cluster(CcdReq *r)
-{
-    CcdCluster *c = r->d->cluster;
-    if (!c)
-        return ccd_problem(r, 404, "no-cluster",
-                           "this daemon consumes no Kafka group (kafka.brokers is \"none\"): it "
-                           "serves every cell it holds and is its own only member");
-    json_t *o = ccd_cluster_json(c);
-    const char *cell = ccd_query(r, "cell");
-    if (o && cell) {
-        if (!cc_kpi_valid_cell_id(cell, strlen(cell))) {
-            json_decref(o);
-            return ccd_problem(r, 400, "bad-cell-id", "'%s' is not a valid cell id", cell);
-        }
-        int32_t p;
-        const char *addr;
-        enum CcdOwner w = ccd_cluster_owner(c, cell, &p, &addr);
-        json_object_set_new(o, "cell",
-                            json_pack("{s:s, s:i, s:s, s:s?}", "id", cell, "partition", (int)p,
-                                      "owner",
-                                      w == CCD_OWNER_SELF    ? "self"
-                                      : w == CCD_OWNER_OTHER ? "other"
-                                                             : "unknown",
-                                      "address", w == CCD_OWNER_SELF ? c->id.advertise : addr));
-    }
-    return ccd_json(r, 200, o);
 }

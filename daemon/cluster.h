@@ -97,12 +97,21 @@ enum CcdOwner { CCD_OWNER_SELF, CCD_OWNER_OTHER, CCD_OWNER_UNKNOWN };
 enum CcdOwner ccd_cluster_owner(CcdCluster *c, const char *cell, int32_t *partition,
                                 const char **address);
 
+typedef struct CcdClusterInfo {
+    const char *topic, *group_id, *partitioner, *advertise;
+} CcdClusterInfo;
+
+/** Names for messages (valid until ccd_cluster_close). */
+CcdClusterInfo ccd_cluster_info(const CcdCluster *c);
+
 /** GET /v1/cluster's document (see proto/openapi.yaml). */
 json_t *ccd_cluster_json(CcdCluster *c);
 
 /** Publishes a tombstone for this member's record (bounded by timeout_ms) and closes.
  *  Call before ccd_kafka_close. */
 void ccd_cluster_close(CcdCluster **c, int timeout_ms);
+
+/* cluster_http.c */
 
 /** For a per-cell route whose cell this daemon does not hold: 0 when it should answer as
  *  today (404: this member owns the cell's partition, or no cluster), else the status it
