@@ -357,11 +357,12 @@ static void publish(CcdCluster *c, int64_t now_ns)
     json_t *parts = json_array();
     for (int i = 0; i < c->n_self_parts; i++)
         json_array_append_new(parts, json_integer(c->self_parts[i]));
-    json_t *o = json_pack(
-        "{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:i, s:I}", "v", 1, "group_id", c->group_id,
-        "client_id", c->id.client_id, "member_id", member_id, "group_instance_id",
-        c->id.group_instance_id, "address", c->id.advertise, "topic", c->topic, "partitions", parts,
-        "protocol", protocol, "heartbeat_ms", c->heartbeat_ms, "ts_ms", (json_int_t)wall_ms());
+    json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:o, s:s, s:i, s:I}", "v", 1,
+                          "group_id", c->group_id, "client_id", c->id.client_id, "member_id",
+                          member_id, "group_instance_id", c->id.group_instance_id, "address",
+                          c->id.advertise, "topic", c->topic, "partition_count",
+                          (int)c->n_partitions, "partitions", parts, "protocol", protocol,
+                          "heartbeat_ms", c->heartbeat_ms, "ts_ms", (json_int_t)wall_ms());
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     if (!s) {
