@@ -42,6 +42,7 @@ struct CcdCluster {
     int reader_assigned;
     int32_t n_partitions; /* of the KPI topic, -1 unknown */
     int64_t next_meta_ns, next_beat_ns;
+    int meta_backoff_ms; /* while the metadata lookups fail */
     int32_t *last_parts; /* what our last record said */
     int n_last_parts;
     int32_t self_parts[MAX_PARTS];
@@ -196,6 +197,7 @@ int ccd_cluster_open(CcdCluster **out, const CcdConfig *cfg, int http_port, CcdK
     c->partitioner = cfg->kafka_partitioner;
     c->heartbeat_ms = cfg->cluster_heartbeat_ms > 0 ? cfg->cluster_heartbeat_ms : 2000;
     c->n_partitions = -1;
+    c->meta_backoff_ms = 50;
     const char *topic = ks->n_topics > 0 ? ks->topics[0] : "kpis";
     const char *strategy = prop(cfg, "partition.assignment.strategy");
     char mt[512];
@@ -525,11 +527,12 @@ static int32_t partition_count(CcdCluster *c, rd_kafka_topic_t *rkt)
     return n;
 }
 
-static void assign_reader(CcdCluster *c)
+/* 1 when the reader reads every partition of the members topic. */
+static int assign_reader(CcdCluster *c)
 {
     int32_t n = partition_count(c, c->members_rkt);
     if (n < 1)
-        return;
+        return 0;
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n);
     for (int32_t p = 0; p < n; p++)
         rd_kafka_topic_partition_list_add(l, c->members_topic, p)->offset =
@@ -541,6 +544,7 @@ static void assign_reader(CcdCluster *c)
                       rd_kafka_err2str(e));
     else
         c->reader_assigned = 1;
+    return c->reader_assigned;
 }
 
 void ccd_cluster_cron(CcdCluster *c)
@@ -549,16 +553,21 @@ void ccd_cluster_cron(CcdCluster *c)
         return;
     int64_t now = cc_now_ns();
     rd_kafka_poll(c->prod, 0);
-    if (now >= c->next_meta_ns || c->n_partitions < 1 || !c->reader_assigned) {
-        /* blocking calls: only every META_REFRESH_MS once known (or every heartbeat
-         * while not), so a broker outage costs the loop ≤ 200 ms per heartbeat */
+    if (now >= c->next_meta_ns) {
+        /* Blocking calls (≤ META_TIMEOUT_MS each): every META_REFRESH_MS once known; while
+         * not, after 100 ms, then backing off by doubling, so that a broker unreachable
+         * from the start costs the event loop little. */
+        int ok = 1;
         if (!c->reader_assigned)
-            assign_reader(c);
+            ok &= assign_reader(c);
         int32_t n = partition_count(c, c->kpi_rkt);
         if (n > 0)
             c->n_partitions = n;
-        int known = c->n_partitions > 0 && c->reader_assigned;
-        c->next_meta_ns = now + (int64_t)(known ? META_REFRESH_MS : c->heartbeat_ms) * 1000000;
+        ok &= n > 0;
+        c->meta_backoff_ms = ok ? 100 : c->meta_backoff_ms * 2;
+        if (c->meta_backoff_ms > META_REFRESH_MS)
+            c->meta_backoff_ms = META_REFRESH_MS;
+        c->next_meta_ns = now + (int64_t)(ok ? META_REFRESH_MS : c->meta_backoff_ms) * 1000000;
     }
     for (int i = 0; i < 1000; i++) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(c->reader, 0);
@@ -581,6 +590,16 @@ void ccd_cluster_cron(CcdCluster *c)
 
 /* ---- routing ---- */
 
+/* No owner found: UNKNOWN if other members are about (a rebalance, or one gone), ALONE if
+ * none is: a daemon alone answers as a single daemon. */
+static enum CcdOwner nobody(const CcdCluster *c, int64_t now_ms)
+{
+    for (int i = 0; i < c->n_members; i++)
+        if (fresh(c, &c->members[i], now_ms))
+            return CCD_OWNER_UNKNOWN;
+    return CCD_OWNER_ALONE;
+}
+
 enum CcdOwner ccd_cluster_owner(CcdCluster *c, const char *cell, int32_t *partition,
                                 const char **address)
 {
@@ -589,7 +608,7 @@ enum CcdOwner ccd_cluster_owner(CcdCluster *c, const char *cell, int32_t *partit
     int32_t np = partition_count_known(c, now);
     *partition = np > 0 ? ccd_partition_of_key(c->partitioner, cell, strlen(cell), np) : -1;
     if (*partition < 0)
-        return CCD_OWNER_UNKNOWN;
+        return nobody(c, now);
     refresh_self(c);
     if (holds(c->self_parts, c->n_self_parts, *partition))
         return CCD_OWNER_SELF;
@@ -601,7 +620,7 @@ enum CcdOwner ccd_cluster_owner(CcdCluster *c, const char *cell, int32_t *partit
             *address = m->address;
         }
     }
-    return *address ? CCD_OWNER_OTHER : CCD_OWNER_UNKNOWN;
+    return *address ? CCD_OWNER_OTHER : nobody(c, now);
 }
 
 CcdClusterInfo ccd_cluster_info(const CcdCluster *c)

@@ -90,10 +90,12 @@ void ccd_cluster_cron(CcdCluster *c);
 int ccd_cluster_record(CcdCluster *c, const char *key, size_t key_len, const void *value,
                        size_t len);
 
-enum CcdOwner { CCD_OWNER_SELF, CCD_OWNER_OTHER, CCD_OWNER_UNKNOWN };
+enum CcdOwner { CCD_OWNER_SELF, CCD_OWNER_OTHER, CCD_OWNER_UNKNOWN, CCD_OWNER_ALONE };
 
 /** Who serves `cell`: *partition gets its partition of the KPI topic (-1 when the
- *  partition count is not known yet), *address the owner's base URL for CCD_OWNER_OTHER. */
+ *  partition count is not known yet), *address the owner's base URL for CCD_OWNER_OTHER.
+ *  CCD_OWNER_ALONE: no owner known and no other member seen (a daemon alone in its group,
+ *  e.g. still joining: it answers as a single daemon does). */
 enum CcdOwner ccd_cluster_owner(CcdCluster *c, const char *cell, int32_t *partition,
                                 const char **address);
 

@@ -16,7 +16,7 @@ int ccd_cluster_redirect(CcdReq *r)
     const char *addr;
     enum CcdOwner o = ccd_cluster_owner(c, r->id, &p, &addr);
     CcdClusterInfo ci = ccd_cluster_info(c);
-    if (o == CCD_OWNER_SELF)
+    if (o == CCD_OWNER_SELF || o == CCD_OWNER_ALONE)
         return 0;
     if (o == CCD_OWNER_UNKNOWN) {
         r->retry_after = 1;

@@ -255,8 +255,8 @@ static void test_owner_map(void **state)
     const char *addr;
     key_on(0, k0, sizeof k0);
     key_on(2, k2, sizeof k2);
-    /* nothing known: no partition count, no owner */
-    assert_int_equal(ccd_cluster_owner(cl, k2, &p, &addr), CCD_OWNER_UNKNOWN);
+    /* nothing known: no partition count, no other member: alone (answers as one daemon) */
+    assert_int_equal(ccd_cluster_owner(cl, k2, &p, &addr), CCD_OWNER_ALONE);
     assert_int_equal(p, -1);
     int64_t t = now_ms();
     assert_int_equal(record(cl, "b", "cellcastd", "http://b:1", "2,3", t), 0);
@@ -276,12 +276,12 @@ static void test_owner_map(void **state)
     assert_int_equal(json_array_size(json_object_get(j, "members")), 3); /* self, b, c */
     assert_string_equal(json_string_value(json_object_get(j, "group_state")), "rebalancing");
     json_decref(j);
-    /* tombstones */
+    /* tombstones; with only a stale record left the member is alone again */
     assert_int_equal(ccd_cluster_record(cl, "c", 1, NULL, 0), 0);
     assert_int_equal(ccd_cluster_owner(cl, k2, &p, &addr), CCD_OWNER_OTHER);
     assert_string_equal(addr, "http://b:1");
     assert_int_equal(ccd_cluster_record(cl, "b", 1, NULL, 0), 0);
-    assert_int_equal(ccd_cluster_owner(cl, k2, &p, &addr), CCD_OWNER_UNKNOWN);
+    assert_int_equal(ccd_cluster_owner(cl, k2, &p, &addr), CCD_OWNER_ALONE);
     /* invalid records are refused and counted */
     static const char *const bad[] = {"{", "[]", "{\"v\":1}",
                                       "{\"v\":1,\"group_id\":\"cellcastd\",\"client_id\":\"z\","
