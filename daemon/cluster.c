@@ -355,6 +355,8 @@ static int holds(const int32_t *parts, int n, int32_t p)
 static void publish(CcdCluster *c, int64_t now_ns)
 {
     char member_id[256], protocol[16];
+    /* the next try in a heartbeat even if this one fails (queue full: broker away) */
+    c->next_beat_ns = now_ns + (int64_t)c->heartbeat_ms * 1000000;
     ccd_kafka_membership(c->kafka, member_id, sizeof member_id, protocol, sizeof protocol);
     json_t *parts = json_array();
     for (int i = 0; i < c->n_self_parts; i++)
@@ -387,7 +389,6 @@ static void publish(CcdCluster *c, int64_t now_ns)
         c->last_parts = lp;
         c->n_last_parts = c->n_self_parts;
     }
-    c->next_beat_ns = now_ns + (int64_t)c->heartbeat_ms * 1000000;
 }
 
 static Member *find_member(CcdCluster *c, const char *key)
