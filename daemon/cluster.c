@@ -220,14 +220,16 @@ int ccd_cluster_open(CcdCluster **out, const CcdConfig *cfg, int http_port, CcdK
      * ccd_cluster_identity already took kafka.properties.client.id / group.instance.id as
      * the defaults. */
     int n = ks->n_props;
-    memcpy(c->props, ks->props, (size_t)n * sizeof *c->props);
+    for (int i = 0; i < n; i++) /* no memcpy: ks->props may be NULL when n = 0 */
+        c->props[i] = ks->props[i];
     c->props[n++] = (CcdKafkaProp){"client.id", c->id.client_id};
     if (c->id.group_instance_id[0])
         c->props[n++] = (CcdKafkaProp){"group.instance.id", c->id.group_instance_id};
     ks->props = c->props;
     ks->n_props = n;
     n = ks->n_producer_props;
-    memcpy(c->producer_props, ks->producer_props, (size_t)n * sizeof *c->producer_props);
+    for (int i = 0; i < n; i++)
+        c->producer_props[i] = ks->producer_props[i];
     snprintf(c->producer_client_id, sizeof c->producer_client_id, "%s-producer", c->id.client_id);
     c->producer_props[n++] = (CcdKafkaProp){"partitioner", ccd_partitioner_name(c->partitioner)};
     c->producer_props[n++] = (CcdKafkaProp){"client.id", c->producer_client_id};
