@@ -18,6 +18,7 @@
 #include "api_util.h"
 #include "http_cache.h"
 #include "dashboard.h"
+#include "cluster.h"
 #include "log.h"
 #include "procmetrics.h"
 #include "reload.h"
@@ -248,8 +249,12 @@ int ccd_find_cell(CcdReq *r, CcdCell **out)
                             "'%s' is not a valid cell id (1..%d of [A-Za-z0-9._:/-])", r->id,
                             CC_KPI_CELL_ID_MAX);
     *out = ccd_cells_get(r->d->cells, r->id);
-    if (!*out)
+    if (!*out) {
+        int st = ccd_cluster_redirect(r); /* another member's cell: 307 to it */
+        if (st)
+            return -st;
         return -ccd_problem(r, 404, "cell-not-found", "no cell '%s' on this daemon", r->id);
+    }
     return 1;
 }
 
@@ -1242,6 +1247,7 @@ const CcdRoute ccd_routes[] = {
     {"/v1/alerts/firing", EVHTTP_REQ_GET, ccd_h_alerts_firing, "alerts firing now, all cells, paged"},
     {"/v1/cells/{id}/alerts", EVHTTP_REQ_GET, ccd_h_cell_alerts, "the cell's alert transitions"},
     {"/v1/cells/{id}/scores", EVHTTP_REQ_GET, ccd_h_cell_scores, "the cell's anomaly scores"},
+    {"/v1/cluster", EVHTTP_REQ_GET, ccd_h_cluster, "members of the consumer group, who serves what"},
     {"/v1/admin/reload", EVHTTP_REQ_POST, ccd_h_admin_reload, "reload model and config (token)"},
     /* issue 15: the dashboard's reads (api_series.c) */
     {"/v1/cells/{id}/forecasts", EVHTTP_REQ_GET, ccd_h_forecasts, "past forecasts vs actuals"},

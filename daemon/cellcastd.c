@@ -24,6 +24,7 @@
 #include "embedded_port.h"
 #include "cc_config.h"
 #include "cellcastd.h"
+#include "cluster.h"
 #include "host.h"
 #include "http.h"
 #include "ingest.h"
@@ -115,6 +116,7 @@ static void cron(evutil_socket_t fd, short what, void *arg)
             ccd_kafka_service(d->kafka);
             ccd_ingest_poll(d); /* also when the wake-up fd stays quiet */
         }
+        ccd_cluster_cron(d->cluster); /* member records in and out */
     }
     run_with_period(1000)
     {
@@ -360,7 +362,9 @@ int main(int argc, char **argv)
     LOG_INFO("http", "listening on http://%s:%d/ (try /v1/info)", d->cfg.http_bind,
              ccd_http_port(d));
     if (strcmp(d->cfg.kafka_brokers, "none")) {
-        if (ccd_ingest_open_kafka(d, &st.kafka, err, sizeof err)) {
+        if (ccd_cluster_open(&d->cluster, &d->cfg, ccd_http_port(d), &st.kafka, err, sizeof err) ||
+            ccd_ingest_open_kafka(d, &st.kafka, err, sizeof err) ||
+            ccd_cluster_start(d->cluster, d->kafka, err, sizeof err)) {
             LOG_ERROR("kafka", "%s", err);
             goto out;
         }
@@ -445,6 +449,7 @@ out:
     if (d->repoll_ev)
         event_free(d->repoll_ev);
     ccd_embedded_port_close(&d->embedded_port);
+    ccd_cluster_close(&d->cluster, 1000); /* tombstone: stop redirects to us */
     ccd_kafka_close(&d->kafka, 5000);
     ccd_sched_close(&d->sched);
     ccd_alerts_close(d);

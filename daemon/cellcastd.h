@@ -51,6 +51,7 @@ typedef struct Ccd {
     CcEngine *engine;
     CcKpiDecoder *kpi;
     CcdKafka *kafka;
+    struct CcdCluster *cluster; ///< daemon/cluster.c; NULL without Kafka
     CcdCells *cells;
     CcdSched *sched;
     CcdHttp *http;

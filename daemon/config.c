@@ -65,10 +65,31 @@ static const CcdConfigDef head_rows[] = {
  "sizes...); every other value (ssl.key.pem, sasl.password, sasl.oauthbearer.config, ...) "
  "is shown as \"(redacted)\"."},
 
+{"kafka.client_id", CCD_CFG_STRING, OFF(kafka_client_id), "", NB, NULL, 0,
+ "This member's Kafka client.id (broker logs, quotas, GET /v1/cluster); empty = "
+ "kafka.properties.client.id if set, else cellcastd-<cluster.instance or host name>-<HTTP "
+ "port>, so that the members of a group can be told apart. Also the key of this member's "
+ "record on the members topic: keep it unique in the group."},
+{"kafka.group_instance_id", CCD_CFG_STRING, OFF(kafka_group_instance_id), "", NB, NULL, 0,
+ "Static membership (group.instance.id): a member that restarts within the session "
+ "timeout gets its partitions back without a rebalance; a member that crashes keeps them, "
+ "unserved, until the timeout. Empty = cluster.instance when set, else dynamic membership "
+ "(every restart rebalances). Must be unique in the group."},
+{"kafka.partitioner", CCD_CFG_ENUM, OFF(kafka_partitioner), "murmur2_random", NB,
+ "murmur2_random|murmur2|consistent_random|consistent|fnv1a_random|fnv1a", 0,
+ "The partitioner of the producers of the KPI topic (cell id as key): cellcastd uses it to "
+ "find the partition, hence the member, of a cell it does not hold (307 redirects), and "
+ "for its own producers (demo feed, alerts). murmur2_random is what Java clients do; "
+ "librdkafka's own default is consistent_random."},
+
 {"http.bind", CCD_CFG_STRING, OFF(http_bind), "127.0.0.1", NB, NULL, 0,
  "Address of the HTTP API. Loopback by default: put a proxy in front to expose it."},
 {"http.port", CCD_CFG_INT, OFF(http_port), "8080", 0, 65535, NULL, 0,
  "TCP port of the HTTP API (0 = any free port, logged)."},
+{"http.advertise", CCD_CFG_STRING, OFF(http_advertise), "", NB, NULL, 0,
+ "Base URL other members and clients use to reach this daemon (redirects to the member "
+ "that serves a cell, GET /v1/cluster); empty = http://<http.bind, or the host name when "
+ "bound to a wildcard address>:<HTTP port>."},
 {"http.max_body_bytes", CCD_CFG_INT64, OFF(http_max_body_bytes), "1048576", 64, 1073741824, NULL, 1,
  "Largest request body (POST /v1/kpis); larger is refused with 413."},
 {"http.max_headers_bytes", CCD_CFG_INT64, OFF(http_max_headers_bytes), "16384", 256, 1048576, NULL, 0,
@@ -197,6 +218,18 @@ static const CcdConfigDef tail_rows[] = {
 {"snapshot.interval_s", CCD_CFG_INT, OFF(snapshot_interval_s), "60", 0, 86400, NULL, 1,
  "Seconds between periodic snapshots (0 = only at shutdown). Also bounds how much a "
  "restart after a crash re-reads from Kafka."},
+
+{"cluster.instance", CCD_CFG_STRING, OFF(cluster_instance), "", NB, NULL, 0,
+ "Name of this member that survives restarts (e.g. cellcast-2); the default of "
+ "kafka.group_instance_id and part of the default kafka.client_id. Empty = none."},
+{"cluster.members_topic", CCD_CFG_STRING, OFF(cluster_members_topic), "", NB, NULL, 0,
+ "Compacted topic where each member publishes its address and partitions, keyed by "
+ "client id (a heartbeat every cluster.heartbeat_ms, a tombstone when it stops); every "
+ "member reads it to redirect requests for cells it does not hold. Empty = "
+ "<first kafka.topics>.members."},
+{"cluster.heartbeat_ms", CCD_CFG_INT, OFF(cluster_heartbeat_ms), "2000", 100, 60000, NULL, 0,
+ "How often a member republishes its record (and at once when its partitions change); a "
+ "record older than 5 heartbeats is ignored (the member is considered gone)."},
 
 {"admin.token", CCD_CFG_STRING, OFF(admin_token), "", NB, NULL, 1,
  "Bearer token of the admin routes (POST /v1/admin/reload: Authorization: Bearer "

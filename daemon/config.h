@@ -50,8 +50,10 @@ typedef struct CcdConfig {
     int kafka_embedded_port;
     CcdStrMap kafka_properties;
     int64_t kafka_rewind_on_assign_s;
+    char *kafka_client_id, *kafka_group_instance_id; /* identity: daemon/cluster.c */
+    int kafka_partitioner;
     /* http */
-    char *http_bind;
+    char *http_bind, *http_advertise;
     int http_port, http_max_connections, http_timeout_s;
     int64_t http_max_body_bytes, http_max_headers_bytes;
     int http_post_kpis; /* CCD_POST_KPIS_* */
@@ -84,6 +86,9 @@ typedef struct CcdConfig {
     /* snapshot */
     char *snapshot_path;
     int snapshot_interval_s;
+    /* cluster (daemon/cluster.c) */
+    char *cluster_instance, *cluster_members_topic;
+    int cluster_heartbeat_ms;
     /* admin */
     char *admin_token;
     /* log */

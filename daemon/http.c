@@ -20,8 +20,8 @@
 #include "log.h"
 
 /* The statuses counted by code; any other is counted as "other" (the last slot). */
-#define N_STATUS 15
-static const int status_codes[N_STATUS - 1] = {200, 202, 304, 400, 401, 403, 404,
+#define N_STATUS 16
+static const int status_codes[N_STATUS - 1] = {200, 202, 304, 307, 400, 401, 403, 404,
                                                405, 408, 413, 422, 500, 501, 503};
 
 struct CcdHttp {
@@ -64,6 +64,7 @@ static const char *reason_phrase(int status)
     case 200: return "OK";
     case 202: return "Accepted";
     case 304: return "Not Modified";
+    case 307: return "Temporary Redirect";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
     case 403: return "Forbidden";

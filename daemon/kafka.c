@@ -1269,6 +1269,29 @@ error:
     return ret;
 }
 
+int ccd_kafka_assignment(const CcdKafka *k, const char *topic, int32_t *parts, int max)
+{
+    int n = 0;
+    for (int i = 0; i < k->assigned->cnt; i++)
+        if (!strcmp(k->assigned->elems[i].topic, topic)) {
+            if (n < max)
+                parts[n] = k->assigned->elems[i].partition;
+            n++;
+        }
+    return n;
+}
+
+void ccd_kafka_membership(const CcdKafka *k, char *member_id, size_t id_len, char *protocol,
+                          size_t protocol_len)
+{
+    char *id = rd_kafka_memberid(k->rk);
+    snprintf(member_id, id_len, "%s", id ? id : "");
+    if (id)
+        rd_kafka_mem_free(k->rk, id);
+    const char *p = rd_kafka_rebalance_protocol(k->rk);
+    snprintf(protocol, protocol_len, "%s", p ? p : "NONE");
+}
+
 void ccd_kafka_close(CcdKafka **pk, int timeout_ms)
 {
     CcdKafka *k = pk ? *pk : NULL;

@@ -167,6 +167,16 @@ int ccd_kafka_pause(CcdKafka *k, int pause);
  *  that partition). */
 int ccd_kafka_rewind(CcdKafka *k, const char *topic, int32_t partition, int64_t ts_ms);
 
+/** Partitions of `topic` this member holds now (its live assignment), up to max in parts;
+ *  returns how many it holds (may exceed max). For daemon/cluster.c. */
+int ccd_kafka_assignment(const CcdKafka *k, const char *topic, int32_t *parts, int max);
+
+/** The group member id the coordinator gave this consumer ("" before the first join) and
+ *  the rebalance protocol in use ("EAGER", "COOPERATIVE", or "NONE" before it is known),
+ *  into caller buffers. */
+void ccd_kafka_membership(const CcdKafka *k, char *member_id, size_t id_len, char *protocol,
+                          size_t protocol_len);
+
 /** Commits, leaves the group, flushes the producer and closes; each part bounded by
  *  timeout_ms (the flush by at least 1 s), so it returns even when the broker is gone. */
 void ccd_kafka_close(CcdKafka **k, int timeout_ms);

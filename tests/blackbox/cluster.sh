@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# tests/blackbox/cluster.sh — two cellcastd in one consumer group on one standalone mock
+# broker (cc_mockbroker, tests/blackbox/mockbroker.c; kpis has 4 partitions), fed with kcat
+# using the Java-compatible partitioner, checked with curl:
+#   - GET /v1/cluster on each member lists both, with their addresses and partitions, each
+#     partition owned exactly once, one of them `self`;
+#   - the partition cellcastd computes for a cell (/v1/cluster?cell=) is the partition kcat's
+#     producer (partitioner murmur2_random) put the cell's messages in;
+#   - a per-cell request to the member that does not hold the cell answers 307 with
+#     Location = the owner's address + the same path and query; curl -L reaches the
+#     forecast in one redirect; the owner serves it directly;
+#   - an unknown cell: 404 from its owner, one 307 then 404 from the other (no loop);
+#   - a member stopped with SIGTERM leaves the other's /v1/cluster at once (tombstone).
+# Usage: cluster.sh CELLCASTD MOCKBROKER [SRC]. Exit 77 (skip) without kcat, curl, python3.
+# ~20 s (two group joins behind the mock's 3 s initial rebalance delay).
+set -u
+
+CELLCASTD=${1:-}
+MOCKBROKER=${2:-}
+SRC=${3:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$(dirname "$0")/../lib/daemon.sh"
+need_tools kcat curl python3
+for bin in "$CELLCASTD" "$MOCKBROKER"; do
+    [ -x "$bin" ] || { echo "SKIP: binary '$bin' missing (build cellcastd, cc_mockbroker)"; exit 77; }
+done
+MODEL="$SRC/tests/data/golden/tiny.safetensors"
+[ -f "$MODEL" ] || { echo "SKIP: $MODEL missing"; exit 77; }
+
+S=900
+T0=1714521600
+TMP=$(mktemp -d /tmp/cellcast-cluster.XXXXXX)
+PIDS=()
+FAILS=0
+cleanup() {
+    local i
+    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do kill "${PIDS[i]}" 2>/dev/null; done
+    wait 2>/dev/null
+    [ "$FAILS" = 0 ] && rm -rf "$TMP" || echo "logs kept in $TMP"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT
+
+start_mockbroker "$TMP" kpis:4 alerts:1 kpis.members:1
+cat >"$TMP/c.yaml" <<EOF
+model:
+  path: $MODEL
+kafka:
+  brokers: "$EXT"
+  group_id: bb-cluster
+  partitioner: murmur2_random
+  properties:
+    session.timeout.ms: "6000"
+    heartbeat.interval.ms: "1000"
+http:
+  port: 0
+engine:
+  kv_type: f32
+ingest:
+  fields:
+    thr_kbps: "thr*1000"
+demo:
+  enabled: false
+cluster:
+  heartbeat_ms: 500
+EOF
+
+# Both members must be in the group before data flows, or the first would consume all.
+start_daemon "$TMP/a.log" assigned -c "$TMP/c.yaml" --set cluster.instance=a
+PA=$PORT APID=$DPID
+start_daemon "$TMP/b.log" port -c "$TMP/c.yaml" --set cluster.instance=b
+PB=$PORT BPID=$DPID
+
+# cluster_ok PORT: both members listed, partitions 0..3 each owned once, group stable.
+cluster_ok() {
+    curl -sf "http://127.0.0.1:$1/v1/cluster" | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+m = j["members"]
+parts = sorted(p for x in m for p in x["partitions"])
+ok = (len(m) == 2 and parts == [0, 1, 2, 3] and j["group_state"] == "stable"
+      and sum(x["self"] for x in m) == 1 and all(x["partitions"] for x in m)
+      and sorted(x["client_id"] for x in m) == ["cellcastd-a-%s" % sys.argv[1], "cellcastd-b-%s" % sys.argv[2]]
+      and sorted(x["address"] for x in m) == sorted("http://127.0.0.1:%s" % p for p in sys.argv[1:3])
+      and j["partitioner"] == "murmur2_random" and j["partitions"] == 4)
+sys.exit(0 if ok else 1)' "$PA" "$PB"
+}
+for _ in $(seq 150); do cluster_ok "$PA" && cluster_ok "$PB" && break; sleep 0.1; done
+if cluster_ok "$PA" && cluster_ok "$PB"; then
+    ok "GET /v1/cluster on both members: 2 members, partitions 0-3 each owned once, stable"
+else
+    fail "GET /v1/cluster: $(curl -s "http://127.0.0.1:$PA/v1/cluster") / $(curl -s "http://127.0.0.1:$PB/v1/cluster")"
+fi
+
+# 100 steps of 5 cells; c-1, c-2/a and 17 come as one message per cell (key = cell id).
+mkdir -p "$TMP/h"
+awk -v S=$S -v T0=$T0 -v from=0 -v to=100 -v bad_at=-1 -v dir="$TMP/h" \
+    -f "$SRC/tests/blackbox/gen_history.awk" >"$TMP/k.txt"
+kcat -b "$EXT" -P -t kpis -K '|' -X partitioner=murmur2_random <"$TMP/k.txt" || fail "kcat produce"
+kcat -b "$EXT" -C -t kpis -e -q -f '%k %p\n' 2>/dev/null | sort -u >"$TMP/kcat_parts.txt"
+
+CELLS="c-1 c-2%2Fa 17"
+declare -A OWNER OTHER
+for c in $CELLS; do
+    raw=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.unquote(sys.argv[1]))' "$c")
+    want=$(awk -v k="$raw" '$1 == k { print $2 }' "$TMP/kcat_parts.txt")
+    got=$(curl -sf "http://127.0.0.1:$PA/v1/cluster?cell=$c" |
+        python3 -c 'import json,sys; c=json.load(sys.stdin)["cell"]; print(c["partition"], c["address"])')
+    if [ -n "$want" ] && [ "${got%% *}" = "$want" ]; then
+        ok "cell $raw: cellcastd's partition $want = kcat's (murmur2_random)"
+    else
+        fail "cell $raw: kcat put it in partition '$want', cellcastd computes '$got'"
+    fi
+    OWNER[$c]=${got#* }
+    [ "${OWNER[$c]}" = "http://127.0.0.1:$PA" ] && OTHER[$c]="http://127.0.0.1:$PB" || OTHER[$c]="http://127.0.0.1:$PA"
+done
+
+# Wait for the owners to hold a forecast of every cell.
+for _ in $(seq 300); do
+    all=1
+    for c in $CELLS; do
+        curl -sf -o /dev/null "${OWNER[$c]}/v1/cells/$c/forecast" || { all=0; break; }
+    done
+    [ $all = 1 ] && break
+    sleep 0.1
+done
+for c in $CELLS; do
+    q="/v1/cells/$c/forecast?horizon=2"
+    st=$(curl -s -o /dev/null -w '%{http_code}' "${OWNER[$c]}$q")
+    [ "$st" = 200 ] && ok "owner ${OWNER[$c]} serves $c" || fail "owner ${OWNER[$c]} answers $st for $q"
+    out=$(curl -s -o /dev/null -w '%{http_code} %{redirect_url}' "${OTHER[$c]}$q")
+    [ "$out" = "307 ${OWNER[$c]}$q" ] && ok "the other member answers 307 to ${OWNER[$c]}$q" ||
+        fail "the other member answers '$out' for $q (want 307 ${OWNER[$c]}$q)"
+    out=$(curl -sL -o "$TMP/fc.json" -w '%{http_code} %{num_redirects}' "${OTHER[$c]}$q")
+    if [ "$out" = "200 1" ] && python3 -c 'import json,sys; sys.exit(0 if len(json.load(open(sys.argv[1]))["forecast"]) == 2 else 1)' "$TMP/fc.json"; then
+        ok "curl -L from the other member reaches the forecast of $c (1 redirect, query kept)"
+    else
+        fail "curl -L for $c: '$out' $(head -c 300 "$TMP/fc.json")"
+    fi
+done
+
+# A cell nobody has seen: its owner says 404, the other member redirects there once.
+for i in $(seq 100); do
+    nc="never-seen-$i"
+    o=$(curl -sf "http://127.0.0.1:$PA/v1/cluster?cell=$nc" | python3 -c 'import json,sys; print(json.load(sys.stdin)["cell"]["owner"])')
+    [ "$o" = other ] && break
+done
+out=$(curl -sL -o "$TMP/nf.json" -w '%{http_code} %{num_redirects}' "http://127.0.0.1:$PA/v1/cells/$nc")
+[ "$out" = "404 1" ] && grep -q cell-not-found "$TMP/nf.json" &&
+    ok "unknown cell: one 307 to its owner, which answers 404 (no loop)" ||
+    fail "unknown cell $nc: '$out' $(cat "$TMP/nf.json")"
+
+# SIGTERM b: its tombstone takes it out of a's view before the group notices.
+DPID=$BPID
+stop_daemon || fail "b's exit status $?"
+t0=$SECONDS
+for _ in $(seq 30); do
+    n=$(curl -sf "http://127.0.0.1:$PA/v1/cluster" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["members"]))')
+    [ "$n" = 1 ] && break
+    sleep 0.1
+done
+[ "$n" = 1 ] && ok "b left a's /v1/cluster within $((SECONDS - t0)) s of SIGTERM" ||
+    fail "b still listed by a 3 s after SIGTERM"
+DPID=$APID
+stop_daemon || fail "a's exit status $?"
+grep -h "ERROR\|error " "$TMP/a.log" "$TMP/b.log" | grep -v "offset commit" | head -5
+echo "$FAILS failure(s)"
+[ "$FAILS" = 0 ]
