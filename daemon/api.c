@@ -340,6 +340,13 @@ static int h_readyz(CcdReq *r)
     if (d->kafka) {
         CcdKafkaStats ks;
         ccd_kafka_stats(d->kafka, &ks);
+        if (ks.lost_partitions > 0) { /* handover.c: kept, not fetched */
+            r->retry_after = 1;
+            return ccd_problem(r, 503, "not-ready",
+                               "partitions lost (the brokers were unreachable longer than "
+                               "session.timeout.ms): their cells are kept, unassigned, until "
+                               "the group assigns the partitions again");
+        }
         if (ks.assigned_partitions <= 0) {
             r->retry_after = 1;
             return ccd_problem(r, 503, "not-ready",

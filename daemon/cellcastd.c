@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "handover.h"
 #include "alerts.h"
 #include "cc_config.h"
 #include "cellcastd.h"
@@ -355,7 +356,8 @@ int main(int argc, char **argv)
     LOG_INFO("http", "listening on http://%s:%d/ (try /v1/info)", d->cfg.http_bind,
              ccd_http_port(d));
     if (strcmp(d->cfg.kafka_brokers, "none")) {
-        if (ccd_ingest_open_kafka(d, &st.kafka, err, sizeof err)) {
+        if (ccd_ingest_open_kafka(d, &st.kafka, err, sizeof err) ||
+            ccd_handover_open(d, err, sizeof err)) {
             LOG_ERROR("kafka", "%s", err);
             goto out;
         }
@@ -422,6 +424,7 @@ out:
     if (d->repoll_ev)
         event_free(d->repoll_ev);
     ccd_kafka_close(&d->kafka, 5000);
+    ccd_handover_close(d);
     ccd_sched_close(&d->sched);
     ccd_alerts_close(d);
     ccd_notify_close(&d->notify);

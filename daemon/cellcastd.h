@@ -25,6 +25,7 @@ typedef struct CcdHttp CcdHttp;
 typedef struct CcdDemo CcdDemo;
 typedef struct CcdAlerts CcdAlerts;
 typedef struct CcdState CcdState;
+typedef struct CcdHandover CcdHandover;
 typedef struct CcdNotify CcdNotify;
 
 typedef struct CcdIngestStats {
@@ -56,7 +57,8 @@ typedef struct Ccd {
     CcdDemo *demo;
     CcdAlerts *alerts;
     CcdState *state;
-    CcdNotify *notify; ///< NULL when not run by systemd
+    CcdHandover *handover; ///< cell state across members (handover.h)
+    CcdNotify *notify;     ///< NULL when not run by systemd
     uint64_t reloads_ok, reloads_failed;
     int64_t last_status_ns, last_wd_ns;
     int64_t busy_since_ns; ///< the worker has been busy since (0: idle at the last cron)
