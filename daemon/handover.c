@@ -264,6 +264,8 @@ static void restore_slot(Ccd *d, int topic, const Slot *s)
     CcdStateExtra ex;
     if (sc->extra_len != sizeof ex || sc->count <= 0) {
         h->st.records_refused++;
+        CCD_LOG_RL(CC_LOG_WARN, "handover", "state record of %s refused: %zu extra bytes, %d steps",
+                   s->key, sc->extra_len, sc->count);
         return;
     }
     memcpy(&ex, sc->extra, sizeof ex);
@@ -367,7 +369,8 @@ void ccd_handover_assign(Ccd *d, const char *name, int topic, const int32_t *par
                       "reading the state of %d partition(s) from '%s': %s; their cells may "
                       "start cold",
                       n, h->topic, x.oom ? "out of memory" : strerror(-rc));
-        uint64_t before = h->st.cells_restored;
+        uint64_t before = h->st.cells_restored, kept = h->st.cells_kept,
+                 refused = h->st.records_refused;
         for (size_t i = 0; i < x.cap; i++)
             if (x.slots[i].key) {
                 restore_slot(d, topic, &x.slots[i]);
@@ -382,9 +385,11 @@ void ccd_handover_assign(Ccd *d, const char *name, int topic, const int32_t *par
         h->st.last_takeover_cells = h->st.cells_restored - before;
         LOG_INFO("handover",
                  "takeover of %d partition(s) of '%s': %llu state record(s) read, %llu cell(s) "
-                 "restored in %.3f s",
+                 "restored in %.3f s (%llu kept: this member's state was as new; %llu refused)",
                  n, name, (unsigned long long)x.records,
-                 (unsigned long long)h->st.last_takeover_cells, h->st.last_takeover_s);
+                 (unsigned long long)h->st.last_takeover_cells, h->st.last_takeover_s,
+                 (unsigned long long)(h->st.cells_kept - kept),
+                 (unsigned long long)(h->st.records_refused - refused));
     }
     prune(d, name, topic, parts, n);
 }

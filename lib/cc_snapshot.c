@@ -885,7 +885,8 @@ int cc_snapshot_decode(CcSnapshotReader *r, const void *buf, size_t len, CcSnaps
         r->cap = pl + 1;
     }
     memcpy(r->buf, b + 24, pl);
-    return parse_record(r, CC_SNAP_CELL, (uint32_t)pl, rec, err, errlen);
+    int rc = parse_record(r, CC_SNAP_CELL, (uint32_t)pl, rec, err, errlen);
+    return rc < 0 ? rc : 0;
 }
 
 void cc_snapshot_read_close(CcSnapshotReader **r)
