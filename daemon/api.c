@@ -544,6 +544,10 @@ static int h_metrics(CcdReq *r)
         metric(b, "cellcast_kafka_assigned_partitions", "gauge",
                "Partitions assigned to this daemon.");
         evbuffer_add_printf(b, "cellcast_kafka_assigned_partitions %d\n", ks.assigned_partitions);
+        metric(b, "cellcast_kafka_lost_partitions", "gauge",
+               "Partitions lost (session expired, e.g. brokers away) whose cells are kept, "
+               "unassigned, until the group assigns them again.");
+        evbuffer_add_printf(b, "cellcast_kafka_lost_partitions %d\n", ks.lost_partitions);
         metric(b, "cellcast_kafka_events_total", "counter", "Kafka consumer events, by kind.");
         evbuffer_add_printf(b,
                             "cellcast_kafka_events_total{kind=\"commit\"} %llu\n"

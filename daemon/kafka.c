@@ -887,12 +887,6 @@ static void update_lag(CcdKafka *k)
     }
     k->st.lag = known ? lag : (l->cnt ? -1 : 0);
     rd_kafka_topic_partition_list_destroy(l);
-    /* Owned but not fetched (lost while the brokers were away): the lag is unknown, not 0. */
-    rd_kafka_topic_partition_list_t *unf = list_minus(k->held, k->assigned);
-    k->st.lost_partitions = unf->cnt;
-    if (unf->cnt)
-        k->st.lag = -1;
-    rd_kafka_topic_partition_list_destroy(unf);
 }
 
 void ccd_kafka_service(CcdKafka *k)
@@ -1051,11 +1045,18 @@ int ccd_kafka_topic_partitions(CcdKafka *k, const char *topic)
     return n;
 }
 
+/* Owned but not fetched (lost while the brokers were away): the lag is unknown, not 0. */
 void ccd_kafka_stats(const CcdKafka *k, CcdKafkaStats *out)
 {
     *out = k->st;
     out->produce_queue = k->in_flight + k->n_retry;
     out->assigned_partitions = k->assigned->cnt;
+    out->lost_partitions = 0;
+    for (int i = 0; i < k->held->cnt; i++)
+        out->lost_partitions += !rd_kafka_topic_partition_list_find(
+            k->assigned, k->held->elems[i].topic, k->held->elems[i].partition);
+    if (out->lost_partitions)
+        out->lag = -1;
 }
 
 int32_t ccd_kafka_partition_of(CcdKafka *k, const char *topic, const void *key, size_t key_len)

@@ -172,7 +172,9 @@ produce 0 "$N" -1
 wait_all $((N - 1)) 60 "three members"
 
 # ---------------------------------------------------------------- SIGTERM a
-MOVED_A=$(cells_of a)
+# the spike after this move goes to half of a's cells; the other half stays free of
+# episodes and cooldowns for the next spike (range assignment may hand b a's old cells)
+MOVED_A=$(cells_of a | tr ' ' '\n' | awk 'NR % 2' | tr '\n' ' ')
 stop_member a TERM
 produce "$N" $((N + 1)) "$N" $MOVED_A
 wait_all "$N" 40 "a stopped (SIGTERM)"
@@ -183,7 +185,9 @@ produce $((N + 1)) $((N + 2)) -1
 wait_all $((N + 1)) 40 "a restarted"
 
 # ---------------------------------------------------------------- SIGKILL b
-MOVED_B=$(cells_of b)
+# the spike goes to b's cells that were not spiked before (a spike into a cell whose
+# episode still fires continues that episode: no new transition)
+MOVED_B=$(for c in $(cells_of b); do case " $MOVED_A " in *" $c "*) ;; *) echo "$c" ;; esac; done | tr '\n' ' ')
 stop_member b KILL
 produce $((N + 2)) $((N + 3)) $((N + 2)) $MOVED_B
 wait_all $((N + 2)) 60 "b killed (SIGKILL)"
@@ -199,6 +203,13 @@ case $R in
 *lost* | *"no partition"*) ok "during the outage /readyz says why: $R" ;;
 *) fail "during the outage /readyz: $R" ;;
 esac
+LAG=$(curl -s "http://127.0.0.1:${MPORT[c]}/metrics" | awk '$1 == "cellcast_kafka_lag_messages" { print $2 }')
+LOST=$(curl -s "http://127.0.0.1:${MPORT[c]}/metrics" | awk '$1 == "cellcast_kafka_lost_partitions" { print $2 }')
+[ "$LAG" = -1 ] && [ "${LOST:-0}" -gt 0 ] && ok "during the outage: lag unknown (-1), $LOST partition(s) lost, cells kept" ||
+    fail "during the outage: lag $LAG (want -1), lost partitions $LOST"
+CELLS_C=$(curl -s "http://127.0.0.1:${MPORT[c]}/v1/cells?limit=1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])')
+[ "${CELLS_C:-0}" -gt 0 ] && ok "during the outage c still serves its $CELLS_C cells" || fail "during the outage c serves no cell"
+
 for b in 1 2 3; do echo "up $b" >&3; done
 produce $((N + 4)) $((N + 5)) -1
 wait_all $((N + 4)) 60 "after a 9 s outage of every broker"
@@ -207,23 +218,39 @@ wait_all $((N + 4)) 60 "after a 9 s outage of every broker"
 kcat -b "$EXT" -C -t alerts -o beginning -e -q -f '%k|%s\n' >"$TMP/alerts.txt" 2>/dev/null
 urls=()
 for m in "${!MPORT[@]}"; do urls+=("http://127.0.0.1:${MPORT[$m]}"); done
-python3 - "$TMP/alerts.txt" "$P0" "$N" "$MOVED_A" "$MOVED_B" "${urls[@]}" <<'PYEOF' && ok "alerts: spikes after each move alerted; every alert left firing on the topic is firing at the cell's owner" || fail "alerts"
+python3 - "$TMP/alerts.txt" "$P0" "$N" "$MOVED_A" "$MOVED_B" "${urls[@]}" <<'PYEOF' 2>&1 && ok "alerts: spikes after each move alerted; every alert left firing on the topic is firing at the cell's owner" || fail "alerts"
 import json, sys, urllib.request
 path, p0, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 moved = {n: sys.argv[4].split(), n + 2: sys.argv[5].split()}
-last, fired = {}, set()
+last, fired, trans = {}, set(), []
 for line in open(path):
     if not line.strip():
         continue
     m = json.loads(line.partition("|")[2])
     last[m["id"]] = m
-    if m["state"] == "firing":
-        fired.add(m["id"])
+    if m["kind"] == "anomaly":
+        trans.append(m)
+        if m["state"] == "firing":
+            fired.add((m["cell_id"], m["step"]))  # the id's onset may precede the spike
+
+def busy(cell, s):
+    # an episode of the cell still firing at step s, or resolved within the cooldown
+    # (alerts.cooldown_steps, 6): a spike then raises no new transition, by design
+    st = {}
+    for m in trans:
+        if m["cell_id"] == cell and m["step"] < s:
+            st[m["id"]] = m
+    return any(m["state"] == "firing" or m["step"] >= s - 6 for m in st.values())
+
 bad = []
 for step, cells in moved.items():
-    miss = [c for c in cells if f"{c}:anomaly:{p0 + step}" not in fired]
-    if miss:
-        bad.append(f"spike at step {step} not alerted for {len(miss)} of {len(cells)} moved cells: {miss[:5]}")
+    s = p0 + step
+    tested = [c for c in cells if not busy(c, s)]
+    miss = [c for c in tested if (c, s) not in fired]
+    print(f"spike at step {step}: {len(tested) - len(miss)} of {len(tested)} moved cells alerted "
+          f"({len(cells) - len(tested)} in an episode or its cooldown)", file=sys.stderr)
+    if miss or len(tested) < 5 or len(tested) < len(cells) // 2:
+        bad.append(f"spike at step {step} not alerted for {len(miss)} of {len(tested)} moved cells: {miss[:5]}")
 firing_now = set()
 for u in sys.argv[6:]:
     after = None
@@ -238,7 +265,7 @@ for u in sys.argv[6:]:
 left = [i for i, m in last.items() if m["state"] == "firing" and i not in firing_now]
 if left:
     bad.append(f"{len(left)} alert(s) firing on the topic, firing nowhere: {left[:5]}")
-print(f"{len(fired)} alert(s) fired, {sum(m['state'] == 'firing' for m in last.values())} still firing", file=sys.stderr)
+print(f"{len(fired)} anomaly alert(s) fired, {sum(m['state'] == 'firing' for m in last.values())} still firing", file=sys.stderr)
 if bad:
     print("\n".join(bad)); sys.exit(1)
 PYEOF
