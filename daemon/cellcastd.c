@@ -324,7 +324,7 @@ int main(int argc, char **argv)
         LOG_ERROR("main", "out of memory");
         goto out;
     }
-    d->cells->free_anomaly = ccd_alerts_cell_free;
+    d->cells->free_anomaly = ccd_handover_cell_gone; /* tombstone, then the alert state */
     d->cells->free_cookie = d;
     if (ccd_state_open(d, err, sizeof err)) {
         LOG_ERROR("main", "%s", err);

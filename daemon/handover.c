@@ -139,6 +139,7 @@ int ccd_handover_write(Ccd *d, int topic, const int32_t *parts, int n)
     if (!ccd_handover_enabled(d))
         return 0;
     int64_t t0 = cc_now_ns();
+    uint64_t bytes0 = h->st.bytes_written;
     WriteCtx x = {d, topic, parts, n, 0, 0};
     ccd_cells_foreach(d->cells, write_cell, &x);
     int rc = x.rc ? x.rc : ccd_kafka_flush(d->kafka, WRITE_TIMEOUT_MS);
@@ -152,9 +153,21 @@ int ccd_handover_write(Ccd *d, int topic, const int32_t *parts, int n)
     if (topic < 0)
         h->rewrite_all = 0;
     CCD_LOG(topic < 0 ? CC_LOG_DEBUG : CC_LOG_INFO, "handover",
-            "%llu state record(s) written to '%s' in %.3f s (%s)", (unsigned long long)x.written,
+            "%llu state record(s), %llu bytes, written to '%s' in %.3f s (%s)",
+            (unsigned long long)x.written, (unsigned long long)(h->st.bytes_written - bytes0),
             h->topic, (double)(cc_now_ns() - t0) * 1e-9, topic < 0 ? "checkpoint" : "handover");
     return 0;
+}
+
+void ccd_handover_cell_gone(void *cookie, CcdCell *c)
+{
+    Ccd *d = cookie;
+    CcdHandover *h = d->handover;
+    if (ccd_handover_enabled(d) && !d->stopping && !c->doomed && c->state_step > 0 &&
+        c->partition >= 0 &&
+        !ccd_kafka_produce_to(d->kafka, h->topic, c->partition, c->id, strlen(c->id), NULL, 0))
+        h->st.tombstones_written++;
+    ccd_alerts_cell_free(d, c);
 }
 
 /* ---- reading ---- */

@@ -50,8 +50,14 @@ int ccd_handover_write(Ccd *d, int topic, const int32_t *parts, int n);
  *  partition this member does not own (a restored snapshot's or a lost partition's). */
 void ccd_handover_assign(Ccd *d, const char *name, int topic, const int32_t *parts, int n);
 
+/** CcdCells.free_anomaly (cookie = Ccd): a cell leaves the table. An evicted cell (not a
+ *  released one: that one's record is the next owner's) that has a state record gets a
+ *  tombstone, so that the next owner does not bring it back; then its alert state is
+ *  freed (ccd_alerts_cell_free). */
+void ccd_handover_cell_gone(void *cookie, CcdCell *c);
+
 typedef struct CcdHandoverStats {
-    uint64_t records_written, bytes_written, write_errors;
+    uint64_t records_written, bytes_written, write_errors, tombstones_written;
     uint64_t records_read, cells_restored, cells_kept, records_refused, tombstones;
     uint64_t takeovers;
     double last_takeover_s; ///< read + restore of the last assignment
