@@ -253,8 +253,13 @@ static void on_record(void *cookie, int32_t partition, const void *key, size_t k
     s->len = v ? len : 0;
 }
 
+typedef struct Restored {
+    CcdCell **cells; /* restored, forecast pending */
+    int n, cap;
+} Restored;
+
 /* Restores one cell's newest record, unless this member holds a newer state of it. */
-static void restore_slot(Ccd *d, int topic, const Slot *s)
+static void restore_slot(Ccd *d, int topic, const Slot *s, Restored *out)
 {
     CcdHandover *h = d->handover;
     char err[512];
@@ -293,11 +298,19 @@ static void restore_slot(Ccd *d, int topic, const Slot *s)
             return;
         }
     }
-    if (ccd_state_restore_cell(d, sc, err, sizeof err)) {
+    if (out->n == out->cap) { /* a full batch: forecast it */
+        ccd_state_forecast_cells(d, out->cells, out->n);
+        out->n = 0;
+    }
+    int batch = out->cap && ccd_state_can_batch(d);
+    c = NULL;
+    if (ccd_state_restore_cell(d, sc, batch ? &c : NULL, err, sizeof err)) {
         h->st.records_refused++;
         CCD_LOG_RL(CC_LOG_WARN, "handover", "cell %s not restored: %s", s->key, err);
         return;
     }
+    if (batch)
+        out->cells[out->n++] = c;
     c = ccd_cells_get(d->cells, s->key);
     if (c)
         c->state_step = last + 1;
@@ -382,14 +395,20 @@ void ccd_handover_assign(Ccd *d, const char *name, int topic, const int32_t *par
                       "reading the state of %d partition(s) from '%s': %s; their cells may "
                       "start cold",
                       n, h->topic, x.oom ? "out of memory" : strerror(-rc));
+        double read_s = (double)(cc_now_ns() - t0) * 1e-9;
         uint64_t before = h->st.cells_restored, kept = h->st.cells_kept,
                  refused = h->st.records_refused;
+        Restored done = {malloc(1024 * sizeof(CcdCell *)), 0, 1024};
+        if (!done.cells)
+            done.cap = 0; /* forecast one by one */
         for (size_t i = 0; i < x.cap; i++)
             if (x.slots[i].key) {
-                restore_slot(d, topic, &x.slots[i]);
+                restore_slot(d, topic, &x.slots[i], &done);
                 free(x.slots[i].key);
                 free(x.slots[i].val);
             }
+        ccd_state_forecast_cells(d, done.cells, done.n);
+        free(done.cells);
         free(x.slots);
         ccd_cells_reap(d->cells);
         h->st.records_read += x.records;
@@ -398,9 +417,10 @@ void ccd_handover_assign(Ccd *d, const char *name, int topic, const int32_t *par
         h->st.last_takeover_cells = h->st.cells_restored - before;
         LOG_INFO("handover",
                  "takeover of %d partition(s) of '%s': %llu state record(s) read, %llu cell(s) "
-                 "restored in %.3f s (%llu kept: this member's state was as new; %llu refused)",
+                 "restored in %.3f s (read %.3f s; %llu kept: this member's state was as new; "
+                 "%llu refused)",
                  n, name, (unsigned long long)x.records,
-                 (unsigned long long)h->st.last_takeover_cells, h->st.last_takeover_s,
+                 (unsigned long long)h->st.last_takeover_cells, h->st.last_takeover_s, read_s,
                  (unsigned long long)(h->st.cells_kept - kept),
                  (unsigned long long)(h->st.records_refused - refused));
     }

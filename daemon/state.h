@@ -34,9 +34,17 @@ typedef struct CcdStateExtra {
 } CcdStateExtra;
 void ccd_state_cell_extra(const CcdCell *c, CcdStateExtra *ex);
 
-/** Restores one cell record into the table (created or replaced) and publishes its
- *  forecast; the worker must be idle. 0 or -errno with a message. */
-int ccd_state_restore_cell(Ccd *d, const CcSnapshotCell *sc, char *err, size_t errlen);
+/** Restores one cell record into the table (created or replaced); the worker must be
+ *  idle. out NULL: its forecast is computed and published now; else *out is the cell and
+ *  the caller passes it to ccd_state_forecast_cells (batched). 0 or -errno with a
+ *  message. */
+int ccd_state_restore_cell(Ccd *d, const CcSnapshotCell *sc, CcdCell **out, char *err,
+                           size_t errlen);
+/** Computes the forecasts of restored cells in batched engine steps and publishes them. */
+void ccd_state_forecast_cells(Ccd *d, CcdCell **cells, int n);
+/** Whether restored cells may wait for a batched forecast (the table is far from full:
+ *  no restore evicts a waiting cell). */
+int ccd_state_can_batch(const Ccd *d);
 
 /** Partitions handed over (revoke): their cells' state records written and delivered
  *  (handover.c), then the offsets of what was stepped acked, unless a snapshot file holds

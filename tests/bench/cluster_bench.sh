@@ -114,19 +114,22 @@ t0=$(date +%s.%N)
 kill -TERM "${MP[a]}"; wait "${MP[a]}" || true
 t1=$(date +%s.%N)
 unset "MP[a]" "MPORT[a]"
-grep -h "state record(s)" "$TMP/a/log" | tail -1 | sed 's/^.*handover: /a (SIGTERM): /'
+kcat -b "$EXT" -C -t kpis.state -o beginning -e -q -f '%k %K %S\n' 2>/dev/null >"$TMP/state.sizes"
 start b
 ts=$(date +%s.%N)
 wait_step $((P0 + STEPS - 1)) 300
 te=$(date +%s.%N)
 grep -h "takeover of" "$TMP/b/log" | sed 's/^.*handover: /b: /'
-/usr/bin/python3 - "$TMP/a/log" "$t0" "$t1" "$ts" "$te" "$CELLS" <<'PY'
-import re, sys
-log, t0, t1, ts, te, n = sys.argv[1], *map(float, sys.argv[2:6]), int(sys.argv[6])
-w = [l for l in open(log) if "state record(s)," in l]
-recs = sum(int(re.search(r"(\d+) state record", l).group(1)) for l in w)
-byts = sum(int(re.search(r"(\d+) bytes", l).group(1)) for l in w)
-print(f"state records: {recs}, {byts} bytes = {byts / max(recs, 1):.0f} bytes per cell (key + value)")
+/usr/bin/python3 - "$TMP/state.sizes" "$t0" "$t1" "$ts" "$te" "$CELLS" <<'PY'
+import sys
+sizes, t0, t1, ts, te, n = sys.argv[1], *map(float, sys.argv[2:6]), int(sys.argv[6])
+last = {}
+for l in open(sizes):
+    k, kl, v = l.split()
+    last[k] = int(kl) + max(int(v), 0)
+recs = sum(1 for _ in open(sizes))
+print(f"state topic: {recs} records, newest per cell {sum(last.values()) / max(len(last), 1):.0f} "
+      f"bytes (key + value) for {len(last)} cells")
 print(f"a stopped in {t1 - t0:.2f} s (drain, state records, commit, leave); b started and "
       f"served all {n} cells {te - ts:.2f} s after its start (join + takeover + catch-up)")
 PY
@@ -136,7 +139,12 @@ from=$STEPS
 for k in 1 2 3; do
     [ "$k" = 2 ] && start c
     [ "$k" = 3 ] && start d
-    [ "$k" -gt 1 ] && { wait_step $((P0 + from - 1)) 120 || true; sleep 1; }
+    if [ "$k" -gt 1 ]; then # until the new member took its partitions over
+        m=$([ "$k" = 2 ] && echo c || echo d)
+        for _ in $(seq 600); do grep -q "takeover of" "$TMP/$m/log" && break; sleep 0.1; done
+        wait_step $((P0 + from - 1)) 120 || true
+        sleep 2
+    fi
     to=$((from + STEPS2 / 3 + 1))
     c0=$(cpu_ticks)
     w0=$(date +%s.%N)
