@@ -256,7 +256,16 @@ static void on_record(void *cookie, int32_t partition, const void *key, size_t k
 typedef struct Restored {
     CcdCell **cells; /* restored, forecast pending */
     int n, cap;
+    int64_t forecast_ns; /* in ccd_state_forecast_cells */
 } Restored;
+
+static void forecast(Ccd *d, Restored *r)
+{
+    int64_t t0 = cc_now_ns();
+    ccd_state_forecast_cells(d, r->cells, r->n);
+    r->forecast_ns += cc_now_ns() - t0;
+    r->n = 0;
+}
 
 /* Restores one cell's newest record, unless this member holds a newer state of it. */
 static void restore_slot(Ccd *d, int topic, const Slot *s, Restored *out)
@@ -298,10 +307,8 @@ static void restore_slot(Ccd *d, int topic, const Slot *s, Restored *out)
             return;
         }
     }
-    if (out->n == out->cap) { /* a full batch: forecast it */
-        ccd_state_forecast_cells(d, out->cells, out->n);
-        out->n = 0;
-    }
+    if (out->n == out->cap) /* a full batch: forecast it */
+        forecast(d, out);
     int batch = out->cap && ccd_state_can_batch(d);
     c = NULL;
     if (ccd_state_restore_cell(d, sc, batch ? &c : NULL, err, sizeof err)) {
@@ -398,7 +405,7 @@ void ccd_handover_assign(Ccd *d, const char *name, int topic, const int32_t *par
         double read_s = (double)(cc_now_ns() - t0) * 1e-9;
         uint64_t before = h->st.cells_restored, kept = h->st.cells_kept,
                  refused = h->st.records_refused;
-        Restored done = {malloc(1024 * sizeof(CcdCell *)), 0, 1024};
+        Restored done = {malloc(1024 * sizeof(CcdCell *)), 0, 1024, 0};
         if (!done.cells)
             done.cap = 0; /* forecast one by one */
         for (size_t i = 0; i < x.cap; i++)
@@ -407,7 +414,7 @@ void ccd_handover_assign(Ccd *d, const char *name, int topic, const int32_t *par
                 free(x.slots[i].key);
                 free(x.slots[i].val);
             }
-        ccd_state_forecast_cells(d, done.cells, done.n);
+        forecast(d, &done);
         free(done.cells);
         free(x.slots);
         ccd_cells_reap(d->cells);
@@ -417,11 +424,11 @@ void ccd_handover_assign(Ccd *d, const char *name, int topic, const int32_t *par
         h->st.last_takeover_cells = h->st.cells_restored - before;
         LOG_INFO("handover",
                  "takeover of %d partition(s) of '%s': %llu state record(s) read, %llu cell(s) "
-                 "restored in %.3f s (read %.3f s; %llu kept: this member's state was as new; "
-                 "%llu refused)",
+                 "restored in %.3f s (read %.3f s, forecasts %.3f s; %llu kept: this member's "
+                 "state was as new; %llu refused)",
                  n, name, (unsigned long long)x.records,
                  (unsigned long long)h->st.last_takeover_cells, h->st.last_takeover_s, read_s,
-                 (unsigned long long)(h->st.cells_kept - kept),
+                 (double)done.forecast_ns * 1e-9, (unsigned long long)(h->st.cells_kept - kept),
                  (unsigned long long)(h->st.records_refused - refused));
     }
     prune(d, name, topic, parts, n);

@@ -141,7 +141,11 @@ for k in 1 2 3; do
     [ "$k" = 3 ] && start d
     if [ "$k" -gt 1 ]; then # until the new member took its partitions over
         m=$([ "$k" = 2 ] && echo c || echo d)
-        for _ in $(seq 600); do grep -q "takeover of" "$TMP/$m/log" && break; sleep 0.1; done
+        for _ in $(seq 600); do
+            n=$(curl -s "http://127.0.0.1:${MPORT[$m]}/v1/cells?limit=1" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])' 2>/dev/null || echo 0)
+            [ "${n:-0}" -gt 0 ] && break
+            sleep 0.1
+        done
         wait_step $((P0 + from - 1)) 120 || true
         sleep 2
     fi
