@@ -96,7 +96,22 @@ typedef struct WriteCtx {
     int n;
     int rc;
     uint64_t written;
+    const CcdKafkaOwned *owned; /* checkpoint: the partitions fetched now */
+    int n_owned;
 } WriteCtx;
+
+/* Whether this member fetches (topic index, partition) now: a lost partition's cells are
+ * kept but their state is not written — another member may own them meanwhile, and a
+ * stale record written after its records would win on the next move. */
+static int fetching(const WriteCtx *x, int topic, int32_t partition)
+{
+    const char *name = x->d->cfg.kafka_topics.items[topic];
+    for (int i = 0; i < x->n_owned; i++)
+        if (x->owned[i].partition == partition && x->owned[i].fetching &&
+            !strcmp(x->owned[i].topic, name))
+            return 1;
+    return 0;
+}
 
 static void write_cell(void *cookie, CcdCell *c)
 {
@@ -105,7 +120,9 @@ static void write_cell(void *cookie, CcdCell *c)
     int64_t first, last;
     if (x->rc || !c->cell || c->doomed || c->topic < 0 || c->partition < 0)
         return;
-    if (x->topic >= 0 && (c->topic != x->topic || !has_part(x->parts, x->n, c->partition)))
+    if (x->topic >= 0
+            ? c->topic != x->topic || !has_part(x->parts, x->n, c->partition)
+            : c->topic >= x->d->cfg.kafka_topics.n || !fetching(x, c->topic, c->partition))
         return;
     cc_cell_span(c->cell, &first, &last);
     if (first < 0 || (!h->rewrite_all && c->state_step == last + 1))
@@ -140,7 +157,9 @@ int ccd_handover_write(Ccd *d, int topic, const int32_t *parts, int n)
         return 0;
     int64_t t0 = cc_now_ns();
     uint64_t bytes0 = h->st.bytes_written;
-    WriteCtx x = {d, topic, parts, n, 0, 0};
+    CcdKafkaOwned owned[1024];
+    int n_owned = ccd_kafka_owned_partitions(d->kafka, owned, 1024);
+    WriteCtx x = {d, topic, parts, n, 0, 0, owned, n_owned < 1024 ? n_owned : 1024};
     ccd_cells_foreach(d->cells, write_cell, &x);
     int rc = x.rc ? x.rc : ccd_kafka_flush(d->kafka, WRITE_TIMEOUT_MS);
     if (rc) {

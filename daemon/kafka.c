@@ -40,7 +40,17 @@
  *     PR #4381), i.e. a SIGTERM during the first join kills cellcastd. The rebalance
  *     callback handles both protocols: with a fixed librdkafka set
  *     kafka.properties.partition.assignment.strategy=cooperative-sticky so that a member
- *     joining or leaving moves only the partitions that change owner.
+ *     joining or leaving moves only the partitions that change owner. (Still so in 2.0.2,
+ *     checked for issue 14; 2.4 also fixes a hang on close with cooperative, #4527.)
+ *   session.timeout.ms=10000, heartbeat.interval.ms=1000 — a crashed member's partitions
+ *     move after ≤ 10 s (librdkafka's default 45 s left its cells unserved that long).
+ *
+ * Several members (issue 14, handover.c): a revoke that is not a loss is announced first
+ * (on_handover: the host steps what it consumed, hands the state over and acks) and the
+ * stored offsets are committed before the callback returns. A LOST assignment (session
+ * expired, e.g. the brokers were away) is not a revoke for the host: the partitions stay
+ * `held` (on_lost), the lag reads -1, and the next assignment releases those that went
+ * elsewhere and announces again those that came back.
  * Forced (props cannot change them): enable.auto.offset.store=false, group.id,
  * bootstrap.servers, log.queue=true.
  *
