@@ -15,7 +15,10 @@
 #include "log.h"
 #include "state.h"
 
-#define WRITE_TIMEOUT_MS 15000
+#define WRITE_TIMEOUT_MS 15000 /* a handover: the next owner waits for these records */
+/* A checkpoint blocks the event loop (HTTP included) at most this long; records not
+ * delivered by then stay queued (the producer retries them) and the offsets wait. */
+#define CHECKPOINT_TIMEOUT_MS 3000
 #define READ_TIMEOUT_MS 30000
 
 struct CcdHandover {
@@ -157,11 +160,22 @@ int ccd_handover_write(Ccd *d, int topic, const int32_t *parts, int n)
         return 0;
     int64_t t0 = cc_now_ns();
     uint64_t bytes0 = h->st.bytes_written;
+    CcdKafkaStats ks;
+    ccd_kafka_stats(d->kafka, &ks);
+    if (topic < 0 && ks.produce_queue > 0 && ccd_kafka_flush(d->kafka, 500)) {
+        /* the last checkpoint's records (or alerts) still undelivered: brokers away? Do not
+         * pile more up; the offsets wait for a checkpoint that gets through */
+        CCD_LOG_RL(CC_LOG_WARN, "handover",
+                   "checkpoint skipped: %lld produced message(s) still undelivered",
+                   (long long)ks.produce_queue);
+        return -EAGAIN;
+    }
     CcdKafkaOwned owned[1024];
     int n_owned = ccd_kafka_owned_partitions(d->kafka, owned, 1024);
     WriteCtx x = {d, topic, parts, n, 0, 0, owned, n_owned < 1024 ? n_owned : 1024};
     ccd_cells_foreach(d->cells, write_cell, &x);
-    int rc = x.rc ? x.rc : ccd_kafka_flush(d->kafka, WRITE_TIMEOUT_MS);
+    int rc = x.rc ? x.rc
+                  : ccd_kafka_flush(d->kafka, topic < 0 ? CHECKPOINT_TIMEOUT_MS : WRITE_TIMEOUT_MS);
     if (rc) {
         h->rewrite_all = 1;
         h->st.write_errors++;
