@@ -316,6 +316,13 @@ static int h_readyz(CcdReq *r)
     if (d->kafka) {
         CcdKafkaStats ks;
         ccd_kafka_stats(d->kafka, &ks);
+        if (ks.lost_partitions > 0) { /* handover.c: kept, not fetched */
+            r->retry_after = 1;
+            return ccd_problem(r, 503, "not-ready",
+                               "partitions lost (the brokers were unreachable longer than "
+                               "session.timeout.ms): their cells are kept, unassigned, until "
+                               "the group assigns the partitions again");
+        }
         if (ks.assigned_partitions <= 0) {
             r->retry_after = 1;
             return ccd_problem(r, 503, "not-ready",
@@ -532,6 +539,10 @@ static int h_metrics(CcdReq *r)
         metric(b, "cellcast_kafka_assigned_partitions", "gauge",
                "Partitions assigned to this daemon.");
         evbuffer_add_printf(b, "cellcast_kafka_assigned_partitions %d\n", ks.assigned_partitions);
+        metric(b, "cellcast_kafka_lost_partitions", "gauge",
+               "Partitions lost (session expired, e.g. brokers away) whose cells are kept, "
+               "unassigned, until the group assigns them again.");
+        evbuffer_add_printf(b, "cellcast_kafka_lost_partitions %d\n", ks.lost_partitions);
         metric(b, "cellcast_kafka_events_total", "counter", "Kafka consumer events, by kind.");
         evbuffer_add_printf(b,
                             "cellcast_kafka_events_total{kind=\"commit\"} %llu\n"

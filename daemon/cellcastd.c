@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "handover.h"
 #include "alerts.h"
 #include "embedded_port.h"
 #include "cc_config.h"
@@ -330,7 +331,7 @@ int main(int argc, char **argv)
         LOG_ERROR("main", "out of memory");
         goto out;
     }
-    d->cells->free_anomaly = ccd_alerts_cell_free;
+    d->cells->free_anomaly = ccd_handover_cell_gone; /* tombstone, then the alert state */
     d->cells->free_cookie = d;
     if (ccd_state_open(d, err, sizeof err)) {
         LOG_ERROR("main", "%s", err);
@@ -364,6 +365,7 @@ int main(int argc, char **argv)
     if (strcmp(d->cfg.kafka_brokers, "none")) {
         if (ccd_cluster_open(&d->cluster, &d->cfg, ccd_http_port(d), &st.kafka, err, sizeof err) ||
             ccd_ingest_open_kafka(d, &st.kafka, err, sizeof err) ||
+            ccd_handover_open(d, err, sizeof err) ||
             ccd_cluster_start(d->cluster, d->kafka, err, sizeof err)) {
             LOG_ERROR("kafka", "%s", err);
             goto out;
@@ -451,6 +453,7 @@ out:
     ccd_embedded_port_close(&d->embedded_port);
     ccd_cluster_close(&d->cluster, 1000); /* tombstone: stop redirects to us */
     ccd_kafka_close(&d->kafka, 5000);
+    ccd_handover_close(d);
     ccd_sched_close(&d->sched);
     ccd_alerts_close(d);
     ccd_notify_close(&d->notify);

@@ -25,6 +25,7 @@ typedef struct CcdHttp CcdHttp;
 typedef struct CcdDemo CcdDemo;
 typedef struct CcdAlerts CcdAlerts;
 typedef struct CcdState CcdState;
+typedef struct CcdHandover CcdHandover;
 typedef struct CcdNotify CcdNotify;
 typedef struct CcdEmbeddedPort CcdEmbeddedPort;
 
@@ -58,6 +59,7 @@ typedef struct Ccd {
     CcdDemo *demo;
     CcdAlerts *alerts;
     CcdState *state;
+    CcdHandover *handover;          ///< cell state across members (handover.h)
     CcdNotify *notify;              ///< NULL when not run by systemd
     CcdEmbeddedPort *embedded_port; ///< kafka.embedded_port forwarder, NULL none
     uint64_t reloads_ok, reloads_failed;

@@ -67,6 +67,7 @@ struct CcdCell {
     int open_items;         ///< items in the open batch
     int open_last;          ///< index in the open batch of its item for last_step, -1
     int doomed;             ///< release once not busy (revoked partition)
+    int64_t state_step;     ///< newest step on the state topic + 1, 0 none (handover.c)
     CcdPub pub;             ///< its forecast, as published (publish.h)
     void *anomaly;          ///< its alert state (alerts.c)
     CcHistory *hist;        ///< long history (cc_history.h), created at its first publish;

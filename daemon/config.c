@@ -44,6 +44,12 @@ static const CcdConfigDef head_rows[] = {
  "Topic for alert transitions (created on the embedded broker)."},
 {"kafka.dead_letter_topic", CCD_CFG_STRING, OFF(kafka_dead_letter_topic), "", NB, NULL, 0,
  "Invalid messages are forwarded here with the reason in a header; empty = off."},
+{"kafka.state_topic", CCD_CFG_STRING, OFF(kafka_state_topic), "auto", NB, NULL, 0,
+ "Compacted topic of per-cell state (docs/operations.md, \"Several instances\"): written "
+ "for a partition's cells at every checkpoint (snapshot.interval_s) and when the partition "
+ "is revoked, read when it is assigned, so that cells keep their history and alert state "
+ "when they change member. Same partition count as the KPI topic. \"auto\" = "
+ "<first KPI topic>.state; \"\" = off (cells of a moved partition start cold)."},
 {"kafka.embedded_partitions", CCD_CFG_INT, OFF(kafka_embedded_partitions), "4", 1, 256, NULL, 0,
  "Partitions of each topic created on the embedded broker."},
 {"kafka.embedded_port", CCD_CFG_INT, OFF(kafka_embedded_port), "0", 0, 65535, NULL, 0,

@@ -45,6 +45,7 @@ typedef struct CcdConfig {
     char *model_path;
     /* kafka */
     char *kafka_brokers, *kafka_group_id, *kafka_alert_topic, *kafka_dead_letter_topic;
+    char *kafka_state_topic; ///< "auto" = <topics[0]>.state, "" = off (handover.c)
     CcdStrList kafka_topics;
     int kafka_embedded_partitions, kafka_max_poll_messages;
     int kafka_embedded_port;

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "alerts.h"
+#include "handover.h"
 #include "http.h"
 #include "log.h"
 #include "publish.h"
@@ -151,6 +152,7 @@ static void on_assign(void *cookie, const char *topic, const int32_t *parts, int
 {
     Ccd *d = cookie;
     LOG_INFO("kafka", "assigned %d partition(s) of '%s'", n, topic);
+    ccd_handover_assign(d, topic, topic_index(d, topic), parts, n);
     if (d->cfg.kafka_rewind_on_assign_s > 0) {
         int64_t ts_ms = ((int64_t)time(NULL) - d->cfg.kafka_rewind_on_assign_s) * 1000;
         for (int i = 0; i < n; i++)
@@ -166,6 +168,32 @@ static void on_revoke(void *cookie, const char *topic, const int32_t *parts, int
     LOG_INFO("kafka", "revoked %d partition(s) of '%s': releasing %d cell(s)", n, topic, marked);
     if (!d->stopping)
         ccd_cells_reap(d->cells);
+}
+
+/* Partitions about to go (a rebalance or the leave at close): what was consumed from them
+ * is stepped, their cells' state written to the state topic and the offsets acked; kafka.c
+ * commits right after. */
+static void on_handover(void *cookie, const char *topic, const int32_t *parts, int n)
+{
+    Ccd *d = cookie;
+    ccd_sched_drain(d->sched);
+    int t = topic_index(d, topic);
+    if (t >= 0 && ccd_state_handover(d, t, parts, n))
+        LOG_WARN("kafka",
+                 "handover of %d partition(s) of '%s' incomplete: the next owner replays "
+                 "from older offsets",
+                 n, topic);
+}
+
+/* The session expired (brokers away): the cells stay, unassigned, until the group says
+ * where their partitions went (kafka.h, on_lost). */
+static void on_lost(void *cookie, const char *topic, const int32_t *parts, int n)
+{
+    (void)cookie;
+    LOG_WARN("kafka",
+             "%d partition(s) of '%s' lost (session expired): their cells are kept, "
+             "unassigned, until the partitions are assigned again",
+             n, topic);
 }
 
 /* Acks Kafka batches that produced nothing to step (all duplicates/invalid). */
@@ -266,7 +294,7 @@ int ccd_reopen_decoder(Ccd *d, const CcKpiSettings *ks, char *err, size_t errlen
 
 int ccd_ingest_open_kafka(Ccd *d, const CcdKafkaSettings *ks, char *err, size_t errlen)
 {
-    CcdKafkaHooks hooks = {d, on_message, on_assign, on_revoke};
+    CcdKafkaHooks hooks = {d, on_message, on_assign, on_revoke, on_handover, on_lost};
     int rc = ccd_kafka_open(&d->kafka, ks, &hooks, err, errlen);
     if (rc)
         return rc;

@@ -40,7 +40,17 @@
  *     PR #4381), i.e. a SIGTERM during the first join kills cellcastd. The rebalance
  *     callback handles both protocols: with a fixed librdkafka set
  *     kafka.properties.partition.assignment.strategy=cooperative-sticky so that a member
- *     joining or leaving moves only the partitions that change owner.
+ *     joining or leaving moves only the partitions that change owner. (Still so in 2.0.2,
+ *     checked for issue 14; 2.4 also fixes a hang on close with cooperative, #4527.)
+ *   session.timeout.ms=10000, heartbeat.interval.ms=1000 — a crashed member's partitions
+ *     move after ≤ 10 s (librdkafka's default 45 s left its cells unserved that long).
+ *
+ * Several members (issue 14, handover.c): a revoke that is not a loss is announced first
+ * (on_handover: the host steps what it consumed, hands the state over and acks) and the
+ * stored offsets are committed before the callback returns. A LOST assignment (session
+ * expired, e.g. the brokers were away) is not a revoke for the host: the partitions stay
+ * `held` (on_lost), the lag reads -1, and the next assignment releases those that went
+ * elsewhere and announces again those that came back.
  * Forced (props cannot change them): enable.auto.offset.store=false, group.id,
  * bootstrap.servers, log.queue=true.
  *
@@ -102,6 +112,7 @@ typedef struct Outgoing {
     size_t key_len;
     void *payload;
     size_t len;
+    int32_t partition; /* RD_KAFKA_PARTITION_UA: the partitioner's */
     int attempts;
     int64_t due_ns;
     CcdKafkaDelivered done; /* told the outcome (ccd_kafka_produce_tracked), or NULL */
@@ -137,6 +148,9 @@ struct CcdKafka {
     rd_kafka_topic_partition_list_t *held;     /* what the hooks were told the host owns */
     int consumer_closing;
     int paused;
+    int lost;           /* the assignment was lost: held ⊄ assigned until the next assign */
+    rd_kafka_t *reader; /* assign-only consumer for ccd_kafka_read_partitions (lazy) */
+    char *state_topic;
     /* Set while on_assign runs: partitions being assigned (ccd_kafka_rewind edits it). */
     rd_kafka_topic_partition_list_t *assigning;
     int rewinds;
@@ -427,6 +441,8 @@ void ccd_kafka_ack(CcdKafka *k, uint64_t batch_id)
 
 /* ---- rebalance ---- */
 
+static int commit_bounded(CcdKafka *k, int timeout_ms);
+
 /* Calls hook per topic with the partitions of that topic in list l. */
 static void call_per_topic(CcdKafka *k, rd_kafka_topic_partition_list_t *l,
                            void (*hook)(void *, const char *, const int32_t *, int))
@@ -579,19 +595,28 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
             parts->elems[i].offset = RD_KAFKA_OFFSET_INVALID; /* committed, or the reset */
             parts->elems[i].opaque = NULL;
         }
-        if (!coop) { /* the deferred revoke: what this member does not get back */
+        if (!coop || k->lost) { /* the deferred revoke: what this member does not get back */
             rd_kafka_topic_partition_list_t *gone = list_minus(k->held, parts);
+            if (coop) /* what stayed assigned through the loss is not gone either */
+                list_remove(gone, k->assigned);
             release(k, gone);
             rd_kafka_topic_partition_list_destroy(gone);
         }
-        rd_kafka_topic_partition_list_t *fresh = list_minus(parts, k->held);
+        /* After a loss another member may have owned a partition meanwhile: every
+         * partition assigned back is announced again (the host restores the newer state). */
+        rd_kafka_topic_partition_list_t *none = rd_kafka_topic_partition_list_new(1);
+        rd_kafka_topic_partition_list_t *fresh = list_minus(parts, k->lost ? none : k->held);
+        rd_kafka_topic_partition_list_destroy(none);
+        k->lost = 0;
         k->assigning = parts;
         k->rewinds = 0;
         call_per_topic(k, fresh, k->hooks.on_assign);
         k->assigning = NULL;
         for (int i = 0; i < fresh->cnt; i++)
-            rd_kafka_topic_partition_list_add(k->held, fresh->elems[i].topic,
-                                              fresh->elems[i].partition);
+            if (!rd_kafka_topic_partition_list_find(k->held, fresh->elems[i].topic,
+                                                    fresh->elems[i].partition))
+                rd_kafka_topic_partition_list_add(k->held, fresh->elems[i].topic,
+                                                  fresh->elems[i].partition);
         if (k->rewinds)
             resolve_rewinds(k, parts);
         if (coop)
@@ -608,7 +633,21 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         rd_kafka_topic_partition_list_destroy(fresh);
     } else if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
         int lost = rd_kafka_assignment_lost(rk);
-        if (coop || lost || k->consumer_closing)
+        if (lost) {
+            /* Not released: the cells stay the host's until an assignment says where the
+             * partitions went (a broker outage must not cost the state of every cell). */
+            k->lost = 1;
+            k->st.losses++;
+            call_per_topic(k, parts, k->hooks.on_lost);
+        } else {
+            /* An orderly give-up: the host hands the state over and acks what it stepped;
+             * commit it now, while the generation is still ours (the next owner starts at
+             * the committed offsets, consistent with the state it reads). */
+            call_per_topic(k, parts, k->hooks.on_handover);
+            if (k->hooks.on_handover)
+                commit_bounded(k, 5000);
+        }
+        if (!lost && (coop || k->consumer_closing))
             release(k, coop ? parts : k->held);
         for (int i = 0; i < parts->cnt; i++)
             batches_forget(k, parts->elems[i].topic, parts->elems[i].partition);
@@ -801,9 +840,10 @@ static void give_up(CcdKafka *k, Outgoing *o, const char *why)
 static void send_outgoing(CcdKafka *k, Outgoing *o)
 {
     o->attempts++;
-    rd_kafka_resp_err_t err = rd_kafka_producev(
-        k->prod, RD_KAFKA_V_TOPIC(o->topic), RD_KAFKA_V_KEY(o->key, o->key_len),
-        RD_KAFKA_V_VALUE(o->payload, o->len), RD_KAFKA_V_OPAQUE(o), RD_KAFKA_V_END);
+    rd_kafka_resp_err_t err =
+        rd_kafka_producev(k->prod, RD_KAFKA_V_TOPIC(o->topic), RD_KAFKA_V_PARTITION(o->partition),
+                          RD_KAFKA_V_KEY(o->key, o->key_len), RD_KAFKA_V_VALUE(o->payload, o->len),
+                          RD_KAFKA_V_OPAQUE(o), RD_KAFKA_V_END);
     if (!err) {
         k->in_flight++;
         return;
@@ -850,15 +890,33 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
     give_up(k, o, rd_kafka_err2str(m->err));
 }
 
+static int produce(CcdKafka *k, const char *topic, int32_t partition, const void *key,
+                   size_t key_len, const void *payload, size_t len, CcdKafkaDelivered done,
+                   void *cookie, uint64_t tag);
+
 int ccd_kafka_produce(CcdKafka *k, const char *topic, const void *key, size_t key_len,
                       const void *payload, size_t len)
 {
-    return ccd_kafka_produce_tracked(k, topic, key, key_len, payload, len, NULL, NULL, 0);
+    return produce(k, topic, RD_KAFKA_PARTITION_UA, key, key_len, payload, len, NULL, NULL, 0);
 }
 
 int ccd_kafka_produce_tracked(CcdKafka *k, const char *topic, const void *key, size_t key_len,
                               const void *payload, size_t len, CcdKafkaDelivered done, void *cookie,
                               uint64_t tag)
+{
+    return produce(k, topic, RD_KAFKA_PARTITION_UA, key, key_len, payload, len, done, cookie, tag);
+}
+
+int ccd_kafka_produce_to(CcdKafka *k, const char *topic, int32_t partition, const void *key,
+                         size_t key_len, const void *payload, size_t len)
+{
+    return produce(k, topic, partition, key, key_len, payload, len, NULL, NULL, 0);
+}
+
+/* The one producer path: queue-bound check, one copy, send (retried by dr_cb). */
+static int produce(CcdKafka *k, const char *topic, int32_t partition, const void *key,
+                   size_t key_len, const void *payload, size_t len, CcdKafkaDelivered done,
+                   void *cookie, uint64_t tag)
 {
     if (k->in_flight + k->n_retry >= k->max_produce_queue) {
         k->st.produce_failed++;
@@ -880,6 +938,7 @@ int ccd_kafka_produce_tracked(CcdKafka *k, const char *topic, const void *key, s
     o->done = done;
     o->done_cookie = cookie;
     o->tag = tag;
+    o->partition = partition;
     send_outgoing(k, o);
     return 0;
 }
@@ -955,11 +1014,152 @@ void ccd_kafka_service(CcdKafka *k)
     }
 }
 
+int ccd_kafka_owned_partitions(const CcdKafka *k, CcdKafkaOwned *out, int max)
+{
+    for (int i = 0; i < k->held->cnt && i < max; i++) {
+        const rd_kafka_topic_partition_t *tp = &k->held->elems[i];
+        out[i] = (CcdKafkaOwned){
+            tp->topic, tp->partition,
+            !!rd_kafka_topic_partition_list_find(k->assigned, tp->topic, tp->partition)};
+    }
+    return k->held->cnt;
+}
+
+int ccd_kafka_flush(CcdKafka *k, int timeout_ms)
+{
+    uint64_t failed = k->st.produce_failed;
+    int64_t deadline = cc_now_ns() + (int64_t)timeout_ms * 1000000;
+    while (k->in_flight + k->n_retry > 0 && cc_now_ns() < deadline) {
+        rd_kafka_poll(k->prod, 10);
+        ccd_kafka_service(k);
+    }
+    if (k->st.produce_failed != failed)
+        return -EIO;
+    return k->in_flight + k->n_retry > 0 ? -ETIMEDOUT : 0;
+}
+
+static int open_reader(CcdKafka *k)
+{
+    char e[512], gid[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    snprintf(gid, sizeof gid, "%s.state-reader", k->group_id); /* assign only: never joins */
+    if (set_prop(conf, "bootstrap.servers", k->bootstrap, e, sizeof e) ||
+        set_prop(conf, "group.id", gid, e, sizeof e) ||
+        set_prop(conf, "enable.auto.commit", "false", e, sizeof e) ||
+        set_prop(conf, "enable.partition.eof", "true", e, sizeof e) ||
+        set_prop(conf, "fetch.wait.max.ms", "10", e, sizeof e) ||
+        set_prop(conf, "client.id", "cellcastd-state-reader", e, sizeof e) ||
+        set_prop(conf, "log_level", "4", e, sizeof e)) {
+        rd_kafka_conf_destroy(conf);
+        CCD_LOG(CC_LOG_ERROR, "kafka", "state reader: %s", e);
+        return -EINVAL;
+    }
+    k->reader = rd_kafka_new(RD_KAFKA_CONSUMER, conf, e, sizeof e);
+    if (!k->reader) {
+        rd_kafka_conf_destroy(conf);
+        CCD_LOG(CC_LOG_ERROR, "kafka", "state reader: %s", e);
+        return -EIO;
+    }
+    rd_kafka_poll_set_consumer(k->reader);
+    return 0;
+}
+
+int ccd_kafka_read_partitions(CcdKafka *k, const char *topic, const int32_t *parts, int n,
+                              void (*fn)(void *cookie, int32_t partition, const void *key,
+                                         size_t key_len, const void *payload, size_t len),
+                              void *cookie, int timeout_ms)
+{
+    int ret = 0, left = 0;
+    if (!k->reader && (ret = open_reader(k)))
+        return ret;
+    int64_t deadline = cc_now_ns() + (int64_t)timeout_ms * 1000000;
+    int64_t *end = calloc((size_t)(n > 0 ? n : 1), sizeof *end);
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n > 0 ? n : 1);
+    if (!end) {
+        rd_kafka_topic_partition_list_destroy(l);
+        return -ENOMEM;
+    }
+    for (int i = 0; i < n; i++) {
+        int64_t lo = -1, hi = -1;
+        rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
+            k->reader, topic, parts[i], &lo, &hi, (int)((deadline - cc_now_ns()) / 1000000));
+        if (err) {
+            CCD_LOG(CC_LOG_WARN, "kafka", "%s [%" PRId32 "]: end offset unknown: %s", topic,
+                    parts[i], rd_kafka_err2str(err));
+            ret = err == RD_KAFKA_RESP_ERR__TIMED_OUT ? -ETIMEDOUT : -EIO;
+            goto out;
+        }
+        end[i] = hi;
+        if (hi > lo) { /* something to read */
+            rd_kafka_topic_partition_list_add(l, topic, parts[i])->offset =
+                RD_KAFKA_OFFSET_BEGINNING;
+            left++;
+        }
+    }
+    if (!left)
+        goto out;
+    if (rd_kafka_assign(k->reader, l)) {
+        ret = -EIO;
+        goto out;
+    }
+    while (left > 0) {
+        if (cc_now_ns() >= deadline) {
+            ret = -ETIMEDOUT;
+            break;
+        }
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(k->reader, 100);
+        if (!m)
+            continue;
+        int i = 0;
+        while (i < n && parts[i] != m->partition)
+            i++;
+        if (m->err && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            CCD_LOG_RL_AT(&k->rl_consumer, CC_LOG_WARN, "kafka", "reading %s [%" PRId32 "]: %s",
+                          topic, m->partition, rd_kafka_message_errstr(m));
+        } else if (i < n && end[i] >= 0) {
+            if (!m->err && m->offset < end[i])
+                fn(cookie, m->partition, m->key, m->key_len, m->payload, m->len);
+            if (m->err || m->offset + 1 >= end[i]) { /* at the end it had when we started */
+                end[i] = -1;
+                left--;
+            }
+        }
+        rd_kafka_message_destroy(m);
+    }
+    rd_kafka_assign(k->reader, NULL);
+out:
+    rd_kafka_topic_partition_list_destroy(l);
+    free(end);
+    return ret;
+}
+
+int ccd_kafka_topic_partitions(CcdKafka *k, const char *topic)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(k->rk, topic, NULL);
+    int n = -1;
+    if (rkt && !rd_kafka_metadata(k->rk, 0, rkt, &md, 5000) && md->topic_cnt == 1 &&
+        !md->topics[0].err)
+        n = md->topics[0].partition_cnt;
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    if (rkt)
+        rd_kafka_topic_destroy(rkt);
+    return n;
+}
+
+/* Owned but not fetched (lost while the brokers were away): the lag is unknown, not 0. */
 void ccd_kafka_stats(const CcdKafka *k, CcdKafkaStats *out)
 {
     *out = k->st;
     out->produce_queue = k->in_flight + k->n_retry;
     out->assigned_partitions = k->assigned->cnt;
+    out->lost_partitions = 0;
+    for (int i = 0; i < k->held->cnt; i++)
+        out->lost_partitions += !rd_kafka_topic_partition_list_find(
+            k->assigned, k->held->elems[i].topic, k->held->elems[i].partition);
+    if (out->lost_partitions)
+        out->lag = -1;
 }
 
 int32_t ccd_kafka_partition_of(CcdKafka *k, const char *topic, const void *key, size_t key_len)
@@ -1017,10 +1217,11 @@ static int open_embedded(CcdKafka *k, const CcdKafkaSettings *s, char *err, size
     if (!k->mock)
         return cc_errf(err, errlen, -EIO, "kafka: cannot start the embedded mock cluster");
     int np = s->embedded_partitions > 0 ? s->embedded_partitions : 4;
-    for (int i = 0; i < k->n_topics + 2; i++) {
-        const char *t = i < k->n_topics    ? k->topics[i]
-                        : i == k->n_topics ? k->alert_topic
-                                           : k->dlq_topic;
+    for (int i = 0; i < k->n_topics + 3; i++) {
+        const char *t = i < k->n_topics        ? k->topics[i]
+                        : i == k->n_topics     ? k->alert_topic
+                        : i == k->n_topics + 1 ? k->dlq_topic
+                                               : k->state_topic;
         if (!t || !*t)
             continue;
         rd_kafka_resp_err_t re = rd_kafka_mock_topic_create(k->mock, t, np, 1);
@@ -1054,6 +1255,8 @@ static const char *const consumer_defaults[][2] = {
     {"fetch.wait.max.ms", "50"},
     {"fetch.error.backoff.ms", "100"},
     {"partition.assignment.strategy", "range,roundrobin"},
+    {"session.timeout.ms", "10000"},
+    {"heartbeat.interval.ms", "1000"},
     {"client.id", "cellcastd"},
 };
 
@@ -1159,6 +1362,10 @@ static void destroy(CcdKafka *k)
 {
     if (k->cq)
         rd_kafka_queue_destroy(k->cq);
+    if (k->reader) {
+        rd_kafka_consumer_close(k->reader); /* never joined a group: returns at once */
+        rd_kafka_destroy(k->reader);
+    }
     if (k->rk) /* closed (bounded) by ccd_kafka_close; never block here */
         rd_kafka_destroy_flags(k->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
     for (int i = 0; i < k->n_tinfo; i++) {
@@ -1195,6 +1402,7 @@ static void destroy(CcdKafka *k)
     free(k->group_id);
     free(k->alert_topic);
     free(k->dlq_topic);
+    free(k->state_topic);
     free(k->bootstrap);
     free(k);
 }
@@ -1220,6 +1428,7 @@ int ccd_kafka_open(CcdKafka **out, const CcdKafkaSettings *s, const CcdKafkaHook
     k->alert_topic = s->alert_topic && *s->alert_topic ? strdup(s->alert_topic) : NULL;
     k->dlq_topic =
         s->dead_letter_topic && *s->dead_letter_topic ? strdup(s->dead_letter_topic) : NULL;
+    k->state_topic = s->state_topic && *s->state_topic ? strdup(s->state_topic) : NULL;
     k->topics = calloc((size_t)s->n_topics, sizeof *k->topics);
     k->assigned = rd_kafka_topic_partition_list_new(16);
     k->held = rd_kafka_topic_partition_list_new(16);

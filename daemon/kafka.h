@@ -51,8 +51,9 @@ typedef struct CcdKafkaSettings {
     int max_poll_messages;              ///< messages per ccd_kafka_poll (default 10000)
     const CcdKafkaProp *producer_props; ///< to the dead-letter/alert producer (default none)
     int n_producer_props;
-    int max_produce_queue; ///< produced messages not yet delivered, incl. retries;
-                           ///< beyond it ccd_kafka_produce fails (default 100000)
+    int max_produce_queue;   ///< produced messages not yet delivered, incl. retries;
+                             ///< beyond it ccd_kafka_produce fails (default 100000)
+    const char *state_topic; ///< created with the KPI topics on the embedded broker (NULL: none)
 } CcdKafkaSettings;
 
 typedef struct CcdKafkaMessage {
@@ -75,9 +76,24 @@ typedef struct CcdKafkaHooks {
     void (*on_assign)(void *cookie, const char *topic, const int32_t *partitions, int n);
     /** Partitions this member no longer owns; the host releases their cells. */
     void (*on_revoke)(void *cookie, const char *topic, const int32_t *partitions, int n);
+    /** Partitions about to be given up in an orderly way (every revoke of a rebalance, with
+     *  either protocol, and the leave at close; not a loss): the host finishes what it
+     *  consumed from them and hands their state over (handover.c); the stored offsets are
+     *  committed synchronously right after it returns, before the group moves on. */
+    void (*on_handover)(void *cookie, const char *topic, const int32_t *partitions, int n);
+    /** Partitions lost (the session expired, e.g. the brokers were away): they are no
+     *  longer fetched but stay the host's until the next assignment says who owns them
+     *  (on_revoke then, for those that went to another member). */
+    void (*on_lost)(void *cookie, const char *topic, const int32_t *partitions, int n);
 } CcdKafkaHooks;
 
 #define CCD_KAFKA_ERR_CODES 16
+/** One partition the host owns (ccd_kafka_owned_partitions). */
+typedef struct CcdKafkaOwned {
+    const char *topic; ///< valid until the next rebalance (the next ccd_kafka_poll)
+    int32_t partition;
+    int fetching; ///< 1 assigned and fetched; 0 lost (unassigned, kept until reassigned)
+} CcdKafkaOwned;
 
 typedef struct CcdKafkaStats {
     uint64_t messages, bytes, batches, commits, commit_errors, dead_letters, dead_letter_errors,
@@ -100,6 +116,8 @@ typedef struct CcdKafkaStats {
     int n_error_codes;
     uint64_t errors_other;
     uint64_t embedded_dropped; ///< embedded broker: messages its retention deleted unconsumed
+    int lost_partitions;       ///< owned but not fetched: lost, waiting for a reassignment
+    uint64_t losses;           ///< assignments lost (session expired)
 } CcdKafkaStats;
 
 void ccd_kafka_default_settings(CcdKafkaSettings *s);
@@ -140,6 +158,9 @@ typedef void (*CcdKafkaDelivered)(void *cookie, uint64_t tag, int err);
 int ccd_kafka_produce_tracked(CcdKafka *k, const char *topic, const void *key, size_t key_len,
                               const void *payload, size_t len, CcdKafkaDelivered done, void *cookie,
                               uint64_t tag);
+/** The same to a given partition (-1: the partitioner's); a NULL payload is a tombstone. */
+int ccd_kafka_produce_to(CcdKafka *k, const char *topic, int32_t partition, const void *key,
+                         size_t key_len, const void *payload, size_t len);
 
 /** Serves delivery reports (ccd_kafka_poll serves them too, while messages are in flight)
  *  and re-sends due retries; called from the cron. */
@@ -176,6 +197,26 @@ int ccd_kafka_assignment(const CcdKafka *k, const char *topic, int32_t *parts, i
  *  into caller buffers. */
 void ccd_kafka_membership(const CcdKafka *k, char *member_id, size_t id_len, char *protocol,
                           size_t protocol_len);
+/** The partitions the host owns (what on_assign gave and on_revoke did not take back),
+ *  lost ones included (fetching 0); fills at most max, returns how many there are. */
+int ccd_kafka_owned_partitions(const CcdKafka *k, CcdKafkaOwned *out, int max);
+
+/** Waits until everything produced so far (ccd_kafka_produce) is delivered, serving
+ *  delivery reports and retries: 0, -ETIMEDOUT (still in flight after timeout_ms), -EIO (a
+ *  message was given up meanwhile). Blocks the caller: for checkpoints and handovers. */
+int ccd_kafka_flush(CcdKafka *k, int timeout_ms);
+
+/** Reads partitions of a topic from the beginning to their current end with a private
+ *  assign-only consumer (no group), calling fn for every message (payload NULL for a
+ *  tombstone). 0, -ETIMEDOUT (not at the end after timeout_ms; what was read was passed
+ *  on), -EIO. Blocks the caller: for restoring state on assign. */
+int ccd_kafka_read_partitions(CcdKafka *k, const char *topic, const int32_t *parts, int n,
+                              void (*fn)(void *cookie, int32_t partition, const void *key,
+                                         size_t key_len, const void *payload, size_t len),
+                              void *cookie, int timeout_ms);
+
+/** Partitions of a topic (metadata, ≤ 5 s); -1 unknown (no such topic, broker away). */
+int ccd_kafka_topic_partitions(CcdKafka *k, const char *topic);
 
 /** Commits, leaves the group, flushes the producer and closes; each part bounded by
  *  timeout_ms (the flush by at least 1 s), so it returns even when the broker is gone. */

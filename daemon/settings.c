@@ -1,5 +1,6 @@
 /* settings.c — the configuration turned into each module's settings (start and reload),
  * and the model file model.path names. See settings.h. */
+#include "handover.h"
 #include "settings.h"
 
 #include <errno.h>
@@ -139,6 +140,8 @@ static int kafka_settings(CcdSettings *s, const CcdConfig *cfg)
     ks->alert_topic = cfg->kafka_alert_topic;
     ks->dead_letter_topic = cfg->kafka_dead_letter_topic[0] ? cfg->kafka_dead_letter_topic : NULL;
     ks->embedded_partitions = cfg->kafka_embedded_partitions;
+    ccd_handover_topic(cfg, s->state_topic, sizeof s->state_topic);
+    ks->state_topic = s->state_topic[0] ? s->state_topic : NULL;
     for (int i = 0; i < cfg->kafka_properties.n; i++) {
         s->kafka_props[i].name = cfg->kafka_properties.items[i].key;
         s->kafka_props[i].value = cfg->kafka_properties.items[i].value;

@@ -36,6 +36,7 @@ typedef struct CcdSettings {
     char **kpi_features;
     int n_kpi_map;
     CcdKafkaProp *kafka_props;
+    char state_topic[256]; ///< kafka.state_topic resolved (handover.h)
 } CcdSettings;
 
 /** Fills *s from the configuration and the model served (its KPIs, step length). The

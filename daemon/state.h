@@ -20,9 +20,36 @@
 
 #include <stdint.h>
 
+#include "cc_snapshot.h"
 #include "cellcastd.h"
 
 typedef struct CcdState CcdState;
+
+/** What a cell record carries besides the engine and alert state (snapshot files and the
+ *  state topic alike). */
+typedef struct CcdStateExtra {
+    int32_t topic, partition;
+    int64_t first_step, last_ts;
+    uint64_t n_records, n_steps;
+} CcdStateExtra;
+void ccd_state_cell_extra(const CcdCell *c, CcdStateExtra *ex);
+
+/** Restores one cell record into the table (created or replaced); the worker must be
+ *  idle. out NULL: its forecast is computed and published now; else *out is the cell and
+ *  the caller passes it to ccd_state_forecast_cells (batched). 0 or -errno with a
+ *  message. */
+int ccd_state_restore_cell(Ccd *d, const CcSnapshotCell *sc, CcdCell **out, char *err,
+                           size_t errlen);
+/** Computes the forecasts of restored cells in batched engine steps and publishes them. */
+void ccd_state_forecast_cells(Ccd *d, CcdCell **cells, int n);
+/** Whether restored cells may wait for a batched forecast (the table is far from full:
+ *  no restore evicts a waiting cell). */
+int ccd_state_can_batch(const Ccd *d);
+
+/** Partitions handed over (revoke): their cells' state records written and delivered
+ *  (handover.c), then the offsets of what was stepped acked, unless a snapshot file holds
+ *  them back. topic -1 / parts NULL = every cell. 0 or -errno (nothing acked). */
+int ccd_state_handover(Ccd *d, int topic, const int32_t *parts, int n);
 
 /** Opens d->state: resolves snapshot.path ("auto" = $STATE_DIRECTORY/state.snap under
  *  systemd, else off). 0 or -ENOMEM. */

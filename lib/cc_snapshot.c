@@ -26,6 +26,7 @@ static const uint8_t MAGIC[8] = {'C', 'C', 'S', 'N', 'A', 'P', '\r', '\n'};
 #define DESC_LEN 160
 #define HEADER_SIZE (8 + 4 + 4 + 8 + 8 + DESC_LEN + 4 + 4 + 8 + 4)
 #define MAX_RECORD (1u << 30) /* a record longer than 1 GiB is corruption */
+#define MEM_MAGIC 0x31534343u /* "CCS1": a state record in memory */
 
 /* ------------------------------------------------------------------ CRC32, hash */
 
@@ -114,6 +115,10 @@ struct CcSnapshotWriter {
     size_t scap, slen;
     float *hist; ///< cc_cell_history scratch
     size_t hist_cap;
+    uint64_t model_hash; ///< memory mode (no f): the record's header
+    int64_t S;
+    uint8_t *rec; ///< memory mode: the last record, framed (cc_snapshot_encode_engine_cell)
+    size_t rec_cap, rec_len;
 };
 
 static int wr(CcSnapshotWriter *w, const void *p, size_t n)
@@ -148,12 +153,40 @@ static void sc_put(CcSnapshotWriter *w, const void *p, size_t n)
 }
 
 /* Writes scratch[0..slen) as one record of `type`. */
+/* Memory mode: frames scratch as one state record (cc_snapshot.h: MEM_MAGIC | model hash |
+ * F | S | cell payload | CRC32 of all before) into w->rec. */
+static int put_mem_record(CcSnapshotWriter *w)
+{
+    size_t n = 4 + 8 + 4 + 8 + w->slen + 4;
+    if (n > w->rec_cap) {
+        uint8_t *p = realloc(w->rec, n);
+        if (!p)
+            return -ENOMEM;
+        w->rec = p;
+        w->rec_cap = n;
+    }
+    uint32_t magic = MEM_MAGIC, F = (uint32_t)w->F;
+    uint8_t *o = w->rec;
+    memcpy(o, &magic, 4);
+    memcpy(o + 4, &w->model_hash, 8);
+    memcpy(o + 12, &F, 4);
+    memcpy(o + 16, &w->S, 8);
+    memcpy(o + 24, w->scratch, w->slen);
+    uint32_t crc = cc_crc32(0, o, 24 + w->slen);
+    memcpy(o + 24 + w->slen, &crc, 4);
+    w->rec_len = n;
+    w->slen = 0;
+    return 0;
+}
+
 static int put_record(CcSnapshotWriter *w, uint32_t type)
 {
     if (w->failed)
         return -EIO;
     if (w->slen > MAX_RECORD)
         return -EINVAL;
+    if (!w->f)
+        return type == CC_SNAP_CELL ? put_mem_record(w) : -EINVAL;
     uint32_t len = (uint32_t)w->slen;
     uint32_t crc = cc_crc32(0, &type, 4);
     crc = cc_crc32(crc, &len, 4);
@@ -179,6 +212,7 @@ static void writer_free(CcSnapshotWriter *w)
     free(w->tmp);
     free(w->scratch);
     free(w->hist);
+    free(w->rec);
     free(w);
 }
 
@@ -396,6 +430,45 @@ void cc_snapshot_write_abort(CcSnapshotWriter **wp)
     writer_free(w);
 }
 
+int cc_snapshot_encoder_open(CcSnapshotWriter **out, const CcSnapshotInfo *info)
+{
+    *out = NULL;
+    if (!info || info->n_features < 1 || info->n_features > CC_MAX_FEATURES)
+        return -EINVAL;
+    CcSnapshotWriter *w = calloc(1, sizeof *w);
+    if (!w)
+        return -ENOMEM;
+    w->F = info->n_features;
+    w->model_hash = info->model_hash;
+    w->S = info->step_seconds;
+    *out = w;
+    return 0;
+}
+
+int cc_snapshot_encode_engine_cell(CcSnapshotWriter *w, const char *cell_id, const CcCell *c,
+                                   const CcAnomalyCell *ac, const void *extra, size_t extra_len,
+                                   const void **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    if (w->f)
+        return -EINVAL;
+    int rc = cc_snapshot_write_engine_cell(w, cell_id, c, ac, extra, extra_len);
+    if (rc)
+        return rc;
+    *buf = w->rec;
+    *len = w->rec_len;
+    return 0;
+}
+
+void cc_snapshot_encoder_close(CcSnapshotWriter **w)
+{
+    if (w && *w) {
+        writer_free(*w);
+        *w = NULL;
+    }
+}
+
 /* ------------------------------------------------------------------ reader */
 
 struct CcSnapshotReader {
@@ -410,6 +483,8 @@ struct CcSnapshotReader {
     float *vals; ///< aligned copy of the current cell's values
     size_t vcap; ///< bytes
     int done;
+    uint64_t model_hash; ///< decoder (no f): what its records must have been written for
+    int64_t S;
 };
 
 static void reader_free(CcSnapshotReader *r)
@@ -618,6 +693,9 @@ error:
     return rc;
 }
 
+static int parse_record(CcSnapshotReader *r, uint32_t type, uint32_t len, CcSnapshotRecord *rec,
+                        char *err, size_t errlen);
+
 int cc_snapshot_read_next(CcSnapshotReader *r, CcSnapshotRecord *rec, char *err, size_t errlen)
 {
     memset(rec, 0, sizeof *rec);
@@ -635,6 +713,13 @@ int cc_snapshot_read_next(CcSnapshotReader *r, CcSnapshotRecord *rec, char *err,
         r->done = 1;
         return 0;
     }
+    return parse_record(r, type, len, rec, err, errlen);
+}
+
+/* Parses and validates the payload in r->buf[0..len) of a record of `type` into rec. */
+static int parse_record(CcSnapshotReader *r, uint32_t type, uint32_t len, CcSnapshotRecord *rec,
+                        char *err, size_t errlen)
+{
     const uint8_t *p = r->buf, *end = r->buf + len;
 #define NEED(n)                                                                                    \
     do {                                                                                           \
@@ -746,6 +831,62 @@ int cc_snapshot_read_next(CcSnapshotReader *r, CcSnapshotRecord *rec, char *err,
     rec->n_positions = (int)n;
     return 1;
 #undef NEED
+}
+
+int cc_snapshot_decoder_open(CcSnapshotReader **out, const CcSnapshotInfo *info)
+{
+    *out = NULL;
+    if (!info || info->n_features < 1 || info->n_features > CC_MAX_FEATURES ||
+        info->step_seconds < 1)
+        return -EINVAL;
+    CcSnapshotReader *r = calloc(1, sizeof *r);
+    if (!r || !(r->path = strdup("(state record)"))) {
+        free(r);
+        return -ENOMEM;
+    }
+    r->F = info->n_features;
+    r->step_max = CC_SNAP_TIME_MAX / info->step_seconds;
+    r->model_hash = info->model_hash;
+    r->S = info->step_seconds;
+    *out = r;
+    return 0;
+}
+
+int cc_snapshot_decode(CcSnapshotReader *r, const void *buf, size_t len, CcSnapshotRecord *rec,
+                       char *err, size_t errlen)
+{
+    memset(rec, 0, sizeof *rec);
+    const uint8_t *b = buf;
+    uint32_t magic, F, crc;
+    uint64_t hash;
+    int64_t S;
+    if (r->f || !buf || len < 28 || len - 28 > MAX_RECORD)
+        return cc_errf(err, errlen, -EBADMSG, "state record: truncated (%zu bytes)", len);
+    memcpy(&magic, b, 4);
+    memcpy(&hash, b + 4, 8);
+    memcpy(&F, b + 12, 4);
+    memcpy(&S, b + 16, 8);
+    memcpy(&crc, b + len - 4, 4);
+    if (magic != MEM_MAGIC)
+        return cc_errf(err, errlen, -EBADMSG, "state record: not a cellcast state record");
+    if (cc_crc32(0, b, len - 4) != crc)
+        return cc_errf(err, errlen, -EBADMSG, "state record: corrupted (CRC mismatch)");
+    if (hash != r->model_hash || (int)F != r->F || S != r->S)
+        return cc_errf(err, errlen, -ESTALE,
+                       "state record: written for another model (hash %016" PRIx64
+                       ", F=%u, S=%" PRId64 "; running %016" PRIx64 ")",
+                       hash, F, S, r->model_hash);
+    size_t pl = len - 28;
+    if (pl + 1 > r->cap) {
+        uint8_t *p = realloc(r->buf, pl + 1);
+        if (!p)
+            return cc_errf(err, errlen, -ENOMEM, "snapshot: out of memory");
+        r->buf = p;
+        r->cap = pl + 1;
+    }
+    memcpy(r->buf, b + 24, pl);
+    int rc = parse_record(r, CC_SNAP_CELL, (uint32_t)pl, rec, err, errlen);
+    return rc < 0 ? rc : 0;
 }
 
 void cc_snapshot_read_close(CcSnapshotReader **r)

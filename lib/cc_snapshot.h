@@ -152,6 +152,25 @@ int cc_snapshot_read_open(CcSnapshotReader **out, const char *path, uint64_t exp
 int cc_snapshot_read_next(CcSnapshotReader *r, CcSnapshotRecord *rec, char *err, size_t errlen);
 void cc_snapshot_read_close(CcSnapshotReader **r);
 
+/*
+ * State records in memory (the value of a Kafka state-topic message, one cell each):
+ *   u32 "CCS1" | u64 model hash | u32 F | i64 S | CC_SNAP_CELL payload (above) | u32 CRC32
+ *   of every byte before it.
+ * An encoder is a writer without a file: cc_snapshot_encode_engine_cell frames one cell
+ * and returns a view of the record, valid until the next call on w. A decoder is a reader
+ * without a file: cc_snapshot_decode verifies the framing (-EBADMSG), the model (-ESTALE)
+ * and the cell's fields exactly like cc_snapshot_read_next (-EBADMSG), then fills rec
+ * (views valid until the next call on r).
+ */
+int cc_snapshot_encoder_open(CcSnapshotWriter **out, const CcSnapshotInfo *info);
+int cc_snapshot_encode_engine_cell(CcSnapshotWriter *w, const char *cell_id, const CcCell *c,
+                                   const CcAnomalyCell *ac, const void *extra, size_t extra_len,
+                                   const void **buf, size_t *len);
+void cc_snapshot_encoder_close(CcSnapshotWriter **w);
+int cc_snapshot_decoder_open(CcSnapshotReader **out, const CcSnapshotInfo *info);
+int cc_snapshot_decode(CcSnapshotReader *r, const void *buf, size_t len, CcSnapshotRecord *rec,
+                       char *err, size_t errlen);
+
 /**
  * Restores a cell record into an engine cell (cc_cell_restore) and, if ac is not NULL and
  * the record has anomaly state, the anomaly cell (cc_anomaly_cell_load).

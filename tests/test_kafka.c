@@ -139,7 +139,7 @@ static CcdKafka *open_k(const char *brokers, const char *group, Got *g, int max_
     s.props = props;
     s.n_props = 3;
     s.max_poll_messages = max_poll;
-    CcdKafkaHooks h = {g, on_message, on_assign, on_revoke};
+    CcdKafkaHooks h = {g, on_message, on_assign, on_revoke, NULL, NULL};
     CcdKafka *k = NULL;
     char err[512] = "";
     int rc = ccd_kafka_open(&k, &s, &h, err, sizeof err);
@@ -432,7 +432,7 @@ static void test_produce_bound(void **state)
     s.group_id = "g-bound";
     s.topics = topics;
     s.max_produce_queue = 2;
-    CcdKafkaHooks h = {&g, on_message, NULL, NULL};
+    CcdKafkaHooks h = {&g, on_message, NULL, NULL, NULL, NULL};
     CcdKafka *k = NULL;
     assert_int_equal(ccd_kafka_open(&k, &s, &h, NULL, 0), 0);
     assert_int_equal(ccd_kafka_produce(k, "alerts", "a", 1, "1", 1), 0);
@@ -461,7 +461,7 @@ static void test_produce_retry(void **state)
     s.topics = topics;
     s.producer_props = pprops;
     s.n_producer_props = 2;
-    CcdKafkaHooks h = {&g, on_message, NULL, NULL};
+    CcdKafkaHooks h = {&g, on_message, NULL, NULL, NULL, NULL};
     CcdKafka *k = NULL;
     assert_int_equal(ccd_kafka_open(&k, &s, &h, NULL, 0), 0);
     /* Connect and deliver one first, so the producer is known to work. */

@@ -488,6 +488,79 @@ static void test_atomic_replace_and_abort(void **state)
     cc_model_close(&m);
 }
 
+/* State records in memory (the Kafka state topic's values): every cell round-trips, the
+ * history and anomaly state equal; a flipped byte, a truncation and another model are
+ * refused with their errors. */
+static void test_state_records(void **state)
+{
+    (void)state;
+    World w, r;
+    CcModel *m = small_model();
+    world_open(&w, m);
+    world_open(&r, m);
+    run_steps(&w, 1000, 80);
+    CcSnapshotInfo info;
+    cc_snapshot_info_for_model(&info, &m->hp);
+    CcSnapshotWriter *enc = NULL;
+    CcSnapshotReader *dec = NULL;
+    assert_int_equal(cc_snapshot_encoder_open(&enc, &info), 0);
+    assert_int_equal(cc_snapshot_decoder_open(&dec, &info), 0);
+    char err[256];
+    for (int i = 0; i < NCELLS; i++) {
+        uint32_t extra = 0xBEEF00u + (uint32_t)i;
+        const void *buf;
+        size_t len;
+        assert_int_equal(cc_snapshot_encode_engine_cell(enc, ids[i], w.cell[i], w.ac[i], &extra,
+                                                        sizeof extra, &buf, &len),
+                         0);
+        uint8_t *copy = malloc(len);
+        memcpy(copy, buf, len);
+        CcSnapshotRecord rec;
+        assert_int_equal(cc_snapshot_decode(dec, copy, len, &rec, err, sizeof err), 0);
+        assert_string_equal(rec.cell.cell_id, ids[i]);
+        assert_int_equal(rec.cell.extra_len, sizeof extra);
+        assert_memory_equal(rec.cell.extra, &extra, sizeof extra);
+        assert_int_equal(
+            cc_snapshot_restore_engine_cell(&rec.cell, r.cell[i], r.ac[i], err, sizeof err), 0);
+        int64_t f1, l1, f2, l2;
+        cc_cell_span(w.cell[i], &f1, &l1);
+        cc_cell_span(r.cell[i], &f2, &l2);
+        assert_int_equal(f1, f2);
+        assert_int_equal(l1, l2);
+        long n1 = cc_anomaly_cell_save(w.ac[i], NULL, 0),
+             n2 = cc_anomaly_cell_save(r.ac[i], NULL, 0);
+        assert_int_equal(n1, n2);
+        /* any flipped byte: refused */
+        for (size_t k = 0; k < len; k += len / 7 + 1) {
+            copy[k] ^= 0x20;
+            assert_int_equal(cc_snapshot_decode(dec, copy, len, &rec, err, sizeof err), -EBADMSG);
+            copy[k] ^= 0x20;
+        }
+        assert_int_equal(cc_snapshot_decode(dec, copy, len - 1, &rec, err, sizeof err), -EBADMSG);
+        assert_int_equal(cc_snapshot_decode(dec, copy, 10, &rec, err, sizeof err), -EBADMSG);
+        free(copy);
+    }
+    /* a record of another model (other hash) */
+    CcSnapshotInfo other = info;
+    other.model_hash ^= 1;
+    CcSnapshotReader *dec2 = NULL;
+    assert_int_equal(cc_snapshot_decoder_open(&dec2, &other), 0);
+    const void *buf;
+    size_t len;
+    assert_int_equal(
+        cc_snapshot_encode_engine_cell(enc, ids[0], w.cell[0], w.ac[0], NULL, 0, &buf, &len), 0);
+    CcSnapshotRecord rec;
+    assert_int_equal(cc_snapshot_decode(dec2, buf, len, &rec, err, sizeof err), -ESTALE);
+    assert_non_null(strstr(err, "another model"));
+    cc_snapshot_read_close(&dec2);
+    cc_snapshot_encoder_close(&enc);
+    cc_snapshot_read_close(&dec);
+    assert_null(enc);
+    world_close(&w, 1);
+    world_close(&r, 1);
+    cc_model_close(&m);
+}
+
 static void test_crc32(void **state)
 {
     (void)state;
@@ -636,7 +709,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32),           cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_refusals),        cmocka_unit_test(test_atomic_replace_and_abort),
-        cmocka_unit_test(test_crafted_records),
+        cmocka_unit_test(test_crafted_records), cmocka_unit_test(test_state_records),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

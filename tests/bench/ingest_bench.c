@@ -67,7 +67,7 @@ static int consume(const char *bootstrap, const char *topic, const char *group, 
     s.n_topics = 1;
     s.props = props;
     s.n_props = n_props;
-    CcdKafkaHooks h = {NULL, on_msg, NULL, NULL};
+    CcdKafkaHooks h = {NULL, on_msg, NULL, NULL, NULL, NULL};
     CcdKafka *k = NULL;
     char err[512];
     if (ccd_kafka_open(&k, &s, &h, err, sizeof err)) {

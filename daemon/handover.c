@@ -1,0 +1,468 @@
+/*
+ * handover.c — cell state on the Kafka state topic: written at checkpoints and handovers,
+ * read on assignment. See handover.h for the protocol and docs/operations.md ("Several
+ * instances") for why a state topic rather than a rewind of the KPI topic.
+ */
+#include "handover.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alerts.h"
+#include "cc_snapshot.h"
+#include "log.h"
+#include "state.h"
+
+#define WRITE_TIMEOUT_MS 15000 /* a handover: the next owner waits for these records */
+/* A checkpoint blocks the event loop (HTTP included) at most this long; records not
+ * delivered by then stay queued (the producer retries them) and the offsets wait. */
+#define CHECKPOINT_TIMEOUT_MS 3000
+#define READ_TIMEOUT_MS 30000
+
+struct CcdHandover {
+    char topic[256];
+    int enabled, checked;
+    int rewrite_all; /* a write failed: the next one writes every cell again */
+    CcSnapshotWriter *enc;
+    CcSnapshotReader *dec;
+    CcdHandoverStats st;
+};
+
+void ccd_handover_topic(const CcdConfig *cfg, char *buf, size_t len)
+{
+    const char *t = cfg->kafka_state_topic ? cfg->kafka_state_topic : "";
+    if (!strcmp(t, "auto"))
+        snprintf(buf, len, "%s.state", cfg->kafka_topics.n ? cfg->kafka_topics.items[0] : "kpis");
+    else
+        snprintf(buf, len, "%s", t);
+}
+
+int ccd_handover_open(Ccd *d, char *err, size_t errlen)
+{
+    CcdHandover *h = calloc(1, sizeof *h);
+    if (!h)
+        return cc_errf(err, errlen, -ENOMEM, "out of memory");
+    ccd_handover_topic(&d->cfg, h->topic, sizeof h->topic);
+    h->enabled = d->kafka && h->topic[0];
+    CcSnapshotInfo in;
+    cc_snapshot_info_for_model(&in, &d->model->hp);
+    if (cc_snapshot_encoder_open(&h->enc, &in) || cc_snapshot_decoder_open(&h->dec, &in)) {
+        cc_snapshot_encoder_close(&h->enc);
+        cc_snapshot_read_close(&h->dec);
+        free(h);
+        return cc_errf(err, errlen, -ENOMEM, "out of memory");
+    }
+    d->handover = h;
+    if (h->enabled)
+        LOG_INFO("handover", "cell state follows its partition through the state topic '%s'",
+                 h->topic);
+    return 0;
+}
+
+void ccd_handover_close(Ccd *d)
+{
+    CcdHandover *h = d->handover;
+    if (!h)
+        return;
+    cc_snapshot_encoder_close(&h->enc);
+    cc_snapshot_read_close(&h->dec);
+    free(h);
+    d->handover = NULL;
+}
+
+int ccd_handover_enabled(const Ccd *d) { return d->handover && d->handover->enabled; }
+
+void ccd_handover_stats(const Ccd *d, CcdHandoverStats *st)
+{
+    if (d->handover)
+        *st = d->handover->st;
+    else
+        memset(st, 0, sizeof *st);
+}
+
+static int has_part(const int32_t *parts, int n, int32_t p)
+{
+    for (int i = 0; i < n; i++)
+        if (parts[i] == p)
+            return 1;
+    return 0;
+}
+
+/* ---- writing ---- */
+
+typedef struct WriteCtx {
+    Ccd *d;
+    int topic;
+    const int32_t *parts;
+    int n;
+    int rc;
+    uint64_t written;
+    const CcdKafkaOwned *owned; /* checkpoint: the partitions fetched now */
+    int n_owned;
+} WriteCtx;
+
+/* Whether this member fetches (topic index, partition) now: a lost partition's cells are
+ * kept but their state is not written — another member may own them meanwhile, and a
+ * stale record written after its records would win on the next move. */
+static int fetching(const WriteCtx *x, int topic, int32_t partition)
+{
+    const char *name = x->d->cfg.kafka_topics.items[topic];
+    for (int i = 0; i < x->n_owned; i++)
+        if (x->owned[i].partition == partition && x->owned[i].fetching &&
+            !strcmp(x->owned[i].topic, name))
+            return 1;
+    return 0;
+}
+
+static void write_cell(void *cookie, CcdCell *c)
+{
+    WriteCtx *x = cookie;
+    CcdHandover *h = x->d->handover;
+    int64_t first, last;
+    if (x->rc || !c->cell || c->doomed || c->topic < 0 || c->partition < 0)
+        return;
+    if (x->topic >= 0
+            ? c->topic != x->topic || !has_part(x->parts, x->n, c->partition)
+            : c->topic >= x->d->cfg.kafka_topics.n || !fetching(x, c->topic, c->partition))
+        return;
+    cc_cell_span(c->cell, &first, &last);
+    if (first < 0 || (!h->rewrite_all && c->state_step == last + 1))
+        return;
+    CcdStateExtra ex;
+    ccd_state_cell_extra(c, &ex);
+    const void *buf;
+    size_t len;
+    int rc = cc_snapshot_encode_engine_cell(h->enc, c->id, c->cell, ccd_alerts_cell_state(c), &ex,
+                                            sizeof ex, &buf, &len);
+    if (!rc) {
+        rc = ccd_kafka_produce_to(x->d->kafka, h->topic, c->partition, c->id, strlen(c->id), buf,
+                                  len);
+        if (rc == -ENOBUFS && !ccd_kafka_flush(x->d->kafka, WRITE_TIMEOUT_MS)) /* queue full */
+            rc = ccd_kafka_produce_to(x->d->kafka, h->topic, c->partition, c->id, strlen(c->id),
+                                      buf, len);
+    }
+    if (rc) {
+        x->rc = rc;
+        return;
+    }
+    c->state_step = last + 1;
+    x->written++;
+    h->st.records_written++;
+    h->st.bytes_written += len + strlen(c->id);
+}
+
+int ccd_handover_write(Ccd *d, int topic, const int32_t *parts, int n)
+{
+    CcdHandover *h = d->handover;
+    if (!ccd_handover_enabled(d))
+        return 0;
+    int64_t t0 = cc_now_ns();
+    uint64_t bytes0 = h->st.bytes_written;
+    CcdKafkaStats ks;
+    ccd_kafka_stats(d->kafka, &ks);
+    if (topic < 0 && ks.produce_queue > 0 && ccd_kafka_flush(d->kafka, 500)) {
+        /* the last checkpoint's records (or alerts) still undelivered: brokers away? Do not
+         * pile more up; the offsets wait for a checkpoint that gets through */
+        CCD_LOG_RL(CC_LOG_WARN, "handover",
+                   "checkpoint skipped: %lld produced message(s) still undelivered",
+                   (long long)ks.produce_queue);
+        return -EAGAIN;
+    }
+    CcdKafkaOwned owned[1024];
+    int n_owned = ccd_kafka_owned_partitions(d->kafka, owned, 1024);
+    WriteCtx x = {d, topic, parts, n, 0, 0, owned, n_owned < 1024 ? n_owned : 1024};
+    ccd_cells_foreach(d->cells, write_cell, &x);
+    int rc = x.rc ? x.rc
+                  : ccd_kafka_flush(d->kafka, topic < 0 ? CHECKPOINT_TIMEOUT_MS : WRITE_TIMEOUT_MS);
+    if (rc) {
+        h->rewrite_all = 1;
+        h->st.write_errors++;
+        LOG_ERROR("handover", "state records to '%s' not delivered (%s): offsets held back",
+                  h->topic, strerror(-rc));
+        return rc;
+    }
+    if (topic < 0)
+        h->rewrite_all = 0;
+    CCD_LOG(topic < 0 ? CC_LOG_DEBUG : CC_LOG_INFO, "handover",
+            "%llu state record(s), %llu bytes, written to '%s' in %.3f s (%s)",
+            (unsigned long long)x.written, (unsigned long long)(h->st.bytes_written - bytes0),
+            h->topic, (double)(cc_now_ns() - t0) * 1e-9, topic < 0 ? "checkpoint" : "handover");
+    return 0;
+}
+
+void ccd_handover_cell_gone(void *cookie, CcdCell *c)
+{
+    Ccd *d = cookie;
+    CcdHandover *h = d->handover;
+    if (ccd_handover_enabled(d) && !d->stopping && !c->doomed && c->state_step > 0 &&
+        c->partition >= 0 &&
+        !ccd_kafka_produce_to(d->kafka, h->topic, c->partition, c->id, strlen(c->id), NULL, 0))
+        h->st.tombstones_written++;
+    ccd_alerts_cell_free(d, c);
+}
+
+/* ---- reading ---- */
+
+/* The newest record of each cell read so far (open addressing on the id). */
+typedef struct Slot {
+    char *key; /* NULL: empty */
+    uint8_t *val;
+    size_t len; /* 0 with val NULL: a tombstone */
+} Slot;
+
+typedef struct ReadCtx {
+    Slot *slots;
+    size_t cap, used;
+    int oom;
+    uint64_t records;
+} ReadCtx;
+
+static uint64_t fnv1a(const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
+}
+
+static Slot *slot_find(ReadCtx *x, const char *key, size_t key_len)
+{
+    size_t i = (size_t)fnv1a(key, key_len) & (x->cap - 1);
+    while (x->slots[i].key &&
+           (strlen(x->slots[i].key) != key_len || memcmp(x->slots[i].key, key, key_len)))
+        i = (i + 1) & (x->cap - 1);
+    return &x->slots[i];
+}
+
+static int grow(ReadCtx *x)
+{
+    size_t cap = x->cap ? x->cap * 2 : 1024;
+    Slot *ns = calloc(cap, sizeof *ns), *old = x->slots;
+    if (!ns)
+        return -ENOMEM;
+    size_t ocap = x->cap;
+    x->slots = ns;
+    x->cap = cap;
+    for (size_t i = 0; i < ocap; i++)
+        if (old[i].key)
+            *slot_find(x, old[i].key, strlen(old[i].key)) = old[i];
+    free(old);
+    return 0;
+}
+
+static void on_record(void *cookie, int32_t partition, const void *key, size_t key_len,
+                      const void *payload, size_t len)
+{
+    ReadCtx *x = cookie;
+    (void)partition;
+    x->records++;
+    if (x->oom || !key || !key_len || key_len > 255)
+        return;
+    if (2 * (x->used + 1) > x->cap && grow(x)) {
+        x->oom = 1;
+        return;
+    }
+    Slot *s = slot_find(x, key, key_len);
+    uint8_t *v = payload && len ? malloc(len) : NULL;
+    if (payload && len && !v) {
+        x->oom = 1;
+        return;
+    }
+    if (v)
+        memcpy(v, payload, len);
+    if (!s->key) {
+        if (!(s->key = strndup(key, key_len))) {
+            free(v);
+            x->oom = 1;
+            return;
+        }
+        x->used++;
+    }
+    free(s->val);
+    s->val = v;
+    s->len = v ? len : 0;
+}
+
+typedef struct Restored {
+    CcdCell **cells; /* restored, forecast pending */
+    int n, cap;
+    int64_t forecast_ns; /* in ccd_state_forecast_cells */
+} Restored;
+
+static void forecast(Ccd *d, Restored *r)
+{
+    int64_t t0 = cc_now_ns();
+    ccd_state_forecast_cells(d, r->cells, r->n);
+    r->forecast_ns += cc_now_ns() - t0;
+    r->n = 0;
+}
+
+/* Restores one cell's newest record, unless this member holds a newer state of it. */
+static void restore_slot(Ccd *d, int topic, const Slot *s, Restored *out)
+{
+    CcdHandover *h = d->handover;
+    char err[512];
+    CcdCell *c = ccd_cells_get(d->cells, s->key);
+    if (!s->val) { /* tombstone: the cell was evicted by its owner */
+        h->st.tombstones++;
+        if (c && c->topic == topic && !c->busy && !c->open_items && !c->doomed) {
+            c->doomed = 1; /* released by the reap after the restore */
+            d->cells->n_doomed++;
+        }
+        return;
+    }
+    CcSnapshotRecord rec;
+    if (cc_snapshot_decode(h->dec, s->val, s->len, &rec, err, sizeof err)) {
+        h->st.records_refused++;
+        CCD_LOG_RL(CC_LOG_WARN, "handover", "state record of %s refused: %s", s->key, err);
+        return;
+    }
+    const CcSnapshotCell *sc = &rec.cell;
+    CcdStateExtra ex;
+    if (sc->extra_len != sizeof ex || sc->count <= 0) {
+        h->st.records_refused++;
+        CCD_LOG_RL(CC_LOG_WARN, "handover", "state record of %s refused: %zu extra bytes, %d steps",
+                   s->key, sc->extra_len, sc->count);
+        return;
+    }
+    memcpy(&ex, sc->extra, sizeof ex);
+    if (ex.topic != topic)
+        return; /* a cell of another KPI topic co-partitioned here */
+    int64_t last = sc->first + sc->count - 1;
+    if (c && c->cell) {
+        int64_t first, mine;
+        cc_cell_span(c->cell, &first, &mine);
+        if (mine >= last || c->busy || c->open_items) { /* ours is as new: keep it */
+            h->st.cells_kept++;
+            return;
+        }
+    }
+    if (out->n == out->cap) /* a full batch: forecast it */
+        forecast(d, out);
+    int batch = out->cap && ccd_state_can_batch(d);
+    c = NULL;
+    if (ccd_state_restore_cell(d, sc, batch ? &c : NULL, err, sizeof err)) {
+        h->st.records_refused++;
+        CCD_LOG_RL(CC_LOG_WARN, "handover", "cell %s not restored: %s", s->key, err);
+        return;
+    }
+    if (batch)
+        out->cells[out->n++] = c;
+    c = ccd_cells_get(d->cells, s->key);
+    if (c)
+        c->state_step = last + 1;
+    h->st.cells_restored++;
+}
+
+typedef struct PruneCtx {
+    int topic;
+    const CcdKafkaOwned *owned;
+    int n_owned;
+    const int32_t *parts;
+    int n;
+    const char *name;
+    int32_t *gone;
+    int n_gone;
+} PruneCtx;
+
+static void find_unowned(void *cookie, CcdCell *c)
+{
+    PruneCtx *x = cookie;
+    if (c->topic != x->topic || c->partition < 0 || c->doomed ||
+        has_part(x->parts, x->n, c->partition) || has_part(x->gone, x->n_gone, c->partition))
+        return;
+    for (int i = 0; i < x->n_owned; i++)
+        if (x->owned[i].partition == c->partition && !strcmp(x->owned[i].topic, x->name))
+            return;
+    if (x->n_gone < 4096)
+        x->gone[x->n_gone++] = c->partition;
+}
+
+/* Releases the cells of `topic` on partitions this member does not own: a snapshot restored
+ * at start holds the cells of the partitions it owned then, not of those it owns now. */
+static void prune(Ccd *d, const char *name, int topic, const int32_t *parts, int n)
+{
+    CcdKafkaOwned owned[1024];
+    int32_t gone[4096];
+    int n_owned = ccd_kafka_owned_partitions(d->kafka, owned, 1024);
+    PruneCtx x = {topic, owned, n_owned < 1024 ? n_owned : 1024, parts, n, name, gone, 0};
+    ccd_cells_foreach(d->cells, find_unowned, &x);
+    if (!x.n_gone)
+        return;
+    int released = ccd_cells_release_partitions(d->cells, topic, gone, x.n_gone);
+    ccd_cells_reap(d->cells);
+    LOG_INFO("handover", "%d cell(s) of %d partition(s) this member does not own released",
+             released, x.n_gone);
+}
+
+void ccd_handover_assign(Ccd *d, const char *name, int topic, const int32_t *parts, int n)
+{
+    CcdHandover *h = d->handover;
+    if (!d->kafka || topic < 0)
+        return;
+    ccd_sched_drain(d->sched); /* restoring steps the engine: the worker must be idle */
+    if (ccd_handover_enabled(d) && !h->checked) {
+        int sp = ccd_kafka_topic_partitions(d->kafka, h->topic);
+        int kp = ccd_kafka_topic_partitions(d->kafka, name);
+        h->checked = 1;
+        if (sp < 0 || (kp > 0 && sp < kp)) {
+            h->enabled = 0;
+            if (sp < 0)
+                LOG_WARN("handover",
+                         "state topic '%s' not found: cells of a partition that changes "
+                         "member start cold (create it compacted with the partitions of '%s', "
+                         "or set kafka.state_topic \"\" to silence this)",
+                         h->topic, name);
+            else
+                LOG_ERROR("handover",
+                          "state topic '%s' has %d partitions, '%s' %d: they must be "
+                          "co-partitioned; state handover off",
+                          h->topic, sp, name, kp);
+        }
+    }
+    if (ccd_handover_enabled(d)) {
+        int64_t t0 = cc_now_ns();
+        ReadCtx x = {0};
+        int rc = grow(&x);
+        if (!rc)
+            rc = ccd_kafka_read_partitions(d->kafka, h->topic, parts, n, on_record, &x,
+                                           READ_TIMEOUT_MS);
+        if (rc || x.oom)
+            LOG_ERROR("handover",
+                      "reading the state of %d partition(s) from '%s': %s; their cells may "
+                      "start cold",
+                      n, h->topic, x.oom ? "out of memory" : strerror(-rc));
+        double read_s = (double)(cc_now_ns() - t0) * 1e-9;
+        uint64_t before = h->st.cells_restored, kept = h->st.cells_kept,
+                 refused = h->st.records_refused;
+        Restored done = {malloc(1024 * sizeof(CcdCell *)), 0, 1024, 0};
+        if (!done.cells)
+            done.cap = 0; /* forecast one by one */
+        for (size_t i = 0; i < x.cap; i++)
+            if (x.slots[i].key) {
+                restore_slot(d, topic, &x.slots[i], &done);
+                free(x.slots[i].key);
+                free(x.slots[i].val);
+            }
+        forecast(d, &done);
+        free(done.cells);
+        free(x.slots);
+        ccd_cells_reap(d->cells);
+        h->st.records_read += x.records;
+        h->st.takeovers++;
+        h->st.last_takeover_s = (double)(cc_now_ns() - t0) * 1e-9;
+        h->st.last_takeover_cells = h->st.cells_restored - before;
+        LOG_INFO("handover",
+                 "takeover of %d partition(s) of '%s': %llu state record(s) read, %llu cell(s) "
+                 "restored in %.3f s (read %.3f s, forecasts %.3f s; %llu kept: this member's "
+                 "state was as new; %llu refused)",
+                 n, name, (unsigned long long)x.records,
+                 (unsigned long long)h->st.last_takeover_cells, h->st.last_takeover_s, read_s,
+                 (double)done.forecast_ns * 1e-9, (unsigned long long)(h->st.cells_kept - kept),
+                 (unsigned long long)(h->st.records_refused - refused));
+    }
+    prune(d, name, topic, parts, n);
+}
