@@ -57,7 +57,7 @@ typedef struct CcdConfig {
     char *http_bind, *http_advertise;
     int http_port, http_max_connections, http_timeout_s;
     int64_t http_max_body_bytes, http_max_headers_bytes;
-    int http_post_kpis; /* CCD_POST_KPIS_* */
+    int http_post_kpis;           /* CCD_POST_KPIS_* */
     CcdStrList http_cors_origins; /* issue 15: dashboard API */
     /* engine */
     int engine_threads, engine_kv_type, engine_max_batch_cells, engine_keep_attention,
