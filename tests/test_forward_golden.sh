@@ -47,7 +47,7 @@ compare tx3_r12.safetensors tx3_r12.csv tx3_r12_forward.jsonl
 compare tx3_r40.safetensors tx3_r40.csv tx3_r40_forward.jsonl
 compare tiny.safetensors series.csv series_forward.jsonl
 # a model trained and exported by the PyTorch module (tools/torch/make_fixture.py)
-data=$data/../torch compare tx3_torch.safetensors tx3_torch.csv tx3_torch_expected.jsonl subset
+compare ../torch/tx3_torch.safetensors ../torch/tx3_torch.csv ../torch/tx3_torch_expected.jsonl subset
 # the last row alone without --all
 "$cellcast" forward --model "$data/tiny.safetensors" --input "$data/series.csv" > "$out/last.jsonl"
 [ "$(cat "$out/last.jsonl")" = "$(tail -n 1 "$out/fwd.jsonl")" ]

@@ -52,7 +52,14 @@ TINY="$SRC/tests/data/golden/tiny.safetensors" # F=3 (prb, thr, users), S=900, H
 
 S=900
 N=288                                  # 3 days of steps
-END=$(( $(date +%s) / S * S - 40 * S )) # last produced step (room for later steps)
+# The last produced step: at least 40 steps before now (room for later steps), and always
+# at the same time of the week (Monday 14:30 UTC; the epoch began on a Thursday), so the
+# series meets the model's time-of-day and day-of-week features the same way at every run:
+# pinned to the wall clock's step instead, the detector's early warm-up differed with the
+# hour the test ran, and so did its alerts.
+WEEK=604800
+AT=$((4 * 86400 + 14 * 3600 + 30 * 60))
+END=$((($(date +%s) - 40 * S - AT) / WEEK * WEEK + AT))
 T0=$((END - (N - 1) * S))
 P0=$((T0 / S))
 TMP=$(mktemp -d /tmp/cellcast-alerts.XXXXXX)
