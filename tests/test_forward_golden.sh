@@ -46,11 +46,11 @@ PY
 compare tx3_r12.safetensors tx3_r12.csv tx3_r12_forward.jsonl
 compare tx3_r40.safetensors tx3_r40.csv tx3_r40_forward.jsonl
 compare tiny.safetensors series.csv series_forward.jsonl
-# a model trained and exported by the PyTorch module (tools/torch/make_fixture.py)
-compare ../torch/tx3_torch.safetensors ../torch/tx3_torch.csv ../torch/tx3_torch_expected.jsonl subset
 # the last row alone without --all
 "$cellcast" forward --model "$data/tiny.safetensors" --input "$data/series.csv" > "$out/last.jsonl"
 [ "$(cat "$out/last.jsonl")" = "$(tail -n 1 "$out/fwd.jsonl")" ]
+# a model trained and exported by the PyTorch module (tools/torch/make_fixture.py)
+compare ../torch/tx3_torch.safetensors ../torch/tx3_torch.csv ../torch/tx3_torch_expected.jsonl subset
 # bad inputs: each must fail with a message naming the problem
 check_bad() { # name, expected message fragment, csv text
     printf '%s' "$3" > "$out/bad.csv"
