@@ -39,7 +39,7 @@ cleanup() { [ -n "$DPID" ] && kill "$DPID" 2>/dev/null; rm -rf "$TMP"; }
 trap cleanup EXIT
 cd "$ROOT"
 start_daemon "$TMP/log" health -c conf/cellcast.yaml --set http.port=0 --set snapshot.path= \
-    --set demo.backfill_steps=672
+    --set demo.backfill_steps=672 --set http.post_kpis=open
 # wait until the backfill is in: every demo cell has a forecast
 for _ in $(seq 100); do
     n=$(curl -s "$U/v1/cells?limit=100" | python3 -c 'import json,sys; print(sum(c["steps"] >= 300 for c in json.load(sys.stdin)["cells"]))' 2>/dev/null)
@@ -75,7 +75,7 @@ t0=$(date +%s)
 timeout 60 node "$BROWSER/dashboard.mjs" "$U" "$ART" check 16 || fail "browser checks"
 
 # --- 984 more cells (two steps each, at the demo's clock) for the 1,000-cell measurement
-last=$(curl -s "$U/v1/cells/demo-0000" | python3 -c 'import json,sys; print(json.load(sys.stdin)["last_ts"])')
+last=$(curl -s "$U/v1/cells/demo-0000" | python3 -c 'import json,sys,datetime; print(int(datetime.datetime.fromisoformat(json.load(sys.stdin)["last_ts"].replace("Z","+00:00")).timestamp()))')
 python3 - "$last" >"$TMP/more.json" <<'PY'
 import json, sys
 t = int(sys.argv[1])

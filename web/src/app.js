@@ -11,6 +11,8 @@
   const $ = (id) => document.getElementById(id);
   const cssv = (n) => getComputedStyle(document.documentElement).getPropertyValue(n).trim();
   const SEV_RANK = { critical: 2, warning: 1 };
+  // API times are RFC 3339 strings (proto/openapi.yaml); unix seconds are accepted too
+  const unixOf = (v) => (typeof v === 'string' ? Math.floor(Date.parse(v) / 1000) : v);
 
   const S = {
     cells: [], // from /v1/cells: {id, state, last_ts, ...}
@@ -549,12 +551,12 @@
       S.noPast ? null : getOptional(`/v1/cells/${q}/forecasts?${range.slice(1)}`),
     ]);
     let hp = null;
-    if (known && known.last_ts != null) range = `&since=${known.last_ts - S.hours * 3600}`;
+    if (known && known.last_ts != null) range = `&since=${unixOf(known.last_ts) - S.hours * 3600}`;
     if (range || S.hours >= 168) hp = ranged();
     if (hp) hp.catch(() => {}); // awaited below
     const meta = await getJSON('/v1/cells/' + q);
     if (!hp) {
-      range = `&since=${(meta.last_ts ?? Math.floor(Date.now() / 1000)) - S.hours * 3600}`;
+      range = `&since=${(meta.last_ts != null ? unixOf(meta.last_ts) : Math.floor(Date.now() / 1000)) - S.hours * 3600}`;
       hp = ranged();
     }
     const [history, past] = await hp;
