@@ -49,10 +49,9 @@
  * (on_handover: the host steps what it consumed, hands the state over and acks) and the
  * stored offsets are committed before the callback returns. A LOST assignment (session
  * expired, e.g. the brokers were away) is not a revoke for the host: the partitions stay
- * `held` (on_lost), the lag reads -1, and the next assignment releases those that went
- * elsewhere and announces again those that came back.
- * Forced (props cannot change them): enable.auto.offset.store=false, group.id,
- * bootstrap.servers, log.queue=true.
+ * `held` (on_lost), the lag is unknown (-1 inside, absent from /metrics), and the next assignment
+ * releases those that went elsewhere and announces again those that came back. Forced (props cannot
+ * change them): enable.auto.offset.store=false, group.id, bootstrap.servers, log.queue=true.
  *
  * The embedded broker (`brokers: embedded`) is librdkafka's mock cluster: one in-process
  * broker on 127.0.0.1 with an ephemeral port, all in memory, gone with the process. Its
