@@ -196,8 +196,9 @@ produce $((N + 3)) $((N + 4)) -1
 wait_all $((N + 3)) 40 "b restarted"
 
 # ---------------------------------------------------------------- broker outage
+OUTAGE_S=${OUTAGE_S:-9} # > session.timeout.ms (6 s): the members lose their partitions
 for b in 1 2 3; do echo "down $b" >&3; done
-sleep 9 # > session.timeout.ms: the members lose their partitions
+sleep "$OUTAGE_S"
 R=$(curl -s "http://127.0.0.1:${MPORT[c]}/readyz")
 case $R in
 *lost* | *"no partition"*) ok "during the outage /readyz says why: $R" ;;
@@ -213,7 +214,7 @@ CELLS_C=$(curl -s "http://127.0.0.1:${MPORT[c]}/v1/cells?limit=1" | python3 -c '
 
 for b in 1 2 3; do echo "up $b" >&3; done
 produce $((N + 4)) $((N + 5)) -1
-wait_all $((N + 4)) 60 "after a 9 s outage of every broker"
+wait_all $((N + 4)) 60 "after a $OUTAGE_S s outage of every broker"
 
 # ---------------------------------------------------------------- alerts
 kcat -b "$EXT" -C -t alerts -o beginning -e -q -f '%k|%s\n' >"$TMP/alerts.txt" 2>/dev/null
