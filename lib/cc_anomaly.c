@@ -330,8 +330,7 @@ double cc_gauss_abs_quantile(double q)
     return 0.5 * (lo + hi);
 }
 
-/* One step of a tracked tail_q quantile *t of |v| (see TAIL_RATE). */
-static void tail_learn(const CcAnomalySettings *s, double *t, int32_t *n, double v)
+void cc_tail_learn(const CcAnomalySettings *s, double *t, int32_t *n, double v)
 {
     double lam = TAIL_RATE / s->tail_steps;
     *t *= fabs(v) > *t ? exp(lam * s->tail_q) : exp(-lam * (1 - s->tail_q));
@@ -349,25 +348,8 @@ static double tail_factor(const CcAnomalySettings *s, KpiState *k, int firing, d
         k->tail = zq;
     double g = k->tail_n >= TAIL_MIN_N && k->tail > zq ? zq / k->tail : 1;
     if (!firing && isfinite(z))
-        tail_learn(s, &k->tail, &k->tail_n, z);
+        cc_tail_learn(s, &k->tail, &k->tail_n, z);
     return g;
-}
-
-/* The window rule (window_s): the EWMA of the calibrated z, in units of its own tail_q
- * quantile times zq (so comparable with warn_z), NaN before it is warm; then it learns (the
- * quantile not while firing). */
-static double window_z(const CcAnomalySettings *s, KpiState *k, int firing, double z, double zq)
-{
-    if (!(s->window_s > 0) || !(s->tail_q > 0))
-        return NAN;
-    double a = 1 - exp(-(double)s->step_seconds / (double)s->window_s);
-    k->wm += a * (z - k->wm);
-    if (!(k->wtail > 0))
-        k->wtail = zq * sqrt(a / (2 - a)); /* the EWMA of white N(0, 1) */
-    double zw = k->wtail_n >= TAIL_MIN_N ? k->wm * zq / k->wtail : NAN;
-    if (!firing)
-        tail_learn(s, &k->wtail, &k->wtail_n, k->wm);
-    return zw;
 }
 
 /* The KPI's sustained-deviation sums: the CUSUM of zc (else z) and the profile's of zp. */
@@ -408,7 +390,9 @@ static void kpi_verdict(const CcAnomalySettings *s, const KpiState *k, int f, do
         v->n_over++;
         if (az >= kpi_crit(s, f))
             v->n_crit++;
-    } else if ((isfinite(zw) && wway && fabs(zw) >= kpi_warn(s, f)) || cusum_over(s, k, f) ||
+    } else if ((isfinite(zw) && wway &&
+                fabs(zw) >= (s->window_z > 0 ? s->window_z : kpi_warn(s, f))) ||
+               cusum_over(s, k, f) ||
                (isfinite(zp) &&
                 sustained_holds(s, k->pr_pos, k->pr_neg, s->profile_h, s->profile_k, dir, zp))) {
         v->n_over++;
@@ -443,7 +427,7 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
     double g = tail_factor(s, k, x->firing, z, x->zq);
     z *= g;
     zc *= g;
-    double zw = window_z(s, k, x->firing, z, x->zq);
+    double zw = cc_window_z(s, k, x->firing, z, x->zq);
     k->z = z;
     v->n_scored++;
     if (!(v->score >= fabs(z)))

@@ -57,9 +57,11 @@
  * min(1, zq/t), zq the Gaussian quantile of tail_q (3.29 for 0.999): a bursty KPI, whose
  * residuals have a heavier tail than the forecast's sd says, is scored against its own
  * tail, so warn_z means the same rarity on every KPI; never more sensitive than the sd.
- * Window rule (window_s > 0, off by default): an EWMA of the calibrated z with time
- * constant window_s, in units of its own tracked tail_q quantile, counts as over at
- * |·| ≥ warn_z (events of minutes that no single step shows; measured in docs/results.md).
+ * Window rule (window_s > 0, off by default; cc_anomaly_window.c): the mean of the
+ * calibrated z (each clipped to ±warn_z) over the last W steps, for W = window_s,
+ * window_s/2 and window_s/6 in steps (distinct, ≥ 2, ≤ 32), each in units of its own tracked
+ * tail_q quantile times zq, counts as over (warning) at |·| ≥ window_z (0: warn_z) on any
+ * scale: events of minutes that no single step shows (measured in docs/results.md).
  * The profile is scored only where both bins have ≥ profile_min_days days of data and the
  * scale has 48 updates; it learns from every observed, unblocked step (updates clipped at
  * ±3 scales once the scale is warm, so an anomaly moves it little), and also while it
@@ -223,10 +225,13 @@ typedef struct CcAnomalySettings {
                                   ///< is scaled to the Gaussian one (cc_anomaly_internal.h,
                                   ///< TAIL_RATE); 0 = off (default 0.999)
     int tail_steps;               ///< its adaptation time in steps (default 2000)
-    int64_t window_s;             ///< window rule: an EWMA of each KPI's calibrated z with this
-                                  ///< time constant, scored against its own tracked tail_q
-                                  ///< quantile (events of minutes that no single step shows);
-                                  ///< 0 = off (default 0: see docs/results.md)
+    int64_t window_s;             ///< window rule: the longest of its scales in seconds (the
+                                  ///< others are window_s/2 and window_s/6): the mean of each
+                                  ///< KPI's calibrated z over each scale, scored against its own
+                                  ///< tracked tail_q quantile (events of minutes that no single
+                                  ///< step shows); 0 = off (default 0: see docs/results.md)
+    double window_z;              ///< the window rule's threshold; 0 = the KPI's warn_z
+                                  ///< (default 0)
     int sustained_live;           ///< the seasonal-profile rule counts a KPI over only while
                                   ///< the step's own profile deviation is past profile_k in
                                   ///< the direction of its sum, so that an episode ends

@@ -48,6 +48,18 @@
 #define TAIL_RATE 30.0
 #define TAIL_MIN_N 100
 
+/* The multi-scale window rule (cc_anomaly_window.c): scales per KPI and the z it keeps. */
+#define CC_WIN_SCALES 3
+#define CC_WIN_RING 32
+
+typedef struct WinState {
+    float ring[CC_WIN_RING];       ///< the last calibrated z, clipped to ±warn_z
+    int32_t pos, count;            ///< next ring slot, z in the ring
+    int16_t w[CC_WIN_SCALES];      ///< the scale in steps each tail belongs to (0: none)
+    double tail[CC_WIN_SCALES];    ///< tracked tail_q quantile of |mean of the last w z|
+    int32_t tail_n[CC_WIN_SCALES]; ///< its updates
+} WinState;
+
 /* One alert episode (anomaly of a cell, or one DQ condition). */
 typedef struct Episode {
     int64_t start;     ///< onset step while firing, NONE_STEP otherwise
@@ -76,9 +88,7 @@ typedef struct KpiState {
     int32_t has_last;
     double tail;     ///< the tracked tail_q quantile of |z| (0: none yet; see TAIL_RATE)
     int32_t tail_n;  ///< its updates (saturate at INT32_MAX / 2)
-    double wm;       ///< window rule: EWMA of the calibrated z (window_s)
-    double wtail;    ///< the tracked tail_q quantile of |wm| (0: none yet)
-    int32_t wtail_n; ///< its updates
+    WinState win;    ///< the multi-scale window rule (window_s)
     float zero_rate; ///< share of observed steps exactly 0 (all_zero's "zero is normal")
     int32_t zero_n;  ///< its updates (saturate at stuck_memory_steps)
     Episode stuck, bounds;
@@ -170,9 +180,22 @@ static inline int profile_over(const CcAnomalySettings *s, const KpiState *k, in
 /* The Gaussian quantile of |z| for probability q: Φ⁻¹((1 + q)/2). */
 double cc_gauss_abs_quantile(double q);
 
+/* One step of a tracked tail_q quantile *t of |v| (see TAIL_RATE). */
+void cc_tail_learn(const CcAnomalySettings *s, double *t, int32_t *n, double v);
+
 /* One allocation for a lag ring of L entries of F KPIs: the targets, then the values
  * (*values). NULL on -ENOMEM. */
 int64_t *cc_lag_block(int L, int F, float **values);
+
+/* ---- cc_anomaly_window.c ---- */
+
+/* The window rule's scales in steps (at most CC_WIN_SCALES, distinct, ≥ 2); 0 = off. */
+int cc_window_scales(const CcAnomalySettings *s, int *w);
+
+/* The window rule of KPI f at this step: z (calibrated) enters its ring; the largest
+ * window z over the scales in units of its own tail_q quantile times zq (comparable with
+ * warn_z), NaN while none is warm; then the quantiles learn (not while firing). */
+double cc_window_z(const CcAnomalySettings *s, KpiState *k, int firing, double z, double zq);
 
 /* ---- cc_anomaly_dq.c ---- */
 

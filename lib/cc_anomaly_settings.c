@@ -78,85 +78,6 @@ static int validate_kpi(const CcAnomalySettings *s, int f, char *err, size_t err
     return 0;
 }
 
-/* The seasonal profile's settings. 0 or -EINVAL with a message. */
-static int validate_profile(const CcAnomalySettings *s, char *err, size_t errlen)
-{
-    if (!(s->tail_q >= 0 && s->tail_q < 1) || s->tail_steps < 10)
-        return cc_errf(err, errlen, -EINVAL, "anomaly: need tail_q in [0, 1) and tail_steps >= 10");
-    if (!(s->profile_k >= 0 && s->profile_k <= 1e6) || !(s->profile_h >= 0 && s->profile_h <= 1e6))
-        return cc_errf(err, errlen, -EINVAL, "anomaly: need profile_k and profile_h in [0, 1e6]");
-    if (s->profile_bin_s < 300 || s->profile_bin_s > 86400 || 86400 % s->profile_bin_s != 0)
-        return cc_errf(err, errlen, -EINVAL,
-                       "anomaly: profile_bin_s %lld must divide 86400 and be ≥ 300",
-                       (long long)s->profile_bin_s);
-    if (!(s->profile_days >= 0.5 && s->profile_days <= 1000) || s->profile_min_days < 1 ||
-        s->profile_min_days > 1000)
-        return cc_errf(err, errlen, -EINVAL,
-                       "anomaly: need profile_days in [0.5, 1000] and profile_min_days in 1..1000");
-    if (s->profile_unit_s < 1 || s->profile_unit_s > 86400)
-        return cc_errf(err, errlen, -EINVAL, "anomaly: profile_unit_s must be in 1..86400");
-    if (s->profile_utc_offset_s < -14 * 3600 || s->profile_utc_offset_s > 14 * 3600)
-        return cc_errf(err, errlen, -EINVAL, "anomaly: profile_utc_offset_s beyond ±14 h");
-    return 0;
-}
-
-int cc_anomaly_validate(const CcAnomalySettings *s, char *err, size_t errlen)
-{
-    if (!s)
-        return cc_errf(err, errlen, -EINVAL, "anomaly: no settings");
-    if (s->n_features < 1 || s->n_features > CC_MAX_FEATURES)
-        return cc_errf(err, errlen, -EINVAL, "anomaly: n_features %d not in 1..%d", s->n_features,
-                       CC_MAX_FEATURES);
-    if (s->step_seconds < 1)
-        return cc_errf(err, errlen, -EINVAL, "anomaly: step_seconds must be ≥ 1");
-    if (!(s->warn_z > 0) || !(s->crit_z >= s->warn_z) || !isfinite(s->crit_z))
-        return cc_errf(err, errlen, -EINVAL, "anomaly: need 0 < warn_z (%g) ≤ crit_z (%g), finite",
-                       s->warn_z, s->crit_z);
-    if (s->window_n < 1 || s->window_n > CC_ANOMALY_MAX_WINDOW)
-        return cc_errf(err, errlen, -EINVAL, "anomaly: window_n %d not in 1..%d", s->window_n,
-                       CC_ANOMALY_MAX_WINDOW);
-    if (s->warn_k < 1 || s->warn_k > s->window_n || s->crit_k < 1 || s->crit_k > s->window_n)
-        return cc_errf(err, errlen, -EINVAL,
-                       "anomaly: warn_k (%d) and crit_k (%d) must be in 1..window_n (%d)",
-                       s->warn_k, s->crit_k, s->window_n);
-    if (s->min_kpis < 1 || s->min_kpis > s->n_features)
-        return cc_errf(err, errlen, -EINVAL, "anomaly: min_kpis %d not in 1..n_features",
-                       s->min_kpis);
-    if (s->resolve_m < 1 || s->cooldown_steps < 0 || s->dq_resolve_steps < 1 ||
-        s->dq_grace_steps < 0)
-        return cc_errf(err, errlen, -EINVAL,
-                       "anomaly: need resolve_m ≥ 1, dq_resolve_steps ≥ 1, cooldown_steps ≥ 0, "
-                       "dq_grace_steps ≥ 0");
-    if (!(s->sd_floor_rel >= 0) || !(s->sd_floor_scale >= 0) || !(s->interval_z > 0))
-        return cc_errf(err, errlen, -EINVAL, "anomaly: sd floors must be ≥ 0 and interval_z > 0");
-    if (s->stuck_steps < 2 || s->zero_steps < 1 || s->change_rate_steps < 1 ||
-        !(s->stuck_min_change_rate >= 0 && s->stuck_min_change_rate <= 1))
-        return cc_errf(err, errlen, -EINVAL,
-                       "anomaly: need stuck_steps ≥ 2, zero_steps ≥ 1, change_rate_steps ≥ 1, "
-                       "stuck_min_change_rate in [0,1]");
-    if (s->lag_steps < -1 || s->lag_steps > CC_ANOMALY_MAX_LAG)
-        return cc_errf(err, errlen, -EINVAL, "anomaly: lag_steps %d not in -1..%d", s->lag_steps,
-                       CC_ANOMALY_MAX_LAG);
-    if (!(s->stuck_run_factor >= 0) || s->stuck_memory_steps < 1)
-        return cc_errf(err, errlen, -EINVAL,
-                       "anomaly: need stuck_run_factor ≥ 0 and stuck_memory_steps ≥ 1");
-    if (!(s->zero_normal_rate >= 0 && s->zero_normal_rate <= 1))
-        return cc_errf(err, errlen, -EINVAL, "anomaly: zero_normal_rate must be in [0, 1]");
-    if (s->missing_after_s < 0)
-        return cc_errf(err, errlen, -EINVAL, "anomaly: missing_after_s must be ≥ 0");
-    if (!(s->cusum_k >= 0 && s->cusum_k <= 1e6) || !(s->cusum_h >= 0 && s->cusum_h <= 1e6))
-        return cc_errf(err, errlen, -EINVAL, "anomaly: need cusum_k and cusum_h in [0, 1e6]");
-    int rc = validate_profile(s, err, errlen);
-    if (rc)
-        return rc;
-    for (int f = 0; f < s->n_features; f++) {
-        rc = validate_kpi(s, f, err, errlen);
-        if (rc)
-            return rc;
-    }
-    return 0;
-}
-
 #define AK(field, type, lo, hi, doc)                                                               \
     {                                                                                              \
 #field, type, offsetof(CcAnomalySettings, field), lo, hi, doc                              \
@@ -195,8 +116,9 @@ static const CcAnomalyKey anomaly_keys[] = {
     AK(tail_steps, CC_AKEY_INT, 10, 100000000,
        "adaptation time of the tail calibration in steps (default 2000)"),
     AK(window_s, CC_AKEY_INT64, 0, 604800,
-       "window rule: time constant in seconds of an EWMA of each KPI's z, scored against its "
-       "own tail (needs tail_q); 0 = off (default 0)"),
+       "window rule: its longest scale in seconds (also /2 and /6): the mean of each KPI's z "
+       "over each, scored against its own tail (needs tail_q); 0 = off (default 0)"),
+    AK(window_z, CC_AKEY_DOUBLE, 0, 1e6, "window rule's threshold; 0 = warn_z (default 0)"),
     AK(sustained_live, CC_AKEY_INT, 0, 1,
        "1: the seasonal-profile rule holds a KPI over only while the step's own profile "
        "deviation is past profile_k in the direction of its sum (default 1)"),
@@ -239,6 +161,56 @@ static const CcAnomalyKey anomaly_keys[] = {
        "steps a KPI stays unscored after its data-quality alert (default 16)"),
 };
 #undef AK
+
+/* Every key of the table in its [lo, hi] (and integral where it is an integer): one check
+ * for what the keys already state, so that the two cannot disagree. 0 or -EINVAL. */
+static int validate_ranges(const CcAnomalySettings *s, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < sizeof anomaly_keys / sizeof anomaly_keys[0]; i++) {
+        const CcAnomalyKey *k = &anomaly_keys[i];
+        const char *p = (const char *)s + k->offset;
+        double v = k->type == CC_AKEY_DOUBLE  ? *(const double *)p
+                   : k->type == CC_AKEY_INT64 ? (double)*(const int64_t *)p
+                                              : (double)*(const int *)p;
+        if (!(v >= k->lo && v <= k->hi))
+            return cc_errf(err, errlen, -EINVAL, "anomaly: %s %g not in [%g, %g]", k->name, v,
+                           k->lo, k->hi);
+    }
+    return 0;
+}
+
+int cc_anomaly_validate(const CcAnomalySettings *s, char *err, size_t errlen)
+{
+    if (!s)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: no settings");
+    if (s->n_features < 1 || s->n_features > CC_MAX_FEATURES)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: n_features %d not in 1..%d", s->n_features,
+                       CC_MAX_FEATURES);
+    if (s->step_seconds < 1)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: step_seconds must be ≥ 1");
+    int rc = validate_ranges(s, err, errlen);
+    if (rc)
+        return rc;
+    if (!(s->crit_z >= s->warn_z))
+        return cc_errf(err, errlen, -EINVAL, "anomaly: need warn_z (%g) ≤ crit_z (%g)", s->warn_z,
+                       s->crit_z);
+    if (s->warn_k > s->window_n || s->crit_k > s->window_n)
+        return cc_errf(err, errlen, -EINVAL,
+                       "anomaly: warn_k (%d) and crit_k (%d) must be in 1..window_n (%d)",
+                       s->warn_k, s->crit_k, s->window_n);
+    if (s->min_kpis > s->n_features)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: min_kpis %d not in 1..n_features",
+                       s->min_kpis);
+    if (86400 % s->profile_bin_s != 0)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: profile_bin_s %lld must divide 86400",
+                       (long long)s->profile_bin_s);
+    for (int f = 0; f < s->n_features; f++) {
+        rc = validate_kpi(s, f, err, errlen);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
 
 const CcAnomalyKey *cc_anomaly_keys(int *n)
 {

@@ -19,8 +19,9 @@
  *   4: + the seasonal profile: per KPI sums and scale, the bins (empty);
  *   5: the cell id in CC_ANOMALY_CELL_ID_MAX + 1 bytes (was 64: ids of 63 characters at
  *      most), + the zero share per KPI (0: zero is not normal until learnt again);
- *   6: + the tail calibration and the window rule per KPI (they start again). */
-#define STATE_VERSION 6u
+ *   6: + the tail calibration and the EWMA window rule per KPI (they start again);
+ *   7: the multi-scale window rule's state per KPI replaces the EWMA's (it starts again). */
+#define STATE_VERSION 7u
 #define V4_ID_BYTES 64
 #define MAX_PROFILE_BINS 288 /* profile_bin_s ≥ 300 */
 
@@ -198,9 +199,19 @@ static int io_record(Io *io, CcAnomalyCell *c)
     for (int f = 0; f < c->F && io->ver >= 6; f++) {
         IO(io, c->k[f].tail);
         IO(io, c->k[f].tail_n);
-        IO(io, c->k[f].wm);
-        IO(io, c->k[f].wtail);
-        IO(io, c->k[f].wtail_n);
+        if (io->ver == 6) { /* the EWMA window rule's mean, tail and count: dropped */
+            uint8_t old[2 * sizeof(double) + sizeof(int32_t)];
+            IO(io, old);
+        }
+    }
+    for (int f = 0; f < c->F && io->ver >= 7; f++) {
+        WinState *w = &c->k[f].win;
+        IO(io, w->ring);
+        IO(io, w->pos);
+        IO(io, w->count);
+        IO(io, w->w);
+        IO(io, w->tail);
+        IO(io, w->tail_n);
     }
     return 0;
 }
@@ -218,6 +229,21 @@ long cc_anomaly_cell_save(const CcAnomalyCell *c, uint8_t *buf, size_t cap)
     return (long)io.len;
 }
 
+/* The window rule's state is in range (all zero when the record predates it). */
+static int win_valid(const WinState *w)
+{
+    if (w->pos < 0 || w->pos >= CC_WIN_RING || w->count < 0 || w->count > CC_WIN_RING)
+        return 0;
+    for (int i = 0; i < CC_WIN_RING; i++)
+        if (!isfinite(w->ring[i]))
+            return 0;
+    for (int j = 0; j < CC_WIN_SCALES; j++)
+        if (!(w->tail[j] >= 0 && isfinite(w->tail[j])) || w->tail_n[j] < 0 || w->w[j] < 0 ||
+            w->w[j] > CC_WIN_RING)
+            return 0;
+    return 1;
+}
+
 /* Whether what was read is in range (what an older version lacks is, from its start). */
 static int record_valid(const CcAnomalyCell *t)
 {
@@ -233,8 +259,7 @@ static int record_valid(const CcAnomalyCell *t)
             return 0;
         if (!(k->zero_rate >= 0 && k->zero_rate <= 1) || k->zero_n < 0)
             return 0;
-        if (!(k->tail >= 0 && isfinite(k->tail)) || k->tail_n < 0 || !isfinite(k->wm) ||
-            !(k->wtail >= 0 && isfinite(k->wtail)) || k->wtail_n < 0)
+        if (!(k->tail >= 0 && isfinite(k->tail)) || k->tail_n < 0 || !win_valid(&k->win))
             return 0;
         if (!(k->pr_pos >= 0 && k->pr_neg >= 0 && k->pr_abs >= 0 && isfinite(k->pr_pos) &&
               isfinite(k->pr_neg) && isfinite(k->pr_abs)) ||

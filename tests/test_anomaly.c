@@ -1139,6 +1139,21 @@ static void step_poor_lag(Fixture *fx, int64_t t, double dev)
     assert_int_equal(cc_anomaly_observe(fx->a, fx->c, t, x, NULL, &fx->sink), 0);
 }
 
+/* The multi-scale window rule's state per KPI (version 7): its ring, position and count,
+ * scales, tails and their counts. */
+#define WIN_STATE_BYTES (32 * 4 + 4 + 4 + 3 * 2 + 3 * 8 + 3 * 4)
+
+/* A version-7 state of ONE KPI as version 6: the window rule's state at the end becomes the
+ * 20 bytes of the EWMA rule's (mean, tail, count; read and dropped). Returns the new length
+ * (the buffer must hold it). */
+static long v7_to_v6(uint8_t *b, long n7)
+{
+    uint32_t v6 = 6;
+    memcpy(b + 4, &v6, 4);
+    memset(b + n7 - WIN_STATE_BYTES, 0, 20);
+    return n7 - WIN_STATE_BYTES + 20;
+}
+
 /* A version-6 state of F KPIs as version 5: without its tail (the tail calibration and the
  * window rule, 32 bytes per KPI). Returns the new length. */
 static long v6_to_v5(uint8_t *b, long n6, int F)
@@ -1177,9 +1192,17 @@ static void test_lag_calibration(void **state)
     cc_anomaly_cell_scores(fx.c, z, NULL);
     assert_true(fabs(z[0]) < 1.0); /* ~6 × (0.13 / 6): the one-step scale */
     /* save, reload as version 2 and as version 1 (no calibration: warms up again) */
-    long n6 = cc_anomaly_cell_save(fx.c, NULL, 0);
-    uint8_t *b = malloc((size_t)n6);
-    assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n6), n6);
+    long n7 = cc_anomaly_cell_save(fx.c, NULL, 0);
+    uint8_t *b = malloc((size_t)n7);
+    assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n7), n7);
+    const long n6 = v7_to_v6(b, n7);
+    {
+        CcAnomalyCell *cv6 = NULL;
+        assert_int_equal(cc_anomaly_cell_open(&cv6, fx.a, "poorlag"), 0);
+        assert_int_equal(cc_anomaly_cell_load(cv6, b, (size_t)n6, NULL, 0), 0);
+        assert_int_equal(cc_anomaly_cell_load(cv6, b, (size_t)n6 - 1, NULL, 0), -EINVAL);
+        cc_anomaly_cell_close(&cv6);
+    }
     const long n5 = v6_to_v5(b, n6, 1);
     const long n4 = v5_to_v4(b, n5, 1);
     /* version 3 = version 4 without its tail: the peak attributions' profile fields (8 ×
@@ -1458,9 +1481,10 @@ static int run_profile(double profile_h, int direction, int save_at, int64_t *fi
         assert_int_equal(cc_anomaly_cell_open(&c2, fx.a, "prof"), 0);
         for (long len = 0; len < sz; len += len < 64 ? 1 : 7)
             assert_int_equal(cc_anomaly_cell_load(c2, b, (size_t)len, NULL, 0), -EINVAL);
-        /* the bin count: before the bins, the zero shares (8 bytes) and the tail
-         * calibration (32) */
-        const size_t nb_at = (size_t)sz - 8 - 32 - 2 * 24 * (sizeof(float) + sizeof(uint16_t)) - 4;
+        /* the bin count: before the bins, the zero shares (8 bytes), the tail calibration
+         * (12) and the window rule (WIN_STATE_BYTES) */
+        const size_t nb_at =
+            (size_t)sz - 8 - 12 - WIN_STATE_BYTES - 2 * 24 * (sizeof(float) + sizeof(uint16_t)) - 4;
         int32_t nb;
         memcpy(&nb, b + nb_at, 4);
         assert_int_equal(nb, 24);
