@@ -8,8 +8,9 @@
  *     sd_eff = max(sd, kpi.sd_floor, sd_floor_rel·|mean|, sd_floor_scale·sigma_f)
  *     z_f    = (x_f - mean_f) / sd_eff
  * where sigma_f is the channel's normalisation scale (CcForecast.sigma; 0 when the
- * expectation comes from elsewhere, e.g. a baseline). With lag_steps = L > 0 (by default
- * -1: L = the forecasts' horizon HZ, the oldest forecast there is for a step), x_t is also
+ * expectation comes from elsewhere, e.g. a baseline). With lag_steps = L > 0 (or -1:
+ * L = the forecasts' horizon HZ, the oldest forecast there is for a step; default 0: off,
+ * docs/results.md "Synthetic data" says why), x_t is also
  * scored against the forecast made L steps earlier (horizon step L-1 of the forecast at
  * t-L) and the z of larger magnitude is used: a one-step forecaster adapts to a level
  * shift or a drift within a few steps, the L-step-old forecast does not, so shifts stay
@@ -218,7 +219,7 @@ typedef struct CcAnomalySettings {
                                   ///< forecast (default 64)
     int lag_steps;                ///< L: also score against the forecast made L steps earlier
                                   ///< (horizon step L-1; needs HZ ≥ L); 0 = off; -1 = the
-                                  ///< horizon of the forecasts (HZ, at most 256) (default -1)
+                                  ///< horizon of the forecasts (HZ, at most 256) (default 0)
     double cusum_k;               ///< CUSUM reference value in |z| (default 3)
     double cusum_h;               ///< CUSUM decision threshold; 0 = no CUSUM (default 6)
     double tail_q;                ///< tail calibration: the quantile of each KPI's own |z| that

@@ -38,7 +38,7 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     s->missing_after_s = 0;
     s->dq_resolve_steps = 3;
     s->dq_grace_steps = 16;
-    s->lag_steps = -1;
+    s->lag_steps = 0;
     s->cusum_k = 3.0;
     s->cusum_h = 6.0;
     s->tail_q = 0.999;
@@ -105,7 +105,7 @@ static const CcAnomalyKey anomaly_keys[] = {
        "steps of a cell's sequence before its forecasts are scored (default 64)"),
     AK(lag_steps, CC_AKEY_INT, -1, CC_ANOMALY_MAX_LAG,
        "also score against the forecast made this many steps earlier; -1 = the model's horizon, 0 "
-       "= off (default -1)"),
+       "= off (default 0)"),
     AK(cusum_k, CC_AKEY_DOUBLE, 0, 1e6,
        "CUSUM reference value in |z| for sustained deviations (default 3)"),
     AK(cusum_h, CC_AKEY_DOUBLE, 0, 1e6,

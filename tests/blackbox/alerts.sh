@@ -187,10 +187,12 @@ snapshot:
 admin:
   token: "t0ken-for-tests"
 # the golden tiny model has random weights: its forecasts are poor, so only a gross
-# anomaly (the ×20 spike, z ≈ 30-80) should fire
+# anomaly (the ×20 spike, z ≈ 30-80) should fire; its runs of one-step |z| 3-4 would
+# charge the CUSUM (scored on the lagged z before lag_steps defaulted to 0): off
 alerts:
   warn_z: 12
   crit_z: 20
+  cusum_h: 0
 demo:
   enabled: false
 EOF
@@ -428,6 +430,7 @@ snapshot:
 alerts:
   warn_z: 12
   crit_z: 20
+  cusum_h: 0
   missing_after_s: 1000000000
 demo:
   enabled: false
