@@ -5,6 +5,7 @@
  *     cc_anomaly.c           contexts, cells, expectations, and observe: the scoring steps
  *     cc_anomaly_dq.c        data-quality rules (missing, all_zero, stuck, bounds) and tick
  *     cc_anomaly_profile.c   the seasonal profile (usual value per time of day)
+ *     cc_anomaly_window.c    the multi-scale window rule
  *     cc_cusum.h             the two-sided CUSUM both sustained-deviation rules run
  *     cc_anomaly_lifecycle.c the k-of-n window, episodes, attribution, event emission
  *     cc_alert_json.c        an alert event as JSON, and the names of its enums
