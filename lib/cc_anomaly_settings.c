@@ -162,8 +162,8 @@ static const CcAnomalyKey anomaly_keys[] = {
 };
 #undef AK
 
-/* Every key of the table in its [lo, hi] (and integral where it is an integer): one check
- * for what the keys already state, so that the two cannot disagree. 0 or -EINVAL. */
+/* Every key of the table in its [lo, hi] (NaN is not): one check for the bounds the keys
+ * already state, so that setting by name and validation cannot disagree. 0 or -EINVAL. */
 static int validate_ranges(const CcAnomalySettings *s, char *err, size_t errlen)
 {
     for (size_t i = 0; i < sizeof anomaly_keys / sizeof anomaly_keys[0]; i++) {
