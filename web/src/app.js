@@ -2,12 +2,19 @@
  * from the same origin and polls it every 5 s while the tab is visible. Routes: #/ (cell list
  * and alerts firing now) and #/cells/{id} (a cell's KPIs, forecast bands, past forecasts, alert
  * episodes and attention). Optional routes (past forecasts, ranges) that answer 404 are hidden.
+ * The series replies carry ETags: the browser's cache asks with If-None-Match, and a refresh
+ * that finds no new step gets 304s.
  * window.cellcast exposes the state (charts, readiness marks) to the browser test. */
 'use strict';
 (() => {
   const POLL_MS = 5000;
   const ROW_H = 28;
-  const MAX_POINTS = 1500;
+  // what the charts draw, and no more (docs/dashboard.md): the observed values and the past
+  // forecasts' means with 4 significant digits (a 210 px chart shows ~3), at most two points
+  // per pixel of a chart's width
+  const SERIES_Q = 'digits=4';
+  const HISTORY_Q = SERIES_Q + '&fields=values';
+  const PAST_Q = SERIES_Q + '&fields=mean,scores';
   const $ = (id) => document.getElementById(id);
   const cssv = (n) => getComputedStyle(document.documentElement).getPropertyValue(n).trim();
   const SEV_RANK = { critical: 2, warning: 1 };
@@ -418,10 +425,15 @@
     return `1-step MAE ${fmt(s.mae[k])}${cov}`;
   }
 
+  function chartWidth() {
+    const w = $('charts').clientWidth;
+    return Math.max(300, (w >= 1064 ? (w - 12) / 2 : w) - 14);
+  }
+
   function renderCharts() {
     const box = $('charts');
     const kpis = S.cell.history.kpis;
-    const width = Math.max(300, (box.clientWidth >= 1064 ? (box.clientWidth - 12) / 2 : box.clientWidth) - 14);
+    const width = chartWidth();
     const stale = [...S.charts.keys()].some((k) => !kpis.includes(k)) || S.charts.size !== kpis.length;
     if (stale) {
       for (const u of S.charts.values()) u.destroy();
@@ -546,9 +558,10 @@
     // 7 days by default) rather than wait for the cell's record.
     const known = S.cells.find((c) => c.id === id);
     let range = '';
+    const points = `&max_points=${Math.ceil(2 * chartWidth())}`;
     const ranged = () => Promise.all([
-      getJSON(`/v1/cells/${q}/history?max_points=${MAX_POINTS}${range}`),
-      S.noPast ? null : getOptional(`/v1/cells/${q}/forecasts?${range.slice(1)}`),
+      getJSON(`/v1/cells/${q}/history?${HISTORY_Q}${points}${range}`),
+      S.noPast ? null : getOptional(`/v1/cells/${q}/forecasts?${PAST_Q}${points}${range}`),
     ]);
     let hp = null;
     if (known && known.last_ts != null) range = `&since=${unixOf(known.last_ts) - S.hours * 3600}`;
