@@ -210,7 +210,8 @@
         const name = S.kpiCols[k];
         cs[5 + k].textContent = d && name && d.kpis[name] ? fmt(d.kpis[name].observed) : '';
       }
-      if (!d || now - d.t > POLL_MS) stale.push(c.id);
+      // a row's figures move with its steps only: read again when the list's last_ts moved
+      if (!d || (d.last_ts !== c.last_ts && now - d.t > POLL_MS)) stale.push(c.id);
     }
     for (let i = used; i < rowPool.length; i++) rowPool[i].hidden = true;
     if (stale.length) loadDetails(stale);
@@ -230,7 +231,7 @@
           try {
             const c = await getJSON('/v1/cells/' + encodeURIComponent(id));
             const lo = c.last_observation || {};
-            S.detail.set(id, { t: Date.now(), z: c.scores ? c.scores.score : null, kpis: lo.kpis || {} });
+            S.detail.set(id, { t: Date.now(), last_ts: c.last_ts, z: c.scores ? c.scores.score : null, kpis: lo.kpis || {} });
             if (!S.kpiCols.length && lo.kpis) setKpiCols(Object.keys(lo.kpis));
           } catch (e) {
             S.detail.set(id, { t: Date.now(), z: null, kpis: {} });
@@ -543,8 +544,18 @@
     S.ready.attentionDrawn = (S.ready.attentionDrawn || 0) + 1;
   }
 
+  /* What the cell view shows moves only with the cell's steps (its last_step in the list) and
+   * its alerts (data-quality alerts fire without a step): a refresh that finds both as they
+   * were asks for nothing. A cell the list does not hold is read every time. */
+  const firingSig = (id) => S.firing.filter((a) => a.cell_id === id).map((a) => `${a.id}:${a.severity}:${a.time}`).sort().join(',');
+  function cellSig(id) {
+    const known = S.cells.find((c) => c.id === id);
+    return known ? `${known.last_step}|${firingSig(id)}` : null;
+  }
+
   async function loadCell(id, fresh) {
     const q = encodeURIComponent(id);
+    const firing = firingSig(id); // as the list knew them when the cell's reads went out
     // what needs no time range is asked for at once, beside the cell's own record
     const rest = Promise.all([
       getOptional(`/v1/cells/${q}/forecast?level=0.8`),
@@ -583,7 +594,9 @@
       S.zoomed = false;
     }
     const hs = history.steps;
-    S.cell = { id, meta, history, fc80, fc95, past, attention, episodes: episodesOf(alerts ? alerts.alerts : []),
+    // the step the view shows (the newest observed, in the history it read), as the list says it
+    const sig = `${hs.length ? hs[hs.length - 1].step : meta.last_step}|${firing}`;
+    S.cell = { id, sig, meta, history, fc80, fc95, past, attention, episodes: episodesOf(alerts ? alerts.alerts : []),
       lastX: hs.length ? (hs[hs.length - 1].step + 1) * history.step_seconds : null };
     $('cell-title').textContent = id;
     const c = meta.counts || {};
@@ -647,14 +660,13 @@
         A.set(a.cell_id, x);
       }
       S.alertsByCell = A;
-      for (const v of S.detail.values()) v.t = 0; // refresh the visible rows' details
       sortAndFilter();
       renderFiring();
       if (!S.ready.list) {
         S.ready.list = performance.now();
         performance.mark('cc-list-ready');
       }
-      if (S.route && S.cell && S.cell.id === S.route) {
+      if (S.route && S.cell && S.cell.id === S.route && (S.cell.sig == null || cellSig(S.route) !== S.cell.sig)) {
         try {
           await loadCell(S.route, false);
         } catch (e) {
