@@ -89,12 +89,16 @@ enum {
     FLD_HI95 = 1 << 7,
     FLD_ACTUAL = 1 << 8,
     FLD_SCORES = 1 << 9,
+    FLD_ONE_STEP = 1 << 10, /* the forecast kinds (CcHistoryFc order) */
+    FLD_HORIZON_END = 1 << 11,
 };
-static const char *const field_names[] = {"ts",   "imputed", "values", "mean",   "lo80",
-                                          "hi80", "lo95",    "hi95",   "actual", "scores"};
+static const char *const field_names[] = {"ts",     "imputed", "values",   "mean",
+                                          "lo80",   "hi80",    "lo95",     "hi95",
+                                          "actual", "scores",  "one_step", "horizon_end"};
 #define HISTORY_FIELDS (FLD_TS | FLD_IMPUTED | FLD_VALUES)
-#define FORECASTS_FIELDS                                                                           \
-    (FLD_TS | FLD_MEAN | FLD_LO80 | FLD_HI80 | FLD_LO95 | FLD_HI95 | FLD_ACTUAL | FLD_SCORES)
+#define BAND_FIELDS (FLD_MEAN | FLD_LO80 | FLD_HI80 | FLD_LO95 | FLD_HI95)
+#define KIND_FIELDS (FLD_ONE_STEP | FLD_HORIZON_END)
+#define FORECASTS_FIELDS (FLD_TS | BAND_FIELDS | FLD_ACTUAL | FLD_SCORES | KIND_FIELDS)
 
 /* A request's span of time, its down-sampling and what each step shows. */
 typedef struct Range {
@@ -109,7 +113,7 @@ typedef struct Range {
 static int parse_fields(CcdReq *r, unsigned allowed, Range *g)
 {
     const char *s = ccd_query(r, "fields");
-    char names[96] = "";
+    char names[128] = "";
     g->fields = allowed;
     if (!s)
         return 0;
@@ -130,9 +134,15 @@ static int parse_fields(CcdReq *r, unsigned allowed, Range *g)
                                (int)(len < 64 ? len : 64), p, names);
         g->fields |= 1u << i;
         if (!comma)
-            return 0;
+            break;
         p = comma;
     }
+    /* no kind named: both; a kind named without a band member: its whole band */
+    if (!(g->fields & KIND_FIELDS))
+        g->fields |= allowed & KIND_FIELDS;
+    else if (!(g->fields & BAND_FIELDS))
+        g->fields |= allowed & BAND_FIELDS;
+    return 0;
 }
 
 static int parse_range(CcdReq *r, unsigned fields, Range *g)
@@ -300,8 +310,6 @@ typedef struct Score {
 /* z of the 80 % and 95 % bands */
 static double z80, z95;
 
-#define BAND_FIELDS (FLD_MEAN | FLD_LO80 | FLD_HI80 | FLD_LO95 | FLD_HI95)
-
 /* A forecast's band: the members of g->fields among mean, lo80, hi80, lo95, hi95 (one at
  * least). */
 static void band(Sb *sb, const float *mean, const float *sd, const double *lo, const double *hi,
@@ -394,7 +402,7 @@ static void forecasts_obj(Ccd *d, CcdCell *c, const Range *g, Sb *sb)
     for (int64_t p = from; c->hist && (g->fields & FLD_SCORES) && p <= to; p++)
         if (cc_history_get(c->hist, p, &row) && row.observed)
             for (int k = 0; k < 2; k++)
-                if (row.have_fc[k])
+                if (row.have_fc[k] && (g->fields & (unsigned)FLD_ONE_STEP << k))
                     score_add(&sc[k], &row, k, lo, hi, F);
     int n = 0;
     for (int64_t p = range_start(g, from, to, &stride); c->hist && from <= to && p <= to;
@@ -403,6 +411,8 @@ static void forecasts_obj(Ccd *d, CcdCell *c, const Range *g, Sb *sb)
             continue;
         step_head(sb, p, S, g, !n++);
         for (int k = 0; k < 2 && (g->fields & BAND_FIELDS); k++) {
+            if (!(g->fields & (unsigned)FLD_ONE_STEP << k))
+                continue;
             sb_str(sb, kinds[k]);
             if (row.have_fc[k])
                 band(sb, row.mean[k], row.sd[k], lo, hi, F, g);
@@ -417,10 +427,14 @@ static void forecasts_obj(Ccd *d, CcdCell *c, const Range *g, Sb *sb)
     }
     sb_add(sb, "]", 1);
     if (g->fields & FLD_SCORES) {
-        sb_str(sb, ",\"scores\":{\"one_step\":");
-        score_out(sb, &sc[0], F, g);
-        sb_str(sb, ",\"horizon_end\":");
-        score_out(sb, &sc[1], F, g);
+        const char *sep = ",\"scores\":{";
+        for (int k = 0; k < 2; k++)
+            if (g->fields & (unsigned)FLD_ONE_STEP << k) {
+                sb_str(sb, sep);
+                sb_str(sb, kinds[k] + 1);
+                score_out(sb, &sc[k], F, g);
+                sep = ",";
+            }
         sb_add(sb, "}", 1);
     }
     sb_add(sb, "}", 1);

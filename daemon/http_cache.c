@@ -202,23 +202,20 @@ static void add_etag(CcdReq *r, const char *etag)
     r->cache_control = "no-cache";
 }
 
-/* Whether If-None-Match lists etag (or is "*"): the weak comparison of RFC 9110 13.1.2. */
-static int none_match(CcdReq *r, const char *etag)
+int ccd_etag_matches(const char *inm, const char *etag)
 {
-    const char *p = evhttp_find_header(evhttp_request_get_input_headers(r->req), "If-None-Match");
-    const char *tag = etag + 2; /* past W/ */
-    size_t n = strlen(tag);
-    while (p && *p) {
-        while (*p == ',' || isspace((unsigned char)*p))
-            p++;
-        if (*p == '*')
+    size_t n = strlen(etag);
+    while (inm && *inm) {
+        while (*inm == ',' || isspace((unsigned char)*inm))
+            inm++;
+        if (*inm == '*')
             return 1;
-        if (!strncmp(p, "W/", 2))
-            p += 2;
-        if (!strncmp(p, tag, n) && (!p[n] || p[n] == ',' || isspace((unsigned char)p[n])))
+        if (!strncmp(inm, "W/", 2))
+            inm += 2;
+        if (!strncmp(inm, etag, n)) /* quoted: "ab" is no prefix of "abc" */
             return 1;
-        while (*p && *p != ',')
-            p++;
+        while (*inm && *inm != ',')
+            inm++;
     }
     return 0;
 }
@@ -232,7 +229,10 @@ int ccd_reply_cached(CcdReq *r, uint64_t version)
     uint64_t key = req_key(r, version);
     RcSlot *s = &rc->slots[key % CCD_RC_SLOTS];
     etag_of(rc, key, etag, sizeof etag);
-    if (r->method == EVHTTP_REQ_GET && none_match(r, etag)) {
+    if (r->method == EVHTTP_REQ_GET &&
+        ccd_etag_matches(
+            evhttp_find_header(evhttp_request_get_input_headers(r->req), "If-None-Match"),
+            etag + 2 /* past W/ */)) {
         /* the client holds this reply: the key names request and version, so no need for
          * the body to be in the cache */
         rc->hits++; /* a 304 counts as a hit */

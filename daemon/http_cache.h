@@ -55,6 +55,10 @@ int ccd_accepts_gzip(CcdReq *r);
 /** 1 if an Accept-Encoding value accepts gzip (a token "gzip" or "*" without q=0). */
 int ccd_accepts_gzip_value(const char *accept_encoding);
 
+/** Whether an If-None-Match value (NULL: none) names the quoted etag or is "*", by the weak
+ *  comparison of RFC 9110 13.1.2 (W/"x" matches "x"). */
+int ccd_etag_matches(const char *if_none_match, const char *etag);
+
 /** Serves the request from the cache when it holds its reply at `version`: returns 200 (the
  *  handler returns it), or 304 when the client's If-None-Match names that reply (a GET,
  *  cached or not), else 0 and the chokepoint keeps the reply the handler renders. */

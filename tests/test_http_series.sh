@@ -239,6 +239,8 @@ PYEOF
 save hsel "/v1/cells/c1/history?kpis=users,prb&fields=values&digits=3"
 save fsel "/v1/cells/c1/forecasts?kpis=thr&fields=mean,scores&digits=4"
 save fact "/v1/cells/c1/forecasts?fields=actual,ts"
+save fone "/v1/cells/c1/forecasts?fields=one_step,mean,scores"
+save fend "/v1/cells/c1/forecasts?fields=horizon_end"
 save bsel "/v1/history?cells=c2,c1&kpis=thr&fields=imputed&max_points=2"
 $PY - "$TMP" <<'PYEOF' || fail "kpis/fields/digits: $(head -c 300 "$TMP/fsel")"
 import json, sys
@@ -264,6 +266,11 @@ for a, b in zip(fc["steps"], f["steps"]):
 for k in ("one_step", "horizon_end"):
     sa, sb = fc["scores"][k], f["scores"][k]
     assert sb["n"] == [sa["n"][1]] and sb["mae"] == [sig(sa["mae"][1], 4)], (sa, sb)
+o, e = json.load(open(f"{tmp}/fone")), json.load(open(f"{tmp}/fend"))
+assert all(set(s) == {"step", "one_step"} for s in o["steps"]) and set(o["scores"]) == {"one_step"}, o["scores"]
+assert o["scores"]["one_step"]["mae"] == fc["scores"]["one_step"]["mae"]
+assert all(set(s) == {"step", "horizon_end"} and s["horizon_end"] == a["horizon_end"]
+           for a, s in zip(fc["steps"], e["steps"])) and "scores" not in e, e["steps"][-1]
 x = json.load(open(f"{tmp}/fact"))
 assert "scores" not in x and all(set(s) == {"step", "ts", "actual"} for s in x["steps"]), x["steps"][0]
 b = json.load(open(f"{tmp}/bsel"))

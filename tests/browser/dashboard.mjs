@@ -147,6 +147,12 @@ async function checks() {
     u.data[7].filter((v) => v != null).length, u.series[7].show, u.ccTitle.textContent]));
   check(pst.every(([n, shown, title]) => n > 10 && shown && /MAE/.test(title)),
     `past one-step forecasts plotted with their score (${pst[0]})`);
+  if (real.status !== 404) { // the horizon-end means are read when their series is shown
+    await past.locator('.chart').first().locator('.u-legend .u-series').nth(8).click();
+    const he = await past.waitForFunction(() => window.cellcast.charts.values().next().value.data[8]
+      .filter((v) => v != null).length, null, { timeout: 10000 }).then((h) => h.jsonValue(), () => 0);
+    check(he > 10, `past horizon-end forecasts plotted once shown (${he} points)`);
+  }
   await past.close();
 
   // a cell with alerts firing: its episodes are marked. The demo feed runs live, so an alert

@@ -10,11 +10,10 @@
   const POLL_MS = 5000;
   const ROW_H = 28;
   // what the charts draw, and no more (docs/dashboard.md): the observed values and the past
-  // forecasts' means with 4 significant digits (a 210 px chart shows ~3), at most two points
-  // per pixel of a chart's width
-  const SERIES_Q = 'digits=4';
-  const HISTORY_Q = SERIES_Q + '&fields=values';
-  const PAST_Q = SERIES_Q + '&fields=mean,scores';
+  // forecasts' means (one-step; horizon-end once its series is shown) with 4 significant digits
+  // (a 210 px chart shows ~3), at most two points per pixel of a chart's width
+  const HISTORY_Q = 'digits=4&fields=values';
+  const pastQ = () => `digits=4&fields=one_step${S.horizonEnd ? ',horizon_end' : ''},mean,scores`;
   const $ = (id) => document.getElementById(id);
   const cssv = (n) => getComputedStyle(document.documentElement).getPropertyValue(n).trim();
   const SEV_RANK = { critical: 2, warning: 1 };
@@ -403,7 +402,7 @@
         { label: 'lo 95 %', ...band },
         { label: 'hi 95 %', ...band },
         { label: 'past 1-step', stroke: past, width: 1, dash: [2, 2], points: { show: false }, show: !!S.cell.past },
-        { label: 'past horizon-end', stroke: '#8b949e', width: 1, dash: [1, 3], points: { show: false }, show: false },
+        { label: 'past horizon-end', stroke: '#8b949e', width: 1, dash: [1, 3], points: { show: false }, show: !!S.horizonEnd },
       ],
       bands: [
         { series: [6, 5], fill: 'rgba(197,134,255,.13)' },
@@ -412,6 +411,11 @@
       hooks: {
         draw: [(u) => drawEpisodes(u, kpi)],
         setSelect: [(u) => { if (u.select.width > 0) S.zoomed = true; }],
+        setSeries: [(u, i, o) => { // the horizon-end means are read once their series is shown
+          if (i !== 8 || !o.show || S.horizonEnd || !S.route) return;
+          S.horizonEnd = true;
+          loadCell(S.route, false).catch((e) => setStatus(e.message, true));
+        }],
       },
     };
   }
@@ -572,7 +576,7 @@
     const points = `&max_points=${Math.ceil(2 * chartWidth())}`;
     const ranged = () => Promise.all([
       getJSON(`/v1/cells/${q}/history?${HISTORY_Q}${points}${range}`),
-      S.noPast ? null : getOptional(`/v1/cells/${q}/forecasts?${PAST_Q}${points}${range}`),
+      S.noPast ? null : getOptional(`/v1/cells/${q}/forecasts?${pastQ()}${points}${range}`),
     ]);
     let hp = null;
     if (known && known.last_ts != null) range = `&since=${unixOf(known.last_ts) - S.hours * 3600}`;
