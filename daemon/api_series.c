@@ -112,26 +112,25 @@ typedef struct Range {
 /* fields=a,b of the route's `allowed` into g->fields; 0 or a problem status. */
 static int parse_fields(CcdReq *r, unsigned allowed, Range *g)
 {
+    const int n = (int)(sizeof field_names / sizeof *field_names);
     const char *s = ccd_query(r, "fields");
-    char names[128] = "";
-    g->fields = allowed;
-    if (!s)
-        return 0;
-    for (int i = 0; i < (int)(sizeof field_names / sizeof *field_names); i++)
-        if (allowed >> i & 1)
-            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
-                     names[0] ? ", " : "", field_names[i]);
-    g->fields = 0;
-    for (const char *p = s;; p++) {
+    g->fields = s ? 0 : allowed;
+    for (const char *p = s; p; p++) {
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        int i = 0, n = (int)(sizeof field_names / sizeof *field_names);
+        int i = 0;
         while (i < n && (!(allowed >> i & 1) || strlen(field_names[i]) != len ||
                          strncmp(field_names[i], p, len)))
             i++;
-        if (i == n)
+        if (i == n) {
+            char names[128] = ""; /* the route's, for the message */
+            for (int j = 0; j < n; j++)
+                if (allowed >> j & 1)
+                    snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                             names[0] ? ", " : "", field_names[j]);
             return ccd_problem(r, 422, "bad-parameter", "fields: no field '%.*s' here (%s)",
                                (int)(len < 64 ? len : 64), p, names);
+        }
         g->fields |= 1u << i;
         if (!comma)
             break;
