@@ -3,7 +3,9 @@
  * reads of several cells' forecasts and histories. Documented in proto/openapi.yaml; the
  * long history itself is lib/cc_history.c, recorded by publish.c. Loop thread only; a cell
  * the worker is stepping defers the request (CCD_DEFER) like GET /v1/cells/{id}/history
- * always did. */
+ * always did. What a reply costs the daemon is the bytes it writes (the replies are cached
+ * per published step, http_cache.h): kpis=, fields= and digits= let a client ask only for
+ * what it draws. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -75,15 +77,77 @@ uint64_t ccd_cell_version(Ccd *d, const CcdCell *c, uint64_t h)
 /* Ids per batch read. */
 #define BATCH_MAX 100
 
-/* A request's span of time and its down-sampling. */
+/* The members of a step a reply may carry (fields=); "step" is always there. */
+enum {
+    FLD_TS = 1 << 0,
+    FLD_IMPUTED = 1 << 1,
+    FLD_VALUES = 1 << 2,
+    FLD_MEAN = 1 << 3, /* FLD_MEAN..FLD_HI95: a band's members, in band()'s order */
+    FLD_LO80 = 1 << 4,
+    FLD_HI80 = 1 << 5,
+    FLD_LO95 = 1 << 6,
+    FLD_HI95 = 1 << 7,
+    FLD_ACTUAL = 1 << 8,
+    FLD_SCORES = 1 << 9,
+    FLD_ONE_STEP = 1 << 10, /* the forecast kinds (CcHistoryFc order) */
+    FLD_HORIZON_END = 1 << 11,
+};
+static const char *const field_names[] = {"ts",     "imputed", "values",   "mean",
+                                          "lo80",   "hi80",    "lo95",     "hi95",
+                                          "actual", "scores",  "one_step", "horizon_end"};
+#define HISTORY_FIELDS (FLD_TS | FLD_IMPUTED | FLD_VALUES)
+#define BAND_FIELDS (FLD_MEAN | FLD_LO80 | FLD_HI80 | FLD_LO95 | FLD_HI95)
+#define KIND_FIELDS (FLD_ONE_STEP | FLD_HORIZON_END)
+#define FORECASTS_FIELDS (FLD_TS | BAND_FIELDS | FLD_ACTUAL | FLD_SCORES | KIND_FIELDS)
+
+/* A request's span of time, its down-sampling and what each step shows. */
 typedef struct Range {
     int64_t since, until; /* unix seconds, inclusive; INT64_MIN / INT64_MAX: open */
     long long max_points; /* 0: every step */
+    uint64_t kpis;        /* the KPIs shown (kpis=, default all) */
+    unsigned fields;      /* FLD_* (fields=, default all the route has) */
+    int digits;           /* significant digits of the numbers (digits=, default 7) */
 } Range;
 
-static int parse_range(CcdReq *r, Range *g)
+/* fields=a,b of the route's `allowed` into g->fields; 0 or a problem status. */
+static int parse_fields(CcdReq *r, unsigned allowed, Range *g)
+{
+    const int n = (int)(sizeof field_names / sizeof *field_names);
+    const char *s = ccd_query(r, "fields");
+    g->fields = s ? 0 : allowed;
+    for (const char *p = s; p; p++) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        int i = 0;
+        while (i < n && (!(allowed >> i & 1) || strlen(field_names[i]) != len ||
+                         strncmp(field_names[i], p, len)))
+            i++;
+        if (i == n) {
+            char names[128] = ""; /* the route's, for the message */
+            for (int j = 0; j < n; j++)
+                if (allowed >> j & 1)
+                    snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                             names[0] ? ", " : "", field_names[j]);
+            return ccd_problem(r, 422, "bad-parameter", "fields: no field '%.*s' here (%s)",
+                               (int)(len < 64 ? len : 64), p, names);
+        }
+        g->fields |= 1u << i;
+        if (!comma)
+            break;
+        p = comma;
+    }
+    /* no kind named: both; a kind named without a band member: its whole band */
+    if (!(g->fields & KIND_FIELDS))
+        g->fields |= allowed & KIND_FIELDS;
+    else if (!(g->fields & BAND_FIELDS))
+        g->fields |= allowed & BAND_FIELDS;
+    return 0;
+}
+
+static int parse_range(CcdReq *r, unsigned fields, Range *g)
 {
     int rc;
+    long long digits = 7;
     if ((rc = ccd_query_time(r, "since", INT64_MIN, &g->since)) ||
         (rc = ccd_query_time(r, "until", INT64_MAX, &g->until)))
         return rc;
@@ -94,7 +158,31 @@ static int parse_range(CcdReq *r, Range *g)
     if (!rc && (g->max_points < 1 || g->max_points > 1000000))
         return ccd_problem(r, 422, "bad-parameter", "max_points must be in [1, 1000000], got %lld",
                            g->max_points);
+    if ((rc = q_int(r, "digits", &digits)) == -2)
+        return ccd_problem(r, 400, "bad-parameter", "digits must be an integer");
+    if (digits < 1 || digits > 7)
+        return ccd_problem(r, 422, "bad-parameter", "digits must be in [1, 7], got %lld", digits);
+    g->digits = (int)digits;
+    if ((rc = parse_kpis(r, &g->kpis)) || (rc = parse_fields(r, fields, g)))
+        return rc;
     return 0;
+}
+
+/* v with `digits` significant digits: rounded here, sb_num prints it without the zeros
+ * that follow (a plot needs ~4 digits; 7 cost the bytes that make a reply's cost). */
+static void num(Sb *sb, double v, int digits)
+{
+    static const double p10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                 1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    if (digits < 7 && isfinite(v) && v != 0) {
+        int k = digits - 1 - (int)floor(log10(fabs(v))); /* decimals to keep */
+        if (k >= 0 && k <= 22)
+            v = round(v * p10[k]) / p10[k];
+        else if (k < 0 && k >= -22)
+            v = round(v / p10[-k]) * p10[-k];
+    }
+    sb_num(sb, v);
 }
 
 /* The steps [*from, *to] the range covers at S seconds per step, clipped to [lo, hi]:
@@ -118,34 +206,56 @@ static int64_t range_start(const Range *g, int64_t from, int64_t to, int64_t *st
     return to - (to - from) / *stride * *stride;
 }
 
-static void kpi_names(Sb *sb, const CcHparams *hp)
+static void kpi_names(Sb *sb, const CcHparams *hp, uint64_t kpis)
 {
+    const char *sep = "";
     sb_str(sb, "\"kpis\":[");
-    for (int f = 0; f < hp->n_features; f++) {
-        if (f)
-            sb_add(sb, ",", 1);
-        sb_jstr(sb, hp->features[f]);
-    }
+    for (int f = 0; f < hp->n_features; f++)
+        if (kpis >> f & 1) {
+            sb_str(sb, sep);
+            sb_jstr(sb, hp->features[f]);
+            sep = ",";
+        }
     sb_add(sb, "]", 1);
 }
 
-static void num_array(Sb *sb, const float *v, int F)
+/* The KPIs of g->kpis of v + z sd (F; sd NULL: v), clamped to [lo, hi] when given, as a
+ * JSON array. */
+static void num_array(Sb *sb, const float *v, const float *sd, double z, int F, const Range *g,
+                      const double *lo, const double *hi)
 {
+    const char *sep = "";
     sb_add(sb, "[", 1);
-    for (int f = 0; f < F; f++) {
-        if (f)
-            sb_add(sb, ",", 1);
-        sb_num(sb, v[f]);
-    }
+    for (int f = 0; f < F; f++)
+        if (g->kpis >> f & 1) {
+            double x = sd ? v[f] + z * sd[f] : v[f];
+            sb_str(sb, sep);
+            num(sb, lo ? fmin(fmax(x, lo[f]), hi[f]) : x, g->digits);
+            sep = ",";
+        }
     sb_add(sb, "]", 1);
 }
 
-static void step_head(Sb *sb, int64_t p, int64_t S, int first)
+static void step_head(Sb *sb, int64_t p, int64_t S, const Range *g, int first)
 {
     sb_str(sb, first ? "{\"step\":" : ",{\"step\":");
     sb_int(sb, p);
-    sb_str(sb, ",\"ts\":");
-    sb_ts(sb, p * S);
+    if (g->fields & FLD_TS) {
+        sb_str(sb, ",\"ts\":");
+        sb_ts(sb, p * S);
+    }
+}
+
+/* A history step's members after its head. */
+static void history_step(Sb *sb, const float *v, int imputed, int F, const Range *g)
+{
+    if (g->fields & FLD_IMPUTED)
+        sb_str(sb, imputed ? ",\"imputed\":true" : ",\"imputed\":false");
+    if (g->fields & FLD_VALUES) {
+        sb_str(sb, ",\"values\":");
+        num_array(sb, v, NULL, 0, F, g, NULL, NULL);
+    }
+    sb_add(sb, "}", 1);
 }
 
 /* The history object of c (not busy): its long history, or the engine's window when
@@ -161,7 +271,7 @@ static void history_obj(Ccd *d, CcdCell *c, const Range *g, Sb *sb)
     sb_str(sb, ",\"step_seconds\":");
     sb_int(sb, S);
     sb_add(sb, ",", 1);
-    kpi_names(sb, hp);
+    kpi_names(sb, hp, g->kpis);
     sb_str(sb, ",\"steps\":[");
     int n = 0;
     if (d->cells->hist_depth) {
@@ -171,11 +281,8 @@ static void history_obj(Ccd *d, CcdCell *c, const Range *g, Sb *sb)
             range_steps(g, S, first, last_obs, &from, &to);
             for (int64_t p = range_start(g, from, to, &stride); from <= to && p <= to; p += stride)
                 if (cc_history_get(c->hist, p, &row) && row.observed) {
-                    step_head(sb, p, S, !n++);
-                    sb_str(sb, row.imputed ? ",\"imputed\":true,\"values\":"
-                                           : ",\"imputed\":false,\"values\":");
-                    num_array(sb, row.values, F);
-                    sb_add(sb, "}", 1);
+                    step_head(sb, p, S, g, !n++);
+                    history_step(sb, row.values, row.imputed, F, g);
                 }
         }
     } else {
@@ -185,11 +292,8 @@ static void history_obj(Ccd *d, CcdCell *c, const Range *g, Sb *sb)
         for (int64_t p = range_start(g, from, to, &stride); first >= 0 && from <= to && p <= to;
              p += stride)
             if (!cc_cell_history(c->cell, p, 1, v)) {
-                step_head(sb, p, S, !n++);
-                sb_str(sb, ccd_cells_imputed(d->cells, c, p) ? ",\"imputed\":true,\"values\":"
-                                                             : ",\"imputed\":false,\"values\":");
-                num_array(sb, v, F);
-                sb_add(sb, "}", 1);
+                step_head(sb, p, S, g, !n++);
+                history_step(sb, v, ccd_cells_imputed(d->cells, c, p), F, g);
             }
     }
     sb_add(sb, "]}", 2);
@@ -205,27 +309,22 @@ typedef struct Score {
 /* z of the 80 % and 95 % bands */
 static double z80, z95;
 
+/* A forecast's band: the members of g->fields among mean, lo80, hi80, lo95, hi95 (one at
+ * least). */
 static void band(Sb *sb, const float *mean, const float *sd, const double *lo, const double *hi,
-                 int F)
+                 int F, const Range *g)
 {
-    static const char *const keys[] = {",\"lo80\":[", ",\"hi80\":[", ",\"lo95\":[", ",\"hi95\":["};
-    const double zs[] = {-z80, z80, -z95, z95};
-    sb_str(sb, "{\"mean\":[");
-    for (int f = 0; f < F; f++) {
-        if (f)
-            sb_add(sb, ",", 1);
-        sb_num(sb, fmin(fmax(mean[f], lo[f]), hi[f]));
-    }
-    sb_add(sb, "]", 1);
-    for (int k = 0; k < 4; k++) {
-        sb_str(sb, keys[k]);
-        for (int f = 0; f < F; f++) {
-            if (f)
-                sb_add(sb, ",", 1);
-            sb_num(sb, fmin(fmax(mean[f] + zs[k] * sd[f], lo[f]), hi[f]));
+    static const char *const keys[] = {
+        "\"mean\":", "\"lo80\":", "\"hi80\":", "\"lo95\":", "\"hi95\":"};
+    const double zs[] = {0, -z80, z80, -z95, z95};
+    const char *sep = "{";
+    for (int k = 0; k < 5; k++)
+        if (g->fields & (unsigned)FLD_MEAN << k) {
+            sb_str(sb, sep);
+            sb_str(sb, keys[k]);
+            num_array(sb, mean, k ? sd : NULL, zs[k], F, g, lo, hi);
+            sep = ",";
         }
-        sb_add(sb, "]", 1);
-    }
     sb_add(sb, "}", 1);
 }
 
@@ -245,25 +344,27 @@ static void score_add(Score *s, const CcHistoryRow *row, int kind, const double 
     }
 }
 
-static void score_out(Sb *sb, const Score *s, int F)
+static void score_out(Sb *sb, const Score *s, int F, const Range *g)
 {
-    sb_str(sb, "{\"mae\":[");
-    for (int f = 0; f < F; f++) {
-        if (f)
-            sb_add(sb, ",", 1);
-        sb_num(sb, s->n[f] ? s->abs_err[f] / (double)s->n[f] : NAN);
-    }
-    sb_str(sb, "],\"coverage80\":[");
-    for (int f = 0; f < F; f++) {
-        if (f)
-            sb_add(sb, ",", 1);
-        sb_num(sb, s->n[f] ? (double)s->inside[f] / (double)s->n[f] : NAN);
-    }
-    sb_str(sb, "],\"n\":[");
-    for (int f = 0; f < F; f++) {
-        if (f)
-            sb_add(sb, ",", 1);
-        sb_int(sb, s->n[f]);
+    static const char *const keys[] = {"{\"mae\":[", "],\"coverage80\":[", "],\"n\":["};
+    for (int k = 0; k < 3; k++) {
+        const char *sep = "";
+        sb_str(sb, keys[k]);
+        for (int f = 0; f < F; f++) {
+            if (!(g->kpis >> f & 1))
+                continue;
+            double n = (double)s->n[f];
+            sb_str(sb, sep);
+            if (k == 2)
+                sb_int(sb, s->n[f]);
+            else
+                num(sb,
+                    !s->n[f] ? NAN
+                    : k      ? (double)s->inside[f] / n
+                             : s->abs_err[f] / n,
+                    g->digits);
+            sep = ",";
+        }
     }
     sb_str(sb, "]}");
 }
@@ -290,40 +391,52 @@ static void forecasts_obj(Ccd *d, CcdCell *c, const Range *g, Sb *sb)
     sb_str(sb, ",\"horizon\":");
     sb_int(sb, hp->horizon);
     sb_add(sb, ",", 1);
-    kpi_names(sb, hp);
+    kpi_names(sb, hp, g->kpis);
     sb_str(sb, ",\"steps\":[");
     if (c->hist) {
         cc_history_span(c->hist, &first, &last, &last_obs);
         range_steps(g, S, first, last, &from, &to);
     }
     /* the scores cover every step of the span, the points only the down-sampled ones */
-    for (int64_t p = from; c->hist && p <= to; p++)
+    for (int64_t p = from; c->hist && (g->fields & FLD_SCORES) && p <= to; p++)
         if (cc_history_get(c->hist, p, &row) && row.observed)
             for (int k = 0; k < 2; k++)
-                if (row.have_fc[k])
+                if (row.have_fc[k] && (g->fields & (unsigned)FLD_ONE_STEP << k))
                     score_add(&sc[k], &row, k, lo, hi, F);
     int n = 0;
     for (int64_t p = range_start(g, from, to, &stride); c->hist && from <= to && p <= to;
          p += stride) {
         if (!cc_history_get(c->hist, p, &row))
             continue;
-        step_head(sb, p, S, !n++);
-        for (int k = 0; k < 2; k++) {
+        step_head(sb, p, S, g, !n++);
+        for (int k = 0; k < 2 && (g->fields & BAND_FIELDS); k++) {
+            if (!(g->fields & (unsigned)FLD_ONE_STEP << k))
+                continue;
             sb_str(sb, kinds[k]);
             if (row.have_fc[k])
-                band(sb, row.mean[k], row.sd[k], lo, hi, F);
+                band(sb, row.mean[k], row.sd[k], lo, hi, F, g);
             else
                 sb_str(sb, "null");
         }
-        sb_str(sb, ",\"actual\":");
-        num_array(sb, row.values, F);
+        if (g->fields & FLD_ACTUAL) {
+            sb_str(sb, ",\"actual\":");
+            num_array(sb, row.values, NULL, 0, F, g, NULL, NULL);
+        }
         sb_add(sb, "}", 1);
     }
-    sb_str(sb, "],\"scores\":{\"one_step\":");
-    score_out(sb, &sc[0], F);
-    sb_str(sb, ",\"horizon_end\":");
-    score_out(sb, &sc[1], F);
-    sb_str(sb, "}}");
+    sb_add(sb, "]", 1);
+    if (g->fields & FLD_SCORES) {
+        const char *sep = ",\"scores\":{";
+        for (int k = 0; k < 2; k++)
+            if (g->fields & (unsigned)FLD_ONE_STEP << k) {
+                sb_str(sb, sep);
+                sb_str(sb, kinds[k] + 1);
+                score_out(sb, &sc[k], F, g);
+                sep = ",";
+            }
+        sb_add(sb, "}", 1);
+    }
+    sb_add(sb, "}", 1);
 }
 
 /* Loop-thread reply buffer, reused. */
@@ -352,7 +465,7 @@ static int series_reply(CcdReq *r, int forecasts)
     int rc = ccd_find_cell(r, &c);
     if (rc < 0)
         return -rc;
-    if ((rc = parse_range(r, &g)))
+    if ((rc = parse_range(r, forecasts ? FORECASTS_FIELDS : HISTORY_FIELDS, &g)))
         return rc;
     if (forecasts && !r->d->cells->hist_depth)
         return ccd_problem(r, 404, "history-not-kept",
@@ -424,7 +537,7 @@ int ccd_h_batch_history(CcdReq *r)
     int n, rc;
     unknown.n = 0;
     unknown.oom = 0;
-    if ((rc = parse_cells(r, cells, &n, &unknown)) || (rc = parse_range(r, &g)))
+    if ((rc = parse_cells(r, cells, &n, &unknown)) || (rc = parse_range(r, HISTORY_FIELDS, &g)))
         return rc;
     uint64_t version = ccd_version_seed(r->d);
     for (int i = 0; i < n; i++) {

@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
+#include <event2/http.h>
 #include <zlib.h>
 
 typedef struct RcSlot {
@@ -22,6 +24,7 @@ struct CcdReplyCache {
     RcSlot slots[CCD_RC_SLOTS];
     size_t bytes;
     uint64_t gzipped, gzip_in, gzip_out, hits, misses;
+    uint64_t boot; /* in every ETag: a restarted daemon's versions start again */
 };
 
 CcdBody *ccd_body_new(const void *p, size_t n)
@@ -58,8 +61,13 @@ void ccd_body_add(struct evbuffer *out, CcdBody *b, size_t len)
 
 int ccd_rc_open(CcdReplyCache **out)
 {
+    struct timespec ts;
     *out = calloc(1, sizeof **out);
-    return *out ? 0 : -ENOMEM;
+    if (!*out)
+        return -ENOMEM;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    (*out)->boot = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) * 1099511628211ULL;
+    return 0;
 }
 
 static void slot_clear(CcdReplyCache *rc, RcSlot *s)
@@ -181,13 +189,56 @@ static int same_req(const RcSlot *s, CcdReq *r)
            !strcmp(s->req + n + 1, r->rawq ? r->rawq : "");
 }
 
+/* The weak ETag of the reply under `key` (weak: the same for its gzip), on the reply with
+ * Cache-Control no-cache so that a browser keeps it and asks again with If-None-Match. */
+static void etag_of(const CcdReplyCache *rc, uint64_t key, char *buf, size_t n)
+{
+    snprintf(buf, n, "W/\"%016llx\"", (unsigned long long)(key ^ rc->boot));
+}
+
+static void add_etag(CcdReq *r, const char *etag)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(r->req), "ETag", etag);
+    r->cache_control = "no-cache";
+}
+
+int ccd_etag_matches(const char *inm, const char *etag)
+{
+    size_t n = strlen(etag);
+    while (inm && *inm) {
+        while (*inm == ',' || isspace((unsigned char)*inm))
+            inm++;
+        if (*inm == '*')
+            return 1;
+        if (!strncmp(inm, "W/", 2))
+            inm += 2;
+        if (!strncmp(inm, etag, n)) /* quoted: "ab" is no prefix of "abc" */
+            return 1;
+        while (*inm && *inm != ',')
+            inm++;
+    }
+    return 0;
+}
+
 int ccd_reply_cached(CcdReq *r, uint64_t version)
 {
     CcdReplyCache *rc = ccd_http_rc(r->d);
+    char etag[24];
     if (!rc)
         return 0;
     uint64_t key = req_key(r, version);
     RcSlot *s = &rc->slots[key % CCD_RC_SLOTS];
+    etag_of(rc, key, etag, sizeof etag);
+    if (r->method == EVHTTP_REQ_GET &&
+        ccd_etag_matches(
+            evhttp_find_header(evhttp_request_get_input_headers(r->req), "If-None-Match"),
+            etag + 2 /* past W/ */)) {
+        /* the client holds this reply: the key names request and version, so no need for
+         * the body to be in the cache */
+        rc->hits++; /* a 304 counts as a hit */
+        add_etag(r, etag);
+        return ccd_text(r, 304, "application/json");
+    }
     if (!s->plain || s->key != key || s->version != version || !same_req(s, r)) {
         rc->misses++;
         r->rc_want = 1;
@@ -196,6 +247,7 @@ int ccd_reply_cached(CcdReq *r, uint64_t version)
         return 0;
     }
     rc->hits++;
+    add_etag(r, etag);
     int gz = s->plain->len >= CCD_GZIP_MIN_BYTES && ccd_accepts_gzip(r);
     if (gz && !s->gz && rc->bytes + s->plain->len <= CCD_RC_MAX_TOTAL &&
         (s->gz = gzip_new(rc, s->plain->data, s->plain->len)))
@@ -240,6 +292,11 @@ int ccd_rc_finish(CcdReplyCache *rc, CcdReq *r, int status)
     size_t n = evbuffer_get_length(r->out);
     int want_gz = n >= CCD_GZIP_MIN_BYTES && ccd_accepts_gzip(r);
     int keep_it = r->rc_want && status == 200;
+    if (keep_it) {
+        char etag[24];
+        etag_of(rc, r->rc_key, etag, sizeof etag);
+        add_etag(r, etag);
+    }
     if (!want_gz && !keep_it)
         return 0;
     const unsigned char *p = evbuffer_pullup(r->out, -1);

@@ -10,6 +10,11 @@
  * per request); otherwise the handler renders as usual and the chokepoint keeps what it
  * rendered. Direct-mapped (CCD_RC_SLOTS), bodies up to CCD_RC_MAX_BODY, at most
  * CCD_RC_MAX_TOTAL bytes in all. Loop thread only.
+ *
+ * Such a reply carries a weak ETag (request, version and the daemon's start) and
+ * Cache-Control: no-cache, so a client that polls asks with If-None-Match and gets a 304
+ * without a body while the version has not moved: what a dashboard's refresh that finds
+ * nothing new costs is then the request's parsing and headers.
  */
 #ifndef CCD_HTTP_CACHE_H
 #define CCD_HTTP_CACHE_H
@@ -50,8 +55,13 @@ int ccd_accepts_gzip(CcdReq *r);
 /** 1 if an Accept-Encoding value accepts gzip (a token "gzip" or "*" without q=0). */
 int ccd_accepts_gzip_value(const char *accept_encoding);
 
+/** Whether an If-None-Match value (NULL: none) names the quoted etag or is "*", by the weak
+ *  comparison of RFC 9110 13.1.2 (W/"x" matches "x"). */
+int ccd_etag_matches(const char *if_none_match, const char *etag);
+
 /** Serves the request from the cache when it holds its reply at `version`: returns 200 (the
- *  handler returns it), else 0 and the chokepoint keeps the reply the handler renders. */
+ *  handler returns it), or 304 when the client's If-None-Match names that reply (a GET,
+ *  cached or not), else 0 and the chokepoint keeps the reply the handler renders. */
 int ccd_reply_cached(CcdReq *r, uint64_t version);
 
 /** For the chokepoint, before the reply goes: gzips a JSON body for a client that takes it

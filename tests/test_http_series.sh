@@ -2,7 +2,8 @@
 # test_http_series.sh — black-box test of the dashboard's reads (issue 15): the long
 # history (history.depth) with since/until and max_points, past forecasts against actuals
 # and their scores, batch reads, null for KPIs no record gave, interval bounds clamped to
-# the KPIs' physical bounds (alerts.kpis <kpi>.min/max), the level edge, CORS
+# the KPIs' physical bounds (alerts.kpis <kpi>.min/max), the level edge, kpis=/fields=/
+# digits=, ETag and If-None-Match (304), CORS
 # (http.cors_origins) and gzip. Starts the real daemon on loopback (tiny model, embedded
 # broker) and feeds it through POST /v1/kpis; ~5 s.
 #   usage: test_http_series.sh CELLCASTD SOURCE_ROOT
@@ -97,8 +98,24 @@ curl -s "$U/v1/cells/c1/history?max_points=5" >"$TMP/h58a"
 curl -s "$U/v1/cells/c1/history?max_points=5" >"$TMP/h58b"
 cmp -s "$TMP/h58a" "$TMP/h58b" || fail "a cached history differs"
 grep -q "\"step\":$((P0 + 58)),[^]]*\]}\]}" "$TMP/h58a" || fail "history before the last step: $(tail -c 200 "$TMP/h58a")"
+# a cached reply's weak ETag: If-None-Match → 304 without a body until the next step
+etag() { grep -i '^etag:' "$TMP/hdr" | sed 's/^[^:]*: *//; s/\r$//'; }
+expect "/v1/cells/c1/history?max_points=5" 200
+E58=$(etag)
+case $E58 in W/\"*\") ;; *) fail "no weak ETag on a cached reply: $(cat "$TMP/hdr")" ;; esac
+grep -qi '^cache-control: no-cache' "$TMP/hdr" || fail "an ETag'd reply is not no-cache"
+rm -f "$TMP/body" # curl writes no file for no body
+expect "/v1/cells/c1/history?max_points=5" 304 -H "If-None-Match: $E58"
+[ -s "$TMP/body" ] && fail "a 304 has a body: $(head -c 100 "$TMP/body")"
+[ "$(etag)" = "$E58" ] || fail "the 304's ETag $(etag) is not $E58"
+expect "/v1/cells/c1/history?max_points=6" 200 -H "If-None-Match: $E58"
+expect "/v1/cells/c1/forecasts" 200 --compressed
+EF=$(etag)
+expect "/v1/cells/c1/forecasts" 304 -H "If-None-Match: \"x\", $EF" --compressed
 [ "$(post "$TMP/last.json")" = 202 ] || fail "POST last.json"
 wait_step c1 $((P0 + 59))
+expect "/v1/cells/c1/history?max_points=5" 200 -H "If-None-Match: $E58"
+[ "$(etag)" != "$E58" ] || fail "the ETag did not change with a new step"
 for _ in $(seq 50); do curl -s "$U/v1/cells/new1" | grep -q '"last_observation"' && break; sleep 0.05; done
 
 # --- since overflow (served everything) and the level edge (gave null bounds)
@@ -218,6 +235,54 @@ h = json.load(open(f"{tmp}/bh"))
 assert [c["cell"] for c in h["cells"]] == ["c2", "c1"] and h["unknown"] == ["zz"], h
 assert all(1 <= len(c["steps"]) <= 3 for c in h["cells"]), h
 PYEOF
+# --- asking only for what is drawn: kpis=, fields=, digits= (the defaults are all, 7)
+save hsel "/v1/cells/c1/history?kpis=users,prb&fields=values&digits=3"
+save fsel "/v1/cells/c1/forecasts?kpis=thr&fields=mean,scores&digits=4"
+save fact "/v1/cells/c1/forecasts?fields=actual,ts"
+save fone "/v1/cells/c1/forecasts?fields=one_step,mean,scores"
+save fend "/v1/cells/c1/forecasts?fields=horizon_end"
+save bsel "/v1/history?cells=c2,c1&kpis=thr&fields=imputed&max_points=2"
+$PY - "$TMP" <<'PYEOF' || fail "kpis/fields/digits: $(head -c 300 "$TMP/fsel")"
+import json, sys
+tmp = sys.argv[1]
+def sig(x, n):
+    return x if x in (None, 0) else float(f"{x:.{n - 1}e}")
+full, h = json.load(open(f"{tmp}/hall")), json.load(open(f"{tmp}/hsel"))
+assert h["kpis"] == ["prb", "users"], h["kpis"]  # the model's order
+assert [s["step"] for s in h["steps"]] == [s["step"] for s in full["steps"]]
+for a, b in zip(full["steps"], h["steps"]):
+    assert set(b) == {"step", "values"}, b
+    want = [sig(a["values"][0], 3), sig(a["values"][2], 3)]
+    assert all(x == y or abs(x - y) <= 1e-9 * abs(y) for x, y in zip(b["values"], want)), (b, want)
+assert any(len(str(b["values"][0]).replace("-", "").replace(".", "").lstrip("0")) <= 3 < len(str(a["values"][0]))
+           for a, b in zip(full["steps"], h["steps"])), "no value was shortened"
+fc, f = json.load(open(f"{tmp}/fcs")), json.load(open(f"{tmp}/fsel"))
+assert f["kpis"] == ["thr"] and [s["step"] for s in f["steps"]] == [s["step"] for s in fc["steps"]]
+for a, b in zip(fc["steps"], f["steps"]):
+    assert set(b) == {"step", "one_step", "horizon_end"}, b
+    for k in ("one_step", "horizon_end"):
+        assert (a[k] is None) == (b[k] is None) and (b[k] is None or (set(b[k]) == {"mean"} and
+                b[k]["mean"][0] == sig(a[k]["mean"][1], 4))), (k, a[k], b[k])
+for k in ("one_step", "horizon_end"):
+    sa, sb = fc["scores"][k], f["scores"][k]
+    assert sb["n"] == [sa["n"][1]] and sb["mae"] == [sig(sa["mae"][1], 4)], (sa, sb)
+o, e = json.load(open(f"{tmp}/fone")), json.load(open(f"{tmp}/fend"))
+assert all(set(s) == {"step", "one_step"} for s in o["steps"]) and set(o["scores"]) == {"one_step"}, o["scores"]
+assert o["scores"]["one_step"]["mae"] == fc["scores"]["one_step"]["mae"]
+assert all(set(s) == {"step", "horizon_end"} and s["horizon_end"] == a["horizon_end"]
+           for a, s in zip(fc["steps"], e["steps"])) and "scores" not in e, e["steps"][-1]
+x = json.load(open(f"{tmp}/fact"))
+assert "scores" not in x and all(set(s) == {"step", "ts", "actual"} for s in x["steps"]), x["steps"][0]
+b = json.load(open(f"{tmp}/bsel"))
+assert [c["kpis"] for c in b["cells"]] == [["thr"], ["thr"]] and all(
+    set(s) == {"step", "imputed"} for c in b["cells"] for s in c["steps"]), b
+PYEOF
+for bad in "history?fields=mean" "history?fields=values,bogus" "forecasts?fields=imputed" "forecasts?fields=" \
+    "history?digits=0" "forecasts?digits=8" "history?kpis=nope"; do
+    expect "/v1/cells/c1/$bad" 422
+done
+expect "/v1/cells/c1/history?digits=x" 400
+
 ids=$(seq -s, -f 'c%g' 101)
 expect "/v1/forecast?cells=$ids" 422
 expect "/v1/history?cells=$ids" 422

@@ -7,14 +7,20 @@
 #   history     GET /v1/cells/{id}/history?max_points=POINTS (7 days, down-sampled)
 #   forecasts   GET /v1/cells/{id}/forecasts?max_points=POINTS (past forecasts + scores)
 #   batch50     GET /v1/forecast?cells=<50 ids>
-# each plain and with Accept-Encoding: gzip; then the long history's bytes per cell.
+# each plain and with Accept-Encoding: gzip; then every read the page's cell view and list
+# make, as the browser asks them (gzip), the series with the page's query (PAGE_HISTORY_Q,
+# PAGE_PAST_Q: web/src/app.js's; give the old page's to measure an older daemon) and again
+# as its refresh that finds no new step (If-None-Match: the reply's ETag → 304); then the
+# long history's bytes per cell. Each figure is measured REPEAT times (default 3): mean ± sd.
 #
 #   dash_bench.sh CELLCASTD MODEL [SECONDS] [CELLS] [POINTS]
 set -eu
-CELLCASTD=$1 MODEL=$2 SECS=${3:-5} CELLS=${4:-60} POINTS=${5:-300}
+CELLCASTD=$1 MODEL=$2 SECS=${3:-5} CELLS=${4:-60} POINTS=${5:-300} REPEAT=${REPEAT:-3}
+PAGE_HISTORY_Q=${PAGE_HISTORY_Q:-digits=4&fields=values&max_points=1260}
+PAGE_PAST_Q=${PAGE_PAST_Q:-digits=4&fields=one_step,mean,scores&max_points=1260}
 # shellcheck source=../lib/daemon.sh
 . "$(dirname "$0")/../lib/daemon.sh"
-need_tools wrk curl
+need_tools wrk curl bc
 TMP=$(mktemp -d /tmp/cellcast-dashbench.XXXXXX)
 DPID=
 trap '[ -n "$DPID" ] && kill $DPID 2>/dev/null; wait 2>/dev/null; rm -rf "$TMP"' EXIT
@@ -28,19 +34,28 @@ for _ in $(seq 600); do [ "$(steps)" -ge $((CELLS * BACKFILL)) ] && break; sleep
 sleep 1
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$DPID/stat"; }
 ids=$(seq -s, -f 'demo-%04g' 0 49)
-run() { # NAME PATH [WRK-ARG...]
-    local name=$1 path=$2 cpu0 cpu1 reqs bytes
+run() { # NAME PATH [WRK-ARG...]: REPEAT wrk runs; the reply's bytes, req/s and daemon CPU
+    local name=$1 path=$2 cpu0 cpu1 reqs bytes code us=() rps=()
     shift 2
-    bytes=$(curl -s "$@" "$U$path" | wc -c)
-    cpu0=$(cpu_ticks)
-    wrk -t1 -c8 -d"${SECS}s" "$@" "$U$path" >"$TMP/wrk.txt"
-    cpu1=$(cpu_ticks)
-    reqs=$(awk '/requests in/ { print $1 }' "$TMP/wrk.txt")
-    printf '%-22s %8s B  %9s req/s  daemon CPU %6s us/request\n' "$name" "$bytes" \
-        "$(awk '/Requests\/sec/ { print $2 }' "$TMP/wrk.txt")" \
-        "$(echo "scale=1; ($cpu1 - $cpu0) * 1000000 / $(getconf CLK_TCK) / $reqs" | bc)"
+    rm -f "$TMP/body" # curl writes no file for a 304
+    code=$(curl -s -o "$TMP/body" -w '%{http_code}' "$@" "$U$path")
+    bytes=$(cat "$TMP/body" 2>/dev/null | wc -c)
+    for _ in $(seq "$REPEAT"); do
+        cpu0=$(cpu_ticks)
+        wrk -t1 -c8 -d"${SECS}s" "$@" "$U$path" >"$TMP/wrk.txt"
+        cpu1=$(cpu_ticks)
+        reqs=$(awk '/requests in/ { print $1 }' "$TMP/wrk.txt")
+        rps+=("$(awk '/Requests\/sec/ { printf "%.0f", $2 }' "$TMP/wrk.txt")")
+        us+=("$(echo "scale=2; ($cpu1 - $cpu0) * 1000000 / $(getconf CLK_TCK) / $reqs" | bc)")
+    done
+    printf '%-30s %3s %8s B  %6s req/s  daemon CPU %s us/request\n' "$name" "$code" "$bytes" \
+        "$(printf '%s\n' "${rps[@]}" | sort -n | sed -n "$(((REPEAT + 1) / 2))p")" \
+        "$(printf '%s\n' "${us[@]}" | awk '{ s += $1; q += $1 * $1; n++ }
+            END { m = s / n; sd = n > 1 ? sqrt((q - n * m * m) / (n - 1)) : 0; if (sd < 0) sd = 0
+                  printf "%6.1f ± %4.1f", m, sd }')"
 }
-echo "== $CELLS cells x $BACKFILL steps, idle (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
+etag() { curl -s -D - -o /dev/null "$@" | awk -F': ' 'tolower($1) == "etag" { sub(/\r$/, "", $2); print $2 }'; }
+echo "== $CELLS cells x $BACKFILL steps, idle (load average: $(cut -d' ' -f1-3 /proc/loadavg)); $REPEAT x ${SECS} s per figure"
 for gz in "" gzip; do
     h=()
     [ -n "$gz" ] && h=(-H 'Accept-Encoding: gzip')
@@ -49,6 +64,29 @@ for gz in "" gzip; do
     run "forecasts 7d/$POINTS${gz:+ (gzip)}" "/v1/cells/demo-0001/forecasts?max_points=$POINTS" "${h[@]}"
     run "batch50${gz:+ (gzip)}" "/v1/forecast?cells=$ids" "${h[@]}"
 done
+# the page's reads as the browser makes them (gzip), since = 7 days before the last step
+h=(-H 'Accept-Encoding: gzip')
+one=$(curl -s "$U/v1/cells/demo-0001/history?max_points=1")
+last=$(grep -o '"step":[0-9]*' <<<"$one" | tail -1 | cut -d: -f2)
+since=$((last * $(grep -o '"step_seconds":[0-9]*' <<<"$one" | cut -d: -f2) - 7 * 86400))
+echo "== the page (gzip): a cell view, its refresh with nothing new, the list"
+run "page forecast level=0.8" "/v1/cells/demo-0001/forecast?level=0.8" "${h[@]}"
+run "page history" "/v1/cells/demo-0001/history?$PAGE_HISTORY_Q&since=$since" "${h[@]}"
+run "page forecasts" "/v1/cells/demo-0001/forecasts?$PAGE_PAST_Q&since=$since" "${h[@]}"
+run "page cell" "/v1/cells/demo-0001" "${h[@]}"
+run "page alerts" "/v1/cells/demo-0001/alerts?limit=1000" "${h[@]}"
+run "page attention" "/v1/cells/demo-0001/attention" "${h[@]}"
+for p in "forecast?level=0.8" "history?$PAGE_HISTORY_Q&since=$since" "forecasts?$PAGE_PAST_Q&since=$since"; do
+    e=$(etag "${h[@]}" "$U/v1/cells/demo-0001/$p")
+    if [ -n "$e" ]; then
+        run "refresh ${p%%\?*} (304)" "/v1/cells/demo-0001/$p" "${h[@]}" -H "If-None-Match: $e"
+    else
+        echo "refresh ${p%%\?*}: no ETag"
+    fi
+done
+run "page list /v1/cells" "/v1/cells?limit=10000" "${h[@]}"
+run "page /v1/alerts/firing" "/v1/alerts/firing?limit=1000" "${h[@]}"
+run "page /v1/info" "/v1/info" "${h[@]}"
 n=$(curl -s "$U/v1/cells/demo-0001/history" | grep -o '"step":' | wc -l)
 hb=$(curl -s "$U/metrics" | awk '$1 == "cellcast_cell_history_bytes" { print $2 }')
 echo "history: $n steps of demo-0001 kept; long-history bytes $hb for $CELLS cells = $((hb / CELLS)) B/cell"

@@ -2,12 +2,18 @@
  * from the same origin and polls it every 5 s while the tab is visible. Routes: #/ (cell list
  * and alerts firing now) and #/cells/{id} (a cell's KPIs, forecast bands, past forecasts, alert
  * episodes and attention). Optional routes (past forecasts, ranges) that answer 404 are hidden.
+ * The series replies carry ETags: the browser's cache asks with If-None-Match, and a refresh
+ * that finds no new step gets 304s.
  * window.cellcast exposes the state (charts, readiness marks) to the browser test. */
 'use strict';
 (() => {
   const POLL_MS = 5000;
   const ROW_H = 28;
-  const MAX_POINTS = 1500;
+  // what the charts draw, and no more (docs/dashboard.md): the observed values and the past
+  // forecasts' means (one-step; horizon-end once its series is shown) with 4 significant digits
+  // (a 210 px chart shows ~3), at most two points per pixel of a chart's width
+  const HISTORY_Q = 'digits=4&fields=values';
+  const pastQ = () => `digits=4&fields=one_step${S.horizonEnd ? ',horizon_end' : ''},mean,scores`;
   const $ = (id) => document.getElementById(id);
   const cssv = (n) => getComputedStyle(document.documentElement).getPropertyValue(n).trim();
   const SEV_RANK = { critical: 2, warning: 1 };
@@ -203,7 +209,8 @@
         const name = S.kpiCols[k];
         cs[5 + k].textContent = d && name && d.kpis[name] ? fmt(d.kpis[name].observed) : '';
       }
-      if (!d || now - d.t > POLL_MS) stale.push(c.id);
+      // a row's figures move with its steps only: read again when the list's last_ts moved
+      if (!d || (d.last_ts !== c.last_ts && now - d.t > POLL_MS)) stale.push(c.id);
     }
     for (let i = used; i < rowPool.length; i++) rowPool[i].hidden = true;
     if (stale.length) loadDetails(stale);
@@ -223,7 +230,7 @@
           try {
             const c = await getJSON('/v1/cells/' + encodeURIComponent(id));
             const lo = c.last_observation || {};
-            S.detail.set(id, { t: Date.now(), z: c.scores ? c.scores.score : null, kpis: lo.kpis || {} });
+            S.detail.set(id, { t: Date.now(), last_ts: c.last_ts, z: c.scores ? c.scores.score : null, kpis: lo.kpis || {} });
             if (!S.kpiCols.length && lo.kpis) setKpiCols(Object.keys(lo.kpis));
           } catch (e) {
             S.detail.set(id, { t: Date.now(), z: null, kpis: {} });
@@ -395,7 +402,7 @@
         { label: 'lo 95 %', ...band },
         { label: 'hi 95 %', ...band },
         { label: 'past 1-step', stroke: past, width: 1, dash: [2, 2], points: { show: false }, show: !!S.cell.past },
-        { label: 'past horizon-end', stroke: '#8b949e', width: 1, dash: [1, 3], points: { show: false }, show: false },
+        { label: 'past horizon-end', stroke: '#8b949e', width: 1, dash: [1, 3], points: { show: false }, show: !!S.horizonEnd },
       ],
       bands: [
         { series: [6, 5], fill: 'rgba(197,134,255,.13)' },
@@ -404,6 +411,11 @@
       hooks: {
         draw: [(u) => drawEpisodes(u, kpi)],
         setSelect: [(u) => { if (u.select.width > 0) S.zoomed = true; }],
+        setSeries: [(u, i, o) => { // the horizon-end means are read once their series is shown
+          if (i !== 8 || !o.show || S.horizonEnd || !S.route) return;
+          S.horizonEnd = true;
+          loadCell(S.route, false).catch((e) => setStatus(e.message, true));
+        }],
       },
     };
   }
@@ -418,10 +430,15 @@
     return `1-step MAE ${fmt(s.mae[k])}${cov}`;
   }
 
+  function chartWidth() {
+    const w = $('charts').clientWidth;
+    return Math.max(300, (w >= 1064 ? (w - 12) / 2 : w) - 14);
+  }
+
   function renderCharts() {
     const box = $('charts');
     const kpis = S.cell.history.kpis;
-    const width = Math.max(300, (box.clientWidth >= 1064 ? (box.clientWidth - 12) / 2 : box.clientWidth) - 14);
+    const width = chartWidth();
     const stale = [...S.charts.keys()].some((k) => !kpis.includes(k)) || S.charts.size !== kpis.length;
     if (stale) {
       for (const u of S.charts.values()) u.destroy();
@@ -531,8 +548,18 @@
     S.ready.attentionDrawn = (S.ready.attentionDrawn || 0) + 1;
   }
 
+  /* What the cell view shows moves only with the cell's steps (its last_step in the list) and
+   * its alerts (data-quality alerts fire without a step): a refresh that finds both as they
+   * were asks for nothing. A cell the list does not hold is read every time. */
+  const firingSig = (id) => S.firing.filter((a) => a.cell_id === id).map((a) => `${a.id}:${a.severity}:${a.time}`).sort().join(',');
+  function cellSig(id) {
+    const known = S.cells.find((c) => c.id === id);
+    return known ? `${known.last_step}|${firingSig(id)}` : null;
+  }
+
   async function loadCell(id, fresh) {
     const q = encodeURIComponent(id);
+    const firing = firingSig(id); // as the list knew them when the cell's reads went out
     // what needs no time range is asked for at once, beside the cell's own record
     const rest = Promise.all([
       getOptional(`/v1/cells/${q}/forecast?level=0.8`),
@@ -546,9 +573,10 @@
     // 7 days by default) rather than wait for the cell's record.
     const known = S.cells.find((c) => c.id === id);
     let range = '';
+    const points = `&max_points=${Math.ceil(2 * chartWidth())}`;
     const ranged = () => Promise.all([
-      getJSON(`/v1/cells/${q}/history?max_points=${MAX_POINTS}${range}`),
-      S.noPast ? null : getOptional(`/v1/cells/${q}/forecasts?${range.slice(1)}`),
+      getJSON(`/v1/cells/${q}/history?${HISTORY_Q}${points}${range}`),
+      S.noPast ? null : getOptional(`/v1/cells/${q}/forecasts?${pastQ()}${points}${range}`),
     ]);
     let hp = null;
     if (known && known.last_ts != null) range = `&since=${unixOf(known.last_ts) - S.hours * 3600}`;
@@ -570,7 +598,9 @@
       S.zoomed = false;
     }
     const hs = history.steps;
-    S.cell = { id, meta, history, fc80, fc95, past, attention, episodes: episodesOf(alerts ? alerts.alerts : []),
+    // the step the view shows (the newest observed, in the history it read), as the list says it
+    const sig = `${hs.length ? hs[hs.length - 1].step : meta.last_step}|${firing}`;
+    S.cell = { id, sig, meta, history, fc80, fc95, past, attention, episodes: episodesOf(alerts ? alerts.alerts : []),
       lastX: hs.length ? (hs[hs.length - 1].step + 1) * history.step_seconds : null };
     $('cell-title').textContent = id;
     const c = meta.counts || {};
@@ -634,14 +664,13 @@
         A.set(a.cell_id, x);
       }
       S.alertsByCell = A;
-      for (const v of S.detail.values()) v.t = 0; // refresh the visible rows' details
       sortAndFilter();
       renderFiring();
       if (!S.ready.list) {
         S.ready.list = performance.now();
         performance.mark('cc-list-ready');
       }
-      if (S.route && S.cell && S.cell.id === S.route) {
+      if (S.route && S.cell && S.cell.id === S.route && (S.cell.sig == null || cellSig(S.route) !== S.cell.sig)) {
         try {
           await loadCell(S.route, false);
         } catch (e) {
