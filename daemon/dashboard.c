@@ -2,7 +2,6 @@
  * caching headers and gzip; see dashboard.h. Loop thread only. */
 #include "dashboard.h"
 
-#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -18,28 +17,6 @@ const CcdAsset *ccd_asset_find(const char *name)
     return NULL;
 }
 
-/* If-None-Match matches etag: "*", or the tag among a comma-separated list (weak
- * comparison, so W/"x" matches "x": a proxy may have weakened it). */
-static int etag_matches(const char *inm, const char *etag)
-{
-    if (!inm)
-        return 0;
-    size_t n = strlen(etag);
-    for (const char *p = inm; *p;) {
-        while (*p == ',' || isspace((unsigned char)*p))
-            p++;
-        if (*p == '*')
-            return 1;
-        if (!strncmp(p, "W/", 2))
-            p += 2;
-        if (!strncmp(p, etag, n))
-            return 1;
-        while (*p && *p != ',')
-            p++;
-    }
-    return 0;
-}
-
 static int serve(CcdReq *r, const CcdAsset *a, const char *cache_control)
 {
     struct evkeyvalq *in = evhttp_request_get_input_headers(r->req);
@@ -48,7 +25,7 @@ static int serve(CcdReq *r, const CcdAsset *a, const char *cache_control)
     evhttp_add_header(out, "ETag", a->etag);
     evhttp_add_header(out, "Vary", "Accept-Encoding");
     evhttp_add_header(out, "X-Content-Type-Options", "nosniff");
-    if (etag_matches(evhttp_find_header(in, "If-None-Match"), a->etag))
+    if (ccd_etag_matches(evhttp_find_header(in, "If-None-Match"), a->etag))
         return ccd_text(r, 304, a->ctype);
     if (ccd_accepts_gzip_value(evhttp_find_header(in, "Accept-Encoding"))) {
         evhttp_add_header(out, "Content-Encoding", "gzip");
