@@ -1122,6 +1122,10 @@ static int h_attention(CcdReq *r)
                            "attention weights are not kept (engine.keep_attention: false)");
     if (c->busy)
         return CCD_DEFER;
+    /* the page reads it once per step (~0.5 ms to render, most of it printing floats): cached
+     * per published step, with an ETag for the 304 */
+    if ((rc = ccd_reply_cached(r, ccd_cell_version(d, c, ccd_version_seed(d)))))
+        return rc;
     float *w = scratch_f((size_t)L * H * NT);
     int64_t *tok = malloc((size_t)NT * sizeof *tok);
     if (!w || !tok) {
