@@ -211,7 +211,9 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                     "validation rows (give the data options of its training)\n"
                     "and write it to --out"),
         CC_OPTS_INT("calib-radius", &a->calib_radius, -1, 64, "R",
-                    "horizon steps pooled each side (-1: horizon/16, at most 8)", .flags = SHOW),
+                    "at most R horizon steps pooled each side (k/4 at step k;\n"
+                    "-1: horizon/16, at most 8)",
+                    .flags = SHOW),
         CC_OPTS_DBL("calib-recent", &a->calib_recent, 0.05, 1, "X",
                     "fit on the latest X of each series' validation rows", .flags = SHOW),
         CC_OPTS_INT("val-windows", &a->val_windows, 1, 1e7, "N",
