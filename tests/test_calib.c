@@ -143,6 +143,14 @@ static void test_drift_shrinks(void **state)
         assert_true(fabs(sc[HZ + k] / 2.0 - 1) < 0.05);
     }
     assert_true(rep.shrink_min < 0.9 && rep.shrink_max > 0.99);
+    /* --calib-recent 0.5: the later half alone, scale 2 */
+    cs.recent = 0.5;
+    c = filled(&cs, sc_drift, 11);
+    assert_int_equal(cc_calib_fit(c, sp, NULL), 0);
+    cc_calib_close(&c);
+    printf("the later half alone: %.3f\n", sp[0]);
+    for (int k = 0; k < HZ; k++)
+        assert_true(fabs(sp[k] / 2.0 - 1) < 0.05);
 }
 
 /* A KPI with 4 validation samples is pulled toward the KPIs with many (weight 4/54 on its
