@@ -274,9 +274,10 @@ static int place(CcCalib *c)
     for (size_t i = 0; i < c->n; i++)
         S = (size_t)c->v[i].series + 1 > S ? (size_t)c->v[i].series + 1 : S;
     size_t NC = (S ? S : 1) * (size_t)c->F;
-    int64_t *lo = malloc(NC * 2 * sizeof *lo), *hi = lo + NC;
+    int64_t *lo = malloc(NC * 2 * sizeof *lo);
     if (!lo)
         return -ENOMEM;
+    int64_t *hi = lo + NC;
     for (size_t ch = 0; ch < NC; ch++)
         lo[ch] = INT64_MAX, hi[ch] = INT64_MIN;
     for (size_t i = 0; i < c->n; i++) {
