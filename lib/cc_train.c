@@ -1251,65 +1251,40 @@ int cc_trainer_validate(CcTrainer *t, double *nll, double *mse)
     return 0;
 }
 
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
-float cc_calib_scale(float *absz, size_t n)
+int cc_trainer_calibrate(CcTrainer *t, double cover[3])
 {
-    if (n == 0)
-        return 1.0f;
-    qsort(absz, n, sizeof *absz, cmp_float);
-    /* the 0.8 quantile, linear between order statistics */
-    double pos = 0.8 * (double)(n - 1), lo = floor(pos);
-    size_t i = (size_t)lo;
-    double q = absz[i] + (i + 1 < n ? (pos - lo) * (absz[i + 1] - absz[i]) : 0.0);
-    double sc = q / CC_Z80;
-    return (float)(sc > 1e-3 ? sc : 1e-3);
+    CcCalibSettings cs;
+    CcCalibReport rep;
+    cc_calib_defaults(&cs);
+    cs.fit = CC_CALIB_QUANTILE;
+    int ret = cc_trainer_calibrate_fit(t, &cs, &rep);
+    if (ret == 0 && cover)
+        cover[0] = rep.cover_raw, cover[1] = rep.cover, cover[2] = rep.cover_rms;
+    return ret;
 }
 
-/* Coverage bookkeeping of cc_trainer_calibrate: per (KPI, step) bucket b, its |z| values
- * az[off[b] .. off[b]+cnt[b]). */
-typedef struct Calib {
-    float *az;
-    size_t *off, *cnt;
-} Calib;
-
-int cc_trainer_calibrate(CcTrainer *t, double cover[3])
+int cc_trainer_calibrate_fit(CcTrainer *t, const CcCalibSettings *cs, CcCalibReport *rep)
 {
     CcModel *m = t->m;
     const CcHparams *hp = &m->hp;
-    int F = hp->n_features, HZ = hp->horizon, HZ2 = 2 * HZ;
+    int HZ = hp->horizon, HZ2 = 2 * HZ;
     if (hp->linear_window <= 0)
         return -EINVAL;
     if (t->n_val_win == 0)
         return -EAGAIN;
-    int ret = -ENOMEM, chunk = t->per_thread;
-    Calib c = {0};
+    int ret, chunk = t->per_thread;
+    CcCalib *c = NULL;
     float *y = malloc((size_t)chunk * t->val_group * HZ2 * sizeof *y);
-    c.off = calloc((size_t)F * HZ, sizeof *c.off);
-    c.cnt = calloc((size_t)F * HZ, sizeof *c.cnt);
-    size_t per_f[CC_MAX_FEATURES] = {0}, total = 0;
-    for (int i = 0; i < t->n_val_win; i++)
-        per_f[t->val_win[i].feature] += (size_t)t->val_win[i].n_cur;
-    for (int f = 0; f < F; f++)
-        for (int k = 0; k < HZ; k++) { /* capacity: every sample of f observed at k */
-            c.off[(size_t)f * HZ + k] = total;
-            total += per_f[f];
-        }
-    c.az = malloc((total ? total : 1) * sizeof *c.az);
-    if (!y || !c.off || !c.cnt || !c.az)
+    ret = y ? cc_calib_open(&c, hp->n_features, HZ, cs) : -ENOMEM;
+    if (ret < 0)
         goto done;
     CcTrainWork *w = t->work[0];
-    size_t inside[3] = {0, 0, 0}, seen = 0;
     for (int i = 0; i < t->n_val_win; i += chunk) {
         int n = t->n_val_win - i < chunk ? t->n_val_win - i : chunk;
         ret = cc_train_batch(w, m, NULL, t->ds, t->val_win + i, n, 0.0f, 1.0f, NULL, NULL, y, NULL,
@@ -1318,47 +1293,24 @@ int cc_trainer_calibrate(CcTrainer *t, double cover[3])
             goto done;
         const float *tg, *tw;
         cc_train_work_targets(w, &tg, &tw);
-        for (int b = 0, row = 0; b < n; b++)
-            for (int j = 0; j < t->val_win[i + b].n_cur; j++, row++) {
-                int f = t->val_win[i + b].feature;
-                for (int k = 0; k < HZ; k++) {
+        for (int b = 0, row = 0; b < n; b++) {
+            const CcTrainWindow *vw = &t->val_win[i + b];
+            for (int j = 0; j < vw->n_cur; j++, row++)
+                for (int k = 0; k < HZ && ret == 0; k++) {
                     size_t at = (size_t)row * HZ + k;
-                    if (!(tw[at] > 0))
-                        continue;
                     const float *yk = y + (size_t)row * HZ2 + 2 * k;
-                    float z = fabsf(tg[at] - yk[0]) / expf(yk[1]);
-                    size_t bk = (size_t)f * HZ + k;
-                    c.az[c.off[bk] + c.cnt[bk]++] = z;
-                    inside[0] += z <= CC_Z80;
-                    seen++;
+                    if (tw[at] > 0)
+                        ret = cc_calib_add(c, vw->series, vw->e + vw->cur[j], vw->feature, k,
+                                           fabsf(tg[at] - yk[0]) / expf(yk[1]));
                 }
-            }
-    }
-    for (int f = 0; f < F; f++)
-        for (int k = 0; k < HZ; k++) {
-            size_t bk = (size_t)f * HZ + k;
-            float *az = c.az + c.off[bk], sc = cc_calib_scale(az, c.cnt[bk]);
-            m->w.sigma_scale[bk] = sc;
-            double ss = 0; /* the NLL-optimal scale RMS(z), for comparison only */
-            for (size_t i = 0; i < c.cnt[bk]; i++)
-                ss += (double)az[i] * az[i];
-            double rms = c.cnt[bk] ? sqrt(ss / (double)c.cnt[bk]) : 1.0;
-            for (size_t i = 0; i < c.cnt[bk]; i++) {
-                inside[1] += az[i] <= CC_Z80 * sc;
-                inside[2] += az[i] <= CC_Z80 * rms;
-            }
         }
-    if (cover) {
-        cover[0] = seen ? (double)inside[0] / (double)seen : NAN;
-        cover[1] = seen ? (double)inside[1] / (double)seen : NAN;
-        cover[2] = seen ? (double)inside[2] / (double)seen : NAN;
+        if (ret < 0)
+            goto done;
     }
-    ret = 0;
+    ret = cc_calib_fit(c, m->w.sigma_scale, rep);
 done:
     free(y);
-    free(c.az);
-    free(c.off);
-    free(c.cnt);
+    cc_calib_close(&c);
     return ret;
 }
 

@@ -23,6 +23,7 @@
 #ifndef CC_TRAIN_H
 #define CC_TRAIN_H
 
+#include "cc_calib.h"
 #include "cc_data.h"
 #include "cc_model.h"
 
@@ -205,14 +206,6 @@ int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm);
 int cc_trainer_validate(CcTrainer *t, double *nll, double *mse);
 
 /**
- * tx/3 calibration: the sd scale that makes the P10–P90 interval mean ± CC_Z80·s·sd hold
- * 80 % of the cases of n standardised residuals |z| = |target - mean|/sd: s =
- * quantile_0.8(|z|)/CC_Z80 (absz is reordered). 1 when n = 0; at least 1e-3 (a KPI the model
- * predicts exactly still gets a positive scale, as the weight file requires).
- */
-float cc_calib_scale(float *absz, size_t n);
-
-/**
  * Fits m->w.sigma_scale (F, HZ) of a tx/3 model on the validation windows with the model's
  * current weights (not the EMA): per KPI and horizon step, cc_calib_scale of the
  * standardised residuals (target - y0)/exp(y1) (the model's sd before calibration). cover
@@ -221,6 +214,11 @@ float cc_calib_scale(float *absz, size_t n);
  * record). -EINVAL (a tx/2 model), -EAGAIN (no validation sample), -ENOMEM.
  */
 int cc_trainer_calibrate(CcTrainer *t, double cover[3]);
+
+/** The same with the fit of cs (lib/cc_calib.h; cc_trainer_calibrate is its
+ *  CC_CALIB_QUANTILE): the validation samples ordered by origin, rep (may be NULL) the
+ *  fit's coverages and backtest. -EINVAL, -EAGAIN, -ENOMEM. */
+int cc_trainer_calibrate_fit(CcTrainer *t, const CcCalibSettings *cs, CcCalibReport *rep);
 
 /**
  * tx/3 norm.floor from training data: per KPI, frac times the median over the series of the

@@ -388,8 +388,8 @@ static void test_eval_model_vs_oracle(void **state)
     assert_int_equal(rc, 0);
     /* independent: test rows [90, 120), origins 89..116, horizon 3 */
     const int64_t p0 = 500000;
-    double sae[2] = {0, 0}, ssq = 0;
-    int n = 0, cov_in = 0;
+    double sae[2] = {0, 0}, ssq = 0, msq[3] = {0}, nsq[3] = {0}; /* per step: model, naive */
+    int n = 0, cov_in = 0, cov_k[3] = {0};
     float y[6], mu, sg;
     for (int t = 89; t <= 116; t++)
         for (int fi = 0; fi < 2; fi++) {
@@ -402,6 +402,8 @@ static void test_eval_model_vs_oracle(void **state)
                 ssq += e * e;
                 cov_in += fabs(e) <= 1.2815516 * sd;
                 n++;
+                msq[k] += e * e, cov_k[k] += fabs(e) <= 1.2815516 * sd;
+                nsq[k] += (double)(x[fi][t + 1 + k] - x[fi][t]) * (x[fi][t + 1 + k] - x[fi][t]);
             }
         }
     assert_int_equal(json_integer_value(json_object_get(root, "origins")), 28);
@@ -412,6 +414,23 @@ static void test_eval_model_vs_oracle(void **state)
     NEAR(mae_b, sae[1] / (n / 2), 1e-4 * (1 + fabs(mae_b)));
     NEAR(jnum(root, "model", NULL, -1, "mse"), ssq / n, 1e-4 * (1 + ssq / n));
     NEAR(jnum(root, "model", NULL, -1, "coverage80"), (double)cov_in / n, 1.5 / n);
+    /* the per-step summary: the worst model/naive MSE ratio, its step, the coverage range */
+    double worst = -1, cmin = 1, cmax = 0;
+    int wk = 0, losing = 0;
+    for (int k = 0; k < 3; k++) {
+        double q = msq[k] / nsq[k], c = cov_k[k] / (n / 3.0);
+        worst = q > worst ? (wk = k + 1, q) : worst;
+        losing += q > 1;
+        cmin = fmin(cmin, c), cmax = fmax(cmax, c);
+    }
+    json_t *ps = json_object_get(root, "model_per_step");
+    print_message("worst step %d: model/naive MSE %.4f (eval %.4f); cover80 %.3f-%.3f\n", wk, worst,
+                  json_number_value(json_object_get(ps, "worst_naive_mse_ratio")), cmin, cmax);
+    NEAR(json_number_value(json_object_get(ps, "worst_naive_mse_ratio")), worst, 1e-3 * worst);
+    assert_int_equal(json_integer_value(json_object_get(ps, "worst_step")), wk);
+    assert_int_equal(json_integer_value(json_object_get(ps, "steps_losing_to_naive")), losing);
+    NEAR(json_number_value(json_object_get(ps, "cover80_step_min")), cmin, 1.5 / n);
+    NEAR(json_number_value(json_object_get(ps, "cover80_step_max")), cmax, 1.5 / n);
     json_decref(root);
 
     /* --full-history streams from row 0: same numbers */

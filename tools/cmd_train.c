@@ -53,9 +53,29 @@ typedef struct TrainArgs {
     double floor_frac, mae, mse, nll_mean, logsig_min, head_scale;
     int P, N, M, D, H, L, FF, HZ, R, tz, warmup, batch, group, epochs, threads;
     int patience, eval_every, val_windows, adamw, quiet;
-    int hz_given;        ///< --horizon was given (the ETT protocol's default is 96)
-    CcDataSettings data; ///< CSV parsing (CLI_DATA_OPTS; features and step from the above)
+    int hz_given;            ///< --horizon was given (the ETT protocol's default is 96)
+    CcDataSettings data;     ///< CSV parsing (CLI_DATA_OPTS; features and step from the above)
+    const char *calib;       ///< calib.sigma_scale fit (lib/cc_calib.h), radius and recent share
+    const char *recalibrate; ///< refit the calibration of this model file, no training
+    int calib_radius;
+    double calib_recent;
 } TrainArgs;
+
+/* --calib NAME and its knobs as cc_calib settings. 0, or -1 for an unknown name. */
+static int calib_settings(const TrainArgs *a, CcCalibSettings *cs)
+{
+    static const char *const names[] = {"shrunk", "quantile", "none", "pooled"};
+    cc_calib_defaults(cs);
+    cs->step_radius = a->calib_radius;
+    cs->recent = a->calib_recent;
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(a->calib, names[i])) {
+            cs->fit = i == 3 ? CC_CALIB_SHRUNK : (CcCalibFit)i;
+            cs->shrink = i != 3; /* pooled: shrunk without the drift shrinkage */
+            return 0;
+        }
+    return -1;
+}
 
 /* Parses the command line into *a: CLI_RUN, or the exit code (after --help or an error). */
 static int train_opts(TrainArgs *a, int argc, char **argv)
@@ -67,6 +87,9 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
     *a = (TrainArgs){.schedule = "invsqrt",
                      .name = "cellcast",
                      .select = NULL,
+                     .calib = "shrunk",
+                     .calib_radius = -1,
+                     .calib_recent = 1,
                      .floor_frac = 0.1,
                      .nll_mean = 1,
                      .head_scale = 0.1,
@@ -179,6 +202,20 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                     "validation criterion of the best checkpoint and early stop:\n"
                     "Gaussian NLL, or MSE of the predicted means in data units\n"
                     "(default nll; mse with --protocol ett)"),
+        CC_OPTS_STR("calib", &a->calib, "FIT",
+                    "fit of calib.sigma_scale on the validation rows: shrunk\n"
+                    "(default; docs/training.md), pooled (shrunk without the drift\n"
+                    "shrinkage), quantile (per KPI and step), none (all 1)"),
+        CC_OPTS_STR("recalibrate", &a->recalibrate, "MODEL",
+                    "no training: refit MODEL's calib.sigma_scale on the\n"
+                    "validation rows (give the data options of its training)\n"
+                    "and write it to --out"),
+        CC_OPTS_INT("calib-radius", &a->calib_radius, -1, 64, "R",
+                    "at most R horizon steps pooled each side (k/4 at step k;\n"
+                    "-1: horizon/16, at most 8)",
+                    .flags = SHOW),
+        CC_OPTS_DBL("calib-recent", &a->calib_recent, 0.05, 1, "X",
+                    "fit on the latest X of each series' validation rows", .flags = SHOW),
         CC_OPTS_INT("val-windows", &a->val_windows, 1, 1e7, "N",
                     "validation windows, evenly spaced", .flags = SHOW),
         CC_OPTS_INT("threads", &a->threads, 1, 16, "T", "", .flags = SHOW),
@@ -203,6 +240,18 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
     if (strcmp(a->select, "mse") && strcmp(a->select, "nll")) {
         fprintf(stderr, "cellcast train: --select must be nll or mse\n");
         return 2;
+    }
+    CcCalibSettings cs;
+    if (calib_settings(a, &cs)) {
+        fprintf(stderr, "cellcast train: --calib must be shrunk, pooled, quantile or none\n");
+        return 2;
+    }
+    if (a->recalibrate) { /* the model is opened as --resume's, its weights kept */
+        if (a->resume) {
+            fprintf(stderr, "cellcast train: --recalibrate and --resume exclude each other\n");
+            return 2;
+        }
+        a->resume = a->recalibrate;
     }
     if (a->protocol && strcmp(a->protocol, "ett")) {
         fprintf(stderr, "cellcast train: unknown --protocol '%s' (ett)\n", a->protocol);
@@ -601,8 +650,10 @@ static int train_loop(Train *t, const char **why)
 /* tx/3: calib.sigma_scale of the kept weights, fitted on the validation rows. 0 or -1. */
 static int train_calibrate(Train *t)
 {
-    double cov[3];
-    int r = cc_trainer_calibrate(t->tr, cov);
+    CcCalibSettings cs;
+    CcCalibReport rep;
+    calib_settings(&t->a, &cs);
+    int r = cc_trainer_calibrate_fit(t->tr, &cs, &rep);
     if (r == -EAGAIN) {
         fprintf(stderr, "cellcast train: warning: no validation sample: calib.sigma_scale "
                         "left at 1 (intervals not calibrated)\n");
@@ -613,15 +664,22 @@ static int train_calibrate(Train *t)
         return -1;
     }
     char buf[64];
-    snprintf(buf, sizeof buf, "%.4f", cov[0]);
+    snprintf(buf, sizeof buf, "%.4f", rep.cover_raw);
     cc_hparams_set_extra(&t->m->hp, "val_cover80_raw", buf);
-    snprintf(buf, sizeof buf, "%.4f", cov[1]);
+    snprintf(buf, sizeof buf, "%.4f", rep.cover);
     cc_hparams_set_extra(&t->m->hp, "val_cover80", buf);
+    snprintf(buf, sizeof buf, "%.4f", rep.late_cover);
+    cc_hparams_set_extra(&t->m->hp, "val_late_cover80", buf);
+    cc_hparams_set_extra(&t->m->hp, "calib", t->a.calib);
     if (!t->a.quiet)
         fprintf(stderr,
-                "%scellcast train: calibration on the validation rows: P10-P90 coverage "
-                "%.3f -> %.3f (with the NLL-optimal scale RMS(z): %.3f)\n",
-                t->tty ? "\n" : "", cov[0], cov[1], cov[2]);
+                "%scellcast train: calibration (%s) on the validation rows: P10-P90 coverage "
+                "%.3f -> %.3f (with the NLL-optimal scale RMS(z): %.3f; drift shrinkage "
+                "%.2f-%.2f); backtest, fitted on the earlier 2/3 of validation, on the later "
+                "1/3: %.3f (quantile fit %.3f, none %.3f)\n",
+                t->tty ? "\n" : "", t->a.calib, rep.cover_raw, rep.cover, rep.cover_rms,
+                rep.shrink_min, rep.shrink_max, rep.late_cover, rep.late_cover_quantile,
+                rep.late_cover_raw);
     return 0;
 }
 
@@ -672,11 +730,31 @@ static int train_resume(Train *t)
     return 0;
 }
 
+/* --recalibrate: the calibration of the model file refitted, its weights and training
+ * metadata kept. 0 or -1. */
+static int train_recalibrate(Train *t)
+{
+    if (t->m->hp.linear_window <= 0) {
+        fprintf(stderr, "cellcast train: %s is a tx/2 model: no calibration to fit\n",
+                t->a.recalibrate);
+        return -1;
+    }
+    if (train_calibrate(t))
+        return -1;
+    if (cc_model_save(t->m, t->a.out_path, t->err, sizeof t->err) < 0) {
+        fprintf(stderr, "cellcast train: %s\n", t->err);
+        return -1;
+    }
+    return 0;
+}
+
 static int train_run(Train *t, int argc, char **argv)
 {
     const char *why;
     if (train_data(t) || train_model(t) || train_settings(t) || train_open(t))
         return -1;
+    if (t->a.recalibrate)
+        return train_recalibrate(t);
     train_metadata(t, argc, argv);
     snprintf(t->state_path, sizeof t->state_path, "%s.optim", t->a.out_path);
     t->best = INFINITY, t->bad = 0, t->max_loss = -INFINITY;

@@ -603,6 +603,43 @@ static json_t *method_json(const CctEval *e, int m)
     return jm;
 }
 
+/* The model per horizon step (all KPIs pooled): the worst ratio of its MSE to naive's and
+ * that step (1-based), how many steps it loses to naive, and its coverage range. The
+ * ratio is NAN when the model or naive has no value at any step. */
+typedef struct StepSummary {
+    double worst, cover_min, cover_max;
+    int worst_step, losing;
+} StepSummary;
+
+static StepSummary step_summary(const CctEval *e)
+{
+    StepSummary r = {NAN, NAN, NAN, 0, 0};
+    for (int k = 0; k < e->H; k++) {
+        CcMetricValues vm, vn;
+        cc_metrics_get(e->met[M_MODEL], -1, k, &vm);
+        cc_metrics_get(e->met[M_NAIVE], -1, k, &vn);
+        double q = vn.mse > 0 ? vm.mse / vn.mse : NAN;
+        if (isfinite(q) && !(q <= r.worst))
+            r.worst = q, r.worst_step = k + 1;
+        r.losing += isfinite(q) && q > 1;
+        if (isfinite(vm.coverage)) {
+            r.cover_min = !(vm.coverage >= r.cover_min) ? vm.coverage : r.cover_min;
+            r.cover_max = !(vm.coverage <= r.cover_max) ? vm.coverage : r.cover_max;
+        }
+    }
+    return r;
+}
+
+static json_t *step_summary_json(const CctEval *e)
+{
+    StepSummary r = step_summary(e);
+#define NUM(x) (isfinite(x) ? json_real(x) : json_null())
+    return json_pack("{s:o,s:i,s:i,s:o,s:o}", "worst_naive_mse_ratio", NUM(r.worst), "worst_step",
+                     r.worst_step, "steps_losing_to_naive", r.losing, "cover80_step_min",
+                     NUM(r.cover_min), "cover80_step_max", NUM(r.cover_max));
+#undef NUM
+}
+
 static json_t *hparams_json(const CcHparams *hp)
 {
     return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:s}", "patch_len", hp->patch_len,
@@ -657,6 +694,8 @@ json_t *cct_eval_json(const CctEval *e)
         if (shown_method(e, m))
             json_object_set_new(methods, method_label(e, m, buf, sizeof buf), method_json(e, m));
     json_object_set_new(root, "methods", methods);
+    if (shown_method(e, M_MODEL))
+        json_object_set_new(root, "model_per_step", step_summary_json(e));
     if (e->s.protocol == CCT_EVAL_ETT) {
         json_t *z = json_array();
         for (int f = 0; f < ds->n_features; f++)
@@ -803,6 +842,13 @@ void cct_eval_print(const CctEval *e, int per_step, FILE *out)
     }
     if (e->H > 1)
         print_per_step(e, per_step, out);
+    if (shown_method(e, M_MODEL)) {
+        StepSummary r = step_summary(e);
+        fprintf(out,
+                "\nModel per horizon step (all KPIs pooled): MSE / naive's MSE at most %.3f "
+                "(step %d), %d of %d steps above 1; cover80 %.3f-%.3f\n",
+                r.worst, r.worst_step, r.losing, e->H, r.cover_min, r.cover_max);
+    }
     fprintf(out,
             "\nMASE scale: in-sample %s seasonal naive MAE before the test range. "
             "cover80: share of truths inside the model's P10-P90 interval.\n",
