@@ -17,6 +17,7 @@
 #include <math.h>
 
 #include "cc_anomaly.h"
+#include "cc_anomaly_likelihood.h"
 #include "cc_cusum.h"
 
 #define NONE_STEP INT64_MIN
@@ -81,6 +82,9 @@ typedef struct KpiState {
     int32_t wtail_n; ///< its updates
     float zero_rate; ///< share of observed steps exactly 0 (all_zero's "zero is normal")
     int32_t zero_n;  ///< its updates (saturate at stuck_memory_steps)
+    double ll;       ///< anomaly likelihood (log scale) of the last scored step, NaN: none
+    CcLikState lik;  ///< the anomaly likelihood stage (cc_anomaly_likelihood.h)
+    CcNovelty nov;   ///< the range of the values seen (cc_anomaly_likelihood.h)
     Episode stuck, bounds;
 } KpiState;
 
@@ -96,6 +100,7 @@ struct CcAnomalyCell {
     int64_t exp_step;              ///< step the expectation is for, NONE_STEP none
     int64_t score_step;            ///< last scored step, -1 none
     double score;                  ///< cell score at score_step
+    double lik;                    ///< max anomaly likelihood of the KPIs at last_step, NaN none
     uint64_t over_bits, crit_bits; ///< bit i = step win_step - i
     int64_t win_step;              ///< step of bit 0, NONE_STEP before the first observation
     int32_t zero_run;
@@ -129,6 +134,11 @@ static inline double kpi_warn(const CcAnomalySettings *s, int f)
 static inline double kpi_crit(const CcAnomalySettings *s, int f)
 {
     return s->kpi[f].crit_z > 0 ? s->kpi[f].crit_z : s->crit_z;
+}
+
+static inline double kpi_lik_over(const CcAnomalySettings *s, int f)
+{
+    return s->kpi[f].lik_over > 0 ? s->kpi[f].lik_over : s->lik_over;
 }
 
 /* The sd a z is taken with: the forecast's, floored (see cc_anomaly.h, Scoring). */

@@ -4,6 +4,7 @@
  * files and the CLI's --set.
  */
 #include "cc_anomaly.h"
+#include "cc_anomaly_likelihood.h"
 
 #include <errno.h>
 #include <math.h>
@@ -45,6 +46,10 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     s->tail_steps = 2000;
     s->sustained_live = 1;
     s->window_s = 0;
+    s->lik_over = 0;
+    s->lik_short_n = 10;
+    s->lik_long_steps = 2000;
+    s->novelty_tol = 0;
     s->profile_k = 1.0;
     s->profile_h = 20.0;
     s->profile_unit_s = 900;
@@ -70,6 +75,8 @@ static int validate_kpi(const CcAnomalySettings *s, int f, char *err, size_t err
         return cc_errf(err, errlen, -EINVAL, "anomaly: kpi %d: direction must be -1, 0, 1", f);
     if (!(k->sd_floor >= 0) || isnan(k->min) || isnan(k->max))
         return cc_errf(err, errlen, -EINVAL, "anomaly: kpi %d: bad sd_floor or bounds", f);
+    if (!(k->lik_over >= 0 && k->lik_over <= 1))
+        return cc_errf(err, errlen, -EINVAL, "anomaly: kpi %d: lik_over must be in [0, 1]", f);
     if (k->zero_normal < -1 || k->zero_normal > 1)
         return cc_errf(err, errlen, -EINVAL, "anomaly: kpi %d: zero_normal must be -1, 0, 1", f);
     if (k->stuck_steps < -1 || k->stuck_steps == 1)
@@ -146,6 +153,13 @@ int cc_anomaly_validate(const CcAnomalySettings *s, char *err, size_t errlen)
         return cc_errf(err, errlen, -EINVAL, "anomaly: missing_after_s must be ≥ 0");
     if (!(s->cusum_k >= 0 && s->cusum_k <= 1e6) || !(s->cusum_h >= 0 && s->cusum_h <= 1e6))
         return cc_errf(err, errlen, -EINVAL, "anomaly: need cusum_k and cusum_h in [0, 1e6]");
+    if (!(s->lik_over >= 0 && s->lik_over <= 1) || s->lik_short_n < 1 ||
+        s->lik_short_n > CC_LIK_SHORT_MAX || s->lik_long_steps < 1 || !(s->novelty_tol >= 0))
+        return cc_errf(
+            err, errlen, -EINVAL,
+            "anomaly: need lik_over in [0, 1], lik_short_n in 1..%d, lik_long_steps ≥ 1, "
+            "novelty_tol ≥ 0",
+            CC_LIK_SHORT_MAX);
     int rc = validate_profile(s, err, errlen);
     if (rc)
         return rc;
@@ -197,6 +211,17 @@ static const CcAnomalyKey anomaly_keys[] = {
     AK(window_s, CC_AKEY_INT64, 0, 604800,
        "window rule: time constant in seconds of an EWMA of each KPI's z, scored against its "
        "own tail (needs tail_q); 0 = off (default 0)"),
+    AK(lik_over, CC_AKEY_DOUBLE, 0, 1,
+       "anomaly likelihood: a KPI is over while the log-scale likelihood of its recent "
+       "residuals is at least this (0.5: tail 1e-5; NAB: 0.8); 0 = off (default 0)"),
+    AK(lik_short_n, CC_AKEY_INT, 1, CC_LIK_SHORT_MAX,
+       "anomaly likelihood: steps of the short average of ln(1 + |z|) (default 10)"),
+    AK(lik_long_steps, CC_AKEY_INT, 1, 100000000,
+       "anomaly likelihood: time constant in steps of the short average's long-run mean and "
+       "variance (default 2000)"),
+    AK(novelty_tol, CC_AKEY_DOUBLE, 0, 1e6,
+       "novelty: a KPI is over at a value beyond the range of the values seen by more than this "
+       "times the range (NAB: 0.05); 0 = off (default 0)"),
     AK(sustained_live, CC_AKEY_INT, 0, 1,
        "1: the seasonal-profile rule holds a KPI over only while the step's own profile "
        "deviation is past profile_k in the direction of its sum (default 1)"),
@@ -304,11 +329,12 @@ static int kpi_field_set(CcAnomalyKpi *k, const char *key, const char *field, co
                   : !strcmp(field, "sd_floor") ? &k->sd_floor
                   : !strcmp(field, "min")      ? &k->min
                   : !strcmp(field, "max")      ? &k->max
+                  : !strcmp(field, "lik_over") ? &k->lik_over
                                                : NULL;
     if (!dst && strcmp(field, "stuck_steps"))
         return cc_errf(err, errlen, -ENOENT,
                        "alerts.%s: unknown field '%s' (enabled, direction, warn_z, crit_z, "
-                       "sd_floor, min, max, stuck_steps, zero_normal)",
+                       "sd_floor, min, max, stuck_steps, zero_normal, lik_over)",
                        key, field);
     if (parse_double(value, &v))
         return cc_errf(err, errlen, -EINVAL, "alerts.%s: '%s' is not a number", key, value);

@@ -19,8 +19,9 @@
  *   4: + the seasonal profile: per KPI sums and scale, the bins (empty);
  *   5: the cell id in CC_ANOMALY_CELL_ID_MAX + 1 bytes (was 64: ids of 63 characters at
  *      most), + the zero share per KPI (0: zero is not normal until learnt again);
- *   6: + the tail calibration and the window rule per KPI (they start again). */
-#define STATE_VERSION 6u
+ *   6: + the tail calibration and the window rule per KPI (they start again);
+ *   7: + the anomaly likelihood and the novelty range per KPI (they warm up again). */
+#define STATE_VERSION 7u
 #define V4_ID_BYTES 64
 #define MAX_PROFILE_BINS 288 /* profile_bin_s ≥ 300 */
 
@@ -202,6 +203,18 @@ static int io_record(Io *io, CcAnomalyCell *c)
         IO(io, c->k[f].wtail);
         IO(io, c->k[f].wtail_n);
     }
+    for (int f = 0; f < c->F && io->ver >= 7; f++) {
+        CcLikState *l = &c->k[f].lik;
+        io_bytes(io, l->ring, sizeof l->ring);
+        IO(io, l->pos);
+        IO(io, l->filled);
+        IO(io, l->n);
+        IO(io, l->mean);
+        IO(io, l->var);
+        IO(io, c->k[f].nov.lo);
+        IO(io, c->k[f].nov.hi);
+        IO(io, c->k[f].nov.n);
+    }
     return 0;
 }
 
@@ -231,7 +244,8 @@ static int record_valid(const CcAnomalyCell *t)
             return 0;
         if (!(k->cu_pos >= 0 && k->cu_neg >= 0 && isfinite(k->cu_pos) && isfinite(k->cu_neg)))
             return 0;
-        if (!(k->zero_rate >= 0 && k->zero_rate <= 1) || k->zero_n < 0)
+        if (!(k->zero_rate >= 0 && k->zero_rate <= 1) || k->zero_n < 0 ||
+            !cc_lik_valid(&k->lik, &k->nov))
             return 0;
         if (!(k->tail >= 0 && isfinite(k->tail)) || k->tail_n < 0 || !isfinite(k->wm) ||
             !(k->wtail >= 0 && isfinite(k->wtail)) || k->wtail_n < 0)
@@ -257,6 +271,7 @@ static void record_start(CcAnomalyCell *t, KpiState *ks)
     for (int f = 0; f < t->F; f++) {
         ks[f].att_mul = 1;
         ks[f].pr_exp = NAN;
+        ks[f].ll = NAN;
     }
     t->k = ks;
     for (int i = 0; i < CC_ALERT_MAX_ATTR; i++) {
@@ -265,6 +280,7 @@ static void record_start(CcAnomalyCell *t, KpiState *ks)
         t->peak[i].profile_expected = NAN;
     }
     t->L = t->NB = 0;
+    t->lik = NAN;
 }
 
 int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char *err, size_t errlen)

@@ -1139,6 +1139,15 @@ static void step_poor_lag(Fixture *fx, int64_t t, double dev)
     assert_int_equal(cc_anomaly_observe(fx->a, fx->c, t, x, NULL, &fx->sink), 0);
 }
 
+/* A version-7 state of F KPIs as version 6: without its tail (the anomaly likelihood and
+ * the novelty range, 176 bytes per KPI). Returns the new length. */
+static long v7_to_v6(uint8_t *b, long n7, int F)
+{
+    uint32_t v6 = 6;
+    memcpy(b + 4, &v6, 4);
+    return n7 - 176L * F;
+}
+
 /* A version-6 state of F KPIs as version 5: without its tail (the tail calibration and the
  * window rule, 32 bytes per KPI). Returns the new length. */
 static long v6_to_v5(uint8_t *b, long n6, int F)
@@ -1177,10 +1186,10 @@ static void test_lag_calibration(void **state)
     cc_anomaly_cell_scores(fx.c, z, NULL);
     assert_true(fabs(z[0]) < 1.0); /* ~6 × (0.13 / 6): the one-step scale */
     /* save, reload as version 2 and as version 1 (no calibration: warms up again) */
-    long n6 = cc_anomaly_cell_save(fx.c, NULL, 0);
-    uint8_t *b = malloc((size_t)n6);
-    assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n6), n6);
-    const long n5 = v6_to_v5(b, n6, 1);
+    long n7 = cc_anomaly_cell_save(fx.c, NULL, 0);
+    uint8_t *b = malloc((size_t)n7);
+    assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n7), n7);
+    const long n5 = v6_to_v5(b, v7_to_v6(b, n7, 1), 1);
     const long n4 = v5_to_v4(b, n5, 1);
     /* version 3 = version 4 without its tail: the peak attributions' profile fields (8 ×
      * 16 bytes), the KPI's profile sums and scale (28 bytes) and the bin count (4 bytes; no
@@ -1458,9 +1467,10 @@ static int run_profile(double profile_h, int direction, int save_at, int64_t *fi
         assert_int_equal(cc_anomaly_cell_open(&c2, fx.a, "prof"), 0);
         for (long len = 0; len < sz; len += len < 64 ? 1 : 7)
             assert_int_equal(cc_anomaly_cell_load(c2, b, (size_t)len, NULL, 0), -EINVAL);
-        /* the bin count: before the bins, the zero shares (8 bytes) and the tail
-         * calibration (32) */
-        const size_t nb_at = (size_t)sz - 8 - 32 - 2 * 24 * (sizeof(float) + sizeof(uint16_t)) - 4;
+        /* the bin count: before the bins, the zero shares (8 bytes), the tail
+         * calibration (32) and the anomaly likelihood (176) */
+        const size_t nb_at =
+            (size_t)sz - 8 - 32 - 176 - 2 * 24 * (sizeof(float) + sizeof(uint16_t)) - 4;
         int32_t nb;
         memcpy(&nb, b + nb_at, 4);
         assert_int_equal(nb, 24);
