@@ -139,6 +139,24 @@ static void step(CcAnomaly *a, CcAnomalyCell *c, int64_t t, double z, int *fired
     *fired = (int)stt.firing;
 }
 
+/* Saves the cell's state, closes it and loads the state into a new cell (a restart); the
+ * record's length, and the record itself in *keep (NULL: freed). */
+static long reload(CcAnomaly *a, CcAnomalyCell **c, const char *id, uint8_t **keep)
+{
+    long n = cc_anomaly_cell_save(*c, NULL, 0);
+    uint8_t *b = malloc((size_t)n);
+    assert_non_null(b);
+    assert_int_equal(cc_anomaly_cell_save(*c, b, (size_t)n), n);
+    cc_anomaly_cell_close(c);
+    assert_int_equal(cc_anomaly_cell_open(c, a, id), 0);
+    assert_int_equal(cc_anomaly_cell_load(*c, b, (size_t)n, NULL, 0), 0);
+    if (keep)
+        *keep = b;
+    else
+        free(b);
+    return n;
+}
+
 static void settings(CcAnomalySettings *s, double lik_over)
 {
     cc_anomaly_default_settings(s);
@@ -162,16 +180,8 @@ static int run_detector(double lik_over, int reload_at)
     uint64_t rng = 3;
     int fired = 0;
     for (int64_t t = 0; t < 3030; t++) {
-        if (t == reload_at) {
-            long n = cc_anomaly_cell_save(c, NULL, 0);
-            uint8_t *b = malloc((size_t)n);
-            assert_non_null(b);
-            assert_int_equal(cc_anomaly_cell_save(c, b, (size_t)n), n);
-            cc_anomaly_cell_close(&c);
-            assert_int_equal(cc_anomaly_cell_open(&c, a, "lik"), 0);
-            assert_int_equal(cc_anomaly_cell_load(c, b, (size_t)n, NULL, 0), 0);
-            free(b);
-        }
+        if (t == reload_at)
+            reload(a, &c, "lik", NULL);
         double z = 0.5 * gauss(&rng);
         step(a, c, t, t >= 3000 ? 2.5 + z : z, &fired);
     }
@@ -210,13 +220,8 @@ static void test_state_round_trip(void **state)
         step(a, c2, t, z, &f2);
     }
     assert_true(isfinite(cc_anomaly_cell_likelihood(c1, NULL)));
-    long n = cc_anomaly_cell_save(c2, NULL, 0);
-    uint8_t *b = malloc((size_t)n);
-    assert_non_null(b);
-    assert_int_equal(cc_anomaly_cell_save(c2, b, (size_t)n), n);
-    cc_anomaly_cell_close(&c2);
-    assert_int_equal(cc_anomaly_cell_open(&c2, a, "one"), 0);
-    assert_int_equal(cc_anomaly_cell_load(c2, b, (size_t)n, NULL, 0), 0);
+    uint8_t *b = NULL;
+    long n = reload(a, &c2, "one", &b);
     for (int64_t t = 400; t < 600; t++) {
         double z = t > 550 ? 3 + gauss(&rng) : gauss(&rng);
         step(a, c1, t, z, &f1);
