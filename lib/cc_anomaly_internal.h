@@ -6,6 +6,7 @@
  *     cc_anomaly_dq.c        data-quality rules (missing, all_zero, stuck, bounds) and tick
  *     cc_anomaly_profile.c   the seasonal profile (usual value per time of day)
  *     cc_cusum.h             the two-sided CUSUM both sustained-deviation rules run
+ *     cc_anomaly_likelihood.c the anomaly likelihood of the residuals, value novelty
  *     cc_anomaly_lifecycle.c the k-of-n window, episodes, attribution, event emission
  *     cc_alert_json.c        an alert event as JSON, and the names of its enums
  *     cc_anomaly_settings.c  defaults, validation, settings by name
