@@ -451,7 +451,7 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
     zc *= g;
     double zw = window_z(s, k, x->firing, z, x->zq);
     k->ll = cc_lik_step(&k->lik, s->lik_short_n, s->lik_long_steps, cc_lik_raw(z), 1);
-    int nov = cc_novelty_step(&k->nov, values[f], s->novelty_tol);
+    int nov = cc_novelty_step(&k->nov, values[f], kpi_novelty_tol(s, f));
     k->z = z;
     v->n_scored++;
     if (!(v->score >= fabs(z)))

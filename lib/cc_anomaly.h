@@ -70,8 +70,8 @@
  * the synthetic control and Barcelona it raises the false alerts (docs/operations.md §7).
  * Novelty (novelty_tol > 0, off by default: warn_z does not bound its alerts, so a
  * false-alert budget cannot be met by raising warn_z): a value beyond the range of the
- * KPI's values seen so far by more than novelty_tol times that range is over (after the
- * first 100 values).
+ * KPI's values seen so far by more than novelty_tol (per KPI: kpis.<kpi>.novelty_tol) times
+ * that range is over, in its direction (after the first 100 scored values).
  * The profile is scored only where both bins have ≥ profile_min_days days of data and the
  * scale has 48 updates; it learns from every observed, unblocked step (updates clipped at
  * ±3 scales once the scale is warm, so an anomaly moves it little), and also while it
@@ -183,16 +183,17 @@ enum CcDqReason {
 };
 
 typedef struct CcAnomalyKpi {
-    int enabled;     ///< scored for anomalies (default 1); DQ checks run regardless
-    int direction;   ///< 0 both ways, +1 only above the forecast, -1 only below (default 0)
-    double warn_z;   ///< warning |z|; 0 = the deployment's warn_z (default 0)
-    double crit_z;   ///< critical |z|; 0 = the deployment's crit_z (default 0)
-    double sd_floor; ///< absolute sd floor in the KPI's units (default 0)
-    double min, max; ///< physical bounds, checked when min < max (default 0, 0: none)
-    int stuck_steps; ///< 0 = the deployment's; -1 = never stuck (default 0)
-    int zero_normal; ///< all_zero: 0 learnt from the KPI's zero share (zero_normal_rate),
-                     ///< 1 zero is always normal, -1 never (default 0)
-    double lik_over; ///< anomaly likelihood level; 0 = the deployment's lik_over (default 0)
+    int enabled;        ///< scored for anomalies (default 1); DQ checks run regardless
+    int direction;      ///< 0 both ways, +1 only above the forecast, -1 only below (default 0)
+    double warn_z;      ///< warning |z|; 0 = the deployment's warn_z (default 0)
+    double crit_z;      ///< critical |z|; 0 = the deployment's crit_z (default 0)
+    double sd_floor;    ///< absolute sd floor in the KPI's units (default 0)
+    double min, max;    ///< physical bounds, checked when min < max (default 0, 0: none)
+    int stuck_steps;    ///< 0 = the deployment's; -1 = never stuck (default 0)
+    int zero_normal;    ///< all_zero: 0 learnt from the KPI's zero share (zero_normal_rate),
+                        ///< 1 zero is always normal, -1 never (default 0)
+    double lik_over;    ///< anomaly likelihood level; 0 = the deployment's lik_over (default 0)
+    double novelty_tol; ///< novelty margin; 0 = the deployment's novelty_tol (default 0)
 } CcAnomalyKpi;
 
 typedef struct CcAnomalySettings {

@@ -142,6 +142,11 @@ static inline double kpi_lik_over(const CcAnomalySettings *s, int f)
     return s->kpi[f].lik_over > 0 ? s->kpi[f].lik_over : s->lik_over;
 }
 
+static inline double kpi_novelty_tol(const CcAnomalySettings *s, int f)
+{
+    return s->kpi[f].novelty_tol > 0 ? s->kpi[f].novelty_tol : s->novelty_tol;
+}
+
 /* The sd a z is taken with: the forecast's, floored (see cc_anomaly.h, Scoring). */
 static inline double sd_eff(const CcAnomalySettings *s, int f, double mean, double sd, double scale)
 {

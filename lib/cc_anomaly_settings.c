@@ -75,8 +75,10 @@ static int validate_kpi(const CcAnomalySettings *s, int f, char *err, size_t err
         return cc_errf(err, errlen, -EINVAL, "anomaly: kpi %d: direction must be -1, 0, 1", f);
     if (!(k->sd_floor >= 0) || isnan(k->min) || isnan(k->max))
         return cc_errf(err, errlen, -EINVAL, "anomaly: kpi %d: bad sd_floor or bounds", f);
-    if (!(k->lik_over >= 0 && k->lik_over <= 1))
-        return cc_errf(err, errlen, -EINVAL, "anomaly: kpi %d: lik_over must be in [0, 1]", f);
+    if (!(k->lik_over >= 0 && k->lik_over <= 1) ||
+        !(k->novelty_tol >= 0 && isfinite(k->novelty_tol)))
+        return cc_errf(err, errlen, -EINVAL,
+                       "anomaly: kpi %d: lik_over must be in [0, 1] and novelty_tol ≥ 0", f);
     if (k->zero_normal < -1 || k->zero_normal > 1)
         return cc_errf(err, errlen, -EINVAL, "anomaly: kpi %d: zero_normal must be -1, 0, 1", f);
     if (k->stuck_steps < -1 || k->stuck_steps == 1)
@@ -324,17 +326,18 @@ static int kpi_field_set(CcAnomalyKpi *k, const char *key, const char *field, co
         k->direction = d;
         return 0;
     }
-    double *dst = !strcmp(field, "warn_z")     ? &k->warn_z
-                  : !strcmp(field, "crit_z")   ? &k->crit_z
-                  : !strcmp(field, "sd_floor") ? &k->sd_floor
-                  : !strcmp(field, "min")      ? &k->min
-                  : !strcmp(field, "max")      ? &k->max
-                  : !strcmp(field, "lik_over") ? &k->lik_over
-                                               : NULL;
+    double *dst = !strcmp(field, "warn_z")        ? &k->warn_z
+                  : !strcmp(field, "crit_z")      ? &k->crit_z
+                  : !strcmp(field, "sd_floor")    ? &k->sd_floor
+                  : !strcmp(field, "min")         ? &k->min
+                  : !strcmp(field, "max")         ? &k->max
+                  : !strcmp(field, "lik_over")    ? &k->lik_over
+                  : !strcmp(field, "novelty_tol") ? &k->novelty_tol
+                                                  : NULL;
     if (!dst && strcmp(field, "stuck_steps"))
         return cc_errf(err, errlen, -ENOENT,
                        "alerts.%s: unknown field '%s' (enabled, direction, warn_z, crit_z, "
-                       "sd_floor, min, max, stuck_steps, zero_normal, lik_over)",
+                       "sd_floor, min, max, stuck_steps, zero_normal, lik_over, novelty_tol)",
                        key, field);
     if (parse_double(value, &v))
         return cc_errf(err, errlen, -EINVAL, "alerts.%s: '%s' is not a number", key, value);

@@ -274,6 +274,10 @@ static void test_settings(void **state)
     assert_int_equal(cc_anomaly_validate(&s, err, sizeof err), -EINVAL);
     s.kpi[0].lik_over = 0.9;
     assert_int_equal(cc_anomaly_validate(&s, err, sizeof err), 0);
+    s.kpi[0].novelty_tol = -0.1;
+    assert_int_equal(cc_anomaly_validate(&s, err, sizeof err), -EINVAL);
+    s.kpi[0].novelty_tol = 0.05;
+    assert_int_equal(cc_anomaly_validate(&s, err, sizeof err), 0);
 }
 
 int main(void)
