@@ -1,6 +1,7 @@
 /*
  * cc_anomaly_likelihood.c — the anomaly likelihood stage (cc_anomaly_likelihood.h): the
- * short average of a KPI's raw scores scored against its long-run distribution.
+ * short average of a KPI's raw scores scored against its long-run distribution; and value
+ * novelty, a value out of the range seen.
  */
 #include "cc_anomaly_likelihood.h"
 
@@ -56,10 +57,9 @@ int cc_novelty_step(CcNovelty *nv, double x, double tol)
     if (!isfinite(x))
         return 0;
     double margin = tol * (nv->hi - nv->lo);
-    int out = tol > 0 && nv->n >= CC_LIK_MIN_N ? x > nv->hi + margin   ? 1
-                                                 : x < nv->lo - margin ? -1
-                                                                       : 0
-                                               : 0;
+    int out = 0;
+    if (tol > 0 && nv->n >= CC_LIK_MIN_N)
+        out = x > nv->hi + margin ? 1 : x < nv->lo - margin ? -1 : 0;
     if (!nv->n || x > nv->hi)
         nv->hi = x;
     if (!nv->n || x < nv->lo)

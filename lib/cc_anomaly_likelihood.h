@@ -10,8 +10,9 @@
  *     ll = min(1, −log10(Q + 1e-10) / 10)   (0.5 at Q = 10⁻⁵, 1 at Q ≤ 10⁻¹⁰),
  * so that one noisy raw score becomes a rare, sharp signal: a single large |z| on a KPI whose
  * residuals are always large barely moves it, a run of moderate ones on a quiet KPI does.
- * The stage is the scorer's (cc_anomaly.h, "Anomaly likelihood"); this header is its state
- * and its step, shared by the scorer and the snapshot record.
+ * Also value novelty (CcNovelty, below). Both are the scorer's options (cc_anomaly.h,
+ * "Anomaly likelihood"); this header is their state and their step, shared by the scorer
+ * and the snapshot record.
  */
 #ifndef CC_ANOMALY_LIKELIHOOD_H
 #define CC_ANOMALY_LIKELIHOOD_H
@@ -62,7 +63,8 @@ typedef struct CcNovelty {
  * by more than tol·(hi − lo), -1 below lo likewise, else 0; then the range takes x in. */
 int cc_novelty_step(CcNovelty *nv, double x, double tol);
 
-/* Whether a state read from a snapshot is in range for short_n. */
+/* Whether the stage's state read from a snapshot is in range (any short_n: a ring of
+ * another length is restarted by cc_lik_step). */
 int cc_lik_valid(const CcLikState *st, const CcNovelty *nv);
 
 #endif
