@@ -67,6 +67,7 @@ static void cell_init(CcAnomalyCell *c)
     c->exp_step = NONE_STEP;
     c->score_step = -1;
     c->score = NAN;
+    c->lik = NAN;
     c->over_bits = c->crit_bits = 0;
     c->win_step = NONE_STEP;
     c->zero_run = 0;
@@ -83,6 +84,7 @@ static void cell_init(CcAnomalyCell *c)
         memset(k, 0, sizeof *k);
         k->z = NAN;
         k->pr_exp = NAN;
+        k->ll = NAN;
         k->att_mul = 1;
         k->change_rate = 1.0f;
         episode_init(&k->stuck);
@@ -378,21 +380,24 @@ static int sustained_holds(const CcAnomalySettings *s, double pos, double neg, d
 }
 
 /* Counts KPI f over (|z| over its threshold in its direction, else by a CUSUM: zc is what
- * its CUSUM saw, zp the profile z) and critical (by |z| only). */
+ * its CUSUM saw, zp the profile z; the window rule; the anomaly likelihood; a novel value,
+ * nov +1 above the range seen, -1 below) and critical (by |z| only). */
 static void kpi_verdict(const CcAnomalySettings *s, const KpiState *k, int f, double z, double zc,
-                        double zp, double zw, StepVerdict *v)
+                        double zp, double zw, int nov, StepVerdict *v)
 {
     double az = fabs(z);
     int dir = s->kpi[f].direction;
     int way = dir == 0 || (dir > 0 && z > 0) || (dir < 0 && z < 0);
     int wway = dir == 0 || (dir > 0 && zw > 0) || (dir < 0 && zw < 0);
+    double lo = kpi_lik_over(s, f);
     if (way && az >= kpi_warn(s, f)) {
         v->n_over++;
         if (az >= kpi_crit(s, f))
             v->n_crit++;
     } else if ((isfinite(zw) && wway &&
                 fabs(zw) >= (s->window_z > 0 ? s->window_z : kpi_warn(s, f))) ||
-               cusum_over(s, k, f) ||
+               cusum_over(s, k, f) || (lo > 0 && way && k->ll >= lo) ||
+               (nov && (dir == 0 || dir == nov)) ||
                (isfinite(zp) &&
                 sustained_holds(s, k->pr_pos, k->pr_neg, s->profile_h, s->profile_k, dir, zp))) {
         v->n_over++;
@@ -408,6 +413,7 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
     KpiState *k = &c->k[f];
     k->z = NAN;
     k->pr_exp = NAN;
+    k->ll = NAN;
     if (!kpi_observed(values, mask, f) || !s->kpi[f].enabled)
         return;
     int blocked = x->cell_blocked || cc_dq_blocks(s, &k->stuck, x->step) ||
@@ -428,6 +434,8 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
     z *= g;
     zc *= g;
     double zw = cc_window_z(s, k, x->firing, z, x->zq);
+    k->ll = cc_lik_step(&k->lik, s->lik_short_n, s->lik_long_steps, cc_lik_raw(z), 1);
+    int nov = cc_novelty_step(&k->nov, values[f], kpi_novelty_tol(s, f));
     k->z = z;
     v->n_scored++;
     if (!(v->score >= fabs(z)))
@@ -436,7 +444,7 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
     k->pr_exp = pref;
     if (isfinite(zw) && !(v->score >= fabs(zw)))
         v->score = fabs(zw);
-    kpi_verdict(s, k, f, z, zc, zp, zw, v);
+    kpi_verdict(s, k, f, z, zc, zp, zw, nov, v);
 }
 
 /* The rules of one observation in the order they apply: data quality first (what it
@@ -452,8 +460,12 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
     ProfPos pp;
     step_begin(a, c, step, &x, &pp);
     StepVerdict v = {0, 0, 0, 0, NAN};
-    for (int f = 0; f < c->F; f++)
+    c->lik = NAN;
+    for (int f = 0; f < c->F; f++) {
         score_kpi(&a->s, c, &x, f, values, mask, &v);
+        if (!isnan(c->k[f].ll) && !(c->lik >= c->k[f].ll))
+            c->lik = c->k[f].ll;
+    }
     cc_anomaly_lifecycle_step(a, c, step, values, &v, sink);
     return 0;
 }
@@ -479,6 +491,13 @@ void cc_anomaly_cell_profile(const CcAnomalyCell *c, double *expected, double *u
         up[f] = c->k[f].pr_pos;
         down[f] = c->k[f].pr_neg;
     }
+}
+
+double cc_anomaly_cell_likelihood(const CcAnomalyCell *c, double *ll)
+{
+    for (int f = 0; ll && f < c->F; f++)
+        ll[f] = c->k[f].ll;
+    return c->lik;
 }
 
 void cc_anomaly_cell_cusum(const CcAnomalyCell *c, double *up, double *down)

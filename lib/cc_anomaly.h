@@ -63,6 +63,18 @@
  * window_s/2 and window_s/6 in steps (distinct, ≥ 2, ≤ 32), each in units of its own tracked
  * tail_q quantile times zq, counts as over (warning) at |·| ≥ window_z (0: warn_z) on any
  * scale: events of minutes that no single step shows (measured in docs/results.md).
+ * Anomaly likelihood (lik_over > 0, off by default; cc_anomaly_likelihood.h): each KPI's
+ * ln(1 + |z|), z calibrated, averaged over lik_short_n steps, against that average's own
+ * long-run mean and variance (time constant lik_long_steps; updates clipped at 3 sd), as
+ * ll = −log10(Q)/10 of the Gaussian upper tail Q (0.5 at Q = 1e-5): the KPI is over while
+ * ll ≥ lik_over (per KPI: kpis.<kpi>.lik_over) in its direction. Runs of moderate
+ * residuals that no single step shows, judged against the KPI's own history (after
+ * Numenta's anomaly likelihood); cc_anomaly_cell_likelihood reads it. Off by default: on
+ * the synthetic control and Barcelona it raises the false alerts (docs/operations.md §7).
+ * Novelty (novelty_tol > 0, off by default: warn_z does not bound its alerts, so a
+ * false-alert budget cannot be met by raising warn_z): a value beyond the range of the
+ * KPI's values seen so far by more than novelty_tol (per KPI: kpis.<kpi>.novelty_tol) times
+ * that range is over, in its direction (after the first 100 scored values).
  * The profile is scored only where both bins have ≥ profile_min_days days of data and the
  * scale has 48 updates; it learns from every observed, unblocked step (updates clipped at
  * ±3 scales once the scale is warm, so an anomaly moves it little), and also while it
@@ -174,15 +186,17 @@ enum CcDqReason {
 };
 
 typedef struct CcAnomalyKpi {
-    int enabled;     ///< scored for anomalies (default 1); DQ checks run regardless
-    int direction;   ///< 0 both ways, +1 only above the forecast, -1 only below (default 0)
-    double warn_z;   ///< warning |z|; 0 = the deployment's warn_z (default 0)
-    double crit_z;   ///< critical |z|; 0 = the deployment's crit_z (default 0)
-    double sd_floor; ///< absolute sd floor in the KPI's units (default 0)
-    double min, max; ///< physical bounds, checked when min < max (default 0, 0: none)
-    int stuck_steps; ///< 0 = the deployment's; -1 = never stuck (default 0)
-    int zero_normal; ///< all_zero: 0 learnt from the KPI's zero share (zero_normal_rate),
-                     ///< 1 zero is always normal, -1 never (default 0)
+    int enabled;        ///< scored for anomalies (default 1); DQ checks run regardless
+    int direction;      ///< 0 both ways, +1 only above the forecast, -1 only below (default 0)
+    double warn_z;      ///< warning |z|; 0 = the deployment's warn_z (default 0)
+    double crit_z;      ///< critical |z|; 0 = the deployment's crit_z (default 0)
+    double sd_floor;    ///< absolute sd floor in the KPI's units (default 0)
+    double min, max;    ///< physical bounds, checked when min < max (default 0, 0: none)
+    int stuck_steps;    ///< 0 = the deployment's; -1 = never stuck (default 0)
+    int zero_normal;    ///< all_zero: 0 learnt from the KPI's zero share (zero_normal_rate),
+                        ///< 1 zero is always normal, -1 never (default 0)
+    double lik_over;    ///< anomaly likelihood level; 0 = the deployment's lik_over (default 0)
+    double novelty_tol; ///< novelty margin; 0 = the deployment's novelty_tol (default 0)
 } CcAnomalyKpi;
 
 typedef struct CcAnomalySettings {
@@ -238,6 +252,13 @@ typedef struct CcAnomalySettings {
                                   ///< the direction of its sum, so that an episode ends
                                   ///< within resolve_m steps of its deviation; 0 = while the
                                   ///< sum is over (days on a slow deviation) (default 1)
+    double lik_over;              ///< anomaly likelihood: a KPI is over while its log-scale
+                                  ///< likelihood is at least this (0.5: tail 1e-5); 0 = the
+                                  ///< stage off (default 0)
+    int lik_short_n;              ///< its short average, steps, 1..32 (default 10)
+    int lik_long_steps;           ///< time constant of its long-run distribution (default 2000)
+    double novelty_tol;           ///< a KPI is over at a value beyond the range of those seen
+                                  ///< by more than this times the range; 0 = off (default 0)
     double profile_k;             ///< profile CUSUM reference value in |zp| (default 1)
     double profile_h;             ///< profile CUSUM threshold; 0 = no seasonal profile (default 20)
     int64_t profile_unit_s;       ///< a step shorter than this adds S / profile_unit_s of its
@@ -362,6 +383,11 @@ void cc_anomaly_cell_quiet_until(CcAnomalyCell *c, int64_t step);
 /** Last scored step, its per-KPI z (F; NaN where not scored) and cell score (NaN if none).
  *  Returns the step, -1 if the cell was never scored. z may be NULL. */
 int64_t cc_anomaly_cell_scores(const CcAnomalyCell *c, double *z, double *score);
+
+/** The anomaly likelihood (log scale, cc_anomaly.h "Anomaly likelihood") of the last
+ * observed step: the largest of the KPIs', returned, and each KPI's in ll (F; NULL: not
+ * wanted); NaN where a KPI was not scored or its stage is warming up. */
+double cc_anomaly_cell_likelihood(const CcAnomalyCell *c, double *ll);
 
 /** Each KPI's CUSUM sums (F each; 0 when cusum_h is 0 or nothing has accumulated). */
 void cc_anomaly_cell_cusum(const CcAnomalyCell *c, double *up, double *down);

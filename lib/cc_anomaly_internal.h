@@ -7,6 +7,7 @@
  *     cc_anomaly_profile.c   the seasonal profile (usual value per time of day)
  *     cc_anomaly_window.c    the multi-scale window rule
  *     cc_cusum.h             the two-sided CUSUM both sustained-deviation rules run
+ *     cc_anomaly_likelihood.c the anomaly likelihood of the residuals, value novelty
  *     cc_anomaly_lifecycle.c the k-of-n window, episodes, attribution, event emission
  *     cc_alert_json.c        an alert event as JSON, and the names of its enums
  *     cc_anomaly_settings.c  defaults, validation, settings by name
@@ -18,6 +19,7 @@
 #include <math.h>
 
 #include "cc_anomaly.h"
+#include "cc_anomaly_likelihood.h"
 #include "cc_cusum.h"
 
 #define NONE_STEP INT64_MIN
@@ -92,6 +94,9 @@ typedef struct KpiState {
     WinState win;    ///< the multi-scale window rule (window_s)
     float zero_rate; ///< share of observed steps exactly 0 (all_zero's "zero is normal")
     int32_t zero_n;  ///< its updates (saturate at stuck_memory_steps)
+    double ll;       ///< anomaly likelihood (log scale) of the last scored step, NaN: none
+    CcLikState lik;  ///< the anomaly likelihood stage (cc_anomaly_likelihood.h)
+    CcNovelty nov;   ///< the range of the values seen (cc_anomaly_likelihood.h)
     Episode stuck, bounds;
 } KpiState;
 
@@ -107,6 +112,7 @@ struct CcAnomalyCell {
     int64_t exp_step;              ///< step the expectation is for, NONE_STEP none
     int64_t score_step;            ///< last scored step, -1 none
     double score;                  ///< cell score at score_step
+    double lik;                    ///< max anomaly likelihood of the KPIs at last_step, NaN none
     uint64_t over_bits, crit_bits; ///< bit i = step win_step - i
     int64_t win_step;              ///< step of bit 0, NONE_STEP before the first observation
     int32_t zero_run;
@@ -140,6 +146,16 @@ static inline double kpi_warn(const CcAnomalySettings *s, int f)
 static inline double kpi_crit(const CcAnomalySettings *s, int f)
 {
     return s->kpi[f].crit_z > 0 ? s->kpi[f].crit_z : s->crit_z;
+}
+
+static inline double kpi_lik_over(const CcAnomalySettings *s, int f)
+{
+    return s->kpi[f].lik_over > 0 ? s->kpi[f].lik_over : s->lik_over;
+}
+
+static inline double kpi_novelty_tol(const CcAnomalySettings *s, int f)
+{
+    return s->kpi[f].novelty_tol > 0 ? s->kpi[f].novelty_tol : s->novelty_tol;
 }
 
 /* The sd a z is taken with: the forecast's, floored (see cc_anomaly.h, Scoring). */

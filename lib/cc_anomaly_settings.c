@@ -4,6 +4,7 @@
  * files and the CLI's --set.
  */
 #include "cc_anomaly.h"
+#include "cc_anomaly_likelihood.h"
 
 #include <errno.h>
 #include <math.h>
@@ -45,6 +46,10 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     s->tail_steps = 2000;
     s->sustained_live = 1;
     s->window_s = 0;
+    s->lik_over = 0;
+    s->lik_short_n = 10;
+    s->lik_long_steps = 2000;
+    s->novelty_tol = 0;
     s->profile_k = 1.0;
     s->profile_h = 20.0;
     s->profile_unit_s = 900;
@@ -70,6 +75,10 @@ static int validate_kpi(const CcAnomalySettings *s, int f, char *err, size_t err
         return cc_errf(err, errlen, -EINVAL, "anomaly: kpi %d: direction must be -1, 0, 1", f);
     if (!(k->sd_floor >= 0) || isnan(k->min) || isnan(k->max))
         return cc_errf(err, errlen, -EINVAL, "anomaly: kpi %d: bad sd_floor or bounds", f);
+    if (!(k->lik_over >= 0 && k->lik_over <= 1) ||
+        !(k->novelty_tol >= 0 && isfinite(k->novelty_tol)))
+        return cc_errf(err, errlen, -EINVAL,
+                       "anomaly: kpi %d: lik_over must be in [0, 1] and novelty_tol ≥ 0", f);
     if (k->zero_normal < -1 || k->zero_normal > 1)
         return cc_errf(err, errlen, -EINVAL, "anomaly: kpi %d: zero_normal must be -1, 0, 1", f);
     if (k->stuck_steps < -1 || k->stuck_steps == 1)
@@ -119,6 +128,17 @@ static const CcAnomalyKey anomaly_keys[] = {
        "window rule: its longest scale in seconds (also /2 and /6): the mean of each KPI's z "
        "over each, scored against its own tail (needs tail_q); 0 = off (default 0)"),
     AK(window_z, CC_AKEY_DOUBLE, 0, 1e6, "window rule's threshold; 0 = warn_z (default 0)"),
+    AK(lik_over, CC_AKEY_DOUBLE, 0, 1,
+       "anomaly likelihood: a KPI is over while the log-scale likelihood of its recent "
+       "residuals is at least this (0.5: tail 1e-5; NAB: 0.8); 0 = off (default 0)"),
+    AK(lik_short_n, CC_AKEY_INT, 1, CC_LIK_SHORT_MAX,
+       "anomaly likelihood: steps of the short average of ln(1 + |z|) (default 10)"),
+    AK(lik_long_steps, CC_AKEY_INT, 1, 100000000,
+       "anomaly likelihood: time constant in steps of the short average's long-run mean and "
+       "variance (default 2000)"),
+    AK(novelty_tol, CC_AKEY_DOUBLE, 0, 1e6,
+       "novelty: a KPI is over at a value beyond the range of the values seen by more than this "
+       "times the range (NAB: 0.05); 0 = off (default 0)"),
     AK(sustained_live, CC_AKEY_INT, 0, 1,
        "1: the seasonal-profile rule holds a KPI over only while the step's own profile "
        "deviation is past profile_k in the direction of its sum (default 1)"),
@@ -271,16 +291,18 @@ static int kpi_field_set(CcAnomalyKpi *k, const char *key, const char *field, co
         k->direction = d;
         return 0;
     }
-    double *dst = !strcmp(field, "warn_z")     ? &k->warn_z
-                  : !strcmp(field, "crit_z")   ? &k->crit_z
-                  : !strcmp(field, "sd_floor") ? &k->sd_floor
-                  : !strcmp(field, "min")      ? &k->min
-                  : !strcmp(field, "max")      ? &k->max
-                                               : NULL;
+    double *dst = !strcmp(field, "warn_z")        ? &k->warn_z
+                  : !strcmp(field, "crit_z")      ? &k->crit_z
+                  : !strcmp(field, "sd_floor")    ? &k->sd_floor
+                  : !strcmp(field, "min")         ? &k->min
+                  : !strcmp(field, "max")         ? &k->max
+                  : !strcmp(field, "lik_over")    ? &k->lik_over
+                  : !strcmp(field, "novelty_tol") ? &k->novelty_tol
+                                                  : NULL;
     if (!dst && strcmp(field, "stuck_steps"))
         return cc_errf(err, errlen, -ENOENT,
                        "alerts.%s: unknown field '%s' (enabled, direction, warn_z, crit_z, "
-                       "sd_floor, min, max, stuck_steps, zero_normal)",
+                       "sd_floor, min, max, stuck_steps, zero_normal, lik_over, novelty_tol)",
                        key, field);
     if (parse_double(value, &v))
         return cc_errf(err, errlen, -EINVAL, "alerts.%s: '%s' is not a number", key, value);

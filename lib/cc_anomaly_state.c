@@ -20,7 +20,8 @@
  *   5: the cell id in CC_ANOMALY_CELL_ID_MAX + 1 bytes (was 64: ids of 63 characters at
  *      most), + the zero share per KPI (0: zero is not normal until learnt again);
  *   6: + the tail calibration and the EWMA window rule per KPI (they start again);
- *   7: the multi-scale window rule's state per KPI replaces the EWMA's (it starts again). */
+ *   7: the multi-scale window rule's state per KPI replaces the EWMA's, + the anomaly
+ *      likelihood and the novelty range per KPI (they start again). */
 #define STATE_VERSION 7u
 #define V4_ID_BYTES 64
 #define MAX_PROFILE_BINS 288 /* profile_bin_s ≥ 300 */
@@ -200,7 +201,7 @@ static int io_record(Io *io, CcAnomalyCell *c)
         IO(io, c->k[f].tail);
         IO(io, c->k[f].tail_n);
         if (io->ver == 6) { /* the EWMA window rule's mean, tail and count: dropped */
-            uint8_t old[2 * sizeof(double) + sizeof(int32_t)];
+            uint8_t old[2 * sizeof(double) + sizeof(int32_t)] = {0};
             IO(io, old);
         }
     }
@@ -212,6 +213,18 @@ static int io_record(Io *io, CcAnomalyCell *c)
         IO(io, w->w);
         IO(io, w->tail);
         IO(io, w->tail_n);
+    }
+    for (int f = 0; f < c->F && io->ver >= 7; f++) {
+        CcLikState *l = &c->k[f].lik;
+        io_bytes(io, l->ring, sizeof l->ring);
+        IO(io, l->pos);
+        IO(io, l->filled);
+        IO(io, l->n);
+        IO(io, l->mean);
+        IO(io, l->var);
+        IO(io, c->k[f].nov.lo);
+        IO(io, c->k[f].nov.hi);
+        IO(io, c->k[f].nov.n);
     }
     return 0;
 }
@@ -257,7 +270,8 @@ static int record_valid(const CcAnomalyCell *t)
             return 0;
         if (!(k->cu_pos >= 0 && k->cu_neg >= 0 && isfinite(k->cu_pos) && isfinite(k->cu_neg)))
             return 0;
-        if (!(k->zero_rate >= 0 && k->zero_rate <= 1) || k->zero_n < 0)
+        if (!(k->zero_rate >= 0 && k->zero_rate <= 1) || k->zero_n < 0 ||
+            !cc_lik_valid(&k->lik, &k->nov))
             return 0;
         if (!(k->tail >= 0 && isfinite(k->tail)) || k->tail_n < 0 || !win_valid(&k->win))
             return 0;
@@ -282,6 +296,7 @@ static void record_start(CcAnomalyCell *t, KpiState *ks)
     for (int f = 0; f < t->F; f++) {
         ks[f].att_mul = 1;
         ks[f].pr_exp = NAN;
+        ks[f].ll = NAN;
     }
     t->k = ks;
     for (int i = 0; i < CC_ALERT_MAX_ATTR; i++) {
@@ -290,6 +305,7 @@ static void record_start(CcAnomalyCell *t, KpiState *ks)
         t->peak[i].profile_expected = NAN;
     }
     t->L = t->NB = 0;
+    t->lik = NAN;
 }
 
 int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char *err, size_t errlen)

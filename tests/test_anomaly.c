@@ -1145,16 +1145,19 @@ static void step_poor_lag(Fixture *fx, int64_t t, double dev)
 /* The multi-scale window rule's state per KPI (version 7): its ring, position and count,
  * scales, tails and their counts. */
 #define WIN_STATE_BYTES (32 * 4 + 4 + 4 + 3 * 2 + 3 * 8 + 3 * 4)
+/* The anomaly likelihood and the novelty range per KPI (version 7, after the window rule's). */
+#define LIK_STATE_BYTES 176
 
-/* A version-7 state of ONE KPI as version 6: the window rule's state at the end becomes the
- * 20 bytes of the EWMA rule's (mean, tail, count; read and dropped). Returns the new length
- * (the buffer must hold it). */
+/* A version-7 state of ONE KPI as version 6: the window rule's and the likelihood's state at
+ * the end become the 20 bytes of the EWMA rule's (mean, tail, count; read and dropped).
+ * Returns the new length (the buffer must hold it). */
 static long v7_to_v6(uint8_t *b, long n7)
 {
     uint32_t v6 = 6;
     memcpy(b + 4, &v6, 4);
-    memset(b + n7 - WIN_STATE_BYTES, 0, 20);
-    return n7 - WIN_STATE_BYTES + 20;
+    const long n6 = n7 - WIN_STATE_BYTES - LIK_STATE_BYTES + 20;
+    memset(b + n6 - 20, 0, 20);
+    return n6;
 }
 
 /* A version-6 state of F KPIs as version 5: without its tail (the tail calibration and the
@@ -1485,9 +1488,9 @@ static int run_profile(double profile_h, int direction, int save_at, int64_t *fi
         for (long len = 0; len < sz; len += len < 64 ? 1 : 7)
             assert_int_equal(cc_anomaly_cell_load(c2, b, (size_t)len, NULL, 0), -EINVAL);
         /* the bin count: before the bins, the zero shares (8 bytes), the tail calibration
-         * (12) and the window rule (WIN_STATE_BYTES) */
-        const size_t nb_at =
-            (size_t)sz - 8 - 12 - WIN_STATE_BYTES - 2 * 24 * (sizeof(float) + sizeof(uint16_t)) - 4;
+         * (12), the window rule (WIN_STATE_BYTES) and the likelihood (LIK_STATE_BYTES) */
+        const size_t nb_at = (size_t)sz - 8 - 12 - WIN_STATE_BYTES - LIK_STATE_BYTES -
+                             2 * 24 * (sizeof(float) + sizeof(uint16_t)) - 4;
         int32_t nb;
         memcpy(&nb, b + nb_at, 4);
         assert_int_equal(nb, 24);
