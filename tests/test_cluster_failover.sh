@@ -20,11 +20,9 @@ SRC=${3:-$(cd "$(dirname "$0")/.." && pwd)}
 # shellcheck source=lib/daemon.sh
 . "$(dirname "$0")/lib/daemon.sh"
 need_tools kcat curl python3
-for bin in "$CELLCASTD" "$CLUSTER"; do
-    [ -x "$bin" ] || { echo "SKIP: binary '$bin' missing"; exit 77; }
-done
+need_bins "$CELLCASTD" "$CLUSTER"
 TINY="$SRC/tests/data/golden/tiny.safetensors" # F=3 (prb, thr, users), S=900
-[ -f "$TINY" ] || { echo "SKIP: $TINY missing"; exit 77; }
+need_files "$TINY"
 
 S=900
 NC=100                                  # cells
@@ -32,18 +30,9 @@ N=100                                   # steps of history before the first move
 END=$(($(date +%s) / S * S - 40 * S))
 T0=$((END - (N - 1) * S))
 P0=$((T0 / S))
-TMP=$(mktemp -d /tmp/cellcast-failover.XXXXXX)
-PIDS=()
-FAILS=0
 declare -A MPID MPORT
-
-cleanup() {
-    exec 3>&- 2>/dev/null
-    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    [ "$FAILS" = 0 ] && rm -rf "$TMP" || echo "logs kept in $TMP"
-}
-trap cleanup EXIT
+on_exit() { exec 3>&- 2>/dev/null; } # the mock cluster's control fifo
+test_workdir failover KILL
 
 # the cluster, driven through a fifo on its stdin
 mkfifo "$TMP/ctl"

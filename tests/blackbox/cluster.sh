@@ -20,25 +20,13 @@ MOCKBROKER=${2:-}
 SRC=${3:-$(cd "$(dirname "$0")/../.." && pwd)}
 . "$(dirname "$0")/../lib/daemon.sh"
 need_tools kcat curl python3
-for bin in "$CELLCASTD" "$MOCKBROKER"; do
-    [ -x "$bin" ] || { echo "SKIP: binary '$bin' missing (build cellcastd, cc_mockbroker)"; exit 77; }
-done
+need_bins "$CELLCASTD" "$MOCKBROKER"
 MODEL="$SRC/tests/data/golden/tiny.safetensors"
-[ -f "$MODEL" ] || { echo "SKIP: $MODEL missing"; exit 77; }
+need_files "$MODEL"
 
 S=900
 T0=1714521600
-TMP=$(mktemp -d /tmp/cellcast-cluster.XXXXXX)
-PIDS=()
-FAILS=0
-cleanup() {
-    local i
-    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do kill "${PIDS[i]}" 2>/dev/null; done
-    wait 2>/dev/null
-    [ "$FAILS" = 0 ] && rm -rf "$TMP" || echo "logs kept in $TMP"
-}
-trap cleanup EXIT
-trap 'exit 143' TERM INT
+test_workdir cluster
 
 start_mockbroker "$TMP" kpis:4 alerts:1 kpis.members:1
 cat >"$TMP/c.yaml" <<EOF

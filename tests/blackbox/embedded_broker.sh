@@ -18,8 +18,8 @@ SRC=${2:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source=../lib/daemon.sh
 . "$(dirname "$0")/../lib/daemon.sh"
 need_tools kcat curl python3
-[ -x "$CELLCASTD" ] || { echo "SKIP: binary '$CELLCASTD' missing"; exit 77; }
-test_workdir embedded
+need_bins "$CELLCASTD"
+test_workdir embedded KILL
 metric() { curl -sf "$U/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 
 cat >"$TMP/c.yaml" <<EOF

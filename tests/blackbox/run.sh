@@ -27,28 +27,15 @@ SRC=${4:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source=../lib/daemon.sh
 . "$(dirname "$0")/../lib/daemon.sh"
 need_tools kcat curl python3
-for bin in "$CELLCASTD" "$CELLCAST" "$MOCKBROKER"; do
-    [ -x "$bin" ] || { echo "SKIP: binary '$bin' missing (build cellcastd, cellcast, cc_mockbroker)"; exit 77; }
-done
+need_bins "$CELLCASTD" "$CELLCAST" "$MOCKBROKER"
 MODEL="$SRC/tests/data/golden/tiny.safetensors"   # F=3 (prb, thr, users), S=900, HZ=6
-[ -f "$MODEL" ] || { echo "SKIP: $MODEL missing"; exit 77; }
+need_files "$MODEL"
 
 S=900
 T0=1714521600                # 2024-05-01T00:00:00Z, a multiple of S
 P0=$((T0 / S))
 CELLS="c-1 c-2%2Fa 17 cell.x c%3A5"   # URL-encoded ids
-TMP=$(mktemp -d /tmp/cellcast-bb.XXXXXX)
-PIDS=()
-FAILS=0
-
-cleanup() {
-    local i
-    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do kill "${PIDS[i]}" 2>/dev/null; done
-    wait 2>/dev/null
-    [ "$FAILS" = 0 ] && rm -rf "$TMP" || echo "logs kept in $TMP"
-}
-trap cleanup EXIT
-trap 'exit 143' TERM INT   # so that cleanup runs when meson's timeout kills us
+test_workdir bb
 
 # wait_steps LAST_STEP TIMEOUT_S: until every cell's last_step is LAST_STEP.
 wait_steps() {
