@@ -19,10 +19,8 @@ CLUSTER=${2:-}
 SRC=${3:-$(cd "$(dirname "$0")/.." && pwd)}
 # shellcheck source=lib/daemon.sh
 . "$(dirname "$0")/lib/daemon.sh"
-need_tools kcat curl python3
-need_bins "$CELLCASTD" "$CLUSTER"
-TINY="$SRC/tests/data/golden/tiny.safetensors" # F=3 (prb, thr, users), S=900
-need_files "$TINY"
+on_exit() { exec 3>&- 2>/dev/null; } # the mock cluster's control fifo
+kafka_test_init failover KILL "$CELLCASTD" "$CLUSTER"
 
 S=900
 NC=100                                  # cells
@@ -31,8 +29,6 @@ END=$(($(date +%s) / S * S - 40 * S))
 T0=$((END - (N - 1) * S))
 P0=$((T0 / S))
 declare -A MPID MPORT
-on_exit() { exec 3>&- 2>/dev/null; } # the mock cluster's control fifo
-test_workdir failover KILL
 
 # the cluster, driven through a fifo on its stdin
 mkfifo "$TMP/ctl"
@@ -164,7 +160,13 @@ wait_all $((N - 1)) 60 "three members"
 # the spike after this move goes to half of a's cells; the other half stays free of
 # episodes and cooldowns for the next spike (range assignment may hand b a's old cells)
 MOVED_A=$(cells_of a | tr ' ' '\n' | awk 'NR % 2' | tr '\n' ' ')
+NA=$(cells_of a | wc -w)
 stop_member a TERM
+H=$(grep -h "handed over" "$TMP"/a/log.* | tail -1)
+case $H in
+*"handed over: $NA cell(s) with their newest state on 'kpis.state', 0 with an older one"*", 0 cold") ok "a's $NA cells handed over with their state at SIGTERM" ;;
+*) fail "a held $NA cells; its handover line: $H" ;;
+esac
 produce "$N" $((N + 1)) "$N" $MOVED_A
 wait_all "$N" 40 "a stopped (SIGTERM)"
 

@@ -10,12 +10,11 @@
 set -eu
 cellcast=$1
 data=$2/tests/data/golden
-# shellcheck source=lib/daemon.sh
-. "$(dirname "$0")/lib/daemon.sh"
-test_workdir forward
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
 compare() { # model, input csv, expected jsonl [subset: the expected rows are some of them]
-    "$cellcast" forward --model "$data/$1" --input "$data/$2" --all > "$TMP/fwd.jsonl"
-    /usr/bin/python3 - "$TMP/fwd.jsonl" "$data/$3" "$1" "${4:-all}" <<'PY'
+    "$cellcast" forward --model "$data/$1" --input "$data/$2" --all > "$out/fwd.jsonl"
+    /usr/bin/python3 - "$out/fwd.jsonl" "$data/$3" "$1" "${4:-all}" <<'PY'
 import json, math, sys
 got = [json.loads(l) for l in open(sys.argv[1])]
 want = [json.loads(l) for l in open(sys.argv[2])]
@@ -48,18 +47,18 @@ compare tx3_r12.safetensors tx3_r12.csv tx3_r12_forward.jsonl
 compare tx3_r40.safetensors tx3_r40.csv tx3_r40_forward.jsonl
 compare tiny.safetensors series.csv series_forward.jsonl
 # the last row alone without --all
-"$cellcast" forward --model "$data/tiny.safetensors" --input "$data/series.csv" > "$TMP/last.jsonl"
-[ "$(cat "$TMP/last.jsonl")" = "$(tail -n 1 "$TMP/fwd.jsonl")" ]
+"$cellcast" forward --model "$data/tiny.safetensors" --input "$data/series.csv" > "$out/last.jsonl"
+[ "$(cat "$out/last.jsonl")" = "$(tail -n 1 "$out/fwd.jsonl")" ]
 # a model trained and exported by the PyTorch module (tools/torch/make_fixture.py)
 compare ../torch/tx3_torch.safetensors ../torch/tx3_torch.csv ../torch/tx3_torch_expected.jsonl subset
 # bad inputs: each must fail with a message naming the problem
 check_bad() { # name, expected message fragment, csv text
-    printf '%s' "$3" > "$TMP/bad.csv"
-    if "$cellcast" forward --model "$data/tiny.safetensors" --input "$TMP/bad.csv" 2> "$TMP/err"; then
+    printf '%s' "$3" > "$out/bad.csv"
+    if "$cellcast" forward --model "$data/tiny.safetensors" --input "$out/bad.csv" 2> "$out/err"; then
         echo "FAIL: $1 accepted"; exit 1
     fi
-    grep -q "$2" "$TMP/err" || { echo "FAIL: $1: message '$(cat "$TMP/err")' lacks '$2'"; exit 1; }
-    echo "ok: $1: $(cat "$TMP/err")"
+    grep -q "$2" "$out/err" || { echo "FAIL: $1: message '$(cat "$out/err")' lacks '$2'"; exit 1; }
+    echo "ok: $1: $(cat "$out/err")"
 }
 check_bad "unknown column" "unknown column 'bytes'" "ts,prb,thr,bytes
 900,1,2,3

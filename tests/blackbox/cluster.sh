@@ -19,23 +19,21 @@ CELLCASTD=${1:-}
 MOCKBROKER=${2:-}
 SRC=${3:-$(cd "$(dirname "$0")/../.." && pwd)}
 . "$(dirname "$0")/../lib/daemon.sh"
-need_tools kcat curl python3
-need_bins "$CELLCASTD" "$MOCKBROKER"
-MODEL="$SRC/tests/data/golden/tiny.safetensors"
-need_files "$MODEL"
+kafka_test_init cluster TERM "$CELLCASTD" "$MOCKBROKER"
 
 S=900
 T0=1714521600
-test_workdir cluster
 
-start_mockbroker "$TMP" kpis:4 alerts:1 kpis.members:1
+start_mockbroker "$TMP" kpis:4 kpis2:4 alerts:1 kpis.members:1
 cat >"$TMP/c.yaml" <<EOF
 model:
-  path: $MODEL
+  path: "$TINY"
 kafka:
   brokers: "$EXT"
   group_id: bb-cluster
+  topics: [kpis, kpis2]
   partitioner: murmur2_random
+  state_topic: ""
   properties:
     session.timeout.ms: "6000"
     heartbeat.interval.ms: "1000"
@@ -126,6 +124,32 @@ for c in $CELLS; do
     fi
 done
 
+# A second KPI topic with the first one's partition count: the range assignor gives
+# partition p of both to one member, so the redirect computed from the first topic is right
+# for cells consumed from the second (docs/operations.md, "Several KPI topics").
+python3 - "$T0" "$S" >"$TMP/k2.txt" <<'PYEOF'
+import json, sys
+t0, s = int(sys.argv[1]), int(sys.argv[2])
+for p in range(12):
+    for i in range(6):
+        c = "t2-%d" % i
+        k = {"prb": 0.3 + 0.01 * ((p + i) % 7), "thr": 30000 + 1000 * ((3 * p + i) % 5), "users": 10 + (p + i) % 4}
+        print(c + "|" + json.dumps({"cell": c, "ts": t0 + p * s, "kpis": k}))
+PYEOF
+kcat -b "$EXT" -P -t kpis2 -K '|' -X partitioner=murmur2_random <"$TMP/k2.txt" || fail "kcat produce kpis2"
+for i in 0 1 2 3 4 5; do
+    c=t2-$i
+    own=$(curl -sf "http://127.0.0.1:$PA/v1/cluster?cell=$c" | python3 -c 'import json,sys; print(json.load(sys.stdin)["cell"]["address"])')
+    [ "$own" = "http://127.0.0.1:$PA" ] && oth="http://127.0.0.1:$PB" || oth="http://127.0.0.1:$PA"
+    wait_http "$own/v1/cells/$c" 100
+    st=$(curl -s -o /dev/null -w '%{http_code}' "$own/v1/cells/$c")
+    out=$(curl -s -o /dev/null -w '%{http_code} %{redirect_url}' "$oth/v1/cells/$c")
+    [ "$st" = 200 ] && [ "$out" = "307 $own/v1/cells/$c" ] &&
+        ok "cell $c of kpis2: served by ${own##*:}, the other member redirects there" ||
+        fail "cell $c of kpis2: owner by kpis ${own##*:} answers $st, the other '$out'"
+done
+grep -h "not the same ones" "$TMP/a.log" "$TMP/b.log" && fail "kpis and kpis2 assigned differently"
+
 # A cell nobody has seen: its owner says 404, the other member redirects there once.
 for i in $(seq 100); do
     nc="never-seen-$i"
@@ -137,9 +161,17 @@ out=$(curl -sL -o "$TMP/nf.json" -w '%{http_code} %{num_redirects}' "http://127.
     ok "unknown cell: one 307 to its owner, which answers 404 (no loop)" ||
     fail "unknown cell $nc: '$out' $(cat "$TMP/nf.json")"
 
-# SIGTERM b: its tombstone takes it out of a's view before the group notices.
+# SIGTERM b: its tombstone takes it out of a's view before the group notices. Without a
+# state topic its cells are handed over cold, and its log says so.
+NB=$(curl -sf "http://127.0.0.1:$PB/v1/cells?limit=1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])')
 DPID=$BPID
 stop_daemon || fail "b's exit status $?"
+# one line per KPI topic: "handed over: A cell(s) with their newest state on 'T', B with an
+# older one (...), C cold (no state topic ...)"
+H=$(sed -n "s/.*handed over: \([0-9]*\) cell(s) with their newest state on '(none)', \([0-9]*\) with an older one.*, \([0-9]*\) cold (no state topic.*/\1 \2 \3/p" "$TMP/b.log" |
+    awk '{ a += $1; b += $2; c += $3 } END { print a + 0, b + 0, c + 0 }')
+[ "${NB:-0}" -gt 0 ] && [ "$H" = "0 0 $NB" ] && ok "b's $NB cell(s) handed over cold at SIGTERM (kafka.state_topic \"\")" ||
+    fail "b held ${NB:-?} cell(s), handed over (with state, older, cold) $H: $(grep 'handed over' "$TMP/b.log")"
 t0=$SECONDS
 for _ in $(seq 30); do
     n=$(curl -sf "http://127.0.0.1:$PA/v1/cluster" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["members"]))')

@@ -26,16 +26,12 @@ MOCKBROKER=${3:-}
 SRC=${4:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source=../lib/daemon.sh
 . "$(dirname "$0")/../lib/daemon.sh"
-need_tools kcat curl python3
-need_bins "$CELLCASTD" "$CELLCAST" "$MOCKBROKER"
-MODEL="$SRC/tests/data/golden/tiny.safetensors"   # F=3 (prb, thr, users), S=900, HZ=6
-need_files "$MODEL"
+kafka_test_init bb TERM "$CELLCASTD" "$CELLCAST" "$MOCKBROKER"
 
 S=900
 T0=1714521600                # 2024-05-01T00:00:00Z, a multiple of S
 P0=$((T0 / S))
 CELLS="c-1 c-2%2Fa 17 cell.x c%3A5"   # URL-encoded ids
-test_workdir bb
 
 # wait_steps LAST_STEP TIMEOUT_S: until every cell's last_step is LAST_STEP.
 wait_steps() {
@@ -65,7 +61,7 @@ gen() { # gen FROM TO BAD_AT DIR
 mkdir -p "$TMP/h1"
 cat >"$TMP/embedded.yaml" <<EOF
 model:
-  path: "$MODEL"
+  path: "$TINY"
 kafka:
   brokers: embedded
   group_id: bb-embedded
@@ -162,7 +158,7 @@ grep -q 'cellcast-reason=future_ts' "$TMP/dlq.txt" || fail "no future_ts dead le
 i=0
 for c in $CELLS; do
     curl -sf "http://127.0.0.1:$PORT/v1/cells/$c/forecast" >"$TMP/fc$i.json" || fail "forecast $c"
-    "$CELLCAST" forward --model "$MODEL" --input "$TMP/h1/$i.csv" --kv f32 >"$TMP/fw$i.json" 2>"$TMP/fw$i.err" \
+    "$CELLCAST" forward --model "$TINY" --input "$TMP/h1/$i.csv" --kv f32 >"$TMP/fw$i.json" 2>"$TMP/fw$i.err" \
         || fail "cellcast forward $c: $(cat "$TMP/fw$i.err")"
     i=$((i + 1))
 done

@@ -53,6 +53,20 @@ test_cleanup() {
     [ "$FAILS" = 0 ] && rm -rf "$TMP" || echo "logs kept in $TMP"
 }
 
+# kafka_test_init NAME SIGNAL BIN...: the start of a test with Kafka (a mock broker, kcat):
+# skips without kcat, curl, python3, a binary BIN or the tiny model of the golden tests,
+# TINY ($SRC/tests/data/golden/tiny.safetensors: F=3 prb, thr, users; S=900, HZ=6); then
+# test_workdir NAME SIGNAL.
+kafka_test_init() {
+    local name=$1 sig=$2
+    shift 2
+    need_tools kcat curl python3
+    need_bins "$@"
+    TINY="$SRC/tests/data/golden/tiny.safetensors"
+    need_files "$TINY"
+    test_workdir "$name" "$sig"
+}
+
 # daemon_test_init NAME: the start of a test of the daemon's HTTP side: skips without curl
 # or $PY (python3), then test_workdir NAME.
 daemon_test_init() {
