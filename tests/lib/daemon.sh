@@ -31,7 +31,7 @@ need_files() {
 # test_workdir NAME [SIGNAL]: a temporary directory TMP (/tmp/cellcast-NAME.XXXXXX), DPID
 # and PIDS empty, FAILS=0, and the traps: at exit every pid in PIDS (newest first) and DPID
 # get SIGNAL (default TERM) and are waited for, then TMP is removed unless a check failed
-# (then it says where the logs are); SIGTERM/SIGINT exit 143 through that, so that the
+# (then it says where the logs are; KEEP_TMP=1 keeps them always); SIGTERM/SIGINT exit 143 through that, so that the
 # cleanup also runs when meson's timeout kills the test. A test with more to undo defines
 # a function on_exit before, called first.
 test_workdir() {
@@ -50,7 +50,7 @@ test_cleanup() {
     [ -n "$DPID" ] && pids+=("$DPID") # also a daemon started without start_daemon
     for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill -"$TEST_SIGNAL" "${pids[i]}" 2>/dev/null; done
     [ ${#pids[@]} = 0 ] || wait "${pids[@]}" 2>/dev/null
-    [ "$FAILS" = 0 ] && rm -rf "$TMP" || echo "logs kept in $TMP"
+    [ "$FAILS" = 0 ] && [ -z "${KEEP_TMP:-}" ] && rm -rf "$TMP" || echo "logs kept in $TMP"
 }
 
 # kafka_test_init NAME SIGNAL BIN...: the start of a test with Kafka (a mock broker, kcat):
