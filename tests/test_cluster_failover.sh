@@ -146,6 +146,9 @@ wait_all() {
         sleep 0.5
     done
     fail "$3: step $1 not reached as required within $2 s: $(cat "$TMP/check.err")"
+    for m in "${!MPORT[@]}"; do # what each consumer saw (a fetch stall: lag > 0, no messages)
+        echo "  $m: $(curl -s "http://127.0.0.1:${MPORT[$m]}/metrics" | grep -E '^cellcast_(kafka_lag_messages|kafka_assigned_partitions|kafka_lost_partitions|ingest_messages_total\{source="kafka"\}) ' | tr '\n' ' ')"
+    done
     return 1
 }
 
