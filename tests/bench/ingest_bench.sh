@@ -26,9 +26,7 @@ CELLCASTD=$1 CELLCAST=$2 PRODUCER=$3
 CELLS=${4:-10000} WARM=${5:-48} MEAS=${6:-32} THREADS=${7:-1}
 # shellcheck source=../lib/daemon.sh
 . "$(dirname "$0")/../lib/daemon.sh"
-TMP=$(mktemp -d /tmp/cellcast-bench.XXXXXX)
-DPID=
-trap '[ -n "$DPID" ] && kill $DPID 2>/dev/null; wait 2>/dev/null; rm -rf "$TMP"' EXIT
+test_workdir bench
 
 "$CELLCAST" synth --cells 2 --days 10 --step 3600 --out "$TMP/synth.csv" >/dev/null 2>&1
 "$CELLCAST" train --data "$TMP/synth.csv" --out "$TMP/model.safetensors" --steps 2 \
@@ -86,6 +84,7 @@ feed() { # chunk k+1 once chunk k-1 is consumed: at most two chunks wait in the 
 }
 feed &
 PP=$!
+PIDS+=("$PP")
 wait_steps $((CELLS * (WARM + MEAS)))
 t1=$(date +%s.%N)
 wait $PP

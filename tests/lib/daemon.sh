@@ -1,8 +1,8 @@
-# tests/lib/daemon.sh — the shell tests' and benchmarks' common part (sourced by every
-# tests/*.sh, tests/blackbox/*.sh and tests/bench/*.sh that runs a program): skipping when a
-# tool, binary or file is missing, the temporary directory and the exit trap, the ok/FAIL
-# lines of the checks, starting cellcastd and waiting until it serves, stopping it, and an
-# external mock broker. Expects CELLCASTD (the daemon binary) where a daemon is started.
+# tests/lib/daemon.sh — the common part of the bash tests (tests/*.sh, tests/blackbox/*.sh)
+# and benchmarks (tests/bench/*.sh): skipping when a tool, binary or file is missing, the
+# temporary directory and the exit trap, the ok/FAIL lines of the checks, starting cellcastd
+# and waiting until it serves, stopping it, and an external mock broker. Expects CELLCASTD
+# (the daemon binary) where a daemon is started.
 
 # need_tools TOOL...: exit 77 (meson's "skipped") when a tool is not installed.
 need_tools() {
@@ -31,9 +31,9 @@ need_files() {
 # test_workdir NAME [SIGNAL]: a temporary directory TMP (/tmp/cellcast-NAME.XXXXXX), DPID
 # and PIDS empty, FAILS=0, and the traps: at exit every pid in PIDS (newest first) and DPID
 # get SIGNAL (default TERM) and are waited for, then TMP is removed unless a check failed
-# (then it says where the logs are; KEEP_TMP=1 keeps them always); SIGTERM/SIGINT exit 143 through that, so that the
-# cleanup also runs when meson's timeout kills the test. A test with more to undo defines
-# a function on_exit before, called first.
+# (then it says where the logs are; KEEP_TMP=1 keeps them always); SIGTERM/SIGINT exit 143
+# through that, so that the cleanup also runs when meson's timeout kills the test. A test
+# with more to undo defines a function on_exit before, called first. Safe under set -e.
 test_workdir() {
     TMP=$(mktemp -d "/tmp/cellcast-$1.XXXXXX")
     TEST_SIGNAL=${2:-TERM}
@@ -46,10 +46,12 @@ test_workdir() {
 
 test_cleanup() {
     local i pids=("${PIDS[@]}")
-    declare -F on_exit >/dev/null && on_exit
+    declare -F on_exit >/dev/null && { on_exit || true; }
     [ -n "$DPID" ] && pids+=("$DPID") # also a daemon started without start_daemon
-    for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill -"$TEST_SIGNAL" "${pids[i]}" 2>/dev/null; done
-    [ ${#pids[@]} = 0 ] || wait "${pids[@]}" 2>/dev/null
+    for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+        kill -"$TEST_SIGNAL" "${pids[i]}" 2>/dev/null || true
+    done
+    [ ${#pids[@]} = 0 ] || wait "${pids[@]}" 2>/dev/null || true
     [ "$FAILS" = 0 ] && [ -z "${KEEP_TMP:-}" ] && rm -rf "$TMP" || echo "logs kept in $TMP"
 }
 
