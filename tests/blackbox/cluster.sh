@@ -10,9 +10,13 @@
 #     Location = the owner's address + the same path and query; curl -L reaches the
 #     forecast in one redirect; the owner serves it directly;
 #   - an unknown cell: 404 from its owner, one 307 then 404 from the other (no loop);
-#   - a member stopped with SIGTERM leaves the other's /v1/cluster at once (tombstone).
+#   - a second KPI topic (kpis2, 4 partitions): its cells are redirected right too;
+#   - without a state topic (kafka.state_topic ""), a member stopped with SIGTERM hands its
+#     cells over cold (its log line) and leaves the other's /v1/cluster at once (tombstone);
+#   - a member of KPI topics with different partition counts (kpis, kpis3 with 2) warns
+#     that they are not assigned alike.
 # Usage: cluster.sh CELLCASTD MOCKBROKER [SRC]. Exit 77 (skip) without kcat, curl, python3.
-# ~20 s (two group joins behind the mock's 3 s initial rebalance delay).
+# ~25 s (three group joins behind the mock's 3 s initial rebalance delay).
 set -u
 
 CELLCASTD=${1:-}
@@ -24,7 +28,7 @@ kafka_test_init cluster TERM "$CELLCASTD" "$MOCKBROKER"
 S=900
 T0=1714521600
 
-start_mockbroker "$TMP" kpis:4 kpis2:4 alerts:1 kpis.members:1
+start_mockbroker "$TMP" kpis:4 kpis2:4 kpis3:2 alerts:1 kpis.members:1
 cat >"$TMP/c.yaml" <<EOF
 model:
   path: "$TINY"
@@ -182,6 +186,17 @@ done
     fail "b still listed by a 3 s after SIGTERM"
 DPID=$APID
 stop_daemon || fail "a's exit status $?"
+
+# KPI topics of different partition counts cannot be assigned alike: the member says that
+# redirects (computed from the first topic) may then be wrong for the other's cells.
+sed -e 's/topics: \[kpis, kpis2\]/topics: [kpis, kpis3]/' -e 's/group_id: bb-cluster/group_id: bb-other/' \
+    "$TMP/c.yaml" >"$TMP/c3.yaml"
+start_daemon "$TMP/c3.log" assigned -c "$TMP/c3.yaml"
+for _ in $(seq 30); do grep -q "not the same ones" "$TMP/c3.log" && break; sleep 0.1; done
+grep -q "holds 4 partition(s) of 'kpis' and 2 of 'kpis3', not the same ones: redirects" "$TMP/c3.log" &&
+    ok "kpis (4 partitions) and kpis3 (2): the member warns that redirects follow kpis" ||
+    fail "no co-partitioning warning: $(grep cluster: "$TMP/c3.log" | tail -3)"
+stop_daemon || fail "exit status $?"
 grep -h "ERROR\|error " "$TMP/a.log" "$TMP/b.log" | grep -v "offset commit" | head -5
 echo "$FAILS failure(s)"
 [ "$FAILS" = 0 ]
