@@ -58,6 +58,8 @@ wait_steps() {
         s=$(steps_now)
         [ "${s:-0}" -ge "$1" ] && return 0
         kill -0 $DPID || { cat "$TMP/d.log"; exit 1; }
+        # phase 2's producer runs in the background: without this the wait never ended
+        [ ! -e "$TMP/feed.failed" ] || { echo "ingest_bench: the producer failed"; exit 1; }
         sleep 0.05
     done
 }
@@ -78,7 +80,8 @@ feed() { # chunk k+1 once chunk k-1 is consumed: at most two chunks wait in the 
     while ((p < WARM + MEAS)); do
         n=$((WARM + MEAS - p < CHUNK ? WARM + MEAS - p : CHUNK))
         ((k < 2)) || wait_steps $((CELLS * (p - CHUNK)))
-        "$PRODUCER" -b "$BS" -c "$CELLS" --from $p -n $n >"$TMP/p2.$k.json"
+        "$PRODUCER" -b "$BS" -c "$CELLS" --from $p -n $n >"$TMP/p2.$k.json" ||
+            { touch "$TMP/feed.failed"; exit 1; }
         p=$((p + n)) k=$((k + 1))
     done
 }
