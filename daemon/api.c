@@ -19,6 +19,7 @@
 #include "http_cache.h"
 #include "dashboard.h"
 #include "cluster.h"
+#include "handover.h"
 #include "log.h"
 #include "procmetrics.h"
 #include "reload.h"
@@ -601,6 +602,17 @@ static int h_metrics(CcdReq *r)
                         "cellcast_cells_events_total{kind=\"released\"} %llu\n",
                         (unsigned long long)cs->created, (unsigned long long)cs->evictions,
                         (unsigned long long)cs->released);
+    CcdHandoverStats hs;
+    ccd_handover_stats(d, &hs);
+    metric(b, "cellcast_handover_cells_total", "counter",
+           "Cells released because their partition went to another member, by whether their "
+           "state went with them on the state topic (handover.h).");
+    evbuffer_add_printf(b,
+                        "cellcast_handover_cells_total{how=\"state_topic\"} %llu\n"
+                        "cellcast_handover_cells_total{how=\"older_state\"} %llu\n"
+                        "cellcast_handover_cells_total{how=\"cold\"} %llu\n",
+                        (unsigned long long)hs.cells_sent, (unsigned long long)hs.cells_behind,
+                        (unsigned long long)hs.cells_cold);
     metric(b, "cellcast_kv_bytes", "gauge", "KV cache bytes of the resident cells.");
     evbuffer_add_printf(b, "cellcast_kv_bytes %zu\n",
                         d->cells->n_cells * cc_engine_kv_bytes_per_cell(d->engine));

@@ -47,6 +47,11 @@ struct CcdCluster {
     int n_last_parts;
     int32_t self_parts[MAX_PARTS];
     int n_self_parts;
+    /* the other KPI topics (kafka.topics after the first): redirects use the first one's
+     * partitions, right while every topic is assigned alike (cluster.h) */
+    char **more_topics;
+    int n_more_topics;
+    int not_copartitioned; /* the last check found a topic assigned otherwise */
     Member *members;
     int n_members;
     uint64_t records, bad_records, dropped_records, publish_errors;
@@ -175,6 +180,9 @@ static void destroy(CcdCluster *c)
         member_clear(&c->members[i]);
     free(c->members);
     free(c->last_parts);
+    for (int i = 0; i < c->n_more_topics; i++)
+        free(c->more_topics[i]);
+    free(c->more_topics);
     free(c->props);
     free(c->producer_props);
     free(c->group_id);
@@ -211,8 +219,12 @@ int ccd_cluster_open(CcdCluster **out, const CcdConfig *cfg, int http_port, CcdK
     c->strategy = strdup(strategy ? strategy : "range,roundrobin");
     c->props = calloc((size_t)ks->n_props + 2, sizeof *c->props);
     c->producer_props = calloc((size_t)ks->n_producer_props + 2, sizeof *c->producer_props);
+    if (ks->n_topics > 1 && (c->more_topics = calloc((size_t)ks->n_topics - 1, sizeof(char *))))
+        for (int i = 1; i < ks->n_topics; i++)
+            if ((c->more_topics[c->n_more_topics] = strdup(ks->topics[i])))
+                c->n_more_topics++;
     if (!c->group_id || !c->topic || !c->members_topic || !c->strategy || !c->props ||
-        !c->producer_props) {
+        !c->producer_props || c->n_more_topics < ks->n_topics - 1) {
         ret = cc_errf(err, errlen, -ENOMEM, "cluster: out of memory");
         goto error;
     }
@@ -347,6 +359,35 @@ static void refresh_self(CcdCluster *c)
     int n = ccd_kafka_assignment(c->kafka, c->topic, c->self_parts, MAX_PARTS);
     c->n_self_parts = n < MAX_PARTS ? n : MAX_PARTS;
     qsort(c->self_parts, (size_t)c->n_self_parts, sizeof *c->self_parts, cmp_i32);
+}
+
+/* Whether every other KPI topic is assigned here as the first one is (the same partition
+ * numbers): redirects compute a cell's owner from the first topic only, which is right for
+ * a cell of any topic only then. The range assignor (the default "range,roundrobin" picks
+ * it: every cellcastd supports it) gives that when the topics have the same partition
+ * count; roundrobin, cooperative-sticky or unequal counts do not. Warned once per change
+ * of the finding. */
+static void check_copartitioned(CcdCluster *c)
+{
+    int32_t parts[MAX_PARTS];
+    const char *bad = NULL;
+    int n = 0;
+    for (int t = 0; !bad && t < c->n_more_topics; t++) {
+        n = ccd_kafka_assignment(c->kafka, c->more_topics[t], parts, MAX_PARTS);
+        n = n < MAX_PARTS ? n : MAX_PARTS;
+        qsort(parts, (size_t)n, sizeof *parts, cmp_i32);
+        if (n != c->n_self_parts || memcmp(parts, c->self_parts, (size_t)n * sizeof *parts))
+            bad = c->more_topics[t];
+    }
+    if (bad && !c->not_copartitioned)
+        CCD_LOG(CC_LOG_WARN, "cluster",
+                "this member holds %d partition(s) of '%s' and %d of '%s', not the same "
+                "ones: redirects, computed from '%s', may send a request for a cell of '%s' "
+                "to a member that does not hold it (404 there). Give every KPI topic the "
+                "same partition count and keep the range assignor "
+                "(partition.assignment.strategy), or run one group per topic",
+                c->n_self_parts, c->topic, n, bad, c->topic, bad);
+    c->not_copartitioned = bad != NULL;
 }
 
 static int holds(const int32_t *parts, int n, int32_t p)
@@ -587,6 +628,8 @@ void ccd_cluster_cron(CcdCluster *c)
     int changed = c->n_self_parts != c->n_last_parts ||
                   memcmp(c->self_parts, c->last_parts ? c->last_parts : c->self_parts,
                          (size_t)c->n_self_parts * sizeof *c->self_parts);
+    if (c->n_more_topics) /* every tick: the other topics may move without the first */
+        check_copartitioned(c);
     if (changed || now >= c->next_beat_ns)
         publish(c, now);
 }

@@ -24,7 +24,11 @@
  * does not hold answers 307 to the owner, 503 when nobody owns the partition now, 404 when
  * this member owns it (the cell has not been seen). A member never redirects for a
  * partition its own assignment holds, so two members cannot send a request back and forth
- * once their assignments have settled.
+ * once their assignments have settled. With several KPI topics the first one's partitions
+ * decide: a member cannot know which topic a cell it does not hold arrives on, and the range
+ * assignor gives partition p of every topic to one member when the topics have the same
+ * partition count (docs/operations.md, "Finding a cell"); a member whose topics are
+ * assigned otherwise logs a warning (check_copartitioned).
  *
  * Threads: the loop thread only (cron and HTTP handlers).
  */

@@ -192,6 +192,51 @@ int ccd_handover_write(Ccd *d, int topic, const int32_t *parts, int n)
     return 0;
 }
 
+typedef struct ReleaseCtx {
+    int topic, enabled, undelivered; /* undelivered: the last write failed */
+    const int32_t *parts;
+    int n;
+    uint64_t sent, behind, cold;
+} ReleaseCtx;
+
+static void count_release(void *cookie, CcdCell *c)
+{
+    ReleaseCtx *x = cookie;
+    int64_t first = -1, last = -1;
+    if (c->doomed || c->topic != x->topic || !has_part(x->parts, x->n, c->partition))
+        return;
+    if (c->cell)
+        cc_cell_span(c->cell, &first, &last);
+    if (!x->enabled || c->state_step <= 0)
+        x->cold++;
+    else if (!x->undelivered && first >= 0 && c->state_step == last + 1)
+        x->sent++;
+    else
+        x->behind++;
+}
+
+int ccd_handover_release(Ccd *d, int topic, const int32_t *parts, int n)
+{
+    CcdHandover *h = d->handover;
+    ReleaseCtx x = {topic, ccd_handover_enabled(d), h && h->rewrite_all, parts, n, 0, 0, 0};
+    ccd_cells_foreach(d->cells, count_release, &x);
+    int released = ccd_cells_release_partitions(d->cells, topic, parts, n);
+    if (h) {
+        h->st.cells_sent += x.sent;
+        h->st.cells_behind += x.behind;
+        h->st.cells_cold += x.cold;
+    }
+    if (x.sent || x.behind || x.cold)
+        LOG_INFO("handover",
+                 "%d partition(s) of '%s' handed over: %llu cell(s) with their newest state on "
+                 "'%s', %llu with an older one (the next owner replays the rest), %llu cold%s",
+                 n, d->cfg.kafka_topics.items[topic], (unsigned long long)x.sent,
+                 x.enabled ? h->topic : "(none)", (unsigned long long)x.behind,
+                 (unsigned long long)x.cold,
+                 x.enabled ? "" : " (no state topic: the next owner starts them anew)");
+    return released;
+}
+
 void ccd_handover_cell_gone(void *cookie, CcdCell *c)
 {
     Ccd *d = cookie;

@@ -50,6 +50,14 @@ int ccd_handover_write(Ccd *d, int topic, const int32_t *parts, int n);
  *  partition this member does not own (a restored snapshot's or a lost partition's). */
 void ccd_handover_assign(Ccd *d, const char *name, int topic, const int32_t *parts, int n);
 
+/** Partitions (of KPI topic `topic`) revoked: this member no longer owns them. Releases
+ *  their cells (ccd_cells_release_partitions) and counts each as handed over: with its
+ *  newest state on the state topic (the next owner continues it), with an older record
+ *  (the next owner restores that and replays the KPI messages after its offsets), or cold
+ *  (no state topic, or no record yet: the next owner starts it anew); one log line says
+ *  how many of each. Returns the cells released. */
+int ccd_handover_release(Ccd *d, int topic, const int32_t *parts, int n);
+
 /** CcdCells.free_anomaly (cookie = Ccd): a cell leaves the table. An evicted cell (not a
  *  released one: that one's record is the next owner's) that has a state record gets a
  *  tombstone, so that the next owner does not bring it back; then its alert state is
@@ -59,6 +67,9 @@ void ccd_handover_cell_gone(void *cookie, CcdCell *c);
 typedef struct CcdHandoverStats {
     uint64_t records_written, bytes_written, write_errors, tombstones_written;
     uint64_t records_read, cells_restored, cells_kept, records_refused, tombstones;
+    /* cells released at a revoke: with their newest state on the state topic, with an older
+     * record only (a lost partition, an undelivered handover), without any (cold) */
+    uint64_t cells_sent, cells_behind, cells_cold;
     uint64_t takeovers;
     double last_takeover_s; ///< read + restore of the last assignment
     uint64_t last_takeover_cells;

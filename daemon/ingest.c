@@ -164,7 +164,7 @@ static void on_revoke(void *cookie, const char *topic, const int32_t *parts, int
 {
     Ccd *d = cookie;
     int t = topic_index(d, topic);
-    int marked = t >= 0 ? ccd_cells_release_partitions(d->cells, t, parts, n) : 0;
+    int marked = t >= 0 ? ccd_handover_release(d, t, parts, n) : 0;
     LOG_INFO("kafka", "revoked %d partition(s) of '%s': releasing %d cell(s)", n, topic, marked);
     if (!d->stopping)
         ccd_cells_reap(d->cells);

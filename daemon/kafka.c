@@ -44,6 +44,12 @@
  *     checked for issue 14; 2.4 also fixes a hang on close with cooperative, #4527.)
  *   session.timeout.ms=10000, heartbeat.interval.ms=1000 — a crashed member's partitions
  *     move after ≤ 10 s (librdkafka's default 45 s left its cells unserved that long).
+ *   reconnect.backoff.max.ms=1000 — during a broker outage the backoff between connection
+ *     attempts doubles up to this (librdkafka's default 10 s): a member then found the
+ *     group coordinator back up at once but waited up to 8.7 s for its connection to it
+ *     before rejoining, and every late joiner cost the group one more eager rebalance
+ *     (tests/test_cluster_failover.sh after a 9 s outage: cells served again 6-25 s after
+ *     the brokers, 0-8.7 s of it waiting for that connection; with 1 s: 2-6 s, ≤ 0.2 s).
  *
  * Several members (issue 14, handover.c): a revoke that is not a loss is announced first
  * (on_handover: the host steps what it consumed, hands the state over and acks) and the
@@ -1256,6 +1262,7 @@ static const char *const consumer_defaults[][2] = {
     {"partition.assignment.strategy", "range,roundrobin"},
     {"session.timeout.ms", "10000"},
     {"heartbeat.interval.ms", "1000"},
+    {"reconnect.backoff.max.ms", "1000"},
     {"client.id", "cellcastd"},
 };
 

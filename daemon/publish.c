@@ -11,15 +11,17 @@
 int ccd_pub_init(CcdPub *p, int F, int HZ)
 {
     const size_t f = (size_t)F, hz = (size_t)HZ;
-    /* one block: y (F,HZ,2), mu, sigma, obs, exp_mean, exp_sd */
+    /* one block: y (F,HZ,2), mu, sigma, obs, exp_mean, exp_sd, next_mean, next_sd */
     memset(p, 0, sizeof *p);
-    if (!(p->y = calloc(f * hz * 2 + 5 * f, sizeof(float))))
+    if (!(p->y = calloc(f * hz * 2 + 7 * f, sizeof(float))))
         return -ENOMEM;
     p->mu = p->y + f * hz * 2;
     p->sigma = p->mu + f;
     p->obs = p->sigma + f;
     p->exp_mean = p->obs + f;
     p->exp_sd = p->exp_mean + f;
+    p->next_mean = p->exp_sd + f;
+    p->next_sd = p->next_mean + f;
     return 0;
 }
 
@@ -29,8 +31,22 @@ void ccd_pub_free(CcdPub *p)
     p->y = NULL;
 }
 
+/* Horizon step k of every KPI of a valid forecast as (mean, sd). */
+static void points(const CcForecast *fc, int k, float *mean, float *sd)
+{
+    for (int f = 0; f < fc->n_features; f++) {
+        double m, s;
+        cc_forecast_point(fc, f, k, &m, &s);
+        mean[f] = (float)m;
+        sd[f] = (float)s;
+    }
+}
+
+/* have_exp: the pub's own next_* (the forecast one step earlier) become the expectation of
+ * `step`, before next_* take the new forecast's one-step point (next_mean, next_sd). */
 static void write_pub(CcdCells *t, CcdCell *c, int64_t step, const float *values,
-                      const CcForecast *fc, const float *exp_mean, const float *exp_sd)
+                      const CcForecast *fc, int have_exp, const float *next_mean,
+                      const float *next_sd)
 {
     const size_t F = (size_t)t->n_features, HZ = (size_t)t->horizon;
     CcdPub *p = &c->pub;
@@ -38,27 +54,30 @@ static void write_pub(CcdCells *t, CcdCell *c, int64_t step, const float *values
     p->valid = fc->valid;
     p->step = step;
     p->seq++;
+    p->have_expected = have_exp;
+    if (have_exp) {
+        memcpy(p->exp_mean, p->next_mean, F * sizeof(float));
+        memcpy(p->exp_sd, p->next_sd, F * sizeof(float));
+    }
     if (fc->valid) {
         memcpy(p->y, fc->y, F * HZ * 2 * sizeof(float));
         memcpy(p->mu, fc->mu, F * sizeof(float));
         memcpy(p->sigma, fc->sigma, F * sizeof(float));
+        memcpy(p->next_mean, next_mean, F * sizeof(float));
+        memcpy(p->next_sd, next_sd, F * sizeof(float));
     }
     memcpy(p->obs, values, F * sizeof(float));
-    p->have_expected = exp_mean != NULL;
-    if (exp_mean) {
-        memcpy(p->exp_mean, exp_mean, F * sizeof(float));
-        memcpy(p->exp_sd, exp_sd, F * sizeof(float));
-    }
     pthread_mutex_unlock(&t->pub_lock);
 }
 
 /* The step and the forecast made at it into the cell's long history: the one-step point
- * for step + 1, the horizon-end point for step + HZ. A history without memory misses the
- * step (counted), nothing else does. */
+ * (m1, s1: computed once by the caller) for step + 1, the horizon-end point for step + HZ.
+ * A history without memory misses the step (counted), nothing else does. */
 static void record_history(CcdCells *t, CcdCell *c, int64_t step, const float *obs, int imputed,
-                           const CcForecast *fc)
+                           const CcForecast *fc, const float *m1, const float *s1)
 {
     const int F = t->n_features, HZ = t->horizon;
+    float m[CC_MAX_FEATURES], s[CC_MAX_FEATURES];
     if (!t->hist_depth)
         return;
     if (!c->hist && cc_history_open(&c->hist, F, t->hist_depth, HZ))
@@ -67,18 +86,11 @@ static void record_history(CcdCells *t, CcdCell *c, int64_t step, const float *o
         goto fail;
     if (!fc->valid)
         return;
-    for (int kind = 0; kind < 2; kind++) {
-        float m[CC_MAX_FEATURES], s[CC_MAX_FEATURES];
-        int k = kind ? HZ - 1 : 0;
-        for (int f = 0; f < F; f++) {
-            double mean, sd;
-            cc_forecast_point(fc, f, k, &mean, &sd);
-            m[f] = (float)mean;
-            s[f] = (float)sd;
-        }
-        if (cc_history_forecast(c->hist, step + 1 + k, (enum CcHistoryFc)kind, m, s))
-            goto fail;
-    }
+    if (cc_history_forecast(c->hist, step + 1, CC_HISTORY_ONE_STEP, m1, s1))
+        goto fail;
+    points(fc, HZ - 1, m, s);
+    if (cc_history_forecast(c->hist, step + HZ, CC_HISTORY_HORIZON_END, m, s))
+        goto fail;
     return;
 fail:
     __atomic_fetch_add(&t->hist_failed, 1, __ATOMIC_RELAXED);
@@ -87,37 +99,23 @@ fail:
 void ccd_publish_stepped(CcdCells *t, CcdCell *c, int64_t step, const float *values, int imputed,
                          uint64_t present, CcForecast *fc)
 {
-    const int F = t->n_features, HZ = t->horizon;
-    const CcdPub *p = &c->pub;
-    float obs[CC_MAX_FEATURES];
+    const int F = t->n_features;
+    float obs[CC_MAX_FEATURES], m1[CC_MAX_FEATURES], s1[CC_MAX_FEATURES];
     for (int f = 0; f < F; f++)
         obs[f] = !imputed && present >> f & 1 ? values[f] : NAN;
-    float em[CC_MAX_FEATURES], es[CC_MAX_FEATURES];
-    int have_exp = 0;
     /* The worker is the only writer of pub: reading it here needs no lock. */
-    if (p->valid && p->step == step - 1) {
-        CcForecast prev = {.valid = 1,
-                           .step = p->step,
-                           .n_features = F,
-                           .horizon = HZ,
-                           .y = p->y,
-                           .mu = p->mu,
-                           .sigma = p->sigma,
-                           .sd_scale = cc_model_sd_scale(cc_engine_model(t->engine))};
-        for (int f = 0; f < F; f++) {
-            double m, sd;
-            cc_forecast_point(&prev, f, 0, &m, &sd);
-            em[f] = (float)m;
-            es[f] = (float)sd;
-        }
-        have_exp = 1;
-    }
+    int have_exp = c->pub.valid && c->pub.step == step - 1;
     cc_cell_forecast(c->cell, fc);
-    record_history(t, c, step, obs, imputed, fc);
-    write_pub(t, c, step, obs, fc, have_exp ? em : NULL, es);
+    if (fc->valid)
+        points(fc, 0, m1, s1);
+    record_history(t, c, step, obs, imputed, fc, m1, s1);
+    write_pub(t, c, step, obs, fc, have_exp, m1, s1);
 }
 
 void ccd_publish(CcdCells *t, CcdCell *c, int64_t step, const float *values, const CcForecast *fc)
 {
-    write_pub(t, c, step, values, fc, NULL, NULL);
+    float m1[CC_MAX_FEATURES], s1[CC_MAX_FEATURES];
+    if (fc->valid) /* the expectation of the next step stepped */
+        points(fc, 0, m1, s1);
+    write_pub(t, c, step, values, fc, 0, m1, s1);
 }

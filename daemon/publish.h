@@ -25,6 +25,9 @@ typedef struct CcdPub {
     int have_expected;
     float *obs;               ///< (F) values observed at t (NaN: not in any record)
     float *exp_mean, *exp_sd; ///< (F) expectation for t from the forecast at t-1
+    /* The one-step point of the forecast at t (valid with it): the expectation of t+1,
+     * computed once when published, recorded in the history and read back next step. */
+    float *next_mean, *next_sd; ///< (F)
 } CcdPub;
 
 /** Allocates the arrays of a cell's CcdPub (F KPIs, horizon HZ). 0 or -ENOMEM. */

@@ -11,11 +11,10 @@ set -u
 CLI=${1:?cellcast binary}
 ROOT=${2:?source root}
 MODEL="$ROOT/models/default.safetensors" # F=8, S=900, HZ=24
-[ -f "$MODEL" ] || { echo "SKIP: $MODEL missing"; exit 77; }
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# shellcheck source=lib/daemon.sh
+. "$(dirname "$0")/lib/daemon.sh"
+need_files "$MODEL"
+test_workdir anomaly-eval
 
 "$CLI" synth --cells 2 --days 8 --seed 3 --burst-rate 0 --outage-rate 0 --gap-rate 0 \
     --missing-rate 0 >"$TMP/s.csv" 2>/dev/null || { echo "FAIL: cellcast synth"; exit 1; }
@@ -100,5 +99,5 @@ done
 "$CLI" anomaly-eval --model "$MODEL" --data "$TMP/s.csv" --test-frac 0.2 --protocol loud \
     >/dev/null 2>&1 && fail "--protocol loud accepted"
 
-[ "$fails" = 0 ] && echo "anomaly-eval: all checks passed"
-exit $((fails > 0))
+[ "$FAILS" = 0 ] && echo "anomaly-eval: all checks passed"
+exit $((FAILS > 0))

@@ -316,11 +316,19 @@ static void test_scheduler_steps_and_publishes(void **state)
     CcForecast fc;
     cc_cell_forecast(c->cell, &fc);
     assert_memory_equal(c->pub.y, fc.y, sizeof(float) * 3 * (size_t)x->m->hp.horizon * 2);
+    double m1[3], s1[3]; /* the expectation of 1012: the one-step point of this forecast */
+    for (int f = 0; f < 3; f++)
+        cc_forecast_point(&fc, f, 0, &m1[f], &s1[f]);
     /* drain steps what is pending without the loop */
     CcKpiRecord r = rec("s1", 1012, 7, 1, 2, 3);
     assert_int_equal(ccd_cells_ingest(x->t, ccd_sched_open_batch(s), &r, 0, 0), 0);
     ccd_sched_drain(s);
     assert_int_equal(c->pub.step, 1012);
+    assert_true(c->pub.have_expected);
+    for (int f = 0; f < 3; f++) {
+        assert_float_equal(c->pub.exp_mean[f], (float)m1[f], 0);
+        assert_float_equal(c->pub.exp_sd[f], (float)s1[f], 0);
+    }
     assert_int_equal(ccd_sched_pending(s), 0);
     const CcdSchedStats *st = ccd_sched_stats(s);
     assert_int_equal(st->batches, 4);

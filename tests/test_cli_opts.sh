@@ -7,10 +7,9 @@
 #   usage: test_cli_opts.sh CELLCAST
 set -u
 CLI=${1:?cellcast binary}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# shellcheck source=lib/daemon.sh
+. "$(dirname "$0")/lib/daemon.sh"
+test_workdir cli-opts
 
 # want RC MESSAGE-FRAGMENT ARGS...: exit code RC and the fragment on stderr (or stdout for 0)
 want() {
@@ -93,5 +92,5 @@ want 1 "cellcast train: the data has 100 KPIs, a model takes at most 64" \
     train --data "$TMP/wide.csv" --out "$TMP/m.safetensors" --quiet
 want 0 "k99 " eval --data "$TMP/wide.csv" --horizon 2
 
-[ "$fails" = 0 ] && echo "cli options: all checks passed"
-exit $((fails > 0))
+[ "$FAILS" = 0 ] && echo "cli options: all checks passed"
+exit $((FAILS > 0))

@@ -20,7 +20,7 @@ ROOT=${2:?source root}
 PY=/usr/bin/python3
 # shellcheck source=lib/daemon.sh
 . "$(dirname "$0")/lib/daemon.sh"
-daemon_test_init
+daemon_test_init contracts
 $PY -c 'import yaml, jsonschema' 2>/dev/null || { echo "SKIP: needs python3-yaml and python3-jsonschema"; exit 77; }
 MODEL="$ROOT/tests/data/golden/tiny.safetensors" # F=3 (prb,thr,users), P=4, HZ=6, S=900
 

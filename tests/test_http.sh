@@ -14,14 +14,8 @@ CLI=${3:-}
 PY=/usr/bin/python3
 # shellcheck source=lib/daemon.sh
 . "$(dirname "$0")/lib/daemon.sh"
-need_tools curl
-[ -x "$PY" ] || { echo "SKIP: $PY is not installed"; exit 77; }
+daemon_test_init http
 MODEL="$ROOT/tests/data/golden/tiny.safetensors" # F=3 (prb,thr,users), P=4, HZ=6, S=900
-TMP=$(mktemp -d)
-DPID=
-FAILS=0
-cleanup() { [ -n "$DPID" ] && kill "$DPID" 2>/dev/null; rm -rf "$TMP"; }
-trap cleanup EXIT
 
 cat >"$TMP/c.yaml" <<YAML
 model:

@@ -16,11 +16,7 @@ if ! command -v promtool >/dev/null; then
     [ -n "${CELLCAST_CI:-}${CI:-}" ] && { echo "FAIL: promtool is not installed (.ci/deps.sh: prometheus)"; exit 1; }
     echo "SKIP: promtool is not installed (sh .ci/deps.sh installs prometheus)"; exit 77
 fi
-TMP=$(mktemp -d)
-DPID=
-FAILS=0
-cleanup() { [ -n "$DPID" ] && kill "$DPID" 2>/dev/null; rm -rf "$TMP"; }
-trap cleanup EXIT
+test_workdir monitoring
 
 promtool check rules "$ROOT/conf/prometheus-rules.yaml" && ok "promtool check rules" || fail "promtool check rules"
 (cd "$ROOT/conf" && promtool test rules prometheus-rules.test.yaml) && ok "promtool test rules" ||

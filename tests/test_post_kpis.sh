@@ -11,11 +11,7 @@ ROOT=${2:?source root}
 # shellcheck source=lib/daemon.sh
 . "$(dirname "$0")/lib/daemon.sh"
 need_tools curl
-TMP=$(mktemp -d)
-PIDS=()
-FAILS=0
-cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$TMP"; }
-trap cleanup EXIT
+test_workdir post-kpis KILL
 
 BODY="{\"cell\":\"c1\",\"ts\":$(($(date +%s) / 900 * 900)),\"kpis\":{\"prb\":0.5,\"thr\":100,\"users\":3}}"
 # post WANT_STATUS [CURL ARGS...]: POST one record, check the status

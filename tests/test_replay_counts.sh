@@ -12,7 +12,7 @@ ROOT=${2:?source root}
 PY=/usr/bin/python3
 # shellcheck source=lib/daemon.sh
 . "$(dirname "$0")/lib/daemon.sh"
-daemon_test_init
+daemon_test_init replay
 
 cat >"$TMP/c.yaml" <<YAML
 model:

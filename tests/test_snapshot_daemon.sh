@@ -11,13 +11,7 @@ ROOT=${2:?source root}
 PY=/usr/bin/python3
 # shellcheck source=lib/daemon.sh
 . "$(dirname "$0")/lib/daemon.sh"
-need_tools curl
-[ -x "$PY" ] || { echo "SKIP: $PY is not installed"; exit 77; }
-TMP=$(mktemp -d)
-DPID=
-FAILS=0
-cleanup() { [ -n "$DPID" ] && kill "$DPID" 2>/dev/null; rm -rf "$TMP"; }
-trap cleanup EXIT
+daemon_test_init snapshot
 
 cat >"$TMP/c.yaml" <<YAML
 model:

@@ -14,10 +14,7 @@ CELLCASTD=$1 MODEL=$2 ONE=${3:-20000} FULL=${4:-200}
 # shellcheck source=../lib/daemon.sh
 . "$(dirname "$0")/../lib/daemon.sh"
 need_tools curl python3
-TMP=$(mktemp -d /tmp/cellcast-cellmem.XXXXXX)
-DPID=
-PIDS=()
-trap '[ -n "$DPID" ] && kill $DPID 2>/dev/null; wait 2>/dev/null; rm -rf "$TMP"' EXIT
+test_workdir cellmem
 
 rss() { awk '/^VmRSS/ { printf "%d\n", $2 * 1024 }' "/proc/$DPID/status"; }
 cells() { curl -sf "$U/metrics" | awk '$1 == "cellcast_cells" { print $2 }'; }

@@ -19,19 +19,11 @@ CELLS=${2:-10000}
 STEPS=${3:-40}
 STEPS2=${4:-20}
 CLUSTER=$root/build/tests/cc_kafka_mock_cluster
-TMP=$(mktemp -d /tmp/cellcast-clbench.XXXXXX)
-PIDS=()
-FAILS=0
-cleanup() {
-    exec 3>&- 2>/dev/null || true
-    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
 # shellcheck source=../lib/daemon.sh
 . "$root/tests/lib/daemon.sh"
 need_tools kcat curl python3
+on_exit() { exec 3>&- 2>/dev/null; } # the mock cluster's control fifo
+test_workdir clbench KILL
 MODEL=${5:-$TMP/model.safetensors}
 [ -f "$MODEL" ] || /usr/bin/python3 "$root/tests/bench/random_model.py" "$MODEL" 336 >/dev/null
 FEATS=$(/usr/bin/python3 -c '

@@ -21,9 +21,7 @@ PAGE_PAST_Q=${PAGE_PAST_Q:-digits=4&fields=one_step,mean,scores&max_points=1260}
 # shellcheck source=../lib/daemon.sh
 . "$(dirname "$0")/../lib/daemon.sh"
 need_tools wrk curl bc
-TMP=$(mktemp -d /tmp/cellcast-dashbench.XXXXXX)
-DPID=
-trap '[ -n "$DPID" ] && kill $DPID 2>/dev/null; wait 2>/dev/null; rm -rf "$TMP"' EXIT
+test_workdir dashbench
 BACKFILL=680
 start_daemon "$TMP/d.log" port --set model.path="$MODEL" --set http.port=0 \
     --set demo.enabled=true --set demo.cells="$CELLS" --set demo.backfill_steps=$BACKFILL \

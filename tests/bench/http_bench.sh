@@ -23,9 +23,7 @@ CELLCASTD=$1 MODEL=$2 SECS=${3:-10} CELLS=${4:-10000} SPEEDUP=${5:-1350} PRODUCE
 # shellcheck source=../lib/daemon.sh
 . "$(dirname "$0")/../lib/daemon.sh"
 need_tools wrk
-TMP=$(mktemp -d /tmp/cellcast-httpbench.XXXXXX)
-DPID=
-trap '[ -n "$DPID" ] && kill $DPID 2>/dev/null; wait 2>/dev/null; rm -rf "$TMP"' EXIT
+test_workdir httpbench
 
 start() { # cells backfill speedup
     start_daemon "$TMP/d.log" port --set model.path="$MODEL" --set http.port=0 \

@@ -26,9 +26,7 @@ CELLCASTD=$1 CELLCAST=$2 PRODUCER=$3
 CELLS=${4:-10000} WARM=${5:-48} MEAS=${6:-32} THREADS=${7:-1}
 # shellcheck source=../lib/daemon.sh
 . "$(dirname "$0")/../lib/daemon.sh"
-TMP=$(mktemp -d /tmp/cellcast-bench.XXXXXX)
-DPID=
-trap '[ -n "$DPID" ] && kill $DPID 2>/dev/null; wait 2>/dev/null; rm -rf "$TMP"' EXIT
+test_workdir bench
 
 "$CELLCAST" synth --cells 2 --days 10 --step 3600 --out "$TMP/synth.csv" >/dev/null 2>&1
 "$CELLCAST" train --data "$TMP/synth.csv" --out "$TMP/model.safetensors" --steps 2 \
@@ -60,6 +58,8 @@ wait_steps() {
         s=$(steps_now)
         [ "${s:-0}" -ge "$1" ] && return 0
         kill -0 $DPID || { cat "$TMP/d.log"; exit 1; }
+        # phase 2's producer runs in the background: without this the wait never ended
+        [ ! -e "$TMP/feed.failed" ] || { echo "ingest_bench: the producer failed"; exit 1; }
         sleep 0.05
     done
 }
@@ -80,12 +80,14 @@ feed() { # chunk k+1 once chunk k-1 is consumed: at most two chunks wait in the 
     while ((p < WARM + MEAS)); do
         n=$((WARM + MEAS - p < CHUNK ? WARM + MEAS - p : CHUNK))
         ((k < 2)) || wait_steps $((CELLS * (p - CHUNK)))
-        "$PRODUCER" -b "$BS" -c "$CELLS" --from $p -n $n >"$TMP/p2.$k.json"
+        "$PRODUCER" -b "$BS" -c "$CELLS" --from $p -n $n >"$TMP/p2.$k.json" ||
+            { touch "$TMP/feed.failed"; exit 1; }
         p=$((p + n)) k=$((k + 1))
     done
 }
 feed &
 PP=$!
+PIDS+=("$PP")
 wait_steps $((CELLS * (WARM + MEAS)))
 t1=$(date +%s.%N)
 wait $PP

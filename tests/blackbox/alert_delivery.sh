@@ -17,12 +17,7 @@ MOCKBROKER=${2:-}
 SRC=${3:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source=../lib/daemon.sh
 . "$(dirname "$0")/../lib/daemon.sh"
-need_tools kcat curl python3
-for bin in "$CELLCASTD" "$MOCKBROKER"; do
-    [ -x "$bin" ] || { echo "SKIP: binary '$bin' missing"; exit 77; }
-done
-TINY="$SRC/tests/data/golden/tiny.safetensors" # F=3 (prb, thr, users), S=900
-[ -f "$TINY" ] || { echo "SKIP: $TINY missing"; exit 77; }
+kafka_test_init delivery KILL "$CELLCASTD" "$MOCKBROKER"
 
 S=900
 N=288
@@ -30,7 +25,6 @@ END=$(($(date +%s) / S * S - 40 * S)) # a replay with its original timestamps: n
 T0=$((END - (N - 1) * S))
 P0=$((T0 / S))
 SPIKE=$((P0 + 240))
-test_workdir delivery
 
 start_mockbroker "$TMP" kpis:1 alerts:1
 BROKER=${PIDS[-1]}

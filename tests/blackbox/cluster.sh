@@ -10,44 +10,34 @@
 #     Location = the owner's address + the same path and query; curl -L reaches the
 #     forecast in one redirect; the owner serves it directly;
 #   - an unknown cell: 404 from its owner, one 307 then 404 from the other (no loop);
-#   - a member stopped with SIGTERM leaves the other's /v1/cluster at once (tombstone).
+#   - a second KPI topic (kpis2, 4 partitions): its cells are redirected right too;
+#   - without a state topic (kafka.state_topic ""), a member stopped with SIGTERM hands its
+#     cells over cold (its log line) and leaves the other's /v1/cluster at once (tombstone);
+#   - a member of KPI topics with different partition counts (kpis, kpis3 with 2) warns
+#     that they are not assigned alike.
 # Usage: cluster.sh CELLCASTD MOCKBROKER [SRC]. Exit 77 (skip) without kcat, curl, python3.
-# ~20 s (two group joins behind the mock's 3 s initial rebalance delay).
+# ~25 s (three group joins behind the mock's 3 s initial rebalance delay).
 set -u
 
 CELLCASTD=${1:-}
 MOCKBROKER=${2:-}
 SRC=${3:-$(cd "$(dirname "$0")/../.." && pwd)}
 . "$(dirname "$0")/../lib/daemon.sh"
-need_tools kcat curl python3
-for bin in "$CELLCASTD" "$MOCKBROKER"; do
-    [ -x "$bin" ] || { echo "SKIP: binary '$bin' missing (build cellcastd, cc_mockbroker)"; exit 77; }
-done
-MODEL="$SRC/tests/data/golden/tiny.safetensors"
-[ -f "$MODEL" ] || { echo "SKIP: $MODEL missing"; exit 77; }
+kafka_test_init cluster TERM "$CELLCASTD" "$MOCKBROKER"
 
 S=900
 T0=1714521600
-TMP=$(mktemp -d /tmp/cellcast-cluster.XXXXXX)
-PIDS=()
-FAILS=0
-cleanup() {
-    local i
-    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do kill "${PIDS[i]}" 2>/dev/null; done
-    wait 2>/dev/null
-    [ "$FAILS" = 0 ] && rm -rf "$TMP" || echo "logs kept in $TMP"
-}
-trap cleanup EXIT
-trap 'exit 143' TERM INT
 
-start_mockbroker "$TMP" kpis:4 alerts:1 kpis.members:1
+start_mockbroker "$TMP" kpis:4 kpis2:4 kpis3:2 alerts:1 kpis.members:1
 cat >"$TMP/c.yaml" <<EOF
 model:
-  path: $MODEL
+  path: "$TINY"
 kafka:
   brokers: "$EXT"
   group_id: bb-cluster
+  topics: [kpis, kpis2]
   partitioner: murmur2_random
+  state_topic: ""
   properties:
     session.timeout.ms: "6000"
     heartbeat.interval.ms: "1000"
@@ -138,6 +128,32 @@ for c in $CELLS; do
     fi
 done
 
+# A second KPI topic with the first one's partition count: the range assignor gives
+# partition p of both to one member, so the redirect computed from the first topic is right
+# for cells consumed from the second (docs/operations.md, "Several KPI topics").
+python3 - "$T0" "$S" >"$TMP/k2.txt" <<'PYEOF'
+import json, sys
+t0, s = int(sys.argv[1]), int(sys.argv[2])
+for p in range(12):
+    for i in range(6):
+        c = "t2-%d" % i
+        k = {"prb": 0.3 + 0.01 * ((p + i) % 7), "thr": 30000 + 1000 * ((3 * p + i) % 5), "users": 10 + (p + i) % 4}
+        print(c + "|" + json.dumps({"cell": c, "ts": t0 + p * s, "kpis": k}))
+PYEOF
+kcat -b "$EXT" -P -t kpis2 -K '|' -X partitioner=murmur2_random <"$TMP/k2.txt" || fail "kcat produce kpis2"
+for i in 0 1 2 3 4 5; do
+    c=t2-$i
+    own=$(curl -sf "http://127.0.0.1:$PA/v1/cluster?cell=$c" | python3 -c 'import json,sys; print(json.load(sys.stdin)["cell"]["address"])')
+    [ "$own" = "http://127.0.0.1:$PA" ] && oth="http://127.0.0.1:$PB" || oth="http://127.0.0.1:$PA"
+    wait_http "$own/v1/cells/$c" 100
+    st=$(curl -s -o /dev/null -w '%{http_code}' "$own/v1/cells/$c")
+    out=$(curl -s -o /dev/null -w '%{http_code} %{redirect_url}' "$oth/v1/cells/$c")
+    [ "$st" = 200 ] && [ "$out" = "307 $own/v1/cells/$c" ] &&
+        ok "cell $c of kpis2: served by ${own##*:}, the other member redirects there" ||
+        fail "cell $c of kpis2: owner by kpis ${own##*:} answers $st, the other '$out'"
+done
+grep -h "not the same ones" "$TMP/a.log" "$TMP/b.log" && fail "kpis and kpis2 assigned differently"
+
 # A cell nobody has seen: its owner says 404, the other member redirects there once.
 for i in $(seq 100); do
     nc="never-seen-$i"
@@ -149,9 +165,17 @@ out=$(curl -sL -o "$TMP/nf.json" -w '%{http_code} %{num_redirects}' "http://127.
     ok "unknown cell: one 307 to its owner, which answers 404 (no loop)" ||
     fail "unknown cell $nc: '$out' $(cat "$TMP/nf.json")"
 
-# SIGTERM b: its tombstone takes it out of a's view before the group notices.
+# SIGTERM b: its tombstone takes it out of a's view before the group notices. Without a
+# state topic its cells are handed over cold, and its log says so.
+NB=$(curl -sf "http://127.0.0.1:$PB/v1/cells?limit=1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])')
 DPID=$BPID
 stop_daemon || fail "b's exit status $?"
+# one line per KPI topic: "handed over: A cell(s) with their newest state on 'T', B with an
+# older one (...), C cold (no state topic ...)"
+H=$(sed -n "s/.*handed over: \([0-9]*\) cell(s) with their newest state on '(none)', \([0-9]*\) with an older one.*, \([0-9]*\) cold (no state topic.*/\1 \2 \3/p" "$TMP/b.log" |
+    awk '{ a += $1; b += $2; c += $3 } END { print a + 0, b + 0, c + 0 }')
+[ "${NB:-0}" -gt 0 ] && [ "$H" = "0 0 $NB" ] && ok "b's $NB cell(s) handed over cold at SIGTERM (kafka.state_topic \"\")" ||
+    fail "b held ${NB:-?} cell(s), handed over (with state, older, cold) $H: $(grep 'handed over' "$TMP/b.log")"
 t0=$SECONDS
 for _ in $(seq 30); do
     n=$(curl -sf "http://127.0.0.1:$PA/v1/cluster" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["members"]))')
@@ -162,6 +186,17 @@ done
     fail "b still listed by a 3 s after SIGTERM"
 DPID=$APID
 stop_daemon || fail "a's exit status $?"
+
+# KPI topics of different partition counts cannot be assigned alike: the member says that
+# redirects (computed from the first topic) may then be wrong for the other's cells.
+sed -e 's/topics: \[kpis, kpis2\]/topics: [kpis, kpis3]/' -e 's/group_id: bb-cluster/group_id: bb-other/' \
+    "$TMP/c.yaml" >"$TMP/c3.yaml"
+start_daemon "$TMP/c3.log" assigned -c "$TMP/c3.yaml"
+for _ in $(seq 30); do grep -q "not the same ones" "$TMP/c3.log" && break; sleep 0.1; done
+grep -q "holds 4 partition(s) of 'kpis' and 2 of 'kpis3', not the same ones: redirects" "$TMP/c3.log" &&
+    ok "kpis (4 partitions) and kpis3 (2): the member warns that redirects follow kpis" ||
+    fail "no co-partitioning warning: $(grep cluster: "$TMP/c3.log" | tail -3)"
+stop_daemon || fail "exit status $?"
 grep -h "ERROR\|error " "$TMP/a.log" "$TMP/b.log" | grep -v "offset commit" | head -5
 echo "$FAILS failure(s)"
 [ "$FAILS" = 0 ]

@@ -17,14 +17,12 @@ CELLCASTD=${1:-}
 SRC=${2:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source=../lib/daemon.sh
 . "$(dirname "$0")/../lib/daemon.sh"
-need_tools kcat curl python3
-[ -x "$CELLCASTD" ] || { echo "SKIP: binary '$CELLCASTD' missing"; exit 77; }
-test_workdir embedded
+kafka_test_init embedded KILL "$CELLCASTD"
 metric() { curl -sf "$U/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 
 cat >"$TMP/c.yaml" <<EOF
 model:
-  path: "$SRC/tests/data/golden/tiny.safetensors"
+  path: "$TINY"
 kafka:
   brokers: embedded
   group_id: embedded

@@ -26,29 +26,12 @@ MOCKBROKER=${3:-}
 SRC=${4:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source=../lib/daemon.sh
 . "$(dirname "$0")/../lib/daemon.sh"
-need_tools kcat curl python3
-for bin in "$CELLCASTD" "$CELLCAST" "$MOCKBROKER"; do
-    [ -x "$bin" ] || { echo "SKIP: binary '$bin' missing (build cellcastd, cellcast, cc_mockbroker)"; exit 77; }
-done
-MODEL="$SRC/tests/data/golden/tiny.safetensors"   # F=3 (prb, thr, users), S=900, HZ=6
-[ -f "$MODEL" ] || { echo "SKIP: $MODEL missing"; exit 77; }
+kafka_test_init bb TERM "$CELLCASTD" "$CELLCAST" "$MOCKBROKER"
 
 S=900
 T0=1714521600                # 2024-05-01T00:00:00Z, a multiple of S
 P0=$((T0 / S))
 CELLS="c-1 c-2%2Fa 17 cell.x c%3A5"   # URL-encoded ids
-TMP=$(mktemp -d /tmp/cellcast-bb.XXXXXX)
-PIDS=()
-FAILS=0
-
-cleanup() {
-    local i
-    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do kill "${PIDS[i]}" 2>/dev/null; done
-    wait 2>/dev/null
-    [ "$FAILS" = 0 ] && rm -rf "$TMP" || echo "logs kept in $TMP"
-}
-trap cleanup EXIT
-trap 'exit 143' TERM INT   # so that cleanup runs when meson's timeout kills us
 
 # wait_steps LAST_STEP TIMEOUT_S: until every cell's last_step is LAST_STEP.
 wait_steps() {
@@ -78,7 +61,7 @@ gen() { # gen FROM TO BAD_AT DIR
 mkdir -p "$TMP/h1"
 cat >"$TMP/embedded.yaml" <<EOF
 model:
-  path: "$MODEL"
+  path: "$TINY"
 kafka:
   brokers: embedded
   group_id: bb-embedded
@@ -175,7 +158,7 @@ grep -q 'cellcast-reason=future_ts' "$TMP/dlq.txt" || fail "no future_ts dead le
 i=0
 for c in $CELLS; do
     curl -sf "http://127.0.0.1:$PORT/v1/cells/$c/forecast" >"$TMP/fc$i.json" || fail "forecast $c"
-    "$CELLCAST" forward --model "$MODEL" --input "$TMP/h1/$i.csv" --kv f32 >"$TMP/fw$i.json" 2>"$TMP/fw$i.err" \
+    "$CELLCAST" forward --model "$TINY" --input "$TMP/h1/$i.csv" --kv f32 >"$TMP/fw$i.json" 2>"$TMP/fw$i.err" \
         || fail "cellcast forward $c: $(cat "$TMP/fw$i.err")"
     i=$((i + 1))
 done

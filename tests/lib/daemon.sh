@@ -1,8 +1,8 @@
-# tests/lib/daemon.sh — running cellcastd from the shell tests and benchmarks (sourced by
-# tests/test_http.sh, tests/blackbox/*.sh and tests/bench/{http,ingest}_bench.sh): skipping
-# when a tool is missing, starting the daemon and waiting until it serves, stopping it, an
-# external mock broker, and the ok/FAIL lines of the checks.
-# Expects CELLCASTD (the daemon binary) and, for fail, a count FAILS.
+# tests/lib/daemon.sh — the common part of the bash tests (tests/*.sh, tests/blackbox/*.sh)
+# and benchmarks (tests/bench/*.sh): skipping when a tool, binary or file is missing, the
+# temporary directory and the exit trap, the ok/FAIL lines of the checks, starting cellcastd
+# and waiting until it serves, stopping it, and an external mock broker. Expects CELLCASTD
+# (the daemon binary) where a daemon is started.
 
 # need_tools TOOL...: exit 77 (meson's "skipped") when a tool is not installed.
 need_tools() {
@@ -12,15 +12,69 @@ need_tools() {
     done
 }
 
-# daemon_test_init: the common start of a daemon test: skips without curl or $PY (python3),
-# makes the temporary directory TMP, removed at exit with the daemon (DPID) killed; FAILS=0.
+# need_bins BIN...: exit 77 when a binary (a path) is missing or not executable.
+need_bins() {
+    local bin
+    for bin in "$@"; do
+        [ -x "$bin" ] || { echo "SKIP: binary '$bin' missing"; exit 77; }
+    done
+}
+
+# need_files FILE...: exit 77 when a file (a model, a data set) is missing.
+need_files() {
+    local f
+    for f in "$@"; do
+        [ -f "$f" ] || { echo "SKIP: $f missing"; exit 77; }
+    done
+}
+
+# test_workdir NAME [SIGNAL]: a temporary directory TMP (/tmp/cellcast-NAME.XXXXXX), DPID
+# and PIDS empty, FAILS=0, and the traps: at exit every pid in PIDS (newest first) and DPID
+# get SIGNAL (default TERM) and are waited for, then TMP is removed unless a check failed
+# (then it says where the logs are; KEEP_TMP=1 keeps them always); SIGTERM/SIGINT exit 143
+# through that, so that the cleanup also runs when meson's timeout kills the test. A test
+# with more to undo defines a function on_exit before, called first. Safe under set -e.
+test_workdir() {
+    TMP=$(mktemp -d "/tmp/cellcast-$1.XXXXXX")
+    TEST_SIGNAL=${2:-TERM}
+    DPID=
+    PIDS=()
+    FAILS=0
+    trap test_cleanup EXIT
+    trap 'exit 143' TERM INT
+}
+
+test_cleanup() {
+    local i pids=("${PIDS[@]}")
+    declare -F on_exit >/dev/null && { on_exit || true; }
+    [ -n "$DPID" ] && pids+=("$DPID") # also a daemon started without start_daemon
+    for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+        kill -"$TEST_SIGNAL" "${pids[i]}" 2>/dev/null || true
+    done
+    [ ${#pids[@]} = 0 ] || wait "${pids[@]}" 2>/dev/null || true
+    [ "$FAILS" = 0 ] && [ -z "${KEEP_TMP:-}" ] && rm -rf "$TMP" || echo "logs kept in $TMP"
+}
+
+# kafka_test_init NAME SIGNAL BIN...: the start of a test with Kafka (a mock broker, kcat):
+# skips without kcat, curl, python3, a binary BIN or the tiny model of the golden tests,
+# TINY ($SRC/tests/data/golden/tiny.safetensors: F=3 prb, thr, users; S=900, HZ=6); then
+# test_workdir NAME SIGNAL.
+kafka_test_init() {
+    local name=$1 sig=$2
+    shift 2
+    need_tools kcat curl python3
+    need_bins "$@"
+    TINY="$SRC/tests/data/golden/tiny.safetensors"
+    need_files "$TINY"
+    test_workdir "$name" "$sig"
+}
+
+# daemon_test_init NAME: the start of a test of the daemon's HTTP side: skips without curl
+# or $PY (python3), then test_workdir NAME.
 daemon_test_init() {
     need_tools curl
     [ -x "$PY" ] || { echo "SKIP: $PY is not installed"; exit 77; }
-    TMP=$(mktemp -d)
-    DPID=
-    FAILS=0
-    trap '[ -n "$DPID" ] && kill "$DPID" 2>/dev/null; rm -rf "$TMP"' EXIT
+    test_workdir "${1:-daemon}"
 }
 
 fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
@@ -93,15 +147,4 @@ start_mockbroker() {
     PIDS+=($!)
     for _ in $(seq 50); do EXT=$(head -1 "$dir/broker.addr" 2>/dev/null); [ -n "$EXT" ] && break; sleep 0.1; done
     [ -n "$EXT" ] || { echo "FAIL: cc_mockbroker gave no address"; exit 1; }
-}
-
-# test_workdir NAME: a temporary directory TMP (/tmp/cellcast-NAME.XXXXXX), PIDS and FAILS
-# empty, and an EXIT trap that kills every pid in PIDS and removes TMP unless a check
-# failed (then it says where the logs are).
-test_workdir() {
-    TMP=$(mktemp -d "/tmp/cellcast-$1.XXXXXX")
-    PIDS=()
-    FAILS=0
-    trap 'for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; wait 2>/dev/null
-          [ "$FAILS" = 0 ] && rm -rf "$TMP" || echo "logs kept in $TMP"' EXIT
 }
