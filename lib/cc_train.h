@@ -199,6 +199,21 @@ void cc_trainer_counts(const CcTrainer *t, int64_t *train_samples, int64_t *val_
  *  (non-finite loss: the update is skipped). */
 int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm);
 
+/**
+ * tx/3: sets linear.weight (HZ, R) and linear.bias (HZ) to the ridge regression of the
+ * targets' change from the last value, xn_{t+1+k} - xn_t, on the linear path's input
+ * r = xn_{t-R+1..t} - xn_t, over every training sample (every series, KPI and end step t
+ * of the trainer's training pool, normalised exactly as served) whose R inputs lie inside
+ * the series and whose HZ targets are all observed. The penalty lambda · n_samples · |W|²
+ * (lambda per sample, so it does not depend on the data's length; the bias is not
+ * penalised). The rest of the model is left as it is: the transformer then learns the
+ * residual of a linear forecaster already at its closed-form optimum. With settings.ema the
+ * EMA copy gets the same weights. *n_samples (may be NULL) gets the samples used.
+ * 0, -EINVAL (a tx/2 model, lambda < 0), -EAGAIN (no such sample), -EDOM (the normal
+ * equations are singular: lambda = 0 on collinear inputs), -ENOMEM.
+ */
+int cc_trainer_fit_linear(CcTrainer *t, double lambda, int64_t *n_samples);
+
 /** Mean NLL over the validation windows (no dropout, zero position offset), and (mse may
  *  be NULL) the mean squared error of the predicted means in the data's units over every
  *  observed target. -EAGAIN when there is no validation sample. */
