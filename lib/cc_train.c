@@ -1211,6 +1211,14 @@ int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm)
         *loss = l;
     if (!isfinite(l))
         return -ERANGE;
+    if (t->step < t->s.linear_freeze && t->m->hp.linear_window > 0) {
+        /* zero gradient and zero moments: Adam leaves the linear path where it is, and it
+         * takes no share of the clipping norm */
+        const CcHparams *hp = &t->m->hp;
+        memset(g + (t->m->w.lin_w - t->m->block), 0,
+               (size_t)hp->horizon * hp->linear_window * sizeof(float));
+        memset(g + (t->m->w.lin_b - t->m->block), 0, (size_t)hp->horizon * sizeof(float));
+    }
     t->step++;
     if (lr)
         *lr = cc_adam_lr(&t->s.adam, t->step);

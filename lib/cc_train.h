@@ -158,22 +158,26 @@ double cc_adam_update(float *params, float *grad, float *m, float *v, const uint
 /* ---- trainer ------------------------------------------------------------------------- */
 
 typedef struct CcTrainSettings {
-    CcAdamSettings adam; ///< (see cc_adam_default_settings)
-    float dropout;       ///< (default 0.1)
-    int batch;           ///< windows per optimiser step (default 32)
-    int group;           ///< current tokens per window; 0 = P (every alignment) (default 8)
-    int n_threads;       ///< threads, each owning part of the batch (default 2)
-    uint64_t seed;       ///< sampling, dropout, offsets (default 1)
-    int max_val_windows; ///< validation windows (evenly spaced subset) (default 1024)
-    float ema;           ///< decay of an exponential moving average of the weights, which
-                         ///< then is what cc_trainer_validate scores and
-                         ///< cc_trainer_eval_weights returns; 0 = off (default 0)
-    float mae_weight;    ///< weight of an MAE term on the mean added to the NLL (default 0)
-    float mse_weight;    ///< weight of an MSE term on the mean added to the NLL (default 0)
-    float nll_mean;      ///< the NLL's gradient on the mean times this; 0 = the mean learns
-                         ///< from the MAE/MSE terms only (default 1)
-    float logsig_min;    ///< lower clamp of log-sigma in the loss; 0 = CC_NLL_LOGSIG_MIN for
-                         ///< tx/2, CC_NLL_LOGSIG_MIN_TX3 for tx/3 (default 0)
+    CcAdamSettings adam;   ///< (see cc_adam_default_settings)
+    float dropout;         ///< (default 0.1)
+    int batch;             ///< windows per optimiser step (default 32)
+    int group;             ///< current tokens per window; 0 = P (every alignment) (default 8)
+    int n_threads;         ///< threads, each owning part of the batch (default 2)
+    uint64_t seed;         ///< sampling, dropout, offsets (default 1)
+    int max_val_windows;   ///< validation windows (evenly spaced subset) (default 1024)
+    float ema;             ///< decay of an exponential moving average of the weights, which
+                           ///< then is what cc_trainer_validate scores and
+                           ///< cc_trainer_eval_weights returns; 0 = off (default 0)
+    float mae_weight;      ///< weight of an MAE term on the mean added to the NLL (default 0)
+    float mse_weight;      ///< weight of an MSE term on the mean added to the NLL (default 0)
+    float nll_mean;        ///< the NLL's gradient on the mean times this; 0 = the mean learns
+                           ///< from the MAE/MSE terms only (default 1)
+    float logsig_min;      ///< lower clamp of log-sigma in the loss; 0 = CC_NLL_LOGSIG_MIN for
+                           ///< tx/2, CC_NLL_LOGSIG_MIN_TX3 for tx/3 (default 0)
+    int64_t linear_freeze; ///< tx/3: the first this many optimiser steps leave the linear path
+                           ///< as it is (its gradient zeroed; e.g. after
+                           ///< cc_trainer_fit_linear, the transformer first learns the
+                           ///< residual) (default 0)
 } CcTrainSettings;
 
 void cc_train_default_settings(CcTrainSettings *s);

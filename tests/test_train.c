@@ -863,6 +863,20 @@ static void test_ridge_linear(void **state)
         assert_true(fabs(m->w.lin_w[i]) < 1e-3);
     assert_int_equal(cc_trainer_fit_linear(t, -1, NULL), -EINVAL);
     cc_trainer_close(&t);
+    /* linear_freeze: the first 2 steps leave the fitted path alone, the third moves it */
+    s.linear_freeze = 2;
+    assert_int_equal(cc_trainer_open(&t, m, &ds, &tr, &va, &s, NULL, 0), 0);
+    assert_int_equal(cc_trainer_fit_linear(t, 1e-6, NULL), 0);
+    float w0[2 * R + 2];
+    memcpy(w0, m->w.lin_w, sizeof w0 - 2 * sizeof(float));
+    memcpy(w0 + 2 * R, m->w.lin_b, 2 * sizeof(float));
+    for (int step = 0; step < 3; step++) {
+        assert_int_equal(cc_trainer_step(t, NULL, NULL, NULL), 0);
+        int same = !memcmp(w0, m->w.lin_w, 2 * R * sizeof(float)) &&
+                   !memcmp(w0 + 2 * R, m->w.lin_b, 2 * sizeof(float));
+        assert_int_equal(same, step < 2);
+    }
+    cc_trainer_close(&t);
     cc_model_close(&m);
     free(se.x);
     free(se.mask);

@@ -50,7 +50,7 @@ typedef struct TrainArgs {
     const char *data_path, *out_path, *features, *split, *protocol;
     const char *schedule, *resume, *name, *select, *linear_init;
     double val_frac, dropout, lr, wd, clip, max_minutes, step_s, ema, steps_d, seed_d;
-    double floor_frac, mae, mse, nll_mean, logsig_min, head_scale, ridge_lambda;
+    double floor_frac, mae, mse, nll_mean, logsig_min, head_scale, ridge_lambda, linear_freeze;
     int P, N, M, D, H, L, FF, HZ, R, tz, warmup, batch, group, epochs, threads;
     int patience, eval_every, val_windows, adamw, quiet;
     int hz_given;        ///< --horizon was given (the ETT protocol's default is 96)
@@ -140,6 +140,10 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
         CC_OPTS_DBL("ridge-lambda", &a->ridge_lambda, 0, 1e6, "X",
                     "--linear-init ridge: penalty per training sample on the\n"
                     "weights (chosen on ETTh1's validation months)",
+                    .flags = SHOW),
+        CC_OPTS_DBL("linear-freeze", &a->linear_freeze, 0, 1e12, "N",
+                    "tx/3: the first N steps leave the linear path as it\n"
+                    "starts (the transformer learns its residual)",
                     .flags = SHOW),
         CC_OPTS_INT("tz-offset", &a->tz, -86400, 86400, "SEC",
                     "local time offset of the time features", .flags = SHOW),
@@ -382,6 +386,7 @@ static int train_settings(Train *t)
     ts->mse_weight = (float)a->mse;
     ts->nll_mean = (float)a->nll_mean;
     ts->logsig_min = (float)a->logsig_min;
+    ts->linear_freeze = (int64_t)a->linear_freeze;
     ts->adam.lr = (float)a->lr;
     ts->adam.warmup = a->warmup;
     ts->adam.clip = (float)a->clip;
