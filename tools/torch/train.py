@@ -58,19 +58,24 @@ def windows(x, steps, t_idx, f_idx, W, Hz):
     return x[rows, f_idx[:, None]], x[fut, f_idx[:, None]], steps[t_idx]
 
 
+def channel_batches(model, x, steps, t_idx, W, Hz, F, batch):
+    """Every channel at every row of t_idx, in batches: (channels, targets, prepare())."""
+    for f in range(F):
+        for b in range(0, len(t_idx), batch):
+            ti = t_idx[b:b + batch]
+            fi = np.full(len(ti), f)
+            xin, yt, tt = windows(x, steps, ti, fi, W, Hz)
+            yield fi, yt, model.prepare(xin, tt, fi)
+
+
 def evaluate(model, x, steps, t_idx, W, Hz, F, batch=256):
     """Mean and sd (KPI units) and targets for every channel at rows t_idx."""
     model.eval()
     means, sds, ys, fs = [], [], [], []
     with torch.no_grad():
-        for f in range(F):
-            for b in range(0, len(t_idx), batch):
-                ti = t_idx[b:b + batch]
-                fi = np.full(len(ti), f)
-                xin, yt, tt = windows(x, steps, ti, fi, W, Hz)
-                prep = model.prepare(xin, tt, fi)
-                m, s = model.served(prep, model(prep))
-                means.append(m), sds.append(s), ys.append(yt), fs.append(fi)
+        for fi, yt, prep in channel_batches(model, x, steps, t_idx, W, Hz, F, batch):
+            m, s = model.served(prep, model(prep))
+            means.append(m), sds.append(s), ys.append(yt), fs.append(fi)
     model.train()
     return np.concatenate(means), np.concatenate(sds), np.concatenate(ys), np.concatenate(fs)
 
@@ -99,17 +104,12 @@ def ridge_init(model, x, steps, t_idx, W, Hz, F, lam, batch=1024):
     on the split's length)."""
     R = model.hp.linear_window
     ata, aty = np.zeros((R + 1, R + 1)), np.zeros((R + 1, Hz))
-    for f in range(F):
-        for b in range(0, len(t_idx), batch):
-            ti = t_idx[b:b + batch]
-            fi = np.full(len(ti), f)
-            xin, yt, tt = windows(x, steps, ti, fi, W, Hz)
-            prep = model.prepare(xin, tt, fi)
-            xt = prep["xn_t"].double().numpy()
-            a = np.hstack([prep["xn_lin"].double().numpy() - xt[:, None], np.ones((len(ti), 1))])
-            y = (yt - prep["mu"][:, None]) / prep["sigma"][:, None] - xt[:, None]
-            ata += a.T @ a
-            aty += a.T @ y
+    for fi, yt, prep in channel_batches(model, x, steps, t_idx, W, Hz, F, batch):
+        xt = prep["xn_t"].double().numpy()
+        a = np.hstack([prep["xn_lin"].double().numpy() - xt[:, None], np.ones((len(fi), 1))])
+        y = (yt - prep["mu"][:, None]) / prep["sigma"][:, None] - xt[:, None]
+        ata += a.T @ a
+        aty += a.T @ y
     reg = lam * F * len(t_idx) * np.eye(R + 1)
     reg[R, R] = 0.0
     # R + 1 <= 721 unknowns: a dense solve of the normal equations is instant
@@ -145,6 +145,9 @@ def main():
                     help="ridge penalty per training sample (default chosen on validation)")
     ap.add_argument("--linear-freeze", type=int, default=0,
                     help="steps during which the linear path is not trained")
+    ap.add_argument("--ema", type=float, default=0.0,
+                    help="validate and keep an exponential moving average of the weights "
+                         "with this decay (0: off)")
     ap.add_argument("--eval-every", type=int, default=250)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
@@ -180,6 +183,7 @@ def main():
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1, (s + 1) / a.warmup) * 0.5 * (
         1 + math.cos(math.pi * min(1.0, s / a.steps))))
     best, best_state, worst_loss, t0 = math.inf, None, 0.0, time.time()
+    ema = {k: v.clone() for k, v in model.state_dict().items()} if a.ema > 0 else None
     for step in range(a.steps):
         model.linear.requires_grad_(step >= a.linear_freeze)
         ti = rng.choice(train_t, a.batch)
@@ -194,7 +198,16 @@ def main():
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
+        if a.ema > 0:
+            with torch.no_grad():  # a shorter average over the first steps (warm start)
+                dec = min(a.ema, (1 + step) / (10 + step))
+                for k, v in model.state_dict().items():
+                    ema[k].mul_(dec).add_(v, alpha=1 - dec)
         if (step + 1) % a.eval_every == 0 or step + 1 == a.steps:
+            live = None
+            if a.ema > 0:  # score (and keep) the average
+                live = {k: v.clone() for k, v in model.state_dict().items()}
+                model.load_state_dict(ema)
             m, _, y, _ = evaluate(model, x, steps, val_t[::4], W, Hz, F)
             mse = float(((m - y) ** 2).mean())
             print("step %d loss %.4f val_mse %.6g (%.0f s)" % (step + 1, loss.item(), mse,
@@ -202,6 +215,8 @@ def main():
             if mse < best:
                 best = mse
                 best_state = {k: v.clone() for k, v in model.state_dict().items()}
+            if live is not None:
+                model.load_state_dict(live)
     model.load_state_dict(best_state)
     m, s, y, f = evaluate(model, x, steps, val_t, W, Hz, F)
     fit_calibration(model, m, s, y, f)
