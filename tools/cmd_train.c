@@ -71,7 +71,7 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                      .nll_mean = 1,
                      .head_scale = 0.1,
                      .linear_init = "random",
-                     .ridge_lambda = 0.2,
+                     .ridge_lambda = 0.02,
                      .val_frac = -1,
                      .wd = -1,
                      .epochs = 20,
