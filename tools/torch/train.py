@@ -145,6 +145,8 @@ def main():
                     help="ridge penalty per training sample (default chosen on validation)")
     ap.add_argument("--linear-freeze", type=int, default=0,
                     help="steps during which the linear path is not trained")
+    ap.add_argument("--eval-start", action="store_true",
+                    help="validate before the first step too (the start may be kept)")
     ap.add_argument("--ema", type=float, default=0.0,
                     help="validate and keep an exponential moving average of the weights "
                          "with this decay (0: off)")
@@ -184,6 +186,11 @@ def main():
         1 + math.cos(math.pi * min(1.0, s / a.steps))))
     best, best_state, worst_loss, t0 = math.inf, None, 0.0, time.time()
     ema = {k: v.clone() for k, v in model.state_dict().items()} if a.ema > 0 else None
+    if a.eval_start:  # the start (e.g. the ridge path) is a checkpoint candidate too
+        m, _, y, _ = evaluate(model, x, steps, val_t[::4], W, Hz, F)
+        best = float(((m - y) ** 2).mean())
+        best_state = {k: v.clone() for k, v in model.state_dict().items()}
+        print("step 0 val_mse %.6g" % best, flush=True)
     for step in range(a.steps):
         model.linear.requires_grad_(step >= a.linear_freeze)
         ti = rng.choice(train_t, a.batch)
