@@ -1211,6 +1211,14 @@ int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm)
         *loss = l;
     if (!isfinite(l))
         return -ERANGE;
+    if (t->step < t->s.linear_freeze && t->m->hp.linear_window > 0) {
+        /* zero gradient and zero moments: Adam leaves the linear path where it is, and it
+         * takes no share of the clipping norm */
+        const CcHparams *hp = &t->m->hp;
+        memset(g + (t->m->w.lin_w - t->m->block), 0,
+               (size_t)hp->horizon * hp->linear_window * sizeof(float));
+        memset(g + (t->m->w.lin_b - t->m->block), 0, (size_t)hp->horizon * sizeof(float));
+    }
     t->step++;
     if (lr)
         *lr = cc_adam_lr(&t->s.adam, t->step);
@@ -1224,6 +1232,142 @@ int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm)
             t->ema_w[k] = d * t->ema_w[k] + (1 - d) * t->m->block[k];
     }
     return 0;
+}
+
+/* In place: a (K, K) symmetric positive definite (upper triangle read) -> its Cholesky
+ * factor U (a = U^T U) in the upper triangle. -EDOM when a pivot is not positive. */
+static int cholesky_upper(double *a, int K)
+{
+    for (int j = 0; j < K; j++) {
+        double d = a[(size_t)j * K + j];
+        for (int k = 0; k < j; k++)
+            d -= a[(size_t)k * K + j] * a[(size_t)k * K + j];
+        if (!(d > 0))
+            return -EDOM;
+        double u = sqrt(d);
+        a[(size_t)j * K + j] = u;
+        for (int i = j + 1; i < K; i++) {
+            double v = a[(size_t)j * K + i];
+            for (int k = 0; k < j; k++)
+                v -= a[(size_t)k * K + j] * a[(size_t)k * K + i];
+            a[(size_t)j * K + i] = v / u;
+        }
+    }
+    return 0;
+}
+
+/* b (K, NB) := a^-1 b for a = U^T U factored by cholesky_upper. */
+static void cholesky_solve(const double *u, double *b, int K, int NB)
+{
+    for (int i = 0; i < K; i++) /* U^T z = b, forward */
+        for (int c = 0; c < NB; c++) {
+            double v = b[(size_t)i * NB + c];
+            for (int k = 0; k < i; k++)
+                v -= u[(size_t)k * K + i] * b[(size_t)k * NB + c];
+            b[(size_t)i * NB + c] = v / u[(size_t)i * K + i];
+        }
+    for (int i = K - 1; i >= 0; i--) /* U x = z, backward */
+        for (int c = 0; c < NB; c++) {
+            double v = b[(size_t)i * NB + c];
+            for (int k = i + 1; k < K; k++)
+                v -= u[(size_t)i * K + k] * b[(size_t)k * NB + c];
+            b[(size_t)i * NB + c] = v / u[(size_t)i * K + i];
+        }
+}
+
+#define RIDGE_CHUNK 256 /* sample rows per rank-k update of the normal equations */
+
+/* ata (K, K, upper) += a^T a, aty (K, HZ) += a^T y for `rows` rows of a (., K), y (., HZ).
+ * Returns 0 (the rows consumed). */
+static int ridge_add(double *ata, double *aty, const double *a, const double *y, int rows, int K,
+                     int HZ)
+{
+    if (rows > 0) {
+        cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, K, rows, 1.0, a, K, 1.0, ata, K);
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, HZ, rows, 1.0, a, K, y, HZ, 1.0,
+                    aty, HZ);
+    }
+    return 0;
+}
+
+int cc_trainer_fit_linear(CcTrainer *t, double lambda, int64_t *n_samples)
+{
+    const CcHparams *hp = &t->m->hp;
+    const int R = hp->linear_window, HZ = hp->horizon, K = R + 1, F = t->ds->n_features;
+    if (R < 1 || !(lambda >= 0))
+        return -EINVAL;
+    int ret = -ENOMEM, rows = 0;
+    int64_t n = 0;
+    CcTrainWork *w = t->work[0];
+    double *ata = calloc((size_t)K * K, sizeof *ata), *aty = calloc((size_t)K * HZ, sizeof *aty);
+    double *a = malloc((size_t)RIDGE_CHUNK * K * sizeof *a);
+    double *y = malloc((size_t)RIDGE_CHUNK * HZ * sizeof *y);
+    if (!ata || !aty || !a || !y)
+        goto done;
+    /* the normal equations [r 1]^T [r 1] (upper triangle) and [r 1]^T y, in double: the
+     * windows' inputs are strongly correlated and R is up to 720 */
+    for (int64_t p = 0; p < t->n_train_pool; p++) {
+        const Pool *pl = &t->train_pool[p];
+        for (int f = 0; f < F; f++)
+            for (int c0 = pl->cmin; c0 <= pl->cmax; c0 += t->val_group) {
+                CcTrainWindow win = {.series = pl->series, .feature = f, .e = pl->e};
+                for (int c = c0; c <= pl->cmax && win.n_cur < t->val_group; c++)
+                    win.cur[win.n_cur++] = c;
+                ret = build_window(w, t->m, t->ds, &win, 0, 0, 0, 0, NULL, NULL);
+                if (ret < 0)
+                    goto done;
+                int64_t ie = pl->e - t->ds->series[pl->series].p0;
+                for (int j = 0; j < win.n_cur; j++) {
+                    const float *tw = w->tw + (size_t)j * HZ, *tg = w->tgt + (size_t)j * HZ;
+                    int ok = ie + win.cur[j] - R + 1 >= 0; /* no cold-start padding */
+                    for (int k = 0; k < HZ && ok; k++)
+                        ok = tw[k] > 0;
+                    if (!ok)
+                        continue;
+                    double *ar = a + (size_t)rows * K, *yr = y + (size_t)rows * HZ;
+                    for (int i = 0; i < R; i++)
+                        ar[i] = w->lin_in[(size_t)j * R + i];
+                    ar[R] = 1.0;
+                    for (int k = 0; k < HZ; k++)
+                        yr[k] = (double)tg[k] - w->lin_xt[j];
+                    rows++, n++;
+                    if (rows == RIDGE_CHUNK)
+                        rows = ridge_add(ata, aty, a, y, rows, K, HZ);
+                }
+            }
+    }
+    ridge_add(ata, aty, a, y, rows, K, HZ);
+    ret = -EAGAIN;
+    if (n == 0)
+        goto done;
+    for (int i = 0; i < R; i++)
+        ata[(size_t)i * K + i] += lambda * (double)n;
+    /* K <= CC_MAX_LINEAR_WINDOW + 1 unknowns and a positive definite matrix (lambda > 0 or
+     * enough varied samples): a plain Cholesky is enough, K³/6 flops is milliseconds */
+    ret = cholesky_upper(ata, K);
+    if (ret < 0)
+        goto done;
+    cholesky_solve(ata, aty, K, HZ);
+    for (int k = 0; k < HZ; k++) {
+        for (int i = 0; i < R; i++)
+            t->m->w.lin_w[(size_t)k * R + i] = (float)aty[(size_t)i * HZ + k];
+        t->m->w.lin_b[k] = (float)aty[(size_t)R * HZ + k];
+    }
+    if (t->ema_w) {
+        size_t off = (size_t)(t->m->w.lin_w - t->m->block), nb = (size_t)HZ * R;
+        memcpy(t->ema_w + off, t->m->w.lin_w, nb * sizeof(float));
+        off = (size_t)(t->m->w.lin_b - t->m->block);
+        memcpy(t->ema_w + off, t->m->w.lin_b, (size_t)HZ * sizeof(float));
+    }
+    if (n_samples)
+        *n_samples = n;
+    ret = 0;
+done:
+    free(ata);
+    free(aty);
+    free(a);
+    free(y);
+    return ret;
 }
 
 const float *cc_trainer_eval_weights(const CcTrainer *t)

@@ -159,22 +159,26 @@ double cc_adam_update(float *params, float *grad, float *m, float *v, const uint
 /* ---- trainer ------------------------------------------------------------------------- */
 
 typedef struct CcTrainSettings {
-    CcAdamSettings adam; ///< (see cc_adam_default_settings)
-    float dropout;       ///< (default 0.1)
-    int batch;           ///< windows per optimiser step (default 32)
-    int group;           ///< current tokens per window; 0 = P (every alignment) (default 8)
-    int n_threads;       ///< threads, each owning part of the batch (default 2)
-    uint64_t seed;       ///< sampling, dropout, offsets (default 1)
-    int max_val_windows; ///< validation windows (evenly spaced subset) (default 1024)
-    float ema;           ///< decay of an exponential moving average of the weights, which
-                         ///< then is what cc_trainer_validate scores and
-                         ///< cc_trainer_eval_weights returns; 0 = off (default 0)
-    float mae_weight;    ///< weight of an MAE term on the mean added to the NLL (default 0)
-    float mse_weight;    ///< weight of an MSE term on the mean added to the NLL (default 0)
-    float nll_mean;      ///< the NLL's gradient on the mean times this; 0 = the mean learns
-                         ///< from the MAE/MSE terms only (default 1)
-    float logsig_min;    ///< lower clamp of log-sigma in the loss; 0 = CC_NLL_LOGSIG_MIN for
-                         ///< tx/2, CC_NLL_LOGSIG_MIN_TX3 for tx/3 (default 0)
+    CcAdamSettings adam;   ///< (see cc_adam_default_settings)
+    float dropout;         ///< (default 0.1)
+    int batch;             ///< windows per optimiser step (default 32)
+    int group;             ///< current tokens per window; 0 = P (every alignment) (default 8)
+    int n_threads;         ///< threads, each owning part of the batch (default 2)
+    uint64_t seed;         ///< sampling, dropout, offsets (default 1)
+    int max_val_windows;   ///< validation windows (evenly spaced subset) (default 1024)
+    float ema;             ///< decay of an exponential moving average of the weights, which
+                           ///< then is what cc_trainer_validate scores and
+                           ///< cc_trainer_eval_weights returns; 0 = off (default 0)
+    float mae_weight;      ///< weight of an MAE term on the mean added to the NLL (default 0)
+    float mse_weight;      ///< weight of an MSE term on the mean added to the NLL (default 0)
+    float nll_mean;        ///< the NLL's gradient on the mean times this; 0 = the mean learns
+                           ///< from the MAE/MSE terms only (default 1)
+    float logsig_min;      ///< lower clamp of log-sigma in the loss; 0 = CC_NLL_LOGSIG_MIN for
+                           ///< tx/2, CC_NLL_LOGSIG_MIN_TX3 for tx/3 (default 0)
+    int64_t linear_freeze; ///< tx/3: the first this many optimiser steps leave the linear path
+                           ///< as it is (its gradient zeroed; e.g. after
+                           ///< cc_trainer_fit_linear, the transformer first learns the
+                           ///< residual) (default 0)
 } CcTrainSettings;
 
 void cc_train_default_settings(CcTrainSettings *s);
@@ -199,6 +203,21 @@ void cc_trainer_counts(const CcTrainer *t, int64_t *train_samples, int64_t *val_
  *  gradient norm before clipping (each may be NULL). 0, -ENOMEM, -EINVAL, -ERANGE
  *  (non-finite loss: the update is skipped). */
 int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm);
+
+/**
+ * tx/3: sets linear.weight (HZ, R) and linear.bias (HZ) to the ridge regression of the
+ * targets' change from the last value, xn_{t+1+k} - xn_t, on the linear path's input
+ * r = xn_{t-R+1..t} - xn_t, over every training sample (every series, KPI and end step t
+ * of the trainer's training pool, normalised exactly as served) whose R inputs lie inside
+ * the series and whose HZ targets are all observed. The penalty lambda · n_samples · |W|²
+ * (lambda per sample, so it does not depend on the data's length; the bias is not
+ * penalised). The rest of the model is left as it is: the transformer then learns the
+ * residual of a linear forecaster already at its closed-form optimum. With settings.ema the
+ * EMA copy gets the same weights. *n_samples (may be NULL) gets the samples used.
+ * 0, -EINVAL (a tx/2 model, lambda < 0), -EAGAIN (no such sample), -EDOM (the normal
+ * equations are singular: lambda = 0 on collinear inputs), -ENOMEM.
+ */
+int cc_trainer_fit_linear(CcTrainer *t, double lambda, int64_t *n_samples);
 
 /** Mean NLL over the validation windows (no dropout, zero position offset), and (mse may
  *  be NULL) the mean squared error of the predicted means in the data's units over every

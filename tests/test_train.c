@@ -11,7 +11,8 @@
  *  - one and two Adam steps against a hand-computed fixture, the LR schedule, clipping;
  *  - tx/3: the linear path's gradient (and every other array's) with a floor and a cold
  *    start, the training forward against cc_ref, the calibration fit (a known sd factor
- *    comes back), and a bounded loss on flat stretches where tx/2's blows up;
+ *    comes back), the ridge fit of the linear path (a known AR map comes back), and a
+ *    bounded loss on flat stretches where tx/2's blows up;
  *  - 400 steps (about a second) of training on a sine + noise series lower the validation NLL and
  * beat seasonal naive on held-out steps; same seed → same weights with 2 threads. The largest
  * relative error of each tensor is printed.
@@ -811,6 +812,76 @@ static void test_train_sine(void **state)
     free(se.mask);
 }
 
+/* The ridge fit of the linear path gets a known linear map back: an AR(3) series whose
+ * coefficients sum to 1, x_{t+1} = 0.6 x_t + 0.3 x_{t-1} + 0.1 x_{t-2} + noise, is
+ * x_{t+1} - x_t = 0.3 (x_{t-1} - x_t) + 0.1 (x_{t-2} - x_t) + noise, and the per-window
+ * normalisation is one affine map for inputs and targets, so that is exactly the served
+ * linear path's form; two steps ahead, 0.28 and 0.06 (the AR iterated). */
+static void test_ridge_linear(void **state)
+{
+    (void)state;
+    CcDataset ds;
+    CcSeries se;
+    enum { T = 6000, R = 8 };
+    one_series(&ds, &se, T, 1, (const char *const[]){"load"});
+    double x0 = 0, x1 = 0, x2 = 0;
+    for (int i = 0; i < T; i++) {
+        double x = 0.6 * x0 + 0.3 * x1 + 0.1 * x2 + urand() * 1.7320508;
+        x2 = x1, x1 = x0, x0 = x;
+        se.x[i] = (float)(100 + x);
+        se.mask[i] = 1;
+    }
+    CcHparams hp;
+    small_hparams(&hp);
+    hp.horizon = 2;
+    hp.linear_window = R;
+    CcModel *m;
+    tl_model_open(&m, &hp, 3);
+    CcRange tr = {0, 5000}, va = {5000, 6000};
+    CcTrainSettings s;
+    cc_train_default_settings(&s);
+    CcTrainer *t;
+    assert_int_equal(cc_trainer_open(&t, m, &ds, &tr, &va, &s, NULL, 0), 0);
+    int64_t n = 0;
+    assert_int_equal(cc_trainer_fit_linear(t, 1e-6, &n), 0);
+    /* every training end step but the first R-1 (cold start) and the last HZ */
+    assert_true(n > 4900 && n <= 5000);
+    const double want[2][R] = {{0, 0, 0, 0, 0, 0.1, 0.3, 0}, {0, 0, 0, 0, 0, 0.06, 0.28, 0}};
+    double worst = 0;
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < R; i++) {
+            double e = fabs(m->w.lin_w[k * R + i] - want[k][i]);
+            worst = e > worst ? e : worst;
+        }
+        worst = fabs(m->w.lin_b[k]) > worst ? fabs(m->w.lin_b[k]) : worst;
+    }
+    printf("ridge: %lld samples, largest |W - W_true| (bias included) %.4f\n", (long long)n, worst);
+    assert_true(worst < 0.05);
+    /* a penalty far above the data's scale shrinks the map to ~0 (the last value) */
+    assert_int_equal(cc_trainer_fit_linear(t, 1e6, NULL), 0);
+    for (int i = 0; i < 2 * R; i++)
+        assert_true(fabs(m->w.lin_w[i]) < 1e-3);
+    assert_int_equal(cc_trainer_fit_linear(t, -1, NULL), -EINVAL);
+    cc_trainer_close(&t);
+    /* linear_freeze: the first 2 steps leave the fitted path alone, the third moves it */
+    s.linear_freeze = 2;
+    assert_int_equal(cc_trainer_open(&t, m, &ds, &tr, &va, &s, NULL, 0), 0);
+    assert_int_equal(cc_trainer_fit_linear(t, 1e-6, NULL), 0);
+    float w0[2 * R + 2];
+    memcpy(w0, m->w.lin_w, sizeof w0 - 2 * sizeof(float));
+    memcpy(w0 + 2 * R, m->w.lin_b, 2 * sizeof(float));
+    for (int step = 0; step < 3; step++) {
+        assert_int_equal(cc_trainer_step(t, NULL, NULL, NULL), 0);
+        int same = !memcmp(w0, m->w.lin_w, 2 * R * sizeof(float)) &&
+                   !memcmp(w0 + 2 * R, m->w.lin_b, 2 * sizeof(float));
+        assert_int_equal(same, step < 2);
+    }
+    cc_trainer_close(&t);
+    cc_model_close(&m);
+    free(se.x);
+    free(se.mask);
+}
+
 static void test_deterministic(void **state)
 {
     (void)state;
@@ -1072,6 +1143,7 @@ int main(void)
         cmocka_unit_test_prestate(test_forward_matches_ref, &tx2_r),
         cmocka_unit_test(test_adam_fixture),
         cmocka_unit_test(test_train_sine),
+        cmocka_unit_test(test_ridge_linear),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_state_resume),
         /* tx/3 */

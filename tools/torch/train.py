@@ -58,19 +58,24 @@ def windows(x, steps, t_idx, f_idx, W, Hz):
     return x[rows, f_idx[:, None]], x[fut, f_idx[:, None]], steps[t_idx]
 
 
+def channel_batches(model, x, steps, t_idx, W, Hz, F, batch):
+    """Every channel at every row of t_idx, in batches: (channels, targets, prepare())."""
+    for f in range(F):
+        for b in range(0, len(t_idx), batch):
+            ti = t_idx[b:b + batch]
+            fi = np.full(len(ti), f)
+            xin, yt, tt = windows(x, steps, ti, fi, W, Hz)
+            yield fi, yt, model.prepare(xin, tt, fi)
+
+
 def evaluate(model, x, steps, t_idx, W, Hz, F, batch=256):
     """Mean and sd (KPI units) and targets for every channel at rows t_idx."""
     model.eval()
     means, sds, ys, fs = [], [], [], []
     with torch.no_grad():
-        for f in range(F):
-            for b in range(0, len(t_idx), batch):
-                ti = t_idx[b:b + batch]
-                fi = np.full(len(ti), f)
-                xin, yt, tt = windows(x, steps, ti, fi, W, Hz)
-                prep = model.prepare(xin, tt, fi)
-                m, s = model.served(prep, model(prep))
-                means.append(m), sds.append(s), ys.append(yt), fs.append(fi)
+        for fi, yt, prep in channel_batches(model, x, steps, t_idx, W, Hz, F, batch):
+            m, s = model.served(prep, model(prep))
+            means.append(m), sds.append(s), ys.append(yt), fs.append(fi)
     model.train()
     return np.concatenate(means), np.concatenate(sds), np.concatenate(ys), np.concatenate(fs)
 
@@ -86,6 +91,32 @@ def fit_calibration(model, mean, sd, y, f):
         if len(r):
             s[ch] = np.maximum(np.quantile(r, 0.8, axis=0), 1e-3)
     model.calib.sigma_scale.copy_(torch.from_numpy(s))
+
+
+def ridge_init(model, x, steps, t_idx, W, Hz, F, lam, batch=1024):
+    """Sets linear.weight/bias to the ridge regression of the targets' change from the last
+    value, (xn_{t+1+k} - xn_t), on the linear path's input r = xn_{t-R+1..t} - xn_t, over
+    every channel at every training step t, normalised exactly as served (prepare()).
+    The transformer head then starts near zero and learns the residual of a linear
+    forecaster that is already as good as a closed form makes it (Toner & Darlow 2024: OLS
+    matches gradient-trained DLinear/NLinear on ETT). lam penalises the weights, not the
+    bias, per sample (the penalty is lam x the number of samples, so lam does not depend
+    on the split's length)."""
+    R = model.hp.linear_window
+    ata, aty = np.zeros((R + 1, R + 1)), np.zeros((R + 1, Hz))
+    for fi, yt, prep in channel_batches(model, x, steps, t_idx, W, Hz, F, batch):
+        xt = prep["xn_t"].double().numpy()
+        a = np.hstack([prep["xn_lin"].double().numpy() - xt[:, None], np.ones((len(fi), 1))])
+        y = (yt - prep["mu"][:, None]) / prep["sigma"][:, None] - xt[:, None]
+        ata += a.T @ a
+        aty += a.T @ y
+    reg = lam * F * len(t_idx) * np.eye(R + 1)
+    reg[R, R] = 0.0
+    # R + 1 <= 721 unknowns: a dense solve of the normal equations is instant
+    wb = np.linalg.solve(ata + reg, aty)
+    with torch.no_grad():
+        model.linear.weight.copy_(torch.from_numpy(wb[:R].T.copy()))
+        model.linear.bias.copy_(torch.from_numpy(wb[R].copy()))
 
 
 def main():
@@ -108,6 +139,17 @@ def main():
     ap.add_argument("--patches", type=int, default=21)
     ap.add_argument("--norm-window", type=int, default=336)
     ap.add_argument("--linear-window", type=int, default=336)
+    ap.add_argument("--linear-init", choices=["zero", "ridge"], default="zero",
+                    help="linear path at step 0: zero (last value) or the ridge fit")
+    ap.add_argument("--ridge-lambda", type=float, default=0.2,
+                    help="ridge penalty per training sample (default chosen on validation)")
+    ap.add_argument("--linear-freeze", type=int, default=0,
+                    help="steps during which the linear path is not trained")
+    ap.add_argument("--eval-start", action="store_true",
+                    help="validate before the first step too (the start may be kept)")
+    ap.add_argument("--ema", type=float, default=0.0,
+                    help="validate and keep an exponential moving average of the weights "
+                         "with this decay (0: off)")
     ap.add_argument("--eval-every", type=int, default=250)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
@@ -136,12 +178,21 @@ def main():
     val_t = np.arange(max(W - 1, n_train - 1), n_train + n_val - Hz)
     if len(train_t) < 1 or len(val_t) < 1:
         sys.exit("too few rows: %d for a window of %d and a horizon of %d" % (n, W, Hz))
+    if a.linear_init == "ridge":
+        ridge_init(model, x, steps, train_t, W, Hz, F, a.ridge_lambda)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.98),
                             weight_decay=a.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1, (s + 1) / a.warmup) * 0.5 * (
         1 + math.cos(math.pi * min(1.0, s / a.steps))))
     best, best_state, worst_loss, t0 = math.inf, None, 0.0, time.time()
+    ema = {k: v.clone() for k, v in model.state_dict().items()} if a.ema > 0 else None
+    if a.eval_start:  # the start (e.g. the ridge path) is a checkpoint candidate too
+        m, _, y, _ = evaluate(model, x, steps, val_t[::4], W, Hz, F)
+        best = float(((m - y) ** 2).mean())
+        best_state = {k: v.clone() for k, v in model.state_dict().items()}
+        print("step 0 val_mse %.6g" % best, flush=True)
     for step in range(a.steps):
+        model.linear.requires_grad_(step >= a.linear_freeze)
         ti = rng.choice(train_t, a.batch)
         fi = rng.integers(0, F, a.batch)
         xin, yt, tt = windows(x, steps, ti, fi, W, Hz)
@@ -154,7 +205,16 @@ def main():
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
+        if a.ema > 0:
+            with torch.no_grad():  # a shorter average over the first steps (warm start)
+                dec = min(a.ema, (1 + step) / (10 + step))
+                for k, v in model.state_dict().items():
+                    ema[k].mul_(dec).add_(v, alpha=1 - dec)
         if (step + 1) % a.eval_every == 0 or step + 1 == a.steps:
+            live = None
+            if a.ema > 0:  # score (and keep) the average
+                live = {k: v.clone() for k, v in model.state_dict().items()}
+                model.load_state_dict(ema)
             m, _, y, _ = evaluate(model, x, steps, val_t[::4], W, Hz, F)
             mse = float(((m - y) ** 2).mean())
             print("step %d loss %.4f val_mse %.6g (%.0f s)" % (step + 1, loss.item(), mse,
@@ -162,6 +222,8 @@ def main():
             if mse < best:
                 best = mse
                 best_state = {k: v.clone() for k, v in model.state_dict().items()}
+            if live is not None:
+                model.load_state_dict(live)
     model.load_state_dict(best_state)
     m, s, y, f = evaluate(model, x, steps, val_t, W, Hz, F)
     fit_calibration(model, m, s, y, f)
