@@ -557,6 +557,21 @@ static int history_alerts(const CcAnomalySettings *s, CctAeCell *cells, int n_ce
     return 0;
 }
 
+void cct_ae_scale_thresholds(CcAnomalySettings *t, const CcAnomalySettings *s, double k)
+{
+    *t = *s;
+    t->warn_z = s->warn_z * k;
+    t->crit_z = s->crit_z * k;
+    t->cusum_k = s->cusum_k * k;
+    t->profile_k = s->profile_k * k;
+    /* novelty fires on the value alone, whatever its z, so raising the z thresholds left it
+     * as it was; its margin is raised with them (the range a value is judged against does
+     * not depend on the margin, so a step novel at factor k is novel at any smaller k) */
+    t->novelty_tol = s->novelty_tol * k;
+    for (int f = 0; f < CC_MAX_FEATURES; f++)
+        t->kpi[f].novelty_tol = s->kpi[f].novelty_tol * k;
+}
+
 int cct_ae_calibrate(CcAnomalySettings *s, CctAeCells *all, int n_cells, double budget,
                      double *rate, double *weeks)
 {
@@ -566,12 +581,8 @@ int cct_ae_calibrate(CcAnomalySettings *s, CctAeCells *all, int n_cells, double 
     if (!(*weeks > 0))
         return -1;
     for (double z = 2.0; z <= 1000.0; z *= 1.05) {
-        CcAnomalySettings t = *s;
-        double k = round(z * 100) / 100 / s->warn_z;
-        t.warn_z = s->warn_z * k;
-        t.crit_z = s->crit_z * k;
-        t.cusum_k = s->cusum_k * k;
-        t.profile_k = s->profile_k * k;
+        CcAnomalySettings t;
+        cct_ae_scale_thresholds(&t, s, round(z * 100) / 100 / s->warn_z);
         double alerts;
         int rc = history_alerts(&t, cells, n_cells, F, &alerts);
         if (rc)

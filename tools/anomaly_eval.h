@@ -95,12 +95,17 @@ int cct_ae_prepare(CctAeCell *c, const CctAePrep *p, const CcModel *m, CcEngine 
 int cct_ae_score(const CcAnomalySettings *s, CctAeCell *c, int baseline, int post, CctAeScore *sc,
                  const CcHparams *verbose);
 
+/** *t = *s with every rule's bar scaled by k: warn_z, crit_z, cusum_k, profile_k, and the
+ * novelty margin (novelty_tol, deployment-wide and per KPI; at warn_z 1000 it is hundreds of
+ * times the range seen, so that no rule escapes a budget). */
+void cct_ae_scale_thresholds(CcAnomalySettings *t, const CcAnomalySettings *s, double k);
+
 /**
- * The thresholds of *s (warn_z, crit_z, cusum_k, profile_k) scaled by one factor, the
- * lowest on a 5 % geometric grid of warn_z from 2 to 1000 whose false alerts per cell-week
- * on the history rows of the first n_cells cells are ≤ budget; *s gets them, *rate the
- * history rate, *weeks the cell-weeks of history. -1 when there is no history, 1 when even
- * warn_z 1000 is over the budget.
+ * The settings *s scaled by one factor (cct_ae_scale_thresholds), the lowest on a 5 %
+ * geometric grid of warn_z from 2 to 1000 whose false alerts per cell-week on the history
+ * rows of the first n_cells cells are ≤ budget; *s gets them, *rate the history rate,
+ * *weeks the cell-weeks of history. -1 when there is no history, 1 when even warn_z 1000 is
+ * over the budget.
  */
 int cct_ae_calibrate(CcAnomalySettings *s, CctAeCells *cells, int n_cells, double budget,
                      double *rate, double *weeks);

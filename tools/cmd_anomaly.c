@@ -508,8 +508,8 @@ static int detectors(const AnomalyArgs *a, const CcHparams *hp, CctAeCells *cell
         return -1;
     }
     printf("budget %g false alerts per cell-week on %.1f cell-weeks of history: warn_z %.3g, "
-           "crit_z %.3g, cusum_k %.3g, profile_k %.3g (history rate %.2f)\n",
-           a->budget, weeks, t.warn_z, t.crit_z, t.cusum_k, t.profile_k, rate);
+           "crit_z %.3g, cusum_k %.3g, profile_k %.3g, novelty_tol %.3g (history rate %.2f)\n",
+           a->budget, weeks, t.warn_z, t.crit_z, t.cusum_k, t.profile_k, t.novelty_tol, rate);
     *budget_det = n_det;
     det[n_det++] = t;
     return n_det;
