@@ -414,6 +414,7 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
     k->z = NAN;
     k->pr_exp = NAN;
     k->ll = NAN;
+    k->novel = 0;
     if (!kpi_observed(values, mask, f) || !s->kpi[f].enabled)
         return;
     int blocked = x->cell_blocked || cc_dq_blocks(s, &k->stuck, x->step) ||
@@ -435,7 +436,7 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
     zc *= g;
     double zw = cc_window_z(s, k, x->firing, z, x->zq);
     k->ll = cc_lik_step(&k->lik, s->lik_short_n, s->lik_long_steps, cc_lik_raw(z), 1);
-    int nov = cc_novelty_step(&k->nov, values[f], kpi_novelty_tol(s, f));
+    int nov = k->novel = cc_novelty_step(&k->nov, values[f], kpi_novelty_tol(s, f));
     k->z = z;
     v->n_scored++;
     if (!(v->score >= fabs(z)))

@@ -97,6 +97,7 @@ typedef struct KpiState {
     double ll;       ///< anomaly likelihood (log scale) of the last scored step, NaN: none
     CcLikState lik;  ///< the anomaly likelihood stage (cc_anomaly_likelihood.h)
     CcNovelty nov;   ///< the range of the values seen (cc_anomaly_likelihood.h)
+    int32_t novel;   ///< the last scored step was novel: +1 above, -1 below the range, 0 not
     Episode stuck, bounds;
 } KpiState;
 

@@ -73,11 +73,13 @@ static void attr_of(const CcAnomalySettings *s, const KpiState *k, int f, double
     out->profile_expected = k->pr_exp;
 }
 
-/* A KPI to attribute an anomaly step to: |z| over its warning threshold, or a CUSUM. */
+/* A KPI to attribute an anomaly step to: |z| over its warning threshold, a CUSUM, or a
+ * novel value in its direction (an alert raised by novelty alone named no KPI before). */
 static int kpi_is_over(const CcAnomalySettings *s, const KpiState *k, int f)
 {
-    return isfinite(k->z) &&
-           (fabs(k->z) >= kpi_warn(s, f) || cusum_over(s, k, f) || profile_over(s, k, f));
+    int dir = s->kpi[f].direction;
+    return isfinite(k->z) && (fabs(k->z) >= kpi_warn(s, f) || cusum_over(s, k, f) ||
+                              profile_over(s, k, f) || (k->novel && (!dir || dir == k->novel)));
 }
 
 static int cmp_attr(const void *pa, const void *pb)

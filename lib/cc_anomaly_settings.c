@@ -49,7 +49,7 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     s->lik_over = 0;
     s->lik_short_n = 10;
     s->lik_long_steps = 2000;
-    s->novelty_tol = 0;
+    s->novelty_tol = 0.02;
     s->profile_k = 1.0;
     s->profile_h = 20.0;
     s->profile_unit_s = 900;
@@ -138,7 +138,7 @@ static const CcAnomalyKey anomaly_keys[] = {
        "variance (default 2000)"),
     AK(novelty_tol, CC_AKEY_DOUBLE, 0, 1e6,
        "novelty: a KPI is over at a value beyond the range of the values seen by more than this "
-       "times the range (NAB: 0.05); 0 = off (default 0)"),
+       "times the range (NAB: 0.05); 0 = off (default 0.02)"),
     AK(sustained_live, CC_AKEY_INT, 0, 1,
        "1: the seasonal-profile rule holds a KPI over only while the step's own profile "
        "deviation is past profile_k in the direction of its sum (default 1)"),

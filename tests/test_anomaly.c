@@ -127,6 +127,8 @@ static void base_settings(CcAnomalySettings *s, int F)
     s->crit_z = 6;
     s->lag_steps = 0;
     s->tail_q = 0;
+    s->novelty_tol = 0; /* a scripted z beyond the range seen would also be novel:
+                           test_novelty_attributed covers it */
 }
 
 static void test_spike_one_firing_one_resolved(void **state)
@@ -1405,6 +1407,47 @@ static int run_sustained(double cusum_h, int direction, int save_at, int64_t *fi
     return n;
 }
 
+/* Value novelty (on by default since issue 13): a KPI whose forecast follows it (z = 0, so
+ * no threshold rule fires) climbs past the range of its values seen: the alert fires on
+ * novelty alone and names that KPI; a KPI that alerts downwards only does not fire. */
+static int run_novel(int direction, CcAlertEvent *first)
+{
+    CcAnomalySettings s;
+    cc_anomaly_default_settings(&s);
+    s.n_features = 2;
+    s.step_seconds = 60;
+    s.kpi[1].direction = direction;
+    Fixture fx;
+    fx_open(&fx, &s, "novel");
+    for (int64_t t = 0; t < 310; t++) {
+        double mean[2], sd[2] = {10, 10};
+        float x[2];
+        for (int f = 0; f < 2; f++)
+            mean[f] = normal_value(f, t) + (f == 1 && t >= 300 ? 30.0 * (double)(t - 299) : 0);
+        for (int f = 0; f < 2; f++)
+            x[f] = (float)mean[f];
+        cc_anomaly_set_expect(fx.a, fx.c, t, mean, sd, NULL);
+        assert_int_equal(cc_anomaly_observe(fx.a, fx.c, t, x, NULL, &fx.sink), 0);
+    }
+    int n = count(&fx.rec, CC_ALERT_ANOMALY, CC_DQ_NONE, CC_ALERT_FIRING);
+    if (n)
+        *first = fx.rec.ev[0];
+    fx_close(&fx);
+    return n;
+}
+
+static void test_novelty_attributed(void **state)
+{
+    (void)state;
+    CcAlertEvent ev;
+    assert_int_equal(run_novel(0, &ev), 1);
+    assert_true(ev.step >= 300 && ev.step <= 302);
+    assert_int_equal(ev.n_attr, 1);
+    assert_int_equal(ev.attr[0].kpi, 1);
+    assert_true(fabs(ev.attr[0].z) < 1); /* no threshold rule saw it */
+    assert_int_equal(run_novel(-1, &ev), 0);
+}
+
 static void test_cusum_sustained(void **state)
 {
     (void)state;
@@ -1735,6 +1778,7 @@ int main(void)
         cmocka_unit_test(test_lag_calibration),
         cmocka_unit_test(test_settings_by_name),
         cmocka_unit_test(test_cusum_sustained),
+        cmocka_unit_test(test_novelty_attributed),
         cmocka_unit_test(test_tail_calibration),
         cmocka_unit_test(test_window_rule),
         cmocka_unit_test(test_profile_drift),
