@@ -71,10 +71,11 @@
  * residuals that no single step shows, judged against the KPI's own history (after
  * Numenta's anomaly likelihood); cc_anomaly_cell_likelihood reads it. Off by default: on
  * the synthetic control and Barcelona it raises the false alerts (docs/operations.md §7).
- * Novelty (novelty_tol > 0, off by default: warn_z does not bound its alerts, so a
- * false-alert budget cannot be met by raising warn_z): a value beyond the range of the
- * KPI's values seen so far by more than novelty_tol (per KPI: kpis.<kpi>.novelty_tol) times
- * that range is over, in its direction (after the first 100 scored values).
+ * Novelty (novelty_tol > 0; 0.02 by default): a value beyond the range of the KPI's values
+ * seen so far by more than novelty_tol (per KPI: kpis.<kpi>.novelty_tol) times that range is
+ * over, in its direction (after the first 100 scored values), and named in the attribution.
+ * warn_z does not bound it: a false-alert budget (anomaly-eval --budget) scales novelty_tol
+ * with the thresholds.
  * The profile is scored only where both bins have ≥ profile_min_days days of data and the
  * scale has 48 updates; it learns from every observed, unblocked step (updates clipped at
  * ±3 scales once the scale is warm, so an anomaly moves it little), and also while it
@@ -258,7 +259,8 @@ typedef struct CcAnomalySettings {
     int lik_short_n;              ///< its short average, steps, 1..32 (default 10)
     int lik_long_steps;           ///< time constant of its long-run distribution (default 2000)
     double novelty_tol;           ///< a KPI is over at a value beyond the range of those seen
-                                  ///< by more than this times the range; 0 = off (default 0)
+                                  ///< by more than this times the range; 0 = off (default
+                                  ///< 0.02)
     double profile_k;             ///< profile CUSUM reference value in |zp| (default 1)
     double profile_h;             ///< profile CUSUM threshold; 0 = no seasonal profile (default 20)
     int64_t profile_unit_s;       ///< a step shorter than this adds S / profile_unit_s of its

@@ -138,7 +138,8 @@ static const CcAnomalyKey anomaly_keys[] = {
        "variance (default 2000)"),
     AK(novelty_tol, CC_AKEY_DOUBLE, 0, 1e6,
        "novelty: a KPI is over at a value beyond the range of the values seen by more than this "
-       "times the range (NAB: 0.05); 0 = off (default 0.02)"),
+       "times the range (a false-alert budget raises it with warn_z; NAB: 0.05); 0 = off "
+       "(default 0.02)"),
     AK(sustained_live, CC_AKEY_INT, 0, 1,
        "1: the seasonal-profile rule holds a KPI over only while the step's own profile "
        "deviation is past profile_k in the direction of its sum (default 1)"),
