@@ -541,6 +541,9 @@ static CcAnomalySettings baseline_settings(const AnomalyArgs *a, const CcAnomaly
     b.lag_steps = 0;
     b.cusum_h = 0;
     b.profile_h = 0;
+    b.novelty_tol = 0; /* on by default for the model's detector, not part of the baseline */
+    for (int f = 0; f < CC_MAX_FEATURES; f++)
+        b.kpi[f].novelty_tol = 0;
     return b;
 }
 
