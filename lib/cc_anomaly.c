@@ -435,7 +435,9 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
     z *= g;
     zc *= g;
     double zw = cc_window_z(s, k, x->firing, z, x->zq);
-    k->ll = cc_lik_step(&k->lik, s->lik_short_n, s->lik_long_steps, cc_lik_raw(z), 1);
+    /* only where the rule can use it, like the window rule: off, the default path skips it */
+    if (kpi_lik_over(s, f) > 0)
+        k->ll = cc_lik_step(&k->lik, s->lik_short_n, s->lik_long_steps, cc_lik_raw(z), 1);
     int nov = k->novel = cc_novelty_step(&k->nov, values[f], kpi_novelty_tol(s, f));
     k->z = z;
     v->n_scored++;

@@ -388,7 +388,7 @@ int64_t cc_anomaly_cell_scores(const CcAnomalyCell *c, double *z, double *score)
 
 /** The anomaly likelihood (log scale, cc_anomaly.h "Anomaly likelihood") of the last
  * observed step: the largest of the KPIs', returned, and each KPI's in ll (F; NULL: not
- * wanted); NaN where a KPI was not scored or its stage is warming up. */
+ * wanted); NaN where a KPI was not scored, its stage is off (lik_over 0 for it) or warming up. */
 double cc_anomaly_cell_likelihood(const CcAnomalyCell *c, double *ll);
 
 /** Each KPI's CUSUM sums (F each; 0 when cusum_h is 0 or nothing has accumulated). */

@@ -2,8 +2,8 @@
  * steady score stays unlikely, a sustained rise goes to ~1 within the short window and a
  * lone spike does not, a constant score is floored; a value out of the range seen is novel; through
  * the detector (lik_over) a sustained deviation under warn_z fires where it did not without the
- * stage; the state survives a snapshot round trip and an older record (version 6) still loads;
- * settings. */
+ * stage, and off it is not run; the state survives a snapshot round trip and an older record
+ * (version 6) still loads; settings. */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -185,6 +185,8 @@ static int run_detector(double lik_over, int reload_at)
         double z = 0.5 * gauss(&rng);
         step(a, c, t, t >= 3000 ? 2.5 + z : z, &fired);
     }
+    /* off, the stage is not run at all (no likelihood to read); on, it is warm */
+    assert_int_equal(!!isnan(cc_anomaly_cell_likelihood(c, NULL)), lik_over == 0);
     cc_anomaly_cell_close(&c);
     cc_anomaly_close(&a);
     return fired;

@@ -419,7 +419,9 @@ static void test_row_steps(void **state)
 }
 
 /* The detector at a file's own step: a 30-minute file fed to an engine at 1800 s, with a
- * short gap (imputed) and a long one (the sequence restarts), still sees the shift. */
+ * short gap (imputed), one longer than CCT_NAB_MAX_GAP (the sequence restarts) and then
+ * irregular sampling (a 6-step gap every 5 rows, as the realTraffic files have: filled, so
+ * the cell warms up and is scored through it), still sees the shift. */
 static void test_cellcast_own_step(void **state)
 {
     (void)state;
@@ -433,18 +435,27 @@ static void test_cellcast_own_step(void **state)
     static double v[T], sc[T];
     int64_t t = 1396310400;
     for (int i = 0; i < T; i++) {
-        t += i == 100 ? 3 * 1800 : i == 200 ? 40 * 1800 : 1800;
+        int irregular = i > 250 && i < 400 && i % 5 == 0;
+        t += i == 100    ? 3 * 1800
+             : i == 200  ? (CCT_NAB_MAX_GAP + 10) * 1800
+             : irregular ? 7 * 1800
+                         : 1800;
         ts[i] = t;
         v[i] = 10 + sin(i * 0.2) + (i >= 400 && i < 410 ? 30 : 0);
     }
     CctNabFile f = {.name = "x/y.csv", .n = T, .ts = ts, .value = v, .step = 1800};
     assert_int_equal(cct_nab_cellcast(e, &s, &f, sc), 0);
-    /* scored again after the restart, and the shift's first row is a deviation of |z| ≥ 4
-     * warn_z (b ≥ 0.8; a new episode or not: a random model also raises false ones) */
-    int scored = 0;
+    /* scored again after the restart and through the irregular rows (restarted at each gap
+     * there, with warmup_steps 16, none would be), and the shift's first row is a deviation
+     * of |z| ≥ 4 warn_z (b ≥ 0.8; a new episode or not: a random model also raises false
+     * ones) */
+    int scored = 0, irregular = 0;
     for (int i = 230; i < 400; i++)
         scored += sc[i] > 0;
+    for (int i = 300; i < 400; i++)
+        irregular += sc[i] > 0;
     assert_true(scored > 100);
+    assert_true(irregular > 80);
     assert_true(sc[400] >= 0.4);
     cc_engine_close(&e);
     cc_model_close(&m);

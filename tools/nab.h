@@ -117,8 +117,11 @@ int cct_nab_parse_time(const char *s, int64_t *out);
  */
 void cct_nab_windowed_gaussian(const double *x, int n, double *score);
 
-/** The daemon's default `ingest.max_gap`: longer gaps restart the sequence. */
-#define CCT_NAB_MAX_GAP 3
+/** The daemon's `ingest.max_gap` NAB runs with, its largest (the default is 3): longer gaps
+ * restart the sequence. The realTraffic files are sampled irregularly (TravelTime_387: 286
+ * gaps of more than 4 steps in 2500 rows); restarted at each, their cells were hardly ever
+ * past warmup_steps and three of their windows could not be found (docs/operations.md §7). */
+#define CCT_NAB_MAX_GAP 1000
 
 /**
  * The engine step of every row of f at a step of S seconds, as the daemon's ingest takes
@@ -134,7 +137,7 @@ int cct_nab_row_steps(const CctNabFile *f, int64_t S, int64_t *step);
  * row i is step cct_nab_row_steps[i] through cc_engine_step, then cc_anomaly_observe
  * (scores x against the forecast of the previous step) and cc_anomaly_set_forecast. A gap
  * of up to CCT_NAB_MAX_GAP steps is filled with the last value (engine only, not scored),
- * a longer one restarts the cell's sequence, as the daemon's ingest does by default. The anomaly
+ * a longer one restarts the cell's sequence, as the daemon's ingest does. The anomaly
  * score of a row, from the cell score |z| of that step (0 when not scored) and the alerts: b = |z|
  * / (|z| + warn_z) in [0, 1); 0.5 + 0.5·b where a new anomaly episode fires, else 0.5·b. So the
  * threshold 0.5 is exactly "the alerts", thresholds above it keep the alerts of larger |z|,
