@@ -36,8 +36,9 @@ typedef struct AlertCell {
     int pub_anomaly_firing, pub_dq_firing;
     int pub_anomaly_critical, pub_dq_critical; /* of those, with severity critical */
     uint64_t pub_quiet;
-    double pub[]; // (PUB_N, F) per-KPI scores of pub_step, sized to the model's
-                  // KPIs: a resident cell must not pay for CC_MAX_FEATURES
+    uint64_t pub_n; /* publishes of the scores: a version of what GET /v1/cells/{id} shows */
+    double pub[];   // (PUB_N, F) per-KPI scores of pub_step, sized to the model's
+                    // KPIs: a resident cell must not pay for CC_MAX_FEATURES
 } AlertCell;
 
 /* Rows of AlertCell.pub. */
@@ -65,6 +66,11 @@ struct CcdAlerts {
     QEvent *hist;
     size_t hn, hhead; /* count, index of the oldest */
     uint64_t seq;
+    /* moves (under the cells' pub_lock) whenever a cell's firing alerts may have: a publish
+     * of the scores of a cell firing before or after, a firing cell freed; with seq, the
+     * version of GET /v1/alerts/firing (an episode's end step and peak move without a
+     * transition) */
+    uint64_t firing_ver;
     /* counters */
     uint64_t trans[2][5][3][3]; /* kind, reason, state, severity */
     int tick_enabled;
@@ -139,6 +145,8 @@ void ccd_alerts_cell_free(void *cookie, CcdCell *c)
     if (!oc)
         return;
     pthread_mutex_lock(&d->cells->pub_lock);
+    if (d->alerts && (oc->pub_anomaly_firing || oc->pub_dq_firing))
+        d->alerts->firing_ver++;
     c->anomaly = NULL;
     pthread_mutex_unlock(&d->cells->pub_lock);
     cc_anomaly_cell_close(&oc->ac);
@@ -166,6 +174,9 @@ static void publish_scores(Ccd *d, CcdCell *c, AlertCell *oc)
     cc_anomaly_cell_profile(oc->ac, v[PUB_PR_EXP], v[PUB_PR_UP], v[PUB_PR_DOWN]);
     cc_anomaly_cell_stats(oc->ac, &st);
     pthread_mutex_lock(&d->cells->pub_lock);
+    if (st.anomaly_firing || st.dq_firing || oc->pub_anomaly_firing || oc->pub_dq_firing)
+        d->alerts->firing_ver++;
+    oc->pub_n++;
     for (int r = 0; r < PUB_N; r++)
         memcpy(oc->pub + (size_t)r * oc->F, v[r], (size_t)oc->F * sizeof(double));
     oc->pub_step = s;
@@ -540,6 +551,15 @@ void ccd_alerts_cell_json(Ccd *d, CcdCell *c, json_t *o)
         json_object_set_new(o, "scores", scores_json(d, c));
 }
 
+uint64_t ccd_alerts_cell_version(Ccd *d, const CcdCell *c)
+{
+    pthread_mutex_lock(&d->cells->pub_lock);
+    const AlertCell *oc = c->anomaly;
+    uint64_t v = oc ? oc->pub_n : 0;
+    pthread_mutex_unlock(&d->cells->pub_lock);
+    return v;
+}
+
 static json_t *event_json(Ccd *d, const QEvent *e)
 {
     char buf[1024 + 256 * CC_ALERT_MAX_ATTR];
@@ -720,6 +740,14 @@ int ccd_h_alerts_firing(CcdReq *r)
     long long limit;
     int rc = query_kind_limit(r, &kind, &limit);
     if (rc)
+        return rc;
+    /* the same reply until a cell's firing alerts move: a poll between costs a cache hit or
+     * a 304, and needs no wait for the batch being stepped (its publish moves the version) */
+    ccd_alerts_flush(d);
+    pthread_mutex_lock(&d->cells->pub_lock);
+    uint64_t ver = d->alerts->firing_ver;
+    pthread_mutex_unlock(&d->cells->pub_lock);
+    if ((rc = ccd_reply_cached(r, ccd_fold(ccd_fold(ccd_version_seed(d), d->alerts->seq), ver))))
         return rc;
     /* every cell's state as of now: wait for the batch being stepped */
     FiringList l = {d, kind, {NULL, 0, 0}, 0, 0};

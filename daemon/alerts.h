@@ -103,6 +103,9 @@ void ccd_alerts_stats(Ccd *d, CcdAlertsStats *st);
 
 /** Adds "scores" to the GET /v1/cells/{id} object. */
 void ccd_alerts_cell_json(Ccd *d, CcdCell *c, json_t *o);
+/** A count that moves whenever the "scores" of c (above) may have: part of the version of
+ *  the GET /v1/cells/{id} reply (http_cache.h); 0 before the cell's first scores. */
+uint64_t ccd_alerts_cell_version(Ccd *d, const CcdCell *c);
 
 /* HTTP handlers (routes in api.c). */
 int ccd_h_alerts(CcdReq *r);        ///< GET /v1/alerts[?state=&since=&cell=&kind=&after=&limit=]

@@ -638,6 +638,12 @@ static int h_metrics(CcdReq *r)
 static int h_info(CcdReq *r)
 {
     Ccd *d = r->d;
+    const char *fmt = ccd_query(r, "format");
+    int rc;
+    /* a snapshot per update of the ingest rates (the 1 s cron): figures at most 1 s old */
+    if ((!fmt || !strcmp(fmt, "json")) &&
+        (rc = ccd_reply_cached(r, ccd_fold(ccd_version_seed(d), (uint64_t)d->in.last_rate_ns))))
+        return rc;
     const CcdSchedStats *ss = ccd_sched_stats(d->sched);
     uint64_t reqs;
     int conns, deferred;
@@ -692,7 +698,6 @@ static int h_info(CcdReq *r)
     json_object_set_new(o, "http",
                         json_pack("{s:I, s:i, s:i}", "requests", (json_int_t)reqs, "connections",
                                   conns, "parked", deferred));
-    const char *fmt = ccd_query(r, "format");
     if (fmt && strcmp(fmt, "json") && strcmp(fmt, "text")) {
         json_decref(o);
         return ccd_problem(r, 422, "bad-parameter", "format must be json or text");
@@ -786,27 +791,49 @@ static int h_cells(CcdReq *r)
         return ccd_problem(r, 400, "bad-parameter", "limit must be an integer");
     if (limit < 1 || limit > 10000)
         return ccd_problem(r, 422, "bad-parameter", "limit must be in [1, 10000], got %lld", limit);
+    /* the same reply until a record, a step or the cell set moves the table's version; a
+     * page that polls gets a 304 between (a live feed moves it at every record) */
+    int rc = ccd_reply_cached(r, ccd_fold(ccd_version_seed(d), d->cells->version));
+    if (rc)
+        return rc;
     ListCtx l = {ccd_query(r, "after"), NULL, 0};
     l.ids = malloc((d->cells->n_cells + 1) * sizeof *l.ids);
     if (!l.ids)
         return ccd_problem(r, 500, "internal", "out of memory");
     ccd_cells_foreach(d->cells, collect, &l);
     qsort(l.ids, l.n, sizeof *l.ids, cmp_str);
-    json_t *arr = json_array();
     size_t n = l.n < (size_t)limit ? l.n : (size_t)limit;
+    /* written directly: the whole table's rows at each version, no jansson tree */
+    static Sb sb;
+    sb.n = 0;
+    sb.oom = 0;
+    sb_str(&sb, "{\"cells\":[");
     for (size_t i = 0; i < n; i++) {
         CcdCell *c = ccd_cells_get(d->cells, l.ids[i]);
-        char ts[CC_RFC3339_LEN];
-        rfc3339(c->last_ts, ts, sizeof ts);
-        json_array_append_new(arr, json_pack("{s:s, s:I, s:s, s:s, s:I}", "id", c->id, "last_step",
-                                             (json_int_t)c->last_step, "last_ts", ts, "state",
-                                             c->pub.valid ? "live" : "cold", "steps",
-                                             (json_int_t)c->n_steps));
+        sb_str(&sb, i ? ",{\"id\":" : "{\"id\":");
+        sb_jstr(&sb, c->id);
+        sb_str(&sb, ",\"last_step\":");
+        sb_int(&sb, c->last_step);
+        sb_str(&sb, ",\"last_ts\":");
+        sb_ts(&sb, c->last_ts);
+        sb_str(&sb,
+               c->pub.valid ? ",\"state\":\"live\",\"steps\":" : ",\"state\":\"cold\",\"steps\":");
+        sb_int(&sb, (long long)c->n_steps);
+        sb_add(&sb, "}", 1);
     }
-    json_t *o = json_pack("{s:o, s:I, s:o}", "cells", arr, "total", (json_int_t)d->cells->n_cells,
-                          "next", n < l.n && n ? json_string(l.ids[n - 1]) : json_null());
+    sb_str(&sb, "],\"total\":");
+    sb_int(&sb, (long long)d->cells->n_cells);
+    sb_str(&sb, ",\"next\":");
+    if (n < l.n && n)
+        sb_jstr(&sb, l.ids[n - 1]);
+    else
+        sb_str(&sb, "null");
+    sb_add(&sb, "}\n", 2);
     free(l.ids);
-    return ccd_json(r, 200, o);
+    if (sb.oom)
+        return ccd_problem(r, 500, "internal", "out of memory");
+    evbuffer_add(r->out, sb.p, sb.n);
+    return ccd_text(r, 200, "application/json");
 }
 
 static int h_cell(CcdReq *r)
@@ -816,6 +843,8 @@ static int h_cell(CcdReq *r)
     int rc = ccd_find_cell(r, &c);
     if (rc < 0)
         return -rc;
+    if ((rc = ccd_reply_cached(r, ccd_cell_reply_version(d, c))))
+        return rc; /* nothing it shows moved: its counts, state, last publish, scores */
     const int F = d->model->hp.n_features;
     float obs[CC_MAX_FEATURES], em[CC_MAX_FEATURES], es[CC_MAX_FEATURES];
     int valid, have_exp;

@@ -58,11 +58,16 @@ int ccd_query_level(CcdReq *r, double *level);
 int ccd_forecast_into(CcdReq *r, CcdCell *c, long long horizon, double level, uint64_t mask,
                       const char *sep, struct evbuffer *out);
 
+/** Folds v into the version h (FNV-1a by 64-bit words). */
+static inline uint64_t ccd_fold(uint64_t h, uint64_t v) { return (h ^ v) * 1099511628211ULL; }
 /** The version of what replies about cell c show (http_cache.h): folds its serial and
  *  publish sequence into h (start from ccd_version_seed). */
 uint64_t ccd_cell_version(Ccd *d, const CcdCell *c, uint64_t h);
 /** The start of a version: the daemon's reloads (KPI bounds, model). */
 uint64_t ccd_version_seed(const Ccd *d);
+/** The version of GET /v1/cells/{id}: every member it shows that moves without a publish
+ *  (its counts, pending steps, state), its publish sequence and its alert scores'. */
+uint64_t ccd_cell_reply_version(Ccd *d, const CcdCell *c);
 
 /* api_series.c: the dashboard's reads (issue 15) */
 int ccd_h_history(CcdReq *r);
