@@ -493,9 +493,9 @@ void ccd_alerts_close(Ccd *d)
 
 /* ---- HTTP ---- */
 
-static json_t *num_or_null(double v) { return v == v && v - v == 0 ? json_real(v) : json_null(); }
-
-static json_t *scores_json(Ccd *d, CcdCell *c)
+/* The members of a cell's scores object (no braces): written directly, no jansson tree,
+ * as GET /v1/cells/{id} (which the dashboard reads per visible row) carries them. */
+static void scores_write(Ccd *d, CcdCell *c, Sb *b)
 {
     const CcHparams *hp = &d->model->hp;
     int64_t step = -1;
@@ -516,39 +516,49 @@ static json_t *scores_json(Ccd *d, CcdCell *c)
         fd = oc->pub_dq_firing;
     }
     pthread_mutex_unlock(&d->cells->pub_lock);
-    json_t *o = json_object();
-    json_object_set_new(o, "step", step >= 0 ? json_integer(step) : json_null());
-    char ts[CC_RFC3339_LEN];
-    if (step >= 0 && cc_time_format_rfc3339(step * hp->step_seconds, ts, sizeof ts))
-        snprintf(ts, sizeof ts, "%lld", (long long)(step * hp->step_seconds));
-    json_object_set_new(o, "ts", step >= 0 ? json_string(ts) : json_null());
-    json_object_set_new(o, "score", step >= 0 ? num_or_null(score) : json_null());
-    json_t *k = json_object();
-    for (int f = 0; step >= 0 && f < hp->n_features; f++)
-        json_object_set_new(k, hp->features[f], num_or_null(v[PUB_Z][f]));
-    json_object_set_new(o, "z", k);
-    json_t *cu = json_object();
-    for (int f = 0; step >= 0 && f < hp->n_features; f++)
-        json_object_set_new(cu, hp->features[f],
-                            json_pack("{s:o,s:o}", "up", num_or_null(v[PUB_CU_UP][f]), "down",
-                                      num_or_null(v[PUB_CU_DOWN][f])));
-    json_object_set_new(o, "cusum", cu);
-    json_t *pr = json_object();
-    for (int f = 0; step >= 0 && f < hp->n_features; f++)
-        json_object_set_new(pr, hp->features[f],
-                            json_pack("{s:o,s:o,s:o}", "expected", num_or_null(v[PUB_PR_EXP][f]),
-                                      "up", num_or_null(v[PUB_PR_UP][f]), "down",
-                                      num_or_null(v[PUB_PR_DOWN][f])));
-    json_object_set_new(o, "profile", pr);
-    json_object_set_new(o, "anomaly_firing", json_boolean(fa));
-    json_object_set_new(o, "data_quality_firing", json_integer(fd));
-    return o;
+    static const char *const open[3] = {"\"z\":{", "},\"cusum\":{", "},\"profile\":{"};
+    static const char *const part[PUB_N] = {
+        "", "{\"up\":", ",\"down\":", "{\"expected\":", ",\"up\":", ",\"down\":"};
+    static const int first[4] = {PUB_Z, PUB_CU_UP, PUB_PR_EXP, PUB_N}; /* rows of each object */
+    if (step < 0) {
+        sb_str(b, "\"step\":null,\"ts\":null,\"score\":null,\"z\":{},\"cusum\":{},\"profile\":{}");
+    } else {
+        sb_str(b, "\"step\":");
+        sb_int(b, step);
+        sb_str(b, ",\"ts\":");
+        sb_ts(b, step * hp->step_seconds);
+        sb_str(b, ",\"score\":");
+        sb_num(b, score);
+        sb_add(b, ",", 1);
+        for (int o = 0; o < 3; o++) { /* z: a number per KPI; cusum, profile: an object */
+            sb_str(b, open[o]);
+            for (int f = 0; f < hp->n_features; f++) {
+                if (f)
+                    sb_add(b, ",", 1);
+                sb_jstr(b, hp->features[f]);
+                sb_add(b, ":", 1);
+                for (int r = first[o]; r < first[o + 1]; r++) {
+                    sb_str(b, part[r]);
+                    sb_num(b, v[r][f]);
+                }
+                if (o)
+                    sb_add(b, "}", 1);
+            }
+        }
+        sb_add(b, "}", 1);
+    }
+    sb_str(b, fa ? ",\"anomaly_firing\":true,\"data_quality_firing\":"
+                 : ",\"anomaly_firing\":false,\"data_quality_firing\":");
+    sb_int(b, fd);
 }
 
-void ccd_alerts_cell_json(Ccd *d, CcdCell *c, json_t *o)
+void ccd_alerts_cell_write(Ccd *d, CcdCell *c, Sb *b)
 {
-    if (d->alerts)
-        json_object_set_new(o, "scores", scores_json(d, c));
+    if (!d->alerts)
+        return;
+    sb_str(b, ",\"scores\":{");
+    scores_write(d, c, b);
+    sb_add(b, "}", 1);
 }
 
 uint64_t ccd_alerts_cell_version(Ccd *d, const CcdCell *c)
@@ -777,7 +787,16 @@ int ccd_h_cell_scores(CcdReq *r)
     int rc = ccd_find_cell(r, &c);
     if (rc < 0)
         return -rc;
-    json_t *o = scores_json(r->d, c);
-    json_object_set_new(o, "cell", json_string(c->id));
-    return ccd_json(r, 200, o);
+    static Sb sb;
+    sb.n = 0;
+    sb.oom = 0;
+    sb_str(&sb, "{\"cell\":");
+    sb_jstr(&sb, c->id);
+    sb_add(&sb, ",", 1);
+    scores_write(r->d, c, &sb);
+    sb_add(&sb, "}\n", 2);
+    if (sb.oom)
+        return ccd_problem(r, 500, "internal", "out of memory");
+    evbuffer_add(r->out, sb.p, sb.n);
+    return ccd_text(r, 200, "application/json");
 }

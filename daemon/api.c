@@ -857,49 +857,72 @@ static int h_cell(CcdReq *r)
     memcpy(em, c->pub.exp_mean, (size_t)F * sizeof(float));
     memcpy(es, c->pub.exp_sd, (size_t)F * sizeof(float));
     pthread_mutex_unlock(&d->cells->pub_lock);
-    json_t *o = json_object();
-    json_object_set_new(o, "id", json_string(c->id));
-    json_object_set_new(o, "state", json_string(c->doomed ? "released" : valid ? "live" : "cold"));
-    json_object_set_new(o, "topic",
-                        json_string(c->topic >= 0 ? d->cfg.kafka_topics.items[c->topic] : "http"));
-    json_object_set_new(o, "partition", json_integer(c->partition));
-    json_object_set_new(o, "first_step", json_integer(c->first_step));
-    json_object_set_new(o, "last_step", json_integer(c->last_step));
-    char last_ts[CC_RFC3339_LEN];
-    rfc3339(c->last_ts, last_ts, sizeof last_ts);
-    json_object_set_new(o, "last_ts", json_string(last_ts));
-    json_object_set_new(o, "forecast_step", valid ? json_integer(pstep) : json_null());
-    json_object_set_new(
-        o, "counts",
-        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "records", (json_int_t)c->n_records,
-                  "steps", (json_int_t)c->n_steps, "duplicates", (json_int_t)c->n_duplicates,
-                  "late", (json_int_t)c->n_late, "imputed", (json_int_t)c->n_imputed, "restarts",
-                  (json_int_t)c->n_restarts, "filled_kpis", (json_int_t)c->n_filled));
-    json_object_set_new(o, "pending_steps", json_integer(c->open_items));
+    /* written directly (no jansson tree): a live cell's counts move at each of its
+     * records, so a dashboard's read of a row is mostly a render, not a cache hit */
+    static Sb sb;
+    static const char *const counts[] = {"records", "steps",    "duplicates", "late",
+                                         "imputed", "restarts", "filled_kpis"};
+    const uint64_t nc[] = {c->n_records, c->n_steps,    c->n_duplicates, c->n_late,
+                           c->n_imputed, c->n_restarts, c->n_filled};
+    sb.n = 0;
+    sb.oom = 0;
+    sb_str(&sb, "{\"id\":");
+    sb_jstr(&sb, c->id);
+    sb_str(&sb, c->doomed ? ",\"state\":\"released\",\"topic\":"
+                : valid   ? ",\"state\":\"live\",\"topic\":"
+                          : ",\"state\":\"cold\",\"topic\":");
+    sb_jstr(&sb, c->topic >= 0 ? d->cfg.kafka_topics.items[c->topic] : "http");
+    sb_str(&sb, ",\"partition\":");
+    sb_int(&sb, c->partition);
+    sb_str(&sb, ",\"first_step\":");
+    sb_int(&sb, c->first_step);
+    sb_str(&sb, ",\"last_step\":");
+    sb_int(&sb, c->last_step);
+    sb_str(&sb, ",\"last_ts\":");
+    sb_ts(&sb, c->last_ts);
+    sb_str(&sb, ",\"forecast_step\":");
+    if (valid)
+        sb_int(&sb, pstep);
+    else
+        sb_str(&sb, "null");
+    for (int i = 0; i < 7; i++) {
+        sb_str(&sb, i ? ",\"" : ",\"counts\":{\"");
+        sb_str(&sb, counts[i]);
+        sb_str(&sb, "\":");
+        sb_int(&sb, (long long)nc[i]);
+    }
+    sb_str(&sb, "},\"pending_steps\":");
+    sb_int(&sb, c->open_items);
     if (c->n_steps) {
-        json_t *lo = json_object();
+        sb_str(&sb, ",\"last_observation\":{\"step\":");
+        sb_int(&sb, pstep);
+        sb_str(&sb, ",\"ts\":");
+        sb_ts(&sb, pstep * S_of(d));
+        sb_str(&sb, ",\"kpis\":{");
         for (int f = 0; f < F; f++) {
             /* a KPI no record of the step gave is null (issue 15), not the value filled in */
-            json_t *k = json_object();
-            json_object_set_new(k, "observed", isfinite(obs[f]) ? json_real(obs[f]) : json_null());
+            sb_str(&sb, f ? "," : "");
+            sb_jstr(&sb, d->model->hp.features[f]);
+            sb_str(&sb, ":{\"observed\":");
+            sb_num(&sb, obs[f]);
             if (have_exp) {
-                json_object_set_new(k, "expected", json_real(em[f]));
-                json_object_set_new(k, "sd", json_real(es[f]));
-                json_object_set_new(k, "z",
-                                    !isfinite(obs[f])
-                                        ? json_null()
-                                        : json_real(es[f] > 0 ? (obs[f] - em[f]) / es[f] : 0.0));
+                sb_str(&sb, ",\"expected\":");
+                sb_num(&sb, em[f]);
+                sb_str(&sb, ",\"sd\":");
+                sb_num(&sb, es[f]);
+                sb_str(&sb, ",\"z\":");
+                sb_num(&sb, !isfinite(obs[f]) ? NAN : es[f] > 0 ? (obs[f] - em[f]) / es[f] : 0.0);
             }
-            json_object_set_new(lo, d->model->hp.features[f], k);
+            sb_add(&sb, "}", 1);
         }
-        char ts[32];
-        rfc3339(pstep * S_of(d), ts, sizeof ts);
-        json_object_set_new(
-            o, "last_observation",
-            json_pack("{s:I, s:s, s:o}", "step", (json_int_t)pstep, "ts", ts, "kpis", lo));
+        sb_str(&sb, "}}");
     }
-    ccd_alerts_cell_json(d, c, o);
-    return ccd_json(r, 200, o);
+    ccd_alerts_cell_write(d, c, &sb);
+    sb_add(&sb, "}\n", 2);
+    if (sb.oom)
+        return ccd_problem(r, 500, "internal", "out of memory");
+    evbuffer_add(r->out, sb.p, sb.n);
+    return ccd_text(r, 200, "application/json");
 }
 
 /* Parses kpis=a,b (query.h) into a feature mask; 0 or a problem status. */
