@@ -685,17 +685,23 @@ static int cell_active(Ccd *d, CcdCell *c, const char *kind, EvVec *v)
     return rc;
 }
 
-/* The JSON array of v's events (cell ids from their copies, no seq), from index i0. */
-static json_t *active_json(Ccd *d, EvVec *v, size_t i0, size_t n)
+/* The JSON array of v's events (cell ids from their copies, no seq), from index i0: their
+ * objects as cc_alert_event_json writes them, copied, no jansson tree. */
+static void active_write(Ccd *d, EvVec *v, size_t i0, size_t n, Sb *b)
 {
-    json_t *arr = json_array();
+    char buf[1024 + 256 * CC_ALERT_MAX_ATTR];
+    sb_add(b, "[", 1);
     for (size_t i = i0; i < i0 + n && i < v->n; i++) {
         v->v[i].ev.cell_id = v->v[i].cell;
-        json_t *j = event_json(d, &v->v[i]);
-        json_object_del(j, "seq");
-        json_array_append_new(arr, j);
+        int k = cc_alert_event_json(&v->v[i].ev, &d->model->hp, buf, sizeof buf);
+        if (i > i0)
+            sb_add(b, ",", 1);
+        if (k > 0)
+            sb_add(b, buf, (size_t)k);
+        else
+            sb_str(b, "null");
     }
-    return arr;
+    sb_add(b, "]", 1);
 }
 
 int ccd_h_cell_alerts(CcdReq *r)
@@ -715,9 +721,14 @@ int ccd_h_cell_alerts(CcdReq *r)
         free(v.v);
         return ccd_problem(r, 500, "internal", "out of memory");
     }
-    json_t *arr = active_json(d, &v, 0, v.n);
+    Sb *sb = reply_sb();
+    sb_str(sb, "{\"cell\":");
+    sb_jstr(sb, c->id);
+    sb_str(sb, ",\"active\":");
+    active_write(d, &v, 0, v.n, sb);
+    sb_add(sb, "}", 1);
     free(v.v);
-    return ccd_json(r, 200, json_pack("{s:s, s:o}", "cell", c->id, "active", arr));
+    return sb_reply(r, sb);
 }
 
 typedef struct FiringList {
@@ -773,12 +784,19 @@ int ccd_h_alerts_firing(CcdReq *r)
     while (after && i0 < l.v.n && strcmp(l.v.v[i0].ev.id, after) <= 0)
         i0++;
     size_t n = l.v.n - i0 < (size_t)limit ? l.v.n - i0 : (size_t)limit;
-    json_t *arr = active_json(d, &l.v, i0, n);
-    json_t *next = i0 + n < l.v.n ? json_string(l.v.v[i0 + n - 1].ev.id) : json_null();
+    Sb *sb = reply_sb();
+    sb_str(sb, "{\"alerts\":");
+    active_write(d, &l.v, i0, n, sb);
+    sb_str(sb, ",\"total\":");
+    sb_int(sb, (long long)l.v.n);
+    sb_str(sb, ",\"next\":");
+    if (i0 + n < l.v.n)
+        sb_jstr(sb, l.v.v[i0 + n - 1].ev.id);
+    else
+        sb_str(sb, "null");
+    sb_add(sb, "}", 1);
     free(l.v.v);
-    return ccd_json(
-        r, 200,
-        json_pack("{s:o, s:I, s:o}", "alerts", arr, "total", (json_int_t)l.v.n, "next", next));
+    return sb_reply(r, sb);
 }
 
 int ccd_h_cell_scores(CcdReq *r)
@@ -787,16 +805,11 @@ int ccd_h_cell_scores(CcdReq *r)
     int rc = ccd_find_cell(r, &c);
     if (rc < 0)
         return -rc;
-    static Sb sb;
-    sb.n = 0;
-    sb.oom = 0;
-    sb_str(&sb, "{\"cell\":");
-    sb_jstr(&sb, c->id);
-    sb_add(&sb, ",", 1);
-    scores_write(r->d, c, &sb);
-    sb_add(&sb, "}\n", 2);
-    if (sb.oom)
-        return ccd_problem(r, 500, "internal", "out of memory");
-    evbuffer_add(r->out, sb.p, sb.n);
-    return ccd_text(r, 200, "application/json");
+    Sb *sb = reply_sb();
+    sb_str(sb, "{\"cell\":");
+    sb_jstr(sb, c->id);
+    sb_add(sb, ",", 1);
+    scores_write(r->d, c, sb);
+    sb_add(sb, "}", 1);
+    return sb_reply(r, sb);
 }

@@ -231,6 +231,23 @@ void sb_jstr(Sb *b, const char *s)
         b->n += jstr(o, s, n);
 }
 
+Sb *reply_sb(void)
+{
+    static Sb sb;
+    sb.n = 0;
+    sb.oom = 0;
+    return &sb;
+}
+
+int sb_reply(CcdReq *r, Sb *b)
+{
+    if (b->oom)
+        return ccd_problem(r, 500, "internal", "out of memory");
+    sb_add(b, "\n", 1);
+    evbuffer_add(r->out, b->p, b->n);
+    return ccd_text(r, 200, "application/json");
+}
+
 /* Parses an integer parameter; 0 ok, -1 absent, -2 malformed. */
 int q_int(CcdReq *r, const char *name, long long *out)
 {
@@ -804,36 +821,31 @@ static int h_cells(CcdReq *r)
     qsort(l.ids, l.n, sizeof *l.ids, cmp_str);
     size_t n = l.n < (size_t)limit ? l.n : (size_t)limit;
     /* written directly: the whole table's rows at each version, no jansson tree */
-    static Sb sb;
-    sb.n = 0;
-    sb.oom = 0;
-    sb_str(&sb, "{\"cells\":[");
+    Sb *sb = reply_sb();
+    sb_str(sb, "{\"cells\":[");
     for (size_t i = 0; i < n; i++) {
         CcdCell *c = ccd_cells_get(d->cells, l.ids[i]);
-        sb_str(&sb, i ? ",{\"id\":" : "{\"id\":");
-        sb_jstr(&sb, c->id);
-        sb_str(&sb, ",\"last_step\":");
-        sb_int(&sb, c->last_step);
-        sb_str(&sb, ",\"last_ts\":");
-        sb_ts(&sb, c->last_ts);
-        sb_str(&sb,
+        sb_str(sb, i ? ",{\"id\":" : "{\"id\":");
+        sb_jstr(sb, c->id);
+        sb_str(sb, ",\"last_step\":");
+        sb_int(sb, c->last_step);
+        sb_str(sb, ",\"last_ts\":");
+        sb_ts(sb, c->last_ts);
+        sb_str(sb,
                c->pub.valid ? ",\"state\":\"live\",\"steps\":" : ",\"state\":\"cold\",\"steps\":");
-        sb_int(&sb, (long long)c->n_steps);
-        sb_add(&sb, "}", 1);
+        sb_int(sb, (long long)c->n_steps);
+        sb_add(sb, "}", 1);
     }
-    sb_str(&sb, "],\"total\":");
-    sb_int(&sb, (long long)d->cells->n_cells);
-    sb_str(&sb, ",\"next\":");
+    sb_str(sb, "],\"total\":");
+    sb_int(sb, (long long)d->cells->n_cells);
+    sb_str(sb, ",\"next\":");
     if (n < l.n && n)
-        sb_jstr(&sb, l.ids[n - 1]);
+        sb_jstr(sb, l.ids[n - 1]);
     else
-        sb_str(&sb, "null");
-    sb_add(&sb, "}\n", 2);
+        sb_str(sb, "null");
+    sb_add(sb, "}", 1);
     free(l.ids);
-    if (sb.oom)
-        return ccd_problem(r, 500, "internal", "out of memory");
-    evbuffer_add(r->out, sb.p, sb.n);
-    return ccd_text(r, 200, "application/json");
+    return sb_reply(r, sb);
 }
 
 static int h_cell(CcdReq *r)
@@ -859,70 +871,65 @@ static int h_cell(CcdReq *r)
     pthread_mutex_unlock(&d->cells->pub_lock);
     /* written directly (no jansson tree): a live cell's counts move at each of its
      * records, so a dashboard's read of a row is mostly a render, not a cache hit */
-    static Sb sb;
+    Sb *sb = reply_sb();
     static const char *const counts[] = {"records", "steps",    "duplicates", "late",
                                          "imputed", "restarts", "filled_kpis"};
     const uint64_t nc[] = {c->n_records, c->n_steps,    c->n_duplicates, c->n_late,
                            c->n_imputed, c->n_restarts, c->n_filled};
-    sb.n = 0;
-    sb.oom = 0;
-    sb_str(&sb, "{\"id\":");
-    sb_jstr(&sb, c->id);
-    sb_str(&sb, c->doomed ? ",\"state\":\"released\",\"topic\":"
-                : valid   ? ",\"state\":\"live\",\"topic\":"
-                          : ",\"state\":\"cold\",\"topic\":");
-    sb_jstr(&sb, c->topic >= 0 ? d->cfg.kafka_topics.items[c->topic] : "http");
-    sb_str(&sb, ",\"partition\":");
-    sb_int(&sb, c->partition);
-    sb_str(&sb, ",\"first_step\":");
-    sb_int(&sb, c->first_step);
-    sb_str(&sb, ",\"last_step\":");
-    sb_int(&sb, c->last_step);
-    sb_str(&sb, ",\"last_ts\":");
-    sb_ts(&sb, c->last_ts);
-    sb_str(&sb, ",\"forecast_step\":");
+    sb_str(sb, "{\"id\":");
+    sb_jstr(sb, c->id);
+    sb_str(sb, c->doomed ? ",\"state\":\"released\",\"topic\":"
+               : valid   ? ",\"state\":\"live\",\"topic\":"
+                         : ",\"state\":\"cold\",\"topic\":");
+    sb_jstr(sb, c->topic >= 0 ? d->cfg.kafka_topics.items[c->topic] : "http");
+    sb_str(sb, ",\"partition\":");
+    sb_int(sb, c->partition);
+    sb_str(sb, ",\"first_step\":");
+    sb_int(sb, c->first_step);
+    sb_str(sb, ",\"last_step\":");
+    sb_int(sb, c->last_step);
+    sb_str(sb, ",\"last_ts\":");
+    sb_ts(sb, c->last_ts);
+    sb_str(sb, ",\"forecast_step\":");
     if (valid)
-        sb_int(&sb, pstep);
+        sb_int(sb, pstep);
     else
-        sb_str(&sb, "null");
+        sb_str(sb, "null");
     for (int i = 0; i < 7; i++) {
-        sb_str(&sb, i ? ",\"" : ",\"counts\":{\"");
-        sb_str(&sb, counts[i]);
-        sb_str(&sb, "\":");
-        sb_int(&sb, (long long)nc[i]);
+        sb_str(sb, i ? ",\"" : ",\"counts\":{\"");
+        sb_str(sb, counts[i]);
+        sb_str(sb, "\":");
+        sb_int(sb, (long long)nc[i]);
     }
-    sb_str(&sb, "},\"pending_steps\":");
-    sb_int(&sb, c->open_items);
+    sb_str(sb, "},\"pending_steps\":");
+    sb_int(sb, c->open_items);
     if (c->n_steps) {
-        sb_str(&sb, ",\"last_observation\":{\"step\":");
-        sb_int(&sb, pstep);
-        sb_str(&sb, ",\"ts\":");
-        sb_ts(&sb, pstep * S_of(d));
-        sb_str(&sb, ",\"kpis\":{");
+        sb_str(sb, ",\"last_observation\":{\"step\":");
+        sb_int(sb, pstep);
+        sb_str(sb, ",\"ts\":");
+        sb_ts(sb, pstep * S_of(d));
+        sb_str(sb, ",\"kpis\":{");
         for (int f = 0; f < F; f++) {
             /* a KPI no record of the step gave is null (issue 15), not the value filled in */
-            sb_str(&sb, f ? "," : "");
-            sb_jstr(&sb, d->model->hp.features[f]);
-            sb_str(&sb, ":{\"observed\":");
-            sb_num(&sb, obs[f]);
+            sb_str(sb, f ? "," : "");
+            sb_jstr(sb, d->model->hp.features[f]);
+            sb_str(sb, ":{\"observed\":");
+            sb_num(sb, obs[f]);
             if (have_exp) {
-                sb_str(&sb, ",\"expected\":");
-                sb_num(&sb, em[f]);
-                sb_str(&sb, ",\"sd\":");
-                sb_num(&sb, es[f]);
-                sb_str(&sb, ",\"z\":");
-                sb_num(&sb, !isfinite(obs[f]) ? NAN : es[f] > 0 ? (obs[f] - em[f]) / es[f] : 0.0);
+                sb_str(sb, ",\"expected\":");
+                sb_num(sb, em[f]);
+                sb_str(sb, ",\"sd\":");
+                sb_num(sb, es[f]);
+                sb_str(sb, ",\"z\":");
+                sb_num(sb, !isfinite(obs[f]) ? NAN : es[f] > 0 ? (obs[f] - em[f]) / es[f] : 0.0);
             }
-            sb_add(&sb, "}", 1);
+            sb_add(sb, "}", 1);
         }
-        sb_str(&sb, "}}");
+        sb_str(sb, "}}");
     }
-    ccd_alerts_cell_write(d, c, &sb);
-    sb_add(&sb, "}\n", 2);
-    if (sb.oom)
-        return ccd_problem(r, 500, "internal", "out of memory");
-    evbuffer_add(r->out, sb.p, sb.n);
-    return ccd_text(r, 200, "application/json");
+    ccd_alerts_cell_write(d, c, sb);
+    sb_add(sb, "}", 1);
+    return sb_reply(r, sb);
 }
 
 /* Parses kpis=a,b (query.h) into a feature mask; 0 or a problem status. */

@@ -463,24 +463,6 @@ static void forecasts_obj(Ccd *d, CcdCell *c, const Range *g, Sb *sb)
     sb_add(sb, "}", 1);
 }
 
-/* Loop-thread reply buffer, reused. */
-static Sb *reply_sb(void)
-{
-    static Sb sb;
-    sb.n = 0;
-    sb.oom = 0;
-    return &sb;
-}
-
-static int sb_reply(CcdReq *r, Sb *sb)
-{
-    if (sb->oom)
-        return ccd_problem(r, 500, "internal", "out of memory");
-    sb_add(sb, "\n", 1);
-    evbuffer_add(r->out, sb->p, sb->n);
-    return ccd_text(r, 200, "application/json");
-}
-
 /* One cell's history (forecasts 0) or past forecasts (1). */
 static int series_reply(CcdReq *r, int forecasts)
 {

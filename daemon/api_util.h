@@ -35,6 +35,10 @@ void sb_int(Sb *b, long long v);
 void sb_ts(Sb *b, int64_t unix_s);
 /** A quoted, escaped JSON string. */
 void sb_jstr(Sb *b, const char *s);
+/** The loop thread's reply buffer, emptied (one reply at a time). */
+Sb *reply_sb(void);
+/** Replies 200 with b and a newline as the JSON body (500 when b could not grow). */
+int sb_reply(CcdReq *r, Sb *b);
 
 /** Integer parameter: 0 ok, -1 absent, -2 malformed. */
 int q_int(CcdReq *r, const char *name, long long *out);

@@ -66,14 +66,17 @@ same() {
     code=$(get "$1" -H "If-None-Match: $2")
     [ "$code" = 304 ] && [ ! -s "$TMP/body" ] && ok "$1: 304 $3" || fail "$1: $code, want 304 $3"
 }
-# moved PATH ETAG WHAT PYCHECK: 200 with a new ETag, and the body passes PYCHECK (d = JSON)
+# moved PATH VAR WHAT PYCHECK: with If-None-Match $VAR, 200 with a new ETag (kept in VAR),
+# and the body passes PYCHECK (d = the JSON)
 moved() {
     local code
-    code=$(get "$1" -H "If-None-Match: $2")
-    if [ "$code" != 200 ] || [ "$(etag)" = "$2" ]; then
+    local -n tag_var=$2
+    code=$(get "$1" -H "If-None-Match: $tag_var")
+    if [ "$code" != 200 ] || [ "$(etag)" = "$tag_var" ]; then
         fail "$1: $code (ETag $(etag)), want 200 and a new ETag $3"
         return
     fi
+    tag_var=$(etag)
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert $4, d" "$TMP/body" 2>"$TMP/err" &&
         ok "$1: 200 $3" || fail "$1 $3: $(tail -1 "$TMP/err") $(head -c 300 "$TMP/body")"
 }
@@ -119,43 +122,35 @@ curl -s "$U$CELL" | cmp -s - "$TMP/cached" && ok "the cached reply is the same b
 # a new cell: the list moves, the other cell's reply and the firing list do not
 post "[$(rec v2 20 30)]"
 until_ok $CELLS "any(c['id'] == 'v2' for c in d['cells'])"
-moved $CELLS "$EL" "after a new cell" "d['total'] == 6 and any(c['id'] == 'v2' for c in d['cells'])"
-EL=$(etag)
+moved $CELLS EL "after a new cell" "d['total'] == 6 and any(c['id'] == 'v2' for c in d['cells'])"
 same $CELL "$EC" "after another cell's record"
 same $FIRING "$EF" "after a record that fires nothing"
 
 # a step of v1: its reply and the list move
 post "[$(rec v1 19 41)]"
 wait_stepped v1 22
-moved $CELL "$EC" "after a step" "d['counts']['steps'] == 22 and d['last_observation']['kpis']['prb_dl']['observed'] == 41"
-EC=$(etag)
-moved $CELLS "$EL" "after a step" "[c['steps'] for c in d['cells'] if c['id'] == 'v1'] == [22]"
-EL=$(etag)
+moved $CELL EC "after a step" "d['counts']['steps'] == 22 and d['last_observation']['kpis']['prb_dl']['observed'] == 41"
+moved $CELLS EL "after a step" "[c['steps'] for c in d['cells'] if c['id'] == 'v1'] == [22]"
 same $CELL "$EC" "after the step, nothing since"
 # a duplicate record: counts move without a step or a publish
 post "[$(rec v1 19 41)]"
 until_ok $CELL "d['counts']['duplicates'] == 1"
-moved $CELL "$EC" "after a duplicate record" "d['counts']['duplicates'] == 1 and d['counts']['steps'] == 22"
-EC=$(etag)
+moved $CELL EC "after a duplicate record" "d['counts']['duplicates'] == 1 and d['counts']['steps'] == 22"
 
 # an alert: prb_dl out of its bounds fires at once (data quality, bounds)
 post "[$(rec v1 18 500)]"
 wait_stepped v1 23
 bounds="[a for a in d['alerts'] if a['cell_id'] == 'v1' and a['reason'] == 'bounds']"
-moved $FIRING "$EF" "after an alert fired" "len($bounds) == 1 and $bounds[0]['step'] == $bounds[0]['start_step']"
-EF=$(etag)
-moved $CELL "$EC" "after its alert fired" "d['scores']['data_quality_firing'] == 1"
-EC=$(etag)
+moved $FIRING EF "after an alert fired" "len($bounds) == 1 and $bounds[0]['step'] == $bounds[0]['start_step']"
+moved $CELL EC "after its alert fired" "d['scores']['data_quality_firing'] == 1"
 same $FIRING "$EF" "while the alert fires and nothing moves"
 # the episode goes on (its step moves, no transition), then resolves after 3 clear steps
 post "[$(rec v1 17 600)]"
 wait_stepped v1 24
-moved $FIRING "$EF" "after the firing episode's next step" "len($bounds) == 1 and $bounds[0]['step'] == $bounds[0]['start_step'] + 1"
-EF=$(etag)
+moved $FIRING EF "after the firing episode's next step" "len($bounds) == 1 and $bounds[0]['step'] == $bounds[0]['start_step'] + 1"
 post "[$(rec v1 16 40),$(rec v1 15 42),$(rec v1 14 44)]"
 wait_stepped v1 27
-moved $FIRING "$EF" "after the alert resolved" "$bounds == []"
-EF=$(etag)
+moved $FIRING EF "after the alert resolved" "$bounds == []"
 same $FIRING "$EF" "after it resolved, nothing since"
 
 # /v1/info: a snapshot moved by the 1 s rates tick (uptime, rates), not per request
@@ -164,7 +159,7 @@ n304=0
 for _ in 1 2 3; do [ "$(get /v1/info -H "If-None-Match: $EI")" = 304 ] && n304=$((n304 + 1)); done
 [ "$n304" -ge 1 ] && ok "/v1/info: 304 within its second ($n304 of 3)" || fail "/v1/info: never 304"
 sleep 1.2
-moved /v1/info "$EI" "after the next rates tick" "d['cells']['resident'] == 6 and d['uptime_s'] > 0"
+moved /v1/info EI "after the next rates tick" "d['cells']['resident'] == 6 and d['uptime_s'] > 0"
 [ "$(get '/v1/info?format=text')" = 200 ] && ! grep -qi '^etag' "$TMP/hdr" &&
     grep -q '^resident:6' "$TMP/body" && ok "/v1/info?format=text: rendered, no ETag" ||
     fail "/v1/info?format=text: $(head -c 200 "$TMP/body")"
