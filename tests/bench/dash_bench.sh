@@ -77,13 +77,18 @@ run "page forecasts" "/v1/cells/demo-0001/forecasts?$PAGE_PAST_Q&since=$since" "
 run "page cell" "/v1/cells/demo-0001" "${h[@]}"
 run "page alerts" "/v1/cells/demo-0001/alerts?limit=1000" "${h[@]}"
 run "page attention" "/v1/cells/demo-0001/attention" "${h[@]}"
-for p in "forecast?level=0.8" "history?$PAGE_HISTORY_Q&since=$since" "forecasts?$PAGE_PAST_Q&since=$since"; do
-    e=$(etag "${h[@]}" "$U/v1/cells/demo-0001/$p")
+refresh() { # PATH: asked again with its ETag (a 304), as a browser's refresh
+    local e name=${1#/v1/cells/demo-0001/}
+    name=${name%%\?*}
+    e=$(etag "${h[@]}" "$U$1")
     if [ -n "$e" ]; then
-        run "refresh ${p%%\?*} (304)" "/v1/cells/demo-0001/$p" "${h[@]}" -H "If-None-Match: $e"
+        run "refresh $name (304)" "$1" "${h[@]}" -H "If-None-Match: $e"
     else
-        echo "refresh ${p%%\?*}: no ETag"
+        echo "refresh $name: no ETag"
     fi
+}
+for p in "forecast?level=0.8" "history?$PAGE_HISTORY_Q&since=$since" "forecasts?$PAGE_PAST_Q&since=$since"; do
+    refresh "/v1/cells/demo-0001/$p"
 done
 status=("/v1/cells/demo-0001" "/v1/cells?limit=10000" "/v1/alerts/firing?limit=1000" "/v1/info")
 run "page list /v1/cells" "${status[1]}" "${h[@]}"
@@ -92,14 +97,7 @@ run "page /v1/info" "${status[3]}" "${h[@]}"
 # the status reads again as a refresh that finds nothing new (304), then each request a
 # distinct URL (an ignored parameter): what a reply costs when it must be rendered, as after
 # a change (a live feed moves the list at every record, a cell at each of its records)
-for p in "${status[@]}"; do
-    e=$(etag "${h[@]}" "$U$p")
-    if [ -n "$e" ]; then
-        run "refresh ${p%%\?*} (304)" "$p" "${h[@]}" -H "If-None-Match: $e"
-    else
-        echo "refresh ${p%%\?*}: no ETag"
-    fi
-done
+for p in "${status[@]}"; do refresh "$p"; done
 cat >"$TMP/miss.lua" <<'LUA'
 n = 0
 request = function()
