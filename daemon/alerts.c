@@ -36,8 +36,9 @@ typedef struct AlertCell {
     int pub_anomaly_firing, pub_dq_firing;
     int pub_anomaly_critical, pub_dq_critical; /* of those, with severity critical */
     uint64_t pub_quiet;
-    double pub[]; // (PUB_N, F) per-KPI scores of pub_step, sized to the model's
-                  // KPIs: a resident cell must not pay for CC_MAX_FEATURES
+    uint64_t pub_n; /* publishes of the scores: a version of what GET /v1/cells/{id} shows */
+    double pub[];   // (PUB_N, F) per-KPI scores of pub_step, sized to the model's
+                    // KPIs: a resident cell must not pay for CC_MAX_FEATURES
 } AlertCell;
 
 /* Rows of AlertCell.pub. */
@@ -65,6 +66,11 @@ struct CcdAlerts {
     QEvent *hist;
     size_t hn, hhead; /* count, index of the oldest */
     uint64_t seq;
+    /* moves (under the cells' pub_lock) whenever a cell's firing alerts may have: a publish
+     * of the scores of a cell firing before or after, a firing cell freed; with seq, the
+     * version of GET /v1/alerts/firing (an episode's end step and peak move without a
+     * transition) */
+    uint64_t firing_ver;
     /* counters */
     uint64_t trans[2][5][3][3]; /* kind, reason, state, severity */
     int tick_enabled;
@@ -139,6 +145,8 @@ void ccd_alerts_cell_free(void *cookie, CcdCell *c)
     if (!oc)
         return;
     pthread_mutex_lock(&d->cells->pub_lock);
+    if (d->alerts && (oc->pub_anomaly_firing || oc->pub_dq_firing))
+        d->alerts->firing_ver++;
     c->anomaly = NULL;
     pthread_mutex_unlock(&d->cells->pub_lock);
     cc_anomaly_cell_close(&oc->ac);
@@ -166,6 +174,9 @@ static void publish_scores(Ccd *d, CcdCell *c, AlertCell *oc)
     cc_anomaly_cell_profile(oc->ac, v[PUB_PR_EXP], v[PUB_PR_UP], v[PUB_PR_DOWN]);
     cc_anomaly_cell_stats(oc->ac, &st);
     pthread_mutex_lock(&d->cells->pub_lock);
+    if (st.anomaly_firing || st.dq_firing || oc->pub_anomaly_firing || oc->pub_dq_firing)
+        d->alerts->firing_ver++;
+    oc->pub_n++;
     for (int r = 0; r < PUB_N; r++)
         memcpy(oc->pub + (size_t)r * oc->F, v[r], (size_t)oc->F * sizeof(double));
     oc->pub_step = s;
@@ -482,9 +493,9 @@ void ccd_alerts_close(Ccd *d)
 
 /* ---- HTTP ---- */
 
-static json_t *num_or_null(double v) { return v == v && v - v == 0 ? json_real(v) : json_null(); }
-
-static json_t *scores_json(Ccd *d, CcdCell *c)
+/* The members of a cell's scores object (no braces): written directly, no jansson tree,
+ * as GET /v1/cells/{id} (which the dashboard reads per visible row) carries them. */
+static void scores_write(Ccd *d, CcdCell *c, Sb *b)
 {
     const CcHparams *hp = &d->model->hp;
     int64_t step = -1;
@@ -505,39 +516,58 @@ static json_t *scores_json(Ccd *d, CcdCell *c)
         fd = oc->pub_dq_firing;
     }
     pthread_mutex_unlock(&d->cells->pub_lock);
-    json_t *o = json_object();
-    json_object_set_new(o, "step", step >= 0 ? json_integer(step) : json_null());
-    char ts[CC_RFC3339_LEN];
-    if (step >= 0 && cc_time_format_rfc3339(step * hp->step_seconds, ts, sizeof ts))
-        snprintf(ts, sizeof ts, "%lld", (long long)(step * hp->step_seconds));
-    json_object_set_new(o, "ts", step >= 0 ? json_string(ts) : json_null());
-    json_object_set_new(o, "score", step >= 0 ? num_or_null(score) : json_null());
-    json_t *k = json_object();
-    for (int f = 0; step >= 0 && f < hp->n_features; f++)
-        json_object_set_new(k, hp->features[f], num_or_null(v[PUB_Z][f]));
-    json_object_set_new(o, "z", k);
-    json_t *cu = json_object();
-    for (int f = 0; step >= 0 && f < hp->n_features; f++)
-        json_object_set_new(cu, hp->features[f],
-                            json_pack("{s:o,s:o}", "up", num_or_null(v[PUB_CU_UP][f]), "down",
-                                      num_or_null(v[PUB_CU_DOWN][f])));
-    json_object_set_new(o, "cusum", cu);
-    json_t *pr = json_object();
-    for (int f = 0; step >= 0 && f < hp->n_features; f++)
-        json_object_set_new(pr, hp->features[f],
-                            json_pack("{s:o,s:o,s:o}", "expected", num_or_null(v[PUB_PR_EXP][f]),
-                                      "up", num_or_null(v[PUB_PR_UP][f]), "down",
-                                      num_or_null(v[PUB_PR_DOWN][f])));
-    json_object_set_new(o, "profile", pr);
-    json_object_set_new(o, "anomaly_firing", json_boolean(fa));
-    json_object_set_new(o, "data_quality_firing", json_integer(fd));
-    return o;
+    static const char *const open[3] = {"\"z\":{", "},\"cusum\":{", "},\"profile\":{"};
+    static const char *const part[PUB_N] = {
+        "", "{\"up\":", ",\"down\":", "{\"expected\":", ",\"up\":", ",\"down\":"};
+    static const int first[4] = {PUB_Z, PUB_CU_UP, PUB_PR_EXP, PUB_N}; /* rows of each object */
+    if (step < 0) {
+        sb_str(b, "\"step\":null,\"ts\":null,\"score\":null,\"z\":{},\"cusum\":{},\"profile\":{}");
+    } else {
+        sb_str(b, "\"step\":");
+        sb_int(b, step);
+        sb_str(b, ",\"ts\":");
+        sb_ts(b, step * hp->step_seconds);
+        sb_str(b, ",\"score\":");
+        sb_num(b, score);
+        sb_add(b, ",", 1);
+        for (int o = 0; o < 3; o++) { /* z: a number per KPI; cusum, profile: an object */
+            sb_str(b, open[o]);
+            for (int f = 0; f < hp->n_features; f++) {
+                if (f)
+                    sb_add(b, ",", 1);
+                sb_jstr(b, hp->features[f]);
+                sb_add(b, ":", 1);
+                for (int r = first[o]; r < first[o + 1]; r++) {
+                    sb_str(b, part[r]);
+                    sb_num(b, v[r][f]);
+                }
+                if (o)
+                    sb_add(b, "}", 1);
+            }
+        }
+        sb_add(b, "}", 1);
+    }
+    sb_str(b, fa ? ",\"anomaly_firing\":true,\"data_quality_firing\":"
+                 : ",\"anomaly_firing\":false,\"data_quality_firing\":");
+    sb_int(b, fd);
 }
 
-void ccd_alerts_cell_json(Ccd *d, CcdCell *c, json_t *o)
+void ccd_alerts_cell_write(Ccd *d, CcdCell *c, Sb *b)
 {
-    if (d->alerts)
-        json_object_set_new(o, "scores", scores_json(d, c));
+    if (!d->alerts)
+        return;
+    sb_str(b, ",\"scores\":{");
+    scores_write(d, c, b);
+    sb_add(b, "}", 1);
+}
+
+uint64_t ccd_alerts_cell_version(Ccd *d, const CcdCell *c)
+{
+    pthread_mutex_lock(&d->cells->pub_lock);
+    const AlertCell *oc = c->anomaly;
+    uint64_t v = oc ? oc->pub_n : 0;
+    pthread_mutex_unlock(&d->cells->pub_lock);
+    return v;
 }
 
 static json_t *event_json(Ccd *d, const QEvent *e)
@@ -655,17 +685,23 @@ static int cell_active(Ccd *d, CcdCell *c, const char *kind, EvVec *v)
     return rc;
 }
 
-/* The JSON array of v's events (cell ids from their copies, no seq), from index i0. */
-static json_t *active_json(Ccd *d, EvVec *v, size_t i0, size_t n)
+/* The JSON array of v's events (cell ids from their copies, no seq), from index i0: their
+ * objects as cc_alert_event_json writes them, copied, no jansson tree. */
+static void active_write(Ccd *d, EvVec *v, size_t i0, size_t n, Sb *b)
 {
-    json_t *arr = json_array();
+    char buf[1024 + 256 * CC_ALERT_MAX_ATTR];
+    sb_add(b, "[", 1);
     for (size_t i = i0; i < i0 + n && i < v->n; i++) {
         v->v[i].ev.cell_id = v->v[i].cell;
-        json_t *j = event_json(d, &v->v[i]);
-        json_object_del(j, "seq");
-        json_array_append_new(arr, j);
+        int k = cc_alert_event_json(&v->v[i].ev, &d->model->hp, buf, sizeof buf);
+        if (i > i0)
+            sb_add(b, ",", 1);
+        if (k > 0)
+            sb_add(b, buf, (size_t)k);
+        else
+            sb_str(b, "null");
     }
-    return arr;
+    sb_add(b, "]", 1);
 }
 
 int ccd_h_cell_alerts(CcdReq *r)
@@ -685,9 +721,14 @@ int ccd_h_cell_alerts(CcdReq *r)
         free(v.v);
         return ccd_problem(r, 500, "internal", "out of memory");
     }
-    json_t *arr = active_json(d, &v, 0, v.n);
+    Sb *sb = reply_sb();
+    sb_str(sb, "{\"cell\":");
+    sb_jstr(sb, c->id);
+    sb_str(sb, ",\"active\":");
+    active_write(d, &v, 0, v.n, sb);
+    sb_add(sb, "}", 1);
     free(v.v);
-    return ccd_json(r, 200, json_pack("{s:s, s:o}", "cell", c->id, "active", arr));
+    return sb_reply(r, sb);
 }
 
 typedef struct FiringList {
@@ -721,6 +762,14 @@ int ccd_h_alerts_firing(CcdReq *r)
     int rc = query_kind_limit(r, &kind, &limit);
     if (rc)
         return rc;
+    /* the same reply until a cell's firing alerts move: a poll between costs a cache hit or
+     * a 304, and needs no wait for the batch being stepped (its publish moves the version) */
+    ccd_alerts_flush(d);
+    pthread_mutex_lock(&d->cells->pub_lock);
+    uint64_t ver = d->alerts->firing_ver;
+    pthread_mutex_unlock(&d->cells->pub_lock);
+    if ((rc = ccd_reply_cached(r, ccd_fold(ccd_fold(ccd_version_seed(d), d->alerts->seq), ver))))
+        return rc;
     /* every cell's state as of now: wait for the batch being stepped */
     FiringList l = {d, kind, {NULL, 0, 0}, 0, 0};
     ccd_cells_foreach(d->cells, collect_firing, &l);
@@ -735,12 +784,19 @@ int ccd_h_alerts_firing(CcdReq *r)
     while (after && i0 < l.v.n && strcmp(l.v.v[i0].ev.id, after) <= 0)
         i0++;
     size_t n = l.v.n - i0 < (size_t)limit ? l.v.n - i0 : (size_t)limit;
-    json_t *arr = active_json(d, &l.v, i0, n);
-    json_t *next = i0 + n < l.v.n ? json_string(l.v.v[i0 + n - 1].ev.id) : json_null();
+    Sb *sb = reply_sb();
+    sb_str(sb, "{\"alerts\":");
+    active_write(d, &l.v, i0, n, sb);
+    sb_str(sb, ",\"total\":");
+    sb_int(sb, (long long)l.v.n);
+    sb_str(sb, ",\"next\":");
+    if (i0 + n < l.v.n)
+        sb_jstr(sb, l.v.v[i0 + n - 1].ev.id);
+    else
+        sb_str(sb, "null");
+    sb_add(sb, "}", 1);
     free(l.v.v);
-    return ccd_json(
-        r, 200,
-        json_pack("{s:o, s:I, s:o}", "alerts", arr, "total", (json_int_t)l.v.n, "next", next));
+    return sb_reply(r, sb);
 }
 
 int ccd_h_cell_scores(CcdReq *r)
@@ -749,7 +805,11 @@ int ccd_h_cell_scores(CcdReq *r)
     int rc = ccd_find_cell(r, &c);
     if (rc < 0)
         return -rc;
-    json_t *o = scores_json(r->d, c);
-    json_object_set_new(o, "cell", json_string(c->id));
-    return ccd_json(r, 200, o);
+    Sb *sb = reply_sb();
+    sb_str(sb, "{\"cell\":");
+    sb_jstr(sb, c->id);
+    sb_add(sb, ",", 1);
+    scores_write(r->d, c, sb);
+    sb_add(sb, "}", 1);
+    return sb_reply(r, sb);
 }

@@ -101,8 +101,12 @@ typedef struct CcdAlertsStats {
 } CcdAlertsStats;
 void ccd_alerts_stats(Ccd *d, CcdAlertsStats *st);
 
-/** Adds "scores" to the GET /v1/cells/{id} object. */
-void ccd_alerts_cell_json(Ccd *d, CcdCell *c, json_t *o);
+typedef struct Sb Sb; /* api_util.h */
+/** Writes ,"scores":{...} of the GET /v1/cells/{id} object (nothing without alerts). */
+void ccd_alerts_cell_write(Ccd *d, CcdCell *c, Sb *b);
+/** A count that moves whenever the "scores" of c (above) may have: part of the version of
+ *  the GET /v1/cells/{id} reply (http_cache.h); 0 before the cell's first scores. */
+uint64_t ccd_alerts_cell_version(Ccd *d, const CcdCell *c);
 
 /* HTTP handlers (routes in api.c). */
 int ccd_h_alerts(CcdReq *r);        ///< GET /v1/alerts[?state=&since=&cell=&kind=&after=&limit=]

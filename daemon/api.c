@@ -231,6 +231,23 @@ void sb_jstr(Sb *b, const char *s)
         b->n += jstr(o, s, n);
 }
 
+Sb *reply_sb(void)
+{
+    static Sb sb;
+    sb.n = 0;
+    sb.oom = 0;
+    return &sb;
+}
+
+int sb_reply(CcdReq *r, Sb *b)
+{
+    if (b->oom)
+        return ccd_problem(r, 500, "internal", "out of memory");
+    sb_add(b, "\n", 1);
+    evbuffer_add(r->out, b->p, b->n);
+    return ccd_text(r, 200, "application/json");
+}
+
 /* Parses an integer parameter; 0 ok, -1 absent, -2 malformed. */
 int q_int(CcdReq *r, const char *name, long long *out)
 {
@@ -638,6 +655,12 @@ static int h_metrics(CcdReq *r)
 static int h_info(CcdReq *r)
 {
     Ccd *d = r->d;
+    const char *fmt = ccd_query(r, "format");
+    int rc;
+    /* a snapshot per update of the ingest rates (the 1 s cron): figures at most 1 s old */
+    if ((!fmt || !strcmp(fmt, "json")) &&
+        (rc = ccd_reply_cached(r, ccd_fold(ccd_version_seed(d), (uint64_t)d->in.last_rate_ns))))
+        return rc;
     const CcdSchedStats *ss = ccd_sched_stats(d->sched);
     uint64_t reqs;
     int conns, deferred;
@@ -692,7 +715,6 @@ static int h_info(CcdReq *r)
     json_object_set_new(o, "http",
                         json_pack("{s:I, s:i, s:i}", "requests", (json_int_t)reqs, "connections",
                                   conns, "parked", deferred));
-    const char *fmt = ccd_query(r, "format");
     if (fmt && strcmp(fmt, "json") && strcmp(fmt, "text")) {
         json_decref(o);
         return ccd_problem(r, 422, "bad-parameter", "format must be json or text");
@@ -786,27 +808,44 @@ static int h_cells(CcdReq *r)
         return ccd_problem(r, 400, "bad-parameter", "limit must be an integer");
     if (limit < 1 || limit > 10000)
         return ccd_problem(r, 422, "bad-parameter", "limit must be in [1, 10000], got %lld", limit);
+    /* the same reply until a record, a step or the cell set moves the table's version; a
+     * page that polls gets a 304 between (a live feed moves it at every record) */
+    int rc = ccd_reply_cached(r, ccd_fold(ccd_version_seed(d), d->cells->version));
+    if (rc)
+        return rc;
     ListCtx l = {ccd_query(r, "after"), NULL, 0};
     l.ids = malloc((d->cells->n_cells + 1) * sizeof *l.ids);
     if (!l.ids)
         return ccd_problem(r, 500, "internal", "out of memory");
     ccd_cells_foreach(d->cells, collect, &l);
     qsort(l.ids, l.n, sizeof *l.ids, cmp_str);
-    json_t *arr = json_array();
     size_t n = l.n < (size_t)limit ? l.n : (size_t)limit;
+    /* written directly: the whole table's rows at each version, no jansson tree */
+    Sb *sb = reply_sb();
+    sb_str(sb, "{\"cells\":[");
     for (size_t i = 0; i < n; i++) {
         CcdCell *c = ccd_cells_get(d->cells, l.ids[i]);
-        char ts[CC_RFC3339_LEN];
-        rfc3339(c->last_ts, ts, sizeof ts);
-        json_array_append_new(arr, json_pack("{s:s, s:I, s:s, s:s, s:I}", "id", c->id, "last_step",
-                                             (json_int_t)c->last_step, "last_ts", ts, "state",
-                                             c->pub.valid ? "live" : "cold", "steps",
-                                             (json_int_t)c->n_steps));
+        sb_str(sb, i ? ",{\"id\":" : "{\"id\":");
+        sb_jstr(sb, c->id);
+        sb_str(sb, ",\"last_step\":");
+        sb_int(sb, c->last_step);
+        sb_str(sb, ",\"last_ts\":");
+        sb_ts(sb, c->last_ts);
+        sb_str(sb,
+               c->pub.valid ? ",\"state\":\"live\",\"steps\":" : ",\"state\":\"cold\",\"steps\":");
+        sb_int(sb, (long long)c->n_steps);
+        sb_add(sb, "}", 1);
     }
-    json_t *o = json_pack("{s:o, s:I, s:o}", "cells", arr, "total", (json_int_t)d->cells->n_cells,
-                          "next", n < l.n && n ? json_string(l.ids[n - 1]) : json_null());
+    sb_str(sb, "],\"total\":");
+    sb_int(sb, (long long)d->cells->n_cells);
+    sb_str(sb, ",\"next\":");
+    if (n < l.n && n)
+        sb_jstr(sb, l.ids[n - 1]);
+    else
+        sb_str(sb, "null");
+    sb_add(sb, "}", 1);
     free(l.ids);
-    return ccd_json(r, 200, o);
+    return sb_reply(r, sb);
 }
 
 static int h_cell(CcdReq *r)
@@ -816,6 +855,8 @@ static int h_cell(CcdReq *r)
     int rc = ccd_find_cell(r, &c);
     if (rc < 0)
         return -rc;
+    if ((rc = ccd_reply_cached(r, ccd_cell_reply_version(d, c))))
+        return rc; /* nothing it shows moved: its counts, state, last publish, scores */
     const int F = d->model->hp.n_features;
     float obs[CC_MAX_FEATURES], em[CC_MAX_FEATURES], es[CC_MAX_FEATURES];
     int valid, have_exp;
@@ -828,49 +869,67 @@ static int h_cell(CcdReq *r)
     memcpy(em, c->pub.exp_mean, (size_t)F * sizeof(float));
     memcpy(es, c->pub.exp_sd, (size_t)F * sizeof(float));
     pthread_mutex_unlock(&d->cells->pub_lock);
-    json_t *o = json_object();
-    json_object_set_new(o, "id", json_string(c->id));
-    json_object_set_new(o, "state", json_string(c->doomed ? "released" : valid ? "live" : "cold"));
-    json_object_set_new(o, "topic",
-                        json_string(c->topic >= 0 ? d->cfg.kafka_topics.items[c->topic] : "http"));
-    json_object_set_new(o, "partition", json_integer(c->partition));
-    json_object_set_new(o, "first_step", json_integer(c->first_step));
-    json_object_set_new(o, "last_step", json_integer(c->last_step));
-    char last_ts[CC_RFC3339_LEN];
-    rfc3339(c->last_ts, last_ts, sizeof last_ts);
-    json_object_set_new(o, "last_ts", json_string(last_ts));
-    json_object_set_new(o, "forecast_step", valid ? json_integer(pstep) : json_null());
-    json_object_set_new(
-        o, "counts",
-        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "records", (json_int_t)c->n_records,
-                  "steps", (json_int_t)c->n_steps, "duplicates", (json_int_t)c->n_duplicates,
-                  "late", (json_int_t)c->n_late, "imputed", (json_int_t)c->n_imputed, "restarts",
-                  (json_int_t)c->n_restarts, "filled_kpis", (json_int_t)c->n_filled));
-    json_object_set_new(o, "pending_steps", json_integer(c->open_items));
+    /* written directly (no jansson tree): a live cell's counts move at each of its
+     * records, so a dashboard's read of a row is mostly a render, not a cache hit */
+    Sb *sb = reply_sb();
+    static const char *const counts[] = {"records", "steps",    "duplicates", "late",
+                                         "imputed", "restarts", "filled_kpis"};
+    const uint64_t nc[] = {c->n_records, c->n_steps,    c->n_duplicates, c->n_late,
+                           c->n_imputed, c->n_restarts, c->n_filled};
+    sb_str(sb, "{\"id\":");
+    sb_jstr(sb, c->id);
+    sb_str(sb, c->doomed ? ",\"state\":\"released\",\"topic\":"
+               : valid   ? ",\"state\":\"live\",\"topic\":"
+                         : ",\"state\":\"cold\",\"topic\":");
+    sb_jstr(sb, c->topic >= 0 ? d->cfg.kafka_topics.items[c->topic] : "http");
+    sb_str(sb, ",\"partition\":");
+    sb_int(sb, c->partition);
+    sb_str(sb, ",\"first_step\":");
+    sb_int(sb, c->first_step);
+    sb_str(sb, ",\"last_step\":");
+    sb_int(sb, c->last_step);
+    sb_str(sb, ",\"last_ts\":");
+    sb_ts(sb, c->last_ts);
+    sb_str(sb, ",\"forecast_step\":");
+    if (valid)
+        sb_int(sb, pstep);
+    else
+        sb_str(sb, "null");
+    for (int i = 0; i < 7; i++) {
+        sb_str(sb, i ? ",\"" : ",\"counts\":{\"");
+        sb_str(sb, counts[i]);
+        sb_str(sb, "\":");
+        sb_int(sb, (long long)nc[i]);
+    }
+    sb_str(sb, "},\"pending_steps\":");
+    sb_int(sb, c->open_items);
     if (c->n_steps) {
-        json_t *lo = json_object();
+        sb_str(sb, ",\"last_observation\":{\"step\":");
+        sb_int(sb, pstep);
+        sb_str(sb, ",\"ts\":");
+        sb_ts(sb, pstep * S_of(d));
+        sb_str(sb, ",\"kpis\":{");
         for (int f = 0; f < F; f++) {
             /* a KPI no record of the step gave is null (issue 15), not the value filled in */
-            json_t *k = json_object();
-            json_object_set_new(k, "observed", isfinite(obs[f]) ? json_real(obs[f]) : json_null());
+            sb_str(sb, f ? "," : "");
+            sb_jstr(sb, d->model->hp.features[f]);
+            sb_str(sb, ":{\"observed\":");
+            sb_num(sb, obs[f]);
             if (have_exp) {
-                json_object_set_new(k, "expected", json_real(em[f]));
-                json_object_set_new(k, "sd", json_real(es[f]));
-                json_object_set_new(k, "z",
-                                    !isfinite(obs[f])
-                                        ? json_null()
-                                        : json_real(es[f] > 0 ? (obs[f] - em[f]) / es[f] : 0.0));
+                sb_str(sb, ",\"expected\":");
+                sb_num(sb, em[f]);
+                sb_str(sb, ",\"sd\":");
+                sb_num(sb, es[f]);
+                sb_str(sb, ",\"z\":");
+                sb_num(sb, !isfinite(obs[f]) ? NAN : es[f] > 0 ? (obs[f] - em[f]) / es[f] : 0.0);
             }
-            json_object_set_new(lo, d->model->hp.features[f], k);
+            sb_add(sb, "}", 1);
         }
-        char ts[32];
-        rfc3339(pstep * S_of(d), ts, sizeof ts);
-        json_object_set_new(
-            o, "last_observation",
-            json_pack("{s:I, s:s, s:o}", "step", (json_int_t)pstep, "ts", ts, "kpis", lo));
+        sb_str(sb, "}}");
     }
-    ccd_alerts_cell_json(d, c, o);
-    return ccd_json(r, 200, o);
+    ccd_alerts_cell_write(d, c, sb);
+    sb_add(sb, "}", 1);
+    return sb_reply(r, sb);
 }
 
 /* Parses kpis=a,b (query.h) into a feature mask; 0 or a problem status. */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alerts.h"
 #include "api_util.h"
 #include "cc_history.h"
 #include "cells.h"
@@ -70,8 +71,31 @@ uint64_t ccd_cell_version(Ccd *d, const CcdCell *c, uint64_t h)
     pthread_mutex_lock(&d->cells->pub_lock);
     uint64_t seq = c->pub.seq; /* bumped by every publish, which also records the history */
     pthread_mutex_unlock(&d->cells->pub_lock);
-    h = (h ^ c->serial) * 1099511628211ULL;
-    return (h ^ seq) * 1099511628211ULL;
+    return ccd_fold(ccd_fold(h, c->serial), seq);
+}
+
+uint64_t ccd_cell_reply_version(Ccd *d, const CcdCell *c)
+{
+    /* the members themselves rather than a counter bumped wherever one changes: exact by
+     * construction, and a few dozen cycles */
+    const uint64_t m[] = {(uint64_t)c->doomed,
+                          (uint64_t)c->topic,
+                          (uint64_t)c->partition,
+                          (uint64_t)c->first_step,
+                          (uint64_t)c->last_step,
+                          (uint64_t)c->last_ts,
+                          c->n_records,
+                          c->n_steps,
+                          c->n_duplicates,
+                          c->n_late,
+                          c->n_imputed,
+                          c->n_restarts,
+                          c->n_filled,
+                          (uint64_t)c->open_items};
+    uint64_t h = ccd_cell_version(d, c, ccd_version_seed(d));
+    for (size_t i = 0; i < sizeof m / sizeof *m; i++)
+        h = ccd_fold(h, m[i]);
+    return ccd_fold(h, ccd_alerts_cell_version(d, c));
 }
 
 /* Ids per batch read. */
@@ -437,24 +461,6 @@ static void forecasts_obj(Ccd *d, CcdCell *c, const Range *g, Sb *sb)
         sb_add(sb, "}", 1);
     }
     sb_add(sb, "}", 1);
-}
-
-/* Loop-thread reply buffer, reused. */
-static Sb *reply_sb(void)
-{
-    static Sb sb;
-    sb.n = 0;
-    sb.oom = 0;
-    return &sb;
-}
-
-static int sb_reply(CcdReq *r, Sb *sb)
-{
-    if (sb->oom)
-        return ccd_problem(r, 500, "internal", "out of memory");
-    sb_add(sb, "\n", 1);
-    evbuffer_add(r->out, sb->p, sb->n);
-    return ccd_text(r, 200, "application/json");
 }
 
 /* One cell's history (forecasts 0) or past forecasts (1). */

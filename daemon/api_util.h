@@ -35,6 +35,10 @@ void sb_int(Sb *b, long long v);
 void sb_ts(Sb *b, int64_t unix_s);
 /** A quoted, escaped JSON string. */
 void sb_jstr(Sb *b, const char *s);
+/** The loop thread's reply buffer, emptied (one reply at a time). */
+Sb *reply_sb(void);
+/** Replies 200 with b and a newline as the JSON body (500 when b could not grow). */
+int sb_reply(CcdReq *r, Sb *b);
 
 /** Integer parameter: 0 ok, -1 absent, -2 malformed. */
 int q_int(CcdReq *r, const char *name, long long *out);
@@ -58,11 +62,16 @@ int ccd_query_level(CcdReq *r, double *level);
 int ccd_forecast_into(CcdReq *r, CcdCell *c, long long horizon, double level, uint64_t mask,
                       const char *sep, struct evbuffer *out);
 
+/** Folds v into the version h (FNV-1a by 64-bit words). */
+static inline uint64_t ccd_fold(uint64_t h, uint64_t v) { return (h ^ v) * 1099511628211ULL; }
 /** The version of what replies about cell c show (http_cache.h): folds its serial and
  *  publish sequence into h (start from ccd_version_seed). */
 uint64_t ccd_cell_version(Ccd *d, const CcdCell *c, uint64_t h);
 /** The start of a version: the daemon's reloads (KPI bounds, model). */
 uint64_t ccd_version_seed(const Ccd *d);
+/** The version of GET /v1/cells/{id}: every member it shows that moves without a publish
+ *  (its counts, pending steps, state), its publish sequence and its alert scores'. */
+uint64_t ccd_cell_reply_version(Ccd *d, const CcdCell *c);
 
 /* api_series.c: the dashboard's reads (issue 15) */
 int ccd_h_history(CcdReq *r);

@@ -135,6 +135,7 @@ static void table_remove(CcdCells *t, CcdCell *c)
         *pp = c->hnext;
     lru_unlink(t, c);
     t->n_cells--;
+    t->version++;
     if (c->doomed)
         t->n_doomed--;
     /* the HTTP readers run on this thread: nobody else can hold c now */
@@ -238,6 +239,7 @@ static int add_cell(CcdCells *t, const char *id, CcdCell **out)
     c->hnext = t->buckets[h];
     t->buckets[h] = c;
     t->n_cells++;
+    t->version++;
     c->serial = ++t->st.created;
     lru_append(t, c);
     *out = c;
@@ -258,6 +260,7 @@ int ccd_cells_ingest(CcdCells *t, CcdBatch *open, const CcKpiRecord *rec, int to
     const int F = t->n_features;
     CcdCell *c = ccd_cells_get(t, rec->cell_id);
     t->st.records++;
+    t->version++;
     if (!c) {
         int rc = add_cell(t, rec->cell_id, &c);
         if (rc)
@@ -371,7 +374,7 @@ void ccd_cells_seal(CcdCells *t, CcdBatch *b)
 /* Called by the scheduler on the loop thread when a batch is done. */
 void ccd_cells_unbusy(CcdCells *t, CcdBatch *b)
 {
-    (void)t;
+    t->version++; /* steps counted, forecasts published */
     for (int i = 0; i < b->n; i++) {
         CcdItem *it = &b->items[i];
         CcdCell *c = it->cell;
@@ -446,6 +449,7 @@ int ccd_cells_rebind(CcdCells *t, int *failed)
     const int ring = cc_engine_ring_steps(t->engine);
     int rebound = 0;
     *failed = 0;
+    t->version++;
     /* the new rings first, so that running out of memory changes nothing */
     uint64_t **bits = calloc(t->n_cells + 1, sizeof *bits);
     size_t n = 0;

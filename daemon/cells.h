@@ -104,6 +104,10 @@ struct CcdCells {
     uint64_t hist_failed;         ///< history writes that found no memory (worker; approximate)
     int64_t max_resident;
     size_t n_doomed; ///< cells marked for release (reap runs only then)
+    /** Moves whenever the cell set or a cell's ids, steps, times or counts may have (a
+     *  record taken, a batch done, a cell added or removed, a rebind): the version of the
+     *  GET /v1/cells reply (http_cache.h). Loop thread. */
+    uint64_t version;
     CcdCellsStats st;
     pthread_mutex_t pub_lock;
     /** Frees CcdCell.anomaly when a cell goes (set by the host; loop thread). */

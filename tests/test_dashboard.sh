@@ -88,7 +88,8 @@ code=$(curl -s -o "$TMP/post" -w '%{http_code}' -H 'Content-Type: application/js
 [ "$code" = 202 ] && ok "posted 984 cells" || fail "POST /v1/kpis: $code $(head -c 300 "$TMP/post")"
 # measure the page, not the daemon stepping the new cells: wait until no step is pending
 for _ in $(seq 50); do
-    [ "$(curl -s "$U/v1/info" | python3 -c 'import json,sys; print(json.load(sys.stdin)["batching"]["pending"])')" = 0 ] && break
+    # /metrics, not /v1/info: that is a snapshot up to 1 s old
+    [ "$(curl -s "$U/metrics" | awk '$1 == "cellcast_pending_steps" { print $2 }')" = 0 ] && break
     sleep 0.2
 done
 

@@ -11,7 +11,9 @@
 # make, as the browser asks them (gzip), the series with the page's query (PAGE_HISTORY_Q,
 # PAGE_PAST_Q: web/src/app.js's; give the old page's to measure an older daemon) and again
 # as its refresh that finds no new step (If-None-Match: the reply's ETag → 304); then the
-# long history's bytes per cell. Each figure is measured REPEAT times (default 3): mean ± sd.
+# long history's bytes per cell. The status reads the page polls (the cell, the list, the
+# firing alerts, /v1/info) also as a 304 refresh and rendered (every request a new URL).
+# Each figure is measured REPEAT times (default 3): mean ± sd.
 #
 #   dash_bench.sh CELLCASTD MODEL [SECONDS] [CELLS] [POINTS]
 set -eu
@@ -32,7 +34,8 @@ for _ in $(seq 600); do [ "$(steps)" -ge $((CELLS * BACKFILL)) ] && break; sleep
 sleep 1
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$DPID/stat"; }
 ids=$(seq -s, -f 'demo-%04g' 0 49)
-run() { # NAME PATH [WRK-ARG...]: REPEAT wrk runs; the reply's bytes, req/s and daemon CPU
+run() { # NAME PATH [CURL/WRK-ARG...]: REPEAT wrk runs (WRK_SCRIPT: its -s); the reply's
+    # bytes, req/s and daemon CPU
     local name=$1 path=$2 cpu0 cpu1 reqs bytes code us=() rps=()
     shift 2
     rm -f "$TMP/body" # curl writes no file for a 304
@@ -40,7 +43,7 @@ run() { # NAME PATH [WRK-ARG...]: REPEAT wrk runs; the reply's bytes, req/s and 
     bytes=$(cat "$TMP/body" 2>/dev/null | wc -c)
     for _ in $(seq "$REPEAT"); do
         cpu0=$(cpu_ticks)
-        wrk -t1 -c8 -d"${SECS}s" "$@" "$U$path" >"$TMP/wrk.txt"
+        wrk -t1 -c8 -d"${SECS}s" ${WRK_SCRIPT:+-s "$WRK_SCRIPT"} "$@" "$U$path" >"$TMP/wrk.txt"
         cpu1=$(cpu_ticks)
         reqs=$(awk '/requests in/ { print $1 }' "$TMP/wrk.txt")
         rps+=("$(awk '/Requests\/sec/ { printf "%.0f", $2 }' "$TMP/wrk.txt")")
@@ -74,17 +77,38 @@ run "page forecasts" "/v1/cells/demo-0001/forecasts?$PAGE_PAST_Q&since=$since" "
 run "page cell" "/v1/cells/demo-0001" "${h[@]}"
 run "page alerts" "/v1/cells/demo-0001/alerts?limit=1000" "${h[@]}"
 run "page attention" "/v1/cells/demo-0001/attention" "${h[@]}"
-for p in "forecast?level=0.8" "history?$PAGE_HISTORY_Q&since=$since" "forecasts?$PAGE_PAST_Q&since=$since"; do
-    e=$(etag "${h[@]}" "$U/v1/cells/demo-0001/$p")
+refresh() { # PATH: asked again with its ETag (a 304), as a browser's refresh
+    local e name=${1#/v1/cells/demo-0001/}
+    name=${name%%\?*}
+    e=$(etag "${h[@]}" "$U$1")
     if [ -n "$e" ]; then
-        run "refresh ${p%%\?*} (304)" "/v1/cells/demo-0001/$p" "${h[@]}" -H "If-None-Match: $e"
+        run "refresh $name (304)" "$1" "${h[@]}" -H "If-None-Match: $e"
     else
-        echo "refresh ${p%%\?*}: no ETag"
+        echo "refresh $name: no ETag"
     fi
+}
+for p in "forecast?level=0.8" "history?$PAGE_HISTORY_Q&since=$since" "forecasts?$PAGE_PAST_Q&since=$since"; do
+    refresh "/v1/cells/demo-0001/$p"
 done
-run "page list /v1/cells" "/v1/cells?limit=10000" "${h[@]}"
-run "page /v1/alerts/firing" "/v1/alerts/firing?limit=1000" "${h[@]}"
-run "page /v1/info" "/v1/info" "${h[@]}"
+status=("/v1/cells/demo-0001" "/v1/cells?limit=10000" "/v1/alerts/firing?limit=1000" "/v1/info")
+run "page list /v1/cells" "${status[1]}" "${h[@]}"
+run "page /v1/alerts/firing" "${status[2]}" "${h[@]}"
+run "page /v1/info" "${status[3]}" "${h[@]}"
+# the status reads again as a refresh that finds nothing new (304), then each request a
+# distinct URL (an ignored parameter): what a reply costs when it must be rendered, as after
+# a change (a live feed moves the list at every record, a cell at each of its records)
+for p in "${status[@]}"; do refresh "$p"; done
+cat >"$TMP/miss.lua" <<'LUA'
+n = 0
+request = function()
+    n = n + 1
+    local sep = string.find(wrk.path, "?", 1, true) and "&" or "?"
+    return wrk.format(nil, wrk.path .. sep .. "nocache=" .. n)
+end
+LUA
+for p in "${status[@]}"; do
+    WRK_SCRIPT="$TMP/miss.lua" run "rendered ${p%%\?*}" "$p" "${h[@]}"
+done
 n=$(curl -s "$U/v1/cells/demo-0001/history" | grep -o '"step":' | wc -l)
 hb=$(curl -s "$U/metrics" | awk '$1 == "cellcast_cell_history_bytes" { print $2 }')
 echo "history: $n steps of demo-0001 kept; long-history bytes $hb for $CELLS cells = $((hb / CELLS)) B/cell"

@@ -2,8 +2,8 @@
  * from the same origin and polls it every 5 s while the tab is visible. Routes: #/ (cell list
  * and alerts firing now) and #/cells/{id} (a cell's KPIs, forecast bands, past forecasts, alert
  * episodes and attention). Optional routes (past forecasts, ranges) that answer 404 are hidden.
- * The series replies carry ETags: the browser's cache asks with If-None-Match, and a refresh
- * that finds no new step gets 304s.
+ * The replies it polls carry ETags (the series, and the cell, list, firing alerts and /v1/info):
+ * the browser's cache asks with If-None-Match, and a refresh that finds nothing new gets 304s.
  * window.cellcast exposes the state (charts, readiness marks) to the browser test. */
 'use strict';
 (() => {
