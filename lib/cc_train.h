@@ -97,6 +97,15 @@ typedef struct CcTrainWork CcTrainWork;
 void cc_train_work_set_loss(CcTrainWork *w, float logsig_min, float mae_weight, float mse_weight,
                             float nll_mean);
 
+/** Where cc_train_batch on w puts dropout from now on (opened: CC_DROPOUT_ALL). */
+enum CcDropoutSites {
+    CC_DROPOUT_ALL = 0,     ///< the embedding sum, the attention output, the FFN's hidden
+                            ///< ReLU and its output
+    CC_DROPOUT_RESIDUAL = 1 ///< the two residual branches only (attention output, FFN
+                            ///< output), as tools/torch/cellcast_tx.py
+};
+void cc_train_work_set_dropout_sites(CcTrainWork *w, enum CcDropoutSites sites);
+
 /** After a cc_train_batch on w: the normalised targets (C, HZ) and their weights (1 =
  *  observed) of its current tokens, in order. */
 void cc_train_work_targets(const CcTrainWork *w, const float **target, const float **weight);
@@ -179,6 +188,12 @@ typedef struct CcTrainSettings {
                            ///< as it is (its gradient zeroed; e.g. after
                            ///< cc_trainer_fit_linear, the transformer first learns the
                            ///< residual) (default 0)
+    float linear_lr_mult;  ///< tx/3: the linear path's updates (Adam step and decay) times
+                           ///< this, a learning rate of its own; 0 = it never moves (default 1)
+    enum CcDropoutSites dropout_sites; ///< (default CC_DROPOUT_ALL)
+    int decay_all; ///< AdamW decay on every trained array (biases, norms, channel
+                   ///< embedding, the linear path), as torch.optim.AdamW on all
+                   ///< parameters; 0 = weight matrices only (default 0)
 } CcTrainSettings;
 
 void cc_train_default_settings(CcTrainSettings *s);

@@ -51,6 +51,9 @@ typedef struct TrainArgs {
     const char *schedule, *resume, *name, *select, *linear_init;
     double val_frac, dropout, lr, wd, clip, max_minutes, step_s, ema, steps_d, seed_d;
     double floor_frac, mae, mse, nll_mean, logsig_min, head_scale, ridge_lambda, linear_freeze;
+    double linear_lr_mult, chan_init_sd;
+    const char *dropout_sites;
+    int decay_all, eval_start;
     int P, N, M, D, H, L, FF, HZ, R, tz, warmup, batch, group, epochs, threads;
     int patience, eval_every, val_windows, adamw, quiet;
     int hz_given;            ///< --horizon was given (the ETT protocol's default is 96)
@@ -95,6 +98,9 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                      .head_scale = 0.1,
                      .linear_init = "random",
                      .ridge_lambda = 0.02,
+                     .linear_lr_mult = 1,
+                     .chan_init_sd = 0.02,
+                     .dropout_sites = "all",
                      .val_frac = -1,
                      .wd = -1,
                      .epochs = 20,
@@ -168,6 +174,12 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                     "tx/3: the first N steps leave the linear path as it\n"
                     "starts (the transformer learns its residual)",
                     .flags = SHOW),
+        CC_OPTS_DBL("linear-lr-mult", &a->linear_lr_mult, 0, 100, "X",
+                    "tx/3: the linear path's learning rate is X times the\n"
+                    "rest's (0: it stays as it starts)",
+                    .flags = SHOW),
+        CC_OPTS_DBL("chan-init-sd", &a->chan_init_sd, 0, 10, "X",
+                    "sd of the channel embedding's random start", .flags = SHOW),
         CC_OPTS_INT("tz-offset", &a->tz, -86400, 86400, "SEC",
                     "local time offset of the time features", .flags = SHOW),
         CC_OPTS_STR("name", &a->name, "NAME", "model name in the metadata", .flags = SHOW),
@@ -181,6 +193,13 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                      "decoupled weight decay (default decay 0.01 with --adamw)"),
         CC_OPTS_DBL("weight-decay", &a->wd, 0, 1, "X",
                     "AdamW decay of weight matrices (implies --adamw)"),
+        CC_OPTS_FLAG("decay-all", &a->decay_all,
+                     "the decay on every trained tensor (biases, norms, channel\n"
+                     "embedding, linear path), as torch's AdamW"),
+        CC_OPTS_STR("dropout-sites", &a->dropout_sites, "all|residual",
+                    "dropout on the embedding, attention output, FFN hidden\n"
+                    "and FFN output (all), or on the residual branches only",
+                    .flags = SHOW),
         CC_OPTS_DBL("mae-weight", &a->mae, 0, 100, "X",
                     "add X times the MAE of the normalised means to the NLL", .flags = SHOW),
         CC_OPTS_DBL("mse-weight", &a->mse, 0, 100, "X",
@@ -210,6 +229,9 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                     "wall-clock budget (default none)"),
         CC_OPTS_INT("eval-every", &a->eval_every, 1, 1e9, "N",
                     "validate every N steps (default: min(epoch, 200))"),
+        CC_OPTS_FLAG("eval-start", &a->eval_start,
+                     "validate before the first step too: the start (e.g. the\n"
+                     "ridge path) can be the kept checkpoint"),
         CC_OPTS_INT("patience", &a->patience, 1, 1e6, "K",
                     "stop after K validations without improvement", .flags = SHOW),
         CC_OPTS_STR("select", &a->select, "nll|mse",
@@ -269,6 +291,10 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
     }
     if (strcmp(a->linear_init, "random") && strcmp(a->linear_init, "ridge")) {
         fprintf(stderr, "cellcast train: --linear-init must be random or ridge\n");
+        return 2;
+    }
+    if (strcmp(a->dropout_sites, "all") && strcmp(a->dropout_sites, "residual")) {
+        fprintf(stderr, "cellcast train: --dropout-sites must be all or residual\n");
         return 2;
     }
     if (a->protocol && strcmp(a->protocol, "ett")) {
@@ -399,6 +425,9 @@ static int train_model(Train *t)
             return -1;
         }
         cc_model_init_random(t->m, (uint64_t)a->seed_d);
+        /* cc_model_init_random draws the channel embedding with sd 0.02 */
+        for (size_t i = 0; i < (size_t)hp.n_features * hp.d_model; i++)
+            t->m->w.chan[i] *= (float)(a->chan_init_sd / 0.02);
         if (a->R > 0) {
             /* the trial's start: the linear path (NLinear) leads, the head's share grows */
             size_t nh = (size_t)2 * hp.horizon * hp.d_model;
@@ -436,6 +465,9 @@ static int train_settings(Train *t)
     ts->nll_mean = (float)a->nll_mean;
     ts->logsig_min = (float)a->logsig_min;
     ts->linear_freeze = (int64_t)a->linear_freeze;
+    ts->linear_lr_mult = (float)a->linear_lr_mult;
+    ts->dropout_sites = strcmp(a->dropout_sites, "all") ? CC_DROPOUT_RESIDUAL : CC_DROPOUT_ALL;
+    ts->decay_all = a->decay_all;
     ts->adam.lr = (float)a->lr;
     ts->adam.warmup = a->warmup;
     ts->adam.clip = (float)a->clip;
@@ -816,6 +848,9 @@ static int train_run(Train *t, int argc, char **argv)
         return -1;
     }
     memcpy(t->best_block, t->m->block, t->m->n_params * sizeof(float));
+    double vnll, vmse; /* --eval-start: the start is the first candidate */
+    if (t->a.eval_start && !t->a.resume && train_validate(t, 0, NAN, &vnll, &vmse))
+        return -1;
     signal(SIGINT, on_sigint);
     int64_t t0 = cc_now_ns();
     if (train_loop(t, &why) || train_save(t))
