@@ -295,6 +295,7 @@ struct CcTrainWork {
     float *pe;                                // (D)
     float logsig_min, mae, mse, nll_mean;     // loss settings (cc_train_work_set_loss)
     enum CcDropoutSites sites;                // where dropout goes
+    const float *sq_weight;                   // (F) weights of sq_sum per KPI, or NULL
     int R;                                    // tx/3 linear window (0: none)
     float *lin_in;                            // (C, R) r_i = xn_{t-R+1+i} - xn_t
     float *lin_xt;                            // (C) xn_t
@@ -403,6 +404,8 @@ void cc_train_work_set_dropout_sites(CcTrainWork *w, enum CcDropoutSites sites)
 {
     w->sites = sites;
 }
+
+void cc_train_work_set_sq_weight(CcTrainWork *w, const float *weight) { w->sq_weight = weight; }
 
 void cc_train_work_targets(const CcTrainWork *w, const float **target, const float **weight)
 {
@@ -640,10 +643,11 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
     for (int b = 0; b < n_win; b++)
         for (int j = 0; j < win[b].n_cur; j++) {
             size_t c = (size_t)w->cur0[b] + j;
+            double wt = w->sq_weight ? w->sq_weight[win[b].feature] : 1.0;
             for (int k = 0; k < HZ; k++)
                 if (w->tw[c * HZ + k] > 0) {
                     double d = ((double)w->y[c * HZ2 + 2 * k] - w->tgt[c * HZ + k]) * w->wsigma[b];
-                    w->sq_sum += d * d;
+                    w->sq_sum += d * d * wt;
                     w->sq_count++;
                 }
         }
@@ -1036,6 +1040,7 @@ int cc_trainer_open(CcTrainer **out, CcModel *m, const CcDataset *ds, const CcRa
                                        : CC_NLL_LOGSIG_MIN;
         cc_train_work_set_loss(t->work[i], lo, s->mae_weight, s->mse_weight, s->nll_mean);
         cc_train_work_set_dropout_sites(t->work[i], s->dropout_sites);
+        cc_train_work_set_sq_weight(t->work[i], s->val_mse_weight);
     }
     t->batch = calloc((size_t)s->batch, sizeof *t->batch);
     t->am = calloc(m->n_params, sizeof(float));

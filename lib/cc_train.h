@@ -106,12 +106,17 @@ enum CcDropoutSites {
 };
 void cc_train_work_set_dropout_sites(CcTrainWork *w, enum CcDropoutSites sites);
 
+/** Per-KPI weights (F; NULL = all 1, as opened) of cc_train_work_sqerr's squared errors;
+ *  the array must outlive w's use. */
+void cc_train_work_set_sq_weight(CcTrainWork *w, const float *weight);
+
 /** After a cc_train_batch on w: the normalised targets (C, HZ) and their weights (1 =
  *  observed) of its current tokens, in order. */
 void cc_train_work_targets(const CcTrainWork *w, const float **target, const float **weight);
 
-/** Squared error of the predicted means in data units ((y0 - target)·sigma)², summed over
- *  the observed targets of the last cc_train_batch on w, and their count. */
+/** Squared error of the predicted means in data units ((y0 - target)·sigma)², times the
+ *  KPI's weight (cc_train_work_set_sq_weight), summed over the observed targets of the last
+ *  cc_train_batch on w, and their count. */
 void cc_train_work_sqerr(const CcTrainWork *w, double *sum, int64_t *count);
 
 /** Scratch for up to max_windows windows of up to max_group current tokens. */
@@ -191,6 +196,10 @@ typedef struct CcTrainSettings {
     float linear_lr_mult;  ///< tx/3: the linear path's updates (Adam step and decay) times
                            ///< this, a learning rate of its own; 0 = it never moves (default 1)
     enum CcDropoutSites dropout_sites; ///< (default CC_DROPOUT_ALL)
+    const float *val_mse_weight;       ///< (F) per-KPI weights of the validation MSE, e.g. each
+                                       ///< KPI's variance to score data z-scored beforehand in
+                                       ///< its own units; must outlive the trainer (default NULL:
+                                       ///< all 1)
     int decay_all; ///< AdamW decay on every trained array (biases, norms, channel
                    ///< embedding, the linear path), as torch.optim.AdamW on all
                    ///< parameters; 0 = weight matrices only (default 0)

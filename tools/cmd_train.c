@@ -20,6 +20,7 @@
 
 #include "cc_config.h"
 #include "cc_data.h"
+#include "cc_rng.h"
 #include "cc_time.h"
 #include "cc_train.h"
 #include "cli.h"
@@ -51,8 +52,8 @@ typedef struct TrainArgs {
     const char *schedule, *resume, *name, *select, *linear_init;
     double val_frac, dropout, lr, wd, clip, max_minutes, step_s, ema, steps_d, seed_d;
     double floor_frac, mae, mse, nll_mean, logsig_min, head_scale, ridge_lambda, linear_freeze;
-    double linear_lr_mult, chan_init_sd;
-    const char *dropout_sites;
+    double linear_lr_mult, chan_init_sd, min_lr_frac;
+    const char *dropout_sites, *init, *val_units;
     int decay_all, eval_start;
     int P, N, M, D, H, L, FF, HZ, R, tz, warmup, batch, group, epochs, threads;
     int patience, eval_every, val_windows, adamw, quiet;
@@ -100,7 +101,10 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                      .ridge_lambda = 0.02,
                      .linear_lr_mult = 1,
                      .chan_init_sd = 0.02,
+                     .min_lr_frac = ts.adam.min_lr_frac,
                      .dropout_sites = "all",
+                     .init = "xavier",
+                     .val_units = "z",
                      .val_frac = -1,
                      .wd = -1,
                      .epochs = 20,
@@ -178,6 +182,10 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                     "tx/3: the linear path's learning rate is X times the\n"
                     "rest's (0: it stays as it starts)",
                     .flags = SHOW),
+        CC_OPTS_STR("init", &a->init, "xavier|torch",
+                    "random start of the weight matrices: Xavier with zero\n"
+                    "biases, or torch.nn.Linear's U(+-1/sqrt(fan_in)) for both",
+                    .flags = SHOW),
         CC_OPTS_DBL("chan-init-sd", &a->chan_init_sd, 0, 10, "X",
                     "sd of the channel embedding's random start", .flags = SHOW),
         CC_OPTS_INT("tz-offset", &a->tz, -86400, 86400, "SEC",
@@ -189,6 +197,8 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
         CC_OPTS_INT("warmup", &a->warmup, 0, 1e7, "N", "warmup steps", .flags = SHOW),
         CC_OPTS_STR("schedule", &a->schedule, "S", "invsqrt|cosine|constant after warmup",
                     .flags = SHOW),
+        CC_OPTS_DBL("min-lr-frac", &a->min_lr_frac, 0, 1, "X",
+                    "the cosine schedule's floor, a fraction of --lr", .flags = SHOW),
         CC_OPTS_FLAG("adamw", &a->adamw,
                      "decoupled weight decay (default decay 0.01 with --adamw)"),
         CC_OPTS_DBL("weight-decay", &a->wd, 0, 1, "X",
@@ -238,6 +248,10 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                     "validation criterion of the best checkpoint and early stop:\n"
                     "Gaussian NLL, or MSE of the predicted means in data units\n"
                     "(default nll; mse with --protocol ett)"),
+        CC_OPTS_STR("val-units", &a->val_units, "z|kpi",
+                    "--protocol ett: the validation MSE of the z-scored values,\n"
+                    "or in each KPI's own units (weighted by its variance)",
+                    .flags = SHOW),
         CC_OPTS_STR("calib", &a->calib, "FIT",
                     "fit of calib.sigma_scale on the validation rows: shrunk\n"
                     "(default; docs/training.md), pooled (shrunk without the drift\n"
@@ -293,6 +307,14 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
         fprintf(stderr, "cellcast train: --linear-init must be random or ridge\n");
         return 2;
     }
+    if (strcmp(a->val_units, "z") && strcmp(a->val_units, "kpi")) {
+        fprintf(stderr, "cellcast train: --val-units must be z or kpi\n");
+        return 2;
+    }
+    if (strcmp(a->init, "xavier") && strcmp(a->init, "torch")) {
+        fprintf(stderr, "cellcast train: --init must be xavier or torch\n");
+        return 2;
+    }
     if (strcmp(a->dropout_sites, "all") && strcmp(a->dropout_sites, "residual")) {
         fprintf(stderr, "cellcast train: --dropout-sites must be all or residual\n");
         return 2;
@@ -313,6 +335,7 @@ typedef struct Train {
     CcDataset *ds;
     CcRange *rtrain, *rval;
     double zmean[CC_MAX_FEATURES], zstd[CC_MAX_FEATURES]; /* ett: the train slice's */
+    float zvar[CC_MAX_FEATURES];                          /* --val-units kpi: zstd² */
     CcModel *m;
     CcTrainSettings ts;
     CcTrainer *tr;
@@ -385,6 +408,35 @@ static int train_data(Train *t)
     return 0;
 }
 
+/* --init torch: torch.nn.Linear's default start, U(±1/sqrt(fan_in)) for the weights (the
+ * Xavier draws of cc_model_init_random rescaled: both uniform) and the biases alike. */
+static void init_torch(CcModel *m, uint64_t seed)
+{
+    const CcHparams *hp = &m->hp;
+    const double D = hp->d_model, FF = hp->d_ff, IN = hp->patch_len + 4, HZ2 = 2.0 * hp->horizon;
+    const size_t L = (size_t)hp->n_layers;
+    struct {
+        float *w, *b;
+        double in, out;
+        size_t nw, nb;
+    } lin[] = {
+        {m->w.embed_w, m->w.embed_b, IN, D, (size_t)(D * IN), (size_t)D},
+        {m->w.qkv_w, m->w.qkv_b, D, D, L * 3 * (size_t)(D * D), L * 3 * (size_t)D},
+        {m->w.o_w, m->w.o_b, D, D, L * (size_t)(D * D), L * (size_t)D},
+        {m->w.up_w, m->w.up_b, D, FF, L * (size_t)(FF * D), L * (size_t)FF},
+        {m->w.down_w, m->w.down_b, FF, D, L * (size_t)(D * FF), L * (size_t)D},
+        {m->w.head_w, NULL, D, HZ2, (size_t)(HZ2 * D), 0}, /* its bias stays 0 */
+    };
+    uint64_t s = seed ^ 0x746f726368ULL; /* "torch" */
+    for (size_t i = 0; i < sizeof lin / sizeof lin[0]; i++) {
+        double bound = 1 / sqrt(lin[i].in), k = bound / sqrt(6 / (lin[i].in + lin[i].out));
+        for (size_t j = 0; j < lin[i].nw; j++)
+            lin[i].w[j] *= (float)k;
+        for (size_t j = 0; j < lin[i].nb; j++)
+            lin[i].b[j] = (float)((2 * cc_rng_uniform(&s) - 1) * bound);
+    }
+}
+
 /* --resume's model (its features must be the data's), or a new one. 0 or -1. */
 static int train_model(Train *t)
 {
@@ -425,6 +477,8 @@ static int train_model(Train *t)
             return -1;
         }
         cc_model_init_random(t->m, (uint64_t)a->seed_d);
+        if (!strcmp(a->init, "torch"))
+            init_torch(t->m, (uint64_t)a->seed_d);
         /* cc_model_init_random draws the channel embedding with sd 0.02 */
         for (size_t i = 0; i < (size_t)hp.n_features * hp.d_model; i++)
             t->m->w.chan[i] *= (float)(a->chan_init_sd / 0.02);
@@ -468,9 +522,15 @@ static int train_settings(Train *t)
     ts->linear_lr_mult = (float)a->linear_lr_mult;
     ts->dropout_sites = strcmp(a->dropout_sites, "all") ? CC_DROPOUT_RESIDUAL : CC_DROPOUT_ALL;
     ts->decay_all = a->decay_all;
+    if (t->is_ett && !strcmp(a->val_units, "kpi")) {
+        for (int f = 0; f < t->ds->n_features; f++)
+            t->zvar[f] = (float)(t->zstd[f] * t->zstd[f]);
+        ts->val_mse_weight = t->zvar;
+    }
     ts->adam.lr = (float)a->lr;
     ts->adam.warmup = a->warmup;
     ts->adam.clip = (float)a->clip;
+    ts->adam.min_lr_frac = (float)a->min_lr_frac;
     if (a->wd >= 0 || a->adamw)
         ts->adam.weight_decay = a->wd >= 0 ? (float)a->wd : 0.01f;
     if (!strcmp(a->schedule, "invsqrt"))
