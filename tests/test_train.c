@@ -1018,6 +1018,88 @@ static void test_dropout_sites(void **state)
     tiny_free(&t);
 }
 
+/* cc_train_work_set_sq_weight: the squared error of a batch is each window's own times its
+ * KPI's weight. */
+static void test_sq_weight(void **state)
+{
+    (void)state;
+    Tiny t;
+    CcHparams hp;
+    tiny_hparams(&hp);
+    hp.linear_window = 6;
+    tl_model_open(&t.m, &hp, 5);
+    tiny_data(&t, 40, 30, 0.3);
+    CcTrainWindow win[2] = {{.series = 0, .feature = 0, .e = 472019, .n_cur = 3, .cur = {0, 1, 2}},
+                            {.series = 1, .feature = 1, .e = 472011, .n_cur = 2, .cur = {0, 3}}};
+    CcTrainWork *w;
+    assert_int_equal(cc_train_work_open(&w, &hp, 2, 4), 0);
+    double one[2], both;
+    int64_t n[2], nb;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(
+            cc_train_batch(w, t.m, NULL, &t.ds, &win[i], 1, 0, 1, NULL, NULL, NULL, NULL, NULL), 0);
+        cc_train_work_sqerr(w, &one[i], &n[i]);
+    }
+    const float weight[2] = {1.0f, 3.0f};
+    cc_train_work_set_sq_weight(w, weight);
+    assert_int_equal(
+        cc_train_batch(w, t.m, NULL, &t.ds, win, 2, 0, 1, NULL, NULL, NULL, NULL, NULL), 0);
+    cc_train_work_sqerr(w, &both, &nb);
+    printf("sq weight: %.6g + 3 x %.6g = %.6g\n", one[0], one[1], both);
+    assert_true(one[0] > 0 && one[1] > 0);
+    assert_int_equal(nb, n[0] + n[1]);
+    assert_true(fabs(both - (one[0] + 3 * one[1])) < 1e-9 * both);
+    cc_train_work_close(&w);
+    tiny_free(&t);
+}
+
+/* settings.ema: the weights validation scores are the running average of the weights after
+ * each step, with the warm start's decay min(ema, (1 + step) / (10 + step)). */
+static void test_ema_average(void **state)
+{
+    (void)state;
+    CcDataset ds;
+    CcSeries se;
+    sine_data(&ds, &se, 800, 0.3);
+    CcHparams hp;
+    small_hparams(&hp);
+    hp.linear_window = 16;
+    CcModel *m;
+    tl_model_open(&m, &hp, 3);
+    CcRange tr = {0, 600}, va = {600, 800};
+    CcTrainSettings s;
+    cc_train_default_settings(&s);
+    s.batch = 6;
+    s.adam.warmup = 0;
+    s.ema = 0.8f;
+    CcTrainer *t;
+    assert_int_equal(cc_trainer_open(&t, m, &ds, &tr, &va, &s, NULL, 0), 0);
+    size_t np = m->n_params;
+    double *avg = malloc(np * sizeof *avg);
+    for (size_t k = 0; k < np; k++)
+        avg[k] = m->block[k];
+    for (int step = 1; step <= 30; step++) {
+        assert_int_equal(cc_trainer_step(t, NULL, NULL, NULL), 0);
+        double d = fmin(0.8, (1.0 + step) / (10.0 + step));
+        for (size_t k = 0; k < np; k++)
+            avg[k] = d * avg[k] + (1 - d) * m->block[k];
+    }
+    const float *e = cc_trainer_eval_weights(t);
+    double worst = 0, moved = 0;
+    for (size_t k = 0; k < np; k++) {
+        worst = fmax(worst, fabs(e[k] - avg[k]));
+        moved = fmax(moved, fabs(e[k] - m->block[k]));
+    }
+    printf("ema: largest |EMA - running average| %.3g, |EMA - weights| up to %.3g\n", worst, moved);
+    assert_true(moved > 1e-3);
+    assert_true(worst < 1e-5);
+    free(avg);
+    cc_trainer_close(&t);
+    cc_model_close(&m);
+    free(se.x);
+    free(se.mask);
+}
+
 static void test_deterministic(void **state)
 {
     (void)state;
@@ -1282,6 +1364,8 @@ int main(void)
         cmocka_unit_test(test_ridge_linear),
         cmocka_unit_test(test_linear_lr_mult),
         cmocka_unit_test(test_dropout_sites),
+        cmocka_unit_test(test_sq_weight),
+        cmocka_unit_test(test_ema_average),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_state_resume),
         /* tx/3 */
