@@ -81,6 +81,40 @@ static int calib_settings(const TrainArgs *a, CcCalibSettings *cs)
     return -1;
 }
 
+/* Whether option `name` of the table was given on the command line. */
+static int opt_given(const CcOpt *opts, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (opts[i].name && !strcmp(opts[i].name, name))
+            return opts[i].given > 0;
+    return 0;
+}
+
+/* --protocol ett: the ETT recipe (docs/results.md, "Why cellcast train did worse than
+ * PyTorch") for every option the command line does not give. */
+static void ett_recipe(TrainArgs *a, const CcOpt *opts, size_t n)
+{
+#define ETT_DEFAULT(name, field, value)                                                            \
+    if (!opt_given(opts, n, name))                                                                 \
+    a->field = (value)
+    ETT_DEFAULT("d-model", D, 32);
+    ETT_DEFAULT("d-ff", FF, 64);
+    ETT_DEFAULT("dropout", dropout, 0.2);
+    ETT_DEFAULT("dropout-sites", dropout_sites, "residual");
+    ETT_DEFAULT("schedule", schedule, "cosine");
+    ETT_DEFAULT("batch", batch, 64);
+    if (!opt_given(opts, n, "epochs"))
+        ETT_DEFAULT("steps", steps_d, 2000);
+    ETT_DEFAULT("eval-every", eval_every, 100);
+    ETT_DEFAULT("patience", patience, 20);
+    ETT_DEFAULT("ema", ema, 0.99);
+    if (a->R > 0) /* tx/2 has no linear path to fit */
+        ETT_DEFAULT("linear-init", linear_init, "ridge");
+    ETT_DEFAULT("val-units", val_units, "kpi");
+    ETT_DEFAULT("eval-start", eval_start, 1);
+#undef ETT_DEFAULT
+}
+
 /* Parses the command line into *a: CLI_RUN, or the exit code (after --help or an error). */
 static int train_opts(TrainArgs *a, int argc, char **argv)
 {
@@ -146,7 +180,8 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
         CC_OPTS_DBL("val-frac", &a->val_frac, 0.01, 0.7, "F", "shorthand for --split (0.8-F),F"),
         CC_OPTS_STR("protocol", &a->protocol, "ett",
                     "ETTh1 protocol: split " ETT_SPLIT ",\n"
-                    "z-score with the train slice, horizon 96 unless given"),
+                    "z-score with the train slice, horizon 96 unless given;\n"
+                    "the ETT recipe for every option not given (docs/training.md)"),
         CC_OPTS_HEADING("Model (ignored with --resume):"),
         CC_OPTS_INT("patch-len", &a->P, 1, CC_MAX_PATCH_LEN, "P", "", .flags = SHOW),
         CC_OPTS_INT("n-patches", &a->N, 1, CC_MAX_N_PATCHES, "N", "", .flags = SHOW),
@@ -283,8 +318,9 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
     int rc = cc_opts_parse(&spec, argc, argv, NULL);
     if (rc)
         return CLI_OPTS_EXIT(rc);
-    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
-        a->hz_given |= opts[i].name && !strcmp(opts[i].name, "horizon") && opts[i].given;
+    a->hz_given = opt_given(opts, sizeof opts / sizeof opts[0], "horizon");
+    if (a->protocol)
+        ett_recipe(a, opts, sizeof opts / sizeof opts[0]);
     if (!a->select) /* the benchmark's own metric under --protocol ett */
         a->select = a->protocol ? "mse" : "nll";
     if (strcmp(a->select, "mse") && strcmp(a->select, "nll")) {
