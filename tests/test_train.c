@@ -882,6 +882,14 @@ static void test_ridge_linear(void **state)
     free(se.mask);
 }
 
+/* 800 steps of sine_data (noise 0.3) and small_hparams with a 16-step linear path. */
+static void sine_tx3(CcDataset *ds, CcSeries *se, CcHparams *hp)
+{
+    sine_data(ds, se, 800, 0.3);
+    small_hparams(hp);
+    hp->linear_window = 16;
+}
+
 /* linear_lr_mult: one step from the same start with the same batch moves the linear path by
  * mult times what mult 1 moves it (0: not at all), and every other weight the same. */
 static void test_linear_lr_mult(void **state)
@@ -889,10 +897,8 @@ static void test_linear_lr_mult(void **state)
     (void)state;
     CcDataset ds;
     CcSeries se;
-    sine_data(&ds, &se, 800, 0.3);
     CcHparams hp;
-    small_hparams(&hp);
-    hp.linear_window = 16;
+    sine_tx3(&ds, &se, &hp);
     CcRange tr = {0, 600}, va = {600, 800};
     const float mult[3] = {1, 0.25f, 0};
     CcModel *m[3];
@@ -1060,10 +1066,8 @@ static void test_ema_average(void **state)
     (void)state;
     CcDataset ds;
     CcSeries se;
-    sine_data(&ds, &se, 800, 0.3);
     CcHparams hp;
-    small_hparams(&hp);
-    hp.linear_window = 16;
+    sine_tx3(&ds, &se, &hp);
     CcModel *m;
     tl_model_open(&m, &hp, 3);
     CcRange tr = {0, 600}, va = {600, 800};
