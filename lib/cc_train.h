@@ -245,7 +245,8 @@ int cc_trainer_fit_linear(CcTrainer *t, double lambda, int64_t *n_samples);
 
 /** Mean NLL over the validation windows (no dropout, zero position offset), and (mse may
  *  be NULL) the mean squared error of the predicted means in the data's units over every
- *  observed target. -EAGAIN when there is no validation sample. */
+ *  observed target, each KPI's weighted by settings.val_mse_weight. -EAGAIN when there is
+ *  no validation sample. */
 int cc_trainer_validate(CcTrainer *t, double *nll, double *mse);
 
 /**
