@@ -294,6 +294,8 @@ struct CcTrainWork {
     float *scratch_m;                         // (M) normalisation window
     float *pe;                                // (D)
     float logsig_min, mae, mse, nll_mean;     // loss settings (cc_train_work_set_loss)
+    enum CcDropoutSites sites;                // where dropout goes
+    const float *sq_weight;                   // (F) weights of sq_sum per KPI, or NULL
     int R;                                    // tx/3 linear window (0: none)
     float *lin_in;                            // (C, R) r_i = xn_{t-R+1+i} - xn_t
     float *lin_xt;                            // (C) xn_t
@@ -397,6 +399,13 @@ void cc_train_work_set_loss(CcTrainWork *w, float logsig_min, float mae_weight, 
     w->mse = mse_weight;
     w->nll_mean = nll_mean;
 }
+
+void cc_train_work_set_dropout_sites(CcTrainWork *w, enum CcDropoutSites sites)
+{
+    w->sites = sites;
+}
+
+void cc_train_work_set_sq_weight(CcTrainWork *w, const float *weight) { w->sq_weight = weight; }
 
 void cc_train_work_targets(const CcTrainWork *w, const float **target, const float **weight)
 {
@@ -535,6 +544,8 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
     if (n_win > w->max_win || ds->n_features != hp->n_features)
         return -EINVAL;
     int train = dropout > 0 && grad;
+    /* the embedding sum and the FFN's hidden units only with CC_DROPOUT_ALL */
+    int train_all = train && w->sites == CC_DROPOUT_ALL;
 
     /* layout and inputs */
     int R = 0, C = 0, A = 0;
@@ -569,7 +580,7 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
                 z[i] += ch[i] + w->pe[i];
         }
     }
-    if (train)
+    if (train_all)
         dropout_rows(w, z0, w->emb_mask, n_win, win, 0, D, dropout);
 
     /* layers */
@@ -602,7 +613,7 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
         cc_tr_matmul_forward(hd, z1, p->up_w + (size_t)l * FF * D, p->up_b + (size_t)l * FF, Rl, FF,
                              D);
         cc_relu(hd, (size_t)Rl * FF);
-        if (train)
+        if (train_all)
             dropout_rows(w, hd, w->h_mask + l * RFF, n_win, win, last, FF, dropout);
         cc_tr_matmul_forward(tmp, hd, p->down_w + (size_t)l * D * FF, p->down_b + (size_t)l * D, Rl,
                              D, FF);
@@ -632,10 +643,11 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
     for (int b = 0; b < n_win; b++)
         for (int j = 0; j < win[b].n_cur; j++) {
             size_t c = (size_t)w->cur0[b] + j;
+            double wt = w->sq_weight ? w->sq_weight[win[b].feature] : 1.0;
             for (int k = 0; k < HZ; k++)
                 if (w->tw[c * HZ + k] > 0) {
                     double d = ((double)w->y[c * HZ2 + 2 * k] - w->tgt[c * HZ + k]) * w->wsigma[b];
-                    w->sq_sum += d * d;
+                    w->sq_sum += d * d * wt;
                     w->sq_count++;
                 }
         }
@@ -687,7 +699,7 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
                               p->down_w + (size_t)l * D * FF, Rl, D, FF);
         const float *hm = w->h_mask + l * RFF;
         for (size_t i = 0; i < (size_t)Rl * FF; i++)
-            dh[i] = hd[i] > 0 ? (train ? dh[i] * hm[i] : dh[i]) : 0.0f;
+            dh[i] = hd[i] > 0 ? (train_all ? dh[i] * hm[i] : dh[i]) : 0.0f;
         /* up projection: dz1 = dr2 + dh·Wup */
         memcpy(dz1, dr2, (size_t)Rl * D * sizeof(float));
         matmul_backward_inp(dz1, dh, p->up_w + (size_t)l * FF * D, Rl, FF, D, 1);
@@ -728,7 +740,7 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
                           D3, D);
     }
     /* embedding */
-    if (train)
+    if (train_all)
         for (size_t i = 0; i < (size_t)R * D; i++)
             dz[i] *= w->emb_mask[i];
     matmul_backward_w(g.embed_w, g.embed_b, dz, w->tok, R, D, IN);
@@ -823,6 +835,9 @@ void cc_train_default_settings(CcTrainSettings *s)
     s->mse_weight = 0;
     s->nll_mean = 1;
     s->logsig_min = 0;
+    s->linear_lr_mult = 1;
+    s->dropout_sites = CC_DROPOUT_ALL;
+    s->decay_all = 0;
 }
 
 /* A (series, e) pair with its valid current offsets [cmin, cmax]. */
@@ -849,6 +864,7 @@ struct CcTrainer {
     float *grads[MAX_THREADS]; // (n_params) per thread
     float *am, *av;            // Adam moments
     float *ema_w, *swap;       // EMA weights and scratch (settings.ema > 0)
+    float *lin_old;            // the linear path before an update (linear_lr_mult != 1)
     uint8_t *decay;            // (n_params)
     size_t n_trained;          // the first n_trained floats of the block: all but tx/3's
                                // norm.floor and calib.sigma_scale (set, not trained)
@@ -959,6 +975,7 @@ void cc_trainer_close(CcTrainer **pt)
     free(t->am);
     free(t->ema_w);
     free(t->swap);
+    free(t->lin_old);
     free(t->av);
     free(t->decay);
     free(t);
@@ -978,10 +995,11 @@ int cc_trainer_open(CcTrainer **out, CcModel *m, const CcDataset *ds, const CcRa
     }
     if (s->batch < 1 || s->n_threads < 1 || s->dropout < 0 || s->dropout >= 1 || s->group < 0 ||
         !(s->mae_weight >= 0) || !(s->mse_weight >= 0) || !(s->nll_mean >= 0) ||
-        !(s->logsig_min <= 0) || s->logsig_min < -20) {
+        !(s->logsig_min <= 0) || s->logsig_min < -20 || !(s->linear_lr_mult >= 0) ||
+        (s->dropout_sites != CC_DROPOUT_ALL && s->dropout_sites != CC_DROPOUT_RESIDUAL)) {
         cc_errf(err, errlen, ret,
-                "bad training settings (batch, threads, dropout, group, MAE weight or "
-                "log-sigma clamp)");
+                "bad training settings (batch, threads, dropout, group, MAE weight, "
+                "log-sigma clamp, linear path's rate or dropout sites)");
         goto error;
     }
     ret = -ENOMEM;
@@ -1021,12 +1039,18 @@ int cc_trainer_open(CcTrainer **out, CcModel *m, const CcDataset *ds, const CcRa
                    : hp->linear_window ? CC_NLL_LOGSIG_MIN_TX3
                                        : CC_NLL_LOGSIG_MIN;
         cc_train_work_set_loss(t->work[i], lo, s->mae_weight, s->mse_weight, s->nll_mean);
+        cc_train_work_set_dropout_sites(t->work[i], s->dropout_sites);
+        cc_train_work_set_sq_weight(t->work[i], s->val_mse_weight);
     }
     t->batch = calloc((size_t)s->batch, sizeof *t->batch);
     t->am = calloc(m->n_params, sizeof(float));
     t->av = calloc(m->n_params, sizeof(float));
     t->decay = calloc(m->n_params, 1);
     if (!t->batch || !t->am || !t->av || !t->decay)
+        goto error;
+    if (s->linear_lr_mult != 1 && hp->linear_window > 0 &&
+        !(t->lin_old =
+              malloc(((size_t)hp->horizon * hp->linear_window + hp->horizon) * sizeof(float))))
         goto error;
     if (s->ema > 0) {
         t->ema_w = malloc(m->n_params * sizeof(float));
@@ -1042,7 +1066,8 @@ int cc_trainer_open(CcTrainer **out, CcModel *m, const CcDataset *ds, const CcRa
     t->n_trained = m->n_params - sz[CC_NUM_PARAM_ARRAYS - 2] - sz[CC_NUM_PARAM_ARRAYS - 1];
     for (int i = 0; i < CC_NUM_PARAM_ARRAYS; i++) {
         /* weight matrices decay: embed_w, qkv_w, o_w, up_w, down_w, head_w */
-        int dec = i == 0 || i == 3 || i == 5 || i == 9 || i == 11 || i == 15;
+        int dec = i == 0 || i == 3 || i == 5 || i == 9 || i == 11 || i == 15 ||
+                  (s->decay_all && i < CC_NUM_PARAM_ARRAYS - 2);
         memset(t->decay + off, dec, sz[i]);
         off += sz[i];
     }
@@ -1222,7 +1247,16 @@ int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm)
     t->step++;
     if (lr)
         *lr = cc_adam_lr(&t->s.adam, t->step);
+    /* lin_w and lin_b are adjacent in the block: one range */
+    float *lin = t->m->w.lin_w;
+    size_t n_lin = t->lin_old ? (size_t)(t->m->w.norm_floor - lin) : 0;
+    if (n_lin)
+        memcpy(t->lin_old, lin, n_lin * sizeof(float));
     double norm = cc_adam_update(t->m->block, g, t->am, t->av, t->decay, n, t->step, &t->s.adam);
+    /* a rate of its own for the linear path: its update scaled after the fact (the moments
+     * are the same either way) */
+    for (size_t k = 0; k < n_lin; k++)
+        lin[k] = t->lin_old[k] + t->s.linear_lr_mult * (lin[k] - t->lin_old[k]);
     if (gnorm)
         *gnorm = norm;
     if (t->ema_w) { /* the usual warm start: a shorter average over the first steps */

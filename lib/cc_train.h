@@ -97,12 +97,26 @@ typedef struct CcTrainWork CcTrainWork;
 void cc_train_work_set_loss(CcTrainWork *w, float logsig_min, float mae_weight, float mse_weight,
                             float nll_mean);
 
+/** Where cc_train_batch on w puts dropout from now on (opened: CC_DROPOUT_ALL). */
+enum CcDropoutSites {
+    CC_DROPOUT_ALL = 0,     ///< the embedding sum, the attention output, the FFN's hidden
+                            ///< ReLU and its output
+    CC_DROPOUT_RESIDUAL = 1 ///< the two residual branches only (attention output, FFN
+                            ///< output), as tools/torch/cellcast_tx.py
+};
+void cc_train_work_set_dropout_sites(CcTrainWork *w, enum CcDropoutSites sites);
+
+/** Per-KPI weights (F; NULL = all 1, as opened) of cc_train_work_sqerr's squared errors;
+ *  the array must outlive w's use. */
+void cc_train_work_set_sq_weight(CcTrainWork *w, const float *weight);
+
 /** After a cc_train_batch on w: the normalised targets (C, HZ) and their weights (1 =
  *  observed) of its current tokens, in order. */
 void cc_train_work_targets(const CcTrainWork *w, const float **target, const float **weight);
 
-/** Squared error of the predicted means in data units ((y0 - target)·sigma)², summed over
- *  the observed targets of the last cc_train_batch on w, and their count. */
+/** Squared error of the predicted means in data units ((y0 - target)·sigma)², times the
+ *  KPI's weight (cc_train_work_set_sq_weight), summed over the observed targets of the last
+ *  cc_train_batch on w, and their count. */
 void cc_train_work_sqerr(const CcTrainWork *w, double *sum, int64_t *count);
 
 /** Scratch for up to max_windows windows of up to max_group current tokens. */
@@ -179,6 +193,16 @@ typedef struct CcTrainSettings {
                            ///< as it is (its gradient zeroed; e.g. after
                            ///< cc_trainer_fit_linear, the transformer first learns the
                            ///< residual) (default 0)
+    float linear_lr_mult;  ///< tx/3: the linear path's updates (Adam step and decay) times
+                           ///< this, a learning rate of its own; 0 = it never moves (default 1)
+    enum CcDropoutSites dropout_sites; ///< (default CC_DROPOUT_ALL)
+    const float *val_mse_weight;       ///< (F) per-KPI weights of the validation MSE, e.g. each
+                                       ///< KPI's variance to score data z-scored beforehand in
+                                       ///< its own units; must outlive the trainer (default NULL:
+                                       ///< all 1)
+    int decay_all; ///< AdamW decay on every trained array (biases, norms, channel
+                   ///< embedding, the linear path), as torch.optim.AdamW on all
+                   ///< parameters; 0 = weight matrices only (default 0)
 } CcTrainSettings;
 
 void cc_train_default_settings(CcTrainSettings *s);
@@ -221,7 +245,8 @@ int cc_trainer_fit_linear(CcTrainer *t, double lambda, int64_t *n_samples);
 
 /** Mean NLL over the validation windows (no dropout, zero position offset), and (mse may
  *  be NULL) the mean squared error of the predicted means in the data's units over every
- *  observed target. -EAGAIN when there is no validation sample. */
+ *  observed target, each KPI's weighted by settings.val_mse_weight. -EAGAIN when there is
+ *  no validation sample. */
 int cc_trainer_validate(CcTrainer *t, double *nll, double *mse);
 
 /**

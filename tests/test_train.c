@@ -882,6 +882,228 @@ static void test_ridge_linear(void **state)
     free(se.mask);
 }
 
+/* 800 steps of sine_data (noise 0.3) and small_hparams with a 16-step linear path. */
+static void sine_tx3(CcDataset *ds, CcSeries *se, CcHparams *hp)
+{
+    sine_data(ds, se, 800, 0.3);
+    small_hparams(hp);
+    hp->linear_window = 16;
+}
+
+/* linear_lr_mult: one step from the same start with the same batch moves the linear path by
+ * mult times what mult 1 moves it (0: not at all), and every other weight the same. */
+static void test_linear_lr_mult(void **state)
+{
+    (void)state;
+    CcDataset ds;
+    CcSeries se;
+    CcHparams hp;
+    sine_tx3(&ds, &se, &hp);
+    CcRange tr = {0, 600}, va = {600, 800};
+    const float mult[3] = {1, 0.25f, 0};
+    CcModel *m[3];
+    float *start = NULL;
+    for (int r = 0; r < 3; r++) {
+        tl_model_open(&m[r], &hp, 3);
+        CcTrainSettings s;
+        cc_train_default_settings(&s);
+        s.batch = 6;
+        s.seed = 8;
+        s.adam.warmup = 0;
+        s.adam.weight_decay = 0.1f;
+        s.decay_all = 1; /* the decay of the path is scaled too */
+        s.linear_lr_mult = mult[r];
+        CcTrainer *t;
+        assert_int_equal(cc_trainer_open(&t, m[r], &ds, &tr, &va, &s, NULL, 0), 0);
+        if (!start) {
+            start = malloc(m[r]->n_params * sizeof(float));
+            memcpy(start, m[r]->block, m[r]->n_params * sizeof(float));
+        }
+        assert_int_equal(cc_trainer_step(t, NULL, NULL, NULL), 0);
+        cc_trainer_close(&t);
+    }
+    size_t lin0 = (size_t)(m[0]->w.lin_w - m[0]->block);
+    size_t nlin = (size_t)hp.horizon * hp.linear_window + hp.horizon;
+    double moved = 0, worst = 0;
+    for (size_t k = 0; k < nlin; k++) {
+        double d1 = m[0]->block[lin0 + k] - start[lin0 + k];
+        double dq = m[1]->block[lin0 + k] - start[lin0 + k];
+        moved = fmax(moved, fabs(d1));
+        worst = fmax(worst, fabs(dq - 0.25 * d1));
+        assert_true(m[2]->block[lin0 + k] == start[lin0 + k]);
+    }
+    printf("linear_lr_mult: path moved up to %.3g at 1, off by %.3g from a quarter at 0.25\n",
+           moved, worst);
+    assert_true(moved > 1e-4);
+    assert_true(worst < 1e-3 * moved);
+    /* the rest of the block does not depend on the path's rate after one step */
+    assert_memory_equal(m[0]->block, m[1]->block, lin0 * sizeof(float));
+    assert_memory_equal(m[0]->block, m[2]->block, lin0 * sizeof(float));
+    CcTrainSettings bad;
+    cc_train_default_settings(&bad);
+    bad.linear_lr_mult = -1;
+    CcTrainer *t = NULL;
+    assert_int_equal(cc_trainer_open(&t, m[0], &ds, &tr, &va, &bad, NULL, 0), -EINVAL);
+    free(start);
+    for (int r = 0; r < 3; r++)
+        cc_model_close(&m[r]);
+    free(se.x);
+    free(se.mask);
+}
+
+/* The loss of cc_train_batch on w at dropout p (masks from the windows' seeds), its
+ * gradient added to scratch. */
+static double batch_loss(CcTrainWork *w, const Tiny *t, float *scratch, const CcTrainWindow *win,
+                         float p)
+{
+    double l;
+    assert_int_equal(
+        cc_train_batch(w, t->m, scratch, &t->ds, win, 2, p, 1.0f, &l, NULL, NULL, NULL, NULL), 0);
+    return l;
+}
+
+/* The dropout masks of a window follow its seed, so with dropout on, cc_train_batch's loss
+ * is a fixed function of the weights: its gradient must match central differences for
+ * both placements (a mask applied in backward and not in forward, or the other way round,
+ * breaks that), the placements give different losses, and without dropout the same. */
+static void test_dropout_sites(void **state)
+{
+    (void)state;
+    Tiny t;
+    CcHparams hp;
+    tiny_hparams(&hp);
+    hp.linear_window = 6;
+    assert_int_equal(cc_model_open(&t.m, &hp, NULL, 0), 0);
+    fill(t.m->block, t.m->n_params, 0.4);
+    for (int i = 0; i < hp.n_layers * hp.d_model; i++) {
+        t.m->w.ln1_g[i] += 1;
+        t.m->w.ln2_g[i] += 1;
+    }
+    t.m->w.norm_floor[0] = 0.3f;
+    t.m->w.norm_floor[1] = 20.0f;
+    tiny_data(&t, 40, 30, 0.3);
+    CcTrainWindow win[2] = {
+        {.series = 0, .feature = 1, .e = 472019, .n_cur = 3, .cur = {0, 2, 3}, .seed = 77},
+        {.series = 1, .feature = 0, .e = 472027, .n_cur = 2, .cur = {0, 3}, .seed = 91}};
+    CcTrainWork *w;
+    assert_int_equal(cc_train_work_open(&w, &hp, 2, 4), 0);
+    size_t np = t.m->n_params;
+    float *grad = malloc(np * sizeof(float)), *scratch = malloc(np * sizeof(float));
+    /* embed.weight sees the embedding's mask, ffn.up the hidden units', o_proj and
+     * ffn.down the residual branches' */
+    const float *arrays[4] = {t.m->w.embed_w, t.m->w.up_w, t.m->w.o_w, t.m->w.down_w};
+    double loss[2][2];
+    for (int site = 0; site < 2; site++) {
+        cc_train_work_set_dropout_sites(w, site ? CC_DROPOUT_RESIDUAL : CC_DROPOUT_ALL);
+        loss[site][0] = batch_loss(w, &t, scratch, win, 0.0f);
+        memset(grad, 0, np * sizeof(float));
+        loss[site][1] = batch_loss(w, &t, grad, win, 0.3f);
+        int off = 0; /* entries whose difference crosses a ReLU's kink may be off */
+        for (int a = 0; a < 4; a++)
+            for (int k = 0; k < 6; k++) {
+                size_t at = (size_t)(arrays[a] - t.m->block) + (size_t)k * 5;
+                float keep = t.m->block[at], h = 3e-3f;
+                t.m->block[at] = keep + h;
+                double lp = batch_loss(w, &t, scratch, win, 0.3f);
+                t.m->block[at] = keep - h;
+                double lm = batch_loss(w, &t, scratch, win, 0.3f);
+                t.m->block[at] = keep;
+                double fd = (lp - lm) / (2 * h);
+                off += fabs(fd - grad[at]) > 0.02 * fmax(0.05, fabs(fd));
+            }
+        printf("dropout sites %s: loss %.5f (no dropout %.5f), %d of 24 gradient entries off "
+               "their central difference by more than 2%%\n",
+               site ? "residual" : "all", loss[site][1], loss[site][0], off);
+        assert_true(off <= 2);
+    }
+    assert_true(loss[0][0] == loss[1][0]);
+    assert_true(fabs(loss[0][1] - loss[1][1]) > 1e-4);
+    cc_train_work_close(&w);
+    free(grad);
+    free(scratch);
+    tiny_free(&t);
+}
+
+/* cc_train_work_set_sq_weight: the squared error of a batch is each window's own times its
+ * KPI's weight. */
+static void test_sq_weight(void **state)
+{
+    (void)state;
+    Tiny t;
+    CcHparams hp;
+    tiny_hparams(&hp);
+    hp.linear_window = 6;
+    tl_model_open(&t.m, &hp, 5);
+    tiny_data(&t, 40, 30, 0.3);
+    CcTrainWindow win[2] = {{.series = 0, .feature = 0, .e = 472019, .n_cur = 3, .cur = {0, 1, 2}},
+                            {.series = 1, .feature = 1, .e = 472011, .n_cur = 2, .cur = {0, 3}}};
+    CcTrainWork *w;
+    assert_int_equal(cc_train_work_open(&w, &hp, 2, 4), 0);
+    double one[2], both;
+    int64_t n[2], nb;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(
+            cc_train_batch(w, t.m, NULL, &t.ds, &win[i], 1, 0, 1, NULL, NULL, NULL, NULL, NULL), 0);
+        cc_train_work_sqerr(w, &one[i], &n[i]);
+    }
+    const float weight[2] = {1.0f, 3.0f};
+    cc_train_work_set_sq_weight(w, weight);
+    assert_int_equal(
+        cc_train_batch(w, t.m, NULL, &t.ds, win, 2, 0, 1, NULL, NULL, NULL, NULL, NULL), 0);
+    cc_train_work_sqerr(w, &both, &nb);
+    printf("sq weight: %.6g + 3 x %.6g = %.6g\n", one[0], one[1], both);
+    assert_true(one[0] > 0 && one[1] > 0);
+    assert_int_equal(nb, n[0] + n[1]);
+    assert_true(fabs(both - (one[0] + 3 * one[1])) < 1e-9 * both);
+    cc_train_work_close(&w);
+    tiny_free(&t);
+}
+
+/* settings.ema: the weights validation scores are the running average of the weights after
+ * each step, with the warm start's decay min(ema, (1 + step) / (10 + step)). */
+static void test_ema_average(void **state)
+{
+    (void)state;
+    CcDataset ds;
+    CcSeries se;
+    CcHparams hp;
+    sine_tx3(&ds, &se, &hp);
+    CcModel *m;
+    tl_model_open(&m, &hp, 3);
+    CcRange tr = {0, 600}, va = {600, 800};
+    CcTrainSettings s;
+    cc_train_default_settings(&s);
+    s.batch = 6;
+    s.adam.warmup = 0;
+    s.ema = 0.8f;
+    CcTrainer *t;
+    assert_int_equal(cc_trainer_open(&t, m, &ds, &tr, &va, &s, NULL, 0), 0);
+    size_t np = m->n_params;
+    double *avg = malloc(np * sizeof *avg);
+    for (size_t k = 0; k < np; k++)
+        avg[k] = m->block[k];
+    for (int step = 1; step <= 30; step++) {
+        assert_int_equal(cc_trainer_step(t, NULL, NULL, NULL), 0);
+        double d = fmin(0.8, (1.0 + step) / (10.0 + step));
+        for (size_t k = 0; k < np; k++)
+            avg[k] = d * avg[k] + (1 - d) * m->block[k];
+    }
+    const float *e = cc_trainer_eval_weights(t);
+    double worst = 0, moved = 0;
+    for (size_t k = 0; k < np; k++) {
+        worst = fmax(worst, fabs(e[k] - avg[k]));
+        moved = fmax(moved, fabs(e[k] - m->block[k]));
+    }
+    printf("ema: largest |EMA - running average| %.3g, |EMA - weights| up to %.3g\n", worst, moved);
+    assert_true(moved > 1e-3);
+    assert_true(worst < 1e-5);
+    free(avg);
+    cc_trainer_close(&t);
+    cc_model_close(&m);
+    free(se.x);
+    free(se.mask);
+}
+
 static void test_deterministic(void **state)
 {
     (void)state;
@@ -1144,6 +1366,10 @@ int main(void)
         cmocka_unit_test(test_adam_fixture),
         cmocka_unit_test(test_train_sine),
         cmocka_unit_test(test_ridge_linear),
+        cmocka_unit_test(test_linear_lr_mult),
+        cmocka_unit_test(test_dropout_sites),
+        cmocka_unit_test(test_sq_weight),
+        cmocka_unit_test(test_ema_average),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_state_resume),
         /* tx/3 */

@@ -20,6 +20,7 @@
 
 #include "cc_config.h"
 #include "cc_data.h"
+#include "cc_rng.h"
 #include "cc_time.h"
 #include "cc_train.h"
 #include "cli.h"
@@ -51,6 +52,9 @@ typedef struct TrainArgs {
     const char *schedule, *resume, *name, *select, *linear_init;
     double val_frac, dropout, lr, wd, clip, max_minutes, step_s, ema, steps_d, seed_d;
     double floor_frac, mae, mse, nll_mean, logsig_min, head_scale, ridge_lambda, linear_freeze;
+    double linear_lr_mult, chan_init_sd, min_lr_frac;
+    const char *dropout_sites, *init, *val_units;
+    int decay_all, eval_start;
     int P, N, M, D, H, L, FF, HZ, R, tz, warmup, batch, group, epochs, threads;
     int patience, eval_every, val_windows, adamw, quiet;
     int hz_given;            ///< --horizon was given (the ETT protocol's default is 96)
@@ -77,6 +81,40 @@ static int calib_settings(const TrainArgs *a, CcCalibSettings *cs)
     return -1;
 }
 
+/* Whether option `name` of the table was given on the command line. */
+static int opt_given(const CcOpt *opts, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (opts[i].name && !strcmp(opts[i].name, name))
+            return opts[i].given > 0;
+    return 0;
+}
+
+/* --protocol ett: the ETT recipe (docs/results.md, "Why cellcast train did worse than
+ * PyTorch") for every option the command line does not give. */
+static void ett_recipe(TrainArgs *a, const CcOpt *opts, size_t n)
+{
+#define ETT_DEFAULT(name, field, value)                                                            \
+    if (!opt_given(opts, n, name))                                                                 \
+    a->field = (value)
+    ETT_DEFAULT("d-model", D, 32);
+    ETT_DEFAULT("d-ff", FF, 64);
+    ETT_DEFAULT("dropout", dropout, 0.2);
+    ETT_DEFAULT("dropout-sites", dropout_sites, "residual");
+    ETT_DEFAULT("schedule", schedule, "cosine");
+    ETT_DEFAULT("batch", batch, 64);
+    if (!opt_given(opts, n, "epochs"))
+        ETT_DEFAULT("steps", steps_d, 2000);
+    ETT_DEFAULT("eval-every", eval_every, 100);
+    ETT_DEFAULT("patience", patience, 20);
+    ETT_DEFAULT("ema", ema, 0.99);
+    if (a->R > 0) /* tx/2 has no linear path to fit */
+        ETT_DEFAULT("linear-init", linear_init, "ridge");
+    ETT_DEFAULT("val-units", val_units, "kpi");
+    ETT_DEFAULT("eval-start", eval_start, 1);
+#undef ETT_DEFAULT
+}
+
 /* Parses the command line into *a: CLI_RUN, or the exit code (after --help or an error). */
 static int train_opts(TrainArgs *a, int argc, char **argv)
 {
@@ -95,6 +133,12 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                      .head_scale = 0.1,
                      .linear_init = "random",
                      .ridge_lambda = 0.02,
+                     .linear_lr_mult = 1,
+                     .chan_init_sd = 0.02,
+                     .min_lr_frac = ts.adam.min_lr_frac,
+                     .dropout_sites = "all",
+                     .init = "xavier",
+                     .val_units = "z",
                      .val_frac = -1,
                      .wd = -1,
                      .epochs = 20,
@@ -136,7 +180,8 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
         CC_OPTS_DBL("val-frac", &a->val_frac, 0.01, 0.7, "F", "shorthand for --split (0.8-F),F"),
         CC_OPTS_STR("protocol", &a->protocol, "ett",
                     "ETTh1 protocol: split " ETT_SPLIT ",\n"
-                    "z-score with the train slice, horizon 96 unless given"),
+                    "z-score with the train slice, horizon 96 unless given;\n"
+                    "the ETT recipe for every option not given (docs/training.md)"),
         CC_OPTS_HEADING("Model (ignored with --resume):"),
         CC_OPTS_INT("patch-len", &a->P, 1, CC_MAX_PATCH_LEN, "P", "", .flags = SHOW),
         CC_OPTS_INT("n-patches", &a->N, 1, CC_MAX_N_PATCHES, "N", "", .flags = SHOW),
@@ -168,6 +213,16 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                     "tx/3: the first N steps leave the linear path as it\n"
                     "starts (the transformer learns its residual)",
                     .flags = SHOW),
+        CC_OPTS_DBL("linear-lr-mult", &a->linear_lr_mult, 0, 100, "X",
+                    "tx/3: the linear path's learning rate is X times the\n"
+                    "rest's (0: it stays as it starts)",
+                    .flags = SHOW),
+        CC_OPTS_STR("init", &a->init, "xavier|torch",
+                    "random start of the weight matrices: Xavier with zero\n"
+                    "biases, or torch.nn.Linear's U(+-1/sqrt(fan_in)) for both",
+                    .flags = SHOW),
+        CC_OPTS_DBL("chan-init-sd", &a->chan_init_sd, 0, 10, "X",
+                    "sd of the channel embedding's random start", .flags = SHOW),
         CC_OPTS_INT("tz-offset", &a->tz, -86400, 86400, "SEC",
                     "local time offset of the time features", .flags = SHOW),
         CC_OPTS_STR("name", &a->name, "NAME", "model name in the metadata", .flags = SHOW),
@@ -177,10 +232,19 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
         CC_OPTS_INT("warmup", &a->warmup, 0, 1e7, "N", "warmup steps", .flags = SHOW),
         CC_OPTS_STR("schedule", &a->schedule, "S", "invsqrt|cosine|constant after warmup",
                     .flags = SHOW),
+        CC_OPTS_DBL("min-lr-frac", &a->min_lr_frac, 0, 1, "X",
+                    "the cosine schedule's floor, a fraction of --lr", .flags = SHOW),
         CC_OPTS_FLAG("adamw", &a->adamw,
                      "decoupled weight decay (default decay 0.01 with --adamw)"),
         CC_OPTS_DBL("weight-decay", &a->wd, 0, 1, "X",
                     "AdamW decay of weight matrices (implies --adamw)"),
+        CC_OPTS_FLAG("decay-all", &a->decay_all,
+                     "the decay on every trained tensor (biases, norms, channel\n"
+                     "embedding, linear path), as torch's AdamW"),
+        CC_OPTS_STR("dropout-sites", &a->dropout_sites, "all|residual",
+                    "dropout on the embedding, attention output, FFN hidden\n"
+                    "and FFN output (all), or on the residual branches only",
+                    .flags = SHOW),
         CC_OPTS_DBL("mae-weight", &a->mae, 0, 100, "X",
                     "add X times the MAE of the normalised means to the NLL", .flags = SHOW),
         CC_OPTS_DBL("mse-weight", &a->mse, 0, 100, "X",
@@ -210,12 +274,19 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                     "wall-clock budget (default none)"),
         CC_OPTS_INT("eval-every", &a->eval_every, 1, 1e9, "N",
                     "validate every N steps (default: min(epoch, 200))"),
+        CC_OPTS_FLAG("eval-start", &a->eval_start,
+                     "validate before the first step too: the start (e.g. the\n"
+                     "ridge path) can be the kept checkpoint"),
         CC_OPTS_INT("patience", &a->patience, 1, 1e6, "K",
                     "stop after K validations without improvement", .flags = SHOW),
         CC_OPTS_STR("select", &a->select, "nll|mse",
                     "validation criterion of the best checkpoint and early stop:\n"
                     "Gaussian NLL, or MSE of the predicted means in data units\n"
                     "(default nll; mse with --protocol ett)"),
+        CC_OPTS_STR("val-units", &a->val_units, "z|kpi",
+                    "--protocol ett: the validation MSE of the z-scored values,\n"
+                    "or in each KPI's own units (weighted by its variance)",
+                    .flags = SHOW),
         CC_OPTS_STR("calib", &a->calib, "FIT",
                     "fit of calib.sigma_scale on the validation rows: shrunk\n"
                     "(default; docs/training.md), pooled (shrunk without the drift\n"
@@ -247,8 +318,9 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
     int rc = cc_opts_parse(&spec, argc, argv, NULL);
     if (rc)
         return CLI_OPTS_EXIT(rc);
-    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
-        a->hz_given |= opts[i].name && !strcmp(opts[i].name, "horizon") && opts[i].given;
+    a->hz_given = opt_given(opts, sizeof opts / sizeof opts[0], "horizon");
+    if (a->protocol)
+        ett_recipe(a, opts, sizeof opts / sizeof opts[0]);
     if (!a->select) /* the benchmark's own metric under --protocol ett */
         a->select = a->protocol ? "mse" : "nll";
     if (strcmp(a->select, "mse") && strcmp(a->select, "nll")) {
@@ -271,6 +343,18 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
         fprintf(stderr, "cellcast train: --linear-init must be random or ridge\n");
         return 2;
     }
+    if (strcmp(a->val_units, "z") && strcmp(a->val_units, "kpi")) {
+        fprintf(stderr, "cellcast train: --val-units must be z or kpi\n");
+        return 2;
+    }
+    if (strcmp(a->init, "xavier") && strcmp(a->init, "torch")) {
+        fprintf(stderr, "cellcast train: --init must be xavier or torch\n");
+        return 2;
+    }
+    if (strcmp(a->dropout_sites, "all") && strcmp(a->dropout_sites, "residual")) {
+        fprintf(stderr, "cellcast train: --dropout-sites must be all or residual\n");
+        return 2;
+    }
     if (a->protocol && strcmp(a->protocol, "ett")) {
         fprintf(stderr, "cellcast train: unknown --protocol '%s' (ett)\n", a->protocol);
         return 2;
@@ -287,6 +371,7 @@ typedef struct Train {
     CcDataset *ds;
     CcRange *rtrain, *rval;
     double zmean[CC_MAX_FEATURES], zstd[CC_MAX_FEATURES]; /* ett: the train slice's */
+    float zvar[CC_MAX_FEATURES];                          /* --val-units kpi: zstd² */
     CcModel *m;
     CcTrainSettings ts;
     CcTrainer *tr;
@@ -359,6 +444,35 @@ static int train_data(Train *t)
     return 0;
 }
 
+/* --init torch: torch.nn.Linear's default start, U(±1/sqrt(fan_in)) for the weights (the
+ * Xavier draws of cc_model_init_random rescaled: both uniform) and the biases alike. */
+static void init_torch(CcModel *m, uint64_t seed)
+{
+    const CcHparams *hp = &m->hp;
+    const double D = hp->d_model, FF = hp->d_ff, IN = hp->patch_len + 4, HZ2 = 2.0 * hp->horizon;
+    const size_t L = (size_t)hp->n_layers;
+    struct {
+        float *w, *b;
+        double in, out;
+        size_t nw, nb;
+    } lin[] = {
+        {m->w.embed_w, m->w.embed_b, IN, D, (size_t)(D * IN), (size_t)D},
+        {m->w.qkv_w, m->w.qkv_b, D, D, L * 3 * (size_t)(D * D), L * 3 * (size_t)D},
+        {m->w.o_w, m->w.o_b, D, D, L * (size_t)(D * D), L * (size_t)D},
+        {m->w.up_w, m->w.up_b, D, FF, L * (size_t)(FF * D), L * (size_t)FF},
+        {m->w.down_w, m->w.down_b, FF, D, L * (size_t)(D * FF), L * (size_t)D},
+        {m->w.head_w, NULL, D, HZ2, (size_t)(HZ2 * D), 0}, /* its bias stays 0 */
+    };
+    uint64_t s = seed ^ 0x746f726368ULL; /* "torch" */
+    for (size_t i = 0; i < sizeof lin / sizeof lin[0]; i++) {
+        double bound = 1 / sqrt(lin[i].in), k = bound / sqrt(6 / (lin[i].in + lin[i].out));
+        for (size_t j = 0; j < lin[i].nw; j++)
+            lin[i].w[j] *= (float)k;
+        for (size_t j = 0; j < lin[i].nb; j++)
+            lin[i].b[j] = (float)((2 * cc_rng_uniform(&s) - 1) * bound);
+    }
+}
+
 /* --resume's model (its features must be the data's), or a new one. 0 or -1. */
 static int train_model(Train *t)
 {
@@ -399,6 +513,11 @@ static int train_model(Train *t)
             return -1;
         }
         cc_model_init_random(t->m, (uint64_t)a->seed_d);
+        if (!strcmp(a->init, "torch"))
+            init_torch(t->m, (uint64_t)a->seed_d);
+        /* cc_model_init_random draws the channel embedding with sd 0.02 */
+        for (size_t i = 0; i < (size_t)hp.n_features * hp.d_model; i++)
+            t->m->w.chan[i] *= (float)(a->chan_init_sd / 0.02);
         if (a->R > 0) {
             /* the trial's start: the linear path (NLinear) leads, the head's share grows */
             size_t nh = (size_t)2 * hp.horizon * hp.d_model;
@@ -436,9 +555,18 @@ static int train_settings(Train *t)
     ts->nll_mean = (float)a->nll_mean;
     ts->logsig_min = (float)a->logsig_min;
     ts->linear_freeze = (int64_t)a->linear_freeze;
+    ts->linear_lr_mult = (float)a->linear_lr_mult;
+    ts->dropout_sites = strcmp(a->dropout_sites, "all") ? CC_DROPOUT_RESIDUAL : CC_DROPOUT_ALL;
+    ts->decay_all = a->decay_all;
+    if (t->is_ett && !strcmp(a->val_units, "kpi")) {
+        for (int f = 0; f < t->ds->n_features; f++)
+            t->zvar[f] = (float)(t->zstd[f] * t->zstd[f]);
+        ts->val_mse_weight = t->zvar;
+    }
     ts->adam.lr = (float)a->lr;
     ts->adam.warmup = a->warmup;
     ts->adam.clip = (float)a->clip;
+    ts->adam.min_lr_frac = (float)a->min_lr_frac;
     if (a->wd >= 0 || a->adamw)
         ts->adam.weight_decay = a->wd >= 0 ? (float)a->wd : 0.01f;
     if (!strcmp(a->schedule, "invsqrt"))
@@ -816,6 +944,9 @@ static int train_run(Train *t, int argc, char **argv)
         return -1;
     }
     memcpy(t->best_block, t->m->block, t->m->n_params * sizeof(float));
+    double vnll, vmse; /* --eval-start: the start is the first candidate */
+    if (t->a.eval_start && !t->a.resume && train_validate(t, 0, NAN, &vnll, &vmse))
+        return -1;
     signal(SIGINT, on_sigint);
     int64_t t0 = cc_now_ns();
     if (train_loop(t, &why) || train_save(t))
