@@ -4,19 +4,23 @@
     /usr/bin/python3 tools/torch/train.py --data history.csv --step 3600 --horizon 96 \
         --out model.safetensors [--protocol ett] [--steps 4000] [--seed 1]
 
-The CSV has a time column (`ts` in unix seconds, or `date` as "YYYY-MM-DD HH:MM:SS" UTC)
-and one column per KPI (all numeric; every column but the time one is a KPI unless
---features names them). One series per file (one cell); every KPI is a channel.
+The CSV has a time column (`ts` in unix seconds, `date` as "YYYY-MM-DD HH:MM:SS" UTC, or
+`DateTime` as "MM/DD/YYYY HH:MM") and one column per KPI (all numeric; every column but the
+time and cell ones is a KPI unless --features names them); every KPI is a channel. A wide
+file is one series (one cell); a long file (a `cell_id` column, --cell-column) is one series
+per cell, all trained as one model. Missing steps and values are carried forward as the C
+loader does and never used as targets.
 
 Splits: `--protocol ett` is the standard ETT split (12/4/4 months of hourly rows); else
---split TRAIN,VAL fractions (default 0.7,0.1; the rest is test, unused here: evaluate the
-exported file with `cellcast eval`, which applies the same protocol).
+--split TRAIN,VAL fractions of each series (default 0.7,0.1; the rest is test, unused here:
+evaluate the exported file with `cellcast eval`, which applies the same protocol).
 
 What the trainer chooses (the spec leaves it open; see tools/torch/README.md):
 - norm.floor[f] = 0.01 x the KPI's standard deviation over the training rows;
 - calib.sigma_scale[f][k] = the scale that makes the validation P10-P90 coverage 0.80
   (the 0.8-quantile of |error| / (z_0.8 sd));
-- the checkpoint kept is the one with the lowest validation MSE of the mean.
+- the checkpoint kept is the one with the lowest validation MSE (--select mae: MAE) of the
+  mean.
 """
 import argparse
 import csv
@@ -31,24 +35,67 @@ import torch
 import cellcast_tx as tx
 
 
-def read_csv(path, features):
+TIME_COLUMNS = ("ts", "date", "time", "timestamp", "DateTime")
+# the time formats of the data sets in ../shared/data besides unix seconds and ISO 8601
+TIME_FORMATS = ("%m/%d/%Y %H:%M", "%m/%d/%Y %H:%M:%S")
+
+
+def parse_time(s):
+    if s.lstrip("-").isdigit():
+        return int(s)
+    for fmt in (None,) + TIME_FORMATS:
+        try:
+            t = dt.datetime.fromisoformat(s.replace("Z", "")) if fmt is None else dt.datetime.strptime(s, fmt)
+            return int(t.replace(tzinfo=dt.timezone.utc).timestamp())
+        except ValueError:
+            pass
+    sys.exit("unreadable time %r (unix seconds, ISO 8601 or %s)" % (s, " or ".join(TIME_FORMATS)))
+
+
+def read_csv(path, features, step, cell_column):
+    """The history as a list of series, one per cell (a wide file is one series):
+    (cell, names, ts, x, observed). Steps absent from the file are inserted and every
+    missing value is carried forward (the C loader's default policy, lib/cc_data.h); the
+    `observed` mask (False there) keeps them out of the targets."""
     with open(path, newline="") as fh:
-        rows = list(csv.reader(fh))
+        rows = [r for r in csv.reader(fh) if r]
     head, body = rows[0], rows[1:]
-    tcol = next((i for i, h in enumerate(head) if h in ("ts", "date", "time", "timestamp")), None)
+    tcol = next((i for i, h in enumerate(head) if h in TIME_COLUMNS), None)
     if tcol is None:
-        sys.exit("%s: no time column (ts, date, time or timestamp)" % path)
-    names = features or [h for i, h in enumerate(head) if i != tcol]
+        sys.exit("%s: no time column (%s)" % (path, ", ".join(TIME_COLUMNS)))
+    ccol = head.index(cell_column) if cell_column in head else None
+    names = features or [h for i, h in enumerate(head) if i not in (tcol, ccol)]
+    missing = [n for n in names if n not in head]
+    if missing:
+        sys.exit("%s: no column %s" % (path, ", ".join(missing)))
     cols = [head.index(n) for n in names]
 
-    def when(s):
-        if s.lstrip("-").isdigit():
-            return int(s)
-        return int(dt.datetime.fromisoformat(s.replace("Z", "")).replace(tzinfo=dt.timezone.utc).timestamp())
+    def value(s):
+        try:
+            return float(s) if s not in ("", "-") else math.nan
+        except ValueError:
+            sys.exit("%s: %r is not a number" % (path, s))
 
-    ts = np.array([when(r[tcol]) for r in body], dtype=np.int64)
-    x = np.array([[float(r[c]) for c in cols] for r in body], dtype=np.float64)
-    return names, ts, x
+    by_cell = {}
+    for r in body:
+        by_cell.setdefault(r[ccol] if ccol is not None else "", []).append(r)
+    series = []
+    for cell, rs in by_cell.items():
+        t = np.array([parse_time(r[tcol]) for r in rs], dtype=np.int64) // step
+        v = np.array([[value(r[c]) for c in cols] for r in rs], dtype=np.float64)
+        order = np.argsort(t, kind="stable")        # the later row of a duplicate step wins
+        t, v = t[order], v[order]
+        full = np.full((t[-1] - t[0] + 1, len(cols)), np.nan)
+        full[t - t[0]] = v
+        observed = np.isfinite(full)
+        for i in range(len(full)):                  # carry forward; the start takes the first
+            bad = ~observed[i]
+            full[i, bad] = full[i - 1, bad] if i else np.nan
+        first = np.array([full[np.argmax(observed[:, f]), f] if observed[:, f].any() else 0.0
+                          for f in range(len(cols))])
+        full = np.where(np.isnan(full), first, full)
+        series.append((cell, names, (t[0] + np.arange(len(full))) * step, full, observed))
+    return series
 
 
 def windows(x, steps, t_idx, f_idx, W, Hz):
@@ -119,6 +166,19 @@ def ridge_init(model, x, steps, t_idx, W, Hz, F, lam, batch=1024):
         model.linear.bias.copy_(torch.from_numpy(wb[R].copy()))
 
 
+def objective(y, target, nll_mean, mae_weight):
+    """The spec's Gaussian NLL, with an MAE term on the mean if asked; nll_mean scales the
+    NLL's gradient on the mean (its value is unchanged), so that with 0 the mean follows
+    the MAE term alone (the hourly cells' metric is an MAE) and the sd still the NLL."""
+    mean = y[:, :, 0]
+    if nll_mean != 1.0:
+        mean = nll_mean * mean + (1 - nll_mean) * mean.detach()
+    loss = tx.nll(torch.stack([mean, y[:, :, 1]], dim=-1), target)
+    if mae_weight > 0:
+        loss = loss + mae_weight * (target - y[:, :, 0]).abs().mean()
+    return loss
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     ap.add_argument("--data", required=True)
@@ -135,6 +195,7 @@ def main():
     ap.add_argument("--weight-decay", type=float, default=0.05)
     ap.add_argument("--dropout", type=float, default=0.2)
     ap.add_argument("--d-model", type=int, default=64)
+    ap.add_argument("--d-ff", type=int, default=128)
     ap.add_argument("--patch", type=int, default=16)
     ap.add_argument("--patches", type=int, default=21)
     ap.add_argument("--norm-window", type=int, default=336)
@@ -151,33 +212,63 @@ def main():
                     help="validate and keep an exponential moving average of the weights "
                          "with this decay (0: off)")
     ap.add_argument("--eval-every", type=int, default=250)
+    ap.add_argument("--select", choices=["mse", "mae"], default="mse",
+                    help="the validation error (KPI units) that chooses the checkpoint")
+    ap.add_argument("--mae-weight", type=float, default=0.0,
+                    help="add this times the mean absolute error of the normalised mean "
+                         "to the loss")
+    ap.add_argument("--nll-mean", type=float, default=1.0,
+                    help="weight of the NLL's gradient on the mean (0: the mean is trained "
+                         "by the MAE term alone, the sd by the NLL)")
+    ap.add_argument("--cell-column", default="cell_id",
+                    help="a long file's cell column: one series per cell (default cell_id)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args()
+    score = {"mse": lambda m, y: float(((m - y) ** 2).mean()),
+             "mae": lambda m, y: float(np.abs(m - y).mean())}[a.select]
     torch.manual_seed(a.seed)
     rng = np.random.default_rng(a.seed)
     torch.set_num_threads(a.threads)
 
-    names, ts, x = read_csv(a.data, a.features.split(",") if a.features else None)
-    steps = ts // a.step
-    n = len(x)
-    if a.protocol == "ett":
-        n_train, n_val = 12 * 30 * 24 * 3600 // a.step, 4 * 30 * 24 * 3600 // a.step
-    else:
-        ft, fv = (float(v) for v in a.split.split(","))
-        n_train, n_val = int(n * ft), int(n * fv)
-    hp = tx.Hparams(names, a.step, horizon=a.horizon, d_model=a.d_model, patch_len=a.patch,
-                    n_patches=a.patches, norm_window=a.norm_window,
+    series = read_csv(a.data, a.features.split(",") if a.features else None, a.step,
+                      a.cell_column)
+    names = series[0][1]
+    hp = tx.Hparams(names, a.step, horizon=a.horizon, d_model=a.d_model, d_ff=a.d_ff,
+                    patch_len=a.patch, n_patches=a.patches, norm_window=a.norm_window,
                     linear_window=a.linear_window, dropout=a.dropout)
     W, Hz, F = tx.window_len(hp), hp.horizon, hp.n_features
-    model = tx.CellcastTx(hp)
-    model.norm.floor.copy_(torch.from_numpy(0.01 * x[:n_train].std(axis=0)))
-    # forecast steps t: inputs and targets inside their split (the ETT convention: the
-    # validation windows may read the end of the training rows)
-    train_t = np.arange(W - 1, n_train - Hz)
-    val_t = np.arange(max(W - 1, n_train - 1), n_train + n_val - Hz)
+    # the cells' series one after the other; a forecast step t reads and predicts rows of
+    # its own series only. Per series: train rows [0, n_train), validation [n_train,
+    # n_train + n_val); a validation window may read the end of the training rows (the ETT
+    # convention, and the C trainer's split of each series)
+    x = np.concatenate([sr[3] for sr in series])
+    observed = np.concatenate([sr[4] for sr in series]).all(axis=1)
+    steps = np.concatenate([sr[2] for sr in series]) // a.step
+    train_t, val_t, train_rows, off = [], [], [], 0
+    for sr in series:
+        n = len(sr[3])
+        if a.protocol == "ett":
+            n_train, n_val = 12 * 30 * 24 * 3600 // a.step, 4 * 30 * 24 * 3600 // a.step
+        else:
+            ft, fv = (float(v) for v in a.split.split(","))
+            n_train, n_val = int(n * ft), int(n * fv)
+        train_t.append(off + np.arange(W - 1, n_train - Hz))
+        val_t.append(off + np.arange(max(W - 1, n_train - 1), min(n, n_train + n_val) - Hz))
+        train_rows.append(x[off:off + n_train])
+        off += n
+    # a target that was not in the file (an inserted step or an empty value) is not scored
+    # or learned: forecast steps whose next Hz rows are all observed
+    fut_ok = np.array([observed[t + 1:t + 1 + Hz].all() for t in range(len(x) - Hz)] + [False] * Hz)
+    train_t = np.concatenate(train_t)
+    val_t = np.concatenate(val_t)
+    train_t, val_t = train_t[fut_ok[train_t]], val_t[fut_ok[val_t]]
     if len(train_t) < 1 or len(val_t) < 1:
-        sys.exit("too few rows: %d for a window of %d and a horizon of %d" % (n, W, Hz))
+        sys.exit("too few rows: %d for a window of %d and a horizon of %d" % (len(x), W, Hz))
+    model = tx.CellcastTx(hp)
+    model.norm.floor.copy_(torch.from_numpy(0.01 * np.concatenate(train_rows).std(axis=0)))
+    print("%d series, %d training and %d validation forecast steps" % (len(series), len(train_t),
+                                                                        len(val_t)), flush=True)
     if a.linear_init == "ridge":
         ridge_init(model, x, steps, train_t, W, Hz, F, a.ridge_lambda)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.98),
@@ -188,9 +279,9 @@ def main():
     ema = {k: v.clone() for k, v in model.state_dict().items()} if a.ema > 0 else None
     if a.eval_start:  # the start (e.g. the ridge path) is a checkpoint candidate too
         m, _, y, _ = evaluate(model, x, steps, val_t[::4], W, Hz, F)
-        best = float(((m - y) ** 2).mean())
+        best = score(m, y)
         best_state = {k: v.clone() for k, v in model.state_dict().items()}
-        print("step 0 val_mse %.6g" % best, flush=True)
+        print("step 0 val_%s %.6g" % (a.select, best), flush=True)
     for step in range(a.steps):
         model.linear.requires_grad_(step >= a.linear_freeze)
         ti = rng.choice(train_t, a.batch)
@@ -198,7 +289,7 @@ def main():
         xin, yt, tt = windows(x, steps, ti, fi, W, Hz)
         prep = model.prepare(xin, tt, fi, pos_shift=rng.integers(0, 1 << 20, a.batch))
         target = torch.from_numpy(((yt - prep["mu"][:, None]) / prep["sigma"][:, None]).astype(np.float32))
-        loss = tx.nll(model(prep), target)
+        loss = objective(model(prep), target, a.nll_mean, a.mae_weight)
         worst_loss = max(worst_loss, loss.item())
         opt.zero_grad()
         loss.backward()
@@ -216,11 +307,11 @@ def main():
                 live = {k: v.clone() for k, v in model.state_dict().items()}
                 model.load_state_dict(ema)
             m, _, y, _ = evaluate(model, x, steps, val_t[::4], W, Hz, F)
-            mse = float(((m - y) ** 2).mean())
-            print("step %d loss %.4f val_mse %.6g (%.0f s)" % (step + 1, loss.item(), mse,
-                                                              time.time() - t0), flush=True)
-            if mse < best:
-                best = mse
+            val = score(m, y)
+            print("step %d loss %.4f val_%s %.6g (%.0f s)" % (step + 1, loss.item(), a.select, val,
+                                                             time.time() - t0), flush=True)
+            if val < best:
+                best = val
                 best_state = {k: v.clone() for k, v in model.state_dict().items()}
             if live is not None:
                 model.load_state_dict(live)
@@ -229,8 +320,8 @@ def main():
     fit_calibration(model, m, s, y, f)
     m, s, y, f = evaluate(model, x, steps, val_t, W, Hz, F)
     cover = float((np.abs(y - m) <= tx.Z80 * s).mean())
-    print("best val_mse %.6g, largest batch loss %.4g, val P10-P90 coverage after "
-          "calibration %.3f" % (best, worst_loss, cover))
+    print("best val_%s %.6g, largest batch loss %.4g, val P10-P90 coverage after "
+          "calibration %.3f" % (a.select, best, worst_loss, cover))
     tx.export(model, a.out, {"name": "torch-" + a.data.rsplit("/", 1)[-1],
                              "trained_on": a.data.rsplit("/", 1)[-1],
                              "created_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")})
