@@ -633,7 +633,7 @@ static int list_alerts(CcdReq *r, const char *cell)
     ccd_alerts_flush(d); /* what the worker queued so far */
     /* a scan of the whole history (~0.3 ms): the same query gets the same reply until the
      * next transition (the dashboard rereads a cell's alerts; a 304 when nothing changed) */
-    if ((rc = ccd_reply_cached(r, (ccd_version_seed(d) ^ o->seq) * 1099511628211ULL)))
+    if ((rc = ccd_reply_cached(r, ccd_fold(ccd_version_seed(d), o->seq))))
         return rc;
     json_t *arr = json_array();
     uint64_t last = 0;

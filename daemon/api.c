@@ -973,8 +973,7 @@ int ccd_forecast_into(CcdReq *r, CcdCell *c, long long horizon, double level, ui
         uint64_t u[2];
         memcpy(&u[0], &blo[f], 8);
         memcpy(&u[1], &bhi[f], 8);
-        bkey = (bkey ^ u[0]) * 1099511628211ULL;
-        bkey = (bkey ^ u[1]) * 1099511628211ULL;
+        bkey = ccd_fold(ccd_fold(bkey, u[0]), u[1]);
     }
     const int cacheable = horizon == HZ && mask == all && level == d->cfg.forecast_level;
     FcSlot *slot = &fc_cache[c->serial % CCD_FC_CACHE];

@@ -61,10 +61,7 @@ void ccd_kpi_bounds(const Ccd *d, double *lo, double *hi)
         }
 }
 
-uint64_t ccd_version_seed(const Ccd *d)
-{
-    return (1469598103934665603ULL ^ d->reloads_ok) * 1099511628211ULL;
-}
+uint64_t ccd_version_seed(const Ccd *d) { return ccd_fold(1469598103934665603ULL, d->reloads_ok); }
 
 uint64_t ccd_cell_version(Ccd *d, const CcdCell *c, uint64_t h)
 {
