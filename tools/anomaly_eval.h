@@ -45,6 +45,8 @@ typedef struct CctAeCell {
     float *fm, *fs;      ///< (T, H, F) forecast made after row i for rows i+1..i+H (NaN: none)
     float *fsc;          ///< (T, F) its normalisation scale
     float *bm, *bs;      ///< (T, F) baseline expectation
+    int held;            ///< rows the model was fed the previous row's values instead (an
+                         ///< outage: cc_anomaly_outage_hold)
 } CctAeCell;
 
 typedef struct CctAeCells {
@@ -69,6 +71,10 @@ typedef struct CctAePrep {
     int warmup_steps;    ///< forecasts of shorter sequences are dropped (as the daemon does)
     int baseline_window; ///< steps of the rolling baseline
     int verbose;         ///< labels (and with CC_DEBUG_ROWS rows) on stderr
+    const CcAnomalySettings *alerts; ///< its all_zero judgement holds outage rows from the
+                                     ///< model (cc_anomaly_outage_hold); NULL: none held
+    int outage_hold_steps;           ///< at most this many per outage (the daemon's
+                                     ///< ingest.outage_hold_steps)
 } CctAePrep;
 
 typedef struct CctAeScore {
