@@ -900,7 +900,7 @@ static int h_cell(CcdReq *r)
         sb_int(sb, pstep);
     else
         sb_str(sb, "null");
-    for (int i = 0; i < 7; i++) {
+    for (size_t i = 0; i < sizeof nc / sizeof *nc; i++) {
         sb_str(sb, i ? ",\"" : ",\"counts\":{\"");
         sb_str(sb, counts[i]);
         sb_str(sb, "\":");
