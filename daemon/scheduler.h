@@ -12,7 +12,9 @@
  * (combined/filled/imputed), marks its cells busy and numbers each cell's steps in the
  * batch 0, 1, 2... (its "round"). The worker runs one cc_engine_step per round (a cell
  * appears at most once per engine call, in step order), resetting cells whose sequence
- * restarts, and calls the host's on_stepped for each stepped cell (publish, then alerts).
+ * restarts and feeding the cell's previous step again where the host's hold says so (an
+ * outage), and calls the host's on_stepped for each stepped cell with what was observed
+ * (publish, then alerts).
  * The worker wakes the loop through a self-pipe (so libevent needs no locking), where the
  * batch completes: counters, then the host's on_done (cells un-busied, the Kafka ack of
  * the batch — offsets are stored only after the step —, the requests that waited for a

@@ -6,8 +6,10 @@
  * Per data file (one cell, or one per series of a long file): history (the train file) +
  * held-out test file are loaded with lib/cc_data, anomalies are injected into the test rows
  * only, and the series is run step by step through the real engine (cc_engine_step, one
- * step per row, as the daemon does). The forecast made at row i-1 for row i (horizon step
- * 0) is the expectation of row i. Both detectors then replay the whole series through
+ * step per row, as the daemon does; the rows of an outage are held from the model as the
+ * daemon holds them, cc_anomaly_outage_hold). The forecast made at row i-1 for row i
+ * (horizon step 0) is the expectation of row i. Both detectors then replay the whole series
+ * through
  * cc_anomaly_observe (DQ state warms up on the history; the baseline's expectations are
  * set for test rows only).
  *
