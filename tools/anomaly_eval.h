@@ -9,9 +9,8 @@
  * step per row, as the daemon does; the rows of an outage are held from the model as the
  * daemon holds them, cc_anomaly_outage_hold). The forecast made at row i-1 for row i
  * (horizon step 0) is the expectation of row i. Both detectors then replay the whole series
- * through
- * cc_anomaly_observe (DQ state warms up on the history; the baseline's expectations are
- * set for test rows only).
+ * through cc_anomaly_observe (DQ state warms up on the history; the baseline's expectations
+ * are set for test rows only).
  *
  * Scoring rules:
  *   - a label is detected when an alert of the cell fires in [start, end + window_n):
