@@ -246,6 +246,17 @@ void ccd_alerts_on_stepped(Ccd *d, CcdCell *c, int64_t step, const float *values
     publish_scores(d, c, oc);
 }
 
+int ccd_alerts_outage_hold(Ccd *d, CcdCell *c, const float *values, int imputed, int max_steps)
+{
+    CcdAlerts *o = d->alerts;
+    AlertCell *oc = o && o->an ? alert_cell(d, c) : NULL;
+    uint8_t mask[CC_MAX_FEATURES];
+    if (!oc)
+        return 0;
+    memset(mask, imputed ? 0 : 1, (size_t)d->model->hp.n_features); /* as observed below */
+    return cc_anomaly_outage_hold(o->an, oc->ac, values, mask, max_steps);
+}
+
 static int kind_i(const CcAlertEvent *e) { return e->kind == CC_ALERT_DATA_QUALITY; }
 static int reason_i(const CcAlertEvent *e)
 {

@@ -536,6 +536,11 @@ static int h_metrics(CcdReq *r)
                         (unsigned long long)cs->steps_queued, (unsigned long long)cs->duplicates,
                         (unsigned long long)cs->late, (unsigned long long)cs->imputed,
                         (unsigned long long)cs->restarts, (unsigned long long)cs->rejected_full);
+    metric(b, "cellcast_ingest_outage_held_steps_total", "counter",
+           "Steps of an outage at which the model was fed the cell's last values instead of "
+           "the observed zeros (ingest.outage_hold_steps).");
+    evbuffer_add_printf(b, "cellcast_ingest_outage_held_steps_total %llu\n",
+                        (unsigned long long)cs->held);
     metric(b, "cellcast_ingest_filled_kpis_total", "counter",
            "KPI values absent from a step's messages, filled with the previous value.");
     evbuffer_add_printf(b, "cellcast_ingest_filled_kpis_total %llu\n",
@@ -872,10 +877,10 @@ static int h_cell(CcdReq *r)
     /* written directly (no jansson tree): a live cell's counts move at each of its
      * records, so a dashboard's read of a row is mostly a render, not a cache hit */
     Sb *sb = reply_sb();
-    static const char *const counts[] = {"records", "steps",    "duplicates", "late",
-                                         "imputed", "restarts", "filled_kpis"};
+    static const char *const counts[] = {"records", "steps",    "duplicates",  "late",
+                                         "imputed", "restarts", "filled_kpis", "outage_held"};
     const uint64_t nc[] = {c->n_records, c->n_steps,    c->n_duplicates, c->n_late,
-                           c->n_imputed, c->n_restarts, c->n_filled};
+                           c->n_imputed, c->n_restarts, c->n_filled,     c->n_held};
     sb_str(sb, "{\"id\":");
     sb_jstr(sb, c->id);
     sb_str(sb, c->doomed ? ",\"state\":\"released\",\"topic\":"
@@ -895,7 +900,7 @@ static int h_cell(CcdReq *r)
         sb_int(sb, pstep);
     else
         sb_str(sb, "null");
-    for (int i = 0; i < 7; i++) {
+    for (size_t i = 0; i < sizeof nc / sizeof *nc; i++) {
         sb_str(sb, i ? ",\"" : ",\"counts\":{\"");
         sb_str(sb, counts[i]);
         sb_str(sb, "\":");

@@ -88,6 +88,7 @@ uint64_t ccd_cell_reply_version(Ccd *d, const CcdCell *c)
                           c->n_imputed,
                           c->n_restarts,
                           c->n_filled,
+                          c->n_held,
                           (uint64_t)c->open_items};
     uint64_t h = ccd_cell_version(d, c, ccd_version_seed(d));
     for (size_t i = 0; i < sizeof m / sizeof *m; i++)

@@ -387,6 +387,11 @@ void ccd_cells_unbusy(CcdCells *t, CcdBatch *b)
             c->n_steps++;
         else
             c->n_refused++;
+        if (it->held) { /* the engine's window (history.depth 0) shows what the model got */
+            set_imputed_bit(t, c, it->step, 1);
+            c->n_held++;
+            t->st.held++;
+        }
     }
 }
 

@@ -60,6 +60,7 @@ struct CcdCell {
     int64_t last_update_ns; ///< monotonic time of the newest accepted record
     uint64_t n_records, n_steps, n_duplicates, n_late, n_imputed, n_restarts, n_filled;
     uint64_t n_refused; ///< steps the engine refused (should stay 0)
+    uint64_t n_held;    ///< steps whose model input was the previous step's (an outage held)
     float *last_values; ///< (F) values of the newest accepted step (for filling)
     int have_values;
     uint64_t *imputed_bits; ///< ring of R bits: step p imputed (history flags)
@@ -88,6 +89,7 @@ typedef struct CcdCellsSettings {
 typedef struct CcdCellsStats {
     uint64_t records, steps_queued, duplicates, late, imputed, restarts, filled, evictions,
         released, created, rejected_full;
+    uint64_t held; ///< steps fed the cell's previous step for an outage (ingest.outage_hold_steps)
 } CcdCellsStats;
 
 struct CcdCells {
@@ -128,7 +130,8 @@ void ccd_cells_set_settings(CcdCells *t, const CcdCellsSettings *s);
  *  already rebound). */
 int ccd_cells_rebind(CcdCells *t, int *failed);
 
-/** Whether step `step` of the cell was imputed (for the steps the engine's ring holds). */
+/** Whether step `step` of the cell was imputed, or held for an outage: the model was fed
+ *  other values than observed (for the steps the engine's ring holds). */
 int ccd_cells_imputed(const CcdCells *t, const CcdCell *c, int64_t step);
 
 CcdCell *ccd_cells_get(CcdCells *t, const char *id);

@@ -148,6 +148,12 @@ static const CcdConfigDef head_rows[] = {
  "restart = always restart the sequence (cold start) after a gap."},
 {"ingest.max_gap", CCD_CFG_INT, OFF(ingest_max_gap), "3", 0, 1000, NULL, 1,
  "Longest gap (missing steps) that is imputed."},
+{"ingest.outage_hold_steps", CCD_CFG_INT, OFF(ingest_outage_hold_steps), "96", 0, 1000000, NULL, 1,
+ "While a cell is in an outage (every KPI exactly 0 where zero is not normal for one: the "
+ "all_zero alert's judgement) its model is fed the cell's last values instead of the zeros, "
+ "for at most this many steps of one outage (then the zeros are the new normal); the alerts "
+ "and the history still get the zeros. Counted in cellcast_ingest_outage_held_steps_total. "
+ "0 = off (the zeros enter the model's normalisation window)."},
 {"ingest.batch_steps", CCD_CFG_INT, OFF(ingest_batch_steps), "8192", 1, 1000000, NULL, 1,
  "Micro-batching: a batch is stepped when this many cell-steps are pending..."},
 {"ingest.batch_ms", CCD_CFG_INT, OFF(ingest_batch_ms), "20", 0, 60000, NULL, 1,

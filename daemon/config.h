@@ -67,6 +67,7 @@ typedef struct CcdConfig {
     int64_t limits_max_cells, limits_kv_budget_mb;
     /* ingest */
     int ingest_gap_policy, ingest_max_gap, ingest_batch_steps, ingest_batch_ms;
+    int ingest_outage_hold_steps; /* issue 13: cc_anomaly_outage_hold's bound */
     int64_t ingest_max_message_bytes, ingest_max_future_s, ingest_max_past_s;
     char *ingest_cell_field, *ingest_time_field, *ingest_kpis_field;
     int ingest_align;

@@ -253,6 +253,15 @@ static void on_seal(void *cookie, CcdBatch *b)
     ccd_cells_seal(d->cells, b);
 }
 
+/* The worker is about to step a cell: an outage's zeros are held from the model (the
+ * detector judges them as all_zero does), for at most ingest.outage_hold_steps steps. */
+static int on_hold(void *cookie, CcdCell *c, const float *values, int imputed, int have_prev)
+{
+    Ccd *d = cookie;
+    return ccd_alerts_outage_hold(d, c, values, imputed,
+                                  have_prev ? d->cfg.ingest_outage_hold_steps : 0);
+}
+
 /* The worker stepped a cell: its forecast is published, then scored. */
 static void on_stepped(void *cookie, CcdCell *c, int64_t step, const float *values, int imputed,
                        uint64_t present)
@@ -309,6 +318,7 @@ void ccd_ingest_sched_hooks(Ccd *d, CcdSchedSettings *ss)
 {
     ss->on_done = on_batch_done;
     ss->on_stepped = on_stepped;
+    ss->hold = on_hold;
     ss->seal = on_seal;
     ss->cookie = d;
 }

@@ -92,6 +92,7 @@ struct CcdSched {
     /* worker scratch */
     CcStepInput *in;
     int *status, *order;
+    float *fed; /* (scratch_cap, F) the previous steps of held items */
     int scratch_cap;
 };
 
@@ -118,8 +119,26 @@ static int scratch(CcdSched *s, int n)
     if (!ord)
         return -ENOMEM;
     s->order = ord;
+    float *fed = realloc(s->fed, (size_t)cap * (size_t)s->F * sizeof *fed);
+    if (!fed)
+        return -ENOMEM;
+    s->fed = fed;
     s->scratch_cap = cap;
     return 0;
+}
+
+/* The values the model gets for item it (its own, v, or with the host's hold the cell's
+ * previous step again, copied to scratch row n). */
+static const float *feed(CcdSched *s, CcdItem *it, const float *v, int n)
+{
+    if (!s->s.hold)
+        return v;
+    float *prev = s->fed + (size_t)n * (size_t)s->F;
+    int have_prev = !it->reset_before && !cc_cell_history(it->cell->cell, it->step - 1, 1, prev);
+    if (!s->s.hold(s->s.cookie, it->cell, v, it->imputed, have_prev) || !have_prev)
+        return v;
+    it->held = 1;
+    return prev;
 }
 
 static void run_batch(CcdSched *s, CcdBatch *b)
@@ -156,7 +175,7 @@ static void run_batch(CcdSched *s, CcdBatch *b)
                 cc_cell_reset(it->cell->cell);
             s->in[n].cell = it->cell->cell;
             s->in[n].step = it->step;
-            s->in[n].values = b->values + (size_t)s->order[pos] * (size_t)F;
+            s->in[n].values = feed(s, it, b->values + (size_t)s->order[pos] * (size_t)F, n);
             n++;
         }
         int rc = cc_engine_step(s->engine, s->in, n, s->status);
@@ -169,8 +188,9 @@ static void run_batch(CcdSched *s, CcdBatch *b)
                 continue;
             }
             it->status = s->status[j];
-            if (it->status == 0 && s->s.on_stepped)
-                s->s.on_stepped(s->s.cookie, it->cell, it->step, s->in[j].values, it->imputed,
+            if (it->status == 0 && s->s.on_stepped) /* what was observed, held or not */
+                s->s.on_stepped(s->s.cookie, it->cell, it->step,
+                                b->values + (size_t)s->order[first + j] * (size_t)F, it->imputed,
                                 it->present);
         }
         if (rc == -ENOMEM)
@@ -389,6 +409,7 @@ void ccd_sched_close(CcdSched **ps)
     free(s->in);
     free(s->status);
     free(s->order);
+    free(s->fed);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->cond);
     free(s);

@@ -12,7 +12,9 @@
  * (combined/filled/imputed), marks its cells busy and numbers each cell's steps in the
  * batch 0, 1, 2... (its "round"). The worker runs one cc_engine_step per round (a cell
  * appears at most once per engine call, in step order), resetting cells whose sequence
- * restarts, and calls the host's on_stepped for each stepped cell (publish, then alerts).
+ * restarts and feeding the cell's previous step again where the host's hold says so (an
+ * outage), and calls the host's on_stepped for each stepped cell with what was observed
+ * (publish, then alerts).
  * The worker wakes the loop through a self-pipe (so libevent needs no locking), where the
  * batch completes: counters, then the host's on_done (cells un-busied, the Kafka ack of
  * the batch — offsets are stored only after the step —, the requests that waited for a
@@ -52,6 +54,8 @@ typedef struct CcdItem {
     uint64_t present; ///< KPIs given by records (bit f); 0 for an imputed step
     int imputed;      ///< a gap step filled with the last values
     int reset_before; ///< the cell's sequence restarts at this step
+    int held;         ///< the model was fed the cell's previous step instead (an outage held:
+                      ///< CcdSchedSettings.hold); set by the worker
     int round;        ///< this cell's r-th step in the batch
     int status;       ///< engine status (0, -EINVAL, -ERANGE, -ENOMEM)
 } CcdItem;
@@ -77,8 +81,15 @@ int ccd_batch_push(CcdBatch *b, CcdCell *c, int64_t step);
 typedef void (*CcdSteppedFn)(void *cookie, CcdCell *c, int64_t step, const float *values,
                              int imputed, uint64_t present);
 
+/** Called on the worker before an item's step, with the item's values and whether the
+ *  cell's ring holds its previous step (have_prev): 1 = feed the model that previous step's
+ *  values again instead (on_stepped still gets the item's values); on have_prev 0 the
+ *  answer is ignored. */
+typedef int (*CcdHoldFn)(void *cookie, CcdCell *c, const float *values, int imputed, int have_prev);
+
 typedef struct CcdSchedSettings {
     int batch_steps, batch_ms;
+    CcdHoldFn hold; ///< on the worker (default NULL: every item fed as it is)
     void (*on_done)(void *cookie, CcdBatch *b); ///< on the loop thread, after the step
     CcdSteppedFn on_stepped;                    ///< on the worker (default NULL)
     void *cookie;

@@ -71,6 +71,7 @@ static void cell_init(CcAnomalyCell *c)
     c->over_bits = c->crit_bits = 0;
     c->win_step = NONE_STEP;
     c->zero_run = 0;
+    c->hold_run = c->hold_spent = 0;
     episode_init(&c->anom);
     episode_init(&c->zero);
     episode_init(&c->missing);

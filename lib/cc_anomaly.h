@@ -371,6 +371,33 @@ void cc_anomaly_set_forecast(const CcAnomaly *a, CcAnomalyCell *c, const CcForec
 int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const float *values,
                        const uint8_t *mask, const CcAlertSink *sink);
 
+/**
+ * The outage hold: whether a host that steps a model should feed it, at the next step, the
+ * values it fed at the previous step instead of this observation (values and mask as for
+ * cc_anomaly_observe). Call it once per step, before cc_anomaly_observe of that step (which
+ * still gets the observation: the alerts and any history see what was observed).
+ *
+ * A step is held when every observed KPI is exactly 0 and one of them is a KPI where zero
+ * is not normal — all_zero's judgement, on what the cell has learnt so far — and stays
+ * judged an outage while the cell is all zero (as a firing all_zero does, but a firing
+ * all_zero does not make the next run of zeros an outage); at most
+ * max_steps steps of one outage are held (0: none), after which its zeros are fed as the
+ * new normal until a step is not all zero. A step with no observed KPI (imputed by the
+ * host) is held while an outage is being held, and neither counts towards max_steps nor
+ * ends it. Why: the
+ * zeros of an outage would otherwise enter the model's normalisation window and inflate
+ * its scale (and the forecast's sd) for as many steps as the window holds. The count is
+ * not saved with the cell's state (cc_anomaly_cell_save): a restart in an outage starts it
+ * afresh. Returns 1 (hold) or 0 (feed the observation).
+ */
+int cc_anomaly_outage_hold(const CcAnomaly *a, CcAnomalyCell *c, const float *values,
+                           const uint8_t *mask, int max_steps);
+
+/** The default max_steps of cc_anomaly_outage_hold where hosts expose it (cellcastd's
+ *  ingest.outage_hold_steps, cellcast anomaly-eval --outage-hold): a day of 15-minute
+ *  steps, longer than the outages the injections model (10–40 steps). */
+#define CC_ANOMALY_OUTAGE_HOLD_STEPS 96
+
 /** Clock tick (unix seconds): raises the missing-data alert when the cell has been silent
  *  for more than missing_after_s past the end of its last step. */
 void cc_anomaly_tick(const CcAnomaly *a, CcAnomalyCell *c, int64_t now_s, const CcAlertSink *sink);

@@ -93,10 +93,12 @@ static void zero_rate_update(const CcAnomalySettings *s, KpiState *k, float v)
     k->zero_rate += ((float)(v == 0.0f) - k->zero_rate) / (float)k->zero_n;
 }
 
-/* all_zero: every observed KPI exactly 0 for zero_steps steps, one of them a KPI where zero
- * is not normal. Returns 1 when this step is all zero (stuck is not raised then). */
-static int all_zero_update(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const float *values,
-                           const uint8_t *mask, const CcAlertSink *sink)
+/* all_zero's judgement of one observation, on what the KPIs knew before it: *all_zero when
+ * every observed KPI is exactly 0 (and one is observed); returns 1 when one of the observed
+ * KPIs is one where zero is not normal. The outage hold (cc_anomaly_outage_hold) judges by
+ * this too, so that the model is spared exactly the steps the alert calls an outage. */
+static int zero_judge(const CcAnomaly *a, const CcAnomalyCell *c, const float *values,
+                      const uint8_t *mask, int *all_zero)
 {
     int n_obs = 0, n_zero = 0, outage = 0;
     for (int f = 0; f < c->F; f++) {
@@ -104,17 +106,54 @@ static int all_zero_update(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, c
             continue;
         n_obs++;
         n_zero += values[f] == 0.0f;
-        /* judged on what the KPI knew before this step, then learnt */
         outage |= !zero_normal(&a->s, &c->k[f], f);
-        zero_rate_update(&a->s, &c->k[f], values[f]);
     }
-    int all_zero_now = n_obs > 0 && n_zero == n_obs;
+    *all_zero = n_obs > 0 && n_zero == n_obs;
+    return outage;
+}
+
+/* all_zero: every observed KPI exactly 0 for zero_steps steps, one of them a KPI where zero
+ * is not normal. Returns 1 when this step is all zero (stuck is not raised then). */
+static int all_zero_update(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const float *values,
+                           const uint8_t *mask, const CcAlertSink *sink)
+{
+    int all_zero_now, outage = zero_judge(a, c, values, mask, &all_zero_now);
+    for (int f = 0; f < c->F; f++) /* judged above, learnt now */
+        if (kpi_observed(values, mask, f))
+            zero_rate_update(&a->s, &c->k[f], values[f]);
     c->zero_run = all_zero_now ? c->zero_run + 1 : 0;
     /* a firing all_zero stays firing while the cell is all zero (only data clears it) */
     int cond = c->zero_run >= a->s.zero_steps && (outage || c->zero.start != NONE_STEP);
     dq_update(a, c, &c->zero, cond, CC_DQ_ALL_ZERO, -1, step, step - c->zero_run + 1,
               CC_SEV_CRITICAL, NULL, sink);
     return all_zero_now;
+}
+
+int cc_anomaly_outage_hold(const CcAnomaly *a, CcAnomalyCell *c, const float *values,
+                           const uint8_t *mask, int max_steps)
+{
+    int all_zero, outage = zero_judge(a, c, values, mask, &all_zero);
+    int n_obs = 0;
+    for (int f = 0; f < c->F && !n_obs; f++)
+        n_obs = kpi_observed(values, mask, f);
+    if (!n_obs) /* imputed by the host: inside a held outage, held too (not counted) */
+        return c->hold_run > 0 && !c->hold_spent;
+    /* Like the alert, an outage stays one while the cell is all zero, whatever the KPIs
+     * learn meanwhile; unlike it, a new run of zeros starts one only where zero is not
+     * normal: a firing all_zero spans runs fewer than dq_resolve_steps steps apart (a KPI
+     * that is mostly 0 but not yet learnt so), and holding those runs would feed the model
+     * the rare non-zero values in place of its usual zeros. */
+    if (!all_zero || !(outage || c->hold_run > 0 || c->hold_spent)) {
+        c->hold_run = 0;
+        c->hold_spent = 0;
+        return 0;
+    }
+    if (c->hold_spent || c->hold_run >= max_steps) {
+        c->hold_spent = 1; /* the zeros are the new normal until the outage ends */
+        return 0;
+    }
+    c->hold_run++;
+    return 1;
 }
 
 /* The run of equal values of KPI k, its decaying longest normal run and its change rate,

@@ -117,6 +117,8 @@ struct CcAnomalyCell {
     uint64_t over_bits, crit_bits; ///< bit i = step win_step - i
     int64_t win_step;              ///< step of bit 0, NONE_STEP before the first observation
     int32_t zero_run;
+    int32_t hold_run;   ///< outage steps held in a row (cc_anomaly_outage_hold; not saved)
+    int32_t hold_spent; ///< the outage outlasted max_steps: its zeros are fed (not saved)
     Episode anom, zero, missing;
     int n_peak;
     CcAlertAttr peak[CC_ALERT_MAX_ATTR];

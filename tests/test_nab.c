@@ -388,7 +388,7 @@ static void test_cellcast_detector(void **state)
         v[i] = 10 + sin(i * 0.2) + (i >= 400 && i < 410 ? 30 : 0); /* a level shift */
     }
     CctNabFile f = {.name = "x/y.csv", .n = T, .ts = ts, .value = v};
-    assert_int_equal(cct_nab_cellcast(e, &s, &f, sc), 0);
+    assert_int_equal(cct_nab_cellcast(e, &s, &f, CC_ANOMALY_OUTAGE_HOLD_STEPS, sc), 0);
     int alerts = 0, alert_in = 0;
     for (int i = 0; i < T; i++) {
         assert_true(sc[i] >= 0 && sc[i] < 1);
@@ -444,7 +444,7 @@ static void test_cellcast_own_step(void **state)
         v[i] = 10 + sin(i * 0.2) + (i >= 400 && i < 410 ? 30 : 0);
     }
     CctNabFile f = {.name = "x/y.csv", .n = T, .ts = ts, .value = v, .step = 1800};
-    assert_int_equal(cct_nab_cellcast(e, &s, &f, sc), 0);
+    assert_int_equal(cct_nab_cellcast(e, &s, &f, CC_ANOMALY_OUTAGE_HOLD_STEPS, sc), 0);
     /* scored again after the restart and through the irregular rows (restarted at each gap
      * there, with warmup_steps 16, none would be), and the shift's first row is a deviation
      * of |z| ≥ 4 warn_z (b ≥ 0.8; a new episode or not: a random model also raises false

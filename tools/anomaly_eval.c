@@ -197,21 +197,38 @@ static void dump_cell(const CctAeCell *c, int F)
 
 /* Runs the series through the engine and keeps the forecast made after every row (all
  * horizon steps), history rows included, as the daemon has them: forecasts of a sequence
- * shorter than warmup_steps are dropped, as cc_anomaly_set_forecast does. */
-static int model_expectations(CcEngine *e, CctAeCell *c, int F, int warmup)
+ * shorter than warmup_steps are dropped, as cc_anomaly_set_forecast does; the steps of an
+ * outage are held from the model as cellcastd holds them (cc_anomaly_outage_hold, judged by
+ * a detector of p->alerts that sees every row, as the daemon's does). */
+static int model_expectations(CcEngine *e, CctAeCell *c, int F, const CctAePrep *p)
 {
     CcCell *cell = NULL;
+    CcAnomaly *a = NULL;
+    CcAnomalyCell *ac = NULL;
+    char err[256];
+    float fed[CC_MAX_FEATURES]; /* what the model was fed at the previous row */
     int rc = cc_cell_open(&cell, e);
+    if (!rc && p->alerts && (rc = cc_anomaly_open(&a, p->alerts, err, sizeof err)))
+        fprintf(stderr, "cellcast anomaly-eval: %s\n", err);
+    if (!rc && a)
+        rc = cc_anomaly_cell_open(&ac, a, c->id);
     if (rc)
-        return rc;
-    const int H = c->H;
+        goto done;
+    const int H = c->H, warmup = p->warmup_steps;
     size_t n = (size_t)c->ser.T * F;
     for (size_t i = 0; i < n * H; i++)
         c->fm[i] = c->fs[i] = NAN;
     for (size_t i = 0; i < n; i++)
         c->fsc[i] = NAN;
+    c->held = 0;
     for (int i = 0; i < c->ser.T; i++) {
-        CcStepInput in = {cell, c->p0 + i, c->ser.x + (size_t)i * F};
+        const float *x = c->ser.x + (size_t)i * F;
+        const uint8_t *mask = c->ser.mask + (size_t)i * F;
+        if (ac && cc_anomaly_outage_hold(a, ac, x, mask, i ? p->outage_hold_steps : 0))
+            c->held++;
+        else
+            memcpy(fed, x, (size_t)F * sizeof *fed);
+        CcStepInput in = {cell, c->p0 + i, fed};
         int st;
         if ((rc = cc_engine_step(e, &in, 1, &st)))
             break;
@@ -220,6 +237,8 @@ static int model_expectations(CcEngine *e, CctAeCell *c, int F, int warmup)
             rc = st;
             break;
         }
+        if (ac)
+            cc_anomaly_observe(a, ac, c->p0 + i, x, mask, NULL);
         CcForecast fc;
         cc_cell_forecast(cell, &fc);
         if (!fc.valid || fc.horizon != H || (warmup > 0 && fc.step - fc.seq_start + 1 < warmup))
@@ -234,6 +253,9 @@ static int model_expectations(CcEngine *e, CctAeCell *c, int F, int warmup)
             }
         }
     }
+done:
+    cc_anomaly_cell_close(&ac);
+    cc_anomaly_close(&a);
     cc_cell_close(&cell);
     if (!rc)
         dump_cell(c, F);
@@ -289,7 +311,7 @@ int cct_ae_prepare(CctAeCell *c, const CctAePrep *p, const CcModel *m, CcEngine 
     const int F = m->hp.n_features;
     if (!p->no_inject && cct_inject(&p->inject, &c->ser, rng, rotation))
         return -1;
-    if (model_expectations(e, c, F, p->warmup_steps)) {
+    if (model_expectations(e, c, F, p)) {
         fprintf(stderr, "cellcast anomaly-eval: engine failed on %s\n", c->id);
         return -1;
     }

@@ -6,10 +6,11 @@
  * Per data file (one cell, or one per series of a long file): history (the train file) +
  * held-out test file are loaded with lib/cc_data, anomalies are injected into the test rows
  * only, and the series is run step by step through the real engine (cc_engine_step, one
- * step per row, as the daemon does). The forecast made at row i-1 for row i (horizon step
- * 0) is the expectation of row i. Both detectors then replay the whole series through
- * cc_anomaly_observe (DQ state warms up on the history; the baseline's expectations are
- * set for test rows only).
+ * step per row, as the daemon does; the rows of an outage are held from the model as the
+ * daemon holds them, cc_anomaly_outage_hold). The forecast made at row i-1 for row i
+ * (horizon step 0) is the expectation of row i. Both detectors then replay the whole series
+ * through cc_anomaly_observe (DQ state warms up on the history; the baseline's expectations
+ * are set for test rows only).
  *
  * Scoring rules:
  *   - a label is detected when an alert of the cell fires in [start, end + window_n):
@@ -45,6 +46,8 @@ typedef struct CctAeCell {
     float *fm, *fs;      ///< (T, H, F) forecast made after row i for rows i+1..i+H (NaN: none)
     float *fsc;          ///< (T, F) its normalisation scale
     float *bm, *bs;      ///< (T, F) baseline expectation
+    int held;            ///< rows the model was fed the previous row's values instead (an
+                         ///< outage: cc_anomaly_outage_hold)
 } CctAeCell;
 
 typedef struct CctAeCells {
@@ -69,6 +72,10 @@ typedef struct CctAePrep {
     int warmup_steps;    ///< forecasts of shorter sequences are dropped (as the daemon does)
     int baseline_window; ///< steps of the rolling baseline
     int verbose;         ///< labels (and with CC_DEBUG_ROWS rows) on stderr
+    const CcAnomalySettings *alerts; ///< its all_zero judgement holds outage rows from the
+                                     ///< model (cc_anomaly_outage_hold); NULL: none held
+    int outage_hold_steps;           ///< at most this many per outage (the daemon's
+                                     ///< ingest.outage_hold_steps)
 } CctAePrep;
 
 typedef struct CctAeScore {

@@ -139,6 +139,7 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
     a->baseline_z = 3;
     a->budget = -1;
     a->probation_step = 300;
+    a->prep.outage_hold_steps = CC_ANOMALY_OUTAGE_HOLD_STEPS;
     cc_anomaly_default_settings(&a->as);
     cc_data_default_settings(&a->csv);
     CcAnomalySettings *as = &a->as;
@@ -224,6 +225,11 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
         CC_OPTS_INT("lag", &as->lag_steps, -1, BIG, "L",
                     "also score against the forecast made L steps earlier\n"
                     "(L ≤ the model's horizon; -1 = the horizon; 0 = off)",
+                    .flags = SHOW),
+        CC_OPTS_INT("outage-hold", &a->prep.outage_hold_steps, 0, 1000000, "N",
+                    "feed the model the last values for at most N steps of an\n"
+                    "outage (all_zero's judgement) instead of its zeros\n"
+                    "(cellcastd's ingest.outage_hold_steps; 0 = off)",
                     .flags = SHOW),
         CC_OPTS_CALL("set", opt_spec, a, "k=v,k=v",
                      "any alerts.* settings (repeatable), e.g. --set window_n=5"),
@@ -406,6 +412,7 @@ static int model_settings(AnomalyArgs *a, const CcHparams *hp, int *kpis)
             return -1;
     }
     a->prep.warmup_steps = a->as.warmup_steps;
+    a->prep.alerts = &a->as;
     int W = a->prep.baseline_window ? a->prep.baseline_window : (int)(86400 / hp->step_seconds);
     a->prep.baseline_window = W < 20 ? 20 : W;
     return 0;
@@ -732,7 +739,8 @@ static int nab_per_file(AnomalyArgs *a, const CcAnomalySettings *base, int *kpis
     CcEngine *e = NULL;
     CcAnomalySettings s;
     int rc = nab_open_model(a, base, path, kpis, &m, &s);
-    if (!rc && (nab_engine_at(m, &e, f->step) || cct_nab_cellcast(e, &s, f, sc)))
+    if (!rc && (nab_engine_at(m, &e, f->step) ||
+                cct_nab_cellcast(e, &s, f, a->prep.outage_hold_steps, sc)))
         rc = -1;
     cc_engine_close(&e);
     cc_model_close(&m);
@@ -791,7 +799,8 @@ static int run_nab(AnomalyArgs *a)
             if (d == NAB_GAUSS)
                 cct_nab_windowed_gaussian(f->value, f->n, sc);
             else if (d == NAB_GENERIC
-                         ? nab_engine_at(m, &e, f->step) || cct_nab_cellcast(e, &generic, f, sc)
+                         ? nab_engine_at(m, &e, f->step) ||
+                               cct_nab_cellcast(e, &generic, f, a->prep.outage_hold_steps, sc)
                          : nab_per_file(a, &base, kpis, f, sc, &missing))
                 goto done;
             ser[d][k] = (CctNabSeries){f->n, f->n_win, f->win, sc};

@@ -543,7 +543,8 @@ static int engine_step(CcEngine *e, CcCell *cell, int64_t p, float *x, const Cct
     return rc;
 }
 
-int cct_nab_cellcast(CcEngine *e, const CcAnomalySettings *s, const CctNabFile *f, double *score)
+int cct_nab_cellcast(CcEngine *e, const CcAnomalySettings *s, const CctNabFile *f, int hold_steps,
+                     double *score)
 {
     CcCell *cell = NULL;
     CcAnomaly *a = NULL;
@@ -564,22 +565,33 @@ int cct_nab_cellcast(CcEngine *e, const CcAnomalySettings *s, const CctNabFile *
     Fired fired = {0};
     CcAlertSink sink = {&fired, on_alert};
     CcForecast fc;
-    float last = 0;
+    /* last: the last value read (the daemon's gap imputation); fed: what the model got at
+     * the previous step (an outage's rows get it again: cc_anomaly_outage_hold) */
+    float last = 0, fed = 0;
+    const uint8_t imputed = 0;
+    int have_fed = 0;
     for (int i = 0; i < f->n && !rc; i++) {
         float x = (float)f->value[i];
         const int64_t p = steps[i], gap = i ? p - steps[i - 1] - 1 : 0;
         if (gap > CCT_NAB_MAX_GAP) {
             cc_cell_reset(cell);
+            have_fed = 0;
         } else {
             /* the daemon's imputation: the last value, through the engine, not scored */
-            for (int64_t g = p - gap; g < p && !rc; g++)
-                if (!(rc = engine_step(e, cell, g, &last, f, i))) {
+            for (int64_t g = p - gap; g < p && !rc; g++) {
+                float v = cc_anomaly_outage_hold(a, ac, &last, &imputed, 0) ? fed : last;
+                if (!(rc = engine_step(e, cell, g, &v, f, i))) {
+                    fed = v;
                     cc_cell_forecast(cell, &fc);
                     cc_anomaly_set_forecast(a, ac, &fc);
                 }
+            }
         }
-        if (rc || (rc = engine_step(e, cell, p, &x, f, i)))
+        if (!cc_anomaly_outage_hold(a, ac, &x, NULL, have_fed ? hold_steps : 0))
+            fed = x;
+        if (rc || (rc = engine_step(e, cell, p, &fed, f, i)))
             break;
+        have_fed = 1;
         last = x;
         fired.step = p;
         fired.fired = 0;

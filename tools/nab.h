@@ -141,9 +141,13 @@ int cct_nab_row_steps(const CctNabFile *f, int64_t S, int64_t *step);
  * score of a row, from the cell score |z| of that step (0 when not scored) and the alerts: b = |z|
  * / (|z| + warn_z) in [0, 1); 0.5 + 0.5·b where a new anomaly episode fires, else 0.5·b. So the
  * threshold 0.5 is exactly "the alerts", thresholds above it keep the alerts of larger |z|,
- * thresholds below it add rows of large |z| without an alert. 0 or a negative errno (reported).
+ * thresholds below it add rows of large |z| without an alert. The rows of an outage (a 0 where
+ * zero is not normal) are held from the model for at most hold_steps rows, as cellcastd
+ * holds them (cc_anomaly_outage_hold, ingest.outage_hold_steps). 0 or a negative errno
+ * (reported).
  */
-int cct_nab_cellcast(CcEngine *e, const CcAnomalySettings *s, const CctNabFile *f, double *score);
+int cct_nab_cellcast(CcEngine *e, const CcAnomalySettings *s, const CctNabFile *f, int hold_steps,
+                     double *score);
 
 /**
  * Writes the probationary rows of every file (cct_nab_probation: the rows NAB allows a
