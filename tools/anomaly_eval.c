@@ -321,6 +321,8 @@ typedef struct Collect {
     int64_t from_step;
     int64_t longest;    ///< steps of the longest anomaly episode resolved from from_step on
     int64_t open_start; ///< onset of the anomaly episode firing at the end, NONE: none
+    CctEpisodes *ep;    ///< resolved episodes checked here (NULL: not)
+    int resolve_m;
 } Collect;
 
 #define NO_EPISODE INT64_MIN
@@ -334,6 +336,8 @@ static void collect(void *cookie, const CcAlertEvent *ev)
             if (ev->step - ev->start_step > c->longest)
                 c->longest = ev->step - ev->start_step;
             c->open_start = NO_EPISODE;
+            if (c->ep)
+                cct_episodes_add(c->ep, ev, c->resolve_m);
         } else {
             c->open_start = ev->start_step;
         }
@@ -502,10 +506,13 @@ int cct_ae_score(const CcAnomalySettings *s, CctAeCell *c, int baseline, int pos
     Collect col = {0};
     col.from_step = c->p0 + c->ser.test0;
     col.open_start = NO_EPISODE;
+    col.ep = &sc->episodes;
+    col.resolve_m = s->resolve_m;
     CcAnomalyCellStats st;
     int rc = replay(s, c, c->ser.F, baseline, &col, &st);
     if (rc)
         return rc;
+    sc->episodes.open += col.open_start != NO_EPISODE;
     if (col.open_start != NO_EPISODE && c->p0 + c->ser.T - 1 - col.open_start > col.longest)
         col.longest = c->p0 + c->ser.T - 1 - col.open_start;
     if (col.longest > sc->longest_episode)
@@ -596,7 +603,8 @@ int cct_ae_calibrate(CcAnomalySettings *s, CctAeCells *all, int n_cells, double 
     return 1;
 }
 
-void cct_ae_print_score(const char *name, const CctAeScore *sc, int with_types, FILE *out)
+void cct_ae_print_score(const char *name, const CctAeScore *sc, int with_types, const CcHparams *hp,
+                        FILE *out)
 {
     double rec = sc->labels ? (double)sc->detected / sc->labels : NAN;
     double prec = sc->alerts ? (double)sc->true_alerts / sc->alerts : NAN;
@@ -616,6 +624,7 @@ void cct_ae_print_score(const char *name, const CctAeScore *sc, int with_types, 
                     sc->by_type_det[t] ? sc->by_type_delay[t] / sc->by_type_det[t] : NAN);
     fprintf(out, "    %-18s %lld steps (%.1f h)\n", "longest episode",
             (long long)sc->longest_episode, (double)sc->longest_episode * sc->step_seconds / 3600);
+    cct_episodes_print(&sc->episodes, hp, out);
     /* one-step spikes are their own row: the events' recall without them */
     int ns = sc->by_type_n[CCT_INJ_SPIKE], ds = sc->by_type_det[CCT_INJ_SPIKE];
     if (ns && sc->labels > ns)

@@ -565,10 +565,10 @@ static int print_detector(const AnomalyArgs *a, const CcModel *m, CctAeCells *ce
     else if (di)
         printf("variant %s:\n", a->variants[di - 1]);
     snprintf(name, sizeof name, "model z>=%g/%g", s.warn_z, s.crit_z);
-    cct_ae_print_score(name, &sm, nz == 1, stdout);
+    cct_ae_print_score(name, &sm, nz == 1, &m->hp, stdout);
     if (di == 0 && (zi == 0 || a->n_sweep == 0)) {
         snprintf(name, sizeof name, "3sigma-roll z>=%g/%g", sbs.warn_z, sbs.crit_z);
-        cct_ae_print_score(name, &sb, nz == 1, stdout);
+        cct_ae_print_score(name, &sb, nz == 1, &m->hp, stdout);
     }
     return 0;
 }
