@@ -603,17 +603,45 @@ int cct_ae_calibrate(CcAnomalySettings *s, CctAeCells *all, int n_cells, double 
     return 1;
 }
 
+/* A row's rates: recall, precision, F1, mean delay and false alerts per cell-week (NaN where
+ * there is nothing to divide by). */
+typedef struct Rates {
+    double rec, prec, f1, delay, fa;
+} Rates;
+
+static Rates score_rates(const CctAeScore *sc)
+{
+    Rates r;
+    r.rec = sc->labels ? (double)sc->detected / sc->labels : NAN;
+    r.prec = sc->alerts ? (double)sc->true_alerts / sc->alerts : NAN;
+    r.f1 = r.rec + r.prec > 0 ? 2 * r.rec * r.prec / (r.rec + r.prec) : NAN;
+    r.delay = sc->detected ? sc->delay_sum / sc->detected : NAN;
+    double weeks = sc->clean_steps * sc->step_seconds / 604800.0;
+    r.fa = weeks > 0 ? (sc->alerts - sc->true_alerts) / weeks : NAN;
+    return r;
+}
+
+static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+json_t *cct_ae_score_json(const CctAeScore *sc, const CcHparams *hp)
+{
+    Rates r = score_rates(sc);
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:o*}",
+                     "precision", num(r.prec), "recall", num(r.rec), "f1", num(r.f1), "delay",
+                     num(r.delay), "false_per_cell_week", num(r.fa), "detected", sc->detected,
+                     "labels", sc->labels, "alerts", sc->alerts, "false",
+                     sc->alerts - sc->true_alerts, "dq_alerts", sc->dq_alerts, "dq_outside",
+                     sc->dq_outside, "longest_episode", (json_int_t)sc->longest_episode, "episodes",
+                     cct_episodes_json(&sc->episodes, hp));
+}
+
 void cct_ae_print_score(const char *name, const CctAeScore *sc, int with_types, const CcHparams *hp,
                         FILE *out)
 {
-    double rec = sc->labels ? (double)sc->detected / sc->labels : NAN;
-    double prec = sc->alerts ? (double)sc->true_alerts / sc->alerts : NAN;
-    double f1 = rec + prec > 0 ? 2 * rec * prec / (rec + prec) : NAN;
-    double weeks = sc->clean_steps * sc->step_seconds / 604800.0;
-    double fa = weeks > 0 ? (sc->alerts - sc->true_alerts) / weeks : NAN;
-    fprintf(out, "%-22s %6.3f %6.3f %6.3f %7.1f %8.2f %6d/%-4d %6d %5d %5d/%-4d\n", name, prec, rec,
-            f1, sc->detected ? sc->delay_sum / sc->detected : NAN, fa, sc->detected, sc->labels,
-            sc->alerts, sc->alerts - sc->true_alerts, sc->dq_alerts, sc->dq_outside);
+    Rates r = score_rates(sc);
+    fprintf(out, "%-22s %6.3f %6.3f %6.3f %7.1f %8.2f %6d/%-4d %6d %5d %5d/%-4d\n", name, r.prec,
+            r.rec, r.f1, r.delay, r.fa, sc->detected, sc->labels, sc->alerts,
+            sc->alerts - sc->true_alerts, sc->dq_alerts, sc->dq_outside);
     if (!with_types)
         return;
     for (int t = 0; t < CCT_INJ_TYPES; t++)

@@ -117,6 +117,10 @@ int cct_ae_calibrate(CcAnomalySettings *s, CctAeCells *cells, int n_cells, doubl
 void cct_ae_print_score(const char *name, const CctAeScore *sc, int with_types, const CcHparams *hp,
                         FILE *out);
 
+/** One row as a JSON object: the rates (null where undefined), the counts, the longest
+ * episode and the episode check (episodes.h). NULL on -ENOMEM. */
+json_t *cct_ae_score_json(const CctAeScore *sc, const CcHparams *hp);
+
 void cct_ae_cells_free(CctAeCells *cells);
 
 #endif
