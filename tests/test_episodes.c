@@ -76,6 +76,18 @@ static void check_sum(const Run *r)
     }
 }
 
+/* One run that must give one episode, exceeding or not: that episode. */
+static const CctEpisode *one_episode(const CcAnomalySettings *s, int n, double dev, int exceeds,
+                                     Run *r)
+{
+    run(s, n, dev, r);
+    check_sum(r);
+    assert_int_equal(r->ep.n, 1);
+    assert_int_equal(r->ep.exceed, exceeds);
+    assert_int_equal(r->ep.max_excess, r->ep.worst[0].excess);
+    return &r->ep.worst[0];
+}
+
 /* A deviation of n steps past crit_z: one episode of n + resolve_m steps, excess 0. */
 static void test_deviation_plus_hysteresis(void **state)
 {
@@ -85,16 +97,13 @@ static void test_deviation_plus_hysteresis(void **state)
     static const int ns[] = {1, 3, 5};
     for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
         Run r;
-        run(&s, ns[i], 8, &r);
-        check_sum(&r);
-        assert_int_equal(r.ep.n, 1);
-        assert_int_equal(r.ep.exceed, 0);
-        assert_int_equal(r.ep.max_excess, 0);
-        assert_int_equal(r.ep.worst[0].length, ns[i] + s.resolve_m);
-        assert_int_equal(r.ep.worst[0].deviation, ns[i]);
-        assert_int_equal(r.ep.worst[0].kpi, 0);
-        assert_true(r.ep.worst[0].rules & CC_RULE_Z);
-        assert_string_equal(r.ep.worst[0].cell, "cell");
+        const CctEpisode *w = one_episode(&s, ns[i], 8, 0, &r);
+        assert_int_equal(w->excess, 0);
+        assert_int_equal(w->length, ns[i] + s.resolve_m);
+        assert_int_equal(w->deviation, ns[i]);
+        assert_int_equal(w->kpi, 0);
+        assert_true(w->rules & CC_RULE_Z);
+        assert_string_equal(w->cell, "cell");
     }
 }
 
@@ -108,25 +117,16 @@ static void test_cusum_drain_exceeds(void **state)
     CcAnomalySettings s;
     settings(&s);
     Run r;
-    run(&s, 30, 8, &r);
-    check_sum(&r);
-    assert_int_equal(r.ep.n, 1);
-    assert_int_equal(r.ep.exceed, 1);
-    const CctEpisode *w = &r.ep.worst[0];
+    const CctEpisode *w = one_episode(&s, 30, 8, 1, &r);
     assert_int_equal(w->deviation, 30);
     assert_true(w->excess >= 6 && w->excess <= 12);
     assert_int_equal(w->excess, w->held);
     assert_int_equal(w->unscored, 0);
     assert_int_equal(w->rules, CC_RULE_CUSUM);
     assert_int_equal(r.ep.by_rule[1], 1); /* CC_RULE_CUSUM is bit 1 */
-    assert_int_equal(r.ep.max_excess, w->excess);
     assert_int_equal(r.last.hold_kpi, 0);
     s.cusum_h = 0;
-    run(&s, 30, 8, &r);
-    check_sum(&r);
-    assert_int_equal(r.ep.n, 1);
-    assert_int_equal(r.ep.exceed, 0);
-    assert_int_equal(r.ep.worst[0].length, 30 + s.resolve_m);
+    assert_int_equal(one_episode(&s, 30, 8, 0, &r)->length, 30 + s.resolve_m);
 }
 
 /* A deviation of 2.5 (z 1.5–3.5: under every threshold, the forecast CUSUM off) for 30
@@ -142,24 +142,17 @@ static void test_profile_holds_without_live(void **state)
     s.cusum_h = 0;
     s.sustained_live = 0;
     Run r;
-    run(&s, 30, 2.5, &r);
-    check_sum(&r);
-    assert_int_equal(r.ep.n, 1);
-    assert_int_equal(r.ep.exceed, 1);
-    const CctEpisode *w = &r.ep.worst[0];
+    const CctEpisode *w = one_episode(&s, 30, 2.5, 1, &r);
     assert_true(w->deviation >= 5 && w->deviation <= 12);
     assert_true(w->excess > 0);
     assert_int_equal(w->excess, w->held);
     assert_int_equal(w->rules, CC_RULE_PROFILE);
     s.sustained_live = 1;
     Run live;
-    run(&s, 30, 2.5, &live);
-    check_sum(&live);
-    assert_int_equal(live.ep.n, 1);
-    assert_int_equal(live.ep.exceed, 0);
-    assert_int_equal(live.ep.worst[0].deviation, w->deviation);
-    assert_int_equal(live.ep.worst[0].length, w->deviation + s.resolve_m);
-    assert_true(live.ep.worst[0].rules & CC_RULE_PROFILE);
+    const CctEpisode *l = one_episode(&s, 30, 2.5, 0, &live);
+    assert_int_equal(l->deviation, w->deviation);
+    assert_int_equal(l->length, w->deviation + s.resolve_m);
+    assert_true(l->rules & CC_RULE_PROFILE);
 }
 
 /* The worst list keeps the three largest excesses, then the longest, in order. */
