@@ -462,6 +462,12 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
         return;
     int blocked = x->cell_blocked || cc_dq_blocks(s, &k->stuck, x->step) ||
                   cc_dq_blocks(s, &k->bounds, x->step);
+    /* the DQ alert has taken over (the episode counts these steps clear): sums charged
+     * before it restart, or scoring would resume with them still over and raise an episode
+     * of their own, draining over a deviation long gone (issue 13: episodes of no live
+     * deviation after an outage, tests/test_episodes.c) */
+    if (blocked)
+        k->cu_pos = k->cu_neg = k->pr_pos = k->pr_neg = 0;
     double zp = NAN, pref = NAN;
     if (x->pp && !blocked)
         zp = cc_profile_step(s, c, x->pp, f, values[f], &pref);

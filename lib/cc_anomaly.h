@@ -81,7 +81,10 @@
  * ±3 scales once the scale is warm, so an anomaly moves it little), and also while it
  * fires, so a permanent change is learnt in a few days rather than alerting forever.
  * KPIs that are disabled, imputed (mask 0), in their
- * data-quality grace period or with a data-quality alert firing are not scored.
+ * data-quality grace period or with a data-quality alert firing are not scored; at such a
+ * step of an observed KPI held by a DQ alert its CUSUM sums (forecast and profile) restart
+ * at 0: the DQ alert has taken over, and a sum charged before it must not raise an episode
+ * of its own when scoring resumes, draining over a deviation long gone.
  * The cell score is max_f |z_f| over the scored KPIs; the cell step is
  *     over      when at least min_kpis KPIs are over,
  *     critical  when at least one KPI is critical (and the step is over).

@@ -45,9 +45,10 @@ static void settings(CcAnomalySettings *s)
     s->novelty_tol = 0;
 }
 
-/* HIST steps of noise in [-1, 1), then n steps at dev (plus the noise), then 60 of noise;
- * the expectation is 0 ± 1 at every step. */
-static void run(const CcAnomalySettings *s, int n, double dev, Run *r)
+/* HIST steps of level plus noise in [-1, 1), then n steps at level + dev (plus the
+ * noise), `outage` steps of exact zeros, then 60 of level plus noise; the expectation is
+ * level ± 1 at every step. */
+static void run(const CcAnomalySettings *s, double level, int n, double dev, int outage, Run *r)
 {
     CcAnomaly *a = NULL;
     CcAnomalyCell *c = NULL;
@@ -56,9 +57,12 @@ static void run(const CcAnomalySettings *s, int n, double dev, Run *r)
     assert_int_equal(cc_anomaly_cell_open(&c, a, "cell"), 0);
     CcAlertSink sink = {r, sink_fn};
     uint64_t rng = 7;
-    for (int64_t i = 0; i < HIST + n + 60; i++) {
-        double mean = 0, sd = 1;
-        float v = tl_rng_float(&rng) + (i >= HIST && i < HIST + n ? (float)dev : 0.0f);
+    for (int64_t i = 0; i < HIST + n + outage + 60; i++) {
+        double mean = level, sd = 1;
+        float v =
+            (float)level + tl_rng_float(&rng) + (i >= HIST && i < HIST + n ? (float)dev : 0.0f);
+        if (i >= HIST + n && i < HIST + n + outage)
+            v = 0;
         cc_anomaly_set_expect(a, c, i, &mean, &sd, NULL);
         assert_int_equal(cc_anomaly_observe(a, c, i, &v, NULL, &sink), 0);
     }
@@ -80,7 +84,7 @@ static void check_sum(const Run *r)
 static const CctEpisode *one_episode(const CcAnomalySettings *s, int n, double dev, int exceeds,
                                      Run *r)
 {
-    run(s, n, dev, r);
+    run(s, 0, n, dev, 0, r);
     check_sum(r);
     assert_int_equal(r->ep.n, 1);
     assert_int_equal(r->ep.exceed, exceeds);
@@ -155,6 +159,28 @@ static void test_profile_holds_without_live(void **state)
     assert_true(l->rules & CC_RULE_PROFILE);
 }
 
+/* A deviation down (level 10 → 2, z −8) for 30 steps charges the CUSUM's S⁻ to 30, then
+ * an outage (exact zeros for 30 steps) raises all_zero after 6 of them: the DQ alert takes
+ * over and the KPI is held until 16 steps after it resolves. The episode of the deviation
+ * resolves under the DQ alert (its held steps count clear); the sum must not outlive it:
+ * frozen at ~36, it was over when scoring resumed and raised a second episode with no
+ * deviation at all, 10 steps of it draining (what anomaly-eval found on the synthetic
+ * control). */
+static void test_no_stale_sum_after_dq(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    settings(&s);
+    Run r;
+    run(&s, 10, 30, -8, 30, &r);
+    check_sum(&r);
+    assert_int_equal(r.ep.n, 1);
+    assert_int_equal(r.ep.exceed, 0);
+    /* the deviation and the outage's zeros before all_zero holds the KPI */
+    assert_true(r.ep.worst[0].deviation > 30 && r.ep.worst[0].deviation < 30 + s.zero_steps);
+    assert_true(r.ep.worst[0].rules & CC_RULE_Z);
+}
+
 /* The worst list keeps the three largest excesses, then the longest, in order. */
 static void test_worst_order(void **state)
 {
@@ -192,6 +218,7 @@ int main(void)
         cmocka_unit_test(test_deviation_plus_hysteresis),
         cmocka_unit_test(test_cusum_drain_exceeds),
         cmocka_unit_test(test_profile_holds_without_live),
+        cmocka_unit_test(test_no_stale_sum_after_dq),
         cmocka_unit_test(test_worst_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
