@@ -4,7 +4,8 @@
  * z rule sees for N steps gives an episode of N + resolve_m steps (excess 0); a long one
  * leaves the forecast CUSUM over while its sum drains, and the profile rule without
  * sustained_live holds past the deviation likewise (excess > 0, held by that rule); with
- * sustained_live it does not. */
+ * sustained_live it does not; and a sum charged before a data-quality alert does not raise
+ * an episode of its own once the alert has passed. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
