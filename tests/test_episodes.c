@@ -1,7 +1,7 @@
 /* test_episodes.c — an anomaly episode against its triggering deviation plus the
- * hysteresis (CcEpisodeTrace in lib/cc_anomaly.h, tools/episodes.c), on constructed
- * one-KPI series whose expectation is known (mean 0, sd 1: z is the value): a deviation the
- * z rule sees for N steps gives an episode of N + resolve_m steps (excess 0); a long one
+ * hysteresis (CcEpisodeTrace in lib/cc_anomaly.h, tools/episodes.c), on constructed one-KPI
+ * series whose expectation is known (the level ± 1: z is the deviation): a deviation the z
+ * rule sees for N steps gives an episode of N + resolve_m steps (excess 0); a long one
  * leaves the forecast CUSUM over while its sum drains, and the profile rule without
  * sustained_live holds past the deviation likewise (excess > 0, held by that rule); with
  * sustained_live it does not; and a sum charged before a data-quality alert does not raise
