@@ -34,6 +34,19 @@ const char *cc_dq_reason_name(enum CcDqReason r)
     }
 }
 
+const char *cc_anomaly_rule_name(int rule)
+{
+    switch (rule) {
+    case CC_RULE_Z: return "z";
+    case CC_RULE_CUSUM: return "cusum";
+    case CC_RULE_PROFILE: return "profile";
+    case CC_RULE_WINDOW: return "window";
+    case CC_RULE_LIKELIHOOD: return "likelihood";
+    case CC_RULE_NOVELTY: return "novelty";
+    default: return "?";
+    }
+}
+
 static void json_kpi(CcJsonBuf *j, const CcHparams *hp, int f)
 {
     if (f < 0)

@@ -75,6 +75,9 @@ static void cell_init(CcAnomalyCell *c)
     episode_init(&c->anom);
     episode_init(&c->zero);
     episode_init(&c->missing);
+    c->live_last = NONE_STEP;
+    memset(&c->trace, 0, sizeof c->trace);
+    c->trace.fire_kpi = c->trace.hold_kpi = -1;
     c->n_peak = 0;
     c->quiet_until = NONE_STEP;
     memset(&c->st, 0, sizeof c->st);
@@ -377,31 +380,71 @@ static int sustained_holds(const CcAnomalySettings *s, double pos, double neg, d
 {
     if (!s->sustained_live)
         return cc_cusum_over(pos, neg, h, dir);
-    return h > 0 && (((dir >= 0 && pos >= h) && d > kref) || ((dir <= 0 && neg >= h) && d < -kref));
+    return cc_cusum_live(pos, neg, h, kref, dir, d);
+}
+
+/* The window rule is live (CcEpisodeTrace): a window of steps like this one, z clipped as
+ * its ring clips it, in the window's direction, would be over (unit: see cc_window_z). */
+static int window_live(const CcAnomalySettings *s, double z, double zw, double unit, double thr)
+{
+    double zs = z > s->warn_z ? s->warn_z : z < -s->warn_z ? -s->warn_z : z;
+    return zs * zw > 0 && fabs(zs) * unit >= thr;
 }
 
 /* Counts KPI f over (|z| over its threshold in its direction, else by a CUSUM: zc is what
- * its CUSUM saw, zp the profile z; the window rule; the anomaly likelihood; a novel value,
- * nov +1 above the range seen, -1 below) and critical (by |z| only). */
+ * its CUSUM saw, zp the profile z; the window rule, wunit its unit; the anomaly likelihood;
+ * a novel value, nov +1 above the range seen, -1 below) and critical (by |z| only). Which
+ * rules are over and whether one is live go to the verdict's trace fields only. */
 static void kpi_verdict(const CcAnomalySettings *s, const KpiState *k, int f, double z, double zc,
-                        double zp, double zw, int nov, StepVerdict *v)
+                        double zp, double zw, double wunit, int nov, StepVerdict *v)
 {
     double az = fabs(z);
     int dir = s->kpi[f].direction;
     int way = dir == 0 || (dir > 0 && z > 0) || (dir < 0 && z < 0);
     int wway = dir == 0 || (dir > 0 && zw > 0) || (dir < 0 && zw < 0);
-    double lo = kpi_lik_over(s, f);
+    double lo = kpi_lik_over(s, f), wthr = s->window_z > 0 ? s->window_z : kpi_warn(s, f);
+    int over = 0, live = 0;
     if (way && az >= kpi_warn(s, f)) {
-        v->n_over++;
+        over |= CC_RULE_Z, live |= CC_RULE_Z;
         if (az >= kpi_crit(s, f))
             v->n_crit++;
-    } else if ((isfinite(zw) && wway &&
-                fabs(zw) >= (s->window_z > 0 ? s->window_z : kpi_warn(s, f))) ||
-               cusum_over(s, k, f) || (lo > 0 && way && k->ll >= lo) ||
-               (nov && (dir == 0 || dir == nov)) ||
-               (isfinite(zp) &&
-                sustained_holds(s, k->pr_pos, k->pr_neg, s->profile_h, s->profile_k, dir, zp))) {
-        v->n_over++;
+    }
+    if (isfinite(zw) && wway && fabs(zw) >= wthr) {
+        over |= CC_RULE_WINDOW;
+        live |= window_live(s, z, zw, wunit, wthr) ? CC_RULE_WINDOW : 0;
+    }
+    if (cusum_over(s, k, f)) {
+        over |= CC_RULE_CUSUM;
+        live |=
+            cc_cusum_live(k->cu_pos, k->cu_neg, s->cusum_h, s->cusum_k, dir, isfinite(zc) ? zc : z)
+                ? CC_RULE_CUSUM
+                : 0;
+    }
+    if (lo > 0 && way && k->ll >= lo) {
+        over |= CC_RULE_LIKELIHOOD;
+        live |= cc_lik_of(&k->lik, cc_lik_raw(z)) >= lo ? CC_RULE_LIKELIHOOD : 0;
+    }
+    if (nov && (dir == 0 || dir == nov))
+        over |= CC_RULE_NOVELTY, live |= CC_RULE_NOVELTY;
+    if (isfinite(zp) &&
+        sustained_holds(s, k->pr_pos, k->pr_neg, s->profile_h, s->profile_k, dir, zp)) {
+        over |= CC_RULE_PROFILE;
+        live |= cc_cusum_live(k->pr_pos, k->pr_neg, s->profile_h, s->profile_k, dir, zp)
+                    ? CC_RULE_PROFILE
+                    : 0;
+    }
+    if (!over)
+        return;
+    v->n_over++;
+    v->rules |= over;
+    if (!(v->over_az >= az))
+        v->over_az = az, v->over_kpi = f;
+    if (live) {
+        v->n_live++;
+    } else {
+        v->hold_rules |= over;
+        if (!(v->hold_az >= az))
+            v->hold_az = az, v->hold_kpi = f;
     }
 }
 
@@ -420,6 +463,12 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
         return;
     int blocked = x->cell_blocked || cc_dq_blocks(s, &k->stuck, x->step) ||
                   cc_dq_blocks(s, &k->bounds, x->step);
+    /* the DQ alert has taken over (the episode counts these steps clear): sums charged
+     * before it restart, or scoring would resume with them still over and raise an episode
+     * of their own, draining over a deviation long gone (issue 13: episodes of no live
+     * deviation after an outage, tests/test_episodes.c) */
+    if (blocked)
+        k->cu_pos = k->cu_neg = k->pr_pos = k->pr_neg = 0;
     double zp = NAN, pref = NAN;
     if (x->pp && !blocked)
         zp = cc_profile_step(s, c, x->pp, f, values[f], &pref);
@@ -435,7 +484,7 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
     double g = tail_factor(s, k, x->firing, z, x->zq);
     z *= g;
     zc *= g;
-    double zw = cc_window_z(s, k, x->firing, z, x->zq);
+    double wunit, zw = cc_window_z(s, k, x->firing, z, x->zq, &wunit);
     /* only where the rule can use it, like the window rule: off, the default path skips it */
     if (kpi_lik_over(s, f) > 0)
         k->ll = cc_lik_step(&k->lik, s->lik_short_n, s->lik_long_steps, cc_lik_raw(z), 1);
@@ -448,7 +497,7 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
     k->pr_exp = pref;
     if (isfinite(zw) && !(v->score >= fabs(zw)))
         v->score = fabs(zw);
-    kpi_verdict(s, k, f, z, zc, zp, zw, nov, v);
+    kpi_verdict(s, k, f, z, zc, zp, zw, wunit, nov, v);
 }
 
 /* The rules of one observation in the order they apply: data quality first (what it
@@ -463,7 +512,7 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
     StepCtx x;
     ProfPos pp;
     step_begin(a, c, step, &x, &pp);
-    StepVerdict v = {0, 0, 0, 0, NAN};
+    StepVerdict v = {0, 0, 0, 0, NAN, 0, 0, 0, -1, -1, -1, -1};
     c->lik = NAN;
     for (int f = 0; f < c->F; f++) {
         score_kpi(&a->s, c, &x, f, values, mask, &v);

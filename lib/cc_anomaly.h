@@ -81,7 +81,10 @@
  * ±3 scales once the scale is warm, so an anomaly moves it little), and also while it
  * fires, so a permanent change is learnt in a few days rather than alerting forever.
  * KPIs that are disabled, imputed (mask 0), in their
- * data-quality grace period or with a data-quality alert firing are not scored.
+ * data-quality grace period or with a data-quality alert firing are not scored; at such a
+ * step of an observed KPI held by a DQ alert its CUSUM sums (forecast and profile) restart
+ * at 0: the DQ alert has taken over, and a sum charged before it must not raise an episode
+ * of its own when scoring resumes, draining over a deviation long gone.
  * The cell score is max_f |z_f| over the scored KPIs; the cell step is
  *     over      when at least min_kpis KPIs are over,
  *     critical  when at least one KPI is critical (and the step is over).
@@ -283,6 +286,42 @@ typedef struct CcAlertAttr {
     double profile_expected; ///< the profile's usual value for this step, NaN when none
 } CcAlertAttr;
 
+/** The rules that count a KPI over (bits of CcEpisodeTrace's rule sets). */
+enum CcAnomalyRule {
+    CC_RULE_Z = 1,           ///< |z| past warn_z
+    CC_RULE_CUSUM = 2,       ///< the forecast z's CUSUM
+    CC_RULE_PROFILE = 4,     ///< the seasonal profile's CUSUM
+    CC_RULE_WINDOW = 8,      ///< the multi-scale window rule
+    CC_RULE_LIKELIHOOD = 16, ///< the anomaly likelihood
+    CC_RULE_NOVELTY = 32,    ///< a value beyond the range seen
+};
+#define CC_RULES 6
+
+/**
+ * How an anomaly episode's steps were over (diagnostics: detection does not read it).
+ * A KPI over by a rule is "live" when the step's own statistic still deviates, as opposed to
+ * a sum or an average that only drains: the z rule and novelty always; a CUSUM (forecast or
+ * profile) while the step's own z (the one its sum saw) is past its reference k in the
+ * direction of the sum that is over (the sum grows); the window rule while a window of
+ * steps like this one (its z clipped to ±warn_z, in the window's direction) would be over
+ * on the scale that is; the likelihood while a short average of steps like this one would
+ * be over against the distribution as learnt so far. A step deviates (is live) when at
+ * least min_kpis KPIs are live-over: it would be over without any draining sum.
+ * The episode's triggering deviation runs from its onset to its last live step, and an
+ * episode that ends when its deviation does lasts live_run + resolve_m steps from its onset
+ * to its resolution (both included); what it lasts beyond that, the rules that held it say.
+ * Not in the snapshot: after a restore, counted from the restore on.
+ */
+typedef struct CcEpisodeTrace {
+    int64_t live_run;   ///< onset to the last live step so far, both included (0: none)
+    int32_t fire_rules; ///< rules over at the firing step (CcAnomalyRule bits, any KPI)
+    int32_t fire_kpi;   ///< the KPI over there with the largest |z| (-1: none)
+    int32_t hold_rules; ///< rules over at over steps after the last live step (held ones)
+    int32_t hold_kpi;   ///< the KPI of the last held step with the largest |z| (-1: none)
+    int32_t held;       ///< over steps after the last live step (counted from firing)
+    int32_t unscored;   ///< steps after it without a verdict (no expectation, all imputed)
+} CcEpisodeTrace;
+
 /** One alert transition. Pointers are valid during the callback only. */
 typedef struct CcAlertEvent {
     char id[CC_ALERT_ID_MAX];
@@ -300,6 +339,7 @@ typedef struct CcAlertEvent {
     double score;       ///< cell score at this step (firing) or the episode's peak (resolved)
     int n_attr;
     CcAlertAttr attr[CC_ALERT_MAX_ATTR];
+    CcEpisodeTrace trace; ///< anomaly events: the episode so far (zero for DQ alerts)
 } CcAlertEvent;
 
 /** Where transitions go: called synchronously, once per transition. */
@@ -485,5 +525,6 @@ const char *cc_alert_kind_name(enum CcAlertKind k);         ///< "anomaly", "dat
 const char *cc_alert_state_name(enum CcAlertState s);       ///< "firing", "resolved"
 const char *cc_alert_severity_name(enum CcAlertSeverity s); ///< "warning", "critical"
 const char *cc_dq_reason_name(enum CcDqReason r);           ///< "none", "stuck", "all_zero", ...
+const char *cc_anomaly_rule_name(int rule); ///< one CcAnomalyRule bit: "z", "cusum", ..., "?"
 
 #endif

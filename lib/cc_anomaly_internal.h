@@ -133,6 +133,10 @@ struct CcAnomalyCell {
     float *prof;         // (2, NB, F) usual value per day type (weekday, weekend) and bin,
                          // followed in the same allocation by prof_n
     uint16_t *prof_n;    // (2, NB, F) samples averaged into each bin so far (saturating)
+
+    /* diagnostics (CcEpisodeTrace), not in the snapshot record */
+    int64_t live_last;    ///< last step that deviated live, NONE_STEP none
+    CcEpisodeTrace trace; ///< the anomaly episode's (live_run filled when an event is made)
 };
 
 /* A value of KPI f is observed: flagged so by the host (mask NULL: all) and finite. */
@@ -214,8 +218,10 @@ int cc_window_scales(const CcAnomalySettings *s, int *w);
 
 /* The window rule of KPI f at this step: z (calibrated) enters its ring; the largest
  * window z over the scales in units of its own tail_q quantile times zq (comparable with
- * warn_z), NaN while none is warm; then the quantiles learn (not while firing). */
-double cc_window_z(const CcAnomalySettings *s, KpiState *k, int firing, double z, double zq);
+ * warn_z), NaN while none is warm; *unit gets that scale's zq / quantile (a window mean m
+ * is m·unit there; NaN: none); then the quantiles learn (not while firing). */
+double cc_window_z(const CcAnomalySettings *s, KpiState *k, int firing, double z, double zq,
+                   double *unit);
 
 /* ---- cc_anomaly_dq.c ---- */
 
@@ -268,6 +274,12 @@ typedef struct StepVerdict {
     int n_over;   ///< KPIs over (threshold, CUSUM or profile)
     int n_crit;   ///< KPIs critical
     double score; ///< max |z| over the scored KPIs, NaN if none
+    /* for CcEpisodeTrace only (detection does not read them) */
+    int n_live;              ///< KPIs over by a live deviation (CcEpisodeTrace)
+    int rules;               ///< CcAnomalyRule bits over, any KPI
+    int hold_rules;          ///< those of KPIs over without a live deviation
+    int over_kpi, hold_kpi;  ///< the KPI with the largest |z| of each kind, -1: none
+    double over_az, hold_az; ///< their |z|
 } StepVerdict;
 
 /* The anomaly lifecycle of one observed step: the k-of-n window, the cell's stats, and

@@ -38,6 +38,11 @@ void cc_alert_event_init(const CcAnomaly *a, const CcAnomalyCell *c, CcAlertEven
     ev->ts = step * a->s.step_seconds;
     ev->start_ts = start * a->s.step_seconds;
     ev->score = NAN;
+    if (r == CC_DQ_NONE) {
+        ev->trace = c->trace;
+        ev->trace.live_run =
+            c->live_last != NONE_STEP && c->live_last >= start ? c->live_last - start + 1 : 0;
+    }
 }
 
 void cc_alert_emit(CcAnomalyCell *c, const CcAlertSink *sink, const CcAlertEvent *ev,
@@ -196,6 +201,30 @@ static void episode_clear(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
     cc_alert_emit(c, sink, &ev, step);
 }
 
+/* An over step of the episode in its trace: a live one ends what was held before it. */
+static void trace_over(CcAnomalyCell *c, const StepVerdict *v, int live)
+{
+    CcEpisodeTrace *t = &c->trace;
+    if (live) {
+        t->held = t->unscored = t->hold_rules = 0;
+        t->hold_kpi = -1;
+    } else {
+        t->held++;
+        t->hold_rules |= v->hold_rules;
+        t->hold_kpi = v->hold_kpi;
+    }
+}
+
+/* An over step with no episode firing: the trace of the episode it may fire. */
+static void trace_start(CcAnomalyCell *c, const StepVerdict *v, int live)
+{
+    memset(&c->trace, 0, sizeof c->trace);
+    c->trace.fire_rules = v->rules;
+    c->trace.fire_kpi = v->over_kpi;
+    c->trace.hold_kpi = -1;
+    trace_over(c, v, live);
+}
+
 void cc_anomaly_lifecycle_step(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
                                const float *values, const StepVerdict *v, const CcAlertSink *sink)
 {
@@ -211,15 +240,23 @@ void cc_anomaly_lifecycle_step(const CcAnomaly *a, CcAnomalyCell *c, int64_t ste
     }
     int n_w = __builtin_popcountll(c->over_bits & window_mask(s->window_n));
     int n_c = __builtin_popcountll(c->crit_bits & window_mask(s->window_n));
+    int live = over && v->n_live >= s->min_kpis;
+    if (live)
+        c->live_last = step;
     if (c->anom.start == NONE_STEP) {
-        if (over)
+        if (over) {
+            trace_start(c, v, live);
             episode_fire(a, c, step, values, v->score, n_w, n_c, sink);
+        }
     } else if (over) {
+        trace_over(c, v, live);
         episode_over(a, c, step, values, v->score, n_c, sink);
     } else if (v->n_scored || v->n_supp) {
         /* A step whose KPIs are all held by DQ alerts counts as clear: the DQ alert has
          * taken over, the anomaly episode must not stay open forever. */
         episode_clear(a, c, step, sink);
+    } else {
+        c->trace.unscored++;
     }
 }
 

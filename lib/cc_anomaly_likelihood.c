@@ -16,6 +16,15 @@ static double lik_log(double q)
     return ll < 0 ? 0 : ll > 1 ? 1 : ll;
 }
 
+double cc_lik_of(const CcLikState *st, double m)
+{
+    if (st->n < CC_LIK_MIN_N)
+        return NAN;
+    double sd = sqrt(st->var) > CC_LIK_MIN_SD ? sqrt(st->var) : CC_LIK_MIN_SD;
+    double x = (m - st->mean) / sd;
+    return x > 0 ? lik_log(0.5 * erfc(x / M_SQRT2)) : 0;
+}
+
 double cc_lik_step(CcLikState *st, int short_n, int long_steps, double r, int learn)
 {
     if (!isfinite(r) || short_n < 1 || short_n > CC_LIK_SHORT_MAX || long_steps < 1)
@@ -31,12 +40,7 @@ double cc_lik_step(CcLikState *st, int short_n, int long_steps, double r, int le
     for (int i = 0; i < st->filled; i++)
         m += st->ring[i];
     m /= st->filled;
-    double ll = NAN;
-    if (st->n >= CC_LIK_MIN_N) {
-        double sd = sqrt(st->var) > CC_LIK_MIN_SD ? sqrt(st->var) : CC_LIK_MIN_SD;
-        double x = (m - st->mean) / sd;
-        ll = x > 0 ? lik_log(0.5 * erfc(x / M_SQRT2)) : 0;
-    }
+    double ll = cc_lik_of(st, m);
     if (learn && st->filled == short_n) {
         if (st->n < long_steps)
             st->n++;

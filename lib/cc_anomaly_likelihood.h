@@ -48,6 +48,10 @@ typedef struct CcLikState {
  * learns the short average. */
 double cc_lik_step(CcLikState *st, int short_n, int long_steps, double r, int learn);
 
+/* The log-scale likelihood of a short average m against the long-run distribution learnt
+ * so far (NaN before CC_LIK_MIN_N updates). */
+double cc_lik_of(const CcLikState *st, double m);
+
 /* The raw score of a z: ln(1 + |z|) (heavy tails weigh less than in |z|). */
 double cc_lik_raw(double z);
 

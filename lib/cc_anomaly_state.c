@@ -306,6 +306,9 @@ static void record_start(CcAnomalyCell *t, KpiState *ks)
     }
     t->L = t->NB = 0;
     t->lik = NAN;
+    t->live_last = NONE_STEP; /* the episode trace is not in the record */
+    memset(&t->trace, 0, sizeof t->trace);
+    t->trace.fire_kpi = t->trace.hold_kpi = -1;
 }
 
 int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char *err, size_t errlen)

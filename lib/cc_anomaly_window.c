@@ -30,9 +30,11 @@ int cc_window_scales(const CcAnomalySettings *s, int *w)
     return n;
 }
 
-double cc_window_z(const CcAnomalySettings *s, KpiState *k, int firing, double z, double zq)
+double cc_window_z(const CcAnomalySettings *s, KpiState *k, int firing, double z, double zq,
+                   double *unit)
 {
     int w[CC_WIN_SCALES], n = cc_window_scales(s, w);
+    *unit = NAN;
     if (!n || !isfinite(z))
         return NAN;
     WinState *ws = &k->win;
@@ -59,8 +61,10 @@ double cc_window_z(const CcAnomalySettings *s, KpiState *k, int firing, double z
         double zw = ws->tail_n[j] >= TAIL_MIN_N ? m * zq / ws->tail[j] : NAN;
         if (!firing)
             cc_tail_learn(s, &ws->tail[j], &ws->tail_n[j], m);
-        if (isfinite(zw) && !(fabs(best) >= fabs(zw)))
+        if (isfinite(zw) && !(fabs(best) >= fabs(zw))) {
             best = zw;
+            *unit = zq / ws->tail[j]; /* before learning: the unit zw was taken in */
+        }
     }
     return best;
 }

@@ -26,6 +26,14 @@ static inline int cc_cusum_over(double pos, double neg, double h, int dir)
     return h > 0 && ((dir >= 0 && pos >= h) || (dir <= 0 && neg >= h));
 }
 
+/* Over (as cc_cusum_over) with the step's own input d past the reference k in the direction
+ * of a sum that is over: the sum grew at this step. A sum that is only draining (d under k)
+ * is over without it. */
+static inline int cc_cusum_live(double pos, double neg, double h, double k, int dir, double d)
+{
+    return h > 0 && ((dir >= 0 && pos >= h && d > k) || (dir <= 0 && neg >= h && d < -k));
+}
+
 /* The larger sum, signed by its direction. */
 static inline double cc_cusum_signed(double pos, double neg) { return pos >= neg ? pos : -neg; }
 

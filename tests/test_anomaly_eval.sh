@@ -6,7 +6,7 @@
 # engine pass, --set and --variant take alerts.* keys by name and refuse unknown ones, and
 # --lag -1 (the model's horizon) is accepted while a lag beyond the horizon is refused, and
 # --budget calibrates thresholds on the history rows (monotone in the budget; the novelty
-# margin scaled with them).
+# margin scaled with them), and --json gives the rows with their episode check.
 #   usage: test_anomaly_eval.sh CELLCAST SOURCE_ROOT
 set -u
 CLI=${1:?cellcast binary}
@@ -105,6 +105,26 @@ for t in surge drop outage level_shift spike 'events (no spikes)'; do
 done
 "$CLI" anomaly-eval --model "$MODEL" --data "$TMP/s.csv" --test-frac 0.2 --protocol loud \
     >/dev/null 2>&1 && fail "--protocol loud accepted"
+
+# --json with --data (issue 13): the rows as JSON on stdout, each with its episode check
+# (length = deviation + excess + hysteresis), the table on stderr
+"$CLI" anomaly-eval --model "$MODEL" --data "$TMP/s.csv" --test-frac 0.2 --json \
+    --variant sustained_live=0 >"$TMP/j" 2>"$TMP/err" || fail "--json exit: $(tail -2 "$TMP/err")"
+grep -q '^model z>=' "$TMP/err" || fail "--json: the table is not on stderr"
+python3 - "$TMP/j" <<'PY' || fail "--json: $(head -c 600 "$TMP/j")"
+import json, sys
+o = json.load(open(sys.argv[1]))
+rows = o["rows"]
+assert [r["detector"] for r in rows] == ["model", "3sigma-roll", "model"], rows
+assert rows[2]["variant"] == "sustained_live=0"
+for r in rows:
+    e = r["scores"]["episodes"]
+    assert e["resolved"] >= len(e["worst"]) and e["exceed"] <= e["resolved"]
+    for w in e["worst"]:
+        assert w["hysteresis"] == o["resolve_m"], w
+        assert w["length"] == w["deviation"] + w["excess"] + w["hysteresis"], w
+        assert w["excess"] <= e["max_excess"], w
+PY
 
 [ "$FAILS" = 0 ] && echo "anomaly-eval: all checks passed"
 exit $((FAILS > 0))

@@ -343,6 +343,8 @@ typedef struct Collect {
     int64_t from_step;
     int64_t longest;    ///< steps of the longest anomaly episode resolved from from_step on
     int64_t open_start; ///< onset of the anomaly episode firing at the end, NONE: none
+    CctEpisodes *ep;    ///< resolved episodes checked here (NULL: not)
+    int resolve_m;
 } Collect;
 
 #define NO_EPISODE INT64_MIN
@@ -356,6 +358,8 @@ static void collect(void *cookie, const CcAlertEvent *ev)
             if (ev->step - ev->start_step > c->longest)
                 c->longest = ev->step - ev->start_step;
             c->open_start = NO_EPISODE;
+            if (c->ep)
+                cct_episodes_add(c->ep, ev, c->resolve_m);
         } else {
             c->open_start = ev->start_step;
         }
@@ -524,10 +528,13 @@ int cct_ae_score(const CcAnomalySettings *s, CctAeCell *c, int baseline, int pos
     Collect col = {0};
     col.from_step = c->p0 + c->ser.test0;
     col.open_start = NO_EPISODE;
+    col.ep = &sc->episodes;
+    col.resolve_m = s->resolve_m;
     CcAnomalyCellStats st;
     int rc = replay(s, c, c->ser.F, baseline, &col, &st);
     if (rc)
         return rc;
+    sc->episodes.open += col.open_start != NO_EPISODE;
     if (col.open_start != NO_EPISODE && c->p0 + c->ser.T - 1 - col.open_start > col.longest)
         col.longest = c->p0 + c->ser.T - 1 - col.open_start;
     if (col.longest > sc->longest_episode)
@@ -618,16 +625,45 @@ int cct_ae_calibrate(CcAnomalySettings *s, CctAeCells *all, int n_cells, double 
     return 1;
 }
 
-void cct_ae_print_score(const char *name, const CctAeScore *sc, int with_types, FILE *out)
+/* A row's rates: recall, precision, F1, mean delay and false alerts per cell-week (NaN where
+ * there is nothing to divide by). */
+typedef struct Rates {
+    double rec, prec, f1, delay, fa;
+} Rates;
+
+static Rates score_rates(const CctAeScore *sc)
 {
-    double rec = sc->labels ? (double)sc->detected / sc->labels : NAN;
-    double prec = sc->alerts ? (double)sc->true_alerts / sc->alerts : NAN;
-    double f1 = rec + prec > 0 ? 2 * rec * prec / (rec + prec) : NAN;
+    Rates r;
+    r.rec = sc->labels ? (double)sc->detected / sc->labels : NAN;
+    r.prec = sc->alerts ? (double)sc->true_alerts / sc->alerts : NAN;
+    r.f1 = r.rec + r.prec > 0 ? 2 * r.rec * r.prec / (r.rec + r.prec) : NAN;
+    r.delay = sc->detected ? sc->delay_sum / sc->detected : NAN;
     double weeks = sc->clean_steps * sc->step_seconds / 604800.0;
-    double fa = weeks > 0 ? (sc->alerts - sc->true_alerts) / weeks : NAN;
-    fprintf(out, "%-22s %6.3f %6.3f %6.3f %7.1f %8.2f %6d/%-4d %6d %5d %5d/%-4d\n", name, prec, rec,
-            f1, sc->detected ? sc->delay_sum / sc->detected : NAN, fa, sc->detected, sc->labels,
-            sc->alerts, sc->alerts - sc->true_alerts, sc->dq_alerts, sc->dq_outside);
+    r.fa = weeks > 0 ? (sc->alerts - sc->true_alerts) / weeks : NAN;
+    return r;
+}
+
+static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+json_t *cct_ae_score_json(const CctAeScore *sc, const CcHparams *hp)
+{
+    Rates r = score_rates(sc);
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:o*}",
+                     "precision", num(r.prec), "recall", num(r.rec), "f1", num(r.f1), "delay",
+                     num(r.delay), "false_per_cell_week", num(r.fa), "detected", sc->detected,
+                     "labels", sc->labels, "alerts", sc->alerts, "false",
+                     sc->alerts - sc->true_alerts, "dq_alerts", sc->dq_alerts, "dq_outside",
+                     sc->dq_outside, "longest_episode", (json_int_t)sc->longest_episode, "episodes",
+                     cct_episodes_json(&sc->episodes, hp));
+}
+
+void cct_ae_print_score(const char *name, const CctAeScore *sc, int with_types, const CcHparams *hp,
+                        FILE *out)
+{
+    Rates r = score_rates(sc);
+    fprintf(out, "%-22s %6.3f %6.3f %6.3f %7.1f %8.2f %6d/%-4d %6d %5d %5d/%-4d\n", name, r.prec,
+            r.rec, r.f1, r.delay, r.fa, sc->detected, sc->labels, sc->alerts,
+            sc->alerts - sc->true_alerts, sc->dq_alerts, sc->dq_outside);
     if (!with_types)
         return;
     for (int t = 0; t < CCT_INJ_TYPES; t++)
@@ -638,6 +674,7 @@ void cct_ae_print_score(const char *name, const CctAeScore *sc, int with_types, 
                     sc->by_type_det[t] ? sc->by_type_delay[t] / sc->by_type_det[t] : NAN);
     fprintf(out, "    %-18s %lld steps (%.1f h)\n", "longest episode",
             (long long)sc->longest_episode, (double)sc->longest_episode * sc->step_seconds / 3600);
+    cct_episodes_print(&sc->episodes, hp, out);
     /* one-step spikes are their own row: the events' recall without them */
     int ns = sc->by_type_n[CCT_INJ_SPIKE], ds = sc->by_type_det[CCT_INJ_SPIKE];
     if (ns && sc->labels > ns)

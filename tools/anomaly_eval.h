@@ -35,6 +35,7 @@
 #include "cc_anomaly.h"
 #include "cc_data.h"
 #include "cc_engine.h"
+#include "episodes.h"
 #include "inject.h"
 
 /** One cell-run: its series (with injections and labels) and both detectors' expectations. */
@@ -86,6 +87,7 @@ typedef struct CctAeScore {
     double delay_sum;
     int64_t longest_episode; ///< steps from onset to resolution of the longest anomaly
                              ///< episode in the test rows (one still firing: to the end)
+    CctEpisodes episodes;    ///< each against its deviation plus the hysteresis (episodes.h)
 } CctAeScore;
 
 /** Loads one data file (and its history) into cells, one per series; reports on stderr.
@@ -117,8 +119,14 @@ void cct_ae_scale_thresholds(CcAnomalySettings *t, const CcAnomalySettings *s, d
 int cct_ae_calibrate(CcAnomalySettings *s, CctAeCells *cells, int n_cells, double budget,
                      double *rate, double *weeks);
 
-/** One row of the table (and with_types one line per injection type). */
-void cct_ae_print_score(const char *name, const CctAeScore *sc, int with_types, FILE *out);
+/** One row of the table (and with_types one line per injection type and the episodes;
+ * KPI names from hp). */
+void cct_ae_print_score(const char *name, const CctAeScore *sc, int with_types, const CcHparams *hp,
+                        FILE *out);
+
+/** One row as a JSON object: the rates (null where undefined), the counts, the longest
+ * episode and the episode check (episodes.h). NULL on -ENOMEM. */
+json_t *cct_ae_score_json(const CctAeScore *sc, const CcHparams *hp);
 
 void cct_ae_cells_free(CctAeCells *cells);
 

@@ -181,7 +181,10 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
         CC_OPTS_STR("results", &a->results, "DIR",
                     "with --nab: write NAB's results files there\n"
                     "(<detector>/<dir>/<detector>_<file>.csv)"),
-        CC_OPTS_FLAG("json", &a->json, "with --nab: the scores as one JSON object"),
+        CC_OPTS_FLAG("json", &a->json,
+                     "the scores as one JSON object on stdout (with --data: each\n"
+                     "row of the table with its episode check, the table itself\n"
+                     "then on stderr)"),
         CC_OPTS_STR("probation-csv", &a->probation, "FILE",
                     "with --nab: only write the probationary rows of every file\n"
                     "(the first 15 %, at most 750) as a long CSV for `cellcast\n"
@@ -273,8 +276,8 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
         fprintf(stderr, "cellcast anomaly-eval: give --nab or --data, not both\n");
         return 2;
     }
-    if ((a->results || a->json || a->probation || a->model_dir) && !a->nab) {
-        fprintf(stderr, "cellcast anomaly-eval: --results, --json, --model-dir and "
+    if ((a->results || a->probation || a->model_dir) && !a->nab) {
+        fprintf(stderr, "cellcast anomaly-eval: --results, --model-dir and "
                         "--probation-csv go with --nab\n");
         return 2;
     }
@@ -514,9 +517,10 @@ static int detectors(const AnomalyArgs *a, const CcHparams *hp, CctAeCells *cell
                 a->budget, rate);
         return -1;
     }
-    printf("budget %g false alerts per cell-week on %.1f cell-weeks of history: warn_z %.3g, "
-           "crit_z %.3g, cusum_k %.3g, profile_k %.3g, novelty_tol %.3g (history rate %.2f)\n",
-           a->budget, weeks, t.warn_z, t.crit_z, t.cusum_k, t.profile_k, t.novelty_tol, rate);
+    fprintf(a->json ? stderr : stdout,
+            "budget %g false alerts per cell-week on %.1f cell-weeks of history: warn_z %.3g, "
+            "crit_z %.3g, cusum_k %.3g, profile_k %.3g, novelty_tol %.3g (history rate %.2f)\n",
+            a->budget, weeks, t.warn_z, t.crit_z, t.cusum_k, t.profile_k, t.novelty_tol, rate);
     *budget_det = n_det;
     det[n_det++] = t;
     return n_det;
@@ -554,11 +558,21 @@ static CcAnomalySettings baseline_settings(const AnomalyArgs *a, const CcAnomaly
     return b;
 }
 
-/* One detector at one sweep point (the first detector with the baseline next to it). */
+/* A row of --json: which detector, its thresholds and its scores (NULL on -ENOMEM). */
+static json_t *row_json(const char *detector, const char *variant, const CcAnomalySettings *s,
+                        const CctAeScore *sc, const CcHparams *hp)
+{
+    return json_pack("{s:s, s:s?, s:f, s:f, s:o*}", "detector", detector, "variant", variant,
+                     "warn_z", s->warn_z, "crit_z", s->crit_z, "scores", cct_ae_score_json(sc, hp));
+}
+
+/* One detector at one sweep point (the first detector with the baseline next to it); with
+ * --json its rows also go to rows. */
 static int print_detector(const AnomalyArgs *a, const CcModel *m, CctAeCells *cells,
                           const CcAnomalySettings *det, int di, int budget_det, int zi, double z,
-                          int nz)
+                          int nz, json_t *rows)
 {
+    FILE *out = a->json ? stderr : stdout;
     CcAnomalySettings s = sweep_point(a, &det[di], di == budget_det, z);
     CcAnomalySettings sbs = baseline_settings(a, &s);
     CctAeScore sm = {0}, sb = {0};
@@ -567,15 +581,20 @@ static int print_detector(const AnomalyArgs *a, const CcModel *m, CctAeCells *ce
             (di == 0 && cct_ae_score(&sbs, &cells->c[c], 1, a->post, &sb, NULL)))
             return -1;
     char name[64];
+    const char *variant = di == budget_det ? "budget" : di ? a->variants[di - 1] : NULL;
     if (di == budget_det)
-        printf("budget %g:\n", a->budget);
+        fprintf(out, "budget %g:\n", a->budget);
     else if (di)
-        printf("variant %s:\n", a->variants[di - 1]);
+        fprintf(out, "variant %s:\n", a->variants[di - 1]);
     snprintf(name, sizeof name, "model z>=%g/%g", s.warn_z, s.crit_z);
-    cct_ae_print_score(name, &sm, nz == 1, stdout);
+    cct_ae_print_score(name, &sm, nz == 1, &m->hp, out);
+    if (rows)
+        json_array_append_new(rows, row_json("model", variant, &s, &sm, &m->hp));
     if (di == 0 && (zi == 0 || a->n_sweep == 0)) {
         snprintf(name, sizeof name, "3sigma-roll z>=%g/%g", sbs.warn_z, sbs.crit_z);
-        cct_ae_print_score(name, &sb, nz == 1, stdout);
+        cct_ae_print_score(name, &sb, nz == 1, &m->hp, out);
+        if (rows)
+            json_array_append_new(rows, row_json("3sigma-roll", NULL, &sbs, &sb, &m->hp));
     }
     return 0;
 }
@@ -584,26 +603,41 @@ static int print_results(const AnomalyArgs *a, const CcModel *m, CctAeCells *cel
                          const CcAnomalySettings *det, int n_det, int budget_det)
 {
     const CcAnomalySettings *as = &a->as;
+    FILE *out = a->json ? stderr : stdout;
     double zs[MAX_SWEEP + 1];
     int nz = a->n_sweep;
     if (nz)
         memcpy(zs, a->sweep, (size_t)nz * sizeof *zs);
     else
         zs[nz++] = as->warn_z;
-    printf("anomaly-eval: %d cell-runs, %d trial(s), seed %llu, spacing %d, window k-of-n %d/%d "
-           "(crit %d/%d), resolve %d, cooldown %d, min_kpis %d, baseline window %d steps\n",
-           cells->n, a->trials, (unsigned long long)a->seed, a->prep.inject.spacing, as->warn_k,
-           as->window_n, as->crit_k, as->window_n, as->resolve_m, as->cooldown_steps, as->min_kpis,
-           a->prep.baseline_window);
-    printf("%-22s %6s %6s %6s %7s %8s %11s %6s %5s %10s\n", "detector", "prec", "recall", "F1",
-           "delay", "FA/cw", "detected", "alerts", "false", "dq/outside");
-    for (int di = 0; di < n_det; di++)
-        for (int zi = 0; zi < nz; zi++)
-            if (print_detector(a, m, cells, det, di, budget_det, zi, zs[zi], nz))
-                return -1;
-    printf("(prec = true alerts / anomaly alerts; FA/cw = false anomaly alerts per cell-week of "
-           "clean test time; delay in steps; dq = data-quality alerts, outside labels)\n");
-    return 0;
+    fprintf(out,
+            "anomaly-eval: %d cell-runs, %d trial(s), seed %llu, spacing %d, window k-of-n %d/%d "
+            "(crit %d/%d), resolve %d, cooldown %d, min_kpis %d, baseline window %d steps\n",
+            cells->n, a->trials, (unsigned long long)a->seed, a->prep.inject.spacing, as->warn_k,
+            as->window_n, as->crit_k, as->window_n, as->resolve_m, as->cooldown_steps, as->min_kpis,
+            a->prep.baseline_window);
+    fprintf(out, "%-22s %6s %6s %6s %7s %8s %11s %6s %5s %10s\n", "detector", "prec", "recall",
+            "F1", "delay", "FA/cw", "detected", "alerts", "false", "dq/outside");
+    json_t *rows = a->json ? json_array() : NULL;
+    int rc = a->json && !rows ? -1 : 0;
+    for (int di = 0; di < n_det && !rc; di++)
+        for (int zi = 0; zi < nz && !rc; zi++)
+            rc = print_detector(a, m, cells, det, di, budget_det, zi, zs[zi], nz, rows);
+    fprintf(out, "(prec = true alerts / anomaly alerts; FA/cw = false anomaly alerts per cell-week "
+                 "of clean test time; delay in steps; dq = data-quality alerts, outside labels)\n");
+    if (rows && !rc) {
+        json_t *o =
+            json_pack("{s:i, s:i, s:I, s:i, s:O}", "cell_runs", cells->n, "trials", a->trials,
+                      "seed", (json_int_t)a->seed, "resolve_m", as->resolve_m, "rows", rows);
+        char *txt = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+        json_decref(o);
+        rc = txt ? 0 : -1;
+        if (txt)
+            puts(txt);
+        free(txt);
+    }
+    json_decref(rows);
+    return rc;
 }
 
 /* ------------------------------------------------------------------ NAB */
