@@ -11,6 +11,12 @@ static int worse(const CctEpisode *a, const CctEpisode *b)
     return a->excess > b->excess || (a->excess == b->excess && a->length > b->length);
 }
 
+static int same_episode(const CctEpisode *a, const CctEpisode *b)
+{
+    return a->onset_ts == b->onset_ts && a->length == b->length && a->kpi == b->kpi &&
+           !strcmp(a->cell, b->cell);
+}
+
 void cct_episodes_add(CctEpisodes *e, const CcAlertEvent *ev, int resolve_m)
 {
     if (ev->kind != CC_ALERT_ANOMALY || ev->state != CC_ALERT_RESOLVED)
@@ -36,6 +42,11 @@ void cct_episodes_add(CctEpisodes *e, const CcAlertEvent *ev, int resolve_m)
     if (!e->n || ep.excess > e->max_excess)
         e->max_excess = ep.excess;
     e->n++;
+    /* the trials of a run replay the same clean rows: an episode there recurs in every
+     * trial, and the list names distinct episodes */
+    for (int j = 0; j < e->n_worst; j++)
+        if (same_episode(&ep, &e->worst[j]))
+            return;
     int i = e->n_worst < CCT_EP_WORST ? e->n_worst++ : CCT_EP_WORST;
     if (i == CCT_EP_WORST && !worse(&ep, &e->worst[CCT_EP_WORST - 1]))
         return;
