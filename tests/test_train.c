@@ -398,6 +398,15 @@ static void tiny_free(Tiny *t)
     cc_model_close(&t->m);
 }
 
+/* A tiny tx/3 model (linear window 6, seed 5) on tiny_data of T0 and T1 rows, noise 0.3. */
+static void tiny_tx3(Tiny *t, CcHparams *hp, int T0, int T1)
+{
+    tiny_hparams(hp);
+    hp->linear_window = 6;
+    tl_model_open(&t->m, hp, 5);
+    tiny_data(t, T0, T1, 0.3);
+}
+
 /* Double-precision forward of the whole model: sum over windows and current tokens of the
  * mean NLL. prm is the parameter block in double, laid out as CcParams. */
 typedef struct FullCtx {
@@ -1031,10 +1040,7 @@ static void test_sq_weight(void **state)
     (void)state;
     Tiny t;
     CcHparams hp;
-    tiny_hparams(&hp);
-    hp.linear_window = 6;
-    tl_model_open(&t.m, &hp, 5);
-    tiny_data(&t, 40, 30, 0.3);
+    tiny_tx3(&t, &hp, 40, 30);
     CcTrainWindow win[2] = {{.series = 0, .feature = 0, .e = 472019, .n_cur = 3, .cur = {0, 1, 2}},
                             {.series = 1, .feature = 1, .e = 472011, .n_cur = 2, .cur = {0, 3}}};
     CcTrainWork *w;
@@ -1228,10 +1234,7 @@ static void test_calibrate_model(void **state)
     (void)state;
     Tiny t;
     CcHparams hp;
-    tiny_hparams(&hp);
-    hp.linear_window = 6;
-    tl_model_open(&t.m, &hp, 5);
-    tiny_data(&t, 400, 300, 0.3);
+    tiny_tx3(&t, &hp, 400, 300);
     CcRange tr[2] = {{0, 250}, {0, 200}}, va[2] = {{250, 400}, {200, 300}};
     CcTrainSettings s;
     cc_train_default_settings(&s);
@@ -1280,10 +1283,7 @@ static void test_select_mase(void **state)
     (void)state;
     Tiny t;
     CcHparams hp;
-    tiny_hparams(&hp);
-    hp.linear_window = 6;
-    tl_model_open(&t.m, &hp, 5);
-    tiny_data(&t, 400, 300, 0.3);
+    tiny_tx3(&t, &hp, 400, 300);
     for (int i = 260; i < 300; i += 3) /* missing targets of series 0, KPI b */
         t.series[0].mask[i * 2 + 1] = 0;
     t.series[1].mask[50 * 2] = 0; /* and a missing training value of series 1, KPI a */
