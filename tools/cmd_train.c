@@ -82,6 +82,19 @@ static int calib_settings(const TrainArgs *a, CcCalibSettings *cs)
     return -1;
 }
 
+/* --select's criteria, in the order of the validation values (val_abs_values). */
+static const char *const select_names[] = {"nll", "mse", "mae", "mase"};
+enum { SEL_NLL, SEL_MSE, SEL_MAE, SEL_MASE, SEL_COUNT };
+
+/* The index of --select's value in select_names, or -1. */
+static int select_index(const char *name)
+{
+    for (int i = 0; i < SEL_COUNT; i++)
+        if (!strcmp(name, select_names[i]))
+            return i;
+    return -1;
+}
+
 /* Whether option `name` of the table was given on the command line. */
 static int opt_given(const CcOpt *opts, size_t n, const char *name)
 {
@@ -330,8 +343,7 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
         ett_recipe(a, opts, sizeof opts / sizeof opts[0]);
     if (!a->select) /* the benchmark's own metric under --protocol ett */
         a->select = a->protocol ? "mse" : "nll";
-    if (strcmp(a->select, "mse") && strcmp(a->select, "nll") && strcmp(a->select, "mae") &&
-        strcmp(a->select, "mase")) {
+    if (select_index(a->select) < 0) {
         fprintf(stderr, "cellcast train: --select must be nll, mse, mae or mase\n");
         return 2;
     }
@@ -373,7 +385,7 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
 /* One training run: the data, the model, the trainer and the loop's state. */
 typedef struct Train {
     TrainArgs a;
-    int is_ett, tty, G;
+    int is_ett, tty, G, sel;      /* sel: select_index of --select */
     double *abs_sum, *mase_scale; /* --select mae|mase: per channel (series, KPI) */
     int64_t *abs_n;
     const char *split;
@@ -680,7 +692,7 @@ static void train_metadata(Train *t, int argc, char **argv)
 static int train_select_open(Train *t)
 {
     const TrainArgs *a = &t->a;
-    if (strcmp(a->select, "mae") && strcmp(a->select, "mase"))
+    if (t->sel != SEL_MAE && t->sel != SEL_MASE)
         return 0;
     size_t nc = (size_t)t->ds->n_series * t->ds->n_features;
     t->abs_sum = calloc(nc, sizeof *t->abs_sum);
@@ -693,7 +705,7 @@ static int train_select_open(Train *t)
     int64_t S = t->ds->step_seconds;
     int season = a->mase_season ? a->mase_season : S > 0 && 86400 % S == 0 ? (int)(86400 / S) : 1;
     cc_train_mase_scales(t->ds, t->rtrain, season, t->mase_scale);
-    if (!strcmp(a->select, "mase") && !a->quiet)
+    if (t->sel == SEL_MASE && !a->quiet)
         fprintf(stderr, "cellcast train: --select mase: seasonal naive of %d steps\n", season);
     return 0;
 }
@@ -716,24 +728,17 @@ static void val_abs_values(Train *t, double *v)
 }
 
 /* The --select criterion among the validation values v (val_abs_values). */
-static double criterion(const Train *t, const double *v)
-{
-    static const char *const names[] = {"nll", "mse", "mae", "mase"};
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(t->a.select, names[i]))
-            return v[i];
-    return v[0];
-}
+static double criterion(const Train *t, const double *v) { return v[t->sel]; }
 
 /* The validation values in the metadata of the model file. */
 static void set_val_extras(CcHparams *h, const double *v)
 {
-    static const char *const keys[] = {"val_nll", "val_mse", "val_mae", "val_mase"};
-    char vb[64];
-    for (int i = 0; i < 4; i++)
+    char key[16], vb[64];
+    for (int i = 0; i < SEL_COUNT; i++)
         if (isfinite(v[i])) {
+            snprintf(key, sizeof key, "val_%s", select_names[i]);
             snprintf(vb, sizeof vb, i ? "%.6g" : "%.6f", v[i]);
-            cc_hparams_set_extra(h, keys[i], vb);
+            cc_hparams_set_extra(h, key, vb);
         }
 }
 
@@ -813,7 +818,7 @@ static int train_loop(Train *t, const char **why)
 {
     const TrainArgs *a = &t->a;
     int64_t t0 = cc_now_ns(), last_print = 0, start_step = cc_trainer_steps_done(t->tr);
-    double loss_ema = NAN, v[5] = {NAN, NAN, NAN, NAN, NAN}; /* loss_ema, validation */
+    double loss_ema = NAN, v[1 + SEL_COUNT] = {NAN, NAN, NAN, NAN, NAN}; /* loss_ema, validation */
     *why = "step budget reached";
     for (;;) {
         int64_t step = cc_trainer_steps_done(t->tr);
@@ -902,7 +907,7 @@ static int train_save(Train *t)
 {
     CcModel *m = t->m;
     if (!t->saved_any) {
-        double v[4];
+        double v[SEL_COUNT];
         if (cc_trainer_validate(t->tr, &v[0], &v[1]) == 0) {
             val_abs_values(t, v);
             set_val_extras(&m->hp, v);
@@ -1012,7 +1017,7 @@ static int train_run(Train *t, int argc, char **argv)
         return -1;
     }
     memcpy(t->best_block, t->m->block, t->m->n_params * sizeof(float));
-    double v[4]; /* --eval-start: the start is the first candidate */
+    double v[SEL_COUNT]; /* --eval-start: the start is the first candidate */
     if (t->a.eval_start && !t->a.resume && train_validate(t, 0, NAN, v))
         return -1;
     signal(SIGINT, on_sigint);
@@ -1039,6 +1044,7 @@ int cmd_train(int argc, char **argv)
     int ret = train_opts(&t->a, argc, argv);
     if (ret == CLI_RUN) {
         t->is_ett = t->a.protocol != NULL;
+        t->sel = select_index(t->a.select);
         t->tty = isatty(fileno(stderr));
         ret = train_run(t, argc, argv) ? 1 : 0;
     }
