@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "cc_kernels.h"
+#include "cc_metrics.h"
 #include "cc_rng.h"
 
 /* ---- small helpers ------------------------------------------------------------------- */
@@ -289,6 +290,8 @@ struct CcTrainWork {
     int *rowmap;                              // (C) full row of each current token
     uint64_t *rng;                            // (max_win)
     float *wsigma;                            // (max_win) normalisation scale
+    double *abs_win;                          // (max_win) last batch: absolute error of the
+    int *obs_win;                             //   means in data units, observed targets
     double sq_sum;                            // last batch: squared error of the means
     int64_t sq_count;                         //   in data units, observed targets
     float *scratch_m;                         // (M) normalisation window
@@ -353,6 +356,8 @@ int cc_train_work_open(CcTrainWork **out, const CcHparams *hp, int max_windows, 
     ALLOC(w->rng, max_windows);
     ALLOC(w->rowmap, C);
     ALLOC(w->wsigma, max_windows);
+    ALLOC(w->abs_win, max_windows);
+    ALLOC(w->obs_win, max_windows);
     ALLOC(w->scratch_m, hp->norm_window);
     ALLOC(w->pe, D);
     ALLOC(w->lin_in, C * (size_t)(w->R ? w->R : 1));
@@ -419,17 +424,24 @@ void cc_train_work_sqerr(const CcTrainWork *w, double *sum, int64_t *count)
     *count = w->sq_count;
 }
 
+void cc_train_work_abserr(const CcTrainWork *w, const double **sum, const int **count)
+{
+    *sum = w->abs_win;
+    *count = w->obs_win;
+}
+
 void cc_train_work_close(CcTrainWork **pw)
 {
     CcTrainWork *w = pw ? *pw : NULL;
     if (!w)
         return;
-    void *ptrs[] = {w->wsigma, w->rowmap,    w->row0,    w->ntok,  w->ncached,  w->att0, w->cur0,
-                    w->rng,    w->scratch_m, w->pe,      w->tok,   w->emb_mask, w->zin,  w->qkv,
-                    w->att,    w->ctx,       w->ao_mask, w->xhat1, w->rstd1,    w->z1,   w->hd,
-                    w->h_mask, w->fo_mask,   w->xhat2,   w->rstd2, w->y,        w->dy,   w->tgt,
-                    w->tw,     w->dz,        w->da,      w->db,    w->dqkv,     w->dh,   w->lin_in,
-                    w->lin_xt, w->lin_y};
+    void *ptrs[] = {w->wsigma,  w->abs_win,  w->obs_win, w->rowmap, w->row0,      w->ntok,
+                    w->ncached, w->att0,     w->cur0,    w->rng,    w->scratch_m, w->pe,
+                    w->tok,     w->emb_mask, w->zin,     w->qkv,    w->att,       w->ctx,
+                    w->ao_mask, w->xhat1,    w->rstd1,   w->z1,     w->hd,        w->h_mask,
+                    w->fo_mask, w->xhat2,    w->rstd2,   w->y,      w->dy,        w->tgt,
+                    w->tw,      w->dz,       w->da,      w->db,     w->dqkv,      w->dh,
+                    w->lin_in,  w->lin_xt,   w->lin_y};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
         free(ptrs[i]);
     free(w);
@@ -640,7 +652,9 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
     int ns = 0;
     w->sq_sum = 0;
     w->sq_count = 0;
-    for (int b = 0; b < n_win; b++)
+    for (int b = 0; b < n_win; b++) {
+        w->abs_win[b] = 0;
+        w->obs_win[b] = 0;
         for (int j = 0; j < win[b].n_cur; j++) {
             size_t c = (size_t)w->cur0[b] + j;
             double wt = w->sq_weight ? w->sq_weight[win[b].feature] : 1.0;
@@ -649,8 +663,11 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
                     double d = ((double)w->y[c * HZ2 + 2 * k] - w->tgt[c * HZ + k]) * w->wsigma[b];
                     w->sq_sum += d * d * wt;
                     w->sq_count++;
+                    w->abs_win[b] += fabs(d);
+                    w->obs_win[b]++;
                 }
         }
+    }
     for (int c = 0; c < C; c++) {
         int nobs;
         float *dyc = w->dy + (size_t)c * HZ2;
@@ -858,6 +875,8 @@ struct CcTrainer {
     int64_t n_train_pool, train_samples;
     CcTrainWindow *val_win;
     int n_val_win;
+    double *val_abs; // (n_val_win) the last validation's absolute errors and observed
+    int *val_obs;    //   targets per window (cc_train_work_abserr)
     int64_t val_samples;
     CcTrainWindow *batch; // (batch)
     CcTrainWork *work[MAX_THREADS];
@@ -932,7 +951,9 @@ static int build_pools(CcTrainer *t, const CcRange *train, const CcRange *val)
         total += (int64_t)F * ((vp[i].cmax - vp[i].cmin + t->val_group) / t->val_group);
     int64_t keep = total < t->s.max_val_windows ? total : t->s.max_val_windows;
     t->val_win = calloc((size_t)(keep ? keep : 1), sizeof *t->val_win);
-    if (!t->val_win) {
+    t->val_abs = calloc((size_t)(keep ? keep : 1), sizeof *t->val_abs);
+    t->val_obs = calloc((size_t)(keep ? keep : 1), sizeof *t->val_obs);
+    if (!t->val_win || !t->val_abs || !t->val_obs) {
         free(vp);
         return -ENOMEM;
     }
@@ -971,6 +992,8 @@ void cc_trainer_close(CcTrainer **pt)
     }
     free(t->train_pool);
     free(t->val_win);
+    free(t->val_abs);
+    free(t->val_obs);
     free(t->batch);
     free(t->am);
     free(t->ema_w);
@@ -1101,6 +1124,8 @@ typedef struct Job {
     int n_samples;
     double sq_sum;
     int64_t sq_count;
+    double *abs_out; // (n_win) per-window absolute errors and observed targets, or NULL
+    int *obs_out;
     int ret;
 } Job;
 
@@ -1125,31 +1150,37 @@ static void *job_run(void *arg)
         cc_train_work_sqerr(j->t->work[j->thread], &sq, &sc);
         j->sq_sum += sq;
         j->sq_count += sc;
+        if (j->abs_out) {
+            const double *as;
+            const int *ao;
+            cc_train_work_abserr(j->t->work[j->thread], &as, &ao);
+            memcpy(j->abs_out + i, as, (size_t)cnt * sizeof *as);
+            memcpy(j->obs_out + i, ao, (size_t)cnt * sizeof *ao);
+        }
     }
     return NULL;
 }
 
-/* Runs windows over the threads: thread i gets a contiguous share. Sums losses in order. */
+/* Runs windows over the threads: thread i gets a contiguous share. Sums losses in order.
+ * The validation windows leave their absolute errors per window in t->val_abs/val_obs. */
 static int run_threads(CcTrainer *t, const CcTrainWindow *win, int n, float dropout, int grads,
                        double *loss, int *n_samples, double *mse)
 {
     Job jobs[MAX_THREADS];
     pthread_t th[MAX_THREADS];
     int nt = t->s.n_threads, started[MAX_THREADS] = {0};
-    int share = (n + nt - 1) / nt;
+    int share = (n + nt - 1) / nt, per_win = win == t->val_win;
     for (int i = 0; i < nt; i++) {
         int a = i * share, b = a + share > n ? n : a + share;
-        jobs[i] = (Job){t,
-                        i,
-                        win + (a < n ? a : n),
-                        b > a ? b - a : 0,
-                        dropout,
-                        grads ? t->grads[i] : NULL,
-                        0,
-                        0,
-                        0,
-                        0,
-                        0};
+        a = a < n ? a : n;
+        jobs[i] = (Job){.t = t,
+                        .thread = i,
+                        .win = win + a,
+                        .n_win = b > a ? b - a : 0,
+                        .dropout = dropout,
+                        .grad = grads ? t->grads[i] : NULL,
+                        .abs_out = per_win ? t->val_abs + a : NULL,
+                        .obs_out = per_win ? t->val_obs + a : NULL};
         if (grads)
             memset(t->grads[i], 0, t->m->n_params * sizeof(float));
     }
@@ -1427,6 +1458,43 @@ int cc_trainer_validate(CcTrainer *t, double *nll, double *mse)
         return ret;
     *nll = ns ? l / ns : NAN;
     return 0;
+}
+
+void cc_trainer_val_abserr(const CcTrainer *t, double *sum, int64_t *count)
+{
+    int F = t->ds->n_features;
+    size_t nc = (size_t)t->ds->n_series * F;
+    memset(sum, 0, nc * sizeof *sum);
+    memset(count, 0, nc * sizeof *count);
+    for (int i = 0; i < t->n_val_win; i++) {
+        size_t ch = (size_t)t->val_win[i].series * F + t->val_win[i].feature;
+        sum[ch] += t->val_abs[i];
+        count[ch] += t->val_obs[i];
+    }
+}
+
+int cc_train_mase_scales(const CcDataset *ds, const CcRange *train, int season, double *scale)
+{
+    if (season < 1)
+        return -EINVAL;
+    int F = ds->n_features;
+    for (int s = 0; s < ds->n_series; s++)
+        for (int f = 0; f < F; f++)
+            scale[(size_t)s * F + f] = cc_mase_scale(ds->series[s].x, ds->series[s].mask, F, f,
+                                                     train[s].begin, train[s].end, season);
+    return 0;
+}
+
+double cc_train_mase(const double *sum, const int64_t *count, const double *scale, size_t n)
+{
+    double acc = 0;
+    int used = 0;
+    for (size_t c = 0; c < n; c++)
+        if (count[c] > 0 && scale[c] > 0 && isfinite(scale[c])) {
+            acc += sum[c] / (double)count[c] / scale[c];
+            used++;
+        }
+    return used ? acc / used : NAN;
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -35,7 +35,9 @@
  * KPI's scale, and a predicted sd 1/50 of that is as sure as the loss need allow; -7 let a
  * run of exactly constant targets teach sd -> 0 and the first jump after it cost 1e6+. */
 #define CC_NLL_LOGSIG_MIN_TX3 (-4.0f)
-#define CC_Z80 1.2815516f ///< the standard normal's 0.9 quantile: P10–P90 = mean ± this·sd
+/* The standard normal's 0.9 quantile: P10–P90 = mean ± this·sd; spelt as cc_metrics.h
+ * spells it, so that a file may include both. */
+#define CC_Z80 1.2815516
 
 /* ---- layer functions (forward and backward), exposed for the gradient tests ---------- */
 
@@ -118,6 +120,11 @@ void cc_train_work_targets(const CcTrainWork *w, const float **target, const flo
  *  KPI's weight (cc_train_work_set_sq_weight), summed over the observed targets of the last
  *  cc_train_batch on w, and their count. */
 void cc_train_work_sqerr(const CcTrainWork *w, double *sum, int64_t *count);
+
+/** After a cc_train_batch on w: per window, in order, the absolute errors of the predicted
+ *  means in data units (|y0 - target|·sigma) summed over its observed targets, and their
+ *  count (valid until the next batch on w). */
+void cc_train_work_abserr(const CcTrainWork *w, const double **sum, const int **count);
 
 /** Scratch for up to max_windows windows of up to max_group current tokens. */
 int cc_train_work_open(CcTrainWork **out, const CcHparams *hp, int max_windows, int max_group);
@@ -248,6 +255,23 @@ int cc_trainer_fit_linear(CcTrainer *t, double lambda, int64_t *n_samples);
  *  observed target, each KPI's weighted by settings.val_mse_weight. -EAGAIN when there is
  *  no validation sample. */
 int cc_trainer_validate(CcTrainer *t, double *nll, double *mse);
+
+/** After cc_trainer_validate: per channel (series s, KPI f) at [s·F + f], the sum of the
+ *  absolute errors of the predicted means in the data's units over the channel's observed
+ *  validation targets, and their count; sum and count hold ds->n_series·F each. */
+void cc_trainer_val_abserr(const CcTrainer *t, double *sum, int64_t *count);
+
+/** The MASE scale of every channel at [s·F + f]: the in-sample MAE of the seasonal naive
+ *  x_t ≈ x_{t−season} over the rows train[s] (cc_mase_scale; NaN when no pair is
+ *  observed), what `cellcast eval` divides by when its test range follows those rows.
+ *  0 or -EINVAL (season < 1). */
+int cc_train_mase_scales(const CcDataset *ds, const CcRange *train, int season, double *scale);
+
+/** The MASE-like validation criterion over n channels: the mean over the channels with a
+ *  target (count > 0) and a scale (finite, > 0) of sum/count/scale, i.e. each channel's
+ *  MAE in units of its scale (e.g. cc_mase_scale of its training rows), every channel
+ *  weighing alike as the per-cell MASE of `cellcast eval` does. NaN when none counts. */
+double cc_train_mase(const double *sum, const int64_t *count, const double *scale, size_t n);
 
 /**
  * Fits m->w.sigma_scale (F, HZ) of a tx/3 model on the validation windows with the model's

@@ -41,7 +41,7 @@ want 2 "cellcast train: --out is required" train --data x
 want 2 "cellcast train: --lr: '5' is not a number in [1e-07, 1]" train --data x --out y --lr 5
 want 2 "cellcast train: --batch: '2.5' is not an integer" train --data x --out y --batch 2.5
 want 2 "cellcast train: option '--quiet' takes no value" train --data x --out y --quiet=1
-want 2 "cellcast train: --select must be nll or mse" train --data x --out y --select foo
+want 2 "cellcast train: --select must be nll, mse, mae or mase" train --data x --out y --select foo
 want 2 "cellcast train: --calib must be shrunk, pooled, quantile or none" train --data x --out y --calib foo
 want 2 "cellcast train: --recalibrate and --resume exclude each other" train --data x --out y --recalibrate m --resume m
 want 2 "cellcast eval: --data is required" eval --horizon 2

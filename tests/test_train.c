@@ -398,6 +398,15 @@ static void tiny_free(Tiny *t)
     cc_model_close(&t->m);
 }
 
+/* A tiny tx/3 model (linear window 6, seed 5) on tiny_data of T0 and T1 rows, noise 0.3. */
+static void tiny_tx3(Tiny *t, CcHparams *hp, int T0, int T1)
+{
+    tiny_hparams(hp);
+    hp->linear_window = 6;
+    tl_model_open(&t->m, hp, 5);
+    tiny_data(t, T0, T1, 0.3);
+}
+
 /* Double-precision forward of the whole model: sum over windows and current tokens of the
  * mean NLL. prm is the parameter block in double, laid out as CcParams. */
 typedef struct FullCtx {
@@ -1031,10 +1040,7 @@ static void test_sq_weight(void **state)
     (void)state;
     Tiny t;
     CcHparams hp;
-    tiny_hparams(&hp);
-    hp.linear_window = 6;
-    tl_model_open(&t.m, &hp, 5);
-    tiny_data(&t, 40, 30, 0.3);
+    tiny_tx3(&t, &hp, 40, 30);
     CcTrainWindow win[2] = {{.series = 0, .feature = 0, .e = 472019, .n_cur = 3, .cur = {0, 1, 2}},
                             {.series = 1, .feature = 1, .e = 472011, .n_cur = 2, .cur = {0, 3}}};
     CcTrainWork *w;
@@ -1228,10 +1234,7 @@ static void test_calibrate_model(void **state)
     (void)state;
     Tiny t;
     CcHparams hp;
-    tiny_hparams(&hp);
-    hp.linear_window = 6;
-    tl_model_open(&t.m, &hp, 5);
-    tiny_data(&t, 400, 300, 0.3);
+    tiny_tx3(&t, &hp, 400, 300);
     CcRange tr[2] = {{0, 250}, {0, 200}}, va[2] = {{250, 400}, {200, 300}};
     CcTrainSettings s;
     cc_train_default_settings(&s);
@@ -1267,6 +1270,76 @@ static void test_calibrate_model(void **state)
     assert_int_equal(cc_trainer_calibrate(tn, NULL), -EINVAL);
     cc_trainer_close(&tn);
     cc_model_close(&m2);
+    tiny_free(&t);
+}
+
+/* --select mae|mase: the trainer's per-channel absolute errors equal those of cc_ref_forward
+ * at every validation end step (masked targets left out), the MASE scales the seasonal
+ * naive's in-sample MAE counted here, and the criterion the mean of the channels' MAE over
+ * their scale — which picks a different checkpoint than the pooled MAE when the channels'
+ * scales differ. */
+static void test_select_mase(void **state)
+{
+    (void)state;
+    Tiny t;
+    CcHparams hp;
+    tiny_tx3(&t, &hp, 400, 300);
+    for (int i = 260; i < 300; i += 3) /* missing targets of series 0, KPI b */
+        t.series[0].mask[i * 2 + 1] = 0;
+    t.series[1].mask[50 * 2] = 0; /* and a missing training value of series 1, KPI a */
+    CcRange tr[2] = {{0, 250}, {0, 200}}, va[2] = {{250, 400}, {200, 300}};
+    CcTrainSettings s;
+    cc_train_default_settings(&s);
+    CcTrainer *tn;
+    assert_int_equal(cc_trainer_open(&tn, t.m, &t.ds, tr, va, &s, NULL, 0), 0);
+    double nll, sum[4], want[4] = {0}, scale[4], hand_scale[4], crit = 0;
+    int64_t count[4], want_n[4] = {0};
+    assert_int_equal(cc_trainer_validate(tn, &nll, NULL), 0);
+    cc_trainer_val_abserr(tn, sum, count);
+    assert_int_equal(cc_train_mase_scales(&t.ds, tr, 24, scale), 0);
+    float ch[400], y[2 * 3], mu, sigma;
+    for (int se = 0; se < 2; se++)
+        for (int f = 0; f < 2; f++) {
+            const CcSeries *sr = &t.series[se];
+            int c = se * 2 + f, n = 0;
+            double sc = 0;
+            for (int i = 0; i < sr->T; i++)
+                ch[i] = sr->x[i * 2 + f];
+            for (int i = tr[se].begin + 24; i < tr[se].end; i++)
+                if (sr->mask[i * 2 + f] && sr->mask[(i - 24) * 2 + f])
+                    sc += fabs(ch[i] - ch[i - 24]), n++;
+            hand_scale[c] = sc / n;
+            /* end rows whose horizon lies inside the validation rows */
+            for (int r = va[se].begin - 1; r + hp.horizon < va[se].end; r++) {
+                assert_int_equal(
+                    cc_ref_forward(t.m, f, ch, sr->p0, sr->p0 + r, y, &mu, &sigma, NULL), 0);
+                for (int k = 0; k < hp.horizon; k++)
+                    if (sr->mask[(r + 1 + k) * 2 + f]) {
+                        want[c] += fabs(mu + sigma * y[2 * k] - ch[r + 1 + k]);
+                        want_n[c]++;
+                    }
+            }
+            printf("mase: channel %d: |err| %.6g over %lld (ref %.6g over %lld), scale %.6g "
+                   "(hand %.6g)\n",
+                   c, sum[c], (long long)count[c], want[c], (long long)want_n[c], scale[c],
+                   hand_scale[c]);
+            assert_int_equal(count[c], want_n[c]);
+            assert_true(fabs(sum[c] - want[c]) <= 1e-4 * want[c]);
+            assert_true(fabs(scale[c] - hand_scale[c]) <= 1e-9 * hand_scale[c]);
+            crit += want[c] / want_n[c] / hand_scale[c] / 4;
+        }
+    assert_true(count[1] < count[0]); /* the masked targets are not counted */
+    assert_true(fabs(cc_train_mase(sum, count, scale, 4) - crit) <= 1e-4 * crit);
+    assert_int_equal(cc_train_mase_scales(&t.ds, tr, 0, scale), -EINVAL);
+    cc_trainer_close(&tn);
+    /* two checkpoints of two channels scaled 1 and 100 (a third channel without targets and
+     * a fourth without a scale are left out): A errs by 1 and 100 (MASE 1, MAE 50.5), B by
+     * 2 and 60 (MASE 1.3, MAE 31) — MASE keeps A where the pooled MAE would keep B */
+    const double scl[4] = {1, 100, 5, NAN}, a[4] = {10, 1000, 0, 7}, b[4] = {20, 600, 0, 7};
+    const int64_t n10[4] = {10, 10, 0, 10};
+    assert_true(fabs(cc_train_mase(a, n10, scl, 4) - 1.0) < 1e-12);
+    assert_true(fabs(cc_train_mase(b, n10, scl, 4) - 1.3) < 1e-12);
+    assert_true(isnan(cc_train_mase(a + 2, n10 + 2, scl + 2, 2))); /* no channel counts */
     tiny_free(&t);
 }
 
@@ -1377,6 +1450,7 @@ int main(void)
         {"test_forward_matches_ref_tx3", test_forward_matches_ref, NULL, NULL, &tx3_ref_r},
         cmocka_unit_test(test_calib_scale),
         cmocka_unit_test(test_calibrate_model),
+        cmocka_unit_test(test_select_mase),
         cmocka_unit_test(test_train_flat),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

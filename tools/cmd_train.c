@@ -57,6 +57,7 @@ typedef struct TrainArgs {
     int decay_all, eval_start;
     int P, N, M, D, H, L, FF, HZ, R, tz, warmup, batch, group, epochs, threads;
     int patience, eval_every, val_windows, adamw, quiet;
+    int mase_season;         ///< --select mase: the seasonal naive's lag (0 = a day's steps)
     int hz_given;            ///< --horizon was given (the ETT protocol's default is 96)
     CcDataSettings data;     ///< CSV parsing (CLI_DATA_OPTS; features and step from the above)
     const char *calib;       ///< calib.sigma_scale fit (lib/cc_calib.h), radius and recent share
@@ -78,6 +79,19 @@ static int calib_settings(const TrainArgs *a, CcCalibSettings *cs)
             cs->shrink = i != 3; /* pooled: shrunk without the drift shrinkage */
             return 0;
         }
+    return -1;
+}
+
+/* --select's criteria, in the order of the validation values (val_abs_values). */
+static const char *const select_names[] = {"nll", "mse", "mae", "mase"};
+enum { SEL_NLL, SEL_MSE, SEL_MAE, SEL_MASE, SEL_COUNT };
+
+/* The index of --select's value in select_names, or -1. */
+static int select_index(const char *name)
+{
+    for (int i = 0; i < SEL_COUNT; i++)
+        if (!strcmp(name, select_names[i]))
+            return i;
     return -1;
 }
 
@@ -279,10 +293,16 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                      "ridge path) can be the kept checkpoint"),
         CC_OPTS_INT("patience", &a->patience, 1, 1e6, "K",
                     "stop after K validations without improvement", .flags = SHOW),
-        CC_OPTS_STR("select", &a->select, "nll|mse",
+        CC_OPTS_STR("select", &a->select, "nll|mse|mae|mase",
                     "validation criterion of the best checkpoint and early stop:\n"
-                    "Gaussian NLL, or MSE of the predicted means in data units\n"
+                    "Gaussian NLL, MSE or MAE of the predicted means in data\n"
+                    "units, or mase: each channel's MAE over its training rows'\n"
+                    "seasonal naive MAE, averaged over the channels\n"
                     "(default nll; mse with --protocol ett)"),
+        CC_OPTS_INT("mase-season", &a->mase_season, 0, 1e7, "S",
+                    "--select mase: the seasonal naive's lag in steps\n"
+                    "(0 = a day's steps, 1 when the step does not divide a day)",
+                    .flags = SHOW),
         CC_OPTS_STR("val-units", &a->val_units, "z|kpi",
                     "--protocol ett: the validation MSE of the z-scored values,\n"
                     "or in each KPI's own units (weighted by its variance)",
@@ -323,8 +343,8 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
         ett_recipe(a, opts, sizeof opts / sizeof opts[0]);
     if (!a->select) /* the benchmark's own metric under --protocol ett */
         a->select = a->protocol ? "mse" : "nll";
-    if (strcmp(a->select, "mse") && strcmp(a->select, "nll")) {
-        fprintf(stderr, "cellcast train: --select must be nll or mse\n");
+    if (select_index(a->select) < 0) {
+        fprintf(stderr, "cellcast train: --select must be nll, mse, mae or mase\n");
         return 2;
     }
     CcCalibSettings cs;
@@ -365,7 +385,9 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
 /* One training run: the data, the model, the trainer and the loop's state. */
 typedef struct Train {
     TrainArgs a;
-    int by_mse, is_ett, tty, G;
+    int is_ett, tty, G, sel;      /* sel: select_index of --select */
+    double *abs_sum, *mase_scale; /* --select mae|mase: per channel (series, KPI) */
+    int64_t *abs_n;
     const char *split;
     char split_buf[64];
     CcDataset *ds;
@@ -664,31 +686,79 @@ static void train_metadata(Train *t, int argc, char **argv)
     }
 }
 
-/* The validation values in the metadata of the model file. */
-static void set_val_extras(CcHparams *h, double vnll, double vmse)
+/* --select mae|mase: the per-channel arrays, and the MASE scales of the training rows. The
+ * MASE scale follows `cellcast eval`'s: a day's seasonal naive, one step when the step does
+ * not divide a day. 0 or -1. */
+static int train_select_open(Train *t)
 {
-    char vb[64];
-    snprintf(vb, sizeof vb, "%.6f", vnll);
-    cc_hparams_set_extra(h, "val_nll", vb);
-    snprintf(vb, sizeof vb, "%.6g", vmse);
-    cc_hparams_set_extra(h, "val_mse", vb);
+    const TrainArgs *a = &t->a;
+    if (t->sel != SEL_MAE && t->sel != SEL_MASE)
+        return 0;
+    size_t nc = (size_t)t->ds->n_series * t->ds->n_features;
+    t->abs_sum = calloc(nc, sizeof *t->abs_sum);
+    t->abs_n = calloc(nc, sizeof *t->abs_n);
+    t->mase_scale = calloc(nc, sizeof *t->mase_scale);
+    if (!t->abs_sum || !t->abs_n || !t->mase_scale) {
+        fprintf(stderr, "cellcast train: out of memory\n");
+        return -1;
+    }
+    int64_t S = t->ds->step_seconds;
+    int season = a->mase_season ? a->mase_season : S > 0 && 86400 % S == 0 ? (int)(86400 / S) : 1;
+    cc_train_mase_scales(t->ds, t->rtrain, season, t->mase_scale);
+    if (t->sel == SEL_MASE && !a->quiet)
+        fprintf(stderr, "cellcast train: --select mase: seasonal naive of %d steps\n", season);
+    return 0;
 }
 
-/* Validates after `step`; a new best is kept and saved to --out. 0 or -1. */
-static int train_validate(Train *t, int64_t step, double loss_ema, double *vnll, double *vmse)
+/* The validation values of the last cc_trainer_validate: v[0] NLL, v[1] MSE (given), v[2]
+ * MAE and v[3] the MASE criterion (NaN unless --select mae|mase). */
+static void val_abs_values(Train *t, double *v)
+{
+    v[2] = v[3] = NAN;
+    if (!t->abs_sum)
+        return;
+    size_t nc = (size_t)t->ds->n_series * t->ds->n_features;
+    cc_trainer_val_abserr(t->tr, t->abs_sum, t->abs_n);
+    double sum = 0;
+    int64_t n = 0;
+    for (size_t c = 0; c < nc; c++)
+        sum += t->abs_sum[c], n += t->abs_n[c];
+    v[2] = n ? sum / (double)n : NAN;
+    v[3] = cc_train_mase(t->abs_sum, t->abs_n, t->mase_scale, nc);
+}
+
+/* The --select criterion among the validation values v (val_abs_values). */
+static double criterion(const Train *t, const double *v) { return v[t->sel]; }
+
+/* The validation values in the metadata of the model file. */
+static void set_val_extras(CcHparams *h, const double *v)
+{
+    char key[16], vb[64];
+    for (int i = 0; i < SEL_COUNT; i++)
+        if (isfinite(v[i])) {
+            snprintf(key, sizeof key, "val_%s", select_names[i]);
+            snprintf(vb, sizeof vb, i ? "%.6g" : "%.6f", v[i]);
+            cc_hparams_set_extra(h, key, vb);
+        }
+}
+
+/* Validates after `step` into v (val_abs_values); a new best is kept and saved to --out.
+ * 0 or -1. */
+static int train_validate(Train *t, int64_t step, double loss_ema, double *v)
 {
     CcModel *m = t->m;
-    int r = cc_trainer_validate(t->tr, vnll, vmse);
-    if (r == -EAGAIN)
-        *vnll = *vmse = loss_ema; /* no validation data: keep the last weights */
-    double val = t->by_mse ? *vmse : *vnll;
+    int r = cc_trainer_validate(t->tr, &v[0], &v[1]);
+    val_abs_values(t, v);
+    if (r == -EAGAIN) /* no validation data: keep the last weights */
+        v[0] = v[1] = v[2] = v[3] = loss_ema;
+    double val = criterion(t, v);
     if (val < t->best) {
         t->best = val;
         t->bad = 0;
         memcpy(t->best_block, cc_trainer_eval_weights(t->tr), m->n_params * sizeof(float));
         char sb[64];
         snprintf(sb, sizeof sb, "%lld", (long long)step);
-        set_val_extras(&m->hp, *vnll, *vmse);
+        set_val_extras(&m->hp, v);
         cc_hparams_set_extra(&m->hp, "train_steps", sb);
         CcModel view = *m; /* the validated weights (the EMA with --ema) */
         view.block = t->best_block;
@@ -707,12 +777,13 @@ static int train_validate(Train *t, int64_t step, double loss_ema, double *vnll,
     return 0;
 }
 
-/* Progress after a step: a status line on a terminal, a line per validation elsewhere. */
+/* Progress after a step: a status line on a terminal, a line per validation elsewhere.
+ * v: the batch loss's running mean, then the validation values (val_abs_values). */
 static void train_progress(const Train *t, int64_t step, int64_t start_step, double el,
                            int evaluated, const double *v, float lr_now, int64_t *last_print)
 {
     const TrainArgs *a = &t->a;
-    const double loss_ema = v[0], vnll = v[1], vmse = v[2];
+    const double loss_ema = v[0], vnll = v[1], vmse = v[2], vsel = criterion(t, v + 1);
     int64_t tokens_per_step = (int64_t)a->batch * (t->m->hp.n_patches + t->G);
     double rate = (step - start_step) / (el > 1e-9 ? el : 1e-9);
     double eta = (t->total_steps - step) / (rate > 0 ? rate : 1e-9);
@@ -728,17 +799,17 @@ static void train_progress(const Train *t, int64_t step, int64_t start_step, dou
         fmt_dur(etab, sizeof etab, eta);
         fmt_dur(elb, sizeof elb, el);
         fprintf(stderr,
-                "\r\033[Kepoch %.2f  step %lld/%lld  loss %.4f  val %.4f mse %.4g (best %s %.4g)  "
-                "lr %.2e  %.0f tok/s  %s  ETA %s",
+                "\r\033[Kepoch %.2f  step %lld/%lld  loss %.4f  val %.4f mse %.4g %s %.4g (best "
+                "%.4g)  lr %.2e  %.0f tok/s  %s  ETA %s",
                 epoch, (long long)step, (long long)t->total_steps, loss_ema, vnll, vmse, a->select,
-                t->best, lr_now, rate * tokens_per_step, elb, etab);
+                vsel, t->best, lr_now, rate * tokens_per_step, elb, etab);
         *last_print = cc_now_ns();
     } else {
         fprintf(stderr,
-                "step %lld/%lld epoch %.2f loss %.4f val %.4f val_mse %.4g best_%s %.4g "
+                "step %lld/%lld epoch %.2f loss %.4f val %.4f val_mse %.4g val_%s %.4g best %.4g "
                 "lr %.2e tok/s %.0f elapsed %.0fs\n",
                 (long long)step, (long long)t->total_steps, epoch, loss_ema, vnll, vmse, a->select,
-                t->best, lr_now, rate * tokens_per_step, el);
+                vsel, t->best, lr_now, rate * tokens_per_step, el);
     }
 }
 
@@ -747,7 +818,7 @@ static int train_loop(Train *t, const char **why)
 {
     const TrainArgs *a = &t->a;
     int64_t t0 = cc_now_ns(), last_print = 0, start_step = cc_trainer_steps_done(t->tr);
-    double loss_ema = NAN, vmse = NAN, vnll = NAN;
+    double loss_ema = NAN, v[1 + SEL_COUNT] = {NAN, NAN, NAN, NAN, NAN}; /* loss_ema, validation */
     *why = "step budget reached";
     for (;;) {
         int64_t step = cc_trainer_steps_done(t->tr);
@@ -781,9 +852,9 @@ static int train_loop(Train *t, const char **why)
         step++;
         loss_ema = isnan(loss_ema) ? loss : 0.98 * loss_ema + 0.02 * loss;
         int evaluated = step % a->eval_every == 0 || step == t->total_steps;
-        if (evaluated && train_validate(t, step, loss_ema, &vnll, &vmse))
+        if (evaluated && train_validate(t, step, loss_ema, v + 1))
             return -1;
-        double v[3] = {loss_ema, vnll, vmse};
+        v[0] = loss_ema;
         train_progress(t, step, start_step, (cc_now_ns() - t0) / 1e9, evaluated, v, lr_now,
                        &last_print);
         if (evaluated && t->bad >= a->patience) {
@@ -836,10 +907,11 @@ static int train_save(Train *t)
 {
     CcModel *m = t->m;
     if (!t->saved_any) {
-        double v, vm;
-        if (cc_trainer_validate(t->tr, &v, &vm) == 0) {
-            set_val_extras(&m->hp, v, vm);
-            t->best = t->by_mse ? vm : v;
+        double v[SEL_COUNT];
+        if (cc_trainer_validate(t->tr, &v[0], &v[1]) == 0) {
+            val_abs_values(t, v);
+            set_val_extras(&m->hp, v);
+            t->best = criterion(t, v);
         }
         memcpy(t->best_block, cc_trainer_eval_weights(t->tr), m->n_params * sizeof(float));
     }
@@ -930,7 +1002,8 @@ static int train_recalibrate(Train *t)
 static int train_run(Train *t, int argc, char **argv)
 {
     const char *why;
-    if (train_data(t) || train_model(t) || train_settings(t) || train_open(t))
+    if (train_data(t) || train_model(t) || train_settings(t) || train_open(t) ||
+        train_select_open(t))
         return -1;
     if (t->a.recalibrate)
         return train_recalibrate(t);
@@ -944,8 +1017,8 @@ static int train_run(Train *t, int argc, char **argv)
         return -1;
     }
     memcpy(t->best_block, t->m->block, t->m->n_params * sizeof(float));
-    double vnll, vmse; /* --eval-start: the start is the first candidate */
-    if (t->a.eval_start && !t->a.resume && train_validate(t, 0, NAN, &vnll, &vmse))
+    double v[SEL_COUNT]; /* --eval-start: the start is the first candidate */
+    if (t->a.eval_start && !t->a.resume && train_validate(t, 0, NAN, v))
         return -1;
     signal(SIGINT, on_sigint);
     int64_t t0 = cc_now_ns();
@@ -970,8 +1043,8 @@ int cmd_train(int argc, char **argv)
     }
     int ret = train_opts(&t->a, argc, argv);
     if (ret == CLI_RUN) {
-        t->by_mse = !strcmp(t->a.select, "mse");
         t->is_ett = t->a.protocol != NULL;
+        t->sel = select_index(t->a.select);
         t->tty = isatty(fileno(stderr));
         ret = train_run(t, argc, argv) ? 1 : 0;
     }
@@ -981,6 +1054,9 @@ int cmd_train(int argc, char **argv)
     cc_data_close(&t->ds);
     free(t->rtrain);
     free(t->rval);
+    free(t->abs_sum);
+    free(t->abs_n);
+    free(t->mase_scale);
     free(t);
     return ret;
 }

@@ -1,0 +1,48 @@
+#!/bin/bash
+# test_train_select.sh — `cellcast train --select mae|mase` end to end: the criterion a
+# model was kept by (its val_mae / val_mase metadata) is the MAE and MASE `cellcast eval`
+# gives on the same validation rows (--split A,0: the rows after A scored, the MASE scale
+# from the rows before it, a day's seasonal naive), and --mase-season changes the scale.
+# Two synthetic hourly cells of 12 days with no missing step, so that eval's MASE pooled
+# over the pairs is the mean over the cells the criterion takes. About a second.
+#   usage: test_train_select.sh CELLCAST
+set -u
+CLI=${1:?cellcast binary}
+# shellcheck source=lib/daemon.sh
+. "$(dirname "$0")/lib/daemon.sh"
+test_workdir train-select
+
+"$CLI" synth --cells 2 --days 12 --step 3600 --features prb_dl --missing-rate 0 \
+    --gap-rate 0 --outage-rate 0 --out "$TMP/s.csv" 2>/dev/null || { fail "synth"; exit 1; }
+SHAPE=(--patch-len 4 --n-patches 4 --d-model 8 --n-heads 2 --d-ff 8 --horizon 4
+    --linear-window 24 --steps 60 --eval-every 20 --split 0.7,0.3 --threads 1 --quiet)
+
+# meta MODEL KEY: a string of the model's metadata (cellcast info)
+meta() { "$CLI" info --model "$1" | sed -n "s/.*\"$2\": \"\\([^\"]*\\)\".*/\\1/p"; }
+# close A B: |A - B| <= 1e-4 |B|
+close() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; exit !(a != "" && (d < 0 ? -d : d) <= 1e-4 * (b < 0 ? -b : b)) }'; }
+
+for sel in mae mase; do
+    m="$TMP/$sel.safetensors"
+    "$CLI" train --data "$TMP/s.csv" --out "$m" "${SHAPE[@]}" --select "$sel" ||
+        { fail "train --select $sel"; continue; }
+    [ "$(meta "$m" select)" = "$sel" ] || fail "--select $sel: metadata select '$(meta "$m" select)'"
+    ev=$("$CLI" eval --model "$m" --data "$TMP/s.csv" --split 0.7,0 --horizon 4 --json |
+        python3 -c "import json,sys; o=json.load(sys.stdin)['methods']['model']['overall']; print(o['mae'], o['mase'])")
+    read -r emae emase <<<"$ev"
+    vmae=$(meta "$m" val_mae) vmase=$(meta "$m" val_mase)
+    if close "$vmae" "$emae" && close "$vmase" "$emase"; then
+        ok "--select $sel: val_mae $vmae, val_mase $vmase = eval's $emae, $emase"
+    else
+        fail "--select $sel: val_mae $vmae, val_mase $vmase; eval on the validation rows: $emae, $emase"
+    fi
+done
+# the scale of a one-step naive instead of a day's: another number for the same weights
+"$CLI" train --data "$TMP/s.csv" --out "$TMP/s1.safetensors" "${SHAPE[@]}" --select mase \
+    --mase-season 1 || fail "train --mase-season 1"
+a=$(meta "$TMP/mase.safetensors" val_mase) b=$(meta "$TMP/s1.safetensors" val_mase)
+[ -n "$b" ] && ! close "$b" "$a" && ok "--mase-season 1: val_mase $b (a day: $a)" ||
+    fail "--mase-season 1: val_mase '$b', a day's '$a'"
+
+[ "$FAILS" = 0 ] && echo "train --select: all checks passed"
+exit $((FAILS > 0))
