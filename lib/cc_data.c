@@ -1319,6 +1319,17 @@ static int parse_int_at(const char **p, long long *v)
     return 0;
 }
 
+int cc_data_ett_split(int64_t step_seconds, CcRange out[3])
+{
+    if (step_seconds != 3600 && step_seconds != 900)
+        return -EINVAL;
+    const int month = (int)(30 * 86400 / step_seconds);
+    out[0] = (CcRange){0, 12 * month};
+    out[1] = (CcRange){12 * month, 16 * month};
+    out[2] = (CcRange){16 * month, 20 * month};
+    return 0;
+}
+
 int cc_data_split(const char *spec, int T, CcRange out[3], char *err, size_t errlen)
 {
     if (!spec || !*spec)

@@ -197,6 +197,14 @@ int cc_data_feature_index(const CcDataset *ds, const char *name);
 int cc_data_split(const char *spec, int T, CcRange out[3], char *err, size_t errlen);
 
 /**
+ * The ETT benchmark's standard split (Informer's borders): 12 months of train, 4 of
+ * validation, 4 of test, a month = 30 days, in rows of an hourly (ETTh1/2: 8640, 11520,
+ * 14400) or a 15-minute (ETTm1/2: 34560, 46080, 57600) series. out[i] = {0, train end},
+ * {train end, val end}, {val end, test end}. 0, or -EINVAL for another step.
+ */
+int cc_data_ett_split(int64_t step_seconds, CcRange out[3]);
+
+/**
  * Per-feature mean and population std of the observed (mask 1) values of rows
  * range of series s. mean/std have F entries; a feature with no observation gets 0/1,
  * std 0 is replaced by 1.

@@ -387,6 +387,22 @@ static void test_append_split_stats(void **state)
     assert_int_equal(cc_data_split("0.9,0.2", 30, r, err, sizeof err), -EINVAL);
     assert_int_equal(cc_data_split("x", 30, r, err, sizeof err), -EINVAL);
     assert_int_equal(cc_data_split("rows:0-10", 30, r, err, sizeof err), -EINVAL);
+
+    /* the ETT benchmark's borders: ETTh's rows, ETTm's four times as many, nothing else */
+    assert_int_equal(cc_data_ett_split(3600, r), 0);
+    assert_int_equal(r[0].begin, 0);
+    assert_int_equal(r[0].end, 8640);
+    assert_int_equal(r[1].begin, 8640);
+    assert_int_equal(r[1].end, 11520);
+    assert_int_equal(r[2].begin, 11520);
+    assert_int_equal(r[2].end, 14400);
+    assert_int_equal(cc_data_ett_split(900, r), 0);
+    assert_int_equal(r[0].end, 34560);
+    assert_int_equal(r[1].end, 46080);
+    assert_int_equal(r[2].begin, 46080);
+    assert_int_equal(r[2].end, 57600);
+    assert_int_equal(cc_data_ett_split(1800, r), -EINVAL);
+    assert_int_equal(cc_data_ett_split(0, r), -EINVAL);
 }
 
 /* Random corruptions of a valid file never crash the loader (run under ASan in CI): each

@@ -91,8 +91,9 @@ static int eval_opts(EvalArgs *a, int argc, char **argv)
         CC_OPTS_STR("kpis", &s->kpis, "LIST",
                     "KPIs to score (default all; barcelona the 5 targets)"),
         CC_OPTS_CALL("protocol", opt_protocol, &s->protocol, "P",
-                     "ett: ETTh1 standard protocol (rows 0-8640 train, test\n"
-                     "11520-14400, train-slice z-scoring, MSE/MAE standardised);\n"
+                     "ett: ETT standard protocol (ETTh rows 0-8640 train, test\n"
+                     "11520-14400; ETTm x4; train-slice z-scoring, MSE/MAE\n"
+                     "standardised);\n"
                      "barcelona: --data SITE.csv, --test SITE_test.csv (default),\n"
                      "NRMSE in raw units averaged over rnti_count,rb_down,rb_up,\n"
                      "down,up"),

@@ -25,8 +25,6 @@
 #include "cc_train.h"
 #include "cli.h"
 
-#define ETT_SPLIT "rows:0-8640,8640-11520,11520-14400"
-
 static volatile sig_atomic_t g_stop;
 static void on_sigint(int sig)
 {
@@ -193,7 +191,8 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                     "\"rows:A-B,C-D,E-F\" (default 0.7,0.1: last 20% is test)"),
         CC_OPTS_DBL("val-frac", &a->val_frac, 0.01, 0.7, "F", "shorthand for --split (0.8-F),F"),
         CC_OPTS_STR("protocol", &a->protocol, "ett",
-                    "ETTh1 protocol: split " ETT_SPLIT ",\n"
+                    "ETT protocol: the standard 12/4/4-month split (ETTh\n"
+                    "rows 0-8640, 8640-11520, 11520-14400; ETTm x4),\n"
                     "z-score with the train slice, horizon 96 unless given;\n"
                     "the ETT recipe for every option not given (docs/training.md)"),
         CC_OPTS_HEADING("Model (ignored with --resume):"),
@@ -431,9 +430,19 @@ static int train_data(Train *t)
         return -1;
     }
     t->split = a->split;
-    if (t->is_ett)
-        t->split = ETT_SPLIT;
-    else if (!t->split && a->val_frac > 0) {
+    if (t->is_ett) {
+        CcRange b[3];
+        if (cc_data_ett_split(t->ds->step_seconds, b)) {
+            fprintf(stderr,
+                    "cellcast train: --protocol ett wants hourly (ETTh) or 15-minute (ETTm) "
+                    "steps, the data has %lld s\n",
+                    (long long)t->ds->step_seconds);
+            return -1;
+        }
+        snprintf(t->split_buf, sizeof t->split_buf, "rows:%d-%d,%d-%d,%d-%d", b[0].begin, b[0].end,
+                 b[1].begin, b[1].end, b[2].begin, b[2].end);
+        t->split = t->split_buf;
+    } else if (!t->split && a->val_frac > 0) {
         snprintf(t->split_buf, sizeof t->split_buf, "%.6g,%.6g", 0.8 - a->val_frac, a->val_frac);
         t->split = t->split_buf;
     } else if (!t->split)
@@ -794,22 +803,26 @@ static void train_progress(const Train *t, int64_t step, int64_t start_step, dou
     int64_t ntr;
     cc_trainer_counts(t->tr, &ntr, NULL);
     double epoch = (double)step * a->batch * t->G / (double)(ntr ? ntr : 1);
+    /* the criterion, when it is not one of the two always shown */
+    char crit[48] = "";
+    if (strcmp(a->select, "nll") && strcmp(a->select, "mse"))
+        snprintf(crit, sizeof crit, " %s%s %.4g", t->tty ? "" : "val_", a->select, vsel);
     if (t->tty) {
         char etab[32], elb[32];
         fmt_dur(etab, sizeof etab, eta);
         fmt_dur(elb, sizeof elb, el);
         fprintf(stderr,
-                "\r\033[Kepoch %.2f  step %lld/%lld  loss %.4f  val %.4f mse %.4g %s %.4g (best "
+                "\r\033[Kepoch %.2f  step %lld/%lld  loss %.4f  val %.4f mse %.4g%s (best %s "
                 "%.4g)  lr %.2e  %.0f tok/s  %s  ETA %s",
-                epoch, (long long)step, (long long)t->total_steps, loss_ema, vnll, vmse, a->select,
-                vsel, t->best, lr_now, rate * tokens_per_step, elb, etab);
+                epoch, (long long)step, (long long)t->total_steps, loss_ema, vnll, vmse, crit,
+                a->select, t->best, lr_now, rate * tokens_per_step, elb, etab);
         *last_print = cc_now_ns();
     } else {
         fprintf(stderr,
-                "step %lld/%lld epoch %.2f loss %.4f val %.4f val_mse %.4g val_%s %.4g best %.4g "
+                "step %lld/%lld epoch %.2f loss %.4f val %.4f val_mse %.4g%s best_%s %.4g "
                 "lr %.2e tok/s %.0f elapsed %.0fs\n",
-                (long long)step, (long long)t->total_steps, epoch, loss_ema, vnll, vmse, a->select,
-                vsel, t->best, lr_now, rate * tokens_per_step, el);
+                (long long)step, (long long)t->total_steps, epoch, loss_ema, vnll, vmse, crit,
+                a->select, t->best, lr_now, rate * tokens_per_step, el);
     }
 }
 

@@ -39,6 +39,7 @@ struct CctEval {
     char kname[CC_DATA_MAX_FEATURES][CC_FEATURE_NAME_MAX];
     int H, W, D, R, P; /* horizon, window, steps per day (0: none), streamed context, patch */
     double zmean[CC_DATA_MAX_FEATURES], zstd[CC_DATA_MAX_FEATURES]; /* ett: the train slice's */
+    CcRange ett[3]; /* ett: train, validation, test rows (cc_data_ett_split) */
     int64_t t_start, engine_ns, n_origins, skipped_origins, n_engine_steps;
     double wall;
 };
@@ -193,7 +194,7 @@ static int test_range(CctEval *e, int s, double from_ts, CcRange *out, char *err
     const CcSeries *se = &e->ds->series[s];
     CcRange sp[3];
     if (e->s.protocol == CCT_EVAL_ETT) {
-        *out = (CcRange){11520, 14400};
+        *out = e->ett[2];
     } else if (e->s.test_path) {
         /* rows after the join of this cell; other cells have no test range */
         const CcDataset *dtest = e->dtest;
@@ -225,12 +226,18 @@ static int prepare_runs(CctEval *e, char *err, size_t errlen)
     if (!(e->runs = calloc((size_t)ds->n_series, sizeof *e->runs)))
         return -ENOMEM;
     if (e->s.protocol == CCT_EVAL_ETT) {
-        if (ds->n_series != 1 || ds->series[0].T < 14400) {
-            snprintf(err, errlen, "ett protocol needs one series of ≥ 14400 rows (ETTh1.csv)");
+        if (cc_data_ett_split(ds->step_seconds, e->ett)) {
+            snprintf(err, errlen,
+                     "ett protocol needs hourly (ETTh) or 15-minute (ETTm) steps, not %lld s",
+                     (long long)ds->step_seconds);
             return -EINVAL;
         }
-        CcRange tr = {0, 8640};
-        cc_data_stats(ds, 0, tr, e->zmean, e->zstd);
+        if (ds->n_series != 1 || ds->series[0].T < e->ett[2].end) {
+            snprintf(err, errlen, "ett protocol needs one series of ≥ %d rows (ETTh1.csv)",
+                     e->ett[2].end);
+            return -EINVAL;
+        }
+        cc_data_stats(ds, 0, e->ett[0], e->zmean, e->zstd);
         cc_data_standardize(ds, e->zmean, e->zstd);
     }
     double from_ts = 0;
@@ -701,7 +708,9 @@ json_t *cct_eval_json(const CctEval *e)
         for (int f = 0; f < ds->n_features; f++)
             json_array_append_new(z, json_pack("{s:s,s:f,s:f}", "feature", ds->features[f], "mean",
                                                e->zmean[f], "std", e->zstd[f]));
-        json_object_set_new(root, "zscore_train_rows_0_8640", z);
+        char key[64]; /* ETTh: zscore_train_rows_0_8640, as before ETTm */
+        snprintf(key, sizeof key, "zscore_train_rows_%d_%d", e->ett[0].begin, e->ett[0].end);
+        json_object_set_new(root, key, z);
     }
     return root;
 }
