@@ -371,18 +371,6 @@ static void kpi_sums(const CcAnomalySettings *s, KpiState *k, double z, double z
                       fmin(1.0, (double)s->step_seconds / (double)s->profile_unit_s));
 }
 
-/* A sustained rule's sums (pos, neg) hold the KPI over at this step: over h in the KPI's
- * direction and, with sustained_live, the step's own deviation d past the reference k in
- * the direction of a sum that is over (a sum that only decays does not hold it: under k
- * it decays by k − d a step, which near k takes days). Used for the profile rule. */
-static int sustained_holds(const CcAnomalySettings *s, double pos, double neg, double h,
-                           double kref, int dir, double d)
-{
-    if (!s->sustained_live)
-        return cc_cusum_over(pos, neg, h, dir);
-    return cc_cusum_live(pos, neg, h, kref, dir, d);
-}
-
 /* The window rule is live (CcEpisodeTrace): a window of steps like this one, z clipped as
  * its ring clips it, in the window's direction, would be over (unit: see cc_window_z). */
 static int window_live(const CcAnomalySettings *s, double z, double zw, double unit, double thr)
@@ -426,12 +414,16 @@ static void kpi_verdict(const CcAnomalySettings *s, const KpiState *k, int f, do
     }
     if (nov && (dir == 0 || dir == nov))
         over |= CC_RULE_NOVELTY, live |= CC_RULE_NOVELTY;
-    if (isfinite(zp) &&
-        sustained_holds(s, k->pr_pos, k->pr_neg, s->profile_h, s->profile_k, dir, zp)) {
-        over |= CC_RULE_PROFILE;
-        live |= cc_cusum_live(k->pr_pos, k->pr_neg, s->profile_h, s->profile_k, dir, zp)
-                    ? CC_RULE_PROFILE
-                    : 0;
+    if (isfinite(zp)) {
+        /* the profile's sums hold the KPI over while over profile_h in its direction and,
+         * with sustained_live, while the step's own zp is past profile_k in the direction
+         * of a sum that is over (a sum that only decays does not hold it: under k it decays
+         * by k − zp a step, which near k takes days) */
+        int plive = cc_cusum_live(k->pr_pos, k->pr_neg, s->profile_h, s->profile_k, dir, zp);
+        if (s->sustained_live ? plive : cc_cusum_over(k->pr_pos, k->pr_neg, s->profile_h, dir)) {
+            over |= CC_RULE_PROFILE;
+            live |= plive ? CC_RULE_PROFILE : 0;
+        }
     }
     if (!over)
         return;

@@ -805,7 +805,7 @@ static void train_progress(const Train *t, int64_t step, int64_t start_step, dou
     double epoch = (double)step * a->batch * t->G / (double)(ntr ? ntr : 1);
     /* the criterion, when it is not one of the two always shown */
     char crit[48] = "";
-    if (strcmp(a->select, "nll") && strcmp(a->select, "mse"))
+    if (t->sel != SEL_NLL && t->sel != SEL_MSE)
         snprintf(crit, sizeof crit, " %s%s %.4g", t->tty ? "" : "val_", a->select, vsel);
     if (t->tty) {
         char etab[32], elb[32];
