@@ -2,14 +2,16 @@
 # tests/blackbox/alert_delivery.sh — alert transitions are delivered at least once across a
 # SIGKILL (issue 16): an external broker (cc_mockbroker, outlives the daemon) refuses every
 # Produce (SIGUSR1: retriable errors, so the producer keeps retrying) while cellcastd steps
-# a spike that fires and resolves; the transitions are computed, none reaches the topic;
-# SIGKILL; the broker accepts produces again (SIGUSR2); the restart produces both
-# transitions (and the warm-up ones of the tiny model) from its journal (kcat -C), counts them as recovered, and its replay does not
-# produce them twice. Then a clean restart produces nothing again.
+# a spike that fires and resolves; the transitions are computed, none reaches the topic, and
+# the periodic checkpoint does not advance past them; SIGKILL; the broker accepts produces
+# again (SIGUSR2); the restart produces the transitions from its journal (kcat -C) and counts
+# them as recovered; once the dead member has left the group (session.timeout.ms 6 s) it
+# replays the KPIs from the old offsets, recomputes the same transitions and does not produce
+# them twice. Then a clean restart produces nothing again.
 #
 #   alert_delivery.sh CELLCASTD MOCKBROKER SOURCE_ROOT
 #
-# ~20 s. Exit 77 (skip) when kcat, curl or python3 is missing.
+# ~35 s. Exit 77 (skip) when kcat, curl or python3 is missing.
 set -u
 
 CELLCASTD=${1:-}
@@ -34,6 +36,9 @@ model:
 kafka:
   brokers: "$EXT"
   group_id: delivery
+  properties:
+    session.timeout.ms: "6000"
+    heartbeat.interval.ms: "1000"
 http:
   port: 0
 engine:
@@ -78,15 +83,30 @@ for l in sys.stdin:
         if m["cell_id"] == "spike-1" and m["kind"] == "anomaly": print(m["id"], m["state"])'
 }
 
+# wait_stepped TRIES: polls (every 0.1 s) until spike-1 has stepped its last KPI row
+wait_stepped() {
+    local i
+    for ((i = 0; i < $1; i++)); do
+        curl -sf "$U/v1/cells/spike-1" 2>/dev/null | python3 -c 'import json,sys
+try: d = json.load(sys.stdin)
+except ValueError: sys.exit(1) # not known yet: 404, no body
+sys.exit(d["last_step"] != int(sys.argv[1]) or d.get("pending_steps", 0))' $((P0 + N - 1)) && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# show_logs: the end of each daemon log and the broker's, when a check failed
+show_logs() {
+    local f
+    for f in "$TMP"/d[123].log "$TMP/broker.log"; do
+        [ -f "$f" ] && { echo "--- $f (end)"; tail -n 25 "$f"; }
+    done
+}
+on_exit() { [ "$FAILS" = 0 ] || show_logs; }
+
 start_daemon "$TMP/d1.log" health -c "$TMP/cfg.yaml"
-stepped=0
-for _ in $(seq 300); do
-    curl -sf "$U/v1/cells/spike-1" | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(d["last_step"] != int(sys.argv[1]) or d.get("pending_steps", 0))' $((P0 + N - 1)) &&
-        { stepped=1; break; }
-    sleep 0.1
-done
-[ $stepped = 1 ] && ok "every step stepped" || fail "spike-1 did not reach its last step"
-sleep 1.5 # a periodic snapshot holds the resolved state now: the replay cannot recompute it
+wait_stepped 300 && ok "every step stepped" || fail "spike-1 did not reach its last step"
 # every transition computed (the tiny model's warm-up fires too), as the topic should get them
 want=$(curl -sf "$U/v1/alerts?cell=spike-1&kind=anomaly&limit=1000" |
     python3 -c 'import json,sys; [print(a["id"], a["state"]) for a in json.load(sys.stdin)["alerts"]]')
@@ -95,8 +115,12 @@ echo "$want" | grep -q "spike-1:anomaly:$SPIKE resolved" && ok "$nwant transitio
     fail "the spike's resolved is not among the transitions: $want"
 [ -z "$(topic_states)" ] && ok "broker refusing produces: nothing delivered yet" ||
     fail "delivered despite the fault: $(topic_states)"
-grep -q "snapshot .* cells" "$TMP/d1.log" && ok "a snapshot was written after the transitions" ||
-    fail "no snapshot before the kill"
+# the periodic checkpoint (every 1 s) must not commit the KPI offsets past transitions
+# Kafka has not confirmed: else a crash would lose them if the journal were lost too
+for _ in $(seq 50); do grep -q "checkpoint skipped: .* still undelivered" "$TMP/d1.log" && break; sleep 0.1; done
+grep -q "checkpoint skipped: .* still undelivered" "$TMP/d1.log" &&
+    ok "the periodic checkpoint waits for the undelivered transitions" ||
+    fail "no checkpoint held back before the kill"
 stop_daemon KILL
 
 kill -USR2 "$BROKER"
@@ -116,6 +140,15 @@ grep -q " $nwant transition(s) not confirmed by Kafka before the last stop" "$TM
     fail "no recovery line: $(grep journal "$TMP/d2.log")"
 n=$(curl -sf "$U/metrics" | awk '$1 == "cellcast_alerts_redelivered_total{cause=\"recovered\"}" { print $2 }')
 [ "$n" = "$nwant" ] && ok "cellcast_alerts_redelivered_total{cause=\"recovered\"} = $n" || fail "recovered = '$n'"
+# the dead member leaves the group after session.timeout.ms: then this one is assigned the
+# partition, replays the KPIs from the offsets committed before the transitions and
+# recomputes them; the journal knows they were delivered
+wait_stepped 400 && ok "the restart replayed the KPIs from the old offsets" ||
+    fail "the restart did not replay spike-1 to its last step"
+sleep 1
+got=$(topic_states)
+[ "$got" = "$want" ] && ok "the replay recomputed the transitions and did not produce them again" ||
+    fail "alert topic after the replay: '$got', want '$want'"
 for _ in $(seq 50); do
     [ "$(curl -sf "$U/metrics" | awk '$1 == "cellcast_alerts_waiting" { print $2 }')" = 0 ] && break
     sleep 0.1
@@ -124,7 +157,8 @@ stop_daemon TERM || fail "SIGTERM: exit $?"
 
 # confirmed now: a third start produces nothing again
 start_daemon "$TMP/d3.log" health -c "$TMP/cfg.yaml"
-sleep 2
+wait_stepped 200 || fail "the third start did not restore or replay spike-1"
+sleep 1
 got=$(topic_states)
 [ "$got" = "$want" ] && ok "a clean restart produces no transition again" || fail "after the third start: '$got'"
 grep -q " 0 transition(s) not confirmed" "$TMP/d3.log" && ok "nothing unconfirmed after the delivery reports" ||

@@ -95,6 +95,7 @@ daemon_port() { grep -o 'listening on http://127.0.0.1:[0-9]*' "$1" | head -1 | 
 start_daemon() {
     local log=$1 until=$2 tries=${DAEMON_TRIES:-100} i
     shift 2
+    : >"$log" # exists before the first poll reads it
     "$CELLCASTD" "$@" >"$log" 2>&1 &
     DPID=$!
     PIDS+=("$DPID")
