@@ -227,7 +227,7 @@ static void journal_load(CcdOutbox *o)
     LOG_INFO("alerts",
              "journal %s: %d cell(s) with transitions delivered, %" PRIu64
              " transition(s) not confirmed by Kafka before the last stop (produced again: "
-             "consumers dedupe on alert id + state)%s",
+             "consumers dedupe on alert id + state + severity)%s",
              o->path, n, o->st.recovered, skipped ? "; unreadable lines skipped" : "");
     if (skipped)
         LOG_WARN("alerts", "journal %s: %d unreadable line(s) skipped (a write cut by a crash?)",

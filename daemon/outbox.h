@@ -10,10 +10,11 @@
  * produced again from their journaled JSON (counted: recovered), so a SIGKILL, a power
  * loss after the fsync or a broker that is down loses none. The cost is duplicates: a
  * transition delivered but whose report had not been seen (or whose "D" record was lost)
- * is delivered again. Consumers dedupe on the pair (alert id, state): an id names one
- * alert (cell, kind, reason, KPI and first step), its transitions are one `firing` and
- * one `resolved`. (The `seq` of the API's listings numbers the history of one process and
- * restarts with it: it is not a dedupe key.)
+ * is delivered again. Consumers dedupe on (alert id, state, severity): an id names one
+ * alert (cell, kind, reason, KPI and first step), its transitions are one `firing`, a
+ * second `firing` if a warning escalates to critical, and one `resolved`. (The `seq` of
+ * the API's listings numbers the history of one process and restarts with it: it is not
+ * a dedupe key.)
  *
  * The journal also keeps, per cell, the newest step whose transition was journaled: the
  * replay after a restart recomputes the transitions of those steps and must not produce

@@ -72,7 +72,8 @@ kill -USR1 "$BROKER"
 for _ in $(seq 50); do grep -q "produce requests fail" "$TMP/broker.log" && break; sleep 0.1; done
 grep -q "produce requests fail" "$TMP/broker.log" || { fail "the broker did not take the fault"; exit 1; }
 
-# alerts: the spike-1 anomaly's transitions on the topic, as "state" lines
+# alerts: the spike-1 anomaly's transitions on the topic, as "id state severity" lines (an
+# escalation is a second firing of the same id: consumers dedupe on all three)
 topic_states() {
     kcat -b "$EXT" -C -t alerts -o beginning -e -q -f '%s\n' 2>/dev/null |
         python3 -c 'import json,sys
@@ -80,7 +81,7 @@ for l in sys.stdin:
     l = l.strip()
     if l:
         m = json.loads(l)
-        if m["cell_id"] == "spike-1" and m["kind"] == "anomaly": print(m["id"], m["state"])'
+        if m["cell_id"] == "spike-1" and m["kind"] == "anomaly": print(m["id"], m["state"], m["severity"])'
 }
 
 # wait_stepped TRIES: polls (every 0.1 s) until spike-1 has stepped its last KPI row
@@ -109,7 +110,7 @@ start_daemon "$TMP/d1.log" health -c "$TMP/cfg.yaml"
 wait_stepped 300 && ok "every step stepped" || fail "spike-1 did not reach its last step"
 # every transition computed (the tiny model's warm-up fires too), as the topic should get them
 want=$(curl -sf "$U/v1/alerts?cell=spike-1&kind=anomaly&limit=1000" |
-    python3 -c 'import json,sys; [print(a["id"], a["state"]) for a in json.load(sys.stdin)["alerts"]]')
+    python3 -c 'import json,sys; [print(a["id"], a["state"], a["severity"]) for a in json.load(sys.stdin)["alerts"]]')
 nwant=$(echo "$want" | wc -l)
 # the spike's episode: critical at the spike's step, then resolved. Its id is the episode's
 # onset, which can be a warning a few steps before the spike (the model's time features,
