@@ -72,7 +72,7 @@ ok = (len(m) == 2 and parts == [0, 1, 2, 3] and j["group_state"] == "stable"
       and sorted(x["client_id"] for x in m) == ["cellcastd-a-%s" % sys.argv[1], "cellcastd-b-%s" % sys.argv[2]]
       and sorted(x["address"] for x in m) == sorted("http://127.0.0.1:%s" % p for p in sys.argv[1:3])
       and j["partitioner"] == "murmur2_random" and j["partitions"] == 4)
-sys.exit(0 if ok else 1)' "$PA" "$PB"
+sys.exit(0 if ok else 1)' "$PA" "$PB" 2>/dev/null # polled: silent while a member is not up yet
 }
 for _ in $(seq 150); do cluster_ok "$PA" && cluster_ok "$PB" && break; sleep 0.1; done
 if cluster_ok "$PA" && cluster_ok "$PB"; then
@@ -178,7 +178,7 @@ H=$(sed -n "s/.*handed over: \([0-9]*\) cell(s) with their newest state on '(non
     fail "b held ${NB:-?} cell(s), handed over (with state, older, cold) $H: $(grep 'handed over' "$TMP/b.log")"
 t0=$SECONDS
 for _ in $(seq 30); do
-    n=$(curl -sf "http://127.0.0.1:$PA/v1/cluster" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["members"]))')
+    n=$(curl -sf "http://127.0.0.1:$PA/v1/cluster" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["members"]))' 2>/dev/null)
     [ "$n" = 1 ] && break
     sleep 0.1
 done

@@ -40,7 +40,8 @@ wait_steps() {
         local all=1
         for c in $CELLS; do
             j=$(curl -sf "http://127.0.0.1:$PORT/v1/cells/$c") || { all=0; break; }
-            python3 -c 'import json,sys; sys.exit(0 if json.loads(sys.argv[1])["last_step"] == int(sys.argv[2]) and json.loads(sys.argv[1]).get("pending_steps", 0) == 0 else 1)' "$j" "$want" || { all=0; break; }
+            # a cell listed before its first step has no last_step yet: not there, silently
+            python3 -c 'import json,sys; j = json.loads(sys.argv[1]); sys.exit(0 if j.get("last_step") == int(sys.argv[2]) and j.get("pending_steps", 0) == 0 else 1)' "$j" "$want" || { all=0; break; }
         done
         [ $all = 1 ] && return 0
         sleep 0.2
