@@ -322,8 +322,7 @@ stop_daemon || fail "cellcastd exit status"
 
 # --- the long history and the past forecasts survive a restart (in the snapshot)
 start_daemon "$TMP/log1" health -c "$TMP/c.yaml"
-for _ in $(seq 50); do grep -q 'restored: 3 cells (0 failed)' "$TMP/log1" && break; sleep 0.1; done
-grep -q 'restored: 3 cells (0 failed)' "$TMP/log1" || fail "snapshot not restored: $(grep snapshot "$TMP/log1")"
+wait_log "$TMP/log1" 'restored: 3 cells (0 failed)' || fail "snapshot not restored: $(grep snapshot "$TMP/log1")"
 save hall2 /v1/cells/c1/history
 save fcs2 /v1/cells/c1/forecasts
 cmp -s "$TMP/hall" "$TMP/hall2" || fail "history after a restart differs"

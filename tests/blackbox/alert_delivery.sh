@@ -11,7 +11,7 @@
 #
 #   alert_delivery.sh CELLCASTD MOCKBROKER SOURCE_ROOT
 #
-# ~35 s. Exit 77 (skip) when kcat, curl or python3 is missing.
+# ~22 s. Exit 77 (skip) when kcat, curl or python3 is missing.
 set -u
 
 CELLCASTD=${1:-}
@@ -69,8 +69,7 @@ for p in range(n):
 PYEOF
 
 kill -USR1 "$BROKER"
-for _ in $(seq 50); do grep -q "produce requests fail" "$TMP/broker.log" && break; sleep 0.1; done
-grep -q "produce requests fail" "$TMP/broker.log" || { fail "the broker did not take the fault"; exit 1; }
+wait_log "$TMP/broker.log" "produce requests fail" || { fail "the broker did not take the fault"; exit 1; }
 
 # alerts: the spike-1 anomaly's transitions on the topic, as "id state severity" lines (an
 # escalation is a second firing of the same id: consumers dedupe on all three)
@@ -84,57 +83,35 @@ for l in sys.stdin:
         if m["cell_id"] == "spike-1" and m["kind"] == "anomaly": print(m["id"], m["state"], m["severity"])'
 }
 
-# wait_stepped TRIES: polls (every 0.1 s) until spike-1 has stepped its last KPI row
-wait_stepped() {
-    local i
-    for ((i = 0; i < $1; i++)); do
-        curl -sf "$U/v1/cells/spike-1" 2>/dev/null | python3 -c 'import json,sys
-try: d = json.load(sys.stdin)
-except ValueError: sys.exit(1) # not known yet: 404, no body
-sys.exit(d["last_step"] != int(sys.argv[1]) or d.get("pending_steps", 0))' $((P0 + N - 1)) && return 0
-        sleep 0.1
-    done
-    return 1
-}
-
-# show_logs: the end of each daemon log and the broker's, when a check failed
-show_logs() {
-    local f
-    for f in "$TMP"/d[123].log "$TMP/broker.log"; do
-        [ -f "$f" ] && { echo "--- $f (end)"; tail -n 25 "$f"; }
-    done
-}
-on_exit() { [ "$FAILS" = 0 ] || show_logs; }
-
+LAST=$((P0 + N - 1))
 start_daemon "$TMP/d1.log" health -c "$TMP/cfg.yaml"
-wait_stepped 300 && ok "every step stepped" || fail "spike-1 did not reach its last step"
+wait_last spike-1 $LAST 40 && ok "every step stepped" || fail "spike-1 did not reach its last step"
 # every transition computed (the tiny model's warm-up fires too), as the topic should get them
-want=$(curl -sf "$U/v1/alerts?cell=spike-1&kind=anomaly&limit=1000" |
-    python3 -c 'import json,sys; [print(a["id"], a["state"], a["severity"]) for a in json.load(sys.stdin)["alerts"]]')
+curl -sf "$U/v1/alerts?cell=spike-1&kind=anomaly&limit=1000" >"$TMP/alerts.json"
+want=$(python3 -c 'import json,sys; [print(a["id"], a["state"], a["severity"]) for a in json.load(open(sys.argv[1]))["alerts"]]' "$TMP/alerts.json")
 nwant=$(echo "$want" | wc -l)
 # the spike's episode: critical at the spike's step, then resolved. Its id is the episode's
 # onset, which can be a warning a few steps before the spike (the model's time features,
 # and so its forecasts, move with the wall clock that dates the rows)
-spike_id=$(curl -sf "$U/v1/alerts?cell=spike-1&kind=anomaly&limit=1000" | python3 -c 'import json,sys
-a = json.load(sys.stdin)["alerts"]
+spike_id=$(python3 -c 'import json,sys
+a = json.load(open(sys.argv[2]))["alerts"]
 spike = int(sys.argv[1])
 ids = {x["id"] for x in a if x["severity"] == "critical" and x["step"] == spike}
 ids &= {x["id"] for x in a if x["state"] == "resolved"}
-print(" ".join(sorted(ids)))' "$SPIKE")
+print(" ".join(sorted(ids)))' "$SPIKE" "$TMP/alerts.json")
 [ -n "$spike_id" ] && ok "$nwant transitions computed, the spike's episode ($spike_id) critical at its step and resolved" ||
     fail "no episode critical at the spike's step $SPIKE and resolved among the transitions: $want"
 [ -z "$(topic_states)" ] && ok "broker refusing produces: nothing delivered yet" ||
     fail "delivered despite the fault: $(topic_states)"
 # the periodic checkpoint (every 1 s) must not commit the KPI offsets past transitions
 # Kafka has not confirmed: else a crash would lose them if the journal were lost too
-for _ in $(seq 50); do grep -q "checkpoint skipped: .* still undelivered" "$TMP/d1.log" && break; sleep 0.1; done
-grep -q "checkpoint skipped: .* still undelivered" "$TMP/d1.log" &&
+wait_log "$TMP/d1.log" "checkpoint skipped: .* still undelivered" &&
     ok "the periodic checkpoint waits for the undelivered transitions" ||
     fail "no checkpoint held back before the kill"
 stop_daemon KILL
 
 kill -USR2 "$BROKER"
-for _ in $(seq 50); do grep -q "produce requests succeed" "$TMP/broker.log" && break; sleep 0.1; done
+wait_log "$TMP/broker.log" "produce requests succeed"
 start_daemon "$TMP/d2.log" health -c "$TMP/cfg.yaml"
 got=
 end=$((SECONDS + 20))
@@ -153,7 +130,7 @@ n=$(curl -sf "$U/metrics" | awk '$1 == "cellcast_alerts_redelivered_total{cause=
 # the dead member leaves the group after session.timeout.ms: then this one is assigned the
 # partition, replays the KPIs from the offsets committed before the transitions and
 # recomputes them; the journal knows they were delivered
-wait_stepped 400 && ok "the restart replayed the KPIs from the old offsets" ||
+wait_last spike-1 $LAST 60 && ok "the restart replayed the KPIs from the old offsets" ||
     fail "the restart did not replay spike-1 to its last step"
 sleep 1
 got=$(topic_states)
@@ -167,7 +144,7 @@ stop_daemon TERM || fail "SIGTERM: exit $?"
 
 # confirmed now: a third start produces nothing again
 start_daemon "$TMP/d3.log" health -c "$TMP/cfg.yaml"
-wait_stepped 200 || fail "the third start did not restore or replay spike-1"
+wait_last spike-1 $LAST 30 || fail "the third start did not restore or replay spike-1"
 sleep 1
 got=$(topic_states)
 [ "$got" = "$want" ] && ok "a clean restart produces no transition again" || fail "after the third start: '$got'"

@@ -102,18 +102,6 @@ for p in range(fr, to):
 PYEOF
 }
 
-# wait_last CELL STEP TIMEOUT_S: until the cell's last_step is STEP with nothing pending.
-wait_last() {
-    local end=$((SECONDS + $3)) j
-    while [ $SECONDS -lt $end ]; do
-        j=$(curl -sf "http://127.0.0.1:$PORT/v1/cells/$1") &&
-            python3 -c 'import json,sys; d=json.loads(sys.argv[1]); sys.exit(0 if d.get("last_step") == int(sys.argv[2]) and d.get("pending_steps", 0) == 0 else 1)' "$j" "$2" &&
-            return 0
-        sleep 0.2
-    done
-    return 1
-}
-
 metric() { curl -sf "http://127.0.0.1:$PORT/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 
 # consume BOOTSTRAP OUT: every message of the alert topic as `key|json` lines.
@@ -394,7 +382,7 @@ open(sys.argv[2], "wb").write(struct.pack("<Q", len(hj)) + hj + blob)
 PYEOF
 mv "$TMP/model.new" "$TMP/model.safetensors"
 kill -HUP "$DPID"
-for _ in $(seq 50); do grep -q "reload: reloaded: model 'tiny-1layer'" "$TMP/embedded.log" && break; sleep 0.1; done
+wait_log "$TMP/embedded.log" "reload: reloaded: model 'tiny-1layer'"
 name=$(curl -sf "http://127.0.0.1:$PORT/v1/model" | python3 -c 'import json,sys; m=json.load(sys.stdin); print(m["name"], m["n_layers"])')
 [ "$name" = "tiny-1layer 1" ] && ok "SIGHUP: new model served ($name)" || fail "SIGHUP: /v1/model says '$name'"
 grep -q "has another shape" "$TMP/embedded.log" && ok "SIGHUP: the shape change is logged" || fail "no shape-change log line"
@@ -405,8 +393,7 @@ curl -sf "http://127.0.0.1:$PORT/v1/cells/spike-1/forecast" | python3 -c 'import
 # a broken model file is refused; the previous model keeps serving
 head -c 2000 "$TMP/model.safetensors" >"$TMP/model.broken" && mv "$TMP/model.broken" "$TMP/model.safetensors"
 kill -HUP "$DPID"
-for _ in $(seq 50); do grep -q "reload: model .* refused" "$TMP/embedded.log" && break; sleep 0.1; done
-grep -q "reload: model .* refused" "$TMP/embedded.log" && ok "SIGHUP with a truncated model: refused ($(grep -o "reload: model .* refused: [^;]*" "$TMP/embedded.log" | head -1 | cut -c1-120))" ||
+wait_log "$TMP/embedded.log" "reload: model .* refused" && ok "SIGHUP with a truncated model: refused ($(grep -o "reload: model .* refused: [^;]*" "$TMP/embedded.log" | head -1 | cut -c1-120))" ||
     fail "truncated model not refused"
 name=$(curl -sf "http://127.0.0.1:$PORT/v1/model" | python3 -c 'import json,sys; print(json.load(sys.stdin)["name"])')
 [ "$name" = "tiny-1layer" ] && ok "the previous model keeps serving" || fail "model after a refused reload: '$name'"
@@ -456,7 +443,7 @@ gen 0 150 240 "spike-1 flat-1 zero-1 $LONG" | kcat -b "$EXT" -P -t kpis -K '|'
 wait_last spike-1 $((P0 + 149)) 60 || fail "run1: spike-1 did not reach step 149"
 sleep 2.5 # a periodic snapshot holds steps 0..149
 mkcfg 3600 && kill -HUP "$DPID"  # no further periodic snapshot
-for _ in $(seq 50); do grep -q "snapshot.interval_s changed" "$TMP/run1.log" && break; sleep 0.1; done
+wait_log "$TMP/run1.log" "snapshot.interval_s changed"
 gen 150 $N 240 "spike-1 flat-1 zero-1 $LONG" | kcat -b "$EXT" -P -t kpis -K '|'
 wait_last spike-1 $LAST 60 || fail "run1: spike-1 did not reach the last step"
 sleep 1.5
@@ -561,8 +548,7 @@ sc = get("/v1/cells/disk-1/scores")
 assert sc["step"] == last and all(v is not None for v in sc["z"].values()), sc
 PYEOF
 live_cfg $(($(date +%s) - LEND + 5)) && kill -HUP "$DPID"
-for _ in $(seq 50); do grep -q "alerts.missing_after_s changed" "$TMP/live.log" && break; sleep 0.1; done
-grep -q "alerts.missing_after_s changed" "$TMP/live.log" || fail "alerts.missing_after_s not reloaded"
+wait_log "$TMP/live.log" "alerts.missing_after_s changed" || fail "alerts.missing_after_s not reloaded"
 python3 - "$PORT" "$((P0 + PL + 1))" <<'PYEOF' && ok "live data that stops: a missing alert fires on the wall clock" || fail "live data that stops: no missing alert"
 import json, sys, time, urllib.request
 port, first_missing = sys.argv[1], int(sys.argv[2])

@@ -192,7 +192,7 @@ stop_daemon || fail "a's exit status $?"
 sed -e 's/topics: \[kpis, kpis2\]/topics: [kpis, kpis3]/' -e 's/group_id: bb-cluster/group_id: bb-other/' \
     "$TMP/c.yaml" >"$TMP/c3.yaml"
 start_daemon "$TMP/c3.log" assigned -c "$TMP/c3.yaml"
-for _ in $(seq 30); do grep -q "not the same ones" "$TMP/c3.log" && break; sleep 0.1; done
+wait_log "$TMP/c3.log" "not the same ones" 30
 grep -q "holds 4 partition(s) of 'kpis' and 2 of 'kpis3', not the same ones: redirects" "$TMP/c3.log" &&
     ok "kpis (4 partitions) and kpis3 (2): the member warns that redirects follow kpis" ||
     fail "no co-partitioning warning: $(grep cluster: "$TMP/c3.log" | tail -3)"

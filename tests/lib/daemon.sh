@@ -52,7 +52,19 @@ test_cleanup() {
         kill -"$TEST_SIGNAL" "${pids[i]}" 2>/dev/null || true
     done
     [ ${#pids[@]} = 0 ] || wait "${pids[@]}" 2>/dev/null || true
+    [ "$FAILS" = 0 ] || show_failure
     [ "$FAILS" = 0 ] && [ -z "${KEEP_TMP:-}" ] && rm -rf "$TMP" || echo "logs kept in $TMP"
+}
+
+# show_failure: the end of every log in TMP, then the failed checks again, last: a CI that
+# keeps only the end of a failing test's output (and a machine that is gone) still shows
+# what failed and the daemon's last words.
+show_failure() {
+    local f
+    for f in "$TMP"/*.log; do
+        [ -f "$f" ] && { echo "--- $f (end)"; tail -n 15 "$f"; }
+    done
+    printf '%s\n' "${FAILED[@]}"
 }
 
 # kafka_test_init NAME SIGNAL BIN...: the start of a test with Kafka (a mock broker, kcat):
@@ -77,7 +89,8 @@ daemon_test_init() {
     test_workdir "${1:-daemon}"
 }
 
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+FAILED=()
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); FAILED+=("FAIL: $*"); }
 ok() { echo "ok: $*"; }
 
 # daemon_port LOG: the loopback HTTP port the daemon's log announces (empty until then).
@@ -125,6 +138,30 @@ stop_daemon() {
     wait "$DPID" 2>/dev/null || rc=$?
     DPID=
     return $rc
+}
+
+# wait_log FILE PATTERN [TRIES]: polls every 0.1 s, at most TRIES times (default 50), until
+# FILE has a line matching PATTERN (grep); returns 1 without.
+wait_log() {
+    local i
+    for ((i = 0; i < ${3:-50}; i++)); do
+        grep -q "$2" "$1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# wait_last CELL STEP TIMEOUT_S: polls the daemon at U until the cell's last_step is STEP
+# with nothing pending (silent while the cell is unknown or has not stepped yet).
+wait_last() {
+    local end=$((SECONDS + $3)) j
+    while [ $SECONDS -lt $end ]; do
+        j=$(curl -sf "$U/v1/cells/$1") &&
+            python3 -c 'import json,sys; d=json.loads(sys.argv[1]); sys.exit(0 if d.get("last_step") == int(sys.argv[2]) and d.get("pending_steps", 0) == 0 else 1)' "$j" "$2" &&
+            return 0
+        sleep 0.2
+    done
+    return 1
 }
 
 # wait_http URL TRIES [INTERVAL_S]: polls URL (every 0.1 s by default) until it answers 200;
