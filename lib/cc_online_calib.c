@@ -1,0 +1,135 @@
+/*
+ * cc_online_calib.c — adaptive conformal scale of the served sd (cc_online_calib.h).
+ */
+#include "cc_online_calib.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "cc_metrics.h"
+
+#define MISS_TARGET 0.2 /* 1 - 0.8: outside P10–P90 */
+
+struct CcOnlineCalib {
+    CcOnlineCalibSettings s;
+    int F, HZ;
+    int64_t last_t;   /* newest pushed origin; INT64_MIN: none */
+    int64_t *origin;  /* (HZ) origin step held by each ring slot (t mod HZ); -1: empty */
+    float *mean, *sd; /* (HZ, F, HZ) per slot the forecast's mean and sd at [f][k] */
+    float *log_scale; /* (F, HZ) */
+    int64_t scored, missed;
+};
+
+void cc_online_calib_default_settings(CcOnlineCalibSettings *s)
+{
+    *s = (CcOnlineCalibSettings){.rate = 0.01, .max_log = log(8.0)};
+}
+
+size_t cc_online_calib_bytes(int F, int HZ)
+{
+    return sizeof(CcOnlineCalib) + (size_t)HZ * sizeof(int64_t) +
+           (2 * (size_t)HZ + 1) * (size_t)F * (size_t)HZ * sizeof(float);
+}
+
+int cc_online_calib_open(CcOnlineCalib **out, const CcOnlineCalibSettings *s, int F, int HZ)
+{
+    *out = NULL;
+    if (F < 1 || HZ < 1 || !(s->rate > 0 && s->rate <= 1) || !(s->max_log > 0) ||
+        !isfinite(s->max_log))
+        return -EINVAL;
+    CcOnlineCalib *c = calloc(1, sizeof *c);
+    if (!c)
+        return -ENOMEM;
+    c->s = *s;
+    c->F = F;
+    c->HZ = HZ;
+    c->last_t = INT64_MIN;
+    size_t fk = (size_t)F * (size_t)HZ;
+    c->origin = malloc((size_t)HZ * sizeof *c->origin);
+    c->mean = malloc((size_t)HZ * fk * sizeof *c->mean);
+    c->sd = malloc((size_t)HZ * fk * sizeof *c->sd);
+    c->log_scale = calloc(fk, sizeof *c->log_scale);
+    if (!c->origin || !c->mean || !c->sd || !c->log_scale) {
+        cc_online_calib_close(&c);
+        return -ENOMEM;
+    }
+    for (int i = 0; i < HZ; i++)
+        c->origin[i] = -1;
+    *out = c;
+    return 0;
+}
+
+void cc_online_calib_close(CcOnlineCalib **pc)
+{
+    CcOnlineCalib *c = *pc;
+    if (!c)
+        return;
+    free(c->origin);
+    free(c->mean);
+    free(c->sd);
+    free(c->log_scale);
+    free(c);
+    *pc = NULL;
+}
+
+static size_t slot_of(const CcOnlineCalib *c, int64_t t)
+{
+    int64_t m = t % c->HZ;
+    return (size_t)(m < 0 ? m + c->HZ : m);
+}
+
+int cc_online_calib_observe(CcOnlineCalib *c, int64_t p, const float *values)
+{
+    const int F = c->F, HZ = c->HZ;
+    const size_t fk = (size_t)F * (size_t)HZ;
+    int n = 0;
+    for (int k = 0; k < HZ; k++) {
+        int64_t t = p - 1 - k; /* the origin whose step k is p */
+        size_t slot = slot_of(c, t);
+        if (c->origin[slot] != t)
+            continue;
+        for (int f = 0; f < F; f++) {
+            size_t i = slot * fk + (size_t)f * HZ + (size_t)k;
+            double y = values[f], mean = c->mean[i], sd = c->sd[i];
+            if (!isfinite(y) || !isfinite(mean) || !(sd > 0) || !isfinite(sd))
+                continue;
+            float *l = &c->log_scale[(size_t)f * HZ + (size_t)k];
+            int miss = fabs(y - mean) > CC_Z80 * sd * exp(*l);
+            double next = *l + c->s.rate * (miss - MISS_TARGET);
+            *l = (float)fmax(-c->s.max_log, fmin(c->s.max_log, next));
+            c->scored++;
+            c->missed += miss;
+            n++;
+        }
+    }
+    return n;
+}
+
+int cc_online_calib_push(CcOnlineCalib *c, int64_t t, const float *mean, const float *sd)
+{
+    if (c->last_t != INT64_MIN && t <= c->last_t)
+        return -ERANGE;
+    const size_t fk = (size_t)c->F * (size_t)c->HZ;
+    size_t slot = slot_of(c, t);
+    c->origin[slot] = t;
+    for (size_t i = 0; i < fk; i++) {
+        c->mean[slot * fk + i] = mean[i];
+        c->sd[slot * fk + i] = sd[i];
+    }
+    c->last_t = t;
+    return 0;
+}
+
+double cc_online_calib_scale(const CcOnlineCalib *c, int f, int k)
+{
+    if (f < 0 || f >= c->F || k < 0 || k >= c->HZ)
+        return 1.0;
+    return exp(c->log_scale[(size_t)f * c->HZ + (size_t)k]);
+}
+
+void cc_online_calib_counts(const CcOnlineCalib *c, int64_t *scored, int64_t *missed)
+{
+    *scored = c->scored;
+    *missed = c->missed;
+}

@@ -1,0 +1,76 @@
+/*
+ * cc_online_calib.h — online calibration of one cell's forecast intervals from the
+ * forecasts that have matured: a scale per KPI f and horizon step k that multiplies the
+ * model's sd (spec step 7, after calib.sigma_scale), moved after every matured forecast
+ * so that the central interval misses the truth at the target rate.
+ *
+ * Why: calib.sigma_scale is fitted once, on the validation rows, and a test stretch that is
+ * calmer or burstier than validation keeps it wrong for as long as the model is served
+ * (docs/results.md, "Calibration of the intervals": LesCorts covers 0.70–0.79 on test with
+ * a fit that covers 0.82 on validation). A host that sees the truths can correct it as it
+ * goes. The update is adaptive conformal inference (Gibbs & Candès, 2021) on the log of
+ * the scale: when the forecast made at t for step t+1+k matures,
+ *     miss  = |y - mean| > CC_Z80 · sd · exp(l[f][k])     (outside the P10–P90 interval)
+ *     l[f][k] += rate · (miss - 0.2)                        clamped to ±max_log
+ * Each (f, k) settles where the miss rate is 0.2: the log-scale moves by rate·(misses -
+ * 0.2·T) over T matured forecasts, so while it stays inside the clamp the miss share
+ * differs from 0.2 by at most max_log/(rate·T), whatever the data do. The clamp (default:
+ * the scale within [1/8, 8]) keeps a KPI gone flat or wild from driving the interval to
+ * nothing or to everything; there the share is no longer bounded. The scale is tracked for the
+ * P10–P90 interval (the level the project's coverage targets are stated for); hosts apply it to the
+ * sd, so other levels move with it.
+ *
+ * This is a host's choice layered on the model, not part of the spec: the spec's mean and
+ * sd (cellcast forward) are unchanged, and with rate 0 nothing here is used.
+ *
+ * Storage: the last HZ forecasts (mean and sd, F × HZ each) in a ring, because the
+ * forecast made at t matures one step at a time over t+1..t+HZ: 8·F·HZ² + 4·F·HZ bytes
+ * (cc_online_calib_bytes; F 8, HZ 24: 37 KiB).
+ *
+ * No locks: the owner of the cell calls it.
+ */
+#ifndef CC_ONLINE_CALIB_H
+#define CC_ONLINE_CALIB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct CcOnlineCalibSettings {
+    double rate;    ///< step of the log-scale per matured forecast; default 0.01
+                    ///< (a factor e^0.5 off is corrected in ~60–250 matured forecasts)
+    double max_log; ///< |log-scale| bound; default log(8)
+} CcOnlineCalibSettings;
+
+typedef struct CcOnlineCalib CcOnlineCalib;
+
+void cc_online_calib_default_settings(CcOnlineCalibSettings *s);
+
+/** Scales for F KPIs × HZ steps, all 1. 0, -EINVAL (F or HZ < 1, rate not in (0, 1],
+ *  max_log ≤ 0) or -ENOMEM. */
+int cc_online_calib_open(CcOnlineCalib **out, const CcOnlineCalibSettings *s, int F, int HZ);
+void cc_online_calib_close(CcOnlineCalib **c);
+
+/** Bytes held by one of that shape. */
+size_t cc_online_calib_bytes(int F, int HZ);
+
+/**
+ * The truths of step p (F values, NaN = not observed): every held forecast for p (made at
+ * p-1-k for step k) is scored and moves its (f, k) scale. Call it before cc_online_calib_push
+ * of the forecast made at p. Returns the forecasts scored.
+ */
+int cc_online_calib_observe(CcOnlineCalib *c, int64_t p, const float *values);
+
+/**
+ * The forecast made at step t for t+1..t+HZ: mean and sd (F, HZ) as the model serves them,
+ * before this scale. A step t not after the last pushed one is ignored (-ERANGE); a gap
+ * leaves the forecasts of the missing steps unscored.
+ */
+int cc_online_calib_push(CcOnlineCalib *c, int64_t t, const float *mean, const float *sd);
+
+/** The scale of KPI f at horizon step k (1 before any matured forecast). */
+double cc_online_calib_scale(const CcOnlineCalib *c, int f, int k);
+
+/** Forecasts scored so far, and how many of them missed their interval. */
+void cc_online_calib_counts(const CcOnlineCalib *c, int64_t *scored, int64_t *missed);
+
+#endif

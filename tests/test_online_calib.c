@@ -1,0 +1,235 @@
+/*
+ * test_online_calib.c — lib/cc_online_calib, the adaptive scale of the served sd: a model
+ * whose sd is off by a known factor gets that factor back; a change of volatility half way
+ * is followed; the miss share stays within the stated bound on heavy-tailed errors; the
+ * forecast made at t is scored at t+1+k for its step k only; missing truths, gaps and
+ * out-of-order pushes; bad settings.
+ *
+ * Truths are y = N(0, true_sd²) around a forecast mean of 0; the "model" states sd =
+ * true_sd / factor, so the scale that covers 80 % is `factor`.
+ */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cc_metrics.h"
+#include "cc_online_calib.h"
+#include "testlib.h"
+
+enum { F = 2, HZ = 4 };
+
+static double gauss(uint64_t *rs)
+{
+    double u = tl_rng_uniform(rs), v = tl_rng_uniform(rs);
+    return sqrt(-2.0 * log(1.0 - u)) * cos(2.0 * M_PI * v);
+}
+
+/* Streams T steps of truths with sd true_sd(t) against forecasts stating sd(t) = 1; returns
+ * the share of forecasts (all f, k) after step `from` whose truth fell inside mean ±
+ * CC_Z80·sd·scale, the scale read when the forecast was pushed (what a host serves). */
+static double stream(CcOnlineCalib *c, int T, double (*true_sd)(int f, int t), int from,
+                     uint64_t seed)
+{
+    uint64_t rs = seed;
+    float mean[F * HZ], sd[F * HZ], y[F];
+    float held[HZ][F * HZ]; /* the served half-width of each pending forecast */
+    int64_t in = 0, n = 0;
+    for (int i = 0; i < F * HZ; i++)
+        mean[i] = 0, sd[i] = 1;
+    for (int t = 0; t < T; t++) {
+        for (int f = 0; f < F; f++)
+            y[f] = (float)(gauss(&rs) * true_sd(f, t));
+        if (t >= from + HZ)
+            for (int k = 0; k < HZ; k++)
+                for (int f = 0; f < F; f++) {
+                    in += fabsf(y[f]) <= held[(t - 1 - k) % HZ][f * HZ + k];
+                    n++;
+                }
+        cc_online_calib_observe(c, t, y);
+        assert_int_equal(cc_online_calib_push(c, t, mean, sd), 0);
+        for (int f = 0; f < F; f++)
+            for (int k = 0; k < HZ; k++)
+                held[t % HZ][f * HZ + k] = (float)(CC_Z80 * cc_online_calib_scale(c, f, k));
+    }
+    return (double)in / (double)n;
+}
+
+static double sd_factor_2(int f, int t) { return (void)f, (void)t, 2.0; }
+static double sd_doubles(int f, int t) { return (void)f, t < 6000 ? 1.0 : 2.0; }
+
+static void test_known_factor(void **state)
+{
+    (void)state;
+    CcOnlineCalibSettings s;
+    cc_online_calib_default_settings(&s);
+    CcOnlineCalib *c;
+    assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), 0);
+    double cover = stream(c, 8000, sd_factor_2, 4000, 1);
+    for (int f = 0; f < F; f++)
+        for (int k = 0; k < HZ; k++) {
+            double sc = cc_online_calib_scale(c, f, k);
+            assert_true(sc > 1.75 && sc < 2.3);
+        }
+    assert_true(fabs(cover - 0.8) < 0.02);
+    /* without the scale (sd off by 2) the interval would cover P(|N| < 0.64) = 0.48 */
+    cc_online_calib_close(&c);
+    assert_null(c);
+}
+
+static void test_follows_volatility(void **state)
+{
+    (void)state;
+    CcOnlineCalibSettings s;
+    cc_online_calib_default_settings(&s);
+    CcOnlineCalib *c;
+    assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), 0);
+    double before = stream(c, 6000, sd_doubles, 2000, 2);
+    assert_true(fabs(before - 0.8) < 0.03);
+    assert_true(cc_online_calib_scale(c, 0, 0) < 1.2);
+    cc_online_calib_close(&c);
+    /* again over 12000 steps, scored after the change has been absorbed */
+    assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), 0);
+    double after = stream(c, 12000, sd_doubles, 8000, 2);
+    assert_true(fabs(after - 0.8) < 0.03);
+    assert_true(cc_online_calib_scale(c, 1, HZ - 1) > 1.6);
+    cc_online_calib_close(&c);
+}
+
+/* Cauchy errors against sd 1, their scale 30× every other 250 steps: the miss share of
+ * the scored forecasts stays within max_log/(rate·T) of 0.2 when the clamp is out of
+ * reach, and the default clamp holds the scale at 8. */
+static void test_miss_share_bound(void **state)
+{
+    (void)state;
+    CcOnlineCalibSettings s;
+    cc_online_calib_default_settings(&s);
+    s.rate = 0.05;
+    s.max_log = log(1e6);
+    CcOnlineCalib *c, *clamped;
+    assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), 0);
+    const double max_log = s.max_log;
+    cc_online_calib_default_settings(&s);
+    s.rate = 0.05;
+    assert_int_equal(cc_online_calib_open(&clamped, &s, F, HZ), 0);
+    uint64_t rs = 3;
+    float mean[F * HZ] = {0}, sd[F * HZ], y[F];
+    for (int i = 0; i < F * HZ; i++)
+        sd[i] = 1;
+    const int T = 3000;
+    for (int t = 0; t < T; t++) {
+        for (int f = 0; f < F; f++)
+            y[f] = (float)tan(M_PI * (tl_rng_uniform(&rs) - 0.5)) * (t % 500 < 250 ? 1 : 30);
+        cc_online_calib_observe(c, t, y);
+        cc_online_calib_push(c, t, mean, sd);
+        cc_online_calib_observe(clamped, t, y);
+        cc_online_calib_push(clamped, t, mean, sd);
+        if (t == 490) /* in a wild stretch: the free scale is past 8, the clamped one at it */
+            assert_true(cc_online_calib_scale(c, 0, 0) > 8.5 &&
+                        fabs(cc_online_calib_scale(clamped, 0, 0) - 8) < 1e-4);
+    }
+    int64_t scored, missed;
+    cc_online_calib_counts(c, &scored, &missed);
+    assert_int_equal(scored, (int64_t)F * HZ * (T - 1) - F * (HZ * (HZ - 1) / 2));
+    double per_fk = (double)scored / (F * HZ);
+    double bound = max_log / (s.rate * per_fk);
+    assert_true(fabs((double)missed / (double)scored - 0.2) <= bound);
+    cc_online_calib_close(&c);
+    cc_online_calib_close(&clamped);
+}
+
+/* The forecast pushed at t is scored at p = t+1+k against its step k only: a forecast that
+ * is right at step 2 and far off elsewhere moves (f, 2) down and the others up. */
+static void test_matures_by_step(void **state)
+{
+    (void)state;
+    CcOnlineCalibSettings s;
+    cc_online_calib_default_settings(&s);
+    s.rate = 0.1;
+    CcOnlineCalib *c;
+    assert_int_equal(cc_online_calib_open(&c, &s, 1, HZ), 0);
+    for (int t = 0; t < 50; t++) {
+        float y = (float)t, mean[HZ], sd[HZ] = {1, 1, 1, 1};
+        assert_int_equal(cc_online_calib_observe(c, t, &y), t < HZ ? t : HZ);
+        for (int k = 0; k < HZ; k++)
+            mean[k] = (float)(t + 1 + k) + (k == 2 ? 0.0f : 100.0f);
+        assert_int_equal(cc_online_calib_push(c, t, mean, sd), 0);
+    }
+    assert_true(cc_online_calib_scale(c, 0, 2) < 0.5);
+    for (int k = 0; k < HZ; k++)
+        if (k != 2)
+            assert_true(cc_online_calib_scale(c, 0, k) > 2);
+    cc_online_calib_close(&c);
+}
+
+static void test_missing_and_gaps(void **state)
+{
+    (void)state;
+    CcOnlineCalibSettings s;
+    cc_online_calib_default_settings(&s);
+    CcOnlineCalib *c;
+    assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), 0);
+    float mean[F * HZ] = {0}, sd[F * HZ], y[F] = {NAN, 100};
+    for (int i = 0; i < F * HZ; i++)
+        sd[i] = 1;
+    sd[1] = 0; /* (f 0, k 1): no sd, never scored */
+    assert_int_equal(cc_online_calib_push(c, 10, mean, sd), 0);
+    assert_int_equal(cc_online_calib_push(c, 10, mean, sd), -ERANGE);
+    assert_int_equal(cc_online_calib_push(c, 9, mean, sd), -ERANGE);
+    assert_int_equal(cc_online_calib_observe(c, 11, y), 1); /* f 0 missing: f 1 only */
+    assert_true(cc_online_calib_scale(c, 0, 0) == 1.0);
+    assert_true(cc_online_calib_scale(c, 1, 0) > 1.0);
+    y[0] = 100;
+    assert_int_equal(cc_online_calib_observe(c, 12, y), 1); /* (0, 1) has no sd */
+    /* a gap: origins 11..19 have no forecast */
+    assert_int_equal(cc_online_calib_push(c, 20, mean, sd), 0);
+    assert_int_equal(cc_online_calib_observe(c, 13, y), 2); /* 10's step 2 is still held */
+    assert_int_equal(cc_online_calib_observe(c, 15, y), 0); /* 11..14 were never pushed */
+    assert_int_equal(cc_online_calib_observe(c, 21, y), 2);
+    assert_true(cc_online_calib_scale(c, 5, 0) == 1.0 && cc_online_calib_scale(c, 0, -1) == 1.0);
+    /* negative steps map to ring slots too */
+    cc_online_calib_close(&c);
+    assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), 0);
+    assert_int_equal(cc_online_calib_push(c, -5, mean, sd), 0);
+    assert_int_equal(cc_online_calib_observe(c, -4, y), 2);
+    cc_online_calib_close(&c);
+    cc_online_calib_close(&c);
+}
+
+static void test_bad_settings(void **state)
+{
+    (void)state;
+    CcOnlineCalibSettings s;
+    CcOnlineCalib *c = (CcOnlineCalib *)&s;
+    cc_online_calib_default_settings(&s);
+    assert_int_equal(cc_online_calib_open(&c, &s, 0, HZ), -EINVAL);
+    assert_null(c);
+    assert_int_equal(cc_online_calib_open(&c, &s, F, 0), -EINVAL);
+    s.rate = 0;
+    assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), -EINVAL);
+    s.rate = NAN;
+    assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), -EINVAL);
+    cc_online_calib_default_settings(&s);
+    s.max_log = INFINITY;
+    assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), -EINVAL);
+    s.max_log = 0;
+    assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), -EINVAL);
+    assert_true(cc_online_calib_bytes(8, 24) > 8 * 8 * 24 * 24);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_known_factor),     cmocka_unit_test(test_follows_volatility),
+        cmocka_unit_test(test_miss_share_bound), cmocka_unit_test(test_matures_by_step),
+        cmocka_unit_test(test_missing_and_gaps), cmocka_unit_test(test_bad_settings),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
