@@ -15,7 +15,7 @@ struct CcOnlineCalib {
     CcOnlineCalibSettings s;
     int F, HZ;
     int64_t last_t;   /* newest pushed origin; INT64_MIN: none */
-    int64_t *origin;  /* (HZ) origin step held by each ring slot (t mod HZ); -1: empty */
+    int64_t *origin;  /* (HZ) origin step held by each ring slot (t mod HZ); INT64_MIN: empty */
     float *mean, *sd; /* (HZ, F, HZ) per slot the forecast's mean and sd at [f][k] */
     float *log_scale; /* (F, HZ) */
     int64_t scored, missed;
@@ -55,7 +55,7 @@ int cc_online_calib_open(CcOnlineCalib **out, const CcOnlineCalibSettings *s, in
         return -ENOMEM;
     }
     for (int i = 0; i < HZ; i++)
-        c->origin[i] = -1;
+        c->origin[i] = INT64_MIN;
     *out = c;
     return 0;
 }
