@@ -23,7 +23,7 @@ struct CcOnlineCalib {
 
 void cc_online_calib_default_settings(CcOnlineCalibSettings *s)
 {
-    *s = (CcOnlineCalibSettings){.rate = 0.01, .max_log = log(8.0)};
+    *s = (CcOnlineCalibSettings){.rate = 0.05, .max_log = log(8.0), .per_step = 0};
 }
 
 size_t cc_online_calib_bytes(int F, int HZ)
@@ -79,29 +79,43 @@ static size_t slot_of(const CcOnlineCalib *c, int64_t t)
     return (size_t)(m < 0 ? m + c->HZ : m);
 }
 
+static void move(const CcOnlineCalib *c, float *l, double miss_share)
+{
+    double next = *l + c->s.rate * (miss_share - MISS_TARGET);
+    *l = (float)fmax(-c->s.max_log, fmin(c->s.max_log, next));
+}
+
 int cc_online_calib_observe(CcOnlineCalib *c, int64_t p, const float *values)
 {
     const int F = c->F, HZ = c->HZ;
     const size_t fk = (size_t)F * (size_t)HZ;
     int n = 0;
-    for (int k = 0; k < HZ; k++) {
-        int64_t t = p - 1 - k; /* the origin whose step k is p */
-        size_t slot = slot_of(c, t);
-        if (c->origin[slot] != t)
+    for (int f = 0; f < F; f++) {
+        const double y = values[f];
+        float *lf = &c->log_scale[(size_t)f * HZ];
+        int scored = 0, missed = 0;
+        if (!isfinite(y))
             continue;
-        for (int f = 0; f < F; f++) {
-            size_t i = slot * fk + (size_t)f * HZ + (size_t)k;
-            double y = values[f], mean = c->mean[i], sd = c->sd[i];
-            if (!isfinite(y) || !isfinite(mean) || !(sd > 0) || !isfinite(sd))
+        for (int k = 0; k < HZ; k++) {
+            int64_t t = p - 1 - k; /* the origin whose step k is p */
+            size_t slot = slot_of(c, t), i = slot * fk + (size_t)f * HZ + (size_t)k;
+            double mean = c->mean[i], sd = c->sd[i];
+            if (c->origin[slot] != t || !isfinite(mean) || !(sd > 0) || !isfinite(sd))
                 continue;
-            float *l = &c->log_scale[(size_t)f * HZ + (size_t)k];
-            int miss = fabs(y - mean) > CC_Z80 * sd * exp(*l);
-            double next = *l + c->s.rate * (miss - MISS_TARGET);
-            *l = (float)fmax(-c->s.max_log, fmin(c->s.max_log, next));
-            c->scored++;
-            c->missed += miss;
-            n++;
+            int miss = fabs(y - mean) > CC_Z80 * sd * exp(lf[k]);
+            if (c->s.per_step)
+                move(c, &lf[k], miss);
+            scored++;
+            missed += miss;
         }
+        if (!c->s.per_step && scored) {
+            move(c, &lf[0], (double)missed / scored);
+            for (int k = 1; k < HZ; k++)
+                lf[k] = lf[0];
+        }
+        c->scored += scored;
+        c->missed += missed;
+        n += scored;
     }
     return n;
 }

@@ -9,17 +9,29 @@
  * (docs/results.md, "Calibration of the intervals": LesCorts covers 0.70–0.79 on test with
  * a fit that covers 0.82 on validation). A host that sees the truths can correct it as it
  * goes. The update is adaptive conformal inference (Gibbs & Candès, 2021) on the log of
- * the scale: when the forecast made at t for step t+1+k matures,
- *     miss  = |y - mean| > CC_Z80 · sd · exp(l[f][k])     (outside the P10–P90 interval)
- *     l[f][k] += rate · (miss - 0.2)                        clamped to ±max_log
- * Each (f, k) settles where the miss rate is 0.2: the log-scale moves by rate·(misses -
- * 0.2·T) over T matured forecasts, so while it stays inside the clamp the miss share
+ * the scale. When the truths of step p arrive, every forecast made for p (at p-1-k, its
+ * step k) is scored against the interval it would be served with now:
+ *     miss = |y - mean| > CC_Z80 · sd · exp(l)         (outside the P10–P90 interval)
+ * By default (per_step 0) there is one log-scale l[f] per KPI, a level on top of the
+ * per-step profile of calib.sigma_scale, moved once per step by the share of the KPI's
+ * matured forecasts that missed:
+ *     l[f] += rate · (misses / scored - 0.2)               clamped to ±max_log
+ * With per_step 1 each (f, k) has its own l[f][k], moved by each of its forecasts:
+ *     l[f][k] += rate · (miss - 0.2).
+ * Each scale settles where the miss rate is 0.2: l moves by rate·Σ(share - 0.2) over T
+ * updates, so while it stays inside the clamp the mean miss share of those T updates
  * differs from 0.2 by at most max_log/(rate·T), whatever the data do. The clamp (default:
  * the scale within [1/8, 8]) keeps a KPI gone flat or wild from driving the interval to
- * nothing or to everything; there the share is no longer bounded. The scale is tracked for the
- * P10–P90 interval (the level the project's coverage targets are stated for); hosts apply it to the
- * sd, so other levels move with it.
+ * nothing or to everything; there the share is no longer bounded. The scale is tracked for
+ * the P10–P90 interval (the level the project's coverage targets are stated for); hosts
+ * apply it to the sd, so other levels move with it.
  *
+ * Why one scale per KPI by default: the speed of the correction is `rate` per step of
+ * time whatever the horizon, and a scale per (f, k) gets one noisy 0/1 per step; pooled
+ * over the HZ matured forecasts it can move faster for the same noise. A week of hourly
+ * data (144 origins at HZ 24) is too short for per-step scales at a rate that is quiet on
+ * 2-minute data; the per-step profile is what calib.sigma_scale already fits.
+
  * This is a host's choice layered on the model, not part of the spec: the spec's mean and
  * sd (cellcast forward) are unchanged, and with rate 0 nothing here is used.
  *
@@ -36,9 +48,10 @@
 #include <stdint.h>
 
 typedef struct CcOnlineCalibSettings {
-    double rate;    ///< step of the log-scale per matured forecast; default 0.01
-                    ///< (a factor e^0.5 off is corrected in ~60–250 matured forecasts)
+    double rate;    ///< step of the log-scale per update; default 0.05 (pooled: a factor
+                    ///< e^0.5 off is corrected in ~15–60 steps of time)
     double max_log; ///< |log-scale| bound; default log(8)
+    int per_step;   ///< 1: a scale per (f, k); default 0: one per KPI
 } CcOnlineCalibSettings;
 
 typedef struct CcOnlineCalib CcOnlineCalib;

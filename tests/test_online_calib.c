@@ -65,84 +65,100 @@ static double stream(CcOnlineCalib *c, int T, double (*true_sd)(int f, int t), i
 static double sd_factor_2(int f, int t) { return (void)f, (void)t, 2.0; }
 static double sd_doubles(int f, int t) { return (void)f, t < 6000 ? 1.0 : 2.0; }
 
+/* Both modes: one scale per KPI (the default) and per (f, k) at a rate for one 0/1 a step. */
+static void settings_for(CcOnlineCalibSettings *s, int per_step)
+{
+    cc_online_calib_default_settings(s);
+    if (per_step)
+        s->per_step = 1, s->rate = 0.01;
+}
+
 static void test_known_factor(void **state)
 {
     (void)state;
-    CcOnlineCalibSettings s;
-    cc_online_calib_default_settings(&s);
-    CcOnlineCalib *c;
-    assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), 0);
-    double cover = stream(c, 8000, sd_factor_2, 4000, 1);
-    for (int f = 0; f < F; f++)
-        for (int k = 0; k < HZ; k++) {
-            double sc = cc_online_calib_scale(c, f, k);
-            assert_true(sc > 1.75 && sc < 2.3);
-        }
-    assert_true(fabs(cover - 0.8) < 0.02);
-    /* without the scale (sd off by 2) the interval would cover P(|N| < 0.64) = 0.48 */
-    cc_online_calib_close(&c);
-    assert_null(c);
+    for (int per_step = 0; per_step < 2; per_step++) {
+        CcOnlineCalibSettings s;
+        settings_for(&s, per_step);
+        CcOnlineCalib *c;
+        assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), 0);
+        double cover = stream(c, 8000, sd_factor_2, 4000, 1);
+        for (int f = 0; f < F; f++)
+            for (int k = 0; k < HZ; k++) {
+                double sc = cc_online_calib_scale(c, f, k);
+                assert_true(sc > 1.75 && sc < 2.3);
+            }
+        assert_true(fabs(cover - 0.8) < 0.02);
+        /* without the scale (sd off by 2) the interval would cover P(|N| < 0.64) = 0.48 */
+        cc_online_calib_close(&c);
+        assert_null(c);
+    }
 }
 
 static void test_follows_volatility(void **state)
 {
     (void)state;
-    CcOnlineCalibSettings s;
-    cc_online_calib_default_settings(&s);
-    CcOnlineCalib *c;
-    assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), 0);
-    double before = stream(c, 6000, sd_doubles, 2000, 2);
-    assert_true(fabs(before - 0.8) < 0.03);
-    assert_true(cc_online_calib_scale(c, 0, 0) < 1.2);
-    cc_online_calib_close(&c);
-    /* again over 12000 steps, scored after the change has been absorbed */
-    assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), 0);
-    double after = stream(c, 12000, sd_doubles, 8000, 2);
-    assert_true(fabs(after - 0.8) < 0.03);
-    assert_true(cc_online_calib_scale(c, 1, HZ - 1) > 1.6);
-    cc_online_calib_close(&c);
+    for (int per_step = 0; per_step < 2; per_step++) {
+        CcOnlineCalibSettings s;
+        settings_for(&s, per_step);
+        CcOnlineCalib *c;
+        assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), 0);
+        double before = stream(c, 6000, sd_doubles, 2000, 2);
+        assert_true(fabs(before - 0.8) < 0.03);
+        assert_true(cc_online_calib_scale(c, 0, 0) < 1.2);
+        cc_online_calib_close(&c);
+        /* again over 12000 steps, scored after the change has been absorbed */
+        assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), 0);
+        double after = stream(c, 12000, sd_doubles, 8000, 2);
+        assert_true(fabs(after - 0.8) < 0.03);
+        assert_true(cc_online_calib_scale(c, 1, HZ - 1) > 1.6);
+        cc_online_calib_close(&c);
+    }
 }
 
 /* Cauchy errors against sd 1, their scale 30× every other 250 steps: the miss share of
  * the scored forecasts stays within max_log/(rate·T) of 0.2 when the clamp is out of
- * reach, and the default clamp holds the scale at 8. */
+ * reach (per (f, k): T its forecasts; pooled: T its steps, each weighing its share, so the
+ * first HZ steps that score fewer forecasts add at most HZ/T), and the default clamp holds
+ * the scale at 8. */
 static void test_miss_share_bound(void **state)
 {
     (void)state;
+    enum { T = 3000 };
+    const double max_log = log(1e6), rate = 0.05;
     CcOnlineCalibSettings s;
-    cc_online_calib_default_settings(&s);
-    s.rate = 0.05;
-    s.max_log = log(1e6);
-    CcOnlineCalib *c, *clamped;
-    assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), 0);
-    const double max_log = s.max_log;
-    cc_online_calib_default_settings(&s);
-    s.rate = 0.05;
-    assert_int_equal(cc_online_calib_open(&clamped, &s, F, HZ), 0);
+    CcOnlineCalib *c[3]; /* per (f, k) free, pooled free, pooled with the default clamp */
+    for (int j = 0; j < 3; j++) {
+        cc_online_calib_default_settings(&s);
+        s.rate = rate;
+        s.per_step = j == 0;
+        s.max_log = j < 2 ? max_log : s.max_log;
+        assert_int_equal(cc_online_calib_open(&c[j], &s, F, HZ), 0);
+    }
     uint64_t rs = 3;
     float mean[F * HZ] = {0}, sd[F * HZ], y[F];
     for (int i = 0; i < F * HZ; i++)
         sd[i] = 1;
-    const int T = 3000;
     for (int t = 0; t < T; t++) {
         for (int f = 0; f < F; f++)
             y[f] = (float)tan(M_PI * (tl_rng_uniform(&rs) - 0.5)) * (t % 500 < 250 ? 1 : 30);
-        cc_online_calib_observe(c, t, y);
-        cc_online_calib_push(c, t, mean, sd);
-        cc_online_calib_observe(clamped, t, y);
-        cc_online_calib_push(clamped, t, mean, sd);
+        for (int j = 0; j < 3; j++) {
+            cc_online_calib_observe(c[j], t, y);
+            cc_online_calib_push(c[j], t, mean, sd);
+        }
         if (t == 490) /* in a wild stretch: the free scale is past 8, the clamped one at it */
-            assert_true(cc_online_calib_scale(c, 0, 0) > 8.5 &&
-                        fabs(cc_online_calib_scale(clamped, 0, 0) - 8) < 1e-4);
+            assert_true(cc_online_calib_scale(c[1], 0, 0) > 8.5 &&
+                        fabs(cc_online_calib_scale(c[2], 0, 0) - 8) < 1e-4);
     }
-    int64_t scored, missed;
-    cc_online_calib_counts(c, &scored, &missed);
-    assert_int_equal(scored, (int64_t)F * HZ * (T - 1) - F * (HZ * (HZ - 1) / 2));
-    double per_fk = (double)scored / (F * HZ);
-    double bound = max_log / (s.rate * per_fk);
-    assert_true(fabs((double)missed / (double)scored - 0.2) <= bound);
-    cc_online_calib_close(&c);
-    cc_online_calib_close(&clamped);
+    for (int j = 0; j < 2; j++) {
+        int64_t scored, missed;
+        cc_online_calib_counts(c[j], &scored, &missed);
+        assert_int_equal(scored, (int64_t)F * HZ * (T - 1) - F * (HZ * (HZ - 1) / 2));
+        double bound = j == 0 ? max_log / (rate * ((double)scored / (F * HZ)))
+                              : max_log / (rate * (T - 1)) + (double)HZ / T;
+        assert_true(fabs((double)missed / (double)scored - 0.2) <= bound);
+    }
+    for (int j = 0; j < 3; j++)
+        cc_online_calib_close(&c[j]);
 }
 
 /* The forecast pushed at t is scored at p = t+1+k against its step k only: a forecast that
@@ -153,6 +169,7 @@ static void test_matures_by_step(void **state)
     CcOnlineCalibSettings s;
     cc_online_calib_default_settings(&s);
     s.rate = 0.1;
+    s.per_step = 1;
     CcOnlineCalib *c;
     assert_int_equal(cc_online_calib_open(&c, &s, 1, HZ), 0);
     for (int t = 0; t < 50; t++) {

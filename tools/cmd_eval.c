@@ -106,6 +106,12 @@ static int eval_opts(EvalArgs *a, int argc, char **argv)
                       "seconds per step (default: the model's, else detected)"),
         CC_OPTS_INT("threads", &s->threads, 1, 100000000, "N", "engine threads over series",
                     .flags = CC_OPT_SHOW_DEFAULT),
+        CC_OPTS_DBL("adapt-rate", &s->adapt_rate, 0, 1, "X",
+                    "also score online-calibrated intervals at this rate (the\n"
+                    "daemon's forecast.interval_adapt_rate; 0.05 suggested):\n"
+                    "method model_adaptive"),
+        CC_OPTS_FLAG("adapt-per-step", &s->adapt_per_step,
+                     "online scales per KPI and horizon step (default: per KPI)"),
         CC_OPTS_FLAG("per-step", &a->per_step, "print every horizon step (default: a selection)"),
         CC_OPTS_FLAG("full-history", &s->full_history, "stream each series from its first row"),
         CC_OPTS_FLAG("json", &a->json, "JSON on stdout instead of the table"),

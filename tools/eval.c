@@ -9,21 +9,25 @@
 #include "cc_engine.h"
 #include "cc_metrics.h"
 #include "cc_model.h"
+#include "cc_online_calib.h"
 #include "eval.h"
 
-enum { M_MODEL, M_NAIVE, M_SDAY, M_SWEEK, M_MEAN, N_METHODS };
+enum { M_MODEL, M_NAIVE, M_SDAY, M_SWEEK, M_MEAN, M_ADAPTIVE, N_METHODS };
 
-static const char *method_names[N_METHODS] = {"model", "naive", "snaive_1d", "snaive_1w", "mean"};
+static const char *method_names[N_METHODS] = {"model",     "naive", "snaive_1d",
+                                              "snaive_1w", "mean",  "model_adaptive"};
 
 static const char *const barcelona_targets[] = {"rnti_count", "rb_down", "rb_up", "down", "up"};
 
 typedef struct SeriesRun {
     CcCell *cell;
     CcRange test;
-    int first_origin, last_origin; /* rows; first > last: none */
-    int start_row;                 /* first row streamed */
-    double *scale;                 /* (K) MASE scale per scored KPI */
-    double *csum;                  /* (T+1, K) prefix sums of the scored KPIs (window mean) */
+    int first_origin, last_origin;  /* rows; first > last: none */
+    int start_row;                  /* first row streamed */
+    double *scale;                  /* (K) MASE scale per scored KPI */
+    double *csum;                   /* (T+1, K) prefix sums of the scored KPIs (window mean) */
+    CcOnlineCalib *adapt;           /* adapt_rate > 0: the series' online interval scales */
+    float *fc_mean, *fc_sd, *truth; /* (F, HZ), (F, HZ), (F) its push/observe buffers */
 } SeriesRun;
 
 struct CctEval {
@@ -290,7 +294,49 @@ static int open_engine(CctEval *e, char *err, size_t errlen)
     for (int s = 0; s < e->ds->n_series; s++)
         if (cc_cell_open(&e->runs[s].cell, e->engine))
             return -ENOMEM;
+    if (e->s.adapt_rate > 0) {
+        CcOnlineCalibSettings os;
+        cc_online_calib_default_settings(&os);
+        os.rate = e->s.adapt_rate;
+        os.per_step = e->s.adapt_per_step;
+        const int F = e->model->hp.n_features, HZ = e->model->hp.horizon;
+        for (int s = 0; s < e->ds->n_series; s++) {
+            SeriesRun *r = &e->runs[s];
+            int rc = cc_online_calib_open(&r->adapt, &os, F, HZ);
+            if (rc == -EINVAL) {
+                snprintf(err, errlen, "--adapt-rate must be in (0, 1]");
+                return rc;
+            }
+            r->fc_mean = malloc((size_t)F * HZ * sizeof *r->fc_mean);
+            r->fc_sd = malloc((size_t)F * HZ * sizeof *r->fc_sd);
+            r->truth = malloc((size_t)F * sizeof *r->truth);
+            if (rc || !r->fc_mean || !r->fc_sd || !r->truth)
+                return -ENOMEM;
+        }
+    }
     return 0;
+}
+
+/* Online calibration of series s at origin row i (forecast fc): the truths of row i score
+ * the forecasts made for it, then fc is held until its steps mature. */
+static void adapt_origin(CctEval *e, int s, int i, const CcForecast *fc)
+{
+    const CcSeries *se = &e->ds->series[s];
+    SeriesRun *r = &e->runs[s];
+    const int F = e->ds->n_features, HZ = fc->horizon;
+    for (int f = 0; f < F; f++) {
+        size_t ti = (size_t)i * F + f;
+        r->truth[f] = se->mask[ti] ? se->x[ti] : NAN;
+    }
+    cc_online_calib_observe(r->adapt, i, r->truth);
+    for (int f = 0; f < F; f++)
+        for (int k = 0; k < HZ; k++) {
+            double mu, sd;
+            cc_forecast_point(fc, f, k, &mu, &sd);
+            r->fc_mean[f * HZ + k] = (float)mu;
+            r->fc_sd[f * HZ + k] = (float)sd;
+        }
+    cc_online_calib_push(r->adapt, i, r->fc_mean, r->fc_sd);
 }
 
 /* ---------------------------------------------------------------------------- scoring */
@@ -317,6 +363,9 @@ static void score_origin(CctEval *e, int s, int i, const CcForecast *fc)
                 double mu, sd;
                 cc_forecast_point(fc, f, k, &mu, &sd);
                 cc_metrics_add(e->met[M_MODEL], q, k, y, mu, sd, sc);
+                if (r->adapt)
+                    cc_metrics_add(e->met[M_ADAPTIVE], q, k, y, mu,
+                                   sd * cc_online_calib_scale(r->adapt, f, k), sc);
             }
             cc_metrics_add(e->met[M_NAIVE], q, k, y, last, NAN, sc);
             if (D > 0) {
@@ -382,6 +431,8 @@ static int stream_step(CctEval *e, int64_t p, CcStepInput *inputs, int *status, 
             }
         }
         e->n_origins++;
+        if (e->runs[s].adapt)
+            adapt_origin(e, s, i, &fc);
         score_origin(e, s, i, e->engine ? &fc : NULL);
     }
     return 0;
@@ -490,6 +541,10 @@ void cct_eval_close(CctEval **pe)
         cc_cell_close(&e->runs[s].cell);
         free(e->runs[s].scale);
         free(e->runs[s].csum);
+        cc_online_calib_close(&e->runs[s].adapt);
+        free(e->runs[s].fc_mean);
+        free(e->runs[s].fc_sd);
+        free(e->runs[s].truth);
     }
     free(e->runs);
     for (int m = 0; m < N_METHODS; m++)
@@ -507,7 +562,8 @@ void cct_eval_close(CctEval **pe)
 /* Methods reported: the model's only with a model, the seasonal ones only with a day. */
 static int shown_method(const CctEval *e, int m)
 {
-    return (m != M_MODEL || e->engine) && !((m == M_SDAY || m == M_SWEEK) && e->D == 0);
+    return (m != M_MODEL || e->engine) && (m != M_ADAPTIVE || e->s.adapt_rate > 0) &&
+           !((m == M_SDAY || m == M_SWEEK) && e->D == 0);
 }
 
 static const char *method_label(const CctEval *e, int m, char *buf, size_t n)
@@ -618,12 +674,12 @@ typedef struct StepSummary {
     int worst_step, losing;
 } StepSummary;
 
-static StepSummary step_summary(const CctEval *e)
+static StepSummary step_summary(const CctEval *e, int m)
 {
     StepSummary r = {NAN, NAN, NAN, 0, 0};
     for (int k = 0; k < e->H; k++) {
         CcMetricValues vm, vn;
-        cc_metrics_get(e->met[M_MODEL], -1, k, &vm);
+        cc_metrics_get(e->met[m], -1, k, &vm);
         cc_metrics_get(e->met[M_NAIVE], -1, k, &vn);
         double q = vn.mse > 0 ? vm.mse / vn.mse : NAN;
         if (isfinite(q) && !(q <= r.worst))
@@ -637,9 +693,9 @@ static StepSummary step_summary(const CctEval *e)
     return r;
 }
 
-static json_t *step_summary_json(const CctEval *e)
+static json_t *step_summary_json(const CctEval *e, int m)
 {
-    StepSummary r = step_summary(e);
+    StepSummary r = step_summary(e, m);
 #define NUM(x) (isfinite(x) ? json_real(x) : json_null())
     return json_pack("{s:o,s:i,s:i,s:o,s:o}", "worst_naive_mse_ratio", NUM(r.worst), "worst_step",
                      r.worst_step, "steps_losing_to_naive", r.losing, "cover80_step_min",
@@ -702,7 +758,12 @@ json_t *cct_eval_json(const CctEval *e)
             json_object_set_new(methods, method_label(e, m, buf, sizeof buf), method_json(e, m));
     json_object_set_new(root, "methods", methods);
     if (shown_method(e, M_MODEL))
-        json_object_set_new(root, "model_per_step", step_summary_json(e));
+        json_object_set_new(root, "model_per_step", step_summary_json(e, M_MODEL));
+    if (shown_method(e, M_ADAPTIVE)) {
+        json_object_set_new(root, "model_adaptive_per_step", step_summary_json(e, M_ADAPTIVE));
+        json_object_set_new(root, "adapt_rate", json_real(e->s.adapt_rate));
+        json_object_set_new(root, "adapt_per_step", json_boolean(e->s.adapt_per_step));
+    }
     if (e->s.protocol == CCT_EVAL_ETT) {
         json_t *z = json_array();
         for (int f = 0; f < ds->n_features; f++)
@@ -852,11 +913,18 @@ void cct_eval_print(const CctEval *e, int per_step, FILE *out)
     if (e->H > 1)
         print_per_step(e, per_step, out);
     if (shown_method(e, M_MODEL)) {
-        StepSummary r = step_summary(e);
+        StepSummary r = step_summary(e, M_MODEL);
         fprintf(out,
                 "\nModel per horizon step (all KPIs pooled): MSE / naive's MSE at most %.3f "
                 "(step %d), %d of %d steps above 1; cover80 %.3f-%.3f\n",
                 r.worst, r.worst_step, r.losing, e->H, r.cover_min, r.cover_max);
+    }
+    if (shown_method(e, M_ADAPTIVE)) {
+        StepSummary r = step_summary(e, M_ADAPTIVE);
+        fprintf(out,
+                "model_adaptive: the model's forecasts with online-calibrated intervals (rate "
+                "%g); cover80 per step %.3f-%.3f\n",
+                e->s.adapt_rate, r.cover_min, r.cover_max);
     }
     fprintf(out,
             "\nMASE scale: in-sample %s seasonal naive MAE before the test range. "

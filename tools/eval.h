@@ -20,6 +20,11 @@
  * series is streamed from R + 2P steps before its first origin (full_history: from its
  * first row); the result is the same.
  *
+ * With adapt_rate > 0 the method "model_adaptive" has the model's forecasts and the
+ * intervals a host with online calibration serves (forecast.interval_adapt_rate): per
+ * series, the scale of cc_online_calib moved by every forecast matured so far (from the
+ * first origin on, truths observed before the origin only), the model's sd times it.
+ *
  * A seasonal baseline with no value at all (a day longer than the rows before the test
  * targets, or a step that does not divide a day) is not scored silently: it is named in
  * cct_eval_warnings (printed by `cellcast eval`, and in the JSON's "warnings").
@@ -50,11 +55,14 @@ typedef struct CctEvalSettings {
     CcDataSettings data;    ///< CSV parsing: format, columns, delimiter, time index (cc_data
                             ///< defaults; features and step_seconds are the fields above/below)
     enum CctEvalProtocol protocol;
-    int horizon;      ///< steps scored per origin (0: model horizon; ett 96; barcelona 1)
-    int window;       ///< window-mean length (0: model M, else 336)
-    int threads;      ///< engine threads (default 1)
-    int full_history; ///< stream each series from its first row (default 0)
-    int64_t step;     ///< seconds per step (0: the model's, else detected)
+    int horizon;        ///< steps scored per origin (0: model horizon; ett 96; barcelona 1)
+    int window;         ///< window-mean length (0: model M, else 336)
+    int threads;        ///< engine threads (default 1)
+    int full_history;   ///< stream each series from its first row (default 0)
+    int64_t step;       ///< seconds per step (0: the model's, else detected)
+    double adapt_rate;  ///< > 0: also score the intervals of online calibration at this rate
+                        ///< (cc_online_calib.h) as the method "model_adaptive"; default 0
+    int adapt_per_step; ///< its scales per (KPI, step) instead of per KPI; default 0
 } CctEvalSettings;
 
 typedef struct CctEval CctEval;
