@@ -16,15 +16,17 @@ struct CcOnlineCalib {
     int F, HZ;
     int64_t last_t;   /* newest pushed origin; INT64_MIN: none */
     int64_t *origin;  /* (HZ) origin step held by each ring slot (t mod HZ); INT64_MIN: empty */
-    float *mean, *sd; /* (HZ, F, HZ) per slot the forecast's mean and sd at [f][k] */
+    float *mean, *sd; /* (HZ, F, HZ) per slot the forecast's mean and served sd at [f][k] */
     float *log_scale; /* (F, HZ) */
     int64_t scored, missed;
 };
 
 void cc_online_calib_default_settings(CcOnlineCalibSettings *s)
 {
-    *s = (CcOnlineCalibSettings){.rate = 0.05, .max_log = log(8.0), .per_step = 0};
+    *s = (CcOnlineCalibSettings){.rate = 0, .max_log = log(8.0), .per_step = 0};
 }
+
+double cc_online_calib_auto_rate(int HZ) { return HZ > 0 ? fmin(0.05, 4.0 / HZ) : 0.05; }
 
 size_t cc_online_calib_bytes(int F, int HZ)
 {
@@ -35,13 +37,15 @@ size_t cc_online_calib_bytes(int F, int HZ)
 int cc_online_calib_open(CcOnlineCalib **out, const CcOnlineCalibSettings *s, int F, int HZ)
 {
     *out = NULL;
-    if (F < 1 || HZ < 1 || !(s->rate > 0 && s->rate <= 1) || !(s->max_log > 0) ||
+    if (F < 1 || HZ < 1 || !(s->rate >= 0 && s->rate <= 1) || !(s->max_log > 0) ||
         !isfinite(s->max_log))
         return -EINVAL;
     CcOnlineCalib *c = calloc(1, sizeof *c);
     if (!c)
         return -ENOMEM;
     c->s = *s;
+    if (c->s.rate == 0)
+        c->s.rate = cc_online_calib_auto_rate(HZ);
     c->F = F;
     c->HZ = HZ;
     c->last_t = INT64_MIN;
@@ -102,7 +106,7 @@ int cc_online_calib_observe(CcOnlineCalib *c, int64_t p, const float *values)
             double mean = c->mean[i], sd = c->sd[i];
             if (c->origin[slot] != t || !isfinite(mean) || !(sd > 0) || !isfinite(sd))
                 continue;
-            int miss = fabs(y - mean) > CC_Z80 * sd * exp(lf[k]);
+            int miss = fabs(y - mean) > CC_Z80 * sd;
             if (c->s.per_step)
                 move(c, &lf[k], miss);
             scored++;
@@ -129,7 +133,7 @@ int cc_online_calib_push(CcOnlineCalib *c, int64_t t, const float *mean, const f
     c->origin[slot] = t;
     for (size_t i = 0; i < fk; i++) {
         c->mean[slot * fk + i] = mean[i];
-        c->sd[slot * fk + i] = sd[i];
+        c->sd[slot * fk + i] = (float)(sd[i] * exp(c->log_scale[i])); /* as served */
     }
     c->last_t = t;
     return 0;

@@ -9,22 +9,31 @@
  * (docs/results.md, "Calibration of the intervals": LesCorts covers 0.70–0.79 on test with
  * a fit that covers 0.82 on validation). A host that sees the truths can correct it as it
  * goes. The update is adaptive conformal inference (Gibbs & Candès, 2021) on the log of
- * the scale. When the truths of step p arrive, every forecast made for p (at p-1-k, its
- * step k) is scored against the interval it would be served with now:
- *     miss = |y - mean| > CC_Z80 · sd · exp(l)         (outside the P10–P90 interval)
+ * the scale, l. When the truths of step p arrive, every forecast made for p (at p-1-k,
+ * its step k) is scored against the interval it was served with, the sd times the scale
+ * of when it was made:
+ *     miss = |y - mean| > CC_Z80 · sd · exp(l at p-1-k)     (outside the P10–P90 interval)
  * By default (per_step 0) there is one log-scale l[f] per KPI, a level on top of the
  * per-step profile of calib.sigma_scale, moved once per step by the share of the KPI's
  * matured forecasts that missed:
  *     l[f] += rate · (misses / scored - 0.2)               clamped to ±max_log
  * With per_step 1 each (f, k) has its own l[f][k], moved by each of its forecasts:
  *     l[f][k] += rate · (miss - 0.2).
- * Each scale settles where the miss rate is 0.2: l moves by rate·Σ(share - 0.2) over T
- * updates, so while it stays inside the clamp the mean miss share of those T updates
- * differs from 0.2 by at most max_log/(rate·T), whatever the data do. The clamp (default:
- * the scale within [1/8, 8]) keeps a KPI gone flat or wild from driving the interval to
- * nothing or to everything; there the share is no longer bounded. The scale is tracked for
- * the P10–P90 interval (the level the project's coverage targets are stated for); hosts
- * apply it to the sd, so other levels move with it.
+ * l moves by rate·Σ(share - 0.2) over T updates, so while it stays inside the clamp the
+ * mean miss share of the served intervals over those T updates differs from 0.2 by at most
+ * max_log/(rate·T), whatever the data do. The clamp (default: the scale within [1/8, 8])
+ * keeps a KPI gone flat or wild from driving the interval to nothing or to everything;
+ * there the share is no longer bounded. The scale is tracked for the P10–P90 interval
+ * (the level the project's coverage targets are stated for); hosts apply it to the sd, so
+ * other levels move with it.
+ *
+ * Scoring the served interval (not the one the current scale would give) is what makes
+ * the bound hold for what was served, but it closes the loop through a delay: a forecast's
+ * step k reports k+1 steps after the scale it was served with. A correction faster than
+ * about 1/delay overshoots and oscillates (ETTh1 at HZ 720 and rate 0.05: 0.773). The
+ * default rate is therefore min(0.05, 4/HZ): 0.05 up to HZ 80 (2-minute and hourly data),
+ * 4/HZ beyond (ETTh1-720: 0.0056), which keeps rate × mean delay × the slope of the miss
+ * rate in l (≈ 0.35 at the normal 0.8 quantile) below 1.
  *
  * Why one scale per KPI by default: the speed of the correction is `rate` per step of
  * time whatever the horizon, and a scale per (f, k) gets one noisy 0/1 per step; pooled
@@ -33,9 +42,9 @@
  * 2-minute data; the per-step profile is what calib.sigma_scale already fits.
 
  * This is a host's choice layered on the model, not part of the spec: the spec's mean and
- * sd (cellcast forward) are unchanged, and with rate 0 nothing here is used.
+ * sd (cellcast forward) are unchanged, and a host that does not use it serves them as is.
  *
- * Storage: the last HZ forecasts (mean and sd, F × HZ each) in a ring, because the
+ * Storage: the last HZ forecasts (mean and served sd, F × HZ each) in a ring, because the
  * forecast made at t matures one step at a time over t+1..t+HZ: 8·F·HZ² + 4·F·HZ bytes
  * (cc_online_calib_bytes; F 8, HZ 24: 37 KiB).
  *
@@ -48,8 +57,7 @@
 #include <stdint.h>
 
 typedef struct CcOnlineCalibSettings {
-    double rate;    ///< step of the log-scale per update; default 0.05 (pooled: a factor
-                    ///< e^0.5 off is corrected in ~15–60 steps of time)
+    double rate;    ///< step of the log-scale per update; default 0: min(0.05, 4/HZ)
     double max_log; ///< |log-scale| bound; default log(8)
     int per_step;   ///< 1: a scale per (f, k); default 0: one per KPI
 } CcOnlineCalibSettings;
@@ -62,6 +70,9 @@ void cc_online_calib_default_settings(CcOnlineCalibSettings *s);
  *  max_log ≤ 0) or -ENOMEM. */
 int cc_online_calib_open(CcOnlineCalib **out, const CcOnlineCalibSettings *s, int F, int HZ);
 void cc_online_calib_close(CcOnlineCalib **c);
+
+/** The rate used for a horizon of HZ steps when the settings say 0: min(0.05, 4/HZ). */
+double cc_online_calib_auto_rate(int HZ);
 
 /** Bytes held by one of that shape. */
 size_t cc_online_calib_bytes(int F, int HZ);

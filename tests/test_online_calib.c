@@ -2,8 +2,8 @@
  * test_online_calib.c — lib/cc_online_calib, the adaptive scale of the served sd: a model
  * whose sd is off by a known factor gets that factor back; a change of volatility half way
  * is followed; the miss share stays within the stated bound on heavy-tailed errors; the
- * forecast made at t is scored at t+1+k for its step k only; missing truths, gaps and
- * out-of-order pushes; bad settings.
+ * forecast made at t is scored at t+1+k for its step k only, against the interval it was
+ * served with; missing truths, gaps and out-of-order pushes; bad settings.
  *
  * Truths are y = N(0, true_sd²) around a forecast mean of 0; the "model" states sd =
  * true_sd / factor, so the scale that covers 80 % is `factor`.
@@ -104,7 +104,7 @@ static void test_follows_volatility(void **state)
         assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), 0);
         double before = stream(c, 6000, sd_doubles, 2000, 2);
         assert_true(fabs(before - 0.8) < 0.03);
-        assert_true(cc_online_calib_scale(c, 0, 0) < 1.2);
+        assert_true(cc_online_calib_scale(c, 0, 0) < 1.35); /* 1 ± its jitter, not 2 */
         cc_online_calib_close(&c);
         /* again over 12000 steps, scored after the change has been absorbed */
         assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), 0);
@@ -186,6 +186,29 @@ static void test_matures_by_step(void **state)
     cc_online_calib_close(&c);
 }
 
+/* A forecast is judged by the interval it was served with: at 2 the forecast of 0 (served
+ * at scale 1) misses 1.3 > CC_Z80, the forecast of 1 (served at the scale the miss at 1
+ * raised, e^0.04) does not, though both have the same mean and sd. */
+static void test_served_scale(void **state)
+{
+    (void)state;
+    CcOnlineCalibSettings s;
+    cc_online_calib_default_settings(&s);
+    CcOnlineCalib *c;
+    assert_int_equal(cc_online_calib_open(&c, &s, 1, HZ), 0);
+    float mean[HZ] = {0}, sd[HZ] = {1, 1, 1, 1}, y = 1.5f;
+    int64_t scored, missed;
+    assert_int_equal(cc_online_calib_push(c, 0, mean, sd), 0);
+    assert_int_equal(cc_online_calib_observe(c, 1, &y), 1);
+    assert_true(fabs(cc_online_calib_scale(c, 0, 3) - exp(0.05 * 0.8)) < 1e-6);
+    assert_int_equal(cc_online_calib_push(c, 1, mean, sd), 0);
+    y = 1.3f;
+    assert_int_equal(cc_online_calib_observe(c, 2, &y), 2);
+    cc_online_calib_counts(c, &scored, &missed);
+    assert_true(scored == 3 && missed == 2);
+    cc_online_calib_close(&c);
+}
+
 static void test_missing_and_gaps(void **state)
 {
     (void)state;
@@ -229,7 +252,9 @@ static void test_bad_settings(void **state)
     assert_int_equal(cc_online_calib_open(&c, &s, 0, HZ), -EINVAL);
     assert_null(c);
     assert_int_equal(cc_online_calib_open(&c, &s, F, 0), -EINVAL);
-    s.rate = 0;
+    s.rate = -0.01;
+    assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), -EINVAL);
+    s.rate = 1.5;
     assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), -EINVAL);
     s.rate = NAN;
     assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), -EINVAL);
@@ -239,6 +264,9 @@ static void test_bad_settings(void **state)
     s.max_log = 0;
     assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), -EINVAL);
     assert_true(cc_online_calib_bytes(8, 24) > 8 * 8 * 24 * 24);
+    /* rate 0: min(0.05, 4/HZ) */
+    assert_true(cc_online_calib_auto_rate(24) == 0.05 && cc_online_calib_auto_rate(80) == 0.05);
+    assert_true(fabs(cc_online_calib_auto_rate(720) - 4.0 / 720) < 1e-15);
 }
 
 int main(void)
@@ -246,7 +274,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_known_factor),     cmocka_unit_test(test_follows_volatility),
         cmocka_unit_test(test_miss_share_bound), cmocka_unit_test(test_matures_by_step),
-        cmocka_unit_test(test_missing_and_gaps), cmocka_unit_test(test_bad_settings),
+        cmocka_unit_test(test_served_scale),     cmocka_unit_test(test_missing_and_gaps),
+        cmocka_unit_test(test_bad_settings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -106,12 +106,13 @@ static int eval_opts(EvalArgs *a, int argc, char **argv)
                       "seconds per step (default: the model's, else detected)"),
         CC_OPTS_INT("threads", &s->threads, 1, 100000000, "N", "engine threads over series",
                     .flags = CC_OPT_SHOW_DEFAULT),
+        CC_OPTS_FLAG("adapt", &s->adapt,
+                     "also score the intervals of online calibration (the daemon's\n"
+                     "forecast.interval_adapt): method model_adaptive"),
         CC_OPTS_DBL("adapt-rate", &s->adapt_rate, 0, 1, "X",
-                    "also score online-calibrated intervals at this rate (the\n"
-                    "daemon's forecast.interval_adapt_rate; 0.05 suggested):\n"
-                    "method model_adaptive"),
+                    "its rate (implies --adapt; default min(0.05, 4/horizon))"),
         CC_OPTS_FLAG("adapt-per-step", &s->adapt_per_step,
-                     "online scales per KPI and horizon step (default: per KPI)"),
+                     "its scales per KPI and horizon step (default: per KPI)"),
         CC_OPTS_FLAG("per-step", &a->per_step, "print every horizon step (default: a selection)"),
         CC_OPTS_FLAG("full-history", &s->full_history, "stream each series from its first row"),
         CC_OPTS_FLAG("json", &a->json, "JSON on stdout instead of the table"),
@@ -134,6 +135,7 @@ static int eval_opts(EvalArgs *a, int argc, char **argv)
         fprintf(stderr, "cellcast eval: --protocol fixes the split; drop --split/--from\n");
         return 2;
     }
+    s->adapt |= s->adapt_rate > 0 || s->adapt_per_step;
     if (s->split && s->from) {
         fprintf(stderr, "cellcast eval: give --split or --from, not both\n");
         return 2;

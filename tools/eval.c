@@ -294,7 +294,7 @@ static int open_engine(CctEval *e, char *err, size_t errlen)
     for (int s = 0; s < e->ds->n_series; s++)
         if (cc_cell_open(&e->runs[s].cell, e->engine))
             return -ENOMEM;
-    if (e->s.adapt_rate > 0) {
+    if (e->s.adapt) {
         CcOnlineCalibSettings os;
         cc_online_calib_default_settings(&os);
         os.rate = e->s.adapt_rate;
@@ -304,7 +304,7 @@ static int open_engine(CctEval *e, char *err, size_t errlen)
             SeriesRun *r = &e->runs[s];
             int rc = cc_online_calib_open(&r->adapt, &os, F, HZ);
             if (rc == -EINVAL) {
-                snprintf(err, errlen, "--adapt-rate must be in (0, 1]");
+                snprintf(err, errlen, "--adapt-rate must be in [0, 1]");
                 return rc;
             }
             r->fc_mean = malloc((size_t)F * HZ * sizeof *r->fc_mean);
@@ -562,7 +562,7 @@ void cct_eval_close(CctEval **pe)
 /* Methods reported: the model's only with a model, the seasonal ones only with a day. */
 static int shown_method(const CctEval *e, int m)
 {
-    return (m != M_MODEL || e->engine) && (m != M_ADAPTIVE || e->s.adapt_rate > 0) &&
+    return (m != M_MODEL || e->engine) && (m != M_ADAPTIVE || e->s.adapt) &&
            !((m == M_SDAY || m == M_SWEEK) && e->D == 0);
 }
 
@@ -761,7 +761,10 @@ json_t *cct_eval_json(const CctEval *e)
         json_object_set_new(root, "model_per_step", step_summary_json(e, M_MODEL));
     if (shown_method(e, M_ADAPTIVE)) {
         json_object_set_new(root, "model_adaptive_per_step", step_summary_json(e, M_ADAPTIVE));
-        json_object_set_new(root, "adapt_rate", json_real(e->s.adapt_rate));
+        json_object_set_new(root, "adapt_rate",
+                            json_real(e->s.adapt_rate > 0
+                                          ? e->s.adapt_rate
+                                          : cc_online_calib_auto_rate(e->model->hp.horizon)));
         json_object_set_new(root, "adapt_per_step", json_boolean(e->s.adapt_per_step));
     }
     if (e->s.protocol == CCT_EVAL_ETT) {
@@ -924,7 +927,9 @@ void cct_eval_print(const CctEval *e, int per_step, FILE *out)
         fprintf(out,
                 "model_adaptive: the model's forecasts with online-calibrated intervals (rate "
                 "%g); cover80 per step %.3f-%.3f\n",
-                e->s.adapt_rate, r.cover_min, r.cover_max);
+                e->s.adapt_rate > 0 ? e->s.adapt_rate
+                                    : cc_online_calib_auto_rate(e->model->hp.horizon),
+                r.cover_min, r.cover_max);
     }
     fprintf(out,
             "\nMASE scale: in-sample %s seasonal naive MAE before the test range. "

@@ -20,7 +20,7 @@
  * series is streamed from R + 2P steps before its first origin (full_history: from its
  * first row); the result is the same.
  *
- * With adapt_rate > 0 the method "model_adaptive" has the model's forecasts and the
+ * With adapt the method "model_adaptive" has the model's forecasts and the
  * intervals a host with online calibration serves (forecast.interval_adapt_rate): per
  * series, the scale of cc_online_calib moved by every forecast matured so far (from the
  * first origin on, truths observed before the origin only), the model's sd times it.
@@ -60,9 +60,10 @@ typedef struct CctEvalSettings {
     int threads;        ///< engine threads (default 1)
     int full_history;   ///< stream each series from its first row (default 0)
     int64_t step;       ///< seconds per step (0: the model's, else detected)
-    double adapt_rate;  ///< > 0: also score the intervals of online calibration at this rate
-                        ///< (cc_online_calib.h) as the method "model_adaptive"; default 0
-    int adapt_per_step; ///< its scales per (KPI, step) instead of per KPI; default 0
+    int adapt;          ///< also score online-calibrated intervals (cc_online_calib.h) as
+                        ///< the method "model_adaptive"; default 0
+    double adapt_rate;  ///< their rate; default 0: min(0.05, 4/HZ)
+    int adapt_per_step; ///< their scales per (KPI, step) instead of per KPI; default 0
 } CctEvalSettings;
 
 typedef struct CctEval CctEval;
