@@ -66,21 +66,22 @@ static double sd_factor_2(int f, int t) { return (void)f, (void)t, 2.0; }
 static double sd_doubles(int f, int t) { return (void)f, t < 6000 ? 1.0 : 2.0; }
 
 /* Both modes: one scale per KPI (the default) and per (f, k) at a rate for one 0/1 a step. */
-static void settings_for(CcOnlineCalibSettings *s, int per_step)
+static CcOnlineCalib *opened(int per_step)
 {
-    cc_online_calib_default_settings(s);
+    CcOnlineCalibSettings s;
+    CcOnlineCalib *c;
+    cc_online_calib_default_settings(&s);
     if (per_step)
-        s->per_step = 1, s->rate = 0.01;
+        s.per_step = 1, s.rate = 0.01;
+    assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), 0);
+    return c;
 }
 
 static void test_known_factor(void **state)
 {
     (void)state;
     for (int per_step = 0; per_step < 2; per_step++) {
-        CcOnlineCalibSettings s;
-        settings_for(&s, per_step);
-        CcOnlineCalib *c;
-        assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), 0);
+        CcOnlineCalib *c = opened(per_step);
         double cover = stream(c, 8000, sd_factor_2, 4000, 1);
         for (int f = 0; f < F; f++)
             for (int k = 0; k < HZ; k++) {
@@ -98,16 +99,13 @@ static void test_follows_volatility(void **state)
 {
     (void)state;
     for (int per_step = 0; per_step < 2; per_step++) {
-        CcOnlineCalibSettings s;
-        settings_for(&s, per_step);
-        CcOnlineCalib *c;
-        assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), 0);
+        CcOnlineCalib *c = opened(per_step);
         double before = stream(c, 6000, sd_doubles, 2000, 2);
         assert_true(fabs(before - 0.8) < 0.03);
         assert_true(cc_online_calib_scale(c, 0, 0) < 1.35); /* 1 ± its jitter, not 2 */
         cc_online_calib_close(&c);
         /* again over 12000 steps, scored after the change has been absorbed */
-        assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), 0);
+        c = opened(per_step);
         double after = stream(c, 12000, sd_doubles, 8000, 2);
         assert_true(fabs(after - 0.8) < 0.03);
         assert_true(cc_online_calib_scale(c, 1, HZ - 1) > 1.6);
