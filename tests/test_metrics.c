@@ -20,6 +20,7 @@
 
 #include "cc_metrics.h"
 #include "cc_model.h"
+#include "cc_online_calib.h"
 #include "cc_ref.h"
 #include "eval.h"
 
@@ -439,6 +440,45 @@ static void test_eval_model_vs_oracle(void **state)
     assert_int_equal(rc, 0);
     NEAR(jnum(root, "model", "a", -1, "mae"), mae_a, 1e-6 * (1 + mae_a));
     json_decref(root);
+
+    /* --adapt: the same forecasts with the interval of online calibration, replayed here
+     * from the oracle's forecasts: at each origin t the truths of row t are observed, the
+     * forecast of t pushed, and its interval served at the scale that follows */
+    s.full_history = 0;
+    s.adapt = 1;
+    s.adapt_rate = 0.3; /* fast, so that 28 origins move the scale */
+    root = run_eval(&s, &rc);
+    assert_int_equal(rc, 0);
+    CcOnlineCalibSettings os;
+    cc_online_calib_default_settings(&os);
+    os.rate = s.adapt_rate;
+    CcOnlineCalib *oc;
+    assert_int_equal(cc_online_calib_open(&oc, &os, 2, 3), 0);
+    int adapt_in = 0;
+    for (int t = 89; t <= 116; t++) {
+        float truth[2] = {x[0][t], x[1][t]}, mean[6], sd[6];
+        cc_online_calib_observe(oc, t, truth);
+        for (int fi = 0; fi < 2; fi++) {
+            assert_int_equal(cc_ref_forward(m, fi, x[fi], p0, p0 + t, y, &mu, &sg, NULL), 0);
+            for (int k = 0; k < 3; k++) {
+                mean[fi * 3 + k] = (float)((double)y[2 * k] * sg + mu);
+                sd[fi * 3 + k] = (float)(exp((double)y[2 * k + 1]) * sg);
+            }
+        }
+        assert_int_equal(cc_online_calib_push(oc, t, mean, sd), 0);
+        for (int fi = 0; fi < 2; fi++)
+            for (int k = 0; k < 3; k++)
+                adapt_in += fabs(x[fi][t + 1 + k] - mean[fi * 3 + k]) <=
+                            CC_Z80 * sd[fi * 3 + k] * cc_online_calib_scale(oc, fi, k);
+    }
+    cc_online_calib_close(&oc);
+    print_message("cover80 static %d/%d, online %d/%d\n", cov_in, n, adapt_in, n);
+    assert_true(adapt_in != cov_in); /* the scale moved something the static count has */
+    NEAR(jnum(root, "model_adaptive", NULL, -1, "coverage80"), (double)adapt_in / n, 1.5 / n);
+    NEAR(jnum(root, "model_adaptive", NULL, -1, "mse"), ssq / n, 1e-4 * (1 + ssq / n));
+    NEAR(json_number_value(json_object_get(root, "adapt_rate")), 0.3, 1e-12);
+    json_decref(root);
+    s.adapt = 0;
 
     /* a horizon beyond the model's is refused */
     s.horizon = 4;
