@@ -18,6 +18,8 @@ struct CcOnlineCalib {
     int64_t *origin;  /* (HZ) origin step held by each ring slot (t mod HZ); INT64_MIN: empty */
     float *mean, *sd; /* (HZ, F, HZ) per slot the forecast's mean and served sd at [f][k] */
     float *log_scale; /* (F, HZ) */
+    float *scale;     /* (F, HZ) exp(log_scale), what push multiplies by */
+    int *scored_f, *missed_f; /* (F) one observe's counts */
     int64_t scored, missed;
 };
 
@@ -31,7 +33,8 @@ double cc_online_calib_auto_rate(int HZ) { return HZ > 0 ? fmin(0.05, 4.0 / HZ) 
 size_t cc_online_calib_bytes(int F, int HZ)
 {
     return sizeof(CcOnlineCalib) + (size_t)HZ * sizeof(int64_t) +
-           (2 * (size_t)HZ + 1) * (size_t)F * (size_t)HZ * sizeof(float);
+           (2 * (size_t)HZ + 2) * (size_t)F * (size_t)HZ * sizeof(float) +
+           2 * (size_t)F * sizeof(int);
 }
 
 int cc_online_calib_open(CcOnlineCalib **out, const CcOnlineCalibSettings *s, int F, int HZ)
@@ -54,12 +57,18 @@ int cc_online_calib_open(CcOnlineCalib **out, const CcOnlineCalibSettings *s, in
     c->mean = malloc((size_t)HZ * fk * sizeof *c->mean);
     c->sd = malloc((size_t)HZ * fk * sizeof *c->sd);
     c->log_scale = calloc(fk, sizeof *c->log_scale);
-    if (!c->origin || !c->mean || !c->sd || !c->log_scale) {
+    c->scale = malloc(fk * sizeof *c->scale);
+    c->scored_f = malloc((size_t)F * sizeof *c->scored_f);
+    c->missed_f = malloc((size_t)F * sizeof *c->missed_f);
+    if (!c->origin || !c->mean || !c->sd || !c->log_scale || !c->scale || !c->scored_f ||
+        !c->missed_f) {
         cc_online_calib_close(&c);
         return -ENOMEM;
     }
     for (int i = 0; i < HZ; i++)
         c->origin[i] = INT64_MIN;
+    for (size_t i = 0; i < fk; i++)
+        c->scale[i] = 1;
     *out = c;
     return 0;
 }
@@ -73,6 +82,9 @@ void cc_online_calib_close(CcOnlineCalib **pc)
     free(c->mean);
     free(c->sd);
     free(c->log_scale);
+    free(c->scale);
+    free(c->scored_f);
+    free(c->missed_f);
     free(c);
     *pc = NULL;
 }
@@ -83,10 +95,12 @@ static size_t slot_of(const CcOnlineCalib *c, int64_t t)
     return (size_t)(m < 0 ? m + c->HZ : m);
 }
 
-static void move(const CcOnlineCalib *c, float *l, double miss_share)
+/* Moves the log-scale of entry i (f·HZ + k) by the miss share of its update. */
+static void move(CcOnlineCalib *c, size_t i, double miss_share)
 {
-    double next = *l + c->s.rate * (miss_share - MISS_TARGET);
-    *l = (float)fmax(-c->s.max_log, fmin(c->s.max_log, next));
+    double next = c->log_scale[i] + c->s.rate * (miss_share - MISS_TARGET);
+    c->log_scale[i] = (float)fmax(-c->s.max_log, fmin(c->s.max_log, next));
+    c->scale[i] = expf(c->log_scale[i]);
 }
 
 int cc_online_calib_observe(CcOnlineCalib *c, int64_t p, const float *values)
@@ -94,32 +108,35 @@ int cc_online_calib_observe(CcOnlineCalib *c, int64_t p, const float *values)
     const int F = c->F, HZ = c->HZ;
     const size_t fk = (size_t)F * (size_t)HZ;
     int n = 0;
-    for (int f = 0; f < F; f++) {
-        const double y = values[f];
-        float *lf = &c->log_scale[(size_t)f * HZ];
-        int scored = 0, missed = 0;
-        if (!isfinite(y))
+    for (int f = 0; f < F; f++)
+        c->scored_f[f] = c->missed_f[f] = 0;
+    for (int k = 0; k < HZ; k++) {
+        int64_t t = p - 1 - k; /* the origin whose step k is p */
+        size_t slot = slot_of(c, t);
+        if (c->origin[slot] != t)
             continue;
-        for (int k = 0; k < HZ; k++) {
-            int64_t t = p - 1 - k; /* the origin whose step k is p */
-            size_t slot = slot_of(c, t), i = slot * fk + (size_t)f * HZ + (size_t)k;
-            double mean = c->mean[i], sd = c->sd[i];
-            if (c->origin[slot] != t || !isfinite(mean) || !(sd > 0) || !isfinite(sd))
+        const float *mean = c->mean + slot * fk + k, *sd = c->sd + slot * fk + k;
+        for (int f = 0; f < F; f++) {
+            const float y = values[f], m = mean[(size_t)f * HZ], s = sd[(size_t)f * HZ];
+            if (!isfinite(y) || !isfinite(m) || !(s > 0) || !isfinite(s))
                 continue;
-            int miss = fabs(y - mean) > CC_Z80 * sd;
+            int miss = fabsf(y - m) > (float)CC_Z80 * s;
             if (c->s.per_step)
-                move(c, &lf[k], miss);
-            scored++;
-            missed += miss;
+                move(c, (size_t)f * HZ + k, miss);
+            c->scored_f[f]++;
+            c->missed_f[f] += miss;
         }
-        if (!c->s.per_step && scored) {
-            move(c, &lf[0], (double)missed / scored);
+    }
+    for (int f = 0; f < F; f++) {
+        if (!c->s.per_step && c->scored_f[f]) {
+            size_t i0 = (size_t)f * HZ;
+            move(c, i0, (double)c->missed_f[f] / c->scored_f[f]);
             for (int k = 1; k < HZ; k++)
-                lf[k] = lf[0];
+                c->log_scale[i0 + k] = c->log_scale[i0], c->scale[i0 + k] = c->scale[i0];
         }
-        c->scored += scored;
-        c->missed += missed;
-        n += scored;
+        c->scored += c->scored_f[f];
+        c->missed += c->missed_f[f];
+        n += c->scored_f[f];
     }
     return n;
 }
@@ -133,7 +150,7 @@ int cc_online_calib_push(CcOnlineCalib *c, int64_t t, const float *mean, const f
     c->origin[slot] = t;
     for (size_t i = 0; i < fk; i++) {
         c->mean[slot * fk + i] = mean[i];
-        c->sd[slot * fk + i] = (float)(sd[i] * exp(c->log_scale[i])); /* as served */
+        c->sd[slot * fk + i] = sd[i] * c->scale[i]; /* as served */
     }
     c->last_t = t;
     return 0;
@@ -143,7 +160,7 @@ double cc_online_calib_scale(const CcOnlineCalib *c, int f, int k)
 {
     if (f < 0 || f >= c->F || k < 0 || k >= c->HZ)
         return 1.0;
-    return exp(c->log_scale[(size_t)f * c->HZ + (size_t)k]);
+    return c->scale[(size_t)f * c->HZ + (size_t)k];
 }
 
 void cc_online_calib_counts(const CcOnlineCalib *c, int64_t *scored, int64_t *missed)

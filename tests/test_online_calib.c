@@ -5,6 +5,8 @@
  * forecast made at t is scored at t+1+k for its step k only, against the interval it was
  * served with; missing truths, gaps and out-of-order pushes; bad settings.
  *
+ * `test_online_calib --bench` prints what it costs a host per cell-step (figures only).
+ *
  * Truths are y = N(0, true_sd²) around a forecast mean of 0; the "model" states sd =
  * true_sd / factor, so the scale that covers 80 % is `factor`.
  */
@@ -20,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "cc_common.h"
 #include "cc_metrics.h"
 #include "cc_online_calib.h"
 #include "testlib.h"
@@ -267,8 +270,51 @@ static void test_bad_settings(void **state)
     assert_true(fabs(cc_online_calib_auto_rate(720) - 4.0 / 720) < 1e-15);
 }
 
-int main(void)
+/* --bench: ns per cell-step of what a host adds with online calibration (observe the
+ * step's truths, push its forecast), for the shapes served (figures only). */
+static void bench(void)
 {
+    static const struct {
+        int F, HZ, per_step;
+    } shapes[] = {{8, 24, 0}, {8, 24, 1}, {11, 30, 0}, {7, 96, 0}, {7, 720, 0}};
+    for (size_t j = 0; j < sizeof shapes / sizeof shapes[0]; j++) {
+        const int F = shapes[j].F, HZ = shapes[j].HZ, steps = 2000000 / (F * HZ) + 64;
+        CcOnlineCalibSettings s;
+        cc_online_calib_default_settings(&s);
+        s.per_step = shapes[j].per_step;
+        CcOnlineCalib *c;
+        float *mean = calloc((size_t)F * HZ, sizeof *mean), *sd = malloc((size_t)F * HZ * 4),
+              *y = malloc((size_t)F * 4);
+        uint64_t rs = 9;
+        if (!mean || !sd || !y || cc_online_calib_open(&c, &s, F, HZ))
+            abort();
+        for (int i = 0; i < F * HZ; i++)
+            sd[i] = 1;
+        int64_t t0 = 0;
+        for (int t = 0; t < steps; t++) {
+            if (t == 64)
+                t0 = cc_now_ns(); /* after the ring has filled */
+            for (int f = 0; f < F; f++)
+                y[f] = (float)gauss(&rs);
+            cc_online_calib_observe(c, t, y);
+            cc_online_calib_push(c, t, mean, sd);
+        }
+        double ns = (double)(cc_now_ns() - t0) / (steps - 64);
+        printf("online_calib F %2d HZ %3d %-8s %9.0f ns per cell-step (%.2f ns per KPI-step "
+               "pair), %zu bytes per cell\n",
+               F, HZ, s.per_step ? "per-step" : "pooled", ns, ns / (F * HZ),
+               cc_online_calib_bytes(F, HZ));
+        cc_online_calib_close(&c);
+        free(mean), free(sd), free(y);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "--bench")) {
+        bench();
+        return 0;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_known_factor),     cmocka_unit_test(test_follows_volatility),
         cmocka_unit_test(test_miss_share_bound), cmocka_unit_test(test_matures_by_step),
