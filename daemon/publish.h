@@ -28,6 +28,9 @@ typedef struct CcdPub {
     /* The one-step point of the forecast at t (valid with it): the expectation of t+1,
      * computed once when published, recorded in the history and read back next step. */
     float *next_mean, *next_sd; ///< (F)
+    /* The interval scales of the forecast at t (interval.h), (F, HZ) at [f·HZ + k]; NULL:
+     * every scale 1 (the feature off, or the cell not calibrated yet). */
+    float *scale;
 } CcdPub;
 
 /** Allocates the arrays of a cell's CcdPub (F KPIs, horizon HZ). 0 or -ENOMEM. */
