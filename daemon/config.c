@@ -191,7 +191,7 @@ static const CcdConfigDef head_rows[] = {
  "moves a scale of the sd per cell, KPI and horizon step by this rate toward a 0.2 miss "
  "rate of the P10-P90 interval, and lo/hi become mean +- z x sd x scale (each point gains "
  "interval_scale; sd stays the model's). 0 = off: the spec's mean +- z x sd; 0.01 is the "
- "suggested rate. ~37 KiB per cell (8 KPIs, horizon 24), counted in limits.kv_budget_mb. "
+ "suggested rate. ~38 KiB per cell (8 KPIs, horizon 24), counted in limits.kv_budget_mb. "
  "A restart or a changed rate starts the scales at 1. Alerts are not affected."},
 
 {"history.depth", CCD_CFG_STRING, OFF(history_depth), "7d", NB, NULL, 0,
