@@ -359,6 +359,15 @@ static void metric(struct evbuffer *b, const char *name, const char *type, const
     evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* A counter the scheduler's worker adds to (atomically, relaxed). */
+static void atomic_counter(struct evbuffer *b, const char *name, const char *help,
+                           const uint64_t *v)
+{
+    metric(b, name, "counter", help);
+    evbuffer_add_printf(b, "%s %llu\n", name,
+                        (unsigned long long)__atomic_load_n(v, __ATOMIC_RELAXED));
+}
+
 static void hist_out(struct evbuffer *b, const char *name, const CcdHist *h)
 {
     uint64_t acc = 0;
@@ -652,18 +661,14 @@ static int h_metrics(CcdReq *r)
     evbuffer_add_printf(
         b, "cellcast_cell_history_failed_total %llu\n",
         (unsigned long long)__atomic_load_n(&d->cells->hist_failed, __ATOMIC_RELAXED));
-    metric(b, "cellcast_interval_scored_total", "counter",
-           "Matured forecasts (KPI, horizon step) scored against their served P10-P90 interval "
-           "while forecast.interval_adapt_rate is on.");
-    evbuffer_add_printf(
-        b, "cellcast_interval_scored_total %llu\n",
-        (unsigned long long)__atomic_load_n(&d->cells->interval_scored, __ATOMIC_RELAXED));
-    metric(b, "cellcast_interval_missed_total", "counter",
-           "Of those, the truths outside the interval: the realised coverage is 1 - "
-           "missed / scored (target 0.8).");
-    evbuffer_add_printf(
-        b, "cellcast_interval_missed_total %llu\n",
-        (unsigned long long)__atomic_load_n(&d->cells->interval_missed, __ATOMIC_RELAXED));
+    atomic_counter(b, "cellcast_interval_scored_total",
+                   "Matured forecasts (KPI, horizon step) scored against their served P10-P90 "
+                   "interval while forecast.interval_adapt_rate is on.",
+                   &d->cells->interval_scored);
+    atomic_counter(b, "cellcast_interval_missed_total",
+                   "Of those, the truths outside the interval: the realised coverage is 1 - "
+                   "missed / scored (target 0.8).",
+                   &d->cells->interval_missed);
     metric(b, "cellcast_rss_bytes", "gauge", "Resident set size of the process.");
     evbuffer_add_printf(b, "cellcast_rss_bytes %lld\n", ccd_host_rss_bytes());
     alerts_metrics(d, b);

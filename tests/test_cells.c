@@ -270,22 +270,29 @@ static void on_done(void *cookie, CcdBatch *b)
 
 static void noop(evutil_socket_t fd, short what, void *arg) { (void)fd, (void)what, (void)arg; }
 
-static void test_scheduler_steps_and_publishes(void **state)
+/* A scheduler on x's table that publishes what it steps (on_stepped) and counts into done
+ * (a new event base in done->base); batches are dispatched when asked (or drained). */
+static CcdSched *sched_open(Fx *x, Done *done)
 {
-    Fx *x = *state;
-    struct event_base *base;
     CcdSched *s;
-    Done done = {0};
-    assert_non_null(base = event_base_new());
-    done.base = base;
-    done.t = x->t;
+    assert_non_null(done->base = event_base_new());
+    done->t = x->t;
     CcdSchedSettings ss = {.batch_steps = 1000000,
                            .batch_ms = 0,
                            .on_done = on_done,
                            .on_stepped = on_stepped,
-                           .cookie = &done,
+                           .cookie = done,
                            .seal = seal};
-    assert_int_equal(ccd_sched_open(&s, base, x->e, &ss), 0);
+    assert_int_equal(ccd_sched_open(&s, done->base, x->e, &ss), 0);
+    return s;
+}
+
+static void test_scheduler_steps_and_publishes(void **state)
+{
+    Fx *x = *state;
+    Done done = {0};
+    CcdSched *s = sched_open(x, &done);
+    struct event_base *base = done.base;
     /* a registered event keeps event_base_dispatch waiting for the worker's wake-up */
     struct event *keep = event_new(base, -1, EV_PERSIST, noop, NULL);
     struct timeval tv = {3600, 0};
@@ -495,18 +502,8 @@ static void feed_noisy(Fx *x, CcdSched *s, const char *id, int64_t *p, int n, fl
 static void test_interval_scales_reload(void **state)
 {
     Fx *x = *state;
-    struct event_base *base;
-    CcdSched *s;
     Done done = {0};
-    assert_non_null(base = event_base_new());
-    done.base = base;
-    done.t = x->t;
-    CcdSchedSettings ss = {.on_done = on_done,
-                           .on_stepped = on_stepped,
-                           .cookie = &done,
-                           .seal = seal,
-                           .batch_steps = 1000000};
-    assert_int_equal(ccd_sched_open(&s, base, x->e, &ss), 0);
+    CcdSched *s = sched_open(x, &done);
     const int F = 3, HZ = x->m->hp.horizon;
     const size_t off_bytes = x->t->cell_bytes;
     CcdCellsSettings cs = x->t->s;
@@ -561,7 +558,7 @@ static void test_interval_scales_reload(void **state)
     feed_noisy(x, s, "a", &p, 1, 30, &rng);
     assert_non_null(c->calib);
     ccd_sched_close(&s);
-    event_base_free(base);
+    event_base_free(done.base);
 }
 
 int main(void)
