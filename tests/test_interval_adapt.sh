@@ -92,7 +92,7 @@ read -r S2 M2 < <(counts)
 # step p matures the forecasts of p-1..p-6, each for every KPI: 200 steps score 200·F·HZ
 [ $((S2 - S1)) -eq $((200 * F * HZ)) ] && ok "200 steps scored $((S2 - S1)) forecasts (200 x $F KPIs x $HZ steps)" ||
     fail "200 steps scored $((S2 - S1)) forecasts, want $((200 * F * HZ))"
-$PY - "$S1" "$M1" "$S2" "$M2" <<'PYEOF' && ok "miss share moves toward 0.2: $(echo "$M1/$S1 then $((M2 - M1))/$((S2 - S1))")" || fail "miss share: $M1/$S1 then $((M2 - M1))/$((S2 - S1))"
+$PY - "$S1" "$M1" "$S2" "$M2" <<'PYEOF' && ok "miss share moves toward 0.2: $M1/$S1 then $((M2 - M1))/$((S2 - S1))" || fail "miss share: $M1/$S1 then $((M2 - M1))/$((S2 - S1))"
 import sys
 s1, m1, s2, m2 = map(int, sys.argv[1:])
 early, late = m1 / s1, (m2 - m1) / (s2 - s1)
