@@ -301,14 +301,17 @@ static float *scratch_f(size_t n)
  * evbuffer_add_reference, released when the connection has written it. The cache is
  * direct-mapped by cell serial (CCD_FC_CACHE slots, at most one body per slot: ~16 MiB for
  * the default shape), so its memory is bounded whatever the number of cells. An entry is
- * valid for (cell serial, publish sequence, level, model name): a new step, a new cell with
- * the same id, a reload that changes the level or the model name all miss and re-render.
+ * valid for (cell serial, publish sequence, level, model name, KPI bounds, interval rate): a
+ * new step, a new cell with the same id, a reload that changes the level, the model name,
+ * the bounds or forecast.interval_adapt_rate all miss and re-render (the interval scales
+ * change only with a publish: interval.h).
  * Requests with other parameters are rendered every time. Loop thread only. */
 #define CCD_FC_CACHE 1024
 
 typedef struct FcSlot {
     uint64_t serial, seq;
     double level;
+    double adapt;    /* forecast.interval_adapt_rate it was rendered with */
     uint64_t bounds; /* key of the KPI bounds the body was clamped to */
     char model[sizeof((Ccd *)0)->model_name];
     CcdBody *body;
@@ -354,6 +357,15 @@ static int h_readyz(CcdReq *r)
 static void metric(struct evbuffer *b, const char *name, const char *type, const char *help)
 {
     evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A counter the scheduler's worker adds to (atomically, relaxed). */
+static void atomic_counter(struct evbuffer *b, const char *name, const char *help,
+                           const uint64_t *v)
+{
+    metric(b, name, "counter", help);
+    evbuffer_add_printf(b, "%s %llu\n", name,
+                        (unsigned long long)__atomic_load_n(v, __ATOMIC_RELAXED));
 }
 
 static void hist_out(struct evbuffer *b, const char *name, const CcdHist *h)
@@ -649,6 +661,14 @@ static int h_metrics(CcdReq *r)
     evbuffer_add_printf(
         b, "cellcast_cell_history_failed_total %llu\n",
         (unsigned long long)__atomic_load_n(&d->cells->hist_failed, __ATOMIC_RELAXED));
+    atomic_counter(b, "cellcast_interval_scored_total",
+                   "Matured forecasts (KPI, horizon step) scored against their served P10-P90 "
+                   "interval while forecast.interval_adapt_rate is on.",
+                   &d->cells->interval_scored);
+    atomic_counter(b, "cellcast_interval_missed_total",
+                   "Of those, the truths outside the interval: the realised coverage is 1 - "
+                   "missed / scored (target 0.8).",
+                   &d->cells->interval_missed);
     metric(b, "cellcast_rss_bytes", "gauge", "Resident set size of the process.");
     evbuffer_add_printf(b, "cellcast_rss_bytes %lld\n", ccd_host_rss_bytes());
     alerts_metrics(d, b);
@@ -981,12 +1001,13 @@ int ccd_forecast_into(CcdReq *r, CcdCell *c, long long horizon, double level, ui
         bkey = ccd_fold(ccd_fold(bkey, u[0]), u[1]);
     }
     const int cacheable = horizon == HZ && mask == all && level == d->cfg.forecast_level;
+    const double adapt = d->cfg.forecast_interval_adapt_rate;
     FcSlot *slot = &fc_cache[c->serial % CCD_FC_CACHE];
-    float *y = scratch_f((size_t)F * (size_t)HZ * 2 + 2 * (size_t)F);
+    float *y = scratch_f((size_t)F * (size_t)HZ * 3 + 2 * (size_t)F);
     if (!y)
         return -ENOMEM;
-    float *mu = y + (size_t)F * HZ * 2, *sigma = mu + F;
-    int valid;
+    float *mu = y + (size_t)F * HZ * 2, *sigma = mu + F, *scale = sigma + F;
+    int valid, have_scale = 0;
     int64_t t;
     uint64_t seq;
     pthread_mutex_lock(&d->cells->pub_lock);
@@ -994,7 +1015,8 @@ int ccd_forecast_into(CcdReq *r, CcdCell *c, long long horizon, double level, ui
     t = c->pub.step;
     seq = c->pub.seq;
     if (valid && cacheable && slot->body && slot->serial == c->serial && slot->seq == seq &&
-        slot->level == level && slot->bounds == bkey && !strcmp(slot->model, d->model_name)) {
+        slot->level == level && slot->adapt == adapt && slot->bounds == bkey &&
+        !strcmp(slot->model, d->model_name)) {
         pthread_mutex_unlock(&d->cells->pub_lock);
         if (sep)
             evbuffer_add(out, sep, strlen(sep));
@@ -1005,6 +1027,8 @@ int ccd_forecast_into(CcdReq *r, CcdCell *c, long long horizon, double level, ui
         memcpy(y, c->pub.y, (size_t)F * HZ * 2 * sizeof(float));
         memcpy(mu, c->pub.mu, (size_t)F * sizeof(float));
         memcpy(sigma, c->pub.sigma, (size_t)F * sizeof(float));
+        if ((have_scale = adapt > 0 && c->pub.scale))
+            memcpy(scale, c->pub.scale, (size_t)F * HZ * sizeof(float));
     }
     pthread_mutex_unlock(&d->cells->pub_lock);
     if (!valid)
@@ -1062,17 +1086,24 @@ int ccd_forecast_into(CcdReq *r, CcdCell *c, long long horizon, double level, ui
                 continue;
             double mean, sd;
             cc_forecast_point(&fc, f, k, &mean, &sd);
+            /* sd stays the model's (cellcast forward compares with it); the band is the
+             * served one (interval.h) */
+            const double w = z * sd * (have_scale ? scale[(size_t)f * HZ + k] : 1.0);
             if (!first)
                 sb_add(&sb, ",", 1);
             sb_jstr(&sb, hp->features[f]);
             sb_str(&sb, ":{\"mean\":");
             sb_num(&sb, fmin(fmax(mean, blo[f]), bhi[f]));
             sb_str(&sb, ",\"lower\":");
-            sb_num(&sb, fmin(fmax(mean - z * sd, blo[f]), bhi[f]));
+            sb_num(&sb, fmin(fmax(mean - w, blo[f]), bhi[f]));
             sb_str(&sb, ",\"upper\":");
-            sb_num(&sb, fmin(fmax(mean + z * sd, blo[f]), bhi[f]));
+            sb_num(&sb, fmin(fmax(mean + w, blo[f]), bhi[f]));
             sb_str(&sb, ",\"sd\":");
             sb_num(&sb, sd);
+            if (adapt > 0) {
+                sb_str(&sb, ",\"interval_scale\":");
+                sb_num(&sb, have_scale ? scale[(size_t)f * HZ + k] : 1.0);
+            }
             sb_add(&sb, "}", 1);
             first = 0;
         }
@@ -1093,6 +1124,7 @@ int ccd_forecast_into(CcdReq *r, CcdCell *c, long long horizon, double level, ui
     slot->serial = c->serial;
     slot->seq = seq;
     slot->level = level;
+    slot->adapt = adapt;
     slot->bounds = bkey;
     snprintf(slot->model, sizeof slot->model, "%s", d->model_name);
     ccd_body_add(out, body, body->len - !nl);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "interval.h"
 #include "log.h"
 #include "scheduler.h"
 
@@ -22,12 +23,14 @@ static uint64_t hash_id(const char *s)
 static size_t imputed_words(int ring) { return (size_t)(ring + 63) / 64; }
 
 /* Bytes per cell (the engine's, the record, the published arrays, last_values, the
- * imputed flags) and the resident cells the limits allow. */
+ * imputed flags, the interval scales when on) and the resident cells the limits allow. */
 static void size_budget(CcdCells *t)
 {
     size_t F = (size_t)t->n_features, HZ = (size_t)t->horizon;
     t->cell_bytes = cc_engine_cell_bytes(t->engine) + sizeof(CcdCell) +
                     sizeof(float) * (F * HZ * 2 + 6 * F) + imputed_words(t->ring) * 8;
+    if (t->s.interval_adapt_rate > 0) /* every live cell gets one: counted up front */
+        t->cell_bytes += ccd_interval_cell_bytes((int)F, (int)HZ);
     const int64_t S = cc_engine_model(t->engine)->hp.step_seconds;
     int64_t depth = S > 0 ? (t->s.history_depth_s + S - 1) / S : 0;
     depth = depth > (1 << 24) ? 1 << 24 : depth;
@@ -72,6 +75,7 @@ static void cell_free(CcdCells *t, CcdCell *c)
     cc_cell_close(&c->cell);
     cc_history_close(&c->hist);
     t->hist_bytes -= c->hist_bytes;
+    cc_online_calib_close(&c->calib);
     free(c->last_values);
     free(c->imputed_bits);
     ccd_pub_free(&c->pub);
@@ -89,6 +93,7 @@ void ccd_cells_close(CcdCells **pt)
             cell_free(t, c);
         }
     free(t->buckets);
+    free(t->interval_buf);
     pthread_mutex_destroy(&t->pub_lock);
     free(t);
     *pt = NULL;
@@ -445,7 +450,9 @@ int ccd_cells_imputed(const CcdCells *t, const CcdCell *c, int64_t step)
 
 void ccd_cells_set_settings(CcdCells *t, const CcdCellsSettings *s)
 {
+    const double old_rate = t->s.interval_adapt_rate;
     t->s = *s;
+    ccd_interval_apply(t, old_rate);
     size_budget(t);
 }
 

@@ -42,6 +42,7 @@
 #include "cc_engine.h"
 #include "cc_history.h"
 #include "cc_kpi.h"
+#include "cc_online_calib.h"
 #include "publish.h"
 
 typedef struct CcdBatch CcdBatch;
@@ -74,6 +75,8 @@ struct CcdCell {
     CcHistory *hist;        ///< long history (cc_history.h), created at its first publish;
                             ///< owned like the CcCell (worker while busy)
     size_t hist_bytes;      ///< cc_history_bytes(hist) as last counted (loop thread)
+    CcOnlineCalib *calib;   ///< its interval scales (interval.h), NULL: scale 1; owned
+                            ///< like hist
     struct CcdCell *hnext, *lru_prev, *lru_next;
 };
 
@@ -83,7 +86,8 @@ typedef struct CcdCellsSettings {
     int64_t kv_budget_bytes;
     int gap_policy; ///< CCD_GAP_IMPUTE / CCD_GAP_RESTART (config.h)
     int max_gap;
-    int64_t history_depth_s; ///< long history per cell (cc_history.h), 0 none
+    int64_t history_depth_s;    ///< long history per cell (cc_history.h), 0 none
+    double interval_adapt_rate; ///< interval.h (forecast.interval_adapt_rate), 0 off
 } CcdCellsSettings;
 
 typedef struct CcdCellsStats {
@@ -104,6 +108,10 @@ struct CcdCells {
     int hist_depth;               ///< steps of long history per cell (history_depth_s), 0 none
     size_t hist_bytes;            ///< the cells' long histories, as counted at unbusy
     uint64_t hist_failed;         ///< history writes that found no memory (worker; approximate)
+    /** Matured forecasts scored by the cells' interval calibrations and those outside
+     *  their served P10–P90 interval (interval.h; the worker adds, atomically). */
+    uint64_t interval_scored, interval_missed;
+    float *interval_buf; ///< the worker's scratch of interval.c (3 × F × HZ), NULL until used
     int64_t max_resident;
     size_t n_doomed; ///< cells marked for release (reap runs only then)
     /** Moves whenever the cell set or a cell's ids, steps, times or counts may have (a

@@ -74,6 +74,7 @@ typedef struct CcdConfig {
     CcdStrMap ingest_fields;
     /* forecast */
     double forecast_level;
+    double forecast_interval_adapt_rate; /* issue 12: daemon/interval.c, 0 = off */
     /* history (issue 15) */
     char *history_depth;
     /* demo */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cells.h"
+#include "interval.h"
 
 int ccd_pub_init(CcdPub *p, int F, int HZ)
 {
@@ -28,7 +29,9 @@ int ccd_pub_init(CcdPub *p, int F, int HZ)
 void ccd_pub_free(CcdPub *p)
 {
     free(p->y);
+    free(p->scale);
     p->y = NULL;
+    p->scale = NULL;
 }
 
 /* Horizon step k of every KPI of a valid forecast as (mean, sd). */
@@ -43,10 +46,11 @@ static void points(const CcForecast *fc, int k, float *mean, float *sd)
 }
 
 /* have_exp: the pub's own next_* (the forecast one step earlier) become the expectation of
- * `step`, before next_* take the new forecast's one-step point (next_mean, next_sd). */
+ * `step`, before next_* take the new forecast's one-step point (next_mean, next_sd). scale:
+ * the forecast's interval scales (interval.h), NULL none. */
 static void write_pub(CcdCells *t, CcdCell *c, int64_t step, const float *values,
                       const CcForecast *fc, int have_exp, const float *next_mean,
-                      const float *next_sd)
+                      const float *next_sd, const float *scale)
 {
     const size_t F = (size_t)t->n_features, HZ = (size_t)t->horizon;
     CcdPub *p = &c->pub;
@@ -65,19 +69,23 @@ static void write_pub(CcdCells *t, CcdCell *c, int64_t step, const float *values
         memcpy(p->sigma, fc->sigma, F * sizeof(float));
         memcpy(p->next_mean, next_mean, F * sizeof(float));
         memcpy(p->next_sd, next_sd, F * sizeof(float));
+        if (scale && p->scale)
+            memcpy(p->scale, scale, F * HZ * sizeof(float));
     }
     memcpy(p->obs, values, F * sizeof(float));
     pthread_mutex_unlock(&t->pub_lock);
 }
 
 /* The step and the forecast made at it into the cell's long history: the one-step point
- * (m1, s1: computed once by the caller) for step + 1, the horizon-end point for step + HZ.
+ * (m1, s1: computed once by the caller) for step + 1, the horizon-end point for step + HZ,
+ * with the sd of the band served (times the interval scale, when given: interval.h).
  * A history without memory misses the step (counted), nothing else does. */
 static void record_history(CcdCells *t, CcdCell *c, int64_t step, const float *obs, int imputed,
-                           const CcForecast *fc, const float *m1, const float *s1)
+                           const CcForecast *fc, const float *m1, const float *s1,
+                           const float *scale)
 {
     const int F = t->n_features, HZ = t->horizon;
-    float m[CC_MAX_FEATURES], s[CC_MAX_FEATURES];
+    float m[CC_MAX_FEATURES], s[CC_MAX_FEATURES], s1_served[CC_MAX_FEATURES];
     if (!t->hist_depth)
         return;
     if (!c->hist && cc_history_open(&c->hist, F, t->hist_depth, HZ))
@@ -86,9 +94,13 @@ static void record_history(CcdCells *t, CcdCell *c, int64_t step, const float *o
         goto fail;
     if (!fc->valid)
         return;
-    if (cc_history_forecast(c->hist, step + 1, CC_HISTORY_ONE_STEP, m1, s1))
+    for (int f = 0; scale && f < F; f++)
+        s1_served[f] = s1[f] * scale[(size_t)f * HZ];
+    if (cc_history_forecast(c->hist, step + 1, CC_HISTORY_ONE_STEP, m1, scale ? s1_served : s1))
         goto fail;
     points(fc, HZ - 1, m, s);
+    for (int f = 0; scale && f < F; f++)
+        s[f] *= scale[(size_t)f * HZ + HZ - 1];
     if (cc_history_forecast(c->hist, step + HZ, CC_HISTORY_HORIZON_END, m, s))
         goto fail;
     return;
@@ -108,8 +120,9 @@ void ccd_publish_stepped(CcdCells *t, CcdCell *c, int64_t step, const float *val
     cc_cell_forecast(c->cell, fc);
     if (fc->valid)
         points(fc, 0, m1, s1);
-    record_history(t, c, step, obs, imputed, fc, m1, s1);
-    write_pub(t, c, step, obs, fc, have_exp, m1, s1);
+    const float *scale = ccd_interval_step(t, c, step, obs, fc);
+    record_history(t, c, step, obs, imputed, fc, m1, s1, scale);
+    write_pub(t, c, step, obs, fc, have_exp, m1, s1, scale);
 }
 
 void ccd_publish(CcdCells *t, CcdCell *c, int64_t step, const float *values, const CcForecast *fc)
@@ -117,5 +130,5 @@ void ccd_publish(CcdCells *t, CcdCell *c, int64_t step, const float *values, con
     float m1[CC_MAX_FEATURES], s1[CC_MAX_FEATURES];
     if (fc->valid) /* the expectation of the next step stepped */
         points(fc, 0, m1, s1);
-    write_pub(t, c, step, values, fc, 0, m1, s1);
+    write_pub(t, c, step, values, fc, 0, m1, s1, NULL);
 }

@@ -28,6 +28,9 @@ typedef struct CcdPub {
     /* The one-step point of the forecast at t (valid with it): the expectation of t+1,
      * computed once when published, recorded in the history and read back next step. */
     float *next_mean, *next_sd; ///< (F)
+    /* The interval scales of the forecast at t (interval.h), (F, HZ) at [f·HZ + k]; NULL:
+     * every scale 1 (the feature off, or the cell not calibrated yet). */
+    float *scale;
 } CcdPub;
 
 /** Allocates the arrays of a cell's CcdPub (F KPIs, horizon HZ). 0 or -ENOMEM. */
@@ -39,7 +42,9 @@ void ccd_pub_free(CcdPub *p);
  *  from the forecast published one step earlier, and records the step in the cell's long
  *  history (cc_history.h): the KPIs of `present` (bit f; the others, and every KPI of an
  *  imputed step, are not observed: NaN, also in obs) and the forecast's one-step and horizon-end
- * points. */
+ * points. With forecast.interval_adapt_rate on, the observation first scores the cell's
+ * matured forecasts (interval.h), the scales are published with the forecast and the
+ * history records the served band's sd (sd·scale). */
 void ccd_publish_stepped(CcdCells *t, CcdCell *c, int64_t step, const float *values, int imputed,
                          uint64_t present, CcForecast *fc);
 

@@ -15,6 +15,7 @@
 #include "alerts.h"
 #include "handover.h"
 #include "cc_snapshot.h"
+#include "interval.h"
 #include "log.h"
 
 struct CcdState {
@@ -218,6 +219,9 @@ int ccd_state_restore_cell(Ccd *d, const CcSnapshotCell *sc, CcdCell **out, char
     int rc = cc_snapshot_restore_engine_cell(sc, c->cell, ac, err, errlen);
     if (rc)
         return rc;
+    /* not in the snapshot: a cell restored (or handed over onto one here) starts at scale 1
+     * (interval.h) */
+    ccd_interval_drop(d->cells, c);
     int64_t last = sc->first + sc->count - 1;
     const float *lastv = sc->values + (size_t)(sc->count - 1) * (size_t)F;
     CcdStateExtra ex;

@@ -19,6 +19,7 @@
 
 #include "cells.h"
 #include "config.h"
+#include "interval.h"
 #include "scheduler.h"
 #include "testlib.h"
 
@@ -269,22 +270,29 @@ static void on_done(void *cookie, CcdBatch *b)
 
 static void noop(evutil_socket_t fd, short what, void *arg) { (void)fd, (void)what, (void)arg; }
 
-static void test_scheduler_steps_and_publishes(void **state)
+/* A scheduler on x's table that publishes what it steps (on_stepped) and counts into done
+ * (a new event base in done->base); batches are dispatched when asked (or drained). */
+static CcdSched *sched_open(Fx *x, Done *done)
 {
-    Fx *x = *state;
-    struct event_base *base;
     CcdSched *s;
-    Done done = {0};
-    assert_non_null(base = event_base_new());
-    done.base = base;
-    done.t = x->t;
+    assert_non_null(done->base = event_base_new());
+    done->t = x->t;
     CcdSchedSettings ss = {.batch_steps = 1000000,
                            .batch_ms = 0,
                            .on_done = on_done,
                            .on_stepped = on_stepped,
-                           .cookie = &done,
+                           .cookie = done,
                            .seal = seal};
-    assert_int_equal(ccd_sched_open(&s, base, x->e, &ss), 0);
+    assert_int_equal(ccd_sched_open(&s, done->base, x->e, &ss), 0);
+    return s;
+}
+
+static void test_scheduler_steps_and_publishes(void **state)
+{
+    Fx *x = *state;
+    Done done = {0};
+    CcdSched *s = sched_open(x, &done);
+    struct event_base *base = done.base;
     /* a registered event keeps event_base_dispatch waiting for the worker's wake-up */
     struct event *keep = event_new(base, -1, EV_PERSIST, noop, NULL);
     struct timeval tv = {3600, 0};
@@ -473,6 +481,86 @@ static void test_history_bytes_and_budget(void **state)
     assert_null(ccd_cells_get(x->t, "h0"));
 }
 
+/* Steps cell `id` n times (p: its next step) through the scheduler's worker, its KPIs a
+ * sine with uniform noise of ±noise. */
+static void feed_noisy(Fx *x, CcdSched *s, const char *id, int64_t *p, int n, float noise,
+                       uint64_t *rng)
+{
+    for (int i = 0; i < n; i++, (*p)++) {
+        float v = 50 + 20 * sinf((float)*p / 3), u = noise * (2 * tl_rng_float(rng) - 1);
+        CcKpiRecord r = rec(id, *p, 7, v + u, 3 * v + 200 + 3 * u, 5 + u / 5);
+        assert_int_equal(ccd_cells_ingest(x->t, ccd_sched_open_batch(s), &r, 0, 0), 0);
+        ccd_sched_drain(s);
+    }
+}
+
+/* Online interval scales (issue 12, daemon/interval.h) in the table: created at a cell's
+ * first forecast with the feature on, counted in the bytes of every cell, every matured
+ * forecast scored and added to the table's counts, published with the forecast; turned off
+ * (reload) they are freed with their published copy and nothing more is counted; on again,
+ * or at another rate, the cells start again at scale 1 as they next step. */
+static void test_interval_scales_reload(void **state)
+{
+    Fx *x = *state;
+    Done done = {0};
+    CcdSched *s = sched_open(x, &done);
+    const int F = 3, HZ = x->m->hp.horizon;
+    const size_t off_bytes = x->t->cell_bytes;
+    CcdCellsSettings cs = x->t->s;
+    cs.interval_adapt_rate = 0.05;
+    ccd_cells_set_settings(x->t, &cs);
+    assert_int_equal(x->t->cell_bytes, off_bytes + ccd_interval_cell_bytes(F, HZ));
+    uint64_t rng = 12;
+    int64_t p = 1000;
+    feed_noisy(x, s, "a", &p, 80, 30, &rng);
+    CcdCell *c = ccd_cells_get(x->t, "a");
+    assert_non_null(c->calib);
+    assert_non_null(c->pub.scale);
+    int64_t scored, missed;
+    cc_online_calib_counts(c->calib, &scored, &missed);
+    assert_true(scored > 40 * F * HZ && missed > 0);
+    assert_int_equal(x->t->interval_scored, scored);
+    assert_int_equal(x->t->interval_missed, missed);
+    /* one more step matures one forecast per KPI and horizon step */
+    feed_noisy(x, s, "a", &p, 1, 30, &rng);
+    assert_int_equal(x->t->interval_scored, scored + F * HZ);
+    int moved = 0;
+    for (int f = 0; f < F; f++)
+        for (int k = 0; k < HZ; k++) {
+            double sc = cc_online_calib_scale(c->calib, f, k);
+            assert_float_equal(c->pub.scale[f * HZ + k], (float)sc, 0);
+            moved += sc != 1;
+        }
+    assert_int_equal(moved, F * HZ);
+    /* off: freed, not counted, not created again */
+    const uint64_t n_scored = x->t->interval_scored;
+    cs.interval_adapt_rate = 0;
+    ccd_cells_set_settings(x->t, &cs);
+    assert_null(c->calib);
+    assert_null(c->pub.scale);
+    assert_int_equal(x->t->cell_bytes, off_bytes);
+    feed_noisy(x, s, "a", &p, 5, 30, &rng);
+    assert_null(c->calib);
+    assert_int_equal(x->t->interval_scored, n_scored);
+    /* on again: scale 1 from the next step (nothing of the cell's own forecasts has matured) */
+    cs.interval_adapt_rate = 0.05;
+    ccd_cells_set_settings(x->t, &cs);
+    feed_noisy(x, s, "a", &p, 1, 30, &rng);
+    assert_non_null(c->calib);
+    for (int i = 0; i < F * HZ; i++)
+        assert_true(c->pub.scale[i] == 1);
+    feed_noisy(x, s, "a", &p, 10, 30, &rng);
+    assert_true(x->t->interval_scored > n_scored);
+    /* another rate: the library takes it at open, so the scales start again */
+    cs.interval_adapt_rate = 0.1;
+    ccd_cells_set_settings(x->t, &cs);
+    assert_null(c->calib);
+    feed_noisy(x, s, "a", &p, 1, 30, &rng);
+    assert_non_null(c->calib);
+    ccd_sched_close(&s);
+    event_base_free(done.base);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -485,6 +573,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_scheduler_steps_and_publishes, setup, teardown),
         cmocka_unit_test(test_imputed_flags_cover_the_engine_ring),
         cmocka_unit_test_setup_teardown(test_history_bytes_and_budget, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_interval_scales_reload, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

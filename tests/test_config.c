@@ -217,6 +217,41 @@ static void test_validate(void **state)
     ccd_config_free(&c);
 }
 
+/* forecast.interval_adapt_rate (issue 12, daemon/interval.h): off by default, (0, 1] turns it
+ * on, a negative, NaN or > 1 rate is refused naming the key, reloadable, in GET /v1/config. */
+static void test_interval_adapt_rate(void **state)
+{
+    (void)state;
+    CcdConfig c;
+    char err[512] = "";
+    assert_int_equal(ccd_config_init(&c), 0);
+    assert_true(c.forecast_interval_adapt_rate == 0);
+    const CcdConfigDef *d = ccd_config_find("forecast.interval_adapt_rate");
+    assert_non_null(d);
+    assert_true(d->reloadable);
+    assert_int_equal(load(&c, "forecast:\n  interval_adapt_rate: 0.01\n", err, sizeof err), 0);
+    assert_true(c.forecast_interval_adapt_rate == 0.01);
+    assert_int_equal(ccd_config_set(&c, "forecast.interval_adapt_rate=1", err, sizeof err), 0);
+    assert_true(c.forecast_interval_adapt_rate == 1);
+    json_t *j = ccd_config_to_json(&c);
+    assert_true(json_real_value(
+                    json_object_get(json_object_get(j, "forecast"), "interval_adapt_rate")) == 1);
+    json_decref(j);
+    static const char *const bad[] = {"-0.01", "1.5", "nan", ".nan", "inf", "fast"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char set[64], yaml[96];
+        snprintf(set, sizeof set, "forecast.interval_adapt_rate=%s", bad[i]);
+        assert_int_not_equal(ccd_config_set(&c, set, err, sizeof err), 0);
+        if (!strstr(err, "forecast.interval_adapt_rate") ||
+            (!strstr(err, "out of range [0, 1]") && !strstr(err, "expected a number")))
+            fail_msg("--set %s: unclear error '%s'", bad[i], err);
+        snprintf(yaml, sizeof yaml, "forecast:\n  interval_adapt_rate: %s\n", bad[i]);
+        expect_error(yaml, "t.yaml:2:24:", "'forecast.interval_adapt_rate'", NULL);
+    }
+    assert_true(c.forecast_interval_adapt_rate == 1); /* a refused value changes nothing */
+    ccd_config_free(&c);
+}
+
 /* The generated, commented YAML parses back to the same configuration. */
 static void test_yaml_round_trip(void **state)
 {
@@ -286,6 +321,7 @@ int main(void)
         cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_set),
         cmocka_unit_test(test_validate),
+        cmocka_unit_test(test_interval_adapt_rate),
         cmocka_unit_test(test_yaml_round_trip),
         cmocka_unit_test(test_large_map),
     };

@@ -12,7 +12,8 @@
 # phase 2 until the last cell-step's forecast is published (cellcast_steps_total). Where
 # the time goes comes from /metrics deltas over phase 2: the event loop's decode (parse)
 # and cell-table (state) time, and the worker's engine parts and publishing.
-# Prints a JSON summary on the last line.
+# Prints a JSON summary on the last line. BENCH_SET=key=value adds one --set to the daemon's
+# command line (e.g. forecast.interval_adapt_rate=0.01, to measure what it costs).
 #
 # The embedded broker is librdkafka's mock cluster, which keeps only the newest 5 MiB (and
 # 100k message sets) per partition and silently drops older ones: the producer must not
@@ -47,7 +48,8 @@ demo:
 log:
   level: warn
 EOF
-start_daemon "$TMP/d.log" assigned -c "$TMP/bench.yaml" --set log.level=info
+start_daemon "$TMP/d.log" assigned -c "$TMP/bench.yaml" --set log.level=info \
+    ${BENCH_SET:+--set "$BENCH_SET"}
 [ -n "$BS" ] || { cat "$TMP/d.log"; echo "cellcastd did not start"; exit 1; }
 
 metrics() { curl -sf "http://127.0.0.1:$PORT/metrics" >"$1"; }

@@ -1,0 +1,90 @@
+/* interval.c — online-calibrated intervals per cell (forecast.interval_adapt_rate); see
+ * interval.h. */
+#include "interval.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "cc_online_calib.h"
+#include "cells.h"
+
+size_t ccd_interval_cell_bytes(int F, int HZ)
+{
+    return cc_online_calib_bytes(F, HZ) + (size_t)F * (size_t)HZ * sizeof(float);
+}
+
+/* The cell's calibration at scale 1, and its published scales (all 1 until published). */
+static int open_cell(CcdCells *t, CcdCell *c)
+{
+    const size_t n = (size_t)t->n_features * (size_t)t->horizon;
+    CcOnlineCalibSettings s;
+    cc_online_calib_default_settings(&s);
+    s.rate = t->s.interval_adapt_rate;
+    float *scale = malloc(n * sizeof *scale);
+    int rc = scale ? cc_online_calib_open(&c->calib, &s, t->n_features, t->horizon) : -ENOMEM;
+    if (rc) {
+        free(scale);
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++)
+        scale[i] = 1;
+    pthread_mutex_lock(&t->pub_lock);
+    c->pub.scale = scale;
+    pthread_mutex_unlock(&t->pub_lock);
+    return 0;
+}
+
+const float *ccd_interval_step(CcdCells *t, CcdCell *c, int64_t step, const float *obs,
+                               const CcForecast *fc)
+{
+    const int F = t->n_features, HZ = t->horizon;
+    const size_t n = (size_t)F * (size_t)HZ;
+    if (!(t->s.interval_adapt_rate > 0))
+        return NULL;
+    /* out of memory: the cell serves scale 1 and tries again at its next forecast */
+    if (!c->calib && (!fc->valid || open_cell(t, c)))
+        return NULL;
+    if (!t->interval_buf && !(t->interval_buf = malloc(3 * n * sizeof(float))))
+        return NULL;
+    float *mean = t->interval_buf, *sd = mean + n, *scale = sd + n;
+    int64_t scored0, missed0, scored, missed;
+    cc_online_calib_counts(c->calib, &scored0, &missed0);
+    cc_online_calib_observe(c->calib, step, obs);
+    cc_online_calib_counts(c->calib, &scored, &missed);
+    if (scored > scored0) { /* the worker adds, /metrics reads on the loop thread */
+        __atomic_fetch_add(&t->interval_scored, (uint64_t)(scored - scored0), __ATOMIC_RELAXED);
+        __atomic_fetch_add(&t->interval_missed, (uint64_t)(missed - missed0), __ATOMIC_RELAXED);
+    }
+    if (fc->valid) {
+        for (int f = 0; f < F; f++)
+            for (int k = 0; k < HZ; k++) {
+                double m, s;
+                cc_forecast_point(fc, f, k, &m, &s);
+                mean[(size_t)f * HZ + k] = (float)m;
+                sd[(size_t)f * HZ + k] = (float)s;
+            }
+        /* -ERANGE (a step not after the last) cannot happen: a cell's steps only grow */
+        cc_online_calib_push(c->calib, step, mean, sd);
+    }
+    for (int f = 0; f < F; f++)
+        for (int k = 0; k < HZ; k++)
+            scale[(size_t)f * HZ + k] = (float)cc_online_calib_scale(c->calib, f, k);
+    return scale;
+}
+
+void ccd_interval_drop(CcdCells *t, CcdCell *c)
+{
+    cc_online_calib_close(&c->calib);
+    pthread_mutex_lock(&t->pub_lock);
+    free(c->pub.scale);
+    c->pub.scale = NULL;
+    pthread_mutex_unlock(&t->pub_lock);
+}
+
+void ccd_interval_apply(CcdCells *t, double old_rate)
+{
+    if (t->s.interval_adapt_rate == old_rate)
+        return;
+    for (CcdCell *c = t->lru_head; c; c = c->lru_next)
+        ccd_interval_drop(t, c);
+}
