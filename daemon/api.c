@@ -301,17 +301,17 @@ static float *scratch_f(size_t n)
  * evbuffer_add_reference, released when the connection has written it. The cache is
  * direct-mapped by cell serial (CCD_FC_CACHE slots, at most one body per slot: ~16 MiB for
  * the default shape), so its memory is bounded whatever the number of cells. An entry is
- * valid for (cell serial, publish sequence, level, model name, KPI bounds, interval rate): a
- * new step, a new cell with the same id, a reload that changes the level, the model name,
- * the bounds or forecast.interval_adapt_rate all miss and re-render (the interval scales
- * change only with a publish: interval.h).
+ * valid for (cell serial, publish sequence, level, model name, KPI bounds, online
+ * intervals on): a new step, a new cell with the same id, a reload that changes the level,
+ * the model name, the bounds or forecast.interval_adapt all miss and re-render (the
+ * interval scales change only with a publish, also when the rate changes: interval.h).
  * Requests with other parameters are rendered every time. Loop thread only. */
 #define CCD_FC_CACHE 1024
 
 typedef struct FcSlot {
     uint64_t serial, seq;
     double level;
-    double adapt;    /* forecast.interval_adapt_rate it was rendered with */
+    int adapt;       /* forecast.interval_adapt it was rendered with */
     uint64_t bounds; /* key of the KPI bounds the body was clamped to */
     char model[sizeof((Ccd *)0)->model_name];
     CcdBody *body;
@@ -663,7 +663,7 @@ static int h_metrics(CcdReq *r)
         (unsigned long long)__atomic_load_n(&d->cells->hist_failed, __ATOMIC_RELAXED));
     atomic_counter(b, "cellcast_interval_scored_total",
                    "Matured forecasts (KPI, horizon step) scored against their served P10-P90 "
-                   "interval while forecast.interval_adapt_rate is on.",
+                   "interval while forecast.interval_adapt is on.",
                    &d->cells->interval_scored);
     atomic_counter(b, "cellcast_interval_missed_total",
                    "Of those, the truths outside the interval: the realised coverage is 1 - "
@@ -1001,7 +1001,7 @@ int ccd_forecast_into(CcdReq *r, CcdCell *c, long long horizon, double level, ui
         bkey = ccd_fold(ccd_fold(bkey, u[0]), u[1]);
     }
     const int cacheable = horizon == HZ && mask == all && level == d->cfg.forecast_level;
-    const double adapt = d->cfg.forecast_interval_adapt_rate;
+    const int adapt = d->cfg.forecast_interval_adapt;
     FcSlot *slot = &fc_cache[c->serial % CCD_FC_CACHE];
     float *y = scratch_f((size_t)F * (size_t)HZ * 3 + 2 * (size_t)F);
     if (!y)
@@ -1027,7 +1027,7 @@ int ccd_forecast_into(CcdReq *r, CcdCell *c, long long horizon, double level, ui
         memcpy(y, c->pub.y, (size_t)F * HZ * 2 * sizeof(float));
         memcpy(mu, c->pub.mu, (size_t)F * sizeof(float));
         memcpy(sigma, c->pub.sigma, (size_t)F * sizeof(float));
-        if ((have_scale = adapt > 0 && c->pub.scale))
+        if ((have_scale = adapt && c->pub.scale))
             memcpy(scale, c->pub.scale, (size_t)F * HZ * sizeof(float));
     }
     pthread_mutex_unlock(&d->cells->pub_lock);
@@ -1100,7 +1100,7 @@ int ccd_forecast_into(CcdReq *r, CcdCell *c, long long horizon, double level, ui
             sb_num(&sb, fmin(fmax(mean + w, blo[f]), bhi[f]));
             sb_str(&sb, ",\"sd\":");
             sb_num(&sb, sd);
-            if (adapt > 0) {
+            if (adapt) {
                 sb_str(&sb, ",\"interval_scale\":");
                 sb_num(&sb, have_scale ? scale[(size_t)f * HZ + k] : 1.0);
             }

@@ -29,7 +29,7 @@ static void size_budget(CcdCells *t)
     size_t F = (size_t)t->n_features, HZ = (size_t)t->horizon;
     t->cell_bytes = cc_engine_cell_bytes(t->engine) + sizeof(CcdCell) +
                     sizeof(float) * (F * HZ * 2 + 6 * F) + imputed_words(t->ring) * 8;
-    if (t->s.interval_adapt_rate > 0) /* every live cell gets one: counted up front */
+    if (t->s.interval_adapt) /* every live cell gets one: counted up front */
         t->cell_bytes += ccd_interval_cell_bytes((int)F, (int)HZ);
     const int64_t S = cc_engine_model(t->engine)->hp.step_seconds;
     int64_t depth = S > 0 ? (t->s.history_depth_s + S - 1) / S : 0;
@@ -450,9 +450,9 @@ int ccd_cells_imputed(const CcdCells *t, const CcdCell *c, int64_t step)
 
 void ccd_cells_set_settings(CcdCells *t, const CcdCellsSettings *s)
 {
-    const double old_rate = t->s.interval_adapt_rate;
+    const CcdCellsSettings old = t->s;
     t->s = *s;
-    ccd_interval_apply(t, old_rate);
+    ccd_interval_apply(t, &old);
     size_budget(t);
 }
 

@@ -87,7 +87,8 @@ typedef struct CcdCellsSettings {
     int gap_policy; ///< CCD_GAP_IMPUTE / CCD_GAP_RESTART (config.h)
     int max_gap;
     int64_t history_depth_s;    ///< long history per cell (cc_history.h), 0 none
-    double interval_adapt_rate; ///< interval.h (forecast.interval_adapt_rate), 0 off
+    int interval_adapt;         ///< interval.h (forecast.interval_adapt), 0 off
+    double interval_adapt_rate; ///< its rate (forecast.interval_adapt_rate), 0 the library's
 } CcdCellsSettings;
 
 typedef struct CcdCellsStats {

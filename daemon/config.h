@@ -74,7 +74,8 @@ typedef struct CcdConfig {
     CcdStrMap ingest_fields;
     /* forecast */
     double forecast_level;
-    double forecast_interval_adapt_rate; /* issue 12: daemon/interval.c, 0 = off */
+    int forecast_interval_adapt;         /* issue 12: daemon/interval.c */
+    double forecast_interval_adapt_rate; /* 0 = min(0.05, 4/horizon) */
     /* history (issue 15) */
     char *history_depth;
     /* demo */

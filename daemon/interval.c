@@ -1,4 +1,4 @@
-/* interval.c — online-calibrated intervals per cell (forecast.interval_adapt_rate); see
+/* interval.c — online-calibrated intervals per cell (forecast.interval_adapt); see
  * interval.h. */
 #include "interval.h"
 
@@ -39,7 +39,7 @@ const float *ccd_interval_step(CcdCells *t, CcdCell *c, int64_t step, const floa
 {
     const int F = t->n_features, HZ = t->horizon;
     const size_t n = (size_t)F * (size_t)HZ;
-    if (!(t->s.interval_adapt_rate > 0))
+    if (!t->s.interval_adapt)
         return NULL;
     /* out of memory: the cell serves scale 1 and tries again at its next forecast */
     if (!c->calib && (!fc->valid || open_cell(t, c)))
@@ -56,19 +56,11 @@ const float *ccd_interval_step(CcdCells *t, CcdCell *c, int64_t step, const floa
         __atomic_fetch_add(&t->interval_missed, (uint64_t)(missed - missed0), __ATOMIC_RELAXED);
     }
     if (fc->valid) {
-        for (int f = 0; f < F; f++)
-            for (int k = 0; k < HZ; k++) {
-                double m, s;
-                cc_forecast_point(fc, f, k, &m, &s);
-                mean[(size_t)f * HZ + k] = (float)m;
-                sd[(size_t)f * HZ + k] = (float)s;
-            }
+        cc_forecast_points(fc, mean, sd);
         /* -ERANGE (a step not after the last) cannot happen: a cell's steps only grow */
         cc_online_calib_push(c->calib, step, mean, sd);
     }
-    for (int f = 0; f < F; f++)
-        for (int k = 0; k < HZ; k++)
-            scale[(size_t)f * HZ + k] = (float)cc_online_calib_scale(c->calib, f, k);
+    cc_online_calib_scales(c->calib, scale);
     return scale;
 }
 
@@ -81,10 +73,11 @@ void ccd_interval_drop(CcdCells *t, CcdCell *c)
     pthread_mutex_unlock(&t->pub_lock);
 }
 
-void ccd_interval_apply(CcdCells *t, double old_rate)
+void ccd_interval_apply(CcdCells *t, const CcdCellsSettings *old)
 {
-    if (t->s.interval_adapt_rate == old_rate)
-        return;
     for (CcdCell *c = t->lru_head; c; c = c->lru_next)
-        ccd_interval_drop(t, c);
+        if (!t->s.interval_adapt)
+            ccd_interval_drop(t, c);
+        else if (c->calib && t->s.interval_adapt_rate != old->interval_adapt_rate)
+            cc_online_calib_set_rate(c->calib, t->s.interval_adapt_rate); /* in [0, 1]: config */
 }

@@ -42,7 +42,7 @@ void ccd_pub_free(CcdPub *p);
  *  from the forecast published one step earlier, and records the step in the cell's long
  *  history (cc_history.h): the KPIs of `present` (bit f; the others, and every KPI of an
  *  imputed step, are not observed: NaN, also in obs) and the forecast's one-step and horizon-end
- * points. With forecast.interval_adapt_rate on, the observation first scores the cell's
+ * points. With forecast.interval_adapt on, the observation first scores the cell's
  * matured forecasts (interval.h), the scales are published with the forecast and the
  * history records the served band's sd (sd·scale). */
 void ccd_publish_stepped(CcdCells *t, CcdCell *c, int64_t step, const float *values, int imputed,

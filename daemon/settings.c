@@ -195,6 +195,7 @@ int ccd_settings_from_config(CcdSettings *s, const CcdConfig *cfg, const CcHpara
                                                     : ccd_membudget_auto(&budget_from),
         .gap_policy = cfg->ingest_gap_policy,
         .max_gap = cfg->ingest_max_gap,
+        .interval_adapt = cfg->forecast_interval_adapt,
         .interval_adapt_rate = cfg->forecast_interval_adapt_rate,
     };
     s->cells_budget_from = budget_from; /* NULL: configured */

@@ -328,6 +328,20 @@ void cc_forecast_point(const CcForecast *fc, int f, int k, double *mean, double 
         *sd *= fc->sd_scale[(size_t)f * fc->horizon + k];
 }
 
+void cc_forecast_points(const CcForecast *fc, float *mean, float *sd)
+{
+    const int F = fc->n_features, HZ = fc->horizon;
+    for (int f = 0; f < F; f++) {
+        const float *y = &fc->y[(size_t)f * HZ * 2];
+        const float mu = fc->mu[f], sigma = fc->sigma[f];
+        const float *s = fc->sd_scale ? fc->sd_scale + (size_t)f * HZ : NULL;
+        for (int k = 0; k < HZ; k++) {
+            mean[(size_t)f * HZ + k] = y[2 * k] * sigma + mu;
+            sd[(size_t)f * HZ + k] = expf(y[2 * k + 1]) * sigma * (s ? s[k] : 1.0f);
+        }
+    }
+}
+
 int cc_cell_attention(const CcCell *c, int f, float *weights, int64_t *token_end, int *n_tokens)
 {
     if (!cc_engine_cell_shape(c->e)->keep_attention)

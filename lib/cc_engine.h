@@ -143,6 +143,10 @@ void cc_cell_forecast(const CcCell *c, CcForecast *out);
  *  numbers, sd with the calibration (sd_scale) applied. */
 void cc_forecast_point(const CcForecast *fc, int f, int k, double *mean, double *sd);
 
+/** The same for every (f, k) at once, in float, (F, HZ) as [f·HZ + k]: for hosts that need
+ *  the whole forecast each step (online calibration); within float rounding of the above. */
+void cc_forecast_points(const CcForecast *fc, float *mean, float *sd);
+
 /** Steps held: first/last absolute step (-1 when empty) and how many (≤ ring size). */
 void cc_cell_span(const CcCell *c, int64_t *first, int64_t *last);
 

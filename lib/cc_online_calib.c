@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cc_metrics.h"
 
@@ -47,8 +48,7 @@ int cc_online_calib_open(CcOnlineCalib **out, const CcOnlineCalibSettings *s, in
     if (!c)
         return -ENOMEM;
     c->s = *s;
-    if (c->s.rate == 0)
-        c->s.rate = cc_online_calib_auto_rate(HZ);
+    c->s.rate = s->rate == 0 ? cc_online_calib_auto_rate(HZ) : s->rate;
     c->F = F;
     c->HZ = HZ;
     c->last_t = INT64_MIN;
@@ -154,6 +154,19 @@ int cc_online_calib_push(CcOnlineCalib *c, int64_t t, const float *mean, const f
     }
     c->last_t = t;
     return 0;
+}
+
+int cc_online_calib_set_rate(CcOnlineCalib *c, double rate)
+{
+    if (!(rate >= 0 && rate <= 1))
+        return -EINVAL;
+    c->s.rate = rate == 0 ? cc_online_calib_auto_rate(c->HZ) : rate;
+    return 0;
+}
+
+void cc_online_calib_scales(const CcOnlineCalib *c, float *out)
+{
+    memcpy(out, c->scale, (size_t)c->F * (size_t)c->HZ * sizeof *out);
 }
 
 double cc_online_calib_scale(const CcOnlineCalib *c, int f, int k)

@@ -92,8 +92,15 @@ int cc_online_calib_observe(CcOnlineCalib *c, int64_t p, const float *values);
  */
 int cc_online_calib_push(CcOnlineCalib *c, int64_t t, const float *mean, const float *sd);
 
+/** Changes the rate (0: min(0.05, 4/HZ)), keeping the scales. 0 or -EINVAL (not in
+ *  [0, 1]: nothing changed). */
+int cc_online_calib_set_rate(CcOnlineCalib *c, double rate);
+
 /** The scale of KPI f at horizon step k (1 before any matured forecast). */
 double cc_online_calib_scale(const CcOnlineCalib *c, int f, int k);
+
+/** Every scale, (F, HZ) as [f·HZ + k], into out. */
+void cc_online_calib_scales(const CcOnlineCalib *c, float *out);
 
 /** Forecasts scored so far, and how many of them missed their interval. */
 void cc_online_calib_counts(const CcOnlineCalib *c, int64_t *scored, int64_t *missed);

@@ -498,7 +498,7 @@ static void feed_noisy(Fx *x, CcdSched *s, const char *id, int64_t *p, int n, fl
  * first forecast with the feature on, counted in the bytes of every cell, every matured
  * forecast scored and added to the table's counts, published with the forecast; turned off
  * (reload) they are freed with their published copy and nothing more is counted; on again,
- * or at another rate, the cells start again at scale 1 as they next step. */
+ * the cells start again at scale 1 as they next step; another rate keeps the scales. */
 static void test_interval_scales_reload(void **state)
 {
     Fx *x = *state;
@@ -507,7 +507,7 @@ static void test_interval_scales_reload(void **state)
     const int F = 3, HZ = x->m->hp.horizon;
     const size_t off_bytes = x->t->cell_bytes;
     CcdCellsSettings cs = x->t->s;
-    cs.interval_adapt_rate = 0.05;
+    cs.interval_adapt = 1;
     ccd_cells_set_settings(x->t, &cs);
     assert_int_equal(x->t->cell_bytes, off_bytes + ccd_interval_cell_bytes(F, HZ));
     uint64_t rng = 12;
@@ -534,7 +534,7 @@ static void test_interval_scales_reload(void **state)
     assert_int_equal(moved, F * HZ);
     /* off: freed, not counted, not created again */
     const uint64_t n_scored = x->t->interval_scored;
-    cs.interval_adapt_rate = 0;
+    cs.interval_adapt = 0;
     ccd_cells_set_settings(x->t, &cs);
     assert_null(c->calib);
     assert_null(c->pub.scale);
@@ -543,7 +543,7 @@ static void test_interval_scales_reload(void **state)
     assert_null(c->calib);
     assert_int_equal(x->t->interval_scored, n_scored);
     /* on again: scale 1 from the next step (nothing of the cell's own forecasts has matured) */
-    cs.interval_adapt_rate = 0.05;
+    cs.interval_adapt = 1;
     ccd_cells_set_settings(x->t, &cs);
     feed_noisy(x, s, "a", &p, 1, 30, &rng);
     assert_non_null(c->calib);
@@ -551,12 +551,17 @@ static void test_interval_scales_reload(void **state)
         assert_true(c->pub.scale[i] == 1);
     feed_noisy(x, s, "a", &p, 10, 30, &rng);
     assert_true(x->t->interval_scored > n_scored);
-    /* another rate: the library takes it at open, so the scales start again */
-    cs.interval_adapt_rate = 0.1;
+    /* another rate: the same calibration, its scales kept (test_online_calib checks that
+     * it then moves by the new rate) */
+    CcOnlineCalib *kept = c->calib;
+    feed_noisy(x, s, "a", &p, 10, 30, &rng);
+    const float before = c->pub.scale[0];
+    assert_true(before != 1);
+    cs.interval_adapt_rate = 0.5;
     ccd_cells_set_settings(x->t, &cs);
-    assert_null(c->calib);
-    feed_noisy(x, s, "a", &p, 1, 30, &rng);
-    assert_non_null(c->calib);
+    assert_ptr_equal(c->calib, kept);
+    assert_true(c->pub.scale[0] == before);
+    assert_true(cc_online_calib_scale(c->calib, 0, 0) == before);
     ccd_sched_close(&s);
     event_base_free(done.base);
 }

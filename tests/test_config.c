@@ -217,20 +217,26 @@ static void test_validate(void **state)
     ccd_config_free(&c);
 }
 
-/* forecast.interval_adapt_rate (issue 12, daemon/interval.h): off by default, (0, 1] turns it
- * on, a negative, NaN or > 1 rate is refused naming the key, reloadable, in GET /v1/config. */
+/* forecast.interval_adapt (issue 12, daemon/interval.h): off by default, its rate 0 (the
+ * library's) by default, [0, 1]; a negative, NaN or > 1 rate is refused naming the key;
+ * both reloadable, in GET /v1/config. */
 static void test_interval_adapt_rate(void **state)
 {
     (void)state;
     CcdConfig c;
     char err[512] = "";
     assert_int_equal(ccd_config_init(&c), 0);
-    assert_true(c.forecast_interval_adapt_rate == 0);
+    assert_true(c.forecast_interval_adapt == 0 && c.forecast_interval_adapt_rate == 0);
     const CcdConfigDef *d = ccd_config_find("forecast.interval_adapt_rate");
     assert_non_null(d);
     assert_true(d->reloadable);
-    assert_int_equal(load(&c, "forecast:\n  interval_adapt_rate: 0.01\n", err, sizeof err), 0);
-    assert_true(c.forecast_interval_adapt_rate == 0.01);
+    d = ccd_config_find("forecast.interval_adapt");
+    assert_non_null(d);
+    assert_true(d->reloadable);
+    assert_int_equal(load(&c, "forecast:\n  interval_adapt: true\n  interval_adapt_rate: 0.01\n",
+                          err, sizeof err),
+                     0);
+    assert_true(c.forecast_interval_adapt == 1 && c.forecast_interval_adapt_rate == 0.01);
     assert_int_equal(ccd_config_set(&c, "forecast.interval_adapt_rate=1", err, sizeof err), 0);
     assert_true(c.forecast_interval_adapt_rate == 1);
     json_t *j = ccd_config_to_json(&c);

@@ -124,6 +124,8 @@ static Errors stream_vs_ref(const CcModel *m, const CcEngineSettings *s, int64_t
     const CcHparams *hp = &m->hp;
     int F = hp->n_features, HZ2 = 2 * hp->horizon;
     float *x = malloc((size_t)T * F * sizeof(float)), *col = malloc((size_t)T * sizeof(float));
+    float *pts_mean = malloc((size_t)F * hp->horizon * sizeof(float)),
+          *pts_sd = malloc((size_t)F * hp->horizon * sizeof(float));
     float y[2 * 64], mu, sigma;
     Errors err = {0};
     make_series(x, T, F, p0, hp->step_seconds, seed);
@@ -139,6 +141,8 @@ static Errors stream_vs_ref(const CcModel *m, const CcEngineSettings *s, int64_t
         assert_int_equal(st, 0);
         CcForecast fc;
         cc_cell_forecast(c, &fc);
+        if (fc.valid)
+            cc_forecast_points(&fc, pts_mean, pts_sd);
         for (int f = 0; f < F; f++) {
             for (int k = 0; k <= t; k++)
                 col[k] = x[(size_t)k * F + f];
@@ -161,6 +165,10 @@ static Errors stream_vs_ref(const CcModel *m, const CcEngineSettings *s, int64_t
                 double want = exp((double)y[2 * k + 1]) * sigma * scale;
                 cc_forecast_point(&fc, f, k, &mean, &sd);
                 err.sd = fmax(err.sd, fabs(sd - want) / want);
+                /* the batched float twin (online calibration's input) agrees */
+                size_t i = (size_t)f * hp->horizon + k;
+                err.sd = fmax(err.sd, fabs(pts_sd[i] - sd) / sd);
+                err.y = fmax(err.y, fabs(pts_mean[i] - mean) / (fabs(mean) + sigma));
             }
             err.compared++;
         }
@@ -169,6 +177,8 @@ static Errors stream_vs_ref(const CcModel *m, const CcEngineSettings *s, int64_t
     cc_engine_close(&e);
     free(x);
     free(col);
+    free(pts_mean);
+    free(pts_sd);
     return err;
 }
 

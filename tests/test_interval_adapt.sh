@@ -1,12 +1,13 @@
 #!/bin/bash
-# test_interval_adapt.sh — black-box test of forecast.interval_adapt_rate (issue 12,
+# test_interval_adapt.sh — black-box test of forecast.interval_adapt (issue 12,
 # daemon/interval.h): a cell fed values much noisier than the tiny model's sd is served
 # intervals widened by its online scales (lo/hi = mean ± z·sd·interval_scale, sd the model's),
 # /metrics counts every matured forecast (KPI, horizon step) and the miss share of the later
 # steps is nearer 0.2 than the early steps'; the past forecasts (/forecasts) carry the served
 # band. Reloaded off, the reply has no interval_scale and lo/hi = mean ± z·sd, nothing more is
-# counted; on again, every scale starts at 1, and after a restart (the snapshot does not hold
-# the scales) too. Bad rates are refused, at start and by a reload.
+# counted; on again, every scale starts at 1; a reload with another rate keeps the scales;
+# after a restart (the snapshot does not hold the scales) they start at 1 again. Bad rates
+# are refused, at start and by a reload.
 # Starts the real daemon on loopback (tiny model, embedded broker), fed through POST
 # /v1/kpis; ~5 s.
 #   usage: test_interval_adapt.sh CELLCASTD SOURCE_ROOT
@@ -21,7 +22,7 @@ MODEL="$ROOT/tests/data/golden/tiny.safetensors" # F=3 (prb,thr,users), HZ=6, S=
 F=3
 HZ=6
 
-config() { # config RATE: the daemon's file with forecast.interval_adapt_rate RATE
+config() { # config ON RATE: the daemon's file with forecast.interval_adapt ON, its rate RATE
     cat >"$TMP/c.yaml" <<YAML
 model:
   path: "$MODEL"
@@ -35,7 +36,8 @@ http:
 ingest:
   batch_ms: 5
 forecast:
-  interval_adapt_rate: $1
+  interval_adapt: $1
+  interval_adapt_rate: $2
 admin:
   token: t0k
 snapshot:
@@ -46,7 +48,7 @@ YAML
 
 # refused at start, with a message naming the key
 for bad in -0.1 1.5 nan; do
-    config 0.05
+    config true 0.05
     if "$CELLCASTD" -c "$TMP/c.yaml" --set "forecast.interval_adapt_rate=$bad" --print-config \
         >/dev/null 2>"$TMP/bad.err"; then
         fail "forecast.interval_adapt_rate=$bad accepted"
@@ -57,7 +59,7 @@ for bad in -0.1 1.5 nan; do
     fi
 done
 
-config 0.05 # a fast rate, so that ~300 steps show the scales settle
+config true 0 # the default rate: min(0.05, 4/HZ) = 0.05 at HZ 6
 start_daemon "$TMP/log" health -c "$TMP/c.yaml"
 P0=$((1714557600 / 900))
 
@@ -71,7 +73,7 @@ def rec(i):
     return {"cell": "noisy", "ts": (p0 + i) * 900,
             "kpis": {"prb": v + random.gauss(0, 15), "thr": 3 * v + 200 + random.gauss(0, 45),
                      "users": 5 + i % 7 + random.gauss(0, 3)}}
-for name, lo, hi in (("a", 0, 100), ("b", 100, 300), ("c", 300, 310), ("d", 310, 330)):
+for name, lo, hi in (("a", 0, 100), ("b", 100, 300), ("c", 300, 310), ("d", 310, 330), ("e", 330, 332)):
     json.dump([rec(i) for i in range(lo, hi)], open(f"{tmp}/{name}.json", "w"))
 PYEOF
 post() { # post FILE LAST_STEP
@@ -130,20 +132,20 @@ for f, kpi in enumerate(fc["kpis"]):
     assert abs(step["hi80"][f] - v["upper"]) < 2e-3 * w, (kpi, step, v)
 PYEOF
 
-reload() { # reload RATE WANT_STATUS
+reload() { # reload ON RATE WANT_STATUS
     local code
-    config "$1"
+    config "$1" "$2"
     code=$(curl -s -o "$TMP/reload.out" -w '%{http_code}' -X POST -H 'Authorization: Bearer t0k' \
         "$U/v1/admin/reload")
-    [ "$code" = "$2" ] && ok "reload with rate $1: $code $(head -c 160 "$TMP/reload.out")" ||
-        fail "reload with rate $1: $code, want $2 ($(cat "$TMP/reload.out"))"
+    [ "$code" = "$3" ] && ok "reload on=$1 rate=$2: $code $(head -c 160 "$TMP/reload.out")" ||
+        fail "reload on=$1 rate=$2: $code, want $3 ($(cat "$TMP/reload.out"))"
 }
-reload 1.5 422
+reload true 1.5 422
 grep -q "forecast.interval_adapt_rate" "$TMP/reload.out" || fail "the refused reload does not name the key"
 cmp -s "$TMP/fc_on" <(curl -s "$U/v1/cells/noisy/forecast") && ok "a refused reload changes nothing" ||
     fail "the reply changed after a refused reload"
 
-reload 0 200
+reload false 0 200
 curl -s "$U/v1/cells/noisy/forecast" >"$TMP/fc_off"
 curl -s "$U/v1/config" >"$TMP/config_off"
 post c.json $((P0 + 309))
@@ -167,11 +169,11 @@ check_off "$TMP/fc_off" && ok "off (reloaded, same step): no interval_scale, lo/
 curl -s "$U/v1/cells/noisy/forecast" >"$TMP/fc_off2"
 check_off "$TMP/fc_off2" && ok "off (stepped): no interval_scale, lo/hi = mean ± z·sd" ||
     fail "off (stepped): $(head -c 400 "$TMP/fc_off2")"
-$PY -c 'import json,sys; assert json.load(open(sys.argv[1]))["forecast"]["interval_adapt_rate"] == 0' \
-    "$TMP/config_off" && ok "GET /v1/config shows forecast.interval_adapt_rate 0" ||
+$PY -c 'import json,sys; assert json.load(open(sys.argv[1]))["forecast"]["interval_adapt"] is False' \
+    "$TMP/config_off" && ok "GET /v1/config shows forecast.interval_adapt false" ||
     fail "GET /v1/config: $(cat "$TMP/config_off")"
 
-reload 0.01 200
+reload true 0.01 200
 curl -s "$U/v1/cells/noisy/forecast" >"$TMP/fc_on2"
 $PY - "$TMP/fc_on2" <<'PYEOF' && ok "on again: every scale starts at 1" || fail "on again: $(head -c 400 "$TMP/fc_on2")"
 import json, sys
@@ -179,9 +181,31 @@ fc = json.load(open(sys.argv[1]))
 assert all(v["interval_scale"] == 1 for pt in fc["forecast"] for v in pt["values"].values())
 PYEOF
 
-# restart: the cell comes back from the snapshot at scale 1, and learns again
+# another rate: the scales are kept and go on from where they were (turning the feature on
+# starts them at 1 at the next step: a dropped calibration would show 1 after step 331)
 post d.json $((P0 + 329))
+curl -s "$U/v1/cells/noisy/forecast" >"$TMP/fc_before_rate"
+reload true 0.2 200
+# another level is rendered from what the cell published (the default reply is cached)
+curl -s "$U/v1/cells/noisy/forecast?level=0.9" >"$TMP/fc_after_rate"
+post e.json $((P0 + 331))
 curl -s "$U/v1/cells/noisy/forecast" >"$TMP/fc_before_restart"
+$PY - "$TMP/fc_before_rate" "$TMP/fc_after_rate" "$TMP/fc_before_restart" <<'PYEOF' && ok "a changed rate keeps the scales" || fail "a changed rate: $(head -c 400 "$TMP/fc_before_restart")"
+import json, math, sys
+a, k, b = (json.load(open(f)) for f in sys.argv[1:])
+sa = [v["interval_scale"] for pt in a["forecast"] for v in pt["values"].values()]
+sk = [v["interval_scale"] for pt in k["forecast"] for v in pt["values"].values()]
+sb = [v["interval_scale"] for pt in b["forecast"] for v in pt["values"].values()]
+assert sk == sa, ("the reload changed the published scales", sa, sk)
+print(f"  scales before the reload {min(sa):.3f}..{max(sa):.3f}, two steps after {min(sb):.3f}..{max(sb):.3f}")
+# kept: the scales of before go on (at 1 again, a dropped calibration would be below them);
+# at the new rate two steps move a log-scale by up to 2 · 0.8 · 0.2 = 0.32, and by more
+# than the old rate's 2 · 0.8 · 0.01 = 0.016 where they miss
+moves = [math.log(y / x) for x, y in zip(sa, sb)]
+assert min(sa) > 1.03 and max(moves) > 0.05 and all(abs(m) <= 0.33 for m in moves), (sa, sb)
+PYEOF
+
+# restart: the cell comes back from the snapshot at scale 1, and learns again
 stop_daemon >/dev/null
 start_daemon "$TMP/log2" health -c "$TMP/c.yaml"
 curl -s "$U/v1/cells/noisy/forecast" >"$TMP/fc_restored"

@@ -244,6 +244,36 @@ static void test_missing_and_gaps(void **state)
     cc_online_calib_close(&c);
 }
 
+/* A changed rate keeps the scales and moves them by itself from then on; the bulk copy. */
+static void test_set_rate(void **state)
+{
+    (void)state;
+    CcOnlineCalib *c = opened(0);
+    float mean[F * HZ] = {0}, sd[F * HZ], y[F] = {100, 100}, all[F * HZ];
+    for (int i = 0; i < F * HZ; i++)
+        sd[i] = 1;
+    assert_int_equal(cc_online_calib_push(c, 0, mean, sd), 0);
+    cc_online_calib_observe(c, 1, y); /* a miss: +0.8 · 0.05 */
+    double s1 = cc_online_calib_scale(c, 0, 0);
+    assert_true(fabs(log(s1) - 0.04) < 1e-6);
+    assert_int_equal(cc_online_calib_set_rate(c, 0.5), 0);
+    assert_true(cc_online_calib_scale(c, 0, 0) == s1);
+    assert_int_equal(cc_online_calib_set_rate(c, -1), -EINVAL);
+    assert_int_equal(cc_online_calib_set_rate(c, NAN), -EINVAL);
+    assert_int_equal(cc_online_calib_push(c, 1, mean, sd), 0);
+    cc_online_calib_observe(c, 2, y); /* misses again: +0.8 · 0.5 */
+    assert_true(fabs(log(cc_online_calib_scale(c, 1, 3)) - 0.44) < 1e-5);
+    assert_int_equal(cc_online_calib_set_rate(c, 0), 0); /* back to min(0.05, 4/HZ) */
+    assert_int_equal(cc_online_calib_push(c, 2, mean, sd), 0);
+    cc_online_calib_observe(c, 3, y);
+    assert_true(fabs(log(cc_online_calib_scale(c, 1, 3)) - 0.48) < 1e-5);
+    cc_online_calib_scales(c, all);
+    for (int f = 0; f < F; f++)
+        for (int k = 0; k < HZ; k++)
+            assert_true(all[f * HZ + k] == (float)cc_online_calib_scale(c, f, k));
+    cc_online_calib_close(&c);
+}
+
 static void test_bad_settings(void **state)
 {
     (void)state;
@@ -319,7 +349,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_known_factor),     cmocka_unit_test(test_follows_volatility),
         cmocka_unit_test(test_miss_share_bound), cmocka_unit_test(test_matures_by_step),
         cmocka_unit_test(test_served_scale),     cmocka_unit_test(test_missing_and_gaps),
-        cmocka_unit_test(test_bad_settings),
+        cmocka_unit_test(test_set_rate),         cmocka_unit_test(test_bad_settings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

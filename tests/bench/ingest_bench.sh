@@ -13,7 +13,7 @@
 # the time goes comes from /metrics deltas over phase 2: the event loop's decode (parse)
 # and cell-table (state) time, and the worker's engine parts and publishing.
 # Prints a JSON summary on the last line. BENCH_SET=key=value adds one --set to the daemon's
-# command line (e.g. forecast.interval_adapt_rate=0.01, to measure what it costs).
+# command line (e.g. forecast.interval_adapt=true, to measure what it costs).
 #
 # The embedded broker is librdkafka's mock cluster, which keeps only the newest 5 MiB (and
 # 100k message sets) per partition and silently drops older ones: the producer must not

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/bench/interval_coverage.sh — what forecast.interval_adapt_rate does to the coverage the
+# tests/bench/interval_coverage.sh — what forecast.interval_adapt does to the coverage the
 # daemon serves (issue 12, daemon/interval.h), end to end: the shipped model
 # (models/default.safetensors, trained on `cellcast synth` data of noise 0.08) fed synthetic
 # cells of another noise level (burstier or calmer than its training and validation), through
@@ -10,11 +10,12 @@
 # (every horizon step).
 #
 #   interval_coverage.sh CELLCASTD CELLCAST SOURCE_ROOT [NOISE] [SEED] [RATE] [CELLS] [DAYS]
+# (RATE: forecast.interval_adapt_rate when on; 0, the default, is min(0.05, 4/horizon))
 #
 # Prints one JSON line per mode (off, on).
 set -eu
 CELLCASTD=$1 CELLCAST=$2 ROOT=$3
-NOISE=${4:-0.2} SEED=${5:-1} RATE=${6:-0.01} CELLS=${7:-8} DAYS=${8:-10}
+NOISE=${4:-0.2} SEED=${5:-1} RATE=${6:-0} CELLS=${7:-8} DAYS=${8:-10}
 # shellcheck source=../lib/daemon.sh
 . "$(dirname "$0")/../lib/daemon.sh"
 test_workdir interval-coverage
@@ -41,8 +42,8 @@ PYEOF
 LAST=$(cat "$TMP/last_ts")
 
 for mode in off on; do
-    r=0
-    [ $mode = on ] && r=$RATE
+    on=false
+    [ $mode = on ] && on=true
     cat >"$TMP/c.yaml" <<YAML
 model:
   path: "$ROOT/models/default.safetensors"
@@ -54,7 +55,8 @@ http:
   post_kpis: open
   port: 0
 forecast:
-  interval_adapt_rate: $r
+  interval_adapt: $on
+  interval_adapt_rate: $RATE
 snapshot:
   path: ""
 log:
