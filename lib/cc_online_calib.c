@@ -15,11 +15,15 @@
 struct CcOnlineCalib {
     CcOnlineCalibSettings s;
     int F, HZ;
-    int64_t last_t;   /* newest pushed origin; INT64_MIN: none */
-    int64_t *origin;  /* (HZ) origin step held by each ring slot (t mod HZ); INT64_MIN: empty */
-    float *mean, *sd; /* (HZ, F, HZ) per slot the forecast's mean and served sd at [f][k] */
-    float *log_scale; /* (F, HZ) */
-    float *scale;     /* (F, HZ) exp(log_scale), what push multiplies by */
+    int64_t last_t;  /* newest pushed origin; INT64_MIN: none */
+    int64_t *origin; /* (HZ) the last origin t pushed into slot t mod HZ; INT64_MIN: none */
+    /* (HZ, HZ, F, 2) by target step: [p mod HZ][k][f] = the mean and served sd for step p
+     * of the forecast made at p-1-k, valid while origin[(p-1-k) mod HZ] == p-1-k (a later
+     * origin that overwrites it overwrites that slot too). Laid out by target so that a
+     * step reads one contiguous block: a host steps thousands of cells, each cold in cache. */
+    float *held;
+    float *log_scale;         /* (F, HZ) */
+    float *scale;             /* (F, HZ) exp(log_scale), what push multiplies by */
     int *scored_f, *missed_f; /* (F) one observe's counts */
     int64_t scored, missed;
 };
@@ -54,14 +58,12 @@ int cc_online_calib_open(CcOnlineCalib **out, const CcOnlineCalibSettings *s, in
     c->last_t = INT64_MIN;
     size_t fk = (size_t)F * (size_t)HZ;
     c->origin = malloc((size_t)HZ * sizeof *c->origin);
-    c->mean = malloc((size_t)HZ * fk * sizeof *c->mean);
-    c->sd = malloc((size_t)HZ * fk * sizeof *c->sd);
+    c->held = malloc(2 * (size_t)HZ * fk * sizeof *c->held);
     c->log_scale = calloc(fk, sizeof *c->log_scale);
     c->scale = malloc(fk * sizeof *c->scale);
     c->scored_f = malloc((size_t)F * sizeof *c->scored_f);
     c->missed_f = malloc((size_t)F * sizeof *c->missed_f);
-    if (!c->origin || !c->mean || !c->sd || !c->log_scale || !c->scale || !c->scored_f ||
-        !c->missed_f) {
+    if (!c->origin || !c->held || !c->log_scale || !c->scale || !c->scored_f || !c->missed_f) {
         cc_online_calib_close(&c);
         return -ENOMEM;
     }
@@ -79,8 +81,7 @@ void cc_online_calib_close(CcOnlineCalib **pc)
     if (!c)
         return;
     free(c->origin);
-    free(c->mean);
-    free(c->sd);
+    free(c->held);
     free(c->log_scale);
     free(c->scale);
     free(c->scored_f);
@@ -106,18 +107,17 @@ static void move(CcOnlineCalib *c, size_t i, double miss_share)
 int cc_online_calib_observe(CcOnlineCalib *c, int64_t p, const float *values)
 {
     const int F = c->F, HZ = c->HZ;
-    const size_t fk = (size_t)F * (size_t)HZ;
+    const float *block = c->held + slot_of(c, p) * (size_t)HZ * F * 2;
     int n = 0;
     for (int f = 0; f < F; f++)
         c->scored_f[f] = c->missed_f[f] = 0;
     for (int k = 0; k < HZ; k++) {
         int64_t t = p - 1 - k; /* the origin whose step k is p */
-        size_t slot = slot_of(c, t);
-        if (c->origin[slot] != t)
+        if (c->origin[slot_of(c, t)] != t)
             continue;
-        const float *mean = c->mean + slot * fk + k, *sd = c->sd + slot * fk + k;
+        const float *ms = block + (size_t)k * F * 2;
         for (int f = 0; f < F; f++) {
-            const float y = values[f], m = mean[(size_t)f * HZ], s = sd[(size_t)f * HZ];
+            const float y = values[f], m = ms[2 * f], s = ms[2 * f + 1];
             if (!isfinite(y) || !isfinite(m) || !(s > 0) || !isfinite(s))
                 continue;
             int miss = fabsf(y - m) > (float)CC_Z80 * s;
@@ -145,12 +145,15 @@ int cc_online_calib_push(CcOnlineCalib *c, int64_t t, const float *mean, const f
 {
     if (c->last_t != INT64_MIN && t <= c->last_t)
         return -ERANGE;
-    const size_t fk = (size_t)c->F * (size_t)c->HZ;
-    size_t slot = slot_of(c, t);
-    c->origin[slot] = t;
-    for (size_t i = 0; i < fk; i++) {
-        c->mean[slot * fk + i] = mean[i];
-        c->sd[slot * fk + i] = sd[i] * c->scale[i]; /* as served */
+    const int F = c->F, HZ = c->HZ;
+    c->origin[slot_of(c, t)] = t;
+    for (int k = 0; k < HZ; k++) {
+        float *ms = c->held + (slot_of(c, t + 1 + k) * HZ + (size_t)k) * F * 2;
+        for (int f = 0; f < F; f++) {
+            size_t i = (size_t)f * HZ + (size_t)k;
+            ms[2 * f] = mean[i];
+            ms[2 * f + 1] = sd[i] * c->scale[i]; /* as served */
+        }
     }
     c->last_t = t;
     return 0;
