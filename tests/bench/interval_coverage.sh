@@ -77,7 +77,7 @@ YAML
             >"$TMP/fc.$mode.$c"
     done
     stop_daemon || true
-    python3 - "$TMP" "$mode" "$CELLS" "$NOISE" "$SEED" "$r" <<'PYEOF'
+    python3 - "$TMP" "$mode" "$CELLS" "$NOISE" "$SEED" "$RATE" <<'PYEOF'
 import json, sys
 tmp, mode, cells, noise, seed, rate = sys.argv[1], sys.argv[2], int(sys.argv[3]), *sys.argv[4:]
 cov = {"one_step": [], "horizon_end": []}
@@ -90,7 +90,7 @@ for line in open(f"{tmp}/metrics.{mode}"):
     if line.startswith("cellcast_interval_"):
         name, v = line.split()
         m[name] = int(float(v))
-out = {"mode": mode, "rate": float(rate), "noise": float(noise), "seed": int(seed),
+out = {"mode": mode, "rate": float(rate) if mode == "on" else None, "noise": float(noise), "seed": int(seed),
        "coverage80_one_step_last3d": round(sum(cov["one_step"]) / len(cov["one_step"]), 4),
        "coverage80_horizon_end_last3d": round(sum(cov["horizon_end"]) / len(cov["horizon_end"]), 4)}
 sc, mi = m.get("cellcast_interval_scored_total", 0), m.get("cellcast_interval_missed_total", 0)
