@@ -800,13 +800,13 @@ static void print_row(FILE *out, const char *label, const char *method, const Cc
     fmt_num(a[3], sizeof a[3], v->nrmse);
     fmt_num(a[4], sizeof a[4], v->mase);
     fmt_num(a[5], sizeof a[5], v->coverage);
-    fprintf(out, "  %-14s %-10s %s %s %s %s %s %s %9lld\n", label, method, a[0], a[1], a[2], a[3],
+    fprintf(out, "  %-14s %-14s %s %s %s %s %s %s %9lld\n", label, method, a[0], a[1], a[2], a[3],
             a[4], a[5], (long long)v->n);
 }
 
 static void print_header(FILE *out, const char *first)
 {
-    fprintf(out, "  %-14s %-10s %10s %10s %10s %10s %10s %10s %9s\n", first, "method", "MAE", "MSE",
+    fprintf(out, "  %-14s %-14s %10s %10s %10s %10s %10s %10s %9s\n", first, "method", "MAE", "MSE",
             "RMSE", "NRMSE", "MASE", "cover80", "n");
 }
 
@@ -900,7 +900,7 @@ void cct_eval_print(const CctEval *e, int per_step, FILE *out)
         fprintf(out, "\nBarcelona: NRMSE averaged over %d targets, step 1 (2 min)\n", e->K);
         for (int m = 0; m < N_METHODS; m++)
             if (shown_method(e, m))
-                fprintf(out, "  %-10s %.4f\n", method_label(e, m, mbuf, sizeof mbuf),
+                fprintf(out, "  %-14s %.4f\n", method_label(e, m, mbuf, sizeof mbuf),
                         barcelona_nrmse_step1(e, m));
     }
     fprintf(out, "\nPer KPI (steps 1..%d pooled)\n", e->H);
