@@ -40,14 +40,16 @@
  * over the HZ matured forecasts it can move faster for the same noise. A week of hourly
  * data (144 origins at HZ 24) is too short for per-step scales at a rate that is quiet on
  * 2-minute data; the per-step profile is what calib.sigma_scale already fits.
-
+ *
  * This is a host's choice layered on the model, not part of the spec: the spec's mean and
  * sd (cellcast forward) are unchanged, and a host that does not use it serves them as is.
  *
- * Storage: the last HZ forecasts (mean and served sd, F × HZ each) in a ring, because the
- * forecast made at t matures one step at a time over t+1..t+HZ: 8·F·HZ² + 8·F·HZ + 8·HZ
- * bytes and a little (cc_online_calib_bytes; F 8, HZ 24: 38 KiB). A step costs a host about
- * 5 ns per (KPI, step) pair, 0.9 µs a cell at F 8, HZ 24 (`test_online_calib --bench`).
+ * Storage: the last HZ forecasts (mean and served sd, F × HZ each), because the forecast
+ * made at t matures one step at a time over t+1..t+HZ, laid out by target step so that a
+ * step reads one contiguous block: 8·F·HZ² + 8·F·HZ + 8·HZ bytes and a little
+ * (cc_online_calib_bytes; F 8, HZ 24: 38 KiB). A step costs a host 0.9 µs a cell at F 8,
+ * HZ 24 in cache, 2.4 µs with thousands of cells stepped in turn (`test_online_calib
+ * --bench`).
  *
  * No locks: the owner of the cell calls it.
  */
@@ -67,7 +69,7 @@ typedef struct CcOnlineCalib CcOnlineCalib;
 
 void cc_online_calib_default_settings(CcOnlineCalibSettings *s);
 
-/** Scales for F KPIs × HZ steps, all 1. 0, -EINVAL (F or HZ < 1, rate not in (0, 1],
+/** Scales for F KPIs × HZ steps, all 1. 0, -EINVAL (F or HZ < 1, rate not in [0, 1],
  *  max_log ≤ 0) or -ENOMEM. */
 int cc_online_calib_open(CcOnlineCalib **out, const CcOnlineCalibSettings *s, int F, int HZ);
 void cc_online_calib_close(CcOnlineCalib **c);
@@ -80,7 +82,7 @@ size_t cc_online_calib_bytes(int F, int HZ);
 
 /**
  * The truths of step p (F values, NaN = not observed): every held forecast for p (made at
- * p-1-k for step k) is scored and moves its (f, k) scale. Call it before cc_online_calib_push
+ * p-1-k for step k) is scored and moves the scales. Call it before cc_online_calib_push
  * of the forecast made at p. Returns the forecasts scored.
  */
 int cc_online_calib_observe(CcOnlineCalib *c, int64_t p, const float *values);
