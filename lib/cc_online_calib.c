@@ -22,15 +22,18 @@ struct CcOnlineCalib {
      * origin that overwrites it overwrites that slot too). Laid out by target so that a
      * step reads one contiguous block: a host steps thousands of cells, each cold in cache. */
     float *held;
-    float *log_scale;         /* (F, HZ) */
+    float *log_scale;         /* (F, HZ) per_step 1: the log-scales; 0: the step offsets */
     float *scale;             /* (F, HZ) exp(log_scale), what push multiplies by */
     int *scored_f, *missed_f; /* (F) one observe's counts */
+    float *level;             /* per_step 0: (F) the KPI's level (its log-scale) */
+    float *exp_offset;        /* per_step 0: (F, HZ) exp(the step offset) */
+    signed char *miss_fk;     /* (F, HZ) one observe's misses (-1: not scored) */
     int64_t scored, missed;
 };
 
 void cc_online_calib_default_settings(CcOnlineCalibSettings *s)
 {
-    *s = (CcOnlineCalibSettings){.rate = 0, .max_log = log(8.0), .per_step = 0};
+    *s = (CcOnlineCalibSettings){.rate = 0, .max_log = log(8.0), .per_step = 0, .profile = 0.5};
 }
 
 double cc_online_calib_auto_rate(int HZ) { return HZ > 0 ? fmin(0.05, 4.0 / HZ) : 0.05; }
@@ -38,15 +41,15 @@ double cc_online_calib_auto_rate(int HZ) { return HZ > 0 ? fmin(0.05, 4.0 / HZ) 
 size_t cc_online_calib_bytes(int F, int HZ)
 {
     return sizeof(CcOnlineCalib) + (size_t)HZ * sizeof(int64_t) +
-           (2 * (size_t)HZ + 2) * (size_t)F * (size_t)HZ * sizeof(float) +
-           2 * (size_t)F * sizeof(int);
+           (2 * (size_t)HZ + 3) * (size_t)F * (size_t)HZ * sizeof(float) + (size_t)F * (size_t)HZ +
+           (size_t)F * (2 * sizeof(int) + sizeof(float));
 }
 
 int cc_online_calib_open(CcOnlineCalib **out, const CcOnlineCalibSettings *s, int F, int HZ)
 {
     *out = NULL;
     if (F < 1 || HZ < 1 || !(s->rate >= 0 && s->rate <= 1) || !(s->max_log > 0) ||
-        !isfinite(s->max_log))
+        !(s->profile >= 0 && s->profile <= 1) || !isfinite(s->max_log))
         return -EINVAL;
     CcOnlineCalib *c = calloc(1, sizeof *c);
     if (!c)
@@ -60,17 +63,21 @@ int cc_online_calib_open(CcOnlineCalib **out, const CcOnlineCalibSettings *s, in
     c->origin = malloc((size_t)HZ * sizeof *c->origin);
     c->held = malloc(2 * (size_t)HZ * fk * sizeof *c->held);
     c->log_scale = calloc(fk, sizeof *c->log_scale);
+    c->level = calloc((size_t)F, sizeof *c->level);
+    c->exp_offset = malloc(fk * sizeof *c->exp_offset);
+    c->miss_fk = malloc(fk);
     c->scale = malloc(fk * sizeof *c->scale);
     c->scored_f = malloc((size_t)F * sizeof *c->scored_f);
     c->missed_f = malloc((size_t)F * sizeof *c->missed_f);
-    if (!c->origin || !c->held || !c->log_scale || !c->scale || !c->scored_f || !c->missed_f) {
+    if (!c->origin || !c->held || !c->log_scale || !c->scale || !c->scored_f || !c->missed_f ||
+        !c->level || !c->exp_offset || !c->miss_fk) {
         cc_online_calib_close(&c);
         return -ENOMEM;
     }
     for (int i = 0; i < HZ; i++)
         c->origin[i] = INT64_MIN;
     for (size_t i = 0; i < fk; i++)
-        c->scale[i] = 1;
+        c->scale[i] = c->exp_offset[i] = 1;
     *out = c;
     return 0;
 }
@@ -83,6 +90,9 @@ void cc_online_calib_close(CcOnlineCalib **pc)
     free(c->origin);
     free(c->held);
     free(c->log_scale);
+    free(c->level);
+    free(c->exp_offset);
+    free(c->miss_fk);
     free(c->scale);
     free(c->scored_f);
     free(c->missed_f);
@@ -96,12 +106,46 @@ static size_t slot_of(const CcOnlineCalib *c, int64_t t)
     return (size_t)(m < 0 ? m + c->HZ : m);
 }
 
+/* x within [lo, hi] (finite here: fmin/fmax would be library calls for NaN's sake) */
+static inline float clampf(float x, float lo, float hi) { return x < lo ? lo : x > hi ? hi : x; }
+
 /* Moves the log-scale of entry i (f·HZ + k) by the miss share of its update. */
 static void move(CcOnlineCalib *c, size_t i, double miss_share)
 {
-    double next = c->log_scale[i] + c->s.rate * (miss_share - MISS_TARGET);
-    c->log_scale[i] = (float)fmax(-c->s.max_log, fmin(c->s.max_log, next));
+    const float L = (float)c->s.max_log;
+    c->log_scale[i] =
+        clampf(c->log_scale[i] + (float)(c->s.rate * (miss_share - MISS_TARGET)), -L, L);
     c->scale[i] = expf(c->log_scale[i]);
+}
+
+/* per_step 0: KPI f's level moves by its miss share; with a profile, each scored step's
+ * offset by its own miss against that share (the offsets of one update sum to 0, so the
+ * level alone carries the correction of the KPI's overall coverage). An offset moves by one
+ * of two amounts a step, so exp(offset) is kept by multiplying by one of two factors (two
+ * expf a KPI, not one a step) and recomputed exactly for one step in turn (rounding stays
+ * bounded) and wherever the clamp cut. The offsets live in log_scale (not otherwise used in
+ * this mode). */
+static void move_kpi(CcOnlineCalib *c, int f, double share, int64_t p)
+{
+    const int HZ = c->HZ;
+    const double L = c->s.max_log, prate = c->s.profile * c->s.rate;
+    float *offset = c->log_scale;
+    c->level[f] = (float)fmax(-L, fmin(L, c->level[f] + c->s.rate * (share - MISS_TARGET)));
+    const float el = expf(c->level[f]), lo = expf((float)-L), hi = expf((float)L);
+    const float d[2] = {(float)(-prate * share), (float)(prate * (1 - share))};
+    const float e[2] = {expf(d[0]), expf(d[1])};
+    const int resync = (int)(p % HZ < 0 ? p % HZ + HZ : p % HZ);
+    for (int k = 0; k < HZ; k++) {
+        size_t i = (size_t)f * HZ + (size_t)k;
+        if (prate > 0 && c->miss_fk[i] >= 0) {
+            const int m = c->miss_fk[i];
+            const float o = offset[i] + d[m];
+            offset[i] = clampf(o, (float)-L, (float)L);
+            c->exp_offset[i] =
+                o != offset[i] || k == resync ? expf(offset[i]) : c->exp_offset[i] * e[m];
+        }
+        c->scale[i] = clampf(el * c->exp_offset[i], lo, hi);
+    }
 }
 
 int cc_online_calib_observe(CcOnlineCalib *c, int64_t p, const float *values)
@@ -111,6 +155,7 @@ int cc_online_calib_observe(CcOnlineCalib *c, int64_t p, const float *values)
     int n = 0;
     for (int f = 0; f < F; f++)
         c->scored_f[f] = c->missed_f[f] = 0;
+    memset(c->miss_fk, -1, (size_t)F * HZ);
     for (int k = 0; k < HZ; k++) {
         int64_t t = p - 1 - k; /* the origin whose step k is p */
         if (c->origin[slot_of(c, t)] != t)
@@ -125,15 +170,12 @@ int cc_online_calib_observe(CcOnlineCalib *c, int64_t p, const float *values)
                 move(c, (size_t)f * HZ + k, miss);
             c->scored_f[f]++;
             c->missed_f[f] += miss;
+            c->miss_fk[(size_t)f * HZ + k] = (signed char)miss;
         }
     }
     for (int f = 0; f < F; f++) {
-        if (!c->s.per_step && c->scored_f[f]) {
-            size_t i0 = (size_t)f * HZ;
-            move(c, i0, (double)c->missed_f[f] / c->scored_f[f]);
-            for (int k = 1; k < HZ; k++)
-                c->log_scale[i0 + k] = c->log_scale[i0], c->scale[i0 + k] = c->scale[i0];
-        }
+        if (!c->s.per_step && c->scored_f[f])
+            move_kpi(c, f, (double)c->missed_f[f] / c->scored_f[f], p);
         c->scored += c->scored_f[f];
         c->missed += c->missed_f[f];
         n += c->scored_f[f];

@@ -13,13 +13,19 @@
  * its step k) is scored against the interval it was served with, the sd times the scale
  * of when it was made:
  *     miss = |y - mean| > CC_Z80 · sd · exp(l at p-1-k)     (outside the P10–P90 interval)
- * By default (per_step 0) there is one log-scale l[f] per KPI, a level on top of the
- * per-step profile of calib.sigma_scale, moved once per step by the share of the KPI's
- * matured forecasts that missed:
- *     l[f] += rate · (misses / scored - 0.2)               clamped to ±max_log
+ * By default (per_step 0) the log-scale of (f, k) is a level per KPI plus an offset per
+ * step, l[f][k] = L[f] + o[f][k], on top of the per-step profile of calib.sigma_scale. Once
+ * per step the level moves by the share of the KPI's matured forecasts that missed, and
+ * each scored step's offset by its own miss against that share:
+ *     L[f]    += rate · (misses / scored - 0.2)             clamped to ±max_log
+ *     o[f][k] += profile · rate · (miss[k] - misses / scored)
+ * The offsets of one update sum to 0, so the level alone carries the KPI's overall
+ * correction (and the bound below); the offsets only reshape it over the steps, which a
+ * calmer or burstier stretch also changes (the near steps need less widening than the far
+ * ones). profile 0 leaves one scale per KPI.
  * With per_step 1 each (f, k) has its own l[f][k], moved by each of its forecasts:
  *     l[f][k] += rate · (miss - 0.2).
- * l moves by rate·Σ(share - 0.2) over T updates, so while it stays inside the clamp the
+ * L (or l) moves by rate·Σ(share - 0.2) over T updates, so while it stays inside the clamp the
  * mean miss share of the served intervals over those T updates differs from 0.2 by at most
  * max_log/(rate·T), whatever the data do. The clamp (default: the scale within [1/8, 8])
  * keeps a KPI gone flat or wild from driving the interval to nothing or to everything;
@@ -46,9 +52,9 @@
  *
  * Storage: the last HZ forecasts (mean and served sd, F × HZ each), because the forecast
  * made at t matures one step at a time over t+1..t+HZ, laid out by target step so that a
- * step reads one contiguous block: 8·F·HZ² + 8·F·HZ + 8·HZ bytes and a little
- * (cc_online_calib_bytes; F 8, HZ 24: 38 KiB). A step costs a host 0.9 µs a cell at F 8,
- * HZ 24 in cache, 2.4 µs with thousands of cells stepped in turn (`test_online_calib
+ * step reads one contiguous block: 8·F·HZ² + 13·F·HZ + 8·HZ bytes and a little
+ * (cc_online_calib_bytes; F 8, HZ 24: 39 KiB). A step costs a host 1.5 µs a cell at F 8,
+ * HZ 24 in cache, 2.8 µs with thousands of cells stepped in turn (`test_online_calib
  * --bench`).
  *
  * No locks: the owner of the cell calls it.
@@ -63,14 +69,16 @@ typedef struct CcOnlineCalibSettings {
     double rate;    ///< step of the log-scale per update; default 0: min(0.05, 4/HZ)
     double max_log; ///< |log-scale| bound; default log(8)
     int per_step;   ///< 1: a scale per (f, k); default 0: one per KPI
+    double profile; ///< per_step 0: the step profile's rate as a share of rate; default 0.5
+                    ///< (0: one scale per KPI for every step)
 } CcOnlineCalibSettings;
 
 typedef struct CcOnlineCalib CcOnlineCalib;
 
 void cc_online_calib_default_settings(CcOnlineCalibSettings *s);
 
-/** Scales for F KPIs × HZ steps, all 1. 0, -EINVAL (F or HZ < 1, rate not in [0, 1],
- *  max_log ≤ 0) or -ENOMEM. */
+/** Scales for F KPIs × HZ steps, all 1. 0, -EINVAL (F or HZ < 1, rate or profile not in
+ *  [0, 1], max_log ≤ 0) or -ENOMEM. */
 int cc_online_calib_open(CcOnlineCalib **out, const CcOnlineCalibSettings *s, int F, int HZ);
 void cc_online_calib_close(CcOnlineCalib **c);
 

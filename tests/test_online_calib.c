@@ -127,12 +127,15 @@ static void test_miss_share_bound(void **state)
     enum { T = 3000 };
     const double max_log = log(1e6), rate = 0.05;
     CcOnlineCalibSettings s;
-    CcOnlineCalib *c[3]; /* per (f, k) free, pooled free, pooled with the default clamp */
-    for (int j = 0; j < 3; j++) {
+    /* per (f, k) free; per KPI with a step profile, free; per KPI alone, free; per KPI
+     * alone with the default clamp */
+    CcOnlineCalib *c[4];
+    for (int j = 0; j < 4; j++) {
         cc_online_calib_default_settings(&s);
         s.rate = rate;
         s.per_step = j == 0;
-        s.max_log = j < 2 ? max_log : s.max_log;
+        s.profile = j == 1 ? s.profile : 0;
+        s.max_log = j < 3 ? max_log : s.max_log;
         assert_int_equal(cc_online_calib_open(&c[j], &s, F, HZ), 0);
     }
     uint64_t rs = 3;
@@ -142,15 +145,15 @@ static void test_miss_share_bound(void **state)
     for (int t = 0; t < T; t++) {
         for (int f = 0; f < F; f++)
             y[f] = (float)tan(M_PI * (tl_rng_uniform(&rs) - 0.5)) * (t % 500 < 250 ? 1 : 30);
-        for (int j = 0; j < 3; j++) {
+        for (int j = 0; j < 4; j++) {
             cc_online_calib_observe(c[j], t, y);
             cc_online_calib_push(c[j], t, mean, sd);
         }
         if (t == 490) /* in a wild stretch: the free scale is past 8, the clamped one at it */
-            assert_true(cc_online_calib_scale(c[1], 0, 0) > 8.5 &&
-                        fabs(cc_online_calib_scale(c[2], 0, 0) - 8) < 1e-4);
+            assert_true(cc_online_calib_scale(c[2], 0, 0) > 8.5 &&
+                        fabs(cc_online_calib_scale(c[3], 0, 0) - 8) < 1e-4);
     }
-    for (int j = 0; j < 2; j++) {
+    for (int j = 0; j < 3; j++) {
         int64_t scored, missed;
         cc_online_calib_counts(c[j], &scored, &missed);
         assert_int_equal(scored, (int64_t)F * HZ * (T - 1) - F * (HZ * (HZ - 1) / 2));
@@ -158,7 +161,7 @@ static void test_miss_share_bound(void **state)
                               : max_log / (rate * (T - 1)) + (double)HZ / T;
         assert_true(fabs((double)missed / (double)scored - 0.2) <= bound);
     }
-    for (int j = 0; j < 3; j++)
+    for (int j = 0; j < 4; j++)
         cc_online_calib_close(&c[j]);
 }
 
@@ -242,6 +245,46 @@ static void test_missing_and_gaps(void **state)
     assert_int_equal(cc_online_calib_observe(c, -4, y), 2);
     cc_online_calib_close(&c);
     cc_online_calib_close(&c);
+}
+
+/* The step profile: a model whose sd is right at step 0 and half the truth's at the last
+ * step gets each step's factor back (1 and 2), which one scale per KPI cannot (it settles
+ * between them); the KPI's overall coverage holds either way. */
+static void test_step_profile(void **state)
+{
+    (void)state;
+    for (int profile = 0; profile < 2; profile++) {
+        CcOnlineCalibSettings s;
+        cc_online_calib_default_settings(&s);
+        s.profile = profile ? s.profile : 0;
+        CcOnlineCalib *c;
+        assert_int_equal(cc_online_calib_open(&c, &s, F, HZ), 0);
+        uint64_t rs = 5;
+        float mean[F * HZ] = {0}, sd[F * HZ], y[F];
+        for (int f = 0; f < F; f++)
+            for (int k = 0; k < HZ; k++) /* the truth's sd is 1 at every step */
+                sd[f * HZ + k] = (float)(1.0 - 0.5 * k / (HZ - 1));
+        int64_t in = 0, n = 0;
+        for (int t = 0; t < 12000; t++) {
+            for (int f = 0; f < F; f++)
+                y[f] = (float)gauss(&rs);
+            cc_online_calib_observe(c, t, y);
+            cc_online_calib_push(c, t, mean, sd);
+            if (t >= 6000) /* a fresh truth against the last step's interval served now */
+                n++, in +=
+                     fabs(gauss(&rs)) <= CC_Z80 * sd[HZ - 1] * cc_online_calib_scale(c, 0, HZ - 1);
+        }
+        double s0 = cc_online_calib_scale(c, 0, 0), s3 = cc_online_calib_scale(c, 0, HZ - 1);
+        print_message("profile %d: scales %.3f (step 0, want 1) %.3f (step %d, want 2); "
+                      "last step covers %.3f\n",
+                      profile, s0, s3, HZ, (double)in / n);
+        if (profile)
+            assert_true(fabs(s0 - 1) < 0.15 && fabs(s3 - 2) < 0.3 &&
+                        fabs((double)in / n - 0.8) < 0.04);
+        else /* one scale between 1 and 2: the last step under-covers */
+            assert_true(s0 == s3 && s0 > 1.1 && s0 < 1.8 && (double)in / n < 0.75);
+        cc_online_calib_close(&c);
+    }
 }
 
 /* A changed rate keeps the scales and moves them by itself from then on; the bulk copy. */
@@ -358,7 +401,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_known_factor),     cmocka_unit_test(test_follows_volatility),
         cmocka_unit_test(test_miss_share_bound), cmocka_unit_test(test_matures_by_step),
         cmocka_unit_test(test_served_scale),     cmocka_unit_test(test_missing_and_gaps),
-        cmocka_unit_test(test_set_rate),         cmocka_unit_test(test_bad_settings),
+        cmocka_unit_test(test_step_profile),     cmocka_unit_test(test_set_rate),
+        cmocka_unit_test(test_bad_settings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
