@@ -656,11 +656,9 @@ static int h_metrics(CcdReq *r)
     metric(b, "cellcast_cell_history_bytes", "gauge",
            "Bytes of the cells' long histories (history.depth), included in the state bytes.");
     evbuffer_add_printf(b, "cellcast_cell_history_bytes %zu\n", d->cells->hist_bytes);
-    metric(b, "cellcast_cell_history_failed_total", "counter",
-           "Steps not recorded in a long history for want of memory.");
-    evbuffer_add_printf(
-        b, "cellcast_cell_history_failed_total %llu\n",
-        (unsigned long long)__atomic_load_n(&d->cells->hist_failed, __ATOMIC_RELAXED));
+    atomic_counter(b, "cellcast_cell_history_failed_total",
+                   "Steps not recorded in a long history for want of memory.",
+                   &d->cells->hist_failed);
     atomic_counter(b, "cellcast_interval_scored_total",
                    "Matured forecasts (KPI, horizon step) scored against their served P10-P90 "
                    "interval while forecast.interval_adapt is on.",

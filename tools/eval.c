@@ -323,19 +323,13 @@ static void adapt_origin(CctEval *e, int s, int i, const CcForecast *fc)
 {
     const CcSeries *se = &e->ds->series[s];
     SeriesRun *r = &e->runs[s];
-    const int F = e->ds->n_features, HZ = fc->horizon;
+    const int F = e->ds->n_features;
     for (int f = 0; f < F; f++) {
         size_t ti = (size_t)i * F + f;
         r->truth[f] = se->mask[ti] ? se->x[ti] : NAN;
     }
     cc_online_calib_observe(r->adapt, i, r->truth);
-    for (int f = 0; f < F; f++)
-        for (int k = 0; k < HZ; k++) {
-            double mu, sd;
-            cc_forecast_point(fc, f, k, &mu, &sd);
-            r->fc_mean[f * HZ + k] = (float)mu;
-            r->fc_sd[f * HZ + k] = (float)sd;
-        }
+    cc_forecast_points(fc, r->fc_mean, r->fc_sd); /* as the daemon does (daemon/interval.c) */
     cc_online_calib_push(r->adapt, i, r->fc_mean, r->fc_sd);
 }
 
@@ -666,6 +660,13 @@ static json_t *method_json(const CctEval *e, int m)
     return jm;
 }
 
+/* The rate the online calibration ran at (0 in the settings: the library's for the model's
+ * horizon). */
+static double adapt_rate(const CctEval *e)
+{
+    return e->s.adapt_rate > 0 ? e->s.adapt_rate : cc_online_calib_auto_rate(e->model->hp.horizon);
+}
+
 /* The model per horizon step (all KPIs pooled): the worst ratio of its MSE to naive's and
  * that step (1-based), how many steps it loses to naive, and its coverage range. The
  * ratio is NAN when the model or naive has no value at any step. */
@@ -761,10 +762,7 @@ json_t *cct_eval_json(const CctEval *e)
         json_object_set_new(root, "model_per_step", step_summary_json(e, M_MODEL));
     if (shown_method(e, M_ADAPTIVE)) {
         json_object_set_new(root, "model_adaptive_per_step", step_summary_json(e, M_ADAPTIVE));
-        json_object_set_new(root, "adapt_rate",
-                            json_real(e->s.adapt_rate > 0
-                                          ? e->s.adapt_rate
-                                          : cc_online_calib_auto_rate(e->model->hp.horizon)));
+        json_object_set_new(root, "adapt_rate", json_real(adapt_rate(e)));
         json_object_set_new(root, "adapt_per_step", json_boolean(e->s.adapt_per_step));
     }
     if (e->s.protocol == CCT_EVAL_ETT) {
@@ -927,9 +925,7 @@ void cct_eval_print(const CctEval *e, int per_step, FILE *out)
         fprintf(out,
                 "model_adaptive: the model's forecasts with online-calibrated intervals (rate "
                 "%g); cover80 per step %.3f-%.3f\n",
-                e->s.adapt_rate > 0 ? e->s.adapt_rate
-                                    : cc_online_calib_auto_rate(e->model->hp.horizon),
-                r.cover_min, r.cover_max);
+                adapt_rate(e), r.cover_min, r.cover_max);
     }
     fprintf(out,
             "\nMASE scale: in-sample %s seasonal naive MAE before the test range. "
