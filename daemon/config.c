@@ -335,7 +335,8 @@ static const struct {
 {"stuck_memory_steps",
  "Time constant of the longest recent run, steps."},
 {"zero_steps",
- "Steps of all KPIs exactly 0 for an all_zero alert."},
+ "Steps of all KPIs exactly 0 for an all_zero alert; 0 = the steps of 12 minutes, at least 2 "
+ "(6 at 2-minute steps, 2 at hourly ones)."},
 {"missing_after_s",
  "Seconds without a step for a missing alert; 0 = 3 steps."},
 {"dq_resolve_steps",

@@ -120,7 +120,8 @@
  *     night, then learnt as normal (a genuine stuck episode likewise raises the bar for the
  *     next one until it decays).
  *     Not raised while the whole cell is zero (that is all_zero).
- *   - all_zero (per cell): every observed KPI exactly 0 for ≥ zero_steps consecutive steps,
+ *   - all_zero (per cell): every observed KPI exactly 0 for ≥ zero_steps consecutive steps
+ *     (by default the steps of 12 minutes, at least 2: cc_anomaly_zero_steps),
  *     and at least one of them a KPI where zero is not normal. Zero is normal for a KPI
  *     that says so (kpi.zero_normal 1), or, learnt (kpi.zero_normal 0, the default), for a
  *     KPI that was exactly 0 in ≥ zero_normal_rate of its recent observed steps: its zero
@@ -224,7 +225,9 @@ typedef struct CcAnomalySettings {
     double stuck_run_factor;      ///< a stuck run must be ≥ this × the longest recent normal run
                                   ///< (default 2)
     int stuck_memory_steps;       ///< time constant of that longest run, steps (default 2000)
-    int zero_steps;               ///< all-zero consecutive steps for all_zero (default 6)
+    int zero_steps;               ///< all-zero consecutive steps for all_zero; 0 = the steps
+                                  ///< of 12 minutes, at least 2 (6 at 2-minute steps, 2 at
+                                  ///< hourly ones) (default 0)
     double zero_normal_rate;      ///< a KPI zero in at least this share of its recent steps
                                   ///< is one where zero is normal; 0 = never learnt
                                   ///< (default 0.1)
@@ -445,6 +448,10 @@ void cc_anomaly_tick(const CcAnomaly *a, CcAnomalyCell *c, int64_t now_s, const 
 /** The silence (seconds past the end of a cell's last step) after which tick raises
  *  missing: missing_after_s, or 3 steps when it is 0. */
 int64_t cc_anomaly_missing_after(const CcAnomaly *a);
+
+/** The all-zero steps for all_zero: zero_steps, or when it is 0 the steps of 12 minutes
+ *  (ceil(720 / step_seconds)), at least 2. */
+int cc_anomaly_zero_steps(const CcAnomaly *a);
 
 /** Transitions at steps ≤ step are applied but not emitted (see Replays above). */
 void cc_anomaly_cell_quiet_until(CcAnomalyCell *c, int64_t step);

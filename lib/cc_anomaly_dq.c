@@ -112,8 +112,8 @@ static int zero_judge(const CcAnomaly *a, const CcAnomalyCell *c, const float *v
     return outage;
 }
 
-/* all_zero: every observed KPI exactly 0 for zero_steps steps, one of them a KPI where zero
- * is not normal. Returns 1 when this step is all zero (stuck is not raised then). */
+/* all_zero: every observed KPI exactly 0 for cc_anomaly_zero_steps steps, one of them a KPI where
+ * zero is not normal. Returns 1 when this step is all zero (stuck is not raised then). */
 static int all_zero_update(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const float *values,
                            const uint8_t *mask, const CcAlertSink *sink)
 {
@@ -123,7 +123,7 @@ static int all_zero_update(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, c
             zero_rate_update(&a->s, &c->k[f], values[f]);
     c->zero_run = all_zero_now ? c->zero_run + 1 : 0;
     /* a firing all_zero stays firing while the cell is all zero (only data clears it) */
-    int cond = c->zero_run >= a->s.zero_steps && (outage || c->zero.start != NONE_STEP);
+    int cond = c->zero_run >= cc_anomaly_zero_steps(a) && (outage || c->zero.start != NONE_STEP);
     dq_update(a, c, &c->zero, cond, CC_DQ_ALL_ZERO, -1, step, step - c->zero_run + 1,
               CC_SEV_CRITICAL, NULL, sink);
     return all_zero_now;
@@ -213,6 +213,17 @@ void cc_dq_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const flo
 int64_t cc_anomaly_missing_after(const CcAnomaly *a)
 {
     return a->s.missing_after_s > 0 ? a->s.missing_after_s : 3 * a->s.step_seconds;
+}
+
+/* A time, not a count of steps, by default: six steps are 12 minutes of 2-minute data but
+ * six hours of hourly data, where a whole hour of exact zeros on a KPI that is never 0 is
+ * already an outage. At least 2, so that one poll a collector wrote as zeros is not one. */
+int cc_anomaly_zero_steps(const CcAnomaly *a)
+{
+    if (a->s.zero_steps > 0)
+        return a->s.zero_steps;
+    int64_t n = (720 + a->s.step_seconds - 1) / a->s.step_seconds;
+    return n > 2 ? (int)(n < 1000000 ? n : 1000000) : 2;
 }
 
 void cc_anomaly_tick(const CcAnomaly *a, CcAnomalyCell *c, int64_t now_s, const CcAlertSink *sink)

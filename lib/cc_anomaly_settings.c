@@ -34,7 +34,7 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     s->stuck_run_factor = 2.0;
     s->stuck_memory_steps = 2000;
     s->change_rate_steps = 200;
-    s->zero_steps = 6;
+    s->zero_steps = 0;
     s->zero_normal_rate = 0.1;
     s->missing_after_s = 0;
     s->dq_resolve_steps = 3;
@@ -169,8 +169,9 @@ static const CcAnomalyKey anomaly_keys[] = {
        "a stuck run must also be this many times the longest recent normal run (default 2)"),
     AK(stuck_memory_steps, CC_AKEY_INT, 1, 100000000,
        "time constant of the longest recent run, steps (default 2000)"),
-    AK(zero_steps, CC_AKEY_INT, 1, 1000000,
-       "steps of all KPIs exactly 0 for an all_zero alert (default 6)"),
+    AK(zero_steps, CC_AKEY_INT, 0, 1000000,
+       "steps of all KPIs exactly 0 for an all_zero alert; 0 = the steps of 12 minutes, at "
+       "least 2 (default 0)"),
     AK(zero_normal_rate, CC_AKEY_DOUBLE, 0, 1,
        "a KPI exactly 0 in at least this share of its recent steps is one where zero is normal "
        "(no all_zero alert for it); 0 = never learnt (default 0.1)"),

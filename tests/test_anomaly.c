@@ -560,7 +560,7 @@ static void test_all_zero_series(void **state)
     for (int i = 0; i < fx.rec.n; i++)
         if (fx.rec.ev[i].reason == CC_DQ_ALL_ZERO) {
             assert_string_equal(fx.rec.ev[i].id, want);
-            assert_int_equal(fx.rec.ev[i].step, z0 + s.zero_steps - 1);
+            assert_int_equal(fx.rec.ev[i].step, z0 + cc_anomaly_zero_steps(fx.a) - 1);
             found = 1;
         }
     assert_true(found);
@@ -729,6 +729,50 @@ static void test_bounds(void **state)
     assert_int_equal(fx.rec.ev[1].state, CC_ALERT_RESOLVED);
     assert_int_equal(fx.rec.ev[1].step, t0 + 4 + s.dq_resolve_steps - 1);
     fx_close(&fx);
+}
+
+/* zero_steps 0 (the default) is a time: 12 minutes, at least 2 steps. An hourly cell whose
+ * KPI is never 0 alerts after two zero hours (six steps held a two-hour outage of hourly
+ * data silent), one zero hour alone does not; a set count is kept as it is. */
+static void test_zero_steps_time(void **state)
+{
+    (void)state;
+    const int64_t steps[] = {30, 60, 120, 300, 900, 3600, 86400};
+    const int want[] = {24, 12, 6, 3, 2, 2, 2};
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    char err[256];
+    for (int i = 0; i < 7; i++) {
+        CcAnomaly *a = NULL;
+        s.step_seconds = steps[i];
+        assert_int_equal(cc_anomaly_open(&a, &s, err, sizeof err), 0);
+        assert_int_equal(cc_anomaly_zero_steps(a), want[i]);
+        cc_anomaly_close(&a);
+    }
+    s.step_seconds = 3600;
+    s.warmup_steps = 0;
+    Fixture fx;
+    for (int run = 1; run <= 2; run++) {
+        fx_open(&fx, &s, "hourly");
+        int64_t t = 0;
+        for (; t < 200; t++) {
+            float x = (float)normal_value(0, t);
+            cc_anomaly_observe(fx.a, fx.c, t, &x, NULL, &fx.sink);
+        }
+        fx.rec.n = 0;
+        for (int k = 0; k < run; k++, t++) {
+            float x = 0;
+            cc_anomaly_observe(fx.a, fx.c, t, &x, NULL, &fx.sink);
+        }
+        assert_int_equal(count(&fx.rec, CC_ALERT_DATA_QUALITY, CC_DQ_ALL_ZERO, CC_ALERT_FIRING),
+                         run == 2);
+        fx_close(&fx);
+    }
+    s.zero_steps = 4;
+    CcAnomaly *a = NULL;
+    assert_int_equal(cc_anomaly_open(&a, &s, err, sizeof err), 0);
+    assert_int_equal(cc_anomaly_zero_steps(a), 4);
+    cc_anomaly_close(&a);
 }
 
 static void test_missing(void **state)
@@ -1767,6 +1811,7 @@ int main(void)
         cmocka_unit_test(test_zero_outage_still_alerted),
         cmocka_unit_test(test_cell_id_limit),
         cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_zero_steps_time),
         cmocka_unit_test(test_missing),
         cmocka_unit_test(test_mask),
         cmocka_unit_test(test_ids_stable_and_state_roundtrip),

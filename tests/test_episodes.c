@@ -172,6 +172,7 @@ static void test_no_stale_sum_after_dq(void **state)
     (void)state;
     CcAnomalySettings s;
     settings(&s);
+    s.zero_steps = 6;
     Run r;
     run(&s, 10, 30, -8, 30, &r);
     check_sum(&r);
