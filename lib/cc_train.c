@@ -1593,6 +1593,16 @@ int cc_train_norm_floor(const CcDataset *ds, const CcRange *train, double frac, 
         if (ns) {
             qsort(sd, (size_t)ns, sizeof *sd, cmp_double);
             med = ns % 2 ? sd[ns / 2] : 0.5 * (sd[ns / 2 - 1] + sd[ns / 2]);
+            /* Cells of one KPI on different scales (bytes of a macro cell beside a small
+             * cell's): a floor set by the large half flattens every window of the small one
+             * to ~0. Too low a floor only costs the large cells the floor's protection, so
+             * the smallest non-constant cell bounds it. Cells within a factor
+             * CC_TRAIN_FLOOR_SPREAD of it keep the median. */
+            int lo = 0;
+            while (lo < ns - 1 && sd[lo] <= 0)
+                lo++;
+            if (sd[lo] > 0 && med > CC_TRAIN_FLOOR_SPREAD * sd[lo])
+                med = CC_TRAIN_FLOOR_SPREAD * sd[lo];
         }
         floor_out[f] = (float)(frac * med);
     }

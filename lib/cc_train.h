@@ -28,6 +28,7 @@
 #include "cc_model.h"
 
 #define CC_TRAIN_POS_RANGE 1000000 ///< position offsets are drawn in [0, this) patches
+#define CC_TRAIN_FLOOR_SPREAD 4.0  ///< norm.floor's median sd is at most this x the smallest
 #define CC_TRAIN_MAX_GROUP 64      ///< at most this many current tokens per window
 #define CC_NLL_LOGSIG_MIN (-7.0f)  ///< log-sigma below this is clamped in the loss (no gradient)
 #define CC_NLL_LOGSIG_MAX 7.0f     ///< log-sigma above this is clamped in the loss (no gradient)
@@ -291,8 +292,10 @@ int cc_trainer_calibrate_fit(CcTrainer *t, const CcCalibSettings *cs, CcCalibRep
 /**
  * tx/3 norm.floor from training data: per KPI, frac times the median over the series of the
  * population sd of its observed values in the training rows train[s] (0 for a KPI with
- * none). A median over cells so that one large cell does not set every cell's floor.
- * floor (ds->n_features). 0 or -ENOMEM.
+ * none). A median over cells so that one large cell does not set every cell's floor, at
+ * most CC_TRAIN_FLOOR_SPREAD times the smallest non-zero sd, so that cells of a KPI on
+ * different scales (half of them 10^5 times the other half) do not get a floor that
+ * flattens the small ones. floor (ds->n_features). 0 or -ENOMEM.
  */
 int cc_train_norm_floor(const CcDataset *ds, const CcRange *train, double frac, float *floor);
 

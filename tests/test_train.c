@@ -1411,6 +1411,39 @@ static double flat_run(int R, int steps, double *val_nll)
  * (measured: tx/3 at most 272, at step 4 — a level jump of 2.4 KPI sds after a flat window
  * is 24 floors, an NLL of 288 at unit sd, and the honest cost of a jump the model has not
  * learned yet — and below 100 after; tx/2 3e13, with 1e6–1e12 all along). */
+/* norm.floor over cells of one KPI: six cells with sds 1, 2, 3 and 1e5, 2e5, 3e5 (bytes of
+ * big cells beside small ones). The median (~5e4) would be a floor 5e3 times the small cells'
+ * spread; the floor is bounded by the smallest cell's sd. Three cells of sds 1, 2, 3 keep
+ * the median (0.1 * 2), and a constant cell (sd 0) does not make the bound 0. */
+static void test_norm_floor_scales(void **state)
+{
+    (void)state;
+    enum { T = 400, S = 7 };
+    static float x[S][T];
+    CcSeries se[S];
+    CcRange tr[S];
+    const double sd[S] = {0, 1, 2, 3, 1e5, 2e5, 3e5};
+    for (int s = 0; s < S; s++) {
+        for (int i = 0; i < T; i++) /* +-sd alternately: population sd exactly sd */
+            x[s][i] = (float)(10 * sd[s] + (i % 2 ? sd[s] : -sd[s]));
+        se[s] = (CcSeries){.T = T, .x = x[s]};
+        tr[s] = (CcRange){0, T};
+    }
+    CcDataset ds = {.n_features = 1, .step_seconds = 3600, .n_series = 4, .series = se};
+    float fl = 0;
+    assert_int_equal(cc_train_norm_floor(&ds, tr, 0.1, &fl), 0); /* 0, 1, 2, 3: median 1.5 */
+    assert_float_equal(fl, 0.15, 1e-5);
+    ds.series = se + 1, ds.n_series = 3; /* 1, 2, 3 */
+    assert_int_equal(cc_train_norm_floor(&ds, tr, 0.1, &fl), 0);
+    assert_float_equal(fl, 0.2, 1e-5);
+    ds.series = se, ds.n_series = S; /* median 3, bound 4 x 1: 3 */
+    assert_int_equal(cc_train_norm_floor(&ds, tr, 0.1, &fl), 0);
+    assert_float_equal(fl, 0.3, 1e-5);
+    ds.series = se + 1, ds.n_series = 6; /* median 5e4 (2.5 + ...) -> bound 4 */
+    assert_int_equal(cc_train_norm_floor(&ds, tr, 0.1, &fl), 0);
+    assert_float_equal(fl, 0.4, 1e-5);
+}
+
 static void test_train_flat(void **state)
 {
     (void)state;
@@ -1452,6 +1485,7 @@ int main(void)
         cmocka_unit_test(test_calibrate_model),
         cmocka_unit_test(test_select_mase),
         cmocka_unit_test(test_train_flat),
+        cmocka_unit_test(test_norm_floor_scales),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

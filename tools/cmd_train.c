@@ -55,8 +55,10 @@ typedef struct TrainArgs {
     int decay_all, eval_start;
     int P, N, M, D, H, L, FF, HZ, R, tz, warmup, batch, group, epochs, threads;
     int patience, eval_every, val_windows, adamw, quiet;
-    int mase_season;         ///< --select mase: the seasonal naive's lag (0 = a day's steps)
-    int hz_given;            ///< --horizon was given (the ETT protocol's default is 96)
+    int mase_season; ///< --select mase: the seasonal naive's lag (0 = a day's steps)
+    int hz_given;    ///< --horizon was given (the ETT protocol's default is 96)
+    /* Given on the command line, else derived from the data (data_defaults, train_open). */
+    int P_given, N_given, M_given, R_given, warmup_given, steps_given;
     CcDataSettings data;     ///< CSV parsing (CLI_DATA_OPTS; features and step from the above)
     const char *calib;       ///< calib.sigma_scale fit (lib/cc_calib.h), radius and recent share
     const char *recalibrate; ///< refit the calibration of this model file, no training
@@ -197,7 +199,10 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                     "the ETT recipe for every option not given (docs/training.md)"),
         CC_OPTS_HEADING("Model (ignored with --resume):"),
         CC_OPTS_INT("patch-len", &a->P, 1, CC_MAX_PATCH_LEN, "P", "", .flags = SHOW),
-        CC_OPTS_INT("n-patches", &a->N, 1, CC_MAX_N_PATCHES, "N", "", .flags = SHOW),
+        CC_OPTS_INT("n-patches", &a->N, 1, CC_MAX_N_PATCHES, "N",
+                    "(N, M and R: at most half the longest series'\n"
+                    "training rows unless given)",
+                    .flags = SHOW),
         CC_OPTS_INT("norm-window", &a->M, 1, CC_MAX_NORM_WINDOW, "M", "", .flags = SHOW),
         CC_OPTS_INT("d-model", &a->D, 2, CC_MAX_D_MODEL, "D", "", .flags = SHOW),
         CC_OPTS_INT("n-heads", &a->H, 1, 256, "H", "", .flags = SHOW),
@@ -242,7 +247,8 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
         CC_OPTS_HEADING("Training:"),
         CC_OPTS_DBL("dropout", &a->dropout, 0, 0.9, "X", "", .flags = SHOW),
         CC_OPTS_DBL("lr", &a->lr, 1e-7, 1, "X", "peak learning rate", .flags = SHOW),
-        CC_OPTS_INT("warmup", &a->warmup, 0, 1e7, "N", "warmup steps", .flags = SHOW),
+        CC_OPTS_INT("warmup", &a->warmup, 0, 1e7, "N",
+                    "warmup steps (unless given, at most a tenth of the run)", .flags = SHOW),
         CC_OPTS_STR("schedule", &a->schedule, "S", "invsqrt|cosine|constant after warmup",
                     .flags = SHOW),
         CC_OPTS_DBL("min-lr-frac", &a->min_lr_frac, 0, 1, "X",
@@ -281,12 +287,16 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                     "end steps per window sharing its cached patches, 1..P,\n"
                     "0 = P; a step trains on B·G samples",
                     .flags = SHOW),
-        CC_OPTS_INT("epochs", &a->epochs, 1, 1e6, "E", "epochs of B·G samples", .flags = SHOW),
+        CC_OPTS_INT("epochs", &a->epochs, 1, 1e6, "E",
+                    "epochs of B·G samples (without --epochs and --steps:\n"
+                    "at least 1000 steps)",
+                    .flags = SHOW),
         CC_OPTS_DBL("steps", &a->steps_d, 1, 1e12, "N", "optimiser steps (overrides --epochs)"),
         CC_OPTS_DBL("max-minutes", &a->max_minutes, 0, 1e6, "X",
                     "wall-clock budget (default none)"),
         CC_OPTS_INT("eval-every", &a->eval_every, 1, 1e9, "N",
-                    "validate every N steps (default: min(epoch, 200))"),
+                    "validate every N steps (default: min(200, max(epoch,\n"
+                    "steps/50)))"),
         CC_OPTS_FLAG("eval-start", &a->eval_start,
                      "validate before the first step too: the start (e.g. the\n"
                      "ridge path) can be the kept checkpoint"),
@@ -337,7 +347,14 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
     int rc = cc_opts_parse(&spec, argc, argv, NULL);
     if (rc)
         return CLI_OPTS_EXIT(rc);
-    a->hz_given = opt_given(opts, sizeof opts / sizeof opts[0], "horizon");
+    const size_t nopts = sizeof opts / sizeof opts[0];
+    a->hz_given = opt_given(opts, nopts, "horizon");
+    a->P_given = opt_given(opts, nopts, "patch-len");
+    a->N_given = opt_given(opts, nopts, "n-patches");
+    a->M_given = opt_given(opts, nopts, "norm-window");
+    a->R_given = opt_given(opts, nopts, "linear-window");
+    a->warmup_given = opt_given(opts, nopts, "warmup");
+    a->steps_given = opt_given(opts, nopts, "steps") || opt_given(opts, nopts, "epochs");
     if (a->protocol)
         ett_recipe(a, opts, sizeof opts / sizeof opts[0]);
     if (!a->select) /* the benchmark's own metric under --protocol ett */
@@ -380,6 +397,9 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
     }
     return CLI_RUN;
 }
+
+/* Fewest optimiser steps of a run whose length the command line leaves to --epochs' default. */
+#define TRAIN_MIN_STEPS 1000
 
 /* One training run: the data, the model, the trainer and the loop's state. */
 typedef struct Train {
@@ -504,11 +524,59 @@ static void init_torch(CcModel *m, uint64_t seed)
     }
 }
 
+/* A look-back (P·N), normalisation window and linear window that the command line leaves to
+ * the defaults (336 steps each: two weeks of hours) are shortened to half the training rows
+ * of the longest series when they are longer: 365 days, or a few hundred rows of anything,
+ * would otherwise train every sample as a cold start and fit the linear path on steps before
+ * the series (their first value repeated). Half leaves the other half as end steps with a full
+ * look-back. The patch length stays (the spec's token). -1 when no series has a patch and a
+ * horizon of training rows. */
+static int data_defaults(Train *t)
+{
+    TrainArgs *a = &t->a;
+    int T = 0;
+    for (int s = 0; s < t->ds->n_series; s++)
+        if (t->rtrain[s].end - t->rtrain[s].begin > T)
+            T = t->rtrain[s].end - t->rtrain[s].begin;
+    int HZ = t->is_ett && !a->hz_given ? 96 : a->HZ;
+    if (T < a->P + HZ) { /* the trainer's first sample: one patch, then the horizon */
+        fprintf(stderr,
+                "cellcast train: no training window: the longest series has %d training rows "
+                "(split %s), a sample needs one patch (%d) and the horizon (%d); give more "
+                "rows, a shorter --horizon or --patch-len, or a larger training share "
+                "(--split)\n",
+                T, t->split, a->P, HZ);
+        return -1;
+    }
+    int half = T / 2, P = a->P, N = a->N, M = a->M, R = a->R;
+    if (!a->N_given && P * N > half)
+        a->N = half / P > 1 ? half / P : 1;
+    if (!a->M_given && a->M > half)
+        a->M = half > P ? half : P;
+    if (!a->R_given && a->R > half)
+        a->R = half;
+    if (N != a->N || M != a->M || R != a->R)
+        fprintf(stderr,
+                "cellcast train: the longest series has %d training rows: look-back %d steps "
+                "(--n-patches %d of --patch-len %d), --norm-window %d, --linear-window %d "
+                "(defaults %d, %d, %d shortened to at most half the training rows; give them "
+                "to override)\n",
+                T, a->P * a->N, a->N, a->P, a->M, a->R, P * N, M, R);
+    if (a->P * a->N > half)
+        fprintf(stderr,
+                "cellcast train: warning: the look-back (%d steps) is longer than half the "
+                "longest series' %d training rows: most samples are cold starts\n",
+                a->P * a->N, T);
+    return 0;
+}
+
 /* --resume's model (its features must be the data's), or a new one. 0 or -1. */
 static int train_model(Train *t)
 {
     const TrainArgs *a = &t->a;
     const CcDataset *ds = t->ds;
+    if (!a->resume && data_defaults(t) < 0)
+        return -1;
     if (a->resume) {
         if (cc_model_open_file(&t->m, a->resume, t->err, sizeof t->err) < 0) {
             fprintf(stderr, "cellcast train: --resume %s: %s\n", a->resume, t->err);
@@ -629,8 +697,20 @@ static int train_open(Train *t)
     cc_trainer_counts(t->tr, &ntr, &nva);
     int64_t spe = (ntr + (int64_t)batch * t->G - 1) / ((int64_t)batch * t->G);
     t->total_steps = a->steps_d > 0 ? (int64_t)a->steps_d : spe * a->epochs;
-    if (!a->eval_every)
-        a->eval_every = spe < 200 ? (int)(spe > 0 ? spe : 1) : 200;
+    /* Short data: 20 epochs of a few hundred samples are 20-200 steps, inside the 100 steps
+     * of warmup, and a validation every epoch ends it after 6 of them. At least
+     * TRAIN_MIN_STEPS steps, validated 50 times, warmup at most a tenth of the run (the
+     * early stop on validation bounds the overfitting; without a validation sample there is
+     * none, and the run stays short). Data of 50+ steps an epoch, and recipes that give
+     * --steps, --eval-every and --warmup, are unchanged. */
+    if (!a->steps_given && !t->is_ett && nva > 0 && t->total_steps < TRAIN_MIN_STEPS)
+        t->total_steps = TRAIN_MIN_STEPS;
+    if (!a->eval_every) {
+        int64_t ev = spe > t->total_steps / 50 ? spe : t->total_steps / 50;
+        a->eval_every = ev < 200 ? (int)(ev > 0 ? ev : 1) : 200;
+    }
+    if (!a->warmup_given && t->ts.adam.warmup > t->total_steps / 10)
+        t->ts.adam.warmup = (int)(t->total_steps / 10);
     cc_trainer_close(&t->tr);
     t->ts.adam.total_steps = t->total_steps;
     if (cc_trainer_open(&t->tr, t->m, t->ds, t->rtrain, t->rval, &t->ts, t->err, sizeof t->err) <
@@ -642,7 +722,8 @@ static int train_open(Train *t)
         fprintf(stderr,
                 "cellcast train: warning: no validation sample (every validation "
                 "range is shorter than the horizon %d): training loss stands in "
-                "for it (checkpoint and early stop on the training loss)\n",
+                "for it (checkpoint and early stop on the training loss; no calibration): "
+                "give a larger validation share (--split) or a shorter --horizon\n",
                 t->m->hp.horizon);
     if (!a->quiet)
         fprintf(stderr,
