@@ -141,6 +141,7 @@ typedef struct CcDataReport {
     int64_t step_seconds;   ///< S used (detected or given)
     int step_detected;      ///< 1 when S was detected from the data
     int time_index;         ///< 1 when the time column was read as a row index (× S)
+    int day_first;          ///< 1 when a/b/YYYY times were read as D/M/YYYY
     char delimiter;         ///< the field separator used (given or detected)
 } CcDataReport;
 
