@@ -398,9 +398,17 @@ static const char *csv_field(const Csv *c, int k, size_t *len)
 
 static int is_missing_token(const char *s, size_t n)
 {
-    static const char *const tok[] = {"", "nan", "na", "n/a", "null", "none", "-", "-nan"};
+    static const char *const tok[] = {"", "nan", "na", "n/a", "null", "none", "-", "-nan", "#n/a"};
     for (size_t i = 0; i < sizeof tok / sizeof *tok; i++)
         if (strlen(tok[i]) == n && strncasecmp(s, tok[i], n) == 0)
+            return 1;
+    return 0;
+}
+
+static int has_digit(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (isdigit((unsigned char)s[i]))
             return 1;
     return 0;
 }
@@ -842,6 +850,9 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
     for (int k = 0; k < ncols; k++) {
         size_t n;
         const char *f = csv_field(c, k, &n);
+        /* pandas' to_csv() writes an unnamed index (the time) as an empty first name */
+        if (n == 0 && k == 0 && !(sp->time_column && *sp->time_column))
+            continue;
         if (n == 0 || n >= CC_FEATURE_NAME_MAX) {
             ret = cc_errf(err, errlen, -EINVAL,
                           "%s:%lld:%d: header column %d name %s (%zu bytes, at most %d)", name,
@@ -1029,9 +1040,9 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
             ret = cc_errf(err, errlen, -EINVAL, "%s:%lld:%d: cannot parse time '%.*s' (%s%s)", name,
                           (long long)c->fline[tcol], c->col[tcol], (int)(n > 64 ? 64 : n), f,
                           sp->time_format ? "format "
-                                          : "auto: unix s/ms, ISO-8601, "
-                                            "YYYY-MM-DD HH:MM:SS, M/D/YYYY H:MM; "
-                                            "else give a time format",
+                                          : "auto: unix s/ms/us/ns, ISO-8601, "
+                                            "YYYY-MM-DD HH:MM:SS, M/D/YYYY or D/M/YYYY H:MM, "
+                                            "D.M.YYYY H:MM; else give a time format",
                           sp->time_format ? sp->time_format : "");
             goto error;
         }
@@ -1075,9 +1086,12 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
                 d = strtod(nb, &e);
             }
             if (n >= sizeof nb || *e || e == nb) {
-                ret = cc_errf(err, errlen, -EINVAL, "%s:%lld:%d: column '%s': not a number: '%.*s'",
-                              name, (long long)c->fline[k], c->col[k], ds->features[j],
-                              (int)(n > 40 ? 40 : n), f);
+                ret = cc_errf(
+                    err, errlen, -EINVAL, "%s:%lld:%d: column '%s': not a number: '%.*s'%s", name,
+                    (long long)c->fline[k], c->col[k], ds->features[j], (int)(n > 40 ? 40 : n), f,
+                    has_digit(f, n) ? ""
+                                    : " (a text column? choose the KPI columns "
+                                      "with --features)");
                 goto error;
             }
             if (!isfinite(d) || fabs(d) > 3.4e38) {
