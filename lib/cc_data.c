@@ -1223,10 +1223,17 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
                 goto error;
             CcSeries *s = &ds->series[ds->n_series - 1];
             for (size_t i = u; i < v; i++) {
-                if (i > u && rows[i].step == rows[i - 1].step)
-                    rep.duplicates++;
                 size_t row = (size_t)(rows[i].step - p0);
                 const float *src = vals + (size_t)rows[i].order * F;
+                if (i > u && rows[i].step == rows[i - 1].step) {
+                    rep.duplicates++;
+                    const float *prev = vals + (size_t)rows[i - 1].order * F;
+                    for (int j = 0; j < F; j++)
+                        if (src[j] != prev[j] && !(isnan(src[j]) && isnan(prev[j]))) {
+                            rep.duplicates_differ++;
+                            break;
+                        }
+                }
                 for (int j = 0; j < F; j++) {
                     s->x[row * F + j] = src[j];
                     s->mask[row * F + j] = !isnan(src[j]);
@@ -1581,8 +1588,11 @@ void cc_data_report_format(const CcDataReport *r, const CcDataset *ds, char *buf
         PUT(", time = row index x %llds", (long long)r->step_seconds);
     if (r->delimiter && r->delimiter != ',')
         PUT(", delimiter %s", delim_name(r->delimiter, db, sizeof db));
-    PUT("; missing steps inserted %lld, duplicates %lld, out of order %lld, misaligned %lld",
-        (long long)r->missing_steps, (long long)r->duplicates, (long long)r->out_of_order,
+    PUT("; missing steps inserted %lld, duplicates %lld", (long long)r->missing_steps,
+        (long long)r->duplicates);
+    if (r->duplicates_differ)
+        PUT(" (%lld with other values: the later row kept)", (long long)r->duplicates_differ);
+    PUT(", out of order %lld, misaligned %lld", (long long)r->out_of_order,
         (long long)r->misaligned);
     if (r->segments_split)
         PUT(", series split at gaps %lld", (long long)r->segments_split);
@@ -1593,5 +1603,16 @@ void cc_data_report_format(const CcDataReport *r, const CcDataset *ds, char *buf
                 (long long)r->nan_cells[f], (long long)r->imputed_cells[f]);
             any = 1;
         }
+    any = 0;
+    for (int f = 0; f < ds->n_features; f++) {
+        int seen = 0;
+        for (int i = 0; i < ds->n_series && !seen; i++)
+            for (int t = 0; t < ds->series[i].T && !seen; t++)
+                seen = ds->series[i].mask[(size_t)t * ds->n_features + f];
+        if (!seen) {
+            PUT("%s%s", any ? ", " : "; no value at all in ", ds->features[f]);
+            any = 1;
+        }
+    }
 #undef PUT
 }

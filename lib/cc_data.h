@@ -146,15 +146,16 @@ typedef struct CcDataReport {
     int64_t nan_cells[CC_DATA_MAX_FEATURES]; ///< missing values in the file, per feature
     int64_t imputed_cells[CC_DATA_MAX_FEATURES]; ///< values imputed, per feature (NaNs + inserted)
     int64_t missing_steps;                       ///< steps absent from the file, inserted
-    int64_t duplicates;     ///< rows repeating an earlier (cell, step); the later one kept
-    int64_t out_of_order;   ///< rows earlier than the previous row of their cell
-    int64_t misaligned;     ///< times not a multiple of S, rounded to the nearest step
-    int64_t segments_split; ///< extra series made by max_gap_steps
-    int64_t step_seconds;   ///< S used (detected or given)
-    int step_detected;      ///< 1 when S was detected from the data
-    int time_index;         ///< 1 when the time column was read as a row index (× S)
-    int day_first;          ///< 1 when a/b/YYYY times were read as D/M/YYYY
-    char delimiter;         ///< the field separator used (given or detected)
+    int64_t duplicates;        ///< rows repeating an earlier (cell, step); the later one kept
+    int64_t duplicates_differ; ///< of those, rows whose values differ from the one before
+    int64_t out_of_order;      ///< rows earlier than the previous row of their cell
+    int64_t misaligned;        ///< times not a multiple of S, rounded to the nearest step
+    int64_t segments_split;    ///< extra series made by max_gap_steps
+    int64_t step_seconds;      ///< S used (detected or given)
+    int step_detected;         ///< 1 when S was detected from the data
+    int time_index;            ///< 1 when the time column was read as a row index (× S)
+    int day_first;             ///< 1 when a/b/YYYY times were read as D/M/YYYY
+    char delimiter;            ///< the field separator used (given or detected)
 } CcDataReport;
 
 /** Row index range [begin, end) of a series. */

@@ -255,6 +255,27 @@ static void test_excel_na_and_text_columns(void **state)
               "columns with --features)");
 }
 
+/* Two rows on one step with other values (a local-time export's autumn hour, two sources)
+ * are told apart from plain repeated rows; a column with no value is named. */
+static void test_duplicates_and_empty_column(void **state)
+{
+    (void)state;
+    CcDataReport rep;
+    CcDataset *ds = load_ok("time,kpi,empty\n"
+                            "1475280000,1,\n1475283600,2,\n1475283600,2,\n"
+                            "1475287200,3,\n1475287200,9,\n1475290800,4,\n",
+                            NULL, &rep);
+    assert_int_equal(rep.duplicates, 2);
+    assert_int_equal(rep.duplicates_differ, 1);
+    assert_true(ds->series[0].x[2 * 2] == 9.0f); /* the later row kept */
+    char buf[1024];
+    cc_data_report_format(&rep, ds, buf, sizeof buf);
+    assert_non_null(strstr(buf, "duplicates 2 (1 with other values: the later row kept)"));
+    assert_non_null(strstr(buf, "; no value at all in empty"));
+    assert_null(strstr(buf, "no value at all in kpi"));
+    cc_data_close(&ds);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -265,6 +286,7 @@ int main(void)
         cmocka_unit_test(test_epoch_units),
         cmocka_unit_test(test_pandas_unnamed_index),
         cmocka_unit_test(test_excel_na_and_text_columns),
+        cmocka_unit_test(test_duplicates_and_empty_column),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
