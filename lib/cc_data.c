@@ -152,6 +152,16 @@ static int parse_dmy(const char *p, const char *end, int day_first, char sep, do
             p++;
         if (parse_clock(&p, end, 1, &h, &mi, &sec))
             return -1;
+        /* US spreadsheets: "10/16/2018 12:00:00 AM" */
+        const char *q = p;
+        while (q < end && *q == ' ')
+            q++;
+        if (end - q == 2 && (q[1] == 'M' || q[1] == 'm') && strchr("AaPp", q[0])) {
+            if (h < 1 || h > 12)
+                return -1;
+            h = h % 12 + (q[0] == 'P' || q[0] == 'p' ? 12 : 0);
+            p = end;
+        }
     }
     if (p != end || !valid_ymdhms(y, mo, d, h, mi, sec))
         return -1;
@@ -411,6 +421,25 @@ static int has_digit(const char *s, size_t n)
         if (isdigit((unsigned char)s[i]))
             return 1;
     return 0;
+}
+
+/* InfluxDB's annotated CSV starts with #datatype, #group and #default lines before the
+ * header: skipped (and counted as lines). */
+static void skip_annotations(Csv *c)
+{
+    static const char *const ann[] = {"#datatype,", "#group,", "#default,"};
+    for (int again = 1; again;) {
+        again = 0;
+        for (size_t i = 0; i < sizeof ann / sizeof *ann; i++) {
+            size_t n = strlen(ann[i]);
+            if ((size_t)(c->end - c->p) < n || memcmp(c->p, ann[i], n))
+                continue;
+            const char *nl = memchr(c->p, '\n', (size_t)(c->end - c->p));
+            c->p = nl ? nl + 1 : c->end;
+            c->line++;
+            again = 1;
+        }
+    }
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -818,6 +847,7 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
     if (len >= 3 && (unsigned char)buf[0] == 0xEF && (unsigned char)buf[1] == 0xBB &&
         (unsigned char)buf[2] == 0xBF)
         c->p += 3;
+    skip_annotations(c);
     c->line_start = c->p;
     if (sp->delimiter == '"' || sp->delimiter == '\r' || sp->delimiter == '\n') {
         ret = cc_errf(err, errlen, -EINVAL, "%s: the delimiter cannot be a quote or a line end",
@@ -850,14 +880,15 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
     for (int k = 0; k < ncols; k++) {
         size_t n;
         const char *f = csv_field(c, k, &n);
-        /* pandas' to_csv() writes an unnamed index (the time) as an empty first name */
-        if (n == 0 && k == 0 && !(sp->time_column && *sp->time_column))
+        /* an unnamed column (pandas' to_csv() of a time index, InfluxDB's annotation column)
+         * is refused only if it is to be a feature: its name is needed then */
+        if (n == 0)
             continue;
-        if (n == 0 || n >= CC_FEATURE_NAME_MAX) {
-            ret = cc_errf(err, errlen, -EINVAL,
-                          "%s:%lld:%d: header column %d name %s (%zu bytes, at most %d)", name,
-                          (long long)c->fline[k], c->col[k], k + 1, n ? "too long" : "is empty", n,
-                          CC_FEATURE_NAME_MAX - 1);
+        if (n >= CC_FEATURE_NAME_MAX) {
+            ret =
+                cc_errf(err, errlen, -EINVAL,
+                        "%s:%lld:%d: header column %d name too long (%zu bytes, at most %d)", name,
+                        (long long)c->fline[k], c->col[k], k + 1, n, CC_FEATURE_NAME_MAX - 1);
             free(hdr);
             goto error;
         }
@@ -951,6 +982,14 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
         for (int k = 0; k < ncols; k++) {
             if (k == tcol || k == ccol)
                 continue;
+            if (!hdr[k][0]) {
+                ret = cc_errf(err, errlen, -EINVAL,
+                              "%s:%lld:%d: header column %d name is empty (a KPI needs a name; "
+                              "or choose the KPI columns with --features)",
+                              name, (long long)c->fline[k], c->col[k], k + 1);
+                free(hdr);
+                goto error;
+            }
             if (F == CC_DATA_MAX_FEATURES) {
                 ret = cc_errf(err, errlen, -ERANGE,
                               "%s: more than %d feature columns; choose some with features", name,
@@ -1036,6 +1075,12 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
                 snprintf(o->text, sizeof o->text, "%.*s", (int)(n > 31 ? 31 : n), f);
             }
             n_slash++;
+        } else if (n == 0) {
+            ret = cc_errf(err, errlen, -EINVAL,
+                          "%s:%lld:%d: no time in the time column '%s' (another column? give "
+                          "--time-column NAME)",
+                          name, (long long)c->fline[tcol], c->col[tcol], tname);
+            goto error;
         } else if (cc_data_parse_time(f, n, sp->time_format, &r->ts)) {
             ret = cc_errf(err, errlen, -EINVAL, "%s:%lld:%d: cannot parse time '%.*s' (%s%s)", name,
                           (long long)c->fline[tcol], c->col[tcol], (int)(n > 64 ? 64 : n), f,

@@ -12,8 +12,9 @@
  * (skipped, anywhere) are accepted. A value that is empty, `NaN`, `nan`, `NA`, `N/A`,
  * `null`, `None`, `-` or `#N/A` (any case) is missing; anything else must parse completely
  * as a finite number. A malformed row stops the load with `file:line:column: what` in the
- * error buffer. An empty name is accepted for the first column when it is the time column
- * (pandas' to_csv() of an unnamed time index).
+ * error buffer. A column without a name is refused only when it would be a feature (the
+ * time index of pandas' to_csv(), InfluxDB's first column are fine). InfluxDB's annotation
+ * lines (`#datatype,…`, `#group,…`, `#default,…`) before the header are skipped.
  *
  * Delimiter (`delimiter` 0 = detected): of `,` `;` tab (counted outside quotes), one that
  * splits the header line and the first data line into as many fields, the most frequent
@@ -32,7 +33,7 @@
  *     5138 in seconds), microseconds from 1e14, nanoseconds from 1e17;
  *   - ISO-8601 / RFC 3339: `2018-03-28T15:56:00Z`, `…T15:56:00.250+02:00`, `2018-03-28`;
  *   - `YYYY-MM-DD HH:MM[:SS[.fff]]` (ETTh1, Barcelona);
- *   - `a/b/YYYY H:MM[:SS]`: month first (US, the lte-hourly files) or day first, decided on
+ *   - `a/b/YYYY H:MM[:SS][ AM|PM]`: month first (US, the lte-hourly files) or day first, decided on
  *     the whole file: a row with a > 12 makes it day first, b > 12 month first (both:
  *     refused); with a and b ≤ 12 everywhere, the reading whose times span less (read the
  *     wrong way, consecutive days jump by months); equal spans: refused. cc_data_parse_time

@@ -186,6 +186,22 @@ static void test_day_month_order(void **state)
     cc_data_close(&ds);
 }
 
+/* "10/1/2016 12:00:00 AM", as US Excel writes times, was refused. */
+static void test_am_pm(void **state)
+{
+    (void)state;
+    char csv[8192] = "DateTime,Traffic\n";
+    for (int i = 0; i < 48; i++)
+        put(csv, sizeof csv, "10/%d/2016 %d:00:00 %s,%d\n", 1 + i / 24, (i % 12) ? i % 12 : 12,
+            i % 24 < 12 ? "AM" : "PM", i);
+    CcDataReport rep;
+    CcDataset *ds = load_ok(csv, NULL, &rep);
+    assert_hourly_ramp(ds, OCT1, 48);
+    cc_data_close(&ds);
+    load_fail("t,k\n10/1/2016 13:00 PM,1\n10/1/2016 2:00 PM,2\n", NULL,
+              ":2:1: cannot parse time '10/1/2016 13:00 PM'");
+}
+
 /* 14.09.2016 00:00, as German spreadsheets write it, was refused. */
 static void test_dotted_dates(void **state)
 {
@@ -239,6 +255,31 @@ static void test_pandas_unnamed_index(void **state)
     load_fail("t,,k\n1475280000,1,2\n", NULL, "header column 2 name is empty");
 }
 
+/* InfluxDB's annotated CSV: #datatype/#group/#default lines, an unnamed first column. */
+static void test_influx_annotated(void **state)
+{
+    (void)state;
+    char csv[8192] = "#datatype,string,long,dateTime:RFC3339,double,string\n"
+                     "#group,false,false,false,false,true\n"
+                     "#default,_result,,,,\n"
+                     ",result,table,_time,_value,_field\n";
+    for (int i = 0; i < 24; i++)
+        put(csv, sizeof csv, ",,0,2016-10-01T%02d:00:00Z,%d,rrc_conn\n", i, i);
+    CcDataSettings s;
+    cc_data_default_settings(&s);
+    s.time_column = "_time";
+    s.features = "_value";
+    CcDataReport rep;
+    CcDataset *ds = load_ok(csv, &s, &rep);
+    assert_hourly_ramp(ds, OCT1, 24);
+    cc_data_close(&ds);
+    /* left to the defaults, the first (empty) column is the time: said so */
+    load_fail(csv, NULL, ":5:1: no time in the time column '' (another column? give --time-column");
+    /* an unnamed column that would be a KPI */
+    s.features = NULL;
+    load_fail(csv, &s, ":4:1: header column 1 name is empty");
+}
+
 /* Excel's #N/A is a missing value; a text column is named as one. */
 static void test_excel_na_and_text_columns(void **state)
 {
@@ -282,9 +323,11 @@ int main(void)
         cmocka_unit_test(test_unsorted_rows),
         cmocka_unit_test(test_jittered_times),
         cmocka_unit_test(test_day_month_order),
+        cmocka_unit_test(test_am_pm),
         cmocka_unit_test(test_dotted_dates),
         cmocka_unit_test(test_epoch_units),
         cmocka_unit_test(test_pandas_unnamed_index),
+        cmocka_unit_test(test_influx_annotated),
         cmocka_unit_test(test_excel_na_and_text_columns),
         cmocka_unit_test(test_duplicates_and_empty_column),
     };
