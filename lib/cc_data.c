@@ -1134,9 +1134,9 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
                 ret = cc_errf(
                     err, errlen, -EINVAL, "%s:%lld:%d: column '%s': not a number: '%.*s'%s", name,
                     (long long)c->fline[k], c->col[k], ds->features[j], (int)(n > 40 ? 40 : n), f,
-                    has_digit(f, n) ? ""
-                                    : " (a text column? choose the KPI columns "
-                                      "with --features)");
+                    nrows > 0 || has_digit(f, n) ? ""
+                                                 : " (a text column? choose the KPI columns "
+                                                   "with --features)");
                 goto error;
             }
             if (!isfinite(d) || fabs(d) > 3.4e38) {
