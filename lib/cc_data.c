@@ -627,6 +627,7 @@ static void impute_series(CcSeries *s, int F, enum CcImpute how, int64_t *count)
 typedef struct Row {
     double ts;
     double alt; /* the day-first reading of an a/b/YYYY time (ts: month first) */
+    double key; /* sort key: ts, then step */
     int64_t step;
     int cell;
     int order;
@@ -638,23 +639,14 @@ typedef struct SlashSeen {
     char text[32];
 } SlashSeen;
 
+/* By cell, key (the time to detect the step, then the step), file order. */
 static int cmp_row(const void *a, const void *b)
 {
     const Row *x = a, *y = b;
     if (x->cell != y->cell)
         return x->cell < y->cell ? -1 : 1;
-    if (x->step != y->step)
-        return x->step < y->step ? -1 : 1;
-    return x->order < y->order ? -1 : x->order > y->order;
-}
-
-static int cmp_row_time(const void *a, const void *b)
-{
-    const Row *x = a, *y = b;
-    if (x->cell != y->cell)
-        return x->cell < y->cell ? -1 : 1;
-    if (x->ts != y->ts)
-        return x->ts < y->ts ? -1 : 1;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
     return x->order < y->order ? -1 : x->order > y->order;
 }
 
@@ -724,7 +716,9 @@ static int time_deltas(Row *rows, size_t nrows, int ncells, int64_t *out_of_orde
         last[rows[i].cell] = rows[i].ts;
     }
     free(last);
-    qsort(rows, nrows, sizeof *rows, cmp_row_time);
+    for (size_t i = 0; i < nrows; i++)
+        rows[i].key = rows[i].ts;
+    qsort(rows, nrows, sizeof *rows, cmp_row);
     size_t n = 0;
     for (size_t i = 1; i < nrows; i++) {
         int64_t dt = llround(rows[i].ts * 1000.0) - llround(rows[i - 1].ts * 1000.0);
@@ -1227,6 +1221,7 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
             goto error;
         }
         rows[i].step = (int64_t)rq;
+        rows[i].key = rq;
         if (fabs(rows[i].ts - rq * (double)S) > 1e-3)
             rep.misaligned++;
     }
