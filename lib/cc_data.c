@@ -129,20 +129,22 @@ static int parse_iso(const char *p, const char *end, double *out)
     return 0;
 }
 
-/* "M/D/YYYY[ H:MM[:SS]]", month first. */
-static int parse_us(const char *p, const char *end, double *out)
+/* "M/D/YYYY[ H:MM[:SS]]" (month first) or "D/M/YYYY …" (day_first), the date parts
+ * separated by sep. */
+static int parse_dmy(const char *p, const char *end, int day_first, char sep, double *out)
 {
-    int64_t mo = read_uint(&p, end, 1, 2);
-    if (mo < 0 || p >= end || *p != '/')
+    int64_t a = read_uint(&p, end, 1, 2);
+    if (a < 0 || p >= end || *p != sep)
         return -1;
     p++;
-    int64_t d = read_uint(&p, end, 1, 2);
-    if (d < 0 || p >= end || *p != '/')
+    int64_t b = read_uint(&p, end, 1, 2);
+    if (b < 0 || p >= end || *p != sep)
         return -1;
     p++;
     int64_t y = read_uint(&p, end, 4, 4);
     if (y < 0)
         return -1;
+    int64_t mo = day_first ? b : a, d = day_first ? a : b;
     int64_t h = 0, mi = 0;
     double sec = 0;
     if (p < end && *p == ' ') {
@@ -150,10 +152,38 @@ static int parse_us(const char *p, const char *end, double *out)
             p++;
         if (parse_clock(&p, end, 1, &h, &mi, &sec))
             return -1;
+        /* US spreadsheets: "10/16/2018 12:00:00 AM" */
+        const char *q = p;
+        while (q < end && *q == ' ')
+            q++;
+        if (end - q == 2 && (q[1] == 'M' || q[1] == 'm') && strchr("AaPp", q[0])) {
+            if (h < 1 || h > 12)
+                return -1;
+            h = h % 12 + (q[0] == 'P' || q[0] == 'p' ? 12 : 0);
+            p = end;
+        }
     }
     if (p != end || !valid_ymdhms(y, mo, d, h, mi, sec))
         return -1;
     *out = (double)(cc_days_from_civil(y, (int)mo, (int)d) * 86400 + h * 3600 + mi * 60) + sec;
+    return 0;
+}
+
+/* Both readings of an "a/b/YYYY" time (NAN where one is not a valid date); -1 when the
+ * text is not of that form at all, so the file's order can be decided on every row. */
+static int slash_times(const char *s, size_t len, double *md, double *dm)
+{
+    const char *p = s, *end = s + len;
+    while (p < end && isspace((unsigned char)*p))
+        p++;
+    while (end > p && isspace((unsigned char)end[-1]))
+        end--;
+    if (!memchr(p, '/', (size_t)(end - p)))
+        return -1;
+    if (parse_dmy(p, end, 0, '/', md))
+        *md = NAN;
+    if (parse_dmy(p, end, 1, '/', dm))
+        *dm = NAN;
     return 0;
 }
 
@@ -173,8 +203,13 @@ static int parse_unix(const char *p, const char *end, double *out)
     double v = strtod(buf, &e);
     if (*e || !isfinite(v))
         return -1;
-    if (fabs(v) >= 1e11)
-        v /= 1000.0;
+    /* 1e11 s is the year 5138: larger values are ms, µs (InfluxDB, Grafana) or ns */
+    if (fabs(v) >= 1e17)
+        v /= 1e9;
+    else if (fabs(v) >= 1e14)
+        v /= 1e6;
+    else if (fabs(v) >= 1e11)
+        v /= 1e3;
     *out = v;
     return 0;
 }
@@ -218,7 +253,9 @@ int cc_data_parse_time(const char *s, size_t len, const char *fmt, double *out)
         isdigit((unsigned char)p[2]) && isdigit((unsigned char)p[3]) && p[4] == '-')
         return parse_iso(p, end, out) ? -EINVAL : 0;
     if (memchr(p, '/', (size_t)(end - p)))
-        return parse_us(p, end, out) ? -EINVAL : 0;
+        return parse_dmy(p, end, 0, '/', out) ? -EINVAL : 0;
+    if (parse_dmy(p, end, 1, '.', out) == 0)
+        return 0;
     return parse_unix(p, end, out) ? -EINVAL : 0;
 }
 
@@ -371,11 +408,38 @@ static const char *csv_field(const Csv *c, int k, size_t *len)
 
 static int is_missing_token(const char *s, size_t n)
 {
-    static const char *const tok[] = {"", "nan", "na", "n/a", "null", "none", "-", "-nan"};
+    static const char *const tok[] = {"", "nan", "na", "n/a", "null", "none", "-", "-nan", "#n/a"};
     for (size_t i = 0; i < sizeof tok / sizeof *tok; i++)
         if (strlen(tok[i]) == n && strncasecmp(s, tok[i], n) == 0)
             return 1;
     return 0;
+}
+
+static int has_digit(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (isdigit((unsigned char)s[i]))
+            return 1;
+    return 0;
+}
+
+/* InfluxDB's annotated CSV starts with #datatype, #group and #default lines before the
+ * header: skipped (and counted as lines). */
+static void skip_annotations(Csv *c)
+{
+    static const char *const ann[] = {"#datatype,", "#group,", "#default,"};
+    for (int again = 1; again;) {
+        again = 0;
+        for (size_t i = 0; i < sizeof ann / sizeof *ann; i++) {
+            size_t n = strlen(ann[i]);
+            if ((size_t)(c->end - c->p) < n || memcmp(c->p, ann[i], n))
+                continue;
+            const char *nl = memchr(c->p, '\n', (size_t)(c->end - c->p));
+            c->p = nl ? nl + 1 : c->end;
+            c->line++;
+            again = 1;
+        }
+    }
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -562,18 +626,27 @@ static void impute_series(CcSeries *s, int F, enum CcImpute how, int64_t *count)
 
 typedef struct Row {
     double ts;
+    double alt; /* the day-first reading of an a/b/YYYY time (ts: month first) */
+    double key; /* sort key: ts, then step */
     int64_t step;
     int cell;
     int order;
 } Row;
 
+/* The first row whose a/b/YYYY time reads only one way. */
+typedef struct SlashSeen {
+    int64_t line;
+    char text[32];
+} SlashSeen;
+
+/* By cell, key (the time to detect the step, then the step), file order. */
 static int cmp_row(const void *a, const void *b)
 {
     const Row *x = a, *y = b;
     if (x->cell != y->cell)
         return x->cell < y->cell ? -1 : 1;
-    if (x->step != y->step)
-        return x->step < y->step ? -1 : 1;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
     return x->order < y->order ? -1 : x->order > y->order;
 }
 
@@ -581,6 +654,102 @@ static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return x < y ? -1 : x > y;
+}
+
+/* Which part of the file's a/b/YYYY dates is the month. The first row that can only be
+ * read one way (a 13..31 in that place) decides; every row must then read that way. A file
+ * where both readings are valid everywhere (days 1..12 only) takes the reading that spans
+ * less time: consecutive rows read the wrong way jump by months. 0 month first, 1 day
+ * first, or -EINVAL (mixed, or both readings equally compact). */
+static int slash_order(Row *rows, size_t nrows, const char *name, const SlashSeen *mf,
+                       const SlashSeen *df, char *err, size_t errlen)
+{
+    if (mf->line && df->line)
+        return cc_errf(err, errlen, -EINVAL,
+                       "%s:%lld: time '%s' is day/month/year but line %lld ('%s') is "
+                       "month/day/year: give the time format (--time-format)",
+                       name, (long long)df->line, df->text, (long long)mf->line, mf->text);
+    int day_first = df->line != 0;
+    if (!mf->line && !df->line) {
+        double lo[2] = {INFINITY, INFINITY}, hi[2] = {-INFINITY, -INFINITY};
+        for (size_t i = 0; i < nrows; i++) {
+            double t[2] = {rows[i].ts, isnan(rows[i].alt) ? rows[i].ts : rows[i].alt};
+            for (int k = 0; k < 2; k++) {
+                lo[k] = t[k] < lo[k] ? t[k] : lo[k];
+                hi[k] = t[k] > hi[k] ? t[k] : hi[k];
+            }
+        }
+        if (hi[0] - lo[0] == hi[1] - lo[1]) {
+            for (size_t i = 0; i < nrows; i++)
+                if (!isnan(rows[i].alt) && rows[i].alt != rows[i].ts)
+                    return cc_errf(err, errlen, -EINVAL,
+                                   "%s: a/b/YYYY dates with a and b both 1..12 read as well "
+                                   "month first as day first: give the time format "
+                                   "(--time-format, e.g. '%%d/%%m/%%Y %%H:%%M')",
+                                   name);
+        }
+        day_first = hi[1] - lo[1] < hi[0] - lo[0];
+    }
+    for (size_t i = 0; i < nrows && day_first; i++)
+        if (!isnan(rows[i].alt))
+            rows[i].ts = rows[i].alt;
+    return day_first;
+}
+
+/* Counts rows earlier than the previous row of their cell (file order), then sorts the rows
+ * by cell and time and collects the positive differences of successive times (ms): after
+ * sorting, so that a shuffled export gives the same step as a sorted one. */
+static int time_deltas(Row *rows, size_t nrows, int ncells, int64_t *out_of_order, int64_t **deltas,
+                       size_t *ndeltas)
+{
+    double *last = malloc((size_t)(ncells > 0 ? ncells : 1) * sizeof *last);
+    int64_t *d = malloc((nrows ? nrows : 1) * sizeof *d);
+    if (!last || !d) {
+        free(last);
+        free(d);
+        return -ENOMEM;
+    }
+    for (int i = 0; i < ncells; i++)
+        last[i] = -INFINITY;
+    for (size_t i = 0; i < nrows; i++) {
+        *out_of_order += rows[i].ts < last[rows[i].cell];
+        last[rows[i].cell] = rows[i].ts;
+    }
+    free(last);
+    for (size_t i = 0; i < nrows; i++)
+        rows[i].key = rows[i].ts;
+    qsort(rows, nrows, sizeof *rows, cmp_row);
+    size_t n = 0;
+    for (size_t i = 1; i < nrows; i++) {
+        int64_t dt = llround(rows[i].ts * 1000.0) - llround(rows[i - 1].ts * 1000.0);
+        if (rows[i].cell == rows[i - 1].cell && dt > 0)
+            d[n++] = dt;
+    }
+    *deltas = d;
+    *ndeltas = n;
+    return 0;
+}
+
+/* The step S in whole seconds from the sorted positive deltas (ms) and their most common
+ * value `mode`. Collectors stamp rows a few seconds around the step (3597, 3602, …), so the
+ * step is the median of the deltas within 5% of the mode, rounded to whole seconds and, from
+ * a minute up, to whole minutes when that is within the same 5%. 0 when the median is not
+ * within 5% of whole seconds either (a 1.5 s feed: the step must be given). */
+static int64_t step_from_deltas(const int64_t *d, size_t n, int64_t mode)
+{
+    int64_t tol = mode / 20;
+    size_t a = 0, b = n;
+    while (a < n && d[a] < mode - tol)
+        a++;
+    while (b > a && d[b - 1] > mode + tol)
+        b--;
+    int64_t med = d[a + (b - a) / 2], S = (med + 500) / 1000;
+    if (S <= 0 || llabs(S * 1000 - med) > tol)
+        return 0;
+    int64_t m = (S + 30) / 60 * 60;
+    if (S >= 60 && llabs(m * 1000 - med) <= tol)
+        S = m;
+    return S;
 }
 
 static void base_name(const char *path, char *out, size_t n)
@@ -646,12 +815,12 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
     Row *rows = NULL;
     float *vals = NULL;
     int64_t *deltas = NULL;
-    int64_t *last_ts = NULL; /* per cell: last time seen (seconds*1000), for order/deltas */
     CcDataset *ds = NULL;
     int colmap[CC_DATA_MAX_FEATURES];
     int ret = 0, series_cap = 0;
-    size_t nrows = 0, rows_cap = 0, ndeltas = 0, deltas_cap = 0;
-    int last_cap = 0, all_index = 1;
+    size_t nrows = 0, rows_cap = 0, ndeltas = 0, n_slash = 0;
+    int all_index = 1;
+    SlashSeen slash_month_first = {0}, slash_day_first = {0};
     int64_t idx_min = INT64_MAX, idx_max = -1;
     char wide_id[CC_CELL_ID_MAX], tname[CC_FEATURE_NAME_MAX];
 
@@ -672,6 +841,7 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
     if (len >= 3 && (unsigned char)buf[0] == 0xEF && (unsigned char)buf[1] == 0xBB &&
         (unsigned char)buf[2] == 0xBF)
         c->p += 3;
+    skip_annotations(c);
     c->line_start = c->p;
     if (sp->delimiter == '"' || sp->delimiter == '\r' || sp->delimiter == '\n') {
         ret = cc_errf(err, errlen, -EINVAL, "%s: the delimiter cannot be a quote or a line end",
@@ -704,11 +874,15 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
     for (int k = 0; k < ncols; k++) {
         size_t n;
         const char *f = csv_field(c, k, &n);
-        if (n == 0 || n >= CC_FEATURE_NAME_MAX) {
-            ret = cc_errf(err, errlen, -EINVAL,
-                          "%s:%lld:%d: header column %d name %s (%zu bytes, at most %d)", name,
-                          (long long)c->fline[k], c->col[k], k + 1, n ? "too long" : "is empty", n,
-                          CC_FEATURE_NAME_MAX - 1);
+        /* an unnamed column (pandas' to_csv() of a time index, InfluxDB's annotation column)
+         * is refused only if it is to be a feature: its name is needed then */
+        if (n == 0)
+            continue;
+        if (n >= CC_FEATURE_NAME_MAX) {
+            ret =
+                cc_errf(err, errlen, -EINVAL,
+                        "%s:%lld:%d: header column %d name too long (%zu bytes, at most %d)", name,
+                        (long long)c->fline[k], c->col[k], k + 1, n, CC_FEATURE_NAME_MAX - 1);
             free(hdr);
             goto error;
         }
@@ -802,6 +976,14 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
         for (int k = 0; k < ncols; k++) {
             if (k == tcol || k == ccol)
                 continue;
+            if (!hdr[k][0]) {
+                ret = cc_errf(err, errlen, -EINVAL,
+                              "%s:%lld:%d: header column %d name is empty (a KPI needs a name; "
+                              "or choose the KPI columns with --features)",
+                              name, (long long)c->fline[k], c->col[k], k + 1);
+                free(hdr);
+                goto error;
+            }
             if (F == CC_DATA_MAX_FEATURES) {
                 ret = cc_errf(err, errlen, -ERANGE,
                               "%s: more than %d feature columns; choose some with features", name,
@@ -858,6 +1040,7 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
             rows_cap = nc;
         }
         Row *r = &rows[nrows];
+        r->alt = NAN;
         size_t n;
         const char *f = csv_field(c, tcol, &n);
         int64_t idx;
@@ -875,13 +1058,30 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
                 goto error;
             }
             r->ts = (double)idx; /* × S below */
+        } else if (!sp->time_format && slash_times(f, n, &r->ts, &r->alt) == 0 &&
+                   !(isnan(r->ts) && isnan(r->alt))) {
+            /* an a/b/YYYY date: which part is the month is decided on the whole file */
+            SlashSeen *o = isnan(r->ts)    ? &slash_day_first
+                           : isnan(r->alt) ? &slash_month_first
+                                           : NULL;
+            if (o && !o->line) {
+                o->line = c->fline[tcol];
+                snprintf(o->text, sizeof o->text, "%.*s", (int)(n > 31 ? 31 : n), f);
+            }
+            n_slash++;
+        } else if (n == 0) {
+            ret = cc_errf(err, errlen, -EINVAL,
+                          "%s:%lld:%d: no time in the time column '%s' (another column? give "
+                          "--time-column NAME)",
+                          name, (long long)c->fline[tcol], c->col[tcol], tname);
+            goto error;
         } else if (cc_data_parse_time(f, n, sp->time_format, &r->ts)) {
             ret = cc_errf(err, errlen, -EINVAL, "%s:%lld:%d: cannot parse time '%.*s' (%s%s)", name,
                           (long long)c->fline[tcol], c->col[tcol], (int)(n > 64 ? 64 : n), f,
                           sp->time_format ? "format "
-                                          : "auto: unix s/ms, ISO-8601, "
-                                            "YYYY-MM-DD HH:MM:SS, M/D/YYYY H:MM; "
-                                            "else give a time format",
+                                          : "auto: unix s/ms/us/ns, ISO-8601, "
+                                            "YYYY-MM-DD HH:MM:SS, M/D/YYYY or D/M/YYYY H:MM, "
+                                            "D.M.YYYY H:MM; else give a time format",
                           sp->time_format ? sp->time_format : "");
             goto error;
         }
@@ -925,9 +1125,12 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
                 d = strtod(nb, &e);
             }
             if (n >= sizeof nb || *e || e == nb) {
-                ret = cc_errf(err, errlen, -EINVAL, "%s:%lld:%d: column '%s': not a number: '%.*s'",
-                              name, (long long)c->fline[k], c->col[k], ds->features[j],
-                              (int)(n > 40 ? 40 : n), f);
+                ret = cc_errf(
+                    err, errlen, -EINVAL, "%s:%lld:%d: column '%s': not a number: '%.*s'%s", name,
+                    (long long)c->fline[k], c->col[k], ds->features[j], (int)(n > 40 ? 40 : n), f,
+                    nrows > 0 || has_digit(f, n) ? ""
+                                                 : " (a text column? choose the KPI columns "
+                                                   "with --features)");
                 goto error;
             }
             if (!isfinite(d) || fabs(d) > 3.4e38) {
@@ -939,41 +1142,6 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
             }
             v[j] = (float)d;
         }
-        /* order and deltas per cell (times in ms) */
-        if (r->cell >= last_cap) {
-            int nc = last_cap ? last_cap * 2 : 16;
-            while (nc <= r->cell)
-                nc *= 2;
-            int64_t *nl = realloc(last_ts, (size_t)nc * sizeof *nl);
-            if (!nl) {
-                ret = -ENOMEM;
-                goto error;
-            }
-            for (int i = last_cap; i < nc; i++)
-                nl[i] = INT64_MIN;
-            last_ts = nl;
-            last_cap = nc;
-        }
-        int64_t tms = llround(r->ts * 1000.0);
-        if (last_ts[r->cell] != INT64_MIN) {
-            int64_t d = tms - last_ts[r->cell];
-            if (d < 0)
-                rep.out_of_order++;
-            if (d > 0) {
-                if (ndeltas == deltas_cap) {
-                    size_t nc = deltas_cap ? deltas_cap * 2 : 1024;
-                    int64_t *nd = realloc(deltas, nc * sizeof *nd);
-                    if (!nd) {
-                        ret = -ENOMEM;
-                        goto error;
-                    }
-                    deltas = nd;
-                    deltas_cap = nc;
-                }
-                deltas[ndeltas++] = d;
-            }
-        }
-        last_ts[r->cell] = tms;
         nrows++;
     }
     rep.rows_read = (int64_t)nrows;
@@ -981,6 +1149,15 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
         ret = cc_errf(err, errlen, -EINVAL, "%s: no data rows after the header", name);
         goto error;
     }
+    if (n_slash) {
+        ret = slash_order(rows, nrows, name, &slash_month_first, &slash_day_first, err, errlen);
+        if (ret < 0)
+            goto error;
+        rep.day_first = ret;
+    }
+    ret = time_deltas(rows, nrows, cells.n, &rep.out_of_order, &deltas, &ndeltas);
+    if (ret)
+        goto error;
 
     /* Step length: the most common positive time difference of a cell's rows (ms) */
     int64_t S = sp->step_seconds, best = 0;
@@ -1022,13 +1199,14 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
                           "%s: cannot detect the step from a single time per cell; give it", name);
             goto error;
         }
-        if (best % 1000 != 0) {
+        S = step_from_deltas(deltas, ndeltas, best);
+        if (S <= 0) {
             ret = cc_errf(err, errlen, -EINVAL,
-                          "%s: most common time step %.3f s is not whole seconds", name,
-                          best / 1000.0);
+                          "%s: most common time step %.3f s is not whole seconds; give the step "
+                          "(--step S)",
+                          name, best / 1000.0);
             goto error;
         }
-        S = best / 1000;
         rep.step_detected = 1;
     }
     ds->step_seconds = S;
@@ -1043,6 +1221,7 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
             goto error;
         }
         rows[i].step = (int64_t)rq;
+        rows[i].key = rq;
         if (fabs(rows[i].ts - rq * (double)S) > 1e-3)
             rep.misaligned++;
     }
@@ -1084,10 +1263,17 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
                 goto error;
             CcSeries *s = &ds->series[ds->n_series - 1];
             for (size_t i = u; i < v; i++) {
-                if (i > u && rows[i].step == rows[i - 1].step)
-                    rep.duplicates++;
                 size_t row = (size_t)(rows[i].step - p0);
                 const float *src = vals + (size_t)rows[i].order * F;
+                if (i > u && rows[i].step == rows[i - 1].step) {
+                    rep.duplicates++;
+                    const float *prev = vals + (size_t)rows[i - 1].order * F;
+                    for (int j = 0; j < F; j++)
+                        if (src[j] != prev[j] && !(isnan(src[j]) && isnan(prev[j]))) {
+                            rep.duplicates_differ++;
+                            break;
+                        }
+                }
                 for (int j = 0; j < F; j++) {
                     s->x[row * F + j] = src[j];
                     s->mask[row * F + j] = !isnan(src[j]);
@@ -1113,7 +1299,6 @@ error:
     free(rows);
     free(vals);
     free(deltas);
-    free(last_ts);
     cc_data_close(&ds);
     return ret;
 }
@@ -1437,12 +1622,17 @@ void cc_data_report_format(const CcDataReport *r, const CcDataset *ds, char *buf
     PUT("%s: %lld rows, %d series, %d features, step %llds%s", ds->source, (long long)r->rows_read,
         ds->n_series, ds->n_features, (long long)r->step_seconds,
         r->step_detected ? " (detected)" : "");
+    if (r->day_first)
+        PUT(", dates day first (D/M/YYYY)");
     if (r->time_index)
         PUT(", time = row index x %llds", (long long)r->step_seconds);
     if (r->delimiter && r->delimiter != ',')
         PUT(", delimiter %s", delim_name(r->delimiter, db, sizeof db));
-    PUT("; missing steps inserted %lld, duplicates %lld, out of order %lld, misaligned %lld",
-        (long long)r->missing_steps, (long long)r->duplicates, (long long)r->out_of_order,
+    PUT("; missing steps inserted %lld, duplicates %lld", (long long)r->missing_steps,
+        (long long)r->duplicates);
+    if (r->duplicates_differ)
+        PUT(" (%lld with other values: the later row kept)", (long long)r->duplicates_differ);
+    PUT(", out of order %lld, misaligned %lld", (long long)r->out_of_order,
         (long long)r->misaligned);
     if (r->segments_split)
         PUT(", series split at gaps %lld", (long long)r->segments_split);
@@ -1453,5 +1643,16 @@ void cc_data_report_format(const CcDataReport *r, const CcDataset *ds, char *buf
                 (long long)r->nan_cells[f], (long long)r->imputed_cells[f]);
             any = 1;
         }
+    any = 0;
+    for (int f = 0; f < ds->n_features; f++) {
+        int seen = 0;
+        for (int i = 0; i < ds->n_series && !seen; i++)
+            for (int t = 0; t < ds->series[i].T && !seen; t++)
+                seen = ds->series[i].mask[(size_t)t * ds->n_features + f];
+        if (!seen) {
+            PUT("%s%s", any ? ", " : "; no value at all in ", ds->features[f]);
+            any = 1;
+        }
+    }
 #undef PUT
 }

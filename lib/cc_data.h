@@ -9,9 +9,12 @@
  *   long  `ts,cell_id,<kpi…>`   many cells, rows of different cells interleaved in any order;
  *   wide  `<time>,<kpi…>`       one series (the layout of the files in ../shared/data).
  * RFC 4180 quoting ("a,b", "say ""x"""), CRLF or LF line ends, a UTF-8 BOM, blank lines
- * (skipped, anywhere) are accepted. A value that is empty, `NaN`, `nan`, `NA`, `null` or
- * `-` is missing; anything else must parse completely as a finite number. A malformed row
- * stops the load with `file:line:column: what` in the error buffer.
+ * (skipped, anywhere) are accepted. A value that is empty, `NaN`, `nan`, `NA`, `N/A`,
+ * `null`, `None`, `-` or `#N/A` (any case) is missing; anything else must parse completely
+ * as a finite number. A malformed row stops the load with `file:line:column: what` in the
+ * error buffer. A column without a name is refused only when it would be a feature (the
+ * time index of pandas' to_csv(), InfluxDB's first column are fine). InfluxDB's annotation
+ * lines (`#datatype,…`, `#group,…`, `#default,…`) before the header are skipped.
  *
  * Delimiter (`delimiter` 0 = detected): of `,` `;` tab (counted outside quotes), one that
  * splits the header line and the first data line into as many fields, the most frequent
@@ -26,13 +29,20 @@
  * file needs `features`; baselines (tools/eval.c) work on every column.
  *
  * Timestamps (`time_format` NULL = auto, decided per value):
- *   - an integer or decimal number: unix seconds, or milliseconds when |v| ≥ 1e11;
+ *   - an integer or decimal number: unix seconds, or milliseconds when |v| ≥ 1e11 (the year
+ *     5138 in seconds), microseconds from 1e14, nanoseconds from 1e17;
  *   - ISO-8601 / RFC 3339: `2018-03-28T15:56:00Z`, `…T15:56:00.250+02:00`, `2018-03-28`;
  *   - `YYYY-MM-DD HH:MM[:SS[.fff]]` (ETTh1, Barcelona);
- *   - `M/D/YYYY H:MM[:SS]` (US month first, the lte-hourly files);
+ *   - `a/b/YYYY H:MM[:SS][ AM|PM]`: month first (US, the lte-hourly files) or day first, decided on
+ *     the whole file: a row with a > 12 makes it day first, b > 12 month first (both:
+ *     refused); with a and b ≤ 12 everywhere, the reading whose times span less (read the
+ *     wrong way, consecutive days jump by months); equal spans: refused. cc_data_parse_time
+ *     alone reads month first;
+ *   - `D.M.YYYY H:MM[:SS]` (day first, as German or Russian spreadsheets write it);
  *   - otherwise a strptime(3) format given in `time_format` (e.g. "%d.%m.%Y %H:%M").
- * Times without a zone are UTC. A time that is not a multiple of S is rounded to the
- * nearest step (counted as `misaligned`).
+ * Times without a zone are UTC (local times across a DST change give one duplicate step
+ * in autumn and one missing step in spring: export with offsets or in UTC). A time that is
+ * not a multiple of S is rounded to the nearest step (counted as `misaligned`).
  *
  * Row index (`time_index`): a time column of plain non-negative integers can be a row
  * index rather than unix seconds; its time is then index × S seconds (row 0 = the epoch,
@@ -104,7 +114,10 @@ typedef struct CcDataSettings {
                           ///< NULL = every column but time and cell, header order (default NULL)
     const char *cell_id;  ///< id of the series of a wide file; NULL = file name without
                           ///< directory and extension (default NULL)
-    int64_t step_seconds; ///< S; 0 = the most common positive time delta of one cell (default 0)
+    int64_t step_seconds; ///< S; 0 = detected (default 0): the median of the positive time
+                          ///< deltas of a cell's time-sorted rows within 5% of the most common
+                          ///< one, in whole seconds (whole minutes from 60 s when within the 5%:
+                          ///< collectors' few seconds of jitter)
     enum CcImpute impute; ///< (default CC_IMPUTE_CARRY)
     int max_gap_steps;    ///< split a series at holes longer than this; 0 = never (default 0)
 } CcDataSettings;
@@ -134,14 +147,16 @@ typedef struct CcDataReport {
     int64_t nan_cells[CC_DATA_MAX_FEATURES]; ///< missing values in the file, per feature
     int64_t imputed_cells[CC_DATA_MAX_FEATURES]; ///< values imputed, per feature (NaNs + inserted)
     int64_t missing_steps;                       ///< steps absent from the file, inserted
-    int64_t duplicates;     ///< rows repeating an earlier (cell, step); the later one kept
-    int64_t out_of_order;   ///< rows earlier than the previous row of their cell
-    int64_t misaligned;     ///< times not a multiple of S, rounded to the nearest step
-    int64_t segments_split; ///< extra series made by max_gap_steps
-    int64_t step_seconds;   ///< S used (detected or given)
-    int step_detected;      ///< 1 when S was detected from the data
-    int time_index;         ///< 1 when the time column was read as a row index (× S)
-    char delimiter;         ///< the field separator used (given or detected)
+    int64_t duplicates;        ///< rows repeating an earlier (cell, step); the later one kept
+    int64_t duplicates_differ; ///< of those, rows whose values differ from the one before
+    int64_t out_of_order;      ///< rows earlier than the previous row of their cell
+    int64_t misaligned;        ///< times not a multiple of S, rounded to the nearest step
+    int64_t segments_split;    ///< extra series made by max_gap_steps
+    int64_t step_seconds;      ///< S used (detected or given)
+    int step_detected;         ///< 1 when S was detected from the data
+    int time_index;            ///< 1 when the time column was read as a row index (× S)
+    int day_first;             ///< 1 when a/b/YYYY times were read as D/M/YYYY
+    char delimiter;            ///< the field separator used (given or detected)
 } CcDataReport;
 
 /** Row index range [begin, end) of a series. */
