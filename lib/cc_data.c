@@ -1280,6 +1280,10 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
                 }
             }
             rep.missing_steps += T - nu;
+            if (T >= 8 && 2 * nu < T && rep.sparse_series++ == 0) {
+                snprintf(rep.sparse_first, sizeof rep.sparse_first, "%s", s->cell_id);
+                rep.sparse_first_share = (double)nu / (double)T;
+            }
             impute_series(s, F, sp->impute, rep.imputed_cells);
             u = v;
         }
@@ -1636,6 +1640,11 @@ void cc_data_report_format(const CcDataReport *r, const CcDataset *ds, char *buf
         (long long)r->misaligned);
     if (r->segments_split)
         PUT(", series split at gaps %lld", (long long)r->segments_split);
+    if (r->sparse_series)
+        PUT("; %lld series with under half their steps in the file (first '%s': %.0f%%; "
+            "another step than %llds? give them their own file, or --step)",
+            (long long)r->sparse_series, r->sparse_first, 100.0 * r->sparse_first_share,
+            (long long)r->step_seconds);
     int any = 0;
     for (int f = 0; f < ds->n_features; f++)
         if (r->nan_cells[f] || r->imputed_cells[f]) {

@@ -152,11 +152,16 @@ typedef struct CcDataReport {
     int64_t out_of_order;      ///< rows earlier than the previous row of their cell
     int64_t misaligned;        ///< times not a multiple of S, rounded to the nearest step
     int64_t segments_split;    ///< extra series made by max_gap_steps
-    int64_t step_seconds;      ///< S used (detected or given)
-    int step_detected;         ///< 1 when S was detected from the data
-    int time_index;            ///< 1 when the time column was read as a row index (× S)
-    int day_first;             ///< 1 when a/b/YYYY times were read as D/M/YYYY
-    char delimiter;            ///< the field separator used (given or detected)
+    int64_t sparse_series;     ///< series with fewer than half their steps in the file: most
+                               ///< often a coarser step than S (a long file of series at
+                               ///< different steps), their rows padded by imputation
+    char sparse_first[CC_CELL_ID_MAX]; ///< the first of them
+    double sparse_first_share;         ///< its share of steps present
+    int64_t step_seconds;              ///< S used (detected or given)
+    int step_detected;                 ///< 1 when S was detected from the data
+    int time_index;                    ///< 1 when the time column was read as a row index (× S)
+    int day_first;                     ///< 1 when a/b/YYYY times were read as D/M/YYYY
+    char delimiter;                    ///< the field separator used (given or detected)
 } CcDataReport;
 
 /** Row index range [begin, end) of a series. */

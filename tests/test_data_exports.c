@@ -311,6 +311,40 @@ static void test_duplicates_and_empty_column(void **state)
     cc_data_close(&ds);
 }
 
+/* A long file of series at different steps (NAB's families as cells): the file's step is the
+ * most common one, and the hourly cell among 5-minute ones is padded with 11 imputed rows
+ * for every real one. The load says so, naming it. */
+static void test_series_at_another_step(void **state)
+{
+    (void)state;
+    static char csv[8192];
+    csv[0] = 0;
+    put(csv, sizeof csv, "time,cell_id,kpi\n");
+    for (int i = 0; i < 48; i++)
+        put(csv, sizeof csv, "%d,fast,%d\n", OCT1 + 300 * i, i % 7);
+    for (int i = 0; i < 6; i++)
+        put(csv, sizeof csv, "%d,slow,%d\n", OCT1 + 3600 * i, i);
+    CcDataReport rep;
+    CcDataset *ds = load_ok(csv, NULL, &rep);
+    assert_int_equal(ds->step_seconds, 300);
+    assert_int_equal(rep.sparse_series, 1);
+    assert_string_equal(rep.sparse_first, "slow");
+    char buf[1024];
+    cc_data_report_format(&rep, ds, buf, sizeof buf);
+    assert_non_null(strstr(buf, "; 1 series with under half their steps in the file (first "
+                                "'slow': 10%; another step than 300s?"));
+    cc_data_close(&ds);
+    /* a gap alone is not that: half or more of the steps present */
+    csv[0] = 0;
+    put(csv, sizeof csv, "time,kpi\n");
+    for (int i = 0; i < 48; i++)
+        if (i < 20 || i >= 40)
+            put(csv, sizeof csv, "%d,%d\n", OCT1 + 300 * i, i % 7);
+    ds = load_ok(csv, NULL, &rep);
+    assert_int_equal(rep.sparse_series, 0);
+    cc_data_close(&ds);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -324,6 +358,7 @@ int main(void)
         cmocka_unit_test(test_influx_annotated),
         cmocka_unit_test(test_excel_na_and_text_columns),
         cmocka_unit_test(test_duplicates_and_empty_column),
+        cmocka_unit_test(test_series_at_another_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
