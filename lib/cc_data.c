@@ -1085,6 +1085,14 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
                           sp->time_format ? sp->time_format : "");
             goto error;
         }
+        /* Past the year 9999 (a stray digit, or a unit the magnitude rule cannot tell) a time
+         * is refused here: the step detection works in int64 milliseconds. */
+        if (fabs(r->ts) > CC_DATA_TIME_MAX || fabs(r->alt) > CC_DATA_TIME_MAX) {
+            ret = cc_errf(err, errlen, -EINVAL,
+                          "%s:%lld:%d: time '%.*s' is out of range (beyond the year 9999)", name,
+                          (long long)c->fline[tcol], c->col[tcol], (int)(n > 64 ? 64 : n), f);
+            goto error;
+        }
         if (ccol >= 0) {
             f = csv_field(c, ccol, &n);
             if (n == 0 || n >= CC_CELL_ID_MAX) {

@@ -164,6 +164,10 @@ typedef struct CcDataReport {
     char delimiter;                    ///< the field separator used (given or detected)
 } CcDataReport;
 
+/** The largest |time| a row may have, in unix seconds (9999-12-31T23:59:59Z), or as a row
+ *  index: beyond it a time is refused (the step is detected in int64 milliseconds). */
+#define CC_DATA_TIME_MAX 253402300799.0
+
 /** Row index range [begin, end) of a series. */
 typedef struct CcRange {
     int begin, end;

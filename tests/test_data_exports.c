@@ -345,6 +345,20 @@ static void test_series_at_another_step(void **state)
     cc_data_close(&ds);
 }
 
+/* A time past the year 9999 (a 26-digit number fuzz_csv found: read as ns it is still
+ * 1.5e16 s) is refused with its line; it overflowed the step detection's milliseconds. */
+static void test_time_out_of_range(void **state)
+{
+    (void)state;
+    load_fail("time,x\n1475280000,1\n14752801198714752842009876,2\n1475283600,3\n", NULL,
+              ":3:1: time '14752801198714752842009876' is out of range (beyond the year 9999)");
+    CcDataSettings s;
+    cc_data_default_settings(&s);
+    s.time_index = CC_TIME_INDEX_YES;
+    s.step_seconds = 60;
+    load_fail("t,x\n0,1\n99999999999999,2\n", &s, ":3:1: time '99999999999999' is out of range");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -359,6 +373,7 @@ int main(void)
         cmocka_unit_test(test_excel_na_and_text_columns),
         cmocka_unit_test(test_duplicates_and_empty_column),
         cmocka_unit_test(test_series_at_another_step),
+        cmocka_unit_test(test_time_out_of_range),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
