@@ -1560,6 +1560,33 @@ done:
     return ret;
 }
 
+/* The population sd of KPI f's observed values in the training rows of series s; 0 when it
+ * has none there (then *has is 0). */
+static double series_sd(const CcDataset *ds, const CcRange *train, int s, int f, int *has)
+{
+    const int F = ds->n_features;
+    const CcSeries *se = &ds->series[s];
+    int a = train[s].begin < 0 ? 0 : train[s].begin;
+    int b = train[s].end > se->T ? se->T : train[s].end;
+    double sum = 0, ss = 0;
+    int64_t n = 0;
+    for (int i = a; i < b; i++)
+        if (!se->mask || se->mask[(size_t)i * F + f]) {
+            sum += se->x[(size_t)i * F + f];
+            n++;
+        }
+    *has = n > 0;
+    if (!n)
+        return 0;
+    double mean = sum / (double)n;
+    for (int i = a; i < b; i++)
+        if (!se->mask || se->mask[(size_t)i * F + f]) {
+            double d = se->x[(size_t)i * F + f] - mean;
+            ss += d * d;
+        }
+    return sqrt(ss / (double)n);
+}
+
 int cc_train_norm_floor(const CcDataset *ds, const CcRange *train, double frac, float *floor_out)
 {
     int F = ds->n_features, S = ds->n_series;
@@ -1569,25 +1596,10 @@ int cc_train_norm_floor(const CcDataset *ds, const CcRange *train, double frac, 
     for (int f = 0; f < F; f++) {
         int ns = 0;
         for (int s = 0; s < S; s++) {
-            const CcSeries *se = &ds->series[s];
-            int a = train[s].begin < 0 ? 0 : train[s].begin;
-            int b = train[s].end > se->T ? se->T : train[s].end;
-            double sum = 0, ss = 0;
-            int64_t n = 0;
-            for (int i = a; i < b; i++)
-                if (!se->mask || se->mask[(size_t)i * F + f]) {
-                    sum += se->x[(size_t)i * F + f];
-                    n++;
-                }
-            if (!n)
-                continue;
-            double mean = sum / (double)n;
-            for (int i = a; i < b; i++)
-                if (!se->mask || se->mask[(size_t)i * F + f]) {
-                    double d = se->x[(size_t)i * F + f] - mean;
-                    ss += d * d;
-                }
-            sd[ns++] = sqrt(ss / (double)n);
+            int has;
+            double v = series_sd(ds, train, s, f, &has);
+            if (has)
+                sd[ns++] = v;
         }
         double med = 0;
         if (ns) {
@@ -1608,6 +1620,24 @@ int cc_train_norm_floor(const CcDataset *ds, const CcRange *train, double frac, 
     }
     free(sd);
     return 0;
+}
+
+void cc_train_sd_spread(const CcDataset *ds, const CcRange *train, double *lo, double *hi)
+{
+    for (int f = 0; f < ds->n_features; f++) {
+        lo[f] = INFINITY;
+        hi[f] = 0;
+        for (int s = 0; s < ds->n_series; s++) {
+            int has;
+            double v = series_sd(ds, train, s, f, &has);
+            if (has && v > 0) {
+                lo[f] = v < lo[f] ? v : lo[f];
+                hi[f] = v > hi[f] ? v : hi[f];
+            }
+        }
+        if (!(hi[f] > 0))
+            lo[f] = hi[f] = 0;
+    }
 }
 
 #define STATE_MAGIC "CCTRAIN2"

@@ -299,6 +299,11 @@ int cc_trainer_calibrate_fit(CcTrainer *t, const CcCalibSettings *cs, CcCalibRep
  */
 int cc_train_norm_floor(const CcDataset *ds, const CcRange *train, double frac, float *floor);
 
+/** Per KPI, the smallest and the largest non-zero population sd over the series in their
+ *  training rows train[s] (lo, hi: ds->n_features each; both 0 for a KPI constant or absent
+ *  everywhere). hi/lo is how far apart the scales are that one norm.floor must serve. */
+void cc_train_sd_spread(const CcDataset *ds, const CcRange *train, double *lo, double *hi);
+
 /** The weights validation scores (the EMA when settings.ema > 0, else the model's block):
  *  n_params floats laid out as CcModel.block, valid until the next step. */
 const float *cc_trainer_eval_weights(const CcTrainer *t);

@@ -4,8 +4,8 @@
 # normalisation and linear window of at most half its training rows (the 336-step defaults
 # would make every sample a cold start), at least 1000 steps with the warmup inside them
 # (20 epochs were 20 steps, all warmup), options given are kept (with a warning), and a file
-# without a patch and a horizon of training rows is refused with a clear message. A tiny
-# model: a few seconds.
+# without a patch and a horizon of training rows is refused with a clear message, and one
+# KPI column holding series of scales 10^6 apart is warned about. A tiny model: a few seconds.
 #   usage: test_train_defaults.sh CELLCAST
 set -u
 CLI=${1:?cellcast binary}
@@ -56,6 +56,21 @@ else
     grep -q "no training window: the longest series has 14 training rows" "$TMP/t.log" &&
         ok "20 rows refused: $(tail -1 "$TMP/t.log")" || fail "20 rows: $(cat "$TMP/t.log")"
 fi
+
+# one KPI column holding series whose scales lie 10^6 apart (bytes beside a percentage):
+# warned once, naming the KPI; two cells of like scale are not
+"$CLI" synth --cells 2 --days 10 --step 3600 --features prb_dl --missing-rate 0 \
+    --gap-rate 0 --outage-rate 0 --out "$TMP/two.csv" 2>/dev/null || fail "synth two cells"
+awk -F, -v OFS=, 'NR > 1 && $2 == "cell0001" { $3 = $3 * 1e6 } { print }' "$TMP/two.csv" >"$TMP/far.csv"
+for f in two far; do
+    "$CLI" train --data "$TMP/$f.csv" --out "$TMP/$f.safetensors" "${TINY[@]}" --steps 2 \
+        2>"$TMP/$f.log" || fail "train $f: $(tail -1 "$TMP/$f.log")"
+done
+w=$(grep -c "warning: KPI 'prb_dl': the series' sds range from" "$TMP/far.log")
+[ "$w" = 1 ] && ok "scales 10^6 apart: warned ($(grep -o "sds range from [^;]*" "$TMP/far.log"))" ||
+    fail "scales 10^6 apart: $w warnings: $(grep -v '^step' "$TMP/far.log")"
+grep -q "warning: KPI" "$TMP/two.log" && fail "like scales warned: $(grep 'warning: KPI' "$TMP/two.log")" ||
+    ok "like scales: no warning"
 
 [ "$FAILS" = 0 ] && echo "train defaults: all checks passed"
 exit $((FAILS > 0))

@@ -400,6 +400,8 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
 
 /* Fewest optimiser steps of a run whose length the command line leaves to --epochs' default. */
 #define TRAIN_MIN_STEPS 1000
+/* A KPI whose series' sds lie further apart than this gets warn_scale_spread's warning. */
+#define TRAIN_SD_SPREAD_WARN 1e4
 
 /* One training run: the data, the model, the trainer and the loop's state. */
 typedef struct Train {
@@ -570,6 +572,24 @@ static int data_defaults(Train *t)
     return 0;
 }
 
+/* Series of one KPI column whose scales lie orders of magnitude apart (NAB's 57 files as
+ * cells: sds from 0.017 to 7e7) cannot share the one norm.floor per KPI of the spec: it
+ * flattens the small ones or lets the large ones' flat stretches blow the loss up (to 1e14
+ * there). Said once per KPI, with what to do. */
+static void warn_scale_spread(const CcDataset *ds, const CcRange *train)
+{
+    double lo[CC_DATA_MAX_FEATURES], hi[CC_DATA_MAX_FEATURES];
+    cc_train_sd_spread(ds, train, lo, hi);
+    for (int f = 0; f < ds->n_features; f++)
+        if (lo[f] > 0 && hi[f] > TRAIN_SD_SPREAD_WARN * lo[f])
+            fprintf(stderr,
+                    "cellcast train: warning: KPI '%s': the series' sds range from %.3g to "
+                    "%.3g; one norm.floor per KPI cannot suit both ends (the loss may blow "
+                    "up on flat stretches of the large ones): train series of like scale "
+                    "together, or as other KPIs\n",
+                    ds->features[f], lo[f], hi[f]);
+}
+
 /* --resume's model (its features must be the data's), or a new one. 0 or -1. */
 static int train_model(Train *t)
 {
@@ -626,6 +646,7 @@ static int train_model(Train *t)
                 fprintf(stderr, "cellcast train: out of memory\n");
                 return -1;
             }
+            warn_scale_spread(ds, t->rtrain);
         }
     }
     if (t->m->hp.step_seconds != ds->step_seconds) {
