@@ -8,9 +8,10 @@
 #include <string.h>
 
 struct CcRidge {
-    int K, NY, rows, solved; /* rows: buffered, not yet in the normal equations */
+    int K, NY, rows; /* rows: buffered, not yet in the normal equations */
     int64_t n;
     double *ata, *aty; /* (K, K) upper triangle, (K, NY) */
+    double *fac;       /* (K, K) the factorisation of one solve, so ata stays as summed */
     double *a, *y;     /* (CC_RIDGE_CHUNK, K), (CC_RIDGE_CHUNK, NY) */
 };
 
@@ -25,9 +26,10 @@ int cc_ridge_open(CcRidge **out, int K, int NY)
     r->K = K, r->NY = NY;
     r->ata = calloc((size_t)K * K, sizeof *r->ata);
     r->aty = calloc((size_t)K * NY, sizeof *r->aty);
+    r->fac = malloc((size_t)K * K * sizeof *r->fac);
     r->a = malloc((size_t)CC_RIDGE_CHUNK * K * sizeof *r->a);
     r->y = malloc((size_t)CC_RIDGE_CHUNK * NY * sizeof *r->y);
-    if (!r->ata || !r->aty || !r->a || !r->y) {
+    if (!r->ata || !r->aty || !r->fac || !r->a || !r->y) {
         cc_ridge_close(&r);
         return -ENOMEM;
     }
@@ -42,6 +44,7 @@ void cc_ridge_close(CcRidge **pr)
         return;
     free(r->ata);
     free(r->aty);
+    free(r->fac);
     free(r->a);
     free(r->y);
     free(r);
@@ -129,18 +132,18 @@ static void cholesky_solve(const double *u, double *b, int K, int NB)
 int cc_ridge_solve(CcRidge *r, double pen, int n_pen, double *x)
 {
     const int K = r->K, NY = r->NY;
-    if (!(pen >= 0) || n_pen < 0 || n_pen > K || r->solved)
+    if (!(pen >= 0) || n_pen < 0 || n_pen > K)
         return -EINVAL;
     flush(r);
     if (r->n == 0)
         return -EAGAIN;
-    r->solved = 1;
+    memcpy(r->fac, r->ata, (size_t)K * K * sizeof *r->fac);
     for (int i = 0; i < n_pen; i++)
-        r->ata[(size_t)i * K + i] += pen;
-    int ret = cholesky_upper(r->ata, K);
+        r->fac[(size_t)i * K + i] += pen;
+    int ret = cholesky_upper(r->fac, K);
     if (ret < 0)
         return ret;
-    cholesky_solve(r->ata, r->aty, K, NY);
     memcpy(x, r->aty, (size_t)K * NY * sizeof *x);
+    cholesky_solve(r->fac, x, K, NY);
     return 0;
 }

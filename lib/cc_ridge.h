@@ -34,11 +34,11 @@ int64_t cc_ridge_rows(const CcRidge *r);
 double cc_ridge_trace(CcRidge *r, int n);
 
 /**
- * Adds pen ≥ 0 to the first n_pen diagonal entries of a^T a (the rest, e.g. a bias column,
- * unpenalised) and solves into x (K, NY, row-major: x[i·NY + c]). The system is spent
- * afterwards (factored in place): open another for a new fit. 0, -EINVAL (pen < 0, n_pen
- * outside [0, K], solved already), -EAGAIN (no row), -EDOM (not positive definite: pen = 0
- * on collinear inputs).
+ * Solves, with pen ≥ 0 added to the first n_pen diagonal entries of a^T a (the rest, e.g.
+ * a bias column, unpenalised), into x (K, NY, row-major: x[i·NY + c]). The sums are kept:
+ * the system can be solved again with another penalty, or after more rows (e.g. a penalty
+ * chosen on held-out rows, then a refit on all). 0, -EINVAL (pen < 0, n_pen outside
+ * [0, K]), -EAGAIN (no row), -EDOM (not positive definite: pen = 0 on collinear inputs).
  */
 int cc_ridge_solve(CcRidge *r, double pen, int n_pen, double *x);
 

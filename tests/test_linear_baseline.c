@@ -142,6 +142,8 @@ static void test_random_walk_is_naive(void **state)
     char msg[256];
     assert_int_equal(cct_linear_open(&lb, ds, &fit, kidx, 2, &ls, msg, sizeof msg), 0);
     assert_int_equal(cct_linear_window(lb), 48);
+    double lam = cct_linear_lambda(lb, 0); /* chosen on the tail, from the grid */
+    assert_true(lam >= 1e-4 && lam <= 1);
     double se_lin = 0, se_naive = 0, out[H];
     const CcSeries *se = &ds->series[0];
     for (int t = FIT - 1; t + H < T; t++) {
@@ -185,6 +187,8 @@ static void test_short_rows_cut_or_skip(void **state)
     assert_int_equal(cct_linear_open(&lb, ds, &fit, kidx, 1, &ls, msg, sizeof msg), 0);
     assert_int_equal(cct_linear_window(lb), 4);
     assert_non_null(strstr(msg, "window cut from 336 to 4 steps"));
+    /* 6 origins end before the tail (rows 17-19), fewer than 2·L: the fallback penalty */
+    assert_true(cct_linear_lambda(lb, 0) == CCT_LINEAR_LAMBDA_FALLBACK);
     cct_linear_close(&lb);
     /* 12 rows: 3 origins even at L = 2 */
     fit.end = 12;
@@ -197,7 +201,7 @@ static void test_short_rows_cut_or_skip(void **state)
     assert_int_equal(cct_linear_open(&lb, ds, &fit, kidx, 2, &ls, msg, sizeof msg), -EAGAIN);
     assert_non_null(strstr(msg, "KPI b has 0 origins"));
     /* bad settings */
-    ls.lambda = -1;
+    ls.lambda = -2;
     assert_int_equal(cct_linear_open(&lb, ds, &fit, kidx, 1, &ls, msg, sizeof msg), -EINVAL);
     cc_data_close(&ds);
 }

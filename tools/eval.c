@@ -60,7 +60,7 @@ void cct_eval_default_settings(CctEvalSettings *s)
     s->protocol = CCT_EVAL_ROLLING;
     s->threads = 1;
     s->linear_window = 336;
-    s->linear_lambda = 1e-3;
+    s->linear_lambda = -1;
 }
 
 static int file_exists(const char *p)
@@ -311,7 +311,7 @@ static int fit_linear(CctEval *e, char *err, size_t errlen)
     if (rc == -EAGAIN || rc == 0)
         return 0;
     if (rc == -EINVAL)
-        snprintf(err, errlen, "--linear-window must be ≥ 0 and --linear-lambda ≥ 0");
+        snprintf(err, errlen, "--linear-window must be ≥ 0 and --linear-lambda ≥ 0 (or -1)");
     else if (rc != -ENOMEM)
         snprintf(err, errlen, "%s", e->linear_msg);
     return rc == -EDOM ? -EINVAL : rc;
@@ -788,7 +788,11 @@ json_t *cct_eval_json(const CctEval *e)
     json_object_set_new(root, "window_mean", json_integer(e->W));
     if (e->linear) {
         json_object_set_new(root, "linear_window", json_integer(cct_linear_window(e->linear)));
-        json_object_set_new(root, "linear_lambda", json_real(e->s.linear_lambda));
+        json_t *lam = json_object();
+        for (int q = 0; q < e->K; q++)
+            json_object_set_new(lam, e->kname[q], json_real(cct_linear_lambda(e->linear, q)));
+        json_object_set_new(root, "linear_lambda", lam);
+        json_object_set_new(root, "linear_lambda_chosen", json_boolean(e->s.linear_lambda < 0));
         json_object_set_new(root, "linear_fit_s", json_real(e->linear_fit_s));
     }
     json_object_set_new(root, "series", json_integer(ds->n_series));
@@ -903,9 +907,14 @@ static void print_summary(const CctEval *e, FILE *out)
                 e->runs[0].test.end, e->runs[0].first_origin, e->runs[0].last_origin);
     fprintf(out, "wall %.2f s (engine %.2f s for %lld cell-steps)\n", e->wall,
             (double)e->engine_ns / 1e9, (long long)e->n_engine_steps);
-    if (e->linear)
-        fprintf(out, "linear: NLinear window %d, ridge lambda %g, fitted in %.2f s\n",
-                cct_linear_window(e->linear), e->s.linear_lambda, e->linear_fit_s);
+    if (e->linear) {
+        fprintf(out, "linear: NLinear window %d, fitted in %.2f s, ridge lambda%s",
+                cct_linear_window(e->linear), e->linear_fit_s,
+                e->s.linear_lambda < 0 ? " (chosen on the last 15 % before the test)" : "");
+        for (int q = 0; q < e->K && q < 16; q++)
+            fprintf(out, " %s%g", q ? "/ " : "", cct_linear_lambda(e->linear, q));
+        fprintf(out, "%s\n", e->K > 16 ? " …" : "");
+    }
     if (e->warnings[0])
         fprintf(out, "warning: %s\n", e->warnings);
     fputc('\n', out);

@@ -17,7 +17,8 @@
  *                regression shared by every series, fitted in closed form on the origins of
  *                the rows before the test range (ett: the train months; --test: the --data
  *                file) whose targets are observed; L = linear_window (336), cut to those
- *                rows; skipped with a warning when too short (tools/linear_baseline.h)
+ *                rows; the ridge penalty chosen on their last 15 %; skipped with a warning
+ *                when too short (tools/linear_baseline.h)
  * MASE scale: in-sample MAE of the one-day seasonal naive over the rows before the test
  * range, per series and KPI (one step when S does not divide a day).
  *
@@ -70,7 +71,8 @@ typedef struct CctEvalSettings {
     double adapt_rate;    ///< their rate; default 0: min(0.05, 4/HZ)
     int adapt_per_step;   ///< their scales per (KPI, step) instead of per KPI; default 0
     int linear_window;    ///< L of the method "linear" (linear_baseline.h); 0: off (default 336)
-    double linear_lambda; ///< its ridge penalty, relative to the inputs' mean square (1e-3)
+    double linear_lambda; ///< its ridge penalty, relative to the inputs' mean square; -1:
+                          ///< chosen per KPI on the last 15 % of those rows (default -1)
 } CctEvalSettings;
 
 typedef struct CctEval CctEval;
