@@ -48,5 +48,11 @@ grep -q "warning: linear skipped: the 20 rows before the test range" "$TMP/err" 
     ! grep -qE '^  all +linear ' "$TMP/table" && ok "eval: too few rows before the test: skipped, said" ||
     fail "eval short rows: $(cat "$TMP/err")"
 
+# no penalty on a constant KPI: a singular system, said, the other methods still scored
+"$CLI" eval --data "$TMP/cells.csv" --horizon 12 --linear-lambda 0 >"$TMP/table" 2>"$TMP/err" &&
+    grep -q "linear skipped: the system of KPI users is singular" "$TMP/err" &&
+    grep -qE '^  all +naive ' "$TMP/table" && ok "eval --linear-lambda 0: singular, skipped, said" ||
+    fail "eval --linear-lambda 0: $(cat "$TMP/err")"
+
 [ "$FAILS" = 0 ] && echo "test_eval_linear: all ok"
 exit $((FAILS > 0))

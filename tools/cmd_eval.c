@@ -99,7 +99,7 @@ static int eval_opts(EvalArgs *a, int argc, char **argv)
                      "down,up"),
         CC_OPTS_INT("window", &s->window, 1, 100000000, "W",
                     "window-mean baseline length (default model M, else 336)"),
-        CC_OPTS_INT("linear-window", &s->linear_window, 0, 100000000, "L",
+        CC_OPTS_INT("linear-window", &s->linear_window, 0, 4096, "L",
                     "inputs of the linear baseline (NLinear, closed-form ridge on the\n"
                     "rows before the test range); cut to those rows; 0 = off",
                     .flags = CC_OPT_SHOW_DEFAULT),

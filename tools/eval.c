@@ -308,13 +308,11 @@ static int fit_linear(CctEval *e, char *err, size_t errlen)
                              sizeof e->linear_msg);
     e->linear_fit_s = (double)(cc_now_ns() - t0) / 1e9;
     free(fit);
-    if (rc == -EAGAIN || rc == 0)
+    if (rc == -EAGAIN || rc == -EDOM || rc == 0) /* skipped or singular: said in the warning */
         return 0;
     if (rc == -EINVAL)
         snprintf(err, errlen, "--linear-window must be ≥ 0 and --linear-lambda ≥ 0 (or -1)");
-    else if (rc != -ENOMEM)
-        snprintf(err, errlen, "%s", e->linear_msg);
-    return rc == -EDOM ? -EINVAL : rc;
+    return rc;
 }
 
 static int open_engine(CctEval *e, char *err, size_t errlen)

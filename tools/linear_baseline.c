@@ -186,7 +186,9 @@ static int fit_kpi(CctLinear *lb, const CcDataset *ds, const CcRange *fit, int q
     }
     ret = solve(rg, L, lb->lambda[q], coef);
     if (ret == -EDOM)
-        snprintf(msg, msglen, "linear: the system of KPI %s is singular (give a penalty > 0)",
+        snprintf(msg, msglen,
+                 "linear skipped: the system of KPI %s is singular (a penalty > 0 "
+                 "avoids it)",
                  ds->features[f]);
 done:
     cc_ridge_close(&rg);

@@ -54,7 +54,7 @@ void cct_linear_default_settings(CctLinearSettings *s);
  * Fits the maps of the K KPIs kidx[0..K) (feature indices of ds) over the rows fit[s] of
  * every series s (empty ranges allowed). ds must outlive the fit. 0 (msg: "" or a note
  * that the window was cut), -EAGAIN (skipped: the reason in msg), -EINVAL (bad settings),
- * -ENOMEM, -EDOM (a singular system: lambda = 0 on collinear inputs).
+ * -ENOMEM, -EDOM (a singular system, lambda = 0 on collinear inputs: the reason in msg).
  */
 int cct_linear_open(CctLinear **out, const CcDataset *ds, const CcRange *fit, const int *kidx,
                     int K, const CctLinearSettings *s, char *msg, size_t msglen);
