@@ -24,6 +24,7 @@
 
 #include "cc_kernels.h"
 #include "cc_metrics.h"
+#include "cc_ridge.h"
 #include "cc_rng.h"
 
 /* ---- small helpers ------------------------------------------------------------------- */
@@ -1299,78 +1300,19 @@ int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm)
     return 0;
 }
 
-/* In place: a (K, K) symmetric positive definite (upper triangle read) -> its Cholesky
- * factor U (a = U^T U) in the upper triangle. -EDOM when a pivot is not positive. */
-static int cholesky_upper(double *a, int K)
-{
-    for (int j = 0; j < K; j++) {
-        double d = a[(size_t)j * K + j];
-        for (int k = 0; k < j; k++)
-            d -= a[(size_t)k * K + j] * a[(size_t)k * K + j];
-        if (!(d > 0))
-            return -EDOM;
-        double u = sqrt(d);
-        a[(size_t)j * K + j] = u;
-        for (int i = j + 1; i < K; i++) {
-            double v = a[(size_t)j * K + i];
-            for (int k = 0; k < j; k++)
-                v -= a[(size_t)k * K + j] * a[(size_t)k * K + i];
-            a[(size_t)j * K + i] = v / u;
-        }
-    }
-    return 0;
-}
-
-/* b (K, NB) := a^-1 b for a = U^T U factored by cholesky_upper. */
-static void cholesky_solve(const double *u, double *b, int K, int NB)
-{
-    for (int i = 0; i < K; i++) /* U^T z = b, forward */
-        for (int c = 0; c < NB; c++) {
-            double v = b[(size_t)i * NB + c];
-            for (int k = 0; k < i; k++)
-                v -= u[(size_t)k * K + i] * b[(size_t)k * NB + c];
-            b[(size_t)i * NB + c] = v / u[(size_t)i * K + i];
-        }
-    for (int i = K - 1; i >= 0; i--) /* U x = z, backward */
-        for (int c = 0; c < NB; c++) {
-            double v = b[(size_t)i * NB + c];
-            for (int k = i + 1; k < K; k++)
-                v -= u[(size_t)i * K + k] * b[(size_t)k * NB + c];
-            b[(size_t)i * NB + c] = v / u[(size_t)i * K + i];
-        }
-}
-
-#define RIDGE_CHUNK 256 /* sample rows per rank-k update of the normal equations */
-
-/* ata (K, K, upper) += a^T a, aty (K, HZ) += a^T y for `rows` rows of a (., K), y (., HZ).
- * Returns 0 (the rows consumed). */
-static int ridge_add(double *ata, double *aty, const double *a, const double *y, int rows, int K,
-                     int HZ)
-{
-    if (rows > 0) {
-        cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, K, rows, 1.0, a, K, 1.0, ata, K);
-        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, HZ, rows, 1.0, a, K, y, HZ, 1.0,
-                    aty, HZ);
-    }
-    return 0;
-}
-
 int cc_trainer_fit_linear(CcTrainer *t, double lambda, int64_t *n_samples)
 {
     const CcHparams *hp = &t->m->hp;
     const int R = hp->linear_window, HZ = hp->horizon, K = R + 1, F = t->ds->n_features;
     if (R < 1 || !(lambda >= 0))
         return -EINVAL;
-    int ret = -ENOMEM, rows = 0;
-    int64_t n = 0;
     CcTrainWork *w = t->work[0];
-    double *ata = calloc((size_t)K * K, sizeof *ata), *aty = calloc((size_t)K * HZ, sizeof *aty);
-    double *a = malloc((size_t)RIDGE_CHUNK * K * sizeof *a);
-    double *y = malloc((size_t)RIDGE_CHUNK * HZ * sizeof *y);
-    if (!ata || !aty || !a || !y)
+    CcRidge *rg = NULL;
+    double *x = malloc((size_t)K * HZ * sizeof *x);
+    int ret = x ? cc_ridge_open(&rg, K, HZ) : -ENOMEM;
+    if (ret < 0)
         goto done;
-    /* the normal equations [r 1]^T [r 1] (upper triangle) and [r 1]^T y, in double: the
-     * windows' inputs are strongly correlated and R is up to 720 */
+    /* the normal equations of [r 1] -> y over every usable training window */
     for (int64_t p = 0; p < t->n_train_pool; p++) {
         const Pool *pl = &t->train_pool[p];
         for (int f = 0; f < F; f++)
@@ -1389,34 +1331,24 @@ int cc_trainer_fit_linear(CcTrainer *t, double lambda, int64_t *n_samples)
                         ok = tw[k] > 0;
                     if (!ok)
                         continue;
-                    double *ar = a + (size_t)rows * K, *yr = y + (size_t)rows * HZ;
+                    double *yr, *ar = cc_ridge_row(rg, &yr);
                     for (int i = 0; i < R; i++)
                         ar[i] = w->lin_in[(size_t)j * R + i];
                     ar[R] = 1.0;
                     for (int k = 0; k < HZ; k++)
                         yr[k] = (double)tg[k] - w->lin_xt[j];
-                    rows++, n++;
-                    if (rows == RIDGE_CHUNK)
-                        rows = ridge_add(ata, aty, a, y, rows, K, HZ);
+                    cc_ridge_push(rg);
                 }
             }
     }
-    ridge_add(ata, aty, a, y, rows, K, HZ);
-    ret = -EAGAIN;
-    if (n == 0)
-        goto done;
-    for (int i = 0; i < R; i++)
-        ata[(size_t)i * K + i] += lambda * (double)n;
-    /* K <= CC_MAX_LINEAR_WINDOW + 1 unknowns and a positive definite matrix (lambda > 0 or
-     * enough varied samples): a plain Cholesky is enough, K³/6 flops is milliseconds */
-    ret = cholesky_upper(ata, K);
+    const int64_t n = cc_ridge_rows(rg);
+    ret = cc_ridge_solve(rg, lambda * (double)n, R, x);
     if (ret < 0)
         goto done;
-    cholesky_solve(ata, aty, K, HZ);
     for (int k = 0; k < HZ; k++) {
         for (int i = 0; i < R; i++)
-            t->m->w.lin_w[(size_t)k * R + i] = (float)aty[(size_t)i * HZ + k];
-        t->m->w.lin_b[k] = (float)aty[(size_t)R * HZ + k];
+            t->m->w.lin_w[(size_t)k * R + i] = (float)x[(size_t)i * HZ + k];
+        t->m->w.lin_b[k] = (float)x[(size_t)R * HZ + k];
     }
     if (t->ema_w) {
         size_t off = (size_t)(t->m->w.lin_w - t->m->block), nb = (size_t)HZ * R;
@@ -1428,10 +1360,8 @@ int cc_trainer_fit_linear(CcTrainer *t, double lambda, int64_t *n_samples)
         *n_samples = n;
     ret = 0;
 done:
-    free(ata);
-    free(aty);
-    free(a);
-    free(y);
+    cc_ridge_close(&rg);
+    free(x);
     return ret;
 }
 

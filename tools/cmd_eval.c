@@ -99,6 +99,14 @@ static int eval_opts(EvalArgs *a, int argc, char **argv)
                      "down,up"),
         CC_OPTS_INT("window", &s->window, 1, 100000000, "W",
                     "window-mean baseline length (default model M, else 336)"),
+        CC_OPTS_INT("linear-window", &s->linear_window, 0, 4096, "L",
+                    "inputs of the linear baseline (NLinear, closed-form ridge on the\n"
+                    "rows before the test range); cut to those rows; 0 = off",
+                    .flags = CC_OPT_SHOW_DEFAULT),
+        CC_OPTS_DBL("linear-lambda", &s->linear_lambda, 0, 1e6, "X",
+                    "its ridge penalty, relative to the inputs' mean square\n"
+                    "(default: per KPI the best of 1e-4 ... 1 on the last 15 % of\n"
+                    "those rows, then refitted on all)"),
         CC_OPTS_STR("features", &s->features, "LIST",
                     "data columns to load (default: the model's features)"),
         CLI_DATA_OPTS(&s->data),
@@ -122,8 +130,9 @@ static int eval_opts(EvalArgs *a, int argc, char **argv)
         .prog = "cellcast eval",
         .usage = "cellcast eval [--model M.safetensors] --data D.csv [options]",
         .about = "Rolling-origin evaluation on held-out steps: the engine's forecasts and the\n"
-                 "naive, seasonal-naive (1 day, 1 week) and window-mean baselines, scored on the\n"
-                 "same windows (MAE, RMSE, MSE, NRMSE, MASE, P10-P90 coverage per KPI and step).",
+                 "naive, seasonal-naive (1 day, 1 week), window-mean and linear (NLinear)\n"
+                 "baselines, scored on the same windows (MAE, RMSE, MSE, NRMSE, MASE, P10-P90\n"
+                 "coverage per KPI and step).",
         CC_OPTS_TABLE(opts),
     };
     a->json = a->per_step = 0;

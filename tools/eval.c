@@ -11,11 +11,12 @@
 #include "cc_model.h"
 #include "cc_online_calib.h"
 #include "eval.h"
+#include "linear_baseline.h"
 
-enum { M_MODEL, M_NAIVE, M_SDAY, M_SWEEK, M_MEAN, M_ADAPTIVE, N_METHODS };
+enum { M_MODEL, M_NAIVE, M_SDAY, M_SWEEK, M_MEAN, M_LINEAR, M_ADAPTIVE, N_METHODS };
 
-static const char *method_names[N_METHODS] = {"model",     "naive", "snaive_1d",
-                                              "snaive_1w", "mean",  "model_adaptive"};
+static const char *method_names[N_METHODS] = {"model", "naive",  "snaive_1d",     "snaive_1w",
+                                              "mean",  "linear", "model_adaptive"};
 
 static const char *const barcelona_targets[] = {"rnti_count", "rb_down", "rb_up", "down", "up"};
 
@@ -38,7 +39,11 @@ struct CctEval {
     CcDataReport rep;
     CcMetrics *met[N_METHODS];
     SeriesRun *runs;
-    char testbuf[1024], warnings[512];
+    char testbuf[1024], warnings[1024];
+    CctLinear *linear;    /* the linear method; NULL: off or skipped (linear_msg says why) */
+    double *linear_fc;    /* (H) its forecast at one origin */
+    char linear_msg[256]; /* its warning: skipped, or the window cut */
+    double linear_fit_s;  /* wall time of its fit */
     int K, kidx[CC_DATA_MAX_FEATURES];
     char kname[CC_DATA_MAX_FEATURES][CC_FEATURE_NAME_MAX];
     int H, W, D, R, P; /* horizon, window, steps per day (0: none), streamed context, patch */
@@ -54,6 +59,8 @@ void cct_eval_default_settings(CctEvalSettings *s)
     cc_data_default_settings(&s->data);
     s->protocol = CCT_EVAL_ROLLING;
     s->threads = 1;
+    s->linear_window = 336;
+    s->linear_lambda = -1;
 }
 
 static int file_exists(const char *p)
@@ -276,6 +283,38 @@ static int prepare_runs(CctEval *e, char *err, size_t errlen)
     return 0;
 }
 
+/* The linear method's maps, fitted on the rows before each series' test range (ett: the
+ * train months). Too few rows skip it with a warning rather than fail the evaluation. */
+static int fit_linear(CctEval *e, char *err, size_t errlen)
+{
+    const CcDataset *ds = e->ds;
+    if (e->s.linear_window == 0)
+        return 0;
+    CcRange *fit = calloc((size_t)ds->n_series, sizeof *fit);
+    e->linear_fc = malloc((size_t)e->H * sizeof *e->linear_fc);
+    if (!fit || !e->linear_fc) {
+        free(fit);
+        return -ENOMEM;
+    }
+    for (int s = 0; s < ds->n_series; s++)
+        fit[s] = e->s.protocol == CCT_EVAL_ETT ? e->ett[0] : (CcRange){0, e->runs[s].test.begin};
+    CctLinearSettings ls;
+    cct_linear_default_settings(&ls);
+    ls.window = e->s.linear_window;
+    ls.lambda = e->s.linear_lambda;
+    ls.horizon = e->H;
+    int64_t t0 = cc_now_ns();
+    int rc = cct_linear_open(&e->linear, ds, fit, e->kidx, e->K, &ls, e->linear_msg,
+                             sizeof e->linear_msg);
+    e->linear_fit_s = (double)(cc_now_ns() - t0) / 1e9;
+    free(fit);
+    if (rc == -EAGAIN || rc == -EDOM || rc == 0) /* skipped or singular: said in the warning */
+        return 0;
+    if (rc == -EINVAL)
+        snprintf(err, errlen, "--linear-window must be ≥ 0 and --linear-lambda ≥ 0 (or -1)");
+    return rc;
+}
+
 static int open_engine(CctEval *e, char *err, size_t errlen)
 {
     for (int m = 0; m < N_METHODS; m++)
@@ -345,6 +384,8 @@ static void score_origin(CctEval *e, int s, int i, const CcForecast *fc)
     int w0 = i - W + 1 > 0 ? i - W + 1 : 0;
     for (int q = 0; q < e->K; q++) {
         int f = e->kidx[q];
+        if (e->linear)
+            cct_linear_forecast(e->linear, se, q, i, e->linear_fc);
         double mean = (r->csum[(size_t)(i + 1) * e->K + q] - r->csum[(size_t)w0 * e->K + q]) /
                       (double)(i + 1 - w0);
         double last = se->x[(size_t)i * F + f];
@@ -371,6 +412,8 @@ static void score_origin(CctEval *e, int s, int i, const CcForecast *fc)
                                NAN, sc);
             }
             cc_metrics_add(e->met[M_MEAN], q, k, y, mean, NAN, sc);
+            if (e->linear)
+                cc_metrics_add(e->met[M_LINEAR], q, k, y, e->linear_fc[k], NAN, sc);
         }
     }
 }
@@ -514,13 +557,19 @@ int cct_eval_open(CctEval **out, const CctEvalSettings *s, char *err, size_t err
     }
     if ((rc = load(e, err, errlen)) || (rc = pick_kpis(e, err, errlen)) ||
         (rc = pick_sizes(e, err, errlen)) || (rc = prepare_runs(e, err, errlen)) ||
-        (rc = open_engine(e, err, errlen)) || (rc = stream(e, err, errlen))) {
+        (rc = fit_linear(e, err, errlen)) || (rc = open_engine(e, err, errlen)) ||
+        (rc = stream(e, err, errlen))) {
         if (rc == -ENOMEM)
             snprintf(err, errlen, "out of memory");
         cct_eval_close(&e);
         return rc;
     }
     check_seasonal(e);
+    if (e->linear_msg[0]) {
+        size_t len = strlen(e->warnings);
+        snprintf(e->warnings + len, sizeof e->warnings - len, "%s%s", len ? "; " : "",
+                 e->linear_msg);
+    }
     e->wall = (double)(cc_now_ns() - e->t_start) / 1e9;
     *out = e;
     return 0;
@@ -541,6 +590,8 @@ void cct_eval_close(CctEval **pe)
         free(e->runs[s].truth);
     }
     free(e->runs);
+    cct_linear_close(&e->linear);
+    free(e->linear_fc);
     for (int m = 0; m < N_METHODS; m++)
         cc_metrics_close(&e->met[m]);
     cc_engine_close(&e->engine);
@@ -557,7 +608,7 @@ void cct_eval_close(CctEval **pe)
 static int shown_method(const CctEval *e, int m)
 {
     return (m != M_MODEL || e->engine) && (m != M_ADAPTIVE || e->s.adapt) &&
-           !((m == M_SDAY || m == M_SWEEK) && e->D == 0);
+           (m != M_LINEAR || e->linear) && !((m == M_SDAY || m == M_SWEEK) && e->D == 0);
 }
 
 static const char *method_label(const CctEval *e, int m, char *buf, size_t n)
@@ -733,6 +784,15 @@ json_t *cct_eval_json(const CctEval *e)
     json_object_set_new(root, "step_seconds", json_integer(ds->step_seconds));
     json_object_set_new(root, "horizon", json_integer(e->H));
     json_object_set_new(root, "window_mean", json_integer(e->W));
+    if (e->linear) {
+        json_object_set_new(root, "linear_window", json_integer(cct_linear_window(e->linear)));
+        json_t *lam = json_object();
+        for (int q = 0; q < e->K; q++)
+            json_object_set_new(lam, e->kname[q], json_real(cct_linear_lambda(e->linear, q)));
+        json_object_set_new(root, "linear_lambda", lam);
+        json_object_set_new(root, "linear_lambda_chosen", json_boolean(e->s.linear_lambda < 0));
+        json_object_set_new(root, "linear_fit_s", json_real(e->linear_fit_s));
+    }
     json_object_set_new(root, "series", json_integer(ds->n_series));
     json_object_set_new(root, "test_rows", json_integer(test_rows(e)));
     json_object_set_new(root, "origins", json_integer(e->n_origins));
@@ -845,6 +905,14 @@ static void print_summary(const CctEval *e, FILE *out)
                 e->runs[0].test.end, e->runs[0].first_origin, e->runs[0].last_origin);
     fprintf(out, "wall %.2f s (engine %.2f s for %lld cell-steps)\n", e->wall,
             (double)e->engine_ns / 1e9, (long long)e->n_engine_steps);
+    if (e->linear) {
+        fprintf(out, "linear: NLinear window %d, fitted in %.2f s, ridge lambda%s",
+                cct_linear_window(e->linear), e->linear_fit_s,
+                e->s.linear_lambda < 0 ? " (chosen on the last 15 % before the test)" : "");
+        for (int q = 0; q < e->K && q < 16; q++)
+            fprintf(out, " %s%g", q ? "/ " : "", cct_linear_lambda(e->linear, q));
+        fprintf(out, "%s\n", e->K > 16 ? " …" : "");
+    }
     if (e->warnings[0])
         fprintf(out, "warning: %s\n", e->warnings);
     fputc('\n', out);

@@ -13,6 +13,12 @@
  *   snaive_1d    x_{t+1+k-m·D}, D = steps per day, m = ⌈(k+1)/D⌉ (the last day repeated)
  *   snaive_1w    the same with a week
  *   mean_W       mean of x_{t-W+1..t}, W = the model's norm window M (or --window)
+ *   linear       NLinear, x_t + Σ_i W_f[k][i]·(x_{t-L+1+i} − x_t) + b_f[k]: per KPI one ridge
+ *                regression shared by every series, fitted in closed form on the origins of
+ *                the rows before the test range (ett: the train months; --test: the --data
+ *                file) whose targets are observed; L = linear_window (336), cut to those
+ *                rows; the ridge penalty chosen on their last 15 %; skipped with a warning
+ *                when too short (tools/linear_baseline.h)
  * MASE scale: in-sample MAE of the one-day seasonal naive over the rows before the test
  * range, per series and KPI (one step when S does not divide a day).
  *
@@ -55,15 +61,18 @@ typedef struct CctEvalSettings {
     CcDataSettings data;    ///< CSV parsing: format, columns, delimiter, time index (cc_data
                             ///< defaults; features and step_seconds are the fields above/below)
     enum CctEvalProtocol protocol;
-    int horizon;        ///< steps scored per origin (0: model horizon; ett 96; barcelona 1)
-    int window;         ///< window-mean length (0: model M, else 336)
-    int threads;        ///< engine threads (default 1)
-    int full_history;   ///< stream each series from its first row (default 0)
-    int64_t step;       ///< seconds per step (0: the model's, else detected)
-    int adapt;          ///< also score online-calibrated intervals (cc_online_calib.h) as
-                        ///< the method "model_adaptive"; default 0
-    double adapt_rate;  ///< their rate; default 0: min(0.05, 4/HZ)
-    int adapt_per_step; ///< their scales per (KPI, step) instead of per KPI; default 0
+    int horizon;          ///< steps scored per origin (0: model horizon; ett 96; barcelona 1)
+    int window;           ///< window-mean length (0: model M, else 336)
+    int threads;          ///< engine threads (default 1)
+    int full_history;     ///< stream each series from its first row (default 0)
+    int64_t step;         ///< seconds per step (0: the model's, else detected)
+    int adapt;            ///< also score online-calibrated intervals (cc_online_calib.h) as
+                          ///< the method "model_adaptive"; default 0
+    double adapt_rate;    ///< their rate; default 0: min(0.05, 4/HZ)
+    int adapt_per_step;   ///< their scales per (KPI, step) instead of per KPI; default 0
+    int linear_window;    ///< L of the method "linear" (linear_baseline.h); 0: off (default 336)
+    double linear_lambda; ///< its ridge penalty, relative to the inputs' mean square; -1:
+                          ///< chosen per KPI on the last 15 % of those rows (default -1)
 } CctEvalSettings;
 
 typedef struct CctEval CctEval;
