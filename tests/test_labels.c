@@ -198,8 +198,13 @@ static void test_messages(void **state)
         {"{\"a\": [[\"2024-01-01 00:00:00\", \"2024-01-01 01:00:00\"]],"
          " \"b\": [[1704067200, 1704070800], [\"x\", 1704070800]]}",
          "\"b\" window 2: start 'x'"},
-        {"{\"a\": [\"2024-01-01 00:00:00\", \"2024-01-01 01:00:00\"]}", "\"a\" window 1: not"},
+        {"{\"a\": [\"2024-01-01 00:00:00\", \"2024-01-01 01:00:00\"]}",
+         "\"a\" window 1 is a single timestamp, not [start, end]"},
         {"from,to\n2024-01-01 00:00:00,2024-01-01 01:00:00\n", "it is 'from,to'"},
+        {"timestamp,is_anomaly\n2024-01-01 00:00:00,1\n", "a 0/1 flag per row?"},
+        {"{\"a\": [[1704067200, 1704070800]], \"a\": [[1704074400, 1704078000]]}",
+         "duplicate object key"},
+        {"{\"a\": [\"2024-01-01 00:00:00\"]}", "(point labels, as NAB's combined_labels.json"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         CctLabelSet ls;
@@ -249,7 +254,8 @@ static void test_merge_and_short(void **state)
                                "2024-01-01 00:20:00,2024-01-01 00:40:00,\n"   /* bridges: 1-5 */
                                "2024-01-01 00:10:00,2024-01-01 00:20:00,up\n" /* another KPI */
                                "2024-01-01 01:00:00,2024-01-01 01:10:00,\n"   /* rows 6-7 */
-                               "2024-01-01 01:23:00,2024-01-01 01:24:00,\n",  /* in row 8 */
+                               "2024-01-01 01:23:00,2024-01-01 01:24:00,\n"   /* in row 8 */
+                               "2023-12-31,2023-12-31,up\n", /* a day: none of its rows */
                                err, sizeof err),
                      0);
     CcHparams hp = {.n_features = 1};
@@ -261,6 +267,7 @@ static void test_merge_and_short(void **state)
         0);
     assert_int_equal(n, 4);
     assert_int_equal(ser.n_lab, 4);
+    assert_int_equal(ls.w[7].applied, 0);
     assert_int_equal(ser.lab[0].kpi, -1);
     assert_int_equal(ser.lab[0].start, 1);
     assert_int_equal(ser.lab[0].end, 6);
@@ -273,9 +280,41 @@ static void test_merge_and_short(void **state)
     assert_int_equal(ls.w[3].merged, 1);
     assert_int_equal(ls.w[1].merged, 0);
     assert_int_equal(ls.w[5].merged, 0);
-    for (int i = 0; i < ls.n; i++)
+    for (int i = 0; i < 7; i++)
         assert_int_equal(ls.w[i].applied, 1);
     free(ser.lab);
+    /* a date alone as the end is the whole day: from 2023-12-31 00:00 the day's 144 rows */
+    CctInjectSeries day = {.T = 200, .F = 1, .test0 = 0};
+    assert_int_equal(cct_labels_apply(&ls, "./d.csv", "c", 1703980800 / 600, 600, &hp, &day, &n,
+                                      err, sizeof err),
+                     0);
+    assert_int_equal(day.lab[day.n_lab - 1].kpi, 0);
+    assert_int_equal(day.lab[day.n_lab - 1].start, 0);
+    assert_int_equal(day.lab[day.n_lab - 1].end, 144);
+    free(day.lab);
+    cct_labels_free(&ls);
+}
+
+/* "./d.csv" names the file d.csv does, on either side. */
+static void test_dot_slash(void **state)
+{
+    (void)state;
+    CctLabelSet ls;
+    char err[512];
+    assert_int_equal(load_text(&ls, "{\"./d.csv\": [[1704067200, 1704070800]]}", err, sizeof err),
+                     0);
+    CcHparams hp = {.n_features = 1};
+    strcpy(hp.features[0], "up");
+    static const char *const paths[] = {"d.csv", "./x/d.csv", "/data/d.csv", "e.csv", "xd.csv"};
+    for (int i = 0; i < 5; i++) {
+        CctInjectSeries ser = {.T = 12, .F = 1, .test0 = 0};
+        int n = -1;
+        assert_int_equal(cct_labels_apply(&ls, paths[i], "c", 1704067200 / 600, 600, &hp, &ser, &n,
+                                          err, sizeof err),
+                         0);
+        assert_int_equal(n, i < 3);
+        free(ser.lab);
+    }
     cct_labels_free(&ls);
 }
 
@@ -327,7 +366,8 @@ int main(void)
         cmocka_unit_test(test_formats_agree),   cmocka_unit_test(test_apply),
         cmocka_unit_test(test_refused),         cmocka_unit_test(test_outsider_shapes),
         cmocka_unit_test(test_messages),        cmocka_unit_test(test_check_kpis),
-        cmocka_unit_test(test_merge_and_short), cmocka_unit_test(test_report),
+        cmocka_unit_test(test_merge_and_short), cmocka_unit_test(test_dot_slash),
+        cmocka_unit_test(test_report),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -64,6 +64,17 @@ static int parse_ts(const char *s, const char *fmt, double *out)
     return s ? cc_data_parse_time(s, strlen(s), fmt, out) : -EINVAL;
 }
 
+/* "YYYY-MM-DD" alone: as an end, a labelled day runs to its last second (inclusive), not
+ * to its first. */
+static int date_only(const char *s)
+{
+    static const char pat[] = "dddd-dd-dd";
+    for (int i = 0; i < 10; i++)
+        if (pat[i] == 'd' ? !isdigit((unsigned char)s[i]) : s[i] != pat[i])
+            return 0;
+    return !s[10];
+}
+
 /* Appends one window read at `line` (CSV) or as window `index` of its key (JSON); takes
  * key and kpi. */
 static int add_win(CctLabelSet *ls, char *key, char *kpi, const char *start, const char *end,
@@ -76,6 +87,8 @@ static int add_win(CctLabelSet *ls, char *key, char *kpi, const char *start, con
     const char *bad = parse_ts(start, fmt, &w.start) ? "start" : NULL;
     if (!bad && parse_ts(end, fmt, &w.end))
         bad = "end";
+    if (!bad && !(fmt && *fmt) && date_only(end))
+        w.end += 86399;
     if (bad) {
         const char *v = *bad == 's' ? start : end;
         if (!v)
@@ -145,6 +158,14 @@ static int load_json(CctLabelSet *ls, json_t *root, const char *fmt, char *err, 
             json_t *e = json_array_get(list, k);
             json_t *kj = json_array_get(e, 2);
             char b0[64], b1[64];
+            if (json_is_string(e) || json_is_number(e)) {
+                snprintf(err, errlen,
+                         "\"%s\" window %zu is a single timestamp, not [start, end]: a key's "
+                         "windows are a list of pairs, {\"KEY\": [[start, end], ...]} (point "
+                         "labels, as NAB's combined_labels.json, are not windows)",
+                         key, k + 1);
+                return -EINVAL;
+            }
             if (!json_is_array(e) || json_array_size(e) < 2 || json_array_size(e) > 3 ||
                 (kj && !json_is_string(kj))) {
                 snprintf(err, errlen,
@@ -246,10 +267,13 @@ static int load_csv(CctLabelSet *ls, FILE *fp, const char *fmt, char *err, size_
     }
     if (col[COL_START] < 0 || col[COL_END] < 0) {
         size_t hl = strcspn(line, "\r\n");
+        /* the other common shape: a 0/1 flag per data row (Yahoo's is_anomaly, NAB's label) */
+        int flags = strcasestr(line, "label") || strcasestr(line, "anomal");
         snprintf(err, errlen,
                  "line %d: the header needs `start` and `end` columns (and may name `cell_id`, "
-                 "`kpi`); it is '%.*s'",
-                 lineno, (int)(hl > 200 ? 200 : hl), line);
+                 "`kpi`); it is '%.*s'%s",
+                 lineno, (int)(hl > 200 ? 200 : hl), line,
+                 flags ? " (a 0/1 flag per row? write each run of 1s as one start,end row)" : "");
         return -EINVAL;
     }
     while ((rl = read_line(fp, line, sizeof line, lineno + 1, err, errlen)) > 0) {
@@ -303,7 +327,8 @@ int cct_labels_load(CctLabelSet *ls, const char *path, const char *time_format, 
     int rc;
     if (ch == '{' || ch == '[') {
         json_error_t je;
-        json_t *root = json_loadf(fp, 0, &je);
+        /* a key given twice (two files pasted together) would silently keep one list */
+        json_t *root = json_loadf(fp, JSON_REJECT_DUPLICATES, &je);
         if (!root) {
             snprintf(msg, sizeof msg, "line %d: %s", je.line, je.text);
             rc = -EINVAL;
@@ -370,7 +395,14 @@ static void merge_overlaps(CctInjectSeries *c, int j)
 /* KEY selects cell_id of data_path (labels.h). */
 static int selects(const char *key, const char *data_path, const char *cell_id)
 {
-    if (!key || !strcmp(key, cell_id) || !strcmp(key, data_path))
+    if (!key || !strcmp(key, cell_id))
+        return 1;
+    /* "./x.csv" names the file x.csv does, on either side */
+    while (!strncmp(key, "./", 2))
+        key += 2;
+    while (!strncmp(data_path, "./", 2))
+        data_path += 2;
+    if (!strcmp(key, data_path))
         return 1;
     size_t kl = strlen(key), pl = strlen(data_path);
     return pl > kl && data_path[pl - kl - 1] == '/' && !strcmp(data_path + pl - kl, key);

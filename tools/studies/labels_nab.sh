@@ -40,11 +40,11 @@ for g, files in groups.items():
         for f, rs in files:
             o.writelines(f"{r[0]},{f[:-4]},{r[1]}\n" for r in rs)
 PY
-for g in $(cd "$W" && ls *.files | sed 's/\.files$//'); do
-    args=
-    for f in $(cat "$W/$g.files"); do
+for gf in "$W"/*.files; do
+    g=$(basename "$gf" .files) args=
+    while read -r f; do
         args="$args --data $W/test/$f --history $W/hist/$f"
-    done
+    done <"$gf"
     for s in $SEEDS; do
         M=$W/${g}_s$s.safetensors
         [ -f "$M" ] || "$CLI" train --data "$W/${g}_hist.csv" --out "$M" --split 0.85,0.15 \
