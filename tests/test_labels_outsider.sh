@@ -66,8 +66,8 @@ printf 'cell_id,start,end\ncell0000,2024-01-08,2024-01-08\ncell0001,2024-01-08 0
     >"$TMP/long.csv"
 "$CLI" anomaly-eval --model "$MODEL" --data "$TMP/s.csv" --test-frac 0.2 --labels "$TMP/long.csv" \
     --verbose >"$TMP/out" 2>"$TMP/err" || fail "long file: exit: $(tail -2 "$TMP/err")"
-grep -q '^  cell0000: 2 labelled window(s) in its test rows' "$TMP/err" &&
-    grep -q '^  cell0001: 2 labelled window(s) in its test rows' "$TMP/err" ||
+{ grep -q '^  cell0000: 2 labelled window(s) in its test rows' "$TMP/err" &&
+    grep -q '^  cell0001: 2 labelled window(s) in its test rows' "$TMP/err"; } ||
     fail "long file: windows per cell: $(grep labelled "$TMP/err")"
 grep -q 'cell0000 .*labelled .*rows 672-768 ' "$TMP/err" || fail "a date as the end is not its whole day"
 
