@@ -8,7 +8,8 @@
 # NAB's combined_windows.json as the labels file as it is, alert defaults, then --budget 1.
 #
 #   sh tools/studies/labels_nab.sh CELLCAST NAB_DIR WORK_DIR [SEEDS]
-# writes WORK_DIR/<group>_s<seed>.txt (and _b1.txt for --budget 1); SEEDS default "1 2 3".
+# writes WORK_DIR/<group>_s<seed>.txt (and _b1.txt for --budget 1; SEEDS default "1 2 3") and
+# prints the table of docs/operations.md (labels_nab_table.py WORK_DIR [--groups]).
 set -eu
 CLI=$1 NAB=$2 W=$3 SEEDS=${4:-1 2 3}
 mkdir -p "$W"
@@ -58,3 +59,5 @@ for gf in "$W"/*.files; do
             echo "$g seed $s --budget 1: failed" >&2
     done
 done
+
+python3 "$(dirname "$0")/labels_nab_table.py" "$W"
