@@ -28,6 +28,16 @@ static void write_tmp(char *path, const char *text)
     fclose(fp);
 }
 
+/* A model whose KPIs are "up" and, with two, "down". */
+static CcHparams kpis(int n)
+{
+    CcHparams hp = {.n_features = n};
+    strcpy(hp.features[0], "up");
+    if (n > 1)
+        strcpy(hp.features[1], "down");
+    return hp;
+}
+
 static int load_text(CctLabelSet *ls, const char *text, char *err, size_t errlen)
 {
     char path[64];
@@ -83,9 +93,7 @@ static void test_apply(void **state)
                                "2024-01-01 00:50:00,2024-01-02 00:00:00,cellX,\n",
                                err, sizeof err),
                      0);
-    CcHparams hp = {.n_features = 2};
-    strcpy(hp.features[0], "up");
-    strcpy(hp.features[1], "down");
+    CcHparams hp = kpis(2);
     CctInjectSeries ser = {.T = 8, .F = 2, .test0 = 0};
     const int64_t p0 = 1704067200 / 600;
     int n = -1;
@@ -227,9 +235,7 @@ static void test_check_kpis(void **state)
                                "2024-01-01 00:10:00,2024-01-01 00:30:00,nowhere,dl\n",
                                err, sizeof err),
                      0);
-    CcHparams hp = {.n_features = 2};
-    strcpy(hp.features[0], "up");
-    strcpy(hp.features[1], "down");
+    CcHparams hp = kpis(2);
     assert_int_equal(cct_labels_check(&ls, &hp, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "line 3: 'dl' is not a model KPI (the model's: up, down)"));
     strcpy(hp.features[0], "dl");
@@ -258,8 +264,7 @@ static void test_merge_and_short(void **state)
                                "2023-12-31,2023-12-31,up\n", /* a day: none of its rows */
                                err, sizeof err),
                      0);
-    CcHparams hp = {.n_features = 1};
-    strcpy(hp.features[0], "up");
+    CcHparams hp = kpis(1);
     CctInjectSeries ser = {.T = 12, .F = 1, .test0 = 0};
     int n = -1;
     assert_int_equal(
@@ -303,8 +308,7 @@ static void test_dot_slash(void **state)
     char err[512];
     assert_int_equal(load_text(&ls, "{\"./d.csv\": [[1704067200, 1704070800]]}", err, sizeof err),
                      0);
-    CcHparams hp = {.n_features = 1};
-    strcpy(hp.features[0], "up");
+    CcHparams hp = kpis(1);
     static const char *const paths[] = {"d.csv", "./x/d.csv", "/data/d.csv", "e.csv", "xd.csv"};
     for (int i = 0; i < 5; i++) {
         CctInjectSeries ser = {.T = 12, .F = 1, .test0 = 0};
@@ -336,8 +340,7 @@ static void test_report(void **state)
                   " \"dir/e.csv\": [[1704067200, 1704070800]]}",
                   err, sizeof err),
         0);
-    CcHparams hp = {.n_features = 1};
-    strcpy(hp.features[0], "up");
+    CcHparams hp = kpis(1);
     CctInjectSeries ser = {.T = 12, .F = 1, .test0 = 0};
     assert_int_equal(cct_labels_apply(&ls, "/x/dir/a.csv", "a", 1704067200 / 600, 600, &hp, &ser,
                                       NULL, err, sizeof err),
