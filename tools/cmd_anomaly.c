@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "anomaly_eval.h"
+#include "cc_time.h"
 #include "cli.h"
 #include "labels.h"
 #include "nab.h"
@@ -433,23 +434,13 @@ static int apply_labels(AnomalyArgs *a, const CcModel *m, CctAeCells *cells, int
             fprintf(stderr, "cellcast anomaly-eval: --labels: %s\n", err);
             return -1;
         }
-        fprintf(stderr, "  %s: %d labelled window(s) in its test rows\n", c->id, n);
+        char t0[CC_RFC3339_LEN], t1[CC_RFC3339_LEN];
+        cc_time_format_rfc3339((c->p0 + c->ser.test0) * m->hp.step_seconds, t0, sizeof t0);
+        cc_time_format_rfc3339((c->p0 + c->ser.T - 1) * m->hp.step_seconds, t1, sizeof t1);
+        fprintf(stderr, "  %s: %d labelled window(s) in its test rows (%s to %s)\n", c->id, n, t0,
+                t1);
     }
     return 0;
-}
-
-/* The labelled windows that landed on no cell's test rows (reported, not an error). */
-static void report_unused_labels(const AnomalyArgs *a)
-{
-    int unused = 0;
-    for (int k = 0; k < a->lset.n; k++)
-        if (!a->lset.w[k].applied) {
-            unused++;
-            fprintf(stderr, "anomaly-eval: --labels entry %d (%s) matches no test rows\n",
-                    a->lset.w[k].line, a->lset.w[k].key ? a->lset.w[k].key : "every cell");
-        }
-    if (unused)
-        fprintf(stderr, "anomaly-eval: %d of %d labelled windows unused\n", unused, a->lset.n);
 }
 
 /* Every --data file, every trial: loaded, injected (or labelled), through the engine. */
@@ -917,6 +908,10 @@ int cmd_anomaly(int argc, char **argv)
     }
     if (model_settings(&a, &m->hp, kpis))
         goto done;
+    if (a.labels && cct_labels_check(&a.lset, &m->hp, err, sizeof err)) {
+        fprintf(stderr, "cellcast anomaly-eval: --labels %s: %s\n", a.labels, err);
+        goto done;
+    }
     CcEngineSettings es;
     cc_engine_default_settings(&es);
     if (cc_engine_open(&e, m, &es, err, sizeof err)) {
@@ -929,8 +924,11 @@ int cmd_anomaly(int argc, char **argv)
     int64_t t0 = cc_now_ns();
     if (load_cells(&a, m, e, &cells))
         goto done;
-    if (a.labels)
-        report_unused_labels(&a);
+    if (a.labels && !cct_labels_report(&a.lset, stderr)) {
+        fprintf(stderr, "cellcast anomaly-eval: --labels: no window lands on a test row of "
+                        "--data: nothing to score\n");
+        goto done;
+    }
     fprintf(stderr, "anomaly-eval: engine pass %.1f s\n", (double)(cc_now_ns() - t0) * 1e-9);
     if ((n_det = detectors(&a, &m->hp, &cells, det, &budget_det)) < 0 ||
         print_results(&a, m, &cells, det, n_det, budget_det))
