@@ -1402,10 +1402,17 @@ int cc_data_append(CcDataset *ds, const CcDataset *next, enum CcImpute impute, i
         }
         CcSeries *a = &ds->series[target];
         int64_t end = a->p0 + a->T;
-        if (b->p0 < end)
+        if (b->p0 < end) { /* name the times: a file cut inside one step's rows lands here */
+            char t_next[CC_RFC3339_LEN] = "", t_last[CC_RFC3339_LEN] = "";
+            cc_time_format_rfc3339(b->p0 * ds->step_seconds, t_next, sizeof t_next);
+            cc_time_format_rfc3339((end - 1) * ds->step_seconds, t_last, sizeof t_last);
             return cc_errf(err, errlen, -EINVAL,
-                           "%s: cell '%s' starts at step %lld, before the end %lld of %s",
-                           next->source, b->cell_id, (long long)b->p0, (long long)end, ds->source);
+                           "%s: cell '%s' starts at step %lld (%s), not after the last step %lld "
+                           "(%s) of %s: the second file must continue after the first (rows of "
+                           "one step split between them?)",
+                           next->source, b->cell_id, (long long)b->p0, t_next, (long long)(end - 1),
+                           t_last, ds->source);
+        }
         int64_t T = b->p0 + b->T - a->p0;
         if (T > INT_MAX / F)
             return cc_errf(err, errlen, -ERANGE, "cell '%s': series too long", b->cell_id);

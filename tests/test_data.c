@@ -346,8 +346,10 @@ static void test_append_split_stats(void **state)
         assert_int_equal(s->mask[i], mask[i]);
         NEAR(s->x[i], x[i], 0);
     }
-    /* appending something that starts earlier is refused */
+    /* appending something that starts earlier is refused, naming both times */
     assert_int_equal(cc_data_append(a, b, CC_IMPUTE_CARRY, NULL, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "starts at step 5 (1970-01-01T00:05:00Z), not after the last "
+                                "step 7 (1970-01-01T00:07:00Z)"));
     CcDataset *c = load_str("ts,w\n900,1\n960,2\n", NULL, &rep);
     assert_int_equal(cc_data_append(a, c, CC_IMPUTE_CARRY, NULL, err, sizeof err), -EINVAL);
 
