@@ -1517,6 +1517,20 @@ static double series_sd(const CcDataset *ds, const CcRange *train, int s, int f,
     return sqrt(ss / (double)n);
 }
 
+int cc_train_naive_start(CcModel *m)
+{
+    const CcHparams *hp = &m->hp;
+    if (hp->linear_window < 1)
+        return -EINVAL;
+    memset(m->w.lin_w, 0, (size_t)hp->horizon * hp->linear_window * sizeof(float));
+    memset(m->w.lin_b, 0, (size_t)hp->horizon * sizeof(float));
+    for (int k = 0; k < hp->horizon; k++) {
+        memset(m->w.head_w + (size_t)2 * k * hp->d_model, 0, (size_t)hp->d_model * sizeof(float));
+        m->w.head_b[2 * k] = 0;
+    }
+    return 0;
+}
+
 int cc_train_norm_floor(const CcDataset *ds, const CcRange *train, double frac, float *floor_out)
 {
     int F = ds->n_features, S = ds->n_series;

@@ -299,6 +299,16 @@ int cc_trainer_calibrate_fit(CcTrainer *t, const CcCalibSettings *cs, CcCalibRep
  */
 int cc_train_norm_floor(const CcDataset *ds, const CcRange *train, double frac, float *floor);
 
+/**
+ * The naive start of a tx/3 model: the linear path and the head's mean rows (weights and
+ * biases) set to 0, so that every horizon step's mean is the last value x_t (the path adds
+ * xn_t) and the model starts as the naive forecast; the log-sigma rows are left as they are.
+ * Under validation before the first step (cellcast train --eval-start) the naive forecast
+ * is then a candidate checkpoint, so the kept model is no worse than naive on the
+ * criterion. 0, or -EINVAL for a model without a linear path (tx/2).
+ */
+int cc_train_naive_start(CcModel *m);
+
 /** Per KPI, the smallest and the largest non-zero population sd over the series in their
  *  training rows train[s] (lo, hi: ds->n_features each; both 0 for a KPI constant or absent
  *  everywhere). hi/lo is how far apart the scales are that one norm.floor must serve. */

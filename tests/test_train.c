@@ -648,6 +648,70 @@ static void forward_matches_ref(int R)
     tiny_free(&t);
 }
 
+/* cc_train_naive_start: every horizon step's mean is the last value x_t (in normalised
+ * units xn_t) at every step of both series, the log-sigma outputs are those of the random
+ * start, and a tx/2 model (no linear path) is refused. */
+static void test_naive_start(void **state)
+{
+    (void)state;
+    Tiny t;
+    CcHparams hp;
+    tiny_hparams(&hp);
+    hp.linear_window = 6;
+    tl_model_open(&t.m, &hp, 11);
+    t.m->w.norm_floor[0] = 0.5f;
+    t.m->w.norm_floor[1] = 30.0f;
+    fill(t.m->w.lin_b, hp.horizon, 0.2);
+    fill(t.m->w.head_b, 2 * hp.horizon, 0.2);
+    tiny_data(&t, 40, 30, 0.3);
+    enum { T = 40, HZ = 3 };
+    float ch[2][2][T], before[2][2][T][2 * HZ], y[2 * HZ], mu, sigma;
+    for (int s = 0; s < 2; s++)
+        for (int f = 0; f < 2; f++)
+            for (int i = 0; i < t.series[s].T; i++)
+                ch[s][f][i] = t.series[s].x[i * 2 + f];
+    double moved = 0, worst = 0;
+    int checked = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1)
+            assert_int_equal(cc_train_naive_start(t.m), 0);
+        for (int s = 0; s < 2; s++)
+            for (int f = 0; f < 2; f++) {
+                const CcSeries *se = &t.series[s];
+                for (int i = 0; i < se->T; i++) {
+                    int r =
+                        cc_ref_forward(t.m, f, ch[s][f], se->p0, se->p0 + i, y, &mu, &sigma, NULL);
+                    if (r == -EAGAIN)
+                        continue;
+                    assert_int_equal(r, 0);
+                    double xn = (ch[s][f][i] - mu) / sigma;
+                    for (int k = 0; k < HZ; k++) {
+                        if (pass == 0) {
+                            moved = fmax(moved, fabs(y[2 * k] - xn));
+                            continue;
+                        }
+                        worst = fmax(worst, fabs(y[2 * k] - xn));
+                        assert_true(y[2 * k + 1] == before[s][f][i][2 * k + 1]);
+                    }
+                    if (pass == 0)
+                        memcpy(before[s][f][i], y, sizeof y);
+                    else
+                        checked++;
+                }
+            }
+    }
+    printf("naive start: %d forecasts, largest |mean - xn_t| %.2e (random start: %.3f)\n", checked,
+           worst, moved);
+    assert_true(checked > 50);
+    assert_true(moved > 0.01);
+    assert_true(worst < 1e-5);
+    tiny_free(&t);
+    hp.linear_window = 0;
+    tl_model_open(&t.m, &hp, 11);
+    assert_int_equal(cc_train_naive_start(t.m), -EINVAL);
+    cc_model_close(&t.m);
+}
+
 /* state: the linear window R (see main) */
 static void test_forward_matches_ref(void **state) { forward_matches_ref(*(const int *)*state); }
 
@@ -1472,6 +1536,7 @@ int main(void)
         cmocka_unit_test(test_adam_fixture),
         cmocka_unit_test(test_train_sine),
         cmocka_unit_test(test_ridge_linear),
+        cmocka_unit_test(test_naive_start),
         cmocka_unit_test(test_linear_lr_mult),
         cmocka_unit_test(test_dropout_sites),
         cmocka_unit_test(test_sq_weight),

@@ -2,7 +2,8 @@
 # test_train_select.sh — `cellcast train --select mae|mase` end to end: the criterion a
 # model was kept by (its val_mae / val_mase metadata) is the MAE and MASE `cellcast eval`
 # gives on the same validation rows (--split A,0: the rows after A scored, the MASE scale
-# from the rows before it, a day's seasonal naive), and --mase-season changes the scale.
+# from the rows before it, a day's seasonal naive), and --mase-season changes the scale;
+# --linear-init naive --eval-start keeps a model no worse than naive on the criterion.
 # Two synthetic hourly cells of 12 days with no missing step, so that eval's MASE pooled
 # over the pairs is the mean over the cells the criterion takes. About a second.
 #   usage: test_train_select.sh CELLCAST
@@ -43,6 +44,32 @@ done
 a=$(meta "$TMP/mase.safetensors" val_mase) b=$(meta "$TMP/s1.safetensors" val_mase)
 [ -n "$b" ] && ! close "$b" "$a" && ok "--mase-season 1: val_mase $b (a day: $a)" ||
     fail "--mase-season 1: val_mase '$b', a day's '$a'"
+
+
+# --linear-init naive --eval-start: the start is the last-value forecast (after one step at
+# the smallest rate, eval's model MAE is naive's), so the kept model is no worse than naive
+# on the criterion; a model without a linear path is refused
+# evmae MODEL: eval's model and naive MAE on the validation rows
+evmae() { "$CLI" eval --model "$1" --data "$TMP/s.csv" --split 0.7,0 --horizon 4 --json |
+    python3 -c "import json,sys; m=json.load(sys.stdin)['methods']; print(m['model']['overall']['mae'], m['naive']['overall']['mae'])"; }
+NV=(--linear-init naive --eval-start --select mae)
+if "$CLI" train --data "$TMP/s.csv" --out "$TMP/n1.safetensors" "${SHAPE[@]}" "${NV[@]}" \
+    --steps 1 --lr 1e-7; then
+    read -r m n <<<"$(evmae "$TMP/n1.safetensors")"
+    close "$m" "$n" && ok "naive start: model MAE $m = naive $n" ||
+        fail "naive start: model MAE $m, naive $n"
+else fail "train --linear-init naive --steps 1"; fi
+if "$CLI" train --data "$TMP/s.csv" --out "$TMP/n60.safetensors" "${SHAPE[@]}" "${NV[@]}"; then
+    read -r m n <<<"$(evmae "$TMP/n60.safetensors")"
+    v=$(meta "$TMP/n60.safetensors" val_mae)
+    awk -v v="$v" -v n="$n" 'BEGIN { exit !(v != "" && v <= n * (1 + 1e-4)) }' &&
+        ok "naive start, 60 steps: val_mae $v <= naive $n (eval's model $m)" ||
+        fail "naive start, 60 steps: val_mae '$v' above naive $n"
+else fail "train --linear-init naive"; fi
+"$CLI" train --data "$TMP/s.csv" --out "$TMP/n0.safetensors" "${SHAPE[@]}" "${NV[@]}" \
+    --linear-window 0 2>"$TMP/n0.err" && fail "--linear-init naive --linear-window 0 accepted" ||
+    { grep -q 'needs a linear path' "$TMP/n0.err" && ok "naive start without a linear path refused" ||
+        fail "naive start without a linear path: $(cat "$TMP/n0.err")"; }
 
 [ "$FAILS" = 0 ] && echo "train --select: all checks passed"
 exit $((FAILS > 0))

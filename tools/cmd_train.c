@@ -219,9 +219,11 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                     "tx/3: the head's initial weights times X, so that the\n"
                     "linear path leads at the start",
                     .flags = SHOW),
-        CC_OPTS_STR("linear-init", &a->linear_init, "random|ridge",
-                    "tx/3 linear path at the start: random, or the ridge\n"
-                    "regression of the training windows (closed form)",
+        CC_OPTS_STR("linear-init", &a->linear_init, "random|ridge|naive",
+                    "tx/3 linear path at the start: random, the ridge\n"
+                    "regression of the training windows (closed form), or\n"
+                    "naive: the path and the head's means at 0, so the model\n"
+                    "starts as the last value (with --eval-start a candidate)",
                     .flags = SHOW),
         CC_OPTS_DBL("ridge-lambda", &a->ridge_lambda, 0, 1e6, "X",
                     "--linear-init ridge: penalty per training sample on the\n"
@@ -375,8 +377,14 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
         }
         a->resume = a->recalibrate;
     }
-    if (strcmp(a->linear_init, "random") && strcmp(a->linear_init, "ridge")) {
-        fprintf(stderr, "cellcast train: --linear-init must be random or ridge\n");
+    if (strcmp(a->linear_init, "random") && strcmp(a->linear_init, "ridge") &&
+        strcmp(a->linear_init, "naive")) {
+        fprintf(stderr, "cellcast train: --linear-init must be random, ridge or naive\n");
+        return 2;
+    }
+    if (!strcmp(a->linear_init, "naive") && a->R < 1) {
+        fprintf(stderr, "cellcast train: --linear-init naive needs a linear path "
+                        "(--linear-window > 0)\n");
         return 2;
     }
     if (strcmp(a->val_units, "z") && strcmp(a->val_units, "kpi")) {
@@ -642,6 +650,8 @@ static int train_model(Train *t)
             size_t nh = (size_t)2 * hp.horizon * hp.d_model;
             for (size_t i = 0; i < nh; i++)
                 t->m->w.head_w[i] *= (float)a->head_scale;
+            if (!strcmp(a->linear_init, "naive"))
+                cc_train_naive_start(t->m);
             if (cc_train_norm_floor(ds, t->rtrain, a->floor_frac, t->m->w.norm_floor) < 0) {
                 fprintf(stderr, "cellcast train: out of memory\n");
                 return -1;
