@@ -24,7 +24,7 @@
 #define CC_FORMAT CC_FORMAT_TX2
 #define CC_MAX_FEATURES 64
 #define CC_FEATURE_NAME_MAX 64
-#define CC_MAX_META 16
+#define CC_MAX_META 32
 /* Sanity bounds: a weight file outside them is refused as absurd. */
 #define CC_MAX_D_MODEL 4096
 #define CC_MAX_LAYERS 64

@@ -1403,6 +1403,33 @@ void cc_trainer_val_abserr(const CcTrainer *t, double *sum, int64_t *count)
     }
 }
 
+void cc_trainer_val_naive_abserr(const CcTrainer *t, double *sum, int64_t *count)
+{
+    const CcDataset *ds = t->ds;
+    const int F = ds->n_features, HZ = t->m->hp.horizon;
+    size_t nc = (size_t)ds->n_series * F;
+    memset(sum, 0, nc * sizeof *sum);
+    memset(count, 0, nc * sizeof *count);
+    for (int i = 0; i < t->n_val_win; i++) {
+        const CcTrainWindow *win = &t->val_win[i];
+        const CcSeries *se = &ds->series[win->series];
+        const int f = win->feature;
+        const size_t ch = (size_t)win->series * F + f;
+        for (int j = 0; j < win->n_cur; j++) {
+            /* the targets build_window scores: rows tr+1..tr+HZ inside the series, observed */
+            int64_t tr = win->e - se->p0 + win->cur[j];
+            double last = se->x[(size_t)tr * F + f];
+            for (int k = 0; k < HZ; k++) {
+                int64_t rr = tr + 1 + k;
+                if (rr >= se->T || (se->mask && !se->mask[(size_t)rr * F + f]))
+                    continue;
+                sum[ch] += fabs(se->x[(size_t)rr * F + f] - last);
+                count[ch]++;
+            }
+        }
+    }
+}
+
 int cc_train_mase_scales(const CcDataset *ds, const CcRange *train, int season, double *scale)
 {
     if (season < 1)

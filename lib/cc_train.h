@@ -262,6 +262,11 @@ int cc_trainer_validate(CcTrainer *t, double *nll, double *mse);
  *  validation targets, and their count; sum and count hold ds->n_series·F each. */
 void cc_trainer_val_abserr(const CcTrainer *t, double *sum, int64_t *count);
 
+/** The same sums for the last value (naive) forecast x̂_{t+k} = x_t on the same validation
+ *  targets: what the model's means are compared with when training ends. Independent of the
+ *  weights. sum and count hold ds->n_series·F each. */
+void cc_trainer_val_naive_abserr(const CcTrainer *t, double *sum, int64_t *count);
+
 /** The MASE scale of every channel at [s·F + f]: the in-sample MAE of the seasonal naive
  *  x_t ≈ x_{t−season} over the rows train[s] (cc_mase_scale; NaN when no pair is
  *  observed), what `cellcast eval` divides by when its test range follows those rows.

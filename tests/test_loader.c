@@ -1010,6 +1010,20 @@ static void test_extra_metadata(void **state)
     snprintf(path, sizeof path, "%s/reserved.safetensors", tmpdir);
     assert_int_equal(cc_model_save(m, path, err, sizeof err), -EINVAL);
     assert_has(err, "'d_model' is reserved");
+    /* CC_MAX_META extras (the trainer writes up to 20) round-trip; one more is refused */
+    m->hp.n_extra = 0;
+    char key[32];
+    for (int i = 0; i < CC_MAX_META; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        assert_int_equal(cc_hparams_set_extra(&m->hp, key, "v"), 0);
+    }
+    assert_int_equal(cc_hparams_set_extra(&m->hp, "one_more", "v"), -ENOSPC);
+    snprintf(path, sizeof path, "%s/extras.safetensors", tmpdir);
+    assert_int_equal(cc_model_save(m, path, err, sizeof err), 0);
+    assert_int_equal(cc_model_open_file(&r, path, err, sizeof err), 0);
+    assert_int_equal(r->hp.n_extra, CC_MAX_META);
+    assert_string_equal(r->hp.extra[CC_MAX_META - 1].key, "k31");
+    cc_model_close(&r);
     cc_model_close(&m);
 }
 

@@ -71,5 +71,30 @@ else fail "train --linear-init naive"; fi
     { grep -q 'needs a linear path' "$TMP/n0.err" && ok "naive start without a linear path refused" ||
         fail "naive start without a linear path: $(cat "$TMP/n0.err")"; }
 
+# every run ends with its kept weights' validation MAE against the last value's on the same
+# targets (val_mae_vs_last, and per KPI val_mae_vs_last_kpi): eval's model MAE over naive's
+# on the validation rows; a model worse than the last value by more than 2 % is named in a
+# warning, even under --quiet; the naive start after one step at the smallest rate is a tie
+# and not named. The untrained random start (one step at the smallest rate) loses to it.
+"$CLI" train --data "$TMP/s.csv" --out "$TMP/r1.safetensors" "${SHAPE[@]}" --steps 1 --lr 1e-7 \
+    2>"$TMP/r1.err" || fail "train --steps 1 (random start)"
+read -r m n <<<"$(evmae "$TMP/r1.safetensors")"
+want=$(awk -v m="$m" -v n="$n" 'BEGIN { printf "%.4f", m / n }')
+v=$(meta "$TMP/r1.safetensors" val_mae_vs_last) k=$(meta "$TMP/r1.safetensors" val_mae_vs_last_kpi)
+# the KPI's ratio pools its two cells as eval's overall MAE does; val_mae_vs_last is the
+# mean of the cells' ratios, so near it but not equal
+awk -v k="$k" -v w="$want" -v v="$v" 'BEGIN { d = k - w; exit !(k != "" && (d < 0 ? -d : d) <= 5e-4 * w && v > 1.02 && v / k > 0.9 && v / k < 1.1) }' &&
+    ok "random start: val_mae_vs_last_kpi $k = eval's model/naive MAE $m / $n (cells' mean $v)" ||
+    fail "random start: val_mae_vs_last_kpi '$k' (mean '$v'), eval's model/naive MAE $m / $n = $want"
+grep -q "warning: .*worse than the last value on 1 of 1 KPIs (prb_dl " "$TMP/r1.err" &&
+    ok "random start: warned (quiet run)" || fail "random start not warned: $(cat "$TMP/r1.err")"
+"$CLI" train --data "$TMP/s.csv" --out "$TMP/n1b.safetensors" "${SHAPE[@]}" "${NV[@]}" \
+    --steps 1 --lr 1e-7 2>"$TMP/n1b.err" || fail "train --linear-init naive --steps 1"
+v=$(meta "$TMP/n1b.safetensors" val_mae_vs_last)
+awk -v v="$v" 'BEGIN { exit !(v != "" && v > 0.98 && v <= 1.02) }' &&
+    ! grep -q "worse than the last value" "$TMP/n1b.err" &&
+    ok "naive start: val_mae_vs_last $v, no warning" ||
+    fail "naive start: val_mae_vs_last '$v'; $(cat "$TMP/n1b.err")"
+
 [ "$FAILS" = 0 ] && echo "train --select: all checks passed"
 exit $((FAILS > 0))

@@ -415,8 +415,10 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
 typedef struct Train {
     TrainArgs a;
     int is_ett, tty, G, sel;      /* sel: select_index of --select */
-    double *abs_sum, *mase_scale; /* --select mae|mase: per channel (series, KPI) */
-    int64_t *abs_n;
+    double *abs_sum, *abs_best;   /* per channel (series, KPI): the last validation's and the */
+    int64_t *abs_n;               /*   kept weights' absolute errors, observed targets */
+    int have_abs_best;
+    double *mase_scale; /* --select mae|mase: per channel */
     const char *split;
     char split_buf[64];
     CcDataset *ds;
@@ -807,19 +809,24 @@ static void train_metadata(Train *t, int argc, char **argv)
     }
 }
 
-/* --select mae|mase: the per-channel arrays, and the MASE scales of the training rows. The
- * MASE scale follows `cellcast eval`'s: a day's seasonal naive, one step when the step does
- * not divide a day. 0 or -1. */
+/* The per-channel absolute errors (every run: the end compares them with the last value's)
+ * and, --select mae|mase, the MASE scales of the training rows. The MASE scale follows
+ * `cellcast eval`'s: a day's seasonal naive, one step when the step does not divide a day.
+ * 0 or -1. */
 static int train_select_open(Train *t)
 {
     const TrainArgs *a = &t->a;
-    if (t->sel != SEL_MAE && t->sel != SEL_MASE)
-        return 0;
     size_t nc = (size_t)t->ds->n_series * t->ds->n_features;
     t->abs_sum = calloc(nc, sizeof *t->abs_sum);
+    t->abs_best = calloc(nc, sizeof *t->abs_best);
     t->abs_n = calloc(nc, sizeof *t->abs_n);
-    t->mase_scale = calloc(nc, sizeof *t->mase_scale);
-    if (!t->abs_sum || !t->abs_n || !t->mase_scale) {
+    if (!t->abs_sum || !t->abs_best || !t->abs_n) {
+        fprintf(stderr, "cellcast train: out of memory\n");
+        return -1;
+    }
+    if (t->sel != SEL_MAE && t->sel != SEL_MASE)
+        return 0;
+    if (!(t->mase_scale = calloc(nc, sizeof *t->mase_scale))) {
         fprintf(stderr, "cellcast train: out of memory\n");
         return -1;
     }
@@ -835,9 +842,6 @@ static int train_select_open(Train *t)
  * MAE and v[3] the MASE criterion (NaN unless --select mae|mase). */
 static void val_abs_values(Train *t, double *v)
 {
-    v[2] = v[3] = NAN;
-    if (!t->abs_sum)
-        return;
     size_t nc = (size_t)t->ds->n_series * t->ds->n_features;
     cc_trainer_val_abserr(t->tr, t->abs_sum, t->abs_n);
     double sum = 0;
@@ -845,7 +849,14 @@ static void val_abs_values(Train *t, double *v)
     for (size_t c = 0; c < nc; c++)
         sum += t->abs_sum[c], n += t->abs_n[c];
     v[2] = n ? sum / (double)n : NAN;
-    v[3] = cc_train_mase(t->abs_sum, t->abs_n, t->mase_scale, nc);
+    v[3] = t->mase_scale ? cc_train_mase(t->abs_sum, t->abs_n, t->mase_scale, nc) : NAN;
+}
+
+/* The absolute errors of the last validation are the kept weights'. */
+static void keep_abs(Train *t)
+{
+    memcpy(t->abs_best, t->abs_sum, (size_t)t->ds->n_series * t->ds->n_features * sizeof(double));
+    t->have_abs_best = 1;
 }
 
 /* The --select criterion among the validation values v (val_abs_values). */
@@ -877,6 +888,8 @@ static int train_validate(Train *t, int64_t step, double loss_ema, double *v)
         t->best = val;
         t->bad = 0;
         memcpy(t->best_block, cc_trainer_eval_weights(t->tr), m->n_params * sizeof(float));
+        if (r == 0)
+            keep_abs(t);
         char sb[64];
         snprintf(sb, sizeof sb, "%lld", (long long)step);
         set_val_extras(&m->hp, v);
@@ -1026,6 +1039,69 @@ static int train_calibrate(Train *t)
     return 0;
 }
 
+/* A KPI whose kept means are worse than the last value on validation by more than this is
+ * named in the warning: within 2 % is a tie at the size of a validation split. */
+#define TRAIN_NAIVE_WARN 1.02
+
+/* The kept weights' validation MAE against the last value's on the same targets, per KPI
+ * (all series pooled) and as the mean of the per-channel ratios (each series and KPI alike,
+ * as `cellcast eval`'s per-cell MASE), printed and kept in the file's metadata
+ * (val_mae_vs_last, val_mae_vs_last_kpi): a model that loses to the last value says so when
+ * it is made, not when it is served. */
+static void train_naive_check(Train *t)
+{
+    const CcDataset *ds = t->ds;
+    const int F = ds->n_features;
+    const size_t nc = (size_t)ds->n_series * F;
+    double *nsum = malloc(nc * sizeof *nsum);
+    int64_t *ncount = malloc(nc * sizeof *ncount);
+    if (!t->have_abs_best || !nsum || !ncount)
+        goto done;
+    cc_trainer_val_naive_abserr(t->tr, nsum, ncount);
+    double mean_ratio = 0, ratio[CC_MAX_FEATURES];
+    int n_ch = 0, n_worse = 0;
+    for (size_t c = 0; c < nc; c++)
+        if (nsum[c] > 0 && ncount[c] > 0)
+            mean_ratio += t->abs_best[c] / nsum[c], n_ch++;
+    if (!n_ch)
+        goto done;
+    mean_ratio /= n_ch;
+    char list[sizeof t->m->hp.extra[0].value] = "", worse[2048] = "", buf[64];
+    size_t len = 0, wlen = 0;
+    for (int f = 0; f < F; f++) {
+        double a = 0, b = 0;
+        for (int s = 0; s < ds->n_series; s++)
+            a += t->abs_best[(size_t)s * F + f], b += nsum[(size_t)s * F + f];
+        ratio[f] = b > 0 ? a / b : NAN;
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s%.4g", f ? "," : "", ratio[f]);
+        len = len < sizeof list ? len : sizeof list - 1;
+        if (ratio[f] > TRAIN_NAIVE_WARN) {
+            n_worse++;
+            wlen += (size_t)snprintf(worse + wlen, sizeof worse - wlen, "%s%s %.2f",
+                                     n_worse > 1 ? ", " : "", ds->features[f], ratio[f]);
+            wlen = wlen < sizeof worse ? wlen : sizeof worse - 1;
+        }
+    }
+    snprintf(buf, sizeof buf, "%.4f", mean_ratio);
+    cc_hparams_set_extra(&t->m->hp, "val_mae_vs_last", buf);
+    if (len < sizeof list - 1) /* a list cut short would shift the KPIs: none */
+        cc_hparams_set_extra(&t->m->hp, "val_mae_vs_last_kpi", list);
+    if (!t->a.quiet)
+        fprintf(stderr,
+                "cellcast train: validation MAE of the kept weights against the last value's: "
+                "%.3f (mean over %d series x KPI; below 1 = better)\n",
+                mean_ratio, n_ch);
+    if (n_worse)
+        fprintf(stderr,
+                "cellcast train: warning: on the validation rows the model's mean is worse "
+                "than the last value on %d of %d KPIs (%s); docs/training.md \"When the model "
+                "loses to the last value\" says what to try\n",
+                n_worse, F, worse);
+done:
+    free(nsum);
+    free(ncount);
+}
+
 /* The best weights into --out (stopped before the first validation: the current ones) and
  * the optimiser state into --out.optim. 0 or -1. */
 static int train_save(Train *t)
@@ -1035,6 +1111,7 @@ static int train_save(Train *t)
         double v[SEL_COUNT];
         if (cc_trainer_validate(t->tr, &v[0], &v[1]) == 0) {
             val_abs_values(t, v);
+            keep_abs(t);
             set_val_extras(&m->hp, v);
             t->best = criterion(t, v);
         }
@@ -1045,6 +1122,7 @@ static int train_save(Train *t)
     memcpy(m->block, t->best_block, m->n_params * sizeof(float));
     if (m->hp.linear_window > 0 && train_calibrate(t))
         return -1;
+    train_naive_check(t);
     if (!t->saved_any) {
         char sb[64];
         snprintf(sb, sizeof sb, "%lld", (long long)cc_trainer_steps_done(t->tr));
@@ -1180,6 +1258,7 @@ int cmd_train(int argc, char **argv)
     free(t->rtrain);
     free(t->rval);
     free(t->abs_sum);
+    free(t->abs_best);
     free(t->abs_n);
     free(t->mase_scale);
     free(t);
