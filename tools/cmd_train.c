@@ -414,9 +414,9 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
 /* One training run: the data, the model, the trainer and the loop's state. */
 typedef struct Train {
     TrainArgs a;
-    int is_ett, tty, G, sel;      /* sel: select_index of --select */
-    double *abs_sum, *abs_best;   /* per channel (series, KPI): the last validation's and the */
-    int64_t *abs_n;               /*   kept weights' absolute errors, observed targets */
+    int is_ett, tty, G, sel;    /* sel: select_index of --select */
+    double *abs_sum, *abs_best; /* per channel (series, KPI): the last validation's and the */
+    int64_t *abs_n;             /*   kept weights' absolute errors, observed targets */
     int have_abs_best;
     double *mase_scale; /* --select mae|mase: per channel */
     const char *split;
