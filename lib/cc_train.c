@@ -291,8 +291,9 @@ struct CcTrainWork {
     int *rowmap;                              // (C) full row of each current token
     uint64_t *rng;                            // (max_win)
     float *wsigma;                            // (max_win) normalisation scale
-    double *abs_win;                          // (max_win) last batch: absolute error of the
-    int *obs_win;                             //   means in data units, observed targets
+    double *abs_win;                          // (max_win) last batch: absolute and squared
+    double *sq_win;                           //   errors of the means in data units, and
+    int *obs_win;                             //   observed targets
     double sq_sum;                            // last batch: squared error of the means
     int64_t sq_count;                         //   in data units, observed targets
     float *scratch_m;                         // (M) normalisation window
@@ -358,6 +359,7 @@ int cc_train_work_open(CcTrainWork **out, const CcHparams *hp, int max_windows, 
     ALLOC(w->rowmap, C);
     ALLOC(w->wsigma, max_windows);
     ALLOC(w->abs_win, max_windows);
+    ALLOC(w->sq_win, max_windows);
     ALLOC(w->obs_win, max_windows);
     ALLOC(w->scratch_m, hp->norm_window);
     ALLOC(w->pe, D);
@@ -425,9 +427,12 @@ void cc_train_work_sqerr(const CcTrainWork *w, double *sum, int64_t *count)
     *count = w->sq_count;
 }
 
-void cc_train_work_abserr(const CcTrainWork *w, const double **sum, const int **count)
+void cc_train_work_abserr(const CcTrainWork *w, const double **sum, const double **sq_sum,
+                          const int **count)
 {
     *sum = w->abs_win;
+    if (sq_sum)
+        *sq_sum = w->sq_win;
     *count = w->obs_win;
 }
 
@@ -436,13 +441,13 @@ void cc_train_work_close(CcTrainWork **pw)
     CcTrainWork *w = pw ? *pw : NULL;
     if (!w)
         return;
-    void *ptrs[] = {w->wsigma,  w->abs_win,  w->obs_win, w->rowmap, w->row0,      w->ntok,
-                    w->ncached, w->att0,     w->cur0,    w->rng,    w->scratch_m, w->pe,
-                    w->tok,     w->emb_mask, w->zin,     w->qkv,    w->att,       w->ctx,
-                    w->ao_mask, w->xhat1,    w->rstd1,   w->z1,     w->hd,        w->h_mask,
-                    w->fo_mask, w->xhat2,    w->rstd2,   w->y,      w->dy,        w->tgt,
-                    w->tw,      w->dz,       w->da,      w->db,     w->dqkv,      w->dh,
-                    w->lin_in,  w->lin_xt,   w->lin_y};
+    void *ptrs[] = {w->wsigma, w->abs_win, w->sq_win,   w->obs_win, w->rowmap, w->row0,
+                    w->ntok,   w->ncached, w->att0,     w->cur0,    w->rng,    w->scratch_m,
+                    w->pe,     w->tok,     w->emb_mask, w->zin,     w->qkv,    w->att,
+                    w->ctx,    w->ao_mask, w->xhat1,    w->rstd1,   w->z1,     w->hd,
+                    w->h_mask, w->fo_mask, w->xhat2,    w->rstd2,   w->y,      w->dy,
+                    w->tgt,    w->tw,      w->dz,       w->da,      w->db,     w->dqkv,
+                    w->dh,     w->lin_in,  w->lin_xt,   w->lin_y};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
         free(ptrs[i]);
     free(w);
@@ -655,6 +660,7 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
     w->sq_count = 0;
     for (int b = 0; b < n_win; b++) {
         w->abs_win[b] = 0;
+        w->sq_win[b] = 0;
         w->obs_win[b] = 0;
         for (int j = 0; j < win[b].n_cur; j++) {
             size_t c = (size_t)w->cur0[b] + j;
@@ -665,6 +671,7 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
                     w->sq_sum += d * d * wt;
                     w->sq_count++;
                     w->abs_win[b] += fabs(d);
+                    w->sq_win[b] += d * d;
                     w->obs_win[b]++;
                 }
         }
@@ -876,8 +883,9 @@ struct CcTrainer {
     int64_t n_train_pool, train_samples;
     CcTrainWindow *val_win;
     int n_val_win;
-    double *val_abs; // (n_val_win) the last validation's absolute errors and observed
-    int *val_obs;    //   targets per window (cc_train_work_abserr)
+    double *val_abs; // (n_val_win) the last validation's absolute and squared errors and
+    double *val_sq;  //   observed targets per window (cc_train_work_abserr)
+    int *val_obs;
     int64_t val_samples;
     CcTrainWindow *batch; // (batch)
     CcTrainWork *work[MAX_THREADS];
@@ -953,8 +961,9 @@ static int build_pools(CcTrainer *t, const CcRange *train, const CcRange *val)
     int64_t keep = total < t->s.max_val_windows ? total : t->s.max_val_windows;
     t->val_win = calloc((size_t)(keep ? keep : 1), sizeof *t->val_win);
     t->val_abs = calloc((size_t)(keep ? keep : 1), sizeof *t->val_abs);
+    t->val_sq = calloc((size_t)(keep ? keep : 1), sizeof *t->val_sq);
     t->val_obs = calloc((size_t)(keep ? keep : 1), sizeof *t->val_obs);
-    if (!t->val_win || !t->val_abs || !t->val_obs) {
+    if (!t->val_win || !t->val_abs || !t->val_sq || !t->val_obs) {
         free(vp);
         return -ENOMEM;
     }
@@ -994,6 +1003,7 @@ void cc_trainer_close(CcTrainer **pt)
     free(t->train_pool);
     free(t->val_win);
     free(t->val_abs);
+    free(t->val_sq);
     free(t->val_obs);
     free(t->batch);
     free(t->am);
@@ -1125,7 +1135,8 @@ typedef struct Job {
     int n_samples;
     double sq_sum;
     int64_t sq_count;
-    double *abs_out; // (n_win) per-window absolute errors and observed targets, or NULL
+    double *abs_out; // (n_win) per-window absolute and squared errors and observed targets,
+    double *sq_out;  //   or NULL
     int *obs_out;
     int ret;
 } Job;
@@ -1152,10 +1163,11 @@ static void *job_run(void *arg)
         j->sq_sum += sq;
         j->sq_count += sc;
         if (j->abs_out) {
-            const double *as;
+            const double *as, *sqs;
             const int *ao;
-            cc_train_work_abserr(j->t->work[j->thread], &as, &ao);
+            cc_train_work_abserr(j->t->work[j->thread], &as, &sqs, &ao);
             memcpy(j->abs_out + i, as, (size_t)cnt * sizeof *as);
+            memcpy(j->sq_out + i, sqs, (size_t)cnt * sizeof *sqs);
             memcpy(j->obs_out + i, ao, (size_t)cnt * sizeof *ao);
         }
     }
@@ -1181,6 +1193,7 @@ static int run_threads(CcTrainer *t, const CcTrainWindow *win, int n, float drop
                         .dropout = dropout,
                         .grad = grads ? t->grads[i] : NULL,
                         .abs_out = per_win ? t->val_abs + a : NULL,
+                        .sq_out = per_win ? t->val_sq + a : NULL,
                         .obs_out = per_win ? t->val_obs + a : NULL};
         if (grads)
             memset(t->grads[i], 0, t->m->n_params * sizeof(float));
@@ -1390,25 +1403,30 @@ int cc_trainer_validate(CcTrainer *t, double *nll, double *mse)
     return 0;
 }
 
-void cc_trainer_val_abserr(const CcTrainer *t, double *sum, int64_t *count)
+void cc_trainer_val_abserr(const CcTrainer *t, double *sum, double *sq_sum, int64_t *count)
 {
     int F = t->ds->n_features;
     size_t nc = (size_t)t->ds->n_series * F;
     memset(sum, 0, nc * sizeof *sum);
+    if (sq_sum)
+        memset(sq_sum, 0, nc * sizeof *sq_sum);
     memset(count, 0, nc * sizeof *count);
     for (int i = 0; i < t->n_val_win; i++) {
         size_t ch = (size_t)t->val_win[i].series * F + t->val_win[i].feature;
         sum[ch] += t->val_abs[i];
+        if (sq_sum)
+            sq_sum[ch] += t->val_sq[i];
         count[ch] += t->val_obs[i];
     }
 }
 
-void cc_trainer_val_naive_abserr(const CcTrainer *t, double *sum, int64_t *count)
+void cc_trainer_val_naive_abserr(const CcTrainer *t, double *sum, double *sq_sum, int64_t *count)
 {
     const CcDataset *ds = t->ds;
     const int F = ds->n_features, HZ = t->m->hp.horizon;
     size_t nc = (size_t)ds->n_series * F;
     memset(sum, 0, nc * sizeof *sum);
+    memset(sq_sum, 0, nc * sizeof *sq_sum);
     memset(count, 0, nc * sizeof *count);
     for (int i = 0; i < t->n_val_win; i++) {
         const CcTrainWindow *win = &t->val_win[i];
@@ -1423,7 +1441,9 @@ void cc_trainer_val_naive_abserr(const CcTrainer *t, double *sum, int64_t *count
                 int64_t rr = tr + 1 + k;
                 if (rr >= se->T || (se->mask && !se->mask[(size_t)rr * F + f]))
                     continue;
-                sum[ch] += fabs(se->x[(size_t)rr * F + f] - last);
+                double d = se->x[(size_t)rr * F + f] - last;
+                sum[ch] += fabs(d);
+                sq_sum[ch] += d * d;
                 count[ch]++;
             }
         }

@@ -123,9 +123,10 @@ void cc_train_work_targets(const CcTrainWork *w, const float **target, const flo
 void cc_train_work_sqerr(const CcTrainWork *w, double *sum, int64_t *count);
 
 /** After a cc_train_batch on w: per window, in order, the absolute errors of the predicted
- *  means in data units (|y0 - target|·sigma) summed over its observed targets, and their
- *  count (valid until the next batch on w). */
-void cc_train_work_abserr(const CcTrainWork *w, const double **sum, const int **count);
+ *  means in data units (|y0 - target|·sigma) summed over its observed targets, their
+ *  squares (sq_sum may be NULL), and their count (valid until the next batch on w). */
+void cc_train_work_abserr(const CcTrainWork *w, const double **sum, const double **sq_sum,
+                          const int **count);
 
 /** Scratch for up to max_windows windows of up to max_group current tokens. */
 int cc_train_work_open(CcTrainWork **out, const CcHparams *hp, int max_windows, int max_group);
@@ -259,13 +260,14 @@ int cc_trainer_validate(CcTrainer *t, double *nll, double *mse);
 
 /** After cc_trainer_validate: per channel (series s, KPI f) at [s·F + f], the sum of the
  *  absolute errors of the predicted means in the data's units over the channel's observed
- *  validation targets, and their count; sum and count hold ds->n_series·F each. */
-void cc_trainer_val_abserr(const CcTrainer *t, double *sum, int64_t *count);
+ *  validation targets, of their squares (sq_sum may be NULL; unweighted), and their count;
+ *  each holds ds->n_series·F. */
+void cc_trainer_val_abserr(const CcTrainer *t, double *sum, double *sq_sum, int64_t *count);
 
 /** The same sums for the last value (naive) forecast x̂_{t+k} = x_t on the same validation
  *  targets: what the model's means are compared with when training ends. Independent of the
  *  weights. sum and count hold ds->n_series·F each. */
-void cc_trainer_val_naive_abserr(const CcTrainer *t, double *sum, int64_t *count);
+void cc_trainer_val_naive_abserr(const CcTrainer *t, double *sum, double *sq_sum, int64_t *count);
 
 /** The MASE scale of every channel at [s·F + f]: the in-sample MAE of the seasonal naive
  *  x_t ≈ x_{t−season} over the rows train[s] (cc_mase_scale; NaN when no pair is

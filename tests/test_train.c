@@ -1356,10 +1356,12 @@ static void test_select_mase(void **state)
     cc_train_default_settings(&s);
     CcTrainer *tn;
     assert_int_equal(cc_trainer_open(&tn, t.m, &t.ds, tr, va, &s, NULL, 0), 0);
-    double nll, sum[4], want[4] = {0}, scale[4], hand_scale[4], crit = 0;
-    int64_t count[4], want_n[4] = {0};
+    double nll, sum[4], sq[4], want[4] = {0}, want_sq[4] = {0}, scale[4], hand_scale[4], crit = 0;
+    double nv[4], nv_sq[4], want_nv[4] = {0}, want_nv_sq[4] = {0};
+    int64_t count[4], want_n[4] = {0}, nv_count[4];
     assert_int_equal(cc_trainer_validate(tn, &nll, NULL), 0);
-    cc_trainer_val_abserr(tn, sum, count);
+    cc_trainer_val_abserr(tn, sum, sq, count);
+    cc_trainer_val_naive_abserr(tn, nv, nv_sq, nv_count);
     assert_int_equal(cc_train_mase_scales(&t.ds, tr, 24, scale), 0);
     float ch[400], y[2 * 3], mu, sigma;
     for (int se = 0; se < 2; se++)
@@ -1379,7 +1381,11 @@ static void test_select_mase(void **state)
                     cc_ref_forward(t.m, f, ch, sr->p0, sr->p0 + r, y, &mu, &sigma, NULL), 0);
                 for (int k = 0; k < hp.horizon; k++)
                     if (sr->mask[(r + 1 + k) * 2 + f]) {
-                        want[c] += fabs(mu + sigma * y[2 * k] - ch[r + 1 + k]);
+                        double d = mu + sigma * y[2 * k] - ch[r + 1 + k], e = ch[r + 1 + k] - ch[r];
+                        want[c] += fabs(d);
+                        want_sq[c] += d * d;
+                        want_nv[c] += fabs(e); /* the last value's, on the same targets */
+                        want_nv_sq[c] += e * e;
                         want_n[c]++;
                     }
             }
@@ -1389,6 +1395,10 @@ static void test_select_mase(void **state)
                    hand_scale[c]);
             assert_int_equal(count[c], want_n[c]);
             assert_true(fabs(sum[c] - want[c]) <= 1e-4 * want[c]);
+            assert_true(fabs(sq[c] - want_sq[c]) <= 2e-4 * want_sq[c]);
+            assert_int_equal(nv_count[c], want_n[c]);
+            assert_true(fabs(nv[c] - want_nv[c]) <= 1e-9 * want_nv[c]);
+            assert_true(fabs(nv_sq[c] - want_nv_sq[c]) <= 1e-9 * want_nv_sq[c]);
             assert_true(fabs(scale[c] - hand_scale[c]) <= 1e-9 * hand_scale[c]);
             crit += want[c] / want_n[c] / hand_scale[c] / 4;
         }

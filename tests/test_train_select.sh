@@ -71,7 +71,7 @@ else fail "train --linear-init naive"; fi
     { grep -q 'needs a linear path' "$TMP/n0.err" && ok "naive start without a linear path refused" ||
         fail "naive start without a linear path: $(cat "$TMP/n0.err")"; }
 
-# every run ends with its kept weights' validation MAE against the last value's on the same
+# every run ends with its kept weights' validation MAE and MSE against the last value's on the same
 # targets (val_mae_vs_last, and per KPI val_mae_vs_last_kpi): eval's model MAE over naive's
 # on the validation rows; a model worse than the last value by more than 2 % is named in a
 # warning, even under --quiet; the naive start after one step at the smallest rate is a tie
@@ -81,12 +81,15 @@ else fail "train --linear-init naive"; fi
 read -r m n <<<"$(evmae "$TMP/r1.safetensors")"
 want=$(awk -v m="$m" -v n="$n" 'BEGIN { printf "%.4f", m / n }')
 v=$(meta "$TMP/r1.safetensors" val_mae_vs_last) k=$(meta "$TMP/r1.safetensors" val_mae_vs_last_kpi)
+v2=$(meta "$TMP/r1.safetensors" val_mse_vs_last)
+awk -v v="$v2" 'BEGIN { exit !(v != "" && v > 1.02) }' && ok "random start: val_mse_vs_last $v2" ||
+    fail "random start: val_mse_vs_last '$v2'"
 # the KPI's ratio pools its two cells as eval's overall MAE does; val_mae_vs_last is the
-# mean of the cells' ratios, so near it but not equal
+# geometric mean of the cells' ratios, so near it but not equal
 awk -v k="$k" -v w="$want" -v v="$v" 'BEGIN { d = k - w; exit !(k != "" && (d < 0 ? -d : d) <= 5e-4 * w && v > 1.02 && v / k > 0.9 && v / k < 1.1) }' &&
     ok "random start: val_mae_vs_last_kpi $k = eval's model/naive MAE $m / $n (cells' mean $v)" ||
     fail "random start: val_mae_vs_last_kpi '$k' (mean '$v'), eval's model/naive MAE $m / $n = $want"
-grep -q "warning: .*worse than the last value on 1 of 1 KPIs (prb_dl " "$TMP/r1.err" &&
+grep -q "warning: .*worse than the last value on 1 of 1 KPIs (MAE/MSE ratio: prb_dl " "$TMP/r1.err" &&
     ok "random start: warned (quiet run)" || fail "random start not warned: $(cat "$TMP/r1.err")"
 "$CLI" train --data "$TMP/s.csv" --out "$TMP/n1b.safetensors" "${SHAPE[@]}" "${NV[@]}" \
     --steps 1 --lr 1e-7 2>"$TMP/n1b.err" || fail "train --linear-init naive --steps 1"
@@ -95,6 +98,29 @@ awk -v v="$v" 'BEGIN { exit !(v != "" && v > 0.98 && v <= 1.02) }' &&
     ! grep -q "worse than the last value" "$TMP/n1b.err" &&
     ok "naive start: val_mae_vs_last $v, no warning" ||
     fail "naive start: val_mae_vs_last '$v'; $(cat "$TMP/n1b.err")"
+
+# --fallback: the same losing run trains again with the fallback options and keeps the
+# second model (the naive start: a tie with the last value, below the first), its metadata
+# saying so; no .fallback file is left. It excludes a given loss or selection.
+"$CLI" train --data "$TMP/s.csv" --out "$TMP/f1.safetensors" "${SHAPE[@]}" --steps 1 --lr 1e-7 \
+    --fallback 2>"$TMP/f1.err" || fail "train --steps 1 --fallback"
+v=$(meta "$TMP/f1.safetensors" val_mae_vs_last) fb=$(meta "$TMP/f1.safetensors" fallback)
+if grep -q "training again with --mae-weight 1 --nll-mean 0 --select mase --linear-init naive --eval-start" "$TMP/f1.err" &&
+    grep -q "kept the second model (MAE 1.000, MSE 1.000 of the last value's, against 1.4" "$TMP/f1.err" &&
+    ! grep -q "warning: on the validation rows" "$TMP/f1.err" &&
+    [ "$(meta "$TMP/f1.safetensors" select)" = mase ] && [ -n "$fb" ] &&
+    awk -v v="$v" 'BEGIN { exit !(v > 0.98 && v <= 1.02) }' &&
+    ! ls "$TMP"/f1.safetensors.fallback* >/dev/null 2>&1 && [ -f "$TMP/f1.safetensors.optim" ]; then
+    ok "fallback: kept the second model, val_mae_vs_last $v, metadata fallback '$fb'"
+else
+    fail "fallback: val_mae_vs_last '$v', fallback '$fb'; $(cat "$TMP/f1.err"); $(ls "$TMP")"
+fi
+grep -q "training again" "$TMP/r1.err" && fail "a run without --fallback trained again" ||
+    ok "no fallback without --fallback"
+"$CLI" train --data "$TMP/s.csv" --out "$TMP/f3.safetensors" "${SHAPE[@]}" --fallback \
+    --select nll 2>"$TMP/f3.err" && fail "--fallback --select nll accepted" ||
+    { grep -q -- "--fallback applies to a new tx/3 model with the default loss" "$TMP/f3.err" &&
+        ok "--fallback --select refused" || fail "--fallback --select nll: $(cat "$TMP/f3.err")"; }
 
 [ "$FAILS" = 0 ] && echo "train --select: all checks passed"
 exit $((FAILS > 0))

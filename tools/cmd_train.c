@@ -59,6 +59,9 @@ typedef struct TrainArgs {
     int hz_given;    ///< --horizon was given (the ETT protocol's default is 96)
     /* Given on the command line, else derived from the data (data_defaults, train_open). */
     int P_given, N_given, M_given, R_given, warmup_given, steps_given;
+    /* --fallback, and the loss and selection left to the defaults: a kept model that loses
+     * to the last value on validation is trained again (train_fallback) */
+    int fallback, loss_given;
     CcDataSettings data;     ///< CSV parsing (CLI_DATA_OPTS; features and step from the above)
     const char *calib;       ///< calib.sigma_scale fit (lib/cc_calib.h), radius and recent share
     const char *recalibrate; ///< refit the calibration of this model file, no training
@@ -338,6 +341,13 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
         CC_OPTS_DBL("seed", &a->seed_d, 0, 9007199254740992.0, "X",
                     "same seed, data and options → same weights", .flags = SHOW),
         CC_OPTS_STR("resume", &a->resume, "CKPT", "continue from CKPT and CKPT.optim"),
+        CC_OPTS_FLAG("fallback", &a->fallback,
+                     "when the loss, --select and --linear-init are the\n"
+                     "defaults and the kept model's validation MAE is above\n"
+                     "the last value's (val_mae_vs_last > 1.02), train again\n"
+                     "with --mae-weight 1 --nll-mean 0 --select mase\n"
+                     "--linear-init naive --eval-start and keep the model with\n"
+                     "the lower val_mae_vs_last (docs/training.md)"),
         CC_OPTS_FLAG("quiet", &a->quiet, "no progress output"),
     };
     const CcOptsSpec spec = {
@@ -357,6 +367,18 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
     a->R_given = opt_given(opts, nopts, "linear-window");
     a->warmup_given = opt_given(opts, nopts, "warmup");
     a->steps_given = opt_given(opts, nopts, "steps") || opt_given(opts, nopts, "epochs");
+    static const char *const loss_opts[] = {"select", "mae-weight", "mse-weight", "nll-mean",
+                                            "linear-init"};
+    for (size_t i = 0; i < sizeof loss_opts / sizeof loss_opts[0]; i++)
+        a->loss_given |= opt_given(opts, nopts, loss_opts[i]);
+    if (a->fallback && (a->loss_given || a->protocol || a->resume || a->recalibrate ||
+                        (a->R_given && a->R == 0))) {
+        fprintf(stderr, "cellcast train: --fallback applies to a new tx/3 model with the default "
+                        "loss and selection: it excludes --select, --mae-weight, --mse-weight, "
+                        "--nll-mean, --linear-init, --protocol, --resume, --recalibrate and "
+                        "--linear-window 0\n");
+        return 2;
+    }
     if (a->protocol)
         ett_recipe(a, opts, sizeof opts / sizeof opts[0]);
     if (!a->select) /* the benchmark's own metric under --protocol ett */
@@ -410,13 +432,18 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
 #define TRAIN_MIN_STEPS 1000
 /* A KPI whose series' sds lie further apart than this gets warn_scale_spread's warning. */
 #define TRAIN_SD_SPREAD_WARN 1e4
+/* The options of a fallback run (train_fallback): the recipe for spiky series of
+ * docs/training.md without its --norm-window, which is in steps and so not for every step. */
+#define FALLBACK_OPTIONS                                                                           \
+    "--mae-weight 1 --nll-mean 0 --select mase --linear-init naive --eval-start"
 
 /* One training run: the data, the model, the trainer and the loop's state. */
 typedef struct Train {
     TrainArgs a;
     int is_ett, tty, G, sel;    /* sel: select_index of --select */
     double *abs_sum, *abs_best; /* per channel (series, KPI): the last validation's and the */
-    int64_t *abs_n;             /*   kept weights' absolute errors, observed targets */
+    double *sq_sum, *sq_best;   /*   kept weights' absolute and squared errors, observed */
+    int64_t *abs_n;             /*   targets */
     int have_abs_best;
     double *mase_scale; /* --select mae|mase: per channel */
     const char *split;
@@ -434,6 +461,11 @@ typedef struct Train {
     float *best_block; /* the weights of the best validation so far */
     double best, bad;  /* best validation value, validations since */
     int saved_any;
+    double vs_last;     /* the kept weights' val_mae_vs_last (train_naive_check), or NaN */
+    double vs_last_mse; /*   and val_mse_vs_last */
+    double fallback_of; /* a fallback run (train_fallback): the first run's vs_last */
+    double fallback_of_mse;
+    int is_fallback;
     char state_path[4096];
     char err[1024];
 } Train;
@@ -452,7 +484,7 @@ static int train_data(Train *t)
     }
     char summary[2048];
     cc_data_report_format(&rep, t->ds, summary, sizeof summary);
-    if (!a->quiet)
+    if (!a->quiet && !t->is_fallback)
         fprintf(stderr, "cellcast train: %s\n", summary);
     if (t->ds->n_features > CC_MAX_FEATURES) {
         fprintf(stderr,
@@ -567,6 +599,8 @@ static int data_defaults(Train *t)
         a->M = half > P ? half : P;
     if (!a->R_given && a->R > half)
         a->R = half;
+    if (t->is_fallback) /* the first run said what follows */
+        return 0;
     if (N != a->N || M != a->M || R != a->R)
         fprintf(stderr,
                 "cellcast train: the longest series has %d training rows: look-back %d steps "
@@ -658,7 +692,8 @@ static int train_model(Train *t)
                 fprintf(stderr, "cellcast train: out of memory\n");
                 return -1;
             }
-            warn_scale_spread(ds, t->rtrain);
+            if (!t->is_fallback)
+                warn_scale_spread(ds, t->rtrain);
         }
     }
     if (t->m->hp.step_seconds != ds->step_seconds) {
@@ -796,6 +831,12 @@ static void train_metadata(Train *t, int argc, char **argv)
     cc_hparams_set_extra(h, "seed", buf);
     cc_hparams_set_extra(h, "split", t->split);
     cc_hparams_set_extra(h, "select", a->select);
+    if (t->is_fallback) {
+        snprintf(buf, sizeof buf,
+                 FALLBACK_OPTIONS " (the first run's val_mae_vs_last %.4f, val_mse_vs_last %.4f)",
+                 t->fallback_of, t->fallback_of_mse);
+        cc_hparams_set_extra(h, "fallback", buf);
+    }
     if (a->ema > 0) {
         snprintf(buf, sizeof buf, "%g", a->ema);
         cc_hparams_set_extra(h, "ema", buf);
@@ -819,8 +860,10 @@ static int train_select_open(Train *t)
     size_t nc = (size_t)t->ds->n_series * t->ds->n_features;
     t->abs_sum = calloc(nc, sizeof *t->abs_sum);
     t->abs_best = calloc(nc, sizeof *t->abs_best);
+    t->sq_sum = calloc(nc, sizeof *t->sq_sum);
+    t->sq_best = calloc(nc, sizeof *t->sq_best);
     t->abs_n = calloc(nc, sizeof *t->abs_n);
-    if (!t->abs_sum || !t->abs_best || !t->abs_n) {
+    if (!t->abs_sum || !t->abs_best || !t->sq_sum || !t->sq_best || !t->abs_n) {
         fprintf(stderr, "cellcast train: out of memory\n");
         return -1;
     }
@@ -843,7 +886,7 @@ static int train_select_open(Train *t)
 static void val_abs_values(Train *t, double *v)
 {
     size_t nc = (size_t)t->ds->n_series * t->ds->n_features;
-    cc_trainer_val_abserr(t->tr, t->abs_sum, t->abs_n);
+    cc_trainer_val_abserr(t->tr, t->abs_sum, t->sq_sum, t->abs_n);
     double sum = 0;
     int64_t n = 0;
     for (size_t c = 0; c < nc; c++)
@@ -855,7 +898,9 @@ static void val_abs_values(Train *t, double *v)
 /* The absolute errors of the last validation are the kept weights'. */
 static void keep_abs(Train *t)
 {
-    memcpy(t->abs_best, t->abs_sum, (size_t)t->ds->n_series * t->ds->n_features * sizeof(double));
+    size_t bytes = (size_t)t->ds->n_series * t->ds->n_features * sizeof(double);
+    memcpy(t->abs_best, t->abs_sum, bytes);
+    memcpy(t->sq_best, t->sq_sum, bytes);
     t->have_abs_best = 1;
 }
 
@@ -1039,66 +1084,91 @@ static int train_calibrate(Train *t)
     return 0;
 }
 
-/* A KPI whose kept means are worse than the last value on validation by more than this is
- * named in the warning: within 2 % is a tie at the size of a validation split. */
+static int fallback_due(const struct Train *t);
+
+/* A ratio to the last value's error above this is a loss: within 2 % is a tie at the size
+ * of a validation split. */
 #define TRAIN_NAIVE_WARN 1.02
 
-/* The kept weights' validation MAE against the last value's on the same targets, per KPI
- * (all series pooled) and as the mean of the per-channel ratios (each series and KPI alike,
- * as `cellcast eval`'s per-cell MASE), printed and kept in the file's metadata
- * (val_mae_vs_last, val_mae_vs_last_kpi): a model that loses to the last value says so when
- * it is made, not when it is served. */
+/* The geometric mean over the channels with a last-value error of model error / that error
+ * (NaN when none has one): the usual mean of relative errors, so that one channel whose
+ * last value is nearly always exact does not outweigh the rest. */
+static double geo_ratio(const double *model, const double *last, size_t n, int *n_used)
+{
+    double acc = 0;
+    int k = 0;
+    for (size_t c = 0; c < n; c++)
+        if (last[c] > 0 && model[c] > 0)
+            acc += log(model[c] / last[c]), k++;
+    if (n_used)
+        *n_used = k;
+    return k ? exp(acc / k) : NAN;
+}
+
+/* The kept weights' validation errors against the last value's on the same targets: the
+ * geometric means over the (series, KPI) channels of the MAE and of the MSE ratio, and the
+ * MAE ratio per KPI (its series pooled), printed and kept in the file's metadata
+ * (val_mae_vs_last, val_mse_vs_last, val_mae_vs_last_kpi). A KPI worse on MAE (MASE's
+ * metric) is named in a warning with both ratios: a model that loses to the last value says
+ * so when it is made, not when it is served. Both metrics, because the mean of a skewed KPI
+ * can beat the last value on squared error and lose on absolute error (NAB's spiky AWS
+ * metrics), so the reader can tell which loss it is. */
 static void train_naive_check(Train *t)
 {
     const CcDataset *ds = t->ds;
     const int F = ds->n_features;
     const size_t nc = (size_t)ds->n_series * F;
-    double *nsum = malloc(nc * sizeof *nsum);
+    double *nsum = malloc(nc * sizeof *nsum), *nsq = malloc(nc * sizeof *nsq);
     int64_t *ncount = malloc(nc * sizeof *ncount);
-    if (!t->have_abs_best || !nsum || !ncount)
+    if (!t->have_abs_best || !nsum || !nsq || !ncount)
         goto done;
-    cc_trainer_val_naive_abserr(t->tr, nsum, ncount);
-    double mean_ratio = 0, ratio[CC_MAX_FEATURES];
-    int n_ch = 0, n_worse = 0;
-    for (size_t c = 0; c < nc; c++)
-        if (nsum[c] > 0 && ncount[c] > 0)
-            mean_ratio += t->abs_best[c] / nsum[c], n_ch++;
+    cc_trainer_val_naive_abserr(t->tr, nsum, nsq, ncount);
+    int n_ch, n_worse = 0;
+    double g_mae = geo_ratio(t->abs_best, nsum, nc, &n_ch);
+    double g_mse = geo_ratio(t->sq_best, nsq, nc, NULL);
     if (!n_ch)
         goto done;
-    mean_ratio /= n_ch;
     char list[sizeof t->m->hp.extra[0].value] = "", worse[2048] = "", buf[64];
     size_t len = 0, wlen = 0;
     for (int f = 0; f < F; f++) {
-        double a = 0, b = 0;
-        for (int s = 0; s < ds->n_series; s++)
-            a += t->abs_best[(size_t)s * F + f], b += nsum[(size_t)s * F + f];
-        ratio[f] = b > 0 ? a / b : NAN;
-        len += (size_t)snprintf(list + len, sizeof list - len, "%s%.4g", f ? "," : "", ratio[f]);
+        double a = 0, b = 0, a2 = 0, b2 = 0;
+        for (int s = 0; s < ds->n_series; s++) {
+            size_t c = (size_t)s * F + f;
+            a += t->abs_best[c], b += nsum[c], a2 += t->sq_best[c], b2 += nsq[c];
+        }
+        double r = b > 0 ? a / b : NAN, r2 = b2 > 0 ? a2 / b2 : NAN;
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s%.4g", f ? "," : "", r);
         len = len < sizeof list ? len : sizeof list - 1;
-        if (ratio[f] > TRAIN_NAIVE_WARN) {
+        if (r > TRAIN_NAIVE_WARN) {
             n_worse++;
-            wlen += (size_t)snprintf(worse + wlen, sizeof worse - wlen, "%s%s %.2f",
-                                     n_worse > 1 ? ", " : "", ds->features[f], ratio[f]);
+            wlen += (size_t)snprintf(worse + wlen, sizeof worse - wlen, "%s%s %.2f/%.2f",
+                                     n_worse > 1 ? ", " : "", ds->features[f], r, r2);
             wlen = wlen < sizeof worse ? wlen : sizeof worse - 1;
         }
     }
-    snprintf(buf, sizeof buf, "%.4f", mean_ratio);
+    t->vs_last = g_mae;
+    t->vs_last_mse = g_mse;
+    snprintf(buf, sizeof buf, "%.4f", g_mae);
     cc_hparams_set_extra(&t->m->hp, "val_mae_vs_last", buf);
+    snprintf(buf, sizeof buf, "%.4f", g_mse);
+    cc_hparams_set_extra(&t->m->hp, "val_mse_vs_last", buf);
     if (len < sizeof list - 1) /* a list cut short would shift the KPIs: none */
         cc_hparams_set_extra(&t->m->hp, "val_mae_vs_last_kpi", list);
     if (!t->a.quiet)
         fprintf(stderr,
-                "cellcast train: validation MAE of the kept weights against the last value's: "
-                "%.3f (mean over %d series x KPI; below 1 = better)\n",
-                mean_ratio, n_ch);
-    if (n_worse)
+                "cellcast train: validation error of the kept weights against the last "
+                "value's, geometric mean over %d series x KPI: MAE %.3f, MSE %.3f (below 1 = "
+                "better)\n",
+                n_ch, g_mae, g_mse);
+    if (n_worse && !fallback_due(t))
         fprintf(stderr,
                 "cellcast train: warning: on the validation rows the model's mean is worse "
-                "than the last value on %d of %d KPIs (%s); docs/training.md \"When the model "
-                "loses to the last value\" says what to try\n",
+                "than the last value on %d of %d KPIs (MAE/MSE ratio: %s); docs/training.md "
+                "\"When the model loses to the last value\" says what to try\n",
                 n_worse, F, worse);
 done:
     free(nsum);
+    free(nsq);
     free(ncount);
 }
 
@@ -1212,7 +1282,7 @@ static int train_run(Train *t, int argc, char **argv)
         return train_recalibrate(t);
     train_metadata(t, argc, argv);
     snprintf(t->state_path, sizeof t->state_path, "%s.optim", t->a.out_path);
-    t->best = INFINITY, t->bad = 0, t->max_loss = -INFINITY;
+    t->best = INFINITY, t->bad = 0, t->max_loss = -INFINITY, t->vs_last = NAN;
     if ((t->a.resume && train_resume(t)) || train_linear_init(t))
         return -1;
     if (!(t->best_block = malloc(t->m->n_params * sizeof(float)))) {
@@ -1237,6 +1307,95 @@ static int train_run(Train *t, int argc, char **argv)
     return 0;
 }
 
+static void train_free(Train *t)
+{
+    if (!t)
+        return;
+    free(t->best_block);
+    cc_trainer_close(&t->tr);
+    cc_model_close(&t->m);
+    cc_data_close(&t->ds);
+    free(t->rtrain);
+    free(t->rval);
+    free(t->abs_sum);
+    free(t->abs_best);
+    free(t->sq_sum);
+    free(t->sq_best);
+    free(t->abs_n);
+    free(t->mase_scale);
+    free(t);
+}
+
+/* Whether finished run t is one --fallback trains again: a new tx/3 model whose loss,
+ * selection and start were the defaults, not interrupted, that loses to the last value on
+ * validation. */
+static int fallback_due(const Train *t)
+{
+    const TrainArgs *a = &t->a;
+    return a->fallback && !t->is_fallback && !a->loss_given && !t->is_ett && !a->resume &&
+           !a->recalibrate && t->m && t->m->hp.linear_window > 0 && !g_stop &&
+           t->vs_last > TRAIN_NAIVE_WARN;
+}
+
+/* --fallback after run t (fallback_due): the same command with FALLBACK_OPTIONS into
+ * --out.fallback; the model with the lower val_mae_vs_last ends at --out (and its optimiser
+ * state at --out.optim), the other is removed. first: the command line's arguments before
+ * run t derived anything from the data. 0 or -1 (the first run's model stays at --out). */
+static int train_fallback(const Train *t, const TrainArgs *first, int argc, char **argv)
+{
+    char tmp[4096], tmp_optim[4200], out_optim[4200];
+    Train *u = calloc(1, sizeof *u);
+    if (!u) {
+        fprintf(stderr, "cellcast train: out of memory\n");
+        return -1;
+    }
+    snprintf(tmp, sizeof tmp, "%s.fallback", t->a.out_path);
+    snprintf(tmp_optim, sizeof tmp_optim, "%s.optim", tmp);
+    snprintf(out_optim, sizeof out_optim, "%s.optim", t->a.out_path);
+    u->a = *first;
+    u->a.mae = 1;
+    u->a.nll_mean = 0;
+    u->a.select = "mase"; /* scale-free: KPIs of any units weigh alike */
+    u->a.linear_init = "naive";
+    u->a.eval_start = 1;
+    u->a.out_path = tmp;
+    u->sel = SEL_MASE;
+    u->tty = t->tty;
+    u->is_fallback = 1;
+    u->fallback_of = t->vs_last;
+    u->fallback_of_mse = t->vs_last_mse;
+    fprintf(stderr,
+            "cellcast train: the kept model loses to the last value on validation (MAE %.3f, "
+            "MSE %.3f of the last value's): training again with " FALLBACK_OPTIONS "\n",
+            t->vs_last, t->vs_last_mse);
+    int ret = train_run(u, argc, argv);
+    if (ret == 0 && u->vs_last < t->vs_last) {
+        if (rename(tmp, t->a.out_path) < 0 || rename(tmp_optim, out_optim) < 0) {
+            fprintf(stderr, "cellcast train: %s: %s\n", t->a.out_path, strerror(errno));
+            ret = -1;
+        } else {
+            fprintf(stderr,
+                    "cellcast train: kept the second model (MAE %.3f, MSE %.3f of the last "
+                    "value's, against %.3f, %.3f) → %s\n",
+                    u->vs_last, u->vs_last_mse, t->vs_last, t->vs_last_mse, t->a.out_path);
+        }
+    } else {
+        char second[64] = "failed";
+        if (!ret)
+            snprintf(second, sizeof second, "MAE %.3f, MSE %.3f", u->vs_last, u->vs_last_mse);
+        fprintf(stderr,
+                "cellcast train: warning: kept the first model (the second: %s), which loses "
+                "to the last value on validation (MAE %.3f, MSE %.3f of its); docs/training.md "
+                "\"When the model loses to the last value\" says what to try → %s\n",
+                second, t->vs_last, t->vs_last_mse, t->a.out_path);
+        ret = 0;
+    }
+    unlink(tmp);
+    unlink(tmp_optim);
+    train_free(u);
+    return ret;
+}
+
 int cmd_train(int argc, char **argv)
 {
     Train *t = calloc(1, sizeof *t);
@@ -1246,21 +1405,14 @@ int cmd_train(int argc, char **argv)
     }
     int ret = train_opts(&t->a, argc, argv);
     if (ret == CLI_RUN) {
+        TrainArgs first = t->a;
         t->is_ett = t->a.protocol != NULL;
         t->sel = select_index(t->a.select);
         t->tty = isatty(fileno(stderr));
         ret = train_run(t, argc, argv) ? 1 : 0;
+        if (ret == 0 && fallback_due(t))
+            ret = train_fallback(t, &first, argc, argv) ? 1 : 0;
     }
-    free(t->best_block);
-    cc_trainer_close(&t->tr);
-    cc_model_close(&t->m);
-    cc_data_close(&t->ds);
-    free(t->rtrain);
-    free(t->rval);
-    free(t->abs_sum);
-    free(t->abs_best);
-    free(t->abs_n);
-    free(t->mase_scale);
-    free(t);
+    train_free(t);
     return ret;
 }
