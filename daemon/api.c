@@ -788,19 +788,24 @@ static int h_config(CcdReq *r)
 static int h_model(CcdReq *r)
 {
     const CcHparams *hp = &r->d->model->hp;
-    json_t *f = json_array();
+    json_t *f = json_array(), *meta = json_object();
     for (int i = 0; i < hp->n_features; i++)
         json_array_append_new(f, json_string(hp->features[i]));
+    /* the trainer's record (command, seed, validation scores such as val_mae_vs_last and
+     * val_cover80): what a dashboard shows beside the forecasts */
+    for (int i = 0; i < hp->n_extra; i++)
+        json_object_set_new(meta, hp->extra[i].key, json_string(hp->extra[i].value));
     json_t *o = json_pack(
-        "{s:s, s:s, s:s, s:s, s:s, s:o, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:I, "
-        "s:I, s:s}",
+        "{s:s, s:s, s:s, s:s, s:s, s:o, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I, "
+        "s:I, s:I, s:s, s:o}",
         "format", cc_hparams_format(hp), "name", hp->name, "version", hp->version, "trained_on",
         hp->trained_on, "created_at", hp->created_at, "features", f, "patch_len", hp->patch_len,
         "n_patches", hp->n_patches, "norm_window", hp->norm_window, "d_model", hp->d_model,
         "n_heads", hp->n_heads, "n_layers", hp->n_layers, "d_ff", hp->d_ff, "horizon", hp->horizon,
-        "step_seconds", (json_int_t)hp->step_seconds, "tz_offset_s", (json_int_t)hp->tz_offset_s,
-        "n_params", (json_int_t)r->d->model->n_params, "kv_bytes_per_cell",
-        (json_int_t)cc_engine_kv_bytes_per_cell(r->d->engine), "path", r->d->cfg.model_path);
+        "linear_window", hp->linear_window, "step_seconds", (json_int_t)hp->step_seconds,
+        "tz_offset_s", (json_int_t)hp->tz_offset_s, "n_params", (json_int_t)r->d->model->n_params,
+        "kv_bytes_per_cell", (json_int_t)cc_engine_kv_bytes_per_cell(r->d->engine), "path",
+        r->d->cfg.model_path, "metadata", meta);
     return ccd_json(r, 200, o);
 }
 

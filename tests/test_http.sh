@@ -15,7 +15,19 @@ PY=/usr/bin/python3
 # shellcheck source=lib/daemon.sh
 . "$(dirname "$0")/lib/daemon.sh"
 daemon_test_init http
-MODEL="$ROOT/tests/data/golden/tiny.safetensors" # F=3 (prb,thr,users), P=4, HZ=6, S=900
+# the tiny model (F=3 (prb,thr,users), P=4, HZ=6, S=900) with a trainer's record added to its
+# metadata, which GET /v1/model lists: same tensors, a new header
+MODEL="$TMP/tiny-meta.safetensors"
+$PY - "$ROOT/tests/data/golden/tiny.safetensors" "$MODEL" <<'PY' || { echo "FAIL: model copy"; exit 1; }
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head = json.loads(raw[8:8 + n])
+head.setdefault("__metadata__", {}).update({"command": "cellcast train --data h.csv", "val_mae_vs_last": "0.8123"})
+h = json.dumps(head).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + raw[8 + n:])
+PY
 
 cat >"$TMP/c.yaml" <<YAML
 model:
@@ -210,6 +222,17 @@ grep -q '^# cells' "$TMP/body" && grep -q '^resident:' "$TMP/body" || fail "info
 check GET "/v1/info?format=xml" 422
 check GET /v1/config 200
 check GET /v1/model 200
+$PY -c "
+import json; d = json.load(open('$TMP/body'))
+assert d['linear_window'] == 0 and d['metadata']['val_mae_vs_last'] == '0.8123', d
+assert d['metadata']['command'] == 'cellcast train --data h.csv', d" &&
+    ok "/v1/model: linear_window and the trainer's metadata" || fail "/v1/model: $(cat "$TMP/body")"
+if [ -n "$CLI" ]; then # the same metadata as cellcast info's
+    "$CLI" info --model "$MODEL" | $PY -c "
+import json, sys; i = json.load(sys.stdin); d = json.load(open('$TMP/body'))
+assert i['metadata'] == d['metadata'] and i['hparams']['linear_window'] == d['linear_window'], (i, d)" ||
+        fail "/v1/model metadata differs from cellcast info's"
+fi
 check GET "/v1/cells?limit=1" 200
 NCELLS=4; [ -n "$CLI" ] && NCELLS=5
 $PY -c "import json; d=json.load(open('$TMP/body')); assert len(d['cells'])==1 and d['next']=='c1' and d['total']==$NCELLS, d" ||
