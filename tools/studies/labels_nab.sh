@@ -10,8 +10,11 @@
 #   sh tools/studies/labels_nab.sh CELLCAST NAB_DIR WORK_DIR [SEEDS]
 # writes WORK_DIR/<group>_s<seed>.txt (and _b1.txt for --budget 1; SEEDS default "1 2 3") and
 # prints the table of docs/operations.md (labels_nab_table.py WORK_DIR [--groups]).
+# AE_ARGS (environment): more anomaly-eval options for both runs (e.g. "--set $NAB"); models
+# already in WORK_DIR are reused, so a second WORK_DIR with the first one's models copied
+# compares settings on the same models.
 set -eu
-CLI=$1 NAB=$2 W=$3 SEEDS=${4:-1 2 3}
+CLI=$1 NAB=$2 W=$3 SEEDS=${4:-1 2 3} AE_ARGS=${AE_ARGS:-}
 mkdir -p "$W"
 python3 - "$NAB" "$W" <<'PY'
 import csv, datetime, os, statistics, sys
@@ -52,10 +55,10 @@ for gf in "$W"/*.files; do
             --horizon 12 --steps 1500 --threads 1 --seed "$s" >"$W/${g}_s$s.train" 2>&1
         # shellcheck disable=SC2086 # $args is a list of options
         "$CLI" anomaly-eval --model "$M" $args --labels "$NAB/labels/combined_windows.json" \
-            >"$W/${g}_s$s.txt" 2>"$W/${g}_s$s.err" || echo "$g seed $s: failed" >&2
+            $AE_ARGS >"$W/${g}_s$s.txt" 2>"$W/${g}_s$s.err" || echo "$g seed $s: failed" >&2
         # shellcheck disable=SC2086
         "$CLI" anomaly-eval --model "$M" $args --labels "$NAB/labels/combined_windows.json" \
-            --budget 1 >"$W/${g}_s${s}_b1.txt" 2>"$W/${g}_s${s}_b1.err" ||
+            $AE_ARGS --budget 1 >"$W/${g}_s${s}_b1.txt" 2>"$W/${g}_s${s}_b1.err" ||
             echo "$g seed $s --budget 1: failed" >&2
     done
 done
