@@ -66,6 +66,23 @@ bad_config() { # bad_config WHAT-IN-ERROR ARG...
         echo "FAIL: --check-config $*: '$out' lacks '$want'"; FAILS=$((FAILS + 1))
     fi
 }
+# the NAB settings as daemon keys, as docs/operations.md §7 gives them: accepted and applied
+$PY - "$ROOT/docs/operations.md" "$TMP/c.yaml" "$TMP/nab.yaml" <<'PY' || fail "docs/operations.md: no alerts block after 'The NAB settings as the daemon's keys'"
+import sys
+doc, base, out = sys.argv[1:]
+text = open(doc).read()
+i = text.index("The NAB settings as the daemon's keys")
+a = text.index("```yaml\n", i) + len("```yaml\n")
+block = text[a:text.index("```", a)]
+assert block.startswith("alerts:\n"), block
+open(out, "w").write(open(base).read() + block)
+PY
+if "$CELLCASTD" -c "$TMP/nab.yaml" --check-config >/dev/null 2>"$TMP/nab.err" &&
+    "$CELLCASTD" -c "$TMP/nab.yaml" --print-config | grep -A20 '^alerts:' | grep -q '^  warn_z: 20$'; then
+    ok "the docs' NAB settings block is a valid alerts config (warn_z 20 applied)"
+else
+    fail "the docs' NAB settings block: $(cat "$TMP/nab.err")"
+fi
 bad_config "kafka.properties.no.such.property" -c "$TMP/c.yaml" --set kafka.properties.no.such.property=1
 bad_config "kafka.properties.session.timeout.ms" -c "$TMP/c.yaml" --set kafka.properties.session.timeout.ms=soon
 bad_config "http.bind" -c "$TMP/c.yaml" --set http.bind=999.1.1.1
