@@ -12,22 +12,7 @@
 set -eu
 CLI=$1 NAB=$2 W=$3 SEED=${4:-1}
 mkdir -p "$W"
-python3 - "$NAB" "$W" <<'PY'
-import csv, datetime, os, statistics, sys
-nab, w = sys.argv[1], sys.argv[2]
-d = f"{nab}/data/realAWSCloudwatch"
-for f in sorted(os.listdir(d)):
-    rows = list(csv.reader(open(f"{d}/{f}")))
-    head, body = rows[0], rows[1:]
-    ts = [datetime.datetime.fromisoformat(r[0]).timestamp() for r in body]
-    step = int(statistics.median(b - a for a, b in zip(ts, ts[1:]) if b > a))
-    h = len(body) * 45 // 100
-    while 0 < h < len(body) and ts[h] // step == ts[h - 1] // step:
-        h += 1
-    for part, rs in (("hist", body[:h]), ("test", body[h:])):
-        with open(f"{w}/{f[:-4]}.{part}.csv", "w") as o:
-            csv.writer(o, lineterminator="\n").writerows([head] + rs)
-PY
+python3 "$(dirname "$0")/nab_split.py" "$NAB/data/realAWSCloudwatch" "$W"
 meta() { "$CLI" info --model "$1" | sed -n "s/.*\"$2\": \"\\([^\"]*\\)\".*/\\1/p"; }
 mase() { "$CLI" eval --model "$1" --data "$2" --test "$3" --horizon 12 --json 2>/dev/null |
     python3 -c "import json,sys; m=json.load(sys.stdin)['methods']; print(m['$4']['overall']['mase'])"; }

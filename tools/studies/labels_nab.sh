@@ -16,26 +16,19 @@
 set -eu
 CLI=$1 NAB=$2 W=$3 SEEDS=${4:-1 2 3} AE_ARGS=${AE_ARGS:-}
 mkdir -p "$W"
-python3 - "$NAB" "$W" <<'PY'
-import csv, datetime, os, statistics, sys
+python3 - "$NAB" "$W" "$(dirname "$0")" <<'PY'
+import os, sys
 nab, w = sys.argv[1], sys.argv[2]
+sys.path.insert(0, sys.argv[3])
+from nab_split import split, write
 groups = {}
 for fam in ("realKnownCause", "realAWSCloudwatch", "realTraffic"):
     for f in sorted(os.listdir(f"{nab}/data/{fam}")):
-        rows = list(csv.reader(open(f"{nab}/data/{fam}/{f}")))
-        head, body = rows[0], rows[1:]
-        ts = [datetime.datetime.fromisoformat(r[0]).timestamp() for r in body]
-        step = int(statistics.median(b - a for a, b in zip(ts, ts[1:]) if b > a))
-        h = len(body) * 45 // 100
-        # rows of one step stay together: cellcast puts the test part after the history's
-        # last step (ec2_disk_write_bytes_1ef3de has two rows in the step at 45 %)
-        while 0 < h < len(body) and ts[h] // step == ts[h - 1] // step:
-            h += 1
-        for part, rs in (("hist", body[:h]), ("test", body[h:])):
+        head, hist, test, step = split(f"{nab}/data/{fam}/{f}")
+        for part, rs in (("hist", hist), ("test", test)):
             os.makedirs(f"{w}/{part}/{fam}", exist_ok=True)
-            with open(f"{w}/{part}/{fam}/{f}", "w") as o:
-                csv.writer(o, lineterminator="\n").writerows([head] + rs)
-        groups.setdefault(f"{fam}_{step}", []).append((f, body[:h]))
+            write(f"{w}/{part}/{fam}/{f}", head, rs)
+        groups.setdefault(f"{fam}_{step}", []).append((f, hist))
 for g, files in groups.items():
     with open(f"{w}/{g}.files", "w") as o:
         o.write("\n".join(f"{g.rsplit('_', 1)[0]}/{f}" for f, _ in files) + "\n")
