@@ -89,8 +89,13 @@ awk -v v="$v2" 'BEGIN { exit !(v != "" && v > 1.02) }' && ok "random start: val_
 awk -v k="$k" -v w="$want" -v v="$v" 'BEGIN { d = k - w; exit !(k != "" && (d < 0 ? -d : d) <= 5e-4 * w && v > 1.02 && v / k > 0.9 && v / k < 1.1) }' &&
     ok "random start: val_mae_vs_last_kpi $k = eval's model/naive MAE $m / $n (cells' mean $v)" ||
     fail "random start: val_mae_vs_last_kpi '$k' (mean '$v'), eval's model/naive MAE $m / $n = $want"
-grep -q "warning: .*worse than the last value on 1 of 1 KPIs (MAE/MSE ratio: prb_dl " "$TMP/r1.err" &&
-    ok "random start: warned (quiet run)" || fail "random start not warned: $(cat "$TMP/r1.err")"
+grep -q "warning: .*worse than the last value on 1 of 1 KPIs (MAE/MSE ratio: prb_dl .*); train with --fallback, or docs" "$TMP/r1.err" &&
+    ok "random start: warned, --fallback suggested (quiet run)" || fail "random start not warned: $(cat "$TMP/r1.err")"
+# with the selection given, --fallback does not apply and is not suggested
+"$CLI" train --data "$TMP/s.csv" --out "$TMP/r2.safetensors" "${SHAPE[@]}" --steps 1 --lr 1e-7 \
+    --select nll 2>"$TMP/r2.err" || fail "train --steps 1 --select nll"
+grep -q "warning: .*worse than the last value" "$TMP/r2.err" && ! grep -q -- "--fallback" "$TMP/r2.err" &&
+    ok "--select given: warned, --fallback not suggested" || fail "--select nll: $(cat "$TMP/r2.err")"
 "$CLI" train --data "$TMP/s.csv" --out "$TMP/n1b.safetensors" "${SHAPE[@]}" "${NV[@]}" \
     --steps 1 --lr 1e-7 2>"$TMP/n1b.err" || fail "train --linear-init naive --steps 1"
 v=$(meta "$TMP/n1b.safetensors" val_mae_vs_last)

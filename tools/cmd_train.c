@@ -1160,12 +1160,17 @@ static void train_naive_check(Train *t)
                 "value's, geometric mean over %d series x KPI: MAE %.3f, MSE %.3f (below 1 = "
                 "better)\n",
                 n_ch, g_mae, g_mse);
+    /* --fallback is the one-word next step where it applies: a new tx/3 default-loss run */
+    const TrainArgs *a = &t->a;
+    int can_fall_back = !a->fallback && !a->loss_given && !t->is_ett && !a->resume &&
+                        !a->recalibrate && !t->is_fallback && t->m->hp.linear_window > 0;
     if (n_worse && !fallback_due(t))
         fprintf(stderr,
                 "cellcast train: warning: on the validation rows the model's mean is worse "
-                "than the last value on %d of %d KPIs (MAE/MSE ratio: %s); docs/training.md "
+                "than the last value on %d of %d KPIs (MAE/MSE ratio: %s); %sdocs/training.md "
                 "\"When the model loses to the last value\" says what to try\n",
-                n_worse, F, worse);
+                n_worse, F, worse,
+                can_fall_back && g_mae > TRAIN_NAIVE_WARN ? "train with --fallback, or " : "");
 done:
     free(nsum);
     free(nsq);
