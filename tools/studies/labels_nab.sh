@@ -12,9 +12,10 @@
 # prints the table of docs/operations.md (labels_nab_table.py WORK_DIR [--groups]).
 # AE_ARGS (environment): more anomaly-eval options for both runs (e.g. "--set $NAB"); models
 # already in WORK_DIR are reused, so a second WORK_DIR with the first one's models copied
-# compares settings on the same models.
+# compares settings on the same models. TRAIN_ARGS: more `cellcast train` options (e.g.
+# "--fallback").
 set -eu
-CLI=$1 NAB=$2 W=$3 SEEDS=${4:-1 2 3} AE_ARGS=${AE_ARGS:-}
+CLI=$1 NAB=$2 W=$3 SEEDS=${4:-1 2 3} AE_ARGS=${AE_ARGS:-} TRAIN_ARGS=${TRAIN_ARGS:-}
 mkdir -p "$W"
 python3 - "$NAB" "$W" "$(dirname "$0")" <<'PY'
 import os, sys
@@ -44,8 +45,9 @@ for gf in "$W"/*.files; do
     done <"$gf"
     for s in $SEEDS; do
         M=$W/${g}_s$s.safetensors
+        # shellcheck disable=SC2086 # $TRAIN_ARGS is a list of options
         [ -f "$M" ] || "$CLI" train --data "$W/${g}_hist.csv" --out "$M" --split 0.85,0.15 \
-            --horizon 12 --steps 1500 --threads 1 --seed "$s" >"$W/${g}_s$s.train" 2>&1
+            --horizon 12 --steps 1500 --threads 1 --seed "$s" $TRAIN_ARGS >"$W/${g}_s$s.train" 2>&1
         # shellcheck disable=SC2086 # $args is a list of options
         "$CLI" anomaly-eval --model "$M" $args --labels "$NAB/labels/combined_windows.json" \
             $AE_ARGS >"$W/${g}_s$s.txt" 2>"$W/${g}_s$s.err" || echo "$g seed $s: failed" >&2
