@@ -463,9 +463,7 @@ typedef struct Train {
     int saved_any;
     double vs_last;     /* the kept weights' val_mae_vs_last (train_naive_check), or NaN */
     double vs_last_mse; /*   and val_mse_vs_last */
-    double fallback_of; /* a fallback run (train_fallback): the first run's vs_last */
-    double fallback_of_mse;
-    int is_fallback;
+    const struct Train *first_run; /* a fallback run (train_fallback): the run it retrains */
     char state_path[4096];
     char err[1024];
 } Train;
@@ -484,7 +482,7 @@ static int train_data(Train *t)
     }
     char summary[2048];
     cc_data_report_format(&rep, t->ds, summary, sizeof summary);
-    if (!a->quiet && !t->is_fallback)
+    if (!a->quiet && !t->first_run)
         fprintf(stderr, "cellcast train: %s\n", summary);
     if (t->ds->n_features > CC_MAX_FEATURES) {
         fprintf(stderr,
@@ -599,7 +597,7 @@ static int data_defaults(Train *t)
         a->M = half > P ? half : P;
     if (!a->R_given && a->R > half)
         a->R = half;
-    if (t->is_fallback) /* the first run said what follows */
+    if (t->first_run) /* the first run said what follows */
         return 0;
     if (N != a->N || M != a->M || R != a->R)
         fprintf(stderr,
@@ -692,7 +690,7 @@ static int train_model(Train *t)
                 fprintf(stderr, "cellcast train: out of memory\n");
                 return -1;
             }
-            if (!t->is_fallback)
+            if (!t->first_run)
                 warn_scale_spread(ds, t->rtrain);
         }
     }
@@ -831,10 +829,10 @@ static void train_metadata(Train *t, int argc, char **argv)
     cc_hparams_set_extra(h, "seed", buf);
     cc_hparams_set_extra(h, "split", t->split);
     cc_hparams_set_extra(h, "select", a->select);
-    if (t->is_fallback) {
+    if (t->first_run) {
         snprintf(buf, sizeof buf,
                  FALLBACK_OPTIONS " (the first run's val_mae_vs_last %.4f, val_mse_vs_last %.4f)",
-                 t->fallback_of, t->fallback_of_mse);
+                 t->first_run->vs_last, t->first_run->vs_last_mse);
         cc_hparams_set_extra(h, "fallback", buf);
     }
     if (a->ema > 0) {
@@ -1084,6 +1082,15 @@ static int train_calibrate(Train *t)
     return 0;
 }
 
+/* Whether --fallback can retrain run t: a new tx/3 model whose loss, selection and start
+ * were the defaults (train_opts refuses --fallback otherwise), not itself a fallback run. */
+static int fallback_applies(const struct Train *t)
+{
+    const TrainArgs *a = &t->a;
+    return !a->loss_given && !t->is_ett && !a->resume && !a->recalibrate && !t->first_run && t->m &&
+           t->m->hp.linear_window > 0;
+}
+
 static int fallback_due(const struct Train *t);
 
 /* A ratio to the last value's error above this is a loss: within 2 % is a tie at the size
@@ -1160,17 +1167,14 @@ static void train_naive_check(Train *t)
                 "value's, geometric mean over %d series x KPI: MAE %.3f, MSE %.3f (below 1 = "
                 "better)\n",
                 n_ch, g_mae, g_mse);
-    /* --fallback is the one-word next step where it applies: a new tx/3 default-loss run */
-    const TrainArgs *a = &t->a;
-    int can_fall_back = !a->fallback && !a->loss_given && !t->is_ett && !a->resume &&
-                        !a->recalibrate && !t->is_fallback && t->m->hp.linear_window > 0;
+    /* --fallback is the one-word next step where it applies */
+    int suggest = !t->a.fallback && fallback_applies(t) && g_mae > TRAIN_NAIVE_WARN;
     if (n_worse && !fallback_due(t))
         fprintf(stderr,
                 "cellcast train: warning: on the validation rows the model's mean is worse "
                 "than the last value on %d of %d KPIs (MAE/MSE ratio: %s); %sdocs/training.md "
                 "\"When the model loses to the last value\" says what to try\n",
-                n_worse, F, worse,
-                can_fall_back && g_mae > TRAIN_NAIVE_WARN ? "train with --fallback, or " : "");
+                n_worse, F, worse, suggest ? "train with --fallback, or " : "");
 done:
     free(nsum);
     free(nsq);
@@ -1331,15 +1335,11 @@ static void train_free(Train *t)
     free(t);
 }
 
-/* Whether finished run t is one --fallback trains again: a new tx/3 model whose loss,
- * selection and start were the defaults, not interrupted, that loses to the last value on
- * validation. */
+/* Whether finished run t is one --fallback trains again: one it applies to, not
+ * interrupted, that loses to the last value on validation. */
 static int fallback_due(const Train *t)
 {
-    const TrainArgs *a = &t->a;
-    return a->fallback && !t->is_fallback && !a->loss_given && !t->is_ett && !a->resume &&
-           !a->recalibrate && t->m && t->m->hp.linear_window > 0 && !g_stop &&
-           t->vs_last > TRAIN_NAIVE_WARN;
+    return t->a.fallback && fallback_applies(t) && !g_stop && t->vs_last > TRAIN_NAIVE_WARN;
 }
 
 /* --fallback after run t (fallback_due): the same command with FALLBACK_OPTIONS into
@@ -1366,9 +1366,7 @@ static int train_fallback(const Train *t, const TrainArgs *first, int argc, char
     u->a.out_path = tmp;
     u->sel = SEL_MASE;
     u->tty = t->tty;
-    u->is_fallback = 1;
-    u->fallback_of = t->vs_last;
-    u->fallback_of_mse = t->vs_last_mse;
+    u->first_run = t;
     fprintf(stderr,
             "cellcast train: the kept model loses to the last value on validation (MAE %.3f, "
             "MSE %.3f of the last value's): training again with " FALLBACK_OPTIONS "\n",
