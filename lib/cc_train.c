@@ -301,6 +301,8 @@ struct CcTrainWork {
     float logsig_min, mae, mse, nll_mean;     // loss settings (cc_train_work_set_loss)
     enum CcDropoutSites sites;                // where dropout goes
     const float *sq_weight;                   // (F) weights of sq_sum per KPI, or NULL
+    float xn_bound;                           // training: leave out beyond ±xn_bound (0: no)
+    int n_excluded;                           // last batch: current tokens left out
     int R;                                    // tx/3 linear window (0: none)
     float *lin_in;                            // (C, R) r_i = xn_{t-R+1+i} - xn_t
     float *lin_xt;                            // (C) xn_t
@@ -415,6 +417,10 @@ void cc_train_work_set_dropout_sites(CcTrainWork *w, enum CcDropoutSites sites)
 
 void cc_train_work_set_sq_weight(CcTrainWork *w, const float *weight) { w->sq_weight = weight; }
 
+void cc_train_work_set_xn_bound(CcTrainWork *w, float bound) { w->xn_bound = bound; }
+
+int cc_train_work_excluded(const CcTrainWork *w) { return w->n_excluded; }
+
 void cc_train_work_targets(const CcTrainWork *w, const float **target, const float **weight)
 {
     *target = w->tgt;
@@ -455,9 +461,19 @@ void cc_train_work_close(CcTrainWork **pw)
 }
 
 /* Builds the token inputs of window `wi`, its targets, and the layout bookkeeping. */
+static float max_abs(const float *x, int n)
+{
+    float m = 0;
+    for (int i = 0; i < n; i++)
+        m = fabsf(x[i]) > m ? fabsf(x[i]) : m;
+    return m;
+}
+
+/* bound > 0: current tokens with a normalised value beyond ±bound get target weights 0
+ * (cc_train_work_set_xn_bound), counted in w->n_excluded. */
 static int build_window(CcTrainWork *w, const CcModel *m, const CcDataset *ds,
                         const CcTrainWindow *win, int wi, int row, int cur, int att, float *mu_out,
-                        float *sigma_out)
+                        float *sigma_out, float bound)
 {
     const CcHparams *hp = &m->hp;
     int P = hp->patch_len, N = hp->n_patches, M = hp->norm_window, IN = P + 4, HZ = hp->horizon;
@@ -505,6 +521,8 @@ static int build_window(CcTrainWork *w, const CcModel *m, const CcDataset *ds,
         cc_time_features(tk + P, se->p0 + qr, ds->step_seconds, hp->tz_offset_s);
     }
     (void)D;
+    /* the cached tokens are every current token's context */
+    int cached_over = bound > 0 && max_abs(w->tok + (size_t)row * IN, n * IN) > bound;
     /* targets of the current tokens, normalised with the same mu, sigma; tx/3: the linear
      * path's input, steps before the series' first standing in as its first value */
     for (int j = 0; j < win->n_cur; j++) {
@@ -524,6 +542,22 @@ static int build_window(CcTrainWork *w, const CcModel *m, const CcDataset *ds,
             int ok = rr < se->T && (!se->mask || se->mask[(size_t)rr * F + f]);
             tg[k] = ok ? (se->x[(size_t)rr * F + f] - mu) / sigma : 0.0f;
             tw[k] = ok ? 1.0f : 0.0f;
+        }
+        if (bound > 0) { /* the time features are within ±1 */
+            float big = max_abs(w->tok + (size_t)(row + n + j) * IN, IN);
+            for (int k = 0; k < HZ; k++)
+                if (tw[k] > 0 && fabsf(tg[k]) > big)
+                    big = fabsf(tg[k]);
+            if (R > 0) {
+                float lr = max_abs(w->lin_in + (size_t)(cur + j) * R, R);
+                big = lr > big ? lr : big;
+                big = fabsf(w->lin_xt[cur + j]) > big ? fabsf(w->lin_xt[cur + j]) : big;
+            }
+            if (cached_over || !(big <= bound)) {
+                for (int k = 0; k < HZ; k++)
+                    tw[k] = 0.0f;
+                w->n_excluded++;
+            }
         }
     }
     w->wsigma[wi] = sigma;
@@ -567,8 +601,10 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
 
     /* layout and inputs */
     int R = 0, C = 0, A = 0;
+    w->n_excluded = 0;
     for (int b = 0; b < n_win; b++) {
-        int ret = build_window(w, m, ds, &win[b], b, R, C, A, mu_out, sigma_out);
+        int ret =
+            build_window(w, m, ds, &win[b], b, R, C, A, mu_out, sigma_out, grad ? w->xn_bound : 0);
         if (ret < 0)
             return ret;
         int T = w->ntok[b];
@@ -863,6 +899,7 @@ void cc_train_default_settings(CcTrainSettings *s)
     s->linear_lr_mult = 1;
     s->dropout_sites = CC_DROPOUT_ALL;
     s->decay_all = 0;
+    s->xn_bound = CC_TRAIN_XN_BOUND;
 }
 
 /* A (series, e) pair with its valid current offsets [cmin, cmax]. */
@@ -898,6 +935,7 @@ struct CcTrainer {
                                // norm.floor and calib.sigma_scale (set, not trained)
     uint64_t rng;
     int64_t step;
+    int64_t drawn, excluded; // training current tokens drawn, left out by xn_bound
 };
 
 /* Valid current offsets of boundary e in series se for targets inside rows [begin, end). */
@@ -1075,6 +1113,7 @@ int cc_trainer_open(CcTrainer **out, CcModel *m, const CcDataset *ds, const CcRa
         cc_train_work_set_loss(t->work[i], lo, s->mae_weight, s->mse_weight, s->nll_mean);
         cc_train_work_set_dropout_sites(t->work[i], s->dropout_sites);
         cc_train_work_set_sq_weight(t->work[i], s->val_mse_weight);
+        cc_train_work_set_xn_bound(t->work[i], s->xn_bound);
     }
     t->batch = calloc((size_t)s->batch, sizeof *t->batch);
     t->am = calloc(m->n_params, sizeof(float));
@@ -1124,6 +1163,12 @@ void cc_trainer_counts(const CcTrainer *t, int64_t *train_samples, int64_t *val_
 
 int64_t cc_trainer_steps_done(const CcTrainer *t) { return t->step; }
 
+void cc_trainer_excluded(const CcTrainer *t, int64_t *excluded, int64_t *drawn)
+{
+    *excluded = t->excluded;
+    *drawn = t->drawn;
+}
+
 typedef struct Job {
     CcTrainer *t;
     int thread;
@@ -1132,7 +1177,7 @@ typedef struct Job {
     float dropout;
     float *grad;
     double loss;
-    int n_samples;
+    int n_samples, n_excluded;
     double sq_sum;
     int64_t sq_count;
     double *abs_out; // (n_win) per-window absolute and squared errors and observed targets,
@@ -1146,6 +1191,7 @@ static void *job_run(void *arg)
     Job *j = arg;
     j->loss = 0;
     j->n_samples = 0;
+    j->n_excluded = 0;
     j->sq_sum = 0;
     j->sq_count = 0;
     j->ret = 0;
@@ -1157,6 +1203,7 @@ static void *job_run(void *arg)
                                 j->dropout, 1.0f, &l, &ns, NULL, NULL, NULL);
         j->loss += l;
         j->n_samples += ns;
+        j->n_excluded += cc_train_work_excluded(j->t->work[j->thread]);
         double sq;
         int64_t sc;
         cc_train_work_sqerr(j->t->work[j->thread], &sq, &sc);
@@ -1215,6 +1262,8 @@ static int run_threads(CcTrainer *t, const CcTrainWindow *win, int n, float drop
     for (int i = 0; i < nt; i++) {
         *loss += jobs[i].loss;
         *n_samples += jobs[i].n_samples;
+        if (grads)
+            t->excluded += jobs[i].n_excluded;
         sq += jobs[i].sq_sum;
         sc += jobs[i].sq_count;
         if (jobs[i].ret < 0)
@@ -1260,8 +1309,10 @@ static void draw_window(CcTrainer *t, CcTrainWindow *w)
 
 int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm)
 {
-    for (int b = 0; b < t->s.batch; b++)
+    for (int b = 0; b < t->s.batch; b++) {
         draw_window(t, &t->batch[b]);
+        t->drawn += t->batch[b].n_cur;
+    }
     double l;
     int ns;
     int ret = run_threads(t, t->batch, t->s.batch, t->s.dropout, 1, &l, &ns, NULL);
@@ -1333,7 +1384,7 @@ int cc_trainer_fit_linear(CcTrainer *t, double lambda, int64_t *n_samples)
                 CcTrainWindow win = {.series = pl->series, .feature = f, .e = pl->e};
                 for (int c = c0; c <= pl->cmax && win.n_cur < t->val_group; c++)
                     win.cur[win.n_cur++] = c;
-                ret = build_window(w, t->m, t->ds, &win, 0, 0, 0, 0, NULL, NULL);
+                ret = build_window(w, t->m, t->ds, &win, 0, 0, 0, 0, NULL, NULL, w->xn_bound);
                 if (ret < 0)
                     goto done;
                 int64_t ie = pl->e - t->ds->series[pl->series].p0;

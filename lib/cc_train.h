@@ -28,10 +28,16 @@
 #include "cc_model.h"
 
 #define CC_TRAIN_POS_RANGE 1000000 ///< position offsets are drawn in [0, this) patches
-#define CC_TRAIN_FLOOR_SPREAD 4.0  ///< norm.floor's median sd is at most this x the smallest
-#define CC_TRAIN_MAX_GROUP 64      ///< at most this many current tokens per window
-#define CC_NLL_LOGSIG_MIN (-7.0f)  ///< log-sigma below this is clamped in the loss (no gradient)
-#define CC_NLL_LOGSIG_MAX 7.0f     ///< log-sigma above this is clamped in the loss (no gradient)
+/* The default xn_bound: far above any value of a window whose spread is its own (one of M
+ * values lies at most sqrt(M - 1) sds from their mean: 18 for M = 336) and above the 100–300
+ * that a Barcelona KPI quiet for a night reaches 30 steps ahead (8 of 76,776 samples), so
+ * the project's recipes train bit for bit as without it; NAB's probation file reaches 10^7
+ * (docs/training.md "Samples left out of the loss"). */
+#define CC_TRAIN_XN_BOUND 1000.0f
+#define CC_TRAIN_FLOOR_SPREAD 4.0 ///< norm.floor's median sd is at most this x the smallest
+#define CC_TRAIN_MAX_GROUP 64     ///< at most this many current tokens per window
+#define CC_NLL_LOGSIG_MIN (-7.0f) ///< log-sigma below this is clamped in the loss (no gradient)
+#define CC_NLL_LOGSIG_MAX 7.0f    ///< log-sigma above this is clamped in the loss (no gradient)
 /* tx/3's lower clamp: with norm.floor a flat window's sigma is already a fraction of the
  * KPI's scale, and a predicted sd 1/50 of that is as sure as the loss need allow; -7 let a
  * run of exactly constant targets teach sd -> 0 and the first jump after it cost 1e6+. */
@@ -112,6 +118,18 @@ void cc_train_work_set_dropout_sites(CcTrainWork *w, enum CcDropoutSites sites);
 /** Per-KPI weights (F; NULL = all 1, as opened) of cc_train_work_sqerr's squared errors;
  *  the array must outlive w's use. */
 void cc_train_work_set_sq_weight(CcTrainWork *w, const float *weight);
+
+/** Training batches (grad != NULL) on w from now on leave out of the loss every current
+ *  token whose window holds a normalised value beyond ±bound: its tokens' inputs, the linear
+ *  path's r and xn_t, or an observed target (its targets' weights become 0). Such a value is
+ *  a flat normalisation window (sigma = norm.floor, tx/3; the tx/2 floor) followed or
+ *  preceded by a move of thousands of those sigmas, whose squared error swamps every other
+ *  sample's (NAB's probation file: batch losses of 1e14). 0 = none (as opened). Validation
+ *  batches (grad == NULL) are never changed. */
+void cc_train_work_set_xn_bound(CcTrainWork *w, float bound);
+
+/** Current tokens the last cc_train_batch on w left out by the bound above. */
+int cc_train_work_excluded(const CcTrainWork *w);
 
 /** After a cc_train_batch on w: the normalised targets (C, HZ) and their weights (1 =
  *  observed) of its current tokens, in order. */
@@ -209,9 +227,12 @@ typedef struct CcTrainSettings {
                                        ///< KPI's variance to score data z-scored beforehand in
                                        ///< its own units; must outlive the trainer (default NULL:
                                        ///< all 1)
-    int decay_all; ///< AdamW decay on every trained array (biases, norms, channel
-                   ///< embedding, the linear path), as torch.optim.AdamW on all
-                   ///< parameters; 0 = weight matrices only (default 0)
+    int decay_all;  ///< AdamW decay on every trained array (biases, norms, channel
+                    ///< embedding, the linear path), as torch.optim.AdamW on all
+                    ///< parameters; 0 = weight matrices only (default 0)
+    float xn_bound; ///< training samples with a normalised value beyond ±xn_bound are left
+                    ///< out of the loss (cc_train_work_set_xn_bound); 0 = none (default
+                    ///< CC_TRAIN_XN_BOUND)
 } CcTrainSettings;
 
 void cc_train_default_settings(CcTrainSettings *s);
@@ -231,6 +252,10 @@ void cc_trainer_close(CcTrainer **t);
 
 /** Training samples (end steps) and validation samples available. */
 void cc_trainer_counts(const CcTrainer *t, int64_t *train_samples, int64_t *val_samples);
+
+/** Training samples (current tokens) drawn by the optimiser steps so far, and how many of
+ *  them the settings' xn_bound left out of the loss. */
+void cc_trainer_excluded(const CcTrainer *t, int64_t *excluded, int64_t *drawn);
 
 /** One optimiser step; *loss = mean NLL of the batch, *lr the rate used, *gnorm the
  *  gradient norm before clipping (each may be NULL). 0, -ENOMEM, -EINVAL, -ERANGE

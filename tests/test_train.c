@@ -1423,6 +1423,7 @@ static void flat_data(CcDataset *ds, CcSeries *se, int T)
 {
     one_series(ds, se, T, 2, (const char *const[]){"prb", "load"});
     uint64_t rs = 31;
+    g_rng = 77; /* the same data on every call */
     float level = 40;
     for (int i = 0, hold = 0; i < T; i++, hold--) {
         if (hold <= 0) {
@@ -1437,8 +1438,9 @@ static void flat_data(CcDataset *ds, CcSeries *se, int T)
 }
 
 /* Largest batch loss of `steps` steps of a model of linear window R on flat_data; R > 0
- * sets norm.floor as `cellcast train` does (0.1 of the KPI's sd). */
-static double flat_run(int R, int steps, double *val_nll)
+ * sets norm.floor as `cellcast train` does (0.1 of the KPI's sd); xn_bound as the
+ * trainer's setting; *excluded (may be NULL) the samples it left out. */
+static double flat_run(int R, int steps, float xn_bound, double *val_nll, int64_t *excluded)
 {
     CcDataset ds;
     CcSeries se;
@@ -1461,6 +1463,7 @@ static double flat_run(int R, int steps, double *val_nll)
     s.seed = 9;
     s.adam.lr = 3e-3f;
     s.adam.warmup = 20;
+    s.xn_bound = xn_bound;
     CcTrainer *t;
     assert_int_equal(cc_trainer_open(&t, m, &ds, &tr, &va, &s, NULL, 0), 0);
     double worst = -INFINITY, loss;
@@ -1470,6 +1473,12 @@ static double flat_run(int R, int steps, double *val_nll)
         worst = r == -ERANGE || !isfinite(loss) ? INFINITY : fmax(worst, loss);
     }
     assert_int_equal(cc_trainer_validate(t, val_nll, NULL), 0);
+    int64_t ex, drawn;
+    cc_trainer_excluded(t, &ex, &drawn);
+    assert_true(drawn > 0 && drawn <= (int64_t)steps * s.batch * s.group);
+    assert_true(ex >= 0 && ex <= drawn && (xn_bound > 0 || ex == 0));
+    if (excluded)
+        *excluded = ex;
     if (R > 0) {
         assert_true(m->w.norm_floor[0] > 0.1f && m->w.norm_floor[1] > 0.1f);
         printf("flat: norm.floor %.3f %.3f\n", m->w.norm_floor[0], m->w.norm_floor[1]);
@@ -1521,14 +1530,25 @@ static void test_norm_floor_scales(void **state)
 static void test_train_flat(void **state)
 {
     (void)state;
-    double v3, v2;
-    double w3 = flat_run(24, 300, &v3), w2 = flat_run(0, 300, &v2);
+    double v3, v2, v2b, v3b;
+    int64_t e3, e2b;
+    /* tx/3 without the bound: norm.floor alone keeps the loss bounded, and with the default
+     * bound nothing of this data is left out (its jumps are a few dozen floors) */
+    double w3 = flat_run(24, 300, 0, &v3, NULL), w2 = flat_run(0, 300, 0, &v2, NULL);
+    double w3b = flat_run(24, 300, CC_TRAIN_XN_BOUND, &v3b, &e3);
+    /* tx/2 (sigma -> 1e-5 on a flat window) with the bound: the samples that blew it up are
+     * left out */
+    double w2b = flat_run(0, 300, CC_TRAIN_XN_BOUND, &v2b, &e2b);
     printf("flat stretches, 300 steps: largest batch loss tx/3 %.4g (val NLL %.4g), tx/2 %.4g "
-           "(val NLL %.4g)\n",
-           w3, v3, w2, v2);
+           "(val NLL %.4g); with xn_bound %g: tx/3 %.4g (%lld left out), tx/2 %.4g (%lld "
+           "left out)\n",
+           w3, v3, w2, v2, (double)CC_TRAIN_XN_BOUND, w3b, (long long)e3, w2b, (long long)e2b);
     assert_true(isfinite(w3) && w3 < 1e3);
     assert_true(isfinite(v3) && v3 < 5);
-    assert_true(!(w2 < 1e6)); /* the same data does blow the tx/2 loss up */
+    assert_true(!(w2 < 1e6));                       /* the same data does blow the tx/2 loss up */
+    assert_true(e3 == 0 && w3b == w3 && v3b == v3); /* the same run, sample for sample */
+    assert_true(e2b > 0 && isfinite(w2b) && w2b < 1e3);
+    assert_true(!(v2b < 1e6)); /* validation still scores every sample */
 }
 
 static int tx2_r = 0, tx3_grad_r = 10, tx3_ref_r = 12; /* linear windows of the tests */

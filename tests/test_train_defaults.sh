@@ -72,5 +72,26 @@ w=$(grep -c "warning: KPI 'prb_dl': the series' sds range from" "$TMP/far.log")
 grep -q "warning: KPI" "$TMP/two.log" && fail "like scales warned: $(grep 'warning: KPI' "$TMP/two.log")" ||
     ok "like scales: no warning"
 
+# the large cell flat for its first five days, then moving: its windows after the flat
+# stretch are millions of norm.floors (the small cell's scale) and are left out of the loss,
+# said and recorded; --xn-bound 0 keeps them (and the loss blows up)
+awk -F, -v OFS=, 'NR > 1 && $2 == "cell0001" && ++n <= 120 { $3 = 5e7 } { print }' \
+    "$TMP/far.csv" >"$TMP/flat.csv"
+for b in 1000 0; do
+    "$CLI" train --data "$TMP/flat.csv" --out "$TMP/flat$b.safetensors" "${TINY[@]}" --steps 20 \
+        --xn-bound $b 2>"$TMP/flat$b.log" || fail "train flat, bound $b: $(tail -1 "$TMP/flat$b.log")"
+done
+line=$(grep "training samples had a normalised value beyond +-1000 and were left out" "$TMP/flat1000.log")
+meta=$("$CLI" info --model "$TMP/flat1000.safetensors" 2>&1 | grep -o "xn_excluded[^,]*" | head -1)
+loss() { grep -o "largest batch loss [^ ]*" "$1" | awk '{print $4}'; }
+if [ -n "$line" ] && [ -n "$meta" ] && awk -v a="$(loss "$TMP/flat1000.log")" \
+    -v b="$(loss "$TMP/flat0.log")" 'BEGIN { exit !(a < 1e4 && b > 1e6) }'; then
+    ok "flat large cell: $(echo "$line" | cut -d: -f2 | cut -c1-40)…; $meta; largest batch loss $(loss "$TMP/flat1000.log") (--xn-bound 0: $(loss "$TMP/flat0.log"))"
+else
+    fail "flat large cell: line '$line', metadata '$meta', losses $(loss "$TMP/flat1000.log") / $(loss "$TMP/flat0.log")"
+fi
+grep -q "training samples had a normalised value" "$TMP/flat0.log" && fail "--xn-bound 0 left samples out"
+grep -q "training samples had a normalised value" "$TMP/two.log" && fail "like scales: samples left out"
+
 [ "$FAILS" = 0 ] && echo "train defaults: all checks passed"
 exit $((FAILS > 0))

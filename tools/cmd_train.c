@@ -49,7 +49,8 @@ typedef struct TrainArgs {
     const char *data_path, *out_path, *features, *split, *protocol;
     const char *schedule, *resume, *name, *select, *linear_init;
     double val_frac, dropout, lr, wd, clip, max_minutes, step_s, ema, steps_d, seed_d;
-    double floor_frac, mae, mse, nll_mean, logsig_min, head_scale, ridge_lambda, linear_freeze;
+    double floor_frac, xn_bound, mae, mse, nll_mean, logsig_min, head_scale, ridge_lambda,
+        linear_freeze;
     double linear_lr_mult, chan_init_sd, min_lr_frac;
     const char *dropout_sites, *init, *val_units;
     int decay_all, eval_start;
@@ -146,6 +147,7 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                      .calib_radius = -1,
                      .calib_recent = 1,
                      .floor_frac = 0.1,
+                     .xn_bound = CC_TRAIN_XN_BOUND,
                      .nll_mean = 1,
                      .head_scale = 0.1,
                      .linear_init = "random",
@@ -268,6 +270,11 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
         CC_OPTS_STR("dropout-sites", &a->dropout_sites, "all|residual",
                     "dropout on the embedding, attention output, FFN hidden\n"
                     "and FFN output (all), or on the residual branches only",
+                    .flags = SHOW),
+        CC_OPTS_DBL("xn-bound", &a->xn_bound, 0, 1e30, "X",
+                    "leave out of the loss the training samples with a\n"
+                    "normalised value beyond +-X (a flat window, then a move\n"
+                    "of thousands of its sigmas); 0 = none",
                     .flags = SHOW),
         CC_OPTS_DBL("mae-weight", &a->mae, 0, 100, "X",
                     "add X times the MAE of the normalised means to the NLL", .flags = SHOW),
@@ -617,7 +624,7 @@ static int data_defaults(Train *t)
 /* Series of one KPI column whose scales lie orders of magnitude apart (NAB's 57 files as
  * cells: sds from 0.017 to 7e7) cannot share the one norm.floor per KPI of the spec: it
  * flattens the small ones or lets the large ones' flat stretches blow the loss up (to 1e14
- * there). Said once per KPI, with what to do. */
+ * there, before --xn-bound left such samples out). Said once per KPI, with what to do. */
 static void warn_scale_spread(const CcDataset *ds, const CcRange *train)
 {
     double lo[CC_DATA_MAX_FEATURES], hi[CC_DATA_MAX_FEATURES];
@@ -626,9 +633,9 @@ static void warn_scale_spread(const CcDataset *ds, const CcRange *train)
         if (lo[f] > 0 && hi[f] > TRAIN_SD_SPREAD_WARN * lo[f])
             fprintf(stderr,
                     "cellcast train: warning: KPI '%s': the series' sds range from %.3g to "
-                    "%.3g; one norm.floor per KPI cannot suit both ends (the loss may blow "
-                    "up on flat stretches of the large ones): train series of like scale "
-                    "together, or as other KPIs\n",
+                    "%.3g; one norm.floor per KPI cannot suit both ends (windows after flat "
+                    "stretches of the large ones are left out of the loss, --xn-bound): train "
+                    "series of like scale together, or as other KPIs\n",
                     ds->features[f], lo[f], hi[f]);
 }
 
@@ -723,6 +730,7 @@ static int train_settings(Train *t)
     ts->linear_lr_mult = (float)a->linear_lr_mult;
     ts->dropout_sites = strcmp(a->dropout_sites, "all") ? CC_DROPOUT_RESIDUAL : CC_DROPOUT_ALL;
     ts->decay_all = a->decay_all;
+    ts->xn_bound = (float)a->xn_bound;
     if (t->is_ett && !strcmp(a->val_units, "kpi")) {
         for (int f = 0; f < t->ds->n_features; f++)
             t->zvar[f] = (float)(t->zstd[f] * t->zstd[f]);
@@ -1186,6 +1194,19 @@ done:
 static int train_save(Train *t)
 {
     CcModel *m = t->m;
+    int64_t excluded, drawn;
+    cc_trainer_excluded(t->tr, &excluded, &drawn);
+    if (excluded > 0) { /* a file whose flat stretches the floor does not cover */
+        char buf[64];
+        snprintf(buf, sizeof buf, "%.3g", (double)excluded / (double)drawn);
+        cc_hparams_set_extra(&m->hp, "xn_excluded", buf);
+        if (!t->a.quiet)
+            fprintf(stderr,
+                    "cellcast train: %lld of %lld training samples had a normalised value "
+                    "beyond +-%g and were left out of the loss (flat windows of a KPI whose "
+                    "norm.floor is small for the series; --xn-bound, docs/training.md)\n",
+                    (long long)excluded, (long long)drawn, t->a.xn_bound);
+    }
     if (!t->saved_any) {
         double v[SEL_COUNT];
         if (cc_trainer_validate(t->tr, &v[0], &v[1]) == 0) {

@@ -166,6 +166,24 @@ def ridge_init(model, x, steps, t_idx, W, Hz, F, lam, batch=1024):
         model.linear.bias.copy_(torch.from_numpy(wb[R].copy()))
 
 
+def within_bound(prep, target, P, bound):
+    """The samples of a batch whose normalised values (the tokens' inputs, the linear path's
+    r and xn_t, the targets) are all within +-bound, and how many were not: cellcast
+    train's --xn-bound (lib/cc_train.h, cc_train_work_set_xn_bound)."""
+    big = prep["tokens"][:, :, :P].abs().amax(dim=(1, 2))
+    big = torch.maximum(big, target.abs().amax(dim=1))
+    if prep["xn_lin"].shape[1]:
+        r = prep["xn_lin"] - prep["xn_t"][:, None]
+        big = torch.maximum(big, r.abs().amax(dim=1))
+        big = torch.maximum(big, prep["xn_t"].abs())
+    keep = big <= bound
+    if bool(keep.all()):
+        return prep, target, 0
+    kn = keep.numpy()
+    return ({k: v[keep] if torch.is_tensor(v) else v[kn] for k, v in prep.items()},
+            target[keep], int((~keep).sum()))
+
+
 def objective(y, target, nll_mean, mae_weight):
     """The spec's Gaussian NLL, with an MAE term on the mean if asked; nll_mean scales the
     NLL's gradient on the mean (its value is unchanged), so that with 0 the mean follows
@@ -222,6 +240,10 @@ def main():
                          "by the MAE term alone, the sd by the NLL)")
     ap.add_argument("--cell-column", default="cell_id",
                     help="a long file's cell column: one series per cell (default cell_id)")
+    ap.add_argument("--xn-bound", type=float, default=1000.0,
+                    help="leave out of the loss the samples with a normalised input or target "
+                         "beyond +-X (a flat window, then a move of thousands of its sigmas), "
+                         "as cellcast train; 0 = none")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args()
@@ -275,7 +297,7 @@ def main():
                             weight_decay=a.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1, (s + 1) / a.warmup) * 0.5 * (
         1 + math.cos(math.pi * min(1.0, s / a.steps))))
-    best, best_state, worst_loss, t0 = math.inf, None, 0.0, time.time()
+    best, best_state, worst_loss, t0, excluded = math.inf, None, 0.0, time.time(), 0
     ema = {k: v.clone() for k, v in model.state_dict().items()} if a.ema > 0 else None
     if a.eval_start:  # the start (e.g. the ridge path) is a checkpoint candidate too
         m, _, y, _ = evaluate(model, x, steps, val_t[::4], W, Hz, F)
@@ -289,6 +311,11 @@ def main():
         xin, yt, tt = windows(x, steps, ti, fi, W, Hz)
         prep = model.prepare(xin, tt, fi, pos_shift=rng.integers(0, 1 << 20, a.batch))
         target = torch.from_numpy(((yt - prep["mu"][:, None]) / prep["sigma"][:, None]).astype(np.float32))
+        if a.xn_bound > 0:
+            prep, target, n_out = within_bound(prep, target, hp.patch_len, a.xn_bound)
+            excluded += n_out
+            if not len(target):
+                continue
         loss = objective(model(prep), target, a.nll_mean, a.mae_weight)
         worst_loss = max(worst_loss, loss.item())
         opt.zero_grad()
@@ -322,6 +349,9 @@ def main():
     cover = float((np.abs(y - m) <= tx.Z80 * s).mean())
     print("best val_%s %.6g, largest batch loss %.4g, val P10-P90 coverage after "
           "calibration %.3f" % (a.select, best, worst_loss, cover))
+    if excluded:
+        print("%d of %d training samples had a normalised value beyond +-%g and were left out "
+              "of the loss" % (excluded, a.steps * a.batch, a.xn_bound))
     tx.export(model, a.out, {"name": "torch-" + a.data.rsplit("/", 1)[-1],
                              "trained_on": a.data.rsplit("/", 1)[-1],
                              "created_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")})
