@@ -22,6 +22,7 @@
 #include "handover.h"
 #include "log.h"
 #include "procmetrics.h"
+#include "settings.h"
 #include "reload.h"
 #include "state.h"
 
@@ -492,6 +493,35 @@ static void alerts_metrics(Ccd *d, struct evbuffer *b)
                             (long long)((int64_t)time(NULL) - so->snapshot_unix));
 }
 
+/* The trainer's validation error of the model's mean against the last value's, as the
+ * model file records it (absent for a file that does not): a model that loses to the last
+ * value is something to alert on before its forecasts are used. */
+static void model_quality_metrics(struct evbuffer *b, const CcHparams *hp)
+{
+    double mae = ccd_model_vs_last(hp, "mae", -1), mse = ccd_model_vs_last(hp, "mse", -1);
+    if (isnan(mae) && isnan(mse))
+        return;
+    metric(b, "cellcast_model_validation_vs_last", "gauge",
+           "The model's validation error divided by the last value's (cellcast train; below "
+           "1 = better), geometric mean over series and KPIs, by metric.");
+    if (!isnan(mae))
+        evbuffer_add_printf(b, "cellcast_model_validation_vs_last{metric=\"mae\"} %.6g\n", mae);
+    if (!isnan(mse))
+        evbuffer_add_printf(b, "cellcast_model_validation_vs_last{metric=\"mse\"} %.6g\n", mse);
+    int header = 0;
+    for (int f = 0; f < hp->n_features; f++) {
+        double r = ccd_model_vs_last(hp, "mae", f);
+        if (isnan(r))
+            continue;
+        if (!header++)
+            metric(b, "cellcast_model_validation_mae_vs_last", "gauge",
+                   "The model's validation MAE divided by the last value's, by KPI (cellcast "
+                   "train; above 1.02 the trainer and the start log warn).");
+        evbuffer_add_printf(b, "cellcast_model_validation_mae_vs_last{kpi=\"%s\"} %.6g\n",
+                            hp->features[f], r);
+    }
+}
+
 static int h_metrics(CcdReq *r)
 {
     Ccd *d = r->d;
@@ -501,6 +531,7 @@ static int h_metrics(CcdReq *r)
     metric(b, "cellcast_build_info", "gauge", "Version of cellcastd and the model served.");
     evbuffer_add_printf(b, "cellcast_build_info{version=\"%s\",model=\"%s\",blas=\"%s\"} 1\n",
                         CC_VERSION, d->model_name, ccd_host_blas_core());
+    model_quality_metrics(b, &d->model->hp);
     metric(b, "cellcast_uptime_seconds", "gauge", "Seconds since start.");
     evbuffer_add_printf(b, "cellcast_uptime_seconds %.3f\n",
                         (double)(cc_now_ns() - d->start_ns) * 1e-9);

@@ -413,6 +413,7 @@ int main(int argc, char **argv)
              "cellcastd %s ready: model '%s' (%d KPIs, step %llds, horizon %d, %.1f KB/cell)",
              CC_VERSION, d->model_name, hp->n_features, (long long)hp->step_seconds, hp->horizon,
              (double)d->cells->cell_bytes / 1024.0);
+    ccd_model_quality_log(hp, "main");
     LOG_INFO("cells",
              "memory budget %lld MiB (%s): at most %zu resident cells of ≤ %.1f KB (a cell with "
              "less than one patch of history takes a few KB)",

@@ -4,6 +4,7 @@
 #include "settings.h"
 
 #include <errno.h>
+#include <math.h>
 #include <librdkafka/rdkafka.h>
 #include <limits.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "cc_config.h"
+#include "cc_train.h"
 #include "log.h"
 #include "membudget.h"
 
@@ -279,4 +281,49 @@ int ccd_model_open(CcModel **out, const char *model_path_cfg, char *path, size_t
 {
     model_path(model_path_cfg, path, pathlen);
     return cc_model_open_file(out, path, err, errlen);
+}
+
+static const char *extra_value(const CcHparams *hp, const char *key)
+{
+    for (int i = 0; i < hp->n_extra; i++)
+        if (!strcmp(hp->extra[i].key, key))
+            return hp->extra[i].value;
+    return NULL;
+}
+
+double ccd_model_vs_last(const CcHparams *hp, const char *metric, int kpi)
+{
+    char key[32];
+    snprintf(key, sizeof key, "val_%s_vs_last%s", metric, kpi < 0 ? "" : "_kpi");
+    const char *v = extra_value(hp, key);
+    for (int f = 0; v && f < kpi; f++) /* the KPI's item of "r0,r1,..." */
+        v = (v = strchr(v, ',')) ? v + 1 : NULL;
+    if (!v || !*v || *v == ',')
+        return NAN;
+    char *end;
+    double r = strtod(v, &end);
+    return (end != v && (*end == ',' || *end == 0) && isfinite(r) && r >= 0) ? r : NAN;
+}
+
+void ccd_model_quality_log(const CcHparams *hp, const char *sys)
+{
+    char list[512] = "";
+    size_t len = 0;
+    int n = 0;
+    for (int f = 0; f < hp->n_features; f++) {
+        double r = ccd_model_vs_last(hp, "mae", f);
+        if (r > CC_TRAIN_NAIVE_WARN && len < sizeof list) {
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s%s %.2f", n ? ", " : "",
+                                    hp->features[f], r);
+            n++;
+        }
+    }
+    double all = ccd_model_vs_last(hp, "mae", -1);
+    if (n || all > CC_TRAIN_NAIVE_WARN)
+        LOG_WARN(sys,
+                 "model: on its validation rows the model's mean was worse than the last value "
+                 "(MAE ratio %.3f over all series and KPIs%s%s): expect no better forecasts of "
+                 "those KPIs in service; docs/training.md \"When the model loses to the last "
+                 "value\"",
+                 all, n ? "; by KPI: " : "", list);
 }

@@ -57,4 +57,16 @@ int ccd_parse_duration(const char *s, int64_t *out);
 int ccd_model_open(CcModel **out, const char *model_path, char *path, size_t pathlen, char *err,
                    size_t errlen);
 
+/** The trainer's validation error of the model's mean against the last value's, from the
+ *  file's metadata (cellcast train, docs/training.md "When the model loses to the last
+ *  value"): metric "mae" or "mse" with kpi < 0 the geometric mean over the channels
+ *  (val_mae_vs_last, val_mse_vs_last), "mae" with kpi = f the KPI's own ratio
+ *  (val_mae_vs_last_kpi). NAN when the file does not say (older files, other trainers). */
+double ccd_model_vs_last(const CcHparams *hp, const char *metric, int kpi);
+
+/** Logs a warning naming the KPIs on which the model's mean lost to the last value on its
+ *  validation rows (ratio above CC_TRAIN_NAIVE_WARN); nothing when none did or the file
+ *  does not say. */
+void ccd_model_quality_log(const CcHparams *hp, const char *sys);
+
 #endif

@@ -28,6 +28,11 @@
 #include "cc_model.h"
 
 #define CC_TRAIN_POS_RANGE 1000000 ///< position offsets are drawn in [0, this) patches
+/* A model whose validation MAE is above this times the last value's (cellcast train's
+ * val_mae_vs_last*) is reported as losing to it, by the trainer and by cellcastd when it
+ * loads the file: within 2 % is a tie at the size of a validation split. */
+#define CC_TRAIN_NAIVE_WARN 1.02
+
 /* The default xn_bound: far above any value of a window whose spread is its own (one of M
  * values lies at most sqrt(M - 1) sds from their mean: 18 for M = 336) and above the 100–300
  * that a Barcelona KPI quiet for a night reaches 30 steps ahead (8 of 76,776 samples), so

@@ -23,7 +23,8 @@ import json, struct, sys
 raw = open(sys.argv[1], "rb").read()
 n = struct.unpack("<Q", raw[:8])[0]
 head = json.loads(raw[8:8 + n])
-head.setdefault("__metadata__", {}).update({"command": "cellcast train --data h.csv", "val_mae_vs_last": "0.8123"})
+head.setdefault("__metadata__", {}).update({"command": "cellcast train --data h.csv", "val_mae_vs_last": "0.8123",
+                                           "val_mse_vs_last": "0.7", "val_mae_vs_last_kpi": "0.75,1.13,0.6"})
 h = json.dumps(head).encode()
 h += b" " * (-len(h) % 8)
 open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + raw[8 + n:])
@@ -250,6 +251,15 @@ import json, sys; i = json.load(sys.stdin); d = json.load(open('$TMP/body'))
 assert i['metadata'] == d['metadata'] and i['hparams']['linear_window'] == d['linear_window'], (i, d)" ||
         fail "/v1/model metadata differs from cellcast info's"
 fi
+# the trainer's validation ratios as gauges, and the start log names the KPI that lost (thr)
+curl -sf "$U/metrics" >"$TMP/m" || fail "GET /metrics"
+grep -qx 'cellcast_model_validation_vs_last{metric="mae"} 0.8123' "$TMP/m" &&
+    grep -qx 'cellcast_model_validation_vs_last{metric="mse"} 0.7' "$TMP/m" &&
+    grep -qx 'cellcast_model_validation_mae_vs_last{kpi="thr"} 1.13' "$TMP/m" &&
+    grep -qx 'cellcast_model_validation_mae_vs_last{kpi="users"} 0.6' "$TMP/m" &&
+    grep "model's mean was worse than the last value" "$TMP/log" | grep -q "by KPI: thr 1.13)" &&
+    ok "the model's validation ratios: gauges by KPI, and the start log names thr" ||
+    fail "model ratios: $(grep model_validation "$TMP/m"); log: $(grep "last value" "$TMP/log")"
 check GET "/v1/cells?limit=1" 200
 NCELLS=4; [ -n "$CLI" ] && NCELLS=5
 $PY -c "import json; d=json.load(open('$TMP/body')); assert len(d['cells'])==1 and d['next']=='c1' and d['total']==$NCELLS, d" ||

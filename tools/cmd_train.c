@@ -1101,10 +1101,6 @@ static int fallback_applies(const struct Train *t)
 
 static int fallback_due(const struct Train *t);
 
-/* A ratio to the last value's error above this is a loss: within 2 % is a tie at the size
- * of a validation split. */
-#define TRAIN_NAIVE_WARN 1.02
-
 /* The geometric mean over the channels with a last-value error of model error / that error
  * (NaN when none has one): the usual mean of relative errors, so that one channel whose
  * last value is nearly always exact does not outweigh the rest. */
@@ -1154,7 +1150,7 @@ static void train_naive_check(Train *t)
         double r = b > 0 ? a / b : NAN, r2 = b2 > 0 ? a2 / b2 : NAN;
         len += (size_t)snprintf(list + len, sizeof list - len, "%s%.4g", f ? "," : "", r);
         len = len < sizeof list ? len : sizeof list - 1;
-        if (r > TRAIN_NAIVE_WARN) {
+        if (r > CC_TRAIN_NAIVE_WARN) {
             n_worse++;
             wlen += (size_t)snprintf(worse + wlen, sizeof worse - wlen, "%s%s %.2f/%.2f",
                                      n_worse > 1 ? ", " : "", ds->features[f], r, r2);
@@ -1176,7 +1172,7 @@ static void train_naive_check(Train *t)
                 "better)\n",
                 n_ch, g_mae, g_mse);
     /* --fallback is the one-word next step where it applies */
-    int suggest = !t->a.fallback && fallback_applies(t) && g_mae > TRAIN_NAIVE_WARN;
+    int suggest = !t->a.fallback && fallback_applies(t) && g_mae > CC_TRAIN_NAIVE_WARN;
     if (n_worse && !fallback_due(t))
         fprintf(stderr,
                 "cellcast train: warning: on the validation rows the model's mean is worse "
@@ -1360,7 +1356,7 @@ static void train_free(Train *t)
  * interrupted, that loses to the last value on validation. */
 static int fallback_due(const Train *t)
 {
-    return t->a.fallback && fallback_applies(t) && !g_stop && t->vs_last > TRAIN_NAIVE_WARN;
+    return t->a.fallback && fallback_applies(t) && !g_stop && t->vs_last > CC_TRAIN_NAIVE_WARN;
 }
 
 /* --fallback after run t (fallback_due): the same command with FALLBACK_OPTIONS into
