@@ -425,6 +425,8 @@ static void kpi_verdict(const CcAnomalySettings *s, const KpiState *k, int f, do
             live |= plive ? CC_RULE_PROFILE : 0;
         }
     }
+    if (s->sustained_live >= 2) /* every rule, not only the profile's, holds while live */
+        over &= live;
     if (!over)
         return;
     v->n_over++;

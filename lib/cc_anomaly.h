@@ -31,7 +31,10 @@
  * step clipped to ±(cusum_k + 1):
  *     S⁺ = max(0, S⁺ + z − cusum_k),   S⁻ = max(0, S⁻ − z − cusum_k)
  * and is also "over" (warning, never critical) while S⁺ or S⁻ (in its direction) is
- * ≥ cusum_h: at least cusum_h steps of |z| ≥ cusum_k + 1, or more steps closer to cusum_k.
+ * ≥ cusum_h: at least cusum_h steps of |z| ≥ cusum_k + 1, or more steps closer to cusum_k,
+ * and (sustained_live 2, the default) the step's own z is past cusum_k in that sum's
+ * direction: a sum drains by cusum_k − |z| a step after its deviation, and without that
+ * condition held an episode a few steps past it.
  * Clipping keeps one spike (left to the z thresholds) from charging the sums.
  * Seasonal profile (profile_h > 0): a forecaster follows a slow drift or a long shift (its
  * context fills with it), so against any of its forecasts the deviation never looks
@@ -48,7 +51,7 @@
  * with w = min(1, S / profile_unit_s): a deviation from the usual value persists for
  * minutes, so steps shorter than profile_unit_s would count it many times over.
  * The KPI is also "over" (warning) while P⁺ or P⁻ (in its direction) is ≥ profile_h and
- * (sustained_live, default) the step's own zp is past profile_k in that sum's direction:
+ * (sustained_live ≥ 1, default 2) the step's own zp is past profile_k in that sum's direction:
  * a sum only decays by profile_k − |zp| a step once the deviation is under profile_k, and
  * without that condition a deviation just under one sd held an episode for days.
  *
@@ -71,6 +74,11 @@
  * residuals that no single step shows, judged against the KPI's own history (after
  * Numenta's anomaly likelihood); cc_anomaly_cell_likelihood reads it. Off by default: on
  * the synthetic control and Barcelona it raises the false alerts (docs/operations.md §7).
+ * With sustained_live 2 (the default) the likelihood holds a KPI over only at a step whose
+ * own ln(1 + |z|), taken as the short average, is past lik_over too: the run must be
+ * unusual and the step part of it, and the average, which stays up for lik_short_n steps
+ * after the run, does not hold an episode on its own (likewise the window rule: at a step
+ * whose window of steps like it would be over).
  * Novelty (novelty_tol > 0; 0.02 by default): a value beyond the range of the KPI's values
  * seen so far by more than novelty_tol (per KPI: kpis.<kpi>.novelty_tol) times that range is
  * over, in its direction (after the first 100 scored values), and named in the attribution.
@@ -254,11 +262,15 @@ typedef struct CcAnomalySettings {
                                   ///< step shows); 0 = off (default 0: see docs/results.md)
     double window_z;              ///< the window rule's threshold; 0 = the KPI's warn_z
                                   ///< (default 0)
-    int sustained_live;           ///< the seasonal-profile rule counts a KPI over only while
-                                  ///< the step's own profile deviation is past profile_k in
-                                  ///< the direction of its sum, so that an episode ends
-                                  ///< within resolve_m steps of its deviation; 0 = while the
-                                  ///< sum is over (days on a slow deviation) (default 1)
+    int sustained_live;           ///< 1: the seasonal-profile rule counts a KPI over only
+                                  ///< while the step's own profile deviation is past
+                                  ///< profile_k in the direction of its sum, so that an
+                                  ///< episode ends within resolve_m steps of its deviation;
+                                  ///< 2: every rule only while live (CcEpisodeTrace: the
+                                  ///< CUSUM's step past cusum_k, the likelihood of the step
+                                  ///< alone, the window's step), not while a sum or an
+                                  ///< average drains; 0 = while the sum is over (days on a
+                                  ///< slow deviation) (default 2)
     double lik_over;              ///< anomaly likelihood: a KPI is over while its log-scale
                                   ///< likelihood is at least this (0.5: tail 1e-5); 0 = the
                                   ///< stage off (default 0)

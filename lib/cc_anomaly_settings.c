@@ -44,7 +44,7 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     s->cusum_h = 6.0;
     s->tail_q = 0.999;
     s->tail_steps = 2000;
-    s->sustained_live = 1;
+    s->sustained_live = 2;
     s->window_s = 0;
     s->lik_over = 0;
     s->lik_short_n = 10;
@@ -140,9 +140,11 @@ static const CcAnomalyKey anomaly_keys[] = {
        "novelty: a KPI is over at a value beyond the range of the values seen by more than this "
        "times the range (a false-alert budget raises it with warn_z; NAB: 0.05); 0 = off "
        "(default 0.02)"),
-    AK(sustained_live, CC_AKEY_INT, 0, 1,
+    AK(sustained_live, CC_AKEY_INT, 0, 2,
        "1: the seasonal-profile rule holds a KPI over only while the step's own profile "
-       "deviation is past profile_k in the direction of its sum (default 1)"),
+       "deviation is past profile_k in the direction of its sum; 2: every rule (CUSUM, "
+       "likelihood, window) only while the step itself deviates; 0: while a sum is over "
+       "(default 2)"),
     AK(profile_k, CC_AKEY_DOUBLE, 0, 1e6,
        "seasonal-profile CUSUM reference value in |z| (default 1)"),
     AK(profile_h, CC_AKEY_DOUBLE, 0, 1e6,

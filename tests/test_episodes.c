@@ -114,13 +114,22 @@ static void test_deviation_plus_hysteresis(void **state)
 
 /* 30 steps past crit_z charge the CUSUM to 30 (each step clipped to cusum_k + 1: +1 a
  * step); after them it drains by 2 to 4 a step (cusum_k − z, |z| < 1) and stays over
- * (≥ cusum_h 6) for 6 to 12 steps that show no deviation: the episode outlasts its
- * deviation by them, held by the CUSUM. Without the CUSUM it does not. */
+ * (≥ cusum_h 6) for 6 to 12 steps that show no deviation: with sustained_live 1 (the
+ * profile alone bounded) the episode outlasts its deviation by them, held by the CUSUM.
+ * Without the CUSUM it does not, nor with sustained_live 2 (the default), where a draining
+ * sum does not hold a KPI over. */
 static void test_cusum_drain_exceeds(void **state)
 {
     (void)state;
     CcAnomalySettings s;
     settings(&s);
+    assert_int_equal(s.sustained_live, 2);
+    Run live;
+    const CctEpisode *l = one_episode(&s, 30, 8, 0, &live);
+    assert_int_equal(l->deviation, 30);
+    assert_int_equal(l->excess, 0);
+    assert_int_equal(l->length, 30 + s.resolve_m);
+    s.sustained_live = 1;
     Run r;
     const CctEpisode *w = one_episode(&s, 30, 8, 1, &r);
     assert_int_equal(w->deviation, 30);
