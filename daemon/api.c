@@ -723,11 +723,14 @@ static int h_info(CcdReq *r)
     json_object_set_new(o, "version", json_string(CC_VERSION));
     json_object_set_new(o, "uptime_s", json_real((double)(cc_now_ns() - d->start_ns) * 1e-9));
     json_object_set_new(o, "config_file", json_string(d->config_path ? d->config_path : ""));
-    json_object_set_new(o, "model",
-                        json_pack("{s:s, s:s, s:i, s:I, s:i}", "name", d->model_name, "path",
-                                  d->cfg.model_path, "features", d->model->hp.n_features,
-                                  "step_seconds", (json_int_t)S_of(d), "horizon",
-                                  d->model->hp.horizon));
+    json_t *mo = json_pack("{s:s, s:s, s:i, s:I, s:i}", "name", d->model_name, "path",
+                           d->cfg.model_path, "features", d->model->hp.n_features, "step_seconds",
+                           (json_int_t)S_of(d), "horizon", d->model->hp.horizon);
+    /* the trainer's verdict against the last value, for the dashboard's model tile */
+    double vs_last = ccd_model_vs_last(&d->model->hp, "mae", -1);
+    if (mo && !isnan(vs_last))
+        json_object_set_new(mo, "val_mae_vs_last", json_real(vs_last));
+    json_object_set_new(o, "model", mo);
     json_t *k = json_object();
     json_object_set_new(k, "brokers", json_string(d->cfg.kafka_brokers));
     if (d->kafka) {

@@ -38,8 +38,20 @@ FAILS=0
 cleanup() { [ -n "$DPID" ] && kill "$DPID" 2>/dev/null; rm -rf "$TMP"; }
 trap cleanup EXIT
 cd "$ROOT"
+# the shipped model with a trainer's verdict added to its metadata (same tensors): its
+# validation MAE 1.05 times the last value's, which the header's tile shows as a loss
+python3 - models/default.safetensors "$TMP/model.safetensors" <<'PY' || fail "model copy"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head = json.loads(raw[8:8 + n])
+head.setdefault("__metadata__", {})["val_mae_vs_last"] = "1.05"
+h = json.dumps(head).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + raw[8 + n:])
+PY
 start_daemon "$TMP/log" health -c conf/cellcast.yaml --set http.port=0 --set snapshot.path= \
-    --set demo.backfill_steps=672 --set http.post_kpis=open
+    --set demo.backfill_steps=672 --set http.post_kpis=open --set model.path="$TMP/model.safetensors"
 # wait until the backfill is in: every demo cell has a forecast
 for _ in $(seq 100); do
     n=$(curl -s "$U/v1/cells?limit=100" | python3 -c 'import json,sys; print(sum(c["steps"] >= 300 for c in json.load(sys.stdin)["cells"]))' 2>/dev/null)

@@ -83,6 +83,11 @@ async function checks() {
   check(ids.length >= Math.min(demoCells, 10), `the cell list renders ${ids.length} rows`);
   check(ids.includes('demo-0000') && ids.every((i) => i.startsWith('demo-')), 'the rows are the demo cells');
   check((await page.textContent('#count')).includes(`${demoCells} cells`), `the count says ${demoCells} cells`);
+  // the model's validation MAE against the last value's (the test's model says 1.05: a loss)
+  const vsLast = await page.$$eval('#health .tile', (ts) => ts.filter((t) => t.querySelector('.l')?.textContent === 'MAE vs last')
+    .map((t) => ({ v: t.querySelector('b').textContent, warn: t.classList.contains('warnv') })));
+  check(vsLast.length === 1 && vsLast[0].v === '1.05' && vsLast[0].warn,
+    `the header's "MAE vs last" tile shows the model's 1.05, marked (${JSON.stringify(vsLast)})`);
   await page.waitForTimeout(800); // the visible rows' KPI columns
   await page.screenshot({ path: path.join(artDir, 'dashboard-list.png') });
 

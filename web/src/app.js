@@ -145,8 +145,15 @@
       ['model', info.model?.name || '–'],
       ['up', info.uptime_s != null ? fmtDur(info.uptime_s) : '–'],
     ];
-    for (const [l, v, cls] of tiles) {
+    /* the trainer's validation MAE against the last value's (absent for older model files):
+     * above 1.02 the model's mean lost to "no change" where it was validated */
+    const vs = info.model?.val_mae_vs_last;
+    if (vs != null)
+      tiles.splice(tiles.length - 1, 0, ['MAE vs last', fmt(vs), vs > 1.02 ? 'warnv' : '',
+        'validation MAE of the model over the last value\'s (cellcast train); below 1 = better']);
+    for (const [l, v, cls, title] of tiles) {
       const t = el('div', 'tile' + (cls ? ' ' + cls : ''));
+      if (title) t.title = title;
       t.append(el('span', 'l', l), el('b', null, v));
       box.append(t);
     }
