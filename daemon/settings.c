@@ -283,19 +283,11 @@ int ccd_model_open(CcModel **out, const char *model_path_cfg, char *path, size_t
     return cc_model_open_file(out, path, err, errlen);
 }
 
-static const char *extra_value(const CcHparams *hp, const char *key)
-{
-    for (int i = 0; i < hp->n_extra; i++)
-        if (!strcmp(hp->extra[i].key, key))
-            return hp->extra[i].value;
-    return NULL;
-}
-
 double ccd_model_vs_last(const CcHparams *hp, const char *metric, int kpi)
 {
     char key[32];
     snprintf(key, sizeof key, "val_%s_vs_last%s", metric, kpi < 0 ? "" : "_kpi");
-    const char *v = extra_value(hp, key);
+    const char *v = cc_hparams_get_extra(hp, key);
     for (int f = 0; v && f < kpi; f++) /* the KPI's item of "r0,r1,..." */
         v = (v = strchr(v, ',')) ? v + 1 : NULL;
     if (!v || !*v || *v == ',')

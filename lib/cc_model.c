@@ -210,6 +210,14 @@ int cc_hparams_set_extra(CcHparams *hp, const char *key, const char *value)
     return 0;
 }
 
+const char *cc_hparams_get_extra(const CcHparams *hp, const char *key)
+{
+    for (int i = 0; i < hp->n_extra; i++)
+        if (!strcmp(hp->extra[i].key, key))
+            return hp->extra[i].value;
+    return NULL;
+}
+
 int cc_hparams_feature_index(const CcHparams *hp, const char *name)
 {
     for (int f = 0; f < hp->n_features; f++)

@@ -138,6 +138,9 @@ int cc_model_save(const CcModel *m, const char *path, char *err, size_t errlen);
 /** Sets (or replaces) an extra metadata pair; -ENOSPC when full, -EINVAL if too long. */
 int cc_hparams_set_extra(CcHparams *hp, const char *key, const char *value);
 
+/** The value of an extra metadata pair, or NULL when the file has no such key. */
+const char *cc_hparams_get_extra(const CcHparams *hp, const char *key);
+
 /** Index of a feature name, or -1. */
 int cc_hparams_feature_index(const CcHparams *hp, const char *name);
 
