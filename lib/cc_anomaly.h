@@ -215,15 +215,15 @@ typedef struct CcAnomalyKpi {
 typedef struct CcAnomalySettings {
     int n_features;        ///< F, KPIs per cell (default 8; set it to the model's)
     int64_t step_seconds;  ///< S, for timestamps and missing data (default 3600)
-    double warn_z;         ///< warning threshold on |z| (default 4.5; was 4.0 without
-                           ///< the lagged forecast, see lag_steps)
-    double crit_z;         ///< critical threshold on |z| (default 6.75; was 6.0)
+    double warn_z;         ///< warning threshold on |z| (default 10; 4.5 with warn_k 2
+                           ///< until 2026-11-25, docs/operations.md §7 "Defaults for real data")
+    double crit_z;         ///< critical threshold on |z| (default 15; was 6.75)
     int min_kpis;          ///< KPIs over threshold for a cell step to be over (default 1)
     int window_n;          ///< n of k-of-n, 1..64 (default 3)
-    int warn_k;            ///< over steps in the window to fire (default 2)
+    int warn_k;            ///< over steps in the window to fire (default 1; was 2)
     int crit_k;            ///< critical steps in the window to fire critical (default 1)
-    int resolve_m;         ///< consecutive non-over steps to resolve (default 3)
-    int cooldown_steps;    ///< steps after a resolution before a new episode (default 6)
+    int resolve_m;         ///< consecutive non-over steps to resolve (default 6; was 3)
+    int cooldown_steps;    ///< steps after a resolution before a new episode (default 20; was 6)
     double sd_floor_rel;   ///< sd floor relative to |mean| (default 0.01)
     double sd_floor_scale; ///< sd floor relative to the normalisation scale (default 0.05)
     double interval_z;     ///< half-width of the reported interval in sd (default 1.2815516, 80%)
@@ -279,8 +279,8 @@ typedef struct CcAnomalySettings {
     double novelty_tol;           ///< a KPI is over at a value beyond the range of those seen
                                   ///< by more than this times the range; 0 = off (default
                                   ///< 0.02)
-    double profile_k;             ///< profile CUSUM reference value in |zp| (default 1)
-    double profile_h;             ///< profile CUSUM threshold; 0 = no seasonal profile (default 20)
+    double profile_k;             ///< profile CUSUM reference value in |zp| (default 1.75; was 1)
+    double profile_h;             ///< profile CUSUM threshold; 0 = no seasonal profile (default 10; was 20)
     int64_t profile_unit_s;       ///< a step shorter than this adds S / profile_unit_s of its
                                   ///< increment to the profile CUSUM (default 900)
     int64_t profile_bin_s; ///< profile bin width, seconds; divides 86400, ≥ 300 (default 3600)

@@ -114,8 +114,9 @@ static void step_z(Fixture *fx, int64_t t, double z)
 }
 
 /* The lifecycle tests below were written for thresholds 4/6 and one-step scoring only
- * (the defaults until the lagged forecast became the default): they set them explicitly.
- * test_default_lag_is_horizon covers the defaults. They also turn the tail calibration off
+ * (the defaults until the lagged forecast became the default), 2 of 3 steps over to fire,
+ * 3 clear steps to resolve, a cooldown of 6 and the profile at 1/20 (the defaults until
+ * 2026-11-25): they set them explicitly. test_default_lag_is_horizon covers the defaults. They also turn the tail calibration off
  * (it would learn their scripted z, scaling it by a factor that is not the point there):
  * test_tail_calibration covers it. */
 static void base_settings(CcAnomalySettings *s, int F)
@@ -125,6 +126,11 @@ static void base_settings(CcAnomalySettings *s, int F)
     s->step_seconds = 60;
     s->warn_z = 4;
     s->crit_z = 6;
+    s->warn_k = 2;
+    s->resolve_m = 3;
+    s->cooldown_steps = 6;
+    s->profile_k = 1;
+    s->profile_h = 20;
     s->lag_steps = 0;
     s->tail_q = 0;
     s->novelty_tol = 0; /* a scripted z beyond the range seen would also be novel:
@@ -1107,11 +1113,16 @@ static void test_lagged_scoring(void **state)
  * naive forecaster (every horizon step = the last value) follows a level shift of 6 sd
  * after one step: one over step (under the critical 6.75), which 2-of-3 does not confirm.
  * The forecast made HZ = 4 steps earlier still expects the old level for 4 steps: the
- * default settings fire (attributed to that forecast), lag_steps 0 does not. */
+ * default settings fire (attributed to that forecast), lag_steps 0 does not. Thresholds
+ * and k-of-n are those this was written for (4.5 / 6.75, 2 of 3; the defaults until
+ * 2026-11-25, whose warn_z 10 a shift of 6 sd does not reach at any lag). */
 static int run_naive_shift(int lag, double *expected)
 {
     CcAnomalySettings s;
     cc_anomaly_default_settings(&s);
+    s.warn_z = 4.5;
+    s.crit_z = 6.75;
+    s.warn_k = 2;
     s.n_features = 1;
     s.step_seconds = 60;
     s.lag_steps = lag;
@@ -1154,7 +1165,12 @@ static void test_default_lag_is_horizon(void **state)
     /* off by default since the tx/3 default model (its 24-step-old forecasts tripled the
      * false alerts of the synthetic control, docs/results.md); -1 is the horizon */
     assert_int_equal(s.lag_steps, 0);
-    assert_true(s.warn_z == 4.5 && s.crit_z == 6.75);
+    /* the defaults for real data (docs/operations.md §7 "Defaults for real data"): one step
+     * over fires, at |z| 10 (critical 15), 6 clear steps resolve, 20 quiet steps after */
+    assert_true(s.warn_z == 10 && s.crit_z == 15);
+    assert_true(s.warn_k == 1 && s.window_n == 3 && s.crit_k == 1);
+    assert_true(s.resolve_m == 6 && s.cooldown_steps == 20);
+    assert_true(s.profile_k == 1.75 && s.profile_h == 10);
     double expected = 0;
     assert_int_equal(run_naive_shift(-1, &expected), 1);
     assert_true(fabs(expected - 100.0) < 3.0); /* the 4-step-old forecast: the old level */
@@ -1374,8 +1390,8 @@ static void test_settings_by_name(void **state)
         cc_anomaly_settings_set(&s, &hp, "kpis.down.zero_normal", "maybe", err, sizeof err),
         -EINVAL);
     assert_non_null(strstr(err, "auto, true or false"));
-    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.warn_z", "8", err, sizeof err), 0);
-    assert_true(s.kpi[0].warn_z == 8);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.warn_z", "16", err, sizeof err), 0);
+    assert_true(s.kpi[0].warn_z == 16);
     /* a KPI name with a dot: the field is after the last dot */
     assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.rb.up.max", "1", err, sizeof err), 0);
     assert_true(s.kpi[1].max == 1);
@@ -1400,10 +1416,10 @@ static void test_settings_by_name(void **state)
                      -ENOENT);
     assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.sd_floor", "-1", err, sizeof err),
                      -EINVAL);
-    /* per-KPI warn 8 above the deployment's crit (6.75): validation names it */
+    /* per-KPI warn 16 above the deployment's crit (15): validation names it */
     assert_int_equal(cc_anomaly_validate(&s, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "kpi 0"));
-    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.crit_z", "9", err, sizeof err), 0);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.crit_z", "17", err, sizeof err), 0);
     assert_int_equal(cc_anomaly_validate(&s, err, sizeof err), 0);
     int n;
     const CcAnomalyKey *k = cc_anomaly_keys(&n);

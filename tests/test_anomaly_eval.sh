@@ -67,11 +67,11 @@ z1=$(budget_z 1)
 z0=$(budget_z 0.05)
 awk -v a="$z1" -v b="$z0" 'BEGIN { exit !(a + 0 >= 2 && b + 0 >= a + 0) }' ||
     fail "--budget 1 gave warn_z '$z1', --budget 0.05 '$z0' (want 2 <= z1 <= z0)"
-# novelty fires on the value alone: the budget scales its margin with warn_z (4.5 → z)
+# novelty fires on the value alone: the budget scales its margin with warn_z (the default 10 → z)
 "$CLI" anomaly-eval --model "$MODEL" --data "$TMP/s.csv" --test-frac 0.2 --budget 1 \
     --set novelty_tol=0.05 >"$TMP/out" 2>"$TMP/err" || fail "--budget with novelty: exit"
 sed -n 's/^budget 1 false.*warn_z \([0-9.]*\),.*novelty_tol \([0-9.]*\) .*/\1 \2/p' "$TMP/out" |
-    awk '{ exit !(NF == 2 && $2 > 0 && ($2 / 0.05) / ($1 / 4.5) > 0.99 && ($2 / 0.05) / ($1 / 4.5) < 1.01) }' ||
+    awk '{ exit !(NF == 2 && $2 > 0 && ($2 / 0.05) / ($1 / 10) > 0.99 && ($2 / 0.05) / ($1 / 10) < 1.01) }' ||
     fail "--budget 1 did not scale novelty_tol with warn_z: $(grep '^budget 1 false' "$TMP/out")"
 "$CLI" anomaly-eval --model "$MODEL" --data "$TMP/s.csv" --test-frac 0 --budget 1 \
     >/dev/null 2>"$TMP/err" && fail "--budget without history accepted"

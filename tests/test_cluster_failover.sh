@@ -68,6 +68,9 @@ snapshot:
 alerts:
   warn_z: 12
   crit_z: 20
+  # busy() below: an episode and its cooldown of 6 steps (the defaults until 2026-11-25)
+  resolve_m: 3
+  cooldown_steps: 6
   missing_after_s: 1000000000
 demo:
   enabled: false

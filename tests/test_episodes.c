@@ -36,10 +36,21 @@ static void sink_fn(void *cookie, const CcAlertEvent *ev)
 }
 
 /* Settings of the runs: hourly steps, no warm-up, novelty off (a flat series' range makes
- * every deviation's first steps novel, which is not what these cases are about). */
+ * every deviation's first steps novel, which is not what these cases are about). The
+ * deviations below are sized for the thresholds, k-of-n, hysteresis and profile rule of the
+ * defaults until 2026-11-25 (4.5 / 6.75, 2 of 3, resolve 3, cooldown 6, profile 1 / 20),
+ * set here; what is checked (length = deviation + excess + resolve_m, the excess and
+ * which rule held it) does not depend on them. */
 static void settings(CcAnomalySettings *s)
 {
     cc_anomaly_default_settings(s);
+    s->warn_z = 4.5;
+    s->crit_z = 6.75;
+    s->warn_k = 2;
+    s->resolve_m = 3;
+    s->cooldown_steps = 6;
+    s->profile_k = 1;
+    s->profile_h = 20;
     s->n_features = 1;
     s->step_seconds = 3600;
     s->warmup_steps = 0;

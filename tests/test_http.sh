@@ -57,6 +57,15 @@ if "$CELLCASTD" -c "$ROOT/conf/cellcast.yaml" --print-config |
 else
     fail "conf/cellcast.yaml: demo.enabled is not true (the quick start would show no cells)"
 fi
+# ... and is otherwise the table's defaults, every value and comment (a default changed in
+# the table and not here would leave the shipped daemon on the old value)
+if "$CELLCASTD" --print-default-config |
+    awk '/^demo:/{d=1} /^[a-z]/ && !/^demo:/{d=0} d && /^  enabled: false$/{print "  enabled: true"; next} {print}' |
+    diff - "$ROOT/conf/cellcast.yaml" >"$TMP/conf.diff"; then
+    ok "conf/cellcast.yaml is cellcastd --print-default-config with the demo feed on"
+else
+    fail "conf/cellcast.yaml differs from --print-default-config (regenerate it): $(head -c 600 "$TMP/conf.diff")"
+fi
 # --check-config refuses what would fail later (each with the key in the message)
 bad_config() { # bad_config WHAT-IN-ERROR ARG...
     local want=$1 out
