@@ -79,7 +79,7 @@
  * unusual and the step part of it, and the average, which stays up for lik_short_n steps
  * after the run, does not hold an episode on its own (likewise the window rule: at a step
  * whose window of steps like it would be over).
- * Novelty (novelty_tol > 0; 0.02 by default): a value beyond the range of the KPI's values
+ * Novelty (novelty_tol > 0; 0.05 by default, 0.02 until 2026-11-25): a value beyond the range of the KPI's values
  * seen so far by more than novelty_tol (per KPI: kpis.<kpi>.novelty_tol) times that range is
  * over, in its direction (after the first 100 scored values), and named in the attribution.
  * warn_z does not bound it: a false-alert budget (anomaly-eval --budget) scales novelty_tol
@@ -278,7 +278,7 @@ typedef struct CcAnomalySettings {
     int lik_long_steps;           ///< time constant of its long-run distribution (default 2000)
     double novelty_tol;           ///< a KPI is over at a value beyond the range of those seen
                                   ///< by more than this times the range; 0 = off (default
-                                  ///< 0.02)
+                                  ///< 0.05; was 0.02)
     double profile_k;             ///< profile CUSUM reference value in |zp| (default 1.75; was 1)
     double profile_h;             ///< profile CUSUM threshold; 0 = no seasonal profile (default 10; was 20)
     int64_t profile_unit_s;       ///< a step shorter than this adds S / profile_unit_s of its

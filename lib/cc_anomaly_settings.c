@@ -49,7 +49,7 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     s->lik_over = 0;
     s->lik_short_n = 10;
     s->lik_long_steps = 2000;
-    s->novelty_tol = 0.02;
+    s->novelty_tol = 0.05;
     s->profile_k = 1.75;
     s->profile_h = 10.0;
     s->profile_unit_s = 900;
@@ -92,19 +92,19 @@ static int validate_kpi(const CcAnomalySettings *s, int f, char *err, size_t err
 #field, type, offsetof(CcAnomalySettings, field), lo, hi, doc                              \
     }
 static const CcAnomalyKey anomaly_keys[] = {
-    AK(warn_z, CC_AKEY_DOUBLE, 0.1, 1e6, "warning threshold on |z| (default 4.5)"),
-    AK(crit_z, CC_AKEY_DOUBLE, 0.1, 1e6, "critical threshold on |z| (default 6.75)"),
+    AK(warn_z, CC_AKEY_DOUBLE, 0.1, 1e6, "warning threshold on |z| (default 10)"),
+    AK(crit_z, CC_AKEY_DOUBLE, 0.1, 1e6, "critical threshold on |z| (default 15)"),
     AK(min_kpis, CC_AKEY_INT, 1, CC_MAX_FEATURES,
        "KPIs over threshold for a step to be over (default 1)"),
     AK(window_n, CC_AKEY_INT, 1, CC_ANOMALY_MAX_WINDOW,
        "n of k-of-n: steps in the window (default 3)"),
     AK(warn_k, CC_AKEY_INT, 1, CC_ANOMALY_MAX_WINDOW,
-       "over steps in the window to fire (default 2)"),
+       "over steps in the window to fire (default 1)"),
     AK(crit_k, CC_AKEY_INT, 1, CC_ANOMALY_MAX_WINDOW,
        "critical steps in the window to fire critical (default 1)"),
-    AK(resolve_m, CC_AKEY_INT, 1, 1000000, "consecutive clear steps to resolve (default 3)"),
+    AK(resolve_m, CC_AKEY_INT, 1, 1000000, "consecutive clear steps to resolve (default 6)"),
     AK(cooldown_steps, CC_AKEY_INT, 0, 1000000,
-       "steps after a resolution before a new anomaly alert (default 6)"),
+       "steps after a resolution before a new anomaly alert (default 20)"),
     AK(sd_floor_rel, CC_AKEY_DOUBLE, 0, 1e6, "sd floor relative to |forecast mean| (default 0.01)"),
     AK(sd_floor_scale, CC_AKEY_DOUBLE, 0, 1e6,
        "sd floor relative to the KPI's normalisation scale (default 0.05)"),
@@ -130,7 +130,7 @@ static const CcAnomalyKey anomaly_keys[] = {
     AK(window_z, CC_AKEY_DOUBLE, 0, 1e6, "window rule's threshold; 0 = warn_z (default 0)"),
     AK(lik_over, CC_AKEY_DOUBLE, 0, 1,
        "anomaly likelihood: a KPI is over while the log-scale likelihood of its recent "
-       "residuals is at least this (0.5: tail 1e-5; NAB: 0.8); 0 = off (default 0)"),
+       "residuals is at least this (0.5: tail 1e-5; NAB: 0.7); 0 = off (default 0)"),
     AK(lik_short_n, CC_AKEY_INT, 1, CC_LIK_SHORT_MAX,
        "anomaly likelihood: steps of the short average of ln(1 + |z|) (default 10)"),
     AK(lik_long_steps, CC_AKEY_INT, 1, 100000000,
@@ -138,17 +138,16 @@ static const CcAnomalyKey anomaly_keys[] = {
        "variance (default 2000)"),
     AK(novelty_tol, CC_AKEY_DOUBLE, 0, 1e6,
        "novelty: a KPI is over at a value beyond the range of the values seen by more than this "
-       "times the range (a false-alert budget raises it with warn_z; NAB: 0.05); 0 = off "
-       "(default 0.02)"),
+       "times the range (a false-alert budget raises it with warn_z); 0 = off (default 0.05)"),
     AK(sustained_live, CC_AKEY_INT, 0, 2,
        "1: the seasonal-profile rule holds a KPI over only while the step's own profile "
        "deviation is past profile_k in the direction of its sum; 2: every rule (CUSUM, "
        "likelihood, window) only while the step itself deviates; 0: while a sum is over "
        "(default 2)"),
     AK(profile_k, CC_AKEY_DOUBLE, 0, 1e6,
-       "seasonal-profile CUSUM reference value in |z| (default 1)"),
+       "seasonal-profile CUSUM reference value in |z| (default 1.75)"),
     AK(profile_h, CC_AKEY_DOUBLE, 0, 1e6,
-       "seasonal-profile CUSUM threshold; 0 = no profile (default 20)"),
+       "seasonal-profile CUSUM threshold; 0 = no profile (default 10)"),
     AK(profile_unit_s, CC_AKEY_INT64, 1, 86400,
        "steps shorter than this count for that fraction of a step in the profile CUSUM (default "
        "900)"),

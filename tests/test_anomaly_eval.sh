@@ -121,9 +121,10 @@ for r in rows:
     e = r["scores"]["episodes"]
     assert e["resolved"] >= len(e["worst"]) and e["exceed"] <= e["resolved"]
     for w in e["worst"]:
-        assert w["hysteresis"] == o["resolve_m"], w
+        assert w["hysteresis"] == r["resolve_m"], w  # the baseline has its own lifecycle
         assert w["length"] == w["deviation"] + w["excess"] + w["hysteresis"], w
         assert w["excess"] <= e["max_excess"], w
+assert rows[0]["resolve_m"] == o["resolve_m"] and rows[1]["resolve_m"] == 3, rows
 PY
 
 [ "$FAILS" = 0 ] && echo "anomaly-eval: all checks passed"

@@ -533,12 +533,21 @@ static CcAnomalySettings sweep_point(const AnomalyArgs *a, const CcAnomalySettin
     return s;
 }
 
-/* The rolling baseline's settings next to the model's detector s: a plain 3-sigma rule. */
-static CcAnomalySettings baseline_settings(const AnomalyArgs *a, const CcAnomalySettings *s)
+/* The rolling baseline's settings next to the model's detector s: a plain 3-sigma rule with
+ * a lifecycle of its own, fixed whatever the model's detector is set to, so that it stays the
+ * same reference across settings and revisions: 2 of 3 steps at |z| ≥ baseline_z, or one at
+ * 2.25 × baseline_z (6.75 at 3), resolved after 3 clear steps, then 6 quiet ones (the cells'
+ * lifecycle until 2026-11-25, when its crit_z was the model's 6.75). */
+static CcAnomalySettings baseline_settings(const AnomalyArgs *a)
 {
     CcAnomalySettings b = a->as;
     b.warn_z = a->baseline_z;
-    b.crit_z = fmax(s->crit_z, a->baseline_z);
+    b.crit_z = 2.25 * a->baseline_z;
+    b.window_n = 3;
+    b.warn_k = 2;
+    b.crit_k = 1;
+    b.resolve_m = 3;
+    b.cooldown_steps = 6;
     b.sd_floor_scale = 0;
     b.lag_steps = 0;
     b.cusum_h = 0;
@@ -553,8 +562,9 @@ static CcAnomalySettings baseline_settings(const AnomalyArgs *a, const CcAnomaly
 static json_t *row_json(const char *detector, const char *variant, const CcAnomalySettings *s,
                         const CctAeScore *sc, const CcHparams *hp)
 {
-    return json_pack("{s:s, s:s?, s:f, s:f, s:o*}", "detector", detector, "variant", variant,
-                     "warn_z", s->warn_z, "crit_z", s->crit_z, "scores", cct_ae_score_json(sc, hp));
+    return json_pack("{s:s, s:s?, s:f, s:f, s:i, s:o*}", "detector", detector, "variant", variant,
+                     "warn_z", s->warn_z, "crit_z", s->crit_z, "resolve_m", s->resolve_m, "scores",
+                     cct_ae_score_json(sc, hp));
 }
 
 /* One detector at one sweep point (the first detector with the baseline next to it); with
@@ -565,7 +575,7 @@ static int print_detector(const AnomalyArgs *a, const CcModel *m, CctAeCells *ce
 {
     FILE *out = a->json ? stderr : stdout;
     CcAnomalySettings s = sweep_point(a, &det[di], di == budget_det, z);
-    CcAnomalySettings sbs = baseline_settings(a, &s);
+    CcAnomalySettings sbs = baseline_settings(a);
     CctAeScore sm = {0}, sb = {0};
     for (int c = 0; c < cells->n; c++)
         if (cct_ae_score(&s, &cells->c[c], 0, a->post, &sm, a->prep.verbose ? &m->hp : NULL) ||
