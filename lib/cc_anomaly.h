@@ -79,23 +79,21 @@
  * unusual and the step part of it, and the average, which stays up for lik_short_n steps
  * after the run, does not hold an episode on its own (likewise the window rule: at a step
  * whose window of steps like it would be over).
- * Novelty (novelty_tol > 0; 0.05 by default, 0.02 until 2026-11-25): a value beyond the range of the KPI's values
- * seen so far by more than novelty_tol (per KPI: kpis.<kpi>.novelty_tol) times that range is
- * over, in its direction (after the first 100 scored values), and named in the attribution.
- * warn_z does not bound it: a false-alert budget (anomaly-eval --budget) scales novelty_tol
- * with the thresholds.
- * The profile is scored only where both bins have ≥ profile_min_days days of data and the
- * scale has 48 updates; it learns from every observed, unblocked step (updates clipped at
- * ±3 scales once the scale is warm, so an anomaly moves it little), and also while it
- * fires, so a permanent change is learnt in a few days rather than alerting forever.
- * KPIs that are disabled, imputed (mask 0), in their
- * data-quality grace period or with a data-quality alert firing are not scored; at such a
- * step of an observed KPI held by a DQ alert its CUSUM sums (forecast and profile) restart
- * at 0: the DQ alert has taken over, and a sum charged before it must not raise an episode
- * of its own when scoring resumes, draining over a deviation long gone.
- * The cell score is max_f |z_f| over the scored KPIs; the cell step is
- *     over      when at least min_kpis KPIs are over,
- *     critical  when at least one KPI is critical (and the step is over).
+ * Novelty (novelty_tol > 0; 0.05 by default, 0.02 until 2026-11-25): a value beyond the range of
+ * the KPI's values seen so far by more than novelty_tol (per KPI: kpis.<kpi>.novelty_tol) times
+ * that range is over, in its direction (after the first 100 scored values), and named in the
+ * attribution. warn_z does not bound it: a false-alert budget (anomaly-eval --budget) scales
+ * novelty_tol with the thresholds. The profile is scored only where both bins have ≥
+ * profile_min_days days of data and the scale has 48 updates; it learns from every observed,
+ * unblocked step (updates clipped at ±3 scales once the scale is warm, so an anomaly moves it
+ * little), and also while it fires, so a permanent change is learnt in a few days rather than
+ * alerting forever. KPIs that are disabled, imputed (mask 0), in their data-quality grace period or
+ * with a data-quality alert firing are not scored; at such a step of an observed KPI held by a DQ
+ * alert its CUSUM sums (forecast and profile) restart at 0: the DQ alert has taken over, and a sum
+ * charged before it must not raise an episode of its own when scoring resumes, draining over a
+ * deviation long gone. The cell score is max_f |z_f| over the scored KPIs; the cell step is over
+ * when at least min_kpis KPIs are over, critical  when at least one KPI is critical (and the step
+ * is over).
  *
  * Anomaly lifecycle (one episode per cell at a time). A window holds the last window_n
  * steps (steps with no expectation count as not over):
@@ -280,12 +278,12 @@ typedef struct CcAnomalySettings {
                                   ///< by more than this times the range; 0 = off (default
                                   ///< 0.05; was 0.02)
     double profile_k;             ///< profile CUSUM reference value in |zp| (default 1.75; was 1)
-    double profile_h;             ///< profile CUSUM threshold; 0 = no seasonal profile (default 10; was 20)
-    int64_t profile_unit_s;       ///< a step shorter than this adds S / profile_unit_s of its
-                                  ///< increment to the profile CUSUM (default 900)
-    int64_t profile_bin_s; ///< profile bin width, seconds; divides 86400, ≥ 300 (default 3600)
-    double profile_days;   ///< time constant of each bin's average, days of its type (default 4)
-    int profile_min_days;  ///< days of data a bin needs before it is scored (default 2)
+    double profile_h; ///< profile CUSUM threshold; 0 = no seasonal profile (default 10; was 20)
+    int64_t profile_unit_s; ///< a step shorter than this adds S / profile_unit_s of its
+                            ///< increment to the profile CUSUM (default 900)
+    int64_t profile_bin_s;  ///< profile bin width, seconds; divides 86400, ≥ 300 (default 3600)
+    double profile_days;    ///< time constant of each bin's average, days of its type (default 4)
+    int profile_min_days;   ///< days of data a bin needs before it is scored (default 2)
     int64_t profile_utc_offset_s;      ///< cells' local time minus UTC, for time of day and
                                        ///< weekends, |·| ≤ 14 h (default 0)
     CcAnomalyKpi kpi[CC_MAX_FEATURES]; ///< per-KPI overrides, model feature order

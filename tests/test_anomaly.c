@@ -116,9 +116,9 @@ static void step_z(Fixture *fx, int64_t t, double z)
 /* The lifecycle tests below were written for thresholds 4/6 and one-step scoring only
  * (the defaults until the lagged forecast became the default), 2 of 3 steps over to fire,
  * 3 clear steps to resolve, a cooldown of 6 and the profile at 1/20 (the defaults until
- * 2026-11-25): they set them explicitly. test_default_lag_is_horizon covers the defaults. They also turn the tail calibration off
- * (it would learn their scripted z, scaling it by a factor that is not the point there):
- * test_tail_calibration covers it. */
+ * 2026-11-25): they set them explicitly. test_default_lag_is_horizon covers the defaults. They also
+ * turn the tail calibration off (it would learn their scripted z, scaling it by a factor that is
+ * not the point there): test_tail_calibration covers it. */
 static void base_settings(CcAnomalySettings *s, int F)
 {
     cc_anomaly_default_settings(s);
@@ -1390,7 +1390,8 @@ static void test_settings_by_name(void **state)
         cc_anomaly_settings_set(&s, &hp, "kpis.down.zero_normal", "maybe", err, sizeof err),
         -EINVAL);
     assert_non_null(strstr(err, "auto, true or false"));
-    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.warn_z", "16", err, sizeof err), 0);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.warn_z", "16", err, sizeof err),
+                     0);
     assert_true(s.kpi[0].warn_z == 16);
     /* a KPI name with a dot: the field is after the last dot */
     assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.rb.up.max", "1", err, sizeof err), 0);
@@ -1419,7 +1420,8 @@ static void test_settings_by_name(void **state)
     /* per-KPI warn 16 above the deployment's crit (15): validation names it */
     assert_int_equal(cc_anomaly_validate(&s, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "kpi 0"));
-    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.crit_z", "17", err, sizeof err), 0);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.crit_z", "17", err, sizeof err),
+                     0);
     assert_int_equal(cc_anomaly_validate(&s, err, sizeof err), 0);
     int n;
     const CcAnomalyKey *k = cc_anomaly_keys(&n);
