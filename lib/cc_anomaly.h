@@ -79,21 +79,24 @@
  * unusual and the step part of it, and the average, which stays up for lik_short_n steps
  * after the run, does not hold an episode on its own (likewise the window rule: at a step
  * whose window of steps like it would be over).
- * Novelty (novelty_tol > 0; 0.05 by default, 0.02 until 2026-11-25): a value beyond the range of
- * the KPI's values seen so far by more than novelty_tol (per KPI: kpis.<kpi>.novelty_tol) times
- * that range is over, in its direction (after the first 100 scored values), and named in the
- * attribution. warn_z does not bound it: a false-alert budget (anomaly-eval --budget) scales
- * novelty_tol with the thresholds. The profile is scored only where both bins have ≥
- * profile_min_days days of data and the scale has 48 updates; it learns from every observed,
- * unblocked step (updates clipped at ±3 scales once the scale is warm, so an anomaly moves it
- * little), and also while it fires, so a permanent change is learnt in a few days rather than
- * alerting forever. KPIs that are disabled, imputed (mask 0), in their data-quality grace period or
- * with a data-quality alert firing are not scored; at such a step of an observed KPI held by a DQ
- * alert its CUSUM sums (forecast and profile) restart at 0: the DQ alert has taken over, and a sum
- * charged before it must not raise an episode of its own when scoring resumes, draining over a
- * deviation long gone. The cell score is max_f |z_f| over the scored KPIs; the cell step is over
- * when at least min_kpis KPIs are over, critical  when at least one KPI is critical (and the step
- * is over).
+ * Novelty (novelty_tol > 0; 0.05 by default, 0.02 until 2026-11-25): a value beyond the
+ * range of the KPI's values seen so far by more than novelty_tol (per KPI:
+ * kpis.<kpi>.novelty_tol) times that range is over, in its direction (after the first 100
+ * scored values), and named in the attribution.
+ * warn_z does not bound it: a false-alert budget (anomaly-eval --budget) scales novelty_tol
+ * with the thresholds.
+ * The profile is scored only where both bins have ≥ profile_min_days days of data and the
+ * scale has 48 updates; it learns from every observed, unblocked step (updates clipped at
+ * ±3 scales once the scale is warm, so an anomaly moves it little), and also while it
+ * fires, so a permanent change is learnt in a few days rather than alerting forever.
+ * KPIs that are disabled, imputed (mask 0), in their
+ * data-quality grace period or with a data-quality alert firing are not scored; at such a
+ * step of an observed KPI held by a DQ alert its CUSUM sums (forecast and profile) restart
+ * at 0: the DQ alert has taken over, and a sum charged before it must not raise an episode
+ * of its own when scoring resumes, draining over a deviation long gone.
+ * The cell score is max_f |z_f| over the scored KPIs; the cell step is
+ *     over      when at least min_kpis KPIs are over,
+ *     critical  when at least one KPI is critical (and the step is over).
  *
  * Anomaly lifecycle (one episode per cell at a time). A window holds the last window_n
  * steps (steps with no expectation count as not over):
