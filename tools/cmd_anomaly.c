@@ -533,7 +533,7 @@ static CcAnomalySettings sweep_point(const AnomalyArgs *a, const CcAnomalySettin
     return s;
 }
 
-/* The rolling baseline's settings next to the model's detector s: a plain 3-sigma rule with
+/* The rolling baseline's settings: a plain 3-sigma rule with
  * a lifecycle of its own, fixed whatever the model's detector is set to, so that it stays the
  * same reference across settings and revisions: 2 of 3 steps at |z| ≥ baseline_z, or one at
  * 2.25 × baseline_z (6.75 at 3), resolved after 3 clear steps, then 6 quiet ones (the cells'
