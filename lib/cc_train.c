@@ -460,16 +460,17 @@ void cc_train_work_close(CcTrainWork **pw)
     *pw = NULL;
 }
 
-/* Builds the token inputs of window `wi`, its targets, and the layout bookkeeping. */
+/* The largest |x_i| of n values (NaN ignored). */
 static float max_abs(const float *x, int n)
 {
     float m = 0;
     for (int i = 0; i < n; i++)
-        m = fabsf(x[i]) > m ? fabsf(x[i]) : m;
+        m = fmaxf(m, fabsf(x[i]));
     return m;
 }
 
-/* bound > 0: current tokens with a normalised value beyond ±bound get target weights 0
+/* Builds the token inputs of window `wi`, its targets, and the layout bookkeeping.
+ * bound > 0: current tokens with a normalised value beyond ±bound get target weights 0
  * (cc_train_work_set_xn_bound), counted in w->n_excluded. */
 static int build_window(CcTrainWork *w, const CcModel *m, const CcDataset *ds,
                         const CcTrainWindow *win, int wi, int row, int cur, int att, float *mu_out,
@@ -549,9 +550,8 @@ static int build_window(CcTrainWork *w, const CcModel *m, const CcDataset *ds,
                 if (tw[k] > 0 && fabsf(tg[k]) > big)
                     big = fabsf(tg[k]);
             if (R > 0) {
-                float lr = max_abs(w->lin_in + (size_t)(cur + j) * R, R);
-                big = lr > big ? lr : big;
-                big = fabsf(w->lin_xt[cur + j]) > big ? fabsf(w->lin_xt[cur + j]) : big;
+                big = fmaxf(big, max_abs(w->lin_in + (size_t)(cur + j) * R, R));
+                big = fmaxf(big, fabsf(w->lin_xt[cur + j]));
             }
             if (cached_over || !(big <= bound)) {
                 for (int k = 0; k < HZ; k++)
