@@ -228,9 +228,10 @@ static const CcdConfigDef tail_rows[] = {
 {"alerts.kpis", CCD_CFG_MAP, OFF(alerts_kpis), "", NB, NULL, 1,
  "Per-KPI overrides as \"<kpi>.<field>\": value, with field enabled (true/false), "
  "direction (both/up/down), warn_z, crit_z, sd_floor, min, max (physical bounds, checked "
- "when min < max), stuck_steps (-1 = never stuck) or zero_normal (auto = learnt from the "
+ "when min < max), stuck_steps (-1 = never stuck), zero_normal (auto = learnt from the "
  "KPI's zero share, see zero_normal_rate; true = zero is normal, no all_zero alert for it; "
- "false = never learnt); e.g. \"prb.max\": \"100\". KPI names "
+ "false = never learnt), lik_over, novelty_tol or shape (auto = shape novelty where "
+ "shape_w is on; false = not for this KPI); e.g. \"prb.max\": \"100\". KPI names "
  "are the model's features. Scoring rules: docs/operations.md section 4."},
 
 {"snapshot.path", CCD_CFG_STRING, OFF(snapshot_path), "auto", NB, NULL, 0,

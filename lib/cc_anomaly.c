@@ -119,6 +119,20 @@ static int lag_alloc(CcAnomalyCell *c, int L)
     return 0;
 }
 
+int cc_shape_alloc(CcAnomalyCell *c, const CcAnomalySettings *s)
+{
+    const int w = s->shape_w, ds = w ? s->shape_ds : 0, cats = w ? s->shape_cats : 0;
+    int64_t *used = NULL;
+    float *box = NULL;
+    CcShape *sh = w ? cc_shape_block(c->F, w, cats, &used, &box) : NULL;
+    if (w && !sh)
+        return -ENOMEM;
+    free(c->shape);
+    c->shape = sh, c->shape_used = used, c->shape_box = box;
+    c->SW = w, c->SD = ds, c->SC = cats;
+    return 0;
+}
+
 /* The ring entry of a target step. */
 static int lag_index(const CcAnomalyCell *c, int64_t step)
 {
@@ -145,7 +159,7 @@ int cc_anomaly_cell_open(CcAnomalyCell **out, const CcAnomaly *a, const char *ce
     snprintf(c->id, sizeof c->id, "%s", cell_id);
     c->k = calloc((size_t)c->F, sizeof *c->k);
     if (!c->k || lag_alloc(c, a->s.lag_steps > 0 ? a->s.lag_steps : 0) ||
-        cc_profile_alloc(c, cc_profile_bins(&a->s))) {
+        cc_profile_alloc(c, cc_profile_bins(&a->s)) || cc_shape_alloc(c, &a->s)) {
         cc_anomaly_cell_close(&c);
         return -ENOMEM;
     }
@@ -159,6 +173,7 @@ void cc_anomaly_cell_close(CcAnomalyCell **c)
     if (c && *c) {
         free((*c)->lag_target);
         free((*c)->prof);
+        free((*c)->shape);
         free((*c)->k);
         free(*c);
         *c = NULL;
@@ -282,6 +297,8 @@ static void step_begin(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, StepC
     int nb = cc_profile_bins(s);
     if (c->NB != nb)
         cc_profile_alloc(c, nb); /* settings reloaded; on -ENOMEM the old one stays */
+    if (c->SW != s->shape_w || (s->shape_w && (c->SD != s->shape_ds || c->SC != s->shape_cats)))
+        cc_shape_alloc(c, s); /* settings reloaded; on -ENOMEM the old one stays */
     x->pp = NULL;
     if (nb > 0 && c->NB == nb) {
         cc_profile_pos(s, step, c->NB, pp);
@@ -483,6 +500,14 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
     if (kpi_lik_over(s, f) > 0)
         k->ll = cc_lik_step(&k->lik, s->lik_short_n, s->lik_long_steps, cc_lik_raw(z), 1);
     int nov = k->novel = cc_novelty_step(&k->nov, values[f], kpi_novelty_tol(s, f));
+    if (s->shape_w > 0 && c->SW == s->shape_w && s->kpi[f].shape == 0) {
+        const CcShapeParams sp = {c->SW, c->SD, s->shape_rho, c->SC, s->shape_warm, s->shape_quiet};
+        int sn =
+            cc_shape_step(&c->shape[f], c->shape_box + (size_t)f * c->SC * 2 * c->SW,
+                          c->shape_used + (size_t)f * c->SC, &sp, values[f], k->nov.lo, k->nov.hi);
+        if (sn && !nov)
+            nov = k->novel = sn;
+    }
     k->z = z;
     v->n_scored++;
     if (!(v->score >= fabs(z)))

@@ -85,6 +85,14 @@
  * scored values), and named in the attribution.
  * warn_z does not bound it: a false-alert budget (anomaly-eval --budget) scales novelty_tol
  * with the thresholds.
+ * Shape novelty (shape_w > 0, off by default; cc_anomaly_shape.h): every shape_ds observed
+ * values of a KPI are averaged into a point, and a window of its last shape_w points that
+ * resembles no earlier window (after fuzzy ART's categories, as NAB's ARTime uses them:
+ * vigilance shape_rho, shape_cats categories per KPI) is over in the direction of its last
+ * point, counted as the novelty rule, once shape_warm windows were seen and when the
+ * KPI's previous new shape is at least shape_quiet windows old: a shape change inside the
+ * usual range (a flattened daily pattern) that value novelty cannot see. Neither warn_z nor
+ * a budget bounds it; on bursty KPIs it raises false alerts (docs/operations.md §7).
  * The profile is scored only where both bins have ≥ profile_min_days days of data and the
  * scale has 48 updates; it learns from every observed, unblocked step (updates clipped at
  * ±3 scales once the scale is warm, so an anomaly moves it little), and also while it
@@ -211,6 +219,8 @@ typedef struct CcAnomalyKpi {
                         ///< 1 zero is always normal, -1 never (default 0)
     double lik_over;    ///< anomaly likelihood level; 0 = the deployment's lik_over (default 0)
     double novelty_tol; ///< novelty margin; 0 = the deployment's novelty_tol (default 0)
+    int shape;          ///< shape novelty: 0 the deployment's (on when shape_w > 0), -1 off
+                        ///< for this KPI (a bursty one) (default 0)
 } CcAnomalyKpi;
 
 typedef struct CcAnomalySettings {
@@ -280,6 +290,14 @@ typedef struct CcAnomalySettings {
     double novelty_tol;           ///< a KPI is over at a value beyond the range of those seen
                                   ///< by more than this times the range; 0 = off (default
                                   ///< 0.05; was 0.02)
+    int shape_w;                  ///< shape novelty (cc_anomaly_shape.h): points per window,
+                                  ///< 2..16; 0 = off (default 0; the NAB settings: 8)
+    int shape_ds;                 ///< observed steps averaged into a point (default 3)
+    double shape_rho;             ///< its vigilance in (0, 1) (default 0.75)
+    int shape_cats;               ///< its categories per KPI, 1..64 (default 32)
+    int shape_warm;               ///< windows seen before it reports (default 100)
+    int shape_quiet;              ///< windows since the KPI's previous new category for a new
+                                  ///< one to be reported (default 256)
     double profile_k;             ///< profile CUSUM reference value in |zp| (default 1.75; was 1)
     double profile_h; ///< profile CUSUM threshold; 0 = no seasonal profile (default 10; was 20)
     int64_t profile_unit_s; ///< a step shorter than this adds S / profile_unit_s of its

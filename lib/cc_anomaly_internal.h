@@ -8,6 +8,7 @@
  *     cc_anomaly_window.c    the multi-scale window rule
  *     cc_cusum.h             the two-sided CUSUM both sustained-deviation rules run
  *     cc_anomaly_likelihood.c the anomaly likelihood of the residuals, value novelty
+ *     cc_anomaly_shape.c     shape novelty (a window of points unlike every earlier one)
  *     cc_anomaly_lifecycle.c the k-of-n window, episodes, attribution, event emission
  *     cc_alert_json.c        an alert event as JSON, and the names of its enums
  *     cc_anomaly_settings.c  defaults, validation, settings by name
@@ -20,6 +21,7 @@
 
 #include "cc_anomaly.h"
 #include "cc_anomaly_likelihood.h"
+#include "cc_anomaly_shape.h"
 #include "cc_cusum.h"
 
 #define NONE_STEP INT64_MIN
@@ -125,6 +127,10 @@ struct CcAnomalyCell {
     int64_t quiet_until;
     CcAnomalyCellStats st;
     KpiState *k;         // (F)
+    int SW, SD, SC;      ///< shape novelty's w, ds and cats when allocated (0: none)
+    CcShape *shape;      // (F) the stage per KPI, followed in the same allocation by
+    int64_t *shape_used; // (F, SC) the window each category last took and
+    float *shape_box;    // (F, SC, 2, SW) each category's lowest then highest points
     int L;               ///< lag ring length (settings.lag_steps when allocated)
     int64_t *lag_target; // (L) step each ring entry is the expectation for, followed in
                          // the same allocation by lag
@@ -210,6 +216,10 @@ void cc_tail_learn(const CcAnomalySettings *s, double *t, int32_t *n, double v);
 /* One allocation for a lag ring of L entries of F KPIs: the targets, then the values
  * (*values). NULL on -ENOMEM. */
 int64_t *cc_lag_block(int L, int F, float **values);
+
+/* (Re)sizes shape novelty to the settings' w, ds and cats, every KPI's stage restarted
+ * (none when shape_w is 0). 0 or -ENOMEM (the stage unchanged). */
+int cc_shape_alloc(CcAnomalyCell *c, const CcAnomalySettings *s);
 
 /* ---- cc_anomaly_window.c ---- */
 

@@ -5,6 +5,7 @@
  */
 #include "cc_anomaly.h"
 #include "cc_anomaly_likelihood.h"
+#include "cc_anomaly_shape.h"
 
 #include <errno.h>
 #include <math.h>
@@ -50,6 +51,12 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     s->lik_short_n = 10;
     s->lik_long_steps = 2000;
     s->novelty_tol = 0.05;
+    s->shape_w = 0;
+    s->shape_ds = 3;
+    s->shape_rho = 0.75;
+    s->shape_cats = 32;
+    s->shape_warm = 100;
+    s->shape_quiet = 256;
     s->profile_k = 1.75;
     s->profile_h = 10.0;
     s->profile_unit_s = 900;
@@ -79,6 +86,8 @@ static int validate_kpi(const CcAnomalySettings *s, int f, char *err, size_t err
         !(k->novelty_tol >= 0 && isfinite(k->novelty_tol)))
         return cc_errf(err, errlen, -EINVAL,
                        "anomaly: kpi %d: lik_over must be in [0, 1] and novelty_tol ≥ 0", f);
+    if (k->shape < -1 || k->shape > 0)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: kpi %d: shape must be 0 (auto) or -1", f);
     if (k->zero_normal < -1 || k->zero_normal > 1)
         return cc_errf(err, errlen, -EINVAL, "anomaly: kpi %d: zero_normal must be -1, 0, 1", f);
     if (k->stuck_steps < -1 || k->stuck_steps == 1)
@@ -139,6 +148,21 @@ static const CcAnomalyKey anomaly_keys[] = {
     AK(novelty_tol, CC_AKEY_DOUBLE, 0, 1e6,
        "novelty: a KPI is over at a value beyond the range of the values seen by more than this "
        "times the range (a false-alert budget raises it with warn_z); 0 = off (default 0.05)"),
+    AK(shape_w, CC_AKEY_INT, 0, CC_SHAPE_MAX_W,
+       "shape novelty: a KPI is over when its last shape_w points form a window unlike every "
+       "earlier one (a shape change inside the usual range; NAB: 8); 0 = off (default 0)"),
+    AK(shape_ds, CC_AKEY_INT, 1, 100000,
+       "shape novelty: observed steps averaged into a point (default 3)"),
+    AK(shape_rho, CC_AKEY_DOUBLE, 0.01, 0.999,
+       "shape novelty: vigilance: a window joins a shape whose box grown to include it spans "
+       "at most (1 - shape_rho) x shape_w ranges (default 0.75)"),
+    AK(shape_cats, CC_AKEY_INT, 1, CC_SHAPE_MAX_CATS,
+       "shape novelty: shapes kept per KPI, the least recently seen makes room (default 32)"),
+    AK(shape_warm, CC_AKEY_INT, 0, 100000000,
+       "shape novelty: windows seen before a new shape is reported (default 100)"),
+    AK(shape_quiet, CC_AKEY_INT, 0, 100000000,
+       "shape novelty: windows since the KPI's previous new shape for one to be reported: a KPI "
+       "that keeps making new ones is noisy (default 256)"),
     AK(sustained_live, CC_AKEY_INT, 0, 2,
        "1: the seasonal-profile rule holds a KPI over only while the step's own profile "
        "deviation is past profile_k in the direction of its sum; 2: every rule (CUSUM, "
@@ -224,6 +248,9 @@ int cc_anomaly_validate(const CcAnomalySettings *s, char *err, size_t errlen)
     if (s->min_kpis > s->n_features)
         return cc_errf(err, errlen, -EINVAL, "anomaly: min_kpis %d not in 1..n_features",
                        s->min_kpis);
+    if (s->shape_w == 1)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: shape_w must be 0 (off) or 2..%d",
+                       CC_SHAPE_MAX_W);
     if (86400 % s->profile_bin_s != 0)
         return cc_errf(err, errlen, -EINVAL, "anomaly: profile_bin_s %lld must divide 86400",
                        (long long)s->profile_bin_s);
@@ -286,6 +313,13 @@ static int kpi_field_set(CcAnomalyKpi *k, const char *key, const char *field, co
         k->zero_normal = b == 2 ? 0 : b ? 1 : -1;
         return 0;
     }
+    if (!strcmp(field, "shape")) {
+        if (strcmp(value, "auto") && parse_bool(value) != 0)
+            return cc_errf(err, errlen, -EINVAL, "alerts.%s: '%s' is not auto or false", key,
+                           value);
+        k->shape = strcmp(value, "auto") ? -1 : 0;
+        return 0;
+    }
     if (!strcmp(field, "direction")) {
         int d = parse_direction(value);
         if (d < -1)
@@ -305,7 +339,8 @@ static int kpi_field_set(CcAnomalyKpi *k, const char *key, const char *field, co
     if (!dst && strcmp(field, "stuck_steps"))
         return cc_errf(err, errlen, -ENOENT,
                        "alerts.%s: unknown field '%s' (enabled, direction, warn_z, crit_z, "
-                       "sd_floor, min, max, stuck_steps, zero_normal, lik_over, novelty_tol)",
+                       "sd_floor, min, max, stuck_steps, zero_normal, lik_over, novelty_tol, "
+                       "shape)",
                        key, field);
     if (parse_double(value, &v))
         return cc_errf(err, errlen, -EINVAL, "alerts.%s: '%s' is not a number", key, value);

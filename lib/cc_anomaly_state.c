@@ -21,8 +21,9 @@
  *      most), + the zero share per KPI (0: zero is not normal until learnt again);
  *   6: + the tail calibration and the EWMA window rule per KPI (they start again);
  *   7: the multi-scale window rule's state per KPI replaces the EWMA's, + the anomaly
- *      likelihood and the novelty range per KPI (they start again). */
-#define STATE_VERSION 7u
+ *      likelihood and the novelty range per KPI (they start again);
+ *   8: + shape novelty: its sizes, then per KPI its stage and categories (none). */
+#define STATE_VERSION 8u
 #define V4_ID_BYTES 64
 #define MAX_PROFILE_BINS 288 /* profile_bin_s ≥ 300 */
 
@@ -175,6 +176,36 @@ static int io_profile(Io *io, CcAnomalyCell *c)
     return 0;
 }
 
+/* Shape novelty (version 8): its w, ds and cats (0: off), then per KPI its stage, then
+ * every KPI's categories. Reading allocates them like io_lag. 0 or -ENOMEM. */
+static int io_shape(Io *io, CcAnomalyCell *c)
+{
+    io_i32(io, &c->SW);
+    io_i32(io, &c->SD);
+    io_i32(io, &c->SC);
+    if (io->r && !io->bad && c->SW >= 2 && c->SW <= CC_SHAPE_MAX_W && c->SD >= 1 && c->SC >= 1 &&
+        c->SC <= CC_SHAPE_MAX_CATS &&
+        !(c->shape = cc_shape_block(c->F, c->SW, c->SC, &c->shape_used, &c->shape_box)))
+        return -ENOMEM;
+    if (c->SW <= 0 || !c->shape)
+        return 0;
+    for (int f = 0; f < c->F; f++) {
+        CcShape *sh = &c->shape[f];
+        IO(io, sh->acc);
+        IO(io, sh->acc_n);
+        IO(io, sh->pos);
+        IO(io, sh->n_pt);
+        IO(io, sh->n_cat);
+        IO(io, sh->windows);
+        IO(io, sh->last_new);
+        IO(io, sh->pt);
+    }
+    const size_t n = (size_t)c->F * (size_t)c->SC;
+    io_bytes(io, c->shape_used, n * sizeof *c->shape_used);
+    io_bytes(io, c->shape_box, n * 2 * (size_t)c->SW * sizeof *c->shape_box);
+    return 0;
+}
+
 /* The record after the header, in its order. 0 or -ENOMEM (reading). */
 static int io_record(Io *io, CcAnomalyCell *c)
 {
@@ -226,7 +257,7 @@ static int io_record(Io *io, CcAnomalyCell *c)
         IO(io, c->k[f].nov.hi);
         IO(io, c->k[f].nov.n);
     }
-    return 0;
+    return io->ver >= 8 ? io_shape(io, c) : 0;
 }
 
 long cc_anomaly_cell_save(const CcAnomalyCell *c, uint8_t *buf, size_t cap)
@@ -286,6 +317,12 @@ static int record_valid(const CcAnomalyCell *t)
     for (size_t i = 0; t->prof && i < (size_t)2 * t->NB * (size_t)t->F; i++)
         if (!isfinite(t->prof[i]))
             return 0;
+    if (t->SW != 0 && !t->shape)
+        return 0;
+    for (int f = 0; t->shape && f < t->F; f++)
+        if (!cc_shape_valid(&t->shape[f], t->shape_box + (size_t)f * t->SC * 2 * t->SW, t->SW,
+                            t->SD, t->SC))
+            return 0;
     return 1;
 }
 
@@ -305,6 +342,7 @@ static void record_start(CcAnomalyCell *t, KpiState *ks)
         t->peak[i].profile_expected = NAN;
     }
     t->L = t->NB = 0;
+    t->SW = t->SD = t->SC = 0;
     t->lik = NAN;
     t->live_last = NONE_STEP; /* the episode trace is not in the record */
     memset(&t->trace, 0, sizeof t->trace);
@@ -328,6 +366,7 @@ int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char 
     io.ver = ver;
     CcAnomalyCell t = *c; /* decode into a copy; commit only when complete */
     t.lag_target = NULL, t.lag = NULL, t.prof = NULL, t.prof_n = NULL; /* not read yet */
+    t.shape = NULL, t.shape_used = NULL, t.shape_box = NULL;
     KpiState *ks = malloc((size_t)c->F * sizeof *ks);
     int rc = -ENOMEM;
     if (!ks)
@@ -344,9 +383,11 @@ int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char 
     t.k = c->k;
     free(c->lag_target);
     free(c->prof);
+    free(c->shape);
     *c = t;
     return 0;
 fail:
+    free(t.shape);
     free(t.prof);
     free(t.lag_target);
     free(ks);

@@ -1210,6 +1210,18 @@ static void step_poor_lag(Fixture *fx, int64_t t, double dev)
 /* The anomaly likelihood and the novelty range per KPI (version 7, after the window rule's). */
 #define LIK_STATE_BYTES 176
 
+/* Shape novelty's sizes at the end of a version-8 state whose stage is off (version 8). */
+#define SHAPE_OFF_BYTES (3 * 4)
+
+/* A version-8 state whose shape novelty is off as version 7: without its three sizes.
+ * Returns the new length. */
+static long v8_to_v7(uint8_t *b, long n8)
+{
+    uint32_t v7 = 7;
+    memcpy(b + 4, &v7, 4);
+    return n8 - SHAPE_OFF_BYTES;
+}
+
 /* A version-7 state of ONE KPI as version 6: the window rule's and the likelihood's state at
  * the end become the 20 bytes of the EWMA rule's (mean, tail, count; read and dropped).
  * Returns the new length (the buffer must hold it). */
@@ -1260,9 +1272,10 @@ static void test_lag_calibration(void **state)
     cc_anomaly_cell_scores(fx.c, z, NULL);
     assert_true(fabs(z[0]) < 1.0); /* ~6 × (0.13 / 6): the one-step scale */
     /* save, reload as version 2 and as version 1 (no calibration: warms up again) */
-    long n7 = cc_anomaly_cell_save(fx.c, NULL, 0);
-    uint8_t *b = malloc((size_t)n7);
-    assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n7), n7);
+    long n8 = cc_anomaly_cell_save(fx.c, NULL, 0);
+    uint8_t *b = malloc((size_t)n8);
+    assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n8), n8);
+    const long n7 = v8_to_v7(b, n8);
     const long n6 = v7_to_v6(b, n7);
     {
         CcAnomalyCell *cv6 = NULL;
@@ -1379,6 +1392,15 @@ static void test_settings_by_name(void **state)
                      0);
     assert_true(s.zero_normal_rate == 0.25);
     assert_int_equal(cc_anomaly_settings_set(&s, &hp, "zero_normal_rate", "2", err, sizeof err),
+                     -EINVAL);
+    /* shape novelty per KPI: auto or false (off for this KPI) */
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.shape", "false", err, sizeof err),
+                     0);
+    assert_int_equal(s.kpi[0].shape, -1);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.shape", "auto", err, sizeof err),
+                     0);
+    assert_int_equal(s.kpi[0].shape, 0);
+    assert_int_equal(cc_anomaly_settings_set(&s, &hp, "kpis.down.shape", "true", err, sizeof err),
                      -EINVAL);
     const char *zn[] = {"true", "false", "auto"};
     for (int i = 0; i < 3; i++) {
@@ -1593,9 +1615,10 @@ static int run_profile(double profile_h, int direction, int save_at, int64_t *fi
         for (long len = 0; len < sz; len += len < 64 ? 1 : 7)
             assert_int_equal(cc_anomaly_cell_load(c2, b, (size_t)len, NULL, 0), -EINVAL);
         /* the bin count: before the bins, the zero shares (8 bytes), the tail calibration
-         * (12), the window rule (WIN_STATE_BYTES) and the likelihood (LIK_STATE_BYTES) */
+         * (12), the window rule (WIN_STATE_BYTES), the likelihood (LIK_STATE_BYTES) and shape
+         * novelty's sizes (SHAPE_OFF_BYTES) */
         const size_t nb_at = (size_t)sz - 8 - 12 - WIN_STATE_BYTES - LIK_STATE_BYTES -
-                             2 * 24 * (sizeof(float) + sizeof(uint16_t)) - 4;
+                             SHAPE_OFF_BYTES - 2 * 24 * (sizeof(float) + sizeof(uint16_t)) - 4;
         int32_t nb;
         memcpy(&nb, b + nb_at, 4);
         assert_int_equal(nb, 24);
