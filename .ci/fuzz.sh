@@ -14,7 +14,7 @@ target=${FUZZ_TARGET:-loader}
 case $target in
 loader) corpus=$root/tests/data/fuzz_corpus; maxlen=65536 ;;
 kpi) corpus=$root/tests/data/kpi_corpus; maxlen=16384 ;;
-snapshot) corpus=$root/tests/data/snapshot_corpus; maxlen=16384 ;;
+snapshot) corpus=$root/tests/data/snapshot_corpus; maxlen=32768 ;;
 query) corpus=$root/tests/data/query_corpus; maxlen=4096 ;;
 csv) corpus=$root/tests/data/csv_corpus; maxlen=8192 ;;
 *) echo "fuzz.sh: unknown FUZZ_TARGET '$target' (loader|kpi|snapshot|query|csv)" >&2; exit 2 ;;

@@ -98,6 +98,9 @@ static void world_open(World *w, CcModel *m)
     cc_anomaly_default_settings(&as);
     as.n_features = 3;
     as.step_seconds = 900;
+    as.shape_w = 4; /* shape novelty on, small: its state is in every anomaly record */
+    as.shape_ds = 1;
+    as.shape_cats = 8;
     assert_int_equal(cc_anomaly_open(&w->a, &as, NULL, 0), 0);
     for (int i = 0; i < NCELLS; i++) {
         assert_int_equal(cc_cell_open(&w->cell[i], w->e), 0);
