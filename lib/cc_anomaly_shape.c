@@ -90,7 +90,8 @@ int cc_shape_step(CcShape *sh, float *box, int64_t *used, const CcShapeParams *p
 CcShape *cc_shape_block(int F, int w, int cats, int64_t **used, float **box)
 {
     const size_t n = (size_t)F * (size_t)cats;
-    CcShape *sh = malloc((size_t)F * sizeof *sh + n * sizeof **used + n * 2 * (size_t)w * sizeof **box);
+    CcShape *sh =
+        malloc((size_t)F * sizeof *sh + n * sizeof **used + n * 2 * (size_t)w * sizeof **box);
     if (!sh)
         return NULL;
     for (int f = 0; f < F; f++)
@@ -105,8 +106,8 @@ CcShape *cc_shape_block(int F, int w, int cats, int64_t **used, float **box)
 int cc_shape_valid(const CcShape *sh, const float *box, int w, int ds, int cats)
 {
     if (sh->acc_n < 0 || sh->acc_n >= ds || sh->pos < 0 || sh->pos >= w || sh->n_pt < 0 ||
-        sh->n_pt > w || sh->n_cat < 0 || sh->n_cat > cats || sh->windows < 0 ||
-        sh->last_new < -1 || sh->last_new >= sh->windows || !isfinite(sh->acc))
+        sh->n_pt > w || sh->n_cat < 0 || sh->n_cat > cats || sh->windows < 0 || sh->last_new < -1 ||
+        sh->last_new >= sh->windows || !isfinite(sh->acc))
         return 0;
     for (int i = 0; i < w; i++)
         if (!isfinite(sh->pt[i]))

@@ -190,7 +190,7 @@ static void test_detector_fires_on_flat_day(void **state)
     int on = run_detector(W, -1, 0);
     assert_int_equal(on, 1);
     assert_int_equal(run_detector(W, 15 * DAY + 1, 0), on); /* restarted midway: the same */
-    assert_int_equal(run_detector(W, -1, -1), 0);            /* off for this KPI */
+    assert_int_equal(run_detector(W, -1, -1), 0);           /* off for this KPI */
 }
 
 /* A record whose stage is on, as bytes; the offset of its category count for KPI 0. */
@@ -257,10 +257,8 @@ static void test_settings(void **state)
     assert_int_equal(cc_anomaly_settings_set(&s, NULL, "shape_w", "1", err, sizeof err), 0);
     assert_int_equal(cc_anomaly_validate(&s, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "shape_w"));
-    assert_int_equal(cc_anomaly_settings_set(&s, NULL, "shape_w", "17", err, sizeof err),
-                     -EINVAL);
-    assert_int_equal(cc_anomaly_settings_set(&s, NULL, "shape_rho", "1", err, sizeof err),
-                     -EINVAL);
+    assert_int_equal(cc_anomaly_settings_set(&s, NULL, "shape_w", "17", err, sizeof err), -EINVAL);
+    assert_int_equal(cc_anomaly_settings_set(&s, NULL, "shape_rho", "1", err, sizeof err), -EINVAL);
     assert_int_equal(cc_anomaly_settings_set(&s, NULL, "shape_w", "8", err, sizeof err), 0);
     assert_int_equal(cc_anomaly_validate(&s, err, sizeof err), 0);
 }
