@@ -553,6 +553,7 @@ static CcAnomalySettings baseline_settings(const AnomalyArgs *a)
     b.cusum_h = 0;
     b.profile_h = 0;
     b.novelty_tol = 0; /* on by default for the model's detector, not part of the baseline */
+    b.shape_w = 0;     /* an option of the model's detector (--set), likewise */
     for (int f = 0; f < CC_MAX_FEATURES; f++)
         b.kpi[f].novelty_tol = 0;
     return b;
