@@ -57,7 +57,7 @@ static void json_kpi(CcJsonBuf *j, const CcHparams *hp, int f)
         cc_json_printf(j, "\"kpi%d\"", f);
 }
 
-/* One attribution entry; cusum and profile only when those rules made the KPI over. */
+/* One attribution entry; cusum, profile and novelty only when those rules made the KPI over. */
 static void json_attr(CcJsonBuf *j, const CcHparams *hp, const CcAlertAttr *a)
 {
     cc_json_printf(j, "{\"kpi\":");
@@ -82,6 +82,8 @@ static void json_attr(CcJsonBuf *j, const CcHparams *hp, const CcAlertAttr *a)
         cc_json_printf(j, ",\"profile_expected\":");
         cc_json_num(j, a->profile_expected);
     }
+    if (a->novelty == CC_NOVEL_VALUE || a->novelty == CC_NOVEL_SHAPE)
+        cc_json_printf(j, ",\"novelty\":\"%s\"", a->novelty == CC_NOVEL_VALUE ? "value" : "shape");
     cc_json_printf(j, "}");
 }
 

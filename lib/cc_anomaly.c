@@ -470,6 +470,7 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
     k->pr_exp = NAN;
     k->ll = NAN;
     k->novel = 0;
+    k->novel_kind = CC_NOVEL_NONE;
     if (!kpi_observed(values, mask, f) || !s->kpi[f].enabled)
         return;
     int blocked = x->cell_blocked || cc_dq_blocks(s, &k->stuck, x->step) ||
@@ -500,13 +501,16 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
     if (kpi_lik_over(s, f) > 0)
         k->ll = cc_lik_step(&k->lik, s->lik_short_n, s->lik_long_steps, cc_lik_raw(z), 1);
     int nov = k->novel = cc_novelty_step(&k->nov, values[f], kpi_novelty_tol(s, f));
+    k->novel_kind = nov ? CC_NOVEL_VALUE : CC_NOVEL_NONE;
     if (s->shape_w > 0 && c->SW == s->shape_w && s->kpi[f].shape == 0) {
         const CcShapeParams sp = {c->SW, c->SD, s->shape_rho, c->SC, s->shape_warm, s->shape_quiet};
         int sn =
             cc_shape_step(&c->shape[f], c->shape_box + (size_t)f * c->SC * 2 * c->SW,
                           c->shape_used + (size_t)f * c->SC, &sp, values[f], k->nov.lo, k->nov.hi);
-        if (sn && !nov)
+        if (sn && !nov) {
             nov = k->novel = sn;
+            k->novel_kind = CC_NOVEL_SHAPE;
+        }
     }
     k->z = z;
     v->n_scored++;

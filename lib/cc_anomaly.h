@@ -318,7 +318,12 @@ typedef struct CcAlertAttr {
     double profile;          ///< the KPI's profile CUSUM sum when over by it (profile_h; signed),
                              ///< else 0
     double profile_expected; ///< the profile's usual value for this step, NaN when none
+    int novelty;             ///< the KPI counted as over by novelty: CC_NOVEL_VALUE (a value
+                             ///< beyond the range seen), CC_NOVEL_SHAPE (a window of a shape
+                             ///< never seen), else 0
 } CcAlertAttr;
+
+enum CcNoveltyKind { CC_NOVEL_NONE = 0, CC_NOVEL_VALUE = 1, CC_NOVEL_SHAPE = 2 };
 
 /** The rules that count a KPI over (bits of CcEpisodeTrace's rule sets). */
 enum CcAnomalyRule {

@@ -185,7 +185,7 @@ static void kpi_dq_update(const CcAnomaly *a, CcAnomalyCell *c, int f, int64_t s
     run_update(s, k, v, nst);
     int stuck = nst > 0 && k->run >= nst && k->change_rate >= s->stuck_min_change_rate &&
                 (double)k->run >= s->stuck_run_factor * k->run_max && !all_zero_now;
-    CcAlertAttr at = {f, v, NAN, NAN, NAN, NAN, 0, 0, NAN};
+    CcAlertAttr at = {f, v, NAN, NAN, NAN, NAN, 0, 0, NAN, CC_NOVEL_NONE};
     if (c->exp_step == step)
         at.expected = k->exp_mean;
     /* A firing stuck alert stays firing while the run goes on (even if the change rate
@@ -196,7 +196,7 @@ static void kpi_dq_update(const CcAnomaly *a, CcAnomalyCell *c, int f, int64_t s
               sink);
     const CcAnomalyKpi *kp = &s->kpi[f];
     int oob = kp->min < kp->max && (v < kp->min || v > kp->max);
-    CcAlertAttr ab = {f, v, at.expected, kp->min, kp->max, NAN, 0, 0, NAN};
+    CcAlertAttr ab = {f, v, at.expected, kp->min, kp->max, NAN, 0, 0, NAN, CC_NOVEL_NONE};
     dq_update(a, c, &k->bounds, oob, CC_DQ_BOUNDS, f, step, step, CC_SEV_WARNING, &ab, sink);
 }
 

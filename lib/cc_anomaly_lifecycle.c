@@ -76,6 +76,8 @@ static void attr_of(const CcAnomalySettings *s, const KpiState *k, int f, double
     out->cusum = cusum_over(s, k, f) ? cc_cusum_signed(k->cu_pos, k->cu_neg) : 0;
     out->profile = profile_over(s, k, f) ? cc_cusum_signed(k->pr_pos, k->pr_neg) : 0;
     out->profile_expected = k->pr_exp;
+    const int dir = s->kpi[f].direction;
+    out->novelty = k->novel && (!dir || dir == k->novel) ? k->novel_kind : CC_NOVEL_NONE;
 }
 
 /* A KPI to attribute an anomaly step to: |z| over its warning threshold, a CUSUM, or a

@@ -22,7 +22,8 @@
  *   6: + the tail calibration and the EWMA window rule per KPI (they start again);
  *   7: the multi-scale window rule's state per KPI replaces the EWMA's, + the anomaly
  *      likelihood and the novelty range per KPI (they start again);
- *   8: + shape novelty: its sizes, then per KPI its stage and categories (none). */
+ *   8: + shape novelty: its sizes, then per KPI its stage and categories (none); + the
+ *      novelty kind of the peak's attribution (none). */
 #define STATE_VERSION 8u
 #define V4_ID_BYTES 64
 #define MAX_PROFILE_BINS 288 /* profile_bin_s ≥ 300 */
@@ -257,6 +258,8 @@ static int io_record(Io *io, CcAnomalyCell *c)
         IO(io, c->k[f].nov.hi);
         IO(io, c->k[f].nov.n);
     }
+    for (int i = 0; i < CC_ALERT_MAX_ATTR && io->ver >= 8; i++)
+        io_i32(io, &c->peak[i].novelty);
     return io->ver >= 8 ? io_shape(io, c) : 0;
 }
 
@@ -312,7 +315,8 @@ static int record_valid(const CcAnomalyCell *t)
             return 0;
     }
     for (int i = 0; i < CC_ALERT_MAX_ATTR; i++)
-        if (!isfinite(t->peak[i].cusum) || !isfinite(t->peak[i].profile))
+        if (!isfinite(t->peak[i].cusum) || !isfinite(t->peak[i].profile) ||
+            t->peak[i].novelty < CC_NOVEL_NONE || t->peak[i].novelty > CC_NOVEL_SHAPE)
             return 0;
     for (size_t i = 0; t->prof && i < (size_t)2 * t->NB * (size_t)t->F; i++)
         if (!isfinite(t->prof[i]))
@@ -340,6 +344,7 @@ static void record_start(CcAnomalyCell *t, KpiState *ks)
         t->peak[i].cusum = 0;
         t->peak[i].profile = 0;
         t->peak[i].profile_expected = NAN;
+        t->peak[i].novelty = CC_NOVEL_NONE;
     }
     t->L = t->NB = 0;
     t->SW = t->SD = t->SC = 0;

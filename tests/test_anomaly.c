@@ -1210,16 +1210,17 @@ static void step_poor_lag(Fixture *fx, int64_t t, double dev)
 /* The anomaly likelihood and the novelty range per KPI (version 7, after the window rule's). */
 #define LIK_STATE_BYTES 176
 
-/* Shape novelty's sizes at the end of a version-8 state whose stage is off (version 8). */
-#define SHAPE_OFF_BYTES (3 * 4)
+/* What version 8 appends to a state whose shape novelty is off: the novelty kind of the
+ * peak's attributions (int32 each) and the stage's three sizes. */
+#define V8_TAIL_BYTES (CC_ALERT_MAX_ATTR * 4 + 3 * 4)
 
-/* A version-8 state whose shape novelty is off as version 7: without its three sizes.
- * Returns the new length. */
+/* A version-8 state whose shape novelty is off as version 7: without what version 8
+ * appends. Returns the new length. */
 static long v8_to_v7(uint8_t *b, long n8)
 {
     uint32_t v7 = 7;
     memcpy(b + 4, &v7, 4);
-    return n8 - SHAPE_OFF_BYTES;
+    return n8 - V8_TAIL_BYTES;
 }
 
 /* A version-7 state of ONE KPI as version 6: the window rule's and the likelihood's state at
@@ -1615,10 +1616,10 @@ static int run_profile(double profile_h, int direction, int save_at, int64_t *fi
         for (long len = 0; len < sz; len += len < 64 ? 1 : 7)
             assert_int_equal(cc_anomaly_cell_load(c2, b, (size_t)len, NULL, 0), -EINVAL);
         /* the bin count: before the bins, the zero shares (8 bytes), the tail calibration
-         * (12), the window rule (WIN_STATE_BYTES), the likelihood (LIK_STATE_BYTES) and shape
-         * novelty's sizes (SHAPE_OFF_BYTES) */
+         * (12), the window rule (WIN_STATE_BYTES), the likelihood (LIK_STATE_BYTES) and
+         * version 8's tail (V8_TAIL_BYTES) */
         const size_t nb_at = (size_t)sz - 8 - 12 - WIN_STATE_BYTES - LIK_STATE_BYTES -
-                             SHAPE_OFF_BYTES - 2 * 24 * (sizeof(float) + sizeof(uint16_t)) - 4;
+                             V8_TAIL_BYTES - 2 * 24 * (sizeof(float) + sizeof(uint16_t)) - 4;
         int32_t nb;
         memcpy(&nb, b + nb_at, 4);
         assert_int_equal(nb, 24);

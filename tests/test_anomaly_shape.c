@@ -3,8 +3,9 @@
  * value (inside the range seen, so value novelty cannot see it) is reported; a KPI that
  * keeps making categories (noise) is never reported while quiet holds; a constant KPI has
  * one shape; categories never exceed cats. Through the detector (shape_w > 0): the flat
- * day fires with the novelty rule where it does not with the stage off, a cell restarted
- * from its state midway fires the same, an older record (version 7) still loads, and
+ * day fires with the novelty rule where it does not with the stage off, its alert names
+ * the KPI with novelty "shape" (a value past the range: "value"), a cell restarted from
+ * its state midway fires the same, an older record (version 7) still loads, and
  * truncated or inconsistent records and shape_w 1 are refused. */
 #include <errno.h>
 #include <math.h>
@@ -139,12 +140,32 @@ static void settings(CcAnomalySettings *s, int shape_w)
     s->shape_quiet = 256;
 }
 
+/* The first anomaly firing's attribution, as the alert's JSON says it. */
+typedef struct FirstFiring {
+    int seen;
+    int novelty;
+    char json[1024];
+} FirstFiring;
+
+static void on_event(void *cookie, const CcAlertEvent *ev)
+{
+    FirstFiring *ff = cookie;
+    if (ff->seen || ev->kind != CC_ALERT_ANOMALY || ev->state != CC_ALERT_FIRING)
+        return;
+    ff->seen = 1;
+    ff->novelty = ev->n_attr > 0 ? ev->attr[0].novelty : -1;
+    assert_true(cc_alert_event_json(ev, NULL, ff->json, sizeof ff->json) > 0);
+}
+
+static FirstFiring first_firing;
+
 static void step(CcAnomaly *a, CcAnomalyCell *c, int64_t t, double x)
 {
     double mean = x, sd = 1; /* a forecast that follows the series: z is 0 */
     float v = (float)x;
+    const CcAlertSink sink = {&first_firing, on_event};
     cc_anomaly_set_expect(a, c, t, &mean, &sd, NULL);
-    assert_int_equal(cc_anomaly_observe(a, c, t, &v, NULL, NULL), 0);
+    assert_int_equal(cc_anomaly_observe(a, c, t, &v, NULL, &sink), 0);
 }
 
 /* 30 days with the flat day 20; firings; a save and load (a restart) at reload_at; kpi_shape
@@ -187,10 +208,37 @@ static void test_detector_fires_on_flat_day(void **state)
 {
     (void)state;
     assert_int_equal(run_detector(0, -1, 0), 0); /* inside the range: value novelty is silent */
+    memset(&first_firing, 0, sizeof first_firing);
     int on = run_detector(W, -1, 0);
     assert_int_equal(on, 1);
+    /* the alert names the KPI and says why: its z is 0, its shape is new */
+    assert_true(first_firing.seen);
+    assert_int_equal(first_firing.novelty, CC_NOVEL_SHAPE);
+    assert_non_null(strstr(first_firing.json, "\"novelty\":\"shape\""));
     assert_int_equal(run_detector(W, 15 * DAY + 1, 0), on); /* restarted midway: the same */
     assert_int_equal(run_detector(W, -1, -1), 0);           /* off for this KPI */
+}
+
+/* A value 50 % of the range above it, the forecast following it (z 0): value novelty
+ * fires, and its alert says so. */
+static void test_value_novelty_is_named(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    settings(&s, 0);
+    CcAnomaly *a = NULL;
+    CcAnomalyCell *c = NULL;
+    assert_int_equal(cc_anomaly_open(&a, &s, NULL, 0), 0);
+    assert_int_equal(cc_anomaly_cell_open(&c, a, "value"), 0);
+    memset(&first_firing, 0, sizeof first_firing);
+    uint64_t rng = 9;
+    for (int64_t t = 0; t < 10 * DAY; t++)
+        step(a, c, t, t == 8 * DAY ? 70 : wave(t, -1, &rng));
+    assert_true(first_firing.seen);
+    assert_int_equal(first_firing.novelty, CC_NOVEL_VALUE);
+    assert_non_null(strstr(first_firing.json, "\"novelty\":\"value\""));
+    cc_anomaly_cell_close(&c);
+    cc_anomaly_close(&a);
 }
 
 /* A record whose stage is on, as bytes; the offset of its category count for KPI 0. */
@@ -238,10 +286,11 @@ static void test_state_records(void **state)
     assert_int_equal(cc_anomaly_cell_load(c2, b, (size_t)n, err, sizeof err), -EINVAL);
     memcpy(b + ncat_at, &ncat, 4);
     assert_int_equal(cc_anomaly_cell_load(c2, b, (size_t)n, NULL, 0), 0);
-    /* version 7 (without the stage): loads, the stage starts again */
+    /* version 7 (without the peak's novelty kinds, 8 × 4 bytes, and the stage): loads, the
+     * stage starts again */
     uint32_t seven = 7;
     memcpy(b + 4, &seven, 4);
-    assert_int_equal(cc_anomaly_cell_load(c2, b, sizes_at, err, sizeof err), 0);
+    assert_int_equal(cc_anomaly_cell_load(c2, b, sizes_at - 8 * 4, err, sizeof err), 0);
     free(b);
     cc_anomaly_cell_close(&c);
     cc_anomaly_cell_close(&c2);
@@ -271,6 +320,7 @@ int main(void)
         cmocka_unit_test(test_noise_is_never_reported),
         cmocka_unit_test(test_constant_has_one_shape),
         cmocka_unit_test(test_detector_fires_on_flat_day),
+        cmocka_unit_test(test_value_novelty_is_named),
         cmocka_unit_test(test_state_records),
         cmocka_unit_test(test_settings),
     };
