@@ -306,6 +306,13 @@ static void step_begin(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, StepC
     }
 }
 
+/* Values a KPI's range must hold before a value past it is novel: novelty_min_s of steps. */
+static int32_t novelty_min_n(const CcAnomalySettings *s)
+{
+    const int64_t n = (s->novelty_min_s + s->step_seconds - 1) / s->step_seconds;
+    return n < CC_NOVELTY_MAX_N ? (int32_t)n : CC_NOVELTY_MAX_N;
+}
+
 /* z of KPI f: against the one-step expectation and the calibrated lagged one, the larger
  * (the attribution's expectation is set to the one it came from); *zc gets what the
  * CUSUM sees: the calibrated lagged z, NaN if none. The lag calibration learns here. */
@@ -500,7 +507,8 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
     /* only where the rule can use it, like the window rule: off, the default path skips it */
     if (kpi_lik_over(s, f) > 0)
         k->ll = cc_lik_step(&k->lik, s->lik_short_n, s->lik_long_steps, cc_lik_raw(z), 1);
-    int nov = k->novel = cc_novelty_step(&k->nov, values[f], kpi_novelty_tol(s, f));
+    int nov = k->novel =
+        cc_novelty_step(&k->nov, values[f], kpi_novelty_tol(s, f), novelty_min_n(s));
     k->novel_kind = nov ? CC_NOVEL_VALUE : CC_NOVEL_NONE;
     if (s->shape_w > 0 && c->SW == s->shape_w && s->kpi[f].shape == 0) {
         const CcShapeParams sp = {c->SW, c->SD, s->shape_rho, c->SC, s->shape_warm, s->shape_quiet};

@@ -81,8 +81,10 @@
  * whose window of steps like it would be over).
  * Novelty (novelty_tol > 0; 0.05 by default, 0.02 until 2026-11-25): a value beyond the
  * range of the KPI's values seen so far by more than novelty_tol (per KPI:
- * kpis.<kpi>.novelty_tol) times that range is over, in its direction (after the first 100
- * scored values), and named in the attribution.
+ * kpis.<kpi>.novelty_tol) times that range is over, in its direction, once the range holds
+ * novelty_min_s of scored values (two days; and at least 100: a new cell's range grows for
+ * its first day or two, and each new extreme was an alert, docs/operations.md §7), and
+ * named in the attribution (novelty "value").
  * warn_z does not bound it: a false-alert budget (anomaly-eval --budget) scales novelty_tol
  * with the thresholds.
  * Shape novelty (shape_w > 0, off by default; cc_anomaly_shape.h): every shape_ds observed
@@ -290,6 +292,9 @@ typedef struct CcAnomalySettings {
     double novelty_tol;           ///< a KPI is over at a value beyond the range of those seen
                                   ///< by more than this times the range; 0 = off (default
                                   ///< 0.05; was 0.02)
+    int64_t novelty_min_s;        ///< seconds of values the range must hold first, and 100
+                                  ///< values (default 172800: two days; 0 = 100 values, as
+                                  ///< until 2026-11-25)
     int shape_w;                  ///< shape novelty (cc_anomaly_shape.h): points per window,
                                   ///< 2..16; 0 = off (default 0; the NAB settings: 8)
     int shape_ds;                 ///< observed steps averaged into a point (default 3)

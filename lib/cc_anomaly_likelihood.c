@@ -56,19 +56,19 @@ double cc_lik_step(CcLikState *st, int short_n, int long_steps, double r, int le
     return ll;
 }
 
-int cc_novelty_step(CcNovelty *nv, double x, double tol)
+int cc_novelty_step(CcNovelty *nv, double x, double tol, int32_t min_n)
 {
     if (!isfinite(x))
         return 0;
     double margin = tol * (nv->hi - nv->lo);
     int out = 0;
-    if (tol > 0 && nv->n >= CC_LIK_MIN_N)
+    if (tol > 0 && nv->n >= CC_LIK_MIN_N && nv->n >= min_n)
         out = x > nv->hi + margin ? 1 : x < nv->lo - margin ? -1 : 0;
     if (!nv->n || x > nv->hi)
         nv->hi = x;
     if (!nv->n || x < nv->lo)
         nv->lo = x;
-    if (nv->n < CC_LIK_MIN_N)
+    if (nv->n < CC_NOVELTY_MAX_N)
         nv->n++;
     return out;
 }

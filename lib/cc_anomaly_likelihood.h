@@ -60,12 +60,15 @@ double cc_lik_raw(double z);
  * which a forecast that follows the series may take in its stride. */
 typedef struct CcNovelty {
     double lo, hi; ///< the range of the values seen
-    int32_t n;     ///< values seen (saturates at CC_LIK_MIN_N)
+    int32_t n;     ///< values seen (saturates at CC_NOVELTY_MAX_N)
 } CcNovelty;
 
-/* One value x: +1 when tol > 0, at least CC_LIK_MIN_N values were seen and x is above hi
- * by more than tol·(hi − lo), -1 below lo likewise, else 0; then the range takes x in. */
-int cc_novelty_step(CcNovelty *nv, double x, double tol);
+#define CC_NOVELTY_MAX_N (INT32_MAX / 2)
+
+/* One value x: +1 when tol > 0, at least min_n values (and CC_LIK_MIN_N) were seen and x is
+ * above hi by more than tol·(hi − lo), -1 below lo likewise, else 0; then the range takes x
+ * in. */
+int cc_novelty_step(CcNovelty *nv, double x, double tol, int32_t min_n);
 
 /* Whether the stage's state read from a snapshot is in range (any short_n: a ring of
  * another length is restarted by cc_lik_step). */

@@ -51,6 +51,7 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     s->lik_short_n = 10;
     s->lik_long_steps = 2000;
     s->novelty_tol = 0.05;
+    s->novelty_min_s = 172800;
     s->shape_w = 0;
     s->shape_ds = 3;
     s->shape_rho = 0.75;
@@ -163,6 +164,10 @@ static const CcAnomalyKey anomaly_keys[] = {
     AK(shape_quiet, CC_AKEY_INT, 0, 100000000,
        "shape novelty: windows since the KPI's previous new shape for one to be reported: a KPI "
        "that keeps making new ones is noisy (default 256)"),
+    AK(novelty_min_s, CC_AKEY_INT64, 0, 31536000,
+       "novelty: seconds of values a KPI's range must hold before a value past it is novel, and "
+       "at least 100 values: a new cell learns two daily cycles first (NAB: 0) (default "
+       "172800)"),
     AK(sustained_live, CC_AKEY_INT, 0, 2,
        "1: the seasonal-profile rule holds a KPI over only while the step's own profile "
        "deviation is past profile_k in the direction of its sum; 2: every rule (CUSUM, "

@@ -257,6 +257,10 @@ static int io_record(Io *io, CcAnomalyCell *c)
         IO(io, c->k[f].nov.lo);
         IO(io, c->k[f].nov.hi);
         IO(io, c->k[f].nov.n);
+        /* before version 8 the count stopped at CC_LIK_MIN_N: a full count was a warm range
+         * of unknown length, and stays warm (novelty_min_s does not pause it) */
+        if (io->r && io->ver < 8 && c->k[f].nov.n >= CC_LIK_MIN_N)
+            c->k[f].nov.n = CC_NOVELTY_MAX_N;
     }
     for (int i = 0; i < CC_ALERT_MAX_ATTR && io->ver >= 8; i++)
         io_i32(io, &c->peak[i].novelty);

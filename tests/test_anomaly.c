@@ -1494,13 +1494,16 @@ static int run_sustained(double cusum_h, int direction, int save_at, int64_t *fi
 
 /* Value novelty (on by default since issue 13): a KPI whose forecast follows it (z = 0, so
  * no threshold rule fires) climbs past the range of its values seen: the alert fires on
- * novelty alone and names that KPI; a KPI that alerts downwards only does not fire. */
-static int run_novel(int direction, CcAlertEvent *first)
+ * novelty alone and names that KPI (novelty "value"); a KPI that alerts downwards only does
+ * not fire; and with the default novelty_min_s the cell's first two days hold no novelty
+ * (its 310 minutes here: nothing fires). */
+static int run_novel(int direction, int64_t novelty_min_s, CcAlertEvent *first)
 {
     CcAnomalySettings s;
     cc_anomaly_default_settings(&s);
     s.n_features = 2;
     s.step_seconds = 60;
+    s.novelty_min_s = novelty_min_s;
     s.kpi[1].direction = direction;
     Fixture fx;
     fx_open(&fx, &s, "novel");
@@ -1525,12 +1528,16 @@ static void test_novelty_attributed(void **state)
 {
     (void)state;
     CcAlertEvent ev;
-    assert_int_equal(run_novel(0, &ev), 1);
+    assert_int_equal(run_novel(0, 0, &ev), 1);
     assert_true(ev.step >= 300 && ev.step <= 302);
     assert_int_equal(ev.n_attr, 1);
     assert_int_equal(ev.attr[0].kpi, 1);
+    assert_int_equal(ev.attr[0].novelty, CC_NOVEL_VALUE);
     assert_true(fabs(ev.attr[0].z) < 1); /* no threshold rule saw it */
-    assert_int_equal(run_novel(-1, &ev), 0);
+    assert_int_equal(run_novel(-1, 0, &ev), 0);
+    CcAnomalySettings d;
+    cc_anomaly_default_settings(&d);
+    assert_int_equal(run_novel(0, d.novelty_min_s, &ev), 0);
 }
 
 static void test_cusum_sustained(void **state)

@@ -111,14 +111,19 @@ static void test_novelty(void **state)
     CcNovelty nv = {0, 0, 0};
     int seen = 0;
     for (int i = 0; i < 200; i++)
-        seen |= cc_novelty_step(&nv, 10 + 5 * sin(0.1 * i), 0.1);
+        seen |= cc_novelty_step(&nv, 10 + 5 * sin(0.1 * i), 0.1, 0);
     assert_int_equal(seen, 0); /* values inside their own range, and the warm-up */
-    assert_int_equal(cc_novelty_step(&nv, 15.9, 0.1), 0); /* within 10% of the range */
-    assert_int_equal(cc_novelty_step(&nv, 17.5, 0.1), 1);
-    assert_int_equal(cc_novelty_step(&nv, 17.5, 0.1), 0); /* now part of the range */
-    assert_int_equal(cc_novelty_step(&nv, 2, 0.1), -1);
-    assert_int_equal(cc_novelty_step(&nv, -100, 0), 0); /* tol 0: off */
-    assert_int_equal(cc_novelty_step(&nv, NAN, 0.1), 0);
+    assert_int_equal(cc_novelty_step(&nv, 15.9, 0.1, 0), 0); /* within 10% of the range */
+    assert_int_equal(cc_novelty_step(&nv, 17.5, 0.1, 0), 1);
+    assert_int_equal(cc_novelty_step(&nv, 17.5, 0.1, 0), 0); /* now part of the range */
+    assert_int_equal(cc_novelty_step(&nv, 2, 0.1, 0), -1);
+    assert_int_equal(cc_novelty_step(&nv, -100, 0, 0), 0); /* tol 0: off */
+    assert_int_equal(cc_novelty_step(&nv, NAN, 0.1, 0), 0);
+    /* with a minimum count, nothing before it however far, then the same rule */
+    CcNovelty nm = {0, 0, 0};
+    for (int i = 0; i < 500; i++)
+        assert_int_equal(cc_novelty_step(&nm, i < 499 ? sin(0.1 * i) : 100.0 + i, 0.1, 500), 0);
+    assert_int_equal(cc_novelty_step(&nm, 1e6, 0.1, 500), 1);
     CcLikState st;
     memset(&st, 0, sizeof st);
     assert_true(cc_lik_valid(&st, &nv));

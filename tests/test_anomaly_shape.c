@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "cc_anomaly.h"
+#include "cc_anomaly_internal.h" /* the novelty count a record restores */
 #include "cc_anomaly_shape.h"
 #include "testlib.h"
 
@@ -286,11 +287,15 @@ static void test_state_records(void **state)
     assert_int_equal(cc_anomaly_cell_load(c2, b, (size_t)n, err, sizeof err), -EINVAL);
     memcpy(b + ncat_at, &ncat, 4);
     assert_int_equal(cc_anomaly_cell_load(c2, b, (size_t)n, NULL, 0), 0);
+    /* version 8 counts the values the novelty range holds (10 days of 96, each scored) */
+    assert_int_equal(c2->k[0].nov.n, 10 * DAY);
     /* version 7 (without the peak's novelty kinds, 8 × 4 bytes, and the stage): loads, the
      * stage starts again */
     uint32_t seven = 7;
     memcpy(b + 4, &seven, 4);
     assert_int_equal(cc_anomaly_cell_load(c2, b, sizes_at - 8 * 4, err, sizeof err), 0);
+    /* before version 8 the count stopped at 100: such a range is warm, not two days short */
+    assert_int_equal(c2->k[0].nov.n, CC_NOVELTY_MAX_N);
     free(b);
     cc_anomaly_cell_close(&c);
     cc_anomaly_cell_close(&c2);
