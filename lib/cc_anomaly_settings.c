@@ -149,6 +149,10 @@ static const CcAnomalyKey anomaly_keys[] = {
     AK(novelty_tol, CC_AKEY_DOUBLE, 0, 1e6,
        "novelty: a KPI is over at a value beyond the range of the values seen by more than this "
        "times the range (a false-alert budget raises it with warn_z); 0 = off (default 0.05)"),
+    AK(novelty_min_s, CC_AKEY_INT64, 0, 31536000,
+       "novelty: seconds of values a KPI's range must hold before a value past it is novel, and "
+       "at least 100 values: a new cell learns two daily cycles first (NAB: 0) (default "
+       "172800)"),
     AK(shape_w, CC_AKEY_INT, 0, CC_SHAPE_MAX_W,
        "shape novelty: a KPI is over when its last shape_w points form a window unlike every "
        "earlier one (a shape change inside the usual range; NAB: 8); 0 = off (default 0)"),
@@ -164,10 +168,6 @@ static const CcAnomalyKey anomaly_keys[] = {
     AK(shape_quiet, CC_AKEY_INT, 0, 100000000,
        "shape novelty: windows since the KPI's previous new shape for one to be reported: a KPI "
        "that keeps making new ones is noisy (default 256)"),
-    AK(novelty_min_s, CC_AKEY_INT64, 0, 31536000,
-       "novelty: seconds of values a KPI's range must hold before a value past it is novel, and "
-       "at least 100 values: a new cell learns two daily cycles first (NAB: 0) (default "
-       "172800)"),
     AK(sustained_live, CC_AKEY_INT, 0, 2,
        "1: the seasonal-profile rule holds a KPI over only while the step's own profile "
        "deviation is past profile_k in the direction of its sum; 2: every rule (CUSUM, "
