@@ -46,6 +46,7 @@ static uint64_t over_steps(double k, double jump)
     s.step_seconds = 60;
     s.warmup_steps = 0;
     s.novelty_tol = 0.05;
+    s.novelty_min_s = 0; /* 300 minutes of range: the two days' wait is test_anomaly's */
     cct_ae_scale_thresholds(&t, &s, k);
     CcAnomaly *a = NULL;
     CcAnomalyCell *c = NULL;
