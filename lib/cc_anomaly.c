@@ -11,6 +11,15 @@
 
 #include "cc_anomaly_internal.h"
 
+/* The settings and what is derived from them once, not at every step. */
+static void settings_apply(CcAnomaly *a, const CcAnomalySettings *s)
+{
+    a->s = *s;
+    a->zq = s->tail_q > 0 ? cc_gauss_abs_quantile(s->tail_q) : 0;
+    const int64_t n = (s->novelty_min_s + s->step_seconds - 1) / s->step_seconds;
+    a->novelty_min_n = n < CC_NOVELTY_MAX_N ? (int32_t)n : CC_NOVELTY_MAX_N;
+}
+
 int cc_anomaly_open(CcAnomaly **out, const CcAnomalySettings *s, char *err, size_t errlen)
 {
     *out = NULL;
@@ -20,8 +29,7 @@ int cc_anomaly_open(CcAnomaly **out, const CcAnomalySettings *s, char *err, size
     CcAnomaly *a = calloc(1, sizeof *a);
     if (!a)
         return cc_errf(err, errlen, -ENOMEM, "anomaly: out of memory");
-    a->s = *s;
-    a->zq = s->tail_q > 0 ? cc_gauss_abs_quantile(s->tail_q) : 0;
+    settings_apply(a, s);
     *out = a;
     return 0;
 }
@@ -43,8 +51,7 @@ int cc_anomaly_set_settings(CcAnomaly *a, const CcAnomalySettings *s, char *err,
         return cc_errf(err, errlen, -EINVAL,
                        "anomaly: n_features cannot change on reload (%d → %d)", a->s.n_features,
                        s->n_features);
-    a->s = *s;
-    a->zq = s->tail_q > 0 ? cc_gauss_abs_quantile(s->tail_q) : 0;
+    settings_apply(a, s);
     return 0;
 }
 
@@ -276,12 +283,13 @@ static double lagcal_factor(const KpiState *k)
 /* What scoring one step needs to know about the cell, found once per step. */
 typedef struct StepCtx {
     int64_t step;
-    int have_one;      ///< the one-step expectation is for this step
-    const float *lag;  ///< the lagged expectation for this step, (F, 3); NULL if none
-    int cell_blocked;  ///< a cell-wide DQ alert (all_zero, missing) holds every KPI
-    int firing;        ///< the anomaly episode fires: the lag calibration is frozen
-    const ProfPos *pp; ///< where the step falls in the profile; NULL: no profile
-    double zq;         ///< the Gaussian |z| quantile of tail_q (0 when off)
+    int have_one;          ///< the one-step expectation is for this step
+    const float *lag;      ///< the lagged expectation for this step, (F, 3); NULL if none
+    int cell_blocked;      ///< a cell-wide DQ alert (all_zero, missing) holds every KPI
+    int firing;            ///< the anomaly episode fires: the lag calibration is frozen
+    const ProfPos *pp;     ///< where the step falls in the profile; NULL: no profile
+    double zq;             ///< the Gaussian |z| quantile of tail_q (0 when off)
+    int32_t novelty_min_n; ///< values a range must hold before novelty (CcAnomaly's)
 } StepCtx;
 
 static void step_begin(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, StepCtx *x, ProfPos *pp)
@@ -294,6 +302,7 @@ static void step_begin(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, StepC
     x->cell_blocked = cc_dq_blocks(s, &c->zero, step) || cc_dq_blocks(s, &c->missing, step);
     x->firing = c->anom.start != NONE_STEP;
     x->zq = a->zq;
+    x->novelty_min_n = a->novelty_min_n;
     int nb = cc_profile_bins(s);
     if (c->NB != nb)
         cc_profile_alloc(c, nb); /* settings reloaded; on -ENOMEM the old one stays */
@@ -304,13 +313,6 @@ static void step_begin(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, StepC
         cc_profile_pos(s, step, c->NB, pp);
         x->pp = pp;
     }
-}
-
-/* Values a KPI's range must hold before a value past it is novel: novelty_min_s of steps. */
-static int32_t novelty_min_n(const CcAnomalySettings *s)
-{
-    const int64_t n = (s->novelty_min_s + s->step_seconds - 1) / s->step_seconds;
-    return n < CC_NOVELTY_MAX_N ? (int32_t)n : CC_NOVELTY_MAX_N;
 }
 
 /* z of KPI f: against the one-step expectation and the calibrated lagged one, the larger
@@ -405,10 +407,10 @@ static int window_live(const CcAnomalySettings *s, double z, double zw, double u
 
 /* Counts KPI f over (|z| over its threshold in its direction, else by a CUSUM: zc is what
  * its CUSUM saw, zp the profile z; the window rule, wunit its unit; the anomaly likelihood;
- * a novel value, nov +1 above the range seen, -1 below) and critical (by |z| only). Which
+ * a novel value or shape in its direction, k->novel) and critical (by |z| only). Which
  * rules are over and whether one is live go to the verdict's trace fields only. */
 static void kpi_verdict(const CcAnomalySettings *s, const KpiState *k, int f, double z, double zc,
-                        double zp, double zw, double wunit, int nov, StepVerdict *v)
+                        double zp, double zw, double wunit, StepVerdict *v)
 {
     double az = fabs(z);
     int dir = s->kpi[f].direction;
@@ -436,7 +438,7 @@ static void kpi_verdict(const CcAnomalySettings *s, const KpiState *k, int f, do
         over |= CC_RULE_LIKELIHOOD;
         live |= cc_lik_of(&k->lik, cc_lik_raw(z)) >= lo ? CC_RULE_LIKELIHOOD : 0;
     }
-    if (nov && (dir == 0 || dir == nov))
+    if (novel_in_direction(s, k, f))
         over |= CC_RULE_NOVELTY, live |= CC_RULE_NOVELTY;
     if (isfinite(zp)) {
         /* the profile's sums hold the KPI over while over profile_h in its direction and,
@@ -507,16 +509,14 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
     /* only where the rule can use it, like the window rule: off, the default path skips it */
     if (kpi_lik_over(s, f) > 0)
         k->ll = cc_lik_step(&k->lik, s->lik_short_n, s->lik_long_steps, cc_lik_raw(z), 1);
-    int nov = k->novel =
-        cc_novelty_step(&k->nov, values[f], kpi_novelty_tol(s, f), novelty_min_n(s));
-    k->novel_kind = nov ? CC_NOVEL_VALUE : CC_NOVEL_NONE;
+    k->novel = cc_novelty_step(&k->nov, values[f], kpi_novelty_tol(s, f), x->novelty_min_n);
+    k->novel_kind = k->novel ? CC_NOVEL_VALUE : CC_NOVEL_NONE;
     if (s->shape_w > 0 && c->SW == s->shape_w && s->kpi[f].shape == 0) {
         const CcShapeParams sp = {c->SW, c->SD, s->shape_rho, c->SC, s->shape_warm, s->shape_quiet};
-        int sn =
-            cc_shape_step(&c->shape[f], c->shape_box + (size_t)f * c->SC * 2 * c->SW,
-                          c->shape_used + (size_t)f * c->SC, &sp, values[f], k->nov.lo, k->nov.hi);
-        if (sn && !nov) {
-            nov = k->novel = sn;
+        int sn = cc_shape_step(&c->shape[f], shape_box_of(c, f), shape_used_of(c, f), &sp,
+                               values[f], k->nov.lo, k->nov.hi);
+        if (sn && !k->novel) {
+            k->novel = sn;
             k->novel_kind = CC_NOVEL_SHAPE;
         }
     }
@@ -528,7 +528,7 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
     k->pr_exp = pref;
     if (isfinite(zw) && !(v->score >= fabs(zw)))
         v->score = fabs(zw);
-    kpi_verdict(s, k, f, z, zc, zp, zw, wunit, nov, v);
+    kpi_verdict(s, k, f, z, zc, zp, zw, wunit, v);
 }
 
 /* The rules of one observation in the order they apply: data quality first (what it

@@ -107,6 +107,7 @@ typedef struct KpiState {
 struct CcAnomaly {
     CcAnomalySettings s;
     double zq; ///< the Gaussian |z| quantile of s.tail_q (0 when off), found once per settings
+    int32_t novelty_min_n; ///< s.novelty_min_s in steps: values a range holds before novelty
 };
 
 struct CcAnomalyCell {
@@ -198,6 +199,24 @@ static inline void absmean_update(double *m, int32_t *n, double z)
 static inline int cusum_over(const CcAnomalySettings *s, const KpiState *k, int f)
 {
     return cc_cusum_over(k->cu_pos, k->cu_neg, s->cusum_h, s->kpi[f].direction);
+}
+
+/* The KPI's last scored step was novel (value or shape) in its direction. */
+static inline int novel_in_direction(const CcAnomalySettings *s, const KpiState *k, int f)
+{
+    const int dir = s->kpi[f].direction;
+    return k->novel && (!dir || dir == k->novel);
+}
+
+/* KPI f's shape novelty categories: its (SC, 2, SW) boxes and (SC) last uses. */
+static inline float *shape_box_of(const CcAnomalyCell *c, int f)
+{
+    return c->shape_box + (size_t)f * c->SC * 2 * c->SW;
+}
+
+static inline int64_t *shape_used_of(const CcAnomalyCell *c, int f)
+{
+    return c->shape_used + (size_t)f * c->SC;
 }
 
 /* The KPI counts as over by its seasonal profile's CUSUM, in its direction. */

@@ -76,17 +76,15 @@ static void attr_of(const CcAnomalySettings *s, const KpiState *k, int f, double
     out->cusum = cusum_over(s, k, f) ? cc_cusum_signed(k->cu_pos, k->cu_neg) : 0;
     out->profile = profile_over(s, k, f) ? cc_cusum_signed(k->pr_pos, k->pr_neg) : 0;
     out->profile_expected = k->pr_exp;
-    const int dir = s->kpi[f].direction;
-    out->novelty = k->novel && (!dir || dir == k->novel) ? k->novel_kind : CC_NOVEL_NONE;
+    out->novelty = novel_in_direction(s, k, f) ? k->novel_kind : CC_NOVEL_NONE;
 }
 
 /* A KPI to attribute an anomaly step to: |z| over its warning threshold, a CUSUM, or a
  * novel value in its direction (an alert raised by novelty alone named no KPI before). */
 static int kpi_is_over(const CcAnomalySettings *s, const KpiState *k, int f)
 {
-    int dir = s->kpi[f].direction;
     return isfinite(k->z) && (fabs(k->z) >= kpi_warn(s, f) || cusum_over(s, k, f) ||
-                              profile_over(s, k, f) || (k->novel && (!dir || dir == k->novel)));
+                              profile_over(s, k, f) || novel_in_direction(s, k, f));
 }
 
 static int cmp_attr(const void *pa, const void *pb)

@@ -328,8 +328,7 @@ static int record_valid(const CcAnomalyCell *t)
     if (t->SW != 0 && !t->shape)
         return 0;
     for (int f = 0; t->shape && f < t->F; f++)
-        if (!cc_shape_valid(&t->shape[f], t->shape_box + (size_t)f * t->SC * 2 * t->SW, t->SW,
-                            t->SD, t->SC))
+        if (!cc_shape_valid(&t->shape[f], shape_box_of(t, f), t->SW, t->SD, t->SC))
             return 0;
     return 1;
 }
