@@ -1220,7 +1220,10 @@ int ccd_config_write_yaml(const CcdConfig *c, FILE *out)
         case CCD_CFG_BOOL: fprintf(out, " %s\n", *FIELD(c, d, int) ? "true" : "false"); break;
         case CCD_CFG_INT: fprintf(out, " %d\n", *FIELD(c, d, int)); break;
         case CCD_CFG_INT64: fprintf(out, " %lld\n", (long long)*FIELD(c, d, int64_t)); break;
-        case CCD_CFG_DOUBLE: fprintf(out, " %.17g\n", *FIELD(c, d, double)); break;
+        case CCD_CFG_DOUBLE:
+            shortest_double(*FIELD(c, d, double), buf, sizeof buf);
+            fprintf(out, " %s\n", buf);
+            break;
         case CCD_CFG_STRING:
             fputc(' ', out);
             yaml_quoted(out, !*FIELD(c, d, char *)                        ? ""
