@@ -933,6 +933,8 @@ static void print_per_step(const CctEval *e, int per_step, FILE *out)
         int64_t secs = (int64_t)(k + 1) * S;
         if (secs < 3600)
             snprintf(lab, sizeof lab, "%d (%lldm)", k + 1, (long long)(secs / 60));
+        else if (secs >= 2 * 86400 && secs % 86400 == 0) /* daily data: "4 (4d)", not "96h" */
+            snprintf(lab, sizeof lab, "%d (%lldd)", k + 1, (long long)(secs / 86400));
         else if (secs % 3600 == 0)
             snprintf(lab, sizeof lab, "%d (%lldh)", k + 1, (long long)(secs / 3600));
         else
