@@ -226,8 +226,15 @@ static int64_t data_clock_now(Ccd *d)
     return live ? wall : end;
 }
 
+/* The detector's mask of a stepped item: the KPIs its records gave, none on an imputed step. */
+static void observed_mask(uint8_t *mask, int F, int imputed, uint64_t present)
+{
+    for (int f = 0; f < F; f++)
+        mask[f] = !imputed && (present >> f & 1);
+}
+
 void ccd_alerts_on_stepped(Ccd *d, CcdCell *c, int64_t step, const float *values, int imputed,
-                           const CcForecast *fc)
+                           uint64_t present, const CcForecast *fc)
 {
     CcdAlerts *o = d->alerts;
     if (!o || !o->an)
@@ -236,8 +243,7 @@ void ccd_alerts_on_stepped(Ccd *d, CcdCell *c, int64_t step, const float *values
     if (!oc)
         return;
     uint8_t mask[CC_MAX_FEATURES];
-    const int F = d->model->hp.n_features;
-    memset(mask, imputed ? 0 : 1, (size_t)F);
+    observed_mask(mask, d->model->hp.n_features, imputed, present);
     if (!imputed)
         data_clock_advance(d, step);
     CcAlertSink sink = {o, sink_emit};
@@ -246,14 +252,15 @@ void ccd_alerts_on_stepped(Ccd *d, CcdCell *c, int64_t step, const float *values
     publish_scores(d, c, oc);
 }
 
-int ccd_alerts_outage_hold(Ccd *d, CcdCell *c, const float *values, int imputed, int max_steps)
+int ccd_alerts_outage_hold(Ccd *d, CcdCell *c, const float *values, int imputed,
+                           uint64_t present, int max_steps)
 {
     CcdAlerts *o = d->alerts;
     AlertCell *oc = o && o->an ? alert_cell(d, c) : NULL;
     uint8_t mask[CC_MAX_FEATURES];
     if (!oc)
         return 0;
-    memset(mask, imputed ? 0 : 1, (size_t)d->model->hp.n_features); /* as observed below */
+    observed_mask(mask, d->model->hp.n_features, imputed, present); /* as observed below */
     return cc_anomaly_outage_hold(o->an, oc->ac, values, mask, max_steps);
 }
 

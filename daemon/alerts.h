@@ -56,15 +56,18 @@ void ccd_alerts_close(Ccd *d);
 void ccd_alerts_set_settings(Ccd *d, const CcAnomalySettings *s);
 
 /** Scheduler hook (worker thread): scores the observation stepped at `step` and takes the
- *  cell's new forecast as the expectation of the next steps. */
+ *  cell's new forecast as the expectation of the next steps. Only the KPIs the records gave
+ *  (bit f of present) are observed: the others' values are the cell's last ones, carried
+ *  for the model, and the detector sees them as missing, as anomaly-eval does. */
 void ccd_alerts_on_stepped(Ccd *d, CcdCell *c, int64_t step, const float *values, int imputed,
-                           const CcForecast *fc);
+                           uint64_t present, const CcForecast *fc);
 
 /** Scheduler hook (worker thread, before the step): whether the model should be fed the
  *  cell's previous step instead of this observation — an outage held for at most
  *  max_steps steps (cc_anomaly_outage_hold, judged by the cell's detector; ingest.h). 0
  *  when alerts are off. */
-int ccd_alerts_outage_hold(Ccd *d, CcdCell *c, const float *values, int imputed, int max_steps);
+int ccd_alerts_outage_hold(Ccd *d, CcdCell *c, const float *values, int imputed,
+                           uint64_t present, int max_steps);
 
 /** Loop thread: takes the queued transitions into the history and produces them (the
  *  refused ones first, in order). */

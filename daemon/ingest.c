@@ -255,10 +255,11 @@ static void on_seal(void *cookie, CcdBatch *b)
 
 /* The worker is about to step a cell: an outage's zeros are held from the model (the
  * detector judges them as all_zero does), for at most ingest.outage_hold_steps steps. */
-static int on_hold(void *cookie, CcdCell *c, const float *values, int imputed, int have_prev)
+static int on_hold(void *cookie, CcdCell *c, const float *values, int imputed, uint64_t present,
+                   int have_prev)
 {
     Ccd *d = cookie;
-    return ccd_alerts_outage_hold(d, c, values, imputed,
+    return ccd_alerts_outage_hold(d, c, values, imputed, present,
                                   have_prev ? d->cfg.ingest_outage_hold_steps : 0);
 }
 
@@ -269,7 +270,7 @@ static void on_stepped(void *cookie, CcdCell *c, int64_t step, const float *valu
     Ccd *d = cookie;
     CcForecast fc;
     ccd_publish_stepped(d->cells, c, step, values, imputed, present, &fc);
-    ccd_alerts_on_stepped(d, c, step, values, imputed, &fc);
+    ccd_alerts_on_stepped(d, c, step, values, imputed, present, &fc);
 }
 
 void ccd_ingest_backpressure(Ccd *d)

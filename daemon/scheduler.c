@@ -135,7 +135,7 @@ static const float *feed(CcdSched *s, CcdItem *it, const float *v, int n)
         return v;
     float *prev = s->fed + (size_t)n * (size_t)s->F;
     int have_prev = !it->reset_before && !cc_cell_history(it->cell->cell, it->step - 1, 1, prev);
-    if (!s->s.hold(s->s.cookie, it->cell, v, it->imputed, have_prev) || !have_prev)
+    if (!s->s.hold(s->s.cookie, it->cell, v, it->imputed, it->present, have_prev) || !have_prev)
         return v;
     it->held = 1;
     return prev;

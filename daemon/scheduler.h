@@ -81,11 +81,12 @@ int ccd_batch_push(CcdBatch *b, CcdCell *c, int64_t step);
 typedef void (*CcdSteppedFn)(void *cookie, CcdCell *c, int64_t step, const float *values,
                              int imputed, uint64_t present);
 
-/** Called on the worker before an item's step, with the item's values and whether the
- *  cell's ring holds its previous step (have_prev): 1 = feed the model that previous step's
- *  values again instead (on_stepped still gets the item's values); on have_prev 0 the
- *  answer is ignored. */
-typedef int (*CcdHoldFn)(void *cookie, CcdCell *c, const float *values, int imputed, int have_prev);
+/** Called on the worker before an item's step, with the item's values, the KPIs records
+ *  gave (present, as CcdSteppedFn's) and whether the cell's ring holds its previous step
+ *  (have_prev): 1 = feed the model that previous step's values again instead (on_stepped
+ *  still gets the item's values); on have_prev 0 the answer is ignored. */
+typedef int (*CcdHoldFn)(void *cookie, CcdCell *c, const float *values, int imputed,
+                         uint64_t present, int have_prev);
 
 typedef struct CcdSchedSettings {
     int batch_steps, batch_ms;
