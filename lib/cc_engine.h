@@ -122,6 +122,14 @@ typedef struct CcStepInput {
  */
 int cc_engine_step(CcEngine *e, const CcStepInput *in, int n, int *status);
 
+/** The longest gap (missing steps) the hosts impute by default, stepping the cell with its
+ *  last values, before they reset it instead (cellcastd's ingest.max_gap, cellcast
+ *  anomaly-eval --max-gap): a day of 15-minute steps. A reset cell is not scored for
+ *  alerts.warmup_steps (64) steps, so the earlier default of 3 turned an hour's collector
+ *  gap at 15-minute steps into 16 hours without alerts, and irregularly sampled series
+ *  (NAB's realTraffic) restarted every few rows (docs/operations.md §4 "Gaps"). */
+#define CC_GAP_IMPUTE_STEPS 96
+
 /** The cell's current forecast, valid until the cell's next step. */
 typedef struct CcForecast {
     int valid;    ///< 0 until the cell holds one complete patch (cold start)

@@ -1,16 +1,20 @@
 #!/bin/bash
 # test_alert_parity.sh — black-box check that `cellcast anomaly-eval` and cellcastd run one
 # detector (issue 13: "the same code in anomaly-eval and the daemon"). Two synthetic cells
-# with bursts, an outage and missing values (null KPIs) are fed to the real daemon through
-# POST /v1/kpis and run through anomaly-eval (--no-history --no-inject: every row scored,
-# nothing injected, every alert listed by --verbose). Both must raise the same alerts: the
-# same cells, firing steps, kinds (anomaly, data-quality reason and KPI), first attributed
-# KPI and z (to the 0.1 that anomaly-eval prints), with the default alerts.* settings and
-# with other values given to both (--set / --set alerts.*: thresholds, k-of-n, shape
-# novelty, no novelty wait, a shorter stuck run). KV caches f32 on both sides (the
-# daemon's default f16 moves z in the third digit). A KPI sent as null is missing to both:
-# before 2026-11-25 the daemon scored the carried value of a null KPI as observed and raised
-# `stuck` on KPIs that were null for 12 steps. ~6 s.
+# of 14 days with bursts, outages, missing values (null KPIs) and gaps are fed to the real
+# daemon through POST /v1/kpis and run through anomaly-eval (--no-history --no-inject: every
+# row scored, nothing injected, every alert listed by --verbose). Both must raise the same
+# alerts: the same cells, firing steps, kinds (anomaly, data-quality reason and KPI), first
+# attributed KPI and z (to the 0.1 that anomaly-eval prints), with the default alerts.*
+# settings (every gap of the data, 4-18 steps, imputed) and with other values given to both
+# (--set / --set alerts.*: thresholds, k-of-n, shape novelty, no novelty wait, a shorter
+# stuck run; and a max gap of 3, so that the sequence restarts after each of those gaps).
+# KV caches f32 on both sides (the daemon's default f16 could move a z in its third digit).
+# Two differences this test found (2026-11-25) and that are now gone: a KPI sent as null
+# was observed to the daemon's detector (the value carried for the model was scored, and a
+# KPI null for 12 steps raised `stuck`), and a gap longer than ingest.max_gap restarted the
+# daemon's sequence while anomaly-eval stepped the model through every gap (now
+# --max-gap). ~8 s.
 #   usage: test_alert_parity.sh CELLCAST CELLCASTD SOURCE_ROOT
 set -u
 CLI=${1:?cellcast binary}
@@ -25,10 +29,11 @@ need_bins "$CLI" "$CELLCASTD"
 need_files "$MODEL"
 test_workdir alert-parity
 
-"$CLI" synth --cells 2 --days 6 --seed 5 --gap-rate 0 >"$TMP/s.csv" 2>/dev/null ||
+"$CLI" synth --cells 2 --days 14 --seed 6 >"$TMP/s.csv" 2>/dev/null ||
     { echo "FAIL: cellcast synth"; exit 1; }
-# the records as the daemon takes them (null = not measured this step), 200 a request
-$PY - "$TMP" <<'PYEOF'
+# the records as the daemon takes them (null = not measured this step), 200 a request;
+# TMP/cells: each cell's first and last step
+$PY - "$TMP" <<'PYEOF' || { echo "FAIL: the records of s.csv"; exit 1; }
 import csv, json, sys
 tmp = sys.argv[1]
 rows = list(csv.DictReader(open(f"{tmp}/s.csv")))
@@ -39,16 +44,21 @@ nulls = sum(v is None for r in recs for v in r["kpis"].values())
 assert nulls > 20, f"want null KPIs in the data, got {nulls}"
 for i in range(0, len(recs), 200):
     json.dump(recs[i:i + 200], open(f"{tmp}/r{i // 200:03d}.json", "w"))
-open(f"{tmp}/meta", "w").write(f"{rows[0]['ts']} {rows[-1]['ts']}\n")
+first, last = {}, {}
+for r in recs:
+    first.setdefault(r["cell"], r["ts"] // 900)
+    last[r["cell"]] = r["ts"] // 900
+with open(f"{tmp}/cells", "w") as o:
+    o.writelines(f"{c} {first[c]} {last[c]}\n" for c in sorted(first))
 PYEOF
-read -r TS0 TS1 <"$TMP/meta"
-P0=$((TS0 / 900)) PLAST=$((TS1 / 900))
 
-# run NAME K=V,...: both detectors with those alerts.* values; their alerts as lines
-# "cell kind/reason step kpi z" in NAME.cli and NAME.daemon
+# run NAME K=V,... [MAX_GAP]: both detectors with those alerts.* values (and that max gap);
+# their alerts as lines "cell kind[/reason] row kpi z" (row = step - the cell's first step)
+# in NAME.cli and NAME.daemon
 run() {
-    local name=$1 set=$2 args=() kv
+    local name=$1 set=$2 gap=${3:-} args=() kv f code c p0 plast
     [ -n "$set" ] && args=(--set "$set")
+    [ -n "$gap" ] && args+=(--max-gap "$gap")
     "$CLI" anomaly-eval --model "$MODEL" --data "$TMP/s.csv" --no-history --no-inject \
         --verbose "${args[@]}" >"$TMP/$name.cli.out" 2>"$TMP/$name.cli.err" ||
         { fail "$name: anomaly-eval exit $?: $(tail -3 "$TMP/$name.cli.err")"; return; }
@@ -57,29 +67,34 @@ run() {
         "$TMP/$name.cli.err" | sort >"$TMP/$name.cli"
     args=()
     for kv in ${set//,/ }; do args+=(--set "alerts.$kv"); done
+    [ -n "$gap" ] && args+=(--set "ingest.max_gap=$gap")
     start_daemon "$TMP/$name.log" health -c "$ROOT/conf/cellcast.yaml" \
         --set model.path="$MODEL" --set demo.enabled=false --set http.port=0 \
         --set snapshot.path= --set engine.kv_type=f32 --set http.post_kpis=open \
         --set kafka.group_id="parity-$name" "${args[@]}"
-    local f code c
     for f in "$TMP"/r*.json; do
         code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' \
             --data-binary "@$f" "$U/v1/kpis")
         [ "$code" = 202 ] || fail "$name: POST $f: $code"
     done
-    for c in cell0000 cell0001; do
+    while read -r c p0 plast; do
         for _ in $(seq 200); do
-            curl -s "$U/v1/cells/$c/forecast" | grep -q "\"observed_step\":$PLAST," && break
+            curl -s "$U/v1/cells/$c/forecast" | grep -q "\"observed_step\":$plast," && break
             sleep 0.05
         done
-    done
+    done <"$TMP/cells"
     sleep 0.3 # the last batch's transitions reach the history on the loop thread
     curl -s "$U/v1/alerts?state=firing&limit=1000" >"$TMP/$name.alerts.json"
-    $PY - "$TMP/$name.alerts.json" "$P0" <<'PYEOF' | sort >"$TMP/$name.daemon"
+    $PY - "$TMP/$name.alerts.json" "$TMP/cells" <<'PYEOF' | sort >"$TMP/$name.daemon"
 import json, sys
-doc, p0 = json.load(open(sys.argv[1])), int(sys.argv[2])
-for a in doc["alerts"]:
-    row = a["step"] - p0
+doc = json.load(open(sys.argv[1]))
+p0 = {c: int(f) for c, f, _ in (line.split() for line in open(sys.argv[2]))}
+seen = set()
+for a in sorted(doc["alerts"], key=lambda a: a["seq"]):
+    if a["id"] in seen:  # an escalation (warning -> critical) of an alert already firing
+        continue
+    seen.add(a["id"])
+    row = a["step"] - p0[a["cell_id"]]
     if a["kind"] == "anomaly":
         top = a["attribution"][0] if a.get("attribution") else {"kpi": "?", "z": 0.0}
         print(f"{a['cell_id']} anomaly {row} {top['kpi']} {top['z']:+.1f}")
@@ -95,14 +110,18 @@ PYEOF
 }
 
 run defaults ""
-run set "warn_z=6,crit_z=9,warn_k=2,shape_w=8,novelty_min_s=0,stuck_steps=6"
+run set "warn_z=6,crit_z=9,warn_k=2,shape_w=8,novelty_min_s=0,stuck_steps=6" 3
 
 # the comparison must have had something to compare
 n_an=$(cat "$TMP/defaults.cli" "$TMP/set.cli" | grep -c ' anomaly ')
 n_dq=$(cat "$TMP/defaults.cli" "$TMP/set.cli" | grep -c ' dq/')
-[ "$n_an" -ge 6 ] || fail "only $n_an anomaly alerts in both runs: the data no longer tests much"
+[ "$n_an" -ge 10 ] || fail "only $n_an anomaly alerts in both runs: the data no longer tests much"
 [ "$n_dq" -ge 1 ] || fail "no data-quality alert in either run: the data no longer tests the DQ rules"
 cut -d' ' -f1 "$TMP/defaults.cli" "$TMP/set.cli" | sort -u | grep -q cell0001 ||
     fail "no alert on cell0001: the second cell is not compared"
+grep -q ' [1-9][0-9]* restart(s) after a gap' "$TMP/set.cli.err" ||
+    fail "no gap longer than 3 in the data: the restart after a gap is not compared"
+grep -q ' [1-9][0-9]* restart(s) after a gap' "$TMP/defaults.cli.err" &&
+    fail "a restart with the default max gap: the imputed gaps are not compared"
 
 [ "$FAILS" = 0 ] && echo "alert parity: ok" || { echo "alert parity: $FAILS failure(s)"; exit 1; }

@@ -46,6 +46,7 @@ static void cell_free(CctAeCell *c)
     free(c->fsc);
     free(c->bm);
     free(c->bs);
+    free(c->row);
     free(c->ser.lab);
 }
 
@@ -74,7 +75,8 @@ static int cell_alloc(CctAeCell *c, const CcSeries *s, int F, int H)
     c->fsc = malloc(n * sizeof *c->fsc);
     c->bm = malloc(n * sizeof *c->bm);
     c->bs = malloc(n * sizeof *c->bs);
-    if (!c->ser.x || !c->ser.mask || !c->fm || !c->fs || !c->fsc || !c->bm || !c->bs)
+    c->row = calloc((size_t)s->T, 1);
+    if (!c->ser.x || !c->ser.mask || !c->fm || !c->fs || !c->fsc || !c->bm || !c->bs || !c->row)
         return -ENOMEM;
     memcpy(c->ser.x, s->x, n * sizeof *c->ser.x);
     memcpy(c->ser.mask, s->mask, n);
@@ -195,6 +197,28 @@ static void dump_cell(const CctAeCell *c, int F)
     fclose(fp);
 }
 
+/* Marks c->row (CCT_AE_ROW_*): the runs of rows without an observed KPI longer than
+ * max_gap are skipped and the row after each restarts the sequence, as cellcastd's ingest
+ * does (daemon/cells.c); max_gap < 0 keeps every row. */
+static void mark_gaps(CctAeCell *c, int F, int max_gap)
+{
+    memset(c->row, CCT_AE_ROW_STEPPED, (size_t)c->ser.T);
+    c->restarts = 0;
+    if (max_gap < 0)
+        return;
+    for (int i = 0; i < c->ser.T;) {
+        int j = i;
+        while (j < c->ser.T && !memchr(c->ser.mask + (size_t)j * F, 1, (size_t)F))
+            j++;
+        if (j - i > max_gap && i > 0 && j < c->ser.T) { /* a gap between two observed rows */
+            memset(c->row + i, CCT_AE_ROW_SKIPPED, (size_t)(j - i));
+            c->row[j] = CCT_AE_ROW_RESTART;
+            c->restarts++;
+        }
+        i = j + 1;
+    }
+}
+
 /* Runs the series through the engine and keeps the forecast made after every row (all
  * horizon steps), history rows included, as the daemon has them: forecasts of a sequence
  * shorter than warmup_steps are dropped, as cc_anomaly_set_forecast does; the steps of an
@@ -221,10 +245,16 @@ static int model_expectations(CcEngine *e, CctAeCell *c, int F, const CctAePrep 
     for (size_t i = 0; i < n; i++)
         c->fsc[i] = NAN;
     c->held = 0;
+    mark_gaps(c, F, p->max_gap_steps);
     for (int i = 0; i < c->ser.T; i++) {
         const float *x = c->ser.x + (size_t)i * F;
         const uint8_t *mask = c->ser.mask + (size_t)i * F;
-        if (ac && cc_anomaly_outage_hold(a, ac, x, mask, i ? p->outage_hold_steps : 0))
+        if (c->row[i] == CCT_AE_ROW_SKIPPED)
+            continue;
+        int first = !i || c->row[i] == CCT_AE_ROW_RESTART; /* nothing before it to hold */
+        if (first && i)
+            cc_cell_reset(cell);
+        if (ac && cc_anomaly_outage_hold(a, ac, x, mask, first ? 0 : p->outage_hold_steps))
             c->held++;
         else
             memcpy(fed, x, (size_t)F * sizeof *fed);
@@ -404,6 +434,8 @@ static int replay(const CcAnomalySettings *s, CctAeCell *c, int F, int baseline,
     double mean[CC_MAX_FEATURES], sd[CC_MAX_FEATURES], scale[CC_MAX_FEATURES];
     for (int i = 0; i < c->ser.T; i++) {
         int64_t step = c->p0 + i;
+        if (c->row[i] == CCT_AE_ROW_SKIPPED) /* a step the daemon never saw */
+            continue;
         if (baseline && i >= c->ser.test0) {
             /* the baseline scores the test rows only (as before) */
             int ok = 0;
@@ -540,8 +572,11 @@ int cct_ae_score(const CcAnomalySettings *s, CctAeCell *c, int baseline, int pos
     if (col.longest > sc->longest_episode)
         sc->longest_episode = col.longest;
     if (verbose)
-        fprintf(stderr, "    %s: %llu steps scored, %llu over, %d alert transitions kept\n", c->id,
-                (unsigned long long)st.scored, (unsigned long long)st.over, col.n);
+        fprintf(stderr,
+                "    %s: %llu steps scored, %llu over, %d alert transitions kept, %d restart(s) "
+                "after a gap\n",
+                c->id, (unsigned long long)st.scored, (unsigned long long)st.over, col.n,
+                c->restarts);
     score_labels(c, &col, s->window_n, sc, verbose);
     score_alerts(c, &col, post, sc, verbose);
     sc->step_seconds = (double)s->step_seconds;

@@ -49,7 +49,16 @@ typedef struct CctAeCell {
     float *bm, *bs;      ///< (T, F) baseline expectation
     int held;            ///< rows the model was fed the previous row's values instead (an
                          ///< outage: cc_anomaly_outage_hold)
+    uint8_t *row;        ///< (T) CCT_AE_ROW_*: how cellcastd would take the row
+    int restarts;        ///< sequences restarted after a gap longer than max_gap_steps
 } CctAeCell;
+
+/** How cellcastd takes a row of the series (CctAePrep.max_gap_steps): a row no KPI was
+ *  observed in is a step no record came for (a record without a number is refused), so a
+ *  run of them is a gap: imputed (stepped with the last values, as every row here) when at
+ *  most ingest.max_gap long, else never stepped, and the cell's sequence restarts at the
+ *  next row (ingest.gap_policy impute). */
+enum { CCT_AE_ROW_STEPPED = 0, CCT_AE_ROW_SKIPPED = 1, CCT_AE_ROW_RESTART = 2 };
 
 typedef struct CctAeCells {
     CctAeCell *c;
@@ -77,6 +86,8 @@ typedef struct CctAePrep {
                                      ///< model (cc_anomaly_outage_hold); NULL: none held
     int outage_hold_steps;           ///< at most this many per outage (the daemon's
                                      ///< ingest.outage_hold_steps)
+    int max_gap_steps; ///< the daemon's ingest.max_gap (default 3): a longer run of rows
+                       ///< without an observed KPI restarts the sequence; < 0 = never
 } CctAePrep;
 
 typedef struct CctAeScore {

@@ -141,6 +141,7 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
     a->budget = -1;
     a->probation_step = 300;
     a->prep.outage_hold_steps = CC_ANOMALY_OUTAGE_HOLD_STEPS;
+    a->prep.max_gap_steps = CC_GAP_IMPUTE_STEPS; /* cellcastd's ingest.max_gap default */
     cc_anomaly_default_settings(&a->as);
     cc_data_default_settings(&a->csv);
     CcAnomalySettings *as = &a->as;
@@ -234,6 +235,12 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
                     "feed the model the last values for at most N steps of an\n"
                     "outage (all_zero's judgement) instead of its zeros\n"
                     "(cellcastd's ingest.outage_hold_steps; 0 = off)",
+                    .flags = SHOW),
+        CC_OPTS_INT("max-gap", &a->prep.max_gap_steps, -1, 1000000, "N",
+                    "a run of more than N rows without an observed KPI is a\n"
+                    "gap the model is not stepped through: the sequence restarts\n"
+                    "after it (cellcastd's ingest.max_gap; -1 = every gap\n"
+                    "imputed; not with --nab, which imputes up to 1000)",
                     .flags = SHOW),
         CC_OPTS_CALL("set", opt_spec, a, "k=v,k=v",
                      "any alerts.* settings (repeatable), e.g. --set window_n=5"),
