@@ -224,7 +224,9 @@ static void run_feed(Run *r, CcEngine *e, const CcModel *m, int outage_zero, int
     c->fsc = malloc(sizeof(float) * T * F);
     c->bm = malloc(sizeof(float) * T * F);
     c->bs = malloc(sizeof(float) * T * F);
+    c->row = calloc((size_t)T, 1);
     assert_non_null(c->bs);
+    assert_non_null(c->row);
     memset(c->ser.mask, 1, (size_t)T * F);
     for (int i = 0; i < T; i++) {
         int src = i >= OUT0 && i < OUT1 ? OUT0 - 1 : i;
@@ -247,6 +249,7 @@ static void run_free(Run *r)
     free(r->c.fsc);
     free(r->c.bm);
     free(r->c.bs);
+    free(r->c.row);
 }
 
 static void test_anomaly_eval_feed(void **state)
