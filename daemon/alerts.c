@@ -252,8 +252,8 @@ void ccd_alerts_on_stepped(Ccd *d, CcdCell *c, int64_t step, const float *values
     publish_scores(d, c, oc);
 }
 
-int ccd_alerts_outage_hold(Ccd *d, CcdCell *c, const float *values, int imputed,
-                           uint64_t present, int max_steps)
+int ccd_alerts_outage_hold(Ccd *d, CcdCell *c, const float *values, int imputed, uint64_t present,
+                           int max_steps)
 {
     CcdAlerts *o = d->alerts;
     AlertCell *oc = o && o->an ? alert_cell(d, c) : NULL;

@@ -66,8 +66,8 @@ void ccd_alerts_on_stepped(Ccd *d, CcdCell *c, int64_t step, const float *values
  *  cell's previous step instead of this observation — an outage held for at most
  *  max_steps steps (cc_anomaly_outage_hold, judged by the cell's detector; ingest.h). 0
  *  when alerts are off. */
-int ccd_alerts_outage_hold(Ccd *d, CcdCell *c, const float *values, int imputed,
-                           uint64_t present, int max_steps);
+int ccd_alerts_outage_hold(Ccd *d, CcdCell *c, const float *values, int imputed, uint64_t present,
+                           int max_steps);
 
 /** Loop thread: takes the queued transitions into the history and produces them (the
  *  refused ones first, in order). */
