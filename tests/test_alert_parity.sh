@@ -56,7 +56,7 @@ PYEOF
 # their alerts as lines "cell kind[/reason] row kpi z" (row = step - the cell's first step)
 # in NAME.cli and NAME.daemon
 run() {
-    local name=$1 set=$2 gap=${3:-} args=() kv f code c p0 plast
+    local name=$1 set=$2 gap=${3:-} args=() kv f code c plast
     [ -n "$set" ] && args=(--set "$set")
     [ -n "$gap" ] && args+=(--max-gap "$gap")
     "$CLI" anomaly-eval --model "$MODEL" --data "$TMP/s.csv" --no-history --no-inject \
@@ -77,7 +77,7 @@ run() {
             --data-binary "@$f" "$U/v1/kpis")
         [ "$code" = 202 ] || fail "$name: POST $f: $code"
     done
-    while read -r c p0 plast; do
+    while read -r c _ plast; do
         for _ in $(seq 200); do
             curl -s "$U/v1/cells/$c/forecast" | grep -q "\"observed_step\":$plast," && break
             sleep 0.05
@@ -124,4 +124,8 @@ grep -q ' [1-9][0-9]* restart(s) after a gap' "$TMP/set.cli.err" ||
 grep -q ' [1-9][0-9]* restart(s) after a gap' "$TMP/defaults.cli.err" &&
     fail "a restart with the default max gap: the imputed gaps are not compared"
 
-[ "$FAILS" = 0 ] && echo "alert parity: ok" || { echo "alert parity: $FAILS failure(s)"; exit 1; }
+if [ "$FAILS" != 0 ]; then
+    echo "alert parity: $FAILS failure(s)"
+    exit 1
+fi
+echo "alert parity: ok"

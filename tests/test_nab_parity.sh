@@ -118,4 +118,8 @@ run nab "warn_k=1,warn_z=20,crit_z=30,cooldown_steps=20,resolve_m=6,lik_over=0.7
 n=$(cat "$TMP/defaults.nab" "$TMP/nab.nab" | wc -l)
 [ "$n" -ge 6 ] || fail "only $n firings in both runs: the corpus no longer tests much"
 
-[ "$FAILS" = 0 ] && echo "nab parity: ok" || { echo "nab parity: $FAILS failure(s)"; exit 1; }
+if [ "$FAILS" != 0 ]; then
+    echo "nab parity: $FAILS failure(s)"
+    exit 1
+fi
+echo "nab parity: ok"
