@@ -10,11 +10,13 @@
 # (--set / --set alerts.*: thresholds, k-of-n, shape novelty, no novelty wait, a shorter
 # stuck run; and a max gap of 3, so that the sequence restarts after each of those gaps).
 # KV caches f32 on both sides (the daemon's default f16 could move a z in its third digit).
+# A third run stops the daemon halfway (its snapshot written at shutdown) and starts it
+# again on that snapshot: the alerts of both starts are those of one uninterrupted run.
 # Two differences this test found (2026-11-25) and that are now gone: a KPI sent as null
 # was observed to the daemon's detector (the value carried for the model was scored, and a
 # KPI null for 12 steps raised `stuck`), and a gap longer than ingest.max_gap restarted the
 # daemon's sequence while anomaly-eval stepped the model through every gap (now
-# --max-gap). ~8 s.
+# --max-gap). ~12 s.
 #   usage: test_alert_parity.sh CELLCAST CELLCASTD SOURCE_ROOT
 set -u
 CLI=${1:?cellcast binary}
@@ -44,19 +46,54 @@ nulls = sum(v is None for r in recs for v in r["kpis"].values())
 assert nulls > 20, f"want null KPIs in the data, got {nulls}"
 for i in range(0, len(recs), 200):
     json.dump(recs[i:i + 200], open(f"{tmp}/r{i // 200:03d}.json", "w"))
-first, last = {}, {}
-for r in recs:
+first, last, half = {}, {}, {}
+for i, r in enumerate(recs):
     first.setdefault(r["cell"], r["ts"] // 900)
     last[r["cell"]] = r["ts"] // 900
+    if i < 1400:  # the records of r000..r006.json
+        half[r["cell"]] = r["ts"] // 900
 with open(f"{tmp}/cells", "w") as o:
     o.writelines(f"{c} {first[c]} {last[c]}\n" for c in sorted(first))
+with open(f"{tmp}/cells.half", "w") as o:
+    o.writelines(f"{c} {first[c]} {half[c]}\n" for c in sorted(first))
 PYEOF
 
-# run NAME K=V,... [MAX_GAP]: both detectors with those alerts.* values (and that max gap);
+# daemon_part NAME FILE... -- CELLS -- ARG...: starts the daemon with ARG..., posts the
+# files, waits until every cell of CELLS ("cell first last") has stepped its last step,
+# keeps GET /v1/alerts?state=firing (one line) in NAME.alerts.json and stops the daemon
+daemon_part() {
+    local name=$1 files=() cells f code c plast
+    shift
+    while [ "$1" != -- ]; do files+=("$1"); shift; done
+    cells=$2
+    shift 3
+    start_daemon "$TMP/$name.log" health -c "$ROOT/conf/cellcast.yaml" \
+        --set model.path="$MODEL" --set demo.enabled=false --set http.port=0 \
+        --set snapshot.path= --set engine.kv_type=f32 --set http.post_kpis=open \
+        --set kafka.group_id="parity-$name" "$@"
+    for f in "${files[@]}"; do
+        code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' \
+            --data-binary "@$f" "$U/v1/kpis")
+        [ "$code" = 202 ] || fail "$name: POST $f: $code"
+    done
+    while read -r c _ plast; do
+        for _ in $(seq 200); do
+            curl -s "$U/v1/cells/$c/forecast" | grep -q "\"observed_step\":$plast," && break
+            sleep 0.05
+        done
+    done <"$cells"
+    sleep 0.3 # the last batch's transitions reach the history on the loop thread
+    curl -s "$U/v1/alerts?state=firing&limit=1000" >"$TMP/$name.alerts.json"
+    echo >>"$TMP/$name.alerts.json" # a reply a line
+    stop_daemon >/dev/null || true
+}
+
+# run NAME K=V,... [MAX_GAP [restart]]: both detectors with those alerts.* values (and that
+# max gap; with "restart" the daemon is stopped halfway and started again on its snapshot);
 # their alerts as lines "cell kind[/reason] row kpi z" (row = step - the cell's first step)
 # in NAME.cli and NAME.daemon
 run() {
-    local name=$1 set=$2 gap=${3:-} args=() kv f code c plast
+    local name=$1 set=$2 gap=${3:-} restart=${4:-} args=() kv
     [ -n "$set" ] && args=(--set "$set")
     [ -n "$gap" ] && args+=(--max-gap "$gap")
     "$CLI" anomaly-eval --model "$MODEL" --data "$TMP/s.csv" --no-history --no-inject \
@@ -68,29 +105,26 @@ run() {
     args=()
     for kv in ${set//,/ }; do args+=(--set "alerts.$kv"); done
     [ -n "$gap" ] && args+=(--set "ingest.max_gap=$gap")
-    start_daemon "$TMP/$name.log" health -c "$ROOT/conf/cellcast.yaml" \
-        --set model.path="$MODEL" --set demo.enabled=false --set http.port=0 \
-        --set snapshot.path= --set engine.kv_type=f32 --set http.post_kpis=open \
-        --set kafka.group_id="parity-$name" "${args[@]}"
-    for f in "$TMP"/r*.json; do
-        code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' \
-            --data-binary "@$f" "$U/v1/kpis")
-        [ "$code" = 202 ] || fail "$name: POST $f: $code"
-    done
-    while read -r c _ plast; do
-        for _ in $(seq 200); do
-            curl -s "$U/v1/cells/$c/forecast" | grep -q "\"observed_step\":$plast," && break
-            sleep 0.05
-        done
-    done <"$TMP/cells"
-    sleep 0.3 # the last batch's transitions reach the history on the loop thread
-    curl -s "$U/v1/alerts?state=firing&limit=1000" >"$TMP/$name.alerts.json"
+    if [ -z "$restart" ]; then
+        daemon_part "$name" "$TMP"/r*.json -- "$TMP/cells" -- "${args[@]}"
+    else # stopped after r006.json (its snapshot written), started again on that snapshot
+        daemon_part "$name.1" "$TMP"/r00[0-6].json -- "$TMP/cells.half" -- \
+            --set snapshot.path="$TMP/$name.snap" "${args[@]}"
+        daemon_part "$name.2" "$TMP"/r00[7-9].json "$TMP"/r01*.json -- "$TMP/cells" -- \
+            --set snapshot.path="$TMP/$name.snap" "${args[@]}"
+        grep -q 'restored: 2 cells (0 failed)' "$TMP/$name.2.log" ||
+            fail "$name: the second start did not restore the two cells"
+        cat "$TMP/$name.1.alerts.json" "$TMP/$name.2.alerts.json" >"$TMP/$name.alerts.json"
+    fi
     $PY - "$TMP/$name.alerts.json" "$TMP/cells" <<'PYEOF' | sort >"$TMP/$name.daemon"
 import json, sys
-doc = json.load(open(sys.argv[1]))
 p0 = {c: int(f) for c, f, _ in (line.split() for line in open(sys.argv[2]))}
+alerts = []
+for doc in open(sys.argv[1]):  # one reply a line (one a start of the daemon)
+    if doc.strip():
+        alerts += sorted(json.loads(doc)["alerts"], key=lambda a: a["seq"])
 seen = set()
-for a in sorted(doc["alerts"], key=lambda a: a["seq"]):
+for a in alerts:
     if a["id"] in seen:  # an escalation (warning -> critical) of an alert already firing
         continue
     seen.add(a["id"])
@@ -101,7 +135,6 @@ for a in sorted(doc["alerts"], key=lambda a: a["seq"]):
     else:
         print(f"{a['cell_id']} dq/{a['reason']} {row} {a.get('kpi') or ''} -")
 PYEOF
-    stop_daemon >/dev/null || true
     if diff "$TMP/$name.cli" "$TMP/$name.daemon" >"$TMP/$name.diff"; then
         ok "$name: the daemon and anomaly-eval raise the same $(wc -l <"$TMP/$name.cli") alerts"
     else
@@ -111,6 +144,7 @@ PYEOF
 
 run defaults ""
 run set "warn_z=6,crit_z=9,warn_k=2,shape_w=8,novelty_min_s=0,stuck_steps=6" 3
+run restart "" "" restart
 
 # the comparison must have had something to compare
 n_an=$(cat "$TMP/defaults.cli" "$TMP/set.cli" | grep -c ' anomaly ')
