@@ -197,9 +197,11 @@ static void dump_cell(const CctAeCell *c, int F)
     fclose(fp);
 }
 
-/* Marks c->row (CCT_AE_ROW_*): the runs of rows without an observed KPI longer than
- * max_gap are skipped and the row after each restarts the sequence, as cellcastd's ingest
- * does (daemon/cells.c); max_gap < 0 keeps every row. */
+/* Marks c->row (CCT_AE_ROW_*) as cellcastd's ingest takes the rows (daemon/cells.c): a run
+ * of rows without an observed KPI between two observed rows is imputed when at most
+ * max_gap long, else skipped, and the row after it restarts the sequence; runs before the
+ * first observed row or after the last are skipped (no record came to fill them);
+ * max_gap < 0 keeps every row. */
 static void mark_gaps(CctAeCell *c, int F, int max_gap)
 {
     memset(c->row, CCT_AE_ROW_STEPPED, (size_t)c->ser.T);
@@ -210,10 +212,13 @@ static void mark_gaps(CctAeCell *c, int F, int max_gap)
         int j = i;
         while (j < c->ser.T && !memchr(c->ser.mask + (size_t)j * F, 1, (size_t)F))
             j++;
-        if (j - i > max_gap && i > 0 && j < c->ser.T) { /* a gap between two observed rows */
+        int inside = i > 0 && j < c->ser.T;
+        if (j > i && (!inside || j - i > max_gap)) {
             memset(c->row + i, CCT_AE_ROW_SKIPPED, (size_t)(j - i));
-            c->row[j] = CCT_AE_ROW_RESTART;
-            c->restarts++;
+            if (inside) {
+                c->row[j] = CCT_AE_ROW_RESTART;
+                c->restarts++;
+            }
         }
         i = j + 1;
     }
@@ -246,13 +251,14 @@ static int model_expectations(CcEngine *e, CctAeCell *c, int F, const CctAePrep 
         c->fsc[i] = NAN;
     c->held = 0;
     mark_gaps(c, F, p->max_gap_steps);
+    int stepped = 0; /* rows stepped so far */
     for (int i = 0; i < c->ser.T; i++) {
         const float *x = c->ser.x + (size_t)i * F;
         const uint8_t *mask = c->ser.mask + (size_t)i * F;
         if (c->row[i] == CCT_AE_ROW_SKIPPED)
             continue;
-        int first = !i || c->row[i] == CCT_AE_ROW_RESTART; /* nothing before it to hold */
-        if (first && i)
+        int first = !stepped++ || c->row[i] == CCT_AE_ROW_RESTART; /* nothing before to hold */
+        if (c->row[i] == CCT_AE_ROW_RESTART)
             cc_cell_reset(cell);
         if (ac && cc_anomaly_outage_hold(a, ac, x, mask, first ? 0 : p->outage_hold_steps))
             c->held++;
