@@ -19,17 +19,9 @@
 # --max-gap). ~12 s.
 #   usage: test_alert_parity.sh CELLCAST CELLCASTD SOURCE_ROOT
 set -u
-CLI=${1:?cellcast binary}
-CELLCASTD=${2:?cellcastd binary}
-ROOT=${3:?source root}
-PY=/usr/bin/python3
-MODEL="$ROOT/models/default.safetensors" # F=8, S=900, HZ=24
 # shellcheck source=lib/daemon.sh
 . "$(dirname "$0")/lib/daemon.sh"
-need_tools curl "$PY"
-need_bins "$CLI" "$CELLCASTD"
-need_files "$MODEL"
-test_workdir alert-parity
+parity_test_init alert-parity "$@"
 
 "$CLI" synth --cells 2 --days 14 --seed 6 >"$TMP/s.csv" 2>/dev/null ||
     { echo "FAIL: cellcast synth"; exit 1; }

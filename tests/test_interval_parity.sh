@@ -12,17 +12,9 @@
 # enough to flip a truth that lies on it. Static bands would miss by ~170. ~5 s.
 #   usage: test_interval_parity.sh CELLCAST CELLCASTD SOURCE_ROOT
 set -u
-CLI=${1:?cellcast binary}
-CELLCASTD=${2:?cellcastd binary}
-ROOT=${3:?source root}
-PY=/usr/bin/python3
-MODEL="$ROOT/models/default.safetensors" # F=8, S=900, HZ=24
 # shellcheck source=lib/daemon.sh
 . "$(dirname "$0")/lib/daemon.sh"
-need_tools curl "$PY"
-need_bins "$CLI" "$CELLCASTD"
-need_files "$MODEL"
-test_workdir interval-parity
+parity_test_init interval-parity "$@"
 
 "$CLI" synth --cells 1 --days 12 --seed 3 --gap-rate 0 --missing-rate 0 >"$TMP/s.csv" 2>/dev/null ||
     { echo "FAIL: cellcast synth"; exit 1; }

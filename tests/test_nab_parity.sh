@@ -12,16 +12,10 @@
 # in the corpus (docs/operations.md §4 "NAB"). ~6 s.
 #   usage: test_nab_parity.sh CELLCAST CELLCASTD SOURCE_ROOT
 set -u
-CLI=${1:?cellcast binary}
-CELLCASTD=${2:?cellcastd binary}
-ROOT=${3:?source root}
-PY=/usr/bin/python3
 # shellcheck source=lib/daemon.sh
 . "$(dirname "$0")/lib/daemon.sh"
-need_tools curl "$PY"
-need_bins "$CLI" "$CELLCASTD"
+parity_test_init nab-parity "$@"
 need_files "$ROOT/tests/data/nab/config/profiles.json"
-test_workdir nab-parity
 
 C=$TMP/corpus
 mkdir -p "$C/data/synth" "$C/labels" "$C/config"

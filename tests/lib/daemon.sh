@@ -89,6 +89,22 @@ daemon_test_init() {
     test_workdir "${1:-daemon}"
 }
 
+# parity_test_init NAME CELLCAST CELLCASTD SOURCE_ROOT: the start of a test that runs an
+# offline tool and the daemon on the same rows (test_*_parity.sh): CLI, CELLCASTD, ROOT,
+# PY and MODEL (the shipped default model) set, a skip without curl, python3, a binary or
+# the model, then test_workdir NAME.
+parity_test_init() {
+    CLI=${2:?cellcast binary}
+    CELLCASTD=${3:?cellcastd binary}
+    ROOT=${4:?source root}
+    PY=/usr/bin/python3
+    MODEL="$ROOT/models/default.safetensors" # F=8, S=900, HZ=24
+    need_tools curl "$PY"
+    need_bins "$CLI" "$CELLCASTD"
+    need_files "$MODEL"
+    test_workdir "$1"
+}
+
 FAILED=()
 fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); FAILED+=("FAIL: $*"); }
 ok() { echo "ok: $*"; }
