@@ -100,6 +100,8 @@ static void cell_init(CcAnomalyCell *c)
         k->change_rate = 1.0f;
         episode_init(&k->stuck);
         episode_init(&k->bounds);
+        episode_init(&k->absent);
+        k->absent_since = NONE_STEP;
     }
 }
 
@@ -483,7 +485,7 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
     if (!kpi_observed(values, mask, f) || !s->kpi[f].enabled)
         return;
     int blocked = x->cell_blocked || cc_dq_blocks(s, &k->stuck, x->step) ||
-                  cc_dq_blocks(s, &k->bounds, x->step);
+                  cc_dq_blocks(s, &k->bounds, x->step) || cc_dq_blocks(s, &k->absent, x->step);
     /* the DQ alert has taken over (the episode counts these steps clear): sums charged
      * before it restart, or scoring would resume with them still over and raise an episode
      * of their own, draining over a deviation long gone (issue 13: episodes of no live

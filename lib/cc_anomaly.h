@@ -253,6 +253,9 @@ typedef struct CcAnomalySettings {
                                   ///< is one where zero is normal; 0 = never learnt
                                   ///< (default 0.1)
     int64_t missing_after_s;      ///< silence before a missing-data alert; 0 = 3 steps (default 0)
+    int kpi_missing_steps;        ///< steps in a row a KPI is absent from records that give
+                                  ///< others before a missing-data alert for that KPI;
+                                  ///< 0 = off (default 96)
     int dq_resolve_steps;         ///< clear steps to resolve a DQ alert (default 3)
     int dq_grace_steps;           ///< steps a KPI stays unscored after its DQ alert (default 16)
     int warmup_steps;             ///< forecasts of a sequence shorter than this are not scored:

@@ -200,14 +200,41 @@ static void kpi_dq_update(const CcAnomaly *a, CcAnomalyCell *c, int f, int64_t s
     dq_update(a, c, &k->bounds, oob, CC_DQ_BOUNDS, f, step, step, CC_SEV_WARNING, &ab, sink);
 }
 
+/* KPI f absent (left out or null) from records that gave other KPIs at this step, or not
+ * (present): its missing-data alert, a warning, from the first step of the absence. */
+static void absent_update(const CcAnomaly *a, CcAnomalyCell *c, int f, int64_t step, int present,
+                          const CcAlertSink *sink)
+{
+    KpiState *k = &c->k[f];
+    int n = a->s.kpi_missing_steps;
+    if (present) {
+        k->absent_run = 0;
+        k->absent_since = NONE_STEP;
+    } else {
+        if (k->absent_since == NONE_STEP)
+            k->absent_since = step;
+        if (k->absent_run < INT32_MAX)
+            k->absent_run++;
+    }
+    dq_update(a, c, &k->absent, n > 0 && k->absent_run >= n, CC_DQ_MISSING, f, step,
+              k->absent_since, CC_SEV_WARNING, NULL, sink);
+}
+
 void cc_dq_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const float *values,
                    const uint8_t *mask, const CcAlertSink *sink)
 {
     missing_resolve(a, c, step, sink);
     int all_zero_now = all_zero_update(a, c, step, values, mask, sink);
+    int any = 0;
     for (int f = 0; f < c->F; f++)
-        if (kpi_observed(values, mask, f)) /* imputed values neither advance nor break runs */
+        any |= kpi_observed(values, mask, f);
+    for (int f = 0; f < c->F; f++) {
+        int seen = kpi_observed(values, mask, f);
+        if (seen) /* imputed values neither advance nor break runs */
             kpi_dq_update(a, c, f, step, values[f], all_zero_now, sink);
+        if (any) /* an imputed step (no record) is the cell's silence, not the KPI's */
+            absent_update(a, c, f, step, seen, sink);
+    }
 }
 
 int64_t cc_anomaly_missing_after(const CcAnomaly *a)

@@ -91,17 +91,20 @@ typedef struct KpiState {
     float run_max;         ///< longest recent run of equal values (decaying)
     int32_t run;           ///< consecutive observed steps equal to last_val
     int32_t has_last;
-    double tail;        ///< the tracked tail_q quantile of |z| (0: none yet; see TAIL_RATE)
-    int32_t tail_n;     ///< its updates (saturate at INT32_MAX / 2)
-    WinState win;       ///< the multi-scale window rule (window_s)
-    float zero_rate;    ///< share of observed steps exactly 0 (all_zero's "zero is normal")
-    int32_t zero_n;     ///< its updates (saturate at stuck_memory_steps)
-    double ll;          ///< anomaly likelihood (log scale) of the last scored step, NaN: none
-    CcLikState lik;     ///< the anomaly likelihood stage (cc_anomaly_likelihood.h)
-    CcNovelty nov;      ///< the range of the values seen (cc_anomaly_likelihood.h)
-    int32_t novel;      ///< the last scored step was novel: +1 above, -1 below the range, 0 not
-    int32_t novel_kind; ///< what made it novel (CcNoveltyKind; with novel)
+    double tail;          ///< the tracked tail_q quantile of |z| (0: none yet; see TAIL_RATE)
+    int32_t tail_n;       ///< its updates (saturate at INT32_MAX / 2)
+    WinState win;         ///< the multi-scale window rule (window_s)
+    float zero_rate;      ///< share of observed steps exactly 0 (all_zero's "zero is normal")
+    int32_t zero_n;       ///< its updates (saturate at stuck_memory_steps)
+    double ll;            ///< anomaly likelihood (log scale) of the last scored step, NaN: none
+    CcLikState lik;       ///< the anomaly likelihood stage (cc_anomaly_likelihood.h)
+    CcNovelty nov;        ///< the range of the values seen (cc_anomaly_likelihood.h)
+    int32_t novel;        ///< the last scored step was novel: +1 above, -1 below the range, 0 not
+    int32_t novel_kind;   ///< what made it novel (CcNoveltyKind; with novel)
+    int32_t absent_run;   ///< steps in a row the KPI was absent from records that gave others
+    int64_t absent_since; ///< the first of them (NONE_STEP: the KPI was given last)
     Episode stuck, bounds;
+    Episode absent; ///< its missing-data alert (kpi_missing_steps)
 } KpiState;
 
 struct CcAnomaly {

@@ -289,6 +289,7 @@ int cc_anomaly_cell_active(const CcAnomaly *a, const CcAnomalyCell *c, CcAlertEv
     for (int f = 0; f < c->F; f++) {
         active_one(a, c, &c->k[f].stuck, CC_DQ_STUCK, f, out, max, &n);
         active_one(a, c, &c->k[f].bounds, CC_DQ_BOUNDS, f, out, max, &n);
+        active_one(a, c, &c->k[f].absent, CC_DQ_MISSING, f, out, max, &n);
     }
     return n;
 }
@@ -299,7 +300,8 @@ void cc_anomaly_cell_stats(const CcAnomalyCell *c, CcAnomalyCellStats *out)
     out->anomaly_firing = c->anom.start != NONE_STEP;
     int dq = (c->zero.start != NONE_STEP) + (c->missing.start != NONE_STEP);
     for (int f = 0; f < c->F; f++)
-        dq += (c->k[f].stuck.start != NONE_STEP) + (c->k[f].bounds.start != NONE_STEP);
+        dq += (c->k[f].stuck.start != NONE_STEP) + (c->k[f].bounds.start != NONE_STEP) +
+              (c->k[f].absent.start != NONE_STEP);
     out->dq_firing = dq;
     out->anomaly_critical = out->anomaly_firing && c->anom.severity == CC_SEV_CRITICAL;
     /* the severity of each DQ reason is fixed: all_zero and missing are the critical ones */

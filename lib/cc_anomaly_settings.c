@@ -38,6 +38,7 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     s->zero_steps = 0;
     s->zero_normal_rate = 0.1;
     s->missing_after_s = 0;
+    s->kpi_missing_steps = 96;
     s->dq_resolve_steps = 3;
     s->dq_grace_steps = 16;
     s->lag_steps = 0;
@@ -207,6 +208,9 @@ static const CcAnomalyKey anomaly_keys[] = {
        "(no all_zero alert for it); 0 = never learnt (default 0.1)"),
     AK(missing_after_s, CC_AKEY_INT64, 0, 1e12,
        "seconds without a step for a missing alert; 0 = 3 steps (default 0)"),
+    AK(kpi_missing_steps, CC_AKEY_INT, 0, 1000000,
+       "steps in a row a KPI is absent (left out or null) from records that give other KPIs "
+       "for a missing alert naming that KPI; 0 = off (default 96)"),
     AK(dq_resolve_steps, CC_AKEY_INT, 1, 1000000,
        "clear steps to resolve a data-quality alert (default 3)"),
     AK(dq_grace_steps, CC_AKEY_INT, 0, 1000000,

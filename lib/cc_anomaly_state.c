@@ -23,8 +23,9 @@
  *   7: the multi-scale window rule's state per KPI replaces the EWMA's, + the anomaly
  *      likelihood and the novelty range per KPI (they start again);
  *   8: + shape novelty: its sizes, then per KPI its stage and categories (none); + the
- *      novelty kind of the peak's attribution (none). */
-#define STATE_VERSION 8u
+ *      novelty kind of the peak's attribution (none);
+ *   9: + per KPI its run of absent steps and its missing-data alert (none). */
+#define STATE_VERSION 9u
 #define V4_ID_BYTES 64
 #define MAX_PROFILE_BINS 288 /* profile_bin_s ≥ 300 */
 
@@ -264,7 +265,13 @@ static int io_record(Io *io, CcAnomalyCell *c)
     }
     for (int i = 0; i < CC_ALERT_MAX_ATTR && io->ver >= 8; i++)
         io_i32(io, &c->peak[i].novelty);
-    return io->ver >= 8 ? io_shape(io, c) : 0;
+    rc = io->ver >= 8 ? io_shape(io, c) : 0;
+    for (int f = 0; !rc && f < c->F && io->ver >= 9; f++) {
+        IO(io, c->k[f].absent_run);
+        IO(io, c->k[f].absent_since);
+        io_ep(io, &c->k[f].absent);
+    }
+    return rc;
 }
 
 long cc_anomaly_cell_save(const CcAnomalyCell *c, uint8_t *buf, size_t cap)
@@ -317,6 +324,8 @@ static int record_valid(const CcAnomalyCell *t)
               isfinite(k->pr_neg) && isfinite(k->pr_abs)) ||
             k->pr_n < 0)
             return 0;
+        if (k->absent_run < 0 || (k->absent_run > 0) != (k->absent_since != NONE_STEP))
+            return 0;
     }
     for (int i = 0; i < CC_ALERT_MAX_ATTR; i++)
         if (!isfinite(t->peak[i].cusum) || !isfinite(t->peak[i].profile) ||
@@ -341,6 +350,8 @@ static void record_start(CcAnomalyCell *t, KpiState *ks)
         ks[f].att_mul = 1;
         ks[f].pr_exp = NAN;
         ks[f].ll = NAN;
+        ks[f].absent.start = ks[f].absent.resolved = NONE_STEP; /* before version 9: none */
+        ks[f].absent_since = NONE_STEP;
     }
     t->k = ks;
     for (int i = 0; i < CC_ALERT_MAX_ATTR; i++) {

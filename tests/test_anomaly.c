@@ -818,6 +818,56 @@ static void test_missing(void **state)
     fx_close(&fx);
 }
 
+/* A KPI absent (mask 0) from steps that give the other KPIs: after kpi_missing_steps of them
+ * in a row, a missing-data warning naming it, from the first absent step; a step that gives
+ * no KPI (the cell's silence, an imputed step) neither advances nor breaks the run; the run
+ * survives a restart from the saved state; the KPI back, the alert resolves after
+ * dq_resolve_steps; kpi_missing_steps 0 turns it off. */
+static void test_kpi_missing(void **state)
+{
+    (void)state;
+    for (int on = 1; on >= 0; on--) {
+        CcAnomalySettings s;
+        base_settings(&s, 2);
+        s.kpi_missing_steps = on ? 40 : 0;
+        Fixture fx;
+        fx_open(&fx, &s, "km");
+        int64_t t = 0;
+        for (; t < 100; t++)
+            step_z(&fx, t, 0);
+        assert_int_equal(fx.rec.n, 0);
+        const uint8_t m1[2] = {1, 0}, none[2] = {0, 0};
+        for (; t < 160; t++) { /* KPI 1 absent from step 100 */
+            float x[2] = {(float)normal_value(0, t), 0};
+            if (t == 120)
+                fx_reload(&fx, "km");
+            cc_anomaly_observe(fx.a, fx.c, t, x, t == 110 ? none : m1, &fx.sink);
+        }
+        if (!on) {
+            assert_int_equal(fx.rec.n, 0);
+            fx_close(&fx);
+            continue;
+        }
+        assert_int_equal(fx.rec.n, 1);
+        assert_int_equal(fx.rec.ev[0].kind, CC_ALERT_DATA_QUALITY);
+        assert_int_equal(fx.rec.ev[0].reason, CC_DQ_MISSING);
+        assert_int_equal(fx.rec.ev[0].state, CC_ALERT_FIRING);
+        assert_int_equal(fx.rec.ev[0].severity, CC_SEV_WARNING);
+        assert_int_equal(fx.rec.ev[0].kpi, 1);
+        assert_string_equal(fx.rec.ev[0].id, "km:missing:1:100");
+        assert_int_equal(fx.rec.ev[0].step, 100 + 40); /* 40 absent steps, step 110 not one */
+        CcAnomalyCellStats st;
+        cc_anomaly_cell_stats(fx.c, &st);
+        assert_int_equal(st.dq_firing, 1);
+        for (int i = 0; i < s.dq_resolve_steps; i++, t++)
+            step_z(&fx, t, 0);
+        assert_int_equal(fx.rec.n, 2);
+        assert_int_equal(fx.rec.ev[1].state, CC_ALERT_RESOLVED);
+        assert_string_equal(fx.rec.ev[1].id, "km:missing:1:100");
+        fx_close(&fx);
+    }
+}
+
 /* Imputed values (mask 0) are neither scored nor counted as stuck. */
 static void test_mask(void **state)
 {
@@ -1214,6 +1264,19 @@ static void step_poor_lag(Fixture *fx, int64_t t, double dev)
  * peak's attributions (int32 each) and the stage's three sizes. */
 #define V8_TAIL_BYTES (CC_ALERT_MAX_ATTR * 4 + 3 * 4)
 
+/* What version 9 appends per KPI: its run of absent steps (int32), their first step (int64)
+ * and its missing-data alert's episode (32 bytes). */
+#define V9_TAIL_BYTES_PER_KPI (4 + 8 + 32)
+
+/* A version-9 state of F KPIs as version 8: without what version 9 appends. Returns the new
+ * length. */
+static long v9_to_v8(uint8_t *b, long n9, int F)
+{
+    uint32_t v8 = 8;
+    memcpy(b + 4, &v8, 4);
+    return n9 - (long)F * V9_TAIL_BYTES_PER_KPI;
+}
+
 /* A version-8 state whose shape novelty is off as version 7: without what version 8
  * appends. Returns the new length. */
 static long v8_to_v7(uint8_t *b, long n8)
@@ -1273,9 +1336,17 @@ static void test_lag_calibration(void **state)
     cc_anomaly_cell_scores(fx.c, z, NULL);
     assert_true(fabs(z[0]) < 1.0); /* ~6 × (0.13 / 6): the one-step scale */
     /* save, reload as version 2 and as version 1 (no calibration: warms up again) */
-    long n8 = cc_anomaly_cell_save(fx.c, NULL, 0);
-    uint8_t *b = malloc((size_t)n8);
-    assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n8), n8);
+    long n9 = cc_anomaly_cell_save(fx.c, NULL, 0);
+    uint8_t *b = malloc((size_t)n9);
+    assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n9), n9);
+    const long n8 = v9_to_v8(b, n9, 1);
+    {
+        CcAnomalyCell *cv8 = NULL;
+        assert_int_equal(cc_anomaly_cell_open(&cv8, fx.a, "poorlag"), 0);
+        assert_int_equal(cc_anomaly_cell_load(cv8, b, (size_t)n8, NULL, 0), 0);
+        assert_int_equal(cc_anomaly_cell_load(cv8, b, (size_t)n8 - 1, NULL, 0), -EINVAL);
+        cc_anomaly_cell_close(&cv8);
+    }
     const long n7 = v8_to_v7(b, n8);
     const long n6 = v7_to_v6(b, n7);
     {
@@ -1341,10 +1412,10 @@ static void test_lag_calibration(void **state)
     assert_int_equal(cc_anomaly_cell_load(c1, bn, (size_t)n4, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "malformed"));
     free(bn);
-    uint32_t v9 = 9;
-    memcpy(b1 + 4, &v9, 4);
+    uint32_t v10 = 10; /* a version newer than this build's */
+    memcpy(b1 + 4, &v10, 4);
     assert_int_equal(cc_anomaly_cell_load(c1, b1, (size_t)n - cut, err, sizeof err), -EINVAL);
-    assert_non_null(strstr(err, "version 9"));
+    assert_non_null(strstr(err, "version 10"));
     /* the reloaded v2 cell goes on quietly and catches a spike */
     CcAnomalyCell *keep = fx.c;
     fx.c = c2;
@@ -1623,10 +1694,11 @@ static int run_profile(double profile_h, int direction, int save_at, int64_t *fi
         for (long len = 0; len < sz; len += len < 64 ? 1 : 7)
             assert_int_equal(cc_anomaly_cell_load(c2, b, (size_t)len, NULL, 0), -EINVAL);
         /* the bin count: before the bins, the zero shares (8 bytes), the tail calibration
-         * (12), the window rule (WIN_STATE_BYTES), the likelihood (LIK_STATE_BYTES) and
-         * version 8's tail (V8_TAIL_BYTES) */
+         * (12), the window rule (WIN_STATE_BYTES), the likelihood (LIK_STATE_BYTES),
+         * version 8's tail (V8_TAIL_BYTES) and version 9's */
         const size_t nb_at = (size_t)sz - 8 - 12 - WIN_STATE_BYTES - LIK_STATE_BYTES -
-                             V8_TAIL_BYTES - 2 * 24 * (sizeof(float) + sizeof(uint16_t)) - 4;
+                             V8_TAIL_BYTES - V9_TAIL_BYTES_PER_KPI -
+                             2 * 24 * (sizeof(float) + sizeof(uint16_t)) - 4;
         int32_t nb;
         memcpy(&nb, b + nb_at, 4);
         assert_int_equal(nb, 24);
@@ -1862,6 +1934,7 @@ int main(void)
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_zero_steps_time),
         cmocka_unit_test(test_missing),
+        cmocka_unit_test(test_kpi_missing),
         cmocka_unit_test(test_mask),
         cmocka_unit_test(test_ids_stable_and_state_roundtrip),
         cmocka_unit_test(test_validate),
