@@ -304,6 +304,6 @@ void cc_anomaly_cell_stats(const CcAnomalyCell *c, CcAnomalyCellStats *out)
               (c->k[f].absent.start != NONE_STEP);
     out->dq_firing = dq;
     out->anomaly_critical = out->anomaly_firing && c->anom.severity == CC_SEV_CRITICAL;
-    /* the severity of each DQ reason is fixed: all_zero and missing are the critical ones */
+    /* all_zero and a silent cell's missing are the critical DQ alerts (a KPI's missing warns) */
     out->dq_critical = (c->zero.start != NONE_STEP) + (c->missing.start != NONE_STEP);
 }
