@@ -20,8 +20,13 @@
 #include <yaml.h>
 
 #include "cc_common.h"
+#include "cc_engine.h"
 
 #define OFF(f) offsetof(CcdConfig, f)
+/* A default the library names (a #define'd integer) as the table's text, so the daemon and
+ * the tools that mirror it (cellcast anomaly-eval) cannot drift apart. */
+#define LIB_DEFAULT(n) LIB_DEFAULT_TEXT(n)
+#define LIB_DEFAULT_TEXT(n) #n
 #define NB 0, 0 /* no bounds */
 
 /* clang-format off */
@@ -146,10 +151,10 @@ static const CcdConfigDef head_rows[] = {
  "A cell that skips steps: impute = fill up to max_gap missing steps with the last values "
  "(counted as imputed and flagged), and restart the sequence after a longer gap; "
  "restart = always restart the sequence (cold start) after a gap."},
-{"ingest.max_gap", CCD_CFG_INT, OFF(ingest_max_gap), "96", 0, 1000, NULL, 1,
+{"ingest.max_gap", CCD_CFG_INT, OFF(ingest_max_gap), LIB_DEFAULT(CC_GAP_IMPUTE_STEPS), 0, 1000, NULL, 1,
  "Longest gap (missing steps) that is imputed; a longer one restarts the cell's sequence, "
  "which then goes unscored for alerts.warmup_steps steps (docs/operations.md, Gaps)."},
-{"ingest.outage_hold_steps", CCD_CFG_INT, OFF(ingest_outage_hold_steps), "96", 0, 1000000, NULL, 1,
+{"ingest.outage_hold_steps", CCD_CFG_INT, OFF(ingest_outage_hold_steps), LIB_DEFAULT(CC_ANOMALY_OUTAGE_HOLD_STEPS), 0, 1000000, NULL, 1,
  "While a cell is in an outage (every KPI exactly 0 where zero is not normal for one: the "
  "all_zero alert's judgement) its model is fed the cell's last values instead of the zeros, "
  "for at most this many steps of one outage (then the zeros are the new normal); the alerts "
