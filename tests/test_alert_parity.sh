@@ -69,10 +69,7 @@ daemon_part() {
         [ "$code" = 202 ] || fail "$name: POST $f: $code"
     done
     while read -r c _ plast; do
-        for _ in $(seq 200); do
-            curl -s "$U/v1/cells/$c/forecast" | grep -q "\"observed_step\":$plast," && break
-            sleep 0.05
-        done
+        wait_observed "$c" "$plast" || fail "$name: $c did not step its step $plast"
     done <"$cells"
     sleep 0.3 # the last batch's transitions reach the history on the loop thread
     curl -s "$U/v1/alerts?state=firing&limit=1000" >"$TMP/$name.alerts.json"

@@ -47,10 +47,7 @@ start_daemon "$TMP/d.log" health -c "$ROOT/conf/cellcast.yaml" \
 code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' \
     --data-binary "@$TMP/n.json" "$U/v1/kpis")
 [ "$code" = 202 ] || fail "POST: $code"
-for _ in $(seq 200); do
-    curl -s "$U/v1/cells/cell0000/forecast" | grep -q "\"observed_step\":$PLAST," && break
-    sleep 0.05
-done
+wait_observed cell0000 "$PLAST" || fail "cell0000 did not step its step $PLAST"
 curl -s "$U/v1/cells/cell0000/forecasts?fields=one_step,horizon_end,lo80,hi80,actual&max_points=5000&digits=7" \
     >"$TMP/fc.json"
 stop_daemon >/dev/null || true

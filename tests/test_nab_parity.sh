@@ -83,10 +83,7 @@ PYEOF
             --data-binary "@$f" "$U/v1/kpis")
         [ "$code" = 202 ] || fail "$name: POST $f: $code"
     done
-    for _ in $(seq 200); do
-        curl -s "$U/v1/cells/s/forecast" | grep -q "\"observed_step\":$LAST," && break
-        sleep 0.05
-    done
+    wait_observed s "$LAST" || fail "$name: the cell did not step its step $LAST"
     sleep 0.3 # the last batch's transitions reach the history on the loop thread
     curl -s "$U/v1/alerts?state=firing&kind=anomaly&limit=1000" >"$TMP/$name.alerts.json"
     $PY - "$TMP/$name.alerts.json" <<'PYEOF' >"$TMP/$name.daemon"

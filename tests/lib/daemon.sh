@@ -105,6 +105,17 @@ parity_test_init() {
     test_workdir "$1"
 }
 
+# wait_observed CELL STEP: polls the daemon at U every 0.05 s, at most 30 s, until CELL's
+# forecast is made at STEP (every record up to it stepped); returns 1 without.
+wait_observed() {
+    local i
+    for ((i = 0; i < 600; i++)); do
+        curl -s "$U/v1/cells/$1/forecast" | grep -q "\"observed_step\":$2," && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
 FAILED=()
 fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); FAILED+=("FAIL: $*"); }
 ok() { echo "ok: $*"; }
