@@ -1,5 +1,5 @@
 # Study scripts of docs/results.md "What helps on spiky series"; W = the labels study's
-# directory (tools/studies/labels_nab.sh WORK_DIR, default /tmp/nabfam), CC = the cellcast binary,
+# directory (research/labels_nab.sh WORK_DIR, default /tmp/nabfam), CC = the cellcast binary,
 # O = a scratch directory (default /tmp/spiky).
 # usage: score.py FAM MODELSPEC [MODELSPEC...]; MODELSPEC a path with {f} for per-file models (file stem)
 import json, subprocess, sys, statistics as st, os

@@ -5,7 +5,7 @@
 # trained on the history with the defaults (the first run alone) and with `--fallback`, each
 # scored by `cellcast eval` on the test rows.
 #
-#   sh tools/studies/fallback_aws.sh CELLCAST NAB_DIR WORK_DIR [SEED]
+#   sh research/fallback_aws.sh CELLCAST NAB_DIR WORK_DIR [SEED]
 # prints one line per file: file, the first run's val_mae_vs_last and val_mse_vs_last, the
 # kept model's val_mae_vs_last, whether it fell back, the test MASE (steps 1-12) of the first
 # run, of the kept model, and naive's.

@@ -1,5 +1,5 @@
 # Study scripts of docs/results.md "What helps on spiky series"; W = the labels study's
-# directory (tools/studies/labels_nab.sh WORK_DIR, default /tmp/nabfam), CC = the cellcast binary,
+# directory (research/labels_nab.sh WORK_DIR, default /tmp/nabfam), CC = the cellcast binary,
 # O = a scratch directory (default /tmp/spiky).
 # mr.py MODEL FILE: mean reversion and post-spike diagnostics of MODEL's forecasts on FILE's validation rows
 # (the last 15 % of the history file), from `cellcast forward --all` (tensors mu, sigma, mean per origin).

@@ -1,5 +1,5 @@
 # Study scripts of docs/results.md "What helps on spiky series"; W = the labels study's
-# directory (tools/studies/labels_nab.sh WORK_DIR, default /tmp/nabfam), CC = the cellcast binary,
+# directory (research/labels_nab.sh WORK_DIR, default /tmp/nabfam), CC = the cellcast binary,
 # O = a scratch directory (default /tmp/spiky).
 # perstep.py MODEL(with {f}) which: family mean MASE per horizon step, model and naive and linear
 import json, subprocess, sys, os, statistics as st

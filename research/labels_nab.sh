@@ -7,7 +7,7 @@
 # nyc_taxi 30 min, ambient_temperature 1 h, the TravelTime files 10 min — have their own),
 # NAB's combined_windows.json as the labels file as it is, alert defaults, then --budget 1.
 #
-#   sh tools/studies/labels_nab.sh CELLCAST NAB_DIR WORK_DIR [SEEDS]
+#   sh research/labels_nab.sh CELLCAST NAB_DIR WORK_DIR [SEEDS]
 # writes WORK_DIR/<group>_s<seed>.txt (and _b1.txt for --budget 1; SEEDS default "1 2 3") and
 # prints the table of docs/operations.md (labels_nab_table.py WORK_DIR [--groups]).
 # AE_ARGS (environment): more anomaly-eval options for both runs (e.g. "--set $NAB"); models

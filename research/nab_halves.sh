@@ -5,7 +5,7 @@
 # own labels (combined_*.json keeping its files). `cellcast anomaly-eval --nab OUT/A` then
 # scores a half with NAB's rules, normalised over that half's windows.
 #
-#   sh tools/studies/nab_halves.sh NAB_DIR OUT
+#   sh research/nab_halves.sh NAB_DIR OUT
 set -eu
 NAB=$(cd "$1" && pwd) OUT=$2
 for h in A B; do
