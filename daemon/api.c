@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cc_config.h"
+#include "cc_build_info.h"
 #include "cc_time.h"
 #include "host.h"
 #include "http.h"

@@ -23,7 +23,7 @@
 #include "handover.h"
 #include "alerts.h"
 #include "embedded_port.h"
-#include "cc_config.h"
+#include "cc_build_info.h"
 #include "cellcastd.h"
 #include "cluster.h"
 #include "host.h"

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cc_config.h"
+#include "cc_build_info.h"
 #include "cc_train.h"
 #include "log.h"
 #include "membudget.h"

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cc_config.h"
+#include "cc_build_info.h"
 #include "cli.h"
 #include "host.h"
 

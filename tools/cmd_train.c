@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cc_config.h"
+#include "cc_build_info.h"
 #include "cc_data.h"
 #include "cc_rng.h"
 #include "cc_time.h"
