@@ -155,19 +155,6 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 
 /* ---- setup ---- */
 
-int ccd_config_read(const Ccd *d, CcdConfig *c, char *err, size_t errlen)
-{
-    int rc;
-    if ((rc = ccd_config_init(c)))
-        return cc_errf(err, errlen, rc, "out of memory");
-    if (d->config_path && (rc = ccd_config_load_file(c, d->config_path, err, errlen)))
-        return rc;
-    for (int i = 0; i < d->n_sets; i++)
-        if ((rc = ccd_config_set(c, d->sets[i], err, errlen)))
-            return rc;
-    return 0;
-}
-
 enum { RUN, CHECK, PRINT, EXIT_OK, EXIT_USAGE };
 
 /* --set KEY=VALUE: kept in order for ccd_config_read (at start and at every reload). */
@@ -247,7 +234,7 @@ int main(int argc, char **argv)
         return what == EXIT_OK ? 0 : 2;
     }
     const char *config = d->config_path;
-    if (ccd_config_read(d, &d->cfg, err, sizeof err)) {
+    if (ccd_config_read(&d->cfg, d->config_path, d->sets, d->n_sets, err, sizeof err)) {
         fprintf(stderr, "cellcastd: %s\n", err);
         goto out_cfg;
     }

@@ -18,6 +18,7 @@
 #include "cc_model.h"
 #include "cells.h"
 #include "config.h"
+#include "histogram.h"
 #include "kafka.h"
 #include "scheduler.h"
 
@@ -76,11 +77,6 @@ typedef struct Ccd {
     CcdIngestStats in;
     char model_name[160];
 } Ccd;
-
-/** The configuration in effect: defaults, then the file d->config_path, then the --set
- *  overrides d->sets in order (not validated: ccd_config_validate). Initialises *c; free
- *  it with ccd_config_free even on failure. 0 or -errno with a message. */
-int ccd_config_read(const Ccd *d, CcdConfig *c, char *err, size_t errlen);
 
 /* http.c / api.c */
 int ccd_http_open(Ccd *d, char *err, size_t errlen);

@@ -1271,3 +1271,17 @@ int ccd_config_write_yaml(const CcdConfig *c, FILE *out)
     }
     return ferror(out) ? -EIO : 0;
 }
+
+int ccd_config_read(CcdConfig *c, const char *path, const char *const *sets, int n_sets, char *err,
+                    size_t errlen)
+{
+    int rc;
+    if ((rc = ccd_config_init(c)))
+        return cc_errf(err, errlen, rc, "out of memory");
+    if (path && (rc = ccd_config_load_file(c, path, err, errlen)))
+        return rc;
+    for (int i = 0; i < n_sets; i++)
+        if ((rc = ccd_config_set(c, sets[i], err, errlen)))
+            return rc;
+    return 0;
+}

@@ -140,6 +140,13 @@ int ccd_config_load_string(CcdConfig *c, const char *yaml, size_t len, const cha
 /** Applies one "key=value" override. 0 or -EINVAL with "--set key: what" in err. */
 int ccd_config_set(CcdConfig *c, const char *assignment, char *err, size_t errlen);
 
+/** The configuration in effect: defaults, then the file `path` (NULL: none), then the
+ *  --set overrides `sets[0..n_sets)` in order (not validated: ccd_config_validate). The one
+ *  reading of the configuration, at start and at every reload. Initialises *c; free it with
+ *  ccd_config_free even on failure. 0 or -errno with a message. */
+int ccd_config_read(CcdConfig *c, const char *path, const char *const *sets, int n_sets, char *err,
+                    size_t errlen);
+
 /** Cross-key checks after everything is applied (e.g. demo needs a topic). */
 int ccd_config_validate(const CcdConfig *c, char *err, size_t errlen);
 

@@ -100,7 +100,7 @@ int ccd_reload(Ccd *d, json_t **report, char *err, size_t errlen)
         *report = NULL;
     ccd_notify_reloading(d->notify);
     memset(&nc, 0, sizeof nc);
-    if ((rc = ccd_config_read(d, &nc, e2, sizeof e2)) ||
+    if ((rc = ccd_config_read(&nc, d->config_path, d->sets, d->n_sets, e2, sizeof e2)) ||
         (rc = ccd_config_validate(&nc, e2, sizeof e2))) {
         cc_errf(err, errlen, rc, "configuration refused: %s", e2);
         goto fail;

@@ -33,20 +33,7 @@
 
 #include "cc_engine.h"
 #include "cells.h"
-
-/** A Prometheus histogram with fixed upper bounds (le). */
-#define CCD_HIST_MAX 24
-typedef struct CcdHist {
-    int n;
-    const double *le; ///< (n) increasing upper bounds; +Inf is implicit
-    uint64_t counts[CCD_HIST_MAX + 1];
-    double sum;
-    uint64_t count;
-} CcdHist;
-void ccd_hist_init(CcdHist *h, const double *le, int n);
-void ccd_hist_add(CcdHist *h, double v);
-/** Quantile estimate (upper bound of the bucket holding it). */
-double ccd_hist_quantile(const CcdHist *h, double q);
+#include "histogram.h"
 
 typedef struct CcdItem {
     CcdCell *cell;

@@ -1,0 +1,33 @@
+/* daemon/histogram.c — a Prometheus histogram with fixed upper bounds (histogram.h). */
+#include "histogram.h"
+
+#include <math.h>
+#include <string.h>
+
+void ccd_hist_init(CcdHist *h, const double *le, int n)
+{
+    memset(h, 0, sizeof *h);
+    h->le = le;
+    h->n = n < CCD_HIST_MAX ? n : CCD_HIST_MAX;
+}
+
+void ccd_hist_add(CcdHist *h, double v)
+{
+    int i = 0;
+    while (i < h->n && v > h->le[i])
+        i++;
+    h->counts[i]++;
+    h->sum += v;
+    h->count++;
+}
+
+double ccd_hist_quantile(const CcdHist *h, double q)
+{
+    uint64_t want = (uint64_t)ceil(q * (double)h->count), acc = 0;
+    for (int i = 0; i <= h->n; i++) {
+        acc += h->counts[i];
+        if (acc >= want && acc)
+            return i < h->n ? h->le[i] : INFINITY;
+    }
+    return 0;
+}
