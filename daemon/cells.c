@@ -12,13 +12,7 @@
 #include "log.h"
 #include "scheduler.h"
 
-static uint64_t hash_id(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
-}
+static uint64_t hash_id(const char *s) { return cc_fnv1a_str(s); }
 
 static size_t imputed_words(int ring) { return (size_t)(ring + 63) / 64; }
 

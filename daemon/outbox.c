@@ -54,18 +54,10 @@ struct CcdOutbox {
 
 /* ---- the quiet map ---- */
 
-static uint64_t hash_str(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
-}
-
 /* qlock held */
 static QEntry **qfind(CcdOutbox *o, const char *cell)
 {
-    QEntry **pp = &o->qb[hash_str(cell) % QBUCKETS];
+    QEntry **pp = &o->qb[cc_fnv1a_str(cell) % QBUCKETS];
     while (*pp && strcmp((*pp)->cell, cell))
         pp = &(*pp)->next;
     return pp;

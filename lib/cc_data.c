@@ -535,14 +535,6 @@ typedef struct CellTab {
     int nslot;
 } CellTab;
 
-static uint64_t hash_str(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    while (*s)
-        h = (h ^ (unsigned char)*s++) * 1099511628211ull;
-    return h;
-}
-
 static int celltab_find_or_add(CellTab *t, const char *s)
 {
     if (t->n * 2 >= t->nslot) {
@@ -551,7 +543,7 @@ static int celltab_find_or_add(CellTab *t, const char *s)
         if (!sl)
             return -ENOMEM;
         for (int i = 0; i < t->n; i++) {
-            uint64_t h = hash_str(t->id[i]) & (uint64_t)(ns - 1);
+            uint64_t h = cc_fnv1a_str(t->id[i]) & (uint64_t)(ns - 1);
             while (sl[h])
                 h = (h + 1) & (uint64_t)(ns - 1);
             sl[h] = i + 1;
@@ -560,7 +552,7 @@ static int celltab_find_or_add(CellTab *t, const char *s)
         t->slot = sl;
         t->nslot = ns;
     }
-    uint64_t h = hash_str(s) & (uint64_t)(t->nslot - 1);
+    uint64_t h = cc_fnv1a_str(s) & (uint64_t)(t->nslot - 1);
     while (t->slot[h]) {
         if (strcmp(t->id[t->slot[h] - 1], s) == 0)
             return t->slot[h] - 1;

@@ -112,10 +112,7 @@ void cc_kpi_default_settings(CcKpiSettings *s)
 
 static uint32_t hash_bytes(const char *s, size_t n)
 {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (uint8_t)s[i]) * 16777619u;
-    return h;
+    return (uint32_t)cc_fnv1a(CC_FNV1A_SEED, s, n);
 }
 
 static uint32_t hash_name(const char *s) { return hash_bytes(s, strlen(s)); }

@@ -68,24 +68,14 @@ uint32_t cc_crc32(uint32_t crc, const void *buf, size_t len)
     return ~crc;
 }
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 uint64_t cc_snapshot_model_hash(const CcHparams *hp)
 {
     int64_t v[] = {hp->n_features, hp->patch_len,    hp->n_patches,  hp->norm_window,
                    hp->d_model,    hp->n_heads,      hp->n_layers,   hp->d_ff,
                    hp->horizon,    hp->step_seconds, hp->tz_offset_s};
-    uint64_t h = fnv(0xcbf29ce484222325ull, v, sizeof v);
+    uint64_t h = cc_fnv1a(CC_FNV1A_SEED, v, sizeof v);
     for (int f = 0; f < hp->n_features && f < CC_MAX_FEATURES; f++)
-        h = fnv(h, hp->features[f], strlen(hp->features[f]) + 1);
+        h = cc_fnv1a(h, hp->features[f], strlen(hp->features[f]) + 1);
     return h ? h : 1; /* 0 means "any" to the reader */
 }
 

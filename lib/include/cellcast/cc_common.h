@@ -31,4 +31,22 @@ int cc_fsync_dir_of(const char *path);
 /** Monotonic clock in nanoseconds. */
 int64_t cc_now_ns(void);
 
+/* FNV-1a, 64-bit: the one hash of cell ids, KPI names and model layouts (hash tables,
+ * snapshot model hashes, reply versions). Fold bytes into h, starting from CC_FNV1A_SEED. */
+#define CC_FNV1A_SEED 0xcbf29ce484222325ull
+static inline uint64_t cc_fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+static inline uint64_t cc_fnv1a_str(const char *s)
+{
+    uint64_t h = CC_FNV1A_SEED;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
 #endif
