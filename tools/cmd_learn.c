@@ -31,9 +31,9 @@ static void on_stop(int sig)
 }
 
 typedef struct LearnArgs {
-    const char *data_dir, *out, *state_dir;
+    const char *data_dir, *out, *state_dir, *on_publish;
     int once, shuffle_train, quiet, threads;
-    double data_days, poll_s;
+    double data_days, poll_s, floor_frac;
     CcLearnSettings ls;
     double first_model_h, transformer_days, retrain_h, holdout_h;
     int horizon, patch_len;
@@ -148,6 +148,23 @@ static int read_csv_dir(const LearnArgs *a, CcLearn *l)
     return rc;
 }
 
+/* The mean over KPIs of a method's per-KPI MASE in cellcast eval's JSON (NaN: none): the
+ * learner's criterion, every KPI weighing alike whatever its units. */
+static double mean_kpi_mase(json_t *method)
+{
+    const char *k;
+    json_t *v;
+    double sum = 0;
+    int n = 0;
+    json_object_foreach(json_object_get(method, "per_kpi"), k, v)
+    {
+        json_t *m = json_object_get(v, "mase");
+        if (json_is_number(m))
+            sum += json_number_value(m), n++;
+    }
+    return n ? sum / n : NAN;
+}
+
 /* cellcast eval's scores of the model at path on the rows from `from` (unix seconds). */
 static void score(Scored *sc, const char *data, int64_t from, int horizon, int64_t step)
 {
@@ -187,12 +204,8 @@ static void score(Scored *sc, const char *data, int64_t from, int horizon, int64
     sc->mase = n ? sum / n : NAN;
     json_t *cov = json_object_get(json_object_get(model, "overall"), "coverage80");
     sc->coverage = json_is_number(cov) ? json_number_value(cov) : NAN;
-    json_t *sn =
-        json_object_get(json_object_get(json_object_get(methods, "snaive_1d"), "overall"), "mase");
-    json_t *li =
-        json_object_get(json_object_get(json_object_get(methods, "linear"), "overall"), "mase");
-    sc->snaive_mase = json_is_number(sn) ? json_number_value(sn) : NAN;
-    sc->linear_mase = json_is_number(li) ? json_number_value(li) : NAN;
+    sc->snaive_mase = mean_kpi_mase(json_object_get(methods, "snaive_1d"));
+    sc->linear_mase = mean_kpi_mase(json_object_get(methods, "linear"));
     json_decref(j);
     if (!isfinite(sc->mase))
         snprintf(sc->why, sizeof sc->why, "no KPI with a MASE on the held-out rows");
@@ -233,12 +246,14 @@ static void round_hparams(const LearnArgs *a, const CcDataset *ds, const CcRange
     hp->horizon = a->horizon > 0     ? a->horizon
                   : quarter_day < 24 ? (quarter_day > 0 ? (int)quarter_day : 1)
                                      : 24;
-    hp->patch_len = a->patch_len;
     int T = 0;
     for (int s = 0; s < ds->n_series; s++)
         if (train[s].end - train[s].begin > T)
             T = train[s].end - train[s].begin;
     int half = T / 2;
+    /* a patch and the horizon must fit the training rows: a day of hours holds 20 */
+    hp->patch_len = a->patch_len + hp->horizon > T && T / 4 < a->patch_len ? (T / 4 > 1 ? T / 4 : 1)
+                                                                           : a->patch_len;
     hp->linear_window = 336 < half ? 336 : (half > 1 ? half : 1);
     hp->norm_window = 336 < half ? 336 : (half > hp->patch_len ? half : hp->patch_len);
     if (hp->patch_len * hp->n_patches > half)
@@ -247,7 +262,7 @@ static void round_hparams(const LearnArgs *a, const CcDataset *ds, const CcRange
 
 /* The linear-only candidate into path. 0 or -1 (why in sc->why). */
 static int linear_candidate(const LearnArgs *a, const char *train_csv, int64_t step,
-                            const char *path, Scored *sc, int *horizon)
+                            const char *path, Scored *sc, int *horizon, int *patch_len)
 {
     CcDataSettings d = a->data;
     d.format = CC_DATA_LONG;
@@ -270,8 +285,9 @@ static int linear_candidate(const LearnArgs *a, const char *train_csv, int64_t s
         round_hparams(a, ds, tr, &hp);
         hp.d_model = 4, hp.n_heads = 1, hp.n_layers = 1, hp.d_ff = 4; /* unused: head at 0 */
         snprintf(hp.name, sizeof hp.name, "cellcast-learn-linear");
-        *horizon = hp.horizon;
-        if (cc_learn_fit_linear(&m, &hp, ds, tr, va, 0.02, 0.1, sc->why, sizeof sc->why) == 0 &&
+        *horizon = hp.horizon, *patch_len = hp.patch_len;
+        if (cc_learn_fit_linear(&m, &hp, ds, tr, va, 0.02, a->floor_frac, sc->why,
+                                sizeof sc->why) == 0 &&
             cc_model_save(m, path, sc->why, sizeof sc->why) == 0)
             rc = 0;
     } else
@@ -287,7 +303,7 @@ static int linear_candidate(const LearnArgs *a, const char *train_csv, int64_t s
  * documented recipe for a learner: the ridge start validated as a candidate checkpoint
  * (--linear-init ridge --eval-start), checkpoints chosen by MASE. 0 or -1. */
 static int transformer_candidate(const LearnArgs *a, const char *train_csv, int64_t step,
-                                 int horizon, const char *path, Scored *sc)
+                                 int horizon, int patch_len, const char *path, Scored *sc)
 {
     char b[16][32];
     int nb = 0;
@@ -306,7 +322,7 @@ static int transformer_candidate(const LearnArgs *a, const char *train_csv, int6
     argv[argc++] = "--horizon";
     argv[argc++] = NUM_ARG("%d", horizon);
     argv[argc++] = "--patch-len";
-    argv[argc++] = NUM_ARG("%d", a->patch_len);
+    argv[argc++] = NUM_ARG("%d", patch_len);
     argv[argc++] = "--linear-init";
     argv[argc++] = "ridge";
     argv[argc++] = "--eval-start";
@@ -411,20 +427,21 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
                                             : "linear candidate (the Transformer from "
                                               "enough history)");
     Scored sc[3] = {{.kind = "linear"}, {.kind = "transformer"}, {.kind = "champion"}};
-    int horizon = 0;
+    int horizon = 0, patch_len = a->patch_len;
     snprintf(sc[0].path, sizeof sc[0].path, "%s", lin_path);
     snprintf(sc[1].path, sizeof sc[1].path, "%s", tx_path);
     snprintf(sc[2].path, sizeof sc[2].path, "%s", a->out);
     unlink(lin_path);
     unlink(tx_path);
-    if (linear_candidate(a, train_csv, ls.step_s, lin_path, &sc[0], &horizon) == 0)
+    if (linear_candidate(a, train_csv, ls.step_s, lin_path, &sc[0], &horizon, &patch_len) == 0)
         score(&sc[0], all_csv, cut, horizon, ls.step_s);
     if (!horizon) {
         fprintf(stderr, "cellcast learn: linear candidate: %s\n", sc[0].why);
         return -1;
     }
     if (due == CC_LEARN_TRANSFORMER) {
-        if (transformer_candidate(a, train_csv, ls.step_s, horizon, tx_path, &sc[1]) == 0)
+        if (transformer_candidate(a, train_csv, ls.step_s, horizon, patch_len, tx_path, &sc[1]) ==
+            0)
             score(&sc[1], all_csv, cut, horizon, ls.step_s);
     } else
         snprintf(sc[1].why, sizeof sc[1].why, "%.1f days of data, the Transformer from %.1f",
@@ -507,8 +524,14 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
             save_json_atomic(rec_path, rec, err, sizeof err) < 0) {
             fprintf(stderr, "cellcast learn: publish: %s\n", err);
             rc = -1;
-        } else
+        } else {
             st->published++;
+            if (a->on_publish) {
+                int s = system(a->on_publish);
+                if (s != 0)
+                    fprintf(stderr, "cellcast learn: --on-publish exited with status %d\n", s);
+            }
+        }
     }
     char log_path[4096];
     state_path(a, "rounds.jsonl", log_path, sizeof log_path);
@@ -582,7 +605,7 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
     a->retrain_h = (double)a->ls.retrain_every_s / 3600;
     a->holdout_h = (double)a->ls.holdout_s / 3600;
     a->patch_len = 16, a->d_model = 32, a->n_heads = 4, a->n_layers = 2, a->d_ff = 64;
-    a->threads = 1, a->seed = 1, a->poll_s = 60;
+    a->threads = 1, a->seed = 1, a->poll_s = 60, a->floor_frac = 0.1;
     enum { SHOW = CC_OPT_SHOW_DEFAULT };
     CcOpt opts[] = {
         CC_OPTS_HEADING("Input and output:"),
@@ -598,6 +621,10 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
         CC_OPTS_STR("state-dir", &a->state_dir, "DIR",
                     "the learner's own files: training CSV, candidates,\n"
                     "state.json, rounds.jsonl (default: MODEL's directory)"),
+        CC_OPTS_STR("on-publish", &a->on_publish, "CMD",
+                    "run CMD (sh -c) after each publication, e.g. to reload\n"
+                    "cellcastd: \"kill -HUP $(pidof cellcastd)\" or a POST to\n"
+                    "/v1/admin/reload; its exit status is logged"),
         CC_OPTS_FLAG("once", &a->once, "one round on what exists, then exit"),
         CC_OPTS_DBL("poll", &a->poll_s, 0.1, 86400, "SEC", "seconds between reads of the input",
                     .flags = SHOW),
@@ -627,6 +654,10 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
         CC_OPTS_INT("horizon", &a->horizon, 0, CC_MAX_HORIZON, "HZ",
                     "steps forecast (0: a quarter day of steps, at most 24)", .flags = SHOW),
         CC_OPTS_INT("patch-len", &a->patch_len, 1, CC_MAX_PATCH_LEN, "P", "", .flags = SHOW),
+        CC_OPTS_DBL("floor-frac", &a->floor_frac, 0, 10, "X",
+                    "the linear model's norm.floor: X times the KPI's median sd\n"
+                    "(as cellcast train --floor-frac)",
+                    .flags = SHOW),
         CC_OPTS_INT("d-model", &a->d_model, 2, CC_MAX_D_MODEL, "D", "Transformer", .flags = SHOW),
         CC_OPTS_INT("n-heads", &a->n_heads, 1, 256, "H", "", .flags = SHOW),
         CC_OPTS_INT("n-layers", &a->n_layers, 1, CC_MAX_LAYERS, "L", "", .flags = SHOW),
