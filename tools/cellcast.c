@@ -17,6 +17,7 @@ static const struct {
     {"bench", cmd_bench, "time the batched incremental step on synthetic cells"},
     {"train", cmd_train, "train a model on CSV history"},
     {"eval", cmd_eval, "rolling-origin evaluation against baselines"},
+    {"learn", cmd_learn, "learn models from KPI history and publish the best (docs/learning.md)"},
     {"synth", cmd_synth, "generate synthetic multi-cell KPI history (long CSV)"},
     {"anomaly-eval", cmd_anomaly, "alert precision/recall on data with injected anomalies"},
 };

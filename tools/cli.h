@@ -43,6 +43,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
+int cmd_learn(int argc, char **argv);
 int cmd_anomaly(int argc, char **argv);
 
 #endif

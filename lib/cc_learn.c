@@ -1,0 +1,576 @@
+/*
+ * cc_learn.c — the learner's store of sampled cells, its step detection and schedule in
+ * data time, the linear-only tx/3 model and atomic file publication (cc_learn.h).
+ */
+#include "cc_learn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cc_calib.h"
+#include "cc_train.h"
+
+typedef struct LearnCell {
+    char id[CC_CELL_ID_MAX];
+    int64_t *ts; /* (cap) record times, in arrival order */
+    float *val;  /* (cap, CC_MAX_FEATURES) values, NaN = missing */
+    int n, cap;  /* records held, allocated */
+    int head;    /* once n == max_points: the oldest record's slot (a ring) */
+} LearnCell;
+
+struct CcLearn {
+    CcLearnSettings s;
+    LearnCell *cells;
+    int n_cells;
+    char kpi[CC_MAX_FEATURES][CC_FEATURE_NAME_MAX];
+    int n_kpis;
+    int64_t records_dropped, kpis_dropped;
+};
+
+void cc_learn_default_settings(CcLearnSettings *s)
+{
+    *s = (CcLearnSettings){.max_cells = 1000,
+                           .max_points = 20160,
+                           .first_model_s = 86400,
+                           .transformer_s = 7 * 86400,
+                           .retrain_every_s = 86400,
+                           .holdout_s = 86400,
+                           .margin = 0.02};
+}
+
+int cc_learn_open(CcLearn **out, const CcLearnSettings *s)
+{
+    *out = NULL;
+    if (s->max_cells < 1 || s->max_points < 4 || s->first_model_s < 0 || s->transformer_s < 0 ||
+        s->retrain_every_s < 0 || s->holdout_s < 0 || !(s->margin >= 0 && s->margin < 1))
+        return -EINVAL;
+    CcLearn *l = calloc(1, sizeof *l);
+    if (!l)
+        return -ENOMEM;
+    l->s = *s;
+    l->cells = calloc((size_t)s->max_cells, sizeof *l->cells);
+    if (!l->cells) {
+        free(l);
+        return -ENOMEM;
+    }
+    *out = l;
+    return 0;
+}
+
+void cc_learn_clear(CcLearn *l)
+{
+    for (int c = 0; c < l->n_cells; c++) {
+        free(l->cells[c].ts);
+        free(l->cells[c].val);
+    }
+    memset(l->cells, 0, (size_t)l->s.max_cells * sizeof *l->cells);
+    l->n_cells = 0;
+    l->records_dropped = l->kpis_dropped = 0;
+}
+
+void cc_learn_close(CcLearn **l)
+{
+    if (!*l)
+        return;
+    cc_learn_clear(*l);
+    free((*l)->cells);
+    free(*l);
+    *l = NULL;
+}
+
+/* The cell's slot, sampled now if the cap allows; NULL when not sampled. */
+static LearnCell *cell_slot(CcLearn *l, const char *id)
+{
+    for (int c = 0; c < l->n_cells; c++) /* linear: a learner's round dominates by far */
+        if (!strcmp(l->cells[c].id, id))
+            return &l->cells[c];
+    if (l->n_cells == l->s.max_cells)
+        return NULL;
+    LearnCell *c = &l->cells[l->n_cells++];
+    snprintf(c->id, sizeof c->id, "%s", id);
+    return c;
+}
+
+static int kpi_index(CcLearn *l, const char *name)
+{
+    for (int f = 0; f < l->n_kpis; f++)
+        if (!strcmp(l->kpi[f], name))
+            return f;
+    if (l->n_kpis == CC_MAX_FEATURES || !name[0] || strlen(name) >= CC_FEATURE_NAME_MAX ||
+        strpbrk(name, ",\"\r\n"))
+        return -1;
+    snprintf(l->kpi[l->n_kpis], CC_FEATURE_NAME_MAX, "%s", name);
+    return l->n_kpis++;
+}
+
+/* Slot of the cell's i-th oldest record. */
+static int rec_slot(const LearnCell *c, int i)
+{
+    return c->n < c->cap || c->head == 0 ? i : (c->head + i) % c->n;
+}
+
+int cc_learn_add(CcLearn *l, const char *cell, int64_t ts, const char *const *names,
+                 const double *values, int n)
+{
+    if (!cell || !cell[0] || strlen(cell) >= CC_CELL_ID_MAX || strpbrk(cell, ",\"\r\n"))
+        return -EINVAL;
+    LearnCell *c = cell_slot(l, cell);
+    if (!c) {
+        l->records_dropped++;
+        return -ENOSPC;
+    }
+    int slot;
+    if (c->n < l->s.max_points) {
+        if (c->n == c->cap) {
+            int cap = c->cap ? c->cap * 2 : 64;
+            if (cap > l->s.max_points)
+                cap = l->s.max_points;
+            int64_t *ts2 = realloc(c->ts, (size_t)cap * sizeof *ts2);
+            if (!ts2)
+                return -ENOMEM;
+            c->ts = ts2;
+            float *v2 = realloc(c->val, (size_t)cap * CC_MAX_FEATURES * sizeof *v2);
+            if (!v2)
+                return -ENOMEM;
+            c->val = v2;
+            c->cap = cap;
+        }
+        slot = c->n++;
+    } else { /* full: the oldest record makes room */
+        slot = c->head;
+        c->head = (c->head + 1) % c->n;
+    }
+    c->ts[slot] = ts;
+    float *row = c->val + (size_t)slot * CC_MAX_FEATURES;
+    for (int f = 0; f < CC_MAX_FEATURES; f++)
+        row[f] = NAN;
+    for (int i = 0; i < n; i++) {
+        int f = kpi_index(l, names[i]);
+        if (f < 0) {
+            l->kpis_dropped++;
+            continue;
+        }
+        row[f] = isfinite(values[i]) ? (float)values[i] : NAN;
+    }
+    return 0;
+}
+
+int cc_learn_add_dataset(CcLearn *l, const CcDataset *ds)
+{
+    const char *names[CC_DATA_MAX_FEATURES];
+    double v[CC_DATA_MAX_FEATURES];
+    const int F = ds->n_features;
+    for (int f = 0; f < F; f++)
+        names[f] = ds->features[f];
+    for (int s = 0; s < ds->n_series; s++) {
+        const CcSeries *se = &ds->series[s];
+        for (int i = 0; i < se->T; i++) {
+            int any = 0;
+            for (int f = 0; f < F; f++) {
+                int obs = se->mask[(size_t)i * F + f];
+                v[f] = obs ? se->x[(size_t)i * F + f] : NAN;
+                any |= obs;
+            }
+            if (!any) /* a step the loader inserted */
+                continue;
+            int r = cc_learn_add(l, se->cell_id, cc_data_row_ts(ds, s, i), names, v, F);
+            if (r < 0 && r != -ENOSPC)
+                return r;
+        }
+    }
+    return 0;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The cell's record times sorted into tmp (n). */
+static void sorted_times(const LearnCell *c, int64_t *tmp)
+{
+    memcpy(tmp, c->ts, (size_t)c->n * sizeof *tmp);
+    qsort(tmp, (size_t)c->n, sizeof *tmp, cmp_i64);
+}
+
+static int64_t detect_step(const CcLearn *l)
+{
+    int max_n = 0;
+    for (int c = 0; c < l->n_cells; c++)
+        if (l->cells[c].n > max_n)
+            max_n = l->cells[c].n;
+    int64_t *tmp = malloc((size_t)(max_n + 1) * sizeof *tmp);
+    int64_t *per_cell = malloc((size_t)(l->n_cells + 1) * sizeof *per_cell);
+    int n_med = 0;
+    for (int c = 0; tmp && per_cell && c < l->n_cells; c++) {
+        const LearnCell *lc = &l->cells[c];
+        sorted_times(lc, tmp);
+        int nd = 0;
+        for (int i = 1; i < lc->n; i++) /* the positive differences, in place */
+            if (tmp[i] > tmp[i - 1])
+                tmp[nd++] = tmp[i] - tmp[i - 1];
+        if (nd == 0)
+            continue;
+        qsort(tmp, (size_t)nd, sizeof *tmp, cmp_i64);
+        per_cell[n_med++] = tmp[nd / 2];
+    }
+    int64_t step = 0;
+    if (n_med > 0) {
+        qsort(per_cell, (size_t)n_med, sizeof *per_cell, cmp_i64);
+        step = per_cell[n_med / 2];
+        if (step >= 60 && step % 60 && (step % 60 <= 3 || step % 60 >= 57))
+            step = (step + 30) / 60 * 60; /* collectors' seconds of jitter */
+    }
+    free(tmp);
+    free(per_cell);
+    return step;
+}
+
+void cc_learn_stats(const CcLearn *l, CcLearnStats *st)
+{
+    *st = (CcLearnStats){.cells = l->n_cells,
+                         .records_dropped = l->records_dropped,
+                         .kpis_dropped = l->kpis_dropped,
+                         .n_kpis = l->n_kpis};
+    int any = 0;
+    for (int c = 0; c < l->n_cells; c++) {
+        const LearnCell *lc = &l->cells[c];
+        st->records += lc->n;
+        st->bytes += (size_t)lc->cap * (sizeof(int64_t) + CC_MAX_FEATURES * sizeof(float));
+        for (int i = 0; i < lc->n; i++) {
+            if (!any || lc->ts[i] < st->first_ts)
+                st->first_ts = lc->ts[i];
+            if (!any || lc->ts[i] > st->last_ts)
+                st->last_ts = lc->ts[i];
+            any = 1;
+        }
+    }
+    st->step_s = detect_step(l);
+}
+
+const char *cc_learn_kpi(const CcLearn *l, int i)
+{
+    return i >= 0 && i < l->n_kpis ? l->kpi[i] : NULL;
+}
+
+void cc_learn_truncate(CcLearn *l, int64_t until)
+{
+    float *tmpv = NULL;
+    for (int c = 0; c < l->n_cells; c++) {
+        LearnCell *lc = &l->cells[c];
+        /* unroll the ring so that the kept records are slots 0..k-1 in arrival order */
+        int k = 0;
+        int64_t *ts = malloc((size_t)(lc->n + 1) * sizeof *ts);
+        tmpv = malloc(((size_t)lc->n + 1) * CC_MAX_FEATURES * sizeof *tmpv);
+        if (!ts || !tmpv) { /* out of memory: the cell is dropped rather than left wrong */
+            free(ts);
+            free(tmpv);
+            lc->n = lc->head = 0;
+            continue;
+        }
+        for (int i = 0; i < lc->n; i++) {
+            int sl = rec_slot(lc, i);
+            if (lc->ts[sl] >= until)
+                continue;
+            ts[k] = lc->ts[sl];
+            memcpy(tmpv + (size_t)k * CC_MAX_FEATURES, lc->val + (size_t)sl * CC_MAX_FEATURES,
+                   CC_MAX_FEATURES * sizeof *tmpv);
+            k++;
+        }
+        memcpy(lc->ts, ts, (size_t)k * sizeof *ts);
+        memcpy(lc->val, tmpv, (size_t)k * CC_MAX_FEATURES * sizeof *tmpv);
+        lc->n = k, lc->head = 0;
+        free(ts);
+        free(tmpv);
+    }
+}
+
+void cc_learn_shuffle(CcLearn *l, int64_t until, uint64_t seed)
+{
+    uint64_t r = seed * 0x9e3779b97f4a7c15ULL + 1;
+    float tmp[CC_MAX_FEATURES];
+    for (int c = 0; c < l->n_cells; c++) {
+        LearnCell *lc = &l->cells[c];
+        int *idx = malloc((size_t)(lc->n + 1) * sizeof *idx), k = 0;
+        if (!idx)
+            continue;
+        for (int i = 0; i < lc->n; i++)
+            if (lc->ts[i] < until)
+                idx[k++] = i;
+        for (int i = k - 1; i > 0; i--) { /* Fisher-Yates over the slots before until */
+            r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+            int j = (int)(r % (uint64_t)(i + 1));
+            float *a = lc->val + (size_t)idx[i] * CC_MAX_FEATURES;
+            float *b = lc->val + (size_t)idx[j] * CC_MAX_FEATURES;
+            memcpy(tmp, a, sizeof tmp);
+            memcpy(a, b, sizeof tmp);
+            memcpy(b, tmp, sizeof tmp);
+        }
+        free(idx);
+    }
+}
+
+typedef struct TsIdx {
+    int64_t ts;
+    int slot;
+} TsIdx;
+
+static int cmp_tsidx(const void *a, const void *b)
+{
+    const TsIdx *x = a, *y = b;
+    if (x->ts != y->ts)
+        return (x->ts > y->ts) - (x->ts < y->ts);
+    return (x->slot > y->slot) - (x->slot < y->slot);
+}
+
+int cc_learn_write_csv(const CcLearn *l, const char *path, int64_t until, char *err, size_t errlen)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *fp = fopen(tmp, "w");
+    if (!fp) {
+        snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+        return -EIO;
+    }
+    fputs("ts,cell_id", fp);
+    for (int f = 0; f < l->n_kpis; f++)
+        fprintf(fp, ",%s", l->kpi[f]);
+    fputc('\n', fp);
+    int rc = 0;
+    for (int c = 0; c < l->n_cells && !rc; c++) {
+        const LearnCell *lc = &l->cells[c];
+        TsIdx *ix = malloc((size_t)(lc->n + 1) * sizeof *ix);
+        if (!ix) {
+            rc = -ENOMEM;
+            break;
+        }
+        for (int i = 0; i < lc->n; i++)
+            ix[i] = (TsIdx){lc->ts[i], i};
+        qsort(ix, (size_t)lc->n, sizeof *ix, cmp_tsidx);
+        for (int i = 0; i < lc->n; i++) {
+            if (until && ix[i].ts >= until)
+                break;
+            const float *row = lc->val + (size_t)ix[i].slot * CC_MAX_FEATURES;
+            fprintf(fp, "%lld,%s", (long long)ix[i].ts, lc->id);
+            for (int f = 0; f < l->n_kpis; f++)
+                if (isfinite(row[f]))
+                    fprintf(fp, ",%.9g", row[f]);
+                else
+                    fputc(',', fp);
+            fputc('\n', fp);
+        }
+        free(ix);
+    }
+    if (fflush(fp) || ferror(fp))
+        rc = rc ? rc : -EIO;
+    if (fclose(fp) && !rc)
+        rc = -EIO;
+    if (!rc && rename(tmp, path))
+        rc = -EIO;
+    if (rc) {
+        snprintf(err, errlen, "%s: %s", path, rc == -ENOMEM ? "out of memory" : strerror(errno));
+        unlink(tmp);
+    }
+    return rc;
+}
+
+enum CcLearnRound cc_learn_due(const CcLearnSettings *s, int64_t first_ts, int64_t last_ts,
+                               int64_t last_round)
+{
+    int64_t span = last_ts - first_ts;
+    if (span < s->first_model_s)
+        return CC_LEARN_WAIT;
+    if (last_round && last_ts - last_round < s->retrain_every_s)
+        return CC_LEARN_WAIT;
+    return span >= s->transformer_s ? CC_LEARN_TRANSFORMER : CC_LEARN_LINEAR;
+}
+
+int64_t cc_learn_holdout(const CcLearnSettings *s, int64_t first_ts, int64_t last_ts,
+                         int64_t step_s)
+{
+    int64_t h = s->holdout_s, quarter = (last_ts - first_ts) / 4;
+    if (h > quarter)
+        h = quarter;
+    if (step_s > 0)
+        h = h / step_s * step_s;
+    return h;
+}
+
+int cc_learn_fit_linear(CcModel **out, const CcHparams *hp, const CcDataset *ds,
+                        const CcRange *train, const CcRange *val, double ridge_lambda,
+                        double floor_frac, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (hp->linear_window < 1 || hp->n_features != ds->n_features ||
+        hp->step_seconds != ds->step_seconds) {
+        snprintf(err, errlen, "linear model: hyperparameters do not match the data");
+        return -EINVAL;
+    }
+    CcModel *m = NULL;
+    int rc = cc_model_open(&m, hp, err, errlen);
+    if (rc < 0)
+        return rc;
+    cc_model_init_random(m, 1);
+    cc_train_naive_start(m);
+    /* the whole head at 0: the Transformer's share of the mean and log-sigma vanish, the
+     * forecast is the linear path's, its sd sigma × calib.sigma_scale */
+    memset(m->w.head_w, 0, (size_t)2 * hp->horizon * hp->d_model * sizeof(float));
+    memset(m->w.head_b, 0, (size_t)2 * hp->horizon * sizeof(float));
+    if ((rc = cc_train_norm_floor(ds, train, floor_frac, m->w.norm_floor)) < 0) {
+        snprintf(err, errlen, "out of memory");
+        cc_model_close(&m);
+        return rc;
+    }
+    CcTrainSettings ts;
+    cc_train_default_settings(&ts);
+    ts.n_threads = 1;
+    CcTrainer *tr = NULL;
+    if ((rc = cc_trainer_open(&tr, m, ds, train, val, &ts, err, errlen)) < 0) {
+        cc_model_close(&m);
+        return rc;
+    }
+    rc = cc_trainer_fit_linear(tr, ridge_lambda, NULL);
+    if (rc < 0) {
+        snprintf(err, errlen, "linear model: %s",
+                 rc == -EAGAIN ? "no training window with a full linear window and horizon"
+                 : rc == -EDOM ? "singular normal equations"
+                               : strerror(-rc));
+    } else {
+        CcCalibSettings cs;
+        CcCalibReport rep;
+        cc_calib_defaults(&cs);
+        int r2 = cc_trainer_calibrate_fit(tr, &cs, &rep);
+        if (r2 == 0) {
+            char buf[64];
+            snprintf(buf, sizeof buf, "%.4f", rep.cover);
+            cc_hparams_set_extra(&m->hp, "val_cover80", buf);
+        } else if (r2 != -EAGAIN) /* no validation sample: scales stay 1 */
+            rc = r2;
+    }
+    cc_trainer_close(&tr);
+    if (rc < 0) {
+        cc_model_close(&m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+/* fsync of the directory holding path, so that a rename survives a power loss. */
+static void fsync_dir(const char *path)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    int fd = open(dirname(buf), O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
+int cc_learn_write_atomic(const char *dst, const void *buf, size_t len, char *err, size_t errlen)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dst, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int e = errno;
+        snprintf(err, errlen, "%s: %s", tmp, strerror(e));
+        return -e;
+    }
+    const char *p = buf;
+    size_t left = len;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            int e = w < 0 ? errno : EIO;
+            snprintf(err, errlen, "%s: %s", tmp, strerror(e));
+            close(fd);
+            unlink(tmp);
+            return -e;
+        }
+        p += w, left -= (size_t)w;
+    }
+    if (fsync(fd) || close(fd)) {
+        int e = errno;
+        snprintf(err, errlen, "%s: %s", tmp, strerror(e));
+        unlink(tmp);
+        return -e;
+    }
+    if (rename(tmp, dst)) {
+        int e = errno;
+        snprintf(err, errlen, "%s: %s", dst, strerror(e));
+        unlink(tmp);
+        return -e;
+    }
+    fsync_dir(dst);
+    return 0;
+}
+
+/* The whole file into a malloc'd buffer. 0 or -errno. */
+static int read_all(const char *path, char **out, size_t *len)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return -errno;
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+    while (b) {
+        size_t r = fread(b + n, 1, cap - n, fp);
+        n += r;
+        if (n < cap)
+            break;
+        char *b2 = realloc(b, cap * 2);
+        if (!b2) {
+            free(b);
+            b = NULL;
+            break;
+        }
+        b = b2, cap *= 2;
+    }
+    int bad = ferror(fp);
+    fclose(fp);
+    if (!b || bad) {
+        free(b);
+        return b ? -EIO : -ENOMEM;
+    }
+    *out = b, *len = n;
+    return 0;
+}
+
+int cc_learn_publish_file(const char *src, const char *dst, char *err, size_t errlen)
+{
+    char *b;
+    size_t n;
+    int rc = read_all(src, &b, &n);
+    if (rc < 0) {
+        snprintf(err, errlen, "%s: %s", src, strerror(-rc));
+        return rc;
+    }
+    rc = cc_learn_write_atomic(dst, b, n, err, errlen);
+    free(b);
+    return rc;
+}
+
+int cc_learn_file_hash(const char *path, char hex[17])
+{
+    char *b;
+    size_t n;
+    int rc = read_all(path, &b, &n);
+    if (rc < 0)
+        return rc;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)b[i]) * 0x100000001b3ULL;
+    free(b);
+    snprintf(hex, 17, "%016llx", (unsigned long long)h);
+    return 0;
+}

@@ -1,0 +1,139 @@
+/*
+ * cc_learn.h — the learner's reusable part (`cellcast learn`, docs/learning.md): the
+ * training store of a bounded sample of cells fed record by record (from Kafka or CSV),
+ * the KPI set and the step learnt from the data, the schedule counted in data time, the
+ * linear-only tx/3 model (the closed-form ridge fit of the linear path alone) and atomic
+ * publication of a file.
+ *
+ * The store. Records (cell, unix time, KPI names and values) are kept for at most
+ * max_cells cells (the first that arrive; records of other cells are counted and dropped)
+ * and the newest max_points records per cell. KPIs are named as they arrive (at most
+ * CC_MAX_FEATURES; further names are counted and dropped). Memory per sampled cell:
+ * max_points × (8 + 4·CC_MAX_FEATURES) bytes at most, allocated as the cell's records grow
+ * (8 + 4·F bytes per record: 4 KiB per day of 15-minute steps with 8 KPIs).
+ *
+ * The step is detected as the median over the sampled cells of each cell's median positive
+ * difference between its sorted record times (whole minutes from 60 s, as cc_data does).
+ *
+ * Data time is the newest record time; what the learner does next is decided by
+ * cc_learn_due from the data's span and the last round's data time (never the wall
+ * clock), so a replay at 100× learns as the live network would.
+ */
+#ifndef CC_LEARN_H
+#define CC_LEARN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cc_data.h"
+#include "cc_model.h"
+
+typedef struct CcLearnSettings {
+    int max_cells;           ///< cells sampled (default 1000)
+    int max_points;          ///< newest records kept per cell (default 20160: 28 days of
+                             ///< 2-minute steps, a year of hours is cut to its last 840 days)
+    int64_t first_model_s;   ///< data span before the first (linear) model (default 86400)
+    int64_t transformer_s;   ///< data span before the first Transformer (default 7 days)
+    int64_t retrain_every_s; ///< data time between rounds (default 86400)
+    int64_t holdout_s;       ///< held-out recent data scored by champion/challenger, at most
+                             ///< a quarter of the span (default 86400)
+    double margin;           ///< a candidate replaces the champion when its MASE is below
+                             ///< (1 - margin) × the champion's (default 0.02)
+} CcLearnSettings;
+
+void cc_learn_default_settings(CcLearnSettings *s);
+
+typedef struct CcLearn CcLearn;
+
+/** An empty store. 0, -EINVAL (settings out of range), -ENOMEM. */
+int cc_learn_open(CcLearn **out, const CcLearnSettings *s);
+void cc_learn_close(CcLearn **l);
+
+/** Forgets every record (the KPI names stay). */
+void cc_learn_clear(CcLearn *l);
+
+/**
+ * One record: cell id, unix seconds, n KPI values named names[i] (a NaN value is missing).
+ * 0; -ENOSPC when the cell is not sampled (the cap is reached: counted in dropped_cells'
+ * records); -EINVAL (empty or over-long cell id, non-finite time); -ENOMEM.
+ */
+int cc_learn_add(CcLearn *l, const char *cell, int64_t ts, const char *const *names,
+                 const double *values, int n);
+
+/** Adds every row of a dataset (its observed values; missing and imputed ones as NaN). */
+int cc_learn_add_dataset(CcLearn *l, const CcDataset *ds);
+
+typedef struct CcLearnStats {
+    int cells;                 ///< cells sampled
+    int64_t records;           ///< records held
+    int64_t records_dropped;   ///< records of cells beyond the cap
+    int64_t kpis_dropped;      ///< values of KPIs beyond CC_MAX_FEATURES
+    int n_kpis;                ///< KPIs named so far
+    int64_t first_ts, last_ts; ///< data time range held (0, 0 when empty)
+    int64_t step_s;            ///< detected step (0 when no cell has two records)
+    size_t bytes;              ///< memory held by the records
+} CcLearnStats;
+
+void cc_learn_stats(const CcLearn *l, CcLearnStats *st);
+
+/** The KPI names in arrival order (n_kpis of cc_learn_stats). */
+const char *cc_learn_kpi(const CcLearn *l, int i);
+
+/** Drops every record at or after unix time until (a replay's data-time cut). */
+void cc_learn_truncate(CcLearn *l, int64_t until);
+
+/** Shuffles, per cell, the values of its records before unix time `until` among those
+ *  records (their times kept), with seed: a control whose time structure is destroyed
+ *  (`cellcast learn --shuffle-train`: a model trained on it must not be published). */
+void cc_learn_shuffle(CcLearn *l, int64_t until, uint64_t seed);
+
+/**
+ * Writes the store as a long CSV `ts,cell_id,<kpi…>` (rows before unix time `until`; 0 =
+ * all), one row per record in time order per cell, missing values empty. Written to a
+ * temporary name and renamed. 0, -EIO (errno's message in err), -ENOMEM.
+ */
+int cc_learn_write_csv(const CcLearn *l, const char *path, int64_t until, char *err, size_t errlen);
+
+enum CcLearnRound {
+    CC_LEARN_WAIT = 0,        ///< not enough data, or the next round is not due
+    CC_LEARN_LINEAR = 1,      ///< a round with the linear candidate only
+    CC_LEARN_TRANSFORMER = 2, ///< a round with the linear and the Transformer candidates
+};
+
+/** What the data of span [first_ts, last_ts] asks for, the last round having run at data
+ *  time last_round (0: none): nothing before first_model_s of span or within
+ *  retrain_every_s of the last round; the Transformer from transformer_s of span. */
+enum CcLearnRound cc_learn_due(const CcLearnSettings *s, int64_t first_ts, int64_t last_ts,
+                               int64_t last_round);
+
+/** The held-out span of data [first_ts, last_ts]: min(holdout_s, span / 4), in whole steps
+ *  of step_s. */
+int64_t cc_learn_holdout(const CcLearnSettings *s, int64_t first_ts, int64_t last_ts,
+                         int64_t step_s);
+
+/**
+ * The linear-only tx/3 model of hyperparameters hp (features and step those of ds) on the
+ * rows train[s] of ds, calibrated on val[s]: the head's weights and biases 0 (the
+ * Transformer adds nothing: mean = the linear path, log-sigma 0), norm.floor as `cellcast
+ * train` sets it (floor_frac × the KPI's median sd), the linear path's closed-form ridge fit
+ * (cc_trainer_fit_linear, lambda per sample), then calib.sigma_scale fitted on the
+ * validation rows (CC_CALIB_SHRUNK, the trainer's default). The same start `cellcast train
+ * --linear-init ridge` trains from, without its small random head. *out gets the model.
+ * 0, -EINVAL / -EAGAIN (no training window: message in err), -ENOMEM.
+ */
+int cc_learn_fit_linear(CcModel **out, const CcHparams *hp, const CcDataset *ds,
+                        const CcRange *train, const CcRange *val, double ridge_lambda,
+                        double floor_frac, char *err, size_t errlen);
+
+/** Copies src to dst atomically: dst.tmp.<pid> written and fsync'd, renamed onto dst, the
+ *  directory fsync'd. A reader of dst sees the old file or the new one, never a part.
+ *  0 or -errno (message in err). */
+int cc_learn_publish_file(const char *src, const char *dst, char *err, size_t errlen);
+
+/** The same for a buffer. */
+int cc_learn_write_atomic(const char *dst, const void *buf, size_t len, char *err, size_t errlen);
+
+/** FNV-1a 64 of a file's bytes as 16 hex digits into hex (17 bytes); 0 or -errno. */
+int cc_learn_file_hash(const char *path, char hex[17]);
+
+#endif

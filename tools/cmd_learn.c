@@ -1,0 +1,756 @@
+/* cmd_learn.c — `cellcast learn`: turns KPI history (a directory of CSV files) into
+ * published models with no model to start from (docs/learning.md). Each round, counted in
+ * data time (lib/cc_learn.h): the linear-only tx/3 model and, with enough history, a
+ * Transformer trained by `cellcast train`'s own code with the documented recipe; both and
+ * the model in service scored by `cellcast eval`'s code on the held-out recent days of
+ * every sampled cell; the best published atomically when it beats the champion by the
+ * margin, with a JSON record of scores and lineage beside it. */
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cc_config.h"
+#include "cc_learn.h"
+#include "cc_train.h"
+#include "cli.h"
+#include "eval.h"
+
+static volatile sig_atomic_t g_learn_stop;
+static void on_stop(int sig)
+{
+    (void)sig;
+    g_learn_stop = 1;
+}
+
+typedef struct LearnArgs {
+    const char *data_dir, *out, *state_dir, *on_publish;
+    int once, shuffle_train, quiet, threads;
+    double data_days, poll_s, floor_frac;
+    CcLearnSettings ls;
+    double first_model_h, transformer_days, retrain_h, holdout_h;
+    int horizon, patch_len;
+    /* the Transformer candidate: cellcast train's options */
+    int d_model, n_heads, n_layers, d_ff, tx_steps;
+    double seed;
+    CcDataSettings data;
+} LearnArgs;
+
+/* One candidate or the champion, scored on the held-out rows. */
+typedef struct Scored {
+    const char *kind; /* "linear", "transformer", "champion" */
+    char path[4096];
+    int ok;          /* scored */
+    double mase;     /* mean over KPIs of the per-KPI MASE of steps 1..H */
+    double coverage; /* P10-P90 coverage, pooled */
+    double snaive_mase, linear_mase;
+    json_t *per_kpi; /* {kpi: mase} */
+    char why[512];   /* not scored: why */
+    char hash[17];
+} Scored;
+
+typedef struct LearnState {
+    int64_t last_round; /* data time of the last round, 0 = none */
+    int rounds, published;
+} LearnState;
+
+static void state_path(const LearnArgs *a, const char *name, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/%s", a->state_dir, name);
+}
+
+static void load_state(const LearnArgs *a, LearnState *st)
+{
+    char p[4096];
+    state_path(a, "state.json", p, sizeof p);
+    *st = (LearnState){0};
+    json_t *j = json_load_file(p, 0, NULL);
+    if (!j)
+        return;
+    st->last_round = (int64_t)json_integer_value(json_object_get(j, "last_round"));
+    st->rounds = (int)json_integer_value(json_object_get(j, "rounds"));
+    st->published = (int)json_integer_value(json_object_get(j, "published"));
+    json_decref(j);
+}
+
+static int save_json_atomic(const char *path, json_t *j, char *err, size_t errlen)
+{
+    char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    size_t n = strlen(s);
+    char *s2 = realloc(s, n + 2);
+    if (s2) {
+        s = s2;
+        s[n++] = '\n';
+        s[n] = 0;
+    }
+    int rc = cc_learn_write_atomic(path, s, n, err, errlen);
+    free(s);
+    return rc;
+}
+
+static int save_state(const LearnArgs *a, const LearnState *st, char *err, size_t errlen)
+{
+    char p[4096];
+    state_path(a, "state.json", p, sizeof p);
+    json_t *j = json_pack("{s:I,s:i,s:i}", "last_round", (json_int_t)st->last_round, "rounds",
+                          st->rounds, "published", st->published);
+    int rc = j ? save_json_atomic(p, j, err, errlen) : -ENOMEM;
+    json_decref(j);
+    return rc;
+}
+
+/* Every *.csv of the directory, in name order, into the store. 0 or -1. */
+static int read_csv_dir(const LearnArgs *a, CcLearn *l)
+{
+    struct dirent **names = NULL;
+    int n = scandir(a->data_dir, &names, NULL, alphasort);
+    if (n < 0) {
+        fprintf(stderr, "cellcast learn: %s: %s\n", a->data_dir, strerror(errno));
+        return -1;
+    }
+    int rc = 0, files = 0;
+    for (int i = 0; i < n; i++) {
+        const char *nm = names[i]->d_name;
+        size_t len = strlen(nm);
+        if (!rc && len > 4 && !strcmp(nm + len - 4, ".csv")) {
+            char p[4096], err[1024];
+            snprintf(p, sizeof p, "%s/%s", a->data_dir, nm);
+            CcDataset *ds = NULL;
+            CcDataReport rep;
+            if (cc_data_open_file(&ds, p, &a->data, &rep, err, sizeof err) < 0) {
+                fprintf(stderr, "cellcast learn: %s\n", err);
+                rc = -1;
+            } else if (cc_learn_add_dataset(l, ds) < 0) {
+                fprintf(stderr, "cellcast learn: %s: out of memory\n", p);
+                rc = -1;
+            }
+            files++;
+            cc_data_close(&ds);
+        }
+        free(names[i]);
+    }
+    free(names);
+    if (!rc && files == 0) {
+        fprintf(stderr, "cellcast learn: no *.csv file in %s\n", a->data_dir);
+        return -1;
+    }
+    return rc;
+}
+
+/* The mean over KPIs of a method's per-KPI MASE in cellcast eval's JSON (NaN: none): the
+ * learner's criterion, every KPI weighing alike whatever its units. */
+static double mean_kpi_mase(json_t *method)
+{
+    const char *k;
+    json_t *v;
+    double sum = 0;
+    int n = 0;
+    json_object_foreach(json_object_get(method, "per_kpi"), k, v)
+    {
+        json_t *m = json_object_get(v, "mase");
+        if (json_is_number(m))
+            sum += json_number_value(m), n++;
+    }
+    return n ? sum / n : NAN;
+}
+
+/* cellcast eval's scores of the model at path on the rows from `from` (unix seconds). */
+static void score(Scored *sc, const char *data, int64_t from, int horizon, int64_t step)
+{
+    CctEvalSettings es;
+    cct_eval_default_settings(&es);
+    char fromb[32];
+    snprintf(fromb, sizeof fromb, "%lld", (long long)from);
+    es.model_path = sc->path;
+    es.data_path = data;
+    es.from = fromb;
+    es.horizon = horizon;
+    es.step = step;
+    es.threads = 1;
+    CctEval *e = NULL;
+    sc->ok = 0;
+    if (cct_eval_open(&e, &es, sc->why, sizeof sc->why) < 0)
+        return;
+    json_t *j = cct_eval_json(e);
+    cct_eval_close(&e);
+    json_t *methods = json_object_get(j, "methods");
+    json_t *model = json_object_get(methods, "model");
+    json_t *pk = json_object_get(model, "per_kpi");
+    const char *k;
+    json_t *v;
+    double sum = 0;
+    int n = 0;
+    sc->per_kpi = json_object();
+    json_object_foreach(pk, k, v)
+    {
+        json_t *m = json_object_get(v, "mase");
+        if (json_is_number(m)) {
+            sum += json_number_value(m);
+            n++;
+        }
+        json_object_set(sc->per_kpi, k, m ? m : json_null());
+    }
+    sc->mase = n ? sum / n : NAN;
+    json_t *cov = json_object_get(json_object_get(model, "overall"), "coverage80");
+    sc->coverage = json_is_number(cov) ? json_number_value(cov) : NAN;
+    sc->snaive_mase = mean_kpi_mase(json_object_get(methods, "snaive_1d"));
+    sc->linear_mase = mean_kpi_mase(json_object_get(methods, "linear"));
+    json_decref(j);
+    if (!isfinite(sc->mase))
+        snprintf(sc->why, sizeof sc->why, "no KPI with a MASE on the held-out rows");
+    else
+        sc->ok = 1;
+}
+
+static json_t *scored_json(const Scored *sc)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "kind", json_string(sc->kind));
+    if (sc->hash[0])
+        json_object_set_new(o, "hash", json_string(sc->hash));
+    if (!sc->ok) {
+        json_object_set_new(o, "refused", json_string(sc->why[0] ? sc->why : "not scored"));
+        return o;
+    }
+#define NUM(x) (isfinite(x) ? json_real(x) : json_null())
+    json_object_set_new(o, "mase", NUM(sc->mase));
+    json_object_set_new(o, "coverage80", NUM(sc->coverage));
+    json_object_set_new(o, "mase_per_kpi", json_incref(sc->per_kpi));
+#undef NUM
+    return o;
+}
+
+/* The hyperparameters of this round's models: the data's KPIs and step, the horizon
+ * (--horizon, or a quarter day of steps at most 24), and N, M, R cut to half the longest
+ * series' training rows as `cellcast train` cuts its defaults. */
+static void round_hparams(const LearnArgs *a, const CcDataset *ds, const CcRange *train,
+                          CcHparams *hp)
+{
+    cc_hparams_default(hp);
+    hp->n_features = ds->n_features;
+    for (int f = 0; f < ds->n_features; f++)
+        snprintf(hp->features[f], CC_FEATURE_NAME_MAX, "%s", ds->features[f]);
+    hp->step_seconds = ds->step_seconds;
+    int64_t quarter_day = 21600 / ds->step_seconds;
+    hp->horizon = a->horizon > 0     ? a->horizon
+                  : quarter_day < 24 ? (quarter_day > 0 ? (int)quarter_day : 1)
+                                     : 24;
+    int T = 0;
+    for (int s = 0; s < ds->n_series; s++)
+        if (train[s].end - train[s].begin > T)
+            T = train[s].end - train[s].begin;
+    int half = T / 2;
+    /* a patch and the horizon must fit the training rows: a day of hours holds 20 */
+    hp->patch_len = a->patch_len + hp->horizon > T && T / 4 < a->patch_len ? (T / 4 > 1 ? T / 4 : 1)
+                                                                           : a->patch_len;
+    hp->linear_window = 336 < half ? 336 : (half > 1 ? half : 1);
+    hp->norm_window = 336 < half ? 336 : (half > hp->patch_len ? half : hp->patch_len);
+    if (hp->patch_len * hp->n_patches > half)
+        hp->n_patches = half / hp->patch_len > 1 ? half / hp->patch_len : 1;
+}
+
+/* The linear-only candidate into path. 0 or -1 (why in sc->why). */
+static int linear_candidate(const LearnArgs *a, const char *train_csv, int64_t step,
+                            const char *path, Scored *sc, int *horizon, int *patch_len)
+{
+    CcDataSettings d = a->data;
+    d.format = CC_DATA_LONG;
+    d.step_seconds = step;
+    CcDataset *ds = NULL;
+    CcDataReport rep;
+    if (cc_data_open_file(&ds, train_csv, &d, &rep, sc->why, sizeof sc->why) < 0)
+        return -1;
+    int rc = -1;
+    CcRange *tr = calloc((size_t)ds->n_series, sizeof *tr),
+            *va = calloc((size_t)ds->n_series, sizeof *va);
+    CcModel *m = NULL;
+    for (int s = 0; tr && va && s < ds->n_series; s++) {
+        CcRange r3[3];
+        cc_data_split("0.85,0.15", ds->series[s].T, r3, sc->why, sizeof sc->why);
+        tr[s] = r3[0], va[s] = r3[1];
+    }
+    if (tr && va) {
+        CcHparams hp;
+        round_hparams(a, ds, tr, &hp);
+        hp.d_model = 4, hp.n_heads = 1, hp.n_layers = 1, hp.d_ff = 4; /* unused: head at 0 */
+        snprintf(hp.name, sizeof hp.name, "cellcast-learn-linear");
+        *horizon = hp.horizon, *patch_len = hp.patch_len;
+        if (cc_learn_fit_linear(&m, &hp, ds, tr, va, 0.02, a->floor_frac, sc->why,
+                                sizeof sc->why) == 0 &&
+            cc_model_save(m, path, sc->why, sizeof sc->why) == 0)
+            rc = 0;
+    } else
+        snprintf(sc->why, sizeof sc->why, "out of memory");
+    cc_model_close(&m);
+    free(tr);
+    free(va);
+    cc_data_close(&ds);
+    return rc;
+}
+
+/* The Transformer candidate: `cellcast train` itself (its code, in this process) with the
+ * documented recipe for a learner: the ridge start validated as a candidate checkpoint
+ * (--linear-init ridge --eval-start), checkpoints chosen by MASE. 0 or -1. */
+static int transformer_candidate(const LearnArgs *a, const char *train_csv, int64_t step,
+                                 int horizon, int patch_len, const char *path, Scored *sc)
+{
+    char b[16][32];
+    int nb = 0;
+#define NUM_ARG(fmt, v) (snprintf(b[nb], sizeof b[nb], fmt, v), b[nb++])
+    const char *argv[64];
+    int argc = 0;
+    argv[argc++] = "train";
+    argv[argc++] = "--data";
+    argv[argc++] = train_csv;
+    argv[argc++] = "--out";
+    argv[argc++] = path;
+    argv[argc++] = "--format";
+    argv[argc++] = "long";
+    argv[argc++] = "--step";
+    argv[argc++] = NUM_ARG("%lld", (long long)step);
+    argv[argc++] = "--horizon";
+    argv[argc++] = NUM_ARG("%d", horizon);
+    argv[argc++] = "--patch-len";
+    argv[argc++] = NUM_ARG("%d", patch_len);
+    argv[argc++] = "--linear-init";
+    argv[argc++] = "ridge";
+    argv[argc++] = "--eval-start";
+    argv[argc++] = "--select";
+    argv[argc++] = "mase";
+    argv[argc++] = "--split";
+    argv[argc++] = "0.85,0.15";
+    argv[argc++] = "--d-model";
+    argv[argc++] = NUM_ARG("%d", a->d_model);
+    argv[argc++] = "--n-heads";
+    argv[argc++] = NUM_ARG("%d", a->n_heads);
+    argv[argc++] = "--n-layers";
+    argv[argc++] = NUM_ARG("%d", a->n_layers);
+    argv[argc++] = "--d-ff";
+    argv[argc++] = NUM_ARG("%d", a->d_ff);
+    argv[argc++] = "--threads";
+    argv[argc++] = NUM_ARG("%d", a->threads);
+    argv[argc++] = "--seed";
+    argv[argc++] = NUM_ARG("%.0f", a->seed);
+    argv[argc++] = "--name";
+    argv[argc++] = "cellcast-learn-transformer";
+    if (a->tx_steps > 0) {
+        argv[argc++] = "--steps";
+        argv[argc++] = NUM_ARG("%d", a->tx_steps);
+    }
+    if (a->quiet)
+        argv[argc++] = "--quiet";
+    argv[argc] = NULL;
+#undef NUM_ARG
+    int rc = cmd_train(argc, (char **)argv);
+    if (rc != 0) {
+        snprintf(sc->why, sizeof sc->why, "cellcast train exited with %d", rc);
+        return -1;
+    }
+    return 0;
+}
+
+static json_t *iso_time(int64_t ts)
+{
+    char buf[32];
+    time_t t = (time_t)ts;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return json_string(buf);
+}
+
+/* One learning round on what the store holds. 0 (a round ran or none was due), 1 (no
+ * round: not enough data), -1 on an error. */
+static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
+{
+    CcLearnStats ls;
+    cc_learn_stats(l, &ls);
+    char err[1024];
+    if (ls.step_s <= 0 || ls.n_kpis == 0) {
+        if (!a->quiet)
+            fprintf(stderr, "cellcast learn: waiting for data (%d cells, %lld records)\n", ls.cells,
+                    (long long)ls.records);
+        return 1;
+    }
+    enum CcLearnRound due =
+        cc_learn_due(&a->ls, ls.first_ts, ls.last_ts + ls.step_s, a->once ? 0 : st->last_round);
+    if (due == CC_LEARN_WAIT) {
+        if (!a->quiet)
+            fprintf(stderr,
+                    "cellcast learn: learning: %.1f hours of data (%d cells, %d KPIs, step "
+                    "%llds), next round at %.1f hours\n",
+                    (double)(ls.last_ts + ls.step_s - ls.first_ts) / 3600, ls.cells, ls.n_kpis,
+                    (long long)ls.step_s,
+                    (double)(st->last_round ? st->last_round + a->ls.retrain_every_s - ls.first_ts
+                                            : a->ls.first_model_s) /
+                        3600);
+        return 1;
+    }
+    int64_t t0 = cc_now_ns();
+    int64_t span = ls.last_ts + ls.step_s - ls.first_ts;
+    int64_t hold = cc_learn_holdout(&a->ls, ls.first_ts, ls.last_ts + ls.step_s, ls.step_s);
+    int64_t cut = ls.last_ts + ls.step_s - hold; /* rows from cut on are held out */
+    char all_csv[4096], train_csv[4096], lin_path[4096], tx_path[4096];
+    state_path(a, "all.csv", all_csv, sizeof all_csv);
+    state_path(a, "train.csv", train_csv, sizeof train_csv);
+    state_path(a, "candidate-linear.safetensors", lin_path, sizeof lin_path);
+    state_path(a, "candidate-transformer.safetensors", tx_path, sizeof tx_path);
+    if (cc_learn_write_csv(l, all_csv, 0, err, sizeof err) < 0) {
+        fprintf(stderr, "cellcast learn: %s\n", err);
+        return -1;
+    }
+    if (a->shuffle_train) { /* a test's control: the training rows' time order destroyed */
+        cc_learn_shuffle(l, cut, (uint64_t)a->seed);
+    }
+    if (cc_learn_write_csv(l, train_csv, cut, err, sizeof err) < 0) {
+        fprintf(stderr, "cellcast learn: %s\n", err);
+        return -1;
+    }
+    if (!a->quiet)
+        fprintf(stderr,
+                "cellcast learn: round %d at data time %lld: %.2f days of data, %d cells, %d "
+                "KPIs, step %llds; held out the last %.1f hours; %s\n",
+                st->rounds + 1, (long long)ls.last_ts, (double)span / 86400, ls.cells, ls.n_kpis,
+                (long long)ls.step_s, (double)hold / 3600,
+                due == CC_LEARN_TRANSFORMER ? "linear and Transformer candidates"
+                                            : "linear candidate (the Transformer from "
+                                              "enough history)");
+    Scored sc[3] = {{.kind = "linear"}, {.kind = "transformer"}, {.kind = "champion"}};
+    int horizon = 0, patch_len = a->patch_len;
+    snprintf(sc[0].path, sizeof sc[0].path, "%s", lin_path);
+    snprintf(sc[1].path, sizeof sc[1].path, "%s", tx_path);
+    snprintf(sc[2].path, sizeof sc[2].path, "%s", a->out);
+    unlink(lin_path);
+    unlink(tx_path);
+    if (linear_candidate(a, train_csv, ls.step_s, lin_path, &sc[0], &horizon, &patch_len) == 0)
+        score(&sc[0], all_csv, cut, horizon, ls.step_s);
+    if (!horizon) {
+        fprintf(stderr, "cellcast learn: linear candidate: %s\n", sc[0].why);
+        return -1;
+    }
+    if (due == CC_LEARN_TRANSFORMER) {
+        if (transformer_candidate(a, train_csv, ls.step_s, horizon, patch_len, tx_path, &sc[1]) ==
+            0)
+            score(&sc[1], all_csv, cut, horizon, ls.step_s);
+    } else
+        snprintf(sc[1].why, sizeof sc[1].why, "%.1f days of data, the Transformer from %.1f",
+                 (double)span / 86400, (double)a->ls.transformer_s / 86400);
+    if (g_learn_stop)
+        return -1;
+    struct stat sb;
+    if (stat(a->out, &sb) == 0) {
+        score(&sc[2], all_csv, cut, horizon, ls.step_s);
+        cc_learn_file_hash(a->out, sc[2].hash);
+        if (!sc[2].ok && !a->quiet)
+            fprintf(stderr,
+                    "cellcast learn: the model in service cannot be scored on this "
+                    "data (%s): any candidate replaces it\n",
+                    sc[2].why);
+    } else
+        snprintf(sc[2].why, sizeof sc[2].why, "no model in service");
+    for (int i = 0; i < 2; i++)
+        if (sc[i].ok)
+            cc_learn_file_hash(sc[i].path, sc[i].hash);
+    int best = -1;
+    for (int i = 0; i < 2; i++)
+        if (sc[i].ok && (best < 0 || sc[i].mase < sc[best].mase))
+            best = i;
+    double snaive = NAN, linear_base = NAN;
+    for (int i = 0; i < 3; i++)
+        if (sc[i].ok) {
+            snaive = sc[i].snaive_mase, linear_base = sc[i].linear_mase;
+            break;
+        }
+    const char *decision;
+    int publish = 0;
+    if (best < 0)
+        decision = "refused: no candidate could be scored";
+    else if (!sc[2].ok)
+        decision = "published: no comparable model in service", publish = 1;
+    else if (sc[best].mase < (1 - a->ls.margin) * sc[2].mase)
+        decision = "published: beats the model in service by the margin", publish = 1;
+    else
+        decision = "refused: does not beat the model in service by the margin";
+    json_t *rec = json_object();
+    json_object_set_new(rec, "format", json_string("cellcast-learn-record/1"));
+    json_object_set_new(rec, "round", json_integer(st->rounds + 1));
+    json_object_set_new(rec, "decision", json_string(decision));
+    json_object_set_new(rec, "margin", json_real(a->ls.margin));
+    json_object_set_new(rec, "data_first", iso_time(ls.first_ts));
+    json_object_set_new(rec, "data_last", iso_time(ls.last_ts));
+    json_object_set_new(rec, "data_days", json_real((double)span / 86400));
+    json_object_set_new(rec, "holdout_from", iso_time(cut));
+    json_object_set_new(rec, "holdout_hours", json_real((double)hold / 3600));
+    json_object_set_new(rec, "cells", json_integer(ls.cells));
+    json_object_set_new(rec, "step_seconds", json_integer(ls.step_s));
+    json_object_set_new(rec, "horizon", json_integer(horizon));
+    json_t *kp = json_array();
+    for (int f = 0; f < ls.n_kpis; f++)
+        json_array_append_new(kp, json_string(cc_learn_kpi(l, f)));
+    json_object_set_new(rec, "kpis", kp);
+    json_object_set_new(rec, "baselines",
+                        json_pack("{s:o,s:o}", "snaive_1d_mase",
+                                  isfinite(snaive) ? json_real(snaive) : json_null(), "linear_mase",
+                                  isfinite(linear_base) ? json_real(linear_base) : json_null()));
+    json_t *cands = json_array();
+    for (int i = 0; i < 2; i++)
+        json_array_append_new(cands, scored_json(&sc[i]));
+    json_object_set_new(rec, "candidates", cands);
+    json_object_set_new(rec, "champion_before", scored_json(&sc[2]));
+    if (best >= 0)
+        json_object_set_new(rec, "best", json_string(sc[best].kind));
+    json_object_set_new(rec, "shuffled_training", json_boolean(a->shuffle_train));
+    json_object_set_new(rec, "wall_s", json_real((double)(cc_now_ns() - t0) / 1e9));
+    int rc = 0;
+    if (publish) {
+        /* the model first, then its record: a reader of the record finds its model */
+        char rec_path[4200];
+        snprintf(rec_path, sizeof rec_path, "%s.json", a->out);
+        json_object_set_new(rec, "published", json_string(sc[best].kind));
+        json_object_set_new(rec, "hash", json_string(sc[best].hash));
+        json_object_set_new(rec, "parent", sc[2].hash[0] ? json_string(sc[2].hash) : json_null());
+        if (cc_learn_publish_file(sc[best].path, a->out, err, sizeof err) < 0 ||
+            save_json_atomic(rec_path, rec, err, sizeof err) < 0) {
+            fprintf(stderr, "cellcast learn: publish: %s\n", err);
+            rc = -1;
+        } else {
+            st->published++;
+            if (a->on_publish) {
+                int s = system(a->on_publish);
+                if (s != 0)
+                    fprintf(stderr, "cellcast learn: --on-publish exited with status %d\n", s);
+            }
+        }
+    }
+    char log_path[4096];
+    state_path(a, "rounds.jsonl", log_path, sizeof log_path);
+    FILE *lf = fopen(log_path, "a");
+    if (lf) {
+        json_dumpf(rec, lf, JSON_COMPACT | JSON_SORT_KEYS);
+        fputc('\n', lf);
+        fclose(lf);
+    }
+    if (!a->quiet) {
+        fprintf(stderr, "cellcast learn: round %d: held-out MASE", st->rounds + 1);
+        for (int i = 0; i < 3; i++)
+            if (sc[i].ok)
+                fprintf(stderr, " %s %.4f (P10-P90 %.3f)", sc[i].kind, sc[i].mase, sc[i].coverage);
+            else
+                fprintf(stderr, " %s -", sc[i].kind);
+        fprintf(stderr, "; seasonal naive %.4f, eval's linear %.4f; %s\n", snaive, linear_base,
+                decision);
+    }
+    json_decref(rec);
+    for (int i = 0; i < 3; i++)
+        json_decref(sc[i].per_kpi);
+    if (rc == 0) {
+        st->rounds++;
+        st->last_round = ls.last_ts + ls.step_s;
+        if (save_state(a, st, err, sizeof err) < 0) {
+            fprintf(stderr, "cellcast learn: %s\n", err);
+            rc = -1;
+        }
+    }
+    return rc;
+}
+
+/* Files a killed run left half-written beside the output and in the state directory. */
+static void remove_leftovers(const LearnArgs *a)
+{
+    char dir[4096], base[1024];
+    const char *slash = strrchr(a->out, '/');
+    if (slash) {
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - a->out), a->out);
+        snprintf(base, sizeof base, "%s", slash + 1);
+    } else {
+        snprintf(dir, sizeof dir, ".");
+        snprintf(base, sizeof base, "%s", a->out);
+    }
+    const char *dirs[2] = {dir, a->state_dir};
+    for (int d = 0; d < 2; d++) {
+        DIR *dp = opendir(dirs[d]);
+        if (!dp)
+            continue;
+        struct dirent *de;
+        while ((de = readdir(dp))) {
+            if (!strstr(de->d_name, ".tmp."))
+                continue;
+            if (d == 0 && strncmp(de->d_name, base, strlen(base)))
+                continue;
+            char p[8192];
+            snprintf(p, sizeof p, "%s/%s", dirs[d], de->d_name);
+            unlink(p);
+        }
+        closedir(dp);
+    }
+}
+
+static int learn_opts(LearnArgs *a, int argc, char **argv)
+{
+    cc_learn_default_settings(&a->ls);
+    cc_data_default_settings(&a->data);
+    a->first_model_h = (double)a->ls.first_model_s / 3600;
+    a->transformer_days = (double)a->ls.transformer_s / 86400;
+    a->retrain_h = (double)a->ls.retrain_every_s / 3600;
+    a->holdout_h = (double)a->ls.holdout_s / 3600;
+    a->patch_len = 16, a->d_model = 32, a->n_heads = 4, a->n_layers = 2, a->d_ff = 64;
+    a->threads = 1, a->seed = 1, a->poll_s = 60, a->floor_frac = 0.1;
+    enum { SHOW = CC_OPT_SHOW_DEFAULT };
+    CcOpt opts[] = {
+        CC_OPTS_HEADING("Input and output:"),
+        CC_OPTS_STR("data-dir", &a->data_dir, "DIR",
+                    "every *.csv of DIR (long ts,cell_id,<kpis> or wide\n"
+                    "<time>,<kpis>: the file name is the cell), re-read each poll",
+                    .flags = CC_OPT_REQUIRED),
+        CLI_DATA_OPTS(&a->data),
+        CC_OPTS_STR("out", &a->out, "MODEL",
+                    "the published model (cellcastd's model.path); its\n"
+                    "scores and lineage in MODEL.json",
+                    .flags = CC_OPT_REQUIRED),
+        CC_OPTS_STR("state-dir", &a->state_dir, "DIR",
+                    "the learner's own files: training CSV, candidates,\n"
+                    "state.json, rounds.jsonl (default: MODEL's directory)"),
+        CC_OPTS_STR("on-publish", &a->on_publish, "CMD",
+                    "run CMD (sh -c) after each publication, e.g. to reload\n"
+                    "cellcastd: \"kill -HUP $(pidof cellcastd)\" or a POST to\n"
+                    "/v1/admin/reload; its exit status is logged"),
+        CC_OPTS_FLAG("once", &a->once, "one round on what exists, then exit"),
+        CC_OPTS_DBL("poll", &a->poll_s, 0.1, 86400, "SEC", "seconds between reads of the input",
+                    .flags = SHOW),
+        CC_OPTS_DBL("data-days", &a->data_days, 0, 36500, "D",
+                    "learn from the first D days of the data only (a replay's\n"
+                    "data time; 0 = all)"),
+        CC_OPTS_HEADING("Sample and schedule (data time):"),
+        CC_OPTS_INT("max-cells", &a->ls.max_cells, 1, 10000000, "N", "cells sampled",
+                    .flags = SHOW),
+        CC_OPTS_INT("max-points", &a->ls.max_points, 16, 100000000, "N",
+                    "newest records kept per cell", .flags = SHOW),
+        CC_OPTS_DBL("first-model-hours", &a->first_model_h, 0, 1e6, "H",
+                    "data before the first (linear) model", .flags = SHOW),
+        CC_OPTS_DBL("transformer-days", &a->transformer_days, 0, 1e5, "D",
+                    "data before the first Transformer candidate", .flags = SHOW),
+        CC_OPTS_DBL("retrain-hours", &a->retrain_h, 0, 1e6, "H", "data time between rounds",
+                    .flags = SHOW),
+        CC_OPTS_DBL("holdout-hours", &a->holdout_h, 0, 1e6, "H",
+                    "recent data held out for scoring (at most a quarter\n"
+                    "of the data)",
+                    .flags = SHOW),
+        CC_OPTS_DBL("margin", &a->ls.margin, 0, 0.99, "X",
+                    "a candidate replaces the model in service when its\n"
+                    "MASE is below (1 - X) x the model's",
+                    .flags = SHOW),
+        CC_OPTS_HEADING("Models:"),
+        CC_OPTS_INT("horizon", &a->horizon, 0, CC_MAX_HORIZON, "HZ",
+                    "steps forecast (0: a quarter day of steps, at most 24)", .flags = SHOW),
+        CC_OPTS_INT("patch-len", &a->patch_len, 1, CC_MAX_PATCH_LEN, "P", "", .flags = SHOW),
+        CC_OPTS_DBL("floor-frac", &a->floor_frac, 0, 10, "X",
+                    "the linear model's norm.floor: X times the KPI's median sd\n"
+                    "(as cellcast train --floor-frac)",
+                    .flags = SHOW),
+        CC_OPTS_INT("d-model", &a->d_model, 2, CC_MAX_D_MODEL, "D", "Transformer", .flags = SHOW),
+        CC_OPTS_INT("n-heads", &a->n_heads, 1, 256, "H", "", .flags = SHOW),
+        CC_OPTS_INT("n-layers", &a->n_layers, 1, CC_MAX_LAYERS, "L", "", .flags = SHOW),
+        CC_OPTS_INT("d-ff", &a->d_ff, 1, CC_MAX_D_FF, "FF", "", .flags = SHOW),
+        CC_OPTS_INT("tx-steps", &a->tx_steps, 0, 100000000, "N",
+                    "optimiser steps of the Transformer (0: cellcast train's\n"
+                    "default, at least 1000)",
+                    .flags = SHOW),
+        CC_OPTS_INT("threads", &a->threads, 1, 16, "T", "training threads", .flags = SHOW),
+        CC_OPTS_DBL("seed", &a->seed, 0, 9007199254740992.0, "X", "", .flags = SHOW),
+        CC_OPTS_FLAG("shuffle-train", &a->shuffle_train,
+                     "(tests, with --once) shuffle the training rows' values\n"
+                     "in time: the candidates must then be refused"),
+        CC_OPTS_FLAG("quiet", &a->quiet, "no progress output"),
+    };
+    const CcOptsSpec spec = {
+        .prog = "cellcast learn",
+        .usage = "cellcast learn --data-dir DIR --out MODEL.safetensors [--once] [options]",
+        .about = "Learns models from KPI history with no model to start from, in data time,\n"
+                 "and publishes one only when it beats the model in service (docs/learning.md).",
+        CC_OPTS_TABLE(opts),
+    };
+    int rc = cc_opts_parse(&spec, argc, argv, NULL);
+    if (rc)
+        return CLI_OPTS_EXIT(rc);
+    if (a->shuffle_train && !a->once) {
+        fprintf(stderr, "cellcast learn: --shuffle-train needs --once\n");
+        return 2;
+    }
+    a->ls.first_model_s = (int64_t)(a->first_model_h * 3600);
+    a->ls.transformer_s = (int64_t)(a->transformer_days * 86400);
+    a->ls.retrain_every_s = (int64_t)(a->retrain_h * 3600);
+    a->ls.holdout_s = (int64_t)(a->holdout_h * 3600);
+    return CLI_RUN;
+}
+
+/* The store from the input, cut to --data-days. 0 or -1. */
+static int read_input(const LearnArgs *a, CcLearn *l)
+{
+    cc_learn_clear(l);
+    if (read_csv_dir(a, l) < 0)
+        return -1;
+    if (a->data_days > 0) {
+        CcLearnStats st;
+        cc_learn_stats(l, &st);
+        cc_learn_truncate(l, st.first_ts + (int64_t)(a->data_days * 86400));
+    }
+    return 0;
+}
+
+int cmd_learn(int argc, char **argv)
+{
+    LearnArgs a = {0};
+    int rc = learn_opts(&a, argc, argv);
+    if (rc != CLI_RUN)
+        return rc;
+    char dirbuf[4096];
+    if (!a.state_dir) {
+        const char *slash = strrchr(a.out, '/');
+        snprintf(dirbuf, sizeof dirbuf, "%.*s", slash ? (int)(slash - a.out) : 1,
+                 slash ? a.out : ".");
+        a.state_dir = dirbuf;
+    }
+    if (mkdir(a.state_dir, 0755) && errno != EEXIST) {
+        fprintf(stderr, "cellcast learn: %s: %s\n", a.state_dir, strerror(errno));
+        return 1;
+    }
+    remove_leftovers(&a);
+    signal(SIGTERM, on_stop);
+    signal(SIGINT, on_stop);
+    CcLearn *l = NULL;
+    if (cc_learn_open(&l, &a.ls) < 0) {
+        fprintf(stderr, "cellcast learn: bad settings or out of memory\n");
+        return 1;
+    }
+    LearnState st;
+    load_state(&a, &st);
+    int ret = 0;
+    do {
+        if (read_input(&a, l) < 0) {
+            ret = 1;
+            break;
+        }
+        int r = learn_round(&a, l, &st);
+        if (r < 0 && (a.once || g_learn_stop)) {
+            ret = 1;
+            break;
+        }
+        if (a.once)
+            break;
+        for (double w = 0; w < a.poll_s && !g_learn_stop; w += 0.1)
+            nanosleep(&(struct timespec){0, 100000000}, NULL);
+    } while (!g_learn_stop);
+    cc_learn_close(&l);
+    return ret;
+}
