@@ -1465,8 +1465,8 @@ static void constant_then_moving_data(CcDataset *ds, CcSeries *se, int T)
 /* Largest batch loss of `steps` steps of a model of linear window R on flat_data; R > 0
  * sets norm.floor as `cellcast train` does (0.1 of the KPI's sd); xn_bound as the
  * trainer's setting; *excluded (may be NULL) the samples it left out. */
-static double data_run(void (*data)(CcDataset *, CcSeries *, int), int R, int steps,
-                       float xn_bound, double *val_nll, int64_t *excluded, float *floor_out)
+static double data_run(void (*data)(CcDataset *, CcSeries *, int), int R, int steps, float xn_bound,
+                       double *val_nll, int64_t *excluded, float *floor_out)
 {
     CcDataset ds;
     CcSeries se;
