@@ -192,12 +192,13 @@ static const CcdConfigDef head_rows[] = {
 
 {"forecast.level", CCD_CFG_DOUBLE, OFF(forecast_level), "0.8", 0.01, 0.999, NULL, 1,
  "Default central level of forecast intervals (?level= overrides per request)."},
-{"forecast.interval_adapt", CCD_CFG_BOOL, OFF(forecast_interval_adapt), "false", NB, NULL, 1,
- "Online calibration of the served intervals (daemon/interval.h, issue 12): per cell, KPI "
+{"forecast.interval_adapt", CCD_CFG_BOOL, OFF(forecast_interval_adapt), "true", NB, NULL, 1,
+ "Online calibration of the served intervals (daemon/interval.h; on by default, the served "
+ "interval of shared/spec/model.md, issue 31): per cell, KPI "
  "and horizon step a scale of the sd (a level per KPI and a step profile), moved by every "
  "matured forecast toward a 0.2 miss rate of the P10-P90 interval it was served with; "
  "lo/hi become mean +- z x sd x scale (each point gains interval_scale; sd stays the "
- "model's). false = the spec's mean +- z x sd. ~40 KiB per cell (8 KPIs, horizon 24), "
+ "model's). false = the file's static mean +- z x sd. ~40 KiB per cell (8 KPIs, horizon 24), "
  "counted in limits.kv_budget_mb. A restart, or turning it on, starts the scales at 1. "
  "Alerts are not affected."},
 {"forecast.interval_adapt_rate", CCD_CFG_DOUBLE, OFF(forecast_interval_adapt_rate), "0", 0, 1, NULL, 1,

@@ -480,6 +480,16 @@ static char detect_delimiter(const char *p, const char *end)
     return best < 0 ? ',' : cand[best];
 }
 
+/* A header name `label` in any case: the usual name of a 0/1 row label (NAB, Kaggle). */
+static int is_label_name(const char *h)
+{
+    static const char want[] = "label";
+    for (int i = 0; i < 6; i++)
+        if (tolower((unsigned char)h[i]) != want[i])
+            return 0;
+    return 1;
+}
+
 /* How a delimiter is written in messages and on the command line. */
 static const char *delim_name(char d, char *buf, size_t n)
 {
@@ -921,7 +931,7 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
         }
     }
     snprintf(tname, sizeof tname, "%s", hdr[tcol]);
-    int F = 0;
+    int F = 0, label_col = -1;
     if (sp->features && *sp->features) {
         const char *p = sp->features;
         while (*p) {
@@ -983,6 +993,8 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
                 free(hdr);
                 goto error;
             }
+            if (is_label_name(hdr[k]) && label_col < 0)
+                label_col = F; /* dropped after the rows when it holds 0/1 only */
             colmap[F] = k;
             snprintf(ds->features[F], CC_FEATURE_NAME_MAX, "%s", hdr[k]);
             F++;
@@ -1068,13 +1080,19 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
                           name, (long long)c->fline[tcol], c->col[tcol], tname);
             goto error;
         } else if (cc_data_parse_time(f, n, sp->time_format, &r->ts)) {
-            ret = cc_errf(err, errlen, -EINVAL, "%s:%lld:%d: cannot parse time '%.*s' (%s%s)", name,
-                          (long long)c->fline[tcol], c->col[tcol], (int)(n > 64 ? 64 : n), f,
+            /* on the first row, a value with no digit-and-separator shape of a time is more
+             * likely another column (cell ids first) than a time format */
+            int other = nrows == 0 && !(sp->time_column && *sp->time_column) && !sp->time_format;
+            ret = cc_errf(err, errlen, -EINVAL, "%s:%lld:%d: cannot parse time '%.*s' (%s%s)%s",
+                          name, (long long)c->fline[tcol], c->col[tcol], (int)(n > 64 ? 64 : n), f,
                           sp->time_format ? "format "
                                           : "auto: unix s/ms/us/ns, ISO-8601, "
                                             "YYYY-MM-DD HH:MM:SS, M/D/YYYY or D/M/YYYY H:MM, "
                                             "D.M.YYYY H:MM; else give a time format",
-                          sp->time_format ? sp->time_format : "");
+                          sp->time_format ? sp->time_format : "",
+                          other ? "; is the time in another column than the first? give "
+                                  "--time-column NAME (and --cell-column NAME for the cell ids)"
+                                : "");
             goto error;
         }
         /* Past the year 9999 (a stray digit, or a unit the magnitude rule cannot tell) a time
@@ -1125,12 +1143,21 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
                 d = strtod(nb, &e);
             }
             if (n >= sizeof nb || *e || e == nb) {
-                ret = cc_errf(
-                    err, errlen, -EINVAL, "%s:%lld:%d: column '%s': not a number: '%.*s'%s", name,
-                    (long long)c->fline[k], c->col[k], ds->features[j], (int)(n > 40 ? 40 : n), f,
-                    nrows > 0 || has_digit(f, n) ? ""
-                                                 : " (a text column? choose the KPI columns "
-                                                   "with --features)");
+                /* on the first row a text column is most often the cell ids under another
+                 * name than cell_id (only when no cell column was found) */
+                char hint[CC_FEATURE_NAME_MAX + 160] = "";
+                if (nrows == 0 && ccol < 0)
+                    snprintf(hint, sizeof hint,
+                             " (the cell ids? give --cell-column %s; another text column? "
+                             "choose the KPI columns with --features)",
+                             ds->features[j]);
+                else if (nrows == 0 && !has_digit(f, n))
+                    snprintf(hint, sizeof hint,
+                             " (a text column? choose the KPI columns with --features)");
+                ret =
+                    cc_errf(err, errlen, -EINVAL, "%s:%lld:%d: column '%s': not a number: '%.*s'%s",
+                            name, (long long)c->fline[k], c->col[k], ds->features[j],
+                            (int)(n > 40 ? 40 : n), f, hint);
                 goto error;
             }
             if (!isfinite(d) || fabs(d) > 3.4e38) {
@@ -1148,6 +1175,33 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
     if (nrows == 0) {
         ret = cc_errf(err, errlen, -EINVAL, "%s: no data rows after the header", name);
         goto error;
+    }
+    /* A column named `label` (any case) that holds 0/1 only (missing allowed) marks rows
+     * (anomaly labels): not a KPI unless named in features. Dropped here, the report says. */
+    if (label_col >= 0 && F > 1) {
+        int binary = 1;
+        for (size_t i = 0; i < nrows && binary; i++) {
+            float lv = vals[i * (size_t)F + label_col];
+            binary = isnan(lv) || lv == 0 || lv == 1;
+        }
+        if (binary) {
+            snprintf(rep.skipped_label, sizeof rep.skipped_label, "%s", ds->features[label_col]);
+            for (size_t i = 0; i < nrows; i++) {
+                const float *src = vals + i * (size_t)F;
+                float *dst = vals + i * (size_t)(F - 1);
+                memmove(dst, src, (size_t)label_col * sizeof *dst);
+                memmove(dst + label_col, src + label_col + 1,
+                        (size_t)(F - 1 - label_col) * sizeof *dst);
+            }
+            for (int j = label_col; j < F - 1; j++) {
+                memcpy(ds->features[j], ds->features[j + 1], CC_FEATURE_NAME_MAX);
+                rep.nan_cells[j] = rep.nan_cells[j + 1];
+                colmap[j] = colmap[j + 1];
+            }
+            rep.nan_cells[F - 1] = 0;
+            F--;
+            ds->n_features = F;
+        }
     }
     if (n_slash) {
         ret = slash_order(rows, nrows, name, &slash_month_first, &slash_day_first, err, errlen);
@@ -1639,6 +1693,10 @@ void cc_data_report_format(const CcDataReport *r, const CcDataset *ds, char *buf
         PUT(", time = row index x %llds", (long long)r->step_seconds);
     if (r->delimiter && r->delimiter != ',')
         PUT(", delimiter %s", delim_name(r->delimiter, db, sizeof db));
+    if (r->skipped_label[0])
+        PUT("; column '%s' (0/1) not loaded as a KPI (a row label; name it in --features to "
+            "train on it)",
+            r->skipped_label);
     PUT("; missing steps inserted %lld, duplicates %lld", (long long)r->missing_steps,
         (long long)r->duplicates);
     if (r->duplicates_differ)

@@ -125,7 +125,7 @@ void cc_metrics_get(const CcMetrics *m, int f, int k, CcMetricValues *out)
     out->mse = s.sum_sq / (double)s.n;
     out->rmse = sqrt(out->mse);
     out->mean_true = s.sum_true / (double)s.n;
-    out->nrmse = out->mean_true != 0 ? out->rmse / out->mean_true : NAN;
+    out->nrmse = out->mean_true != 0 ? out->rmse / fabs(out->mean_true) : NAN; /* never negative */
     out->mase = s.n_scaled ? s.sum_scaled / (double)s.n_scaled : NAN;
     out->coverage = s.n_cov ? (double)s.n_in / (double)s.n_cov : NAN;
 }

@@ -1629,6 +1629,41 @@ int cc_train_naive_start(CcModel *m)
     return 0;
 }
 
+/* The root mean square of the moves that leave a flat stretch of KPI f in the training rows
+ * of series s: x_i - x_{i-1} != 0 where x_{i-1} == x_{i-2} (three consecutive observed
+ * values). 0 when there is none: a KPI whose values never repeat exactly (any continuous
+ * measurement) has none, so its spread stays its sd. */
+static double series_flat_move(const CcDataset *ds, const CcRange *train, int s, int f)
+{
+    const int F = ds->n_features;
+    const CcSeries *se = &ds->series[s];
+    int a = train[s].begin < 0 ? 0 : train[s].begin;
+    int b = train[s].end > se->T ? se->T : train[s].end;
+    double ss = 0;
+    int64_t n = 0;
+    for (int i = a + 2; i < b; i++) {
+        size_t k = (size_t)i * F + f, k1 = k - (size_t)F, k2 = k1 - (size_t)F;
+        if (se->mask && !(se->mask[k] && se->mask[k1] && se->mask[k2]))
+            continue;
+        float x0 = se->x[k2], x1 = se->x[k1], x2 = se->x[k];
+        if (x1 == x0 && x2 != x1) {
+            double d = (double)x2 - x1;
+            ss += d * d;
+            n++;
+        }
+    }
+    return n ? sqrt(ss / (double)n) : 0;
+}
+
+double cc_train_kpi_spread(const CcDataset *ds, const CcRange *train, int s, int f, int *has)
+{
+    double sd = series_sd(ds, train, s, f, has);
+    if (!*has)
+        return 0;
+    double mv = series_flat_move(ds, train, s, f);
+    return mv > sd ? mv : sd;
+}
+
 int cc_train_norm_floor(const CcDataset *ds, const CcRange *train, double frac, float *floor_out)
 {
     int F = ds->n_features, S = ds->n_series;
@@ -1639,7 +1674,7 @@ int cc_train_norm_floor(const CcDataset *ds, const CcRange *train, double frac, 
         int ns = 0;
         for (int s = 0; s < S; s++) {
             int has;
-            double v = series_sd(ds, train, s, f, &has);
+            double v = cc_train_kpi_spread(ds, train, s, f, &has);
             if (has)
                 sd[ns++] = v;
         }

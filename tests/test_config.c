@@ -217,7 +217,7 @@ static void test_validate(void **state)
     ccd_config_free(&c);
 }
 
-/* forecast.interval_adapt (issue 12, daemon/interval.h): off by default, its rate 0 (the
+/* forecast.interval_adapt (issue 12, daemon/interval.h): on by default (issue 31), its rate 0 (the
  * library's) by default, [0, 1]; a negative, NaN or > 1 rate is refused naming the key;
  * both reloadable, in GET /v1/config. */
 static void test_interval_adapt_rate(void **state)
@@ -226,7 +226,7 @@ static void test_interval_adapt_rate(void **state)
     CcdConfig c;
     char err[512] = "";
     assert_int_equal(ccd_config_init(&c), 0);
-    assert_true(c.forecast_interval_adapt == 0 && c.forecast_interval_adapt_rate == 0);
+    assert_true(c.forecast_interval_adapt == 1 && c.forecast_interval_adapt_rate == 0);
     const CcdConfigDef *d = ccd_config_find("forecast.interval_adapt_rate");
     assert_non_null(d);
     assert_true(d->reloadable);

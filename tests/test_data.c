@@ -583,6 +583,50 @@ static void test_cell_time_columns(void **state)
     cc_data_close(&ds);
 }
 
+/* Issue 31: a file whose first column is not the time, or whose cell column is not named
+ * cell_id, is refused with a message that names --time-column / --cell-column. */
+static void test_column_hints(void **state)
+{
+    (void)state;
+    /* the cell ids first: the time column is the second */
+    load_fail("cell,time,v\nA1,2024-01-01 00:00,1\nA1,2024-01-01 01:00,2\n", NULL, "--time-column");
+    /* a cell column not named cell_id is read as a KPI: its ids are not numbers */
+    load_fail("time;cell;v\n2024-01-01 00:00;Cell000113;1\n2024-01-01 01:00;Cell000113;2\n", NULL,
+              "--cell-column cell");
+    /* a text column later in the file is still a matter of --features */
+    load_fail("time,v,w\n2024-01-01 00:00,1,2\n2024-01-01 01:00,2,x\n", NULL,
+              "column 'w': not a number: 'x'");
+}
+
+/* Issue 31: a 0/1 column named `label` (NAB-style anomaly labels, a training target's
+ * mark) is not loaded as a KPI unless --features names it; the report says so. */
+static void test_label_column(void **state)
+{
+    (void)state;
+    CcDataReport rep;
+    CcDataset *ds = load_str("ts,v,label\n0,1,0\n60,2,1\n120,3,0\n", NULL, &rep);
+    assert_int_equal(ds->n_features, 1);
+    assert_string_equal(ds->features[0], "v");
+    assert_string_equal(rep.skipped_label, "label");
+    char buf[1024];
+    cc_data_report_format(&rep, ds, buf, sizeof buf);
+    assert_non_null(strstr(buf, "column 'label' (0/1) not loaded as a KPI"));
+    cc_data_close(&ds);
+    /* named in features: loaded */
+    CcDataSettings st;
+    cc_data_default_settings(&st);
+    st.features = "v,label";
+    ds = load_str("ts,v,label\n0,1,0\n60,2,1\n120,3,0\n", &st, &rep);
+    assert_int_equal(ds->n_features, 2);
+    assert_string_equal(rep.skipped_label, "");
+    cc_data_close(&ds);
+    /* a `Label` column that is not 0/1 is a KPI like any other */
+    ds = load_str("ts,v,Label\n0,1,0\n60,2,5\n120,3,0\n", NULL, &rep);
+    assert_int_equal(ds->n_features, 2);
+    assert_string_equal(rep.skipped_label, "");
+    cc_data_close(&ds);
+}
+
 static void test_time_index(void **state)
 {
     (void)state;
@@ -915,6 +959,8 @@ int main(void)
         cmocka_unit_test(test_mutations),
         cmocka_unit_test(test_delimiters),
         cmocka_unit_test(test_cell_time_columns),
+        cmocka_unit_test(test_column_hints),
+        cmocka_unit_test(test_label_column),
         cmocka_unit_test(test_time_index),
         cmocka_unit_test(test_many_kpis),
         cmocka_unit_test(test_synth),

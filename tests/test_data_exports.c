@@ -286,8 +286,9 @@ static void test_excel_na_and_text_columns(void **state)
     assert_true(ds->series[0].x[2] == 2.5f);
     cc_data_close(&ds);
     load_fail("time,site,kpi\n1475280000,BCN-ElBorn,1\n1475283600,BCN-ElBorn,2\n", NULL,
-              ":2:12: column 'site': not a number: 'BCN-ElBorn' (a text column? choose the KPI "
-              "columns with --features)");
+              ":2:12: column 'site': not a number: 'BCN-ElBorn' (the cell ids? give "
+              "--cell-column site; another text column? choose the KPI columns with "
+              "--features)");
 }
 
 /* Two rows on one step with other values (a local-time export's autumn hour, two sources)

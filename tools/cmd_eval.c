@@ -67,6 +67,7 @@ typedef struct EvalArgs {
     CctEvalSettings s;
     const char *json_path;
     int json, per_step;
+    int adapt, no_adapt; /* model_adaptive is scored unless --no-adapt (issue 31) */
 } EvalArgs;
 
 /* Parses the command line into *a: CLI_RUN, or the exit code (after --help or an error). */
@@ -74,6 +75,7 @@ static int eval_opts(EvalArgs *a, int argc, char **argv)
 {
     CctEvalSettings *s = &a->s;
     cct_eval_default_settings(s);
+    a->adapt = a->no_adapt = 0;
     CcOpt opts[] = {
         CC_OPTS_STR("model", &s->model_path, "FILE", "model (without: baselines only)"),
         CC_OPTS_STR("data", &s->data_path, "FILE",
@@ -114,9 +116,11 @@ static int eval_opts(EvalArgs *a, int argc, char **argv)
                       "seconds per step (default: the model's, else detected)"),
         CC_OPTS_INT("threads", &s->threads, 1, 100000000, "N", "engine threads over series",
                     .flags = CC_OPT_SHOW_DEFAULT),
-        CC_OPTS_FLAG("adapt", &s->adapt,
+        CC_OPTS_FLAG("adapt", &a->adapt,
                      "also score the intervals of online calibration (the daemon's\n"
-                     "forecast.interval_adapt): method model_adaptive"),
+                     "forecast.interval_adapt): method model_adaptive (the default)"),
+        CC_OPTS_FLAG("no-adapt", &a->no_adapt,
+                     "leave model_adaptive out (the file's static intervals only)"),
         CC_OPTS_DBL("adapt-rate", &s->adapt_rate, 0, 1, "X",
                     "its rate (implies --adapt; default min(0.05, 4/horizon))"),
         CC_OPTS_FLAG("adapt-per-step", &s->adapt_per_step,
@@ -144,7 +148,14 @@ static int eval_opts(EvalArgs *a, int argc, char **argv)
         fprintf(stderr, "cellcast eval: --protocol fixes the split; drop --split/--from\n");
         return 2;
     }
-    s->adapt |= s->adapt_rate > 0 || s->adapt_per_step;
+    if (a->no_adapt && (a->adapt || s->adapt_rate > 0 || s->adapt_per_step)) {
+        fprintf(stderr, "cellcast eval: --no-adapt with --adapt, --adapt-rate or "
+                        "--adapt-per-step\n");
+        return 2;
+    }
+    /* The daemon serves online-calibrated intervals by default (forecast.interval_adapt,
+     * shared/spec/model.md): eval scores them beside the static ones unless told not to. */
+    s->adapt = !a->no_adapt && s->model_path; /* baselines alone have no intervals */
     if (s->split && s->from) {
         fprintf(stderr, "cellcast eval: give --split or --from, not both\n");
         return 2;

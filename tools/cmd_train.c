@@ -445,6 +445,13 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
     "--mae-weight 1 --nll-mean 0 --select mase --linear-init naive --eval-start"
 
 /* One training run: the data, the model, the trainer and the loop's state. */
+/* A batch loss above TRAIN_SPIKE_RATIO times the median of the TRAIN_SPIKE_WINDOW batch
+ * losses before it is a spike (counted and warned about, from the 20th step on). A batch
+ * of 256 windows whose median loss is m only reaches 10 m when a few samples cost
+ * hundreds of times their share: a flat window followed by a move of many floors. */
+#define TRAIN_SPIKE_WINDOW 100
+#define TRAIN_SPIKE_RATIO 10.0
+
 typedef struct Train {
     TrainArgs a;
     int is_ett, tty, G, sel;    /* sel: select_index of --select */
@@ -465,6 +472,14 @@ typedef struct Train {
     int64_t total_steps;
     double max_loss; /* the largest batch loss of the run */
     int64_t max_loss_step;
+    /* Divergence: the last TRAIN_SPIKE_WINDOW batch losses (a ring), the batches above
+     * TRAIN_SPIKE_RATIO times the median of those before them, the first such one */
+    double recent_loss[TRAIN_SPIKE_WINDOW];
+    int64_t n_recent, n_spikes, first_spike_step;
+    double first_spike_loss, first_spike_median;
+    int64_t best_step;          /* the step of the kept weights (0 = the start) */
+    double first_val, last_val; /* the first and the last validation's criterion */
+    int64_t first_val_step, last_val_step;
     float *best_block; /* the weights of the best validation so far */
     double best, bad;  /* best validation value, validations since */
     int saved_any;
@@ -935,8 +950,15 @@ static int train_validate(Train *t, int64_t step, double loss_ema, double *v)
     if (r == -EAGAIN) /* no validation data: keep the last weights */
         v[0] = v[1] = v[2] = v[3] = loss_ema;
     double val = criterion(t, v);
+    if (isnan(t->first_val)) {
+        t->first_val = val;
+        t->first_val_step = step;
+    }
+    t->last_val = val;
+    t->last_val_step = step;
     if (val < t->best) {
         t->best = val;
+        t->best_step = step;
         t->bad = 0;
         memcpy(t->best_block, cc_trainer_eval_weights(t->tr), m->n_params * sizeof(float));
         if (r == 0)
@@ -1002,6 +1024,82 @@ static void train_progress(const Train *t, int64_t step, int64_t start_step, dou
     }
 }
 
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Counts a batch loss above TRAIN_SPIKE_RATIO times the running median (the losses of the
+ * TRAIN_SPIKE_WINDOW steps before it; from 20 of them on), then adds it to the ring. */
+static void note_spike(Train *t, int64_t step, double loss)
+{
+    int n = t->n_recent < TRAIN_SPIKE_WINDOW ? (int)t->n_recent : TRAIN_SPIKE_WINDOW;
+    if (n >= 20 && isfinite(loss)) {
+        double sorted[TRAIN_SPIKE_WINDOW];
+        memcpy(sorted, t->recent_loss, (size_t)n * sizeof *sorted);
+        qsort(sorted, (size_t)n, sizeof *sorted, cmp_dbl);
+        double med = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+        /* a loss can be negative (the NLL's log-sigma term): scale by its size, at least 1 */
+        double ref = fmax(fabs(med), 1.0);
+        if (loss - med > TRAIN_SPIKE_RATIO * ref - ref) {
+            if (!t->n_spikes++) {
+                t->first_spike_step = step;
+                t->first_spike_loss = loss;
+                t->first_spike_median = med;
+            }
+        }
+    }
+    t->recent_loss[t->n_recent++ % TRAIN_SPIKE_WINDOW] = loss;
+}
+
+/* After the run: the kept step, and warnings when the loss diverged (batch spikes, or the
+ * last validation worse than the first by more than 10 % of its size) or when the kept
+ * weights are the start or the first validation's (training did not improve on them). */
+static void train_report_kept(const Train *t)
+{
+    const char *sel = t->a.select;
+    int64_t done = cc_trainer_steps_done(t->tr);
+    int ridge = strcmp(t->a.linear_init, "ridge") == 0 && t->m->hp.linear_window > 0;
+    if (t->a.quiet) {
+    } else if (t->best_step < 0) {
+        fprintf(stderr, "cellcast train: kept the resumed run's best weights (val %s %.4g)\n", sel,
+                t->best);
+    } else {
+        fprintf(stderr, "cellcast train: kept the weights of step %lld of %lld (val %s %.4g%s)\n",
+                (long long)t->best_step, (long long)done, sel, t->best,
+                t->best_step > 0 ? ""
+                : ridge          ? "; the start: the ridge fit of the linear path"
+                                 : "; the start");
+    }
+    if (t->n_spikes)
+        fprintf(stderr,
+                "cellcast train: warning: the training loss diverged: %lld batch loss(es) above "
+                "%gx the median of the %d before (first at step %lld: %.4g, median %.4g; "
+                "largest %.4g at step %lld); a KPI that is flat, then moves? docs/training.md "
+                "\"When the loss diverges\"\n",
+                (long long)t->n_spikes, TRAIN_SPIKE_RATIO, TRAIN_SPIKE_WINDOW,
+                (long long)t->first_spike_step, t->first_spike_loss, t->first_spike_median,
+                t->max_loss, (long long)t->max_loss_step);
+    if (isfinite(t->first_val) && isfinite(t->last_val) && t->last_val_step > t->first_val_step &&
+        t->last_val - t->first_val > 0.1 * fmax(fabs(t->first_val), 0.1))
+        fprintf(stderr,
+                "cellcast train: warning: the validation %s diverged: %.4g at step %lld, %.4g "
+                "at the last validation (step %lld)\n",
+                sel, t->first_val, (long long)t->first_val_step, t->last_val,
+                (long long)t->last_val_step);
+    if (done > 0 && t->best_step == 0)
+        fprintf(stderr,
+                "cellcast train: warning: kept the start (step 0): no step of training "
+                "improved the validation %s on it\n",
+                sel);
+    else if (done > 0 && t->best_step == t->first_val_step && t->best_step * 10 < done)
+        fprintf(stderr,
+                "cellcast train: warning: kept the first validated weights (step %lld of "
+                "%lld): no later step improved the validation %s\n",
+                (long long)t->best_step, (long long)done, sel);
+}
+
 /* Steps until the budget, --max-minutes, Ctrl-C or patience; *why says which. 0 or -1. */
 static int train_loop(Train *t, const char **why)
 {
@@ -1029,6 +1127,8 @@ static int train_loop(Train *t, const char **why)
             t->max_loss = loss;
             t->max_loss_step = step + 1;
         }
+        if (r == 0)
+            note_spike(t, step + 1, loss);
         if (r == -ERANGE) {
             fprintf(stderr, "\ncellcast train: non-finite loss at step %lld, update skipped\n",
                     (long long)step + 1);
@@ -1204,6 +1304,7 @@ static int train_save(Train *t)
                     (long long)excluded, (long long)drawn, t->a.xn_bound);
     }
     if (!t->saved_any) {
+        t->best_step = cc_trainer_steps_done(t->tr);
         double v[SEL_COUNT];
         if (cc_trainer_validate(t->tr, &v[0], &v[1]) == 0) {
             val_abs_values(t, v);
@@ -1274,6 +1375,7 @@ static int train_resume(Train *t)
         return -1;
     }
     t->best = ex[0], t->bad = ex[1];
+    t->best_step = -1; /* kept by the run resumed, at a step it does not record */
     if (!t->a.quiet)
         fprintf(stderr, "cellcast train: resumed at step %lld (best val NLL %.4f)\n",
                 (long long)cc_trainer_steps_done(t->tr), t->best);
@@ -1309,6 +1411,7 @@ static int train_run(Train *t, int argc, char **argv)
     train_metadata(t, argc, argv);
     snprintf(t->state_path, sizeof t->state_path, "%s.optim", t->a.out_path);
     t->best = INFINITY, t->bad = 0, t->max_loss = -INFINITY, t->vs_last = NAN;
+    t->first_val = t->last_val = NAN;
     if ((t->a.resume && train_resume(t)) || train_linear_init(t))
         return -1;
     if (!(t->best_block = malloc(t->m->n_params * sizeof(float)))) {
@@ -1330,6 +1433,7 @@ static int train_run(Train *t, int argc, char **argv)
                 t->tty ? "\n" : "", why, (long long)cc_trainer_steps_done(t->tr),
                 (cc_now_ns() - t0) / 1e9, t->a.select, t->best, t->max_loss,
                 (long long)t->max_loss_step, t->a.out_path);
+    train_report_kept(t);
     return 0;
 }
 

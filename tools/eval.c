@@ -726,13 +726,13 @@ typedef struct StepSummary {
     int worst_step, losing;
 } StepSummary;
 
-static StepSummary step_summary(const CctEval *e, int m)
+static StepSummary step_summary_kpi(const CctEval *e, int m, int q)
 {
     StepSummary r = {NAN, NAN, NAN, 0, 0};
     for (int k = 0; k < e->H; k++) {
         CcMetricValues vm, vn;
-        cc_metrics_get(e->met[m], -1, k, &vm);
-        cc_metrics_get(e->met[M_NAIVE], -1, k, &vn);
+        cc_metrics_get(e->met[m], q, k, &vm);
+        cc_metrics_get(e->met[M_NAIVE], q, k, &vn);
         double q = vn.mse > 0 ? vm.mse / vn.mse : NAN;
         if (isfinite(q) && !(q <= r.worst))
             r.worst = q, r.worst_step = k + 1;
@@ -745,14 +745,25 @@ static StepSummary step_summary(const CctEval *e, int m)
     return r;
 }
 
+/* All KPIs pooled (step_summary_kpi of one KPI q: the same on its values only). */
+static StepSummary step_summary(const CctEval *e, int m) { return step_summary_kpi(e, m, -1); }
+
 static json_t *step_summary_json(const CctEval *e, int m)
 {
     StepSummary r = step_summary(e, m);
 #define NUM(x) (isfinite(x) ? json_real(x) : json_null())
-    return json_pack("{s:o,s:i,s:i,s:o,s:o}", "worst_naive_mse_ratio", NUM(r.worst), "worst_step",
-                     r.worst_step, "steps_losing_to_naive", r.losing, "cover80_step_min",
-                     NUM(r.cover_min), "cover80_step_max", NUM(r.cover_max));
+    json_t *j =
+        json_pack("{s:o,s:i,s:i,s:o,s:o}", "worst_naive_mse_ratio", NUM(r.worst), "worst_step",
+                  r.worst_step, "steps_losing_to_naive", r.losing, "cover80_step_min",
+                  NUM(r.cover_min), "cover80_step_max", NUM(r.cover_max));
 #undef NUM
+    /* issue 31: per KPI, how many horizon steps lose to naive (MSE), one pooled count
+     * hides a KPI that loses on every step */
+    json_t *per = json_object();
+    for (int q = 0; q < e->K; q++)
+        json_object_set_new(per, e->kname[q], json_integer(step_summary_kpi(e, m, q).losing));
+    json_object_set_new(j, "steps_losing_to_naive_per_kpi", per);
+    return j;
 }
 
 static json_t *hparams_json(const CcHparams *hp)
@@ -888,9 +899,11 @@ static void print_summary(const CctEval *e, FILE *out)
     const int ett = e->s.protocol == CCT_EVAL_ETT, barca = e->s.protocol == CCT_EVAL_BARCELONA;
     char buf[2048];
     cc_data_report_format(&e->rep, ds, buf, sizeof buf);
-    fprintf(out, "cellcast eval — %s%s\n",
-            ett     ? "ETTh1 standard protocol, "
-            : barca ? "Barcelona protocol, "
+    const char *base = strrchr(e->s.data_path, '/');
+    base = base ? base + 1 : e->s.data_path;
+    fprintf(out, "cellcast eval — %s%s%s\n", ett || barca ? base : "",
+            ett     ? ", ETT standard protocol, "
+            : barca ? ", Barcelona protocol, "
                     : "",
             e->model ? e->s.model_path : "baselines only (no --model)");
     fprintf(out, "data: %s\n", buf);
@@ -989,6 +1002,11 @@ void cct_eval_print(const CctEval *e, int per_step, FILE *out)
                 "\nModel per horizon step (all KPIs pooled): MSE / naive's MSE at most %.3f "
                 "(step %d), %d of %d steps above 1; cover80 %.3f-%.3f\n",
                 r.worst, r.worst_step, r.losing, e->H, r.cover_min, r.cover_max);
+        fprintf(out, "Steps losing to naive (MSE) per KPI:");
+        for (int q = 0; q < e->K; q++)
+            fprintf(out, "%s %s %d/%d", q ? "," : "", e->kname[q],
+                    step_summary_kpi(e, M_MODEL, q).losing, e->H);
+        fprintf(out, "\n");
     }
     if (shown_method(e, M_ADAPTIVE)) {
         StepSummary r = step_summary(e, M_ADAPTIVE);

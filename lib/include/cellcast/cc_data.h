@@ -155,13 +155,15 @@ typedef struct CcDataReport {
     int64_t sparse_series;     ///< series with fewer than half their steps in the file: most
                                ///< often a coarser step than S (a long file of series at
                                ///< different steps), their rows padded by imputation
-    char sparse_first[CC_CELL_ID_MAX]; ///< the first of them
-    double sparse_first_share;         ///< its share of steps present
-    int64_t step_seconds;              ///< S used (detected or given)
-    int step_detected;                 ///< 1 when S was detected from the data
-    int time_index;                    ///< 1 when the time column was read as a row index (× S)
-    int day_first;                     ///< 1 when a/b/YYYY times were read as D/M/YYYY
-    char delimiter;                    ///< the field separator used (given or detected)
+    char sparse_first[CC_CELL_ID_MAX];       ///< the first of them
+    char skipped_label[CC_FEATURE_NAME_MAX]; ///< a 0/1 column named `label` (any case) left
+                                             ///< out of the features (not given), or ""
+    double sparse_first_share;               ///< its share of steps present
+    int64_t step_seconds;                    ///< S used (detected or given)
+    int step_detected;                       ///< 1 when S was detected from the data
+    int time_index; ///< 1 when the time column was read as a row index (× S)
+    int day_first;  ///< 1 when a/b/YYYY times were read as D/M/YYYY
+    char delimiter; ///< the field separator used (given or detected)
 } CcDataReport;
 
 /** The largest |time| a row may have, in unix seconds (9999-12-31T23:59:59Z), or as a row

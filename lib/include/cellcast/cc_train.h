@@ -327,10 +327,23 @@ int cc_trainer_calibrate(CcTrainer *t, double cover[3]);
 int cc_trainer_calibrate_fit(CcTrainer *t, const CcCalibSettings *cs, CcCalibReport *rep);
 
 /**
+ * The spread of KPI f in series s over its training rows train[s] that norm.floor is a
+ * fraction of: the larger of the population sd of its observed values and the root mean
+ * square of the moves that leave a flat stretch (a value different from two equal ones
+ * before it). A KPI that sits at one value for weeks and then moves by D (availability at
+ * 100 % with a rare dip, a counter stuck at 0, a level that holds) has an sd shrunk by the
+ * rarity of its moves, and a floor of a tenth of that sd normalised the first move after a
+ * flat window to hundreds; the move itself is the scale its flat windows need. A KPI whose
+ * values never repeat exactly keeps its sd. *has = 0 (and 0) for a KPI with no observed
+ * value there.
+ */
+double cc_train_kpi_spread(const CcDataset *ds, const CcRange *train, int s, int f, int *has);
+
+/**
  * tx/3 norm.floor from training data: per KPI, frac times the median over the series of the
- * population sd of its observed values in the training rows train[s] (0 for a KPI with
+ * KPI's spread in the training rows train[s] (cc_train_kpi_spread; 0 for a KPI with
  * none). A median over cells so that one large cell does not set every cell's floor, at
- * most CC_TRAIN_FLOOR_SPREAD times the smallest non-zero sd, so that cells of a KPI on
+ * most CC_TRAIN_FLOOR_SPREAD times the smallest non-zero spread, so that cells of a KPI on
  * different scales (half of them 10^5 times the other half) do not get a floor that
  * flattens the small ones. floor (ds->n_features). 0 or -ENOMEM.
  */
