@@ -44,6 +44,32 @@ PY
 grep -Eq "^Steps losing to naive \(MSE\) per KPI: temp [0-6]/6, users [0-6]/6$" "$TMP/ev.txt" &&
     ok "eval table: steps losing to naive per KPI" || fail "eval table: $(grep -i losing "$TMP/ev.txt")"
 
+# --per-series: each series alone (its own MASE scale and `linear` fit), as --series gives it;
+# an unknown series is named
+"$CLI" eval --data "$TMP/cells.csv" --per-series --json >"$TMP/ps.json" 2>"$TMP/err" ||
+    fail "eval --per-series: $(tail -1 "$TMP/err")"
+"$CLI" eval --data "$TMP/cells.csv" --series c1 --json >"$TMP/c1.json" 2>"$TMP/err" ||
+    fail "eval --series c1: $(tail -1 "$TMP/err")"
+$PY - "$TMP/ps.json" "$TMP/c1.json" <<'PY' && ok "eval --per-series: one result per series, each as --series gives it" ||
+import json, sys
+d, one = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+ps = d["per_series"]
+assert [s["series_id"] for s in ps] == ["c0", "c1"], [s.get("series_id") for s in ps]
+assert d["series"] == 2 and all(s["series"] == 1 for s in ps)
+assert ps[1]["methods"]["linear"]["per_kpi"]["temp"] == one["methods"]["linear"]["per_kpi"]["temp"]
+assert ps[0]["methods"]["linear"]["per_kpi"]["temp"] != one["methods"]["linear"]["per_kpi"]["temp"]
+PY
+    fail "eval --per-series: $(head -c 400 "$TMP/ps.json")"
+"$CLI" eval --data "$TMP/cells.csv" --per-series >"$TMP/ps.txt" 2>&1 &&
+    grep -Eq "^c1 +temp +- +[0-9.]+ +[0-9.]+ +[0-9.]+" "$TMP/ps.txt" &&
+    ok "eval --per-series table: a row per series and KPI" || fail "eval --per-series table: $(tail -4 "$TMP/ps.txt")"
+if "$CLI" eval --data "$TMP/cells.csv" --series zz >/dev/null 2>"$TMP/err"; then
+    fail "eval --series zz: accepted"
+else
+    grep -q "no series 'zz'" "$TMP/err" && ok "eval --series zz: refused by name" ||
+        fail "eval --series zz: $(cat "$TMP/err")"
+fi
+
 # the ETT protocol's header names the file (an ETT file of another name is not ETTh1)
 awk 'BEGIN { srand(5); print "date,a,b,OT"
     for (i = 0; i < 14400; i++) {

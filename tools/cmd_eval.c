@@ -2,6 +2,7 @@
  * against baselines (tools/eval.c), printed as a table or JSON. */
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -66,7 +67,7 @@ static int opt_protocol(const CcOpt *opt, const char *value, char *err, size_t e
 typedef struct EvalArgs {
     CctEvalSettings s;
     const char *json_path;
-    int json, per_step;
+    int json, per_step, per_series;
     int adapt, no_adapt; /* model_adaptive is scored unless --no-adapt (issue 31) */
 } EvalArgs;
 
@@ -126,6 +127,13 @@ static int eval_opts(EvalArgs *a, int argc, char **argv)
         CC_OPTS_FLAG("adapt-per-step", &s->adapt_per_step,
                      "its scales per KPI and horizon step (default: per KPI)"),
         CC_OPTS_FLAG("per-step", &a->per_step, "print every horizon step (default: a selection)"),
+        CC_OPTS_STR("series", &s->series, "ID",
+                    "score this series (cell id) alone: its own MASE scale and its\n"
+                    "own `linear` fit"),
+        CC_OPTS_FLAG("per-series", &a->per_series,
+                     "after the pooled result, every series alone (as --series):\n"
+                     "per series and KPI the MASE of each method, `linear` fitted\n"
+                     "on that series (JSON: \"per_series\")"),
         CC_OPTS_FLAG("full-history", &s->full_history, "stream each series from its first row"),
         CC_OPTS_FLAG("json", &a->json, "JSON on stdout instead of the table"),
         CC_OPTS_STR("json-out", &a->json_path, "FILE", "also write the JSON to FILE"),
@@ -139,7 +147,7 @@ static int eval_opts(EvalArgs *a, int argc, char **argv)
                  "coverage per KPI and step).",
         CC_OPTS_TABLE(opts),
     };
-    a->json = a->per_step = 0;
+    a->json = a->per_step = a->per_series = 0;
     a->json_path = NULL;
     int rc = cc_opts_parse(&spec, argc, argv, NULL);
     if (rc)
@@ -156,11 +164,80 @@ static int eval_opts(EvalArgs *a, int argc, char **argv)
     /* The daemon serves online-calibrated intervals by default (forecast.interval_adapt,
      * shared/spec/model.md): eval scores them beside the static ones unless told not to. */
     s->adapt = !a->no_adapt && s->model_path; /* baselines alone have no intervals */
+    if (a->per_series && s->series) {
+        fprintf(stderr, "cellcast eval: give --series or --per-series, not both\n");
+        return 2;
+    }
     if (s->split && s->from) {
         fprintf(stderr, "cellcast eval: give --split or --from, not both\n");
         return 2;
     }
     return CLI_RUN;
+}
+
+/* The MASE of method m for KPI k in an eval's JSON (NaN when absent). */
+static double mase_of(const json_t *root, const char *m, const char *k)
+{
+    json_t *v = json_object_get(
+        json_object_get(json_object_get(json_object_get(root, "methods"), m), "per_kpi"), k);
+    json_t *x = json_object_get(v, "mase");
+    return json_is_number(x) ? json_number_value(x) : NAN;
+}
+
+static void print_mase(FILE *out, double x)
+{
+    if (isfinite(x))
+        fprintf(out, " %10.4f", x);
+    else
+        fprintf(out, " %10s", "-");
+}
+
+/* --per-series: every series of the pooled run evaluated alone (settings.series), one row per
+ * series and KPI (MASE of each method; the model's adaptive P10-P90 coverage), and the
+ * series' JSON appended to `all` (may be NULL). 0 or -1 after a message. */
+static int per_series(const EvalArgs *a, const CctEval *pooled, json_t *all, FILE *out)
+{
+    static const char *const shown[] = {"model", "naive", "snaive_1d", "linear"};
+    const CcDataset *ds = cct_eval_dataset(pooled);
+    if (out)
+        fprintf(out,
+                "\nper series (each alone: its own MASE scale and `linear` fit), MASE over the "
+                "horizon\n%-24s %-16s %10s %10s %10s %10s %10s\n",
+                "series", "kpi", "model", "naive", "snaive_1d", "linear", "cover80");
+    for (int i = 0; i < ds->n_series; i++) {
+        EvalArgs one = *a;
+        one.s.series = ds->series[i].cell_id;
+        char err[1024];
+        CctEval *e = NULL;
+        json_t *root = NULL;
+        if (cct_eval_open(&e, &one.s, err, sizeof err) || !(root = cct_eval_json(e))) {
+            fprintf(stderr, "cellcast eval: series %s: %s\n", one.s.series,
+                    e ? "out of memory" : err);
+            cct_eval_close(&e);
+            return -1;
+        }
+        json_object_set_new(root, "series_id", json_string(one.s.series));
+        json_t *kpis = json_object_get(root, "kpis");
+        for (size_t q = 0; out && q < json_array_size(kpis); q++) {
+            const char *k = json_string_value(json_array_get(kpis, q));
+            fprintf(out, "%-24s %-16s", one.s.series, k);
+            for (size_t m = 0; m < sizeof shown / sizeof *shown; m++)
+                print_mase(out, mase_of(root, shown[m], k));
+            json_t *c = json_object_get(
+                json_object_get(json_object_get(json_object_get(json_object_get(root, "methods"),
+                                                                "model_adaptive"),
+                                                "per_kpi"),
+                                k),
+                "coverage80");
+            print_mase(out, json_is_number(c) ? json_number_value(c) : NAN);
+            fputc('\n', out);
+        }
+        if (all)
+            json_array_append(all, root);
+        json_decref(root);
+        cct_eval_close(&e);
+    }
+    return 0;
 }
 
 int cmd_eval(int argc, char **argv)
@@ -171,7 +248,7 @@ int cmd_eval(int argc, char **argv)
         return rc;
     char err[1024];
     CctEval *e = NULL;
-    json_t *root = NULL;
+    json_t *root = NULL, *series_json = NULL;
     if (cct_eval_open(&e, &a.s, err, sizeof err)) {
         fprintf(stderr, "cellcast eval: %s\n", err);
         goto done;
@@ -179,11 +256,17 @@ int cmd_eval(int argc, char **argv)
     if (*cct_eval_warnings(e))
         fprintf(stderr, "cellcast eval: warning: %s\n", cct_eval_warnings(e));
     if (a.json || a.json_path) {
-        if (!(root = cct_eval_json(e))) {
+        if (!(root = cct_eval_json(e)) ||
+            (a.per_series && (!(series_json = json_array()) ||
+                              json_object_set_new(root, "per_series", series_json)))) {
             fprintf(stderr, "cellcast eval: out of memory\n");
             goto done;
         }
     }
+    if (!a.json)
+        cct_eval_print(e, a.per_step, stdout);
+    if (a.per_series && per_series(&a, e, series_json, a.json ? NULL : stdout))
+        goto done;
     if (a.json_path && json_dump_file(root, a.json_path, JSON_INDENT(1) | JSON_REAL_PRECISION(8))) {
         fprintf(stderr, "cellcast eval: cannot write %s\n", a.json_path);
         goto done;
@@ -191,8 +274,6 @@ int cmd_eval(int argc, char **argv)
     if (a.json) {
         json_dumpf(root, stdout, JSON_INDENT(1) | JSON_REAL_PRECISION(8));
         fputc('\n', stdout);
-    } else {
-        cct_eval_print(e, a.per_step, stdout);
     }
     ret = 0;
 done:

@@ -91,6 +91,27 @@ static int parse_list(const char *s, char names[][CC_FEATURE_NAME_MAX], int max)
 
 /* The model, the data (with the model's features and step unless given) and the test file
  * appended to it (barcelona: SITE_test.csv by default). */
+/* settings.series: the one series kept (moved to index 0), the others freed. */
+static int keep_series(CcDataset *ds, const char *id, char *err, size_t errlen)
+{
+    int k = -1;
+    for (int i = 0; i < ds->n_series && k < 0; i++)
+        if (!strcmp(ds->series[i].cell_id, id))
+            k = i;
+    if (k < 0) {
+        snprintf(err, errlen, "no series '%s' in the data (%d series)", id, ds->n_series);
+        return -ENOENT;
+    }
+    for (int i = 0; i < ds->n_series; i++)
+        if (i != k) {
+            free(ds->series[i].x);
+            free(ds->series[i].mask);
+        }
+    ds->series[0] = ds->series[k];
+    ds->n_series = 1;
+    return 0;
+}
+
 static int load(CctEval *e, char *err, size_t errlen)
 {
     CctEvalSettings *o = &e->s;
@@ -129,6 +150,8 @@ static int load(CctEval *e, char *err, size_t errlen)
     }
     if (o->test_path && (cc_data_open_file(&e->dtest, o->test_path, &dset, &rep2, err, errlen) ||
                          cc_data_append(e->ds, e->dtest, dset.impute, &join_row, err, errlen)))
+        return -EINVAL;
+    if (o->series && keep_series(e->ds, o->series, err, errlen))
         return -EINVAL;
     if (e->model && e->ds->step_seconds != e->model->hp.step_seconds) {
         snprintf(err, errlen, "data step %lld s differs from the model's %lld s",
@@ -540,6 +563,8 @@ static void check_seasonal(CctEval *e)
 }
 
 const char *cct_eval_warnings(const CctEval *e) { return e->warnings; }
+
+const CcDataset *cct_eval_dataset(const CctEval *e) { return e->ds; }
 
 int cct_eval_open(CctEval **out, const CctEvalSettings *s, char *err, size_t errlen)
 {

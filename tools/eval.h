@@ -73,6 +73,8 @@ typedef struct CctEvalSettings {
     int linear_window;    ///< L of the method "linear" (linear_baseline.h); 0: off (default 336)
     double linear_lambda; ///< its ridge penalty, relative to the inputs' mean square; -1:
                           ///< chosen per KPI on the last 15 % of those rows (default -1)
+    const char *series;   ///< score this series (cell id) alone: every method, `linear`
+                          ///< included, sees only its rows; NULL: all, pooled (default)
 } CctEvalSettings;
 
 typedef struct CctEval CctEval;
@@ -92,5 +94,9 @@ void cct_eval_print(const CctEval *e, int per_step, FILE *out);
 
 /** What the scores do not show ("" when nothing): a seasonal baseline left empty. */
 const char *cct_eval_warnings(const CctEval *e);
+
+/** The data evaluated (after the test file is appended and the series filter applied):
+ *  its series' ids for a per-series loop. Owned by e. */
+const CcDataset *cct_eval_dataset(const CctEval *e);
 
 #endif
