@@ -12,7 +12,8 @@
  * What the mock cannot show: librdkafka's mock cluster (2.0.2, and still at librdkafka's
  * master) implements neither CreateTopics nor DescribeConfigs and names no controller, so
  * creation through the admin API and the cleanup.policy check are reported "not checked"
- * (-EAGAIN) here; tests/test_kafka_topics.py drives them against a fake broker.
+ * (-EAGAIN) here: those two paths (CreateTopics with the spec, DescribeConfigs refusing a
+ * topic that is not compacted) are not exercised by any test.
  */
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
