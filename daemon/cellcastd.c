@@ -269,6 +269,20 @@ int main(int argc, char **argv)
             rc = 1;
             goto out;
         }
+        /* The topics cellcastd would create or refuse at start (kafka.c), when the brokers
+         * can be reached; nothing is created here. */
+        if (strcmp(d->cfg.kafka_brokers, "none") && strcmp(d->cfg.kafka_brokers, "embedded")) {
+            char msg[2048];
+            int tr = ccd_kafka_check_topics(&st.kafka, 0, msg, sizeof msg);
+            if (tr == -EINVAL) {
+                fprintf(stderr, "cellcastd: %s%s%s: cellcastd would refuse to start: %s\n",
+                        config ? config : "", config ? ": " : "", "kafka topics", msg);
+                rc = 1;
+                goto out;
+            }
+            if (tr || msg[0])
+                printf("cellcastd: kafka topics%s: %s\n", tr ? " not all checked" : "", msg);
+        }
         printf("cellcastd: configuration OK%s%s; model '%s': %d KPIs, step %llds, horizon %d\n",
                config ? " in " : "", config ? config : "", d->model_name, d->model->hp.n_features,
                (long long)d->model->hp.step_seconds, d->model->hp.horizon);

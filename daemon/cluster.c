@@ -192,6 +192,14 @@ static void destroy(CcdCluster *c)
     free(c);
 }
 
+void ccd_cluster_members_topic(const CcdConfig *cfg, char *buf, size_t len)
+{
+    if (cfg->cluster_members_topic && *cfg->cluster_members_topic)
+        snprintf(buf, len, "%s", cfg->cluster_members_topic);
+    else
+        snprintf(buf, len, "%s.members", cfg->kafka_topics.n ? cfg->kafka_topics.items[0] : "kpis");
+}
+
 int ccd_cluster_open(CcdCluster **out, const CcdConfig *cfg, int http_port, CcdKafkaSettings *ks,
                      char *err, size_t errlen)
 {
@@ -209,12 +217,10 @@ int ccd_cluster_open(CcdCluster **out, const CcdConfig *cfg, int http_port, CcdK
     const char *topic = ks->n_topics > 0 ? ks->topics[0] : "kpis";
     const char *strategy = prop(cfg, "partition.assignment.strategy");
     char mt[512];
-    snprintf(mt, sizeof mt, "%s.members", topic);
+    ccd_cluster_members_topic(cfg, mt, sizeof mt);
     c->group_id = strdup(ks->group_id ? ks->group_id : "");
     c->topic = strdup(topic);
-    c->members_topic = strdup(cfg->cluster_members_topic && *cfg->cluster_members_topic
-                                  ? cfg->cluster_members_topic
-                                  : mt);
+    c->members_topic = strdup(mt);
     /* kafka.c's default when kafka.properties does not set one */
     c->strategy = strdup(strategy ? strategy : "range,roundrobin");
     c->props = calloc((size_t)ks->n_props + 2, sizeof *c->props);

@@ -75,6 +75,9 @@ typedef struct CcdClusterIdentity {
 int ccd_cluster_identity(const CcdConfig *cfg, int http_port, CcdClusterIdentity *id, char *err,
                          size_t errlen);
 
+/** cluster.members_topic, or its default <first kafka.topics>.members, into buf. */
+void ccd_cluster_members_topic(const CcdConfig *cfg, char *buf, size_t len);
+
 /** Creates the module and points ks->props / ks->producer_props at copies that add
  *  client.id, group.instance.id (consumer) and the partitioner (producer); the copies live
  *  until ccd_cluster_close. Call before ccd_kafka_open. 0 or -errno. */

@@ -450,6 +450,15 @@ void ccd_handover_assign(Ccd *d, const char *name, int topic, const int32_t *par
         return;
     ccd_sched_drain(d->sched); /* restoring steps the engine: the worker must be idle */
     if (ccd_handover_enabled(d) && !h->checked) {
+        /* The setup at start could not check or create the topics (e.g. the KPI topic did
+         * not exist yet): now it can. A refusal here cannot stop a running member: logged,
+         * and the checks below turn the handover off if the state topic is unusable. */
+        char msg[2048];
+        int tr = ccd_kafka_recheck_topics(d->kafka, msg, sizeof msg);
+        if (tr)
+            CCD_LOG(tr == -EAGAIN ? CC_LOG_WARN : CC_LOG_ERROR, "handover", "topic setup: %s", msg);
+        else if (msg[0])
+            LOG_INFO("handover", "topic setup: %s", msg);
         int sp = ccd_kafka_topic_partitions(d->kafka, h->topic);
         int kp = ccd_kafka_topic_partitions(d->kafka, name);
         h->checked = 1;

@@ -51,10 +51,25 @@ typedef struct CcdKafkaSettings {
     int max_poll_messages;              ///< messages per ccd_kafka_poll (default 10000)
     const CcdKafkaProp *producer_props; ///< to the dead-letter/alert producer (default none)
     int n_producer_props;
-    int max_produce_queue;   ///< produced messages not yet delivered, incl. retries;
-                             ///< beyond it ccd_kafka_produce fails (default 100000)
-    const char *state_topic; ///< created with the KPI topics on the embedded broker (NULL: none)
+    int max_produce_queue;      ///< produced messages not yet delivered, incl. retries;
+                                ///< beyond it ccd_kafka_produce fails (default 100000)
+    const char *state_topic;    ///< state handover topic (handover.h); NULL: none (handover off)
+    const char *members_topic;  ///< cluster.h's members topic; NULL: none
+    int topic_setup_timeout_ms; ///< bound of each step of the topic setup (default 5000)
 } CcdKafkaSettings;
+
+/** A topic cellcastd writes and owns (the state topic, the members topic): created before the
+ *  first subscription with these partitions and configs when missing, checked when it exists
+ *  (ccd_kafka_ensure_topics). */
+typedef struct CcdKafkaTopicSpec {
+    const char *name;
+    const char *key;             ///< the configuration key that names it, for messages
+    int32_t partitions;          ///< created with; 0 = the KPI topics' partition count
+    int min_partitions;          ///< 1: an existing one with fewer partitions is refused
+    const CcdKafkaProp *configs; ///< created with; cleanup.policy=compact is checked
+    int n_configs;
+    const char *without; ///< how to run without it ("" when there is no such way)
+} CcdKafkaTopicSpec;
 
 typedef struct CcdKafkaMessage {
     const char *topic;
@@ -217,6 +232,30 @@ int ccd_kafka_read_partitions(CcdKafka *k, const char *topic, const int32_t *par
 
 /** Partitions of a topic (metadata, ≤ 5 s); -1 unknown (no such topic, broker away). */
 int ccd_kafka_topic_partitions(CcdKafka *k, const char *topic);
+
+/** The topics cellcastd owns under settings s (state topic, members topic), with their
+ *  partitions and configs: into out (room for CCD_KAFKA_MAX_OWN_TOPICS); returns how many.
+ *  Another (e.g. a model topic) is one more entry here. Points into s. */
+#define CCD_KAFKA_MAX_OWN_TOPICS 4
+int ccd_kafka_own_topics(const CcdKafkaSettings *s, CcdKafkaTopicSpec *out);
+
+/** Checks the topics cellcastd owns on the brokers of s (not the embedded broker), and with
+ *  create = 1 creates the missing ones (rd_kafka_CreateTopics: the spec's partitions, the
+ *  KPI topics' count for 0, and its configs; replication factor: the brokers' default).
+ *  Refused (-EINVAL, msg says why and the command that fixes it): a topic with fewer
+ *  partitions than required, one whose cleanup.policy is not compact, a missing one the
+ *  brokers refused to create (or, create = 0, a missing one: msg says it would be created).
+ *  -EAGAIN: could not check everything (brokers unreachable, a KPI topic missing so its
+ *  partition count is unknown, brokers without a controller — librdkafka's mock cluster —
+ *  so no CreateTopics/DescribeConfigs); msg says what was left unchecked. 0: all good; msg
+ *  lists what was done (created) or "". Blocks up to a few times timeout_ms. */
+int ccd_kafka_check_topics(const CcdKafkaSettings *s, int create, char *msg, size_t msglen);
+
+/** The same on an open handle, for the topics of the settings it was opened with (the
+ *  first assignment calls it when the check at open returned -EAGAIN, e.g. the KPI topic
+ *  did not exist yet): 0, -EINVAL, -EAGAIN as above; 0 at once when the check at open
+ *  already passed or the broker is the embedded one. */
+int ccd_kafka_recheck_topics(CcdKafka *k, char *msg, size_t msglen);
 
 /** Commits, leaves the group, flushes the producer and closes; each part bounded by
  *  timeout_ms (the flush by at least 1 s), so it returns even when the broker is gone. */

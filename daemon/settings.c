@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cc_build_info.h"
+#include "cluster.h"
 #include "cc_train.h"
 #include "log.h"
 #include "membudget.h"
@@ -144,6 +145,8 @@ static int kafka_settings(CcdSettings *s, const CcdConfig *cfg)
     ks->embedded_partitions = cfg->kafka_embedded_partitions;
     ccd_handover_topic(cfg, s->state_topic, sizeof s->state_topic);
     ks->state_topic = s->state_topic[0] ? s->state_topic : NULL;
+    ccd_cluster_members_topic(cfg, s->members_topic, sizeof s->members_topic);
+    ks->members_topic = s->members_topic;
     for (int i = 0; i < cfg->kafka_properties.n; i++) {
         s->kafka_props[i].name = cfg->kafka_properties.items[i].key;
         s->kafka_props[i].value = cfg->kafka_properties.items[i].value;
