@@ -27,9 +27,9 @@ enum Reason {
     R_NOT_APPLIED,    ///< written but the reload refused it, or the write failed
     R_N
 };
-static const char *const reason_names[R_N] = {"truncated",     "too_large",   "bad_headers",
+static const char *const reason_names[R_N] = {"truncated",      "too_large",     "bad_headers",
                                               "chunks_missing", "hash_mismatch", "bad_model",
-                                              "bad_record",    "not_applied"};
+                                              "bad_record",     "not_applied"};
 
 typedef struct Chunk {
     char hash[17];
@@ -193,8 +193,10 @@ static int refuse(CcdModels *m, enum Reason r, const char *key, const char *fmt,
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     m->refused[r]++;
-    CCD_LOG_RL(CC_LOG_WARN, "models", "model record '%s' on '%s' refused (%s): %s; the model in "
-               "service stays", key, m->topic, reason_names[r], msg);
+    CCD_LOG_RL(CC_LOG_WARN, "models",
+               "model record '%s' on '%s' refused (%s): %s; the model in "
+               "service stays",
+               key, m->topic, reason_names[r], msg);
     return -1;
 }
 
@@ -204,8 +206,8 @@ static const char *header(rd_kafka_message_t *msg, const char *name, char *buf, 
     rd_kafka_headers_t *hs = NULL;
     const void *v;
     size_t len;
-    if (rd_kafka_message_headers(msg, &hs) || rd_kafka_header_get_last(hs, name, &v, &len) ||
-        !v || len >= n)
+    if (rd_kafka_message_headers(msg, &hs) || rd_kafka_header_get_last(hs, name, &v, &len) || !v ||
+        len >= n)
         return NULL;
     memcpy(buf, v, len);
     buf[len] = 0;
@@ -276,8 +278,9 @@ static void take_chunk(Ccd *d, rd_kafka_message_t *msg, const char *key)
     }
     char *slash = c ? strchr(ci, '/') : NULL;
     if (!valid_hash(h) || !slash) {
-        refuse(m, R_BAD_HEADERS, key, "a chunk needs cellcast-hash (16 hex digits) and "
-                                      "cellcast-chunk i/n");
+        refuse(m, R_BAD_HEADERS, key,
+               "a chunk needs cellcast-hash (16 hex digits) and "
+               "cellcast-chunk i/n");
         return;
     }
     *slash = 0;
@@ -463,8 +466,7 @@ static void apply_pending(Ccd *d)
     char *js = rec ? json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     /* the record first: a start that finds the model finds its record (or an older one,
      * which names another hash) */
-    int rc = cc_learn_write_atomic(rec_path, js ? js : "{}", js ? strlen(js) : 2, err,
-                                   sizeof err);
+    int rc = cc_learn_write_atomic(rec_path, js ? js : "{}", js ? strlen(js) : 2, err, sizeof err);
     if (!rc)
         rc = cc_learn_write_atomic(path, buf, m->pending_len, err, sizeof err);
     free(js);

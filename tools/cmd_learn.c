@@ -46,8 +46,7 @@ typedef struct LearnArgs {
     double seed;
     CcDataSettings data;
     /* Kafka (tools/learn_kafka.h): the KPI topic in, the models topic out */
-    const char *brokers, *topic, *models_topic, *model_name, *cell_field, *time_field,
-        *kpis_field;
+    const char *brokers, *topic, *models_topic, *model_name, *cell_field, *time_field, *kpis_field;
     const char *fields[32], *props[64];
     int n_fields, n_props;
     double history_days;
@@ -764,7 +763,8 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
     int rc = cc_opts_parse(&spec, argc, argv, NULL);
     if (rc)
         return CLI_OPTS_EXIT(rc);
-    if (!!a->data_dir == !!(a->brokers || a->topic) || (!a->data_dir && !(a->brokers && a->topic))) {
+    if (!!a->data_dir == !!(a->brokers || a->topic) ||
+        (!a->data_dir && !(a->brokers && a->topic))) {
         fprintf(stderr, "cellcast learn: give --data-dir DIR, or --brokers and --topic\n");
         return 2;
     }
@@ -793,8 +793,8 @@ static int read_input(const LearnArgs *a, CcLearn *l)
                      * ones wait up to --poll for new records */
         static int first = 1;
         char err[512];
-        int64_t n = cct_learn_kafka_read(a->kafka, l, first ? 60000 : (int)(a->poll_s * 1000),
-                                         err, sizeof err);
+        int64_t n = cct_learn_kafka_read(a->kafka, l, first ? 60000 : (int)(a->poll_s * 1000), err,
+                                         sizeof err);
         if (n < 0) {
             fprintf(stderr, "cellcast learn: %s\n", err);
             return -1;

@@ -27,7 +27,7 @@ struct CctLearnKafka {
     int n_parts;
     int32_t *parts;
     int *at_eof;
-    int caught_up; ///< the first read reached every partition's end
+    int caught_up;   ///< the first read reached every partition's end
     int64_t from_ms; ///< messages stamped before this are outside the history window
     /* the decoder and the KPI names it knows */
     CcKpiDecoder *dec;
@@ -120,7 +120,8 @@ static void create_models_topic(CctLearnKafka *k)
     if (ev) {
         const rd_kafka_CreateTopics_result_t *res = rd_kafka_event_CreateTopics_result(ev);
         size_t n = 0;
-        const rd_kafka_topic_result_t **tr = res ? rd_kafka_CreateTopics_result_topics(res, &n) : NULL;
+        const rd_kafka_topic_result_t **tr =
+            res ? rd_kafka_CreateTopics_result_topics(res, &n) : NULL;
         rd_kafka_resp_err_t te = rd_kafka_event_error(ev);
         if (!te && n == 1)
             te = rd_kafka_topic_result_error(tr[0]);
@@ -170,8 +171,8 @@ static int parse_fields(CctLearnKafka *k, char *err, size_t errlen)
         else
             free(target);
         k->map_field[k->n_map] = field;
-        k->map[k->n_map++] = (CcKpiMapEntry){.field = field, .feature_name = k->names[t],
-                                             .scale = scale};
+        k->map[k->n_map++] =
+            (CcKpiMapEntry){.field = field, .feature_name = k->names[t], .scale = scale};
     }
     return 0;
 }
@@ -293,7 +294,7 @@ static int assign_history(CctLearnKafka *k, char *err, size_t errlen)
             break;
         if (!e) {
             e = md->topic_cnt == 1 && md->topics[0].err ? md->topics[0].err
-                                                       : RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+                                                        : RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
             rd_kafka_metadata_destroy(md);
             md = NULL;
         }
@@ -363,8 +364,7 @@ int cct_learn_kafka_open(CctLearnKafka **out, const CctLearnKafkaSettings *s, ch
     char e[512];
     rd_kafka_conf_t *cc = base_conf(s, err, errlen), *pc = base_conf(s, err, errlen);
     rc = -EINVAL;
-    if (!cc || !pc ||
-        rd_kafka_conf_set(cc, "group.id", "cellcast-learn", e, sizeof e) ||
+    if (!cc || !pc || rd_kafka_conf_set(cc, "group.id", "cellcast-learn", e, sizeof e) ||
         rd_kafka_conf_set(cc, "enable.auto.commit", "false", e, sizeof e) ||
         rd_kafka_conf_set(cc, "enable.partition.eof", "true", e, sizeof e) ||
         rd_kafka_conf_set(pc, "acks", "all", e, sizeof e)) {
@@ -426,8 +426,7 @@ void cct_learn_kafka_close(CctLearnKafka **kp)
     *kp = NULL;
 }
 
-int64_t cct_learn_kafka_read(CctLearnKafka *k, CcLearn *l, int timeout_ms, char *err,
-                             size_t errlen)
+int64_t cct_learn_kafka_read(CctLearnKafka *k, CcLearn *l, int timeout_ms, char *err, size_t errlen)
 {
     uint64_t before = k->st.records;
     int64_t deadline = cc_now_ns() + (int64_t)timeout_ms * 1000000;
@@ -436,8 +435,8 @@ int64_t cct_learn_kafka_read(CctLearnKafka *k, CcLearn *l, int timeout_ms, char 
         int64_t left_ms = (deadline - cc_now_ns()) / 1000000;
         /* after the catch-up, once messages flow, read while they keep coming */
         int wait = !k->caught_up ? (int)(left_ms > 200 ? 200 : left_ms)
-                   : got        ? 200
-                                : (int)(left_ms > 0 ? left_ms : 0);
+                   : got         ? 200
+                                 : (int)(left_ms > 0 ? left_ms : 0);
         rd_kafka_message_t *m = rd_kafka_consumer_poll(k->consumer, wait > 0 ? wait : 0);
         if (!m) {
             if (k->caught_up && got)
@@ -491,15 +490,14 @@ static int produce(CctLearnKafka *k, const char *key, const void *val, size_t le
         RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hs), RD_KAFKA_V_END);
     if (e) {
         rd_kafka_headers_destroy(hs);
-        return errf(err, errlen, -EIO, "produce to '%s': %s", k->models_topic,
-                    rd_kafka_err2str(e));
+        return errf(err, errlen, -EIO, "produce to '%s': %s", k->models_topic, rd_kafka_err2str(e));
     }
     rd_kafka_poll(k->producer, 0);
     return 0;
 }
 
-int cct_learn_kafka_publish(CctLearnKafka *k, const char *name, const char *path,
-                            const char *hash, const char *record_json, char *err, size_t errlen)
+int cct_learn_kafka_publish(CctLearnKafka *k, const char *name, const char *path, const char *hash,
+                            const char *record_json, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -515,8 +513,8 @@ int cct_learn_kafka_publish(CctLearnKafka *k, const char *name, const char *path
     }
     fclose(f);
     size_t len = (size_t)sz;
-    size_t room = k->max_message > 2 * HEADER_ROOM ? k->max_message - HEADER_ROOM
-                                                   : k->max_message / 2;
+    size_t room =
+        k->max_message > 2 * HEADER_ROOM ? k->max_message - HEADER_ROOM : k->max_message / 2;
     size_t rec_len = strlen(record_json);
     if (rec_len + HEADER_ROOM > k->max_message) {
         free(buf);
@@ -541,9 +539,11 @@ int cct_learn_kafka_publish(CctLearnKafka *k, const char *name, const char *path
             rc = produce(k, key, buf + off, cl, h, 2, err, errlen);
         }
     if (!rc) {
-        const char *h[] = {"cellcast-record", record_json, "cellcast-hash", hash,
+        const char *h[] = {"cellcast-record", record_json, "cellcast-hash",   hash,
                            "cellcast-size",   size_s,      "cellcast-chunks", n_s};
-        rc = produce(k, name, n ? "" : buf, n ? 0 : len, h, 4, err, errlen);
+        /* a chunked head's value is the word "chunked": never empty, which some clients
+         * send as null, a tombstone to compaction */
+        rc = produce(k, name, n ? "chunked" : buf, n ? 7 : len, h, 4, err, errlen);
     }
     free(buf);
     if (!rc && rd_kafka_flush(k->producer, 30000))

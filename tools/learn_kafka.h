@@ -17,7 +17,7 @@
  * (value: the safetensors file; headers cellcast-record, cellcast-hash, cellcast-size,
  * cellcast-chunks "0"). A file that does not fit in one message with its record (the
  * producer's message.max.bytes − 1 KiB) travels as n chunk records keyed `name#hash#i`
- * (headers cellcast-hash, cellcast-chunk `i/n`) before a head record with an empty value
+ * (headers cellcast-hash, cellcast-chunk `i/n`) before a head record whose value is `chunked`
  * and cellcast-chunks "n"; the chunk keys of the model replaced are tombstoned after it.
  */
 #ifndef CCT_LEARN_KAFKA_H
@@ -29,10 +29,10 @@
 #include "cc_learn.h"
 
 typedef struct CctLearnKafkaSettings {
-    const char *brokers;      ///< bootstrap servers (required)
-    const char *topic;        ///< the KPI topic (required)
-    const char *models_topic; ///< NULL or "auto": <topic>.models
-    int64_t history_s;        ///< how far back the first read seeks (default 28 days)
+    const char *brokers;       ///< bootstrap servers (required)
+    const char *topic;         ///< the KPI topic (required)
+    const char *models_topic;  ///< NULL or "auto": <topic>.models
+    int64_t history_s;         ///< how far back the first read seeks (default 28 days)
     const char *const *fields; ///< n_fields mapping entries "FIELD=KPI" or "FIELD=KPI*SCALE"
     int n_fields;
     const char *cell_field, *ts_field, *kpis_field; ///< NULL: the decoder's defaults
@@ -61,8 +61,8 @@ int64_t cct_learn_kafka_read(CctLearnKafka *k, CcLearn *l, int timeout_ms, char 
 
 /** Publishes the model file at path (its 16-hex-digit FNV-1a hash, the record JSON) under
  *  key name; waits for the broker's acks. 0 or -errno with a message. */
-int cct_learn_kafka_publish(CctLearnKafka *k, const char *name, const char *path,
-                            const char *hash, const char *record_json, char *err, size_t errlen);
+int cct_learn_kafka_publish(CctLearnKafka *k, const char *name, const char *path, const char *hash,
+                            const char *record_json, char *err, size_t errlen);
 
 void cct_learn_kafka_stats(const CctLearnKafka *k, CctLearnKafkaStats *st);
 
