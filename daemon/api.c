@@ -21,6 +21,7 @@
 #include "cluster.h"
 #include "handover.h"
 #include "log.h"
+#include "models.h"
 #include "procmetrics.h"
 #include "settings.h"
 #include "reload.h"
@@ -702,6 +703,7 @@ static int h_metrics(CcdReq *r)
     evbuffer_add_printf(b, "cellcast_rss_bytes %lld\n", ccd_host_rss_bytes());
     alerts_metrics(d, b);
     ccd_http_metrics(d, b);
+    ccd_models_metrics(d, b);
     ccd_process_metrics(b);
     return ccd_text(r, 200, "text/plain; version=0.0.4; charset=utf-8");
 }
@@ -840,6 +842,7 @@ static int h_model(CcdReq *r)
         "tz_offset_s", (json_int_t)hp->tz_offset_s, "n_params", (json_int_t)r->d->model->n_params,
         "kv_bytes_per_cell", (json_int_t)cc_engine_kv_bytes_per_cell(r->d->engine), "path",
         r->d->cfg.model_path, "metadata", meta);
+    json_object_set_new(o, "serving", ccd_models_json(r->d)); /* hash, learner's record */
     return ccd_json(r, 200, o);
 }
 

@@ -31,6 +31,7 @@
 #include "ingest.h"
 #include "opts.h"
 #include "log.h"
+#include "models.h"
 #include "notify.h"
 #include "reload.h"
 #include "settings.h"
@@ -118,6 +119,7 @@ static void cron(evutil_socket_t fd, short what, void *arg)
             ccd_ingest_poll(d); /* also when the wake-up fd stays quiet */
         }
         ccd_cluster_cron(d->cluster); /* member records in and out */
+        ccd_models_cron(d);           /* models published by the learner */
     }
     run_with_period(1000)
     {
@@ -249,9 +251,10 @@ int main(int argc, char **argv)
     }
 
     ccd_host_setup_blas(argc, argv, d->cfg.engine_blas_coretype);
-    char model_path[4096];
-    if ((rc = ccd_model_open(&d->model, d->cfg.model_path, model_path, sizeof model_path, err,
-                             sizeof err))) {
+    char model_path[4096], learned[4096];
+    /* model.source kafka: the learned file once there is one (models.h) */
+    if ((rc = ccd_model_open(&d->model, ccd_models_path(&d->cfg, learned, sizeof learned),
+                             model_path, sizeof model_path, err, sizeof err))) {
         LOG_ERROR("main",
                   "model.path '%s': %s (a relative path that does not exist is also "
                   "looked up under $CELLCAST_HOME and %s)",
@@ -383,6 +386,10 @@ int main(int argc, char **argv)
                      d->cfg.kafka_embedded_port, d->cfg.kafka_embedded_port,
                      d->cfg.kafka_topics.items[0]);
         }
+        if (ccd_models_open(d, model_path, err, sizeof err)) {
+            LOG_ERROR("models", "%s", err);
+            goto out;
+        }
         LOG_INFO("kafka", "consuming %s from %s%s (group %s)", d->cfg.kafka_topics.items[0],
                  ccd_kafka_bootstrap(d->kafka),
                  !strcmp(d->cfg.kafka_brokers, "embedded")
@@ -446,6 +453,7 @@ int main(int argc, char **argv)
     /* the alert producer is flushed by ccd_kafka_close below */
     rc = 0;
 out:
+    ccd_models_close(d);
     ccd_http_close(d);
     ccd_demo_close(d);
     if (d->poll_ev)
@@ -482,5 +490,11 @@ out_cfg:
         ccd_settings_free(&st);
     ccd_config_free(&d->cfg);
     free(d->sets);
+    if (d->reexec && rc == 0) { /* a learned model of other KPIs (models.h): start over on it */
+        LOG_INFO("main", "executing again on the learned model");
+        execv("/proc/self/exe", argv);
+        LOG_ERROR("main", "re-executing: %s", strerror(errno));
+        return 1;
+    }
     return rc;
 }

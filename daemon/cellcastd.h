@@ -71,8 +71,10 @@ typedef struct Ccd {
     int64_t start_unix;
     uint64_t cronloops;
     int stopping;
-    int kafka_paused; ///< backpressure: too much pending
-    CcdHist loop_lag; ///< how late the cron ran: event-loop stalls (seconds)
+    int kafka_paused;         ///< backpressure: too much pending
+    struct CcdModels *models; ///< the models topic followed (models.h); NULL: model.source file
+    int reexec;               ///< stop, then execute again (models.h: a model of other KPIs)
+    CcdHist loop_lag;         ///< how late the cron ran: event-loop stalls (seconds)
     int64_t last_cron_ns;
     CcdIngestStats in;
     char model_name[160];

@@ -37,6 +37,19 @@ static const CcdConfigDef head_rows[] = {
  "directory; one that does not exist there is looked up under $CELLCAST_HOME, then in the "
  "installed data directory (/usr/share/cellcast, also by its file name alone: the default "
  "finds the installed default model when systemd runs the daemon). Its features (KPI names) are the names the field mapping maps to."},
+{"model.source", CCD_CFG_ENUM, OFF(model_source), "file", NB, "file|kafka", 0,
+ "file = serve model.path (pinned: the learner off). kafka = follow `cellcast learn` "
+ "(docs/learning.md): models published on kafka.models_topic are checked, written to "
+ "model.learned_path and swapped in; model.path serves until the first one arrives, and the "
+ "learned file is served at the next start."},
+{"model.learned_path", CCD_CFG_STRING, OFF(model_learned_path), "auto", NB, NULL, 0,
+ "Where model.source kafka keeps the model in service (its record in <path>.json). \"auto\" "
+ "= $STATE_DIRECTORY/learned.safetensors, or ./cellcast-learned.safetensors."},
+{"model.max_bytes", CCD_CFG_INT64, OFF(model_max_bytes), "67108864", 1024, 4294967296, NULL, 0,
+ "A model published on kafka.models_topic larger than this is refused (counted)."},
+{"kafka.models_topic", CCD_CFG_STRING, OFF(kafka_models_topic), "auto", NB, NULL, 0,
+ "Compacted topic the learner publishes models to (proto/model_record.md), read from its "
+ "beginning by every member with model.source kafka. \"auto\" = <first KPI topic>.models."},
 
 {"kafka.brokers", CCD_CFG_STRING, OFF(kafka_brokers), "embedded", NB, NULL, 0,
  "Bootstrap servers (host:port,...), or \"embedded\": start librdkafka's mock cluster "

@@ -43,6 +43,10 @@ enum CcdPostKpis { CCD_POST_KPIS_OFF = 0, CCD_POST_KPIS_TOKEN = 1, CCD_POST_KPIS
 typedef struct CcdConfig {
     /* model */
     char *model_path;
+    int model_source;         ///< 0 file, 1 kafka (daemon/models.h)
+    char *model_learned_path; ///< "auto" = $STATE_DIRECTORY/learned.safetensors (models.h)
+    int64_t model_max_bytes;  ///< a published model larger than this is refused
+    char *kafka_models_topic; ///< "auto" = <topics[0]>.models (models.h)
     /* kafka */
     char *kafka_brokers, *kafka_group_id, *kafka_alert_topic, *kafka_dead_letter_topic;
     char *kafka_state_topic; ///< "auto" = <topics[0]>.state, "" = off (handover.c)

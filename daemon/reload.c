@@ -18,6 +18,7 @@
 #include "ingest.h"
 #include "auth.h"
 #include "log.h"
+#include "models.h"
 #include "notify.h"
 #include "reload.h"
 #include "settings.h"
@@ -105,7 +106,9 @@ int ccd_reload(Ccd *d, json_t **report, char *err, size_t errlen)
         cc_errf(err, errlen, rc, "configuration refused: %s", e2);
         goto fail;
     }
-    if ((rc = ccd_model_open(&nm, nc.model_path, path, sizeof path, e2, sizeof e2))) {
+    char learned[4096]; /* model.source kafka: the learned file once there is one */
+    if ((rc = ccd_model_open(&nm, ccd_models_path(&nc, learned, sizeof learned), path, sizeof path,
+                             e2, sizeof e2))) {
         cc_errf(err, errlen, rc, "model '%s' refused: %s", path, e2);
         goto fail;
     }

@@ -1,4 +1,5 @@
-/* cmd_learn.c — `cellcast learn`: turns KPI history (a directory of CSV files) into
+/* cmd_learn.c — `cellcast learn`: turns KPI history (the KPI topic's retention on Kafka,
+ * tools/learn_kafka.c, or a directory of CSV files) into
  * published models with no model to start from (docs/learning.md). Each round, counted in
  * data time (lib/cc_learn.h): the linear-only tx/3 model and, with enough history, a
  * Transformer trained by `cellcast train`'s own code with the documented recipe; both and
@@ -22,6 +23,9 @@
 #include "cc_train.h"
 #include "cli.h"
 #include "eval.h"
+#ifdef CCT_HAVE_KAFKA
+#include "learn_kafka.h"
+#endif
 
 static volatile sig_atomic_t g_learn_stop;
 static void on_stop(int sig)
@@ -41,6 +45,12 @@ typedef struct LearnArgs {
     int d_model, n_heads, n_layers, d_ff, tx_steps;
     double seed;
     CcDataSettings data;
+    /* Kafka (tools/learn_kafka.h): the KPI topic in, the models topic out */
+    const char *brokers, *topic, *models_topic, *model_name, *cell_field, *time_field, *kpis_field;
+    const char *fields[32], *props[64];
+    int n_fields, n_props;
+    double history_days;
+    struct CctLearnKafka *kafka; /* open while running with --brokers */
 } LearnArgs;
 
 /* One candidate or the champion, scored on the held-out rows. */
@@ -370,6 +380,29 @@ static json_t *iso_time(int64_t ts)
     return json_string(buf);
 }
 
+/* The published model and its record onto the models topic (tools/learn_kafka.h). */
+static int publish_kafka(const LearnArgs *a, json_t *rec, const char *hash, char *err,
+                         size_t errlen)
+{
+#ifdef CCT_HAVE_KAFKA
+    char *js = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!js) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc = cct_learn_kafka_publish(a->kafka, a->model_name, a->out, hash, js, err, errlen);
+    free(js);
+    if (rc == 0 && !a->quiet)
+        fprintf(stderr, "cellcast learn: published %s to '%s' (key '%s')\n", hash,
+                cct_learn_kafka_models_topic(a->kafka), a->model_name);
+    return rc;
+#else
+    (void)a, (void)rec, (void)hash;
+    snprintf(err, errlen, "built without librdkafka");
+    return -1;
+#endif
+}
+
 /* One learning round on what the store holds. 0 (a round ran or none was due), 1 (no
  * round: not enough data), -1 on an error. */
 static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
@@ -524,6 +557,9 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
             save_json_atomic(rec_path, rec, err, sizeof err) < 0) {
             fprintf(stderr, "cellcast learn: publish: %s\n", err);
             rc = -1;
+        } else if (a->kafka && publish_kafka(a, rec, sc[best].hash, err, sizeof err) < 0) {
+            fprintf(stderr, "cellcast learn: publish to Kafka: %s\n", err);
+            rc = -1;
         } else {
             st->published++;
             if (a->on_publish) {
@@ -596,6 +632,24 @@ static void remove_leftovers(const LearnArgs *a)
     }
 }
 
+static int take_field(const CcOpt *opt, const char *value, char *err, size_t errlen)
+{
+    LearnArgs *a = opt->target;
+    if (a->n_fields == (int)(sizeof a->fields / sizeof a->fields[0]))
+        return snprintf(err, errlen, "at most 32 --field"), -EINVAL;
+    a->fields[a->n_fields++] = value;
+    return 0;
+}
+
+static int take_prop(const CcOpt *opt, const char *value, char *err, size_t errlen)
+{
+    LearnArgs *a = opt->target;
+    if (a->n_props == (int)(sizeof a->props / sizeof a->props[0]))
+        return snprintf(err, errlen, "at most 64 --kafka-property"), -EINVAL;
+    a->props[a->n_props++] = value;
+    return 0;
+}
+
 static int learn_opts(LearnArgs *a, int argc, char **argv)
 {
     cc_learn_default_settings(&a->ls);
@@ -606,14 +660,39 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
     a->holdout_h = (double)a->ls.holdout_s / 3600;
     a->patch_len = 16, a->d_model = 32, a->n_heads = 4, a->n_layers = 2, a->d_ff = 64;
     a->threads = 1, a->seed = 1, a->poll_s = 60, a->floor_frac = 0.1;
+    a->history_days = 28, a->model_name = "learned";
     enum { SHOW = CC_OPT_SHOW_DEFAULT };
     CcOpt opts[] = {
         CC_OPTS_HEADING("Input and output:"),
         CC_OPTS_STR("data-dir", &a->data_dir, "DIR",
                     "every *.csv of DIR (long ts,cell_id,<kpis> or wide\n"
-                    "<time>,<kpis>: the file name is the cell), re-read each poll",
-                    .flags = CC_OPT_REQUIRED),
+                    "<time>,<kpis>: the file name is the cell), re-read each poll\n"
+                    "(or --brokers and --topic)"),
         CLI_DATA_OPTS(&a->data),
+        CC_OPTS_STR("brokers", &a->brokers, "HOSTS",
+                    "Kafka bootstrap servers (cellcastd's kafka.brokers; the\n"
+                    "embedded broker's kafka.embedded_port address): the KPI\n"
+                    "topic's retention is the store, models are published to\n"
+                    "the compacted <topic>.models"),
+        CC_OPTS_STR("topic", &a->topic, "T", "the KPI topic (kafka.topics' first)"),
+        CC_OPTS_STR("models-topic", &a->models_topic, "T",
+                    "where models are published (kafka.models_topic;\n"
+                    "default <topic>.models)"),
+        CC_OPTS_STR("model-name", &a->model_name, "NAME",
+                    "the key of the published model (default \"learned\")"),
+        CC_OPTS_DBL("history-days", &a->history_days, 0.001, 36500, "D",
+                    "how far back the topic is read at start (Kafka's\n"
+                    "message times)",
+                    .flags = SHOW),
+        CC_OPTS_CALL("field", take_field, a, "FIELD=KPI[*SCALE]",
+                     "ingest.fields: a message field read as a KPI (repeatable;\n"
+                     "none: every numeric field is a KPI named as it arrives)"),
+        CC_OPTS_STR("cell-field", &a->cell_field, "NAME", "ingest.cell_field (default cell)"),
+        CC_OPTS_STR("time-field", &a->time_field, "NAME", "ingest.time_field (default ts)"),
+        CC_OPTS_STR("kpis-field", &a->kpis_field, "NAME", "ingest.kpis_field (default kpis)"),
+        CC_OPTS_CALL("kafka-property", take_prop, a, "NAME=VALUE",
+                     "a librdkafka property of both clients (kafka.properties;\n"
+                     "repeatable)"),
         CC_OPTS_STR("out", &a->out, "MODEL",
                     "the published model (cellcastd's model.path); its\n"
                     "scores and lineage in MODEL.json",
@@ -675,7 +754,8 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
     };
     const CcOptsSpec spec = {
         .prog = "cellcast learn",
-        .usage = "cellcast learn --data-dir DIR --out MODEL.safetensors [--once] [options]",
+        .usage = "cellcast learn (--data-dir DIR | --brokers HOSTS --topic T)\n"
+                 "                      --out MODEL.safetensors [--once] [options]",
         .about = "Learns models from KPI history with no model to start from, in data time,\n"
                  "and publishes one only when it beats the model in service (docs/learning.md).",
         CC_OPTS_TABLE(opts),
@@ -683,6 +763,17 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
     int rc = cc_opts_parse(&spec, argc, argv, NULL);
     if (rc)
         return CLI_OPTS_EXIT(rc);
+    if (!!a->data_dir == !!(a->brokers || a->topic) ||
+        (!a->data_dir && !(a->brokers && a->topic))) {
+        fprintf(stderr, "cellcast learn: give --data-dir DIR, or --brokers and --topic\n");
+        return 2;
+    }
+#ifndef CCT_HAVE_KAFKA
+    if (a->brokers) {
+        fprintf(stderr, "cellcast learn: built without librdkafka: --data-dir only\n");
+        return 2;
+    }
+#endif
     if (a->shuffle_train && !a->once) {
         fprintf(stderr, "cellcast learn: --shuffle-train needs --once\n");
         return 2;
@@ -697,9 +788,36 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
 /* The store from the input, cut to --data-days. 0 or -1. */
 static int read_input(const LearnArgs *a, CcLearn *l)
 {
+#ifdef CCT_HAVE_KAFKA
+    if (a->kafka) { /* the store grows with what arrives: the first read catches up, later
+                     * ones wait up to --poll for new records */
+        static int first = 1;
+        char err[512];
+        int64_t n = cct_learn_kafka_read(a->kafka, l, first ? 60000 : (int)(a->poll_s * 1000), err,
+                                         sizeof err);
+        if (n < 0) {
+            fprintf(stderr, "cellcast learn: %s\n", err);
+            return -1;
+        }
+        if (!a->quiet && (first || n > 0)) {
+            CctLearnKafkaStats ks;
+            cct_learn_kafka_stats(a->kafka, &ks);
+            fprintf(stderr,
+                    "cellcast learn: %s: %lld new records (%llu messages, %llu records "
+                    "refused by the decoder, %llu beyond the sample)\n",
+                    a->topic, (long long)n, (unsigned long long)ks.messages,
+                    (unsigned long long)ks.refused_records, (unsigned long long)ks.dropped_records);
+        }
+        first = 0;
+        goto cut;
+    }
+#endif
     cc_learn_clear(l);
     if (read_csv_dir(a, l) < 0)
         return -1;
+#ifdef CCT_HAVE_KAFKA
+cut:
+#endif
     if (a->data_days > 0) {
         CcLearnStats st;
         cc_learn_stats(l, &st);
@@ -735,6 +853,29 @@ int cmd_learn(int argc, char **argv)
     }
     LearnState st;
     load_state(&a, &st);
+#ifdef CCT_HAVE_KAFKA
+    if (a.brokers) {
+        char err[512];
+        CctLearnKafkaSettings ks = {
+            .brokers = a.brokers,
+            .topic = a.topic,
+            .models_topic = a.models_topic,
+            .history_s = (int64_t)(a.history_days * 86400),
+            .fields = a.fields,
+            .n_fields = a.n_fields,
+            .cell_field = a.cell_field,
+            .ts_field = a.time_field,
+            .kpis_field = a.kpis_field,
+            .props = a.props,
+            .n_props = a.n_props,
+        };
+        if (cct_learn_kafka_open(&a.kafka, &ks, err, sizeof err) < 0) {
+            fprintf(stderr, "cellcast learn: %s\n", err);
+            cc_learn_close(&l);
+            return 1;
+        }
+    }
+#endif
     int ret = 0;
     do {
         if (read_input(&a, l) < 0) {
@@ -748,9 +889,12 @@ int cmd_learn(int argc, char **argv)
         }
         if (a.once)
             break;
-        for (double w = 0; w < a.poll_s && !g_learn_stop; w += 0.1)
+        for (double w = 0; !a.kafka && w < a.poll_s && !g_learn_stop; w += 0.1)
             nanosleep(&(struct timespec){0, 100000000}, NULL);
     } while (!g_learn_stop);
+#ifdef CCT_HAVE_KAFKA
+    cct_learn_kafka_close(&a.kafka);
+#endif
     cc_learn_close(&l);
     return ret;
 }
