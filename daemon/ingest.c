@@ -265,11 +265,11 @@ static int on_hold(void *cookie, CcdCell *c, const float *values, int imputed, u
 
 /* The worker stepped a cell: its forecast is published, then scored. */
 static void on_stepped(void *cookie, CcdCell *c, int64_t step, const float *values, int imputed,
-                       uint64_t present)
+                       uint64_t present, int held)
 {
     Ccd *d = cookie;
     CcForecast fc;
-    ccd_publish_stepped(d->cells, c, step, values, imputed, present, &fc);
+    ccd_publish_stepped(d->cells, c, step, values, imputed, present, held, &fc);
     ccd_alerts_on_stepped(d, c, step, values, imputed, present, &fc);
 }
 

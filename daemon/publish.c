@@ -109,18 +109,23 @@ fail:
 }
 
 void ccd_publish_stepped(CcdCells *t, CcdCell *c, int64_t step, const float *values, int imputed,
-                         uint64_t present, CcForecast *fc)
+                         uint64_t present, int held, CcForecast *fc)
 {
     const int F = t->n_features;
     float obs[CC_MAX_FEATURES], m1[CC_MAX_FEATURES], s1[CC_MAX_FEATURES];
-    for (int f = 0; f < F; f++)
+    float truth[CC_MAX_FEATURES]; /* what the intervals are calibrated on */
+    for (int f = 0; f < F; f++) {
         obs[f] = !imputed && present >> f & 1 ? values[f] : NAN;
+        /* an outage's zeros were kept from the model: they are not a miss of its intervals
+         * either (else every outage would widen the cell's intervals for a day after) */
+        truth[f] = held ? NAN : obs[f];
+    }
     /* The worker is the only writer of pub: reading it here needs no lock. */
     int have_exp = c->pub.valid && c->pub.step == step - 1;
     cc_cell_forecast(c->cell, fc);
     if (fc->valid)
         points(fc, 0, m1, s1);
-    const float *scale = ccd_interval_step(t, c, step, obs, fc);
+    const float *scale = ccd_interval_step(t, c, step, truth, fc);
     record_history(t, c, step, obs, imputed, fc, m1, s1, scale);
     write_pub(t, c, step, obs, fc, have_exp, m1, s1, scale);
 }

@@ -44,9 +44,10 @@ void ccd_pub_free(CcdPub *p);
  *  imputed step, are not observed: NaN, also in obs) and the forecast's one-step and horizon-end
  * points. With forecast.interval_adapt on, the observation first scores the cell's
  * matured forecasts (interval.h), the scales are published with the forecast and the
- * history records the served band's sd (sd·scale). */
+ * history records the served band's sd (sd·scale). A step held for an outage (held: the
+ * model was fed the previous step) does not score the intervals. */
 void ccd_publish_stepped(CcdCells *t, CcdCell *c, int64_t step, const float *values, int imputed,
-                         uint64_t present, CcForecast *fc);
+                         uint64_t present, int held, CcForecast *fc);
 
 /** Publishes a forecast without an expectation (a cell restored from a snapshot). */
 void ccd_publish(CcdCells *t, CcdCell *c, int64_t step, const float *values, const CcForecast *fc);

@@ -163,7 +163,7 @@ static void run_batch(CcdSched *s, CcdBatch *b)
             if (it->status == 0 && s->s.on_stepped) /* what was observed, held or not */
                 s->s.on_stepped(s->s.cookie, it->cell, it->step,
                                 b->values + (size_t)s->order[first + j] * (size_t)F, it->imputed,
-                                it->present);
+                                it->present, it->held);
         }
         if (rc == -ENOMEM)
             b->enomem = 1;

@@ -66,7 +66,7 @@ int ccd_batch_push(CcdBatch *b, CcdCell *c, int64_t step);
 /** Called on the worker after each stepped item; `values` is the stepped observation
  *  (filled), `present` the KPIs records gave (bit f; 0 for an imputed step). */
 typedef void (*CcdSteppedFn)(void *cookie, CcdCell *c, int64_t step, const float *values,
-                             int imputed, uint64_t present);
+                             int imputed, uint64_t present, int held);
 
 /** Called on the worker before an item's step, with the item's values, the KPIs records
  *  gave (present, as CcdSteppedFn's) and whether the cell's ring holds its previous step

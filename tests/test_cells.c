@@ -249,11 +249,10 @@ typedef struct Done {
 static void seal(void *cookie, CcdBatch *b) { ccd_cells_seal(((Done *)cookie)->t, b); }
 
 static void on_stepped(void *cookie, CcdCell *c, int64_t step, const float *values, int imputed,
-                       uint64_t present)
+                       uint64_t present, int held)
 {
     CcForecast fc;
-    (void)imputed;
-    ccd_publish_stepped(((Done *)cookie)->t, c, step, values, imputed, present, &fc);
+    ccd_publish_stepped(((Done *)cookie)->t, c, step, values, imputed, present, held, &fc);
 }
 
 static void on_done(void *cookie, CcdBatch *b)
@@ -449,7 +448,7 @@ static void test_history_bytes_and_budget(void **state)
             CcForecast fc = {0};
             const CcdItem *it = &x->b.items[i];
             ccd_publish_stepped(x->t, it->cell, it->step, x->b.values + (size_t)i * x->b.F,
-                                it->imputed, it->present, &fc);
+                                it->imputed, it->present, it->held, &fc);
         }
         ccd_cells_unbusy(x->t, &x->b);
         x->b.n = 0;
