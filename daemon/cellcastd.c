@@ -28,6 +28,7 @@
 #include "cluster.h"
 #include "host.h"
 #include "http.h"
+#include "incidents.h"
 #include "ingest.h"
 #include "opts.h"
 #include "log.h"
@@ -35,6 +36,7 @@
 #include "reload.h"
 #include "settings.h"
 #include "state.h"
+#include "topology.h"
 
 #define CRON_MS 10
 #define run_with_period(ms) if ((ms) <= CRON_MS || !(d->cronloops % (uint64_t)((ms) / CRON_MS)))
@@ -344,6 +346,11 @@ int main(int argc, char **argv)
         LOG_ERROR("main", "%s", err);
         goto out;
     }
+    ccd_topology_reload(d); /* a file that does not parse is logged: cells have no labels */
+    if (ccd_incidents_start(d)) {
+        LOG_ERROR("main", "out of memory");
+        goto out;
+    }
     if ((rc = ccd_notify_open(&d->notify, err, sizeof err)))
         LOG_WARN("notify", "%s (systemd notifications off)", err);
     rc = 1;
@@ -457,6 +464,8 @@ out:
     ccd_handover_close(d);
     ccd_sched_close(&d->sched);
     ccd_alerts_close(d);
+    ccd_incidents_stop(d);
+    ccd_topology_close(d);
     ccd_notify_close(&d->notify);
     ccd_state_close(d);
     ccd_cells_close(&d->cells);

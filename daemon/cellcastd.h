@@ -58,6 +58,9 @@ typedef struct Ccd {
     CcdHttp *http;
     CcdDemo *demo;
     CcdAlerts *alerts;
+    struct CcdTopology *topology;   ///< cells' labels (topology.h), NULL: none
+    struct CcdIncidents *incidents; ///< alerts grouped (incidents.h), NULL: alerts off
+    uint64_t topology_loads, topology_errors, incidents_refused;
     CcdState *state;
     CcdHandover *handover;          ///< cell state across members (handover.h)
     CcdNotify *notify;              ///< NULL when not run by systemd
