@@ -24,6 +24,7 @@
 #include "incidents.h"
 #include "log.h"
 #include "outbox.h"
+#include "silences.h"
 #include "topology.h"
 
 #define HIST_MAX 10000 /* transitions kept for GET /v1/alerts */
@@ -320,6 +321,8 @@ void ccd_alerts_flush(Ccd *d)
     for (size_t i = 0; i < q.n; i++) {
         QEvent *e = &q.v[i];
         e->ev.cell_id = e->cell;
+        if (ccd_silences_hold(d, &e->ev)) /* silenced: it fires when the silence ends */
+            continue;
         history_add(o, e);
         o->trans[kind_i(&e->ev)][reason_i(&e->ev)][state_i(&e->ev)][sev_i(&e->ev)]++;
         LOG_INFO("alerts", "%s %s %s%s%s (%s, step %lld, score %.2f)", e->ev.id,
@@ -362,6 +365,8 @@ void ccd_alerts_tick(Ccd *d)
     CcdAlerts *o = d->alerts;
     if (!o)
         return;
+    CcAlertSink unsilenced = {o, sink_emit};
+    ccd_silences_release(d, &unsilenced); /* held alerts no silence matches any more */
     ccd_alerts_flush(d);
     /* missing data: only once the consumer has caught up (a backlog looks like silence) */
     int caught_up = 1;
@@ -699,7 +704,8 @@ static int cell_active(Ccd *d, CcdCell *c, const char *kind, EvVec *v)
         return -ENOMEM;
     int n = cc_anomaly_cell_active(d->alerts->an, oc->ac, ev, max), rc = 0;
     for (int i = 0; i < n && i < max && !rc; i++) {
-        if (kind && strcmp(kind, cc_alert_kind_name(ev[i].kind)))
+        if ((kind && strcmp(kind, cc_alert_kind_name(ev[i].kind))) ||
+            ccd_silences_held(d, ev[i].id))
             continue;
         QEvent q;
         q.ev = ev[i];

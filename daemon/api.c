@@ -15,6 +15,7 @@
 #include "ingest.h"
 #include "alerts.h"
 #include "incidents.h"
+#include "silences.h"
 #include "topology.h"
 #include "auth.h"
 #include "api_util.h"
@@ -705,6 +706,7 @@ static int h_metrics(CcdReq *r)
     alerts_metrics(d, b);
     ccd_topology_metrics(d, b);
     ccd_incidents_metrics(d, b);
+    ccd_silences_metrics(d, b);
     ccd_http_metrics(d, b);
     ccd_process_metrics(b);
     return ccd_text(r, 200, "text/plain; version=0.0.4; charset=utf-8");
@@ -1423,6 +1425,8 @@ const CcdRoute ccd_routes[] = {
     {"/v1/cells/{id}/alerts", EVHTTP_REQ_GET, ccd_h_cell_alerts, "the cell's alert transitions"},
     {"/v1/cells/{id}/scores", EVHTTP_REQ_GET, ccd_h_cell_scores, "the cell's anomaly scores"},
     {"/v1/incidents", EVHTTP_REQ_GET, ccd_h_incidents, "incidents (alerts grouped by site), firing and recent"},
+    {"/v1/silences", EVHTTP_REQ_GET | EVHTTP_REQ_POST, ccd_h_silences, "silences: list, add (token)"},
+    {"/v1/silences/{id}", EVHTTP_REQ_DELETE, ccd_h_silence_delete, "expire a silence (token)"},
     {"/v1/cluster", EVHTTP_REQ_GET, ccd_h_cluster, "members of the consumer group, who serves what"},
     {"/v1/admin/reload", EVHTTP_REQ_POST, ccd_h_admin_reload, "reload model and config (token)"},
     /* issue 15: the dashboard's reads (api_series.c) */

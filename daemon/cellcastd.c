@@ -35,6 +35,7 @@
 #include "notify.h"
 #include "reload.h"
 #include "settings.h"
+#include "silences.h"
 #include "state.h"
 #include "topology.h"
 
@@ -184,9 +185,10 @@ static void print_routes(void)
 {
     for (int r = 0; r < ccd_n_routes; r++) {
         int get = ccd_routes[r].methods & EVHTTP_REQ_GET,
-            post = ccd_routes[r].methods & EVHTTP_REQ_POST;
-        printf("%s%s%s %s\n", get ? "GET" : "", get && post ? "," : "", post ? "POST" : "",
-               ccd_routes[r].pattern);
+            post = ccd_routes[r].methods & EVHTTP_REQ_POST,
+            del = ccd_routes[r].methods & EVHTTP_REQ_DELETE;
+        printf("%s%s%s%s%s %s\n", get ? "GET" : "", get && post ? "," : "", post ? "POST" : "",
+               (get || post) && del ? "," : "", del ? "DELETE" : "", ccd_routes[r].pattern);
     }
 }
 
@@ -351,6 +353,10 @@ int main(int argc, char **argv)
         LOG_ERROR("main", "out of memory");
         goto out;
     }
+    if (ccd_silences_start(d, err, sizeof err)) {
+        LOG_ERROR("silences", "%s", err);
+        goto out;
+    }
     if ((rc = ccd_notify_open(&d->notify, err, sizeof err)))
         LOG_WARN("notify", "%s (systemd notifications off)", err);
     rc = 1;
@@ -465,6 +471,7 @@ out:
     ccd_sched_close(&d->sched);
     ccd_alerts_close(d);
     ccd_incidents_stop(d);
+    ccd_silences_stop(d);
     ccd_topology_close(d);
     ccd_notify_close(&d->notify);
     ccd_state_close(d);

@@ -256,6 +256,11 @@ static const CcdConfigDef tail_rows[] = {
  "Kafka topic of incident transitions (proto/incident.schema.json; key: the incident id). "
  "auto = <kafka.alert_topic>.incidents; empty = not produced (GET /v1/incidents only)."},
 
+{"silences.path", CCD_CFG_STRING, OFF(silences_path), "auto", NB, NULL, 0,
+ "File of the silences (POST /v1/silences; daemon/silences.h), rewritten at each change and "
+ "read at start, so that they survive a restart. auto = <snapshot.path>.silences (in memory "
+ "only when snapshots are off); \"\" = in memory only."},
+
 {"snapshot.path", CCD_CFG_STRING, OFF(snapshot_path), "auto", NB, NULL, 0,
  "State snapshot file (per-cell rings and alert state; written atomically at shutdown and "
  "every interval_s, restored at start). Beside it, <path>.alerts journals the last alert "

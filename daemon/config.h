@@ -92,6 +92,7 @@ typedef struct CcdConfig {
     int incidents_group_by; /* CCD_INC_BY_SITE, CCD_INC_BY_REGION */
     int incidents_keep;
     char *incidents_topic;
+    char *silences_path; /* "auto" = <snapshot.path>.silences */
     /* snapshot */
     char *snapshot_path;
     int snapshot_interval_s;
