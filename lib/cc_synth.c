@@ -309,11 +309,15 @@ int cc_synth_values(const CcSynth *g, int cell, int64_t step, float *out)
         u = 0;
     int outage = in_event(g, cell, R_OUTAGE, step, g->outage_slot, g->p_outage, 3, 24, NULL);
     int site_event = cc_synth_site_event(g, cc_synth_cell_site(g, cell), step);
-    outage |= site_event == 1; /* power: no traffic */
 
     double v[CC_SYNTH_N_KPIS];
 #define W(k) (nrand(g, cell, R_WHITE, step * CC_SYNTH_N_KPIS + (k)))
-    if (outage) {
+    if (site_event == 1) { /* power: the site's cells are dark, every counter 0 */
+        for (int k = 0; k < CC_SYNTH_N_KPIS; k++)
+            v[k] = 0;
+        v[K_LAT] = NAN;
+        v[K_CQI] = NAN;
+    } else if (outage) {
         v[K_PRB_DL] = clampd(0.3 + 0.1 * W(K_PRB_DL), 0, 100);
         v[K_PRB_UL] = clampd(0.1 + 0.05 * W(K_PRB_UL), 0, 100);
         v[K_THR_DL] = 0;

@@ -36,8 +36,8 @@
  * 1–6), numbered "site%04d", and `sites_per_region` consecutive sites a region
  * "region%03d"; a cell's sector is its place in its site (1..6). Site-wide events,
  * ~`site_outage_rate` per site per week, 3–24 steps, hit every cell of the site at the
- * same steps: half of them a power outage (every cell carries no traffic, as a cell
- * outage), half a transport loss (no cell of the site reports: its rows are absent).
+ * same steps: half of them a power outage (every counter of every cell 0, no latency or
+ * CQI reported), half a transport loss (no cell of the site reports: its rows are absent).
  * cc_synth_write_topology writes the topology file (cellcastd's topology.path).
  */
 #ifndef CC_SYNTH_H

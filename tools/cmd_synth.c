@@ -64,7 +64,7 @@ int cmd_synth(int argc, char **argv)
                     "sites of a region (with --sites)", .flags = CC_OPT_SHOW_DEFAULT),
         CC_OPTS_DBL("site-outage-rate", &s.site_outage_rate, 0, 0, "X",
                     "site-wide events per site per week (with --sites): half\n"
-                    "power outages (the cells carry no traffic), half transport\n"
+                    "power outages (every counter of the cells 0), half transport\n"
                     "losses (no cell of the site reports)",
                     .flags = CC_OPT_SHOW_DEFAULT),
     };
