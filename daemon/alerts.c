@@ -21,8 +21,11 @@
 #include "api_util.h"
 #include "http.h"
 #include "http_cache.h"
+#include "incidents.h"
 #include "log.h"
 #include "outbox.h"
+#include "silences.h"
+#include "topology.h"
 
 #define HIST_MAX 10000 /* transitions kept for GET /v1/alerts */
 
@@ -281,8 +284,10 @@ static void journal(Ccd *d, const QEvent *e)
         ccd_outbox_note(o->outbox, e->cell, e->ev.step);
         return;
     }
-    char buf[1024 + 256 * CC_ALERT_MAX_ATTR];
+    char buf[1024 + 256 * CC_ALERT_MAX_ATTR + CCD_TOPO_LABELS_JSON_MAX];
     int n = cc_alert_event_json(&e->ev, &d->model->hp, buf, sizeof buf);
+    if (n > 0)
+        n = ccd_topology_splice_labels(d->topology, e->cell, buf, n, sizeof buf);
     if (n < 0 || ccd_outbox_add(o->outbox, e->cell, e->ev.step, buf, (size_t)n))
         LOG_ERROR("alerts", "alert %s not produced: %s", e->ev.id,
                   n < 0 ? "cannot format it" : "out of memory"); /* daemon policy: log */
@@ -316,6 +321,8 @@ void ccd_alerts_flush(Ccd *d)
     for (size_t i = 0; i < q.n; i++) {
         QEvent *e = &q.v[i];
         e->ev.cell_id = e->cell;
+        if (ccd_silences_hold(d, &e->ev)) /* silenced: it fires when the silence ends */
+            continue;
         history_add(o, e);
         o->trans[kind_i(&e->ev)][reason_i(&e->ev)][state_i(&e->ev)][sev_i(&e->ev)]++;
         LOG_INFO("alerts", "%s %s %s%s%s (%s, step %lld, score %.2f)", e->ev.id,
@@ -324,7 +331,9 @@ void ccd_alerts_flush(Ccd *d)
                  e->ev.kind == CC_ALERT_DATA_QUALITY ? cc_dq_reason_name(e->ev.reason) : "",
                  cc_alert_severity_name(e->ev.severity), (long long)e->ev.step, e->ev.score);
         journal(d, e);
+        ccd_incidents_on_alert(d, &e->ev);
     }
+    ccd_incidents_publish(d); /* the incidents these transitions changed, once each */
     /* journaled and synced, then produced (with every earlier one not yet confirmed) */
     ccd_outbox_flush(o->outbox, d->kafka, d->cfg.kafka_alert_topic);
     free(q.v);
@@ -356,6 +365,8 @@ void ccd_alerts_tick(Ccd *d)
     CcdAlerts *o = d->alerts;
     if (!o)
         return;
+    CcAlertSink unsilenced = {o, sink_emit};
+    ccd_silences_release(d, &unsilenced); /* held alerts no silence matches any more */
     ccd_alerts_flush(d);
     /* missing data: only once the consumer has caught up (a backlog looks like silence) */
     int caught_up = 1;
@@ -590,8 +601,10 @@ uint64_t ccd_alerts_cell_version(Ccd *d, const CcdCell *c)
 
 static json_t *event_json(Ccd *d, const QEvent *e)
 {
-    char buf[1024 + 256 * CC_ALERT_MAX_ATTR];
+    char buf[1024 + 256 * CC_ALERT_MAX_ATTR + CCD_TOPO_LABELS_JSON_MAX];
     int n = cc_alert_event_json(&e->ev, &d->model->hp, buf, sizeof buf);
+    if (n > 0)
+        n = ccd_topology_splice_labels(d->topology, e->cell, buf, n, sizeof buf);
     json_t *j = n > 0 ? json_loadb(buf, (size_t)n, 0, NULL) : NULL;
     if (j && json_is_object(j))
         json_object_set_new(j, "seq", json_integer((json_int_t)e->seq));
@@ -691,7 +704,8 @@ static int cell_active(Ccd *d, CcdCell *c, const char *kind, EvVec *v)
         return -ENOMEM;
     int n = cc_anomaly_cell_active(d->alerts->an, oc->ac, ev, max), rc = 0;
     for (int i = 0; i < n && i < max && !rc; i++) {
-        if (kind && strcmp(kind, cc_alert_kind_name(ev[i].kind)))
+        if ((kind && strcmp(kind, cc_alert_kind_name(ev[i].kind))) ||
+            ccd_silences_held(d, ev[i].id))
             continue;
         QEvent q;
         q.ev = ev[i];
@@ -707,11 +721,13 @@ static int cell_active(Ccd *d, CcdCell *c, const char *kind, EvVec *v)
  * objects as cc_alert_event_json writes them, copied, no jansson tree. */
 static void active_write(Ccd *d, EvVec *v, size_t i0, size_t n, Sb *b)
 {
-    char buf[1024 + 256 * CC_ALERT_MAX_ATTR];
+    char buf[1024 + 256 * CC_ALERT_MAX_ATTR + CCD_TOPO_LABELS_JSON_MAX];
     sb_add(b, "[", 1);
     for (size_t i = i0; i < i0 + n && i < v->n; i++) {
         v->v[i].ev.cell_id = v->v[i].cell;
         int k = cc_alert_event_json(&v->v[i].ev, &d->model->hp, buf, sizeof buf);
+        if (k > 0)
+            k = ccd_topology_splice_labels(d->topology, v->v[i].cell, buf, k, sizeof buf);
         if (i > i0)
             sb_add(b, ",", 1);
         if (k > 0)

@@ -14,6 +14,9 @@
 #include "http.h"
 #include "ingest.h"
 #include "alerts.h"
+#include "incidents.h"
+#include "silences.h"
+#include "topology.h"
 #include "auth.h"
 #include "api_util.h"
 #include "http_cache.h"
@@ -702,6 +705,9 @@ static int h_metrics(CcdReq *r)
     metric(b, "cellcast_rss_bytes", "gauge", "Resident set size of the process.");
     evbuffer_add_printf(b, "cellcast_rss_bytes %lld\n", ccd_host_rss_bytes());
     alerts_metrics(d, b);
+    ccd_topology_metrics(d, b);
+    ccd_incidents_metrics(d, b);
+    ccd_silences_metrics(d, b);
     ccd_http_metrics(d, b);
     ccd_models_metrics(d, b);
     ccd_process_metrics(b);
@@ -855,11 +861,17 @@ typedef struct ListCtx {
     const char *after;
     const char **ids;
     size_t n;
+    const CcdTopology *topo; /* label filters (topology.h) */
+    CcdTopoFilter f;
+    size_t matched;
 } ListCtx;
 
 static void collect(void *cookie, CcdCell *c)
 {
     ListCtx *l = cookie;
+    if (ccd_topology_filter_on(&l->f) && !ccd_topology_filter_match(l->topo, &l->f, c->id))
+        return;
+    l->matched++;
     if (!l->after || strcmp(c->id, l->after) > 0)
         l->ids[l->n++] = c->id;
 }
@@ -875,10 +887,12 @@ static int h_cells(CcdReq *r)
         return ccd_problem(r, 422, "bad-parameter", "limit must be in [1, 10000], got %lld", limit);
     /* the same reply until a record, a step or the cell set moves the table's version; a
      * page that polls gets a 304 between (a live feed moves it at every record) */
-    int rc = ccd_reply_cached(r, ccd_fold(ccd_version_seed(d), d->cells->version));
+    int rc = ccd_reply_cached(
+        r, ccd_fold(ccd_fold(ccd_version_seed(d), d->cells->version), d->topology_loads));
     if (rc)
         return rc;
-    ListCtx l = {ccd_query(r, "after"), NULL, 0};
+    ListCtx l = {.after = ccd_query(r, "after"), .topo = d->topology};
+    l.f = (CcdTopoFilter){ccd_query(r, "site"), ccd_query(r, "region"), ccd_query(r, "sector")};
     l.ids = malloc((d->cells->n_cells + 1) * sizeof *l.ids);
     if (!l.ids)
         return ccd_problem(r, 500, "internal", "out of memory");
@@ -886,6 +900,7 @@ static int h_cells(CcdReq *r)
     qsort(l.ids, l.n, sizeof *l.ids, cmp_str);
     size_t n = l.n < (size_t)limit ? l.n : (size_t)limit;
     /* written directly: the whole table's rows at each version, no jansson tree */
+    static char labels[CCD_TOPO_LABELS_JSON_MAX];
     Sb *sb = reply_sb();
     sb_str(sb, "{\"cells\":[");
     for (size_t i = 0; i < n; i++) {
@@ -899,10 +914,13 @@ static int h_cells(CcdReq *r)
         sb_str(sb,
                c->pub.valid ? ",\"state\":\"live\",\"steps\":" : ",\"state\":\"cold\",\"steps\":");
         sb_int(sb, (long long)c->n_steps);
+        sb_str(sb, ",\"labels\":");
+        int k = ccd_topology_labels_json(d->topology, c->id, labels, sizeof labels);
+        sb_add(sb, k > 0 ? labels : "{}", k > 0 ? (size_t)k : 2);
         sb_add(sb, "}", 1);
     }
     sb_str(sb, "],\"total\":");
-    sb_int(sb, (long long)d->cells->n_cells);
+    sb_int(sb, (long long)l.matched);
     sb_str(sb, ",\"next\":");
     if (n < l.n && n)
         sb_jstr(sb, l.ids[n - 1]);
@@ -1409,6 +1427,9 @@ const CcdRoute ccd_routes[] = {
     {"/v1/alerts/firing", EVHTTP_REQ_GET, ccd_h_alerts_firing, "alerts firing now, all cells, paged"},
     {"/v1/cells/{id}/alerts", EVHTTP_REQ_GET, ccd_h_cell_alerts, "the cell's alert transitions"},
     {"/v1/cells/{id}/scores", EVHTTP_REQ_GET, ccd_h_cell_scores, "the cell's anomaly scores"},
+    {"/v1/incidents", EVHTTP_REQ_GET, ccd_h_incidents, "incidents (alerts grouped by site), firing and recent"},
+    {"/v1/silences", EVHTTP_REQ_GET | EVHTTP_REQ_POST, ccd_h_silences, "silences: list, add (token)"},
+    {"/v1/silences/{id}", EVHTTP_REQ_DELETE, ccd_h_silence_delete, "expire a silence (token)"},
     {"/v1/cluster", EVHTTP_REQ_GET, ccd_h_cluster, "members of the consumer group, who serves what"},
     {"/v1/admin/reload", EVHTTP_REQ_POST, ccd_h_admin_reload, "reload model and config (token)"},
     /* issue 15: the dashboard's reads (api_series.c) */

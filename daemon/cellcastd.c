@@ -28,6 +28,7 @@
 #include "cluster.h"
 #include "host.h"
 #include "http.h"
+#include "incidents.h"
 #include "ingest.h"
 #include "opts.h"
 #include "log.h"
@@ -35,7 +36,9 @@
 #include "notify.h"
 #include "reload.h"
 #include "settings.h"
+#include "silences.h"
 #include "state.h"
+#include "topology.h"
 
 #define CRON_MS 10
 #define run_with_period(ms) if ((ms) <= CRON_MS || !(d->cronloops % (uint64_t)((ms) / CRON_MS)))
@@ -171,9 +174,10 @@ static void print_routes(void)
 {
     for (int r = 0; r < ccd_n_routes; r++) {
         int get = ccd_routes[r].methods & EVHTTP_REQ_GET,
-            post = ccd_routes[r].methods & EVHTTP_REQ_POST;
-        printf("%s%s%s %s\n", get ? "GET" : "", get && post ? "," : "", post ? "POST" : "",
-               ccd_routes[r].pattern);
+            post = ccd_routes[r].methods & EVHTTP_REQ_POST,
+            del = ccd_routes[r].methods & EVHTTP_REQ_DELETE;
+        printf("%s%s%s%s%s %s\n", get ? "GET" : "", get && post ? "," : "", post ? "POST" : "",
+               (get || post) && del ? "," : "", del ? "DELETE" : "", ccd_routes[r].pattern);
     }
 }
 
@@ -348,6 +352,15 @@ int main(int argc, char **argv)
         LOG_ERROR("main", "%s", err);
         goto out;
     }
+    ccd_topology_reload(d); /* a file that does not parse is logged: cells have no labels */
+    if (ccd_incidents_start(d)) {
+        LOG_ERROR("main", "out of memory");
+        goto out;
+    }
+    if (ccd_silences_start(d, err, sizeof err)) {
+        LOG_ERROR("silences", "%s", err);
+        goto out;
+    }
     if ((rc = ccd_notify_open(&d->notify, err, sizeof err)))
         LOG_WARN("notify", "%s (systemd notifications off)", err);
     rc = 1;
@@ -466,6 +479,9 @@ out:
     ccd_handover_close(d);
     ccd_sched_close(&d->sched);
     ccd_alerts_close(d);
+    ccd_incidents_stop(d);
+    ccd_silences_stop(d);
+    ccd_topology_close(d);
     ccd_notify_close(&d->notify);
     ccd_state_close(d);
     ccd_cells_close(&d->cells);

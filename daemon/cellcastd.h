@@ -59,6 +59,10 @@ typedef struct Ccd {
     CcdHttp *http;
     CcdDemo *demo;
     CcdAlerts *alerts;
+    struct CcdTopology *topology;    ///< cells' labels (topology.h), NULL: none
+    struct CcdIncidents *incidents;  ///< alerts grouped (incidents.h), NULL: alerts off
+    struct CcdSilenceHost *silences; ///< silences and the alerts they hold (silences.h)
+    uint64_t topology_loads, topology_errors, incidents_refused;
     CcdState *state;
     CcdHandover *handover;          ///< cell state across members (handover.h)
     CcdNotify *notify;              ///< NULL when not run by systemd

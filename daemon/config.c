@@ -254,6 +254,27 @@ static const CcdConfigDef tail_rows[] = {
  "shape_w is on; false = not for this KPI); e.g. \"prb.max\": \"100\". KPI names "
  "are the model's features. Scoring rules: docs/operations.md section 4."},
 
+{"topology.path", CCD_CFG_STRING, OFF(topology_path), "", NB, NULL, 1,
+ "Topology file: CSV with a header naming the columns cell (required), site, region, "
+ "sector, neighbours (';'-separated cell ids), lat, lon, and any other column as a label "
+ "of that name; one line per cell (daemon/topology.h). Its labels go into every alert "
+ "(\"labels\"), filter GET /v1/cells and group alerts into incidents. Read again at each "
+ "reload; a file that does not parse keeps the previous one (cellcast_topology_errors_total). "
+ "Empty: no topology (every cell its own group)."},
+{"incidents.group_by", CCD_CFG_ENUM, OFF(incidents_group_by), "site", NB, "site|region", 1,
+ "The label whose cells' overlapping alerts become one incident (docs/operations.md, "
+ "Incidents); a cell without it is grouped by the other label, else alone."},
+{"incidents.keep", CCD_CFG_INT, OFF(incidents_keep), "1000", 1, 100000, NULL, 0,
+ "Resolved incidents kept for GET /v1/incidents (the open ones are always there)."},
+{"incidents.topic", CCD_CFG_STRING, OFF(incidents_topic), "auto", NB, NULL, 0,
+ "Kafka topic of incident transitions (proto/incident.schema.json; key: the incident id). "
+ "auto = <kafka.alert_topic>.incidents; empty = not produced (GET /v1/incidents only)."},
+
+{"silences.path", CCD_CFG_STRING, OFF(silences_path), "auto", NB, NULL, 0,
+ "File of the silences (POST /v1/silences; daemon/silences.h), rewritten at each change and "
+ "read at start, so that they survive a restart. auto = <snapshot.path>.silences (in memory "
+ "only when snapshots are off); \"\" = in memory only."},
+
 {"snapshot.path", CCD_CFG_STRING, OFF(snapshot_path), "auto", NB, NULL, 0,
  "State snapshot file (per-cell rings and alert state; written atomically at shutdown and "
  "every interval_s, restored at start). Beside it, <path>.alerts journals the last alert "

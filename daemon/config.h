@@ -91,6 +91,12 @@ typedef struct CcdConfig {
      * kpi[] unused here: they come from the model and alerts.kpis; settings.c) */
     CcAnomalySettings alerts;
     CcdStrMap alerts_kpis;
+    /* topology and incidents (issue 32: topology.h, incidents.h) */
+    char *topology_path;
+    int incidents_group_by; /* CCD_INC_BY_SITE, CCD_INC_BY_REGION */
+    int incidents_keep;
+    char *incidents_topic;
+    char *silences_path; /* "auto" = <snapshot.path>.silences */
     /* snapshot */
     char *snapshot_path;
     int snapshot_interval_s;

@@ -14,6 +14,8 @@
 
 #include "alerts.h"
 #include "cellcastd.h"
+#include "incidents.h"
+#include "topology.h"
 #include "http.h"
 #include "ingest.h"
 #include "auth.h"
@@ -177,6 +179,8 @@ int ccd_reload(Ccd *d, json_t **report, char *err, size_t errlen)
     }
     ccd_config_free(&nc);
     ccd_settings_free(&ns);
+    ccd_topology_reload(d); /* the file may have changed without its path */
+    ccd_incidents_reconfigure(d);
     /* the keys in effect (the running values of the keys that need a restart) to the
      * modules that read them at setup */
     if ((rc = ccd_settings_from_config(&ns, &d->cfg, &d->model->hp, e2, sizeof e2)) == 0) {

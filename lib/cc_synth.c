@@ -30,6 +30,8 @@ enum {
     R_GAP,
     R_MISSING,
     R_WHITE,
+    R_SITE,       /* site sizes */
+    R_SITE_EVENT, /* site-wide events (drawn with the site's index as the cell) */
 };
 
 typedef struct CellParams {
@@ -44,6 +46,10 @@ struct CcSynth {
     CellParams *cells;                         /* (n_cells) */
     int64_t burst_slot, outage_slot, gap_slot; /* slot lengths in steps */
     double p_burst, p_outage, p_gap;           /* probability of one event per slot */
+    double p_site;                             /* the same for site-wide events */
+    int *site_of;                              /* (n_cells) a cell's site, NULL: no sites */
+    int *site_first;                           /* (n_sites + 1) a site's first cell */
+    int n_sites;
 };
 
 void cc_synth_default_settings(CcSynthSettings *s)
@@ -60,6 +66,9 @@ void cc_synth_default_settings(CcSynthSettings *s)
     s->outage_rate = 0.3;
     s->missing_rate = 0.003;
     s->gap_rate = 0.2;
+    s->sites = 0;
+    s->sites_per_region = 25;
+    s->site_outage_rate = 0.2;
 }
 
 static uint64_t mix64(uint64_t x)
@@ -119,9 +128,11 @@ int cc_synth_open(CcSynth **out, const CcSynthSettings *sp, char *err, size_t er
     if (sp->step_seconds <= 0 || sp->step_seconds > 7 * 86400)
         return cc_errf(err, errlen, -EINVAL, "synth: step must be 1..604800 seconds");
     if (!(sp->noise >= 0 && sp->noise <= 1) || !(sp->burst_rate >= 0) || !(sp->outage_rate >= 0) ||
-        !(sp->missing_rate >= 0 && sp->missing_rate < 1) || !(sp->gap_rate >= 0))
+        !(sp->missing_rate >= 0 && sp->missing_rate < 1) || !(sp->gap_rate >= 0) ||
+        !(sp->site_outage_rate >= 0) || (sp->sites && sp->sites_per_region < 1))
         return cc_errf(err, errlen, -EINVAL,
-                       "synth: noise must be in [0,1], rates ≥ 0, missing rate < 1");
+                       "synth: noise must be in [0,1], rates ≥ 0, missing rate < 1, sites per "
+                       "region ≥ 1");
     CcSynth *g = calloc(1, sizeof *g);
     if (!g)
         return -ENOMEM;
@@ -180,8 +191,32 @@ int cc_synth_open(CcSynth **out, const CcSynthSettings *sp, char *err, size_t er
     g->p_burst = clampd(sp->burst_rate * (double)(g->burst_slot * S) / 86400.0, 0, 1);
     g->p_outage = clampd(sp->outage_rate * (double)(g->outage_slot * S) / 604800.0, 0, 1);
     g->p_gap = clampd(sp->gap_rate * (double)(g->gap_slot * S) / 604800.0, 0, 1);
+    g->p_site = clampd(sp->site_outage_rate * (double)(g->outage_slot * S) / 604800.0, 0, 1);
+    if (sp->sites) {
+        int n = sp->n_cells;
+        g->site_of = malloc((size_t)n * sizeof *g->site_of);
+        g->site_first = malloc(((size_t)n + 1) * sizeof *g->site_first);
+        if (!g->site_of || !g->site_first) {
+            cc_synth_close(&g);
+            return -ENOMEM;
+        }
+        for (int c = 0; c < n; g->n_sites++) { /* sizes 3..6 from the seed */
+            int size = 3 + (int)(urand(g, 0, R_SITE, g->n_sites) * 4);
+            g->site_first[g->n_sites] = c;
+            for (int k = 0; k < size && c < n; k++)
+                g->site_of[c++] = g->n_sites;
+        }
+        g->site_first[g->n_sites] = n;
+    }
     *out = g;
     return 0;
+}
+
+int cc_synth_n_sites(const CcSynth *g) { return g->n_sites; }
+
+int cc_synth_cell_site(const CcSynth *g, int cell)
+{
+    return g->site_of && cell >= 0 && cell < g->s.n_cells ? g->site_of[cell] : -1;
 }
 
 void cc_synth_close(CcSynth **pg)
@@ -189,6 +224,8 @@ void cc_synth_close(CcSynth **pg)
     if (!pg || !*pg)
         return;
     free((*pg)->cells);
+    free((*pg)->site_of);
+    free((*pg)->site_first);
     free(*pg);
     *pg = NULL;
 }
@@ -229,6 +266,15 @@ static int in_event(const CcSynth *g, int cell, int stream, int64_t step, int64_
     return 0;
 }
 
+int cc_synth_site_event(const CcSynth *g, int site, int64_t step)
+{
+    double kind;
+    if (site < 0 || site >= g->n_sites ||
+        !in_event(g, site, R_SITE_EVENT, step, g->outage_slot, g->p_site, 3, 24, &kind))
+        return 0;
+    return kind < 0.5 ? 1 : 2;
+}
+
 int cc_synth_values(const CcSynth *g, int cell, int64_t step, float *out)
 {
     if (cell < 0 || cell >= g->s.n_cells) {
@@ -262,10 +308,16 @@ int cc_synth_values(const CcSynth *g, int cell, int64_t step, float *out)
     if (u < 0)
         u = 0;
     int outage = in_event(g, cell, R_OUTAGE, step, g->outage_slot, g->p_outage, 3, 24, NULL);
+    int site_event = cc_synth_site_event(g, cc_synth_cell_site(g, cell), step);
 
     double v[CC_SYNTH_N_KPIS];
 #define W(k) (nrand(g, cell, R_WHITE, step * CC_SYNTH_N_KPIS + (k)))
-    if (outage) {
+    if (site_event == 1) { /* power: the site's cells are dark, every counter 0 */
+        for (int k = 0; k < CC_SYNTH_N_KPIS; k++)
+            v[k] = 0;
+        v[K_LAT] = NAN;
+        v[K_CQI] = NAN;
+    } else if (outage) {
         v[K_PRB_DL] = clampd(0.3 + 0.1 * W(K_PRB_DL), 0, 100);
         v[K_PRB_UL] = clampd(0.1 + 0.05 * W(K_PRB_UL), 0, 100);
         v[K_THR_DL] = 0;
@@ -293,6 +345,8 @@ int cc_synth_values(const CcSynth *g, int cell, int64_t step, float *out)
     for (int j = 0; j < g->F; j++)
         out[j] = (float)v[g->kpi[j]];
 
+    if (site_event == 2) /* transport: nothing reported */
+        return 0;
     if (urand(g, cell, R_MISSING, step) < g->s.missing_rate)
         return 0;
     if (in_event(g, cell, R_GAP, step, g->gap_slot, g->p_gap, 3, 20, NULL))
@@ -325,6 +379,24 @@ int cc_synth_write_csv(const CcSynth *g, FILE *fp, int64_t n_steps)
             }
             fputc('\n', fp);
         }
+    }
+    return ferror(fp) ? -EIO : 0;
+}
+
+int cc_synth_write_topology(const CcSynth *g, FILE *fp)
+{
+    if (!g->site_of)
+        return -EINVAL;
+    char id[32];
+    fputs("cell,site,region,sector,lat,lon\n", fp);
+    for (int c = 0; c < g->s.n_cells; c++) {
+        int site = g->site_of[c];
+        /* sites scattered over ~1 x 1.5 degrees, deterministic from the seed */
+        double lat = 41.0 + urand(g, site, R_SITE, -1),
+               lon = 1.5 + 1.5 * urand(g, site, R_SITE, -2);
+        cc_synth_cell_id(c, id, sizeof id);
+        fprintf(fp, "%s,site%04d,region%03d,%d,%.5f,%.5f\n", id, site, site / g->s.sites_per_region,
+                c - g->site_first[site] + 1, lat, lon);
     }
     return ferror(fp) ? -EIO : 0;
 }

@@ -98,6 +98,12 @@ get GET /v1/alerts/firing /v1/alerts/firing
 get GET /v1/cells/{id}/alerts /v1/cells/z0/alerts
 get GET /v1/cells/{id}/alerts '/v1/cells/z0/alerts?active'
 get GET /v1/cells/{id}/scores /v1/cells/c1/scores
+get GET /v1/incidents /v1/incidents
+get GET /v1/incidents '/v1/incidents?state=bogus'
+get GET /v1/silences /v1/silences
+get POST /v1/silences /v1/silences -H 'Authorization: Bearer s3cret' --data-binary '{"matchers":[{"name":"cell","value":"nothing"}],"endsAt":"2099-01-01T00:00:00Z"}'
+get POST /v1/silences /v1/silences -H 'Authorization: Bearer s3cret' --data-binary '{"matchers":[]}'
+get DELETE /v1/silences/{id} /v1/silences/nope -H 'Authorization: Bearer s3cret'
 get POST /v1/kpis /v1/kpis -H 'Content-Type: application/json' --data-binary '{"cell":"c2","ts":1714557600,"prb":1}'
 get POST /v1/kpis /v1/kpis -H 'Content-Type: application/json' --data-binary '{"cell":"bad id!","ts":1}'
 get POST /v1/admin/reload /v1/admin/reload

@@ -947,6 +947,83 @@ static void test_shared_data(void **state)
     cc_data_close(&a);
 }
 
+/* Sites (issue 32): sizes 3-6 (the last site what is left), every cell of a site in a
+ * site-wide event at the same steps (power: no traffic; transport: no row), and without
+ * sites the same numbers as before (the site streams draw nothing). */
+static void test_synth_sites(void **state)
+{
+    (void)state;
+    CcSynthSettings s;
+    cc_synth_default_settings(&s);
+    s.n_cells = 100;
+    s.seed = 7;
+    s.site_outage_rate = 3; /* per site per week: events in 4 weeks are certain enough */
+    CcSynth *plain = NULL, *g = NULL;
+    char err[256];
+    assert_int_equal(cc_synth_open(&plain, &s, err, sizeof err), 0);
+    assert_int_equal(cc_synth_n_sites(plain), 0);
+    assert_int_equal(cc_synth_cell_site(plain, 3), -1);
+    s.sites = 1;
+    s.sites_per_region = 4;
+    assert_int_equal(cc_synth_open(&g, &s, err, sizeof err), 0);
+    int n_sites = cc_synth_n_sites(g);
+    assert_true(n_sites >= 100 / 6 && n_sites <= 100 / 3 + 1);
+    int size = 0, prev = 0;
+    for (int c = 0; c < 100; c++) {
+        int site = cc_synth_cell_site(g, c);
+        assert_true(site == prev || site == prev + 1); /* consecutive cells */
+        if (site != prev) {
+            assert_true(size >= 3 && size <= 6);
+            size = 0;
+        }
+        prev = site;
+        size++;
+    }
+    assert_int_equal(prev, n_sites - 1);
+    assert_true(size >= 1 && size <= 6);
+
+    int64_t p0 = cc_synth_first_step(g), n_steps = 28 * 96, power = 0, transport = 0, same = 0;
+    for (int64_t i = 0; i < n_steps; i++) {
+        float v[8], w[8];
+        for (int c = 0; c < 100; c++) {
+            int ev = cc_synth_site_event(g, cc_synth_cell_site(g, c), p0 + i);
+            int present = cc_synth_values(g, c, p0 + i, v);
+            int present_plain = cc_synth_values(plain, c, p0 + i, w);
+            if (ev == 2) {
+                transport++;
+                assert_false(present);
+            } else if (ev == 1) {
+                power++;
+                for (int k = 0; k < 8; k++) /* every counter 0; latency, CQI unreported */
+                    assert_true(k == 5 || k == 6 ? isnan(v[k]) : v[k] == 0);
+            } else {
+                same += present == present_plain && !memcmp(v, w, sizeof v);
+                assert_int_equal(present, present_plain);
+                assert_memory_equal(v, w, sizeof v);
+            }
+        }
+    }
+    assert_true(power > 0 && transport > 0);
+    assert_true(same > 0);
+
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&buf, &len);
+    assert_int_equal(cc_synth_write_topology(g, fp), 0);
+    fclose(fp);
+    static const char head[] = "cell,site,region,sector,lat,lon\ncell0000,site0000,region000,1,";
+    assert_true(!strncmp(buf, head, sizeof head - 1));
+    int lines = 0;
+    for (size_t i = 0; i < len; i++)
+        lines += buf[i] == '\n';
+    assert_int_equal(lines, 101);
+    assert_non_null(strstr(buf, "region001")); /* 4 sites a region */
+    free(buf);
+    assert_int_equal(cc_synth_write_topology(plain, stdout), -EINVAL);
+    cc_synth_close(&g);
+    cc_synth_close(&plain);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -964,6 +1041,7 @@ int main(void)
         cmocka_unit_test(test_time_index),
         cmocka_unit_test(test_many_kpis),
         cmocka_unit_test(test_synth),
+        cmocka_unit_test(test_synth_sites),
         cmocka_unit_test(test_shared_data),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

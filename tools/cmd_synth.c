@@ -27,7 +27,7 @@ int cmd_synth(int argc, char **argv)
     cc_synth_default_settings(&s);
     double days = 28;
     int64_t seed = (int64_t)s.seed;
-    const char *out_path = NULL;
+    const char *out_path = NULL, *sites_path = NULL;
     CcSynth *g = NULL;
     FILE *fp = NULL;
     char err[512];
@@ -56,6 +56,17 @@ int cmd_synth(int argc, char **argv)
         CC_OPTS_DBL("gap-rate", &s.gap_rate, 0, 0, "X", "multi-step gaps per cell per week",
                     .flags = CC_OPT_SHOW_DEFAULT),
         CC_OPTS_STR("out", &out_path, "FILE", "output file (default stdout)"),
+        CC_OPTS_STR("sites", &sites_path, "FILE",
+                    "group the cells into sites of 3-6 cells and regions, with\n"
+                    "site-wide events, and write the topology CSV to FILE\n"
+                    "(cellcastd's topology.path)"),
+        CC_OPTS_INT("sites-per-region", &s.sites_per_region, 1, 1000000, "N",
+                    "sites of a region (with --sites)", .flags = CC_OPT_SHOW_DEFAULT),
+        CC_OPTS_DBL("site-outage-rate", &s.site_outage_rate, 0, 0, "X",
+                    "site-wide events per site per week (with --sites): half\n"
+                    "power outages (every counter of the cells 0), half transport\n"
+                    "losses (no cell of the site reports)",
+                    .flags = CC_OPT_SHOW_DEFAULT),
     };
     const CcOptsSpec spec = {
         .prog = "cellcast synth",
@@ -68,6 +79,7 @@ int cmd_synth(int argc, char **argv)
     if (rc)
         return CLI_OPTS_EXIT(rc);
     s.seed = (uint64_t)seed;
+    s.sites = sites_path != NULL;
     if (!(days > 0) || days > 36500) {
         fprintf(stderr, "cellcast synth: --days must be in (0, 36500]\n");
         return 2;
@@ -75,6 +87,18 @@ int cmd_synth(int argc, char **argv)
     if (cc_synth_open(&g, &s, err, sizeof err)) {
         fprintf(stderr, "cellcast synth: %s\n", err);
         return 2;
+    }
+    if (sites_path) {
+        FILE *tf = fopen(sites_path, "w");
+        int wrc = tf ? cc_synth_write_topology(g, tf) : -errno;
+        if (tf && fclose(tf) && !wrc)
+            wrc = -EIO;
+        if (wrc) {
+            fprintf(stderr, "cellcast synth: %s: %s\n", sites_path, strerror(-wrc));
+            goto done;
+        }
+        fprintf(stderr, "cellcast synth: %d cells in %d sites → %s\n", s.n_cells,
+                cc_synth_n_sites(g), sites_path);
     }
     int64_t n_steps = (int64_t)llround(days * 86400.0 / (double)s.step_seconds);
     if (n_steps < 1)

@@ -30,6 +30,15 @@
  *   missing steps: a step is absent (no row) with probability `missing_rate`, and
  *     ~`gap_rate` collector gaps per cell per week drop 3–20 consecutive steps.
  * Cell ids are "cell%04d" (cell0000, cell0001, …).
+ *
+ * Sites (`sites` on; off by default, and then nothing above changes): consecutive cells
+ * form sites of 3–6 cells (sizes drawn from the seed; the last site takes what is left,
+ * 1–6), numbered "site%04d", and `sites_per_region` consecutive sites a region
+ * "region%03d"; a cell's sector is its place in its site (1..6). Site-wide events,
+ * ~`site_outage_rate` per site per week, 3–24 steps, hit every cell of the site at the
+ * same steps: half of them a power outage (every counter of every cell 0, no latency or
+ * CQI reported), half a transport loss (no cell of the site reports: its rows are absent).
+ * cc_synth_write_topology writes the topology file (cellcastd's topology.path).
  */
 #ifndef CC_SYNTH_H
 #define CC_SYNTH_H
@@ -45,19 +54,22 @@
 typedef struct CcSynth CcSynth;
 
 typedef struct CcSynthSettings {
-    int n_cells;          ///< cells (default 16)
-    int64_t step_seconds; ///< S (default 900: 15-minute counters)
-    int64_t start;        ///< unix seconds of the first row, rounded down to a step
-                          ///< (default 1704067200 = 2024-01-01 00:00 UTC, a Monday)
-    uint64_t seed;        ///< (default 1)
-    const char *features; ///< comma-separated subset of CC_SYNTH_FEATURES, in the order
-                          ///< wanted; NULL = all 8 (default NULL)
-    int64_t tz_offset_s;  ///< offset of the cells' local time from UTC (default 0)
-    double noise;         ///< relative load noise (default 0.08)
-    double burst_rate;    ///< bursts per cell per day (default 0.5)
-    double outage_rate;   ///< outages per cell per week (default 0.3)
-    double missing_rate;  ///< probability a single step is absent (default 0.003)
-    double gap_rate;      ///< multi-step collector gaps per cell per week (default 0.2)
+    int n_cells;             ///< cells (default 16)
+    int64_t step_seconds;    ///< S (default 900: 15-minute counters)
+    int64_t start;           ///< unix seconds of the first row, rounded down to a step
+                             ///< (default 1704067200 = 2024-01-01 00:00 UTC, a Monday)
+    uint64_t seed;           ///< (default 1)
+    const char *features;    ///< comma-separated subset of CC_SYNTH_FEATURES, in the order
+                             ///< wanted; NULL = all 8 (default NULL)
+    int64_t tz_offset_s;     ///< offset of the cells' local time from UTC (default 0)
+    double noise;            ///< relative load noise (default 0.08)
+    double burst_rate;       ///< bursts per cell per day (default 0.5)
+    double outage_rate;      ///< outages per cell per week (default 0.3)
+    double missing_rate;     ///< probability a single step is absent (default 0.003)
+    double gap_rate;         ///< multi-step collector gaps per cell per week (default 0.2)
+    int sites;               ///< 1: cells grouped into sites and regions (default 0)
+    int sites_per_region;    ///< sites of a region (default 25)
+    double site_outage_rate; ///< site-wide events per site per week (default 0.2; with sites)
 } CcSynthSettings;
 
 void cc_synth_default_settings(CcSynthSettings *s);
@@ -75,6 +87,16 @@ int64_t cc_synth_first_step(const CcSynth *g);
 
 /** "cell%04d". */
 void cc_synth_cell_id(int cell, char *buf, size_t n);
+
+/** Sites (0 without sites) and a cell's site index (-1 without sites). */
+int cc_synth_n_sites(const CcSynth *g);
+int cc_synth_cell_site(const CcSynth *g, int cell);
+/** Whether site `site` is in a site-wide event at `step`: 0 none, 1 power outage (its cells
+ *  carry no traffic), 2 transport loss (its cells' rows are absent). */
+int cc_synth_site_event(const CcSynth *g, int site, int64_t step);
+/** Writes the topology CSV of the cells (header cell,site,region,sector,lat,lon; one line
+ *  per cell). 0, -EINVAL (no sites), -EIO. */
+int cc_synth_write_topology(const CcSynth *g, FILE *fp);
 
 /**
  * Values of cell `cell` at absolute step `step` (unix seconds / S) into out (F floats,

@@ -1,0 +1,486 @@
+/*
+ * incidents.c — alerts grouped into incidents by site or region (incidents.h): the
+ * grouping (pure logic: no sockets, no daemon) and the incident's JSON; its hosting in
+ * cellcastd (fed by the
+ * alerts' flush, produced to Kafka, GET /v1/incidents, /metrics: incidents_daemon.c).
+ */
+#include "incidents.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+struct CcdIncidents {
+    CcdIncidentSettings s;
+    CcdStrHash open;     /* group key ("<scope>:<group>") -> open CcdIncident */
+    CcdStrHash alerts;   /* firing alert id -> its CcdIncident */
+    CcdIncident **dirty; /* changed since the last emit, in order of first change */
+    size_t n_dirty, cap_dirty;
+    CcdIncident **recent; /* ring of resolved incidents, oldest at head */
+    size_t n_recent, head;
+    CcdIncidentStats st;
+};
+
+const char *ccd_inc_scope_name(int scope)
+{
+    return scope == CCD_INC_SITE ? "site" : scope == CCD_INC_REGION ? "region" : "cell";
+}
+
+void ccd_incident_default_settings(CcdIncidentSettings *s)
+{
+    s->group_by = CCD_INC_BY_SITE;
+    s->keep = 1000;
+}
+
+static void incident_free(CcdIncident *inc)
+{
+    if (!inc)
+        return;
+    for (size_t i = 0; i < inc->n_m; i++) {
+        free(inc->m[i].alert_id);
+        free(inc->m[i].cell);
+        free(inc->m[i].kpi);
+    }
+    for (size_t i = 0; i < inc->n_cells; i++)
+        free(inc->cells[i]);
+    free(inc->m);
+    free(inc->cells);
+    ccd_strhash_free(&inc->cell_set);
+    ccd_strhash_free(&inc->alert_ix);
+    free(inc->id);
+    free(inc->group);
+    free(inc->site);
+    free(inc->region);
+    free(inc);
+}
+
+int ccd_incidents_open(CcdIncidents **out, const CcdIncidentSettings *s)
+{
+    CcdIncidents *g = calloc(1, sizeof *g);
+    *out = NULL;
+    if (!g)
+        return -ENOMEM;
+    g->s = *s;
+    if (g->s.keep < 1)
+        g->s.keep = 1;
+    if (!(g->recent = calloc((size_t)g->s.keep, sizeof *g->recent))) {
+        free(g);
+        return -ENOMEM;
+    }
+    *out = g;
+    return 0;
+}
+
+static void free_open(void *cookie, const char *key, void *val)
+{
+    (void)cookie;
+    (void)key;
+    incident_free(val);
+}
+
+void ccd_incidents_close(CcdIncidents **gp)
+{
+    CcdIncidents *g = *gp;
+    if (!g)
+        return;
+    /* an incident is in open, or in recent, or (resolved, not yet emitted) only in dirty */
+    ccd_strhash_foreach(&g->open, free_open, NULL);
+    for (size_t i = 0; i < g->n_dirty; i++)
+        if (!g->dirty[i]->firing)
+            incident_free(g->dirty[i]);
+    for (size_t i = 0; i < g->n_recent; i++)
+        incident_free(g->recent[(g->head + i) % (size_t)g->s.keep]);
+    ccd_strhash_free(&g->open);
+    ccd_strhash_free(&g->alerts);
+    free(g->dirty);
+    free(g->recent);
+    free(g);
+    *gp = NULL;
+}
+
+void ccd_incidents_set_settings(CcdIncidents *g, const CcdIncidentSettings *s)
+{
+    g->s.group_by = s->group_by; /* keep: the ring's size is set at open */
+}
+
+static int mark_dirty(CcdIncidents *g, CcdIncident *inc)
+{
+    if (inc->dirty)
+        return 0;
+    if (g->n_dirty == g->cap_dirty) {
+        size_t cap = g->cap_dirty ? 2 * g->cap_dirty : 64;
+        CcdIncident **p = realloc(g->dirty, cap * sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        g->dirty = p;
+        g->cap_dirty = cap;
+    }
+    g->dirty[g->n_dirty++] = inc;
+    inc->dirty = 1;
+    return 0;
+}
+
+/* The group of an alert's cell: its site (region with group_by region), else the other
+ * label, else the cell itself. */
+static void alert_group(const CcdIncidents *g, const CcdIncAlert *a, const char **name, int *scope)
+{
+    const char *first = g->s.group_by == CCD_INC_BY_REGION ? a->region : a->site;
+    const char *second = g->s.group_by == CCD_INC_BY_REGION ? a->site : a->region;
+    int s1 = g->s.group_by == CCD_INC_BY_REGION ? CCD_INC_REGION : CCD_INC_SITE;
+    if (first && first[0]) {
+        *name = first;
+        *scope = s1;
+    } else if (second && second[0]) {
+        *name = second;
+        *scope = s1 == CCD_INC_SITE ? CCD_INC_REGION : CCD_INC_SITE;
+    } else {
+        *name = a->cell;
+        *scope = CCD_INC_CELL;
+    }
+}
+
+static char *dupn(const char *s) { return s ? strdup(s) : NULL; }
+
+static CcdIncident *incident_new(const CcdIncAlert *a, const char *group, int group_scope)
+{
+    CcdIncident *inc = calloc(1, sizeof *inc);
+    if (!inc)
+        return NULL;
+    size_t n = strlen(group) + 48;
+    inc->id = malloc(n);
+    inc->group = strdup(group);
+    inc->site = dupn(a->site);
+    inc->region = dupn(a->region);
+    if (!inc->id || !inc->group || (a->site && !inc->site) || (a->region && !inc->region)) {
+        incident_free(inc);
+        return NULL;
+    }
+    snprintf(inc->id, n, "%s:%s:%lld", ccd_inc_scope_name(group_scope), group, (long long)a->step);
+    inc->group_scope = group_scope;
+    inc->scope = CCD_INC_CELL;
+    inc->firing = 1;
+    inc->start_ts = a->start_ts;
+    inc->group_cells = group_scope == CCD_INC_CELL ? 1 : a->group_cells;
+    return inc;
+}
+
+/* Adds the alert as a member (its cell to the cells). 0 or -ENOMEM (inc unchanged). */
+static int member_add(CcdIncident *inc, const CcdIncAlert *a)
+{
+    if (inc->n_m == inc->cap_m) {
+        size_t cap = inc->cap_m ? 2 * inc->cap_m : 8;
+        CcdIncMember *p = realloc(inc->m, cap * sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        inc->m = p;
+        inc->cap_m = cap;
+    }
+    int new_cell = !ccd_strhash_get(&inc->cell_set, a->cell);
+    if (new_cell && inc->n_cells == inc->cap_cells) {
+        size_t cap = inc->cap_cells ? 2 * inc->cap_cells : 8;
+        char **p = realloc(inc->cells, cap * sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        inc->cells = p;
+        inc->cap_cells = cap;
+    }
+    CcdIncMember m = {strdup(a->id), strdup(a->cell), dupn(a->kpi), "", 1, a->critical};
+    char *cell = new_cell ? strdup(a->cell) : NULL;
+    snprintf(m.reason, sizeof m.reason, "%s", a->reason ? a->reason : "anomaly");
+    if (!m.alert_id || !m.cell || (a->kpi && !m.kpi) || (new_cell && !cell) ||
+        ccd_strhash_put(&inc->alert_ix, a->id, (void *)(uintptr_t)(inc->n_m + 1)) ||
+        (new_cell && ccd_strhash_put(&inc->cell_set, a->cell, (void *)1))) {
+        ccd_strhash_del(&inc->alert_ix, a->id);
+        free(m.alert_id);
+        free(m.cell);
+        free(m.kpi);
+        free(cell);
+        return -ENOMEM;
+    }
+    inc->m[inc->n_m++] = m;
+    inc->n_firing++;
+    if (new_cell)
+        inc->cells[inc->n_cells++] = cell;
+    if (inc->n_cells >= 2)
+        inc->scope = inc->group_scope;
+    if (a->start_ts < inc->start_ts)
+        inc->start_ts = a->start_ts;
+    inc->critical |= a->critical;
+    return 0;
+}
+
+static int add_firing(CcdIncidents *g, const CcdIncAlert *a)
+{
+    CcdIncident *inc = ccd_strhash_get(&g->alerts, a->id);
+    if (inc) { /* fired again: a severity that rose */
+        CcdIncMember *m = &inc->m[(uintptr_t)ccd_strhash_get(&inc->alert_ix, a->id) - 1];
+        if (a->critical && !m->critical) {
+            m->critical = inc->critical = 1;
+            inc->time = a->ts;
+            return mark_dirty(g, inc);
+        }
+        return 0;
+    }
+    const char *group;
+    int scope;
+    char key[256];
+    alert_group(g, a, &group, &scope);
+    snprintf(key, sizeof key, "%s:%s", ccd_inc_scope_name(scope), group);
+    int created = 0;
+    if (!(inc = ccd_strhash_get(&g->open, key))) {
+        if (!(inc = incident_new(a, group, scope)))
+            return -ENOMEM;
+        if (ccd_strhash_put(&g->open, key, inc)) {
+            incident_free(inc);
+            return -ENOMEM;
+        }
+        created = 1;
+    }
+    if (member_add(inc, a) || ccd_strhash_put(&g->alerts, a->id, inc) || mark_dirty(g, inc)) {
+        if (created) { /* nothing else refers to it yet */
+            ccd_strhash_del(&g->open, key);
+            ccd_strhash_del(&g->alerts, a->id);
+            incident_free(inc);
+        }
+        return -ENOMEM;
+    }
+    if (a->group_cells > inc->group_cells && inc->group_scope != CCD_INC_CELL)
+        inc->group_cells = a->group_cells; /* a topology reloaded with more cells */
+    inc->time = a->ts;
+    g->st.alerts_grouped++;
+    return 0;
+}
+
+static int add_resolved(CcdIncidents *g, const CcdIncAlert *a)
+{
+    CcdIncident *inc = ccd_strhash_del(&g->alerts, a->id);
+    if (!inc) {
+        g->st.alerts_unknown++;
+        return 0;
+    }
+    CcdIncMember *m = &inc->m[(uintptr_t)ccd_strhash_get(&inc->alert_ix, a->id) - 1];
+    m->firing = 0;
+    inc->n_firing--;
+    inc->time = a->ts;
+    if (!inc->n_firing) { /* its last alert: the incident resolves */
+        char key[256];
+        snprintf(key, sizeof key, "%s:%s", ccd_inc_scope_name(inc->group_scope), inc->group);
+        ccd_strhash_del(&g->open, key);
+        inc->firing = 0;
+        inc->end_ts = a->ts;
+    }
+    /* a resolved incident must reach the emit (which keeps or frees it): its dirty slot
+     * was taken when it fired in this flush, or is taken now */
+    if (mark_dirty(g, inc)) {
+        if (!inc->firing) { /* cannot be emitted: dropped, counted */
+            incident_free(inc);
+        }
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+int ccd_incidents_add(CcdIncidents *g, const CcdIncAlert *a)
+{
+    if (!a->id || !a->cell)
+        return -EINVAL;
+    int rc = a->firing ? add_firing(g, a) : add_resolved(g, a);
+    if (rc == -ENOMEM)
+        g->st.oom++;
+    return rc;
+}
+
+/* What the cell's member alerts say it has: 0 lost traffic (all_zero), 1 stopped
+ * reporting (missing, cell-level), 2 deviating (anomaly), 3 suspect data (the others). */
+static int cell_category(const CcdIncident *inc, const char *cell)
+{
+    int best = 3;
+    for (size_t i = 0; i < inc->n_m; i++) {
+        const CcdIncMember *m = &inc->m[i];
+        if (strcmp(m->cell, cell))
+            continue;
+        int c = !strcmp(m->reason, "all_zero")             ? 0
+                : !strcmp(m->reason, "missing") && !m->kpi ? 1
+                : !strcmp(m->reason, "anomaly")            ? 2
+                                                           : 3;
+        best = c < best ? c : best;
+    }
+    return best;
+}
+
+static void hhmm(int64_t ts, char *buf, size_t n)
+{
+    time_t t = (time_t)ts;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, n, "%Y-%m-%d %H:%M", &tm);
+}
+
+/* "site S-0042: 5 of 6 cells lost traffic since 2026-01-02 10:15 UTC" */
+static void summarize(CcdIncident *inc)
+{
+    static const char *const what[] = {"lost traffic", "stopped reporting",
+                                       "deviating from forecast", "sending suspect data"};
+    int cat = -1;
+    for (size_t i = 0; i < inc->n_cells; i++) {
+        int c = cell_category(inc, inc->cells[i]);
+        cat = cat < 0 || cat == c ? c : 4;
+    }
+    const char *verb = cat >= 0 && cat < 4 ? what[cat] : "alerting";
+    char since[32], end[48] = "";
+    hhmm(inc->start_ts, since, sizeof since);
+    if (!inc->firing) {
+        char e[32];
+        hhmm(inc->end_ts, e, sizeof e);
+        snprintf(end, sizeof end, "; resolved %s", e);
+    }
+    if (inc->scope == CCD_INC_CELL) {
+        char where[160] = "";
+        if (inc->group_scope != CCD_INC_CELL)
+            snprintf(where, sizeof where, " (%s %s)", ccd_inc_scope_name(inc->group_scope),
+                     inc->group);
+        snprintf(inc->summary, sizeof inc->summary, "cell %s%s: %s since %s UTC%s",
+                 inc->n_cells ? inc->cells[0] : inc->group, where, verb, since, end);
+    } else if (inc->group_cells >= (int)inc->n_cells) {
+        snprintf(inc->summary, sizeof inc->summary, "%s %s: %zu of %d cells %s since %s UTC%s",
+                 ccd_inc_scope_name(inc->scope), inc->group, inc->n_cells, inc->group_cells, verb,
+                 since, end);
+    } else {
+        snprintf(inc->summary, sizeof inc->summary, "%s %s: %zu cells %s since %s UTC%s",
+                 ccd_inc_scope_name(inc->scope), inc->group, inc->n_cells, verb, since, end);
+    }
+}
+
+void ccd_incidents_emit(CcdIncidents *g, void (*fn)(void *cookie, const CcdIncident *inc),
+                        void *cookie)
+{
+    for (size_t i = 0; i < g->n_dirty; i++) {
+        CcdIncident *inc = g->dirty[i];
+        inc->dirty = 0;
+        summarize(inc);
+        if (!inc->firing)
+            g->st.resolved++;
+        else if (inc->seq == 0)
+            g->st.opened++;
+        else
+            g->st.updated++;
+        inc->seq++;
+        if (fn)
+            fn(cookie, inc);
+        if (inc->firing)
+            continue;
+        size_t keep = (size_t)g->s.keep;
+        if (g->n_recent == keep) { /* the oldest resolved one goes */
+            incident_free(g->recent[g->head]);
+            g->recent[g->head] = inc;
+            g->head = (g->head + 1) % keep;
+        } else {
+            g->recent[(g->head + g->n_recent++) % keep] = inc;
+        }
+    }
+    g->n_dirty = 0;
+}
+
+typedef struct Collect {
+    const CcdIncident **v;
+    size_t n;
+} Collect;
+
+static void collect_open(void *cookie, const char *key, void *val)
+{
+    (void)key;
+    Collect *c = cookie;
+    c->v[c->n++] = val;
+}
+
+static int cmp_start(const void *a, const void *b)
+{
+    const CcdIncident *x = *(const CcdIncident *const *)a, *y = *(const CcdIncident *const *)b;
+    if (x->start_ts != y->start_ts)
+        return x->start_ts < y->start_ts ? -1 : 1;
+    return strcmp(x->id, y->id);
+}
+
+const CcdIncident **ccd_incidents_list(const CcdIncidents *g, size_t *n)
+{
+    Collect c = {malloc((g->open.n + g->n_recent + 1) * sizeof *c.v), 0};
+    *n = 0;
+    if (!c.v)
+        return NULL;
+    ccd_strhash_foreach(&g->open, collect_open, &c);
+    qsort(c.v, c.n, sizeof *c.v, cmp_start);
+    for (size_t i = g->n_recent; i-- > 0;)
+        c.v[c.n++] = g->recent[(g->head + i) % (size_t)g->s.keep];
+    *n = c.n;
+    return c.v;
+}
+
+static void count_scope(void *cookie, const char *key, void *val)
+{
+    (void)key;
+    CcdIncidentStats *st = cookie;
+    const CcdIncident *inc = val;
+    st->firing_site += inc->scope == CCD_INC_SITE;
+    st->firing_region += inc->scope == CCD_INC_REGION;
+}
+
+void ccd_incidents_stats(const CcdIncidents *g, CcdIncidentStats *st)
+{
+    *st = g->st;
+    st->firing = g->open.n;
+    st->recent = g->n_recent;
+    st->firing_site = st->firing_region = 0;
+    ccd_strhash_foreach(&g->open, count_scope, st);
+}
+
+static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
+
+static json_t *time_json(int64_t ts)
+{
+    char buf[40];
+    time_t t = (time_t)ts;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return json_string(buf);
+}
+
+char *ccd_incident_json(const CcdIncident *inc, size_t *len)
+{
+    json_t *cells = json_array(), *kpis = json_array(), *alerts = json_array(),
+           *firing = json_array();
+    for (size_t i = 0; i < inc->n_cells; i++)
+        json_array_append_new(cells, json_string(inc->cells[i]));
+    for (size_t i = 0; i < inc->n_m; i++) {
+        const CcdIncMember *m = &inc->m[i];
+        json_array_append_new(alerts, json_string(m->alert_id));
+        if (m->firing)
+            json_array_append_new(firing, json_string(m->alert_id));
+        int seen = !m->kpi;
+        for (size_t k = 0; !seen && k < json_array_size(kpis); k++)
+            seen = !strcmp(json_string_value(json_array_get(kpis, k)), m->kpi);
+        if (!seen)
+            json_array_append_new(kpis, json_string(m->kpi));
+    }
+    json_t *j = json_pack(
+        "{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:o, s:o, s:o, s:s}",
+        "schema", "cellcast.incident/1", "id", inc->id, "state",
+        inc->firing ? "firing" : "resolved", "scope", ccd_inc_scope_name(inc->scope), "site",
+        str_or_null(inc->site), "region", str_or_null(inc->region), "cells", cells, "cells_total",
+        inc->group_cells > 0 ? json_integer(inc->group_cells) : json_null(), "kpis", kpis, "alerts",
+        alerts, "firing_alerts", firing, "severity",
+        json_string(inc->critical ? "critical" : "warning"), "summary", inc->summary, "start_time",
+        time_json(inc->start_ts), "end_time", inc->firing ? json_null() : time_json(inc->end_ts),
+        "time", time_json(inc->time), "group", inc->group);
+    if (!j)
+        return NULL;
+    char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(j);
+    if (s && len)
+        *len = strlen(s);
+    return s;
+}

@@ -1,0 +1,198 @@
+/*
+ * incidents_daemon.c — the incidents (incidents.h) hosted in cellcastd: fed by the alerts'
+ * flush with the topology's labels, produced to the Kafka topic incidents.topic, served at
+ * GET /v1/incidents and counted in /metrics. Loop thread only.
+ */
+#include "incidents.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "alerts.h"
+#include "api_util.h"
+#include "cellcastd.h"
+#include "http.h"
+#include "log.h"
+#include "topology.h"
+
+static void settings_of(const Ccd *d, CcdIncidentSettings *s)
+{
+    ccd_incident_default_settings(s);
+    s->group_by = d->cfg.incidents_group_by;
+    s->keep = d->cfg.incidents_keep;
+}
+
+int ccd_incidents_start(Ccd *d)
+{
+    CcdIncidentSettings s;
+    settings_of(d, &s);
+    return ccd_incidents_open(&d->incidents, &s);
+}
+
+void ccd_incidents_stop(Ccd *d) { ccd_incidents_close(&d->incidents); }
+
+void ccd_incidents_reconfigure(Ccd *d)
+{
+    CcdIncidentSettings s;
+    settings_of(d, &s);
+    if (d->incidents)
+        ccd_incidents_set_settings(d->incidents, &s);
+}
+
+const char *ccd_incidents_topic(const Ccd *d)
+{
+    static char buf[512];
+    const char *t = d->cfg.incidents_topic;
+    if (t && strcmp(t, "auto"))
+        return t;
+    snprintf(buf, sizeof buf, "%s.incidents", d->cfg.kafka_alert_topic);
+    return buf;
+}
+
+void ccd_incidents_on_alert(Ccd *d, const CcAlertEvent *ev)
+{
+    if (!d->incidents)
+        return;
+    const CcHparams *hp = &d->model->hp;
+    const CcdTopology *t = d->topology;
+    /* the KPI of a per-KPI alert; an anomaly's: the KPI that drove it most */
+    int kpi = ev->kpi >= 0                                 ? ev->kpi
+              : ev->kind == CC_ALERT_ANOMALY && ev->n_attr ? ev->attr[0].kpi
+                                                           : -1;
+    CcdIncAlert a = {
+        .id = ev->id,
+        .cell = ev->cell_id,
+        .site = ccd_topology_label(t, ev->cell_id, "site"),
+        .region = ccd_topology_label(t, ev->cell_id, "region"),
+        .reason = ev->kind == CC_ALERT_ANOMALY ? "anomaly" : cc_dq_reason_name(ev->reason),
+        .kpi = kpi >= 0 && kpi < hp->n_features ? hp->features[kpi] : NULL,
+        .firing = ev->state == CC_ALERT_FIRING,
+        .critical = ev->severity == CC_SEV_CRITICAL,
+        .step = ev->step,
+        .ts = ev->ts,
+        .start_ts = ev->start_ts,
+    };
+    a.group_cells = d->cfg.incidents_group_by == CCD_INC_BY_REGION && a.region
+                        ? ccd_topology_region_cells(t, a.region)
+                    : a.site ? ccd_topology_site_cells(t, a.site)
+                             : ccd_topology_region_cells(t, a.region);
+    if (ccd_incidents_add(d->incidents, &a) == -ENOMEM)
+        LOG_ERROR("incidents", "out of memory grouping alert %s", ev->id); /* counted */
+}
+
+static void produce_one(void *cookie, const CcdIncident *inc)
+{
+    Ccd *d = cookie;
+    LOG_INFO("incidents", "%s %s: %s", inc->id, inc->firing ? "firing" : "resolved", inc->summary);
+    const char *topic = ccd_incidents_topic(d);
+    if (!d->kafka || !topic[0])
+        return;
+    size_t len;
+    char *s = ccd_incident_json(inc, &len);
+    if (!s || ccd_kafka_produce(d->kafka, topic, inc->id, strlen(inc->id), s, len)) {
+        d->incidents_refused++;
+        LOG_WARN("incidents", "incident %s not produced to %s: %s", inc->id, topic,
+                 s ? "producer queue full" : "out of memory");
+    }
+    free(s);
+}
+
+void ccd_incidents_publish(Ccd *d)
+{
+    if (d->incidents)
+        ccd_incidents_emit(d->incidents, produce_one, d);
+}
+
+void ccd_incidents_metrics(Ccd *d, struct evbuffer *b)
+{
+    CcdIncidentStats st;
+    if (!d->incidents)
+        return;
+    ccd_incidents_stats(d->incidents, &st);
+    evbuffer_add_printf(
+        b,
+        "# HELP cellcast_incidents_firing Incidents open now, by scope.\n"
+        "# TYPE cellcast_incidents_firing gauge\n"
+        "cellcast_incidents_firing{scope=\"cell\"} %zu\n"
+        "cellcast_incidents_firing{scope=\"site\"} %zu\n"
+        "cellcast_incidents_firing{scope=\"region\"} %zu\n"
+        "# HELP cellcast_incidents_transitions_total Incident transitions emitted.\n"
+        "# TYPE cellcast_incidents_transitions_total counter\n"
+        "cellcast_incidents_transitions_total{transition=\"opened\"} %llu\n"
+        "cellcast_incidents_transitions_total{transition=\"updated\"} %llu\n"
+        "cellcast_incidents_transitions_total{transition=\"resolved\"} %llu\n"
+        "# HELP cellcast_incidents_alerts_total Alert transitions seen by the grouping: grouped "
+        "(a firing that opened or joined an incident), unknown (a resolution of an alert no "
+        "incident held: it fired before a restart), dropped (out of memory).\n"
+        "# TYPE cellcast_incidents_alerts_total counter\n"
+        "cellcast_incidents_alerts_total{outcome=\"grouped\"} %llu\n"
+        "cellcast_incidents_alerts_total{outcome=\"unknown\"} %llu\n"
+        "cellcast_incidents_alerts_total{outcome=\"dropped\"} %llu\n"
+        "# HELP cellcast_incidents_produce_refused_total Incident transitions the producer "
+        "refused (not retried).\n"
+        "# TYPE cellcast_incidents_produce_refused_total counter\n"
+        "cellcast_incidents_produce_refused_total %llu\n",
+        st.firing - st.firing_site - st.firing_region, st.firing_site, st.firing_region,
+        (unsigned long long)st.opened, (unsigned long long)st.updated,
+        (unsigned long long)st.resolved, (unsigned long long)st.alerts_grouped,
+        (unsigned long long)st.alerts_unknown, (unsigned long long)st.oom,
+        (unsigned long long)d->incidents_refused);
+}
+
+int ccd_h_incidents(CcdReq *r)
+{
+    Ccd *d = r->d;
+    const char *state = ccd_query(r, "state"), *site = ccd_query(r, "site"),
+               *region = ccd_query(r, "region"), *scope = ccd_query(r, "scope");
+    long long limit = 100;
+    int q = q_int(r, "limit", &limit);
+    if (q == -2)
+        return ccd_problem(r, 400, "bad-parameter", "limit must be an integer");
+    if (limit < 1 || limit > 10000)
+        return ccd_problem(r, 422, "bad-parameter", "limit must be in [1, 10000], got %lld", limit);
+    if (state && strcmp(state, "firing") && strcmp(state, "resolved"))
+        return ccd_problem(r, 422, "bad-parameter", "state must be firing or resolved, got '%s'",
+                           state);
+    if (scope && strcmp(scope, "cell") && strcmp(scope, "site") && strcmp(scope, "region"))
+        return ccd_problem(r, 422, "bad-parameter", "scope must be cell, site or region, got '%s'",
+                           scope);
+    if (!d->incidents)
+        return ccd_problem(r, 404, "not-found", "alerts are off: no incidents");
+    ccd_alerts_flush(d); /* what the worker queued so far, grouped */
+    size_t n;
+    const CcdIncident **v = ccd_incidents_list(d->incidents, &n);
+    if (!v && n)
+        return ccd_problem(r, 500, "internal", "out of memory");
+    Sb *sb = reply_sb();
+    sb_str(sb, "{\"incidents\":[");
+    long long k = 0, total = 0;
+    for (size_t i = 0; i < n; i++) {
+        const CcdIncident *inc = v[i];
+        if ((state && strcmp(state, inc->firing ? "firing" : "resolved")) ||
+            (scope && strcmp(scope, ccd_inc_scope_name(inc->scope))) ||
+            (site && (!inc->site || strcmp(site, inc->site))) ||
+            (region && (!inc->region || strcmp(region, inc->region))))
+            continue;
+        total++;
+        if (k == limit)
+            continue;
+        size_t len;
+        char *s = ccd_incident_json(inc, &len);
+        if (k++)
+            sb_add(sb, ",", 1);
+        if (s)
+            sb_add(sb, s, len);
+        else
+            sb_str(sb, "null");
+        free(s);
+    }
+    free(v);
+    sb_str(sb, "],\"total\":");
+    sb_int(sb, total);
+    sb_add(sb, "}", 1);
+    return sb_reply(r, sb);
+}

@@ -1,0 +1,375 @@
+/* test_incidents.c — daemon/incidents (alerts grouped into incidents by site) and
+ * daemon/topology (the topology file): two sites of three cells; a site-wide outage (every
+ * cell of S1 all_zero, one step apart) is one site incident, a lone cell's spike in S2 a
+ * cell incident, each resolving with its last alert; batching (one emitted transition for
+ * the cells of one flush); region grouping; the summary line; the JSON; the topology's
+ * parsing, labels, filters and errors. */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "incidents.h"
+#include "topology.h"
+
+static const char TOPO[] = "# two sites of three cells, one region\n"
+                           "cell,site,region,sector,lat,lon,vendor\n"
+                           "A1,S1,R1,1,41.38,2.17,acme\n"
+                           "A2,S1,R1,2,41.38,2.17,acme\n"
+                           "A3,S1,R1,3,41.38,2.17,acme\n"
+                           "B1,S2,R1,1,41.40,2.19,\n"
+                           "B2,S2,R1,2,41.40,2.19,\n"
+                           "B3,S2,R1,3,41.40,2.19,\n";
+
+#define S 900         /* step seconds */
+#define T0 1767225600 /* 2026-01-01T00:00:00Z */
+
+/* The emitted transitions of one flush, as copies of their JSON. */
+typedef struct Emitted {
+    json_t *v[16];
+    int n;
+} Emitted;
+
+static void on_emit(void *cookie, const CcdIncident *inc)
+{
+    Emitted *e = cookie;
+    size_t len;
+    char *s = ccd_incident_json(inc, &len);
+    assert_non_null(s);
+    assert_true(e->n < 16);
+    e->v[e->n] = json_loads(s, 0, NULL);
+    assert_non_null(e->v[e->n]);
+    e->n++;
+    free(s);
+}
+
+static void emitted_clear(Emitted *e)
+{
+    for (int i = 0; i < e->n; i++)
+        json_decref(e->v[i]);
+    e->n = 0;
+}
+
+static const char *jstr(json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+/* One alert transition of cell c with the topology's labels. */
+static void add(CcdIncidents *g, const CcdTopology *t, const char *c, const char *reason,
+                int firing, int64_t onset_step, int64_t step)
+{
+    char id[128];
+    snprintf(id, sizeof id, "%s:%s:%lld", c, reason, (long long)onset_step);
+    const char *site = ccd_topology_label(t, c, "site");
+    CcdIncAlert a = {.id = id,
+                     .cell = c,
+                     .site = site,
+                     .region = ccd_topology_label(t, c, "region"),
+                     .reason = reason,
+                     .kpi = NULL,
+                     .firing = firing,
+                     .critical = !strcmp(reason, "all_zero"),
+                     .step = step,
+                     .ts = step * S,
+                     .start_ts = onset_step * S,
+                     .group_cells = ccd_topology_site_cells(t, site)};
+    assert_int_equal(ccd_incidents_add(g, &a), 0);
+}
+
+static CcdTopology *topo(void)
+{
+    CcdTopology *t;
+    char err[256];
+    assert_int_equal(ccd_topology_parse(&t, TOPO, strlen(TOPO), "t.csv", err, sizeof err), 0);
+    return t;
+}
+
+static size_t n_firing(const CcdIncidents *g)
+{
+    CcdIncidentStats st;
+    ccd_incidents_stats(g, &st);
+    return st.firing;
+}
+
+static void test_site_outage_and_lone_spike(void **state)
+{
+    (void)state;
+    CcdTopology *t = topo();
+    CcdIncidents *g;
+    CcdIncidentSettings s;
+    ccd_incident_default_settings(&s);
+    assert_int_equal(ccd_incidents_open(&g, &s), 0);
+    Emitted e = {0};
+    const int64_t k = T0 / S;
+
+    /* step k: A1 and A2 lose traffic (one flush): one incident, both cells */
+    add(g, t, "A1", "all_zero", 1, k, k + 4);
+    add(g, t, "A2", "all_zero", 1, k, k + 4);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    assert_string_equal(jstr(e.v[0], "id"), "site:S1:1963588"); /* k + 4 */
+    assert_string_equal(jstr(e.v[0], "state"), "firing");
+    assert_string_equal(jstr(e.v[0], "scope"), "site");
+    assert_int_equal(json_array_size(json_object_get(e.v[0], "cells")), 2);
+    assert_string_equal(jstr(e.v[0], "severity"), "critical");
+    emitted_clear(&e);
+
+    /* the lone spike of B2 (the other site) while S1 is down: its own cell incident */
+    add(g, t, "B2", "anomaly", 1, k + 4, k + 5);
+    /* A3 follows one step later: it joins S1's incident (same id), now 3 of 3 */
+    add(g, t, "A3", "all_zero", 1, k + 1, k + 5);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 2);
+    json_t *b = !strcmp(jstr(e.v[0], "scope"), "cell") ? e.v[0] : e.v[1];
+    json_t *a = b == e.v[0] ? e.v[1] : e.v[0];
+    assert_string_equal(jstr(b, "id"), "site:S2:1963589");
+    assert_string_equal(jstr(b, "scope"), "cell");
+    assert_string_equal(jstr(b, "site"), "S2");
+    assert_string_equal(jstr(b, "severity"), "warning");
+    assert_string_equal(jstr(b, "summary"),
+                        "cell B2 (site S2): deviating from forecast since 2026-01-01 01:00 UTC");
+    assert_string_equal(jstr(a, "id"), "site:S1:1963588");
+    assert_int_equal(json_array_size(json_object_get(a, "cells")), 3);
+    assert_int_equal(json_integer_value(json_object_get(a, "cells_total")), 3);
+    assert_string_equal(jstr(a, "summary"),
+                        "site S1: 3 of 3 cells lost traffic since 2026-01-01 00:00 UTC");
+    assert_int_equal(json_array_size(json_object_get(a, "alerts")), 3);
+    assert_int_equal(n_firing(g), 2);
+    emitted_clear(&e);
+
+    /* S1 recovers cell by cell: firing until its last alert resolves */
+    add(g, t, "A1", "all_zero", 0, k, k + 8);
+    add(g, t, "A2", "all_zero", 0, k, k + 8);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    assert_string_equal(jstr(e.v[0], "state"), "firing");
+    assert_int_equal(json_array_size(json_object_get(e.v[0], "firing_alerts")), 1);
+    emitted_clear(&e);
+    add(g, t, "A3", "all_zero", 0, k + 1, k + 9);
+    add(g, t, "B2", "anomaly", 0, k + 4, k + 9);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 2);
+    for (int i = 0; i < 2; i++) {
+        assert_string_equal(jstr(e.v[i], "state"), "resolved");
+        assert_true(json_is_string(json_object_get(e.v[i], "end_time")));
+        assert_int_equal(json_array_size(json_object_get(e.v[i], "firing_alerts")), 0);
+    }
+    assert_int_equal(n_firing(g), 0);
+    emitted_clear(&e);
+
+    /* both kept among the recent, newest first; a new alert of S1 opens a new incident */
+    size_t n;
+    const CcdIncident **v = ccd_incidents_list(g, &n);
+    assert_int_equal(n, 2);
+    assert_false(v[0]->firing || v[1]->firing);
+    free(v);
+    add(g, t, "A1", "anomaly", 1, k + 20, k + 20);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    assert_string_equal(jstr(e.v[0], "id"), "site:S1:1963604");
+    assert_string_equal(jstr(e.v[0], "scope"), "cell");
+    emitted_clear(&e);
+
+    CcdIncidentStats st;
+    ccd_incidents_stats(g, &st);
+    assert_int_equal(st.opened, 3);
+    assert_int_equal(st.resolved, 2);
+    assert_int_equal(st.updated, 2);
+    assert_int_equal(st.alerts_grouped, 5);
+    ccd_incidents_close(&g);
+    ccd_topology_free(&t);
+}
+
+/* Group by region: the two sites' alerts are one region incident; an alert without labels
+ * is its own cell incident; a resolution never seen is counted, not grouped. */
+static void test_region_and_unlabelled(void **state)
+{
+    (void)state;
+    CcdTopology *t = topo();
+    CcdIncidents *g;
+    CcdIncidentSettings s;
+    ccd_incident_default_settings(&s);
+    s.group_by = CCD_INC_BY_REGION;
+    s.keep = 1; /* the ring keeps one resolved incident */
+    assert_int_equal(ccd_incidents_open(&g, &s), 0);
+    Emitted e = {0};
+    add(g, t, "A1", "anomaly", 1, 100, 100);
+    add(g, t, "B3", "anomaly", 1, 100, 101);
+    add(g, t, "X9", "missing", 1, 99, 101); /* not in the topology */
+    add(g, t, "Q1", "missing", 0, 50, 101); /* resolution of an alert held by none */
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 2);
+    assert_string_equal(jstr(e.v[0], "id"), "region:R1:100");
+    assert_string_equal(jstr(e.v[0], "scope"), "region");
+    assert_string_equal(jstr(e.v[1], "id"), "cell:X9:101");
+    assert_string_equal(jstr(e.v[1], "scope"), "cell");
+    assert_true(json_is_null(json_object_get(e.v[1], "site")));
+    emitted_clear(&e);
+    add(g, t, "A1", "anomaly", 0, 100, 102);
+    add(g, t, "B3", "anomaly", 0, 100, 102);
+    add(g, t, "X9", "missing", 0, 99, 103);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 2);
+    emitted_clear(&e);
+    CcdIncidentStats st;
+    ccd_incidents_stats(g, &st);
+    assert_int_equal(st.alerts_unknown, 1);
+    assert_int_equal(st.recent, 1);
+    assert_int_equal(st.firing, 0);
+    ccd_incidents_close(&g);
+    ccd_topology_free(&t);
+}
+
+/* An incident opened and resolved within one flush is emitted once, resolved; closing
+ * with incidents open, resolved-not-emitted and recent frees them all (ASan). */
+static void test_open_resolve_one_flush(void **state)
+{
+    (void)state;
+    CcdTopology *t = topo();
+    CcdIncidents *g;
+    CcdIncidentSettings s;
+    ccd_incident_default_settings(&s);
+    assert_int_equal(ccd_incidents_open(&g, &s), 0);
+    Emitted e = {0};
+    add(g, t, "A1", "stuck", 1, 10, 10);
+    add(g, t, "A1", "stuck", 0, 10, 10);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    assert_string_equal(jstr(e.v[0], "state"), "resolved");
+    emitted_clear(&e);
+    add(g, t, "B1", "bounds", 1, 20, 20);
+    add(g, t, "A2", "bounds", 1, 20, 20);
+    add(g, t, "A2", "bounds", 0, 20, 21); /* resolved, not emitted */
+    ccd_incidents_close(&g);
+    ccd_topology_free(&t);
+}
+
+static void test_topology_file(void **state)
+{
+    (void)state;
+    CcdTopology *t = topo();
+    assert_int_equal(ccd_topology_n_cells(t), 6);
+    assert_int_equal(ccd_topology_site_cells(t, "S1"), 3);
+    assert_int_equal(ccd_topology_region_cells(t, "R1"), 6);
+    assert_int_equal(ccd_topology_site_cells(t, "S9"), 0);
+    const CcdTopoCell *c = ccd_topology_cell(t, "A2");
+    assert_non_null(c);
+    assert_string_equal(c->sector, "2");
+    assert_true(fabs(c->lat - 41.38) < 1e-12 && fabs(c->lon - 2.17) < 1e-12);
+    assert_string_equal(ccd_topology_label(t, "A2", "vendor"), "acme");
+    assert_null(ccd_topology_label(t, "B2", "vendor")); /* empty value: no label */
+    assert_null(ccd_topology_label(t, "A2", "lat"));    /* an attribute, not a label */
+    assert_true(ccd_topology_has_label(t, "vendor"));
+    assert_null(ccd_topology_cell(t, "Z"));
+
+    char lb[CCD_TOPO_LABELS_JSON_MAX];
+    int k = ccd_topology_labels_json(t, "A1", lb, sizeof lb);
+    assert_string_equal(lb,
+                        "{\"site\":\"S1\",\"region\":\"R1\",\"sector\":\"1\",\"vendor\":\"acme\"}");
+    assert_int_equal(k, (int)strlen(lb));
+    assert_int_equal(ccd_topology_labels_json(t, "nope", lb, sizeof lb), 2);
+    assert_string_equal(lb, "{}");
+    assert_int_equal(ccd_topology_labels_json(t, "A1", lb, 10), -ENOSPC);
+
+    char buf[256] = "{\"id\":\"x\"}";
+    int n = ccd_topology_splice_labels(t, "B1", buf, (int)strlen(buf), sizeof buf);
+    assert_int_equal(n, (int)strlen(buf));
+    assert_string_equal(
+        buf, "{\"id\":\"x\",\"labels\":{\"site\":\"S2\",\"region\":\"R1\",\"sector\":\"1\"}}");
+    char small[24] = "{\"id\":\"x\"}";
+    assert_int_equal(ccd_topology_splice_labels(t, "B1", small, 10, sizeof small), 10);
+    assert_string_equal(small, "{\"id\":\"x\"}"); /* no room: unchanged */
+
+    CcdTopoFilter f = {"S1", NULL, NULL};
+    assert_true(ccd_topology_filter_match(t, &f, "A3"));
+    assert_false(ccd_topology_filter_match(t, &f, "B3"));
+    f = (CcdTopoFilter){NULL, "R1", "2"};
+    assert_true(ccd_topology_filter_match(t, &f, "B2"));
+    assert_false(ccd_topology_filter_match(t, &f, "B1"));
+    assert_false(ccd_topology_filter_match(t, &f, "unknown"));
+    ccd_topology_free(&t);
+}
+
+static void expect_bad(const char *text, const char *what)
+{
+    CcdTopology *t = (CcdTopology *)1;
+    char err[256] = "";
+    assert_int_equal(ccd_topology_parse(&t, text, strlen(text), "t.csv", err, sizeof err), -EINVAL);
+    assert_null(t);
+    if (!strstr(err, what))
+        fail_msg("error '%s' lacks '%s'", err, what);
+}
+
+static void test_topology_errors(void **state)
+{
+    (void)state;
+    expect_bad("site,region\nS1,R1\n", "t.csv:1: no 'cell' column");
+    expect_bad("cell,site\nA,S1\nA,S2\n", "t.csv:3: cell 'A' listed twice");
+    expect_bad("cell,site\nA,S1,extra\n", "t.csv:2: 3 value(s) for 2 column(s)");
+    expect_bad("cell,lat\nA,91\n", "t.csv:2: lat '91'");
+    expect_bad("cell,site\n,S1\n", "t.csv:2: no cell id");
+    expect_bad("cell,site,site\n", "column 'site' named twice");
+    expect_bad("cell,\"site\"\n", "quotes");
+    expect_bad("# only a comment\n", "no header line");
+    CcdTopology *t;
+    char err[64];
+    assert_int_equal(ccd_topology_load(&t, "/nonexistent/topo.csv", err, sizeof err), -ENOENT);
+    /* no trailing newline, CRLF, spaces around values, a blank line: all fine */
+    const char ok[] = "cell , site\r\n\r\n A , S1 \r\nB,S1";
+    assert_int_equal(ccd_topology_parse(&t, ok, strlen(ok), "t.csv", err, sizeof err), 0);
+    assert_string_equal(ccd_topology_label(t, "A", "site"), "S1");
+    assert_int_equal(ccd_topology_site_cells(t, "S1"), 2);
+    ccd_topology_free(&t);
+}
+
+/* The string map behind both: inserts, deletes with tombstones, growth. */
+static void test_strhash(void **state)
+{
+    (void)state;
+    CcdStrHash m = {0};
+    char k[32];
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 1000; i++) {
+            snprintf(k, sizeof k, "k%d", i);
+            assert_int_equal(ccd_strhash_put(&m, k, (void *)(uintptr_t)(i + 1)), 0);
+        }
+        assert_int_equal(m.n, 1000);
+        for (int i = 0; i < 1000; i += 2) {
+            snprintf(k, sizeof k, "k%d", i);
+            assert_int_equal((uintptr_t)ccd_strhash_del(&m, k), (uintptr_t)(i + 1));
+        }
+        for (int i = 0; i < 1000; i++) {
+            snprintf(k, sizeof k, "k%d", i);
+            assert_int_equal((uintptr_t)ccd_strhash_get(&m, k), i % 2 ? (uintptr_t)(i + 1) : 0);
+        }
+        for (int i = 1; i < 1000; i += 2) {
+            snprintf(k, sizeof k, "k%d", i);
+            ccd_strhash_del(&m, k);
+        }
+        assert_int_equal(m.n, 0);
+    }
+    assert_true(m.cap <= 4096); /* churn does not grow it without bound */
+    ccd_strhash_free(&m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_site_outage_and_lone_spike),
+        cmocka_unit_test(test_region_and_unlabelled),
+        cmocka_unit_test(test_open_resolve_one_flush),
+        cmocka_unit_test(test_topology_file),
+        cmocka_unit_test(test_topology_errors),
+        cmocka_unit_test(test_strhash),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
