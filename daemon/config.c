@@ -111,6 +111,16 @@ static const CcdConfigDef head_rows[] = {
  "accept fails for want of descriptors, accepting pauses for 250 ms."},
 {"http.timeout_s", CCD_CFG_INT, OFF(http_timeout_s), "30", 1, 3600, NULL, 0,
  "Read/write timeout of a client connection, seconds."},
+{"http.header_timeout_s", CCD_CFG_INT, OFF(http_header_timeout_s), "10", 1, 3600, NULL, 0,
+ "Seconds a client has, from accept (or from the end of its previous reply), to send a "
+ "whole request head (request line and headers), as nginx's client_header_timeout: a "
+ "connection that trickles its head slower is closed "
+ "(cellcast_http_header_timeouts_total). http.timeout_s bounds each read only."},
+{"http.max_read_values", CCD_CFG_INT64, OFF(http_max_read_values), "500000", 1000, 100000000, NULL, 1,
+ "Values one series read may ask for (GET /v1/history, /v1/cells/{id}/history, "
+ "/v1/cells/{id}/forecasts): cells x steps served (after since/until and max_points) x "
+ "KPIs. A request over it is refused with 413 naming the limit "
+ "(cellcast_http_reads_refused_total{reason=\"max_read_values\"})."},
 {"http.post_kpis", CCD_CFG_ENUM, OFF(http_post_kpis), "token", NB, "off|token|open", 1,
  "Who may POST /v1/kpis (KPI messages without Kafka; each new cell id costs memory): off "
  "(403), token (Authorization: Bearer <admin.token>; 403 while admin.token is empty), "

@@ -55,8 +55,8 @@ typedef struct CcdConfig {
     int kafka_partitioner;
     /* http */
     char *http_bind, *http_advertise;
-    int http_port, http_max_connections, http_timeout_s;
-    int64_t http_max_body_bytes, http_max_headers_bytes;
+    int http_port, http_max_connections, http_timeout_s, http_header_timeout_s;
+    int64_t http_max_body_bytes, http_max_headers_bytes, http_max_read_values;
     int http_post_kpis;           /* CCD_POST_KPIS_* */
     CcdStrList http_cors_origins; /* issue 15: dashboard API */
     /* engine */

@@ -36,6 +36,7 @@ struct CcdHttp {
     int n_fresh, cap_fresh;
     struct event *adopt_ev, *accept_ev; /* adopt_conns; re-enables accept after EMFILE */
     uint64_t shed_conns, accept_errors;
+    uint64_t reads_refused[CCD_READ_N_REASONS]; /* ccd_http_count_refused_read */
     CcdRateLimit accept_rl;
     CcdReq *deferred;
     int n_deferred;
@@ -139,7 +140,14 @@ int ccd_text(CcdReq *r, int status, const char *ctype)
     return status;
 }
 
-const char *ccd_query(CcdReq *r, const char *name) { return ccd_query_find(&r->query, name); }
+const char *ccd_query(CcdReq *r, const char *name)
+{
+    int i = ccd_query_index(&r->query, name);
+    if (i < 0)
+        return NULL;
+    r->query_used |= 1u << i;
+    return r->query.val[i];
+}
 
 /* ---- routing ---- */
 
@@ -585,7 +593,6 @@ static void gencb(struct evhttp_request *req, void *arg)
                                                   CCD_QUERY_MAX));
             return;
         }
-        r->rawq = query;
     }
     run(r);
 }
@@ -719,6 +726,12 @@ void ccd_http_counts(const Ccd *d, uint64_t *requests, int *connections, int *de
     *deferred = h ? h->n_deferred : 0;
 }
 
+void ccd_http_count_refused_read(Ccd *d, int reason)
+{
+    if (d->http && reason >= 0 && reason < CCD_READ_N_REASONS)
+        d->http->reads_refused[reason]++;
+}
+
 void ccd_http_metrics(Ccd *d, struct evbuffer *out)
 {
     CcdHttp *h = d->http;
@@ -798,4 +811,13 @@ void ccd_http_metrics(Ccd *d, struct evbuffer *out)
                         "cellcast_http_reply_cache_total{result=\"hit\"} %llu\n"
                         "cellcast_http_reply_cache_total{result=\"miss\"} %llu\n",
                         (unsigned long long)hits, (unsigned long long)misses);
+    evbuffer_add_printf(out,
+                        "# HELP cellcast_http_reads_refused_total Series and batch reads "
+                        "refused: an invalid cell id (400), more values than "
+                        "http.max_read_values (413).\n"
+                        "# TYPE cellcast_http_reads_refused_total counter\n"
+                        "cellcast_http_reads_refused_total{reason=\"bad_cell_id\"} %llu\n"
+                        "cellcast_http_reads_refused_total{reason=\"max_read_values\"} %llu\n",
+                        (unsigned long long)h->reads_refused[CCD_READ_BAD_CELL_ID],
+                        (unsigned long long)h->reads_refused[CCD_READ_MAX_VALUES]);
 }
