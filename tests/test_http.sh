@@ -433,6 +433,69 @@ errs=$(echo "$body" | awk '$1 == "cellcast_http_accept_errors_total" { print $2 
 nlog=$(grep -c 'accept failed' "$TMP/fdlog")
 [ "$nlog" -le 6 ] || fail "$nlog log lines for failed accepts (rate limit: 5 per 10 s)"
 case $cpu in 00:00:0[0-1] | 0:0[0-1]) ;; *) fail "daemon CPU time $cpu while out of descriptors" ;; esac
+grep -q 'http.max_connections = 1000 is above the descriptor limit (RLIMIT_NOFILE 48)' "$TMP/fdlog" ||
+    fail "no warning that http.max_connections exceeds RLIMIT_NOFILE: $(grep -i descriptor "$TMP/fdlog")"
+stop_daemon >/dev/null
+
+# --- slow request heads: one byte a second (each read within http.timeout_s) used to hold
+# a connection for ever; http.header_timeout_s bounds the whole head. A keep-alive
+# connection idle between requests has no such deadline, and normal requests are served.
+cat >"$TMP/slow.yaml" <<YAML
+model:
+  path: "$MODEL"
+kafka:
+  brokers: none
+http:
+  port: 0
+  timeout_s: 3
+  header_timeout_s: 2
+YAML
+"$CELLCASTD" -c "$TMP/slow.yaml" >"$TMP/slowlog" 2>&1 &
+DPID=$!
+for _ in $(seq 100); do PORT=$(daemon_port "$TMP/slowlog"); [ -n "$PORT" ] && break; sleep 0.1; done
+$PY - "$PORT" <<'PYEOF' || fail "slow request head"
+import socket, sys, threading, time, urllib.request
+port = int(sys.argv[1])
+head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: aaaaaaaaaaaaaaaaaaaa\r\n\r\n"
+closed_after = []
+def trickle():
+    s = socket.create_connection(("127.0.0.1", port))
+    t0 = time.monotonic()
+    try:
+        for b in head:
+            s.sendall(bytes([b]))
+            s.settimeout(1.0)
+            try:
+                if s.recv(4096) == b"":
+                    break
+            except socket.timeout:
+                pass
+    except OSError:
+        pass
+    closed_after.append(time.monotonic() - t0)
+slow = [threading.Thread(target=trickle) for _ in range(3)]
+for t in slow:
+    t.start()
+time.sleep(0.5)
+# normal requests are served meanwhile
+assert urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2).status == 200
+# a keep-alive connection idle past the head's deadline between two requests is kept
+k = socket.create_connection(("127.0.0.1", port), timeout=5)
+for _ in range(2):
+    k.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    reply = k.recv(4096)
+    assert reply.startswith(b"HTTP/1.1 200"), reply[:80]
+    time.sleep(2.6)
+for t in slow:
+    t.join(12)
+# closed at the deadline (2 s, the next byte at most 1 s late), long before the head's
+# len(head) s of trickling ended
+assert len(closed_after) == 3 and all(1.8 <= c <= 4.0 for c in closed_after), closed_after
+PYEOF
+n=$(curl -sf "http://127.0.0.1:$PORT/metrics" | awk '$1 == "cellcast_http_header_timeouts_total" { print $2 }')
+[ "$n" = 3 ] || fail "header timeouts counted: '$n', want 3"
+grep -q 'no complete request head within http.header_timeout_s = 2 s' "$TMP/slowlog" ||
+    fail "no log line for the slow head"
 stop_daemon >/dev/null
 
 if [ "$FAILS" != 0 ]; then
