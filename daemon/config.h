@@ -140,6 +140,13 @@ int ccd_config_load_string(CcdConfig *c, const char *yaml, size_t len, const cha
 /** Applies one "key=value" override. 0 or -EINVAL with "--set key: what" in err. */
 int ccd_config_set(CcdConfig *c, const char *assignment, char *err, size_t errlen);
 
+/** Whether s is a legal Kafka topic name: 1..249 of [a-zA-Z0-9._-], not "." or "..". */
+int ccd_topic_name_valid(const char *s);
+
+/** snapshot.path (resolved) may be written: absent, or a regular file (a link to one);
+ *  a device, a FIFO, a directory or a socket is refused (0 or -EINVAL naming the key). */
+int ccd_snapshot_path_check(const char *path, char *err, size_t errlen);
+
 /** Cross-key checks after everything is applied (e.g. demo needs a topic). */
 int ccd_config_validate(const CcdConfig *c, char *err, size_t errlen);
 

@@ -49,6 +49,20 @@ log:
 YAML
 
 "$CELLCASTD" -c "$TMP/c.yaml" --check-config >/dev/null || { echo "FAIL: --check-config"; exit 1; }
+# --check-config refuses what used to pass and fail later: a FIFO as snapshot.path (the
+# start hung on it), a device node (replaced by a regular file at shutdown), a URL that is
+# not http(s), an illegal Kafka topic name
+mkfifo "$TMP/fifo.snap"
+for bad in "snapshot.path=$TMP/fifo.snap|a FIFO" "snapshot.path=/dev/null|a character device" \
+    "http.advertise=ftp://x|not an http:// or https:// URL" \
+    "kafka.topics=kpis,a b|not a Kafka topic name" "kafka.dead_letter_topic=..|not a Kafka topic name"; do
+    set=${bad%%|*} want=${bad#*|}
+    if out=$("$CELLCASTD" -c "$TMP/c.yaml" --set "$set" --check-config 2>&1); then
+        fail "--check-config --set $set passed"
+    else
+        case $out in *"$want"*) ;; *) fail "--check-config --set $set: '$out' lacks '$want'" ;; esac
+    fi
+done
 # The README's quick start runs the shipped configuration: it must keep the demo feed on
 # (conf/cellcast.yaml is regenerated from the table, whose default is off).
 if "$CELLCASTD" -c "$ROOT/conf/cellcast.yaml" --print-config |
