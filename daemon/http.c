@@ -144,13 +144,11 @@ int ccd_json(CcdReq *r, int status, json_t *o)
     return status;
 }
 
-int ccd_problem(CcdReq *r, int status, const char *slug, const char *fmt, ...)
+static int problem_v(CcdReq *r, int status, const char *slug, json_t *extra, const char *fmt,
+                     va_list ap)
 {
     char detail[1024];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
-    va_end(ap);
     json_t *o = json_object();
     char type[128];
     snprintf(type, sizeof type, "https://cellcast.invalid/problems/%s", slug);
@@ -159,6 +157,10 @@ int ccd_problem(CcdReq *r, int status, const char *slug, const char *fmt, ...)
     json_object_set_new(o, "status", json_integer(status));
     json_object_set_new(o, "detail", json_string(detail));
     json_object_set_new(o, "instance", json_string(r->path));
+    if (extra) {
+        json_object_update_missing(o, extra);
+        json_decref(extra);
+    }
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     evbuffer_drain(r->out, evbuffer_get_length(r->out));
@@ -169,6 +171,24 @@ int ccd_problem(CcdReq *r, int status, const char *slug, const char *fmt, ...)
     }
     r->content_type = "application/problem+json";
     return status;
+}
+
+int ccd_problem(CcdReq *r, int status, const char *slug, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int st = problem_v(r, status, slug, NULL, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+int ccd_problem_ext(CcdReq *r, int status, const char *slug, json_t *extra, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int st = problem_v(r, status, slug, extra, fmt, ap);
+    va_end(ap);
+    return st;
 }
 
 int ccd_text(CcdReq *r, int status, const char *ctype)

@@ -80,6 +80,10 @@ extern const int ccd_n_routes;
 int ccd_json(CcdReq *r, int status, json_t *o);
 int ccd_problem(CcdReq *r, int status, const char *slug, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/** A problem+json with extension members (RFC 9457 3.2): those of `extra` (stolen, may be
+ *  NULL) besides type, title, status, detail and instance. */
+int ccd_problem_ext(CcdReq *r, int status, const char *slug, json_t *extra, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 int ccd_text(CcdReq *r, int status, const char *ctype);
 
 /** Query parameter (decoded) or NULL. */

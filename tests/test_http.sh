@@ -168,8 +168,28 @@ $PY -c "import json,sys; d=json.load(open('$TMP/body')); assert d['accepted']==1
     fail "mixed message: $(cat "$TMP/body")"
 # a far-future time is refused against the clock (ingest.max_future_s), not applied
 echo '{"cell":"c1","ts":"9999-12-31T23:45:00Z","prb":1,"thr":2,"users":3}' >"$TMP/future.json"
-check POST /v1/kpis 202 "$TMP/future.json"
-grep -q '"accepted":0,"rejected":1' "$TMP/body" || fail "far-future record: $(cat "$TMP/body")"
+# nothing accepted: 422 (as for invalid records), each refusal named with its reason (it
+# answered 202 with an empty errors list)
+check POST /v1/kpis 422 "$TMP/future.json"
+$PY - "$TMP/body" <<'PYEOF' || fail "far-future record: $(cat "$TMP/body")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["accepted"] == 0 and d["rejected"] == 1 and d["type"].endswith("/future_ts"), d
+assert [(e["element"], e["reason"]) for e in d["errors"]] == [(0, "future_ts")], d
+assert "9999-12-31T23:45:00Z" in d["errors"][0]["message"] and "ingest.max_future_s = 900" in d["errors"][0]["message"], d
+assert "element 0: future_ts" in d["detail"], d
+PYEOF
+# some accepted: 202, the future one named in errors
+echo "[{\"cell\":\"c9\",\"ts\":$((1714557600 + 900)),\"prb\":1,\"thr\":2,\"users\":3},
+  {\"cell\":\"bad id!\",\"ts\":1,\"prb\":1},
+  {\"cell\":\"c9\",\"ts\":\"9999-12-31T23:45:00Z\",\"prb\":1}]" >"$TMP/future2.json"
+check POST /v1/kpis 202 "$TMP/future2.json"
+$PY - "$TMP/body" <<'PYEOF' || fail "future record beside a valid one: $(cat "$TMP/body")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["accepted"] == 1 and d["rejected"] == 2, d
+assert sorted((e["element"], e["reason"]) for e in d["errors"]) == [(1, "bad_cell_id"), (2, "future_ts")], d
+PYEOF
 
 ok=
 for _ in $(seq 50); do
@@ -385,10 +405,10 @@ for want in 'cellcast_http_requests_total{route="/v1/kpis",code="413"} 1' \
             'cellcast_http_requests_total{route="unmatched",code="404"} 2' \
             'cellcast_http_requests_total{route="/v1/cells/{id}/forecast",code="422"} 4' \
             'cellcast_ingest_invalid_total{reason="missing_ts"} 2' \
-            'cellcast_ingest_invalid_total{reason="bad_cell_id"} 1' \
+            'cellcast_ingest_invalid_total{reason="bad_cell_id"} 2' \
             'cellcast_ingest_invalid_total{reason="not_json"} 1' \
             'cellcast_ingest_unmapped_fields_total 1' \
-            'cellcast_ingest_out_of_range_total{reason="future_ts"} 1' \
+            'cellcast_ingest_out_of_range_total{reason="future_ts"} 2' \
             "cellcast_cells $NCELLS"; do
     grep -qF "$want" "$TMP/body" || fail "/metrics lacks '$want'"
 done
