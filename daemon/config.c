@@ -116,7 +116,7 @@ static const CcdConfigDef head_rows[] = {
  "whole request head (request line and headers), as nginx's client_header_timeout: a "
  "connection that trickles its head slower is closed "
  "(cellcast_http_header_timeouts_total). http.timeout_s bounds each read only."},
-{"http.max_read_values", CCD_CFG_INT64, OFF(http_max_read_values), "500000", 1000, 100000000, NULL, 1,
+{"http.max_read_values", CCD_CFG_INT64, OFF(http_max_read_values), "200000", 1000, 100000000, NULL, 1,
  "Values one series read may ask for (GET /v1/history, /v1/cells/{id}/history, "
  "/v1/cells/{id}/forecasts): cells x steps served (after since/until and max_points) x "
  "KPIs. A request over it is refused with 413 naming the limit "
