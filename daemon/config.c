@@ -1042,7 +1042,9 @@ static int check_advertise(const char *a, char *err, size_t errlen)
 {
     if (!a || !*a)
         return 0;
-    const char *host = !strncmp(a, "http://", 7) ? a + 7 : !strncmp(a, "https://", 8) ? a + 8 : NULL;
+    const char *host = !strncmp(a, "http://", 7)    ? a + 7
+                       : !strncmp(a, "https://", 8) ? a + 8
+                                                    : NULL;
     int printable = 1;
     for (const char *p = a; *p; p++)
         printable &= *p > 0x20 && *p < 0x7f;

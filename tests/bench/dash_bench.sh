@@ -95,7 +95,7 @@ run "page list /v1/cells" "${status[1]}" "${h[@]}"
 run "page /v1/alerts/firing" "${status[2]}" "${h[@]}"
 run "page /v1/info" "${status[3]}" "${h[@]}"
 # the status reads again as a refresh that finds nothing new (304), then each request a
-# distinct request the reply cache cannot have seen (a parameter the daemon does not read
+# distinct request the reply cache has rarely seen (a parameter the daemon does not read
 # is no longer one, issue 29: limit= moved within what changes nothing, level= by 1e-9, the
 # cell id percent-encoded in one of 512 spellings, of which the 256-slot cache keeps few:
 # ~9 in 10 miss; /v1/info has none and hits between its 1 s updates): what a reply costs when it
