@@ -662,19 +662,21 @@ static int conn_admit(Ccd *d, struct evhttp_connection *evcon)
 {
     CcdHttp *h = d->http;
     int i = conn_index(h, evcon);
-    if (i >= 0) {
-        HeadGuard *g = h->guards[i];
-        if (g && g->state != HEAD_DONE) { /* the request is here: its head is complete */
-            g->state = HEAD_DONE;
-            evtimer_del(g->timer);
+    if (i < 0) {
+        if (h->n_conns >= d->cfg.http_max_connections) {
+            h->refused_conns++;
+            return 0;
         }
-        return 1;
+        if (conn_track(h, evcon))
+            return 1; /* out of memory: served, untracked (as it was) */
+        i = h->n_conns - 1;
     }
-    if (h->n_conns >= d->cfg.http_max_connections) {
-        h->refused_conns++;
-        return 0;
+    HeadGuard *g = h->guards[i];
+    if (g && g->state != HEAD_DONE) { /* the request is here: its head is complete */
+        g->state = HEAD_DONE;
+        evtimer_del(g->timer);
     }
-    return !conn_track(h, evcon);
+    return 1;
 }
 
 /*
