@@ -1385,21 +1385,46 @@ static int h_post_kpis(CcdReq *r)
         return ccd_problem(r, 503, "cells-full",
                            "no room for new cells (limits.max_cells, every cell busy)");
     }
-    if (!kb.n_records && kb.n_errors) {
-        const CcKpiError *e = &kb.errors[0];
-        int status = e->reason == CC_KPI_NOT_JSON ? 400 : e->reason == CC_KPI_OVERSIZE ? 413 : 422;
-        if (e->element >= 0)
-            return ccd_problem(r, status, cc_kpi_reason_name(e->reason),
-                               "no record accepted (%d refused); element %d: %s: %s", kb.n_errors,
-                               e->element, cc_kpi_reason_name(e->reason), e->message);
-        return ccd_problem(r, status, cc_kpi_reason_name(e->reason), "%s: %s",
-                           cc_kpi_reason_name(e->reason), e->message);
-    }
+    /* every refusal with its reason: the decoder's (invalid elements) and the records
+     * refused for their time (which used to be counted in "rejected" and named nowhere) */
+    const CcdTsRefusal *tr;
+    int n_tr = ccd_ingest_ts_refusals(&tr);
     json_t *errs = json_array();
-    for (int i = 0; i < kb.n_errors && i < 100; i++)
+    for (int i = 0; i < kb.n_errors && json_array_size(errs) < 100; i++)
         json_array_append_new(errs, json_pack("{s:i, s:s, s:s}", "element", kb.errors[i].element,
                                               "reason", cc_kpi_reason_name(kb.errors[i].reason),
                                               "message", kb.errors[i].message));
+    for (int i = 0; i < n_tr && json_array_size(errs) < 100; i++) {
+        char ts[40], msg[160];
+        rfc3339(tr[i].ts, ts, sizeof ts);
+        snprintf(msg, sizeof msg, "its time %s is %lld s %s the clock (%s = %lld)", ts,
+                 (long long)tr[i].off_s, tr[i].future ? "ahead of" : "behind",
+                 tr[i].future ? "ingest.max_future_s" : "ingest.max_past_s",
+                 (long long)(tr[i].future ? d->cfg.ingest_max_future_s : d->cfg.ingest_max_past_s));
+        json_array_append_new(errs,
+                              json_pack("{s:i, s:s, s:s}", "element", tr[i].element, "reason",
+                                        tr[i].future ? "future_ts" : "past_ts", "message", msg));
+    }
+    if (kb.n_records - oor == 0 && (kb.n_errors || oor)) {
+        /* nothing accepted: 422 (400 not JSON, 413 too large), the first refusal in the
+         * detail and every one in "errors", as a 202's */
+        const CcKpiError *e = kb.n_errors ? &kb.errors[0] : NULL;
+        int status = !e                             ? 422
+                     : e->reason == CC_KPI_NOT_JSON ? 400
+                     : e->reason == CC_KPI_OVERSIZE ? 413
+                                                    : 422;
+        json_t *first = json_array_get(errs, 0);
+        const char *reason = json_string_value(json_object_get(first, "reason"));
+        const char *message = json_string_value(json_object_get(first, "message"));
+        json_t *extra = json_pack("{s:i, s:i, s:o}", "accepted", 0, "rejected", kb.n_errors + oor,
+                                  "errors", errs);
+        if (e && e->element < 0)
+            return ccd_problem_ext(r, status, reason, extra, "%s: %s", reason, message);
+        return ccd_problem_ext(
+            r, status, reason, extra, "no record accepted (%d refused); element %d: %s: %s",
+            kb.n_errors + oor, (int)json_integer_value(json_object_get(first, "element")), reason,
+            message);
+    }
     ccd_sched_maybe_flush(d->sched, 0);
     return ccd_json(r, 202,
                     json_pack("{s:i, s:i, s:o}", "accepted", kb.n_records - oor, "rejected",

@@ -461,6 +461,44 @@ static void forecasts_obj(Ccd *d, CcdCell *c, const Range *g, Sb *sb)
     sb_add(sb, "}", 1);
 }
 
+/* The values (steps served x KPIs) c's history (forecasts 0) or past forecasts (1) over g
+ * would send: what http.max_read_values bounds. c not busy. */
+static int64_t range_values(Ccd *d, CcdCell *c, const Range *g, int forecasts)
+{
+    const int64_t S = d->model->hp.step_seconds;
+    int64_t first = -1, last = -1, last_obs = -1, from, to, stride;
+    if (d->cells->hist_depth) {
+        if (!c->hist)
+            return 0;
+        cc_history_span(c->hist, &first, &last, &last_obs);
+        if (!forecasts)
+            last = last_obs;
+    } else {
+        cc_cell_span(c->cell, &first, &last);
+        if (first < 0)
+            return 0;
+    }
+    range_steps(g, S, first, last, &from, &to);
+    if (from > to)
+        return 0;
+    int64_t steps = (to - range_start(g, from, to, &stride)) / stride + 1;
+    return steps * __builtin_popcountll(g->kpis);
+}
+
+/* 413 when a read asks for more than http.max_read_values values (counted), else 0. */
+static int over_read_limit(CcdReq *r, int64_t values, int n_cells)
+{
+    int64_t max = r->d->cfg.http_max_read_values;
+    if (values <= max)
+        return 0;
+    ccd_http_count_refused_read(r->d, CCD_READ_MAX_VALUES);
+    return ccd_problem(r, 413, "read-too-large",
+                       "this read asks for %lld values (%d cell(s) x steps x KPIs); "
+                       "http.max_read_values is %lld: narrow since/until, lower max_points, or "
+                       "ask for fewer cells or kpis",
+                       (long long)values, n_cells, (long long)max);
+}
+
 /* One cell's history (forecasts 0) or past forecasts (1). */
 static int series_reply(CcdReq *r, int forecasts)
 {
@@ -476,6 +514,8 @@ static int series_reply(CcdReq *r, int forecasts)
                            "past forecasts are not kept (history.depth: 0)");
     if (c->busy)
         return CCD_DEFER; /* the worker is stepping it: answer after the batch */
+    if ((rc = over_read_limit(r, range_values(r->d, c, &g, forecasts), 1)))
+        return rc;
     if ((rc = ccd_reply_cached(r, ccd_cell_version(r->d, c, ccd_version_seed(r->d)))))
         return rc; /* dashboards poll: rendered once per step */
     Sb *sb = reply_sb();
@@ -508,22 +548,29 @@ static int parse_cells(CcdReq *r, CcdCell **found, int *n_found, Sb *unknown)
         if (++n > BATCH_MAX)
             return ccd_problem(r, 422, "too-many-cells", "at most %d cell ids per request",
                                BATCH_MAX);
-        CcdCell *c = NULL;
-        if (cc_kpi_valid_cell_id(p, len)) {
-            memcpy(id, p, len);
-            id[len] = 0;
-            c = ccd_cells_get(r->d->cells, id);
+        if (!cc_kpi_valid_cell_id(p, len)) { /* as the single-cell routes: 400 */
+            char shown[3 * 16 + 1];          /* its first bytes, printable */
+            size_t k = 0;
+            for (size_t j = 0; j < len && j < 16; j++)
+                k += (size_t)snprintf(
+                    shown + k, sizeof shown - k,
+                    p[j] > 0x20 && p[j] < 0x7f && p[j] != '"' && p[j] != '\\' ? "%c" : "%%%02X",
+                    (unsigned char)p[j]);
+            ccd_http_count_refused_read(r->d, CCD_READ_BAD_CELL_ID);
+            return ccd_problem(r, 400, "bad-cell-id",
+                               "cells: id %d '%s%s' is not a valid cell id (1..%d of "
+                               "[A-Za-z0-9._:/-])",
+                               n, shown, len > 16 ? "..." : "", CC_KPI_CELL_ID_MAX);
         }
+        memcpy(id, p, len);
+        id[len] = 0;
+        CcdCell *c = ccd_cells_get(r->d->cells, id);
         if (c) {
             found[(*n_found)++] = c;
         } else {
-            char raw[6 * 64 + 2];
-            size_t k = len < 64 ? len : 64; /* an invalid id is echoed cut short */
-            memcpy(raw, p, k);
-            raw[k] = 0;
             if (unknown->n > 1)
                 sb_add(unknown, ",", 1);
-            sb_jstr(unknown, raw);
+            sb_jstr(unknown, id);
         }
         if (!comma)
             break;
@@ -544,11 +591,15 @@ int ccd_h_batch_history(CcdReq *r)
     if ((rc = parse_cells(r, cells, &n, &unknown)) || (rc = parse_range(r, HISTORY_FIELDS, &g)))
         return rc;
     uint64_t version = ccd_version_seed(r->d);
+    int64_t values = 0;
     for (int i = 0; i < n; i++) {
         if (cells[i]->busy)
             return CCD_DEFER;
         version = ccd_cell_version(r->d, cells[i], version);
+        values += range_values(r->d, cells[i], &g, 0);
     }
+    if ((rc = over_read_limit(r, values, n)))
+        return rc;
     if ((rc = ccd_reply_cached(r, version)))
         return rc;
     Sb *sb = reply_sb();

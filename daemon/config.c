@@ -124,6 +124,16 @@ static const CcdConfigDef head_rows[] = {
  "accept fails for want of descriptors, accepting pauses for 250 ms."},
 {"http.timeout_s", CCD_CFG_INT, OFF(http_timeout_s), "30", 1, 3600, NULL, 0,
  "Read/write timeout of a client connection, seconds."},
+{"http.header_timeout_s", CCD_CFG_INT, OFF(http_header_timeout_s), "10", 1, 3600, NULL, 0,
+ "Seconds a client has, from accept (or from the end of its previous reply), to send a "
+ "whole request head (request line and headers), as nginx's client_header_timeout: a "
+ "connection that trickles its head slower is closed "
+ "(cellcast_http_header_timeouts_total). http.timeout_s bounds each read only."},
+{"http.max_read_values", CCD_CFG_INT64, OFF(http_max_read_values), "200000", 1000, 100000000, NULL, 1,
+ "Values one series read may ask for (GET /v1/history, /v1/cells/{id}/history, "
+ "/v1/cells/{id}/forecasts): cells x steps served (after since/until and max_points) x "
+ "KPIs. A request over it is refused with 413 naming the limit "
+ "(cellcast_http_reads_refused_total{reason=\"max_read_values\"})."},
 {"http.post_kpis", CCD_CFG_ENUM, OFF(http_post_kpis), "token", NB, "off|token|open", 1,
  "Who may POST /v1/kpis (KPI messages without Kafka; each new cell id costs memory): off "
  "(403), token (Authorization: Bearer <admin.token>; 403 while admin.token is empty), "
@@ -1032,12 +1042,102 @@ static int check_bind(const char *host, char *err, size_t errlen)
     return cc_errf(err, errlen, -EINVAL, "key 'http.bind': '%s' is not an IP address", host);
 }
 
+int ccd_topic_name_valid(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 1 || n > 249 || !strcmp(s, ".") || !strcmp(s, ".."))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && s[i] != '.' && s[i] != '_' && s[i] != '-')
+            return 0;
+    return 1;
+}
+
+/* A topic name of key `key` (empty allowed where it means off or a default, as `keyword`
+ * where the key has one); 0 or -EINVAL naming the key. */
+static int check_topic(const char *key, const char *name, int empty_ok, const char *keyword,
+                       char *err, size_t errlen)
+{
+    if (!name || !*name) {
+        if (empty_ok)
+            return 0;
+        return cc_errf(err, errlen, -EINVAL, "key '%s': a topic name is needed", key);
+    }
+    if ((keyword && !strcmp(name, keyword)) || ccd_topic_name_valid(name))
+        return 0;
+    return cc_errf(err, errlen, -EINVAL,
+                   "key '%s': '%.64s%s' is not a Kafka topic name (1..249 of [a-zA-Z0-9._-], not "
+                   "\".\" or \"..\")",
+                   key, name, strlen(name) > 64 ? "..." : "");
+}
+
+/* http.advertise: empty, or http(s)://host[:port][/path] of printable ASCII (it goes into
+ * redirects' Location and the members topic as is). */
+static int check_advertise(const char *a, char *err, size_t errlen)
+{
+    if (!a || !*a)
+        return 0;
+    const char *host = !strncmp(a, "http://", 7)    ? a + 7
+                       : !strncmp(a, "https://", 8) ? a + 8
+                                                    : NULL;
+    int printable = 1;
+    for (const char *p = a; *p; p++)
+        printable &= *p > 0x20 && *p < 0x7f;
+    if (!host || !*host || *host == '/' || *host == ':' || !printable)
+        return cc_errf(err, errlen, -EINVAL,
+                       "key 'http.advertise': '%.128s' is not an http:// or https:// URL with a "
+                       "host (e.g. http://cellcast-2.example:8080)",
+                       a);
+    return 0;
+}
+
+int ccd_snapshot_path_check(const char *path, char *err, size_t errlen)
+{
+    struct stat st;
+    if (!path || !*path || lstat(path, &st))
+        return 0; /* none yet: made at the first snapshot */
+    if (S_ISLNK(st.st_mode) && stat(path, &st))
+        return 0; /* a dangling link: rename replaces the link, not its target */
+    if (!S_ISREG(st.st_mode))
+        return cc_errf(err, errlen, -EINVAL,
+                       "key 'snapshot.path': '%s' exists and is not a regular file (%s): a "
+                       "snapshot replaces it",
+                       path,
+                       S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a file");
+    return 0;
+}
+
 int ccd_config_validate(const CcdConfig *c, char *err, size_t errlen)
 {
+    static const struct {
+        const char *key;
+        size_t off;
+        int empty_ok;
+        const char *keyword;
+    } topics[] = {{"kafka.alert_topic", OFF(kafka_alert_topic), 0, NULL},
+                  {"kafka.dead_letter_topic", OFF(kafka_dead_letter_topic), 1, NULL},
+                  {"kafka.state_topic", OFF(kafka_state_topic), 1, "auto"},
+                  {"cluster.members_topic", OFF(cluster_members_topic), 1, NULL}};
     if (c->http_bind && check_bind(c->http_bind, err, errlen))
+        return -EINVAL;
+    if (check_advertise(c->http_advertise, err, errlen))
         return -EINVAL;
     if (!c->kafka_topics.n)
         return cc_errf(err, errlen, -EINVAL, "key 'kafka.topics': at least one topic is needed");
+    for (int i = 0; i < c->kafka_topics.n; i++)
+        if (check_topic("kafka.topics", c->kafka_topics.items[i], 0, NULL, err, errlen))
+            return -EINVAL;
+    for (size_t i = 0; i < sizeof topics / sizeof *topics; i++)
+        if (check_topic(topics[i].key, *(char *const *)((const char *)c + topics[i].off),
+                        topics[i].empty_ok, topics[i].keyword, err, errlen))
+            return -EINVAL;
+    if (c->demo_enabled && check_topic("demo.topic", c->demo_topic, 1, NULL, err, errlen))
+        return -EINVAL;
     if (!c->model_path || !*c->model_path)
         return cc_errf(err, errlen, -EINVAL, "key 'model.path': a model file is needed");
     if (c->demo_enabled && (!c->demo_topic || !*c->demo_topic))

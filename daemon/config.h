@@ -59,8 +59,8 @@ typedef struct CcdConfig {
     int kafka_partitioner;
     /* http */
     char *http_bind, *http_advertise;
-    int http_port, http_max_connections, http_timeout_s;
-    int64_t http_max_body_bytes, http_max_headers_bytes;
+    int http_port, http_max_connections, http_timeout_s, http_header_timeout_s;
+    int64_t http_max_body_bytes, http_max_headers_bytes, http_max_read_values;
     int http_post_kpis;           /* CCD_POST_KPIS_* */
     CcdStrList http_cors_origins; /* issue 15: dashboard API */
     /* engine */
@@ -156,6 +156,13 @@ int ccd_config_set(CcdConfig *c, const char *assignment, char *err, size_t errle
  *  ccd_config_free even on failure. 0 or -errno with a message. */
 int ccd_config_read(CcdConfig *c, const char *path, const char *const *sets, int n_sets, char *err,
                     size_t errlen);
+
+/** Whether s is a legal Kafka topic name: 1..249 of [a-zA-Z0-9._-], not "." or "..". */
+int ccd_topic_name_valid(const char *s);
+
+/** snapshot.path (resolved) may be written: absent, or a regular file (a link to one);
+ *  a device, a FIFO, a directory or a socket is refused (0 or -EINVAL naming the key). */
+int ccd_snapshot_path_check(const char *path, char *err, size_t errlen);
 
 /** Cross-key checks after everything is applied (e.g. demo needs a topic). */
 int ccd_config_validate(const CcdConfig *c, char *err, size_t errlen);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <event2/bufferevent.h>
@@ -24,18 +25,48 @@
 static const int status_codes[N_STATUS - 1] = {200, 202, 304, 307, 400, 401, 403, 404,
                                                405, 408, 413, 422, 500, 501, 503};
 
+/*
+ * The deadline of a connection's request head (http.header_timeout_s, as nginx's
+ * client_header_timeout). evhttp's own timeout (http.timeout_s) is per read: one byte per
+ * read held a connection, hence a slot of http.max_connections, for ever. A guard watches
+ * the bytes that arrive on the connection (a callback on its bufferevent's input) and ends
+ * the connection when the blank line that closes the head has not come by the deadline:
+ * armed at accept and at the first byte of each next request, cleared at the blank line
+ * (or when the request reaches its handler); an idle keep-alive connection has no
+ * deadline (http.timeout_s closes it).
+ */
+enum { HEAD_IDLE, HEAD_READING, HEAD_DONE };
+typedef struct HeadGuard {
+    struct CcdHttp *h;
+    struct evhttp_connection *evcon;
+    struct evbuffer *in;
+    struct evbuffer_cb_entry *cb;
+    struct event *timer;
+    int state;    /* HEAD_* */
+    int newlines; /* line ends in a row (a CR is skipped): 2 end the head */
+    int started;  /* a byte other than CR/LF seen: the empty lines before a request line are
+                     not its end */
+} HeadGuard;
+
+static void guard_arm(HeadGuard *g);
+static void guard_scan_tail(HeadGuard *g, size_t n);
+
 struct CcdHttp {
     struct evhttp *http;
     struct evhttp_bound_socket *sock;
     int port;
     struct evhttp_connection **conns;
+    HeadGuard **guards; /* guards[i]: of conns[i], NULL if none could be made */
     int n_conns, cap_conns;
+    uint64_t header_timeouts; /* connections closed by http.header_timeout_s */
+    int header_timeout_s;
     uint64_t refused_conns, requests;
     /* connections accepted but not yet adopted (see adopt_conns), each with a reference */
     struct bufferevent **fresh;
     int n_fresh, cap_fresh;
     struct event *adopt_ev, *accept_ev; /* adopt_conns; re-enables accept after EMFILE */
     uint64_t shed_conns, accept_errors;
+    uint64_t reads_refused[CCD_READ_N_REASONS]; /* ccd_http_count_refused_read */
     CcdRateLimit accept_rl;
     CcdReq *deferred;
     int n_deferred;
@@ -47,6 +78,13 @@ struct CcdHttp {
     char date[40];     /* RFC 7231 IMF-fixdate of date_s */
     CcdReplyCache *rc; /* gzip and the reply cache (http_cache.h) */
 };
+
+/* Descriptors kept for other than HTTP clients (Kafka's broker sockets and wake-up pipes,
+ * the snapshot, the log, the listener) when http.max_connections is compared with
+ * RLIMIT_NOFILE. */
+#define HTTP_FD_MARGIN 64
+
+static int conn_index(const struct CcdHttp *h, const struct evhttp_connection *evcon);
 
 /* Requests kept for reuse: a request costs a 1.4 KB calloc and an evbuffer otherwise. */
 #define POOL_MAX 64
@@ -106,13 +144,11 @@ int ccd_json(CcdReq *r, int status, json_t *o)
     return status;
 }
 
-int ccd_problem(CcdReq *r, int status, const char *slug, const char *fmt, ...)
+static int problem_v(CcdReq *r, int status, const char *slug, json_t *extra, const char *fmt,
+                     va_list ap)
 {
     char detail[1024];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
-    va_end(ap);
     json_t *o = json_object();
     char type[128];
     snprintf(type, sizeof type, "https://cellcast.invalid/problems/%s", slug);
@@ -121,6 +157,10 @@ int ccd_problem(CcdReq *r, int status, const char *slug, const char *fmt, ...)
     json_object_set_new(o, "status", json_integer(status));
     json_object_set_new(o, "detail", json_string(detail));
     json_object_set_new(o, "instance", json_string(r->path));
+    if (extra) {
+        json_object_update_missing(o, extra);
+        json_decref(extra);
+    }
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     evbuffer_drain(r->out, evbuffer_get_length(r->out));
@@ -133,13 +173,38 @@ int ccd_problem(CcdReq *r, int status, const char *slug, const char *fmt, ...)
     return status;
 }
 
+int ccd_problem(CcdReq *r, int status, const char *slug, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int st = problem_v(r, status, slug, NULL, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+int ccd_problem_ext(CcdReq *r, int status, const char *slug, json_t *extra, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int st = problem_v(r, status, slug, extra, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
 int ccd_text(CcdReq *r, int status, const char *ctype)
 {
     r->content_type = ctype;
     return status;
 }
 
-const char *ccd_query(CcdReq *r, const char *name) { return ccd_query_find(&r->query, name); }
+const char *ccd_query(CcdReq *r, const char *name)
+{
+    int i = ccd_query_index(&r->query, name);
+    if (i < 0)
+        return NULL;
+    r->query_used |= 1u << i;
+    return r->query.val[i];
+}
 
 /* ---- routing ---- */
 
@@ -330,6 +395,17 @@ static void finish(CcdReq *r, int status)
         evhttp_add_header(hdr, "Content-Length", len);
         evbuffer_drain(r->out, evbuffer_get_length(r->out));
     }
+    /* the next request's head has its deadline from its first byte (some may be here) */
+    int ci = conn_index(h, evhttp_request_get_connection(r->req));
+    HeadGuard *g = ci >= 0 ? h->guards[ci] : NULL;
+    if (g) {
+        g->state = HEAD_IDLE;
+        evtimer_del(g->timer);
+        if (evbuffer_get_length(g->in)) {
+            guard_arm(g);
+            guard_scan_tail(g, evbuffer_get_length(g->in));
+        }
+    }
     evhttp_send_reply(r->req, status, reason_phrase(status), r->out);
     int row = r->route >= 0 ? r->route : ccd_n_routes;
     h->counts[row * N_STATUS + status_index(status)]++;
@@ -435,27 +511,146 @@ void evhttp_send_error(struct evhttp_request *req, int error, const char *reason
 
 /* ---- connections ---- */
 
+static void guard_free(HeadGuard *g)
+{
+    if (!g)
+        return;
+    if (g->cb)
+        evbuffer_remove_cb_entry(g->in, g->cb);
+    if (g->timer)
+        event_free(g->timer);
+    free(g);
+}
+
+static void guard_arm(HeadGuard *g)
+{
+    const struct timeval tv = {g->h->header_timeout_s, 0};
+    g->state = HEAD_READING;
+    g->newlines = g->started = 0;
+    evtimer_add(g->timer, &tv);
+}
+
+/* Scans n bytes of the head for its end (an empty line); HEAD_DONE there. */
+static void guard_scan(HeadGuard *g, const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n && g->state == HEAD_READING; i++) {
+        if (p[i] == '\n') {
+            if (g->started && ++g->newlines == 2) {
+                g->state = HEAD_DONE;
+                evtimer_del(g->timer);
+            }
+        } else if (p[i] != '\r') {
+            g->started = 1;
+            g->newlines = 0;
+        }
+    }
+}
+
+/* Scans the input's last n bytes (those just added). */
+static void guard_scan_tail(HeadGuard *g, size_t n)
+{
+    size_t len = evbuffer_get_length(g->in);
+    struct evbuffer_ptr at;
+    struct evbuffer_iovec v[8];
+    if (evbuffer_ptr_set(g->in, &at, len - n, EVBUFFER_PTR_SET))
+        return;
+    while (n && g->state == HEAD_READING) {
+        int k = evbuffer_peek(g->in, (ev_ssize_t)n, &at, v, 8);
+        if (k <= 0)
+            return;
+        size_t done = 0;
+        for (int i = 0; i < k && i < 8 && done < n; i++) {
+            size_t take = v[i].iov_len < n - done ? v[i].iov_len : n - done;
+            guard_scan(g, v[i].iov_base, take);
+            done += take;
+        }
+        if (evbuffer_ptr_set(g->in, &at, done, EVBUFFER_PTR_ADD))
+            return;
+        n -= done;
+    }
+}
+
+static void guard_input(struct evbuffer *in, const struct evbuffer_cb_info *info, void *arg)
+{
+    HeadGuard *g = arg;
+    (void)in;
+    if (!info->n_added || g->state == HEAD_DONE)
+        return;
+    if (g->state == HEAD_IDLE) /* the first byte of the next request */
+        guard_arm(g);
+    guard_scan_tail(g, info->n_added);
+}
+
+static void guard_expired(evutil_socket_t fd, short what, void *arg)
+{
+    HeadGuard *g = arg;
+    CcdHttp *h = g->h;
+    (void)fd, (void)what;
+    h->header_timeouts++;
+    CCD_LOG_RL_AT(&h->accept_rl, CC_LOG_WARN, "http",
+                  "connection closed: no complete request head within http.header_timeout_s "
+                  "= %d s",
+                  h->header_timeout_s);
+    evhttp_connection_free(g->evcon); /* conn_closed frees g */
+}
+
+/* A guard for evcon, armed (its head's deadline runs from now), or NULL. */
+static HeadGuard *guard_new(CcdHttp *h, struct evhttp_connection *evcon)
+{
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
+    HeadGuard *g = bev ? calloc(1, sizeof *g) : NULL;
+    if (!g)
+        return NULL;
+    g->h = h;
+    g->evcon = evcon;
+    g->in = bufferevent_get_input(bev);
+    if (!(g->timer = evtimer_new(bufferevent_get_base(bev), guard_expired, g)) ||
+        !(g->cb = evbuffer_add_cb(g->in, guard_input, g))) {
+        guard_free(g);
+        return NULL;
+    }
+    guard_arm(g);
+    guard_scan_tail(g, evbuffer_get_length(g->in));
+    return g;
+}
+
+static int conn_index(const CcdHttp *h, const struct evhttp_connection *evcon)
+{
+    for (int i = 0; i < h->n_conns; i++)
+        if (h->conns[i] == evcon)
+            return i;
+    return -1;
+}
+
 static void conn_closed(struct evhttp_connection *evcon, void *arg)
 {
     CcdHttp *h = arg;
-    for (int i = 0; i < h->n_conns; i++)
-        if (h->conns[i] == evcon) {
-            h->conns[i] = h->conns[--h->n_conns];
-            return;
-        }
+    int i = conn_index(h, evcon);
+    if (i < 0)
+        return;
+    guard_free(h->guards[i]);
+    h->n_conns--;
+    h->conns[i] = h->conns[h->n_conns];
+    h->guards[i] = h->guards[h->n_conns];
 }
 
-/* Tracks a connection (counted until its close callback); 0, or -ENOMEM. */
+/* Tracks a connection (counted until its close callback) with its head's guard; 0, or
+ * -ENOMEM. */
 static int conn_track(CcdHttp *h, struct evhttp_connection *evcon)
 {
     if (h->n_conns == h->cap_conns) {
         int cap = h->cap_conns ? h->cap_conns * 2 : 64;
         struct evhttp_connection **c = realloc(h->conns, (size_t)cap * sizeof *c);
         if (!c)
-            return 0;
+            return -ENOMEM;
         h->conns = c;
+        HeadGuard **g = realloc(h->guards, (size_t)cap * sizeof *g);
+        if (!g)
+            return -ENOMEM;
+        h->guards = g;
         h->cap_conns = cap;
     }
+    h->guards[h->n_conns] = guard_new(h, evcon);
     h->conns[h->n_conns++] = evcon;
     evhttp_connection_set_closecb(evcon, conn_closed, h);
     return 0;
@@ -466,14 +661,22 @@ static int conn_track(CcdHttp *h, struct evhttp_connection *evcon)
 static int conn_admit(Ccd *d, struct evhttp_connection *evcon)
 {
     CcdHttp *h = d->http;
-    for (int i = 0; i < h->n_conns; i++)
-        if (h->conns[i] == evcon)
-            return 1;
-    if (h->n_conns >= d->cfg.http_max_connections) {
-        h->refused_conns++;
-        return 0;
+    int i = conn_index(h, evcon);
+    if (i < 0) {
+        if (h->n_conns >= d->cfg.http_max_connections) {
+            h->refused_conns++;
+            return 0;
+        }
+        if (conn_track(h, evcon))
+            return 1; /* out of memory: served, untracked (as it was) */
+        i = h->n_conns - 1;
     }
-    return !conn_track(h, evcon);
+    HeadGuard *g = h->guards[i];
+    if (g && g->state != HEAD_DONE) { /* the request is here: its head is complete */
+        g->state = HEAD_DONE;
+        evtimer_del(g->timer);
+    }
+    return 1;
 }
 
 /*
@@ -585,7 +788,6 @@ static void gencb(struct evhttp_request *req, void *arg)
                                                   CCD_QUERY_MAX));
             return;
         }
-        r->rawq = query;
     }
     run(r);
 }
@@ -634,6 +836,18 @@ int ccd_http_open(Ccd *d, char *err, size_t errlen)
     evhttp_set_max_headers_size(h->http, d->cfg.http_max_headers_bytes);
     struct timeval tv = {d->cfg.http_timeout_s, 0};
     evhttp_set_timeout_tv(h->http, &tv);
+    h->header_timeout_s = d->cfg.http_header_timeout_s;
+    /* each connection holds a descriptor: past the limit, accept fails (EMFILE) before
+     * http.max_connections sheds anything, and Kafka's sockets and the snapshot's file
+     * fail with it */
+    struct rlimit nofile;
+    if (!getrlimit(RLIMIT_NOFILE, &nofile) && nofile.rlim_cur != RLIM_INFINITY &&
+        (rlim_t)d->cfg.http_max_connections + HTTP_FD_MARGIN > nofile.rlim_cur)
+        LOG_WARN("http",
+                 "http.max_connections = %d is above the descriptor limit (RLIMIT_NOFILE %llu) "
+                 "less %d for Kafka, the snapshot and logs: raise LimitNOFILE / ulimit -n, or "
+                 "lower http.max_connections",
+                 d->cfg.http_max_connections, (unsigned long long)nofile.rlim_cur, HTTP_FD_MARGIN);
     evhttp_set_allowed_methods(h->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
                                             EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
                                             EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
@@ -703,6 +917,7 @@ void ccd_http_close(Ccd *d)
     }
     ccd_rc_close(&h->rc);
     free(h->conns);
+    free(h->guards);
     free(h->counts);
     free(h->dur);
     free(h);
@@ -717,6 +932,12 @@ void ccd_http_counts(const Ccd *d, uint64_t *requests, int *connections, int *de
     *requests = h ? h->requests : 0;
     *connections = h ? h->n_conns : 0;
     *deferred = h ? h->n_deferred : 0;
+}
+
+void ccd_http_count_refused_read(Ccd *d, int reason)
+{
+    if (d->http && reason >= 0 && reason < CCD_READ_N_REASONS)
+        d->http->reads_refused[reason]++;
 }
 
 void ccd_http_metrics(Ccd *d, struct evbuffer *out)
@@ -777,9 +998,14 @@ void ccd_http_metrics(Ccd *d, struct evbuffer *out)
                         "# HELP cellcast_http_accept_errors_total Failed accept() calls (out "
                         "of descriptors: accept pauses 250 ms).\n"
                         "# TYPE cellcast_http_accept_errors_total counter\n"
-                        "cellcast_http_accept_errors_total %llu\n",
+                        "cellcast_http_accept_errors_total %llu\n"
+                        "# HELP cellcast_http_header_timeouts_total Connections closed because "
+                        "their request head was not complete within http.header_timeout_s.\n"
+                        "# TYPE cellcast_http_header_timeouts_total counter\n"
+                        "cellcast_http_header_timeouts_total %llu\n",
                         h->n_conns, (unsigned long long)(h->refused_conns + h->shed_conns),
-                        (unsigned long long)h->accept_errors);
+                        (unsigned long long)h->accept_errors,
+                        (unsigned long long)h->header_timeouts);
     evbuffer_add_printf(out,
                         "# HELP cellcast_http_gzip_replies_total Replies sent gzipped.\n"
                         "# TYPE cellcast_http_gzip_replies_total counter\n"
@@ -798,4 +1024,13 @@ void ccd_http_metrics(Ccd *d, struct evbuffer *out)
                         "cellcast_http_reply_cache_total{result=\"hit\"} %llu\n"
                         "cellcast_http_reply_cache_total{result=\"miss\"} %llu\n",
                         (unsigned long long)hits, (unsigned long long)misses);
+    evbuffer_add_printf(out,
+                        "# HELP cellcast_http_reads_refused_total Series and batch reads "
+                        "refused: an invalid cell id (400), more values than "
+                        "http.max_read_values (413).\n"
+                        "# TYPE cellcast_http_reads_refused_total counter\n"
+                        "cellcast_http_reads_refused_total{reason=\"bad_cell_id\"} %llu\n"
+                        "cellcast_http_reads_refused_total{reason=\"max_read_values\"} %llu\n",
+                        (unsigned long long)h->reads_refused[CCD_READ_BAD_CELL_ID],
+                        (unsigned long long)h->reads_refused[CCD_READ_MAX_VALUES]);
 }

@@ -53,13 +53,15 @@ struct CcdReq {
     char path[1024]; ///< path as sent (percent-encoded)
     char id[256];    ///< {id} capture, decoded
     CcdQuery query;  ///< the decoded query string (query.h)
+    /* bit i: pair i of query was read by the handler (ccd_query); the reply cache keys a
+     * reply by the pairs read, so that parameters no handler reads are no cache bypass */
+    uint32_t query_used, rc_query_used;
     struct evbuffer *out;
     const char *content_type;
     const char *allow; ///< Allow header for 405
     int retry_after;   ///< Retry-After seconds for 503, 0 none
     const char *cors;  ///< Access-Control-Allow-Origin to send (http.cors_origins), NULL none
     int preflight;     ///< an OPTIONS preflight answered by the chokepoint
-    const char *rawq;  ///< the query string as sent (NULL none), for the reply cache
     int rc_want;       ///< keep this reply in the reply cache (http_cache.h) under:
     uint64_t rc_key, rc_version;
     int gz_ready; ///< the body is gzipped already (served from the reply cache)
@@ -78,6 +80,10 @@ extern const int ccd_n_routes;
 int ccd_json(CcdReq *r, int status, json_t *o);
 int ccd_problem(CcdReq *r, int status, const char *slug, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/** A problem+json with extension members (RFC 9457 3.2): those of `extra` (stolen, may be
+ *  NULL) besides type, title, status, detail and instance. */
+int ccd_problem_ext(CcdReq *r, int status, const char *slug, json_t *extra, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 int ccd_text(CcdReq *r, int status, const char *ctype);
 
 /** Query parameter (decoded) or NULL. */
@@ -94,5 +100,10 @@ int ccd_query_since(CcdReq *r, int64_t *since);
 void ccd_http_metrics(Ccd *d, struct evbuffer *out);
 /** Requests served, connections open, requests parked. */
 void ccd_http_counts(const Ccd *d, uint64_t *requests, int *connections, int *deferred);
+
+/** Why a series read was refused (cellcast_http_reads_refused_total{reason}). */
+enum { CCD_READ_BAD_CELL_ID, CCD_READ_MAX_VALUES, CCD_READ_N_REASONS };
+/** Counts a refused read. */
+void ccd_http_count_refused_read(Ccd *d, int reason);
 
 #endif

@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -14,7 +15,8 @@
 
 typedef struct RcSlot {
     uint64_t key, version;
-    char *req;           /* path?query, checked on a hit (the key is a hash) */
+    char *req; /* req_text, checked on a hit (the key is a hash) */
+    size_t req_len;
     CcdBody *plain, *gz; /* gz made at the first hit that takes gzip */
 } RcSlot;
 
@@ -171,22 +173,63 @@ static CcdBody *gzip_new(CcdReplyCache *rc, const void *p, size_t n)
     return b;
 }
 
-static uint64_t req_key(CcdReq *r, uint64_t version)
+/*
+ * The request as the cache knows it: the path and the query pairs the handler read (by
+ * name, names in lower case, each name and value length-prefixed so that no two
+ * sets of pairs spell the same key). A parameter no handler reads (`&x=1`, a changing
+ * `&_=<time>`), the order of the pairs, the case of a name and its percent-encoding change
+ * nothing in a reply, so they no longer make a request miss the cache. Loop thread only:
+ * the string is kept in a buffer of this file. NULL when out of memory.
+ */
+static const char *req_text(CcdReq *r, uint32_t used, size_t *len)
 {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a of path?query, then the version */
-    for (const char *s = r->path; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    h = (h ^ '?') * 1099511628211ULL;
-    for (const char *s = r->rawq ? r->rawq : ""; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    static char *buf;
+    static size_t cap;
+    size_t need = strlen(r->path) + 2;
+    for (int i = 0; i < r->query.n; i++)
+        if (used >> i & 1)
+            need += strlen(r->query.key[i]) + strlen(r->query.val[i]) + 44;
+    if (need > cap) {
+        char *p = realloc(buf, need);
+        if (!p)
+            return NULL;
+        buf = p;
+        cap = need;
+    }
+    /* the pairs read by name: their order in the query changes nothing (a name is read
+     * once, the first of its pairs, so the names read differ) */
+    int order[CCD_QUERY_MAX], m = 0;
+    for (int i = 0; i < r->query.n; i++) {
+        if (!(used >> i & 1))
+            continue;
+        int j = m++;
+        for (; j > 0 && strcasecmp(r->query.key[order[j - 1]], r->query.key[i]) > 0; j--)
+            order[j] = order[j - 1];
+        order[j] = i;
+    }
+    size_t n = (size_t)snprintf(buf, cap, "%s?", r->path);
+    for (int o = 0; o < m; o++) {
+        const char *k = r->query.key[order[o]], *v = r->query.val[order[o]];
+        n += (size_t)snprintf(buf + n, cap - n, "%zu:", strlen(k));
+        for (; *k; k++)
+            buf[n++] = (char)tolower((unsigned char)*k);
+        n += (size_t)snprintf(buf + n, cap - n, "%zu:%s", strlen(v), v);
+    }
+    *len = n;
+    return buf;
+}
+
+static uint64_t req_key(const char *text, size_t n, uint64_t version)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a of the request's text, then the version */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)text[i]) * 1099511628211ULL;
     return (h ^ version) * 1099511628211ULL;
 }
 
-static int same_req(const RcSlot *s, CcdReq *r)
+static int same_req(const RcSlot *s, const char *text, size_t n)
 {
-    size_t n = strlen(r->path);
-    return !strncmp(s->req, r->path, n) && s->req[n] == '?' &&
-           !strcmp(s->req + n + 1, r->rawq ? r->rawq : "");
+    return s->req && s->req_len == n && !memcmp(s->req, text, n);
 }
 
 /* The weak ETag of the reply under `key` (weak: the same for its gzip), on the reply with
@@ -224,9 +267,11 @@ int ccd_reply_cached(CcdReq *r, uint64_t version)
 {
     CcdReplyCache *rc = ccd_http_rc(r->d);
     char etag[24];
-    if (!rc)
+    size_t tlen;
+    const char *text = rc ? req_text(r, r->query_used, &tlen) : NULL;
+    if (!text)
         return 0;
-    uint64_t key = req_key(r, version);
+    uint64_t key = req_key(text, tlen, version);
     RcSlot *s = &rc->slots[key % CCD_RC_SLOTS];
     etag_of(rc, key, etag, sizeof etag);
     if (r->method == EVHTTP_REQ_GET &&
@@ -239,9 +284,10 @@ int ccd_reply_cached(CcdReq *r, uint64_t version)
         add_etag(r, etag);
         return ccd_text(r, 304, "application/json");
     }
-    if (!s->plain || s->key != key || s->version != version || !same_req(s, r)) {
+    if (!s->plain || s->key != key || s->version != version || !same_req(s, text, tlen)) {
         rc->misses++;
         r->rc_want = 1;
+        r->rc_query_used = r->query_used;
         r->rc_key = key;
         r->rc_version = version;
         return 0;
@@ -262,15 +308,14 @@ int ccd_reply_cached(CcdReq *r, uint64_t version)
 static void keep(CcdReplyCache *rc, CcdReq *r, CcdBody *plain, CcdBody *gz)
 {
     RcSlot *s = &rc->slots[r->rc_key % CCD_RC_SLOTS];
-    size_t need = plain->len + (gz ? gz->len : 0);
-    size_t plen = strlen(r->path), qlen = r->rawq ? strlen(r->rawq) : 0;
+    size_t need = plain->len + (gz ? gz->len : 0), tlen;
+    const char *text = req_text(r, r->rc_query_used, &tlen);
     slot_clear(rc, s);
-    if (plain->len > CCD_RC_MAX_BODY || rc->bytes + need > CCD_RC_MAX_TOTAL ||
-        !(s->req = malloc(plen + qlen + 2)))
+    if (!text || plain->len > CCD_RC_MAX_BODY || rc->bytes + need > CCD_RC_MAX_TOTAL ||
+        !(s->req = malloc(tlen)))
         return;
-    memcpy(s->req, r->path, plen);
-    s->req[plen] = '?';
-    memcpy(s->req + plen + 1, r->rawq ? r->rawq : "", qlen + 1);
+    memcpy(s->req, text, tlen);
+    s->req_len = tlen;
     s->key = r->rc_key;
     s->version = r->rc_version;
     s->plain = plain;
@@ -291,7 +336,9 @@ int ccd_rc_finish(CcdReplyCache *rc, CcdReq *r, int status)
         return 0;
     size_t n = evbuffer_get_length(r->out);
     int want_gz = n >= CCD_GZIP_MIN_BYTES && ccd_accepts_gzip(r);
-    int keep_it = r->rc_want && status == 200;
+    /* a handler that read a parameter after the lookup made a reply its key does not
+     * name: not kept (none does; this keeps the cache sound if one ever does) */
+    int keep_it = r->rc_want && status == 200 && r->query_used == r->rc_query_used;
     if (keep_it) {
         char etag[24];
         etag_of(rc, r->rc_key, etag, sizeof etag);

@@ -44,6 +44,17 @@ static const char *source_name(char buf[48], int topic, int32_t partition)
     return buf;
 }
 
+/* The records of the message being applied refused for their time (for POST /v1/kpis's
+ * reply); loop thread only. */
+static CcdTsRefusal *ts_refused;
+static int n_ts_refused, cap_ts_refused;
+
+int ccd_ingest_ts_refusals(const CcdTsRefusal **out)
+{
+    *out = ts_refused;
+    return n_ts_refused;
+}
+
 /* Whether a record's time is within ingest.max_future_s / max_past_s of the clock; counts
  * and logs the ones that are not. */
 static int ts_in_range(Ccd *d, const CcKpiRecord *r, int64_t now, int topic, int32_t partition)
@@ -57,6 +68,17 @@ static int ts_in_range(Ccd *d, const CcKpiRecord *r, int64_t now, int topic, int
         d->in.past_ts++;
         why = "behind";
     }
+    if (why && n_ts_refused == cap_ts_refused) {
+        int cap = cap_ts_refused ? cap_ts_refused * 2 : 16;
+        CcdTsRefusal *t = realloc(ts_refused, (size_t)cap * sizeof *t);
+        if (t) {
+            ts_refused = t;
+            cap_ts_refused = cap;
+        }
+    }
+    if (why && n_ts_refused < cap_ts_refused)
+        ts_refused[n_ts_refused++] =
+            (CcdTsRefusal){r->element, why[0] == 'a', r->ts, (int64_t)llabs(r->ts - now)};
     if (why)
         CCD_LOG_RL(CC_LOG_WARN, "ingest",
                    "record of cell %s (%s) refused: its time %lld is %lld s %s the clock "
@@ -71,6 +93,7 @@ int ccd_ingest_message(Ccd *d, const void *buf, size_t len, int topic, int32_t p
 {
     CcKpiBatch kb;
     int64_t t0 = cc_now_ns();
+    n_ts_refused = 0;
     int rc = cc_kpi_decode(d->kpi, buf, len, &kb);
     int64_t t1 = cc_now_ns();
     d->in.ns_parse += t1 - t0;

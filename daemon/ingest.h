@@ -33,6 +33,18 @@
 
 #include "cellcastd.h"
 
+/** A valid record of the last message refused for its time (ingest.max_future_s /
+ *  ingest.max_past_s): its element, whether ahead (1) or behind (0) the clock, its time
+ *  and how far it is off (seconds). */
+typedef struct CcdTsRefusal {
+    int element, future;
+    int64_t ts, off_s;
+} CcdTsRefusal;
+
+/** The records of the last ccd_ingest_message refused for their time (valid until the
+ *  next call; loop thread); returns their number. */
+int ccd_ingest_ts_refusals(const CcdTsRefusal **out);
+
 /** Decodes one KPI message and applies its records (Kafka and POST /v1/kpis). topic -1 =
  *  HTTP. Fills *batch_out with the decoder's view (valid until the next call) if given.
  *  Returns 0, -ENOSPC (table full) or -ENOMEM. */

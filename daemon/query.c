@@ -85,12 +85,18 @@ fail:
     return -EINVAL;
 }
 
-const char *ccd_query_find(const CcdQuery *q, const char *name)
+int ccd_query_index(const CcdQuery *q, const char *name)
 {
     for (int i = 0; i < q->n; i++)
         if (!strcasecmp(q->key[i], name))
-            return q->val[i];
-    return NULL;
+            return i;
+    return -1;
+}
+
+const char *ccd_query_find(const CcdQuery *q, const char *name)
+{
+    int i = ccd_query_index(q, name);
+    return i >= 0 ? q->val[i] : NULL;
 }
 
 int ccd_parse_kpis(const char *s, const CcHparams *hp, uint64_t *mask, char *bad, size_t badlen)

@@ -31,6 +31,8 @@ typedef struct CcdQuery {
 int ccd_query_parse(CcdQuery *q, const char *qs);
 /** Frees the pairs; q can be parsed into again. */
 void ccd_query_free(CcdQuery *q);
+/** The index of name's pair (the first), or -1. */
+int ccd_query_index(const CcdQuery *q, const char *name);
 /** The decoded value of name, or NULL. */
 const char *ccd_query_find(const CcdQuery *q, const char *name);
 

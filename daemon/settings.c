@@ -127,7 +127,19 @@ static int check_snapshot_dir(const CcdConfig *cfg, char *err, size_t errlen)
         return cc_errf(err, errlen, -EACCES,
                        "key 'snapshot.path': directory '%s' is not a writable directory (%s)", dir,
                        errno ? strerror(errno) : "not a directory");
-    return 0;
+    /* the file itself (and the alert journal beside it): a device node passed and was
+     * replaced by a regular file at shutdown, a FIFO hung the start before listening */
+    char file[PATH_MAX + 16];
+    if (!strcmp(p, "auto"))
+        snprintf(file, sizeof file, "%s/state.snap", dir);
+    else
+        snprintf(file, sizeof file, "%s", p);
+    int rc = ccd_snapshot_path_check(file, err, errlen);
+    if (!rc) {
+        strcat(file, ".alerts");
+        rc = ccd_snapshot_path_check(file, err, errlen);
+    }
+    return rc;
 }
 
 static int kafka_settings(CcdSettings *s, const CcdConfig *cfg)

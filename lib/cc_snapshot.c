@@ -549,10 +549,23 @@ int cc_snapshot_read_open(CcSnapshotReader **out, const char *path, uint64_t exp
         free(r);
         return cc_errf(err, errlen, -ENOMEM, "snapshot: out of memory");
     }
-    r->f = fopen(path, "rbe");
-    if (!r->f) {
+    /* O_NONBLOCK: opening a FIFO for reading waited for a writer (the daemon hung before
+     * it listened); only a regular file is read */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) {
         rc = cc_errf(err, errlen, errno == ENOENT ? -ENOENT : -EIO, "snapshot %s: %s", path,
                      strerror(errno));
+        goto error;
+    }
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        close(fd);
+        rc = cc_errf(err, errlen, -EINVAL, "snapshot %s: not a regular file", path);
+        goto error;
+    }
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) || !(r->f = fdopen(fd, "rb"))) {
+        rc = cc_errf(err, errlen, -EIO, "snapshot %s: %s", path, strerror(errno));
+        close(fd);
         goto error;
     }
     uint8_t h[HEADER_SIZE];

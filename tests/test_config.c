@@ -220,6 +220,96 @@ static void test_validate(void **state)
 /* forecast.interval_adapt (issue 12, daemon/interval.h): on by default (issue 31), its rate 0 (the
  * library's) by default, [0, 1]; a negative, NaN or > 1 rate is refused naming the key;
  * both reloadable, in GET /v1/config. */
+/* validate must refuse `key=value` with a message naming the key and containing `what` */
+static void expect_invalid(const char *assignment, const char *key, const char *what)
+{
+    CcdConfig c;
+    char err[512] = "";
+    assert_int_equal(ccd_config_init(&c), 0);
+    assert_int_equal(ccd_config_set(&c, assignment, err, sizeof err), 0);
+    if (!ccd_config_validate(&c, err, sizeof err))
+        fail_msg("'%s' passed validation", assignment);
+    if (!strstr(err, key) || !strstr(err, what))
+        fail_msg("'%s': error '%s' lacks '%s' / '%s'", assignment, err, key, what);
+    ccd_config_free(&c);
+}
+
+static void expect_valid(const char *assignment)
+{
+    CcdConfig c;
+    char err[512] = "";
+    assert_int_equal(ccd_config_init(&c), 0);
+    assert_int_equal(ccd_config_set(&c, assignment, err, sizeof err), 0);
+    if (ccd_config_validate(&c, err, sizeof err))
+        fail_msg("'%s' refused: %s", assignment, err);
+    ccd_config_free(&c);
+}
+
+/* hostile-input probe (issue 29): values that passed --check-config and failed later */
+static void test_names_and_urls(void **state)
+{
+    (void)state;
+    char long_topic[300] = "kafka.topics=";
+    memset(long_topic + strlen(long_topic), 'a', 250);
+    expect_invalid("http.advertise=ftp://x", "'http.advertise'", "not an http:// or https://");
+    expect_invalid("http.advertise=http://", "'http.advertise'", "with a host");
+    expect_invalid("http.advertise=http://a b:80", "'http.advertise'", "URL");
+    expect_invalid("http.advertise=cellcast-2:8080", "'http.advertise'", "URL");
+    expect_valid("http.advertise=http://cellcast-2.example:8080");
+    expect_valid("http.advertise=https://[::1]:8443/base");
+    expect_invalid("kafka.topics=kpis,a b", "'kafka.topics'", "not a Kafka topic name");
+    expect_invalid("kafka.topics=..", "'kafka.topics'", "not a Kafka topic name");
+    expect_invalid("kafka.topics=.", "'kafka.topics'", "not a Kafka topic name");
+    expect_invalid("kafka.topics=k/p", "'kafka.topics'", "not a Kafka topic name");
+    expect_invalid(long_topic, "'kafka.topics'", "1..249");
+    long_topic[strlen("kafka.topics=") + 249] = 0; /* 249: the longest legal */
+    expect_valid(long_topic);
+    expect_valid("kafka.topics=Kp_1.x-y,...");
+    expect_invalid("kafka.alert_topic=al%erts", "'kafka.alert_topic'", "not a Kafka topic name");
+    expect_invalid("kafka.alert_topic=", "'kafka.alert_topic'", "topic name is needed");
+    expect_invalid("kafka.dead_letter_topic=dl q", "'kafka.dead_letter_topic'", "topic name");
+    expect_valid("kafka.dead_letter_topic=");
+    expect_invalid("kafka.state_topic=st:1", "'kafka.state_topic'", "topic name");
+    expect_valid("kafka.state_topic=auto");
+    expect_valid("kafka.state_topic=");
+    expect_invalid("cluster.members_topic=m\xc3\xa9", "'cluster.members_topic'", "topic name");
+}
+
+/* snapshot.path: a device node passed --check-config and was replaced by a regular file at
+ * shutdown; a FIFO passed and the start hung reading it */
+static void test_snapshot_path_kind(void **state)
+{
+    (void)state;
+    char err[512] = "", dir[] = "/tmp/cc_test_snap_XXXXXX", p[96];
+    assert_true(mkdtemp(dir) != NULL);
+    snprintf(p, sizeof p, "%s/fifo", dir);
+    assert_int_equal(mkfifo(p, 0600), 0);
+    assert_int_not_equal(ccd_snapshot_path_check(p, err, sizeof err), 0);
+    assert_non_null(strstr(err, "'snapshot.path'"));
+    assert_non_null(strstr(err, "a FIFO"));
+    remove(p);
+    assert_int_not_equal(ccd_snapshot_path_check("/dev/null", err, sizeof err), 0);
+    assert_non_null(strstr(err, "a character device"));
+    assert_int_not_equal(ccd_snapshot_path_check(dir, err, sizeof err), 0);
+    assert_non_null(strstr(err, "a directory"));
+    /* absent (made at the first snapshot), a regular file, a link to one: fine */
+    assert_int_equal(ccd_snapshot_path_check(p, err, sizeof err), 0);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(ccd_snapshot_path_check(p, err, sizeof err), 0);
+    char link[128];
+    snprintf(link, sizeof link, "%s/link", dir);
+    assert_int_equal(symlink("/dev/null", link), 0);
+    assert_int_not_equal(ccd_snapshot_path_check(link, err, sizeof err), 0);
+    remove(link);
+    assert_int_equal(symlink(p, link), 0);
+    assert_int_equal(ccd_snapshot_path_check(link, err, sizeof err), 0);
+    remove(link);
+    remove(p);
+    rmdir(dir);
+}
+
 static void test_interval_adapt_rate(void **state)
 {
     (void)state;
@@ -327,6 +417,8 @@ int main(void)
         cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_set),
         cmocka_unit_test(test_validate),
+        cmocka_unit_test(test_names_and_urls),
+        cmocka_unit_test(test_snapshot_path_kind),
         cmocka_unit_test(test_interval_adapt_rate),
         cmocka_unit_test(test_yaml_round_trip),
         cmocka_unit_test(test_large_map),

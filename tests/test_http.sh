@@ -49,6 +49,20 @@ log:
 YAML
 
 "$CELLCASTD" -c "$TMP/c.yaml" --check-config >/dev/null || { echo "FAIL: --check-config"; exit 1; }
+# --check-config refuses what used to pass and fail later: a FIFO as snapshot.path (the
+# start hung on it), a device node (replaced by a regular file at shutdown), a URL that is
+# not http(s), an illegal Kafka topic name
+mkfifo "$TMP/fifo.snap"
+for bad in "snapshot.path=$TMP/fifo.snap|a FIFO" "snapshot.path=/dev/null|a character device" \
+    "http.advertise=ftp://x|not an http:// or https:// URL" \
+    "kafka.topics=kpis,a b|not a Kafka topic name" "kafka.dead_letter_topic=..|not a Kafka topic name"; do
+    set=${bad%%|*} want=${bad#*|}
+    if out=$("$CELLCASTD" -c "$TMP/c.yaml" --set "$set" --check-config 2>&1); then
+        fail "--check-config --set $set passed"
+    else
+        case $out in *"$want"*) ;; *) fail "--check-config --set $set: '$out' lacks '$want'" ;; esac
+    fi
+done
 # The README's quick start runs the shipped configuration: it must keep the demo feed on
 # (conf/cellcast.yaml is regenerated from the table, whose default is off).
 if "$CELLCASTD" -c "$ROOT/conf/cellcast.yaml" --print-config |
@@ -154,8 +168,28 @@ $PY -c "import json,sys; d=json.load(open('$TMP/body')); assert d['accepted']==1
     fail "mixed message: $(cat "$TMP/body")"
 # a far-future time is refused against the clock (ingest.max_future_s), not applied
 echo '{"cell":"c1","ts":"9999-12-31T23:45:00Z","prb":1,"thr":2,"users":3}' >"$TMP/future.json"
-check POST /v1/kpis 202 "$TMP/future.json"
-grep -q '"accepted":0,"rejected":1' "$TMP/body" || fail "far-future record: $(cat "$TMP/body")"
+# nothing accepted: 422 (as for invalid records), each refusal named with its reason (it
+# answered 202 with an empty errors list)
+check POST /v1/kpis 422 "$TMP/future.json"
+$PY - "$TMP/body" <<'PYEOF' || fail "far-future record: $(cat "$TMP/body")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["accepted"] == 0 and d["rejected"] == 1 and d["type"].endswith("/future_ts"), d
+assert [(e["element"], e["reason"]) for e in d["errors"]] == [(0, "future_ts")], d
+assert "9999-12-31T23:45:00Z" in d["errors"][0]["message"] and "ingest.max_future_s = 900" in d["errors"][0]["message"], d
+assert "element 0: future_ts" in d["detail"], d
+PYEOF
+# some accepted: 202, the future one named in errors
+echo "[{\"cell\":\"c9\",\"ts\":$((1714557600 + 900)),\"prb\":1,\"thr\":2,\"users\":3},
+  {\"cell\":\"bad id!\",\"ts\":1,\"prb\":1},
+  {\"cell\":\"c9\",\"ts\":\"9999-12-31T23:45:00Z\",\"prb\":1}]" >"$TMP/future2.json"
+check POST /v1/kpis 202 "$TMP/future2.json"
+$PY - "$TMP/body" <<'PYEOF' || fail "future record beside a valid one: $(cat "$TMP/body")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["accepted"] == 1 and d["rejected"] == 2, d
+assert sorted((e["element"], e["reason"]) for e in d["errors"]) == [(1, "bad_cell_id"), (2, "future_ts")], d
+PYEOF
 
 ok=
 for _ in $(seq 50); do
@@ -371,10 +405,10 @@ for want in 'cellcast_http_requests_total{route="/v1/kpis",code="413"} 1' \
             'cellcast_http_requests_total{route="unmatched",code="404"} 2' \
             'cellcast_http_requests_total{route="/v1/cells/{id}/forecast",code="422"} 4' \
             'cellcast_ingest_invalid_total{reason="missing_ts"} 2' \
-            'cellcast_ingest_invalid_total{reason="bad_cell_id"} 1' \
+            'cellcast_ingest_invalid_total{reason="bad_cell_id"} 2' \
             'cellcast_ingest_invalid_total{reason="not_json"} 1' \
             'cellcast_ingest_unmapped_fields_total 1' \
-            'cellcast_ingest_out_of_range_total{reason="future_ts"} 1' \
+            'cellcast_ingest_out_of_range_total{reason="future_ts"} 2' \
             "cellcast_cells $NCELLS"; do
     grep -qF "$want" "$TMP/body" || fail "/metrics lacks '$want'"
 done
@@ -433,6 +467,69 @@ errs=$(echo "$body" | awk '$1 == "cellcast_http_accept_errors_total" { print $2 
 nlog=$(grep -c 'accept failed' "$TMP/fdlog")
 [ "$nlog" -le 6 ] || fail "$nlog log lines for failed accepts (rate limit: 5 per 10 s)"
 case $cpu in 00:00:0[0-1] | 0:0[0-1]) ;; *) fail "daemon CPU time $cpu while out of descriptors" ;; esac
+grep -q 'http.max_connections = 1000 is above the descriptor limit (RLIMIT_NOFILE 48)' "$TMP/fdlog" ||
+    fail "no warning that http.max_connections exceeds RLIMIT_NOFILE: $(grep -i descriptor "$TMP/fdlog")"
+stop_daemon >/dev/null
+
+# --- slow request heads: one byte a second (each read within http.timeout_s) used to hold
+# a connection for ever; http.header_timeout_s bounds the whole head. A keep-alive
+# connection idle between requests has no such deadline, and normal requests are served.
+cat >"$TMP/slow.yaml" <<YAML
+model:
+  path: "$MODEL"
+kafka:
+  brokers: none
+http:
+  port: 0
+  timeout_s: 3
+  header_timeout_s: 2
+YAML
+"$CELLCASTD" -c "$TMP/slow.yaml" >"$TMP/slowlog" 2>&1 &
+DPID=$!
+for _ in $(seq 100); do PORT=$(daemon_port "$TMP/slowlog"); [ -n "$PORT" ] && break; sleep 0.1; done
+$PY - "$PORT" <<'PYEOF' || fail "slow request head"
+import socket, sys, threading, time, urllib.request
+port = int(sys.argv[1])
+head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: aaaaaaaaaaaaaaaaaaaa\r\n\r\n"
+closed_after = []
+def trickle():
+    s = socket.create_connection(("127.0.0.1", port))
+    t0 = time.monotonic()
+    try:
+        for b in head:
+            s.sendall(bytes([b]))
+            s.settimeout(1.0)
+            try:
+                if s.recv(4096) == b"":
+                    break
+            except socket.timeout:
+                pass
+    except OSError:
+        pass
+    closed_after.append(time.monotonic() - t0)
+slow = [threading.Thread(target=trickle) for _ in range(3)]
+for t in slow:
+    t.start()
+time.sleep(0.5)
+# normal requests are served meanwhile
+assert urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2).status == 200
+# a keep-alive connection idle past the head's deadline between two requests is kept
+k = socket.create_connection(("127.0.0.1", port), timeout=5)
+for _ in range(2):
+    k.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    reply = k.recv(4096)
+    assert reply.startswith(b"HTTP/1.1 200"), reply[:80]
+    time.sleep(2.6)
+for t in slow:
+    t.join(12)
+# closed at the deadline (2 s, the next byte at most 1 s late), long before the head's
+# len(head) s of trickling ended
+assert len(closed_after) == 3 and all(1.8 <= c <= 4.0 for c in closed_after), closed_after
+PYEOF
+n=$(curl -sf "http://127.0.0.1:$PORT/metrics" | awk '$1 == "cellcast_http_header_timeouts_total" { print $2 }')
+[ "$n" = 3 ] || fail "header timeouts counted: '$n', want 3"
+grep -q 'no complete request head within http.header_timeout_s = 2 s' "$TMP/slowlog" ||
+    fail "no log line for the slow head"
 stop_daemon >/dev/null
 
 if [ "$FAILS" != 0 ]; then

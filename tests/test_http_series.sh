@@ -32,6 +32,7 @@ kafka:
 http:
   post_kpis: open
   port: 0
+  max_read_values: 1000
   cors_origins: ["http://dash.example"]
 ingest:
   batch_ms: 5
@@ -288,6 +289,41 @@ expect "/v1/forecast?cells=$ids" 422
 expect "/v1/history?cells=$ids" 422
 expect "/v1/forecast" 422
 expect "/v1/history?cells=" 422
+
+# --- a batch read validates its ids as the single-cell routes do (400, no raw bytes echoed);
+# a valid id this daemon does not hold stays in "unknown"
+for bad in "%ff" "c1,%ff" "c1,a%20b" "c1,,c2" "$(printf 'x%.0s' $(seq 65))"; do
+    expect "/v1/history?cells=$bad" 400
+    $PY -c 'import json,sys; json.loads(open(sys.argv[1], "rb").read().decode("utf-8"))' "$TMP/body" ||
+        fail "cells=$bad: not UTF-8 JSON: $(head -c 200 "$TMP/body" | od -c | head -3)"
+    expect "/v1/forecast?cells=$bad" 400
+done
+grep -q 'not a valid cell id' "$TMP/body" || fail "bad id message: $(cat "$TMP/body")"
+curl -s "$U/metrics" | grep -q '^cellcast_http_reads_refused_total{reason="bad_cell_id"} 10$' ||
+    fail "bad cell ids not counted: $(curl -s "$U/metrics" | grep reads_refused)"
+# --- the work one read may ask for: cells x steps x KPIs <= http.max_read_values (1000 here)
+many=c1$(printf ',c1%.0s' $(seq 11)) # 12 x ~60 steps x 3 KPIs
+expect "/v1/history?cells=$many" 413
+grep -q 'http.max_read_values is 1000' "$TMP/body" || fail "413 message: $(cat "$TMP/body")"
+expect "/v1/history?cells=$many&kpis=prb" 200 # a third of the values
+expect "/v1/history?cells=$many&max_points=20" 200
+curl -s "$U/metrics" | grep -q '^cellcast_http_reads_refused_total{reason="max_read_values"} 1$' ||
+    fail "read limit not counted: $(curl -s "$U/metrics" | grep reads_refused)"
+# --- parameters no handler reads, their order, a name's case and percent-encoding are no
+# reply-cache bypass: the same reply (ETag), served from the cache
+hits() { curl -s "$U/metrics" | sed -n 's/^cellcast_http_reply_cache_total{result="hit"} //p'; }
+expect "/v1/history?cells=c2,c1&max_points=7&x=1" 200
+etag1=$(tr -d '\r' <"$TMP/hdr" | sed -n 's/^[Ee][Tt]ag: //p')
+h0=$(hits)
+for q in "cells=c2,c1&max_points=7&x=2" "max_points=7&_=123&cells=c2%2Cc1" "CELLS=c2,c1&Max_Points=7"; do
+    expect "/v1/history?$q" 200
+    etag=$(tr -d '\r' <"$TMP/hdr" | sed -n 's/^[Ee][Tt]ag: //p')
+    [ -n "$etag" ] && [ "$etag" = "$etag1" ] || fail "?$q: ETag $etag, want $etag1"
+done
+[ "$(hits)" -ge $((h0 + 3)) ] || fail "unread parameters missed the reply cache: hits $h0 -> $(hits)"
+expect "/v1/history?cells=c2,c1&max_points=6" 200 # a parameter read: another reply
+etag=$(tr -d '\r' <"$TMP/hdr" | sed -n 's/^[Ee][Tt]ag: //p')
+[ "$etag" != "$etag1" ] || fail "max_points=6 got the ETag of max_points=7"
 
 # --- CORS: listed origin only; preflight answered with the route's methods
 expect /v1/cells/c1/forecast 200 -X OPTIONS -H 'Origin: http://dash.example' \

@@ -28,6 +28,11 @@ static void test_pairs(void **state)
     assert_string_equal(ccd_query_find(&q, "cell"), "enb-7/2");
     assert_string_equal(ccd_query_find(&q, "x"), "a b%zz");
     assert_null(ccd_query_find(&q, "nope"));
+    /* the index of the pair read (the reply cache keys a reply by the pairs read): the
+     * first of repeated names, whatever their case */
+    assert_int_equal(ccd_query_index(&q, "KIND"), 1);
+    assert_int_equal(ccd_query_index(&q, "cell"), 2);
+    assert_int_equal(ccd_query_index(&q, "nope"), -1);
     ccd_query_free(&q);
 }
 

@@ -707,12 +707,36 @@ static void test_crafted_records(void **state)
     cc_model_close(&m);
 }
 
+/* Only a regular file is read: opening a FIFO for reading waited for a writer, and the
+ * daemon hung at start before it listened (hostile-input probe, issue 29). */
+static void test_not_a_regular_file(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/cc_test_snapshot_fifo_XXXXXX", p[96], err[256] = "";
+    CcSnapshotReader *r = NULL;
+    CcSnapshotInfo info;
+    assert_true(mkdtemp(dir) != NULL);
+    snprintf(p, sizeof p, "%s/state.snap", dir);
+    assert_int_equal(mkfifo(p, 0600), 0);
+    assert_int_equal(cc_snapshot_read_open(&r, p, 0, &info, err, sizeof err), -EINVAL);
+    assert_null(r);
+    assert_non_null(strstr(err, "not a regular file"));
+    assert_int_equal(cc_snapshot_read_open(&r, "/dev/null", 0, &info, err, sizeof err), -EINVAL);
+    assert_int_equal(cc_snapshot_read_open(&r, dir, 0, &info, err, sizeof err), -EINVAL);
+    remove(p);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_crc32),           cmocka_unit_test(test_roundtrip),
-        cmocka_unit_test(test_refusals),        cmocka_unit_test(test_atomic_replace_and_abort),
-        cmocka_unit_test(test_crafted_records), cmocka_unit_test(test_state_records),
+        cmocka_unit_test(test_crc32),
+        cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_not_a_regular_file),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_atomic_replace_and_abort),
+        cmocka_unit_test(test_crafted_records),
+        cmocka_unit_test(test_state_records),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
