@@ -261,7 +261,7 @@ int main(int argc, char **argv)
         goto out_cfg;
     }
 
-    ccd_host_setup_blas(argc, argv, d->cfg.engine_blas_coretype);
+    ccd_host_setup_blas(argc, argv, d->cfg.engine_blas_coretype, ccd_log_level >= CC_LOG_DEBUG);
     char model_path[4096];
     if ((rc = ccd_model_open(&d->model, d->cfg.model_path, model_path, sizeof model_path, err,
                              sizeof err))) {

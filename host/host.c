@@ -20,7 +20,7 @@ static int cpu_has_avx512(void)
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
 }
 
-void ccd_host_setup_blas(int argc, char **argv, const char *coretype)
+void ccd_host_setup_blas(int argc, char **argv, const char *coretype, int verbose)
 {
     (void)argc;
     const char *want = NULL;
@@ -47,10 +47,14 @@ void ccd_host_setup_blas(int argc, char **argv, const char *coretype)
         want = coretype;
     if (want) {
         setenv("OPENBLAS_CORETYPE", want, 1);
-        fprintf(stderr,
-                "cellcast: OpenBLAS chose %s kernels; re-executing with "
-                "OPENBLAS_CORETYPE=%s (blas_coretype=%s)\n",
-                openblas_get_corename(), want, coretype);
+        /* Only when asked: on a CPU OpenBLAS does not know this would otherwise print on
+         * every CLI command (the choice is the same each time on one machine); the set in
+         * use is reported anyway (`cellcast bench`'s blas_core, the daemon's status). */
+        if (verbose)
+            fprintf(stderr,
+                    "cellcast: OpenBLAS chose %s kernels; re-executing with "
+                    "OPENBLAS_CORETYPE=%s (blas_coretype=%s)\n",
+                    openblas_get_corename(), want, coretype);
         reexec = 1;
     }
     if (reexec) {
