@@ -44,7 +44,7 @@ for core in $CORETYPES; do
     pass=$((pass + ${ok:-0}))
     fail=$((fail + bad))
     echo "coretype $core: ${ok:-0} passed, $bad failed ($(($(date +%s) - start)) s)"
-    [ "$bad" -eq 0 ] || grep -E ' (FAIL|TIMEOUT) |UNEXPECTEDPASS' "$log"
+    [ "$bad" -eq 0 ] || grep -E ' (FAIL|TIMEOUT) |UNEXPECTEDPASS' "$log" | sort -u
 done
 echo "${pass} passed, ${fail} failed"
 [ "$fail" -eq 0 ]
