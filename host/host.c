@@ -20,9 +20,8 @@ static int cpu_has_avx512(void)
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
 }
 
-void ccd_host_setup_blas(int argc, char **argv, const char *coretype)
+void ccd_host_setup_blas(int argc, char **argv, const char *coretype, int verbose)
 {
-    (void)argc;
     const char *want = NULL;
     int reexec = 0;
     if (!coretype || !*coretype)
@@ -47,10 +46,18 @@ void ccd_host_setup_blas(int argc, char **argv, const char *coretype)
         want = coretype;
     if (want) {
         setenv("OPENBLAS_CORETYPE", want, 1);
-        fprintf(stderr,
-                "cellcast: OpenBLAS chose %s kernels; re-executing with "
-                "OPENBLAS_CORETYPE=%s (blas_coretype=%s)\n",
-                openblas_get_corename(), want, coretype);
+        /* Only when asked: on a CPU OpenBLAS does not know this would otherwise print on
+         * every CLI command (the choice is the same each time on one machine); the set in
+         * use is reported anyway (`cellcast bench`'s blas_core; cellcastd's status, memory.blas,
+         * and cellcast_build_info{blas}). */
+        if (verbose) {
+            const char *prog = argc > 0 && argv[0] ? argv[0] : "cellcast";
+            const char *slash = strrchr(prog, '/');
+            fprintf(stderr,
+                    "%s: OpenBLAS chose %s kernels; re-executing with "
+                    "OPENBLAS_CORETYPE=%s (blas_coretype=%s)\n",
+                    slash ? slash + 1 : prog, openblas_get_corename(), want, coretype);
+        }
         reexec = 1;
     }
     if (reexec) {

@@ -8,7 +8,7 @@
  * OpenBLAS only honours OPENBLAS_CORETYPE when read at library load, so the host decides
  * before any BLAS call: setting `blas_coretype` ("auto" by default):
  *   - "auto": if the CPU has AVX-512F/BW/DQ/VL and OPENBLAS_CORETYPE is unset, re-execute
- *     the process once with OPENBLAS_CORETYPE=SKYLAKEX (logged); otherwise keep OpenBLAS's
+ *     the process once with OPENBLAS_CORETYPE=SKYLAKEX; otherwise keep OpenBLAS's
  *     own choice;
  *   - "native": never interfere;
  *   - any OpenBLAS core name ("SkylakeX", "Haswell", ...): force it (re-exec if it differs).
@@ -21,8 +21,10 @@
 #ifndef CC_HOST_H
 #define CC_HOST_H
 
-/** Call first thing in main(). May re-execute the process (never returns then). */
-void ccd_host_setup_blas(int argc, char **argv, const char *coretype);
+/** Call first thing in main(). May re-execute the process (never returns then). verbose:
+ *  say so on stderr when it re-executes for the kernel set (the daemon at log level debug;
+ *  the CLI never: the same notice on every command of one machine is noise). */
+void ccd_host_setup_blas(int argc, char **argv, const char *coretype, int verbose);
 
 /** The OpenBLAS kernel set in use ("Haswell", "SkylakeX", ...). */
 const char *ccd_host_blas_core(void);
