@@ -2,6 +2,7 @@
  * http.h. Routes and handlers are in api.c. */
 #include "http.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -354,6 +356,141 @@ static const char *http_date(CcdHttp *h)
     return h->date;
 }
 
+/* ---- the reply cache at the chokepoint (http_cache.h keeps the bodies) ---- */
+
+int ccd_accepts_gzip(CcdReq *r)
+{
+    return ccd_accepts_gzip_value(
+        evhttp_find_header(evhttp_request_get_input_headers(r->req), "Accept-Encoding"));
+}
+
+/*
+ * The request as the cache knows it: the path and the query pairs the handler read (by
+ * name, names in lower case, each name and value length-prefixed so that no two
+ * sets of pairs spell the same key). A parameter no handler reads (`&x=1`, a changing
+ * `&_=<time>`), the order of the pairs, the case of a name and its percent-encoding change
+ * nothing in a reply, so they no longer make a request miss the cache. Loop thread only:
+ * the string is kept in a buffer of this file. NULL when out of memory.
+ */
+static const char *req_text(CcdReq *r, uint32_t used, size_t *len)
+{
+    static char *buf;
+    static size_t cap;
+    size_t need = strlen(r->path) + 2;
+    for (int i = 0; i < r->query.n; i++)
+        if (used >> i & 1)
+            need += strlen(r->query.key[i]) + strlen(r->query.val[i]) + 44;
+    if (need > cap) {
+        char *p = realloc(buf, need);
+        if (!p)
+            return NULL;
+        buf = p;
+        cap = need;
+    }
+    /* the pairs read by name: their order in the query changes nothing (a name is read
+     * once, the first of its pairs, so the names read differ) */
+    int order[CCD_QUERY_MAX], m = 0;
+    for (int i = 0; i < r->query.n; i++) {
+        if (!(used >> i & 1))
+            continue;
+        int j = m++;
+        for (; j > 0 && strcasecmp(r->query.key[order[j - 1]], r->query.key[i]) > 0; j--)
+            order[j] = order[j - 1];
+        order[j] = i;
+    }
+    size_t n = (size_t)snprintf(buf, cap, "%s?", r->path);
+    for (int o = 0; o < m; o++) {
+        const char *k = r->query.key[order[o]], *v = r->query.val[order[o]];
+        n += (size_t)snprintf(buf + n, cap - n, "%zu:", strlen(k));
+        for (; *k; k++)
+            buf[n++] = (char)tolower((unsigned char)*k);
+        n += (size_t)snprintf(buf + n, cap - n, "%zu:%s", strlen(v), v);
+    }
+    *len = n;
+    return buf;
+}
+
+static void add_etag(CcdReq *r, const char *etag)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(r->req), "ETag", etag);
+    r->cache_control = "no-cache";
+}
+
+int ccd_reply_cached(CcdReq *r, uint64_t version)
+{
+    CcdReplyCache *rc = r->d->http ? r->d->http->rc : NULL;
+    char etag[24];
+    size_t tlen;
+    const char *text = rc ? req_text(r, r->query_used, &tlen) : NULL;
+    if (!text)
+        return 0;
+    uint64_t key = ccd_rc_key(text, tlen, version);
+    ccd_rc_etag(rc, key, etag, sizeof etag);
+    if (r->method == EVHTTP_REQ_GET &&
+        ccd_etag_matches(
+            evhttp_find_header(evhttp_request_get_input_headers(r->req), "If-None-Match"),
+            etag + 2 /* past W/ */)) {
+        /* the client holds this reply: the key names request and version, so no need for
+         * the body to be in the cache */
+        ccd_rc_count_hit(rc);
+        add_etag(r, etag);
+        return ccd_text(r, 304, "application/json");
+    }
+    int gz;
+    CcdBody *b = ccd_rc_lookup(rc, key, version, text, tlen, ccd_accepts_gzip(r), &gz);
+    if (!b) {
+        r->rc_want = 1;
+        r->rc_query_used = r->query_used;
+        r->rc_key = key;
+        r->rc_version = version;
+        return 0;
+    }
+    add_etag(r, etag);
+    ccd_body_add(r->out, b, b->len);
+    r->gz_ready = gz;
+    return ccd_text(r, 200, "application/json");
+}
+
+/* Before the reply goes: gzips a JSON body for a client that takes it and keeps a 200 reply
+ * of a request that asked (ccd_reply_cached). 1 when the body is gzipped (Content-Encoding:
+ * gzip to add). */
+static int reply_finish(CcdReplyCache *rc, CcdReq *r, int status)
+{
+    const char *ct = r->content_type ? r->content_type : "";
+    if (r->gz_ready)
+        return 1;
+    if (!rc || (strncmp(ct, "application/json", 16) && strncmp(ct, "application/problem+json", 24)))
+        return 0;
+    size_t n = evbuffer_get_length(r->out);
+    int want_gz = n >= CCD_GZIP_MIN_BYTES && ccd_accepts_gzip(r);
+    /* a handler that read a parameter after the lookup made a reply its key does not
+     * name: not kept (none does; this keeps the cache sound if one ever does) */
+    int keep_it = r->rc_want && status == 200 && r->query_used == r->rc_query_used;
+    if (keep_it) {
+        char etag[24];
+        ccd_rc_etag(rc, r->rc_key, etag, sizeof etag);
+        add_etag(r, etag);
+    }
+    if (!want_gz && !keep_it)
+        return 0;
+    const unsigned char *p = evbuffer_pullup(r->out, -1);
+    if (!p)
+        return 0;
+    CcdBody *plain = keep_it ? ccd_body_new(p, n) : NULL;
+    CcdBody *gz = want_gz ? ccd_rc_gzip(rc, p, n) : NULL;
+    size_t tlen;
+    const char *text = plain ? req_text(r, r->rc_query_used, &tlen) : NULL;
+    if (text)
+        ccd_rc_keep(rc, r->rc_key, r->rc_version, text, tlen, plain, gz);
+    if (gz) {
+        evbuffer_drain(r->out, n);
+        ccd_body_add(r->out, gz, gz->len);
+    }
+    ccd_body_unref(plain);
+    ccd_body_unref(gz);
+    return gz != NULL;
+}
+
 static void finish(CcdReq *r, int status)
 {
     CcdHttp *h = r->d->http;
@@ -362,7 +499,7 @@ static void finish(CcdReq *r, int status)
     int json = !strncmp(ct, "application/json", 16) || !strncmp(ct, "application/problem+json", 24);
     if (json && r->method != EVHTTP_REQ_HEAD) {
         evhttp_add_header(hdr, "Vary", "Accept-Encoding");
-        if (ccd_rc_finish(h->rc, r, status))
+        if (reply_finish(h->rc, r, status))
             evhttp_add_header(hdr, "Content-Encoding", "gzip");
     }
     if (r->cors) {
@@ -883,8 +1020,6 @@ int ccd_http_open(Ccd *d, char *err, size_t errlen)
     }
     return 0;
 }
-
-CcdReplyCache *ccd_http_rc(const Ccd *d) { return d->http ? d->http->rc : NULL; }
 
 int ccd_http_port(const Ccd *d) { return d->http ? d->http->port : 0; }
 

@@ -86,6 +86,19 @@ int ccd_problem_ext(CcdReq *r, int status, const char *slug, json_t *extra, cons
     __attribute__((format(printf, 5, 6)));
 int ccd_text(CcdReq *r, int status, const char *ctype);
 
+/** Whether the request's client takes gzip (Accept-Encoding: gzip, not q=0). */
+int ccd_accepts_gzip(CcdReq *r);
+
+/** The reply cache for a handler whose reply depends only on its request (path and the query
+ *  parameters it read) and on a version of the state it reads (e.g. the cells' publish
+ *  sequence numbers): when the cache holds that reply at that version it is served by
+ *  reference (already gzipped for a client that takes gzip): returns 200, which the handler
+ *  returns; 304 when the client's If-None-Match names that reply (a GET, cached or not);
+ *  else 0: the handler renders as usual and the chokepoint keeps what it rendered. Such a
+ *  reply carries a weak ETag (request, version, the daemon's start) and Cache-Control:
+ *  no-cache, so a polling client that finds nothing new costs the request's parsing. */
+int ccd_reply_cached(CcdReq *r, uint64_t version);
+
 /** Query parameter (decoded) or NULL. */
 const char *ccd_query(CcdReq *r, const char *name);
 

@@ -1,20 +1,13 @@
 /*
  * http_cache.h — immutable reply bodies shared by reference, gzip of replies, and a small
- * cache of rendered replies keyed by request and state version, for the HTTP chokepoint
- * (http.c) and the handlers (api.c, api_series.c).
+ * cache of rendered replies keyed by a request's text and a state version. It knows
+ * nothing of requests: the HTTP chokepoint (http.c: ccd_reply_cached, the reply's finish)
+ * turns a request into its text and key and serves or keeps what this file holds.
  *
- * A handler whose reply depends only on its request (path and query) and on a version of
- * the state it reads (e.g. the cells' publish sequence numbers) calls ccd_reply_cached:
- * when the cache holds the reply of that request at that version it is served by reference
- * (already gzipped when the client takes gzip: the compression runs once per version, not
- * per request); otherwise the handler renders as usual and the chokepoint keeps what it
- * rendered. Direct-mapped (CCD_RC_SLOTS), bodies up to CCD_RC_MAX_BODY, at most
- * CCD_RC_MAX_TOTAL bytes in all. Loop thread only.
- *
- * Such a reply carries a weak ETag (request, version and the daemon's start) and
- * Cache-Control: no-cache, so a client that polls asks with If-None-Match and gets a 304
- * without a body while the version has not moved: what a dashboard's refresh that finds
- * nothing new costs is then the request's parsing and headers.
+ * Direct-mapped (CCD_RC_SLOTS), bodies up to CCD_RC_MAX_BODY, at most CCD_RC_MAX_TOTAL
+ * bytes in all; a hit is checked against the request text kept in the slot (the key is a
+ * hash). A gzip is made once per cached body, at its first hit that takes gzip, so the
+ * compression runs once per version, not per request. Loop thread only.
  */
 #ifndef CCD_HTTP_CACHE_H
 #define CCD_HTTP_CACHE_H
@@ -23,8 +16,6 @@
 #include <stdint.h>
 
 #include <event2/buffer.h>
-
-#include "http.h"
 
 #define CCD_RC_SLOTS 256
 #define CCD_RC_MAX_BODY (4u << 20)
@@ -50,8 +41,6 @@ typedef struct CcdReplyCache CcdReplyCache;
 int ccd_rc_open(CcdReplyCache **out);
 void ccd_rc_close(CcdReplyCache **rc);
 
-/** Whether the request's client takes gzip (Accept-Encoding: gzip, not q=0). */
-int ccd_accepts_gzip(CcdReq *r);
 /** 1 if an Accept-Encoding value accepts gzip (a token "gzip" or "*" without q=0). */
 int ccd_accepts_gzip_value(const char *accept_encoding);
 
@@ -59,18 +48,24 @@ int ccd_accepts_gzip_value(const char *accept_encoding);
  *  comparison of RFC 9110 13.1.2 (W/"x" matches "x"). */
 int ccd_etag_matches(const char *if_none_match, const char *etag);
 
-/** Serves the request from the cache when it holds its reply at `version`: returns 200 (the
- *  handler returns it), or 304 when the client's If-None-Match names that reply (a GET,
- *  cached or not), else 0 and the chokepoint keeps the reply the handler renders. */
-int ccd_reply_cached(CcdReq *r, uint64_t version);
-
-/** For the chokepoint, before the reply goes: gzips a JSON body for a client that takes it
- *  and keeps a 200 reply of a request that asked (ccd_reply_cached). Returns 1 when the body
- *  is gzipped (Content-Encoding: gzip to add). */
-int ccd_rc_finish(CcdReplyCache *rc, CcdReq *r, int status);
-
-/** The chokepoint's cache (http.c). */
-CcdReplyCache *ccd_http_rc(const Ccd *d);
+/** The key of the reply to a request of text[0..n) at `version`. */
+uint64_t ccd_rc_key(const char *text, size_t n, uint64_t version);
+/** The weak ETag of the reply under `key` (the same for its gzip; the daemon's start is in
+ *  it, so a restarted daemon's versions do not match a client's old ones) into buf. */
+void ccd_rc_etag(const CcdReplyCache *rc, uint64_t key, char *buf, size_t n);
+/** The body cached under key for that version and request text, or NULL (a miss; counted).
+ *  With want_gz, its gzip when the body is long enough (made and kept at the first such
+ *  hit): *is_gz says which was returned. The cache keeps its reference. */
+CcdBody *ccd_rc_lookup(CcdReplyCache *rc, uint64_t key, uint64_t version, const char *text,
+                       size_t n, int want_gz, int *is_gz);
+/** Counts a hit served without a body (a 304). */
+void ccd_rc_count_hit(CcdReplyCache *rc);
+/** Keeps plain (and its gzip, may be NULL) under key, replacing the slot's reply; the
+ *  cache takes its own references. Too large a body is not kept. */
+void ccd_rc_keep(CcdReplyCache *rc, uint64_t key, uint64_t version, const char *text, size_t n,
+                 CcdBody *plain, CcdBody *gz);
+/** The gzip of p[0..n) as a new body (one reference; counted), or NULL. */
+CcdBody *ccd_rc_gzip(CcdReplyCache *rc, const void *p, size_t n);
 
 /** Counters for /metrics. */
 void ccd_rc_stats(const CcdReplyCache *rc, uint64_t *gzipped, uint64_t *gzip_in, uint64_t *gzip_out,
