@@ -802,6 +802,634 @@ void cc_data_close(CcDataset **pds)
     *pds = NULL;
 }
 
+/* Everything one load carries from phase to phase: cc_data_open_buffer runs the phases in
+ * order (header, rows, label column, time reading, step, series) and each reads and fills
+ * this context, so that a phase is a short function instead of a stretch of one long one. */
+typedef struct Load {
+    const CcDataSettings *sp;
+    const char *name;
+    char *err;
+    size_t errlen;
+    CcDataReport rep;
+    Csv *c;
+    CcDataset *ds;
+    int series_cap;
+    /* header */
+    int ncols;
+    char (*hdr)[CC_FEATURE_NAME_MAX]; /* the header's names ("" for an unnamed column) */
+    int tcol, ccol;                   /* time column; cell column or -1 (wide) */
+    int F, label_col;                 /* features; the `label` feature or -1 */
+    int colmap[CC_DATA_MAX_FEATURES]; /* feature j -> column */
+    char wide_id[CC_CELL_ID_MAX];     /* the cell of a wide file */
+    char tname[CC_FEATURE_NAME_MAX];  /* the time column's name, for messages */
+    /* rows */
+    CellTab cells;
+    Row *rows;
+    float *vals; /* (nrows, F) */
+    size_t nrows, rows_cap;
+    /* time reading */
+    int all_index; /* every time is a plain non-negative integer */
+    int64_t idx_min, idx_max;
+    size_t n_slash; /* a/b/YYYY times, whose order is decided on the whole file */
+    SlashSeen slash_month_first, slash_day_first;
+    int64_t *deltas; /* positive differences of successive times of a cell (ms) */
+    size_t ndeltas;
+    int64_t mode_delta; /* the most common of them, 0 if none */
+} Load;
+
+/* Opens the text: BOM, leading annotation lines and the delimiter (given or detected) come
+ * before the header and decide how every record is split. */
+static int load_begin(Load *L, const char *buf, size_t len)
+{
+    Csv *c = L->c;
+    c->buf = buf;
+    c->end = buf + len;
+    c->p = buf;
+    c->name = L->name;
+    c->line = 1;
+    if (len >= 3 && (unsigned char)buf[0] == 0xEF && (unsigned char)buf[1] == 0xBB &&
+        (unsigned char)buf[2] == 0xBF)
+        c->p += 3;
+    skip_annotations(c);
+    c->line_start = c->p;
+    char d = L->sp->delimiter;
+    if (d == '"' || d == '\r' || d == '\n')
+        return cc_errf(L->err, L->errlen, -EINVAL,
+                       "%s: the delimiter cannot be a quote or a line end", L->name);
+    c->delim = d ? d : detect_delimiter(c->p, c->end);
+    L->rep.delimiter = c->delim;
+    return 0;
+}
+
+/* Reads the header record into L->hdr: names must fit and be unique, so that a column can
+ * be found by name (time, cell, features) and named in messages. */
+static int read_header_names(Load *L)
+{
+    Csv *c = L->c;
+    int ret = csv_next(c, &L->rep.blank_lines, L->err, L->errlen);
+    if (ret < 0)
+        return ret;
+    if (ret == 0)
+        return cc_errf(L->err, L->errlen, -EINVAL, "%s: empty file (no header)", L->name);
+    L->ncols = c->nf;
+    if (L->ncols == 1) {
+        size_t n;
+        const char *f = csv_field(c, 0, &n);
+        ret =
+            check_one_column_header(L->name, f, n, c->delim, !L->sp->delimiter, L->err, L->errlen);
+        if (ret)
+            return ret;
+    }
+    L->hdr = calloc((size_t)L->ncols, sizeof *L->hdr);
+    if (!L->hdr)
+        return -ENOMEM;
+    for (int k = 0; k < L->ncols; k++) {
+        size_t n;
+        const char *f = csv_field(c, k, &n);
+        /* an unnamed column (pandas' to_csv() of a time index, InfluxDB's annotation column)
+         * is refused only if it is to be a feature: its name is needed then */
+        if (n == 0)
+            continue;
+        if (n >= CC_FEATURE_NAME_MAX)
+            return cc_errf(L->err, L->errlen, -EINVAL,
+                           "%s:%lld:%d: header column %d name too long (%zu bytes, at most %d)",
+                           L->name, (long long)c->fline[k], c->col[k], k + 1, n,
+                           CC_FEATURE_NAME_MAX - 1);
+        memcpy(L->hdr[k], f, n);
+        L->hdr[k][n] = 0;
+        for (int j = 0; j < k; j++)
+            if (strcmp(L->hdr[j], L->hdr[k]) == 0)
+                return cc_errf(L->err, L->errlen, -EINVAL, "%s:%lld:%d: duplicate column '%s'",
+                               L->name, (long long)c->fline[k], c->col[k], L->hdr[k]);
+    }
+    return 0;
+}
+
+/* Finds the time column (the first unless named) and the cell column (named, or
+ * `cell_id`; none in a wide file): every other column may be a feature. */
+static int find_time_and_cell_columns(Load *L)
+{
+    const CcDataSettings *sp = L->sp;
+    L->tcol = 0;
+    L->ccol = -1;
+    if (sp->time_column && *sp->time_column) {
+        L->tcol = -1;
+        for (int k = 0; k < L->ncols; k++)
+            if (strcmp(L->hdr[k], sp->time_column) == 0)
+                L->tcol = k;
+        if (L->tcol < 0)
+            return cc_errf(L->err, L->errlen, -EINVAL, "%s:1: no time column '%s' in the header",
+                           L->name, sp->time_column);
+    }
+    const char *cellname = sp->cell_column && *sp->cell_column ? sp->cell_column : "cell_id";
+    if (sp->format != CC_DATA_WIDE) {
+        for (int k = 0; k < L->ncols; k++)
+            if (k != L->tcol && strcmp(L->hdr[k], cellname) == 0)
+                L->ccol = k;
+        if (L->ccol < 0 && sp->format == CC_DATA_LONG)
+            return cc_errf(L->err, L->errlen, -EINVAL,
+                           "%s:1: long format needs a '%s' column in the header", L->name,
+                           cellname);
+        if (L->ccol < 0 && sp->cell_column && *sp->cell_column)
+            return cc_errf(L->err, L->errlen, -EINVAL,
+                           "%s:1: no cell column '%s' in the header (other than the time column)",
+                           L->name, cellname);
+    }
+    snprintf(L->tname, sizeof L->tname, "%s", L->hdr[L->tcol]);
+    return 0;
+}
+
+/* Adds column k as the next feature; the feature count is bounded by the dataset's arrays. */
+static int add_feature(Load *L, int k, const char *too_many)
+{
+    if (L->F == CC_DATA_MAX_FEATURES)
+        return cc_errf(L->err, L->errlen, -ERANGE, "%s: more than %d %s", L->name,
+                       CC_DATA_MAX_FEATURES, too_many);
+    L->colmap[L->F] = k;
+    snprintf(L->ds->features[L->F], CC_FEATURE_NAME_MAX, "%s", L->hdr[k]);
+    L->F++;
+    return 0;
+}
+
+/* The features named in settings (comma-separated, in that order): each must be a column
+ * of the header other than time and cell, and named once. */
+static int select_named_features(Load *L)
+{
+    const char *p = L->sp->features;
+    while (*p) {
+        const char *q = strchr(p, ',');
+        size_t n = q ? (size_t)(q - p) : strlen(p);
+        while (n && isspace((unsigned char)*p)) {
+            p++;
+            n--;
+        }
+        while (n && isspace((unsigned char)p[n - 1]))
+            n--;
+        int found = -1;
+        for (int k = 0; k < L->ncols; k++)
+            if (strlen(L->hdr[k]) == n && strncmp(L->hdr[k], p, n) == 0)
+                found = k;
+        if (found < 0 || found == L->tcol || found == L->ccol)
+            return cc_errf(
+                L->err, L->errlen, -EINVAL, "%s:1: feature '%.*s' %s", L->name, (int)n, p,
+                found < 0 ? "is not a column of the header" : "is the time or cell column");
+        for (int j = 0; j < L->F && L->F < CC_DATA_MAX_FEATURES; j++)
+            if (L->colmap[j] == found)
+                return cc_errf(L->err, L->errlen, -EINVAL, "%s: feature '%s' selected twice",
+                               L->name, L->hdr[found]);
+        int ret = add_feature(L, found, "features");
+        if (ret)
+            return ret;
+        if (!q)
+            break;
+        p = q + 1;
+    }
+    return 0;
+}
+
+/* Every column but time and cell is a feature, and needs a name. A `label` column is
+ * remembered: it is dropped after the rows if it holds 0/1 only (drop_label_column). */
+static int select_all_features(Load *L)
+{
+    for (int k = 0; k < L->ncols; k++) {
+        if (k == L->tcol || k == L->ccol)
+            continue;
+        if (!L->hdr[k][0])
+            return cc_errf(L->err, L->errlen, -EINVAL,
+                           "%s:%lld:%d: header column %d name is empty (a KPI needs a name; "
+                           "or choose the KPI columns with --features)",
+                           L->name, (long long)L->c->fline[k], L->c->col[k], k + 1);
+        if (is_label_name(L->hdr[k]) && L->label_col < 0)
+            L->label_col = L->F;
+        int ret = add_feature(L, k, "feature columns; choose some with features");
+        if (ret)
+            return ret;
+    }
+    return 0;
+}
+
+/* The header phase: names, time and cell columns, features, and the cell id of a wide
+ * file (given, or the file's base name). */
+static int read_header(Load *L)
+{
+    int ret = read_header_names(L);
+    if (!ret)
+        ret = find_time_and_cell_columns(L);
+    if (ret)
+        return ret;
+    L->label_col = -1;
+    ret = L->sp->features && *L->sp->features ? select_named_features(L) : select_all_features(L);
+    if (ret)
+        return ret;
+    if (L->F == 0)
+        return cc_errf(L->err, L->errlen, -EINVAL, "%s:1: no feature columns", L->name);
+    L->ds->n_features = L->F;
+    if (L->sp->cell_id && *L->sp->cell_id)
+        snprintf(L->wide_id, sizeof L->wide_id, "%s", L->sp->cell_id);
+    else
+        base_name(L->name, L->wide_id, sizeof L->wide_id);
+    return 0;
+}
+
+/* Reads one row's time into r->ts (and r->alt for an a/b/YYYY date, whose order is decided
+ * on the whole file later), noting whether it is a plain row index (decided with the step). */
+static int read_row_time(Load *L, Row *r)
+{
+    const CcDataSettings *sp = L->sp;
+    Csv *c = L->c;
+    int tcol = L->tcol;
+    size_t n;
+    const char *f = csv_field(c, tcol, &n);
+    int64_t idx;
+    int is_index = parse_index(f, n, &idx) == 0;
+    r->alt = NAN;
+    L->all_index &= is_index;
+    if (is_index) {
+        L->idx_min = idx < L->idx_min ? idx : L->idx_min;
+        L->idx_max = idx > L->idx_max ? idx : L->idx_max;
+    }
+    if (sp->time_index == CC_TIME_INDEX_YES) {
+        if (!is_index)
+            return cc_errf(L->err, L->errlen, -EINVAL,
+                           "%s:%lld:%d: time index '%.*s' is not a non-negative integer", L->name,
+                           (long long)c->fline[tcol], c->col[tcol], (int)(n > 64 ? 64 : n), f);
+        r->ts = (double)idx; /* × S in decide_step */
+    } else if (!sp->time_format && slash_times(f, n, &r->ts, &r->alt) == 0 &&
+               !(isnan(r->ts) && isnan(r->alt))) {
+        /* an a/b/YYYY date: which part is the month is decided on the whole file */
+        SlashSeen *o = isnan(r->ts)    ? &L->slash_day_first
+                       : isnan(r->alt) ? &L->slash_month_first
+                                       : NULL;
+        if (o && !o->line) {
+            o->line = c->fline[tcol];
+            snprintf(o->text, sizeof o->text, "%.*s", (int)(n > 31 ? 31 : n), f);
+        }
+        L->n_slash++;
+    } else if (n == 0) {
+        return cc_errf(L->err, L->errlen, -EINVAL,
+                       "%s:%lld:%d: no time in the time column '%s' (another column? give "
+                       "--time-column NAME)",
+                       L->name, (long long)c->fline[tcol], c->col[tcol], L->tname);
+    } else if (cc_data_parse_time(f, n, sp->time_format, &r->ts)) {
+        /* on the first row, a value with no digit-and-separator shape of a time is more
+         * likely another column (cell ids first) than a time format */
+        int other = L->nrows == 0 && !(sp->time_column && *sp->time_column) && !sp->time_format;
+        return cc_errf(L->err, L->errlen, -EINVAL, "%s:%lld:%d: cannot parse time '%.*s' (%s%s)%s",
+                       L->name, (long long)c->fline[tcol], c->col[tcol], (int)(n > 64 ? 64 : n), f,
+                       sp->time_format ? "format "
+                                       : "auto: unix s/ms/us/ns, ISO-8601, "
+                                         "YYYY-MM-DD HH:MM:SS, M/D/YYYY or D/M/YYYY H:MM, "
+                                         "D.M.YYYY H:MM; else give a time format",
+                       sp->time_format ? sp->time_format : "",
+                       other ? "; is the time in another column than the first? give "
+                               "--time-column NAME (and --cell-column NAME for the cell ids)"
+                             : "");
+    }
+    /* Past the year 9999 (a stray digit, or a unit the magnitude rule cannot tell) a time
+     * is refused here: the step detection works in int64 milliseconds. */
+    if (fabs(r->ts) > CC_DATA_TIME_MAX || fabs(r->alt) > CC_DATA_TIME_MAX)
+        return cc_errf(L->err, L->errlen, -EINVAL,
+                       "%s:%lld:%d: time '%.*s' is out of range (beyond the year 9999)", L->name,
+                       (long long)c->fline[tcol], c->col[tcol], (int)(n > 64 ? 64 : n), f);
+    return 0;
+}
+
+/* Reads one row's cell (the cell column, or the wide file's one cell) into r->cell: the
+ * cell table numbers the cells in order of first appearance. */
+static int read_row_cell(Load *L, Row *r)
+{
+    if (L->ccol < 0) {
+        r->cell = celltab_find_or_add(&L->cells, L->wide_id);
+        return r->cell < 0 ? r->cell : 0;
+    }
+    Csv *c = L->c;
+    size_t n;
+    const char *f = csv_field(c, L->ccol, &n);
+    if (n == 0 || n >= CC_CELL_ID_MAX)
+        return cc_errf(L->err, L->errlen, -EINVAL, "%s:%lld:%d: cell id %s", L->name,
+                       (long long)c->fline[L->ccol], c->col[L->ccol], n ? "too long" : "is empty");
+    char id[CC_CELL_ID_MAX];
+    memcpy(id, f, n);
+    id[n] = 0;
+    r->cell = celltab_find_or_add(&L->cells, id);
+    return r->cell < 0 ? r->cell : 0;
+}
+
+/* Reads one row's feature values into v (NAN for a missing token, counted): a value must
+ * be a number (a decimal comma accepted when the delimiter is not a comma) finite in float. */
+static int read_row_values(Load *L, float *v)
+{
+    Csv *c = L->c;
+    for (int j = 0; j < L->F; j++) {
+        int k = L->colmap[j];
+        size_t n;
+        const char *f = csv_field(c, k, &n);
+        if (is_missing_token(f, n)) {
+            v[j] = NAN;
+            L->rep.nan_cells[j]++;
+            continue;
+        }
+        char nb[128];
+        char *e = NULL;
+        double d = 0;
+        if (n < sizeof nb) {
+            memcpy(nb, f, n);
+            nb[n] = 0;
+            char *comma = c->delim != ',' ? strchr(nb, ',') : NULL;
+            if (comma && !strchr(comma + 1, ',') && !strchr(nb, '.'))
+                *comma = '.'; /* a decimal comma */
+            d = strtod(nb, &e);
+        }
+        if (n >= sizeof nb || *e || e == nb) {
+            /* on the first row a text column is most often the cell ids under another
+             * name than cell_id (only when no cell column was found) */
+            char hint[CC_FEATURE_NAME_MAX + 160] = "";
+            if (L->nrows == 0 && L->ccol < 0)
+                snprintf(hint, sizeof hint,
+                         " (the cell ids? give --cell-column %s; another text column? "
+                         "choose the KPI columns with --features)",
+                         L->ds->features[j]);
+            else if (L->nrows == 0 && !has_digit(f, n))
+                snprintf(hint, sizeof hint,
+                         " (a text column? choose the KPI columns with --features)");
+            return cc_errf(L->err, L->errlen, -EINVAL,
+                           "%s:%lld:%d: column '%s': not a number: '%.*s'%s", L->name,
+                           (long long)c->fline[k], c->col[k], L->ds->features[j],
+                           (int)(n > 40 ? 40 : n), f, hint);
+        }
+        if (!isfinite(d) || fabs(d) > 3.4e38)
+            return cc_errf(L->err, L->errlen, -EINVAL,
+                           "%s:%lld:%d: column '%s': value '%.*s' is not finite in float", L->name,
+                           (long long)c->fline[k], c->col[k], L->ds->features[j],
+                           (int)(n > 40 ? 40 : n), f);
+        v[j] = (float)d;
+    }
+    return 0;
+}
+
+/* Grows rows and vals together: row i's values are vals[i*F .. i*F+F). */
+static int grow_rows(Load *L)
+{
+    if (L->nrows >= (size_t)INT_MAX)
+        return cc_errf(L->err, L->errlen, -ERANGE, "%s: too many rows", L->name);
+    if (L->nrows < L->rows_cap)
+        return 0;
+    size_t nc = L->rows_cap ? L->rows_cap * 2 : 1024;
+    Row *nr = realloc(L->rows, nc * sizeof *nr);
+    if (!nr)
+        return -ENOMEM;
+    L->rows = nr;
+    float *nv = realloc(L->vals, nc * (size_t)L->F * sizeof *nv);
+    if (!nv)
+        return -ENOMEM;
+    L->vals = nv;
+    L->rows_cap = nc;
+    return 0;
+}
+
+/* The rows phase: every record after the header into (time, cell, values), in file order. */
+static int read_rows(Load *L)
+{
+    Csv *c = L->c;
+    for (;;) {
+        int ret = csv_next(c, &L->rep.blank_lines, L->err, L->errlen);
+        if (ret <= 0)
+            return ret;
+        if (c->nf != L->ncols)
+            return cc_errf(L->err, L->errlen, -EINVAL, "%s:%lld: expected %d fields, found %d",
+                           L->name, (long long)c->rec_line, L->ncols, c->nf);
+        if ((ret = grow_rows(L)))
+            return ret;
+        Row *r = &L->rows[L->nrows];
+        if ((ret = read_row_time(L, r)) || (ret = read_row_cell(L, r)))
+            return ret;
+        r->order = (int)L->nrows;
+        if ((ret = read_row_values(L, L->vals + L->nrows * (size_t)L->F)))
+            return ret;
+        L->nrows++;
+    }
+}
+
+/* A column named `label` (any case) that holds 0/1 only (missing allowed) marks rows
+ * (anomaly labels): not a KPI unless named in features. Dropped here, the report says. */
+static void drop_label_column(Load *L)
+{
+    int F = L->F, lc = L->label_col;
+    if (lc < 0 || F <= 1)
+        return;
+    for (size_t i = 0; i < L->nrows; i++) {
+        float lv = L->vals[i * (size_t)F + lc];
+        if (!(isnan(lv) || lv == 0 || lv == 1))
+            return;
+    }
+    snprintf(L->rep.skipped_label, sizeof L->rep.skipped_label, "%s", L->ds->features[lc]);
+    for (size_t i = 0; i < L->nrows; i++) {
+        const float *src = L->vals + i * (size_t)F;
+        float *dst = L->vals + i * (size_t)(F - 1);
+        memmove(dst, src, (size_t)lc * sizeof *dst);
+        memmove(dst + lc, src + lc + 1, (size_t)(F - 1 - lc) * sizeof *dst);
+    }
+    for (int j = lc; j < F - 1; j++) {
+        memcpy(L->ds->features[j], L->ds->features[j + 1], CC_FEATURE_NAME_MAX);
+        L->rep.nan_cells[j] = L->rep.nan_cells[j + 1];
+        L->colmap[j] = L->colmap[j + 1];
+    }
+    L->rep.nan_cells[F - 1] = 0;
+    L->F = F - 1;
+    L->ds->n_features = L->F;
+}
+
+/* The time-reading phase: the day-first decision for a/b/YYYY dates, then the rows sorted
+ * by cell and time with the differences of successive times and their most common value,
+ * from which decide_step tells a row index from unix times and detects the step. */
+static int read_times(Load *L)
+{
+    if (L->n_slash) {
+        int ret = slash_order(L->rows, L->nrows, L->name, &L->slash_month_first,
+                              &L->slash_day_first, L->err, L->errlen);
+        if (ret < 0)
+            return ret;
+        L->rep.day_first = ret;
+    }
+    int ret =
+        time_deltas(L->rows, L->nrows, L->cells.n, &L->rep.out_of_order, &L->deltas, &L->ndeltas);
+    if (ret)
+        return ret;
+    /* Step length: the most common positive time difference of a cell's rows (ms) */
+    L->mode_delta = 0;
+    if (L->ndeltas) {
+        qsort(L->deltas, L->ndeltas, sizeof *L->deltas, cmp_i64);
+        int64_t run = 0, best_run = 0;
+        for (size_t i = 0; i < L->ndeltas; i++) {
+            run = (i > 0 && L->deltas[i] == L->deltas[i - 1]) ? run + 1 : 1;
+            if (run > best_run) {
+                best_run = run;
+                L->mode_delta = L->deltas[i];
+            }
+        }
+    }
+    return 0;
+}
+
+/* The step S: given, or detected from the deltas. A time column of small consecutive
+ * integers (or one declared an index) is a row index and needs S given: its times become
+ * index × S. */
+static int decide_step(Load *L)
+{
+    const CcDataSettings *sp = L->sp;
+    int64_t S = sp->step_seconds;
+    if (sp->time_index == CC_TIME_INDEX_YES ||
+        (sp->time_index == CC_TIME_INDEX_AUTO && !sp->time_format && L->all_index &&
+         L->idx_max < CC_DATA_INDEX_AUTO_MAX && L->mode_delta == 1000)) {
+        if (S <= 0) {
+            if (sp->time_index == CC_TIME_INDEX_YES)
+                return cc_errf(L->err, L->errlen, -EINVAL,
+                               "%s: the time column '%s' is a row index: give the seconds per "
+                               "row (--step S)",
+                               L->name, L->tname);
+            return cc_errf(L->err, L->errlen, -EINVAL,
+                           "%s: the time column '%s' holds small consecutive integers "
+                           "(%lld..%lld), a row index rather than unix seconds: give the "
+                           "seconds per row (--step S), or --time-index no to read them as "
+                           "unix seconds",
+                           L->name, L->tname, (long long)L->idx_min, (long long)L->idx_max);
+        }
+        for (size_t i = 0; i < L->nrows; i++)
+            L->rows[i].ts *= (double)S;
+        L->rep.time_index = 1;
+    } else if (S <= 0) {
+        if (L->ndeltas == 0)
+            return cc_errf(L->err, L->errlen, -EINVAL,
+                           "%s: cannot detect the step from a single time per cell; give it",
+                           L->name);
+        S = step_from_deltas(L->deltas, L->ndeltas, L->mode_delta);
+        if (S <= 0)
+            return cc_errf(L->err, L->errlen, -EINVAL,
+                           "%s: most common time step %.3f s is not whole seconds; give the step "
+                           "(--step S)",
+                           L->name, L->mode_delta / 1000.0);
+        L->rep.step_detected = 1;
+    }
+    L->ds->step_seconds = S;
+    L->rep.step_seconds = S;
+    return 0;
+}
+
+/* Maps each time to its step (rounded; off-grid times counted) and sorts the rows by cell
+ * and step, so that each cell's rows are one run and duplicates sit side by side. */
+static int assign_steps(Load *L)
+{
+    double S = (double)L->ds->step_seconds;
+    for (size_t i = 0; i < L->nrows; i++) {
+        Row *r = &L->rows[i];
+        double rq = floor(r->ts / S + 0.5);
+        if (fabs(rq) > 9e15)
+            return cc_errf(L->err, L->errlen, -ERANGE, "%s: time out of range", L->name);
+        r->step = (int64_t)rq;
+        r->key = rq;
+        if (fabs(r->ts - rq * S) > 1e-3)
+            L->rep.misaligned++;
+    }
+    qsort(L->rows, L->nrows, sizeof *L->rows, cmp_row);
+    return 0;
+}
+
+/* One series from the sorted rows [u, v) of one cell (gaps within max_gap): values at their
+ * step (the last of equal steps wins; duplicates counted), missing steps imputed and
+ * counted, a mostly-empty series noted in the report. */
+static int build_segment(Load *L, size_t u, size_t v, int64_t p0, int64_t plast)
+{
+    const Row *rows = L->rows;
+    int F = L->F;
+    CcDataReport *rep = &L->rep;
+    const char *id = L->cells.id[rows[u].cell];
+    int64_t T = plast - p0 + 1, nu = 0;
+    for (size_t i = u; i < v; i++)
+        if (i == u || rows[i].step != rows[i - 1].step)
+            nu++;
+    if (T > (int64_t)INT_MAX / F || T > 16 * nu + 100000)
+        return cc_errf(L->err, L->errlen, -ERANGE,
+                       "%s: cell '%s' spans %lld steps of %lld s for %lld rows: wrong "
+                       "step, stray timestamp, or set a max gap",
+                       L->name, id, (long long)T, (long long)L->ds->step_seconds, (long long)nu);
+    int ret = add_series(L->ds, &L->series_cap, id, p0, (int)T);
+    if (ret)
+        return ret;
+    CcSeries *s = &L->ds->series[L->ds->n_series - 1];
+    for (size_t i = u; i < v; i++) {
+        size_t row = (size_t)(rows[i].step - p0);
+        const float *src = L->vals + (size_t)rows[i].order * F;
+        if (i > u && rows[i].step == rows[i - 1].step) {
+            rep->duplicates++;
+            const float *prev = L->vals + (size_t)rows[i - 1].order * F;
+            for (int j = 0; j < F; j++)
+                if (src[j] != prev[j] && !(isnan(src[j]) && isnan(prev[j]))) {
+                    rep->duplicates_differ++;
+                    break;
+                }
+        }
+        for (int j = 0; j < F; j++) {
+            s->x[row * F + j] = src[j];
+            s->mask[row * F + j] = !isnan(src[j]);
+        }
+    }
+    rep->missing_steps += T - nu;
+    if (T >= 8 && 2 * nu < T && rep->sparse_series++ == 0) {
+        snprintf(rep->sparse_first, sizeof rep->sparse_first, "%s", s->cell_id);
+        rep->sparse_first_share = (double)nu / (double)T;
+    }
+    impute_series(s, F, L->sp->impute, rep->imputed_cells);
+    return 0;
+}
+
+/* The series phase: each cell's rows split where a gap exceeds max_gap_steps (counted),
+ * each part one series (build_segment). */
+static int build_series(Load *L)
+{
+    const Row *rows = L->rows;
+    size_t nrows = L->nrows;
+    for (size_t a = 0; a < nrows;) {
+        size_t b = a;
+        while (b < nrows && rows[b].cell == rows[a].cell)
+            b++;
+        for (size_t u = a; u < b;) {
+            /* segment: from u, extend while gaps ≤ max_gap */
+            int64_t p0 = rows[u].step, plast = p0;
+            size_t v = u + 1;
+            while (v < b) {
+                int64_t gap = rows[v].step - plast - 1;
+                if (L->sp->max_gap_steps > 0 && gap > L->sp->max_gap_steps)
+                    break;
+                plast = rows[v].step;
+                v++;
+            }
+            if (u > a)
+                L->rep.segments_split++;
+            int ret = build_segment(L, u, v, p0, plast);
+            if (ret)
+                return ret;
+            u = v;
+        }
+        a = b;
+    }
+    return 0;
+}
+
+/* Runs the phases in order; the first error stops the load and frees what was built. */
+static int load_run(Load *L, const char *buf, size_t len)
+{
+    int ret;
+    if ((ret = load_begin(L, buf, len)) || (ret = read_header(L)) || (ret = read_rows(L)))
+        return ret;
+    L->rep.rows_read = (int64_t)L->nrows;
+    if (L->nrows == 0)
+        return cc_errf(L->err, L->errlen, -EINVAL, "%s: no data rows after the header", L->name);
+    drop_label_column(L);
+    if ((ret = read_times(L)) || (ret = decide_step(L)) || (ret = assign_steps(L)))
+        return ret;
+    return build_series(L);
+}
+
 int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char *name,
                         const CcDataSettings *sp, CcDataReport *report, char *err, size_t errlen)
 {
@@ -810,554 +1438,42 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
         cc_data_default_settings(&defs);
         sp = &defs;
     }
-    CcDataReport rep;
-    memset(&rep, 0, sizeof rep);
-    Csv *c = calloc(1, sizeof *c);
-    CellTab cells = {0};
-    Row *rows = NULL;
-    float *vals = NULL;
-    int64_t *deltas = NULL;
-    CcDataset *ds = NULL;
-    int colmap[CC_DATA_MAX_FEATURES];
-    int ret = 0, series_cap = 0;
-    size_t nrows = 0, rows_cap = 0, ndeltas = 0, n_slash = 0;
-    int all_index = 1;
-    SlashSeen slash_month_first = {0}, slash_day_first = {0};
-    int64_t idx_min = INT64_MAX, idx_max = -1;
-    char wide_id[CC_CELL_ID_MAX], tname[CC_FEATURE_NAME_MAX];
-
     *out = NULL;
-    if (!c)
+    Load *L = calloc(1, sizeof *L);
+    if (!L)
         return -ENOMEM;
-    ds = calloc(1, sizeof *ds);
-    if (!ds) {
-        ret = -ENOMEM;
+    L->sp = sp;
+    L->name = name;
+    L->err = err;
+    L->errlen = errlen;
+    L->all_index = 1;
+    L->idx_min = INT64_MAX;
+    L->idx_max = -1;
+    int ret = -ENOMEM;
+    L->c = calloc(1, sizeof *L->c);
+    L->ds = L->c ? calloc(1, sizeof *L->ds) : NULL;
+    if (!L->ds)
         goto error;
-    }
-    snprintf(ds->source, sizeof ds->source, "%s", name);
-    c->buf = buf;
-    c->end = buf + len;
-    c->p = buf;
-    c->name = name;
-    c->line = 1;
-    if (len >= 3 && (unsigned char)buf[0] == 0xEF && (unsigned char)buf[1] == 0xBB &&
-        (unsigned char)buf[2] == 0xBF)
-        c->p += 3;
-    skip_annotations(c);
-    c->line_start = c->p;
-    if (sp->delimiter == '"' || sp->delimiter == '\r' || sp->delimiter == '\n') {
-        ret = cc_errf(err, errlen, -EINVAL, "%s: the delimiter cannot be a quote or a line end",
-                      name);
-        goto error;
-    }
-    c->delim = sp->delimiter ? sp->delimiter : detect_delimiter(c->p, c->end);
-    rep.delimiter = c->delim;
-
-    /* Header */
-    ret = csv_next(c, &rep.blank_lines, err, errlen);
-    if (ret < 0)
-        goto error;
-    if (ret == 0) {
-        ret = cc_errf(err, errlen, -EINVAL, "%s: empty file (no header)", name);
-        goto error;
-    }
-    int ncols = c->nf;
-    if (ncols == 1) {
-        size_t n;
-        const char *f = csv_field(c, 0, &n);
-        if ((ret = check_one_column_header(name, f, n, c->delim, !sp->delimiter, err, errlen)))
-            goto error;
-    }
-    char(*hdr)[CC_FEATURE_NAME_MAX] = calloc((size_t)ncols, sizeof *hdr);
-    if (!hdr) {
-        ret = -ENOMEM;
-        goto error;
-    }
-    for (int k = 0; k < ncols; k++) {
-        size_t n;
-        const char *f = csv_field(c, k, &n);
-        /* an unnamed column (pandas' to_csv() of a time index, InfluxDB's annotation column)
-         * is refused only if it is to be a feature: its name is needed then */
-        if (n == 0)
-            continue;
-        if (n >= CC_FEATURE_NAME_MAX) {
-            ret =
-                cc_errf(err, errlen, -EINVAL,
-                        "%s:%lld:%d: header column %d name too long (%zu bytes, at most %d)", name,
-                        (long long)c->fline[k], c->col[k], k + 1, n, CC_FEATURE_NAME_MAX - 1);
-            free(hdr);
-            goto error;
-        }
-        memcpy(hdr[k], f, n);
-        hdr[k][n] = 0;
-        for (int j = 0; j < k; j++)
-            if (strcmp(hdr[j], hdr[k]) == 0) {
-                ret = cc_errf(err, errlen, -EINVAL, "%s:%lld:%d: duplicate column '%s'", name,
-                              (long long)c->fline[k], c->col[k], hdr[k]);
-                free(hdr);
-                goto error;
-            }
-    }
-    int tcol = 0, ccol = -1;
-    if (sp->time_column && *sp->time_column) {
-        tcol = -1;
-        for (int k = 0; k < ncols; k++)
-            if (strcmp(hdr[k], sp->time_column) == 0)
-                tcol = k;
-        if (tcol < 0) {
-            ret = cc_errf(err, errlen, -EINVAL, "%s:1: no time column '%s' in the header", name,
-                          sp->time_column);
-            free(hdr);
-            goto error;
-        }
-    }
-    const char *cellname = sp->cell_column && *sp->cell_column ? sp->cell_column : "cell_id";
-    if (sp->format != CC_DATA_WIDE) {
-        for (int k = 0; k < ncols; k++)
-            if (k != tcol && strcmp(hdr[k], cellname) == 0)
-                ccol = k;
-        if (ccol < 0 && sp->format == CC_DATA_LONG) {
-            ret = cc_errf(err, errlen, -EINVAL,
-                          "%s:1: long format needs a '%s' column in the header", name, cellname);
-            free(hdr);
-            goto error;
-        }
-        if (ccol < 0 && sp->cell_column && *sp->cell_column) {
-            ret = cc_errf(err, errlen, -EINVAL,
-                          "%s:1: no cell column '%s' in the header (other than the time column)",
-                          name, cellname);
-            free(hdr);
-            goto error;
-        }
-    }
-    snprintf(tname, sizeof tname, "%s", hdr[tcol]);
-    int F = 0, label_col = -1;
-    if (sp->features && *sp->features) {
-        const char *p = sp->features;
-        while (*p) {
-            const char *q = strchr(p, ',');
-            size_t n = q ? (size_t)(q - p) : strlen(p);
-            while (n && isspace((unsigned char)*p)) {
-                p++;
-                n--;
-            }
-            while (n && isspace((unsigned char)p[n - 1]))
-                n--;
-            int found = -1;
-            for (int k = 0; k < ncols; k++)
-                if (strlen(hdr[k]) == n && strncmp(hdr[k], p, n) == 0)
-                    found = k;
-            if (found < 0 || found == tcol || found == ccol) {
-                ret = cc_errf(err, errlen, -EINVAL, "%s:1: feature '%.*s' %s", name, (int)n, p,
-                              found < 0 ? "is not a column of the header"
-                                        : "is the time or cell column");
-                free(hdr);
-                goto error;
-            }
-            if (F == CC_DATA_MAX_FEATURES) {
-                ret = cc_errf(err, errlen, -ERANGE, "%s: more than %d features", name,
-                              CC_DATA_MAX_FEATURES);
-                free(hdr);
-                goto error;
-            }
-            for (int j = 0; j < F; j++)
-                if (colmap[j] == found) {
-                    ret = cc_errf(err, errlen, -EINVAL, "%s: feature '%s' selected twice", name,
-                                  hdr[found]);
-                    free(hdr);
-                    goto error;
-                }
-            colmap[F] = found;
-            snprintf(ds->features[F], CC_FEATURE_NAME_MAX, "%s", hdr[found]);
-            F++;
-            if (!q)
-                break;
-            p = q + 1;
-        }
-    } else {
-        for (int k = 0; k < ncols; k++) {
-            if (k == tcol || k == ccol)
-                continue;
-            if (!hdr[k][0]) {
-                ret = cc_errf(err, errlen, -EINVAL,
-                              "%s:%lld:%d: header column %d name is empty (a KPI needs a name; "
-                              "or choose the KPI columns with --features)",
-                              name, (long long)c->fline[k], c->col[k], k + 1);
-                free(hdr);
-                goto error;
-            }
-            if (F == CC_DATA_MAX_FEATURES) {
-                ret = cc_errf(err, errlen, -ERANGE,
-                              "%s: more than %d feature columns; choose some with features", name,
-                              CC_DATA_MAX_FEATURES);
-                free(hdr);
-                goto error;
-            }
-            if (is_label_name(hdr[k]) && label_col < 0)
-                label_col = F; /* dropped after the rows when it holds 0/1 only */
-            colmap[F] = k;
-            snprintf(ds->features[F], CC_FEATURE_NAME_MAX, "%s", hdr[k]);
-            F++;
-        }
-    }
-    free(hdr);
-    if (F == 0) {
-        ret = cc_errf(err, errlen, -EINVAL, "%s:1: no feature columns", name);
-        goto error;
-    }
-    ds->n_features = F;
-    if (sp->cell_id && *sp->cell_id)
-        snprintf(wide_id, sizeof wide_id, "%s", sp->cell_id);
-    else
-        base_name(name, wide_id, sizeof wide_id);
-
-    /* Rows */
-    for (;;) {
-        ret = csv_next(c, &rep.blank_lines, err, errlen);
-        if (ret < 0)
-            goto error;
-        if (ret == 0)
-            break;
-        if (c->nf != ncols) {
-            ret = cc_errf(err, errlen, -EINVAL, "%s:%lld: expected %d fields, found %d", name,
-                          (long long)c->rec_line, ncols, c->nf);
-            goto error;
-        }
-        if (nrows >= (size_t)INT_MAX) {
-            ret = cc_errf(err, errlen, -ERANGE, "%s: too many rows", name);
-            goto error;
-        }
-        if (nrows == rows_cap) {
-            size_t nc = rows_cap ? rows_cap * 2 : 1024;
-            Row *nr = realloc(rows, nc * sizeof *nr);
-            if (!nr) {
-                ret = -ENOMEM;
-                goto error;
-            }
-            rows = nr;
-            float *nv = realloc(vals, nc * (size_t)F * sizeof *nv);
-            if (!nv) {
-                ret = -ENOMEM;
-                goto error;
-            }
-            vals = nv;
-            rows_cap = nc;
-        }
-        Row *r = &rows[nrows];
-        r->alt = NAN;
-        size_t n;
-        const char *f = csv_field(c, tcol, &n);
-        int64_t idx;
-        int is_index = parse_index(f, n, &idx) == 0;
-        all_index &= is_index;
-        if (is_index) {
-            idx_min = idx < idx_min ? idx : idx_min;
-            idx_max = idx > idx_max ? idx : idx_max;
-        }
-        if (sp->time_index == CC_TIME_INDEX_YES) {
-            if (!is_index) {
-                ret = cc_errf(err, errlen, -EINVAL,
-                              "%s:%lld:%d: time index '%.*s' is not a non-negative integer", name,
-                              (long long)c->fline[tcol], c->col[tcol], (int)(n > 64 ? 64 : n), f);
-                goto error;
-            }
-            r->ts = (double)idx; /* × S below */
-        } else if (!sp->time_format && slash_times(f, n, &r->ts, &r->alt) == 0 &&
-                   !(isnan(r->ts) && isnan(r->alt))) {
-            /* an a/b/YYYY date: which part is the month is decided on the whole file */
-            SlashSeen *o = isnan(r->ts)    ? &slash_day_first
-                           : isnan(r->alt) ? &slash_month_first
-                                           : NULL;
-            if (o && !o->line) {
-                o->line = c->fline[tcol];
-                snprintf(o->text, sizeof o->text, "%.*s", (int)(n > 31 ? 31 : n), f);
-            }
-            n_slash++;
-        } else if (n == 0) {
-            ret = cc_errf(err, errlen, -EINVAL,
-                          "%s:%lld:%d: no time in the time column '%s' (another column? give "
-                          "--time-column NAME)",
-                          name, (long long)c->fline[tcol], c->col[tcol], tname);
-            goto error;
-        } else if (cc_data_parse_time(f, n, sp->time_format, &r->ts)) {
-            /* on the first row, a value with no digit-and-separator shape of a time is more
-             * likely another column (cell ids first) than a time format */
-            int other = nrows == 0 && !(sp->time_column && *sp->time_column) && !sp->time_format;
-            ret = cc_errf(err, errlen, -EINVAL, "%s:%lld:%d: cannot parse time '%.*s' (%s%s)%s",
-                          name, (long long)c->fline[tcol], c->col[tcol], (int)(n > 64 ? 64 : n), f,
-                          sp->time_format ? "format "
-                                          : "auto: unix s/ms/us/ns, ISO-8601, "
-                                            "YYYY-MM-DD HH:MM:SS, M/D/YYYY or D/M/YYYY H:MM, "
-                                            "D.M.YYYY H:MM; else give a time format",
-                          sp->time_format ? sp->time_format : "",
-                          other ? "; is the time in another column than the first? give "
-                                  "--time-column NAME (and --cell-column NAME for the cell ids)"
-                                : "");
-            goto error;
-        }
-        /* Past the year 9999 (a stray digit, or a unit the magnitude rule cannot tell) a time
-         * is refused here: the step detection works in int64 milliseconds. */
-        if (fabs(r->ts) > CC_DATA_TIME_MAX || fabs(r->alt) > CC_DATA_TIME_MAX) {
-            ret = cc_errf(err, errlen, -EINVAL,
-                          "%s:%lld:%d: time '%.*s' is out of range (beyond the year 9999)", name,
-                          (long long)c->fline[tcol], c->col[tcol], (int)(n > 64 ? 64 : n), f);
-            goto error;
-        }
-        if (ccol >= 0) {
-            f = csv_field(c, ccol, &n);
-            if (n == 0 || n >= CC_CELL_ID_MAX) {
-                ret = cc_errf(err, errlen, -EINVAL, "%s:%lld:%d: cell id %s", name,
-                              (long long)c->fline[ccol], c->col[ccol], n ? "too long" : "is empty");
-                goto error;
-            }
-            char id[CC_CELL_ID_MAX];
-            memcpy(id, f, n);
-            id[n] = 0;
-            r->cell = celltab_find_or_add(&cells, id);
-        } else {
-            r->cell = celltab_find_or_add(&cells, wide_id);
-        }
-        if (r->cell < 0) {
-            ret = r->cell;
-            goto error;
-        }
-        r->order = (int)nrows;
-        float *v = vals + nrows * (size_t)F;
-        for (int j = 0; j < F; j++) {
-            int k = colmap[j];
-            f = csv_field(c, k, &n);
-            if (is_missing_token(f, n)) {
-                v[j] = NAN;
-                rep.nan_cells[j]++;
-                continue;
-            }
-            char nb[128];
-            char *e = NULL;
-            double d = 0;
-            if (n < sizeof nb) {
-                memcpy(nb, f, n);
-                nb[n] = 0;
-                char *comma = c->delim != ',' ? strchr(nb, ',') : NULL;
-                if (comma && !strchr(comma + 1, ',') && !strchr(nb, '.'))
-                    *comma = '.'; /* a decimal comma */
-                d = strtod(nb, &e);
-            }
-            if (n >= sizeof nb || *e || e == nb) {
-                /* on the first row a text column is most often the cell ids under another
-                 * name than cell_id (only when no cell column was found) */
-                char hint[CC_FEATURE_NAME_MAX + 160] = "";
-                if (nrows == 0 && ccol < 0)
-                    snprintf(hint, sizeof hint,
-                             " (the cell ids? give --cell-column %s; another text column? "
-                             "choose the KPI columns with --features)",
-                             ds->features[j]);
-                else if (nrows == 0 && !has_digit(f, n))
-                    snprintf(hint, sizeof hint,
-                             " (a text column? choose the KPI columns with --features)");
-                ret =
-                    cc_errf(err, errlen, -EINVAL, "%s:%lld:%d: column '%s': not a number: '%.*s'%s",
-                            name, (long long)c->fline[k], c->col[k], ds->features[j],
-                            (int)(n > 40 ? 40 : n), f, hint);
-                goto error;
-            }
-            if (!isfinite(d) || fabs(d) > 3.4e38) {
-                ret = cc_errf(err, errlen, -EINVAL,
-                              "%s:%lld:%d: column '%s': value '%.*s' is not finite in float", name,
-                              (long long)c->fline[k], c->col[k], ds->features[j],
-                              (int)(n > 40 ? 40 : n), f);
-                goto error;
-            }
-            v[j] = (float)d;
-        }
-        nrows++;
-    }
-    rep.rows_read = (int64_t)nrows;
-    if (nrows == 0) {
-        ret = cc_errf(err, errlen, -EINVAL, "%s: no data rows after the header", name);
-        goto error;
-    }
-    /* A column named `label` (any case) that holds 0/1 only (missing allowed) marks rows
-     * (anomaly labels): not a KPI unless named in features. Dropped here, the report says. */
-    if (label_col >= 0 && F > 1) {
-        int binary = 1;
-        for (size_t i = 0; i < nrows && binary; i++) {
-            float lv = vals[i * (size_t)F + label_col];
-            binary = isnan(lv) || lv == 0 || lv == 1;
-        }
-        if (binary) {
-            snprintf(rep.skipped_label, sizeof rep.skipped_label, "%s", ds->features[label_col]);
-            for (size_t i = 0; i < nrows; i++) {
-                const float *src = vals + i * (size_t)F;
-                float *dst = vals + i * (size_t)(F - 1);
-                memmove(dst, src, (size_t)label_col * sizeof *dst);
-                memmove(dst + label_col, src + label_col + 1,
-                        (size_t)(F - 1 - label_col) * sizeof *dst);
-            }
-            for (int j = label_col; j < F - 1; j++) {
-                memcpy(ds->features[j], ds->features[j + 1], CC_FEATURE_NAME_MAX);
-                rep.nan_cells[j] = rep.nan_cells[j + 1];
-                colmap[j] = colmap[j + 1];
-            }
-            rep.nan_cells[F - 1] = 0;
-            F--;
-            ds->n_features = F;
-        }
-    }
-    if (n_slash) {
-        ret = slash_order(rows, nrows, name, &slash_month_first, &slash_day_first, err, errlen);
-        if (ret < 0)
-            goto error;
-        rep.day_first = ret;
-    }
-    ret = time_deltas(rows, nrows, cells.n, &rep.out_of_order, &deltas, &ndeltas);
+    snprintf(L->ds->source, sizeof L->ds->source, "%s", name);
+    ret = load_run(L, buf, len);
     if (ret)
         goto error;
-
-    /* Step length: the most common positive time difference of a cell's rows (ms) */
-    int64_t S = sp->step_seconds, best = 0;
-    if (ndeltas) {
-        qsort(deltas, ndeltas, sizeof *deltas, cmp_i64);
-        int64_t run = 0, best_run = 0;
-        for (size_t i = 0; i < ndeltas; i++) {
-            run = (i > 0 && deltas[i] == deltas[i - 1]) ? run + 1 : 1;
-            if (run > best_run) {
-                best_run = run;
-                best = deltas[i];
-            }
-        }
-    }
-    if (sp->time_index == CC_TIME_INDEX_YES ||
-        (sp->time_index == CC_TIME_INDEX_AUTO && !sp->time_format && all_index &&
-         idx_max < CC_DATA_INDEX_AUTO_MAX && best == 1000)) {
-        if (S <= 0) {
-            if (sp->time_index == CC_TIME_INDEX_YES)
-                ret = cc_errf(err, errlen, -EINVAL,
-                              "%s: the time column '%s' is a row index: give the seconds per "
-                              "row (--step S)",
-                              name, tname);
-            else
-                ret = cc_errf(err, errlen, -EINVAL,
-                              "%s: the time column '%s' holds small consecutive integers "
-                              "(%lld..%lld), a row index rather than unix seconds: give the "
-                              "seconds per row (--step S), or --time-index no to read them as "
-                              "unix seconds",
-                              name, tname, (long long)idx_min, (long long)idx_max);
-            goto error;
-        }
-        for (size_t i = 0; i < nrows; i++)
-            rows[i].ts *= (double)S;
-        rep.time_index = 1;
-    } else if (S <= 0) {
-        if (ndeltas == 0) {
-            ret = cc_errf(err, errlen, -EINVAL,
-                          "%s: cannot detect the step from a single time per cell; give it", name);
-            goto error;
-        }
-        S = step_from_deltas(deltas, ndeltas, best);
-        if (S <= 0) {
-            ret = cc_errf(err, errlen, -EINVAL,
-                          "%s: most common time step %.3f s is not whole seconds; give the step "
-                          "(--step S)",
-                          name, best / 1000.0);
-            goto error;
-        }
-        rep.step_detected = 1;
-    }
-    ds->step_seconds = S;
-    rep.step_seconds = S;
-
-    /* Steps, sort, build series */
-    for (size_t i = 0; i < nrows; i++) {
-        double q = rows[i].ts / (double)S;
-        double rq = floor(q + 0.5);
-        if (fabs(rq) > 9e15) {
-            ret = cc_errf(err, errlen, -ERANGE, "%s: time out of range", name);
-            goto error;
-        }
-        rows[i].step = (int64_t)rq;
-        rows[i].key = rq;
-        if (fabs(rows[i].ts - rq * (double)S) > 1e-3)
-            rep.misaligned++;
-    }
-    qsort(rows, nrows, sizeof *rows, cmp_row);
-    for (size_t a = 0; a < nrows;) {
-        size_t b = a;
-        while (b < nrows && rows[b].cell == rows[a].cell)
-            b++;
-        /* unique steps of rows[a..b) (the last of equal steps wins) */
-        size_t u = a;
-        while (u < b) {
-            /* segment: from u, extend while gaps ≤ max_gap */
-            int64_t p0 = rows[u].step, plast = p0;
-            size_t v = u + 1;
-            while (v < b) {
-                int64_t gap = rows[v].step - plast - 1;
-                if (sp->max_gap_steps > 0 && gap > sp->max_gap_steps)
-                    break;
-                plast = rows[v].step;
-                v++;
-            }
-            int64_t T = plast - p0 + 1;
-            int64_t nu = 0;
-            for (size_t i = u; i < v; i++)
-                if (i == u || rows[i].step != rows[i - 1].step)
-                    nu++;
-            if (T > (int64_t)INT_MAX / F || T > 16 * nu + 100000) {
-                ret = cc_errf(err, errlen, -ERANGE,
-                              "%s: cell '%s' spans %lld steps of %lld s for %lld rows: wrong "
-                              "step, stray timestamp, or set a max gap",
-                              name, cells.id[rows[a].cell], (long long)T, (long long)S,
-                              (long long)nu);
-                goto error;
-            }
-            if (u > a)
-                rep.segments_split++;
-            ret = add_series(ds, &series_cap, cells.id[rows[a].cell], p0, (int)T);
-            if (ret)
-                goto error;
-            CcSeries *s = &ds->series[ds->n_series - 1];
-            for (size_t i = u; i < v; i++) {
-                size_t row = (size_t)(rows[i].step - p0);
-                const float *src = vals + (size_t)rows[i].order * F;
-                if (i > u && rows[i].step == rows[i - 1].step) {
-                    rep.duplicates++;
-                    const float *prev = vals + (size_t)rows[i - 1].order * F;
-                    for (int j = 0; j < F; j++)
-                        if (src[j] != prev[j] && !(isnan(src[j]) && isnan(prev[j]))) {
-                            rep.duplicates_differ++;
-                            break;
-                        }
-                }
-                for (int j = 0; j < F; j++) {
-                    s->x[row * F + j] = src[j];
-                    s->mask[row * F + j] = !isnan(src[j]);
-                }
-            }
-            rep.missing_steps += T - nu;
-            if (T >= 8 && 2 * nu < T && rep.sparse_series++ == 0) {
-                snprintf(rep.sparse_first, sizeof rep.sparse_first, "%s", s->cell_id);
-                rep.sparse_first_share = (double)nu / (double)T;
-            }
-            impute_series(s, F, sp->impute, rep.imputed_cells);
-            u = v;
-        }
-        a = b;
-    }
     if (report)
-        *report = rep;
-    *out = ds;
-    ds = NULL;
-    ret = 0;
+        *report = L->rep;
+    *out = L->ds;
+    L->ds = NULL;
 error:
-    if (c)
-        free(c->fields);
-    free(c);
-    free(cells.id);
-    free(cells.slot);
-    free(rows);
-    free(vals);
-    free(deltas);
-    cc_data_close(&ds);
+    if (L->c)
+        free(L->c->fields);
+    free(L->c);
+    free(L->hdr);
+    free(L->cells.id);
+    free(L->cells.slot);
+    free(L->rows);
+    free(L->vals);
+    free(L->deltas);
+    cc_data_close(&L->ds);
+    free(L);
     return ret;
 }
 

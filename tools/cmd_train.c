@@ -133,56 +133,27 @@ static void ett_recipe(TrainArgs *a, const CcOpt *opts, size_t n)
 #undef ETT_DEFAULT
 }
 
-/* Parses the command line into *a: CLI_RUN, or the exit code (after --help or an error). */
-static int train_opts(TrainArgs *a, int argc, char **argv)
+/* The option table of cellcast train is built from groups, in the order of its help: one
+ * function per group, so that each stays short and a new option finds its place. */
+enum { SHOW = CC_OPT_SHOW_DEFAULT };
+#define TRAIN_MAX_OPTS 128
+
+/* Copies a group of options to the end of the table (*n used of cap; the groups' sizes are
+ * fixed, so an overflow is a programming error). */
+static void table_add(CcOpt *table, size_t *n, size_t cap, const CcOpt *group, size_t count)
 {
-    CcHparams hp;
-    CcTrainSettings ts;
-    cc_hparams_default(&hp);
-    cc_train_default_settings(&ts);
-    *a = (TrainArgs){.schedule = "invsqrt",
-                     .name = "cellcast",
-                     .select = NULL,
-                     .calib = "shrunk",
-                     .calib_radius = -1,
-                     .calib_recent = 1,
-                     .floor_frac = 0.1,
-                     .xn_bound = CC_TRAIN_XN_BOUND,
-                     .nll_mean = 1,
-                     .head_scale = 0.1,
-                     .linear_init = "random",
-                     .ridge_lambda = 0.02,
-                     .linear_lr_mult = 1,
-                     .chan_init_sd = 0.02,
-                     .min_lr_frac = ts.adam.min_lr_frac,
-                     .dropout_sites = "all",
-                     .init = "xavier",
-                     .val_units = "z",
-                     .val_frac = -1,
-                     .wd = -1,
-                     .epochs = 20,
-                     .patience = 6,
-                     .P = hp.patch_len,
-                     .N = hp.n_patches,
-                     .M = hp.norm_window,
-                     .D = hp.d_model,
-                     .H = hp.n_heads,
-                     .L = hp.n_layers,
-                     .FF = hp.d_ff,
-                     .HZ = hp.horizon,
-                     .R = 336,
-                     .dropout = ts.dropout,
-                     .lr = ts.adam.lr,
-                     .clip = ts.adam.clip,
-                     .warmup = ts.adam.warmup,
-                     .batch = ts.batch,
-                     .group = ts.group,
-                     .threads = ts.n_threads,
-                     .val_windows = ts.max_val_windows,
-                     .seed_d = (double)ts.seed};
-    cc_data_default_settings(&a->data);
-    enum { SHOW = CC_OPT_SHOW_DEFAULT };
-    CcOpt opts[] = {
+    if (*n + count > cap) {
+        fprintf(stderr, "cellcast train: option table too small\n");
+        abort();
+    }
+    memcpy(table + *n, group, count * sizeof *group);
+    *n += count;
+}
+
+/* The data: input and output files, CSV parsing, step, split, the ETT protocol. */
+static void data_options(TrainArgs *a, CcOpt *table, size_t *n, size_t cap)
+{
+    const CcOpt group[] = {
         CC_OPTS_HEADING("Data:"),
         CC_OPTS_STR("data", &a->data_path, "FILE",
                     "CSV, long (ts,cell_id,<kpis>) or wide (<time>,<kpis>)",
@@ -202,6 +173,14 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                     "rows 0-8640, 8640-11520, 11520-14400; ETTm x4),\n"
                     "z-score with the train slice, horizon 96 unless given;\n"
                     "the ETT recipe for every option not given (docs/training.md)"),
+    };
+    table_add(table, n, cap, group, sizeof group / sizeof *group);
+}
+
+/* The model's shape and initialisation (ignored with --resume). */
+static void model_options(TrainArgs *a, CcOpt *table, size_t *n, size_t cap)
+{
+    const CcOpt group[] = {
         CC_OPTS_HEADING("Model (ignored with --resume):"),
         CC_OPTS_INT("patch-len", &a->P, 1, CC_MAX_PATCH_LEN, "P", "", .flags = SHOW),
         CC_OPTS_INT("n-patches", &a->N, 1, CC_MAX_N_PATCHES, "N",
@@ -251,6 +230,14 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
         CC_OPTS_INT("tz-offset", &a->tz, -86400, 86400, "SEC",
                     "local time offset of the time features", .flags = SHOW),
         CC_OPTS_STR("name", &a->name, "NAME", "model name in the metadata", .flags = SHOW),
+    };
+    table_add(table, n, cap, group, sizeof group / sizeof *group);
+}
+
+/* The optimiser, its schedule, the loss, the batch and the length of the run. */
+static void optimiser_options(TrainArgs *a, CcOpt *table, size_t *n, size_t cap)
+{
+    const CcOpt group[] = {
         CC_OPTS_HEADING("Training:"),
         CC_OPTS_DBL("dropout", &a->dropout, 0, 0.9, "X", "", .flags = SHOW),
         CC_OPTS_DBL("lr", &a->lr, 1e-7, 1, "X", "peak learning rate", .flags = SHOW),
@@ -306,6 +293,14 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
         CC_OPTS_DBL("steps", &a->steps_d, 1, 1e12, "N", "optimiser steps (overrides --epochs)"),
         CC_OPTS_DBL("max-minutes", &a->max_minutes, 0, 1e6, "X",
                     "wall-clock budget (default none)"),
+    };
+    table_add(table, n, cap, group, sizeof group / sizeof *group);
+}
+
+/* Validation, the kept checkpoint's selection, early stop and the calibration. */
+static void selection_options(TrainArgs *a, CcOpt *table, size_t *n, size_t cap)
+{
+    const CcOpt group[] = {
         CC_OPTS_INT("eval-every", &a->eval_every, 1, 1e9, "N",
                     "validate every N steps (default: min(200, max(epoch,\n"
                     "steps/50)))"),
@@ -344,6 +339,14 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                     "fit on the latest X of each series' validation rows", .flags = SHOW),
         CC_OPTS_INT("val-windows", &a->val_windows, 1, 1e7, "N",
                     "validation windows, evenly spaced", .flags = SHOW),
+    };
+    table_add(table, n, cap, group, sizeof group / sizeof *group);
+}
+
+/* How the run goes: threads, seed, resume, fallback, output. */
+static void run_options(TrainArgs *a, CcOpt *table, size_t *n, size_t cap)
+{
+    const CcOpt group[] = {
         CC_OPTS_INT("threads", &a->threads, 1, 16, "T", "", .flags = SHOW),
         CC_OPTS_DBL("seed", &a->seed_d, 0, 9007199254740992.0, "X",
                     "same seed, data and options → same weights", .flags = SHOW),
@@ -357,16 +360,65 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                      "the lower val_mae_vs_last (docs/training.md)"),
         CC_OPTS_FLAG("quiet", &a->quiet, "no progress output"),
     };
-    const CcOptsSpec spec = {
-        .prog = "cellcast train",
-        .usage = "cellcast train --data FILE --out MODEL.safetensors [options]",
-        .about = "Trains a cellcast-tx/3 model on KPI history (see docs/training.md).",
-        CC_OPTS_TABLE(opts),
-    };
-    int rc = cc_opts_parse(&spec, argc, argv, NULL);
-    if (rc)
-        return CLI_OPTS_EXIT(rc);
-    const size_t nopts = sizeof opts / sizeof opts[0];
+    table_add(table, n, cap, group, sizeof group / sizeof *group);
+}
+
+/* The defaults of every option: the library's (cc_hparams_default, cc_train_default_settings,
+ * cc_data_default_settings) and the command's own. */
+static void train_defaults(TrainArgs *a)
+{
+    CcHparams hp;
+    CcTrainSettings ts;
+    cc_hparams_default(&hp);
+    cc_train_default_settings(&ts);
+    *a = (TrainArgs){.schedule = "invsqrt",
+                     .name = "cellcast",
+                     .select = NULL,
+                     .calib = "shrunk",
+                     .calib_radius = -1,
+                     .calib_recent = 1,
+                     .floor_frac = 0.1,
+                     .xn_bound = CC_TRAIN_XN_BOUND,
+                     .nll_mean = 1,
+                     .head_scale = 0.1,
+                     .linear_init = "random",
+                     .ridge_lambda = 0.02,
+                     .linear_lr_mult = 1,
+                     .chan_init_sd = 0.02,
+                     .min_lr_frac = ts.adam.min_lr_frac,
+                     .dropout_sites = "all",
+                     .init = "xavier",
+                     .val_units = "z",
+                     .val_frac = -1,
+                     .wd = -1,
+                     .epochs = 20,
+                     .patience = 6,
+                     .P = hp.patch_len,
+                     .N = hp.n_patches,
+                     .M = hp.norm_window,
+                     .D = hp.d_model,
+                     .H = hp.n_heads,
+                     .L = hp.n_layers,
+                     .FF = hp.d_ff,
+                     .HZ = hp.horizon,
+                     .R = 336,
+                     .dropout = ts.dropout,
+                     .lr = ts.adam.lr,
+                     .clip = ts.adam.clip,
+                     .warmup = ts.adam.warmup,
+                     .batch = ts.batch,
+                     .group = ts.group,
+                     .threads = ts.n_threads,
+                     .val_windows = ts.max_val_windows,
+                     .seed_d = (double)ts.seed};
+    cc_data_default_settings(&a->data);
+}
+
+/* After parsing: what was given (the defaults derived from the data and the fallback need
+ * to know), the ETT recipe, and the checks of the values and of options that exclude each
+ * other. CLI_RUN, or 2 after a message. */
+static int train_check(TrainArgs *a, const CcOpt *opts, size_t nopts)
+{
     a->hz_given = opt_given(opts, nopts, "horizon");
     a->P_given = opt_given(opts, nopts, "patch-len");
     a->N_given = opt_given(opts, nopts, "n-patches");
@@ -387,7 +439,7 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
         return 2;
     }
     if (a->protocol)
-        ett_recipe(a, opts, sizeof opts / sizeof opts[0]);
+        ett_recipe(a, opts, nopts);
     if (!a->select) /* the benchmark's own metric under --protocol ett */
         a->select = a->protocol ? "mse" : "nll";
     if (select_index(a->select) < 0) {
@@ -433,6 +485,30 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
         return 2;
     }
     return CLI_RUN;
+}
+
+/* Parses the command line into *a: CLI_RUN, or the exit code (after --help or an error). */
+static int train_opts(TrainArgs *a, int argc, char **argv)
+{
+    train_defaults(a);
+    CcOpt opts[TRAIN_MAX_OPTS];
+    size_t nopts = 0;
+    data_options(a, opts, &nopts, TRAIN_MAX_OPTS);
+    model_options(a, opts, &nopts, TRAIN_MAX_OPTS);
+    optimiser_options(a, opts, &nopts, TRAIN_MAX_OPTS);
+    selection_options(a, opts, &nopts, TRAIN_MAX_OPTS);
+    run_options(a, opts, &nopts, TRAIN_MAX_OPTS);
+    const CcOptsSpec spec = {
+        .prog = "cellcast train",
+        .usage = "cellcast train --data FILE --out MODEL.safetensors [options]",
+        .about = "Trains a cellcast-tx/3 model on KPI history (see docs/training.md).",
+        .opts = opts,
+        .n_opts = (int)nopts,
+    };
+    int rc = cc_opts_parse(&spec, argc, argv, NULL);
+    if (rc)
+        return CLI_OPTS_EXIT(rc);
+    return train_check(a, opts, nopts);
 }
 
 /* Fewest optimiser steps of a run whose length the command line leaves to --epochs' default. */
