@@ -707,12 +707,126 @@ static void test_crafted_records(void **state)
     cc_model_close(&m);
 }
 
+/* Every step field of a restored anomaly state is bounded by the cell's last step: a record
+ * whose steps lie past it (offset 77 = the anomaly's last step set to 2^62: UBSan signed
+ * overflows in the DQ and lifecycle code, the cell never alerted again) is refused, by the
+ * plain load and by the snapshot restore; and a refused record leaves the cell as it was,
+ * ring included (it was restored before the anomaly state was refused: half a cell). */
+static void test_anomaly_steps_bounded(void **state)
+{
+    (void)state;
+    World w, r;
+    CcModel *m = small_model();
+    world_open(&w, m);
+    world_open(&r, m);
+    run_steps(&w, 1000, 80);
+    int64_t first, last;
+    cc_cell_span(w.cell[0], &first, &last);
+    long n = cc_anomaly_cell_save(w.ac[0], NULL, 0);
+    assert_true(n > 0);
+    uint8_t *good = malloc((size_t)n), *b = malloc((size_t)n);
+    assert_int_equal(cc_anomaly_cell_save(w.ac[0], good, (size_t)n), n);
+    char err[256];
+    /* magic, version, F (12 bytes), the id (CC_ANOMALY_CELL_ID_MAX + 1), then last_step,
+     * exp_step, score_step, score, over and crit bits, win_step, zero_run, the anomaly
+     * episode (start, resolved) */
+    const size_t at = 12 + CC_ANOMALY_CELL_ID_MAX + 1;
+    int64_t own;
+    memcpy(&own, good + at, 8);
+    assert_int_equal(own, last); /* the layout this test writes into */
+    const struct {
+        size_t off;
+        int64_t v;
+    } bad[] = {
+        {0, (int64_t)1 << 62},  /* last_step */
+        {0, last + 1},          /* last_step past the ring's */
+        {0, -7},                /* last_step */
+        {8, (int64_t)1 << 62},  /* exp_step */
+        {16, (int64_t)1 << 62}, /* score_step */
+        {48, (int64_t)1 << 62}, /* win_step */
+        {60, (int64_t)1 << 62}, /* anom.start */
+        {68, INT64_MAX},        /* anom.resolved */
+        {60, -5},               /* anom.start */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        memcpy(b, good, (size_t)n);
+        memcpy(b + at + bad[i].off, &bad[i].v, 8);
+        int load = cc_anomaly_cell_load_at(r.ac[0], b, (size_t)n, last, err, sizeof err);
+        if (load != -EINVAL)
+            fail_msg("field at %zu = %lld: load_at %d", at + bad[i].off, (long long)bad[i].v, load);
+        if (bad[i].v != last + 1) /* alone, the record's own last step bounds it */
+            assert_int_equal(cc_anomaly_cell_load(r.ac[0], b, (size_t)n, err, sizeof err), -EINVAL);
+    }
+    /* a count out of its range: zero_run, then the anomaly episode's clear run, severity */
+    static const size_t counts[] = {56, 76, 80};
+    for (size_t i = 0; i < 3; i++) {
+        memcpy(b, good, (size_t)n);
+        int32_t v = i == 2 ? 7 : -1;
+        memcpy(b + at + counts[i], &v, 4);
+        assert_int_equal(cc_anomaly_cell_load_at(r.ac[0], b, (size_t)n, last, err, sizeof err),
+                         -EINVAL);
+    }
+    /* the record as written loads, against the ring and alone */
+    assert_int_equal(cc_anomaly_cell_load_at(r.ac[0], good, (size_t)n, last, err, sizeof err), 0);
+    assert_int_equal(cc_anomaly_cell_load(r.ac[0], good, (size_t)n, err, sizeof err), 0);
+
+    /* through the state record: refused as a whole, the target cell untouched */
+    CcSnapshotInfo info;
+    cc_snapshot_info_for_model(&info, &m->hp);
+    CcSnapshotWriter *enc = NULL;
+    CcSnapshotReader *dec = NULL;
+    assert_int_equal(cc_snapshot_encoder_open(&enc, &info), 0);
+    assert_int_equal(cc_snapshot_decoder_open(&dec, &info), 0);
+    const void *buf;
+    size_t len;
+    assert_int_equal(
+        cc_snapshot_encode_engine_cell(enc, ids[0], w.cell[0], w.ac[0], NULL, 0, &buf, &len), 0);
+    CcSnapshotRecord rec;
+    assert_int_equal(cc_snapshot_decode(dec, buf, len, &rec, err, sizeof err), 0);
+    CcSnapshotCell sc = rec.cell;
+    memcpy(b, sc.anomaly, sc.anomaly_len);
+    int64_t huge = (int64_t)1 << 62;
+    memcpy(b + at, &huge, 8);
+    sc.anomaly = b;
+    int64_t f0, l0;
+    cc_cell_span(r.cell[1], &f0, &l0);
+    assert_int_equal(l0, -1);
+    long before = cc_anomaly_cell_save(r.ac[1], NULL, 0);
+    uint8_t *snap = malloc((size_t)before), *after = malloc((size_t)before);
+    cc_anomaly_cell_save(r.ac[1], snap, (size_t)before);
+    assert_int_equal(cc_snapshot_restore_engine_cell(&sc, r.cell[1], r.ac[1], err, sizeof err),
+                     -EINVAL);
+    assert_non_null(strstr(err, "past the cell's last step"));
+    cc_cell_span(r.cell[1], &f0, &l0);
+    assert_int_equal(l0, -1); /* the ring was not restored */
+    assert_int_equal(cc_anomaly_cell_save(r.ac[1], after, (size_t)before), before);
+    assert_memory_equal(snap, after, (size_t)before);
+    /* the same record unmodified restores */
+    assert_int_equal(
+        cc_snapshot_restore_engine_cell(&rec.cell, r.cell[1], r.ac[1], err, sizeof err), 0);
+    cc_cell_span(r.cell[1], &f0, &l0);
+    assert_int_equal(l0, last);
+    free(snap);
+    free(after);
+    free(good);
+    free(b);
+    cc_snapshot_encoder_close(&enc);
+    cc_snapshot_read_close(&dec);
+    world_close(&w, 1);
+    world_close(&r, 1);
+    cc_model_close(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_crc32),           cmocka_unit_test(test_roundtrip),
-        cmocka_unit_test(test_refusals),        cmocka_unit_test(test_atomic_replace_and_abort),
-        cmocka_unit_test(test_crafted_records), cmocka_unit_test(test_state_records),
+        cmocka_unit_test(test_crc32),
+        cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_atomic_replace_and_abort),
+        cmocka_unit_test(test_crafted_records),
+        cmocka_unit_test(test_state_records),
+        cmocka_unit_test(test_anomaly_steps_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
