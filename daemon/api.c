@@ -486,8 +486,7 @@ static void alerts_metrics(Ccd *d, struct evbuffer *b)
         (unsigned long long)so->snapshots, (unsigned long long)so->snapshot_errors,
         (long long)so->snapshot_bytes, so->snapshot_seconds, (unsigned long long)so->restored_cells,
         (unsigned long long)so->restore_failed, (unsigned long long)so->positions_refused,
-        (unsigned long long)d->reloads_ok,
-        (unsigned long long)d->reloads_failed);
+        (unsigned long long)d->reloads_ok, (unsigned long long)d->reloads_failed);
     /* unknown until the first snapshot: no sample rather than a made-up value */
     if (so->snapshot_unix)
         evbuffer_add_printf(b,

@@ -389,10 +389,9 @@ static void restore_slot(Ccd *d, int topic, const Slot *s, Restored *out)
      * got the cell's messages there, i.e. the KPI producers use another partitioner (then
      * redirects go astray too), or it is forged. Counted and told; restored all the same:
      * refusing would start every cell of such a deployment cold. */
-    int32_t mapped = out->n_partitions > 0
-                         ? ccd_partition_of_key(d->cfg.kafka_partitioner, s->key, strlen(s->key),
-                                                out->n_partitions)
-                         : s->partition;
+    int32_t mapped = out->n_partitions > 0 ? ccd_partition_of_key(d->cfg.kafka_partitioner, s->key,
+                                                                  strlen(s->key), out->n_partitions)
+                                           : s->partition;
     if (mapped != s->partition) {
         h->st.records_misplaced++;
         CCD_LOG_RL(CC_LOG_WARN, "handover",
@@ -509,8 +508,12 @@ void ccd_handover_assign(Ccd *d, const char *name, int topic, const int32_t *par
         double read_s = (double)(cc_now_ns() - t0) * 1e-9;
         uint64_t before = h->st.cells_restored, kept = h->st.cells_kept,
                  refused = h->st.records_refused;
-        Restored done = {malloc(1024 * sizeof(CcdCell *)), 0, 1024, 0,
-                         ccd_kafka_topic_partitions(d->kafka, name), ccd_ingest_max_ts(d)};
+        Restored done = {malloc(1024 * sizeof(CcdCell *)),
+                         0,
+                         1024,
+                         0,
+                         ccd_kafka_topic_partitions(d->kafka, name),
+                         ccd_ingest_max_ts(d)};
         if (!done.cells)
             done.cap = 0; /* forecast one by one */
         for (size_t i = 0; i < x.cap; i++)

@@ -177,7 +177,7 @@ static void test_identity(void **state)
     assert_string_equal(id.group_instance_id, "edge-7-static");
     assert_string_equal(id.advertise, "https://cellcast-7.example.net");
     static const char *const bad_adv[] = {"cellcast-7:8080", "http://gw/cellcast",
-                                           "http://user@gw:80", "http://gw:80\r\nX: y"};
+                                          "http://user@gw:80", "http://gw:80\r\nX: y"};
     for (int i = 0; i < 4; i++) {
         set(&c.http_advertise, bad_adv[i]);
         assert_int_equal(ccd_cluster_identity(&c, 9000, &id, err, sizeof err), -EINVAL);
@@ -326,17 +326,19 @@ static void test_forged_records(void **state)
     int32_t p;
     const char *addr;
     assert_int_equal(record(cl, "b", "cellcastd", "http://b:1", "2", t), 0);
-    assert_int_equal(record(cl, "evil", "cellcastd", "http://attacker.invalid:9", "0,1,2,3",
-                            (int64_t)9e15),
-                     -EINVAL);
+    assert_int_equal(
+        record(cl, "evil", "cellcastd", "http://attacker.invalid:9", "0,1,2,3", (int64_t)9e15),
+        -EINVAL);
     assert_int_equal(record(cl, "evil", "cellcastd", "http://attacker.invalid:9", "0,1,2,3",
                             t + 2 * CCD_CLUSTER_MAX_SKEW_MS),
                      -EINVAL);
     static const char *const addrs[] = {
-        "http://a:1/x",      "http://u@a:1",     "http://a:1\\r\\nX-A: b", "http://a b:1",
-        "http://a:1?x=1",    "httpx://a:1",      "http://:1",              "http://a:",
-        "http://a:65536",    "http://a:1#f",     "http://a\\u0000:1",      "ftp://a:1",
-        "http://[::1:1",     "http://a:1/",      "https://",               "http://a:-1",
+        "http://a:1/x",  "http://u@a:1",      "http://a:1\\r\\nX-A: b",
+        "http://a b:1",  "http://a:1?x=1",    "httpx://a:1",
+        "http://:1",     "http://a:",         "http://a:65536",
+        "http://a:1#f",  "http://a\\u0000:1", "ftp://a:1",
+        "http://[::1:1", "http://a:1/",       "https://",
+        "http://a:-1",
     };
     const int n_addrs = (int)(sizeof addrs / sizeof *addrs);
     for (int i = 0; i < n_addrs; i++)

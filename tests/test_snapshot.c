@@ -1,7 +1,9 @@
 /* test_snapshot.c — lib/cc_snapshot: a round trip of engine cells (rings, forecasts after
  * restore), anomaly state, Kafka positions and host bytes; and every refusal: missing,
  * wrong magic, other version, truncated (header, mid-record, no end record), corrupted
- * (record CRC, header CRC, file CRC), mismatched model; atomic replace and abort. */
+ * (record CRC, header CRC, file CRC), mismatched model; atomic replace and abort; anomaly
+ * states whose steps lie past the cell's, refused whole; and the daemon's checks of a
+ * record (daemon/state.c: key, partition, steps ahead of the clock). */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -17,6 +19,7 @@
 #include <cmocka.h>
 
 #include "cc_snapshot.h"
+#include "state.h"
 #include "testlib.h"
 
 #define NCELLS 4
@@ -817,6 +820,66 @@ static void test_anomaly_steps_bounded(void **state)
     cc_model_close(&m);
 }
 
+/* The daemon's checks of a record before it restores it (daemon/state.c), the ones the
+ * library cannot make: a state-topic record keyed `zz-1` that carries c2's state used to
+ * replace the real c2 (its forecast mean became the forged values); one read from another
+ * partition than the one it names; steps that end past what ingest accepts (the clock +
+ * ingest.max_future_s: the cell's real records were all late after the restart); extra
+ * fields out of range. */
+static void test_daemon_record_checks(void **state)
+{
+    (void)state;
+    const int64_t S = 900, now = 1764288000, max_ts = now + 900;
+    float vals[4 * 3] = {0};
+    CcdStateExtra ex = {0, 2, now / S - 3, now - 10, 4, 4};
+    CcSnapshotCell sc = {.cell_id = "c2",
+                         .seq_start = now / S - 3,
+                         .first = now / S - 3,
+                         .count = 4,
+                         .n_features = 3,
+                         .values = vals,
+                         .extra = (const uint8_t *)&ex,
+                         .extra_len = sizeof ex};
+    char err[512];
+    assert_int_equal(ccd_state_check_record(&sc, "c2", 2, S, max_ts, err, sizeof err), 0);
+    assert_int_equal(ccd_state_check_record(&sc, NULL, -1, S, max_ts, err, sizeof err), 0);
+    /* the key is not the cell it holds */
+    assert_int_equal(ccd_state_check_record(&sc, "zz-1", 2, S, max_ts, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "keyed 'zz-1' but holds cell 'c2'"));
+    /* read from another partition than its own */
+    assert_int_equal(ccd_state_check_record(&sc, "c2", 3, S, max_ts, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "partition 3"));
+    /* the last step ingest accepts is that of max_ts; one more is refused, snapshot or not */
+    sc.first = sc.seq_start = max_ts / S - 3;
+    ex.first_step = sc.first;
+    assert_int_equal(ccd_state_check_record(&sc, NULL, -1, S, max_ts, err, sizeof err), 0);
+    sc.first = sc.seq_start = max_ts / S - 2;
+    assert_int_equal(ccd_state_check_record(&sc, NULL, -1, S, max_ts, err, sizeof err), -ERANGE);
+    assert_non_null(strstr(err, "ingest.max_future_s"));
+    sc.first = sc.seq_start = 281558111 - 3; /* the probe's: ends at step 281558111 */
+    assert_int_equal(ccd_state_check_record(&sc, "c2", 2, S, max_ts, err, sizeof err), -ERANGE);
+    /* extra fields out of range */
+    sc.first = sc.seq_start = now / S - 3;
+    const CcdStateExtra good = {0, 2, now / S - 3, now - 10, 4, 4};
+    const CcdStateExtra bad[] = {
+        {0, -2, now / S - 3, now - 10, 4, 4},  /* partition */
+        {-5, 2, now / S - 3, now - 10, 4, 4},  /* topic */
+        {0, 2, now / S + 1, now - 10, 4, 4},   /* first step after the last */
+        {0, 2, -9, now - 10, 4, 4},            /* first step */
+        {0, 2, now / S - 3, max_ts + 1, 4, 4}, /* last record time ahead of the clock */
+        {0, 2, now / S - 3, -1, 4, 4},         /* last record time */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ex = bad[i];
+        if (ccd_state_check_record(&sc, NULL, -1, S, max_ts, err, sizeof err) != -EINVAL)
+            fail_msg("extra %zu accepted", i);
+    }
+    ex = good;
+    sc.extra_len = 4; /* a state record must carry them */
+    assert_int_equal(ccd_state_check_record(&sc, "c2", 2, S, max_ts, err, sizeof err), -EINVAL);
+    assert_int_equal(ccd_state_check_record(&sc, NULL, -1, S, max_ts, err, sizeof err), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -827,6 +890,7 @@ int main(void)
         cmocka_unit_test(test_crafted_records),
         cmocka_unit_test(test_state_records),
         cmocka_unit_test(test_anomaly_steps_bounded),
+        cmocka_unit_test(test_daemon_record_checks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
