@@ -179,6 +179,24 @@ static void spit(const char *p, const uint8_t *b, long n)
     fclose(f);
 }
 
+/* With CC_STATE_SEEDS=dir, writes a state record as a seed of fuzz_state_record: its first
+ * byte the mode (1: as is; 0: re-sealed by the target, for records whose CRC no longer
+ * holds after a field was changed). */
+static void write_state_seed(const char *name, uint8_t mode, const void *rec, size_t len)
+{
+    const char *dir = getenv("CC_STATE_SEEDS");
+    if (!dir || !*dir)
+        return;
+    uint8_t *s = malloc(len + 1);
+    assert_non_null(s);
+    s[0] = mode;
+    memcpy(s + 1, rec, len);
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    spit(p, s, (long)len + 1);
+    free(s);
+}
+
 static void test_roundtrip(void **state)
 {
     (void)state;
@@ -521,6 +539,8 @@ static void test_state_records(void **state)
                          0);
         uint8_t *copy = malloc(len);
         memcpy(copy, buf, len);
+        if (i == 0)
+            write_state_seed("valid.bin", 1, buf, len);
         CcSnapshotRecord rec;
         assert_int_equal(cc_snapshot_decode(dec, copy, len, &rec, err, sizeof err), 0);
         assert_string_equal(rec.cell.cell_id, ids[i]);
@@ -787,6 +807,18 @@ static void test_anomaly_steps_bounded(void **state)
     CcSnapshotRecord rec;
     assert_int_equal(cc_snapshot_decode(dec, buf, len, &rec, err, sizeof err), 0);
     CcSnapshotCell sc = rec.cell;
+    {
+        uint8_t *crafted = malloc(len);
+        memcpy(crafted, buf, len);
+        int64_t huge62 = (int64_t)1 << 62;
+        /* frame (24) | id length (2) | id | seq_start, first, count, F | values | length */
+        size_t anomaly_at = 24 + 2 + strlen(sc.cell_id) + 24 +
+                            (size_t)sc.count * (size_t)sc.n_features * 4 + 4;
+        assert_memory_equal(crafted + anomaly_at, sc.anomaly, sc.anomaly_len);
+        memcpy(crafted + anomaly_at + at, &huge62, 8);
+        write_state_seed("anomaly_step_2_62.bin", 0, crafted, len);
+        free(crafted);
+    }
     memcpy(b, sc.anomaly, sc.anomaly_len);
     int64_t huge = (int64_t)1 << 62;
     memcpy(b + at, &huge, 8);
