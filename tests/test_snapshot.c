@@ -812,8 +812,8 @@ static void test_anomaly_steps_bounded(void **state)
         memcpy(crafted, buf, len);
         int64_t huge62 = (int64_t)1 << 62;
         /* frame (24) | id length (2) | id | seq_start, first, count, F | values | length */
-        size_t anomaly_at = 24 + 2 + strlen(sc.cell_id) + 24 +
-                            (size_t)sc.count * (size_t)sc.n_features * 4 + 4;
+        size_t anomaly_at =
+            24 + 2 + strlen(sc.cell_id) + 24 + (size_t)sc.count * (size_t)sc.n_features * 4 + 4;
         assert_memory_equal(crafted + anomaly_at, sc.anomaly, sc.anomaly_len);
         memcpy(crafted + anomaly_at + at, &huge62, 8);
         write_state_seed("anomaly_step_2_62.bin", 0, crafted, len);
