@@ -320,12 +320,16 @@ static int episode_valid(const Episode *e, int64_t hi)
  * (the record's own last step when the host gives none): every step the state names is at
  * most one past it (an expectation, an onset found by the missing-data rule, a lag-ring
  * target at most L past it), none before step 0. A step past it (a crafted record:
- * 2^62 overflowed step arithmetic and silenced the cell for good) refuses the record. */
+ * 2^62 overflowed step arithmetic and silenced the cell for good) refuses the record.
+ * Except quiet_until, bounded only absolutely: it is only compared, never computed with,
+ * a genuine record can carry one ahead of the cell (a cell replayed from Kafka behind its
+ * alert journal when the snapshot was taken), and the host sets it again from its journal
+ * at a restore (cc_anomaly_cell_quiet_until). */
 static int steps_valid(const CcAnomalyCell *t, int64_t last)
 {
     if (!step_ok(t->last_step, -1, last) || !step_ok(t->score_step, -1, t->last_step) ||
         !step_ok(t->win_step, NONE_STEP, last) || !step_ok(t->exp_step, NONE_STEP, last + 1) ||
-        !step_ok(t->quiet_until, NONE_STEP, last) || t->zero_run < 0 ||
+        !step_ok(t->quiet_until, NONE_STEP, STEP_MAX) || t->zero_run < 0 ||
         !episode_valid(&t->anom, last + 1) || !episode_valid(&t->zero, last + 1) ||
         !episode_valid(&t->missing, last + 1))
         return 0;
