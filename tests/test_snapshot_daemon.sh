@@ -154,6 +154,13 @@ cell_is future $((P0 + 44)) 5 || fail "future after the restart: $(cat "$TMP/cel
 cell_is anom $((P0 + 39)) 40 || fail "anom after the restart: $(cat "$TMP/cell.json")"
 stop_daemon || fail "second run: SIGTERM exit status $?"
 
+# without Kafka the restore does not promise that Kafka resumes
+sed 's/brokers: embedded/brokers: none/' "$TMP/c.yaml" >"$TMP/none.yaml"
+start_daemon "$TMP/log3" health -c "$TMP/none.yaml"
+grep -q "restored: .*no Kafka (kafka.brokers none)" "$TMP/log3" ||
+    fail "restore line without Kafka: $(grep restored "$TMP/log3")"
+stop_daemon || fail "third run: SIGTERM exit status $?"
+
 if [ "$FAILS" != 0 ]; then
     echo "--- daemon log (restart)"; tail -30 "$TMP/log2"
     echo "$FAILS check(s) failed"
