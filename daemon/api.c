@@ -480,13 +480,17 @@ static void alerts_metrics(Ccd *d, struct evbuffer *b)
         "# HELP cellcast_snapshot_refused_cells Cell records of the snapshot refused at start "
         "(invalid fields, or a restore that failed); those cells start empty.\n"
         "# TYPE cellcast_snapshot_refused_cells gauge\ncellcast_snapshot_refused_cells %llu\n"
+        "# HELP cellcast_snapshot_refused_positions Positions records of the snapshot refused at "
+        "start (the offsets come from the group's committed ones).\n"
+        "# TYPE cellcast_snapshot_refused_positions gauge\ncellcast_snapshot_refused_positions "
+        "%llu\n"
         "# HELP cellcast_reloads_total Reloads (SIGHUP, POST /v1/admin/reload), by result.\n"
         "# TYPE cellcast_reloads_total counter\ncellcast_reloads_total{result=\"ok\"} %llu\n"
         "cellcast_reloads_total{result=\"refused\"} %llu\n",
         (unsigned long long)so->snapshots, (unsigned long long)so->snapshot_errors,
         (long long)so->snapshot_bytes, so->snapshot_seconds, (unsigned long long)so->restored_cells,
-        (unsigned long long)so->restore_failed, (unsigned long long)d->reloads_ok,
-        (unsigned long long)d->reloads_failed);
+        (unsigned long long)so->restore_failed, (unsigned long long)so->positions_refused,
+        (unsigned long long)d->reloads_ok, (unsigned long long)d->reloads_failed);
     /* unknown until the first snapshot: no sample rather than a made-up value */
     if (so->snapshot_unix)
         evbuffer_add_printf(b,
@@ -682,6 +686,25 @@ static int h_metrics(CcdReq *r)
                         "cellcast_handover_cells_total{how=\"cold\"} %llu\n",
                         (unsigned long long)hs.cells_sent, (unsigned long long)hs.cells_behind,
                         (unsigned long long)hs.cells_cold);
+    /* records anyone with write access to these topics can forge (docs/operations.md) */
+    metric(b, "cellcast_state_records_refused_total", "counter",
+           "State-topic records refused at a takeover (malformed, another model, a key that is "
+           "not their cell, another partition, steps ahead of the clock); those cells start "
+           "from the KPI topic.");
+    evbuffer_add_printf(b, "cellcast_state_records_refused_total %llu\n",
+                        (unsigned long long)hs.records_refused);
+    metric(b, "cellcast_state_records_misplaced_total", "counter",
+           "State-topic records restored from a partition kafka.partitioner does not map their "
+           "cell to (the KPI producers use another partitioner, or the record is forged).");
+    evbuffer_add_printf(b, "cellcast_state_records_misplaced_total %llu\n",
+                        (unsigned long long)hs.records_misplaced);
+    CcdClusterStats cls;
+    ccd_cluster_stats(d->cluster, &cls);
+    metric(b, "cellcast_cluster_member_records_invalid_total", "counter",
+           "Members-topic records refused (malformed, an address not of the advertised form, "
+           "ts_ms ahead of the clock, a key that is not their client id).");
+    evbuffer_add_printf(b, "cellcast_cluster_member_records_invalid_total %llu\n",
+                        (unsigned long long)cls.invalid);
     metric(b, "cellcast_kv_bytes", "gauge", "KV cache bytes of the resident cells.");
     evbuffer_add_printf(b, "cellcast_kv_bytes %zu\n",
                         d->cells->n_cells * cc_engine_kv_bytes_per_cell(d->engine));

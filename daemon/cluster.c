@@ -1,6 +1,7 @@
 /* cluster.c — identity, the members topic and routing of cellcastd (see cluster.h). */
 #include "cluster.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <librdkafka/rdkafka.h>
@@ -149,9 +150,12 @@ int ccd_cluster_identity(const CcdConfig *cfg, int http_port, CcdClusterIdentity
     size_t l = strlen(id->advertise); /* Location = advertise + path: no double slash */
     while (l && id->advertise[l - 1] == '/')
         id->advertise[--l] = 0;
-    if (strncmp(id->advertise, "http://", 7) && strncmp(id->advertise, "https://", 8))
+    if (!ccd_http_address_valid(id->advertise))
         return cc_errf(err, errlen, -EINVAL,
-                       "key 'http.advertise': '%s' is not an http:// or https:// URL",
+                       "key 'http.advertise': '%s' is not a base URL: http:// or https://, a "
+                       "host name or [IPv6 literal], an optional :port; no path, user, spaces or "
+                       "control characters (the other members refuse records that name another "
+                       "form)",
                        id->advertise);
     return 0;
 }
@@ -461,9 +465,14 @@ int ccd_cluster_record(CcdCluster *c, const char *key, size_t key_len, const voi
                        size_t len)
 {
     char k[256];
+    const char *why = "not a member record";
+    json_t *o = NULL;
+    Member nm = {0};
     c->records++;
-    if (!key || !key_len || key_len >= sizeof k)
+    if (!key || !key_len || key_len >= sizeof k || memchr(key, 0, key_len)) {
+        why = "no key, or a key that is not a client id";
         goto bad;
+    }
     memcpy(k, key, key_len);
     k[key_len] = 0;
     Member *m = find_member(c, k);
@@ -474,47 +483,61 @@ int ccd_cluster_record(CcdCluster *c, const char *key, size_t key_len, const voi
         }
         return 0;
     }
-    Member nm = {0};
     json_error_t je;
-    json_t *o = json_loadb(value, len, 0, &je), *parts = json_object_get(o, "partitions");
+    o = json_loadb(value, len, 0, &je);
+    json_t *parts = json_object_get(o, "partitions");
     json_int_t ts = json_integer_value(json_object_get(o, "ts_ms"));
     json_int_t hb = json_integer_value(json_object_get(o, "heartbeat_ms"));
     json_t *pc = json_object_get(o, "partition_count");
-    json_int_t pcv = json_integer_value(pc); /* o is gone when it is used */
+    json_int_t pcv = json_integer_value(pc);
+    const char *client_id = json_string_value(json_object_get(o, "client_id"));
     if (!json_is_object(o) || !json_is_array(parts) || json_array_size(parts) > MAX_PARTS ||
-        ts <= 0 || hb <= 0 || hb > 3600000 || !json_is_integer(pc) ||
-        json_integer_value(pc) > MAX_PARTS ||
+        ts <= 0 || hb <= 0 || hb > 3600000 || !json_is_integer(pc) || pcv > MAX_PARTS ||
         copy_str(nm.group_id, sizeof nm.group_id, json_object_get(o, "group_id")) ||
         copy_str(nm.member_id, sizeof nm.member_id, json_object_get(o, "member_id")) ||
         copy_str(nm.instance, sizeof nm.instance, json_object_get(o, "group_instance_id")) ||
         copy_str(nm.address, sizeof nm.address, json_object_get(o, "address")) ||
         copy_str(nm.protocol, sizeof nm.protocol, json_object_get(o, "protocol")) ||
-        !json_is_string(json_object_get(o, "topic")) || strncmp(nm.address, "http", 4)) {
-        json_decref(o);
+        !json_is_string(json_object_get(o, "topic")))
         goto bad;
-    }
     if (strcmp(nm.group_id, c->group_id) ||
         strcmp(json_string_value(json_object_get(o, "topic")), c->topic)) {
         json_decref(o); /* another group or topic sharing the members topic */
         return 0;
     }
+    if (!client_id || strcmp(client_id, k)) {
+        why = "its client_id is not its key";
+        goto bad;
+    }
+    if (!ccd_http_address_valid(nm.address)) {
+        why = "its address is not a base URL (http:// or https://, host, optional port; no "
+              "path, user or control characters)";
+        goto bad;
+    }
+    /* A record from the future would stay fresh for as long as it is ahead, and win every
+     * claim (the newest wins): the clocks of the members agree to within seconds (NTP). */
+    if (ts > wall_ms() + CCD_CLUSTER_MAX_SKEW_MS) {
+        why = "its ts_ms is ahead of this member's clock by more than "
+              "the allowed skew (clocks not in sync, or forged)";
+        goto bad;
+    }
     nm.n_parts = (int)json_array_size(parts);
     nm.parts = malloc((size_t)(nm.n_parts + 1) * sizeof *nm.parts);
-    for (int i = 0; nm.parts && i < nm.n_parts; i++) {
+    if (!nm.parts) {
+        json_decref(o);
+        c->dropped_records++;
+        return -ENOMEM;
+    }
+    for (int i = 0; i < nm.n_parts; i++) {
         json_t *p = json_array_get(parts, (size_t)i);
         if (!json_is_integer(p) || json_integer_value(p) < 0 ||
             json_integer_value(p) >= MAX_PARTS) {
-            free(nm.parts);
-            json_decref(o);
+            why = "a partition out of range";
             goto bad;
         }
         nm.parts[i] = (int32_t)json_integer_value(p);
     }
     json_decref(o);
-    if (!nm.parts) {
-        c->dropped_records++;
-        return -ENOMEM;
-    }
     qsort(nm.parts, (size_t)nm.n_parts, sizeof *nm.parts, cmp_i32);
     memcpy(nm.key, k, key_len + 1);
     nm.ts_ms = ts;
@@ -540,9 +563,29 @@ int ccd_cluster_record(CcdCluster *c, const char *key, size_t key_len, const voi
     *m = nm;
     return 0;
 bad:
+    free(nm.parts);
+    json_decref(o);
     c->bad_records++;
-    CCD_LOG_RL_AT(&c->rl, CC_LOG_WARN, "cluster", "invalid record on %s ignored", c->members_topic);
+    /* the key is printed only up to its first character that is not printable */
+    int shown = 0;
+    while (key && (size_t)shown < key_len && shown < 64 && isprint((unsigned char)key[shown]))
+        shown++;
+    CCD_LOG_RL_AT(&c->rl, CC_LOG_WARN, "cluster",
+                  "record on %s (key '%.*s') refused: %s; anyone who may write this topic can "
+                  "redirect clients: restrict it to the cellcastd principals (docs/operations.md)",
+                  c->members_topic, shown, key ? key : "", why);
     return -EINVAL;
+}
+
+void ccd_cluster_stats(const CcdCluster *c, CcdClusterStats *st)
+{
+    memset(st, 0, sizeof *st);
+    if (!c)
+        return;
+    st->records = c->records;
+    st->invalid = c->bad_records;
+    st->dropped = c->dropped_records;
+    st->publish_errors = c->publish_errors;
 }
 
 /* A record counts while it is younger than FRESH_HEARTBEATS of its member's heartbeats. */

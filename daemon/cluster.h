@@ -93,9 +93,27 @@ int ccd_cluster_start(CcdCluster *c, CcdKafka *k, char *err, size_t errlen);
 void ccd_cluster_cron(CcdCluster *c);
 
 /** Takes one record as read from the members topic (value NULL = tombstone); bad records
- *  are counted and ignored. 0 or -EINVAL. Exposed for the tests. */
+ *  (malformed JSON or fields, a client_id other than the key, an address that
+ *  ccd_http_address_valid (config.h) refuses, a ts_ms more than CCD_CLUSTER_MAX_SKEW_MS ahead of
+ *  the wall clock) are counted, logged with the reason and ignored. 0 or -EINVAL (-ENOMEM).
+ *  Exposed for the tests. */
 int ccd_cluster_record(CcdCluster *c, const char *key, size_t key_len, const void *value,
                        size_t len);
+
+/** How far ahead of this member's wall clock a record's ts_ms may be (ms): members' clocks
+ *  agree to within seconds (NTP); a record further ahead is refused (it would stay fresh
+ *  for as long as it is ahead and win every claim). */
+#define CCD_CLUSTER_MAX_SKEW_MS 30000
+
+typedef struct CcdClusterStats {
+    uint64_t records;        ///< read from the members topic
+    uint64_t invalid;        ///< refused (malformed, bad address, future ts_ms, key mismatch)
+    uint64_t dropped;        ///< valid but not kept (table full, out of memory)
+    uint64_t publish_errors; ///< this member's records not published
+} CcdClusterStats;
+
+/** The counters of the members topic (all 0 for c NULL). */
+void ccd_cluster_stats(const CcdCluster *c, CcdClusterStats *st);
 
 enum CcdOwner { CCD_OWNER_SELF, CCD_OWNER_OTHER, CCD_OWNER_UNKNOWN, CCD_OWNER_ALONE };
 

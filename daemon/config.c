@@ -1071,24 +1071,49 @@ static int check_topic(const char *key, const char *name, int empty_ok, const ch
                    key, name, strlen(name) > 64 ? "..." : "");
 }
 
-/* http.advertise: empty, or http(s)://host[:port][/path] of printable ASCII (it goes into
+int ccd_http_address_valid(const char *s)
+{
+    size_t n = strncmp(s, "http://", 7) ? strncmp(s, "https://", 8) ? 0 : 8 : 7;
+    if (!n)
+        return 0;
+    s += n;
+    if (*s == '[') { /* an IPv6 literal */
+        const char *e = s + 1;
+        while (isxdigit((unsigned char)*e) || *e == ':' || *e == '.')
+            e++;
+        if (*e != ']' || e == s + 1)
+            return 0;
+        s = e + 1;
+    } else {
+        const char *e = s;
+        while (isalnum((unsigned char)*e) || *e == '.' || *e == '-' || *e == '_')
+            e++;
+        if (e == s)
+            return 0;
+        s = e;
+    }
+    if (!*s)
+        return 1;
+    if (*s++ != ':')
+        return 0; /* a path, query, userinfo, space or control character */
+    long port = 0;
+    int digits = 0;
+    for (; isdigit((unsigned char)*s) && digits < 6; s++, digits++)
+        port = port * 10 + (*s - '0');
+    return !*s && digits && port >= 1 && port <= 65535;
+}
+
+/* http.advertise: empty, or a base URL ccd_http_address_valid takes (it goes into
  * redirects' Location and the members topic as is). */
 static int check_advertise(const char *a, char *err, size_t errlen)
 {
-    if (!a || !*a)
+    if (!a || !*a || ccd_http_address_valid(a))
         return 0;
-    const char *host = !strncmp(a, "http://", 7)    ? a + 7
-                       : !strncmp(a, "https://", 8) ? a + 8
-                                                    : NULL;
-    int printable = 1;
-    for (const char *p = a; *p; p++)
-        printable &= *p > 0x20 && *p < 0x7f;
-    if (!host || !*host || *host == '/' || *host == ':' || !printable)
-        return cc_errf(err, errlen, -EINVAL,
-                       "key 'http.advertise': '%.128s' is not an http:// or https:// URL with a "
-                       "host (e.g. http://cellcast-2.example:8080)",
-                       a);
-    return 0;
+    return cc_errf(err, errlen, -EINVAL,
+                   "key 'http.advertise': '%.128s' is not an http:// or https:// URL with a host "
+                   "and an optional port, nothing after (no path; e.g. "
+                   "http://cellcast-2.example:8080)",
+                   a);
 }
 
 int ccd_snapshot_path_check(const char *path, char *err, size_t errlen)

@@ -157,6 +157,12 @@ int ccd_config_set(CcdConfig *c, const char *assignment, char *err, size_t errle
 int ccd_config_read(CcdConfig *c, const char *path, const char *const *sets, int n_sets, char *err,
                     size_t errlen);
 
+/** Whether s is a base URL of the form a member advertises (http.advertise, the members
+ *  topic): "http://" or "https://", a host name ([A-Za-z0-9._-]) or a bracketed IPv6
+ *  literal, an optional ":port" (1..65535), nothing after: no path, query, userinfo, spaces
+ *  or control characters (it becomes the Location of a redirect). */
+int ccd_http_address_valid(const char *s);
+
 /** Whether s is a legal Kafka topic name: 1..249 of [a-zA-Z0-9._-], not "." or "..". */
 int ccd_topic_name_valid(const char *s);
 

@@ -12,6 +12,8 @@
 
 #include "alerts.h"
 #include "cc_snapshot.h"
+#include "cluster.h"
+#include "ingest.h"
 #include "log.h"
 #include "state.h"
 
@@ -254,7 +256,8 @@ void ccd_handover_cell_gone(void *cookie, CcdCell *c)
 typedef struct Slot {
     char *key; /* NULL: empty */
     uint8_t *val;
-    size_t len; /* 0 with val NULL: a tombstone */
+    size_t len;        /* 0 with val NULL: a tombstone */
+    int32_t partition; /* of the state topic, where it was read */
 } Slot;
 
 typedef struct ReadCtx {
@@ -302,7 +305,6 @@ static void on_record(void *cookie, int32_t partition, const void *key, size_t k
                       const void *payload, size_t len)
 {
     ReadCtx *x = cookie;
-    (void)partition;
     x->records++;
     if (x->oom || !key || !key_len || key_len > 255)
         return;
@@ -329,12 +331,15 @@ static void on_record(void *cookie, int32_t partition, const void *key, size_t k
     free(s->val);
     s->val = v;
     s->len = v ? len : 0;
+    s->partition = partition;
 }
 
 typedef struct Restored {
     CcdCell **cells; /* restored, forecast pending */
     int n, cap;
-    int64_t forecast_ns; /* in ccd_state_forecast_cells */
+    int64_t forecast_ns;  /* in ccd_state_forecast_cells */
+    int32_t n_partitions; /* of the KPI topic, -1 unknown */
+    int64_t max_ts;       /* ccd_ingest_max_ts at the start of the takeover */
 } Restored;
 
 static void forecast(Ccd *d, Restored *r)
@@ -367,15 +372,35 @@ static void restore_slot(Ccd *d, int topic, const Slot *s, Restored *out)
     }
     const CcSnapshotCell *sc = &rec.cell;
     CcdStateExtra ex;
-    if (sc->extra_len != sizeof ex || sc->count <= 0) {
+    if (sc->extra_len != sizeof ex ||
+        ccd_state_check_record(sc, s->key, s->partition, d->model->hp.step_seconds, out->max_ts,
+                               err, sizeof err)) {
+        if (sc->extra_len != sizeof ex)
+            snprintf(err, sizeof err, "%zu extra bytes, want %zu", sc->extra_len, sizeof ex);
         h->st.records_refused++;
-        CCD_LOG_RL(CC_LOG_WARN, "handover", "state record of %s refused: %zu extra bytes, %d steps",
-                   s->key, sc->extra_len, sc->count);
+        CCD_LOG_RL(CC_LOG_WARN, "handover", "state record keyed '%s' on partition %d refused: %s",
+                   s->key, (int)s->partition, err);
         return;
     }
     memcpy(&ex, sc->extra, sizeof ex);
     if (ex.topic != topic)
         return; /* a cell of another KPI topic co-partitioned here */
+    /* Where kafka.partitioner puts the cell: a record elsewhere was written by a member that
+     * got the cell's messages there, i.e. the KPI producers use another partitioner (then
+     * redirects go astray too), or it is forged. Counted and told; restored all the same:
+     * refusing would start every cell of such a deployment cold. */
+    int32_t mapped = out->n_partitions > 0 ? ccd_partition_of_key(d->cfg.kafka_partitioner, s->key,
+                                                                  strlen(s->key), out->n_partitions)
+                                           : s->partition;
+    if (mapped != s->partition) {
+        h->st.records_misplaced++;
+        CCD_LOG_RL(CC_LOG_WARN, "handover",
+                   "state record of %s on partition %d: kafka.partitioner (%s) puts that cell "
+                   "in partition %d of %d; the KPI producers must use kafka.partitioner, keyed "
+                   "by the cell id (docs/operations.md, \"Finding a cell\")",
+                   s->key, (int)s->partition, ccd_partitioner_name(d->cfg.kafka_partitioner),
+                   (int)mapped, (int)out->n_partitions);
+    }
     int64_t last = sc->first + sc->count - 1;
     if (c && c->cell) {
         int64_t first, mine;
@@ -492,7 +517,12 @@ void ccd_handover_assign(Ccd *d, const char *name, int topic, const int32_t *par
         double read_s = (double)(cc_now_ns() - t0) * 1e-9;
         uint64_t before = h->st.cells_restored, kept = h->st.cells_kept,
                  refused = h->st.records_refused;
-        Restored done = {malloc(1024 * sizeof(CcdCell *)), 0, 1024, 0};
+        Restored done = {malloc(1024 * sizeof(CcdCell *)),
+                         0,
+                         1024,
+                         0,
+                         ccd_kafka_topic_partitions(d->kafka, name),
+                         ccd_ingest_max_ts(d)};
         if (!done.cells)
             done.cap = 0; /* forecast one by one */
         for (size_t i = 0; i < x.cap; i++)

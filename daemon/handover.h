@@ -67,6 +67,8 @@ void ccd_handover_cell_gone(void *cookie, CcdCell *c);
 typedef struct CcdHandoverStats {
     uint64_t records_written, bytes_written, write_errors, tombstones_written;
     uint64_t records_read, cells_restored, cells_kept, records_refused, tombstones;
+    /* restored, but on a partition kafka.partitioner does not map their cell to */
+    uint64_t records_misplaced;
     /* cells released at a revoke: with their newest state on the state topic, with an older
      * record only (a lost partition, an undelivered handover), without any (cold) */
     uint64_t cells_sent, cells_behind, cells_cold;

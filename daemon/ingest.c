@@ -34,6 +34,8 @@ static int64_t ingest_clock(const Ccd *d)
     return now;
 }
 
+int64_t ccd_ingest_max_ts(const Ccd *d) { return ingest_clock(d) + d->cfg.ingest_max_future_s; }
+
 /* Where a message came from, for log lines (formatted only when one is written: this is
  * the per-message path). */
 static const char *source_name(char buf[48], int topic, int32_t partition)

@@ -14,6 +14,7 @@
 
 #include "alerts.h"
 #include "handover.h"
+#include "ingest.h"
 #include "cc_snapshot.h"
 #include "interval.h"
 #include "log.h"
@@ -212,13 +213,24 @@ int ccd_state_restore_cell(Ccd *d, const CcSnapshotCell *sc, CcdCell **out, char
     const int F = d->model->hp.n_features;
     if (sc->count <= 0 || sc->n_features != F)
         return cc_errf(err, errlen, -EINVAL, "cell %s: empty or F=%d", sc->cell_id, sc->n_features);
+    int rc = ccd_state_check_record(sc, NULL, -1, d->model->hp.step_seconds, ccd_ingest_max_ts(d),
+                                    err, errlen);
+    if (rc)
+        return rc;
+    /* a cell created here and refused below leaves the table again: nothing half-made */
+    int created = !ccd_cells_get(d->cells, sc->cell_id);
     CcdCell *c = ccd_cells_add(d->cells, sc->cell_id);
     CcAnomalyCell *ac = c ? ccd_alerts_cell(d, c) : NULL;
     if (!ac)
         return cc_errf(err, errlen, -ENOMEM, "cell %s: out of memory or table full", sc->cell_id);
-    int rc = cc_snapshot_restore_engine_cell(sc, c->cell, ac, err, errlen);
-    if (rc)
+    rc = cc_snapshot_restore_engine_cell(sc, c->cell, ac, err, errlen);
+    if (rc) {
+        if (created && !c->busy && !c->open_items && !c->doomed) {
+            c->doomed = 1; /* released by the next reap */
+            d->cells->n_doomed++;
+        }
         return rc;
+    }
     /* not in the snapshot: a cell restored (or handed over onto one here) starts at scale 1
      * (interval.h) */
     ccd_interval_drop(d->cells, c);
@@ -237,6 +249,8 @@ int ccd_state_restore_cell(Ccd *d, const CcSnapshotCell *sc, CcdCell **out, char
     c->last_ts = ex.last_ts;
     c->n_records = ex.n_records;
     c->n_steps = ex.n_steps;
+    if (c->doomed) /* a tombstone read before this record marked it */
+        d->cells->n_doomed--;
     c->doomed = 0;
     memcpy(c->last_values, lastv, (size_t)F * sizeof(float));
     c->have_values = 1;
@@ -294,8 +308,14 @@ void ccd_state_restore(Ccd *d)
      * counted like a cell that fails to restore: the other cells are restored, the refused
      * one starts empty and fills from new data. */
     while ((rc = cc_snapshot_read_next(r, &rec, err, sizeof err)) != 0) {
+        if (rc == -EBADMSG && rec.type == CC_SNAP_POSITIONS) {
+            /* not a cell: the offsets come from the group's committed ones anyway */
+            LOG_WARN("state", "snapshot: positions record refused: %s", err);
+            o->st.positions_refused++;
+            continue;
+        }
         if (rc == -EBADMSG) {
-            LOG_WARN("state", "snapshot: record refused: %s", err);
+            LOG_WARN("state", "snapshot: cell record refused: %s", err);
             failed++;
             continue;
         }
@@ -333,13 +353,16 @@ void ccd_state_restore(Ccd *d)
     o->st.restore_failed = failed;
     /* the embedded broker is in memory: the offsets committed with the snapshot died with
      * the previous process, and so did every message it held */
-    int embedded = d->cfg.kafka_brokers && !strcmp(d->cfg.kafka_brokers, "embedded");
+    const char *brokers = d->cfg.kafka_brokers ? d->cfg.kafka_brokers : "";
+    int embedded = !strcmp(brokers, "embedded"), no_kafka = !strcmp(brokers, "none");
     LOG_INFO("state", "snapshot %s restored: %llu cells (%llu failed), written %lld s ago; %s",
              o->path, (unsigned long long)n, (unsigned long long)failed,
              (long long)((int64_t)time(NULL) - info.created_s),
-             embedded ? "the embedded broker kept nothing across the restart: steps produced to "
-                        "the previous one after this snapshot are lost, its offsets too"
-                      : "Kafka resumes at the offsets committed with it");
+             no_kafka   ? "no Kafka (kafka.brokers none): the cells continue with the records "
+                          "posted to /v1/kpis"
+             : embedded ? "the embedded broker kept nothing across the restart: steps produced "
+                          "to the previous one after this snapshot are lost, its offsets too"
+                        : "Kafka resumes at the offsets committed with it");
 }
 
 int ccd_state_open(Ccd *d, char *err, size_t errlen)

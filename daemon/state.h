@@ -34,6 +34,16 @@ typedef struct CcdStateExtra {
 } CcdStateExtra;
 void ccd_state_cell_extra(const CcdCell *c, CcdStateExtra *ex);
 
+/** Checks the fields of a cell record before it is restored (snapshot files and the state
+ *  topic): its steps end no later than the step of max_ts (ccd_ingest_max_ts, the bound of
+ *  ingest: a record further ahead made the cell's real records late for good), its extra
+ *  fields (CcdStateExtra) in range. key non-NULL (a state-topic record): the cell id it
+ *  holds is its key, and the KPI partition it names is `partition`, the one it was read
+ *  from (state partition p holds the cells of KPI partition p). 0, or -EINVAL / -ERANGE
+ *  with a message. */
+int ccd_state_check_record(const CcSnapshotCell *sc, const char *key, int32_t partition,
+                           int64_t step_seconds, int64_t max_ts, char *err, size_t errlen);
+
 /** Restores one cell record into the table (created or replaced); the worker must be
  *  idle. out NULL: its forecast is computed and published now; else *out is the cell and
  *  the caller passes it to ccd_state_forecast_cells (batched). 0 or -errno with a
@@ -76,6 +86,7 @@ void ccd_state_shutdown(Ccd *d);
 typedef struct CcdStateStats {
     uint64_t snapshots, snapshot_errors, restored_cells;
     uint64_t restore_failed;               ///< cell records refused or not restored at the start
+    uint64_t positions_refused;            ///< positions records refused at the start
     int64_t snapshot_unix, snapshot_bytes; ///< time and size of the last one (0, -1: none)
     double snapshot_seconds;
 } CcdStateStats;

@@ -302,8 +302,60 @@ static int win_valid(const WinState *w)
     return 1;
 }
 
+/* The largest step a record may name: cc_cell_restore's bound (a step counts periods of at
+ * least a second of unix time; far from overflow when multiplied by step_seconds). */
+#define STEP_MAX ((int64_t)1 << 40)
+
+/* A step field that is `none` (NONE_STEP or -1, per field) or lies in 0..hi. */
+static int step_ok(int64_t s, int64_t none, int64_t hi) { return s == none || (s >= 0 && s <= hi); }
+
+static int episode_valid(const Episode *e, int64_t hi)
+{
+    return step_ok(e->start, NONE_STEP, hi) && step_ok(e->resolved, NONE_STEP, hi) &&
+           e->clear_run >= 0 && e->severity >= 0 && e->severity <= CC_SEV_CRITICAL &&
+           !isnan(e->peak);
+}
+
+/* The steps and counts of what was read, against `last`, the last step of the cell's data
+ * (the record's own last step when the host gives none): every step the state names is at
+ * most one past it (an expectation, an onset found by the missing-data rule, a lag-ring
+ * target at most L past it), none before step 0. A step past it (a crafted record:
+ * 2^62 overflowed step arithmetic and silenced the cell for good) refuses the record.
+ * Except quiet_until, bounded only absolutely: it is only compared, never computed with,
+ * a genuine record can carry one ahead of the cell (a cell replayed from Kafka behind its
+ * alert journal when the snapshot was taken), and the host sets it again from its journal
+ * at a restore (cc_anomaly_cell_quiet_until). */
+static int steps_valid(const CcAnomalyCell *t, int64_t last)
+{
+    if (!step_ok(t->last_step, -1, last) || !step_ok(t->score_step, -1, t->last_step) ||
+        !step_ok(t->win_step, NONE_STEP, last) || !step_ok(t->exp_step, NONE_STEP, last + 1) ||
+        !step_ok(t->quiet_until, NONE_STEP, STEP_MAX) || t->zero_run < 0 ||
+        !episode_valid(&t->anom, last + 1) || !episode_valid(&t->zero, last + 1) ||
+        !episode_valid(&t->missing, last + 1))
+        return 0;
+    for (int i = 0; i < t->n_peak; i++)
+        if (t->peak[i].kpi < 0 || t->peak[i].kpi >= t->F)
+            return 0;
+    for (int i = 0; t->lag_target && i < t->L; i++)
+        if (!step_ok(t->lag_target[i], NONE_STEP, last + t->L))
+            return 0;
+    for (int f = 0; f < t->F; f++) {
+        const KpiState *k = &t->k[f];
+        if (k->run < 0 || (k->has_last != 0 && k->has_last != 1) ||
+            !step_ok(k->absent_since, NONE_STEP, last + 1) || !episode_valid(&k->stuck, last + 1) ||
+            !episode_valid(&k->bounds, last + 1) || !episode_valid(&k->absent, last + 1))
+            return 0;
+        if (t->shape && t->shape[f].windows > last + 1)
+            return 0;
+    }
+    for (size_t i = 0; t->shape && i < (size_t)t->F * (size_t)t->SC; i++)
+        if (t->shape_used[i] < -1 || t->shape_used[i] > t->shape[i / (size_t)t->SC].windows)
+            return 0;
+    return 1;
+}
+
 /* Whether what was read is in range (what an older version lacks is, from its start). */
-static int record_valid(const CcAnomalyCell *t)
+static int record_valid(const CcAnomalyCell *t, int64_t last)
 {
     if (t->n_peak < 0 || t->n_peak > CC_ALERT_MAX_ATTR || t->L < 0 || t->L > CC_ANOMALY_MAX_LAG ||
         t->NB < 0 || t->NB > MAX_PROFILE_BINS || (t->NB > 0 && 86400 % t->NB != 0))
@@ -339,7 +391,7 @@ static int record_valid(const CcAnomalyCell *t)
     for (int f = 0; t->shape && f < t->F; f++)
         if (!cc_shape_valid(&t->shape[f], shape_box_of(t, f), t->SW, t->SD, t->SC))
             return 0;
-    return 1;
+    return steps_valid(t, last);
 }
 
 /* t, a copy of the cell to read into: the fields of later versions at their start. */
@@ -368,7 +420,10 @@ static void record_start(CcAnomalyCell *t, KpiState *ks)
     t->trace.fire_kpi = t->trace.hold_kpi = -1;
 }
 
-int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char *err, size_t errlen)
+/* Decodes and validates a record into c (commit) or only checks it; `last` as in
+ * cc_anomaly_cell_load_at. */
+static int load(CcAnomalyCell *c, const uint8_t *buf, size_t len, int64_t last, int commit,
+                char *err, size_t errlen)
 {
     Io io = {NULL, buf, len, 0, 0, 0};
     uint32_t magic = 0, ver = 0, F = 0;
@@ -382,12 +437,16 @@ int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char 
                        ver, STATE_VERSION);
     if ((int)F != c->F)
         return cc_errf(err, errlen, -EINVAL, "anomaly state: %u KPIs, the cell has %d", F, c->F);
+    if (last < -1 || last > STEP_MAX)
+        return cc_errf(err, errlen, -EINVAL, "anomaly state: cell's last step %lld out of range",
+                       (long long)last);
     io.ver = ver;
     CcAnomalyCell t = *c; /* decode into a copy; commit only when complete */
     t.lag_target = NULL, t.lag = NULL, t.prof = NULL, t.prof_n = NULL; /* not read yet */
     t.shape = NULL, t.shape_used = NULL, t.shape_box = NULL;
     KpiState *ks = malloc((size_t)c->F * sizeof *ks);
     int rc = -ENOMEM;
+    const char *why = "malformed";
     if (!ks)
         goto fail;
     record_start(&t, ks);
@@ -395,8 +454,18 @@ int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char 
     if (rc)
         goto fail;
     rc = -EINVAL;
-    if (io.bad || io.len != len || !record_valid(&t))
+    if (io.bad || io.len != len)
         goto fail;
+    if (!record_valid(&t, last)) {
+        /* the steps are checked last: a record in range but for steps past the cell's */
+        why = t.last_step > last || record_valid(&t, STEP_MAX) ? "steps past the cell's last step"
+                                                               : "malformed";
+        goto fail;
+    }
+    if (!commit) {
+        rc = 0;
+        goto fail; /* frees the copy */
+    }
     memcpy(c->k, ks, (size_t)c->F * sizeof *ks);
     free(ks);
     t.k = c->k;
@@ -410,8 +479,43 @@ fail:
     free(t.prof);
     free(t.lag_target);
     free(ks);
+    if (!rc)
+        return 0;
     if (rc == -ENOMEM)
         return cc_errf(err, errlen, rc, "anomaly state: out of memory");
-    return cc_errf(err, errlen, rc, "anomaly state: %s (%zu bytes)",
-                   io.bad ? "truncated" : "malformed", len);
+    if (io.bad)
+        why = "truncated";
+    if (why[0] == 's')
+        return cc_errf(err, errlen, rc, "anomaly state: %s (last step %lld, the cell's %lld)", why,
+                       (long long)t.last_step, (long long)last);
+    return cc_errf(err, errlen, rc, "anomaly state: %s (%zu bytes)", why, len);
+}
+
+int cc_anomaly_cell_load_at(CcAnomalyCell *c, const uint8_t *buf, size_t len, int64_t last,
+                            char *err, size_t errlen)
+{
+    return load(c, buf, len, last, 1, err, errlen);
+}
+
+int cc_anomaly_cell_check(const CcAnomalyCell *c, const uint8_t *buf, size_t len, int64_t last,
+                          char *err, size_t errlen)
+{
+    return load((CcAnomalyCell *)c, buf, len, last, 0, err, errlen); /* c only read */
+}
+
+int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char *err, size_t errlen)
+{
+    /* no data known: the record's steps are bounded by its own last step, read first */
+    int64_t last = -1;
+    size_t at = 12 + CC_ANOMALY_CELL_ID_MAX + 1; /* magic, version, F, then the id */
+    uint32_t ver = 0;
+    if (len >= 8)
+        memcpy(&ver, buf + 4, 4);
+    if (ver < 5)
+        at = 12 + V4_ID_BYTES;
+    if (len >= at + sizeof last)
+        memcpy(&last, buf + at, sizeof last);
+    if (last < -1 || last > STEP_MAX)
+        last = -1; /* refused by the walk: it is out of range against itself */
+    return load(c, buf, len, last, 1, err, errlen);
 }

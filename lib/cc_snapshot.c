@@ -903,7 +903,19 @@ void cc_snapshot_read_close(CcSnapshotReader **r)
 int cc_snapshot_restore_engine_cell(const CcSnapshotCell *rec, CcCell *c, CcAnomalyCell *ac,
                                     char *err, size_t errlen)
 {
+    /* All or nothing: the anomaly state is checked against the ring's steps before the ring
+     * replaces the cell's (cc_cell_restore checks before it changes anything); only an
+     * allocation failing in the last load can leave the ring restored, and the cell is then
+     * reset (empty) rather than half-restored. */
+    /* a span cc_cell_restore refuses (its bound: no overflow below) is refused by it first */
+    int span_ok =
+        rec->count <= 0 || (rec->first >= 0 && rec->first <= ((int64_t)1 << 40) - rec->count);
+    int64_t last = rec->count > 0 && span_ok ? rec->first + rec->count - 1 : -1;
+    char e2[200];
     int rc = 0;
+    if (span_ok && ac && rec->anomaly_len &&
+        (rc = cc_anomaly_cell_check(ac, rec->anomaly, rec->anomaly_len, last, e2, sizeof e2)))
+        return cc_errf(err, errlen, rc, "snapshot: cell %s: %s", rec->cell_id, e2);
     if (rec->count > 0) {
         rc = cc_cell_restore(c, rec->seq_start, rec->first, rec->count, rec->values);
         if (rc)
@@ -913,11 +925,10 @@ int cc_snapshot_restore_engine_cell(const CcSnapshotCell *rec, CcCell *c, CcAnom
     } else {
         cc_cell_reset(c);
     }
-    if (ac && rec->anomaly_len) {
-        char e2[200];
-        rc = cc_anomaly_cell_load(ac, rec->anomaly, rec->anomaly_len, e2, sizeof e2);
-        if (rc)
-            return cc_errf(err, errlen, rc, "snapshot: cell %s: %s", rec->cell_id, e2);
+    if (ac && rec->anomaly_len &&
+        (rc = cc_anomaly_cell_load_at(ac, rec->anomaly, rec->anomaly_len, last, e2, sizeof e2))) {
+        cc_cell_reset(c);
+        return cc_errf(err, errlen, rc, "snapshot: cell %s: %s", rec->cell_id, e2);
     }
     return 0;
 }

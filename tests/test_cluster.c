@@ -176,9 +176,13 @@ static void test_identity(void **state)
     assert_string_equal(id.client_id, "edge-7");
     assert_string_equal(id.group_instance_id, "edge-7-static");
     assert_string_equal(id.advertise, "https://cellcast-7.example.net");
-    set(&c.http_advertise, "cellcast-7:8080");
-    assert_int_equal(ccd_cluster_identity(&c, 9000, &id, err, sizeof err), -EINVAL);
-    assert_non_null(strstr(err, "http.advertise"));
+    static const char *const bad_adv[] = {"cellcast-7:8080", "http://gw/cellcast",
+                                          "http://user@gw:80", "http://gw:80\r\nX: y"};
+    for (int i = 0; i < 4; i++) {
+        set(&c.http_advertise, bad_adv[i]);
+        assert_int_equal(ccd_cluster_identity(&c, 9000, &id, err, sizeof err), -EINVAL);
+        assert_non_null(strstr(err, "http.advertise"));
+    }
     ccd_config_free(&c);
 
     /* kafka.properties.client.id is the default when kafka.client_id is empty; the module
@@ -301,6 +305,72 @@ static void test_owner_map(void **state)
     ccd_config_free(&c);
 }
 
+/* The members topic is writable by whoever the brokers let write it: a forged record must
+ * not send clients elsewhere. One record with a far-future ts_ms (9e15: fresh forever, the
+ * newest claim everywhere) and an address of the attacker's used to make a member answer
+ * 307 to it; an address with a path, userinfo, spaces or a CRLF (a 307 without Location),
+ * or a key other than its client_id, was taken as well. Each is refused and counted; the
+ * real member keeps the partition. */
+static void test_forged_records(void **state)
+{
+    (void)state;
+    char err[256], k2[32];
+    CcdConfig c;
+    config(&c);
+    CcdKafkaSettings ks;
+    ccd_kafka_default_settings(&ks);
+    CcdCluster *cl;
+    assert_int_equal(ccd_cluster_open(&cl, &c, 8080, &ks, err, sizeof err), 0);
+    key_on(2, k2, sizeof k2);
+    int64_t t = now_ms();
+    int32_t p;
+    const char *addr;
+    assert_int_equal(record(cl, "b", "cellcastd", "http://b:1", "2", t), 0);
+    assert_int_equal(
+        record(cl, "evil", "cellcastd", "http://attacker.invalid:9", "0,1,2,3", (int64_t)9e15),
+        -EINVAL);
+    assert_int_equal(record(cl, "evil", "cellcastd", "http://attacker.invalid:9", "0,1,2,3",
+                            t + 2 * CCD_CLUSTER_MAX_SKEW_MS),
+                     -EINVAL);
+    static const char *const addrs[] = {
+        "http://a:1/x",  "http://u@a:1",      "http://a:1\\r\\nX-A: b",
+        "http://a b:1",  "http://a:1?x=1",    "httpx://a:1",
+        "http://:1",     "http://a:",         "http://a:65536",
+        "http://a:1#f",  "http://a\\u0000:1", "ftp://a:1",
+        "http://[::1:1", "http://a:1/",       "https://",
+        "http://a:-1",
+    };
+    const int n_addrs = (int)(sizeof addrs / sizeof *addrs);
+    for (int i = 0; i < n_addrs; i++)
+        if (record(cl, "evil", "cellcastd", addrs[i], "2", t + 10) != -EINVAL)
+            fail_msg("address \"%s\" accepted", addrs[i]);
+    /* a key that is not the record's client id (another member's record overwritten) */
+    char v[512];
+    snprintf(v, sizeof v,
+             "{\"v\":1,\"group_id\":\"cellcastd\",\"client_id\":\"evil\",\"member_id\":\"m\","
+             "\"group_instance_id\":\"\",\"address\":\"http://evil:1\",\"topic\":\"kpis\","
+             "\"partition_count\":4,\"partitions\":[2],\"protocol\":\"EAGER\","
+             "\"heartbeat_ms\":1000,\"ts_ms\":%lld}",
+             (long long)(t + 10));
+    assert_int_equal(ccd_cluster_record(cl, "b", 1, v, strlen(v)), -EINVAL);
+    assert_int_equal(ccd_cluster_owner(cl, k2, &p, &addr), CCD_OWNER_OTHER);
+    assert_string_equal(addr, "http://b:1");
+    CcdClusterStats st;
+    ccd_cluster_stats(cl, &st);
+    assert_int_equal(st.invalid, 2 + n_addrs + 1);
+    /* what the daemon advertises is accepted, and a clock a little ahead */
+    static const char *const good[] = {"http://b2:1", "https://cellcast-7.example.net",
+                                       "http://[::1]:8080", "http://10.0.0.7:65535",
+                                       "http://node_3.local:80"};
+    for (int i = 0; i < 5; i++)
+        if (record(cl, "b", "cellcastd", good[i], "2", t + CCD_CLUSTER_MAX_SKEW_MS / 2))
+            fail_msg("address \"%s\" refused", good[i]);
+    assert_int_equal(ccd_cluster_owner(cl, k2, &p, &addr), CCD_OWNER_OTHER);
+    assert_string_equal(addr, good[4]);
+    ccd_cluster_close(&cl, 0);
+    ccd_config_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -308,6 +378,7 @@ int main(void)
         cmocka_unit_test(test_murmur2_is_javas),
         cmocka_unit_test(test_identity),
         cmocka_unit_test(test_owner_map),
+        cmocka_unit_test(test_forged_records),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

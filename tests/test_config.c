@@ -256,7 +256,8 @@ static void test_names_and_urls(void **state)
     expect_invalid("http.advertise=http://a b:80", "'http.advertise'", "URL");
     expect_invalid("http.advertise=cellcast-2:8080", "'http.advertise'", "URL");
     expect_valid("http.advertise=http://cellcast-2.example:8080");
-    expect_valid("http.advertise=https://[::1]:8443/base");
+    expect_valid("http.advertise=https://[::1]:8443");
+    expect_invalid("http.advertise=https://[::1]:8443/base", "'http.advertise'", "no path");
     expect_invalid("kafka.topics=kpis,a b", "'kafka.topics'", "not a Kafka topic name");
     expect_invalid("kafka.topics=..", "'kafka.topics'", "not a Kafka topic name");
     expect_invalid("kafka.topics=.", "'kafka.topics'", "not a Kafka topic name");

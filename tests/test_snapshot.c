@@ -1,7 +1,9 @@
 /* test_snapshot.c — lib/cc_snapshot: a round trip of engine cells (rings, forecasts after
  * restore), anomaly state, Kafka positions and host bytes; and every refusal: missing,
  * wrong magic, other version, truncated (header, mid-record, no end record), corrupted
- * (record CRC, header CRC, file CRC), mismatched model; atomic replace and abort. */
+ * (record CRC, header CRC, file CRC), mismatched model; atomic replace and abort; anomaly
+ * states whose steps lie past the cell's, refused whole; and the daemon's checks of a
+ * record (daemon/state.c: key, partition, steps ahead of the clock). */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -17,6 +19,7 @@
 #include <cmocka.h>
 
 #include "cc_snapshot.h"
+#include "state.h"
 #include "testlib.h"
 
 #define NCELLS 4
@@ -174,6 +177,24 @@ static void spit(const char *p, const uint8_t *b, long n)
     assert_non_null(f);
     assert_int_equal(fwrite(b, 1, (size_t)n, f), (size_t)n);
     fclose(f);
+}
+
+/* With CC_STATE_SEEDS=dir, writes a state record as a seed of fuzz_state_record: its first
+ * byte the mode (1: as is; 0: re-sealed by the target, for records whose CRC no longer
+ * holds after a field was changed). */
+static void write_state_seed(const char *name, uint8_t mode, const void *rec, size_t len)
+{
+    const char *dir = getenv("CC_STATE_SEEDS");
+    if (!dir || !*dir)
+        return;
+    uint8_t *s = malloc(len + 1);
+    assert_non_null(s);
+    s[0] = mode;
+    memcpy(s + 1, rec, len);
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    spit(p, s, (long)len + 1);
+    free(s);
 }
 
 static void test_roundtrip(void **state)
@@ -518,6 +539,8 @@ static void test_state_records(void **state)
                          0);
         uint8_t *copy = malloc(len);
         memcpy(copy, buf, len);
+        if (i == 0)
+            write_state_seed("valid.bin", 1, buf, len);
         CcSnapshotRecord rec;
         assert_int_equal(cc_snapshot_decode(dec, copy, len, &rec, err, sizeof err), 0);
         assert_string_equal(rec.cell.cell_id, ids[i]);
@@ -727,6 +750,188 @@ static void test_not_a_regular_file(void **state)
     rmdir(dir);
 }
 
+/* Every step field of a restored anomaly state is bounded by the cell's last step: a record
+ * whose steps lie past it (offset 77 = the anomaly's last step set to 2^62: UBSan signed
+ * overflows in the DQ and lifecycle code, the cell never alerted again) is refused, by the
+ * plain load and by the snapshot restore; and a refused record leaves the cell as it was,
+ * ring included (it was restored before the anomaly state was refused: half a cell). */
+static void test_anomaly_steps_bounded(void **state)
+{
+    (void)state;
+    World w, r;
+    CcModel *m = small_model();
+    world_open(&w, m);
+    world_open(&r, m);
+    run_steps(&w, 1000, 80);
+    int64_t first, last;
+    cc_cell_span(w.cell[0], &first, &last);
+    long n = cc_anomaly_cell_save(w.ac[0], NULL, 0);
+    assert_true(n > 0);
+    uint8_t *good = malloc((size_t)n), *b = malloc((size_t)n);
+    assert_int_equal(cc_anomaly_cell_save(w.ac[0], good, (size_t)n), n);
+    char err[256];
+    /* magic, version, F (12 bytes), the id (CC_ANOMALY_CELL_ID_MAX + 1), then last_step,
+     * exp_step, score_step, score, over and crit bits, win_step, zero_run, the anomaly
+     * episode (start, resolved) */
+    const size_t at = 12 + CC_ANOMALY_CELL_ID_MAX + 1;
+    int64_t own;
+    memcpy(&own, good + at, 8);
+    assert_int_equal(own, last); /* the layout this test writes into */
+    const struct {
+        size_t off;
+        int64_t v;
+    } bad[] = {
+        {0, (int64_t)1 << 62},  /* last_step */
+        {0, last + 1},          /* last_step past the ring's */
+        {0, -7},                /* last_step */
+        {8, (int64_t)1 << 62},  /* exp_step */
+        {16, (int64_t)1 << 62}, /* score_step */
+        {48, (int64_t)1 << 62}, /* win_step */
+        {60, (int64_t)1 << 62}, /* anom.start */
+        {68, INT64_MAX},        /* anom.resolved */
+        {60, -5},               /* anom.start */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        memcpy(b, good, (size_t)n);
+        memcpy(b + at + bad[i].off, &bad[i].v, 8);
+        int load = cc_anomaly_cell_load_at(r.ac[0], b, (size_t)n, last, err, sizeof err);
+        if (load != -EINVAL)
+            fail_msg("field at %zu = %lld: load_at %d", at + bad[i].off, (long long)bad[i].v, load);
+        if (bad[i].v != last + 1) /* alone, the record's own last step bounds it */
+            assert_int_equal(cc_anomaly_cell_load(r.ac[0], b, (size_t)n, err, sizeof err), -EINVAL);
+    }
+    /* a count out of its range: zero_run, then the anomaly episode's clear run, severity */
+    static const size_t counts[] = {56, 76, 80};
+    for (size_t i = 0; i < 3; i++) {
+        memcpy(b, good, (size_t)n);
+        int32_t v = i == 2 ? 7 : -1;
+        memcpy(b + at + counts[i], &v, 4);
+        assert_int_equal(cc_anomaly_cell_load_at(r.ac[0], b, (size_t)n, last, err, sizeof err),
+                         -EINVAL);
+    }
+    /* the record as written loads, against the ring and alone */
+    assert_int_equal(cc_anomaly_cell_load_at(r.ac[0], good, (size_t)n, last, err, sizeof err), 0);
+    assert_int_equal(cc_anomaly_cell_load(r.ac[0], good, (size_t)n, err, sizeof err), 0);
+
+    /* through the state record: refused as a whole, the target cell untouched */
+    CcSnapshotInfo info;
+    cc_snapshot_info_for_model(&info, &m->hp);
+    CcSnapshotWriter *enc = NULL;
+    CcSnapshotReader *dec = NULL;
+    assert_int_equal(cc_snapshot_encoder_open(&enc, &info), 0);
+    assert_int_equal(cc_snapshot_decoder_open(&dec, &info), 0);
+    const void *buf;
+    size_t len;
+    assert_int_equal(
+        cc_snapshot_encode_engine_cell(enc, ids[0], w.cell[0], w.ac[0], NULL, 0, &buf, &len), 0);
+    CcSnapshotRecord rec;
+    assert_int_equal(cc_snapshot_decode(dec, buf, len, &rec, err, sizeof err), 0);
+    CcSnapshotCell sc = rec.cell;
+    {
+        uint8_t *crafted = malloc(len);
+        memcpy(crafted, buf, len);
+        int64_t huge62 = (int64_t)1 << 62;
+        /* frame (24) | id length (2) | id | seq_start, first, count, F | values | length */
+        size_t anomaly_at =
+            24 + 2 + strlen(sc.cell_id) + 24 + (size_t)sc.count * (size_t)sc.n_features * 4 + 4;
+        assert_memory_equal(crafted + anomaly_at, sc.anomaly, sc.anomaly_len);
+        memcpy(crafted + anomaly_at + at, &huge62, 8);
+        write_state_seed("anomaly_step_2_62.bin", 0, crafted, len);
+        free(crafted);
+    }
+    memcpy(b, sc.anomaly, sc.anomaly_len);
+    int64_t huge = (int64_t)1 << 62;
+    memcpy(b + at, &huge, 8);
+    sc.anomaly = b;
+    int64_t f0, l0;
+    cc_cell_span(r.cell[1], &f0, &l0);
+    assert_int_equal(l0, -1);
+    long before = cc_anomaly_cell_save(r.ac[1], NULL, 0);
+    uint8_t *snap = malloc((size_t)before), *after = malloc((size_t)before);
+    cc_anomaly_cell_save(r.ac[1], snap, (size_t)before);
+    assert_int_equal(cc_snapshot_restore_engine_cell(&sc, r.cell[1], r.ac[1], err, sizeof err),
+                     -EINVAL);
+    assert_non_null(strstr(err, "past the cell's last step"));
+    cc_cell_span(r.cell[1], &f0, &l0);
+    assert_int_equal(l0, -1); /* the ring was not restored */
+    assert_int_equal(cc_anomaly_cell_save(r.ac[1], after, (size_t)before), before);
+    assert_memory_equal(snap, after, (size_t)before);
+    /* the same record unmodified restores */
+    assert_int_equal(
+        cc_snapshot_restore_engine_cell(&rec.cell, r.cell[1], r.ac[1], err, sizeof err), 0);
+    cc_cell_span(r.cell[1], &f0, &l0);
+    assert_int_equal(l0, last);
+    free(snap);
+    free(after);
+    free(good);
+    free(b);
+    cc_snapshot_encoder_close(&enc);
+    cc_snapshot_read_close(&dec);
+    world_close(&w, 1);
+    world_close(&r, 1);
+    cc_model_close(&m);
+}
+
+/* The daemon's checks of a record before it restores it (daemon/state.c), the ones the
+ * library cannot make: a state-topic record keyed `zz-1` that carries c2's state used to
+ * replace the real c2 (its forecast mean became the forged values); one read from another
+ * partition than the one it names; steps that end past what ingest accepts (the clock +
+ * ingest.max_future_s: the cell's real records were all late after the restart); extra
+ * fields out of range. */
+static void test_daemon_record_checks(void **state)
+{
+    (void)state;
+    const int64_t S = 900, now = 1764288000, max_ts = now + 900;
+    float vals[4 * 3] = {0};
+    CcdStateExtra ex = {0, 2, now / S - 3, now - 10, 4, 4};
+    CcSnapshotCell sc = {.cell_id = "c2",
+                         .seq_start = now / S - 3,
+                         .first = now / S - 3,
+                         .count = 4,
+                         .n_features = 3,
+                         .values = vals,
+                         .extra = (const uint8_t *)&ex,
+                         .extra_len = sizeof ex};
+    char err[512];
+    assert_int_equal(ccd_state_check_record(&sc, "c2", 2, S, max_ts, err, sizeof err), 0);
+    assert_int_equal(ccd_state_check_record(&sc, NULL, -1, S, max_ts, err, sizeof err), 0);
+    /* the key is not the cell it holds */
+    assert_int_equal(ccd_state_check_record(&sc, "zz-1", 2, S, max_ts, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "keyed 'zz-1' but holds cell 'c2'"));
+    /* read from another partition than its own */
+    assert_int_equal(ccd_state_check_record(&sc, "c2", 3, S, max_ts, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "partition 3"));
+    /* the last step ingest accepts is that of max_ts; one more is refused, snapshot or not */
+    sc.first = sc.seq_start = max_ts / S - 3;
+    ex.first_step = sc.first;
+    assert_int_equal(ccd_state_check_record(&sc, NULL, -1, S, max_ts, err, sizeof err), 0);
+    sc.first = sc.seq_start = max_ts / S - 2;
+    assert_int_equal(ccd_state_check_record(&sc, NULL, -1, S, max_ts, err, sizeof err), -ERANGE);
+    assert_non_null(strstr(err, "ingest.max_future_s"));
+    sc.first = sc.seq_start = 281558111 - 3; /* the probe's: ends at step 281558111 */
+    assert_int_equal(ccd_state_check_record(&sc, "c2", 2, S, max_ts, err, sizeof err), -ERANGE);
+    /* extra fields out of range */
+    sc.first = sc.seq_start = now / S - 3;
+    const CcdStateExtra good = {0, 2, now / S - 3, now - 10, 4, 4};
+    const CcdStateExtra bad[] = {
+        {0, -2, now / S - 3, now - 10, 4, 4},  /* partition */
+        {-5, 2, now / S - 3, now - 10, 4, 4},  /* topic */
+        {0, 2, now / S + 1, now - 10, 4, 4},   /* first step after the last */
+        {0, 2, -9, now - 10, 4, 4},            /* first step */
+        {0, 2, now / S - 3, max_ts + 1, 4, 4}, /* last record time ahead of the clock */
+        {0, 2, now / S - 3, -1, 4, 4},         /* last record time */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ex = bad[i];
+        if (ccd_state_check_record(&sc, NULL, -1, S, max_ts, err, sizeof err) != -EINVAL)
+            fail_msg("extra %zu accepted", i);
+    }
+    ex = good;
+    sc.extra_len = 4; /* a state record must carry them */
+    assert_int_equal(ccd_state_check_record(&sc, "c2", 2, S, max_ts, err, sizeof err), -EINVAL);
+    assert_int_equal(ccd_state_check_record(&sc, NULL, -1, S, max_ts, err, sizeof err), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -737,6 +942,8 @@ int main(void)
         cmocka_unit_test(test_atomic_replace_and_abort),
         cmocka_unit_test(test_crafted_records),
         cmocka_unit_test(test_state_records),
+        cmocka_unit_test(test_anomaly_steps_bounded),
+        cmocka_unit_test(test_daemon_record_checks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -535,6 +535,21 @@ int cc_anomaly_cell_load(CcAnomalyCell *c, const uint8_t *buf, size_t len, char 
                          size_t errlen);
 
 /**
+ * Every field of a loaded record is validated: counts in their ranges, floats finite where
+ * the rules need them, and every step relative to `last`, the last step of the cell's data
+ * (its ring; -1: none): the record's last step at most `last`, the others (expectation,
+ * episodes, lag targets) at most one (the lag ring: L) past it, none negative but the
+ * "none" markers; the silence (quiet_until) within 0..2^40 only. cc_anomaly_cell_load bounds them
+ * by the record's own last step. load_at replaces c's state like cc_anomaly_cell_load; check only
+ * validates (c unchanged): a host restoring several parts of a cell checks them all before changing
+ * any. -EINVAL with a message naming steps past the cell's last step.
+ */
+int cc_anomaly_cell_load_at(CcAnomalyCell *c, const uint8_t *buf, size_t len, int64_t last,
+                            char *err, size_t errlen);
+int cc_anomaly_cell_check(const CcAnomalyCell *c, const uint8_t *buf, size_t len, int64_t last,
+                          char *err, size_t errlen);
+
+/**
  * One alert transition as the JSON object of proto/alert.schema.json (one line, no
  * newline): the payload of the Kafka alert topic (key: the cell id) and the element of
  * GET /v1/alerts. KPI names come from hp (NULL: "kpi<i>"); non-finite numbers are null.

@@ -173,7 +173,8 @@ int cc_snapshot_decode(CcSnapshotReader *r, const void *buf, size_t len, CcSnaps
 
 /**
  * Restores a cell record into an engine cell (cc_cell_restore) and, if ac is not NULL and
- * the record has anomaly state, the anomaly cell (cc_anomaly_cell_load).
+ * the record has anomaly state, the anomaly cell (cc_anomaly_cell_load_at, its steps
+ * bounded by the record's last step). All or nothing: a refused record changes neither.
  * 0, -EINVAL (F mismatch, bad state) with a message.
  */
 int cc_snapshot_restore_engine_cell(const CcSnapshotCell *rec, CcCell *c, CcAnomalyCell *ac,
