@@ -112,8 +112,9 @@ static const CcdConfigDef head_rows[] = {
  "TCP port of the HTTP API (0 = any free port, logged)."},
 {"http.advertise", CCD_CFG_STRING, OFF(http_advertise), "", NB, NULL, 0,
  "Base URL other members and clients use to reach this daemon (redirects to the member "
- "that serves a cell, GET /v1/cluster); empty = http://<http.bind, or the host name when "
- "bound to a wildcard address>:<HTTP port>."},
+ "that serves a cell, GET /v1/cluster): http:// or https://, a host and an optional port, "
+ "no path; empty = http://<http.bind, or the host name when bound to a wildcard "
+ "address>:<HTTP port>."},
 {"http.max_body_bytes", CCD_CFG_INT64, OFF(http_max_body_bytes), "1048576", 64, 1073741824, NULL, 1,
  "Largest request body (POST /v1/kpis); larger is refused with 413."},
 {"http.max_headers_bytes", CCD_CFG_INT64, OFF(http_max_headers_bytes), "16384", 256, 1048576, NULL, 0,
