@@ -33,7 +33,7 @@
 /* The rows before the alerts.* keys of cc_anomaly_keys(), which go in between. */
 static const CcdConfigDef head_rows[] = {
 {"model.path", CCD_CFG_STRING, OFF(model_path), "models/default.safetensors", NB, NULL, 1,
- "cellcast-tx/2 weight file (safetensors). Relative paths are taken from the working "
+ "cellcast-tx/3 (or tx/2) weight file (safetensors). Relative paths are taken from the working "
  "directory; one that does not exist there is looked up under $CELLCAST_HOME, then in the "
  "installed data directory (/usr/share/cellcast, also by its file name alone: the default "
  "finds the installed default model when systemd runs the daemon). Its features (KPI names) are the names the field mapping maps to."},
