@@ -761,6 +761,8 @@ static int h_info(CcdReq *r)
     double vs_last = ccd_model_vs_last(&d->model->hp, "mae", -1);
     if (mo && !isnan(vs_last))
         json_object_set_new(mo, "val_mae_vs_last", json_real(vs_last));
+    if (mo) /* the dashboard's learning / serving / history panel (models.h) */
+        json_object_set_new(mo, "serving", ccd_models_json(d));
     json_object_set_new(o, "model", mo);
     json_t *k = json_object();
     json_object_set_new(k, "brokers", json_string(d->cfg.kafka_brokers));

@@ -10,6 +10,7 @@
 #include "config.h"
 #include "interval.h"
 #include "log.h"
+#include "model_watch.h"
 #include "scheduler.h"
 
 static uint64_t hash_id(const char *s) { return cc_fnv1a_str(s); }
@@ -88,6 +89,7 @@ void ccd_cells_close(CcdCells **pt)
         }
     free(t->buckets);
     free(t->interval_buf);
+    ccd_watch_close(&t->watch); /* after the worker: the table outlives it */
     pthread_mutex_destroy(&t->pub_lock);
     free(t);
     *pt = NULL;

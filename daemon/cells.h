@@ -113,6 +113,9 @@ struct CcdCells {
      *  their served P10–P90 interval (interval.h; the worker adds, atomically). */
     uint64_t interval_scored, interval_missed;
     float *interval_buf; ///< the worker's scratch of interval.c (3 × F × HZ), NULL until used
+    /** The live accuracy of the model in service (model_watch.h; model.source kafka), set
+     *  by models.c (atomically: the worker reads it), freed here; NULL: not measured. */
+    struct CcdModelWatch *watch;
     int64_t max_resident;
     size_t n_doomed; ///< cells marked for release (reap runs only then)
     /** Moves whenever the cell set or a cell's ids, steps, times or counts may have (a

@@ -47,6 +47,23 @@ static const CcdConfigDef head_rows[] = {
  "= $STATE_DIRECTORY/learned.safetensors, or ./cellcast-learned.safetensors."},
 {"model.max_bytes", CCD_CFG_INT64, OFF(model_max_bytes), "67108864", 1024, 4294967296, NULL, 0,
  "A model published on kafka.models_topic larger than this is refused (counted)."},
+{"model.first_model_hours", CCD_CFG_DOUBLE, OFF(model_first_model_hours), "24", 0, 8760, NULL, 0,
+ "The learner's rule (cellcast learn --first-model-hours): its first model comes after this "
+ "many hours of data. With model.source kafka and no learned model yet, GET /v1/model and "
+ "the dashboard say when (data time): learning.first_model_expected_at."},
+{"model.rollback", CCD_CFG_BOOL, OFF(model_rollback), "true", NB, NULL, 0,
+ "model.source kafka: after a swap to a model of the same KPIs and step, watch its live "
+ "MASE against one-day seasonal naive (matured forecasts, pooled over cells) and swap back "
+ "to the previous model (<model.learned_path>.prev) when it is worse than the previous "
+ "model's before the swap by more than model.rollback_margin."},
+{"model.rollback_window_steps", CCD_CFG_INT, OFF(model_rollback_window_steps), "0", 0, 1000000, NULL, 0,
+ "The window of the live MASE, in target steps of data: the previous model's before a swap, "
+ "the new one's from the swap. 0 = a day of the model's steps."},
+{"model.rollback_min_forecasts", CCD_CFG_INT, OFF(model_rollback_min_forecasts), "200", 1, 1000000000, NULL, 0,
+ "Matured forecasts (one-step and horizon-end, per KPI, over cells) each window needs to be "
+ "compared; fewer before the swap: the new model is kept unwatched (said in /v1/model)."},
+{"model.rollback_margin", CCD_CFG_DOUBLE, OFF(model_rollback_margin), "0.1", 0, 100, NULL, 0,
+ "A new model whose live MASE is above (1 + margin) x the previous model's is rolled back."},
 {"kafka.models_topic", CCD_CFG_STRING, OFF(kafka_models_topic), "auto", NB, NULL, 0,
  "Compacted topic the learner publishes models to (proto/model_record.md), read from its "
  "beginning by every member with model.source kafka. \"auto\" = <first KPI topic>.models."},

@@ -43,10 +43,15 @@ enum CcdPostKpis { CCD_POST_KPIS_OFF = 0, CCD_POST_KPIS_TOKEN = 1, CCD_POST_KPIS
 typedef struct CcdConfig {
     /* model */
     char *model_path;
-    int model_source;         ///< 0 file, 1 kafka (daemon/models.h)
-    char *model_learned_path; ///< "auto" = $STATE_DIRECTORY/learned.safetensors (models.h)
-    int64_t model_max_bytes;  ///< a published model larger than this is refused
-    char *kafka_models_topic; ///< "auto" = <topics[0]>.models (models.h)
+    int model_source;                 ///< 0 file, 1 kafka (daemon/models.h)
+    char *model_learned_path;         ///< "auto" = $STATE_DIRECTORY/learned.safetensors (models.h)
+    int64_t model_max_bytes;          ///< a published model larger than this is refused
+    double model_first_model_hours;   ///< the learner's first model after this much data (24)
+    int model_rollback;               ///< roll a learned model back when it degrades live (1)
+    int model_rollback_window_steps;  ///< 0 = a day of the model's steps (model_watch.h)
+    int model_rollback_min_forecasts; ///< matured forecasts needed on each side (200)
+    double model_rollback_margin;     ///< worse by more than this share: rolled back (0.1)
+    char *kafka_models_topic;         ///< "auto" = <topics[0]>.models (models.h)
     /* kafka */
     char *kafka_brokers, *kafka_group_id, *kafka_alert_topic, *kafka_dead_letter_topic;
     char *kafka_state_topic; ///< "auto" = <topics[0]>.state, "" = off (handover.c)

@@ -15,6 +15,7 @@
 #include "handover.h"
 #include "http.h"
 #include "log.h"
+#include "models.h"
 #include "publish.h"
 #include "state.h"
 
@@ -110,6 +111,8 @@ int ccd_ingest_message(Ccd *d, const void *buf, size_t len, int topic, int32_t p
         char src[48];
         d->in.invalid[kb.errors[i].reason]++;
         d->in.invalid_elements++;
+        if (kb.errors[i].reason == CC_KPI_NO_KPIS && kb.errors[i].ts >= 0)
+            ccd_models_note_data(d, topic, kb.errors[i].ts, 0); /* KPIs the model lacks */
         CCD_LOG_RL(CC_LOG_WARN, "ingest", "invalid %s (%s): %s: %s",
                    kb.errors[i].element >= 0 ? "record" : "message",
                    source_name(src, topic, partition), cc_kpi_reason_name(kb.errors[i].reason),
@@ -121,6 +124,7 @@ int ccd_ingest_message(Ccd *d, const void *buf, size_t len, int topic, int32_t p
         if (!ts_in_range(d, &kb.records[i], now, topic, partition))
             continue;
         d->in.records++;
+        ccd_models_note_data(d, topic, kb.records[i].ts, 1);
         rc = ccd_cells_ingest(d->cells, ccd_sched_open_batch(d->sched), &kb.records[i], topic,
                               partition);
         if (rc == -ENOSPC) {

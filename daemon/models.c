@@ -5,15 +5,19 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <librdkafka/rdkafka.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "cc_learn.h"
+#include "cells.h"
 #include "log.h"
+#include "model_watch.h"
 #include "reload.h"
 
 enum Reason {
@@ -25,11 +29,31 @@ enum Reason {
     R_BAD_MODEL,      ///< the safetensors loader refused it (shape, NaN, ...)
     R_BAD_RECORD,     ///< cellcast-record is not a JSON object
     R_NOT_APPLIED,    ///< written but the reload refused it, or the write failed
+    R_ROLLED_BACK,    ///< a model this member rolled back (<learned_path>.rolled_back)
     R_N
 };
 static const char *const reason_names[R_N] = {"truncated",      "too_large",     "bad_headers",
                                               "chunks_missing", "hash_mismatch", "bad_model",
-                                              "bad_record",     "not_applied"};
+                                              "bad_record",     "not_applied",   "rolled_back"};
+
+/* The last swaps kept for GET /v1/model (memory only). */
+#define HISTORY_N 8
+typedef struct Swap {
+    int64_t at;        ///< wall clock, unix seconds
+    int64_t data_time; ///< the newest data time then (unix seconds; -1 unknown)
+    char event[12];    ///< start, swap, restart (another KPI set), rollback
+    char hash[17], from[17];
+    char why[240];
+} Swap;
+
+/* The data time of the records of one KPI topic: all of them, and those refused because
+ * the model in service has none of their KPIs (the learner learns from both). */
+#define TOPICS_N 16
+typedef struct TopicData {
+    int64_t first, last;                 ///< -1: none
+    int64_t unknown_first, unknown_last; ///< -1: none
+    uint64_t unknown_records;
+} TopicData;
 
 typedef struct Chunk {
     char hash[17];
@@ -54,6 +78,22 @@ struct CcdModels {
     char pending_hash[17];
     json_t *pending_record;
     uint64_t received, applied, refused[R_N], chunks_received;
+    char serving_path[4096]; ///< the file in service (a swap copies it to <learned>.prev)
+    Swap history[HISTORY_N];
+    int n_history;
+    TopicData topics[TOPICS_N];
+    /* the rollback watch (model_watch.h): the model swapped in is compared with the
+     * previous one's live MASE before the swap */
+    CcdModelWatch *watch; ///< owned by the cell table (cells.h)
+    int watching;         ///< 1: judging the model in service
+    double baseline_mase; ///< the previous model's window score before the swap
+    int64_t baseline_forecasts, swap_step;
+    char prev_hash[17];
+    char verdict[320]; ///< the last judgement, or why none is made
+    int64_t next_judge_ns;
+    uint64_t rollbacks;
+    char (*rolled_back)[17]; ///< hashes rolled back here (persisted), never applied again
+    int n_rolled_back;
 };
 
 void ccd_models_hash(const void *buf, size_t len, char hex[17])
@@ -101,6 +141,132 @@ static int read_file(const char *path, char **out, size_t *len)
     return 0;
 }
 
+static void rfc3339(int64_t t, char buf[32])
+{
+    struct tm tm;
+    time_t tt = (time_t)t;
+    gmtime_r(&tt, &tm);
+    strftime(buf, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* The newest data time seen on the KPI topics (-1: none). */
+static int64_t newest_data(const CcdModels *m)
+{
+    int64_t t = -1;
+    for (int i = 0; i < TOPICS_N; i++)
+        if (m->topics[i].last > t)
+            t = m->topics[i].last;
+    return t;
+}
+
+static void add_history(CcdModels *m, const char *event, const char *hash, const char *from,
+                        const char *why)
+{
+    if (m->n_history == HISTORY_N) {
+        memmove(m->history, m->history + 1, (HISTORY_N - 1) * sizeof *m->history);
+        m->n_history--;
+    }
+    Swap *s = &m->history[m->n_history++];
+    memset(s, 0, sizeof *s);
+    s->at = (int64_t)time(NULL);
+    s->data_time = newest_data(m);
+    snprintf(s->event, sizeof s->event, "%s", event);
+    snprintf(s->hash, sizeof s->hash, "%s", hash ? hash : "");
+    snprintf(s->from, sizeof s->from, "%s", from ? from : "");
+    snprintf(s->why, sizeof s->why, "%s", why ? why : "");
+}
+
+void ccd_models_note_data(Ccd *d, int topic, int64_t ts, int known)
+{
+    CcdModels *m = d->models;
+    if (!m || topic < 0 || topic >= TOPICS_N)
+        return;
+    TopicData *t = &m->topics[topic];
+    if (t->first < 0 || ts < t->first)
+        t->first = ts;
+    if (ts > t->last)
+        t->last = ts;
+    if (known)
+        return;
+    t->unknown_records++;
+    if (t->unknown_first < 0 || ts < t->unknown_first)
+        t->unknown_first = ts;
+    if (ts > t->unknown_last)
+        t->unknown_last = ts;
+}
+
+/* <learned_path><suffix> */
+static void learned_sibling(const CcdConfig *cfg, const char *suffix, char *buf, size_t n)
+{
+    char lp[4096];
+    learned_path(cfg, lp, sizeof lp);
+    snprintf(buf, n, "%s%s", lp, suffix);
+}
+
+static int add_rolled_back(CcdModels *m, const char *hash)
+{
+    char(*r)[17] = realloc(m->rolled_back, (size_t)(m->n_rolled_back + 1) * sizeof *r);
+    if (!r)
+        return -ENOMEM;
+    m->rolled_back = r;
+    snprintf(r[m->n_rolled_back++], 17, "%s", hash);
+    return 0;
+}
+
+/* The hashes this member rolled back, one a line in <learned_path>.rolled_back: a model
+ * rolled back is not applied again when the topic is read from its beginning (a restart). */
+static void load_rolled_back(Ccd *d)
+{
+    char p[4200], line[64];
+    learned_sibling(&d->cfg, ".rolled_back", p, sizeof p);
+    FILE *f = fopen(p, "r");
+    if (!f)
+        return;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = 0;
+        if (strlen(line) == 16 && add_rolled_back(d->models, line))
+            break;
+    }
+    fclose(f);
+}
+
+static int was_rolled_back(const CcdModels *m, const char *hash)
+{
+    for (int i = 0; i < m->n_rolled_back; i++)
+        if (!strcmp(m->rolled_back[i], hash))
+            return 1;
+    return 0;
+}
+
+static void note_rolled_back(Ccd *d, const char *hash)
+{
+    char p[4200];
+    add_rolled_back(d->models, hash);
+    learned_sibling(&d->cfg, ".rolled_back", p, sizeof p);
+    FILE *f = fopen(p, "a");
+    int bad = !f || fprintf(f, "%s\n", hash) < 0;
+    if ((f && fclose(f)) || bad)
+        LOG_WARN("models", "cannot note %s in %s: %s (a restart may apply it again)", hash, p,
+                 strerror(errno));
+}
+
+/* The rollback watch: created for the served model's shape (model.source kafka, on). */
+static void open_watch(Ccd *d)
+{
+    CcdModels *m = d->models;
+    const CcHparams *hp = &d->model->hp;
+    if (!d->cfg.model_rollback || !d->cells || hp->step_seconds < 1)
+        return;
+    int64_t W = d->cfg.model_rollback_window_steps;
+    if (W <= 0)
+        W = 86400 / hp->step_seconds > 0 ? 86400 / hp->step_seconds : 1;
+    if (ccd_watch_open(&m->watch, (int)W, hp->step_seconds, hp->n_features)) {
+        LOG_WARN("models", "no memory for the rollback watch: learned models are not watched");
+        return;
+    }
+    __atomic_store_n(&d->cells->watch, m->watch, __ATOMIC_RELEASE);
+}
+
 int ccd_models_open(Ccd *d, const char *path, char *err, size_t errlen)
 {
     CcdModels *m = calloc(1, sizeof *m);
@@ -109,10 +275,15 @@ int ccd_models_open(Ccd *d, const char *path, char *err, size_t errlen)
     d->models = m;
     char *b = NULL, lp[4096];
     size_t n = 0;
+    for (int i = 0; i < TOPICS_N; i++)
+        m->topics[i].first = m->topics[i].last = m->topics[i].unknown_first =
+            m->topics[i].unknown_last = -1;
+    snprintf(m->serving_path, sizeof m->serving_path, "%s", path);
     if (read_file(path, &b, &n) == 0) {
         ccd_models_hash(b, n, m->serving_hash);
         free(b);
     }
+    add_history(m, "start", m->serving_hash, NULL, path);
     char rec[4200];
     snprintf(rec, sizeof rec, "%s.json", path);
     learned_path(&d->cfg, lp, sizeof lp);
@@ -123,7 +294,12 @@ int ccd_models_open(Ccd *d, const char *path, char *err, size_t errlen)
         else
             json_decref(j);
     }
-    if (d->cfg.model_source != 1 || !d->kafka)
+    if (d->cfg.model_source != 1)
+        return 0;
+    load_rolled_back(d);
+    open_watch(d);
+    snprintf(m->verdict, sizeof m->verdict, "no swap since the start");
+    if (!d->kafka)
         return 0;
     if (strcmp(d->cfg.kafka_models_topic, "auto"))
         snprintf(m->topic, sizeof m->topic, "%s", d->cfg.kafka_models_topic);
@@ -442,6 +618,139 @@ static int same_kpis(const CcHparams *a, const CcHparams *b)
     return 1;
 }
 
+/* The file in service to <learned>.prev and its record to <learned>.prev.json. */
+static int save_prev(Ccd *d, char *err, size_t errlen)
+{
+    CcdModels *m = d->models;
+    char p[4200], pj[4300], *b = NULL;
+    size_t n = 0;
+    learned_sibling(&d->cfg, ".prev", p, sizeof p);
+    snprintf(pj, sizeof pj, "%s.json", p);
+    int rc = read_file(m->serving_path, &b, &n);
+    if (rc)
+        return cc_errf(err, errlen, rc, "reading %s: %s", m->serving_path, strerror(-rc));
+    char *js =
+        m->serving_record ? json_dumps(m->serving_record, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    rc = cc_learn_write_atomic(pj, js ? js : "{}", js ? strlen(js) : 2, err, errlen);
+    if (!rc)
+        rc = cc_learn_write_atomic(p, b, n, err, errlen);
+    free(js);
+    free(b);
+    return rc;
+}
+
+/* A swap to a model of the same KPIs and step: the previous model's live score over the
+ * window before the swap is the baseline the new one must not fall below. */
+static void start_judging(Ccd *d, int prev_ok)
+{
+    CcdModels *m = d->models;
+    CcdWatchScore s;
+    m->watching = 0;
+    if (!m->watch) {
+        snprintf(m->verdict, sizeof m->verdict, "not watched (model.rollback off)");
+        return;
+    }
+    ccd_watch_score(m->watch, &s);
+    m->swap_step = ccd_watch_newest(m->watch);
+    ccd_watch_restart(m->watch, m->swap_step);
+    snprintf(m->prev_hash, sizeof m->prev_hash, "%s", m->serving_hash);
+    m->baseline_mase = s.mase;
+    m->baseline_forecasts = s.forecasts;
+    if (!prev_ok)
+        snprintf(m->verdict, sizeof m->verdict, "not watched: the previous model was not kept");
+    else if (s.forecasts < d->cfg.model_rollback_min_forecasts || isnan(s.mase))
+        snprintf(m->verdict, sizeof m->verdict,
+                 "not watched: the previous model had %lld matured forecasts in its last "
+                 "window (model.rollback_min_forecasts %d)",
+                 (long long)s.forecasts, d->cfg.model_rollback_min_forecasts);
+    else {
+        m->watching = 1;
+        snprintf(m->verdict, sizeof m->verdict,
+                 "watching: the previous model's live MASE %.4g over %lld forecasts; rolled "
+                 "back above %.4g",
+                 s.mase, (long long)s.forecasts, s.mase * (1 + d->cfg.model_rollback_margin));
+    }
+}
+
+/* Swaps back to <learned>.prev: the model in service degraded live. */
+static void rollback(Ccd *d, const CcdWatchScore *s)
+{
+    CcdModels *m = d->models;
+    char p[4200], pj[4300], path[4096], rec_path[4200], err[768], why[320], hash[17];
+    char *b = NULL;
+    size_t n = 0;
+    learned_sibling(&d->cfg, ".prev", p, sizeof p);
+    snprintf(pj, sizeof pj, "%s.json", p);
+    learned_path(&d->cfg, path, sizeof path);
+    snprintf(rec_path, sizeof rec_path, "%s.json", path);
+    snprintf(why, sizeof why,
+             "live MASE %.4g over %lld forecasts > (1 + %.3g) x %.4g, the previous model's "
+             "before the swap",
+             s->mase, (long long)s->forecasts, d->cfg.model_rollback_margin, m->baseline_mase);
+    int rc = read_file(p, &b, &n);
+    if (rc) {
+        snprintf(m->verdict, sizeof m->verdict, "%.180s; cannot roll back: %.60s: %.40s", why, p,
+                 strerror(-rc));
+        LOG_ERROR("models", "%s", m->verdict);
+        return;
+    }
+    ccd_models_hash(b, n, hash);
+    json_t *rec = json_load_file(pj, 0, NULL);
+    char *js = json_is_object(rec) ? json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    rc = cc_learn_write_atomic(rec_path, js ? js : "{}", js ? strlen(js) : 2, err, sizeof err);
+    if (!rc)
+        rc = cc_learn_write_atomic(path, b, n, err, sizeof err);
+    free(js);
+    free(b);
+    if (!rc)
+        rc = ccd_reload(d, NULL, err, sizeof err);
+    if (rc) {
+        json_decref(rec);
+        snprintf(m->verdict, sizeof m->verdict, "%.300s; rollback failed", why);
+        LOG_ERROR("models", "%s: %s", m->verdict, err);
+        return;
+    }
+    m->rollbacks++;
+    note_rolled_back(d, m->serving_hash);
+    LOG_WARN("models", "model %s rolled back to %s: %s", m->serving_hash, hash, why);
+    add_history(m, "rollback", hash, m->serving_hash, why);
+    snprintf(m->verdict, sizeof m->verdict, "rolled back %s: %.280s", m->serving_hash, why);
+    snprintf(m->serving_hash, sizeof m->serving_hash, "%s", hash);
+    snprintf(m->serving_path, sizeof m->serving_path, "%s", path);
+    json_decref(m->serving_record);
+    m->serving_record = json_is_object(rec) ? rec : NULL;
+    if (!m->serving_record)
+        json_decref(rec);
+    m->watching = 0;
+    ccd_watch_restart(m->watch, ccd_watch_newest(m->watch));
+}
+
+/* Once the new model has a full window of its own matured forecasts: kept, or rolled
+ * back when worse than the baseline by more than the margin (judged once per swap). */
+static void judge(Ccd *d)
+{
+    CcdModels *m = d->models;
+    CcdWatchScore s;
+    int64_t now = cc_now_ns();
+    if (!m->watching || now < m->next_judge_ns)
+        return;
+    m->next_judge_ns = now + 1000000000LL;
+    if (ccd_watch_newest(m->watch) - m->swap_step < ccd_watch_window(m->watch))
+        return;
+    ccd_watch_score(m->watch, &s);
+    if (s.forecasts < d->cfg.model_rollback_min_forecasts || isnan(s.mase))
+        return; /* the window rolls on until it has enough */
+    if (s.mase > m->baseline_mase * (1 + d->cfg.model_rollback_margin)) {
+        rollback(d, &s);
+        return;
+    }
+    m->watching = 0;
+    snprintf(m->verdict, sizeof m->verdict,
+             "kept: live MASE %.4g over %lld forecasts, the previous model's %.4g", s.mase,
+             (long long)s.forecasts, m->baseline_mase);
+    LOG_INFO("models", "model %s %s", m->serving_hash, m->verdict);
+}
+
 /* Writes the pending model to model.learned_path and swaps it in. */
 static void apply_pending(Ccd *d)
 {
@@ -457,16 +766,30 @@ static void apply_pending(Ccd *d)
         json_decref(rec);
         return;
     }
+    if (was_rolled_back(m, m->pending_hash)) {
+        free(buf);
+        json_decref(rec);
+        refuse(m, R_ROLLED_BACK, m->pending_hash,
+               "this member rolled it back (%s.rolled_back); publish another model",
+               m->serving_path);
+        return;
+    }
     CcModel *nm = NULL;
     cc_model_open_buffer(&nm, (const uint8_t *)buf, m->pending_len, err, sizeof err);
     int same = nm && same_kpis(&d->model->hp, &nm->hp);
     cc_model_close(&nm);
     learned_path(&d->cfg, path, sizeof path);
     snprintf(rec_path, sizeof rec_path, "%s.json", path);
+    /* the model in service stays on disk as <learned>.prev (its record .prev.json): a
+     * rollback swaps back to it */
+    int rc = save_prev(d, err, sizeof err), prev_ok = !rc;
+    if (rc)
+        LOG_WARN("models", "keeping the model in service as %s.prev: %s (no rollback to it)", path,
+                 err);
     char *js = rec ? json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     /* the record first: a start that finds the model finds its record (or an older one,
      * which names another hash) */
-    int rc = cc_learn_write_atomic(rec_path, js ? js : "{}", js ? strlen(js) : 2, err, sizeof err);
+    rc = cc_learn_write_atomic(rec_path, js ? js : "{}", js ? strlen(js) : 2, err, sizeof err);
     if (!rc)
         rc = cc_learn_write_atomic(path, buf, m->pending_len, err, sizeof err);
     free(js);
@@ -492,18 +815,26 @@ static void apply_pending(Ccd *d)
         refuse(m, R_NOT_APPLIED, m->pending_hash, "%s", err);
         return;
     }
+    start_judging(d, prev_ok);
+    add_history(m, "swap", m->pending_hash, m->serving_hash, m->verdict);
     snprintf(m->serving_hash, sizeof m->serving_hash, "%s", m->pending_hash);
+    snprintf(m->serving_path, sizeof m->serving_path, "%s", path);
     json_decref(m->serving_record);
     m->serving_record = rec;
     m->applied++;
-    LOG_INFO("models", "serving the learned model %s from '%s'", m->serving_hash, m->topic);
+    LOG_INFO("models", "serving the learned model %s from '%s' (%s)", m->serving_hash, m->topic,
+             m->verdict);
 }
 
 void ccd_models_cron(Ccd *d)
 {
     CcdModels *m = d->models;
-    if (!m || !m->rk || d->stopping)
+    if (!m || d->stopping)
         return;
+    if (!m->rk) {
+        judge(d);
+        return;
+    }
     if (!m->assigned) {
         try_assign(m);
         if (!m->assigned)
@@ -531,6 +862,7 @@ void ccd_models_cron(Ccd *d)
     }
     if (m->pending)
         apply_pending(d);
+    judge(d);
 }
 
 void ccd_models_close(Ccd *d)
@@ -547,8 +879,91 @@ void ccd_models_close(Ccd *d)
     free(m->pending);
     json_decref(m->pending_record);
     json_decref(m->serving_record);
-    free(m);
+    free(m->rolled_back);
+    free(m); /* the watch belongs to the cell table: the worker may still read it */
     d->models = NULL;
+}
+
+/* GET /v1/model's learning: whether a learned model serves, and while none does, how much
+ * data the learner has had and when its first model is due (data time). */
+static json_t *learning_json(const Ccd *d)
+{
+    const CcdModels *m = d->models;
+    char lp[4096], t[32];
+    learned_path(&d->cfg, lp, sizeof lp);
+    const int serving = m->serving_record || !strcmp(m->serving_path, lp);
+    json_t *o = json_pack("{s:s, s:f}", "state", serving ? "serving" : "waiting",
+                          "first_model_hours", d->cfg.model_first_model_hours);
+    int64_t first = -1, last = -1;
+    uint64_t unknown = 0;
+    json_t *topics = json_object();
+    for (int i = 0; i < TOPICS_N && i < d->cfg.kafka_topics.n; i++) {
+        const TopicData *td = &m->topics[i];
+        if (td->first < 0)
+            continue;
+        first = first < 0 || td->first < first ? td->first : first;
+        last = td->last > last ? td->last : last;
+        unknown += td->unknown_records;
+        json_t *e = json_pack("{s:I}", "unknown_kpi_records", (json_int_t)td->unknown_records);
+        if (td->unknown_first >= 0) {
+            rfc3339(td->unknown_first, t);
+            json_object_set_new(e, "unknown_kpi_first", json_string(t));
+            rfc3339(td->unknown_last, t);
+            json_object_set_new(e, "unknown_kpi_last", json_string(t));
+        }
+        json_object_set_new(topics, d->cfg.kafka_topics.items[i], e);
+    }
+    json_object_set_new(o, "topics", topics);
+    json_object_set_new(o, "unknown_kpi_records", json_integer((json_int_t)unknown));
+    if (first < 0) {
+        json_object_set_new(o, "data_hours", json_real(0));
+        return o;
+    }
+    json_object_set_new(o, "data_hours", json_real((double)(last - first) / 3600.0));
+    rfc3339(first, t);
+    json_object_set_new(o, "data_first", json_string(t));
+    rfc3339(last, t);
+    json_object_set_new(o, "data_last", json_string(t));
+    if (!serving) {
+        rfc3339(first + (int64_t)(d->cfg.model_first_model_hours * 3600.0), t);
+        json_object_set_new(o, "first_model_expected_at", json_string(t));
+    }
+    return o;
+}
+
+static json_t *score_json(const Ccd *d, const CcdWatchScore *s)
+{
+    const CcHparams *hp = &d->model->hp;
+    json_t *o = json_pack("{s:I}", "forecasts", (json_int_t)s->forecasts);
+    json_object_set_new(o, "mase", isnan(s->mase) ? json_null() : json_real(s->mase));
+    json_t *k = json_object();
+    for (int f = 0; f < s->F && f < hp->n_features; f++)
+        if (!isnan(s->mase_kpi[f]))
+            json_object_set_new(k, hp->features[f], json_real(s->mase_kpi[f]));
+    json_object_set_new(o, "mase_per_kpi", k);
+    return o;
+}
+
+/* The live accuracy of the model in service and the rollback watch's state. */
+static json_t *live_json(const Ccd *d)
+{
+    const CcdModels *m = d->models;
+    if (!m->watch)
+        return json_pack("{s:s}", "state", "off");
+    CcdWatchScore s;
+    ccd_watch_score(m->watch, &s);
+    json_t *o = score_json(d, &s);
+    json_object_set_new(o, "state", json_string(m->watching ? "watching" : "idle"));
+    json_object_set_new(o, "window_steps", json_integer(ccd_watch_window(m->watch)));
+    json_object_set_new(o, "verdict", json_string(m->verdict));
+    if (m->prev_hash[0]) {
+        json_t *b = json_pack("{s:s, s:I}", "hash", m->prev_hash, "forecasts",
+                              (json_int_t)m->baseline_forecasts);
+        json_object_set_new(b, "mase",
+                            isnan(m->baseline_mase) ? json_null() : json_real(m->baseline_mase));
+        json_object_set_new(o, "previous", b);
+    }
+    return o;
 }
 
 json_t *ccd_models_json(const Ccd *d)
@@ -572,6 +987,27 @@ json_t *ccd_models_json(const Ccd *d)
     for (int i = 0; i < R_N; i++)
         json_object_set_new(r, reason_names[i], json_integer((json_int_t)m->refused[i]));
     json_object_set_new(o, "refused", r);
+    json_object_set_new(o, "rollbacks", json_integer((json_int_t)m->rollbacks));
+    if (d->cfg.model_source == 1)
+        json_object_set_new(o, "learning", learning_json(d));
+    json_object_set_new(o, "live", live_json(d));
+    json_t *h = json_array();
+    for (int i = m->n_history - 1; i >= 0; i--) { /* newest first */
+        const Swap *s = &m->history[i];
+        char at[32], dt[32];
+        rfc3339(s->at, at);
+        json_t *e = json_pack("{s:s, s:s, s:s}", "event", s->event, "at", at, "hash", s->hash);
+        if (s->from[0])
+            json_object_set_new(e, "from", json_string(s->from));
+        if (s->data_time >= 0) {
+            rfc3339(s->data_time, dt);
+            json_object_set_new(e, "data_time", json_string(dt));
+        }
+        if (s->why[0])
+            json_object_set_new(e, "why", json_string(s->why));
+        json_array_append_new(h, e);
+    }
+    json_object_set_new(o, "history", h);
     return o;
 }
 
@@ -599,4 +1035,21 @@ void ccd_models_metrics(const Ccd *d, struct evbuffer *b)
                         "FNV-1a 64 of its file).\n# TYPE cellcast_model_serving_info gauge\n"
                         "cellcast_model_serving_info{hash=\"%s\",source=\"%s\"} 1\n",
                         m->serving_hash, d->cfg.model_source == 1 ? "kafka" : "file");
+    evbuffer_add_printf(b,
+                        "# HELP cellcast_model_rollbacks_total Learned models swapped back to "
+                        "the previous one after degrading live (model.rollback).\n"
+                        "# TYPE cellcast_model_rollbacks_total counter\n"
+                        "cellcast_model_rollbacks_total %llu\n",
+                        (unsigned long long)m->rollbacks);
+    if (m->watch) {
+        CcdWatchScore s;
+        ccd_watch_score(m->watch, &s);
+        if (!isnan(s.mase))
+            evbuffer_add_printf(b,
+                                "# HELP cellcast_model_live_mase Live MASE of the model in "
+                                "service against one-day seasonal naive (the rollback window; "
+                                "mean over KPIs).\n# TYPE cellcast_model_live_mase gauge\n"
+                                "cellcast_model_live_mase %.6g\n",
+                                s.mase);
+    }
 }

@@ -14,7 +14,14 @@
  *     itself on the learned file; cells start from the KPI records that follow (or from
  *     kafka.rewind_on_assign_s back).
  * A refused record is logged and counted by reason (cellcast_models_refused_total); the
- * model in service stays. Loop thread.
+ * model in service stays.
+ * Rollback (model.rollback): before a swap the file in service is kept as
+ * <learned_path>.prev; after a swap of the same KPIs and step, the new model's live MASE
+ * (model_watch.h) over model.rollback_window_steps is compared once with the previous
+ * model's over the window before the swap, and a model worse by more than
+ * model.rollback_margin is swapped back (reload path), noted in <learned_path>.rolled_back
+ * (never applied again by this member) and counted (cellcast_model_rollbacks_total).
+ * Loop thread.
  */
 #ifndef CCD_MODELS_H
 #define CCD_MODELS_H
@@ -38,7 +45,15 @@ int ccd_models_open(Ccd *d, const char *path, char *err, size_t errlen);
 void ccd_models_cron(Ccd *d);
 void ccd_models_close(Ccd *d);
 
-/** The model in service's source, hash and learner record, for GET /v1/model. */
+/** Ingest: a record of KPI topic `topic` (index in kafka.topics) stamped ts was accepted
+ *  (known 1) or refused because the model has none of its KPIs (known 0, reason no_kpis):
+ *  the data time the learner has had (GET /v1/model's learning). */
+void ccd_models_note_data(Ccd *d, int topic, int64_t ts, int known);
+
+/** The model in service's source, hash and learner record, for GET /v1/model; with
+ *  model.source kafka also `learning` (waiting or serving, hours of data, when the first
+ *  model is due), `live` (the rollback watch: live MASE, verdict) and `history` (the last
+ *  swaps and rollbacks, newest first). */
 json_t *ccd_models_json(const Ccd *d);
 /** The follower's counters as Prometheus text. */
 void ccd_models_metrics(const Ccd *d, struct evbuffer *b);

@@ -8,6 +8,7 @@
 
 #include "cells.h"
 #include "interval.h"
+#include "model_watch.h"
 
 int ccd_pub_init(CcdPub *p, int F, int HZ)
 {
@@ -92,6 +93,8 @@ static void record_history(CcdCells *t, CcdCell *c, int64_t step, const float *o
         goto fail;
     if (cc_history_observe(c->hist, step, obs, imputed))
         goto fail;
+    /* the forecasts the history holds for this step, scored for the rollback watch */
+    ccd_watch_step(__atomic_load_n(&t->watch, __ATOMIC_ACQUIRE), c->hist, step);
     if (!fc->valid)
         return;
     for (int f = 0; scale && f < F; f++)

@@ -374,6 +374,7 @@ static int push_error(CcKpiDecoder *d, enum CcKpiReason r, int element, const ch
     CcKpiError *e = &d->errs[d->n_err++];
     e->reason = r;
     e->element = element;
+    e->ts = -1;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
@@ -508,6 +509,7 @@ static int decode_record(CcKpiDecoder *d, json_t *obj, int element, CcKpiBatch *
     json_t *cell = NULL, *ts = NULL, *kpis = NULL;
     int prio[CC_MAX_FEATURES];
     uint64_t unmapped = 0, nulls = 0;
+    int ts_ok = 0;
 
     if (!json_is_object(obj))
         return push_error(d, CC_KPI_NOT_OBJECT, element, "element %d is not an object", element);
@@ -544,6 +546,7 @@ static int decode_record(CcKpiDecoder *d, json_t *obj, int element, CcKpiBatch *
     decode_ts(d, ts, &r, &rc);
     if (rc.reason)
         goto refused;
+    ts_ok = 1;
 
     json_t *src = obj;
     if (kpis) {
@@ -591,9 +594,12 @@ static int decode_record(CcKpiDecoder *d, json_t *obj, int element, CcKpiBatch *
 refused:
     b->unmapped_fields += unmapped;
     b->null_values += nulls;
-    if (element >= 0 && b->n_elements > 1)
-        return push_error(d, rc.reason, element, "element %d: %s", element, rc.why);
-    return push_error(d, rc.reason, element, "%s", rc.why);
+    int err = element >= 0 && b->n_elements > 1
+                  ? push_error(d, rc.reason, element, "element %d: %s", element, rc.why)
+                  : push_error(d, rc.reason, element, "%s", rc.why);
+    if (!err && ts_ok)
+        d->errs[d->n_err - 1].ts = r.ts;
+    return err;
 }
 
 /* ---- fast path ----

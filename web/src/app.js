@@ -163,6 +163,47 @@
       t.append(el('span', 'l', l), el('b', null, v));
       box.append(t);
     }
+    renderLearning(info.model);
+  }
+
+  /* ---- the model in service (model.source kafka: cellcastd follows `cellcast learn`) ----
+   * waiting: how much data the learner has had and when its first model is due (data time);
+   * serving: the learned model, its held-out scores against the baselines (the learner's
+   * record), its live MASE and the last swaps and rollbacks (GET /v1/info's model.serving) */
+  const shortTime = (s) => (s ? s.replace('T', ' ').replace(/:\d\dZ$/, 'Z') : '–');
+  function renderLearning(model) {
+    const box = $('learning');
+    const sv = model?.serving;
+    box.textContent = '';
+    box.hidden = !sv || sv.source !== 'kafka';
+    if (box.hidden) return;
+    const part = (label, value, cls) => {
+      if (box.childNodes.length) box.append(el('span', 'sep', '·'));
+      box.append(el('span', 'l', label), el('b', cls || null, value));
+    };
+    const L = sv.learning || {};
+    if (L.state === 'waiting') {
+      part('learning:', `${fmt(L.data_hours)} hours of data, first model expected at ${shortTime(L.first_model_expected_at)} (data time)`);
+      if (L.unknown_kpi_records) part('records of KPIs the model lacks', fmtInt(L.unknown_kpi_records));
+      part('serving meanwhile', model.name || '–');
+    } else {
+      const rec = sv.record || {};
+      const cand = (rec.candidates || []).find((c) => c.kind === rec.published);
+      part('model in service', `${model.name || '–'} ${sv.hash || ''}`);
+      const swap = (sv.history || []).find((h) => h.hash === sv.hash && h.event !== 'start');
+      if (swap) part(swap.event === 'rollback' ? 'rolled back to at' : 'published', shortTime(swap.at));
+      if (cand?.mase != null) {
+        const b = rec.baselines || {};
+        part('held-out MASE', `${fmt(cand.mase)} (${rec.published}) vs seasonal naive ${fmt(b.snaive_1d_mase)}, linear ${fmt(b.linear_mase)}`);
+      }
+    }
+    const live = sv.live || {};
+    if (live.mase != null) part('live MASE', fmt(live.mase), live.previous?.mase != null && live.mase > live.previous.mase * 1.1 ? 'bad' : '');
+    if (live.verdict) box.title = live.verdict;
+    const hist = (sv.history || []).filter((h) => h.event !== 'start').slice(0, 4);
+    if (hist.length)
+      part('history', hist.map((h) => `${h.event} ${shortTime(h.at)} ${(h.from || '').slice(0, 6)}→${h.hash.slice(0, 6)}`).join(', '),
+        hist[0].event === 'rollback' ? 'bad' : '');
   }
 
   /* ---- the cell list (virtual: only the visible rows exist) ---- */

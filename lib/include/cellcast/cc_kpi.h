@@ -137,7 +137,9 @@ typedef struct CcKpiRecord {
 
 typedef struct CcKpiError {
     enum CcKpiReason reason;
-    int element;                  ///< array index, or -1 for the whole message
+    int element; ///< array index, or -1 for the whole message
+    int64_t ts;  ///< the refused record's time when it was decoded before the refusal, else -1
+                 ///< (a host tells when records of KPIs its model lacks arrive: no_kpis)
     char message[CC_KPI_MSG_MAX]; ///< human-readable, names the field and value
 } CcKpiError;
 

@@ -1,0 +1,63 @@
+/*
+ * model_watch.h — the live accuracy of the model in service, for the rollback of a learned
+ * model that degrades live (model.source kafka; models.h, docs/operations.md §5).
+ *
+ * What is measured: the forecasts the cells' long history holds (cc_history.h: the one-step
+ * forecast and the horizon-end forecast of every step, as publish.c records them) scored
+ * when their truth arrives, against seasonal naive of one day (the value one day of steps
+ * before the target), pooled over cells: per KPI and forecast kind, MASE = Σ|y − ŷ| /
+ * Σ|y − y(p − day)| over the matured forecasts whose target step p is in the window (the
+ * newest W target steps seen); a KPI's MASE is the mean of its two kinds, the score the
+ * mean over the KPIs that have one (each KPI weighs alike whatever its units: the learner's
+ * criterion). A sample needs the truth, the forecast and the value a day before: a cell
+ * needs history.depth ≥ 1 day + the horizon, which the default 7 d gives.
+ *
+ * Why the history and not the interval calibration's ring: the history is on by default
+ * whatever forecast.interval_adapt says, already holds the two forecast kinds per step, and
+ * the value a day back; reading it costs two row reads per cell step.
+ *
+ * Threads: ccd_watch_step runs on the worker; the rest on the loop thread. A mutex guards
+ * the buckets (one uncontended lock per cell step). Owned by the cell table (cells.h), so
+ * that it outlives the worker; models.c creates it.
+ */
+#ifndef CCD_MODEL_WATCH_H
+#define CCD_MODEL_WATCH_H
+
+#include <stdint.h>
+
+#include "cc_history.h"
+#include "cc_model.h"
+
+typedef struct CcdModelWatch CcdModelWatch;
+
+/** The window's score. */
+typedef struct CcdWatchScore {
+    double mase;                      ///< mean over KPIs with a score; NAN when none
+    double mase_kpi[CC_MAX_FEATURES]; ///< per KPI (model order); NAN: no score
+    int F;                            ///< KPIs
+    int64_t forecasts;                ///< matured forecasts scored (both kinds, all KPIs)
+    int64_t first_step, last_step;    ///< target steps of the window that hold samples
+} CcdWatchScore;
+
+/** A watch of window_steps target steps for a model of F KPIs and a step of step_s
+ *  seconds (the one day of seasonal naive is 86400 / step_s steps, at least 1). A history
+ *  of another F is not scored. 0, -EINVAL or -ENOMEM. */
+int ccd_watch_open(CcdModelWatch **out, int window_steps, int64_t step_s, int F);
+void ccd_watch_close(CcdModelWatch **w);
+
+/** Worker, after the history h recorded the observation of step p: scores the forecasts
+ *  it holds for p. NULL w: nothing. */
+void ccd_watch_step(CcdModelWatch *w, const CcHistory *h, int64_t p);
+
+/** The newest target step seen (-1: none). */
+int64_t ccd_watch_newest(CcdModelWatch *w);
+/** The window's score now. */
+void ccd_watch_score(CcdModelWatch *w, CcdWatchScore *s);
+/** A new model from now (a swap): the buckets cleared and only forecasts made after step
+ *  `after` (origin > after) counted, so that the old model's forecasts that mature after the
+ *  swap are not charged to the new one. */
+void ccd_watch_restart(CcdModelWatch *w, int64_t after);
+/** Window steps. */
+int ccd_watch_window(const CcdModelWatch *w);
+
+#endif
