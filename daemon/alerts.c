@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cc_time.h"
+#include "alertmanager.h"
 #include "api_util.h"
 #include "http.h"
 #include "http_cache.h"
@@ -332,6 +333,7 @@ void ccd_alerts_flush(Ccd *d)
                  cc_alert_severity_name(e->ev.severity), (long long)e->ev.step, e->ev.score);
         journal(d, e);
         ccd_incidents_on_alert(d, &e->ev);
+        ccd_am_alert(d, &e->ev); /* with alertmanager.send_cell_alerts */
     }
     ccd_incidents_publish(d); /* the incidents these transitions changed, once each */
     /* journaled and synced, then produced (with every earlier one not yet confirmed) */

@@ -14,6 +14,7 @@
 #include "http.h"
 #include "ingest.h"
 #include "alerts.h"
+#include "alertmanager.h"
 #include "incidents.h"
 #include "silences.h"
 #include "topology.h"
@@ -708,6 +709,7 @@ static int h_metrics(CcdReq *r)
     ccd_topology_metrics(d, b);
     ccd_incidents_metrics(d, b);
     ccd_silences_metrics(d, b);
+    ccd_am_metrics(d, b);
     ccd_http_metrics(d, b);
     ccd_models_metrics(d, b);
     ccd_process_metrics(b);
