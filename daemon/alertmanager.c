@@ -207,8 +207,7 @@ void ccd_am_alert(Ccd *d, const CcAlertEvent *ev)
               : ev->kind == CC_ALERT_ANOMALY && ev->n_attr ? ev->attr[0].kpi
                                                            : -1;
     const char *kname = kpi >= 0 && kpi < hp->n_features ? hp->features[kpi] : NULL;
-    const char *reason =
-        ev->kind == CC_ALERT_ANOMALY ? "anomaly" : cc_dq_reason_name(ev->reason);
+    const char *reason = ev->kind == CC_ALERT_ANOMALY ? "anomaly" : cc_dq_reason_name(ev->reason);
     json_t *l = json_object();
     set_label(l, "alertname", "CellcastAlert");
     set_label(l, "alert", ev->id);
@@ -327,7 +326,8 @@ static void send_head(AmTarget *t)
     if (t->in_flight || !b || cc_now_ns() < b->next_ns)
         return;
     if (!t->conn) {
-        t->conn = evhttp_connection_base_new(am->d->base, am->dns, t->host, (unsigned short)t->port);
+        t->conn =
+            evhttp_connection_base_new(am->d->base, am->dns, t->host, (unsigned short)t->port);
         if (!t->conn)
             return; /* the next cron */
         evhttp_connection_set_timeout(t->conn, am->d->cfg.alertmanager_timeout_s);
