@@ -24,6 +24,7 @@
 #include "alerts.h"
 #include "alertmanager.h"
 #include "embedded_port.h"
+#include "feedback.h"
 #include "cc_build_info.h"
 #include "cellcastd.h"
 #include "cluster.h"
@@ -354,6 +355,13 @@ int main(int argc, char **argv)
         LOG_ERROR("main", "%s", err);
         goto out;
     }
+    char fb_path[4096 + 16] = ""; /* the verdicts' journal beside the snapshot */
+    if (ccd_state_path(d)[0])
+        snprintf(fb_path, sizeof fb_path, "%s.feedback", ccd_state_path(d));
+    if (ccd_fb_open(d, fb_path, err, sizeof err)) {
+        LOG_ERROR("feedback", "%s", err);
+        goto out;
+    }
     ccd_topology_reload(d); /* a file that does not parse is logged: cells have no labels */
     if (ccd_incidents_start(d)) {
         LOG_ERROR("main", "out of memory");
@@ -486,6 +494,7 @@ out:
     ccd_sched_close(&d->sched);
     ccd_alerts_close(d);
     ccd_am_close(d);
+    ccd_fb_close(d);
     ccd_incidents_stop(d);
     ccd_silences_stop(d);
     ccd_topology_close(d);
