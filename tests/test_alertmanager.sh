@@ -9,6 +9,8 @@
 #   - the S1 site incident appears in Alertmanager (GET /api/v2/alerts) with its labels
 #     (alertname, incident, scope, site, region, severity, instance), annotations, startsAt
 #     and a generatorURL to the dashboard, active, and the webhook receives it firing;
+#   - with alertmanager.send_cell_alerts, the cells' alerts are there too (CellcastAlert,
+#     with cell, site, kind, reason, severity), and resolve with the cells;
 #   - it is resent while firing (cellcast_alertmanager_sent_total grows, resend_s 1);
 #   - b2's incident is in Alertmanager, suppressed by the silence, and the webhook receives
 #     nothing of site S2;
@@ -116,6 +118,7 @@ alertmanager:
   urls: ["$AMU", "http://127.0.0.1:1/unreachable"]
   resend_s: 1
   retries: 1
+  send_cell_alerts: true
 alerts:
   zero_steps: 3
   warmup_steps: 8
@@ -175,6 +178,10 @@ assert a["generatorURL"] == f"http://127.0.0.1:{port}/#/incidents/" + l["inciden
 assert a["status"]["state"] == "active", a["status"]
 assert s2 and all(x["status"]["state"] == "suppressed" and sid in x["status"]["silencedBy"] for x in s2), s2
 assert any(x["labels"].get("cell") == "b2" for x in s2), s2
+cell = [x for x in alerts if x["labels"]["alertname"] == "CellcastAlert" and x["labels"]["cell"] == "a1"]
+assert cell and all(x["labels"]["site"] == "S1" and x["labels"]["kind"] in ("anomaly", "data_quality") for x in cell), cell
+assert any(x["labels"]["reason"] == "all_zero" and x["labels"]["severity"] == "critical" for x in cell), cell
+assert all(x["generatorURL"] == f"http://127.0.0.1:{port}/#/cells/a1" for x in cell), cell
 PYEOF
 }
 for _ in $(seq 100); do
