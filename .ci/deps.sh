@@ -4,7 +4,7 @@
 set -eu
 pkgs="build-essential meson ninja-build pkg-config libevent-dev libjansson-dev
 libopenblas-dev libyaml-dev librdkafka-dev libcmocka-dev kcat curl clang
-libclang-rt-dev clang-format python3 python3-yaml python3-jsonschema prometheus zlib1g-dev"
+libclang-rt-dev clang-format python3 python3-yaml python3-jsonschema prometheus prometheus-alertmanager zlib1g-dev"
 # npm (the OpenAPI linters, .ci/openapi-lint.sh): any install will do (NodeSource's nodejs
 # ships it and conflicts with Debian's npm package)
 command -v npm >/dev/null || pkgs="$pkgs npm"
@@ -16,7 +16,7 @@ done
 # playwright-core driving Debian's chromium). npm by command, not by package: a nodejs
 # from elsewhere (NodeSource) bundles its own npm and conflicts with Debian's.
 command -v npm >/dev/null || missing="$missing nodejs npm"
-for p in chromium prometheus; do # the browser test; promtool for conf/prometheus-rules.yaml
+for p in chromium prometheus prometheus-alertmanager; do # the browser test; promtool for conf/prometheus-rules.yaml; tests/test_alertmanager.sh
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
 done
 [ -z "$missing" ] && exit 0

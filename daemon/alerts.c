@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include "cc_time.h"
+#include "alertmanager.h"
+#include "feedback.h"
 #include "api_util.h"
 #include "http.h"
 #include "http_cache.h"
@@ -332,6 +334,7 @@ void ccd_alerts_flush(Ccd *d)
                  cc_alert_severity_name(e->ev.severity), (long long)e->ev.step, e->ev.score);
         journal(d, e);
         ccd_incidents_on_alert(d, &e->ev);
+        ccd_am_alert(d, &e->ev); /* with alertmanager.send_cell_alerts */
     }
     ccd_incidents_publish(d); /* the incidents these transitions changed, once each */
     /* journaled and synced, then produced (with every earlier one not yet confirmed) */
@@ -606,9 +609,37 @@ static json_t *event_json(Ccd *d, const QEvent *e)
     if (n > 0)
         n = ccd_topology_splice_labels(d->topology, e->cell, buf, n, sizeof buf);
     json_t *j = n > 0 ? json_loadb(buf, (size_t)n, 0, NULL) : NULL;
-    if (j && json_is_object(j))
+    if (j && json_is_object(j)) {
         json_object_set_new(j, "seq", json_integer((json_int_t)e->seq));
+        ccd_fb_annotate(d, e->ev.id, j); /* the operator's verdict, if any */
+    }
     return j ? j : json_null();
+}
+
+int ccd_alerts_lookup(Ccd *d, const char *id, CcAlertEvent *ev, char *cell)
+{
+    CcdAlerts *o = d->alerts;
+    if (!o)
+        return -ENOENT;
+    ccd_alerts_flush(d);
+    for (size_t i = o->hn; i-- > 0;) {
+        const QEvent *e = &o->hist[(o->hhead + i) % HIST_MAX];
+        if (!strcmp(e->ev.id, id)) {
+            *ev = e->ev;
+            memcpy(cell, e->cell, sizeof e->cell);
+            ev->cell_id = cell;
+            return 0;
+        }
+    }
+    return -ENOENT;
+}
+
+double ccd_alerts_raise_bar(Ccd *d, CcdCell *c, int kpi)
+{
+    AlertCell *oc = c->anomaly;
+    if (!d->alerts || !oc)
+        return -EINVAL;
+    return cc_anomaly_cell_feedback(d->alerts->an, oc->ac, kpi, -1);
 }
 
 /* The `kind` and `limit` (default 100) parameters of the alert listings: 0, or the status
@@ -664,7 +695,8 @@ static int list_alerts(CcdReq *r, const char *cell)
     ccd_alerts_flush(d); /* what the worker queued so far */
     /* a scan of the whole history (~0.3 ms): the same query gets the same reply until the
      * next transition (the dashboard rereads a cell's alerts; a 304 when nothing changed) */
-    if ((rc = ccd_reply_cached(r, ccd_fold(ccd_version_seed(d), o->seq))))
+    if ((rc = ccd_reply_cached(r,
+                               ccd_fold(ccd_fold(ccd_version_seed(d), o->seq), ccd_fb_version(d)))))
         return rc;
     json_t *arr = json_array();
     uint64_t last = 0;

@@ -117,6 +117,13 @@ void ccd_alerts_cell_write(Ccd *d, CcdCell *c, Sb *b);
  *  the GET /v1/cells/{id} reply (http_cache.h); 0 before the cell's first scores. */
 uint64_t ccd_alerts_cell_version(Ccd *d, const CcdCell *c);
 
+/** The newest transition of alert `id` in the history behind GET /v1/alerts into *ev (its
+ *  cell id copied into cell, ≥ CC_ANOMALY_CELL_ID_MAX + 1 bytes). 0 or -ENOENT. */
+int ccd_alerts_lookup(Ccd *d, const char *id, CcAlertEvent *ev, char *cell);
+/** A false-alarm verdict on KPI kpi of cell c (not busy): cc_anomaly_cell_feedback. The new
+ *  bar factor, or -EINVAL (no alert state, no such KPI). */
+double ccd_alerts_raise_bar(Ccd *d, CcdCell *c, int kpi);
+
 /* HTTP handlers (routes in api.c). */
 int ccd_h_alerts(CcdReq *r);        ///< GET /v1/alerts[?state=&since=&cell=&kind=&after=&limit=]
 int ccd_h_alerts_firing(CcdReq *r); ///< GET /v1/alerts/firing[?kind=&after=&limit=]

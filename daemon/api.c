@@ -14,6 +14,8 @@
 #include "http.h"
 #include "ingest.h"
 #include "alerts.h"
+#include "alertmanager.h"
+#include "feedback.h"
 #include "incidents.h"
 #include "silences.h"
 #include "topology.h"
@@ -731,6 +733,8 @@ static int h_metrics(CcdReq *r)
     ccd_topology_metrics(d, b);
     ccd_incidents_metrics(d, b);
     ccd_silences_metrics(d, b);
+    ccd_am_metrics(d, b);
+    ccd_fb_metrics(d, b);
     ccd_http_metrics(d, b);
     ccd_models_metrics(d, b);
     ccd_process_metrics(b);
@@ -1475,6 +1479,8 @@ const CcdRoute ccd_routes[] = {
     {"/v1/kpis", EVHTTP_REQ_POST, h_post_kpis, "KPI messages without Kafka"},
     {"/v1/alerts", EVHTTP_REQ_GET, ccd_h_alerts, "alert transitions, paged"},
     {"/v1/alerts/firing", EVHTTP_REQ_GET, ccd_h_alerts_firing, "alerts firing now, all cells, paged"},
+    {"/v1/alerts/{id}/feedback", EVHTTP_REQ_POST, ccd_h_alert_feedback, "an operator's verdict on an alert (token)"},
+    {"/v1/feedback", EVHTTP_REQ_GET, ccd_h_feedback, "operators' recent verdicts on alerts"},
     {"/v1/cells/{id}/alerts", EVHTTP_REQ_GET, ccd_h_cell_alerts, "the cell's alert transitions"},
     {"/v1/cells/{id}/scores", EVHTTP_REQ_GET, ccd_h_cell_scores, "the cell's anomaly scores"},
     {"/v1/incidents", EVHTTP_REQ_GET, ccd_h_incidents, "incidents (alerts grouped by site), firing and recent"},

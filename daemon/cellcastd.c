@@ -22,7 +22,9 @@
 
 #include "handover.h"
 #include "alerts.h"
+#include "alertmanager.h"
 #include "embedded_port.h"
+#include "feedback.h"
 #include "cc_build_info.h"
 #include "cellcastd.h"
 #include "cluster.h"
@@ -129,6 +131,7 @@ static void cron(evutil_socket_t fd, short what, void *arg)
         update_rates(d);
         ccd_cells_reap(d->cells);
         ccd_alerts_tick(d); /* transitions, missing-data checks */
+        ccd_am_cron(d);     /* incidents to Alertmanager */
         ccd_state_cron(d);  /* periodic snapshot */
         notify_cron(d);     /* WATCHDOG=1, STATUS= */
     }
@@ -352,6 +355,13 @@ int main(int argc, char **argv)
         LOG_ERROR("main", "%s", err);
         goto out;
     }
+    char fb_path[4096 + 16] = ""; /* the verdicts' journal beside the snapshot */
+    if (ccd_state_path(d)[0])
+        snprintf(fb_path, sizeof fb_path, "%s.feedback", ccd_state_path(d));
+    if (ccd_fb_open(d, fb_path, err, sizeof err)) {
+        LOG_ERROR("feedback", "%s", err);
+        goto out;
+    }
     ccd_topology_reload(d); /* a file that does not parse is logged: cells have no labels */
     if (ccd_incidents_start(d)) {
         LOG_ERROR("main", "out of memory");
@@ -379,6 +389,10 @@ int main(int argc, char **argv)
     }
     LOG_INFO("http", "listening on http://%s:%d/ (try /v1/info)", d->cfg.http_bind,
              ccd_http_port(d));
+    if (ccd_am_open(d, err, sizeof err)) { /* after HTTP: its URL is the dashboard's */
+        LOG_ERROR("alertmanager", "%s", err);
+        goto out;
+    }
     if (strcmp(d->cfg.kafka_brokers, "none")) {
         if (ccd_cluster_open(&d->cluster, &d->cfg, ccd_http_port(d), &st.kafka, err, sizeof err) ||
             ccd_ingest_open_kafka(d, &st.kafka, err, sizeof err) ||
@@ -479,6 +493,8 @@ out:
     ccd_handover_close(d);
     ccd_sched_close(&d->sched);
     ccd_alerts_close(d);
+    ccd_am_close(d);
+    ccd_fb_close(d);
     ccd_incidents_stop(d);
     ccd_silences_stop(d);
     ccd_topology_close(d);

@@ -62,6 +62,8 @@ typedef struct Ccd {
     struct CcdTopology *topology;    ///< cells' labels (topology.h), NULL: none
     struct CcdIncidents *incidents;  ///< alerts grouped (incidents.h), NULL: alerts off
     struct CcdSilenceHost *silences; ///< silences and the alerts they hold (silences.h)
+    struct CcdAm *am;                ///< Alertmanager sender (alertmanager.h), NULL: off
+    struct CcdFeedback *feedback;    ///< operators' verdicts on alerts (feedback.h)
     uint64_t topology_loads, topology_errors, incidents_refused;
     CcdState *state;
     CcdHandover *handover;          ///< cell state across members (handover.h)

@@ -303,6 +303,22 @@ static const CcdConfigDef tail_rows[] = {
  "read at start, so that they survive a restart. auto = <snapshot.path>.silences (in memory "
  "only when snapshots are off); \"\" = in memory only."},
 
+{"alertmanager.urls", CCD_CFG_LIST, OFF(alertmanager_urls), "", NB, NULL, 0,
+ "Alertmanagers to send incidents to (http://host:port[/path]; POST <url>/api/v2/alerts; "
+ "daemon/alertmanager.h): each receives every incident, firing (resent every resend_s) and "
+ "resolved. Empty = off."},
+{"alertmanager.send_cell_alerts", CCD_CFG_BOOL, OFF(alertmanager_send_cell_alerts), "false", NB, NULL, 0,
+ "Also send each cell alert (alertname CellcastAlert), not only the incidents."},
+{"alertmanager.resend_s", CCD_CFG_INT, OFF(alertmanager_resend_s), "60", 1, 3600, NULL, 0,
+ "Seconds between resends of the firing alerts; their endsAt is 4 periods ahead, so "
+ "Alertmanager resolves them by itself when the daemon stops sending."},
+{"alertmanager.timeout_s", CCD_CFG_INT, OFF(alertmanager_timeout_s), "10", 1, 300, NULL, 0,
+ "Connect and response timeout of a POST to Alertmanager."},
+{"alertmanager.retries", CCD_CFG_INT, OFF(alertmanager_retries), "5", 0, 100, NULL, 0,
+ "Retries of a failed POST (backoff 1 s, doubling, at most 60 s) before its alerts are dropped."},
+{"alertmanager.queue_max", CCD_CFG_INT, OFF(alertmanager_queue_max), "10000", 1, 10000000, NULL, 0,
+ "Alerts waiting per Alertmanager; beyond, the oldest requests are dropped (counted)."},
+
 {"snapshot.path", CCD_CFG_STRING, OFF(snapshot_path), "auto", NB, NULL, 0,
  "State snapshot file (per-cell rings and alert state; written atomically at shutdown and "
  "every interval_s, restored at start). Beside it, <path>.alerts journals the last alert "

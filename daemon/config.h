@@ -102,6 +102,10 @@ typedef struct CcdConfig {
     int incidents_keep;
     char *incidents_topic;
     char *silences_path; /* "auto" = <snapshot.path>.silences */
+    /* Alertmanager (issue 32: alertmanager.h) */
+    CcdStrList alertmanager_urls;
+    int alertmanager_timeout_s, alertmanager_resend_s, alertmanager_queue_max;
+    int alertmanager_retries, alertmanager_send_cell_alerts;
     /* snapshot */
     char *snapshot_path;
     int snapshot_interval_s;

@@ -12,6 +12,7 @@
 
 #include <event2/buffer.h>
 
+#include "alertmanager.h"
 #include "alerts.h"
 #include "api_util.h"
 #include "cellcastd.h"
@@ -88,6 +89,7 @@ static void produce_one(void *cookie, const CcdIncident *inc)
 {
     Ccd *d = cookie;
     LOG_INFO("incidents", "%s %s: %s", inc->id, inc->firing ? "firing" : "resolved", inc->summary);
+    ccd_am_incident(d, inc);
     const char *topic = ccd_incidents_topic(d);
     if (!d->kafka || !topic[0])
         return;

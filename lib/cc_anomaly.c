@@ -102,6 +102,7 @@ static void cell_init(CcAnomalyCell *c)
         episode_init(&k->bounds);
         episode_init(&k->absent);
         k->absent_since = NONE_STEP;
+        k->fb_mul = k->bar = 1;
     }
 }
 
@@ -399,6 +400,38 @@ static void kpi_sums(const CcAnomalySettings *s, KpiState *k, double z, double z
                       fmin(1.0, (double)s->step_seconds / (double)s->profile_unit_s));
 }
 
+/* The false-alarm bar factor of KPI k at data step `step` (cc_anomaly.h, Feedback): 1 +
+ * (m₀ − 1)·2^(−Δt/half_life), Δt the data time since the last verdict (none before it). */
+static double feedback_bar(const CcAnomalySettings *s, const KpiState *k, int64_t step)
+{
+    if (!(k->fb_mul > 1))
+        return 1;
+    double dt = (double)(step - k->fb_step) * (double)s->step_seconds;
+    if (dt <= 0)
+        return k->fb_mul;
+    return 1 + (k->fb_mul - 1) * exp2(-dt / (double)s->feedback_half_life_s);
+}
+
+double cc_anomaly_cell_bar(const CcAnomaly *a, const CcAnomalyCell *c, int kpi, int64_t step)
+{
+    if (kpi < 0 || kpi >= c->F)
+        return 1;
+    return feedback_bar(&a->s, &c->k[kpi], step < 0 ? c->last_step : step);
+}
+
+double cc_anomaly_cell_feedback(const CcAnomaly *a, CcAnomalyCell *c, int kpi, int64_t step)
+{
+    if (kpi < 0 || kpi >= c->F)
+        return -EINVAL;
+    if (step < 0)
+        step = c->last_step > 0 ? c->last_step : 0;
+    KpiState *k = &c->k[kpi];
+    double m = feedback_bar(&a->s, k, step) * CC_FEEDBACK_STEP;
+    k->fb_mul = m < CC_FEEDBACK_MAX ? m : CC_FEEDBACK_MAX;
+    k->fb_step = step;
+    return k->fb_mul;
+}
+
 /* The window rule is live (CcEpisodeTrace): a window of steps like this one, z clipped as
  * its ring clips it, in the window's direction, would be over (unit: see cc_window_z). */
 static int window_live(const CcAnomalySettings *s, double z, double zw, double unit, double thr)
@@ -418,11 +451,13 @@ static void kpi_verdict(const CcAnomalySettings *s, const KpiState *k, int f, do
     int dir = s->kpi[f].direction;
     int way = dir == 0 || (dir > 0 && z > 0) || (dir < 0 && z < 0);
     int wway = dir == 0 || (dir > 0 && zw > 0) || (dir < 0 && zw < 0);
-    double lo = kpi_lik_over(s, f), wthr = s->window_z > 0 ? s->window_z : kpi_warn(s, f);
+    /* k->bar: an operator's false-alarm verdicts raise the z thresholds (feedback_bar) */
+    double lo = kpi_lik_over(s, f),
+           wthr = (s->window_z > 0 ? s->window_z : kpi_warn(s, f)) * k->bar;
     int over = 0, live = 0;
-    if (way && az >= kpi_warn(s, f)) {
+    if (way && az >= kpi_warn(s, f) * k->bar) {
         over |= CC_RULE_Z, live |= CC_RULE_Z;
-        if (az >= kpi_crit(s, f))
+        if (az >= kpi_crit(s, f) * k->bar)
             v->n_crit++;
     }
     if (isfinite(zw) && wway && fabs(zw) >= wthr) {
@@ -530,6 +565,7 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
     k->pr_exp = pref;
     if (isfinite(zw) && !(v->score >= fabs(zw)))
         v->score = fabs(zw);
+    k->bar = feedback_bar(s, k, x->step);
     kpi_verdict(s, k, f, z, zc, zp, zw, wunit, v);
 }
 

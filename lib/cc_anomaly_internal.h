@@ -104,7 +104,10 @@ typedef struct KpiState {
     int32_t absent_run;   ///< steps in a row the KPI was absent from records that gave others
     int64_t absent_since; ///< the first of them (NONE_STEP: the KPI was given last)
     Episode stuck, bounds;
-    Episode absent; ///< its missing-data alert (kpi_missing_steps)
+    Episode absent;  ///< its missing-data alert (kpi_missing_steps)
+    double fb_mul;   ///< the false-alarm bar factor at fb_step (1: none; cc_anomaly_cell_feedback)
+    int64_t fb_step; ///< the step of the last verdict
+    double bar;      ///< the factor in effect at the step being scored (not saved)
 } KpiState;
 
 struct CcAnomaly {

@@ -66,6 +66,7 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     s->profile_days = 4.0;
     s->profile_min_days = 2;
     s->profile_utc_offset_s = 0;
+    s->feedback_half_life_s = 7 * 86400;
     for (int f = 0; f < CC_MAX_FEATURES; f++)
         s->kpi[f].enabled = 1;
 }
@@ -215,6 +216,9 @@ static const CcAnomalyKey anomaly_keys[] = {
        "clear steps to resolve a data-quality alert (default 3)"),
     AK(dq_grace_steps, CC_AKEY_INT, 0, 1000000,
        "steps a KPI stays unscored after its data-quality alert (default 16)"),
+    AK(feedback_half_life_s, CC_AKEY_INT64, 1, 1e10,
+       "half-life in data time of a false-alarm verdict's raise of a KPI's z thresholds (x1.25 "
+       "a verdict, at most x2; POST /v1/alerts/{id}/feedback) (default 604800: 7 days)"),
 };
 #undef AK
 

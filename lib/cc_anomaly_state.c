@@ -24,8 +24,9 @@
  *      likelihood and the novelty range per KPI (they start again);
  *   8: + shape novelty: its sizes, then per KPI its stage and categories (none); + the
  *      novelty kind of the peak's attribution (none);
- *   9: + per KPI its run of absent steps and its missing-data alert (none). */
-#define STATE_VERSION 9u
+ *   9: + per KPI its run of absent steps and its missing-data alert (none);
+ *  10: + per KPI the false-alarm bar factor and the step of its last verdict (none: 1). */
+#define STATE_VERSION 10u
 #define V4_ID_BYTES 64
 #define MAX_PROFILE_BINS 288 /* profile_bin_s ≥ 300 */
 
@@ -271,6 +272,10 @@ static int io_record(Io *io, CcAnomalyCell *c)
         IO(io, c->k[f].absent_since);
         io_ep(io, &c->k[f].absent);
     }
+    for (int f = 0; !rc && f < c->F && io->ver >= 10; f++) {
+        IO(io, c->k[f].fb_mul);
+        IO(io, c->k[f].fb_step);
+    }
     return rc;
 }
 
@@ -378,6 +383,8 @@ static int record_valid(const CcAnomalyCell *t, int64_t last)
             return 0;
         if (k->absent_run < 0 || (k->absent_run > 0) != (k->absent_since != NONE_STEP))
             return 0;
+        if (!(k->fb_mul >= 1 && k->fb_mul <= CC_FEEDBACK_MAX))
+            return 0;
     }
     for (int i = 0; i < CC_ALERT_MAX_ATTR; i++)
         if (!isfinite(t->peak[i].cusum) || !isfinite(t->peak[i].profile) ||
@@ -404,6 +411,7 @@ static void record_start(CcAnomalyCell *t, KpiState *ks)
         ks[f].ll = NAN;
         ks[f].absent.start = ks[f].absent.resolved = NONE_STEP; /* before version 9: none */
         ks[f].absent_since = NONE_STEP;
+        ks[f].fb_mul = ks[f].bar = 1; /* before version 10: no verdict */
     }
     t->k = ks;
     for (int i = 0; i < CC_ALERT_MAX_ATTR; i++) {

@@ -975,6 +975,83 @@ static void test_ids_stable_and_state_roundtrip(void **state)
     fx_close(&q);
 }
 
+/* Feedback (cc_anomaly_cell_feedback): a false-alarm verdict multiplies the KPI's z
+ * thresholds by CC_FEEDBACK_STEP (at most CC_FEEDBACK_MAX), decaying back with
+ * feedback_half_life_s of data time. Two cells see the same series; only A gets the
+ * verdict: the next deviation of the size that fired before fires in B and not in A, a
+ * larger one (over warn_z × the factor) fires in A; the factor caps, halves its excess in one
+ * half-life and survives a save and reload. */
+static int fired_at(const Rec *r, int64_t t)
+{
+    for (int i = 0; i < r->n && i < MAX_EV; i++)
+        if (r->ev[i].kind == CC_ALERT_ANOMALY && r->ev[i].state == CC_ALERT_FIRING &&
+            r->ev[i].step == t)
+            return 1;
+    return 0;
+}
+
+static void test_feedback_raises_bar(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    s.warn_k = 1; /* one step over fires */
+    s.cusum_h = 0;
+    s.profile_h = 0;
+    s.feedback_half_life_s = 600 * 60; /* 600 steps */
+    Fixture a, b;
+    fx_open(&a, &s, "fbA");
+    fx_open(&b, &s, "fbB");
+    /* z of a scripted deviation d: d ± 0.2 (step_dev's 2·sin over sd 10) */
+    for (int64_t t = 1000; t < 1070; t++) {
+        step_z(&a, t, t == 1050 ? 5.0 : 0.0);
+        step_z(&b, t, t == 1050 ? 5.0 : 0.0);
+    }
+    assert_true(fired_at(&a.rec, 1050) && fired_at(&b.rec, 1050));
+    assert_true(cc_anomaly_cell_bar(a.a, a.c, 0, -1) == 1.0);
+    /* the operator: a false alarm */
+    assert_true(cc_anomaly_cell_feedback(a.a, a.c, 0, -1) == CC_FEEDBACK_STEP);
+    assert_true(cc_anomaly_cell_feedback(a.a, a.c, 1, -1) == -EINVAL);
+    for (int64_t t = 1070; t < 1140; t++) {
+        /* at 1080: 4.6 ± 0.2 < 4 × (1 + 0.25·2^(−11/600)) = 4.98; at 1110, 5.6 ± 0.2 is
+         * past 4 × (1 + 0.25·2^(−41/600)) = 4.93 */
+        double z = t == 1080 ? 4.6 : t == 1110 ? 5.6 : 0.0;
+        step_z(&a, t, z);
+        step_z(&b, t, z);
+    }
+    assert_true(fired_at(&b.rec, 1080)); /* without the verdict it fires */
+    assert_false(fired_at(&a.rec, 1080));
+    assert_true(fired_at(&a.rec, 1110)); /* past the higher bar */
+    double m = cc_anomaly_cell_bar(a.a, a.c, 0, -1);
+    /* decaying: 1 + 0.25·2^(−70/600), 70 steps after the verdict (at step 1069) */
+    assert_true(m > 1.2 && m < CC_FEEDBACK_STEP);
+    assert_true(fabs(m - (1 + 0.25 * exp2(-70.0 / 600.0))) < 1e-12);
+    /* more verdicts: ×1.25 each, capped */
+    double m1 = cc_anomaly_cell_feedback(a.a, a.c, 0, -1);
+    assert_true(fabs(m1 - m * CC_FEEDBACK_STEP) < 1e-12);
+    for (int i = 0; i < 3; i++)
+        m1 = cc_anomaly_cell_feedback(a.a, a.c, 0, -1);
+    assert_true(m1 == CC_FEEDBACK_MAX);
+    /* one half-life of data time halves the excess */
+    const int64_t last = 1139;
+    assert_true(fabs(cc_anomaly_cell_bar(a.a, a.c, 0, last + 600) - 1.5) < 1e-12);
+    assert_true(cc_anomaly_cell_bar(a.a, a.c, 0, last) == CC_FEEDBACK_MAX);
+    /* in the state record */
+    fx_reload(&a, "fbA");
+    assert_true(cc_anomaly_cell_bar(a.a, a.c, 0, last) == CC_FEEDBACK_MAX);
+    assert_true(fabs(cc_anomaly_cell_bar(a.a, a.c, 0, last + 600) - 1.5) < 1e-12);
+    /* near 2x: 7.6 ± 0.2 < 4 × (1 + 2^(−11/600)) = 7.95 does not fire, 8.6 ± 0.2 past
+     * 4 × (1 + 2^(−41/600)) = 7.82 does */
+    int n0 = a.rec.n;
+    for (int64_t t = 1140; t < 1200; t++)
+        step_z(&a, t, t == 1150 ? 7.6 : t == 1180 ? 8.6 : 0.0);
+    assert_false(fired_at(&a.rec, 1150));
+    assert_true(fired_at(&a.rec, 1180));
+    assert_true(a.rec.n > n0);
+    fx_close(&a);
+    fx_close(&b);
+}
+
 static void test_validate(void **state)
 {
     (void)state;
@@ -1268,6 +1345,19 @@ static void step_poor_lag(Fixture *fx, int64_t t, double dev)
  * and its missing-data alert's episode (32 bytes). */
 #define V9_TAIL_BYTES_PER_KPI (4 + 8 + 32)
 
+/* What version 10 appends per KPI: the false-alarm bar factor (double) and the step of its
+ * last verdict (int64). */
+#define V10_TAIL_BYTES_PER_KPI (8 + 8)
+
+/* A version-10 state of F KPIs as version 9: without what version 10 appends. Returns the
+ * new length. */
+static long v10_to_v9(uint8_t *b, long n10, int F)
+{
+    uint32_t v9 = 9;
+    memcpy(b + 4, &v9, 4);
+    return n10 - (long)F * V10_TAIL_BYTES_PER_KPI;
+}
+
 /* A version-9 state of F KPIs as version 8: without what version 9 appends. Returns the new
  * length. */
 static long v9_to_v8(uint8_t *b, long n9, int F)
@@ -1336,9 +1426,17 @@ static void test_lag_calibration(void **state)
     cc_anomaly_cell_scores(fx.c, z, NULL);
     assert_true(fabs(z[0]) < 1.0); /* ~6 × (0.13 / 6): the one-step scale */
     /* save, reload as version 2 and as version 1 (no calibration: warms up again) */
-    long n9 = cc_anomaly_cell_save(fx.c, NULL, 0);
-    uint8_t *b = malloc((size_t)n9);
-    assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n9), n9);
+    long n10 = cc_anomaly_cell_save(fx.c, NULL, 0);
+    uint8_t *b = malloc((size_t)n10);
+    assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n10), n10);
+    const long n9 = v10_to_v9(b, n10, 1);
+    {
+        CcAnomalyCell *cv9 = NULL;
+        assert_int_equal(cc_anomaly_cell_open(&cv9, fx.a, "poorlag"), 0);
+        assert_int_equal(cc_anomaly_cell_load(cv9, b, (size_t)n9, NULL, 0), 0);
+        assert_int_equal(cc_anomaly_cell_load(cv9, b, (size_t)n9 - 1, NULL, 0), -EINVAL);
+        cc_anomaly_cell_close(&cv9);
+    }
     const long n8 = v9_to_v8(b, n9, 1);
     {
         CcAnomalyCell *cv8 = NULL;
@@ -1412,10 +1510,10 @@ static void test_lag_calibration(void **state)
     assert_int_equal(cc_anomaly_cell_load(c1, bn, (size_t)n4, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "malformed"));
     free(bn);
-    uint32_t v10 = 10; /* a version newer than this build's */
-    memcpy(b1 + 4, &v10, 4);
+    uint32_t v11 = 11; /* a version newer than this build's */
+    memcpy(b1 + 4, &v11, 4);
     assert_int_equal(cc_anomaly_cell_load(c1, b1, (size_t)n - cut, err, sizeof err), -EINVAL);
-    assert_non_null(strstr(err, "version 10"));
+    assert_non_null(strstr(err, "version 11"));
     /* the reloaded v2 cell goes on quietly and catches a spike */
     CcAnomalyCell *keep = fx.c;
     fx.c = c2;
@@ -1695,9 +1793,9 @@ static int run_profile(double profile_h, int direction, int save_at, int64_t *fi
             assert_int_equal(cc_anomaly_cell_load(c2, b, (size_t)len, NULL, 0), -EINVAL);
         /* the bin count: before the bins, the zero shares (8 bytes), the tail calibration
          * (12), the window rule (WIN_STATE_BYTES), the likelihood (LIK_STATE_BYTES),
-         * version 8's tail (V8_TAIL_BYTES) and version 9's */
+         * version 8's tail (V8_TAIL_BYTES), version 9's and version 10's */
         const size_t nb_at = (size_t)sz - 8 - 12 - WIN_STATE_BYTES - LIK_STATE_BYTES -
-                             V8_TAIL_BYTES - V9_TAIL_BYTES_PER_KPI -
+                             V8_TAIL_BYTES - V9_TAIL_BYTES_PER_KPI - V10_TAIL_BYTES_PER_KPI -
                              2 * 24 * (sizeof(float) + sizeof(uint16_t)) - 4;
         int32_t nb;
         memcpy(&nb, b + nb_at, 4);
@@ -1951,6 +2049,7 @@ int main(void)
         cmocka_unit_test(test_profile_drift),
         cmocka_unit_test(test_cusum_step),
         cmocka_unit_test(test_event_json_time_range),
+        cmocka_unit_test(test_feedback_raises_bar),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -315,6 +315,9 @@ typedef struct CcAnomalySettings {
     int profile_min_days;   ///< days of data a bin needs before it is scored (default 2)
     int64_t profile_utc_offset_s;      ///< cells' local time minus UTC, for time of day and
                                        ///< weekends, |·| ≤ 14 h (default 0)
+    int64_t feedback_half_life_s;      ///< half-life, in data time, of a false-alarm verdict's
+                                       ///< raise of a KPI's z thresholds
+                                       ///< (cc_anomaly_cell_feedback; default 604800: 7 days)
     CcAnomalyKpi kpi[CC_MAX_FEATURES]; ///< per-KPI overrides, model feature order
 } CcAnomalySettings;
 
@@ -514,6 +517,27 @@ void cc_anomaly_cell_cusum(const CcAnomalyCell *c, double *up, double *down);
 /** Each KPI's seasonal profile at its last scored step (F each): the usual value
  * (`expected`, NaN when the profile was not scored there) and the profile CUSUM sums. */
 void cc_anomaly_cell_profile(const CcAnomalyCell *c, double *expected, double *up, double *down);
+
+/**
+ * Feedback (issue 32). An operator's false-alarm verdict on an alert raises the evidence bar
+ * of the cell's KPI: its z thresholds (warn_z, crit_z, window_z; per-KPI overrides
+ * included) are multiplied by a factor m, ×CC_FEEDBACK_STEP per verdict, at most
+ * CC_FEEDBACK_MAX, that decays back towards 1 with half-life feedback_half_life_s of data
+ * time: m(t) = 1 + (m₀ − 1)·2^(−(t − t₀)/half_life), t₀ the step of the last verdict. The
+ * other rules (CUSUM, profile, novelty, likelihood) keep their bars. The factor is part of
+ * the state record (version 10).
+ */
+#define CC_FEEDBACK_STEP 1.25
+#define CC_FEEDBACK_MAX 2.0
+
+/** A false-alarm verdict on KPI kpi of cell c at data step `step` (the cell's last observed
+ *  step when negative): its bar factor m becomes min(CC_FEEDBACK_MAX, m(step)·
+ *  CC_FEEDBACK_STEP). Returns the new factor, or -EINVAL for a KPI out of range. Only on
+ *  the thread that owns the cell. */
+double cc_anomaly_cell_feedback(const CcAnomaly *a, CcAnomalyCell *c, int kpi, int64_t step);
+
+/** KPI kpi's bar factor at data step `step` (1: none; ≥ 1). */
+double cc_anomaly_cell_bar(const CcAnomaly *a, const CcAnomalyCell *c, int kpi, int64_t step);
 
 /** Fills up to max events describing the alerts firing now (state firing); returns the
  *  number firing (may exceed max). */

@@ -1,0 +1,44 @@
+/*
+ * feedback.h — the operator's word on an alert (issue 32): POST /v1/alerts/{id}/feedback
+ * with {"verdict": "false_alarm" | "confirmed", "comment"?, "user"?} (admin token).
+ *
+ * Each verdict is journaled: one JSON line appended to feedback.path (default
+ * <snapshot.path>.feedback; in memory only without snapshots) and fsync'ed before the reply,
+ * read back at start. The newest verdict of an alert is shown on it in GET /v1/alerts
+ * ("feedback"); GET /v1/feedback lists the recent ones (the last CCD_FB_KEEP), newest first;
+ * /metrics counts them (cellcast_alert_feedback_total{verdict}).
+ *
+ * A false alarm on an anomaly alert raises the evidence bar of each KPI the alert names
+ * (its attribution): cc_anomaly_cell_feedback (×1.25 a verdict, at most ×2, decaying back
+ * with alerts.feedback_half_life_s of data time; cc_anomaly.h). The factor lives in the
+ * cell's anomaly state (snapshots, the state topic). A verdict on a data-quality alert, or
+ * `confirmed`, is journaled and shown and changes no bar. Loop thread only.
+ */
+#ifndef CCD_FEEDBACK_H
+#define CCD_FEEDBACK_H
+
+#include <stdint.h>
+
+#include <jansson.h>
+
+#define CCD_FB_KEEP 1000
+
+typedef struct Ccd Ccd;
+typedef struct CcdReq CcdReq;
+struct evbuffer;
+
+/** Opens d->feedback: path "" = in memory; the journal's lines are read back (a line that
+ *  does not parse is skipped, logged and counted). 0, -EIO (message), -ENOMEM. */
+int ccd_fb_open(Ccd *d, const char *path, char *err, size_t errlen);
+void ccd_fb_close(Ccd *d);
+/** Adds "feedback": {verdict, comment, user, time} to the alert object j when the alert has
+ *  a verdict. */
+void ccd_fb_annotate(Ccd *d, const char *alert_id, json_t *j);
+/** Moves with every verdict (part of GET /v1/alerts's version). */
+uint64_t ccd_fb_version(const Ccd *d);
+void ccd_fb_metrics(Ccd *d, struct evbuffer *b);
+
+int ccd_h_alert_feedback(CcdReq *r); ///< POST /v1/alerts/{id}/feedback
+int ccd_h_feedback(CcdReq *r);       ///< GET /v1/feedback[?limit=]
+
+#endif
