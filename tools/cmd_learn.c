@@ -17,7 +17,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cc_config.h"
 #include "cc_learn.h"
 #include "cc_train.h"
 #include "cli.h"
