@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cc_calib.h"
+#include "cc_metrics.h"
 #include "cc_train.h"
 
 typedef struct LearnCell {
@@ -402,9 +403,33 @@ int64_t cc_learn_holdout(const CcLearnSettings *s, int64_t first_ts, int64_t las
     return h;
 }
 
+/* Each channel's MASE scale over its training and validation rows (the rows `cellcast
+ * eval` scales the held-out errors by): the mean absolute change over a day (season 1 when
+ * the rows hold no day or the daily one is 0). NaN or 0: a constant channel. */
+static void channel_scales(const CcDataset *ds, const CcRange *train, const CcRange *val,
+                           double *scale)
+{
+    const int F = ds->n_features;
+    const int64_t day = ds->step_seconds > 0 ? 86400 / ds->step_seconds : 0;
+    for (int s = 0; s < ds->n_series; s++) {
+        const CcSeries *se = &ds->series[s];
+        int a = train[s].begin, b = val[s].end > train[s].end ? val[s].end : train[s].end;
+        for (int f = 0; f < F; f++) {
+            double v = NAN;
+            if (day > 1 && day < b - a)
+                v = cc_mase_scale(se->x, se->mask, F, f, a, b, (int)day);
+            if (!(v > 0))
+                v = cc_mase_scale(se->x, se->mask, F, f, a, b, 1);
+            scale[(size_t)s * F + f] = v;
+        }
+    }
+}
+
+const double cc_learn_lambdas[CC_LEARN_N_LAMBDAS] = {100, 10, 1, 1e-1, 1e-2, 1e-3, 1e-4};
+
 int cc_learn_fit_linear(CcModel **out, const CcHparams *hp, const CcDataset *ds,
-                        const CcRange *train, const CcRange *val, double ridge_lambda,
-                        double floor_frac, char *err, size_t errlen)
+                        const CcRange *train, const CcRange *val, double floor_frac,
+                        CcLinearFitReport *rep, char *err, size_t errlen)
 {
     *out = NULL;
     if (hp->linear_window < 1 || hp->n_features != ds->n_features ||
@@ -435,7 +460,18 @@ int cc_learn_fit_linear(CcModel **out, const CcHparams *hp, const CcDataset *ds,
         cc_model_close(&m);
         return rc;
     }
-    rc = cc_trainer_fit_linear(tr, ridge_lambda, NULL);
+    double *scale = malloc(((size_t)ds->n_series * ds->n_features + 1) * sizeof *scale);
+    if (!scale) {
+        cc_trainer_close(&tr);
+        cc_model_close(&m);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    channel_scales(ds, train, val, scale);
+    CcLinearFitSettings fs = {
+        .scale = scale, .lambdas = cc_learn_lambdas, .n_lambdas = CC_LEARN_N_LAMBDAS, .refit = val};
+    rc = cc_trainer_fit_linear_scaled(tr, &fs, rep);
+    free(scale);
     if (rc < 0) {
         snprintf(err, errlen, "linear model: %s",
                  rc == -EAGAIN ? "no training window with a full linear window and horizon"

@@ -232,7 +232,9 @@ static json_t *scored_json(const Scored *sc)
 
 /* The hyperparameters of this round's models: the data's KPIs and step, the horizon
  * (--horizon, or a quarter day of steps at most 24), and N, M, R cut to half the longest
- * series' training rows as `cellcast train` cuts its defaults. */
+ * series' training rows as `cellcast train` cuts its defaults; R also to the largest with
+ * 2·R samples over all series (pooled over KPIs: F times more rows than eval's per-KPI
+ * maps have, but one map for all). */
 static void round_hparams(const LearnArgs *a, const CcDataset *ds, const CcRange *train,
                           CcHparams *hp)
 {
@@ -254,6 +256,18 @@ static void round_hparams(const LearnArgs *a, const CcDataset *ds, const CcRange
     hp->patch_len = a->patch_len + hp->horizon > T && T / 4 < a->patch_len ? (T / 4 > 1 ? T / 4 : 1)
                                                                            : a->patch_len;
     hp->linear_window = 336 < half ? 336 : (half > 1 ? half : 1);
+    /* as `cellcast eval`'s linear cuts its window: at least 2·R samples over all series (R
+     * inputs and the horizon inside the training rows), or the ridge fits noise */
+    for (;;) {
+        int64_t n = 0;
+        for (int s = 0; s < ds->n_series; s++) {
+            int c = train[s].end - train[s].begin - hp->linear_window - hp->horizon + 1;
+            n += c > 0 ? c : 0;
+        }
+        if (n >= 2 * (int64_t)hp->linear_window || hp->linear_window == 1)
+            break;
+        hp->linear_window--;
+    }
     hp->norm_window = 336 < half ? 336 : (half > hp->patch_len ? half : hp->patch_len);
     if (hp->patch_len * hp->n_patches > half)
         hp->n_patches = half / hp->patch_len > 1 ? half / hp->patch_len : 1;
@@ -261,7 +275,8 @@ static void round_hparams(const LearnArgs *a, const CcDataset *ds, const CcRange
 
 /* The linear-only candidate into path. 0 or -1 (why in sc->why). */
 static int linear_candidate(const LearnArgs *a, const char *train_csv, int64_t step,
-                            const char *path, Scored *sc, int *horizon, int *patch_len)
+                            const char *path, Scored *sc, int *horizon, int *patch_len,
+                            CcLinearFitReport *fit)
 {
     CcDataSettings d = a->data;
     d.format = CC_DATA_LONG;
@@ -285,8 +300,8 @@ static int linear_candidate(const LearnArgs *a, const char *train_csv, int64_t s
         hp.d_model = 4, hp.n_heads = 1, hp.n_layers = 1, hp.d_ff = 4; /* unused: head at 0 */
         snprintf(hp.name, sizeof hp.name, "cellcast-learn-linear");
         *horizon = hp.horizon, *patch_len = hp.patch_len;
-        if (cc_learn_fit_linear(&m, &hp, ds, tr, va, 0.02, a->floor_frac, sc->why,
-                                sizeof sc->why) == 0 &&
+        if (cc_learn_fit_linear(&m, &hp, ds, tr, va, a->floor_frac, fit, sc->why, sizeof sc->why) ==
+                0 &&
             cc_model_save(m, path, sc->why, sizeof sc->why) == 0)
             rc = 0;
     } else
@@ -432,7 +447,9 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
     snprintf(sc[2].path, sizeof sc[2].path, "%s", a->out);
     unlink(lin_path);
     unlink(tx_path);
-    if (linear_candidate(a, train_csv, ls.step_s, lin_path, &sc[0], &horizon, &patch_len) == 0)
+    CcLinearFitReport fit = {.lambda = NAN};
+    if (linear_candidate(a, train_csv, ls.step_s, lin_path, &sc[0], &horizon, &patch_len, &fit) ==
+        0)
         score(&sc[0], all_csv, cut, horizon, ls.step_s);
     if (!horizon) {
         fprintf(stderr, "cellcast learn: linear candidate: %s\n", sc[0].why);
@@ -506,6 +523,20 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
     for (int i = 0; i < 2; i++)
         json_array_append_new(cands, scored_json(&sc[i]));
     json_object_set_new(rec, "candidates", cands);
+    if (isfinite(fit.lambda)) { /* the linear-only fit: the penalty chosen on validation */
+        json_t *lf = json_object(), *crit = json_object();
+        for (int q = 0; q < CC_LEARN_N_LAMBDAS; q++) {
+            char key[32];
+            snprintf(key, sizeof key, "%g", cc_learn_lambdas[q]);
+            json_object_set_new(
+                crit, key, isfinite(fit.val_crit[q]) ? json_real(fit.val_crit[q]) : json_null());
+        }
+        json_object_set_new(lf, "lambda", json_real(fit.lambda));
+        json_object_set_new(lf, "val_mase_by_lambda", crit);
+        json_object_set_new(lf, "samples", json_integer(fit.n_fit));
+        json_object_set_new(lf, "refit_samples", json_integer(fit.n_refit));
+        json_object_set_new(rec, "linear_fit", lf);
+    }
     json_object_set_new(rec, "champion_before", scored_json(&sc[2]));
     if (best >= 0)
         json_object_set_new(rec, "best", json_string(sc[best].kind));

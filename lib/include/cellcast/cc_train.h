@@ -282,6 +282,48 @@ int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm);
  */
 int cc_trainer_fit_linear(CcTrainer *t, double lambda, int64_t *n_samples);
 
+/** What cc_trainer_fit_linear_scaled fits with (see there). */
+typedef struct CcLinearFitSettings {
+    const double *scale;   ///< (n_series · F) each channel's error scale in KPI units, e.g. its
+                           ///< MASE scale (cc_train_mase_scales); a channel whose scale is not
+                           ///< > 0 and finite (a constant KPI) is left out. Required.
+    const double *lambdas; ///< penalties relative to the inputs' mean square (as `cellcast
+                           ///< eval`'s linear); more than one: chosen on the validation windows
+                           ///< (none: the first)
+    int n_lambdas;         ///< ≥ 1, at most CC_LINEAR_FIT_MAX_LAMBDAS
+    const CcRange *refit;  ///< NULL, or per series the rows whose samples are added after the
+                           ///< choice (e.g. the validation rows: the map then knows the most
+                           ///< recent data, as a model refitted on all rows would)
+} CcLinearFitSettings;
+
+#define CC_LINEAR_FIT_MAX_LAMBDAS 16
+
+typedef struct CcLinearFitReport {
+    double lambda;                              ///< the penalty kept
+    double val_crit[CC_LINEAR_FIT_MAX_LAMBDAS]; ///< per lambda: the mean over KPIs of the
+                                                ///< validation MAE / scale (NaN: not scored)
+    int64_t n_fit, n_refit;                     ///< samples of the choice, added by refit
+} CcLinearFitReport;
+
+/**
+ * tx/3: the linear path as a forecaster in each KPI's own units. The served mean is
+ * x_t + W·(x_{t-R+1..t} - x_t) + b·sigma (model.md step 7 with the head's mean at 0): W acts
+ * on raw changes whatever the KPI's units, only the bias is scaled by the window's sigma.
+ * cc_trainer_fit_linear fits it on normalised targets, which weighs every sample by
+ * 1/sigma² (quiet windows dominate, and a KPI whose sigma is the 1e-5·(1+|mu|) term gets an
+ * offset b·sigma far above its own scale). This fit weighs each sample of channel (s, f) by
+ * 1/scale[s,f]² instead: the rows are (x_i - x_t)/scale, the bias column sigma/scale and
+ * the targets (x_{t+1+k} - x_t)/scale, so that the squared error of each KPI counts in
+ * units of its MASE scale, as the learner's criterion does. Samples as in
+ * cc_trainer_fit_linear (training pool, R inputs inside the series, every target observed)
+ * but none left out by xn_bound. With several lambdas each is solved on the training
+ * samples and scored on the validation windows (mean over KPIs of each KPI's MAE / scale);
+ * the best is kept; then settings.refit's samples are added and the map solved again with
+ * it. 0, -EINVAL, -EAGAIN (no sample), -EDOM (singular), -ENOMEM.
+ */
+int cc_trainer_fit_linear_scaled(CcTrainer *t, const CcLinearFitSettings *s,
+                                 CcLinearFitReport *rep);
+
 /** Mean NLL over the validation windows (no dropout, zero position offset), and (mse may
  *  be NULL) the mean squared error of the predicted means in the data's units over every
  *  observed target, each KPI's weighted by settings.val_mse_weight. -EAGAIN when there is
