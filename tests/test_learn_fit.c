@@ -74,8 +74,8 @@ static CcDataset *load(ValueFn fn, uint64_t seed)
     for (int c = 0; c < N_CELLS; c++)
         for (int t = 0; t < T; t++) {
             double a = fn(c, t, 0, &rng), b = fn(c, t, 1, &rng);
-            n += (size_t)snprintf(buf + n, cap - n, "%d,cell%d,%.9g,%.9g\n",
-                                  1700006400 + 3600 * t, c, a, b);
+            n += (size_t)snprintf(buf + n, cap - n, "%d,cell%d,%.9g,%.9g\n", 1700006400 + 3600 * t,
+                                  c, a, b);
         }
     CcDataSettings s;
     cc_data_default_settings(&s);
@@ -202,8 +202,7 @@ static void test_units_apart_match_per_kpi_maps(void **state)
     CcLinearFitReport rep;
     CcModel *m = fit_learner(ds, &rep);
     double pm[2], pl[2], pn[2];
-    double mm = model_mase(m, ds, pm), ml = baseline_mase(ds, 0, pl),
-           mn = baseline_mase(ds, 1, pn);
+    double mm = model_mase(m, ds, pm), ml = baseline_mase(ds, 0, pl), mn = baseline_mase(ds, 1, pn);
     print_message("units apart: learner %.4f (bytes %.4f, var %.4f; lambda %g), eval's linear "
                   "%.4f (%.4f, %.4f), naive %.4f\n",
                   mm, pm[0], pm[1], rep.lambda, ml, pl[0], pl[1], mn);

@@ -135,6 +135,18 @@ int cc_learn_fit_linear(CcModel **out, const CcHparams *hp, const CcDataset *ds,
                         const CcRange *train, const CcRange *val, double floor_frac,
                         CcLinearFitReport *rep, char *err, size_t errlen);
 
+/**
+ * The seasonal naive as a linear-only tx/3 model: R = a day of steps, linear.weight[k] the
+ * one-hot of the input a day before target step k (mean = x_{t+1+k-D}: model.md step 7
+ * with the head at 0 and no bias), norm.floor and calib.sigma_scale as cc_learn_fit_linear
+ * sets them (the scale fitted on val). The learner's third candidate: what it publishes
+ * then never loses to the seasonal naive on the held-out days by more than the margin.
+ * -EINVAL when the step does not divide a day into at least horizon steps.
+ */
+int cc_learn_seasonal_model(CcModel **out, const CcHparams *hp, const CcDataset *ds,
+                            const CcRange *train, const CcRange *val, double floor_frac, char *err,
+                            size_t errlen);
+
 /** Copies src to dst atomically: dst.tmp.<pid> written and fsync'd, renamed onto dst, the
  *  directory fsync'd. A reader of dst sees the old file or the new one, never a part.
  *  0 or -errno (message in err). */
