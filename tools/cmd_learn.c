@@ -30,7 +30,7 @@ static void on_stop(int sig)
 }
 
 typedef struct LearnArgs {
-    const char *data_dir, *out, *state_dir, *on_publish;
+    const char *data_dir, *out, *state_dir, *on_publish, *tx_loss;
     int once, shuffle_train, quiet, threads;
     double data_days, poll_s, floor_frac;
     CcLearnSettings ls;
@@ -341,7 +341,7 @@ static int transformer_candidate(const LearnArgs *a, const char *train_csv, int6
     argv[argc++] = "--patch-len";
     argv[argc++] = NUM_ARG("%d", patch_len);
     argv[argc++] = "--linear-init";
-    argv[argc++] = "ridge";
+    argv[argc++] = "ridge-kpi";
     argv[argc++] = "--eval-start";
     argv[argc++] = "--select";
     argv[argc++] = "mase";
@@ -361,6 +361,12 @@ static int transformer_candidate(const LearnArgs *a, const char *train_csv, int6
     argv[argc++] = NUM_ARG("%.0f", a->seed);
     argv[argc++] = "--name";
     argv[argc++] = "cellcast-learn-transformer";
+    if (!strcmp(a->tx_loss, "mae")) { /* the mean from an MAE term, the NLL for log-sigma */
+        argv[argc++] = "--mae-weight";
+        argv[argc++] = "1";
+        argv[argc++] = "--nll-mean";
+        argv[argc++] = "0";
+    }
     if (a->tx_steps > 0) {
         argv[argc++] = "--steps";
         argv[argc++] = NUM_ARG("%d", a->tx_steps);
@@ -668,7 +674,7 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
     a->retrain_h = (double)a->ls.retrain_every_s / 3600;
     a->holdout_h = (double)a->ls.holdout_s / 3600;
     a->patch_len = 16, a->d_model = 32, a->n_heads = 4, a->n_layers = 2, a->d_ff = 64;
-    a->threads = 1, a->seed = 1, a->poll_s = 60, a->floor_frac = 0.1;
+    a->threads = 1, a->seed = 1, a->poll_s = 60, a->floor_frac = 0.1, a->tx_loss = "mae";
     enum { SHOW = CC_OPT_SHOW_DEFAULT };
     CcOpt opts[] = {
         CC_OPTS_HEADING("Input and output:"),
@@ -729,6 +735,10 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
                     "optimiser steps of the Transformer (0: cellcast train's\n"
                     "default, at least 1000)",
                     .flags = SHOW),
+        CC_OPTS_STR("tx-loss", &a->tx_loss, "nll|mae",
+                    "the Transformer's loss on the mean: the Gaussian NLL, or\n"
+                    "mae (cellcast train --mae-weight 1 --nll-mean 0)",
+                    .flags = SHOW),
         CC_OPTS_INT("threads", &a->threads, 1, 16, "T", "training threads", .flags = SHOW),
         CC_OPTS_DBL("seed", &a->seed, 0, 9007199254740992.0, "X", "", .flags = SHOW),
         CC_OPTS_FLAG("shuffle-train", &a->shuffle_train,
@@ -746,6 +756,10 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
     int rc = cc_opts_parse(&spec, argc, argv, NULL);
     if (rc)
         return CLI_OPTS_EXIT(rc);
+    if (strcmp(a->tx_loss, "nll") && strcmp(a->tx_loss, "mae")) {
+        fprintf(stderr, "cellcast learn: --tx-loss must be nll or mae\n");
+        return 2;
+    }
     if (a->shuffle_train && !a->once) {
         fprintf(stderr, "cellcast learn: --shuffle-train needs --once\n");
         return 2;

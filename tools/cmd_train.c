@@ -20,6 +20,7 @@
 
 #include "cc_build_info.h"
 #include "cc_data.h"
+#include "cc_learn.h"
 #include "cc_rng.h"
 #include "cc_time.h"
 #include "cc_train.h"
@@ -224,9 +225,11 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                     "tx/3: the head's initial weights times X, so that the\n"
                     "linear path leads at the start",
                     .flags = SHOW),
-        CC_OPTS_STR("linear-init", &a->linear_init, "random|ridge|naive",
+        CC_OPTS_STR("linear-init", &a->linear_init, "random|ridge|ridge-kpi|naive",
                     "tx/3 linear path at the start: random, the ridge\n"
-                    "regression of the training windows (closed form), or\n"
+                    "regression of the training windows (closed form),\n"
+                    "ridge-kpi: the same in each KPI's own units over its MASE\n"
+                    "scale, the penalty chosen on validation (cellcast learn's), or\n"
                     "naive: the path and the head's means at 0, so the model\n"
                     "starts as the last value (with --eval-start a candidate)",
                     .flags = SHOW),
@@ -407,8 +410,9 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
         a->resume = a->recalibrate;
     }
     if (strcmp(a->linear_init, "random") && strcmp(a->linear_init, "ridge") &&
-        strcmp(a->linear_init, "naive")) {
-        fprintf(stderr, "cellcast train: --linear-init must be random, ridge or naive\n");
+        strcmp(a->linear_init, "ridge-kpi") && strcmp(a->linear_init, "naive")) {
+        fprintf(stderr,
+                "cellcast train: --linear-init must be random, ridge, ridge-kpi or naive\n");
         return 2;
     }
     if (!strcmp(a->linear_init, "naive") && a->R < 1) {
@@ -1060,7 +1064,7 @@ static void train_report_kept(const Train *t)
 {
     const char *sel = t->a.select;
     int64_t done = cc_trainer_steps_done(t->tr);
-    int ridge = strcmp(t->a.linear_init, "ridge") == 0 && t->m->hp.linear_window > 0;
+    int ridge = strncmp(t->a.linear_init, "ridge", 5) == 0 && t->m->hp.linear_window > 0;
     if (t->a.quiet) {
     } else if (t->best_step < 0) {
         fprintf(stderr, "cellcast train: kept the resumed run's best weights (val %s %.4g)\n", sel,
@@ -1338,7 +1342,7 @@ static int train_save(Train *t)
 static int train_linear_init(Train *t)
 {
     const TrainArgs *a = &t->a;
-    if (a->resume || strcmp(a->linear_init, "ridge"))
+    if (a->resume || strncmp(a->linear_init, "ridge", 5))
         return 0;
     if (t->m->hp.linear_window < 1) {
         fprintf(stderr, "cellcast train: --linear-init ridge needs a linear path "
@@ -1346,7 +1350,30 @@ static int train_linear_init(Train *t)
         return -1;
     }
     int64_t n = 0, t0 = cc_now_ns();
-    int r = cc_trainer_fit_linear(t->tr, a->ridge_lambda, &n);
+    int r;
+    double lambda = a->ridge_lambda;
+    if (!strcmp(a->linear_init, "ridge-kpi")) { /* the learner's fit (cc_learn_fit_linear) */
+        const CcDataset *ds = t->ds;
+        const size_t nc = (size_t)ds->n_series * ds->n_features;
+        const int64_t S = ds->step_seconds;
+        double *scale = malloc((nc + 1) * sizeof *scale), *day1 = malloc((nc + 1) * sizeof *day1);
+        r = scale && day1 ? 0 : -ENOMEM;
+        if (r == 0) {
+            cc_train_mase_scales(ds, t->rtrain, S > 0 && 86400 % S == 0 ? (int)(86400 / S) : 1,
+                                 scale);
+            cc_train_mase_scales(ds, t->rtrain, 1, day1);
+            for (size_t c = 0; c < nc; c++)
+                scale[c] = scale[c] > 0 ? scale[c] : day1[c];
+            CcLinearFitSettings fs = {
+                .scale = scale, .lambdas = cc_learn_lambdas, .n_lambdas = CC_LEARN_N_LAMBDAS};
+            CcLinearFitReport rep;
+            r = cc_trainer_fit_linear_scaled(t->tr, &fs, &rep);
+            lambda = rep.lambda, n = rep.n_fit;
+        }
+        free(scale);
+        free(day1);
+    } else
+        r = cc_trainer_fit_linear(t->tr, a->ridge_lambda, &n);
     if (r < 0) {
         fprintf(stderr, "cellcast train: --linear-init ridge: %s\n",
                 r == -EAGAIN ? "no training window with a full linear window and horizon"
@@ -1358,9 +1385,9 @@ static int train_linear_init(Train *t)
     cc_trainer_validate(t->tr, &nll, &mse);
     if (!a->quiet)
         fprintf(stderr,
-                "cellcast train: linear path: ridge fit (lambda %g) on %lld training samples "
+                "cellcast train: linear path: %s fit (lambda %g) on %lld training samples "
                 "in %.1fs; val MSE %.4g, NLL %.4f before training\n",
-                a->ridge_lambda, (long long)n, (cc_now_ns() - t0) / 1e9, mse, nll);
+                a->linear_init, lambda, (long long)n, (cc_now_ns() - t0) / 1e9, mse, nll);
     return 0;
 }
 
