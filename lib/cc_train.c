@@ -301,6 +301,8 @@ struct CcTrainWork {
     float logsig_min, mae, mse, nll_mean;     // loss settings (cc_train_work_set_loss)
     enum CcDropoutSites sites;                // where dropout goes
     const float *sq_weight;                   // (F) weights of sq_sum per KPI, or NULL
+    const double *mae_unit;                   // (series, F) 1 / each channel's scale, or NULL
+    double mae_unit_cap;                      // the largest weight sigma · mae_unit
     float xn_bound;                           // training: leave out beyond ±xn_bound (0: no)
     int n_excluded;                           // last batch: current tokens left out
     int R;                                    // tx/3 linear window (0: none)
@@ -416,6 +418,12 @@ void cc_train_work_set_dropout_sites(CcTrainWork *w, enum CcDropoutSites sites)
 }
 
 void cc_train_work_set_sq_weight(CcTrainWork *w, const float *weight) { w->sq_weight = weight; }
+
+void cc_train_work_set_mae_unit(CcTrainWork *w, const double *unit, double cap)
+{
+    w->mae_unit = unit;
+    w->mae_unit_cap = cap;
+}
 
 void cc_train_work_set_xn_bound(CcTrainWork *w, float bound) { w->xn_bound = bound; }
 
@@ -712,16 +720,26 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
                 }
         }
     }
-    for (int c = 0; c < C; c++) {
-        int nobs;
-        float *dyc = w->dy + (size_t)c * HZ2;
-        const float *yc = w->y + (size_t)c * HZ2, *tg = w->tgt + (size_t)c * HZ;
-        total +=
-            nll_clamped(dyc, yc, tg, w->tw + (size_t)c * HZ, HZ, loss_scale, &nobs, w->logsig_min);
-        if (grad && (w->mae > 0 || w->mse > 0 || w->nll_mean != 1)) /* validation: NLL alone */
-            total += mean_terms(dyc, yc, tg, w->tw + (size_t)c * HZ, HZ, loss_scale, w->mae, w->mse,
-                                w->nll_mean);
-        ns += nobs > 0;
+    for (int b = 0; b < n_win; b++) {
+        /* the MAE term in the channel's units over its scale (cc_train_work_set_mae_unit):
+         * each sample's MAE weighed by the window's sigma / the channel's scale */
+        float mae = w->mae;
+        if (w->mae_unit) {
+            double u = w->mae_unit[(size_t)win[b].series * ds->n_features + win[b].feature];
+            double f = u > 0 && isfinite(u) ? w->wsigma[b] * u : 0;
+            mae *= (float)(f < w->mae_unit_cap ? f : w->mae_unit_cap);
+        }
+        for (int j = 0; j < win[b].n_cur; j++) {
+            int nobs, c = w->cur0[b] + j;
+            float *dyc = w->dy + (size_t)c * HZ2;
+            const float *yc = w->y + (size_t)c * HZ2, *tg = w->tgt + (size_t)c * HZ;
+            total += nll_clamped(dyc, yc, tg, w->tw + (size_t)c * HZ, HZ, loss_scale, &nobs,
+                                 w->logsig_min);
+            if (grad && (w->mae > 0 || w->mse > 0 || w->nll_mean != 1)) /* validation: NLL */
+                total += mean_terms(dyc, yc, tg, w->tw + (size_t)c * HZ, HZ, loss_scale, mae,
+                                    w->mse, w->nll_mean);
+            ns += nobs > 0;
+        }
     }
     if (loss)
         *loss = total * loss_scale;
@@ -900,6 +918,7 @@ void cc_train_default_settings(CcTrainSettings *s)
     s->dropout_sites = CC_DROPOUT_ALL;
     s->decay_all = 0;
     s->xn_bound = CC_TRAIN_XN_BOUND;
+    s->mae_unit_cap = CC_TRAIN_MAE_UNIT_CAP;
 }
 
 /* A (series, e) pair with its valid current offsets [cmin, cmax]. */
@@ -1113,6 +1132,7 @@ int cc_trainer_open(CcTrainer **out, CcModel *m, const CcDataset *ds, const CcRa
         cc_train_work_set_loss(t->work[i], lo, s->mae_weight, s->mse_weight, s->nll_mean);
         cc_train_work_set_dropout_sites(t->work[i], s->dropout_sites);
         cc_train_work_set_sq_weight(t->work[i], s->val_mse_weight);
+        cc_train_work_set_mae_unit(t->work[i], s->mae_unit, s->mae_unit_cap);
         cc_train_work_set_xn_bound(t->work[i], s->xn_bound);
     }
     t->batch = calloc((size_t)s->batch, sizeof *t->batch);

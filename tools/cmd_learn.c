@@ -30,7 +30,7 @@ static void on_stop(int sig)
 }
 
 typedef struct LearnArgs {
-    const char *data_dir, *out, *state_dir, *on_publish, *tx_loss;
+    const char *data_dir, *out, *state_dir, *on_publish, *tx_loss, *tx_mae_units;
     int once, shuffle_train, quiet, threads;
     double data_days, poll_s, floor_frac;
     CcLearnSettings ls;
@@ -366,6 +366,8 @@ static int transformer_candidate(const LearnArgs *a, const char *train_csv, int6
         argv[argc++] = "1";
         argv[argc++] = "--nll-mean";
         argv[argc++] = "0";
+        argv[argc++] = "--mae-units";
+        argv[argc++] = a->tx_mae_units;
     }
     if (a->tx_steps > 0) {
         argv[argc++] = "--steps";
@@ -675,6 +677,7 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
     a->holdout_h = (double)a->ls.holdout_s / 3600;
     a->patch_len = 16, a->d_model = 32, a->n_heads = 4, a->n_layers = 2, a->d_ff = 64;
     a->threads = 1, a->seed = 1, a->poll_s = 60, a->floor_frac = 0.1, a->tx_loss = "mae";
+    a->tx_mae_units = "mase";
     enum { SHOW = CC_OPT_SHOW_DEFAULT };
     CcOpt opts[] = {
         CC_OPTS_HEADING("Input and output:"),
@@ -738,6 +741,10 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
         CC_OPTS_STR("tx-loss", &a->tx_loss, "nll|mae",
                     "the Transformer's loss on the mean: the Gaussian NLL, or\n"
                     "mae (cellcast train --mae-weight 1 --nll-mean 0)",
+                    .flags = SHOW),
+        CC_OPTS_STR("tx-mae-units", &a->tx_mae_units, "sigma|mase",
+                    "--tx-loss mae: the MAE in sigma units or in each channel's\n"
+                    "MASE scale (cellcast train --mae-units)",
                     .flags = SHOW),
         CC_OPTS_INT("threads", &a->threads, 1, 16, "T", "training threads", .flags = SHOW),
         CC_OPTS_DBL("seed", &a->seed, 0, 9007199254740992.0, "X", "", .flags = SHOW),

@@ -53,7 +53,8 @@ typedef struct TrainArgs {
     double floor_frac, xn_bound, mae, mse, nll_mean, logsig_min, head_scale, ridge_lambda,
         linear_freeze;
     double linear_lr_mult, chan_init_sd, min_lr_frac;
-    const char *dropout_sites, *init, *val_units;
+    const char *dropout_sites, *init, *val_units, *mae_units;
+    double mae_unit_cap;
     int decay_all, eval_start;
     int P, N, M, D, H, L, FF, HZ, R, tz, warmup, batch, group, epochs, threads;
     int patience, eval_every, val_windows, adamw, quiet;
@@ -159,6 +160,8 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                      .dropout_sites = "all",
                      .init = "xavier",
                      .val_units = "z",
+                     .mae_units = "sigma",
+                     .mae_unit_cap = CC_TRAIN_MAE_UNIT_CAP,
                      .val_frac = -1,
                      .wd = -1,
                      .epochs = 20,
@@ -281,6 +284,13 @@ static int train_opts(TrainArgs *a, int argc, char **argv)
                     .flags = SHOW),
         CC_OPTS_DBL("mae-weight", &a->mae, 0, 100, "X",
                     "add X times the MAE of the normalised means to the NLL", .flags = SHOW),
+        CC_OPTS_STR("mae-units", &a->mae_units, "sigma|mase",
+                    "the MAE term's units: the window's sigma (the targets as\n"
+                    "normalised), or mase: each channel's MASE scale over its\n"
+                    "training rows (every sample weighed by sigma / scale)",
+                    .flags = SHOW),
+        CC_OPTS_DBL("mae-unit-cap", &a->mae_unit_cap, 0, 1e12, "X",
+                    "--mae-units mase: the largest weight sigma / scale", .flags = SHOW),
         CC_OPTS_DBL("mse-weight", &a->mse, 0, 100, "X",
                     "add X times the MSE of the normalised means to the NLL", .flags = SHOW),
         CC_OPTS_DBL("nll-mean", &a->nll_mean, 0, 1, "X",
@@ -464,6 +474,7 @@ typedef struct Train {
     int64_t *abs_n;             /*   targets */
     int have_abs_best;
     double *mase_scale; /* --select mae|mase: per channel */
+    double *mae_unit;   /* --mae-units mase: per channel, 1 / its MASE scale */
     const char *split;
     char split_buf[64];
     CcDataset *ds;
@@ -728,6 +739,23 @@ static int train_model(Train *t)
     return 0;
 }
 
+/* Each channel's MASE scale over the training rows: a day's mean absolute change (one
+ * step's when that is not > 0), into scale (n_series · F). 0 or -ENOMEM. */
+static int channel_scales(const CcDataset *ds, const CcRange *train, double *scale)
+{
+    const size_t nc = (size_t)ds->n_series * ds->n_features;
+    const int64_t S = ds->step_seconds;
+    double *one = malloc((nc + 1) * sizeof *one);
+    if (!one)
+        return -ENOMEM;
+    cc_train_mase_scales(ds, train, S > 0 && 86400 % S == 0 ? (int)(86400 / S) : 1, scale);
+    cc_train_mase_scales(ds, train, 1, one);
+    for (size_t c = 0; c < nc; c++)
+        scale[c] = scale[c] > 0 ? scale[c] : one[c];
+    free(one);
+    return 0;
+}
+
 /* The trainer settings from the options. 0 or -1. */
 static int train_settings(Train *t)
 {
@@ -750,6 +778,21 @@ static int train_settings(Train *t)
     ts->dropout_sites = strcmp(a->dropout_sites, "all") ? CC_DROPOUT_RESIDUAL : CC_DROPOUT_ALL;
     ts->decay_all = a->decay_all;
     ts->xn_bound = (float)a->xn_bound;
+    if (!strcmp(a->mae_units, "mase")) {
+        const size_t nc = (size_t)t->ds->n_series * t->ds->n_features;
+        if (!(t->mae_unit = malloc((nc + 1) * sizeof *t->mae_unit)) ||
+            channel_scales(t->ds, t->rtrain, t->mae_unit) < 0) {
+            fprintf(stderr, "cellcast train: out of memory\n");
+            return -1;
+        }
+        for (size_t c = 0; c < nc; c++)
+            t->mae_unit[c] = t->mae_unit[c] > 0 ? 1 / t->mae_unit[c] : 0;
+        ts->mae_unit = t->mae_unit;
+        ts->mae_unit_cap = a->mae_unit_cap;
+    } else if (strcmp(a->mae_units, "sigma")) {
+        fprintf(stderr, "cellcast train: --mae-units must be sigma or mase\n");
+        return -1;
+    }
     if (t->is_ett && !strcmp(a->val_units, "kpi")) {
         for (int f = 0; f < t->ds->n_features; f++)
             t->zvar[f] = (float)(t->zstd[f] * t->zstd[f]);
@@ -1353,17 +1396,10 @@ static int train_linear_init(Train *t)
     int r;
     double lambda = a->ridge_lambda;
     if (!strcmp(a->linear_init, "ridge-kpi")) { /* the learner's fit (cc_learn_fit_linear) */
-        const CcDataset *ds = t->ds;
-        const size_t nc = (size_t)ds->n_series * ds->n_features;
-        const int64_t S = ds->step_seconds;
-        double *scale = malloc((nc + 1) * sizeof *scale), *day1 = malloc((nc + 1) * sizeof *day1);
-        r = scale && day1 ? 0 : -ENOMEM;
+        const size_t nc = (size_t)t->ds->n_series * t->ds->n_features;
+        double *scale = malloc((nc + 1) * sizeof *scale);
+        r = scale ? channel_scales(t->ds, t->rtrain, scale) : -ENOMEM;
         if (r == 0) {
-            cc_train_mase_scales(ds, t->rtrain, S > 0 && 86400 % S == 0 ? (int)(86400 / S) : 1,
-                                 scale);
-            cc_train_mase_scales(ds, t->rtrain, 1, day1);
-            for (size_t c = 0; c < nc; c++)
-                scale[c] = scale[c] > 0 ? scale[c] : day1[c];
             CcLinearFitSettings fs = {
                 .scale = scale, .lambdas = cc_learn_lambdas, .n_lambdas = CC_LEARN_N_LAMBDAS};
             CcLinearFitReport rep;
@@ -1371,7 +1407,6 @@ static int train_linear_init(Train *t)
             lambda = rep.lambda, n = rep.n_fit;
         }
         free(scale);
-        free(day1);
     } else
         r = cc_trainer_fit_linear(t->tr, a->ridge_lambda, &n);
     if (r < 0) {
@@ -1480,6 +1515,7 @@ static void train_free(Train *t)
     free(t->sq_best);
     free(t->abs_n);
     free(t->mase_scale);
+    free(t->mae_unit);
     free(t);
 }
 

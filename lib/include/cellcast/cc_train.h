@@ -39,6 +39,7 @@
  * the project's recipes train bit for bit as without it; NAB's probation file reaches 10^7
  * (docs/training.md "Samples left out of the loss"). */
 #define CC_TRAIN_XN_BOUND 1000.0f
+#define CC_TRAIN_MAE_UNIT_CAP 1e4 /* sigma / scale of a KPI whose sigma is model.md's 1e-5 term */
 #define CC_TRAIN_FLOOR_SPREAD 4.0 ///< norm.floor's median sd is at most this x the smallest
 #define CC_TRAIN_MAX_GROUP 64     ///< at most this many current tokens per window
 #define CC_NLL_LOGSIG_MIN (-7.0f) ///< log-sigma below this is clamped in the loss (no gradient)
@@ -123,6 +124,13 @@ void cc_train_work_set_dropout_sites(CcTrainWork *w, enum CcDropoutSites sites);
 /** Per-KPI weights (F; NULL = all 1, as opened) of cc_train_work_sqerr's squared errors;
  *  the array must outlive w's use. */
 void cc_train_work_set_sq_weight(CcTrainWork *w, const float *weight);
+
+/** The MAE term on the mean in each channel's units over its scale: unit (n_series · F,
+ *  1 / the channel's scale, e.g. its MASE scale; NULL = off, as opened) weighs every
+ *  sample's MAE by sigma · unit (at most cap), so that the term is the channel's MAE in
+ *  units of its scale (a MASE) rather than of the window's sigma. The array must outlive
+ *  w's use. */
+void cc_train_work_set_mae_unit(CcTrainWork *w, const double *unit, double cap);
 
 /** Training batches (grad != NULL) on w from now on leave out of the loss every current
  *  token whose window holds a normalised value beyond ±bound: its tokens' inputs, the linear
@@ -228,13 +236,16 @@ typedef struct CcTrainSettings {
     float linear_lr_mult;  ///< tx/3: the linear path's updates (Adam step and decay) times
                            ///< this, a learning rate of its own; 0 = it never moves (default 1)
     enum CcDropoutSites dropout_sites; ///< (default CC_DROPOUT_ALL)
-    const float *val_mse_weight;       ///< (F) per-KPI weights of the validation MSE, e.g. each
-                                       ///< KPI's variance to score data z-scored beforehand in
-                                       ///< its own units; must outlive the trainer (default NULL:
-                                       ///< all 1)
-    int decay_all;  ///< AdamW decay on every trained array (biases, norms, channel
-                    ///< embedding, the linear path), as torch.optim.AdamW on all
-                    ///< parameters; 0 = weight matrices only (default 0)
+    const double *mae_unit;      ///< (n_series · F) cc_train_work_set_mae_unit's, must outlive the
+                                 ///< trainer (default NULL: the MAE term in sigma units)
+    double mae_unit_cap;         ///< its largest weight (default CC_TRAIN_MAE_UNIT_CAP)
+    const float *val_mse_weight; ///< (F) per-KPI weights of the validation MSE, e.g. each
+                                 ///< KPI's variance to score data z-scored beforehand in
+                                 ///< its own units; must outlive the trainer (default NULL:
+                                 ///< all 1)
+    int decay_all;               ///< AdamW decay on every trained array (biases, norms, channel
+                                 ///< embedding, the linear path), as torch.optim.AdamW on all
+                                 ///< parameters; 0 = weight matrices only (default 0)
     float xn_bound; ///< training samples with a normalised value beyond ±xn_bound are left
                     ///< out of the loss (cc_train_work_set_xn_bound); 0 = none (default
                     ///< CC_TRAIN_XN_BOUND)
