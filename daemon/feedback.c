@@ -27,8 +27,8 @@ enum { FB_FALSE_ALARM, FB_CONFIRMED, FB_N };
 static const char *const verdict_name[FB_N] = {"false_alarm", "confirmed"};
 
 typedef struct CcdFeedback {
-    char *path;     /* "" = in memory */
-    json_t *recent; /* the last CCD_FB_KEEP entries, oldest first */
+    char *path;          /* "" = in memory */
+    json_t *recent;      /* the last CCD_FB_KEEP entries, oldest first */
     CcdStrHash by_alert; /* alert id -> its newest entry (a borrowed json_t in recent) */
     uint64_t count[FB_N], refused, bad_lines, version;
 } CcdFeedback;
@@ -104,7 +104,8 @@ int ccd_fb_open(Ccd *d, const char *path, char *err, size_t errlen)
     while ((n = getline(&line, &cap, f)) > 0) {
         lineno++;
         json_t *e = json_loadb(line, (size_t)n, 0, NULL);
-        if (!json_is_object(e) || verdict_of(json_string_value(json_object_get(e, "verdict"))) < 0 ||
+        if (!json_is_object(e) ||
+            verdict_of(json_string_value(json_object_get(e, "verdict"))) < 0 ||
             !json_is_string(json_object_get(e, "alert"))) {
             fb->bad_lines++; /* a torn last line after a crash */
             LOG_WARN("feedback", "%s:%ld: not a verdict, skipped", fb->path, lineno);
@@ -136,10 +137,11 @@ void ccd_fb_annotate(Ccd *d, const char *alert_id, json_t *j)
     const CcdFeedback *fb = d->feedback;
     json_t *e = fb ? ccd_strhash_get(&fb->by_alert, alert_id) : NULL;
     if (e)
-        json_object_set_new(j, "feedback",
-                            json_pack("{s:O, s:O, s:O, s:O}", "verdict", json_object_get(e, "verdict"),
-                                      "comment", json_object_get(e, "comment"), "user",
-                                      json_object_get(e, "user"), "time", json_object_get(e, "time")));
+        json_object_set_new(
+            j, "feedback",
+            json_pack("{s:O, s:O, s:O, s:O}", "verdict", json_object_get(e, "verdict"), "comment",
+                      json_object_get(e, "comment"), "user", json_object_get(e, "user"), "time",
+                      json_object_get(e, "time")));
 }
 
 uint64_t ccd_fb_version(const Ccd *d) { return d->feedback ? d->feedback->version : 0; }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cc_calib.h"
+#include "cc_metrics.h"
 #include "cc_train.h"
 
 typedef struct LearnCell {
@@ -402,11 +403,38 @@ int64_t cc_learn_holdout(const CcLearnSettings *s, int64_t first_ts, int64_t las
     return h;
 }
 
-int cc_learn_fit_linear(CcModel **out, const CcHparams *hp, const CcDataset *ds,
-                        const CcRange *train, const CcRange *val, double ridge_lambda,
-                        double floor_frac, char *err, size_t errlen)
+/* Each channel's MASE scale over its training and validation rows (the rows `cellcast
+ * eval` scales the held-out errors by): the mean absolute change over a day (season 1 when
+ * the rows hold no day or the daily one is 0). NaN or 0: a constant channel. */
+static void channel_scales(const CcDataset *ds, const CcRange *train, const CcRange *val,
+                           double *scale)
 {
-    *out = NULL;
+    const int F = ds->n_features;
+    const int64_t day = ds->step_seconds > 0 ? 86400 / ds->step_seconds : 0;
+    for (int s = 0; s < ds->n_series; s++) {
+        const CcSeries *se = &ds->series[s];
+        int a = train[s].begin, b = val[s].end > train[s].end ? val[s].end : train[s].end;
+        for (int f = 0; f < F; f++) {
+            double v = NAN;
+            if (day > 1 && day < b - a)
+                v = cc_mase_scale(se->x, se->mask, F, f, a, b, (int)day);
+            if (!(v > 0))
+                v = cc_mase_scale(se->x, se->mask, F, f, a, b, 1);
+            scale[(size_t)s * F + f] = v;
+        }
+    }
+}
+
+const double cc_learn_lambdas[CC_LEARN_N_LAMBDAS] = {100, 10, 1, 1e-1, 1e-2, 1e-3, 1e-4};
+
+/* A tx/3 model of hp whose head is 0 (the Transformer's share of the mean and log-sigma
+ * vanish: the forecast is the linear path's, its sd sigma × calib.sigma_scale), its linear
+ * path at 0 and norm.floor as `cellcast train` sets it; and a trainer over train / val. */
+static int linear_only_open(CcModel **out, CcTrainer **tr, const CcHparams *hp, const CcDataset *ds,
+                            const CcRange *train, const CcRange *val, double floor_frac, char *err,
+                            size_t errlen)
+{
+    *out = NULL, *tr = NULL;
     if (hp->linear_window < 1 || hp->n_features != ds->n_features ||
         hp->step_seconds != ds->step_seconds) {
         snprintf(err, errlen, "linear model: hyperparameters do not match the data");
@@ -418,8 +446,6 @@ int cc_learn_fit_linear(CcModel **out, const CcHparams *hp, const CcDataset *ds,
         return rc;
     cc_model_init_random(m, 1);
     cc_train_naive_start(m);
-    /* the whole head at 0: the Transformer's share of the mean and log-sigma vanish, the
-     * forecast is the linear path's, its sd sigma × calib.sigma_scale */
     memset(m->w.head_w, 0, (size_t)2 * hp->horizon * hp->d_model * sizeof(float));
     memset(m->w.head_b, 0, (size_t)2 * hp->horizon * sizeof(float));
     if ((rc = cc_train_norm_floor(ds, train, floor_frac, m->w.norm_floor)) < 0) {
@@ -430,32 +456,91 @@ int cc_learn_fit_linear(CcModel **out, const CcHparams *hp, const CcDataset *ds,
     CcTrainSettings ts;
     cc_train_default_settings(&ts);
     ts.n_threads = 1;
-    CcTrainer *tr = NULL;
-    if ((rc = cc_trainer_open(&tr, m, ds, train, val, &ts, err, errlen)) < 0) {
+    if ((rc = cc_trainer_open(tr, m, ds, train, val, &ts, err, errlen)) < 0) {
         cc_model_close(&m);
         return rc;
     }
-    rc = cc_trainer_fit_linear(tr, ridge_lambda, NULL);
-    if (rc < 0) {
+    *out = m;
+    return 0;
+}
+
+/* calib.sigma_scale on the validation windows (none: the scales stay 1), then the trainer
+ * closed; the model is closed too on an error. */
+static int calibrate_close(CcModel **m, CcTrainer **tr, int rc)
+{
+    if (rc == 0) {
+        CcCalibSettings cs;
+        CcCalibReport rep;
+        cc_calib_defaults(&cs);
+        int r2 = cc_trainer_calibrate_fit(*tr, &cs, &rep);
+        if (r2 == 0) {
+            char buf[64];
+            snprintf(buf, sizeof buf, "%.4f", rep.cover);
+            cc_hparams_set_extra(&(*m)->hp, "val_cover80", buf);
+        } else if (r2 != -EAGAIN)
+            rc = r2;
+    }
+    cc_trainer_close(tr);
+    if (rc < 0)
+        cc_model_close(m);
+    return rc;
+}
+
+int cc_learn_fit_linear(CcModel **out, const CcHparams *hp, const CcDataset *ds,
+                        const CcRange *train, const CcRange *val, double floor_frac,
+                        CcLinearFitReport *rep, char *err, size_t errlen)
+{
+    CcModel *m = NULL;
+    CcTrainer *tr = NULL;
+    int rc = linear_only_open(&m, &tr, hp, ds, train, val, floor_frac, err, errlen);
+    if (rc < 0)
+        return rc;
+    double *scale = malloc(((size_t)ds->n_series * ds->n_features + 1) * sizeof *scale);
+    if (scale) {
+        channel_scales(ds, train, val, scale);
+        CcLinearFitSettings fs = {.scale = scale,
+                                  .lambdas = cc_learn_lambdas,
+                                  .n_lambdas = CC_LEARN_N_LAMBDAS,
+                                  .refit = val};
+        rc = cc_trainer_fit_linear_scaled(tr, &fs, rep);
+        free(scale);
+    } else
+        rc = -ENOMEM;
+    if (rc < 0)
         snprintf(err, errlen, "linear model: %s",
                  rc == -EAGAIN ? "no training window with a full linear window and horizon"
                  : rc == -EDOM ? "singular normal equations"
                                : strerror(-rc));
-    } else {
-        CcCalibSettings cs;
-        CcCalibReport rep;
-        cc_calib_defaults(&cs);
-        int r2 = cc_trainer_calibrate_fit(tr, &cs, &rep);
-        if (r2 == 0) {
-            char buf[64];
-            snprintf(buf, sizeof buf, "%.4f", rep.cover);
-            cc_hparams_set_extra(&m->hp, "val_cover80", buf);
-        } else if (r2 != -EAGAIN) /* no validation sample: scales stay 1 */
-            rc = r2;
+    if ((rc = calibrate_close(&m, &tr, rc)) < 0)
+        return rc;
+    *out = m;
+    return 0;
+}
+
+int cc_learn_seasonal_model(CcModel **out, const CcHparams *hp, const CcDataset *ds,
+                            const CcRange *train, const CcRange *val, double floor_frac, char *err,
+                            size_t errlen)
+{
+    *out = NULL;
+    const int64_t day = ds->step_seconds > 0 ? 86400 / ds->step_seconds : 0;
+    if (day < 1 || 86400 % ds->step_seconds || day < hp->horizon || day > CC_MAX_LINEAR_WINDOW) {
+        snprintf(err, errlen,
+                 "seasonal model: the step does not divide a day into at least "
+                 "horizon steps");
+        return -EINVAL;
     }
-    cc_trainer_close(&tr);
-    if (rc < 0) {
-        cc_model_close(&m);
+    CcHparams h = *hp;
+    h.linear_window = (int)day;
+    CcModel *m = NULL;
+    CcTrainer *tr = NULL;
+    int rc = linear_only_open(&m, &tr, &h, ds, train, val, floor_frac, err, errlen);
+    if (rc < 0)
+        return rc;
+    /* input i is x_{t-R+1+i}: the target t+1+k a day earlier is i = R - D + k = k */
+    for (int k = 0; k < h.horizon; k++)
+        m->w.lin_w[(size_t)k * h.linear_window + k] = 1.0f;
+    if ((rc = calibrate_close(&m, &tr, 0)) < 0) {
+        snprintf(err, errlen, "seasonal model: %s", strerror(-rc));
         return rc;
     }
     *out = m;

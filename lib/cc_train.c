@@ -301,6 +301,8 @@ struct CcTrainWork {
     float logsig_min, mae, mse, nll_mean;     // loss settings (cc_train_work_set_loss)
     enum CcDropoutSites sites;                // where dropout goes
     const float *sq_weight;                   // (F) weights of sq_sum per KPI, or NULL
+    const double *mae_unit;                   // (series, F) 1 / each channel's scale, or NULL
+    double mae_unit_cap;                      // the largest weight sigma · mae_unit
     float xn_bound;                           // training: leave out beyond ±xn_bound (0: no)
     int n_excluded;                           // last batch: current tokens left out
     int R;                                    // tx/3 linear window (0: none)
@@ -416,6 +418,12 @@ void cc_train_work_set_dropout_sites(CcTrainWork *w, enum CcDropoutSites sites)
 }
 
 void cc_train_work_set_sq_weight(CcTrainWork *w, const float *weight) { w->sq_weight = weight; }
+
+void cc_train_work_set_mae_unit(CcTrainWork *w, const double *unit, double cap)
+{
+    w->mae_unit = unit;
+    w->mae_unit_cap = cap;
+}
 
 void cc_train_work_set_xn_bound(CcTrainWork *w, float bound) { w->xn_bound = bound; }
 
@@ -712,16 +720,26 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
                 }
         }
     }
-    for (int c = 0; c < C; c++) {
-        int nobs;
-        float *dyc = w->dy + (size_t)c * HZ2;
-        const float *yc = w->y + (size_t)c * HZ2, *tg = w->tgt + (size_t)c * HZ;
-        total +=
-            nll_clamped(dyc, yc, tg, w->tw + (size_t)c * HZ, HZ, loss_scale, &nobs, w->logsig_min);
-        if (grad && (w->mae > 0 || w->mse > 0 || w->nll_mean != 1)) /* validation: NLL alone */
-            total += mean_terms(dyc, yc, tg, w->tw + (size_t)c * HZ, HZ, loss_scale, w->mae, w->mse,
-                                w->nll_mean);
-        ns += nobs > 0;
+    for (int b = 0; b < n_win; b++) {
+        /* the MAE term in the channel's units over its scale (cc_train_work_set_mae_unit):
+         * each sample's MAE weighed by the window's sigma / the channel's scale */
+        float mae = w->mae;
+        if (w->mae_unit) {
+            double u = w->mae_unit[(size_t)win[b].series * ds->n_features + win[b].feature];
+            double f = u > 0 && isfinite(u) ? w->wsigma[b] * u : 0;
+            mae *= (float)(f < w->mae_unit_cap ? f : w->mae_unit_cap);
+        }
+        for (int j = 0; j < win[b].n_cur; j++) {
+            int nobs, c = w->cur0[b] + j;
+            float *dyc = w->dy + (size_t)c * HZ2;
+            const float *yc = w->y + (size_t)c * HZ2, *tg = w->tgt + (size_t)c * HZ;
+            total += nll_clamped(dyc, yc, tg, w->tw + (size_t)c * HZ, HZ, loss_scale, &nobs,
+                                 w->logsig_min);
+            if (grad && (w->mae > 0 || w->mse > 0 || w->nll_mean != 1)) /* validation: NLL */
+                total += mean_terms(dyc, yc, tg, w->tw + (size_t)c * HZ, HZ, loss_scale, mae,
+                                    w->mse, w->nll_mean);
+            ns += nobs > 0;
+        }
     }
     if (loss)
         *loss = total * loss_scale;
@@ -900,6 +918,7 @@ void cc_train_default_settings(CcTrainSettings *s)
     s->dropout_sites = CC_DROPOUT_ALL;
     s->decay_all = 0;
     s->xn_bound = CC_TRAIN_XN_BOUND;
+    s->mae_unit_cap = CC_TRAIN_MAE_UNIT_CAP;
 }
 
 /* A (series, e) pair with its valid current offsets [cmin, cmax]. */
@@ -1113,6 +1132,7 @@ int cc_trainer_open(CcTrainer **out, CcModel *m, const CcDataset *ds, const CcRa
         cc_train_work_set_loss(t->work[i], lo, s->mae_weight, s->mse_weight, s->nll_mean);
         cc_train_work_set_dropout_sites(t->work[i], s->dropout_sites);
         cc_train_work_set_sq_weight(t->work[i], s->val_mse_weight);
+        cc_train_work_set_mae_unit(t->work[i], s->mae_unit, s->mae_unit_cap);
         cc_train_work_set_xn_bound(t->work[i], s->xn_bound);
     }
     t->batch = calloc((size_t)s->batch, sizeof *t->batch);
@@ -1426,6 +1446,171 @@ int cc_trainer_fit_linear(CcTrainer *t, double lambda, int64_t *n_samples)
 done:
     cc_ridge_close(&rg);
     free(x);
+    return ret;
+}
+
+/* The samples of window (s, f, e, current offsets cmin..cmax) in a KPI's own units over its
+ * scale (cc_trainer_fit_linear_scaled): pushed into rg when it is not NULL; with x (n_x
+ * solutions, K·HZ each) their absolute errors / scale added to abs_sum[i·F + f] and
+ * counted in n_abs[f]. *pushed counts the samples. 0 or a build error. */
+static int scaled_window_rows(CcTrainer *t, CcRidge *rg, int s, int f, int64_t e, int cmin,
+                              int cmax, double scale, const double *x, int n_x, double *abs_sum,
+                              int64_t *n_abs, int64_t *pushed)
+{
+    const CcHparams *hp = &t->m->hp;
+    const int R = hp->linear_window, HZ = hp->horizon, K = R + 1, F = t->ds->n_features;
+    CcTrainWork *w = t->work[0];
+    const int64_t ie = e - t->ds->series[s].p0;
+    for (int c0 = cmin; c0 <= cmax; c0 += t->val_group) {
+        CcTrainWindow win = {.series = s, .feature = f, .e = e};
+        for (int c = c0; c <= cmax && win.n_cur < t->val_group; c++)
+            win.cur[win.n_cur++] = c;
+        int ret = build_window(w, t->m, t->ds, &win, 0, 0, 0, 0, NULL, NULL, 0.0f);
+        if (ret < 0)
+            return ret;
+        const double u = w->wsigma[0] / scale; /* normalised units to scale units */
+        for (int j = 0; j < win.n_cur; j++) {
+            const float *tw = w->tw + (size_t)j * HZ, *tg = w->tgt + (size_t)j * HZ;
+            const float *in = w->lin_in + (size_t)j * R;
+            int ok = ie + win.cur[j] - R + 1 >= 0; /* no cold-start padding */
+            for (int k = 0; k < HZ && ok; k++)
+                ok = tw[k] > 0;
+            if (!ok)
+                continue;
+            if (rg) {
+                double *yr, *ar = cc_ridge_row(rg, &yr);
+                for (int i = 0; i < R; i++)
+                    ar[i] = in[i] * u;
+                ar[R] = u;
+                for (int k = 0; k < HZ; k++)
+                    yr[k] = ((double)tg[k] - w->lin_xt[j]) * u;
+                cc_ridge_push(rg);
+            }
+            for (int q = 0; q < n_x; q++) {
+                const double *xq = x + (size_t)q * K * HZ;
+                for (int k = 0; k < HZ; k++) {
+                    double pred = xq[(size_t)R * HZ + k];
+                    for (int i = 0; i < R; i++)
+                        pred += in[i] * xq[(size_t)i * HZ + k];
+                    abs_sum[(size_t)q * F + f] += fabs(((double)tg[k] - w->lin_xt[j] - pred) * u);
+                }
+            }
+            if (n_x > 0)
+                n_abs[f] += HZ;
+            (*pushed)++;
+        }
+    }
+    return 0;
+}
+
+/* Solves with lambda relative to the inputs' mean square, as `cellcast eval`'s linear does,
+ * the bias not penalised. */
+static int solve_scaled(CcRidge *rg, int R, double lambda, double *x)
+{
+    const int64_t n = cc_ridge_rows(rg);
+    double ms = n ? cc_ridge_trace(rg, R) / ((double)n * R) : 0;
+    return cc_ridge_solve(rg, lambda * (double)n * (ms > 0 ? ms : 1.0), R, x);
+}
+
+static int scale_ok(double v) { return v > 0 && isfinite(v); }
+
+int cc_trainer_fit_linear_scaled(CcTrainer *t, const CcLinearFitSettings *s, CcLinearFitReport *rep)
+{
+    const CcHparams *hp = &t->m->hp;
+    const CcDataset *ds = t->ds;
+    const int R = hp->linear_window, HZ = hp->horizon, K = R + 1, F = ds->n_features;
+    const int P = hp->patch_len, NL = s->n_lambdas;
+    CcLinearFitReport rp = {.lambda = NAN};
+    if (R < 1 || !s->scale || !s->lambdas || NL < 1 || NL > CC_LINEAR_FIT_MAX_LAMBDAS)
+        return -EINVAL;
+    for (int q = 0; q < NL; q++)
+        if (!(s->lambdas[q] >= 0))
+            return -EINVAL;
+    CcRidge *rg = NULL;
+    double *x = malloc((size_t)NL * K * HZ * sizeof *x);
+    double *abs_sum = calloc((size_t)NL * F, sizeof *abs_sum);
+    int64_t *n_abs = calloc((size_t)F, sizeof *n_abs);
+    int ret = x && abs_sum && n_abs ? cc_ridge_open(&rg, K, HZ) : -ENOMEM;
+    for (int64_t p = 0; ret == 0 && p < t->n_train_pool; p++) {
+        const Pool *pl = &t->train_pool[p];
+        for (int f = 0; ret == 0 && f < F; f++) {
+            double sc = s->scale[(size_t)pl->series * F + f];
+            if (scale_ok(sc))
+                ret = scaled_window_rows(t, rg, pl->series, f, pl->e, pl->cmin, pl->cmax, sc, NULL,
+                                         0, NULL, NULL, &rp.n_fit);
+        }
+    }
+    if (ret < 0)
+        goto done;
+    int best = 0;
+    if (NL > 1 && t->n_val_win > 0) {
+        for (int q = 0; q < NL; q++)
+            if ((ret = solve_scaled(rg, R, s->lambdas[q], x + (size_t)q * K * HZ)) < 0)
+                goto done;
+        int64_t unused = 0;
+        for (int i = 0; ret == 0 && i < t->n_val_win; i++) {
+            const CcTrainWindow *vw = &t->val_win[i];
+            double sc = s->scale[(size_t)vw->series * F + vw->feature];
+            if (scale_ok(sc))
+                ret =
+                    scaled_window_rows(t, NULL, vw->series, vw->feature, vw->e, vw->cur[0],
+                                       vw->cur[vw->n_cur - 1], sc, x, NL, abs_sum, n_abs, &unused);
+        }
+        if (ret < 0)
+            goto done;
+        for (int q = 0; q < NL; q++) {
+            double acc = 0;
+            int used = 0;
+            for (int f = 0; f < F; f++)
+                if (n_abs[f] > 0)
+                    acc += abs_sum[(size_t)q * F + f] / (double)n_abs[f], used++;
+            rp.val_crit[q] = used ? acc / used : NAN;
+        }
+        for (int q = 1; q < NL; q++) /* NaN never wins; all NaN: the first */
+            if (rp.val_crit[q] < rp.val_crit[best] || isnan(rp.val_crit[best]))
+                best = isnan(rp.val_crit[q]) ? best : q;
+    } else
+        for (int q = 0; q < NL; q++)
+            rp.val_crit[q] = NAN;
+    rp.lambda = s->lambdas[best];
+    if (s->refit) {
+        for (int si = 0; ret == 0 && si < ds->n_series; si++) {
+            const CcSeries *se = &ds->series[si];
+            for (int64_t e = first_boundary(se, P); ret == 0 && e - se->p0 < se->T; e += P) {
+                int a, b;
+                if (!offsets_for(se, e, P, HZ, s->refit[si], &a, &b))
+                    continue;
+                for (int f = 0; ret == 0 && f < F; f++) {
+                    double sc = s->scale[(size_t)si * F + f];
+                    if (scale_ok(sc))
+                        ret = scaled_window_rows(t, rg, si, f, e, a, b, sc, NULL, 0, NULL, NULL,
+                                                 &rp.n_refit);
+                }
+            }
+        }
+        if (ret < 0)
+            goto done;
+    }
+    if ((ret = solve_scaled(rg, R, rp.lambda, x)) < 0)
+        goto done;
+    for (int k = 0; k < HZ; k++) {
+        for (int i = 0; i < R; i++)
+            t->m->w.lin_w[(size_t)k * R + i] = (float)x[(size_t)i * HZ + k];
+        t->m->w.lin_b[k] = (float)x[(size_t)R * HZ + k];
+    }
+    if (t->ema_w) {
+        size_t off = (size_t)(t->m->w.lin_w - t->m->block), nb = (size_t)HZ * R;
+        memcpy(t->ema_w + off, t->m->w.lin_w, nb * sizeof(float));
+        off = (size_t)(t->m->w.lin_b - t->m->block);
+        memcpy(t->ema_w + off, t->m->w.lin_b, (size_t)HZ * sizeof(float));
+    }
+done:
+    if (rep)
+        *rep = rp;
+    cc_ridge_close(&rg);
+    free(x);
+    free(abs_sum);
+    free(n_abs);
     return ret;
 }
 

@@ -1646,6 +1646,52 @@ static void test_train_constant_then_moving(void **state)
 
 static int tx2_r = 0, tx3_grad_r = 10, tx3_ref_r = 12; /* linear windows of the tests */
 
+/* --mae-units mase (cc_train_work_set_mae_unit): each window's MAE term is weighed by
+ * sigma · unit[channel], capped: the loss's MAE part equals the plain (sigma-unit) MAE part
+ * times sigma·unit, channel by channel, and the cap bounds it. */
+static void test_mae_unit_weight(void **state)
+{
+    (void)state;
+    Tiny t;
+    CcHparams hp;
+    tiny_tx3(&t, &hp, 40, 30);
+    CcTrainWindow win = {.series = 0, .feature = 1, .e = 472019, .n_cur = 2, .cur = {0, 3}};
+    CcTrainWork *w;
+    assert_int_equal(cc_train_work_open(&w, &hp, 1, 4), 0);
+    /* nll_mean 0.5 keeps the MAE path on whatever the weight (0 included) */
+    cc_train_work_set_loss(w, CC_NLL_LOGSIG_MIN, 1.0f, 0.0f, 0.5f);
+    float *grad = calloc(t.m->n_params, sizeof(float));
+    float mu, sigma;
+    double plain, none, weighed, capped;
+    int ns;
+    assert_int_equal(
+        cc_train_batch(w, t.m, grad, &t.ds, &win, 1, 0.0f, 1.0f, &plain, &ns, NULL, &mu, &sigma),
+        0);
+    double zero[4] = {0, 0, 0, 0}, unit[4] = {0, 0, 0, 0};
+    cc_train_work_set_mae_unit(w, zero, 1e9);
+    assert_int_equal(
+        cc_train_batch(w, t.m, grad, &t.ds, &win, 1, 0.0f, 1.0f, &none, &ns, NULL, NULL, NULL), 0);
+    unit[0 * 2 + 1] = 3.0 / sigma; /* series 0, KPI 1: weight 3 */
+    cc_train_work_set_mae_unit(w, unit, 1e9);
+    assert_int_equal(
+        cc_train_batch(w, t.m, grad, &t.ds, &win, 1, 0.0f, 1.0f, &weighed, &ns, NULL, NULL, NULL),
+        0);
+    cc_train_work_set_mae_unit(w, unit, 2.0);
+    assert_int_equal(
+        cc_train_batch(w, t.m, grad, &t.ds, &win, 1, 0.0f, 1.0f, &capped, &ns, NULL, NULL, NULL),
+        0);
+    double mae_part = plain - none; /* the NLL part is the same in all four */
+    printf("MAE part %.6f, weighed by 3: %.6f, capped at 2: %.6f\n", mae_part, weighed - none,
+           capped - none);
+    assert_true(mae_part > 0);
+    /* float sums of a few terms of size ~1: 1e-5 relative */
+    assert_true(fabs((weighed - none) - 3 * mae_part) < 1e-5 * fmax(1, fabs(weighed)));
+    assert_true(fabs((capped - none) - 2 * mae_part) < 1e-5 * fmax(1, fabs(capped)));
+    free(grad);
+    cc_train_work_close(&w);
+    tiny_free(&t);
+}
+
 int main(void)
 {
     openblas_set_num_threads(1); /* the trainer's threads own the parallelism */
@@ -1675,6 +1721,7 @@ int main(void)
         cmocka_unit_test(test_train_flat),
         cmocka_unit_test(test_norm_floor_scales),
         cmocka_unit_test(test_train_constant_then_moving),
+        cmocka_unit_test(test_mae_unit_weight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

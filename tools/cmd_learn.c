@@ -35,7 +35,7 @@ static void on_stop(int sig)
 }
 
 typedef struct LearnArgs {
-    const char *data_dir, *out, *state_dir, *on_publish;
+    const char *data_dir, *out, *state_dir, *on_publish, *tx_loss, *tx_mae_units;
     int once, shuffle_train, quiet, threads;
     double data_days, poll_s, floor_frac;
     CcLearnSettings ls;
@@ -243,7 +243,9 @@ static json_t *scored_json(const Scored *sc)
 
 /* The hyperparameters of this round's models: the data's KPIs and step, the horizon
  * (--horizon, or a quarter day of steps at most 24), and N, M, R cut to half the longest
- * series' training rows as `cellcast train` cuts its defaults. */
+ * series' training rows as `cellcast train` cuts its defaults; R also to the largest with
+ * 2·R samples over all series (pooled over KPIs: F times more rows than eval's per-KPI
+ * maps have, but one map for all). */
 static void round_hparams(const LearnArgs *a, const CcDataset *ds, const CcRange *train,
                           CcHparams *hp)
 {
@@ -265,14 +267,28 @@ static void round_hparams(const LearnArgs *a, const CcDataset *ds, const CcRange
     hp->patch_len = a->patch_len + hp->horizon > T && T / 4 < a->patch_len ? (T / 4 > 1 ? T / 4 : 1)
                                                                            : a->patch_len;
     hp->linear_window = 336 < half ? 336 : (half > 1 ? half : 1);
+    /* as `cellcast eval`'s linear cuts its window: at least 2·R samples over all series (R
+     * inputs and the horizon inside the training rows), or the ridge fits noise */
+    for (;;) {
+        int64_t n = 0;
+        for (int s = 0; s < ds->n_series; s++) {
+            int c = train[s].end - train[s].begin - hp->linear_window - hp->horizon + 1;
+            n += c > 0 ? c : 0;
+        }
+        if (n >= 2 * (int64_t)hp->linear_window || hp->linear_window == 1)
+            break;
+        hp->linear_window--;
+    }
     hp->norm_window = 336 < half ? 336 : (half > hp->patch_len ? half : hp->patch_len);
     if (hp->patch_len * hp->n_patches > half)
         hp->n_patches = half / hp->patch_len > 1 ? half / hp->patch_len : 1;
 }
 
-/* The linear-only candidate into path. 0 or -1 (why in sc->why). */
+/* The linear-only candidates into path (seasonal: the seasonal naive as a tx/3 file,
+ * else the ridge fit, its report in *fit). 0 or -1 (why in sc->why). */
 static int linear_candidate(const LearnArgs *a, const char *train_csv, int64_t step,
-                            const char *path, Scored *sc, int *horizon, int *patch_len)
+                            const char *path, Scored *sc, int *horizon, int *patch_len,
+                            int seasonal, CcLinearFitReport *fit)
 {
     CcDataSettings d = a->data;
     d.format = CC_DATA_LONG;
@@ -294,11 +310,13 @@ static int linear_candidate(const LearnArgs *a, const char *train_csv, int64_t s
         CcHparams hp;
         round_hparams(a, ds, tr, &hp);
         hp.d_model = 4, hp.n_heads = 1, hp.n_layers = 1, hp.d_ff = 4; /* unused: head at 0 */
-        snprintf(hp.name, sizeof hp.name, "cellcast-learn-linear");
+        snprintf(hp.name, sizeof hp.name, "cellcast-learn-%s", seasonal ? "seasonal" : "linear");
         *horizon = hp.horizon, *patch_len = hp.patch_len;
-        if (cc_learn_fit_linear(&m, &hp, ds, tr, va, 0.02, a->floor_frac, sc->why,
-                                sizeof sc->why) == 0 &&
-            cc_model_save(m, path, sc->why, sizeof sc->why) == 0)
+        int r = seasonal ? cc_learn_seasonal_model(&m, &hp, ds, tr, va, a->floor_frac, sc->why,
+                                                   sizeof sc->why)
+                         : cc_learn_fit_linear(&m, &hp, ds, tr, va, a->floor_frac, fit, sc->why,
+                                               sizeof sc->why);
+        if (r == 0 && cc_model_save(m, path, sc->why, sizeof sc->why) == 0)
             rc = 0;
     } else
         snprintf(sc->why, sizeof sc->why, "out of memory");
@@ -334,7 +352,7 @@ static int transformer_candidate(const LearnArgs *a, const char *train_csv, int6
     argv[argc++] = "--patch-len";
     argv[argc++] = NUM_ARG("%d", patch_len);
     argv[argc++] = "--linear-init";
-    argv[argc++] = "ridge";
+    argv[argc++] = "ridge-kpi";
     argv[argc++] = "--eval-start";
     argv[argc++] = "--select";
     argv[argc++] = "mase";
@@ -354,6 +372,14 @@ static int transformer_candidate(const LearnArgs *a, const char *train_csv, int6
     argv[argc++] = NUM_ARG("%.0f", a->seed);
     argv[argc++] = "--name";
     argv[argc++] = "cellcast-learn-transformer";
+    if (!strcmp(a->tx_loss, "mae")) { /* the mean from an MAE term, the NLL for log-sigma */
+        argv[argc++] = "--mae-weight";
+        argv[argc++] = "1";
+        argv[argc++] = "--nll-mean";
+        argv[argc++] = "0";
+        argv[argc++] = "--mae-units";
+        argv[argc++] = a->tx_mae_units;
+    }
     if (a->tx_steps > 0) {
         argv[argc++] = "--steps";
         argv[argc++] = NUM_ARG("%d", a->tx_steps);
@@ -368,6 +394,32 @@ static int transformer_candidate(const LearnArgs *a, const char *train_csv, int6
         return -1;
     }
     return 0;
+}
+
+#define GATE_RULE                                                                                  \
+    "the candidate with the lowest held-out criterion (linear-only ridge fit, the seasonal "       \
+    "naive as a linear-only file, the Transformer) is published when no comparable model is "      \
+    "in service, or when its criterion is below (1 - margin) x the model in service's"
+
+/* Champion / challenger over sc[0..n_cand) and the model in service sc[n_cand]: *best the
+ * scored candidate with the lowest criterion (-1: none), *publish whether it replaces the
+ * model in service (GATE_RULE). Since the seasonal naive and the linear-only fit are
+ * candidates, what is served never scores worse than either on the held-out days by more
+ * than the margin. The decision, for the record. */
+static const char *gate(const Scored *sc, int n_cand, double margin, int *best, int *publish)
+{
+    const Scored *champ = &sc[n_cand];
+    *best = -1, *publish = 0;
+    for (int i = 0; i < n_cand; i++)
+        if (sc[i].ok && (*best < 0 || sc[i].mase < sc[*best].mase))
+            *best = i;
+    if (*best < 0)
+        return "refused: no candidate could be scored";
+    if (!champ->ok)
+        return *publish = 1, "published: no comparable model in service";
+    if (sc[*best].mase < (1 - margin) * champ->mase)
+        return *publish = 1, "published: beats the model in service by the margin";
+    return "refused: does not beat the model in service by the margin";
 }
 
 static json_t *iso_time(int64_t ts)
@@ -434,11 +486,12 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
     int64_t span = ls.last_ts + ls.step_s - ls.first_ts;
     int64_t hold = cc_learn_holdout(&a->ls, ls.first_ts, ls.last_ts + ls.step_s, ls.step_s);
     int64_t cut = ls.last_ts + ls.step_s - hold; /* rows from cut on are held out */
-    char all_csv[4096], train_csv[4096], lin_path[4096], tx_path[4096];
+    char all_csv[4096], train_csv[4096], lin_path[4096], tx_path[4096], sn_path[4096];
     state_path(a, "all.csv", all_csv, sizeof all_csv);
     state_path(a, "train.csv", train_csv, sizeof train_csv);
     state_path(a, "candidate-linear.safetensors", lin_path, sizeof lin_path);
     state_path(a, "candidate-transformer.safetensors", tx_path, sizeof tx_path);
+    state_path(a, "candidate-seasonal.safetensors", sn_path, sizeof sn_path);
     if (cc_learn_write_csv(l, all_csv, 0, err, sizeof err) < 0) {
         fprintf(stderr, "cellcast learn: %s\n", err);
         return -1;
@@ -459,62 +512,65 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
                 due == CC_LEARN_TRANSFORMER ? "linear and Transformer candidates"
                                             : "linear candidate (the Transformer from "
                                               "enough history)");
-    Scored sc[3] = {{.kind = "linear"}, {.kind = "transformer"}, {.kind = "champion"}};
+    /* the candidates, then the model in service (CHAMP) */
+    enum { LIN, SEASONAL, TX, CHAMP, N_SCORED };
+    Scored sc[N_SCORED] = {
+        {.kind = "linear"}, {.kind = "seasonal"}, {.kind = "transformer"}, {.kind = "champion"}};
     int horizon = 0, patch_len = a->patch_len;
-    snprintf(sc[0].path, sizeof sc[0].path, "%s", lin_path);
-    snprintf(sc[1].path, sizeof sc[1].path, "%s", tx_path);
-    snprintf(sc[2].path, sizeof sc[2].path, "%s", a->out);
+    snprintf(sc[LIN].path, sizeof sc[LIN].path, "%s", lin_path);
+    snprintf(sc[SEASONAL].path, sizeof sc[SEASONAL].path, "%s", sn_path);
+    snprintf(sc[TX].path, sizeof sc[TX].path, "%s", tx_path);
+    snprintf(sc[CHAMP].path, sizeof sc[CHAMP].path, "%s", a->out);
     unlink(lin_path);
     unlink(tx_path);
-    if (linear_candidate(a, train_csv, ls.step_s, lin_path, &sc[0], &horizon, &patch_len) == 0)
-        score(&sc[0], all_csv, cut, horizon, ls.step_s);
+    unlink(sn_path);
+    CcLinearFitReport fit = {.lambda = NAN};
+    if (linear_candidate(a, train_csv, ls.step_s, lin_path, &sc[LIN], &horizon, &patch_len, 0,
+                         &fit) == 0)
+        score(&sc[LIN], all_csv, cut, horizon, ls.step_s);
     if (!horizon) {
-        fprintf(stderr, "cellcast learn: linear candidate: %s\n", sc[0].why);
+        fprintf(stderr, "cellcast learn: linear candidate: %s\n", sc[LIN].why);
         return -1;
     }
-    if (due == CC_LEARN_TRANSFORMER) {
-        if (transformer_candidate(a, train_csv, ls.step_s, horizon, patch_len, tx_path, &sc[1]) ==
-            0)
-            score(&sc[1], all_csv, cut, horizon, ls.step_s);
+    /* the seasonal naive once a day of rows precedes the held-out ones (as eval's) */
+    if (cut - ls.first_ts >= 86400) {
+        if (linear_candidate(a, train_csv, ls.step_s, sn_path, &sc[SEASONAL], &horizon, &patch_len,
+                             1, NULL) == 0)
+            score(&sc[SEASONAL], all_csv, cut, horizon, ls.step_s);
     } else
-        snprintf(sc[1].why, sizeof sc[1].why, "%.1f days of data, the Transformer from %.1f",
+        snprintf(sc[SEASONAL].why, sizeof sc[SEASONAL].why,
+                 "no day of data before the held-out rows");
+    if (due == CC_LEARN_TRANSFORMER) {
+        if (transformer_candidate(a, train_csv, ls.step_s, horizon, patch_len, tx_path, &sc[TX]) ==
+            0)
+            score(&sc[TX], all_csv, cut, horizon, ls.step_s);
+    } else
+        snprintf(sc[TX].why, sizeof sc[TX].why, "%.1f days of data, the Transformer from %.1f",
                  (double)span / 86400, (double)a->ls.transformer_s / 86400);
     if (g_learn_stop)
         return -1;
     struct stat sb;
     if (stat(a->out, &sb) == 0) {
-        score(&sc[2], all_csv, cut, horizon, ls.step_s);
-        cc_learn_file_hash(a->out, sc[2].hash);
-        if (!sc[2].ok && !a->quiet)
+        score(&sc[CHAMP], all_csv, cut, horizon, ls.step_s);
+        cc_learn_file_hash(a->out, sc[CHAMP].hash);
+        if (!sc[CHAMP].ok && !a->quiet)
             fprintf(stderr,
                     "cellcast learn: the model in service cannot be scored on this "
                     "data (%s): any candidate replaces it\n",
-                    sc[2].why);
+                    sc[CHAMP].why);
     } else
-        snprintf(sc[2].why, sizeof sc[2].why, "no model in service");
-    for (int i = 0; i < 2; i++)
+        snprintf(sc[CHAMP].why, sizeof sc[CHAMP].why, "no model in service");
+    for (int i = 0; i < CHAMP; i++)
         if (sc[i].ok)
             cc_learn_file_hash(sc[i].path, sc[i].hash);
-    int best = -1;
-    for (int i = 0; i < 2; i++)
-        if (sc[i].ok && (best < 0 || sc[i].mase < sc[best].mase))
-            best = i;
     double snaive = NAN, linear_base = NAN;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < N_SCORED; i++)
         if (sc[i].ok) {
             snaive = sc[i].snaive_mase, linear_base = sc[i].linear_mase;
             break;
         }
-    const char *decision;
-    int publish = 0;
-    if (best < 0)
-        decision = "refused: no candidate could be scored";
-    else if (!sc[2].ok)
-        decision = "published: no comparable model in service", publish = 1;
-    else if (sc[best].mase < (1 - a->ls.margin) * sc[2].mase)
-        decision = "published: beats the model in service by the margin", publish = 1;
-    else
-        decision = "refused: does not beat the model in service by the margin";
+    int best = -1, publish = 0;
+    const char *decision = gate(sc, CHAMP, a->ls.margin, &best, &publish);
     json_t *rec = json_object();
     json_object_set_new(rec, "format", json_string("cellcast-learn-record/1"));
     json_object_set_new(rec, "round", json_integer(st->rounds + 1));
@@ -537,10 +593,25 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
                                   isfinite(snaive) ? json_real(snaive) : json_null(), "linear_mase",
                                   isfinite(linear_base) ? json_real(linear_base) : json_null()));
     json_t *cands = json_array();
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < CHAMP; i++)
         json_array_append_new(cands, scored_json(&sc[i]));
     json_object_set_new(rec, "candidates", cands);
-    json_object_set_new(rec, "champion_before", scored_json(&sc[2]));
+    json_object_set_new(rec, "rule", json_string(GATE_RULE));
+    if (isfinite(fit.lambda)) { /* the linear-only fit: the penalty chosen on validation */
+        json_t *lf = json_object(), *crit = json_object();
+        for (int q = 0; q < CC_LEARN_N_LAMBDAS; q++) {
+            char key[32];
+            snprintf(key, sizeof key, "%g", cc_learn_lambdas[q]);
+            json_object_set_new(
+                crit, key, isfinite(fit.val_crit[q]) ? json_real(fit.val_crit[q]) : json_null());
+        }
+        json_object_set_new(lf, "lambda", json_real(fit.lambda));
+        json_object_set_new(lf, "val_mase_by_lambda", crit);
+        json_object_set_new(lf, "samples", json_integer(fit.n_fit));
+        json_object_set_new(lf, "refit_samples", json_integer(fit.n_refit));
+        json_object_set_new(rec, "linear_fit", lf);
+    }
+    json_object_set_new(rec, "champion_before", scored_json(&sc[CHAMP]));
     if (best >= 0)
         json_object_set_new(rec, "best", json_string(sc[best].kind));
     json_object_set_new(rec, "shuffled_training", json_boolean(a->shuffle_train));
@@ -552,7 +623,8 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
         snprintf(rec_path, sizeof rec_path, "%s.json", a->out);
         json_object_set_new(rec, "published", json_string(sc[best].kind));
         json_object_set_new(rec, "hash", json_string(sc[best].hash));
-        json_object_set_new(rec, "parent", sc[2].hash[0] ? json_string(sc[2].hash) : json_null());
+        json_object_set_new(rec, "parent",
+                            sc[CHAMP].hash[0] ? json_string(sc[CHAMP].hash) : json_null());
         if (cc_learn_publish_file(sc[best].path, a->out, err, sizeof err) < 0 ||
             save_json_atomic(rec_path, rec, err, sizeof err) < 0) {
             fprintf(stderr, "cellcast learn: publish: %s\n", err);
@@ -579,7 +651,7 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
     }
     if (!a->quiet) {
         fprintf(stderr, "cellcast learn: round %d: held-out MASE", st->rounds + 1);
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < N_SCORED; i++)
             if (sc[i].ok)
                 fprintf(stderr, " %s %.4f (P10-P90 %.3f)", sc[i].kind, sc[i].mase, sc[i].coverage);
             else
@@ -588,7 +660,7 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
                 decision);
     }
     json_decref(rec);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < N_SCORED; i++)
         json_decref(sc[i].per_kpi);
     if (rc == 0) {
         st->rounds++;
@@ -659,7 +731,8 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
     a->retrain_h = (double)a->ls.retrain_every_s / 3600;
     a->holdout_h = (double)a->ls.holdout_s / 3600;
     a->patch_len = 16, a->d_model = 32, a->n_heads = 4, a->n_layers = 2, a->d_ff = 64;
-    a->threads = 1, a->seed = 1, a->poll_s = 60, a->floor_frac = 0.1;
+    a->threads = 1, a->seed = 1, a->poll_s = 60, a->floor_frac = 0.1, a->tx_loss = "mae";
+    a->tx_mae_units = "mase";
     a->history_days = 28, a->model_name = "learned";
     enum { SHOW = CC_OPT_SHOW_DEFAULT };
     CcOpt opts[] = {
@@ -745,6 +818,14 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
                     "optimiser steps of the Transformer (0: cellcast train's\n"
                     "default, at least 1000)",
                     .flags = SHOW),
+        CC_OPTS_STR("tx-loss", &a->tx_loss, "nll|mae",
+                    "the Transformer's loss on the mean: the Gaussian NLL, or\n"
+                    "mae (cellcast train --mae-weight 1 --nll-mean 0)",
+                    .flags = SHOW),
+        CC_OPTS_STR("tx-mae-units", &a->tx_mae_units, "sigma|mase",
+                    "--tx-loss mae: the MAE in sigma units or in each channel's\n"
+                    "MASE scale (cellcast train --mae-units)",
+                    .flags = SHOW),
         CC_OPTS_INT("threads", &a->threads, 1, 16, "T", "training threads", .flags = SHOW),
         CC_OPTS_DBL("seed", &a->seed, 0, 9007199254740992.0, "X", "", .flags = SHOW),
         CC_OPTS_FLAG("shuffle-train", &a->shuffle_train,
@@ -774,6 +855,10 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
         return 2;
     }
 #endif
+    if (strcmp(a->tx_loss, "nll") && strcmp(a->tx_loss, "mae")) {
+        fprintf(stderr, "cellcast learn: --tx-loss must be nll or mae\n");
+        return 2;
+    }
     if (a->shuffle_train && !a->once) {
         fprintf(stderr, "cellcast learn: --shuffle-train needs --once\n");
         return 2;

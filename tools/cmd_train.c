@@ -20,6 +20,7 @@
 
 #include "cc_build_info.h"
 #include "cc_data.h"
+#include "cc_learn.h"
 #include "cc_rng.h"
 #include "cc_time.h"
 #include "cc_train.h"
@@ -52,7 +53,8 @@ typedef struct TrainArgs {
     double floor_frac, xn_bound, mae, mse, nll_mean, logsig_min, head_scale, ridge_lambda,
         linear_freeze;
     double linear_lr_mult, chan_init_sd, min_lr_frac;
-    const char *dropout_sites, *init, *val_units;
+    const char *dropout_sites, *init, *val_units, *mae_units;
+    double mae_unit_cap;
     int decay_all, eval_start;
     int P, N, M, D, H, L, FF, HZ, R, tz, warmup, batch, group, epochs, threads;
     int patience, eval_every, val_windows, adamw, quiet;
@@ -203,9 +205,11 @@ static void model_options(TrainArgs *a, CcOpt *table, size_t *n, size_t cap)
                     "tx/3: the head's initial weights times X, so that the\n"
                     "linear path leads at the start",
                     .flags = SHOW),
-        CC_OPTS_STR("linear-init", &a->linear_init, "random|ridge|naive",
+        CC_OPTS_STR("linear-init", &a->linear_init, "random|ridge|ridge-kpi|naive",
                     "tx/3 linear path at the start: random, the ridge\n"
-                    "regression of the training windows (closed form), or\n"
+                    "regression of the training windows (closed form),\n"
+                    "ridge-kpi: the same in each KPI's own units over its MASE\n"
+                    "scale, the penalty chosen on validation (cellcast learn's), or\n"
                     "naive: the path and the head's means at 0, so the model\n"
                     "starts as the last value (with --eval-start a candidate)",
                     .flags = SHOW),
@@ -265,6 +269,13 @@ static void optimiser_options(TrainArgs *a, CcOpt *table, size_t *n, size_t cap)
                     .flags = SHOW),
         CC_OPTS_DBL("mae-weight", &a->mae, 0, 100, "X",
                     "add X times the MAE of the normalised means to the NLL", .flags = SHOW),
+        CC_OPTS_STR("mae-units", &a->mae_units, "sigma|mase",
+                    "the MAE term's units: the window's sigma (the targets as\n"
+                    "normalised), or mase: each channel's MASE scale over its\n"
+                    "training rows (every sample weighed by sigma / scale)",
+                    .flags = SHOW),
+        CC_OPTS_DBL("mae-unit-cap", &a->mae_unit_cap, 0, 1e12, "X",
+                    "--mae-units mase: the largest weight sigma / scale", .flags = SHOW),
         CC_OPTS_DBL("mse-weight", &a->mse, 0, 100, "X",
                     "add X times the MSE of the normalised means to the NLL", .flags = SHOW),
         CC_OPTS_DBL("nll-mean", &a->nll_mean, 0, 1, "X",
@@ -389,6 +400,8 @@ static void train_defaults(TrainArgs *a)
                      .dropout_sites = "all",
                      .init = "xavier",
                      .val_units = "z",
+                     .mae_units = "sigma",
+                     .mae_unit_cap = CC_TRAIN_MAE_UNIT_CAP,
                      .val_frac = -1,
                      .wd = -1,
                      .epochs = 20,
@@ -459,8 +472,9 @@ static int train_check(TrainArgs *a, const CcOpt *opts, size_t nopts)
         a->resume = a->recalibrate;
     }
     if (strcmp(a->linear_init, "random") && strcmp(a->linear_init, "ridge") &&
-        strcmp(a->linear_init, "naive")) {
-        fprintf(stderr, "cellcast train: --linear-init must be random, ridge or naive\n");
+        strcmp(a->linear_init, "ridge-kpi") && strcmp(a->linear_init, "naive")) {
+        fprintf(stderr,
+                "cellcast train: --linear-init must be random, ridge, ridge-kpi or naive\n");
         return 2;
     }
     if (!strcmp(a->linear_init, "naive") && a->R < 1) {
@@ -536,6 +550,7 @@ typedef struct Train {
     int64_t *abs_n;             /*   targets */
     int have_abs_best;
     double *mase_scale; /* --select mae|mase: per channel */
+    double *mae_unit;   /* --mae-units mase: per channel, 1 / its MASE scale */
     const char *split;
     char split_buf[64];
     CcDataset *ds;
@@ -800,6 +815,23 @@ static int train_model(Train *t)
     return 0;
 }
 
+/* Each channel's MASE scale over the training rows: a day's mean absolute change (one
+ * step's when that is not > 0), into scale (n_series · F). 0 or -ENOMEM. */
+static int channel_scales(const CcDataset *ds, const CcRange *train, double *scale)
+{
+    const size_t nc = (size_t)ds->n_series * ds->n_features;
+    const int64_t S = ds->step_seconds;
+    double *one = malloc((nc + 1) * sizeof *one);
+    if (!one)
+        return -ENOMEM;
+    cc_train_mase_scales(ds, train, S > 0 && 86400 % S == 0 ? (int)(86400 / S) : 1, scale);
+    cc_train_mase_scales(ds, train, 1, one);
+    for (size_t c = 0; c < nc; c++)
+        scale[c] = scale[c] > 0 ? scale[c] : one[c];
+    free(one);
+    return 0;
+}
+
 /* The trainer settings from the options. 0 or -1. */
 static int train_settings(Train *t)
 {
@@ -822,6 +854,21 @@ static int train_settings(Train *t)
     ts->dropout_sites = strcmp(a->dropout_sites, "all") ? CC_DROPOUT_RESIDUAL : CC_DROPOUT_ALL;
     ts->decay_all = a->decay_all;
     ts->xn_bound = (float)a->xn_bound;
+    if (!strcmp(a->mae_units, "mase")) {
+        const size_t nc = (size_t)t->ds->n_series * t->ds->n_features;
+        if (!(t->mae_unit = malloc((nc + 1) * sizeof *t->mae_unit)) ||
+            channel_scales(t->ds, t->rtrain, t->mae_unit) < 0) {
+            fprintf(stderr, "cellcast train: out of memory\n");
+            return -1;
+        }
+        for (size_t c = 0; c < nc; c++)
+            t->mae_unit[c] = t->mae_unit[c] > 0 ? 1 / t->mae_unit[c] : 0;
+        ts->mae_unit = t->mae_unit;
+        ts->mae_unit_cap = a->mae_unit_cap;
+    } else if (strcmp(a->mae_units, "sigma")) {
+        fprintf(stderr, "cellcast train: --mae-units must be sigma or mase\n");
+        return -1;
+    }
     if (t->is_ett && !strcmp(a->val_units, "kpi")) {
         for (int f = 0; f < t->ds->n_features; f++)
             t->zvar[f] = (float)(t->zstd[f] * t->zstd[f]);
@@ -1136,7 +1183,7 @@ static void train_report_kept(const Train *t)
 {
     const char *sel = t->a.select;
     int64_t done = cc_trainer_steps_done(t->tr);
-    int ridge = strcmp(t->a.linear_init, "ridge") == 0 && t->m->hp.linear_window > 0;
+    int ridge = strncmp(t->a.linear_init, "ridge", 5) == 0 && t->m->hp.linear_window > 0;
     if (t->a.quiet) {
     } else if (t->best_step < 0) {
         fprintf(stderr, "cellcast train: kept the resumed run's best weights (val %s %.4g)\n", sel,
@@ -1414,7 +1461,7 @@ static int train_save(Train *t)
 static int train_linear_init(Train *t)
 {
     const TrainArgs *a = &t->a;
-    if (a->resume || strcmp(a->linear_init, "ridge"))
+    if (a->resume || strncmp(a->linear_init, "ridge", 5))
         return 0;
     if (t->m->hp.linear_window < 1) {
         fprintf(stderr, "cellcast train: --linear-init ridge needs a linear path "
@@ -1422,7 +1469,22 @@ static int train_linear_init(Train *t)
         return -1;
     }
     int64_t n = 0, t0 = cc_now_ns();
-    int r = cc_trainer_fit_linear(t->tr, a->ridge_lambda, &n);
+    int r;
+    double lambda = a->ridge_lambda;
+    if (!strcmp(a->linear_init, "ridge-kpi")) { /* the learner's fit (cc_learn_fit_linear) */
+        const size_t nc = (size_t)t->ds->n_series * t->ds->n_features;
+        double *scale = malloc((nc + 1) * sizeof *scale);
+        r = scale ? channel_scales(t->ds, t->rtrain, scale) : -ENOMEM;
+        if (r == 0) {
+            CcLinearFitSettings fs = {
+                .scale = scale, .lambdas = cc_learn_lambdas, .n_lambdas = CC_LEARN_N_LAMBDAS};
+            CcLinearFitReport rep;
+            r = cc_trainer_fit_linear_scaled(t->tr, &fs, &rep);
+            lambda = rep.lambda, n = rep.n_fit;
+        }
+        free(scale);
+    } else
+        r = cc_trainer_fit_linear(t->tr, a->ridge_lambda, &n);
     if (r < 0) {
         fprintf(stderr, "cellcast train: --linear-init ridge: %s\n",
                 r == -EAGAIN ? "no training window with a full linear window and horizon"
@@ -1434,9 +1496,9 @@ static int train_linear_init(Train *t)
     cc_trainer_validate(t->tr, &nll, &mse);
     if (!a->quiet)
         fprintf(stderr,
-                "cellcast train: linear path: ridge fit (lambda %g) on %lld training samples "
+                "cellcast train: linear path: %s fit (lambda %g) on %lld training samples "
                 "in %.1fs; val MSE %.4g, NLL %.4f before training\n",
-                a->ridge_lambda, (long long)n, (cc_now_ns() - t0) / 1e9, mse, nll);
+                a->linear_init, lambda, (long long)n, (cc_now_ns() - t0) / 1e9, mse, nll);
     return 0;
 }
 
@@ -1529,6 +1591,7 @@ static void train_free(Train *t)
     free(t->sq_best);
     free(t->abs_n);
     free(t->mase_scale);
+    free(t->mae_unit);
     free(t);
 }
 

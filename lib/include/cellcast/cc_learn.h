@@ -27,6 +27,7 @@
 
 #include "cc_data.h"
 #include "cc_model.h"
+#include "cc_train.h"
 
 typedef struct CcLearnSettings {
     int max_cells;           ///< cells sampled (default 1000)
@@ -111,19 +112,40 @@ enum CcLearnRound cc_learn_due(const CcLearnSettings *s, int64_t first_ts, int64
 int64_t cc_learn_holdout(const CcLearnSettings *s, int64_t first_ts, int64_t last_ts,
                          int64_t step_s);
 
+#define CC_LEARN_N_LAMBDAS 7
+/** The ridge penalties the linear-only model chooses from, relative to the inputs' mean
+ *  square: `cellcast eval`'s linear grid (1e-4 .. 1) and two stronger (10, 100: chosen on
+ *  Barcelona's first days, where the last value is hard to beat), from the strongest: with
+ *  no validation window to choose on, the first (W shrunk towards the last value). */
+extern const double cc_learn_lambdas[CC_LEARN_N_LAMBDAS];
+
 /**
  * The linear-only tx/3 model of hyperparameters hp (features and step those of ds) on the
  * rows train[s] of ds, calibrated on val[s]: the head's weights and biases 0 (the
  * Transformer adds nothing: mean = the linear path, log-sigma 0), norm.floor as `cellcast
- * train` sets it (floor_frac × the KPI's median sd), the linear path's closed-form ridge fit
- * (cc_trainer_fit_linear, lambda per sample), then calib.sigma_scale fitted on the
- * validation rows (CC_CALIB_SHRUNK, the trainer's default). The same start `cellcast train
- * --linear-init ridge` trains from, without its small random head. *out gets the model.
- * 0, -EINVAL / -EAGAIN (no training window: message in err), -ENOMEM.
+ * train` sets it (floor_frac × the KPI's median spread), the linear path fitted in each
+ * KPI's own units by cc_trainer_fit_linear_scaled (each channel's samples weighed by its
+ * MASE scale over train and val rows, the penalty chosen from cc_learn_lambdas on the
+ * validation windows by the mean per-KPI MAE / scale, then refitted with the validation
+ * rows added), then calib.sigma_scale fitted on the validation rows (CC_CALIB_SHRUNK, the
+ * trainer's default). *out gets the model, *rep (may be NULL) the penalty chosen and its
+ * validation scores. 0, -EINVAL / -EAGAIN (no training window: message in err), -ENOMEM.
  */
 int cc_learn_fit_linear(CcModel **out, const CcHparams *hp, const CcDataset *ds,
-                        const CcRange *train, const CcRange *val, double ridge_lambda,
-                        double floor_frac, char *err, size_t errlen);
+                        const CcRange *train, const CcRange *val, double floor_frac,
+                        CcLinearFitReport *rep, char *err, size_t errlen);
+
+/**
+ * The seasonal naive as a linear-only tx/3 model: R = a day of steps, linear.weight[k] the
+ * one-hot of the input a day before target step k (mean = x_{t+1+k-D}: model.md step 7
+ * with the head at 0 and no bias), norm.floor and calib.sigma_scale as cc_learn_fit_linear
+ * sets them (the scale fitted on val). The learner's third candidate: what it publishes
+ * then never loses to the seasonal naive on the held-out days by more than the margin.
+ * -EINVAL when the step does not divide a day into at least horizon steps.
+ */
+int cc_learn_seasonal_model(CcModel **out, const CcHparams *hp, const CcDataset *ds,
+                            const CcRange *train, const CcRange *val, double floor_frac, char *err,
+                            size_t errlen);
 
 /** Copies src to dst atomically: dst.tmp.<pid> written and fsync'd, renamed onto dst, the
  *  directory fsync'd. A reader of dst sees the old file or the new one, never a part.

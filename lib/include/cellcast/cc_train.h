@@ -39,6 +39,7 @@
  * the project's recipes train bit for bit as without it; NAB's probation file reaches 10^7
  * (docs/training.md "Samples left out of the loss"). */
 #define CC_TRAIN_XN_BOUND 1000.0f
+#define CC_TRAIN_MAE_UNIT_CAP 1e4 /* sigma / scale of a KPI whose sigma is model.md's 1e-5 term */
 #define CC_TRAIN_FLOOR_SPREAD 4.0 ///< norm.floor's median sd is at most this x the smallest
 #define CC_TRAIN_MAX_GROUP 64     ///< at most this many current tokens per window
 #define CC_NLL_LOGSIG_MIN (-7.0f) ///< log-sigma below this is clamped in the loss (no gradient)
@@ -123,6 +124,13 @@ void cc_train_work_set_dropout_sites(CcTrainWork *w, enum CcDropoutSites sites);
 /** Per-KPI weights (F; NULL = all 1, as opened) of cc_train_work_sqerr's squared errors;
  *  the array must outlive w's use. */
 void cc_train_work_set_sq_weight(CcTrainWork *w, const float *weight);
+
+/** The MAE term on the mean in each channel's units over its scale: unit (n_series · F,
+ *  1 / the channel's scale, e.g. its MASE scale; NULL = off, as opened) weighs every
+ *  sample's MAE by sigma · unit (at most cap), so that the term is the channel's MAE in
+ *  units of its scale (a MASE) rather than of the window's sigma. The array must outlive
+ *  w's use. */
+void cc_train_work_set_mae_unit(CcTrainWork *w, const double *unit, double cap);
 
 /** Training batches (grad != NULL) on w from now on leave out of the loss every current
  *  token whose window holds a normalised value beyond ±bound: its tokens' inputs, the linear
@@ -228,13 +236,16 @@ typedef struct CcTrainSettings {
     float linear_lr_mult;  ///< tx/3: the linear path's updates (Adam step and decay) times
                            ///< this, a learning rate of its own; 0 = it never moves (default 1)
     enum CcDropoutSites dropout_sites; ///< (default CC_DROPOUT_ALL)
-    const float *val_mse_weight;       ///< (F) per-KPI weights of the validation MSE, e.g. each
-                                       ///< KPI's variance to score data z-scored beforehand in
-                                       ///< its own units; must outlive the trainer (default NULL:
-                                       ///< all 1)
-    int decay_all;  ///< AdamW decay on every trained array (biases, norms, channel
-                    ///< embedding, the linear path), as torch.optim.AdamW on all
-                    ///< parameters; 0 = weight matrices only (default 0)
+    const double *mae_unit;      ///< (n_series · F) cc_train_work_set_mae_unit's, must outlive the
+                                 ///< trainer (default NULL: the MAE term in sigma units)
+    double mae_unit_cap;         ///< its largest weight (default CC_TRAIN_MAE_UNIT_CAP)
+    const float *val_mse_weight; ///< (F) per-KPI weights of the validation MSE, e.g. each
+                                 ///< KPI's variance to score data z-scored beforehand in
+                                 ///< its own units; must outlive the trainer (default NULL:
+                                 ///< all 1)
+    int decay_all;               ///< AdamW decay on every trained array (biases, norms, channel
+                                 ///< embedding, the linear path), as torch.optim.AdamW on all
+                                 ///< parameters; 0 = weight matrices only (default 0)
     float xn_bound; ///< training samples with a normalised value beyond ±xn_bound are left
                     ///< out of the loss (cc_train_work_set_xn_bound); 0 = none (default
                     ///< CC_TRAIN_XN_BOUND)
@@ -281,6 +292,48 @@ int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm);
  * equations are singular: lambda = 0 on collinear inputs), -ENOMEM.
  */
 int cc_trainer_fit_linear(CcTrainer *t, double lambda, int64_t *n_samples);
+
+/** What cc_trainer_fit_linear_scaled fits with (see there). */
+typedef struct CcLinearFitSettings {
+    const double *scale;   ///< (n_series · F) each channel's error scale in KPI units, e.g. its
+                           ///< MASE scale (cc_train_mase_scales); a channel whose scale is not
+                           ///< > 0 and finite (a constant KPI) is left out. Required.
+    const double *lambdas; ///< penalties relative to the inputs' mean square (as `cellcast
+                           ///< eval`'s linear); more than one: chosen on the validation windows
+                           ///< (none: the first)
+    int n_lambdas;         ///< ≥ 1, at most CC_LINEAR_FIT_MAX_LAMBDAS
+    const CcRange *refit;  ///< NULL, or per series the rows whose samples are added after the
+                           ///< choice (e.g. the validation rows: the map then knows the most
+                           ///< recent data, as a model refitted on all rows would)
+} CcLinearFitSettings;
+
+#define CC_LINEAR_FIT_MAX_LAMBDAS 16
+
+typedef struct CcLinearFitReport {
+    double lambda;                              ///< the penalty kept
+    double val_crit[CC_LINEAR_FIT_MAX_LAMBDAS]; ///< per lambda: the mean over KPIs of the
+                                                ///< validation MAE / scale (NaN: not scored)
+    int64_t n_fit, n_refit;                     ///< samples of the choice, added by refit
+} CcLinearFitReport;
+
+/**
+ * tx/3: the linear path as a forecaster in each KPI's own units. The served mean is
+ * x_t + W·(x_{t-R+1..t} - x_t) + b·sigma (model.md step 7 with the head's mean at 0): W acts
+ * on raw changes whatever the KPI's units, only the bias is scaled by the window's sigma.
+ * cc_trainer_fit_linear fits it on normalised targets, which weighs every sample by
+ * 1/sigma² (quiet windows dominate, and a KPI whose sigma is the 1e-5·(1+|mu|) term gets an
+ * offset b·sigma far above its own scale). This fit weighs each sample of channel (s, f) by
+ * 1/scale[s,f]² instead: the rows are (x_i - x_t)/scale, the bias column sigma/scale and
+ * the targets (x_{t+1+k} - x_t)/scale, so that the squared error of each KPI counts in
+ * units of its MASE scale, as the learner's criterion does. Samples as in
+ * cc_trainer_fit_linear (training pool, R inputs inside the series, every target observed)
+ * but none left out by xn_bound. With several lambdas each is solved on the training
+ * samples and scored on the validation windows (mean over KPIs of each KPI's MAE / scale);
+ * the best is kept; then settings.refit's samples are added and the map solved again with
+ * it. 0, -EINVAL, -EAGAIN (no sample), -EDOM (singular), -ENOMEM.
+ */
+int cc_trainer_fit_linear_scaled(CcTrainer *t, const CcLinearFitSettings *s,
+                                 CcLinearFitReport *rep);
 
 /** Mean NLL over the validation windows (no dropout, zero position offset), and (mse may
  *  be NULL) the mean squared error of the predicted means in the data's units over every

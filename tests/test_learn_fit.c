@@ -1,0 +1,274 @@
+/*
+ * test_learn_fit.c — the learner's linear-only candidate (cc_learn_fit_linear on
+ * cc_trainer_fit_linear_scaled) against `cellcast eval`'s linear (tools/linear_baseline.c,
+ * one ridge map per KPI in its own units) on held-out rows it was not fitted on:
+ *  - two KPIs of very different units, one with a trend (bytes, ~1e8) and one whose values
+ *    are ~1e-8 (a variance KPI, its sigma the 1e-5·(1+|mu|) term of model.md step 2): one
+ *    shared W and a bias scaled by sigma must still forecast both within a few percent of
+ *    the per-KPI maps (a fit on normalised targets puts a bias b·1e-5 on the small KPI,
+ *    hundreds of times its scale);
+ *  - a random walk: the penalty chosen on validation keeps the model near the last value
+ *    (no worse than naive by more than the sampling noise of the held-out rows).
+ */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cc_data.h"
+#include "cc_learn.h"
+#include "cc_metrics.h"
+#include "cc_train.h"
+#include "linear_baseline.h"
+#include "testlib.h"
+
+#define TWO_PI 6.283185307179586
+#define N_CELLS 3
+#define DAY 24
+
+/* Rows: training [0, TRAIN), validation [TRAIN, VAL), held out [VAL, T). */
+enum { T = 24 * 24, TRAIN = 24 * 16, VAL = 24 * 20, HZ = 6, R = 48 };
+
+typedef double (*ValueFn)(int c, int t, int j, uint64_t *rng);
+
+static double gauss(uint64_t *rng)
+{
+    double u = tl_rng_uniform(rng), v = tl_rng_uniform(rng);
+    return sqrt(-2 * log(u + 1e-300)) * cos(TWO_PI * v);
+}
+
+/* bytes: a daily cycle on a rising level plus noise, ~1e8; var: a daily cycle ~1e-8 with
+ * noise (cells scaled differently) */
+static double units_apart(int c, int t, int j, uint64_t *rng)
+{
+    double day = sin(TWO_PI * t / DAY + c);
+    if (j == 0)
+        return 1e8 * (2 + 0.8 * day + 0.004 * t * (1 + 0.3 * c)) + 4e6 * gauss(rng);
+    return 1e-8 * (1 + 0.3 * c) * (3 + day + 0.3 * gauss(rng));
+}
+
+/* two random walks of very different steps */
+static double random_walks(int c, int t, int j, uint64_t *rng)
+{
+    static double level[N_CELLS][2];
+    if (t == 0)
+        level[c][j] = j ? 5e-8 : 1e7;
+    level[c][j] += (j ? 1e-9 : 1e5) * gauss(rng);
+    return level[c][j];
+}
+
+static CcDataset *load(ValueFn fn, uint64_t seed)
+{
+    size_t cap = (size_t)N_CELLS * T * 96 + 64, n = 0;
+    char *buf = malloc(cap), err[256];
+    assert_non_null(buf);
+    n += (size_t)snprintf(buf, cap, "ts,cell_id,bytes,var\n");
+    uint64_t rng = seed;
+    for (int c = 0; c < N_CELLS; c++)
+        for (int t = 0; t < T; t++) {
+            double a = fn(c, t, 0, &rng), b = fn(c, t, 1, &rng);
+            n += (size_t)snprintf(buf + n, cap - n, "%d,cell%d,%.9g,%.9g\n", 1700006400 + 3600 * t,
+                                  c, a, b);
+        }
+    CcDataSettings s;
+    cc_data_default_settings(&s);
+    CcDataset *ds = NULL;
+    int rc = cc_data_open_buffer(&ds, buf, n, "test", &s, NULL, err, sizeof err);
+    if (rc)
+        print_message("load: %s\n", err);
+    assert_int_equal(rc, 0);
+    free(buf);
+    assert_int_equal(ds->n_series, N_CELLS);
+    return ds;
+}
+
+/* Each series' MASE scale over the rows before the held-out ones, season a day: the
+ * denominator `cellcast eval` uses. */
+static double scale_of(const CcDataset *ds, int s, int f)
+{
+    return cc_mase_scale(ds->series[s].x, ds->series[s].mask, ds->n_features, f, 0, VAL, DAY);
+}
+
+/* The mean over KPIs of each KPI's MASE on the held-out rows (origins VAL-1 .. T-1-HZ) of
+ * the model m, its forecasts computed as the trainer validates (the served forecast). */
+static double model_mase(CcModel *m, const CcDataset *ds, double *per_kpi)
+{
+    const int F = ds->n_features;
+    CcRange tr[N_CELLS], te[N_CELLS];
+    for (int s = 0; s < N_CELLS; s++)
+        tr[s] = (CcRange){0, TRAIN}, te[s] = (CcRange){VAL, T};
+    CcTrainSettings ts;
+    cc_train_default_settings(&ts);
+    ts.n_threads = 1;
+    ts.max_val_windows = 1 << 20; /* every held-out origin */
+    CcTrainer *t = NULL;
+    char err[256];
+    assert_int_equal(cc_trainer_open(&t, m, ds, tr, te, &ts, err, sizeof err), 0);
+    double nll, mse, sum[N_CELLS * 2];
+    int64_t count[N_CELLS * 2];
+    assert_int_equal(cc_trainer_validate(t, &nll, &mse), 0);
+    cc_trainer_val_abserr(t, sum, NULL, count);
+    cc_trainer_close(&t);
+    double mean = 0;
+    for (int f = 0; f < F; f++) {
+        double acc = 0;
+        int64_t n = 0;
+        for (int s = 0; s < N_CELLS; s++) { /* pooled over cells, as eval's per-KPI MASE */
+            acc += sum[s * F + f] / scale_of(ds, s, f);
+            n += count[s * F + f];
+        }
+        assert_true(n == (int64_t)N_CELLS * (T - VAL - HZ + 1) * HZ);
+        per_kpi[f] = acc / (double)n;
+        mean += per_kpi[f] / F;
+    }
+    return mean;
+}
+
+/* The same criterion for eval's linear (fitted on every row before the held-out ones, its
+ * penalty chosen per KPI), or for the last value (naive) when naive is set. */
+static double baseline_mase(const CcDataset *ds, int naive, double *per_kpi)
+{
+    const int F = ds->n_features, kidx[2] = {0, 1};
+    CctLinearSettings ls;
+    cct_linear_default_settings(&ls);
+    ls.window = R;
+    ls.horizon = HZ;
+    CcRange fit[N_CELLS];
+    for (int s = 0; s < N_CELLS; s++)
+        fit[s] = (CcRange){0, VAL};
+    CctLinear *lb = NULL;
+    char msg[256];
+    assert_int_equal(cct_linear_open(&lb, ds, fit, kidx, 2, &ls, msg, sizeof msg), 0);
+    double mean = 0, out[HZ];
+    for (int f = 0; f < F; f++) {
+        double acc = 0;
+        int64_t n = 0;
+        for (int s = 0; s < N_CELLS; s++) {
+            const CcSeries *se = &ds->series[s];
+            double sc = scale_of(ds, s, f);
+            for (int t = VAL - 1; t + HZ < T; t++) {
+                if (naive)
+                    for (int k = 0; k < HZ; k++)
+                        out[k] = se->x[(size_t)t * F + f];
+                else
+                    cct_linear_forecast(lb, se, f, t, out);
+                for (int k = 0; k < HZ; k++, n++)
+                    acc += fabs(out[k] - se->x[(size_t)(t + 1 + k) * F + f]) / sc;
+            }
+        }
+        per_kpi[f] = acc / (double)n;
+        mean += per_kpi[f] / F;
+    }
+    cct_linear_close(&lb);
+    return mean;
+}
+
+/* The learner's linear-only model of the two KPIs: hparams as the learner sets them
+ * (patch 4, M = R = 48, horizon 6), fitted on [0, TRAIN), calibrated on [TRAIN, VAL). */
+static CcModel *fit_learner(const CcDataset *ds, CcLinearFitReport *rep)
+{
+    CcHparams hp;
+    cc_hparams_default(&hp);
+    hp.n_features = ds->n_features;
+    for (int f = 0; f < ds->n_features; f++)
+        snprintf(hp.features[f], CC_FEATURE_NAME_MAX, "%s", ds->features[f]);
+    hp.step_seconds = ds->step_seconds;
+    hp.horizon = HZ, hp.patch_len = 4, hp.n_patches = 8, hp.norm_window = R;
+    hp.linear_window = R;
+    hp.d_model = 4, hp.n_heads = 1, hp.n_layers = 1, hp.d_ff = 4;
+    CcRange tr[N_CELLS], va[N_CELLS];
+    for (int s = 0; s < N_CELLS; s++)
+        tr[s] = (CcRange){0, TRAIN}, va[s] = (CcRange){TRAIN, VAL};
+    CcModel *m = NULL;
+    char err[256];
+    int rc = cc_learn_fit_linear(&m, &hp, ds, tr, va, 0.1, rep, err, sizeof err);
+    if (rc)
+        print_message("fit: %s\n", err);
+    assert_int_equal(rc, 0);
+    return m;
+}
+
+static void test_units_apart_match_per_kpi_maps(void **state)
+{
+    (void)state;
+    CcDataset *ds = load(units_apart, 7);
+    CcLinearFitReport rep;
+    CcModel *m = fit_learner(ds, &rep);
+    double pm[2], pl[2], pn[2];
+    double mm = model_mase(m, ds, pm), ml = baseline_mase(ds, 0, pl), mn = baseline_mase(ds, 1, pn);
+    print_message("units apart: learner %.4f (bytes %.4f, var %.4f; lambda %g), eval's linear "
+                  "%.4f (%.4f, %.4f), naive %.4f\n",
+                  mm, pm[0], pm[1], rep.lambda, ml, pl[0], pl[1], mn);
+    /* One map shared by both KPIs, its bias in sigma units (so ~0: the var KPI's sigma is
+     * 1e4 of its scales), against a map and a bias of each KPI's own, on the same rows:
+     * within 10 % on the criterion, 15 % on each KPI (seeds 1-4 and 7 of this data: the
+     * criterion 1.9-7.4 % above, a KPI at most 8.6 %). The fit on normalised targets scored
+     * var 24.7 against 0.74 (seed 7). */
+    assert_true(mm <= 1.10 * ml);
+    assert_true(pm[0] <= 1.15 * pl[0]);
+    assert_true(pm[1] <= 1.15 * pl[1]);
+    assert_true(mm < mn); /* and the structure is there to learn */
+    cc_model_close(&m);
+    cc_data_close(&ds);
+}
+
+static void test_random_walk_stays_near_naive(void **state)
+{
+    (void)state;
+    CcDataset *ds = load(random_walks, 11);
+    CcLinearFitReport rep;
+    CcModel *m = fit_learner(ds, &rep);
+    double pm[2], pn[2];
+    double mm = model_mase(m, ds, pm), mn = baseline_mase(ds, 1, pn);
+    print_message("random walks: learner %.4f (lambda %g), naive %.4f\n", mm, rep.lambda, mn);
+    /* 3 cells x 91 origins: a map of noise scores well above the last value (the fit on
+     * normalised targets: 10.9 against 0.39); seeds 1-4 and 7 within 0.99-1.012 of it */
+    assert_true(mm <= 1.05 * mn);
+    cc_model_close(&m);
+    cc_data_close(&ds);
+}
+
+/* Bad settings are refused, not fitted. */
+static void test_bad_settings(void **state)
+{
+    (void)state;
+    CcDataset *ds = load(units_apart, 3);
+    CcLinearFitReport rep;
+    CcModel *m = fit_learner(ds, &rep);
+    CcRange tr[N_CELLS], va[N_CELLS];
+    for (int s = 0; s < N_CELLS; s++)
+        tr[s] = (CcRange){0, TRAIN}, va[s] = (CcRange){TRAIN, VAL};
+    CcTrainSettings ts;
+    cc_train_default_settings(&ts);
+    ts.n_threads = 1;
+    CcTrainer *t = NULL;
+    char err[256];
+    assert_int_equal(cc_trainer_open(&t, m, ds, tr, va, &ts, err, sizeof err), 0);
+    double scale[N_CELLS * 2] = {1, 1, 1, 1, 1, 1}, neg = -1, ok = 1;
+    CcLinearFitSettings fs = {.scale = scale, .lambdas = &neg, .n_lambdas = 1};
+    assert_int_equal(cc_trainer_fit_linear_scaled(t, &fs, &rep), -EINVAL);
+    fs.lambdas = &ok, fs.n_lambdas = 0;
+    assert_int_equal(cc_trainer_fit_linear_scaled(t, &fs, &rep), -EINVAL);
+    fs.n_lambdas = 1, fs.scale = NULL;
+    assert_int_equal(cc_trainer_fit_linear_scaled(t, &fs, &rep), -EINVAL);
+    cc_trainer_close(&t);
+    cc_model_close(&m);
+    cc_data_close(&ds);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_units_apart_match_per_kpi_maps),
+        cmocka_unit_test(test_random_walk_stays_near_naive),
+        cmocka_unit_test(test_bad_settings),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
