@@ -387,6 +387,49 @@ static double tail_factor(const CcAnomalySettings *s, KpiState *k, int firing, d
     return g;
 }
 
+/* The excess over u that a generalised Pareto tail with mean excess m and mean squared
+ * excess m2 passes with probability 1/r of u's (see BAR_U): by the method of moments,
+ * ξ = (1 − m²/v)/2 (v the variance; ξ kept in [0, BAR_XI_MAX]: a light tail is taken as
+ * exponential) and σ = m·(1 − ξ); the excess is σ·(r^ξ − 1)/ξ, σ·ln r at ξ = 0. */
+static double bar_excess(double m, double m2, double r)
+{
+    double v = m2 - m * m, xi = v > 0 ? 0.5 * (1 - m * m / v) : 0;
+    xi = xi < 0 ? 0 : xi > BAR_XI_MAX ? BAR_XI_MAX : xi;
+    double sigma = m * (1 - xi);
+    return xi > 1e-6 ? sigma * (pow(r, xi) - 1) / xi : sigma * log(r);
+}
+
+/* The KPI's own bar (see BAR_U): k->own_bar gets the warning bar of this step from the tail
+ * fitted so far (0: kpi_warn's), then the fit learns |z| (not while firing). */
+static void bar_step(const CcAnomalySettings *s, KpiState *k, int f, int firing, double z)
+{
+    k->own_bar = 0;
+    if (!(s->bar_p > 0) || s->kpi[f].warn_z > 0)
+        return;
+    const double u = BAR_U * k->bar_abs / GAUSS_MEAN_ABS, az = fabs(z);
+    if (k->bar_n >= BAR_MIN_N && k->bar_exc_n >= BAR_MIN_EXC && k->bar_rate > s->bar_p) {
+        double bar = u + bar_excess(k->bar_exc, k->bar_exc2, k->bar_rate / s->bar_p);
+        k->own_bar = bar < s->bar_floor ? s->bar_floor : bar > s->warn_z ? s->warn_z : bar;
+    }
+    if (firing || !isfinite(z))
+        return;
+    if (k->bar_n > 0 && az > u) {
+        double e = az - u;
+        if (k->bar_exc_n > 0 && e > BAR_CLIP * k->bar_exc)
+            e = BAR_CLIP * k->bar_exc;
+        if (k->bar_exc_n < BAR_EXC_N)
+            k->bar_exc_n++;
+        k->bar_exc += (e - k->bar_exc) / k->bar_exc_n;
+        k->bar_exc2 += (e * e - k->bar_exc2) / k->bar_exc_n;
+    }
+    if (k->bar_n < BAR_STEPS)
+        k->bar_n++;
+    k->bar_rate += ((k->bar_n > 1 && az > u ? 1.0 : 0.0) - k->bar_rate) / k->bar_n;
+    /* the scale u follows faster than the rate (like the lag calibration's means) */
+    double v = k->bar_n > 1 && az > LAGCAL_CLIP * k->bar_abs ? LAGCAL_CLIP * k->bar_abs : az;
+    k->bar_abs += (v - k->bar_abs) / (k->bar_n < LAGCAL_STEPS ? k->bar_n : LAGCAL_STEPS);
+}
+
 /* The KPI's sustained-deviation sums: the CUSUM of zc (else z) and the profile's of zp. */
 static void kpi_sums(const CcAnomalySettings *s, KpiState *k, double z, double zc, double zp)
 {
@@ -455,9 +498,9 @@ static void kpi_verdict(const CcAnomalySettings *s, const KpiState *k, int f, do
     double lo = kpi_lik_over(s, f),
            wthr = (s->window_z > 0 ? s->window_z : kpi_warn(s, f)) * k->bar;
     int over = 0, live = 0;
-    if (way && az >= kpi_warn(s, f) * k->bar) {
+    if (way && az >= kpi_bar(s, k, f) * k->bar) {
         over |= CC_RULE_Z, live |= CC_RULE_Z;
-        if (az >= kpi_crit(s, f) * k->bar)
+        if (az >= kpi_bar_crit(s, k, f) * k->bar)
             v->n_crit++;
     }
     if (isfinite(zw) && wway && fabs(zw) >= wthr) {
@@ -542,6 +585,7 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
     double g = tail_factor(s, k, x->firing, z, x->zq);
     z *= g;
     zc *= g;
+    bar_step(s, k, f, x->firing, z);
     double wunit, zw = cc_window_z(s, k, x->firing, z, x->zq, &wunit);
     /* only where the rule can use it, like the window rule: off, the default path skips it */
     if (kpi_lik_over(s, f) > 0)

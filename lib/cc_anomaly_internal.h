@@ -53,6 +53,26 @@
 #define TAIL_RATE 30.0
 #define TAIL_MIN_N 100
 
+/* The KPI's own bar (bar_p > 0, see cc_anomaly.h): peaks over a threshold on the calibrated
+ * |z|. The threshold u is BAR_U Gaussian sds of the KPI's own (u = BAR_U · mean|z| /
+ * GAUSS_MEAN_ABS; that running mean like the lag calibration's); p_u is the share of steps
+ * past u (a plain mean over the first BAR_STEPS scored steps, then exponential with that
+ * time constant), m and m2 the mean and mean square of those steps' excesses over u (plain
+ * means over the first BAR_EXC_N, then exponential with that time constant; each excess
+ * clipped at BAR_CLIP · m), none learnt while the cell's episode fires. A generalised
+ * Pareto tail P(|z| > u + y) = p_u·(1 + ξy/σ)^{−1/ξ} is fitted to them by the method of
+ * moments (ξ in [0, BAR_XI_MAX]) and the bar is its level at bar_p. For a Gaussian KPI
+ * (ξ → 0, the exponential tail) that is 5.1 at bar_p 1e-5 (its true 1e-5 level is 4.4: the
+ * fit errs high on a light tail); a heavy-tailed one (ξ > 0) gets a much higher bar. Until
+ * BAR_MIN_N steps and BAR_MIN_EXC excesses are learnt the bar is warn_z. */
+#define BAR_U 2.5
+#define BAR_CLIP 10.0
+#define BAR_XI_MAX 0.45
+#define BAR_STEPS 2000
+#define BAR_EXC_N 100
+#define BAR_MIN_N 300
+#define BAR_MIN_EXC 5
+
 /* The multi-scale window rule (cc_anomaly_window.c): scales per KPI and the z it keeps. */
 #define CC_WIN_SCALES 3
 #define CC_WIN_RING 32
@@ -93,6 +113,13 @@ typedef struct KpiState {
     int32_t has_last;
     double tail;          ///< the tracked tail_q quantile of |z| (0: none yet; see TAIL_RATE)
     int32_t tail_n;       ///< its updates (saturate at INT32_MAX / 2)
+    double bar_abs;       ///< the KPI's own bar (BAR_U): running mean of its calibrated |z|
+    double bar_rate;      ///< its share of steps past u
+    double bar_exc;       ///< the mean excess over u of those steps
+    double bar_exc2;      ///< their mean squared excess
+    int32_t bar_n;        ///< updates of bar_abs and bar_rate (saturate at BAR_STEPS)
+    int32_t bar_exc_n;    ///< updates of bar_exc (saturate at BAR_EXC_N)
+    double own_bar;       ///< its warning bar at the last scored step (0: kpi_warn's)
     WinState win;         ///< the multi-scale window rule (window_s)
     float zero_rate;      ///< share of observed steps exactly 0 (all_zero's "zero is normal")
     int32_t zero_n;       ///< its updates (saturate at stuck_memory_steps)
@@ -167,6 +194,19 @@ static inline double kpi_warn(const CcAnomalySettings *s, int f)
 static inline double kpi_crit(const CcAnomalySettings *s, int f)
 {
     return s->kpi[f].crit_z > 0 ? s->kpi[f].crit_z : s->crit_z;
+}
+
+/* KPI f's warning bar at its last scored step: its own (bar_p) or kpi_warn; the feedback
+ * factor (k->bar) multiplies it where it is compared. */
+static inline double kpi_bar(const CcAnomalySettings *s, const KpiState *k, int f)
+{
+    return k->own_bar > 0 ? k->own_bar : kpi_warn(s, f);
+}
+
+/* Its critical bar: kpi_crit, scaled as its own bar is from kpi_warn. */
+static inline double kpi_bar_crit(const CcAnomalySettings *s, const KpiState *k, int f)
+{
+    return k->own_bar > 0 ? k->own_bar * kpi_crit(s, f) / kpi_warn(s, f) : kpi_crit(s, f);
 }
 
 static inline double kpi_lik_over(const CcAnomalySettings *s, int f)

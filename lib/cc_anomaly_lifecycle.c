@@ -83,7 +83,7 @@ static void attr_of(const CcAnomalySettings *s, const KpiState *k, int f, double
  * novel value in its direction (an alert raised by novelty alone named no KPI before). */
 static int kpi_is_over(const CcAnomalySettings *s, const KpiState *k, int f)
 {
-    return isfinite(k->z) && (fabs(k->z) >= kpi_warn(s, f) * k->bar || cusum_over(s, k, f) ||
+    return isfinite(k->z) && (fabs(k->z) >= kpi_bar(s, k, f) * k->bar || cusum_over(s, k, f) ||
                               profile_over(s, k, f) || novel_in_direction(s, k, f));
 }
 

@@ -46,6 +46,8 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     s->cusum_h = 6.0;
     s->tail_q = 0.999;
     s->tail_steps = 2000;
+    s->bar_p = 0;
+    s->bar_floor = 4.0;
     s->sustained_live = 2;
     s->window_s = 0;
     s->lik_over = 0;
@@ -136,6 +138,12 @@ static const CcAnomalyKey anomaly_keys[] = {
        "(never more sensitive); 0 = off (default 0.999)"),
     AK(tail_steps, CC_AKEY_INT, 10, 100000000,
        "adaptation time of the tail calibration in steps (default 2000)"),
+    AK(bar_p, CC_AKEY_DOUBLE, 0, 0.01,
+       "each KPI's own bar: the |z| its calibrated residuals pass with this probability per "
+       "step (a Pareto tail fitted to its own), within [bar_floor, warn_z]: warn_z is then the "
+       "bar of the most bursty KPIs; a KPI's own warn_z fixes its bar; 0 = warn_z for every "
+       "KPI (default 0)"),
+    AK(bar_floor, CC_AKEY_DOUBLE, 0.1, 1e6, "the lowest bar bar_p may set (default 4)"),
     AK(window_s, CC_AKEY_INT64, 0, 604800,
        "window rule: its longest scale in seconds (also /2 and /6): the mean of each KPI's z "
        "over each, scored against its own tail (needs tail_q); 0 = off (default 0)"),
@@ -254,6 +262,9 @@ int cc_anomaly_validate(const CcAnomalySettings *s, char *err, size_t errlen)
     if (!(s->crit_z >= s->warn_z))
         return cc_errf(err, errlen, -EINVAL, "anomaly: need warn_z (%g) ≤ crit_z (%g)", s->warn_z,
                        s->crit_z);
+    if (s->bar_p > 0 && s->bar_floor > s->warn_z)
+        return cc_errf(err, errlen, -EINVAL, "anomaly: need bar_floor (%g) ≤ warn_z (%g)",
+                       s->bar_floor, s->warn_z);
     if (s->warn_k > s->window_n || s->crit_k > s->window_n)
         return cc_errf(err, errlen, -EINVAL,
                        "anomaly: warn_k (%d) and crit_k (%d) must be in 1..window_n (%d)",

@@ -25,8 +25,9 @@
  *   8: + shape novelty: its sizes, then per KPI its stage and categories (none); + the
  *      novelty kind of the peak's attribution (none);
  *   9: + per KPI its run of absent steps and its missing-data alert (none);
- *  10: + per KPI the false-alarm bar factor and the step of its last verdict (none: 1). */
-#define STATE_VERSION 10u
+ *  10: + per KPI the false-alarm bar factor and the step of its last verdict (none: 1);
+ *  11: + per KPI the fit of its own bar (bar_p; it learns again). */
+#define STATE_VERSION 11u
 #define V4_ID_BYTES 64
 #define MAX_PROFILE_BINS 288 /* profile_bin_s ≥ 300 */
 
@@ -276,6 +277,15 @@ static int io_record(Io *io, CcAnomalyCell *c)
         IO(io, c->k[f].fb_mul);
         IO(io, c->k[f].fb_step);
     }
+    for (int f = 0; !rc && f < c->F && io->ver >= 11; f++) {
+        KpiState *k = &c->k[f];
+        IO(io, k->bar_abs);
+        IO(io, k->bar_rate);
+        IO(io, k->bar_exc);
+        IO(io, k->bar_exc2);
+        IO(io, k->bar_n);
+        IO(io, k->bar_exc_n);
+    }
     return rc;
 }
 
@@ -380,6 +390,11 @@ static int record_valid(const CcAnomalyCell *t, int64_t last)
         if (!(k->pr_pos >= 0 && k->pr_neg >= 0 && k->pr_abs >= 0 && isfinite(k->pr_pos) &&
               isfinite(k->pr_neg) && isfinite(k->pr_abs)) ||
             k->pr_n < 0)
+            return 0;
+        if (!(k->bar_abs >= 0 && isfinite(k->bar_abs) && k->bar_rate >= 0 && k->bar_rate <= 1 &&
+              k->bar_exc >= 0 && isfinite(k->bar_exc) && k->bar_exc2 >= 0 &&
+              isfinite(k->bar_exc2)) ||
+            k->bar_n < 0 || k->bar_n > BAR_STEPS || k->bar_exc_n < 0 || k->bar_exc_n > BAR_EXC_N)
             return 0;
         if (k->absent_run < 0 || (k->absent_run > 0) != (k->absent_since != NONE_STEP))
             return 0;

@@ -1349,6 +1349,18 @@ static void step_poor_lag(Fixture *fx, int64_t t, double dev)
  * last verdict (int64). */
 #define V10_TAIL_BYTES_PER_KPI (8 + 8)
 
+/* What version 11 appends per KPI: the fit of its own bar (four doubles, two int32). */
+#define V11_TAIL_BYTES_PER_KPI (4 * 8 + 2 * 4)
+
+/* A version-11 state of F KPIs as version 10: without what version 11 appends. Returns the
+ * new length. */
+static long v11_to_v10(uint8_t *b, long n11, int F)
+{
+    uint32_t v10 = 10;
+    memcpy(b + 4, &v10, 4);
+    return n11 - (long)F * V11_TAIL_BYTES_PER_KPI;
+}
+
 /* A version-10 state of F KPIs as version 9: without what version 10 appends. Returns the
  * new length. */
 static long v10_to_v9(uint8_t *b, long n10, int F)
@@ -1426,9 +1438,17 @@ static void test_lag_calibration(void **state)
     cc_anomaly_cell_scores(fx.c, z, NULL);
     assert_true(fabs(z[0]) < 1.0); /* ~6 × (0.13 / 6): the one-step scale */
     /* save, reload as version 2 and as version 1 (no calibration: warms up again) */
-    long n10 = cc_anomaly_cell_save(fx.c, NULL, 0);
-    uint8_t *b = malloc((size_t)n10);
-    assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n10), n10);
+    long n11 = cc_anomaly_cell_save(fx.c, NULL, 0);
+    uint8_t *b = malloc((size_t)n11);
+    assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n11), n11);
+    const long n10 = v11_to_v10(b, n11, 1);
+    {
+        CcAnomalyCell *cv10 = NULL;
+        assert_int_equal(cc_anomaly_cell_open(&cv10, fx.a, "poorlag"), 0);
+        assert_int_equal(cc_anomaly_cell_load(cv10, b, (size_t)n10, NULL, 0), 0);
+        assert_int_equal(cc_anomaly_cell_load(cv10, b, (size_t)n10 - 1, NULL, 0), -EINVAL);
+        cc_anomaly_cell_close(&cv10);
+    }
     const long n9 = v10_to_v9(b, n10, 1);
     {
         CcAnomalyCell *cv9 = NULL;
@@ -1510,10 +1530,10 @@ static void test_lag_calibration(void **state)
     assert_int_equal(cc_anomaly_cell_load(c1, bn, (size_t)n4, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "malformed"));
     free(bn);
-    uint32_t v11 = 11; /* a version newer than this build's */
-    memcpy(b1 + 4, &v11, 4);
+    uint32_t v12 = 12; /* a version newer than this build's */
+    memcpy(b1 + 4, &v12, 4);
     assert_int_equal(cc_anomaly_cell_load(c1, b1, (size_t)n - cut, err, sizeof err), -EINVAL);
-    assert_non_null(strstr(err, "version 11"));
+    assert_non_null(strstr(err, "version 12"));
     /* the reloaded v2 cell goes on quietly and catches a spike */
     CcAnomalyCell *keep = fx.c;
     fx.c = c2;
@@ -1793,10 +1813,11 @@ static int run_profile(double profile_h, int direction, int save_at, int64_t *fi
             assert_int_equal(cc_anomaly_cell_load(c2, b, (size_t)len, NULL, 0), -EINVAL);
         /* the bin count: before the bins, the zero shares (8 bytes), the tail calibration
          * (12), the window rule (WIN_STATE_BYTES), the likelihood (LIK_STATE_BYTES),
-         * version 8's tail (V8_TAIL_BYTES), version 9's and version 10's */
+         * version 8's tail (V8_TAIL_BYTES), version 9's, 10's and 11's */
         const size_t nb_at = (size_t)sz - 8 - 12 - WIN_STATE_BYTES - LIK_STATE_BYTES -
                              V8_TAIL_BYTES - V9_TAIL_BYTES_PER_KPI - V10_TAIL_BYTES_PER_KPI -
-                             2 * 24 * (sizeof(float) + sizeof(uint16_t)) - 4;
+                             V11_TAIL_BYTES_PER_KPI - 2 * 24 * (sizeof(float) + sizeof(uint16_t)) -
+                             4;
         int32_t nb;
         memcpy(&nb, b + nb_at, 4);
         assert_int_equal(nb, 24);
@@ -2011,6 +2032,85 @@ static void test_tail_calibration(void **state)
     fx_close(&fx);
 }
 
+/* The KPI's own bar (bar_p): a KPI whose scripted z is Gaussian gets a bar near the level
+ * its exponential tail puts at bar_p (5.1 for a Gaussian at 1e-5: BAR_U in
+ * cc_anomaly_internal.h), far under warn_z, so a step of z 7 fires; a KPI whose z has a heavy
+ * tail (|z| 8 on 1 % of its steps) keeps warn_z and the same step does not; bar_p 0 and a
+ * KPI's own warn_z keep warn_z. The fit is in the state: a reloaded cell keeps its bar, a
+ * version-10 record (no fit) starts at warn_z again. */
+static double gauss_z(uint64_t *rng)
+{
+    double u[2];
+    for (int i = 0; i < 2; i++) {
+        *rng = *rng * 6364136223846793005ULL + 1442695040888963407ULL;
+        u[i] = ((double)(*rng >> 11) + 0.5) / 9007199254740992.0;
+    }
+    return sqrt(-2 * log(u[0])) * cos(2 * M_PI * u[1]);
+}
+
+enum { BAR_PLAIN, BAR_RELOAD, BAR_V10 };
+
+/* Fires at a step of z 7 after 3000 steps of the script (heavy: the heavy-tailed one)? */
+static int bar_run(double bar_p, double kpi_warn_z, int heavy, int how)
+{
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    s.warn_z = 10;
+    s.crit_z = 15;
+    s.warn_k = 1;
+    s.cusum_h = 0;
+    s.profile_h = 0;
+    s.bar_p = bar_p;
+    s.kpi[0].warn_z = kpi_warn_z;
+    s.kpi[0].crit_z = kpi_warn_z > 0 ? 1.5 * kpi_warn_z : 0;
+    Fixture fx;
+    fx_open(&fx, &s, "bar");
+    uint64_t rng = 5;
+    for (int64_t t = 0; t < 3000; t++) {
+        double z = gauss_z(&rng);
+        step_z(&fx, t, heavy && t % 100 == 7 ? (t % 200 == 7 ? 8.0 : -8.0) : fmax(-5, fmin(5, z)));
+    }
+    if (how == BAR_RELOAD) {
+        fx_reload(&fx, "bar");
+    } else if (how == BAR_V10) {
+        long n11 = cc_anomaly_cell_save(fx.c, NULL, 0);
+        uint8_t *b = malloc((size_t)n11);
+        assert_non_null(b);
+        assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n11), n11);
+        const long n10 = v11_to_v10(b, n11, 1);
+        cc_anomaly_cell_close(&fx.c);
+        assert_int_equal(cc_anomaly_cell_open(&fx.c, fx.a, "bar"), 0);
+        assert_int_equal(cc_anomaly_cell_load(fx.c, b, (size_t)n10, NULL, 0), 0);
+        free(b);
+    }
+    int before = count(&fx.rec, CC_ALERT_ANOMALY, CC_DQ_NONE, CC_ALERT_FIRING);
+    for (int64_t t = 3000; t < 3030; t++) /* past the cooldown of any earlier episode */
+        step_z(&fx, t, 0);
+    step_z(&fx, 3030, 7.0);
+    int fired = count(&fx.rec, CC_ALERT_ANOMALY, CC_DQ_NONE, CC_ALERT_FIRING) > before;
+    fx_close(&fx);
+    return fired;
+}
+
+static void test_own_bar(void **state)
+{
+    (void)state;
+    assert_false(bar_run(0, 0, 0, BAR_PLAIN)); /* off: z 7 is under warn_z 10 */
+    assert_true(bar_run(1e-5, 0, 0, BAR_PLAIN));
+    assert_false(bar_run(1e-5, 0, 1, BAR_PLAIN));  /* heavy tail: its bar stays high */
+    assert_false(bar_run(1e-5, 10, 0, BAR_PLAIN)); /* a KPI's own warn_z fixes its bar */
+    assert_true(bar_run(1e-5, 0, 0, BAR_RELOAD));  /* the fit is in the state */
+    assert_false(bar_run(1e-5, 0, 0, BAR_V10));    /* version 10: it learns again */
+    /* bar_floor bounds it from below: 8 is over the Gaussian's bar, and z 7 is then under */
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    s.bar_p = 1e-5;
+    s.bar_floor = 12; /* over warn_z 4 */
+    char err[256] = "";
+    assert_int_equal(cc_anomaly_validate(&s, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "bar_floor"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2045,6 +2145,7 @@ int main(void)
         cmocka_unit_test(test_cusum_sustained),
         cmocka_unit_test(test_novelty_attributed),
         cmocka_unit_test(test_tail_calibration),
+        cmocka_unit_test(test_own_bar),
         cmocka_unit_test(test_window_rule),
         cmocka_unit_test(test_profile_drift),
         cmocka_unit_test(test_cusum_step),

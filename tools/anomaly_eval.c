@@ -632,6 +632,7 @@ void cct_ae_scale_thresholds(CcAnomalySettings *t, const CcAnomalySettings *s, d
     *t = *s;
     t->warn_z = s->warn_z * k;
     t->crit_z = s->crit_z * k;
+    t->bar_floor = s->bar_floor * k;
     t->cusum_k = s->cusum_k * k;
     t->profile_k = s->profile_k * k;
     /* novelty fires on the value alone, whatever its z, so raising the z thresholds left it

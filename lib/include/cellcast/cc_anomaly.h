@@ -61,6 +61,16 @@
  * min(1, zq/t), zq the Gaussian quantile of tail_q (3.29 for 0.999): a bursty KPI, whose
  * residuals have a heavier tail than the forecast's sd says, is scored against its own
  * tail, so warn_z means the same rarity on every KPI; never more sensitive than the sd.
+ * The KPI's own bar (bar_p > 0, off by default): the tail calibration matches the KPIs at
+ * the tail_q quantile, but past it a bursty KPI's residuals keep a heavy tail and a calm
+ * one's fall off like a Gaussian's, so one warn_z is either too high for the calm or too
+ * low for the bursty. Each KPI fits a generalised Pareto tail to its own calibrated |z|
+ * past u = 2.5·(mean |z| / 0.798) (peaks over a threshold: the rate p_u of steps past u,
+ * the mean and mean square of their excesses, frozen while the cell's episode fires;
+ * cc_anomaly_internal.h, BAR_U) and its warning bar is the level that tail passes with
+ * probability bar_p per step, within [bar_floor, warn_z] (warn_z until the fit is warm);
+ * its critical bar is that times crit_z / warn_z. A KPI's own kpis.<kpi>.warn_z fixes its
+ * bar.
  * Window rule (window_s > 0, off by default; cc_anomaly_window.c): the mean of the
  * calibrated z (each clipped to ±warn_z) over the last W steps, for W = window_s,
  * window_s/2 and window_s/6 in steps (distinct, ≥ 2, ≤ 32), each in units of its own tracked
@@ -271,6 +281,14 @@ typedef struct CcAnomalySettings {
                                   ///< is scaled to the Gaussian one (cc_anomaly_internal.h,
                                   ///< TAIL_RATE); 0 = off (default 0.999)
     int tail_steps;               ///< its adaptation time in steps (default 2000)
+    double bar_p;                 ///< the KPI's own bar (cc_anomaly_internal.h, BAR_U): each
+                                  ///< KPI's warning bar is the |z| its own calibrated
+                                  ///< residuals pass with this probability per step (a
+                                  ///< Pareto tail fitted past 2.5 of its scales), within
+                                  ///< [bar_floor, warn_z]; crit_z scales with it; a KPI's own
+                                  ///< warn_z fixes its bar; 0 = warn_z for every KPI
+                                  ///< (default 0)
+    double bar_floor;             ///< the lowest bar bar_p may set (default 4)
     int64_t window_s;             ///< window rule: the longest of its scales in seconds (the
                                   ///< others are window_s/2 and window_s/6): the mean of each
                                   ///< KPI's calibrated z over each scale, scored against its own
