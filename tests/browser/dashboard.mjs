@@ -263,6 +263,11 @@ async function incidentChecks(site) {
     { timeout: 15000 });
   const open = await page.evaluate(() => window.cellcast.cell.episodes.filter((e) => e.end == null).map((e) => e.id));
   check(open.some((id) => inc.firing_alerts.includes(id)), `the member cell ${first} opens with the alert firing (${open})`);
+  await page.goBack(); // and back to the incident: its alerts still listed
+  await page.waitForFunction(() => !document.getElementById('incident').hidden);
+  await page.waitForTimeout(200);
+  const back = await page.$$eval('#inc-alerts tbody tr', (trs) => trs.length);
+  check(back === inc.alerts.length && (await visible(page, '#inc-alerts')), `back to the incident: its ${back} alerts listed`);
 
   // 3. the previous first page, a tab away
   await page.evaluate(() => { location.hash = '#/'; });

@@ -27,7 +27,6 @@
     cells: [], // from /v1/cells: {id, state, last_ts, labels, ...}
     cellById: new Map(),
     view: [], // cells after search, filters and sort, as listed; with group headers ({hdr: true}) when grouped
-    shown: 0, // cells in the view (headers aside)
     groupBy: '', // '' | 'site' | 'region'
     fSite: '',
     fRegion: '',
@@ -243,7 +242,6 @@
       if (x && y && x.n !== y.n) return y.n - x.n;
       return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
     });
-    S.shown = v.length;
     S.view = S.groupBy ? grouped(v) : v;
     const groups = S.groupBy ? S.view.filter((x) => x.hdr).length : 0;
     $('count').textContent = (q || fs || fr ? `${v.length} of ${S.cells.length}` : `${S.cells.length} cells`) +
@@ -1004,11 +1002,14 @@
     const wasIncidents = S.page === 'incidents';
     S.route = id;
     S.page = id ? 'cell' : mi ? 'incident' : h === '#/alerts' ? 'alerts' : 'incidents';
-    if (mi) {
+    if (mi) { // another incident: its alerts are read (the same one back: its table is still there)
       const iid = decodeURIComponent(mi[1]);
-      if (iid !== S.incidentId) S.incView = null;
+      if (iid !== S.incidentId) {
+        S.incView = null;
+        $('inc-alerts').tBodies[0].textContent = '';
+        $('inc-alerts-note').hidden = true;
+      }
       S.incidentId = iid;
-      $('inc-alerts').tBodies[0].textContent = '';
     }
     if (S.page === 'incidents' && !wasIncidents && S.silences === undefined) pollSilences();
     renderPage();
