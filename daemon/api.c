@@ -914,14 +914,16 @@ static int h_cells(CcdReq *r)
         return ccd_problem(r, 400, "bad-parameter", "limit must be an integer");
     if (limit < 1 || limit > 10000)
         return ccd_problem(r, 422, "bad-parameter", "limit must be in [1, 10000], got %lld", limit);
+    /* every parameter is read before the cache is asked: its key is the pairs read so far,
+     * so a filtered or later page is not the cached reply of the first, unfiltered one */
+    ListCtx l = {.after = ccd_query(r, "after"), .topo = d->topology};
+    l.f = (CcdTopoFilter){ccd_query(r, "site"), ccd_query(r, "region"), ccd_query(r, "sector")};
     /* the same reply until a record, a step or the cell set moves the table's version; a
      * page that polls gets a 304 between (a live feed moves it at every record) */
     int rc = ccd_reply_cached(
         r, ccd_fold(ccd_fold(ccd_version_seed(d), d->cells->version), d->topology_loads));
     if (rc)
         return rc;
-    ListCtx l = {.after = ccd_query(r, "after"), .topo = d->topology};
-    l.f = (CcdTopoFilter){ccd_query(r, "site"), ccd_query(r, "region"), ccd_query(r, "sector")};
     l.ids = malloc((d->cells->n_cells + 1) * sizeof *l.ids);
     if (!l.ids)
         return ccd_problem(r, 500, "internal", "out of memory");

@@ -3,9 +3,13 @@
 // tests/test_dashboard.sh. Checks: the cell list renders the demo cells; search + click opens a
 // cell whose uPlot charts hold observed and forecast points; the deep link opens the same view;
 // the attention canvas is drawn; no console errors (mode `check`, N = the demo's cells). Mode
-// `measure` (N = the cells the shell test made the daemon hold): the time to interactive of a
-// deep link with the whole list loaded.
-//   usage: node dashboard.mjs BASE_URL ARTIFACT_DIR check|measure N
+// `incidents` (N = a site the shell test gave a site-wide outage, and a silence of another):
+// the first page lists that site incident with its figures and the silence; a click shows its
+// member cells' alerts, one more click a cell; the alerts firing now stay a tab away; the cell
+// list groups by site and filters by site and region. Mode `measure` (N = the cells the shell
+// test made the daemon hold): the time to interactive of a deep link and of the first page with
+// the whole list loaded.
+//   usage: node dashboard.mjs BASE_URL ARTIFACT_DIR check|incidents|measure N
 import { chromium } from 'playwright-core';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -14,6 +18,7 @@ import path from 'node:path';
 const [base, artDir, mode, nArg] = process.argv.slice(2);
 const demoCells = mode === 'check' ? Number(nArg) : 0;
 const measureCells = mode === 'measure' ? Number(nArg) : 0;
+const outageSite = mode === 'incidents' ? nArg : null;
 let fails = 0;
 const ok = (m) => console.log('ok: ' + m);
 const fail = (m) => { console.log('FAIL: ' + m); fails++; };
@@ -182,11 +187,131 @@ async function checks() {
     await deep.screenshot({ path: path.join(artDir, 'dashboard-alerts.png') });
   }
   if (!judged) ok('no alert stayed firing across a page load (nothing to mark)');
-  // and back to the overview
-  await deep.evaluate(() => { location.hash = '#/'; });
+  // and back to the alerts firing now
+  await deep.evaluate(() => { location.hash = '#/alerts'; });
   await deep.waitForFunction(() => !document.getElementById('overview').hidden);
-  ok('back to the overview');
+  ok('back to the alerts firing now');
   await deep.close();
+  await page.close();
+}
+
+const api = async (u) => (await fetch(base + u)).json();
+const visible = (page, sel) => page.$eval(sel, (e) => !e.hidden && e.offsetParent !== null);
+// the group header rows the list shows: name, its badge (cells firing) and its line
+const groupRows = (page) => page.$$eval('#list .grp', (es) => es.filter((e) => !e.hidden)
+  .map((e) => ({ name: e.querySelector('.gname').textContent, firing: e.querySelector('.gf').textContent,
+    line: e.querySelector('.gn').textContent })));
+
+async function incidentChecks(site) {
+  const inc = (await api(`/v1/incidents?site=${site}&state=firing&scope=site`)).incidents[0];
+  if (!inc) return fail(`the daemon has no firing site incident of ${site}`);
+  const page = watch(await ctx.newPage());
+  await page.goto(base + '/', { waitUntil: 'load' });
+  await page.waitForFunction(() => window.cellcast && window.cellcast.ready.incidents && window.cellcast.ready.list, null,
+    { timeout: 15000 });
+  // 1. the first page: the incidents, firing ones first, the site incident with its figures
+  check(await visible(page, '#incidents') && !(await visible(page, '#overview')) && !(await visible(page, '#cell')),
+    'the first page (#/) is the incidents page');
+  const rows = await page.$$eval('#inc-table tbody tr', (trs) => trs.map((t) => ({ id: t.dataset.id,
+    td: [...t.cells].map((c) => c.textContent) })));
+  const row = rows.find((r) => r.id === inc.id);
+  check(!!row, `the incidents page lists ${inc.id} (${rows.length} rows)`);
+  if (row) {
+    const [sev, state, scope, summary, , dur, cells] = row.td;
+    check(sev === inc.severity && state === 'firing' && scope === 'site' && summary === inc.summary &&
+      cells === `${inc.cells.length} of ${inc.cells_total}` && /\d/.test(dur),
+      `its row: severity, state, scope, summary, duration, cells (${row.td.slice(0, 7).join(' | ')})`);
+  }
+  const states = rows.map((r) => r.td[1]);
+  check(states.lastIndexOf('firing') < (states.indexOf('resolved') + 1 || Infinity),
+    `firing incidents are listed before resolved ones (${states.filter((s) => s === 'firing').length} firing, ` +
+    `${states.filter((s) => s === 'resolved').length} resolved)`);
+  const firingRows = rows.filter((r) => r.td[1] === 'firing');
+  check(firingRows.every((r, i) => i === 0 || firingRows[i - 1].td[0] === 'critical' || r.td[0] !== 'critical'),
+    'critical firing incidents before warnings');
+  const badge = await page.textContent('#inc-count');
+  check(badge === String((await api('/v1/incidents?state=firing&limit=1000')).total) || badge === String(firingRows.length),
+    `the incidents tab counts the firing incidents (${badge})`);
+  // the silences (the shell test made one of site S2)
+  const sil = (await api('/v1/silences')).silences.find((x) => x.comment === 'planned work on S2');
+  const silRows = await page.$$eval('#sil-table tbody tr', (trs) => trs.map((t) => ({ id: t.dataset.id,
+    td: [...t.cells].map((c) => c.textContent) })));
+  const silRow = sil && silRows.find((r) => r.id === sil.id);
+  check(!!silRow && silRow.td[0] === 'active' && silRow.td[1] === 'site="S2"' && silRow.td[4] === 'noc',
+    `the active silence is listed (${silRow ? silRow.td.join(' | ') : silRows.length + ' rows'})`);
+  await page.screenshot({ path: path.join(artDir, 'dashboard-incidents.png') });
+
+  // 2. one click (on the row, not its link) to the incident's member cells' alerts
+  await page.click(`#inc-table tr[data-id="${inc.id}"] td:nth-child(3)`);
+  await page.waitForFunction((id) => window.cellcast.incView && window.cellcast.incView.id === id, inc.id, { timeout: 15000 });
+  check((await page.evaluate(() => location.hash)) === '#/incidents/' + encodeURIComponent(inc.id), 'the click opens #/incidents/{id}');
+  check(await visible(page, '#incident') && !(await visible(page, '#incidents')), 'the incident view shows');
+  const arows = await page.$$eval('#inc-alerts tbody tr', (trs) => trs.map((t) => ({ id: t.dataset.id,
+    cell: t.querySelector('a.cell-link').textContent, state: t.cells[1].textContent })));
+  const want = [...inc.alerts].sort();
+  check(JSON.stringify(arows.map((r) => r.id).sort()) === JSON.stringify(want),
+    `the incident's alerts are listed (${arows.map((r) => r.id).join(', ')})`);
+  check(JSON.stringify([...new Set(arows.map((r) => r.cell))].sort()) === JSON.stringify([...inc.cells].sort()) &&
+    arows.every((r) => r.state === (inc.firing_alerts.includes(r.id) ? 'firing' : 'resolved')),
+    `each alert with its member cell and state (${arows.map((r) => r.cell + ' ' + r.state).join(', ')})`);
+  check((await page.textContent('#inc-title')) === inc.summary, 'the view is titled with its summary');
+  await page.screenshot({ path: path.join(artDir, 'dashboard-incident.png') });
+  // one more click: a member cell's view with that alert open
+  const first = inc.cells[0];
+  await page.click(`#inc-alerts a.cell-link:text-is("${first}")`);
+  await page.waitForFunction((c) => window.cellcast.cell && window.cellcast.cell.id === c && window.cellcast.ready.cell, first,
+    { timeout: 15000 });
+  const open = await page.evaluate(() => window.cellcast.cell.episodes.filter((e) => e.end == null).map((e) => e.id));
+  check(open.some((id) => inc.firing_alerts.includes(id)), `the member cell ${first} opens with the alert firing (${open})`);
+  await page.goBack(); // and back to the incident: its alerts still listed
+  await page.waitForFunction(() => !document.getElementById('incident').hidden);
+  await page.waitForTimeout(200);
+  const back = await page.$$eval('#inc-alerts tbody tr', (trs) => trs.length);
+  check(back === inc.alerts.length && (await visible(page, '#inc-alerts')), `back to the incident: its ${back} alerts listed`);
+
+  // 3. the previous first page, a tab away
+  await page.evaluate(() => { location.hash = '#/'; });
+  await page.waitForFunction(() => !document.getElementById('incidents').hidden);
+  await page.click('#tab-alerts');
+  await page.waitForFunction(() => !document.getElementById('overview').hidden);
+  const firingCells = await page.$$eval('#firing-table tbody a.cell-link', (as) => as.map((a) => a.textContent));
+  check(inc.cells.every((c) => firingCells.includes(c)),
+    `the "Alerts firing now" tab lists the site's cells (${firingCells.length} rows)`);
+
+  // 4. the cell list grouped by site, then filtered by site and by region
+  check(await visible(page, '#topo-ctl'), 'the group and filter controls show (the cells have labels)');
+  await page.selectOption('#group-by', 'site');
+  const cells = (await api('/v1/cells?limit=10000')).cells;
+  const sites = [...new Set(cells.map((c) => (c.labels && c.labels.site) || ''))].sort();
+  let groups = await groupRows(page);
+  check(JSON.stringify(groups.map((g) => (g.name.startsWith('(no ') ? '' : g.name)).sort()) === JSON.stringify(sites),
+    `group by site: one header per site (${groups.map((g) => g.name).join(', ')})`);
+  const siteGroup = (name) => groups.find((g) => g.name === name);
+  const nOf = (name) => cells.filter((c) => c.labels && c.labels.site === name).length;
+  check(siteGroup(site) && siteGroup(site).firing === String(inc.cells.length) &&
+    siteGroup(site).line === `${inc.cells.length} of ${nOf(site)} cells firing`,
+    `the ${site} header counts its cells with alerts firing (${JSON.stringify(siteGroup(site))})`);
+  check(groups[0].name === site || groups[0].firing !== '0', 'groups with alerts firing come first');
+  check(siteGroup('S2') && siteGroup('S2').firing === '0', `the silenced site S2 has none firing (${JSON.stringify(siteGroup('S2'))})`);
+  // a header folds its group
+  const before = (await visibleIds(page)).length;
+  await page.click(`#list .grp:has(.gname:text-is("${site}"))`);
+  const after = await visibleIds(page);
+  check(after.length === before - nOf(site) && !after.some((id) => inc.cells.includes(id)), `a click on the ${site} header folds its cells`);
+  await page.click(`#list .grp:has(.gname:text-is("${site}"))`);
+  await page.screenshot({ path: path.join(artDir, 'dashboard-groups.png') });
+  await page.selectOption('#group-by', '');
+  await page.selectOption('#f-site', site);
+  const onlySite = await visibleIds(page);
+  check(JSON.stringify(onlySite.sort()) === JSON.stringify(cells.filter((c) => c.labels && c.labels.site === site).map((c) => c.id).sort()),
+    `the site filter shows ${site}'s cells only (${onlySite})`);
+  check((await page.textContent('#count')).startsWith(`${onlySite.length} of ${cells.length}`), 'the count says how many of all');
+  await page.selectOption('#f-site', '');
+  await page.selectOption('#f-region', 'South');
+  const south = (await api('/v1/cells?region=South&limit=10000')).cells.map((c) => c.id).sort();
+  const onlyRegion = await visibleIds(page);
+  check(south.length === 6 && JSON.stringify(onlyRegion.sort()) === JSON.stringify(south),
+    `the region filter shows what /v1/cells?region=South lists (${onlyRegion})`);
   await page.close();
 }
 
@@ -266,10 +391,41 @@ async function measure() {
   runs.sort((a, b) => a - b);
   console.log(`measure: interactive (list and cell view both ready) after ${runs.map((t) => t.toFixed(0)).join(', ')} ms; ` +
     `median ${runs[1].toFixed(0)} ms`);
+  // the first page: the 1,000-cell list and the incidents table
+  const first = [];
+  for (let run = 0; run < 3; run++) {
+    const m = watch(await ctx.newPage());
+    await m.goto(`${base}/`, { waitUntil: 'load' });
+    await m.waitForFunction((k) => {
+      const W = window.cellcast;
+      return W && W.cells.length >= k && W.ready.list && W.ready.incidents;
+    }, measureCells, { timeout: 20000 });
+    const r = await m.evaluate(() => ({ list: window.cellcast.ready.list, inc: window.cellcast.ready.incidents,
+      rows: document.querySelectorAll('#inc-table tbody tr').length }));
+    first.push(Math.max(r.list, r.inc));
+    check(r.rows > 0, `the first page lists incidents (${r.rows})`);
+    if (run === 0) { // the list grouped by site, then by region, then not: the page's work for each (synchronous)
+      const ms = await m.evaluate(() => ['site', 'region', ''].map((g) => {
+        const sel = document.getElementById('group-by');
+        const t = performance.now();
+        sel.value = g;
+        sel.dispatchEvent(new Event('change'));
+        return performance.now() - t;
+      }));
+      console.log(`measure: group the ${measureCells}-cell list by site ${ms[0].toFixed(1)} ms, by region ${ms[1].toFixed(1)} ms, ` +
+        `none ${ms[2].toFixed(1)} ms`);
+      check(ms.every((t) => t < 100), 'grouping 1,000 cells takes under 100 ms');
+    }
+    await m.close();
+  }
+  first.sort((a, b) => a - b);
+  console.log(`measure: first page (incidents and the ${measureCells}-cell list) interactive after ` +
+    `${first.map((t) => t.toFixed(0)).join(', ')} ms; median ${first[1].toFixed(0)} ms`);
 }
 
 try {
   if (demoCells) await checks();
+  if (outageSite) await incidentChecks(outageSite);
   if (measureCells) await measure();
 } catch (e) {
   fail('exception: ' + (e && e.stack ? e.stack : e));
@@ -278,5 +434,6 @@ try {
   fs.rmSync(profile, { recursive: true, force: true });
 }
 check(consoleErrors.length === 0, `no console errors${consoleErrors.length ? ': ' + consoleErrors.join(' | ') : ''}`);
-console.log(`screenshots: ${artDir}/${measureCells ? 'dashboard-1000.png' : 'dashboard-{list,cell,alerts}.png'}`);
+console.log(`screenshots: ${artDir}/${measureCells ? 'dashboard-1000.png' : outageSite ? 'dashboard-{incidents,incident,groups}.png'
+  : 'dashboard-{list,cell,alerts}.png'}`);
 process.exit(fails ? 1 : 0);

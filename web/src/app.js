@@ -1,7 +1,10 @@
 /* cellcast dashboard — one script, no framework. Reads cellcastd's JSON API (proto/openapi.yaml)
- * from the same origin and polls it every 5 s while the tab is visible. Routes: #/ (cell list
- * and alerts firing now) and #/cells/{id} (a cell's KPIs, forecast bands, past forecasts, alert
- * episodes and attention). Optional routes (past forecasts, ranges) that answer 404 are hidden.
+ * from the same origin and polls it every 5 s while the tab is visible. Routes: #/ (incidents
+ * and silences, the first page), #/alerts (alerts firing now), #/incidents/{id} (an incident's
+ * member cells and their alerts) and #/cells/{id} (a cell's KPIs, forecast bands, past
+ * forecasts, alert episodes and attention); the cell list beside them groups and filters by the
+ * cells' site and region labels. Optional routes (incidents and silences with alerts off, past
+ * forecasts, ranges) that answer 404 are hidden.
  * The replies it polls carry ETags (the series, and the cell, list, firing alerts and /v1/info):
  * the browser's cache asks with If-None-Match, and a refresh that finds nothing new gets 304s.
  * window.cellcast exposes the state (charts, readiness marks) to the browser test. */
@@ -21,8 +24,18 @@
   const unixOf = (v) => (typeof v === 'string' ? Math.floor(Date.parse(v) / 1000) : v);
 
   const S = {
-    cells: [], // from /v1/cells: {id, state, last_ts, ...}
-    view: [], // cells after search and sort, as listed
+    cells: [], // from /v1/cells: {id, state, last_ts, labels, ...}
+    cellById: new Map(),
+    view: [], // cells after search, filters and sort, as listed; with group headers ({hdr: true}) when grouped
+    groupBy: '', // '' | 'site' | 'region'
+    fSite: '',
+    fRegion: '',
+    collapsed: new Set(), // `${groupBy}\0${name}` of the groups folded
+    incidents: undefined, // from /v1/incidents (undefined: not read yet; null: the daemon has none, alerts off)
+    silences: undefined, // from /v1/silences, read while the incidents page is shown
+    page: null, // incidents | alerts | incident | cell (null until the route is read)
+    incidentId: null,
+    incView: null, // the incident view's alerts: {id, sig, episodes, missing, capped}
     alertsByCell: new Map(), // id -> {n, sev}
     firing: [],
     detail: new Map(), // id -> {t, z, kpis} from /v1/cells/{id}, for the visible rows
@@ -115,6 +128,8 @@
     return e;
   }
   const cellHref = (id) => '#/cells/' + encodeURIComponent(id);
+  const incidentHref = (id) => '#/incidents/' + encodeURIComponent(id);
+  const labelOf = (c, k) => (c && c.labels && c.labels[k]) || '';
 
   function attribution(a) {
     const box = el('span', 'attr');
@@ -208,10 +223,18 @@
 
   /* ---- the cell list (virtual: only the visible rows exist) ---- */
 
+  /* Search (id or state) and the site/region filters, from the labels of the /v1/cells rows
+   * the page holds anyway (no read per filter); then firing cells first. Grouped, each group
+   * (a site, a region, or the cells without that label) is a header row with its cells and
+   * how many of them have alerts firing; groups with critical alerts first, then by that count. */
   function sortAndFilter() {
     const q = $('search').value.trim().toLowerCase();
     const A = S.alertsByCell;
-    const v = q ? S.cells.filter((c) => c.id.toLowerCase().includes(q) || (c.state || '').includes(q)) : S.cells.slice();
+    const fs = S.fSite, fr = S.fRegion;
+    const v = q || fs || fr
+      ? S.cells.filter((c) => (!q || c.id.toLowerCase().includes(q) || (c.state || '').includes(q)) &&
+        (!fs || labelOf(c, 'site') === fs) && (!fr || labelOf(c, 'region') === fr))
+      : S.cells.slice();
     v.sort((a, b) => {
       const x = A.get(a.id), y = A.get(b.id);
       const rx = x ? 10 + SEV_RANK[x.sev] : 0, ry = y ? 10 + SEV_RANK[y.sev] : 0;
@@ -219,13 +242,74 @@
       if (x && y && x.n !== y.n) return y.n - x.n;
       return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
     });
-    S.view = v;
-    $('count').textContent = q ? `${v.length} of ${S.cells.length}` : `${S.cells.length} cells`;
-    $('list-inner').style.height = v.length * ROW_H + 'px';
+    S.view = S.groupBy ? grouped(v) : v;
+    const groups = S.groupBy ? S.view.filter((x) => x.hdr).length : 0;
+    $('count').textContent = (q || fs || fr ? `${v.length} of ${S.cells.length}` : `${S.cells.length} cells`) +
+      (groups ? ` · ${groups} ${S.groupBy === 'site' ? 'sites' : 'regions'}` : '');
+    $('list-inner').style.height = S.view.length * ROW_H + 'px';
     renderRows();
   }
 
+  function grouped(cells) {
+    const key = S.groupBy, A = S.alertsByCell;
+    const G = new Map();
+    for (const c of cells) {
+      const name = labelOf(c, key);
+      let g = G.get(name);
+      if (!g) G.set(name, (g = { hdr: true, name, key: key + '\0' + name, cells: [], firing: 0, crit: 0 }));
+      g.cells.push(c);
+      const al = A.get(c.id);
+      if (al) {
+        g.firing++;
+        if (al.sev === 'critical') g.crit = 1;
+      }
+    }
+    const gs = [...G.values()].sort((a, b) => b.crit - a.crit || b.firing - a.firing ||
+      (a.name === '') - (b.name === '') || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    const out = [];
+    for (const g of gs) {
+      out.push(g);
+      if (!S.collapsed.has(g.key)) for (const c of g.cells) out.push(c);
+    }
+    return out;
+  }
+
+  /* The site and region choices: the labels the cells carry (the controls stay hidden while no
+   * cell has one, i.e. without a topology file). Rebuilt only when the set of labels moved. */
+  let labelSig = '';
+  function updateLabelChoices() {
+    const sites = new Set(), regions = new Set();
+    for (const c of S.cells) {
+      if (!c.labels) continue;
+      if (c.labels.site) sites.add(c.labels.site);
+      if (c.labels.region) regions.add(c.labels.region);
+    }
+    const ss = [...sites].sort(), rs = [...regions].sort();
+    const sig = ss.join('\n') + '\0' + rs.join('\n');
+    if (sig === labelSig) return;
+    labelSig = sig;
+    $('topo-ctl').hidden = !ss.length && !rs.length && !S.groupBy && !S.fSite && !S.fRegion;
+    const fill = (sel, names, cur) => {
+      sel.textContent = '';
+      sel.append(new Option('all', ''));
+      if (cur && !names.includes(cur)) names = [cur, ...names]; // a choice made stays until changed
+      for (const n of names) sel.append(new Option(n, n));
+      sel.value = cur;
+    };
+    fill($('f-site'), ss, S.fSite);
+    fill($('f-region'), rs, S.fRegion);
+  }
+
   const rowPool = [];
+  const hdrPool = [];
+  function hdrEl(i) {
+    if (hdrPool[i]) return hdrPool[i];
+    const h = el('div', 'grp');
+    h.append(el('span', 'tw'), el('span', 'gname'), el('span', 'badge gf'), el('span', 'gn'));
+    $('list-inner').append(h);
+    hdrPool[i] = h;
+    return h;
+  }
   function rowEl(i) {
     if (rowPool[i]) return rowPool[i];
     const r = el('a', 'row row-grid');
@@ -242,14 +326,28 @@
     const n = Math.min(S.view.length - first, Math.ceil(list.clientHeight / ROW_H) + 8);
     const now = Date.now();
     const stale = [];
-    let used = 0;
-    for (; used < Math.max(0, n); used++) {
-      const c = S.view[first + used];
-      const r = rowEl(used);
+    let used = 0, hused = 0;
+    for (let i = 0; i < n; i++) {
+      const c = S.view[first + i];
+      if (c.hdr) {
+        const h = hdrEl(hused++);
+        h.hidden = false;
+        h.style.top = (first + i) * ROW_H + 'px';
+        h.dataset.key = c.key;
+        const hs = h.children;
+        hs[0].textContent = S.collapsed.has(c.key) ? '▸' : '▾';
+        hs[1].textContent = c.name || `(no ${S.groupBy})`;
+        hs[2].textContent = String(c.firing);
+        hs[2].className = 'badge gf' + (c.crit ? ' crit' : '');
+        hs[2].title = `${c.firing} of its cells with alerts firing`;
+        hs[3].textContent = `${c.firing} of ${c.cells.length} cells firing`;
+        continue;
+      }
+      const r = rowEl(used++);
       const al = S.alertsByCell.get(c.id);
       const d = S.detail.get(c.id);
       r.hidden = false;
-      r.style.top = (first + used) * ROW_H + 'px';
+      r.style.top = (first + i) * ROW_H + 'px';
       r.href = cellHref(c.id);
       r.classList.toggle('sel', c.id === S.route);
       const cs = r.children;
@@ -267,6 +365,7 @@
       if (!d || (d.last_ts !== c.last_ts && now - d.t > POLL_MS)) stale.push(c.id);
     }
     for (let i = used; i < rowPool.length; i++) rowPool[i].hidden = true;
+    for (let i = hused; i < hdrPool.length; i++) hdrPool[i].hidden = true;
     if (stale.length) loadDetails(stale);
   }
 
@@ -318,20 +417,210 @@
       (b.score || 0) - (a.score || 0));
     for (const a of list.slice(0, 500)) {
       const tr = el('tr');
-      const link = el('a', null, a.cell_id);
-      link.href = cellHref(a.cell_id);
-      const td = el('td');
-      td.append(link);
+      const td = cellTd(a);
       const tdA = el('td');
       tdA.append(attribution(a));
       tr.append(el('td', 'sev ' + a.severity, a.severity), td, el('td', null, a.kind), el('td', null, reasonOf(a)),
         el('td', null, fmtTime(tsSec(a.start_time))), el('td', 'num', a.score == null ? '' : fmt(a.score)), tdA);
       tb.append(tr);
     }
-    $('firing-count').textContent = String(S.firing.length);
-    $('firing-count').className = 'badge' + (S.firing.some((a) => a.severity === 'critical') ? ' crit' : '');
     $('firing-empty').hidden = S.firing.length > 0;
     $('firing-table').hidden = S.firing.length === 0;
+  }
+
+  /* an alert's cell: a link to its cell view, with its site (the alert's labels) beside it */
+  function cellTd(a) {
+    const td = el('td');
+    const link = el('a', 'cell-link', a.cell_id);
+    link.href = cellHref(a.cell_id);
+    td.append(link);
+    const site = labelOf(a, 'site');
+    if (site) td.append(el('span', 'lbl', site));
+    return td;
+  }
+
+  /* ---- incidents (the first page) and silences ---- */
+
+  const INCIDENTS_LIMIT = 200; // all the firing ones first (the daemon's order), then the newest resolved
+  const INC_ROWS = 200;
+
+  /* firing before resolved; firing: critical first, then the newest start; resolved: the
+   * newest end first */
+  function incidentOrder(a, b) {
+    const fa = a.state === 'firing' ? 1 : 0, fb = b.state === 'firing' ? 1 : 0;
+    if (fa !== fb) return fb - fa;
+    if (fa) {
+      const r = (SEV_RANK[b.severity] || 0) - (SEV_RANK[a.severity] || 0) || tsSec(b.start_time) - tsSec(a.start_time);
+      if (r) return r;
+    } else {
+      const r = tsSec(b.end_time || b.time) - tsSec(a.end_time || a.time);
+      if (r) return r;
+    }
+    return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+  }
+
+  /* How long it lasted; a firing one up to its cells' newest record (data time, so a replay
+   * or a feed behind the wall clock reads right), or its last transition. */
+  function incidentSeconds(inc) {
+    const t0 = tsSec(inc.start_time);
+    if (inc.end_time) return tsSec(inc.end_time) - t0;
+    let now = tsSec(inc.time);
+    for (const id of inc.cells) {
+      const c = S.cellById.get(id);
+      if (c && c.last_ts) now = Math.max(now, tsSec(c.last_ts));
+    }
+    return Math.max(0, now - t0);
+  }
+  const cellsOf = (inc) => `${inc.cells.length}${inc.cells_total != null ? ' of ' + inc.cells_total : ''}`;
+  const kpisOf = (inc) => (inc.kpis.length > 4 ? inc.kpis.slice(0, 4).join(', ') + ' …' : inc.kpis.join(', '));
+
+  function renderIncidents() {
+    const tb = $('inc-table').tBodies[0];
+    tb.textContent = '';
+    const list = S.incidents || [];
+    for (const inc of list.slice(0, INC_ROWS)) {
+      const tr = el('tr', 'inc-row ' + inc.state);
+      tr.dataset.id = inc.id;
+      const sum = el('a', 'sum', inc.summary);
+      sum.href = incidentHref(inc.id);
+      const tdS = el('td');
+      tdS.append(sum);
+      tr.append(el('td', 'sev ' + inc.severity, inc.severity), el('td', inc.state === 'firing' ? 'st-firing' : null, inc.state),
+        el('td', null, inc.scope), tdS, el('td', null, fmtTime(tsSec(inc.start_time))),
+        el('td', 'num', fmtDur(incidentSeconds(inc))), el('td', 'num', cellsOf(inc)), el('td', null, kpisOf(inc)));
+      tb.append(tr);
+    }
+    $('inc-empty').hidden = list.length > 0;
+    $('inc-table').hidden = list.length === 0;
+    if (S.incidents && !S.ready.incidents) {
+      S.ready.incidents = performance.now();
+      performance.mark('cc-incidents-ready');
+    }
+  }
+
+  function renderBadges() {
+    const firing = (S.incidents || []).filter((i) => i.state === 'firing');
+    $('inc-count').textContent = String(firing.length);
+    $('inc-count').className = 'badge' + (firing.some((i) => i.severity === 'critical') ? ' crit' : '');
+    $('firing-count').textContent = String(S.firing.length);
+    $('firing-count').className = 'badge' + (S.firing.some((a) => a.severity === 'critical') ? ' crit' : '');
+  }
+
+  const matcherText = (m) => `${m.name}${m.isEqual === false ? (m.isRegex ? '!~' : '!=') : m.isRegex ? '=~' : '='}"${m.value}"`;
+  function renderSilences() {
+    $('silences-box').hidden = !S.silences;
+    if (!S.silences) return;
+    const tb = $('sil-table').tBodies[0];
+    tb.textContent = '';
+    const list = S.silences.filter((x) => x.status && x.status.state !== 'expired')
+      .sort((a, b) => (a.status.state === 'active' ? 0 : 1) - (b.status.state === 'active' ? 0 : 1) || tsSec(a.endsAt) - tsSec(b.endsAt));
+    for (const x of list.slice(0, 200)) {
+      const tr = el('tr');
+      tr.dataset.id = x.id;
+      tr.append(el('td', null, x.status.state), el('td', 'attr', x.matchers.map(matcherText).join(', ')),
+        el('td', null, fmtTime(tsSec(x.startsAt))), el('td', null, fmtTime(tsSec(x.endsAt))),
+        el('td', null, x.createdBy || ''), el('td', null, x.comment || ''));
+      tb.append(tr);
+    }
+    $('sil-count').textContent = String(list.length);
+    $('sil-empty').hidden = list.length > 0;
+    $('sil-table').hidden = list.length === 0;
+  }
+
+  /* ---- one incident: its member cells and their alerts ---- */
+
+  const INC_MAX_CELLS = 50; // a region incident's alerts are read for its first 50 cells
+
+  /* Each member cell's alert transitions (/v1/cells/{id}/alerts, cached per step and alert
+   * transition by the daemon), as episodes, kept when the incident lists their alert id; 4
+   * reads at a time. An alert no longer in the cell's history (the daemon keeps the newest
+   * 10,000 transitions) but firing is taken from the firing list. */
+  async function loadIncidentAlerts(inc) {
+    const want = new Set(inc.alerts);
+    const queue = inc.cells.slice(0, INC_MAX_CELLS);
+    const found = new Map();
+    const worker = async () => {
+      while (queue.length) {
+        const id = queue.shift();
+        const r = await getOptional(`/v1/cells/${encodeURIComponent(id)}/alerts?limit=1000`);
+        for (const ep of episodesOf(r ? r.alerts : [])) if (want.has(ep.id)) found.set(ep.id, ep);
+      }
+    };
+    await Promise.all([worker(), worker(), worker(), worker()]);
+    for (const a of S.firing)
+      if (want.has(a.id) && !found.has(a.id)) found.set(a.id, { id: a.id, start: tsSec(a.start_time), end: null, a });
+    return { episodes: [...found.values()], missing: inc.alerts.length - found.size,
+      capped: Math.max(0, inc.cells.length - INC_MAX_CELLS) };
+  }
+
+  const incidentSig = (inc) => `${inc.time}|${inc.alerts.length}|${inc.firing_alerts.join(',')}`;
+
+  function renderIncidentHead() {
+    const id = S.incidentId;
+    const inc = (S.incidents || []).find((i) => i.id === id);
+    $('inc-title').textContent = inc ? inc.summary : id;
+    $('inc-cells').textContent = '';
+    if (!inc) {
+      $('inc-meta').textContent = S.incidents === undefined ? 'loading…'
+        : S.incidents === null ? 'this daemon has no incidents (alerts are off)'
+          : `not among the last ${INCIDENTS_LIMIT} incidents`;
+      $('inc-alerts').hidden = true;
+      return null;
+    }
+    const where = [inc.site && `site ${inc.site}`, inc.region && `region ${inc.region}`].filter(Boolean).join(', ');
+    $('inc-meta').textContent = `${inc.severity} · ${inc.state} · scope ${inc.scope} (${inc.group})` + (where ? ` · ${where}` : '') +
+      ` · since ${fmtTime(tsSec(inc.start_time))} UTC` + (inc.end_time ? ` until ${fmtTime(tsSec(inc.end_time))}` : '') +
+      ` · ${fmtDur(incidentSeconds(inc))} · ${cellsOf(inc)} cells · ${inc.alerts.length} alerts (${inc.firing_alerts.length} firing)` +
+      (inc.kpis.length ? ` · KPIs ${inc.kpis.join(', ')}` : '') + ` · ${inc.id}`;
+    for (const c of inc.cells) {
+      const a = el('a', S.alertsByCell.has(c) ? 'firing' : null, c);
+      a.href = cellHref(c);
+      $('inc-cells').append(a);
+    }
+    return inc;
+  }
+
+  function renderIncidentAlerts() {
+    const v = S.incView;
+    const tb = $('inc-alerts').tBodies[0];
+    tb.textContent = '';
+    const eps = v.episodes.slice().sort((a, b) => (a.end == null ? 0 : 1) - (b.end == null ? 0 : 1) ||
+      (SEV_RANK[b.a.severity] || 0) - (SEV_RANK[a.a.severity] || 0) || b.start - a.start || (a.id < b.id ? -1 : 1));
+    for (const ep of eps) {
+      const a = ep.a, tr = el('tr'), tdA = el('td');
+      tr.dataset.id = ep.id;
+      tdA.append(attribution(a));
+      tr.append(el('td', 'sev ' + a.severity, a.severity), el('td', ep.end == null ? 'st-firing' : null, ep.end == null ? 'firing' : 'resolved'),
+        cellTd(a), el('td', null, a.kind), el('td', null, reasonOf(a)), el('td', null, fmtTime(ep.start)),
+        el('td', null, ep.end == null ? '' : fmtTime(ep.end)), el('td', 'num', a.score == null ? '' : fmt(a.score)), tdA);
+      tb.append(tr);
+    }
+    $('inc-alerts').hidden = eps.length === 0;
+    const notes = [];
+    if (v.capped) notes.push(`the alerts of ${v.capped} more cells are not read here (their cell views have them)`);
+    if (v.missing > 0) notes.push(`${v.missing} of its alerts are no longer in the daemon's alert history`);
+    $('inc-alerts-note').textContent = notes.join('; ');
+    $('inc-alerts-note').hidden = !notes.length;
+    S.ready.incidentAlerts = (S.ready.incidentAlerts || 0) + 1;
+  }
+
+  /* The incident's alerts are read again only when the incident moved (a transition, an alert
+   * joined or resolved). */
+  async function refreshIncident() {
+    const id = S.incidentId;
+    const inc = renderIncidentHead();
+    if (!inc) return;
+    const sig = incidentSig(inc);
+    if ((S.incView && S.incView.id === id && S.incView.sig === sig) || S.incLoading === id + sig) return;
+    S.incLoading = id + sig;
+    try {
+      const r = await loadIncidentAlerts(inc);
+      if (S.incidentId !== id) return;
+      S.incView = { id, sig, ...r };
+      renderIncidentAlerts();
+    } finally {
+      if (S.incLoading === id + sig) S.incLoading = null;
+    }
   }
 
   /* ---- the cell view ---- */
@@ -607,7 +896,7 @@
    * were asks for nothing. A cell the list does not hold is read every time. */
   const firingSig = (id) => S.firing.filter((a) => a.cell_id === id).map((a) => `${a.id}:${a.severity}:${a.time}`).sort().join(',');
   function cellSig(id) {
-    const known = S.cells.find((c) => c.id === id);
+    const known = S.cellById.get(id);
     return known ? `${known.last_step}|${firingSig(id)}` : null;
   }
 
@@ -625,7 +914,7 @@
     // The range starts from the cell's last step (data time, not the wall clock). When the list
     // does not know it yet (a deep link) the 7-day view asks for everything kept (history.depth,
     // 7 days by default) rather than wait for the cell's record.
-    const known = S.cells.find((c) => c.id === id);
+    const known = S.cellById.get(id);
     let range = '';
     const points = `&max_points=${Math.ceil(2 * chartWidth())}`;
     const ranged = () => Promise.all([
@@ -677,13 +966,53 @@
     $('status').className = 'status' + (err ? ' err' : '');
   }
 
+  /* Which page shows: #/ is the incidents page, or the alerts firing now where the daemon has
+   * no incidents (404: alerts off). Only the page shown is rendered at a poll. */
+  function applyPage() {
+    const p = S.page === 'incidents' && S.incidents === null ? 'alerts' : S.page;
+    $('incidents').hidden = p !== 'incidents';
+    $('overview').hidden = p !== 'alerts';
+    $('incident').hidden = p !== 'incident';
+    $('cell').hidden = p !== 'cell';
+    $('tab-incidents').hidden = S.incidents === null;
+    $('tab-incidents').classList.toggle('on', p === 'incidents' || p === 'incident');
+    $('tab-alerts').classList.toggle('on', p === 'alerts');
+    return p;
+  }
+
+  function renderPage() {
+    renderBadges();
+    const p = applyPage();
+    if (p === 'incidents') {
+      renderIncidents();
+      renderSilences();
+    } else if (p === 'alerts') {
+      renderFiring();
+    } else if (p === 'incident') {
+      refreshIncident().catch((e) => setStatus(e.message, true));
+    }
+  }
+
   async function showRoute() {
-    const m = location.hash.match(/^#\/cells\/(.+)$/);
+    const h = location.hash;
+    const m = h.match(/^#\/cells\/(.+)$/);
+    const mi = h.match(/^#\/incidents\/(.+)$/);
     const id = m ? decodeURIComponent(m[1]) : null;
     const changed = id !== S.route;
+    const wasIncidents = S.page === 'incidents';
     S.route = id;
-    $('overview').hidden = !!id;
-    $('cell').hidden = !id;
+    S.page = id ? 'cell' : mi ? 'incident' : h === '#/alerts' ? 'alerts' : 'incidents';
+    if (mi) { // another incident: its alerts are read (the same one back: its table is still there)
+      const iid = decodeURIComponent(mi[1]);
+      if (iid !== S.incidentId) {
+        S.incView = null;
+        $('inc-alerts').tBodies[0].textContent = '';
+        $('inc-alerts-note').hidden = true;
+      }
+      S.incidentId = iid;
+    }
+    if (S.page === 'incidents' && !wasIncidents && S.silences === undefined) pollSilences();
+    renderPage();
     renderRows();
     if (id && changed) {
       $('cell-title').textContent = id;
@@ -702,14 +1031,23 @@
     if (S.polling) return;
     S.polling = true;
     try {
-      const [info, cells, firing] = await Promise.all([
+      // the incidents (a small reply: INCIDENTS_LIMIT at most) at every poll, for the first
+      // page and its badge; the silences only while the incidents page shows them
+      const [info, cells, firing, incidents] = await Promise.all([
         getOptional('/v1/info'),
         getPaged('/v1/cells', 'cells', 10000),
         getPaged('/v1/alerts/firing', 'alerts', 1000),
+        getOptional(`/v1/incidents?limit=${INCIDENTS_LIMIT}`),
+        S.page === 'incidents' ? pollSilences() : null,
       ]);
       renderHealth(info);
       S.cells = cells;
       S.firing = firing;
+      S.incidents = incidents ? incidents.incidents.sort(incidentOrder) : null;
+      const byId = new Map();
+      for (const c of cells) byId.set(c.id, c);
+      S.cellById = byId;
+      updateLabelChoices();
       const A = new Map();
       for (const a of firing) {
         const x = A.get(a.cell_id) || { n: 0, sev: 'warning' };
@@ -719,7 +1057,7 @@
       }
       S.alertsByCell = A;
       sortAndFilter();
-      renderFiring();
+      renderPage();
       if (!S.ready.list) {
         S.ready.list = performance.now();
         performance.mark('cc-list-ready');
@@ -741,6 +1079,16 @@
     }
   }
 
+  async function pollSilences() {
+    try {
+      const r = await getOptional('/v1/silences');
+      S.silences = r ? r.silences : null;
+    } catch (e) {
+      S.silences = null;
+    }
+    if (S.page === 'incidents' && S.incidents !== undefined) renderSilences();
+  }
+
   let timer = null;
   function schedule() {
     clearTimeout(timer);
@@ -753,6 +1101,24 @@
 
   function init() {
     $('search').addEventListener('input', () => { $('list').scrollTop = 0; sortAndFilter(); });
+    const topo = (key) => (ev) => {
+      S[key] = ev.target.value;
+      $('list').scrollTop = 0;
+      sortAndFilter();
+    };
+    $('group-by').addEventListener('change', topo('groupBy'));
+    $('f-site').addEventListener('change', topo('fSite'));
+    $('f-region').addEventListener('change', topo('fRegion'));
+    $('list-inner').addEventListener('click', (ev) => { // a group header folds or unfolds its cells
+      const h = ev.target.closest('.grp');
+      if (!h) return;
+      if (!S.collapsed.delete(h.dataset.key)) S.collapsed.add(h.dataset.key);
+      sortAndFilter();
+    });
+    $('inc-table').addEventListener('click', (ev) => { // the whole row opens the incident
+      const tr = ev.target.closest('tr.inc-row');
+      if (tr && !ev.target.closest('a')) location.hash = incidentHref(tr.dataset.id);
+    });
     $('list').addEventListener('scroll', () => requestAnimationFrame(renderRows), { passive: true });
     window.addEventListener('hashchange', showRoute);
     document.addEventListener('visibilitychange', () => {
