@@ -280,7 +280,7 @@ static const CcdConfigDef tail_rows[] = {
  "KPI's zero share, see zero_normal_rate; true = zero is normal, no all_zero alert for it; "
  "false = never learnt), lik_over, novelty_tol or shape (auto = shape novelty where "
  "shape_w is on; false = not for this KPI); e.g. \"prb.max\": \"100\". KPI names "
- "are the model's features. Scoring rules: docs/operations.md section 4."},
+ "are the model's features. Scoring rules: docs/operations.md section 5."},
 
 {"topology.path", CCD_CFG_STRING, OFF(topology_path), "", NB, NULL, 1,
  "Topology file: CSV with a header naming the columns cell (required), site, region, "

@@ -1,6 +1,6 @@
 /*
  * model_watch.h — the live accuracy of the model in service, for the rollback of a learned
- * model that degrades live (model.source kafka; models.h, docs/operations.md §5).
+ * model that degrades live (model.source kafka; models.h, docs/operations.md §6).
  *
  * What is measured: the forecasts the cells' long history holds (cc_history.h: the one-step
  * forecast and the horizon-end forecast of every step, as publish.c records them) scored

@@ -1,6 +1,6 @@
 #!/bin/sh
 # nab_halves.sh — NAB cut into two half corpora for a split-half check of settings chosen on
-# NAB (docs/operations.md §7 "Shape novelty"): the data files in directory order, odd ones to
+# NAB (the measurement log (`git show 0c50596:docs/operations.md` §7) "Shape novelty"): the data files in directory order, odd ones to
 # OUT/A, even ones to OUT/B (29 each), as symbolic links, each half with NAB's config and its
 # own labels (combined_*.json keeping its files). `cellcast anomaly-eval --nab OUT/A` then
 # scores a half with NAB's rules, normalised over that half's windows.

@@ -1292,8 +1292,9 @@ static void test_default_lag_is_horizon(void **state)
     /* off by default since the tx/3 default model (its 24-step-old forecasts tripled the
      * false alerts of the synthetic control, docs/results.md); -1 is the horizon */
     assert_int_equal(s.lag_steps, 0);
-    /* the defaults for real data (docs/operations.md §7 "Defaults for real data"): one step
-     * over fires, at |z| 10 (critical 15), 6 clear steps resolve, 20 quiet steps after */
+    /* the defaults for real data (the measurement log (`git show 0c50596:docs/operations.md` §7)
+     * "Defaults for real data"): one step over fires, at |z| 10 (critical 15), 6 clear steps
+     * resolve, 20 quiet steps after */
     assert_true(s.warn_z == 10 && s.crit_z == 15);
     assert_true(s.warn_k == 1 && s.window_n == 3 && s.crit_k == 1);
     assert_true(s.resolve_m == 6 && s.cooldown_steps == 20);

@@ -1,5 +1,5 @@
 #!/bin/bash
-# test_anomaly_eval.sh — `cellcast anomaly-eval` as a tool (docs/operations.md section 4):
+# test_anomaly_eval.sh — `cellcast anomaly-eval` as a tool (docs/operations.md section 5):
 # on a small synthetic series with the default model it runs, the model detector scores the
 # history rows too (the daemon's state is warm when the test rows start; alerts are still
 # counted from the test rows only), --variant adds one detector row per variant on the same

@@ -90,7 +90,7 @@ bad_config() { # bad_config WHAT-IN-ERROR ARG...
         echo "FAIL: --check-config $*: '$out' lacks '$want'"; FAILS=$((FAILS + 1))
     fi
 }
-# the NAB settings as daemon keys, as docs/operations.md §7 gives them: accepted and applied
+# the NAB settings as daemon keys, as the measurement log (`git show 0c50596:docs/operations.md` §7) gives them: accepted and applied
 $PY - "$ROOT/docs/operations.md" "$TMP/c.yaml" "$TMP/nab.yaml" <<'PY' || fail "docs/operations.md: no alerts block after 'The NAB settings as the daemon's keys'"
 import sys
 doc, base, out = sys.argv[1:]

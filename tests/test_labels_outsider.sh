@@ -1,6 +1,6 @@
 #!/bin/bash
 # test_labels_outsider.sh — `cellcast anomaly-eval --labels` as an outside checker runs it
-# (issue 13; docs/operations.md section 4 "Operator's own labels"): a one-cell file stored as
+# (issue 13; docs/operations.md section 5 "Operator's own labels"): a one-cell file stored as
 # NAB stores its files, NAB's corpus-wide windows file (fractional seconds, keys of files not
 # in --data) as it is, and the same windows as a spreadsheet writes them (BOM, CRLF, ';',
 # quotes, a capitalised header); duplicate and overlapping windows are one event; keys that

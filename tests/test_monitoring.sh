@@ -63,7 +63,7 @@ for line in open(sys.argv[1]):
 used = set()
 for f in sys.argv[2:]:
     used |= set(re.findall(r"\bcellcast_[a-z0-9_]+", open(f).read()))
-# absent while unknown (no Kafka lag yet, snapshots off), by contract: docs/operations.md §6
+# absent while unknown (no Kafka lag yet, snapshots off), by contract: docs/operations.md §9
 missing = sorted(used - have - {"cellcast_kafka_lag_messages", "cellcast_snapshot_age_seconds"})
 assert not missing, f"not exported by cellcastd: {missing}"
 print(f"{len(used)} metric names used, all exported")

@@ -9,7 +9,7 @@
 # the same steps, with the alert defaults and with the NAB settings of docs/operations.md
 # (the likelihood, the lagged forecast, shape novelty). Rows on or before the previous
 # row's step, which --nab moves to the next step and the daemon merges or drops, are not
-# in the corpus (docs/operations.md §4 "NAB"). ~6 s.
+# in the corpus (docs/operations.md §5 "NAB"). ~6 s.
 #   usage: test_nab_parity.sh CELLCAST CELLCASTD SOURCE_ROOT
 set -u
 # shellcheck source=lib/daemon.sh

@@ -120,7 +120,8 @@ void cct_nab_windowed_gaussian(const double *x, int n, double *score);
 /** The daemon's `ingest.max_gap` NAB runs with, its largest (the default is 3): longer gaps
  * restart the sequence. The realTraffic files are sampled irregularly (TravelTime_387: 286
  * gaps of more than 4 steps in 2500 rows); restarted at each, their cells were hardly ever
- * past warmup_steps and three of their windows could not be found (docs/operations.md §7). */
+ * past warmup_steps and three of their windows could not be found (the measurement log (`git show
+ * 0c50596:docs/operations.md` §7)). */
 #define CCT_NAB_MAX_GAP 1000
 
 /**

@@ -138,7 +138,7 @@
       const band = x.lo != null && x.hi != null ? ` [${fmt(x.lo)}, ${fmt(x.hi)}]` : '';
       const z = x.z != null ? ` z=${fmt(x.z)}` : '';
       s.append(el('b', null, x.kpi), ` ${fmt(x.observed)} vs ${fmt(x.expected)}${band}${z}`);
-      /* why the KPI is here when its z does not say it (the rules of docs/operations.md §4) */
+      /* why the KPI is here when its z does not say it (the rules of docs/operations.md §5) */
       const why = [];
       if (x.novelty) why.push(x.novelty === 'shape' ? 'new shape' : 'new value');
       if (x.profile != null) why.push(`usual ${fmt(x.profile_expected)}`);

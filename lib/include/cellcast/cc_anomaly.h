@@ -83,20 +83,19 @@
  * ll ≥ lik_over (per KPI: kpis.<kpi>.lik_over) in its direction. Runs of moderate
  * residuals that no single step shows, judged against the KPI's own history (after
  * Numenta's anomaly likelihood); cc_anomaly_cell_likelihood reads it. Off by default: on
- * the synthetic control and Barcelona it raises the false alerts (docs/operations.md §7).
- * With sustained_live 2 (the default) the likelihood holds a KPI over only at a step whose
- * own ln(1 + |z|), taken as the short average, is past lik_over too: the run must be
- * unusual and the step part of it, and the average, which stays up for lik_short_n steps
- * after the run, does not hold an episode on its own (likewise the window rule: at a step
+ * the synthetic control and Barcelona it raises the false alerts (the measurement log (`git show
+ * 0c50596:docs/operations.md` §7)). With sustained_live 2 (the default) the likelihood holds a KPI
+ * over only at a step whose own ln(1 + |z|), taken as the short average, is past lik_over too: the
+ * run must be unusual and the step part of it, and the average, which stays up for lik_short_n
+ * steps after the run, does not hold an episode on its own (likewise the window rule: at a step
  * whose window of steps like it would be over).
  * Novelty (novelty_tol > 0; 0.05 by default, 0.02 until 2026-11-25): a value beyond the
  * range of the KPI's values seen so far by more than novelty_tol (per KPI:
  * kpis.<kpi>.novelty_tol) times that range is over, in its direction, once the range holds
  * novelty_min_s of scored values (two days; and at least 100: a new cell's range grows for
- * its first day or two, and each new extreme was an alert, docs/operations.md §7), and
- * named in the attribution (novelty "value").
- * warn_z does not bound it: a false-alert budget (anomaly-eval --budget) scales novelty_tol
- * with the thresholds.
+ * its first day or two, and each new extreme was an alert, the measurement log (`git show
+ * 0c50596:docs/operations.md` §7)), and named in the attribution (novelty "value"). warn_z does not
+ * bound it: a false-alert budget (anomaly-eval --budget) scales novelty_tol with the thresholds.
  * Shape novelty (shape_w > 0, off by default; cc_anomaly_shape.h): every shape_ds observed
  * values of a KPI are averaged into a point, and a window of its last shape_w points that
  * resembles no earlier window (after fuzzy ART's categories, as NAB's ARTime uses them:
@@ -104,19 +103,18 @@
  * point, counted as the novelty rule, once shape_warm windows were seen and when the
  * KPI's previous new shape is at least shape_quiet windows old: a shape change inside the
  * usual range (a flattened daily pattern) that value novelty cannot see. Neither warn_z nor
- * a budget bounds it; on bursty KPIs it raises false alerts (docs/operations.md §7).
- * The profile is scored only where both bins have ≥ profile_min_days days of data and the
- * scale has 48 updates; it learns from every observed, unblocked step (updates clipped at
- * ±3 scales once the scale is warm, so an anomaly moves it little), and also while it
- * fires, so a permanent change is learnt in a few days rather than alerting forever.
- * KPIs that are disabled, imputed (mask 0), in their
- * data-quality grace period or with a data-quality alert firing are not scored; at such a
- * step of an observed KPI held by a DQ alert its CUSUM sums (forecast and profile) restart
- * at 0: the DQ alert has taken over, and a sum charged before it must not raise an episode
- * of its own when scoring resumes, draining over a deviation long gone.
- * The cell score is max_f |z_f| over the scored KPIs; the cell step is
- *     over      when at least min_kpis KPIs are over,
- *     critical  when at least one KPI is critical (and the step is over).
+ * a budget bounds it; on bursty KPIs it raises false alerts (the measurement log (`git show
+ * 0c50596:docs/operations.md` §7)). The profile is scored only where both bins have ≥
+ * profile_min_days days of data and the scale has 48 updates; it learns from every observed,
+ * unblocked step (updates clipped at ±3 scales once the scale is warm, so an anomaly moves it
+ * little), and also while it fires, so a permanent change is learnt in a few days rather than
+ * alerting forever. KPIs that are disabled, imputed (mask 0), in their data-quality grace period or
+ * with a data-quality alert firing are not scored; at such a step of an observed KPI held by a DQ
+ * alert its CUSUM sums (forecast and profile) restart at 0: the DQ alert has taken over, and a sum
+ * charged before it must not raise an episode of its own when scoring resumes, draining over a
+ * deviation long gone. The cell score is max_f |z_f| over the scored KPIs; the cell step is over
+ * when at least min_kpis KPIs are over, critical  when at least one KPI is critical (and the step
+ * is over).
  *
  * Anomaly lifecycle (one episode per cell at a time). A window holds the last window_n
  * steps (steps with no expectation count as not over):
@@ -236,10 +234,11 @@ typedef struct CcAnomalyKpi {
 } CcAnomalyKpi;
 
 typedef struct CcAnomalySettings {
-    int n_features;        ///< F, KPIs per cell (default 8; set it to the model's)
-    int64_t step_seconds;  ///< S, for timestamps and missing data (default 3600)
-    double warn_z;         ///< warning threshold on |z| (default 10; 4.5 with warn_k 2
-                           ///< until 2026-11-25, docs/operations.md §7 "Defaults for real data")
+    int n_features;       ///< F, KPIs per cell (default 8; set it to the model's)
+    int64_t step_seconds; ///< S, for timestamps and missing data (default 3600)
+    double warn_z;        ///< warning threshold on |z| (default 10; 4.5 with warn_k 2
+                   ///< until 2026-11-25, the measurement log (`git show 0c50596:docs/operations.md`
+                   ///< §7) "Defaults for real data")
     double crit_z;         ///< critical threshold on |z| (default 15; was 6.75)
     int min_kpis;          ///< KPIs over threshold for a cell step to be over (default 1)
     int window_n;          ///< n of k-of-n, 1..64 (default 3)

@@ -127,7 +127,7 @@ int cc_engine_step(CcEngine *e, const CcStepInput *in, int n, int *status);
  *  anomaly-eval --max-gap): a day of 15-minute steps. A reset cell is not scored for
  *  alerts.warmup_steps (64) steps, so the earlier default of 3 turned an hour's collector
  *  gap at 15-minute steps into 16 hours without alerts, and irregularly sampled series
- *  (NAB's realTraffic) restarted every few rows (docs/operations.md §4 "Gaps"). */
+ *  (NAB's realTraffic) restarted every few rows (docs/operations.md §5 "Gaps"). */
 #define CC_GAP_IMPUTE_STEPS 96
 
 /** The cell's current forecast, valid until the cell's next step. */
