@@ -1,6 +1,6 @@
 /*
- * api_util.h — the reply builders api.c's handlers use, shared with the handlers of other
- * files (api_series.c): number and time formatting, a growable string for replies built
+ * api_util.h — the reply builders every handler uses (api_util.c), whatever file it is
+ * in: number and time formatting, a growable string for replies built
  * piece by piece, and the common query parameters. Loop thread only.
  */
 #ifndef CCD_API_UTIL_H
@@ -35,11 +35,20 @@ void sb_int(Sb *b, long long v);
 void sb_ts(Sb *b, int64_t unix_s);
 /** A quoted, escaped JSON string. */
 void sb_jstr(Sb *b, const char *s);
+/** A quoted, escaped JSON string into an evbuffer (names: cut at CC_FEATURE_NAME_MAX). */
+void add_jstr(struct evbuffer *b, const char *s);
+/** Loop-thread scratch for copies of published forecasts: n floats, NULL without memory. */
+float *scratch_f(size_t n);
 /** The loop thread's reply buffer, emptied (one reply at a time). */
 Sb *reply_sb(void);
 /** Replies 200 with b and a newline as the JSON body (500 when b could not grow). */
 int sb_reply(CcdReq *r, Sb *b);
 
+/** Looks up {id}: 1 found, else fills a 400/404 and returns its status as negative. */
+int ccd_find_cell(CcdReq *r, CcdCell **out);
+/** since=: unix seconds or RFC 3339 (cc_time); 0 ok (absent: INT64_MIN), or a problem
+ *  status. */
+int ccd_query_since(CcdReq *r, int64_t *since);
 /** Integer parameter: 0 ok, -1 absent, -2 malformed. */
 int q_int(CcdReq *r, const char *name, long long *out);
 /** kpis=a,b into a feature mask (all when absent); 0 or a problem status. */
@@ -69,9 +78,6 @@ static inline uint64_t ccd_fold(uint64_t h, uint64_t v) { return (h ^ v) * 10995
 uint64_t ccd_cell_version(Ccd *d, const CcdCell *c, uint64_t h);
 /** The start of a version: the daemon's reloads (KPI bounds, model). */
 uint64_t ccd_version_seed(const Ccd *d);
-/** The version of GET /v1/cells/{id}: every member it shows that moves without a publish
- *  (its counts, pending steps, state), its publish sequence and its alert scores'. */
-uint64_t ccd_cell_reply_version(Ccd *d, const CcdCell *c);
 
 /* api_series.c: the dashboard's reads (issue 15) */
 int ccd_h_history(CcdReq *r);
