@@ -641,7 +641,7 @@ static int h_cells(CcdReq *r)
 {
     Ccd *d = r->d;
     long long limit = 100;
-    int q = q_int(r, "limit", &limit);
+    int q = ccd_query_int(r, "limit", &limit);
     if (q == -2)
         return ccd_problem(r, 400, "bad-parameter", "limit must be an integer");
     if (limit < 1 || limit > 10000)
@@ -662,34 +662,34 @@ static int h_cells(CcdReq *r)
     size_t n = l.n < (size_t)limit ? l.n : (size_t)limit;
     /* written directly: the whole table's rows at each version, no jansson tree */
     static char labels[CCD_TOPO_LABELS_JSON_MAX];
-    Sb *sb = reply_sb();
-    sb_str(sb, "{\"cells\":[");
+    CcdSb *sb = ccd_reply_sb();
+    ccd_sb_str(sb, "{\"cells\":[");
     for (size_t i = 0; i < n; i++) {
         CcdCell *c = ccd_cells_get(d->cells, l.ids[i]);
-        sb_str(sb, i ? ",{\"id\":" : "{\"id\":");
-        sb_jstr(sb, c->id);
-        sb_str(sb, ",\"last_step\":");
-        sb_int(sb, c->last_step);
-        sb_str(sb, ",\"last_ts\":");
-        sb_ts(sb, c->last_ts);
-        sb_str(sb,
-               c->pub.valid ? ",\"state\":\"live\",\"steps\":" : ",\"state\":\"cold\",\"steps\":");
-        sb_int(sb, (long long)c->n_steps);
-        sb_str(sb, ",\"labels\":");
+        ccd_sb_str(sb, i ? ",{\"id\":" : "{\"id\":");
+        ccd_sb_jstr(sb, c->id);
+        ccd_sb_str(sb, ",\"last_step\":");
+        ccd_sb_int(sb, c->last_step);
+        ccd_sb_str(sb, ",\"last_ts\":");
+        ccd_sb_ts(sb, c->last_ts);
+        ccd_sb_str(sb, c->pub.valid ? ",\"state\":\"live\",\"steps\":"
+                                    : ",\"state\":\"cold\",\"steps\":");
+        ccd_sb_int(sb, (long long)c->n_steps);
+        ccd_sb_str(sb, ",\"labels\":");
         int k = ccd_topology_labels_json(d->topology, c->id, labels, sizeof labels);
-        sb_add(sb, k > 0 ? labels : "{}", k > 0 ? (size_t)k : 2);
-        sb_add(sb, "}", 1);
+        ccd_sb_add(sb, k > 0 ? labels : "{}", k > 0 ? (size_t)k : 2);
+        ccd_sb_add(sb, "}", 1);
     }
-    sb_str(sb, "],\"total\":");
-    sb_int(sb, (long long)l.matched);
-    sb_str(sb, ",\"next\":");
+    ccd_sb_str(sb, "],\"total\":");
+    ccd_sb_int(sb, (long long)l.matched);
+    ccd_sb_str(sb, ",\"next\":");
     if (n < l.n && n)
-        sb_jstr(sb, l.ids[n - 1]);
+        ccd_sb_jstr(sb, l.ids[n - 1]);
     else
-        sb_str(sb, "null");
-    sb_add(sb, "}", 1);
+        ccd_sb_str(sb, "null");
+    ccd_sb_add(sb, "}", 1);
     free(l.ids);
-    return sb_reply(r, sb);
+    return ccd_sb_reply(r, sb);
 }
 
 /* The version of GET /v1/cells/{id}: every member it shows that moves without a publish
@@ -742,65 +742,67 @@ static int h_cell(CcdReq *r)
     pthread_mutex_unlock(&d->cells->pub_lock);
     /* written directly (no jansson tree): a live cell's counts move at each of its
      * records, so a dashboard's read of a row is mostly a render, not a cache hit */
-    Sb *sb = reply_sb();
+    CcdSb *sb = ccd_reply_sb();
     static const char *const counts[] = {"records", "steps",    "duplicates",  "late",
                                          "imputed", "restarts", "filled_kpis", "outage_held"};
     const uint64_t nc[] = {c->n_records, c->n_steps,    c->n_duplicates, c->n_late,
                            c->n_imputed, c->n_restarts, c->n_filled,     c->n_held};
-    sb_str(sb, "{\"id\":");
-    sb_jstr(sb, c->id);
-    sb_str(sb, c->doomed ? ",\"state\":\"released\",\"topic\":"
-               : valid   ? ",\"state\":\"live\",\"topic\":"
-                         : ",\"state\":\"cold\",\"topic\":");
-    sb_jstr(sb, c->topic >= 0 ? d->cfg.kafka_topics.items[c->topic] : "http");
-    sb_str(sb, ",\"partition\":");
-    sb_int(sb, c->partition);
-    sb_str(sb, ",\"first_step\":");
-    sb_int(sb, c->first_step);
-    sb_str(sb, ",\"last_step\":");
-    sb_int(sb, c->last_step);
-    sb_str(sb, ",\"last_ts\":");
-    sb_ts(sb, c->last_ts);
-    sb_str(sb, ",\"forecast_step\":");
+    ccd_sb_str(sb, "{\"id\":");
+    ccd_sb_jstr(sb, c->id);
+    ccd_sb_str(sb, c->doomed ? ",\"state\":\"released\",\"topic\":"
+                   : valid   ? ",\"state\":\"live\",\"topic\":"
+                             : ",\"state\":\"cold\",\"topic\":");
+    ccd_sb_jstr(sb, c->topic >= 0 ? d->cfg.kafka_topics.items[c->topic] : "http");
+    ccd_sb_str(sb, ",\"partition\":");
+    ccd_sb_int(sb, c->partition);
+    ccd_sb_str(sb, ",\"first_step\":");
+    ccd_sb_int(sb, c->first_step);
+    ccd_sb_str(sb, ",\"last_step\":");
+    ccd_sb_int(sb, c->last_step);
+    ccd_sb_str(sb, ",\"last_ts\":");
+    ccd_sb_ts(sb, c->last_ts);
+    ccd_sb_str(sb, ",\"forecast_step\":");
     if (valid)
-        sb_int(sb, pstep);
+        ccd_sb_int(sb, pstep);
     else
-        sb_str(sb, "null");
+        ccd_sb_str(sb, "null");
     for (size_t i = 0; i < sizeof nc / sizeof *nc; i++) {
-        sb_str(sb, i ? ",\"" : ",\"counts\":{\"");
-        sb_str(sb, counts[i]);
-        sb_str(sb, "\":");
-        sb_int(sb, (long long)nc[i]);
+        ccd_sb_str(sb, i ? ",\"" : ",\"counts\":{\"");
+        ccd_sb_str(sb, counts[i]);
+        ccd_sb_str(sb, "\":");
+        ccd_sb_int(sb, (long long)nc[i]);
     }
-    sb_str(sb, "},\"pending_steps\":");
-    sb_int(sb, c->open_items);
+    ccd_sb_str(sb, "},\"pending_steps\":");
+    ccd_sb_int(sb, c->open_items);
     if (c->n_steps) {
-        sb_str(sb, ",\"last_observation\":{\"step\":");
-        sb_int(sb, pstep);
-        sb_str(sb, ",\"ts\":");
-        sb_ts(sb, pstep * S_of(d));
-        sb_str(sb, ",\"kpis\":{");
+        ccd_sb_str(sb, ",\"last_observation\":{\"step\":");
+        ccd_sb_int(sb, pstep);
+        ccd_sb_str(sb, ",\"ts\":");
+        ccd_sb_ts(sb, pstep * S_of(d));
+        ccd_sb_str(sb, ",\"kpis\":{");
         for (int f = 0; f < F; f++) {
             /* a KPI no record of the step gave is null (issue 15), not the value filled in */
-            sb_str(sb, f ? "," : "");
-            sb_jstr(sb, d->model->hp.features[f]);
-            sb_str(sb, ":{\"observed\":");
-            sb_num(sb, obs[f]);
+            ccd_sb_str(sb, f ? "," : "");
+            ccd_sb_jstr(sb, d->model->hp.features[f]);
+            ccd_sb_str(sb, ":{\"observed\":");
+            ccd_sb_num(sb, obs[f]);
             if (have_exp) {
-                sb_str(sb, ",\"expected\":");
-                sb_num(sb, em[f]);
-                sb_str(sb, ",\"sd\":");
-                sb_num(sb, es[f]);
-                sb_str(sb, ",\"z\":");
-                sb_num(sb, !isfinite(obs[f]) ? NAN : es[f] > 0 ? (obs[f] - em[f]) / es[f] : 0.0);
+                ccd_sb_str(sb, ",\"expected\":");
+                ccd_sb_num(sb, em[f]);
+                ccd_sb_str(sb, ",\"sd\":");
+                ccd_sb_num(sb, es[f]);
+                ccd_sb_str(sb, ",\"z\":");
+                ccd_sb_num(sb, !isfinite(obs[f]) ? NAN
+                               : es[f] > 0       ? (obs[f] - em[f]) / es[f]
+                                                 : 0.0);
             }
-            sb_add(sb, "}", 1);
+            ccd_sb_add(sb, "}", 1);
         }
-        sb_str(sb, "}}");
+        ccd_sb_str(sb, "}}");
     }
     ccd_alerts_cell_write(d, c, sb);
-    sb_add(sb, "}", 1);
-    return sb_reply(r, sb);
+    ccd_sb_add(sb, "}", 1);
+    return ccd_sb_reply(r, sb);
 }
 
 /* The forecast object of cell c into out, after sep, with a newline after it when sep is
@@ -826,7 +828,7 @@ int ccd_forecast_into(CcdReq *r, CcdCell *c, long long horizon, double level, ui
     const int cacheable = horizon == HZ && mask == all && level == d->cfg.forecast_level;
     const int adapt = d->cfg.forecast_interval_adapt;
     FcSlot *slot = &fc_cache[c->serial % CCD_FC_CACHE];
-    float *y = scratch_f((size_t)F * (size_t)HZ * 3 + 2 * (size_t)F);
+    float *y = ccd_scratch_floats((size_t)F * (size_t)HZ * 3 + 2 * (size_t)F);
     if (!y)
         return -ENOMEM;
     float *mu = y + (size_t)F * HZ * 2, *sigma = mu + F, *scale = sigma + F;
@@ -868,41 +870,41 @@ int ccd_forecast_into(CcdReq *r, CcdCell *c, long long horizon, double level, ui
     const double z = ccd_level_z(level);
     const int64_t S = hp->step_seconds;
     /* built by hand: this is the hot route (dashboards poll it), so no jansson tree */
-    static Sb sb;
+    static CcdSb sb;
     sb.n = 0;
     sb.oom = 0;
-    sb_str(&sb, "{\"cell\":");
-    sb_jstr(&sb, c->id);
-    sb_str(&sb, ",\"model\":");
-    sb_jstr(&sb, d->model_name);
-    sb_str(&sb, ",\"step_seconds\":");
-    sb_int(&sb, S);
-    sb_str(&sb, ",\"observed_step\":");
-    sb_int(&sb, t);
-    sb_str(&sb, ",\"observed_ts\":");
-    sb_ts(&sb, t * S);
-    sb_str(&sb, ",\"level\":");
-    sb_num(&sb, level);
-    sb_str(&sb, ",\"z\":");
-    sb_num(&sb, z);
-    sb_str(&sb, ",\"horizon\":");
-    sb_int(&sb, horizon);
-    sb_str(&sb, ",\"kpis\":[");
+    ccd_sb_str(&sb, "{\"cell\":");
+    ccd_sb_jstr(&sb, c->id);
+    ccd_sb_str(&sb, ",\"model\":");
+    ccd_sb_jstr(&sb, d->model_name);
+    ccd_sb_str(&sb, ",\"step_seconds\":");
+    ccd_sb_int(&sb, S);
+    ccd_sb_str(&sb, ",\"observed_step\":");
+    ccd_sb_int(&sb, t);
+    ccd_sb_str(&sb, ",\"observed_ts\":");
+    ccd_sb_ts(&sb, t * S);
+    ccd_sb_str(&sb, ",\"level\":");
+    ccd_sb_num(&sb, level);
+    ccd_sb_str(&sb, ",\"z\":");
+    ccd_sb_num(&sb, z);
+    ccd_sb_str(&sb, ",\"horizon\":");
+    ccd_sb_int(&sb, horizon);
+    ccd_sb_str(&sb, ",\"kpis\":[");
     int first = 1;
     for (int f = 0; f < F; f++)
         if (mask >> f & 1) {
             if (!first)
-                sb_add(&sb, ",", 1);
-            sb_jstr(&sb, hp->features[f]);
+                ccd_sb_add(&sb, ",", 1);
+            ccd_sb_jstr(&sb, hp->features[f]);
             first = 0;
         }
-    sb_str(&sb, "],\"forecast\":[");
+    ccd_sb_str(&sb, "],\"forecast\":[");
     for (int k = 0; k < horizon; k++) {
-        sb_str(&sb, k ? ",{\"step\":" : "{\"step\":");
-        sb_int(&sb, t + 1 + k);
-        sb_str(&sb, ",\"ts\":");
-        sb_ts(&sb, (t + 1 + k) * S);
-        sb_str(&sb, ",\"values\":{");
+        ccd_sb_str(&sb, k ? ",{\"step\":" : "{\"step\":");
+        ccd_sb_int(&sb, t + 1 + k);
+        ccd_sb_str(&sb, ",\"ts\":");
+        ccd_sb_ts(&sb, (t + 1 + k) * S);
+        ccd_sb_str(&sb, ",\"values\":{");
         first = 1;
         for (int f = 0; f < F; f++) {
             if (!(mask >> f & 1))
@@ -913,26 +915,26 @@ int ccd_forecast_into(CcdReq *r, CcdCell *c, long long horizon, double level, ui
              * served one (interval.h) */
             const double w = z * sd * (have_scale ? scale[(size_t)f * HZ + k] : 1.0);
             if (!first)
-                sb_add(&sb, ",", 1);
-            sb_jstr(&sb, hp->features[f]);
-            sb_str(&sb, ":{\"mean\":");
-            sb_num(&sb, fmin(fmax(mean, blo[f]), bhi[f]));
-            sb_str(&sb, ",\"lower\":");
-            sb_num(&sb, fmin(fmax(mean - w, blo[f]), bhi[f]));
-            sb_str(&sb, ",\"upper\":");
-            sb_num(&sb, fmin(fmax(mean + w, blo[f]), bhi[f]));
-            sb_str(&sb, ",\"sd\":");
-            sb_num(&sb, sd);
+                ccd_sb_add(&sb, ",", 1);
+            ccd_sb_jstr(&sb, hp->features[f]);
+            ccd_sb_str(&sb, ":{\"mean\":");
+            ccd_sb_num(&sb, fmin(fmax(mean, blo[f]), bhi[f]));
+            ccd_sb_str(&sb, ",\"lower\":");
+            ccd_sb_num(&sb, fmin(fmax(mean - w, blo[f]), bhi[f]));
+            ccd_sb_str(&sb, ",\"upper\":");
+            ccd_sb_num(&sb, fmin(fmax(mean + w, blo[f]), bhi[f]));
+            ccd_sb_str(&sb, ",\"sd\":");
+            ccd_sb_num(&sb, sd);
             if (adapt) {
-                sb_str(&sb, ",\"interval_scale\":");
-                sb_num(&sb, have_scale ? scale[(size_t)f * HZ + k] : 1.0);
+                ccd_sb_str(&sb, ",\"interval_scale\":");
+                ccd_sb_num(&sb, have_scale ? scale[(size_t)f * HZ + k] : 1.0);
             }
-            sb_add(&sb, "}", 1);
+            ccd_sb_add(&sb, "}", 1);
             first = 0;
         }
-        sb_add(&sb, "}}", 2);
+        ccd_sb_add(&sb, "}}", 2);
     }
-    sb_add(&sb, "]}\n", 3);
+    ccd_sb_add(&sb, "]}\n", 3);
     if (sb.oom)
         return -ENOMEM;
     if (sep)
@@ -964,7 +966,7 @@ static int h_forecast(CcdReq *r)
     if (rc < 0)
         return -rc;
     long long horizon = HZ;
-    if ((rc = q_int(r, "horizon", &horizon)) == -2)
+    if ((rc = ccd_query_int(r, "horizon", &horizon)) == -2)
         return ccd_problem(r, 400, "bad-parameter", "horizon must be an integer");
     if (horizon < 1 || horizon > HZ)
         return ccd_problem(r, 422, "bad-parameter", "horizon must be in [1, %d], got %lld", HZ,
@@ -973,7 +975,7 @@ static int h_forecast(CcdReq *r)
     if ((rc = ccd_query_level(r, &level)))
         return rc;
     uint64_t mask;
-    if ((rc = parse_kpis(r, &mask)))
+    if ((rc = ccd_query_kpis(r, &mask)))
         return rc;
     /* gzip costs ~8x the cached reply: gzipped replies are cached per published forecast */
     if (ccd_accepts_gzip(r) &&
@@ -1003,7 +1005,7 @@ static int h_attention(CcdReq *r)
     if (rc < 0)
         return -rc;
     uint64_t mask;
-    if ((rc = parse_kpis(r, &mask)))
+    if ((rc = ccd_query_kpis(r, &mask)))
         return rc;
     if (!d->cfg.engine_keep_attention)
         return ccd_problem(r, 404, "attention-not-kept",
@@ -1014,7 +1016,7 @@ static int h_attention(CcdReq *r)
      * per published step, with an ETag for the 304 */
     if ((rc = ccd_reply_cached(r, ccd_cell_version(d, c, ccd_version_seed(d)))))
         return rc;
-    float *w = scratch_f((size_t)L * H * NT);
+    float *w = ccd_scratch_floats((size_t)L * H * NT);
     int64_t *tok = malloc((size_t)NT * sizeof *tok);
     if (!w || !tok) {
         free(tok);
@@ -1037,7 +1039,7 @@ static int h_attention(CcdReq *r)
         }
         if (any)
             evbuffer_add(b, ",", 1);
-        add_jstr(b, hp->features[f]);
+        ccd_evbuffer_jstr(b, hp->features[f]);
         evbuffer_add(b, ":[", 2);
         for (int l = 0; l < L; l++) {
             evbuffer_add_printf(b, "%s[", l ? "," : "");
@@ -1063,7 +1065,7 @@ static int h_attention(CcdReq *r)
     }
     evbuffer_add_printf(b, "},\"tokens\":[");
     for (int j = 0; j < nt; j++) {
-        rfc3339(tok[j] * S, ts, sizeof ts);
+        ccd_rfc3339(tok[j] * S, ts, sizeof ts);
         evbuffer_add_printf(b, "%s{\"end_step\":%lld,\"end_ts\":\"%s\",\"current\":%s}",
                             j ? "," : "", (long long)tok[j], ts, j == nt - 1 ? "true" : "false");
     }
@@ -1119,7 +1121,7 @@ static int h_post_kpis(CcdReq *r)
                                               "message", kb.errors[i].message));
     for (int i = 0; i < n_tr && json_array_size(errs) < 100; i++) {
         char ts[40], msg[160];
-        rfc3339(tr[i].ts, ts, sizeof ts);
+        ccd_rfc3339(tr[i].ts, ts, sizeof ts);
         snprintf(msg, sizeof msg, "its time %s is %lld s %s the clock (%s = %lld)", ts,
                  (long long)tr[i].off_s, tr[i].future ? "ahead of" : "behind",
                  tr[i].future ? "ingest.max_future_s" : "ingest.max_past_s",

@@ -16,7 +16,7 @@
 
 /* Inverse standard normal CDF (Acklam's rational approximation, |error| < 1.2e-9 after
  * one Newton step on erfc). */
-double probit(double p)
+double ccd_probit(double p)
 {
     static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,
                                -2.759285104469687e+02, 1.383577518672690e+02,
@@ -51,7 +51,7 @@ double probit(double p)
 
 /* RFC 3339 UTC of unix seconds (cc_time); outside years 0..9999 the number itself. buf
  * holds at least CC_RFC3339_LEN bytes. */
-void rfc3339(int64_t unix_s, char *buf, size_t n)
+void ccd_rfc3339(int64_t unix_s, char *buf, size_t n)
 {
     if (cc_time_format_rfc3339(unix_s, buf, n))
         snprintf(buf, n, "%lld", (long long)unix_s);
@@ -84,7 +84,7 @@ static size_t jstr(char *o, const char *s, size_t n)
 
 /* A finite number with 7 significant digits (like %.7g, without printf's cost: the
  * forecast route formats ~800 of them per reply), or null. */
-int fmt_num(char *buf, size_t n, double v)
+int ccd_fmt_num(char *buf, size_t n, double v)
 {
     static const double p10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9, 1e10,
                                  1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20};
@@ -141,7 +141,7 @@ int fmt_num(char *buf, size_t n, double v)
     return (int)(o - buf);
 }
 
-char *sb_room(Sb *b, size_t need)
+char *ccd_sb_room(CcdSb *b, size_t need)
 {
     if (b->n + need + 1 > b->cap) {
         size_t cap = (b->cap ? b->cap * 2 : 4096) + need;
@@ -156,25 +156,25 @@ char *sb_room(Sb *b, size_t need)
     return b->p + b->n;
 }
 
-void sb_add(Sb *b, const char *s, size_t len)
+void ccd_sb_add(CcdSb *b, const char *s, size_t len)
 {
-    char *o = sb_room(b, len);
+    char *o = ccd_sb_room(b, len);
     if (o) {
         memcpy(o, s, len);
         b->n += len;
     }
 }
 
-void sb_str(Sb *b, const char *s) { sb_add(b, s, strlen(s)); }
+void ccd_sb_str(CcdSb *b, const char *s) { ccd_sb_add(b, s, strlen(s)); }
 
-void sb_num(Sb *b, double v)
+void ccd_sb_num(CcdSb *b, double v)
 {
-    char *o = sb_room(b, 40);
+    char *o = ccd_sb_room(b, 40);
     if (o)
-        b->n += (size_t)fmt_num(o, 40, v);
+        b->n += (size_t)ccd_fmt_num(o, 40, v);
 }
 
-void sb_int(Sb *b, long long v)
+void ccd_sb_int(CcdSb *b, long long v)
 {
     char tmp[24];
     int i = 23;
@@ -185,46 +185,46 @@ void sb_int(Sb *b, long long v)
     while (u /= 10);
     if (v < 0)
         tmp[--i] = '-';
-    sb_add(b, tmp + i, (size_t)(23 - i));
+    ccd_sb_add(b, tmp + i, (size_t)(23 - i));
 }
 
-void sb_ts(Sb *b, int64_t unix_s)
+void ccd_sb_ts(CcdSb *b, int64_t unix_s)
 {
     char ts[32];
-    rfc3339(unix_s, ts, sizeof ts);
-    sb_add(b, "\"", 1);
-    sb_str(b, ts);
-    sb_add(b, "\"", 1);
+    ccd_rfc3339(unix_s, ts, sizeof ts);
+    ccd_sb_add(b, "\"", 1);
+    ccd_sb_str(b, ts);
+    ccd_sb_add(b, "\"", 1);
 }
 
 /* A JSON string (escaped). */
-void sb_jstr(Sb *b, const char *s)
+void ccd_sb_jstr(CcdSb *b, const char *s)
 {
     size_t n = strlen(s);
-    char *o = sb_room(b, 6 * n + 2);
+    char *o = ccd_sb_room(b, 6 * n + 2);
     if (o)
         b->n += jstr(o, s, n);
 }
 
-Sb *reply_sb(void)
+CcdSb *ccd_reply_sb(void)
 {
-    static Sb sb;
+    static CcdSb sb;
     sb.n = 0;
     sb.oom = 0;
     return &sb;
 }
 
-int sb_reply(CcdReq *r, Sb *b)
+int ccd_sb_reply(CcdReq *r, CcdSb *b)
 {
     if (b->oom)
         return ccd_problem(r, 500, "internal", "out of memory");
-    sb_add(b, "\n", 1);
+    ccd_sb_add(b, "\n", 1);
     evbuffer_add(r->out, b->p, b->n);
     return ccd_text(r, 200, "application/json");
 }
 
 /* Parses an integer parameter; 0 ok, -1 absent, -2 malformed. */
-int q_int(CcdReq *r, const char *name, long long *out)
+int ccd_query_int(CcdReq *r, const char *name, long long *out)
 {
     const char *s = ccd_query(r, name);
     char *end;
@@ -252,7 +252,7 @@ int ccd_find_cell(CcdReq *r, CcdCell **out)
 }
 
 /* Loop-thread scratch for copies of published forecasts. */
-float *scratch_f(size_t n)
+float *ccd_scratch_floats(size_t n)
 {
     static float *buf;
     static size_t cap;
@@ -267,7 +267,7 @@ float *scratch_f(size_t n)
 }
 
 /* Parses kpis=a,b (query.h) into a feature mask; 0 or a problem status. */
-int parse_kpis(CcdReq *r, uint64_t *mask)
+int ccd_query_kpis(CcdReq *r, uint64_t *mask)
 {
     const CcHparams *hp = &r->d->model->hp;
     const char *s = ccd_query(r, "kpis");
@@ -335,7 +335,7 @@ double ccd_level_z(double level)
 {
     /* from the tail probability: 0.5 + level / 2 rounds to 1 (z = inf) for a level within
      * 2^-53 of 1, (1 - level) / 2 stays exact */
-    return -probit((1 - level) / 2);
+    return -ccd_probit((1 - level) / 2);
 }
 
 void ccd_kpi_bounds(const Ccd *d, double *lo, double *hi)
@@ -383,7 +383,7 @@ uint64_t ccd_cell_version(Ccd *d, const CcdCell *c, uint64_t h)
 }
 
 /* A JSON string into an evbuffer (names: short). */
-void add_jstr(struct evbuffer *b, const char *s)
+void ccd_evbuffer_jstr(struct evbuffer *b, const char *s)
 {
     char tmp[6 * CC_FEATURE_NAME_MAX + 2];
     size_t n = strlen(s);

@@ -12,37 +12,37 @@
 #include "http.h"
 
 /** Inverse standard normal CDF. */
-double probit(double p);
+double ccd_probit(double p);
 /** RFC 3339 UTC of unix seconds (the number itself outside years 0..9999). */
-void rfc3339(int64_t unix_s, char *buf, size_t n);
+void ccd_rfc3339(int64_t unix_s, char *buf, size_t n);
 /** A finite number with 7 significant digits, or null. Returns its length. */
-int fmt_num(char *buf, size_t n, double v);
+int ccd_fmt_num(char *buf, size_t n, double v);
 
 /** A growable string for replies built piece by piece (one evbuffer_add at the end);
  *  oom is set (and later additions dropped) when it cannot grow. */
-typedef struct Sb {
+typedef struct CcdSb {
     char *p;
     size_t n, cap;
     int oom;
-} Sb;
+} CcdSb;
 
-char *sb_room(Sb *b, size_t need);
-void sb_add(Sb *b, const char *s, size_t len);
-void sb_str(Sb *b, const char *s);
-void sb_num(Sb *b, double v);
-void sb_int(Sb *b, long long v);
+char *ccd_sb_room(CcdSb *b, size_t need);
+void ccd_sb_add(CcdSb *b, const char *s, size_t len);
+void ccd_sb_str(CcdSb *b, const char *s);
+void ccd_sb_num(CcdSb *b, double v);
+void ccd_sb_int(CcdSb *b, long long v);
 /** A quoted RFC 3339 time. */
-void sb_ts(Sb *b, int64_t unix_s);
+void ccd_sb_ts(CcdSb *b, int64_t unix_s);
 /** A quoted, escaped JSON string. */
-void sb_jstr(Sb *b, const char *s);
+void ccd_sb_jstr(CcdSb *b, const char *s);
 /** A quoted, escaped JSON string into an evbuffer (names: cut at CC_FEATURE_NAME_MAX). */
-void add_jstr(struct evbuffer *b, const char *s);
+void ccd_evbuffer_jstr(struct evbuffer *b, const char *s);
 /** Loop-thread scratch for copies of published forecasts: n floats, NULL without memory. */
-float *scratch_f(size_t n);
+float *ccd_scratch_floats(size_t n);
 /** The loop thread's reply buffer, emptied (one reply at a time). */
-Sb *reply_sb(void);
+CcdSb *ccd_reply_sb(void);
 /** Replies 200 with b and a newline as the JSON body (500 when b could not grow). */
-int sb_reply(CcdReq *r, Sb *b);
+int ccd_sb_reply(CcdReq *r, CcdSb *b);
 
 /** Looks up {id}: 1 found, else fills a 400/404 and returns its status as negative. */
 int ccd_find_cell(CcdReq *r, CcdCell **out);
@@ -50,9 +50,9 @@ int ccd_find_cell(CcdReq *r, CcdCell **out);
  *  status. */
 int ccd_query_since(CcdReq *r, int64_t *since);
 /** Integer parameter: 0 ok, -1 absent, -2 malformed. */
-int q_int(CcdReq *r, const char *name, long long *out);
+int ccd_query_int(CcdReq *r, const char *name, long long *out);
 /** kpis=a,b into a feature mask (all when absent); 0 or a problem status. */
-int parse_kpis(CcdReq *r, uint64_t *mask);
+int ccd_query_kpis(CcdReq *r, uint64_t *mask);
 
 /** The z of a central interval of `level` in (0, 1): finite up to 1 - 2^-53. */
 double ccd_level_z(double level);
