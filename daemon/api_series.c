@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "alerts.h"
+#include "api.h"
 #include "api_util.h"
 #include "cc_history.h"
 #include "cells.h"

@@ -79,10 +79,4 @@ uint64_t ccd_cell_version(Ccd *d, const CcdCell *c, uint64_t h);
 /** The start of a version: the daemon's reloads (KPI bounds, model). */
 uint64_t ccd_version_seed(const Ccd *d);
 
-/* api_series.c: the dashboard's reads (issue 15) */
-int ccd_h_history(CcdReq *r);
-int ccd_h_forecasts(CcdReq *r);
-int ccd_h_batch_forecast(CcdReq *r);
-int ccd_h_batch_history(CcdReq *r);
-
 #endif
