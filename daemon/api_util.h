@@ -65,11 +65,6 @@ void ccd_kpi_bounds(const Ccd *d, double *lo, double *hi);
 int ccd_query_time(CcdReq *r, const char *name, int64_t absent, int64_t *out);
 /** level=: 0 (absent: forecast.level) or a problem status. */
 int ccd_query_level(CcdReq *r, double *level);
-/** The forecast object of c into out after sep (api.c: from its reply cache for the
- *  default parameters); sep NULL: none, and a newline after it. 0, 1 no forecast yet
- *  (nothing written), -ENOMEM. */
-int ccd_forecast_into(CcdReq *r, CcdCell *c, long long horizon, double level, uint64_t mask,
-                      const char *sep, struct evbuffer *out);
 
 /** Folds v into the version h (FNV-1a by 64-bit words). */
 static inline uint64_t ccd_fold(uint64_t h, uint64_t v) { return (h ^ v) * 1099511628211ULL; }
