@@ -13,7 +13,7 @@
 #include "alerts.h"
 #include "cc_snapshot.h"
 #include "cluster.h"
-#include "ingest.h"
+#include "clock.h"
 #include "log.h"
 #include "state.h"
 
@@ -339,7 +339,7 @@ typedef struct Restored {
     int n, cap;
     int64_t forecast_ns;  /* in ccd_state_forecast_cells */
     int32_t n_partitions; /* of the KPI topic, -1 unknown */
-    int64_t max_ts;       /* ccd_ingest_max_ts at the start of the takeover */
+    int64_t max_ts;       /* ccd_clock_max_ts at the start of the takeover */
 } Restored;
 
 static void forecast(Ccd *d, Restored *r)
@@ -522,7 +522,7 @@ void ccd_handover_assign(Ccd *d, const char *name, int topic, const int32_t *par
                          1024,
                          0,
                          ccd_kafka_topic_partitions(d->kafka, name),
-                         ccd_ingest_max_ts(d)};
+                         ccd_clock_max_ts(d)};
         if (!done.cells)
             done.cap = 0; /* forecast one by one */
         for (size_t i = 0; i < x.cap; i++)

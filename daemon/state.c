@@ -14,7 +14,7 @@
 
 #include "alerts.h"
 #include "handover.h"
-#include "ingest.h"
+#include "clock.h"
 #include "cc_snapshot.h"
 #include "interval.h"
 #include "log.h"
@@ -213,7 +213,7 @@ int ccd_state_restore_cell(Ccd *d, const CcSnapshotCell *sc, CcdCell **out, char
     const int F = d->model->hp.n_features;
     if (sc->count <= 0 || sc->n_features != F)
         return cc_errf(err, errlen, -EINVAL, "cell %s: empty or F=%d", sc->cell_id, sc->n_features);
-    int rc = ccd_state_check_record(sc, NULL, -1, d->model->hp.step_seconds, ccd_ingest_max_ts(d),
+    int rc = ccd_state_check_record(sc, NULL, -1, d->model->hp.step_seconds, ccd_clock_max_ts(d),
                                     err, errlen);
     if (rc)
         return rc;

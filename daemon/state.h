@@ -35,7 +35,7 @@ typedef struct CcdStateExtra {
 void ccd_state_cell_extra(const CcdCell *c, CcdStateExtra *ex);
 
 /** Checks the fields of a cell record before it is restored (snapshot files and the state
- *  topic): its steps end no later than the step of max_ts (ccd_ingest_max_ts, the bound of
+ *  topic): its steps end no later than the step of max_ts (ccd_clock_max_ts, the bound of
  *  ingest: a record further ahead made the cell's real records late for good), its extra
  *  fields (CcdStateExtra) in range. key non-NULL (a state-topic record): the cell id it
  *  holds is its key, and the KPI partition it names is `partition`, the one it was read
