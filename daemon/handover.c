@@ -15,7 +15,7 @@
 #include "cluster.h"
 #include "clock.h"
 #include "log.h"
-#include "state.h"
+#include "cell_record.h"
 
 #define WRITE_TIMEOUT_MS 15000 /* a handover: the next owner waits for these records */
 /* A checkpoint blocks the event loop (HTTP included) at most this long; records not
@@ -132,8 +132,8 @@ static void write_cell(void *cookie, CcdCell *c)
     cc_cell_span(c->cell, &first, &last);
     if (first < 0 || (!h->rewrite_all && c->state_step == last + 1))
         return;
-    CcdStateExtra ex;
-    ccd_state_cell_extra(c, &ex);
+    CcdCellRecordExtra ex;
+    ccd_cell_record_extra(c, &ex);
     const void *buf;
     size_t len;
     int rc = cc_snapshot_encode_engine_cell(h->enc, c->id, c->cell, ccd_alerts_cell_state(c), &ex,
@@ -337,7 +337,7 @@ static void on_record(void *cookie, int32_t partition, const void *key, size_t k
 typedef struct Restored {
     CcdCell **cells; /* restored, forecast pending */
     int n, cap;
-    int64_t forecast_ns;  /* in ccd_state_forecast_cells */
+    int64_t forecast_ns;  /* in ccd_cell_record_forecast */
     int32_t n_partitions; /* of the KPI topic, -1 unknown */
     int64_t max_ts;       /* ccd_clock_max_ts at the start of the takeover */
 } Restored;
@@ -345,7 +345,7 @@ typedef struct Restored {
 static void forecast(Ccd *d, Restored *r)
 {
     int64_t t0 = cc_now_ns();
-    ccd_state_forecast_cells(d, r->cells, r->n);
+    ccd_cell_record_forecast(d, r->cells, r->n);
     r->forecast_ns += cc_now_ns() - t0;
     r->n = 0;
 }
@@ -371,10 +371,10 @@ static void restore_slot(Ccd *d, int topic, const Slot *s, Restored *out)
         return;
     }
     const CcSnapshotCell *sc = &rec.cell;
-    CcdStateExtra ex;
+    CcdCellRecordExtra ex;
     if (sc->extra_len != sizeof ex ||
-        ccd_state_check_record(sc, s->key, s->partition, d->model->hp.step_seconds, out->max_ts,
-                               err, sizeof err)) {
+        ccd_cell_record_check(sc, s->key, s->partition, d->model->hp.step_seconds, out->max_ts, err,
+                              sizeof err)) {
         if (sc->extra_len != sizeof ex)
             snprintf(err, sizeof err, "%zu extra bytes, want %zu", sc->extra_len, sizeof ex);
         h->st.records_refused++;
@@ -412,9 +412,9 @@ static void restore_slot(Ccd *d, int topic, const Slot *s, Restored *out)
     }
     if (out->n == out->cap) /* a full batch: forecast it */
         forecast(d, out);
-    int batch = out->cap && ccd_state_can_batch(d);
+    int batch = out->cap && ccd_cell_record_can_batch(d);
     c = NULL;
-    if (ccd_state_restore_cell(d, sc, batch ? &c : NULL, err, sizeof err)) {
+    if (ccd_cell_record_restore(d, sc, batch ? &c : NULL, err, sizeof err)) {
         h->st.records_refused++;
         CCD_LOG_RL(CC_LOG_WARN, "handover", "cell %s not restored: %s", s->key, err);
         return;
