@@ -357,7 +357,7 @@ int main(int argc, char **argv)
         LOG_ERROR("main", "out of memory");
         goto out;
     }
-    if (ccd_silences_start(d, err, sizeof err)) {
+    if (ccd_silences_start(d, ccd_state_path(d), err, sizeof err)) {
         LOG_ERROR("silences", "%s", err);
         goto out;
     }
