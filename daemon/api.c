@@ -449,6 +449,14 @@ static int h_post_kpis(CcdReq *r)
                               kb.n_errors + oor, "errors", errs));
 }
 
+/* GET /v1/incidents: what the worker queued so far grouped first (incidents_daemon.c is fed
+ * by the alerts' flush and does not call back into them). */
+static int h_incidents(CcdReq *r)
+{
+    ccd_alerts_flush(r->d);
+    return ccd_h_incidents(r);
+}
+
 /* clang-format off */
 const CcdRoute ccd_routes[] = {
     {"/healthz", EVHTTP_REQ_GET, h_healthz, "liveness"},
@@ -470,7 +478,7 @@ const CcdRoute ccd_routes[] = {
     {"/v1/alerts/firing", EVHTTP_REQ_GET, ccd_h_alerts_firing, "alerts firing now, all cells, paged"},
     {"/v1/cells/{id}/alerts", EVHTTP_REQ_GET, ccd_h_cell_alerts, "the cell's alert transitions"},
     {"/v1/cells/{id}/scores", EVHTTP_REQ_GET, ccd_h_cell_scores, "the cell's anomaly scores"},
-    {"/v1/incidents", EVHTTP_REQ_GET, ccd_h_incidents, "incidents (alerts grouped by site), firing and recent"},
+    {"/v1/incidents", EVHTTP_REQ_GET, h_incidents, "incidents (alerts grouped by site), firing and recent"},
     {"/v1/silences", EVHTTP_REQ_GET | EVHTTP_REQ_POST, ccd_h_silences, "silences: list, add (token)"},
     {"/v1/silences/{id}", EVHTTP_REQ_DELETE, ccd_h_silence_delete, "expire a silence (token)"},
     {"/v1/cluster", EVHTTP_REQ_GET, ccd_h_cluster, "members of the consumer group, who serves what"},

@@ -12,7 +12,6 @@
 
 #include <event2/buffer.h>
 
-#include "alerts.h"
 #include "api_util.h"
 #include "cellcastd.h"
 #include "http.h"
@@ -162,7 +161,6 @@ int ccd_h_incidents(CcdReq *r)
                            scope);
     if (!d->incidents)
         return ccd_problem(r, 404, "not-found", "alerts are off: no incidents");
-    ccd_alerts_flush(d); /* what the worker queued so far, grouped */
     size_t n;
     const CcdIncident **v = ccd_incidents_list(d->incidents, &n);
     if (!v && n)
