@@ -2,6 +2,7 @@
  * atomically and swapped in (reload path, or a re-exec for another KPI set). See
  * models.h. */
 #include "models.h"
+#include "settings.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -61,26 +62,6 @@ void ccd_models_hash(const void *buf, size_t len, char hex[17])
     snprintf(hex, 17, "%016llx", (unsigned long long)cc_fnv1a(CC_FNV1A_SEED, buf, len));
 }
 
-static void learned_path(const CcdConfig *cfg, char *buf, size_t n)
-{
-    const char *sd = getenv("STATE_DIRECTORY");
-    if (strcmp(cfg->model_learned_path, "auto"))
-        snprintf(buf, n, "%s", cfg->model_learned_path);
-    else if (sd && *sd)
-        snprintf(buf, n, "%.*s/learned.safetensors", (int)strcspn(sd, ":"), sd);
-    else
-        snprintf(buf, n, "cellcast-learned.safetensors");
-}
-
-const char *ccd_models_path(const CcdConfig *cfg, char *buf, size_t n)
-{
-    struct stat st;
-    if (cfg->model_source != 1)
-        return cfg->model_path;
-    learned_path(cfg, buf, n);
-    return stat(buf, &st) == 0 ? buf : cfg->model_path;
-}
-
 static int read_file(const char *path, char **out, size_t *len)
 {
     FILE *f = fopen(path, "rb");
@@ -115,7 +96,7 @@ int ccd_models_open(Ccd *d, const char *path, char *err, size_t errlen)
     }
     char rec[4200];
     snprintf(rec, sizeof rec, "%s.json", path);
-    learned_path(&d->cfg, lp, sizeof lp);
+    ccd_model_learned_path(&d->cfg, lp, sizeof lp);
     if (d->cfg.model_source == 1 && !strcmp(path, lp)) {
         json_t *j = json_load_file(rec, 0, NULL);
         if (json_is_object(j))
@@ -461,7 +442,7 @@ static void apply_pending(Ccd *d)
     cc_model_open_buffer(&nm, (const uint8_t *)buf, m->pending_len, err, sizeof err);
     int same = nm && same_kpis(&d->model->hp, &nm->hp);
     cc_model_close(&nm);
-    learned_path(&d->cfg, path, sizeof path);
+    ccd_model_learned_path(&d->cfg, path, sizeof path);
     snprintf(rec_path, sizeof rec_path, "%s.json", path);
     char *js = rec ? json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     /* the record first: a start that finds the model finds its record (or an older one,
