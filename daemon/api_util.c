@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "api_util.h"
+#include "cc_json.h"
 #include "cc_time.h"
 #include "cells.h"
 #include "cluster.h"
@@ -57,29 +58,14 @@ void ccd_rfc3339(int64_t unix_s, char *buf, size_t n)
         snprintf(buf, n, "%lld", (long long)unix_s);
 }
 
-/* The quoted, escaped JSON string of s[0..n) into o, which has room for 6 n + 2 bytes
- * (`"`, `\` and control characters escaped; UTF-8 passes through). Returns its length. */
+/* The quoted, escaped JSON string of s[0..n) into o, which has room for
+ * CC_JSON_ESCAPED_MAX(n) + 2 bytes (cc_json_escape). Returns its length. */
 static size_t jstr(char *o, const char *s, size_t n)
 {
-    static const char hex[] = "0123456789abcdef";
-    char *p = o;
-    *p++ = '"';
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '"' || ch == '\\') {
-            *p++ = '\\';
-            *p++ = (char)ch;
-        } else if (ch < 0x20) {
-            memcpy(p, "\\u00", 4);
-            p[4] = hex[ch >> 4];
-            p[5] = hex[ch & 15];
-            p += 6;
-        } else {
-            *p++ = (char)ch;
-        }
-    }
-    *p++ = '"';
-    return (size_t)(p - o);
+    o[0] = '"';
+    size_t k = 1 + cc_json_escape(o + 1, s, n);
+    o[k] = '"';
+    return k + 1;
 }
 
 /* A finite number with 7 significant digits (like %.7g, without printf's cost: the
@@ -201,7 +187,7 @@ void ccd_sb_ts(CcdSb *b, int64_t unix_s)
 void ccd_sb_jstr(CcdSb *b, const char *s)
 {
     size_t n = strlen(s);
-    char *o = ccd_sb_room(b, 6 * n + 2);
+    char *o = ccd_sb_room(b, CC_JSON_ESCAPED_MAX(n) + 2);
     if (o)
         b->n += jstr(o, s, n);
 }
@@ -385,7 +371,7 @@ uint64_t ccd_cell_version(Ccd *d, const CcdCell *c, uint64_t h)
 /* A JSON string into an evbuffer (names: short). */
 void ccd_evbuffer_jstr(struct evbuffer *b, const char *s)
 {
-    char tmp[6 * CC_FEATURE_NAME_MAX + 2];
+    char tmp[CC_JSON_ESCAPED_MAX(CC_FEATURE_NAME_MAX) + 2];
     size_t n = strlen(s);
     if (n > CC_FEATURE_NAME_MAX)
         n = CC_FEATURE_NAME_MAX;
