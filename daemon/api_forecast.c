@@ -55,7 +55,7 @@ int ccd_forecast_into(CcdReq *r, CcdCell *c, long long horizon, double level, ui
     const uint64_t all = F >= 64 ? ~0ULL : (1ULL << F) - 1;
     double blo[CC_MAX_FEATURES], bhi[CC_MAX_FEATURES];
     ccd_kpi_bounds(d, blo, bhi);
-    uint64_t bkey = 1469598103934665603ULL; /* FNV-1a of the bounds: a reload changes them */
+    uint64_t bkey = CC_FNV1A_SEED; /* FNV-1a of the bounds: a reload changes them */
     for (int f = 0; f < F; f++) {
         uint64_t u[2];
         memcpy(&u[0], &blo[f], 8);

@@ -358,7 +358,7 @@ void ccd_kpi_bounds(const Ccd *d, double *lo, double *hi)
         }
 }
 
-uint64_t ccd_version_seed(const Ccd *d) { return ccd_fold(1469598103934665603ULL, d->reloads_ok); }
+uint64_t ccd_version_seed(const Ccd *d) { return ccd_fold(CC_FNV1A_SEED, d->reloads_ok); }
 
 uint64_t ccd_cell_version(Ccd *d, const CcdCell *c, uint64_t h)
 {

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cc_common.h"
 #include "http.h"
 
 /** Inverse standard normal CDF. */
@@ -66,8 +67,8 @@ int ccd_query_time(CcdReq *r, const char *name, int64_t absent, int64_t *out);
 /** level=: 0 (absent: forecast.level) or a problem status. */
 int ccd_query_level(CcdReq *r, double *level);
 
-/** Folds v into the version h (FNV-1a by 64-bit words). */
-static inline uint64_t ccd_fold(uint64_t h, uint64_t v) { return (h ^ v) * 1099511628211ULL; }
+/** Folds v into the version h (cc_fnv1a over its bytes). */
+static inline uint64_t ccd_fold(uint64_t h, uint64_t v) { return cc_fnv1a(h, &v, sizeof v); }
 /** The version of what replies about cell c show (http_cache.h): folds its serial and
  *  publish sequence into h (start from ccd_version_seed). */
 uint64_t ccd_cell_version(Ccd *d, const CcdCell *c, uint64_t h);

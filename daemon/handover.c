@@ -267,18 +267,9 @@ typedef struct ReadCtx {
     uint64_t records;
 } ReadCtx;
 
-static uint64_t fnv1a(const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 1099511628211ULL;
-    return h;
-}
-
 static Slot *slot_find(ReadCtx *x, const char *key, size_t key_len)
 {
-    size_t i = (size_t)fnv1a(key, key_len) & (x->cap - 1);
+    size_t i = (size_t)cc_fnv1a(CC_FNV1A_SEED, key, key_len) & (x->cap - 1);
     while (x->slots[i].key &&
            (strlen(x->slots[i].key) != key_len || memcmp(x->slots[i].key, key, key_len)))
         i = (i + 1) & (x->cap - 1);
