@@ -36,19 +36,6 @@ static void atomic_counter(struct evbuffer *b, const char *name, const char *hel
                         (unsigned long long)__atomic_load_n(v, __ATOMIC_RELAXED));
 }
 
-static void hist_out(struct evbuffer *b, const char *name, const CcdHist *h)
-{
-    uint64_t acc = 0;
-    for (int i = 0; i < h->n; i++) {
-        acc += h->counts[i];
-        evbuffer_add_printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, h->le[i],
-                            (unsigned long long)acc);
-    }
-    evbuffer_add_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", name,
-                        (unsigned long long)h->count, name, h->sum, name,
-                        (unsigned long long)h->count);
-}
-
 /* Alerts (alerts.h), snapshots (state.h), reloads and the producer. */
 static void alerts_metrics(Ccd *d, struct evbuffer *b)
 {
@@ -301,16 +288,16 @@ int ccd_h_metrics(CcdReq *r)
                                 (unsigned long long)ks.errors_other);
     }
     metric(b, "cellcast_batch_size", "histogram", "Cell-steps per stepped batch.");
-    hist_out(b, "cellcast_batch_size", &ss->batch_size);
+    ccd_hist_write(b, "cellcast_batch_size", &ss->batch_size);
     metric(b, "cellcast_step_latency_seconds", "histogram",
            "Worker time to step and publish one batch.");
-    hist_out(b, "cellcast_step_latency_seconds", &ss->step_seconds);
+    ccd_hist_write(b, "cellcast_step_latency_seconds", &ss->step_seconds);
     metric(b, "cellcast_forecast_delay_seconds", "histogram",
            "From the first record of a batch to its forecasts published.");
-    hist_out(b, "cellcast_forecast_delay_seconds", &ss->delay_seconds);
+    ccd_hist_write(b, "cellcast_forecast_delay_seconds", &ss->delay_seconds);
     metric(b, "cellcast_loop_lag_seconds", "histogram",
            "How late the 10 ms cron ran: stalls of the event loop (HTTP waits as long).");
-    hist_out(b, "cellcast_loop_lag_seconds", &d->loop_lag);
+    ccd_hist_write(b, "cellcast_loop_lag_seconds", &d->loop_lag);
     metric(b, "cellcast_engine_seconds_total", "counter", "Engine time by part (cc_engine_stats).");
     evbuffer_add_printf(b,
                         "cellcast_engine_seconds_total{part=\"dense\"} %.6f\n"
