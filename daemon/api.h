@@ -12,9 +12,9 @@ int ccd_h_metrics(CcdReq *r);
 /* api_forecast.c */
 /** GET /v1/cells/{id}/forecast. */
 int ccd_h_forecast(CcdReq *r);
-/** The forecast object of c into out after sep (from its cache for the
- *  default parameters); sep NULL: none, and a newline after it. 0, 1 no forecast yet
- *  (nothing written), -ENOMEM. */
+/** The forecast object of c into out after sep (rendered; the replies are cached whole);
+ *  sep NULL: none, and a newline after it. 0, 1 no forecast yet (nothing written),
+ *  -ENOMEM. */
 int ccd_forecast_into(CcdReq *r, CcdCell *c, long long horizon, double level, uint64_t mask,
                       const char *sep, struct evbuffer *out);
 

@@ -1,7 +1,8 @@
 /* api_forecast.c — GET /v1/cells/{id}/forecast and the forecast object of a cell that the
  * batch read (GET /v1/forecast, api_series.c) composes: validation of horizon, level and
- * kpis, the rendering of the forecast with its interval band clamped to the KPI bounds, and
- * the cache of rendered bodies below. Loop thread only. */
+ * kpis, and the rendering of the forecast with its interval band clamped to the KPI bounds.
+ * The replies are cached whole by the chokepoint's reply cache (http_cache.h), like every
+ * cached route's. Loop thread only. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,79 +13,29 @@
 #include "api_util.h"
 #include "cells.h"
 #include "config.h"
-#include "http_cache.h"
-
-/* ---- forecast reply cache ----
- *
- * Dashboards poll GET /v1/cells/{id}/forecast much more often than a cell steps (one step
- * per step_seconds), and rendering the full reply (~16 KB, ~800 numbers) costs ~10x more
- * than serving it. The reply with the default parameters (all KPIs, the model's horizon,
- * forecast.level) is therefore rendered once per published forecast and kept as an
- * immutable, reference-counted body that every reply adds by reference (no copy):
- * evbuffer_add_reference, released when the connection has written it. The cache is
- * direct-mapped by cell serial (CCD_FC_CACHE slots, at most one body per slot: ~16 MiB for
- * the default shape), so its memory is bounded whatever the number of cells. An entry is
- * valid for (cell serial, publish sequence, level, model name, KPI bounds, online
- * intervals on): a new step, a new cell with the same id, a reload that changes the level,
- * the model name, the bounds or forecast.interval_adapt all miss and re-render (the
- * interval scales change only with a publish, also when the rate changes: interval.h).
- * Requests with other parameters are rendered every time. Loop thread only. */
-#define CCD_FC_CACHE 1024
-
-typedef struct FcSlot {
-    uint64_t serial, seq;
-    double level;
-    int adapt;       /* forecast.interval_adapt it was rendered with */
-    uint64_t bounds; /* key of the KPI bounds the body was clamped to */
-    char model[sizeof((Ccd *)0)->model_name];
-    CcdBody *body;
-} FcSlot;
-
-static FcSlot fc_cache[CCD_FC_CACHE];
 
 /* The forecast object of cell c into out, after sep, with a newline after it when sep is
- * NULL: from the reply cache when the parameters are the defaults, else rendered. 0, 1 when
- * the cell has no forecast yet (nothing written), or -ENOMEM. */
+ * NULL. 0, 1 when the cell has no forecast yet (nothing written), or -ENOMEM. Rendered at
+ * each call: the replies it goes into are cached whole (http_cache.h), per request and
+ * published step. */
 int ccd_forecast_into(CcdReq *r, CcdCell *c, long long horizon, double level, uint64_t mask,
                       const char *sep, struct evbuffer *out)
 {
     Ccd *d = r->d;
     const CcHparams *hp = &d->model->hp;
     const int F = hp->n_features, HZ = hp->horizon;
-    const int nl = !sep;
-    const uint64_t all = F >= 64 ? ~0ULL : (1ULL << F) - 1;
     double blo[CC_MAX_FEATURES], bhi[CC_MAX_FEATURES];
     ccd_kpi_bounds(d, blo, bhi);
-    uint64_t bkey = CC_FNV1A_SEED; /* FNV-1a of the bounds: a reload changes them */
-    for (int f = 0; f < F; f++) {
-        uint64_t u[2];
-        memcpy(&u[0], &blo[f], 8);
-        memcpy(&u[1], &bhi[f], 8);
-        bkey = ccd_fold(ccd_fold(bkey, u[0]), u[1]);
-    }
-    const int cacheable = horizon == HZ && mask == all && level == d->cfg.forecast_level;
     const int adapt = d->cfg.forecast_interval_adapt;
-    FcSlot *slot = &fc_cache[c->serial % CCD_FC_CACHE];
     float *y = ccd_scratch_floats((size_t)F * (size_t)HZ * 3 + 2 * (size_t)F);
     if (!y)
         return -ENOMEM;
     float *mu = y + (size_t)F * HZ * 2, *sigma = mu + F, *scale = sigma + F;
     int valid, have_scale = 0;
     int64_t t;
-    uint64_t seq;
     pthread_mutex_lock(&d->cells->pub_lock);
     valid = c->pub.valid;
     t = c->pub.step;
-    seq = c->pub.seq;
-    if (valid && cacheable && slot->body && slot->serial == c->serial && slot->seq == seq &&
-        slot->level == level && slot->adapt == adapt && slot->bounds == bkey &&
-        !strcmp(slot->model, d->model_name)) {
-        pthread_mutex_unlock(&d->cells->pub_lock);
-        if (sep)
-            evbuffer_add(out, sep, strlen(sep));
-        ccd_body_add(out, slot->body, slot->body->len - !nl);
-        return 0;
-    }
     if (valid) {
         memcpy(y, c->pub.y, (size_t)F * HZ * 2 * sizeof(float));
         memcpy(mu, c->pub.mu, (size_t)F * sizeof(float));
@@ -171,25 +122,12 @@ int ccd_forecast_into(CcdReq *r, CcdCell *c, long long horizon, double level, ui
         }
         ccd_sb_add(&sb, "}}", 2);
     }
-    ccd_sb_add(&sb, "]}\n", 3);
+    ccd_sb_add(&sb, sep ? "]}" : "]}\n", sep ? 2 : 3);
     if (sb.oom)
         return -ENOMEM;
     if (sep)
         evbuffer_add(out, sep, strlen(sep));
-    CcdBody *body = cacheable ? ccd_body_new(sb.p, sb.n) : NULL; /* the slot's reference */
-    if (!body) { /* not the default reply (or no memory for the cache): reply with a copy */
-        evbuffer_add(out, sb.p, sb.n - !nl);
-        return 0;
-    }
-    ccd_body_unref(slot->body);
-    slot->body = body;
-    slot->serial = c->serial;
-    slot->seq = seq;
-    slot->level = level;
-    slot->adapt = adapt;
-    slot->bounds = bkey;
-    snprintf(slot->model, sizeof slot->model, "%s", d->model_name);
-    ccd_body_add(out, body, body->len - !nl);
+    evbuffer_add(out, sb.p, sb.n);
     return 0;
 }
 
@@ -214,9 +152,11 @@ int ccd_h_forecast(CcdReq *r)
     uint64_t mask;
     if ((rc = ccd_query_kpis(r, &mask)))
         return rc;
-    /* gzip costs ~8x the cached reply: gzipped replies are cached per published forecast */
-    if (ccd_accepts_gzip(r) &&
-        (rc = ccd_reply_cached(r, ccd_cell_version(d, c, ccd_version_seed(d)))))
+    /* dashboards poll it much more often than a cell steps, and rendering the full reply
+     * (~16 KB, ~800 numbers) costs ~10x serving it (gzip ~8x more): the reply is cached
+     * whole, per request and published forecast (a reload moves the seed: the level, the
+     * model, the KPI bounds and forecast.interval_adapt may have changed) */
+    if ((rc = ccd_reply_cached(r, ccd_cell_version(d, c, ccd_version_seed(d)))))
         return rc;
     rc = ccd_forecast_into(r, c, horizon, level, mask, NULL, r->out);
     if (rc < 0)

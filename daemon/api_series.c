@@ -567,7 +567,6 @@ int ccd_h_batch_forecast(CcdReq *r)
         version = ccd_cell_version(r->d, cells[i], version);
     if ((rc = ccd_reply_cached(r, version)))
         return rc;
-    /* the cached bodies go into the reply by reference: only the glue is copied */
     evbuffer_add(r->out, "{\"cells\":[", 10);
     ccd_sb_add(&pending, "[", 1);
     int shown = 0;
