@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
+#include "api_forecast.h"
 #include "api_util.h"
 #include "cells.h"
 #include "config.h"

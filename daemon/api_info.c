@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
+#include "api_info.h"
 #include "api_util.h"
 #include "cc_build_info.h"
 #include "cc_time.h"

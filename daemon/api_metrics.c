@@ -7,7 +7,7 @@
 #include <time.h>
 
 #include "alerts.h"
-#include "api.h"
+#include "api_metrics.h"
 #include "cc_build_info.h"
 #include "cc_time.h"
 #include "cluster.h"

@@ -14,7 +14,8 @@
 #include <string.h>
 
 #include "alerts.h"
-#include "api.h"
+#include "api_forecast.h"
+#include "api_series.h"
 #include "api_util.h"
 #include "cc_history.h"
 #include "cells.h"
