@@ -527,7 +527,7 @@ void ccd_alerts_close(Ccd *d)
 
 /* The members of a cell's scores object (no braces): written directly, no jansson tree,
  * as GET /v1/cells/{id} (which the dashboard reads per visible row) carries them. */
-static void scores_write(Ccd *d, CcdCell *c, Sb *b)
+static void scores_write(Ccd *d, CcdCell *c, CcdSb *b)
 {
     const CcHparams *hp = &d->model->hp;
     int64_t step = -1;
@@ -553,44 +553,45 @@ static void scores_write(Ccd *d, CcdCell *c, Sb *b)
         "", "{\"up\":", ",\"down\":", "{\"expected\":", ",\"up\":", ",\"down\":"};
     static const int first[4] = {PUB_Z, PUB_CU_UP, PUB_PR_EXP, PUB_N}; /* rows of each object */
     if (step < 0) {
-        sb_str(b, "\"step\":null,\"ts\":null,\"score\":null,\"z\":{},\"cusum\":{},\"profile\":{}");
+        ccd_sb_str(b,
+                   "\"step\":null,\"ts\":null,\"score\":null,\"z\":{},\"cusum\":{},\"profile\":{}");
     } else {
-        sb_str(b, "\"step\":");
-        sb_int(b, step);
-        sb_str(b, ",\"ts\":");
-        sb_ts(b, step * hp->step_seconds);
-        sb_str(b, ",\"score\":");
-        sb_num(b, score);
-        sb_add(b, ",", 1);
+        ccd_sb_str(b, "\"step\":");
+        ccd_sb_int(b, step);
+        ccd_sb_str(b, ",\"ts\":");
+        ccd_sb_ts(b, step * hp->step_seconds);
+        ccd_sb_str(b, ",\"score\":");
+        ccd_sb_num(b, score);
+        ccd_sb_add(b, ",", 1);
         for (int o = 0; o < 3; o++) { /* z: a number per KPI; cusum, profile: an object */
-            sb_str(b, open[o]);
+            ccd_sb_str(b, open[o]);
             for (int f = 0; f < hp->n_features; f++) {
                 if (f)
-                    sb_add(b, ",", 1);
-                sb_jstr(b, hp->features[f]);
-                sb_add(b, ":", 1);
+                    ccd_sb_add(b, ",", 1);
+                ccd_sb_jstr(b, hp->features[f]);
+                ccd_sb_add(b, ":", 1);
                 for (int r = first[o]; r < first[o + 1]; r++) {
-                    sb_str(b, part[r]);
-                    sb_num(b, v[r][f]);
+                    ccd_sb_str(b, part[r]);
+                    ccd_sb_num(b, v[r][f]);
                 }
                 if (o)
-                    sb_add(b, "}", 1);
+                    ccd_sb_add(b, "}", 1);
             }
         }
-        sb_add(b, "}", 1);
+        ccd_sb_add(b, "}", 1);
     }
-    sb_str(b, fa ? ",\"anomaly_firing\":true,\"data_quality_firing\":"
-                 : ",\"anomaly_firing\":false,\"data_quality_firing\":");
-    sb_int(b, fd);
+    ccd_sb_str(b, fa ? ",\"anomaly_firing\":true,\"data_quality_firing\":"
+                     : ",\"anomaly_firing\":false,\"data_quality_firing\":");
+    ccd_sb_int(b, fd);
 }
 
-void ccd_alerts_cell_write(Ccd *d, CcdCell *c, Sb *b)
+void ccd_alerts_cell_write(Ccd *d, CcdCell *c, CcdSb *b)
 {
     if (!d->alerts)
         return;
-    sb_str(b, ",\"scores\":{");
+    ccd_sb_str(b, ",\"scores\":{");
     scores_write(d, c, b);
-    sb_add(b, "}", 1);
+    ccd_sb_add(b, "}", 1);
 }
 
 uint64_t ccd_alerts_cell_version(Ccd *d, const CcdCell *c)
@@ -751,23 +752,23 @@ static int cell_active(Ccd *d, CcdCell *c, const char *kind, EvVec *v)
 
 /* The JSON array of v's events (cell ids from their copies, no seq), from index i0: their
  * objects as cc_alert_event_json writes them, copied, no jansson tree. */
-static void active_write(Ccd *d, EvVec *v, size_t i0, size_t n, Sb *b)
+static void active_write(Ccd *d, EvVec *v, size_t i0, size_t n, CcdSb *b)
 {
     char buf[1024 + 256 * CC_ALERT_MAX_ATTR + CCD_TOPO_LABELS_JSON_MAX];
-    sb_add(b, "[", 1);
+    ccd_sb_add(b, "[", 1);
     for (size_t i = i0; i < i0 + n && i < v->n; i++) {
         v->v[i].ev.cell_id = v->v[i].cell;
         int k = cc_alert_event_json(&v->v[i].ev, &d->model->hp, buf, sizeof buf);
         if (k > 0)
             k = ccd_topology_splice_labels(d->topology, v->v[i].cell, buf, k, sizeof buf);
         if (i > i0)
-            sb_add(b, ",", 1);
+            ccd_sb_add(b, ",", 1);
         if (k > 0)
-            sb_add(b, buf, (size_t)k);
+            ccd_sb_add(b, buf, (size_t)k);
         else
-            sb_str(b, "null");
+            ccd_sb_str(b, "null");
     }
-    sb_add(b, "]", 1);
+    ccd_sb_add(b, "]", 1);
 }
 
 int ccd_h_cell_alerts(CcdReq *r)
@@ -787,14 +788,14 @@ int ccd_h_cell_alerts(CcdReq *r)
         free(v.v);
         return ccd_problem(r, 500, "internal", "out of memory");
     }
-    Sb *sb = reply_sb();
-    sb_str(sb, "{\"cell\":");
-    sb_jstr(sb, c->id);
-    sb_str(sb, ",\"active\":");
+    CcdSb *sb = ccd_reply_sb();
+    ccd_sb_str(sb, "{\"cell\":");
+    ccd_sb_jstr(sb, c->id);
+    ccd_sb_str(sb, ",\"active\":");
     active_write(d, &v, 0, v.n, sb);
-    sb_add(sb, "}", 1);
+    ccd_sb_add(sb, "}", 1);
     free(v.v);
-    return sb_reply(r, sb);
+    return ccd_sb_reply(r, sb);
 }
 
 typedef struct FiringList {
@@ -850,19 +851,19 @@ int ccd_h_alerts_firing(CcdReq *r)
     while (after && i0 < l.v.n && strcmp(l.v.v[i0].ev.id, after) <= 0)
         i0++;
     size_t n = l.v.n - i0 < (size_t)limit ? l.v.n - i0 : (size_t)limit;
-    Sb *sb = reply_sb();
-    sb_str(sb, "{\"alerts\":");
+    CcdSb *sb = ccd_reply_sb();
+    ccd_sb_str(sb, "{\"alerts\":");
     active_write(d, &l.v, i0, n, sb);
-    sb_str(sb, ",\"total\":");
-    sb_int(sb, (long long)l.v.n);
-    sb_str(sb, ",\"next\":");
+    ccd_sb_str(sb, ",\"total\":");
+    ccd_sb_int(sb, (long long)l.v.n);
+    ccd_sb_str(sb, ",\"next\":");
     if (i0 + n < l.v.n)
-        sb_jstr(sb, l.v.v[i0 + n - 1].ev.id);
+        ccd_sb_jstr(sb, l.v.v[i0 + n - 1].ev.id);
     else
-        sb_str(sb, "null");
-    sb_add(sb, "}", 1);
+        ccd_sb_str(sb, "null");
+    ccd_sb_add(sb, "}", 1);
     free(l.v.v);
-    return sb_reply(r, sb);
+    return ccd_sb_reply(r, sb);
 }
 
 int ccd_h_cell_scores(CcdReq *r)
@@ -871,11 +872,11 @@ int ccd_h_cell_scores(CcdReq *r)
     int rc = ccd_find_cell(r, &c);
     if (rc < 0)
         return -rc;
-    Sb *sb = reply_sb();
-    sb_str(sb, "{\"cell\":");
-    sb_jstr(sb, c->id);
-    sb_add(sb, ",", 1);
+    CcdSb *sb = ccd_reply_sb();
+    ccd_sb_str(sb, "{\"cell\":");
+    ccd_sb_jstr(sb, c->id);
+    ccd_sb_add(sb, ",", 1);
     scores_write(r->d, c, sb);
-    sb_add(sb, "}", 1);
-    return sb_reply(r, sb);
+    ccd_sb_add(sb, "}", 1);
+    return ccd_sb_reply(r, sb);
 }

@@ -110,9 +110,9 @@ typedef struct CcdAlertsStats {
 } CcdAlertsStats;
 void ccd_alerts_stats(Ccd *d, CcdAlertsStats *st);
 
-typedef struct Sb Sb; /* api_util.h */
+typedef struct CcdSb CcdSb; /* api_util.h */
 /** Writes ,"scores":{...} of the GET /v1/cells/{id} object (nothing without alerts). */
-void ccd_alerts_cell_write(Ccd *d, CcdCell *c, Sb *b);
+void ccd_alerts_cell_write(Ccd *d, CcdCell *c, CcdSb *b);
 /** A count that moves whenever the "scores" of c (above) may have: part of the version of
  *  the GET /v1/cells/{id} reply (http_cache.h); 0 before the cell's first scores. */
 uint64_t ccd_alerts_cell_version(Ccd *d, const CcdCell *c);

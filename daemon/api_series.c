@@ -14,87 +14,13 @@
 #include <string.h>
 
 #include "alerts.h"
+#include "api_forecast.h"
+#include "api_series.h"
 #include "api_util.h"
 #include "cc_history.h"
 #include "cells.h"
 #include "config.h"
 #include "http_cache.h"
-
-double ccd_level_z(double level)
-{
-    /* from the tail probability: 0.5 + level / 2 rounds to 1 (z = inf) for a level within
-     * 2^-53 of 1, (1 - level) / 2 stays exact */
-    return -probit((1 - level) / 2);
-}
-
-void ccd_kpi_bounds(const Ccd *d, double *lo, double *hi)
-{
-    const CcHparams *hp = &d->model->hp;
-    const CcdStrMap *m = &d->cfg.alerts_kpis;
-    int given[CC_MAX_FEATURES] = {0};
-    for (int f = 0; f < hp->n_features; f++) {
-        lo[f] = -INFINITY;
-        hi[f] = INFINITY;
-    }
-    for (int i = 0; i < m->n; i++) {
-        const char *key = m->items[i].key, *dot = strrchr(key, '.');
-        char name[CC_FEATURE_NAME_MAX], *end;
-        if (!dot || (size_t)(dot - key) >= sizeof name ||
-            (strcmp(dot, ".min") && strcmp(dot, ".max")))
-            continue;
-        memcpy(name, key, (size_t)(dot - key));
-        name[dot - key] = 0;
-        int f = cc_hparams_feature_index(hp, name);
-        double v = strtod(m->items[i].value, &end);
-        if (f < 0 || end == m->items[i].value || *end || !isfinite(v))
-            continue; /* the alerts' settings refuse such a file: not reached */
-        if (dot[2] == 'i')
-            lo[f] = v;
-        else
-            hi[f] = v;
-        given[f] |= dot[2] == 'i' ? 1 : 2;
-    }
-    for (int f = 0; f < hp->n_features; f++)
-        if (given[f] == 3 && !(lo[f] < hi[f])) { /* as the alerts: both only when min < max */
-            lo[f] = -INFINITY;
-            hi[f] = INFINITY;
-        }
-}
-
-uint64_t ccd_version_seed(const Ccd *d) { return ccd_fold(1469598103934665603ULL, d->reloads_ok); }
-
-uint64_t ccd_cell_version(Ccd *d, const CcdCell *c, uint64_t h)
-{
-    pthread_mutex_lock(&d->cells->pub_lock);
-    uint64_t seq = c->pub.seq; /* bumped by every publish, which also records the history */
-    pthread_mutex_unlock(&d->cells->pub_lock);
-    return ccd_fold(ccd_fold(h, c->serial), seq);
-}
-
-uint64_t ccd_cell_reply_version(Ccd *d, const CcdCell *c)
-{
-    /* the members themselves rather than a counter bumped wherever one changes: exact by
-     * construction, and a few dozen cycles */
-    const uint64_t m[] = {(uint64_t)c->doomed,
-                          (uint64_t)c->topic,
-                          (uint64_t)c->partition,
-                          (uint64_t)c->first_step,
-                          (uint64_t)c->last_step,
-                          (uint64_t)c->last_ts,
-                          c->n_records,
-                          c->n_steps,
-                          c->n_duplicates,
-                          c->n_late,
-                          c->n_imputed,
-                          c->n_restarts,
-                          c->n_filled,
-                          c->n_held,
-                          (uint64_t)c->open_items};
-    uint64_t h = ccd_cell_version(d, c, ccd_version_seed(d));
-    for (size_t i = 0; i < sizeof m / sizeof *m; i++)
-        h = ccd_fold(h, m[i]);
-    return ccd_fold(h, ccd_alerts_cell_version(d, c));
-}
 
 /* Ids per batch read. */
 #define BATCH_MAX 100
@@ -174,25 +100,25 @@ static int parse_range(CcdReq *r, unsigned fields, Range *g)
         (rc = ccd_query_time(r, "until", INT64_MAX, &g->until)))
         return rc;
     g->max_points = 0;
-    rc = q_int(r, "max_points", &g->max_points);
+    rc = ccd_query_int(r, "max_points", &g->max_points);
     if (rc == -2)
         return ccd_problem(r, 400, "bad-parameter", "max_points must be an integer");
     if (!rc && (g->max_points < 1 || g->max_points > 1000000))
         return ccd_problem(r, 422, "bad-parameter", "max_points must be in [1, 1000000], got %lld",
                            g->max_points);
-    if ((rc = q_int(r, "digits", &digits)) == -2)
+    if ((rc = ccd_query_int(r, "digits", &digits)) == -2)
         return ccd_problem(r, 400, "bad-parameter", "digits must be an integer");
     if (digits < 1 || digits > 7)
         return ccd_problem(r, 422, "bad-parameter", "digits must be in [1, 7], got %lld", digits);
     g->digits = (int)digits;
-    if ((rc = parse_kpis(r, &g->kpis)) || (rc = parse_fields(r, fields, g)))
+    if ((rc = ccd_query_kpis(r, &g->kpis)) || (rc = parse_fields(r, fields, g)))
         return rc;
     return 0;
 }
 
-/* v with `digits` significant digits: rounded here, sb_num prints it without the zeros
+/* v with `digits` significant digits: rounded here, ccd_sb_num prints it without the zeros
  * that follow (a plot needs ~4 digits; 7 cost the bytes that make a reply's cost). */
-static void num(Sb *sb, double v, int digits)
+static void num(CcdSb *sb, double v, int digits)
 {
     static const double p10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
                                  1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
@@ -204,7 +130,7 @@ static void num(Sb *sb, double v, int digits)
         else if (k < 0 && k >= -22)
             v = round(v / p10[-k]) * p10[-k];
     }
-    sb_num(sb, v);
+    ccd_sb_num(sb, v);
 }
 
 /* The steps [*from, *to] the range covers at S seconds per step, clipped to [lo, hi]:
@@ -228,73 +154,73 @@ static int64_t range_start(const Range *g, int64_t from, int64_t to, int64_t *st
     return to - (to - from) / *stride * *stride;
 }
 
-static void kpi_names(Sb *sb, const CcHparams *hp, uint64_t kpis)
+static void kpi_names(CcdSb *sb, const CcHparams *hp, uint64_t kpis)
 {
     const char *sep = "";
-    sb_str(sb, "\"kpis\":[");
+    ccd_sb_str(sb, "\"kpis\":[");
     for (int f = 0; f < hp->n_features; f++)
         if (kpis >> f & 1) {
-            sb_str(sb, sep);
-            sb_jstr(sb, hp->features[f]);
+            ccd_sb_str(sb, sep);
+            ccd_sb_jstr(sb, hp->features[f]);
             sep = ",";
         }
-    sb_add(sb, "]", 1);
+    ccd_sb_add(sb, "]", 1);
 }
 
 /* The KPIs of g->kpis of v + z sd (F; sd NULL: v), clamped to [lo, hi] when given, as a
  * JSON array. */
-static void num_array(Sb *sb, const float *v, const float *sd, double z, int F, const Range *g,
+static void num_array(CcdSb *sb, const float *v, const float *sd, double z, int F, const Range *g,
                       const double *lo, const double *hi)
 {
     const char *sep = "";
-    sb_add(sb, "[", 1);
+    ccd_sb_add(sb, "[", 1);
     for (int f = 0; f < F; f++)
         if (g->kpis >> f & 1) {
             double x = sd ? v[f] + z * sd[f] : v[f];
-            sb_str(sb, sep);
+            ccd_sb_str(sb, sep);
             num(sb, lo ? fmin(fmax(x, lo[f]), hi[f]) : x, g->digits);
             sep = ",";
         }
-    sb_add(sb, "]", 1);
+    ccd_sb_add(sb, "]", 1);
 }
 
-static void step_head(Sb *sb, int64_t p, int64_t S, const Range *g, int first)
+static void step_head(CcdSb *sb, int64_t p, int64_t S, const Range *g, int first)
 {
-    sb_str(sb, first ? "{\"step\":" : ",{\"step\":");
-    sb_int(sb, p);
+    ccd_sb_str(sb, first ? "{\"step\":" : ",{\"step\":");
+    ccd_sb_int(sb, p);
     if (g->fields & FLD_TS) {
-        sb_str(sb, ",\"ts\":");
-        sb_ts(sb, p * S);
+        ccd_sb_str(sb, ",\"ts\":");
+        ccd_sb_ts(sb, p * S);
     }
 }
 
 /* A history step's members after its head. */
-static void history_step(Sb *sb, const float *v, int imputed, int F, const Range *g)
+static void history_step(CcdSb *sb, const float *v, int imputed, int F, const Range *g)
 {
     if (g->fields & FLD_IMPUTED)
-        sb_str(sb, imputed ? ",\"imputed\":true" : ",\"imputed\":false");
+        ccd_sb_str(sb, imputed ? ",\"imputed\":true" : ",\"imputed\":false");
     if (g->fields & FLD_VALUES) {
-        sb_str(sb, ",\"values\":");
+        ccd_sb_str(sb, ",\"values\":");
         num_array(sb, v, NULL, 0, F, g, NULL, NULL);
     }
-    sb_add(sb, "}", 1);
+    ccd_sb_add(sb, "}", 1);
 }
 
 /* The history object of c (not busy): its long history, or the engine's window when
  * history.depth is 0. */
-static void history_obj(Ccd *d, CcdCell *c, const Range *g, Sb *sb)
+static void history_obj(Ccd *d, CcdCell *c, const Range *g, CcdSb *sb)
 {
     const CcHparams *hp = &d->model->hp;
     const int F = hp->n_features;
     const int64_t S = hp->step_seconds;
     int64_t first, last, last_obs, from, to, stride;
-    sb_str(sb, "{\"cell\":");
-    sb_jstr(sb, c->id);
-    sb_str(sb, ",\"step_seconds\":");
-    sb_int(sb, S);
-    sb_add(sb, ",", 1);
+    ccd_sb_str(sb, "{\"cell\":");
+    ccd_sb_jstr(sb, c->id);
+    ccd_sb_str(sb, ",\"step_seconds\":");
+    ccd_sb_int(sb, S);
+    ccd_sb_add(sb, ",", 1);
     kpi_names(sb, hp, g->kpis);
-    sb_str(sb, ",\"steps\":[");
+    ccd_sb_str(sb, ",\"steps\":[");
     int n = 0;
     if (d->cells->hist_depth) {
         if (c->hist) {
@@ -318,7 +244,7 @@ static void history_obj(Ccd *d, CcdCell *c, const Range *g, Sb *sb)
                 history_step(sb, v, ccd_cells_imputed(d->cells, c, p), F, g);
             }
     }
-    sb_add(sb, "]}", 2);
+    ccd_sb_add(sb, "]}", 2);
 }
 
 /* Scores of one forecast kind over a span: per KPI, |actual - mean| summed and the
@@ -333,7 +259,7 @@ static double z80, z95;
 
 /* A forecast's band: the members of g->fields among mean, lo80, hi80, lo95, hi95 (one at
  * least). */
-static void band(Sb *sb, const float *mean, const float *sd, const double *lo, const double *hi,
+static void band(CcdSb *sb, const float *mean, const float *sd, const double *lo, const double *hi,
                  int F, const Range *g)
 {
     static const char *const keys[] = {
@@ -342,12 +268,12 @@ static void band(Sb *sb, const float *mean, const float *sd, const double *lo, c
     const char *sep = "{";
     for (int k = 0; k < 5; k++)
         if (g->fields & (unsigned)FLD_MEAN << k) {
-            sb_str(sb, sep);
-            sb_str(sb, keys[k]);
+            ccd_sb_str(sb, sep);
+            ccd_sb_str(sb, keys[k]);
             num_array(sb, mean, k ? sd : NULL, zs[k], F, g, lo, hi);
             sep = ",";
         }
-    sb_add(sb, "}", 1);
+    ccd_sb_add(sb, "}", 1);
 }
 
 static void score_add(Score *s, const CcHistoryRow *row, int kind, const double *lo,
@@ -366,19 +292,19 @@ static void score_add(Score *s, const CcHistoryRow *row, int kind, const double 
     }
 }
 
-static void score_out(Sb *sb, const Score *s, int F, const Range *g)
+static void score_out(CcdSb *sb, const Score *s, int F, const Range *g)
 {
     static const char *const keys[] = {"{\"mae\":[", "],\"coverage80\":[", "],\"n\":["};
     for (int k = 0; k < 3; k++) {
         const char *sep = "";
-        sb_str(sb, keys[k]);
+        ccd_sb_str(sb, keys[k]);
         for (int f = 0; f < F; f++) {
             if (!(g->kpis >> f & 1))
                 continue;
             double n = (double)s->n[f];
-            sb_str(sb, sep);
+            ccd_sb_str(sb, sep);
             if (k == 2)
-                sb_int(sb, s->n[f]);
+                ccd_sb_int(sb, s->n[f]);
             else
                 num(sb,
                     !s->n[f] ? NAN
@@ -388,11 +314,11 @@ static void score_out(Sb *sb, const Score *s, int F, const Range *g)
             sep = ",";
         }
     }
-    sb_str(sb, "]}");
+    ccd_sb_str(sb, "]}");
 }
 
 /* The past-forecasts object of c (not busy; history.depth > 0). */
-static void forecasts_obj(Ccd *d, CcdCell *c, const Range *g, Sb *sb)
+static void forecasts_obj(Ccd *d, CcdCell *c, const Range *g, CcdSb *sb)
 {
     static const char *const kinds[] = {",\"one_step\":", ",\"horizon_end\":"};
     const CcHparams *hp = &d->model->hp;
@@ -406,15 +332,15 @@ static void forecasts_obj(Ccd *d, CcdCell *c, const Range *g, Sb *sb)
     z95 = ccd_level_z(0.95);
     ccd_kpi_bounds(d, lo, hi);
     memset(sc, 0, sizeof sc);
-    sb_str(sb, "{\"cell\":");
-    sb_jstr(sb, c->id);
-    sb_str(sb, ",\"step_seconds\":");
-    sb_int(sb, S);
-    sb_str(sb, ",\"horizon\":");
-    sb_int(sb, hp->horizon);
-    sb_add(sb, ",", 1);
+    ccd_sb_str(sb, "{\"cell\":");
+    ccd_sb_jstr(sb, c->id);
+    ccd_sb_str(sb, ",\"step_seconds\":");
+    ccd_sb_int(sb, S);
+    ccd_sb_str(sb, ",\"horizon\":");
+    ccd_sb_int(sb, hp->horizon);
+    ccd_sb_add(sb, ",", 1);
     kpi_names(sb, hp, g->kpis);
-    sb_str(sb, ",\"steps\":[");
+    ccd_sb_str(sb, ",\"steps\":[");
     if (c->hist) {
         cc_history_span(c->hist, &first, &last, &last_obs);
         range_steps(g, S, first, last, &from, &to);
@@ -434,31 +360,31 @@ static void forecasts_obj(Ccd *d, CcdCell *c, const Range *g, Sb *sb)
         for (int k = 0; k < 2 && (g->fields & BAND_FIELDS); k++) {
             if (!(g->fields & (unsigned)FLD_ONE_STEP << k))
                 continue;
-            sb_str(sb, kinds[k]);
+            ccd_sb_str(sb, kinds[k]);
             if (row.have_fc[k])
                 band(sb, row.mean[k], row.sd[k], lo, hi, F, g);
             else
-                sb_str(sb, "null");
+                ccd_sb_str(sb, "null");
         }
         if (g->fields & FLD_ACTUAL) {
-            sb_str(sb, ",\"actual\":");
+            ccd_sb_str(sb, ",\"actual\":");
             num_array(sb, row.values, NULL, 0, F, g, NULL, NULL);
         }
-        sb_add(sb, "}", 1);
+        ccd_sb_add(sb, "}", 1);
     }
-    sb_add(sb, "]", 1);
+    ccd_sb_add(sb, "]", 1);
     if (g->fields & FLD_SCORES) {
         const char *sep = ",\"scores\":{";
         for (int k = 0; k < 2; k++)
             if (g->fields & (unsigned)FLD_ONE_STEP << k) {
-                sb_str(sb, sep);
-                sb_str(sb, kinds[k] + 1);
+                ccd_sb_str(sb, sep);
+                ccd_sb_str(sb, kinds[k] + 1);
                 score_out(sb, &sc[k], F, g);
                 sep = ",";
             }
-        sb_add(sb, "}", 1);
+        ccd_sb_add(sb, "}", 1);
     }
-    sb_add(sb, "}", 1);
+    ccd_sb_add(sb, "}", 1);
 }
 
 /* The values (steps served x KPIs) c's history (forecasts 0) or past forecasts (1) over g
@@ -518,12 +444,12 @@ static int series_reply(CcdReq *r, int forecasts)
         return rc;
     if ((rc = ccd_reply_cached(r, ccd_cell_version(r->d, c, ccd_version_seed(r->d)))))
         return rc; /* dashboards poll: rendered once per step */
-    Sb *sb = reply_sb();
+    CcdSb *sb = ccd_reply_sb();
     if (forecasts)
         forecasts_obj(r->d, c, &g, sb);
     else
         history_obj(r->d, c, &g, sb);
-    return sb_reply(r, sb);
+    return ccd_sb_reply(r, sb);
 }
 
 int ccd_h_history(CcdReq *r) { return series_reply(r, 0); }
@@ -532,7 +458,7 @@ int ccd_h_forecasts(CcdReq *r) { return series_reply(r, 1); }
 
 /* The cells of cells=a,b,c: the known ones in found (n_found), the others (ids that are
  * not valid or not on this daemon) as a JSON array in unknown. 0 or a problem status. */
-static int parse_cells(CcdReq *r, CcdCell **found, int *n_found, Sb *unknown)
+static int parse_cells(CcdReq *r, CcdCell **found, int *n_found, CcdSb *unknown)
 {
     const char *s = ccd_query(r, "cells");
     int n = 0;
@@ -540,7 +466,7 @@ static int parse_cells(CcdReq *r, CcdCell **found, int *n_found, Sb *unknown)
     if (!s || !*s)
         return ccd_problem(r, 422, "bad-parameter", "cells must list 1 to %d cell ids: cells=a,b",
                            BATCH_MAX);
-    sb_add(unknown, "[", 1);
+    ccd_sb_add(unknown, "[", 1);
     for (const char *p = s;; p++) {
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
@@ -569,21 +495,21 @@ static int parse_cells(CcdReq *r, CcdCell **found, int *n_found, Sb *unknown)
             found[(*n_found)++] = c;
         } else {
             if (unknown->n > 1)
-                sb_add(unknown, ",", 1);
-            sb_jstr(unknown, id);
+                ccd_sb_add(unknown, ",", 1);
+            ccd_sb_jstr(unknown, id);
         }
         if (!comma)
             break;
         p = comma;
     }
-    sb_add(unknown, "]", 1);
+    ccd_sb_add(unknown, "]", 1);
     return 0;
 }
 
 int ccd_h_batch_history(CcdReq *r)
 {
     CcdCell *cells[BATCH_MAX];
-    static Sb unknown;
+    static CcdSb unknown;
     Range g;
     int n, rc;
     unknown.n = 0;
@@ -602,26 +528,26 @@ int ccd_h_batch_history(CcdReq *r)
         return rc;
     if ((rc = ccd_reply_cached(r, version)))
         return rc;
-    Sb *sb = reply_sb();
-    sb_str(sb, "{\"cells\":[");
+    CcdSb *sb = ccd_reply_sb();
+    ccd_sb_str(sb, "{\"cells\":[");
     for (int i = 0; i < n; i++) {
         if (i)
-            sb_add(sb, ",", 1);
+            ccd_sb_add(sb, ",", 1);
         history_obj(r->d, cells[i], &g, sb);
     }
-    sb_str(sb, "],\"unknown\":");
-    sb_add(sb, unknown.p, unknown.n);
-    sb_add(sb, "}", 1);
+    ccd_sb_str(sb, "],\"unknown\":");
+    ccd_sb_add(sb, unknown.p, unknown.n);
+    ccd_sb_add(sb, "}", 1);
     if (unknown.oom)
         sb->oom = 1;
-    return sb_reply(r, sb);
+    return ccd_sb_reply(r, sb);
 }
 
 int ccd_h_batch_forecast(CcdReq *r)
 {
     const CcHparams *hp = &r->d->model->hp;
     CcdCell *cells[BATCH_MAX];
-    static Sb unknown, pending;
+    static CcdSb unknown, pending;
     double level;
     long long horizon = hp->horizon;
     uint64_t mask;
@@ -630,21 +556,20 @@ int ccd_h_batch_forecast(CcdReq *r)
     unknown.oom = pending.oom = 0;
     if ((rc = parse_cells(r, cells, &n, &unknown)))
         return rc;
-    if ((rc = q_int(r, "horizon", &horizon)) == -2)
+    if ((rc = ccd_query_int(r, "horizon", &horizon)) == -2)
         return ccd_problem(r, 400, "bad-parameter", "horizon must be an integer");
     if (horizon < 1 || horizon > hp->horizon)
         return ccd_problem(r, 422, "bad-parameter", "horizon must be in [1, %d], got %lld",
                            hp->horizon, horizon);
-    if ((rc = ccd_query_level(r, &level)) || (rc = parse_kpis(r, &mask)))
+    if ((rc = ccd_query_level(r, &level)) || (rc = ccd_query_kpis(r, &mask)))
         return rc;
     uint64_t version = ccd_version_seed(r->d);
     for (int i = 0; i < n; i++)
         version = ccd_cell_version(r->d, cells[i], version);
     if ((rc = ccd_reply_cached(r, version)))
         return rc;
-    /* the cached bodies go into the reply by reference: only the glue is copied */
     evbuffer_add(r->out, "{\"cells\":[", 10);
-    sb_add(&pending, "[", 1);
+    ccd_sb_add(&pending, "[", 1);
     int shown = 0;
     for (int i = 0; i < n; i++) {
         rc = ccd_forecast_into(r, cells[i], horizon, level, mask, shown ? "," : "", r->out);
@@ -652,13 +577,13 @@ int ccd_h_batch_forecast(CcdReq *r)
             return ccd_problem(r, 500, "internal", "out of memory");
         if (rc == 1) { /* no forecast yet: named in "pending" */
             if (pending.n > 1)
-                sb_add(&pending, ",", 1);
-            sb_jstr(&pending, cells[i]->id);
+                ccd_sb_add(&pending, ",", 1);
+            ccd_sb_jstr(&pending, cells[i]->id);
             continue;
         }
         shown++;
     }
-    sb_add(&pending, "]", 1);
+    ccd_sb_add(&pending, "]", 1);
     if (unknown.oom || pending.oom)
         return ccd_problem(r, 500, "internal", "out of memory");
     evbuffer_add(r->out, "],\"unknown\":", 12);

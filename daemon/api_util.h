@@ -1,6 +1,6 @@
 /*
- * api_util.h — the reply builders api.c's handlers use, shared with the handlers of other
- * files (api_series.c): number and time formatting, a growable string for replies built
+ * api_util.h — the reply builders every handler uses (api_util.c), whatever file it is
+ * in: number and time formatting, a growable string for replies built
  * piece by piece, and the common query parameters. Loop thread only.
  */
 #ifndef CCD_API_UTIL_H
@@ -9,41 +9,51 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cc_common.h"
 #include "http.h"
 
 /** Inverse standard normal CDF. */
-double probit(double p);
+double ccd_probit(double p);
 /** RFC 3339 UTC of unix seconds (the number itself outside years 0..9999). */
-void rfc3339(int64_t unix_s, char *buf, size_t n);
+void ccd_rfc3339(int64_t unix_s, char *buf, size_t n);
 /** A finite number with 7 significant digits, or null. Returns its length. */
-int fmt_num(char *buf, size_t n, double v);
+int ccd_fmt_num(char *buf, size_t n, double v);
 
 /** A growable string for replies built piece by piece (one evbuffer_add at the end);
  *  oom is set (and later additions dropped) when it cannot grow. */
-typedef struct Sb {
+typedef struct CcdSb {
     char *p;
     size_t n, cap;
     int oom;
-} Sb;
+} CcdSb;
 
-char *sb_room(Sb *b, size_t need);
-void sb_add(Sb *b, const char *s, size_t len);
-void sb_str(Sb *b, const char *s);
-void sb_num(Sb *b, double v);
-void sb_int(Sb *b, long long v);
+char *ccd_sb_room(CcdSb *b, size_t need);
+void ccd_sb_add(CcdSb *b, const char *s, size_t len);
+void ccd_sb_str(CcdSb *b, const char *s);
+void ccd_sb_num(CcdSb *b, double v);
+void ccd_sb_int(CcdSb *b, long long v);
 /** A quoted RFC 3339 time. */
-void sb_ts(Sb *b, int64_t unix_s);
+void ccd_sb_ts(CcdSb *b, int64_t unix_s);
 /** A quoted, escaped JSON string. */
-void sb_jstr(Sb *b, const char *s);
+void ccd_sb_jstr(CcdSb *b, const char *s);
+/** A quoted, escaped JSON string into an evbuffer (names: cut at CC_FEATURE_NAME_MAX). */
+void ccd_evbuffer_jstr(struct evbuffer *b, const char *s);
+/** Loop-thread scratch for copies of published forecasts: n floats, NULL without memory. */
+float *ccd_scratch_floats(size_t n);
 /** The loop thread's reply buffer, emptied (one reply at a time). */
-Sb *reply_sb(void);
+CcdSb *ccd_reply_sb(void);
 /** Replies 200 with b and a newline as the JSON body (500 when b could not grow). */
-int sb_reply(CcdReq *r, Sb *b);
+int ccd_sb_reply(CcdReq *r, CcdSb *b);
 
+/** Looks up {id}: 1 found, else fills a 400/404 and returns its status as negative. */
+int ccd_find_cell(CcdReq *r, CcdCell **out);
+/** since=: unix seconds or RFC 3339 (cc_time); 0 ok (absent: INT64_MIN), or a problem
+ *  status. */
+int ccd_query_since(CcdReq *r, int64_t *since);
 /** Integer parameter: 0 ok, -1 absent, -2 malformed. */
-int q_int(CcdReq *r, const char *name, long long *out);
+int ccd_query_int(CcdReq *r, const char *name, long long *out);
 /** kpis=a,b into a feature mask (all when absent); 0 or a problem status. */
-int parse_kpis(CcdReq *r, uint64_t *mask);
+int ccd_query_kpis(CcdReq *r, uint64_t *mask);
 
 /** The z of a central interval of `level` in (0, 1): finite up to 1 - 2^-53. */
 double ccd_level_z(double level);
@@ -56,27 +66,13 @@ void ccd_kpi_bounds(const Ccd *d, double *lo, double *hi);
 int ccd_query_time(CcdReq *r, const char *name, int64_t absent, int64_t *out);
 /** level=: 0 (absent: forecast.level) or a problem status. */
 int ccd_query_level(CcdReq *r, double *level);
-/** The forecast object of c into out after sep (api.c: from its reply cache for the
- *  default parameters); sep NULL: none, and a newline after it. 0, 1 no forecast yet
- *  (nothing written), -ENOMEM. */
-int ccd_forecast_into(CcdReq *r, CcdCell *c, long long horizon, double level, uint64_t mask,
-                      const char *sep, struct evbuffer *out);
 
-/** Folds v into the version h (FNV-1a by 64-bit words). */
-static inline uint64_t ccd_fold(uint64_t h, uint64_t v) { return (h ^ v) * 1099511628211ULL; }
+/** Folds v into the version h (cc_fnv1a over its bytes). */
+static inline uint64_t ccd_fold(uint64_t h, uint64_t v) { return cc_fnv1a(h, &v, sizeof v); }
 /** The version of what replies about cell c show (http_cache.h): folds its serial and
  *  publish sequence into h (start from ccd_version_seed). */
 uint64_t ccd_cell_version(Ccd *d, const CcdCell *c, uint64_t h);
 /** The start of a version: the daemon's reloads (KPI bounds, model). */
 uint64_t ccd_version_seed(const Ccd *d);
-/** The version of GET /v1/cells/{id}: every member it shows that moves without a publish
- *  (its counts, pending steps, state), its publish sequence and its alert scores'. */
-uint64_t ccd_cell_reply_version(Ccd *d, const CcdCell *c);
-
-/* api_series.c: the dashboard's reads (issue 15) */
-int ccd_h_history(CcdReq *r);
-int ccd_h_forecasts(CcdReq *r);
-int ccd_h_batch_forecast(CcdReq *r);
-int ccd_h_batch_history(CcdReq *r);
 
 #endif

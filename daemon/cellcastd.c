@@ -260,7 +260,7 @@ int main(int argc, char **argv)
     ccd_host_setup_blas(argc, argv, d->cfg.engine_blas_coretype, ccd_log_level >= CC_LOG_DEBUG);
     char model_path[4096], learned[4096];
     /* model.source kafka: the learned file once there is one (models.h) */
-    if ((rc = ccd_model_open(&d->model, ccd_models_path(&d->cfg, learned, sizeof learned),
+    if ((rc = ccd_model_open(&d->model, ccd_model_serve_path(&d->cfg, learned, sizeof learned),
                              model_path, sizeof model_path, err, sizeof err))) {
         LOG_ERROR("main",
                   "model.path '%s': %s (a relative path that does not exist is also "
@@ -367,7 +367,7 @@ int main(int argc, char **argv)
         LOG_ERROR("main", "out of memory");
         goto out;
     }
-    if (ccd_silences_start(d, err, sizeof err)) {
+    if (ccd_silences_start(d, ccd_state_path(d), err, sizeof err)) {
         LOG_ERROR("silences", "%s", err);
         goto out;
     }

@@ -259,7 +259,7 @@ int ccd_h_feedback(CcdReq *r)
     Ccd *d = r->d;
     const CcdFeedback *fb = d->feedback;
     long long limit = 100;
-    if (q_int(r, "limit", &limit) == -2 || limit < 1 || limit > CCD_FB_KEEP)
+    if (ccd_query_int(r, "limit", &limit) == -2 || limit < 1 || limit > CCD_FB_KEEP)
         return ccd_problem(r, 422, "bad-parameter", "limit must be an integer in [1, %d]",
                            CCD_FB_KEEP);
     if (!fb)

@@ -13,9 +13,9 @@
 #include "alerts.h"
 #include "cc_snapshot.h"
 #include "cluster.h"
-#include "ingest.h"
+#include "clock.h"
 #include "log.h"
-#include "state.h"
+#include "cell_record.h"
 
 #define WRITE_TIMEOUT_MS 15000 /* a handover: the next owner waits for these records */
 /* A checkpoint blocks the event loop (HTTP included) at most this long; records not
@@ -132,8 +132,8 @@ static void write_cell(void *cookie, CcdCell *c)
     cc_cell_span(c->cell, &first, &last);
     if (first < 0 || (!h->rewrite_all && c->state_step == last + 1))
         return;
-    CcdStateExtra ex;
-    ccd_state_cell_extra(c, &ex);
+    CcdCellRecordExtra ex;
+    ccd_cell_record_extra(c, &ex);
     const void *buf;
     size_t len;
     int rc = cc_snapshot_encode_engine_cell(h->enc, c->id, c->cell, ccd_alerts_cell_state(c), &ex,
@@ -267,18 +267,9 @@ typedef struct ReadCtx {
     uint64_t records;
 } ReadCtx;
 
-static uint64_t fnv1a(const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 1099511628211ULL;
-    return h;
-}
-
 static Slot *slot_find(ReadCtx *x, const char *key, size_t key_len)
 {
-    size_t i = (size_t)fnv1a(key, key_len) & (x->cap - 1);
+    size_t i = (size_t)cc_fnv1a(CC_FNV1A_SEED, key, key_len) & (x->cap - 1);
     while (x->slots[i].key &&
            (strlen(x->slots[i].key) != key_len || memcmp(x->slots[i].key, key, key_len)))
         i = (i + 1) & (x->cap - 1);
@@ -337,15 +328,15 @@ static void on_record(void *cookie, int32_t partition, const void *key, size_t k
 typedef struct Restored {
     CcdCell **cells; /* restored, forecast pending */
     int n, cap;
-    int64_t forecast_ns;  /* in ccd_state_forecast_cells */
+    int64_t forecast_ns;  /* in ccd_cell_record_forecast */
     int32_t n_partitions; /* of the KPI topic, -1 unknown */
-    int64_t max_ts;       /* ccd_ingest_max_ts at the start of the takeover */
+    int64_t max_ts;       /* ccd_clock_max_ts at the start of the takeover */
 } Restored;
 
 static void forecast(Ccd *d, Restored *r)
 {
     int64_t t0 = cc_now_ns();
-    ccd_state_forecast_cells(d, r->cells, r->n);
+    ccd_cell_record_forecast(d, r->cells, r->n);
     r->forecast_ns += cc_now_ns() - t0;
     r->n = 0;
 }
@@ -371,10 +362,10 @@ static void restore_slot(Ccd *d, int topic, const Slot *s, Restored *out)
         return;
     }
     const CcSnapshotCell *sc = &rec.cell;
-    CcdStateExtra ex;
+    CcdCellRecordExtra ex;
     if (sc->extra_len != sizeof ex ||
-        ccd_state_check_record(sc, s->key, s->partition, d->model->hp.step_seconds, out->max_ts,
-                               err, sizeof err)) {
+        ccd_cell_record_check(sc, s->key, s->partition, d->model->hp.step_seconds, out->max_ts, err,
+                              sizeof err)) {
         if (sc->extra_len != sizeof ex)
             snprintf(err, sizeof err, "%zu extra bytes, want %zu", sc->extra_len, sizeof ex);
         h->st.records_refused++;
@@ -412,9 +403,9 @@ static void restore_slot(Ccd *d, int topic, const Slot *s, Restored *out)
     }
     if (out->n == out->cap) /* a full batch: forecast it */
         forecast(d, out);
-    int batch = out->cap && ccd_state_can_batch(d);
+    int batch = out->cap && ccd_cell_record_can_batch(d);
     c = NULL;
-    if (ccd_state_restore_cell(d, sc, batch ? &c : NULL, err, sizeof err)) {
+    if (ccd_cell_record_restore(d, sc, batch ? &c : NULL, err, sizeof err)) {
         h->st.records_refused++;
         CCD_LOG_RL(CC_LOG_WARN, "handover", "cell %s not restored: %s", s->key, err);
         return;
@@ -522,7 +513,7 @@ void ccd_handover_assign(Ccd *d, const char *name, int topic, const int32_t *par
                          1024,
                          0,
                          ccd_kafka_topic_partitions(d->kafka, name),
-                         ccd_ingest_max_ts(d)};
+                         ccd_clock_max_ts(d)};
         if (!done.cells)
             done.cap = 0; /* forecast one by one */
         for (size_t i = 0; i < x.cap; i++)

@@ -4,6 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include <event2/buffer.h>
+
 void ccd_hist_init(CcdHist *h, const double *le, int n)
 {
     memset(h, 0, sizeof *h);
@@ -30,4 +32,17 @@ double ccd_hist_quantile(const CcdHist *h, double q)
             return i < h->n ? h->le[i] : INFINITY;
     }
     return 0;
+}
+
+void ccd_hist_write(struct evbuffer *b, const char *name, const CcdHist *h)
+{
+    uint64_t acc = 0;
+    for (int i = 0; i < h->n; i++) {
+        acc += h->counts[i];
+        evbuffer_add_printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, h->le[i],
+                            (unsigned long long)acc);
+    }
+    evbuffer_add_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", name,
+                        (unsigned long long)h->count, name, h->sum, name,
+                        (unsigned long long)h->count);
 }

@@ -21,4 +21,9 @@ void ccd_hist_add(CcdHist *h, double v);
  *  0 when empty). */
 double ccd_hist_quantile(const CcdHist *h, double q);
 
+struct evbuffer;
+/** Writes h's samples (name_bucket{le=...}, name_sum, name_count) in Prometheus text; the
+ *  HELP and TYPE lines are the caller's. */
+void ccd_hist_write(struct evbuffer *b, const char *name, const CcdHist *h);
+
 #endif

@@ -102,13 +102,6 @@ int ccd_reply_cached(CcdReq *r, uint64_t version);
 /** Query parameter (decoded) or NULL. */
 const char *ccd_query(CcdReq *r, const char *name);
 
-/* Defined in api.c, for the handlers elsewhere. */
-/** Looks up {id}: 1 found, else fills a 400/404 and returns its status as negative. */
-int ccd_find_cell(CcdReq *r, CcdCell **out);
-/** since=: unix seconds or RFC 3339 (cc_time); 0 ok (absent: INT64_MIN), or a problem
- *  status. */
-int ccd_query_since(CcdReq *r, int64_t *since);
-
 /** Writes the HTTP metrics (requests by route/status, durations) in Prometheus text. */
 void ccd_http_metrics(Ccd *d, struct evbuffer *out);
 /** Requests served, connections open, requests parked. */

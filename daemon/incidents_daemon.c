@@ -151,7 +151,7 @@ int ccd_h_incidents(CcdReq *r)
     const char *state = ccd_query(r, "state"), *site = ccd_query(r, "site"),
                *region = ccd_query(r, "region"), *scope = ccd_query(r, "scope");
     long long limit = 100;
-    int q = q_int(r, "limit", &limit);
+    int q = ccd_query_int(r, "limit", &limit);
     if (q == -2)
         return ccd_problem(r, 400, "bad-parameter", "limit must be an integer");
     if (limit < 1 || limit > 10000)
@@ -164,13 +164,12 @@ int ccd_h_incidents(CcdReq *r)
                            scope);
     if (!d->incidents)
         return ccd_problem(r, 404, "not-found", "alerts are off: no incidents");
-    ccd_alerts_flush(d); /* what the worker queued so far, grouped */
     size_t n;
     const CcdIncident **v = ccd_incidents_list(d->incidents, &n);
     if (!v && n)
         return ccd_problem(r, 500, "internal", "out of memory");
-    Sb *sb = reply_sb();
-    sb_str(sb, "{\"incidents\":[");
+    CcdSb *sb = ccd_reply_sb();
+    ccd_sb_str(sb, "{\"incidents\":[");
     long long k = 0, total = 0;
     for (size_t i = 0; i < n; i++) {
         const CcdIncident *inc = v[i];
@@ -185,16 +184,16 @@ int ccd_h_incidents(CcdReq *r)
         size_t len;
         char *s = ccd_incident_json(inc, &len);
         if (k++)
-            sb_add(sb, ",", 1);
+            ccd_sb_add(sb, ",", 1);
         if (s)
-            sb_add(sb, s, len);
+            ccd_sb_add(sb, s, len);
         else
-            sb_str(sb, "null");
+            ccd_sb_str(sb, "null");
         free(s);
     }
     free(v);
-    sb_str(sb, "],\"total\":");
-    sb_int(sb, total);
-    sb_add(sb, "}", 1);
-    return sb_reply(r, sb);
+    ccd_sb_str(sb, "],\"total\":");
+    ccd_sb_int(sb, total);
+    ccd_sb_add(sb, "}", 1);
+    return ccd_sb_reply(r, sb);
 }

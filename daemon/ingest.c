@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "alerts.h"
+#include "clock.h"
 #include "handover.h"
 #include "http.h"
 #include "log.h"
@@ -23,19 +24,6 @@
 static uint64_t acked_kafka, last_kafka, polled_in_batch;
 
 int ccd_backpressure(const Ccd *d) { return 4 * d->cfg.ingest_batch_steps; }
-
-/* The clock a record's time is bounded against: the wall clock, or the demo's simulated
- * clock, which runs demo.speedup times faster from about the start (from the start exactly
- * it is an upper bound of the demo's: the demo starts a little later). */
-static int64_t ingest_clock(const Ccd *d)
-{
-    int64_t now = (int64_t)time(NULL);
-    if (d->cfg.demo_enabled && now > d->start_unix)
-        now = d->start_unix + (int64_t)((double)(now - d->start_unix) * d->cfg.demo_speedup);
-    return now;
-}
-
-int64_t ccd_ingest_max_ts(const Ccd *d) { return ingest_clock(d) + d->cfg.ingest_max_future_s; }
 
 /* Where a message came from, for log lines (formatted only when one is written: this is
  * the per-message path). */
@@ -119,7 +107,7 @@ int ccd_ingest_message(Ccd *d, const void *buf, size_t len, int topic, int32_t p
                    kb.errors[i].message);
     }
     int ret = 0;
-    int64_t now = ingest_clock(d);
+    int64_t now = ccd_clock_unix(d);
     for (int i = 0; i < kb.n_records; i++) {
         if (!ts_in_range(d, &kb.records[i], now, topic, partition))
             continue;

@@ -68,9 +68,6 @@ void ccd_ingest_poll(Ccd *d);
 /** Pending cell-steps beyond which ingestion pauses (4 × batch_steps). */
 int ccd_backpressure(const Ccd *d);
 
-/** The newest record time (unix s) ingest accepts now: the clock (the demo's when it runs)
- *  + ingest.max_future_s. Restored state is bounded by it too (state.c). */
-int64_t ccd_ingest_max_ts(const Ccd *d);
 /** Pauses Kafka above ccd_backpressure pending steps, resumes below half (cron). */
 void ccd_ingest_backpressure(Ccd *d);
 

@@ -1,7 +1,8 @@
 /*
- * kafka.c — cellcastd's Kafka module (see kafka.h): settings, open and close, the embedded
- * broker, the periodic service and the statistics; the parts live beside it (list in
- * kafka_internal.h): consumer, rebalance, producer, partition reader, topic setup.
+ * kafka.c — cellcastd's Kafka module (see kafka.h): open and close, the embedded broker,
+ * the periodic service and the statistics; the parts live beside it (list in
+ * kafka_common.h): consumer, rebalance, producer, partition reader, topic setup, and what
+ * they all share (kafka_common.c: default settings, logs, property helpers).
  *
  * Threads: everything here runs on the host's event-loop thread. librdkafka's own threads
  * only hand work to queues that the calls below serve (consumer queue: messages,
@@ -18,7 +19,7 @@
  * leaves or dies holds the next rebalance up to session.timeout.ms. It is the demo and
  * test default; production points `brokers` at a real cluster.
  */
-#include "kafka_internal.h"
+#include "kafka_common.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,71 +34,6 @@
 /* ---- small helpers ---- */
 
 static char *xstrdup(const char *s) { return s ? strdup(s) : NULL; }
-
-int kafka_log_level(int level)
-{
-    return level <= 3   ? CC_LOG_ERROR
-           : level == 4 ? CC_LOG_WARN
-           : level <= 6 ? CC_LOG_INFO
-                        : CC_LOG_DEBUG;
-}
-
-void kafka_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
-{
-    CcdKafka *k = rd_kafka_opaque(rk);
-    if (k)
-        CCD_LOG(kafka_log_level(level), "kafka", "kafka %s: %s: %s", rd_kafka_name(rk), fac, buf);
-}
-
-void kafka_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
-{
-    CcdKafka *k = opaque;
-    int is_consumer = rk == k->rk;
-    if (is_consumer)
-        kafka_count_consumer_error(k, err);
-    if (err == RD_KAFKA_RESP_ERR__FATAL) {
-        char buf[512];
-        rd_kafka_resp_err_t ferr = rd_kafka_fatal_error(rk, buf, sizeof buf);
-        CCD_LOG(CC_LOG_ERROR, "kafka", "kafka %s: fatal error %s: %s",
-                is_consumer ? "consumer" : "producer", rd_kafka_err2name(ferr), buf);
-        return;
-    }
-    CCD_LOG_RL_AT(is_consumer ? &k->rl_consumer : &k->rl_producer, CC_LOG_WARN, "kafka",
-                  "kafka %s: %s: %s", is_consumer ? "consumer" : "producer", rd_kafka_err2name(err),
-                  reason);
-}
-
-int kafka_set_prop(rd_kafka_conf_t *conf, const char *name, const char *value, char *err,
-                   size_t errlen)
-{
-    char e[256];
-    if (rd_kafka_conf_set(conf, name, value, e, sizeof e) != RD_KAFKA_CONF_OK)
-        return cc_errf(err, errlen, -EINVAL, "kafka property %s=%s: %s", name, value, e);
-    return 0;
-}
-
-int kafka_prop_is_forced(const char *name)
-{
-    return !strcmp(name, "enable.auto.offset.store") || !strcmp(name, "group.id") ||
-           !strcmp(name, "bootstrap.servers") || !strcmp(name, "metadata.broker.list") ||
-           !strcmp(name, "log.queue");
-}
-
-void ccd_kafka_default_settings(CcdKafkaSettings *s)
-{
-    static const char *const default_topics[] = {"kpis"};
-    memset(s, 0, sizeof *s);
-    s->brokers = "embedded";
-    s->group_id = "cellcastd";
-    s->topics = default_topics;
-    s->n_topics = 1;
-    s->alert_topic = "alerts";
-    s->dead_letter_topic = NULL;
-    s->embedded_partitions = 4;
-    s->max_poll_messages = 10000;
-    s->max_produce_queue = 100000;
-    s->topic_setup_timeout_ms = 5000;
-}
 
 const char *ccd_kafka_bootstrap(const CcdKafka *k) { return k->bootstrap; }
 
@@ -311,7 +247,7 @@ int ccd_kafka_open(CcdKafka **out, const CcdKafkaSettings *s, const CcdKafkaHook
         }
     }
     if ((ret = kafka_open_producer(k, s, err, errlen)) ||
-        (ret = kafka_open_consumer(k, s, err, errlen)))
+        (ret = kafka_open_consumer(k, s, kafka_rebalance_cb, err, errlen)))
         goto error;
     CCD_LOG(CC_LOG_INFO, "kafka", "consumer group %s on %s, %d topic(s) from %s", k->group_id,
             k->bootstrap, k->n_topics, k->topics[0]);
@@ -343,4 +279,17 @@ void ccd_kafka_close(CcdKafka **pk, int timeout_ms)
                 k->st.unacked_messages);
     destroy(k);
     *pk = NULL;
+}
+
+int ccd_kafka_flush(CcdKafka *k, int timeout_ms)
+{
+    uint64_t failed = k->st.produce_failed;
+    int64_t deadline = cc_now_ns() + (int64_t)timeout_ms * 1000000;
+    while (k->in_flight + k->n_retry > 0 && cc_now_ns() < deadline) {
+        rd_kafka_poll(k->prod, 10);
+        ccd_kafka_service(k);
+    }
+    if (k->st.produce_failed != failed)
+        return -EIO;
+    return k->in_flight + k->n_retry > 0 ? -ETIMEDOUT : 0;
 }

@@ -32,7 +32,7 @@
  * Forced (props cannot change them): enable.auto.offset.store=false, group.id,
  * bootstrap.servers, log.queue=true.
  */
-#include "kafka_internal.h"
+#include "kafka_common.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -40,25 +40,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* Counts a consumer error under its code (CcdKafkaStats.errors). */
-void kafka_count_consumer_error(CcdKafka *k, int err)
-{
-    CcdKafkaStats *st = &k->st;
-    st->consumer_errors++;
-    for (int i = 0; i < st->n_error_codes; i++)
-        if (st->errors[i].code == err) {
-            st->errors[i].n++;
-            return;
-        }
-    if (st->n_error_codes == CCD_KAFKA_ERR_CODES) {
-        st->errors_other++;
-        return;
-    }
-    st->errors[st->n_error_codes].code = err;
-    st->errors[st->n_error_codes].name = rd_kafka_err2name((rd_kafka_resp_err_t)err);
-    st->errors[st->n_error_codes++].n = 1;
-}
 
 /* Result of every commit, automatic or ccd_kafka_commit's (served on the consumer queue). */
 static void commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
@@ -470,7 +451,8 @@ static const char *const consumer_defaults[][2] = {
     {"client.id", "cellcastd"},
 };
 
-int kafka_open_consumer(CcdKafka *k, const CcdKafkaSettings *s, char *err, size_t errlen)
+int kafka_open_consumer(CcdKafka *k, const CcdKafkaSettings *s, KafkaRebalanceCb rebalance_cb,
+                        char *err, size_t errlen)
 {
     char e[512];
     int ret;
@@ -494,7 +476,8 @@ int kafka_open_consumer(CcdKafka *k, const CcdKafkaSettings *s, char *err, size_
         (ret = kafka_set_prop(conf, "log.queue", "true", err, errlen)))
         goto error;
     rd_kafka_conf_set_opaque(conf, k);
-    rd_kafka_conf_set_rebalance_cb(conf, kafka_rebalance_cb);
+    k->rebalance_cb = rebalance_cb;
+    rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb);
     rd_kafka_conf_set_offset_commit_cb(conf, commit_cb);
     rd_kafka_conf_set_error_cb(conf, kafka_error_cb);
     rd_kafka_conf_set_log_cb(conf, kafka_log_cb);
@@ -539,7 +522,7 @@ void kafka_consumer_leave(CcdKafka *k, int64_t deadline, int timeout_ms)
             if (!ev)
                 continue;
             if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE)
-                kafka_rebalance_cb(
+                k->rebalance_cb(
                     k->rk, rd_kafka_event_error(ev),
                     (rd_kafka_topic_partition_list_t *)rd_kafka_event_topic_partition_list(ev), k);
             rd_kafka_event_destroy(ev);

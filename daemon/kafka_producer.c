@@ -10,7 +10,7 @@
  * (produce_failed) and logged, never dropped silently. Dead letters are best effort:
  * counted in dead_letter_errors when they fail.
  */
-#include "kafka_internal.h"
+#include "kafka_common.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -182,19 +182,6 @@ void ccd_kafka_dead_letter(CcdKafka *k, const CcdKafkaMessage *msg, const char *
         CCD_LOG_RL_AT(&k->rl_producer, CC_LOG_WARN, "kafka", "dead letter to %s: %s", k->dlq_topic,
                       rd_kafka_err2str(err));
     }
-}
-
-int ccd_kafka_flush(CcdKafka *k, int timeout_ms)
-{
-    uint64_t failed = k->st.produce_failed;
-    int64_t deadline = cc_now_ns() + (int64_t)timeout_ms * 1000000;
-    while (k->in_flight + k->n_retry > 0 && cc_now_ns() < deadline) {
-        rd_kafka_poll(k->prod, 10);
-        ccd_kafka_service(k);
-    }
-    if (k->st.produce_failed != failed)
-        return -EIO;
-    return k->in_flight + k->n_retry > 0 ? -ETIMEDOUT : 0;
 }
 
 int32_t ccd_kafka_partition_of(CcdKafka *k, const char *topic, const void *key, size_t key_len)

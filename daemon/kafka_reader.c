@@ -3,7 +3,7 @@
  * partitions at an assignment (ccd_kafka_read_partitions, for handover.c) through a lazy
  * assign-only consumer that never joins, and a topic's partition count.
  */
-#include "kafka_internal.h"
+#include "kafka_common.h"
 
 #include <errno.h>
 #include <inttypes.h>

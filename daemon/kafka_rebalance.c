@@ -9,7 +9,7 @@
  * `held` (on_lost), the lag is unknown (-1 inside, absent from /metrics), and the next
  * assignment releases those that went elsewhere and announces again those that came back.
  */
-#include "kafka_internal.h"
+#include "kafka_common.h"
 
 #include <errno.h>
 #include <inttypes.h>

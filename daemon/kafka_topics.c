@@ -13,7 +13,7 @@
  * first assignment (ccd_kafka_recheck_topics, from handover.c). Lookups list all topics: a
  * named lookup may make the broker auto-create the topic it asks about.
  */
-#include "kafka_internal.h"
+#include "kafka_common.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -2,6 +2,7 @@
  * atomically and swapped in (reload path, or a re-exec for another KPI set). See
  * models.h. */
 #include "models.h"
+#include "settings.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -101,26 +102,6 @@ void ccd_models_hash(const void *buf, size_t len, char hex[17])
     snprintf(hex, 17, "%016llx", (unsigned long long)cc_fnv1a(CC_FNV1A_SEED, buf, len));
 }
 
-static void learned_path(const CcdConfig *cfg, char *buf, size_t n)
-{
-    const char *sd = getenv("STATE_DIRECTORY");
-    if (strcmp(cfg->model_learned_path, "auto"))
-        snprintf(buf, n, "%s", cfg->model_learned_path);
-    else if (sd && *sd)
-        snprintf(buf, n, "%.*s/learned.safetensors", (int)strcspn(sd, ":"), sd);
-    else
-        snprintf(buf, n, "cellcast-learned.safetensors");
-}
-
-const char *ccd_models_path(const CcdConfig *cfg, char *buf, size_t n)
-{
-    struct stat st;
-    if (cfg->model_source != 1)
-        return cfg->model_path;
-    learned_path(cfg, buf, n);
-    return stat(buf, &st) == 0 ? buf : cfg->model_path;
-}
-
 static int read_file(const char *path, char **out, size_t *len)
 {
     FILE *f = fopen(path, "rb");
@@ -141,7 +122,7 @@ static int read_file(const char *path, char **out, size_t *len)
     return 0;
 }
 
-static void rfc3339(int64_t t, char buf[32])
+static void ccd_rfc3339(int64_t t, char buf[32])
 {
     struct tm tm;
     time_t tt = (time_t)t;
@@ -199,7 +180,7 @@ void ccd_models_note_data(Ccd *d, int topic, int64_t ts, int known)
 static void learned_sibling(const CcdConfig *cfg, const char *suffix, char *buf, size_t n)
 {
     char lp[4096];
-    learned_path(cfg, lp, sizeof lp);
+    ccd_model_learned_path(cfg, lp, sizeof lp);
     snprintf(buf, n, "%s%s", lp, suffix);
 }
 
@@ -286,7 +267,7 @@ int ccd_models_open(Ccd *d, const char *path, char *err, size_t errlen)
     add_history(m, "start", m->serving_hash, NULL, path);
     char rec[4200];
     snprintf(rec, sizeof rec, "%s.json", path);
-    learned_path(&d->cfg, lp, sizeof lp);
+    ccd_model_learned_path(&d->cfg, lp, sizeof lp);
     if (d->cfg.model_source == 1 && !strcmp(path, lp)) {
         json_t *j = json_load_file(rec, 0, NULL);
         if (json_is_object(j))
@@ -681,7 +662,7 @@ static void rollback(Ccd *d, const CcdWatchScore *s)
     size_t n = 0;
     learned_sibling(&d->cfg, ".prev", p, sizeof p);
     snprintf(pj, sizeof pj, "%s.json", p);
-    learned_path(&d->cfg, path, sizeof path);
+    ccd_model_learned_path(&d->cfg, path, sizeof path);
     snprintf(rec_path, sizeof rec_path, "%s.json", path);
     snprintf(why, sizeof why,
              "live MASE %.4g over %lld forecasts > (1 + %.3g) x %.4g, the previous model's "
@@ -778,7 +759,7 @@ static void apply_pending(Ccd *d)
     cc_model_open_buffer(&nm, (const uint8_t *)buf, m->pending_len, err, sizeof err);
     int same = nm && same_kpis(&d->model->hp, &nm->hp);
     cc_model_close(&nm);
-    learned_path(&d->cfg, path, sizeof path);
+    ccd_model_learned_path(&d->cfg, path, sizeof path);
     snprintf(rec_path, sizeof rec_path, "%s.json", path);
     /* the model in service stays on disk as <learned>.prev (its record .prev.json): a
      * rollback swaps back to it */
@@ -890,7 +871,7 @@ static json_t *learning_json(const Ccd *d)
 {
     const CcdModels *m = d->models;
     char lp[4096], t[32];
-    learned_path(&d->cfg, lp, sizeof lp);
+    ccd_model_learned_path(&d->cfg, lp, sizeof lp);
     const int serving = m->serving_record || !strcmp(m->serving_path, lp);
     json_t *o = json_pack("{s:s, s:f}", "state", serving ? "serving" : "waiting",
                           "first_model_hours", d->cfg.model_first_model_hours);
@@ -906,9 +887,9 @@ static json_t *learning_json(const Ccd *d)
         unknown += td->unknown_records;
         json_t *e = json_pack("{s:I}", "unknown_kpi_records", (json_int_t)td->unknown_records);
         if (td->unknown_first >= 0) {
-            rfc3339(td->unknown_first, t);
+            ccd_rfc3339(td->unknown_first, t);
             json_object_set_new(e, "unknown_kpi_first", json_string(t));
-            rfc3339(td->unknown_last, t);
+            ccd_rfc3339(td->unknown_last, t);
             json_object_set_new(e, "unknown_kpi_last", json_string(t));
         }
         json_object_set_new(topics, d->cfg.kafka_topics.items[i], e);
@@ -920,12 +901,12 @@ static json_t *learning_json(const Ccd *d)
         return o;
     }
     json_object_set_new(o, "data_hours", json_real((double)(last - first) / 3600.0));
-    rfc3339(first, t);
+    ccd_rfc3339(first, t);
     json_object_set_new(o, "data_first", json_string(t));
-    rfc3339(last, t);
+    ccd_rfc3339(last, t);
     json_object_set_new(o, "data_last", json_string(t));
     if (!serving) {
-        rfc3339(first + (int64_t)(d->cfg.model_first_model_hours * 3600.0), t);
+        ccd_rfc3339(first + (int64_t)(d->cfg.model_first_model_hours * 3600.0), t);
         json_object_set_new(o, "first_model_expected_at", json_string(t));
     }
     return o;
@@ -995,12 +976,12 @@ json_t *ccd_models_json(const Ccd *d)
     for (int i = m->n_history - 1; i >= 0; i--) { /* newest first */
         const Swap *s = &m->history[i];
         char at[32], dt[32];
-        rfc3339(s->at, at);
+        ccd_rfc3339(s->at, at);
         json_t *e = json_pack("{s:s, s:s, s:s}", "event", s->event, "at", at, "hash", s->hash);
         if (s->from[0])
             json_object_set_new(e, "from", json_string(s->from));
         if (s->data_time >= 0) {
-            rfc3339(s->data_time, dt);
+            ccd_rfc3339(s->data_time, dt);
             json_object_set_new(e, "data_time", json_string(dt));
         }
         if (s->why[0])

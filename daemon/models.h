@@ -34,10 +34,6 @@
 
 typedef struct CcdModels CcdModels;
 
-/** The model file to serve: model.learned_path when model.source is kafka and that file
- *  exists, else model.path. buf holds the answer when it is the learned path. */
-const char *ccd_models_path(const CcdConfig *cfg, char *buf, size_t n);
-
 /** Opens the follower (model.source kafka and Kafka on; else nothing) and notes the hash of
  *  the file served (path). 0 or -errno with a message. */
 int ccd_models_open(Ccd *d, const char *path, char *err, size_t errlen);

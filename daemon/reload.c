@@ -20,7 +20,6 @@
 #include "ingest.h"
 #include "auth.h"
 #include "log.h"
-#include "models.h"
 #include "notify.h"
 #include "reload.h"
 #include "settings.h"
@@ -109,8 +108,8 @@ int ccd_reload(Ccd *d, json_t **report, char *err, size_t errlen)
         goto fail;
     }
     char learned[4096]; /* model.source kafka: the learned file once there is one */
-    if ((rc = ccd_model_open(&nm, ccd_models_path(&nc, learned, sizeof learned), path, sizeof path,
-                             e2, sizeof e2))) {
+    if ((rc = ccd_model_open(&nm, ccd_model_serve_path(&nc, learned, sizeof learned), path,
+                             sizeof path, e2, sizeof e2))) {
         cc_errf(err, errlen, rc, "model '%s' refused: %s", path, e2);
         goto fail;
     }

@@ -291,6 +291,26 @@ static void model_path(const char *path, char *out, size_t outlen)
     }
 }
 
+void ccd_model_learned_path(const CcdConfig *cfg, char *buf, size_t n)
+{
+    const char *sd = getenv("STATE_DIRECTORY");
+    if (strcmp(cfg->model_learned_path, "auto"))
+        snprintf(buf, n, "%s", cfg->model_learned_path);
+    else if (sd && *sd)
+        snprintf(buf, n, "%.*s/learned.safetensors", (int)strcspn(sd, ":"), sd);
+    else
+        snprintf(buf, n, "cellcast-learned.safetensors");
+}
+
+const char *ccd_model_serve_path(const CcdConfig *cfg, char *buf, size_t n)
+{
+    struct stat st;
+    if (cfg->model_source != 1)
+        return cfg->model_path;
+    ccd_model_learned_path(cfg, buf, n);
+    return stat(buf, &st) == 0 ? buf : cfg->model_path;
+}
+
 int ccd_model_open(CcModel **out, const char *model_path_cfg, char *path, size_t pathlen, char *err,
                    size_t errlen)
 {

@@ -51,6 +51,13 @@ void ccd_settings_free(CcdSettings *s);
  *  0 with the seconds in *out, or -EINVAL / -ERANGE. */
 int ccd_parse_duration(const char *s, int64_t *out);
 
+/** model.learned_path resolved into buf ("auto": $STATE_DIRECTORY/learned.safetensors, or
+ *  cellcast-learned.safetensors in the working directory without systemd). */
+void ccd_model_learned_path(const CcdConfig *cfg, char *buf, size_t n);
+/** The model file to serve: model.learned_path when model.source is kafka and that file
+ *  exists, else model.path. buf holds the answer when it is the learned path. */
+const char *ccd_model_serve_path(const CcdConfig *cfg, char *buf, size_t n);
+
 /** Opens the model file model.path names: as given when it exists; a relative path that
  *  does not exist is tried under $CELLCAST_HOME, then the installed data directory
  *  (CC_DATADIR, e.g. /usr/share/cellcast; `models/x` also as `x` there). path gets the

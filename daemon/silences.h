@@ -63,8 +63,9 @@ typedef struct CcAlertSink CcAlertSink;
 typedef struct CcdReq CcdReq;
 struct evbuffer;
 
-/** Opens d->silences from silences.path (a file that does not parse: an error). */
-int ccd_silences_start(Ccd *d, char *err, size_t errlen);
+/** Opens d->silences from silences.path (a file that does not parse: an error); "auto" is
+ *  the snapshot file state_path (ccd_state_path) + ".silences", or none when it is "". */
+int ccd_silences_start(Ccd *d, const char *state_path, char *err, size_t errlen);
 void ccd_silences_stop(Ccd *d);
 /** The alerts' flush, for each transition: 1 when it is held back (silenced), 0 when it goes
  *  on. */

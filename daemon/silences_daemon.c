@@ -19,7 +19,6 @@
 #include "cellcastd.h"
 #include "http.h"
 #include "log.h"
-#include "state.h"
 #include "strmap.h"
 #include "topology.h"
 
@@ -35,13 +34,13 @@ struct CcdSilenceHost {
     uint64_t held_total, released, dropped; /* firings held; let go; resolved while held */
 };
 
-int ccd_silences_start(Ccd *d, char *err, size_t errlen)
+int ccd_silences_start(Ccd *d, const char *state_path, char *err, size_t errlen)
 {
     char path[4096 + 16] = "";
     const char *p = d->cfg.silences_path;
     if (p && !strcmp(p, "auto")) {
-        if (ccd_state_path(d)[0])
-            snprintf(path, sizeof path, "%s.silences", ccd_state_path(d));
+        if (state_path[0])
+            snprintf(path, sizeof path, "%s.silences", state_path);
     } else if (p) {
         snprintf(path, sizeof path, "%s", p);
     }

@@ -13,10 +13,9 @@
 #include <time.h>
 
 #include "alerts.h"
+#include "cell_record.h"
 #include "handover.h"
-#include "ingest.h"
 #include "cc_snapshot.h"
-#include "interval.h"
 #include "log.h"
 
 struct CcdState {
@@ -32,7 +31,7 @@ typedef struct SnapCtx {
     CcSnapshotWriter *w;
     int rc;
     uint64_t n;
-    uint8_t *extra; /* CcdStateExtra, then the cell's long history (cc_history_save) */
+    uint8_t *extra; /* CcdCellRecordExtra, then the cell's long history (cc_history_save) */
     size_t cap;
 } SnapCtx;
 
@@ -45,8 +44,8 @@ static void snap_cell(void *cookie, CcdCell *c)
     cc_cell_span(c->cell, &first, &last);
     if (first < 0)
         return;
-    CcdStateExtra ex;
-    ccd_state_cell_extra(c, &ex);
+    CcdCellRecordExtra ex;
+    ccd_cell_record_extra(c, &ex);
     size_t n = sizeof ex + (c->hist ? cc_history_save_size(c->hist) : 0);
     if (n > x->cap) {
         uint8_t *p = realloc(x->extra, n);
@@ -67,12 +66,6 @@ static void snap_cell(void *cookie, CcdCell *c)
 
 /* Writes the snapshot (loop thread, no batch in flight), then stores the offsets of what
  * it holds. 0, -EAGAIN (a batch is in flight), or -errno. */
-void ccd_state_cell_extra(const CcdCell *c, CcdStateExtra *ex)
-{
-    *ex = (CcdStateExtra){c->topic,   c->partition, c->first_step,
-                          c->last_ts, c->n_records, c->n_steps};
-}
-
 /* Stores the offsets of every batch stepped so far (the state that holds them is durable). */
 static void ack_pending(Ccd *d, uint64_t ack)
 {
@@ -171,103 +164,6 @@ void ccd_state_ack(Ccd *d, uint64_t id)
         o->ack_pending = id;
 }
 
-/* Cells restored per engine call: one batched step computes their forecasts (one call per
- * cell took ~0.5 ms each on the default model: 5 s for 10,000 cells). */
-#define FORECAST_BATCH 512
-
-int ccd_state_can_batch(const Ccd *d)
-{
-    /* a cell waiting for its forecast must not be evicted by the next restored one */
-    return d->cells->max_resident <= 0 ||
-           (int64_t)d->cells->n_cells + 2 * FORECAST_BATCH < d->cells->max_resident;
-}
-
-void ccd_state_forecast_cells(Ccd *d, CcdCell **cells, int n)
-{
-    CcStepInput in[FORECAST_BATCH];
-    int st[FORECAST_BATCH];
-    for (int i0 = 0; i0 < n; i0 += FORECAST_BATCH) {
-        int m = n - i0 < FORECAST_BATCH ? n - i0 : FORECAST_BATCH;
-        for (int i = 0; i < m; i++) {
-            in[i] = (CcStepInput){cells[i0 + i]->cell, cells[i0 + i]->last_step, NULL};
-            st[i] = 0;
-        }
-        int rc = cc_engine_step(d->engine, in, m, st);
-        for (int i = 0; i < m; i++) {
-            CcdCell *c = cells[i0 + i];
-            if (rc || st[i]) {
-                ccd_alerts_restored(d, c, NULL);
-                continue;
-            }
-            CcForecast fc;
-            cc_cell_forecast(c->cell, &fc);
-            ccd_publish(d->cells, c, c->last_step, c->last_values, &fc);
-            ccd_alerts_restored(d, c, &fc);
-        }
-    }
-}
-
-int ccd_state_restore_cell(Ccd *d, const CcSnapshotCell *sc, CcdCell **out, char *err,
-                           size_t errlen)
-{
-    const int F = d->model->hp.n_features;
-    if (sc->count <= 0 || sc->n_features != F)
-        return cc_errf(err, errlen, -EINVAL, "cell %s: empty or F=%d", sc->cell_id, sc->n_features);
-    int rc = ccd_state_check_record(sc, NULL, -1, d->model->hp.step_seconds, ccd_ingest_max_ts(d),
-                                    err, errlen);
-    if (rc)
-        return rc;
-    /* a cell created here and refused below leaves the table again: nothing half-made */
-    int created = !ccd_cells_get(d->cells, sc->cell_id);
-    CcdCell *c = ccd_cells_add(d->cells, sc->cell_id);
-    CcAnomalyCell *ac = c ? ccd_alerts_cell(d, c) : NULL;
-    if (!ac)
-        return cc_errf(err, errlen, -ENOMEM, "cell %s: out of memory or table full", sc->cell_id);
-    rc = cc_snapshot_restore_engine_cell(sc, c->cell, ac, err, errlen);
-    if (rc) {
-        if (created && !c->busy && !c->open_items && !c->doomed) {
-            c->doomed = 1; /* released by the next reap */
-            d->cells->n_doomed++;
-        }
-        return rc;
-    }
-    /* not in the snapshot: a cell restored (or handed over onto one here) starts at scale 1
-     * (interval.h) */
-    ccd_interval_drop(d->cells, c);
-    int64_t last = sc->first + sc->count - 1;
-    const float *lastv = sc->values + (size_t)(sc->count - 1) * (size_t)F;
-    CcdStateExtra ex;
-    memset(&ex, 0, sizeof ex);
-    if (sc->extra_len >= sizeof ex)
-        memcpy(&ex, sc->extra, sizeof ex);
-    else
-        ex.topic = ex.partition = -1, ex.first_step = sc->first;
-    c->topic = ex.topic < d->cfg.kafka_topics.n ? ex.topic : -1;
-    c->partition = ex.partition;
-    c->first_step = ex.first_step;
-    c->last_step = last;
-    c->last_ts = ex.last_ts;
-    c->n_records = ex.n_records;
-    c->n_steps = ex.n_steps;
-    if (c->doomed) /* a tombstone read before this record marked it */
-        d->cells->n_doomed--;
-    c->doomed = 0;
-    memcpy(c->last_values, lastv, (size_t)F * sizeof(float));
-    c->have_values = 1;
-    /* the long history after the host's fields (none in older snapshots, nor in state
-     * records: a cell that changes member starts its long history there) */
-    if (sc->extra_len > sizeof ex &&
-        (rc = ccd_cells_history_restore(d->cells, c, sc->extra + sizeof ex,
-                                        sc->extra_len - sizeof ex)))
-        LOG_WARN("state", "cell %s: long history not restored (%s)", sc->cell_id,
-                 rc == -ENOMEM ? "out of memory" : "malformed or another history.depth");
-    if (out)
-        *out = c;
-    else
-        ccd_state_forecast_cells(d, &c, 1);
-    return 0;
-}
-
 void ccd_state_restore(Ccd *d)
 {
     CcdState *o = d->state;
@@ -327,14 +223,14 @@ void ccd_state_restore(Ccd *d)
         if (sc->count <= 0 || sc->n_features != F)
             continue;
         if (nd == cap) { /* a full batch: forecast it */
-            ccd_state_forecast_cells(d, done, (int)nd);
+            ccd_cell_record_forecast(d, done, (int)nd);
             nd = 0;
             if (!cap && (done = malloc(1024 * sizeof *done)))
                 cap = 1024;
         }
         CcdCell *c = NULL;
-        int batch = cap && ccd_state_can_batch(d);
-        if (ccd_state_restore_cell(d, sc, batch ? &c : NULL, err, sizeof err)) {
+        int batch = cap && ccd_cell_record_can_batch(d);
+        if (ccd_cell_record_restore(d, sc, batch ? &c : NULL, err, sizeof err)) {
             LOG_WARN("state", "snapshot: cell %s not restored: %s", sc->cell_id, err);
             failed++;
             continue;
@@ -343,7 +239,7 @@ void ccd_state_restore(Ccd *d)
             done[nd++] = c;
         n++;
     }
-    ccd_state_forecast_cells(d, done, (int)nd);
+    ccd_cell_record_forecast(d, done, (int)nd);
     free(done);
     if (rc < 0)
         LOG_ERROR("state", "snapshot %s: %s (after %llu cells)", o->path, err,

@@ -20,41 +20,9 @@
 
 #include <stdint.h>
 
-#include "cc_snapshot.h"
 #include "cellcastd.h"
 
 typedef struct CcdState CcdState;
-
-/** What a cell record carries besides the engine and alert state (snapshot files and the
- *  state topic alike). */
-typedef struct CcdStateExtra {
-    int32_t topic, partition;
-    int64_t first_step, last_ts;
-    uint64_t n_records, n_steps;
-} CcdStateExtra;
-void ccd_state_cell_extra(const CcdCell *c, CcdStateExtra *ex);
-
-/** Checks the fields of a cell record before it is restored (snapshot files and the state
- *  topic): its steps end no later than the step of max_ts (ccd_ingest_max_ts, the bound of
- *  ingest: a record further ahead made the cell's real records late for good), its extra
- *  fields (CcdStateExtra) in range. key non-NULL (a state-topic record): the cell id it
- *  holds is its key, and the KPI partition it names is `partition`, the one it was read
- *  from (state partition p holds the cells of KPI partition p). 0, or -EINVAL / -ERANGE
- *  with a message. */
-int ccd_state_check_record(const CcSnapshotCell *sc, const char *key, int32_t partition,
-                           int64_t step_seconds, int64_t max_ts, char *err, size_t errlen);
-
-/** Restores one cell record into the table (created or replaced); the worker must be
- *  idle. out NULL: its forecast is computed and published now; else *out is the cell and
- *  the caller passes it to ccd_state_forecast_cells (batched). 0 or -errno with a
- *  message. */
-int ccd_state_restore_cell(Ccd *d, const CcSnapshotCell *sc, CcdCell **out, char *err,
-                           size_t errlen);
-/** Computes the forecasts of restored cells in batched engine steps and publishes them. */
-void ccd_state_forecast_cells(Ccd *d, CcdCell **cells, int n);
-/** Whether restored cells may wait for a batched forecast (the table is far from full:
- *  no restore evicts a waiting cell). */
-int ccd_state_can_batch(const Ccd *d);
 
 /** Partitions handed over (revoke): their cells' state records written and delivered
  *  (handover.c), then the offsets of what was stepped acked, unless a snapshot file holds

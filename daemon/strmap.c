@@ -2,6 +2,7 @@
  * strmap.c — the string-keyed hash map of strmap.h.
  */
 #include "strmap.h"
+#include "cc_common.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -11,14 +12,6 @@
 static char tomb_mark;
 #define TOMB (&tomb_mark)
 
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
-}
-
 /* The slot holding key, or the first empty one of its probe sequence (NULL: no table). */
 static CcdStrMapSlot *find(const CcdStrHash *m, const char *key, CcdStrMapSlot **free_slot)
 {
@@ -26,7 +19,7 @@ static CcdStrMapSlot *find(const CcdStrHash *m, const char *key, CcdStrMapSlot *
     if (!m->cap)
         return NULL;
     size_t mask = m->cap - 1;
-    for (size_t i = fnv1a(key) & mask;; i = (i + 1) & mask) {
+    for (size_t i = cc_fnv1a_str(key) & mask;; i = (i + 1) & mask) {
         CcdStrMapSlot *s = &m->slots[i];
         if (!s->key) {
             if (!*free_slot)
@@ -54,7 +47,7 @@ static int grow(CcdStrHash *m)
         CcdStrMapSlot *s = &m->slots[i];
         if (!s->key || s->key == TOMB)
             continue;
-        size_t j = fnv1a(s->key) & (cap - 1);
+        size_t j = cc_fnv1a_str(s->key) & (cap - 1);
         while (slots[j].key)
             j = (j + 1) & (cap - 1);
         slots[j] = *s;

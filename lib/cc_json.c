@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cc_time.h"
 
@@ -30,17 +31,40 @@ void cc_json_printf(CcJsonBuf *j, const char *fmt, ...)
     va_end(ap);
 }
 
+size_t cc_json_escape(char *out, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    char *p = out;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') {
+            *p++ = '\\';
+            *p++ = (char)c;
+        } else if (c < 0x20) {
+            memcpy(p, "\\u00", 4);
+            p[4] = hex[c >> 4];
+            p[5] = hex[c & 15];
+            p += 6;
+        } else {
+            *p++ = (char)c;
+        }
+    }
+    return (size_t)(p - out);
+}
+
 void cc_json_strn(CcJsonBuf *j, const char *s, size_t n)
 {
     cc_json_printf(j, "\"");
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\')
-            cc_json_printf(j, "\\%c", c);
-        else if (c < 0x20)
-            cc_json_printf(j, "\\u%04x", c);
-        else
-            cc_json_printf(j, "%c", c);
+    size_t room = j->len < j->cap ? j->cap - j->len : 0;
+    if (room > CC_JSON_ESCAPED_MAX(n)) { /* it fits with its NUL: escaped in place */
+        j->len += cc_json_escape(j->p + j->len, s, n);
+        j->p[j->len] = 0;
+    } else { /* near the end: in pieces, counting what it would have needed */
+        char tmp[CC_JSON_ESCAPED_MAX(32)];
+        for (size_t i = 0; i < n; i += 32) {
+            size_t k = cc_json_escape(tmp, s + i, n - i < 32 ? n - i : 32);
+            cc_json_printf(j, "%.*s", (int)k, tmp);
+        }
     }
     cc_json_printf(j, "\"");
 }

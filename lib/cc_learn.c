@@ -652,9 +652,7 @@ int cc_learn_file_hash(const char *path, char hex[17])
     int rc = read_all(path, &b, &n);
     if (rc < 0)
         return rc;
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (uint8_t)b[i]) * 0x100000001b3ULL;
+    uint64_t h = cc_fnv1a(CC_FNV1A_SEED, b, n);
     free(b);
     snprintf(hex, 17, "%016llx", (unsigned long long)h);
     return 0;

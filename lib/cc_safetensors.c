@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cc_json.h"
 #include "cc_kernels.h"
 
 struct CcSafetensors {
@@ -495,19 +496,11 @@ static void str_int(Str *s, unsigned long long v)
 /* A JSON string literal: quotes, backslashes and control characters escaped. */
 static void str_json(Str *s, const char *v)
 {
+    char tmp[CC_JSON_ESCAPED_MAX(64)];
+    size_t n = strlen(v);
     str_add(s, "\"", 1);
-    for (const char *p = v; *p; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (c == '"' || c == '\\') {
-            char e[2] = {'\\', (char)c};
-            str_add(s, e, 2);
-        } else if (c < 0x20) {
-            char e[8];
-            str_add(s, e, (size_t)snprintf(e, sizeof e, "\\u%04x", c));
-        } else {
-            str_add(s, p, 1);
-        }
-    }
+    for (size_t i = 0; i < n; i += 64)
+        str_add(s, tmp, cc_json_escape(tmp, v + i, n - i < 64 ? n - i : 64));
     str_add(s, "\"", 1);
 }
 

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "cc_snapshot.h"
+#include "cell_record.h"
 #include "state.h"
 #include "testlib.h"
 
@@ -883,7 +884,7 @@ static void test_daemon_record_checks(void **state)
     (void)state;
     const int64_t S = 900, now = 1764288000, max_ts = now + 900;
     float vals[4 * 3] = {0};
-    CcdStateExtra ex = {0, 2, now / S - 3, now - 10, 4, 4};
+    CcdCellRecordExtra ex = {0, 2, now / S - 3, now - 10, 4, 4};
     CcSnapshotCell sc = {.cell_id = "c2",
                          .seq_start = now / S - 3,
                          .first = now / S - 3,
@@ -893,27 +894,27 @@ static void test_daemon_record_checks(void **state)
                          .extra = (const uint8_t *)&ex,
                          .extra_len = sizeof ex};
     char err[512];
-    assert_int_equal(ccd_state_check_record(&sc, "c2", 2, S, max_ts, err, sizeof err), 0);
-    assert_int_equal(ccd_state_check_record(&sc, NULL, -1, S, max_ts, err, sizeof err), 0);
+    assert_int_equal(ccd_cell_record_check(&sc, "c2", 2, S, max_ts, err, sizeof err), 0);
+    assert_int_equal(ccd_cell_record_check(&sc, NULL, -1, S, max_ts, err, sizeof err), 0);
     /* the key is not the cell it holds */
-    assert_int_equal(ccd_state_check_record(&sc, "zz-1", 2, S, max_ts, err, sizeof err), -EINVAL);
+    assert_int_equal(ccd_cell_record_check(&sc, "zz-1", 2, S, max_ts, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "keyed 'zz-1' but holds cell 'c2'"));
     /* read from another partition than its own */
-    assert_int_equal(ccd_state_check_record(&sc, "c2", 3, S, max_ts, err, sizeof err), -EINVAL);
+    assert_int_equal(ccd_cell_record_check(&sc, "c2", 3, S, max_ts, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "partition 3"));
     /* the last step ingest accepts is that of max_ts; one more is refused, snapshot or not */
     sc.first = sc.seq_start = max_ts / S - 3;
     ex.first_step = sc.first;
-    assert_int_equal(ccd_state_check_record(&sc, NULL, -1, S, max_ts, err, sizeof err), 0);
+    assert_int_equal(ccd_cell_record_check(&sc, NULL, -1, S, max_ts, err, sizeof err), 0);
     sc.first = sc.seq_start = max_ts / S - 2;
-    assert_int_equal(ccd_state_check_record(&sc, NULL, -1, S, max_ts, err, sizeof err), -ERANGE);
+    assert_int_equal(ccd_cell_record_check(&sc, NULL, -1, S, max_ts, err, sizeof err), -ERANGE);
     assert_non_null(strstr(err, "ingest.max_future_s"));
     sc.first = sc.seq_start = 281558111 - 3; /* the probe's: ends at step 281558111 */
-    assert_int_equal(ccd_state_check_record(&sc, "c2", 2, S, max_ts, err, sizeof err), -ERANGE);
+    assert_int_equal(ccd_cell_record_check(&sc, "c2", 2, S, max_ts, err, sizeof err), -ERANGE);
     /* extra fields out of range */
     sc.first = sc.seq_start = now / S - 3;
-    const CcdStateExtra good = {0, 2, now / S - 3, now - 10, 4, 4};
-    const CcdStateExtra bad[] = {
+    const CcdCellRecordExtra good = {0, 2, now / S - 3, now - 10, 4, 4};
+    const CcdCellRecordExtra bad[] = {
         {0, -2, now / S - 3, now - 10, 4, 4},  /* partition */
         {-5, 2, now / S - 3, now - 10, 4, 4},  /* topic */
         {0, 2, now / S + 1, now - 10, 4, 4},   /* first step after the last */
@@ -923,13 +924,13 @@ static void test_daemon_record_checks(void **state)
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         ex = bad[i];
-        if (ccd_state_check_record(&sc, NULL, -1, S, max_ts, err, sizeof err) != -EINVAL)
+        if (ccd_cell_record_check(&sc, NULL, -1, S, max_ts, err, sizeof err) != -EINVAL)
             fail_msg("extra %zu accepted", i);
     }
     ex = good;
     sc.extra_len = 4; /* a state record must carry them */
-    assert_int_equal(ccd_state_check_record(&sc, "c2", 2, S, max_ts, err, sizeof err), -EINVAL);
-    assert_int_equal(ccd_state_check_record(&sc, NULL, -1, S, max_ts, err, sizeof err), 0);
+    assert_int_equal(ccd_cell_record_check(&sc, "c2", 2, S, max_ts, err, sizeof err), -EINVAL);
+    assert_int_equal(ccd_cell_record_check(&sc, NULL, -1, S, max_ts, err, sizeof err), 0);
 }
 
 int main(void)

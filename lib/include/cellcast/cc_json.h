@@ -16,6 +16,14 @@ typedef struct CcJsonBuf {
     size_t len; ///< bytes written or needed so far; > cap - 1 means it did not fit
 } CcJsonBuf;
 
+/** The most bytes cc_json_escape writes for n bytes of input. */
+#define CC_JSON_ESCAPED_MAX(n) (6 * (size_t)(n))
+
+/** The one JSON string escaping of the tree: s[0..n) into out, which has room for
+ *  CC_JSON_ESCAPED_MAX(n) bytes, without the quotes and without a NUL; `"`, `\` and the
+ *  control characters are escaped (\u00XX), UTF-8 passes through. Returns the length. */
+size_t cc_json_escape(char *out, const char *s, size_t n);
+
 /** A writer over buf[cap]; buf[0] is set to "" when cap > 0. */
 CcJsonBuf cc_json_buf(char *buf, size_t cap);
 

@@ -1,17 +1,18 @@
 /*
- * kafka_internal.h — what the files of the Kafka module share: the CcdKafka context with
+ * kafka_common.h — what the files of the Kafka module share: the CcdKafka context with
  * its pending batches and outgoing messages, and the functions one file calls in another.
  * The rest of the daemon sees only kafka.h.
  *
- *   kafka.c            settings, open/close, the embedded broker, service, stats, logging
+ *   kafka.c            open/close, the embedded broker, service, flush, stats
+ *   kafka_common.c     default settings, logs and errors, property helpers (all files)
  *   kafka_consumer.c   poll, batches, acks, commits, pause, lag, rewinds, the consumer handle
  *   kafka_rebalance.c  assign/revoke/lost handling, what the host owns
  *   kafka_producer.c   produce, delivery reports and retries, dead letters, partitioner
  *   kafka_reader.c     reading partitions directly (the state topic), topic partition counts
  *   kafka_topics.c     the topics cellcastd owns: created or checked before subscribing
  */
-#ifndef CCD_KAFKA_INTERNAL_H
-#define CCD_KAFKA_INTERNAL_H
+#ifndef CCD_KAFKA_COMMON_H
+#define CCD_KAFKA_COMMON_H
 
 #include "kafka.h"
 
@@ -20,6 +21,11 @@
 #include <stdint.h>
 
 #include "log.h"
+
+/* librdkafka's rebalance callback (kafka_rebalance.c), handed to the consumer's open by
+ * kafka.c so that the consumer does not call into the rebalance that calls into it. */
+typedef void (*KafkaRebalanceCb)(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                                 rd_kafka_topic_partition_list_t *parts, void *opaque);
 
 /* One (topic, partition) → highest offset in a batch. */
 typedef struct BatchPart {
@@ -70,9 +76,10 @@ struct CcdKafka {
     rd_kafka_mock_cluster_t *mock;
     char *bootstrap;
 
-    rd_kafka_t *rk;       /* consumer */
-    rd_kafka_queue_t *cq; /* its consumer queue (for the wake-up fd) */
-    rd_kafka_t *prod;     /* dead letters + alerts */
+    rd_kafka_t *rk;                /* consumer */
+    KafkaRebalanceCb rebalance_cb; /* kafka_rebalance_cb, also served at the consumer's close */
+    rd_kafka_queue_t *cq;          /* its consumer queue (for the wake-up fd) */
+    rd_kafka_t *prod;              /* dead letters + alerts */
     int wake_rd, wake_wr;
 
     CcdKafkaHooks hooks;
@@ -113,7 +120,7 @@ struct CcdKafka {
     CcdRateLimit rl_consumer, rl_producer, rl_store; /* log lines, by kind */
 };
 
-/* kafka.c: shared by the consumer, producer and topic-setup handles */
+/* kafka_common.c: shared by the consumer, producer and topic-setup handles */
 int kafka_log_level(int syslog_level); /* librdkafka's syslog level → CC_LOG_* */
 void kafka_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf);
 void kafka_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque);
@@ -123,14 +130,18 @@ int kafka_set_prop(rd_kafka_conf_t *conf, const char *name, const char *value, c
 /* Properties cellcastd sets itself: kafka.properties cannot change them. */
 int kafka_prop_is_forced(const char *name);
 
-/* kafka_consumer.c */
+/* Counts a consumer error under its code (CcdKafkaStats.errors). */
 void kafka_count_consumer_error(CcdKafka *k, int err);
+
+/* kafka_consumer.c */
 void kafka_batch_free(Batch *b);
 void kafka_batches_forget(CcdKafka *k, const char *topic, int32_t partition);
 int kafka_commit_bounded(CcdKafka *k, int timeout_ms);
 void kafka_update_lag(CcdKafka *k);
 void kafka_resolve_rewinds(CcdKafka *k, rd_kafka_topic_partition_list_t *l);
-int kafka_open_consumer(CcdKafka *k, const CcdKafkaSettings *s, char *err, size_t errlen);
+/* The consumer handle, its rebalances served by rebalance_cb. 0 or -errno with a message. */
+int kafka_open_consumer(CcdKafka *k, const CcdKafkaSettings *s, KafkaRebalanceCb rebalance_cb,
+                        char *err, size_t errlen);
 void kafka_consumer_leave(CcdKafka *k, int64_t deadline, int timeout_ms);
 
 /* kafka_rebalance.c */
