@@ -30,6 +30,16 @@ typedef struct CcdHandover CcdHandover;
 typedef struct CcdNotify CcdNotify;
 typedef struct CcdEmbeddedPort CcdEmbeddedPort;
 
+/** The data time of the records of one KPI topic: all of them, and those refused because
+ *  the model in service has none of their KPIs (the learner learns from both; models.c
+ *  shows how much data there is while cellcastd waits for a learned model). */
+#define CCD_INGEST_TOPICS 16
+typedef struct CcdIngestSeen {
+    uint64_t records, unknown_records;   ///< records seen; of them, with no KPI of the model
+    int64_t first, last;                 ///< data time of all (when records > 0)
+    int64_t unknown_first, unknown_last; ///< of the unknown ones (when unknown_records > 0)
+} CcdIngestSeen;
+
 typedef struct CcdIngestStats {
     uint64_t kafka_messages, kafka_bytes, http_messages, http_bytes;
     uint64_t records, invalid_elements, dead_letters, refused_full;
@@ -41,6 +51,7 @@ typedef struct CcdIngestStats {
     double rate_messages, rate_records, rate_steps;
     uint64_t last_messages, last_records, last_steps;
     int64_t last_rate_ns;
+    CcdIngestSeen seen[CCD_INGEST_TOPICS]; ///< per KPI topic (kafka.topics order)
 } CcdIngestStats;
 
 typedef struct Ccd {

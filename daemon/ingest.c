@@ -16,7 +16,6 @@
 #include "handover.h"
 #include "http.h"
 #include "log.h"
-#include "models.h"
 #include "publish.h"
 #include "state.h"
 
@@ -79,6 +78,25 @@ static int ts_in_range(Ccd *d, const CcKpiRecord *r, int64_t now, int topic, int
     return !why;
 }
 
+/* A record of KPI topic `topic` stamped ts was accepted (known 1) or refused because the
+ * model has none of its KPIs (known 0): the data time seen (models.c's learning status). */
+static void note_data(Ccd *d, int topic, int64_t ts, int known)
+{
+    if (topic < 0 || topic >= CCD_INGEST_TOPICS)
+        return;
+    CcdIngestSeen *t = &d->in.seen[topic];
+    if (!t->records++ || ts < t->first)
+        t->first = ts;
+    if (t->records == 1 || ts > t->last)
+        t->last = ts;
+    if (known)
+        return;
+    if (!t->unknown_records++ || ts < t->unknown_first)
+        t->unknown_first = ts;
+    if (t->unknown_records == 1 || ts > t->unknown_last)
+        t->unknown_last = ts;
+}
+
 int ccd_ingest_message(Ccd *d, const void *buf, size_t len, int topic, int32_t partition,
                        CcKpiBatch *out)
 {
@@ -100,7 +118,7 @@ int ccd_ingest_message(Ccd *d, const void *buf, size_t len, int topic, int32_t p
         d->in.invalid[kb.errors[i].reason]++;
         d->in.invalid_elements++;
         if (kb.errors[i].reason == CC_KPI_NO_KPIS && kb.errors[i].ts >= 0)
-            ccd_models_note_data(d, topic, kb.errors[i].ts, 0); /* KPIs the model lacks */
+            note_data(d, topic, kb.errors[i].ts, 0); /* KPIs the model lacks */
         CCD_LOG_RL(CC_LOG_WARN, "ingest", "invalid %s (%s): %s: %s",
                    kb.errors[i].element >= 0 ? "record" : "message",
                    source_name(src, topic, partition), cc_kpi_reason_name(kb.errors[i].reason),
@@ -112,7 +130,7 @@ int ccd_ingest_message(Ccd *d, const void *buf, size_t len, int topic, int32_t p
         if (!ts_in_range(d, &kb.records[i], now, topic, partition))
             continue;
         d->in.records++;
-        ccd_models_note_data(d, topic, kb.records[i].ts, 1);
+        note_data(d, topic, kb.records[i].ts, 1);
         rc = ccd_cells_ingest(d->cells, ccd_sched_open_batch(d->sched), &kb.records[i], topic,
                               partition);
         if (rc == -ENOSPC) {

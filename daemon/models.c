@@ -47,15 +47,6 @@ typedef struct Swap {
     char why[240];
 } Swap;
 
-/* The data time of the records of one KPI topic: all of them, and those refused because
- * the model in service has none of their KPIs (the learner learns from both). */
-#define TOPICS_N 16
-typedef struct TopicData {
-    int64_t first, last;                 ///< -1: none
-    int64_t unknown_first, unknown_last; ///< -1: none
-    uint64_t unknown_records;
-} TopicData;
-
 typedef struct Chunk {
     char hash[17];
     int i, n;
@@ -82,7 +73,6 @@ struct CcdModels {
     char serving_path[4096]; ///< the file in service (a swap copies it to <learned>.prev)
     Swap history[HISTORY_N];
     int n_history;
-    TopicData topics[TOPICS_N];
     /* the rollback watch (model_watch.h): the model swapped in is compared with the
      * previous one's live MASE before the swap */
     CcdModelWatch *watch; ///< owned by the cell table (cells.h)
@@ -131,18 +121,19 @@ static void ccd_rfc3339(int64_t t, char buf[32])
 }
 
 /* The newest data time seen on the KPI topics (-1: none). */
-static int64_t newest_data(const CcdModels *m)
+static int64_t newest_data(const Ccd *d)
 {
     int64_t t = -1;
-    for (int i = 0; i < TOPICS_N; i++)
-        if (m->topics[i].last > t)
-            t = m->topics[i].last;
+    for (int i = 0; i < CCD_INGEST_TOPICS; i++)
+        if (d->in.seen[i].records && d->in.seen[i].last > t)
+            t = d->in.seen[i].last;
     return t;
 }
 
-static void add_history(CcdModels *m, const char *event, const char *hash, const char *from,
+static void add_history(Ccd *d, const char *event, const char *hash, const char *from,
                         const char *why)
 {
+    CcdModels *m = d->models;
     if (m->n_history == HISTORY_N) {
         memmove(m->history, m->history + 1, (HISTORY_N - 1) * sizeof *m->history);
         m->n_history--;
@@ -150,30 +141,11 @@ static void add_history(CcdModels *m, const char *event, const char *hash, const
     Swap *s = &m->history[m->n_history++];
     memset(s, 0, sizeof *s);
     s->at = (int64_t)time(NULL);
-    s->data_time = newest_data(m);
+    s->data_time = newest_data(d);
     snprintf(s->event, sizeof s->event, "%s", event);
     snprintf(s->hash, sizeof s->hash, "%s", hash ? hash : "");
     snprintf(s->from, sizeof s->from, "%s", from ? from : "");
     snprintf(s->why, sizeof s->why, "%s", why ? why : "");
-}
-
-void ccd_models_note_data(Ccd *d, int topic, int64_t ts, int known)
-{
-    CcdModels *m = d->models;
-    if (!m || topic < 0 || topic >= TOPICS_N)
-        return;
-    TopicData *t = &m->topics[topic];
-    if (t->first < 0 || ts < t->first)
-        t->first = ts;
-    if (ts > t->last)
-        t->last = ts;
-    if (known)
-        return;
-    t->unknown_records++;
-    if (t->unknown_first < 0 || ts < t->unknown_first)
-        t->unknown_first = ts;
-    if (ts > t->unknown_last)
-        t->unknown_last = ts;
 }
 
 /* <learned_path><suffix> */
@@ -256,15 +228,12 @@ int ccd_models_open(Ccd *d, const char *path, char *err, size_t errlen)
     d->models = m;
     char *b = NULL, lp[4096];
     size_t n = 0;
-    for (int i = 0; i < TOPICS_N; i++)
-        m->topics[i].first = m->topics[i].last = m->topics[i].unknown_first =
-            m->topics[i].unknown_last = -1;
     snprintf(m->serving_path, sizeof m->serving_path, "%s", path);
     if (read_file(path, &b, &n) == 0) {
         ccd_models_hash(b, n, m->serving_hash);
         free(b);
     }
-    add_history(m, "start", m->serving_hash, NULL, path);
+    add_history(d, "start", m->serving_hash, NULL, path);
     char rec[4200];
     snprintf(rec, sizeof rec, "%s.json", path);
     ccd_model_learned_path(&d->cfg, lp, sizeof lp);
@@ -694,7 +663,7 @@ static void rollback(Ccd *d, const CcdWatchScore *s)
     m->rollbacks++;
     note_rolled_back(d, m->serving_hash);
     LOG_WARN("models", "model %s rolled back to %s: %s", m->serving_hash, hash, why);
-    add_history(m, "rollback", hash, m->serving_hash, why);
+    add_history(d, "rollback", hash, m->serving_hash, why);
     snprintf(m->verdict, sizeof m->verdict, "rolled back %s: %.280s", m->serving_hash, why);
     snprintf(m->serving_hash, sizeof m->serving_hash, "%s", hash);
     snprintf(m->serving_path, sizeof m->serving_path, "%s", path);
@@ -797,7 +766,7 @@ static void apply_pending(Ccd *d)
         return;
     }
     start_judging(d, prev_ok);
-    add_history(m, "swap", m->pending_hash, m->serving_hash, m->verdict);
+    add_history(d, "swap", m->pending_hash, m->serving_hash, m->verdict);
     snprintf(m->serving_hash, sizeof m->serving_hash, "%s", m->pending_hash);
     snprintf(m->serving_path, sizeof m->serving_path, "%s", path);
     json_decref(m->serving_record);
@@ -878,15 +847,15 @@ static json_t *learning_json(const Ccd *d)
     int64_t first = -1, last = -1;
     uint64_t unknown = 0;
     json_t *topics = json_object();
-    for (int i = 0; i < TOPICS_N && i < d->cfg.kafka_topics.n; i++) {
-        const TopicData *td = &m->topics[i];
-        if (td->first < 0)
+    for (int i = 0; i < CCD_INGEST_TOPICS && i < d->cfg.kafka_topics.n; i++) {
+        const CcdIngestSeen *td = &d->in.seen[i];
+        if (!td->records)
             continue;
         first = first < 0 || td->first < first ? td->first : first;
         last = td->last > last ? td->last : last;
         unknown += td->unknown_records;
         json_t *e = json_pack("{s:I}", "unknown_kpi_records", (json_int_t)td->unknown_records);
-        if (td->unknown_first >= 0) {
+        if (td->unknown_records) {
             ccd_rfc3339(td->unknown_first, t);
             json_object_set_new(e, "unknown_kpi_first", json_string(t));
             ccd_rfc3339(td->unknown_last, t);

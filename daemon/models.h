@@ -41,11 +41,6 @@ int ccd_models_open(Ccd *d, const char *path, char *err, size_t errlen);
 void ccd_models_cron(Ccd *d);
 void ccd_models_close(Ccd *d);
 
-/** Ingest: a record of KPI topic `topic` (index in kafka.topics) stamped ts was accepted
- *  (known 1) or refused because the model has none of its KPIs (known 0, reason no_kpis):
- *  the data time the learner has had (GET /v1/model's learning). */
-void ccd_models_note_data(Ccd *d, int topic, int64_t ts, int known);
-
 /** The model in service's source, hash and learner record, for GET /v1/model; with
  *  model.source kafka also `learning` (waiting or serving, hours of data, when the first
  *  model is due), `live` (the rollback watch: live MASE, verdict) and `history` (the last
