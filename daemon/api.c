@@ -11,6 +11,7 @@
 #include "ingest.h"
 #include "alerts.h"
 #include "alertmanager.h"
+#include "api_feedback.h"
 #include "feedback.h"
 #include "incidents.h"
 #include "silences.h"

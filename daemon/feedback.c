@@ -1,7 +1,7 @@
 /*
  * feedback.c — the operator's verdicts on alerts: the journal (JSON lines, fsync'ed), the
- * recent verdicts in memory, the bar raise of a false alarm, the HTTP handlers and the
- * metrics. See feedback.h.
+ * recent verdicts in memory, GET /v1/feedback and the metrics. See feedback.h (the POST that
+ * takes a verdict and raises a bar is api_feedback.c's).
  */
 #include "feedback.h"
 
@@ -15,7 +15,6 @@
 
 #include <event2/buffer.h>
 
-#include "alerts.h"
 #include "api_util.h"
 #include "auth.h"
 #include "cellcastd.h"
@@ -23,7 +22,7 @@
 #include "log.h"
 #include "strmap.h"
 
-enum { FB_FALSE_ALARM, FB_CONFIRMED, FB_N };
+enum { FB_N = 2 }; /* CCD_FB_FALSE_ALARM, CCD_FB_CONFIRMED (feedback.h) */
 static const char *const verdict_name[FB_N] = {"false_alarm", "confirmed"};
 
 typedef struct CcdFeedback {
@@ -162,96 +161,32 @@ void ccd_fb_metrics(Ccd *d, struct evbuffer *b)
         "journal not written) and journal lines that did not parse.\n"
         "# TYPE cellcast_alert_feedback_refused_total counter\n"
         "cellcast_alert_feedback_refused_total %llu\n",
-        (unsigned long long)fb->count[FB_FALSE_ALARM], (unsigned long long)fb->count[FB_CONFIRMED],
+        (unsigned long long)fb->count[CCD_FB_FALSE_ALARM],
+        (unsigned long long)fb->count[CCD_FB_CONFIRMED],
         (unsigned long long)(fb->refused + fb->bad_lines));
 }
 
-static const char *opt_string(json_t *body, const char *k, int *bad)
+int ccd_fb_verdict(const char *s) { return verdict_of(s); }
+
+const char *ccd_fb_verdict_name(int v) { return v >= 0 && v < FB_N ? verdict_name[v] : "?"; }
+
+void ccd_fb_refused(Ccd *d)
 {
-    json_t *v = json_object_get(body, k);
-    if (!v || json_is_null(v))
-        return NULL;
-    if (!json_is_string(v) || strlen(json_string_value(v)) > 1024)
-        *bad = 1;
-    return json_string_value(v);
+    if (d->feedback)
+        d->feedback->refused++;
 }
 
-int ccd_h_alert_feedback(CcdReq *r)
+int ccd_fb_record(Ccd *d, json_t *e)
 {
-    Ccd *d = r->d;
     CcdFeedback *fb = d->feedback;
-    if (!fb || !d->alerts)
-        return ccd_problem(r, 404, "not-found", "alerts are off: no feedback");
-    int st = ccd_require_admin(r);
-    if (st)
-        return st;
-    CcAlertEvent ev;
-    char cell[CC_ANOMALY_CELL_ID_MAX + 1];
-    if (ccd_alerts_lookup(d, r->id, &ev, cell)) {
-        fb->refused++;
-        return ccd_problem(r, 404, "not-found", "no alert '%s' among the recent alerts", r->id);
-    }
-    CcdCell *c = ccd_cells_get(d->cells, cell);
-    if (c && c->busy)
-        return CCD_DEFER; /* its anomaly state is the worker's while it is stepped */
-    struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
-    size_t len = evbuffer_get_length(in);
-    if ((int64_t)len > d->cfg.http_max_body_bytes)
-        return ccd_problem(r, 413, "body-too-large", "the body has %zu bytes", len);
-    json_error_t je;
-    json_t *body = json_loadb((const char *)evbuffer_pullup(in, -1), len, 0, &je);
-    if (!body) {
-        fb->refused++;
-        return ccd_problem(r, 400, "bad-json", "the body is not JSON: %s", je.text);
-    }
-    int bad = 0;
-    int v = verdict_of(json_string_value(json_object_get(body, "verdict")));
-    const char *comment = opt_string(body, "comment", &bad), *user = opt_string(body, "user", &bad);
-    if (v < 0 || bad || !json_is_object(body)) {
-        json_decref(body);
-        fb->refused++;
-        return ccd_problem(r, 422, "bad-feedback",
-                           v < 0 ? "verdict must be false_alarm or confirmed"
-                                 : "comment and user must be strings of at most 1024 bytes");
-    }
-    /* a false alarm on an anomaly: each KPI it names gets a higher bar */
-    const CcHparams *hp = &d->model->hp;
-    json_t *kpis = json_array();
-    double bar = 1;
-    if (v == FB_FALSE_ALARM && ev.kind == CC_ALERT_ANOMALY && c)
-        for (int i = 0; i < ev.n_attr; i++) {
-            int f = ev.attr[i].kpi;
-            double m = ccd_alerts_raise_bar(d, c, f);
-            if (m >= 1 && f < hp->n_features) {
-                json_array_append_new(kpis, json_string(hp->features[f]));
-                bar = m > bar ? m : bar;
-            }
-        }
-    char ts[32];
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    json_t *e = json_pack("{s:s, s:s, s:s, s:s?, s:s?, s:s, s:o, s:f}", "alert", r->id, "cell",
-                          cell, "verdict", verdict_name[v], "comment", comment, "user", user,
-                          "time", ts, "kpis", kpis, "bar", bar);
-    json_decref(body);
-    if (!e)
-        return ccd_problem(r, 500, "internal", "out of memory");
-    if (!json_object_get(e, "comment"))
-        json_object_set_new(e, "comment", json_null());
-    if (!json_object_get(e, "user"))
-        json_object_set_new(e, "user", json_null());
     if (journal(fb, e)) {
+        int rc = -errno;
         fb->refused++;
-        json_decref(e);
         LOG_ERROR("feedback", "cannot append to %s: %s", fb->path, strerror(errno));
-        return ccd_problem(r, 500, "internal", "the verdict could not be journaled");
+        return rc ? rc : -EIO;
     }
     remember(fb, e);
-    LOG_INFO("feedback", "%s: %s%s", r->id, verdict_name[v],
-             json_array_size(kpis) ? " (bar raised)" : "");
-    return ccd_json(r, 200, e); /* takes the reference */
+    return 0;
 }
 
 int ccd_h_feedback(CcdReq *r)

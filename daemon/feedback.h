@@ -38,7 +38,16 @@ void ccd_fb_annotate(Ccd *d, const char *alert_id, json_t *j);
 uint64_t ccd_fb_version(const Ccd *d);
 void ccd_fb_metrics(Ccd *d, struct evbuffer *b);
 
-int ccd_h_alert_feedback(CcdReq *r); ///< POST /v1/alerts/{id}/feedback
-int ccd_h_feedback(CcdReq *r);       ///< GET /v1/feedback[?limit=]
+int ccd_h_feedback(CcdReq *r); ///< GET /v1/feedback[?limit=]
+
+enum { CCD_FB_FALSE_ALARM, CCD_FB_CONFIRMED };
+/** The verdict named s (CCD_FB_*), -1 for none; its name. */
+int ccd_fb_verdict(const char *s);
+const char *ccd_fb_verdict_name(int v);
+/** Journals the verdict entry e (an object: alert, cell, verdict, …; fsync'ed) and keeps it
+ *  as the alert's newest. 0, or -errno (logged, counted as refused; e is the caller's). */
+int ccd_fb_record(Ccd *d, json_t *e);
+/** Counts a refused verdict (bad request, unknown alert). */
+void ccd_fb_refused(Ccd *d);
 
 #endif
