@@ -384,12 +384,10 @@ static int h_post_kpis(CcdReq *r)
     int st = d->cfg.http_post_kpis == CCD_POST_KPIS_TOKEN ? ccd_require_admin(r) : 0;
     if (st)
         return st;
-    struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
-    size_t len = evbuffer_get_length(in);
-    if ((int64_t)len > d->cfg.http_max_body_bytes)
-        return ccd_problem(r, 413, "body-too-large",
-                           "the body has %zu bytes; http.max_body_bytes is %lld", len,
-                           (long long)d->cfg.http_max_body_bytes);
+    const char *buf;
+    size_t len;
+    if ((st = ccd_request_body(r, &buf, &len)))
+        return st;
     if (!len)
         return ccd_problem(r, 400, "empty-body", "POST a KPI message (proto/kpi.schema.json)");
     if (d->stopping || ccd_sched_pending(d->sched) >= ccd_backpressure(d)) {
@@ -397,7 +395,6 @@ static int h_post_kpis(CcdReq *r)
         return ccd_problem(r, 503, "overloaded", "ingest queue full (%d pending steps); retry",
                            ccd_sched_pending(d->sched));
     }
-    const unsigned char *buf = evbuffer_pullup(in, -1);
     CcKpiBatch kb;
     d->in.http_messages++;
     d->in.http_bytes += len;

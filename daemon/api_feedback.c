@@ -46,12 +46,12 @@ int ccd_h_alert_feedback(CcdReq *r)
     CcdCell *c = ccd_cells_get(d->cells, cell);
     if (c && c->busy)
         return CCD_DEFER; /* its anomaly state is the worker's while it is stepped */
-    struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
-    size_t len = evbuffer_get_length(in);
-    if ((int64_t)len > d->cfg.http_max_body_bytes)
-        return ccd_problem(r, 413, "body-too-large", "the body has %zu bytes", len);
+    const char *text;
+    size_t len;
+    if ((st = ccd_request_body(r, &text, &len)))
+        return st;
     json_error_t je;
-    json_t *body = json_loadb((const char *)evbuffer_pullup(in, -1), len, 0, &je);
+    json_t *body = json_loadb(text, len, 0, &je);
     if (!body) {
         ccd_fb_refused(d);
         return ccd_problem(r, 400, "bad-json", "the body is not JSON: %s", je.text);
@@ -102,4 +102,3 @@ int ccd_h_alert_feedback(CcdReq *r)
              json_array_size(kpis) ? " (bar raised)" : "");
     return ccd_json(r, 200, e); /* takes the reference */
 }
-

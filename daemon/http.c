@@ -193,6 +193,18 @@ int ccd_problem_ext(CcdReq *r, int status, const char *slug, json_t *extra, cons
     return st;
 }
 
+int ccd_request_body(CcdReq *r, const char **body, size_t *len)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
+    *len = evbuffer_get_length(in);
+    if ((int64_t)*len > r->d->cfg.http_max_body_bytes)
+        return ccd_problem(r, 413, "body-too-large",
+                           "the body has %zu bytes; http.max_body_bytes is %lld", *len,
+                           (long long)r->d->cfg.http_max_body_bytes);
+    *body = *len ? (const char *)evbuffer_pullup(in, -1) : "";
+    return 0;
+}
+
 int ccd_text(CcdReq *r, int status, const char *ctype)
 {
     r->content_type = ctype;

@@ -86,6 +86,10 @@ int ccd_problem_ext(CcdReq *r, int status, const char *slug, json_t *extra, cons
     __attribute__((format(printf, 5, 6)));
 int ccd_text(CcdReq *r, int status, const char *ctype);
 
+/** The request's body (contiguous, owned by the request) into *body, *len: 0, or the 413
+ *  problem's status (returned by the handler) when it is longer than http.max_body_bytes. */
+int ccd_request_body(CcdReq *r, const char **body, size_t *len);
+
 /** Whether the request's client takes gzip (Accept-Encoding: gzip, not q=0). */
 int ccd_accepts_gzip(CcdReq *r);
 

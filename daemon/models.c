@@ -557,17 +557,6 @@ static void take_head(Ccd *d, rd_kafka_message_t *msg, const char *key)
     snprintf(m->pending_hash, sizeof m->pending_hash, "%s", h);
 }
 
-static int same_kpis(const CcHparams *a, const CcHparams *b)
-{
-    if (a->n_features != b->n_features || a->step_seconds != b->step_seconds ||
-        a->horizon != b->horizon)
-        return 0;
-    for (int f = 0; f < a->n_features; f++)
-        if (strcmp(a->features[f], b->features[f]))
-            return 0;
-    return 1;
-}
-
 /* The file in service to <learned>.prev and its record to <learned>.prev.json. */
 static int save_prev(Ccd *d, char *err, size_t errlen)
 {
@@ -726,7 +715,7 @@ static void apply_pending(Ccd *d)
     }
     CcModel *nm = NULL;
     cc_model_open_buffer(&nm, (const uint8_t *)buf, m->pending_len, err, sizeof err);
-    int same = nm && same_kpis(&d->model->hp, &nm->hp);
+    int same = nm && ccd_model_same_io(&d->model->hp, &nm->hp);
     cc_model_close(&nm);
     ccd_model_learned_path(&d->cfg, path, sizeof path);
     snprintf(rec_path, sizeof rec_path, "%s.json", path);

@@ -70,17 +70,6 @@ static int cfg_equal(const CcdConfigDef *def, const CcdConfig *a, const CcdConfi
     }
 }
 
-static int same_features(const CcHparams *a, const CcHparams *b)
-{
-    if (a->n_features != b->n_features || a->step_seconds != b->step_seconds ||
-        a->horizon != b->horizon)
-        return 0;
-    for (int f = 0; f < a->n_features; f++)
-        if (strcmp(a->features[f], b->features[f]))
-            return 0;
-    return 1;
-}
-
 static int same_shape(const CcHparams *a, const CcHparams *b)
 {
     return a->patch_len == b->patch_len && a->n_patches == b->n_patches &&
@@ -113,7 +102,7 @@ int ccd_reload(Ccd *d, json_t **report, char *err, size_t errlen)
         cc_errf(err, errlen, rc, "model '%s' refused: %s", path, e2);
         goto fail;
     }
-    if (!same_features(&d->model->hp, &nm->hp)) {
+    if (!ccd_model_same_io(&d->model->hp, &nm->hp)) {
         rc = cc_errf(err, errlen, -EINVAL,
                      "model '%s' refused: its KPIs, step length or horizon differ from the model "
                      "served (cells hold history of those KPIs; that change needs a restart)",

@@ -354,3 +354,14 @@ void ccd_model_quality_log(const CcHparams *hp, const char *sys)
                  "value\"",
                  all, n ? "; by KPI: " : "", list);
 }
+
+int ccd_model_same_io(const CcHparams *a, const CcHparams *b)
+{
+    if (a->n_features != b->n_features || a->step_seconds != b->step_seconds ||
+        a->horizon != b->horizon)
+        return 0;
+    for (int f = 0; f < a->n_features; f++)
+        if (strcmp(a->features[f], b->features[f]))
+            return 0;
+    return 1;
+}

@@ -77,4 +77,8 @@ double ccd_model_vs_last(const CcHparams *hp, const char *metric, int kpi);
  *  does not say. */
 void ccd_model_quality_log(const CcHparams *hp, const char *sys);
 
+/** Whether two models read and write the same: the same KPIs in the same order, the same step
+ *  and horizon (a swap between them keeps the cells: reload.c, models.c). */
+int ccd_model_same_io(const CcHparams *a, const CcHparams *b);
+
 #endif

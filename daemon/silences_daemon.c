@@ -200,14 +200,12 @@ int ccd_h_silences(CcdReq *r)
     int st = ccd_require_admin(r);
     if (st)
         return st;
-    struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
-    size_t len = evbuffer_get_length(in);
-    if ((int64_t)len > d->cfg.http_max_body_bytes)
-        return ccd_problem(r, 413, "body-too-large",
-                           "the body has %zu bytes; http.max_body_bytes is %lld", len,
-                           (long long)d->cfg.http_max_body_bytes);
+    const char *text;
+    size_t len;
+    if ((st = ccd_request_body(r, &text, &len)))
+        return st;
     json_error_t je;
-    json_t *body = json_loadb((const char *)evbuffer_pullup(in, -1), len, 0, &je);
+    json_t *body = json_loadb(text, len, 0, &je);
     if (!body)
         return ccd_problem(r, 400, "bad-json", "the body is not JSON: %s", je.text);
     char id[40], err[512];

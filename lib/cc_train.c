@@ -1384,6 +1384,23 @@ int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm)
     return 0;
 }
 
+/* The ridge solution x ((R + 1) x HZ, the bias last) as the linear path's weights, in the
+ * running average too (a fit is the start, not a step to average in). */
+static void set_linear(CcTrainer *t, const double *x, int R, int HZ)
+{
+    for (int k = 0; k < HZ; k++) {
+        for (int i = 0; i < R; i++)
+            t->m->w.lin_w[(size_t)k * R + i] = (float)x[(size_t)i * HZ + k];
+        t->m->w.lin_b[k] = (float)x[(size_t)R * HZ + k];
+    }
+    if (t->ema_w) {
+        size_t off = (size_t)(t->m->w.lin_w - t->m->block), nb = (size_t)HZ * R;
+        memcpy(t->ema_w + off, t->m->w.lin_w, nb * sizeof(float));
+        off = (size_t)(t->m->w.lin_b - t->m->block);
+        memcpy(t->ema_w + off, t->m->w.lin_b, (size_t)HZ * sizeof(float));
+    }
+}
+
 int cc_trainer_fit_linear(CcTrainer *t, double lambda, int64_t *n_samples)
 {
     const CcHparams *hp = &t->m->hp;
@@ -1429,17 +1446,7 @@ int cc_trainer_fit_linear(CcTrainer *t, double lambda, int64_t *n_samples)
     ret = cc_ridge_solve(rg, lambda * (double)n, R, x);
     if (ret < 0)
         goto done;
-    for (int k = 0; k < HZ; k++) {
-        for (int i = 0; i < R; i++)
-            t->m->w.lin_w[(size_t)k * R + i] = (float)x[(size_t)i * HZ + k];
-        t->m->w.lin_b[k] = (float)x[(size_t)R * HZ + k];
-    }
-    if (t->ema_w) {
-        size_t off = (size_t)(t->m->w.lin_w - t->m->block), nb = (size_t)HZ * R;
-        memcpy(t->ema_w + off, t->m->w.lin_w, nb * sizeof(float));
-        off = (size_t)(t->m->w.lin_b - t->m->block);
-        memcpy(t->ema_w + off, t->m->w.lin_b, (size_t)HZ * sizeof(float));
-    }
+    set_linear(t, x, R, HZ);
     if (n_samples)
         *n_samples = n;
     ret = 0;
@@ -1593,17 +1600,7 @@ int cc_trainer_fit_linear_scaled(CcTrainer *t, const CcLinearFitSettings *s, CcL
     }
     if ((ret = solve_scaled(rg, R, rp.lambda, x)) < 0)
         goto done;
-    for (int k = 0; k < HZ; k++) {
-        for (int i = 0; i < R; i++)
-            t->m->w.lin_w[(size_t)k * R + i] = (float)x[(size_t)i * HZ + k];
-        t->m->w.lin_b[k] = (float)x[(size_t)R * HZ + k];
-    }
-    if (t->ema_w) {
-        size_t off = (size_t)(t->m->w.lin_w - t->m->block), nb = (size_t)HZ * R;
-        memcpy(t->ema_w + off, t->m->w.lin_w, nb * sizeof(float));
-        off = (size_t)(t->m->w.lin_b - t->m->block);
-        memcpy(t->ema_w + off, t->m->w.lin_b, (size_t)HZ * sizeof(float));
-    }
+    set_linear(t, x, R, HZ);
 done:
     if (rep)
         *rep = rp;
