@@ -77,8 +77,8 @@ int ccd_h_info(CcdReq *r)
                   (json_int_t)ccd_cells_history_full_bytes(d->cells), "history_bytes",
                   (json_int_t)d->cells->hist_bytes));
     json_object_set_new(o, "memory",
-                        json_pack("{s:I, s:s}", "rss_bytes", (json_int_t)ccd_host_rss_bytes(),
-                                  "blas", ccd_host_blas_core()));
+                        json_pack("{s:I, s:s}", "rss_bytes", (json_int_t)cc_host_rss_bytes(),
+                                  "blas", cc_host_blas_core()));
     json_object_set_new(o, "http",
                         json_pack("{s:I, s:i, s:i}", "requests", (json_int_t)reqs, "connections",
                                   conns, "parked", deferred));

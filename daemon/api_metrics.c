@@ -190,7 +190,7 @@ int ccd_h_metrics(CcdReq *r)
     const CcdCellsStats *cs = &d->cells->st;
     metric(b, "cellcast_build_info", "gauge", "Version of cellcastd and the model served.");
     evbuffer_add_printf(b, "cellcast_build_info{version=\"%s\",model=\"%s\",blas=\"%s\"} 1\n",
-                        CC_VERSION, d->model_name, ccd_host_blas_core());
+                        CC_VERSION, d->model_name, cc_host_blas_core());
     model_quality_metrics(b, &d->model->hp);
     metric(b, "cellcast_uptime_seconds", "gauge", "Seconds since start.");
     evbuffer_add_printf(b, "cellcast_uptime_seconds %.3f\n",
@@ -378,7 +378,7 @@ int ccd_h_metrics(CcdReq *r)
                    "missed / scored (target 0.8).",
                    &d->cells->interval_missed);
     metric(b, "cellcast_rss_bytes", "gauge", "Resident set size of the process.");
-    evbuffer_add_printf(b, "cellcast_rss_bytes %lld\n", ccd_host_rss_bytes());
+    evbuffer_add_printf(b, "cellcast_rss_bytes %lld\n", cc_host_rss_bytes());
     alerts_metrics(d, b);
     ccd_topology_metrics(d, b);
     ccd_incidents_metrics(d, b);

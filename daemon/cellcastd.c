@@ -257,7 +257,7 @@ int main(int argc, char **argv)
         goto out_cfg;
     }
 
-    ccd_host_setup_blas(argc, argv, d->cfg.engine_blas_coretype, ccd_log_level >= CC_LOG_DEBUG);
+    cc_host_setup_blas(argc, argv, d->cfg.engine_blas_coretype, ccd_log_level >= CC_LOG_DEBUG);
     char model_path[4096], learned[4096];
     /* model.source kafka: the learned file once there is one (models.h) */
     if ((rc = ccd_model_open(&d->model, ccd_model_serve_path(&d->cfg, learned, sizeof learned),

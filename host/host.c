@@ -20,7 +20,7 @@ static int cpu_has_avx512(void)
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
 }
 
-void ccd_host_setup_blas(int argc, char **argv, const char *coretype, int verbose)
+void cc_host_setup_blas(int argc, char **argv, const char *coretype, int verbose)
 {
     const char *want = NULL;
     int reexec = 0;
@@ -69,9 +69,9 @@ void ccd_host_setup_blas(int argc, char **argv, const char *coretype, int verbos
     openblas_set_num_threads(1);
 }
 
-const char *ccd_host_blas_core(void) { return openblas_get_corename(); }
+const char *cc_host_blas_core(void) { return openblas_get_corename(); }
 
-long long ccd_host_rss_bytes(void)
+long long cc_host_rss_bytes(void)
 {
     FILE *f = fopen("/proc/self/statm", "r");
     long long size = 0, rss = 0;

@@ -24,12 +24,12 @@
 /** Call first thing in main(). May re-execute the process (never returns then). verbose:
  *  say so on stderr when it re-executes for the kernel set (the daemon at log level debug;
  *  the CLI never: the same notice on every command of one machine is noise). */
-void ccd_host_setup_blas(int argc, char **argv, const char *coretype, int verbose);
+void cc_host_setup_blas(int argc, char **argv, const char *coretype, int verbose);
 
 /** The OpenBLAS kernel set in use ("Haswell", "SkylakeX", ...). */
-const char *ccd_host_blas_core(void);
+const char *cc_host_blas_core(void);
 
 /** Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown. */
-long long ccd_host_rss_bytes(void);
+long long cc_host_rss_bytes(void);
 
 #endif

@@ -34,7 +34,7 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
-    ccd_host_setup_blas(argc, argv, "auto", 0);
+    cc_host_setup_blas(argc, argv, "auto", 0);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

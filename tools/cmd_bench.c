@@ -130,10 +130,10 @@ static void bench_print(const Bench *b, const char *model_path, const CcEngineSe
            s->kv_type == CC_KV_F32   ? "f32"
            : s->kv_type == CC_KV_F16 ? "f16"
                                      : "bf16",
-           s->no_cache ? "true" : "false", s->blas_dense ? "blas" : "packed", ccd_host_blas_core(),
+           s->no_cache ? "true" : "false", s->blas_dense ? "blas" : "packed", cc_host_blas_core(),
            secs, cpu, ch_steps / secs, (double)cells * steps / secs, secs * 1e9 / ch_steps,
            (double)st.rebuild_tokens / ch_steps, st.ns_dense / busy, st.ns_attention / busy,
-           st.ns_rebuild / busy, st.ns_other / busy, ccd_host_rss_bytes(),
+           st.ns_rebuild / busy, st.ns_other / busy, cc_host_rss_bytes(),
            (double)(rss1 - rss0) / cells, cc_engine_cell_bytes(b->e),
            cc_engine_kv_bytes_per_cell(b->e));
 }
@@ -210,10 +210,10 @@ int cmd_bench(int argc, char **argv)
         goto end;
     }
     b = (Bench){.cells = cells, .steps = steps, .F = hp->n_features, .seed = (uint64_t)seed};
-    long long rss0 = ccd_host_rss_bytes();
+    long long rss0 = cc_host_rss_bytes();
     if (cc_engine_open(&b.e, m, &s, NULL, 0) < 0 || bench_warm(&b, hp))
         goto oom;
-    long long rss1 = ccd_host_rss_bytes();
+    long long rss1 = cc_host_rss_bytes();
     cc_engine_reset_stats(b.e);
     double secs, cpu;
     if (bench_run(&b, &secs, &cpu))
