@@ -576,7 +576,38 @@ static int build_window(CcTrainWork *w, const CcModel *m, const CcDataset *ds,
     return 0;
 }
 
-/* Dropout of the rows of every window in layer-row space (see cc_train_batch). */
+/* ---- one batch, forward and backward ------------------------------------------------- */
+
+/*
+ * cc_train_batch runs in phases, one function each, in this order:
+ *   batch_layout -> embed_forward -> layer_forward(0..L-1) -> head_forward -> batch_loss
+ *   -> head_backward -> layer_backward(L-1..0) -> embed_backward.
+ * Letters: R token rows of the batch (its windows' rows concatenated), C current rows (the
+ * samples), D, FF, H, HZ, L as in cc_model.h, IN = P + 4 inputs of a token.
+ *
+ * Rows: layers 0..L-2 run on all R token rows. In the last layer only the current tokens
+ * feed the head, so the cached rows there need only their keys and values: after attention
+ * (queries of the current rows only) the layer runs on the C current rows, compacted in
+ * order (rowmap[c] = their row in the full layout).
+ */
+
+/* What the phases of one batch share, so that each takes one pointer rather than a dozen
+ * locals: the model, the windows, their layout's row counts and whether dropout is on. */
+typedef struct {
+    CcTrainWork *w;
+    const CcModel *m;
+    const CcParams *p;
+    const CcDataset *ds;
+    const CcTrainWindow *win;
+    int n_win;
+    int R, C;       /* token rows and current rows, set by batch_layout */
+    size_t RD, RFF; /* one layer's stride in the (L, max_rows, D) and (L, max_rows, FF) buffers */
+    float dropout;
+    int train;     /* dropout on the attention block's and the FFN's outputs */
+    int train_all; /* also on the embedding sum and the FFN's hidden units (CC_DROPOUT_ALL) */
+} TrainBatch;
+
+/* Dropout of the rows of every window in layer-row space (see the row note above). */
 static void dropout_rows(CcTrainWork *w, float *x, float *mask, int n_win, const CcTrainWindow *win,
                          int compact, int width, float p)
 {
@@ -587,32 +618,18 @@ static void dropout_rows(CcTrainWork *w, float *x, float *mask, int n_win, const
     }
 }
 
-/*
- * Rows: layers 0..L-2 run on all R token rows (windows concatenated). In the last layer
- * only the current tokens feed the head, so the cached rows there need only their keys and
- * values: after attention (queries of the current rows only) the layer runs on the C
- * current rows, compacted in order (rowmap[c] = their row in the full layout).
- */
-int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDataset *ds,
-                   const CcTrainWindow *win, int n_win, float dropout, float loss_scale,
-                   double *loss, int *n_samples, float *y_out, float *mu_out, float *sigma_out)
+/* Lays the windows out one after another: tokens tok (R, IN), targets tgt, tw (C, HZ), each
+ * window's rows (row0, ntok, ncached, cur0, att0), rowmap (C) and dropout stream; sets R, C.
+ * Why: every later phase addresses the batch through this layout. */
+static int batch_layout(TrainBatch *tb, float *mu_out, float *sigma_out, float bound)
 {
-    const CcHparams *hp = &m->hp;
-    const CcParams *p = &m->w;
-    int P = hp->patch_len, D = hp->d_model, H = hp->n_heads, L = hp->n_layers, FF = hp->d_ff;
-    int IN = P + 4, HZ = hp->horizon, HZ2 = 2 * HZ, D3 = 3 * D;
-    if (n_win > w->max_win || ds->n_features != hp->n_features)
-        return -EINVAL;
-    int train = dropout > 0 && grad;
-    /* the embedding sum and the FFN's hidden units only with CC_DROPOUT_ALL */
-    int train_all = train && w->sites == CC_DROPOUT_ALL;
-
-    /* layout and inputs */
+    CcTrainWork *w = tb->w;
+    const CcTrainWindow *win = tb->win;
+    int H = tb->m->hp.n_heads;
     int R = 0, C = 0, A = 0;
     w->n_excluded = 0;
-    for (int b = 0; b < n_win; b++) {
-        int ret =
-            build_window(w, m, ds, &win[b], b, R, C, A, mu_out, sigma_out, grad ? w->xn_bound : 0);
+    for (int b = 0; b < tb->n_win; b++) {
+        int ret = build_window(w, tb->m, tb->ds, &win[b], b, R, C, A, mu_out, sigma_out, bound);
         if (ret < 0)
             return ret;
         int T = w->ntok[b];
@@ -623,14 +640,23 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
         A += H * T * (w->ncached[b] + 1);
         w->rng[b] = win[b].seed;
     }
-    size_t RD = (size_t)w->max_rows * D, RFF = (size_t)w->max_rows * FF;
-    const int *rowmap = w->rowmap;
+    tb->R = R;
+    tb->C = C;
+    return 0;
+}
 
-    /* embedding: z0 = tok·We^T + be + C[f] + PE(q/P + offset), dropout */
+/* z0 (R, D) = tok (R, IN) · We^T + be + chan[f] + PE(q/P + offset), then dropout.
+ * Why: one vector per token that says its values, which KPI it is and when it is. */
+static void embed_forward(TrainBatch *tb)
+{
+    CcTrainWork *w = tb->w;
+    const CcParams *p = tb->p;
+    const CcTrainWindow *win = tb->win;
+    int P = tb->m->hp.patch_len, D = tb->m->hp.d_model, IN = P + 4;
     float *z0 = w->zin;
-    cc_tr_matmul_forward(z0, w->tok, p->embed_w, p->embed_b, R, D, IN);
-    for (int b = 0; b < n_win; b++) {
-        const CcSeries *se = &ds->series[win[b].series];
+    cc_tr_matmul_forward(z0, w->tok, p->embed_w, p->embed_b, tb->R, D, IN);
+    for (int b = 0; b < tb->n_win; b++) {
+        const CcSeries *se = &tb->ds->series[win[b].series];
         int n = w->ncached[b], ie = (int)(win[b].e - se->p0);
         for (int r = 0; r < w->ntok[b]; r++) {
             int qr = r < n ? ie - (n - 1 - r) * P : ie + win[b].cur[r - n];
@@ -642,53 +668,69 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
                 z[i] += ch[i] + w->pe[i];
         }
     }
-    if (train_all)
-        dropout_rows(w, z0, w->emb_mask, n_win, win, 0, D, dropout);
+    if (tb->train_all)
+        dropout_rows(w, z0, w->emb_mask, tb->n_win, win, 0, D, tb->dropout);
+}
 
-    /* layers */
-    for (int l = 0; l < L; l++) {
-        int last = l == L - 1, Rl = last ? C : R;
-        float *zi = w->zin + l * RD, *zo = w->zin + (l + 1) * RD;
-        float *qkv = w->qkv + 3 * l * RD, *att = w->att + (size_t)l * w->att_cap;
-        float *ctx = w->ctx + l * RD, *z1 = w->z1 + l * RD, *hd = w->hd + l * RFF;
-        float *tmp = w->da; /* (Rl, D) scratch for projections before the residual add */
-        cc_tr_matmul_forward(qkv, zi, p->qkv_w + (size_t)l * D3 * D, p->qkv_b + (size_t)l * D3, R,
-                             D3, D);
-        for (int b = 0; b < n_win; b++)
-            attention_forward(ctx + (size_t)w->row0[b] * D, att + w->att0[b],
-                              qkv + (size_t)w->row0[b] * D3, w->ncached[b], w->ntok[b], D, H,
-                              last ? w->ncached[b] : 0);
-        if (last) /* compact the current rows in place (rowmap[c] >= c) */
-            for (int c = 0; c < C; c++)
-                memmove(ctx + (size_t)c * D, ctx + (size_t)rowmap[c] * D, D * sizeof(float));
-        cc_tr_matmul_forward(tmp, ctx, p->o_w + (size_t)l * D * D, p->o_b + (size_t)l * D, Rl, D,
-                             D);
-        if (train)
-            dropout_rows(w, tmp, w->ao_mask + l * RD, n_win, win, last, D, dropout);
-        for (int r = 0; r < Rl; r++) {
-            const float *res = zi + (size_t)(last ? rowmap[r] : r) * D;
-            for (int i = 0; i < D; i++)
-                tmp[(size_t)r * D + i] += res[i];
-        }
-        cc_tr_layernorm_forward(z1, w->xhat1 + l * RD, w->rstd1 + (size_t)l * w->max_rows, tmp,
-                                p->ln1_g + (size_t)l * D, p->ln1_b + (size_t)l * D, Rl, D);
-        cc_tr_matmul_forward(hd, z1, p->up_w + (size_t)l * FF * D, p->up_b + (size_t)l * FF, Rl, FF,
-                             D);
-        cc_relu(hd, (size_t)Rl * FF);
-        if (train_all)
-            dropout_rows(w, hd, w->h_mask + l * RFF, n_win, win, last, FF, dropout);
-        cc_tr_matmul_forward(tmp, hd, p->down_w + (size_t)l * D * FF, p->down_b + (size_t)l * D, Rl,
-                             D, FF);
-        if (train)
-            dropout_rows(w, tmp, w->fo_mask + l * RD, n_win, win, last, D, dropout);
-        for (size_t i = 0; i < (size_t)Rl * D; i++)
-            tmp[i] += z1[i];
-        cc_tr_layernorm_forward(zo, w->xhat2 + l * RD, w->rstd2 + (size_t)l * w->max_rows, tmp,
-                                p->ln2_g + (size_t)l * D, p->ln2_b + (size_t)l * D, Rl, D);
+/* Post-LN layer l: z_{l+1} (Rl, D) = LN2(z1 + FFN(z1)), z1 = LN1(z_l + Attn(z_l)), where
+ * Rl = R, or C in the last layer (compact rows). Keeps qkv (R, 3D), att, ctx (R, D), the LN
+ * statistics, hd (Rl, FF) and the dropout masks for layer_backward. */
+static void layer_forward(TrainBatch *tb, int l)
+{
+    CcTrainWork *w = tb->w;
+    const CcParams *p = tb->p;
+    const CcHparams *hp = &tb->m->hp;
+    const CcTrainWindow *win = tb->win;
+    const int *rowmap = w->rowmap;
+    int D = hp->d_model, H = hp->n_heads, FF = hp->d_ff, D3 = 3 * D, n_win = tb->n_win;
+    int R = tb->R, C = tb->C, last = l == hp->n_layers - 1, Rl = last ? C : R;
+    size_t RD = tb->RD, RFF = tb->RFF;
+    float *zi = w->zin + l * RD, *zo = w->zin + (l + 1) * RD;
+    float *qkv = w->qkv + 3 * l * RD, *att = w->att + (size_t)l * w->att_cap;
+    float *ctx = w->ctx + l * RD, *z1 = w->z1 + l * RD, *hd = w->hd + l * RFF;
+    float *tmp = w->da; /* (Rl, D) scratch for projections before the residual add */
+    cc_tr_matmul_forward(qkv, zi, p->qkv_w + (size_t)l * D3 * D, p->qkv_b + (size_t)l * D3, R, D3,
+                         D);
+    for (int b = 0; b < n_win; b++)
+        attention_forward(ctx + (size_t)w->row0[b] * D, att + w->att0[b],
+                          qkv + (size_t)w->row0[b] * D3, w->ncached[b], w->ntok[b], D, H,
+                          last ? w->ncached[b] : 0);
+    if (last) /* compact the current rows in place (rowmap[c] >= c) */
+        for (int c = 0; c < C; c++)
+            memmove(ctx + (size_t)c * D, ctx + (size_t)rowmap[c] * D, D * sizeof(float));
+    cc_tr_matmul_forward(tmp, ctx, p->o_w + (size_t)l * D * D, p->o_b + (size_t)l * D, Rl, D, D);
+    if (tb->train)
+        dropout_rows(w, tmp, w->ao_mask + l * RD, n_win, win, last, D, tb->dropout);
+    for (int r = 0; r < Rl; r++) {
+        const float *res = zi + (size_t)(last ? rowmap[r] : r) * D;
+        for (int i = 0; i < D; i++)
+            tmp[(size_t)r * D + i] += res[i];
     }
+    cc_tr_layernorm_forward(z1, w->xhat1 + l * RD, w->rstd1 + (size_t)l * w->max_rows, tmp,
+                            p->ln1_g + (size_t)l * D, p->ln1_b + (size_t)l * D, Rl, D);
+    cc_tr_matmul_forward(hd, z1, p->up_w + (size_t)l * FF * D, p->up_b + (size_t)l * FF, Rl, FF, D);
+    cc_relu(hd, (size_t)Rl * FF);
+    if (tb->train_all)
+        dropout_rows(w, hd, w->h_mask + l * RFF, n_win, win, last, FF, tb->dropout);
+    cc_tr_matmul_forward(tmp, hd, p->down_w + (size_t)l * D * FF, p->down_b + (size_t)l * D, Rl, D,
+                         FF);
+    if (tb->train)
+        dropout_rows(w, tmp, w->fo_mask + l * RD, n_win, win, last, D, tb->dropout);
+    for (size_t i = 0; i < (size_t)Rl * D; i++)
+        tmp[i] += z1[i];
+    cc_tr_layernorm_forward(zo, w->xhat2 + l * RD, w->rstd2 + (size_t)l * w->max_rows, tmp,
+                            p->ln2_g + (size_t)l * D, p->ln2_b + (size_t)l * D, Rl, D);
+}
 
-    /* head on the current tokens: the last layer's output is already compact (C, D) */
-    const float *hin = w->zin + L * RD;
+/* y (C, 2*HZ) = zL (C, D) · Wh^T + bh, (mean, log-sigma) per step; tx/3 adds the linear path
+ * W_lin · lin_in (C, R_lin) + b_lin + xn_t to the means. The last layer's output is already
+ * compact, so the head sees only the current tokens. */
+static void head_forward(TrainBatch *tb)
+{
+    CcTrainWork *w = tb->w;
+    const CcParams *p = tb->p;
+    int D = tb->m->hp.d_model, HZ = tb->m->hp.horizon, HZ2 = 2 * HZ, C = tb->C;
+    const float *hin = w->zin + tb->m->hp.n_layers * tb->RD;
     cc_tr_matmul_forward(w->y, hin, p->head_w, p->head_b, C, HZ2, D);
     if (w->R > 0) { /* tx/3: y[k][0] += W_lin·r + b_lin + xn_t, one product for the batch */
         cc_tr_matmul_forward(w->lin_y, w->lin_in, p->lin_w, p->lin_b, C, HZ, w->R);
@@ -696,8 +738,17 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
             for (int k = 0; k < HZ; k++)
                 w->y[(size_t)c * HZ2 + 2 * k] += w->lin_y[(size_t)c * HZ + k] + w->lin_xt[c];
     }
-    if (y_out)
-        memcpy(y_out, w->y, (size_t)C * HZ2 * sizeof(float));
+}
+
+/* The batch's loss (sum over its samples, unscaled) and dy (C, 2*HZ); also the errors in
+ * the KPIs' units that cc_train_work_sqerr / _abserr report. mean_terms: the MAE, MSE and
+ * mean-NLL terms of training (validation scores the NLL alone). *n_samples: the current
+ * tokens with at least one observed target. */
+static double batch_loss(TrainBatch *tb, float loss_scale, int mean_terms_on, int *n_samples)
+{
+    CcTrainWork *w = tb->w;
+    const CcTrainWindow *win = tb->win;
+    int HZ = tb->m->hp.horizon, HZ2 = 2 * HZ, n_win = tb->n_win;
     double total = 0;
     int ns = 0;
     w->sq_sum = 0;
@@ -725,7 +776,7 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
          * each sample's MAE weighed by the window's sigma / the channel's scale */
         float mae = w->mae;
         if (w->mae_unit) {
-            double u = w->mae_unit[(size_t)win[b].series * ds->n_features + win[b].feature];
+            double u = w->mae_unit[(size_t)win[b].series * tb->ds->n_features + win[b].feature];
             double f = u > 0 && isfinite(u) ? w->wsigma[b] * u : 0;
             mae *= (float)(f < w->mae_unit_cap ? f : w->mae_unit_cap);
         }
@@ -735,12 +786,163 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
             const float *yc = w->y + (size_t)c * HZ2, *tg = w->tgt + (size_t)c * HZ;
             total += nll_clamped(dyc, yc, tg, w->tw + (size_t)c * HZ, HZ, loss_scale, &nobs,
                                  w->logsig_min);
-            if (grad && (w->mae > 0 || w->mse > 0 || w->nll_mean != 1)) /* validation: NLL */
+            if (mean_terms_on && (w->mae > 0 || w->mse > 0 || w->nll_mean != 1))
                 total += mean_terms(dyc, yc, tg, w->tw + (size_t)c * HZ, HZ, loss_scale, mae,
                                     w->mse, w->nll_mean);
             ns += nobs > 0;
         }
     }
+    *n_samples = ns;
+    return total;
+}
+
+/* From dy (C, 2*HZ): the head's and the linear path's weight gradients and dz (C, D), the
+ * gradient of the last layer's output. The linear path's inputs are data, so only its
+ * weights get gradient. */
+static void head_backward(TrainBatch *tb, const CcParams *g)
+{
+    CcTrainWork *w = tb->w;
+    int D = tb->m->hp.d_model, HZ = tb->m->hp.horizon, HZ2 = 2 * HZ, C = tb->C;
+    const float *hin = w->zin + tb->m->hp.n_layers * tb->RD;
+    if (w->R > 0) {
+        for (int c = 0; c < C; c++)
+            for (int k = 0; k < HZ; k++)
+                w->lin_y[(size_t)c * HZ + k] = w->dy[(size_t)c * HZ2 + 2 * k];
+        matmul_backward_w(g->lin_w, g->lin_b, w->lin_y, w->lin_in, C, HZ, w->R);
+    }
+    cc_tr_matmul_backward(w->dz, g->head_w, g->head_b, w->dy, hin, tb->p->head_w, C, HZ2, D);
+}
+
+/* Layer l backward: dz (Rl, D), the gradient of its output, becomes the gradient of its
+ * input (R, D) in place, and its weights' gradients are added to g. In the last layer the
+ * compact current rows are scattered back to the full layout for attention's keys and
+ * values. Work buffers: da, db (R, D), dqkv (R, 3D), dh (Rl, FF). */
+static void layer_backward(TrainBatch *tb, const CcParams *g, int l)
+{
+    CcTrainWork *w = tb->w;
+    const CcParams *p = tb->p;
+    const CcHparams *hp = &tb->m->hp;
+    const int *rowmap = w->rowmap;
+    int D = hp->d_model, H = hp->n_heads, FF = hp->d_ff, D3 = 3 * D, n_win = tb->n_win;
+    int R = tb->R, C = tb->C, last = l == hp->n_layers - 1, Rl = last ? C : R;
+    int train = tb->train, train_all = tb->train_all;
+    size_t RD = tb->RD, RFF = tb->RFF;
+    float *dz = w->dz;
+    float *zi = w->zin + l * RD, *qkv = w->qkv + 3 * l * RD;
+    float *att = w->att + (size_t)l * w->att_cap, *ctx = w->ctx + l * RD;
+    float *z1 = w->z1 + l * RD, *hd = w->hd + l * RFF;
+    float *dr2 = w->da, *dz1 = w->db, *dh = w->dh;
+    /* LN2: dz -> dr2 (= d of z1 + ffn) */
+    cc_tr_layernorm_backward(dr2, g->ln2_g + (size_t)l * D, g->ln2_b + (size_t)l * D, dz,
+                             w->xhat2 + l * RD, w->rstd2 + (size_t)l * w->max_rows,
+                             p->ln2_g + (size_t)l * D, Rl, D);
+    /* FFN output (dropout), down projection */
+    float *dfo = dz; /* dz is free now */
+    const float *fom = w->fo_mask + l * RD;
+    for (size_t i = 0; i < (size_t)Rl * D; i++)
+        dfo[i] = train ? dr2[i] * fom[i] : dr2[i];
+    cc_tr_matmul_backward(dh, g->down_w + (size_t)l * D * FF, g->down_b + (size_t)l * D, dfo, hd,
+                          p->down_w + (size_t)l * D * FF, Rl, D, FF);
+    const float *hm = w->h_mask + l * RFF;
+    for (size_t i = 0; i < (size_t)Rl * FF; i++)
+        dh[i] = hd[i] > 0 ? (train_all ? dh[i] * hm[i] : dh[i]) : 0.0f;
+    /* up projection: dz1 = dr2 + dh·Wup */
+    memcpy(dz1, dr2, (size_t)Rl * D * sizeof(float));
+    matmul_backward_inp(dz1, dh, p->up_w + (size_t)l * FF * D, Rl, FF, D, 1);
+    matmul_backward_w(g->up_w + (size_t)l * FF * D, g->up_b + (size_t)l * FF, dh, z1, Rl, FF, D);
+    /* LN1: dz1 -> dr1 (= d of zin + attention) */
+    float *dr1 = w->da;
+    cc_tr_layernorm_backward(dr1, g->ln1_g + (size_t)l * D, g->ln1_b + (size_t)l * D, dz1,
+                             w->xhat1 + l * RD, w->rstd1 + (size_t)l * w->max_rows,
+                             p->ln1_g + (size_t)l * D, Rl, D);
+    float *dao = dz1; /* free now */
+    const float *aom = w->ao_mask + l * RD;
+    for (size_t i = 0; i < (size_t)Rl * D; i++)
+        dao[i] = train ? dr1[i] * aom[i] : dr1[i];
+    float *dctx = dz;
+    cc_tr_matmul_backward(dctx, g->o_w + (size_t)l * D * D, g->o_b + (size_t)l * D, dao, ctx,
+                          p->o_w + (size_t)l * D * D, Rl, D, D);
+    if (last) { /* back to the full layout: dctx (C rows) scattered into db (R rows) */
+        float *full = w->db;
+        memset(full, 0, (size_t)R * D * sizeof(float));
+        for (int c = 0; c < C; c++)
+            memcpy(full + (size_t)rowmap[c] * D, dctx + (size_t)c * D, D * sizeof(float));
+        dctx = full;
+    }
+    for (int b = 0; b < n_win; b++)
+        attention_backward(w->dqkv + (size_t)w->row0[b] * D3, dctx + (size_t)w->row0[b] * D,
+                           att + w->att0[b], qkv + (size_t)w->row0[b] * D3, w->ncached[b],
+                           w->ntok[b], D, H, last ? w->ncached[b] : 0);
+    /* dzin = dr1 (residual, current rows only in the last layer) + dqkv·Wqkv */
+    if (last) {
+        memset(dz, 0, (size_t)R * D * sizeof(float));
+        for (int c = 0; c < C; c++)
+            memcpy(dz + (size_t)rowmap[c] * D, dr1 + (size_t)c * D, D * sizeof(float));
+    } else {
+        memcpy(dz, dr1, (size_t)R * D * sizeof(float));
+    }
+    matmul_backward_inp(dz, w->dqkv, p->qkv_w + (size_t)l * D3 * D, R, D3, D, 1);
+    matmul_backward_w(g->qkv_w + (size_t)l * D3 * D, g->qkv_b + (size_t)l * D3, w->dqkv, zi, R, D3,
+                      D);
+}
+
+/* From dz (R, D), the gradient of z0: through the embedding's dropout, the gradients of We,
+ * be (from tok (R, IN)) and of each window's channel vector. The positional encoding has
+ * no weights. */
+static void embed_backward(TrainBatch *tb, const CcParams *g)
+{
+    CcTrainWork *w = tb->w;
+    const CcTrainWindow *win = tb->win;
+    int D = tb->m->hp.d_model, IN = tb->m->hp.patch_len + 4, R = tb->R;
+    float *dz = w->dz;
+    if (tb->train_all)
+        for (size_t i = 0; i < (size_t)R * D; i++)
+            dz[i] *= w->emb_mask[i];
+    matmul_backward_w(g->embed_w, g->embed_b, dz, w->tok, R, D, IN);
+    for (int b = 0; b < tb->n_win; b++) {
+        float *dc = g->chan + (size_t)win[b].feature * D;
+        for (int r = 0; r < w->ntok[b]; r++) {
+            const float *d = dz + (size_t)(w->row0[b] + r) * D;
+            for (int i = 0; i < D; i++)
+                dc[i] += d[i];
+        }
+    }
+}
+
+int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDataset *ds,
+                   const CcTrainWindow *win, int n_win, float dropout, float loss_scale,
+                   double *loss, int *n_samples, float *y_out, float *mu_out, float *sigma_out)
+{
+    const CcHparams *hp = &m->hp;
+    int L = hp->n_layers;
+    if (n_win > w->max_win || ds->n_features != hp->n_features)
+        return -EINVAL;
+    int train = dropout > 0 && grad;
+    TrainBatch tb = {
+        .w = w,
+        .m = m,
+        .p = &m->w,
+        .ds = ds,
+        .win = win,
+        .n_win = n_win,
+        .RD = (size_t)w->max_rows * hp->d_model,
+        .RFF = (size_t)w->max_rows * hp->d_ff,
+        .dropout = dropout,
+        .train = train,
+        .train_all = train && w->sites == CC_DROPOUT_ALL,
+    };
+    int ret = batch_layout(&tb, mu_out, sigma_out, grad ? w->xn_bound : 0);
+    if (ret < 0)
+        return ret;
+
+    embed_forward(&tb);
+    for (int l = 0; l < L; l++)
+        layer_forward(&tb, l);
+    head_forward(&tb);
+    if (y_out)
+        memcpy(y_out, w->y, (size_t)tb.C * 2 * hp->horizon * sizeof(float));
+    int ns;
+    double total = batch_loss(&tb, loss_scale, grad != NULL, &ns);
     if (loss)
         *loss = total * loss_scale;
     if (n_samples)
@@ -748,89 +950,12 @@ int cc_train_batch(CcTrainWork *w, const CcModel *m, float *grad, const CcDatase
     if (!grad)
         return 0;
 
-    /* ---- backward ---- */
     CcParams g;
     cc_params_point(&g, hp, grad);
-    float *dz = w->dz;
-    if (w->R > 0) { /* the linear path: its inputs are data, only its weights get gradient */
-        for (int c = 0; c < C; c++)
-            for (int k = 0; k < HZ; k++)
-                w->lin_y[(size_t)c * HZ + k] = w->dy[(size_t)c * HZ2 + 2 * k];
-        matmul_backward_w(g.lin_w, g.lin_b, w->lin_y, w->lin_in, C, HZ, w->R);
-    }
-    cc_tr_matmul_backward(dz, g.head_w, g.head_b, w->dy, hin, p->head_w, C, HZ2, D);
-    for (int l = L - 1; l >= 0; l--) {
-        int last = l == L - 1, Rl = last ? C : R;
-        float *zi = w->zin + l * RD, *qkv = w->qkv + 3 * l * RD;
-        float *att = w->att + (size_t)l * w->att_cap, *ctx = w->ctx + l * RD;
-        float *z1 = w->z1 + l * RD, *hd = w->hd + l * RFF;
-        float *dr2 = w->da, *dz1 = w->db, *dh = w->dh;
-        /* LN2: dz -> dr2 (= d of z1 + ffn) */
-        cc_tr_layernorm_backward(dr2, g.ln2_g + (size_t)l * D, g.ln2_b + (size_t)l * D, dz,
-                                 w->xhat2 + l * RD, w->rstd2 + (size_t)l * w->max_rows,
-                                 p->ln2_g + (size_t)l * D, Rl, D);
-        /* FFN output (dropout), down projection */
-        float *dfo = dz; /* dz is free now */
-        const float *fom = w->fo_mask + l * RD;
-        for (size_t i = 0; i < (size_t)Rl * D; i++)
-            dfo[i] = train ? dr2[i] * fom[i] : dr2[i];
-        cc_tr_matmul_backward(dh, g.down_w + (size_t)l * D * FF, g.down_b + (size_t)l * D, dfo, hd,
-                              p->down_w + (size_t)l * D * FF, Rl, D, FF);
-        const float *hm = w->h_mask + l * RFF;
-        for (size_t i = 0; i < (size_t)Rl * FF; i++)
-            dh[i] = hd[i] > 0 ? (train_all ? dh[i] * hm[i] : dh[i]) : 0.0f;
-        /* up projection: dz1 = dr2 + dh·Wup */
-        memcpy(dz1, dr2, (size_t)Rl * D * sizeof(float));
-        matmul_backward_inp(dz1, dh, p->up_w + (size_t)l * FF * D, Rl, FF, D, 1);
-        matmul_backward_w(g.up_w + (size_t)l * FF * D, g.up_b + (size_t)l * FF, dh, z1, Rl, FF, D);
-        /* LN1: dz1 -> dr1 (= d of zin + attention) */
-        float *dr1 = w->da;
-        cc_tr_layernorm_backward(dr1, g.ln1_g + (size_t)l * D, g.ln1_b + (size_t)l * D, dz1,
-                                 w->xhat1 + l * RD, w->rstd1 + (size_t)l * w->max_rows,
-                                 p->ln1_g + (size_t)l * D, Rl, D);
-        float *dao = dz1; /* free now */
-        const float *aom = w->ao_mask + l * RD;
-        for (size_t i = 0; i < (size_t)Rl * D; i++)
-            dao[i] = train ? dr1[i] * aom[i] : dr1[i];
-        float *dctx = dz;
-        cc_tr_matmul_backward(dctx, g.o_w + (size_t)l * D * D, g.o_b + (size_t)l * D, dao, ctx,
-                              p->o_w + (size_t)l * D * D, Rl, D, D);
-        if (last) { /* back to the full layout: dctx (C rows) scattered into db (R rows) */
-            float *full = w->db;
-            memset(full, 0, (size_t)R * D * sizeof(float));
-            for (int c = 0; c < C; c++)
-                memcpy(full + (size_t)rowmap[c] * D, dctx + (size_t)c * D, D * sizeof(float));
-            dctx = full;
-        }
-        for (int b = 0; b < n_win; b++)
-            attention_backward(w->dqkv + (size_t)w->row0[b] * D3, dctx + (size_t)w->row0[b] * D,
-                               att + w->att0[b], qkv + (size_t)w->row0[b] * D3, w->ncached[b],
-                               w->ntok[b], D, H, last ? w->ncached[b] : 0);
-        /* dzin = dr1 (residual, current rows only in the last layer) + dqkv·Wqkv */
-        if (last) {
-            memset(dz, 0, (size_t)R * D * sizeof(float));
-            for (int c = 0; c < C; c++)
-                memcpy(dz + (size_t)rowmap[c] * D, dr1 + (size_t)c * D, D * sizeof(float));
-        } else {
-            memcpy(dz, dr1, (size_t)R * D * sizeof(float));
-        }
-        matmul_backward_inp(dz, w->dqkv, p->qkv_w + (size_t)l * D3 * D, R, D3, D, 1);
-        matmul_backward_w(g.qkv_w + (size_t)l * D3 * D, g.qkv_b + (size_t)l * D3, w->dqkv, zi, R,
-                          D3, D);
-    }
-    /* embedding */
-    if (train_all)
-        for (size_t i = 0; i < (size_t)R * D; i++)
-            dz[i] *= w->emb_mask[i];
-    matmul_backward_w(g.embed_w, g.embed_b, dz, w->tok, R, D, IN);
-    for (int b = 0; b < n_win; b++) {
-        float *dc = g.chan + (size_t)win[b].feature * D;
-        for (int r = 0; r < w->ntok[b]; r++) {
-            const float *d = dz + (size_t)(w->row0[b] + r) * D;
-            for (int i = 0; i < D; i++)
-                dc[i] += d[i];
-        }
-    }
+    head_backward(&tb, &g);
+    for (int l = L - 1; l >= 0; l--)
+        layer_backward(&tb, &g, l);
+    embed_backward(&tb, &g);
     return 0;
 }
 
