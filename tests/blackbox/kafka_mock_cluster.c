@@ -1,6 +1,6 @@
 /*
  * kafka_mock_cluster.c — a standalone librdkafka mock cluster of N brokers for the
- * several-instances tests (tests/test_cluster_failover.sh): unlike tests/blackbox's
+ * several-instances tests (tests/blackbox/test_cluster_failover.sh): unlike tests/blackbox's
  * cc_mockbroker (one broker, no control), it can take brokers down and up on command, for
  * broker outages longer than the consumers' session timeout.
  *

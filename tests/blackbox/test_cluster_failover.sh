@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_cluster_failover.sh CELLCASTD MOCK_CLUSTER [SRC] — several cellcastd in one consumer
-# group (issue 14): a 3-broker librdkafka mock cluster (tests/kafka_mock_cluster.c), 12
+# group (issue 14): a 3-broker librdkafka mock cluster (tests/blackbox/kafka_mock_cluster.c), 12
 # partitions, three daemons on distinct ports and state directories, 100 cells fed with
 # kcat (key = cell id, so a cell's partition is stable). A member stopped with SIGTERM,
 # restarted (rolling restart), another killed with SIGKILL and restarted, then a broker
@@ -16,9 +16,9 @@
 set -u
 CELLCASTD=${1:-}
 CLUSTER=${2:-}
-SRC=${3:-$(cd "$(dirname "$0")/.." && pwd)}
-# shellcheck source=lib/daemon.sh
-. "$(dirname "$0")/lib/daemon.sh"
+SRC=${3:-$(cd "$(dirname "$0")/../.." && pwd)}
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 on_exit() { exec 3>&- 2>/dev/null; } # the mock cluster's control fifo
 kafka_test_init failover KILL "$CELLCASTD" "$CLUSTER"
 

@@ -13,9 +13,9 @@ set -u
 CLI=${1:?cellcast binary}
 CELLCASTD=${2:?cellcastd binary}
 CLUSTER=${3:?mock cluster binary}
-SRC=${4:-$(cd "$(dirname "$0")/.." && pwd)}
-# shellcheck source=lib/daemon.sh
-. "$(dirname "$0")/lib/daemon.sh"
+SRC=${4:-$(cd "$(dirname "$0")/../.." && pwd)}
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 kafka_test_init learn-kafka TERM "$CLI" "$CELLCASTD" "$CLUSTER"
 MODEL="$SRC/models/default.safetensors"
 need_files "$MODEL"

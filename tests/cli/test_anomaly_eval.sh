@@ -12,8 +12,8 @@ set -u
 CLI=${1:?cellcast binary}
 ROOT=${2:?source root}
 MODEL="$ROOT/models/default.safetensors" # F=8, S=900, HZ=24
-# shellcheck source=lib/daemon.sh
-. "$(dirname "$0")/lib/daemon.sh"
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 need_files "$MODEL"
 test_workdir anomaly-eval
 

@@ -7,8 +7,8 @@
 #   usage: test_cli_opts.sh CELLCAST
 set -u
 CLI=${1:?cellcast binary}
-# shellcheck source=lib/daemon.sh
-. "$(dirname "$0")/lib/daemon.sh"
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 test_workdir cli-opts
 
 # want RC MESSAGE-FRAGMENT ARGS...: exit code RC and the fragment on stderr (or stdout for 0)

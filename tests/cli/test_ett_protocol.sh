@@ -8,8 +8,8 @@
 set -u
 CLI=${1:?cellcast binary}
 PY=/usr/bin/python3
-# shellcheck source=lib/daemon.sh
-. "$(dirname "$0")/lib/daemon.sh"
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 test_workdir ett-protocol
 need_tools "$PY"
 

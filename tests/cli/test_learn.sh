@@ -13,8 +13,8 @@
 #   usage: test_learn.sh CELLCAST
 set -u
 CLI=${1:?cellcast binary}
-# shellcheck source=lib/daemon.sh
-. "$(dirname "$0")/lib/daemon.sh"
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 test_workdir learn KILL
 
 mkdir -p "$TMP/data"

@@ -9,8 +9,8 @@
 #   usage: test_train_defaults.sh CELLCAST
 set -u
 CLI=${1:?cellcast binary}
-# shellcheck source=lib/daemon.sh
-. "$(dirname "$0")/lib/daemon.sh"
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 test_workdir train-defaults
 
 "$CLI" synth --cells 1 --days 10 --step 3600 --features prb_dl --missing-rate 0 \

@@ -9,8 +9,8 @@
 #   usage: test_train_select.sh CELLCAST
 set -u
 CLI=${1:?cellcast binary}
-# shellcheck source=lib/daemon.sh
-. "$(dirname "$0")/lib/daemon.sh"
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 test_workdir train-select
 
 "$CLI" synth --cells 2 --days 12 --step 3600 --features prb_dl --missing-rate 0 \

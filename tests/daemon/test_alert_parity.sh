@@ -19,8 +19,8 @@
 # --max-gap). ~12 s.
 #   usage: test_alert_parity.sh CELLCAST CELLCASTD SOURCE_ROOT
 set -u
-# shellcheck source=lib/daemon.sh
-. "$(dirname "$0")/lib/daemon.sh"
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 parity_test_init alert-parity "$@"
 
 "$CLI" synth --cells 2 --days 14 --seed 6 >"$TMP/s.csv" 2>/dev/null ||

@@ -4,7 +4,7 @@
 # webhook receiver that is a small python server recording every notification), adds an
 # Alertmanager silence on site S2, then starts cellcastd (tiny model, no Kafka) with
 # alertmanager.urls pointing at it and feeds two sites through POST /v1/kpis, as
-# tests/test_incidents.sh does: every cell of S1 drops to zero for 8 steps, cell b2 of S2
+# tests/daemon/test_incidents.sh does: every cell of S1 drops to zero for 8 steps, cell b2 of S2
 # spikes alone. Checks:
 #   - the S1 site incident appears in Alertmanager (GET /api/v2/alerts) with its labels
 #     (alertname, incident, scope, site, region, severity, instance), annotations, startsAt
@@ -24,8 +24,8 @@ CELLCASTD=${1:?cellcastd binary}
 ROOT=${2:?source root}
 PY=/usr/bin/python3
 AM=${ALERTMANAGER:-/usr/bin/prometheus-alertmanager}
-# shellcheck source=lib/daemon.sh
-. "$(dirname "$0")/lib/daemon.sh"
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 if [ ! -x "$AM" ]; then
     [ "${CI:-}" = 1 ] && { echo "FAIL: $AM missing (apt-get install prometheus-alertmanager; .ci/deps.sh)"; exit 1; }
     echo "SKIP: $AM missing (apt-get install prometheus-alertmanager)"

@@ -3,7 +3,7 @@
 # (tiny model, no Kafka), feeds two cells through POST /v1/kpis (one all-zero, so a
 # data-quality alert fires), then
 #   - validates the reply of every GET route (and the problem replies) against
-#     proto/openapi.yaml, strictly (tests/lib/openapi_check.py: an undocumented field fails);
+#     proto/openapi.yaml, strictly (tests/helpers/openapi_check.py: an undocumented field fails);
 #   - HEAD on every GET route answers like GET without a body;
 #   - libevent's own error replies (malformed request line, disallowed method, body past
 #     the hard limit) are application/problem+json;
@@ -18,8 +18,8 @@ set -u
 CELLCASTD=${1:?cellcastd binary}
 ROOT=${2:?source root}
 PY=/usr/bin/python3
-# shellcheck source=lib/daemon.sh
-. "$(dirname "$0")/lib/daemon.sh"
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 daemon_test_init contracts
 $PY -c 'import yaml, jsonschema' 2>/dev/null || { echo "SKIP: needs python3-yaml and python3-jsonschema"; exit 77; }
 MODEL="$ROOT/tests/data/golden/tiny.safetensors" # F=3 (prb,thr,users), P=4, HZ=6, S=900
@@ -110,7 +110,7 @@ get POST /v1/admin/reload /v1/admin/reload
 get POST /v1/admin/reload /v1/admin/reload -H 'Authorization: Bearer wrong'
 grep -q '"alerts":\[{' "$TMP/b17" || fail "no alert in /v1/alerts to validate: $(head -c 300 "$TMP/b17")"
 grep -q '"active":\[{' "$TMP/b21" || fail "no active alert for z0: $(head -c 300 "$TMP/b21")"
-if $PY "$ROOT/tests/lib/openapi_check.py" "$ROOT/proto/openapi.yaml" "$TMP/cases"; then
+if $PY "$ROOT/tests/helpers/openapi_check.py" "$ROOT/proto/openapi.yaml" "$TMP/cases"; then
     ok "$n replies as documented in proto/openapi.yaml"
 else
     fail "replies not as documented in proto/openapi.yaml"
@@ -147,7 +147,7 @@ grep -qi '^allow: GET, HEAD' "$TMP/kh" || fail "DELETE /v1/model: Allow lacks HE
 [ "$(wc -l <"$TMP/getroutes")" -ge 14 ] && ok "HEAD on $(wc -l <"$TMP/getroutes") GET routes"
 
 # --- libevent's own refusals are problem+json too (counted under route "unmatched")
-raw() { $PY "$ROOT/tests/lib/rawhttp.py" "$PORT" >"$TMP/raw"; }
+raw() { $PY "$ROOT/tests/helpers/rawhttp.py" "$PORT" >"$TMP/raw"; }
 problem_reply() { # problem_reply WHAT STATUS
     if ! grep -q "^HTTP/1.1 $2 " "$TMP/raw" || ! grep -qi '^content-type: application/problem+json' "$TMP/raw" ||
         ! tail -1 "$TMP/raw" | $PY -c "import json,sys; p=json.load(sys.stdin); assert p['status']==$2 and p['title'] and p['detail']"; then

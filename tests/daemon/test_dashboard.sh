@@ -2,8 +2,8 @@
 # test_dashboard.sh — the dashboard (GET /, daemon/dashboard.c, web/) end to end: starts
 # cellcastd with the demo feed (16 cells, 7 days of backfill), checks the asset serving with
 # curl (ETag and 304, gzip, immutable hashed assets, 404), then runs
-# tests/browser/dashboard.mjs in headless Chromium (playwright-core; `npm ci` in
-# tests/browser when its node_modules is missing): list, search, click, charts with data,
+# tests/daemon/browser/dashboard.mjs in headless Chromium (playwright-core; `npm ci` in
+# tests/daemon/browser when its node_modules is missing): list, search, click, charts with data,
 # deep link, attention canvas, no console errors. Then, with a topology file (the demo cells in
 # sites D1..D4 of region North; posted cells x-a1..a3 in site S1 and x-b1..b3 in S2, region
 # South), posts a site-wide outage of S1 (its three cells all zero) and a silence of S2, and
@@ -19,8 +19,8 @@ set -u
 CELLCASTD=${1:?cellcastd binary}
 ROOT=${2:?source root}
 ART=${3:?artifact dir}
-# shellcheck source=lib/daemon.sh
-. "$(dirname "$0")/lib/daemon.sh"
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 need_tools curl
 missing() {
     if [ -n "${CELLCAST_CI:-}${CI:-}" ]; then
@@ -30,11 +30,11 @@ missing() {
 }
 [ -x /usr/bin/chromium ] || missing "/usr/bin/chromium is not installed"
 command -v node >/dev/null && command -v npm >/dev/null || missing "node/npm is not installed"
-BROWSER="$ROOT/tests/browser"
+BROWSER="$ROOT/tests/daemon/browser"
 if [ ! -d "$BROWSER/node_modules/playwright-core" ]; then
-    echo "test_dashboard: tests/browser/node_modules missing, running npm ci there"
+    echo "test_dashboard: tests/daemon/browser/node_modules missing, running npm ci there"
     (cd "$BROWSER" && npm ci --prefer-offline --no-audit --no-fund) ||
-        missing "npm ci in tests/browser failed (no network and no npm cache?): run (cd tests/browser && npm ci)"
+        missing "npm ci in tests/daemon/browser failed (no network and no npm cache?): run (cd tests/daemon/browser && npm ci)"
 fi
 
 TMP=$(mktemp -d)

@@ -12,8 +12,8 @@ CELLCASTD=${1:?cellcastd binary}
 ROOT=${2:?source root}
 CLI=${3:-}
 PY=/usr/bin/python3
-# shellcheck source=lib/daemon.sh
-. "$(dirname "$0")/lib/daemon.sh"
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 daemon_test_init http
 # the tiny model (F=3 (prb,thr,users), P=4, HZ=6, S=900) with a trainer's record added to its
 # metadata, which GET /v1/model lists: same tensors, a new header

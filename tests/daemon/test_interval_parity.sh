@@ -12,8 +12,8 @@
 # enough to flip a truth that lies on it. Static bands would miss by ~170. ~5 s.
 #   usage: test_interval_parity.sh CELLCAST CELLCASTD SOURCE_ROOT
 set -u
-# shellcheck source=lib/daemon.sh
-. "$(dirname "$0")/lib/daemon.sh"
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 parity_test_init interval-parity "$@"
 
 "$CLI" synth --cells 1 --days 12 --seed 3 --gap-rate 0 --missing-rate 0 >"$TMP/s.csv" 2>/dev/null ||

@@ -9,8 +9,8 @@
 set -u
 CELLCASTD=${1:?cellcastd binary}
 ROOT=${2:?source root}
-# shellcheck source=lib/daemon.sh
-. "$(dirname "$0")/lib/daemon.sh"
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 need_tools curl python3
 if ! command -v promtool >/dev/null; then
     [ -n "${CELLCAST_CI:-}${CI:-}" ] && { echo "FAIL: promtool is not installed (.ci/deps.sh: prometheus)"; exit 1; }

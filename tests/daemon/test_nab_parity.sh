@@ -12,8 +12,8 @@
 # in the corpus (docs/operations.md §5 "NAB"). ~6 s.
 #   usage: test_nab_parity.sh CELLCAST CELLCASTD SOURCE_ROOT
 set -u
-# shellcheck source=lib/daemon.sh
-. "$(dirname "$0")/lib/daemon.sh"
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 parity_test_init nab-parity "$@"
 need_files "$ROOT/tests/data/nab/config/profiles.json"
 

@@ -8,8 +8,8 @@
 set -u
 CELLCASTD=${1:?cellcastd binary}
 ROOT=${2:?source root}
-# shellcheck source=lib/daemon.sh
-. "$(dirname "$0")/lib/daemon.sh"
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 need_tools curl
 test_workdir post-kpis KILL
 

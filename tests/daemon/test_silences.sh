@@ -13,8 +13,8 @@ set -u
 CELLCASTD=${1:?cellcastd binary}
 ROOT=${2:?source root}
 PY=/usr/bin/python3
-# shellcheck source=lib/daemon.sh
-. "$(dirname "$0")/lib/daemon.sh"
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 daemon_test_init silences
 MODEL="$ROOT/tests/data/golden/tiny.safetensors" # F=3 (prb,thr,users), HZ=6, S=900
 need_files "$MODEL"

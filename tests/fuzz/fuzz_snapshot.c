@@ -57,7 +57,7 @@ const CcModel *cc_engine_model(const CcEngine *e)
     return &model;
 }
 
-/* The shapes of test_snapshot's small model (tests/testlib.c tl_hparams_small, 1 layer). */
+/* The shapes of test_snapshot's small model (tests/unit/testlib.c tl_hparams_small, 1 layer). */
 static void fixture_open(Fixture *fx)
 {
     CcHparams hp;

@@ -56,7 +56,7 @@ typedef struct Fixture {
     CcSnapshotInfo info;
 } Fixture;
 
-/* The shapes of test_snapshot's small model (tests/testlib.c tl_hparams_small, 1 layer). */
+/* The shapes of test_snapshot's small model (tests/unit/testlib.c tl_hparams_small, 1 layer). */
 static void fixture_open(Fixture *fx)
 {
     CcHparams hp;

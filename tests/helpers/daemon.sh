@@ -1,4 +1,4 @@
-# tests/lib/daemon.sh — the common part of the bash tests (tests/*.sh, tests/blackbox/*.sh)
+# tests/helpers/daemon.sh — the common part of the bash tests (tests/cli, tests/daemon, tests/blackbox)
 # and benchmarks (tests/bench/*.sh): skipping when a tool, binary or file is missing, the
 # temporary directory and the exit trap, the ok/FAIL lines of the checks, starting cellcastd
 # and waiting until it serves, stopping it, and an external mock broker. Expects CELLCASTD

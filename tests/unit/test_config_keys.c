@@ -1,4 +1,4 @@
-/* test_ops_config.c — the alerting, snapshot and admin keys of cellcastd's config table: every
+/* test_config_keys.c — the alerting, snapshot and admin keys of cellcastd's config table: every
  * deployment-wide alert setting of cc_anomaly_keys() is a key alerts.<name> whose default is the
  * library's default (so the commented conf/cellcast.yaml documents what the library does), per-KPI
  * overrides parse into alerts.kpis, the snapshot/admin defaults, and admin.token is

@@ -1210,7 +1210,7 @@ static void test_file_errors(void **state)
 }
 
 /* Random corruption of a valid file: never a crash, only 0 or -EINVAL, and a model that
- * loads is valid. A tiny in-test fuzzer; tests/fuzz_loader.c is the real one. */
+ * loads is valid. A tiny in-test fuzzer; tests/fuzz/fuzz_loader.c is the real one. */
 static void test_random_corruption(void **state)
 {
     (void)state;

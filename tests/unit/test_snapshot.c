@@ -314,7 +314,7 @@ static void test_roundtrip(void **state)
 }
 
 /* With CC_SNAPSHOT_SEEDS=dir, copies the snapshot at path into dir/name as a seed of
- * tests/fuzz_snapshot.c (its first byte 1: "the file as is"). */
+ * tests/fuzz/fuzz_snapshot.c (its first byte 1: "the file as is"). */
 static void write_seed(const char *path, const char *name)
 {
     const char *dir = getenv("CC_SNAPSHOT_SEEDS");

@@ -1,6 +1,6 @@
-// tests/browser/dashboard.mjs — the dashboard in headless Chromium (Debian's /usr/bin/chromium
+// tests/daemon/browser/dashboard.mjs — the dashboard in headless Chromium (Debian's /usr/bin/chromium
 // driven by playwright-core) against a running cellcastd with the demo feed; run by
-// tests/test_dashboard.sh. Checks: the cell list renders the demo cells; search + click opens a
+// tests/daemon/test_dashboard.sh. Checks: the cell list renders the demo cells; search + click opens a
 // cell whose uPlot charts hold observed and forecast points; the deep link opens the same view;
 // the attention canvas is drawn; no console errors (mode `check`, N = the demo's cells). Mode
 // `incidents` (N = a site the shell test gave a site-wide outage, and a silence of another):
