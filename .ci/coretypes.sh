@@ -1,11 +1,14 @@
 #!/bin/bash
-# .ci/coretypes.sh — the unit suite once under each OpenBLAS kernel set this CPU can execute
-# (OPENBLAS_CORETYPE=Prescott ... SkylakeX), because Debian's OpenBLAS (DYNAMIC_ARCH) picks its
+# .ci/coretypes.sh — the unit suite and the scripts that compare numbers across programs once
+# under each OpenBLAS kernel set this CPU can execute (OPENBLAS_CORETYPE=Prescott ...
+# SkylakeX), because Debian's OpenBLAS (DYNAMIC_ARCH) picks its
 # set by CPU model: a CPU it does not know gets an older set, whose summation order differs,
 # and a float tolerance tuned on one set fails on another. The test binaries do not re-exec
 # like cellcast and cellcastd (host/host.c), so the variable reaches them as set here; the
-# scripts among the unit tests pass it on to the programs they start (set by the operator,
-# it wins over blas_coretype).
+# scripts run with them pass it on to the programs they start (set by the operator, it wins
+# over blas_coretype). The scripts: the parity tests (suite daemon: cellcastd and the offline
+# tools on the same rows) and anomaly_eval, labels_outsider (suite cli), which sat in the
+# unit suite before tests/ was sorted by what runs.
 # Skipped: kafka and cluster (librdkafka's mock cluster, no BLAS; ~65 s of waiting each run).
 # Environment: BUILD_DIR (default build, built by tests/run.sh first), CORETYPES (default:
 # Prescott, Haswell and SkylakeX where /proc/cpuinfo lists their instructions: the oldest
@@ -31,8 +34,8 @@ if [ -z "${CORETYPES:-}" ] || [ "${CORETYPES:-}" = all ]; then
     has avx512f avx512bw avx512dq avx512vl && CORETYPES+=" SkylakeX"
 fi
 ninja -C "$build" > /dev/null || { echo "coretypes: build FAILED"; echo "0 passed, 1 failed"; exit 1; }
-tests=$(meson test -C "$build" --no-rebuild --list 2>/dev/null | sed -n 's|^cellcast:unit / ||p' |
-    grep -vxE 'kafka|cluster')
+tests="$(meson test -C "$build" --no-rebuild --list 2>/dev/null | sed -n 's|^cellcast:unit / ||p' |
+    grep -vxE 'kafka|cluster') alert_parity nab_parity interval_parity anomaly_eval labels_outsider"
 pass=0
 fail=0
 for core in $CORETYPES; do

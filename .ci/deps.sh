@@ -12,11 +12,11 @@ missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
 done
-# The dashboard (web/, `npm ci` at build time) and its browser test (tests/browser:
+# The dashboard (web/, `npm ci` at build time) and its browser test (tests/daemon/browser:
 # playwright-core driving Debian's chromium). npm by command, not by package: a nodejs
 # from elsewhere (NodeSource) bundles its own npm and conflicts with Debian's.
 command -v npm >/dev/null || missing="$missing nodejs npm"
-for p in chromium prometheus prometheus-alertmanager; do # the browser test; promtool for conf/prometheus-rules.yaml; tests/test_alertmanager.sh
+for p in chromium prometheus prometheus-alertmanager; do # the browser test; promtool for conf/prometheus-rules.yaml; tests/daemon/test_alertmanager.sh
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
 done
 [ -z "$missing" ] && exit 0

@@ -27,12 +27,12 @@ if [ ! -f "$build/build.ninja" ]; then
     CC=clang meson setup "$build" "$root" -Dfuzz=true -Ddaemon=disabled -Dtests=enabled \
         -Dbuildtype=debugoptimized
 fi
-ninja -C "$build" -j2 "tests/fuzz_$target"
+ninja -C "$build" -j2 "tests/fuzz/fuzz_$target"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$artifacts"
 # New inputs go to the first (scratch) corpus dir; the committed seeds are read only.
-"$build/tests/fuzz_$target" -max_total_time="$time" -timeout=10 -rss_limit_mb=2048 \
+"$build/tests/fuzz/fuzz_$target" -max_total_time="$time" -timeout=10 -rss_limit_mb=2048 \
     -max_len=$maxlen -print_final_stats=1 -artifact_prefix="$artifacts/" \
     "$work" "$corpus"

@@ -1,6 +1,6 @@
 /* cluster_http.c — the HTTP side of daemon/cluster.c (see cluster.h): the redirect of a
  * per-cell route to the member that owns the cell, and GET /v1/cluster. Apart from
- * cluster.c so that the module links without the HTTP server (tests/test_cluster.c). */
+ * cluster.c so that the module links without the HTTP server (tests/unit/test_cluster.c). */
 #include <string.h>
 
 #include "cc_kpi.h"

@@ -1,6 +1,6 @@
 /*
  * query.h — the HTTP API's query-string parser and the parameter parsers that need no
- * daemon state, kept free of libevent so that tests/fuzz_query.c drives exactly the code the
+ * daemon state, kept free of libevent so that tests/fuzz/fuzz_query.c drives exactly the code the
  * API runs.
  *
  * A query string is split at '&' into key[=value] pairs, each percent-decoded ('+' is a

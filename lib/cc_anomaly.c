@@ -567,7 +567,7 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
     /* the DQ alert has taken over (the episode counts these steps clear): sums charged
      * before it restart, or scoring would resume with them still over and raise an episode
      * of their own, draining over a deviation long gone (issue 13: episodes of no live
-     * deviation after an outage, tests/test_episodes.c) */
+     * deviation after an outage, tests/unit/test_episodes.c) */
     if (blocked)
         k->cu_pos = k->cu_neg = k->pr_pos = k->pr_neg = 0;
     double zp = NAN, pref = NAN;

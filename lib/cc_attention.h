@@ -1,6 +1,6 @@
 /*
  * cc_attention.h — the engine's attention kernels, each fast kernel with a naive reference
- * twin (suffix _ref: double accumulation, libm exp) that tests/test_attention.c uses as
+ * twin (suffix _ref: double accumulation, libm exp) that tests/unit/test_attention.c uses as
  * oracle.
  *
  * A head's keys are stored transposed, (DK, ·) with token j in column j, so one query's

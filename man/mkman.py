@@ -2,7 +2,7 @@
 """man/mkman.py — regenerates the committed man pages man/cellcastd.8.in and man/cellcast.1.in
 from the programs' --help (the one option table of host/opts.c) and the hand-written text
 below (meson fills in @VERSION@, @SYSCONFDIR@, @DATADIR@). The build never runs it (cross builds cannot run the binaries): run it after
-changing an option and commit the result; tests/test_man.sh fails while a page lags.
+changing an option and commit the result; tests/cli/test_man.sh fails while a page lags.
 
     python3 man/mkman.py BUILD/daemon/cellcastd BUILD/tools/cellcast
 """

@@ -21,8 +21,8 @@
 #   batch_read_bench.sh CELLCASTD MODEL [SECONDS] [CELLS] [BACKFILL]
 set -eu
 CELLCASTD=$1 MODEL=$2 SECS=${3:-8} CELLS=${4:-100} BACKFILL=${5:-680}
-# shellcheck source=../lib/daemon.sh
-. "$(dirname "$0")/../lib/daemon.sh"
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 need_tools wrk curl bc
 test_workdir batchreadbench
 start_daemon "$TMP/d.log" port --set model.path="$MODEL" --set http.port=0 \

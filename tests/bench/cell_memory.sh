@@ -11,8 +11,8 @@
 # RING_STEPS (environment): the model's ring steps (default 352, the default model's).
 set -eu
 CELLCASTD=$1 MODEL=$2 ONE=${3:-20000} FULL=${4:-200}
-# shellcheck source=../lib/daemon.sh
-. "$(dirname "$0")/../lib/daemon.sh"
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 need_tools curl python3
 test_workdir cellmem
 

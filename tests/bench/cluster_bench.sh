@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # cluster_bench.sh — several cellcastd in one consumer group (issue 14; docs/operations.md,
-# "Several instances"): on a librdkafka mock cluster (tests/kafka_mock_cluster.c, 3
+# "Several instances"): on a librdkafka mock cluster (tests/blackbox/kafka_mock_cluster.c, 3
 # brokers, 48 partitions: the mock keeps only ~5 MiB per partition),
 #   1. takeover: one member consumes CELLS cells × STEPS steps, is stopped (SIGTERM: it
 #      writes every cell's state record), a second member takes every partition over; the
@@ -18,9 +18,9 @@ CELLCASTD=${1:-$root/build/daemon/cellcastd}
 CELLS=${2:-10000}
 STEPS=${3:-40}
 STEPS2=${4:-20}
-CLUSTER=$root/build/tests/cc_kafka_mock_cluster
-# shellcheck source=../lib/daemon.sh
-. "$root/tests/lib/daemon.sh"
+CLUSTER=$root/build/tests/blackbox/cc_kafka_mock_cluster
+# shellcheck source=../helpers/daemon.sh
+. "$root/tests/helpers/daemon.sh"
 need_tools kcat curl python3
 on_exit() { exec 3>&- 2>/dev/null; } # the mock cluster's control fifo
 test_workdir clbench KILL

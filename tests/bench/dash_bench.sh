@@ -20,8 +20,8 @@ set -eu
 CELLCASTD=$1 MODEL=$2 SECS=${3:-5} CELLS=${4:-60} POINTS=${5:-300} REPEAT=${REPEAT:-3}
 PAGE_HISTORY_Q=${PAGE_HISTORY_Q:-digits=4&fields=values&max_points=1260}
 PAGE_PAST_Q=${PAGE_PAST_Q:-digits=4&fields=one_step,mean,scores&max_points=1260}
-# shellcheck source=../lib/daemon.sh
-. "$(dirname "$0")/../lib/daemon.sh"
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 need_tools wrk curl bc
 test_workdir dashbench
 BACKFILL=680

@@ -12,7 +12,7 @@
 #         daemon sustained meanwhile and its event-loop lag histogram (cron lateness).
 #         The demo feed generates and produces its messages on the event loop itself
 #         (ccd_demo_tick: up to 1000 messages per 10 ms tick, ~10 ms of work).
-# kafka:  with PRODUCER (tests/ingest_bench): no demo feed; INGEST_CELLS cells fed from
+# kafka:  with PRODUCER (tests/bench/ingest_bench): no demo feed; INGEST_CELLS cells fed from
 #         that external producer process through the embedded broker, as a live network
 #         feeds a daemon, kept 2-6 steps ahead of the daemon so that it consumes at full
 #         speed (the engine worker never idles) for the whole wrk run; 20 steps of warm-up.
@@ -20,8 +20,8 @@
 # PHASES (environment, default "idle ingest kafka") picks the phases to run.
 set -eu
 CELLCASTD=$1 MODEL=$2 SECS=${3:-10} CELLS=${4:-10000} SPEEDUP=${5:-1350} PRODUCER=${6:-}
-# shellcheck source=../lib/daemon.sh
-. "$(dirname "$0")/../lib/daemon.sh"
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 need_tools wrk
 test_workdir httpbench
 

@@ -25,8 +25,8 @@
 set -eu
 CELLCASTD=$1 CELLCAST=$2 PRODUCER=$3
 CELLS=${4:-10000} WARM=${5:-48} MEAS=${6:-32} THREADS=${7:-1}
-# shellcheck source=../lib/daemon.sh
-. "$(dirname "$0")/../lib/daemon.sh"
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 test_workdir bench
 
 "$CELLCAST" synth --cells 2 --days 10 --step 3600 --out "$TMP/synth.csv" >/dev/null 2>&1

@@ -16,8 +16,8 @@
 set -eu
 CELLCASTD=$1 CELLCAST=$2 ROOT=$3
 NOISE=${4:-0.2} SEED=${5:-1} RATE=${6:-0} CELLS=${7:-8} DAYS=${8:-10}
-# shellcheck source=../lib/daemon.sh
-. "$(dirname "$0")/../lib/daemon.sh"
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 test_workdir interval-coverage
 
 "$CELLCAST" synth --cells "$CELLS" --days "$DAYS" --seed "$SEED" --noise "$NOISE" \

@@ -17,8 +17,8 @@ set -u
 CELLCASTD=${1:-}
 MOCKBROKER=${2:-}
 SRC=${3:-$(cd "$(dirname "$0")/../.." && pwd)}
-# shellcheck source=../lib/daemon.sh
-. "$(dirname "$0")/../lib/daemon.sh"
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 kafka_test_init delivery KILL "$CELLCASTD" "$MOCKBROKER"
 
 S=900

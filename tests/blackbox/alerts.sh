@@ -41,8 +41,8 @@ set -u
 CELLCASTD=${1:-}
 MOCKBROKER=${2:-}
 SRC=${3:-$(cd "$(dirname "$0")/../.." && pwd)}
-# shellcheck source=../lib/daemon.sh
-. "$(dirname "$0")/../lib/daemon.sh"
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 need_tools kcat curl python3
 for bin in "$CELLCASTD" "$MOCKBROKER"; do
     [ -x "$bin" ] || { echo "SKIP: binary '$bin' missing"; exit 77; }

@@ -22,7 +22,7 @@ set -u
 CELLCASTD=${1:-}
 MOCKBROKER=${2:-}
 SRC=${3:-$(cd "$(dirname "$0")/../.." && pwd)}
-. "$(dirname "$0")/../lib/daemon.sh"
+. "$(dirname "$0")/../helpers/daemon.sh"
 kafka_test_init cluster TERM "$CELLCASTD" "$MOCKBROKER"
 
 S=900

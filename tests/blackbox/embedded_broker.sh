@@ -15,8 +15,8 @@
 set -u
 CELLCASTD=${1:-}
 SRC=${2:-$(cd "$(dirname "$0")/../.." && pwd)}
-# shellcheck source=../lib/daemon.sh
-. "$(dirname "$0")/../lib/daemon.sh"
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 kafka_test_init embedded KILL "$CELLCASTD"
 metric() { curl -sf "$U/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 

@@ -24,8 +24,8 @@ CELLCASTD=${1:-}
 CELLCAST=${2:-}
 MOCKBROKER=${3:-}
 SRC=${4:-$(cd "$(dirname "$0")/../.." && pwd)}
-# shellcheck source=../lib/daemon.sh
-. "$(dirname "$0")/../lib/daemon.sh"
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
 kafka_test_init bb TERM "$CELLCASTD" "$CELLCAST" "$MOCKBROKER"
 
 S=900

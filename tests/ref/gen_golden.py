@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""gen_golden.py — writes the golden fixtures of tests/test_golden.c with reference.py.
+"""gen_golden.py — writes the golden fixtures of tests/unit/test_golden.c with reference.py.
 
 Deterministic (fixed seed, fixed formatting): running it twice gives identical files.
 Usage: /usr/bin/python3 tests/ref/gen_golden.py [outdir]   (default tests/data/golden)

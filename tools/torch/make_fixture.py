@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""make_fixture.py — the committed PyTorch fixture that tests/test_torch_fixture.sh serves.
+"""make_fixture.py — the committed PyTorch fixture that tests/cli/test_forward_golden.sh serves.
 
     /usr/bin/python3 tools/torch/make_fixture.py tests/data/torch
 

@@ -1,0 +1,101 @@
+#!/bin/bash
+# test_learn.sh — `cellcast learn` end to end on a synthetic fleet whose KPI names the
+# shipped model does not have (load_a, load_b; 4 hourly cells, 10 days, 6 bursts a day that
+# recent values show and the seasonal naive does not), replayed in data time with
+# --data-days: after 2 days a linear-only model (the ridge fit or the seasonal naive as a
+# file, whichever scores best) is published (no model in service); a round whose candidates
+# were trained on shuffled rows is refused and leaves the model in service as it was; after
+# 10 days a Transformer beats the 2-day model by the margin and is published, its record
+# naming its parent; in every round what is published scores no worse than the linear-only
+# and seasonal candidates (the gate's guarantee); a learner killed (SIGKILL)
+# in the middle of a round leaves the published model whole, and on restart removes the
+# half-written files and resumes its round count. Tiny models: a few seconds.
+#   usage: test_learn.sh CELLCAST
+set -u
+CLI=${1:?cellcast binary}
+# shellcheck source=../helpers/daemon.sh
+. "$(dirname "$0")/../helpers/daemon.sh"
+test_workdir learn KILL
+
+mkdir -p "$TMP/data"
+"$CLI" synth --cells 4 --days 10 --step 3600 --features prb_dl,prb_ul --missing-rate 0 \
+    --gap-rate 0 --outage-rate 0 --burst-rate 6 --out "$TMP/s.csv" 2>/dev/null ||
+    { fail "synth"; exit 1; }
+sed '1s/prb_dl/load_a/;1s/prb_ul/load_b/' "$TMP/s.csv" >"$TMP/data/fleet.csv"
+OUT="$TMP/out/model.safetensors"
+SHAPE=(--data-dir "$TMP/data" --out "$OUT" --patch-len 4 --d-model 8 --n-heads 2 --d-ff 8
+    --tx-steps 200 --quiet)
+
+# rec KEY [FILE]: a top-level value of a learner record (default: the published one)
+rec() { python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2]))" "${2:-$OUT.json}" "$1"; }
+# last KEY: the same of the last round's record
+last() { tail -n 1 "$TMP/out/rounds.jsonl" >"$TMP/last.json"; rec "$1" "$TMP/last.json"; }
+hash_of() { cksum <"$1"; }
+
+# best_ok FILE: the record's published (or kept) model scores no worse than any scored
+# linear-only candidate (linear, seasonal)
+best_ok() {
+    python3 - "$1" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+c = {x["kind"]: x.get("mase") for x in r["candidates"]}
+served = c[r["published"]] if "published" in r else r["champion_before"]["mase"]
+lin = [v for k, v in c.items() if k in ("linear", "seasonal") and v is not None]
+sys.exit(0 if served <= min(lin) / (1 - r["margin"]) else 1)
+PY
+}
+
+# 1. Day 2: the first model, linear-only, with no model in service.
+"$CLI" learn "${SHAPE[@]}" --once --data-days 2 2>"$TMP/r1.log" || fail "round at day 2"
+if case "$(rec published)" in linear | seasonal) true ;; *) false ;; esac &&
+    [ "$(rec parent)" = None ] && best_ok "$OUT.json" &&
+    "$CLI" info --model "$OUT" | grep -q '"load_a"'; then
+    ok "day 2: linear model published ($(rec decision))"
+else
+    fail "day 2: published '$(rec published)', parent '$(rec parent)'"
+fi
+h1=$(hash_of "$OUT")
+
+# 2. Day 10, candidates trained on shuffled rows: refused, the model in service unchanged.
+"$CLI" learn "${SHAPE[@]}" --once --shuffle-train 2>"$TMP/r2.log" || fail "shuffled round"
+case "$(last decision)" in
+refused*) [ "$(hash_of "$OUT")" = "$h1" ] && ok "shuffled candidates refused: $(last decision)" ||
+    fail "shuffled round: the model file changed" ;;
+*) fail "shuffled candidates: $(last decision)" ;;
+esac
+
+# 3. Day 10: the Transformer candidate beats the 2-day linear model by the margin.
+"$CLI" learn "${SHAPE[@]}" --once 2>"$TMP/r3.log" || fail "round at day 10"
+if [ "$(rec published)" = transformer ] && [ "$(rec parent)" != None ] &&
+    [ "$(hash_of "$OUT")" != "$h1" ] && best_ok "$OUT.json"; then
+    ok "day 10: transformer published over the linear model ($(rec decision))"
+else
+    fail "day 10: published '$(rec published)', decision '$(last decision)'"
+fi
+h3=$(hash_of "$OUT")
+rounds=$(rec rounds "$TMP/out/state.json")
+
+# 4. Killed mid-round (a long training), then restarted: nothing half-written is served.
+"$CLI" learn "${SHAPE[@]}" --tx-steps 10000000 --retrain-hours 0 >/dev/null 2>&1 &
+PIDS+=($!)
+sleep 1.5
+kill -KILL "${PIDS[0]}" 2>/dev/null
+wait "${PIDS[0]}" 2>/dev/null
+PIDS=()
+printf 'half' >"$OUT.tmp.99999" # what a kill between write and rename leaves
+if [ "$(hash_of "$OUT")" = "$h3" ] && "$CLI" info --model "$OUT" >/dev/null; then
+    ok "killed mid-round: the model in service is whole and unchanged"
+else
+    fail "killed mid-round: the model changed or does not load"
+fi
+"$CLI" learn "${SHAPE[@]}" --once 2>"$TMP/r4.log" || fail "restart"
+if ! ls "$TMP"/out/*.tmp.* >/dev/null 2>&1 &&
+    [ "$(rec rounds "$TMP/out/state.json")" = $((rounds + 1)) ] &&
+    "$CLI" info --model "$OUT" >/dev/null; then
+    ok "restart: leftovers removed, round $((rounds + 1)): $(last decision)"
+else
+    fail "restart: $(ls "$TMP/out"), rounds $(rec rounds "$TMP/out/state.json")"
+fi
+
+[ "$FAILS" = 0 ] && echo "learn: all checks passed"
+exit $((FAILS > 0))

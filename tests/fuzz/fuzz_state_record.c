@@ -1,0 +1,173 @@
+/*
+ * fuzz_state_record.c — libFuzzer target for the state-topic record reader
+ * (cc_snapshot_decode, lib/cc_snapshot.c) and the restore path behind it
+ * (cc_snapshot_restore_engine_cell → cc_cell_restore, the anomaly state's checks and load).
+ * Anyone who may write the state topic hands cellcastd such records: each must be refused
+ * with a message or decoded, and a decoded cell must restore or be refused all or nothing
+ * (a refusal leaves the cell's ring and anomaly state exactly as they were), never crash,
+ * leak or overflow (ASan/UBSan).
+ *
+ * Random bytes rarely survive the framing's CRC and model check, so the first input byte
+ * picks a mode: odd = the rest is the record as is; even = the rest is re-sealed first (the
+ * magic, the fixture model's hash, F and step, and the CRC over it all), so that mutations
+ * reach the field checks behind them.
+ *
+ * The cells are real (lib/cc_cell.c) without the engine, as in fuzz_snapshot.c (which says
+ * why); the two accessors cc_cell.c asks the engine for are answered below.
+ *
+ * Build: meson setup -Dfuzz=true with CC=clang; run: .ci/fuzz.sh (FUZZ_TARGET=state).
+ * Seeds: tests/data/state_corpus/ (written by test_snapshot with CC_STATE_SEEDS=dir).
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cc_cell_internal.h"
+#include "cc_kpi.h"
+#include "cc_snapshot.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define F_MODEL 3
+#define FRAME 24 /* magic, model hash, F, step seconds */
+
+static CcModel model;     /* only its hp is read */
+static CcCellShape shape; /* what cc_engine_cell_shape answers */
+
+const CcCellShape *cc_engine_cell_shape(const CcEngine *e)
+{
+    (void)e;
+    return &shape;
+}
+
+const CcModel *cc_engine_model(const CcEngine *e)
+{
+    (void)e;
+    return &model;
+}
+
+typedef struct Fixture {
+    CcAnomaly *a;
+    CcCell *cell;
+    CcAnomalyCell *ac;
+    CcSnapshotReader *dec;
+    CcSnapshotInfo info;
+} Fixture;
+
+/* The shapes of test_snapshot's small model (tests/unit/testlib.c tl_hparams_small, 1 layer). */
+static void fixture_open(Fixture *fx)
+{
+    CcHparams hp;
+    memset(&hp, 0, sizeof hp);
+    hp.n_features = F_MODEL;
+    hp.patch_len = 4;
+    hp.n_patches = 5;
+    hp.norm_window = 24;
+    hp.d_model = 16;
+    hp.n_heads = 2;
+    hp.n_layers = 1;
+    hp.d_ff = 32;
+    hp.horizon = 4;
+    hp.step_seconds = 900;
+    snprintf(hp.features[0], CC_FEATURE_NAME_MAX, "bytes");
+    snprintf(hp.features[1], CC_FEATURE_NAME_MAX, "prb");
+    snprintf(hp.features[2], CC_FEATURE_NAME_MAX, "users");
+    model.hp = hp;
+    cc_cell_shape_init(&shape, &hp, CC_KV_F32, 0);
+    cc_snapshot_info_for_model(&fx->info, &hp);
+    CcAnomalySettings as;
+    cc_anomaly_default_settings(&as);
+    as.n_features = F_MODEL;
+    as.step_seconds = 900;
+    as.shape_w = 4; /* shape novelty on, as test_snapshot writes the seeds */
+    as.shape_ds = 1;
+    as.shape_cats = 8;
+    static const CcEngine *engine; /* never dereferenced: the accessors above answer */
+    if (cc_anomaly_open(&fx->a, &as, NULL, 0) || cc_cell_open(&fx->cell, engine) ||
+        cc_anomaly_cell_open(&fx->ac, fx->a, "fuzz") ||
+        cc_snapshot_decoder_open(&fx->dec, &fx->info))
+        abort();
+}
+
+/* in re-sealed into out (size bytes): the frame of the fixture's model, the CRC. */
+static void reseal(const Fixture *fx, uint8_t *out, size_t size)
+{
+    if (size < FRAME + 4)
+        return;
+    uint32_t magic = 0x31534343u, F = F_MODEL; /* "CCS1" */
+    memcpy(out, &magic, 4);
+    memcpy(out + 4, &fx->info.model_hash, 8);
+    memcpy(out + 12, &F, 4);
+    memcpy(out + 16, &fx->info.step_seconds, 8);
+    uint32_t crc = cc_crc32(0, out, size - 4);
+    memcpy(out + size - 4, &crc, 4);
+}
+
+/* The anomaly state as bytes (malloc'd, *n its length), to compare before and after. */
+static uint8_t *state_of(const CcAnomalyCell *ac, long *n)
+{
+    *n = cc_anomaly_cell_save(ac, NULL, 0);
+    uint8_t *b = *n > 0 ? malloc((size_t)*n) : NULL;
+    if (!b || cc_anomaly_cell_save(ac, b, (size_t)*n) != *n)
+        abort();
+    return b;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static Fixture fx;
+    if (!fx.a)
+        fixture_open(&fx);
+    if (size < 1)
+        return 0;
+    size_t n = size - 1;
+    uint8_t *buf = malloc(n ? n : 1);
+    if (!buf)
+        return 0;
+    memcpy(buf, data + 1, n);
+    if (!(data[0] & 1))
+        reseal(&fx, buf, n);
+    CcSnapshotRecord rec;
+    char err[512] = "";
+    int rc = cc_snapshot_decode(fx.dec, buf, n, &rec, err, sizeof err);
+    if (rc) {
+        if (!err[0] || (rc != -EBADMSG && rc != -ESTALE && rc != -ENOMEM))
+            abort(); /* refusals explain themselves and use the documented codes */
+        free(buf);
+        return 0;
+    }
+    const CcSnapshotCell *c = &rec.cell;
+    if (rec.type != CC_SNAP_CELL || !cc_kpi_valid_cell_id(c->cell_id, strlen(c->cell_id)) ||
+        c->n_features != F_MODEL || (c->count > 0 && !c->values))
+        abort();
+    int64_t first0, last0;
+    cc_cell_span(fx.cell, &first0, &last0);
+    long n0;
+    uint8_t *before = state_of(fx.ac, &n0);
+    err[0] = 0;
+    rc = cc_snapshot_restore_engine_cell(c, fx.cell, fx.ac, err, sizeof err);
+    if (rc) {
+        /* all or nothing: a refused record changed neither the ring nor the anomaly state
+         * (-ENOMEM in the last load may reset the ring: not injected here) */
+        int64_t first1, last1;
+        cc_cell_span(fx.cell, &first1, &last1);
+        long n1;
+        uint8_t *after = state_of(fx.ac, &n1);
+        if (!err[0] || first1 != first0 || last1 != last0 || n1 != n0 ||
+            memcmp(before, after, (size_t)n0))
+            abort();
+        free(after);
+    } else if (c->count > 0) { /* the ring holds the last of the values restored */
+        int64_t first, last;
+        cc_cell_span(fx.cell, &first, &last);
+        float v[F_MODEL];
+        if (last != c->first + c->count - 1 || cc_cell_history(fx.cell, last, 1, v) ||
+            memcmp(v, c->values + (size_t)(c->count - 1) * F_MODEL, sizeof v))
+            abort();
+    }
+    free(before);
+    free(buf);
+    return 0;
+}
