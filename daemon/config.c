@@ -1479,3 +1479,14 @@ int ccd_config_read(CcdConfig *c, const char *path, const char *const *sets, int
             return rc;
     return 0;
 }
+
+void ccd_config_incidents_topic(const CcdConfig *c, char *buf, size_t n)
+{
+    const char *t = c->incidents_topic;
+    if (t && strcmp(t, "auto"))
+        snprintf(buf, n, "%s", t);
+    else if (c->kafka_alert_topic && *c->kafka_alert_topic)
+        snprintf(buf, n, "%s.incidents", c->kafka_alert_topic);
+    else
+        buf[0] = 0; /* no alert topic: no incidents topic either */
+}

@@ -198,4 +198,8 @@ int ccd_config_field_target(const char *value, size_t *feature_len, double *scal
 /** Value of a map entry, or NULL. */
 const char *ccd_strmap_get(const CcdStrMap *m, const char *key);
 
+/** incidents.topic resolved: "auto" = <kafka.alert_topic>.incidents ("" when alerts are
+ *  not produced), else as given ("" = not produced). */
+void ccd_config_incidents_topic(const CcdConfig *c, char *buf, size_t n);
+
 #endif

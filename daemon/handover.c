@@ -164,7 +164,10 @@ int ccd_handover_write(Ccd *d, int topic, const int32_t *parts, int n)
     uint64_t bytes0 = h->st.bytes_written;
     CcdKafkaStats ks;
     ccd_kafka_stats(d->kafka, &ks);
-    if (topic < 0 && ks.produce_queue > 0 && ccd_kafka_flush(d->kafka, 500)) {
+    /* at shutdown the last checkpoint is the one the next start restores from: give what is
+     * still in flight (a burst of alerts just produced) a checkpoint's time, not 500 ms */
+    if (topic < 0 && ks.produce_queue > 0 &&
+        ccd_kafka_flush(d->kafka, d->stopping ? CHECKPOINT_TIMEOUT_MS : 500)) {
         /* the last checkpoint's records (or alerts) still undelivered: brokers away? Do not
          * pile more up; the offsets wait for a checkpoint that gets through */
         CCD_LOG_RL(CC_LOG_WARN, "handover",

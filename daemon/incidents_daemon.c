@@ -47,10 +47,7 @@ void ccd_incidents_reconfigure(Ccd *d)
 const char *ccd_incidents_topic(const Ccd *d)
 {
     static char buf[512];
-    const char *t = d->cfg.incidents_topic;
-    if (t && strcmp(t, "auto"))
-        return t;
-    snprintf(buf, sizeof buf, "%s.incidents", d->cfg.kafka_alert_topic);
+    ccd_config_incidents_topic(&d->cfg, buf, sizeof buf);
     return buf;
 }
 

@@ -83,10 +83,11 @@ static int open_embedded(CcdKafka *k, const CcdKafkaSettings *s, char *err, size
     if (!k->mock)
         return cc_errf(err, errlen, -EIO, "kafka: cannot start the embedded mock cluster");
     int np = s->embedded_partitions > 0 ? s->embedded_partitions : 4;
-    for (int i = 0; i < k->n_topics + 3; i++) {
+    for (int i = 0; i < k->n_topics + 4; i++) {
         const char *t = i < k->n_topics        ? k->topics[i]
                         : i == k->n_topics     ? k->alert_topic
                         : i == k->n_topics + 1 ? k->dlq_topic
+                        : i == k->n_topics + 2 ? k->incidents_topic
                                                : k->state_topic;
         if (!t || !*t)
             continue;
@@ -164,6 +165,7 @@ static void destroy(CcdKafka *k)
     free(k->dlq_topic);
     free(k->state_topic);
     free(k->members_topic);
+    free(k->incidents_topic);
     free(k->bootstrap);
     free(k);
 }
@@ -191,6 +193,8 @@ int ccd_kafka_open(CcdKafka **out, const CcdKafkaSettings *s, const CcdKafkaHook
         s->dead_letter_topic && *s->dead_letter_topic ? strdup(s->dead_letter_topic) : NULL;
     k->state_topic = s->state_topic && *s->state_topic ? strdup(s->state_topic) : NULL;
     k->members_topic = s->members_topic && *s->members_topic ? strdup(s->members_topic) : NULL;
+    k->incidents_topic =
+        s->incidents_topic && *s->incidents_topic ? strdup(s->incidents_topic) : NULL;
     k->setup_timeout_ms = s->topic_setup_timeout_ms > 0 ? s->topic_setup_timeout_ms : 5000;
     k->topics = calloc((size_t)s->n_topics, sizeof *k->topics);
     k->assigned = rd_kafka_topic_partition_list_new(16);
@@ -198,7 +202,8 @@ int ccd_kafka_open(CcdKafka **out, const CcdKafkaSettings *s, const CcdKafkaHook
     if (!k->group_id || !k->topics || (s->alert_topic && *s->alert_topic && !k->alert_topic) ||
         (s->dead_letter_topic && *s->dead_letter_topic && !k->dlq_topic) ||
         (s->state_topic && *s->state_topic && !k->state_topic) ||
-        (s->members_topic && *s->members_topic && !k->members_topic)) {
+        (s->members_topic && *s->members_topic && !k->members_topic) ||
+        (s->incidents_topic && *s->incidents_topic && !k->incidents_topic)) {
         ret = cc_errf(err, errlen, -ENOMEM, "kafka: out of memory");
         goto error;
     }

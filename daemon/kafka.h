@@ -51,11 +51,12 @@ typedef struct CcdKafkaSettings {
     int max_poll_messages;              ///< messages per ccd_kafka_poll (default 10000)
     const CcdKafkaProp *producer_props; ///< to the dead-letter/alert producer (default none)
     int n_producer_props;
-    int max_produce_queue;      ///< produced messages not yet delivered, incl. retries;
-                                ///< beyond it ccd_kafka_produce fails (default 100000)
-    const char *state_topic;    ///< state handover topic (handover.h); NULL: none (handover off)
-    const char *members_topic;  ///< cluster.h's members topic; NULL: none
-    int topic_setup_timeout_ms; ///< bound of each step of the topic setup (default 5000)
+    int max_produce_queue;       ///< produced messages not yet delivered, incl. retries;
+                                 ///< beyond it ccd_kafka_produce fails (default 100000)
+    const char *state_topic;     ///< state handover topic (handover.h); NULL: none (handover off)
+    const char *members_topic;   ///< cluster.h's members topic; NULL: none
+    const char *incidents_topic; ///< incidents produced there (incidents.h); NULL: none
+    int topic_setup_timeout_ms;  ///< bound of each step of the topic setup (default 5000)
 } CcdKafkaSettings;
 
 /** A topic cellcastd writes and owns (the state topic, the members topic): created before the

@@ -89,7 +89,7 @@ struct CcdKafka {
     int paused;
     int lost;           /* the assignment was lost: held ⊄ assigned until the next assign */
     rd_kafka_t *reader; /* assign-only consumer for ccd_kafka_read_partitions (lazy) */
-    char *state_topic, *members_topic;
+    char *state_topic, *members_topic, *incidents_topic;
     int topics_unsure;    /* the topic setup at open could not check everything */
     int setup_timeout_ms; /* CcdKafkaSettings.topic_setup_timeout_ms */
     /* Set while on_assign runs: partitions being assigned (ccd_kafka_rewind edits it). */

@@ -159,6 +159,8 @@ static int kafka_settings(CcdSettings *s, const CcdConfig *cfg)
     ks->state_topic = s->state_topic[0] ? s->state_topic : NULL;
     ccd_cluster_members_topic(cfg, s->members_topic, sizeof s->members_topic);
     ks->members_topic = s->members_topic;
+    ccd_config_incidents_topic(cfg, s->incidents_topic, sizeof s->incidents_topic);
+    ks->incidents_topic = s->incidents_topic[0] ? s->incidents_topic : NULL;
     for (int i = 0; i < cfg->kafka_properties.n; i++) {
         s->kafka_props[i].name = cfg->kafka_properties.items[i].key;
         s->kafka_props[i].value = cfg->kafka_properties.items[i].value;

@@ -36,8 +36,9 @@ typedef struct CcdSettings {
     char **kpi_features;
     int n_kpi_map;
     CcdKafkaProp *kafka_props;
-    char state_topic[256];   ///< kafka.state_topic resolved (handover.h)
-    char members_topic[512]; ///< cluster.members_topic resolved (cluster.h)
+    char state_topic[256];     ///< kafka.state_topic resolved (handover.h)
+    char members_topic[512];   ///< cluster.members_topic resolved (cluster.h)
+    char incidents_topic[512]; ///< incidents.topic resolved (config.h)
 } CcdSettings;
 
 /** Fills *s from the configuration and the model served (its KPIs, step length). The
