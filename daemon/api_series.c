@@ -407,7 +407,9 @@ static int64_t range_values(Ccd *d, CcdCell *c, const Range *g, int forecasts)
     range_steps(g, S, first, last, &from, &to);
     if (from > to)
         return 0;
-    int64_t steps = (to - range_start(g, from, to, &stride)) / stride + 1;
+    /* the start first: an operand beside the call would be read unsequenced with it */
+    int64_t start = range_start(g, from, to, &stride);
+    int64_t steps = (to - start) / stride + 1;
     return steps * __builtin_popcountll(g->kpis);
 }
 

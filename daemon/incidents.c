@@ -88,10 +88,11 @@ void ccd_incidents_close(CcdIncidents **gp)
     if (!g)
         return;
     /* an incident is in open, or in recent, or (resolved, not yet emitted) only in dirty */
-    ccd_strhash_foreach(&g->open, free_open, NULL);
+    /* the dirty ones first: a firing one there is also open, and is freed with open's */
     for (size_t i = 0; i < g->n_dirty; i++)
         if (!g->dirty[i]->firing)
             incident_free(g->dirty[i]);
+    ccd_strhash_foreach(&g->open, free_open, NULL);
     for (size_t i = 0; i < g->n_recent; i++)
         incident_free(g->recent[(g->head + i) % (size_t)g->s.keep]);
     ccd_strhash_free(&g->open);

@@ -1541,7 +1541,7 @@ static double data_run(void (*data)(CcDataset *, CcSeries *, int), int R, int st
     assert_true(ex >= 0 && ex <= drawn && (xn_bound > 0 || ex == 0));
     if (excluded)
         *excluded = ex;
-    if (floor_out)
+    if (floor_out && m->hp.linear_window > 0) /* tx/2 (R 0) has no norm.floor */
         memcpy(floor_out, m->w.norm_floor, 2 * sizeof *floor_out);
     cc_trainer_close(&t);
     cc_model_close(&m);
