@@ -296,7 +296,8 @@ static const CcdConfigDef tail_rows[] = {
  "Resolved incidents kept for GET /v1/incidents (the open ones are always there)."},
 {"incidents.topic", CCD_CFG_STRING, OFF(incidents_topic), "auto", NB, NULL, 0,
  "Kafka topic of incident transitions (proto/incident.schema.json; key: the incident id). "
- "auto = <kafka.alert_topic>.incidents; empty = not produced (GET /v1/incidents only)."},
+ "auto = <kafka.alert_topic>.incidents (none when kafka.alert_topic is empty); empty = not "
+ "produced (GET /v1/incidents only)."},
 
 {"silences.path", CCD_CFG_STRING, OFF(silences_path), "auto", NB, NULL, 0,
  "File of the silences (POST /v1/silences; daemon/silences.h), rewritten at each change and "
