@@ -1,7 +1,9 @@
 #!/bin/sh
 # tests/run.sh — the README's test command: installs missing Debian packages, builds with
 # meson (warnings are errors), runs the whole suite, and ends with `N passed, N failed`
-# counted from meson's own test log, so a run that executed nothing cannot pass unseen.
+# counted from meson's own test log, so a run that executed nothing cannot pass unseen. Two
+# tests at a time (the black-box ones that start several daemons on the mock cluster run
+# alone: is_parallel false), which keeps CI's two runs of the suite within its budget.
 # Safe to run twice. Environment: BUILD_DIR (default build), MESON_ARGS (extra setup args),
 # TEST_ARGS (extra `meson test` args, e.g. "--suite unit").
 set -eu
@@ -13,7 +15,7 @@ if [ ! -f "$build/build.ninja" ]; then
 fi
 ninja -C "$build" -j"$(nproc)"
 set +e
-meson test -C "$build" --print-errorlogs --num-processes 1 ${TEST_ARGS:-}
+meson test -C "$build" --print-errorlogs --num-processes 2 ${TEST_ARGS:-}
 rc=$?
 set -e
 log="$build/meson-logs/testlog.json"
