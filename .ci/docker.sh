@@ -88,7 +88,9 @@ healthy() { [ "$(docker inspect -f '{{.State.Health.Status}}' "$container")" = h
 
 until_ok healthz || fail "/healthz did not answer 200"
 until_ok forecast || fail "no forecast for demo-0000 within ${wait_s} s"
-curl -fsS "$url/" 2>> "$log" | grep -q 'uPlot' || fail "GET / did not serve the dashboard"
+# the page read whole first: `curl | grep -q` fails under pipefail when grep stops reading
+page=$(curl -fsS "$url/" 2>> "$log") && grep -q 'uPlot' <<< "$page" ||
+    fail "GET / did not serve the dashboard"
 # the uid of PID 1 (cellcastd itself, not a new exec's)
 uid=$(docker exec "$container" awk '/^Uid:/ {print $2}' /proc/1/status 2>> "$log")
 comm=$(docker exec "$container" cat /proc/1/comm 2>> "$log")
