@@ -194,6 +194,8 @@ const char *cc_anomaly_cell_id(const CcAnomalyCell *c) { return c->id; }
 
 void cc_anomaly_cell_quiet_until(CcAnomalyCell *c, int64_t step) { c->quiet_until = step; }
 
+void cc_anomaly_cell_freeze_learning(CcAnomalyCell *c, int on) { c->learn_frozen = on != 0; }
+
 /* ------------------------------------------------------------------ expectations */
 
 void cc_anomaly_set_expect(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const double *mean,
@@ -289,7 +291,8 @@ typedef struct StepCtx {
     int have_one;          ///< the one-step expectation is for this step
     const float *lag;      ///< the lagged expectation for this step, (F, 3); NULL if none
     int cell_blocked;      ///< a cell-wide DQ alert (all_zero, missing) holds every KPI
-    int firing;            ///< the anomaly episode fires: the lag calibration is frozen
+    int firing;            ///< the anomaly episode fires, or a maintenance window holds the
+                           ///< cell: the calibrations are frozen
     const ProfPos *pp;     ///< where the step falls in the profile; NULL: no profile
     double zq;             ///< the Gaussian |z| quantile of tail_q (0 when off)
     int32_t novelty_min_n; ///< values a range must hold before novelty (CcAnomaly's)
@@ -303,7 +306,7 @@ static void step_begin(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, StepC
     x->have_one = c->exp_step == step;
     x->lag = c->L > 0 && c->lag_target[lag_i] == step ? c->lag + (size_t)lag_i * c->F * 3 : NULL;
     x->cell_blocked = cc_dq_blocks(s, &c->zero, step) || cc_dq_blocks(s, &c->missing, step);
-    x->firing = c->anom.start != NONE_STEP;
+    x->firing = c->anom.start != NONE_STEP || c->learn_frozen;
     x->zq = a->zq;
     x->novelty_min_n = a->novelty_min_n;
     int nb = cc_profile_bins(s);
@@ -572,7 +575,7 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
         k->cu_pos = k->cu_neg = k->pr_pos = k->pr_neg = 0;
     double zp = NAN, pref = NAN;
     if (x->pp && !blocked)
-        zp = cc_profile_step(s, c, x->pp, f, values[f], &pref);
+        zp = cc_profile_step(s, c, x->pp, f, !c->learn_frozen, values[f], &pref);
     if (!x->have_one && !x->lag)
         return;
     if (blocked) {
@@ -590,7 +593,10 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
     /* only where the rule can use it, like the window rule: off, the default path skips it */
     if (kpi_lik_over(s, f) > 0)
         k->ll = cc_lik_step(&k->lik, s->lik_short_n, s->lik_long_steps, cc_lik_raw(z), 1);
+    CcNovelty range = k->nov; /* a maintenance window's values do not widen it */
     k->novel = cc_novelty_step(&k->nov, values[f], kpi_novelty_tol(s, f), x->novelty_min_n);
+    if (c->learn_frozen)
+        k->nov = range;
     k->novel_kind = k->novel ? CC_NOVEL_VALUE : CC_NOVEL_NONE;
     if (s->shape_w > 0 && c->SW == s->shape_w && s->kpi[f].shape == 0) {
         const CcShapeParams sp = {c->SW, c->SD, s->shape_rho, c->SC, s->shape_warm, s->shape_quiet};

@@ -118,7 +118,7 @@ static int all_zero_update(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, c
                            const uint8_t *mask, const CcAlertSink *sink)
 {
     int all_zero_now, outage = zero_judge(a, c, values, mask, &all_zero_now);
-    for (int f = 0; f < c->F; f++) /* judged above, learnt now */
+    for (int f = 0; f < c->F && !c->learn_frozen; f++) /* judged above, learnt now */
         if (kpi_observed(values, mask, f))
             zero_rate_update(&a->s, &c->k[f], values[f]);
     c->zero_run = all_zero_now ? c->zero_run + 1 : 0;

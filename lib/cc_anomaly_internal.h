@@ -156,6 +156,7 @@ struct CcAnomalyCell {
     int32_t zero_run;
     int32_t hold_run;   ///< outage steps held in a row (cc_anomaly_outage_hold; not saved)
     int32_t hold_spent; ///< the outage outlasted max_steps: its zeros are fed (not saved)
+    int32_t learn_frozen; ///< a maintenance window: nothing is learnt (not saved)
     Episode anom, zero, missing;
     int n_peak;
     CcAlertAttr peak[CC_ALERT_MAX_ATTR];
@@ -336,10 +337,11 @@ int cc_profile_alloc(CcAnomalyCell *c, int NB);
 void cc_profile_pos(const CcAnomalySettings *s, int64_t step, int NB, ProfPos *p);
 
 /* The profile z of x for KPI f before learning x: (x − usual value) / scale, NaN while
- * the bins or the scale are not warm; *ref gets the usual value (NaN: none). Then x is
- * learnt: the scale from the residual, the step's bin from x. */
+ * the bins or the scale are not warm; *ref gets the usual value (NaN: none). Then, when
+ * learn (not in a maintenance window), x is learnt: the scale from the residual, the
+ * step's bin from x. */
 double cc_profile_step(const CcAnomalySettings *s, CcAnomalyCell *c, const ProfPos *p, int f,
-                       double x, double *ref);
+                       int learn, double x, double *ref);
 
 /* ---- cc_anomaly_lifecycle.c ---- */
 

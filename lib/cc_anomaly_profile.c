@@ -67,7 +67,7 @@ void cc_profile_pos(const CcAnomalySettings *s, int64_t step, int NB, ProfPos *p
 }
 
 double cc_profile_step(const CcAnomalySettings *s, CcAnomalyCell *c, const ProfPos *p, int f,
-                       double x, double *ref)
+                       int learn, double x, double *ref)
 {
     KpiState *k = &c->k[f];
     size_t o = (size_t)p->type * c->NB * c->F; /* this day type's bins */
@@ -88,8 +88,11 @@ double cc_profile_step(const CcAnomalySettings *s, CcAnomalyCell *c, const ProfP
             if (sc > 0)
                 z = res / sc;
         }
-        absmean_update(&k->pr_abs, &k->pr_n, res);
+        if (learn)
+            absmean_update(&k->pr_abs, &k->pr_n, res);
     }
+    if (!learn) /* a maintenance window (cc_anomaly_cell_freeze_learning) */
+        return isfinite(z) ? z : NAN;
     float *mb = m + (size_t)p->bin * c->F + f;
     uint16_t *nb = c->prof_n + o + (size_t)p->bin * c->F + f;
     if (*nb == 0) {

@@ -1,6 +1,9 @@
 /* test_silences.c — daemon/silences (the pure part): matchers (exact, regex anchored,
  * negated, an absent label), the time range, expiry, validation errors, and the file: the
- * silences survive a reopen, a bad file is refused. */
+ * silences survive a reopen, a bad file is refused; weekly windows (week boundaries, a
+ * window across midnight, Sunday into Monday, a UTC offset, the range clipping them); the
+ * silences of the configuration (silences.file: read-only, replaced whole, a bad file
+ * changes nothing); maintenance silences (the cell's labels only). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -97,7 +100,7 @@ static void test_match(void **state)
                "{\"matchers\":[{\"name\":\"cell\",\"value\":\"(\",\"isRegex\":true}],"
                "\"endsAt\":1767229200}",
                "bad regex");
-    expect_bad(s, "{\"matchers\":[{\"name\":\"cell\",\"value\":\"x\"}]}", "endsAt (required)");
+    expect_bad(s, "{\"matchers\":[{\"name\":\"cell\",\"value\":\"x\"}]}", "endsAt (required");
     expect_bad(s, "{\"matchers\":[{\"name\":\"cell\",\"value\":\"x\"}],\"endsAt\":\"tomorrow\"}",
                "RFC 3339");
     expect_bad(s, "{\"matchers\":[{\"name\":\"cell\",\"value\":\"x\"}],\"endsAt\":1767225000}",
@@ -139,11 +142,230 @@ static void test_file(void **state)
     unlink(path);
 }
 
+/* 2026-01-05 is a Monday: MON is its 00:00 UTC. */
+#define MON 1767571200
+#define DAY 86400
+
+static void recurrence(CcdRecurrence *r, const char *json)
+{
+    char err[256] = "";
+    json_t *j = json_loads(json, 0, NULL);
+    assert_non_null(j);
+    if (ccd_recurrence_parse(r, j, err, sizeof err))
+        fail_msg("recurrence %s refused: %s", json, err);
+    json_decref(j);
+}
+
+static void expect_window(const CcdRecurrence *r, int64_t t, int64_t ws, int64_t we)
+{
+    int64_t s = 0, e = 0;
+    assert_int_equal(ccd_recurrence_window(r, t, &s, &e), 0);
+    if (s != ws || e != we)
+        fail_msg("at %lld: window [%lld, %lld), expected [%lld, %lld)", (long long)(t - MON),
+                 (long long)(s - MON), (long long)(e - MON), (long long)(ws - MON),
+                 (long long)(we - MON));
+}
+
+static void test_weekly_window(void **state)
+{
+    (void)state;
+    CcdRecurrence r;
+    /* Tuesday 02:00-04:00 UTC */
+    recurrence(&r, "{\"weekly\":[{\"days\":[\"tue\"],\"start\":\"02:00\",\"end\":\"04:00\"}]}");
+    expect_window(&r, MON, MON + DAY + 2 * 3600, MON + DAY + 4 * 3600);                  /* next */
+    expect_window(&r, MON + DAY + 3 * 3600, MON + DAY + 2 * 3600, MON + DAY + 4 * 3600); /* in */
+    expect_window(&r, MON + DAY + 2 * 3600, MON + DAY + 2 * 3600, MON + DAY + 4 * 3600); /* start */
+    /* its end is not in it: the next is a week later */
+    expect_window(&r, MON + DAY + 4 * 3600, MON + 8 * DAY + 2 * 3600, MON + 8 * DAY + 4 * 3600);
+    /* from the week before (Sunday 23:59:59) */
+    expect_window(&r, MON - 1, MON + DAY + 2 * 3600, MON + DAY + 4 * 3600);
+
+    /* across midnight: Friday 22:00 to Saturday 03:00 */
+    recurrence(&r, "{\"weekly\":[{\"days\":[\"friday\"],\"start\":\"22:00\",\"end\":\"03:00\"}]}");
+    expect_window(&r, MON + 5 * DAY + 3600, MON + 4 * DAY + 22 * 3600, MON + 5 * DAY + 3 * 3600);
+    expect_window(&r, MON + 5 * DAY + 3 * 3600, MON + 11 * DAY + 22 * 3600,
+                  MON + 12 * DAY + 3 * 3600);
+
+    /* Sunday 23:00 to Monday 01:00: at Monday 00:30 the window began in the week before */
+    recurrence(&r, "{\"weekly\":[{\"days\":[\"sun\"],\"start\":\"23:00\",\"end\":\"01:00\"}]}");
+    expect_window(&r, MON + 1800, MON - 3600, MON + 3600);
+    expect_window(&r, MON + 3600, MON + 7 * DAY - 3600, MON + 7 * DAY + 3600);
+    expect_window(&r, MON - 1800, MON - 3600, MON + 3600);
+
+    /* windows that touch merge: Monday 22:00-24:00 and Tuesday 00:00-02:00 */
+    recurrence(&r, "{\"weekly\":[{\"days\":[\"mon\"],\"start\":\"22:00\",\"end\":\"24:00\"},"
+                   "{\"days\":[\"tue\"],\"start\":\"00:00\",\"end\":\"02:00\"}]}");
+    expect_window(&r, MON + 23 * 3600, MON + 22 * 3600, MON + DAY + 2 * 3600);
+
+    /* every day (no days) at +02:00: 01:00-02:00 local is 23:00-24:00 UTC the day before */
+    recurrence(&r,
+               "{\"weekly\":[{\"start\":\"01:00\",\"end\":\"02:00\"}],\"timezone\":\"+02:00\"}");
+    expect_window(&r, MON + 12 * 3600, MON + 23 * 3600, MON + DAY);
+    expect_window(&r, MON - 1800, MON - 3600, MON);
+
+    /* a silence with a recurrence: active in its windows within [startsAt, endsAt) */
+    CcdSilences *s;
+    char err[256], id[40];
+    assert_int_equal(ccd_silences_open(&s, NULL, err, sizeof err), 0);
+    json_t *j = json_loads("{\"matchers\":[{\"name\":\"site\",\"value\":\"S1\"}],"
+                           "\"startsAt\":\"2026-01-06T03:00:00Z\","
+                           "\"endsAt\":\"2026-01-13T03:00:00Z\","
+                           "\"recurrence\":{\"weekly\":[{\"days\":[\"tue\"],\"start\":\"02:00\","
+                           "\"end\":\"04:00\"}],\"timezone\":\"UTC\"}}",
+                           0, NULL);
+    assert_int_equal(ccd_silences_add(s, j, MON, id, err, sizeof err), 0);
+    json_decref(j);
+    CcdSilenceLabels l = {.cell = "a1", .site = "S1"};
+    assert_null(ccd_silences_match(s, &l, MON + DAY + 2 * 3600 + 1800)); /* before startsAt */
+    assert_string_equal(ccd_silences_match(s, &l, MON + DAY + 3 * 3600 + 1), id);
+    assert_null(ccd_silences_match(s, &l, MON + DAY + 4 * 3600)); /* between windows */
+    assert_null(ccd_silences_match(s, &l, MON + 3 * DAY));
+    assert_string_equal(ccd_silences_match(s, &l, MON + 8 * DAY + 2 * 3600), id);
+    assert_null(ccd_silences_match(s, &l, MON + 8 * DAY + 3 * 3600)); /* endsAt */
+    /* the state and the next window, clipped to the range */
+    j = ccd_silences_json(s, MON + 2 * DAY);
+    json_t *st = json_object_get(json_array_get(json_object_get(j, "silences"), 0), "status");
+    assert_string_equal(json_string_value(json_object_get(st, "state")), "pending");
+    json_t *nw = json_object_get(st, "nextWindow");
+    assert_string_equal(json_string_value(json_object_get(nw, "startsAt")), "2026-01-13T02:00:00Z");
+    assert_string_equal(json_string_value(json_object_get(nw, "endsAt")), "2026-01-13T03:00:00Z");
+    json_decref(j);
+    j = ccd_silences_json(s, MON + DAY + 3 * 3600 + 60);
+    st = json_object_get(json_array_get(json_object_get(j, "silences"), 0), "status");
+    assert_string_equal(json_string_value(json_object_get(st, "state")), "active");
+    nw = json_object_get(st, "nextWindow");
+    assert_string_equal(json_string_value(json_object_get(nw, "startsAt")), "2026-01-06T03:00:00Z");
+    assert_string_equal(json_string_value(json_object_get(nw, "endsAt")), "2026-01-06T04:00:00Z");
+    json_decref(j);
+    assert_int_equal(ccd_silences_active(s, MON + DAY + 3 * 3600 + 60), 1);
+    assert_int_equal(ccd_silences_active(s, MON + 2 * DAY), 0);
+
+    /* no endsAt with a recurrence: it never ends */
+    j = json_loads(
+        "{\"matchers\":[{\"name\":\"cell\",\"value\":\"x\"}],\"recurrence\":"
+        "{\"weekly\":[{\"days\":[\"sat\",\"sun\"],\"start\":\"00:00\",\"end\":\"24:00\"}]}}",
+        0, NULL);
+    assert_int_equal(ccd_silences_add(s, j, MON, id, err, sizeof err), 0);
+    json_decref(j);
+    CcdSilenceLabels x = {.cell = "x"};
+    assert_string_equal(ccd_silences_match(s, &x, MON + 100 * 7 * DAY + 6 * DAY), id);
+    assert_null(ccd_silences_match(s, &x, MON + 100 * 7 * DAY + 4 * DAY));
+
+    expect_bad(s, "{\"matchers\":[{\"name\":\"cell\",\"value\":\"x\"}]}", "endsAt (required");
+    expect_bad(s,
+               "{\"matchers\":[{\"name\":\"cell\",\"value\":\"x\"}],\"recurrence\":{\"weekly\":"
+               "[{\"days\":[\"tue\"],\"start\":\"2:00\",\"end\":\"04:00\"}]}}",
+               "recurrence.weekly[0].start");
+    expect_bad(
+        s,
+        "{\"matchers\":[{\"name\":\"cell\",\"value\":\"x\"}],\"recurrence\":{\"weekly\":"
+        "[{\"days\":[\"tuesday\",\"thu\",\"moon\"],\"start\":\"02:00\",\"end\":\"04:00\"}]}}",
+        "recurrence.weekly[0].days[2]");
+    expect_bad(s,
+               "{\"matchers\":[{\"name\":\"cell\",\"value\":\"x\"}],\"recurrence\":{\"weekly\":"
+               "[{\"start\":\"02:00\",\"end\":\"02:00\"}]}}",
+               "recurrence.weekly[0]: start and end");
+    expect_bad(s,
+               "{\"matchers\":[{\"name\":\"cell\",\"value\":\"x\"}],\"recurrence\":{\"weekly\":"
+               "[{\"start\":\"02:00\",\"end\":\"03:00\"}],\"timezone\":\"Europe/Paris\"}}",
+               "recurrence.timezone");
+    expect_bad(
+        s, "{\"matchers\":[{\"name\":\"cell\",\"value\":\"x\"}],\"recurrence\":{\"weekly\":[]}}",
+        "recurrence.weekly");
+    ccd_silences_close(&s);
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_config_silences(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/cellcast-silences-cfg-XXXXXX", err[256] = "", id[40];
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    write_file(path, "{\"silences\":[{\"id\":\"tuesday-works\",\"maintenance\":true,"
+                     "\"matchers\":[{\"name\":\"site\",\"value\":\"S1\"}],\"comment\":\"planned\","
+                     "\"recurrence\":{\"weekly\":[{\"days\":[\"tue\"],\"start\":\"02:00\","
+                     "\"end\":\"04:00\"}]}}]}");
+    CcdSilences *s, *cfg;
+    assert_int_equal(ccd_silences_open(&s, NULL, err, sizeof err), 0);
+    assert_int_equal(ccd_silences_config_read(&cfg, path, MON, err, sizeof err), 0);
+    ccd_silences_config_swap(s, &cfg);
+    assert_null(cfg);
+    CcdSilenceLabels l = {.cell = "a1", .site = "S1", .kind = "anomaly"};
+    const char *m = ccd_silences_match(s, &l, MON + DAY + 3 * 3600);
+    assert_non_null(m);
+    assert_string_equal(m, "cfg-tuesday-works");
+    /* read-only through the API */
+    assert_int_equal(ccd_silences_expire(s, "cfg-tuesday-works", MON), -EPERM);
+    /* maintenance: the cell's labels only (kind is not a cell's) */
+    CcdSilenceLabels cell = {.cell = "a1", .site = "S1"};
+    assert_string_equal(ccd_silences_maintenance(s, &cell, MON + DAY + 3 * 3600),
+                        "cfg-tuesday-works");
+    assert_null(ccd_silences_maintenance(s, &cell, MON + DAY + 5 * 3600));
+    cell.site = "S2";
+    assert_null(ccd_silences_maintenance(s, &cell, MON + DAY + 3 * 3600));
+    /* an API silence is no maintenance unless it says so */
+    json_t *j = json_loads("{\"matchers\":[{\"name\":\"site\",\"value\":\"S2\"}],"
+                           "\"endsAt\":1767657600}",
+                           0, NULL);
+    assert_int_equal(ccd_silences_add(s, j, MON, id, err, sizeof err), 0);
+    json_decref(j);
+    assert_null(ccd_silences_maintenance(s, &cell, MON + 3600));
+    j = json_loads("{\"matchers\":[{\"name\":\"site\",\"value\":\"S2\"},"
+                   "{\"name\":\"kpi\",\"value\":\"prb\"}],\"maintenance\":true,"
+                   "\"endsAt\":1767657600}",
+                   0, NULL);
+    assert_int_equal(ccd_silences_add(s, j, MON, id, err, sizeof err), 0);
+    json_decref(j);
+    assert_string_equal(ccd_silences_maintenance(s, &cell, MON + 3600), id);
+
+    /* a bad file changes nothing: the message names the file and the entry */
+    write_file(path, "{\"silences\":[{\"id\":\"a\",\"matchers\":[{\"name\":\"site\",\"value\":"
+                     "\"S1\"}],\"endsAt\":1767657600},{\"id\":\"b\",\"matchers\":[]}]}");
+    assert_int_equal(ccd_silences_config_read(&cfg, path, MON, err, sizeof err), -EINVAL);
+    assert_null(cfg);
+    assert_non_null(strstr(err, path));
+    assert_non_null(strstr(err, "silences[1]"));
+    write_file(path, "{\"silences\":[{\"id\":\"a\",\"matchers\":[{\"name\":\"site\",\"value\":"
+                     "\"S1\"}],\"endsAt\":1767657600},{\"id\":\"a\",\"matchers\":[{\"name\":"
+                     "\"site\",\"value\":\"S1\"}],\"endsAt\":1767657600}]}");
+    assert_int_equal(ccd_silences_config_read(&cfg, path, MON, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "duplicate id"));
+    write_file(path, "{\"silences\":[{\"matchers\":[{\"name\":\"site\",\"value\":\"S1\"}],"
+                     "\"endsAt\":1767657600}]}");
+    assert_int_equal(ccd_silences_config_read(&cfg, path, MON, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "id"));
+    l.site = "S1";
+    assert_non_null(ccd_silences_match(s, &l, MON + DAY + 3 * 3600)); /* still there */
+
+    /* replaced whole: a file without it drops it, the API's stay */
+    write_file(path, "[]");
+    assert_int_equal(ccd_silences_config_read(&cfg, path, MON, err, sizeof err), 0);
+    ccd_silences_config_swap(s, &cfg);
+    assert_null(ccd_silences_match(s, &l, MON + DAY + 3 * 3600));
+    assert_string_equal(ccd_silences_maintenance(s, &cell, MON + 3600), id);
+    /* no file configured: none */
+    assert_int_equal(ccd_silences_config_read(&cfg, "", MON, err, sizeof err), 0);
+    ccd_silences_config_swap(s, &cfg);
+    ccd_silences_close(&s);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_match),
         cmocka_unit_test(test_file),
+        cmocka_unit_test(test_weekly_window),
+        cmocka_unit_test(test_config_silences),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

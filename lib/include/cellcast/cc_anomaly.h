@@ -520,6 +520,17 @@ int cc_anomaly_zero_steps(const CcAnomaly *a);
 /** Transitions at steps ≤ step are applied but not emitted (see Replays above). */
 void cc_anomaly_cell_quiet_until(CcAnomalyCell *c, int64_t step);
 
+/**
+ * Maintenance windows (issue 32): while frozen (on ≠ 0), the cell's observations are scored
+ * and alert as usual but teach the detector nothing — the seasonal profile (its bins and
+ * its residual scale), the tail calibration of z and of the window rule, the KPI's own bar
+ * fit, the lag calibration, the zero share (all_zero's "zero is normal") and the value
+ * range of novelty stay as they were — so that planned work's outage does not become the
+ * cell's normal. Not saved with the cell's state: the host sets it before each observation
+ * (cellcastd: from its maintenance silences, daemon/silences.h). Default 0.
+ */
+void cc_anomaly_cell_freeze_learning(CcAnomalyCell *c, int on);
+
 /** Last scored step, its per-KPI z (F; NaN where not scored) and cell score (NaN if none).
  *  Returns the step, -1 if the cell was never scored. z may be NULL. */
 int64_t cc_anomaly_cell_scores(const CcAnomalyCell *c, double *z, double *score);
