@@ -156,11 +156,11 @@ struct CcAnomalyCell {
     int32_t zero_run;
     int32_t hold_run;   ///< outage steps held in a row (cc_anomaly_outage_hold; not saved)
     int32_t hold_spent; ///< the outage outlasted max_steps: its zeros are fed (not saved)
-    int32_t learn_frozen; ///< a maintenance window: nothing is learnt (not saved)
     Episode anom, zero, missing;
     int n_peak;
     CcAlertAttr peak[CC_ALERT_MAX_ATTR];
     int64_t quiet_until;
+    int learn_frozen; ///< a maintenance window: nothing is learnt (not saved)
     CcAnomalyCellStats st;
     KpiState *k;         // (F)
     int SW, SD, SC;      ///< shape novelty's w, ds and cats when allocated (0: none)
