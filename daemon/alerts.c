@@ -252,6 +252,9 @@ void ccd_alerts_on_stepped(Ccd *d, CcdCell *c, int64_t step, const float *values
     if (!imputed)
         data_clock_advance(d, step);
     CcAlertSink sink = {o, sink_emit};
+    /* a maintenance window (silences.h): scored, but nothing of it is learnt */
+    cc_anomaly_cell_freeze_learning(
+        oc->ac, ccd_silences_in_maintenance(d, c->id, step * (int64_t)d->model->hp.step_seconds));
     cc_anomaly_observe(o->an, oc->ac, step, values, mask, &sink);
     cc_anomaly_set_forecast(o->an, oc->ac, fc);
     publish_scores(d, c, oc);

@@ -303,6 +303,13 @@ static const CcdConfigDef tail_rows[] = {
  "File of the silences (POST /v1/silences; daemon/silences.h), rewritten at each change and "
  "read at start, so that they survive a restart. auto = <snapshot.path>.silences (in memory "
  "only when snapshots are off); \"\" = in memory only."},
+{"silences.file", CCD_CFG_STRING, OFF(silences_file), "", NB, NULL, 1,
+ "The configuration's silences and maintenance windows: a JSON file {\"silences\": [...]}, each "
+ "as the body of POST /v1/silences (matchers, startsAt, endsAt, recurrence, maintenance, "
+ "comment) with an \"id\" of its own. The same on every member that shares the configuration "
+ "(the API's silences are each member's own); read at start and at each reload (a file that "
+ "does not parse stops the start or refuses the reload, naming the entry); read-only through "
+ "the API (ids cfg-<id>). Empty: none."},
 
 {"alertmanager.urls", CCD_CFG_LIST, OFF(alertmanager_urls), "", NB, NULL, 0,
  "Alertmanagers to send incidents to (http://host:port[/path]; POST <url>/api/v2/alerts; "

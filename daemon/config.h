@@ -102,6 +102,7 @@ typedef struct CcdConfig {
     int incidents_keep;
     char *incidents_topic;
     char *silences_path; /* "auto" = <snapshot.path>.silences */
+    char *silences_file; /* the configuration's silences (JSON); "" = none */
     /* Alertmanager (issue 32: alertmanager.h) */
     CcdStrList alertmanager_urls;
     int alertmanager_timeout_s, alertmanager_resend_s, alertmanager_queue_max;

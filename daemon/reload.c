@@ -15,6 +15,7 @@
 #include "alerts.h"
 #include "cellcastd.h"
 #include "incidents.h"
+#include "silences.h"
 #include "topology.h"
 #include "http.h"
 #include "ingest.h"
@@ -86,6 +87,7 @@ int ccd_reload(Ccd *d, json_t **report, char *err, size_t errlen)
     int have_ns = 0;
     char path[PATH_MAX], e2[512];
     int rc, shape_changed = 0;
+    CcdSilences *silences = NULL; /* silences.file, read before anything is applied */
     json_t *changed = json_array(), *restart = json_array();
     if (report)
         *report = NULL;
@@ -114,6 +116,10 @@ int ccd_reload(Ccd *d, json_t **report, char *err, size_t errlen)
         goto fail;
     }
     have_ns = 1;
+    if ((rc = ccd_silences_reload_check(d, nc.silences_file, &silences, e2, sizeof e2))) {
+        cc_errf(err, errlen, rc, "configuration refused: %s", e2);
+        goto fail;
+    }
     /* everything checked: apply between batches */
     ccd_sched_drain(d->sched);
     ccd_alerts_flush(d);
@@ -168,6 +174,7 @@ int ccd_reload(Ccd *d, json_t **report, char *err, size_t errlen)
     ccd_config_free(&nc);
     ccd_settings_free(&ns);
     ccd_topology_reload(d); /* the file may have changed without its path */
+    ccd_silences_reload_apply(d, &silences, 1);
     ccd_incidents_reconfigure(d);
     /* the keys in effect (the running values of the keys that need a restart) to the
      * modules that read them at setup */
@@ -196,6 +203,7 @@ int ccd_reload(Ccd *d, json_t **report, char *err, size_t errlen)
     ccd_notify_ready(d->notify, "reloaded");
     return 0;
 fail:
+    ccd_silences_reload_apply(d, &silences, 0);
     if (have_ns)
         ccd_settings_free(&ns);
     cc_model_close(&nm);

@@ -365,7 +365,8 @@ static Silence *silence_from_json(json_t *o, int64_t now, char *err, size_t errl
     if ((st && !json_is_null(st) && parse_time(st, &s->starts_at)) || (!en && !s->rec) ||
         (en && parse_time(en, &s->ends_at))) {
         cc_errf(err, errlen, -EINVAL,
-                "startsAt (optional, default now) and endsAt (required without a recurrence; "
+                "startsAt (optional: default now; in silences.file, always) and endsAt (required "
+                "without a recurrence; "
                 "with one, default never) must be RFC 3339 UTC times (2026-01-02T10:00:00Z) or "
                 "unix seconds");
         goto fail;
@@ -718,12 +719,14 @@ int ccd_silences_config_read(CcdSilences **out, const char *path, int64_t now, c
         if (rc)
             break;
         const char *id = json_string_value(json_object_get(o, "id"));
-        Silence *x = silence_from_json(o, now, e2, sizeof e2);
+        /* startsAt default: always (0), not the time of the read, which moves */
+        Silence *x = silence_from_json(o, 0, e2, sizeof e2);
         if (!x) {
             rc = cc_errf(err, errlen, strstr(e2, "out of memory") ? -ENOMEM : -EINVAL,
                          "silences.file %s: silences[%zu]: %s", path, i, e2);
             break;
         }
+        x->updated_at = now;
         if (!config_id_ok(id)) {
             silence_free(x);
             rc = cc_errf(err, errlen, -EINVAL,
@@ -759,9 +762,10 @@ int ccd_silences_config_read(CcdSilences **out, const char *path, int64_t now, c
     return 0;
 }
 
-void ccd_silences_config_swap(CcdSilences *s, CcdSilences **cfgp)
+int ccd_silences_config_swap(CcdSilences *s, CcdSilences **cfgp)
 {
     CcdSilences *cfg = *cfgp;
+    int rc = 0;
     size_t k = 0;
     for (size_t i = 0; i < s->n; i++) {
         if (s->v[i]->from_config)
@@ -770,9 +774,7 @@ void ccd_silences_config_swap(CcdSilences *s, CcdSilences **cfgp)
             s->v[k++] = s->v[i];
     }
     s->n = k;
-    /* the configuration's first (they match before the API's); on -ENOMEM the API's stay
-     * and the configuration's are dropped, which the caller cannot undo: grow first */
-    if (cfg && cfg->n) {
+    if (cfg && cfg->n) { /* the configuration's first: they match before the API's */
         size_t need = s->n + cfg->n;
         if (need > s->cap) {
             Silence **p = realloc(s->v, need * sizeof *p);
@@ -786,7 +788,10 @@ void ccd_silences_config_swap(CcdSilences *s, CcdSilences **cfgp)
             memcpy(s->v, cfg->v, cfg->n * sizeof *s->v);
             s->n = need;
             cfg->n = 0;
+        } else {
+            rc = -ENOMEM;
         }
     }
     ccd_silences_close(cfgp);
+    return rc;
 }

@@ -99,13 +99,15 @@ json_t *ccd_silences_json(const CcdSilences *s, int64_t now);
 size_t ccd_silences_active(const CcdSilences *s, int64_t now);
 
 /** Reads the configuration's silences from path (JSON: {"silences": [...]} or [...], each
- *  as POST's body with an "id" of 1 to 32 letters, digits, '.', '_', '-', unique; "" or
- *  NULL: none) into a list of its own (*out). The whole file is checked first: 0, or
- *  -EINVAL / -EIO / -ENOMEM with a message naming the file and the entry, *out NULL. */
+ *  as POST's body with an "id" of 1 to 32 letters, digits, '.', '_', '-', unique, and
+ *  startsAt default always, not the time of the read; "" or NULL: none) into a list of its own
+ * (*out). The whole file is checked first: 0, or -EINVAL / -EIO / -ENOMEM with a message naming the
+ * file and the entry, *out NULL. */
 int ccd_silences_config_read(CcdSilences **out, const char *path, int64_t now, char *err,
                              size_t errlen);
-/** Replaces the configuration's silences of s with those of *cfg (consumed, NULL after). */
-void ccd_silences_config_swap(CcdSilences *s, CcdSilences **cfg);
+/** Replaces the configuration's silences of s with those of *cfg (consumed, NULL after).
+ *  0, or -ENOMEM: s keeps the API's silences and has none of the configuration's. */
+int ccd_silences_config_swap(CcdSilences *s, CcdSilences **cfg);
 
 /* ---- hosted in cellcastd ------------------------------------------------------------ */
 

@@ -1,7 +1,9 @@
 /*
  * silences_daemon.c — the silences (silences.h) hosted in cellcastd: the list from
- * silences.path, the alerts they hold back (taken out of the alerts' flush, let go by the
- * tick when no silence matches them any more), the HTTP routes and /metrics. Loop thread.
+ * silences.path and silences.file, the alerts they hold back (taken out of the alerts'
+ * flush, let go by the tick when no silence matches them any more), the maintenance windows
+ * of each cell step (the detector's learning frozen), the HTTP routes and /metrics. Loop
+ * thread.
  */
 #include "silences.h"
 
@@ -32,7 +34,17 @@ struct CcdSilenceHost {
     CcdSilences *list;
     CcdStrHash held;                        /* alert id -> Held */
     uint64_t held_total, released, dropped; /* firings held; let go; resolved while held */
+    size_t n_maintenance;    /* maintenance silences in the list (0: no step looks) */
+    uint64_t frozen_steps;   /* cell steps in a maintenance window: nothing learnt */
+    uint64_t config_reloads; /* silences.file read */
 };
+
+/* After each change of the list: the maintenance silences (expired ones too: they go when
+ * pruned) that cell steps must be matched against. */
+static void recount(CcdSilenceHost *h)
+{
+    h->n_maintenance = ccd_silences_maintenance_live(h->list, INT64_MIN);
+}
 
 int ccd_silences_start(Ccd *d, const char *state_path, char *err, size_t errlen)
 {
@@ -48,10 +60,20 @@ int ccd_silences_start(Ccd *d, const char *state_path, char *err, size_t errlen)
     if (!h)
         return cc_errf(err, errlen, -ENOMEM, "out of memory");
     int rc = ccd_silences_open(&h->list, path, err, errlen);
+    CcdSilences *cfg = NULL;
+    if (!rc && (rc = ccd_silences_config_read(&cfg, d->cfg.silences_file, (int64_t)time(NULL), err,
+                                              errlen)))
+        ccd_silences_close(&h->list);
     if (rc) {
         free(h);
         return rc;
     }
+    if (ccd_silences_config_swap(h->list, &cfg)) {
+        ccd_silences_close(&h->list);
+        free(h);
+        return cc_errf(err, errlen, -ENOMEM, "out of memory");
+    }
+    recount(h);
     d->silences = h;
     if (path[0])
         LOG_INFO("silences", "%zu silence(s) active, kept in %s",
@@ -76,6 +98,46 @@ void ccd_silences_stop(Ccd *d)
     ccd_silences_close(&h->list);
     free(h);
     d->silences = NULL;
+}
+
+int ccd_silences_reload_check(Ccd *d, const char *file, CcdSilences **pending, char *err,
+                              size_t errlen)
+{
+    *pending = NULL;
+    if (!d->silences)
+        return 0;
+    return ccd_silences_config_read(pending, file, (int64_t)time(NULL), err, errlen);
+}
+
+void ccd_silences_reload_apply(Ccd *d, CcdSilences **pending, int apply)
+{
+    CcdSilenceHost *h = d->silences;
+    if (!h || !*pending || !apply) {
+        ccd_silences_close(pending);
+        return;
+    }
+    if (ccd_silences_config_swap(h->list, pending))
+        LOG_ERROR("silences", "out of memory: the configuration's silences are not in effect");
+    h->config_reloads++;
+    recount(h);
+}
+
+int ccd_silences_in_maintenance(Ccd *d, const char *cell, int64_t step_time)
+{
+    CcdSilenceHost *h = d->silences;
+    if (!h || !h->n_maintenance)
+        return 0;
+    const CcdTopology *t = d->topology;
+    CcdSilenceLabels l = {
+        .cell = cell,
+        .site = ccd_topology_label(t, cell, "site"),
+        .region = ccd_topology_label(t, cell, "region"),
+        .sector = ccd_topology_label(t, cell, "sector"),
+    };
+    if (!ccd_silences_maintenance(h->list, &l, step_time))
+        return 0;
+    h->frozen_steps++;
+    return 1;
 }
 
 static const char *matched_by(Ccd *d, const CcAlertEvent *ev)
@@ -183,10 +245,14 @@ void ccd_silences_metrics(Ccd *d, struct evbuffer *b)
         "# TYPE cellcast_silences_alerts_total counter\n"
         "cellcast_silences_alerts_total{outcome=\"held\"} %llu\n"
         "cellcast_silences_alerts_total{outcome=\"released\"} %llu\n"
-        "cellcast_silences_alerts_total{outcome=\"resolved\"} %llu\n",
+        "cellcast_silences_alerts_total{outcome=\"resolved\"} %llu\n"
+        "# HELP cellcast_silences_maintenance_steps_total Cell steps in a maintenance window: "
+        "scored, learnt from by nothing (profiles, calibrations, training rows).\n"
+        "# TYPE cellcast_silences_maintenance_steps_total counter\n"
+        "cellcast_silences_maintenance_steps_total %llu\n",
         ccd_silences_active(h->list, (int64_t)time(NULL)), h->held.n,
         (unsigned long long)h->held_total, (unsigned long long)h->released,
-        (unsigned long long)h->dropped);
+        (unsigned long long)h->dropped, (unsigned long long)h->frozen_steps);
 }
 
 int ccd_h_silences(CcdReq *r)
@@ -216,6 +282,7 @@ int ccd_h_silences(CcdReq *r)
     if (rc)
         return ccd_problem(r, rc == -ENOSPC ? 409 : 500, rc == -ENOSPC ? "too-many" : "internal",
                            "%s", err);
+    recount(d->silences);
     LOG_INFO("silences", "silence %s added", id);
     return ccd_json(r, 200, json_pack("{s:s}", "silenceID", id));
 }
@@ -231,6 +298,11 @@ int ccd_h_silence_delete(CcdReq *r)
     int rc = ccd_silences_expire(d->silences->list, r->id, (int64_t)time(NULL));
     if (rc == -ENOENT)
         return ccd_problem(r, 404, "not-found", "no silence '%s'", r->id);
+    if (rc == -EPERM)
+        return ccd_problem(r, 409, "from-config",
+                           "silence '%s' comes from the configuration (silences.file): remove it "
+                           "there and reload",
+                           r->id);
     if (rc)
         return ccd_problem(r, 500, "internal", "cannot write the silences file");
     LOG_INFO("silences", "silence %s expired", r->id);

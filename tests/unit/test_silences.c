@@ -297,7 +297,7 @@ static void test_config_silences(void **state)
     CcdSilences *s, *cfg;
     assert_int_equal(ccd_silences_open(&s, NULL, err, sizeof err), 0);
     assert_int_equal(ccd_silences_config_read(&cfg, path, MON, err, sizeof err), 0);
-    ccd_silences_config_swap(s, &cfg);
+    assert_int_equal(ccd_silences_config_swap(s, &cfg), 0);
     assert_null(cfg);
     CcdSilenceLabels l = {.cell = "a1", .site = "S1", .kind = "anomaly"};
     const char *m = ccd_silences_match(s, &l, MON + DAY + 3 * 3600);
@@ -346,15 +346,28 @@ static void test_config_silences(void **state)
     l.site = "S1";
     assert_non_null(ccd_silences_match(s, &l, MON + DAY + 3 * 3600)); /* still there */
 
+    /* no startsAt: always, so an end long past is an expired silence, not an error */
+    write_file(path, "[{\"id\":\"old\",\"matchers\":[{\"name\":\"cell\",\"value\":\"x\"}],"
+                     "\"endsAt\":\"2020-01-01T00:00:00Z\"}]");
+    assert_int_equal(ccd_silences_config_read(&cfg, path, MON, err, sizeof err), 0);
+    json_t *old = ccd_silences_json(cfg, MON);
+    assert_string_equal(
+        json_string_value(json_object_get(
+            json_object_get(json_array_get(json_object_get(old, "silences"), 0), "status"),
+            "state")),
+        "expired");
+    json_decref(old);
+    ccd_silences_close(&cfg);
+
     /* replaced whole: a file without it drops it, the API's stay */
     write_file(path, "[]");
     assert_int_equal(ccd_silences_config_read(&cfg, path, MON, err, sizeof err), 0);
-    ccd_silences_config_swap(s, &cfg);
+    assert_int_equal(ccd_silences_config_swap(s, &cfg), 0);
     assert_null(ccd_silences_match(s, &l, MON + DAY + 3 * 3600));
     assert_string_equal(ccd_silences_maintenance(s, &cell, MON + 3600), id);
     /* no file configured: none */
     assert_int_equal(ccd_silences_config_read(&cfg, "", MON, err, sizeof err), 0);
-    ccd_silences_config_swap(s, &cfg);
+    assert_int_equal(ccd_silences_config_swap(s, &cfg), 0);
     ccd_silences_close(&s);
     unlink(path);
 }
