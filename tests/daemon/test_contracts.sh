@@ -103,6 +103,8 @@ get GET /v1/incidents '/v1/incidents?state=bogus'
 get GET /v1/silences /v1/silences
 get POST /v1/silences /v1/silences -H 'Authorization: Bearer s3cret' --data-binary '{"matchers":[{"name":"cell","value":"nothing"}],"endsAt":"2099-01-01T00:00:00Z"}'
 get POST /v1/silences /v1/silences -H 'Authorization: Bearer s3cret' --data-binary '{"matchers":[]}'
+get POST /v1/silences /v1/silences -H 'Authorization: Bearer s3cret' --data-binary '{"matchers":[{"name":"site","value":"S9"}],"maintenance":true,"recurrence":{"weekly":[{"days":["sun"],"start":"22:00","end":"02:00"}],"timezone":"+01:00"}}'
+get GET /v1/silences /v1/silences
 get DELETE /v1/silences/{id} /v1/silences/nope -H 'Authorization: Bearer s3cret'
 get POST /v1/kpis /v1/kpis -H 'Content-Type: application/json' --data-binary '{"cell":"c2","ts":1714557600,"prb":1}'
 get POST /v1/kpis /v1/kpis -H 'Content-Type: application/json' --data-binary '{"cell":"bad id!","ts":1}'
