@@ -652,6 +652,31 @@ const char *ccd_silences_match(const CcdSilences *s, const CcdSilenceLabels *l, 
     return NULL;
 }
 
+/* Whether the matchers of x on the cell's labels (v: the cell's, by label) all match. */
+static int cell_matchers_ok(const Silence *x, const char *const *v)
+{
+    for (int k = 0; k < x->n_m; k++)
+        if (x->m[k].label <= LABEL_SECTOR && !matcher_ok(&x->m[k], v[x->m[k].label]))
+            return 0;
+    return 1;
+}
+
+int ccd_silences_maintenance_of(const CcdSilences *s, const CcdSilenceLabels *l, size_t *idx,
+                                int max)
+{
+    const char *v[N_LABELS] = {l->cell, l->site, l->region, l->sector, NULL, NULL, NULL};
+    int n = 0;
+    for (size_t i = 0; i < s->n && n < max; i++)
+        if (s->v[i]->maintenance && cell_matchers_ok(s->v[i], v))
+            idx[n++] = i;
+    return n;
+}
+
+int ccd_silences_window_at(const CcdSilences *s, size_t i, int64_t t, int64_t *ws, int64_t *we)
+{
+    return i < s->n ? silence_window(s->v[i], t, ws, we) : -ENOENT;
+}
+
 const char *ccd_silences_maintenance(const CcdSilences *s, const CcdSilenceLabels *l, int64_t t)
 {
     const char *v[N_LABELS] = {l->cell, l->site, l->region, l->sector, NULL, NULL, NULL};
@@ -659,11 +684,7 @@ const char *ccd_silences_maintenance(const CcdSilences *s, const CcdSilenceLabel
         const Silence *x = s->v[i];
         if (!x->maintenance || t < x->starts_at || t >= x->ends_at || !silence_active(x, t))
             continue;
-        int all = 1;
-        for (int k = 0; k < x->n_m && all; k++)
-            if (x->m[k].label <= LABEL_SECTOR) /* the cell's labels only */
-                all = matcher_ok(&x->m[k], v[x->m[k].label]);
-        if (all)
+        if (cell_matchers_ok(x, v)) /* the cell's labels only */
             return x->id;
     }
     return NULL;

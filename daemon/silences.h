@@ -90,6 +90,14 @@ const char *ccd_silences_match(const CcdSilences *s, const CcdSilenceLabels *l, 
  *  (cell, site, region, sector; those on kind, reason and kpi are not the cell's and are
  *  passed over) match l, or NULL. */
 const char *ccd_silences_maintenance(const CcdSilences *s, const CcdSilenceLabels *l, int64_t t);
+/** The maintenance silences whose matchers on the cell's labels match l (as
+ *  ccd_silences_maintenance, at any time): their positions into idx (at most max); how
+ *  many. For a reader of many steps of one cell (cellcast learn --silences). */
+int ccd_silences_maintenance_of(const CcdSilences *s, const CcdSilenceLabels *l, size_t *idx,
+                                int max);
+/** The window of the silence at position i in effect at t or else the next one, within its
+ *  range ([startsAt, endsAt) itself without a recurrence): 0, or -ENOENT (none left). */
+int ccd_silences_window_at(const CcdSilences *s, size_t i, int64_t t, int64_t *ws, int64_t *we);
 /** Maintenance silences not yet expired at now (0: no cell can be in a window). */
 size_t ccd_silences_maintenance_live(const CcdSilences *s, int64_t now);
 /** Every silence as {silences: [...]} (with status.state pending, active or expired, and

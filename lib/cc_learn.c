@@ -317,6 +317,27 @@ void cc_learn_shuffle(CcLearn *l, int64_t until, uint64_t seed)
     }
 }
 
+int64_t cc_learn_exclude(CcLearn *l, int (*excluded)(void *cookie, const char *cell, int64_t ts),
+                         void *cookie)
+{
+    int64_t n = 0;
+    for (int c = 0; c < l->n_cells; c++) {
+        LearnCell *lc = &l->cells[c];
+        for (int i = 0; i < lc->n; i++) {
+            if (!excluded(cookie, lc->id, lc->ts[i]))
+                continue;
+            float *v = lc->val + (size_t)i * CC_MAX_FEATURES;
+            int had = 0;
+            for (int f = 0; f < CC_MAX_FEATURES; f++) {
+                had |= !isnan(v[f]);
+                v[f] = NAN;
+            }
+            n += had;
+        }
+    }
+    return n;
+}
+
 typedef struct TsIdx {
     int64_t ts;
     int slot;

@@ -25,6 +25,7 @@
 #include "eval.h"
 #ifdef CCT_HAVE_KAFKA
 #include "learn_kafka.h"
+#include "learn_windows.h"
 #endif
 
 static volatile sig_atomic_t g_learn_stop;
@@ -49,6 +50,9 @@ typedef struct LearnArgs {
     const char *brokers, *topic, *models_topic, *model_name, *cell_field, *time_field, *kpis_field;
     const char *fields[32], *props[64];
     int n_fields, n_props;
+    /* maintenance windows kept out of the training rows (learn_windows.h) */
+    const char *silences[CCT_WINDOWS_MAX_FILES], *topology;
+    int n_silences;
     double history_days;
     struct CctLearnKafka *kafka; /* open while running with --brokers */
 } LearnArgs;
@@ -713,6 +717,15 @@ static int take_field(const CcOpt *opt, const char *value, char *err, size_t err
     return 0;
 }
 
+static int take_silences(const CcOpt *opt, const char *value, char *err, size_t errlen)
+{
+    LearnArgs *a = opt->target;
+    if (a->n_silences == CCT_WINDOWS_MAX_FILES)
+        return snprintf(err, errlen, "at most %d --silences", CCT_WINDOWS_MAX_FILES), -EINVAL;
+    a->silences[a->n_silences++] = value;
+    return 0;
+}
+
 static int take_prop(const CcOpt *opt, const char *value, char *err, size_t errlen)
 {
     LearnArgs *a = opt->target;
@@ -742,6 +755,14 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
                     "<time>,<kpis>: the file name is the cell), re-read each poll\n"
                     "(or --brokers and --topic)"),
         CLI_DATA_OPTS(&a->data),
+        CC_OPTS_CALL("silences", take_silences, a, "FILE",
+                     "cellcastd's silences (silences.file, silences.path or a\n"
+                     "saved GET /v1/silences; repeatable): the records in a\n"
+                     "maintenance silence's windows are kept out of the\n"
+                     "training rows (as missing values)"),
+        CC_OPTS_STR("topology", &a->topology, "FILE",
+                    "cellcastd's topology.path CSV: the site, region and\n"
+                    "sector --silences match on"),
         CC_OPTS_STR("brokers", &a->brokers, "HOSTS",
                     "Kafka bootstrap servers (cellcastd's kafka.brokers; the\n"
                     "embedded broker's kafka.embedded_port address): the KPI\n"
@@ -907,6 +928,19 @@ cut:
         CcLearnStats st;
         cc_learn_stats(l, &st);
         cc_learn_truncate(l, st.first_ts + (int64_t)(a->data_days * 86400));
+    }
+    if (a->n_silences) { /* read again each round: the windows the files hold now */
+        char err[1024];
+        int64_t n = cct_windows_exclude(l, a->silences, a->n_silences, a->topology, err, sizeof err);
+        if (n < 0) {
+            fprintf(stderr, "cellcast learn: %s\n", err);
+            return -1;
+        }
+        if (!a->quiet)
+            fprintf(stderr,
+                    "cellcast learn: %lld record(s) in maintenance windows kept out of the "
+                    "training rows\n",
+                    (long long)n);
     }
     return 0;
 }

@@ -89,6 +89,17 @@ void cc_learn_truncate(CcLearn *l, int64_t until);
 void cc_learn_shuffle(CcLearn *l, int64_t until, uint64_t seed);
 
 /**
+ * Marks missing (NaN) every value of the records for which excluded(cookie, cell, ts) is
+ * not 0 — a maintenance window's rows (`cellcast learn --silences`, issue 32): they stay in
+ * the store and the CSVs as rows of missing values, so they are never a training target
+ * nor a scored held-out step, and as an input they are the value carried from before them
+ * (cc_data's missing-data policy). Called cell by cell, each cell's records in slot order.
+ * Returns the records that had a value and have none now.
+ */
+int64_t cc_learn_exclude(CcLearn *l, int (*excluded)(void *cookie, const char *cell, int64_t ts),
+                         void *cookie);
+
+/**
  * Writes the store as a long CSV `ts,cell_id,<kpi…>` (rows before unix time `until`; 0 =
  * all), one row per record in time order per cell, missing values empty. Written to a
  * temporary name and renamed. 0, -EIO (errno's message in err), -ENOMEM.
