@@ -931,7 +931,8 @@ cut:
     }
     if (a->n_silences) { /* read again each round: the windows the files hold now */
         char err[1024];
-        int64_t n = cct_windows_exclude(l, a->silences, a->n_silences, a->topology, err, sizeof err);
+        int64_t n =
+            cct_windows_exclude(l, a->silences, a->n_silences, a->topology, err, sizeof err);
         if (n < 0) {
             fprintf(stderr, "cellcast learn: %s\n", err);
             return -1;
