@@ -125,6 +125,7 @@ static void cron(evutil_socket_t fd, short what, void *arg)
         }
         ccd_cluster_cron(d->cluster); /* member records in and out */
         ccd_models_cron(d);           /* models published by the learner */
+        ccd_silences_cron(d);         /* the other members' silences */
     }
     run_with_period(1000)
     {

@@ -303,6 +303,12 @@ static const CcdConfigDef tail_rows[] = {
  "File of the silences (POST /v1/silences; daemon/silences.h), rewritten at each change and "
  "read at start, so that they survive a restart. auto = <snapshot.path>.silences (in memory "
  "only when snapshots are off); \"\" = in memory only."},
+{"silences.topic", CCD_CFG_STRING, OFF(silences_topic), "auto", NB, NULL, 0,
+ "Kafka topic (compacted; key: the silence id) through which the members share the API's "
+ "silences: each member produces the silences it adds or expires and applies the others' "
+ "(the later updatedAt wins; hostile records refused and counted, "
+ "cellcast_silences_topic_records_total). auto = <kafka.topics' first>.silences (none "
+ "without Kafka); \"\" = not shared (each member its own)."},
 {"silences.file", CCD_CFG_STRING, OFF(silences_file), "", NB, NULL, 1,
  "The configuration's silences and maintenance windows: a JSON file {\"silences\": [...]}, each "
  "as the body of POST /v1/silences (matchers, startsAt, endsAt, recurrence, maintenance, "

@@ -103,6 +103,8 @@ typedef struct CcdConfig {
     char *incidents_topic;
     char *silences_path; /* "auto" = <snapshot.path>.silences */
     char *silences_file; /* the configuration's silences (JSON); "" = none */
+    /* the API's silences shared; "auto" = <kafka.topics[0]>.silences */
+    char *silences_topic;
     /* Alertmanager (issue 32: alertmanager.h) */
     CcdStrList alertmanager_urls;
     int alertmanager_timeout_s, alertmanager_resend_s, alertmanager_queue_max;

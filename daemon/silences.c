@@ -38,6 +38,7 @@ struct CcdSilences {
     Silence **v;
     size_t n, cap;
     uint64_t next_id;
+    uint32_t tag; /* this list's random part of its ids: unique across members */
 };
 
 #define WEEK_S (7 * 86400)
@@ -496,6 +497,15 @@ int ccd_silences_open(CcdSilences **out, const char *path, char *err, size_t err
         return cc_errf(err, errlen, -ENOMEM, "out of memory");
     }
     s->next_id = 1;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a of the time, the pid and the address */
+    uint64_t parts[3] = {(uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec,
+                         (uint64_t)getpid(), (uint64_t)(uintptr_t)s};
+    for (int i = 0; i < 3; i++)
+        for (int b = 0; b < 8; b++)
+            h = (h ^ ((parts[i] >> (8 * b)) & 0xff)) * 1099511628211ULL;
+    s->tag = (uint32_t)(h ^ (h >> 32));
     FILE *f = s->path ? fopen(s->path, "r") : NULL;
     if (!f) {
         if (s->path && errno != ENOENT) {
@@ -586,8 +596,10 @@ int ccd_silences_add(CcdSilences *s, json_t *body, int64_t now, char *id, char *
     Silence *x = silence_from_json(body, now, err, errlen);
     if (!x)
         return strstr(err, "out of memory") ? -ENOMEM : -EINVAL;
-    snprintf(x->id, sizeof x->id, "s%llu-%llx", (unsigned long long)s->next_id,
-             (unsigned long long)now);
+    /* ids of several members meet on the silences topic: the list's random tag keeps two
+     * members' n-th silences of the same second apart */
+    snprintf(x->id, sizeof x->id, "s%llu-%llx-%08x", (unsigned long long)s->next_id,
+             (unsigned long long)now, (unsigned)s->tag);
     prune(s, now);
     if (push(s, x)) {
         silence_free(x);
@@ -688,6 +700,113 @@ const char *ccd_silences_maintenance(const CcdSilences *s, const CcdSilenceLabel
             return x->id;
     }
     return NULL;
+}
+
+json_t *ccd_silences_get(const CcdSilences *s, const char *id, int64_t now)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (!strcmp(s->v[i]->id, id))
+            return silence_json(s->v[i], now);
+    return NULL;
+}
+
+/* An API id as this code makes them, or a member of another version might: 1 to 39 of
+ * [A-Za-z0-9._-], not cfg-. */
+static int api_id_ok(const char *id, size_t n)
+{
+    if (n < 1 || n >= CCD_SILENCE_ID_MAX || (n >= 4 && !strncmp(id, "cfg-", 4)))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)id[i]) && !strchr("._-", id[i]))
+            return 0;
+    return 1;
+}
+
+int ccd_silences_merge(CcdSilences *s, const void *key, size_t key_len, const void *payload,
+                       size_t len, int64_t now, char *err, size_t errlen)
+{
+    char id[CCD_SILENCE_ID_MAX];
+    if (!key || !api_id_ok(key, key_len))
+        return cc_errf(err, errlen, -EINVAL,
+                       "the key is not a silence id (1 to %d letters, digits, '.', '_', '-'; "
+                       "not cfg-)",
+                       CCD_SILENCE_ID_MAX - 1);
+    memcpy(id, key, key_len);
+    id[key_len] = 0;
+    if (!payload) /* a tombstone: silences expire, they are not deleted */
+        return 0;
+    if (len > CCD_SILENCE_RECORD_MAX)
+        return cc_errf(err, errlen, -EINVAL, "silence %s: %zu bytes, over %d", id, len,
+                       CCD_SILENCE_RECORD_MAX);
+    json_error_t je;
+    json_t *o = json_loadb(payload, len, JSON_REJECT_DUPLICATES, &je);
+    const char *rid = json_string_value(json_object_get(o, "id"));
+    const char *src = json_string_value(json_object_get(o, "source"));
+    int64_t up = 0, start = 0;
+    int rc = 0;
+    if (!json_is_object(o))
+        rc = cc_errf(err, errlen, -EINVAL, "silence %s: not a JSON object (%s)", id,
+                     o ? "another value" : je.text);
+    else if (!rid || strcmp(rid, id))
+        rc = cc_errf(err, errlen, -EINVAL, "silence %s: its id is not its key", id);
+    else if (src && strcmp(src, "api"))
+        rc = cc_errf(err, errlen, -EINVAL, "silence %s: source '%s' (only the API's are shared)",
+                     id, src);
+    else if (parse_time(json_object_get(o, "updatedAt"), &up) ||
+             parse_time(json_object_get(o, "startsAt"), &start))
+        rc = cc_errf(err, errlen, -EINVAL, "silence %s: updatedAt and startsAt are required", id);
+    else if (up > now + 3600)
+        rc = cc_errf(err, errlen, -EINVAL, "silence %s: updatedAt is more than an hour ahead", id);
+    if (rc) {
+        json_decref(o);
+        return rc;
+    }
+    char e2[256];
+    Silence *x = silence_from_json(o, now, e2, sizeof e2);
+    json_decref(o);
+    if (!x)
+        return cc_errf(err, errlen, strstr(e2, "out of memory") ? -ENOMEM : -EINVAL,
+                       "silence %s: %s", id, e2);
+    snprintf(x->id, sizeof x->id, "%s", id);
+    x->updated_at = up;
+    if (x->ends_at + CCD_SILENCE_KEEP_EXPIRED_S < now) { /* long expired: compacted history */
+        silence_free(x);
+        return 0;
+    }
+    size_t at = s->n, live = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        if (!strcmp(s->v[i]->id, id))
+            at = i;
+        live += !s->v[i]->from_config && now < s->v[i]->ends_at;
+    }
+    /* newer wins; at the same second the earlier end (an expiry only ever shortens one) */
+    if (at < s->n && (s->v[at]->from_config || s->v[at]->updated_at > up ||
+                      (s->v[at]->updated_at == up && s->v[at]->ends_at <= x->ends_at))) {
+        silence_free(x); /* an echo of ours, or not newer than what we hold */
+        return 0;
+    }
+    if (at == s->n && live >= CCD_SILENCES_MAX && now < x->ends_at) {
+        silence_free(x);
+        return cc_errf(err, errlen, -ENOSPC, "silence %s: %d silences active or pending", id,
+                       CCD_SILENCES_MAX);
+    }
+    Silence *old = at < s->n ? s->v[at] : NULL;
+    if (old)
+        s->v[at] = x;
+    else if (push(s, x)) {
+        silence_free(x);
+        return cc_errf(err, errlen, -ENOMEM, "out of memory");
+    }
+    if (save(s)) {
+        if (old)
+            s->v[at] = old;
+        else
+            s->n--;
+        silence_free(x);
+        return cc_errf(err, errlen, -EIO, "%s: cannot write the silences file", s->path);
+    }
+    silence_free(old);
+    return 1;
 }
 
 /* A configuration id: 1 to 32 of [A-Za-z0-9._-]. */

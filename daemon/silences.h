@@ -38,6 +38,7 @@
 #define CCD_SILENCE_MAX_WINDOWS 16                /* weekly windows of a recurrence */
 #define CCD_SILENCE_FOREVER INT64_C(253402300799) /* 9999-12-31T23:59:59Z: no endsAt */
 #define CCD_SILENCE_ID_MAX 40                     /* bytes of an id, its NUL included */
+#define CCD_SILENCE_RECORD_MAX 65536              /* bytes of a record of the topic */
 
 /**
  * A weekly recurrence, as JSON {"weekly": [{"days": ["mon", ...], "start": "HH:MM", "end":
@@ -106,6 +107,23 @@ json_t *ccd_silences_json(const CcdSilences *s, int64_t now);
 /** Active silences at now. */
 size_t ccd_silences_active(const CcdSilences *s, int64_t now);
 
+/** One silence as JSON (as in ccd_silences_json), or NULL: no such id. */
+json_t *ccd_silences_get(const CcdSilences *s, const char *id, int64_t now);
+
+/**
+ * A record of the silences topic (key: the id; value: the silence as GET lists it, from
+ * another member or from ourselves) merged into s: added, or replacing the silence of that
+ * id when its updatedAt is later than ours (or the same with an earlier endsAt: an expiry
+ * in the second it was made), and saved. 1 applied; 0 nothing to do (a
+ * tombstone, not newer, expired for longer than CCD_SILENCE_KEEP_EXPIRED_S); refused with
+ * a message: -EINVAL (a key that is no API id, over CCD_SILENCE_RECORD_MAX bytes, not JSON,
+ * an id that is not its key, source config, no updatedAt or startsAt, updatedAt more than
+ * an hour ahead of now, a silence POST would refuse), -ENOSPC (CCD_SILENCES_MAX live),
+ * -EIO (not saved: not applied), -ENOMEM. A configuration's silence is never replaced.
+ */
+int ccd_silences_merge(CcdSilences *s, const void *key, size_t key_len, const void *payload,
+                       size_t len, int64_t now, char *err, size_t errlen);
+
 /** Reads the configuration's silences from path (JSON: {"silences": [...]} or [...], each
  *  as POST's body with an "id" of 1 to 32 letters, digits, '.', '_', '-', unique, and
  *  startsAt default always, not the time of the read; "" or NULL: none) into a list of its own
@@ -148,6 +166,8 @@ int ccd_silences_held(Ccd *d, const char *alert_id);
 /** The alerts' tick: the held alerts no silence matches any more go to sink as firing. */
 void ccd_silences_release(Ccd *d, const CcAlertSink *sink);
 void ccd_silences_metrics(Ccd *d, struct evbuffer *b);
+/** The cron (100 ms): the silences topic's records of the other members merged in. */
+void ccd_silences_cron(Ccd *d);
 
 int ccd_h_silences(CcdReq *r);       ///< GET, POST /v1/silences
 int ccd_h_silence_delete(CcdReq *r); ///< DELETE /v1/silences/{id}

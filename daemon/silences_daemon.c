@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include <event2/buffer.h>
+#include <librdkafka/rdkafka.h>
 
 #include "alerts.h"
 #include "api_util.h"
@@ -37,6 +38,12 @@ struct CcdSilenceHost {
     size_t n_maintenance;    /* maintenance silences in the list (0: no step looks) */
     uint64_t frozen_steps;   /* cell steps in a maintenance window: nothing learnt */
     uint64_t config_reloads; /* silences.file read */
+    /* the silences topic (silences.topic): the API's silences shared by the members */
+    char topic[512];     /* "": not shared */
+    rd_kafka_t *rk;      /* its consumer (assign only, every partition from the start) */
+    int assigned;        /* its partitions assigned */
+    int64_t next_try_ns; /* the next look for the topic */
+    uint64_t rec_applied, rec_stale, rec_refused, produce_failed;
 };
 
 /* After each change of the list: the maintenance silences (expired ones too: they go when
@@ -74,6 +81,13 @@ int ccd_silences_start(Ccd *d, const char *state_path, char *err, size_t errlen)
         return cc_errf(err, errlen, -ENOMEM, "out of memory");
     }
     recount(h);
+    const char *t = d->cfg.silences_topic;
+    if (t && !strcmp(t, "auto")) {
+        if (d->cfg.kafka_topics.n && strcmp(d->cfg.kafka_brokers, "none"))
+            snprintf(h->topic, sizeof h->topic, "%s.silences", d->cfg.kafka_topics.items[0]);
+    } else if (t) {
+        snprintf(h->topic, sizeof h->topic, "%s", t);
+    }
     d->silences = h;
     if (path[0])
         LOG_INFO("silences", "%zu silence(s) active, kept in %s",
@@ -93,11 +107,131 @@ void ccd_silences_stop(Ccd *d)
     CcdSilenceHost *h = d->silences;
     if (!h)
         return;
+    if (h->rk) {
+        rd_kafka_consumer_close(h->rk);
+        rd_kafka_destroy(h->rk);
+    }
     ccd_strhash_foreach(&h->held, free_held, NULL);
     ccd_strhash_free(&h->held);
     ccd_silences_close(&h->list);
     free(h);
     d->silences = NULL;
+}
+
+/* ---- the silences topic ----------------------------------------------------------- */
+
+/* The consumer of the topic, once the daemon's Kafka client is up (assign only: it never
+ * joins a group nor commits; every member reads every partition from the beginning). */
+static int open_topic(Ccd *d, CcdSilenceHost *h)
+{
+    char e[512];
+    rd_kafka_conf_t *c = rd_kafka_conf_new();
+    for (int i = 0; i < d->cfg.kafka_properties.n; i++)
+        rd_kafka_conf_set(c, d->cfg.kafka_properties.items[i].key,
+                          d->cfg.kafka_properties.items[i].value, e, sizeof e);
+    if (rd_kafka_conf_set(c, "bootstrap.servers", ccd_kafka_bootstrap(d->kafka), e, sizeof e) ||
+        rd_kafka_conf_set(c, "group.id", "cellcastd-silences", e, sizeof e) ||
+        rd_kafka_conf_set(c, "enable.auto.commit", "false", e, sizeof e) ||
+        rd_kafka_conf_set(c, "log_level", "3", e, sizeof e) ||
+        !(h->rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, e, sizeof e))) {
+        if (!h->rk)
+            rd_kafka_conf_destroy(c);
+        LOG_ERROR("silences", "silences topic '%s': %s (the API's silences are not shared)",
+                  h->topic, e);
+        h->topic[0] = 0;
+        return -EIO;
+    }
+    LOG_INFO("silences", "sharing the API's silences through '%s'", h->topic);
+    return 0;
+}
+
+/* Assigns every partition from the beginning once the topic exists (looked for every 2 s:
+ * the first silence produced creates it where the brokers create topics). */
+static void try_assign(CcdSilenceHost *h)
+{
+    int64_t now = cc_now_ns();
+    if (now < h->next_try_ns)
+        return;
+    h->next_try_ns = now + 2000000000LL;
+    rd_kafka_topic_t *t = rd_kafka_topic_new(h->rk, h->topic, NULL);
+    const rd_kafka_metadata_t *md = NULL;
+    if (!t)
+        return;
+    if (!rd_kafka_metadata(h->rk, 0, t, &md, 200) && md->topic_cnt == 1 && !md->topics[0].err &&
+        md->topics[0].partition_cnt > 0) {
+        rd_kafka_topic_partition_list_t *pl =
+            rd_kafka_topic_partition_list_new(md->topics[0].partition_cnt);
+        for (int i = 0; i < md->topics[0].partition_cnt; i++)
+            rd_kafka_topic_partition_list_add(pl, h->topic, md->topics[0].partitions[i].id)
+                ->offset = RD_KAFKA_OFFSET_BEGINNING;
+        if (!rd_kafka_assign(h->rk, pl))
+            h->assigned = 1;
+        rd_kafka_topic_partition_list_destroy(pl);
+    }
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(t);
+}
+
+/* Produces the silence id as it is now (added or expired) for the other members. */
+static void share(Ccd *d, const char *id)
+{
+    CcdSilenceHost *h = d->silences;
+    if (!h->topic[0] || !d->kafka)
+        return;
+    json_t *j = ccd_silences_get(h->list, id, (int64_t)time(NULL));
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!text || ccd_kafka_produce_to(d->kafka, h->topic, -1, id, strlen(id), text, strlen(text))) {
+        h->produce_failed++;
+        LOG_WARN("silences", "silence %s not produced to '%s': the other members do not see it", id,
+                 h->topic);
+    }
+    free(text);
+}
+
+void ccd_silences_cron(Ccd *d)
+{
+    CcdSilenceHost *h = d->silences;
+    if (!h || !h->topic[0] || !d->kafka || d->stopping)
+        return;
+    if (!h->rk && open_topic(d, h))
+        return;
+    if (!h->assigned) {
+        try_assign(h);
+        if (!h->assigned)
+            return;
+    }
+    int changed = 0;
+    for (int i = 0; i < 256; i++) {
+        rd_kafka_message_t *msg = rd_kafka_consumer_poll(h->rk, 0);
+        if (!msg)
+            break;
+        if (msg->err) {
+            if (msg->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+                CCD_LOG_RL(CC_LOG_WARN, "silences", "'%s': %s", h->topic,
+                           rd_kafka_message_errstr(msg));
+        } else {
+            char err[512];
+            int rc =
+                ccd_silences_merge(h->list, msg->key, msg->key ? msg->key_len : 0, msg->payload,
+                                   msg->len, (int64_t)time(NULL), err, sizeof err);
+            if (rc > 0) {
+                h->rec_applied++;
+                changed = 1;
+            } else if (rc == 0) {
+                h->rec_stale++;
+            } else {
+                h->rec_refused++;
+                CCD_LOG_RL(CC_LOG_WARN, "silences",
+                           "a record of '%s' (partition %d, offset %lld) refused: %s", h->topic,
+                           (int)msg->partition, (long long)msg->offset, err);
+            }
+        }
+        rd_kafka_message_destroy(msg);
+    }
+    if (changed)
+        recount(h);
 }
 
 int ccd_silences_reload_check(Ccd *d, const char *file, CcdSilences **pending, char *err,
@@ -249,10 +383,21 @@ void ccd_silences_metrics(Ccd *d, struct evbuffer *b)
         "# HELP cellcast_silences_maintenance_steps_total Cell steps in a maintenance window: "
         "scored, learnt from by nothing (profiles, calibrations, training rows).\n"
         "# TYPE cellcast_silences_maintenance_steps_total counter\n"
-        "cellcast_silences_maintenance_steps_total %llu\n",
+        "cellcast_silences_maintenance_steps_total %llu\n"
+        "# HELP cellcast_silences_topic_records_total Records of the silences topic (the API's "
+        "silences of every member), by result (applied; stale: an echo, not newer, a "
+        "tombstone; refused: hostile or malformed, logged with the reason; unproduced: ours "
+        "that could not be produced).\n"
+        "# TYPE cellcast_silences_topic_records_total counter\n"
+        "cellcast_silences_topic_records_total{result=\"applied\"} %llu\n"
+        "cellcast_silences_topic_records_total{result=\"stale\"} %llu\n"
+        "cellcast_silences_topic_records_total{result=\"refused\"} %llu\n"
+        "cellcast_silences_topic_records_total{result=\"unproduced\"} %llu\n",
         ccd_silences_active(h->list, (int64_t)time(NULL)), h->held.n,
         (unsigned long long)h->held_total, (unsigned long long)h->released,
-        (unsigned long long)h->dropped, (unsigned long long)h->frozen_steps);
+        (unsigned long long)h->dropped, (unsigned long long)h->frozen_steps,
+        (unsigned long long)h->rec_applied, (unsigned long long)h->rec_stale,
+        (unsigned long long)h->rec_refused, (unsigned long long)h->produce_failed);
 }
 
 int ccd_h_silences(CcdReq *r)
@@ -283,6 +428,7 @@ int ccd_h_silences(CcdReq *r)
         return ccd_problem(r, rc == -ENOSPC ? 409 : 500, rc == -ENOSPC ? "too-many" : "internal",
                            "%s", err);
     recount(d->silences);
+    share(d, id);
     LOG_INFO("silences", "silence %s added", id);
     return ccd_json(r, 200, json_pack("{s:s}", "silenceID", id));
 }
@@ -305,6 +451,7 @@ int ccd_h_silence_delete(CcdReq *r)
                            r->id);
     if (rc)
         return ccd_problem(r, 500, "internal", "cannot write the silences file");
+    share(d, r->id);
     LOG_INFO("silences", "silence %s expired", r->id);
     return ccd_json(r, 200, json_pack("{s:s, s:s}", "silenceID", r->id, "state", "expired"));
 }

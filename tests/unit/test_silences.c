@@ -3,7 +3,8 @@
  * silences survive a reopen, a bad file is refused; weekly windows (week boundaries, a
  * window across midnight, Sunday into Monday, a UTC offset, the range clipping them); the
  * silences of the configuration (silences.file: read-only, replaced whole, a bad file
- * changes nothing); maintenance silences (the cell's labels only). */
+ * changes nothing); maintenance silences (the cell's labels only); records of the silences
+ * topic merged (newer wins, an expiry in the same second, echoes) and hostile ones refused. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -372,13 +373,110 @@ static void test_config_silences(void **state)
     unlink(path);
 }
 
+static int merge(CcdSilences *s, const char *key, const char *payload, int64_t now, char *err)
+{
+    return ccd_silences_merge(s, key, strlen(key), payload, payload ? strlen(payload) : 0, now, err,
+                              256);
+}
+
+static void test_topic_merge(void **state)
+{
+    (void)state;
+    CcdSilences *a, *b;
+    char err[256] = "", id[40];
+    assert_int_equal(ccd_silences_open(&a, NULL, err, sizeof err), 0);
+    assert_int_equal(ccd_silences_open(&b, NULL, err, sizeof err), 0);
+    /* a member adds one; its record reaches the other, whose echo changes nothing */
+    json_t *j = json_loads("{\"matchers\":[{\"name\":\"site\",\"value\":\"S1\"}],"
+                           "\"endsAt\":1767657600,\"maintenance\":true}",
+                           0, NULL);
+    assert_int_equal(ccd_silences_add(a, j, MON, id, err, sizeof err), 0);
+    json_decref(j);
+    char id_b[40];
+    j = json_loads("{\"matchers\":[{\"name\":\"cell\",\"value\":\"x\"}],\"endsAt\":1767657600}", 0,
+                   NULL);
+    assert_int_equal(ccd_silences_add(b, j, MON, id_b, err, sizeof err), 0);
+    json_decref(j);
+    assert_string_not_equal(id, id_b); /* both members' first silence of the same second */
+    json_t *rec = ccd_silences_get(a, id, MON);
+    char *text = json_dumps(rec, JSON_COMPACT);
+    json_decref(rec);
+    assert_int_equal(merge(b, id, text, MON + 1, err), 1);
+    assert_int_equal(merge(b, id, text, MON + 2, err), 0); /* again: not newer */
+    assert_int_equal(merge(a, id, text, MON + 1, err), 0); /* the echo */
+    free(text);
+    CcdSilenceLabels l = {.cell = "a1", .site = "S1"};
+    assert_string_equal(ccd_silences_match(b, &l, MON + 60), id);
+    assert_string_equal(ccd_silences_maintenance(b, &l, MON + 60), id);
+    /* expired in the same second it was made: the earlier end wins the tie */
+    assert_int_equal(ccd_silences_expire(a, id, MON), 0);
+    rec = ccd_silences_get(a, id, MON);
+    text = json_dumps(rec, JSON_COMPACT);
+    json_decref(rec);
+    assert_int_equal(merge(b, id, text, MON + 1, err), 1);
+    free(text);
+    assert_null(ccd_silences_match(b, &l, MON + 60));
+
+    /* hostile records: refused with a reason, nothing changed */
+    const char *ok = "{\"id\":\"s9-1-2\",\"matchers\":[{\"name\":\"cell\",\"value\":\"y\"}],"
+                     "\"startsAt\":\"2026-01-05T00:00:00Z\",\"endsAt\":\"2026-01-06T00:00:00Z\","
+                     "\"updatedAt\":\"2026-01-05T00:00:00Z\"}";
+    assert_int_equal(merge(b, "s9-1-2", ok, MON, err), 1);
+    struct {
+        const char *key, *payload, *why;
+    } bad[] = {
+        {"", ok, "not a silence id"},
+        {"cfg-x", ok, "not a silence id"},
+        {"s9 1", ok, "not a silence id"},
+        {"s9-1-3", "{nope", "not a JSON object"},
+        {"s9-1-3", "[1]", "not a JSON object"},
+        {"s9-1-3", ok, "its id is not its key"},
+        {"s9-1-2",
+         "{\"id\":\"s9-1-2\",\"source\":\"config\",\"matchers\":[{\"name\":\"cell\","
+         "\"value\":\"y\"}],\"startsAt\":1,\"endsAt\":1767657600,\"updatedAt\":1767571300}",
+         "only the API's"},
+        {"s9-1-2",
+         "{\"id\":\"s9-1-2\",\"matchers\":[{\"name\":\"cell\",\"value\":\"y\"}],"
+         "\"endsAt\":1767657600,\"updatedAt\":1767571300}",
+         "updatedAt and startsAt are required"},
+        {"s9-1-2",
+         "{\"id\":\"s9-1-2\",\"matchers\":[{\"name\":\"cell\",\"value\":\"y\"}],"
+         "\"startsAt\":1,\"endsAt\":1767657600,\"updatedAt\":1777571300}",
+         "an hour ahead"},
+        {"s9-1-2",
+         "{\"id\":\"s9-1-2\",\"matchers\":[{\"name\":\"planet\",\"value\":\"y\"}],"
+         "\"startsAt\":1,\"endsAt\":1767657600,\"updatedAt\":1767571300}",
+         "matchers[0]"},
+        {"s9-1-2",
+         "{\"id\":\"s9-1-2\",\"id\":\"s9-1-2\",\"matchers\":[{\"name\":\"cell\","
+         "\"value\":\"y\"}],\"startsAt\":1,\"endsAt\":1767657600,\"updatedAt\":1767571300}",
+         "not a JSON object"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = 0;
+        if (merge(b, bad[i].key, bad[i].payload, MON, err) != -EINVAL || !strstr(err, bad[i].why))
+            fail_msg("record %zu ('%s') not refused for '%s': %s", i, bad[i].key, bad[i].why, err);
+    }
+    CcdSilenceLabels y = {.cell = "y"};
+    assert_string_equal(ccd_silences_match(b, &y, MON + 60), "s9-1-2"); /* unchanged */
+    char *big = malloc(CCD_SILENCE_RECORD_MAX + 2);
+    memset(big, ' ', CCD_SILENCE_RECORD_MAX + 1);
+    big[CCD_SILENCE_RECORD_MAX + 1] = 0;
+    assert_int_equal(merge(b, "s9-1-4", big, MON, err), -EINVAL);
+    assert_non_null(strstr(err, "bytes, over"));
+    free(big);
+    assert_int_equal(merge(b, "s9-1-2", NULL, MON, err), 0); /* a tombstone: ignored */
+    assert_non_null(ccd_silences_match(b, &y, MON + 60));
+    ccd_silences_close(&a);
+    ccd_silences_close(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_match),
-        cmocka_unit_test(test_file),
-        cmocka_unit_test(test_weekly_window),
-        cmocka_unit_test(test_config_silences),
+        cmocka_unit_test(test_match),         cmocka_unit_test(test_file),
+        cmocka_unit_test(test_weekly_window), cmocka_unit_test(test_config_silences),
+        cmocka_unit_test(test_topic_merge),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
