@@ -301,7 +301,8 @@ static const CcdConfigDef tail_rows[] = {
 
 {"silences.path", CCD_CFG_STRING, OFF(silences_path), "auto", NB, NULL, 0,
  "File of the silences (POST /v1/silences; daemon/silences.h), rewritten at each change and "
- "read at start, so that they survive a restart. auto = <snapshot.path>.silences (in memory "
+ "read at start, so that they survive a restart (and written when another member's arrive "
+ "through silences.topic). auto = <snapshot.path>.silences (in memory "
  "only when snapshots are off); \"\" = in memory only."},
 {"silences.topic", CCD_CFG_STRING, OFF(silences_topic), "auto", NB, NULL, 0,
  "Kafka topic (compacted; key: the silence id) through which the members share the API's "
@@ -313,7 +314,7 @@ static const CcdConfigDef tail_rows[] = {
  "The configuration's silences and maintenance windows: a JSON file {\"silences\": [...]}, each "
  "as the body of POST /v1/silences (matchers, startsAt, endsAt, recurrence, maintenance, "
  "comment) with an \"id\" of its own. The same on every member that shares the configuration "
- "(the API's silences are each member's own); read at start and at each reload (a file that "
+ "with or without Kafka; read at start and at each reload (a file that "
  "does not parse stops the start or refuses the reload, naming the entry); read-only through "
  "the API (ids cfg-<id>). Empty: none."},
 

@@ -16,8 +16,8 @@
  *
  * Silences come from two places. The API (POST, GET, DELETE /v1/silences; admin token):
  * kept in the file silences.path (JSON, rewritten atomically at each change, read at start),
- * so they survive a restart; each member of a cluster keeps its own (not shared). The
- * configuration (silences.file, a JSON file read at start and at each reload): the same on
+ * so they survive a restart, and shared by the members through the compacted topic
+ * silences.topic (ccd_silences_merge: the later updatedAt wins). The configuration (silences.file, a JSON file read at start and at each reload): the same on
  * every member that shares the configuration, read-only through the API (ids "cfg-<id>").
  * Expired silences are kept for GET (state "expired") for 5 days.
  *
