@@ -313,10 +313,10 @@ static const CcdConfigDef tail_rows[] = {
 {"silences.file", CCD_CFG_STRING, OFF(silences_file), "", NB, NULL, 1,
  "The configuration's silences and maintenance windows: a JSON file {\"silences\": [...]}, each "
  "as the body of POST /v1/silences (matchers, startsAt, endsAt, recurrence, maintenance, "
- "comment) with an \"id\" of its own. The same on every member that shares the configuration "
- "with or without Kafka; read at start and at each reload (a file that "
- "does not parse stops the start or refuses the reload, naming the entry); read-only through "
- "the API (ids cfg-<id>). Empty: none."},
+ "comment; startsAt default always) with an \"id\" of its own. The same on every member "
+ "that shares the configuration, with or without Kafka. Read at start and at each reload (a "
+ "file that does not parse stops the start or refuses the reload, naming the entry); "
+ "read-only through the API (ids cfg-<id>). Empty: none."},
 
 {"alertmanager.urls", CCD_CFG_LIST, OFF(alertmanager_urls), "", NB, NULL, 0,
  "Alertmanagers to send incidents to (http://host:port[/path]; POST <url>/api/v2/alerts; "
