@@ -17,9 +17,10 @@
  * Silences come from two places. The API (POST, GET, DELETE /v1/silences; admin token):
  * kept in the file silences.path (JSON, rewritten atomically at each change, read at start),
  * so they survive a restart, and shared by the members through the compacted topic
- * silences.topic (ccd_silences_merge: the later updatedAt wins). The configuration (silences.file, a JSON file read at start and at each reload): the same on
- * every member that shares the configuration, read-only through the API (ids "cfg-<id>").
- * Expired silences are kept for GET (state "expired") for 5 days.
+ * silences.topic (ccd_silences_merge: the later updatedAt wins). The configuration (silences.file,
+ * a JSON file read at start and at each reload): the same on every member that shares the
+ * configuration, read-only through the API (ids "cfg-<id>"). Expired silences are kept for GET
+ * (state "expired") for 5 days.
  *
  * The first part (CcdSilences) is pure: matchers, windows, the list, its JSON and files; the
  * second hosts it in cellcastd (the alerts' flush and tick, the HTTP handlers). Loop thread.

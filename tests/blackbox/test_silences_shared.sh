@@ -12,7 +12,7 @@
 set -u
 CELLCASTD=${1:-}
 CLUSTER=${2:-}
-SRC=${3:-$(cd "$(dirname "$0")/../.." && pwd)}
+SRC=${3:-$(cd "$(dirname "$0")/../.." && pwd)} # kafka_test_init reads it (TINY)
 # shellcheck source=../helpers/daemon.sh
 . "$(dirname "$0")/../helpers/daemon.sh"
 on_exit() { exec 3>&- 2>/dev/null; } # the mock cluster's control fifo
@@ -55,7 +55,7 @@ DAEMON_TRIES=200 start_daemon "$TMP/logb" health -c "$TMP/b.yaml"
 UB=$U
 
 end=$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ)
-sid=$(curl -s "${AUTH[@]}" -d '{"matchers":[{"name":"site","value":"S1"}],"endsAt":"'$end'","comment":"shared"}' "$UA/v1/silences" |
+sid=$(curl -s "${AUTH[@]}" -d '{"matchers":[{"name":"site","value":"S1"}],"endsAt":"'"$end"'","comment":"shared"}' "$UA/v1/silences" |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["silenceID"])')
 [ -n "$sid" ] || { fail "no silence id from A"; exit 1; }
 # state ID URL: the silence's state and source there ("" when not listed)

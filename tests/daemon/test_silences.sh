@@ -105,8 +105,8 @@ import time
 t = int(time.time()) // 60
 f = lambda m: "%02d:%02d" % (m % 1440 // 60, m % 60)
 print(f(t - 60), f(t + 60), f(t + 180), f(t + 240))')
-rid=$(curl -s "${AUTH[@]}" -d '{"matchers":[{"name":"cell","value":"b2"}],"recurrence":{"weekly":[{"start":"'$W0'","end":"'$W1'"}]},"comment":"nightly"}' "$U/v1/silences" | $PY -c 'import json,sys; print(json.load(sys.stdin)["silenceID"])')
-pid=$(curl -s "${AUTH[@]}" -d '{"matchers":[{"name":"cell","value":"a1"}],"recurrence":{"weekly":[{"start":"'$P0'","end":"'$P1'"}],"timezone":"UTC"}}' "$U/v1/silences" | $PY -c 'import json,sys; print(json.load(sys.stdin)["silenceID"])')
+rid=$(curl -s "${AUTH[@]}" -d '{"matchers":[{"name":"cell","value":"b2"}],"recurrence":{"weekly":[{"start":"'"$W0"'","end":"'"$W1"'"}]},"comment":"nightly"}' "$U/v1/silences" | $PY -c 'import json,sys; print(json.load(sys.stdin)["silenceID"])')
+pid=$(curl -s "${AUTH[@]}" -d '{"matchers":[{"name":"cell","value":"a1"}],"recurrence":{"weekly":[{"start":"'"$P0"'","end":"'"$P1"'"}],"timezone":"UTC"}}' "$U/v1/silences" | $PY -c 'import json,sys; print(json.load(sys.stdin)["silenceID"])')
 curl -s "$U/v1/silences" >"$TMP/all"
 $PY - "$TMP/all" "$rid" "$pid" <<'PYEOF' || fail "recurring silences: $(cat "$TMP/all")"
 import json, sys, time
