@@ -35,9 +35,8 @@ struct CcdSilenceHost {
     CcdSilences *list;
     CcdStrHash held;                        /* alert id -> Held */
     uint64_t held_total, released, dropped; /* firings held; let go; resolved while held */
-    size_t n_maintenance;    /* maintenance silences in the list (0: no step looks) */
-    uint64_t frozen_steps;   /* cell steps in a maintenance window: nothing learnt */
-    uint64_t config_reloads; /* silences.file read */
+    size_t n_maintenance;  /* maintenance silences in the list (0: no step looks) */
+    uint64_t frozen_steps; /* cell steps in a maintenance window: nothing learnt */
     /* the silences topic (silences.topic): the API's silences shared by the members */
     char topic[512];     /* "": not shared */
     rd_kafka_t *rk;      /* its consumer (assign only, every partition from the start) */
@@ -252,7 +251,6 @@ void ccd_silences_reload_apply(Ccd *d, CcdSilences **pending, int apply)
     }
     if (ccd_silences_config_swap(h->list, pending))
         LOG_ERROR("silences", "out of memory: the configuration's silences are not in effect");
-    h->config_reloads++;
     recount(h);
 }
 
