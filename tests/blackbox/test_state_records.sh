@@ -5,7 +5,8 @@
 # value 42 (its CRC recomputed), and c1's real record with its steps moved far past the
 # clock, are written to the state topic; a second member takes the partitions over. It
 # must refuse both (logged with the reason, cellcast_state_records_refused_total), keep c2
-# as handed over (a forecast from its real values, not 42), serve no cell zz-1, and start
+# as handed over (a forecast from its real values, not 42, with the interval scales it
+# served), serve no cell zz-1, and start
 # c1 anew from its next records instead of calling them late.
 #   usage: test_state_records.sh CELLCASTD MOCK_CLUSTER SOURCE_ROOT
 set -u
@@ -67,8 +68,11 @@ for _ in $(seq 100); do
     sleep 0.1
 done
 [ "$(last_step c2)" = $((P0 + 19)) ] || fail "first member: c2 not stepped to $((P0 + 19))"
-# the forecast's means (its sd carries the online interval scale, which a restored cell
-# starts again at the file's prior: interval.h)
+# the forecast's means, and its online interval scales (interval.h), which the state record
+# carries (issue 31)
+scales() { curl -s "$U/v1/cells/$1/forecast" | python3 -c '
+import json, sys
+print(json.dumps([v["interval_scale"] for pt in json.load(sys.stdin)["forecast"] for v in pt["values"].values()]))'; }
 means() { curl -s "$U/v1/cells/$1/forecast" | python3 -c '
 import json, sys
 def walk(x):
@@ -77,6 +81,7 @@ def walk(x):
     return [v for y in x for v in walk(y)] if isinstance(x, list) else []
 print(json.dumps(walk(json.load(sys.stdin)["forecast"])))'; }
 MEAN1=$(means c2)
+SCALE1=$(scales c2)
 stop_daemon || fail "first member: SIGTERM exit status $?"
 grep -q "state record(s).*written to 'kpis.state'" "$TMP/log1" || fail "no state records written"
 
@@ -136,6 +141,14 @@ obs = {k: v["observed"] for k, v in j["last_observation"]["kpis"].items()}
 sys.exit(any(v == 42 for v in obs.values()))' || fail "c2 holds the forged values: $(curl -s "$U/v1/cells/c2")"
 MEAN2=$(means c2)
 [ "$MEAN1" != "[]" ] && [ "$MEAN1" = "$MEAN2" ] || fail "c2's forecast means changed across the handover: $MEAN1 / $MEAN2"
+# the scales come back from the record's log-scales: float32 rounding (exp_offset is kept
+# by products, ≤ HZ=6 of ≤ 2 ulp) and the reply's ~6-7 digits, 1e-5 relative bounds both
+python3 - "$SCALE1" "$(scales c2)" <<'PYEOF' || fail "c2's interval scales changed across the handover: $SCALE1 / $(scales c2)"
+import json, sys
+a, b = (json.loads(x) for x in sys.argv[1:])
+assert a and any(x != 1 for x in a) and len(a) == len(b), (a, b)
+assert all(abs(x - y) <= 1e-5 * x for x, y in zip(a, b)), (a, b)
+PYEOF
 # c1 starts anew: its next records are stepped, none late
 produce 20 25
 for _ in $(seq 100); do [ "$(last_step c1)" = $((P0 + 24)) ] && break; sleep 0.1; done
