@@ -314,6 +314,17 @@ static void test_scales_round_trip(void **state)
     for (int i = 0; c->pub.scale && i < F * HZ; i++)
         assert_true(c->pub.scale[i] == 1);
     assert_int_equal(d->cells->interval_refused, 0);
+    /* an older snapshot's record: the fields, then a long history (its own magic, "CCH1"):
+     * not taken for scales (the history itself is refused here: a header alone) */
+    uint8_t hist[44] = {'C', 'C', 'H', '1'};
+    uint8_t *old_extra = extra_with(&ex, hist, sizeof hist);
+    sc = record(x, "cal-old-hist", &ex);
+    sc.extra = old_extra;
+    sc.extra_len = sizeof ex + sizeof hist;
+    assert_int_equal(ccd_cell_record_restore(d, &sc, NULL, err, sizeof err), 0);
+    assert_non_null(ccd_cells_get(d->cells, "cal-old-hist"));
+    assert_int_equal(d->cells->interval_refused, 0);
+    free(old_extra);
     free(extra);
     free(saved);
 }
