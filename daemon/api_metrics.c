@@ -377,6 +377,11 @@ int ccd_h_metrics(CcdReq *r)
                    "Of those, the truths outside the interval: the realised coverage is 1 - "
                    "missed / scored (target 0.8).",
                    &d->cells->interval_missed);
+    atomic_counter(b, "cellcast_interval_scales_refused_total",
+                   "Cell records (snapshot file, state topic) whose interval scales were refused "
+                   "(not finite, outside the clamp, another KPI x horizon shape): the cell was "
+                   "restored at scale 1.",
+                   &d->cells->interval_refused);
     metric(b, "cellcast_rss_bytes", "gauge", "Resident set size of the process.");
     evbuffer_add_printf(b, "cellcast_rss_bytes %lld\n", cc_host_rss_bytes());
     alerts_metrics(d, b);

@@ -4,7 +4,8 @@
  * before it restores it, beyond the library's (cc_snapshot, the anomaly state: the key,
  * the partition, the steps against the clock, the extra fields; anyone who may write the
  * state topic or the snapshot file can hand it any record), and its restore into the cell
- * table with the forecasts of restored cells computed in batches. See cell_record.h.
+ * table (with the cell's interval scales, interval.h) with the forecasts of restored cells
+ * computed in batches. See cell_record.h.
  */
 #include "cell_record.h"
 
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "cc_common.h"
+#include "cc_online_calib.h"
 #include "alerts.h"
 #include "clock.h"
 #include "interval.h"
@@ -63,6 +65,27 @@ void ccd_cell_record_extra(const CcdCell *c, CcdCellRecordExtra *ex)
                                c->last_ts, c->n_records, c->n_steps};
 }
 
+size_t ccd_cell_record_extra_size(const CcdCells *t, const CcdCell *c, int with_history)
+{
+    return sizeof(CcdCellRecordExtra) + ccd_interval_save_size(t, c) +
+           (with_history && c->hist ? cc_history_save_size(c->hist) : 0);
+}
+
+size_t ccd_cell_record_extra_write(const CcdCells *t, const CcdCell *c, int with_history,
+                                   uint8_t *buf, size_t n)
+{
+    CcdCellRecordExtra ex;
+    if (n < ccd_cell_record_extra_size(t, c, with_history))
+        return 0;
+    ccd_cell_record_extra(c, &ex);
+    memcpy(buf, &ex, sizeof ex);
+    size_t o = sizeof ex;
+    o += ccd_interval_save(t, c, buf + o, n - o);
+    if (with_history && c->hist)
+        o += cc_history_save(c->hist, buf + o, n - o);
+    return o;
+}
+
 /* Cells restored per engine call: one batched step computes their forecasts (one call per
  * cell took ~0.5 ms each on the default model: 5 s for 10,000 cells). */
 #define FORECAST_BATCH 512
@@ -95,6 +118,7 @@ void ccd_cell_record_forecast(Ccd *d, CcdCell **cells, int n)
             cc_cell_forecast(c->cell, &fc);
             ccd_publish(d->cells, c, c->last_step, c->last_values, &fc);
             ccd_alerts_restored(d, c, &fc);
+            ccd_interval_restored(d->cells, c, c->last_step, &fc);
         }
     }
 }
@@ -123,8 +147,7 @@ int ccd_cell_record_restore(Ccd *d, const CcSnapshotCell *sc, CcdCell **out, cha
         }
         return rc;
     }
-    /* not in the snapshot: a cell restored (or handed over onto one here) starts at scale 1
-     * (interval.h) */
+    /* the record's interval scales, if any, replace the cell's below (interval.h) */
     ccd_interval_drop(d->cells, c);
     int64_t last = sc->first + sc->count - 1;
     const float *lastv = sc->values + (size_t)(sc->count - 1) * (size_t)F;
@@ -146,11 +169,21 @@ int ccd_cell_record_restore(Ccd *d, const CcSnapshotCell *sc, CcdCell **out, cha
     c->doomed = 0;
     memcpy(c->last_values, lastv, (size_t)F * sizeof(float));
     c->have_values = 1;
-    /* the long history after the host's fields (none in older snapshots, nor in state
-     * records: a cell that changes member starts its long history there) */
-    if (sc->extra_len > sizeof ex &&
-        (rc = ccd_cells_history_restore(d->cells, c, sc->extra + sizeof ex,
-                                        sc->extra_len - sizeof ex)))
+    /* after the host's fields, the interval scales (opening with their own magic; none in
+     * older records), then the long history (none in older snapshots, nor in state records:
+     * a cell that changes member starts its long history there) */
+    const uint8_t *rest = sc->extra_len > sizeof ex ? sc->extra + sizeof ex : NULL;
+    size_t n_rest = rest ? sc->extra_len - sizeof ex : 0;
+    size_t n_scales = rest ? cc_online_calib_saved_size(rest, n_rest) : 0;
+    char why[256];
+    if (n_scales && ccd_interval_restore(d->cells, c, rest, n_scales, why, sizeof why)) {
+        d->cells->interval_refused++;
+        CCD_LOG_RL(CC_LOG_WARN, "state", "cell %s: its record's %s; the cell starts at scale 1",
+                   sc->cell_id, why);
+    }
+    if (n_scales)
+        rest += n_scales, n_rest -= n_scales;
+    if (n_rest && (rc = ccd_cells_history_restore(d->cells, c, rest, n_rest)))
         LOG_WARN("state", "cell %s: long history not restored (%s)", sc->cell_id,
                  rc == -ENOMEM ? "out of memory" : "malformed or another history.depth");
     if (out)

@@ -112,6 +112,9 @@ struct CcdCells {
     /** Matured forecasts scored by the cells' interval calibrations and those outside
      *  their served P10–P90 interval (interval.h; the worker adds, atomically). */
     uint64_t interval_scored, interval_missed;
+    /** Cell records whose interval scales were refused (the cell restored at scale 1;
+     *  interval.h; loop thread). */
+    uint64_t interval_refused;
     float *interval_buf; ///< the worker's scratch of interval.c (3 × F × HZ), NULL until used
     /** The live accuracy of the model in service (model_watch.h; model.source kafka), set
      *  by models.c (atomically: the worker reads it), freed here; NULL: not measured. */

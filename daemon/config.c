@@ -240,7 +240,8 @@ static const CcdConfigDef head_rows[] = {
  "matured forecast toward a 0.2 miss rate of the P10-P90 interval it was served with; "
  "lo/hi become mean +- z x sd x scale (each point gains interval_scale; sd stays the "
  "model's). false = the file's static mean +- z x sd. ~40 KiB per cell (8 KPIs, horizon 24), "
- "counted in limits.kv_budget_mb. A restart, or turning it on, starts the scales at 1. "
+ "counted in limits.kv_budget_mb. A cell's record (snapshot, state topic) keeps its "
+ "scales across a restart or a hand-over; turning it on starts them at 1. "
  "Alerts are not affected."},
 {"forecast.interval_adapt_rate", CCD_CFG_DOUBLE, OFF(forecast_interval_adapt_rate), "0", 0, 1, NULL, 1,
  "Rate of forecast.interval_adapt: the step of the log-scale per step of data. 0 = "

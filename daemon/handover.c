@@ -103,6 +103,8 @@ typedef struct WriteCtx {
     uint64_t written;
     const CcdKafkaOwned *owned; /* checkpoint: the partitions fetched now */
     int n_owned;
+    uint8_t *extra; /* a cell's extra bytes, reused (cap of them) */
+    size_t cap;
 } WriteCtx;
 
 /* Whether this member fetches (topic index, partition) now: a lost partition's cells are
@@ -132,12 +134,22 @@ static void write_cell(void *cookie, CcdCell *c)
     cc_cell_span(c->cell, &first, &last);
     if (first < 0 || (!h->rewrite_all && c->state_step == last + 1))
         return;
-    CcdCellRecordExtra ex;
-    ccd_cell_record_extra(c, &ex);
+    /* the cell's fields and interval scales (cell_record.h), not its long history */
+    size_t n_extra = ccd_cell_record_extra_size(x->d->cells, c, 0);
+    if (n_extra > x->cap) {
+        uint8_t *p = realloc(x->extra, n_extra);
+        if (!p) {
+            x->rc = -ENOMEM;
+            return;
+        }
+        x->extra = p;
+        x->cap = n_extra;
+    }
+    n_extra = ccd_cell_record_extra_write(x->d->cells, c, 0, x->extra, n_extra);
     const void *buf;
     size_t len;
-    int rc = cc_snapshot_encode_engine_cell(h->enc, c->id, c->cell, ccd_alerts_cell_state(c), &ex,
-                                            sizeof ex, &buf, &len);
+    int rc = cc_snapshot_encode_engine_cell(h->enc, c->id, c->cell, ccd_alerts_cell_state(c),
+                                            x->extra, n_extra, &buf, &len);
     if (!rc) {
         rc = ccd_kafka_produce_to(x->d->kafka, h->topic, c->partition, c->id, strlen(c->id), buf,
                                   len);
@@ -177,8 +189,9 @@ int ccd_handover_write(Ccd *d, int topic, const int32_t *parts, int n)
     }
     CcdKafkaOwned owned[1024];
     int n_owned = ccd_kafka_owned_partitions(d->kafka, owned, 1024);
-    WriteCtx x = {d, topic, parts, n, 0, 0, owned, n_owned < 1024 ? n_owned : 1024};
+    WriteCtx x = {d, topic, parts, n, 0, 0, owned, n_owned < 1024 ? n_owned : 1024, NULL, 0};
     ccd_cells_foreach(d->cells, write_cell, &x);
+    free(x.extra);
     int rc = x.rc ? x.rc
                   : ccd_kafka_flush(d->kafka, topic < 0 ? CHECKPOINT_TIMEOUT_MS : WRITE_TIMEOUT_MS);
     if (rc) {
@@ -366,11 +379,10 @@ static void restore_slot(Ccd *d, int topic, const Slot *s, Restored *out)
     }
     const CcSnapshotCell *sc = &rec.cell;
     CcdCellRecordExtra ex;
-    if (sc->extra_len != sizeof ex ||
-        ccd_cell_record_check(sc, s->key, s->partition, d->model->hp.step_seconds, out->max_ts, err,
+    /* keyed: the check refuses fewer extra bytes than the fields; the interval scales after
+     * them are checked by the restore (cell_record.h) */
+    if (ccd_cell_record_check(sc, s->key, s->partition, d->model->hp.step_seconds, out->max_ts, err,
                               sizeof err)) {
-        if (sc->extra_len != sizeof ex)
-            snprintf(err, sizeof err, "%zu extra bytes, want %zu", sc->extra_len, sizeof ex);
         h->st.records_refused++;
         CCD_LOG_RL(CC_LOG_WARN, "handover", "state record keyed '%s' on partition %d refused: %s",
                    s->key, (int)s->partition, err);

@@ -4,7 +4,9 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "cc_common.h"
 #include "cc_online_calib.h"
 #include "cells.h"
 
@@ -80,4 +82,46 @@ void ccd_interval_apply(CcdCells *t, const CcdCellsSettings *old)
             ccd_interval_drop(t, c);
         else if (c->calib && t->s.interval_adapt_rate != old->interval_adapt_rate)
             cc_online_calib_set_rate(c->calib, t->s.interval_adapt_rate); /* in [0, 1]: config */
+}
+
+size_t ccd_interval_save_size(const CcdCells *t, const CcdCell *c)
+{
+    return c->calib ? cc_online_calib_save_size(t->n_features, t->horizon) : 0;
+}
+
+size_t ccd_interval_save(const CcdCells *t, const CcdCell *c, uint8_t *buf, size_t n)
+{
+    (void)t;
+    return c->calib ? cc_online_calib_save(c->calib, buf, n) : 0;
+}
+
+int ccd_interval_restore(CcdCells *t, CcdCell *c, const uint8_t *buf, size_t n, char *err,
+                         size_t errlen)
+{
+    if (!t->s.interval_adapt)
+        return 0;
+    ccd_interval_drop(t, c);
+    int rc = open_cell(t, c);
+    if (rc)
+        return cc_errf(err, errlen, rc, "interval scales: out of memory");
+    if ((rc = cc_online_calib_load(c->calib, buf, n, err, errlen))) {
+        ccd_interval_drop(t, c);
+        return rc;
+    }
+    pthread_mutex_lock(&t->pub_lock);
+    cc_online_calib_scales(c->calib, c->pub.scale);
+    pthread_mutex_unlock(&t->pub_lock);
+    return 0;
+}
+
+void ccd_interval_restored(CcdCells *t, CcdCell *c, int64_t step, const CcForecast *fc)
+{
+    const size_t n = (size_t)t->n_features * (size_t)t->horizon;
+    if (!t->s.interval_adapt || !fc->valid || (!c->calib && open_cell(t, c)))
+        return;
+    if (!t->interval_buf && !(t->interval_buf = malloc(3 * n * sizeof(float))))
+        return;
+    float *mean = t->interval_buf, *sd = mean + n;
+    cc_forecast_points(fc, mean, sd);
+    cc_online_calib_push(c->calib, step, mean, sd); /* the ring is empty: cannot be -ERANGE */
 }

@@ -7,15 +7,21 @@
  * the model's sd in the served intervals (lo/hi = mean ± z·sd·scale[f][k]), moved by every
  * forecast that matures toward a 0.2 miss rate of P10–P90.
  *
- * Off (the default) nothing here runs and no per-cell memory is held: the served
+ * On by default. Off, nothing here runs and no per-cell memory is held: the served
  * intervals are the spec's mean ± z·sd.
  *
  * State, owned like the cell's long history (cells.h): CcdCell.calib (the library's ring of
  * the last HZ forecasts and the scales), created at the first valid forecast with the
  * feature on, written by the worker while the cell is busy; CcdPub.scale (publish.h), the
  * scales as published with the forecast, read by HTTP under pub_lock. A cell starts at
- * scale 1: when created, restored from a snapshot or handed over (the snapshot does not hold
- * the scales), and when the feature is turned on; a changed rate keeps them.
+ * scale 1 when created and when the feature is turned on; a changed rate keeps them. Its
+ * record (cell_record.h: the snapshot file and the state topic) carries the scales (the
+ * library's saved form, 16 + 4·F·(HZ + 1) bytes: 816 at F 8, HZ 24), so a cell restored or
+ * handed over serves them at once; not its pending forecasts (8·F·HZ² bytes): the forecast
+ * computed at the restore is the first one scored again. A record without scales (older, or
+ * written with the feature off) starts at scale 1; one with scales the calibration refuses
+ * (not finite, outside its clamp, another F × HZ) too, told and counted
+ * (cellcast_interval_scales_refused_total), the rest of the record restored.
  *
  * Counters (over all cells, while on): forecasts scored and missed, the realised coverage
  * is 1 - missed/scored (cellcast_interval_*_total in /metrics).
@@ -53,5 +59,20 @@ void ccd_interval_apply(CcdCells *t, const CcdCellsSettings *old);
 
 /** Frees one cell's calibration and published scales (loop thread, the cell not busy). */
 void ccd_interval_drop(CcdCells *t, CcdCell *c);
+
+/** Bytes ccd_interval_save writes for the cell: 0 when it has no calibration. */
+size_t ccd_interval_save_size(const CcdCells *t, const CcdCell *c);
+/** The cell's scales, saved into buf (n ≥ ccd_interval_save_size): the bytes written. Loop
+ *  thread, the cell not busy. */
+size_t ccd_interval_save(const CcdCells *t, const CcdCell *c, uint8_t *buf, size_t n);
+/** Loop thread, the worker idle: a restored cell (its calibration dropped) gets the n saved
+ *  bytes of its record as its scales, published at once. Feature off: ignored, 0. Else 0,
+ *  or -EINVAL / -ENOMEM with a message, the cell at scale 1 (no calibration). */
+int ccd_interval_restore(CcdCells *t, CcdCell *c, const uint8_t *buf, size_t n, char *err,
+                         size_t errlen);
+/** Loop thread, the worker idle: fc, the forecast computed for a restored cell at `step`
+ *  and published with its scales, is held to be scored as it matures (opening the
+ *  calibration, at scale 1, if the record had none). */
+void ccd_interval_restored(CcdCells *t, CcdCell *c, int64_t step, const CcForecast *fc);
 
 #endif

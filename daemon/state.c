@@ -31,7 +31,7 @@ typedef struct SnapCtx {
     CcSnapshotWriter *w;
     int rc;
     uint64_t n;
-    uint8_t *extra; /* CcdCellRecordExtra, then the cell's long history (cc_history_save) */
+    uint8_t *extra; /* the cell's extra bytes (cell_record.h: fields, scales, long history) */
     size_t cap;
 } SnapCtx;
 
@@ -44,9 +44,7 @@ static void snap_cell(void *cookie, CcdCell *c)
     cc_cell_span(c->cell, &first, &last);
     if (first < 0)
         return;
-    CcdCellRecordExtra ex;
-    ccd_cell_record_extra(c, &ex);
-    size_t n = sizeof ex + (c->hist ? cc_history_save_size(c->hist) : 0);
+    size_t n = ccd_cell_record_extra_size(x->d->cells, c, 1);
     if (n > x->cap) {
         uint8_t *p = realloc(x->extra, n);
         if (!p) {
@@ -56,9 +54,7 @@ static void snap_cell(void *cookie, CcdCell *c)
         x->extra = p;
         x->cap = n;
     }
-    memcpy(x->extra, &ex, sizeof ex);
-    if (c->hist)
-        cc_history_save(c->hist, x->extra + sizeof ex, n - sizeof ex);
+    n = ccd_cell_record_extra_write(x->d->cells, c, 1, x->extra, n);
     x->rc =
         cc_snapshot_write_engine_cell(x->w, c->id, c->cell, ccd_alerts_cell_state(c), x->extra, n);
     x->n++;

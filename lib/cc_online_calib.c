@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cc_common.h"
 #include "cc_metrics.h"
 
 #define MISS_TARGET 0.2 /* 1 - 0.8: outside P10–P90 */
@@ -225,4 +226,122 @@ void cc_online_calib_counts(const CcOnlineCalib *c, int64_t *scored, int64_t *mi
 {
     *scored = c->scored;
     *missed = c->missed;
+}
+
+/* Saved form (host byte order, as the rest of a cell record): magic, F, HZ, per_step (u32),
+ * then the level per KPI (F floats) and log_scale (F × HZ floats), the state the scales are
+ * computed from. The ring of pending forecasts is not saved (8·F·HZ² bytes, most of what the
+ * calibration holds): a loaded one scores from the next forecast pushed. */
+#define SAVE_MAGIC 0x314f4343u /* "CCO1" */
+#define SAVE_HEAD 16
+#define SAVE_MAX_DIM (1u << 20) /* F, HZ: the size below cannot overflow */
+
+size_t cc_online_calib_save_size(int F, int HZ)
+{
+    return SAVE_HEAD + 4 * (size_t)F * ((size_t)HZ + 1);
+}
+
+size_t cc_online_calib_save(const CcOnlineCalib *c, uint8_t *buf, size_t n)
+{
+    const size_t fk = (size_t)c->F * (size_t)c->HZ, need = cc_online_calib_save_size(c->F, c->HZ);
+    if (n < need)
+        return 0;
+    const uint32_t hd[4] = {SAVE_MAGIC, (uint32_t)c->F, (uint32_t)c->HZ, (uint32_t)c->s.per_step};
+    memcpy(buf, hd, sizeof hd);
+    memcpy(buf + SAVE_HEAD, c->level, (size_t)c->F * sizeof(float));
+    memcpy(buf + SAVE_HEAD + (size_t)c->F * sizeof(float), c->log_scale, fk * sizeof(float));
+    return need;
+}
+
+size_t cc_online_calib_saved_size(const uint8_t *buf, size_t n)
+{
+    uint32_t hd[4];
+    if (n < SAVE_HEAD)
+        return 0;
+    memcpy(hd, buf, sizeof hd);
+    if (hd[0] != SAVE_MAGIC || hd[1] < 1 || hd[2] < 1 || hd[1] > SAVE_MAX_DIM ||
+        hd[2] > SAVE_MAX_DIM)
+        return 0;
+    size_t len = cc_online_calib_save_size((int)hd[1], (int)hd[2]);
+    return len <= n ? len : 0;
+}
+
+/* The first entry of v (n floats) not finite or out of [-L, L], or -1. */
+static long bad_log(const float *v, size_t n, float L)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(v[i] >= -L && v[i] <= L)) /* NaN fails both */
+            return (long)i;
+    return -1;
+}
+
+int cc_online_calib_load(CcOnlineCalib *c, const uint8_t *buf, size_t n, char *err, size_t errlen)
+{
+    const int F = c->F, HZ = c->HZ;
+    const size_t fk = (size_t)F * (size_t)HZ, need = cc_online_calib_save_size(F, HZ);
+    uint32_t hd[4];
+    if (n < SAVE_HEAD)
+        return cc_errf(err, errlen, -EINVAL, "interval scales: %zu bytes, shorter than a header",
+                       n);
+    memcpy(hd, buf, sizeof hd);
+    if (hd[0] != SAVE_MAGIC)
+        return cc_errf(err, errlen, -EINVAL, "interval scales: not a saved calibration (magic)");
+    if (hd[1] != (uint32_t)F || hd[2] != (uint32_t)HZ)
+        return cc_errf(err, errlen, -EINVAL,
+                       "interval scales: saved for %u KPIs x %u steps, this model has %d x %d",
+                       hd[1], hd[2], F, HZ);
+    if (hd[3] != (uint32_t)c->s.per_step)
+        return cc_errf(err, errlen, -EINVAL,
+                       "interval scales: saved with per_step %u, this calibration has %d", hd[3],
+                       c->s.per_step);
+    if (n != need)
+        return cc_errf(err, errlen, -EINVAL, "interval scales: %zu bytes, want %zu", n, need);
+    float *level = malloc((size_t)F * sizeof *level), *log_scale = malloc(fk * sizeof *log_scale);
+    if (!level || !log_scale) {
+        free(level);
+        free(log_scale);
+        return cc_errf(err, errlen, -ENOMEM, "interval scales: out of memory");
+    }
+    memcpy(level, buf + SAVE_HEAD, (size_t)F * sizeof *level);
+    memcpy(log_scale, buf + SAVE_HEAD + (size_t)F * sizeof *level, fk * sizeof *log_scale);
+    /* what move / move_kpi can leave: within the clamp, in float as they compare */
+    const float L = (float)c->s.max_log;
+    long bl = bad_log(level, (size_t)F, L), bs = bad_log(log_scale, fk, L);
+    if (bl >= 0 || bs >= 0 || (c->s.per_step && bad_log(level, (size_t)F, 0) >= 0)) {
+        int rc =
+            bl >= 0 || bs >= 0
+                ? cc_errf(err, errlen, -EINVAL,
+                          "interval scales: log-scale %g at %s %ld is not finite or outside the "
+                          "clamp ±%g (scales within [%g, %g])",
+                          bl >= 0 ? (double)level[bl] : (double)log_scale[bs],
+                          bl >= 0 ? "KPI" : "entry", bl >= 0 ? bl : bs, (double)L, exp(-(double)L),
+                          exp((double)L))
+                : cc_errf(err, errlen, -EINVAL, "interval scales: per-step with a KPI level");
+        free(level);
+        free(log_scale);
+        return rc;
+    }
+    memcpy(c->level, level, (size_t)F * sizeof *level);
+    memcpy(c->log_scale, log_scale, fk * sizeof *log_scale);
+    free(level);
+    free(log_scale);
+    const float lo = expf(-L), hi = expf(L);
+    for (int f = 0; f < F; f++) {
+        const float el = expf(c->level[f]);
+        for (int k = 0; k < HZ; k++) {
+            size_t i = (size_t)f * HZ + (size_t)k;
+            if (c->s.per_step) {
+                c->exp_offset[i] = 1;
+                c->scale[i] = expf(c->log_scale[i]);
+            } else {
+                c->exp_offset[i] = expf(c->log_scale[i]);
+                c->scale[i] = clampf(el * c->exp_offset[i], lo, hi);
+            }
+        }
+    }
+    /* the pending forecasts were not saved: none is held (a later push starts the ring) */
+    for (int k = 0; k < HZ; k++)
+        c->origin[k] = INT64_MIN;
+    c->last_t = INT64_MIN;
+    return 0;
 }

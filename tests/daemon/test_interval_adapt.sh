@@ -6,8 +6,9 @@
 # steps is nearer 0.2 than the early steps'; the past forecasts (/forecasts) carry the served
 # band. Reloaded off, the reply has no interval_scale and lo/hi = mean ± z·sd, nothing more is
 # counted; on again, every scale starts at 1; a reload with another rate keeps the scales;
-# after a restart (the snapshot does not hold the scales) they start at 1 again. Bad rates
-# are refused, at start and by a reload.
+# after a restart the cell comes back from the snapshot with its scales (its record holds
+# them, issue 31) and goes on scoring from its first forecast. Bad rates are refused, at
+# start and by a reload.
 # Starts the real daemon on loopback (tiny model, embedded broker), fed through POST
 # /v1/kpis; ~5 s.
 #   usage: test_interval_adapt.sh CELLCASTD SOURCE_ROOT
@@ -205,15 +206,48 @@ moves = [math.log(y / x) for x, y in zip(sa, sb)]
 assert min(sa) > 1.03 and max(moves) > 0.05 and all(abs(m) <= 0.33 for m in moves), (sa, sb)
 PYEOF
 
-# restart: the cell comes back from the snapshot at scale 1, and learns again
+# restart: the cell comes back from the snapshot with the scales it served (issue 31), and
+# its calibration goes on: the next steps score the forecast restored (made at the last step
+# before the restart) and every later one
+read -r S5 M5 < <(counts)
 stop_daemon >/dev/null
 start_daemon "$TMP/log2" health -c "$TMP/c.yaml"
 curl -s "$U/v1/cells/noisy/forecast" >"$TMP/fc_restored"
-$PY - "$TMP/fc_before_restart" "$TMP/fc_restored" <<'PYEOF' && ok "restored from the snapshot: same forecast, every scale 1" || fail "restored: $(head -c 400 "$TMP/fc_restored")"
+$PY - "$TMP/fc_before_restart" "$TMP/fc_restored" <<'PYEOF' && ok "restored from the snapshot: same forecast, same scales" || fail "restored: $(head -c 400 "$TMP/fc_restored")"
 import json, sys
 a, b = (json.load(open(f)) for f in sys.argv[1:])
 assert a["observed_step"] == b["observed_step"], (a["observed_step"], b["observed_step"])
-assert any(v["interval_scale"] != 1 for pt in a["forecast"] for v in pt["values"].values())
-assert all(v["interval_scale"] == 1 for pt in b["forecast"] for v in pt["values"].values())
+sa = [v["interval_scale"] for pt in a["forecast"] for v in pt["values"].values()]
+sb = [v["interval_scale"] for pt in b["forecast"] for v in pt["values"].values()]
+assert any(s != 1 for s in sa), sa
+# the record holds the log-scales; exp() of them gives the scales back up to float32
+# rounding: exp_offset is kept by products, resynced one horizon step a turn (≤ HZ=6
+# products of ≤ 2 ulp each) and the reply prints ~6-7 digits: 1e-5 relative bounds both
+assert all(abs(x - y) <= 1e-5 * x for x, y in zip(sa, sb)), ("scales changed", sa, sb)
+for pa, pb in zip(a["forecast"], b["forecast"]):
+    for kpi, va in pa["values"].items():
+        vb = pb["values"][kpi]
+        w = va["upper"] - va["lower"]
+        assert abs(vb["upper"] - vb["lower"] - w) <= 1e-4 * w + 1e-3, (kpi, va, vb)
+print(f"  scales {min(sb):.3f}..{max(sb):.3f} kept")
 PYEOF
+$PY - "$TMP" "$P0" <<'PYEOF'
+import json, math, random, sys
+tmp, p0 = sys.argv[1], int(sys.argv[2])
+random.seed(13)
+recs = []
+for i in range(332, 342):
+    v = 50 + 20 * math.sin(i / 3.0)
+    recs.append({"cell": "noisy", "ts": (p0 + i) * 900,
+                 "kpis": {"prb": v + random.gauss(0, 15), "thr": 3 * v + 200 + random.gauss(0, 45),
+                          "users": 5 + i % 7 + random.gauss(0, 3)}})
+json.dump(recs, open(f"{tmp}/f.json", "w"))
+PYEOF
+post f.json $((P0 + 341))
+read -r S6 _ < <(counts)
+# step 332+j scores the forecasts made at 331 (restored) .. 331+j, at most HZ of them, each
+# for every KPI: steps 1..10 after the restart score F·(1+2+..+6 + 4·6) forecasts
+WANT=$((F * (21 + 4 * HZ)))
+[ "$S6" -eq "$WANT" ] && ok "after the restart: $S6 forecasts scored (the restored one's steps and the later ones)" ||
+    fail "after the restart: $S6 forecasts scored, want $WANT (before the restart: $S5)"
 [ "$FAILS" -eq 0 ] || exit 1

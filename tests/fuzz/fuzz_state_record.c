@@ -15,8 +15,16 @@
  * The cells are real (lib/cc_cell.c) without the engine, as in fuzz_snapshot.c (which says
  * why); the two accessors cc_cell.c asks the engine for are answered below.
  *
+ * The host bytes of a decoded record go on to the interval scales' reader the way cellcastd
+ * reads them (daemon/cell_record.h: its fields, 40 bytes, then the saved calibration,
+ * lib/cc_online_calib.h): scales are loaded or refused with a message leaving the
+ * calibration exactly as it was; loaded, every scale is finite and inside the clamp
+ * (issue 31: NaN, infinite, out-of-clamp or wrongly shaped scales are refused).
+ *
  * Build: meson setup -Dfuzz=true with CC=clang; run: .ci/fuzz.sh (FUZZ_TARGET=state).
- * Seeds: tests/data/state_corpus/ (written by test_snapshot with CC_STATE_SEEDS=dir).
+ * Seeds: tests/data/state_corpus/ (written by test_snapshot with CC_STATE_SEEDS=dir;
+ * scales.bin and scales_nan.bin are valid.bin with host bytes as cellcastd writes them, its
+ * fields then saved scales of F 3 × HZ 4, good and with a NaN level, in mode 0).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -26,12 +34,14 @@
 
 #include "cc_cell_internal.h"
 #include "cc_kpi.h"
+#include "cc_online_calib.h"
 #include "cc_snapshot.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define F_MODEL 3
-#define FRAME 24 /* magic, model hash, F, step seconds */
+#define FRAME 24       /* magic, model hash, F, step seconds */
+#define HOST_FIELDS 40 /* sizeof(CcdCellRecordExtra), daemon/cell_record.h */
 
 static CcModel model;     /* only its hp is read */
 static CcCellShape shape; /* what cc_engine_cell_shape answers */
@@ -115,6 +125,55 @@ static uint8_t *state_of(const CcAnomalyCell *ac, long *n)
     return b;
 }
 
+/* Loads the n bytes at p into cal as cellcastd would: refused with a message and cal
+ * unchanged, or loaded with every scale finite within the clamp and saved back the same. */
+static void load_scales(CcOnlineCalib *cal, const uint8_t *p, size_t n)
+{
+    enum { HZ = 4 };
+    const size_t sn = cc_online_calib_save_size(F_MODEL, HZ);
+    uint8_t before[16 + 4 * F_MODEL * (HZ + 1)], after[sizeof before];
+    if (sn != sizeof before || cc_online_calib_save(cal, before, sn) != sn)
+        abort();
+    char err[256] = "";
+    int rc = cc_online_calib_load(cal, p, n, err, sizeof err);
+    if (cc_online_calib_save(cal, after, sn) != sn)
+        abort();
+    if (rc) {
+        if (!err[0] || (rc != -EINVAL && rc != -ENOMEM) || memcmp(before, after, sn))
+            abort();
+        return;
+    }
+    float sc[F_MODEL * HZ];
+    cc_online_calib_scales(cal, sc);
+    for (int i = 0; i < F_MODEL * HZ; i++)
+        if (!(sc[i] >= 0.124f && sc[i] <= 8.01f)) /* e^±log 8 in float */
+            abort();
+    if (n != sn || memcmp(p, after, sn))
+        abort();
+}
+
+/* The record's host bytes after the daemon's fields: the saved scales, if they start there
+ * (then what follows is the long history), and the rest whole (a state record's tail). */
+static void scales_of(const CcSnapshotCell *c)
+{
+    static CcOnlineCalib *cal;
+    if (!cal) {
+        CcOnlineCalibSettings s;
+        cc_online_calib_default_settings(&s);
+        if (cc_online_calib_open(&cal, &s, F_MODEL, model.hp.horizon))
+            abort();
+    }
+    if (c->extra_len <= HOST_FIELDS)
+        return;
+    const uint8_t *rest = c->extra + HOST_FIELDS;
+    size_t n = c->extra_len - HOST_FIELDS, ns = cc_online_calib_saved_size(rest, n);
+    if (ns > n)
+        abort();
+    if (ns)
+        load_scales(cal, rest, ns);
+    load_scales(cal, rest, n);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static Fixture fx;
@@ -142,6 +201,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rec.type != CC_SNAP_CELL || !cc_kpi_valid_cell_id(c->cell_id, strlen(c->cell_id)) ||
         c->n_features != F_MODEL || (c->count > 0 && !c->values))
         abort();
+    scales_of(c);
     int64_t first0, last0;
     cc_cell_span(fx.cell, &first0, &last0);
     long n0;

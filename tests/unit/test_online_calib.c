@@ -3,7 +3,8 @@
  * whose sd is off by a known factor gets that factor back; a change of volatility half way
  * is followed; the miss share stays within the stated bound on heavy-tailed errors; the
  * forecast made at t is scored at t+1+k for its step k only, against the interval it was
- * served with; missing truths, gaps and out-of-order pushes; bad settings.
+ * served with; missing truths, gaps and out-of-order pushes; bad settings; the scales saved
+ * and loaded (a host's snapshot or hand-over), and hostile saved bytes refused.
  *
  * `test_online_calib --bench` prints what it costs a host per cell-step (figures only).
  *
@@ -11,6 +12,7 @@
  * true_sd / factor, so the scale that covers 80 % is `factor`.
  */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -343,6 +345,115 @@ static void test_bad_settings(void **state)
     assert_true(fabs(cc_online_calib_auto_rate(720) - 4.0 / 720) < 1e-15);
 }
 
+/* Saved and loaded (a host's snapshot or hand-over): the same scales (exp_offset, kept by
+ * products resynced one step a turn, is recomputed from the offset: ≤ HZ products of ≤ 2
+ * ulp apart, so 4·HZ·FLT_EPSILON relative), saved again the same bytes, an empty ring (the
+ * next step scores nothing; a forecast pushed after the load is scored). */
+static void test_save_load(void **state)
+{
+    (void)state;
+    for (int per_step = 0; per_step < 2; per_step++) {
+        CcOnlineCalib *c = opened(per_step), *b = opened(per_step);
+        stream(c, 3000, sd_factor_2, 0, 7);
+        const size_t n = cc_online_calib_save_size(F, HZ);
+        assert_int_equal(n, 16 + 4 * F * (HZ + 1));
+        uint8_t *buf = malloc(n + 8), *again = malloc(n);
+        assert_int_equal(cc_online_calib_save(c, buf, n - 1), 0);
+        assert_int_equal(cc_online_calib_save(c, buf, n), n);
+        assert_int_equal(cc_online_calib_saved_size(buf, n + 8), n);
+        assert_int_equal(cc_online_calib_saved_size(buf, n - 1), 0);
+        char err[256] = "";
+        assert_int_equal(cc_online_calib_load(b, buf, n, err, sizeof err), 0);
+        for (int f = 0; f < F; f++)
+            for (int k = 0; k < HZ; k++) {
+                double a = cc_online_calib_scale(c, f, k), l = cc_online_calib_scale(b, f, k);
+                assert_true(a > 1.5 && fabs(a - l) <= 4 * HZ * FLT_EPSILON * a);
+            }
+        assert_int_equal(cc_online_calib_save(b, again, n), n);
+        assert_memory_equal(buf, again, n);
+        float y[F] = {0, 0}, mean[F * HZ] = {0}, sd[F * HZ];
+        for (int i = 0; i < F * HZ; i++)
+            sd[i] = 1;
+        assert_int_equal(cc_online_calib_observe(b, 3000, y), 0); /* c's ring was not saved */
+        assert_int_equal(cc_online_calib_observe(c, 3000, y), F * HZ);
+        assert_int_equal(cc_online_calib_push(b, 3000, mean, sd), 0);
+        assert_int_equal(cc_online_calib_observe(b, 3001, y), F);
+        cc_online_calib_close(&c);
+        cc_online_calib_close(&b);
+        free(buf);
+        free(again);
+    }
+}
+
+/* Hostile saved bytes: each refused with a message, the calibration unchanged. */
+static void test_load_hostile(void **state)
+{
+    (void)state;
+    CcOnlineCalib *c = opened(0), *other;
+    stream(c, 500, sd_factor_2, 0, 8);
+    const size_t n = cc_online_calib_save_size(F, HZ);
+    uint8_t *good = malloc(n), *bad = malloc(n + 4), *before = malloc(n), *after = malloc(n);
+    assert_int_equal(cc_online_calib_save(c, good, n), n);
+    memcpy(before, good, n);
+    const float L = (float)log(8.0);
+    const struct {
+        size_t at; /* byte offset of the float or u32 changed */
+        float v;   /* as a float (u32 fields: as is) */
+        int u32;
+        const char *msg;
+    } cases[] = {
+        {16, NAN, 0, "not finite"},                       /* a KPI level */
+        {16 + 4 * F + 4 * 3, INFINITY, 0, "not finite"},  /* a step offset */
+        {16 + 4 * F + 4 * 5, -INFINITY, 0, "not finite"}, /* scale 0 */
+        {16 + 4, L * 1.001f, 0, "clamp"},                 /* scale above 8 */
+        {16 + 4 * F, -L * 1.001f, 0, "clamp"},            /* scale below 1/8 */
+        {4, 3, 1, "saved for 3 KPIs"},                    /* wrong F */
+        {8, 5, 1, "x 5 steps"},                           /* wrong HZ */
+        {12, 1, 1, "per_step 1"},                         /* another mode */
+        {0, 7, 1, "magic"},
+    };
+    char err[256];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        memcpy(bad, good, n);
+        if (cases[i].u32) {
+            uint32_t u = (uint32_t)cases[i].v;
+            memcpy(bad + cases[i].at, &u, 4);
+        } else {
+            memcpy(bad + cases[i].at, &cases[i].v, 4);
+        }
+        err[0] = 0;
+        assert_int_equal(cc_online_calib_load(c, bad, n, err, sizeof err), -EINVAL);
+        if (!strstr(err, cases[i].msg))
+            fail_msg("case %zu: '%s' does not say '%s'", i, err, cases[i].msg);
+        assert_int_equal(cc_online_calib_save(c, after, n), n);
+        assert_memory_equal(before, after, n);
+    }
+    /* truncated, and trailing bytes */
+    assert_int_equal(cc_online_calib_load(c, good, n - 4, err, sizeof err), -EINVAL);
+    assert_int_equal(cc_online_calib_load(c, good, 8, err, sizeof err), -EINVAL);
+    memcpy(bad, good, n);
+    assert_int_equal(cc_online_calib_load(c, bad, n + 4, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "bytes, want"));
+    /* a per-step calibration refuses a KPI level (it has none) */
+    CcOnlineCalibSettings s;
+    cc_online_calib_default_settings(&s);
+    s.per_step = 1;
+    assert_int_equal(cc_online_calib_open(&other, &s, F, HZ), 0);
+    memcpy(bad, good, n);
+    uint32_t one = 1;
+    memcpy(bad + 12, &one, 4);
+    assert_int_equal(cc_online_calib_load(other, bad, n, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "per-step"));
+    cc_online_calib_close(&other);
+    assert_int_equal(cc_online_calib_save(c, after, n), n);
+    assert_memory_equal(before, after, n);
+    cc_online_calib_close(&c);
+    free(good);
+    free(bad);
+    free(before);
+    free(after);
+}
+
 /* --bench: ns per cell-step of what a host adds with online calibration (observe the
  * step's truths, push its forecast), for the shapes served, with one cell (in cache) and
  * with 4096 cells stepped in turn (each cold, as in a daemon); figures only. */
@@ -402,7 +513,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_miss_share_bound), cmocka_unit_test(test_matures_by_step),
         cmocka_unit_test(test_served_scale),     cmocka_unit_test(test_missing_and_gaps),
         cmocka_unit_test(test_step_profile),     cmocka_unit_test(test_set_rate),
-        cmocka_unit_test(test_bad_settings),
+        cmocka_unit_test(test_bad_settings),     cmocka_unit_test(test_save_load),
+        cmocka_unit_test(test_load_hostile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

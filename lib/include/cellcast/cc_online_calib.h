@@ -115,4 +115,28 @@ void cc_online_calib_scales(const CcOnlineCalib *c, float *out);
 /** Forecasts scored so far, and how many of them missed their interval. */
 void cc_online_calib_counts(const CcOnlineCalib *c, int64_t *scored, int64_t *missed);
 
+/*
+ * Saving the scales across a restart (a host's snapshot or hand-over of the cell): the
+ * log-scales the scales are computed from, 16 + 4·F·(HZ + 1) bytes (F 8, HZ 24: 816), not
+ * the pending forecasts (8·F·HZ² bytes): a loaded calibration serves the saved scales at
+ * once and scores the forecasts pushed after the load. Host byte order.
+ */
+
+/** Bytes cc_online_calib_save writes for F KPIs × HZ steps. */
+size_t cc_online_calib_save_size(int F, int HZ);
+/** Writes c's scales into buf; returns the bytes written, or 0 when n is too small. */
+size_t cc_online_calib_save(const CcOnlineCalib *c, uint8_t *buf, size_t n);
+/** The bytes of the saved calibration that buf starts with, from its header, or 0 when it
+ *  starts with none (another magic, or shorter than its header says): what follows it in a
+ *  host's record starts there. */
+size_t cc_online_calib_saved_size(const uint8_t *buf, size_t n);
+/**
+ * Replaces c's scales by saved ones (n bytes, all of them the saved form) and empties its
+ * ring of pending forecasts; the rate and counts stay. Anyone who can write a host's record
+ * can hand it these bytes: a shape other than c's (F, HZ, per_step), a log-scale not finite
+ * or outside c's clamp (the scale outside [e^-max_log, e^max_log], 0 and negative included)
+ * are refused with -EINVAL and a message, c unchanged; -ENOMEM likewise.
+ */
+int cc_online_calib_load(CcOnlineCalib *c, const uint8_t *buf, size_t n, char *err, size_t errlen);
+
 #endif
