@@ -88,6 +88,7 @@ static void cell_init(CcAnomalyCell *c)
     c->n_peak = 0;
     c->quiet_until = NONE_STEP;
     memset(&c->st, 0, sizeof c->st);
+    memset(c->echo, 0, sizeof c->echo);
     for (int i = 0; i < c->L; i++)
         c->lag_target[i] = NONE_STEP;
     for (int f = 0; f < c->F; f++) {
@@ -298,6 +299,34 @@ typedef struct StepCtx {
     int32_t novelty_min_n; ///< values a range must hold before novelty (CcAnomaly's)
 } StepCtx;
 
+/* Steps of the day before (see ECHO_BITS): the deviation marks of one step. */
+static int echo_get(const CcAnomalyCell *c, int64_t t)
+{
+    int64_t i = ((t % ECHO_BITS) + ECHO_BITS) % ECHO_BITS;
+    return (int)((c->echo[i / 64] >> (i % 64)) & 1u);
+}
+
+static void echo_put(CcAnomalyCell *c, int64_t t, int on)
+{
+    int64_t i = ((t % ECHO_BITS) + ECHO_BITS) % ECHO_BITS;
+    uint64_t b = (uint64_t)1 << (i % 64);
+    c->echo[i / 64] = on ? c->echo[i / 64] | b : c->echo[i / 64] & ~b;
+}
+
+/* The lagged forecast for `step` echoes a deviation of the day before (see ECHO_BITS):
+ * the cell deviated within lag_echo steps of the same time one day earlier. */
+static int lag_echo(const CcAnomalySettings *s, const CcAnomalyCell *c, int64_t step)
+{
+    int64_t day = 86400 / s->step_seconds, w = s->lag_echo < 0 ? c->L : s->lag_echo;
+    w = w < day ? w : day - 1;
+    if (w <= 0 || day + w >= ECHO_BITS)
+        return 0;
+    for (int64_t t = step - day - w; t <= step - day + w; t++)
+        if (echo_get(c, t))
+            return 1;
+    return 0;
+}
+
 static void step_begin(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, StepCtx *x, ProfPos *pp)
 {
     const CcAnomalySettings *s = &a->s;
@@ -307,6 +336,8 @@ static void step_begin(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, StepC
     x->lag = c->L > 0 && c->lag_target[lag_i] == step ? c->lag + (size_t)lag_i * c->F * 3 : NULL;
     x->cell_blocked = cc_dq_blocks(s, &c->zero, step) || cc_dq_blocks(s, &c->missing, step);
     x->firing = c->anom.start != NONE_STEP || c->learn_frozen;
+    if (x->lag && lag_echo(s, c, step))
+        x->lag = NULL;
     x->zq = a->zq;
     x->novelty_min_n = a->novelty_min_n;
     int nb = cc_profile_bins(s);
@@ -626,6 +657,7 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
 {
     if (c->last_step >= 0 && step <= c->last_step)
         return -EALREADY;
+    int64_t prev = c->last_step;
     c->last_step = step;
     cc_dq_observe(a, c, step, values, mask, sink);
     StepCtx x;
@@ -638,6 +670,13 @@ int cc_anomaly_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const
         if (!isnan(c->k[f].ll) && !(c->lik >= c->k[f].ll))
             c->lik = c->k[f].ll;
     }
+    /* the deviation mark of this step (and none for the steps skipped since the last) */
+    for (int64_t t = prev + 1 > step - ECHO_BITS ? prev + 1 : step - ECHO_BITS + 1; t < step; t++)
+        echo_put(c, t, 0);
+    int dev = x.cell_blocked || v.n_over > 0;
+    for (int f = 0; f < c->F && !dev; f++)
+        dev = isfinite(c->k[f].z) && fabs(c->k[f].z) >= a->s.cusum_k;
+    echo_put(c, step, dev);
     cc_anomaly_lifecycle_step(a, c, step, values, &v, sink);
     return 0;
 }

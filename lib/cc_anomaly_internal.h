@@ -73,6 +73,15 @@
 #define BAR_MIN_N 300
 #define BAR_MIN_EXC 5
 
+/* The lagged forecast's echo (lag_echo; -1 = the lag L): a model that copies the day before
+ * forecasts a deviation of yesterday into today's steps; the one-step forecast corrects it from the
+ * steps just seen, the forecast made L steps earlier does not. Each cell keeps one bit per
+ * step for its last ECHO_BITS steps: some KPI's |z| was past cusum_k, some rule was over or
+ * a DQ alert held the cell. The lagged forecast is not used for a step whose time one day
+ * earlier (86400 / step_seconds steps; the rule is off where that and lag_echo do not fit
+ * in the bits) had such a step within ±lag_echo steps. */
+#define ECHO_BITS 1024
+
 /* The multi-scale window rule (cc_anomaly_window.c): scales per KPI and the z it keeps. */
 #define CC_WIN_SCALES 3
 #define CC_WIN_RING 32
@@ -175,6 +184,8 @@ struct CcAnomalyCell {
     float *prof;         // (2, NB, F) usual value per day type (weekday, weekend) and bin,
                          // followed in the same allocation by prof_n
     uint16_t *prof_n;    // (2, NB, F) samples averaged into each bin so far (saturating)
+
+    uint64_t echo[ECHO_BITS / 64]; ///< bit t % ECHO_BITS: step t deviated (see ECHO_BITS)
 
     /* diagnostics (CcEpisodeTrace), not in the snapshot record */
     int64_t live_last;    ///< last step that deviated live, NONE_STEP none

@@ -48,6 +48,7 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     s->tail_steps = 2000;
     s->bar_p = 0;
     s->bar_floor = 4.0;
+    s->lag_echo = -1;
     s->sustained_live = 2;
     s->window_s = 0;
     s->lik_over = 0;
@@ -144,6 +145,9 @@ static const CcAnomalyKey anomaly_keys[] = {
        "bar of the most bursty KPIs; a KPI's own warn_z fixes its bar; 0 = warn_z for every "
        "KPI (default 0)"),
     AK(bar_floor, CC_AKEY_DOUBLE, 0.1, 1e6, "the lowest bar bar_p may set (default 4)"),
+    AK(lag_echo, CC_AKEY_INT, -1, 256,
+       "the lagged forecast is not used for a step whose time one day earlier deviated within "
+       "this many steps (the model's echo of yesterday); -1 = the lag; 0 = off (default -1)"),
     AK(window_s, CC_AKEY_INT64, 0, 604800,
        "window rule: its longest scale in seconds (also /2 and /6): the mean of each KPI's z "
        "over each, scored against its own tail (needs tail_q); 0 = off (default 0)"),

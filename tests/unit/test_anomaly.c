@@ -2112,6 +2112,58 @@ static void test_own_bar(void **state)
     assert_non_null(strstr(err, "bar_floor"));
 }
 
+/* The lagged forecast's echo (lag_echo; cc_anomaly_internal.h, ECHO_BITS). Steps of 30
+ * minutes (a day is 48 steps), lag 4. A spike of 20 sd at steps 100-101 alerts by the
+ * one-step z. At 148-149, one day later, the value is normal and the one-step forecast
+ * expects it, but the forecast made 4 steps earlier copies the day before: its mean is the
+ * spike's (z_L = −20). With the rule off that lagged z alerts a second time; with it on
+ * (-1: the lag, 4 steps; or 2) the lagged forecast is not used at a step whose time a day
+ * earlier deviated, and it does not. A spike on day 2 at 170-171 (a day earlier was
+ * normal) alerts either way. With `gap`, the cell is not observed from 102 to 1129 and the
+ * lagged forecast's miss is at 1172: its time a day earlier (1124) was not observed, and
+ * bit 1124 % 1024 = 100 still held the spike's mark unless skipped steps are cleared. */
+static int run_echo(int echo, int gap)
+{
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    s.step_seconds = 1800;
+    s.lag_steps = 4;
+    s.lag_echo = echo;
+    s.profile_h = 0;
+    Fixture fx;
+    fx_open(&fx, &s, "echo");
+    const int64_t miss = gap ? 1172 : 148;
+    for (int64_t t = 0; t < (gap ? 1200 : 200); t++) {
+        if (gap && t >= 102 && t < 1130)
+            continue;
+        double mean[1] = {normal_value(0, t)}, sd[1] = {10}, lm[1] = {mean[0]};
+        float x[1] = {(float)(mean[0] + 2.0 * sin(2.3 * (double)t))};
+        if (t == 100 || t == 101 || (!gap && (t == 170 || t == 171)))
+            x[0] += 200.0f;
+        if (t == miss || t == miss + 1)
+            lm[0] += 200.0;
+        cc_anomaly_set_expect(fx.a, fx.c, t, mean, sd, NULL);
+        cc_anomaly_set_expect_lagged(fx.a, fx.c, t, lm, sd, NULL);
+        assert_int_equal(cc_anomaly_observe(fx.a, fx.c, t, x, NULL, &fx.sink), 0);
+    }
+    int fired = count(&fx.rec, CC_ALERT_ANOMALY, CC_DQ_NONE, CC_ALERT_FIRING);
+    fx_close(&fx);
+    return fired;
+}
+
+static void test_lag_echo(void **state)
+{
+    (void)state;
+    assert_int_equal(run_echo(0, 0), 3);  /* off: the day-1 spike, its echo, the day-2 spike */
+    assert_int_equal(run_echo(-1, 0), 2); /* the echo is not scored against the lag */
+    assert_int_equal(run_echo(2, 0), 2);
+    assert_int_equal(run_echo(-1, 1), 2); /* a day earlier unobserved: not a deviation */
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    s.lag_echo = -2;
+    assert_int_equal(cc_anomaly_validate(&s, NULL, 0), -EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2152,6 +2204,7 @@ int main(void)
         cmocka_unit_test(test_cusum_step),
         cmocka_unit_test(test_event_json_time_range),
         cmocka_unit_test(test_feedback_raises_bar),
+        cmocka_unit_test(test_lag_echo),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

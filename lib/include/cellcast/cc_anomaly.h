@@ -16,6 +16,13 @@
  * shift or a drift within a few steps, the L-step-old forecast does not, so shifts stay
  * visible for L steps (k-of-n can confirm them). Hosts that set lagged expectations
  * themselves (cc_anomaly_set_expect_lagged) use an explicit L > 0.
+ * Echo (lag_echo, default -1 = L): a model that copies the day before forecasts
+ * yesterday's deviation into today; the one-step forecast corrects it from the steps just
+ * seen, the L-step-old one does not. The lagged forecast is not used for a step whose time
+ * one day earlier (86400 / step_seconds steps, when that plus lag_echo is under 1024) had,
+ * within ±lag_echo steps, a step with some KPI's |z| ≥ cusum_k, some KPI over or a DQ
+ * alert holding the cell (one bit per step and cell; not in the snapshot: after a restart
+ * the rule knows the steps since).
  * Lag calibration: the lagged z is multiplied by min(1, mean|z_1| / mean|z_L|), running
  * means per KPI of the one-step and lagged |z| (plain mean over the first 500 scored
  * steps, then exponential with time constant 500, updates clipped at 5× the mean, frozen
@@ -288,6 +295,10 @@ typedef struct CcAnomalySettings {
                                   ///< warn_z fixes its bar; 0 = warn_z for every KPI
                                   ///< (default 0)
     double bar_floor;             ///< the lowest bar bar_p may set (default 4)
+    int lag_echo;                 ///< the lagged forecast is not used for a step whose time
+                                  ///< one day earlier deviated within ±lag_echo steps
+                                  ///< (cc_anomaly_internal.h, ECHO_BITS); -1 = the lag L;
+                                  ///< 0 = off (default -1; nothing without lag_steps)
     int64_t window_s;             ///< window rule: the longest of its scales in seconds (the
                                   ///< others are window_s/2 and window_s/6): the mean of each
                                   ///< KPI's calibrated z over each scale, scored against its own
