@@ -294,6 +294,18 @@ static const CcdConfigDef tail_rows[] = {
  "Incidents); a cell without it is grouped by the other label, else alone."},
 {"incidents.keep", CCD_CFG_INT, OFF(incidents_keep), "1000", 1, 100000, NULL, 0,
  "Resolved incidents kept for GET /v1/incidents (the open ones are always there)."},
+{"incidents.evidence_cells", CCD_CFG_INT, OFF(incidents_evidence_cells), "2", 0, 1000000, NULL, 1,
+ "Cells together as evidence (docs/design/site-evidence.md): this many cells of one site "
+ "(region) past incidents.evidence_frac of their bars at one step, on one KPI in one "
+ "direction (or all_zero, or missing), open the site's incident before any of them fires; a "
+ "lone cell needs its own alert. 0 = off (every member an alert)."},
+{"incidents.evidence_share", CCD_CFG_DOUBLE, OFF(incidents_evidence_share), "0", 0, 1, NULL, 1,
+ "Or this share of the site's cells in the topology, when that is more cells (0: "
+ "incidents.evidence_cells alone)."},
+{"incidents.evidence_frac", CCD_CFG_DOUBLE, OFF(incidents_evidence_frac), "0.5", 0.05, 1, NULL, 1,
+ "The share of its bar a cell's evidence must reach to count (cc_anomaly_cell_evidence: "
+ "|z| / warning bar, a CUSUM sum / its h, all_zero's run / zero_steps, the silence / "
+ "missing_after_s)."},
 {"incidents.topic", CCD_CFG_STRING, OFF(incidents_topic), "auto", NB, NULL, 0,
  "Kafka topic of incident transitions (proto/incident.schema.json; key: the incident id). "
  "auto = <kafka.alert_topic>.incidents (none when kafka.alert_topic is empty); empty = not "

@@ -100,6 +100,8 @@ typedef struct CcdConfig {
     char *topology_path;
     int incidents_group_by; /* CCD_INC_BY_SITE, CCD_INC_BY_REGION */
     int incidents_keep;
+    int incidents_evidence_cells; /* incidents.h, CcdIncidentSettings */
+    double incidents_evidence_share, incidents_evidence_frac;
     char *incidents_topic;
     char *silences_path; /* "auto" = <snapshot.path>.silences */
     /* Alertmanager (issue 32: alertmanager.h) */

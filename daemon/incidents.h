@@ -170,6 +170,15 @@ void ccd_incidents_stop(Ccd *d);
 void ccd_incidents_reconfigure(Ccd *d);
 /** One alert transition (alerts.c's flush, loop thread), labelled with the topology. */
 void ccd_incidents_on_alert(Ccd *d, const CcAlertEvent *ev);
+/** Classes of evidence that are not a KPI's (the kpi of ccd_incidents_on_evidence). */
+#define CCD_EVIDENCE_ALL_ZERO (-1)
+#define CCD_EVIDENCE_MISSING (-2)
+/** One cell's evidence past incidents.evidence_frac (alerts.c's flush and tick, loop
+ *  thread): on KPI kpi in direction dir (+1 up, -1 down), or CCD_EVIDENCE_*, at step. */
+void ccd_incidents_on_evidence(Ccd *d, const char *cell, int kpi, int dir, double frac,
+                               int64_t step, int64_t ts);
+/** The data has reached step: evidence members no longer reported resolve. */
+void ccd_incidents_evidence_step(Ccd *d, int64_t step);
 /** End of the alerts' flush: produces the changed incidents. */
 void ccd_incidents_publish(Ccd *d);
 /** The lines of /metrics. */

@@ -8,6 +8,10 @@
 #   - every alert carries its cell's labels (GET /v1/alerts);
 #   - the outage is one site incident (3 of 3 cells, critical), not one per cell, and the
 #     spike one cell incident of S2; both resolve once their cells' alerts resolve;
+#   - cells together as evidence (incidents.evidence_*): the three cells of S1 are at 2 of
+#     zero_steps 3 all-zero steps at step 41, past half their bar, which opens the site
+#     incident there (id site:S1:<step 41>), one step before all_zero fires (step 42); b2's
+#     lone spike gets no evidence member (a lone cell needs its own alert);
 #   - the incident's alert ids are the alerts of /v1/alerts; the incidents' metrics;
 #   - a topology file changed and reloaded (SIGHUP) moves a cell; a bad one is refused and
 #     counted, the previous one kept.
@@ -124,12 +128,18 @@ s1, s2 = s1[0], s2[0]
 assert s1["scope"] == "site" and sorted(s1["cells"]) == ["a1", "a2", "a3"], s1
 assert s1["cells_total"] == 3 and s1["severity"] == "critical", s1
 assert s1["summary"].startswith("site S1: 3 of 3 cells"), s1["summary"]
-assert s1["id"].startswith("site:S1:"), s1["id"]
+p0 = 1767225600 // 900
+assert s1["id"] == f"site:S1:{p0 + 41}", s1["id"]  # the evidence, one step before all_zero
+evidence = [a for a in s1["alerts"] if ":evidence:" in a]
+assert sorted(evidence) == [f"a{i}:evidence:all_zero:{p0 + 41}" for i in (1, 2, 3)], s1["alerts"]
+assert sorted(a for a in s1["alerts"] if a not in evidence) == [
+    f"a{i}:all_zero:{p0 + 40}" for i in (1, 2, 3)], s1["alerts"]  # all_zero's onset: step 40
 assert s2["scope"] == "cell" and s2["cells"] == ["b2"], s2
+assert s2["alerts"] == [a for a in s2["alerts"] if ":evidence:" not in a], s2
 assert s2["summary"].startswith("cell b2 (site S2): "), s2["summary"]
 for i in (s1, s2):
     assert i["state"] == "firing" and i["end_time"] is None
-    assert set(i["alerts"]) <= ids, (i["alerts"], ids)
+    assert {a for a in i["alerts"] if ":evidence:" not in a} <= ids, (i["alerts"], ids)
     assert i["firing_alerts"], i
 print(s1["summary"]); print(s2["summary"])
 PYEOF
@@ -154,7 +164,9 @@ curl -s "$U/v1/incidents?scope=site&state=resolved" | grep -q '"total":1' || fai
 curl -s "$U/metrics" >"$TMP/metrics"
 grep -q '^cellcast_incidents_transitions_total{transition="opened"} 2$' "$TMP/metrics" &&
     grep -q '^cellcast_incidents_transitions_total{transition="resolved"} 2$' "$TMP/metrics" &&
-    grep -q '^cellcast_topology_cells 6$' "$TMP/metrics" ||
+    grep -q '^cellcast_topology_cells 6$' "$TMP/metrics" &&
+    grep -q '^cellcast_incidents_evidence_total{what="opened"} 1$' "$TMP/metrics" &&
+    grep -q '^cellcast_incidents_evidence_total{what="members"} 3$' "$TMP/metrics" ||
     fail "metrics: $(grep -E 'incidents|topology' "$TMP/metrics")"
 ok "both incidents resolve with their last alerts"
 
