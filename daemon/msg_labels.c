@@ -25,7 +25,10 @@ struct CcdMsgLabels {
     char *quoted[CCD_MSG_LABELS_MAX];     /* "\"<field>\"": a message without any is skipped */
     CcdStrHash intern;                    /* value -> its one copy */
     CcdStrHash by_cell;                   /* cell -> (n) interned values, NULL: none */
-    CcdStrHash count[CCD_MSG_LABELS_MAX]; /* value -> cells with it, per label */
+    CcdStrHash count[CCD_MSG_LABELS_MAX]; /* value -> cells with it, per label (those the
+                                            shadow does not give the label) */
+    int (*shadowed)(const void *cookie, const char *cell, const char *name);
+    const void *shadow;
     CcdMsgLabelStats st;
 };
 
@@ -120,6 +123,11 @@ static void count_add(CcdStrHash *c, const char *value, int d)
         ccd_strhash_put(c, value, (void *)(k + 1)); /* out of memory: the count is short */
 }
 
+static int is_shadowed(const CcdMsgLabels *m, const char *cell, int i)
+{
+    return m->shadowed && m->shadowed(m->shadow, cell, m->name[i]);
+}
+
 /* Sets label i of cell to value (NULL: none). 1 changed, 0 the same, -ENOMEM. */
 static int label_set(CcdMsgLabels *m, const char *cell, int i, const char *value)
 {
@@ -139,10 +147,12 @@ static int label_set(CcdMsgLabels *m, const char *cell, int i, const char *value
     const char *p = value ? intern(m, value) : NULL;
     if (value && !p)
         return -ENOMEM;
-    if (v[i])
-        count_add(&m->count[i], v[i], -1);
-    if (p)
-        count_add(&m->count[i], p, +1);
+    if (!is_shadowed(m, cell, i)) {
+        if (v[i])
+            count_add(&m->count[i], v[i], -1);
+        if (p)
+            count_add(&m->count[i], p, +1);
+    }
     v[i] = p;
     return 1;
 }
@@ -257,6 +267,26 @@ int ccd_msg_labels_count(const CcdMsgLabels *m, const char *name, const char *va
 {
     int i = label_index(m, name);
     return i >= 0 && value ? (int)(uintptr_t)ccd_strhash_get(&m->count[i], value) : 0;
+}
+
+static void recount_cell(void *cookie, const char *cell, void *val)
+{
+    CcdMsgLabels *m = cookie;
+    const char **v = val;
+    for (int i = 0; i < m->n; i++)
+        if (v[i] && !is_shadowed(m, cell, i))
+            count_add(&m->count[i], v[i], +1);
+}
+
+void ccd_msg_labels_shadow(CcdMsgLabels *m,
+                           int (*shadowed)(const void *cookie, const char *cell, const char *name),
+                           const void *cookie)
+{
+    m->shadowed = shadowed;
+    m->shadow = cookie;
+    for (int i = 0; i < m->n; i++)
+        ccd_strhash_free(&m->count[i]);
+    ccd_strhash_foreach(&m->by_cell, recount_cell, m);
 }
 
 void ccd_msg_labels_stats(const CcdMsgLabels *m, CcdMsgLabelStats *st)

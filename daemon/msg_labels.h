@@ -61,8 +61,14 @@ int ccd_msg_labels_n(const CcdMsgLabels *m);
 const char *ccd_msg_labels_name(const CcdMsgLabels *m, int i);
 /** The cell's value of label i (NULL: none). */
 const char *ccd_msg_labels_value(const CcdMsgLabels *m, const char *cell, int i);
-/** Cells whose messages gave label `name` the value `value`. */
+/** Cells whose messages gave label `name` the value `value`, but those the shadow gives
+ *  that label (the topology file: its value wins). */
 int ccd_msg_labels_count(const CcdMsgLabels *m, const char *name, const char *value);
+/** Sets the shadow (NULL: none): shadowed(cookie, cell, name) says whether another source
+ *  gives the cell that label; the counts are taken again (O(cells): at a reload). */
+void ccd_msg_labels_shadow(CcdMsgLabels *m,
+                           int (*shadowed)(const void *cookie, const char *cell, const char *name),
+                           const void *cookie);
 
 void ccd_msg_labels_stats(const CcdMsgLabels *m, CcdMsgLabelStats *st);
 

@@ -318,11 +318,20 @@ int ccd_topology_region_cells(const CcdTopology *t, const char *region)
 
 CcdMsgLabels *ccd_topology_msg_labels(const CcdTopology *t) { return t ? t->msg : NULL; }
 
+/* The file gives the cell this label (the messages' does not count for its site). */
+static int file_gives(const void *cookie, const char *cell, const char *name)
+{
+    const CcdTopology *t = cookie;
+    return file_label(t, ccd_topology_cell(t, cell), name) != NULL;
+}
+
 void ccd_topology_set_msg_labels(CcdTopology *t, CcdMsgLabels *m)
 {
     if (t->msg != m)
         ccd_msg_labels_close(&t->msg);
     t->msg = m;
+    if (m)
+        ccd_msg_labels_shadow(m, file_gives, t);
 }
 
 size_t ccd_topology_n_cells(const CcdTopology *t) { return t ? t->n_cells : 0; }

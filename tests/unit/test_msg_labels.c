@@ -109,6 +109,9 @@ static void test_msg_labels(void **state)
     assert_true(ccd_topology_has_label(t, "vendor"));
     assert_int_equal(ccd_topology_site_cells(t, "F-1"), 2); /* the file's count */
     assert_int_equal(ccd_topology_site_cells(t, "M-1"), 1); /* the messages' */
+    /* a1's messages say S-1 but the file puts it in F-1: S-1 counts no cell */
+    assert_int_equal(ccd_msg_labels_count(m, "site", "S-1"), 0);
+    assert_int_equal(ccd_topology_site_cells(t, "S-1"), 0);
     char json[CCD_TOPO_LABELS_JSON_MAX];
     assert_true(ccd_topology_labels_json(t, "a1", json, sizeof json) > 0);
     assert_string_equal(json, "{\"site\":\"F-1\",\"region\":\"7\",\"vendor\":\"acme\"}");
