@@ -99,7 +99,7 @@ typedef struct CcdConfig {
     /* topology and incidents (issue 32: topology.h, incidents.h) */
     char *topology_path;
     CcdStrMap ingest_labels; /* label -> message field (msg_labels.h) */
-    int incidents_group_by; /* CCD_INC_BY_SITE, CCD_INC_BY_REGION */
+    int incidents_group_by;  /* CCD_INC_BY_SITE, CCD_INC_BY_REGION */
     int incidents_keep;
     int incidents_evidence_cells; /* incidents.h, CcdIncidentSettings */
     double incidents_evidence_share, incidents_evidence_frac;
