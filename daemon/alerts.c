@@ -413,15 +413,20 @@ typedef struct TickCtx {
 
 /* Loop thread: the cell's silence as a share of the missing-data silence, past
  * incidents.evidence_frac, for the incidents' evidence rule (missing is judged at ticks). */
-static void missing_evidence(Ccd *d, const CcAnomalyCell *ac, int64_t now)
+static void missing_evidence(Ccd *d, const CcdCell *c, const CcAnomalyCell *ac, int64_t now)
 {
+    const int64_t S = d->model->hp.step_seconds;
+    const double after = (double)cc_anomaly_missing_after(d->alerts->an);
+    /* most cells report: their newest record (at or after the detector's step) says so
+     * without reading the detector */
+    if (c->last_step < 0 ||
+        (double)(now - (c->last_step + 1) * S) < d->cfg.incidents_evidence_frac * after)
+        return;
     CcAnomalyEvidence ev;
     cc_anomaly_cell_evidence(d->alerts->an, ac, &ev);
     if (ev.step < 0)
         return;
-    const int64_t S = d->model->hp.step_seconds;
-    double silence = (double)(now - (ev.step + 1) * S),
-           frac = silence / (double)cc_anomaly_missing_after(d->alerts->an);
+    double silence = (double)(now - (ev.step + 1) * S), frac = silence / after;
     if (frac >= d->cfg.incidents_evidence_frac)
         ccd_incidents_on_evidence(d, cc_anomaly_cell_id(ac), CCD_EVIDENCE_MISSING, 0, frac, now / S,
                                   now);
@@ -438,7 +443,7 @@ static void tick_cell(void *cookie, CcdCell *c)
     cc_anomaly_cell_stats(oc->ac, &before);
     cc_anomaly_tick(t->d->alerts->an, oc->ac, t->now, &sink);
     if (t->d->cfg.incidents_evidence_cells > 0)
-        missing_evidence(t->d, oc->ac, t->now);
+        missing_evidence(t->d, c, oc->ac, t->now);
     CcAnomalyCellStats after;
     cc_anomaly_cell_stats(oc->ac, &after);
     if (after.dq_firing != before.dq_firing)

@@ -303,7 +303,7 @@ static const CcdConfigDef tail_rows[] = {
  "Cells together as evidence (docs/design/site-evidence.md): this many cells of one site "
  "(region) past incidents.evidence_frac of their bars at one step, on one KPI in one "
  "direction (or all_zero, or missing), open the site's incident before any of them fires; a "
- "lone cell needs its own alert. 0 = off (every member an alert)."},
+ "lone cell needs its own alert (1 counts as 2). 0 = off (every member an alert)."},
 {"incidents.evidence_share", CCD_CFG_DOUBLE, OFF(incidents_evidence_share), "0", 0, 1, NULL, 1,
  "Or this share of the site's cells in the topology, when that is more cells (0: "
  "incidents.evidence_cells alone)."},
