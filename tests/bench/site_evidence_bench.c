@@ -470,7 +470,7 @@ int main(int argc, char **argv)
             int within2 = 0;
             for (int p = 0; p < det && p < 4096; p++)
                 within2 += d[p] <= 2 + 2.0 / (double)b.S; /* a tick late is in time */
-            char mean[32] = "null", median[32] = "null"; /* JSON has no NaN */
+            char mean[32] = "null", median[32] = "null";  /* JSON has no NaN */
             if (det) {
                 snprintf(mean, sizeof mean, "%.3f", dsum / det);
                 snprintf(median, sizeof median, "%.2f", d[det / 2 < 4096 ? det / 2 : 0]);
