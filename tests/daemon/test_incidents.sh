@@ -11,7 +11,9 @@
 #   - cells together as evidence (incidents.evidence_*): the three cells of S1 are at 2 of
 #     zero_steps 3 all-zero steps at step 41, past half their bar, which opens the site
 #     incident there (id site:S1:<step 41>), one step before all_zero fires (step 42); b2's
-#     lone spike gets no evidence member (a lone cell needs its own alert);
+#     lone spike gets no evidence member (a lone cell needs its own alert); a transport loss
+#     of S2 (no records) opens S2's incident on the cells' silence at 2 of the 3 steps of
+#     missing_after_s, before any missing alert, and the missing alerts join it;
 #   - the incident's alert ids are the alerts of /v1/alerts; the incidents' metrics;
 #   - a topology file changed and reloaded (SIGHUP) moves a cell; a bad one is refused and
 #     counted, the previous one kept.
@@ -171,6 +173,46 @@ grep -q '^cellcast_incidents_transitions_total{transition="opened"} 2$' "$TMP/me
 ok "both incidents resolve with their last alerts"
 
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$U/v1/incidents?scope=planet")" = 422 ] || fail "?scope=planet not refused"
+
+# a transport loss of S2: b1..b3 send nothing after step 59 while S1 goes on. At step 61 they
+# are 2 steps silent, past half of missing_after_s (3 steps): their evidence opens S2's site
+# incident before any missing alert (3 steps); at step 63 the missing alerts join it
+post_a() { # steps [from, to) of S1's cells only
+    local i
+    for ((i = $1; i < $2; i++)); do
+        $PY -c "import json, math; print(json.dumps([{'cell': c, 'ts': ($((1767225600 / 900)) + $i) * 900,
+            'kpis': {'prb': 50 + 20 * math.sin(($i + j) / 6.0), 'thr': 150 + 60 * math.sin(($i + j) / 6.0),
+                     'users': 20 + 5 * math.cos(($i + j) / 6.0)}} for j, c in enumerate(['a1', 'a2', 'a3'])]))" |
+            curl -s -o /dev/null -H 'Content-Type: application/json' --data-binary @- "$U/v1/kpis"
+    done
+    wait_observed a3 $((1767225600 / 900 + $2 - 1)) || fail "S1's steps up to $2 not stepped"
+}
+post_a 60 62
+for _ in $(seq 50); do
+    curl -s "$U/v1/incidents?state=firing&site=S2" >"$TMP/s2"
+    grep -q ':evidence:missing:' "$TMP/s2" && break
+    sleep 0.1
+done
+curl -s "$U/v1/alerts?limit=1000" >"$TMP/alerts2"
+$PY - "$TMP/s2" "$TMP/alerts2" <<'PYEOF' || fail "transport loss on evidence: $(head -c 1200 "$TMP/s2")"
+import json, sys
+inc = json.load(open(sys.argv[1]))["incidents"]
+assert len(inc) == 1 and inc[0]["scope"] == "site" and sorted(inc[0]["cells"]) == ["b1", "b2", "b3"], inc
+assert all(":evidence:missing:" in a for a in inc[0]["alerts"]), inc[0]["alerts"]
+assert inc[0]["summary"].startswith("site S2: 3 of 3 cells stopped reporting"), inc[0]["summary"]
+missing = [a for a in json.load(open(sys.argv[2]))["alerts"] if a["reason"] == "missing"]
+assert not missing, missing  # no alert yet: the evidence alone
+PYEOF
+s2id=$(grep -o '"id":"site:S2:[0-9]*"' "$TMP/s2")
+post_a 62 64
+for _ in $(seq 50); do
+    curl -s "$U/v1/incidents?state=firing&site=S2" >"$TMP/s2b"
+    grep -q 'b3:missing:' "$TMP/s2b" && break
+    sleep 0.1
+done
+grep -q "$s2id" "$TMP/s2b" && grep -q 'b1:missing:' "$TMP/s2b" && grep -q 'b3:missing:' "$TMP/s2b" ||
+    fail "the missing alerts did not join the evidence's incident $s2id: $(head -c 1200 "$TMP/s2b")"
+ok "a transport loss opens its site incident on the cells' silence (2 of 3 steps), before their missing alerts, which join it"
 
 # reload: b1 moves to S1; then a file that does not parse keeps it
 sed -i 's/^b1,S2,/b1,S1,/' "$TMP/topo.csv"
