@@ -18,6 +18,7 @@
 #include "cellcastd.h"
 #include "http.h"
 #include "log.h"
+#include "silences.h"
 #include "topology.h"
 
 static void settings_of(const Ccd *d, CcdIncidentSettings *s)
@@ -102,6 +103,21 @@ void ccd_incidents_on_evidence(Ccd *d, const char *cell, int kpi, int dir, doubl
         snprintf(cls, sizeof cls, "%s:%s", name, dir > 0 ? "up" : "down");
     else
         snprintf(cls, sizeof cls, "%s", kpi == CCD_EVIDENCE_MISSING ? "missing" : "all_zero");
+    /* a cell whose alert of this class a silence would hold does not count either (planned
+     * work on a site opens no incident on its evidence) */
+    const CcdSilenceLabels sl = {
+        .cell = cell,
+        .site = site,
+        .region = region,
+        .sector = ccd_topology_label(t, cell, "sector"),
+        .kind = name ? "anomaly" : "data_quality",
+        .reason = name                          ? "none"
+                  : kpi == CCD_EVIDENCE_MISSING ? "missing"
+                                                : "all_zero",
+        .kpi = name,
+    };
+    if (ccd_silences_matching(d, &sl))
+        return;
     CcdIncEvidence e = {
         .cell = cell,
         .site = site,

@@ -67,6 +67,9 @@ struct evbuffer;
  *  the snapshot file state_path (ccd_state_path) + ".silences", or none when it is "". */
 int ccd_silences_start(Ccd *d, const char *state_path, char *err, size_t errlen);
 void ccd_silences_stop(Ccd *d);
+/** The id of a silence active now that matches these labels (an alert a cell would raise:
+ *  the incidents' evidence rule asks before counting a cell), NULL: none. */
+const char *ccd_silences_matching(Ccd *d, const CcdSilenceLabels *l);
 /** The alerts' flush, for each transition: 1 when it is held back (silenced), 0 when it goes
  *  on. */
 int ccd_silences_hold(Ccd *d, const CcAlertEvent *ev);

@@ -13,7 +13,8 @@
 #     incident there (id site:S1:<step 41>), one step before all_zero fires (step 42); b2's
 #     lone spike gets no evidence member (a lone cell needs its own alert); a transport loss
 #     of S2 (no records) opens S2's incident on the cells' silence at 2 of the 3 steps of
-#     missing_after_s, before any missing alert, and the missing alerts join it;
+#     missing_after_s, before any missing alert, and the missing alerts join it; not while
+#     a silence would hold those alerts;
 #   - the incident's alert ids are the alerts of /v1/alerts; the incidents' metrics;
 #   - a topology file changed and reloaded (SIGHUP) moves a cell; a bad one is refused and
 #     counted, the previous one kept.
@@ -52,6 +53,8 @@ snapshot:
   path: ""
 topology:
   path: "$TMP/topo.csv"
+admin:
+  token: "s3cret"
 alerts:
   zero_steps: 3
   warmup_steps: 8
@@ -187,7 +190,18 @@ post_a() { # steps [from, to) of S1's cells only
     done
     wait_observed a3 $((1767225600 / 900 + $2 - 1)) || fail "S1's steps up to $2 not stepped"
 }
+# first under a silence of S2's missing alerts: its cells' silence does not count either
+end=$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ)
+sid=$(curl -s -H 'Authorization: Bearer s3cret' -H 'Content-Type: application/json' \
+    -d '{"matchers":[{"name":"site","value":"S2"},{"name":"reason","value":"missing"}],"endsAt":"'$end'"}' \
+    "$U/v1/silences" | $PY -c 'import json,sys; print(json.load(sys.stdin)["silenceID"])')
+[ -n "$sid" ] || fail "no silence"
 post_a 60 62
+sleep 2.5 # two ticks of the cron, which judges the silence
+curl -s "$U/v1/incidents?state=firing&site=S2" | grep -q '"group":"S2"' &&
+    fail "an S2 incident on the evidence of silenced cells: $(curl -s "$U/v1/incidents?site=S2" | head -c 600)"
+curl -s -X DELETE -H 'Authorization: Bearer s3cret' "$U/v1/silences/$sid" | grep -q '"state":"expired"' ||
+    fail "the silence did not expire"
 for _ in $(seq 50); do
     curl -s "$U/v1/incidents?state=firing&site=S2" >"$TMP/s2"
     grep -q ':evidence:missing:' "$TMP/s2" && break
