@@ -61,12 +61,22 @@ typedef struct EvVec {
     size_t n, cap;
 } EvVec;
 
+/* A cell's evidence past incidents.evidence_frac at a step (worker → loop; incidents.h). */
+typedef struct EvidRec {
+    char cell[CC_ANOMALY_CELL_ID_MAX + 1];
+    int kpi, dir; /* kpi: a KPI, or CCD_EVIDENCE_ALL_ZERO */
+    double frac;
+    int64_t step;
+} EvidRec;
+
 struct CcdAlerts {
     CcAnomaly *an;
     CcdOutbox *outbox; /* the journal and the delivery of transitions (outbox.h) */
     /* worker/tick → loop */
     pthread_mutex_t qlock;
     EvVec q;
+    EvidRec *evid; /* the evidence reports of the steps since the last flush */
+    size_t n_evid, cap_evid;
     /* history ring */
     QEvent *hist;
     size_t hn, hhead; /* count, index of the oldest */
@@ -238,6 +248,45 @@ static void observed_mask(uint8_t *mask, int F, int imputed, uint64_t present)
         mask[f] = !imputed && (present >> f & 1);
 }
 
+static void evid_push(CcdAlerts *o, const char *cell, int kpi, int dir, double frac, int64_t step)
+{
+    if (o->n_evid == o->cap_evid) {
+        size_t cap = o->cap_evid ? 2 * o->cap_evid : 64;
+        EvidRec *p = realloc(o->evid, cap * sizeof *p);
+        if (!p) {
+            LOG_ERROR("alerts", "out of memory queueing the evidence of cell %s", cell);
+            return; /* the evidence of one step: the cell's next step reports it again */
+        }
+        o->evid = p;
+        o->cap_evid = cap;
+    }
+    EvidRec *r = &o->evid[o->n_evid++];
+    snprintf(r->cell, sizeof r->cell, "%s", cell);
+    r->kpi = kpi;
+    r->dir = dir;
+    r->frac = frac;
+    r->step = step;
+}
+
+/* Worker: the cell's evidence past incidents.evidence_frac after its observation (only
+ * those: most cell-steps queue nothing) for the incidents' evidence rule. */
+static void evidence_queue(Ccd *d, const CcAnomalyCell *ac)
+{
+    CcdAlerts *o = d->alerts;
+    CcAnomalyEvidence ev;
+    const double frac = d->cfg.incidents_evidence_frac;
+    if (!(cc_anomaly_cell_evidence(o->an, ac, &ev) >= frac))
+        return;
+    const char *cell = cc_anomaly_cell_id(ac);
+    pthread_mutex_lock(&o->qlock);
+    if (ev.zero >= frac)
+        evid_push(o, cell, CCD_EVIDENCE_ALL_ZERO, 0, ev.zero, ev.step);
+    for (int f = 0; f < d->model->hp.n_features; f++)
+        if (fabs(ev.kpi[f]) >= frac)
+            evid_push(o, cell, f, ev.kpi[f] > 0 ? 1 : -1, fabs(ev.kpi[f]), ev.step);
+    pthread_mutex_unlock(&o->qlock);
+}
+
 void ccd_alerts_on_stepped(Ccd *d, CcdCell *c, int64_t step, const float *values, int imputed,
                            uint64_t present, const CcForecast *fc)
 {
@@ -256,6 +305,8 @@ void ccd_alerts_on_stepped(Ccd *d, CcdCell *c, int64_t step, const float *values
     cc_anomaly_cell_freeze_learning(
         oc->ac, ccd_silences_in_maintenance(d, c->id, step * (int64_t)d->model->hp.step_seconds));
     cc_anomaly_observe(o->an, oc->ac, step, values, mask, &sink);
+    if (!imputed && d->cfg.incidents_evidence_cells > 0)
+        evidence_queue(d, oc->ac);
     cc_anomaly_set_forecast(o->an, oc->ac, fc);
     publish_scores(d, c, oc);
 }
@@ -322,7 +373,20 @@ void ccd_alerts_flush(Ccd *d)
     pthread_mutex_lock(&o->qlock);
     q = o->q;
     memset(&o->q, 0, sizeof o->q);
+    EvidRec *evid = o->evid;
+    size_t n_evid = o->n_evid;
+    o->evid = NULL;
+    o->n_evid = o->cap_evid = 0;
+    int64_t data_end = o->data_end_s;
     pthread_mutex_unlock(&o->qlock);
+    /* the evidence first: an alert of the same step then joins the incident it opened */
+    const int64_t S = d->model->hp.step_seconds;
+    for (size_t i = 0; i < n_evid; i++)
+        ccd_incidents_on_evidence(d, evid[i].cell, evid[i].kpi, evid[i].dir, evid[i].frac,
+                                  evid[i].step, evid[i].step * S);
+    free(evid);
+    if (data_end > 0) /* the newest observed step: members not reported since resolve */
+        ccd_incidents_evidence_step(d, data_end / S - 1);
     for (size_t i = 0; i < q.n; i++) {
         QEvent *e = &q.v[i];
         e->ev.cell_id = e->cell;
@@ -350,6 +414,27 @@ typedef struct TickCtx {
     int64_t now;
 } TickCtx;
 
+/* Loop thread: the cell's silence as a share of the missing-data silence, past
+ * incidents.evidence_frac, for the incidents' evidence rule (missing is judged at ticks). */
+static void missing_evidence(Ccd *d, const CcdCell *c, const CcAnomalyCell *ac, int64_t now)
+{
+    const int64_t S = d->model->hp.step_seconds;
+    const double after = (double)cc_anomaly_missing_after(d->alerts->an);
+    /* most cells report: their newest record (at or after the detector's step) says so
+     * without reading the detector */
+    if (c->last_step < 0 ||
+        (double)(now - (c->last_step + 1) * S) < d->cfg.incidents_evidence_frac * after)
+        return;
+    CcAnomalyEvidence ev;
+    cc_anomaly_cell_evidence(d->alerts->an, ac, &ev);
+    if (ev.step < 0)
+        return;
+    double silence = (double)(now - (ev.step + 1) * S), frac = silence / after;
+    if (frac >= d->cfg.incidents_evidence_frac)
+        ccd_incidents_on_evidence(d, cc_anomaly_cell_id(ac), CCD_EVIDENCE_MISSING, 0, frac, now / S,
+                                  now);
+}
+
 static void tick_cell(void *cookie, CcdCell *c)
 {
     TickCtx *t = cookie;
@@ -360,6 +445,8 @@ static void tick_cell(void *cookie, CcdCell *c)
     CcAnomalyCellStats before;
     cc_anomaly_cell_stats(oc->ac, &before);
     cc_anomaly_tick(t->d->alerts->an, oc->ac, t->now, &sink);
+    if (t->d->cfg.incidents_evidence_cells > 0)
+        missing_evidence(t->d, c, oc->ac, t->now);
     CcAnomalyCellStats after;
     cc_anomaly_cell_stats(oc->ac, &after);
     if (after.dq_firing != before.dq_firing)
@@ -520,6 +607,7 @@ void ccd_alerts_close(Ccd *d)
     cc_anomaly_close(&o->an);
     ccd_outbox_close(&o->outbox);
     free(o->q.v);
+    free(o->evid);
     free(o->hist);
     pthread_mutex_destroy(&o->qlock);
     free(o);

@@ -223,6 +223,11 @@ static const CcdConfigDef head_rows[] = {
 {"ingest.kpis_field", CCD_CFG_STRING, OFF(ingest_kpis_field), "kpis", NB, NULL, 1,
  "Message field holding an object of KPI values; a record without it carries its KPIs "
  "at the top level."},
+{"ingest.labels", CCD_CFG_MAP, OFF(ingest_labels), "", NB, NULL, 1,
+ "A cell's labels from fields of its KPI messages, label -> message field: `site: site_id`, "
+ "`region: region`, any other label (at most 16; read at a record's top level; a string of "
+ "1..64 bytes or an integer; others refused and counted). The topology file's value wins "
+ "where it gives one (docs/operations.md, Topology). Empty: labels from the file only."},
 {"ingest.align", CCD_CFG_ENUM, OFF(ingest_align), "floor", NB, "floor|nearest|exact", 1,
  "Step of a timestamp: floor = the step containing it (PM counters stamped with the start "
  "of their period), nearest = the closest step, exact = only multiples of the step length."},
@@ -295,6 +300,18 @@ static const CcdConfigDef tail_rows[] = {
  "Incidents); a cell without it is grouped by the other label, else alone."},
 {"incidents.keep", CCD_CFG_INT, OFF(incidents_keep), "1000", 1, 100000, NULL, 0,
  "Resolved incidents kept for GET /v1/incidents (the open ones are always there)."},
+{"incidents.evidence_cells", CCD_CFG_INT, OFF(incidents_evidence_cells), "2", 0, 1000000, NULL, 1,
+ "Cells together as evidence (docs/design/site-evidence.md): this many cells of one site "
+ "(region) past incidents.evidence_frac of their bars at one step, on one KPI in one "
+ "direction (or all_zero, or missing), open the site's incident before any of them fires; a "
+ "lone cell needs its own alert (1 counts as 2). 0 = off (every member an alert)."},
+{"incidents.evidence_share", CCD_CFG_DOUBLE, OFF(incidents_evidence_share), "0", 0, 1, NULL, 1,
+ "Or this share of the site's cells in the topology, when that is more cells (0: "
+ "incidents.evidence_cells alone)."},
+{"incidents.evidence_frac", CCD_CFG_DOUBLE, OFF(incidents_evidence_frac), "0.5", 0.05, 1, NULL, 1,
+ "The share of its bar a cell's evidence must reach to count (cc_anomaly_cell_evidence: "
+ "|z| / warning bar, a CUSUM sum / its h, all_zero's run / zero_steps, the silence / "
+ "missing_after_s)."},
 {"incidents.topic", CCD_CFG_STRING, OFF(incidents_topic), "auto", NB, NULL, 0,
  "Kafka topic of incident transitions (proto/incident.schema.json; key: the incident id). "
  "auto = <kafka.alert_topic>.incidents (none when kafka.alert_topic is empty); empty = not "
@@ -1217,6 +1234,26 @@ int ccd_config_validate(const CcdConfig *c, char *err, size_t errlen)
         return cc_errf(err, errlen, -EINVAL, "key 'model.path': a model file is needed");
     if (c->demo_enabled && (!c->demo_topic || !*c->demo_topic))
         return cc_errf(err, errlen, -EINVAL, "key 'demo.topic': the demo needs a topic");
+    if (c->ingest_labels.n > 16)
+        return cc_errf(err, errlen, -EINVAL, "key 'ingest.labels': %d labels, at most 16",
+                       c->ingest_labels.n);
+    for (int i = 0; i < c->ingest_labels.n; i++) {
+        const char *name = c->ingest_labels.items[i].key, *field = c->ingest_labels.items[i].value;
+        static const char *const not_labels[] = {"cell", "neighbours", "lat", "lon"};
+        for (size_t k = 0; k < sizeof not_labels / sizeof *not_labels; k++)
+            if (!strcmp(name, not_labels[k]))
+                return cc_errf(err, errlen, -EINVAL,
+                               "key 'ingest.labels.%s': %s is not a label (a topology column)",
+                               name, name);
+        if (!name[0] || strlen(name) > 64 ||
+            strspn(name, "abcdefghijklmnopqrstuvwxyz"
+                         "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != strlen(name))
+            return cc_errf(err, errlen, -EINVAL,
+                           "key 'ingest.labels.%s': a label name is 1..64 of [A-Za-z0-9_-]", name);
+        if (!field || !field[0] || strlen(field) > 64)
+            return cc_errf(err, errlen, -EINVAL,
+                           "key 'ingest.labels.%s': the message field must be 1..64 bytes", name);
+    }
     for (int i = 0; i < c->ingest_fields.n; i++) {
         char msg[128];
         size_t len;

@@ -98,8 +98,11 @@ typedef struct CcdConfig {
     CcdStrMap alerts_kpis;
     /* topology and incidents (issue 32: topology.h, incidents.h) */
     char *topology_path;
-    int incidents_group_by; /* CCD_INC_BY_SITE, CCD_INC_BY_REGION */
+    CcdStrMap ingest_labels; /* label -> message field (msg_labels.h) */
+    int incidents_group_by;  /* CCD_INC_BY_SITE, CCD_INC_BY_REGION */
     int incidents_keep;
+    int incidents_evidence_cells; /* incidents.h, CcdIncidentSettings */
+    double incidents_evidence_share, incidents_evidence_frac;
     char *incidents_topic;
     char *silences_path; /* "auto" = <snapshot.path>.silences */
     char *silences_file; /* the configuration's silences (JSON); "" = none */

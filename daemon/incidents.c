@@ -14,8 +14,35 @@
 
 #include <jansson.h>
 
+#include "cc_anomaly.h"
+
+/* Longest "<cell>:evidence:<class>" key: a cell id, a KPI name and a direction. */
+#define CC_INC_KEY_MAX (CC_ANOMALY_CELL_ID_MAX + 96)
+
+/* A cell past evidence_frac on one class at one step, waiting for others of its group. */
+typedef struct Pend {
+    char *cell, *cls, *kpi;
+    int64_t step, ts;
+    int joined; /* already an evidence member of the group's incident */
+} Pend;
+
+typedef struct PendGroup {
+    Pend *v;
+    size_t n, cap;
+} PendGroup;
+
+/* An evidence member: its incident, its member id, the last step it was reported at. */
+typedef struct EvidMember {
+    CcdIncident *inc;
+    char *alert_id;
+    int64_t seen_step, seen_ts;
+} EvidMember;
+
 struct CcdIncidents {
     CcdIncidentSettings s;
+    CcdStrHash pending; /* group key -> PendGroup: evidence reports of the last steps */
+    CcdStrHash evid;    /* "<cell>:evidence:<class>" -> EvidMember while it is firing */
+    int64_t expired_step;
     CcdStrHash open;     /* group key ("<scope>:<group>") -> open CcdIncident */
     CcdStrHash alerts;   /* firing alert id -> its CcdIncident */
     CcdIncident **dirty; /* changed since the last emit, in order of first change */
@@ -34,6 +61,9 @@ void ccd_incident_default_settings(CcdIncidentSettings *s)
 {
     s->group_by = CCD_INC_BY_SITE;
     s->keep = 1000;
+    s->evidence_cells = 2;
+    s->evidence_share = 0;
+    s->evidence_frac = 0.5;
 }
 
 static void incident_free(CcdIncident *inc)
@@ -65,6 +95,7 @@ int ccd_incidents_open(CcdIncidents **out, const CcdIncidentSettings *s)
     if (!g)
         return -ENOMEM;
     g->s = *s;
+    g->expired_step = INT64_MIN;
     if (g->s.keep < 1)
         g->s.keep = 1;
     if (!(g->recent = calloc((size_t)g->s.keep, sizeof *g->recent))) {
@@ -82,11 +113,42 @@ static void free_open(void *cookie, const char *key, void *val)
     incident_free(val);
 }
 
+static void pend_clear(Pend *p)
+{
+    free(p->cell);
+    free(p->cls);
+    free(p->kpi);
+}
+
+static void free_pending(void *cookie, const char *key, void *val)
+{
+    (void)cookie;
+    (void)key;
+    PendGroup *pg = val;
+    for (size_t i = 0; i < pg->n; i++)
+        pend_clear(&pg->v[i]);
+    free(pg->v);
+    free(pg);
+}
+
+static void free_evid(void *cookie, const char *key, void *val)
+{
+    (void)cookie;
+    (void)key;
+    EvidMember *em = val;
+    free(em->alert_id);
+    free(em);
+}
+
 void ccd_incidents_close(CcdIncidents **gp)
 {
     CcdIncidents *g = *gp;
     if (!g)
         return;
+    ccd_strhash_foreach(&g->pending, free_pending, NULL);
+    ccd_strhash_foreach(&g->evid, free_evid, NULL);
+    ccd_strhash_free(&g->pending);
+    ccd_strhash_free(&g->evid);
     /* an incident is in open, or in recent, or (resolved, not yet emitted) only in dirty */
     /* the dirty ones first: a firing one there is also open, and is freed with open's */
     for (size_t i = 0; i < g->n_dirty; i++)
@@ -106,6 +168,9 @@ void ccd_incidents_close(CcdIncidents **gp)
 void ccd_incidents_set_settings(CcdIncidents *g, const CcdIncidentSettings *s)
 {
     g->s.group_by = s->group_by; /* keep: the ring's size is set at open */
+    g->s.evidence_cells = s->evidence_cells;
+    g->s.evidence_share = s->evidence_share;
+    g->s.evidence_frac = s->evidence_frac;
 }
 
 static int mark_dirty(CcdIncidents *g, CcdIncident *inc)
@@ -293,6 +358,233 @@ int ccd_incidents_add(CcdIncidents *g, const CcdIncAlert *a)
     if (rc == -ENOMEM)
         g->st.oom++;
     return rc;
+}
+
+/* ---- cells together as evidence (incidents.h; docs/design/site-evidence.md) ---------- */
+
+/* The cells of its group a class needs at one step: evidence_cells, or the share of the
+ * group's cells when that is more. */
+static int evidence_need(const CcdIncidentSettings *s, int group_cells)
+{
+    int need = s->evidence_cells;
+    if (s->evidence_share > 0 && group_cells > 0) {
+        double share = s->evidence_share * group_cells;
+        int n = (int)share;
+        n += (double)n < share;
+        need = n > need ? n : need;
+    }
+    return need < 2 ? 2 : need; /* a lone cell needs its own alert */
+}
+
+/* What the member stands for in the summary: what its class is evidence of. */
+static const char *evidence_reason(const char *cls)
+{
+    return !strcmp(cls, "all_zero") ? "all_zero" : !strcmp(cls, "missing") ? "missing" : "anomaly";
+}
+
+/* Adds the pending report p of group (labels of e) to the group's incident as an evidence
+ * member. 0 or -ENOMEM. */
+static int evidence_join(CcdIncidents *g, const CcdIncEvidence *e, const char *gkey, Pend *p)
+{
+    char key[CC_INC_KEY_MAX], id[CC_INC_KEY_MAX + 24];
+    snprintf(key, sizeof key, "%s:evidence:%s", p->cell, p->cls);
+    snprintf(id, sizeof id, "%s:%lld", key, (long long)p->step);
+    EvidMember *em = ccd_strhash_get(&g->evid, key);
+    if (em) { /* already a member (a report of this step came twice) */
+        p->joined = 1;
+        return 0;
+    }
+    CcdIncAlert a = {
+        .id = id,
+        .cell = p->cell,
+        .site = e->site,
+        .region = e->region,
+        .reason = evidence_reason(p->cls),
+        .kpi = p->kpi,
+        .firing = 1,
+        .step = p->step,
+        .ts = p->ts,
+        .start_ts = p->ts,
+        .group_cells = e->group_cells,
+    };
+    int opened = !ccd_strhash_get(&g->open, gkey);
+    if (!(em = calloc(1, sizeof *em)) || !(em->alert_id = strdup(id))) {
+        free(em);
+        return -ENOMEM;
+    }
+    int rc = add_firing(g, &a);
+    if (!rc && !(em->inc = ccd_strhash_get(&g->alerts, id)))
+        rc = -ENOMEM;
+    if (!rc && ccd_strhash_put(&g->evid, key, em)) {
+        /* the member cannot be tracked: resolve it at once rather than hold the incident */
+        add_resolved(g, &a);
+        rc = -ENOMEM;
+    }
+    if (rc) {
+        free(em->alert_id);
+        free(em);
+        return rc;
+    }
+    em->seen_step = p->step;
+    em->seen_ts = p->ts;
+    p->joined = 1;
+    g->st.evidence_members++;
+    g->st.evidence_opened += opened;
+    return 0;
+}
+
+static PendGroup *pend_group(CcdIncidents *g, const char *gkey)
+{
+    PendGroup *pg = ccd_strhash_get(&g->pending, gkey);
+    if (pg)
+        return pg;
+    if (!(pg = calloc(1, sizeof *pg)))
+        return NULL;
+    if (ccd_strhash_put(&g->pending, gkey, pg)) {
+        free(pg);
+        return NULL;
+    }
+    return pg;
+}
+
+/* Drops the reports of steps before `step` − 1 from a group's pending list. */
+static void pend_prune(PendGroup *pg, int64_t step)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < pg->n; i++) {
+        if (pg->v[i].step < step - 1)
+            pend_clear(&pg->v[i]);
+        else
+            pg->v[w++] = pg->v[i];
+    }
+    pg->n = w;
+}
+
+static int evidence_add(CcdIncidents *g, const CcdIncEvidence *e)
+{
+    const char *group;
+    int scope;
+    char gkey[256], key[CC_INC_KEY_MAX];
+    CcdIncAlert ga = {.cell = e->cell, .site = e->site, .region = e->region};
+    alert_group(g, &ga, &group, &scope);
+    if (scope == CCD_INC_CELL) /* no site, no region: a lone cell */
+        return 0;
+    snprintf(gkey, sizeof gkey, "%s:%s", ccd_inc_scope_name(scope), group);
+    snprintf(key, sizeof key, "%s:evidence:%s", e->cell, e->cls);
+    EvidMember *em = ccd_strhash_get(&g->evid, key);
+    if (em && e->step > em->seen_step) {
+        em->seen_step = e->step;
+        em->seen_ts = e->ts;
+    }
+    PendGroup *pg = pend_group(g, gkey);
+    if (!pg)
+        return -ENOMEM;
+    pend_prune(pg, e->step);
+    size_t n_same = 0, i;
+    for (i = 0; i < pg->n; i++) {
+        const Pend *p = &pg->v[i];
+        if (p->step != e->step || strcmp(p->cls, e->cls))
+            continue;
+        if (!strcmp(p->cell, e->cell))
+            break; /* reported twice at one step */
+        n_same++;
+    }
+    if (i < pg->n)
+        return 0;
+    if (pg->n == pg->cap) {
+        size_t cap = pg->cap ? 2 * pg->cap : 8;
+        Pend *v = realloc(pg->v, cap * sizeof *v);
+        if (!v)
+            return -ENOMEM;
+        pg->v = v;
+        pg->cap = cap;
+    }
+    Pend p = {strdup(e->cell), strdup(e->cls), dupn(e->kpi), e->step, e->ts, em != NULL};
+    if (!p.cell || !p.cls || (e->kpi && !p.kpi)) {
+        pend_clear(&p);
+        return -ENOMEM;
+    }
+    pg->v[pg->n++] = p;
+    if ((int)(n_same + 1) < evidence_need(&g->s, e->group_cells))
+        return 0;
+    /* enough cells of the group at this step on this class: each joins */
+    for (i = 0; i < pg->n; i++) {
+        Pend *q = &pg->v[i];
+        if (q->joined || q->step != e->step || strcmp(q->cls, e->cls))
+            continue;
+        int rc = evidence_join(g, e, gkey, q);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int ccd_incidents_evidence(CcdIncidents *g, const CcdIncEvidence *e)
+{
+    if (g->s.evidence_cells <= 0 || !e->cell || !e->cls || !(e->frac >= g->s.evidence_frac))
+        return 0;
+    g->st.evidence_reports++;
+    int rc = evidence_add(g, e);
+    if (rc == -ENOMEM)
+        g->st.oom++;
+    return rc;
+}
+
+typedef struct Expire {
+    int64_t before;
+    char **keys;
+    size_t n, cap;
+    int oom;
+} Expire;
+
+static void collect_stale(void *cookie, const char *key, void *val)
+{
+    Expire *x = cookie;
+    const EvidMember *em = val;
+    if (em->seen_step >= x->before || x->oom)
+        return;
+    if (x->n == x->cap) {
+        size_t cap = x->cap ? 2 * x->cap : 16;
+        char **k = realloc(x->keys, cap * sizeof *k);
+        if (!k) {
+            x->oom = 1;
+            return;
+        }
+        x->keys = k;
+        x->cap = cap;
+    }
+    if (!(x->keys[x->n] = strdup(key)))
+        x->oom = 1;
+    else
+        x->n++;
+}
+
+static void prune_group(void *cookie, const char *key, void *val)
+{
+    (void)key;
+    pend_prune(val, *(const int64_t *)cookie);
+}
+
+void ccd_incidents_evidence_expire(CcdIncidents *g, int64_t step)
+{
+    if (step <= g->expired_step)
+        return;
+    g->expired_step = step;
+    ccd_strhash_foreach(&g->pending, prune_group, &step);
+    if (!g->evid.n)
+        return;
+    Expire x = {step - 1, NULL, 0, 0, 0};
+    ccd_strhash_foreach(&g->evid, collect_stale, &x);
+    for (size_t i = 0; i < x.n; i++) {
+        EvidMember *em = ccd_strhash_del(&g->evid, x.keys[i]);
+        CcdIncAlert a = {.id = em->alert_id, .cell = "", .ts = em->seen_ts};
+        ccd_incidents_add(g, &a);
+        free_evid(NULL, NULL, em);
+        free(x.keys[i]);
+    }
+    free(x.keys);
+    if (x.oom)
+        g->st.oom++; /* those left are expired at the next step */
 }
 
 /* What the cell's member alerts say it has: 0 lost traffic (all_zero), 1 stopped

@@ -15,10 +15,15 @@
  * with all of them, not one per cell. Cost: O(1) expected per alert (hashes by group and
  * by alert id) and O(changed incidents) per flush.
  *
- * The evidence rule of issue 32 ("several cells deviating at once raise the site incident
- * sooner") is not applied: the detector does not expose a cell's pending (over but not yet
- * fired) state, and with the default warn_k = 1 an anomaly fires at its first over step
- * anyway. Every member is a fired alert.
+ * Cells together as evidence (docs/design/site-evidence.md): the host also reports, per
+ * cell and step, each evidence class (a KPI and a direction, all_zero, missing) on which the
+ * cell went past evidence_frac of its bar (cc_anomaly_cell_evidence; the silence's share of
+ * the missing-data bar). When at least need = max(evidence_cells, ceil(evidence_share × the
+ * group's cells)) cells of one site (region) are past it on one class at one step, each of
+ * them joins the group's incident (opening it) as an evidence member (reason "evidence",
+ * id "<cell>:evidence:<class>:<step>"), which resolves once its cell is no longer reported
+ * past the share (ccd_incidents_evidence_expire); a lone cell, or cells without the label,
+ * still need an alert of their own. evidence_cells 0 turns it off.
  *
  * The first part (CcdIncidents) is pure logic, no sockets and no daemon; the second hosts
  * it in cellcastd: fed by the alerts' flush (alerts.c) with the topology's labels
@@ -39,9 +44,24 @@ enum CcdIncScope { CCD_INC_CELL, CCD_INC_SITE, CCD_INC_REGION };
 enum CcdIncGroupBy { CCD_INC_BY_SITE, CCD_INC_BY_REGION };
 
 typedef struct CcdIncidentSettings {
-    int group_by; ///< CCD_INC_BY_SITE (default) or CCD_INC_BY_REGION
-    int keep;     ///< resolved incidents kept for GET /v1/incidents (default 1000)
+    int group_by;          ///< CCD_INC_BY_SITE (default) or CCD_INC_BY_REGION
+    int keep;              ///< resolved incidents kept for GET /v1/incidents (default 1000)
+    int evidence_cells;    ///< cells of a group past evidence_frac at one step, on one class,
+                           ///< that open its incident (default 2; 0: the rule off)
+    double evidence_share; ///< or this share of the group's cells, if more (default 0)
+    double evidence_frac;  ///< the share of its bar a cell must be past (default 0.5)
 } CcdIncidentSettings;
+
+/** One cell's evidence at one step on one class, past evidence_frac (strings are copied). */
+typedef struct CcdIncEvidence {
+    const char *cell;
+    const char *site, *region; ///< the cell's labels, NULL: none
+    const char *cls;           ///< the class: "<kpi>:up", "<kpi>:down", "all_zero", "missing"
+    const char *kpi;           ///< the KPI of a KPI class, else NULL
+    double frac;               ///< the share of the bar (cc_anomaly_cell_evidence; ≥ 0)
+    int64_t step, ts;          ///< the data step it is of, and its unix seconds
+    int group_cells;           ///< cells of the cell's site (region), 0: unknown
+} CcdIncEvidence;
 
 /** One alert transition as the grouping sees it (strings are copied). */
 typedef struct CcdIncAlert {
@@ -94,6 +114,9 @@ typedef struct CcdIncidentStats {
     size_t firing, recent;              ///< incidents open now; resolved ones kept
     size_t firing_site, firing_region;  ///< of the open ones, with scope site / region
     uint64_t oom;                       ///< alerts not grouped for want of memory
+    uint64_t evidence_reports;          ///< evidence reports past evidence_frac
+    uint64_t evidence_opened;           ///< incidents the evidence rule opened
+    uint64_t evidence_members;          ///< evidence members added
 } CcdIncidentStats;
 
 void ccd_incident_default_settings(CcdIncidentSettings *s);
@@ -105,6 +128,14 @@ void ccd_incidents_set_settings(CcdIncidents *g, const CcdIncidentSettings *s);
 
 /** Adds one alert transition. 0, or -ENOMEM (counted; the alert is not grouped). */
 int ccd_incidents_add(CcdIncidents *g, const CcdIncAlert *a);
+
+/** One cell's evidence on one class at one step (ignored under evidence_frac, with the rule
+ *  off, or for a cell without the group's label). 0 or -ENOMEM (counted). */
+int ccd_incidents_evidence(CcdIncidents *g, const CcdIncEvidence *e);
+
+/** The data has reached `step`: evidence members last reported before step − 1 resolve, and
+ *  pending reports of those steps are dropped. */
+void ccd_incidents_evidence_expire(CcdIncidents *g, int64_t step);
 
 /** Emits every incident changed since the last call, once each (oldest change first), then
  *  keeps the resolved ones among the recent. */
@@ -139,6 +170,15 @@ void ccd_incidents_stop(Ccd *d);
 void ccd_incidents_reconfigure(Ccd *d);
 /** One alert transition (alerts.c's flush, loop thread), labelled with the topology. */
 void ccd_incidents_on_alert(Ccd *d, const CcAlertEvent *ev);
+/** Classes of evidence that are not a KPI's (the kpi of ccd_incidents_on_evidence). */
+#define CCD_EVIDENCE_ALL_ZERO (-1)
+#define CCD_EVIDENCE_MISSING (-2)
+/** One cell's evidence past incidents.evidence_frac (alerts.c's flush and tick, loop
+ *  thread): on KPI kpi in direction dir (+1 up, -1 down), or CCD_EVIDENCE_*, at step. */
+void ccd_incidents_on_evidence(Ccd *d, const char *cell, int kpi, int dir, double frac,
+                               int64_t step, int64_t ts);
+/** The data has reached step: evidence members no longer reported resolve. */
+void ccd_incidents_evidence_step(Ccd *d, int64_t step);
 /** End of the alerts' flush: produces the changed incidents. */
 void ccd_incidents_publish(Ccd *d);
 /** The lines of /metrics. */

@@ -18,6 +18,7 @@
 #include "cellcastd.h"
 #include "http.h"
 #include "log.h"
+#include "silences.h"
 #include "topology.h"
 
 static void settings_of(const Ccd *d, CcdIncidentSettings *s)
@@ -25,6 +26,9 @@ static void settings_of(const Ccd *d, CcdIncidentSettings *s)
     ccd_incident_default_settings(s);
     s->group_by = d->cfg.incidents_group_by;
     s->keep = d->cfg.incidents_keep;
+    s->evidence_cells = d->cfg.incidents_evidence_cells;
+    s->evidence_share = d->cfg.incidents_evidence_share;
+    s->evidence_frac = d->cfg.incidents_evidence_frac;
 }
 
 int ccd_incidents_start(Ccd *d)
@@ -82,6 +86,63 @@ void ccd_incidents_on_alert(Ccd *d, const CcAlertEvent *ev)
         LOG_ERROR("incidents", "out of memory grouping alert %s", ev->id); /* counted */
 }
 
+void ccd_incidents_on_evidence(Ccd *d, const char *cell, int kpi, int dir, double frac,
+                               int64_t step, int64_t ts)
+{
+    if (!d->incidents || d->cfg.incidents_evidence_cells <= 0)
+        return;
+    const CcHparams *hp = &d->model->hp;
+    const CcdTopology *t = d->topology;
+    const char *site = ccd_topology_label(t, cell, "site"),
+               *region = ccd_topology_label(t, cell, "region");
+    if (!site && !region)
+        return; /* a cell of its own: only its alerts count */
+    char cls[96];
+    const char *name = kpi >= 0 && kpi < hp->n_features ? hp->features[kpi] : NULL;
+    if (name)
+        snprintf(cls, sizeof cls, "%s:%s", name, dir > 0 ? "up" : "down");
+    else
+        snprintf(cls, sizeof cls, "%s", kpi == CCD_EVIDENCE_MISSING ? "missing" : "all_zero");
+    /* a cell whose alert of this class a silence would hold does not count either (planned
+     * work on a site opens no incident on its evidence) */
+    const CcdSilenceLabels sl = {
+        .cell = cell,
+        .site = site,
+        .region = region,
+        .sector = ccd_topology_label(t, cell, "sector"),
+        .kind = name ? "anomaly" : "data_quality",
+        .reason = name                          ? "none"
+                  : kpi == CCD_EVIDENCE_MISSING ? "missing"
+                                                : "all_zero",
+        .kpi = name,
+    };
+    if (ccd_silences_matching(d, &sl))
+        return;
+    CcdIncEvidence e = {
+        .cell = cell,
+        .site = site,
+        .region = region,
+        .cls = cls,
+        .kpi = name,
+        .frac = frac,
+        .step = step,
+        .ts = ts,
+        .group_cells = d->cfg.incidents_group_by == CCD_INC_BY_REGION && region
+                           ? ccd_topology_region_cells(t, region)
+                       : site ? ccd_topology_site_cells(t, site)
+                              : ccd_topology_region_cells(t, region),
+    };
+    if (ccd_incidents_evidence(d->incidents, &e) == -ENOMEM)
+        LOG_ERROR("incidents", "out of memory weighing the evidence of cell %s",
+                  cell); /* counted */
+}
+
+void ccd_incidents_evidence_step(Ccd *d, int64_t step)
+{
+    if (d->incidents)
+        ccd_incidents_evidence_expire(d->incidents, step);
+}
+
 static void produce_one(void *cookie, const CcdIncident *inc)
 {
     Ccd *d = cookie;
@@ -131,6 +192,13 @@ void ccd_incidents_metrics(Ccd *d, struct evbuffer *b)
         "cellcast_incidents_alerts_total{outcome=\"grouped\"} %llu\n"
         "cellcast_incidents_alerts_total{outcome=\"unknown\"} %llu\n"
         "cellcast_incidents_alerts_total{outcome=\"dropped\"} %llu\n"
+        "# HELP cellcast_incidents_evidence_total Cells together as evidence: reports of a "
+        "cell past incidents.evidence_frac of a bar (reports), evidence members that joined "
+        "an incident (members), incidents the evidence opened (opened).\n"
+        "# TYPE cellcast_incidents_evidence_total counter\n"
+        "cellcast_incidents_evidence_total{what=\"reports\"} %llu\n"
+        "cellcast_incidents_evidence_total{what=\"members\"} %llu\n"
+        "cellcast_incidents_evidence_total{what=\"opened\"} %llu\n"
         "# HELP cellcast_incidents_produce_refused_total Incident transitions the producer "
         "refused (not retried).\n"
         "# TYPE cellcast_incidents_produce_refused_total counter\n"
@@ -139,7 +207,8 @@ void ccd_incidents_metrics(Ccd *d, struct evbuffer *b)
         (unsigned long long)st.opened, (unsigned long long)st.updated,
         (unsigned long long)st.resolved, (unsigned long long)st.alerts_grouped,
         (unsigned long long)st.alerts_unknown, (unsigned long long)st.oom,
-        (unsigned long long)d->incidents_refused);
+        (unsigned long long)st.evidence_reports, (unsigned long long)st.evidence_members,
+        (unsigned long long)st.evidence_opened, (unsigned long long)d->incidents_refused);
 }
 
 int ccd_h_incidents(CcdReq *r)

@@ -16,8 +16,10 @@
 #include "handover.h"
 #include "http.h"
 #include "log.h"
+#include "msg_labels.h"
 #include "publish.h"
 #include "state.h"
+#include "topology.h"
 
 /* Kafka batches: the newest acked, the newest polled, and messages in the current poll. */
 static uint64_t acked_kafka, last_kafka, polled_in_batch;
@@ -113,6 +115,8 @@ int ccd_ingest_message(Ccd *d, const void *buf, size_t len, int topic, int32_t p
         return rc;
     }
     d->in.unmapped_fields += kb.unmapped_fields;
+    /* the cells' labels from the message's fields (ingest.labels; msg_labels.h) */
+    ccd_msg_labels_read(ccd_topology_msg_labels(d->topology), buf, len, &kb);
     for (int i = 0; i < kb.n_errors; i++) {
         char src[48];
         d->in.invalid[kb.errors[i].reason]++;

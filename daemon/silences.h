@@ -159,6 +159,9 @@ void ccd_silences_reload_apply(Ccd *d, CcdSilences **pending, int apply);
 /** Whether the cell's step at step_time (unix seconds) is in a maintenance window: its
  *  learning is frozen for that step (cc_anomaly_cell_freeze_learning). Counted. */
 int ccd_silences_in_maintenance(Ccd *d, const char *cell, int64_t step_time);
+/** The id of a silence active now that matches these labels (an alert a cell would raise:
+ *  the incidents' evidence rule asks before counting a cell), NULL: none. */
+const char *ccd_silences_matching(Ccd *d, const CcdSilenceLabels *l);
 /** The alerts' flush, for each transition: 1 when it is held back (silenced), 0 when it goes
  *  on. */
 int ccd_silences_hold(Ccd *d, const CcAlertEvent *ev);

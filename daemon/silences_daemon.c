@@ -288,6 +288,11 @@ static const char *matched_by(Ccd *d, const CcAlertEvent *ev)
     return ccd_silences_match(d->silences->list, &l, (int64_t)time(NULL));
 }
 
+const char *ccd_silences_matching(Ccd *d, const CcdSilenceLabels *l)
+{
+    return d->silences ? ccd_silences_match(d->silences->list, l, (int64_t)time(NULL)) : NULL;
+}
+
 int ccd_silences_hold(Ccd *d, const CcAlertEvent *ev)
 {
     CcdSilenceHost *h = d->silences;

@@ -16,6 +16,7 @@
 #include "cc_json.h"
 #include "cellcastd.h"
 #include "log.h"
+#include "msg_labels.h"
 #include "strmap.h"
 
 /* The fixed columns; any other is an operator's label. */
@@ -31,6 +32,7 @@ struct CcdTopology {
     CcdStrHash by_cell; /* id -> CcdTopoCell */
     CcdStrHash sites;   /* site -> (void *)(uintptr_t) its count of cells */
     CcdStrHash regions; /* region -> the same */
+    CcdMsgLabels *msg;  /* labels from the KPI messages (ingest.labels), NULL: none */
 };
 
 static const char *const fixed_names[COL_LABEL] = {"cell",       "site", "region", "sector",
@@ -44,6 +46,7 @@ void ccd_topology_free(CcdTopology **tp)
     ccd_strhash_free(&t->by_cell);
     ccd_strhash_free(&t->sites);
     ccd_strhash_free(&t->regions);
+    ccd_msg_labels_close(&t->msg);
     free(t->cells);
     free(t->text);
     free(t);
@@ -269,15 +272,21 @@ static int is_label(const CcdTopology *t, int i)
     return k == COL_SITE || k == COL_REGION || k == COL_SECTOR || k == COL_LABEL;
 }
 
-const char *ccd_topology_label(const CcdTopology *t, const char *cell, const char *name)
+/* The file's value of the cell's label `name`, NULL when none. */
+static const char *file_label(const CcdTopology *t, const CcdTopoCell *c, const char *name)
 {
-    const CcdTopoCell *c = ccd_topology_cell(t, cell);
-    if (!c)
-        return NULL;
-    for (int i = 0; i < t->n_cols; i++)
+    for (int i = 0; c && i < t->n_cols; i++)
         if (is_label(t, i) && !strcmp(t->col_name[i], name))
             return c->labels[i][0] ? c->labels[i] : NULL;
     return NULL;
+}
+
+const char *ccd_topology_label(const CcdTopology *t, const char *cell, const char *name)
+{
+    if (!t || !cell)
+        return NULL;
+    const char *v = file_label(t, ccd_topology_cell(t, cell), name);
+    return v ? v : ccd_msg_labels_get(t->msg, cell, name); /* the file's wins */
 }
 
 int ccd_topology_has_label(const CcdTopology *t, const char *name)
@@ -285,20 +294,62 @@ int ccd_topology_has_label(const CcdTopology *t, const char *name)
     for (int i = 0; t && i < t->n_cols; i++)
         if (is_label(t, i) && !strcmp(t->col_name[i], name))
             return 1;
+    for (int i = 0; t && i < ccd_msg_labels_n(t->msg); i++)
+        if (!strcmp(ccd_msg_labels_name(t->msg, i), name))
+            return 1;
     return 0;
 }
 
 int ccd_topology_site_cells(const CcdTopology *t, const char *site)
 {
-    return t && site ? (int)(uintptr_t)ccd_strhash_get(&t->sites, site) : 0;
+    if (!t || !site)
+        return 0;
+    int n = (int)(uintptr_t)ccd_strhash_get(&t->sites, site);
+    return n ? n : ccd_msg_labels_count(t->msg, "site", site);
 }
 
 int ccd_topology_region_cells(const CcdTopology *t, const char *region)
 {
-    return t && region ? (int)(uintptr_t)ccd_strhash_get(&t->regions, region) : 0;
+    if (!t || !region)
+        return 0;
+    int n = (int)(uintptr_t)ccd_strhash_get(&t->regions, region);
+    return n ? n : ccd_msg_labels_count(t->msg, "region", region);
+}
+
+CcdMsgLabels *ccd_topology_msg_labels(const CcdTopology *t) { return t ? t->msg : NULL; }
+
+/* The file gives the cell this label (the messages' does not count for its site). */
+static int file_gives(const void *cookie, const char *cell, const char *name)
+{
+    const CcdTopology *t = cookie;
+    return file_label(t, ccd_topology_cell(t, cell), name) != NULL;
+}
+
+void ccd_topology_set_msg_labels(CcdTopology *t, CcdMsgLabels *m)
+{
+    if (t->msg != m)
+        ccd_msg_labels_close(&t->msg);
+    t->msg = m;
+    if (m)
+        ccd_msg_labels_shadow(m, file_gives, t);
 }
 
 size_t ccd_topology_n_cells(const CcdTopology *t) { return t ? t->n_cells : 0; }
+
+static void json_label(CcJsonBuf *j, int *first, const char *name, const char *value)
+{
+    if (!*first)
+        cc_json_printf(j, ",");
+    cc_json_str(j, name);
+    cc_json_printf(j, ":");
+    cc_json_str(j, value);
+    *first = 0;
+}
+
+static int is_fixed_label(const char *name)
+{
+    return !strcmp(name, "site") || !strcmp(name, "region") || !strcmp(name, "sector");
+}
 
 int ccd_topology_labels_json(const CcdTopology *t, const char *cell, char *buf, size_t cap)
 {
@@ -306,18 +357,23 @@ int ccd_topology_labels_json(const CcdTopology *t, const char *cell, char *buf, 
     CcJsonBuf j = cc_json_buf(buf, cap);
     int first = 1;
     cc_json_printf(&j, "{");
-    /* site, region, sector first, whatever the file's order: a reader finds them at once */
-    for (int pass = 0; c && pass < 2; pass++)
-        for (int i = 0; i < t->n_cols; i++) {
-            if (!is_label(t, i) || (t->col_kind[i] == COL_LABEL) != pass || !c->labels[i][0])
-                continue;
-            if (!first)
-                cc_json_printf(&j, ",");
-            cc_json_str(&j, t->col_name[i]);
-            cc_json_printf(&j, ":");
-            cc_json_str(&j, c->labels[i]);
-            first = 0;
-        }
+    /* site, region, sector first, from the file or the messages: a reader finds them at
+     * once; then the file's other columns, then the messages' other labels */
+    static const char *const fixed[] = {"site", "region", "sector"};
+    for (int k = 0; t && k < 3; k++) {
+        const char *v = ccd_topology_label(t, cell, fixed[k]);
+        if (v)
+            json_label(&j, &first, fixed[k], v);
+    }
+    for (int i = 0; c && i < t->n_cols; i++)
+        if (t->col_kind[i] == COL_LABEL && c->labels[i][0])
+            json_label(&j, &first, t->col_name[i], c->labels[i]);
+    for (int i = 0; t && i < ccd_msg_labels_n(t->msg); i++) {
+        const char *name = ccd_msg_labels_name(t->msg, i),
+                   *v = ccd_msg_labels_value(t->msg, cell, i);
+        if (v && !is_fixed_label(name) && !file_label(t, c, name))
+            json_label(&j, &first, name, v);
+    }
     cc_json_printf(&j, "}");
     return cc_json_fits(&j) ? (int)j.len : -ENOSPC;
 }
@@ -358,26 +414,63 @@ int ccd_topology_filter_match(const CcdTopology *t, const CcdTopoFilter *f, cons
 
 /* ---- the daemon's topology ---- */
 
+/* The store of ingest.labels for the new topology: the previous one when the labels are
+ * the same (the cells keep what their messages said), a new one, or NULL (none set). */
+static int msg_labels_for(Ccd *d, CcdMsgLabels **out)
+{
+    const CcdStrMap *l = &d->cfg.ingest_labels;
+    const char *names[CCD_MSG_LABELS_MAX], *fields[CCD_MSG_LABELS_MAX];
+    int n = l->n < CCD_MSG_LABELS_MAX ? l->n : CCD_MSG_LABELS_MAX; /* the config checks it */
+    *out = NULL;
+    for (int i = 0; i < n; i++) {
+        names[i] = l->items[i].key;
+        fields[i] = l->items[i].value;
+    }
+    CcdMsgLabels *old = d->topology ? d->topology->msg : NULL;
+    if (!n)
+        return 0;
+    if (ccd_msg_labels_same(old, names, fields, n)) {
+        *out = old;
+        d->topology->msg = NULL; /* moved */
+        return 0;
+    }
+    return ccd_msg_labels_open(out, names, fields, n);
+}
+
 int ccd_topology_reload(Ccd *d)
 {
     const char *path = d->cfg.topology_path;
     char err[512];
     CcdTopology *t = NULL;
-    if (!path || !path[0]) {
-        ccd_topology_free(&d->topology);
-        return 0;
-    }
-    int rc = ccd_topology_load(&t, path, err, sizeof err);
-    if (rc) {
+    int rc;
+    if (path && path[0] && (rc = ccd_topology_load(&t, path, err, sizeof err))) {
         d->topology_errors++;
         LOG_ERROR("topology", "%s (%s)", err,
                   d->topology ? "the previous topology stays" : "cells have no labels");
         return rc;
     }
+    CcdMsgLabels *msg;
+    if ((rc = msg_labels_for(d, &msg))) {
+        LOG_ERROR("topology", "ingest.labels: %s", strerror(-rc));
+        ccd_topology_free(&t);
+        return rc;
+    }
+    if (!t && msg) { /* no file: an empty topology holds the messages' labels */
+        static const char header[] = "cell\n";
+        if ((rc = ccd_topology_parse(&t, header, sizeof header - 1, "ingest.labels", err,
+                                     sizeof err))) {
+            ccd_msg_labels_close(&msg);
+            return rc;
+        }
+    }
+    if (t)
+        ccd_topology_set_msg_labels(t, msg);
     ccd_topology_free(&d->topology);
     d->topology = t;
-    d->topology_loads++;
-    LOG_INFO("topology", "%zu cell(s) in %zu site(s) from %s", t->n_cells, t->sites.n, path);
+    if (path && path[0]) {
+        d->topology_loads++;
+        LOG_INFO("topology", "%zu cell(s) in %zu site(s) from %s", t->n_cells, t->sites.n, path);
+    }
     return 0;
 }
 
@@ -397,4 +490,28 @@ void ccd_topology_metrics(Ccd *d, struct evbuffer *b)
         "# TYPE cellcast_topology_errors_total counter\ncellcast_topology_errors_total %llu\n",
         ccd_topology_n_cells(d->topology), d->topology ? d->topology->sites.n : (size_t)0,
         (unsigned long long)d->topology_loads, (unsigned long long)d->topology_errors);
+    CcdMsgLabelStats st;
+    if (!ccd_topology_msg_labels(d->topology))
+        return;
+    ccd_msg_labels_stats(ccd_topology_msg_labels(d->topology), &st);
+    evbuffer_add_printf(
+        b,
+        "# HELP cellcast_ingest_label_cells Cells with a label from their KPI messages "
+        "(ingest.labels).\n"
+        "# TYPE cellcast_ingest_label_cells gauge\ncellcast_ingest_label_cells %zu\n"
+        "# HELP cellcast_ingest_label_changes_total Label values set or cleared from KPI "
+        "messages.\n"
+        "# TYPE cellcast_ingest_label_changes_total counter\n"
+        "cellcast_ingest_label_changes_total %llu\n"
+        "# HELP cellcast_ingest_labels_refused_total Label values of KPI messages refused "
+        "(too_long: over 64 bytes; bad_value: not a string or integer, a control character; "
+        "not_json, oom).\n"
+        "# TYPE cellcast_ingest_labels_refused_total counter\n"
+        "cellcast_ingest_labels_refused_total{reason=\"too_long\"} %llu\n"
+        "cellcast_ingest_labels_refused_total{reason=\"bad_value\"} %llu\n"
+        "cellcast_ingest_labels_refused_total{reason=\"not_json\"} %llu\n"
+        "cellcast_ingest_labels_refused_total{reason=\"oom\"} %llu\n",
+        st.cells, (unsigned long long)st.changes, (unsigned long long)st.too_long,
+        (unsigned long long)st.bad_value, (unsigned long long)st.not_json,
+        (unsigned long long)st.oom);
 }

@@ -11,6 +11,10 @@
  * the cell id as ingested), site, region, sector, neighbours (cell ids separated by ';' or
  * spaces), lat, lon (degrees); any other column is a label of that name. An empty value
  * is no label. A cell listed twice is an error naming both lines.
+ *
+ * Labels may also come from fields of the KPI messages (ingest.labels, msg_labels.h): they
+ * are kept across reloads in the topology in effect (an empty one when there is no file)
+ * and merged under the file's (the file wins, label by label).
  */
 #ifndef CCD_TOPOLOGY_H
 #define CCD_TOPOLOGY_H
@@ -56,6 +60,14 @@ int ccd_topology_site_cells(const CcdTopology *t, const char *site);
 int ccd_topology_region_cells(const CcdTopology *t, const char *region);
 /** Cells listed. */
 size_t ccd_topology_n_cells(const CcdTopology *t);
+/** The labels read from the KPI messages (ingest.labels; msg_labels.h), NULL: none. The
+ *  file's value of a label wins over a message's for a cell the file lists with it; the
+ *  messages' fill in the rest (ccd_topology_label, the filters, the JSON); a site's (a
+ *  region's) cells are the file's count when the file names it, else the messages'. */
+struct CcdMsgLabels;
+struct CcdMsgLabels *ccd_topology_msg_labels(const CcdTopology *t);
+/** Gives t the store m (t owns it from now on; NULL: none; a store it had is closed). */
+void ccd_topology_set_msg_labels(CcdTopology *t, struct CcdMsgLabels *m);
 
 /** Writes the cell's labels as a JSON object ({} when none; NUL-terminated): site,
  *  region, sector, then the operator's columns, in the file's order. Its length, or

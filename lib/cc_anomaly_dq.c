@@ -237,6 +237,19 @@ void cc_dq_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const flo
     }
 }
 
+/* all_zero's evidence (cc_anomaly_cell_evidence): the run of all-zero steps over zero_steps
+ * while a KPI where zero is not normal is among the cell's (the run would be an outage), or
+ * while all_zero fires; else 0. */
+double cc_dq_zero_evidence(const CcAnomaly *a, const CcAnomalyCell *c)
+{
+    if (c->zero_run <= 0)
+        return 0;
+    int outage = c->zero.start != NONE_STEP;
+    for (int f = 0; f < c->F && !outage; f++)
+        outage = !zero_normal(&a->s, &c->k[f], f);
+    return outage ? (double)c->zero_run / cc_anomaly_zero_steps(a) : 0;
+}
+
 int64_t cc_anomaly_missing_after(const CcAnomaly *a)
 {
     return a->s.missing_after_s > 0 ? a->s.missing_after_s : 3 * a->s.step_seconds;

@@ -321,6 +321,8 @@ void cc_dq_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const flo
 /* Within an episode's firing time or its grace period after resolving: the KPIs it covers
  * are not scored. */
 int cc_dq_blocks(const CcAnomalySettings *s, const Episode *e, int64_t step);
+/* all_zero's share of its bar now (cc_anomaly_cell_evidence). */
+double cc_dq_zero_evidence(const CcAnomaly *a, const CcAnomalyCell *c);
 
 /* ---- cc_anomaly_profile.c ---- */
 

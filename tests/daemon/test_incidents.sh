@@ -8,6 +8,13 @@
 #   - every alert carries its cell's labels (GET /v1/alerts);
 #   - the outage is one site incident (3 of 3 cells, critical), not one per cell, and the
 #     spike one cell incident of S2; both resolve once their cells' alerts resolve;
+#   - cells together as evidence (incidents.evidence_*): the three cells of S1 are at 2 of
+#     zero_steps 3 all-zero steps at step 41, past half their bar, which opens the site
+#     incident there (id site:S1:<step 41>), one step before all_zero fires (step 42); b2's
+#     lone spike gets no evidence member (a lone cell needs its own alert); a transport loss
+#     of S2 (no records) opens S2's incident on the cells' silence at 2 of the 3 steps of
+#     missing_after_s, before any missing alert, and the missing alerts join it; not while
+#     a silence would hold those alerts;
 #   - the incident's alert ids are the alerts of /v1/alerts; the incidents' metrics;
 #   - a topology file changed and reloaded (SIGHUP) moves a cell; a bad one is refused and
 #     counted, the previous one kept.
@@ -46,6 +53,8 @@ snapshot:
   path: ""
 topology:
   path: "$TMP/topo.csv"
+admin:
+  token: "s3cret"
 alerts:
   zero_steps: 3
   warmup_steps: 8
@@ -124,12 +133,18 @@ s1, s2 = s1[0], s2[0]
 assert s1["scope"] == "site" and sorted(s1["cells"]) == ["a1", "a2", "a3"], s1
 assert s1["cells_total"] == 3 and s1["severity"] == "critical", s1
 assert s1["summary"].startswith("site S1: 3 of 3 cells"), s1["summary"]
-assert s1["id"].startswith("site:S1:"), s1["id"]
+p0 = 1767225600 // 900
+assert s1["id"] == f"site:S1:{p0 + 41}", s1["id"]  # the evidence, one step before all_zero
+evidence = [a for a in s1["alerts"] if ":evidence:" in a]
+assert sorted(evidence) == [f"a{i}:evidence:all_zero:{p0 + 41}" for i in (1, 2, 3)], s1["alerts"]
+assert sorted(a for a in s1["alerts"] if a not in evidence) == [
+    f"a{i}:all_zero:{p0 + 40}" for i in (1, 2, 3)], s1["alerts"]  # all_zero's onset: step 40
 assert s2["scope"] == "cell" and s2["cells"] == ["b2"], s2
+assert s2["alerts"] == [a for a in s2["alerts"] if ":evidence:" not in a], s2
 assert s2["summary"].startswith("cell b2 (site S2): "), s2["summary"]
 for i in (s1, s2):
     assert i["state"] == "firing" and i["end_time"] is None
-    assert set(i["alerts"]) <= ids, (i["alerts"], ids)
+    assert {a for a in i["alerts"] if ":evidence:" not in a} <= ids, (i["alerts"], ids)
     assert i["firing_alerts"], i
 print(s1["summary"]); print(s2["summary"])
 PYEOF
@@ -154,11 +169,64 @@ curl -s "$U/v1/incidents?scope=site&state=resolved" | grep -q '"total":1' || fai
 curl -s "$U/metrics" >"$TMP/metrics"
 grep -q '^cellcast_incidents_transitions_total{transition="opened"} 2$' "$TMP/metrics" &&
     grep -q '^cellcast_incidents_transitions_total{transition="resolved"} 2$' "$TMP/metrics" &&
-    grep -q '^cellcast_topology_cells 6$' "$TMP/metrics" ||
+    grep -q '^cellcast_topology_cells 6$' "$TMP/metrics" &&
+    grep -q '^cellcast_incidents_evidence_total{what="opened"} 1$' "$TMP/metrics" &&
+    grep -q '^cellcast_incidents_evidence_total{what="members"} 3$' "$TMP/metrics" ||
     fail "metrics: $(grep -E 'incidents|topology' "$TMP/metrics")"
 ok "both incidents resolve with their last alerts"
 
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$U/v1/incidents?scope=planet")" = 422 ] || fail "?scope=planet not refused"
+
+# a transport loss of S2: b1..b3 send nothing after step 59 while S1 goes on. At step 61 they
+# are 2 steps silent, past half of missing_after_s (3 steps): their evidence opens S2's site
+# incident before any missing alert (3 steps); at step 63 the missing alerts join it
+post_a() { # steps [from, to) of S1's cells only
+    local i
+    for ((i = $1; i < $2; i++)); do
+        $PY -c "import json, math; print(json.dumps([{'cell': c, 'ts': ($((1767225600 / 900)) + $i) * 900,
+            'kpis': {'prb': 50 + 20 * math.sin(($i + j) / 6.0), 'thr': 150 + 60 * math.sin(($i + j) / 6.0),
+                     'users': 20 + 5 * math.cos(($i + j) / 6.0)}} for j, c in enumerate(['a1', 'a2', 'a3'])]))" |
+            curl -s -o /dev/null -H 'Content-Type: application/json' --data-binary @- "$U/v1/kpis"
+    done
+    wait_observed a3 $((1767225600 / 900 + $2 - 1)) || fail "S1's steps up to $2 not stepped"
+}
+# first under a silence of S2's missing alerts: its cells' silence does not count either
+end=$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ)
+sid=$(curl -s -H 'Authorization: Bearer s3cret' -H 'Content-Type: application/json' \
+    -d '{"matchers":[{"name":"site","value":"S2"},{"name":"reason","value":"missing"}],"endsAt":"'$end'"}' \
+    "$U/v1/silences" | $PY -c 'import json,sys; print(json.load(sys.stdin)["silenceID"])')
+[ -n "$sid" ] || fail "no silence"
+post_a 60 62
+sleep 2.5 # two ticks of the cron, which judges the silence
+curl -s "$U/v1/incidents?state=firing&site=S2" | grep -q '"group":"S2"' &&
+    fail "an S2 incident on the evidence of silenced cells: $(curl -s "$U/v1/incidents?site=S2" | head -c 600)"
+curl -s -X DELETE -H 'Authorization: Bearer s3cret' "$U/v1/silences/$sid" | grep -q '"state":"expired"' ||
+    fail "the silence did not expire"
+for _ in $(seq 50); do
+    curl -s "$U/v1/incidents?state=firing&site=S2" >"$TMP/s2"
+    grep -q ':evidence:missing:' "$TMP/s2" && break
+    sleep 0.1
+done
+curl -s "$U/v1/alerts?limit=1000" >"$TMP/alerts2"
+$PY - "$TMP/s2" "$TMP/alerts2" <<'PYEOF' || fail "transport loss on evidence: $(head -c 1200 "$TMP/s2")"
+import json, sys
+inc = json.load(open(sys.argv[1]))["incidents"]
+assert len(inc) == 1 and inc[0]["scope"] == "site" and sorted(inc[0]["cells"]) == ["b1", "b2", "b3"], inc
+assert all(":evidence:missing:" in a for a in inc[0]["alerts"]), inc[0]["alerts"]
+assert inc[0]["summary"].startswith("site S2: 3 of 3 cells stopped reporting"), inc[0]["summary"]
+missing = [a for a in json.load(open(sys.argv[2]))["alerts"] if a["reason"] == "missing"]
+assert not missing, missing  # no alert yet: the evidence alone
+PYEOF
+s2id=$(grep -o '"id":"site:S2:[0-9]*"' "$TMP/s2")
+post_a 62 64
+for _ in $(seq 50); do
+    curl -s "$U/v1/incidents?state=firing&site=S2" >"$TMP/s2b"
+    grep -q 'b3:missing:' "$TMP/s2b" && break
+    sleep 0.1
+done
+grep -q "$s2id" "$TMP/s2b" && grep -q 'b1:missing:' "$TMP/s2b" && grep -q 'b3:missing:' "$TMP/s2b" ||
+    fail "the missing alerts did not join the evidence's incident $s2id: $(head -c 1200 "$TMP/s2b")"
+ok "a transport loss opens its site incident on the cells' silence (2 of 3 steps), before their missing alerts, which join it"
 
 # reload: b1 moves to S1; then a file that does not parse keeps it
 sed -i 's/^b1,S2,/b1,S1,/' "$TMP/topo.csv"

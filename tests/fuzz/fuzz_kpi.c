@@ -9,6 +9,9 @@
  *  - the fast scanner and the reference path (jansson_only) give the same batch: records,
  *    errors with their messages, element/unmapped/null counts.
  * The first input byte picks the step rule, so all three are exercised.
+ * Then the label pass of cellcastd (daemon/msg_labels.c, ingest.labels) reads the same input
+ * with the batch: every label a cell gets is 1..64 bytes without a control character, the
+ * counts of refused values only grow, and a store reopened per input leaks nothing.
  *
  * Run: ./fuzz_kpi -max_total_time=60 corpus/   (seeds: any JSON, e.g. proto examples)
  */
@@ -18,6 +21,7 @@
 #include <string.h>
 
 #include "cc_kpi.h"
+#include "msg_labels.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -104,5 +108,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                  r->values[f] > hi[f] * (1 + 1e-6)))
                 abort();
     }
+    /* the label pass: site <- "site", region <- "r", vendor <- "a" (also a KPI's field) */
+    static const char *const lnames[3] = {"site", "region", "vendor"},
+                             lfields[3][8] = {"site", "r", "a"};
+    const char *lf[3] = {lfields[0], lfields[1], lfields[2]};
+    CcdMsgLabels *ml;
+    if (ccd_msg_labels_open(&ml, lnames, lf, 3))
+        return 0; /* -ENOMEM */
+    int changes = ccd_msg_labels_read(ml, (const char *)data + 1, size - 1, &b);
+    CcdMsgLabelStats st;
+    ccd_msg_labels_stats(ml, &st);
+    if (changes < 0 || st.changes != (uint64_t)changes || st.values > st.changes ||
+        st.cells > (size_t)b.n_records)
+        abort();
+    for (int i = 0; i < b.n_records; i++)
+        for (int k = 0; k < 3; k++) {
+            const char *v = ccd_msg_labels_value(ml, b.records[i].cell_id, k);
+            size_t n = v ? strlen(v) : 1;
+            if (!n || n > CCD_MSG_LABEL_VALUE_MAX)
+                abort();
+            for (size_t j = 0; v && j < n; j++)
+                if ((unsigned char)v[j] < 0x20 || v[j] == 0x7f)
+                    abort();
+        }
+    ccd_msg_labels_close(&ml);
     return 0;
 }

@@ -361,6 +361,146 @@ static void test_strhash(void **state)
     ccd_strhash_free(&m);
 }
 
+/* One evidence report of cell c: class cls at share frac of its bar at step. */
+static void evid(CcdIncidents *g, const CcdTopology *t, const char *c, const char *cls, double frac,
+                 int64_t step)
+{
+    const char *site = ccd_topology_label(t, c, "site");
+    CcdIncEvidence ev = {.cell = c,
+                         .site = site,
+                         .region = ccd_topology_label(t, c, "region"),
+                         .cls = cls,
+                         .kpi = strchr(cls, ':') ? "thr" : NULL,
+                         .frac = frac,
+                         .step = step,
+                         .ts = step * S,
+                         .group_cells = ccd_topology_site_cells(t, site)};
+    assert_int_equal(ccd_incidents_evidence(g, &ev), 0);
+}
+
+/* Cells together as evidence: two cells of one site past half their bars at one step, on one
+ * class, open the site incident before either fires; one cell alone does not, nor two on
+ * different classes, steps or sites; a later alert joins the same incident; the evidence
+ * members resolve once no longer reported. */
+static void test_site_evidence(void **state)
+{
+    (void)state;
+    CcdTopology *t = topo();
+    CcdIncidents *g;
+    CcdIncidentSettings s;
+    ccd_incident_default_settings(&s);
+    assert_int_equal(s.evidence_cells, 2);
+    assert_true(s.evidence_frac == 0.5);
+    assert_int_equal(ccd_incidents_open(&g, &s), 0);
+    Emitted e = {0};
+    const int64_t k = T0 / S;
+
+    evid(g, t, "A1", "thr:down", 0.5, k);     /* a lone cell at half its bar */
+    evid(g, t, "B1", "thr:down", 0.9, k);     /* another site */
+    evid(g, t, "A2", "thr:down", 0.49, k);    /* under the share */
+    evid(g, t, "A2", "thr:up", 0.8, k);       /* the other direction */
+    evid(g, t, "A3", "thr:down", 0.8, k - 1); /* another step */
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 0);
+    assert_int_equal(n_firing(g), 0);
+
+    /* a second cell of S1 at half its bar on the same class and step: the site incident */
+    evid(g, t, "A2", "thr:down", 0.5, k);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    char want[64];
+    snprintf(want, sizeof want, "site:S1:%lld", (long long)k);
+    assert_string_equal(jstr(e.v[0], "id"), want);
+    assert_string_equal(jstr(e.v[0], "scope"), "site");
+    assert_string_equal(jstr(e.v[0], "state"), "firing");
+    assert_int_equal(json_array_size(json_object_get(e.v[0], "cells")), 2);
+    assert_string_equal(jstr(e.v[0], "summary"),
+                        "site S1: 2 of 3 cells deviating from forecast since 2026-01-01 "
+                        "00:00 UTC");
+    snprintf(want, sizeof want, "A1:evidence:thr:down:%lld", (long long)k);
+    assert_string_equal(
+        json_string_value(json_array_get(json_object_get(e.v[0], "firing_alerts"), 0)), want);
+    emitted_clear(&e);
+
+    /* next step: both still past it, A3 too: A3 joins (three cells) */
+    ccd_incidents_evidence_expire(g, k + 1);
+    evid(g, t, "A1", "thr:down", 0.7, k + 1);
+    evid(g, t, "A2", "thr:down", 0.9, k + 1);
+    evid(g, t, "A3", "thr:down", 0.6, k + 1);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    assert_int_equal(json_array_size(json_object_get(e.v[0], "cells")), 3);
+    emitted_clear(&e);
+
+    /* A1's own alert fires at k + 2: it joins the same incident */
+    ccd_incidents_evidence_expire(g, k + 2);
+    add(g, t, "A1", "anomaly", 1, k + 2, k + 2);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    snprintf(want, sizeof want, "site:S1:%lld", (long long)k);
+    assert_string_equal(jstr(e.v[0], "id"), want);
+    emitted_clear(&e);
+    assert_int_equal(n_firing(g), 1);
+
+    /* no report since k + 1: at k + 3 the evidence members resolve, the alert holds it */
+    ccd_incidents_evidence_expire(g, k + 3);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    assert_string_equal(jstr(e.v[0], "state"), "firing");
+    assert_int_equal(json_array_size(json_object_get(e.v[0], "firing_alerts")), 1);
+    emitted_clear(&e);
+    add(g, t, "A1", "anomaly", 0, k + 2, k + 8);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    assert_string_equal(jstr(e.v[0], "state"), "resolved");
+    emitted_clear(&e);
+    assert_int_equal(n_firing(g), 0);
+
+    /* evidence alone also resolves its incident; a share of the site can ask for more */
+    evid(g, t, "B1", "all_zero", 0.5, k + 9);
+    evid(g, t, "B2", "all_zero", 0.5, k + 9);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    assert_string_equal(jstr(e.v[0], "summary"),
+                        "site S2: 2 of 3 cells lost traffic since 2026-01-01 02:15 UTC");
+    emitted_clear(&e);
+    ccd_incidents_evidence_expire(g, k + 11);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    assert_string_equal(jstr(e.v[0], "state"), "resolved");
+    emitted_clear(&e);
+    CcdIncidentStats st;
+    ccd_incidents_stats(g, &st);
+    assert_int_equal(st.evidence_opened, 2);
+    assert_int_equal(st.evidence_members, 5);
+
+    s.evidence_share = 1.0; /* every cell of the site */
+    ccd_incidents_set_settings(g, &s);
+    evid(g, t, "B1", "missing", 1.0, k + 20);
+    evid(g, t, "B2", "missing", 1.0, k + 20);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 0);
+    evid(g, t, "B3", "missing", 0.5, k + 20);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    assert_int_equal(json_array_size(json_object_get(e.v[0], "cells")), 3);
+    emitted_clear(&e);
+
+    s.evidence_cells = 0; /* off */
+    s.evidence_share = 0;
+    ccd_incidents_set_settings(g, &s);
+    ccd_incidents_evidence_expire(g, k + 30);
+    ccd_incidents_emit(g, on_emit, &e);
+    emitted_clear(&e);
+    evid(g, t, "A1", "thr:up", 2, k + 31);
+    evid(g, t, "A2", "thr:up", 2, k + 31);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 0);
+    assert_int_equal(n_firing(g), 0);
+    ccd_incidents_close(&g);
+    ccd_topology_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -370,6 +510,7 @@ int main(void)
         cmocka_unit_test(test_topology_file),
         cmocka_unit_test(test_topology_errors),
         cmocka_unit_test(test_strhash),
+        cmocka_unit_test(test_site_evidence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

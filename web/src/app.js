@@ -536,7 +536,11 @@
    * reads at a time. An alert no longer in the cell's history (the daemon keeps the newest
    * 10,000 transitions) but firing is taken from the firing list. */
   async function loadIncidentAlerts(inc) {
-    const want = new Set(inc.alerts);
+    /* evidence members (<cell>:evidence:<class>:<step>, the cells together as evidence) are
+     * not alerts: counted apart, not looked for in the cells' alerts */
+    const isEvidence = (id) => id.includes(':evidence:');
+    const want = new Set(inc.alerts.filter((id) => !isEvidence(id)));
+    const evidence = inc.alerts.length - want.size;
     const queue = inc.cells.slice(0, INC_MAX_CELLS);
     const found = new Map();
     const worker = async () => {
@@ -549,7 +553,7 @@
     await Promise.all([worker(), worker(), worker(), worker()]);
     for (const a of S.firing)
       if (want.has(a.id) && !found.has(a.id)) found.set(a.id, { id: a.id, start: tsSec(a.start_time), end: null, a });
-    return { episodes: [...found.values()], missing: inc.alerts.length - found.size,
+    return { episodes: [...found.values()], missing: want.size - found.size, evidence,
       capped: Math.max(0, inc.cells.length - INC_MAX_CELLS) };
   }
 
@@ -599,6 +603,7 @@
     const notes = [];
     if (v.capped) notes.push(`the alerts of ${v.capped} more cells are not read here (their cell views have them)`);
     if (v.missing > 0) notes.push(`${v.missing} of its alerts are no longer in the daemon's alert history`);
+    if (v.evidence > 0) notes.push(`${v.evidence} of its members joined on the cells' evidence, before an alert of their own`);
     $('inc-alerts-note').textContent = notes.join('; ');
     $('inc-alerts-note').hidden = !notes.length;
     S.ready.incidentAlerts = (S.ready.incidentAlerts || 0) + 1;

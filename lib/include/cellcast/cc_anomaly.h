@@ -578,6 +578,28 @@ double cc_anomaly_cell_feedback(const CcAnomaly *a, CcAnomalyCell *c, int kpi, i
 /** KPI kpi's bar factor at data step `step` (1: none; ≥ 1). */
 double cc_anomaly_cell_bar(const CcAnomaly *a, const CcAnomalyCell *c, int kpi, int64_t step);
 
+/**
+ * Evidence (issue 32, docs/design/site-evidence.md): how far the cell's last observed step
+ * went towards the bars that fire its alerts, for a host that weighs several cells together
+ * (cellcastd opens a site incident when several cells of a site are past a share of their
+ * bars at one step). Diagnostics only: the detector does not read it.
+ */
+typedef struct CcAnomalyEvidence {
+    int64_t step; ///< the cell's last observed step (-1: none); kpi[] and zero are of it
+    double zero;  ///< all_zero: the run of all-zero steps / zero_steps, while the run would be
+                  ///< an outage (a KPI where zero is not normal) or all_zero fires; else 0
+    double kpi[CC_MAX_FEATURES]; ///< per KPI, signed (+ above, − below the expectation): the
+                                 ///< largest of |z| / its warning bar (own bar and false-alarm
+                                 ///< factor included), the forecast CUSUM sum / cusum_h while
+                                 ///< the step's z is past cusum_k its way, the profile sum /
+                                 ///< profile_h while the step's value is on that sum's side of
+                                 ///< the profile; 0 where not scored at `step` or in a
+                                 ///< direction the KPI is not scored in. 1: at its bar
+} CcAnomalyEvidence;
+
+/** Fills *ev (kpi[] for the cell's F KPIs); returns the largest of |kpi[f]| and zero. */
+double cc_anomaly_cell_evidence(const CcAnomaly *a, const CcAnomalyCell *c, CcAnomalyEvidence *ev);
+
 /** Fills up to max events describing the alerts firing now (state firing); returns the
  *  number firing (may exceed max). */
 int cc_anomaly_cell_active(const CcAnomaly *a, const CcAnomalyCell *c, CcAlertEvent *out, int max);
