@@ -27,6 +27,8 @@
 #include "learn_kafka.h"
 #endif
 
+/* SIGTERM / SIGINT: the round in progress is abandoned (the trainer reads the flag at
+ * every step: cmd_train_stoppable), nothing of it is published, the process exits 0. */
 static volatile sig_atomic_t g_learn_stop;
 static void on_stop(int sig)
 {
@@ -329,7 +331,8 @@ static int linear_candidate(const LearnArgs *a, const char *train_csv, int64_t s
 
 /* The Transformer candidate: `cellcast train` itself (its code, in this process) with the
  * documented recipe for a learner: the ridge start validated as a candidate checkpoint
- * (--linear-init ridge --eval-start), checkpoints chosen by MASE. 0 or -1. */
+ * (--linear-init ridge --eval-start), checkpoints chosen by MASE. Stopped at the next
+ * step by SIGTERM (g_learn_stop). 0, 1 (stopped: no candidate) or -1. */
 static int transformer_candidate(const LearnArgs *a, const char *train_csv, int64_t step,
                                  int horizon, int patch_len, const char *path, Scored *sc)
 {
@@ -388,7 +391,12 @@ static int transformer_candidate(const LearnArgs *a, const char *train_csv, int6
         argv[argc++] = "--quiet";
     argv[argc] = NULL;
 #undef NUM_ARG
-    int rc = cmd_train(argc, (char **)argv);
+    if (!a->quiet) /* what a stop waits for: one optimiser step (docs/learning.md) */
+        fprintf(stderr, "cellcast learn: training the Transformer candidate (%d steps%s)\n",
+                a->tx_steps, a->tx_steps > 0 ? "" : ": cellcast train's default");
+    int rc = cmd_train_stoppable(argc, (char **)argv, &g_learn_stop);
+    if (rc == -ECANCELED)
+        return 1;
     if (rc != 0) {
         snprintf(sc->why, sizeof sc->why, "cellcast train exited with %d", rc);
         return -1;
@@ -456,7 +464,8 @@ static int publish_kafka(const LearnArgs *a, json_t *rec, const char *hash, char
 }
 
 /* One learning round on what the store holds. 0 (a round ran or none was due), 1 (no
- * round: not enough data), -1 on an error. */
+ * round: not enough data), 2 (stopped by SIGTERM: abandoned, nothing published), -1 on an
+ * error. */
 static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
 {
     CcLearnStats ls;
@@ -540,15 +549,27 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
     } else
         snprintf(sc[SEASONAL].why, sizeof sc[SEASONAL].why,
                  "no day of data before the held-out rows");
-    if (due == CC_LEARN_TRANSFORMER) {
+    if (due == CC_LEARN_TRANSFORMER && !g_learn_stop) {
         if (transformer_candidate(a, train_csv, ls.step_s, horizon, patch_len, tx_path, &sc[TX]) ==
             0)
             score(&sc[TX], all_csv, cut, horizon, ls.step_s);
     } else
         snprintf(sc[TX].why, sizeof sc[TX].why, "%.1f days of data, the Transformer from %.1f",
                  (double)span / 86400, (double)a->ls.transformer_s / 86400);
-    if (g_learn_stop)
-        return -1;
+    if (g_learn_stop) { /* nothing of this round is published; the next start runs it again */
+        unlink(lin_path);
+        unlink(tx_path);
+        unlink(sn_path);
+        char optim[4200]; /* cellcast train's optimiser state beside its checkpoint */
+        snprintf(optim, sizeof optim, "%s.optim", tx_path);
+        unlink(optim);
+        for (int i = 0; i < N_SCORED; i++)
+            json_decref(sc[i].per_kpi);
+        fprintf(stderr,
+                "cellcast learn: stopped: round %d abandoned after %.1fs, nothing published\n",
+                st->rounds + 1, (double)(cc_now_ns() - t0) / 1e9);
+        return 2;
+    }
     struct stat sb;
     if (stat(a->out, &sb) == 0) {
         score(&sc[CHAMP], all_csv, cut, horizon, ls.step_s);
@@ -878,8 +899,16 @@ static int read_input(const LearnArgs *a, CcLearn *l)
                      * ones wait up to --poll for new records */
         static int first = 1;
         char err[512];
-        int64_t n = cct_learn_kafka_read(a->kafka, l, first ? 60000 : (int)(a->poll_s * 1000), err,
-                                         sizeof err);
+        /* the wait for new records in slices, so that a SIGTERM is seen within one */
+        int64_t n = 0, until = cc_now_ns() + (int64_t)(a->poll_s * 1e9);
+        do {
+            int64_t left_ms = (until - cc_now_ns()) / 1000000;
+            n = cct_learn_kafka_read(a->kafka, l,
+                                     first           ? 60000
+                                     : left_ms > 250 ? 250
+                                                     : (int)(left_ms > 0 ? left_ms : 0),
+                                     err, sizeof err);
+        } while (n == 0 && !first && !g_learn_stop && cc_now_ns() < until);
         if (n < 0) {
             fprintf(stderr, "cellcast learn: %s\n", err);
             return -1;
@@ -967,7 +996,11 @@ int cmd_learn(int argc, char **argv)
             ret = 1;
             break;
         }
+        if (g_learn_stop)
+            break;
         int r = learn_round(&a, l, &st);
+        if (r == 2)
+            break;
         if (r < 0 && (a.once || g_learn_stop)) {
             ret = 1;
             break;
