@@ -53,7 +53,18 @@ typedef struct LearnArgs {
     int n_fields, n_props;
     double history_days;
     struct CctLearnKafka *kafka; /* open while running with --brokers */
+    struct Rollbacks *rb;        /* what the models topic says members rolled back */
 } LearnArgs;
+
+/* The rollback records read from the models topic (cc_learn.h): every hash in it is
+ * refused as a candidate and as the champion, whichever member rolled it back. Derived
+ * from the topic at each start (compaction keeps one record per hash). */
+typedef struct Rollbacks {
+    CcLearnRollback *r;
+    int n;
+    int first_read_done;
+    char noted[17]; /* the rolled-back champion last logged as not restorable */
+} Rollbacks;
 
 /* One candidate or the champion, scored on the held-out rows. */
 typedef struct Scored {
@@ -440,6 +451,115 @@ static json_t *iso_time(int64_t ts)
     return json_string(buf);
 }
 
+/* A rollback record read from the models topic: kept (one per hash, the newest) and said. */
+static void take_rollback(void *cookie, const CcLearnRollback *r)
+{
+    const LearnArgs *a = cookie;
+    Rollbacks *rb = a->rb;
+    int i = 0;
+    while (i < rb->n && strcmp(rb->r[i].hash, r->hash))
+        i++;
+    if (i == rb->n) {
+        CcLearnRollback *nr = realloc(rb->r, (size_t)(rb->n + 1) * sizeof *nr);
+        if (!nr) {
+            fprintf(stderr, "cellcast learn: out of memory noting a rollback of %s\n", r->hash);
+            return;
+        }
+        rb->r = nr;
+        rb->n++;
+    }
+    rb->r[i] = *r;
+    char live[96] = "";
+    if (isfinite(r->live_mase) && isfinite(r->baseline_mase))
+        snprintf(live, sizeof live, ", live MASE %.4g against the previous model's %.4g",
+                 r->live_mase, r->baseline_mase);
+    fprintf(stderr,
+            "cellcast learn: model %s was rolled back to %s by member %s%s%s%s: refused from "
+            "now on\n",
+            r->hash, r->to, r->member, r->at[0] ? " at " : "", r->at, live);
+}
+
+static const CcLearnRollback *rolled_back(const LearnArgs *a, const char *hash)
+{
+    for (int i = 0; a->rb && hash[0] && i < a->rb->n; i++)
+        if (!strcmp(a->rb->r[i].hash, hash))
+            return &a->rb->r[i];
+    return NULL;
+}
+
+/* What the models topic holds beyond what was read: the first read waits for the topic's
+ * end (5 s at most), later ones take what arrived. */
+static void read_rollbacks(const LearnArgs *a)
+{
+#ifdef CCT_HAVE_KAFKA
+    char err[512];
+    if (!a->kafka)
+        return;
+    int n = cct_learn_kafka_read_rollbacks(a->kafka, a->rb->first_read_done ? 200 : 5000,
+                                           take_rollback, (void *)a, err, sizeof err);
+    if (n < 0)
+        fprintf(stderr, "cellcast learn: reading rollbacks: %s\n", err);
+    else
+        a->rb->first_read_done = 1;
+#else
+    (void)a;
+#endif
+}
+
+static int publish_kafka(const LearnArgs *a, json_t *rec, const char *hash, char *err,
+                         size_t errlen);
+
+/* The champion (the --out file) when a member rolled it back: the model before it, which
+ * the learner kept as STATE_DIR/previous.safetensors when it published the one rolled
+ * back, goes back to --out (and, with --brokers, to the models topic: the members that did
+ * not roll back, and those that start, then serve the same model as the one that did).
+ * 0: the champion is not rolled back, or is the previous model again; 1: rolled back and
+ * the model before it is not at hand (why says so: no champion to beat this round). */
+static int follow_rollbacks(const LearnArgs *a, char *why, size_t whylen)
+{
+    char out_hash[17] = "", prev[4096], prevj[4200], outj[4200], h[17] = "", err[1024];
+    if (cc_learn_file_hash(a->out, out_hash) < 0)
+        return 0;
+    const CcLearnRollback *r = rolled_back(a, out_hash);
+    if (!r)
+        return 0;
+    state_path(a, "previous.safetensors", prev, sizeof prev);
+    snprintf(prevj, sizeof prevj, "%s.json", prev);
+    snprintf(outj, sizeof outj, "%s.json", a->out);
+    if (cc_learn_file_hash(prev, h) < 0 || strcmp(h, r->to)) {
+        snprintf(why, whylen,
+                 "the model in service %s was rolled back to %s by %.96s; the model before it "
+                 "is not %.200s (%s): no champion",
+                 out_hash, r->to, r->member, prev, h[0] ? h : "absent");
+        if (strcmp(a->rb->noted, out_hash)) {
+            fprintf(stderr, "cellcast learn: %s\n", why);
+            snprintf(a->rb->noted, sizeof a->rb->noted, "%s", out_hash);
+        }
+        return 1;
+    }
+    json_t *rec = json_load_file(prevj, 0, NULL);
+    if (!json_is_object(rec)) {
+        json_decref(rec);
+        rec = json_pack("{s:s, s:s}", "format", "cellcast-learn-record/1", "hash", r->to);
+    }
+    json_object_set_new(rec, "restored_after_rollback_of", json_string(out_hash));
+    if (cc_learn_publish_file(prev, a->out, err, sizeof err) < 0 ||
+        save_json_atomic(outj, rec, err, sizeof err) < 0) {
+        fprintf(stderr, "cellcast learn: restoring the champion: %s\n", err);
+        json_decref(rec);
+        snprintf(why, whylen, "the model in service %s was rolled back; restoring %s failed",
+                 out_hash, r->to);
+        return 1;
+    }
+    fprintf(stderr,
+            "cellcast learn: champion %s rolled back by %s: the champion is %s again (%s)\n",
+            out_hash, r->member, r->to, prev);
+    if (a->kafka && publish_kafka(a, rec, r->to, err, sizeof err) < 0)
+        fprintf(stderr, "cellcast learn: republishing %s: %s\n", r->to, err);
+    json_decref(rec);
+    return 0;
+}
+
 /* The published model and its record onto the models topic (tools/learn_kafka.h). */
 static int publish_kafka(const LearnArgs *a, json_t *rec, const char *hash, char *err,
                          size_t errlen)
@@ -570,8 +690,14 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
                 st->rounds + 1, (double)(cc_now_ns() - t0) / 1e9);
         return 2;
     }
+    read_rollbacks(a);
+    char champ_why[768];
+    int champ_refused = follow_rollbacks(a, champ_why, sizeof champ_why);
     struct stat sb;
-    if (stat(a->out, &sb) == 0) {
+    if (champ_refused) {
+        snprintf(sc[CHAMP].why, sizeof sc[CHAMP].why, "%.500s", champ_why);
+        cc_learn_file_hash(a->out, sc[CHAMP].hash);
+    } else if (stat(a->out, &sb) == 0) {
         score(&sc[CHAMP], all_csv, cut, horizon, ls.step_s);
         cc_learn_file_hash(a->out, sc[CHAMP].hash);
         if (!sc[CHAMP].ok && !a->quiet)
@@ -582,8 +708,15 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
     } else
         snprintf(sc[CHAMP].why, sizeof sc[CHAMP].why, "no model in service");
     for (int i = 0; i < CHAMP; i++)
-        if (sc[i].ok)
+        if (sc[i].ok) {
             cc_learn_file_hash(sc[i].path, sc[i].hash);
+            const CcLearnRollback *r = rolled_back(a, sc[i].hash);
+            if (r) { /* the same bytes as a model a member rolled back: never again */
+                sc[i].ok = 0;
+                snprintf(sc[i].why, sizeof sc[i].why, "model %s was rolled back by %s", sc[i].hash,
+                         r->member);
+            }
+        }
     double snaive = NAN, linear_base = NAN;
     for (int i = 0; i < N_SCORED; i++)
         if (sc[i].ok) {
@@ -633,6 +766,13 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
         json_object_set_new(rec, "linear_fit", lf);
     }
     json_object_set_new(rec, "champion_before", scored_json(&sc[CHAMP]));
+    if (a->rb->n) { /* the hashes refused because a member rolled them back */
+        json_t *rbs = json_array();
+        for (int i = 0; i < a->rb->n; i++)
+            json_array_append_new(rbs, json_pack("{s:s, s:s, s:s}", "hash", a->rb->r[i].hash, "to",
+                                                 a->rb->r[i].to, "member", a->rb->r[i].member));
+        json_object_set_new(rec, "rolled_back", rbs);
+    }
     if (best >= 0)
         json_object_set_new(rec, "best", json_string(sc[best].kind));
     json_object_set_new(rec, "shuffled_training", json_boolean(a->shuffle_train));
@@ -646,6 +786,15 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
         json_object_set_new(rec, "hash", json_string(sc[best].hash));
         json_object_set_new(rec, "parent",
                             sc[CHAMP].hash[0] ? json_string(sc[CHAMP].hash) : json_null());
+        /* the model replaced is kept: a member's rollback of the new one swaps back to it */
+        char prev[4096], prevj[4200];
+        state_path(a, "previous.safetensors", prev, sizeof prev);
+        snprintf(prevj, sizeof prevj, "%s.json", prev);
+        if (sc[CHAMP].hash[0] && !champ_refused &&
+            (cc_learn_publish_file(a->out, prev, err, sizeof err) < 0 ||
+             (stat(rec_path, &sb) == 0 &&
+              cc_learn_publish_file(rec_path, prevj, err, sizeof err) < 0)))
+            fprintf(stderr, "cellcast learn: keeping the model replaced as %s: %s\n", prev, err);
         if (cc_learn_publish_file(sc[best].path, a->out, err, sizeof err) < 0 ||
             save_json_atomic(rec_path, rec, err, sizeof err) < 0) {
             fprintf(stderr, "cellcast learn: publish: %s\n", err);
@@ -876,6 +1025,10 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
         return 2;
     }
 #endif
+    if (!a->model_name[0] || strpbrk(a->model_name, "#/")) { /* chunk keys; other records */
+        fprintf(stderr, "cellcast learn: --model-name must be non-empty, without '#' or '/'\n");
+        return 2;
+    }
     if (strcmp(a->tx_loss, "nll") && strcmp(a->tx_loss, "mae")) {
         fprintf(stderr, "cellcast learn: --tx-loss must be nll or mae\n");
         return 2;
@@ -942,7 +1095,8 @@ cut:
 
 int cmd_learn(int argc, char **argv)
 {
-    LearnArgs a = {0};
+    Rollbacks rb = {0};
+    LearnArgs a = {.rb = &rb};
     int rc = learn_opts(&a, argc, argv);
     if (rc != CLI_RUN)
         return rc;
@@ -998,6 +1152,11 @@ int cmd_learn(int argc, char **argv)
         }
         if (g_learn_stop)
             break;
+        if (a.kafka) { /* a member's rollback is followed at once, not at the next round */
+            char why[768];
+            read_rollbacks(&a);
+            follow_rollbacks(&a, why, sizeof why);
+        }
         int r = learn_round(&a, l, &st);
         if (r == 2)
             break;
@@ -1014,5 +1173,6 @@ int cmd_learn(int argc, char **argv)
     cct_learn_kafka_close(&a.kafka);
 #endif
     cc_learn_close(&l);
+    free(rb.r);
     return ret;
 }

@@ -19,6 +19,9 @@
  * producer's message.max.bytes − 1 KiB) travels as n chunk records keyed `name#hash#i`
  * (headers cellcast-hash, cellcast-chunk `i/n`) before a head record whose value is `chunked`
  * and cellcast-chunks "n"; the chunk keys of the model replaced are tombstoned after it.
+ *
+ * Rollbacks: cct_learn_kafka_read_rollbacks reads the models topic with a consumer of its
+ * own for the rollback records cellcastd members produce (cc_learn.h), skipping the models.
  */
 #ifndef CCT_LEARN_KAFKA_H
 #define CCT_LEARN_KAFKA_H
@@ -44,6 +47,7 @@ typedef struct CctLearnKafka CctLearnKafka;
 
 typedef struct CctLearnKafkaStats {
     uint64_t messages, records, refused_records, dropped_records;
+    uint64_t refused_rollbacks; ///< rollback records on the models topic refused
     int partitions;
 } CctLearnKafkaStats;
 
@@ -63,6 +67,15 @@ int64_t cct_learn_kafka_read(CctLearnKafka *k, CcLearn *l, int timeout_ms, char 
  *  key name; waits for the broker's acks. 0 or -errno with a message. */
 int cct_learn_kafka_publish(CctLearnKafka *k, const char *name, const char *path, const char *hash,
                             const char *record_json, char *err, size_t errlen);
+
+/** The rollback records (cc_learn.h) on the models topic: the first call reads the topic
+ *  from its beginning to its end (waiting at most timeout_ms), later calls what arrived
+ *  since. on_rollback(cookie, r) for each valid one; hostile ones are refused with a message
+ *  on stderr and counted (refused_rollbacks); model and chunk records are skipped. Returns
+ *  the valid records read (0 also while the topic does not exist) or -errno. */
+int cct_learn_kafka_read_rollbacks(CctLearnKafka *k, int timeout_ms,
+                                   void (*on_rollback)(void *cookie, const CcLearnRollback *r),
+                                   void *cookie, char *err, size_t errlen);
 
 void cct_learn_kafka_stats(const CctLearnKafka *k, CctLearnKafkaStats *st);
 
