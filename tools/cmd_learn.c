@@ -1136,6 +1136,7 @@ int cmd_learn(int argc, char **argv)
             .kpis_field = a.kpis_field,
             .props = a.props,
             .n_props = a.n_props,
+            .stop = &g_learn_stop,
         };
         if (cct_learn_kafka_open(&a.kafka, &ks, err, sizeof err) < 0) {
             fprintf(stderr, "cellcast learn: %s\n", err);

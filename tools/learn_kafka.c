@@ -438,6 +438,8 @@ int64_t cct_learn_kafka_read(CctLearnKafka *k, CcLearn *l, int timeout_ms, char 
     int64_t deadline = cc_now_ns() + (int64_t)timeout_ms * 1000000;
     int got = 0;
     for (;;) {
+        if (k->s.stop && *k->s.stop)
+            break;
         int64_t left_ms = (deadline - cc_now_ns()) / 1000000;
         /* after the catch-up, once messages flow, read while they keep coming */
         int wait = !k->caught_up ? (int)(left_ms > 200 ? 200 : left_ms)
@@ -622,6 +624,8 @@ int cct_learn_kafka_read_rollbacks(CctLearnKafka *k, int timeout_ms,
     int64_t deadline = cc_now_ns() + (int64_t)timeout_ms * 1000000;
     int n = 0;
     for (;;) {
+        if (k->s.stop && *k->s.stop)
+            break;
         /* at the end already: what arrived since, without waiting long for nothing */
         int64_t left_ms = (deadline - cc_now_ns()) / 1000000;
         int wait = k->models_at_eof ? 100 : (int)(left_ms > 200 ? 200 : left_ms > 0 ? left_ms : 0);

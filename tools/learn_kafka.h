@@ -26,6 +26,7 @@
 #ifndef CCT_LEARN_KAFKA_H
 #define CCT_LEARN_KAFKA_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,6 +42,9 @@ typedef struct CctLearnKafkaSettings {
     const char *cell_field, *ts_field, *kpis_field; ///< NULL: the decoder's defaults
     const char *const *props; ///< n_props librdkafka properties "name=value" (both clients)
     int n_props;
+    /** The caller's stop request (a SIGTERM handler's flag), or NULL: once set, a read
+     *  returns within one poll (at most 200 ms) with what it has. */
+    const volatile sig_atomic_t *stop;
 } CctLearnKafkaSettings;
 
 typedef struct CctLearnKafka CctLearnKafka;

@@ -19,8 +19,9 @@
 # is the good copy (what it holds after publishing the good copy, then the degraded one)
 # runs a round on the KPI topic: it logs the rollback, takes the good copy as its champion
 # again (its --out, republished on the topic), scores its candidates against it, refuses
-# the hostile records with a message, and publishes nothing with the rolled-back hash.
-# ~30-50 s.
+# the hostile records with a message, and publishes nothing with the rolled-back hash; a
+# candidate whose bytes a rollback record names is refused; the learner looping on the
+# topics exits 0 within 5 s of a SIGTERM while it waits for records. ~30-50 s.
 # Exit 77 (skip) when kcat, curl or python3 is missing.
 set -u
 CLI=${1:?cellcast binary}
@@ -256,6 +257,23 @@ if "$CLI" learn --brokers "$EXT" --topic kpis --out "$L/model.safetensors" --onc
     [ "$(heads_of "$LIN")" = 0 ] && ok "learner: $LIN never published" || fail "learner published $LIN"
 else
     fail "learner, second run: $(tail -3 "$TMP/learner2.log")"
+fi
+# The learner looping on the topics stops promptly on SIGTERM while it waits for records.
+n0=$(wc -l <"$L/rounds.jsonl")
+"$CLI" learn --brokers "$EXT" --topic kpis --out "$L/model.safetensors" --patch-len 4 \
+    --retrain-hours 0 --poll 30 2>"$TMP/learner3.log" &
+LP=$!
+PIDS+=("$LP")
+for _ in $(seq 300); do [ "$(wc -l <"$L/rounds.jsonl")" -gt "$n0" ] && break; sleep 0.1; done
+sleep 1 # past the round: waiting for records (--poll 30)
+kill -TERM "$LP"
+for _ in $(seq 50); do kill -0 "$LP" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$LP" 2>/dev/null; then
+    kill -KILL "$LP"
+    fail "learner: still running 5 s after SIGTERM while waiting for records"
+else
+    wait "$LP" && ok "learner: SIGTERM while waiting for records: exit 0 within 5 s" ||
+        fail "learner: SIGTERM while waiting: exit status $?"
 fi
 h=$(curl -s "$URL/v1/model" | jq_py 'd["serving"]["hash"]')
 [ "$h" != "$BAD" ] && ok "the member serves $h after the learner's round" || fail "the member serves $BAD"
