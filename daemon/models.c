@@ -17,6 +17,8 @@
 
 #include "cc_learn.h"
 #include "cells.h"
+#include "cluster.h"
+#include "kafka.h"
 #include "log.h"
 #include "model_watch.h"
 #include "reload.h"
@@ -31,11 +33,13 @@ enum Reason {
     R_BAD_RECORD,     ///< cellcast-record is not a JSON object
     R_NOT_APPLIED,    ///< written but the reload refused it, or the write failed
     R_ROLLED_BACK,    ///< a model this member rolled back (<learned_path>.rolled_back)
+    R_BAD_ROLLBACK,   ///< a rollback record (key rollback/<hash>) that cc_learn_rollback_parse
+                      ///< refuses
     R_N
 };
-static const char *const reason_names[R_N] = {"truncated",      "too_large",     "bad_headers",
-                                              "chunks_missing", "hash_mismatch", "bad_model",
-                                              "bad_record",     "not_applied",   "rolled_back"};
+static const char *const reason_names[R_N] = {
+    "truncated", "too_large",  "bad_headers", "chunks_missing", "hash_mismatch",
+    "bad_model", "bad_record", "not_applied", "rolled_back",    "bad_rollback"};
 
 /* The last swaps kept for GET /v1/model (memory only). */
 #define HISTORY_N 8
@@ -85,6 +89,10 @@ struct CcdModels {
     uint64_t rollbacks;
     char (*rolled_back)[17]; ///< hashes rolled back here (persisted), never applied again
     int n_rolled_back;
+    /* rollback records (key rollback/<hash>, cc_learn.h): produced by rollback() for the
+     * learner, read back (from every member) and counted, never taken for a model */
+    uint64_t rollback_records, rollback_records_produced, skipped_records;
+    CcLearnRollback last_rollback_record; ///< the newest valid one read (hash "" none)
 };
 
 void ccd_models_hash(const void *buf, size_t len, char hex[17])
@@ -611,6 +619,66 @@ static void start_judging(Ccd *d, int prev_ok)
     }
 }
 
+/* The learner's notice of a rollback (cc_learn.h "Rollback records"): key rollback/<hash>
+ * on the models topic, partition 0 as every model record, so that `cellcast learn` refuses
+ * the hash and takes the model before it as its champion. A member that cannot produce
+ * still rolls back (its .rolled_back file is its own memory); the learner then does not
+ * know (logged). */
+static void produce_rollback_record(Ccd *d, const char *hash, const char *to,
+                                    const CcdWatchScore *s, const char *why)
+{
+    CcdModels *m = d->models;
+    if (!m->rk || !d->kafka || !m->topic[0])
+        return;
+    CcLearnRollback r = {
+        .live_mase = s->mase, .baseline_mase = m->baseline_mase, .forecasts = s->forecasts};
+    snprintf(r.hash, sizeof r.hash, "%s", hash);
+    snprintf(r.to, sizeof r.to, "%s", to);
+    snprintf(r.why, sizeof r.why, "%s", why);
+    ccd_rfc3339((int64_t)time(NULL), r.at);
+    int64_t dt = newest_data(d);
+    if (dt >= 0)
+        ccd_rfc3339(dt, r.data_time);
+    CcdClusterIdentity id;
+    char err[256], key[26];
+    if (ccd_cluster_identity(&d->cfg, ccd_http_port(d), &id, err, sizeof err))
+        snprintf(id.client_id, sizeof id.client_id, "cellcastd");
+    snprintf(r.member, sizeof r.member, "%s", id.client_id);
+    char *js = cc_learn_rollback_json(&r, key);
+    int rc = js ? ccd_kafka_produce_to(d->kafka, m->topic, 0, key, strlen(key), js, strlen(js))
+                : -ENOMEM;
+    free(js);
+    if (rc) {
+        LOG_WARN("models",
+                 "cannot note the rollback of %s on '%s' (%s): the learner will not "
+                 "know of it",
+                 hash, m->topic, strerror(-rc));
+        return;
+    }
+    m->rollback_records_produced++;
+    LOG_INFO("models", "rollback of %s noted on '%s' (key %s) for the learner", hash, m->topic,
+             key);
+}
+
+/* A rollback record read from the topic (this member's or another's): checked as hostile
+ * input, counted and shown in GET /v1/model; it is never a model. */
+static void take_rollback_record(CcdModels *m, rd_kafka_message_t *msg, const char *key)
+{
+    CcLearnRollback r;
+    char err[256];
+    if (!msg->payload) /* a tombstone: the record cleared */
+        return;
+    if (cc_learn_rollback_parse(msg->key, msg->key_len, msg->payload, msg->len, &r, err,
+                                sizeof err)) {
+        refuse(m, R_BAD_ROLLBACK, key, "rollback record: %s", err);
+        return;
+    }
+    m->rollback_records++;
+    m->last_rollback_record = r;
+    LOG_INFO("models", "'%s': model %s was rolled back to %s by %s", m->topic, r.hash, r.to,
+             r.member);
+}
+
 /* Swaps back to <learned>.prev: the model in service degraded live. */
 static void rollback(Ccd *d, const CcdWatchScore *s)
 {
@@ -652,6 +720,7 @@ static void rollback(Ccd *d, const CcdWatchScore *s)
     m->rollbacks++;
     note_rolled_back(d, m->serving_hash);
     LOG_WARN("models", "model %s rolled back to %s: %s", m->serving_hash, hash, why);
+    produce_rollback_record(d, m->serving_hash, hash, s, why);
     add_history(d, "rollback", hash, m->serving_hash, why);
     snprintf(m->verdict, sizeof m->verdict, "rolled back %s: %.280s", m->serving_hash, why);
     snprintf(m->serving_hash, sizeof m->serving_hash, "%s", hash);
@@ -792,7 +861,15 @@ void ccd_models_cron(Ccd *d)
             size_t kl = msg->key_len < sizeof key - 1 ? msg->key_len : sizeof key - 1;
             memcpy(key, msg->key ? msg->key : "", msg->key ? kl : 0);
             key[msg->key ? kl : 0] = 0;
-            if (strchr(key, '#'))
+            if (cc_learn_rollback_key(msg->key, msg->key_len))
+                take_rollback_record(m, msg, key);
+            else if (strchr(key, '/')) { /* a kind of record this version does not read */
+                m->skipped_records++;
+                CCD_LOG_RL(CC_LOG_INFO, "models",
+                           "record '%s' on '%s' skipped: not a model record this version "
+                           "reads",
+                           key, m->topic);
+            } else if (strchr(key, '#'))
                 take_chunk(d, msg, key);
             else
                 take_head(d, msg, key);
@@ -927,6 +1004,17 @@ json_t *ccd_models_json(const Ccd *d)
         json_object_set_new(r, reason_names[i], json_integer((json_int_t)m->refused[i]));
     json_object_set_new(o, "refused", r);
     json_object_set_new(o, "rollbacks", json_integer((json_int_t)m->rollbacks));
+    json_t *rr = json_pack("{s:I, s:I, s:I}", "read", (json_int_t)m->rollback_records, "produced",
+                           (json_int_t)m->rollback_records_produced, "skipped_records",
+                           (json_int_t)m->skipped_records);
+    if (m->last_rollback_record.hash[0]) {
+        char k[26], *js = cc_learn_rollback_json(&m->last_rollback_record, k);
+        json_t *last = js ? json_loads(js, 0, NULL) : NULL;
+        free(js);
+        if (last)
+            json_object_set_new(rr, "last", last);
+    }
+    json_object_set_new(o, "rollback_records", rr);
     if (d->cfg.model_source == 1)
         json_object_set_new(o, "learning", learning_json(d));
     json_object_set_new(o, "live", live_json(d));
@@ -978,8 +1066,20 @@ void ccd_models_metrics(const Ccd *d, struct evbuffer *b)
                         "# HELP cellcast_model_rollbacks_total Learned models swapped back to "
                         "the previous one after degrading live (model.rollback).\n"
                         "# TYPE cellcast_model_rollbacks_total counter\n"
-                        "cellcast_model_rollbacks_total %llu\n",
-                        (unsigned long long)m->rollbacks);
+                        "cellcast_model_rollbacks_total %llu\n"
+                        "# HELP cellcast_models_rollback_records_total Rollback records "
+                        "(key rollback/<hash>) on the models topic: read (valid, from any "
+                        "member), produced by this member.\n"
+                        "# TYPE cellcast_models_rollback_records_total counter\n"
+                        "cellcast_models_rollback_records_total{op=\"read\"} %llu\n"
+                        "cellcast_models_rollback_records_total{op=\"produced\"} %llu\n"
+                        "# HELP cellcast_models_skipped_total Records on the models topic of a "
+                        "kind this version does not read (a key with '/').\n"
+                        "# TYPE cellcast_models_skipped_total counter\n"
+                        "cellcast_models_skipped_total %llu\n",
+                        (unsigned long long)m->rollbacks, (unsigned long long)m->rollback_records,
+                        (unsigned long long)m->rollback_records_produced,
+                        (unsigned long long)m->skipped_records);
     if (m->watch) {
         CcdWatchScore s;
         ccd_watch_score(m->watch, &s);

@@ -20,7 +20,11 @@
  * (model_watch.h) over model.rollback_window_steps is compared once with the previous
  * model's over the window before the swap, and a model worse by more than
  * model.rollback_margin is swapped back (reload path), noted in <learned_path>.rolled_back
- * (never applied again by this member) and counted (cellcast_model_rollbacks_total).
+ * (never applied again by this member) and counted (cellcast_model_rollbacks_total), and a
+ * rollback record (key rollback/<hash>, cc_learn.h) is produced on the models topic for the
+ * learner. Rollback records read from the topic are checked (cc_learn_rollback_parse:
+ * bad_rollback when refused), counted and shown, never taken for a model; other keys with
+ * a '/' are skipped and counted.
  * Loop thread.
  */
 #ifndef CCD_MODELS_H

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <libgen.h>
 #include <math.h>
 #include <stdlib.h>
@@ -677,4 +678,143 @@ int cc_learn_file_hash(const char *path, char hex[17])
     free(b);
     snprintf(hex, 17, "%016llx", (unsigned long long)h);
     return 0;
+}
+
+int cc_learn_hash_valid(const char *h)
+{
+    if (!h || strlen(h) != 16)
+        return 0;
+    for (int i = 0; i < 16; i++)
+        if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+int cc_learn_rollback_key(const char *key, size_t key_len)
+{
+    const size_t pl = sizeof CC_LEARN_ROLLBACK_PREFIX - 1;
+    return key && key_len >= pl && !memcmp(key, CC_LEARN_ROLLBACK_PREFIX, pl);
+}
+
+/* An optional string field into buf (at most n - 1 bytes, printable); absent: "". */
+static int opt_string(json_t *o, const char *name, char *buf, size_t n, int required, char *err,
+                      size_t errlen)
+{
+    json_t *v = json_object_get(o, name);
+    buf[0] = 0;
+    if (!v)
+        return required ? cc_errf(err, errlen, -EINVAL, "no '%s'", name) : 0;
+    const char *s = json_string_value(v);
+    size_t len = s ? json_string_length(v) : 0;
+    if (!s || len >= n || (required && len == 0))
+        return cc_errf(err, errlen, -EINVAL, "'%s' is not a string of %s%zu bytes at most", name,
+                       required ? "1 to " : "", n - 1);
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+            return cc_errf(err, errlen, -EINVAL, "'%s' holds a control character", name);
+    memcpy(buf, s, len + 1);
+    return 0;
+}
+
+static int opt_number(json_t *o, const char *name, double *out, char *err, size_t errlen)
+{
+    json_t *v = json_object_get(o, name);
+    *out = NAN;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < 0)
+        return cc_errf(err, errlen, -EINVAL, "'%s' is not a finite number >= 0", name);
+    *out = json_number_value(v);
+    return 0;
+}
+
+int cc_learn_rollback_parse(const char *key, size_t key_len, const void *value, size_t len,
+                            CcLearnRollback *out, char *err, size_t errlen)
+{
+    const size_t pl = sizeof CC_LEARN_ROLLBACK_PREFIX - 1;
+    memset(out, 0, sizeof *out);
+    out->live_mase = out->baseline_mase = NAN;
+    out->forecasts = -1;
+    if (!cc_learn_rollback_key(key, key_len) || key_len != pl + 16)
+        return cc_errf(err, errlen, -EINVAL, "the key is not rollback/<16 hex digits>");
+    char khash[17];
+    memcpy(khash, key + pl, 16);
+    khash[16] = 0;
+    if (strlen(khash) != 16 || !cc_learn_hash_valid(khash))
+        return cc_errf(err, errlen, -EINVAL, "the key is not rollback/<16 hex digits>");
+    if (!value || len == 0)
+        return cc_errf(err, errlen, -EINVAL, "no value");
+    if (len > CC_LEARN_ROLLBACK_MAX_BYTES)
+        return cc_errf(err, errlen, -EINVAL, "%zu bytes (at most %d)", len,
+                       CC_LEARN_ROLLBACK_MAX_BYTES);
+    json_error_t je;
+    json_t *o = json_loadb(value, len, JSON_REJECT_DUPLICATES, &je);
+    int rc = 0;
+    if (!json_is_object(o)) {
+        rc =
+            cc_errf(err, errlen, -EINVAL, "not a JSON object%s%s", o ? "" : ": ", o ? "" : je.text);
+        goto done;
+    }
+    char fmt[32];
+    if ((rc = opt_string(o, "format", fmt, sizeof fmt, 1, err, errlen)) < 0)
+        goto done;
+    if (strcmp(fmt, CC_LEARN_ROLLBACK_FORMAT)) {
+        rc = cc_errf(err, errlen, -EINVAL, "format '%s', not " CC_LEARN_ROLLBACK_FORMAT, fmt);
+        goto done;
+    }
+    if ((rc = opt_string(o, "hash", out->hash, sizeof out->hash, 1, err, errlen)) < 0 ||
+        (rc = opt_string(o, "to", out->to, sizeof out->to, 1, err, errlen)) < 0)
+        goto done;
+    if (!cc_learn_hash_valid(out->hash) || strcmp(out->hash, khash)) {
+        rc = cc_errf(err, errlen, -EINVAL, "'hash' is not the key's %s", khash);
+        goto done;
+    }
+    if (!cc_learn_hash_valid(out->to) || !strcmp(out->to, out->hash)) {
+        rc = cc_errf(err, errlen, -EINVAL, "'to' is not a model hash other than 'hash'");
+        goto done;
+    }
+    double fc;
+    if ((rc = opt_string(o, "member", out->member, sizeof out->member, 1, err, errlen)) < 0 ||
+        (rc = opt_string(o, "at", out->at, sizeof out->at, 0, err, errlen)) < 0 ||
+        (rc = opt_string(o, "data_time", out->data_time, sizeof out->data_time, 0, err, errlen)) <
+            0 ||
+        (rc = opt_string(o, "why", out->why, sizeof out->why, 0, err, errlen)) < 0 ||
+        (rc = opt_number(o, "live_mase", &out->live_mase, err, errlen)) < 0 ||
+        (rc = opt_number(o, "baseline_mase", &out->baseline_mase, err, errlen)) < 0 ||
+        (rc = opt_number(o, "forecasts", &fc, err, errlen)) < 0)
+        goto done;
+    if (!isnan(fc)) {
+        if (!json_is_integer(json_object_get(o, "forecasts"))) {
+            rc = cc_errf(err, errlen, -EINVAL, "'forecasts' is not an integer");
+            goto done;
+        }
+        out->forecasts = (int64_t)json_integer_value(json_object_get(o, "forecasts"));
+    }
+done:
+    json_decref(o);
+    return rc;
+}
+
+char *cc_learn_rollback_json(const CcLearnRollback *r, char key[26])
+{
+    snprintf(key, 26, CC_LEARN_ROLLBACK_PREFIX "%.16s", r->hash);
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "format", CC_LEARN_ROLLBACK_FORMAT, "hash",
+                          r->hash, "to", r->to, "member", r->member);
+    if (!o)
+        return NULL;
+    if (r->at[0])
+        json_object_set_new(o, "at", json_string(r->at));
+    if (r->data_time[0])
+        json_object_set_new(o, "data_time", json_string(r->data_time));
+    if (r->why[0])
+        json_object_set_new(o, "why", json_string(r->why));
+    if (isfinite(r->live_mase))
+        json_object_set_new(o, "live_mase", json_real(r->live_mase));
+    if (isfinite(r->baseline_mase))
+        json_object_set_new(o, "baseline_mase", json_real(r->baseline_mase));
+    if (r->forecasts >= 0)
+        json_object_set_new(o, "forecasts", json_integer((json_int_t)r->forecasts));
+    char *js = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(o);
+    return js;
 }

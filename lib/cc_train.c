@@ -1331,6 +1331,9 @@ typedef struct Job {
     int ret;
 } Job;
 
+/* The caller's stop request (settings.stop): read, never written, by every thread. */
+static int stop_requested(const CcTrainer *t) { return t->s.stop && *t->s.stop; }
+
 static void *job_run(void *arg)
 {
     Job *j = arg;
@@ -1341,6 +1344,10 @@ static void *job_run(void *arg)
     j->sq_count = 0;
     j->ret = 0;
     for (int i = 0; i < j->n_win && j->ret == 0; i += j->t->per_thread) {
+        if (stop_requested(j->t)) {
+            j->ret = -ECANCELED;
+            break;
+        }
         int cnt = j->n_win - i < j->t->per_thread ? j->n_win - i : j->t->per_thread;
         double l;
         int ns;
@@ -1454,6 +1461,8 @@ static void draw_window(CcTrainer *t, CcTrainWindow *w)
 
 int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm)
 {
+    if (stop_requested(t)) /* before the draw: a stopped step leaves no trace */
+        return -ECANCELED;
     for (int b = 0; b < t->s.batch; b++) {
         draw_window(t, &t->batch[b]);
         t->drawn += t->batch[b].n_cur;
@@ -1868,6 +1877,10 @@ int cc_trainer_calibrate_fit(CcTrainer *t, const CcCalibSettings *cs, CcCalibRep
     CcTrainWork *w = t->work[0];
     for (int i = 0; i < t->n_val_win; i += chunk) {
         int n = t->n_val_win - i < chunk ? t->n_val_win - i : chunk;
+        if (stop_requested(t)) {
+            ret = -ECANCELED;
+            goto done;
+        }
         ret = cc_train_batch(w, m, NULL, t->ds, t->val_win + i, n, 0.0f, 1.0f, NULL, NULL, y, NULL,
                              NULL);
         if (ret < 0)

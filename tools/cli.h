@@ -3,6 +3,8 @@
 #ifndef CC_CLI_H
 #define CC_CLI_H
 
+#include <signal.h>
+
 #include "cc_engine.h"
 #include "opts.h"
 
@@ -41,6 +43,11 @@ int cmd_info(int argc, char **argv);
 int cmd_forward(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+/** cmd_train whose training stops at the next step (or validation chunk) once *stop is
+ *  nonzero (the trainer's settings.stop; no SIGINT handler installed): -ECANCELED then,
+ *  with nothing kept (a checkpoint --out already holds is the caller's to drop); else
+ *  cmd_train's exit code. */
+int cmd_train_stoppable(int argc, char **argv, const volatile sig_atomic_t *stop);
 int cmd_eval(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_learn(int argc, char **argv);

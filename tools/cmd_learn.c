@@ -28,6 +28,8 @@
 #include "learn_windows.h"
 #endif
 
+/* SIGTERM / SIGINT: the round in progress is abandoned (the trainer reads the flag at
+ * every step: cmd_train_stoppable), nothing of it is published, the process exits 0. */
 static volatile sig_atomic_t g_learn_stop;
 static void on_stop(int sig)
 {
@@ -55,7 +57,18 @@ typedef struct LearnArgs {
     int n_silences;
     double history_days;
     struct CctLearnKafka *kafka; /* open while running with --brokers */
+    struct Rollbacks *rb;        /* what the models topic says members rolled back */
 } LearnArgs;
+
+/* The rollback records read from the models topic (cc_learn.h): every hash in it is
+ * refused as a candidate and as the champion, whichever member rolled it back. Derived
+ * from the topic at each start (compaction keeps one record per hash). */
+typedef struct Rollbacks {
+    CcLearnRollback *r;
+    int n;
+    int first_read_done;
+    char noted[17]; /* the rolled-back champion last logged as not restorable */
+} Rollbacks;
 
 /* One candidate or the champion, scored on the held-out rows. */
 typedef struct Scored {
@@ -333,7 +346,8 @@ static int linear_candidate(const LearnArgs *a, const char *train_csv, int64_t s
 
 /* The Transformer candidate: `cellcast train` itself (its code, in this process) with the
  * documented recipe for a learner: the ridge start validated as a candidate checkpoint
- * (--linear-init ridge --eval-start), checkpoints chosen by MASE. 0 or -1. */
+ * (--linear-init ridge --eval-start), checkpoints chosen by MASE. Stopped at the next
+ * step by SIGTERM (g_learn_stop). 0, 1 (stopped: no candidate) or -1. */
 static int transformer_candidate(const LearnArgs *a, const char *train_csv, int64_t step,
                                  int horizon, int patch_len, const char *path, Scored *sc)
 {
@@ -392,7 +406,12 @@ static int transformer_candidate(const LearnArgs *a, const char *train_csv, int6
         argv[argc++] = "--quiet";
     argv[argc] = NULL;
 #undef NUM_ARG
-    int rc = cmd_train(argc, (char **)argv);
+    if (!a->quiet) /* what a stop waits for: one optimiser step (docs/learning.md) */
+        fprintf(stderr, "cellcast learn: training the Transformer candidate (%d steps%s)\n",
+                a->tx_steps, a->tx_steps > 0 ? "" : ": cellcast train's default");
+    int rc = cmd_train_stoppable(argc, (char **)argv, &g_learn_stop);
+    if (rc == -ECANCELED)
+        return 1;
     if (rc != 0) {
         snprintf(sc->why, sizeof sc->why, "cellcast train exited with %d", rc);
         return -1;
@@ -436,6 +455,115 @@ static json_t *iso_time(int64_t ts)
     return json_string(buf);
 }
 
+/* A rollback record read from the models topic: kept (one per hash, the newest) and said. */
+static void take_rollback(void *cookie, const CcLearnRollback *r)
+{
+    const LearnArgs *a = cookie;
+    Rollbacks *rb = a->rb;
+    int i = 0;
+    while (i < rb->n && strcmp(rb->r[i].hash, r->hash))
+        i++;
+    if (i == rb->n) {
+        CcLearnRollback *nr = realloc(rb->r, (size_t)(rb->n + 1) * sizeof *nr);
+        if (!nr) {
+            fprintf(stderr, "cellcast learn: out of memory noting a rollback of %s\n", r->hash);
+            return;
+        }
+        rb->r = nr;
+        rb->n++;
+    }
+    rb->r[i] = *r;
+    char live[96] = "";
+    if (isfinite(r->live_mase) && isfinite(r->baseline_mase))
+        snprintf(live, sizeof live, ", live MASE %.4g against the previous model's %.4g",
+                 r->live_mase, r->baseline_mase);
+    fprintf(stderr,
+            "cellcast learn: model %s was rolled back to %s by member %s%s%s%s: refused from "
+            "now on\n",
+            r->hash, r->to, r->member, r->at[0] ? " at " : "", r->at, live);
+}
+
+static const CcLearnRollback *rolled_back(const LearnArgs *a, const char *hash)
+{
+    for (int i = 0; a->rb && hash[0] && i < a->rb->n; i++)
+        if (!strcmp(a->rb->r[i].hash, hash))
+            return &a->rb->r[i];
+    return NULL;
+}
+
+/* What the models topic holds beyond what was read: the first read waits for the topic's
+ * end (5 s at most), later ones take what arrived. */
+static void read_rollbacks(const LearnArgs *a)
+{
+#ifdef CCT_HAVE_KAFKA
+    char err[512];
+    if (!a->kafka)
+        return;
+    int n = cct_learn_kafka_read_rollbacks(a->kafka, a->rb->first_read_done ? 200 : 5000,
+                                           take_rollback, (void *)a, err, sizeof err);
+    if (n < 0)
+        fprintf(stderr, "cellcast learn: reading rollbacks: %s\n", err);
+    else
+        a->rb->first_read_done = 1;
+#else
+    (void)a;
+#endif
+}
+
+static int publish_kafka(const LearnArgs *a, json_t *rec, const char *hash, char *err,
+                         size_t errlen);
+
+/* The champion (the --out file) when a member rolled it back: the model before it, which
+ * the learner kept as STATE_DIR/previous.safetensors when it published the one rolled
+ * back, goes back to --out (and, with --brokers, to the models topic: the members that did
+ * not roll back, and those that start, then serve the same model as the one that did).
+ * 0: the champion is not rolled back, or is the previous model again; 1: rolled back and
+ * the model before it is not at hand (why says so: no champion to beat this round). */
+static int follow_rollbacks(const LearnArgs *a, char *why, size_t whylen)
+{
+    char out_hash[17] = "", prev[4096], prevj[4200], outj[4200], h[17] = "", err[1024];
+    if (cc_learn_file_hash(a->out, out_hash) < 0)
+        return 0;
+    const CcLearnRollback *r = rolled_back(a, out_hash);
+    if (!r)
+        return 0;
+    state_path(a, "previous.safetensors", prev, sizeof prev);
+    snprintf(prevj, sizeof prevj, "%s.json", prev);
+    snprintf(outj, sizeof outj, "%s.json", a->out);
+    if (cc_learn_file_hash(prev, h) < 0 || strcmp(h, r->to)) {
+        snprintf(why, whylen,
+                 "the model in service %s was rolled back to %s by %.96s; the model before it "
+                 "is not %.200s (%s): no champion",
+                 out_hash, r->to, r->member, prev, h[0] ? h : "absent");
+        if (strcmp(a->rb->noted, out_hash)) {
+            fprintf(stderr, "cellcast learn: %s\n", why);
+            snprintf(a->rb->noted, sizeof a->rb->noted, "%s", out_hash);
+        }
+        return 1;
+    }
+    json_t *rec = json_load_file(prevj, 0, NULL);
+    if (!json_is_object(rec)) {
+        json_decref(rec);
+        rec = json_pack("{s:s, s:s}", "format", "cellcast-learn-record/1", "hash", r->to);
+    }
+    json_object_set_new(rec, "restored_after_rollback_of", json_string(out_hash));
+    if (cc_learn_publish_file(prev, a->out, err, sizeof err) < 0 ||
+        save_json_atomic(outj, rec, err, sizeof err) < 0) {
+        fprintf(stderr, "cellcast learn: restoring the champion: %s\n", err);
+        json_decref(rec);
+        snprintf(why, whylen, "the model in service %s was rolled back; restoring %s failed",
+                 out_hash, r->to);
+        return 1;
+    }
+    fprintf(stderr,
+            "cellcast learn: champion %s rolled back by %s: the champion is %s again (%s)\n",
+            out_hash, r->member, r->to, prev);
+    if (a->kafka && publish_kafka(a, rec, r->to, err, sizeof err) < 0)
+        fprintf(stderr, "cellcast learn: republishing %s: %s\n", r->to, err);
+    json_decref(rec);
+    return 0;
+}
+
 /* The published model and its record onto the models topic (tools/learn_kafka.h). */
 static int publish_kafka(const LearnArgs *a, json_t *rec, const char *hash, char *err,
                          size_t errlen)
@@ -460,7 +588,8 @@ static int publish_kafka(const LearnArgs *a, json_t *rec, const char *hash, char
 }
 
 /* One learning round on what the store holds. 0 (a round ran or none was due), 1 (no
- * round: not enough data), -1 on an error. */
+ * round: not enough data), 2 (stopped by SIGTERM: abandoned, nothing published), -1 on an
+ * error. */
 static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
 {
     CcLearnStats ls;
@@ -544,17 +673,35 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
     } else
         snprintf(sc[SEASONAL].why, sizeof sc[SEASONAL].why,
                  "no day of data before the held-out rows");
-    if (due == CC_LEARN_TRANSFORMER) {
+    if (due == CC_LEARN_TRANSFORMER && !g_learn_stop) {
         if (transformer_candidate(a, train_csv, ls.step_s, horizon, patch_len, tx_path, &sc[TX]) ==
             0)
             score(&sc[TX], all_csv, cut, horizon, ls.step_s);
     } else
         snprintf(sc[TX].why, sizeof sc[TX].why, "%.1f days of data, the Transformer from %.1f",
                  (double)span / 86400, (double)a->ls.transformer_s / 86400);
-    if (g_learn_stop)
-        return -1;
+    if (g_learn_stop) { /* nothing of this round is published; the next start runs it again */
+        unlink(lin_path);
+        unlink(tx_path);
+        unlink(sn_path);
+        char optim[4200]; /* cellcast train's optimiser state beside its checkpoint */
+        snprintf(optim, sizeof optim, "%s.optim", tx_path);
+        unlink(optim);
+        for (int i = 0; i < N_SCORED; i++)
+            json_decref(sc[i].per_kpi);
+        fprintf(stderr,
+                "cellcast learn: stopped: round %d abandoned after %.1fs, nothing published\n",
+                st->rounds + 1, (double)(cc_now_ns() - t0) / 1e9);
+        return 2;
+    }
+    read_rollbacks(a);
+    char champ_why[768];
+    int champ_refused = follow_rollbacks(a, champ_why, sizeof champ_why);
     struct stat sb;
-    if (stat(a->out, &sb) == 0) {
+    if (champ_refused) {
+        snprintf(sc[CHAMP].why, sizeof sc[CHAMP].why, "%.500s", champ_why);
+        cc_learn_file_hash(a->out, sc[CHAMP].hash);
+    } else if (stat(a->out, &sb) == 0) {
         score(&sc[CHAMP], all_csv, cut, horizon, ls.step_s);
         cc_learn_file_hash(a->out, sc[CHAMP].hash);
         if (!sc[CHAMP].ok && !a->quiet)
@@ -565,8 +712,15 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
     } else
         snprintf(sc[CHAMP].why, sizeof sc[CHAMP].why, "no model in service");
     for (int i = 0; i < CHAMP; i++)
-        if (sc[i].ok)
+        if (sc[i].ok) {
             cc_learn_file_hash(sc[i].path, sc[i].hash);
+            const CcLearnRollback *r = rolled_back(a, sc[i].hash);
+            if (r) { /* the same bytes as a model a member rolled back: never again */
+                sc[i].ok = 0;
+                snprintf(sc[i].why, sizeof sc[i].why, "model %s was rolled back by %s", sc[i].hash,
+                         r->member);
+            }
+        }
     double snaive = NAN, linear_base = NAN;
     for (int i = 0; i < N_SCORED; i++)
         if (sc[i].ok) {
@@ -616,6 +770,13 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
         json_object_set_new(rec, "linear_fit", lf);
     }
     json_object_set_new(rec, "champion_before", scored_json(&sc[CHAMP]));
+    if (a->rb->n) { /* the hashes refused because a member rolled them back */
+        json_t *rbs = json_array();
+        for (int i = 0; i < a->rb->n; i++)
+            json_array_append_new(rbs, json_pack("{s:s, s:s, s:s}", "hash", a->rb->r[i].hash, "to",
+                                                 a->rb->r[i].to, "member", a->rb->r[i].member));
+        json_object_set_new(rec, "rolled_back", rbs);
+    }
     if (best >= 0)
         json_object_set_new(rec, "best", json_string(sc[best].kind));
     json_object_set_new(rec, "shuffled_training", json_boolean(a->shuffle_train));
@@ -629,6 +790,15 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
         json_object_set_new(rec, "hash", json_string(sc[best].hash));
         json_object_set_new(rec, "parent",
                             sc[CHAMP].hash[0] ? json_string(sc[CHAMP].hash) : json_null());
+        /* the model replaced is kept: a member's rollback of the new one swaps back to it */
+        char prev[4096], prevj[4200];
+        state_path(a, "previous.safetensors", prev, sizeof prev);
+        snprintf(prevj, sizeof prevj, "%s.json", prev);
+        if (sc[CHAMP].hash[0] && !champ_refused &&
+            (cc_learn_publish_file(a->out, prev, err, sizeof err) < 0 ||
+             (stat(rec_path, &sb) == 0 &&
+              cc_learn_publish_file(rec_path, prevj, err, sizeof err) < 0)))
+            fprintf(stderr, "cellcast learn: keeping the model replaced as %s: %s\n", prev, err);
         if (cc_learn_publish_file(sc[best].path, a->out, err, sizeof err) < 0 ||
             save_json_atomic(rec_path, rec, err, sizeof err) < 0) {
             fprintf(stderr, "cellcast learn: publish: %s\n", err);
@@ -876,6 +1046,10 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
         return 2;
     }
 #endif
+    if (!a->model_name[0] || strpbrk(a->model_name, "#/")) { /* chunk keys; other records */
+        fprintf(stderr, "cellcast learn: --model-name must be non-empty, without '#' or '/'\n");
+        return 2;
+    }
     if (strcmp(a->tx_loss, "nll") && strcmp(a->tx_loss, "mae")) {
         fprintf(stderr, "cellcast learn: --tx-loss must be nll or mae\n");
         return 2;
@@ -899,8 +1073,16 @@ static int read_input(const LearnArgs *a, CcLearn *l)
                      * ones wait up to --poll for new records */
         static int first = 1;
         char err[512];
-        int64_t n = cct_learn_kafka_read(a->kafka, l, first ? 60000 : (int)(a->poll_s * 1000), err,
-                                         sizeof err);
+        /* the wait for new records in slices, so that a SIGTERM is seen within one */
+        int64_t n = 0, until = cc_now_ns() + (int64_t)(a->poll_s * 1e9);
+        do {
+            int64_t left_ms = (until - cc_now_ns()) / 1000000;
+            n = cct_learn_kafka_read(a->kafka, l,
+                                     first           ? 60000
+                                     : left_ms > 250 ? 250
+                                                     : (int)(left_ms > 0 ? left_ms : 0),
+                                     err, sizeof err);
+        } while (n == 0 && !first && !g_learn_stop && cc_now_ns() < until);
         if (n < 0) {
             fprintf(stderr, "cellcast learn: %s\n", err);
             return -1;
@@ -948,7 +1130,8 @@ cut:
 
 int cmd_learn(int argc, char **argv)
 {
-    LearnArgs a = {0};
+    Rollbacks rb = {0};
+    LearnArgs a = {.rb = &rb};
     int rc = learn_opts(&a, argc, argv);
     if (rc != CLI_RUN)
         return rc;
@@ -988,6 +1171,7 @@ int cmd_learn(int argc, char **argv)
             .kpis_field = a.kpis_field,
             .props = a.props,
             .n_props = a.n_props,
+            .stop = &g_learn_stop,
         };
         if (cct_learn_kafka_open(&a.kafka, &ks, err, sizeof err) < 0) {
             fprintf(stderr, "cellcast learn: %s\n", err);
@@ -1002,7 +1186,16 @@ int cmd_learn(int argc, char **argv)
             ret = 1;
             break;
         }
+        if (g_learn_stop)
+            break;
+        if (a.kafka) { /* a member's rollback is followed at once, not at the next round */
+            char why[768];
+            read_rollbacks(&a);
+            follow_rollbacks(&a, why, sizeof why);
+        }
         int r = learn_round(&a, l, &st);
+        if (r == 2)
+            break;
         if (r < 0 && (a.once || g_learn_stop)) {
             ret = 1;
             break;
@@ -1016,5 +1209,6 @@ int cmd_learn(int argc, char **argv)
     cct_learn_kafka_close(&a.kafka);
 #endif
     cc_learn_close(&l);
+    free(rb.r);
     return ret;
 }

@@ -6,7 +6,8 @@
  * lib/cc_train (Adam, warmup then decay, dropout, clipping, 2 threads), validates every
  * --eval-every steps, keeps the best checkpoint (lowest validation MSE or NLL) in --out, the
  * latest optimiser state in --out.optim (for --resume), and stops early after --patience
- * evaluations without improvement, at --max-minutes, or on Ctrl-C. tx/3: norm.floor is set
+ * evaluations without improvement, at --max-minutes, or on Ctrl-C (cmd_train_stoppable:
+ * abandoned, nothing kept, on the caller's stop flag). tx/3: norm.floor is set
  * from the training rows before training (--floor-frac), calib.sigma_scale fitted on the
  * validation rows after it (docs/training.md). */
 #include <errno.h>
@@ -576,7 +577,10 @@ typedef struct Train {
     int saved_any;
     double vs_last;     /* the kept weights' val_mae_vs_last (train_naive_check), or NaN */
     double vs_last_mse; /*   and val_mse_vs_last */
-    const struct Train *first_run; /* a fallback run (train_fallback): the run it retrains */
+    const struct Train *first_run;     /* a fallback run (train_fallback): the run it retrains */
+    const volatile sig_atomic_t *stop; /* cmd_train_stoppable's flag (the trainer's
+                                        * settings.stop), or NULL */
+    int canceled;                      /* the trainer answered -ECANCELED */
     char state_path[4096];
     char err[1024];
 } Train;
@@ -854,6 +858,7 @@ static int train_settings(Train *t)
     ts->dropout_sites = strcmp(a->dropout_sites, "all") ? CC_DROPOUT_RESIDUAL : CC_DROPOUT_ALL;
     ts->decay_all = a->decay_all;
     ts->xn_bound = (float)a->xn_bound;
+    ts->stop = t->stop;
     if (!strcmp(a->mae_units, "mase")) {
         const size_t nc = (size_t)t->ds->n_series * t->ds->n_features;
         if (!(t->mae_unit = malloc((nc + 1) * sizeof *t->mae_unit)) ||
@@ -1069,6 +1074,10 @@ static int train_validate(Train *t, int64_t step, double loss_ema, double *v)
 {
     CcModel *m = t->m;
     int r = cc_trainer_validate(t->tr, &v[0], &v[1]);
+    if (r == -ECANCELED) {
+        t->canceled = 1;
+        return -1;
+    }
     val_abs_values(t, v);
     if (r == -EAGAIN) /* no validation data: keep the last weights */
         v[0] = v[1] = v[2] = v[3] = loss_ema;
@@ -1252,6 +1261,10 @@ static int train_loop(Train *t, const char **why)
         }
         if (r == 0)
             note_spike(t, step + 1, loss);
+        if (r == -ECANCELED) {
+            t->canceled = 1;
+            return -1;
+        }
         if (r == -ERANGE) {
             fprintf(stderr, "\ncellcast train: non-finite loss at step %lld, update skipped\n",
                     (long long)step + 1);
@@ -1284,6 +1297,10 @@ static int train_calibrate(Train *t)
     CcCalibReport rep;
     calib_settings(&t->a, &cs);
     int r = cc_trainer_calibrate_fit(t->tr, &cs, &rep);
+    if (r == -ECANCELED) {
+        t->canceled = 1;
+        return -1;
+    }
     if (r == -EAGAIN) {
         fprintf(stderr, "cellcast train: warning: no validation sample: calib.sigma_scale "
                         "left at 1 (intervals not calibrated)\n");
@@ -1560,7 +1577,8 @@ static int train_run(Train *t, int argc, char **argv)
     double v[SEL_COUNT]; /* --eval-start: the start is the first candidate */
     if (t->a.eval_start && !t->a.resume && train_validate(t, 0, NAN, v))
         return -1;
-    signal(SIGINT, on_sigint);
+    if (!t->stop) /* a caller with its own flag keeps its own handlers */
+        signal(SIGINT, on_sigint);
     int64_t t0 = cc_now_ns();
     if (train_loop(t, &why) || train_save(t))
         return -1;
@@ -1627,11 +1645,18 @@ static int train_fallback(const Train *t, const TrainArgs *first, int argc, char
     u->sel = SEL_MASE;
     u->tty = t->tty;
     u->first_run = t;
+    u->stop = t->stop;
     fprintf(stderr,
             "cellcast train: the kept model loses to the last value on validation (MAE %.3f, "
             "MSE %.3f of the last value's): training again with " FALLBACK_OPTIONS "\n",
             t->vs_last, t->vs_last_mse);
     int ret = train_run(u, argc, argv);
+    if (u->canceled) { /* the first run's model stays at --out: the caller drops it */
+        unlink(tmp);
+        unlink(tmp_optim);
+        train_free(u);
+        return -ECANCELED;
+    }
     if (ret == 0 && u->vs_last < t->vs_last) {
         if (rename(tmp, t->a.out_path) < 0 || rename(tmp_optim, out_optim) < 0) {
             fprintf(stderr, "cellcast train: %s: %s\n", t->a.out_path, strerror(errno));
@@ -1659,13 +1684,14 @@ static int train_fallback(const Train *t, const TrainArgs *first, int argc, char
     return ret;
 }
 
-int cmd_train(int argc, char **argv)
+int cmd_train_stoppable(int argc, char **argv, const volatile sig_atomic_t *stop)
 {
     Train *t = calloc(1, sizeof *t);
     if (!t) {
         fprintf(stderr, "cellcast train: out of memory\n");
         return 1;
     }
+    t->stop = stop;
     int ret = train_opts(&t->a, argc, argv);
     if (ret == CLI_RUN) {
         TrainArgs first = t->a;
@@ -1673,9 +1699,19 @@ int cmd_train(int argc, char **argv)
         t->sel = select_index(t->a.select);
         t->tty = isatty(fileno(stderr));
         ret = train_run(t, argc, argv) ? 1 : 0;
-        if (ret == 0 && fallback_due(t))
-            ret = train_fallback(t, &first, argc, argv) ? 1 : 0;
+        if (ret == 0 && fallback_due(t)) {
+            int r = train_fallback(t, &first, argc, argv);
+            ret = r == -ECANCELED ? r : r ? 1 : 0;
+        }
+        if (t->canceled) {
+            if (!t->a.quiet)
+                fprintf(stderr, "%scellcast train: stopped at step %lld: nothing kept\n",
+                        t->tty ? "\n" : "", (long long)cc_trainer_steps_done(t->tr));
+            ret = -ECANCELED;
+        }
     }
     train_free(t);
     return ret;
 }
+
+int cmd_train(int argc, char **argv) { return cmd_train_stoppable(argc, argv, NULL); }

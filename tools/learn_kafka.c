@@ -24,6 +24,8 @@ struct CctLearnKafka {
     CctLearnKafkaSettings s;
     char models_topic[512];
     rd_kafka_t *consumer, *producer;
+    rd_kafka_t *models_consumer; ///< the models topic's rollback records (opened when read)
+    int models_assigned, models_at_eof;
     int n_parts;
     int32_t *parts;
     int *at_eof;
@@ -415,6 +417,10 @@ void cct_learn_kafka_close(CctLearnKafka **kp)
         rd_kafka_consumer_close(k->consumer);
         rd_kafka_destroy(k->consumer);
     }
+    if (k->models_consumer) {
+        rd_kafka_consumer_close(k->models_consumer);
+        rd_kafka_destroy(k->models_consumer);
+    }
     cc_kpi_close(&k->dec);
     for (int i = 0; i < k->n_names; i++)
         free(k->names[i]);
@@ -432,6 +438,8 @@ int64_t cct_learn_kafka_read(CctLearnKafka *k, CcLearn *l, int timeout_ms, char 
     int64_t deadline = cc_now_ns() + (int64_t)timeout_ms * 1000000;
     int got = 0;
     for (;;) {
+        if (k->s.stop && *k->s.stop)
+            break;
         int64_t left_ms = (deadline - cc_now_ns()) / 1000000;
         /* after the catch-up, once messages flow, read while they keep coming */
         int wait = !k->caught_up ? (int)(left_ms > 200 ? 200 : left_ms)
@@ -563,6 +571,99 @@ int cct_learn_kafka_publish(CctLearnKafka *k, const char *name, const char *path
     snprintf(k->prev_hash, sizeof k->prev_hash, "%s", hash);
     k->prev_chunks = n;
     return 0;
+}
+
+/* The models topic's partition 0 from its beginning, once the topic exists. 0, 1 (not yet:
+ * no model published) or -errno. */
+static int assign_models(CctLearnKafka *k, char *err, size_t errlen)
+{
+    char e[512];
+    if (!k->models_consumer) {
+        rd_kafka_conf_t *c = base_conf(&k->s, err, errlen);
+        if (!c || rd_kafka_conf_set(c, "group.id", "cellcast-learn-models", e, sizeof e) ||
+            rd_kafka_conf_set(c, "enable.auto.commit", "false", e, sizeof e) ||
+            rd_kafka_conf_set(c, "enable.partition.eof", "true", e, sizeof e)) {
+            if (c)
+                rd_kafka_conf_destroy(c);
+            return errf(err, errlen, -EINVAL, "models consumer: %s", e);
+        }
+        if (!(k->models_consumer = rd_kafka_new(RD_KAFKA_CONSUMER, c, e, sizeof e))) {
+            rd_kafka_conf_destroy(c);
+            return errf(err, errlen, -EIO, "models consumer: %s", e);
+        }
+    }
+    rd_kafka_topic_t *t = rd_kafka_topic_new(k->models_consumer, k->models_topic, NULL);
+    const rd_kafka_metadata_t *md = NULL;
+    int exists = t && !rd_kafka_metadata(k->models_consumer, 0, t, &md, 2000) &&
+                 md->topic_cnt == 1 && !md->topics[0].err && md->topics[0].partition_cnt > 0;
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    if (t)
+        rd_kafka_topic_destroy(t);
+    if (!exists)
+        return 1;
+    rd_kafka_topic_partition_list_t *pl = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(pl, k->models_topic, 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    rd_kafka_resp_err_t ae = rd_kafka_assign(k->models_consumer, pl);
+    rd_kafka_topic_partition_list_destroy(pl);
+    if (ae)
+        return errf(err, errlen, -EIO, "assign '%s': %s", k->models_topic, rd_kafka_err2str(ae));
+    k->models_assigned = 1;
+    return 0;
+}
+
+int cct_learn_kafka_read_rollbacks(CctLearnKafka *k, int timeout_ms,
+                                   void (*on_rollback)(void *cookie, const CcLearnRollback *r),
+                                   void *cookie, char *err, size_t errlen)
+{
+    if (!k->models_assigned) {
+        int rc = assign_models(k, err, errlen);
+        if (rc)
+            return rc > 0 ? 0 : rc;
+    }
+    int64_t deadline = cc_now_ns() + (int64_t)timeout_ms * 1000000;
+    int n = 0;
+    for (;;) {
+        if (k->s.stop && *k->s.stop)
+            break;
+        /* at the end already: what arrived since, without waiting long for nothing */
+        int64_t left_ms = (deadline - cc_now_ns()) / 1000000;
+        int wait = k->models_at_eof ? 100 : (int)(left_ms > 200 ? 200 : left_ms > 0 ? left_ms : 0);
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(k->models_consumer, wait);
+        if (!m) {
+            if (k->models_at_eof || cc_now_ns() >= deadline)
+                break;
+            continue;
+        }
+        if (m->err) {
+            int eof = m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF;
+            if (!eof)
+                fprintf(stderr, "cellcast learn: '%s': %s\n", k->models_topic,
+                        rd_kafka_message_errstr(m));
+            rd_kafka_message_destroy(m);
+            if (eof) {
+                k->models_at_eof = 1;
+                break;
+            }
+            continue;
+        }
+        if (cc_learn_rollback_key(m->key, m->key_len) && m->payload) {
+            CcLearnRollback r;
+            char why[256];
+            if (cc_learn_rollback_parse(m->key, m->key_len, m->payload, m->len, &r, why,
+                                        sizeof why) == 0) {
+                on_rollback(cookie, &r);
+                n++;
+            } else {
+                k->st.refused_rollbacks++;
+                fprintf(stderr,
+                        "cellcast learn: '%s': rollback record at offset %lld refused: %s\n",
+                        k->models_topic, (long long)m->offset, why);
+            }
+        }
+        rd_kafka_message_destroy(m); /* models and chunks: the learner's own, not read */
+    }
+    return n;
 }
 
 void cct_learn_kafka_stats(const CctLearnKafka *k, CctLearnKafkaStats *st) { *st = k->st; }

@@ -19,10 +19,14 @@
  * producer's message.max.bytes − 1 KiB) travels as n chunk records keyed `name#hash#i`
  * (headers cellcast-hash, cellcast-chunk `i/n`) before a head record whose value is `chunked`
  * and cellcast-chunks "n"; the chunk keys of the model replaced are tombstoned after it.
+ *
+ * Rollbacks: cct_learn_kafka_read_rollbacks reads the models topic with a consumer of its
+ * own for the rollback records cellcastd members produce (cc_learn.h), skipping the models.
  */
 #ifndef CCT_LEARN_KAFKA_H
 #define CCT_LEARN_KAFKA_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,12 +42,16 @@ typedef struct CctLearnKafkaSettings {
     const char *cell_field, *ts_field, *kpis_field; ///< NULL: the decoder's defaults
     const char *const *props; ///< n_props librdkafka properties "name=value" (both clients)
     int n_props;
+    /** The caller's stop request (a SIGTERM handler's flag), or NULL: once set, a read
+     *  returns within one poll (at most 200 ms) with what it has. */
+    const volatile sig_atomic_t *stop;
 } CctLearnKafkaSettings;
 
 typedef struct CctLearnKafka CctLearnKafka;
 
 typedef struct CctLearnKafkaStats {
     uint64_t messages, records, refused_records, dropped_records;
+    uint64_t refused_rollbacks; ///< rollback records on the models topic refused
     int partitions;
 } CctLearnKafkaStats;
 
@@ -63,6 +71,15 @@ int64_t cct_learn_kafka_read(CctLearnKafka *k, CcLearn *l, int timeout_ms, char 
  *  key name; waits for the broker's acks. 0 or -errno with a message. */
 int cct_learn_kafka_publish(CctLearnKafka *k, const char *name, const char *path, const char *hash,
                             const char *record_json, char *err, size_t errlen);
+
+/** The rollback records (cc_learn.h) on the models topic: the first call reads the topic
+ *  from its beginning to its end (waiting at most timeout_ms), later calls what arrived
+ *  since. on_rollback(cookie, r) for each valid one; hostile ones are refused with a message
+ *  on stderr and counted (refused_rollbacks); model and chunk records are skipped. Returns
+ *  the valid records read (0 also while the topic does not exist) or -errno. */
+int cct_learn_kafka_read_rollbacks(CctLearnKafka *k, int timeout_ms,
+                                   void (*on_rollback)(void *cookie, const CcLearnRollback *r),
+                                   void *cookie, char *err, size_t errlen);
 
 void cct_learn_kafka_stats(const CctLearnKafka *k, CctLearnKafkaStats *st);
 

@@ -11,7 +11,17 @@
 # cellcastd swaps back to <learned_path>.prev (the good copy), says why in GET /v1/model
 # (live.verdict, history) and the log, counts cellcast_model_rollbacks_total, notes the hash
 # in <learned_path>.rolled_back, and refuses that model when it reads it again after a
-# restart (rolled_back). ~20-35 s.
+# restart (rolled_back). The rollback is noted for the learner on kpis.models (key
+# rollback/<hash>: the hash, the model it went back to, the member, the live scores) and
+# read back and counted; hostile rollback records and a record of an unknown kind are
+# refused or skipped with a message and counted, never taken for a model. Then a learner
+# whose champion (--out) is the rolled-back model and whose STATE_DIR/previous.safetensors
+# is the good copy (what it holds after publishing the good copy, then the degraded one)
+# runs a round on the KPI topic: it logs the rollback, takes the good copy as its champion
+# again (its --out, republished on the topic), scores its candidates against it, refuses
+# the hostile records with a message, and publishes nothing with the rolled-back hash; a
+# candidate whose bytes a rollback record names is refused; the learner looping on the
+# topics exits 0 within 5 s of a SIGTERM while it waits for records. ~30-50 s.
 # Exit 77 (skip) when kcat, curl or python3 is missing.
 set -u
 CLI=${1:?cellcast binary}
@@ -153,6 +163,43 @@ else
     fail "no rollback: $(curl -s "$URL/v1/model" | jq_py 'd["serving"]["live"]') $(tail -3 "$TMP/d.log")"
 fi
 
+# The rollback noted on the models topic for the learner, and read back (counted).
+jrec() { python3 -c "import json,sys; d=json.loads(sys.stdin.read().split('|',1)[1]); print(eval(sys.argv[1]))" "$1"; }
+# (read back by the member: then it is on the topic)
+for _ in $(seq 50); do
+    got=$(curl -s "$URL/v1/model" | jq_py '(d["serving"]["rollback_records"]["produced"], d["serving"]["rollback_records"]["read"], d["serving"]["rollback_records"].get("last", {}).get("hash"))')
+    [ "$got" = "(1, 1, '$BAD')" ] && break
+    sleep 0.1
+done
+[ "$got" = "(1, 1, '$BAD')" ] && ok "rollback_records in /v1/model: produced 1, read back 1" ||
+    fail "rollback_records in /v1/model: $got"
+rb=$(kcat -b "$EXT" -C -t kpis.models -e -q -f '%k|%s\n' 2>/dev/null | grep -a "^rollback/$BAD|" | tail -1)
+if [ -n "$rb" ] &&
+    [ "$(echo "$rb" | jrec '(d["format"], d["hash"], d["to"], d["member"] != "", d["live_mase"] > d["baseline_mase"] > 0, d["forecasts"] > 0)')" = "('cellcast-rollback/1', '$BAD', '$GOOD', True, True, True)" ]; then
+    ok "the rollback is on kpis.models: $(echo "$rb" | cut -c1-200)"
+else
+    fail "no rollback record for $BAD on kpis.models: '$rb'"
+fi
+applied=$(curl -s "$URL/v1/model" | jq_py 'd["serving"]["applied"]')
+
+# Hostile rollback records and a record of a kind this version does not read.
+printf 'rollback/1111111111111111|not json\n' >"$TMP/hostile.txt"
+printf 'rollback/2222222222222222|{"format":"cellcast-rollback/1","hash":"3333333333333333","to":"%s","member":"x"}\n' "$GOOD" >>"$TMP/hostile.txt"
+printf 'rollback/%s|{"format":"cellcast-rollback/1","hash":"%s","to":"%s","member":"x","live_mase":"NaN"}\n' "$GOOD" "$GOOD" "$BAD" >>"$TMP/hostile.txt"
+printf 'notes/something|{"a":1}\n' >>"$TMP/hostile.txt"
+kcat -b "$EXT" -P -t kpis.models -p 0 -K '|' -l "$TMP/hostile.txt" || fail "kcat: the hostile records"
+for _ in $(seq 50); do
+    got=$(curl -s "$URL/v1/model" | jq_py '(d["serving"]["refused"]["bad_rollback"], d["serving"]["rollback_records"]["skipped_records"], d["serving"]["hash"], d["serving"]["applied"])')
+    [ "$got" = "(3, 1, '$GOOD', $applied)" ] && break
+    sleep 0.1
+done
+if [ "$got" = "(3, 1, '$GOOD', $applied)" ] && grep -q "refused (bad_rollback): rollback record: 'hash' is not the key's" "$TMP/d.log" &&
+    curl -s "$URL/metrics" | grep -q '^cellcast_models_refused_total{reason="bad_rollback"} 3$'; then
+    ok "hostile rollback records refused (3), an unknown kind skipped (1), no model taken from them"
+else
+    fail "hostile rollback records: (bad_rollback, skipped, hash, applied) = $got; $(grep -c bad_rollback "$TMP/d.log") log lines"
+fi
+
 # A restart reads the topic from its beginning: the rolled-back model is refused.
 stop_daemon
 start_daemon "$TMP/d2.log" ready -c "$TMP/cfg.yaml"
@@ -164,5 +211,71 @@ if wait_log "$TMP/d2.log" "refused (rolled_back)" 100; then
 else
     fail "after a restart: $(tail -3 "$TMP/d2.log")"
 fi
+
+# The learner learns of the rollback: its champion (--out) is the degraded model, the good
+# copy is STATE_DIR/previous.safetensors with its record, as after publishing both.
+L="$TMP/learner"
+mkdir -p "$L"
+cp "$TMP/bad.safetensors" "$L/model.safetensors"
+printf '{"format":"cellcast-learn-record/1","hash":"%s","published":"linear"}\n' "$BAD" >"$L/model.safetensors.json"
+cp "$TMP/good.safetensors" "$L/previous.safetensors"
+printf '{"format":"cellcast-learn-record/1","hash":"%s","published":"linear"}\n' "$GOOD" >"$L/previous.safetensors.json"
+heads_of() { kcat -b "$EXT" -C -t kpis.models -e -q -f '%k %h\n' 2>/dev/null | grep "^learned .*cellcast-hash=$1" | wc -l; }
+bad_heads=$(heads_of "$BAD")
+if "$CLI" learn --brokers "$EXT" --topic kpis --out "$L/model.safetensors" --once --patch-len 4 \
+    2>"$TMP/learner.log"; then
+    last_rec=$(tail -1 "$L/rounds.jsonl")
+    champ=$(echo "x|$last_rec" | jrec 'd["champion_before"].get("hash")')
+    pub=$(echo "x|$last_rec" | jrec 'd.get("hash")')
+    if grep -q "model $BAD was rolled back to $GOOD by member" "$TMP/learner.log" &&
+        grep -q "the champion is $GOOD again" "$TMP/learner.log" && [ "$champ" = "$GOOD" ] &&
+        [ "$pub" != "$BAD" ] && ! cmp -s "$L/model.safetensors" "$TMP/bad.safetensors" &&
+        [ "$(heads_of "$BAD")" = "$bad_heads" ] && [ "$(heads_of "$GOOD")" -ge 2 ] &&
+        echo "x|$last_rec" | jrec '"'"$BAD"'" in [r["hash"] for r in d["rolled_back"]]' | grep -q True; then
+        ok "learner: $BAD refused, $GOOD its champion again and republished; round: $(echo "x|$last_rec" | jrec 'd["decision"]')"
+    else
+        fail "learner after the rollback: champion '$champ', published '$pub', heads of $BAD $(heads_of "$BAD") (before $bad_heads); $(grep -E 'rolled|champion' "$TMP/learner.log" | head -3)"
+    fi
+    [ "$(grep -c 'rollback record at offset [0-9]* refused' "$TMP/learner.log")" = 3 ] &&
+        ok "learner: the 3 hostile rollback records refused with a message" ||
+        fail "learner: hostile rollback records: $(grep -c refused "$TMP/learner.log") refusals"
+else
+    fail "learner: $(tail -3 "$TMP/learner.log")"
+fi
+# A candidate with the bytes of a model a member rolled back is refused: the same data gives
+# the same linear-only candidate, whose hash a rollback record now names.
+LIN=$(tail -1 "$L/rounds.jsonl" | sed 's/^/x|/' | jrec '[c["hash"] for c in d["candidates"] if c["kind"] == "linear"][0]')
+printf 'rollback/%s|{"format":"cellcast-rollback/1","hash":"%s","to":"%s","member":"test-member"}\n' \
+    "$LIN" "$LIN" "$GOOD" | kcat -b "$EXT" -P -t kpis.models -p 0 -K '|' || fail "kcat: rollback of $LIN"
+if "$CLI" learn --brokers "$EXT" --topic kpis --out "$L/model.safetensors" --once --patch-len 4 \
+    2>"$TMP/learner2.log"; then
+    why=$(tail -1 "$L/rounds.jsonl" | sed 's/^/x|/' | jrec '[c.get("refused") for c in d["candidates"] if c.get("hash") == "'"$LIN"'"]')
+    case $why in
+    *"was rolled back by test-member"*) ok "learner: the candidate $LIN refused as rolled back ($why)" ;;
+    *) fail "learner: candidate $LIN: $why" ;;
+    esac
+    [ "$(heads_of "$LIN")" = 0 ] && ok "learner: $LIN never published" || fail "learner published $LIN"
+else
+    fail "learner, second run: $(tail -3 "$TMP/learner2.log")"
+fi
+# The learner looping on the topics stops promptly on SIGTERM while it waits for records.
+n0=$(wc -l <"$L/rounds.jsonl")
+"$CLI" learn --brokers "$EXT" --topic kpis --out "$L/model.safetensors" --patch-len 4 \
+    --retrain-hours 0 --poll 30 2>"$TMP/learner3.log" &
+LP=$!
+PIDS+=("$LP")
+for _ in $(seq 300); do [ "$(wc -l <"$L/rounds.jsonl")" -gt "$n0" ] && break; sleep 0.1; done
+sleep 1 # past the round: waiting for records (--poll 30)
+kill -TERM "$LP"
+for _ in $(seq 50); do kill -0 "$LP" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$LP" 2>/dev/null; then
+    kill -KILL "$LP"
+    fail "learner: still running 5 s after SIGTERM while waiting for records"
+else
+    wait "$LP" && ok "learner: SIGTERM while waiting for records: exit 0 within 5 s" ||
+        fail "learner: SIGTERM while waiting: exit status $?"
+fi
+h=$(curl -s "$URL/v1/model" | jq_py 'd["serving"]["hash"]')
+[ "$h" != "$BAD" ] && ok "the member serves $h after the learner's round" || fail "the member serves $BAD"
 stop_daemon
 [ "$FAILS" = 0 ] && echo "all ok" || exit 1

@@ -9,7 +9,11 @@
 # naming its parent; in every round what is published scores no worse than the linear-only
 # and seasonal candidates (the gate's guarantee); a learner killed (SIGKILL)
 # in the middle of a round leaves the published model whole, and on restart removes the
-# half-written files and resumes its round count. Tiny models: a few seconds.
+# half-written files and resumes its round count; a learner stopped (SIGTERM, as systemd
+# stops it) while it trains a Transformer exits 0 within STOP_BOUND seconds with nothing of
+# the round written (no model, no record, no *.tmp.*, no round counted), and its restart
+# runs that round again and publishes, then stops as promptly while it waits for data.
+# Tiny models: a few seconds.
 #   usage: test_learn.sh CELLCAST
 set -u
 CLI=${1:?cellcast binary}
@@ -96,6 +100,69 @@ if ! ls "$TMP"/out/*.tmp.* >/dev/null 2>&1 &&
 else
     fail "restart: $(ls "$TMP/out"), rounds $(rec rounds "$TMP/out/state.json")"
 fi
+
+# 5. SIGTERM while the Transformer trains (an endless --tx-steps), with no model in service.
+# The bound: one optimiser step of this tiny model and the process's exit (milliseconds)
+# with room for a loaded machine; systemd's TimeoutStopSec (30 s) is far above it.
+STOP_BOUND=5
+OUT2="$TMP/out2/model.safetensors"
+STOP_SHAPE=(--data-dir "$TMP/data" --out "$OUT2" --patch-len 4 --d-model 8 --n-heads 2 --d-ff 8)
+# stop_within LOG [WHAT]: SIGTERM to PIDS[0] once LOG says WHAT (none: now); RC its exit
+# status (still-running after STOP_BOUND s: then killed), SECS the time it took
+stop_within() {
+    local pid=${PIDS[0]} i t0 t1
+    if [ -n "${2:-}" ]; then
+        for i in $(seq 600); do grep -q "$2" "$1" && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+        if ! grep -q "$2" "$1"; then
+            kill -KILL "$pid" 2>/dev/null
+            wait "$pid" 2>/dev/null
+            PIDS=()
+            RC=never-started SECS=0
+            return
+        fi
+        sleep 1 # inside the work, past the line's print
+    fi
+    t0=$(date +%s.%N)
+    kill -TERM "$pid"
+    for i in $(seq $((STOP_BOUND * 20))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    if kill -0 "$pid" 2>/dev/null; then
+        kill -KILL "$pid"
+        wait "$pid" 2>/dev/null
+        PIDS=()
+        RC=still-running SECS=$STOP_BOUND
+        return
+    fi
+    wait "$pid"
+    RC=$?
+    t1=$(date +%s.%N)
+    PIDS=()
+    SECS=$(python3 -c "print('%.2f' % ($t1 - $t0))")
+}
+"$CLI" learn "${STOP_SHAPE[@]}" --tx-steps 10000000 --retrain-hours 0 --poll 0.2 \
+    >/dev/null 2>"$TMP/r5.log" &
+PIDS=($!)
+stop_within "$TMP/r5.log" "^cellcast train:" # cellcast train's first line: its data
+if [ "$RC" = 0 ] && [ ! -e "$OUT2" ] && [ ! -e "$OUT2.json" ] && [ ! -e "$TMP/out2/state.json" ] &&
+    ! ls "$TMP"/out2/*.tmp.* >/dev/null 2>&1 && grep -q "nothing published" "$TMP/r5.log"; then
+    ok "SIGTERM while training: exit 0 in ${SECS}s, nothing written ($(grep stopped "$TMP/r5.log" | tail -1))"
+else
+    fail "SIGTERM while training: '$RC' after ${SECS}s (bound ${STOP_BOUND}s); $(ls "$TMP/out2"); $(tail -2 "$TMP/r5.log")"
+fi
+# the restart runs the abandoned round (state.json was not advanced) and publishes, then
+# waits for more data: a SIGTERM there is as prompt
+"$CLI" learn "${STOP_SHAPE[@]}" --tx-steps 200 --quiet --poll 60 >/dev/null 2>"$TMP/r6.log" &
+PIDS=($!)
+for _ in $(seq 600); do [ -e "$TMP/out2/state.json" ] && break; kill -0 "${PIDS[0]}" 2>/dev/null || break; sleep 0.1; done
+if [ -e "$OUT2.json" ] && [ "$(rec rounds "$TMP/out2/state.json")" = 1 ] &&
+    [ "$(rec round "$OUT2.json")" = 1 ] && "$CLI" info --model "$OUT2" >/dev/null; then
+    ok "restart after the stop: round 1 run again and published ($(rec published "$OUT2.json"))"
+else
+    fail "restart after the stop: $(ls "$TMP/out2"); $(tail -2 "$TMP/r6.log")"
+fi
+sleep 0.5
+stop_within "$TMP/r6.log"
+[ "$RC" = 0 ] && ok "SIGTERM while waiting for data: exit 0 in ${SECS}s" ||
+    fail "SIGTERM while waiting for data: '$RC' after ${SECS}s"
 
 [ "$FAILS" = 0 ] && echo "learn: all checks passed"
 exit $((FAILS > 0))

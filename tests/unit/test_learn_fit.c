@@ -263,12 +263,104 @@ static void test_bad_settings(void **state)
     cc_data_close(&ds);
 }
 
+/* Rollback records (cc_learn_rollback_*): what cellcastd writes is read back whole; each
+ * hostile version is refused with a message and fills nothing a caller would trust. */
+static void test_rollback_record(void **state)
+{
+    (void)state;
+    CcLearnRollback r = {.live_mase = 1.75, .baseline_mase = 0.5, .forecasts = 4608}, got;
+    snprintf(r.hash, sizeof r.hash, "00ff00ff00ff00ff");
+    snprintf(r.to, sizeof r.to, "0123456789abcdef");
+    snprintf(r.member, sizeof r.member, "cellcastd-a-8080");
+    snprintf(r.at, sizeof r.at, "2026-11-28T03:00:00Z");
+    snprintf(r.why, sizeof r.why, "live MASE 1.75 > (1 + 0.1) x 0.5");
+    char key[26], err[256];
+    char *js = cc_learn_rollback_json(&r, key);
+    assert_non_null(js);
+    assert_string_equal(key, "rollback/00ff00ff00ff00ff");
+    assert_int_equal(
+        cc_learn_rollback_parse(key, strlen(key), js, strlen(js), &got, err, sizeof err), 0);
+    assert_string_equal(got.hash, r.hash);
+    assert_string_equal(got.to, r.to);
+    assert_string_equal(got.member, r.member);
+    assert_string_equal(got.at, r.at);
+    assert_string_equal(got.why, r.why);
+    assert_true(got.live_mase == 1.75 && got.baseline_mase == 0.5 && got.forecasts == 4608);
+    free(js);
+    assert_true(cc_learn_rollback_key("rollback/x", 10));
+    assert_false(cc_learn_rollback_key("learned", 7));
+    assert_false(cc_learn_rollback_key("learned#00ff00ff00ff00ff#0", 26));
+
+    const char *K = "rollback/00ff00ff00ff00ff";
+    const char *ok_tail = "\"member\":\"m\",\"to\":\"0123456789abcdef\"}";
+    struct {
+        const char *key, *value, *says;
+    } bad[] = {
+        {"rollback/00FF00FF00FF00FF", NULL, "key"},
+        {"rollback/00ff00ff00ff00f", NULL, "key"},
+        {"rollback/00ff00ff00ff00ffx", NULL, "key"},
+        {K, "", "no value"},
+        {K, "[1,2]", "not a JSON object"},
+        {K, "{\"format\":\"cellcast-rollback/1\",\"hash\":\"00ff", "not a JSON object"},
+        {K, "{\"format\":\"cellcast-rollback/9\",\"hash\":\"00ff00ff00ff00ff\",", "format"},
+        {K, "{\"format\":\"cellcast-rollback/1\",\"hash\":\"1111111111111111\",", "key's"},
+        {K, "{\"format\":\"cellcast-rollback/1\",\"hash\":7,", "'hash'"},
+        {K, "{\"format\":\"cellcast-rollback/1\",\"hash\":\"00ff00ff00ff00ff\",\"live_mase\":-1,",
+         "live_mase"},
+        {K, "{\"format\":\"cellcast-rollback/1\",\"hash\":\"00ff00ff00ff00ff\",\"forecasts\":1.5,",
+         "forecasts"},
+        {K,
+         "{\"format\":\"cellcast-rollback/1\",\"hash\":\"00ff00ff00ff00ff\",\"why\":\"a\\u0001b\",",
+         "control"},
+        {K,
+         "{\"format\":\"cellcast-rollback/"
+         "1\",\"hash\":\"00ff00ff00ff00ff\",\"at\":\"2026-11-28T03:00:00.000000000000000Z\",",
+         "'at'"},
+    };
+    char buf[8192];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *v = bad[i].value ? bad[i].value : "{\"format\":\"cellcast-rollback/1\",";
+        int n = snprintf(buf, sizeof buf, "%s%s", v, *v && v[strlen(v) - 1] == ',' ? ok_tail : "");
+        err[0] = 0;
+        assert_int_equal(cc_learn_rollback_parse(bad[i].key, strlen(bad[i].key), buf, (size_t)n,
+                                                 &got, err, sizeof err),
+                         -EINVAL);
+        printf("refused %-28s %-40.40s: %s\n", bad[i].key, buf, err);
+        assert_non_null(strstr(err, bad[i].says));
+    }
+    /* a record whose 'to' is missing, is its own hash, or whose member is empty */
+    const char *no_to = "{\"format\":\"cellcast-rollback/1\",\"hash\":\"00ff00ff00ff00ff\","
+                        "\"member\":\"m\"}";
+    const char *self = "{\"format\":\"cellcast-rollback/1\",\"hash\":\"00ff00ff00ff00ff\","
+                       "\"member\":\"m\",\"to\":\"00ff00ff00ff00ff\"}";
+    const char *nobody = "{\"format\":\"cellcast-rollback/1\",\"hash\":\"00ff00ff00ff00ff\","
+                         "\"member\":\"\",\"to\":\"0123456789abcdef\"}";
+    assert_int_equal(
+        cc_learn_rollback_parse(K, strlen(K), no_to, strlen(no_to), &got, err, sizeof err),
+        -EINVAL);
+    assert_int_equal(
+        cc_learn_rollback_parse(K, strlen(K), self, strlen(self), &got, err, sizeof err), -EINVAL);
+    assert_int_equal(
+        cc_learn_rollback_parse(K, strlen(K), nobody, strlen(nobody), &got, err, sizeof err),
+        -EINVAL);
+    /* huge: over CC_LEARN_ROLLBACK_MAX_BYTES, whatever it holds */
+    size_t big = CC_LEARN_ROLLBACK_MAX_BYTES + 1;
+    char *huge = malloc(big);
+    memset(huge, ' ', big);
+    huge[0] = '{', huge[big - 1] = '}';
+    assert_int_equal(cc_learn_rollback_parse(K, strlen(K), huge, big, &got, err, sizeof err),
+                     -EINVAL);
+    assert_non_null(strstr(err, "at most"));
+    free(huge);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_units_apart_match_per_kpi_maps),
         cmocka_unit_test(test_random_walk_stays_near_naive),
         cmocka_unit_test(test_bad_settings),
+        cmocka_unit_test(test_rollback_record),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1210,6 +1210,55 @@ static void test_ema_average(void **state)
     free(se.mask);
 }
 
+/* settings.stop (a SIGTERM handler's flag in cellcast learn): once set, a step, a
+ * validation and a calibration return -ECANCELED and change nothing; cleared, training
+ * goes on from where it was. Two threads: each reads the flag before its windows. */
+static void test_stop_hook(void **state)
+{
+    (void)state;
+    CcDataset ds;
+    CcSeries se;
+    CcHparams hp;
+    sine_tx3(&ds, &se, &hp);
+    CcModel *m;
+    tl_model_open(&m, &hp, 3);
+    CcRange tr = {0, 600}, va = {600, 800};
+    volatile sig_atomic_t stop = 0;
+    CcTrainSettings s;
+    cc_train_default_settings(&s);
+    assert_null(s.stop); /* the documented default */
+    s.batch = 6;
+    s.n_threads = 2;
+    s.stop = &stop;
+    CcTrainer *t;
+    assert_int_equal(cc_trainer_open(&t, m, &ds, &tr, &va, &s, NULL, 0), 0);
+    assert_int_equal(cc_trainer_step(t, NULL, NULL, NULL), 0);
+    size_t bytes = m->n_params * sizeof(float);
+    float *before = malloc(bytes);
+    memcpy(before, m->block, bytes);
+    float scale_before = m->w.sigma_scale[0];
+    stop = 1;
+    double nll, mse;
+    assert_int_equal(cc_trainer_step(t, NULL, NULL, NULL), -ECANCELED);
+    assert_int_equal(cc_trainer_steps_done(t), 1);
+    assert_int_equal(cc_trainer_validate(t, &nll, &mse), -ECANCELED);
+    CcCalibSettings cs;
+    cc_calib_defaults(&cs);
+    assert_int_equal(cc_trainer_calibrate_fit(t, &cs, NULL), -ECANCELED);
+    assert_memory_equal(before, m->block, bytes);
+    assert_true(m->w.sigma_scale[0] == scale_before);
+    stop = 0;
+    assert_int_equal(cc_trainer_step(t, NULL, NULL, NULL), 0);
+    assert_int_equal(cc_trainer_steps_done(t), 2);
+    assert_int_equal(cc_trainer_validate(t, &nll, &mse), 0);
+    assert_true(isfinite(nll));
+    free(before);
+    cc_trainer_close(&t);
+    cc_model_close(&m);
+    free(se.x);
+    free(se.mask);
+}
+
 static void test_deterministic(void **state)
 {
     (void)state;
@@ -1722,6 +1771,7 @@ int main(void)
         cmocka_unit_test(test_norm_floor_scales),
         cmocka_unit_test(test_train_constant_then_moving),
         cmocka_unit_test(test_mae_unit_weight),
+        cmocka_unit_test(test_stop_hook),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -169,4 +169,49 @@ int cc_learn_write_atomic(const char *dst, const void *buf, size_t len, char *er
 /** FNV-1a 64 of a file's bytes as 16 hex digits into hex (17 bytes); 0 or -errno. */
 int cc_learn_file_hash(const char *path, char hex[17]);
 
+/** 1 when h is a model hash as published: exactly 16 lower-case hex digits. */
+int cc_learn_hash_valid(const char *h);
+
+/*
+ * Rollback records (proto/model_record.md "Rollback records"): what cellcastd produces on
+ * the models topic when it swaps a learned model back to the one before it, and what the
+ * learner reads to refuse that hash and take the previous model as its champion. Key
+ * `rollback/<hash>` (compaction keeps one per hash), value a JSON object of at most
+ * CC_LEARN_ROLLBACK_MAX_BYTES: format CC_LEARN_ROLLBACK_FORMAT, hash (the key's), to (the
+ * model served after it), member (who rolled it back), and optional at, data_time
+ * (RFC 3339), live_mase, baseline_mase (finite, ≥ 0), forecasts (≥ 0), why.
+ */
+#define CC_LEARN_ROLLBACK_PREFIX "rollback/"
+#define CC_LEARN_ROLLBACK_FORMAT "cellcast-rollback/1"
+#define CC_LEARN_ROLLBACK_MAX_BYTES 4096
+
+typedef struct CcLearnRollback {
+    char hash[17];        ///< the model rolled back
+    char to[17];          ///< the model served after the rollback
+    char member[256];     ///< the member that rolled it back (its Kafka client id)
+    char at[32];          ///< wall clock of the rollback, RFC 3339 ("" unknown)
+    char data_time[32];   ///< newest data time then, RFC 3339 ("" unknown)
+    double live_mase;     ///< the rolled-back model's live MASE (NaN unknown)
+    double baseline_mase; ///< the previous model's before the swap (NaN unknown)
+    int64_t forecasts;    ///< matured forecasts behind live_mase (-1 unknown)
+    char why[320];        ///< the member's reason ("" none)
+} CcLearnRollback;
+
+/** 1 when key (key_len bytes, not NUL-terminated) is a rollback record's. */
+int cc_learn_rollback_key(const char *key, size_t key_len);
+
+/**
+ * A rollback record checked as hostile input: the key `rollback/<16 hex>`, the value at
+ * most CC_LEARN_ROLLBACK_MAX_BYTES of a JSON object with the format, a valid hash equal to
+ * the key's, a valid `to` other than it, a member of 1..255 printable bytes, and the
+ * optional fields of their types and sizes (unknown fields ignored). 0 with *out filled,
+ * or -EINVAL with what is wrong in err.
+ */
+int cc_learn_rollback_parse(const char *key, size_t key_len, const void *value, size_t len,
+                            CcLearnRollback *out, char *err, size_t errlen);
+
+/** The record's value as compact JSON (malloc'd, NUL-terminated; NULL: out of memory), and
+ *  its key into key (at least 26 bytes). */
+char *cc_learn_rollback_json(const CcLearnRollback *r, char key[26]);
+
 #endif

@@ -23,6 +23,8 @@
 #ifndef CC_TRAIN_H
 #define CC_TRAIN_H
 
+#include <signal.h>
+
 #include "cc_calib.h"
 #include "cc_data.h"
 #include "cc_model.h"
@@ -249,6 +251,14 @@ typedef struct CcTrainSettings {
     float xn_bound; ///< training samples with a normalised value beyond ±xn_bound are left
                     ///< out of the loss (cc_train_work_set_xn_bound); 0 = none (default
                     ///< CC_TRAIN_XN_BOUND)
+    /** A stop request, e.g. the flag a SIGTERM handler sets (the library holds no global
+     *  state: the caller owns it, and it must outlive the trainer). Read before each
+     *  optimiser step and by each thread before each of its chunks of windows (at most
+     *  batch / n_threads windows apart, in a step and in a validation); once nonzero,
+     *  cc_trainer_step, cc_trainer_validate and cc_trainer_calibrate_fit return
+     *  -ECANCELED, leaving the weights as the last whole step left them. NULL: never
+     *  stopped (default NULL). */
+    const volatile sig_atomic_t *stop;
 } CcTrainSettings;
 
 void cc_train_default_settings(CcTrainSettings *s);
@@ -275,7 +285,8 @@ void cc_trainer_excluded(const CcTrainer *t, int64_t *excluded, int64_t *drawn);
 
 /** One optimiser step; *loss = mean NLL of the batch, *lr the rate used, *gnorm the
  *  gradient norm before clipping (each may be NULL). 0, -ENOMEM, -EINVAL, -ERANGE
- *  (non-finite loss: the update is skipped). */
+ *  (non-finite loss: the update is skipped), -ECANCELED (settings.stop is set: no update,
+ *  the step not counted). */
 int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm);
 
 /**
@@ -338,7 +349,7 @@ int cc_trainer_fit_linear_scaled(CcTrainer *t, const CcLinearFitSettings *s,
 /** Mean NLL over the validation windows (no dropout, zero position offset), and (mse may
  *  be NULL) the mean squared error of the predicted means in the data's units over every
  *  observed target, each KPI's weighted by settings.val_mse_weight. -EAGAIN when there is
- *  no validation sample. */
+ *  no validation sample, -ECANCELED (settings.stop set: the scores are not whole). */
 int cc_trainer_validate(CcTrainer *t, double *nll, double *mse);
 
 /** After cc_trainer_validate: per channel (series s, KPI f) at [s·F + f], the sum of the
@@ -376,7 +387,8 @@ int cc_trainer_calibrate(CcTrainer *t, double cover[3]);
 
 /** The same with the fit of cs (lib/cc_calib.h; cc_trainer_calibrate is its
  *  CC_CALIB_QUANTILE): the validation samples ordered by origin, rep (may be NULL) the
- *  fit's coverages and backtest. -EINVAL, -EAGAIN, -ENOMEM. */
+ *  fit's coverages and backtest. -EINVAL, -EAGAIN, -ENOMEM, -ECANCELED (settings.stop
+ *  set: the scale left as it was). */
 int cc_trainer_calibrate_fit(CcTrainer *t, const CcCalibSettings *cs, CcCalibReport *rep);
 
 /**
