@@ -283,8 +283,18 @@ static int in_event(const CcSynth *g, int cell, int stream, int64_t step, int64_
 }
 
 /* Durations (steps) of each event stream: one table for the generator and the labels. */
-enum { SITE_DMIN = 3, SITE_DMAX = 24, OUT_DMIN = 3, OUT_DMAX = 24, BURST_DMIN = 2,
-       BURST_DMAX = 12, GAP_DMIN = 3, GAP_DMAX = 20, CELL_DMIN = 4, CELL_DMAX = 16 };
+enum {
+    SITE_DMIN = 3,
+    SITE_DMAX = 24,
+    OUT_DMIN = 3,
+    OUT_DMAX = 24,
+    BURST_DMIN = 2,
+    BURST_DMAX = 12,
+    GAP_DMIN = 3,
+    GAP_DMAX = 20,
+    CELL_DMIN = 4,
+    CELL_DMAX = 16
+};
 
 int cc_synth_neighbour_site(const CcSynth *g, int site)
 {
@@ -486,11 +496,19 @@ int cc_synth_write_topology(const CcSynth *g, FILE *fp)
 
 /* ---- ground truth ------------------------------------------------------------------ */
 
-enum { EV_POWER, EV_TRANSPORT, EV_SHIFT, EV_CELL_OUTAGE, EV_SPIKE, EV_DEGRADATION, EV_BURST,
-       EV_GAP };
+enum {
+    EV_POWER,
+    EV_TRANSPORT,
+    EV_SHIFT,
+    EV_CELL_OUTAGE,
+    EV_SPIKE,
+    EV_DEGRADATION,
+    EV_BURST,
+    EV_GAP
+};
 static const char *const event_kind_names[] = {
-    "power_outage", "transport_loss", "neighbour_shift", "cell_outage",
-    "cell_spike",   "cell_degradation", "burst",         "gap",
+    "power_outage", "transport_loss",   "neighbour_shift", "cell_outage",
+    "cell_spike",   "cell_degradation", "burst",           "gap",
 };
 
 typedef struct SynthEvent {
@@ -566,8 +584,8 @@ int cc_synth_write_events(const CcSynth *g, FILE *fp, int64_t n_steps)
                            SITE_DMAX, p0, p1, EV_POWER, EV_TRANSPORT, 1, nb);
     }
     for (int c = 0; c < g->s.n_cells && !rc; c++) {
-        if ((rc = stream_events(g, &l, c, R_OUTAGE, g->outage_slot, g->p_outage, OUT_DMIN,
-                                OUT_DMAX, p0, p1, EV_CELL_OUTAGE, EV_CELL_OUTAGE, 0, -1)) ||
+        if ((rc = stream_events(g, &l, c, R_OUTAGE, g->outage_slot, g->p_outage, OUT_DMIN, OUT_DMAX,
+                                p0, p1, EV_CELL_OUTAGE, EV_CELL_OUTAGE, 0, -1)) ||
             (rc = stream_events(g, &l, c, R_CELL_EVENT, g->outage_slot, g->p_cell, CELL_DMIN,
                                 CELL_DMAX, p0, p1, EV_SPIKE, EV_DEGRADATION, 0, -1)) ||
             (rc = stream_events(g, &l, c, R_BURST, g->burst_slot, g->p_burst, BURST_DMIN,
