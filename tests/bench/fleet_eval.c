@@ -39,7 +39,10 @@
  * Usage: fleet_eval --model M [--cells N] [--days D] [--seed X] [--threads T]
  *          [--site-outage-rate X] [--neighbour-shift X] [--cell-event-rate X]
  *          [--warmup-days D] [--post N] [--events FILE] [--incidents FILE] [--max-cells N]
- * Prints one JSON object on stdout; progress, the misses and the false incidents on stderr.
+ * Prints one JSON object on stdout; progress on stderr. Environment: FLEET_VERBOSE=1 lists
+ * the site and cell events not seen within 2 steps (and whether they started in the
+ * detector's cooldown after an episode of the cell: cooldown_steps); FLEET_TRACE=<cell id>
+ * prints the cell's alert transitions, FLEET_TRACE_ROWS=<cell id> its scores per row.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -151,6 +154,11 @@ static void sink_emit(void *cookie, const CcAlertEvent *ev)
                ev->step,
                ev->ts,
                ev->start_ts};
+    const char *trace = getenv("FLEET_TRACE"); /* a cell id: its transitions on stderr */
+    if (trace && !strcmp(trace, ev->cell_id))
+        fprintf(stderr, "  trace %s %s flush %lld step %lld start %lld score %.1f\n", ev->id,
+                cc_alert_state_name(ev->state), (long long)s->flush, (long long)ev->step,
+                (long long)ev->start_step, ev->score);
     if (!t.id || push(s->tv, &t)) {
         free(t.id);
         s->oom = 1;
@@ -255,6 +263,7 @@ static int replay_cell(const CcAnomalySettings *s, CctAeCell *c, int F, int cell
     CcAlertSink sink = {&sc, sink_emit};
     const int64_t S = s->step_seconds;
     int pending = -1; /* first row of an imputed run not stepped yet */
+    const char *trace_rows = getenv("FLEET_TRACE_ROWS"); /* a cell id: its scores */
     for (int i = 0; i < c->ser.T; i++) {
         int64_t p = c->p0 + i;
         sc.flush = p;
@@ -268,6 +277,15 @@ static int replay_cell(const CcAnomalySettings *s, CctAeCell *c, int F, int cell
                 set_expect(an, ac, s, c, F, k);
                 cc_anomaly_observe(an, ac, c->p0 + k, c->ser.x + (size_t)k * F,
                                    c->ser.mask + (size_t)k * F, &sink);
+                if (trace_rows && !strcmp(trace_rows, c->id)) {
+                    double z[CC_MAX_FEATURES], score;
+                    int64_t at = cc_anomaly_cell_scores(ac, z, &score);
+                    fprintf(stderr,
+                            "  row %d scored %lld score %.1f x0 %.3g fm0 %.3g fs0 %.3g z0 %.1f\n",
+                            k, (long long)(at - c->p0), score, c->ser.x[(size_t)k * F],
+                            k ? c->fm[((size_t)(k - 1) * c->H) * F] : NAN,
+                            k ? c->fs[((size_t)(k - 1) * c->H) * F] : NAN, z[0]);
+                }
             }
             pending = -1;
         }
@@ -778,6 +796,13 @@ int main(int argc, char **argv)
         }
     }
 
+    /* the steps (from p0) at which each cell's anomaly episodes resolved */
+    EvList *resolved_at = calloc((size_t)a.ss.n_cells, sizeof *resolved_at);
+    for (size_t i = 0; i < n_tr; i++)
+        if (!tr[i].firing && tr[i].kind == CC_ALERT_ANOMALY)
+            evlist_add(&resolved_at[tr[i].cell], (int)(tr[i].flush - p0));
+    int missed_n[NK][2] = {{0}}, missed_cool[NK][2] = {{0}};
+
     /* site and cell events */
     KindScore ks[NK] = {{0}};
     int masked_cell_events = 0;
@@ -835,10 +860,23 @@ int main(int argc, char **argv)
         s->split += n_inc > 1;
         s->site_scope += scope2;
         s->joined += joined;
-        if (!got2 && (site_scope || E->kind <= K_DEGRADATION) && getenv("FLEET_VERBOSE"))
-            fprintf(stderr, "  missed(2) %s site%04d cell%04d steps %lld+%lld: %s\n",
-                    kind_names[E->kind], E->site, E->cells[0], (long long)(E->a - p0),
-                    (long long)(E->b - E->a), n_inc ? "late" : "not detected");
+        if (!got2 && (site_scope || E->kind <= K_DEGRADATION)) {
+            /* in the detector's cooldown: an anomaly episode of the cell (of a cell of the
+             * site) resolved at most cooldown_steps before the start */
+            int cool = 0;
+            for (int k = 0; k < E->n_cells && !cool; k++) {
+                const EvList *l = &resolved_at[E->cells[k]];
+                for (int q = 0; q < l->n && !cool; q++)
+                    cool = l->v[q] < E->a - p0 && l->v[q] >= E->a - p0 - as.cooldown_steps;
+            }
+            missed_cool[E->kind][n_inc ? 1 : 0] += cool;
+            missed_n[E->kind][n_inc ? 1 : 0]++;
+            if (getenv("FLEET_VERBOSE"))
+                fprintf(stderr, "  missed(2) %s site%04d cell%04d steps %lld+%lld: %s%s\n",
+                        kind_names[E->kind], E->site, E->cells[0], (long long)(E->a - p0),
+                        (long long)(E->b - E->a), n_inc ? "late" : "not detected",
+                        cool ? " (cooldown)" : "");
+        }
     }
 
     /* incidents: false, explained */
@@ -892,9 +930,11 @@ int main(int argc, char **argv)
     for (int k = 0; k < NK; k++) {
         const KindScore *s = &ks[k];
         printf("%s\"%s\":{\"n\":%d,\"detected\":%d,\"within2\":%d,\"split\":%d,"
-               "\"site_scope\":%d,\"joined_open\":%d,\"mean_delay\":%.2f}",
+               "\"site_scope\":%d,\"joined_open\":%d,\"mean_delay\":%.2f,"
+               "\"missed\":%d,\"missed_in_cooldown\":%d,\"late\":%d,\"late_in_cooldown\":%d}",
                k ? "," : "", kind_names[k], s->n, s->det, s->det2, s->split, s->site_scope,
-               s->joined, s->det ? s->delay_sum / s->det : 0.0);
+               s->joined, s->det ? s->delay_sum / s->det : 0.0, missed_n[k][0], missed_cool[k][0],
+               missed_n[k][1], missed_cool[k][1]);
     }
     KindScore site = {0}, cell = {0};
     for (int k = K_POWER; k <= K_TRANSPORT; k++) {
