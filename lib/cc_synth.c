@@ -32,6 +32,9 @@ enum {
     R_WHITE,
     R_SITE,       /* site sizes */
     R_SITE_EVENT, /* site-wide events (drawn with the site's index as the cell) */
+    R_SHIFT,      /* a site event's neighbour shift (site index, slot) */
+    R_CELL_EVENT, /* cell events */
+    R_CELL_MAG,   /* a cell event's magnitude (slot) */
 };
 
 typedef struct CellParams {
@@ -47,6 +50,7 @@ struct CcSynth {
     int64_t burst_slot, outage_slot, gap_slot; /* slot lengths in steps */
     double p_burst, p_outage, p_gap;           /* probability of one event per slot */
     double p_site;                             /* the same for site-wide events */
+    double p_cell;                             /* the same for cell events */
     int *site_of;                              /* (n_cells) a cell's site, NULL: no sites */
     int *site_first;                           /* (n_sites + 1) a site's first cell */
     int n_sites;
@@ -69,6 +73,8 @@ void cc_synth_default_settings(CcSynthSettings *s)
     s->sites = 0;
     s->sites_per_region = 25;
     s->site_outage_rate = 0.2;
+    s->neighbour_shift = 0;
+    s->cell_event_rate = 0;
 }
 
 static uint64_t mix64(uint64_t x)
@@ -129,10 +135,11 @@ int cc_synth_open(CcSynth **out, const CcSynthSettings *sp, char *err, size_t er
         return cc_errf(err, errlen, -EINVAL, "synth: step must be 1..604800 seconds");
     if (!(sp->noise >= 0 && sp->noise <= 1) || !(sp->burst_rate >= 0) || !(sp->outage_rate >= 0) ||
         !(sp->missing_rate >= 0 && sp->missing_rate < 1) || !(sp->gap_rate >= 0) ||
-        !(sp->site_outage_rate >= 0) || (sp->sites && sp->sites_per_region < 1))
+        !(sp->site_outage_rate >= 0) || (sp->sites && sp->sites_per_region < 1) ||
+        !(sp->neighbour_shift >= 0 && sp->neighbour_shift <= 100) || !(sp->cell_event_rate >= 0))
         return cc_errf(err, errlen, -EINVAL,
                        "synth: noise must be in [0,1], rates ≥ 0, missing rate < 1, sites per "
-                       "region ≥ 1");
+                       "region ≥ 1, neighbour shift in [0, 100]");
     CcSynth *g = calloc(1, sizeof *g);
     if (!g)
         return -ENOMEM;
@@ -192,6 +199,7 @@ int cc_synth_open(CcSynth **out, const CcSynthSettings *sp, char *err, size_t er
     g->p_outage = clampd(sp->outage_rate * (double)(g->outage_slot * S) / 604800.0, 0, 1);
     g->p_gap = clampd(sp->gap_rate * (double)(g->gap_slot * S) / 604800.0, 0, 1);
     g->p_site = clampd(sp->site_outage_rate * (double)(g->outage_slot * S) / 604800.0, 0, 1);
+    g->p_cell = clampd(sp->cell_event_rate * (double)(g->outage_slot * S) / 604800.0, 0, 1);
     if (sp->sites) {
         int n = sp->n_cells;
         g->site_of = malloc((size_t)n * sizeof *g->site_of);
@@ -245,9 +253,9 @@ static int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a +
 
 /* Is `step` inside an event of this stream? Events: one per slot with probability p,
  * starting uniformly inside the slot, lasting dmin..dmax steps (dmax ≤ slot). *strength
- * gets a uniform [0,1) draw of the event. */
-static int in_event(const CcSynth *g, int cell, int stream, int64_t step, int64_t slot, double p,
-                    int dmin, int dmax, double *strength)
+ * gets a uniform [0,1) draw of the event, *slot_of (may be NULL) the slot it was drawn in. */
+static int in_event_slot(const CcSynth *g, int cell, int stream, int64_t step, int64_t slot,
+                         double p, int dmin, int dmax, double *strength, int64_t *slot_of)
 {
     if (p <= 0)
         return 0;
@@ -260,17 +268,89 @@ static int in_event(const CcSynth *g, int cell, int stream, int64_t step, int64_
         if (step >= begin && step < begin + dur) {
             if (strength)
                 *strength = urand(g, cell, stream, 4 * s + 3);
+            if (slot_of)
+                *slot_of = s;
             return 1;
         }
     }
     return 0;
 }
 
+static int in_event(const CcSynth *g, int cell, int stream, int64_t step, int64_t slot, double p,
+                    int dmin, int dmax, double *strength)
+{
+    return in_event_slot(g, cell, stream, step, slot, p, dmin, dmax, strength, NULL);
+}
+
+/* Durations (steps) of each event stream: one table for the generator and the labels. */
+enum {
+    SITE_DMIN = 3,
+    SITE_DMAX = 24,
+    OUT_DMIN = 3,
+    OUT_DMAX = 24,
+    BURST_DMIN = 2,
+    BURST_DMAX = 12,
+    GAP_DMIN = 3,
+    GAP_DMAX = 20,
+    CELL_DMIN = 4,
+    CELL_DMAX = 16
+};
+
+int cc_synth_neighbour_site(const CcSynth *g, int site)
+{
+    if (!g->site_of || site < 0 || site >= g->n_sites)
+        return -1;
+    int spr = g->s.sites_per_region;
+    if (site + 1 < g->n_sites && (site + 1) / spr == site / spr)
+        return site + 1;
+    if (site > 0 && (site - 1) / spr == site / spr)
+        return site - 1;
+    return -1;
+}
+
+/* The extra relative load on site `site` at `step` from a neighbour's site-wide event
+ * (0: none). */
+static double neighbour_extra(const CcSynth *g, int site, int64_t step)
+{
+    if (!(g->s.neighbour_shift > 0) || site < 0)
+        return 0;
+    double extra = 0;
+    for (int src = site - 1; src <= site + 1; src += 2) {
+        int64_t slot;
+        if (src < 0 || src >= g->n_sites || cc_synth_neighbour_site(g, src) != site ||
+            !in_event_slot(g, src, R_SITE_EVENT, step, g->outage_slot, g->p_site, SITE_DMIN,
+                           SITE_DMAX, NULL, &slot))
+            continue;
+        extra += g->s.neighbour_shift * (0.75 + 0.5 * urand(g, src, R_SHIFT, slot));
+    }
+    return extra;
+}
+
+int cc_synth_cell_event(const CcSynth *g, int cell, int64_t step)
+{
+    double kind;
+    if (cell < 0 || cell >= g->s.n_cells ||
+        !in_event(g, cell, R_CELL_EVENT, step, g->outage_slot, g->p_cell, CELL_DMIN, CELL_DMAX,
+                  &kind))
+        return 0;
+    return kind < 0.5 ? 1 : 2;
+}
+
+/* The magnitude draw in [0, 1) of the cell event at `step` (one is there). */
+static double cell_event_mag(const CcSynth *g, int cell, int64_t step)
+{
+    int64_t slot = 0;
+    in_event_slot(g, cell, R_CELL_EVENT, step, g->outage_slot, g->p_cell, CELL_DMIN, CELL_DMAX,
+                  NULL, &slot);
+    return urand(g, cell, R_CELL_MAG, slot);
+}
+
 int cc_synth_site_event(const CcSynth *g, int site, int64_t step)
 {
     double kind;
     if (site < 0 || site >= g->n_sites ||
-        !in_event(g, site, R_SITE_EVENT, step, g->outage_slot, g->p_site, 3, 24, &kind))
+        !in_event(g, site, R_SITE_EVENT, step, g->outage_slot, g->p_site, SITE_DMIN, SITE_DMAX,
+                  &kind))
         return 0;
     return kind < 0.5 ? 1 : 2;
 }
@@ -303,12 +383,23 @@ int cc_synth_values(const CcSynth *g, int cell, int64_t step, float *out)
                 0.15 * value_noise(g, cell, R_NOISE3, hours, 0.5);
     double u = cp->scale * day * (1 + g->s.noise * nz);
     double st;
-    if (in_event(g, cell, R_BURST, step, g->burst_slot, g->p_burst, 2, 12, &st))
+    if (in_event(g, cell, R_BURST, step, g->burst_slot, g->p_burst, BURST_DMIN, BURST_DMAX, &st))
         u *= 1.3 + 1.2 * st;
+    int site = cc_synth_cell_site(g, cell);
+    double extra = neighbour_extra(g, site, step);
+    if (extra > 0)
+        u *= 1 + extra;
+    int cell_event = cc_synth_cell_event(g, cell, step);
+    double cqi_drop = 0;
+    if (cell_event == 1)
+        u *= 2 + 1.5 * cell_event_mag(g, cell, step);
+    else if (cell_event == 2)
+        cqi_drop = 3 + 2 * cell_event_mag(g, cell, step);
     if (u < 0)
         u = 0;
-    int outage = in_event(g, cell, R_OUTAGE, step, g->outage_slot, g->p_outage, 3, 24, NULL);
-    int site_event = cc_synth_site_event(g, cc_synth_cell_site(g, cell), step);
+    int outage =
+        in_event(g, cell, R_OUTAGE, step, g->outage_slot, g->p_outage, OUT_DMIN, OUT_DMAX, NULL);
+    int site_event = cc_synth_site_event(g, site, step);
 
     double v[CC_SYNTH_N_KPIS];
 #define W(k) (nrand(g, cell, R_WHITE, step * CC_SYNTH_N_KPIS + (k)))
@@ -329,17 +420,19 @@ int cc_synth_values(const CcSynth *g, int cell, int64_t step, float *out)
     } else {
         double prb_dl = clampd(100 * u * (1 + 0.04 * W(K_PRB_DL)), 0, 100);
         double prb_ul = clampd(prb_dl * cp->ul_ratio * (1 + 0.08 * W(K_PRB_UL)), 0, 100);
-        double cqi = clampd(cp->cqi0 - 2.0 * u + 0.4 * W(K_CQI), 1, 15);
+        double cqi = clampd(cp->cqi0 - 2.0 * u - cqi_drop + 0.4 * W(K_CQI), 1, 15);
         double se = 0.15 + 0.37 * cqi;
         v[K_PRB_DL] = prb_dl;
         v[K_PRB_UL] = prb_ul;
         v[K_THR_DL] = fmax(0, prb_dl / 100 * cp->bw_mhz * se * 0.75 * (1 + 0.05 * W(K_THR_DL)));
         v[K_THR_UL] = fmax(0, prb_ul / 100 * cp->bw_mhz * se * 0.4 * (1 + 0.06 * W(K_THR_UL)));
         v[K_USERS] = fmax(0, round(cp->users_max * u * (1 + 0.05 * W(K_USERS))));
-        v[K_LAT] = fmax(1, cp->lat0 * (1 + 0.6 * u * u) + 40 * fmax(0, u - 0.9) + 1.0 * W(K_LAT));
+        v[K_LAT] = fmax(1, cp->lat0 * (1 + 0.6 * u * u) + 40 * fmax(0, u - 0.9) + 4 * cqi_drop +
+                               1.0 * W(K_LAT));
         v[K_CQI] = cqi;
-        v[K_DROP] = clampd(
-            cp->drop_k * (0.1 + 0.3 * u + 4 * fmax(0, u - 0.9)) + 0.03 * fabs(W(K_DROP)), 0, 100);
+        v[K_DROP] = clampd(cp->drop_k * (0.1 + 0.3 * u + 4 * fmax(0, u - 0.9)) * (1 + cqi_drop) +
+                               0.03 * fabs(W(K_DROP)),
+                           0, 100);
     }
 #undef W
     for (int j = 0; j < g->F; j++)
@@ -349,7 +442,7 @@ int cc_synth_values(const CcSynth *g, int cell, int64_t step, float *out)
         return 0;
     if (urand(g, cell, R_MISSING, step) < g->s.missing_rate)
         return 0;
-    if (in_event(g, cell, R_GAP, step, g->gap_slot, g->p_gap, 3, 20, NULL))
+    if (in_event(g, cell, R_GAP, step, g->gap_slot, g->p_gap, GAP_DMIN, GAP_DMAX, NULL))
         return 0;
     return 1;
 }
@@ -398,5 +491,131 @@ int cc_synth_write_topology(const CcSynth *g, FILE *fp)
         fprintf(fp, "%s,site%04d,region%03d,%d,%.5f,%.5f\n", id, site, site / g->s.sites_per_region,
                 c - g->site_first[site] + 1, lat, lon);
     }
+    return ferror(fp) ? -EIO : 0;
+}
+
+/* ---- ground truth ------------------------------------------------------------------ */
+
+enum {
+    EV_POWER,
+    EV_TRANSPORT,
+    EV_SHIFT,
+    EV_CELL_OUTAGE,
+    EV_SPIKE,
+    EV_DEGRADATION,
+    EV_BURST,
+    EV_GAP
+};
+static const char *const event_kind_names[] = {
+    "power_outage", "transport_loss",   "neighbour_shift", "cell_outage",
+    "cell_spike",   "cell_degradation", "burst",           "gap",
+};
+
+typedef struct SynthEvent {
+    int64_t start, end; /* steps, end exclusive */
+    int kind;
+    int site; /* scope site: the site; scope cell: -1 */
+    int cell; /* scope cell: the cell */
+} SynthEvent;
+
+typedef struct EventList {
+    SynthEvent *v;
+    size_t n, cap;
+} EventList;
+
+static int event_push(EventList *l, int64_t start, int64_t end, int kind, int site, int cell)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 256;
+        SynthEvent *p = realloc(l->v, cap * sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        l->v = p;
+        l->cap = cap;
+    }
+    l->v[l->n++] = (SynthEvent){start, end, kind, site, cell};
+    return 0;
+}
+
+/* The events of one stream of `who` (a cell, or a site's index) that touch [p0, p1), drawn
+ * exactly as in_event_slot draws them, clipped to the window; kind_of maps the strength
+ * draw to a kind. With shift_to ≥ 0 each also adds a neighbour_shift event of that site. */
+static int stream_events(const CcSynth *g, EventList *l, int who, int stream, int64_t slot,
+                         double p, int dmin, int dmax, int64_t p0, int64_t p1, int kind_lo,
+                         int kind_hi, int scope_site, int shift_to)
+{
+    if (p <= 0)
+        return 0;
+    for (int64_t s = floor_div(p0, slot) - 1; s <= floor_div(p1 - 1, slot); s++) {
+        if (urand(g, who, stream, 4 * s) >= p)
+            continue;
+        int64_t begin = s * slot + (int64_t)(urand(g, who, stream, 4 * s + 1) * (double)slot);
+        int64_t dur = dmin + (int64_t)(urand(g, who, stream, 4 * s + 2) * (dmax - dmin + 1));
+        int64_t a = begin > p0 ? begin : p0, b = begin + dur < p1 ? begin + dur : p1;
+        if (a >= b)
+            continue;
+        int kind = urand(g, who, stream, 4 * s + 3) < 0.5 ? kind_lo : kind_hi;
+        if (event_push(l, a, b, kind, scope_site ? who : -1, scope_site ? -1 : who) ||
+            (shift_to >= 0 && event_push(l, a, b, EV_SHIFT, shift_to, -1)))
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+static int cmp_event(const void *x, const void *y)
+{
+    const SynthEvent *a = x, *b = y;
+    if (a->start != b->start)
+        return a->start < b->start ? -1 : 1;
+    if (a->kind != b->kind)
+        return a->kind - b->kind;
+    int ka = a->site >= 0 ? a->site : a->cell, kb = b->site >= 0 ? b->site : b->cell;
+    return ka - kb;
+}
+
+int cc_synth_write_events(const CcSynth *g, FILE *fp, int64_t n_steps)
+{
+    EventList l = {0};
+    const int64_t p0 = g->first_step, p1 = g->first_step + n_steps, S = g->s.step_seconds;
+    int rc = 0;
+    for (int site = 0; site < g->n_sites && !rc; site++) {
+        int nb = g->s.neighbour_shift > 0 ? cc_synth_neighbour_site(g, site) : -1;
+        rc = stream_events(g, &l, site, R_SITE_EVENT, g->outage_slot, g->p_site, SITE_DMIN,
+                           SITE_DMAX, p0, p1, EV_POWER, EV_TRANSPORT, 1, nb);
+    }
+    for (int c = 0; c < g->s.n_cells && !rc; c++) {
+        if ((rc = stream_events(g, &l, c, R_OUTAGE, g->outage_slot, g->p_outage, OUT_DMIN, OUT_DMAX,
+                                p0, p1, EV_CELL_OUTAGE, EV_CELL_OUTAGE, 0, -1)) ||
+            (rc = stream_events(g, &l, c, R_CELL_EVENT, g->outage_slot, g->p_cell, CELL_DMIN,
+                                CELL_DMAX, p0, p1, EV_SPIKE, EV_DEGRADATION, 0, -1)) ||
+            (rc = stream_events(g, &l, c, R_BURST, g->burst_slot, g->p_burst, BURST_DMIN,
+                                BURST_DMAX, p0, p1, EV_BURST, EV_BURST, 0, -1)))
+            break;
+        rc = stream_events(g, &l, c, R_GAP, g->gap_slot, g->p_gap, GAP_DMIN, GAP_DMAX, p0, p1,
+                           EV_GAP, EV_GAP, 0, -1);
+    }
+    if (rc) {
+        free(l.v);
+        return rc;
+    }
+    qsort(l.v, l.n, sizeof *l.v, cmp_event);
+    char id[32];
+    fputs("kind,scope,site,cells,start,end\n", fp);
+    for (size_t i = 0; i < l.n; i++) {
+        const SynthEvent *e = &l.v[i];
+        int site = e->site >= 0 ? e->site : cc_synth_cell_site(g, e->cell);
+        fprintf(fp, "%s,%s,", event_kind_names[e->kind], e->site >= 0 ? "site" : "cell");
+        if (site >= 0)
+            fprintf(fp, "site%04d", site);
+        fputc(',', fp);
+        int c0 = e->site >= 0 ? g->site_first[e->site] : e->cell;
+        int c1 = e->site >= 0 ? g->site_first[e->site + 1] : e->cell + 1;
+        for (int c = c0; c < c1; c++) {
+            cc_synth_cell_id(c, id, sizeof id);
+            fprintf(fp, "%s%s", c > c0 ? ";" : "", id);
+        }
+        fprintf(fp, ",%lld,%lld\n", (long long)(e->start * S), (long long)(e->end * S));
+    }
+    free(l.v);
     return ferror(fp) ? -EIO : 0;
 }

@@ -27,7 +27,7 @@ int cmd_synth(int argc, char **argv)
     cc_synth_default_settings(&s);
     double days = 28;
     int64_t seed = (int64_t)s.seed;
-    const char *out_path = NULL, *sites_path = NULL;
+    const char *out_path = NULL, *sites_path = NULL, *events_path = NULL;
     CcSynth *g = NULL;
     FILE *fp = NULL;
     char err[512];
@@ -67,6 +67,17 @@ int cmd_synth(int argc, char **argv)
                     "power outages (every counter of the cells 0), half transport\n"
                     "losses (no cell of the site reports)",
                     .flags = CC_OPT_SHOW_DEFAULT),
+        CC_OPTS_DBL("neighbour-shift", &s.neighbour_shift, 0, 100, "X",
+                    "with --sites: during a site-wide event the next site of its\n"
+                    "region carries its traffic, load x (1 + X (0.75..1.25)); 0 off",
+                    .flags = CC_OPT_SHOW_DEFAULT),
+        CC_OPTS_DBL("cell-event-rate", &s.cell_event_rate, 0, 0, "X",
+                    "cell events per cell per week, 4-16 steps: half load spikes\n"
+                    "(x2-3.5), half degradations (CQI 3-5 lower); 0 off",
+                    .flags = CC_OPT_SHOW_DEFAULT),
+        CC_OPTS_STR("events", &events_path, "FILE",
+                    "write the injected events (ground truth) as CSV to FILE:\n"
+                    "kind,scope,site,cells,start,end (see cc_synth.h)"),
     };
     const CcOptsSpec spec = {
         .prog = "cellcast synth",
@@ -82,6 +93,10 @@ int cmd_synth(int argc, char **argv)
     s.sites = sites_path != NULL;
     if (!(days > 0) || days > 36500) {
         fprintf(stderr, "cellcast synth: --days must be in (0, 36500]\n");
+        return 2;
+    }
+    if (s.neighbour_shift > 0 && !sites_path) {
+        fprintf(stderr, "cellcast synth: --neighbour-shift needs --sites\n");
         return 2;
     }
     if (cc_synth_open(&g, &s, err, sizeof err)) {
@@ -103,6 +118,16 @@ int cmd_synth(int argc, char **argv)
     int64_t n_steps = (int64_t)llround(days * 86400.0 / (double)s.step_seconds);
     if (n_steps < 1)
         n_steps = 1;
+    if (events_path) {
+        FILE *ef = fopen(events_path, "w");
+        int wrc = ef ? cc_synth_write_events(g, ef, n_steps) : -errno;
+        if (ef && fclose(ef) && !wrc)
+            wrc = -EIO;
+        if (wrc) {
+            fprintf(stderr, "cellcast synth: %s: %s\n", events_path, strerror(-wrc));
+            goto done;
+        }
+    }
     fp = out_path ? fopen(out_path, "w") : stdout;
     if (!fp) {
         fprintf(stderr, "cellcast synth: %s: %s\n", out_path, strerror(errno));

@@ -39,6 +39,17 @@
  * same steps: half of them a power outage (every counter of every cell 0, no latency or
  * CQI reported), half a transport loss (no cell of the site reports: its rows are absent).
  * cc_synth_write_topology writes the topology file (cellcastd's topology.path).
+ *
+ * Fleet events (each off by default; then nothing above changes):
+ *   neighbour shift (`neighbour_shift` X > 0, with sites): while a site is in a site-wide
+ *     event, its neighbour — the next site of the same region (the previous one for the
+ *     region's last site) — carries its traffic: the load of every cell of the neighbour
+ *     is multiplied by 1 + X·(0.75 + 0.5·s), s the outage's own strength draw in [0, 1);
+ *   cell events (`cell_event_rate` per cell per week, 4–16 steps): half a spike (the
+ *     cell's load ×2–3.5: a crowd or a misrouted cluster), half a degradation (CQI 3–5
+ *     lower: throughput falls, latency and drops rise; an interference or a faulty unit).
+ * cc_synth_write_events lists every injected event in a window (kind, scope, site,
+ * cells, start, end) as the ground truth of an evaluation.
  */
 #ifndef CC_SYNTH_H
 #define CC_SYNTH_H
@@ -70,6 +81,10 @@ typedef struct CcSynthSettings {
     int sites;               ///< 1: cells grouped into sites and regions (default 0)
     int sites_per_region;    ///< sites of a region (default 25)
     double site_outage_rate; ///< site-wide events per site per week (default 0.2; with sites)
+    double neighbour_shift;  ///< extra load of a site-wide event's neighbour site, relative
+                             ///< (default 0: off; with sites)
+    double cell_event_rate;  ///< cell events (spike, degradation) per cell per week
+                             ///< (default 0: off)
 } CcSynthSettings;
 
 void cc_synth_default_settings(CcSynthSettings *s);
@@ -94,6 +109,12 @@ int cc_synth_cell_site(const CcSynth *g, int cell);
 /** Whether site `site` is in a site-wide event at `step`: 0 none, 1 power outage (its cells
  *  carry no traffic), 2 transport loss (its cells' rows are absent). */
 int cc_synth_site_event(const CcSynth *g, int site, int64_t step);
+/** The site that takes over the traffic of site `site` during its site-wide events: the
+ *  next site of its region, the previous one for the region's last site; -1 when its
+ *  region has no other site (or without sites). */
+int cc_synth_neighbour_site(const CcSynth *g, int site);
+/** Cell event of cell `cell` at `step`: 0 none, 1 spike, 2 degradation. */
+int cc_synth_cell_event(const CcSynth *g, int cell, int64_t step);
 /** Writes the topology CSV of the cells (header cell,site,region,sector,lat,lon; one line
  *  per cell). 0, -EINVAL (no sites), -EIO. */
 int cc_synth_write_topology(const CcSynth *g, FILE *fp);
@@ -112,5 +133,19 @@ int cc_synth_values(const CcSynth *g, int cell, int64_t step, float *out);
  * empty fields), rows ordered by step then cell. 0 or -EIO.
  */
 int cc_synth_write_csv(const CcSynth *g, FILE *fp, int64_t n_steps);
+
+/**
+ * Writes the events injected in the `n_steps` steps from the first step as CSV, header
+ * `kind,scope,site,cells,start,end`, one line per event ordered by start then kind:
+ *   kind   power_outage, transport_loss, neighbour_shift (scope site: every cell of the
+ *          site); cell_outage, cell_spike, cell_degradation, burst, gap (scope cell);
+ *   site   the site's name (site%04d), empty without sites;
+ *   cells  the cells' ids separated by ';';
+ *   start  unix seconds of the event's first step; end: of the step after its last
+ *          (an event cut by the window is cut there too).
+ * Bursts are the generator's load bursts (background traffic, `burst_rate`), gaps its
+ * collector gaps (`gap_rate`); single missing steps are not listed. 0 or -EIO.
+ */
+int cc_synth_write_events(const CcSynth *g, FILE *fp, int64_t n_steps);
 
 #endif

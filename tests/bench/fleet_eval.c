@@ -1,0 +1,982 @@
+/*
+ * fleet_eval.c — incidents on a synthetic fleet (issue 32): a `cellcast synth` fleet with
+ * sites and labelled events, run through the engine, the detector and cellcastd's incident
+ * grouping, scored against the events.
+ *
+ * The path (what cellcastd does, without Kafka or HTTP):
+ *   - data: lib/cc_synth (the numbers of `cellcast synth --sites`, each value rounded to
+ *     the CSV's %.5g; absent rows absent, empty fields unobserved), and the ground truth
+ *     `cellcast synth --events` writes (cc_synth_write_events, read back from its CSV);
+ *   - engine and detector: tools/anomaly_eval.c's cct_ae_prepare (cellcastd's ingest: gaps
+ *     of at most ingest.max_gap 3 steps imputed, longer ones restart the sequence; outage
+ *     rows held from the model, ingest.outage_hold_steps 96; the engine stepped one row at
+ *     a time), then each row replayed through cc_anomaly_observe with the forecast made the
+ *     step before (as `cellcast anomaly-eval`, which tests/daemon/test_alert_parity.sh holds
+ *     to the daemon's alerts), every setting at its default (alerts.* = the library's);
+ *   - the missing-data check: cc_anomaly_tick at 1 s past the end of every step (the
+ *     daemon's cron on the wall clock of a live feed, whose step p arrives at (p+1)·S); an
+ *     imputed row is observed when the row after its gap arrives, as cellcastd steps it;
+ *   - incidents: daemon/incidents.c itself (CcdIncAlert built as incidents_daemon.c builds
+ *     it: the site and region of the topology, the KPI of a per-KPI alert or the first
+ *     attributed one), one flush per step: every transition of step p (its observation, and
+ *     the tick after it) is added, then the changed incidents are emitted.
+ *
+ * Scoring (a transition's step is its flush: the step whose data it followed):
+ *   - warm-up: events that start in the first --warmup-days are not scored, nor incidents
+ *     that open then (the model's window, the detector's warm-up and novelty ranges);
+ *   - a site event (power_outage, transport_loss, neighbour_shift at the next site) is
+ *     detected within 2 steps when an alert of a cell of its site opens or joins an
+ *     incident at steps start..start+2; detected at all when one does in [start, end +
+ *     post); split when more than one incident of the site takes alerts in that window;
+ *   - a cell event (cell_outage, cell_spike, cell_degradation; burst and gap reported
+ *     apart) likewise by alerts of its cell; a cell event inside a power outage or a
+ *     transport loss of its site is not scored (nothing of the cell can show it);
+ *   - an incident is false when none of its member alerts fires inside [start, end + post)
+ *     of an event of its cell (any kind: a burst or a collector gap explains an incident
+ *     too; counted apart); false incidents per 1,000 cells per day over the scored days;
+ *   - alerts → incidents: firing alerts that joined incidents / incidents (scored part).
+ *
+ * Usage: fleet_eval --model M [--cells N] [--days D] [--seed X] [--threads T]
+ *          [--site-outage-rate X] [--neighbour-shift X] [--cell-event-rate X]
+ *          [--warmup-days D] [--post N] [--events FILE] [--incidents FILE] [--max-cells N]
+ * Prints one JSON object on stdout; progress on stderr. Environment: FLEET_VERBOSE=1 lists
+ * the site and cell events not seen within 2 steps (and whether they started in the
+ * detector's cooldown after an episode of the cell: cooldown_steps); FLEET_TRACE=<cell id>
+ * prints the cell's alert transitions, FLEET_TRACE_ROWS=<cell id> its scores per row.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "anomaly_eval.h"
+#include "cc_engine.h"
+#include "cc_model.h"
+#include "cc_synth.h"
+#include "incidents.h"
+
+enum { K_POWER, K_TRANSPORT, K_SHIFT, K_CELL_OUTAGE, K_SPIKE, K_DEGRADATION, K_BURST, K_GAP, NK };
+static const char *const kind_names[NK] = {
+    "power_outage", "transport_loss",   "neighbour_shift", "cell_outage",
+    "cell_spike",   "cell_degradation", "burst",           "gap",
+};
+
+typedef struct Event {
+    int kind, site; /* site: -1 without sites */
+    int *cells, n_cells;
+    int64_t a, b; /* steps, b exclusive */
+} Event;
+
+/* One alert transition, as the grouping gets it. */
+typedef struct Trans {
+    int64_t flush; /* the step it followed */
+    int cell;
+    uint32_t seq; /* order within the cell */
+    char *id;
+    uint8_t firing, critical, kind, reason;
+    int8_t kpi;
+    int64_t step, ts, start_ts;
+} Trans;
+
+typedef struct TransVec {
+    Trans *v;
+    size_t n, cap;
+} TransVec;
+
+typedef struct Args {
+    const char *model, *events_out, *incidents_out;
+    CcSynthSettings ss;
+    double days, warmup_days;
+    int threads, post, max_cells;
+} Args;
+
+typedef struct Shared {
+    const Args *a;
+    const CcModel *m;
+    const CcSynth *g;
+    const CcAnomalySettings *as;
+    int64_t n_steps;
+    int next_cell, done_cells;
+    pthread_mutex_t lock;
+    int64_t t0;
+    int failed;
+} Shared;
+
+typedef struct Worker {
+    Shared *sh;
+    TransVec tv;
+    int64_t held, restarts;
+} Worker;
+
+static int push(TransVec *v, const Trans *t)
+{
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? 2 * v->cap : 1024;
+        Trans *p = realloc(v->v, cap * sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        v->v = p;
+        v->cap = cap;
+    }
+    v->v[v->n++] = *t;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ per cell */
+
+typedef struct SinkCtx {
+    TransVec *tv;
+    int cell;
+    uint32_t seq;
+    int64_t flush;
+    int oom;
+} SinkCtx;
+
+static void sink_emit(void *cookie, const CcAlertEvent *ev)
+{
+    SinkCtx *s = cookie;
+    int kpi = ev->kpi >= 0                                 ? ev->kpi
+              : ev->kind == CC_ALERT_ANOMALY && ev->n_attr ? ev->attr[0].kpi
+                                                           : -1;
+    Trans t = {s->flush,
+               s->cell,
+               s->seq++,
+               strdup(ev->id),
+               ev->state == CC_ALERT_FIRING,
+               ev->severity == CC_SEV_CRITICAL,
+               (uint8_t)ev->kind,
+               (uint8_t)ev->reason,
+               (int8_t)kpi,
+               ev->step,
+               ev->ts,
+               ev->start_ts};
+    const char *trace = getenv("FLEET_TRACE"); /* a cell id: its transitions on stderr */
+    if (trace && !strcmp(trace, ev->cell_id))
+        fprintf(stderr, "  trace %s %s flush %lld step %lld start %lld score %.1f\n", ev->id,
+                cc_alert_state_name(ev->state), (long long)s->flush, (long long)ev->step,
+                (long long)ev->start_step, ev->score);
+    if (!t.id || push(s->tv, &t)) {
+        free(t.id);
+        s->oom = 1;
+    }
+}
+
+/* The cell's rows from the generator as a CSV replay has them: absent rows and empty
+ * fields unobserved (mask 0, the last observed value carried), values at %.5g. */
+static int fill_cell(CctAeCell *c, const CcSynth *g, int cell, int64_t n_steps, int F, int H)
+{
+    memset(c, 0, sizeof *c);
+    cc_synth_cell_id(cell, c->id, sizeof c->id);
+    size_t n = (size_t)n_steps * F;
+    c->H = H;
+    c->ser.T = (int)n_steps;
+    c->ser.F = F;
+    c->p0 = cc_synth_first_step(g);
+    c->ser.x = malloc(n * sizeof *c->ser.x);
+    c->ser.mask = malloc(n);
+    c->fm = malloc(n * H * sizeof *c->fm);
+    c->fs = malloc(n * H * sizeof *c->fs);
+    c->fsc = malloc(n * sizeof *c->fsc);
+    c->bm = malloc(n * sizeof *c->bm);
+    c->bs = malloc(n * sizeof *c->bs);
+    c->row = calloc((size_t)n_steps, 1);
+    if (!c->ser.x || !c->ser.mask || !c->fm || !c->fs || !c->fsc || !c->bm || !c->bs || !c->row)
+        return -ENOMEM;
+    float v[CC_SYNTH_N_KPIS], last[CC_SYNTH_N_KPIS] = {0};
+    for (int64_t i = 0; i < n_steps; i++) {
+        int present = cc_synth_values(g, cell, c->p0 + i, v);
+        for (int f = 0; f < F; f++) {
+            size_t ix = (size_t)i * F + f;
+            if (present && !isnan(v[f])) {
+                char buf[32];
+                snprintf(buf, sizeof buf, "%.5g", v[f]);
+                last[f] = strtof(buf, NULL);
+                c->ser.mask[ix] = 1;
+            } else {
+                c->ser.mask[ix] = 0;
+            }
+            c->ser.x[ix] = last[f];
+        }
+    }
+    return 0;
+}
+
+static void free_cell(CctAeCell *c)
+{
+    free(c->ser.x);
+    free(c->ser.mask);
+    free(c->fm);
+    free(c->fs);
+    free(c->fsc);
+    free(c->bm);
+    free(c->bs);
+    free(c->row);
+    free(c->ser.lab);
+}
+
+/* The expectations of row i (the forecasts made after row i-1 and, with a lag, i-L), as
+ * anomaly_eval.c's replay sets them. */
+static void set_expect(const CcAnomaly *an, CcAnomalyCell *ac, const CcAnomalySettings *s,
+                       const CctAeCell *c, int F, int i)
+{
+    double mean[CC_MAX_FEATURES], sd[CC_MAX_FEATURES], scale[CC_MAX_FEATURES];
+    for (int lag = 1; lag <= (s->lag_steps > 1 ? 2 : 1); lag++) {
+        int L = lag == 1 ? 1 : s->lag_steps;
+        if (i - L < 0)
+            continue;
+        int ok = 0;
+        for (int f = 0; f < F; f++) {
+            size_t ix = ((size_t)(i - L) * c->H + (L - 1)) * F + f;
+            mean[f] = c->fm[ix];
+            sd[f] = c->fs[ix];
+            scale[f] = c->fsc[(size_t)(i - L) * F + f];
+            ok |= isfinite(mean[f]) && sd[f] > 0;
+        }
+        if (!ok)
+            continue;
+        if (lag == 1)
+            cc_anomaly_set_expect(an, ac, c->p0 + i, mean, sd, scale);
+        if (s->lag_steps > 0 && L == s->lag_steps)
+            cc_anomaly_set_expect_lagged(an, ac, c->p0 + i, mean, sd, scale);
+    }
+}
+
+/* The detector over the cell's rows in the daemon's order, ticks included. */
+static int replay_cell(const CcAnomalySettings *s, CctAeCell *c, int F, int cell, TransVec *tv)
+{
+    CcAnomaly *an = NULL;
+    CcAnomalyCell *ac = NULL;
+    char err[256];
+    int rc = cc_anomaly_open(&an, s, err, sizeof err);
+    if (!rc)
+        rc = cc_anomaly_cell_open(&ac, an, c->id);
+    if (rc) {
+        fprintf(stderr, "fleet_eval: %s\n", rc == -EINVAL ? err : "out of memory");
+        cc_anomaly_close(&an);
+        return rc;
+    }
+    SinkCtx sc = {tv, cell, 0, 0, 0};
+    CcAlertSink sink = {&sc, sink_emit};
+    const int64_t S = s->step_seconds;
+    int pending = -1; /* first row of an imputed run not stepped yet */
+    const char *trace_rows = getenv("FLEET_TRACE_ROWS"); /* a cell id: its scores */
+    for (int i = 0; i < c->ser.T; i++) {
+        int64_t p = c->p0 + i;
+        sc.flush = p;
+        if (c->row[i] == CCT_AE_ROW_SKIPPED) {
+            pending = -1;
+        } else if (!memchr(c->ser.mask + (size_t)i * F, 1, (size_t)F)) {
+            if (pending < 0)
+                pending = i; /* stepped when the next row comes */
+        } else {
+            for (int k = pending >= 0 ? pending : i; k <= i; k++) {
+                set_expect(an, ac, s, c, F, k);
+                cc_anomaly_observe(an, ac, c->p0 + k, c->ser.x + (size_t)k * F,
+                                   c->ser.mask + (size_t)k * F, &sink);
+                if (trace_rows && !strcmp(trace_rows, c->id)) {
+                    double z[CC_MAX_FEATURES], score;
+                    int64_t at = cc_anomaly_cell_scores(ac, z, &score);
+                    fprintf(stderr,
+                            "  row %d scored %lld score %.1f x0 %.3g fm0 %.3g fs0 %.3g z0 %.1f\n",
+                            k, (long long)(at - c->p0), score, c->ser.x[(size_t)k * F],
+                            k ? c->fm[((size_t)(k - 1) * c->H) * F] : NAN,
+                            k ? c->fs[((size_t)(k - 1) * c->H) * F] : NAN, z[0]);
+                }
+            }
+            pending = -1;
+        }
+        cc_anomaly_tick(an, ac, (p + 1) * S + 1, &sink);
+    }
+    cc_anomaly_cell_close(&ac);
+    cc_anomaly_close(&an);
+    return sc.oom ? -ENOMEM : 0;
+}
+
+static void *worker_main(void *arg)
+{
+    Worker *w = arg;
+    Shared *sh = w->sh;
+    const CcModel *m = sh->m;
+    const int F = m->hp.n_features, H = m->hp.horizon;
+    CcEngine *e = NULL;
+    CcEngineSettings es;
+    char err[512];
+    cc_engine_default_settings(&es);
+    es.n_threads = 1;
+    if (cc_engine_open(&e, m, &es, err, sizeof err)) {
+        fprintf(stderr, "fleet_eval: engine: %s\n", err);
+        sh->failed = 1;
+        return NULL;
+    }
+    CctAePrep prep = {
+        .no_inject = 1,
+        .warmup_steps = sh->as->warmup_steps,
+        .baseline_window = 96,
+        .alerts = sh->as,
+        .outage_hold_steps = CC_ANOMALY_OUTAGE_HOLD_STEPS,
+        .max_gap_steps = CC_GAP_IMPUTE_STEPS,
+    };
+    uint64_t rng = 1;
+    for (;;) {
+        pthread_mutex_lock(&sh->lock);
+        int cell = sh->failed ? -1 : sh->next_cell < sh->a->max_cells ? sh->next_cell++ : -1;
+        pthread_mutex_unlock(&sh->lock);
+        if (cell < 0)
+            break;
+        CctAeCell c;
+        int rc = fill_cell(&c, sh->g, cell, sh->n_steps, F, H);
+        if (!rc)
+            rc = cct_ae_prepare(&c, &prep, m, e, &rng, 0);
+        if (!rc)
+            rc = replay_cell(sh->as, &c, F, cell, &w->tv);
+        w->held += c.held;
+        w->restarts += c.restarts;
+        free_cell(&c);
+        pthread_mutex_lock(&sh->lock);
+        if (rc)
+            sh->failed = 1;
+        int done = ++sh->done_cells;
+        pthread_mutex_unlock(&sh->lock);
+        if (done % 250 == 0)
+            fprintf(stderr, "fleet_eval: %d cells, %.0f s\n", done,
+                    (double)(cc_now_ns() - sh->t0) * 1e-9);
+    }
+    cc_engine_close(&e);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ incidents */
+
+typedef struct Member {
+    int cell;
+    int64_t flush;
+    uint8_t kind, reason;
+    int8_t kpi;
+} Member;
+
+typedef struct IncRec {
+    char *id;
+    int site;              /* -1: a cell's own */
+    int64_t open, resolve; /* flush steps; resolve -1: open at the end */
+    size_t seen;           /* members of the CcdIncident taken so far */
+    Member *m;
+    size_t n_m, cap_m;
+    int n_cells_max;
+} IncRec;
+
+typedef struct Run {
+    const Args *a;
+    const CcSynth *g;
+    Trans *tr;
+    size_t n_tr;
+    int64_t flush;
+    CcdStrHash flush_ix; /* firing alert id of this flush -> index + 1 in tr */
+    CcdStrHash by_id;    /* incident id -> IncRec index + 1 */
+    IncRec *inc;
+    size_t n_inc, cap_inc;
+    int oom;
+} Run;
+
+static int cell_of(const char *id) { return (int)strtol(id + 4, NULL, 10); /* "cell%04d" */ }
+
+static void on_emit(void *cookie, const CcdIncident *inc)
+{
+    Run *r = cookie;
+    uintptr_t ix = (uintptr_t)ccd_strhash_get(&r->by_id, inc->id);
+    if (!ix) {
+        if (r->n_inc == r->cap_inc) {
+            size_t cap = r->cap_inc ? 2 * r->cap_inc : 1024;
+            IncRec *p = realloc(r->inc, cap * sizeof *p);
+            if (!p) {
+                r->oom = 1;
+                return;
+            }
+            r->inc = p;
+            r->cap_inc = cap;
+        }
+        IncRec *n = &r->inc[r->n_inc];
+        memset(n, 0, sizeof *n);
+        n->id = strdup(inc->id);
+        n->open = r->flush;
+        n->resolve = -1;
+        n->site = inc->group_scope == CCD_INC_SITE ? (int)strtol(inc->group + 4, NULL, 10) : -1;
+        if (!n->id || ccd_strhash_put(&r->by_id, inc->id, (void *)(uintptr_t)(r->n_inc + 1))) {
+            r->oom = 1;
+            return;
+        }
+        ix = ++r->n_inc;
+    }
+    IncRec *rec = &r->inc[ix - 1];
+    for (; rec->seen < inc->n_m; rec->seen++) {
+        const CcdIncMember *mm = &inc->m[rec->seen];
+        uintptr_t t = (uintptr_t)ccd_strhash_get(&r->flush_ix, mm->alert_id);
+        const Trans *tr = t ? &r->tr[t - 1] : NULL;
+        if (rec->n_m == rec->cap_m) {
+            size_t cap = rec->cap_m ? 2 * rec->cap_m : 8;
+            Member *p = realloc(rec->m, cap * sizeof *p);
+            if (!p) {
+                r->oom = 1;
+                return;
+            }
+            rec->m = p;
+            rec->cap_m = cap;
+        }
+        rec->m[rec->n_m++] = (Member){cell_of(mm->cell), r->flush, tr ? tr->kind : 0,
+                                      tr ? tr->reason : 0, tr ? tr->kpi : -1};
+    }
+    if ((int)inc->n_cells > rec->n_cells_max)
+        rec->n_cells_max = (int)inc->n_cells;
+    if (!inc->firing)
+        rec->resolve = r->flush;
+}
+
+static int cmp_trans(const void *x, const void *y)
+{
+    const Trans *a = x, *b = y;
+    if (a->flush != b->flush)
+        return a->flush < b->flush ? -1 : 1;
+    if (a->cell != b->cell)
+        return a->cell - b->cell;
+    return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* Every transition through daemon/incidents.c, one flush per step. */
+static int group_incidents(Run *r, double *ns_per_trans)
+{
+    CcdIncidents *inc = NULL;
+    CcdIncidentSettings is;
+    ccd_incident_default_settings(&is);
+    if (ccd_incidents_open(&inc, &is))
+        return -ENOMEM;
+    char site[32], region[32];
+    int64_t t0 = cc_now_ns();
+    for (size_t i = 0; i < r->n_tr && !r->oom;) {
+        size_t j = i;
+        r->flush = r->tr[i].flush;
+        for (; j < r->n_tr && r->tr[j].flush == r->flush; j++) {
+            const Trans *t = &r->tr[j];
+            char cell[32];
+            cc_synth_cell_id(t->cell, cell, sizeof cell);
+            int s = cc_synth_cell_site(r->g, t->cell);
+            snprintf(site, sizeof site, "site%04d", s);
+            snprintf(region, sizeof region, "region%03d", s / r->a->ss.sites_per_region);
+            int group_cells = 0;
+            for (int c = t->cell; c >= 0 && cc_synth_cell_site(r->g, c) == s; c--)
+                group_cells++;
+            for (int c = t->cell + 1;
+                 c < cc_synth_n_cells(r->g) && cc_synth_cell_site(r->g, c) == s; c++)
+                group_cells++;
+            CcdIncAlert a = {
+                .id = t->id,
+                .cell = cell,
+                .site = site,
+                .region = region,
+                .reason = t->kind == CC_ALERT_ANOMALY ? "anomaly" : cc_dq_reason_name(t->reason),
+                .kpi = t->kpi >= 0 ? cc_synth_feature_name(r->g, t->kpi) : NULL,
+                .firing = t->firing,
+                .critical = t->critical,
+                .step = t->step,
+                .ts = t->ts,
+                .start_ts = t->start_ts,
+                .group_cells = group_cells,
+            };
+            if (t->firing && ccd_strhash_put(&r->flush_ix, t->id, (void *)(uintptr_t)(j + 1)))
+                r->oom = 1;
+            if (ccd_incidents_add(inc, &a) == -ENOMEM)
+                r->oom = 1;
+        }
+        ccd_incidents_emit(inc, on_emit, r);
+        ccd_strhash_free(&r->flush_ix);
+        i = j;
+    }
+    *ns_per_trans = r->n_tr ? (double)(cc_now_ns() - t0) / (double)r->n_tr : 0;
+    ccd_incidents_close(&inc);
+    return r->oom ? -ENOMEM : 0;
+}
+
+/* ------------------------------------------------------------------ events */
+
+static int read_events(const char *path, int64_t S, Event **out, int *n_out)
+{
+    FILE *fp = fopen(path, "r");
+    if (!fp)
+        return -errno;
+    char *line = NULL;
+    size_t cap = 0;
+    Event *v = NULL;
+    int n = 0, vcap = 0, rc = 0;
+    if (getline(&line, &cap, fp) < 0 || strncmp(line, "kind,scope,site,cells,start,end", 31))
+        rc = -EINVAL;
+    while (!rc && getline(&line, &cap, fp) > 0) {
+        char *save = NULL, *kind = strtok_r(line, ",", &save), *scope = strtok_r(NULL, ",", &save);
+        char *site = NULL, *cells = NULL;
+        /* site may be empty: split by hand */
+        char *rest = save;
+        char *c1 = rest ? strchr(rest, ',') : NULL;
+        if (!kind || !scope || !c1) {
+            rc = -EINVAL;
+            break;
+        }
+        *c1 = 0;
+        site = rest;
+        cells = strtok_r(c1 + 1, ",", &save);
+        char *st = strtok_r(NULL, ",", &save), *en = strtok_r(NULL, ",\n", &save);
+        if (!cells || !st || !en) {
+            rc = -EINVAL;
+            break;
+        }
+        if (n == vcap) {
+            vcap = vcap ? 2 * vcap : 1024;
+            Event *p = realloc(v, (size_t)vcap * sizeof *p);
+            if (!p) {
+                rc = -ENOMEM;
+                break;
+            }
+            v = p;
+        }
+        Event *e = &v[n];
+        e->kind = -1;
+        for (int k = 0; k < NK; k++)
+            if (!strcmp(kind, kind_names[k]))
+                e->kind = k;
+        e->site = *site ? (int)strtol(site + 4, NULL, 10) : -1;
+        e->a = strtoll(st, NULL, 10) / S;
+        e->b = strtoll(en, NULL, 10) / S;
+        e->n_cells = 1;
+        for (const char *q = cells; *q; q++)
+            e->n_cells += *q == ';';
+        e->cells = malloc((size_t)e->n_cells * sizeof *e->cells);
+        if (e->kind < 0 || !e->cells) {
+            rc = e->cells ? -EINVAL : -ENOMEM;
+            free(e->cells);
+            break;
+        }
+        int k = 0;
+        for (char *q = cells; q;) {
+            e->cells[k++] = cell_of(q);
+            q = strchr(q, ';');
+            q = q ? q + 1 : NULL;
+        }
+        n++;
+    }
+    free(line);
+    fclose(fp);
+    *out = v;
+    *n_out = n;
+    return rc;
+}
+
+/* ------------------------------------------------------------------ scoring */
+
+typedef struct EvList {
+    int *v;
+    int n, cap;
+} EvList;
+
+static int evlist_add(EvList *l, int e)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 4;
+        int *p = realloc(l->v, (size_t)cap * sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        l->v = p;
+        l->cap = cap;
+    }
+    l->v[l->n++] = e;
+    return 0;
+}
+
+typedef struct KindScore {
+    int n, det, det2, split, site_scope, joined;
+    double delay_sum;
+} KindScore;
+
+/* An incident member inside [a, b + post) of an event of its cell: the event, -1 none
+ * (the most specific kind first: site outages, cell events, neighbour shift, burst, gap). */
+static int explain(const Member *m, const Event *ev, const EvList *by_cell, int post)
+{
+    int best = -1;
+    const EvList *l = &by_cell[m->cell];
+    for (int k = 0; k < l->n; k++) {
+        const Event *e = &ev[l->v[k]];
+        if (m->flush >= e->a && m->flush < e->b + post && (best < 0 || e->kind < ev[best].kind))
+            best = l->v[k];
+    }
+    return best;
+}
+
+int main(int argc, char **argv)
+{
+    Args a = {.days = 28, .warmup_days = 7, .threads = 1, .post = 10, .max_cells = -1};
+    cc_synth_default_settings(&a.ss);
+    a.ss.n_cells = 1000;
+    a.ss.sites = 1;
+    a.ss.neighbour_shift = 0.5;
+    a.ss.cell_event_rate = 0.2;
+    static const struct option lo[] = {
+        {"model", 1, 0, 'm'},
+        {"cells", 1, 0, 'c'},
+        {"days", 1, 0, 'd'},
+        {"seed", 1, 0, 's'},
+        {"threads", 1, 0, 't'},
+        {"site-outage-rate", 1, 0, 'o'},
+        {"neighbour-shift", 1, 0, 'n'},
+        {"cell-event-rate", 1, 0, 'e'},
+        {"warmup-days", 1, 0, 'w'},
+        {"post", 1, 0, 'p'},
+        {"events", 1, 0, 'E'},
+        {"incidents", 1, 0, 'I'},
+        {"max-cells", 1, 0, 'x'},
+        {0, 0, 0, 0},
+    };
+    int opt;
+    while ((opt = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        switch (opt) {
+        case 'm': a.model = optarg; break;
+        case 'c': a.ss.n_cells = atoi(optarg); break;
+        case 'd': a.days = atof(optarg); break;
+        case 's': a.ss.seed = strtoull(optarg, NULL, 10); break;
+        case 't': a.threads = atoi(optarg); break;
+        case 'o': a.ss.site_outage_rate = atof(optarg); break;
+        case 'n': a.ss.neighbour_shift = atof(optarg); break;
+        case 'e': a.ss.cell_event_rate = atof(optarg); break;
+        case 'w': a.warmup_days = atof(optarg); break;
+        case 'p': a.post = atoi(optarg); break;
+        case 'E': a.events_out = optarg; break;
+        case 'I': a.incidents_out = optarg; break;
+        case 'x': a.max_cells = atoi(optarg); break;
+        default:
+            fprintf(stderr, "usage: fleet_eval --model M [--cells N] [--days D] [--seed X] "
+                            "[--threads T] [--site-outage-rate X] [--neighbour-shift X] "
+                            "[--cell-event-rate X] [--warmup-days D] [--post N] [--events FILE] "
+                            "[--incidents FILE] [--max-cells N]\n");
+            return 2;
+        }
+    }
+    if (!a.model || a.threads < 1 || a.threads > 64 || !(a.days > a.warmup_days)) {
+        fprintf(stderr, "fleet_eval: --model is required, threads 1..64, days > warmup-days\n");
+        return 2;
+    }
+    char err[512];
+    CcModel *m = NULL;
+    CcSynth *g = NULL;
+    if (cc_model_open_file(&m, a.model, err, sizeof err)) {
+        fprintf(stderr, "fleet_eval: %s\n", err);
+        return 1;
+    }
+    const CcHparams *hp = &m->hp;
+    a.ss.step_seconds = hp->step_seconds;
+    char feats[CC_MAX_FEATURES * CC_FEATURE_NAME_MAX] = "";
+    for (int f = 0; f < hp->n_features; f++)
+        snprintf(feats + strlen(feats), sizeof feats - strlen(feats), "%s%s", f ? "," : "",
+                 hp->features[f]);
+    a.ss.features = feats;
+    if (cc_synth_open(&g, &a.ss, err, sizeof err)) {
+        fprintf(stderr, "fleet_eval: %s\n", err);
+        return 1;
+    }
+    if (a.max_cells < 0 || a.max_cells > a.ss.n_cells)
+        a.max_cells = a.ss.n_cells;
+    const int64_t S = hp->step_seconds;
+    const int64_t n_steps = (int64_t)llround(a.days * 86400.0 / (double)S);
+    const int64_t p0 = cc_synth_first_step(g);
+    const int64_t warm = p0 + (int64_t)llround(a.warmup_days * 86400.0 / (double)S);
+    const int64_t p_end = p0 + n_steps;
+
+    /* the ground truth, through its file */
+    char tmpl[] = "/tmp/fleet_events_XXXXXX";
+    const char *ev_path = a.events_out;
+    if (!ev_path) {
+        int fd = mkstemp(tmpl);
+        if (fd < 0)
+            return 1;
+        FILE *tf = fdopen(fd, "w");
+        if (!tf)
+            return 1;
+        if (cc_synth_write_events(g, tf, n_steps) || fclose(tf))
+            return 1;
+        ev_path = tmpl;
+    } else {
+        FILE *ef = fopen(ev_path, "w");
+        if (!ef || cc_synth_write_events(g, ef, n_steps) || fclose(ef)) {
+            fprintf(stderr, "fleet_eval: cannot write %s\n", ev_path);
+            return 1;
+        }
+    }
+    Event *ev = NULL;
+    int n_ev = 0;
+    int rc = read_events(ev_path, S, &ev, &n_ev);
+    if (!a.events_out)
+        remove(tmpl);
+    if (rc) {
+        fprintf(stderr, "fleet_eval: events: %s\n", strerror(-rc));
+        return 1;
+    }
+
+    /* the detector's settings: the library's defaults, completed with the model's */
+    CcAnomalySettings as;
+    cc_anomaly_default_settings(&as);
+    as.n_features = hp->n_features;
+    as.step_seconds = S;
+    if (as.min_kpis > hp->n_features)
+        as.min_kpis = hp->n_features;
+    if (as.lag_steps < 0)
+        as.lag_steps = hp->horizon < CC_ANOMALY_MAX_LAG ? hp->horizon : CC_ANOMALY_MAX_LAG;
+    if (cc_anomaly_validate(&as, err, sizeof err)) {
+        fprintf(stderr, "fleet_eval: %s\n", err);
+        return 1;
+    }
+
+    fprintf(stderr,
+            "fleet_eval: %d cells (%d run) in %d sites, %lld steps of %llds, seed %llu, %d "
+            "events, %d threads\n",
+            a.ss.n_cells, a.max_cells, cc_synth_n_sites(g), (long long)n_steps, (long long)S,
+            (unsigned long long)a.ss.seed, n_ev, a.threads);
+    Shared sh = {.a = &a, .m = m, .g = g, .as = &as, .n_steps = n_steps, .t0 = cc_now_ns()};
+    pthread_mutex_init(&sh.lock, NULL);
+    Worker *w = calloc((size_t)a.threads, sizeof *w);
+    pthread_t *th = calloc((size_t)a.threads, sizeof *th);
+    for (int i = 0; i < a.threads; i++) {
+        w[i].sh = &sh;
+        pthread_create(&th[i], NULL, worker_main, &w[i]);
+    }
+    size_t n_tr = 0;
+    int64_t held = 0, restarts = 0;
+    for (int i = 0; i < a.threads; i++) {
+        pthread_join(th[i], NULL);
+        n_tr += w[i].tv.n;
+        held += w[i].held;
+        restarts += w[i].restarts;
+    }
+    double engine_s = (double)(cc_now_ns() - sh.t0) * 1e-9;
+    if (sh.failed) {
+        fprintf(stderr, "fleet_eval: a cell failed\n");
+        return 1;
+    }
+    Trans *tr = malloc((n_tr + 1) * sizeof *tr);
+    if (!tr)
+        return 1;
+    n_tr = 0;
+    for (int i = 0; i < a.threads; i++) {
+        memcpy(tr + n_tr, w[i].tv.v, w[i].tv.n * sizeof *tr);
+        n_tr += w[i].tv.n;
+        free(w[i].tv.v);
+    }
+    qsort(tr, n_tr, sizeof *tr, cmp_trans);
+
+    Run r = {.a = &a, .g = g, .tr = tr, .n_tr = n_tr};
+    double ns_per_trans = 0;
+    if (group_incidents(&r, &ns_per_trans)) {
+        fprintf(stderr, "fleet_eval: out of memory\n");
+        return 1;
+    }
+
+    /* events by cell, for the explanation of incidents */
+    const int n_cells = a.max_cells;
+    EvList *by_cell = calloc((size_t)a.ss.n_cells, sizeof *by_cell);
+    EvList *site_inc = calloc((size_t)cc_synth_n_sites(g) + 1, sizeof *site_inc);
+    EvList *cell_inc = calloc((size_t)a.ss.n_cells, sizeof *cell_inc);
+    for (int e = 0; e < n_ev; e++)
+        for (int k = 0; k < ev[e].n_cells; k++)
+            if (ev[e].cells[k] < n_cells)
+                evlist_add(&by_cell[ev[e].cells[k]], e);
+    for (size_t i = 0; i < r.n_inc; i++) {
+        const IncRec *in = &r.inc[i];
+        if (in->site >= 0)
+            evlist_add(&site_inc[in->site], (int)i);
+        for (size_t k = 0; k < in->n_m; k++) {
+            EvList *l = &cell_inc[in->m[k].cell];
+            if (!l->n || l->v[l->n - 1] != (int)i)
+                evlist_add(l, (int)i);
+        }
+    }
+
+    /* the steps (from p0) at which each cell's anomaly episodes resolved */
+    EvList *resolved_at = calloc((size_t)a.ss.n_cells, sizeof *resolved_at);
+    for (size_t i = 0; i < n_tr; i++)
+        if (!tr[i].firing && tr[i].kind == CC_ALERT_ANOMALY)
+            evlist_add(&resolved_at[tr[i].cell], (int)(tr[i].flush - p0));
+    int missed_n[NK][2] = {{0}}, missed_cool[NK][2] = {{0}};
+
+    /* site and cell events */
+    KindScore ks[NK] = {{0}};
+    int masked_cell_events = 0;
+    for (int e = 0; e < n_ev; e++) {
+        const Event *E = &ev[e];
+        if (E->a < warm || E->cells[0] >= n_cells)
+            continue;
+        int site_scope = E->kind <= K_SHIFT;
+        if (!site_scope) { /* a cell event inside its site's outage: nothing shows it */
+            int hidden = 0;
+            const EvList *l = &by_cell[E->cells[0]];
+            for (int k = 0; k < l->n && !hidden; k++) {
+                const Event *o = &ev[l->v[k]];
+                hidden =
+                    (o->kind == K_POWER || o->kind == K_TRANSPORT) && o->a < E->b && E->a < o->b;
+            }
+            if (hidden) {
+                masked_cell_events++;
+                continue;
+            }
+        }
+        KindScore *s = &ks[E->kind];
+        s->n++;
+        const EvList *il = site_scope ? &site_inc[E->site] : &cell_inc[E->cells[0]];
+        int n_inc = 0, got2 = 0, scope2 = 0, joined = 0;
+        int64_t first = INT64_MAX;
+        for (int k = 0; k < il->n; k++) {
+            const IncRec *in = &r.inc[il->v[k]];
+            int hit = 0, cells_in = 0, lastc = -1;
+            for (size_t q = 0; q < in->n_m; q++) {
+                const Member *mm = &in->m[q];
+                int mine = site_scope ? 1 : mm->cell == E->cells[0];
+                if (!mine || mm->flush < E->a || mm->flush >= E->b + a.post)
+                    continue;
+                hit = 1;
+                if (mm->cell != lastc) {
+                    cells_in++;
+                    lastc = mm->cell;
+                }
+                if (mm->flush < first)
+                    first = mm->flush;
+                if (mm->flush <= E->a + 2) {
+                    got2 = 1;
+                    joined |= in->open < E->a;
+                }
+            }
+            n_inc += hit;
+            scope2 |= hit && cells_in >= 2;
+        }
+        if (n_inc) {
+            s->det++;
+            s->delay_sum += (double)(first - E->a);
+        }
+        s->det2 += got2;
+        s->split += n_inc > 1;
+        s->site_scope += scope2;
+        s->joined += joined;
+        if (!got2 && (site_scope || E->kind <= K_DEGRADATION)) {
+            /* in the detector's cooldown: an anomaly episode of the cell (of a cell of the
+             * site) resolved at most cooldown_steps before the start */
+            int cool = 0;
+            for (int k = 0; k < E->n_cells && !cool; k++) {
+                const EvList *l = &resolved_at[E->cells[k]];
+                for (int q = 0; q < l->n && !cool; q++)
+                    cool = l->v[q] < E->a - p0 && l->v[q] >= E->a - p0 - as.cooldown_steps;
+            }
+            missed_cool[E->kind][n_inc ? 1 : 0] += cool;
+            missed_n[E->kind][n_inc ? 1 : 0]++;
+            if (getenv("FLEET_VERBOSE"))
+                fprintf(stderr, "  missed(2) %s site%04d cell%04d steps %lld+%lld: %s%s\n",
+                        kind_names[E->kind], E->site, E->cells[0], (long long)(E->a - p0),
+                        (long long)(E->b - E->a), n_inc ? "late" : "not detected",
+                        cool ? " (cooldown)" : "");
+        }
+    }
+
+    /* incidents: false, explained */
+    int scored_inc = 0, false_inc = 0, by_kind[NK] = {0};
+    long long member_alerts = 0, false_by_reason[8] = {0}, false_kpi[CC_MAX_FEATURES + 1] = {0};
+    int false_cells_hist[8] = {0};
+    FILE *io = a.incidents_out ? fopen(a.incidents_out, "w") : NULL;
+    if (io)
+        fputs("id,open_step,resolve_step,cells,alerts,explained_by\n", io);
+    for (size_t i = 0; i < r.n_inc; i++) {
+        const IncRec *in = &r.inc[i];
+        if (in->open < warm)
+            continue;
+        scored_inc++;
+        member_alerts += (long long)in->n_m;
+        int best = -1;
+        for (size_t q = 0; q < in->n_m; q++) {
+            int e = explain(&in->m[q], ev, by_cell, a.post);
+            if (e >= 0 && (best < 0 || ev[e].kind < ev[best].kind))
+                best = e;
+        }
+        if (best >= 0) {
+            by_kind[ev[best].kind]++;
+        } else {
+            false_inc++;
+            const Member *m0 = &in->m[0];
+            false_by_reason[m0->kind == CC_ALERT_ANOMALY ? 0
+                                                         : 1 + (m0->reason < 7 ? m0->reason : 6)]++;
+            false_kpi[m0->kpi >= 0 && m0->kpi < CC_MAX_FEATURES ? m0->kpi : CC_MAX_FEATURES]++;
+            false_cells_hist[in->n_cells_max < 7 ? in->n_cells_max : 7]++;
+        }
+        if (io)
+            fprintf(io, "%s,%lld,%lld,%d,%zu,%s\n", in->id, (long long)(in->open - p0),
+                    in->resolve >= 0 ? (long long)(in->resolve - p0) : -1LL, in->n_cells_max,
+                    in->n_m, best >= 0 ? kind_names[ev[best].kind] : "none");
+    }
+    if (io)
+        fclose(io);
+    double scored_days = (double)(p_end - warm) * (double)S / 86400.0;
+    double false_rate = false_inc / ((double)n_cells / 1000.0) / scored_days;
+
+    /* the JSON line */
+    printf("{\"cells\":%d,\"sites\":%d,\"seed\":%llu,\"days\":%g,\"warmup_days\":%g,"
+           "\"post_steps\":%d,\"step_s\":%lld,\"events\":%d,\"engine_s\":%.1f,"
+           "\"held_rows\":%lld,\"restarts\":%lld,\"transitions\":%zu,"
+           "\"grouping_ns_per_transition\":%.0f,",
+           n_cells, cc_synth_n_sites(g), (unsigned long long)a.ss.seed, a.days, a.warmup_days,
+           a.post, (long long)S, n_ev, engine_s, (long long)held, (long long)restarts, n_tr,
+           ns_per_trans);
+    printf("\"kinds\":{");
+    for (int k = 0; k < NK; k++) {
+        const KindScore *s = &ks[k];
+        printf("%s\"%s\":{\"n\":%d,\"detected\":%d,\"within2\":%d,\"split\":%d,"
+               "\"site_scope\":%d,\"joined_open\":%d,\"mean_delay\":%.2f,"
+               "\"missed\":%d,\"missed_in_cooldown\":%d,\"late\":%d,\"late_in_cooldown\":%d}",
+               k ? "," : "", kind_names[k], s->n, s->det, s->det2, s->split, s->site_scope,
+               s->joined, s->det ? s->delay_sum / s->det : 0.0, missed_n[k][0], missed_cool[k][0],
+               missed_n[k][1], missed_cool[k][1]);
+    }
+    KindScore site = {0}, cell = {0};
+    for (int k = K_POWER; k <= K_TRANSPORT; k++) {
+        site.n += ks[k].n;
+        site.det2 += ks[k].det2;
+        site.split += ks[k].split;
+        site.det += ks[k].det;
+    }
+    for (int k = K_CELL_OUTAGE; k <= K_DEGRADATION; k++) {
+        cell.n += ks[k].n;
+        cell.det += ks[k].det;
+        cell.det2 += ks[k].det2;
+    }
+    printf("},\"site_outage_recall_within2\":%.4f,\"site_outage_recall\":%.4f,"
+           "\"site_outage_split\":%.4f,\"site_all_recall_within2\":%.4f,"
+           "\"cell_event_recall\":%.4f,\"cell_event_recall_within2\":%.4f,"
+           "\"cell_events_masked\":%d,",
+           site.n ? (double)site.det2 / site.n : 0, site.n ? (double)site.det / site.n : 0,
+           site.n ? (double)site.split / site.n : 0,
+           site.n + ks[K_SHIFT].n
+               ? (double)(site.det2 + ks[K_SHIFT].det2) / (site.n + ks[K_SHIFT].n)
+               : 0,
+           cell.n ? (double)cell.det / cell.n : 0, cell.n ? (double)cell.det2 / cell.n : 0,
+           masked_cell_events);
+    printf("\"incidents\":%d,\"member_alerts\":%lld,\"alerts_per_incident\":%.3f,"
+           "\"false_incidents\":%d,\"false_per_1000_cells_day\":%.3f,\"scored_days\":%.2f,"
+           "\"explained_by\":{",
+           scored_inc, member_alerts, scored_inc ? (double)member_alerts / scored_inc : 0,
+           false_inc, false_rate, scored_days);
+    for (int k = 0; k < NK; k++)
+        printf("%s\"%s\":%d", k ? "," : "", kind_names[k], by_kind[k]);
+    printf("},\"false_first_alert\":{\"anomaly\":%lld", false_by_reason[0]);
+    for (int k = 0; k < 7; k++)
+        if (false_by_reason[1 + k])
+            printf(",\"%s\":%lld", cc_dq_reason_name((enum CcDqReason)k), false_by_reason[1 + k]);
+    printf("},\"false_first_kpi\":{");
+    for (int f = 0; f <= hp->n_features; f++)
+        printf("%s\"%s\":%lld", f ? "," : "", f < hp->n_features ? hp->features[f] : "none",
+               false_kpi[f < hp->n_features ? f : CC_MAX_FEATURES]);
+    printf("},\"false_by_cells\":[");
+    for (int k = 1; k < 8; k++)
+        printf("%s%d", k > 1 ? "," : "", false_cells_hist[k]);
+    printf("]}\n");
+    return 0;
+}

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""fleet_summary.py — the table of docs/results.md "Incidents on a synthetic fleet" from
+fleet_eval runs (issue 32): per run and the mean ± spread (half the range) over runs.
+
+usage: fleet_summary.py DIR TAG [TAG ...]
+  reads DIR/out_TAG.json (fleet_eval's stdout), DIR/inc_TAG.csv (--incidents) and
+  DIR/err_TAG.log (its stderr, with FLEET_VERBOSE=1: the events not seen within 2 steps).
+"""
+import collections
+import csv
+import json
+import sys
+
+
+def run(d, tag):
+    o = json.load(open(f"{d}/out_{tag}.json"))
+    k = o["kinds"]
+    site_n = k["power_outage"]["n"] + k["transport_loss"]["n"]
+    alerts = collections.defaultdict(list)
+    with open(f"{d}/inc_{tag}.csv") as f:
+        for row in csv.DictReader(f):
+            alerts[row["explained_by"]].append((int(row["alerts"]), int(row["cells"])))
+    site_inc = alerts["power_outage"] + alerts["transport_loss"]
+    missed = collections.Counter()
+    night = collections.Counter()
+    try:
+        for line in open(f"{d}/err_{tag}.log"):
+            if line.startswith("  missed(2)"):
+                w = line.split()
+                kind, how = w[1], w[-1]
+                missed[(kind, "not detected" if how == "detected" else "late")] += 1
+                step = int(w[5].split("+")[0])
+                hour = (step % 96) / 4
+                if how == "detected":
+                    night[(kind, 0 <= hour < 7)] += 1
+    except FileNotFoundError:
+        pass
+    return {
+        "tag": tag,
+        "cells": o["cells"],
+        "seed": o["seed"],
+        "site events": site_n,
+        "site recall ≤2": (k["power_outage"]["within2"] + k["transport_loss"]["within2"]) / site_n,
+        "power ≤2": k["power_outage"]["within2"] / max(1, k["power_outage"]["n"]),
+        "transport ≤2": k["transport_loss"]["within2"] / max(1, k["transport_loss"]["n"]),
+        "site split >1": (k["power_outage"]["split"] + k["transport_loss"]["split"]) / site_n,
+        "shift ≤2": k["neighbour_shift"]["within2"] / max(1, k["neighbour_shift"]["n"]),
+        "shift any": k["neighbour_shift"]["detected"] / max(1, k["neighbour_shift"]["n"]),
+        "cell events": sum(k[x]["n"] for x in ("cell_outage", "cell_spike", "cell_degradation")),
+        "cell recall": o["cell_event_recall"],
+        "cell recall ≤2": o["cell_event_recall_within2"],
+        "cell outage recall": k["cell_outage"]["detected"] / max(1, k["cell_outage"]["n"]),
+        "spike recall": k["cell_spike"]["detected"] / max(1, k["cell_spike"]["n"]),
+        "degradation recall": k["cell_degradation"]["detected"] / max(1, k["cell_degradation"]["n"]),
+        "false /1k cells/day": o["false_per_1000_cells_day"],
+        "false incidents": o["false_incidents"],
+        "false 1-cell share": o["false_by_cells"][0] / max(1, o["false_incidents"]),
+        "incidents": o["incidents"],
+        "alerts/incident": o["alerts_per_incident"],
+        "alerts/site-outage incident": sum(a for a, _ in site_inc) / max(1, len(site_inc)),
+        "burst-explained": o["explained_by"]["burst"],
+        "false first KPI": o["false_first_kpi"],
+        "missed": {f"{k} {h}": n for (k, h), n in sorted(missed.items())},
+        "not detected, at night (00-07) or day": {f"{k} {'night' if n else 'day'}": c for (k, n), c in sorted(night.items())},
+    }
+
+
+def main():
+    d, tags = sys.argv[1], sys.argv[2:]
+    runs = [run(d, t) for t in tags]
+    for r in runs:
+        print(json.dumps(r, ensure_ascii=False))
+    keys = [k for k, v in runs[0].items() if isinstance(v, float)]
+    print("mean ± half-range over", len(runs), "runs:")
+    for k in keys:
+        v = [r[k] for r in runs]
+        print(f"  {k}: {sum(v) / len(v):.3f} ± {(max(v) - min(v)) / 2:.3f}")
+
+
+if __name__ == "__main__":
+    main()
