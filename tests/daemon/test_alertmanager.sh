@@ -33,9 +33,7 @@ if [ ! -x "$AM" ]; then
     echo "SKIP: $AM missing (apt-get install prometheus-alertmanager)"
     exit 77
 fi
-daemon_test_init alertmanager
-MODEL="$ROOT/tests/data/golden/tiny.safetensors" # F=3 (prb,thr,users), HZ=6, S=900
-need_files "$MODEL"
+tiny_daemon_test_init alertmanager
 
 free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 

@@ -17,9 +17,7 @@ PY=/usr/bin/python3
 . "$(dirname "$0")/../helpers/daemon.sh"
 # shellcheck source=../helpers/site_feed.sh
 . "$(dirname "$0")/../helpers/site_feed.sh"
-daemon_test_init feedback
-MODEL="$ROOT/tests/data/golden/tiny.safetensors" # F=3 (prb,thr,users), HZ=6, S=900
-need_files "$MODEL"
+tiny_daemon_test_init feedback
 post_config "$TMP/c.yaml" "$TMP/state.snap" <<YAML
 admin:
   token: "s3cret"

@@ -16,9 +16,7 @@ ROOT=${2:?source root}
 PY=/usr/bin/python3
 # shellcheck source=../helpers/daemon.sh
 . "$(dirname "$0")/../helpers/daemon.sh"
-daemon_test_init msg_labels
-MODEL="$ROOT/tests/data/golden/tiny.safetensors" # F=3 (prb,thr,users), HZ=6, S=900
-need_files "$MODEL"
+tiny_daemon_test_init msg_labels
 
 printf 'cell,site\nx1,FILE\n' >"$TMP/topo.csv"
 cat >"$TMP/c.yaml" <<YAML

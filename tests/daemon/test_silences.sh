@@ -25,9 +25,7 @@ PY=/usr/bin/python3
 . "$(dirname "$0")/../helpers/daemon.sh"
 # shellcheck source=../helpers/site_feed.sh
 . "$(dirname "$0")/../helpers/site_feed.sh"
-daemon_test_init silences
-MODEL="$ROOT/tests/data/golden/tiny.safetensors" # F=3 (prb,thr,users), HZ=6, S=900
-need_files "$MODEL"
+tiny_daemon_test_init silences
 
 printf '%s\n' cell,site,region a1,S1,R1 a2,S1,R1 a3,S1,R1 b1,S2,R1 b2,S2,R1 b3,S2,R1 >"$TMP/topo.csv"
 site_feed_config "$TMP/c.yaml" <<YAML

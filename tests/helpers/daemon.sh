@@ -89,6 +89,15 @@ daemon_test_init() {
     test_workdir "${1:-daemon}"
 }
 
+# tiny_daemon_test_init NAME: daemon_test_init NAME, then MODEL, the tiny model of the golden
+# tests ($ROOT/tests/data/golden/tiny.safetensors: F=3 prb, thr, users; HZ=6; S=900); a skip
+# without it. Expects ROOT.
+tiny_daemon_test_init() {
+    daemon_test_init "$1"
+    MODEL="$ROOT/tests/data/golden/tiny.safetensors"
+    need_files "$MODEL"
+}
+
 # parity_test_init NAME CELLCAST CELLCASTD SOURCE_ROOT: the start of a test that runs an
 # offline tool and the daemon on the same rows (test_*_parity.sh): CLI, CELLCASTD, ROOT,
 # PY and MODEL (the shipped default model) set, a skip without curl, python3, a binary or
