@@ -21,12 +21,7 @@ tiny_daemon_test_init feedback
 post_config "$TMP/c.yaml" "$TMP/state.snap" <<YAML
 admin:
   token: "s3cret"
-alerts:
-  warmup_steps: 8
-  warn_z: 20
-  crit_z: 40
-  cusum_h: 0
-  profile_h: 0
+$(high_alert_bar)
 YAML
 start_daemon "$TMP/log" health -c "$TMP/c.yaml"
 AUTH=(-H 'Authorization: Bearer s3cret' -H 'Content-Type: application/json')

@@ -1,6 +1,6 @@
 # tests/helpers/site_feed.sh — a small fleet fed to cellcastd over POST /v1/kpis, for the
-# daemon tests of alerts, incidents, silences and feedback (tests/daemon/test_incidents.sh,
-# test_silences.sh, test_alertmanager.sh, test_feedback.sh): the daemon's configuration
+# daemon tests of what becomes of alerts (tests/daemon/test_incidents.sh, test_silences.sh,
+# test_alertmanager.sh, test_feedback.sh, test_msg_labels.sh): the daemon's configuration
 # (the tiny model, no Kafka, an alert bar meant for grouping rather than detection), and the
 # two-site feed of site S1's outage and cell b2's spike, written one file per step and
 # posted step by step. Source it after tests/helpers/daemon.sh; expects PY, MODEL and TMP.
@@ -29,11 +29,26 @@ YAML
     cat >>"$1"
 }
 
+# high_alert_bar [KEY: VALUE...]: prints the alerts section of a test about what becomes of
+# alerts rather than the detector: the KEY: VALUE lines given, then a high bar (warn_z 20,
+# crit_z 40, no CUSUM or profile rule, after 8 warm-up steps), since the tiny model's
+# forecasts of the feeds' waves are rough: only a gross spike or an outage fires.
+high_alert_bar() {
+    local setting
+    echo "alerts:"
+    for setting in "$@"; do echo "  $setting"; done
+    cat <<'YAML'
+  warmup_steps: 8
+  warn_z: 20
+  crit_z: 40
+  cusum_h: 0
+  profile_h: 0
+YAML
+}
+
 # site_feed_config FILE: post_config FILE "" for the two-site feed: no snapshot, the
 # topology $TMP/topo.csv, stdin (the test's own sections, none of topology or alerts), and
-# a high alert bar (warn_z 20, crit_z 40, no CUSUM or profile rule, after 8 warm-up steps):
-# the tiny model's forecasts of the feed's waves are rough, and the tests are about what
-# becomes of the alerts, not the detector; all_zero fires after zero_steps 3.
+# the high_alert_bar with all_zero after zero_steps 3.
 site_feed_config() {
     local file=$1
     post_config "$file" "" <<YAML
@@ -41,15 +56,7 @@ topology:
   path: "$TMP/topo.csv"
 YAML
     cat >>"$file"
-    cat >>"$file" <<'YAML'
-alerts:
-  zero_steps: 3
-  warmup_steps: 8
-  warn_z: 20
-  crit_z: 40
-  cusum_h: 0
-  profile_h: 0
-YAML
+    high_alert_bar "zero_steps: 3" >>"$file"
 }
 
 # site_feed_write STEPS: the feed of the cells a1..a3 (site S1) and b1..b3 (site S2) at
