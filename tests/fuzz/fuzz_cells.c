@@ -61,3 +61,15 @@ void fuzz_cells_open(FuzzCells *fx, const CcAnomalySettings *as)
         cc_anomaly_cell_open(&fx->ac, fx->a, "fuzz"))
         abort();
 }
+
+void fuzz_cells_check_restored(const FuzzCells *fx, const CcSnapshotCell *c)
+{
+    if (c->count <= 0)
+        return;
+    int64_t first, last;
+    cc_cell_span(fx->cell, &first, &last);
+    float v[FUZZ_CELLS_F];
+    if (last != c->first + c->count - 1 || cc_cell_history(fx->cell, last, 1, v) ||
+        memcmp(v, c->values + (size_t)(c->count - 1) * FUZZ_CELLS_F, sizeof v))
+        abort();
+}

@@ -11,6 +11,7 @@
 
 #include "cc_anomaly.h"
 #include "cc_cell_internal.h"
+#include "cc_snapshot.h"
 
 /* The fixture model's features (bytes, prb, users). */
 #define FUZZ_CELLS_F 3
@@ -32,5 +33,9 @@ void fuzz_cells_anomaly_settings(CcAnomalySettings *as);
 /* Opens fx's anomaly detector with as, its cell and anomaly cell ("fuzz"); aborts when one
  * cannot be opened (the target could test nothing). */
 void fuzz_cells_open(FuzzCells *fx, const CcAnomalySettings *as);
+
+/* After c restored into fx's cell: aborts unless the ring ends at c's last step and holds
+ * c's last values there (nothing to check when c holds no values). */
+void fuzz_cells_check_restored(const FuzzCells *fx, const CcSnapshotCell *c);
 
 #endif

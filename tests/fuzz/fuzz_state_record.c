@@ -179,13 +179,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             memcmp(before, after, (size_t)n0))
             abort();
         free(after);
-    } else if (c->count > 0) { /* the ring holds the last of the values restored */
-        int64_t first, last;
-        cc_cell_span(fx.cells.cell, &first, &last);
-        float v[F_MODEL];
-        if (last != c->first + c->count - 1 || cc_cell_history(fx.cells.cell, last, 1, v) ||
-            memcmp(v, c->values + (size_t)(c->count - 1) * F_MODEL, sizeof v))
-            abort();
+    } else { /* the ring holds the last of the values restored */
+        fuzz_cells_check_restored(&fx.cells, c);
     }
     free(before);
     free(buf);
