@@ -45,7 +45,7 @@ last = ["start"]
 log = open(f"{out}/learn.log", "w")
 def read_err():
     for line in p.stderr:
-        log.write(line)
+        log.write(f"[{time.time() - t0:7.1f} s] {line}")  # where the time goes
         if not line.startswith("step "):  # the trainer's progress: keep the phase line
             last[0] = line.strip()[:160]
 threading.Thread(target=read_err, daemon=True).start()
