@@ -20,7 +20,8 @@
 # 1" for a Transformer candidate in every round (the heaviest learner).
 #
 # Per run one JSON line: cell-steps/s of phase 2, the daemon's and the learner's CPU seconds
-# over phase 2 (/proc/PID/stat), the learner's progress (its log lines during phase 2:
+# over phase 2 (/proc/PID/stat; the daemon's per cell-step too: what the learner costs the
+# daemon, its fetches from the embedded broker included, whatever CPU others leave it), the learner's progress (its log lines during phase 2:
 # records read, rounds started and their kind, rounds done), /proc/loadavg before and after;
 # then a summary line per variant (min, median, max). The figures are end to end on a
 # shared machine: compare the variants of one run only.
@@ -151,6 +152,7 @@ alllines = open(full).read().splitlines()
 out = {"variant": variant, "cells": int(cells), "measured_steps_per_cell": int(meas),
        "wall_s": round(wall, 2), "cell_steps_per_s": round(steps / wall),
        "daemon_cpu_s": round(float(d1) - float(d0), 1),
+       "daemon_cpu_us_per_cell_step": round((float(d1) - float(d0)) / steps * 1e6, 1),
        "learner_cpu_s": round(float(l1) - float(l0), 1),
        "loadavg_before": load0, "loadavg_after": load1,
        "records_applied": int(float(records)), "records_wanted": int(cells) * (int(meas) + int(warm))}
@@ -176,7 +178,8 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 for v in ("alone", "learner"):
     x = sorted(r["cell_steps_per_s"] for r in rows if r["variant"] == v)
     lc = [r["learner_cpu_s"] for r in rows if r["variant"] == v]
+    us = [r["daemon_cpu_us_per_cell_step"] for r in rows if r["variant"] == v]
     print(json.dumps({"summary": v, "runs": len(x), "cell_steps_per_s_min": x[0],
                       "median": st.median(x), "max": x[-1],
-                      "learner_cpu_s": lc}))
+                      "daemon_cpu_us_per_cell_step": us, "learner_cpu_s": lc}))
 EOF
