@@ -46,6 +46,7 @@ log = open(f"{out}/learn.log", "w")
 def read_err():
     for line in p.stderr:
         log.write(f"[{time.time() - t0:7.1f} s] {line}")  # where the time goes
+        log.flush()
         if not line.startswith("step "):  # the trainer's progress: keep the phase line
             last[0] = line.strip()[:160]
 threading.Thread(target=read_err, daemon=True).start()
