@@ -14,7 +14,8 @@
 # every 0.2 s, and the rusage maximum) and what the process was doing at the peak (its last
 # progress line), the records held and the store's bytes as docs/learning.md counts them
 # (136 bytes per allocated record), and the peak per sampled cell. WORKDIR keeps the fleets
-# (about 55 MB of CSV per 1000 cells and 8 days) and each run's state directory.
+# (about 55 MB of CSV per 1000 cells and 8 days) and each run's state directory (its log,
+# rounds.jsonl and candidates; the round's CSVs removed).
 set -eu
 CLI=$(realpath "${1:?cellcast binary}")
 W=${2:?workdir}
@@ -90,5 +91,6 @@ print(json.dumps({
     "store_mb": round(cells * cap * 136 / 2**20, 1), "store_kb_per_cell": round(cap * 136 / 1024, 1),
     "mase": cands, "decision": rnd.get("decision")}), flush=True)
 PY
+        rm -f "$out/all.csv" "$out/train.csv" # the round's CSVs: 1.4 GB at 10k cells
     done
 done
