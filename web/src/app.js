@@ -585,6 +585,7 @@
     return [...byHours].map(([h, days]) => `${days.join(', ')} ${h}`).join('; ') + tz;
   }
   const untilText = (t) => (t && t.startsWith('9999') ? 'no end' : fmtTime(tsSec(t)));
+  const sinceText = (t) => (tsSec(t) <= 0 ? 'always' : fmtTime(tsSec(t))); // a configuration's default start
   function renderSilences() {
     $('silences-box').hidden = !S.silences;
     if (!S.silences) return;
@@ -604,8 +605,8 @@
       if (x.source === 'config') b.title = 'from the configuration (silences.file): read-only, the daemon refuses; edit the file and reload';
       tdX.append(b);
       tr.append(el('td', null, x.status.state), el('td', 'attr', x.matchers.map(matcherText).join(', ')),
-        el('td', null, fmtTime(tsSec(x.startsAt))), el('td', null, untilText(x.endsAt)),
-        el('td', null, recurrenceText(x.recurrence)), el('td', null, nw ? `${fmtTime(tsSec(nw.startsAt))} – ${untilText(nw.endsAt)}` : ''),
+        el('td', null, sinceText(x.startsAt)), el('td', null, untilText(x.endsAt)),
+        el('td', null, recurrenceText(x.recurrence)), el('td', null, nw ? `${sinceText(nw.startsAt)} – ${untilText(nw.endsAt)}` : ''),
         el('td', null, x.maintenance ? 'yes' : ''), el('td', null, x.source || ''),
         el('td', null, x.createdBy || ''), el('td', null, x.comment || ''), tdX);
       tb.append(tr);

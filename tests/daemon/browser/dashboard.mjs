@@ -47,7 +47,7 @@ function watch(page) {
   page.on('console', (m) => {
     if (m.type() !== 'error') return;
     const url = m.location()?.url || '';
-    const refused = ACTIONS.test(url) && m.text().match(/status of (40[19]|422)/);
+    const refused = ACTIONS.test(url) && m.text().match(/status of (40[139]|422)/);
     if (refused) return actionRefusals.push(refused[1]);
     if (OPTIONAL.test(url) && /404/.test(m.text())) return;
     // a cell without a whole patch of steps yet has no forecast: 503 no-forecast-yet is the
@@ -408,8 +408,14 @@ async function actionChecks(page, inc, site) {
     check(!!r && r[0] === 'pending' && r[4] === `${order(days).replace(',', ', ')} 02:00–04:00` && /\d{4}-\d\d-\d\d 02:00/.test(r[5]) &&
       r[6] === 'yes' && r[7] === 'api', `the page lists it: windows, next window, maintenance, source (${r && r.join(' | ')})`);
     await page.screenshot({ path: path.join(artDir, 'dashboard-silences.png') });
-    // 4. expire it
+    // 4. expire it, with a wrong token in the tab: the daemon's 403 asks for it again
+    await page.evaluate(() => { for (const k of Object.keys(sessionStorage)) sessionStorage.setItem(k, 'not-the-token'); });
     await page.click(`#sil-table tr[data-id="${sil.id}"] button[data-expire]`);
+    await page.waitForSelector('#token-dlg[open]', { timeout: 5000 }).catch(() => {});
+    const why = await page.textContent('#token-why');
+    check(/wrong admin token/.test(why), `a wrong token (403) asks for it again (${why})`);
+    await page.fill('#token-input', token);
+    await page.click('#token-dlg button[value="ok"]');
     await page.waitForFunction((id) => !document.querySelector(`#sil-table tr[data-id="${id}"]`), sil.id, { timeout: 10000 }).catch(() => {});
     const after = (await api('/v1/silences')).silences.find((x) => x.id === sil.id);
     check(after && after.status.state === 'expired' && !(await silRow(sil.id)), `Expire expires it (${after && after.status.state})`);
@@ -417,7 +423,8 @@ async function actionChecks(page, inc, site) {
   // 5. the configuration's silence: the daemon refuses (409), the page says why
   const cfg = (await api('/v1/silences')).silences.find((x) => x.source === 'config');
   if (!cfg) return fail('the daemon lists no configuration silence (silences.file)');
-  check((await silRow(cfg.id))?.[7] === 'config', `the configuration's silence is listed as such (${cfg.id})`);
+  const cfgRow = await silRow(cfg.id);
+  check(cfgRow?.[7] === 'config' && cfgRow?.[2] === 'always', `the configuration's silence is listed as such (${cfgRow && cfgRow.join(' | ')})`);
   await page.click(`#sil-table tr[data-id="${cfg.id}"] button[data-expire]`);
   await page.waitForFunction(() => /409/.test(document.getElementById('action-msg').textContent), null, { timeout: 10000 }).catch(() => {});
   const msg = await page.textContent('#action-msg');
@@ -434,8 +441,8 @@ async function actionChecks(page, inc, site) {
   check(!(await page.$('#sil-dlg[open]')), 'Escape closes the form');
   const cellVerdict = await page.$eval(`#cell-alerts tr[data-id="${alertId}"] .fb`, (e) => e.textContent).catch(() => '');
   check(cellVerdict === 'false alarm', `the cell view's alert row shows the verdict too (${cellVerdict})`);
-  check(JSON.stringify(actionRefusals.sort()) === JSON.stringify(['401', '409', '422']),
-    `the only refusals are the three provoked: the 401 before the token, the 422, the 409 (${actionRefusals})`);
+  check(JSON.stringify(actionRefusals.sort()) === JSON.stringify(['401', '403', '409', '422']),
+    `the only refusals are the four provoked: the 401 before the token, the 422, the 403 of a wrong token, the 409 (${actionRefusals})`);
 }
 
 // A refresh that finds the cell as it was (no new step, same alerts firing) asks for none of
