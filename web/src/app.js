@@ -485,8 +485,10 @@
       const td = cellTd(a);
       const tdA = el('td');
       tdA.append(attribution(a));
+      tr.dataset.id = a.id;
       tr.append(el('td', 'sev ' + a.severity, a.severity), td, el('td', null, a.kind), el('td', null, reasonOf(a)),
-        el('td', null, fmtTime(tsSec(a.start_time))), el('td', 'num', a.score == null ? '' : fmt(a.score)), tdA);
+        el('td', null, fmtTime(tsSec(a.start_time))), el('td', 'num', a.score == null ? '' : fmt(a.score)), tdA,
+        verdictTd({ id: a.id, a }));
       tb.append(tr);
     }
     $('firing-empty').hidden = S.firing.length > 0;
@@ -727,7 +729,7 @@
   /* ---- actions on alerts and silences ---- */
 
   const VERDICT_TEXT = { false_alarm: 'false alarm', confirmed: 'confirmed' };
-  /* An alert's verdict (its `feedback`, GET /v1/cells/{id}/alerts) and the two buttons that
+  /* An alert's verdict (its `feedback`: GET /v1/cells/{id}/alerts, /v1/alerts/firing) and the two buttons that
    * give one (POST /v1/alerts/{id}/feedback). */
   function verdictTd(ep) {
     const a = ep.a, fb = a.feedback, td = el('td', 'verdict');
@@ -755,10 +757,12 @@
       const fb = { verdict: r.verdict, comment: r.comment, user: r.user, time: r.time };
       for (const eps of [S.incView && S.incView.episodes, S.cell && S.cell.episodes])
         for (const ep of eps || []) if (ep.id === id) ep.a.feedback = fb;
+      for (const a of S.firing) if (a.id === id) a.feedback = fb;
       say(`${id}: ${VERDICT_TEXT[r.verdict]} recorded` +
         (r.kpis && r.kpis.length ? ` (the bar of ${r.kpis.join(', ')} raised, ×${fmt(r.bar)})` : ''));
       if (S.page === 'incident' && S.incView) renderIncidentAlerts();
       if (S.page === 'cell' && S.cell) renderCellAlerts();
+      if (S.page === 'alerts') renderFiring();
     } catch (e) {
       say(`${id}: ${e.message}`, true);
     } finally {
@@ -858,6 +862,7 @@
   function initActions() {
     $('inc-alerts').addEventListener('click', onVerdict);
     $('cell-alerts').addEventListener('click', onVerdict);
+    $('firing-table').addEventListener('click', onVerdict);
     $('sil-table').addEventListener('click', onExpire);
     $('inc-silence').addEventListener('click', () => { if (S.incSilence) openSilence(S.incSilence); });
     $('cell-silence').addEventListener('click', () => {
