@@ -29,6 +29,8 @@ static void settings_of(const Ccd *d, CcdIncidentSettings *s)
     s->evidence_cells = d->cfg.incidents_evidence_cells;
     s->evidence_share = d->cfg.incidents_evidence_share;
     s->evidence_frac = d->cfg.incidents_evidence_frac;
+    s->cell_persist_steps = d->cfg.incidents_cell_persist_steps;
+    s->cell_persist_frac = d->cfg.incidents_cell_persist_frac;
 }
 
 int ccd_incidents_start(Ccd *d)
@@ -186,10 +188,14 @@ void ccd_incidents_metrics(Ccd *d, struct evbuffer *b)
         "cellcast_incidents_transitions_total{transition=\"updated\"} %llu\n"
         "cellcast_incidents_transitions_total{transition=\"resolved\"} %llu\n"
         "# HELP cellcast_incidents_alerts_total Alert transitions seen by the grouping: grouped "
-        "(a firing that opened or joined an incident), unknown (a resolution of an alert no "
-        "incident held: it fired before a restart), dropped (out of memory).\n"
+        "(a firing that opened or joined an incident), below_paging (a firing held under "
+        "incidents.cell_persist_steps: no incident), persisted (a held one that opened an "
+        "incident by persisting), unknown (a resolution of an alert no incident held: it "
+        "fired before a restart), dropped (out of memory).\n"
         "# TYPE cellcast_incidents_alerts_total counter\n"
         "cellcast_incidents_alerts_total{outcome=\"grouped\"} %llu\n"
+        "cellcast_incidents_alerts_total{outcome=\"below_paging\"} %llu\n"
+        "cellcast_incidents_alerts_total{outcome=\"persisted\"} %llu\n"
         "cellcast_incidents_alerts_total{outcome=\"unknown\"} %llu\n"
         "cellcast_incidents_alerts_total{outcome=\"dropped\"} %llu\n"
         "# HELP cellcast_incidents_evidence_total Cells together as evidence: reports of a "
@@ -199,6 +205,9 @@ void ccd_incidents_metrics(Ccd *d, struct evbuffer *b)
         "cellcast_incidents_evidence_total{what=\"reports\"} %llu\n"
         "cellcast_incidents_evidence_total{what=\"members\"} %llu\n"
         "cellcast_incidents_evidence_total{what=\"opened\"} %llu\n"
+        "# HELP cellcast_incidents_held Alerts held below the paging rule now.\n"
+        "# TYPE cellcast_incidents_held gauge\n"
+        "cellcast_incidents_held %zu\n"
         "# HELP cellcast_incidents_produce_refused_total Incident transitions the producer "
         "refused (not retried).\n"
         "# TYPE cellcast_incidents_produce_refused_total counter\n"
@@ -206,9 +215,10 @@ void ccd_incidents_metrics(Ccd *d, struct evbuffer *b)
         st.firing - st.firing_site - st.firing_region, st.firing_site, st.firing_region,
         (unsigned long long)st.opened, (unsigned long long)st.updated,
         (unsigned long long)st.resolved, (unsigned long long)st.alerts_grouped,
+        (unsigned long long)st.alerts_below_paging, (unsigned long long)st.alerts_persisted,
         (unsigned long long)st.alerts_unknown, (unsigned long long)st.oom,
         (unsigned long long)st.evidence_reports, (unsigned long long)st.evidence_members,
-        (unsigned long long)st.evidence_opened, (unsigned long long)d->incidents_refused);
+        (unsigned long long)st.evidence_opened, st.held, (unsigned long long)d->incidents_refused);
 }
 
 int ccd_h_incidents(CcdReq *r)
