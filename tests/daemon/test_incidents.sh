@@ -7,7 +7,8 @@
 #   - GET /v1/cells?site=S1 lists a1..a3 with their labels; ?region= and ?sector= filter;
 #   - every alert carries its cell's labels (GET /v1/alerts);
 #   - the outage is one site incident (3 of 3 cells, critical), not one per cell, and the
-#     spike one cell incident of S2; both resolve once their cells' alerts resolve;
+#     spike one cell incident of S2 (4 steps far past the bar: persistent, so it pages under
+#     incidents.cell_persist_steps); both resolve once their cells' alerts resolve;
 #   - cells together as evidence (incidents.evidence_*): the three cells of S1 are at 2 of
 #     zero_steps 3 all-zero steps at step 41, past half their bar, which opens the site
 #     incident there (id site:S1:<step 41>), one step before all_zero fires (step 42); b2's
@@ -171,7 +172,9 @@ grep -q '^cellcast_incidents_transitions_total{transition="opened"} 2$' "$TMP/me
     grep -q '^cellcast_incidents_transitions_total{transition="resolved"} 2$' "$TMP/metrics" &&
     grep -q '^cellcast_topology_cells 6$' "$TMP/metrics" &&
     grep -q '^cellcast_incidents_evidence_total{what="opened"} 1$' "$TMP/metrics" &&
-    grep -q '^cellcast_incidents_evidence_total{what="members"} 3$' "$TMP/metrics" ||
+    grep -q '^cellcast_incidents_evidence_total{what="members"} 3$' "$TMP/metrics" &&
+    grep -q '^cellcast_incidents_alerts_total{outcome="below_paging"} [0-9][0-9]*$' "$TMP/metrics" &&
+    grep -q '^cellcast_incidents_held 0$' "$TMP/metrics" ||
     fail "metrics: $(grep -E 'incidents|topology' "$TMP/metrics")"
 ok "both incidents resolve with their last alerts"
 
