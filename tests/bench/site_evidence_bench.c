@@ -4,13 +4,17 @@
  * costs in false incidents, on a synthetic fleet with sites (lib/cc_synth). The fleet runs
  * through the real engine (the default model) and detector (daemon alert defaults) as
  * cellcastd runs it — outage rows held from the model, gaps imputed, the missing-data check
- * ticked twice a step on the data's clock — and every alert transition goes to two
- * groupings of the same alerts, the rule off and on; the evidence
- * (cc_anomaly_cell_evidence, the silence's share of missing_after_s) to the second only.
+ * ticked twice a step on the data's clock — and every alert transition goes to three
+ * groupings of the same alerts: the evidence rule off; on (today's defaults); on with the
+ * paging rule (incidents.cell_persist_steps = --persist, cell_persist_frac = --persist-frac;
+ * docs/design/incident-paging.md). The evidence (cc_anomaly_cell_evidence, the silence's
+ * share of missing_after_s) goes to the second and third.
  *
  * Events: the generator's site-wide power outages and transport losses, and (--degrade-rate)
  * partial degradations this bench adds: every traffic KPI (prb, thr, users) of every cell of
  * a site times 1 − d, d in [dmin, dmax], for 8–32 steps (a slower event than an outage).
+ * With --cell-event-rate, cell events: one cell's traffic KPIs times 0.3 or 2.5 for 4–24
+ * steps (found when an incident with the cell as a member is open by the event's end + 2).
  * The generator's cell-level bursts and outages are off, so an incident that overlaps no
  * site event (from its opening to its resolution, with resolve_m + 2 steps of slack after the
  * event) is false.
@@ -18,11 +22,13 @@
  * Delay: the time an incident of the site is first open during the event minus the arrival
  * of the event's first step (data of step t arrives at (t + 1)·S), in steps; an event whose
  * site has no incident open by its end + 2 steps is missed; "within 2 steps" allows the
- * tick (1 s) after the second step. Prints one JSON object.
+ * tick (1 s) after the second step. Prints one JSON object, per arm with the false incidents
+ * broken down (first alert's reason, severity and KPI, steps open, members).
  *
  *   usage: site_evidence_bench MODEL [--cells N] [--days D] [--seed X] [--site-outage-rate R]
  *          [--degrade-rate R] [--degrade-min D] [--degrade-max D] [--warm-days W]
- *          [--frac F] [--cells-needed M]
+ *          [--frac F] [--cells-needed M] [--persist N] [--persist-frac F]
+ *          [--cell-event-rate R]
  */
 #include <errno.h>
 #include <math.h>
