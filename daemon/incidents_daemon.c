@@ -91,14 +91,16 @@ void ccd_incidents_on_alert(Ccd *d, const CcAlertEvent *ev)
 void ccd_incidents_on_evidence(Ccd *d, const char *cell, int kpi, int dir, double frac,
                                int64_t step, int64_t ts)
 {
-    if (!d->incidents || d->cfg.incidents_evidence_cells <= 0)
+    /* the evidence rule, and the paging rule's persistence of a held anomaly */
+    if (!d->incidents ||
+        (d->cfg.incidents_evidence_cells <= 0 && d->cfg.incidents_cell_persist_steps <= 0))
         return;
     const CcHparams *hp = &d->model->hp;
     const CcdTopology *t = d->topology;
     const char *site = ccd_topology_label(t, cell, "site"),
                *region = ccd_topology_label(t, cell, "region");
-    if (!site && !region)
-        return; /* a cell of its own: only its alerts count */
+    /* a cell of its own (no site, no region) counts for no site's evidence, only for the
+     * persistence of its own held anomaly (ccd_incidents_evidence tells them apart) */
     char cls[96];
     const char *name = kpi >= 0 && kpi < hp->n_features ? hp->features[kpi] : NULL;
     if (name)
@@ -131,8 +133,9 @@ void ccd_incidents_on_evidence(Ccd *d, const char *cell, int kpi, int dir, doubl
         .ts = ts,
         .group_cells = d->cfg.incidents_group_by == CCD_INC_BY_REGION && region
                            ? ccd_topology_region_cells(t, region)
-                       : site ? ccd_topology_site_cells(t, site)
-                              : ccd_topology_region_cells(t, region),
+                       : site   ? ccd_topology_site_cells(t, site)
+                       : region ? ccd_topology_region_cells(t, region)
+                                : 0,
     };
     if (ccd_incidents_evidence(d->incidents, &e) == -ENOMEM)
         LOG_ERROR("incidents", "out of memory weighing the evidence of cell %s",

@@ -633,9 +633,21 @@ static void test_paging_rule(void **state)
     ccd_incidents_emit(g, on_emit, &e);
     assert_int_equal(e.n, 1);
     assert_string_equal(jstr(e.v[0], "scope"), "cell");
-    assert_int_equal(stats(g).alerts_persisted, 1);
+    assert_int_equal(stats(g).alerts_persisted, 1); /* A3 */
     emitted_clear(&e);
     add_full(g, t, "A3", "anomaly", "thr", 0, 0, k + 20, k + 24);
+    ccd_incidents_emit(g, on_emit, &e);
+    emitted_clear(&e);
+
+    /* a cell without topology (no site): its anomaly persists by its own evidence too */
+    add_full(g, t, "X9", "anomaly", "thr", 0, 1, k + 25, k + 25);
+    evid(g, t, "X9", "thr:up", 0.7, k + 26);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    snprintf(want, sizeof want, "cell:X9:%lld", (long long)(k + 25));
+    assert_string_equal(jstr(e.v[0], "id"), want);
+    emitted_clear(&e);
+    add_full(g, t, "X9", "anomaly", "thr", 0, 0, k + 25, k + 27);
     ccd_incidents_emit(g, on_emit, &e);
     emitted_clear(&e);
 
