@@ -305,7 +305,8 @@ void ccd_alerts_on_stepped(Ccd *d, CcdCell *c, int64_t step, const float *values
     cc_anomaly_cell_freeze_learning(
         oc->ac, ccd_silences_in_maintenance(d, c->id, step * (int64_t)d->model->hp.step_seconds));
     cc_anomaly_observe(o->an, oc->ac, step, values, mask, &sink);
-    if (!imputed && d->cfg.incidents_evidence_cells > 0)
+    if (!imputed &&
+        (d->cfg.incidents_evidence_cells > 0 || d->cfg.incidents_cell_persist_steps > 0))
         evidence_queue(d, oc->ac);
     cc_anomaly_set_forecast(o->an, oc->ac, fc);
     publish_scores(d, c, oc);
