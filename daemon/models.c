@@ -970,8 +970,7 @@ static void watch_totals_metrics(const Ccd *d, CcdModelWatch *w, int F, struct e
     int64_t n[2 * CC_MAX_FEATURES];
     ccd_watch_totals(w, err, naive, n);
     for (int v = 0; v < 3; v++) {
-        evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s counter\n", names[v], help[v],
-                            names[v]);
+        evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s counter\n", names[v], help[v], names[v]);
         for (int k = 0; k < 2; k++)
             for (int f = 0; f < F; f++) {
                 const int i = k * F + f;
