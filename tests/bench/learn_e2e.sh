@@ -25,7 +25,8 @@
 #   usage: learn_e2e.sh CELLCASTD CELLCAST SET WORKDIR [SEEDS] [DAYS] [SECONDS_PER_DAY] [TX_STEPS]
 #     SET barcelona | hourly (replay_sets.py); SEEDS default "1"; DAYS default 14;
 #     SECONDS_PER_DAY default 20; TX_STEPS (the learner's --tx-steps) default 1000.
-#   Prints the table per seed and leaves WORKDIR/results.jsonl (one line per seed x day).
+#   Prints the table per seed (learn_e2e_table.py) and leaves WORKDIR/results.jsonl (one
+#   line per seed x day).
 #   Needs kcat, curl and python3 (exit 77 otherwise).
 set -eu
 CCD=$(realpath "${1:?cellcastd binary}")
@@ -191,21 +192,4 @@ for d in range(days):
     prev = cur
 PY
 done
-python3 - "$W/results.jsonl" "$SET" <<'PY'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-f = lambda x, p=3: "-" if x is None else f"{x:.{p}f}"
-for seed in sorted({r["seed"] for r in rows}):
-    print(f"\n{sys.argv[2]}, seed {seed}:\n")
-    print("| data day | messages (ingested) | model in service | served MAE / seasonal naive's "
-          "(one-step, horizon-end) | forecasts scored | P10–P90 coverage (truths scored) | load |")
-    print("|---|---|---|---|---|---|---|")
-    for r in (x for x in rows if x["seed"] == seed):
-        mdl = "learning" if r["learning"] == "waiting" or not r["kind"] else \
-            f"{r['kind']} {str(r['hash'])[:6]}"
-        ev = [h for h in r["history"] if h[0] != "start"]
-        print(f"| {r['day']} | {r['messages']} ({r['ingested']:.0f}{', restart' if r['restarted'] else ''}) "
-              f"| {mdl} | {f(r['served_rel_mae'])} ({f(r['one_step'])}, {f(r['horizon_end'])}) "
-              f"| {r['watch_samples']:.0f} | {f(r['coverage'])} ({r['interval_scored']:.0f}) "
-              f"| {r['load'].split()[0]} |")
-PY
+python3 "$HERE/learn_e2e_table.py" "$W/results.jsonl" "$SET"
