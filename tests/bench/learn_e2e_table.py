@@ -52,6 +52,6 @@ for seed in sorted({r["seed"] for r in rows}):
         serving = r["hash"] if r["kind"] else serving
     cov = {k: (v[0] / v[1] if v[1] else None, v[1]) for k, v in pooled.items()}
     print(f"\npooled P10–P90 coverage: a model's first day {f(cov['first'][0])} "
-          f"({cov["first"][1]:.0f} truths), from its second day {f(cov['later'][0])} "
-          f"({cov["later"][1]:.0f} truths); served MAE / seasonal naive's, mean over "
+          f"({cov['first'][1]:.0f} truths), from its second day {f(cov['later'][0])} "
+          f"({cov['later'][1]:.0f} truths); served MAE / seasonal naive's, mean over "
           f"{len(ratios)} days: {f(sum(ratios) / len(ratios) if ratios else None)}")
