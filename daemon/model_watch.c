@@ -23,6 +23,9 @@ struct CcdModelWatch {
     int64_t newest; ///< newest target step seen; -1: none
     Bucket *b;
     double *mem;
+    /* since the watch opened, [kind * F + f] (ccd_watch_totals) */
+    double *total_err, *total_naive;
+    int64_t *total_n;
 };
 
 int ccd_watch_open(CcdModelWatch **out, int window_steps, int64_t step_s, int F)
@@ -33,9 +36,14 @@ int ccd_watch_open(CcdModelWatch **out, int window_steps, int64_t step_s, int F)
     CcdModelWatch *w = calloc(1, sizeof *w);
     const size_t per = 2 * (size_t)F;
     if (!w || !(w->b = calloc((size_t)window_steps, sizeof *w->b)) ||
-        !(w->mem = calloc((size_t)window_steps * per * 3, sizeof(double)))) {
-        if (w)
+        !(w->mem = calloc((size_t)window_steps * per * 3, sizeof(double))) ||
+        !(w->total_err = calloc(per * 2, sizeof(double))) ||
+        !(w->total_n = calloc(per, sizeof(int64_t)))) {
+        if (w) {
             free(w->b);
+            free(w->mem);
+            free(w->total_err);
+        }
         free(w);
         return -ENOMEM;
     }
@@ -44,6 +52,7 @@ int ccd_watch_open(CcdModelWatch **out, int window_steps, int64_t step_s, int F)
     w->day = 86400 / step_s > 0 ? 86400 / step_s : 1;
     w->after = INT64_MIN;
     w->newest = -1;
+    w->total_naive = w->total_err + per;
     for (int i = 0; i < window_steps; i++) {
         double *m = w->mem + (size_t)i * per * 3;
         w->b[i].p = -1;
@@ -63,6 +72,8 @@ void ccd_watch_close(CcdModelWatch **pw)
     pthread_mutex_destroy(&w->lock);
     free(w->mem);
     free(w->b);
+    free(w->total_err);
+    free(w->total_n);
     free(w);
     *pw = NULL;
 }
@@ -91,6 +102,15 @@ void ccd_watch_step(CcdModelWatch *w, const CcHistory *h, int64_t p)
     pthread_mutex_lock(&w->lock);
     if (p > w->newest)
         w->newest = p;
+    for (int k = 0; k < 2; k++) /* what was served, whichever model made it */
+        for (int f = 0; f < F && now.have_fc[k]; f++) {
+            const float y = now.values[f], m = now.mean[k][f], y0 = back.values[f];
+            if (!isfinite(y) || !isfinite(m) || !isfinite(y0))
+                continue;
+            w->total_err[k * F + f] += fabs((double)y - m);
+            w->total_naive[k * F + f] += fabs((double)y - y0);
+            w->total_n[k * F + f]++;
+        }
     if (p > w->newest - w->W) { /* inside the window: a late cell's older steps are not */
         Bucket *b = &w->b[p % w->W];
         if (b->p != p)
@@ -168,6 +188,16 @@ void ccd_watch_score(CcdModelWatch *w, CcdWatchScore *s)
         }
     }
     s->mase = kpis ? sum / kpis : NAN;
+}
+
+void ccd_watch_totals(CcdModelWatch *w, double *err, double *naive, int64_t *n)
+{
+    const size_t per = 2 * (size_t)w->F;
+    pthread_mutex_lock(&w->lock);
+    memcpy(err, w->total_err, per * sizeof(double));
+    memcpy(naive, w->total_naive, per * sizeof(double));
+    memcpy(n, w->total_n, per * sizeof(int64_t));
+    pthread_mutex_unlock(&w->lock);
 }
 
 void ccd_watch_restart(CcdModelWatch *w, int64_t after)

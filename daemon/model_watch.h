@@ -60,4 +60,11 @@ void ccd_watch_restart(CcdModelWatch *w, int64_t after);
 /** Window steps. */
 int ccd_watch_window(const CcdModelWatch *w);
 
+/** Every matured forecast scored since the watch opened, whatever the window and the swaps
+ *  (ccd_watch_restart leaves them): per kind (CcHistoryFc) and KPI, index kind * F + f, the
+ *  sums of |y − ŷ| and of seasonal naive's |y − y(p − day)| and the samples; arrays of
+ *  2 * F. Read-only counters for /metrics, so that a reader differencing them gets the
+ *  served accuracy of any period (tests/bench/learn_e2e.sh: per data day). */
+void ccd_watch_totals(CcdModelWatch *w, double *err, double *naive, int64_t *n);
+
 #endif

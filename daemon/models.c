@@ -1038,6 +1038,45 @@ json_t *ccd_models_json(const Ccd *d)
     return o;
 }
 
+/* The watch's totals since it opened (model_watch.h): a reader differences them over any
+ * period for the served accuracy against seasonal naive. A watch of the served shape only. */
+static void watch_totals_metrics(const Ccd *d, CcdModelWatch *w, int F, struct evbuffer *b)
+{
+    static const char *const kinds[2] = {"one_step", "horizon_end"};
+    static const char *const names[3] = {"cellcast_model_live_abs_error_total",
+                                         "cellcast_model_live_naive_abs_error_total",
+                                         "cellcast_model_live_scored_total"};
+    static const char *const help[3] = {
+        "Sum of |truth - forecast| of the matured forecasts scored by the live watch "
+        "(served, whichever model made them), by KPI and forecast kind.",
+        "Sum of |truth - value one day before| (seasonal naive) over the same samples.",
+        "Matured forecasts scored (samples of the two sums above)."};
+    const CcHparams *hp = &d->model->hp;
+    if (F != hp->n_features) /* a watch of another shape: no names for its KPIs */
+        return;
+    double err[2 * CC_MAX_FEATURES], naive[2 * CC_MAX_FEATURES];
+    int64_t n[2 * CC_MAX_FEATURES];
+    ccd_watch_totals(w, err, naive, n);
+    for (int v = 0; v < 3; v++) {
+        evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s counter\n", names[v], help[v], names[v]);
+        for (int k = 0; k < 2; k++)
+            for (int f = 0; f < F; f++) {
+                const int i = k * F + f;
+                evbuffer_add_printf(b, "%s{kpi=\"", names[v]);
+                for (const char *c = hp->features[f]; *c; c++) { /* Prometheus escapes */
+                    if (*c == '"' || *c == '\\' || *c == '\n')
+                        evbuffer_add(b, "\\", 1);
+                    evbuffer_add(b, *c == '\n' ? "n" : c, 1);
+                }
+                evbuffer_add_printf(b, "\",kind=\"%s\"} ", kinds[k]);
+                if (v == 2)
+                    evbuffer_add_printf(b, "%lld\n", (long long)n[i]);
+                else
+                    evbuffer_add_printf(b, "%.17g\n", v ? naive[i] : err[i]);
+            }
+    }
+}
+
 void ccd_models_metrics(const Ccd *d, struct evbuffer *b)
 {
     const CcdModels *m = d->models;
@@ -1090,5 +1129,6 @@ void ccd_models_metrics(const Ccd *d, struct evbuffer *b)
                                 "mean over KPIs).\n# TYPE cellcast_model_live_mase gauge\n"
                                 "cellcast_model_live_mase %.6g\n",
                                 s.mase);
+        watch_totals_metrics(d, m->watch, s.F, b);
     }
 }

@@ -26,39 +26,14 @@ TX_STEPS=1000
 mkdir -p "$W/data"
 W=$(realpath "$W")
 case $SET in
-barcelona)
-    EXTRA=(--patch-len 8)
-    python3 - "$SHARED/lte-barcelona" "$W/data" <<'PY'
-import csv, datetime as dt, sys
-src, dst = sys.argv[1:]
-names = ["PobleSec", "ElBorn", "LesCorts"]
-def rows(n):
-    with open(f"{src}/{n}.csv") as f:
-        r = csv.reader(f); h = next(r); return h, list(r)
-fmt = "%Y-%m-%d %H:%M:%S"
-t0 = None
-for n in names:
-    h, rs = rows(n)
-    first = dt.datetime.strptime(rs[0][0], fmt)
-    if t0 is None:
-        t0 = first
-    weeks = round((first - t0).total_seconds() / (7 * 86400))
-    shift = dt.timedelta(days=7 * weeks)
-    with open(f"{dst}/{n}.csv", "w", newline="") as f:
-        w = csv.writer(f); w.writerow(h)
-        for r in rs:
-            w.writerow([(dt.datetime.strptime(r[0], fmt) - shift).strftime(fmt)] + r[1:])
-PY
-    ;;
-hourly)
-    EXTRA=()
-    ln -sf "$SHARED"/lte-hourly-3cells/train_Cell*.csv "$W/data/"
-    ;;
+barcelona) EXTRA=(--patch-len 8) ;;
+hourly) EXTRA=() ;;
 *)
     echo "learn_replay.sh: SET must be barcelona or hourly" >&2
     exit 2
     ;;
 esac
+python3 "$(dirname "$0")/replay_sets.py" csv "$SET" "$SHARED" "$W/data"
 : >"$W/results.jsonl"
 for seed in $SEEDS; do
     out="$W/s$seed"
