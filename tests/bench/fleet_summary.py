@@ -60,6 +60,13 @@ def run(d, tag):
         "alerts/site-outage incident": sum(a for a, _ in site_inc) / max(1, len(site_inc)),
         "burst-explained": o["explained_by"]["burst"],
         "false first KPI": o["false_first_kpi"],
+        "false first alert": o["false_first_alert"],
+        "false site-scope share": o.get("false_scope", {}).get("site", 0) / max(1, o["false_incidents"]),
+        "false opened by evidence": o.get("false_first_evidence", 0),
+        "false duration (steps)": o.get("false_duration_steps", {}),
+        "evidence members": o.get("evidence_members", 0),
+        "grouping": o.get("grouping", {}),
+        "incident settings": o.get("incident_settings", {}),
         "missed": {f"{k} {h}": n for (k, h), n in sorted(missed.items())},
         "not detected, at night (00-07) or day": {f"{k} {'night' if n else 'day'}": c for (k, n), c in sorted(night.items())},
     }
