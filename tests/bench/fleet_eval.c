@@ -41,6 +41,8 @@
  *   - an incident is false when none of its member alerts fires inside [start, end + post)
  *     of an event of its cell (any kind: a burst or a collector gap explains an incident
  *     too; counted apart); false incidents per 1,000 cells per day over the scored days;
+ *   - cell_event_recall_alerts: a cell event found by an alert of its cell, whether or not
+ *     it reached an incident (what the paging rule holds back is the difference);
  *   - alerts → incidents: firing alerts that joined incidents / incidents (scored part);
  *   - the false incidents broken down: cells, scope, first member (kind or DQ reason, KPI,
  *     critical, an evidence member), duration in steps (opening flush to resolving flush).
@@ -984,6 +986,18 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < n_tr; i++)
         if (!tr[i].firing && tr[i].kind == CC_ALERT_ANOMALY)
             evlist_add(&resolved_at[tr[i].cell], (int)(tr[i].flush - p0));
+    /* the steps (from p0) at which each cell's alerts first fired (not a change of one
+     * firing already), paged or not */
+    EvList *fired_at = calloc((size_t)a.ss.n_cells, sizeof *fired_at);
+    CcdStrHash onset = {0};
+    for (size_t i = 0; i < n_tr; i++)
+        if (tr[i].firing && !ccd_strhash_get(&onset, tr[i].id)) {
+            if (ccd_strhash_put(&onset, tr[i].id, (void *)1))
+                return 1;
+            evlist_add(&fired_at[tr[i].cell], (int)(tr[i].flush - p0));
+        }
+    ccd_strhash_free(&onset);
+    int cell_alerted = 0; /* cell events an alert of the cell fired in, incident or not */
     int missed_n[NK][2] = {{0}}, missed_cool[NK][2] = {{0}};
 
     /* site and cell events */
@@ -1034,6 +1048,13 @@ int main(int argc, char **argv)
             }
             n_inc += hit;
             scope2 |= hit && cells_in >= 2;
+        }
+        if (!site_scope && E->kind <= K_DEGRADATION) {
+            const EvList *l = &fired_at[E->cells[0]];
+            int fired = 0;
+            for (int q = 0; q < l->n && !fired; q++)
+                fired = l->v[q] >= E->a - p0 && l->v[q] < E->b + a.post - p0;
+            cell_alerted += fired;
         }
         if (n_inc) {
             s->det++;
@@ -1164,14 +1185,14 @@ int main(int argc, char **argv)
     printf("},\"site_outage_recall_within2\":%.4f,\"site_outage_recall\":%.4f,"
            "\"site_outage_split\":%.4f,\"site_all_recall_within2\":%.4f,"
            "\"cell_event_recall\":%.4f,\"cell_event_recall_within2\":%.4f,"
-           "\"cell_events_masked\":%d,",
+           "\"cell_event_recall_alerts\":%.4f,\"cell_events_masked\":%d,",
            site.n ? (double)site.det2 / site.n : 0, site.n ? (double)site.det / site.n : 0,
            site.n ? (double)site.split / site.n : 0,
            site.n + ks[K_SHIFT].n
                ? (double)(site.det2 + ks[K_SHIFT].det2) / (site.n + ks[K_SHIFT].n)
                : 0,
            cell.n ? (double)cell.det / cell.n : 0, cell.n ? (double)cell.det2 / cell.n : 0,
-           masked_cell_events);
+           cell.n ? (double)cell_alerted / cell.n : 0, masked_cell_events);
     printf("\"incidents\":%d,\"member_alerts\":%lld,\"alerts_per_incident\":%.3f,"
            "\"false_incidents\":%d,\"false_per_1000_cells_day\":%.3f,\"scored_days\":%.2f,"
            "\"explained_by\":{",

@@ -49,6 +49,7 @@ def run(d, tag):
         "cell events": sum(k[x]["n"] for x in ("cell_outage", "cell_spike", "cell_degradation")),
         "cell recall": o["cell_event_recall"],
         "cell recall ≤2": o["cell_event_recall_within2"],
+        "cell recall (alerts, paged or not)": o.get("cell_event_recall_alerts", 0.0),
         "cell outage recall": k["cell_outage"]["detected"] / max(1, k["cell_outage"]["n"]),
         "spike recall": k["cell_spike"]["detected"] / max(1, k["cell_spike"]["n"]),
         "degradation recall": k["cell_degradation"]["detected"] / max(1, k["cell_degradation"]["n"]),
