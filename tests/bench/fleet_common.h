@@ -5,7 +5,9 @@
  * observed step (daemon/alerts.c evidence_queue) and, at the missing-data ticks, the
  * silence's share of the missing-data bar (alerts.c missing_evidence) — handed to the
  * grouping with the class names of incidents_daemon.c (ccd_incidents_on_evidence).
- * Silences are not modelled (the benchmarks set none).
+ * Silences are not modelled (the benchmarks set none). cellcastd makes the reports only while
+ * a rule that reads them is on (incidents.evidence_cells > 0, the default); the callers make
+ * them always, which is the same at the defaults they run.
  */
 #ifndef FLEET_COMMON_H
 #define FLEET_COMMON_H
