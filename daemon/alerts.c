@@ -305,7 +305,8 @@ void ccd_alerts_on_stepped(Ccd *d, CcdCell *c, int64_t step, const float *values
     cc_anomaly_cell_freeze_learning(
         oc->ac, ccd_silences_in_maintenance(d, c->id, step * (int64_t)d->model->hp.step_seconds));
     cc_anomaly_observe(o->an, oc->ac, step, values, mask, &sink);
-    if (!imputed && d->cfg.incidents_evidence_cells > 0)
+    if (!imputed &&
+        (d->cfg.incidents_evidence_cells > 0 || d->cfg.incidents_cell_persist_steps > 0))
         evidence_queue(d, oc->ac);
     cc_anomaly_set_forecast(o->an, oc->ac, fc);
     publish_scores(d, c, oc);
@@ -854,7 +855,11 @@ static void active_write(Ccd *d, EvVec *v, size_t i0, size_t n, CcdSb *b)
             k = ccd_topology_splice_labels(d->topology, v->v[i].cell, buf, k, sizeof buf);
         if (i > i0)
             ccd_sb_add(b, ",", 1);
-        if (k > 0)
+        if (k > 0 && buf[k - 1] == '}') { /* the operator's verdict, if any, as GET /v1/alerts */
+            ccd_sb_add(b, buf, (size_t)k - 1);
+            ccd_fb_write(d, v->v[i].ev.id, b);
+            ccd_sb_add(b, "}", 1);
+        } else if (k > 0)
             ccd_sb_add(b, buf, (size_t)k);
         else
             ccd_sb_str(b, "null");
@@ -926,6 +931,7 @@ int ccd_h_alerts_firing(CcdReq *r)
     pthread_mutex_lock(&d->cells->pub_lock);
     uint64_t ver = d->alerts->firing_ver;
     pthread_mutex_unlock(&d->cells->pub_lock);
+    ver = ccd_fold(ver, ccd_fb_version(d)); /* a verdict shows on its alert */
     if ((rc = ccd_reply_cached(r, ccd_fold(ccd_fold(ccd_version_seed(d), d->alerts->seq), ver))))
         return rc;
     /* every cell's state as of now: wait for the batch being stepped */

@@ -312,6 +312,18 @@ static const CcdConfigDef tail_rows[] = {
  "The share of its bar a cell's evidence must reach to count (cc_anomaly_cell_evidence: "
  "|z| / warning bar, a CUSUM sum / its h, all_zero's run / zero_steps, the silence / "
  "missing_after_s)."},
+{"incidents.cell_persist_steps", CCD_CFG_INT, OFF(incidents_cell_persist_steps), "2", 0, 10000, NULL, 1,
+ "Paging rule (docs/design/incident-paging.md): with no incident of its site open, a lone "
+ "cell's alert opens one only if critical, a cell outage (all_zero, missing of the whole "
+ "cell), or persistent: an anomaly whose cell is past incidents.cell_persist_frac of a KPI's "
+ "bar at this many steps (its firing step counts), another alert still firing this many "
+ "steps after it fired. An alert of a second cell of the site, or the evidence rule, opens "
+ "the site's incident at once. The others stay alerts "
+ "(cellcast_incidents_alerts_total{outcome=\"below_paging\"}) and join their site's "
+ "incident if one opens while they fire. 0 = every alert opens an incident."},
+{"incidents.cell_persist_frac", CCD_CFG_DOUBLE, OFF(incidents_cell_persist_frac), "0.5", 0.05, 1, NULL, 1,
+ "The share of its bar (cc_anomaly_cell_evidence) a held anomaly's cell must reach on a KPI "
+ "at a step for the step to count toward incidents.cell_persist_steps."},
 {"incidents.topic", CCD_CFG_STRING, OFF(incidents_topic), "auto", NB, NULL, 0,
  "Kafka topic of incident transitions (proto/incident.schema.json; key: the incident id). "
  "auto = <kafka.alert_topic>.incidents (none when kafka.alert_topic is empty); empty = not "

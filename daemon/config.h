@@ -103,6 +103,8 @@ typedef struct CcdConfig {
     int incidents_keep;
     int incidents_evidence_cells; /* incidents.h, CcdIncidentSettings */
     double incidents_evidence_share, incidents_evidence_frac;
+    int incidents_cell_persist_steps; /* paging rule (incidents.h) */
+    double incidents_cell_persist_frac;
     char *incidents_topic;
     char *silences_path; /* "auto" = <snapshot.path>.silences */
     char *silences_file; /* the configuration's silences (JSON); "" = none */

@@ -143,6 +143,22 @@ void ccd_fb_annotate(Ccd *d, const char *alert_id, json_t *j)
                       json_object_get(e, "time")));
 }
 
+void ccd_fb_write(Ccd *d, const char *alert_id, CcdSb *b)
+{
+    json_t *o = json_object();
+    if (!o)
+        return;
+    ccd_fb_annotate(d, alert_id, o);
+    json_t *fb = json_object_get(o, "feedback");
+    char *s = fb ? json_dumps(fb, JSON_COMPACT) : NULL;
+    if (s) {
+        ccd_sb_str(b, ",\"feedback\":");
+        ccd_sb_str(b, s);
+        free(s);
+    }
+    json_decref(o);
+}
+
 uint64_t ccd_fb_version(const Ccd *d) { return d->feedback ? d->feedback->version : 0; }
 
 void ccd_fb_metrics(Ccd *d, struct evbuffer *b)

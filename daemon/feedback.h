@@ -26,6 +26,7 @@
 typedef struct Ccd Ccd;
 typedef struct CcdReq CcdReq;
 struct evbuffer;
+typedef struct CcdSb CcdSb; /* api_util.h */
 
 /** Opens d->feedback: path "" = in memory; the journal's lines are read back (a line that
  *  does not parse is skipped, logged and counted). 0, -EIO (message), -ENOMEM. */
@@ -34,7 +35,10 @@ void ccd_fb_close(Ccd *d);
 /** Adds "feedback": {verdict, comment, user, time} to the alert object j when the alert has
  *  a verdict. */
 void ccd_fb_annotate(Ccd *d, const char *alert_id, json_t *j);
-/** Moves with every verdict (part of GET /v1/alerts's version). */
+/** Appends `,"feedback":{...}` (as ccd_fb_annotate's) to b when the alert has a verdict: for
+ *  the replies written without jansson (GET /v1/alerts/firing, ?active). */
+void ccd_fb_write(Ccd *d, const char *alert_id, CcdSb *b);
+/** Moves with every verdict (part of the versions of GET /v1/alerts and /v1/alerts/firing). */
 uint64_t ccd_fb_version(const Ccd *d);
 void ccd_fb_metrics(Ccd *d, struct evbuffer *b);
 

@@ -38,10 +38,20 @@ typedef struct EvidMember {
     int64_t seen_step, seen_ts;
 } EvidMember;
 
+/* An alert held below the paging rule: a copy of its firing, and its group's key. */
+typedef struct Held {
+    CcdIncAlert a; /* strings owned */
+    char *gkey;
+    int strong_steps;    /* anomaly: steps its cell was past a full bar (its firing: 1) */
+    int64_t last_strong; /* the last of them */
+} Held;
+
 struct CcdIncidents {
     CcdIncidentSettings s;
-    CcdStrHash pending; /* group key -> PendGroup: evidence reports of the last steps */
-    CcdStrHash evid;    /* "<cell>:evidence:<class>" -> EvidMember while it is firing */
+    CcdStrHash held; /* alert id -> Held: firing, no incident of its group open, below the rule */
+    CcdStrHash held_cell; /* cell -> its held anomaly (Held, owned by held) */
+    CcdStrHash pending;   /* group key -> PendGroup: evidence reports of the last steps */
+    CcdStrHash evid;      /* "<cell>:evidence:<class>" -> EvidMember while it is firing */
     int64_t expired_step;
     CcdStrHash open;     /* group key ("<scope>:<group>") -> open CcdIncident */
     CcdStrHash alerts;   /* firing alert id -> its CcdIncident */
@@ -64,6 +74,8 @@ void ccd_incident_default_settings(CcdIncidentSettings *s)
     s->evidence_cells = 2;
     s->evidence_share = 0;
     s->evidence_frac = 0.5;
+    s->cell_persist_steps = 2;
+    s->cell_persist_frac = 0.5;
 }
 
 static void incident_free(CcdIncident *inc)
@@ -131,6 +143,27 @@ static void free_pending(void *cookie, const char *key, void *val)
     free(pg);
 }
 
+static void held_free(Held *h)
+{
+    if (!h)
+        return;
+    free((char *)h->a.id);
+    free((char *)h->a.cell);
+    free((char *)h->a.site);
+    free((char *)h->a.region);
+    free((char *)h->a.reason);
+    free((char *)h->a.kpi);
+    free(h->gkey);
+    free(h);
+}
+
+static void free_held(void *cookie, const char *key, void *val)
+{
+    (void)cookie;
+    (void)key;
+    held_free(val);
+}
+
 static void free_evid(void *cookie, const char *key, void *val)
 {
     (void)cookie;
@@ -147,6 +180,9 @@ void ccd_incidents_close(CcdIncidents **gp)
         return;
     ccd_strhash_foreach(&g->pending, free_pending, NULL);
     ccd_strhash_foreach(&g->evid, free_evid, NULL);
+    ccd_strhash_foreach(&g->held, free_held, NULL);
+    ccd_strhash_free(&g->held);
+    ccd_strhash_free(&g->held_cell);
     ccd_strhash_free(&g->pending);
     ccd_strhash_free(&g->evid);
     /* an incident is in open, or in recent, or (resolved, not yet emitted) only in dirty */
@@ -171,6 +207,8 @@ void ccd_incidents_set_settings(CcdIncidents *g, const CcdIncidentSettings *s)
     g->s.evidence_cells = s->evidence_cells;
     g->s.evidence_share = s->evidence_share;
     g->s.evidence_frac = s->evidence_frac;
+    g->s.cell_persist_steps = s->cell_persist_steps; /* held alerts: at the next step */
+    g->s.cell_persist_frac = s->cell_persist_frac;
 }
 
 static int mark_dirty(CcdIncidents *g, CcdIncident *inc)
@@ -279,7 +317,159 @@ static int member_add(CcdIncident *inc, const CcdIncAlert *a)
     return 0;
 }
 
-static int add_firing(CcdIncidents *g, const CcdIncAlert *a)
+/* The paging rule's own evidence of a cell: what opens an incident of one cell. */
+static int pages_alone(const CcdIncidents *g, const CcdIncAlert *a)
+{
+    if (g->s.cell_persist_steps <= 0 || a->critical)
+        return 1;
+    const char *r = a->reason ? a->reason : "anomaly";
+    return !strcmp(r, "all_zero") || (!strcmp(r, "missing") && !a->kpi);
+}
+
+typedef struct HeldScan {
+    const char *gkey, *cell; /* the group; a cell to skip (NULL: none) */
+    int other;               /* a held alert of the group from another cell */
+    char **ids;              /* with collect: the held alerts of the group */
+    size_t n, cap;
+    int oom;
+} HeldScan;
+
+static void scan_held(void *cookie, const char *key, void *val)
+{
+    HeldScan *x = cookie;
+    const Held *h = val;
+    if (strcmp(h->gkey, x->gkey))
+        return;
+    if (x->cell && strcmp(h->a.cell, x->cell))
+        x->other = 1;
+    if (!x->ids && x->cap == 0)
+        return; /* only looking */
+    if (x->n == x->cap) {
+        size_t cap = 2 * x->cap;
+        char **p = realloc(x->ids, cap * sizeof *p);
+        if (!p) {
+            x->oom = 1;
+            return;
+        }
+        x->ids = p;
+        x->cap = cap;
+    }
+    if (!(x->ids[x->n] = strdup(key)))
+        x->oom = 1;
+    else
+        x->n++;
+}
+
+static Held *held_new(const CcdIncAlert *a, const char *gkey)
+{
+    Held *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->a = *a;
+    h->a.id = strdup(a->id);
+    h->a.cell = strdup(a->cell);
+    h->a.site = dupn(a->site);
+    h->a.region = dupn(a->region);
+    h->a.reason = dupn(a->reason);
+    h->a.kpi = dupn(a->kpi);
+    h->gkey = strdup(gkey);
+    h->strong_steps = 1;
+    h->last_strong = a->step;
+    if (!h->a.id || !h->a.cell || (a->site && !h->a.site) || (a->region && !h->a.region) ||
+        (a->reason && !h->a.reason) || (a->kpi && !h->a.kpi) || !h->gkey) {
+        held_free(h);
+        return NULL;
+    }
+    return h;
+}
+
+static int add_firing_as(CcdIncidents *g, const CcdIncAlert *a, int force);
+
+static int is_anomaly(const CcdIncAlert *a) { return !a->reason || !strcmp(a->reason, "anomaly"); }
+
+/* Takes the held alert id out of the held (NULL: none). */
+static Held *held_take(CcdIncidents *g, const char *id)
+{
+    Held *h = ccd_strhash_del(&g->held, id);
+    if (h && ccd_strhash_get(&g->held_cell, h->a.cell) == h)
+        ccd_strhash_del(&g->held_cell, h->a.cell);
+    return h;
+}
+
+/* Puts h in the held. 0 or -ENOMEM (h not held). */
+static int held_put(CcdIncidents *g, Held *h)
+{
+    if (ccd_strhash_put(&g->held, h->a.id, h))
+        return -ENOMEM;
+    if (is_anomaly(&h->a) && ccd_strhash_put(&g->held_cell, h->a.cell, h)) {
+        ccd_strhash_del(&g->held, h->a.id);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+/* The alerts held for the group gkey join its incident, just opened. 0 or -ENOMEM (those
+ * not joined stay held). */
+static int held_join(CcdIncidents *g, const char *gkey)
+{
+    if (!g->held.n)
+        return 0;
+    HeldScan x = {gkey, NULL, 0, malloc(8 * sizeof(char *)), 0, 8, 0};
+    if (!x.ids)
+        return -ENOMEM;
+    ccd_strhash_foreach(&g->held, scan_held, &x);
+    int rc = x.oom ? -ENOMEM : 0;
+    for (size_t i = 0; i < x.n; i++) {
+        Held *h = held_take(g, x.ids[i]);
+        if (h && add_firing_as(g, &h->a, 1)) {
+            if (held_put(g, h)) /* kept held if it cannot join */
+                held_free(h);
+            rc = -ENOMEM;
+        } else {
+            held_free(h);
+        }
+        free(x.ids[i]);
+    }
+    free(x.ids);
+    return rc;
+}
+
+/* Holds a firing below the rule, unless another cell of its site (region) is held: then the
+ * two cells open the group's incident. */
+static int hold_or_open(CcdIncidents *g, const CcdIncAlert *a, const char *key, int scope,
+                        int *open)
+{
+    *open = 0;
+    Held *h = ccd_strhash_get(&g->held, a->id);
+    if (h) { /* fired again: a severity that rose */
+        if (!a->critical)
+            return 0;
+        h->a.critical = 1;
+        *open = 1;
+        return 0;
+    }
+    if (scope != CCD_INC_CELL) {
+        HeldScan x = {key, a->cell, 0, NULL, 0, 0, 0};
+        ccd_strhash_foreach(&g->held, scan_held, &x);
+        if (x.other) {
+            *open = 1;
+            return 0;
+        }
+    }
+    if (!(h = held_new(a, key)))
+        return -ENOMEM;
+    if (held_put(g, h)) {
+        held_free(h);
+        return -ENOMEM;
+    }
+    g->st.alerts_below_paging++;
+    return 0;
+}
+
+static int add_firing(CcdIncidents *g, const CcdIncAlert *a) { return add_firing_as(g, a, 0); }
+
+/* force: open the group's incident whatever the paging rule says (evidence, held alerts). */
+static int add_firing_as(CcdIncidents *g, const CcdIncAlert *a, int force)
 {
     CcdIncident *inc = ccd_strhash_get(&g->alerts, a->id);
     if (inc) { /* fired again: a severity that rose */
@@ -298,6 +488,13 @@ static int add_firing(CcdIncidents *g, const CcdIncAlert *a)
     snprintf(key, sizeof key, "%s:%s", ccd_inc_scope_name(scope), group);
     int created = 0;
     if (!(inc = ccd_strhash_get(&g->open, key))) {
+        if (!force && !pages_alone(g, a)) {
+            int open, rc = hold_or_open(g, a, key, scope, &open);
+            if (rc || !open)
+                return rc;
+            Held *h = held_take(g, a->id); /* it opens now: not held */
+            held_free(h);
+        }
         if (!(inc = incident_new(a, group, scope)))
             return -ENOMEM;
         if (ccd_strhash_put(&g->open, key, inc)) {
@@ -316,14 +513,19 @@ static int add_firing(CcdIncidents *g, const CcdIncAlert *a)
     }
     if (a->group_cells > inc->group_cells && inc->group_scope != CCD_INC_CELL)
         inc->group_cells = a->group_cells; /* a topology reloaded with more cells */
-    inc->time = a->ts;
+    inc->time = a->ts > inc->time ? a->ts : inc->time;
     g->st.alerts_grouped++;
-    return 0;
+    return created ? held_join(g, key) : 0;
 }
 
 static int add_resolved(CcdIncidents *g, const CcdIncAlert *a)
 {
     CcdIncident *inc = ccd_strhash_del(&g->alerts, a->id);
+    Held *h = inc ? NULL : held_take(g, a->id);
+    if (h) { /* held below the rule: it ends an alert, no incident */
+        held_free(h);
+        return 0;
+    }
     if (!inc) {
         g->st.alerts_unknown++;
         return 0;
@@ -412,7 +614,7 @@ static int evidence_join(CcdIncidents *g, const CcdIncEvidence *e, const char *g
         free(em);
         return -ENOMEM;
     }
-    int rc = add_firing(g, &a);
+    int rc = add_firing_as(g, &a, 1);
     if (!rc && !(em->inc = ccd_strhash_get(&g->alerts, id)))
         rc = -ENOMEM;
     if (!rc && ccd_strhash_put(&g->evid, key, em)) {
@@ -519,8 +721,31 @@ static int evidence_add(CcdIncidents *g, const CcdIncEvidence *e)
     return 0;
 }
 
+/* The paging rule's persistence of a held anomaly: its cell past a full bar on a KPI at
+ * cell_persist_steps distinct steps opens its incident. 0 or -ENOMEM (counted). */
+static void held_evidence(CcdIncidents *g, const CcdIncEvidence *e)
+{
+    Held *h = ccd_strhash_get(&g->held_cell, e->cell);
+    if (!h || !e->kpi || !(e->frac >= g->s.cell_persist_frac) || e->step <= h->last_strong)
+        return;
+    h->last_strong = e->step;
+    if (++h->strong_steps < g->s.cell_persist_steps)
+        return;
+    held_take(g, h->a.id);
+    if (add_firing_as(g, &h->a, 1)) {
+        if (held_put(g, h))
+            held_free(h);
+        g->st.oom++;
+        return;
+    }
+    g->st.alerts_persisted++;
+    held_free(h);
+}
+
 int ccd_incidents_evidence(CcdIncidents *g, const CcdIncEvidence *e)
 {
+    if (g->held_cell.n && e->cell)
+        held_evidence(g, e);
     if (g->s.evidence_cells <= 0 || !e->cell || !e->cls || !(e->frac >= g->s.evidence_frac))
         return 0;
     g->st.evidence_reports++;
@@ -565,11 +790,70 @@ static void prune_group(void *cookie, const char *key, void *val)
     pend_prune(val, *(const int64_t *)cookie);
 }
 
+typedef struct Persisted {
+    int64_t by; /* fired at or before this step */
+    char **ids;
+    size_t n, cap;
+    int oom;
+} Persisted;
+
+static void collect_persisted(void *cookie, const char *key, void *val)
+{
+    Persisted *x = cookie;
+    const Held *h = val;
+    /* an anomaly persists by its evidence (held_evidence), the others by firing */
+    if ((is_anomaly(&h->a) && x->by != INT64_MAX) || h->a.step > x->by || x->oom)
+        return;
+    if (x->n == x->cap) {
+        size_t cap = x->cap ? 2 * x->cap : 16;
+        char **k = realloc(x->ids, cap * sizeof *k);
+        if (!k) {
+            x->oom = 1;
+            return;
+        }
+        x->ids = k;
+        x->cap = cap;
+    }
+    if (!(x->ids[x->n] = strdup(key)))
+        x->oom = 1;
+    else
+        x->n++;
+}
+
+/* Held alerts that fired cell_persist_steps or more steps before `step` and still fire open
+ * their group's incident (the others of the group join it). */
+static void held_persist(CcdIncidents *g, int64_t step)
+{
+    if (!g->held.n)
+        return;
+    Persisted x = {g->s.cell_persist_steps > 0 ? step - g->s.cell_persist_steps : INT64_MAX, NULL,
+                   0, 0, 0};
+    ccd_strhash_foreach(&g->held, collect_persisted, &x);
+    for (size_t i = 0; i < x.n; i++) {
+        Held *h = held_take(g, x.ids[i]);
+        if (h) { /* NULL: it joined with an earlier one of its group */
+            if (add_firing_as(g, &h->a, 1)) {
+                if (held_put(g, h)) /* tried again at the next step */
+                    held_free(h);
+                g->st.oom++;
+            } else {
+                g->st.alerts_persisted++;
+                held_free(h);
+            }
+        }
+        free(x.ids[i]);
+    }
+    free(x.ids);
+    if (x.oom)
+        g->st.oom++;
+}
+
 void ccd_incidents_evidence_expire(CcdIncidents *g, int64_t step)
 {
     if (step <= g->expired_step)
         return;
     g->expired_step = step;
+    held_persist(g, step);
     ccd_strhash_foreach(&g->pending, prune_group, &step);
     if (!g->evid.n)
         return;
@@ -725,6 +1009,7 @@ void ccd_incidents_stats(const CcdIncidents *g, CcdIncidentStats *st)
 {
     *st = g->st;
     st->firing = g->open.n;
+    st->held = g->held.n;
     st->recent = g->n_recent;
     st->firing_site = st->firing_region = 0;
     ccd_strhash_foreach(&g->open, count_scope, st);

@@ -25,6 +25,19 @@
  * past the share (ccd_incidents_evidence_expire); a lone cell, or cells without the label,
  * still need an alert of their own. evidence_cells 0 turns it off.
  *
+ * Paging rule (docs/design/incident-paging.md): while no incident of its group is open, an
+ * alert opens one only on its cell's own strong evidence — severity critical, a cell outage
+ * (all_zero, or missing of the whole cell: no KPI), or still firing cell_persist_steps steps
+ * after it fired — or when an alert of another cell of the same site (region) is held too
+ * (two cells: the site incident), or the evidence rule opens it. Any other alert is held
+ * below paging (counted): it stays an alert, and joins the group's incident if one opens
+ * while it fires; its resolution while held emits nothing. The persistence is checked as
+ * the data reach a step (ccd_incidents_evidence_expire); an anomaly persists by its cell's
+ * evidence (ccd_incidents_evidence: past cell_persist_frac of a KPI's bar at
+ * cell_persist_steps distinct steps, its firing step the first), another alert by firing
+ * that many steps. cell_persist_steps 0: every alert opens an incident. Cost: a held firing
+ * scans the held alerts (O(held)) for another cell of its group.
+ *
  * The first part (CcdIncidents) is pure logic, no sockets and no daemon; the second hosts
  * it in cellcastd: fed by the alerts' flush (alerts.c) with the topology's labels
  * (topology.h), produced to the Kafka topic incidents.topic (proto/incident.schema.json,
@@ -44,12 +57,17 @@ enum CcdIncScope { CCD_INC_CELL, CCD_INC_SITE, CCD_INC_REGION };
 enum CcdIncGroupBy { CCD_INC_BY_SITE, CCD_INC_BY_REGION };
 
 typedef struct CcdIncidentSettings {
-    int group_by;          ///< CCD_INC_BY_SITE (default) or CCD_INC_BY_REGION
-    int keep;              ///< resolved incidents kept for GET /v1/incidents (default 1000)
-    int evidence_cells;    ///< cells of a group past evidence_frac at one step, on one class,
-                           ///< that open its incident (default 2; 0: the rule off)
-    double evidence_share; ///< or this share of the group's cells, if more (default 0)
-    double evidence_frac;  ///< the share of its bar a cell must be past (default 0.5)
+    int group_by;             ///< CCD_INC_BY_SITE (default) or CCD_INC_BY_REGION
+    int keep;                 ///< resolved incidents kept for GET /v1/incidents (default 1000)
+    int evidence_cells;       ///< cells of a group past evidence_frac at one step, on one class,
+                              ///< that open its incident (default 2; 0: the rule off)
+    double evidence_share;    ///< or this share of the group's cells, if more (default 0)
+    double evidence_frac;     ///< the share of its bar a cell must be past (default 0.5)
+    int cell_persist_steps;   ///< paging rule: a lone cell's alert that is not critical nor an
+                              ///< outage opens an incident once it has fired this many steps
+                              ///< (default 2; 0: every alert opens one, the rule off)
+    double cell_persist_frac; ///< an anomaly persists at a step its cell's evidence on a KPI
+                              ///< is at or past this share of its bar (default 0.5)
 } CcdIncidentSettings;
 
 /** One cell's evidence at one step on one class, past evidence_frac (strings are copied). */
@@ -117,6 +135,9 @@ typedef struct CcdIncidentStats {
     uint64_t evidence_reports;          ///< evidence reports past evidence_frac
     uint64_t evidence_opened;           ///< incidents the evidence rule opened
     uint64_t evidence_members;          ///< evidence members added
+    uint64_t alerts_below_paging;       ///< firings held: no incident open, below the rule
+    uint64_t alerts_persisted;          ///< held alerts that opened one by persisting
+    size_t held;                        ///< alerts held below the rule now
 } CcdIncidentStats;
 
 void ccd_incident_default_settings(CcdIncidentSettings *s);
@@ -133,8 +154,9 @@ int ccd_incidents_add(CcdIncidents *g, const CcdIncAlert *a);
  *  off, or for a cell without the group's label). 0 or -ENOMEM (counted). */
 int ccd_incidents_evidence(CcdIncidents *g, const CcdIncEvidence *e);
 
-/** The data has reached `step`: evidence members last reported before step − 1 resolve, and
- *  pending reports of those steps are dropped. */
+/** The data has reached `step`: evidence members last reported before step − 1 resolve,
+ *  pending reports of those steps are dropped, and held alerts that fired at or before
+ *  step − cell_persist_steps open their incident. */
 void ccd_incidents_evidence_expire(CcdIncidents *g, int64_t step);
 
 /** Emits every incident changed since the last call, once each (oldest change first), then

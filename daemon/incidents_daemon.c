@@ -29,6 +29,8 @@ void ccd_incident_settings_of_config(const CcdConfig *cfg, CcdIncidentSettings *
     s->evidence_cells = cfg->incidents_evidence_cells;
     s->evidence_share = cfg->incidents_evidence_share;
     s->evidence_frac = cfg->incidents_evidence_frac;
+    s->cell_persist_steps = cfg->incidents_cell_persist_steps;
+    s->cell_persist_frac = cfg->incidents_cell_persist_frac;
 }
 
 static void settings_of(const Ccd *d, CcdIncidentSettings *s)
@@ -94,14 +96,16 @@ void ccd_incidents_on_alert(Ccd *d, const CcAlertEvent *ev)
 void ccd_incidents_on_evidence(Ccd *d, const char *cell, int kpi, int dir, double frac,
                                int64_t step, int64_t ts)
 {
-    if (!d->incidents || d->cfg.incidents_evidence_cells <= 0)
+    /* the evidence rule, and the paging rule's persistence of a held anomaly */
+    if (!d->incidents ||
+        (d->cfg.incidents_evidence_cells <= 0 && d->cfg.incidents_cell_persist_steps <= 0))
         return;
     const CcHparams *hp = &d->model->hp;
     const CcdTopology *t = d->topology;
     const char *site = ccd_topology_label(t, cell, "site"),
                *region = ccd_topology_label(t, cell, "region");
-    if (!site && !region)
-        return; /* a cell of its own: only its alerts count */
+    /* a cell of its own (no site, no region) counts for no site's evidence, only for the
+     * persistence of its own held anomaly (ccd_incidents_evidence tells them apart) */
     char cls[96];
     const char *name = kpi >= 0 && kpi < hp->n_features ? hp->features[kpi] : NULL;
     if (name)
@@ -134,8 +138,9 @@ void ccd_incidents_on_evidence(Ccd *d, const char *cell, int kpi, int dir, doubl
         .ts = ts,
         .group_cells = d->cfg.incidents_group_by == CCD_INC_BY_REGION && region
                            ? ccd_topology_region_cells(t, region)
-                       : site ? ccd_topology_site_cells(t, site)
-                              : ccd_topology_region_cells(t, region),
+                       : site   ? ccd_topology_site_cells(t, site)
+                       : region ? ccd_topology_region_cells(t, region)
+                                : 0,
     };
     if (ccd_incidents_evidence(d->incidents, &e) == -ENOMEM)
         LOG_ERROR("incidents", "out of memory weighing the evidence of cell %s",
@@ -191,10 +196,14 @@ void ccd_incidents_metrics(Ccd *d, struct evbuffer *b)
         "cellcast_incidents_transitions_total{transition=\"updated\"} %llu\n"
         "cellcast_incidents_transitions_total{transition=\"resolved\"} %llu\n"
         "# HELP cellcast_incidents_alerts_total Alert transitions seen by the grouping: grouped "
-        "(a firing that opened or joined an incident), unknown (a resolution of an alert no "
-        "incident held: it fired before a restart), dropped (out of memory).\n"
+        "(a firing that opened or joined an incident), below_paging (a firing held under "
+        "incidents.cell_persist_steps: no incident), persisted (a held one that opened an "
+        "incident by persisting), unknown (a resolution of an alert no incident held: it "
+        "fired before a restart), dropped (out of memory).\n"
         "# TYPE cellcast_incidents_alerts_total counter\n"
         "cellcast_incidents_alerts_total{outcome=\"grouped\"} %llu\n"
+        "cellcast_incidents_alerts_total{outcome=\"below_paging\"} %llu\n"
+        "cellcast_incidents_alerts_total{outcome=\"persisted\"} %llu\n"
         "cellcast_incidents_alerts_total{outcome=\"unknown\"} %llu\n"
         "cellcast_incidents_alerts_total{outcome=\"dropped\"} %llu\n"
         "# HELP cellcast_incidents_evidence_total Cells together as evidence: reports of a "
@@ -204,6 +213,9 @@ void ccd_incidents_metrics(Ccd *d, struct evbuffer *b)
         "cellcast_incidents_evidence_total{what=\"reports\"} %llu\n"
         "cellcast_incidents_evidence_total{what=\"members\"} %llu\n"
         "cellcast_incidents_evidence_total{what=\"opened\"} %llu\n"
+        "# HELP cellcast_incidents_held Alerts held below the paging rule now.\n"
+        "# TYPE cellcast_incidents_held gauge\n"
+        "cellcast_incidents_held %zu\n"
         "# HELP cellcast_incidents_produce_refused_total Incident transitions the producer "
         "refused (not retried).\n"
         "# TYPE cellcast_incidents_produce_refused_total counter\n"
@@ -211,9 +223,10 @@ void ccd_incidents_metrics(Ccd *d, struct evbuffer *b)
         st.firing - st.firing_site - st.firing_region, st.firing_site, st.firing_region,
         (unsigned long long)st.opened, (unsigned long long)st.updated,
         (unsigned long long)st.resolved, (unsigned long long)st.alerts_grouped,
+        (unsigned long long)st.alerts_below_paging, (unsigned long long)st.alerts_persisted,
         (unsigned long long)st.alerts_unknown, (unsigned long long)st.oom,
         (unsigned long long)st.evidence_reports, (unsigned long long)st.evidence_members,
-        (unsigned long long)st.evidence_opened, (unsigned long long)d->incidents_refused);
+        (unsigned long long)st.evidence_opened, st.held, (unsigned long long)d->incidents_refused);
 }
 
 int ccd_h_incidents(CcdReq *r)

@@ -192,8 +192,12 @@ static double mean_kpi_mase(json_t *method)
     return n ? sum / n : NAN;
 }
 
-/* cellcast eval's scores of the model at path on the rows from `from` (unix seconds). */
-static void score(Scored *sc, const char *data, int64_t from, int horizon, int64_t step)
+/* cellcast eval's scores of the model at path on the rows from `from` (unix seconds).
+ * *need_linear: fit eval's `linear` baseline (a ridge fit over every sampled cell's rows:
+ * as long as scoring all 4 models at 10k cells) only until a model of the round is scored;
+ * it is the same for each. */
+static void score(Scored *sc, const char *data, int64_t from, int horizon, int64_t step,
+                  int *need_linear)
 {
     CctEvalSettings es;
     cct_eval_default_settings(&es);
@@ -205,6 +209,8 @@ static void score(Scored *sc, const char *data, int64_t from, int horizon, int64
     es.horizon = horizon;
     es.step = step;
     es.threads = 1;
+    if (!*need_linear)
+        es.linear_window = 0;
     CctEval *e = NULL;
     sc->ok = 0;
     if (cct_eval_open(&e, &es, sc->why, sizeof sc->why) < 0)
@@ -237,7 +243,7 @@ static void score(Scored *sc, const char *data, int64_t from, int horizon, int64
     if (!isfinite(sc->mase))
         snprintf(sc->why, sizeof sc->why, "no KPI with a MASE on the held-out rows");
     else
-        sc->ok = 1;
+        sc->ok = 1, *need_linear = 0;
 }
 
 static json_t *scored_json(const Scored *sc)
@@ -658,9 +664,10 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
     unlink(tx_path);
     unlink(sn_path);
     CcLinearFitReport fit = {.lambda = NAN};
+    int need_linear = 1;
     if (linear_candidate(a, train_csv, ls.step_s, lin_path, &sc[LIN], &horizon, &patch_len, 0,
                          &fit) == 0)
-        score(&sc[LIN], all_csv, cut, horizon, ls.step_s);
+        score(&sc[LIN], all_csv, cut, horizon, ls.step_s, &need_linear);
     if (!horizon) {
         fprintf(stderr, "cellcast learn: linear candidate: %s\n", sc[LIN].why);
         return -1;
@@ -669,14 +676,14 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
     if (cut - ls.first_ts >= 86400) {
         if (linear_candidate(a, train_csv, ls.step_s, sn_path, &sc[SEASONAL], &horizon, &patch_len,
                              1, NULL) == 0)
-            score(&sc[SEASONAL], all_csv, cut, horizon, ls.step_s);
+            score(&sc[SEASONAL], all_csv, cut, horizon, ls.step_s, &need_linear);
     } else
         snprintf(sc[SEASONAL].why, sizeof sc[SEASONAL].why,
                  "no day of data before the held-out rows");
     if (due == CC_LEARN_TRANSFORMER && !g_learn_stop) {
         if (transformer_candidate(a, train_csv, ls.step_s, horizon, patch_len, tx_path, &sc[TX]) ==
             0)
-            score(&sc[TX], all_csv, cut, horizon, ls.step_s);
+            score(&sc[TX], all_csv, cut, horizon, ls.step_s, &need_linear);
     } else
         snprintf(sc[TX].why, sizeof sc[TX].why, "%.1f days of data, the Transformer from %.1f",
                  (double)span / 86400, (double)a->ls.transformer_s / 86400);
@@ -702,7 +709,7 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
         snprintf(sc[CHAMP].why, sizeof sc[CHAMP].why, "%.500s", champ_why);
         cc_learn_file_hash(a->out, sc[CHAMP].hash);
     } else if (stat(a->out, &sb) == 0) {
-        score(&sc[CHAMP], all_csv, cut, horizon, ls.step_s);
+        score(&sc[CHAMP], all_csv, cut, horizon, ls.step_s, &need_linear);
         cc_learn_file_hash(a->out, sc[CHAMP].hash);
         if (!sc[CHAMP].ok && !a->quiet)
             fprintf(stderr,
@@ -724,7 +731,12 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
     double snaive = NAN, linear_base = NAN;
     for (int i = 0; i < N_SCORED; i++)
         if (sc[i].ok) {
-            snaive = sc[i].snaive_mase, linear_base = sc[i].linear_mase;
+            snaive = sc[i].snaive_mase;
+            break;
+        }
+    for (int i = 0; i < N_SCORED; i++) /* fitted by the first model scored (score()) */
+        if (sc[i].per_kpi && isfinite(sc[i].linear_mase)) {
+            linear_base = sc[i].linear_mase;
             break;
         }
     int best = -1, publish = 0;

@@ -61,8 +61,8 @@ int fleet_incidents_evidence(CcdIncidents *g, const FleetEvidence *e, const char
                              const char *site, const char *region, int group_cells,
                              const char *const *kpi_names)
 {
-    if (!site && !region)
-        return 0; /* a cell of its own: only its alerts count */
+    /* a cell of its own (no site, no region) counts for no site's evidence, only for the
+     * persistence of its own held anomaly (ccd_incidents_evidence tells them apart) */
     char cls[96];
     const char *name = e->kpi >= 0 ? kpi_names[e->kpi] : NULL;
     if (name)

@@ -6,8 +6,8 @@
  * silence's share of the missing-data bar (alerts.c missing_evidence) — handed to the
  * grouping with the class names of incidents_daemon.c (ccd_incidents_on_evidence).
  * Silences are not modelled (the benchmarks set none). cellcastd makes the reports only while
- * a rule that reads them is on (incidents.evidence_cells > 0, the default); the callers make
- * them always, which is the same at the defaults they run.
+ * a rule that reads them is on (incidents.evidence_cells or incidents.cell_persist_steps > 0,
+ * the defaults); the callers make them always, which is the same at the defaults they run.
  */
 #ifndef FLEET_COMMON_H
 #define FLEET_COMMON_H

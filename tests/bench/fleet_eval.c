@@ -1225,13 +1225,16 @@ int main(int argc, char **argv)
         printf("%s\"%s\":%d", k ? "," : "", dur_names[k], false_dur[k]);
     printf(",\"open_at_end\":%d},\"evidence_members\":%lld,\"evidence_reports_fed\":%zu,"
            "\"grouping\":{\"evidence_reports\":%llu,\"evidence_opened\":%llu,"
-           "\"evidence_members\":%llu,\"alerts_grouped\":%llu,\"oom\":%llu},"
+           "\"evidence_members\":%llu,\"alerts_grouped\":%llu,\"alerts_below_paging\":%llu,"
+           "\"alerts_persisted\":%llu,\"held_at_end\":%zu,\"oom\":%llu},"
            "\"incident_settings\":{\"group_by\":\"%s\",\"evidence_cells\":%d,"
-           "\"evidence_share\":%g,\"evidence_frac\":%g}}\n",
+           "\"evidence_share\":%g,\"evidence_frac\":%g,\"cell_persist_steps\":%d,"
+           "\"cell_persist_frac\":%g}}\n",
            false_dur[N_DUR], evidence_members, n_evid, (unsigned long long)r.st.evidence_reports,
            (unsigned long long)r.st.evidence_opened, (unsigned long long)r.st.evidence_members,
-           (unsigned long long)r.st.alerts_grouped, (unsigned long long)r.st.oom,
+           (unsigned long long)r.st.alerts_grouped, (unsigned long long)r.st.alerts_below_paging,
+           (unsigned long long)r.st.alerts_persisted, r.st.held, (unsigned long long)r.st.oom,
            is.group_by == CCD_INC_BY_REGION ? "region" : "site", is.evidence_cells,
-           is.evidence_share, is.evidence_frac);
+           is.evidence_share, is.evidence_frac, is.cell_persist_steps, is.cell_persist_frac);
     return 0;
 }

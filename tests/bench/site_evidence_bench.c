@@ -4,13 +4,17 @@
  * costs in false incidents, on a synthetic fleet with sites (lib/cc_synth). The fleet runs
  * through the real engine (the default model) and detector (daemon alert defaults) as
  * cellcastd runs it — outage rows held from the model, gaps imputed, the missing-data check
- * ticked twice a step on the data's clock — and every alert transition goes to two
- * groupings of the same alerts, the rule off and on; the evidence
- * (cc_anomaly_cell_evidence, the silence's share of missing_after_s) to the second only.
+ * ticked twice a step on the data's clock — and every alert transition goes to three
+ * groupings of the same alerts: the evidence rule off; on (today's defaults); on with the
+ * paging rule (incidents.cell_persist_steps = --persist, cell_persist_frac = --persist-frac;
+ * docs/design/incident-paging.md). The evidence (cc_anomaly_cell_evidence, the silence's
+ * share of missing_after_s) goes to the second and third.
  *
  * Events: the generator's site-wide power outages and transport losses, and (--degrade-rate)
  * partial degradations this bench adds: every traffic KPI (prb, thr, users) of every cell of
  * a site times 1 − d, d in [dmin, dmax], for 8–32 steps (a slower event than an outage).
+ * With --cell-event-rate, cell events: one cell's traffic KPIs times 0.3 or 2.5 for 4–24
+ * steps (found when an incident with the cell as a member is open by the event's end + 2).
  * The generator's cell-level bursts and outages are off, so an incident that overlaps no
  * site event (from its opening to its resolution, with resolve_m + 2 steps of slack after the
  * event) is false.
@@ -18,11 +22,13 @@
  * Delay: the time an incident of the site is first open during the event minus the arrival
  * of the event's first step (data of step t arrives at (t + 1)·S), in steps; an event whose
  * site has no incident open by its end + 2 steps is missed; "within 2 steps" allows the
- * tick (1 s) after the second step. Prints one JSON object.
+ * tick (1 s) after the second step. Prints one JSON object, per arm with the false incidents
+ * broken down (first alert's reason, severity and KPI, steps open, members).
  *
  *   usage: site_evidence_bench MODEL [--cells N] [--days D] [--seed X] [--site-outage-rate R]
  *          [--degrade-rate R] [--degrade-min D] [--degrade-max D] [--warm-days W]
- *          [--frac F] [--cells-needed M]
+ *          [--frac F] [--cells-needed M] [--persist N] [--persist-frac F]
+ *          [--cell-event-rate R]
  */
 #include <errno.h>
 #include <math.h>
@@ -48,10 +54,13 @@ typedef struct Cell {
     char id[32];
 } Cell;
 
+#define N_ARMS 3 /* evidence off; evidence on (today's defaults); evidence on + paging rule */
+
 typedef struct Event {
-    int site, type;     /* 1 power, 2 transport, 3 degradation */
-    int64_t start, end; /* steps, end exclusive */
-    double opened[2];   /* time an incident of the site was first open during it (s), -1 */
+    int site, type;        /* 1 power, 2 transport, 3 degradation, 4 cell event */
+    int64_t start, end;    /* steps, end exclusive */
+    double opened[N_ARMS]; /* time an incident of the site (of the cell) was first open, -1 */
+    int cell;              /* type 4: the cell, else -1 */
 } Event;
 
 typedef struct Inc { /* an incident as the bench follows it */
@@ -61,6 +70,10 @@ typedef struct Inc { /* an incident as the bench follows it */
     int evidence_opened;
     int scope_site;
     char reason[16]; /* of its first member */
+    char kpi[32];    /* of its first member, "" cell-level */
+    int critical;    /* its first member critical */
+    int crit_any;    /* a member critical */
+    size_t n_cells_seen, n_m;
 } Inc;
 
 typedef struct Arm {
@@ -70,6 +83,10 @@ typedef struct Arm {
     int64_t now;    /* the time being processed (s) */
     int *site_open; /* site -> incidents of it open now */
     int64_t *site_open_since;
+    int *cell_open; /* cell -> incidents with it as a member open now */
+    int64_t *cell_open_since;
+    int n_cells;
+    int persist; /* incidents.cell_persist_steps */
 } Arm;
 
 typedef struct Bench {
@@ -80,7 +97,10 @@ typedef struct Bench {
     int n_cells, n_sites;
     int *site_cells;
     int64_t S;
-    Arm arm[2];
+    Arm arm[N_ARMS];
+    double cell_rate; /* cell events per cell per week */
+    int64_t *cell_ev_to;
+    double *cell_factor;
     Event *ev;
     size_t n_ev, cap_ev;
     double *degrade;     /* (sites) the degradation factor now, 1: none */
@@ -105,6 +125,17 @@ static int site_of_group(const char *group)
     return !strncmp(group, "site", 4) ? atoi(group + 4) : -1;
 }
 
+static int cell_index(const char *id, int n)
+{
+    char buf[32];
+    for (int i = 0; i < n; i++) {
+        cc_synth_cell_id(i, buf, sizeof buf);
+        if (!strcmp(buf, id))
+            return i;
+    }
+    return -1;
+}
+
 static void on_incident(void *cookie, const CcdIncident *inc)
 {
     Arm *a = cookie;
@@ -127,15 +158,29 @@ static void on_incident(void *cookie, const CcdIncident *inc)
         x->close_t = -1;
         x->evidence_opened = inc->n_m > 0 && strstr(inc->m[0].alert_id, ":evidence:") != NULL;
         snprintf(x->reason, sizeof x->reason, "%s", inc->n_m ? inc->m[0].reason : "?");
+        snprintf(x->kpi, sizeof x->kpi, "%s", inc->n_m && inc->m[0].kpi ? inc->m[0].kpi : "");
+        x->critical = inc->n_m && inc->m[0].critical;
         if (x->site >= 0 && a->site_open[x->site]++ == 0)
             a->site_open_since[x->site] = a->now;
     }
     Inc *x = &a->v[i];
     x->scope_site |= inc->scope != CCD_INC_CELL;
+    x->crit_any |= inc->critical;
+    x->n_m = inc->n_m;
+    for (; x->n_cells_seen < inc->n_cells; x->n_cells_seen++) {
+        int c = cell_index(inc->cells[x->n_cells_seen], a->n_cells);
+        if (c >= 0 && a->cell_open[c]++ == 0)
+            a->cell_open_since[c] = a->now;
+    }
     if (!inc->firing && x->close_t < 0) {
         x->close_t = a->now;
         if (x->site >= 0)
             a->site_open[x->site]--;
+        for (size_t k = 0; k < inc->n_cells; k++) {
+            int c = cell_index(inc->cells[k], a->n_cells);
+            if (c >= 0)
+                a->cell_open[c]--;
+        }
     }
 }
 
@@ -169,7 +214,7 @@ static void on_alert(void *cookie, const CcAlertEvent *ev)
         .group_cells = b->site_cells[x->c->site],
     };
     b->alerts += ev->state == CC_ALERT_FIRING;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < N_ARMS; i++)
         ccd_incidents_add(b->arm[i].g, &a);
 }
 
@@ -184,12 +229,13 @@ static void evidence(Bench *b, Cell *c, int kpi, int dir, double frac, int64_t s
     else
         snprintf(cls, sizeof cls, "%s", kpi == CCD_EVIDENCE_MISSING ? "missing" : "all_zero");
     CcdIncEvidence e = {c->id, site, region, cls, name, frac, step, ts, b->site_cells[c->site]};
-    ccd_incidents_evidence(b->arm[1].g, &e);
+    for (int i = 1; i < N_ARMS; i++)
+        ccd_incidents_evidence(b->arm[i].g, &e);
 }
 
 static void emit_all(Bench *b, int64_t now)
 {
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < N_ARMS; i++) {
         b->arm[i].now = now;
         ccd_incidents_emit(b->arm[i].g, on_incident, &b->arm[i]);
     }
@@ -213,10 +259,33 @@ static double degradation(Bench *b, int site, int64_t t)
             if (!b->ev)
                 abort();
         }
-        b->ev[b->n_ev++] = (Event){site, 3, t, t + len, {-1, -1}};
+        b->ev[b->n_ev++] = (Event){site, 3, t, t + len, {-1, -1, -1}, -1};
         return b->degrade[site];
     }
     return 1;
+}
+
+/* Cell c's own event at step t (this bench's): its traffic KPIs times 0.3 or 2.5 for 4–24
+ * steps, at rate cell_rate per cell per week, not during an event of its site. */
+static double cell_event(Bench *b, int c, int site, int64_t t)
+{
+    if (t < b->cell_ev_to[c])
+        return b->cell_factor[c];
+    double p = b->cell_rate * (double)b->S / 604800.0;
+    if (p <= 0 || urand(&b->rng) >= p || cc_synth_site_event(b->syn, site, t) ||
+        t < b->degrade_to[site])
+        return 1;
+    int len = 4 + (int)(urand(&b->rng) * 21);
+    b->cell_factor[c] = urand(&b->rng) < 0.5 ? 0.3 : 2.5;
+    b->cell_ev_to[c] = t + len;
+    if (b->n_ev == b->cap_ev) {
+        b->cap_ev = b->cap_ev ? 2 * b->cap_ev : 256;
+        b->ev = realloc(b->ev, b->cap_ev * sizeof *b->ev);
+        if (!b->ev)
+            abort();
+    }
+    b->ev[b->n_ev++] = (Event){site, 4, t, t + len, {-1, -1, -1}, c};
+    return b->cell_factor[c];
 }
 
 static void tick(Bench *b, int64_t now)
@@ -282,7 +351,8 @@ int main(int argc, char **argv)
     ss.outage_rate = 0;
     ss.site_outage_rate = 1.0;
     double days = 14, warm_days = 4, frac = 0.5;
-    int need = 2;
+    int need = 2, persist = 2;
+    double persist_frac = 0.5;
     Bench b = {0};
     b.deg_min = 0.3;
     b.deg_max = 0.6;
@@ -309,6 +379,12 @@ int main(int argc, char **argv)
             frac = atof(v);
         else if (!strcmp(k, "--cells-needed"))
             need = atoi(v);
+        else if (!strcmp(k, "--persist"))
+            persist = atoi(v);
+        else if (!strcmp(k, "--persist-frac"))
+            persist_frac = atof(v);
+        else if (!strcmp(k, "--cell-event-rate"))
+            b.cell_rate = atof(v);
         else {
             fprintf(stderr, "site_evidence_bench: unknown option %s\n", k);
             return 2;
@@ -350,16 +426,24 @@ int main(int argc, char **argv)
     b.site_cells = calloc((size_t)b.n_sites, sizeof *b.site_cells);
     b.degrade = calloc((size_t)b.n_sites, sizeof *b.degrade);
     b.degrade_to = calloc((size_t)b.n_sites, sizeof *b.degrade_to);
-    for (int i = 0; i < 2; i++) {
+    b.cell_ev_to = calloc((size_t)b.n_cells, sizeof *b.cell_ev_to);
+    b.cell_factor = calloc((size_t)b.n_cells, sizeof *b.cell_factor);
+    for (int i = 0; i < N_ARMS; i++) {
         CcdIncidentSettings is;
         ccd_incident_default_settings(&is);
         is.keep = 10;
         is.evidence_cells = i ? need : 0;
         is.evidence_frac = frac;
+        is.cell_persist_steps = i == 2 ? persist : 0;
+        is.cell_persist_frac = persist_frac;
         if (ccd_incidents_open(&b.arm[i].g, &is))
             return 1;
+        b.arm[i].persist = is.cell_persist_steps;
+        b.arm[i].n_cells = b.n_cells;
         b.arm[i].site_open = calloc((size_t)b.n_sites, sizeof(int));
         b.arm[i].site_open_since = calloc((size_t)b.n_sites, sizeof(int64_t));
+        b.arm[i].cell_open = calloc((size_t)b.n_cells, sizeof(int));
+        b.arm[i].cell_open_since = calloc((size_t)b.n_cells, sizeof(int64_t));
     }
     for (int i = 0; i < b.n_cells; i++) {
         Cell *c = &b.cells[i];
@@ -385,7 +469,7 @@ int main(int argc, char **argv)
                     b.cap_ev = b.cap_ev ? 2 * b.cap_ev : 256;
                     b.ev = realloc(b.ev, b.cap_ev * sizeof *b.ev);
                 }
-                b.ev[b.n_ev++] = (Event){s, type, t, t + 1, {-1, -1}};
+                b.ev[b.n_ev++] = (Event){s, type, t, t + 1, {-1, -1, -1}, -1};
             } else if (type && site_ev[s]) {
                 for (size_t k = b.n_ev; k-- > 0;)
                     if (b.ev[k].site == s && b.ev[k].type == type) {
@@ -400,8 +484,9 @@ int main(int argc, char **argv)
             Cell *c = &b.cells[i];
             if (!cc_synth_values(b.syn, i, t, v))
                 continue; /* no row: a gap (missing found by the ticks) */
+            double cf = cell_event(&b, i, c->site, t);
             for (int f = 0; f < TRAFFIC_KPIS && f < F; f++)
-                v[f] *= (float)b.degrade[c->site];
+                v[f] *= (float)(b.degrade[c->site] * cf);
             if (c->last >= 0 && t - c->last - 1 > MAX_GAP) {
                 cc_cell_reset(c->cell); /* ingest.max_gap: the sequence restarts */
             } else if (c->last >= 0) {
@@ -413,7 +498,7 @@ int main(int argc, char **argv)
                 return 1;
         }
         int64_t arrive = (t + 1) * b.S; /* step t's data arrives at its end */
-        for (int i = 0; i < 2; i++)
+        for (int i = 0; i < N_ARMS; i++)
             ccd_incidents_evidence_expire(b.arm[i].g, t);
         emit_all(&b, arrive);
         tick(&b, arrive + 1);
@@ -425,11 +510,14 @@ int main(int argc, char **argv)
             Event *x = &b.ev[k];
             if (t < x->start || t > x->end + 2)
                 continue;
-            for (int i = 0; i < 2; i++)
-                if (x->opened[i] < 0 && b.arm[i].site_open[x->site])
-                    x->opened[i] = (double)(b.arm[i].site_open_since[x->site] > (x->start + 1) * b.S
-                                                ? b.arm[i].site_open_since[x->site]
-                                                : (x->start + 1) * b.S);
+            for (int i = 0; i < N_ARMS; i++) {
+                int open = x->cell >= 0 ? b.arm[i].cell_open[x->cell] : b.arm[i].site_open[x->site];
+                int64_t since = x->cell >= 0 ? b.arm[i].cell_open_since[x->cell]
+                                             : b.arm[i].site_open_since[x->site];
+                if (x->opened[i] < 0 && open)
+                    x->opened[i] =
+                        (double)(since > (x->start + 1) * b.S ? since : (x->start + 1) * b.S);
+            }
         }
     }
     /* the scores */
@@ -437,14 +525,15 @@ int main(int argc, char **argv)
     const double cell_days = (double)b.n_cells * (double)(t0 + n_steps - warm) * b.S / 86400.0;
     printf("{\"cells\": %d, \"sites\": %d, \"days\": %g, \"warm_days\": %g, \"seed\": %llu, "
            "\"site_outage_rate\": %g, \"degrade_rate\": %g, \"degrade\": [%g, %g], \"frac\": %g, "
-           "\"cells_needed\": %d, \"alerts\": %ld,\n \"arms\": [",
+           "\"cells_needed\": %d, \"cell_event_rate\": %g, \"alerts\": %ld,\n \"arms\": [",
            b.n_cells, b.n_sites, days, warm_days, (unsigned long long)ss.seed, ss.site_outage_rate,
-           b.deg_rate, b.deg_min, b.deg_max, frac, need, b.alerts);
-    static const char *const tname[] = {"", "power", "transport", "degradation"};
-    for (int i = 0; i < 2; i++) {
+           b.deg_rate, b.deg_min, b.deg_max, frac, need, b.cell_rate, b.alerts);
+    static const char *const tname[] = {"", "power", "transport", "degradation", "cell"};
+    for (int i = 0; i < N_ARMS; i++) {
         Arm *a = &b.arm[i];
-        printf("%s\n  {\"rule\": %s, \"events\": {", i ? "," : "", i ? "true" : "false");
-        for (int type = 1; type <= 3; type++) {
+        printf("%s\n  {\"rule\": %s, \"cell_persist_steps\": %d, \"events\": {", i ? "," : "",
+               i ? "true" : "false", a->persist);
+        for (int type = 1; type <= 4; type++) {
             int n = 0, det = 0;
             double dsum = 0, d[4096];
             for (size_t k = 0; k < b.n_ev; k++) {
@@ -480,6 +569,10 @@ int main(int argc, char **argv)
                    type > 1 ? ", " : "", tname[type], n, det, within2, mean, median);
         }
         long total = 0, fals = 0, fals_site = 0, fals_ev = 0, ev_opened = 0, by_reason[6] = {0};
+        /* the false ones broken down: first member's severity, its KPI, the steps open */
+        long crit_first = 0, crit_any = 0, one_member = 0, dur[6] = {0},
+             by_kpi[CC_MAX_FEATURES + 1] = {0};
+        static const char *const dname[] = {"<=1", "2-3", "4-7", "8-15", "16-47", ">=48"};
         static const char *const rname[] = {"anomaly", "all_zero", "missing",
                                             "stuck",   "bounds",   "other"};
         for (size_t j = 0; j < a->n; j++) {
@@ -504,6 +597,21 @@ int main(int argc, char **argv)
                     r++;
                 by_reason[r]++;
                 fals++;
+                crit_first += x->critical;
+                crit_any += x->crit_any;
+                one_member += x->n_m == 1;
+                double steps = (double)(close - x->open_t) / (double)b.S;
+                dur[steps <= 1   ? 0
+                    : steps < 4  ? 1
+                    : steps < 8  ? 2
+                    : steps < 16 ? 3
+                    : steps < 48 ? 4
+                                 : 5]++;
+                int kf = F;
+                for (int f = 0; f < F; f++)
+                    if (!strcmp(x->kpi, b.hp->features[f]))
+                        kf = f;
+                by_kpi[kf]++;
                 fals_site += x->scope_site;
                 fals_ev += x->evidence_opened;
             }
@@ -514,7 +622,15 @@ int main(int argc, char **argv)
                total, ev_opened, fals, fals_site, fals_ev, 1000.0 * fals / cell_days);
         for (int r = 0; r < 6; r++)
             printf("%s\"%s\": %ld", r ? ", " : "", rname[r], by_reason[r]);
-        printf("}}");
+        printf("},\n   \"false_breakdown\": {\"first_critical\": %ld, \"any_critical\": %ld, "
+               "\"one_member\": %ld, \"steps_open\": {",
+               crit_first, crit_any, one_member);
+        for (int k = 0; k < 6; k++)
+            printf("%s\"%s\": %ld", k ? ", " : "", dname[k], dur[k]);
+        printf("}, \"first_kpi\": {");
+        for (int f = 0; f <= F; f++)
+            printf("%s\"%s\": %ld", f ? ", " : "", f < F ? b.hp->features[f] : "(cell)", by_kpi[f]);
+        printf("}}}");
     }
     printf("\n]}\n");
     return 0;

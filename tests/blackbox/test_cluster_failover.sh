@@ -38,12 +38,7 @@ P0=$((T0 / S))
 declare -A MPID MPORT
 
 # the cluster, driven through a fifo on its stdin
-mkfifo "$TMP/ctl"
-"$CLUSTER" 3 kpis:12 kpis.state:12 alerts:1 <"$TMP/ctl" >"$TMP/cluster.out" 2>"$TMP/cluster.log" &
-PIDS+=($!)
-exec 3>"$TMP/ctl"
-for _ in $(seq 50); do EXT=$(head -1 "$TMP/cluster.out" 2>/dev/null); [ -n "$EXT" ] && break; sleep 0.1; done
-[ -n "$EXT" ] || { echo "FAIL: the mock cluster gave no address"; exit 1; }
+start_mock_cluster 3 kpis:12 kpis.state:12 alerts:1
 cp "$TINY" "$TMP/model.safetensors"
 
 # member NAME: its configuration (its own state directory; port 0)

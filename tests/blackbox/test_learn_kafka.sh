@@ -21,13 +21,7 @@ MODEL="$SRC/models/default.safetensors"
 need_files "$MODEL"
 
 on_exit() { exec 3>&- 2>/dev/null; } # the mock cluster's stdin: it exits at EOF
-mkfifo "$TMP/ctl"
-"$CLUSTER" 1 kpis:2 kpis.state:2 kpis.models:1 alerts:1 <"$TMP/ctl" >"$TMP/cluster.out" \
-    2>"$TMP/cluster.log" &
-PIDS+=($!)
-exec 3>"$TMP/ctl"
-for _ in $(seq 50); do EXT=$(head -1 "$TMP/cluster.out" 2>/dev/null); [ -n "$EXT" ] && break; sleep 0.1; done
-[ -n "$EXT" ] || { echo "FAIL: the mock cluster gave no address"; exit 1; }
+start_mock_cluster 1 kpis:2 kpis.state:2 kpis.models:1 alerts:1
 
 # The fleet: 4 days; the first 3 are the learner's history, the 4th comes after the swap.
 "$CLI" synth --cells 4 --days 4 --step 3600 --features prb_dl,prb_ul --missing-rate 0 \

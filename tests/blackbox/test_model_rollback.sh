@@ -35,13 +35,7 @@ MODEL="$SRC/models/default.safetensors"
 need_files "$MODEL"
 
 on_exit() { exec 3>&- 2>/dev/null; } # the mock cluster's stdin: it exits at EOF
-mkfifo "$TMP/ctl"
-"$CLUSTER" 1 kpis:1 kpis.state:1 kpis.models:1 alerts:1 <"$TMP/ctl" >"$TMP/cluster.out" \
-    2>"$TMP/cluster.log" &
-PIDS+=($!)
-exec 3>"$TMP/ctl"
-for _ in $(seq 50); do EXT=$(head -1 "$TMP/cluster.out" 2>/dev/null); [ -n "$EXT" ] && break; sleep 0.1; done
-[ -n "$EXT" ] || { echo "FAIL: the mock cluster gave no address"; exit 1; }
+start_mock_cluster 1 kpis:1 kpis.state:1 kpis.models:1 alerts:1
 
 "$CLI" synth --cells 6 --days 4 --step 900 --missing-rate 0 --gap-rate 0 --outage-rate 0 \
     --out "$TMP/s.csv" 2>/dev/null || { fail "synth"; exit 1; }

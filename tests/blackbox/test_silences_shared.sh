@@ -18,12 +18,7 @@ SRC=${3:-$(cd "$(dirname "$0")/../.." && pwd)} # kafka_test_init reads it (TINY)
 on_exit() { exec 3>&- 2>/dev/null; } # the mock cluster's control fifo
 kafka_test_init silences_shared TERM "$CELLCASTD" "$CLUSTER"
 
-mkfifo "$TMP/ctl"
-"$CLUSTER" 1 kpis:2 kpis.state:2 kpis.silences:1 alerts:1 <"$TMP/ctl" >"$TMP/cluster.out" 2>"$TMP/cluster.log" &
-PIDS+=($!)
-exec 3>"$TMP/ctl"
-for _ in $(seq 50); do EXT=$(head -1 "$TMP/cluster.out" 2>/dev/null); [ -n "$EXT" ] && break; sleep 0.1; done
-[ -n "$EXT" ] || { echo "FAIL: the mock cluster gave no address"; exit 1; }
+start_mock_cluster 1 kpis:2 kpis.state:2 kpis.silences:1 alerts:1
 mkcfg() {
     cat >"$TMP/$1.yaml" <<EOF
 model:

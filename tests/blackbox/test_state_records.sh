@@ -22,12 +22,7 @@ kafka_test_init state_records TERM "$CELLCASTD" "$CLUSTER"
 
 S=900
 P0=$((($(date +%s) - 100 * S) / S)) # 20 steps ending ~80 steps before now
-mkfifo "$TMP/ctl"
-"$CLUSTER" 1 kpis:2 kpis.state:2 alerts:1 <"$TMP/ctl" >"$TMP/cluster.out" 2>"$TMP/cluster.log" &
-PIDS+=($!)
-exec 3>"$TMP/ctl"
-for _ in $(seq 50); do EXT=$(head -1 "$TMP/cluster.out" 2>/dev/null); [ -n "$EXT" ] && break; sleep 0.1; done
-[ -n "$EXT" ] || { echo "FAIL: the mock cluster gave no address"; exit 1; }
+start_mock_cluster 1 kpis:2 kpis.state:2 alerts:1
 cat >"$TMP/cfg.yaml" <<EOF
 model:
   path: "$TINY"

@@ -26,14 +26,14 @@ PY=/usr/bin/python3
 AM=${ALERTMANAGER:-/usr/bin/prometheus-alertmanager}
 # shellcheck source=../helpers/daemon.sh
 . "$(dirname "$0")/../helpers/daemon.sh"
+# shellcheck source=../helpers/site_feed.sh
+. "$(dirname "$0")/../helpers/site_feed.sh"
 if [ ! -x "$AM" ]; then
     [ "${CI:-}" = 1 ] && { echo "FAIL: $AM missing (apt-get install prometheus-alertmanager; .ci/deps.sh)"; exit 1; }
     echo "SKIP: $AM missing (apt-get install prometheus-alertmanager)"
     exit 77
 fi
-daemon_test_init alertmanager
-MODEL="$ROOT/tests/data/golden/tiny.safetensors" # F=3 (prb,thr,users), HZ=6, S=900
-need_files "$MODEL"
+tiny_daemon_test_init alertmanager
 
 free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -100,60 +100,16 @@ b1,S2,R1,1
 b2,S2,R1,2
 b3,S2,R1,3
 CSV
-cat >"$TMP/c.yaml" <<YAML
-model:
-  path: "$MODEL"
-kafka:
-  brokers: none
-http:
-  post_kpis: open
-  port: 0
-ingest:
-  batch_ms: 5
-snapshot:
-  path: ""
-topology:
-  path: "$TMP/topo.csv"
+site_feed_config "$TMP/c.yaml" <<YAML
 alertmanager:
   urls: ["$AMU", "http://127.0.0.1:1/unreachable"]
   resend_s: 1
   retries: 1
   send_cell_alerts: true
-alerts:
-  zero_steps: 3
-  warmup_steps: 8
-  warn_z: 20
-  crit_z: 40
-  cusum_h: 0
-  profile_h: 0
 YAML
 start_daemon "$TMP/log" health -c "$TMP/c.yaml"
 
-$PY - "$TMP" <<'PYEOF'
-import json, math, sys
-tmp = sys.argv[1]
-S, p0 = 900, 1767225600 // 900
-cells = ["a1", "a2", "a3", "b1", "b2", "b3"]
-for i in range(60):
-    recs = []
-    for j, c in enumerate(cells):
-        v = 50 + 20 * math.sin((i + j) / 6.0)
-        k = {"prb": v, "thr": 3 * v, "users": 20 + 5 * math.cos((i + j) / 6.0)}
-        if c[0] == "a" and 40 <= i < 48:
-            k = {"prb": 0, "thr": 0, "users": 0}
-        if c == "b2" and 44 <= i < 48:
-            k = {"prb": 100, "thr": 3000, "users": 400}
-        recs.append({"cell": c, "ts": (p0 + i) * S, "kpis": k})
-    json.dump(recs, open(f"{tmp}/in{i:02d}.json", "w"))
-PYEOF
-post_until() {
-    local i
-    for ((i = $1; i < $2; i++)); do
-        curl -s -o /dev/null -H 'Content-Type: application/json' \
-            --data-binary "@$TMP/in$(printf %02d "$i").json" "$U/v1/kpis"
-    done
-    wait_observed b3 $((1767225600 / 900 + $2 - 1)) || fail "steps up to $2 not stepped"
-}
+site_feed_write 60
 metric() { curl -s "$U/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 
 post_until 0 48

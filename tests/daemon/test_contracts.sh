@@ -110,6 +110,11 @@ get POST /v1/kpis /v1/kpis -H 'Content-Type: application/json' --data-binary '{"
 get POST /v1/kpis /v1/kpis -H 'Content-Type: application/json' --data-binary '{"cell":"bad id!","ts":1}'
 get POST /v1/admin/reload /v1/admin/reload
 get POST /v1/admin/reload /v1/admin/reload -H 'Authorization: Bearer wrong'
+# a verdict on z0's firing alert: the firing list shows it (as GET /v1/alerts does)
+fid=$(curl -s "$U/v1/cells/z0/alerts?active" | $PY -c 'import json,sys; print(json.load(sys.stdin)["active"][0]["id"])')
+get POST /v1/alerts/{id}/feedback "/v1/alerts/$fid/feedback" -H 'Authorization: Bearer s3cret' --data-binary '{"verdict":"false_alarm","user":"noc"}'
+get GET /v1/alerts/firing /v1/alerts/firing
+grep -q '"feedback":{"verdict":"false_alarm"' "$TMP/b$n" || fail "no verdict on the firing alert $fid: $(head -c 400 "$TMP/b$n")"
 grep -q '"alerts":\[{' "$TMP/b17" || fail "no alert in /v1/alerts to validate: $(head -c 300 "$TMP/b17")"
 grep -q '"active":\[{' "$TMP/b21" || fail "no active alert for z0: $(head -c 300 "$TMP/b21")"
 if $PY "$ROOT/tests/helpers/openapi_check.py" "$ROOT/proto/openapi.yaml" "$TMP/cases"; then

@@ -15,29 +15,13 @@ ROOT=${2:?source root}
 PY=/usr/bin/python3
 # shellcheck source=../helpers/daemon.sh
 . "$(dirname "$0")/../helpers/daemon.sh"
-daemon_test_init feedback
-MODEL="$ROOT/tests/data/golden/tiny.safetensors" # F=3 (prb,thr,users), HZ=6, S=900
-need_files "$MODEL"
-cat >"$TMP/c.yaml" <<YAML
-model:
-  path: "$MODEL"
-kafka:
-  brokers: none
-http:
-  post_kpis: open
-  port: 0
-ingest:
-  batch_ms: 5
-snapshot:
-  path: "$TMP/state.snap"
+# shellcheck source=../helpers/site_feed.sh
+. "$(dirname "$0")/../helpers/site_feed.sh"
+tiny_daemon_test_init feedback
+post_config "$TMP/c.yaml" "$TMP/state.snap" <<YAML
 admin:
   token: "s3cret"
-alerts:
-  warmup_steps: 8
-  warn_z: 20
-  crit_z: 40
-  cusum_h: 0
-  profile_h: 0
+$(high_alert_bar)
 YAML
 start_daemon "$TMP/log" health -c "$TMP/c.yaml"
 AUTH=(-H 'Authorization: Bearer s3cret' -H 'Content-Type: application/json')

@@ -7,7 +7,8 @@
 #   - GET /v1/cells?site=S1 lists a1..a3 with their labels; ?region= and ?sector= filter;
 #   - every alert carries its cell's labels (GET /v1/alerts);
 #   - the outage is one site incident (3 of 3 cells, critical), not one per cell, and the
-#     spike one cell incident of S2; both resolve once their cells' alerts resolve;
+#     spike one cell incident of S2 (4 steps far past the bar: it meets the paging rule,
+#     incidents.cell_persist_*); both resolve once their cells' alerts resolve;
 #   - cells together as evidence (incidents.evidence_*): the three cells of S1 are at 2 of
 #     zero_steps 3 all-zero steps at step 41, past half their bar, which opens the site
 #     incident there (id site:S1:<step 41>), one step before all_zero fires (step 42); b2's
@@ -15,7 +16,8 @@
 #     of S2 (no records) opens S2's incident on the cells' silence at 2 of the 3 steps of
 #     missing_after_s, before any missing alert, and the missing alerts join it; not while
 #     a silence would hold those alerts;
-#   - the incident's alert ids are the alerts of /v1/alerts; the incidents' metrics;
+#   - the incident's alert ids are the alerts of /v1/alerts; the incidents' metrics (the
+#     paging rule's below_paging count and held gauge included);
 #   - a topology file changed and reloaded (SIGHUP) moves a cell; a bad one is refused and
 #     counted, the previous one kept.
 #   usage: test_incidents.sh CELLCASTD SOURCE_ROOT
@@ -171,7 +173,9 @@ grep -q '^cellcast_incidents_transitions_total{transition="opened"} 2$' "$TMP/me
     grep -q '^cellcast_incidents_transitions_total{transition="resolved"} 2$' "$TMP/metrics" &&
     grep -q '^cellcast_topology_cells 6$' "$TMP/metrics" &&
     grep -q '^cellcast_incidents_evidence_total{what="opened"} 1$' "$TMP/metrics" &&
-    grep -q '^cellcast_incidents_evidence_total{what="members"} 3$' "$TMP/metrics" ||
+    grep -q '^cellcast_incidents_evidence_total{what="members"} 3$' "$TMP/metrics" &&
+    grep -q '^cellcast_incidents_alerts_total{outcome="below_paging"} [0-9][0-9]*$' "$TMP/metrics" &&
+    grep -q '^cellcast_incidents_held 0$' "$TMP/metrics" ||
     fail "metrics: $(grep -E 'incidents|topology' "$TMP/metrics")"
 ok "both incidents resolve with their last alerts"
 

@@ -16,9 +16,9 @@ ROOT=${2:?source root}
 PY=/usr/bin/python3
 # shellcheck source=../helpers/daemon.sh
 . "$(dirname "$0")/../helpers/daemon.sh"
-daemon_test_init msg_labels
-MODEL="$ROOT/tests/data/golden/tiny.safetensors" # F=3 (prb,thr,users), HZ=6, S=900
-need_files "$MODEL"
+# shellcheck source=../helpers/site_feed.sh
+. "$(dirname "$0")/../helpers/site_feed.sh"
+tiny_daemon_test_init msg_labels
 
 printf 'cell,site\nx1,FILE\n' >"$TMP/topo.csv"
 cat >"$TMP/c.yaml" <<YAML
@@ -39,12 +39,7 @@ snapshot:
   path: ""
 topology:
   path: "$TMP/topo.csv"
-alerts:
-  warmup_steps: 8
-  warn_z: 20
-  crit_z: 40
-  cusum_h: 0
-  profile_h: 0
+$(high_alert_bar)
 YAML
 start_daemon "$TMP/log" health -c "$TMP/c.yaml"
 

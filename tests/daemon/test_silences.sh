@@ -23,37 +23,17 @@ ROOT=${2:?source root}
 PY=/usr/bin/python3
 # shellcheck source=../helpers/daemon.sh
 . "$(dirname "$0")/../helpers/daemon.sh"
-daemon_test_init silences
-MODEL="$ROOT/tests/data/golden/tiny.safetensors" # F=3 (prb,thr,users), HZ=6, S=900
-need_files "$MODEL"
+# shellcheck source=../helpers/site_feed.sh
+. "$(dirname "$0")/../helpers/site_feed.sh"
+tiny_daemon_test_init silences
 
 printf '%s\n' cell,site,region a1,S1,R1 a2,S1,R1 a3,S1,R1 b1,S2,R1 b2,S2,R1 b3,S2,R1 >"$TMP/topo.csv"
-cat >"$TMP/c.yaml" <<YAML
-model:
-  path: "$MODEL"
-kafka:
-  brokers: none
-http:
-  post_kpis: open
-  port: 0
-ingest:
-  batch_ms: 5
-snapshot:
-  path: ""
-topology:
-  path: "$TMP/topo.csv"
+site_feed_config "$TMP/c.yaml" <<YAML
 silences:
   path: "$TMP/silences.json"
   file: "$TMP/cfg-silences.json"
 admin:
   token: "s3cret"
-alerts:
-  zero_steps: 3
-  warmup_steps: 8
-  warn_z: 20
-  crit_z: 40
-  cusum_h: 0
-  profile_h: 0
 YAML
 # the configuration's: a maintenance window of cell a3 over data steps 10..19 (02:30 to
 # 05:00 on 2026-01-01, the feed's time), and a weekly window of a site S9 (no cell: it holds nothing)
@@ -68,24 +48,8 @@ JSON
 start_daemon "$TMP/log" health -c "$TMP/c.yaml"
 AUTH=(-H 'Authorization: Bearer s3cret' -H 'Content-Type: application/json')
 
-# the same feed as test_incidents.sh: S1 all zero at steps 40..47, b2 far above at 44..47
-$PY - "$TMP" <<'PYEOF'
-import json, math, sys
-tmp = sys.argv[1]
-S, p0 = 900, 1767225600 // 900
-cells = ["a1", "a2", "a3", "b1", "b2", "b3"]
-for i in range(48):
-    recs = []
-    for j, c in enumerate(cells):
-        v = 50 + 20 * math.sin((i + j) / 6.0)
-        k = {"prb": v, "thr": 3 * v, "users": 20 + 5 * math.cos((i + j) / 6.0)}
-        if c[0] == "a" and 40 <= i < 48:
-            k = {"prb": 0, "thr": 0, "users": 0}
-        if c == "b2" and 44 <= i < 48:
-            k = {"prb": 100, "thr": 3000, "users": 400}
-        recs.append({"cell": c, "ts": (p0 + i) * S, "kpis": k})
-    json.dump(recs, open(f"{tmp}/in{i:02d}.json", "w"))
-PYEOF
+# the two-site feed (tests/helpers/site_feed.sh): S1 all zero at steps 40..47, b2 far above at 44..47
+site_feed_write 48
 
 end=$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ)
 body='{"matchers":[{"name":"site","value":"S2"}],"endsAt":"'$end'","createdBy":"test","comment":"planned work"}'
@@ -128,10 +92,7 @@ code=$(curl -s -o "$TMP/del" -w '%{http_code}' -X DELETE "${AUTH[@]}" "$U/v1/sil
 [ "$code" = 409 ] && grep -q 'silences.file' "$TMP/del" || fail "DELETE of a configuration's silence: $code $(cat "$TMP/del")"
 ok "recurring silences: one active around now, one pending with its next window; the configuration's are read-only"
 
-for ((i = 0; i < 48; i++)); do
-    curl -s -o /dev/null -H 'Content-Type: application/json' --data-binary "@$TMP/in$(printf %02d "$i").json" "$U/v1/kpis"
-done
-wait_observed b3 $((1767225600 / 900 + 47)) || fail "the steps were not stepped"
+post_until 0 48
 for _ in $(seq 50); do
     curl -s "$U/metrics" | grep -q '^cellcast_silences_held_alerts 1$' && break
     sleep 0.1

@@ -12,8 +12,7 @@
  * magic, the fixture model's hash, F and step, and the CRC over it all), so that mutations
  * reach the field checks behind them.
  *
- * The cells are real (lib/cc_cell.c) without the engine, as in fuzz_snapshot.c (which says
- * why); the two accessors cc_cell.c asks the engine for are answered below.
+ * The cells are real (lib/cc_cell.c) without the engine (tests/fuzz/fuzz_cells.h says why).
  *
  * The host bytes of a decoded record go on to the interval scales' reader the way cellcastd
  * reads them (daemon/cell_record.h: its fields, 40 bytes, then the saved calibration,
@@ -32,72 +31,33 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cc_cell_internal.h"
 #include "cc_kpi.h"
 #include "cc_online_calib.h"
 #include "cc_snapshot.h"
+#include "fuzz_cells.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define F_MODEL 3
+#define F_MODEL FUZZ_CELLS_F
 #define FRAME 24       /* magic, model hash, F, step seconds */
 #define HOST_FIELDS 40 /* sizeof(CcdCellRecordExtra), daemon/cell_record.h */
 
-static CcModel model;     /* only its hp is read */
-static CcCellShape shape; /* what cc_engine_cell_shape answers */
-
-const CcCellShape *cc_engine_cell_shape(const CcEngine *e)
-{
-    (void)e;
-    return &shape;
-}
-
-const CcModel *cc_engine_model(const CcEngine *e)
-{
-    (void)e;
-    return &model;
-}
-
 typedef struct Fixture {
-    CcAnomaly *a;
-    CcCell *cell;
-    CcAnomalyCell *ac;
+    FuzzCells cells;
     CcSnapshotReader *dec;
     CcSnapshotInfo info;
 } Fixture;
 
-/* The shapes of test_snapshot's small model (tests/unit/testlib.c tl_hparams_small, 1 layer). */
 static void fixture_open(Fixture *fx)
 {
-    CcHparams hp;
-    memset(&hp, 0, sizeof hp);
-    hp.n_features = F_MODEL;
-    hp.patch_len = 4;
-    hp.n_patches = 5;
-    hp.norm_window = 24;
-    hp.d_model = 16;
-    hp.n_heads = 2;
-    hp.n_layers = 1;
-    hp.d_ff = 32;
-    hp.horizon = 4;
-    hp.step_seconds = 900;
-    snprintf(hp.features[0], CC_FEATURE_NAME_MAX, "bytes");
-    snprintf(hp.features[1], CC_FEATURE_NAME_MAX, "prb");
-    snprintf(hp.features[2], CC_FEATURE_NAME_MAX, "users");
-    model.hp = hp;
-    cc_cell_shape_init(&shape, &hp, CC_KV_F32, 0);
-    cc_snapshot_info_for_model(&fx->info, &hp);
+    cc_snapshot_info_for_model(&fx->info, fuzz_cells_hparams());
     CcAnomalySettings as;
-    cc_anomaly_default_settings(&as);
-    as.n_features = F_MODEL;
-    as.step_seconds = 900;
+    fuzz_cells_anomaly_settings(&as);
     as.shape_w = 4; /* shape novelty on, as test_snapshot writes the seeds */
     as.shape_ds = 1;
     as.shape_cats = 8;
-    static const CcEngine *engine; /* never dereferenced: the accessors above answer */
-    if (cc_anomaly_open(&fx->a, &as, NULL, 0) || cc_cell_open(&fx->cell, engine) ||
-        cc_anomaly_cell_open(&fx->ac, fx->a, "fuzz") ||
-        cc_snapshot_decoder_open(&fx->dec, &fx->info))
+    fuzz_cells_open(&fx->cells, &as);
+    if (cc_snapshot_decoder_open(&fx->dec, &fx->info))
         abort();
 }
 
@@ -160,7 +120,7 @@ static void scales_of(const CcSnapshotCell *c)
     if (!cal) {
         CcOnlineCalibSettings s;
         cc_online_calib_default_settings(&s);
-        if (cc_online_calib_open(&cal, &s, F_MODEL, model.hp.horizon))
+        if (cc_online_calib_open(&cal, &s, F_MODEL, fuzz_cells_hparams()->horizon))
             abort();
     }
     if (c->extra_len <= HOST_FIELDS)
@@ -177,7 +137,7 @@ static void scales_of(const CcSnapshotCell *c)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static Fixture fx;
-    if (!fx.a)
+    if (!fx.cells.a)
         fixture_open(&fx);
     if (size < 1)
         return 0;
@@ -203,29 +163,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     scales_of(c);
     int64_t first0, last0;
-    cc_cell_span(fx.cell, &first0, &last0);
+    cc_cell_span(fx.cells.cell, &first0, &last0);
     long n0;
-    uint8_t *before = state_of(fx.ac, &n0);
+    uint8_t *before = state_of(fx.cells.ac, &n0);
     err[0] = 0;
-    rc = cc_snapshot_restore_engine_cell(c, fx.cell, fx.ac, err, sizeof err);
+    rc = cc_snapshot_restore_engine_cell(c, fx.cells.cell, fx.cells.ac, err, sizeof err);
     if (rc) {
         /* all or nothing: a refused record changed neither the ring nor the anomaly state
          * (-ENOMEM in the last load may reset the ring: not injected here) */
         int64_t first1, last1;
-        cc_cell_span(fx.cell, &first1, &last1);
+        cc_cell_span(fx.cells.cell, &first1, &last1);
         long n1;
-        uint8_t *after = state_of(fx.ac, &n1);
+        uint8_t *after = state_of(fx.cells.ac, &n1);
         if (!err[0] || first1 != first0 || last1 != last0 || n1 != n0 ||
             memcmp(before, after, (size_t)n0))
             abort();
         free(after);
-    } else if (c->count > 0) { /* the ring holds the last of the values restored */
-        int64_t first, last;
-        cc_cell_span(fx.cell, &first, &last);
-        float v[F_MODEL];
-        if (last != c->first + c->count - 1 || cc_cell_history(fx.cell, last, 1, v) ||
-            memcmp(v, c->values + (size_t)(c->count - 1) * F_MODEL, sizeof v))
-            abort();
+    } else { /* the ring holds the last of the values restored */
+        fuzz_cells_check_restored(&fx.cells, c);
     }
     free(before);
     free(buf);

@@ -1,7 +1,7 @@
 # tests/helpers/daemon.sh — the common part of the bash tests (tests/cli, tests/daemon, tests/blackbox)
 # and benchmarks (tests/bench/*.sh): skipping when a tool, binary or file is missing, the
 # temporary directory and the exit trap, the ok/FAIL lines of the checks, starting cellcastd
-# and waiting until it serves, stopping it, and an external mock broker. Expects CELLCASTD
+# and waiting until it serves, stopping it, and an external mock broker or mock cluster. Expects CELLCASTD
 # (the daemon binary) where a daemon is started.
 
 # need_tools TOOL...: exit 77 (meson's "skipped") when a tool is not installed.
@@ -87,6 +87,15 @@ daemon_test_init() {
     need_tools curl
     [ -x "$PY" ] || { echo "SKIP: $PY is not installed"; exit 77; }
     test_workdir "${1:-daemon}"
+}
+
+# tiny_daemon_test_init NAME: daemon_test_init NAME, then MODEL, the tiny model of the golden
+# tests ($ROOT/tests/data/golden/tiny.safetensors: F=3 prb, thr, users; HZ=6; S=900); a skip
+# without it. Expects ROOT.
+tiny_daemon_test_init() {
+    daemon_test_init "$1"
+    MODEL="$ROOT/tests/data/golden/tiny.safetensors"
+    need_files "$MODEL"
 }
 
 # parity_test_init NAME CELLCAST CELLCASTD SOURCE_ROOT: the start of a test that runs an
@@ -212,4 +221,19 @@ start_mockbroker() {
     PIDS+=($!)
     for _ in $(seq 50); do EXT=$(head -1 "$dir/broker.addr" 2>/dev/null); [ -n "$EXT" ] && break; sleep 0.1; done
     [ -n "$EXT" ] || { echo "FAIL: cc_mockbroker gave no address"; exit 1; }
+}
+
+# start_mock_cluster BROKERS TOPIC:PARTITIONS...: starts CLUSTER (tests/blackbox/
+# kafka_mock_cluster.c: BROKERS brokers, taken down and up by "down N" / "up N" on its stdin)
+# with its stdin the fifo TMP/ctl, held open on fd 3 (commands: echo "down 1" >&3; it exits
+# at EOF, so the test's on_exit closes fd 3), its output TMP/cluster.out and TMP/cluster.log;
+# sets EXT to its bootstrap address (waits up to 5 s) and appends its pid to PIDS. Exits 1
+# without.
+start_mock_cluster() {
+    mkfifo "$TMP/ctl"
+    "$CLUSTER" "$@" <"$TMP/ctl" >"$TMP/cluster.out" 2>"$TMP/cluster.log" &
+    PIDS+=($!)
+    exec 3>"$TMP/ctl"
+    for _ in $(seq 50); do EXT=$(head -1 "$TMP/cluster.out" 2>/dev/null); [ -n "$EXT" ] && break; sleep 0.1; done
+    [ -n "$EXT" ] || { echo "FAIL: the mock cluster gave no address"; exit 1; }
 }

@@ -3,7 +3,8 @@
  * cell of S1 all_zero, one step apart) is one site incident, a lone cell's spike in S2 a
  * cell incident, each resolving with its last alert; batching (one emitted transition for
  * the cells of one flush); region grouping; the summary line; the JSON; the topology's
- * parsing, labels, filters and errors. */
+ * parsing, labels, filters and errors; the paging rule (a lone cell's warning stays an alert;
+ * critical, outage, persistence and a second cell of the site open). */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -107,6 +108,7 @@ static void test_site_outage_and_lone_spike(void **state)
     CcdIncidents *g;
     CcdIncidentSettings s;
     ccd_incident_default_settings(&s);
+    s.cell_persist_steps = 0; /* the grouping alone: every alert opens (test_paging_rule) */
     assert_int_equal(ccd_incidents_open(&g, &s), 0);
     Emitted e = {0};
     const int64_t k = T0 / S;
@@ -198,6 +200,7 @@ static void test_region_and_unlabelled(void **state)
     CcdIncidents *g;
     CcdIncidentSettings s;
     ccd_incident_default_settings(&s);
+    s.cell_persist_steps = 0; /* the grouping alone: every alert opens (test_paging_rule) */
     s.group_by = CCD_INC_BY_REGION;
     s.keep = 1; /* the ring keeps one resolved incident */
     assert_int_equal(ccd_incidents_open(&g, &s), 0);
@@ -238,6 +241,7 @@ static void test_open_resolve_one_flush(void **state)
     CcdIncidents *g;
     CcdIncidentSettings s;
     ccd_incident_default_settings(&s);
+    s.cell_persist_steps = 0; /* the grouping alone: every alert opens (test_paging_rule) */
     assert_int_equal(ccd_incidents_open(&g, &s), 0);
     Emitted e = {0};
     add(g, t, "A1", "stuck", 1, 10, 10);
@@ -501,6 +505,189 @@ static void test_site_evidence(void **state)
     ccd_topology_free(&t);
 }
 
+/* One alert transition with every field said: severity and KPI (add() derives them). */
+static void add_full(CcdIncidents *g, const CcdTopology *t, const char *c, const char *reason,
+                     const char *kpi, int critical, int firing, int64_t onset_step, int64_t step)
+{
+    char id[128];
+    snprintf(id, sizeof id, "%s:%s:%s:%lld", c, reason, kpi ? kpi : "-", (long long)onset_step);
+    const char *site = ccd_topology_label(t, c, "site");
+    CcdIncAlert a = {.id = id,
+                     .cell = c,
+                     .site = site,
+                     .region = ccd_topology_label(t, c, "region"),
+                     .reason = reason,
+                     .kpi = kpi,
+                     .firing = firing,
+                     .critical = critical,
+                     .step = step,
+                     .ts = step * S,
+                     .start_ts = onset_step * S,
+                     .group_cells = ccd_topology_site_cells(t, site)};
+    assert_int_equal(ccd_incidents_add(g, &a), 0);
+}
+
+static CcdIncidentStats stats(const CcdIncidents *g)
+{
+    CcdIncidentStats st;
+    ccd_incidents_stats(g, &st);
+    return st;
+}
+
+/* The paging rule (incidents.h; docs/design/incident-paging.md): a lone cell's warning
+ * anomaly stays an alert (held, counted), and its resolution emits nothing; a critical one,
+ * a cell outage (all_zero, or missing of the whole cell) open an incident at once; a per-KPI
+ * gap does not; a second cell of the site makes the site incident, the held alert of the
+ * first joining it; an anomaly whose cell stays past cell_persist_frac of a bar for
+ * cell_persist_steps steps opens one, and so does another alert firing that long. */
+static void test_paging_rule(void **state)
+{
+    (void)state;
+    CcdTopology *t = topo();
+    CcdIncidents *g;
+    CcdIncidentSettings s;
+    ccd_incident_default_settings(&s);
+    assert_int_equal(s.cell_persist_steps, 2);
+    assert_true(s.cell_persist_frac == 0.5);
+    assert_int_equal(ccd_incidents_open(&g, &s), 0);
+    Emitted e = {0};
+    const int64_t k = T0 / S;
+    char want[96];
+
+    /* a lone warning anomaly: no incident, held below paging; it resolves: nothing */
+    add_full(g, t, "B2", "anomaly", "thr", 0, 1, k, k);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 0);
+    assert_int_equal(stats(g).alerts_below_paging, 1);
+    assert_int_equal(stats(g).held, 1);
+    add_full(g, t, "B2", "anomaly", "thr", 0, 0, k, k + 1);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 0);
+    assert_int_equal(stats(g).held, 0);
+    assert_int_equal(stats(g).alerts_unknown, 0);
+
+    /* a critical anomaly of a lone cell: its incident at once */
+    add_full(g, t, "A1", "anomaly", "thr", 1, 1, k + 2, k + 2);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    assert_string_equal(jstr(e.v[0], "scope"), "cell");
+    assert_string_equal(jstr(e.v[0], "severity"), "critical");
+    emitted_clear(&e);
+    add_full(g, t, "A1", "anomaly", "thr", 1, 0, k + 2, k + 3);
+    ccd_incidents_emit(g, on_emit, &e);
+    emitted_clear(&e);
+
+    /* a lone cell outage, warning: its whole cell silent opens one; a KPI's gap does not */
+    add_full(g, t, "A2", "missing", "thr", 0, 1, k + 4, k + 4);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 0);
+    add_full(g, t, "B1", "missing", NULL, 0, 1, k + 4, k + 4);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    snprintf(want, sizeof want, "site:S2:%lld", (long long)(k + 4));
+    assert_string_equal(jstr(e.v[0], "id"), want);
+    assert_string_equal(jstr(e.v[0], "scope"), "cell");
+    emitted_clear(&e);
+    add_full(g, t, "B1", "missing", NULL, 0, 0, k + 4, k + 5);
+    add_full(g, t, "A2", "missing", "thr", 0, 0, k + 4, k + 5);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    assert_string_equal(jstr(e.v[0], "state"), "resolved");
+    emitted_clear(&e);
+
+    /* B2 warns (held), then B3 of the same site: the site incident with both, B2's first */
+    add_full(g, t, "B2", "anomaly", "thr", 0, 1, k + 10, k + 10);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 0);
+    add_full(g, t, "B3", "anomaly", "prb", 0, 1, k + 11, k + 11);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    assert_string_equal(jstr(e.v[0], "scope"), "site");
+    assert_string_equal(jstr(e.v[0], "severity"), "warning");
+    assert_int_equal(json_array_size(json_object_get(e.v[0], "cells")), 2);
+    json_t *alerts = json_object_get(e.v[0], "firing_alerts");
+    assert_int_equal(json_array_size(alerts), 2);
+    snprintf(want, sizeof want, "B2:anomaly:thr:%lld", (long long)(k + 10));
+    assert_true(!strcmp(json_string_value(json_array_get(alerts, 0)), want) ||
+                !strcmp(json_string_value(json_array_get(alerts, 1)), want));
+    char since[40];
+    snprintf(since, sizeof since, "2026-01-01T02:30:00Z"); /* k + 10: B2's onset */
+    assert_string_equal(jstr(e.v[0], "start_time"), since);
+    assert_int_equal(stats(g).held, 0);
+    emitted_clear(&e);
+    add_full(g, t, "B2", "anomaly", "thr", 0, 0, k + 10, k + 14);
+    add_full(g, t, "B3", "anomaly", "prb", 0, 0, k + 11, k + 14);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    assert_string_equal(jstr(e.v[0], "state"), "resolved");
+    emitted_clear(&e);
+
+    /* persistence of an anomaly: A3 past half a bar at one more step (under it: no count) */
+    add_full(g, t, "A3", "anomaly", "thr", 0, 1, k + 20, k + 20);
+    evid(g, t, "A3", "thr:down", 0.9, k + 20); /* its firing step: counted already */
+    evid(g, t, "A3", "thr:down", 0.3, k + 21); /* under cell_persist_frac */
+    ccd_incidents_evidence_expire(g, k + 22);  /* an anomaly persists by evidence only */
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 0);
+    evid(g, t, "A3", "thr:down", 0.5, k + 22);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    assert_string_equal(jstr(e.v[0], "scope"), "cell");
+    assert_int_equal(stats(g).alerts_persisted, 1); /* A3 */
+    emitted_clear(&e);
+    add_full(g, t, "A3", "anomaly", "thr", 0, 0, k + 20, k + 24);
+    ccd_incidents_emit(g, on_emit, &e);
+    emitted_clear(&e);
+
+    /* a cell without topology (no site): its anomaly persists by its own evidence too */
+    add_full(g, t, "X9", "anomaly", "thr", 0, 1, k + 25, k + 25);
+    evid(g, t, "X9", "thr:up", 0.7, k + 26);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    snprintf(want, sizeof want, "cell:X9:%lld", (long long)(k + 25));
+    assert_string_equal(jstr(e.v[0], "id"), want);
+    emitted_clear(&e);
+    add_full(g, t, "X9", "anomaly", "thr", 0, 0, k + 25, k + 27);
+    ccd_incidents_emit(g, on_emit, &e);
+    emitted_clear(&e);
+
+    /* persistence of another alert: still firing cell_persist_steps steps after it fired */
+    add_full(g, t, "A1", "stuck", "cqi", 0, 1, k + 30, k + 30);
+    ccd_incidents_evidence_expire(g, k + 31);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 0);
+    ccd_incidents_evidence_expire(g, k + 32);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    emitted_clear(&e);
+    add_full(g, t, "A1", "stuck", "cqi", 0, 0, k + 30, k + 33);
+    ccd_incidents_emit(g, on_emit, &e);
+    emitted_clear(&e);
+
+    /* a held alert whose severity rises to critical opens its incident */
+    add_full(g, t, "B1", "anomaly", "thr", 0, 1, k + 40, k + 40);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 0);
+    add_full(g, t, "B1", "anomaly", "thr", 1, 1, k + 40, k + 41);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    assert_string_equal(jstr(e.v[0], "severity"), "critical");
+    emitted_clear(&e);
+
+    /* a reload to 0 (the rule off): a held alert opens at the next step, a new one at once */
+    add_full(g, t, "A2", "anomaly", "thr", 0, 1, k + 42, k + 42);
+    assert_int_equal(stats(g).held, 1);
+    s.cell_persist_steps = 0;
+    ccd_incidents_set_settings(g, &s);
+    ccd_incidents_evidence_expire(g, k + 43);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    assert_int_equal(stats(g).held, 0);
+    emitted_clear(&e);
+    ccd_incidents_close(&g); /* open incidents freed (ASan) */
+    ccd_topology_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -511,6 +698,7 @@ int main(void)
         cmocka_unit_test(test_topology_errors),
         cmocka_unit_test(test_strhash),
         cmocka_unit_test(test_site_evidence),
+        cmocka_unit_test(test_paging_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,9 @@
  * forecasts, ranges) that answer 404 are hidden.
  * The replies it polls carry ETags (the series, and the cell, list, firing alerts and /v1/info):
  * the browser's cache asks with If-None-Match, and a refresh that finds nothing new gets 304s.
+ * Actions (admin token, asked once when the daemon answers 401/403 and kept in sessionStorage):
+ * a verdict on an alert (POST /v1/alerts/{id}/feedback), a silence from an incident or a cell
+ * (POST /v1/silences) and expiring one (DELETE /v1/silences/{id}).
  * window.cellcast exposes the state (charts, readiness marks) to the browser test. */
 'use strict';
 (() => {
@@ -95,6 +98,68 @@
       after = d.next;
     }
     return out;
+  }
+
+  /* ---- actions: the admin token, and writes ----
+   * The token is asked for when the daemon answers 401 (none sent) or 403 "forbidden" (a wrong
+   * one), kept in sessionStorage (this tab only; never in the URL or localStorage) and sent as
+   * `Authorization: Bearer <token>` (daemon/auth.c). A 403 admin-disabled (no admin.token in
+   * the daemon's configuration) is shown, not asked about. */
+  const TOKEN_KEY = 'cellcast.admin_token';
+  const USER_KEY = 'cellcast.user';
+  const store = {
+    get: (k) => { try { return sessionStorage.getItem(k) || ''; } catch (e) { return ''; } },
+    set: (k, v) => { try { if (v) sessionStorage.setItem(k, v); else sessionStorage.removeItem(k); } catch (e) { /* private mode */ } },
+  };
+
+  function askToken(why) {
+    const dlg = $('token-dlg');
+    $('token-why').textContent = why;
+    $('token-input').value = '';
+    return new Promise((resolve) => {
+      dlg.addEventListener('close', () => {
+        const t = dlg.returnValue === 'ok' ? $('token-input').value.trim() : '';
+        resolve(t || null);
+      }, { once: true });
+      dlg.returnValue = '';
+      dlg.showModal();
+      $('token-input').focus();
+    });
+  }
+
+  async function send(method, url, body) {
+    for (let tries = 0; ; tries++) {
+      const headers = { Accept: 'application/json' };
+      const tok = store.get(TOKEN_KEY);
+      if (tok) headers.Authorization = 'Bearer ' + tok;
+      if (body !== undefined) headers['Content-Type'] = 'application/json';
+      const r = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+      let reply = null;
+      try { reply = await r.json(); } catch (e) { /* no JSON body */ }
+      if (r.ok) return reply;
+      const detail = (reply && reply.detail) || '';
+      const type = (reply && reply.type) || '';
+      if ((r.status === 401 || (r.status === 403 && !type.endsWith('/admin-disabled'))) && tries < 3) {
+        store.set(TOKEN_KEY, '');
+        const t = await askToken(r.status === 401
+          ? 'This action needs cellcastd\'s admin token (admin.token). It is kept in this tab only (sessionStorage).'
+          : 'The daemon refused the token (wrong admin token): enter it again.');
+        if (t) {
+          store.set(TOKEN_KEY, t);
+          continue;
+        }
+      }
+      throw new HttpError(r.status, detail);
+    }
+  }
+
+  /* The outcome of an action, in a live region above the page (the daemon's own words on a
+   * refusal: a 422 names the bad field, a 409 says why). */
+  function say(text, err) {
+    const m = $('action-msg');
+    m.textContent = text;
+    m.className = 'action-msg' + (err ? ' err' : '');
+    m.hidden = !text;
   }
 
   /* ---- formatting ---- */
@@ -420,8 +485,10 @@
       const td = cellTd(a);
       const tdA = el('td');
       tdA.append(attribution(a));
+      tr.dataset.id = a.id;
       tr.append(el('td', 'sev ' + a.severity, a.severity), td, el('td', null, a.kind), el('td', null, reasonOf(a)),
-        el('td', null, fmtTime(tsSec(a.start_time))), el('td', 'num', a.score == null ? '' : fmt(a.score)), tdA);
+        el('td', null, fmtTime(tsSec(a.start_time))), el('td', 'num', a.score == null ? '' : fmt(a.score)), tdA,
+        verdictTd({ id: a.id, a }));
       tb.append(tr);
     }
     $('firing-empty').hidden = S.firing.length > 0;
@@ -506,7 +573,21 @@
     $('firing-count').className = 'badge' + (S.firing.some((a) => a.severity === 'critical') ? ' crit' : '');
   }
 
-  const matcherText = (m) => `${m.name}${m.isEqual === false ? (m.isRegex ? '!~' : '!=') : m.isRegex ? '=~' : '='}"${m.value}"`;
+  const matcherText = (m) => `${m.name}${m.isEqual === false ? (m.isRegex ? '!~' : '!=') : m.isRegex ? '=~' : '='}"${m.value.replace(/["\\]/g, '\\$&')}"`;
+  /* weekly windows as the daemon lists them (one a day), the days of the same hours together:
+   * "mon, wed 02:00–04:00" */
+  function recurrenceText(rec) {
+    if (!rec || !rec.weekly) return '';
+    const byHours = new Map();
+    for (const w of rec.weekly) {
+      const k = `${w.start}–${w.end}`;
+      byHours.set(k, [...(byHours.get(k) || []), ...(w.days || ['every day'])]);
+    }
+    const tz = rec.timezone && rec.timezone !== 'UTC' ? ` (${rec.timezone})` : '';
+    return [...byHours].map(([h, days]) => `${days.join(', ')} ${h}`).join('; ') + tz;
+  }
+  const untilText = (t) => (t && t.startsWith('9999') ? 'no end' : fmtTime(tsSec(t)));
+  const sinceText = (t) => (tsSec(t) <= 0 ? 'always' : fmtTime(tsSec(t))); // a configuration's default start
   function renderSilences() {
     $('silences-box').hidden = !S.silences;
     if (!S.silences) return;
@@ -517,9 +598,19 @@
     for (const x of list.slice(0, 200)) {
       const tr = el('tr');
       tr.dataset.id = x.id;
+      const nw = x.status.nextWindow;
+      const tdX = el('td');
+      const b = el('button', 'act small-btn', 'Expire');
+      b.type = 'button';
+      b.dataset.expire = x.id;
+      b.setAttribute('aria-label', `Expire silence ${x.id}`);
+      if (x.source === 'config') b.title = 'from the configuration (silences.file): read-only, the daemon refuses; edit the file and reload';
+      tdX.append(b);
       tr.append(el('td', null, x.status.state), el('td', 'attr', x.matchers.map(matcherText).join(', ')),
-        el('td', null, fmtTime(tsSec(x.startsAt))), el('td', null, fmtTime(tsSec(x.endsAt))),
-        el('td', null, x.createdBy || ''), el('td', null, x.comment || ''));
+        el('td', null, sinceText(x.startsAt)), el('td', null, untilText(x.endsAt)),
+        el('td', null, recurrenceText(x.recurrence)), el('td', null, nw ? `${sinceText(nw.startsAt)} – ${untilText(nw.endsAt)}` : ''),
+        el('td', null, x.maintenance ? 'yes' : ''), el('td', null, x.source || ''),
+        el('td', null, x.createdBy || ''), el('td', null, x.comment || ''), tdX);
       tb.append(tr);
     }
     $('sil-count').textContent = String(list.length);
@@ -569,8 +660,14 @@
         : S.incidents === null ? 'this daemon has no incidents (alerts are off)'
           : `not among the last ${INCIDENTS_LIMIT} incidents`;
       $('inc-alerts').hidden = true;
+      $('inc-silence').hidden = true;
       return null;
     }
+    /* a silence of the incident's group: its site, region or cell */
+    const m = inc.scope === 'site' && inc.site ? ['site', inc.site] : inc.scope === 'region' && inc.region ? ['region', inc.region]
+      : inc.scope === 'cell' && inc.cells.length ? ['cell', inc.cells[0]] : null;
+    S.incSilence = m ? { matchers: [{ name: m[0], value: m[1], isRegex: false, isEqual: true }], what: `${m[0]} ${m[1]}` } : null;
+    $('inc-silence').hidden = !m;
     const where = [inc.site && `site ${inc.site}`, inc.region && `region ${inc.region}`].filter(Boolean).join(', ');
     $('inc-meta').textContent = `${inc.severity} · ${inc.state} · scope ${inc.scope} (${inc.group})` + (where ? ` · ${where}` : '') +
       ` · since ${fmtTime(tsSec(inc.start_time))} UTC` + (inc.end_time ? ` until ${fmtTime(tsSec(inc.end_time))}` : '') +
@@ -596,7 +693,8 @@
       tdA.append(attribution(a));
       tr.append(el('td', 'sev ' + a.severity, a.severity), el('td', ep.end == null ? 'st-firing' : null, ep.end == null ? 'firing' : 'resolved'),
         cellTd(a), el('td', null, a.kind), el('td', null, reasonOf(a)), el('td', null, fmtTime(ep.start)),
-        el('td', null, ep.end == null ? '' : fmtTime(ep.end)), el('td', 'num', a.score == null ? '' : fmt(a.score)), tdA);
+        el('td', null, ep.end == null ? '' : fmtTime(ep.end)), el('td', 'num', a.score == null ? '' : fmt(a.score)), tdA,
+        verdictTd(ep));
       tb.append(tr);
     }
     $('inc-alerts').hidden = eps.length === 0;
@@ -626,6 +724,163 @@
     } finally {
       if (S.incLoading === id + sig) S.incLoading = null;
     }
+  }
+
+  /* ---- actions on alerts and silences ---- */
+
+  const VERDICT_TEXT = { false_alarm: 'false alarm', confirmed: 'confirmed' };
+  /* An alert's verdict (its `feedback`: GET /v1/cells/{id}/alerts, /v1/alerts/firing) and the two buttons that
+   * give one (POST /v1/alerts/{id}/feedback). */
+  function verdictTd(ep) {
+    const a = ep.a, fb = a.feedback, td = el('td', 'verdict');
+    const v = el('span', 'fb' + (fb ? ' ' + fb.verdict : ''), fb ? VERDICT_TEXT[fb.verdict] || fb.verdict : '');
+    if (fb) v.title = `${fb.user ? 'by ' + fb.user + ', ' : ''}${shortTime(fb.time)}${fb.comment ? ': ' + fb.comment : ''}`;
+    td.append(v);
+    for (const [verdict, label] of [['false_alarm', 'False alarm'], ['confirmed', 'Confirmed']]) {
+      const b = el('button', 'act small-btn', label);
+      b.type = 'button';
+      b.dataset.alert = ep.id;
+      b.dataset.verdict = verdict;
+      b.setAttribute('aria-label', `${label}: alert ${ep.id}`);
+      td.append(b);
+    }
+    return td;
+  }
+
+  async function onVerdict(ev) {
+    const b = ev.target.closest('button[data-verdict]');
+    if (!b) return;
+    const id = b.dataset.alert, verdict = b.dataset.verdict;
+    b.disabled = true;
+    try {
+      const r = await send('POST', `/v1/alerts/${encodeURIComponent(id)}/feedback`, { verdict, user: store.get(USER_KEY) || null });
+      const fb = { verdict: r.verdict, comment: r.comment, user: r.user, time: r.time };
+      for (const eps of [S.incView && S.incView.episodes, S.cell && S.cell.episodes])
+        for (const ep of eps || []) if (ep.id === id) ep.a.feedback = fb;
+      for (const a of S.firing) if (a.id === id) a.feedback = fb;
+      say(`${id}: ${VERDICT_TEXT[r.verdict]} recorded` +
+        (r.kpis && r.kpis.length ? ` (the bar of ${r.kpis.join(', ')} raised, ×${fmt(r.bar)})` : ''));
+      if (S.page === 'incident' && S.incView) renderIncidentAlerts();
+      if (S.page === 'cell' && S.cell) renderCellAlerts();
+      if (S.page === 'alerts') renderFiring();
+    } catch (e) {
+      say(`${id}: ${e.message}`, true);
+    } finally {
+      b.disabled = false;
+    }
+  }
+
+  const DAYS = ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'];
+  function openSilence(pre) {
+    $('sil-dlg-h').textContent = 'New silence of ' + pre.what;
+    $('sf-matchers').value = pre.matchers.map(matcherText).join(', ');
+    $('sf-for').value = '3600';
+    $('sf-until-l').hidden = true;
+    $('sf-comment').value = '';
+    $('sf-by').value = store.get(USER_KEY);
+    $('sf-maint').checked = false;
+    $('sf-weekly').checked = false;
+    $('sf-week').hidden = true;
+    $('sf-err').hidden = true;
+    $('sil-dlg').showModal();
+    $('sf-comment').focus();
+  }
+
+  /* name="value", name=~"regex", name!="value", name!~"regex", separated by commas */
+  function parseMatchers(text) {
+    const t = text.trim().replace(/,\s*$/, '');
+    const re = /\s*([A-Za-z_]+)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)/y;
+    const out = [];
+    while (re.lastIndex < t.length) {
+      const at = re.lastIndex;
+      const m = re.exec(t);
+      if (!m) throw new Error(`matchers: cannot read "${t.slice(at).trim()}" (write name="value", name=~"regex", name!="value")`);
+      out.push({ name: m[1], value: m[3].replace(/\\(.)/g, '$1'), isRegex: m[2].includes('~'), isEqual: !m[2].startsWith('!') });
+    }
+    return out;
+  }
+
+  const isoOf = (sec) => new Date(sec * 1000).toISOString().replace(/\.\d+Z$/, 'Z');
+  function silenceBody() {
+    const body = { matchers: parseMatchers($('sf-matchers').value), createdBy: $('sf-by').value.trim(),
+      comment: $('sf-comment').value.trim(), maintenance: $('sf-maint').checked };
+    const f = $('sf-for').value;
+    if (f === 'custom') {
+      if (!$('sf-until').value) throw new Error('until: pick when it ends (UTC)');
+      body.endsAt = $('sf-until').value.slice(0, 16) + ':00Z';
+    } else if (f !== 'none') {
+      body.endsAt = isoOf(Math.floor(Date.now() / 1000) + Number(f));
+    }
+    if ($('sf-weekly').checked) {
+      const w = { start: $('sf-start').value, end: $('sf-end').value };
+      const days = DAYS.filter((d) => $('sf-d-' + d).checked);
+      if (days.length) w.days = days; // none ticked: every day
+      body.recurrence = { weekly: [w], timezone: 'UTC' };
+    }
+    return body;
+  }
+
+  async function onSilenceSubmit(ev) {
+    ev.preventDefault();
+    const err = (t) => { $('sf-err').textContent = t; $('sf-err').hidden = false; };
+    let body;
+    try {
+      body = silenceBody();
+    } catch (e) {
+      err(e.message);
+      return;
+    }
+    store.set(USER_KEY, body.createdBy);
+    $('sf-ok').disabled = true;
+    try {
+      const r = await send('POST', '/v1/silences', body);
+      $('sil-dlg').close();
+      say(`silence ${r.silenceID} created: ${body.matchers.map(matcherText).join(', ')}`);
+      await pollSilences();
+    } catch (e) {
+      err(e.message); // a 422 names the bad field
+    } finally {
+      $('sf-ok').disabled = false;
+    }
+  }
+
+  async function onExpire(ev) {
+    const b = ev.target.closest('button[data-expire]');
+    if (!b) return;
+    const id = b.dataset.expire;
+    b.disabled = true;
+    try {
+      await send('DELETE', `/v1/silences/${encodeURIComponent(id)}`);
+      say(`silence ${id} expired`);
+      await pollSilences();
+    } catch (e) {
+      say(`silence ${id}: ${e.message}`, true); // a configuration's: 409 and why
+      b.disabled = false;
+    }
+  }
+
+  function initActions() {
+    $('inc-alerts').addEventListener('click', onVerdict);
+    $('cell-alerts').addEventListener('click', onVerdict);
+    $('firing-table').addEventListener('click', onVerdict);
+    $('sil-table').addEventListener('click', onExpire);
+    $('inc-silence').addEventListener('click', () => { if (S.incSilence) openSilence(S.incSilence); });
+    $('cell-silence').addEventListener('click', () => {
+      if (S.route) openSilence({ matchers: [{ name: 'cell', value: S.route, isRegex: false, isEqual: true }], what: 'cell ' + S.route });
+    });
+    for (const d of DAYS) {
+      const l = el('label', 'chk');
+      const c = el('input');
+      c.type = 'checkbox';
+      c.id = 'sf-d-' + d;
+      l.append(c, ' ' + d);
+      $('sf-days').append(l);
+    }
+    $('sf-for').addEventListener('change', () => { $('sf-until-l').hidden = $('sf-for').value !== 'custom'; });
+    $('sf-weekly').addEventListener('change', () => { $('sf-week').hidden = !$('sf-weekly').checked; });
+    $('sil-form').addEventListener('submit', onSilenceSubmit);
+    $('sf-cancel').addEventListener('click', () => $('sil-dlg').close());
+    $('token-cancel').addEventListener('click', () => $('token-dlg').close('cancel'));
   }
 
   /* ---- the cell view ---- */
@@ -822,7 +1077,9 @@
       tdA.append(attribution(a));
       tr.append(el('td', 'sev ' + a.severity, a.severity), el('td', null, ep.end == null ? 'firing' : 'resolved'),
         el('td', null, a.kind), el('td', null, reasonOf(a)), el('td', null, fmtTime(ep.start)),
-        el('td', null, ep.end == null ? '' : fmtTime(ep.end)), el('td', 'num', a.score == null ? '' : fmt(a.score)), tdA);
+        el('td', null, ep.end == null ? '' : fmtTime(ep.end)), el('td', 'num', a.score == null ? '' : fmt(a.score)), tdA,
+        verdictTd(ep));
+      tr.dataset.id = ep.id;
       tb.append(tr);
     }
     $('cell-alerts-empty').hidden = eps.length > 0;
@@ -1151,6 +1408,7 @@
         renderAttention();
       }, 150);
     });
+    initActions();
     Promise.all([poll(), showRoute()]).then(schedule);
   }
 

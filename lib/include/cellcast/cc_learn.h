@@ -9,8 +9,10 @@
  * max_cells cells (the first that arrive; records of other cells are counted and dropped)
  * and the newest max_points records per cell. KPIs are named as they arrive (at most
  * CC_MAX_FEATURES; further names are counted and dropped). Memory per sampled cell:
- * max_points × (8 + 4·CC_MAX_FEATURES) bytes at most, allocated as the cell's records grow
- * (8 + 4·F bytes per record: 4 KiB per day of 15-minute steps with 8 KPIs).
+ * 8 + 4·CC_MAX_FEATURES = 136 bytes per record whatever the KPI count, allocated as the
+ * cell's records grow (doubling from 64 records: up to twice the records held), at most
+ * max_points records (13 KiB held per day of 15-minute steps). A cell is found by a hash
+ * index of the sampled cells' ids.
  *
  * The step is detected as the median over the sampled cells of each cell's median positive
  * difference between its sorted record times (whole minutes from 60 s, as cc_data does).

@@ -38,10 +38,17 @@ const ctx = await chromium.launchPersistentContext(profile, {
     '--disable-background-networking', '--disable-component-update', '--disable-sync'],
 });
 const consoleErrors = [];
+// the refusals the action checks provoke on purpose (a 401 before the token is given, a 422 of
+// a silence without an end, the 409 of a configuration silence's expiry): counted apart, and
+// checked to be exactly those
+const ACTIONS = /\/v1\/(alerts\/[^/]+\/feedback|silences)\b/;
+const actionRefusals = [];
 function watch(page) {
   page.on('console', (m) => {
     if (m.type() !== 'error') return;
     const url = m.location()?.url || '';
+    const refused = ACTIONS.test(url) && m.text().match(/status of (40[139]|422)/);
+    if (refused) return actionRefusals.push(refused[1]);
     if (OPTIONAL.test(url) && /404/.test(m.text())) return;
     // a cell without a whole patch of steps yet has no forecast: 503 no-forecast-yet is the
     // API's answer (the page shows the cell without one), not an error of the page
@@ -240,7 +247,7 @@ async function incidentChecks(site) {
   const silRows = await page.$$eval('#sil-table tbody tr', (trs) => trs.map((t) => ({ id: t.dataset.id,
     td: [...t.cells].map((c) => c.textContent) })));
   const silRow = sil && silRows.find((r) => r.id === sil.id);
-  check(!!silRow && silRow.td[0] === 'active' && silRow.td[1] === 'site="S2"' && silRow.td[4] === 'noc',
+  check(!!silRow && silRow.td[0] === 'active' && silRow.td[1] === 'site="S2"' && silRow.td[8] === 'noc' && silRow.td[7] === 'api',
     `the active silence is listed (${silRow ? silRow.td.join(' | ') : silRows.length + ' rows'})`);
   await page.screenshot({ path: path.join(artDir, 'dashboard-incidents.png') });
 
@@ -319,7 +326,129 @@ async function incidentChecks(site) {
   const onlyRegion = await visibleIds(page);
   check(south.length === 6 && JSON.stringify(onlyRegion.sort()) === JSON.stringify(south),
     `the region filter shows what /v1/cells?region=South lists (${onlyRegion})`);
+  await actionChecks(page, inc, site);
   await page.close();
+}
+
+// The NOC's actions with the admin token (DASHBOARD_ADMIN_TOKEN, the daemon's admin.token): a
+// false-alarm verdict on one of the incident's alerts (the token asked once, on the daemon's
+// 401), a silence of the incident's site (maintenance, weekly windows; a 422 first) listed by
+// the API and the page, then expired; a configuration silence's expiry refused with the
+// daemon's reason.
+async function actionChecks(page, inc, site) {
+  const token = process.env.DASHBOARD_ADMIN_TOKEN;
+  if (!token) return fail('DASHBOARD_ADMIN_TOKEN is not set: the actions are not tested');
+  const openIncident = async () => {
+    await page.evaluate((h) => { location.hash = h; }, '#/incidents/' + encodeURIComponent(inc.id));
+    await page.waitForFunction((id) => !document.getElementById('incident').hidden && window.cellcast.incView &&
+      window.cellcast.incView.id === id && document.querySelector('#inc-alerts tbody tr'), inc.id, { timeout: 15000 });
+  };
+  await openIncident();
+  // 1. a verdict, by keyboard: focus the button, Enter; the token dialog; Enter
+  const [alertId, alertCell] = await page.$eval('#inc-alerts tbody tr', (t) => [t.dataset.id, t.querySelector('a.cell-link').textContent]);
+  const fa = page.locator(`#inc-alerts tr[data-id="${alertId}"] button[data-verdict="false_alarm"]`);
+  check((await fa.count()) === 1 && (await page.locator(`#inc-alerts tr[data-id="${alertId}"] button[data-verdict="confirmed"]`).count()) === 1,
+    `the alert ${alertId} has "False alarm" and "Confirmed" buttons`);
+  await fa.focus();
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#token-dlg[open]', { timeout: 5000 });
+  check(await page.$eval('#token-input', (i) => i.type === 'password' && !!i.closest('label')),
+    'the daemon\'s 401 opens the token dialog (a labelled password field)');
+  await page.fill('#token-input', token);
+  await page.keyboard.press('Enter');
+  const fbText = (id) => page.$eval(`#inc-alerts tr[data-id="${id}"] .fb`, (e) => e.textContent).catch(() => '');
+  await page.waitForFunction((id) => document.querySelector(`#inc-alerts tr[data-id="${id}"] .fb`)?.textContent === 'false alarm',
+    alertId, { timeout: 10000 }).catch(() => {});
+  check((await fbText(alertId)) === 'false alarm', `the row shows the verdict (${await fbText(alertId)}; ${await page.textContent('#action-msg')})`);
+  const rows = (await api(`/v1/alerts?cell=${encodeURIComponent(alertCell)}&limit=1000`)).alerts.filter((a) => a.id === alertId);
+  check(rows.length > 0 && rows.every((a) => a.feedback && a.feedback.verdict === 'false_alarm'),
+    `GET /v1/alerts shows the false-alarm verdict on ${alertId} (${JSON.stringify(rows.map((a) => a.feedback))})`);
+  const kept = await page.evaluate(() => ({ session: Object.values(sessionStorage), local: localStorage.length, url: location.href }));
+  check(kept.session.includes(token) && kept.local === 0 && !kept.url.includes(token),
+    `the token is kept in sessionStorage, not in localStorage or the URL (${kept.session.length} session keys, ${kept.local} local)`);
+  await page.reload({ waitUntil: 'load' }); // the verdict as the daemon lists it
+  await page.waitForFunction((id) => window.cellcast && window.cellcast.incView && window.cellcast.incView.id === id, inc.id, { timeout: 15000 });
+  check((await fbText(alertId)) === 'false alarm', 'after a reload the row shows the verdict from GET /v1/cells/{id}/alerts');
+  await page.evaluate(() => { location.hash = '#/alerts'; }); // and the firing list's (GET /v1/alerts/firing)
+  await page.waitForSelector(`#firing-table tr[data-id="${alertId}"]`, { timeout: 10000 }).catch(() => {});
+  const firingFb = await page.$eval(`#firing-table tr[data-id="${alertId}"] .fb`, (e) => e.textContent).catch(() => '');
+  check(firingFb === 'false alarm' && (await page.locator(`#firing-table tr[data-id="${alertId}"] button[data-verdict]`).count()) === 2,
+    `the "Alerts firing now" row shows the verdict from GET /v1/alerts/firing, with the buttons (${firingFb})`);
+  await openIncident();
+
+  // 2. a silence of the site from the incident: a 422 first (no end and no weekly window)
+  await page.click('#inc-silence');
+  await page.waitForSelector('#sil-dlg[open]', { timeout: 5000 });
+  check((await page.inputValue('#sf-matchers')) === `site="${site}"`, `the form is prefilled with site="${site}"`);
+  await page.fill('#sf-comment', 'dashboard test: planned work');
+  await page.fill('#sf-by', 'noc-test');
+  await page.check('#sf-maint');
+  await page.selectOption('#sf-for', 'none');
+  await page.click('#sf-ok');
+  await page.waitForSelector('#sf-err:not([hidden])', { timeout: 5000 }).catch(() => {});
+  const err422 = await page.textContent('#sf-err');
+  check(/422/.test(err422) && /endsAt/.test(err422), `a silence without an end is refused, the field named (${err422})`);
+  // weekly windows two and three days ahead: pending whatever day the test runs
+  const names = ['sun', 'mon', 'tue', 'wed', 'thu', 'fri', 'sat'], d0 = new Date().getUTCDay();
+  const days = [names[(d0 + 2) % 7], names[(d0 + 3) % 7]];
+  await page.check('#sf-weekly');
+  for (const d of days) await page.check('#sf-d-' + d);
+  await page.fill('#sf-start', '02:00');
+  await page.fill('#sf-end', '04:00');
+  await page.click('#sf-ok');
+  await page.waitForSelector('#sil-dlg:not([open])', { timeout: 10000 }).catch(() => {});
+  check(!(await page.$('#token-dlg[open]')), 'the token is not asked again');
+  const sil = (await api('/v1/silences')).silences.find((x) => x.comment === 'dashboard test: planned work');
+  const order = (ds) => [...ds].sort((a, b) => names.indexOf(a) - names.indexOf(b)).join(',');
+  check(!!sil && sil.source === 'api' && sil.maintenance === true && sil.createdBy === 'noc-test' &&
+    JSON.stringify(sil.matchers) === JSON.stringify([{ name: 'site', value: site, isRegex: false, isEqual: true }]) &&
+    sil.recurrence && order(sil.recurrence.weekly.flatMap((w) => w.days)) === order(days) &&
+    sil.recurrence.weekly.every((w) => w.start === '02:00' && w.end === '04:00') && sil.status.state === 'pending',
+  `the API lists the site silence with maintenance and its weekly windows (${JSON.stringify(sil)})`);
+  // 3. the silences list: its windows, next window, maintenance, source
+  await page.evaluate(() => { location.hash = '#/'; });
+  const silRow = async (id) => page.$$eval(`#sil-table tbody tr[data-id="${id}"]`, (trs) => trs.map((t) => [...t.cells].map((c) => c.textContent))[0]);
+  if (sil) {
+    await page.waitForSelector(`#sil-table tr[data-id="${sil.id}"]`, { timeout: 10000 }).catch(() => {});
+    const r = await silRow(sil.id);
+    check(!!r && r[0] === 'pending' && r[4] === `${order(days).replace(',', ', ')} 02:00–04:00` && /\d{4}-\d\d-\d\d 02:00/.test(r[5]) &&
+      r[6] === 'yes' && r[7] === 'api', `the page lists it: windows, next window, maintenance, source (${r && r.join(' | ')})`);
+    await page.screenshot({ path: path.join(artDir, 'dashboard-silences.png') });
+    // 4. expire it, with a wrong token in the tab: the daemon's 403 asks for it again
+    await page.evaluate(() => { for (const k of Object.keys(sessionStorage)) sessionStorage.setItem(k, 'not-the-token'); });
+    await page.click(`#sil-table tr[data-id="${sil.id}"] button[data-expire]`);
+    await page.waitForSelector('#token-dlg[open]', { timeout: 5000 }).catch(() => {});
+    const why = await page.textContent('#token-why');
+    check(/wrong admin token/.test(why), `a wrong token (403) asks for it again (${why})`);
+    await page.fill('#token-input', token);
+    await page.click('#token-dlg button[value="ok"]');
+    await page.waitForFunction((id) => !document.querySelector(`#sil-table tr[data-id="${id}"]`), sil.id, { timeout: 10000 }).catch(() => {});
+    const after = (await api('/v1/silences')).silences.find((x) => x.id === sil.id);
+    check(after && after.status.state === 'expired' && !(await silRow(sil.id)), `Expire expires it (${after && after.status.state})`);
+  }
+  // 5. the configuration's silence: the daemon refuses (409), the page says why
+  const cfg = (await api('/v1/silences')).silences.find((x) => x.source === 'config');
+  if (!cfg) return fail('the daemon lists no configuration silence (silences.file)');
+  const cfgRow = await silRow(cfg.id);
+  check(cfgRow?.[7] === 'config' && cfgRow?.[2] === 'always', `the configuration's silence is listed as such (${cfgRow && cfgRow.join(' | ')})`);
+  await page.click(`#sil-table tr[data-id="${cfg.id}"] button[data-expire]`);
+  await page.waitForFunction(() => /409/.test(document.getElementById('action-msg').textContent), null, { timeout: 10000 }).catch(() => {});
+  const msg = await page.textContent('#action-msg');
+  const still = (await api('/v1/silences')).silences.find((x) => x.id === cfg.id);
+  check(/409/.test(msg) && /configuration/.test(msg) && still.status.state === 'active',
+    `its Expire shows the refusal and it stays active (${msg})`);
+  // 6. the cell view's "Silence…": prefilled with the cell; Escape closes it
+  await page.evaluate((h) => { location.hash = h; }, '#/cells/' + encodeURIComponent(alertCell));
+  await page.waitForFunction((c) => window.cellcast.cell && window.cellcast.cell.id === c, alertCell, { timeout: 15000 });
+  await page.click('#cell-silence');
+  await page.waitForSelector('#sil-dlg[open]', { timeout: 5000 });
+  check((await page.inputValue('#sf-matchers')) === `cell="${alertCell}"`, `the cell view's form is prefilled with cell="${alertCell}"`);
+  await page.keyboard.press('Escape');
+  check(!(await page.$('#sil-dlg[open]')), 'Escape closes the form');
+  const cellVerdict = await page.$eval(`#cell-alerts tr[data-id="${alertId}"] .fb`, (e) => e.textContent).catch(() => '');
+  check(cellVerdict === 'false alarm', `the cell view's alert row shows the verdict too (${cellVerdict})`);
+  check(JSON.stringify(actionRefusals.sort()) === JSON.stringify(['401', '403', '409', '422']),
+    `the only refusals are the four provoked: the 401 before the token, the 422, the 403 of a wrong token, the 409 (${actionRefusals})`);
 }
 
 // A refresh that finds the cell as it was (no new step, same alerts firing) asks for none of
