@@ -181,10 +181,14 @@ const char *ccd_inc_scope_name(int scope); ///< "cell", "site", "region"
 /* ---- hosted in cellcastd ---------------------------------------------------------- */
 
 typedef struct Ccd Ccd;
+typedef struct CcdConfig CcdConfig;
 typedef struct CcAlertEvent CcAlertEvent;
 typedef struct CcdReq CcdReq;
 struct evbuffer;
 
+/** The settings the configuration's incidents.* keys give (what cellcastd runs with; the
+ *  benchmarks take the defaults' from here, ccd_config_init). */
+void ccd_incident_settings_of_config(const CcdConfig *cfg, CcdIncidentSettings *s);
 /** Opens d->incidents from the configuration. 0 or -ENOMEM. */
 int ccd_incidents_start(Ccd *d);
 void ccd_incidents_stop(Ccd *d);

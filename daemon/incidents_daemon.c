@@ -21,16 +21,21 @@
 #include "silences.h"
 #include "topology.h"
 
-static void settings_of(const Ccd *d, CcdIncidentSettings *s)
+void ccd_incident_settings_of_config(const CcdConfig *cfg, CcdIncidentSettings *s)
 {
     ccd_incident_default_settings(s);
-    s->group_by = d->cfg.incidents_group_by;
-    s->keep = d->cfg.incidents_keep;
-    s->evidence_cells = d->cfg.incidents_evidence_cells;
-    s->evidence_share = d->cfg.incidents_evidence_share;
-    s->evidence_frac = d->cfg.incidents_evidence_frac;
-    s->cell_persist_steps = d->cfg.incidents_cell_persist_steps;
-    s->cell_persist_frac = d->cfg.incidents_cell_persist_frac;
+    s->group_by = cfg->incidents_group_by;
+    s->keep = cfg->incidents_keep;
+    s->evidence_cells = cfg->incidents_evidence_cells;
+    s->evidence_share = cfg->incidents_evidence_share;
+    s->evidence_frac = cfg->incidents_evidence_frac;
+    s->cell_persist_steps = cfg->incidents_cell_persist_steps;
+    s->cell_persist_frac = cfg->incidents_cell_persist_frac;
+}
+
+static void settings_of(const Ccd *d, CcdIncidentSettings *s)
+{
+    ccd_incident_settings_of_config(&d->cfg, s);
 }
 
 int ccd_incidents_start(Ccd *d)

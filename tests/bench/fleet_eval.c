@@ -16,12 +16,19 @@
  *   - the missing-data check: cc_anomaly_tick at 1 s past the end of every step (the
  *     daemon's cron on the wall clock of a live feed, whose step p arrives at (p+1)·S); an
  *     imputed row is observed when the row after its gap arrives, as cellcastd steps it;
- *   - incidents: daemon/incidents.c itself (CcdIncAlert built as incidents_daemon.c builds
- *     it: the site and region of the topology, the KPI of a per-KPI alert or the first
- *     attributed one), one flush per step: every transition of step p (its observation, and
- *     the tick after it) is added, then the changed incidents are emitted.
+ *   - incidents: daemon/incidents.c itself with cellcastd's settings at its configuration's
+ *     defaults (fleet_common.h: every incidents.* key, those added later too), CcdIncAlert
+ *     built as incidents_daemon.c builds it (the site and region of the topology, the KPI of
+ *     a per-KPI alert or the first attributed one); the evidence rule fed as cellcastd feeds
+ *     it (fleet_common.h): each observed (not imputed) step's evidence past
+ *     incidents.evidence_frac, and at the ticks the silence's share of the missing-data bar
+ *     (the cron ticks every second: reported at the first tick of a step it is past the
+ *     share, 1 s past the step's end or the step's last second); one flush per step in
+ *     cellcastd's order (PH_*): the evidence of step p's observations, the evidence expiry,
+ *     their alerts, an emit; the tick's evidence and alerts, the later evidence, an emit.
  *
- * Scoring (a transition's step is its flush: the step whose data it followed):
+ * Scoring (a transition's step is its flush: the step whose data it followed; an evidence
+ * member of an incident counts as an alert of its cell, except in alerts per incident):
  *   - warm-up: events that start in the first --warmup-days are not scored, nor incidents
  *     that open then (the model's window, the detector's warm-up and novelty ranges);
  *   - a site event (power_outage, transport_loss, neighbour_shift at the next site) is
@@ -34,7 +41,11 @@
  *   - an incident is false when none of its member alerts fires inside [start, end + post)
  *     of an event of its cell (any kind: a burst or a collector gap explains an incident
  *     too; counted apart); false incidents per 1,000 cells per day over the scored days;
- *   - alerts → incidents: firing alerts that joined incidents / incidents (scored part).
+ *   - cell_event_recall_alerts: a cell event found by an alert of its cell, whether or not
+ *     it reached an incident (what the paging rule holds back is the difference);
+ *   - alerts → incidents: firing alerts that joined incidents / incidents (scored part);
+ *   - the false incidents broken down: cells, scope, first member (kind or DQ reason, KPI,
+ *     critical, an evidence member), duration in steps (opening flush to resolving flush).
  *
  * Usage: fleet_eval --model M [--cells N] [--days D] [--seed X] [--threads T]
  *          [--site-outage-rate X] [--neighbour-shift X] [--cell-event-rate X]
@@ -57,6 +68,7 @@
 #include "cc_engine.h"
 #include "cc_model.h"
 #include "cc_synth.h"
+#include "fleet_common.h"
 #include "incidents.h"
 
 enum { K_POWER, K_TRANSPORT, K_SHIFT, K_CELL_OUTAGE, K_SPIKE, K_DEGRADATION, K_BURST, K_GAP, NK };
@@ -71,9 +83,17 @@ typedef struct Event {
     int64_t a, b; /* steps, b exclusive */
 } Event;
 
+/* What happens in the flush of step p, in cellcastd's order (alerts.c ccd_alerts_flush and
+ * ccd_alerts_tick): the evidence of the observations of step p, the evidence expiry, the
+ * observations' alerts, an emit; then the tick 1 s past the step's end — the missing-data
+ * evidence that is past the bar at that tick, the tick's alerts —, the missing-data evidence
+ * that gets past it later in that step (the cron ticks every second), an emit. */
+enum { PH_OBS_EVIDENCE, PH_OBS_ALERTS, PH_TICK_EVIDENCE, PH_TICK_ALERTS, PH_LATE_EVIDENCE };
+
 /* One alert transition, as the grouping gets it. */
 typedef struct Trans {
     int64_t flush; /* the step it followed */
+    uint8_t phase; /* PH_OBS_ALERTS or PH_TICK_ALERTS */
     int cell;
     uint32_t seq; /* order within the cell */
     char *id;
@@ -87,6 +107,19 @@ typedef struct TransVec {
     size_t n, cap;
 } TransVec;
 
+/* One evidence report of a cell (fleet_common.h), in the flush it is handed over in. */
+typedef struct EvidRec {
+    int64_t flush;
+    uint8_t phase; /* PH_*_EVIDENCE */
+    int cell;
+    FleetEvidence e;
+} EvidRec;
+
+typedef struct EvidVec {
+    EvidRec *v;
+    size_t n, cap;
+} EvidVec;
+
 typedef struct Args {
     const char *model, *events_out, *incidents_out;
     CcSynthSettings ss;
@@ -99,6 +132,7 @@ typedef struct Shared {
     const CcModel *m;
     const CcSynth *g;
     const CcAnomalySettings *as;
+    const CcdIncidentSettings *is;
     int64_t n_steps;
     int next_cell, done_cells;
     pthread_mutex_t lock;
@@ -109,6 +143,7 @@ typedef struct Shared {
 typedef struct Worker {
     Shared *sh;
     TransVec tv;
+    EvidVec evv;
     int64_t held, restarts;
 } Worker;
 
@@ -126,6 +161,20 @@ static int push(TransVec *v, const Trans *t)
     return 0;
 }
 
+static int push_evid(EvidVec *v, const EvidRec *e)
+{
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? 2 * v->cap : 1024;
+        EvidRec *p = realloc(v->v, cap * sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        v->v = p;
+        v->cap = cap;
+    }
+    v->v[v->n++] = *e;
+    return 0;
+}
+
 /* ------------------------------------------------------------------ per cell */
 
 typedef struct SinkCtx {
@@ -133,6 +182,7 @@ typedef struct SinkCtx {
     int cell;
     uint32_t seq;
     int64_t flush;
+    uint8_t phase;
     int oom;
 } SinkCtx;
 
@@ -143,6 +193,7 @@ static void sink_emit(void *cookie, const CcAlertEvent *ev)
               : ev->kind == CC_ALERT_ANOMALY && ev->n_attr ? ev->attr[0].kpi
                                                            : -1;
     Trans t = {s->flush,
+               s->phase,
                s->cell,
                s->seq++,
                strdup(ev->id),
@@ -245,8 +296,22 @@ static void set_expect(const CcAnomaly *an, CcAnomalyCell *ac, const CcAnomalySe
     }
 }
 
-/* The detector over the cell's rows in the daemon's order, ticks included. */
-static int replay_cell(const CcAnomalySettings *s, CctAeCell *c, int F, int cell, TransVec *tv)
+/* The evidence reports of one call of fleet_common's, kept for the grouping. */
+static int keep_evidence(EvidVec *evv, int64_t flush, uint8_t phase, int cell,
+                         const FleetEvidence *e, int n)
+{
+    for (int k = 0; k < n; k++) {
+        EvidRec r = {flush, phase, cell, e[k]};
+        if (push_evid(evv, &r))
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+/* The detector over the cell's rows in the daemon's order, ticks included, and the cell's
+ * evidence reports as cellcastd makes them (fleet_common.h). */
+static int replay_cell(const CcAnomalySettings *s, const CcdIncidentSettings *is, CctAeCell *c,
+                       int F, int cell, TransVec *tv, EvidVec *evv)
 {
     CcAnomaly *an = NULL;
     CcAnomalyCell *ac = NULL;
@@ -259,14 +324,18 @@ static int replay_cell(const CcAnomalySettings *s, CctAeCell *c, int F, int cell
         cc_anomaly_close(&an);
         return rc;
     }
-    SinkCtx sc = {tv, cell, 0, 0, 0};
+    SinkCtx sc = {tv, cell, 0, 0, PH_OBS_ALERTS, 0};
     CcAlertSink sink = {&sc, sink_emit};
     const int64_t S = s->step_seconds;
-    int pending = -1; /* first row of an imputed run not stepped yet */
+    int pending = -1;    /* first row of an imputed run not stepped yet */
+    int64_t newest = -1; /* the step of the cell's newest record */
+    FleetEvidence fe[1 + CC_MAX_FEATURES];
+    int oom = 0;
     const char *trace_rows = getenv("FLEET_TRACE_ROWS"); /* a cell id: its scores */
     for (int i = 0; i < c->ser.T; i++) {
         int64_t p = c->p0 + i;
         sc.flush = p;
+        sc.phase = PH_OBS_ALERTS;
         if (c->row[i] == CCT_AE_ROW_SKIPPED) {
             pending = -1;
         } else if (!memchr(c->ser.mask + (size_t)i * F, 1, (size_t)F)) {
@@ -288,12 +357,26 @@ static int replay_cell(const CcAnomalySettings *s, CctAeCell *c, int F, int cell
                 }
             }
             pending = -1;
+            newest = p; /* the observed row's evidence (the imputed ones before it give none) */
+            int n = fleet_step_evidence(an, ac, F, S, is->evidence_frac, fe);
+            oom |= keep_evidence(evv, p, PH_OBS_EVIDENCE, cell, fe, n);
         }
-        cc_anomaly_tick(an, ac, (p + 1) * S + 1, &sink);
+        /* the tick 1 s past the step's end, then the cron's ticks up to the next step's data */
+        const int64_t tick = (p + 1) * S + 1, last_tick = (p + 2) * S - 1;
+        sc.phase = PH_TICK_ALERTS;
+        cc_anomaly_tick(an, ac, tick, &sink);
+        /* alerts.c's tick_cell: the evidence after the tick, handed over at once (before the
+         * tick's alerts, which wait for the flush) */
+        int n = fleet_missing_evidence(an, ac, newest, tick, S, is->evidence_frac, fe);
+        oom |= keep_evidence(evv, p, PH_TICK_EVIDENCE, cell, fe, n);
+        if (!n) {
+            n = fleet_missing_evidence(an, ac, newest, last_tick, S, is->evidence_frac, fe);
+            oom |= keep_evidence(evv, p, PH_LATE_EVIDENCE, cell, fe, n);
+        }
     }
     cc_anomaly_cell_close(&ac);
     cc_anomaly_close(&an);
-    return sc.oom ? -ENOMEM : 0;
+    return sc.oom || oom ? -ENOMEM : 0;
 }
 
 static void *worker_main(void *arg)
@@ -332,7 +415,7 @@ static void *worker_main(void *arg)
         if (!rc)
             rc = cct_ae_prepare(&c, &prep, m, e, &rng, 0);
         if (!rc)
-            rc = replay_cell(sh->as, &c, F, cell, &w->tv);
+            rc = replay_cell(sh->as, sh->is, &c, F, cell, &w->tv, &w->evv);
         w->held += c.held;
         w->restarts += c.restarts;
         free_cell(&c);
@@ -354,7 +437,8 @@ static void *worker_main(void *arg)
 typedef struct Member {
     int cell;
     int64_t flush;
-    uint8_t kind, reason;
+    uint8_t kind, reason, critical;
+    uint8_t evidence; /* an evidence member (the evidence rule), not an alert */
     int8_t kpi;
 } Member;
 
@@ -366,6 +450,7 @@ typedef struct IncRec {
     Member *m;
     size_t n_m, cap_m;
     int n_cells_max;
+    int scope; /* the widest CcdIncident scope it reached */
 } IncRec;
 
 typedef struct Run {
@@ -373,9 +458,13 @@ typedef struct Run {
     const CcSynth *g;
     Trans *tr;
     size_t n_tr;
-    int64_t flush;
-    CcdStrHash flush_ix; /* firing alert id of this flush -> index + 1 in tr */
+    EvidRec *evid;
+    size_t n_evid;
+    const char *const *kpi_names;
+    int64_t p0, p_end, flush;
+    CcdStrHash alert_ix; /* firing alert id -> index + 1 in tr */
     CcdStrHash by_id;    /* incident id -> IncRec index + 1 */
+    CcdIncidentStats st; /* the grouping's at the end */
     IncRec *inc;
     size_t n_inc, cap_inc;
     int oom;
@@ -413,8 +502,9 @@ static void on_emit(void *cookie, const CcdIncident *inc)
     IncRec *rec = &r->inc[ix - 1];
     for (; rec->seen < inc->n_m; rec->seen++) {
         const CcdIncMember *mm = &inc->m[rec->seen];
-        uintptr_t t = (uintptr_t)ccd_strhash_get(&r->flush_ix, mm->alert_id);
+        uintptr_t t = (uintptr_t)ccd_strhash_get(&r->alert_ix, mm->alert_id);
         const Trans *tr = t ? &r->tr[t - 1] : NULL;
+        const int evidence = strstr(mm->alert_id, ":evidence:") != NULL;
         if (rec->n_m == rec->cap_m) {
             size_t cap = rec->cap_m ? 2 * rec->cap_m : 8;
             Member *p = realloc(rec->m, cap * sizeof *p);
@@ -425,11 +515,33 @@ static void on_emit(void *cookie, const CcdIncident *inc)
             rec->m = p;
             rec->cap_m = cap;
         }
-        rec->m[rec->n_m++] = (Member){cell_of(mm->cell), r->flush, tr ? tr->kind : 0,
-                                      tr ? tr->reason : 0, tr ? tr->kpi : -1};
+        if (!tr && !evidence) { /* every member is an alert of tr or the evidence's */
+            r->oom = 1;
+            return;
+        }
+        int kpi = -1;
+        for (int f = 0; evidence && mm->kpi && r->kpi_names[f]; f++)
+            if (!strcmp(r->kpi_names[f], mm->kpi))
+                kpi = f;
+        rec->m[rec->n_m++] = (Member){
+            .cell = cell_of(mm->cell),
+            .flush = r->flush,
+            .kind = tr ? tr->kind : CC_ALERT_ANOMALY,
+            .reason = tr ? tr->reason : 0,
+            .critical = tr ? tr->critical : 0,
+            .evidence = (uint8_t)evidence,
+            .kpi = (int8_t)(tr ? tr->kpi : kpi),
+        };
+        if (evidence && strcmp(mm->reason, "anomaly")) { /* all_zero, missing */
+            rec->m[rec->n_m - 1].kind = CC_ALERT_DATA_QUALITY;
+            rec->m[rec->n_m - 1].reason =
+                (uint8_t)(strcmp(mm->reason, "missing") ? CC_DQ_ALL_ZERO : CC_DQ_MISSING);
+        }
     }
     if ((int)inc->n_cells > rec->n_cells_max)
         rec->n_cells_max = (int)inc->n_cells;
+    if (inc->scope > rec->scope)
+        rec->scope = inc->scope;
     if (!inc->firing)
         rec->resolve = r->flush;
 }
@@ -439,61 +551,110 @@ static int cmp_trans(const void *x, const void *y)
     const Trans *a = x, *b = y;
     if (a->flush != b->flush)
         return a->flush < b->flush ? -1 : 1;
+    if (a->phase != b->phase)
+        return a->phase - b->phase;
     if (a->cell != b->cell)
         return a->cell - b->cell;
     return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
-/* Every transition through daemon/incidents.c, one flush per step. */
-static int group_incidents(Run *r, double *ns_per_trans)
+static int cmp_evid(const void *x, const void *y)
+{
+    const EvidRec *a = x, *b = y;
+    if (a->flush != b->flush)
+        return a->flush < b->flush ? -1 : 1;
+    if (a->phase != b->phase)
+        return a->phase - b->phase;
+    if (a->cell != b->cell)
+        return a->cell - b->cell;
+    return a->e.kpi - b->e.kpi;
+}
+
+/* The labels of a cell as the topology of `cellcast synth --sites` gives them. */
+typedef struct Labels {
+    char cell[32], site[32], region[32];
+    int group_cells;
+} Labels;
+
+static void labels_of(const Run *r, int cell, Labels *l)
+{
+    cc_synth_cell_id(cell, l->cell, sizeof l->cell);
+    int s = cc_synth_cell_site(r->g, cell);
+    snprintf(l->site, sizeof l->site, "site%04d", s);
+    snprintf(l->region, sizeof l->region, "region%03d", s / r->a->ss.sites_per_region);
+    l->group_cells = 0;
+    for (int c = cell; c >= 0 && cc_synth_cell_site(r->g, c) == s; c--)
+        l->group_cells++;
+    for (int c = cell + 1; c < cc_synth_n_cells(r->g) && cc_synth_cell_site(r->g, c) == s; c++)
+        l->group_cells++;
+}
+
+/* The alert transitions tr[*i..] of (flush, phase) into the grouping. */
+static void add_alerts(Run *r, CcdIncidents *inc, size_t *i, uint8_t phase)
+{
+    for (; *i < r->n_tr && r->tr[*i].flush == r->flush && r->tr[*i].phase == phase; ++*i) {
+        const Trans *t = &r->tr[*i];
+        Labels l;
+        labels_of(r, t->cell, &l);
+        CcdIncAlert a = {
+            .id = t->id,
+            .cell = l.cell,
+            .site = l.site,
+            .region = l.region,
+            .reason = t->kind == CC_ALERT_ANOMALY ? "anomaly" : cc_dq_reason_name(t->reason),
+            .kpi = t->kpi >= 0 ? r->kpi_names[t->kpi] : NULL,
+            .firing = t->firing,
+            .critical = t->critical,
+            .step = t->step,
+            .ts = t->ts,
+            .start_ts = t->start_ts,
+            .group_cells = l.group_cells,
+        };
+        if (t->firing && ccd_strhash_put(&r->alert_ix, t->id, (void *)(uintptr_t)(*i + 1)))
+            r->oom = 1;
+        if (ccd_incidents_add(inc, &a) == -ENOMEM)
+            r->oom = 1;
+    }
+}
+
+/* The evidence reports evid[*i..] of (flush, phase) into the grouping. */
+static void add_evidence(Run *r, CcdIncidents *inc, size_t *i, uint8_t phase)
+{
+    for (; *i < r->n_evid && r->evid[*i].flush == r->flush && r->evid[*i].phase == phase; ++*i) {
+        const EvidRec *e = &r->evid[*i];
+        Labels l;
+        labels_of(r, e->cell, &l);
+        if (fleet_incidents_evidence(inc, &e->e, l.cell, l.site, l.region, l.group_cells,
+                                     r->kpi_names) == -ENOMEM)
+            r->oom = 1;
+    }
+}
+
+/* Every transition and evidence report through daemon/incidents.c with the daemon's
+ * settings (is), one flush per step in cellcastd's order (the PH_* phases). */
+static int group_incidents(Run *r, const CcdIncidentSettings *is, double *ns_per_trans)
 {
     CcdIncidents *inc = NULL;
-    CcdIncidentSettings is;
-    ccd_incident_default_settings(&is);
-    if (ccd_incidents_open(&inc, &is))
+    if (ccd_incidents_open(&inc, is))
         return -ENOMEM;
-    char site[32], region[32];
     int64_t t0 = cc_now_ns();
-    for (size_t i = 0; i < r->n_tr && !r->oom;) {
-        size_t j = i;
-        r->flush = r->tr[i].flush;
-        for (; j < r->n_tr && r->tr[j].flush == r->flush; j++) {
-            const Trans *t = &r->tr[j];
-            char cell[32];
-            cc_synth_cell_id(t->cell, cell, sizeof cell);
-            int s = cc_synth_cell_site(r->g, t->cell);
-            snprintf(site, sizeof site, "site%04d", s);
-            snprintf(region, sizeof region, "region%03d", s / r->a->ss.sites_per_region);
-            int group_cells = 0;
-            for (int c = t->cell; c >= 0 && cc_synth_cell_site(r->g, c) == s; c--)
-                group_cells++;
-            for (int c = t->cell + 1;
-                 c < cc_synth_n_cells(r->g) && cc_synth_cell_site(r->g, c) == s; c++)
-                group_cells++;
-            CcdIncAlert a = {
-                .id = t->id,
-                .cell = cell,
-                .site = site,
-                .region = region,
-                .reason = t->kind == CC_ALERT_ANOMALY ? "anomaly" : cc_dq_reason_name(t->reason),
-                .kpi = t->kpi >= 0 ? cc_synth_feature_name(r->g, t->kpi) : NULL,
-                .firing = t->firing,
-                .critical = t->critical,
-                .step = t->step,
-                .ts = t->ts,
-                .start_ts = t->start_ts,
-                .group_cells = group_cells,
-            };
-            if (t->firing && ccd_strhash_put(&r->flush_ix, t->id, (void *)(uintptr_t)(j + 1)))
-                r->oom = 1;
-            if (ccd_incidents_add(inc, &a) == -ENOMEM)
-                r->oom = 1;
-        }
+    size_t i = 0, k = 0;
+    for (r->flush = r->p0; r->flush < r->p_end && !r->oom; r->flush++) {
+        add_evidence(r, inc, &k, PH_OBS_EVIDENCE);
+        ccd_incidents_evidence_expire(inc, r->flush); /* the data reached step flush */
+        add_alerts(r, inc, &i, PH_OBS_ALERTS);
         ccd_incidents_emit(inc, on_emit, r);
-        ccd_strhash_free(&r->flush_ix);
-        i = j;
+        add_evidence(r, inc, &k, PH_TICK_EVIDENCE);
+        add_alerts(r, inc, &i, PH_TICK_ALERTS);
+        add_evidence(r, inc, &k, PH_LATE_EVIDENCE);
+        ccd_incidents_emit(inc, on_emit, r);
+    }
+    if (!r->oom && (i < r->n_tr || k < r->n_evid)) {
+        fprintf(stderr, "fleet_eval: transitions or evidence outside the steps\n");
+        r->oom = 1;
     }
     *ns_per_trans = r->n_tr ? (double)(cc_now_ns() - t0) / (double)r->n_tr : 0;
+    ccd_incidents_stats(inc, &r->st);
     ccd_incidents_close(&inc);
     return r->oom ? -ENOMEM : 0;
 }
@@ -731,13 +892,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "fleet_eval: %s\n", err);
         return 1;
     }
+    /* the grouping's: cellcastd's at its configuration's defaults */
+    CcdIncidentSettings is;
+    if (fleet_incident_settings(&is)) {
+        fprintf(stderr, "fleet_eval: out of memory\n");
+        return 1;
+    }
 
     fprintf(stderr,
             "fleet_eval: %d cells (%d run) in %d sites, %lld steps of %llds, seed %llu, %d "
             "events, %d threads\n",
             a.ss.n_cells, a.max_cells, cc_synth_n_sites(g), (long long)n_steps, (long long)S,
             (unsigned long long)a.ss.seed, n_ev, a.threads);
-    Shared sh = {.a = &a, .m = m, .g = g, .as = &as, .n_steps = n_steps, .t0 = cc_now_ns()};
+    Shared sh = {
+        .a = &a, .m = m, .g = g, .as = &as, .is = &is, .n_steps = n_steps, .t0 = cc_now_ns()};
     pthread_mutex_init(&sh.lock, NULL);
     Worker *w = calloc((size_t)a.threads, sizeof *w);
     pthread_t *th = calloc((size_t)a.threads, sizeof *th);
@@ -745,11 +913,12 @@ int main(int argc, char **argv)
         w[i].sh = &sh;
         pthread_create(&th[i], NULL, worker_main, &w[i]);
     }
-    size_t n_tr = 0;
+    size_t n_tr = 0, n_evid = 0;
     int64_t held = 0, restarts = 0;
     for (int i = 0; i < a.threads; i++) {
         pthread_join(th[i], NULL);
         n_tr += w[i].tv.n;
+        n_evid += w[i].evv.n;
         held += w[i].held;
         restarts += w[i].restarts;
     }
@@ -759,19 +928,35 @@ int main(int argc, char **argv)
         return 1;
     }
     Trans *tr = malloc((n_tr + 1) * sizeof *tr);
-    if (!tr)
+    EvidRec *evid = malloc((n_evid + 1) * sizeof *evid);
+    if (!tr || !evid)
         return 1;
-    n_tr = 0;
+    n_tr = n_evid = 0;
     for (int i = 0; i < a.threads; i++) {
         memcpy(tr + n_tr, w[i].tv.v, w[i].tv.n * sizeof *tr);
         n_tr += w[i].tv.n;
         free(w[i].tv.v);
+        memcpy(evid + n_evid, w[i].evv.v, w[i].evv.n * sizeof *evid);
+        n_evid += w[i].evv.n;
+        free(w[i].evv.v);
     }
     qsort(tr, n_tr, sizeof *tr, cmp_trans);
+    qsort(evid, n_evid, sizeof *evid, cmp_evid);
 
-    Run r = {.a = &a, .g = g, .tr = tr, .n_tr = n_tr};
+    const char *kpi_names[CC_MAX_FEATURES + 1] = {0};
+    for (int f = 0; f < hp->n_features; f++)
+        kpi_names[f] = hp->features[f];
+    Run r = {.a = &a,
+             .g = g,
+             .tr = tr,
+             .n_tr = n_tr,
+             .evid = evid,
+             .n_evid = n_evid,
+             .kpi_names = kpi_names,
+             .p0 = p0,
+             .p_end = p_end};
     double ns_per_trans = 0;
-    if (group_incidents(&r, &ns_per_trans)) {
+    if (group_incidents(&r, &is, &ns_per_trans)) {
         fprintf(stderr, "fleet_eval: out of memory\n");
         return 1;
     }
@@ -801,6 +986,18 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < n_tr; i++)
         if (!tr[i].firing && tr[i].kind == CC_ALERT_ANOMALY)
             evlist_add(&resolved_at[tr[i].cell], (int)(tr[i].flush - p0));
+    /* the steps (from p0) at which each cell's alerts first fired (not a change of one
+     * firing already), paged or not */
+    EvList *fired_at = calloc((size_t)a.ss.n_cells, sizeof *fired_at);
+    CcdStrHash onset = {0};
+    for (size_t i = 0; i < n_tr; i++)
+        if (tr[i].firing && !ccd_strhash_get(&onset, tr[i].id)) {
+            if (ccd_strhash_put(&onset, tr[i].id, (void *)1))
+                return 1;
+            evlist_add(&fired_at[tr[i].cell], (int)(tr[i].flush - p0));
+        }
+    ccd_strhash_free(&onset);
+    int cell_alerted = 0; /* cell events an alert of the cell fired in, incident or not */
     int missed_n[NK][2] = {{0}}, missed_cool[NK][2] = {{0}};
 
     /* site and cell events */
@@ -852,6 +1049,13 @@ int main(int argc, char **argv)
             n_inc += hit;
             scope2 |= hit && cells_in >= 2;
         }
+        if (!site_scope && E->kind <= K_DEGRADATION) {
+            const EvList *l = &fired_at[E->cells[0]];
+            int fired = 0;
+            for (int q = 0; q < l->n && !fired; q++)
+                fired = l->v[q] >= E->a - p0 && l->v[q] < E->b + a.post - p0;
+            cell_alerted += fired;
+        }
         if (n_inc) {
             s->det++;
             s->delay_sum += (double)(first - E->a);
@@ -879,19 +1083,38 @@ int main(int argc, char **argv)
         }
     }
 
-    /* incidents: false, explained */
+    /* incidents: false, explained; the false ones broken down by scope, their first
+     * member (kind or reason, KPI, severity, an evidence member) and duration in steps */
     int scored_inc = 0, false_inc = 0, by_kind[NK] = {0};
-    long long member_alerts = 0, false_by_reason[8] = {0}, false_kpi[CC_MAX_FEATURES + 1] = {0};
-    int false_cells_hist[8] = {0};
+    /* false_by_first: [evidence member][anomaly, or 1 + the DQ reason] */
+    long long member_alerts = 0, evidence_members = 0, false_by_first[2][8] = {{0}},
+              false_kpi[CC_MAX_FEATURES + 1] = {0};
+    int false_cells_hist[8] = {0}, false_scope[3] = {0}, false_critical = 0, false_evidence = 0;
+    static const int dur_upper[] = {1, 2, 4, 8, 16, 32, 96, INT32_MAX}; /* steps, inclusive */
+    static const char *const dur_names[] = {"0-1",  "2",     "3-4",   "5-8",
+                                            "9-16", "17-32", "33-96", ">96"};
+    enum { N_DUR = 8 };
+    int false_dur[N_DUR + 1] = {0}; /* the last: open at the end */
     FILE *io = a.incidents_out ? fopen(a.incidents_out, "w") : NULL;
     if (io)
-        fputs("id,open_step,resolve_step,cells,alerts,explained_by\n", io);
+        fputs("id,open_step,resolve_step,cells,alerts,explained_by,scope,first,first_kpi,"
+              "first_critical,evidence_members\n",
+              io);
     for (size_t i = 0; i < r.n_inc; i++) {
         const IncRec *in = &r.inc[i];
         if (in->open < warm)
             continue;
         scored_inc++;
-        member_alerts += (long long)in->n_m;
+        int n_evidence = 0;
+        for (size_t q = 0; q < in->n_m; q++)
+            n_evidence += in->m[q].evidence;
+        member_alerts += (long long)in->n_m - n_evidence;
+        evidence_members += n_evidence;
+        const Member *m0 = &in->m[0];
+        char first[32];
+        snprintf(first, sizeof first, "%s%s", m0->evidence ? "evidence:" : "",
+                 m0->kind == CC_ALERT_ANOMALY ? "anomaly"
+                                              : cc_dq_reason_name((enum CcDqReason)m0->reason));
         int best = -1;
         for (size_t q = 0; q < in->n_m; q++) {
             int e = explain(&in->m[q], ev, by_cell, a.post);
@@ -902,16 +1125,27 @@ int main(int argc, char **argv)
             by_kind[ev[best].kind]++;
         } else {
             false_inc++;
-            const Member *m0 = &in->m[0];
-            false_by_reason[m0->kind == CC_ALERT_ANOMALY ? 0
-                                                         : 1 + (m0->reason < 7 ? m0->reason : 6)]++;
+            false_by_first[m0->evidence][m0->kind == CC_ALERT_ANOMALY
+                                             ? 0
+                                             : 1 + (m0->reason < 7 ? m0->reason : 6)]++;
             false_kpi[m0->kpi >= 0 && m0->kpi < CC_MAX_FEATURES ? m0->kpi : CC_MAX_FEATURES]++;
             false_cells_hist[in->n_cells_max < 7 ? in->n_cells_max : 7]++;
+            false_scope[in->scope >= 0 && in->scope < 3 ? in->scope : 0]++;
+            false_critical += m0->critical;
+            false_evidence += m0->evidence;
+            int d = N_DUR;
+            if (in->resolve >= 0)
+                for (d = 0; d < N_DUR - 1 && in->resolve - in->open > dur_upper[d]; d++)
+                    ;
+            false_dur[d]++;
         }
         if (io)
-            fprintf(io, "%s,%lld,%lld,%d,%zu,%s\n", in->id, (long long)(in->open - p0),
+            fprintf(io, "%s,%lld,%lld,%d,%zu,%s,%s,%s,%s,%d,%d\n", in->id,
+                    (long long)(in->open - p0),
                     in->resolve >= 0 ? (long long)(in->resolve - p0) : -1LL, in->n_cells_max,
-                    in->n_m, best >= 0 ? kind_names[ev[best].kind] : "none");
+                    in->n_m - (size_t)n_evidence, best >= 0 ? kind_names[ev[best].kind] : "none",
+                    ccd_inc_scope_name(in->scope), first, m0->kpi >= 0 ? hp->features[m0->kpi] : "",
+                    m0->critical, n_evidence);
     }
     if (io)
         fclose(io);
@@ -951,14 +1185,14 @@ int main(int argc, char **argv)
     printf("},\"site_outage_recall_within2\":%.4f,\"site_outage_recall\":%.4f,"
            "\"site_outage_split\":%.4f,\"site_all_recall_within2\":%.4f,"
            "\"cell_event_recall\":%.4f,\"cell_event_recall_within2\":%.4f,"
-           "\"cell_events_masked\":%d,",
+           "\"cell_event_recall_alerts\":%.4f,\"cell_events_masked\":%d,",
            site.n ? (double)site.det2 / site.n : 0, site.n ? (double)site.det / site.n : 0,
            site.n ? (double)site.split / site.n : 0,
            site.n + ks[K_SHIFT].n
                ? (double)(site.det2 + ks[K_SHIFT].det2) / (site.n + ks[K_SHIFT].n)
                : 0,
            cell.n ? (double)cell.det / cell.n : 0, cell.n ? (double)cell.det2 / cell.n : 0,
-           masked_cell_events);
+           cell.n ? (double)cell_alerted / cell.n : 0, masked_cell_events);
     printf("\"incidents\":%d,\"member_alerts\":%lld,\"alerts_per_incident\":%.3f,"
            "\"false_incidents\":%d,\"false_per_1000_cells_day\":%.3f,\"scored_days\":%.2f,"
            "\"explained_by\":{",
@@ -966,10 +1200,14 @@ int main(int argc, char **argv)
            false_inc, false_rate, scored_days);
     for (int k = 0; k < NK; k++)
         printf("%s\"%s\":%d", k ? "," : "", kind_names[k], by_kind[k]);
-    printf("},\"false_first_alert\":{\"anomaly\":%lld", false_by_reason[0]);
-    for (int k = 0; k < 7; k++)
-        if (false_by_reason[1 + k])
-            printf(",\"%s\":%lld", cc_dq_reason_name((enum CcDqReason)k), false_by_reason[1 + k]);
+    /* the first member: an alert's kind or DQ reason; "evidence:" an evidence member's class */
+    printf("},\"false_first_alert\":{\"anomaly\":%lld", false_by_first[0][0]);
+    for (int e = 0; e < 2; e++)
+        for (int k = e ? -1 : 0; k < 7; k++)
+            if (false_by_first[e][1 + k])
+                printf(",\"%s%s\":%lld", e ? "evidence:" : "",
+                       k < 0 ? "anomaly" : cc_dq_reason_name((enum CcDqReason)k),
+                       false_by_first[e][1 + k]);
     printf("},\"false_first_kpi\":{");
     for (int f = 0; f <= hp->n_features; f++)
         printf("%s\"%s\":%lld", f ? "," : "", f < hp->n_features ? hp->features[f] : "none",
@@ -977,6 +1215,26 @@ int main(int argc, char **argv)
     printf("},\"false_by_cells\":[");
     for (int k = 1; k < 8; k++)
         printf("%s%d", k > 1 ? "," : "", false_cells_hist[k]);
-    printf("]}\n");
+    printf("],\"false_scope\":{");
+    for (int k = 0; k < 3; k++)
+        printf("%s\"%s\":%d", k ? "," : "", ccd_inc_scope_name(k), false_scope[k]);
+    printf("},\"false_first_critical\":%d,\"false_first_evidence\":%d,"
+           "\"false_duration_steps\":{",
+           false_critical, false_evidence);
+    for (int k = 0; k < N_DUR; k++)
+        printf("%s\"%s\":%d", k ? "," : "", dur_names[k], false_dur[k]);
+    printf(",\"open_at_end\":%d},\"evidence_members\":%lld,\"evidence_reports_fed\":%zu,"
+           "\"grouping\":{\"evidence_reports\":%llu,\"evidence_opened\":%llu,"
+           "\"evidence_members\":%llu,\"alerts_grouped\":%llu,\"alerts_below_paging\":%llu,"
+           "\"alerts_persisted\":%llu,\"held_at_end\":%zu,\"oom\":%llu},"
+           "\"incident_settings\":{\"group_by\":\"%s\",\"evidence_cells\":%d,"
+           "\"evidence_share\":%g,\"evidence_frac\":%g,\"cell_persist_steps\":%d,"
+           "\"cell_persist_frac\":%g}}\n",
+           false_dur[N_DUR], evidence_members, n_evid, (unsigned long long)r.st.evidence_reports,
+           (unsigned long long)r.st.evidence_opened, (unsigned long long)r.st.evidence_members,
+           (unsigned long long)r.st.alerts_grouped, (unsigned long long)r.st.alerts_below_paging,
+           (unsigned long long)r.st.alerts_persisted, r.st.held, (unsigned long long)r.st.oom,
+           is.group_by == CCD_INC_BY_REGION ? "region" : "site", is.evidence_cells,
+           is.evidence_share, is.evidence_frac, is.cell_persist_steps, is.cell_persist_frac);
     return 0;
 }

@@ -1,8 +1,10 @@
 /* test_config_keys.c — the alerting, snapshot and admin keys of cellcastd's config table: every
  * deployment-wide alert setting of cc_anomaly_keys() is a key alerts.<name> whose default is the
  * library's default (so the commented conf/cellcast.yaml documents what the library does), per-KPI
- * overrides parse into alerts.kpis, the snapshot/admin defaults, and admin.token is
- * redacted in the JSON view (GET /v1/config). */
+ * overrides parse into alerts.kpis, the snapshot/admin defaults, admin.token is
+ * redacted in the JSON view (GET /v1/config), and every incidents.* key of the grouping reaches
+ * its settings (ccd_incident_settings_of_config: what cellcastd and the fleet benchmarks run
+ * with). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +17,7 @@
 
 #include "config.h"
 #include "cc_anomaly.h"
+#include "incidents.h"
 
 static void test_alert_keys_match_library(void **state)
 {
@@ -88,11 +91,71 @@ static void test_ops_keys(void **state)
     ccd_config_free(&c);
 }
 
+/* The settings a configuration gives, padding zeroed so that two can be compared whole. */
+static void incident_settings(const CcdConfig *c, CcdIncidentSettings *s)
+{
+    memset(s, 0, sizeof *s);
+    ccd_incident_settings_of_config(c, s);
+}
+
+/* Each incidents.* key set away from its default changes the grouping's settings: a key added
+ * to the table but not to ccd_incident_settings_of_config would reach neither cellcastd's
+ * grouping nor the benchmarks'. incidents.topic is the producer's, not the grouping's. */
+static void test_incident_keys_reach_settings(void **state)
+{
+    (void)state;
+    int n, seen = 0;
+    const CcdConfigDef *defs = ccd_config_defs(&n);
+    assert_non_null(defs);
+    for (int i = 0; i < n; i++) {
+        const CcdConfigDef *d = &defs[i];
+        if (strncmp(d->name, "incidents.", 10) || !strcmp(d->name, "incidents.topic"))
+            continue;
+        CcdConfig c;
+        CcdIncidentSettings before, after;
+        char set[160], err[512];
+        assert_int_equal(ccd_config_init(&c), 0);
+        incident_settings(&c, &before);
+        double def = atof(d->def);
+        switch (d->type) {
+        case CCD_CFG_INT:
+        case CCD_CFG_INT64:
+            snprintf(set, sizeof set, "%s=%.0f", d->name, def + 1 <= d->max ? def + 1 : d->min);
+            break;
+        case CCD_CFG_DOUBLE:
+            snprintf(set, sizeof set, "%s=%.17g", d->name,
+                     def < d->max ? (def + d->max) / 2 : d->min);
+            break;
+        case CCD_CFG_BOOL:
+            snprintf(set, sizeof set, "%s=%s", d->name, strcmp(d->def, "true") ? "true" : "false");
+            break;
+        case CCD_CFG_ENUM: { /* the first value that is not the default */
+            const char *e = d->enums;
+            size_t len = strcspn(e, "|");
+            if (!strncmp(e, d->def, len) && strlen(d->def) == len && e[len])
+                e += len + 1, len = strcspn(e, "|");
+            snprintf(set, sizeof set, "%s=%.*s", d->name, (int)len, e);
+            break;
+        }
+        default: fail_msg("%s: a key of the grouping of a type this test does not set", d->name);
+        }
+        if (ccd_config_set(&c, set, err, sizeof err))
+            fail_msg("%s: %s", set, err);
+        incident_settings(&c, &after);
+        if (!memcmp(&before, &after, sizeof before))
+            fail_msg("%s does not reach CcdIncidentSettings", set);
+        ccd_config_free(&c);
+        seen++;
+    }
+    assert_true(seen >= 5); /* group_by, keep, evidence_cells, _share, _frac at least */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_alert_keys_match_library),
         cmocka_unit_test(test_ops_keys),
+        cmocka_unit_test(test_incident_keys_reach_settings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
