@@ -129,6 +129,7 @@ static void base_settings(CcAnomalySettings *s, int F)
     s->warn_k = 2;
     s->resolve_m = 3;
     s->cooldown_steps = 6;
+    s->cooldown_crit = 0; /* test_cooldown_crit_* cover it */
     s->profile_k = 1;
     s->profile_h = 20;
     s->lag_steps = 0;
@@ -1375,7 +1376,7 @@ static void test_default_lag_is_horizon(void **state)
      * resolve, 20 quiet steps after */
     assert_true(s.warn_z == 10 && s.crit_z == 15);
     assert_true(s.warn_k == 1 && s.window_n == 3 && s.crit_k == 1);
-    assert_true(s.resolve_m == 6 && s.cooldown_steps == 20);
+    assert_true(s.resolve_m == 6 && s.cooldown_steps == 20 && s.cooldown_crit == 1);
     assert_true(s.profile_k == 1.75 && s.profile_h == 10);
     double expected = 0;
     assert_int_equal(run_naive_shift(-1, &expected), 1);

@@ -256,7 +256,8 @@ typedef struct CcAnomalySettings {
     int resolve_m;         ///< consecutive non-over steps to resolve (default 6; was 3)
     int cooldown_steps;    ///< steps after a resolution before a new episode (default 20; was 6)
     int cooldown_crit;     ///< 1: the cooldown holds back only a warning; a window with
-                           ///< ≥ crit_k critical steps fires through it (default 0)
+                           ///< ≥ crit_k critical steps fires through it (default 1; 0
+                           ///< until 2026-11-28, docs/design/alert-defaults.md)
     double sd_floor_rel;   ///< sd floor relative to |mean| (default 0.01)
     double sd_floor_scale; ///< sd floor relative to the normalisation scale (default 0.05)
     double interval_z;     ///< half-width of the reported interval in sd (default 1.2815516, 80%)
