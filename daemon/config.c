@@ -416,6 +416,9 @@ static const struct {
  "Consecutive clear steps to resolve."},
 {"cooldown_steps",
  "Steps after a resolution before a new anomaly alert."},
+{"cooldown_crit",
+ "1: the cooldown holds back warnings only; a window with crit_k critical steps (|z| past "
+ "crit_z) fires through it. 0: the cooldown holds back every new anomaly alert."},
 {"sd_floor_rel",
  "Floor of the forecast sd relative to |forecast mean|."},
 {"sd_floor_scale",

@@ -129,13 +129,16 @@ static void window_push(CcAnomalyCell *c, int64_t step, int over, int crit)
     c->crit_bits |= (uint64_t)crit;
 }
 
-/* No episode: fires when the window says so and the cooldown has passed. */
+/* No episode: fires when the window says so and the cooldown has passed, or (cooldown_crit)
+ * the window is critical: the cooldown keeps a burst's tail from raising episode after
+ * episode, and a deviation past crit_z is not such a tail. */
 static void episode_fire(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const float *values,
                          double score, int n_w, int n_c, const CcAlertSink *sink)
 {
     const CcAnomalySettings *s = &a->s;
     Episode *e = &c->anom;
-    int cool = e->resolved == NONE_STEP || step > e->resolved + s->cooldown_steps;
+    int cool = e->resolved == NONE_STEP || step > e->resolved + s->cooldown_steps ||
+               (s->cooldown_crit && n_c >= s->crit_k);
     if (!cool || (n_w < s->warn_k && n_c < s->crit_k))
         return;
     int oldest = 63 - __builtin_clzll(c->over_bits & window_mask(s->window_n));

@@ -27,6 +27,7 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     s->crit_k = 1;
     s->resolve_m = 6;
     s->cooldown_steps = 20;
+    s->cooldown_crit = 1;
     s->sd_floor_rel = 0.01;
     s->sd_floor_scale = 0.05;
     s->interval_z = 1.2815516;
@@ -120,6 +121,9 @@ static const CcAnomalyKey anomaly_keys[] = {
     AK(resolve_m, CC_AKEY_INT, 1, 1000000, "consecutive clear steps to resolve (default 6)"),
     AK(cooldown_steps, CC_AKEY_INT, 0, 1000000,
        "steps after a resolution before a new anomaly alert (default 20)"),
+    AK(cooldown_crit, CC_AKEY_INT, 0, 1,
+       "1: a critical window fires through the cooldown, which holds back warnings only "
+       "(default 1)"),
     AK(sd_floor_rel, CC_AKEY_DOUBLE, 0, 1e6, "sd floor relative to |forecast mean| (default 0.01)"),
     AK(sd_floor_scale, CC_AKEY_DOUBLE, 0, 1e6,
        "sd floor relative to the KPI's normalisation scale (default 0.05)"),

@@ -555,6 +555,7 @@ static CcAnomalySettings baseline_settings(const AnomalyArgs *a)
     b.crit_k = 1;
     b.resolve_m = 3;
     b.cooldown_steps = 6;
+    b.cooldown_crit = 0; /* its cooldown holds back every episode, as it did */
     b.sd_floor_scale = 0;
     b.lag_steps = 0;
     b.cusum_h = 0;

@@ -129,6 +129,7 @@ static void base_settings(CcAnomalySettings *s, int F)
     s->warn_k = 2;
     s->resolve_m = 3;
     s->cooldown_steps = 6;
+    s->cooldown_crit = 0; /* test_cooldown_crit_* cover it */
     s->profile_k = 1;
     s->profile_h = 20;
     s->lag_steps = 0;
@@ -322,6 +323,84 @@ static void test_cooldown(void **state)
     assert_int_equal(fx.rec.ev[2].state, CC_ALERT_FIRING);
     assert_int_equal(fx.rec.ev[2].step, resolved + 7);
     assert_string_not_equal(fx.rec.ev[2].id, fx.rec.ev[0].id);
+    fx_close(&fx);
+}
+
+/* cooldown_crit: inside the cooldown a warning-level deviation stays held back, while a
+ * critical one (|z| past crit_z) 5 steps after the resolution fires, critical, with an
+ * onset after the resolution; with cooldown_crit 0 the same steps raise nothing (issue 32:
+ * a cell outage at z -17 swallowed 14 steps after an episode resolved). */
+static void cooldown_after_episode(int crit_through, Fixture *fx, int64_t *resolved)
+{
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    s.cooldown_steps = 20;
+    s.cooldown_crit = crit_through;
+    s.resolve_m = 2;
+    fx_open(fx, &s, "cc");
+    int64_t t = 0;
+    for (; t < 30; t++)
+        step_z(fx, t, 0);
+    step_z(fx, t++, 9);
+    step_z(fx, t++, 0);
+    step_z(fx, t++, 0);
+    assert_int_equal(fx->rec.n, 2);
+    assert_int_equal(fx->rec.ev[1].state, CC_ALERT_RESOLVED);
+    *resolved = fx->rec.ev[1].step;
+    /* warning level (warn_z 4 < 5 < crit_z 6) at resolved+1 .. resolved+4: held back */
+    for (; t <= *resolved + 4; t++)
+        step_z(fx, t, 5);
+    assert_int_equal(fx->rec.n, 2);
+    step_z(fx, t++, -9); /* resolved + 5: critical */
+}
+
+static void test_cooldown_crit_fires_through(void **state)
+{
+    (void)state;
+    Fixture fx;
+    int64_t resolved;
+    cooldown_after_episode(1, &fx, &resolved);
+    assert_int_equal(fx.rec.n, 3);
+    const CcAlertEvent *e = &fx.rec.ev[2];
+    assert_int_equal(e->state, CC_ALERT_FIRING);
+    assert_int_equal(e->severity, CC_SEV_CRITICAL);
+    assert_int_equal(e->step, resolved + 5);
+    assert_true(e->start_step > resolved && e->start_step <= resolved + 5);
+    assert_string_not_equal(e->id, fx.rec.ev[0].id);
+    assert_true(e->n_attr >= 1 && e->attr[0].z < -6);
+    fx_close(&fx);
+
+    cooldown_after_episode(0, &fx, &resolved);
+    assert_int_equal(fx.rec.n, 2); /* off: the cooldown holds back every episode */
+    fx_close(&fx);
+}
+
+/* With cooldown_crit, warnings alone still wait for the cooldown to pass. */
+static void test_cooldown_crit_holds_warnings(void **state)
+{
+    (void)state;
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    s.cooldown_steps = 6;
+    s.cooldown_crit = 1;
+    s.resolve_m = 2;
+    Fixture fx;
+    fx_open(&fx, &s, "cw");
+    int64_t t = 0;
+    for (; t < 30; t++)
+        step_z(&fx, t, 0);
+    step_z(&fx, t++, 9);
+    step_z(&fx, t++, 0);
+    step_z(&fx, t++, 0);
+    assert_int_equal(fx.rec.n, 2);
+    int64_t resolved = fx.rec.ev[1].step;
+    for (; t <= resolved + 6; t++)
+        step_z(&fx, t, 5);
+    assert_int_equal(fx.rec.n, 2);
+    step_z(&fx, t++, 5); /* resolved + 7: the cooldown has passed, the warning fires */
+    assert_int_equal(fx.rec.n, 3);
+    assert_int_equal(fx.rec.ev[2].severity, CC_SEV_WARNING);
+    assert_int_equal(fx.rec.ev[2].step, resolved + 7);
     fx_close(&fx);
 }
 
@@ -1297,7 +1376,7 @@ static void test_default_lag_is_horizon(void **state)
      * resolve, 20 quiet steps after */
     assert_true(s.warn_z == 10 && s.crit_z == 15);
     assert_true(s.warn_k == 1 && s.window_n == 3 && s.crit_k == 1);
-    assert_true(s.resolve_m == 6 && s.cooldown_steps == 20);
+    assert_true(s.resolve_m == 6 && s.cooldown_steps == 20 && s.cooldown_crit == 1);
     assert_true(s.profile_k == 1.75 && s.profile_h == 10);
     double expected = 0;
     assert_int_equal(run_naive_shift(-1, &expected), 1);
@@ -2172,6 +2251,8 @@ int main(void)
         cmocka_unit_test(test_k_of_n),
         cmocka_unit_test(test_hysteresis),
         cmocka_unit_test(test_cooldown),
+        cmocka_unit_test(test_cooldown_crit_fires_through),
+        cmocka_unit_test(test_cooldown_crit_holds_warnings),
         cmocka_unit_test(test_ids_never_collide),
         cmocka_unit_test(test_escalation),
         cmocka_unit_test(test_per_kpi_override_and_attribution),

@@ -136,7 +136,9 @@
  *               KPIs are all held by DQ alerts counts as not over: the DQ alert takes
  *               over; steps without an expectation or fully imputed do not count).
  *   - cooldown  no new anomaly episode may fire within cooldown_steps steps after a
- *               resolution.
+ *               resolution; with cooldown_crit 1 only a warning is held back: a window
+ *               with ≥ crit_k critical steps fires (critical) through the cooldown, since
+ *               a deviation past crit_z is not the tail of a burst that just resolved.
  * Alert id = "<cell>:anomaly:<onset step>" — a pure function of the data, so a host that
  * restores the state from a snapshot and replays the same steps produces the same ids.
  * Attribution: the KPIs over (threshold, CUSUM or profile) at the step of the event (firing) or at
@@ -253,6 +255,9 @@ typedef struct CcAnomalySettings {
     int crit_k;            ///< critical steps in the window to fire critical (default 1)
     int resolve_m;         ///< consecutive non-over steps to resolve (default 6; was 3)
     int cooldown_steps;    ///< steps after a resolution before a new episode (default 20; was 6)
+    int cooldown_crit;     ///< 1: the cooldown holds back only a warning; a window with
+                           ///< ≥ crit_k critical steps fires through it (default 1; 0
+                           ///< until 2026-11-28, docs/design/alert-defaults.md)
     double sd_floor_rel;   ///< sd floor relative to |mean| (default 0.01)
     double sd_floor_scale; ///< sd floor relative to the normalisation scale (default 0.05)
     double interval_z;     ///< half-width of the reported interval in sd (default 1.2815516, 80%)
