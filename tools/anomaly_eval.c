@@ -437,7 +437,7 @@ static int replay(const CcAnomalySettings *s, CctAeCell *c, int F, int baseline,
         return rc;
     }
     CcAlertSink sink = {col, collect};
-    double mean[CC_MAX_FEATURES], sd[CC_MAX_FEATURES], scale[CC_MAX_FEATURES];
+    double mean[CC_MAX_FEATURES], sd[CC_MAX_FEATURES];
     for (int i = 0; i < c->ser.T; i++) {
         int64_t step = c->p0 + i;
         if (c->row[i] == CCT_AE_ROW_SKIPPED) /* a step the daemon never saw */
@@ -455,28 +455,8 @@ static int replay(const CcAnomalySettings *s, CctAeCell *c, int F, int baseline,
                 cc_anomaly_set_expect(a, ac, step, mean, sd, NULL);
         } else if (!baseline) {
             /* the model scores every row with a forecast, as the daemon does (history rows
-             * warm up the calibration; alerts before the test rows are not counted): the
-             * forecast made after row i-1 (horizon step 0) and, with lag L, the one made
-             * after row i-L (horizon step L-1) */
-            for (int lag = 1; lag <= (s->lag_steps > 1 ? 2 : 1); lag++) {
-                int L = lag == 1 ? 1 : s->lag_steps;
-                if (i - L < 0)
-                    continue;
-                int ok = 0;
-                for (int f = 0; f < F; f++) {
-                    size_t ix = ((size_t)(i - L) * c->H + (L - 1)) * F + f;
-                    mean[f] = c->fm[ix];
-                    sd[f] = c->fs[ix];
-                    scale[f] = c->fsc[(size_t)(i - L) * F + f];
-                    ok |= isfinite(mean[f]) && sd[f] > 0;
-                }
-                if (!ok)
-                    continue;
-                if (lag == 1)
-                    cc_anomaly_set_expect(a, ac, step, mean, sd, scale);
-                if (s->lag_steps > 0 && L == s->lag_steps)
-                    cc_anomaly_set_expect_lagged(a, ac, step, mean, sd, scale);
-            }
+             * warm up the calibration; alerts before the test rows are not counted) */
+            cct_ae_set_expect(a, ac, s, c, i);
         }
         cc_anomaly_observe(a, ac, step, c->ser.x + (size_t)i * F, c->ser.mask + (size_t)i * F,
                            &sink);
@@ -558,6 +538,34 @@ static void score_alerts(const CctAeCell *c, const Collect *col, int post, CctAe
     }
     for (int i = c->ser.test0; i < c->ser.T; i++)
         sc->clean_steps += !in_label(c, i, post);
+}
+
+/* The model's expectations of row i: the forecast made after row i-1 (horizon step 0) and,
+ * with lag L, the one made after row i-L (horizon step L-1). */
+void cct_ae_set_expect(const CcAnomaly *a, CcAnomalyCell *ac, const CcAnomalySettings *s,
+                       const CctAeCell *c, int i)
+{
+    const int F = c->ser.F;
+    double mean[CC_MAX_FEATURES], sd[CC_MAX_FEATURES], scale[CC_MAX_FEATURES];
+    for (int lag = 1; lag <= (s->lag_steps > 1 ? 2 : 1); lag++) {
+        int L = lag == 1 ? 1 : s->lag_steps;
+        if (i - L < 0)
+            continue;
+        int ok = 0;
+        for (int f = 0; f < F; f++) {
+            size_t ix = ((size_t)(i - L) * c->H + (L - 1)) * F + f;
+            mean[f] = c->fm[ix];
+            sd[f] = c->fs[ix];
+            scale[f] = c->fsc[(size_t)(i - L) * F + f];
+            ok |= isfinite(mean[f]) && sd[f] > 0;
+        }
+        if (!ok)
+            continue;
+        if (lag == 1)
+            cc_anomaly_set_expect(a, ac, c->p0 + i, mean, sd, scale);
+        if (s->lag_steps > 0 && L == s->lag_steps)
+            cc_anomaly_set_expect_lagged(a, ac, c->p0 + i, mean, sd, scale);
+    }
 }
 
 int cct_ae_score(const CcAnomalySettings *s, CctAeCell *c, int baseline, int post, CctAeScore *sc,

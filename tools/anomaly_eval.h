@@ -110,6 +110,11 @@ int cct_ae_load(CctAeCells *cells, const CctAeSource *src, const CcModel *m);
 int cct_ae_prepare(CctAeCell *c, const CctAePrep *p, const CcModel *m, CcEngine *e, uint64_t *rng,
                    int rotation);
 
+/** Sets the model's expectations of row i of c on ac (the one-step forecast made after row
+ * i-1 and, with s->lag_steps L, the lagged one made after row i-L), as the daemon does. */
+void cct_ae_set_expect(const CcAnomaly *a, CcAnomalyCell *ac, const CcAnomalySettings *s,
+                       const CctAeCell *c, int i);
+
 /** Replays a cell through the detector s (baseline: the rolling baseline's expectations)
  * and adds its scores to *sc; verbose: misses and false alerts on stderr. */
 int cct_ae_score(const CcAnomalySettings *s, CctAeCell *c, int baseline, int post, CctAeScore *sc,

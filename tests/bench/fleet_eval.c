@@ -269,33 +269,6 @@ static void free_cell(CctAeCell *c)
     free(c->ser.lab);
 }
 
-/* The expectations of row i (the forecasts made after row i-1 and, with a lag, i-L), as
- * anomaly_eval.c's replay sets them. */
-static void set_expect(const CcAnomaly *an, CcAnomalyCell *ac, const CcAnomalySettings *s,
-                       const CctAeCell *c, int F, int i)
-{
-    double mean[CC_MAX_FEATURES], sd[CC_MAX_FEATURES], scale[CC_MAX_FEATURES];
-    for (int lag = 1; lag <= (s->lag_steps > 1 ? 2 : 1); lag++) {
-        int L = lag == 1 ? 1 : s->lag_steps;
-        if (i - L < 0)
-            continue;
-        int ok = 0;
-        for (int f = 0; f < F; f++) {
-            size_t ix = ((size_t)(i - L) * c->H + (L - 1)) * F + f;
-            mean[f] = c->fm[ix];
-            sd[f] = c->fs[ix];
-            scale[f] = c->fsc[(size_t)(i - L) * F + f];
-            ok |= isfinite(mean[f]) && sd[f] > 0;
-        }
-        if (!ok)
-            continue;
-        if (lag == 1)
-            cc_anomaly_set_expect(an, ac, c->p0 + i, mean, sd, scale);
-        if (s->lag_steps > 0 && L == s->lag_steps)
-            cc_anomaly_set_expect_lagged(an, ac, c->p0 + i, mean, sd, scale);
-    }
-}
-
 /* The evidence reports of one call of fleet_common's, kept for the grouping. */
 static int keep_evidence(EvidVec *evv, int64_t flush, uint8_t phase, int cell,
                          const FleetEvidence *e, int n)
@@ -343,7 +316,7 @@ static int replay_cell(const CcAnomalySettings *s, const CcdIncidentSettings *is
                 pending = i; /* stepped when the next row comes */
         } else {
             for (int k = pending >= 0 ? pending : i; k <= i; k++) {
-                set_expect(an, ac, s, c, F, k);
+                cct_ae_set_expect(an, ac, s, c, k);
                 cc_anomaly_observe(an, ac, c->p0 + k, c->ser.x + (size_t)k * F,
                                    c->ser.mask + (size_t)k * F, &sink);
                 if (trace_rows && !strcmp(trace_rows, c->id)) {
