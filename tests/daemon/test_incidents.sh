@@ -1,7 +1,8 @@
 #!/bin/bash
 # test_incidents.sh — alerts grouped into incidents by site, black-box (issue 32): starts
 # cellcastd (tiny model, no Kafka) with a topology file of two sites of three cells
-# (topology.path), feeds them through POST /v1/kpis: every cell of site S1 drops to zero
+# (topology.path), feeds them through POST /v1/kpis (tests/helpers/site_feed.sh, the
+# configuration and feed it shares with the other alert tests): every cell of S1 drops to zero
 # for 8 steps (a site-wide outage: transport loss), then recovers; cell b2 of site S2
 # spikes for 4 steps alone. Checks:
 #   - GET /v1/cells?site=S1 lists a1..a3 with their labels; ?region= and ?sector= filter;
@@ -27,10 +28,12 @@ ROOT=${2:?source root}
 PY=/usr/bin/python3
 # shellcheck source=../helpers/daemon.sh
 . "$(dirname "$0")/../helpers/daemon.sh"
-daemon_test_init incidents
-MODEL="$ROOT/tests/data/golden/tiny.safetensors" # F=3 (prb,thr,users), HZ=6, S=900
-need_files "$MODEL"
+# shellcheck source=../helpers/site_feed.sh
+. "$(dirname "$0")/../helpers/site_feed.sh"
+tiny_daemon_test_init incidents
 
+# two sites of three cells, one region, with coordinates and a vendor: the checks below
+# read the labels, and the bad line appended at the end is line 9
 cat >"$TMP/topo.csv" <<'CSV'
 # two sites of three cells, one region
 cell,site,region,sector,lat,lon,vendor
@@ -41,60 +44,15 @@ b1,S2,R1,1,41.40,2.19,acme
 b2,S2,R1,2,41.40,2.19,acme
 b3,S2,R1,3,41.40,2.19,acme
 CSV
-cat >"$TMP/c.yaml" <<YAML
-model:
-  path: "$MODEL"
-kafka:
-  brokers: none
-http:
-  post_kpis: open
-  port: 0
-ingest:
-  batch_ms: 5
-snapshot:
-  path: ""
-topology:
-  path: "$TMP/topo.csv"
+site_feed_config "$TMP/c.yaml" <<'YAML'
 admin:
   token: "s3cret"
-alerts:
-  zero_steps: 3
-  warmup_steps: 8
-  warn_z: 20
-  crit_z: 40
-  cusum_h: 0
-  profile_h: 0
 YAML
 start_daemon "$TMP/log" health -c "$TMP/c.yaml"
 
-# steps 0..59: a smooth wave per cell; S1 all zero at 40..47; b2 far above at 44..47. The
-# bar is high (warn_z 20, no CUSUM or profile rule): the tiny model's forecasts of these waves are rough, and the
-# test is about the grouping, not the detector.
-$PY - "$TMP" <<'PYEOF'
-import json, math, sys
-tmp = sys.argv[1]
-S, p0 = 900, 1767225600 // 900
-cells = ["a1", "a2", "a3", "b1", "b2", "b3"]
-for i in range(60):
-    recs = []
-    for j, c in enumerate(cells):
-        v = 50 + 20 * math.sin((i + j) / 6.0)
-        k = {"prb": v, "thr": 3 * v, "users": 20 + 5 * math.cos((i + j) / 6.0)}
-        if c[0] == "a" and 40 <= i < 48:
-            k = {"prb": 0, "thr": 0, "users": 0}
-        if c == "b2" and 44 <= i < 48:
-            k = {"prb": 100, "thr": 3000, "users": 400}
-        recs.append({"cell": c, "ts": (p0 + i) * S, "kpis": k})
-    json.dump(recs, open(f"{tmp}/in{i:02d}.json", "w"))
-PYEOF
-post_until() { # post the steps [from, to) in order, waiting for each to be stepped
-    local i
-    for ((i = $1; i < $2; i++)); do
-        curl -s -o /dev/null -H 'Content-Type: application/json' \
-            --data-binary "@$TMP/in$(printf %02d "$i").json" "$U/v1/kpis"
-    done
-    wait_observed b3 $((1767225600 / 900 + $2 - 1)) || fail "steps up to $2 not stepped"
-}
+# the two-site feed (tests/helpers/site_feed.sh) at steps 0..59: S1 all zero at 40..47, b2
+# far above at 44..47, then the recovery
+site_feed_write 60
 
 # topology in the API
 curl -s "$U/v1/cells?site=S1" >"$TMP/cells_s1" # no cell yet: an empty page
@@ -119,7 +77,7 @@ for _ in $(seq 50); do
     sleep 0.1
 done
 curl -s "$U/v1/alerts?limit=1000" >"$TMP/alerts1"
-$PY - "$TMP/firing" "$TMP/alerts1" <<'PYEOF' || fail "firing incidents: $(head -c 1500 "$TMP/firing")"
+$PY - "$TMP/firing" "$TMP/alerts1" "$SITE_FEED_P0" <<'PYEOF' || fail "firing incidents: $(head -c 1500 "$TMP/firing")"
 import json, sys
 inc = json.load(open(sys.argv[1]))["incidents"]
 alerts = json.load(open(sys.argv[2]))["alerts"]
@@ -135,7 +93,7 @@ s1, s2 = s1[0], s2[0]
 assert s1["scope"] == "site" and sorted(s1["cells"]) == ["a1", "a2", "a3"], s1
 assert s1["cells_total"] == 3 and s1["severity"] == "critical", s1
 assert s1["summary"].startswith("site S1: 3 of 3 cells"), s1["summary"]
-p0 = 1767225600 // 900
+p0 = int(sys.argv[3])
 assert s1["id"] == f"site:S1:{p0 + 41}", s1["id"]  # the evidence, one step before all_zero
 evidence = [a for a in s1["alerts"] if ":evidence:" in a]
 assert sorted(evidence) == [f"a{i}:evidence:all_zero:{p0 + 41}" for i in (1, 2, 3)], s1["alerts"]
@@ -187,12 +145,12 @@ ok "both incidents resolve with their last alerts"
 post_a() { # steps [from, to) of S1's cells only
     local i
     for ((i = $1; i < $2; i++)); do
-        $PY -c "import json, math; print(json.dumps([{'cell': c, 'ts': ($((1767225600 / 900)) + $i) * 900,
+        $PY -c "import json, math; print(json.dumps([{'cell': c, 'ts': ($SITE_FEED_P0 + $i) * 900,
             'kpis': {'prb': 50 + 20 * math.sin(($i + j) / 6.0), 'thr': 150 + 60 * math.sin(($i + j) / 6.0),
                      'users': 20 + 5 * math.cos(($i + j) / 6.0)}} for j, c in enumerate(['a1', 'a2', 'a3'])]))" |
             curl -s -o /dev/null -H 'Content-Type: application/json' --data-binary @- "$U/v1/kpis"
     done
-    wait_observed a3 $((1767225600 / 900 + $2 - 1)) || fail "S1's steps up to $2 not stepped"
+    wait_observed a3 $((SITE_FEED_P0 + $2 - 1)) || fail "S1's steps up to $2 not stepped"
 }
 # first under a silence of S2's missing alerts: its cells' silence does not count either
 end=$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ)
