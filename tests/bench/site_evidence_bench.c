@@ -7,8 +7,10 @@
  * ticked twice a step on the data's clock — and every alert transition goes to three
  * groupings of the same alerts: the evidence rule off; on (today's defaults); on with the
  * paging rule (incidents.cell_persist_steps = --persist, cell_persist_frac = --persist-frac;
- * docs/design/incident-paging.md). The evidence (cc_anomaly_cell_evidence, the silence's
- * share of missing_after_s) goes to the second and third.
+ * docs/design/incident-paging.md), each from cellcastd's configuration defaults otherwise.
+ * The evidence reports (cc_anomaly_cell_evidence, the silence's share of missing_after_s)
+ * are made and handed over as cellcastd makes them (fleet_common.h, which fleet_eval shares):
+ * those at or past --frac, to the second and third.
  *
  * Events: the generator's site-wide power outages and transport losses, and (--degrade-rate)
  * partial degradations this bench adds: every traffic KPI (prb, thr, users) of every cell of
@@ -40,6 +42,7 @@
 #include "cc_engine.h"
 #include "cc_model.h"
 #include "cc_synth.h"
+#include "fleet_common.h"
 #include "incidents.h"
 
 #define MAX_GAP 96
@@ -93,10 +96,12 @@ typedef struct Bench {
     CcSynth *syn;
     const CcAnomaly *an;
     const CcHparams *hp;
+    const char *kpi_names[CC_MAX_FEATURES + 1]; /* hp's features, NULL-ended */
     Cell *cells;
     int n_cells, n_sites;
     int *site_cells;
     int64_t S;
+    double evidence_frac; /* incidents.evidence_frac of the arms with the rule (--frac) */
     Arm arm[N_ARMS];
     double cell_rate; /* cell events per cell per week */
     int64_t *cell_ev_to;
@@ -118,7 +123,12 @@ static double urand(uint64_t *s)
     return (double)(*s >> 11) / 9007199254740992.0;
 }
 
-static void site_name(int site, char *buf, size_t n) { snprintf(buf, n, "site%04d", site); }
+/* The labels of cell c: its site's name and its region (25 sites a region). */
+static void cell_labels(const Cell *c, char site[32], char region[32])
+{
+    snprintf(site, 32, "site%04d", c->site);
+    snprintf(region, 32, "region%03d", c->site / 25);
+}
 
 static int site_of_group(const char *group)
 {
@@ -194,8 +204,7 @@ static void on_alert(void *cookie, const CcAlertEvent *ev)
     SinkCtx *x = cookie;
     Bench *b = x->b;
     char site[32], region[32];
-    site_name(x->c->site, site, sizeof site);
-    snprintf(region, sizeof region, "region%03d", x->c->site / 25);
+    cell_labels(x->c, site, region);
     int kpi = ev->kpi >= 0                                 ? ev->kpi
               : ev->kind == CC_ALERT_ANOMALY && ev->n_attr ? ev->attr[0].kpi
                                                            : -1;
@@ -218,19 +227,28 @@ static void on_alert(void *cookie, const CcAlertEvent *ev)
         ccd_incidents_add(b->arm[i].g, &a);
 }
 
-static void evidence(Bench *b, Cell *c, int kpi, int dir, double frac, int64_t step, int64_t ts)
+/* Cell c's n evidence reports to the arms with the evidence rule (all but the first). */
+static void evidence(Bench *b, const Cell *c, const FleetEvidence *e, int n)
 {
-    char site[32], region[32], cls[96];
-    site_name(c->site, site, sizeof site);
-    snprintf(region, sizeof region, "region%03d", c->site / 25);
-    const char *name = kpi >= 0 ? b->hp->features[kpi] : NULL;
-    if (name)
-        snprintf(cls, sizeof cls, "%s:%s", name, dir > 0 ? "up" : "down");
-    else
-        snprintf(cls, sizeof cls, "%s", kpi == CCD_EVIDENCE_MISSING ? "missing" : "all_zero");
-    CcdIncEvidence e = {c->id, site, region, cls, name, frac, step, ts, b->site_cells[c->site]};
-    for (int i = 1; i < N_ARMS; i++)
-        ccd_incidents_evidence(b->arm[i].g, &e);
+    char site[32], region[32];
+    cell_labels(c, site, region);
+    for (int k = 0; k < n; k++)
+        for (int i = 1; i < N_ARMS; i++)
+            if (fleet_incidents_evidence(b->arm[i].g, &e[k], c->id, site, region,
+                                         b->site_cells[c->site], b->kpi_names))
+                abort();
+}
+
+/* A site or cell event from step start to end (exclusive), its detection not yet seen. */
+static void add_event(Bench *b, int site, int type, int64_t start, int64_t end, int cell)
+{
+    if (b->n_ev == b->cap_ev) {
+        b->cap_ev = b->cap_ev ? 2 * b->cap_ev : 256;
+        b->ev = realloc(b->ev, b->cap_ev * sizeof *b->ev);
+        if (!b->ev)
+            abort();
+    }
+    b->ev[b->n_ev++] = (Event){site, type, start, end, {-1, -1, -1}, cell};
 }
 
 static void emit_all(Bench *b, int64_t now)
@@ -253,13 +271,7 @@ static double degradation(Bench *b, int site, int64_t t)
         int len = 8 + (int)(urand(&b->rng) * 25);
         b->degrade[site] = 1 - (b->deg_min + urand(&b->rng) * (b->deg_max - b->deg_min));
         b->degrade_to[site] = t + len;
-        if (b->n_ev == b->cap_ev) {
-            b->cap_ev = b->cap_ev ? 2 * b->cap_ev : 256;
-            b->ev = realloc(b->ev, b->cap_ev * sizeof *b->ev);
-            if (!b->ev)
-                abort();
-        }
-        b->ev[b->n_ev++] = (Event){site, 3, t, t + len, {-1, -1, -1}, -1};
+        add_event(b, site, 3, t, t + len, -1);
         return b->degrade[site];
     }
     return 1;
@@ -278,29 +290,21 @@ static double cell_event(Bench *b, int c, int site, int64_t t)
     int len = 4 + (int)(urand(&b->rng) * 21);
     b->cell_factor[c] = urand(&b->rng) < 0.5 ? 0.3 : 2.5;
     b->cell_ev_to[c] = t + len;
-    if (b->n_ev == b->cap_ev) {
-        b->cap_ev = b->cap_ev ? 2 * b->cap_ev : 256;
-        b->ev = realloc(b->ev, b->cap_ev * sizeof *b->ev);
-        if (!b->ev)
-            abort();
-    }
-    b->ev[b->n_ev++] = (Event){site, 4, t, t + len, {-1, -1, -1}, c};
+    add_event(b, site, 4, t, t + len, c);
     return b->cell_factor[c];
 }
 
+/* The missing-data check at now (unix seconds): each cell's alerts, then its evidence. */
 static void tick(Bench *b, int64_t now)
 {
-    const int64_t after = cc_anomaly_missing_after(b->an);
     for (int i = 0; i < b->n_cells; i++) {
         Cell *c = &b->cells[i];
         SinkCtx x = {b, c};
         CcAlertSink sink = {&x, on_alert};
         cc_anomaly_tick(b->an, c->ac, now, &sink);
-        if (c->last < 0)
-            continue;
-        double frac = (double)(now - (c->last + 1) * b->S) / (double)after;
-        if (frac >= 0.05)
-            evidence(b, c, CCD_EVIDENCE_MISSING, 0, frac, now / b->S, now);
+        FleetEvidence e;
+        evidence(b, c, &e,
+                 fleet_missing_evidence(b->an, c->ac, c->last, now, b->S, b->evidence_frac, &e));
     }
 }
 
@@ -326,14 +330,8 @@ static int step_cell(Bench *b, CcEngine *e, Cell *c, int64_t t, const float *v, 
     c->last = t;
     if (mask) /* an imputed step: no evidence */
         return 0;
-    CcAnomalyEvidence ev;
-    if (cc_anomaly_cell_evidence(b->an, c->ac, &ev) < 0.05)
-        return 0;
-    if (ev.zero > 0)
-        evidence(b, c, CCD_EVIDENCE_ALL_ZERO, 0, ev.zero, t, t * b->S);
-    for (int f = 0; f < F; f++)
-        if (ev.kpi[f] != 0)
-            evidence(b, c, f, ev.kpi[f] > 0 ? 1 : -1, fabs(ev.kpi[f]), t, t * b->S);
+    FleetEvidence ev[CC_MAX_FEATURES + 1];
+    evidence(b, c, ev, fleet_step_evidence(b->an, c->ac, F, b->S, b->evidence_frac, ev));
     return 0;
 }
 
@@ -399,6 +397,8 @@ int main(int argc, char **argv)
         return 1;
     }
     b.hp = &m->hp;
+    for (int f = 0; f < m->hp.n_features; f++)
+        b.kpi_names[f] = m->hp.features[f];
     ss.step_seconds = m->hp.step_seconds;
     if (cc_synth_open(&b.syn, &ss, err, sizeof err)) {
         fprintf(stderr, "site_evidence_bench: %s\n", err);
@@ -428,9 +428,11 @@ int main(int argc, char **argv)
     b.degrade_to = calloc((size_t)b.n_sites, sizeof *b.degrade_to);
     b.cell_ev_to = calloc((size_t)b.n_cells, sizeof *b.cell_ev_to);
     b.cell_factor = calloc((size_t)b.n_cells, sizeof *b.cell_factor);
+    b.evidence_frac = frac;
     for (int i = 0; i < N_ARMS; i++) {
         CcdIncidentSettings is;
-        ccd_incident_default_settings(&is);
+        if (fleet_incident_settings(&is))
+            return 1;
         is.keep = 10;
         is.evidence_cells = i ? need : 0;
         is.evidence_frac = frac;
@@ -465,11 +467,7 @@ int main(int argc, char **argv)
         for (int s = 0; s < b.n_sites; s++) { /* the generator's site events, as events */
             int type = cc_synth_site_event(b.syn, s, t);
             if (type && !site_ev[s]) {
-                if (b.n_ev == b.cap_ev) {
-                    b.cap_ev = b.cap_ev ? 2 * b.cap_ev : 256;
-                    b.ev = realloc(b.ev, b.cap_ev * sizeof *b.ev);
-                }
-                b.ev[b.n_ev++] = (Event){s, type, t, t + 1, {-1, -1, -1}, -1};
+                add_event(&b, s, type, t, t + 1, -1);
             } else if (type && site_ev[s]) {
                 for (size_t k = b.n_ev; k-- > 0;)
                     if (b.ev[k].site == s && b.ev[k].type == type) {
