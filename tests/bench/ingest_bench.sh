@@ -15,82 +15,31 @@
 # Prints a JSON summary on the last line. BENCH_SET=key=value adds one --set to the daemon's
 # command line (e.g. forecast.interval_adapt=true, to measure what it costs).
 #
-# The embedded broker is librdkafka's mock cluster, which keeps only the newest 5 MiB (and
-# 100k message sets) per partition and silently drops older ones: the producer must not
-# run further ahead of the consumer than that. Hence 16 partitions (80 MiB ≈ 380k
-# messages of ~210 bytes), both phases produced in chunks of at most 130k messages (8
-# steps at most; 1 step at 130k cells and more), phase 2 with at most two chunks not yet
-# consumed (the producer, ~3x faster than the daemon, still never lets it idle), and a
-# check that every produced record was applied with no imputed step or restart (no loss).
+# The model, the daemon and the two phases of the load are tests/helpers/ingest_load.sh's
+# (chunked: the embedded broker keeps only the newest 5 MiB per partition); a check that
+# every produced record was applied with no imputed step or restart (no loss) ends the run.
 set -eu
 CELLCASTD=$1 CELLCAST=$2 PRODUCER=$3
 CELLS=${4:-10000} WARM=${5:-48} MEAS=${6:-32} THREADS=${7:-1}
 # shellcheck source=../helpers/daemon.sh
 . "$(dirname "$0")/../helpers/daemon.sh"
+# shellcheck source=../helpers/ingest_load.sh
+. "$(dirname "$0")/../helpers/ingest_load.sh"
 test_workdir bench
 
-"$CELLCAST" synth --cells 2 --days 10 --step 3600 --out "$TMP/synth.csv" >/dev/null 2>&1
-"$CELLCAST" train --data "$TMP/synth.csv" --out "$TMP/model.safetensors" --steps 2 \
-    --val-windows 16 --threads 1 >/dev/null 2>&1
-cat >"$TMP/bench.yaml" <<EOF
-model:
-  path: "$TMP/model.safetensors"
-kafka:
-  brokers: embedded
-  group_id: bench
-  embedded_partitions: 16
-http:
-  port: 0
-engine:
-  threads: $THREADS
-demo:
-  enabled: false
-log:
-  level: warn
-EOF
-start_daemon "$TMP/d.log" assigned -c "$TMP/bench.yaml" --set log.level=info \
-    ${BENCH_SET:+--set "$BENCH_SET"}
-[ -n "$BS" ] || { cat "$TMP/d.log"; echo "cellcastd did not start"; exit 1; }
-
+ingest_model "$TMP"
+ingest_daemon "$TMP" "$TMP/model.safetensors" "$THREADS" ${BENCH_SET:+--set "$BENCH_SET"}
 metrics() { curl -sf "http://127.0.0.1:$PORT/metrics" >"$1"; }
-m() { awk -v k="$2" '$1 == k { print $2 }' "$1"; }
-steps_now() { curl -sf "http://127.0.0.1:$PORT/metrics" | awk '$1 == "cellcast_steps_total" { print $2 }'; }
-wait_steps() {
-    while :; do
-        s=$(steps_now)
-        [ "${s:-0}" -ge "$1" ] && return 0
-        kill -0 $DPID || { cat "$TMP/d.log"; exit 1; }
-        # phase 2's producer runs in the background: without this the wait never ended
-        [ ! -e "$TMP/feed.failed" ] || { echo "ingest_bench: the producer failed"; exit 1; }
-        sleep 0.05
-    done
-}
 
-CHUNK=$((130000 / CELLS))
-CHUNK=$((CHUNK < 1 ? 1 : CHUNK > 8 ? 8 : CHUNK))
-echo "warm-up: $CELLS cells x $WARM steps (chunks of $CHUNK steps)" >&2
-for ((p = 0; p < WARM; p += CHUNK)); do
-    n=$((WARM - p < CHUNK ? WARM - p : CHUNK))
-    "$PRODUCER" -b "$BS" -c "$CELLS" --from $p -n $n >"$TMP/p1.json"
-    wait_steps $((CELLS * (p + n)))
-done
+echo "warm-up: $CELLS cells x $WARM steps (chunks of $INGEST_CHUNK steps)" >&2
+ingest_warm
 metrics "$TMP/m0"
 t0=$(date +%s.%N)
 echo "measure: $CELLS cells x $MEAS steps" >&2
-feed() { # chunk k+1 once chunk k-1 is consumed: at most two chunks wait in the broker
-    local p=$WARM k=0 n
-    while ((p < WARM + MEAS)); do
-        n=$((WARM + MEAS - p < CHUNK ? WARM + MEAS - p : CHUNK))
-        ((k < 2)) || wait_steps $((CELLS * (p - CHUNK)))
-        "$PRODUCER" -b "$BS" -c "$CELLS" --from $p -n $n >"$TMP/p2.$k.json" ||
-            { touch "$TMP/feed.failed"; exit 1; }
-        p=$((p + n)) k=$((k + 1))
-    done
-}
-feed &
+ingest_feed &
 PP=$!
 PIDS+=("$PP")
-wait_steps $((CELLS * (WARM + MEAS)))
+ingest_wait_steps $((CELLS * (WARM + MEAS)))
 t1=$(date +%s.%N)
 wait $PP
 cp "$TMP/p2.0.json" "$TMP/p2.json"

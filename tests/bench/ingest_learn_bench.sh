@@ -6,10 +6,11 @@
 #   ingest_learn_bench.sh CELLCASTD CELLCAST INGEST_BENCH [CELLS] [WARM] [MEAS] [REPS] [THREADS]
 #                                       (default 10000 48 96 2 1)
 #
-# The load is tests/bench/ingest_bench.sh's (one message per cell-step from the C producer,
-# hourly steps, into the embedded broker; phase 1 WARM steps of every cell, phase 2 MEAS
-# more, timed until the last cell-step's forecast is published), with its chunked producer
-# (the embedded broker keeps only the newest 5 MiB per partition). In the "learner" run the
+# The load is tests/bench/ingest_bench.sh's, from tests/helpers/ingest_load.sh (one message
+# per cell-step from the C producer, hourly steps, into the embedded broker; phase 1 WARM
+# steps of every cell, phase 2 MEAS more, timed until the last cell-step's forecast is
+# published), chunked (the embedded broker keeps only the newest 5 MiB per partition). In the
+# "learner" run the
 # learner is started as soon as the daemon's broker is up, before phase 1, as the systemd
 # unit runs it (systemd/cellcast-learn.service: Nice=15, one training thread,
 # OPENBLAS_NUM_THREADS=1; its CPUQuota=100% is one core, no bound on a single-threaded
@@ -30,13 +31,12 @@ CELLCASTD=$1 CELLCAST=$2 PRODUCER=$3
 CELLS=${4:-10000} WARM=${5:-48} MEAS=${6:-96} REPS=${7:-2} THREADS=${8:-1}
 # shellcheck source=../helpers/daemon.sh
 . "$(dirname "$0")/../helpers/daemon.sh"
+# shellcheck source=../helpers/ingest_load.sh
+. "$(dirname "$0")/../helpers/ingest_load.sh"
 need_tools curl python3
 test_workdir ingestlearn
 TOP=$TMP
-
-"$CELLCAST" synth --cells 2 --days 10 --step 3600 --out "$TOP/synth.csv" >/dev/null 2>&1
-"$CELLCAST" train --data "$TOP/synth.csv" --out "$TOP/model.safetensors" --steps 2 \
-    --val-windows 16 --threads 1 >/dev/null 2>&1
+ingest_model "$TOP"
 
 # cpu_s PID: user + system seconds of the process so far (0 when gone)
 cpu_s() {
@@ -49,24 +49,7 @@ cpu_s() {
 run_one() {
     local variant=$1 R
     R=$(mktemp -d "$TOP/$variant.XXXX")
-    cat >"$R/bench.yaml" <<EOF
-model:
-  path: "$TOP/model.safetensors"
-kafka:
-  brokers: embedded
-  group_id: bench
-  embedded_partitions: 16
-http:
-  port: 0
-engine:
-  threads: $THREADS
-demo:
-  enabled: false
-log:
-  level: warn
-EOF
-    start_daemon "$R/d.log" assigned -c "$R/bench.yaml" --set log.level=info
-    [ -n "$BS" ] || { cat "$R/d.log"; echo "cellcastd did not start"; exit 1; }
+    ingest_daemon "$R" "$TOP/model.safetensors" "$THREADS"
     local LPID=
     if [ "$variant" = learner ]; then
         mkdir -p "$R/learn"
@@ -77,25 +60,7 @@ EOF
         LPID=$!
         PIDS+=("$LPID")
     fi
-    steps_now() { curl -sf "http://127.0.0.1:$PORT/metrics" | awk '$1 == "cellcast_steps_total" { print $2 }'; }
-    wait_steps() {
-        local s
-        while :; do
-            s=$(steps_now)
-            [ "${s:-0}" -ge "$1" ] && return 0
-            kill -0 "$DPID" || { cat "$R/d.log"; exit 1; }
-            [ ! -e "$R/feed.failed" ] || { echo "ingest_learn_bench: the producer failed"; exit 1; }
-            sleep 0.05
-        done
-    }
-    local CHUNK=$((130000 / CELLS))
-    CHUNK=$((CHUNK < 1 ? 1 : CHUNK > 8 ? 8 : CHUNK))
-    local p n
-    for ((p = 0; p < WARM; p += CHUNK)); do
-        n=$((WARM - p < CHUNK ? WARM - p : CHUNK))
-        "$PRODUCER" -b "$BS" -c "$CELLS" --from $p -n $n >/dev/null
-        wait_steps $((CELLS * (p + n)))
-    done
+    ingest_warm
     local load0 dcpu0 lcpu0=0 llines0=0 t0 t1
     load0=$(cut -d' ' -f1-3 /proc/loadavg)
     dcpu0=$(cpu_s "$DPID")
@@ -104,19 +69,9 @@ EOF
         llines0=$(wc -l <"$R/learn.log")
     fi
     t0=$(date +%s.%N)
-    feed() { # chunk k+1 once chunk k-1 is consumed: at most two chunks wait in the broker
-        local p=$WARM k=0 n
-        while ((p < WARM + MEAS)); do
-            n=$((WARM + MEAS - p < CHUNK ? WARM + MEAS - p : CHUNK))
-            ((k < 2)) || wait_steps $((CELLS * (p - CHUNK)))
-            "$PRODUCER" -b "$BS" -c "$CELLS" --from $p -n $n >/dev/null ||
-                { touch "$R/feed.failed"; exit 1; }
-            p=$((p + n)) k=$((k + 1))
-        done
-    }
-    feed &
+    ingest_feed &
     local PP=$!
-    wait_steps $((CELLS * (WARM + MEAS)))
+    ingest_wait_steps $((CELLS * (WARM + MEAS)))
     t1=$(date +%s.%N)
     wait $PP
     local dcpu1 lcpu1=0 load1 lalive=null
