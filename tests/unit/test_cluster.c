@@ -25,6 +25,7 @@
 #include <cmocka.h>
 
 #include "cluster.h"
+#include "kafka_mock.h"
 #include "testlib.h"
 
 typedef struct Delivered {
@@ -50,24 +51,18 @@ static void test_partitioners_match_librdkafka(void **state)
 {
     (void)state;
     char e[512];
-    rd_kafka_conf_t *mconf = rd_kafka_conf_new();
-    rd_kafka_conf_set(mconf, "log_level", "3", NULL, 0);
-    rd_kafka_t *mrk = rd_kafka_new(RD_KAFKA_PRODUCER, mconf, e, sizeof e);
-    assert_non_null(mrk);
-    rd_kafka_mock_cluster_t *mc = rd_kafka_mock_cluster_new(mrk, 1);
-    assert_non_null(mc);
+    KafkaMock *mock = kafka_mock_open("3", NULL, 0);
     static const int counts[] = {1, 3, 4, 12, 50};
     for (int ci = 0; ci < 5; ci++) {
         char topic[32];
         snprintf(topic, sizeof topic, "t%d", counts[ci]);
-        assert_int_equal(rd_kafka_mock_topic_create(mc, topic, counts[ci], 1), 0);
+        assert_int_equal(rd_kafka_mock_topic_create(mock->mc, topic, counts[ci], 1), 0);
     }
     int checked = 0, spread = 0;
     for (int p = 0; p < CCD_PART_COUNT; p++) {
         Delivered d = {0};
         rd_kafka_conf_t *conf = rd_kafka_conf_new();
-        assert_int_equal(rd_kafka_conf_set(conf, "bootstrap.servers",
-                                           rd_kafka_mock_cluster_bootstraps(mc), e, sizeof e),
+        assert_int_equal(rd_kafka_conf_set(conf, "bootstrap.servers", mock->bootstrap, e, sizeof e),
                          RD_KAFKA_CONF_OK);
         assert_int_equal(
             rd_kafka_conf_set(conf, "partitioner", ccd_partitioner_name(p), e, sizeof e),
@@ -112,8 +107,7 @@ static void test_partitioners_match_librdkafka(void **state)
     assert_int_equal(ccd_partition_of_key(CCD_PART_MURMUR2, "a", 1, 0), -1);
     assert_int_equal(ccd_partition_of_key(CCD_PART_COUNT, "a", 1, 4), -1);
     assert_null(ccd_partitioner_name(CCD_PART_COUNT));
-    rd_kafka_mock_cluster_destroy(mc);
-    rd_kafka_destroy(mrk);
+    kafka_mock_close(mock);
 }
 
 /* Java's default partitioner: toPositive(Utils.murmur2(key)) % n; the hashes are the

@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "kafka.h"
+#include "kafka_mock.h"
 #include "log.h"
 
 #define MAXMSG 256
@@ -42,11 +43,7 @@ typedef struct Got {
     int64_t rewind_ts;
 } Got;
 
-typedef struct World {
-    rd_kafka_t *mock_rk;
-    rd_kafka_mock_cluster_t *mc;
-    const char *bootstrap;
-} World;
+typedef KafkaMock World;
 
 static void on_message(void *cookie, uint64_t batch_id, const CcdKafkaMessage *m)
 {
@@ -75,28 +72,14 @@ static void on_revoke(void *cookie, const char *topic, const int32_t *p, int n)
 
 static int setup(void **state)
 {
-    World *w = calloc(1, sizeof *w);
-    char e[256];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    rd_kafka_conf_set(conf, "log_level", "3", NULL, 0);
-    w->mock_rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, e, sizeof e);
-    assert_non_null(w->mock_rk);
-    w->mc = rd_kafka_mock_cluster_new(w->mock_rk, 1);
-    assert_non_null(w->mc);
-    assert_int_equal(rd_kafka_mock_topic_create(w->mc, "kpis", 2, 1), 0);
-    assert_int_equal(rd_kafka_mock_topic_create(w->mc, "dlq", 1, 1), 0);
-    assert_int_equal(rd_kafka_mock_topic_create(w->mc, "alerts", 1, 1), 0);
-    w->bootstrap = rd_kafka_mock_cluster_bootstraps(w->mc);
-    *state = w;
+    static const KafkaMockTopic topics[] = {{"kpis", 2}, {"dlq", 1}, {"alerts", 1}};
+    *state = kafka_mock_open("3", topics, 3);
     return 0;
 }
 
 static int teardown(void **state)
 {
-    World *w = *state;
-    rd_kafka_mock_cluster_destroy(w->mc);
-    rd_kafka_destroy(w->mock_rk);
-    free(w);
+    kafka_mock_close(*state);
     return 0;
 }
 

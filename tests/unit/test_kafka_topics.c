@@ -29,43 +29,25 @@
 #include <cmocka.h>
 
 #include "kafka.h"
+#include "kafka_mock.h"
 #include "log.h"
 
-typedef struct World {
-    rd_kafka_t *mock_rk;
-    rd_kafka_mock_cluster_t *mc;
-    const char *bootstrap;
-} World;
+typedef KafkaMock World;
 
 static const char *const kpi_topics[] = {"kpis"};
 
 static int setup(void **state)
 {
-    World *w = calloc(1, sizeof *w);
-    char e[256];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    rd_kafka_conf_set(conf, "log_level", "0", NULL, 0);
-    w->mock_rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, e, sizeof e);
-    assert_non_null(w->mock_rk);
-    w->mc = rd_kafka_mock_cluster_new(w->mock_rk, 1);
-    assert_non_null(w->mc);
     /* the broker: KPI topic 12 partitions, state topic auto-created with 4 */
-    assert_int_equal(rd_kafka_mock_topic_create(w->mc, "kpis", 12, 1), 0);
-    assert_int_equal(rd_kafka_mock_topic_create(w->mc, "kpis.state", 4, 1), 0);
-    assert_int_equal(rd_kafka_mock_topic_create(w->mc, "kpis.members", 4, 1), 0);
-    assert_int_equal(rd_kafka_mock_topic_create(w->mc, "k2", 3, 1), 0);
-    assert_int_equal(rd_kafka_mock_topic_create(w->mc, "k2.state", 3, 1), 0);
-    w->bootstrap = rd_kafka_mock_cluster_bootstraps(w->mc);
-    *state = w;
+    static const KafkaMockTopic topics[] = {
+        {"kpis", 12}, {"kpis.state", 4}, {"kpis.members", 4}, {"k2", 3}, {"k2.state", 3}};
+    *state = kafka_mock_open("0", topics, 5);
     return 0;
 }
 
 static int teardown(void **state)
 {
-    World *w = *state;
-    rd_kafka_mock_cluster_destroy(w->mc);
-    rd_kafka_destroy(w->mock_rk);
-    free(w);
+    kafka_mock_close(*state);
     return 0;
 }
 
