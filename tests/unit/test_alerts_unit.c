@@ -21,6 +21,7 @@
 #include "config.h"
 #include "settings.h"
 #include "testlib.h"
+#include "tiny_daemon.h"
 
 typedef struct Fx {
     Ccd d;
@@ -31,15 +32,8 @@ typedef struct Fx {
 static int setup(void **state)
 {
     Fx *x = calloc(1, sizeof *x);
-    Ccd *d = &x->d;
-    char err[256];
-    assert_int_equal(ccd_config_init(&d->cfg), 0);
-    assert_int_equal(cc_model_open_file(&d->model, TL_TINY_MODEL, err, sizeof err), 0);
-    assert_int_equal(ccd_settings_from_config(&x->st, &d->cfg, &d->model->hp, err, sizeof err), 0);
-    assert_int_equal(cc_engine_open(&d->engine, d->model, &x->st.engine, NULL, 0), 0);
-    assert_int_equal(ccd_cells_open(&d->cells, d->engine, &x->st.cells), 0);
-    assert_int_equal(ccd_alerts_open(d, &x->st.anomaly, "", err, sizeof err), 0);
-    x->c = ccd_cells_add(d->cells, "site1/cell-a");
+    tiny_daemon_open(&x->d, &x->st);
+    x->c = ccd_cells_add(x->d.cells, "site1/cell-a");
     assert_non_null(x->c);
     *state = x;
     return 0;
@@ -48,13 +42,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     Fx *x = *state;
-    Ccd *d = &x->d;
-    ccd_alerts_close(d);
-    ccd_cells_close(&d->cells);
-    cc_engine_close(&d->engine);
-    ccd_settings_free(&x->st);
-    cc_model_close(&d->model);
-    ccd_config_free(&d->cfg);
+    tiny_daemon_close(&x->d, &x->st);
     free(x);
     return 0;
 }

@@ -28,6 +28,7 @@
 #include "config.h"
 #include "settings.h"
 #include "testlib.h"
+#include "tiny_daemon.h"
 
 #define FIRST 1000000 /* steps: years back from now at any step length */
 
@@ -41,15 +42,8 @@ typedef struct Fx {
 static int setup(void **state)
 {
     Fx *x = calloc(1, sizeof *x);
-    Ccd *d = &x->d;
-    char err[256];
-    assert_int_equal(ccd_config_init(&d->cfg), 0);
-    assert_int_equal(cc_model_open_file(&d->model, TL_TINY_MODEL, err, sizeof err), 0);
-    assert_int_equal(ccd_settings_from_config(&x->st, &d->cfg, &d->model->hp, err, sizeof err), 0);
-    assert_int_equal(cc_engine_open(&d->engine, d->model, &x->st.engine, NULL, 0), 0);
-    assert_int_equal(ccd_cells_open(&d->cells, d->engine, &x->st.cells), 0);
-    assert_int_equal(ccd_alerts_open(d, &x->st.anomaly, "", err, sizeof err), 0);
-    const CcHparams *hp = &d->model->hp;
+    tiny_daemon_open(&x->d, &x->st);
+    const CcHparams *hp = &x->d.model->hp;
     x->count = hp->patch_len * hp->n_patches;
     x->values = malloc((size_t)x->count * (size_t)hp->n_features * sizeof *x->values);
     for (int t = 0; t < x->count; t++)
@@ -62,13 +56,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     Fx *x = *state;
-    Ccd *d = &x->d;
-    ccd_alerts_close(d);
-    ccd_cells_close(&d->cells);
-    cc_engine_close(&d->engine);
-    ccd_settings_free(&x->st);
-    cc_model_close(&d->model);
-    ccd_config_free(&d->cfg);
+    tiny_daemon_close(&x->d, &x->st);
     free(x->values);
     free(x);
     return 0;
