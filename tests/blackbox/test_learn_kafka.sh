@@ -20,7 +20,6 @@ kafka_test_init learn-kafka TERM "$CLI" "$CELLCASTD" "$CLUSTER"
 MODEL="$SRC/models/default.safetensors"
 need_files "$MODEL"
 
-on_exit() { exec 3>&- 2>/dev/null; } # the mock cluster's stdin: it exits at EOF
 start_mock_cluster 1 kpis:2 kpis.state:2 kpis.models:1 alerts:1
 
 # The fleet: 4 days; the first 3 are the learner's history, the 4th comes after the swap.

@@ -34,7 +34,6 @@ kafka_test_init model-rollback TERM "$CLI" "$CELLCASTD" "$CLUSTER"
 MODEL="$SRC/models/default.safetensors"
 need_files "$MODEL"
 
-on_exit() { exec 3>&- 2>/dev/null; } # the mock cluster's stdin: it exits at EOF
 start_mock_cluster 1 kpis:1 kpis.state:1 kpis.models:1 alerts:1
 
 "$CLI" synth --cells 6 --days 4 --step 900 --missing-rate 0 --gap-rate 0 --outage-rate 0 \

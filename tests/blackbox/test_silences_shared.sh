@@ -15,7 +15,6 @@ CLUSTER=${2:-}
 SRC=${3:-$(cd "$(dirname "$0")/../.." && pwd)} # kafka_test_init reads it (TINY)
 # shellcheck source=../helpers/daemon.sh
 . "$(dirname "$0")/../helpers/daemon.sh"
-on_exit() { exec 3>&- 2>/dev/null; } # the mock cluster's control fifo
 kafka_test_init silences_shared TERM "$CELLCASTD" "$CLUSTER"
 
 start_mock_cluster 1 kpis:2 kpis.state:2 kpis.silences:1 alerts:1

@@ -17,7 +17,6 @@ CLUSTER=${2:-}
 SRC=${3:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source=../helpers/daemon.sh
 . "$(dirname "$0")/../helpers/daemon.sh"
-on_exit() { exec 3>&- 2>/dev/null; } # the mock cluster's control fifo
 kafka_test_init state_records TERM "$CELLCASTD" "$CLUSTER"
 
 S=900

@@ -33,7 +33,8 @@ need_files() {
 # get SIGNAL (default TERM) and are waited for, then TMP is removed unless a check failed
 # (then it says where the logs are; KEEP_TMP=1 keeps them always); SIGTERM/SIGINT exit 143
 # through that, so that the cleanup also runs when meson's timeout kills the test. A test
-# with more to undo defines a function on_exit before, called first. Safe under set -e.
+# with more to undo defines a function on_exit before, called first; a mock cluster's control
+# fifo (start_mock_cluster) is closed next. Safe under set -e.
 test_workdir() {
     TMP=$(mktemp -d "/tmp/cellcast-$1.XXXXXX")
     TEST_SIGNAL=${2:-TERM}
@@ -47,6 +48,7 @@ test_workdir() {
 test_cleanup() {
     local i pids=("${PIDS[@]}")
     declare -F on_exit >/dev/null && { on_exit || true; }
+    [ -z "${MOCK_CLUSTER_CTL:-}" ] || { exec 3>&-; } 2>/dev/null # the mock cluster exits at EOF
     [ -n "$DPID" ] && pids+=("$DPID") # also a daemon started without start_daemon
     for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
         kill -"$TEST_SIGNAL" "${pids[i]}" 2>/dev/null || true
@@ -226,14 +228,15 @@ start_mockbroker() {
 # start_mock_cluster BROKERS TOPIC:PARTITIONS...: starts CLUSTER (tests/blackbox/
 # kafka_mock_cluster.c: BROKERS brokers, taken down and up by "down N" / "up N" on its stdin)
 # with its stdin the fifo TMP/ctl, held open on fd 3 (commands: echo "down 1" >&3; it exits
-# at EOF, so the test's on_exit closes fd 3), its output TMP/cluster.out and TMP/cluster.log;
-# sets EXT to its bootstrap address (waits up to 5 s) and appends its pid to PIDS. Exits 1
-# without.
+# at EOF: the exit trap of test_workdir closes fd 3), its output TMP/cluster.out and
+# TMP/cluster.log; sets EXT to its bootstrap address (waits up to 5 s) and appends its pid to
+# PIDS. Exits 1 without.
 start_mock_cluster() {
     mkfifo "$TMP/ctl"
     "$CLUSTER" "$@" <"$TMP/ctl" >"$TMP/cluster.out" 2>"$TMP/cluster.log" &
     PIDS+=($!)
     exec 3>"$TMP/ctl"
+    MOCK_CLUSTER_CTL=$TMP/ctl
     for _ in $(seq 50); do EXT=$(head -1 "$TMP/cluster.out" 2>/dev/null); [ -n "$EXT" ] && break; sleep 0.1; done
     [ -n "$EXT" ] || { echo "FAIL: the mock cluster gave no address"; exit 1; }
 }
