@@ -303,8 +303,8 @@ static void tick(Bench *b, int64_t now)
         CcAlertSink sink = {&x, on_alert};
         cc_anomaly_tick(b->an, c->ac, now, &sink);
         FleetEvidence e;
-        evidence(b, c, &e,
-                 fleet_missing_evidence(b->an, c->ac, c->last, now, b->S, b->evidence_frac, &e));
+        int n = fleet_missing_evidence(b->an, c->ac, c->last, now, b->S, b->evidence_frac, &e);
+        evidence(b, c, &e, n);
     }
 }
 
@@ -331,7 +331,8 @@ static int step_cell(Bench *b, CcEngine *e, Cell *c, int64_t t, const float *v, 
     if (mask) /* an imputed step: no evidence */
         return 0;
     FleetEvidence ev[CC_MAX_FEATURES + 1];
-    evidence(b, c, ev, fleet_step_evidence(b->an, c->ac, F, b->S, b->evidence_frac, ev));
+    int n = fleet_step_evidence(b->an, c->ac, F, b->S, b->evidence_frac, ev);
+    evidence(b, c, ev, n);
     return 0;
 }
 
