@@ -337,8 +337,10 @@ static json_t *below_resolution(const LearnArgs *a, const CcDataset *ds, const C
                 "that (the Transformer cannot use it; docs/learning.md)",
                 k, r[f].level, r[f].spread, r[f].ratio);
         if (r[f].scale > 0)
-            fprintf(stderr, "; feed it scaled: ingest.fields %s: %s*%g (--field %s=%s*%g)\n", k, k,
-                    r[f].scale, k, k, r[f].scale);
+            fprintf(stderr,
+                    "; feed it times %g: cellcastd's ingest.fields %s: %s*%g and the learner's "
+                    "--field %s=%s*%g (CSV files: their values)\n",
+                    r[f].scale, k, k, r[f].scale, k, k, r[f].scale);
         else
             fprintf(stderr, "; no unit scale resolves a level this far above its moves\n");
     }

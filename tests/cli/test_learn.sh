@@ -192,7 +192,7 @@ sys.exit(0 if list(r) == ["load_b"] and r["load_b"]["ratio"] > 0.1 and s >= 1e3 
 PY
 then
     grep -q "KPI load_b is below the model's normalisation resolution.*load_b\*" "$TMP/r7.log" &&
-        ok "KPI below the resolution: $(grep -o 'feed it scaled.*' "$TMP/r7.log")" ||
+        ok "KPI below the resolution: $(grep -o 'feed it times.*' "$TMP/r7.log")" ||
         fail "KPI below the resolution: no warning: $(tail -2 "$TMP/r7.log")"
 else
     fail "KPI below the resolution: $(cat "$TMP/tiny.json" | head -c 600)"
