@@ -2085,9 +2085,10 @@ int cc_train_resolution(const CcDataset *ds, const CcRange *train, CcKpiResoluti
             continue;
         }
         double unit_scale = 10;
-        while (resolution_ratio(r->level, r->spread, unit_scale) > CC_TRAIN_RESOLUTION_TARGET)
+        while (resolution_ratio(r->level, r->spread, unit_scale) > CC_TRAIN_RESOLUTION_TARGET &&
+               unit_scale < 1e300)
             unit_scale *= 10;
-        r->scale = unit_scale;
+        r->scale = unit_scale < 1e300 ? unit_scale : 0;
     }
     free(lv);
     free(sp);

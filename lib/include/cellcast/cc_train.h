@@ -427,8 +427,8 @@ typedef struct {
     /** 1: resolved (ratio ≤ CC_TRAIN_RESOLUTION_MAX, or nothing to resolve); else the
      * smallest power of ten S ≥ 10 with 1e-5·(1 + level·S) / (spread·S) ≤
      * CC_TRAIN_RESOLUTION_TARGET: the unit scale to feed the KPI in (ingest.fields
-     * `KPI*S`); 0 when no scale does (level ≥ spread / 1e-3: the relative term 1e-5·|mu|
-     * alone is more than the target). */
+     * `KPI*S`); 0 when no scale does (level ≥ 1000·spread: the relative term 1e-5·|mu|
+     * alone is at least the target). */
     double scale;
 } CcKpiResolution;
 
