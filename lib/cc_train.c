@@ -2019,6 +2019,82 @@ int cc_train_norm_floor(const CcDataset *ds, const CcRange *train, double frac, 
     return 0;
 }
 
+/* |mean| of KPI f's observed values in the training rows of series s (*has 0: none). */
+static double series_level(const CcDataset *ds, const CcRange *train, int s, int f, int *has)
+{
+    const int F = ds->n_features;
+    const CcSeries *se = &ds->series[s];
+    int a = train[s].begin < 0 ? 0 : train[s].begin;
+    int b = train[s].end > se->T ? se->T : train[s].end;
+    double sum = 0;
+    int64_t n = 0;
+    for (int i = a; i < b; i++)
+        if (!se->mask || se->mask[(size_t)i * F + f]) {
+            sum += se->x[(size_t)i * F + f];
+            n++;
+        }
+    *has = n > 0;
+    return n ? fabs(sum / (double)n) : 0;
+}
+
+static double median_sorted(double *v, int n)
+{
+    if (!n)
+        return 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* model.md step 2's absolute term, in spreads, for a KPI fed multiplied by unit_scale */
+static double resolution_ratio(double level, double spread, double unit_scale)
+{
+    return 1e-5 * (1 + level * unit_scale) / (spread * unit_scale);
+}
+
+int cc_train_resolution(const CcDataset *ds, const CcRange *train, CcKpiResolution *out)
+{
+    int F = ds->n_features, S = ds->n_series;
+    double *lv = malloc((size_t)(S ? S : 1) * sizeof *lv),
+           *sp = malloc((size_t)(S ? S : 1) * sizeof *sp);
+    if (!lv || !sp) {
+        free(lv);
+        free(sp);
+        return -ENOMEM;
+    }
+    for (int f = 0; f < F; f++) {
+        int n = 0;
+        for (int s = 0; s < S; s++) {
+            int has;
+            double level = series_level(ds, train, s, f, &has);
+            if (has) {
+                lv[n] = level;
+                sp[n++] = cc_train_kpi_spread(ds, train, s, f, &has);
+            }
+        }
+        CcKpiResolution *r = &out[f];
+        r->level = median_sorted(lv, n);
+        r->spread = median_sorted(sp, n);
+        r->ratio = r->spread > 0 ? resolution_ratio(r->level, r->spread, 1) : 0;
+        r->scale = 1;
+        if (r->ratio <= CC_TRAIN_RESOLUTION_MAX)
+            continue;
+        /* the ratio falls with the scale towards 1e-5·level/spread: past the target there,
+         * no scale reaches it */
+        if (1e-5 * r->level >= CC_TRAIN_RESOLUTION_TARGET * r->spread) {
+            r->scale = 0;
+            continue;
+        }
+        double unit_scale = 10;
+        while (resolution_ratio(r->level, r->spread, unit_scale) > CC_TRAIN_RESOLUTION_TARGET &&
+               unit_scale < 1e300)
+            unit_scale *= 10;
+        r->scale = unit_scale < 1e300 ? unit_scale : 0;
+    }
+    free(lv);
+    free(sp);
+    return 0;
+}
+
 void cc_train_sd_spread(const CcDataset *ds, const CcRange *train, double *lo, double *hi)
 {
     for (int f = 0; f < ds->n_features; f++) {

@@ -307,11 +307,53 @@ static void round_hparams(const LearnArgs *a, const CcDataset *ds, const CcRange
         hp->n_patches = half / hp->patch_len > 1 ? half / hp->patch_len : 1;
 }
 
+/* The round's record of the KPIs below the normalisation's resolution (cc_train_resolution:
+ * model.md's absolute term 1e-5·(1 + |mu|) more than a tenth of the KPI's spread), each with
+ * the unit scale that resolves it (null: none does), and a warning for each on stderr. The
+ * Transformer cannot see such a KPI and its head's offsets cost it hundreds of its spreads,
+ * so its candidate loses there (docs/learning.md). NULL: out of memory. */
+static json_t *below_resolution(const LearnArgs *a, const CcDataset *ds, const CcRange *tr)
+{
+    CcKpiResolution *r = calloc((size_t)ds->n_features, sizeof *r);
+    json_t *o = json_object();
+    if (!r || !o || cc_train_resolution(ds, tr, r) < 0) {
+        free(r);
+        json_decref(o);
+        return NULL;
+    }
+    for (int f = 0; f < ds->n_features; f++) {
+        if (r[f].scale == 1)
+            continue;
+        const char *k = ds->features[f];
+        json_object_set_new(o, k,
+                            json_pack("{s:f, s:f, s:f, s:o}", "level", r[f].level, "spread",
+                                      r[f].spread, "ratio", r[f].ratio, "scale",
+                                      r[f].scale > 0 ? json_real(r[f].scale) : json_null()));
+        if (a->quiet)
+            continue;
+        fprintf(stderr,
+                "cellcast learn: KPI %s is below the model's normalisation resolution: values "
+                "~%.2g moving by ~%.2g, and model.md's 1e-5·(1+|mu|) in sigma is %.3g times "
+                "that (the Transformer cannot use it; docs/learning.md)",
+                k, r[f].level, r[f].spread, r[f].ratio);
+        if (r[f].scale > 0)
+            fprintf(stderr,
+                    "; feed it times %g: cellcastd's ingest.fields %s: %s*%g and the learner's "
+                    "--field %s=%s*%g (CSV files: their values)\n",
+                    r[f].scale, k, k, r[f].scale, k, k, r[f].scale);
+        else
+            fprintf(stderr, "; no unit scale resolves a level this far above its moves\n");
+    }
+    free(r);
+    return o;
+}
+
 /* The linear-only candidates into path (seasonal: the seasonal naive as a tx/3 file,
- * else the ridge fit, its report in *fit). 0 or -1 (why in sc->why). */
+ * else the ridge fit, its report in *fit, and *below: below_resolution()). 0 or -1 (why in
+ * sc->why). */
 static int linear_candidate(const LearnArgs *a, const char *train_csv, int64_t step,
                             const char *path, Scored *sc, int *horizon, int *patch_len,
-                            int seasonal, CcLinearFitReport *fit)
+                            int seasonal, CcLinearFitReport *fit, json_t **below)
 {
     CcDataSettings d = a->data;
     d.format = CC_DATA_LONG;
@@ -335,6 +377,8 @@ static int linear_candidate(const LearnArgs *a, const char *train_csv, int64_t s
         hp.d_model = 4, hp.n_heads = 1, hp.n_layers = 1, hp.d_ff = 4; /* unused: head at 0 */
         snprintf(hp.name, sizeof hp.name, "cellcast-learn-%s", seasonal ? "seasonal" : "linear");
         *horizon = hp.horizon, *patch_len = hp.patch_len;
+        if (below)
+            *below = below_resolution(a, ds, tr);
         int r = seasonal ? cc_learn_seasonal_model(&m, &hp, ds, tr, va, a->floor_frac, sc->why,
                                                    sizeof sc->why)
                          : cc_learn_fit_linear(&m, &hp, ds, tr, va, a->floor_frac, fit, sc->why,
@@ -665,17 +709,19 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
     unlink(sn_path);
     CcLinearFitReport fit = {.lambda = NAN};
     int need_linear = 1;
-    if (linear_candidate(a, train_csv, ls.step_s, lin_path, &sc[LIN], &horizon, &patch_len, 0,
-                         &fit) == 0)
+    json_t *below = NULL;
+    if (linear_candidate(a, train_csv, ls.step_s, lin_path, &sc[LIN], &horizon, &patch_len, 0, &fit,
+                         &below) == 0)
         score(&sc[LIN], all_csv, cut, horizon, ls.step_s, &need_linear);
     if (!horizon) {
         fprintf(stderr, "cellcast learn: linear candidate: %s\n", sc[LIN].why);
+        json_decref(below);
         return -1;
     }
     /* the seasonal naive once a day of rows precedes the held-out ones (as eval's) */
     if (cut - ls.first_ts >= 86400) {
         if (linear_candidate(a, train_csv, ls.step_s, sn_path, &sc[SEASONAL], &horizon, &patch_len,
-                             1, NULL) == 0)
+                             1, NULL, NULL) == 0)
             score(&sc[SEASONAL], all_csv, cut, horizon, ls.step_s, &need_linear);
     } else
         snprintf(sc[SEASONAL].why, sizeof sc[SEASONAL].why,
@@ -696,6 +742,7 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
         unlink(optim);
         for (int i = 0; i < N_SCORED; i++)
             json_decref(sc[i].per_kpi);
+        json_decref(below);
         fprintf(stderr,
                 "cellcast learn: stopped: round %d abandoned after %.1fs, nothing published\n",
                 st->rounds + 1, (double)(cc_now_ns() - t0) / 1e9);
@@ -781,6 +828,7 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
         json_object_set_new(lf, "refit_samples", json_integer(fit.n_refit));
         json_object_set_new(rec, "linear_fit", lf);
     }
+    json_object_set_new(rec, "below_resolution", below ? below : json_object());
     json_object_set_new(rec, "champion_before", scored_json(&sc[CHAMP]));
     if (a->rb->n) { /* the hashes refused because a member rolled them back */
         json_t *rbs = json_array();

@@ -1647,6 +1647,43 @@ static void test_norm_floor_scales(void **state)
     assert_float_equal(fl, 0.4, 1e-5);
 }
 
+/* model.md step 2's absolute term 1e-5·(1 + |mu|) against each KPI's spread: a KPI of
+ * 4.5e-8 +- 1e-8 (Barcelona's rb_down_var) has a sigma 1000 times its spread, so its
+ * normalised inputs are ~1e-3 and a head offset c adds c·1e-5, 1000·c spreads; fed scaled by
+ * 1e6 it normalises like any KPI (1e5 is not enough: 1e-5·(1 + 4.5e-3)/1e-3 > 0.01). A KPI
+ * of 15 +- 4 is resolved; 1e6 +- 1 (a level far above its moves) is not, and no scale helps
+ * (the relative term 1e-5·|mu| stays 10 spreads); a constant KPI has nothing to resolve. */
+static void test_resolution(void **state)
+{
+    (void)state;
+    enum { T = 200, F = 4, S = 2 };
+    static float x[S][T * F];
+    const double level[F] = {4.5e-8, 15, 1e6, 3}, sd[F] = {1e-8, 4, 1, 0};
+    CcSeries se[S];
+    CcRange tr[S];
+    for (int s = 0; s < S; s++) {
+        for (int i = 0; i < T; i++)
+            for (int f = 0; f < F; f++) /* +-sd alternately: population sd exactly sd */
+                x[s][i * F + f] = (float)(level[f] + (i % 2 ? sd[f] : -sd[f]));
+        se[s] = (CcSeries){.T = T, .x = x[s]};
+        tr[s] = (CcRange){0, T};
+    }
+    CcDataset ds = {.n_features = F, .step_seconds = 120, .n_series = S, .series = se};
+    CcKpiResolution r[F];
+    assert_int_equal(cc_train_resolution(&ds, tr, r), 0);
+    /* float32 storage: values and sds to ~1.2e-7 relative (sd of +-1 around 1e6: exact) */
+    assert_true(fabs(r[0].level - 4.5e-8) < 1e-6 * 4.5e-8 + 1e-15);
+    assert_true(fabs(r[0].spread - 1e-8) < 1e-6 * 1e-8 + 1e-15);
+    assert_true(fabs(r[0].ratio - 1e-5 * (1 + 4.5e-8) / 1e-8) < 1e-3);
+    assert_true(r[0].ratio > CC_TRAIN_RESOLUTION_MAX);
+    assert_true(r[0].scale == 1e6);
+    assert_true(fabs(r[1].ratio - 1e-5 * 16 / 4) < 1e-9);
+    assert_true(r[1].scale == 1);
+    assert_true(r[2].ratio > CC_TRAIN_RESOLUTION_MAX);
+    assert_true(r[2].scale == 0);
+    assert_true(r[3].spread == 0 && r[3].scale == 1);
+}
+
 static void test_train_flat(void **state)
 {
     (void)state;
@@ -1769,6 +1806,7 @@ int main(void)
         cmocka_unit_test(test_select_mase),
         cmocka_unit_test(test_train_flat),
         cmocka_unit_test(test_norm_floor_scales),
+        cmocka_unit_test(test_resolution),
         cmocka_unit_test(test_train_constant_then_moving),
         cmocka_unit_test(test_mae_unit_weight),
         cmocka_unit_test(test_stop_hook),

@@ -414,6 +414,35 @@ double cc_train_kpi_spread(const CcDataset *ds, const CcRange *train, int s, int
  */
 int cc_train_norm_floor(const CcDataset *ds, const CcRange *train, double frac, float *floor);
 
+/* A KPI is below the normalisation's resolution when model.md step 2's absolute term is more
+ * than this share of its spread; a suggested unit scale brings it to at most ..._TARGET. */
+#define CC_TRAIN_RESOLUTION_MAX 0.1
+#define CC_TRAIN_RESOLUTION_TARGET 0.01
+
+/** How model.md step 2 resolves one KPI (cc_train_resolution). */
+typedef struct {
+    double level;  ///< median over the series of |mean value| in the training rows
+    double spread; ///< median over the series of cc_train_kpi_spread (0: constant or no data)
+    double ratio;  ///< 1e-5·(1 + level) / spread, the absolute term in spreads (0: spread 0)
+    /** 1: resolved (ratio ≤ CC_TRAIN_RESOLUTION_MAX, or nothing to resolve); else the
+     * smallest power of ten S ≥ 10 with 1e-5·(1 + level·S) / (spread·S) ≤
+     * CC_TRAIN_RESOLUTION_TARGET: the unit scale to feed the KPI in (ingest.fields
+     * `KPI*S`); 0 when no scale does (level ≥ 1000·spread: the relative term 1e-5·|mu|
+     * alone is at least the target). */
+    double scale;
+} CcKpiResolution;
+
+/**
+ * Per KPI (out: ds->n_features), how much of its normalisation scale sigma (model.md step 2:
+ * `sqrt(sd² + floor²) + 1e-5·(1 + |mu|)`, which the spec fixes) the absolute term takes. A
+ * KPI whose values are ~1e-8 (Barcelona's rb_down_var, rb_up_var) has a sigma of ~1e-5,
+ * 1000 times its spread: its normalised inputs are ~constant to the Transformer, and every
+ * offset c its head adds is c·1e-5 in the KPI's units, 1000·c spreads (docs/learning.md
+ * "KPIs below the normalisation's resolution"). The linear path is unaffected (scale
+ * equivariant). 0 or -ENOMEM.
+ */
+int cc_train_resolution(const CcDataset *ds, const CcRange *train, CcKpiResolution *out);
+
 /**
  * The naive start of a tx/3 model: the linear path and the head's mean rows (weights and
  * biases) set to 0, so that every horizon step's mean is the last value x_t (the path adds
