@@ -77,7 +77,7 @@ void ccd_incident_default_settings(CcdIncidentSettings *s)
     s->evidence_frac = 0.5;
     s->cell_persist_steps = 2;
     s->cell_persist_frac = 0.5;
-    s->resolve_hold_steps = 4;
+    s->resolve_hold_steps = 6;
 }
 
 static void incident_free(CcdIncident *inc)

@@ -83,7 +83,7 @@ typedef struct CcdIncidentSettings {
                               ///< is at or past this share of its bar (default 0.5)
     int resolve_hold_steps;   ///< data steps an incident whose last alert resolved stays open,
                               ///< resolving, for an alert of its group to join it again
-                              ///< (default 4; 0: it resolves with its last alert)
+                              ///< (default 6; 0: it resolves with its last alert)
 } CcdIncidentSettings;
 
 /** One cell's evidence at one step on one class, past evidence_frac (strings are copied). */

@@ -754,8 +754,9 @@ static void test_resolve_hold(void **state)
     CcdIncidents *g;
     CcdIncidentSettings s;
     ccd_incident_default_settings(&s);
-    assert_int_equal(s.resolve_hold_steps, 4);
+    assert_int_equal(s.resolve_hold_steps, 6);
     assert_int_equal(s.cell_persist_steps, 2); /* the paging rule on */
+    s.resolve_hold_steps = 4;                  /* the steps below count on 4 */
     assert_int_equal(ccd_incidents_open(&g, &s), 0);
     Emitted e = {0};
     const int64_t k = T0 / S;
