@@ -3,11 +3,12 @@
  * site (incidents.group_by = site; or of one region: region) that overlap in time are one
  * incident: it opens with the first alert of a cell of the group while none of the group
  * is open, takes in every alert of the group's cells that fires while it is open, and
- * resolves when its last member alert resolves. A cell without the label (no topology, or
- * not listed) is a group of its own. Scope: `cell` while its alerts come from one cell,
- * `site` (`region`) once two or more cells of the group are members. Severity: critical
- * once a member fired critical. The id is `<site|region|cell>:<group>:<step of the first
- * alert>`, so it is stable while the incident grows from one cell to the site.
+ * resolves when its last member alert resolves (after the resolve hold, below). A cell
+ * without the label (no topology, or not listed) is a group of its own. Scope: `cell`
+ * while its alerts come from one cell, `site` (`region`) once two or more cells of the
+ * group are members. Severity: critical once a member fired critical. The id is
+ * `<site|region|cell>:<group>:<step of the first alert>`, so it is stable while the
+ * incident grows from one cell to the site.
  *
  * Transitions are batched: the alerts of one flush (one cron tick or one HTTP read) are
  * added first, then each incident they changed is emitted once (firing: opened or
