@@ -51,7 +51,11 @@
  *          [--site-outage-rate X] [--neighbour-shift X] [--cell-event-rate X]
  *          [--warmup-days D] [--post N] [--events FILE] [--incidents FILE] [--max-cells N]
  *          [--resolve-hold N[,N...]]
- * Prints one JSON object on stdout; progress on stderr. Environment: FLEET_VERBOSE=1 lists
+ * Prints one JSON object on stdout; progress on stderr. --resolve-hold: the grouping's
+ * incidents.resolve_hold_steps (default: the configuration's); with several, the engine's pass
+ * is made once and grouped and scored at each: one JSON line each on stdout (in that order),
+ * a line "fleet_eval: resolve_hold_steps N" on stderr before each one's scoring, and
+ * "{hold}" in --incidents replaced by N. Environment: FLEET_VERBOSE=1 lists
  * the site and cell events not seen within 2 steps (and whether they started in the
  * detector's cooldown after an episode of the cell: cooldown_steps); FLEET_TRACE=<cell id>
  * prints the cell's alert transitions, FLEET_TRACE_ROWS=<cell id> its scores per row.
