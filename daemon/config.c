@@ -332,8 +332,9 @@ static const CcdConfigDef tail_rows[] = {
  "many steps late (the last alert's resolution is an update: firing, no firing alert). "
  "Default 6 (1.5 h at 15-minute steps): a transport loss's missing-data alerts resolve when "
  "the site's rows return, and its restart transient or a load burst 0-6 steps later opened a "
- "second incident for 4 % of site outages on the synthetic fleet (docs/results.md), none with "
- "6; a new problem of the site within the hold pages no more. 0 = it resolves with its last "
+ "second incident for 3.5-4 % of site outages on the synthetic fleet, 0-0.15 % with 6 (what "
+ "is left: new events of the site 7-9 steps after; docs/results.md); a new problem of the "
+ "site within the hold pages no more. 0 = it resolves with its last "
  "alert."},
 {"incidents.topic", CCD_CFG_STRING, OFF(incidents_topic), "auto", NB, NULL, 0,
  "Kafka topic of incident transitions (proto/incident.schema.json; key: the incident id). "
