@@ -53,9 +53,10 @@ struct CcdIncidents {
     CcdStrHash pending;   /* group key -> PendGroup: evidence reports of the last steps */
     CcdStrHash evid;      /* "<cell>:evidence:<class>" -> EvidMember while it is firing */
     int64_t expired_step;
-    CcdStrHash open;     /* group key ("<scope>:<group>") -> open CcdIncident */
-    CcdStrHash alerts;   /* firing alert id -> its CcdIncident */
-    CcdIncident **dirty; /* changed since the last emit, in order of first change */
+    CcdStrHash open;      /* group key ("<scope>:<group>") -> open CcdIncident */
+    CcdStrHash resolving; /* group key -> open CcdIncident in the resolve hold */
+    CcdStrHash alerts;    /* firing alert id -> its CcdIncident */
+    CcdIncident **dirty;  /* changed since the last emit, in order of first change */
     size_t n_dirty, cap_dirty;
     CcdIncident **recent; /* ring of resolved incidents, oldest at head */
     size_t n_recent, head;
@@ -76,6 +77,7 @@ void ccd_incident_default_settings(CcdIncidentSettings *s)
     s->evidence_frac = 0.5;
     s->cell_persist_steps = 2;
     s->cell_persist_frac = 0.5;
+    s->resolve_hold_steps = 6;
 }
 
 static void incident_free(CcdIncident *inc)
@@ -194,6 +196,7 @@ void ccd_incidents_close(CcdIncidents **gp)
     for (size_t i = 0; i < g->n_recent; i++)
         incident_free(g->recent[(g->head + i) % (size_t)g->s.keep]);
     ccd_strhash_free(&g->open);
+    ccd_strhash_free(&g->resolving); /* its incidents are open's */
     ccd_strhash_free(&g->alerts);
     free(g->dirty);
     free(g->recent);
@@ -209,6 +212,7 @@ void ccd_incidents_set_settings(CcdIncidents *g, const CcdIncidentSettings *s)
     g->s.evidence_frac = s->evidence_frac;
     g->s.cell_persist_steps = s->cell_persist_steps; /* held alerts: at the next step */
     g->s.cell_persist_frac = s->cell_persist_frac;
+    g->s.resolve_hold_steps = s->resolve_hold_steps; /* the holds running: at the next step */
 }
 
 static int mark_dirty(CcdIncidents *g, CcdIncident *inc)
@@ -248,6 +252,12 @@ static void alert_group(const CcdIncidents *g, const CcdIncAlert *a, const char 
 }
 
 static char *dupn(const char *s) { return s ? strdup(s) : NULL; }
+
+/* The key of an incident's group in open and resolving. */
+static void incident_key(const CcdIncident *inc, char *key, size_t n)
+{
+    snprintf(key, n, "%s:%s", ccd_inc_scope_name(inc->group_scope), inc->group);
+}
 
 static CcdIncident *incident_new(const CcdIncAlert *a, const char *group, int group_scope)
 {
@@ -514,6 +524,12 @@ static int add_firing_as(CcdIncidents *g, const CcdIncAlert *a, int force)
     if (a->group_cells > inc->group_cells && inc->group_scope != CCD_INC_CELL)
         inc->group_cells = a->group_cells; /* a topology reloaded with more cells */
     inc->time = a->ts > inc->time ? a->ts : inc->time;
+    if (inc->resolving) { /* in its resolve hold: open again, as if it had not resolved */
+        ccd_strhash_del(&g->resolving, key);
+        inc->resolving = 0;
+        inc->end_ts = 0;
+        g->st.hold_rejoined++;
+    }
     g->st.alerts_grouped++;
     return created ? held_join(g, key) : 0;
 }
@@ -536,10 +552,18 @@ static int add_resolved(CcdIncidents *g, const CcdIncAlert *a)
     inc->time = a->ts;
     if (!inc->n_firing) { /* its last alert: the incident resolves */
         char key[256];
-        snprintf(key, sizeof key, "%s:%s", ccd_inc_scope_name(inc->group_scope), inc->group);
-        ccd_strhash_del(&g->open, key);
-        inc->firing = 0;
+        incident_key(inc, key, sizeof key);
         inc->end_ts = a->ts;
+        if (g->s.resolve_hold_steps > 0 && !ccd_strhash_put(&g->resolving, key, inc)) {
+            /* open, resolving, until the hold expires (ccd_incidents_evidence_expire): emitted
+             * firing with no firing alert, as any member's resolution (out of memory: it
+             * resolves at once) */
+            inc->resolving = 1;
+            inc->resolve_step = a->step;
+        } else {
+            ccd_strhash_del(&g->open, key);
+            inc->firing = 0;
+        }
     }
     /* a resolved incident must reach the emit (which keeps or frees it): its dirty slot
      * was taken when it fired in this flush, or is taken now */
@@ -848,20 +872,15 @@ static void held_persist(CcdIncidents *g, int64_t step)
         g->st.oom++;
 }
 
-void ccd_incidents_evidence_expire(CcdIncidents *g, int64_t step)
+/* Evidence members last reported before step − 1 resolve. */
+static void evidence_resolve(CcdIncidents *g, int64_t step)
 {
-    if (step <= g->expired_step)
-        return;
-    g->expired_step = step;
-    held_persist(g, step);
-    ccd_strhash_foreach(&g->pending, prune_group, &step);
-    if (!g->evid.n)
-        return;
     Expire x = {step - 1, NULL, 0, 0, 0};
     ccd_strhash_foreach(&g->evid, collect_stale, &x);
     for (size_t i = 0; i < x.n; i++) {
         EvidMember *em = ccd_strhash_del(&g->evid, x.keys[i]);
-        CcdIncAlert a = {.id = em->alert_id, .cell = "", .ts = em->seen_ts};
+        /* resolved as of its last report; a resolve hold counts from the step it is found */
+        CcdIncAlert a = {.id = em->alert_id, .cell = "", .step = step, .ts = em->seen_ts};
         ccd_incidents_add(g, &a);
         free_evid(NULL, NULL, em);
         free(x.keys[i]);
@@ -869,6 +888,71 @@ void ccd_incidents_evidence_expire(CcdIncidents *g, int64_t step)
     free(x.keys);
     if (x.oom)
         g->st.oom++; /* those left are expired at the next step */
+}
+
+typedef struct HoldScan {
+    int64_t before; /* the holds of incidents whose last alert resolved before this step end */
+    CcdIncident **v;
+    size_t n, cap;
+    int oom;
+} HoldScan;
+
+static void collect_hold_ended(void *cookie, const char *key, void *val)
+{
+    (void)key;
+    HoldScan *x = cookie;
+    CcdIncident *inc = val;
+    if (inc->resolve_step >= x->before || x->oom)
+        return;
+    if (x->n == x->cap) {
+        size_t cap = x->cap ? 2 * x->cap : 16;
+        CcdIncident **v = realloc(x->v, cap * sizeof *v);
+        if (!v) {
+            x->oom = 1;
+            return;
+        }
+        x->v = v;
+        x->cap = cap;
+    }
+    x->v[x->n++] = inc;
+}
+
+/* Incidents whose last alert resolved resolve_hold_steps or more steps before `step` resolve,
+ * end_ts the last alert's resolution (set when it resolved). */
+static void hold_expire(CcdIncidents *g, int64_t step)
+{
+    HoldScan x = {step - g->s.resolve_hold_steps, NULL, 0, 0, 0};
+    ccd_strhash_foreach(&g->resolving, collect_hold_ended, &x);
+    for (size_t i = 0; i < x.n; i++) {
+        CcdIncident *inc = x.v[i];
+        if (mark_dirty(g, inc)) { /* cannot be emitted yet: tried again at the next step */
+            x.oom = 1;
+            continue;
+        }
+        char key[256];
+        incident_key(inc, key, sizeof key);
+        ccd_strhash_del(&g->resolving, key);
+        ccd_strhash_del(&g->open, key);
+        inc->resolving = 0;
+        inc->firing = 0;
+        g->st.hold_expired++;
+    }
+    free(x.v);
+    if (x.oom)
+        g->st.oom++;
+}
+
+void ccd_incidents_evidence_expire(CcdIncidents *g, int64_t step)
+{
+    if (step <= g->expired_step)
+        return;
+    g->expired_step = step;
+    held_persist(g, step);
+    ccd_strhash_foreach(&g->pending, prune_group, &step);
+    if (g->evid.n)
+        evidence_resolve(g, step);
+    if (g->resolving.n) /* after the evidence: a member resolved now starts its hold now */
+        hold_expire(g, step);
 }
 
 /* What the cell's member alerts say it has: 0 lost traffic (all_zero), 1 stopped
@@ -1010,6 +1094,7 @@ void ccd_incidents_stats(const CcdIncidents *g, CcdIncidentStats *st)
     *st = g->st;
     st->firing = g->open.n;
     st->held = g->held.n;
+    st->resolving = g->resolving.n;
     st->recent = g->n_recent;
     st->firing_site = st->firing_region = 0;
     ccd_strhash_foreach(&g->open, count_scope, st);

@@ -3,11 +3,12 @@
  * site (incidents.group_by = site; or of one region: region) that overlap in time are one
  * incident: it opens with the first alert of a cell of the group while none of the group
  * is open, takes in every alert of the group's cells that fires while it is open, and
- * resolves when its last member alert resolves. A cell without the label (no topology, or
- * not listed) is a group of its own. Scope: `cell` while its alerts come from one cell,
- * `site` (`region`) once two or more cells of the group are members. Severity: critical
- * once a member fired critical. The id is `<site|region|cell>:<group>:<step of the first
- * alert>`, so it is stable while the incident grows from one cell to the site.
+ * resolves when its last member alert resolves (after the resolve hold, below). A cell
+ * without the label (no topology, or not listed) is a group of its own. Scope: `cell`
+ * while its alerts come from one cell, `site` (`region`) once two or more cells of the
+ * group are members. Severity: critical once a member fired critical. The id is
+ * `<site|region|cell>:<group>:<step of the first alert>`, so it is stable while the
+ * incident grows from one cell to the site.
  *
  * Transitions are batched: the alerts of one flush (one cron tick or one HTTP read) are
  * added first, then each incident they changed is emitted once (firing: opened or
@@ -37,6 +38,19 @@
  * cell_persist_steps distinct steps, its firing step the first), another alert by firing
  * that many steps. cell_persist_steps 0: every alert opens an incident. Cost: a held firing
  * scans the held alerts (O(held)) for another cell of its group.
+ *
+ * Resolve hold: an incident whose last member alert resolves at step s stays open, resolving,
+ * until the data reach step s + resolve_hold_steps + 1 (ccd_incidents_evidence_expire); an
+ * alert of its group (site, region, or the lone cell) that fires meanwhile joins it again, as
+ * it would join an open incident (no new incident, no new page; the paging rule does not
+ * apply, and a second cell makes its scope the group's), and evidence members likewise. When
+ * the hold expires it is emitted as resolved, end = when its last alert resolved (not the
+ * hold's end). Its last alert's resolution is emitted as any member's is (firing, its
+ * firing_alerts empty): consumers see it firing until the hold's end, the resolution that
+ * many steps late. resolve_hold_steps 0: it resolves with its last alert. A
+ * transport loss's missing-data alerts resolve when the site's rows return, and the restart's
+ * transient or a load burst a few steps later would otherwise open a second incident.
+ * Cost: O(incidents in the hold) per data step.
  *
  * The first part (CcdIncidents) is pure logic, no sockets and no daemon; the second hosts
  * it in cellcastd: fed by the alerts' flush (alerts.c) with the topology's labels
@@ -68,6 +82,9 @@ typedef struct CcdIncidentSettings {
                               ///< (default 2; 0: every alert opens one, the rule off)
     double cell_persist_frac; ///< an anomaly persists at a step its cell's evidence on a KPI
                               ///< is at or past this share of its bar (default 0.5)
+    int resolve_hold_steps;   ///< data steps an incident whose last alert resolved stays open,
+                              ///< resolving, for an alert of its group to join it again
+                              ///< (default 6; 0: it resolves with its last alert)
 } CcdIncidentSettings;
 
 /** One cell's evidence at one step on one class, past evidence_frac (strings are copied). */
@@ -103,14 +120,16 @@ typedef struct CcdIncMember {
 
 typedef struct CcdIncident {
     char *id;
-    char *group;         /* the site, region or cell the incident is of */
-    int group_scope;     /* what group is: CCD_INC_SITE, CCD_INC_REGION or CCD_INC_CELL */
-    char *site, *region; /* the group's labels (of its first alert), NULL: none */
-    int scope;           /* CCD_INC_CELL until a second cell joins, then group_scope */
-    int firing;          /* 1 open, 0 resolved */
+    char *group;          /* the site, region or cell the incident is of */
+    int group_scope;      /* what group is: CCD_INC_SITE, CCD_INC_REGION or CCD_INC_CELL */
+    char *site, *region;  /* the group's labels (of its first alert), NULL: none */
+    int scope;            /* CCD_INC_CELL until a second cell joins, then group_scope */
+    int firing;           /* 1 open (in the resolve hold too), 0 resolved */
+    int resolving;        /* in the resolve hold: every member resolved, not yet resolved */
+    int64_t resolve_step; /* resolving: the step its last alert resolved at */
     int critical;
     int64_t start_ts; /* the earliest onset of its alerts */
-    int64_t end_ts;   /* when its last alert resolved (firing: 0) */
+    int64_t end_ts;   /* when its last alert resolved (firing and not resolving: 0) */
     int64_t time;     /* its last transition */
     int group_cells;  /* cells of the group in the topology (0: unknown) */
     CcdIncMember *m;  /* every alert that joined, in order */
@@ -138,6 +157,9 @@ typedef struct CcdIncidentStats {
     uint64_t alerts_below_paging;       ///< firings held: no incident open, below the rule
     uint64_t alerts_persisted;          ///< held alerts that opened one by persisting
     size_t held;                        ///< alerts held below the rule now
+    size_t resolving;                   ///< of the open ones, those in the resolve hold
+    uint64_t hold_rejoined;             ///< resolving incidents an alert joined again
+    uint64_t hold_expired;              ///< resolving incidents resolved at the hold's end
 } CcdIncidentStats;
 
 void ccd_incident_default_settings(CcdIncidentSettings *s);
@@ -155,8 +177,9 @@ int ccd_incidents_add(CcdIncidents *g, const CcdIncAlert *a);
 int ccd_incidents_evidence(CcdIncidents *g, const CcdIncEvidence *e);
 
 /** The data has reached `step`: evidence members last reported before step − 1 resolve,
- *  pending reports of those steps are dropped, and held alerts that fired at or before
- *  step − cell_persist_steps open their incident. */
+ *  pending reports of those steps are dropped, held alerts that fired at or before
+ *  step − cell_persist_steps open their incident, and incidents whose last alert resolved
+ *  before step − resolve_hold_steps resolve (emitted at the next emit). */
 void ccd_incidents_evidence_expire(CcdIncidents *g, int64_t step);
 
 /** Emits every incident changed since the last call, once each (oldest change first), then

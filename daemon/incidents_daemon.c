@@ -31,6 +31,7 @@ void ccd_incident_settings_of_config(const CcdConfig *cfg, CcdIncidentSettings *
     s->evidence_frac = cfg->incidents_evidence_frac;
     s->cell_persist_steps = cfg->incidents_cell_persist_steps;
     s->cell_persist_frac = cfg->incidents_cell_persist_frac;
+    s->resolve_hold_steps = cfg->incidents_resolve_hold_steps;
 }
 
 static void settings_of(const Ccd *d, CcdIncidentSettings *s)
@@ -216,6 +217,16 @@ void ccd_incidents_metrics(Ccd *d, struct evbuffer *b)
         "# HELP cellcast_incidents_held Alerts held below the paging rule now.\n"
         "# TYPE cellcast_incidents_held gauge\n"
         "cellcast_incidents_held %zu\n"
+        "# HELP cellcast_incidents_resolving Open incidents in the resolve hold now (every "
+        "alert resolved, incidents.resolve_hold_steps not yet passed; counted in "
+        "cellcast_incidents_firing too).\n"
+        "# TYPE cellcast_incidents_resolving gauge\n"
+        "cellcast_incidents_resolving %zu\n"
+        "# HELP cellcast_incidents_hold_total Incidents in the resolve hold that an alert of "
+        "their group joined again (rejoined) or that resolved at its end (expired).\n"
+        "# TYPE cellcast_incidents_hold_total counter\n"
+        "cellcast_incidents_hold_total{outcome=\"rejoined\"} %llu\n"
+        "cellcast_incidents_hold_total{outcome=\"expired\"} %llu\n"
         "# HELP cellcast_incidents_produce_refused_total Incident transitions the producer "
         "refused (not retried).\n"
         "# TYPE cellcast_incidents_produce_refused_total counter\n"
@@ -226,7 +237,9 @@ void ccd_incidents_metrics(Ccd *d, struct evbuffer *b)
         (unsigned long long)st.alerts_below_paging, (unsigned long long)st.alerts_persisted,
         (unsigned long long)st.alerts_unknown, (unsigned long long)st.oom,
         (unsigned long long)st.evidence_reports, (unsigned long long)st.evidence_members,
-        (unsigned long long)st.evidence_opened, st.held, (unsigned long long)d->incidents_refused);
+        (unsigned long long)st.evidence_opened, st.held, st.resolving,
+        (unsigned long long)st.hold_rejoined, (unsigned long long)st.hold_expired,
+        (unsigned long long)d->incidents_refused);
 }
 
 int ccd_h_incidents(CcdReq *r)

@@ -50,7 +50,12 @@
  * Usage: fleet_eval --model M [--cells N] [--days D] [--seed X] [--threads T]
  *          [--site-outage-rate X] [--neighbour-shift X] [--cell-event-rate X]
  *          [--warmup-days D] [--post N] [--events FILE] [--incidents FILE] [--max-cells N]
- * Prints one JSON object on stdout; progress on stderr. Environment: FLEET_VERBOSE=1 lists
+ *          [--resolve-hold N[,N...]]
+ * Prints one JSON object on stdout; progress on stderr. --resolve-hold: the grouping's
+ * incidents.resolve_hold_steps (default: the configuration's); with several, the engine's pass
+ * is made once and grouped and scored at each: one JSON line each on stdout (in that order),
+ * a line "fleet_eval: resolve_hold_steps N" on stderr before each one's scoring, and
+ * "{hold}" in --incidents replaced by N. Environment: FLEET_VERBOSE=1 lists
  * the site and cell events not seen within 2 steps (and whether they started in the
  * detector's cooldown after an episode of the cell: cooldown_steps); FLEET_TRACE=<cell id>
  * prints the cell's alert transitions, FLEET_TRACE_ROWS=<cell id> its scores per row.
@@ -122,6 +127,7 @@ typedef struct EvidVec {
 
 typedef struct Args {
     const char *model, *events_out, *incidents_out;
+    const char *resolve_holds; /* incidents.resolve_hold_steps to group with, "a,b": each */
     CcSynthSettings ss;
     double days, warmup_days;
     int threads, post, max_cells;
@@ -766,6 +772,7 @@ int main(int argc, char **argv)
         {"events", 1, 0, 'E'},
         {"incidents", 1, 0, 'I'},
         {"max-cells", 1, 0, 'x'},
+        {"resolve-hold", 1, 0, 'r'},
         {0, 0, 0, 0},
     };
     int opt;
@@ -784,11 +791,12 @@ int main(int argc, char **argv)
         case 'E': a.events_out = optarg; break;
         case 'I': a.incidents_out = optarg; break;
         case 'x': a.max_cells = atoi(optarg); break;
+        case 'r': a.resolve_holds = optarg; break;
         default:
             fprintf(stderr, "usage: fleet_eval --model M [--cells N] [--days D] [--seed X] "
                             "[--threads T] [--site-outage-rate X] [--neighbour-shift X] "
                             "[--cell-event-rate X] [--warmup-days D] [--post N] [--events FILE] "
-                            "[--incidents FILE] [--max-cells N]\n");
+                            "[--incidents FILE] [--max-cells N] [--resolve-hold N[,N...]]\n");
             return 2;
         }
     }
@@ -871,6 +879,23 @@ int main(int argc, char **argv)
         fprintf(stderr, "fleet_eval: out of memory\n");
         return 1;
     }
+    /* --resolve-hold: the engine's pass once, the grouping and scoring once per hold */
+    int holds[16] = {is.resolve_hold_steps}, n_holds = 1;
+    if (a.resolve_holds) {
+        const char *p = a.resolve_holds;
+        for (n_holds = 0; n_holds < 16;) {
+            char *end;
+            long h = strtol(p, &end, 10);
+            if (end == p || h < 0 || h > 10000 || (*end && *end != ',')) {
+                fprintf(stderr, "fleet_eval: --resolve-hold: steps in [0, 10000], ','-separated\n");
+                return 2;
+            }
+            holds[n_holds++] = (int)h;
+            if (!*end)
+                break;
+            p = end + 1;
+        }
+    }
 
     fprintf(stderr,
             "fleet_eval: %d cells (%d run) in %d sites, %lld steps of %llds, seed %llu, %d "
@@ -919,295 +944,323 @@ int main(int argc, char **argv)
     const char *kpi_names[CC_MAX_FEATURES + 1] = {0};
     for (int f = 0; f < hp->n_features; f++)
         kpi_names[f] = hp->features[f];
-    Run r = {.a = &a,
-             .g = g,
-             .tr = tr,
-             .n_tr = n_tr,
-             .evid = evid,
-             .n_evid = n_evid,
-             .kpi_names = kpi_names,
-             .p0 = p0,
-             .p_end = p_end};
-    double ns_per_trans = 0;
-    if (group_incidents(&r, &is, &ns_per_trans)) {
-        fprintf(stderr, "fleet_eval: out of memory\n");
-        return 1;
-    }
-
-    /* events by cell, for the explanation of incidents */
-    const int n_cells = a.max_cells;
-    EvList *by_cell = calloc((size_t)a.ss.n_cells, sizeof *by_cell);
-    EvList *site_inc = calloc((size_t)cc_synth_n_sites(g) + 1, sizeof *site_inc);
-    EvList *cell_inc = calloc((size_t)a.ss.n_cells, sizeof *cell_inc);
-    for (int e = 0; e < n_ev; e++)
-        for (int k = 0; k < ev[e].n_cells; k++)
-            if (ev[e].cells[k] < n_cells)
-                evlist_add(&by_cell[ev[e].cells[k]], e);
-    for (size_t i = 0; i < r.n_inc; i++) {
-        const IncRec *in = &r.inc[i];
-        if (in->site >= 0)
-            evlist_add(&site_inc[in->site], (int)i);
-        for (size_t k = 0; k < in->n_m; k++) {
-            EvList *l = &cell_inc[in->m[k].cell];
-            if (!l->n || l->v[l->n - 1] != (int)i)
-                evlist_add(l, (int)i);
+    for (int hi = 0; hi < n_holds; hi++) {
+        is.resolve_hold_steps = holds[hi];
+        if (n_holds > 1) /* the stderr of each hold's scoring follows this line */
+            fprintf(stderr, "fleet_eval: resolve_hold_steps %d\n", holds[hi]);
+        Run r = {.a = &a,
+                 .g = g,
+                 .tr = tr,
+                 .n_tr = n_tr,
+                 .evid = evid,
+                 .n_evid = n_evid,
+                 .kpi_names = kpi_names,
+                 .p0 = p0,
+                 .p_end = p_end};
+        double ns_per_trans = 0;
+        if (group_incidents(&r, &is, &ns_per_trans)) {
+            fprintf(stderr, "fleet_eval: out of memory\n");
+            return 1;
         }
-    }
 
-    /* the steps (from p0) at which each cell's anomaly episodes resolved */
-    EvList *resolved_at = calloc((size_t)a.ss.n_cells, sizeof *resolved_at);
-    for (size_t i = 0; i < n_tr; i++)
-        if (!tr[i].firing && tr[i].kind == CC_ALERT_ANOMALY)
-            evlist_add(&resolved_at[tr[i].cell], (int)(tr[i].flush - p0));
-    /* the steps (from p0) at which each cell's alerts first fired (not a change of one
-     * firing already), paged or not */
-    EvList *fired_at = calloc((size_t)a.ss.n_cells, sizeof *fired_at);
-    CcdStrHash onset = {0};
-    for (size_t i = 0; i < n_tr; i++)
-        if (tr[i].firing && !ccd_strhash_get(&onset, tr[i].id)) {
-            if (ccd_strhash_put(&onset, tr[i].id, (void *)1))
-                return 1;
-            evlist_add(&fired_at[tr[i].cell], (int)(tr[i].flush - p0));
-        }
-    ccd_strhash_free(&onset);
-    int cell_alerted = 0; /* cell events an alert of the cell fired in, incident or not */
-    int missed_n[NK][2] = {{0}}, missed_cool[NK][2] = {{0}};
-
-    /* site and cell events */
-    KindScore ks[NK] = {{0}};
-    int masked_cell_events = 0;
-    for (int e = 0; e < n_ev; e++) {
-        const Event *E = &ev[e];
-        if (E->a < warm || E->cells[0] >= n_cells)
-            continue;
-        int site_scope = E->kind <= K_SHIFT;
-        if (!site_scope) { /* a cell event inside its site's outage: nothing shows it */
-            int hidden = 0;
-            const EvList *l = &by_cell[E->cells[0]];
-            for (int k = 0; k < l->n && !hidden; k++) {
-                const Event *o = &ev[l->v[k]];
-                hidden =
-                    (o->kind == K_POWER || o->kind == K_TRANSPORT) && o->a < E->b && E->a < o->b;
+        /* events by cell, for the explanation of incidents */
+        const int n_cells = a.max_cells;
+        EvList *by_cell = calloc((size_t)a.ss.n_cells, sizeof *by_cell);
+        EvList *site_inc = calloc((size_t)cc_synth_n_sites(g) + 1, sizeof *site_inc);
+        EvList *cell_inc = calloc((size_t)a.ss.n_cells, sizeof *cell_inc);
+        for (int e = 0; e < n_ev; e++)
+            for (int k = 0; k < ev[e].n_cells; k++)
+                if (ev[e].cells[k] < n_cells)
+                    evlist_add(&by_cell[ev[e].cells[k]], e);
+        for (size_t i = 0; i < r.n_inc; i++) {
+            const IncRec *in = &r.inc[i];
+            if (in->site >= 0)
+                evlist_add(&site_inc[in->site], (int)i);
+            for (size_t k = 0; k < in->n_m; k++) {
+                EvList *l = &cell_inc[in->m[k].cell];
+                if (!l->n || l->v[l->n - 1] != (int)i)
+                    evlist_add(l, (int)i);
             }
-            if (hidden) {
-                masked_cell_events++;
+        }
+
+        /* the steps (from p0) at which each cell's anomaly episodes resolved */
+        EvList *resolved_at = calloc((size_t)a.ss.n_cells, sizeof *resolved_at);
+        for (size_t i = 0; i < n_tr; i++)
+            if (!tr[i].firing && tr[i].kind == CC_ALERT_ANOMALY)
+                evlist_add(&resolved_at[tr[i].cell], (int)(tr[i].flush - p0));
+        /* the steps (from p0) at which each cell's alerts first fired (not a change of one
+         * firing already), paged or not */
+        EvList *fired_at = calloc((size_t)a.ss.n_cells, sizeof *fired_at);
+        CcdStrHash onset = {0};
+        for (size_t i = 0; i < n_tr; i++)
+            if (tr[i].firing && !ccd_strhash_get(&onset, tr[i].id)) {
+                if (ccd_strhash_put(&onset, tr[i].id, (void *)1))
+                    return 1;
+                evlist_add(&fired_at[tr[i].cell], (int)(tr[i].flush - p0));
+            }
+        ccd_strhash_free(&onset);
+        int cell_alerted = 0; /* cell events an alert of the cell fired in, incident or not */
+        int missed_n[NK][2] = {{0}}, missed_cool[NK][2] = {{0}};
+
+        /* site and cell events */
+        KindScore ks[NK] = {{0}};
+        int masked_cell_events = 0;
+        for (int e = 0; e < n_ev; e++) {
+            const Event *E = &ev[e];
+            if (E->a < warm || E->cells[0] >= n_cells)
                 continue;
-            }
-        }
-        KindScore *s = &ks[E->kind];
-        s->n++;
-        const EvList *il = site_scope ? &site_inc[E->site] : &cell_inc[E->cells[0]];
-        int n_inc = 0, got2 = 0, scope2 = 0, joined = 0;
-        int64_t first = INT64_MAX;
-        for (int k = 0; k < il->n; k++) {
-            const IncRec *in = &r.inc[il->v[k]];
-            int hit = 0, cells_in = 0, lastc = -1;
-            for (size_t q = 0; q < in->n_m; q++) {
-                const Member *mm = &in->m[q];
-                int mine = site_scope ? 1 : mm->cell == E->cells[0];
-                if (!mine || mm->flush < E->a || mm->flush >= E->b + a.post)
+            int site_scope = E->kind <= K_SHIFT;
+            if (!site_scope) { /* a cell event inside its site's outage: nothing shows it */
+                int hidden = 0;
+                const EvList *l = &by_cell[E->cells[0]];
+                for (int k = 0; k < l->n && !hidden; k++) {
+                    const Event *o = &ev[l->v[k]];
+                    hidden = (o->kind == K_POWER || o->kind == K_TRANSPORT) && o->a < E->b &&
+                             E->a < o->b;
+                }
+                if (hidden) {
+                    masked_cell_events++;
                     continue;
-                hit = 1;
-                if (mm->cell != lastc) {
-                    cells_in++;
-                    lastc = mm->cell;
-                }
-                if (mm->flush < first)
-                    first = mm->flush;
-                if (mm->flush <= E->a + 2) {
-                    got2 = 1;
-                    joined |= in->open < E->a;
                 }
             }
-            n_inc += hit;
-            scope2 |= hit && cells_in >= 2;
-        }
-        if (!site_scope && E->kind <= K_DEGRADATION) {
-            const EvList *l = &fired_at[E->cells[0]];
-            int fired = 0;
-            for (int q = 0; q < l->n && !fired; q++)
-                fired = l->v[q] >= E->a - p0 && l->v[q] < E->b + a.post - p0;
-            cell_alerted += fired;
-        }
-        if (n_inc) {
-            s->det++;
-            s->delay_sum += (double)(first - E->a);
-        }
-        s->det2 += got2;
-        s->split += n_inc > 1;
-        s->site_scope += scope2;
-        s->joined += joined;
-        if (!got2 && (site_scope || E->kind <= K_DEGRADATION)) {
-            /* in the detector's cooldown: an anomaly episode of the cell (of a cell of the
-             * site) resolved at most cooldown_steps before the start */
-            int cool = 0;
-            for (int k = 0; k < E->n_cells && !cool; k++) {
-                const EvList *l = &resolved_at[E->cells[k]];
-                for (int q = 0; q < l->n && !cool; q++)
-                    cool = l->v[q] < E->a - p0 && l->v[q] >= E->a - p0 - as.cooldown_steps;
+            KindScore *s = &ks[E->kind];
+            s->n++;
+            const EvList *il = site_scope ? &site_inc[E->site] : &cell_inc[E->cells[0]];
+            int n_inc = 0, got2 = 0, scope2 = 0, joined = 0;
+            int64_t first = INT64_MAX;
+            for (int k = 0; k < il->n; k++) {
+                const IncRec *in = &r.inc[il->v[k]];
+                int hit = 0, cells_in = 0, lastc = -1;
+                for (size_t q = 0; q < in->n_m; q++) {
+                    const Member *mm = &in->m[q];
+                    int mine = site_scope ? 1 : mm->cell == E->cells[0];
+                    if (!mine || mm->flush < E->a || mm->flush >= E->b + a.post)
+                        continue;
+                    hit = 1;
+                    if (mm->cell != lastc) {
+                        cells_in++;
+                        lastc = mm->cell;
+                    }
+                    if (mm->flush < first)
+                        first = mm->flush;
+                    if (mm->flush <= E->a + 2) {
+                        got2 = 1;
+                        joined |= in->open < E->a;
+                    }
+                }
+                n_inc += hit;
+                scope2 |= hit && cells_in >= 2;
             }
-            missed_cool[E->kind][n_inc ? 1 : 0] += cool;
-            missed_n[E->kind][n_inc ? 1 : 0]++;
-            if (getenv("FLEET_VERBOSE"))
-                fprintf(stderr, "  missed(2) %s site%04d cell%04d steps %lld+%lld: %s%s\n",
-                        kind_names[E->kind], E->site, E->cells[0], (long long)(E->a - p0),
-                        (long long)(E->b - E->a), n_inc ? "late" : "not detected",
-                        cool ? " (cooldown)" : "");
+            if (!site_scope && E->kind <= K_DEGRADATION) {
+                const EvList *l = &fired_at[E->cells[0]];
+                int fired = 0;
+                for (int q = 0; q < l->n && !fired; q++)
+                    fired = l->v[q] >= E->a - p0 && l->v[q] < E->b + a.post - p0;
+                cell_alerted += fired;
+            }
+            if (n_inc) {
+                s->det++;
+                s->delay_sum += (double)(first - E->a);
+            }
+            s->det2 += got2;
+            s->split += n_inc > 1;
+            s->site_scope += scope2;
+            s->joined += joined;
+            if (!got2 && (site_scope || E->kind <= K_DEGRADATION)) {
+                /* in the detector's cooldown: an anomaly episode of the cell (of a cell of the
+                 * site) resolved at most cooldown_steps before the start */
+                int cool = 0;
+                for (int k = 0; k < E->n_cells && !cool; k++) {
+                    const EvList *l = &resolved_at[E->cells[k]];
+                    for (int q = 0; q < l->n && !cool; q++)
+                        cool = l->v[q] < E->a - p0 && l->v[q] >= E->a - p0 - as.cooldown_steps;
+                }
+                missed_cool[E->kind][n_inc ? 1 : 0] += cool;
+                missed_n[E->kind][n_inc ? 1 : 0]++;
+                if (getenv("FLEET_VERBOSE"))
+                    fprintf(stderr, "  missed(2) %s site%04d cell%04d steps %lld+%lld: %s%s\n",
+                            kind_names[E->kind], E->site, E->cells[0], (long long)(E->a - p0),
+                            (long long)(E->b - E->a), n_inc ? "late" : "not detected",
+                            cool ? " (cooldown)" : "");
+            }
         }
-    }
 
-    /* incidents: false, explained; the false ones broken down by scope, their first
-     * member (kind or reason, KPI, severity, an evidence member) and duration in steps */
-    int scored_inc = 0, false_inc = 0, by_kind[NK] = {0};
-    /* false_by_first: [evidence member][anomaly, or 1 + the DQ reason] */
-    long long member_alerts = 0, evidence_members = 0, false_by_first[2][8] = {{0}},
-              false_kpi[CC_MAX_FEATURES + 1] = {0};
-    int false_cells_hist[8] = {0}, false_scope[3] = {0}, false_critical = 0, false_evidence = 0;
-    static const int dur_upper[] = {1, 2, 4, 8, 16, 32, 96, INT32_MAX}; /* steps, inclusive */
-    static const char *const dur_names[] = {"0-1",  "2",     "3-4",   "5-8",
-                                            "9-16", "17-32", "33-96", ">96"};
-    enum { N_DUR = 8 };
-    int false_dur[N_DUR + 1] = {0}; /* the last: open at the end */
-    FILE *io = a.incidents_out ? fopen(a.incidents_out, "w") : NULL;
-    if (io)
-        fputs("id,open_step,resolve_step,cells,alerts,explained_by,scope,first,first_kpi,"
-              "first_critical,evidence_members\n",
-              io);
-    for (size_t i = 0; i < r.n_inc; i++) {
-        const IncRec *in = &r.inc[i];
-        if (in->open < warm)
-            continue;
-        scored_inc++;
-        int n_evidence = 0;
-        for (size_t q = 0; q < in->n_m; q++)
-            n_evidence += in->m[q].evidence;
-        member_alerts += (long long)in->n_m - n_evidence;
-        evidence_members += n_evidence;
-        const Member *m0 = &in->m[0];
-        char first[32];
-        snprintf(first, sizeof first, "%s%s", m0->evidence ? "evidence:" : "",
-                 m0->kind == CC_ALERT_ANOMALY ? "anomaly"
-                                              : cc_dq_reason_name((enum CcDqReason)m0->reason));
-        int best = -1;
-        for (size_t q = 0; q < in->n_m; q++) {
-            int e = explain(&in->m[q], ev, by_cell, a.post);
-            if (e >= 0 && (best < 0 || ev[e].kind < ev[best].kind))
-                best = e;
+        /* incidents: false, explained; the false ones broken down by scope, their first
+         * member (kind or reason, KPI, severity, an evidence member) and duration in steps */
+        int scored_inc = 0, false_inc = 0, by_kind[NK] = {0};
+        /* false_by_first: [evidence member][anomaly, or 1 + the DQ reason] */
+        long long member_alerts = 0, evidence_members = 0, false_by_first[2][8] = {{0}},
+                  false_kpi[CC_MAX_FEATURES + 1] = {0};
+        int false_cells_hist[8] = {0}, false_scope[3] = {0}, false_critical = 0, false_evidence = 0;
+        static const int dur_upper[] = {1, 2, 4, 8, 16, 32, 96, INT32_MAX}; /* steps, inclusive */
+        static const char *const dur_names[] = {"0-1",  "2",     "3-4",   "5-8",
+                                                "9-16", "17-32", "33-96", ">96"};
+        enum { N_DUR = 8 };
+        int false_dur[N_DUR + 1] = {0}; /* the last: open at the end */
+        /* "{hold}" in the path: the hold's steps */
+        char io_path[1024] = "";
+        if (a.incidents_out) {
+            const char *h = strstr(a.incidents_out, "{hold}");
+            if (h)
+                snprintf(io_path, sizeof io_path, "%.*s%d%s", (int)(h - a.incidents_out),
+                         a.incidents_out, holds[hi], h + 6);
+            else
+                snprintf(io_path, sizeof io_path, "%s", a.incidents_out);
         }
-        if (best >= 0) {
-            by_kind[ev[best].kind]++;
-        } else {
-            false_inc++;
-            false_by_first[m0->evidence][m0->kind == CC_ALERT_ANOMALY
-                                             ? 0
-                                             : 1 + (m0->reason < 7 ? m0->reason : 6)]++;
-            false_kpi[m0->kpi >= 0 && m0->kpi < CC_MAX_FEATURES ? m0->kpi : CC_MAX_FEATURES]++;
-            false_cells_hist[in->n_cells_max < 7 ? in->n_cells_max : 7]++;
-            false_scope[in->scope >= 0 && in->scope < 3 ? in->scope : 0]++;
-            false_critical += m0->critical;
-            false_evidence += m0->evidence;
-            int d = N_DUR;
-            if (in->resolve >= 0)
-                for (d = 0; d < N_DUR - 1 && in->resolve - in->open > dur_upper[d]; d++)
-                    ;
-            false_dur[d]++;
+        FILE *io = io_path[0] ? fopen(io_path, "w") : NULL;
+        if (io)
+            fputs("id,open_step,resolve_step,cells,alerts,explained_by,scope,first,first_kpi,"
+                  "first_critical,evidence_members\n",
+                  io);
+        for (size_t i = 0; i < r.n_inc; i++) {
+            const IncRec *in = &r.inc[i];
+            if (in->open < warm)
+                continue;
+            scored_inc++;
+            int n_evidence = 0;
+            for (size_t q = 0; q < in->n_m; q++)
+                n_evidence += in->m[q].evidence;
+            member_alerts += (long long)in->n_m - n_evidence;
+            evidence_members += n_evidence;
+            const Member *m0 = &in->m[0];
+            char first[32];
+            snprintf(first, sizeof first, "%s%s", m0->evidence ? "evidence:" : "",
+                     m0->kind == CC_ALERT_ANOMALY ? "anomaly"
+                                                  : cc_dq_reason_name((enum CcDqReason)m0->reason));
+            int best = -1;
+            for (size_t q = 0; q < in->n_m; q++) {
+                int e = explain(&in->m[q], ev, by_cell, a.post);
+                if (e >= 0 && (best < 0 || ev[e].kind < ev[best].kind))
+                    best = e;
+            }
+            if (best >= 0) {
+                by_kind[ev[best].kind]++;
+            } else {
+                false_inc++;
+                false_by_first[m0->evidence][m0->kind == CC_ALERT_ANOMALY
+                                                 ? 0
+                                                 : 1 + (m0->reason < 7 ? m0->reason : 6)]++;
+                false_kpi[m0->kpi >= 0 && m0->kpi < CC_MAX_FEATURES ? m0->kpi : CC_MAX_FEATURES]++;
+                false_cells_hist[in->n_cells_max < 7 ? in->n_cells_max : 7]++;
+                false_scope[in->scope >= 0 && in->scope < 3 ? in->scope : 0]++;
+                false_critical += m0->critical;
+                false_evidence += m0->evidence;
+                int d = N_DUR;
+                if (in->resolve >= 0)
+                    for (d = 0; d < N_DUR - 1 && in->resolve - in->open > dur_upper[d]; d++)
+                        ;
+                false_dur[d]++;
+            }
+            if (io)
+                fprintf(io, "%s,%lld,%lld,%d,%zu,%s,%s,%s,%s,%d,%d\n", in->id,
+                        (long long)(in->open - p0),
+                        in->resolve >= 0 ? (long long)(in->resolve - p0) : -1LL, in->n_cells_max,
+                        in->n_m - (size_t)n_evidence,
+                        best >= 0 ? kind_names[ev[best].kind] : "none",
+                        ccd_inc_scope_name(in->scope), first,
+                        m0->kpi >= 0 ? hp->features[m0->kpi] : "", m0->critical, n_evidence);
         }
         if (io)
-            fprintf(io, "%s,%lld,%lld,%d,%zu,%s,%s,%s,%s,%d,%d\n", in->id,
-                    (long long)(in->open - p0),
-                    in->resolve >= 0 ? (long long)(in->resolve - p0) : -1LL, in->n_cells_max,
-                    in->n_m - (size_t)n_evidence, best >= 0 ? kind_names[ev[best].kind] : "none",
-                    ccd_inc_scope_name(in->scope), first, m0->kpi >= 0 ? hp->features[m0->kpi] : "",
-                    m0->critical, n_evidence);
-    }
-    if (io)
-        fclose(io);
-    double scored_days = (double)(p_end - warm) * (double)S / 86400.0;
-    double false_rate = false_inc / ((double)n_cells / 1000.0) / scored_days;
+            fclose(io);
+        double scored_days = (double)(p_end - warm) * (double)S / 86400.0;
+        double false_rate = false_inc / ((double)n_cells / 1000.0) / scored_days;
 
-    /* the JSON line */
-    printf("{\"cells\":%d,\"sites\":%d,\"seed\":%llu,\"days\":%g,\"warmup_days\":%g,"
-           "\"post_steps\":%d,\"step_s\":%lld,\"events\":%d,\"engine_s\":%.1f,"
-           "\"held_rows\":%lld,\"restarts\":%lld,\"transitions\":%zu,"
-           "\"grouping_ns_per_transition\":%.0f,",
-           n_cells, cc_synth_n_sites(g), (unsigned long long)a.ss.seed, a.days, a.warmup_days,
-           a.post, (long long)S, n_ev, engine_s, (long long)held, (long long)restarts, n_tr,
-           ns_per_trans);
-    printf("\"kinds\":{");
-    for (int k = 0; k < NK; k++) {
-        const KindScore *s = &ks[k];
-        printf("%s\"%s\":{\"n\":%d,\"detected\":%d,\"within2\":%d,\"split\":%d,"
-               "\"site_scope\":%d,\"joined_open\":%d,\"mean_delay\":%.2f,"
-               "\"missed\":%d,\"missed_in_cooldown\":%d,\"late\":%d,\"late_in_cooldown\":%d}",
-               k ? "," : "", kind_names[k], s->n, s->det, s->det2, s->split, s->site_scope,
-               s->joined, s->det ? s->delay_sum / s->det : 0.0, missed_n[k][0], missed_cool[k][0],
-               missed_n[k][1], missed_cool[k][1]);
+        /* the JSON line */
+        printf("{\"cells\":%d,\"sites\":%d,\"seed\":%llu,\"days\":%g,\"warmup_days\":%g,"
+               "\"post_steps\":%d,\"step_s\":%lld,\"events\":%d,\"engine_s\":%.1f,"
+               "\"held_rows\":%lld,\"restarts\":%lld,\"transitions\":%zu,"
+               "\"grouping_ns_per_transition\":%.0f,",
+               n_cells, cc_synth_n_sites(g), (unsigned long long)a.ss.seed, a.days, a.warmup_days,
+               a.post, (long long)S, n_ev, engine_s, (long long)held, (long long)restarts, n_tr,
+               ns_per_trans);
+        printf("\"kinds\":{");
+        for (int k = 0; k < NK; k++) {
+            const KindScore *s = &ks[k];
+            printf("%s\"%s\":{\"n\":%d,\"detected\":%d,\"within2\":%d,\"split\":%d,"
+                   "\"site_scope\":%d,\"joined_open\":%d,\"mean_delay\":%.2f,"
+                   "\"missed\":%d,\"missed_in_cooldown\":%d,\"late\":%d,\"late_in_cooldown\":%d}",
+                   k ? "," : "", kind_names[k], s->n, s->det, s->det2, s->split, s->site_scope,
+                   s->joined, s->det ? s->delay_sum / s->det : 0.0, missed_n[k][0],
+                   missed_cool[k][0], missed_n[k][1], missed_cool[k][1]);
+        }
+        KindScore site = {0}, cell = {0};
+        for (int k = K_POWER; k <= K_TRANSPORT; k++) {
+            site.n += ks[k].n;
+            site.det2 += ks[k].det2;
+            site.split += ks[k].split;
+            site.det += ks[k].det;
+        }
+        for (int k = K_CELL_OUTAGE; k <= K_DEGRADATION; k++) {
+            cell.n += ks[k].n;
+            cell.det += ks[k].det;
+            cell.det2 += ks[k].det2;
+        }
+        printf("},\"site_outage_recall_within2\":%.4f,\"site_outage_recall\":%.4f,"
+               "\"site_outage_split\":%.4f,\"site_all_recall_within2\":%.4f,"
+               "\"cell_event_recall\":%.4f,\"cell_event_recall_within2\":%.4f,"
+               "\"cell_event_recall_alerts\":%.4f,\"cell_events_masked\":%d,",
+               site.n ? (double)site.det2 / site.n : 0, site.n ? (double)site.det / site.n : 0,
+               site.n ? (double)site.split / site.n : 0,
+               site.n + ks[K_SHIFT].n
+                   ? (double)(site.det2 + ks[K_SHIFT].det2) / (site.n + ks[K_SHIFT].n)
+                   : 0,
+               cell.n ? (double)cell.det / cell.n : 0, cell.n ? (double)cell.det2 / cell.n : 0,
+               cell.n ? (double)cell_alerted / cell.n : 0, masked_cell_events);
+        printf("\"incidents\":%d,\"member_alerts\":%lld,\"alerts_per_incident\":%.3f,"
+               "\"false_incidents\":%d,\"false_per_1000_cells_day\":%.3f,\"scored_days\":%.2f,"
+               "\"explained_by\":{",
+               scored_inc, member_alerts, scored_inc ? (double)member_alerts / scored_inc : 0,
+               false_inc, false_rate, scored_days);
+        for (int k = 0; k < NK; k++)
+            printf("%s\"%s\":%d", k ? "," : "", kind_names[k], by_kind[k]);
+        /* the first member: an alert's kind or DQ reason; "evidence:" an evidence member's class */
+        printf("},\"false_first_alert\":{\"anomaly\":%lld", false_by_first[0][0]);
+        for (int e = 0; e < 2; e++)
+            for (int k = e ? -1 : 0; k < 7; k++)
+                if (false_by_first[e][1 + k])
+                    printf(",\"%s%s\":%lld", e ? "evidence:" : "",
+                           k < 0 ? "anomaly" : cc_dq_reason_name((enum CcDqReason)k),
+                           false_by_first[e][1 + k]);
+        printf("},\"false_first_kpi\":{");
+        for (int f = 0; f <= hp->n_features; f++)
+            printf("%s\"%s\":%lld", f ? "," : "", f < hp->n_features ? hp->features[f] : "none",
+                   false_kpi[f < hp->n_features ? f : CC_MAX_FEATURES]);
+        printf("},\"false_by_cells\":[");
+        for (int k = 1; k < 8; k++)
+            printf("%s%d", k > 1 ? "," : "", false_cells_hist[k]);
+        printf("],\"false_scope\":{");
+        for (int k = 0; k < 3; k++)
+            printf("%s\"%s\":%d", k ? "," : "", ccd_inc_scope_name(k), false_scope[k]);
+        printf("},\"false_first_critical\":%d,\"false_first_evidence\":%d,"
+               "\"false_duration_steps\":{",
+               false_critical, false_evidence);
+        for (int k = 0; k < N_DUR; k++)
+            printf("%s\"%s\":%d", k ? "," : "", dur_names[k], false_dur[k]);
+        printf(",\"open_at_end\":%d},\"evidence_members\":%lld,\"evidence_reports_fed\":%zu,"
+               "\"grouping\":{\"evidence_reports\":%llu,\"evidence_opened\":%llu,"
+               "\"evidence_members\":%llu,\"alerts_grouped\":%llu,\"alerts_below_paging\":%llu,"
+               "\"alerts_persisted\":%llu,\"held_at_end\":%zu,\"oom\":%llu,"
+               "\"hold_rejoined\":%llu,\"hold_expired\":%llu},"
+               "\"incident_settings\":{\"group_by\":\"%s\",\"evidence_cells\":%d,"
+               "\"evidence_share\":%g,\"evidence_frac\":%g,\"cell_persist_steps\":%d,"
+               "\"cell_persist_frac\":%g,\"resolve_hold_steps\":%d}}\n",
+               false_dur[N_DUR], evidence_members, n_evid,
+               (unsigned long long)r.st.evidence_reports, (unsigned long long)r.st.evidence_opened,
+               (unsigned long long)r.st.evidence_members, (unsigned long long)r.st.alerts_grouped,
+               (unsigned long long)r.st.alerts_below_paging,
+               (unsigned long long)r.st.alerts_persisted, r.st.held, (unsigned long long)r.st.oom,
+               (unsigned long long)r.st.hold_rejoined, (unsigned long long)r.st.hold_expired,
+               is.group_by == CCD_INC_BY_REGION ? "region" : "site", is.evidence_cells,
+               is.evidence_share, is.evidence_frac, is.cell_persist_steps, is.cell_persist_frac,
+               is.resolve_hold_steps);
+        fflush(stdout);
+        for (size_t i = 0; i < r.n_inc; i++) {
+            free(r.inc[i].id);
+            free(r.inc[i].m);
+        }
+        free(r.inc);
+        ccd_strhash_free(&r.by_id);
+        ccd_strhash_free(&r.alert_ix);
     }
-    KindScore site = {0}, cell = {0};
-    for (int k = K_POWER; k <= K_TRANSPORT; k++) {
-        site.n += ks[k].n;
-        site.det2 += ks[k].det2;
-        site.split += ks[k].split;
-        site.det += ks[k].det;
-    }
-    for (int k = K_CELL_OUTAGE; k <= K_DEGRADATION; k++) {
-        cell.n += ks[k].n;
-        cell.det += ks[k].det;
-        cell.det2 += ks[k].det2;
-    }
-    printf("},\"site_outage_recall_within2\":%.4f,\"site_outage_recall\":%.4f,"
-           "\"site_outage_split\":%.4f,\"site_all_recall_within2\":%.4f,"
-           "\"cell_event_recall\":%.4f,\"cell_event_recall_within2\":%.4f,"
-           "\"cell_event_recall_alerts\":%.4f,\"cell_events_masked\":%d,",
-           site.n ? (double)site.det2 / site.n : 0, site.n ? (double)site.det / site.n : 0,
-           site.n ? (double)site.split / site.n : 0,
-           site.n + ks[K_SHIFT].n
-               ? (double)(site.det2 + ks[K_SHIFT].det2) / (site.n + ks[K_SHIFT].n)
-               : 0,
-           cell.n ? (double)cell.det / cell.n : 0, cell.n ? (double)cell.det2 / cell.n : 0,
-           cell.n ? (double)cell_alerted / cell.n : 0, masked_cell_events);
-    printf("\"incidents\":%d,\"member_alerts\":%lld,\"alerts_per_incident\":%.3f,"
-           "\"false_incidents\":%d,\"false_per_1000_cells_day\":%.3f,\"scored_days\":%.2f,"
-           "\"explained_by\":{",
-           scored_inc, member_alerts, scored_inc ? (double)member_alerts / scored_inc : 0,
-           false_inc, false_rate, scored_days);
-    for (int k = 0; k < NK; k++)
-        printf("%s\"%s\":%d", k ? "," : "", kind_names[k], by_kind[k]);
-    /* the first member: an alert's kind or DQ reason; "evidence:" an evidence member's class */
-    printf("},\"false_first_alert\":{\"anomaly\":%lld", false_by_first[0][0]);
-    for (int e = 0; e < 2; e++)
-        for (int k = e ? -1 : 0; k < 7; k++)
-            if (false_by_first[e][1 + k])
-                printf(",\"%s%s\":%lld", e ? "evidence:" : "",
-                       k < 0 ? "anomaly" : cc_dq_reason_name((enum CcDqReason)k),
-                       false_by_first[e][1 + k]);
-    printf("},\"false_first_kpi\":{");
-    for (int f = 0; f <= hp->n_features; f++)
-        printf("%s\"%s\":%lld", f ? "," : "", f < hp->n_features ? hp->features[f] : "none",
-               false_kpi[f < hp->n_features ? f : CC_MAX_FEATURES]);
-    printf("},\"false_by_cells\":[");
-    for (int k = 1; k < 8; k++)
-        printf("%s%d", k > 1 ? "," : "", false_cells_hist[k]);
-    printf("],\"false_scope\":{");
-    for (int k = 0; k < 3; k++)
-        printf("%s\"%s\":%d", k ? "," : "", ccd_inc_scope_name(k), false_scope[k]);
-    printf("},\"false_first_critical\":%d,\"false_first_evidence\":%d,"
-           "\"false_duration_steps\":{",
-           false_critical, false_evidence);
-    for (int k = 0; k < N_DUR; k++)
-        printf("%s\"%s\":%d", k ? "," : "", dur_names[k], false_dur[k]);
-    printf(",\"open_at_end\":%d},\"evidence_members\":%lld,\"evidence_reports_fed\":%zu,"
-           "\"grouping\":{\"evidence_reports\":%llu,\"evidence_opened\":%llu,"
-           "\"evidence_members\":%llu,\"alerts_grouped\":%llu,\"alerts_below_paging\":%llu,"
-           "\"alerts_persisted\":%llu,\"held_at_end\":%zu,\"oom\":%llu},"
-           "\"incident_settings\":{\"group_by\":\"%s\",\"evidence_cells\":%d,"
-           "\"evidence_share\":%g,\"evidence_frac\":%g,\"cell_persist_steps\":%d,"
-           "\"cell_persist_frac\":%g}}\n",
-           false_dur[N_DUR], evidence_members, n_evid, (unsigned long long)r.st.evidence_reports,
-           (unsigned long long)r.st.evidence_opened, (unsigned long long)r.st.evidence_members,
-           (unsigned long long)r.st.alerts_grouped, (unsigned long long)r.st.alerts_below_paging,
-           (unsigned long long)r.st.alerts_persisted, r.st.held, (unsigned long long)r.st.oom,
-           is.group_by == CCD_INC_BY_REGION ? "region" : "site", is.evidence_cells,
-           is.evidence_share, is.evidence_frac, is.cell_persist_steps, is.cell_persist_frac);
     return 0;
 }

@@ -4,7 +4,8 @@
  * cell incident, each resolving with its last alert; batching (one emitted transition for
  * the cells of one flush); region grouping; the summary line; the JSON; the topology's
  * parsing, labels, filters and errors; the paging rule (a lone cell's warning stays an alert;
- * critical, outage, persistence and a second cell of the site open). */
+ * critical, outage, persistence and a second cell of the site open); the resolve hold (an
+ * alert of the group within resolve_hold_steps of the incident's resolution joins it again). */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -109,6 +110,7 @@ static void test_site_outage_and_lone_spike(void **state)
     CcdIncidentSettings s;
     ccd_incident_default_settings(&s);
     s.cell_persist_steps = 0; /* the grouping alone: every alert opens (test_paging_rule) */
+    s.resolve_hold_steps = 0; /* resolves with its last alert (test_resolve_hold) */
     assert_int_equal(ccd_incidents_open(&g, &s), 0);
     Emitted e = {0};
     const int64_t k = T0 / S;
@@ -201,6 +203,7 @@ static void test_region_and_unlabelled(void **state)
     CcdIncidentSettings s;
     ccd_incident_default_settings(&s);
     s.cell_persist_steps = 0; /* the grouping alone: every alert opens (test_paging_rule) */
+    s.resolve_hold_steps = 0; /* resolves with its last alert (test_resolve_hold) */
     s.group_by = CCD_INC_BY_REGION;
     s.keep = 1; /* the ring keeps one resolved incident */
     assert_int_equal(ccd_incidents_open(&g, &s), 0);
@@ -242,6 +245,7 @@ static void test_open_resolve_one_flush(void **state)
     CcdIncidentSettings s;
     ccd_incident_default_settings(&s);
     s.cell_persist_steps = 0; /* the grouping alone: every alert opens (test_paging_rule) */
+    s.resolve_hold_steps = 0; /* resolves with its last alert (test_resolve_hold) */
     assert_int_equal(ccd_incidents_open(&g, &s), 0);
     Emitted e = {0};
     add(g, t, "A1", "stuck", 1, 10, 10);
@@ -395,6 +399,7 @@ static void test_site_evidence(void **state)
     ccd_incident_default_settings(&s);
     assert_int_equal(s.evidence_cells, 2);
     assert_true(s.evidence_frac == 0.5);
+    s.resolve_hold_steps = 0; /* resolves with its last alert (test_resolve_hold) */
     assert_int_equal(ccd_incidents_open(&g, &s), 0);
     Emitted e = {0};
     const int64_t k = T0 / S;
@@ -549,6 +554,7 @@ static void test_paging_rule(void **state)
     ccd_incident_default_settings(&s);
     assert_int_equal(s.cell_persist_steps, 2);
     assert_true(s.cell_persist_frac == 0.5);
+    s.resolve_hold_steps = 0; /* resolves with its last alert (test_resolve_hold) */
     assert_int_equal(ccd_incidents_open(&g, &s), 0);
     Emitted e = {0};
     const int64_t k = T0 / S;
@@ -688,6 +694,261 @@ static void test_paging_rule(void **state)
     ccd_topology_free(&t);
 }
 
+/* One data step of cellcastd's flush as the resolve hold sees it: the data reach `step`
+ * (ccd_incidents_evidence_expire: holds past their end resolve), then the step's alerts
+ * (the caller's), then the emit. */
+static void reach(CcdIncidents *g, int64_t step) { ccd_incidents_evidence_expire(g, step); }
+
+static int emit_n(CcdIncidents *g, Emitted *e)
+{
+    emitted_clear(e);
+    ccd_incidents_emit(g, on_emit, e);
+    return e->n;
+}
+
+/* A transport loss of S1 (its three cells' whole-cell missing-data alerts, which page alone,
+ * fire at k and resolve when the rows return at k + 6), then a warning anomaly of A1 (a load
+ * burst, which alone the paging rule holds) at k + 6 + gap. Returns the incidents opened;
+ * *held the alerts held below paging. */
+static int transport_loss_then_burst(const CcdTopology *t, int hold, int persist, int gap,
+                                     int *held)
+{
+    CcdIncidents *g;
+    CcdIncidentSettings s;
+    ccd_incident_default_settings(&s);
+    s.resolve_hold_steps = hold;
+    s.cell_persist_steps = persist;
+    assert_int_equal(ccd_incidents_open(&g, &s), 0);
+    Emitted e = {0};
+    const int64_t k = T0 / S;
+    reach(g, k);
+    for (const char *c = "A1"; c; c = !strcmp(c, "A1") ? "A2" : !strcmp(c, "A2") ? "A3" : NULL)
+        add(g, t, c, "missing", 1, k, k);
+    assert_int_equal(emit_n(g, &e), 1);
+    reach(g, k + 6);
+    for (const char *c = "A1"; c; c = !strcmp(c, "A1") ? "A2" : !strcmp(c, "A2") ? "A3" : NULL)
+        add(g, t, c, "missing", 0, k, k + 6);
+    emit_n(g, &e);
+    for (int64_t q = k + 7; q <= k + 6 + gap; q++) {
+        reach(g, q);
+        emit_n(g, &e);
+    }
+    add_full(g, t, "A1", "anomaly", "thr", 0, 1, k + 6 + gap, k + 6 + gap);
+    emit_n(g, &e);
+    emitted_clear(&e);
+    CcdIncidentStats st = stats(g);
+    *held = (int)st.held;
+    ccd_incidents_close(&g); /* open, resolving and held ones freed (ASan) */
+    return (int)st.opened;
+}
+
+/* The resolve hold (incidents.h): an incident whose last alert resolved stays open,
+ * resolving, for resolve_hold_steps data steps, emitting nothing; an alert of its group in
+ * that time joins it again (same id, no new page, the paging rule not asked); at the hold's
+ * end it is emitted resolved with end_time = its last alert's resolution; after it, a new
+ * alert opens a new incident. Hold 0: it resolves with its last alert (the split it makes). */
+static void test_resolve_hold(void **state)
+{
+    (void)state;
+    CcdTopology *t = topo();
+    CcdIncidents *g;
+    CcdIncidentSettings s;
+    ccd_incident_default_settings(&s);
+    assert_int_equal(s.resolve_hold_steps, 6);
+    assert_int_equal(s.cell_persist_steps, 2); /* the paging rule on */
+    s.resolve_hold_steps = 4;                  /* the steps below count on 4 */
+    assert_int_equal(ccd_incidents_open(&g, &s), 0);
+    Emitted e = {0};
+    const int64_t k = T0 / S;
+    char want[64];
+    snprintf(want, sizeof want, "site:S1:%lld", (long long)k);
+
+    /* a transport loss of S1: the three cells' missing-data alerts at k, one site incident */
+    reach(g, k);
+    add(g, t, "A1", "missing", 1, k, k);
+    add(g, t, "A2", "missing", 1, k, k);
+    add(g, t, "A3", "missing", 1, k, k);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_string_equal(jstr(e.v[0], "id"), want);
+    assert_string_equal(jstr(e.v[0], "scope"), "site");
+
+    /* the rows return at k + 6: every alert resolves; the incident holds, emitted firing
+     * with no firing alert (as a member's resolution is), end_time not yet set */
+    reach(g, k + 6);
+    add(g, t, "A1", "missing", 0, k, k + 6);
+    add(g, t, "A2", "missing", 0, k, k + 6);
+    add(g, t, "A3", "missing", 0, k, k + 6);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_string_equal(jstr(e.v[0], "state"), "firing");
+    assert_int_equal(json_array_size(json_object_get(e.v[0], "firing_alerts")), 0);
+    assert_true(json_is_null(json_object_get(e.v[0], "end_time")));
+    assert_int_equal(stats(g).firing, 1);
+    assert_int_equal(stats(g).resolving, 1);
+
+    /* a load burst of A1 three steps later (a warning anomaly the paging rule alone would
+     * hold): it joins the incident again, one transition of the same incident, firing */
+    reach(g, k + 7);
+    reach(g, k + 8);
+    reach(g, k + 9);
+    add_full(g, t, "A1", "anomaly", "thr", 0, 1, k + 9, k + 9);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_string_equal(jstr(e.v[0], "id"), want);
+    assert_string_equal(jstr(e.v[0], "state"), "firing");
+    assert_true(json_is_null(json_object_get(e.v[0], "end_time")));
+    assert_int_equal(json_array_size(json_object_get(e.v[0], "alerts")), 4);
+    assert_int_equal(json_array_size(json_object_get(e.v[0], "firing_alerts")), 1);
+    assert_int_equal(stats(g).resolving, 0);
+    assert_int_equal(stats(g).hold_rejoined, 1);
+    assert_int_equal(stats(g).alerts_below_paging, 0);
+    assert_int_equal(stats(g).opened, 1);
+
+    /* the burst ends at k + 11: the hold again, through the data of step k + 15 */
+    reach(g, k + 11);
+    add_full(g, t, "A1", "anomaly", "thr", 0, 0, k + 9, k + 11);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_string_equal(jstr(e.v[0], "state"), "firing");
+    for (int64_t q = k + 12; q <= k + 11 + 4; q++) {
+        reach(g, q);
+        assert_int_equal(emit_n(g, &e), 0);
+        assert_int_equal(stats(g).resolving, 1);
+    }
+    /* the data reach k + 16: resolved, end = the burst's resolution at k + 11 (02:45) */
+    reach(g, k + 16);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_string_equal(jstr(e.v[0], "id"), want);
+    assert_string_equal(jstr(e.v[0], "state"), "resolved");
+    assert_string_equal(jstr(e.v[0], "end_time"), "2026-01-01T02:45:00Z");
+    assert_string_equal(jstr(e.v[0], "start_time"), "2026-01-01T00:00:00Z");
+    assert_string_equal(jstr(e.v[0], "summary"), "site S1: 3 of 3 cells stopped reporting since "
+                                                 "2026-01-01 00:00 UTC; resolved 2026-01-01 02:45");
+    assert_int_equal(stats(g).firing, 0);
+    assert_int_equal(stats(g).resolving, 0);
+    assert_int_equal(stats(g).hold_expired, 1);
+
+    /* after the hold: an alert of the site opens a new incident */
+    reach(g, k + 17);
+    add(g, t, "A2", "all_zero", 1, k + 17, k + 17);
+    assert_int_equal(emit_n(g, &e), 1);
+    snprintf(want, sizeof want, "site:S1:%lld", (long long)k + 17);
+    assert_string_equal(jstr(e.v[0], "id"), want);
+    assert_string_equal(jstr(e.v[0], "state"), "firing");
+    assert_int_equal(json_array_size(json_object_get(e.v[0], "alerts")), 1);
+    assert_int_equal(stats(g).opened, 2);
+
+    /* a lone cell's incident (B1 of S2, scope cell) resolves at k + 22; at the hold's last
+     * step (k + 26) a second cell of S2 joins it again: the same incident, now the site's */
+    reach(g, k + 20);
+    add(g, t, "B1", "all_zero", 1, k + 20, k + 20);
+    assert_int_equal(emit_n(g, &e), 1);
+    snprintf(want, sizeof want, "site:S2:%lld", (long long)k + 20);
+    assert_string_equal(jstr(e.v[0], "id"), want);
+    assert_string_equal(jstr(e.v[0], "scope"), "cell");
+    reach(g, k + 22);
+    add(g, t, "B1", "all_zero", 0, k + 20, k + 22);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_string_equal(jstr(e.v[0], "state"), "firing");
+    for (int64_t q = k + 23; q <= k + 26; q++)
+        reach(g, q);
+    add_full(g, t, "B2", "anomaly", "thr", 0, 1, k + 26, k + 26);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_string_equal(jstr(e.v[0], "id"), want);
+    assert_string_equal(jstr(e.v[0], "scope"), "site");
+    assert_string_equal(jstr(e.v[0], "state"), "firing");
+    assert_int_equal(json_array_size(json_object_get(e.v[0], "cells")), 2);
+    assert_int_equal(stats(g).hold_rejoined, 2);
+
+    /* a reload to hold 0 while B2's resolution holds it: it resolves at the next step */
+    reach(g, k + 27);
+    add_full(g, t, "B2", "anomaly", "thr", 0, 0, k + 26, k + 27);
+    assert_int_equal(emit_n(g, &e), 1);
+    s.resolve_hold_steps = 0;
+    ccd_incidents_set_settings(g, &s);
+    reach(g, k + 28);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_string_equal(jstr(e.v[0], "id"), want);
+    assert_string_equal(jstr(e.v[0], "state"), "resolved");
+    assert_string_equal(jstr(e.v[0], "end_time"), "2026-01-01T06:45:00Z"); /* k + 27 */
+    emitted_clear(&e);
+    ccd_incidents_close(&g);
+
+    /* the burst at 3 steps after the rows return: one incident with the hold; hold 0 (as
+     * before the hold) with every alert paging: two (the split); with the paging rule: one,
+     * the burst held below paging */
+    int held;
+    assert_int_equal(transport_loss_then_burst(t, 4, 0, 3, &held), 1);
+    assert_int_equal(transport_loss_then_burst(t, 4, 2, 3, &held), 1);
+    assert_int_equal(held, 0);
+    assert_int_equal(transport_loss_then_burst(t, 0, 0, 3, &held), 2);
+    assert_int_equal(transport_loss_then_burst(t, 0, 2, 3, &held), 1);
+    assert_int_equal(held, 1);
+    /* the hold's bounds: the burst at 4 steps joins, at 5 opens a second incident */
+    assert_int_equal(transport_loss_then_burst(t, 4, 0, 4, &held), 1);
+    assert_int_equal(transport_loss_then_burst(t, 4, 0, 5, &held), 2);
+    ccd_topology_free(&t);
+}
+
+/* Evidence members under the resolve hold: they resolve once no longer reported, the hold
+ * counting from that step and the end being their last report; new evidence of the site in
+ * the hold joins the incident again (new member ids, same incident). */
+static void test_resolve_hold_evidence(void **state)
+{
+    (void)state;
+    CcdTopology *t = topo();
+    CcdIncidents *g;
+    CcdIncidentSettings s;
+    ccd_incident_default_settings(&s);
+    s.resolve_hold_steps = 3;
+    assert_int_equal(ccd_incidents_open(&g, &s), 0);
+    Emitted e = {0};
+    const int64_t k = T0 / S;
+    char want[64];
+    snprintf(want, sizeof want, "site:S1:%lld", (long long)k);
+
+    reach(g, k);
+    evid(g, t, "A1", "thr:down", 0.8, k);
+    evid(g, t, "A2", "thr:down", 0.8, k);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_string_equal(jstr(e.v[0], "id"), want);
+    reach(g, k + 1);
+    evid(g, t, "A1", "thr:down", 0.8, k + 1);
+    evid(g, t, "A2", "thr:down", 0.8, k + 1);
+    emit_n(g, &e);
+    /* last reported at k + 1: the members resolve when the data reach k + 3, the hold
+     * starting there (emitted firing, no firing alert) */
+    reach(g, k + 2);
+    assert_int_equal(emit_n(g, &e), 0);
+    reach(g, k + 3);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_string_equal(jstr(e.v[0], "state"), "firing");
+    assert_int_equal(json_array_size(json_object_get(e.v[0], "firing_alerts")), 0);
+    assert_int_equal(stats(g).resolving, 1);
+    /* the two cells past the bar again at k + 5: they join the same incident again */
+    reach(g, k + 5);
+    evid(g, t, "A1", "thr:down", 0.9, k + 5);
+    evid(g, t, "A2", "thr:down", 0.9, k + 5);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_string_equal(jstr(e.v[0], "id"), want);
+    assert_string_equal(jstr(e.v[0], "state"), "firing");
+    assert_int_equal(json_array_size(json_object_get(e.v[0], "firing_alerts")), 2);
+    assert_int_equal(json_array_size(json_object_get(e.v[0], "alerts")), 4);
+    assert_int_equal(stats(g).evidence_opened, 1); /* not a new incident */
+    assert_int_equal(stats(g).hold_rejoined, 1);
+    /* last reported at k + 5: resolve at k + 7, hold through k + 10, resolved at k + 11 with
+     * end = the last report (k + 5: 01:15) */
+    for (int64_t q = k + 6; q <= k + 10; q++) {
+        reach(g, q);
+        assert_int_equal(emit_n(g, &e), q == k + 7); /* the members' resolution */
+        assert_int_equal(stats(g).resolving, q >= k + 7);
+    }
+    reach(g, k + 11);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_string_equal(jstr(e.v[0], "state"), "resolved");
+    assert_string_equal(jstr(e.v[0], "end_time"), "2026-01-01T01:15:00Z");
+    emitted_clear(&e);
+    ccd_incidents_close(&g);
+    ccd_topology_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -699,6 +960,8 @@ int main(void)
         cmocka_unit_test(test_strhash),
         cmocka_unit_test(test_site_evidence),
         cmocka_unit_test(test_paging_rule),
+        cmocka_unit_test(test_resolve_hold),
+        cmocka_unit_test(test_resolve_hold_evidence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
