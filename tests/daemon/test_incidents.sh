@@ -44,9 +44,13 @@ b1,S2,R1,1,41.40,2.19,acme
 b2,S2,R1,2,41.40,2.19,acme
 b3,S2,R1,3,41.40,2.19,acme
 CSV
+# resolve_hold_steps 0: the feed ends 12 steps after the outage, inside the default hold;
+# this test checks the resolutions (test_incidents_hold.sh checks the hold)
 site_feed_config "$TMP/c.yaml" <<'YAML'
 admin:
   token: "s3cret"
+incidents:
+  resolve_hold_steps: 0
 YAML
 start_daemon "$TMP/log" health -c "$TMP/c.yaml"
 
