@@ -21,6 +21,8 @@ ROOT=${2:?source root}
 PY=/usr/bin/python3
 # shellcheck source=../helpers/daemon.sh
 . "$(dirname "$0")/../helpers/daemon.sh"
+# shellcheck source=../helpers/site_feed.sh
+. "$(dirname "$0")/../helpers/site_feed.sh"
 tiny_daemon_test_init incidents_hold # MODEL: F=3 (prb,thr,users), HZ=6, S=900
 
 cat >"$TMP/topo.csv" <<'CSV'
@@ -32,37 +34,17 @@ b1,S2,R1,1
 b2,S2,R1,2
 b3,S2,R1,3
 CSV
-cat >"$TMP/c.yaml" <<YAML
-model:
-  path: "$MODEL"
-kafka:
-  brokers: none
-http:
-  post_kpis: open
-  port: 0
-ingest:
-  batch_ms: 5
-snapshot:
-  path: ""
+post_config "$TMP/c.yaml" "" <<YAML
 topology:
   path: "$TMP/topo.csv"
 incidents:
   resolve_hold_steps: 4
-alerts:
-  zero_steps: 3
-  warmup_steps: 8
-  warn_z: 20
-  crit_z: 40
-  cusum_h: 0
-  profile_h: 0
-  kpis:
-    prb.min: "0"
-    prb.max: "120"
 YAML
+high_alert_bar "zero_steps: 3" "kpis:" '  prb.min: "0"' '  prb.max: "120"' >>"$TMP/c.yaml"
 start_daemon "$TMP/log" health -c "$TMP/c.yaml"
 
-# steps 0..69: a smooth wave per cell (as test_incidents.sh: a high bar, the tiny model's
-# rough forecasts); S1 all zero at 40..47; a1's PRB 150 (past prb.max) at step 53
+# steps 0..69: the wave of tests/helpers/site_feed.sh (posted by its post_until), without b2's
+# spike; S1 all zero at 40..47; a1's PRB 150 (past prb.max) at step 53
 $PY - "$TMP" <<'PYEOF'
 import json, math, sys
 tmp = sys.argv[1]
@@ -80,14 +62,6 @@ for i in range(70):
         recs.append({"cell": c, "ts": (p0 + i) * S, "kpis": k})
     json.dump(recs, open(f"{tmp}/in{i:02d}.json", "w"))
 PYEOF
-post_until() { # post the steps [from, to) in order, waiting for each to be stepped
-    local i
-    for ((i = $1; i < $2; i++)); do
-        curl -s -o /dev/null -H 'Content-Type: application/json' \
-            --data-binary "@$TMP/in$(printf %02d "$i").json" "$U/v1/kpis"
-    done
-    wait_observed b3 $((1767225600 / 900 + $2 - 1)) || fail "steps up to $2 not stepped"
-}
 metric() { curl -s "$U/metrics" | grep "^$1 " | awk '{print $2}'; }
 
 post_until 0 48
