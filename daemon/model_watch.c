@@ -35,10 +35,10 @@ struct CcdModelWatch {
 int ccd_watch_open(CcdModelWatch **out, int window_steps, int64_t step_s, int F)
 {
     *out = NULL;
-    if (window_steps < 1 || window_steps > INT_MAX / CCD_WATCH_MAX_WINDOWS || step_s < 1 ||
-        F < 1 || F > CC_MAX_FEATURES)
+    if (window_steps < 1 || window_steps > INT_MAX / CCD_WATCH_MAX_WINDOWS || step_s < 1 || F < 1 ||
+        F > CC_MAX_FEATURES)
         return -EINVAL;
-    const int C = window_steps;
+    const int C = window_steps * CCD_WATCH_MAX_WINDOWS;
     CcdModelWatch *w = calloc(1, sizeof *w);
     const size_t per = 2 * (size_t)F;
     if (!w || !(w->b = calloc((size_t)C, sizeof *w->b)) ||
@@ -250,9 +250,8 @@ void ccd_watch_baseline(CcdModelWatch *w, int64_t min_forecasts, CcdWatchScore *
     Sums sums;
     sums_init(&sums);
     pthread_mutex_lock(&w->lock);
-    (void)min_forecasts;
-    const int64_t lo = w->after > w->newest - w->W ? w->after : w->newest - w->W;
-    const int64_t steps = add_steps(w, lo, 0, 0, &sums);
+    const int64_t steps =
+        add_steps(w, w->after, w->W, min_forecasts > 0 ? min_forecasts : 1, &sums);
     pthread_mutex_unlock(&w->lock);
     score_sums(w->F, &sums, steps, s);
 }
@@ -264,15 +263,14 @@ CcdWatchVerdict ccd_watch_judge(CcdModelWatch *w, double baseline_mase, int64_t 
     sums_init(&sums);
     pthread_mutex_lock(&w->lock);
     const int64_t since = since_swap(w);
-    const int64_t lo = w->after > w->newest - w->W ? w->after : w->newest - w->W;
-    const int64_t steps = add_steps(w, lo, 0, 0, &sums);
+    const int64_t steps = add_steps(w, w->after, 0, 0, &sums); /* all since the swap */
     pthread_mutex_unlock(&w->lock);
     score_sums(w->F, &sums, steps, s);
     if (since < w->W)
         return CCD_WATCH_WAIT;
     if (s->forecasts >= min_forecasts && !isnan(s->mase))
         return s->mase > baseline_mase * (1 + margin) ? CCD_WATCH_ROLL_BACK : CCD_WATCH_KEEP;
-    return CCD_WATCH_WAIT; /* the window rolls on until it has enough */
+    return since >= w->C ? CCD_WATCH_NOT_JUDGED : CCD_WATCH_WAIT;
 }
 
 void ccd_watch_totals(CcdModelWatch *w, double *err, double *naive, int64_t *n)
