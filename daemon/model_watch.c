@@ -25,6 +25,7 @@ struct CcdModelWatch {
     int64_t after;  ///< the swap: forecasts made at or before this origin step are not
                     ///< counted, and windows start after it (INT64_MIN: none since the start)
     int64_t newest; ///< newest target step seen; -1: none
+    int64_t oldest; ///< oldest target step seen; -1: none (windows start no earlier)
     Bucket *b;
     double *mem;
     /* since the watch opened, [kind * F + f] (ccd_watch_totals) */
@@ -57,7 +58,7 @@ int ccd_watch_open(CcdModelWatch **out, int window_steps, int64_t step_s, int F)
     w->W = window_steps, w->F = F, w->C = C;
     w->day = 86400 / step_s > 0 ? 86400 / step_s : 1;
     w->after = INT64_MIN;
-    w->newest = -1;
+    w->newest = w->oldest = -1;
     w->total_naive = w->total_err + per;
     for (int i = 0; i < C; i++) {
         double *m = w->mem + (size_t)i * per * 3;
@@ -108,6 +109,8 @@ void ccd_watch_step(CcdModelWatch *w, const CcHistory *h, int64_t p)
     pthread_mutex_lock(&w->lock);
     if (p > w->newest)
         w->newest = p;
+    if (w->oldest < 0 || p < w->oldest)
+        w->oldest = p;
     for (int k = 0; k < 2; k++) /* what was served, whichever model made it */
         for (int f = 0; f < F && now.have_fc[k]; f++) {
             const float y = now.values[f], m = now.mean[k][f], y0 = back.values[f];
@@ -165,8 +168,8 @@ static int64_t add_steps(const CcdModelWatch *w, int64_t lo, int64_t min_steps,
     const int64_t hi = w->newest;
     if (lo < hi - w->C)
         lo = hi - w->C;
-    if (lo < -1)
-        lo = -1;
+    if (lo < w->oldest - 1) /* steps before the first scored: none held, none counted */
+        lo = w->oldest - 1;
     int64_t p = hi;
     for (; p > lo; p--) {
         if (min_forecasts > 0 && hi - p >= min_steps && s->forecasts >= min_forecasts)
@@ -228,10 +231,13 @@ static void sums_init(Sums *s)
     s->first = s->last = -1;
 }
 
-/* The steps since the swap (all the newest has seen when none). */
+/* The target steps since the swap, or since the first step scored when that came later
+ * (a swap before any: the first learned model after a re-exec). */
 static int64_t since_swap(const CcdModelWatch *w)
 {
-    return w->after == INT64_MIN ? w->newest + 1 : w->newest - w->after;
+    if (w->newest < 0)
+        return 0;
+    return w->newest - (w->after > w->oldest - 1 ? w->after : w->oldest - 1);
 }
 
 void ccd_watch_score(CcdModelWatch *w, CcdWatchScore *s)

@@ -203,6 +203,32 @@ static void test_baseline_bounds(void **state)
         cc_history_close(&h[c]);
 }
 
+/* A swap before any step was scored (the first learned model after a re-exec: the watch is
+ * new, at real step numbers): the windows start at the first step scored, and the counts
+ * say so rather than the ring's length. */
+static void test_swap_before_any_step(void **state)
+{
+    (void)state;
+    CcHistory *h[H_CELLS];
+    CcdModelWatch *w;
+    const int64_t t0 = 420000; /* hourly steps since the epoch, in 2017 */
+    for (int c = 0; c < H_CELLS; c++)
+        assert_int_equal(cc_history_open(&h[c], 1, H_DEPTH, H_HZ), 0);
+    assert_int_equal(ccd_watch_open(&w, H_W, H_STEP_S, 1), 0);
+    ccd_watch_restart(w, ccd_watch_newest(w));    /* -1: nothing seen yet */
+    for (int64_t p = t0; p < t0 + 2 * H_DAY; p++) /* scored from t0 + H_DAY (a day back) */
+        feed_cells(h, H_CELLS, w, p, 2.0f);
+    CcdWatchScore s;
+    ccd_watch_baseline(w, MIN_FORECASTS, &s);
+    assert_int_equal(s.steps, H_DAY);
+    assert_int_equal(s.forecasts, (int64_t)H_DAY * H_CELLS * 2);
+    assert_int_equal(ccd_watch_judge(w, 1.0 / 3, MIN_FORECASTS, MARGIN, &s), CCD_WATCH_WAIT);
+    assert_int_equal(s.steps, H_DAY);
+    ccd_watch_close(&w);
+    for (int c = 0; c < H_CELLS; c++)
+        cc_history_close(&h[c]);
+}
+
 /* One cell (2 forecasts a step) and a minimum it never reaches: not judged once its window
  * spans CCD_WATCH_MAX_WINDOWS windows, with the counts. */
 static void test_not_judged_after_max_windows(void **state)
@@ -236,6 +262,7 @@ int main(void)
         cmocka_unit_test(test_hourly_worse_model_rolled_back),
         cmocka_unit_test(test_hourly_as_good_model_kept),
         cmocka_unit_test(test_baseline_bounds),
+        cmocka_unit_test(test_swap_before_any_step),
         cmocka_unit_test(test_not_judged_after_max_windows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
