@@ -293,8 +293,8 @@ void ccd_watch_restart(CcdModelWatch *w, int64_t after)
 {
     pthread_mutex_lock(&w->lock);
     w->after = after;
-    /* the buckets up to `after` stay (the previous model's, for nothing but its baseline);
-     * any after it the worker filled meanwhile held forecasts made before the swap */
+    /* the buckets up to `after` stay, no longer read (the windows start after it); any
+     * after it the worker filled meanwhile held forecasts made before the swap */
     for (int i = 0; i < w->C; i++)
         if (w->b[i].p > after)
             w->b[i].p = -1;

@@ -760,11 +760,18 @@ static void judge(Ccd *d)
                  s.mase, (long long)s.forecasts, (long long)s.steps, m->baseline_mase);
         break;
     case CCD_WATCH_NOT_JUDGED:
-        snprintf(m->verdict, sizeof m->verdict,
-                 "not judged: %lld forecasts in %lld steps (model.rollback_min_forecasts %d "
-                 "within %d windows of %d steps)",
-                 (long long)s.forecasts, (long long)s.steps, d->cfg.model_rollback_min_forecasts,
-                 CCD_WATCH_MAX_WINDOWS, ccd_watch_window(m->watch));
+        if (s.forecasts >= d->cfg.model_rollback_min_forecasts) /* the KPIs never moved */
+            snprintf(m->verdict, sizeof m->verdict,
+                     "not judged: no live MASE over %lld forecasts in %lld steps (seasonal "
+                     "naive's error 0)",
+                     (long long)s.forecasts, (long long)s.steps);
+        else
+            snprintf(m->verdict, sizeof m->verdict,
+                     "not judged: %lld forecasts in %lld steps (model.rollback_min_forecasts %d "
+                     "within %d windows of %d steps)",
+                     (long long)s.forecasts, (long long)s.steps,
+                     d->cfg.model_rollback_min_forecasts, CCD_WATCH_MAX_WINDOWS,
+                     ccd_watch_window(m->watch));
         break;
     }
     m->watching = 0;

@@ -255,6 +255,35 @@ static void test_not_judged_after_max_windows(void **state)
     cc_history_close(&h);
 }
 
+/* KPIs that never move (seasonal naive's error 0): no MASE, whatever the forecasts; not
+ * judged once the window spans CCD_WATCH_MAX_WINDOWS windows, rather than waited on. */
+static void test_no_mase_not_judged(void **state)
+{
+    (void)state;
+    CcHistory *h;
+    CcdModelWatch *w;
+    assert_int_equal(cc_history_open(&h, 1, H_DEPTH, H_HZ), 0);
+    assert_int_equal(ccd_watch_open(&w, H_W, H_STEP_S, 1), 0);
+    const int64_t swap = 2 * H_DAY - 1, last = swap + (int64_t)CCD_WATCH_MAX_WINDOWS * H_W;
+    CcdWatchScore s;
+    for (int64_t p = 0; p <= last; p++) {
+        const float v = 5, m = 6, sd = 1;
+        assert_int_equal(cc_history_forecast(h, p, CC_HISTORY_ONE_STEP, &m, &sd), 0);
+        assert_int_equal(cc_history_forecast(h, p, CC_HISTORY_HORIZON_END, &m, &sd), 0);
+        assert_int_equal(cc_history_observe(h, p, &v, 0), 0);
+        ccd_watch_step(w, h, p);
+        if (p == swap)
+            ccd_watch_restart(w, swap);
+        else if (p > swap)
+            assert_int_equal(ccd_watch_judge(w, 1.0, 1, MARGIN, &s),
+                             p < last ? CCD_WATCH_WAIT : CCD_WATCH_NOT_JUDGED);
+    }
+    assert_true(isnan(s.mase));
+    assert_int_equal(s.forecasts, counted_since(swap, last, 1));
+    ccd_watch_close(&w);
+    cc_history_close(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -264,6 +293,7 @@ int main(void)
         cmocka_unit_test(test_baseline_bounds),
         cmocka_unit_test(test_swap_before_any_step),
         cmocka_unit_test(test_not_judged_after_max_windows),
+        cmocka_unit_test(test_no_mase_not_judged),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
