@@ -57,11 +57,15 @@ static const CcdConfigDef head_rows[] = {
  "to the previous model (<model.learned_path>.prev) when it is worse than the previous "
  "model's before the swap by more than model.rollback_margin."},
 {"model.rollback_window_steps", CCD_CFG_INT, OFF(model_rollback_window_steps), "0", 0, 1000000, NULL, 0,
- "The window of the live MASE, in target steps of data: the previous model's before a swap, "
- "the new one's from the swap. 0 = a day of the model's steps."},
+ "The live MASE's window, in target steps of data (0 = a day of the model's steps): the "
+ "previous model's last window before a swap (grown back, never before its own swap, until "
+ "it holds model.rollback_min_forecasts) and the new one's from the swap (growing until it "
+ "spans this and holds the minimum). The watch keeps 7 windows: 48 x KPIs + 32 bytes a step."},
 {"model.rollback_min_forecasts", CCD_CFG_INT, OFF(model_rollback_min_forecasts), "200", 1, 1000000000, NULL, 0,
- "Matured forecasts (one-step and horizon-end, per KPI, over cells) each window needs to be "
- "compared; fewer before the swap: the new model is kept unwatched (said in /v1/model)."},
+ "Matured forecasts (one-step and horizon-end, per KPI, over cells) each side needs to be "
+ "compared; the windows grow until they hold it. The previous model never had it since its "
+ "swap: not watched; the new model has not gathered it in 7 windows: not judged (both kept, "
+ "said with the counts in /v1/model)."},
 {"model.rollback_margin", CCD_CFG_DOUBLE, OFF(model_rollback_margin), "0.1", 0, 100, NULL, 0,
  "A new model whose live MASE is above (1 + margin) x the previous model's is rolled back."},
 {"kafka.models_topic", CCD_CFG_STRING, OFF(kafka_models_topic), "auto", NB, NULL, 0,

@@ -1,8 +1,10 @@
 /* model_watch.c — live MASE of the model in service against one-day seasonal naive, pooled
- * over cells, in a window of target steps; see model_watch.h. */
+ * over cells, in windows of target steps (a ring of CCD_WATCH_MAX_WINDOWS windows, one
+ * bucket per target step), and the rollback's rule on them; see model_watch.h. */
 #include "model_watch.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -18,9 +20,12 @@ typedef struct Bucket {
 struct CcdModelWatch {
     pthread_mutex_t lock;
     int W, F;
+    int C;          ///< buckets (target steps kept): CCD_WATCH_MAX_WINDOWS x W
     int64_t day;    ///< steps in a day
-    int64_t after;  ///< forecasts made at or before this origin step are not counted
+    int64_t after;  ///< the swap: forecasts made at or before this origin step are not
+                    ///< counted, and windows start after it (INT64_MIN: none since the start)
     int64_t newest; ///< newest target step seen; -1: none
+    int64_t oldest; ///< oldest target step seen; -1: none (windows start no earlier)
     Bucket *b;
     double *mem;
     /* since the watch opened, [kind * F + f] (ccd_watch_totals) */
@@ -31,12 +36,14 @@ struct CcdModelWatch {
 int ccd_watch_open(CcdModelWatch **out, int window_steps, int64_t step_s, int F)
 {
     *out = NULL;
-    if (window_steps < 1 || step_s < 1 || F < 1 || F > CC_MAX_FEATURES)
+    if (window_steps < 1 || window_steps > INT_MAX / CCD_WATCH_MAX_WINDOWS || step_s < 1 || F < 1 ||
+        F > CC_MAX_FEATURES)
         return -EINVAL;
+    const int C = window_steps * CCD_WATCH_MAX_WINDOWS;
     CcdModelWatch *w = calloc(1, sizeof *w);
     const size_t per = 2 * (size_t)F;
-    if (!w || !(w->b = calloc((size_t)window_steps, sizeof *w->b)) ||
-        !(w->mem = calloc((size_t)window_steps * per * 3, sizeof(double))) ||
+    if (!w || !(w->b = calloc((size_t)C, sizeof *w->b)) ||
+        !(w->mem = calloc((size_t)C * per * 3, sizeof(double))) ||
         !(w->total_err = calloc(per * 2, sizeof(double))) ||
         !(w->total_n = calloc(per, sizeof(int64_t)))) {
         if (w) {
@@ -48,12 +55,12 @@ int ccd_watch_open(CcdModelWatch **out, int window_steps, int64_t step_s, int F)
         return -ENOMEM;
     }
     pthread_mutex_init(&w->lock, NULL);
-    w->W = window_steps, w->F = F;
+    w->W = window_steps, w->F = F, w->C = C;
     w->day = 86400 / step_s > 0 ? 86400 / step_s : 1;
     w->after = INT64_MIN;
-    w->newest = -1;
+    w->newest = w->oldest = -1;
     w->total_naive = w->total_err + per;
-    for (int i = 0; i < window_steps; i++) {
+    for (int i = 0; i < C; i++) {
         double *m = w->mem + (size_t)i * per * 3;
         w->b[i].p = -1;
         w->b[i].err = m;
@@ -102,6 +109,8 @@ void ccd_watch_step(CcdModelWatch *w, const CcHistory *h, int64_t p)
     pthread_mutex_lock(&w->lock);
     if (p > w->newest)
         w->newest = p;
+    if (w->oldest < 0 || p < w->oldest)
+        w->oldest = p;
     for (int k = 0; k < 2; k++) /* what was served, whichever model made it */
         for (int f = 0; f < F && now.have_fc[k]; f++) {
             const float y = now.values[f], m = now.mean[k][f], y0 = back.values[f];
@@ -111,8 +120,8 @@ void ccd_watch_step(CcdModelWatch *w, const CcHistory *h, int64_t p)
             w->total_naive[k * F + f] += fabs((double)y - y0);
             w->total_n[k * F + f]++;
         }
-    if (p > w->newest - w->W) { /* inside the window: a late cell's older steps are not */
-        Bucket *b = &w->b[p % w->W];
+    if (p > w->newest - w->C) { /* a step the ring keeps: a late cell's older ones are not */
+        Bucket *b = &w->b[p % w->C];
         if (b->p != p)
             clear_bucket(w, b, p);
         for (int k = 0; k < 2; k++) {
@@ -141,43 +150,69 @@ int64_t ccd_watch_newest(CcdModelWatch *w)
 
 int ccd_watch_window(const CcdModelWatch *w) { return w->W; }
 
-void ccd_watch_score(CcdModelWatch *w, CcdWatchScore *s)
+/* A window's sums over its buckets, [kind * F + f]. */
+typedef struct Sums {
+    double err[2 * CC_MAX_FEATURES], naive[2 * CC_MAX_FEATURES];
+    int64_t n[2 * CC_MAX_FEATURES];
+    int64_t forecasts, first, last;
+} Sums;
+
+/* Under the lock: adds target steps newest, newest - 1, ... down to lo + 1 (never one the
+ * ring no longer keeps), and stops early once it has taken at least min_steps steps holding
+ * at least min_forecasts matured forecasts (min_forecasts 0: no early stop). Returns the
+ * steps taken. */
+static int64_t add_steps(const CcdModelWatch *w, int64_t lo, int64_t min_steps,
+                         int64_t min_forecasts, Sums *s)
 {
-    const int F = w->F;
-    double err[2][CC_MAX_FEATURES] = {{0}}, naive[2][CC_MAX_FEATURES] = {{0}};
-    int64_t n[2][CC_MAX_FEATURES] = {{0}};
-    memset(s, 0, sizeof *s);
-    s->F = F;
-    s->first_step = s->last_step = -1;
-    pthread_mutex_lock(&w->lock);
-    for (int i = 0; i < w->W; i++) {
-        const Bucket *b = &w->b[i];
-        if (b->p < 0 || b->p <= w->newest - w->W)
+    const int per = 2 * w->F;
+    const int64_t hi = w->newest;
+    if (lo < hi - w->C)
+        lo = hi - w->C;
+    if (lo < w->oldest - 1) /* steps before the first scored: none held, none counted */
+        lo = w->oldest - 1;
+    int64_t p = hi;
+    for (; p > lo; p--) {
+        if (min_forecasts > 0 && hi - p >= min_steps && s->forecasts >= min_forecasts)
+            break;
+        const Bucket *b = &w->b[p % w->C];
+        if (b->p != p)
             continue;
-        int any = 0;
-        for (int k = 0; k < 2; k++)
-            for (int f = 0; f < F; f++) {
-                err[k][f] += b->err[k * F + f];
-                naive[k][f] += b->naive[k * F + f];
-                n[k][f] += b->n[k * F + f];
-                any |= b->n[k * F + f] > 0;
-            }
-        if (any) {
-            s->first_step = s->first_step < 0 || b->p < s->first_step ? b->p : s->first_step;
-            s->last_step = b->p > s->last_step ? b->p : s->last_step;
+        int64_t here = 0;
+        for (int i = 0; i < per; i++) {
+            s->err[i] += b->err[i];
+            s->naive[i] += b->naive[i];
+            s->n[i] += b->n[i];
+            here += b->n[i];
+        }
+        if (here) {
+            s->forecasts += here;
+            s->first = p;
+            if (s->last < 0)
+                s->last = p;
         }
     }
-    pthread_mutex_unlock(&w->lock);
+    return hi < 0 ? 0 : hi - p;
+}
+
+/* The MASE of the sums: per KPI the mean of its kinds, then the mean over KPIs. */
+static void score_sums(int F, const Sums *sums, int64_t steps, CcdWatchScore *s)
+{
+    memset(s, 0, sizeof *s);
+    s->F = F;
+    s->forecasts = sums->forecasts;
+    s->steps = steps;
+    s->first_step = sums->first;
+    s->last_step = sums->last;
     double sum = 0;
     int kpis = 0;
     for (int f = 0; f < F; f++) {
         double m = 0;
         int kinds = 0;
         for (int k = 0; k < 2; k++) {
-            s->forecasts += n[k][f];
+            const int i = k * F + f;
             /* a KPI that did not move in a day has no scale: no MASE (the learner's rule) */
-            if (n[k][f] > 0 && naive[k][f] > 0) {
-                m += err[k][f] / naive[k][f];
+            if (sums->n[i] > 0 && sums->naive[i] > 0) {
+                m += sums->err[i] / sums->naive[i];
                 kinds++;
             }
         }
@@ -188,6 +223,60 @@ void ccd_watch_score(CcdModelWatch *w, CcdWatchScore *s)
         }
     }
     s->mase = kpis ? sum / kpis : NAN;
+}
+
+static void sums_init(Sums *s)
+{
+    memset(s, 0, sizeof *s);
+    s->first = s->last = -1;
+}
+
+/* The target steps since the swap, or since the first step scored when that came later
+ * (a swap before any: the first learned model after a re-exec). */
+static int64_t since_swap(const CcdModelWatch *w)
+{
+    if (w->newest < 0)
+        return 0;
+    return w->newest - (w->after > w->oldest - 1 ? w->after : w->oldest - 1);
+}
+
+void ccd_watch_score(CcdModelWatch *w, CcdWatchScore *s)
+{
+    Sums sums;
+    sums_init(&sums);
+    pthread_mutex_lock(&w->lock);
+    const int64_t lo = w->after > w->newest - w->W ? w->after : w->newest - w->W;
+    const int64_t steps = add_steps(w, lo, 0, 0, &sums);
+    pthread_mutex_unlock(&w->lock);
+    score_sums(w->F, &sums, steps, s);
+}
+
+void ccd_watch_baseline(CcdModelWatch *w, int64_t min_forecasts, CcdWatchScore *s)
+{
+    Sums sums;
+    sums_init(&sums);
+    pthread_mutex_lock(&w->lock);
+    const int64_t steps =
+        add_steps(w, w->after, w->W, min_forecasts > 0 ? min_forecasts : 1, &sums);
+    pthread_mutex_unlock(&w->lock);
+    score_sums(w->F, &sums, steps, s);
+}
+
+CcdWatchVerdict ccd_watch_judge(CcdModelWatch *w, double baseline_mase, int64_t min_forecasts,
+                                double margin, CcdWatchScore *s)
+{
+    Sums sums;
+    sums_init(&sums);
+    pthread_mutex_lock(&w->lock);
+    const int64_t since = since_swap(w);
+    const int64_t steps = add_steps(w, w->after, 0, 0, &sums); /* all since the swap */
+    pthread_mutex_unlock(&w->lock);
+    score_sums(w->F, &sums, steps, s);
+    if (since < w->W)
+        return CCD_WATCH_WAIT;
+    if (s->forecasts >= min_forecasts && !isnan(s->mase))
+        return s->mase > baseline_mase * (1 + margin) ? CCD_WATCH_ROLL_BACK : CCD_WATCH_KEEP;
+    return since >= w->C ? CCD_WATCH_NOT_JUDGED : CCD_WATCH_WAIT;
 }
 
 void ccd_watch_totals(CcdModelWatch *w, double *err, double *naive, int64_t *n)
@@ -203,8 +292,11 @@ void ccd_watch_totals(CcdModelWatch *w, double *err, double *naive, int64_t *n)
 void ccd_watch_restart(CcdModelWatch *w, int64_t after)
 {
     pthread_mutex_lock(&w->lock);
-    for (int i = 0; i < w->W; i++)
-        w->b[i].p = -1;
     w->after = after;
+    /* the buckets up to `after` stay, no longer read (the windows start after it); any
+     * after it the worker filled meanwhile held forecasts made before the swap */
+    for (int i = 0; i < w->C; i++)
+        if (w->b[i].p > after)
+            w->b[i].p = -1;
     pthread_mutex_unlock(&w->lock);
 }

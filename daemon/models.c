@@ -586,18 +586,20 @@ static int save_prev(Ccd *d, char *err, size_t errlen)
     return rc;
 }
 
-/* A swap to a model of the same KPIs and step: the previous model's live score over the
- * window before the swap is the baseline the new one must not fall below. */
+/* A swap to a model of the same KPIs and step: the previous model's live score before the
+ * swap (its last window, grown back until it holds model.rollback_min_forecasts) is the
+ * baseline the new one must not fall below. */
 static void start_judging(Ccd *d, int prev_ok)
 {
     CcdModels *m = d->models;
     CcdWatchScore s;
+    const int64_t min = d->cfg.model_rollback_min_forecasts;
     m->watching = 0;
     if (!m->watch) {
         snprintf(m->verdict, sizeof m->verdict, "not watched (model.rollback off)");
         return;
     }
-    ccd_watch_score(m->watch, &s);
+    ccd_watch_baseline(m->watch, min, &s);
     m->swap_step = ccd_watch_newest(m->watch);
     ccd_watch_restart(m->watch, m->swap_step);
     snprintf(m->prev_hash, sizeof m->prev_hash, "%s", m->serving_hash);
@@ -605,17 +607,18 @@ static void start_judging(Ccd *d, int prev_ok)
     m->baseline_forecasts = s.forecasts;
     if (!prev_ok)
         snprintf(m->verdict, sizeof m->verdict, "not watched: the previous model was not kept");
-    else if (s.forecasts < d->cfg.model_rollback_min_forecasts || isnan(s.mase))
+    else if (s.forecasts < min || isnan(s.mase))
         snprintf(m->verdict, sizeof m->verdict,
-                 "not watched: the previous model had %lld matured forecasts in its last "
-                 "window (model.rollback_min_forecasts %d)",
-                 (long long)s.forecasts, d->cfg.model_rollback_min_forecasts);
+                 "not watched: the previous model had %lld matured forecasts in its %lld "
+                 "target steps (model.rollback_min_forecasts %lld)",
+                 (long long)s.forecasts, (long long)s.steps, (long long)min);
     else {
         m->watching = 1;
         snprintf(m->verdict, sizeof m->verdict,
-                 "watching: the previous model's live MASE %.4g over %lld forecasts; rolled "
-                 "back above %.4g",
-                 s.mase, (long long)s.forecasts, s.mase * (1 + d->cfg.model_rollback_margin));
+                 "watching: the previous model's live MASE %.4g over %lld forecasts in %lld "
+                 "steps; rolled back above %.4g",
+                 s.mase, (long long)s.forecasts, (long long)s.steps,
+                 s.mase * (1 + d->cfg.model_rollback_margin));
     }
 }
 
@@ -691,9 +694,10 @@ static void rollback(Ccd *d, const CcdWatchScore *s)
     ccd_model_learned_path(&d->cfg, path, sizeof path);
     snprintf(rec_path, sizeof rec_path, "%s.json", path);
     snprintf(why, sizeof why,
-             "live MASE %.4g over %lld forecasts > (1 + %.3g) x %.4g, the previous model's "
-             "before the swap",
-             s->mase, (long long)s->forecasts, d->cfg.model_rollback_margin, m->baseline_mase);
+             "live MASE %.4g over %lld forecasts in %lld steps > (1 + %.3g) x %.4g, the "
+             "previous model's before the swap",
+             s->mase, (long long)s->forecasts, (long long)s->steps, d->cfg.model_rollback_margin,
+             m->baseline_mase);
     int rc = read_file(p, &b, &n);
     if (rc) {
         snprintf(m->verdict, sizeof m->verdict, "%.180s; cannot roll back: %.60s: %.40s", why, p,
@@ -733,8 +737,10 @@ static void rollback(Ccd *d, const CcdWatchScore *s)
     ccd_watch_restart(m->watch, ccd_watch_newest(m->watch));
 }
 
-/* Once the new model has a full window of its own matured forecasts: kept, or rolled
- * back when worse than the baseline by more than the margin (judged once per swap). */
+/* Once the new model's window (from the swap, growing) spans model.rollback_window_steps
+ * and holds model.rollback_min_forecasts: kept, or rolled back when worse than the baseline
+ * by more than the margin; not judged after CCD_WATCH_MAX_WINDOWS windows without them.
+ * Once per swap. */
 static void judge(Ccd *d)
 {
     CcdModels *m = d->models;
@@ -743,19 +749,32 @@ static void judge(Ccd *d)
     if (!m->watching || now < m->next_judge_ns)
         return;
     m->next_judge_ns = now + 1000000000LL;
-    if (ccd_watch_newest(m->watch) - m->swap_step < ccd_watch_window(m->watch))
-        return;
-    ccd_watch_score(m->watch, &s);
-    if (s.forecasts < d->cfg.model_rollback_min_forecasts || isnan(s.mase))
-        return; /* the window rolls on until it has enough */
-    if (s.mase > m->baseline_mase * (1 + d->cfg.model_rollback_margin)) {
-        rollback(d, &s);
-        return;
+    switch (ccd_watch_judge(m->watch, m->baseline_mase, d->cfg.model_rollback_min_forecasts,
+                            d->cfg.model_rollback_margin, &s)) {
+    case CCD_WATCH_WAIT: return;
+    case CCD_WATCH_ROLL_BACK: rollback(d, &s); return;
+    case CCD_WATCH_KEEP:
+        snprintf(m->verdict, sizeof m->verdict,
+                 "kept: live MASE %.4g over %lld forecasts in %lld steps, the previous "
+                 "model's %.4g",
+                 s.mase, (long long)s.forecasts, (long long)s.steps, m->baseline_mase);
+        break;
+    case CCD_WATCH_NOT_JUDGED:
+        if (s.forecasts >= d->cfg.model_rollback_min_forecasts) /* the KPIs never moved */
+            snprintf(m->verdict, sizeof m->verdict,
+                     "not judged: no live MASE over %lld forecasts in %lld steps (seasonal "
+                     "naive's error 0)",
+                     (long long)s.forecasts, (long long)s.steps);
+        else
+            snprintf(m->verdict, sizeof m->verdict,
+                     "not judged: %lld forecasts in %lld steps (model.rollback_min_forecasts %d "
+                     "within %d windows of %d steps)",
+                     (long long)s.forecasts, (long long)s.steps,
+                     d->cfg.model_rollback_min_forecasts, CCD_WATCH_MAX_WINDOWS,
+                     ccd_watch_window(m->watch));
+        break;
     }
     m->watching = 0;
-    snprintf(m->verdict, sizeof m->verdict,
-             "kept: live MASE %.4g over %lld forecasts, the previous model's %.4g", s.mase,
-             (long long)s.forecasts, m->baseline_mase);
     LOG_INFO("models", "model %s %s", m->serving_hash, m->verdict);
 }
 

@@ -3,7 +3,12 @@
  * /metrics exposes as cellcast_model_live_*_total): every matured forecast scored, whatever
  * the rollback window and the swaps (ccd_watch_restart clears the window, not the totals),
  * per KPI and forecast kind, against seasonal naive one day back; and the window's MASE
- * still computed from its own samples only.
+ * still computed from its own samples only. And the rollback's rule (ccd_watch_baseline,
+ * ccd_watch_judge) on a network the size of the hourly replay (3 cells x 1 KPI x 2 kinds:
+ * at most 144 matured forecasts in a day's window, under model.rollback_min_forecasts 200):
+ * the windows grow until they hold the minimum, so a worse model is judged and rolled back;
+ * the baseline never reaches before the previous model's own swap; a new model that never
+ * gathers the minimum is "not judged" after CCD_WATCH_MAX_WINDOWS windows.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -73,10 +78,222 @@ static void test_totals_survive_window_and_restart(void **state)
     cc_history_close(&h);
 }
 
+/* The hourly replay's shape: hourly steps, a day's window, 3 cells, 1 KPI. */
+enum { H_DAY = 24, H_STEP_S = 3600, H_W = H_DAY, H_HZ = 6, H_CELLS = 3, H_DEPTH = 64 };
+enum { MIN_FORECASTS = 200 };
+#define MARGIN 0.1
+
+/* A step of every cell: truth rises by 3 a day (seasonal naive's error 3 on every sample),
+ * both forecast kinds off by `off` (MASE off / 3). */
+static void feed_cells(CcHistory **h, int cells, CcdModelWatch *w, int64_t p, float off)
+{
+    for (int c = 0; c < cells; c++) {
+        const float v = (float)((p % H_DAY) * 10 + (p / H_DAY) * 3 + c), sd = 1;
+        const float m1 = v + off, m2 = v - off;
+        assert_int_equal(cc_history_forecast(h[c], p, CC_HISTORY_ONE_STEP, &m1, &sd), 0);
+        assert_int_equal(cc_history_forecast(h[c], p, CC_HISTORY_HORIZON_END, &m2, &sd), 0);
+        assert_int_equal(cc_history_observe(h[c], p, &v, 0), 0);
+        ccd_watch_step(w, h[c], p);
+    }
+}
+
+/* The new model's forecasts counted at target step p after a swap at step `swap`: one-step
+ * made at p - 1, horizon-end at p - H_HZ, each counted when made after the swap. */
+static int64_t counted_since(int64_t swap, int64_t p, int cells)
+{
+    int64_t n = 0;
+    for (int64_t q = swap + 1; q <= p; q++)
+        n += cells * ((q - 1 > swap) + (q - H_HZ > swap));
+    return n;
+}
+
+/* |error| 1 against naive's 3 (float32 values below 2^10: the sums exact to ~1e-4 over
+ * a few hundred samples) */
+#define MASE_TOL 1e-6
+
+/* The previous model serves 3 days, then a swap to a model `new_off` off: the baseline
+ * grows back past a day (144 forecasts) to the minimum, and the new model's window grows
+ * from the swap until it spans a day and holds the minimum; then it is judged `want`. */
+static void judged_on_hourly(float new_off, CcdWatchVerdict want)
+{
+    CcHistory *h[H_CELLS];
+    CcdModelWatch *w;
+    for (int c = 0; c < H_CELLS; c++)
+        assert_int_equal(cc_history_open(&h[c], 1, H_DEPTH, H_HZ), 0);
+    assert_int_equal(ccd_watch_open(&w, H_W, H_STEP_S, 1), 0);
+    const int64_t swap = 3 * H_DAY - 1;
+    for (int64_t p = 0; p <= swap; p++)
+        feed_cells(h, H_CELLS, w, p, 1.0f);
+    CcdWatchScore s;
+    ccd_watch_score(w, &s); /* the issue: a day's window holds 144, under the minimum */
+    assert_int_equal(s.forecasts, (int64_t)H_W * H_CELLS * 2);
+    assert_true(s.forecasts < MIN_FORECASTS);
+    ccd_watch_baseline(w, MIN_FORECASTS, &s);
+    const int64_t per_step = H_CELLS * 2, steps = (MIN_FORECASTS + per_step - 1) / per_step;
+    assert_int_equal(s.forecasts, steps * per_step);
+    assert_int_equal(s.steps, steps);
+    assert_int_equal(s.last_step, swap);
+    assert_int_equal(s.first_step, swap - steps + 1);
+    assert_true(fabs(s.mase - 1.0 / 3) < MASE_TOL);
+    const double baseline = s.mase;
+    ccd_watch_restart(w, swap);
+    int64_t judged_at = -1;
+    CcdWatchVerdict v = CCD_WATCH_WAIT;
+    for (int64_t p = swap + 1; p < swap + 3 * H_W && v == CCD_WATCH_WAIT; p++) {
+        feed_cells(h, H_CELLS, w, p, new_off);
+        v = ccd_watch_judge(w, baseline, MIN_FORECASTS, MARGIN, &s);
+        if (v == CCD_WATCH_WAIT) { /* waits while the window is short of a day or of 200 */
+            assert_true(p - swap < H_W || counted_since(swap, p, H_CELLS) < MIN_FORECASTS);
+        } else
+            judged_at = p;
+    }
+    assert_int_equal(v, want);
+    /* judged at the first step with a day and the minimum, on every forecast since the
+     * swap (the window grew: the early ones count) */
+    assert_true(judged_at - swap >= H_W);
+    assert_true(counted_since(swap, judged_at, H_CELLS) >= MIN_FORECASTS);
+    assert_true(counted_since(swap, judged_at - 1, H_CELLS) < MIN_FORECASTS);
+    assert_int_equal(s.forecasts, counted_since(swap, judged_at, H_CELLS));
+    assert_int_equal(s.steps, judged_at - swap);
+    assert_true(fabs(s.mase - new_off / 3.0) < MASE_TOL);
+    ccd_watch_close(&w);
+    for (int c = 0; c < H_CELLS; c++)
+        cc_history_close(&h[c]);
+}
+
+static void test_hourly_worse_model_rolled_back(void **state)
+{
+    (void)state;
+    judged_on_hourly(2.0f, CCD_WATCH_ROLL_BACK); /* 2/3 > 1.1 x 1/3 */
+}
+
+static void test_hourly_as_good_model_kept(void **state)
+{
+    (void)state;
+    judged_on_hourly(1.0f, CCD_WATCH_KEEP);
+}
+
+/* The baseline stops at the previous model's own swap (its predecessor's forecasts are not
+ * its own), and reaches no further than a window when that holds the minimum. */
+static void test_baseline_bounds(void **state)
+{
+    (void)state;
+    CcHistory *h[H_CELLS];
+    CcdModelWatch *w;
+    for (int c = 0; c < H_CELLS; c++)
+        assert_int_equal(cc_history_open(&h[c], 1, H_DEPTH, H_HZ), 0);
+    assert_int_equal(ccd_watch_open(&w, H_W, H_STEP_S, 1), 0);
+    const int64_t swap1 = 2 * H_DAY - 1, swap2 = swap1 + 30;
+    for (int64_t p = 0; p <= swap1; p++)
+        feed_cells(h, H_CELLS, w, p, 1.0f);
+    ccd_watch_restart(w, swap1);
+    for (int64_t p = swap1 + 1; p <= swap2; p++)
+        feed_cells(h, H_CELLS, w, p, 2.0f);
+    CcdWatchScore s;
+    ccd_watch_baseline(w, MIN_FORECASTS, &s); /* 30 steps of its own: short of 200 */
+    assert_int_equal(s.steps, swap2 - swap1);
+    assert_int_equal(s.forecasts, counted_since(swap1, swap2, H_CELLS));
+    assert_true(s.forecasts < MIN_FORECASTS);
+    assert_true(fabs(s.mase - 2.0 / 3) < MASE_TOL); /* none of the model before's */
+    ccd_watch_baseline(w, 1, &s);                   /* a large network: a window, not less */
+    assert_int_equal(s.steps, H_W);
+    assert_int_equal(s.forecasts, (int64_t)H_W * H_CELLS * 2);
+    ccd_watch_close(&w);
+    for (int c = 0; c < H_CELLS; c++)
+        cc_history_close(&h[c]);
+}
+
+/* A swap before any step was scored (the first learned model after a re-exec: the watch is
+ * new, at real step numbers): the windows start at the first step scored, and the counts
+ * say so rather than the ring's length. */
+static void test_swap_before_any_step(void **state)
+{
+    (void)state;
+    CcHistory *h[H_CELLS];
+    CcdModelWatch *w;
+    const int64_t t0 = 420000; /* hourly steps since the epoch, in 2017 */
+    for (int c = 0; c < H_CELLS; c++)
+        assert_int_equal(cc_history_open(&h[c], 1, H_DEPTH, H_HZ), 0);
+    assert_int_equal(ccd_watch_open(&w, H_W, H_STEP_S, 1), 0);
+    ccd_watch_restart(w, ccd_watch_newest(w));    /* -1: nothing seen yet */
+    for (int64_t p = t0; p < t0 + 2 * H_DAY; p++) /* scored from t0 + H_DAY (a day back) */
+        feed_cells(h, H_CELLS, w, p, 2.0f);
+    CcdWatchScore s;
+    ccd_watch_baseline(w, MIN_FORECASTS, &s);
+    assert_int_equal(s.steps, H_DAY);
+    assert_int_equal(s.forecasts, (int64_t)H_DAY * H_CELLS * 2);
+    assert_int_equal(ccd_watch_judge(w, 1.0 / 3, MIN_FORECASTS, MARGIN, &s), CCD_WATCH_WAIT);
+    assert_int_equal(s.steps, H_DAY);
+    ccd_watch_close(&w);
+    for (int c = 0; c < H_CELLS; c++)
+        cc_history_close(&h[c]);
+}
+
+/* One cell (2 forecasts a step) and a minimum it never reaches: not judged once its window
+ * spans CCD_WATCH_MAX_WINDOWS windows, with the counts. */
+static void test_not_judged_after_max_windows(void **state)
+{
+    (void)state;
+    CcHistory *h;
+    CcdModelWatch *w;
+    const int64_t min = 10000;
+    assert_int_equal(cc_history_open(&h, 1, H_DEPTH, H_HZ), 0);
+    assert_int_equal(ccd_watch_open(&w, H_W, H_STEP_S, 1), 0);
+    const int64_t swap = 2 * H_DAY - 1, last = swap + (int64_t)CCD_WATCH_MAX_WINDOWS * H_W;
+    for (int64_t p = 0; p <= swap; p++)
+        feed_cells(&h, 1, w, p, 1.0f);
+    ccd_watch_restart(w, swap);
+    CcdWatchScore s;
+    for (int64_t p = swap + 1; p <= last; p++) {
+        feed_cells(&h, 1, w, p, 2.0f);
+        assert_int_equal(ccd_watch_judge(w, 1.0 / 3, min, MARGIN, &s),
+                         p < last ? CCD_WATCH_WAIT : CCD_WATCH_NOT_JUDGED);
+    }
+    assert_int_equal(s.steps, last - swap);
+    assert_int_equal(s.forecasts, counted_since(swap, last, 1));
+    ccd_watch_close(&w);
+    cc_history_close(&h);
+}
+
+/* KPIs that never move (seasonal naive's error 0): no MASE, whatever the forecasts; not
+ * judged once the window spans CCD_WATCH_MAX_WINDOWS windows, rather than waited on. */
+static void test_no_mase_not_judged(void **state)
+{
+    (void)state;
+    CcHistory *h;
+    CcdModelWatch *w;
+    assert_int_equal(cc_history_open(&h, 1, H_DEPTH, H_HZ), 0);
+    assert_int_equal(ccd_watch_open(&w, H_W, H_STEP_S, 1), 0);
+    const int64_t swap = 2 * H_DAY - 1, last = swap + (int64_t)CCD_WATCH_MAX_WINDOWS * H_W;
+    CcdWatchScore s;
+    for (int64_t p = 0; p <= last; p++) {
+        const float v = 5, m = 6, sd = 1;
+        assert_int_equal(cc_history_forecast(h, p, CC_HISTORY_ONE_STEP, &m, &sd), 0);
+        assert_int_equal(cc_history_forecast(h, p, CC_HISTORY_HORIZON_END, &m, &sd), 0);
+        assert_int_equal(cc_history_observe(h, p, &v, 0), 0);
+        ccd_watch_step(w, h, p);
+        if (p == swap)
+            ccd_watch_restart(w, swap);
+        else if (p > swap)
+            assert_int_equal(ccd_watch_judge(w, 1.0, 1, MARGIN, &s),
+                             p < last ? CCD_WATCH_WAIT : CCD_WATCH_NOT_JUDGED);
+    }
+    assert_true(isnan(s.mase));
+    assert_int_equal(s.forecasts, counted_since(swap, last, 1));
+    ccd_watch_close(&w);
+    cc_history_close(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_totals_survive_window_and_restart),
+        cmocka_unit_test(test_hourly_worse_model_rolled_back),
+        cmocka_unit_test(test_hourly_as_good_model_kept),
+        cmocka_unit_test(test_baseline_bounds),
+        cmocka_unit_test(test_swap_before_any_step),
+        cmocka_unit_test(test_not_judged_after_max_windows),
+        cmocka_unit_test(test_no_mase_not_judged),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
