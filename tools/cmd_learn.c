@@ -599,6 +599,7 @@ static int publish_kafka(const LearnArgs *a, json_t *rec, const char *hash, char
 static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
 {
     CcLearnStats ls;
+    cc_learn_trim(l); /* a Kafka store's doubling slack: the round runs beside the store */
     cc_learn_stats(l, &ls);
     char err[1024];
     if (ls.step_s <= 0 || ls.n_kpis == 0) {
@@ -642,6 +643,11 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
         fprintf(stderr, "cellcast learn: %s\n", err);
         return -1;
     }
+    /* --data-dir: the next poll reads the directory again, and from here on the round reads
+     * the CSVs (the store's KPI names stay for the record): the records' memory goes back
+     * before the candidates and the scoring load their copies. A Kafka store is kept. */
+    if (!a->kafka)
+        cc_learn_clear(l);
     if (!a->quiet)
         fprintf(stderr,
                 "cellcast learn: round %d at data time %lld: %.2f days of data, %d cells, %d "

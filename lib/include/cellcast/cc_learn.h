@@ -9,10 +9,13 @@
  * max_cells cells (the first that arrive; records of other cells are counted and dropped)
  * and the newest max_points records per cell. KPIs are named as they arrive (at most
  * CC_MAX_FEATURES; further names are counted and dropped). Memory per sampled cell:
- * 8 + 4·CC_MAX_FEATURES = 136 bytes per record whatever the KPI count, allocated as the
- * cell's records grow (doubling from 64 records: up to twice the records held), at most
- * max_points records (13 KiB held per day of 15-minute steps). A cell is found by a hash
- * index of the sampled cells' ids.
+ * 8 + 4·K bytes per record for the K KPIs named when the cell's layout last grew (a KPI
+ * named later widens each cell's records as its next record arrives; older records read
+ * it as missing): 40 bytes with 8 KPIs, 3.75 KiB per day of 15-minute steps. A cell's
+ * records are allocated as they grow, at most max_points: a dataset's series
+ * (cc_learn_add_dataset) at once at its size, single records doubling from 64 (up to
+ * twice the records held until cc_learn_trim). A cell is found by a hash index of the
+ * sampled cells' ids.
  *
  * The step is detected as the median over the sampled cells of each cell's median positive
  * difference between its sorted record times (whole minutes from 60 s, as cc_data does).
@@ -65,6 +68,10 @@ int cc_learn_add(CcLearn *l, const char *cell, int64_t ts, const char *const *na
 
 /** Adds every row of a dataset (its observed values; missing and imputed ones as NaN). */
 int cc_learn_add_dataset(CcLearn *l, const CcDataset *ds);
+
+/** Gives back the room allocated beyond the records held (before a round: the store at its
+ *  exact size). A cell that cannot be reallocated stays as it was. */
+void cc_learn_trim(CcLearn *l);
 
 typedef struct CcLearnStats {
     int cells;                 ///< cells sampled
