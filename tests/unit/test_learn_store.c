@@ -418,6 +418,32 @@ static void test_hostile_records(void **state)
     cc_learn_close(&l);
 }
 
+/* Each value is written as the shortest decimal that reads back as its float: a feed's
+ * "26.416" stays 26.416 rather than %.9g's 26.4160004 (the CSVs a round reads back a
+ * quarter smaller), and a float that needs 8 digits gets them. */
+static void test_shortest_decimal(void **state)
+{
+    (void)state;
+    CcLearn *l = store(1, 10);
+    const char *names[5] = {"a", "b", "c", "d", "e"};
+    double v[5] = {26.416, 54, 0.14966, 1.0 / 3.0, -1e-30};
+    assert_int_equal(cc_learn_add(l, "c0", 900, names, v, 5), 0);
+    char path[] = "/tmp/cc-learn-store-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    char err[256], line[256];
+    assert_int_equal(cc_learn_write_csv(l, path, 0, err, sizeof err), 0);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(line, sizeof line, f));
+    assert_non_null(fgets(line, sizeof line, f));
+    fclose(f);
+    unlink(path);
+    assert_string_equal(line, "900,c0,26.416,54,0.14966,0.33333334,-1e-30\n");
+    cc_learn_close(&l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -425,6 +451,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_1_kpi),     cmocka_unit_test(test_round_trip_32_kpis),
         cmocka_unit_test(test_round_trip_33_kpis),   cmocka_unit_test(test_kpi_named_later),
         cmocka_unit_test(test_dataset_exact),        cmocka_unit_test(test_hostile_records),
+        cmocka_unit_test(test_shortest_decimal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

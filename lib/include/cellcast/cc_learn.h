@@ -110,8 +110,9 @@ int64_t cc_learn_exclude(CcLearn *l, int (*excluded)(void *cookie, const char *c
 
 /**
  * Writes the store as a long CSV `ts,cell_id,<kpi…>` (rows before unix time `until`; 0 =
- * all), one row per record in time order per cell, missing values empty. Written to a
- * temporary name and renamed. 0, -EIO (errno's message in err), -ENOMEM.
+ * all), one row per record in time order per cell, missing values empty, each value the
+ * shortest decimal (6 to 9 significant digits) that cc_data reads back as the same float.
+ * Written to a temporary name and renamed. 0, -EIO (errno's message in err), -ENOMEM.
  */
 int cc_learn_write_csv(const CcLearn *l, const char *path, int64_t until, char *err, size_t errlen);
 
