@@ -620,7 +620,6 @@ static int publish_kafka(const LearnArgs *a, json_t *rec, const char *hash, char
 static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
 {
     CcLearnStats ls;
-    cc_learn_trim(l); /* a Kafka store's doubling slack: the round runs beside the store */
     cc_learn_stats(l, &ls);
     char err[1024];
     if (ls.step_s <= 0 || ls.n_kpis == 0) {
@@ -653,6 +652,9 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
     state_path(a, "candidate-linear.safetensors", lin_path, sizeof lin_path);
     state_path(a, "candidate-transformer.safetensors", tx_path, sizeof tx_path);
     state_path(a, "candidate-seasonal.safetensors", sn_path, sizeof sn_path);
+    /* a Kafka store's doubling slack given back: the round runs beside the store (only
+     * when a round runs: a trim at each poll would make each cell's next record regrow it) */
+    cc_learn_trim(l);
     if (cc_learn_write_csv(l, all_csv, 0, err, sizeof err) < 0) {
         fprintf(stderr, "cellcast learn: %s\n", err);
         return -1;
