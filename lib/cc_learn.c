@@ -20,8 +20,10 @@
 typedef struct LearnCell {
     char id[CC_CELL_ID_MAX];
     int64_t *ts; /* (cap) record times, in arrival order */
-    float *val;  /* (cap, CC_MAX_FEATURES) values, NaN = missing */
+    float *val;  /* (cap, nk) values, NaN = missing */
     int n, cap;  /* records held, allocated */
+    int nk;      /* KPI slots per record: the KPIs named when the cell's layout last grew;
+                  * KPIs named since read as missing in its older records */
     int head;    /* once n == max_points: the oldest record's slot (a ring) */
 } LearnCell;
 
@@ -117,8 +119,12 @@ static LearnCell *cell_slot(CcLearn *l, const char *id)
     return c;
 }
 
-static int kpi_index(CcLearn *l, const char *name)
+/* The KPI's index, named now if it is new and the cap allows; -1: dropped. hint: where
+ * it most likely is (a record's i-th name is most often the i-th KPI). */
+static int kpi_index(CcLearn *l, const char *name, int hint)
 {
+    if (hint >= 0 && hint < l->n_kpis && !strcmp(l->kpi[hint], name))
+        return hint;
     for (int f = 0; f < l->n_kpis; f++)
         if (!strcmp(l->kpi[f], name))
             return f;
@@ -135,6 +141,40 @@ static int rec_slot(const LearnCell *c, int i)
     return c->n < c->cap || c->head == 0 ? i : (c->head + i) % c->n;
 }
 
+/* The cell's arrays resized to cap records of nk KPI slots (cap >= c->n, nk >= c->nk):
+ * each record keeps its slot, the KPI slots added are missing. 0 or -ENOMEM (the cell
+ * still whole). */
+static int cell_layout(LearnCell *c, int cap, int nk)
+{
+    if (cap == c->cap && nk == c->nk)
+        return 0;
+    int64_t *ts = realloc(c->ts, (size_t)cap * sizeof *ts);
+    if (!ts)
+        return -ENOMEM;
+    c->ts = ts;
+    const size_t bytes = ((size_t)cap * nk + 1) * sizeof(float); /* + 1: never 0 */
+    float *val = nk == c->nk ? realloc(c->val, bytes) : malloc(bytes);
+    if (!val) {
+        if (cap < c->cap) /* ts holds cap records now */
+            c->cap = cap;
+        return -ENOMEM;
+    }
+    if (nk != c->nk) { /* a new stride: every record held moves to it */
+        for (int i = 0; i < c->n; i++) {
+            float *row = val + (size_t)i * nk;
+            memcpy(row, c->val + (size_t)i * c->nk, (size_t)c->nk * sizeof *row);
+            for (int f = c->nk; f < nk; f++)
+                row[f] = NAN;
+        }
+        free(c->val);
+    }
+    c->val = val, c->cap = cap, c->nk = nk;
+    return 0;
+}
+
+/* Record i's values: c->nk of them. */
+static float *cell_row(const LearnCell *c, int i) { return c->val + (size_t)i * c->nk; }
+
 int cc_learn_add(CcLearn *l, const char *cell, int64_t ts, const char *const *names,
                  const double *values, int n)
 {
@@ -145,33 +185,32 @@ int cc_learn_add(CcLearn *l, const char *cell, int64_t ts, const char *const *na
         l->records_dropped++;
         return -ENOSPC;
     }
+    /* the record's KPIs named first, so that the cell's layout holds every one of them */
+    int need_nk = c->nk;
+    for (int i = 0; i < n; i++)
+        if (kpi_index(l, names[i], i) >= need_nk)
+            need_nk = l->n_kpis;
+    int cap = c->cap;
+    if (c->n == c->cap && c->n < l->s.max_points) /* doubling from 64: the count is not known */
+        cap = c->cap ? c->cap * 2 : 64;
+    if (cap > l->s.max_points)
+        cap = l->s.max_points;
+    int rc = cell_layout(c, cap, need_nk);
+    if (rc < 0)
+        return rc;
     int slot;
     if (c->n < l->s.max_points) {
-        if (c->n == c->cap) {
-            int cap = c->cap ? c->cap * 2 : 64;
-            if (cap > l->s.max_points)
-                cap = l->s.max_points;
-            int64_t *ts2 = realloc(c->ts, (size_t)cap * sizeof *ts2);
-            if (!ts2)
-                return -ENOMEM;
-            c->ts = ts2;
-            float *v2 = realloc(c->val, (size_t)cap * CC_MAX_FEATURES * sizeof *v2);
-            if (!v2)
-                return -ENOMEM;
-            c->val = v2;
-            c->cap = cap;
-        }
         slot = c->n++;
     } else { /* full: the oldest record makes room */
         slot = c->head;
         c->head = (c->head + 1) % c->n;
     }
     c->ts[slot] = ts;
-    float *row = c->val + (size_t)slot * CC_MAX_FEATURES;
-    for (int f = 0; f < CC_MAX_FEATURES; f++)
+    float *row = cell_row(c, slot);
+    for (int f = 0; f < c->nk; f++)
         row[f] = NAN;
     for (int i = 0; i < n; i++) {
-        int f = kpi_index(l, names[i]);
+        int f = kpi_index(l, names[i], i);
         if (f < 0) {
             l->kpis_dropped++;
             continue;
@@ -179,6 +218,15 @@ int cc_learn_add(CcLearn *l, const char *cell, int64_t ts, const char *const *na
         row[f] = isfinite(values[i]) ? (float)values[i] : NAN;
     }
     return 0;
+}
+
+void cc_learn_trim(CcLearn *l)
+{
+    for (int c = 0; c < l->n_cells; c++) {
+        LearnCell *lc = &l->cells[c];
+        if (lc->n > 0 && lc->n < lc->cap)
+            cell_layout(lc, lc->n, lc->nk); /* out of memory: the cell stays as it was */
+    }
 }
 
 int cc_learn_add_dataset(CcLearn *l, const CcDataset *ds)
@@ -190,6 +238,9 @@ int cc_learn_add_dataset(CcLearn *l, const CcDataset *ds)
         names[f] = ds->features[f];
     for (int s = 0; s < ds->n_series; s++) {
         const CcSeries *se = &ds->series[s];
+        int rows = 0; /* the records the series brings: its rows with a value */
+        for (size_t j = 0; j < (size_t)se->T * F; j += F)
+            rows += memchr(se->mask + j, 1, (size_t)F) != NULL;
         for (int i = 0; i < se->T; i++) {
             int any = 0;
             for (int f = 0; f < F; f++) {
@@ -202,6 +253,15 @@ int cc_learn_add_dataset(CcLearn *l, const CcDataset *ds)
             int r = cc_learn_add(l, se->cell_id, cc_data_row_ts(ds, s, i), names, v, F);
             if (r < 0 && r != -ENOSPC)
                 return r;
+            if (r == 0 && rows > 0) { /* the first record: room for the others at once */
+                LearnCell *c = cell_slot(l, se->cell_id);
+                int64_t want = (int64_t)c->n + rows - 1;
+                if (want > l->s.max_points)
+                    want = l->s.max_points;
+                if (want > c->cap && (r = cell_layout(c, (int)want, c->nk)) < 0)
+                    return r;
+                rows = 0;
+            }
         }
     }
     return 0;
@@ -263,7 +323,7 @@ void cc_learn_stats(const CcLearn *l, CcLearnStats *st)
     for (int c = 0; c < l->n_cells; c++) {
         const LearnCell *lc = &l->cells[c];
         st->records += lc->n;
-        st->bytes += (size_t)lc->cap * (sizeof(int64_t) + CC_MAX_FEATURES * sizeof(float));
+        st->bytes += (size_t)lc->cap * (sizeof(int64_t) + (size_t)lc->nk * sizeof(float));
         for (int i = 0; i < lc->n; i++) {
             if (!any || lc->ts[i] < st->first_ts)
                 st->first_ts = lc->ts[i];
@@ -285,10 +345,11 @@ void cc_learn_truncate(CcLearn *l, int64_t until)
     float *tmpv = NULL;
     for (int c = 0; c < l->n_cells; c++) {
         LearnCell *lc = &l->cells[c];
+        const size_t nk = (size_t)lc->nk;
         /* unroll the ring so that the kept records are slots 0..k-1 in arrival order */
         int k = 0;
         int64_t *ts = malloc((size_t)(lc->n + 1) * sizeof *ts);
-        tmpv = malloc(((size_t)lc->n + 1) * CC_MAX_FEATURES * sizeof *tmpv);
+        tmpv = malloc(((size_t)lc->n * nk + 1) * sizeof *tmpv);
         if (!ts || !tmpv) { /* out of memory: the cell is dropped rather than left wrong */
             free(ts);
             free(tmpv);
@@ -300,12 +361,11 @@ void cc_learn_truncate(CcLearn *l, int64_t until)
             if (lc->ts[sl] >= until)
                 continue;
             ts[k] = lc->ts[sl];
-            memcpy(tmpv + (size_t)k * CC_MAX_FEATURES, lc->val + (size_t)sl * CC_MAX_FEATURES,
-                   CC_MAX_FEATURES * sizeof *tmpv);
+            memcpy(tmpv + (size_t)k * nk, cell_row(lc, sl), nk * sizeof *tmpv);
             k++;
         }
         memcpy(lc->ts, ts, (size_t)k * sizeof *ts);
-        memcpy(lc->val, tmpv, (size_t)k * CC_MAX_FEATURES * sizeof *tmpv);
+        memcpy(lc->val, tmpv, (size_t)k * nk * sizeof *tmpv);
         lc->n = k, lc->head = 0;
         free(ts);
         free(tmpv);
@@ -327,11 +387,11 @@ void cc_learn_shuffle(CcLearn *l, int64_t until, uint64_t seed)
         for (int i = k - 1; i > 0; i--) { /* Fisher-Yates over the slots before until */
             r ^= r << 13, r ^= r >> 7, r ^= r << 17;
             int j = (int)(r % (uint64_t)(i + 1));
-            float *a = lc->val + (size_t)idx[i] * CC_MAX_FEATURES;
-            float *b = lc->val + (size_t)idx[j] * CC_MAX_FEATURES;
-            memcpy(tmp, a, sizeof tmp);
-            memcpy(a, b, sizeof tmp);
-            memcpy(b, tmp, sizeof tmp);
+            float *a = cell_row(lc, idx[i]), *b = cell_row(lc, idx[j]);
+            const size_t bytes = (size_t)lc->nk * sizeof *tmp;
+            memcpy(tmp, a, bytes);
+            memcpy(a, b, bytes);
+            memcpy(b, tmp, bytes);
         }
         free(idx);
     }
@@ -346,9 +406,9 @@ int64_t cc_learn_exclude(CcLearn *l, int (*excluded)(void *cookie, const char *c
         for (int i = 0; i < lc->n; i++) {
             if (!excluded(cookie, lc->id, lc->ts[i]))
                 continue;
-            float *v = lc->val + (size_t)i * CC_MAX_FEATURES;
+            float *v = cell_row(lc, i);
             int had = 0;
-            for (int f = 0; f < CC_MAX_FEATURES; f++) {
+            for (int f = 0; f < lc->nk; f++) {
                 had |= !isnan(v[f]);
                 v[f] = NAN;
             }
@@ -369,6 +429,20 @@ static int cmp_tsidx(const void *a, const void *b)
     if (x->ts != y->ts)
         return (x->ts > y->ts) - (x->ts < y->ts);
     return (x->slot > y->slot) - (x->slot < y->slot);
+}
+
+/* v into buf as the shortest decimal of 6 to 9 significant digits that reads back as v the
+ * way cc_data reads a value (strtod, then to float): "26.416" rather than %.9g's
+ * "26.4160004". A KPI feed's values most often have 6 digits or fewer, and %.6g is then
+ * the shortest there is (a float tells any two 6-digit decimals apart). The CSVs a round
+ * writes and reads back are about a quarter smaller than with %.9g, the values the same. */
+static int shortest_float(char *buf, size_t n, float v)
+{
+    for (int digits = 6;; digits++) {
+        int len = snprintf(buf, n, "%.*g", digits, v);
+        if (digits == 9 || (float)strtod(buf, NULL) == v)
+            return len;
+    }
 }
 
 int cc_learn_write_csv(const CcLearn *l, const char *path, int64_t until, char *err, size_t errlen)
@@ -398,13 +472,14 @@ int cc_learn_write_csv(const CcLearn *l, const char *path, int64_t until, char *
         for (int i = 0; i < lc->n; i++) {
             if (until && ix[i].ts >= until)
                 break;
-            const float *row = lc->val + (size_t)ix[i].slot * CC_MAX_FEATURES;
+            const float *row = cell_row(lc, ix[i].slot);
             fprintf(fp, "%lld,%s", (long long)ix[i].ts, lc->id);
-            for (int f = 0; f < l->n_kpis; f++)
-                if (isfinite(row[f]))
-                    fprintf(fp, ",%.9g", row[f]);
-                else
-                    fputc(',', fp);
+            for (int f = 0; f < l->n_kpis; f++) {
+                char num[32];
+                fputc(',', fp);
+                if (f < lc->nk && isfinite(row[f]))
+                    fwrite(num, 1, (size_t)shortest_float(num, sizeof num, row[f]), fp);
+            }
             fputc('\n', fp);
         }
         free(ix);

@@ -23,10 +23,12 @@ static const char *const barcelona_targets[] = {"rnti_count", "rb_down", "rb_up"
 typedef struct SeriesRun {
     CcCell *cell;
     CcRange test;
-    int first_origin, last_origin;  /* rows; first > last: none */
-    int start_row;                  /* first row streamed */
-    double *scale;                  /* (K) MASE scale per scored KPI */
-    double *csum;                   /* (T+1, K) prefix sums of the scored KPIs (window mean) */
+    int first_origin, last_origin; /* rows; first > last: none */
+    int start_row;                 /* first row streamed */
+    double *scale;                 /* (K) MASE scale per scored KPI */
+    double *csum; /* (T+1, K) prefix sums of the scored KPIs (window mean): only its rows
+                   * csum_lo .. last_origin + 1, the ones the origins' windows read */
+    int csum_lo;
     CcOnlineCalib *adapt;           /* adapt_rate > 0: the series' online interval scales */
     float *fc_mean, *fc_sd, *truth; /* (F, HZ), (F, HZ), (F) its push/observe buffers */
 } SeriesRun;
@@ -291,17 +293,26 @@ static int prepare_runs(CctEval *e, char *err, size_t errlen)
             int st = r->first_origin - e->R - 2 * e->P;
             r->start_row = st > 0 ? st : 0;
         }
+        /* only the rows the origins' windows read are kept (10k cells of 8 days: 0.5 GB
+         * for every row), each summed from row 0 as before */
+        int lo = r->first_origin - e->W + 1, hi = r->last_origin + 1;
+        r->csum_lo = lo > 0 ? lo : 0;
+        int rows = hi >= r->csum_lo ? hi - r->csum_lo + 1 : 0;
         r->scale = calloc((size_t)K, sizeof *r->scale);
-        r->csum = calloc(((size_t)se->T + 1) * K, sizeof *r->csum);
+        r->csum = calloc(((size_t)rows + 1) * K, sizeof *r->csum);
         if (!r->scale || !r->csum)
             return -ENOMEM;
         for (int i = 0; i < K; i++)
             r->scale[i] = cc_mase_scale(se->x, se->mask, F, e->kidx[i], 0, r->test.begin,
                                         D > 0 && D < r->test.begin ? D : 1);
-        for (int i = 0; i < se->T; i++)
-            for (int q = 0; q < K; q++)
-                r->csum[(size_t)(i + 1) * K + q] =
-                    r->csum[(size_t)i * K + q] + se->x[(size_t)i * F + e->kidx[q]];
+        double sum[CC_DATA_MAX_FEATURES] = {0};
+        for (int i = 0; i <= hi && i <= se->T; i++)
+            for (int q = 0; q < K; q++) {
+                if (i >= r->csum_lo)
+                    r->csum[(size_t)(i - r->csum_lo) * K + q] = sum[q];
+                if (i < se->T)
+                    sum[q] += se->x[(size_t)i * F + e->kidx[q]];
+            }
     }
     return 0;
 }
@@ -409,7 +420,8 @@ static void score_origin(CctEval *e, int s, int i, const CcForecast *fc)
         int f = e->kidx[q];
         if (e->linear)
             cct_linear_forecast(e->linear, se, q, i, e->linear_fc);
-        double mean = (r->csum[(size_t)(i + 1) * e->K + q] - r->csum[(size_t)w0 * e->K + q]) /
+        double mean = (r->csum[(size_t)(i + 1 - r->csum_lo) * e->K + q] -
+                       r->csum[(size_t)(w0 - r->csum_lo) * e->K + q]) /
                       (double)(i + 1 - w0);
         double last = se->x[(size_t)i * F + f];
         for (int k = 0; k < H; k++) {

@@ -12,8 +12,8 @@
 # Per run, one JSON line: wall seconds of the whole process and of the round (rounds.jsonl
 # wall_s: without the reading of the CSV directory), CPU seconds, peak RSS (VmHWM, sampled
 # every 0.2 s, and the rusage maximum) and what the process was doing at the peak (its last
-# progress line), the records held and the store's bytes as docs/learning.md counts them
-# (136 bytes per allocated record), and the peak per sampled cell. WORKDIR keeps the fleets
+# progress line; the run's rss.log: its RSS over time, a line at each change of 2 %), the records held and the store's bytes as docs/learning.md counts them
+# (8 + 4·K bytes per record with K KPIs), and the peak per sampled cell. WORKDIR keeps the fleets
 # (about 55 MB of CSV per 1000 cells and 8 days) and each run's state directory (its log,
 # rounds.jsonl and candidates; the round's CSVs removed).
 set -eu
@@ -53,6 +53,7 @@ def read_err():
 threading.Thread(target=read_err, daemon=True).start()
 peak, at = 0, ""
 learner = None
+trace, last_rss = open(f"{out}/rss.log", "w"), 0
 while p.poll() is None:
     if learner is None:  # nice execs the learner in the same process
         learner = p.pid
@@ -62,6 +63,12 @@ while p.poll() is None:
                 kb = int(line.split()[1])
                 if kb > peak:
                     peak, at = kb, last[0]
+            if line.startswith("VmRSS:"):
+                kb = int(line.split()[1])
+                if abs(kb - last_rss) > 0.02 * last_rss:
+                    trace.write(f"{time.time() - t0:7.1f} s {kb / 1024:7.0f} MB  {last[0][:80]}\n")
+                    trace.flush()
+                    last_rss = kb
     except OSError:
         pass
     time.sleep(0.2)
@@ -76,9 +83,7 @@ except (OSError, IndexError, ValueError):
     pass
 cands = {c["kind"]: c.get("mase") for c in rnd.get("candidates", [])}
 records = sum(1 for _ in open(f"{data}/fleet.csv")) - 1
-cap = 64
-while cap < records / cells:
-    cap *= 2
+record_bytes = 8 + 4 * len(rnd.get("kpis", []))
 peak = max(peak, ru.ru_maxrss)
 print(json.dumps({
     "cells": cells, "days": days, "exit": p.returncode,
@@ -88,7 +93,8 @@ print(json.dumps({
     "cpu_s": round(ru.ru_utime + ru.ru_stime, 1),
     "peak_rss_mb": round(peak / 1024, 1), "peak_during": at,
     "peak_kb_per_cell": round(peak / cells, 1),
-    "store_mb": round(cells * cap * 136 / 2**20, 1), "store_kb_per_cell": round(cap * 136 / 1024, 1),
+    "store_mb": round(records * record_bytes / 2**20, 1),
+    "store_kb_per_cell": round(records * record_bytes / cells / 1024, 1),
     "mase": cands, "decision": rnd.get("decision")}), flush=True)
 PY
         rm -f "$out/all.csv" "$out/train.csv" # the round's CSVs: 1.4 GB at 10k cells

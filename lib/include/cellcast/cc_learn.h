@@ -9,10 +9,13 @@
  * max_cells cells (the first that arrive; records of other cells are counted and dropped)
  * and the newest max_points records per cell. KPIs are named as they arrive (at most
  * CC_MAX_FEATURES; further names are counted and dropped). Memory per sampled cell:
- * 8 + 4·CC_MAX_FEATURES = 136 bytes per record whatever the KPI count, allocated as the
- * cell's records grow (doubling from 64 records: up to twice the records held), at most
- * max_points records (13 KiB held per day of 15-minute steps). A cell is found by a hash
- * index of the sampled cells' ids.
+ * 8 + 4·K bytes per record for the K KPIs named when the cell's layout last grew (a KPI
+ * named later widens each cell's records as its next record arrives; older records read
+ * it as missing): 40 bytes with 8 KPIs, 3.75 KiB per day of 15-minute steps. A cell's
+ * records are allocated as they grow, at most max_points: a dataset's series
+ * (cc_learn_add_dataset) at once at its size, single records doubling from 64 (up to
+ * twice the records held until cc_learn_trim). A cell is found by a hash index of the
+ * sampled cells' ids.
  *
  * The step is detected as the median over the sampled cells of each cell's median positive
  * difference between its sorted record times (whole minutes from 60 s, as cc_data does).
@@ -66,6 +69,10 @@ int cc_learn_add(CcLearn *l, const char *cell, int64_t ts, const char *const *na
 /** Adds every row of a dataset (its observed values; missing and imputed ones as NaN). */
 int cc_learn_add_dataset(CcLearn *l, const CcDataset *ds);
 
+/** Gives back the room allocated beyond the records held (before a round: the store at its
+ *  exact size). A cell that cannot be reallocated stays as it was. */
+void cc_learn_trim(CcLearn *l);
+
 typedef struct CcLearnStats {
     int cells;                 ///< cells sampled
     int64_t records;           ///< records held
@@ -103,8 +110,9 @@ int64_t cc_learn_exclude(CcLearn *l, int (*excluded)(void *cookie, const char *c
 
 /**
  * Writes the store as a long CSV `ts,cell_id,<kpi…>` (rows before unix time `until`; 0 =
- * all), one row per record in time order per cell, missing values empty. Written to a
- * temporary name and renamed. 0, -EIO (errno's message in err), -ENOMEM.
+ * all), one row per record in time order per cell, missing values empty, each value the
+ * shortest decimal (6 to 9 significant digits) that cc_data reads back as the same float.
+ * Written to a temporary name and renamed. 0, -EIO (errno's message in err), -ENOMEM.
  */
 int cc_learn_write_csv(const CcLearn *l, const char *path, int64_t until, char *err, size_t errlen);
 
