@@ -606,7 +606,7 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
         k->cu_pos = k->cu_neg = k->pr_pos = k->pr_neg = 0;
     double zp = NAN, pref = NAN;
     if (x->pp && !blocked)
-        zp = cc_profile_step(s, c, x->pp, f, !c->learn_frozen, values[f], &pref);
+        zp = cc_profile_step(s, c, x->pp, f, !c->learn_frozen, x->firing, values[f], &pref);
     if (!x->have_one && !x->lag)
         return;
     if (blocked) {

@@ -40,6 +40,27 @@
 #define LAGCAL_STEPS 500
 #define LAGCAL_CLIP 5.0
 #define LAGCAL_MIN_N 48
+/* The profile z's scale (PROFILE_SPREAD). A KPI whose spread follows its level (a load, a
+ * drop rate whose noise is a share of the value) needs each hour judged against that
+ * hour's spread: one scale for the whole day, mostly the quiet night's, made every busy
+ * hour's ordinary day-to-day wobble a deviation of several scales (issue 32: 95 % of the
+ * synthetic fleet's false incidents). So each bin of the day keeps the usual |x − profile|
+ * of its steps (both day types together): started from the KPI's one scale (pr_abs), then a
+ * plain mean over the bin's samples up to PROFILE_SPREAD_DAYS × profile_days days of them,
+ * exponential with that time constant after (a spread needs more samples than a mean);
+ * each update clipped at LAGCAL_CLIP times the bin's value; none while the cell's episode
+ * fires (a drift or a shift must not widen its own hour's scale on the way). An hour's
+ * spread is a noisy estimate (its residuals are alike within a day: about one sample a
+ * day), so it counts only as far as it is past its own noise: the scale is the larger of
+ * the one scale and the bin's lower bound, its value times 1 − PROFILE_SPREAD_REL_SD/√days
+ * (the relative sd of one Gaussian |x|; days = the bin's samples / samples per day, at most
+ * the time constant's), interpolated like the usual value. Narrowing quiet hours on the
+ * bins' values as they are made false alarms (NAB: 25 more false positives a seed, its
+ * score 68.0 → 65.2), and widening every hour whose estimate happens to be high slowed
+ * the profile on a KPI of one spread at every hour (test_profile_drift): a quiet hour, and
+ * every hour of such a KPI, is judged as before. */
+#define PROFILE_SPREAD_DAYS 4.0
+#define PROFILE_SPREAD_REL_SD 0.755
 #define GAUSS_MEAN_ABS 0.798 /* mean |x| of a standard Gaussian: sd = mean |x| / this */
 
 /* Tail calibration (tail_q > 0, see cc_anomaly.h): each KPI tracks the tail_q quantile t of
@@ -182,7 +203,9 @@ struct CcAnomalyCell {
     float *lag;          // (L, F, 3) mean, sd, scale from the forecast made L steps earlier
     int NB;              ///< profile bins per day (86400 / profile_bin_s when allocated)
     float *prof;         // (2, NB, F) usual value per day type (weekday, weekend) and bin,
-                         // followed in the same allocation by prof_n
+                         // followed in the same allocation by prof_sc and prof_n
+    float *prof_sc;      // (NB, F) the usual |x − profile| per bin, both day types (0: not
+                         // learnt yet; see PROFILE_SPREAD)
     uint16_t *prof_n;    // (2, NB, F) samples averaged into each bin so far (saturating)
 
     uint64_t echo[ECHO_BITS / 64]; ///< bit t % ECHO_BITS: step t deviated (see ECHO_BITS)
@@ -339,9 +362,9 @@ typedef struct ProfPos {
 /* Profile bins per day the settings want; 0 = no profile. */
 int cc_profile_bins(const CcAnomalySettings *s);
 
-/* One allocation for a profile of NB bins per day: the means, then the counts (*counts).
- * NULL on -ENOMEM. */
-float *cc_profile_block(int NB, int F, uint16_t **counts);
+/* One allocation for a profile of NB bins per day: the means, the spreads (*spread), then
+ * the counts (*counts). NULL on -ENOMEM. */
+float *cc_profile_block(int NB, int F, float **spread, uint16_t **counts);
 
 /* (Re)sizes the profile to NB bins per day, emptied, and restarts every KPI's profile
  * scale and sums (they belong to the old bins). 0 or -ENOMEM (profile unchanged). */
@@ -352,9 +375,9 @@ void cc_profile_pos(const CcAnomalySettings *s, int64_t step, int NB, ProfPos *p
 /* The profile z of x for KPI f before learning x: (x − usual value) / scale, NaN while
  * the bins or the scale are not warm; *ref gets the usual value (NaN: none). Then, when
  * learn (not in a maintenance window), x is learnt: the scale from the residual, the
- * step's bin from x. */
+ * step's bin from x, and (not while the cell fires) its hour's spread (PROFILE_SPREAD). */
 double cc_profile_step(const CcAnomalySettings *s, CcAnomalyCell *c, const ProfPos *p, int f,
-                       int learn, double x, double *ref);
+                       int learn, int firing, double x, double *ref);
 
 /* ---- cc_anomaly_lifecycle.c ---- */
 

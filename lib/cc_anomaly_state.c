@@ -26,8 +26,10 @@
  *      novelty kind of the peak's attribution (none);
  *   9: + per KPI its run of absent steps and its missing-data alert (none);
  *  10: + per KPI the false-alarm bar factor and the step of its last verdict (none: 1);
- *  11: + per KPI the fit of its own bar (bar_p; it learns again). */
-#define STATE_VERSION 11u
+ *  11: + per KPI the fit of its own bar (bar_p; it learns again);
+ *  12: + the profile's spread per bin and KPI (PROFILE_SPREAD; 0: the one scale until
+ *      learnt again). */
+#define STATE_VERSION 12u
 #define V4_ID_BYTES 64
 #define MAX_PROFILE_BINS 288 /* profile_bin_s ≥ 300 */
 
@@ -171,7 +173,7 @@ static int io_profile(Io *io, CcAnomalyCell *c)
     io_i32(io, &c->NB);
     int NB = c->NB;
     if (io->r && !io->bad && NB > 0 && NB <= MAX_PROFILE_BINS && 86400 % NB == 0 &&
-        !(c->prof = cc_profile_block(NB, c->F, &c->prof_n)))
+        !(c->prof = cc_profile_block(NB, c->F, &c->prof_sc, &c->prof_n)))
         return -ENOMEM;
     if (NB > 0 && c->prof) {
         io_bytes(io, c->prof, (size_t)2 * NB * (size_t)c->F * sizeof *c->prof);
@@ -286,6 +288,8 @@ static int io_record(Io *io, CcAnomalyCell *c)
         IO(io, k->bar_n);
         IO(io, k->bar_exc_n);
     }
+    if (!rc && io->ver >= 12 && c->NB > 0 && c->prof)
+        io_bytes(io, c->prof_sc, (size_t)c->NB * (size_t)c->F * sizeof *c->prof_sc);
     return rc;
 }
 
@@ -408,6 +412,9 @@ static int record_valid(const CcAnomalyCell *t, int64_t last)
     for (size_t i = 0; t->prof && i < (size_t)2 * t->NB * (size_t)t->F; i++)
         if (!isfinite(t->prof[i]))
             return 0;
+    for (size_t i = 0; t->prof && i < (size_t)t->NB * (size_t)t->F; i++)
+        if (!(t->prof_sc[i] >= 0 && isfinite(t->prof_sc[i])))
+            return 0;
     if (t->SW != 0 && !t->shape)
         return 0;
     for (int f = 0; t->shape && f < t->F; f++)
@@ -465,7 +472,8 @@ static int load(CcAnomalyCell *c, const uint8_t *buf, size_t len, int64_t last, 
                        (long long)last);
     io.ver = ver;
     CcAnomalyCell t = *c; /* decode into a copy; commit only when complete */
-    t.lag_target = NULL, t.lag = NULL, t.prof = NULL, t.prof_n = NULL; /* not read yet */
+    /* not read yet */
+    t.lag_target = NULL, t.lag = NULL, t.prof = NULL, t.prof_sc = NULL, t.prof_n = NULL;
     t.shape = NULL, t.shape_used = NULL, t.shape_box = NULL;
     KpiState *ks = malloc((size_t)c->F * sizeof *ks);
     int rc = -ENOMEM;

@@ -1432,6 +1432,19 @@ static void step_poor_lag(Fixture *fx, int64_t t, double dev)
 /* What version 11 appends per KPI: the fit of its own bar (four doubles, two int32). */
 #define V11_TAIL_BYTES_PER_KPI (4 * 8 + 2 * 4)
 
+/* What version 12 appends: the profile's spread per bin and KPI (a float each; nothing
+ * without profile bins). */
+#define V12_TAIL_BYTES(NB, F) ((long)(NB) * (F)*4)
+
+/* A version-12 state of F KPIs and NB profile bins as version 11: without what version 12
+ * appends. Returns the new length. */
+static long v12_to_v11(uint8_t *b, long n12, int NB, int F)
+{
+    uint32_t v11 = 11;
+    memcpy(b + 4, &v11, 4);
+    return n12 - V12_TAIL_BYTES(NB, F);
+}
+
 /* A version-11 state of F KPIs as version 10: without what version 11 appends. Returns the
  * new length. */
 static long v11_to_v10(uint8_t *b, long n11, int F)
@@ -1518,9 +1531,17 @@ static void test_lag_calibration(void **state)
     cc_anomaly_cell_scores(fx.c, z, NULL);
     assert_true(fabs(z[0]) < 1.0); /* ~6 × (0.13 / 6): the one-step scale */
     /* save, reload as version 2 and as version 1 (no calibration: warms up again) */
-    long n11 = cc_anomaly_cell_save(fx.c, NULL, 0);
-    uint8_t *b = malloc((size_t)n11);
-    assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n11), n11);
+    long n12 = cc_anomaly_cell_save(fx.c, NULL, 0);
+    uint8_t *b = malloc((size_t)n12);
+    assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n12), n12);
+    const long n11 = v12_to_v11(b, n12, 0, 1); /* profile_h 0: no bins */
+    {
+        CcAnomalyCell *cv11 = NULL;
+        assert_int_equal(cc_anomaly_cell_open(&cv11, fx.a, "poorlag"), 0);
+        assert_int_equal(cc_anomaly_cell_load(cv11, b, (size_t)n11, NULL, 0), 0);
+        assert_int_equal(cc_anomaly_cell_load(cv11, b, (size_t)n11 - 1, NULL, 0), -EINVAL);
+        cc_anomaly_cell_close(&cv11);
+    }
     const long n10 = v11_to_v10(b, n11, 1);
     {
         CcAnomalyCell *cv10 = NULL;
@@ -1610,10 +1631,10 @@ static void test_lag_calibration(void **state)
     assert_int_equal(cc_anomaly_cell_load(c1, bn, (size_t)n4, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "malformed"));
     free(bn);
-    uint32_t v12 = 12; /* a version newer than this build's */
-    memcpy(b1 + 4, &v12, 4);
+    uint32_t v13 = 13; /* a version newer than this build's */
+    memcpy(b1 + 4, &v13, 4);
     assert_int_equal(cc_anomaly_cell_load(c1, b1, (size_t)n - cut, err, sizeof err), -EINVAL);
-    assert_non_null(strstr(err, "version 12"));
+    assert_non_null(strstr(err, "version 13"));
     /* the reloaded v2 cell goes on quietly and catches a spike */
     CcAnomalyCell *keep = fx.c;
     fx.c = c2;
@@ -1893,11 +1914,11 @@ static int run_profile(double profile_h, int direction, int save_at, int64_t *fi
             assert_int_equal(cc_anomaly_cell_load(c2, b, (size_t)len, NULL, 0), -EINVAL);
         /* the bin count: before the bins, the zero shares (8 bytes), the tail calibration
          * (12), the window rule (WIN_STATE_BYTES), the likelihood (LIK_STATE_BYTES),
-         * version 8's tail (V8_TAIL_BYTES), version 9's, 10's and 11's */
+         * version 8's tail (V8_TAIL_BYTES), version 9's, 10's, 11's and 12's */
         const size_t nb_at = (size_t)sz - 8 - 12 - WIN_STATE_BYTES - LIK_STATE_BYTES -
                              V8_TAIL_BYTES - V9_TAIL_BYTES_PER_KPI - V10_TAIL_BYTES_PER_KPI -
-                             V11_TAIL_BYTES_PER_KPI - 2 * 24 * (sizeof(float) + sizeof(uint16_t)) -
-                             4;
+                             V11_TAIL_BYTES_PER_KPI - V12_TAIL_BYTES(24, 1) -
+                             2 * 24 * (sizeof(float) + sizeof(uint16_t)) - 4;
         int32_t nb;
         memcpy(&nb, b + nb_at, 4);
         assert_int_equal(nb, 24);
@@ -1975,6 +1996,66 @@ static void test_profile_drift(void **state)
 /* The CUSUM step on its own (cc_cusum.h): each step's input is clipped to ±(k + 1), so a
  * spike adds at most 1 (times w) however large; a step against the sum drains it to 0,
  * not below; the threshold counts only in the KPI's direction, and h = 0 turns it off. */
+/* The profile z's scale where the KPI's spread follows its level (issue 32: the fleet's
+ * drop rates and PRB loads, whose noise is a share of the value): a KPI at 1 at night and
+ * 20 at its midday peak, each day as a whole 0-5 % off its usual level (a slow drift the
+ * forecaster follows, its sd 2 % of the level: its z stays small). One scale for every hour
+ * (the mean |x - profile| over the day, mostly the quiet night's) made ordinary peaks
+ * profile deviations of several scales: an episode every two to three days, on and on.
+ * Each hour judged against its own usual |x - profile| (PROFILE_SPREAD), nothing fires
+ * once the hours' spreads hold nine days (before, they count only as far as they are past
+ * their noise); a real change of the peak (+25 % for six hours, which the forecaster also
+ * follows) still fires, that afternoon. */
+static double hetero_level(int64_t t)
+{
+    double h = (double)(t % 96) / 4.0; /* 15-minute steps */
+    return 1.0 + 19.0 * exp(-0.5 * (h - 13.0) * (h - 13.0) / 4.0);
+}
+
+static int run_hetero(int64_t days, int64_t shift_day, int64_t from, int64_t *first_fire)
+{
+    CcAnomalySettings s;
+    cc_anomaly_default_settings(&s);
+    s.n_features = 1;
+    s.step_seconds = 900;
+    s.novelty_tol = 0; /* a new daily maximum is novelty's, not the point here */
+    Fixture fx;
+    fx_open(&fx, &s, "hetero");
+    *first_fire = -1;
+    for (int64_t t = 0; t < days * 96; t++) {
+        int64_t d = t / 96;
+        double h = (double)(t % 96) / 4.0;
+        double lvl = hetero_level(t) * (1.0 + 0.025 * (1.0 + sin(2.1 * (double)d)));
+        if (d == shift_day && h >= 10 && h < 16)
+            lvl *= 1.25;
+        float x[1] = {(float)(lvl * (1.0 + 0.01 * sin(2.3 * (double)t)))};
+        double mean[1] = {lvl}, sd[1] = {0.02 * lvl};
+        cc_anomaly_set_expect(fx.a, fx.c, t, mean, sd, NULL);
+        assert_int_equal(cc_anomaly_observe(fx.a, fx.c, t, x, NULL, &fx.sink), 0);
+    }
+    int n = 0;
+    for (int i = 0; i < fx.rec.n && i < MAX_EV; i++) {
+        const CcAlertEvent *e = &fx.rec.ev[i];
+        if (e->kind == CC_ALERT_ANOMALY && e->state == CC_ALERT_FIRING && e->step >= from) {
+            if (!n++)
+                *first_fire = e->step;
+        }
+    }
+    fx_close(&fx);
+    return n;
+}
+
+static void test_profile_spread_per_hour(void **state)
+{
+    (void)state;
+    int64_t at;
+    const int64_t from = 11 * 96; /* the hours' spreads have nine days */
+    assert_int_equal(run_hetero(35, -1, from, &at), 0);
+    /* the peak of day 21 25 % up: one episode, that afternoon */
+    assert_int_equal(run_hetero(35, 21, from, &at), 1);
+    assert_true(at >= 21 * 96 + 40 && at < 21 * 96 + 64);
+}
+
 static void test_cusum_step(void **state)
 {
     (void)state;
@@ -2153,11 +2234,11 @@ static int bar_run(double bar_p, double kpi_warn_z, int heavy, int how)
     if (how == BAR_RELOAD) {
         fx_reload(&fx, "bar");
     } else if (how == BAR_V10) {
-        long n11 = cc_anomaly_cell_save(fx.c, NULL, 0);
-        uint8_t *b = malloc((size_t)n11);
+        long n12 = cc_anomaly_cell_save(fx.c, NULL, 0);
+        uint8_t *b = malloc((size_t)n12);
         assert_non_null(b);
-        assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n11), n11);
-        const long n10 = v11_to_v10(b, n11, 1);
+        assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n12), n12);
+        const long n10 = v11_to_v10(b, v12_to_v11(b, n12, 0, 1), 1); /* no profile bins */
         cc_anomaly_cell_close(&fx.c);
         assert_int_equal(cc_anomaly_cell_open(&fx.c, fx.a, "bar"), 0);
         assert_int_equal(cc_anomaly_cell_load(fx.c, b, (size_t)n10, NULL, 0), 0);
@@ -2282,6 +2363,7 @@ int main(void)
         cmocka_unit_test(test_own_bar),
         cmocka_unit_test(test_window_rule),
         cmocka_unit_test(test_profile_drift),
+        cmocka_unit_test(test_profile_spread_per_hour),
         cmocka_unit_test(test_cusum_step),
         cmocka_unit_test(test_event_json_time_range),
         cmocka_unit_test(test_feedback_raises_bar),

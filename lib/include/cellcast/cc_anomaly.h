@@ -49,11 +49,15 @@
  * profile_bin_s seconds of the day, separately for weekdays and weekends (local time =
  * UTC + profile_utc_offset_s), each an exponential average over about profile_days days of
  * its type, linearly interpolated between bin centres (steps shorter than a bin; longer
- * steps use their own bin). The residual x − profile is scaled
- * by the KPI's running mean |residual| / 0.798 (the sd of a Gaussian with that mean |r|;
- * plain mean over the first 500 steps, then time constant 500, updates clipped at 5× the
- * mean; floored by sd_floor, sd_floor_rel·|profile| and sd_floor_scale·sigma_f like the
- * forecast's sd), and a second two-sided CUSUM runs on that profile z, clipped to ±(profile_k + 1):
+ * steps use their own bin). The residual x − profile is scaled by its hour's usual
+ * |residual| / 0.798 (the sd of a Gaussian with that mean |r|): the larger of the KPI's
+ * running mean |residual| over all hours (plain mean over the first 500 steps, then time
+ * constant 500, updates clipped at 5× the mean) and its bin's own mean |residual| less that
+ * estimate's noise (both day types; a plain mean over 4·profile_days days of samples, then
+ * exponential; not learnt while the cell fires; cc_anomaly_internal.h, PROFILE_SPREAD),
+ * interpolated like the profile, floored by sd_floor, sd_floor_rel·|profile| and
+ * sd_floor_scale·sigma_f like the forecast's sd; and a second two-sided CUSUM runs on that
+ * profile z, clipped to ±(profile_k + 1):
  *     P⁺ = max(0, P⁺ + w·(zp − profile_k)),   P⁻ = max(0, P⁻ + w·(−zp − profile_k))
  * with w = min(1, S / profile_unit_s): a deviation from the usual value persists for
  * minutes, so steps shorter than profile_unit_s would count it many times over.
