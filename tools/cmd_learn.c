@@ -1052,8 +1052,17 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
                 fprintf(stderr, " %s %.4f (P10-P90 %.3f)", sc[i].kind, sc[i].mase, sc[i].coverage);
             else
                 fprintf(stderr, " %s -", sc[i].kind);
-        fprintf(stderr, "; seasonal naive %.4f, eval's linear %.4f; %s\n", snaive, linear_base,
-                decision);
+        fprintf(stderr, "; seasonal naive %.4f, eval's linear %.4f", snaive, linear_base);
+        json_t *pool = json_object_get(rec, "gate_pool");
+        if (json_integer_value(json_object_get(pool, "rounds")) > 1) {
+            fprintf(stderr, "; pooled over %lld rounds (%lld origins):",
+                    (long long)json_integer_value(json_object_get(pool, "rounds")),
+                    (long long)json_integer_value(json_object_get(pool, "origins")));
+            for (int i = 0; i < N_SCORED; i++)
+                if (sc[i].ok)
+                    fprintf(stderr, " %s %.4f", sc[i].kind, crit[i]);
+        }
+        fprintf(stderr, "; %s\n", decision);
     }
     json_decref(rec);
     for (int i = 0; i < N_SCORED; i++)
