@@ -483,11 +483,8 @@ static int transformer_candidate(const LearnArgs *a, const char *train_csv, int6
 #define GATE_RULE                                                                                  \
     "the candidate with the lowest held-out criterion (linear-only ridge fit, the seasonal "       \
     "naive as a linear-only file, the Transformer) is published when no comparable model is "      \
-    "in service, or when its criterion is below (1 - margin) x the model in service's; the "       \
-    "criterion is the origin-weighted mean over this round's held-out rows and, while they hold "  \
-    "fewer than 200 forecast origins, the previous rounds' disjoint held-out rows (gate_pool: "    \
-    "each candidate kind's scores there, the model in service's own since it was a candidate, "    \
-    "its kind's before)"
+    "in service, or when its criterion is below (1 - margin) x the model in service's; "           \
+    "criteria pooled with earlier rounds' held-out days up to 200 origins (gate_pool)"
 
 /* The last GATE_MAX_ROUNDS records of rounds.jsonl into recs[] (newest first); their count. */
 static int read_round_history(const LearnArgs *a, json_t **recs)
