@@ -23,6 +23,7 @@
 
 #include "cc_build_info.h"
 #include "cc_learn.h"
+#include "cc_time.h"
 #include "cc_train.h"
 #include "cli.h"
 #include "eval.h"
@@ -81,6 +82,7 @@ typedef struct Scored {
     double mase;     /* mean over KPIs of the per-KPI MASE of steps 1..H */
     double coverage; /* P10-P90 coverage, pooled */
     double snaive_mase, linear_mase;
+    int64_t origins; /* forecast origins scored (every cell's) */
     json_t *per_kpi; /* {kpi: mase} */
     char why[512];   /* not scored: why */
     char hash[17];
@@ -256,6 +258,7 @@ static void score(Scored *sc, const char *data, int64_t from, int horizon, int64
     sc->mase = n ? sum / n : NAN;
     json_t *cov = json_object_get(json_object_get(model, "overall"), "coverage80");
     sc->coverage = json_is_number(cov) ? json_number_value(cov) : NAN;
+    sc->origins = json_integer_value(json_object_get(j, "origins"));
     sc->snaive_mase = mean_kpi_mase(json_object_get(methods, "snaive_1d"));
     sc->linear_mase = mean_kpi_mase(json_object_get(methods, "linear"));
     json_decref(j);
@@ -278,6 +281,7 @@ static json_t *scored_json(const Scored *sc)
 #define NUM(x) (isfinite(x) ? json_real(x) : json_null())
     json_object_set_new(o, "mase", NUM(sc->mase));
     json_object_set_new(o, "coverage80", NUM(sc->coverage));
+    json_object_set_new(o, "origins", json_integer(sc->origins));
     json_object_set_new(o, "mase_per_kpi", json_incref(sc->per_kpi));
 #undef NUM
     return o;
@@ -490,28 +494,180 @@ static int transformer_candidate(const LearnArgs *a, const char *train_csv, int6
     return 0;
 }
 
+/* The held-out forecast origins (every cell's) the gate compares on at least: one day of a
+ * few hourly cells holds ~20 origins a cell, and the winner of such a day does not predict
+ * the next day's (docs/results.md, "The gate's evidence"); the number matches cellcastd's
+ * model.rollback_min_forecasts. */
+#define GATE_MIN_ORIGINS 200
+#define GATE_MAX_ROUNDS 30 /* previous round records read back for it */
+
 #define GATE_RULE                                                                                  \
     "the candidate with the lowest held-out criterion (linear-only ridge fit, the seasonal "       \
     "naive as a linear-only file, the Transformer) is published when no comparable model is "      \
-    "in service, or when its criterion is below (1 - margin) x the model in service's"
+    "in service, or when its criterion is below (1 - margin) x the model in service's; "           \
+    "criteria pooled with earlier rounds' held-out days up to 200 origins (gate_pool)"
 
-/* Champion / challenger over sc[0..n_cand) and the model in service sc[n_cand]: *best the
- * scored candidate with the lowest criterion (-1: none), *publish whether it replaces the
- * model in service (GATE_RULE). Since the seasonal naive and the linear-only fit are
- * candidates, what is served never scores worse than either on the held-out days by more
- * than the margin. The decision, for the record. */
-static const char *gate(const Scored *sc, int n_cand, double margin, int *best, int *publish)
+/* The last GATE_MAX_ROUNDS records of rounds.jsonl into recs[] (newest first); their count. */
+static int read_round_history(const LearnArgs *a, json_t **recs)
+{
+    char path[4096];
+    state_path(a, "rounds.jsonl", path, sizeof path);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    json_t *ring[GATE_MAX_ROUNDS] = {0};
+    int n = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0) {
+        json_t *r = json_loads(line, 0, NULL);
+        if (!json_is_object(r)) { /* a line a killed learner cut short */
+            json_decref(r);
+            continue;
+        }
+        json_decref(ring[n % GATE_MAX_ROUNDS]);
+        ring[n++ % GATE_MAX_ROUNDS] = r;
+    }
+    free(line);
+    fclose(f);
+    int kept = n < GATE_MAX_ROUNDS ? n : GATE_MAX_ROUNDS;
+    for (int i = 0; i < kept; i++)
+        recs[i] = ring[(n - 1 - i) % GATE_MAX_ROUNDS];
+    return kept;
+}
+
+/* A record's time field (iso_time()) in unix seconds; 0 when absent or malformed. */
+static int64_t record_time(json_t *rec, const char *key)
+{
+    const char *v = json_string_value(json_object_get(rec, key));
+    int64_t t = 0;
+    if (!v || cc_time_parse_rfc3339(v, strlen(v), &t) < 0)
+        return 0;
+    return t;
+}
+
+/* A scored entry's criterion and origins in a record (0: not scored, or a record from before
+ * origins were recorded). */
+static int entry_score(json_t *e, double *mase, int64_t *origins)
+{
+    json_t *m = json_object_get(e, "mase"), *o = json_object_get(e, "origins");
+    if (!json_is_number(m) || !json_is_integer(o) || json_integer_value(o) <= 0)
+        return 0;
+    *mase = json_number_value(m), *origins = json_integer_value(o);
+    return 1;
+}
+
+/* What scored sc (a candidate kind, or the champion: its hash) scored in a previous round's
+ * record: a candidate its kind's candidate; the champion itself while in service
+ * (champion_before), as a candidate in the round that published it, and before that its
+ * kind's candidates (*champ_kind, learnt going back). 0: no comparable score. */
+static int history_score(json_t *rec, const Scored *sc, int is_champ, const char **champ_kind,
+                         double *mase, int64_t *origins)
+{
+    json_t *cands = json_object_get(rec, "candidates"), *c;
+    size_t i;
+    if (is_champ) {
+        json_t *cb = json_object_get(rec, "champion_before");
+        const char *h = json_string_value(json_object_get(cb, "hash"));
+        if (h && !strcmp(h, sc->hash) && entry_score(cb, mase, origins))
+            return 1;
+        json_array_foreach(cands, i, c)
+        {
+            h = json_string_value(json_object_get(c, "hash"));
+            if (h && !strcmp(h, sc->hash) && entry_score(c, mase, origins)) {
+                *champ_kind = json_string_value(json_object_get(c, "kind"));
+                return 1;
+            }
+        }
+        if (!*champ_kind)
+            return 0;
+    }
+    const char *kind = is_champ ? *champ_kind : sc->kind;
+    json_array_foreach(cands, i, c)
+    {
+        const char *k = json_string_value(json_object_get(c, "kind"));
+        if (k && !strcmp(k, kind))
+            return entry_score(c, mase, origins);
+    }
+    return 0;
+}
+
+/* The gate's criterion crit[i] of each scored sc[0..n) (NaN: not scored): its MASE on this
+ * round's held-out rows (cut on), pooled while they hold fewer than GATE_MIN_ORIGINS origins
+ * with the previous rounds' (newest first) whose held-out rows end before the pooled ones
+ * begin, as long as every scored one has a score there (history_score), weighted by origins.
+ * Rounds of shuffled training rows (a test's control) are passed over. The pool, for the
+ * record. */
+static json_t *gate_pool(const LearnArgs *a, const Scored *sc, int n, int64_t cut, double *crit)
+{
+    double sum[8];
+    int64_t w[8], pooled = 0;
+    const char *champ_kind = NULL;
+    for (int i = 0; i < n; i++) {
+        crit[i] = sc[i].ok ? sc[i].mase : NAN;
+        sum[i] = sc[i].ok ? sc[i].mase * (double)sc[i].origins : 0;
+        w[i] = sc[i].ok ? sc[i].origins : 0;
+        if (sc[i].ok && (pooled == 0 || sc[i].origins < pooled))
+            pooled = sc[i].origins;
+    }
+    json_t *recs[GATE_MAX_ROUNDS];
+    int n_recs = pooled > 0 && pooled < GATE_MIN_ORIGINS ? read_round_history(a, recs) : 0;
+    int rounds = pooled > 0, champ = n - 1;
+    int64_t earliest = cut;
+    for (int r = 0; r < n_recs && pooled < GATE_MIN_ORIGINS; r++) {
+        if (json_is_true(json_object_get(recs[r], "shuffled_training")))
+            continue;
+        int64_t last = record_time(recs[r], "data_last"),
+                from = record_time(recs[r], "holdout_from");
+        if (!last || !from || last >= earliest)
+            continue; /* its held-out rows overlap the pooled ones: a repeated round */
+        double m[8];
+        int64_t o[8], o_min = 0;
+        int all = 1;
+        for (int i = 0; i < n && all; i++)
+            if (sc[i].ok) {
+                all = history_score(recs[r], &sc[i], i == champ, &champ_kind, &m[i], &o[i]);
+                if (all && (o_min == 0 || o[i] < o_min))
+                    o_min = o[i];
+            }
+        if (!all)
+            break;
+        for (int i = 0; i < n; i++)
+            if (sc[i].ok)
+                sum[i] += m[i] * (double)o[i], w[i] += o[i];
+        pooled += o_min, earliest = from, rounds++;
+    }
+    for (int r = 0; r < n_recs; r++)
+        json_decref(recs[r]);
+    json_t *c = json_object();
+    for (int i = 0; i < n; i++)
+        if (sc[i].ok) {
+            crit[i] = sum[i] / (double)w[i];
+            json_object_set_new(c, sc[i].kind, json_real(crit[i]));
+        }
+    return json_pack("{s:i, s:I, s:i, s:o}", "rounds", rounds, "origins", (json_int_t)pooled,
+                     "min_origins", GATE_MIN_ORIGINS, "criterion", c);
+}
+
+/* Champion / challenger over sc[0..n_cand) and the model in service sc[n_cand] by their
+ * criteria crit[] (gate_pool()): *best the scored candidate with the lowest criterion (-1:
+ * none), *publish whether it replaces the model in service (GATE_RULE). Since the seasonal
+ * naive and the linear-only fit are candidates, what is served never scores worse than
+ * either on the pooled held-out days by more than the margin. The decision, for the
+ * record. */
+static const char *gate(const Scored *sc, const double *crit, int n_cand, double margin, int *best,
+                        int *publish)
 {
     const Scored *champ = &sc[n_cand];
     *best = -1, *publish = 0;
     for (int i = 0; i < n_cand; i++)
-        if (sc[i].ok && (*best < 0 || sc[i].mase < sc[*best].mase))
+        if (sc[i].ok && (*best < 0 || crit[i] < crit[*best]))
             *best = i;
     if (*best < 0)
         return "refused: no candidate could be scored";
     if (!champ->ok)
         return *publish = 1, "published: no comparable model in service";
-    if (sc[*best].mase < (1 - margin) * champ->mase)
+    if (crit[*best] < (1 - margin) * crit[n_cand])
         return *publish = 1, "published: beats the model in service by the margin";
     return "refused: does not beat the model in service by the margin";
 }
@@ -818,7 +974,9 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
             break;
         }
     int best = -1, publish = 0;
-    const char *decision = gate(sc, CHAMP, a->ls.margin, &best, &publish);
+    double crit[N_SCORED];
+    json_t *pool = gate_pool(a, sc, N_SCORED, cut, crit);
+    const char *decision = gate(sc, crit, CHAMP, a->ls.margin, &best, &publish);
     json_t *rec = json_object();
     json_object_set_new(rec, "format", json_string("cellcast-learn-record/1"));
     json_object_set_new(rec, "round", json_integer(st->rounds + 1));
@@ -845,6 +1003,7 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
         json_array_append_new(cands, scored_json(&sc[i]));
     json_object_set_new(rec, "candidates", cands);
     json_object_set_new(rec, "rule", json_string(GATE_RULE));
+    json_object_set_new(rec, "gate_pool", pool);
     if (isfinite(fit.lambda)) { /* the linear-only fit: the penalty chosen on validation */
         json_t *lf = json_object(), *crit = json_object();
         for (int q = 0; q < CC_LEARN_N_LAMBDAS; q++) {
@@ -921,8 +1080,17 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
                 fprintf(stderr, " %s %.4f (P10-P90 %.3f)", sc[i].kind, sc[i].mase, sc[i].coverage);
             else
                 fprintf(stderr, " %s -", sc[i].kind);
-        fprintf(stderr, "; seasonal naive %.4f, eval's linear %.4f; %s\n", snaive, linear_base,
-                decision);
+        fprintf(stderr, "; seasonal naive %.4f, eval's linear %.4f", snaive, linear_base);
+        json_t *pool = json_object_get(rec, "gate_pool");
+        if (json_integer_value(json_object_get(pool, "rounds")) > 1) {
+            fprintf(stderr, "; pooled over %lld rounds (%lld origins):",
+                    (long long)json_integer_value(json_object_get(pool, "rounds")),
+                    (long long)json_integer_value(json_object_get(pool, "origins")));
+            for (int i = 0; i < N_SCORED; i++)
+                if (sc[i].ok)
+                    fprintf(stderr, " %s %.4f", sc[i].kind, crit[i]);
+        }
+        fprintf(stderr, "; %s\n", decision);
     }
     json_decref(rec);
     for (int i = 0; i < N_SCORED; i++)

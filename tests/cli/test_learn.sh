@@ -13,7 +13,8 @@
 # stops it) while it trains a Transformer exits 0 within STOP_BOUND seconds with nothing of
 # the round written (no model, no record, no *.tmp.*, no round counted), and its restart
 # runs that round again and publishes, then stops as promptly while it waits for data; a KPI
-# whose values are ~1e-8 is named in the round's record (below_resolution) and warned about.
+# whose values are ~1e-8 is named in the round's record (below_resolution) and warned about;
+# with fewer than 200 held-out origins a round's gate pools the previous rounds' held-out days.
 # Tiny models: a few seconds.
 #   usage: test_learn.sh CELLCAST
 set -u
@@ -196,6 +197,80 @@ then
         fail "KPI below the resolution: no warning: $(tail -2 "$TMP/r7.log")"
 else
     fail "KPI below the resolution: $(cat "$TMP/tiny.json" | head -c 600)"
+fi
+
+# 7. The gate's pool: a day of these 4 hourly cells holds 4 x 19 = 76 held-out origins, under
+# the gate's 200, so each round's criterion pools the previous rounds' disjoint held-out days
+# (linear-only rounds at days 6..10, then day 10 again: a repeated round pools the days
+# before it, not itself). Every round's pooled criteria are recomputed from the records (each
+# kind's scores; the champion's own since it was a candidate, its kind's before) and its
+# decision from them.
+for d in 6 7 8 9 10 10; do
+    "$CLI" learn --data-dir "$TMP/data" --out "$TMP/out4/m.safetensors" --patch-len 4 --once \
+        --quiet --transformer-days 100 --data-days "$d" 2>>"$TMP/r8.log" || fail "pool round $d"
+done
+if python3 - "$TMP/out4/rounds.jsonl" <<'PY'; then
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+def score(r, kind=None, h=None, st=None):
+    if h is not None:
+        cb = r["champion_before"]
+        if cb.get("hash") == h and "mase" in cb:
+            return cb["mase"], cb["origins"]
+        for c in r["candidates"]:
+            if c.get("hash") == h and "mase" in c:
+                st["kind"] = c["kind"]
+                return c["mase"], c["origins"]
+        kind = st.get("kind")
+    for c in r["candidates"]:
+        if c["kind"] == kind and "mase" in c:
+            return c["mase"], c["origins"]
+    return None
+bad = []
+for i, r in enumerate(recs):
+    ents = [(c["kind"], c["kind"], None) for c in r["candidates"] if "mase" in c]
+    cb = r["champion_before"]
+    if "mase" in cb:
+        ents.append(("champion", None, cb["hash"]))
+    st, sums, used, origins = {}, {}, [], 0
+    for k, kind, h in ents:
+        m, o = score(r, kind, h, st)
+        sums[k] = [m * o, o]
+    origins = min(o for _, o in sums.values())
+    earliest = r["holdout_from"]
+    for p in reversed(recs[:i]):
+        if origins >= 200:
+            break
+        if p["data_last"] >= earliest:
+            continue
+        got = {k: score(p, kind, h, st) for k, kind, h in ents}
+        if None in got.values():
+            break
+        for k, (m, o) in got.items():
+            sums[k][0] += m * o
+            sums[k][1] += o
+        origins += min(o for _, o in got.values())
+        earliest = p["holdout_from"]
+        used.append(p["round"])
+    crit = {k: s / o for k, (s, o) in sums.items()}
+    gp = r["gate_pool"]
+    if gp["rounds"] != 1 + len(used) or gp["origins"] != origins or set(gp["criterion"]) != set(crit) or \
+            any(abs(gp["criterion"][k] - v) > 1e-9 * v for k, v in crit.items()):
+        bad.append((r["round"], gp, crit, used, origins))
+        continue
+    cands = {k: v for k, v in crit.items() if k != "champion"}
+    best = min(cands, key=cands.get)
+    pub = "champion" not in crit or cands[best] < (1 - r["margin"]) * crit["champion"]
+    if r.get("best") != best or ("published" in r) != pub:
+        bad.append((r["round"], "decision", r["decision"], crit))
+last = recs[-1]["gate_pool"]
+if bad:
+    print(bad)
+sys.exit(1 if bad or len(recs) != 6 or last["rounds"] < 3 or last["origins"] < 200 else 0)
+PY
+    ok "gate pool: each round's pooled criteria and decision follow the records"
+else
+    fail "gate pool: $(tail -n 1 "$TMP/out4/rounds.jsonl" | head -c 800)"
 fi
 
 [ "$FAILS" = 0 ] && echo "learn: all checks passed"
