@@ -460,6 +460,11 @@ static const struct {
  "(a seasonal profile, weekdays and weekends apart), clipped at profile_k + 1 per step."},
 {"profile_h",
  "A KPI is also over (warning) while its profile CUSUM is at least this. 0 = no profile."},
+{"profile_fa_weeks",
+ "Each KPI's profile CUSUM threshold rises from profile_h to where its own excursions in "
+ "normal operation (a generalised Pareto tail fitted to their peaks past profile_h / 2) "
+ "would cross once per this many weeks: a KPI whose residuals from its usual value stay "
+ "alike for hours gets a higher threshold; never lower than profile_h. 0 = off."},
 {"profile_unit_s",
  "Steps shorter than this count for that fraction of a step in the profile CUSUM: a "
  "deviation from the usual value lasts minutes, and short steps would count it many "

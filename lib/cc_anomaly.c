@@ -464,8 +464,52 @@ static void bar_step(const CcAnomalySettings *s, KpiState *k, int f, int firing,
     k->bar_abs += (v - k->bar_abs) / (k->bar_n < LAGCAL_STEPS ? k->bar_n : LAGCAL_STEPS);
 }
 
+/* The profile CUSUM's own threshold (PROFILE_CAL): k->pr_h gets this step's from the
+ * excursions fitted so far (never under profile_h), then the fit learns the sums' ends. */
+static void profile_cal_step(const CcAnomalySettings *s, KpiState *k, int firing)
+{
+    const double h = s->profile_h, u = PROFILE_CAL_U * h;
+    const double weeks = s->profile_fa_weeks;
+    const double p = (double)s->step_seconds / (weeks * 7 * 86400);
+    const double steps = PROFILE_SPREAD_DAYS * s->profile_days * 86400 / (double)s->step_seconds;
+    k->pr_h = h;
+    if (!(weeks > 0))
+        return;
+    if (k->pc_n >= PROFILE_CAL_MIN_DAYS * 86400 / s->step_seconds && k->pc_exc_n >= BAR_MIN_EXC &&
+        k->pc_rate > p) {
+        double he = u + bar_excess(k->pc_exc, k->pc_exc2, k->pc_rate / p);
+        if (he > h)
+            k->pr_h = he;
+    }
+    const double sums[2] = {k->pr_pos, k->pr_neg};
+    int ended = 0;
+    for (int d = 0; d < 2; d++) {
+        if (!firing && sums[d] > k->pc_peak[d])
+            k->pc_peak[d] = sums[d];
+        if (sums[d] > 0)
+            continue;
+        if (k->pc_peak[d] > u) {
+            double e = k->pc_peak[d] - u;
+            if (k->pc_exc_n > 0 && e > BAR_CLIP * k->pc_exc)
+                e = BAR_CLIP * k->pc_exc;
+            if (k->pc_exc_n < BAR_EXC_N)
+                k->pc_exc_n++;
+            k->pc_exc += (e - k->pc_exc) / k->pc_exc_n;
+            k->pc_exc2 += (e * e - k->pc_exc2) / k->pc_exc_n;
+            ended++;
+        }
+        k->pc_peak[d] = 0;
+    }
+    if (firing && !ended)
+        return;
+    if (k->pc_n < steps)
+        k->pc_n++;
+    k->pc_rate += (ended - k->pc_rate) / k->pc_n;
+}
+
 /* The KPI's sustained-deviation sums: the CUSUM of zc (else z) and the profile's of zp. */
-static void kpi_sums(const CcAnomalySettings *s, KpiState *k, double z, double zc, double zp)
+static void kpi_sums(const CcAnomalySettings *s, KpiState *k, int firing, double z, double zc,
+                     double zp)
 {
     if (s->cusum_h > 0)
         cc_cusum_step(&k->cu_pos, &k->cu_neg, isfinite(zc) ? zc : z, s->cusum_k, 1);
@@ -475,6 +519,8 @@ static void kpi_sums(const CcAnomalySettings *s, KpiState *k, double z, double z
     if (isfinite(zp))
         cc_cusum_step(&k->pr_pos, &k->pr_neg, zp, s->profile_k,
                       fmin(1.0, (double)s->step_seconds / (double)s->profile_unit_s));
+    if (isfinite(zp))
+        profile_cal_step(s, k, firing);
 }
 
 /* The false-alarm bar factor of KPI k at data step `step` (cc_anomaly.h, Feedback): 1 +
@@ -559,8 +605,9 @@ static void kpi_verdict(const CcAnomalySettings *s, const KpiState *k, int f, do
          * with sustained_live, while the step's own zp is past profile_k in the direction
          * of a sum that is over (a sum that only decays does not hold it: under k it decays
          * by k − zp a step, which near k takes days) */
-        int plive = cc_cusum_live(k->pr_pos, k->pr_neg, s->profile_h, s->profile_k, dir, zp);
-        if (s->sustained_live ? plive : cc_cusum_over(k->pr_pos, k->pr_neg, s->profile_h, dir)) {
+        const double ph = profile_h_of(s, k);
+        int plive = cc_cusum_live(k->pr_pos, k->pr_neg, ph, s->profile_k, dir, zp);
+        if (s->sustained_live ? plive : cc_cusum_over(k->pr_pos, k->pr_neg, ph, dir)) {
             over |= CC_RULE_PROFILE;
             live |= plive ? CC_RULE_PROFILE : 0;
         }
@@ -642,7 +689,7 @@ static void score_kpi(const CcAnomalySettings *s, CcAnomalyCell *c, const StepCt
     v->n_scored++;
     if (!(v->score >= fabs(z)))
         v->score = fabs(z);
-    kpi_sums(s, k, z, zc, zp);
+    kpi_sums(s, k, x->firing, z, zc, zp);
     k->pr_exp = pref;
     if (isfinite(zw) && !(v->score >= fabs(zw)))
         v->score = fabs(zw);

@@ -38,7 +38,7 @@ double cc_anomaly_cell_evidence(const CcAnomaly *a, const CcAnomalyCell *c, CcAn
             e = larger(e, sum_share(k->cu_pos, k->cu_neg, s->cusum_h, s->cusum_k, dir, z));
             /* the profile z is not kept: the side of the value against the profile is */
             if (isfinite(k->pr_exp) && k->has_last)
-                e = larger(e, sum_share(k->pr_pos, k->pr_neg, s->profile_h, 0, dir,
+                e = larger(e, sum_share(k->pr_pos, k->pr_neg, profile_h_of(s, k), 0, dir,
                                         (double)k->last_val - k->pr_exp));
         }
         ev->kpi[f] = e;

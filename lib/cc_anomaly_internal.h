@@ -93,6 +93,15 @@
 #define BAR_EXC_N 100
 #define BAR_MIN_N 300
 #define BAR_MIN_EXC 5
+/* The profile CUSUM's own threshold (PROFILE_CAL): residuals from the usual value that are
+ * alike for hours make the sums' excursions longer and higher than the independent steps
+ * profile_h assumes. Each KPI fits its excursions' peaks past u = PROFILE_CAL_U ·
+ * profile_h (a peak is the highest P⁺ or P⁻ between two zeros, not while the cell fires)
+ * like the KPI's own bar (BAR_U): their rate per step and mean excess, a generalised Pareto
+ * tail, and the threshold is that tail's level at the target rate, never under profile_h.
+ * Until PROFILE_CAL_MIN_DAYS of steps and BAR_MIN_EXC peaks are learnt it is profile_h. */
+#define PROFILE_CAL_U 0.5
+#define PROFILE_CAL_MIN_DAYS 2
 
 /* The lagged forecast's echo (lag_echo; -1 = the lag L): a model that copies the day before
  * forecasts a deviation of yesterday into today's steps; the one-step forecast corrects it from the
@@ -128,18 +137,24 @@ typedef struct KpiState {
     double exp_mean, exp_sd, exp_scale; ///< expectation for CcAnomalyCell.exp_step
     double z;                           ///< z of the last scored step (NaN: not scored)
     double att_mean, att_sd, att_scale; ///< the expectation z was taken against
-    double att_mul;        ///< factor the z was multiplied by (lag calibration; 1: none)
-    double abs1, absl;     ///< running means of |z| one-step and lagged (lag calibration)
-    int32_t n1, nl;        ///< their updates (saturate at LAGCAL_STEPS)
-    double cu_pos, cu_neg; ///< CUSUM sums S⁺, S⁻ (cusum_k, cusum_h)
-    double pr_pos, pr_neg; ///< profile CUSUM sums P⁺, P⁻ (profile_k, profile_h)
-    double pr_abs;         ///< running mean |x − profile|, the profile z's scale
-    int32_t pr_n;          ///< its updates (saturate at LAGCAL_STEPS)
-    double pr_exp;         ///< the profile's value at the last scored step (NaN: none)
-    float last_val;        ///< last observed value
-    float change_rate;     ///< EWMA of "value changed"
-    float run_max;         ///< longest recent run of equal values (decaying)
-    int32_t run;           ///< consecutive observed steps equal to last_val
+    double att_mul;         ///< factor the z was multiplied by (lag calibration; 1: none)
+    double abs1, absl;      ///< running means of |z| one-step and lagged (lag calibration)
+    int32_t n1, nl;         ///< their updates (saturate at LAGCAL_STEPS)
+    double cu_pos, cu_neg;  ///< CUSUM sums S⁺, S⁻ (cusum_k, cusum_h)
+    double pr_pos, pr_neg;  ///< profile CUSUM sums P⁺, P⁻ (profile_k, profile_h)
+    double pr_abs;          ///< running mean |x − profile|, the profile z's scale
+    int32_t pr_n;           ///< its updates (saturate at LAGCAL_STEPS)
+    double pr_exp;          ///< the profile's value at the last scored step (NaN: none)
+    double pr_h;            ///< the profile CUSUM's threshold now (PROFILE_CAL; 0: profile_h)
+    double pc_peak[2];      ///< the running excursion's peak of P⁺, P⁻ (PROFILE_CAL)
+    double pc_rate;         ///< share of steps ending an excursion past u
+    double pc_exc, pc_exc2; ///< mean and mean squared excess over u of those excursions
+    int32_t pc_n;           ///< updates of pc_rate (saturate at the rate's steps)
+    int32_t pc_exc_n;       ///< updates of pc_exc (saturate at BAR_EXC_N)
+    float last_val;         ///< last observed value
+    float change_rate;      ///< EWMA of "value changed"
+    float run_max;          ///< longest recent run of equal values (decaying)
+    int32_t run;            ///< consecutive observed steps equal to last_val
     int32_t has_last;
     double tail;          ///< the tracked tail_q quantile of |z| (0: none yet; see TAIL_RATE)
     int32_t tail_n;       ///< its updates (saturate at INT32_MAX / 2)
@@ -300,10 +315,16 @@ static inline int64_t *shape_used_of(const CcAnomalyCell *c, int f)
     return c->shape_used + (size_t)f * c->SC;
 }
 
+/* The profile CUSUM's threshold of KPI k now (PROFILE_CAL): profile_h or above. */
+static inline double profile_h_of(const CcAnomalySettings *s, const KpiState *k)
+{
+    return k->pr_h > s->profile_h ? k->pr_h : s->profile_h;
+}
+
 /* The KPI counts as over by its seasonal profile's CUSUM, in its direction. */
 static inline int profile_over(const CcAnomalySettings *s, const KpiState *k, int f)
 {
-    return cc_cusum_over(k->pr_pos, k->pr_neg, s->profile_h, s->kpi[f].direction);
+    return cc_cusum_over(k->pr_pos, k->pr_neg, profile_h_of(s, k), s->kpi[f].direction);
 }
 
 /* ---- cc_anomaly.c ---- */

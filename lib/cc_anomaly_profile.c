@@ -39,6 +39,9 @@ int cc_profile_alloc(CcAnomalyCell *c, int NB)
         k->pr_pos = k->pr_neg = k->pr_abs = 0;
         k->pr_n = 0;
         k->pr_exp = NAN;
+        k->pr_h = k->pc_rate = k->pc_exc = k->pc_exc2 = 0;
+        k->pc_peak[0] = k->pc_peak[1] = 0;
+        k->pc_n = k->pc_exc_n = 0;
     }
     return 0;
 }

@@ -65,6 +65,7 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     s->shape_quiet = 256;
     s->profile_k = 1.75;
     s->profile_h = 10.0;
+    s->profile_fa_weeks = 4;
     s->profile_unit_s = 900;
     s->profile_bin_s = 3600;
     s->profile_days = 4.0;
@@ -195,6 +196,9 @@ static const CcAnomalyKey anomaly_keys[] = {
        "seasonal-profile CUSUM reference value in |z| (default 1.75)"),
     AK(profile_h, CC_AKEY_DOUBLE, 0, 1e6,
        "seasonal-profile CUSUM threshold; 0 = no profile (default 10)"),
+    AK(profile_fa_weeks, CC_AKEY_DOUBLE, 0, 10000,
+       "each KPI's profile CUSUM threshold rises from profile_h to where its own excursions "
+       "cross once per this many weeks; 0 = off (default 4)"),
     AK(profile_unit_s, CC_AKEY_INT64, 1, 86400,
        "steps shorter than this count for that fraction of a step in the profile CUSUM (default "
        "900)"),

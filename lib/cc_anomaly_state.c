@@ -28,8 +28,9 @@
  *  10: + per KPI the false-alarm bar factor and the step of its last verdict (none: 1);
  *  11: + per KPI the fit of its own bar (bar_p; it learns again);
  *  12: + the profile's spread per bin and KPI (PROFILE_SPREAD; 0: the one scale until
- *      learnt again). */
-#define STATE_VERSION 12u
+ *      learnt again);
+ *  13: + per KPI the fit of its profile CUSUM's excursions (PROFILE_CAL; it learns again). */
+#define STATE_VERSION 13u
 #define V4_ID_BYTES 64
 #define MAX_PROFILE_BINS 288 /* profile_bin_s ≥ 300 */
 
@@ -290,6 +291,16 @@ static int io_record(Io *io, CcAnomalyCell *c)
     }
     if (!rc && io->ver >= 12 && c->NB > 0 && c->prof)
         io_bytes(io, c->prof_sc, (size_t)c->NB * (size_t)c->F * sizeof *c->prof_sc);
+    for (int f = 0; !rc && f < c->F && io->ver >= 13; f++) {
+        KpiState *k = &c->k[f];
+        IO(io, k->pc_peak[0]);
+        IO(io, k->pc_peak[1]);
+        IO(io, k->pc_rate);
+        IO(io, k->pc_exc);
+        IO(io, k->pc_exc2);
+        IO(io, k->pc_n);
+        IO(io, k->pc_exc_n);
+    }
     return rc;
 }
 
@@ -394,6 +405,11 @@ static int record_valid(const CcAnomalyCell *t, int64_t last)
         if (!(k->pr_pos >= 0 && k->pr_neg >= 0 && k->pr_abs >= 0 && isfinite(k->pr_pos) &&
               isfinite(k->pr_neg) && isfinite(k->pr_abs)) ||
             k->pr_n < 0)
+            return 0;
+        if (!(k->pc_peak[0] >= 0 && k->pc_peak[1] >= 0 && k->pc_rate >= 0 && k->pc_rate <= 2 &&
+              k->pc_exc >= 0 && k->pc_exc2 >= 0 && isfinite(k->pc_peak[0]) &&
+              isfinite(k->pc_peak[1]) && isfinite(k->pc_exc) && isfinite(k->pc_exc2)) ||
+            k->pc_n < 0 || k->pc_exc_n < 0)
             return 0;
         if (!(k->bar_abs >= 0 && isfinite(k->bar_abs) && k->bar_rate >= 0 && k->bar_rate <= 1 &&
               k->bar_exc >= 0 && isfinite(k->bar_exc) && k->bar_exc2 >= 0 &&

@@ -1436,6 +1436,19 @@ static void step_poor_lag(Fixture *fx, int64_t t, double dev)
  * without profile bins). */
 #define V12_TAIL_BYTES(NB, F) ((long)(NB) * (F)*4)
 
+/* What version 13 appends per KPI: the fit of its profile CUSUM's excursions (five doubles,
+ * two int32). */
+#define V13_TAIL_BYTES_PER_KPI (5 * 8 + 2 * 4)
+
+/* A version-13 state of F KPIs as version 12: without what version 13 appends. Returns the
+ * new length. */
+static long v13_to_v12(uint8_t *b, long n13, int F)
+{
+    uint32_t v12 = 12;
+    memcpy(b + 4, &v12, 4);
+    return n13 - (long)F * V13_TAIL_BYTES_PER_KPI;
+}
+
 /* A version-12 state of F KPIs and NB profile bins as version 11: without what version 12
  * appends. Returns the new length. */
 static long v12_to_v11(uint8_t *b, long n12, int NB, int F)
@@ -1531,10 +1544,10 @@ static void test_lag_calibration(void **state)
     cc_anomaly_cell_scores(fx.c, z, NULL);
     assert_true(fabs(z[0]) < 1.0); /* ~6 × (0.13 / 6): the one-step scale */
     /* save, reload as version 2 and as version 1 (no calibration: warms up again) */
-    long n12 = cc_anomaly_cell_save(fx.c, NULL, 0);
-    uint8_t *b = malloc((size_t)n12);
-    assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n12), n12);
-    const long n11 = v12_to_v11(b, n12, 0, 1); /* profile_h 0: no bins */
+    long n13 = cc_anomaly_cell_save(fx.c, NULL, 0);
+    uint8_t *b = malloc((size_t)n13);
+    assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n13), n13);
+    const long n11 = v12_to_v11(b, v13_to_v12(b, n13, 1), 0, 1); /* profile_h 0: no bins */
     {
         CcAnomalyCell *cv11 = NULL;
         assert_int_equal(cc_anomaly_cell_open(&cv11, fx.a, "poorlag"), 0);
@@ -1631,10 +1644,10 @@ static void test_lag_calibration(void **state)
     assert_int_equal(cc_anomaly_cell_load(c1, bn, (size_t)n4, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "malformed"));
     free(bn);
-    uint32_t v13 = 13; /* a version newer than this build's */
-    memcpy(b1 + 4, &v13, 4);
+    uint32_t v14 = 14; /* a version newer than this build's */
+    memcpy(b1 + 4, &v14, 4);
     assert_int_equal(cc_anomaly_cell_load(c1, b1, (size_t)n - cut, err, sizeof err), -EINVAL);
-    assert_non_null(strstr(err, "version 13"));
+    assert_non_null(strstr(err, "version 14"));
     /* the reloaded v2 cell goes on quietly and catches a spike */
     CcAnomalyCell *keep = fx.c;
     fx.c = c2;
@@ -1914,11 +1927,12 @@ static int run_profile(double profile_h, int direction, int save_at, int64_t *fi
             assert_int_equal(cc_anomaly_cell_load(c2, b, (size_t)len, NULL, 0), -EINVAL);
         /* the bin count: before the bins, the zero shares (8 bytes), the tail calibration
          * (12), the window rule (WIN_STATE_BYTES), the likelihood (LIK_STATE_BYTES),
-         * version 8's tail (V8_TAIL_BYTES), version 9's, 10's, 11's and 12's */
+         * version 8's tail (V8_TAIL_BYTES), version 9's, 10's, 11's, 12's and 13's */
         const size_t nb_at = (size_t)sz - 8 - 12 - WIN_STATE_BYTES - LIK_STATE_BYTES -
                              V8_TAIL_BYTES - V9_TAIL_BYTES_PER_KPI - V10_TAIL_BYTES_PER_KPI -
                              V11_TAIL_BYTES_PER_KPI - V12_TAIL_BYTES(24, 1) -
-                             2 * 24 * (sizeof(float) + sizeof(uint16_t)) - 4;
+                             V13_TAIL_BYTES_PER_KPI - 2 * 24 * (sizeof(float) + sizeof(uint16_t)) -
+                             4;
         int32_t nb;
         memcpy(&nb, b + nb_at, 4);
         assert_int_equal(nb, 24);
@@ -2043,6 +2057,74 @@ static int run_hetero(int64_t days, int64_t shift_day, int64_t from, int64_t *fi
     }
     fx_close(&fx);
     return n;
+}
+
+/* The profile CUSUM's own threshold (PROFILE_CAL; issue 32: the fleet's loads wobble ±5 %
+ * for hours): a KPI on a daily cycle whose level wanders slowly (an AR(1) of ~5 %, alike
+ * for about a day; the forecaster follows it, its z small) has profile residuals alike
+ * from step to step, and the CUSUM, which sums them as if independent, crosses profile_h
+ * on ordinary days. The KPI's own excursions past profile_h / 2 set its threshold where
+ * they would cross once per profile_fa_weeks. From `shift_at` on (-1: never) the level is
+ * `shift` higher; the cell is saved and reloaded after step `reload_at` (-1: never).
+ * *fired gets the firings from day 14 to shift_at; returns the first firing step at or after
+ * shift_at (-1: none). */
+static int64_t run_wobble(double fa_weeks, int64_t days, int64_t shift_at, double shift,
+                          int64_t reload_at, int *fired)
+{
+    CcAnomalySettings s;
+    cc_anomaly_default_settings(&s);
+    s.n_features = 1;
+    s.step_seconds = 900;
+    s.novelty_tol = 0;
+    s.profile_fa_weeks = fa_weeks;
+    Fixture fx;
+    fx_open(&fx, &s, "wobble");
+    uint64_t rng = 11;
+    double w = 0;
+    int64_t hit = -1;
+    *fired = 0;
+    for (int64_t t = 0; t < days * 96; t++) {
+        double u = tl_rng_uniform(&rng) + tl_rng_uniform(&rng) + tl_rng_uniform(&rng) - 1.5;
+        w = 0.99 * w + 0.05 * sqrt(1 - 0.99 * 0.99) * 2 * u; /* stationary sd 0.05 */
+        double lvl = (50.0 + 20.0 * sin(2.0 * M_PI * (double)(t % 96) / 96.0)) * (1 + w);
+        if (shift_at >= 0 && t >= shift_at)
+            lvl *= 1 + shift;
+        float x[1] = {(float)(lvl * (1.0 + 0.01 * sin(2.3 * (double)t)))};
+        double mean[1] = {lvl}, sd[1] = {0.02 * lvl};
+        int before = count(&fx.rec, CC_ALERT_ANOMALY, CC_DQ_NONE, CC_ALERT_FIRING);
+        cc_anomaly_set_expect(fx.a, fx.c, t, mean, sd, NULL);
+        assert_int_equal(cc_anomaly_observe(fx.a, fx.c, t, x, NULL, &fx.sink), 0);
+        int now = count(&fx.rec, CC_ALERT_ANOMALY, CC_DQ_NONE, CC_ALERT_FIRING);
+        if (now > before && t >= 14 * 96 && (shift_at < 0 || t < shift_at))
+            (*fired)++;
+        if (now > before && shift_at >= 0 && t >= shift_at && hit < 0)
+            hit = t;
+        if (t == reload_at)
+            fx_reload(&fx, "wobble");
+    }
+    fx_close(&fx);
+    return hit;
+}
+
+/* Eight weeks scored (days 14-70): today's threshold fires on the wobble alone about once a
+ * week; the KPI's own, at one crossing per 4 weeks, about twice (one more while its fit
+ * learns), the same across a save and reload. A real change of 30 % (six wobble sds) still
+ * fires, within a day. */
+static void test_profile_own_threshold(void **state)
+{
+    (void)state;
+    int off, on, reloaded;
+    assert_int_equal(run_wobble(0, 70, -1, 0, -1, &off), -1);
+    assert_true(off >= 5);
+    assert_int_equal(run_wobble(4, 70, -1, 0, -1, &on), -1);
+    assert_true(on <= 3 && 2 * on <= off);
+    assert_int_equal(run_wobble(4, 70, -1, 0, 40 * 96, &reloaded), -1);
+    assert_int_equal(reloaded, on);
+    for (int64_t d = 60; d < 63; d++) {
+        int64_t at = d * 96 + 40; /* 10:00 */
+        int64_t hit = run_wobble(4, 70, at, 0.3, -1, &on);
+        assert_true(hit >= at && hit < at + 96);
+    }
 }
 
 static void test_profile_spread_per_hour(void **state)
@@ -2234,11 +2316,12 @@ static int bar_run(double bar_p, double kpi_warn_z, int heavy, int how)
     if (how == BAR_RELOAD) {
         fx_reload(&fx, "bar");
     } else if (how == BAR_V10) {
-        long n12 = cc_anomaly_cell_save(fx.c, NULL, 0);
-        uint8_t *b = malloc((size_t)n12);
+        long n13 = cc_anomaly_cell_save(fx.c, NULL, 0);
+        uint8_t *b = malloc((size_t)n13);
         assert_non_null(b);
-        assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n12), n12);
-        const long n10 = v11_to_v10(b, v12_to_v11(b, n12, 0, 1), 1); /* no profile bins */
+        assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n13), n13);
+        /* no profile bins */
+        const long n10 = v11_to_v10(b, v12_to_v11(b, v13_to_v12(b, n13, 1), 0, 1), 1);
         cc_anomaly_cell_close(&fx.c);
         assert_int_equal(cc_anomaly_cell_open(&fx.c, fx.a, "bar"), 0);
         assert_int_equal(cc_anomaly_cell_load(fx.c, b, (size_t)n10, NULL, 0), 0);
@@ -2364,6 +2447,7 @@ int main(void)
         cmocka_unit_test(test_window_rule),
         cmocka_unit_test(test_profile_drift),
         cmocka_unit_test(test_profile_spread_per_hour),
+        cmocka_unit_test(test_profile_own_threshold),
         cmocka_unit_test(test_cusum_step),
         cmocka_unit_test(test_event_json_time_range),
         cmocka_unit_test(test_feedback_raises_bar),

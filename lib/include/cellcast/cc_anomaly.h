@@ -65,6 +65,11 @@
  * (sustained_live ≥ 1, default 2) the step's own zp is past profile_k in that sum's direction:
  * a sum only decays by profile_k − |zp| a step once the deviation is under profile_k, and
  * without that condition a deviation just under one sd held an episode for days.
+ * profile_h assumes residuals independent from step to step; where a KPI's stay alike for
+ * hours its sums wander higher. With profile_fa_weeks > 0 (default 4) each KPI fits the
+ * peaks of its own sums' excursions past profile_h / 2 (not while the cell fires) and its
+ * threshold is where they would cross once per profile_fa_weeks, never under profile_h
+ * (cc_anomaly_internal.h, PROFILE_CAL).
  *
  * Tail calibration (tail_q > 0, default 0.999): each KPI tracks the tail_q quantile t of its
  * own |z| (stochastic approximation, adaptation time tail_steps, not while the cell's
@@ -345,11 +350,14 @@ typedef struct CcAnomalySettings {
                                   ///< one to be reported (default 256)
     double profile_k;             ///< profile CUSUM reference value in |zp| (default 1.75; was 1)
     double profile_h; ///< profile CUSUM threshold; 0 = no seasonal profile (default 10; was 20)
-    int64_t profile_unit_s; ///< a step shorter than this adds S / profile_unit_s of its
-                            ///< increment to the profile CUSUM (default 900)
-    int64_t profile_bin_s;  ///< profile bin width, seconds; divides 86400, ≥ 300 (default 3600)
-    double profile_days;    ///< time constant of each bin's average, days of its type (default 4)
-    int profile_min_days;   ///< days of data a bin needs before it is scored (default 2)
+    double profile_fa_weeks; ///< each KPI's profile CUSUM threshold rises from profile_h to
+                             ///< where its own excursions cross once per this many weeks
+                             ///< (PROFILE_CAL; default 4); 0 = off, profile_h as it is
+    int64_t profile_unit_s;  ///< a step shorter than this adds S / profile_unit_s of its
+                             ///< increment to the profile CUSUM (default 900)
+    int64_t profile_bin_s;   ///< profile bin width, seconds; divides 86400, ≥ 300 (default 3600)
+    double profile_days;     ///< time constant of each bin's average, days of its type (default 4)
+    int profile_min_days;    ///< days of data a bin needs before it is scored (default 2)
     int64_t profile_utc_offset_s;      ///< cells' local time minus UTC, for time of day and
                                        ///< weekends, |·| ≤ 14 h (default 0)
     int64_t feedback_half_life_s;      ///< half-life, in data time, of a false-alarm verdict's
