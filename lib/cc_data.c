@@ -6,7 +6,9 @@
  * text is never held), parses it row by row into a flat table (cell, time, F values) and
  * then builds one hole-free series per cell:
  * detect S → map times to steps → sort → drop duplicates → insert missing steps → impute.
- * Its peak memory is that table (16 + 4·F bytes per record) plus the dataset it returns.
+ * The values are held in blocks, moved into the series' order once the step is known and
+ * freed block by block as the series are built: the peak is about the dataset it returns
+ * plus 16 bytes per record (the rows' times, cells and order).
  */
 #include "cc_data.h"
 #include "cc_time.h"
@@ -23,6 +25,7 @@
 #define MAX_COLUMNS 1024
 #define FIELD_MAX 4096
 #define READ_CHUNK_DEFAULT (1u << 20)
+#define VALUE_BLOCK_BYTES (1u << 20) /* the rows' values are held in blocks of about this */
 
 void cc_data_default_settings(CcDataSettings *s)
 {
@@ -733,7 +736,7 @@ static void impute_series(CcSeries *s, int F, enum CcImpute how, int64_t *count)
 typedef struct Row {
     double ts; /* unix seconds; from assign_steps on the step (exact: |step| <= 9e15) */
     int cell;
-    int order; /* the row's place in the file: its values are vals[order * F ..] */
+    int order; /* the row's place in the file; from sort_values on its place in the sort */
 } Row;
 
 static int64_t row_step(const Row *r) { return (int64_t)r->ts; }
@@ -926,8 +929,11 @@ typedef struct Load {
     /* rows */
     CellTab cells;
     Row *rows;
-    float *vals; /* (nrows, F) */
-    double *alt; /* (nrows) day-first readings of a/b/YYYY times (NAN: none), or NULL */
+    float **vblock;                    /* the rows' values: row i's F are row_vals(L, i) */
+    size_t nblocks, blocks_cap, vrows; /* blocks, their room, rows per block (2^vshift) */
+    int vshift;
+    size_t vfreed; /* blocks before this one are freed (build_series) */
+    double *alt;   /* (nrows) day-first readings of a/b/YYYY times (NAN: none), or NULL */
     size_t nrows, rows_cap;
     /* time reading */
     int all_index; /* every time is a plain non-negative integer */
@@ -1139,6 +1145,10 @@ static int read_header(Load *L)
     if (L->F == 0)
         return cc_errf(L->err, L->errlen, -EINVAL, "%s:1: no feature columns", L->name);
     L->ds->n_features = L->F;
+    for (L->vshift = 0;
+         ((size_t)2 << L->vshift) * (size_t)L->F * sizeof(float) <= VALUE_BLOCK_BYTES;)
+        L->vshift++;
+    L->vrows = (size_t)1 << L->vshift;
     if (L->sp->cell_id && *L->sp->cell_id)
         snprintf(L->wide_id, sizeof L->wide_id, "%s", L->sp->cell_id);
     else
@@ -1291,13 +1301,34 @@ static int read_row_values(Load *L, float *v)
     return 0;
 }
 
-/* Grows rows and vals (and alt) together: row i's values are vals[i*F .. i*F+F). The
- * capacity doubles; pages past the rows read are never touched, so they cost address space,
- * not memory, and fit_rows gives them back once the rows are in. */
+/* Row i's values: F floats in block i / vrows (F is the current feature count: the blocks
+ * keep vrows rows when drop_label_column narrows them). */
+static float *row_vals(const Load *L, size_t i)
+{
+    return L->vblock[i >> L->vshift] + (i & (L->vrows - 1)) * (size_t)L->F;
+}
+
+/* Makes room for row nrows: a value block when the last is full, and the rows (and alt),
+ * whose capacity doubles; pages past the rows read are never touched, so they cost address
+ * space, not memory, and fit_rows gives them back once the rows are in. */
 static int grow_rows(Load *L)
 {
     if (L->nrows >= (size_t)INT_MAX)
         return cc_errf(L->err, L->errlen, -ERANGE, "%s: too many rows", L->name);
+    if (L->nrows == L->nblocks * L->vrows) {
+        if (L->nblocks == L->blocks_cap) {
+            size_t nc = L->blocks_cap ? L->blocks_cap * 2 : 64;
+            float **nb = realloc(L->vblock, nc * sizeof *nb);
+            if (!nb)
+                return -ENOMEM;
+            L->vblock = nb;
+            L->blocks_cap = nc;
+        }
+        L->vblock[L->nblocks] = malloc(L->vrows * (size_t)L->F * sizeof **L->vblock);
+        if (!L->vblock[L->nblocks])
+            return -ENOMEM;
+        L->nblocks++;
+    }
     if (L->nrows < L->rows_cap)
         return 0;
     size_t nc = L->rows_cap ? L->rows_cap * 2 : 1024;
@@ -1305,10 +1336,6 @@ static int grow_rows(Load *L)
     if (!nr)
         return -ENOMEM;
     L->rows = nr;
-    float *nv = realloc(L->vals, nc * (size_t)L->F * sizeof *nv);
-    if (!nv)
-        return -ENOMEM;
-    L->vals = nv;
     if (L->alt) {
         double *na = realloc(L->alt, nc * sizeof *na);
         if (!na)
@@ -1319,17 +1346,21 @@ static int grow_rows(Load *L)
     return 0;
 }
 
-/* Shrinks rows and vals to the rows read (a failed shrink keeps the larger block). */
+/* Shrinks the rows and the last value block to the rows read (a failed shrink keeps the
+ * larger block). */
 static void fit_rows(Load *L)
 {
     size_t n = L->nrows ? L->nrows : 1;
     Row *nr = realloc(L->rows, n * sizeof *nr);
     if (nr)
         L->rows = nr;
-    float *nv = realloc(L->vals, n * (size_t)L->F * sizeof *nv);
-    if (nv)
-        L->vals = nv;
     L->rows_cap = n < L->rows_cap ? n : L->rows_cap;
+    if (L->nblocks) {
+        size_t used = L->nrows - (L->nblocks - 1) * L->vrows;
+        float *nb = realloc(L->vblock[L->nblocks - 1], used * (size_t)L->F * sizeof *nb);
+        if (nb)
+            L->vblock[L->nblocks - 1] = nb;
+    }
 }
 
 /* The rows phase: every record after the header into (time, cell, values), in file order. */
@@ -1349,7 +1380,7 @@ static int read_rows(Load *L)
         if ((ret = read_row_time(L, r)) || (ret = read_row_cell(L, r)))
             return ret;
         r->order = (int)L->nrows;
-        if ((ret = read_row_values(L, L->vals + L->nrows * (size_t)L->F)))
+        if ((ret = read_row_values(L, row_vals(L, L->nrows))))
             return ret;
         L->nrows++;
     }
@@ -1363,14 +1394,15 @@ static void drop_label_column(Load *L)
     if (lc < 0 || F <= 1)
         return;
     for (size_t i = 0; i < L->nrows; i++) {
-        float lv = L->vals[i * (size_t)F + lc];
+        float lv = row_vals(L, i)[lc];
         if (!(isnan(lv) || lv == 0 || lv == 1))
             return;
     }
     snprintf(L->rep.skipped_label, sizeof L->rep.skipped_label, "%s", L->ds->features[lc]);
     for (size_t i = 0; i < L->nrows; i++) {
-        const float *src = L->vals + i * (size_t)F;
-        float *dst = L->vals + i * (size_t)(F - 1);
+        /* within its block, row r moves from r·F to r·(F - 1): front to back is safe */
+        const float *src = L->vblock[i / L->vrows] + (i % L->vrows) * (size_t)F;
+        float *dst = L->vblock[i / L->vrows] + (i % L->vrows) * (size_t)(F - 1);
         memmove(dst, src, (size_t)lc * sizeof *dst);
         memmove(dst + lc, src + lc + 1, (size_t)(F - 1 - lc) * sizeof *dst);
     }
@@ -1504,10 +1536,10 @@ static int build_segment(Load *L, size_t u, size_t v, int64_t p0, int64_t plast)
     CcSeries *s = &L->ds->series[L->ds->n_series - 1];
     for (size_t i = u; i < v; i++) {
         size_t row = (size_t)(row_step(&rows[i]) - p0);
-        const float *src = L->vals + (size_t)rows[i].order * F;
+        const float *src = row_vals(L, i);
         if (i > u && rows[i].ts == rows[i - 1].ts) {
             rep->duplicates++;
-            const float *prev = L->vals + (size_t)rows[i - 1].order * F;
+            const float *prev = row_vals(L, i - 1);
             for (int j = 0; j < F; j++)
                 if (src[j] != prev[j] && !(isnan(src[j]) && isnan(prev[j]))) {
                     rep->duplicates_differ++;
@@ -1526,6 +1558,38 @@ static int build_segment(Load *L, size_t u, size_t v, int64_t p0, int64_t plast)
     }
     impute_series(s, F, L->sp->impute, rep->imputed_cells);
     return 0;
+}
+
+/* Moves each row's values to the row's place in the sorted order (rows[i].order = i after),
+ * following the permutation's cycles in place: the series are then built from the values
+ * front to back, and each block is freed once passed. */
+static void copy_values(float *dst, const float *src, int F)
+{
+    for (int f = 0; f < F; f++)
+        dst[f] = src[f];
+}
+
+static void sort_values(Load *L)
+{
+    float tmp[CC_DATA_MAX_FEATURES];
+    const int F = L->F;
+    Row *rows = L->rows;
+    for (size_t i = 0; i < L->nrows; i++) {
+        if ((size_t)rows[i].order == i)
+            continue;
+        copy_values(tmp, row_vals(L, i), F);
+        for (size_t j = i;;) {
+            size_t k = (size_t)rows[j].order;
+            rows[j].order = (int)j;
+            if (k == i) {
+                copy_values(row_vals(L, j), tmp, F);
+                break;
+            }
+            __builtin_prefetch(&rows[rows[k].order]); /* the cycle's next step but one */
+            copy_values(row_vals(L, j), row_vals(L, k), F);
+            j = k;
+        }
+    }
 }
 
 /* The series phase: each cell's rows split where a gap exceeds max_gap_steps (counted),
@@ -1557,6 +1621,11 @@ static int build_series(Load *L)
             u = v;
         }
         a = b;
+        /* the value blocks wholly before the next cell's rows are done with */
+        for (; L->vfreed < L->nblocks && (L->vfreed + 1) * L->vrows <= b; L->vfreed++) {
+            free(L->vblock[L->vfreed]);
+            L->vblock[L->vfreed] = NULL;
+        }
     }
     return 0;
 }
@@ -1583,6 +1652,7 @@ static int load_run(Load *L, const char *buf, size_t len)
     L->deltas = NULL;
     if ((ret = assign_steps(L)))
         return ret;
+    sort_values(L);
     return build_series(L);
 }
 
@@ -1641,7 +1711,9 @@ error:
     free(L->cells.id);
     free(L->cells.slot);
     free(L->rows);
-    free(L->vals);
+    for (size_t i = 0; i < L->nblocks; i++)
+        free(L->vblock[i]);
+    free(L->vblock);
     free(L->alt);
     free(L->deltas);
     cc_data_close(&L->ds);

@@ -188,8 +188,8 @@ static void test_delimiters_and_quotes(void **state)
     (void)state;
     CcDataReport rep;
     /* ';' with decimal commas: the header and the first row decide */
-    CcDataset *ds = check("ts;cell_id;a;b\n0;x;1,5;2\n3600;x;2,5;3\n0;y;7;8\n3600;y;9;10\n", NULL,
-                          &rep);
+    CcDataset *ds =
+        check("ts;cell_id;a;b\n0;x;1,5;2\n3600;x;2,5;3\n0;y;7;8\n3600;y;9;10\n", NULL, &rep);
     assert_int_equal(rep.delimiter, ';');
     assert_int_equal(ds->n_series, 2);
     assert_true(ds->series[0].x[0] == 1.5f);
