@@ -320,14 +320,14 @@ static int csv_more(Csv *c, const char *keep, char *err, size_t errlen)
         keep = c->line_start;
     size_t kept = (size_t)(c->end - keep), want = kept > c->chunk ? kept : c->chunk;
     size_t dp = (size_t)(c->p - keep), dl = c->line_start ? (size_t)(c->line_start - keep) : 0;
-    if (c->own_cap - kept < want) {
-        char *n = malloc(kept + want);
+    if (c->own_cap - kept < want) { /* room for two reads: not a new window every chunk */
+        char *n = malloc(kept + 2 * want);
         if (!n)
             return -ENOMEM;
         memcpy(n, keep, kept);
         free(c->own);
         c->own = n;
-        c->own_cap = kept + want;
+        c->own_cap = kept + 2 * want;
     } else if (kept) {
         memmove(c->own, keep, kept);
     }
