@@ -2,9 +2,13 @@
  * cc_data.c — CSV loader for KPI history (long and wide layouts), timestamps, the
  * missing-data policy of cc_data.h, splits and standardisation.
  *
- * The loader reads the whole file, parses it row by row into a flat table
- * (cell, time, F values) and then builds one hole-free series per cell:
+ * The loader reads the file in chunks (a window that holds the current record; the whole
+ * text is never held), parses it row by row into a flat table (cell, time, F values) and
+ * then builds one hole-free series per cell:
  * detect S → map times to steps → sort → drop duplicates → insert missing steps → impute.
+ * The values are held in blocks, moved into the series' order once the step is known and
+ * freed block by block as the series are built: the peak is about the dataset it returns
+ * plus 16 bytes per record (the rows' times, cells and order).
  */
 #include "cc_data.h"
 #include "cc_time.h"
@@ -20,6 +24,8 @@
 
 #define MAX_COLUMNS 1024
 #define FIELD_MAX 4096
+#define READ_CHUNK_DEFAULT (1u << 20)
+#define VALUE_BLOCK_BYTES (1u << 20) /* the rows' values are held in blocks of about this */
 
 void cc_data_default_settings(CcDataSettings *s)
 {
@@ -263,10 +269,17 @@ int cc_data_parse_time(const char *s, size_t len, const char *fmt, double *out)
 /* CSV tokenizer                                                                       */
 
 typedef struct Csv {
-    const char *buf, *end, *p;
+    const char *buf, *end, *p; /* the text in hand: all of a buffer, a window of a file */
     const char *name;
-    char delim;             /* field separator */
-    int64_t line;           /* line of the current position (1-based) */
+    /* a file is read through a window: own[0 .. end) holds the text from the start of the
+     * record being read on; csv_more shifts it down and appends the next chunk */
+    FILE *fp;
+    char *own;
+    size_t own_cap, chunk;
+    int eof;      /* no more text than [buf, end): a buffer, or the file read to its end */
+    int hit_end;  /* the last csv_record ran into `end` (its outcome may change with more) */
+    char delim;   /* field separator */
+    int64_t line; /* line of the current position (1-based) */
     const char *line_start; /* start of the current line */
     /* current record */
     int nf;
@@ -293,17 +306,63 @@ static int csv_put(Csv *c, char ch)
     return 0;
 }
 
-/* Reads one record. Returns 1 = record, 0 = end of input, <0 error (message in err).
- * Blank lines are skipped and counted in *blank. */
-static int csv_next(Csv *c, int64_t *blank, char *err, size_t errlen)
+/* Appends the file's next chunk to the window, keeping the text from `keep` (and from the
+ * current position and line start, if earlier) and moving it to the window's start. Reads
+ * at least as much as it keeps, so that a record longer than a chunk costs a linear time.
+ * 1 = text added, 0 = end of input (c->eof set), <0 error. */
+static int csv_more(Csv *c, const char *keep, char *err, size_t errlen)
 {
+    if (c->eof)
+        return 0;
+    if (c->p < keep)
+        keep = c->p;
+    if (c->line_start && c->line_start < keep)
+        keep = c->line_start;
+    size_t kept = (size_t)(c->end - keep), want = kept > c->chunk ? kept : c->chunk;
+    size_t dp = (size_t)(c->p - keep), dl = c->line_start ? (size_t)(c->line_start - keep) : 0;
+    if (c->own_cap - kept < want) { /* room for two reads: not a new window every chunk */
+        char *n = malloc(kept + 2 * want);
+        if (!n)
+            return -ENOMEM;
+        memcpy(n, keep, kept);
+        free(c->own);
+        c->own = n;
+        c->own_cap = kept + 2 * want;
+    } else if (kept) {
+        memmove(c->own, keep, kept);
+    }
+    size_t got = fread(c->own + kept, 1, want, c->fp);
+    c->buf = c->own;
+    c->end = c->own + kept + got;
+    c->p = c->own + dp;
+    if (c->line_start)
+        c->line_start = c->own + dl;
+    if (got)
+        return 1;
+    if (ferror(c->fp))
+        return cc_errf(err, errlen, -EIO, "%s: read error", c->name);
+    c->eof = 1;
+    return 0;
+}
+
+/* Reads one record from the text in hand (see csv_next); sets c->hit_end when it ran into
+ * the end of that text, where more text could change what it read. */
+static int csv_record(Csv *c, int64_t *blank, char *err, size_t errlen)
+{
+    c->hit_end = 0;
     for (;;) {
-        if (c->p >= c->end)
+        if (c->p >= c->end) {
+            c->hit_end = 1;
             return 0;
+        }
         /* blank line: only \r before \n (or end) */
         const char *q = c->p;
         while (q < c->end && (*q == '\r' || *q == ' ' || *q == '\t'))
             q++;
+        if (q >= c->end && !c->eof) {
+            c->hit_end = 1;
+            return 0;
+        }
         if (q >= c->end || *q == '\n') {
             if (q < c->end || q > c->p)
                 (*blank)++;
@@ -334,9 +393,13 @@ static int csv_next(Csv *c, int64_t *blank, char *err, size_t errlen)
             int qcol = (int)(s - c->line_start) + 1;
             c->p = s + 1;
             for (;;) {
-                if (c->p >= c->end)
+                if (c->p >= c->end) {
+                    c->hit_end = 1; /* the message only at the end of the text: no retry then */
+                    if (!c->eof)
+                        return -EINVAL;
                     return cc_errf(err, errlen, -EINVAL, "%s:%lld:%d: unterminated quoted field",
                                    c->name, (long long)qline, qcol);
+                }
                 char ch = *c->p++;
                 if (ch == '"') {
                     if (c->p < c->end && *c->p == '"') {
@@ -380,8 +443,10 @@ static int csv_next(Csv *c, int64_t *blank, char *err, size_t errlen)
         c->flen[k] = c->fields_len - c->off[k];
         if (csv_put(c, 0))
             return -ENOMEM;
-        if (c->p >= c->end)
+        if (c->p >= c->end) {
+            c->hit_end = 1;
             return 1;
+        }
         if (*c->p == '\n') {
             c->p++;
             c->line++;
@@ -389,6 +454,27 @@ static int csv_next(Csv *c, int64_t *blank, char *err, size_t errlen)
             return 1;
         }
         c->p++; /* the delimiter */
+    }
+}
+
+/* Reads one record. Returns 1 = record, 0 = end of input, <0 error (message in err).
+ * Blank lines are skipped and counted in *blank. A record that runs into the end of the
+ * window is read again from its start once the next chunk is in: every outcome is the one
+ * the whole text in memory gives. */
+static int csv_next(Csv *c, int64_t *blank, char *err, size_t errlen)
+{
+    for (;;) {
+        const char *p = c->p, *line_start = c->line_start;
+        int64_t line = c->line, blanks = *blank;
+        int ret = csv_record(c, blank, err, errlen);
+        if (!c->hit_end || c->eof || ret == -ENOMEM)
+            return ret;
+        c->p = p;
+        c->line_start = line_start;
+        c->line = line;
+        *blank = blanks;
+        if ((ret = csv_more(c, c->p, err, errlen)) < 0)
+            return ret;
     }
 }
 
@@ -423,23 +509,41 @@ static int has_digit(const char *s, size_t n)
     return 0;
 }
 
+/* Makes the window hold at least n bytes from c->p, or all that is left. 0 or <0. */
+static int csv_need(Csv *c, size_t n, char *err, size_t errlen)
+{
+    int ret = 1;
+    while ((size_t)(c->end - c->p) < n && (ret = csv_more(c, c->p, err, errlen)) > 0)
+        ;
+    return ret < 0 ? ret : 0;
+}
+
 /* InfluxDB's annotated CSV starts with #datatype, #group and #default lines before the
  * header: skipped (and counted as lines). */
-static void skip_annotations(Csv *c)
+static int skip_annotations(Csv *c, char *err, size_t errlen)
 {
     static const char *const ann[] = {"#datatype,", "#group,", "#default,"};
     for (int again = 1; again;) {
         again = 0;
         for (size_t i = 0; i < sizeof ann / sizeof *ann; i++) {
             size_t n = strlen(ann[i]);
+            int ret = csv_need(c, n, err, errlen);
+            if (ret)
+                return ret;
             if ((size_t)(c->end - c->p) < n || memcmp(c->p, ann[i], n))
                 continue;
-            const char *nl = memchr(c->p, '\n', (size_t)(c->end - c->p));
+            const char *nl;
+            while (!(nl = memchr(c->p, '\n', (size_t)(c->end - c->p))) &&
+                   (ret = csv_more(c, c->p, err, errlen)) > 0)
+                ;
+            if (ret < 0)
+                return ret;
             c->p = nl ? nl + 1 : c->end;
             c->line++;
             again = 1;
         }
     }
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -466,12 +570,13 @@ static void count_delimiters(const char **p, const char *end, int64_t n[3])
  * into the same number of fields (a ';' file with decimal commas, a ',' file with a ';' in
  * a column name), the most frequent in the header among those, a tie going to that order;
  * none in the header: ','. */
-static char detect_delimiter(const char *p, const char *end)
+static char detect_delimiter(const char *p, const char *end, const char **stop)
 {
     static const char cand[3] = {',', ';', '\t'};
     int64_t h[3] = {0, 0, 0}, r[3] = {0, 0, 0};
     count_delimiters(&p, end, h);
     count_delimiters(&p, end, r);
+    *stop = p;
     int any_row = r[0] || r[1] || r[2], best = -1;
     for (int pass = 0; pass < 2 && best < 0; pass++)
         for (int k = 0; k < 3; k++)
@@ -626,14 +731,15 @@ static void impute_series(CcSeries *s, int F, enum CcImpute how, int64_t *count)
 /* ---------------------------------------------------------------------------------- */
 /* Loader                                                                              */
 
+/* One record, 16 bytes: its time, then (assign_steps) its step, which is also the sort key;
+ * the day-first reading of a/b/YYYY times is kept beside the rows only while needed. */
 typedef struct Row {
-    double ts;
-    double alt; /* the day-first reading of an a/b/YYYY time (ts: month first) */
-    double key; /* sort key: ts, then step */
-    int64_t step;
+    double ts; /* unix seconds; from assign_steps on the step (exact: |step| <= 9e15) */
     int cell;
-    int order;
+    int order; /* the row's place in the file; from sort_values on its place in the sort */
 } Row;
+
+static int64_t row_step(const Row *r) { return (int64_t)r->ts; }
 
 /* The first row whose a/b/YYYY time reads only one way. */
 typedef struct SlashSeen {
@@ -641,14 +747,14 @@ typedef struct SlashSeen {
     char text[32];
 } SlashSeen;
 
-/* By cell, key (the time to detect the step, then the step), file order. */
+/* By cell, time (to detect the step; later the step), file order. */
 static int cmp_row(const void *a, const void *b)
 {
     const Row *x = a, *y = b;
     if (x->cell != y->cell)
         return x->cell < y->cell ? -1 : 1;
-    if (x->key != y->key)
-        return x->key < y->key ? -1 : 1;
+    if (x->ts != y->ts)
+        return x->ts < y->ts ? -1 : 1;
     return x->order < y->order ? -1 : x->order > y->order;
 }
 
@@ -663,8 +769,8 @@ static int cmp_i64(const void *a, const void *b)
  * where both readings are valid everywhere (days 1..12 only) takes the reading that spans
  * less time: consecutive rows read the wrong way jump by months. 0 month first, 1 day
  * first, or -EINVAL (mixed, or both readings equally compact). */
-static int slash_order(Row *rows, size_t nrows, const char *name, const SlashSeen *mf,
-                       const SlashSeen *df, char *err, size_t errlen)
+static int slash_order(Row *rows, const double *alt, size_t nrows, const char *name,
+                       const SlashSeen *mf, const SlashSeen *df, char *err, size_t errlen)
 {
     if (mf->line && df->line)
         return cc_errf(err, errlen, -EINVAL,
@@ -675,7 +781,7 @@ static int slash_order(Row *rows, size_t nrows, const char *name, const SlashSee
     if (!mf->line && !df->line) {
         double lo[2] = {INFINITY, INFINITY}, hi[2] = {-INFINITY, -INFINITY};
         for (size_t i = 0; i < nrows; i++) {
-            double t[2] = {rows[i].ts, isnan(rows[i].alt) ? rows[i].ts : rows[i].alt};
+            double t[2] = {rows[i].ts, isnan(alt[i]) ? rows[i].ts : alt[i]};
             for (int k = 0; k < 2; k++) {
                 lo[k] = t[k] < lo[k] ? t[k] : lo[k];
                 hi[k] = t[k] > hi[k] ? t[k] : hi[k];
@@ -683,7 +789,7 @@ static int slash_order(Row *rows, size_t nrows, const char *name, const SlashSee
         }
         if (hi[0] - lo[0] == hi[1] - lo[1]) {
             for (size_t i = 0; i < nrows; i++)
-                if (!isnan(rows[i].alt) && rows[i].alt != rows[i].ts)
+                if (!isnan(alt[i]) && alt[i] != rows[i].ts)
                     return cc_errf(err, errlen, -EINVAL,
                                    "%s: a/b/YYYY dates with a and b both 1..12 read as well "
                                    "month first as day first: give the time format "
@@ -693,8 +799,8 @@ static int slash_order(Row *rows, size_t nrows, const char *name, const SlashSee
         day_first = hi[1] - lo[1] < hi[0] - lo[0];
     }
     for (size_t i = 0; i < nrows && day_first; i++)
-        if (!isnan(rows[i].alt))
-            rows[i].ts = rows[i].alt;
+        if (!isnan(alt[i]))
+            rows[i].ts = alt[i];
     return day_first;
 }
 
@@ -718,8 +824,6 @@ static int time_deltas(Row *rows, size_t nrows, int ncells, int64_t *out_of_orde
         last[rows[i].cell] = rows[i].ts;
     }
     free(last);
-    for (size_t i = 0; i < nrows; i++)
-        rows[i].key = rows[i].ts;
     qsort(rows, nrows, sizeof *rows, cmp_row);
     size_t n = 0;
     for (size_t i = 1; i < nrows; i++) {
@@ -825,7 +929,11 @@ typedef struct Load {
     /* rows */
     CellTab cells;
     Row *rows;
-    float *vals; /* (nrows, F) */
+    float **vblock;                    /* the rows' values: row i's F are row_vals(L, i) */
+    size_t nblocks, blocks_cap, vrows; /* blocks, their room, rows per block (2^vshift) */
+    int vshift;
+    size_t vfreed; /* blocks before this one are freed (build_series) */
+    double *alt;   /* (nrows) day-first readings of a/b/YYYY times (NAN: none), or NULL */
     size_t nrows, rows_cap;
     /* time reading */
     int all_index; /* every time is a plain non-negative integer */
@@ -847,16 +955,29 @@ static int load_begin(Load *L, const char *buf, size_t len)
     c->p = buf;
     c->name = L->name;
     c->line = 1;
-    if (len >= 3 && (unsigned char)buf[0] == 0xEF && (unsigned char)buf[1] == 0xBB &&
-        (unsigned char)buf[2] == 0xBF)
+    int ret = csv_need(c, 3, L->err, L->errlen);
+    if (ret)
+        return ret;
+    if (c->end - c->p >= 3 && (unsigned char)c->p[0] == 0xEF && (unsigned char)c->p[1] == 0xBB &&
+        (unsigned char)c->p[2] == 0xBF)
         c->p += 3;
-    skip_annotations(c);
+    if ((ret = skip_annotations(c, L->err, L->errlen)))
+        return ret;
     c->line_start = c->p;
     char d = L->sp->delimiter;
     if (d == '"' || d == '\r' || d == '\n')
         return cc_errf(L->err, L->errlen, -EINVAL,
                        "%s: the delimiter cannot be a quote or a line end", L->name);
-    c->delim = d ? d : detect_delimiter(c->p, c->end);
+    if (!d) {
+        /* the header and the first data line (quotes may span lines) must be in hand */
+        const char *stop;
+        while ((d = detect_delimiter(c->p, c->end, &stop)),
+               stop >= c->end && (ret = csv_more(c, c->p, L->err, L->errlen)) > 0)
+            ;
+        if (ret < 0)
+            return ret;
+    }
+    c->delim = d;
     L->rep.delimiter = c->delim;
     return 0;
 }
@@ -1024,6 +1145,10 @@ static int read_header(Load *L)
     if (L->F == 0)
         return cc_errf(L->err, L->errlen, -EINVAL, "%s:1: no feature columns", L->name);
     L->ds->n_features = L->F;
+    for (L->vshift = 0;
+         ((size_t)2 << L->vshift) * (size_t)L->F * sizeof(float) <= VALUE_BLOCK_BYTES;)
+        L->vshift++;
+    L->vrows = (size_t)1 << L->vshift;
     if (L->sp->cell_id && *L->sp->cell_id)
         snprintf(L->wide_id, sizeof L->wide_id, "%s", L->sp->cell_id);
     else
@@ -1042,7 +1167,7 @@ static int read_row_time(Load *L, Row *r)
     const char *f = csv_field(c, tcol, &n);
     int64_t idx;
     int is_index = parse_index(f, n, &idx) == 0;
-    r->alt = NAN;
+    double alt = NAN;
     L->all_index &= is_index;
     if (is_index) {
         L->idx_min = idx < L->idx_min ? idx : L->idx_min;
@@ -1054,17 +1179,24 @@ static int read_row_time(Load *L, Row *r)
                            "%s:%lld:%d: time index '%.*s' is not a non-negative integer", L->name,
                            (long long)c->fline[tcol], c->col[tcol], (int)(n > 64 ? 64 : n), f);
         r->ts = (double)idx; /* × S in decide_step */
-    } else if (!sp->time_format && slash_times(f, n, &r->ts, &r->alt) == 0 &&
-               !(isnan(r->ts) && isnan(r->alt))) {
+    } else if (!sp->time_format && slash_times(f, n, &r->ts, &alt) == 0 &&
+               !(isnan(r->ts) && isnan(alt))) {
         /* an a/b/YYYY date: which part is the month is decided on the whole file */
-        SlashSeen *o = isnan(r->ts)    ? &L->slash_day_first
-                       : isnan(r->alt) ? &L->slash_month_first
-                                       : NULL;
+        SlashSeen *o = isnan(r->ts) ? &L->slash_day_first
+                       : isnan(alt) ? &L->slash_month_first
+                                    : NULL;
         if (o && !o->line) {
             o->line = c->fline[tcol];
             snprintf(o->text, sizeof o->text, "%.*s", (int)(n > 31 ? 31 : n), f);
         }
         L->n_slash++;
+        if (!L->alt) { /* the first a/b/YYYY time: earlier rows have no second reading */
+            L->alt = malloc(L->rows_cap * sizeof *L->alt);
+            if (!L->alt)
+                return -ENOMEM;
+            for (size_t i = 0; i < L->nrows; i++)
+                L->alt[i] = NAN;
+        }
     } else if (n == 0) {
         return cc_errf(L->err, L->errlen, -EINVAL,
                        "%s:%lld:%d: no time in the time column '%s' (another column? give "
@@ -1087,10 +1219,12 @@ static int read_row_time(Load *L, Row *r)
     }
     /* Past the year 9999 (a stray digit, or a unit the magnitude rule cannot tell) a time
      * is refused here: the step detection works in int64 milliseconds. */
-    if (fabs(r->ts) > CC_DATA_TIME_MAX || fabs(r->alt) > CC_DATA_TIME_MAX)
+    if (fabs(r->ts) > CC_DATA_TIME_MAX || fabs(alt) > CC_DATA_TIME_MAX)
         return cc_errf(L->err, L->errlen, -EINVAL,
                        "%s:%lld:%d: time '%.*s' is out of range (beyond the year 9999)", L->name,
                        (long long)c->fline[tcol], c->col[tcol], (int)(n > 64 ? 64 : n), f);
+    if (L->alt)
+        L->alt[L->nrows] = alt;
     return 0;
 }
 
@@ -1167,11 +1301,34 @@ static int read_row_values(Load *L, float *v)
     return 0;
 }
 
-/* Grows rows and vals together: row i's values are vals[i*F .. i*F+F). */
+/* Row i's values: F floats in block i / vrows (F is the current feature count: the blocks
+ * keep vrows rows when drop_label_column narrows them). */
+static float *row_vals(const Load *L, size_t i)
+{
+    return L->vblock[i >> L->vshift] + (i & (L->vrows - 1)) * (size_t)L->F;
+}
+
+/* Makes room for row nrows: a value block when the last is full, and the rows (and alt),
+ * whose capacity doubles; pages past the rows read are never touched, so they cost address
+ * space, not memory, and fit_rows gives them back once the rows are in. */
 static int grow_rows(Load *L)
 {
     if (L->nrows >= (size_t)INT_MAX)
         return cc_errf(L->err, L->errlen, -ERANGE, "%s: too many rows", L->name);
+    if (L->nrows == L->nblocks * L->vrows) {
+        if (L->nblocks == L->blocks_cap) {
+            size_t nc = L->blocks_cap ? L->blocks_cap * 2 : 64;
+            float **nb = realloc(L->vblock, nc * sizeof *nb);
+            if (!nb)
+                return -ENOMEM;
+            L->vblock = nb;
+            L->blocks_cap = nc;
+        }
+        L->vblock[L->nblocks] = malloc(L->vrows * (size_t)L->F * sizeof **L->vblock);
+        if (!L->vblock[L->nblocks])
+            return -ENOMEM;
+        L->nblocks++;
+    }
     if (L->nrows < L->rows_cap)
         return 0;
     size_t nc = L->rows_cap ? L->rows_cap * 2 : 1024;
@@ -1179,12 +1336,31 @@ static int grow_rows(Load *L)
     if (!nr)
         return -ENOMEM;
     L->rows = nr;
-    float *nv = realloc(L->vals, nc * (size_t)L->F * sizeof *nv);
-    if (!nv)
-        return -ENOMEM;
-    L->vals = nv;
+    if (L->alt) {
+        double *na = realloc(L->alt, nc * sizeof *na);
+        if (!na)
+            return -ENOMEM;
+        L->alt = na;
+    }
     L->rows_cap = nc;
     return 0;
+}
+
+/* Shrinks the rows and the last value block to the rows read (a failed shrink keeps the
+ * larger block). */
+static void fit_rows(Load *L)
+{
+    size_t n = L->nrows ? L->nrows : 1;
+    Row *nr = realloc(L->rows, n * sizeof *nr);
+    if (nr)
+        L->rows = nr;
+    L->rows_cap = n < L->rows_cap ? n : L->rows_cap;
+    if (L->nblocks) {
+        size_t used = L->nrows - (L->nblocks - 1) * L->vrows;
+        float *nb = realloc(L->vblock[L->nblocks - 1], used * (size_t)L->F * sizeof *nb);
+        if (nb)
+            L->vblock[L->nblocks - 1] = nb;
+    }
 }
 
 /* The rows phase: every record after the header into (time, cell, values), in file order. */
@@ -1204,7 +1380,7 @@ static int read_rows(Load *L)
         if ((ret = read_row_time(L, r)) || (ret = read_row_cell(L, r)))
             return ret;
         r->order = (int)L->nrows;
-        if ((ret = read_row_values(L, L->vals + L->nrows * (size_t)L->F)))
+        if ((ret = read_row_values(L, row_vals(L, L->nrows))))
             return ret;
         L->nrows++;
     }
@@ -1218,14 +1394,15 @@ static void drop_label_column(Load *L)
     if (lc < 0 || F <= 1)
         return;
     for (size_t i = 0; i < L->nrows; i++) {
-        float lv = L->vals[i * (size_t)F + lc];
+        float lv = row_vals(L, i)[lc];
         if (!(isnan(lv) || lv == 0 || lv == 1))
             return;
     }
     snprintf(L->rep.skipped_label, sizeof L->rep.skipped_label, "%s", L->ds->features[lc]);
     for (size_t i = 0; i < L->nrows; i++) {
-        const float *src = L->vals + i * (size_t)F;
-        float *dst = L->vals + i * (size_t)(F - 1);
+        /* within its block, row r moves from r·F to r·(F - 1): front to back is safe */
+        const float *src = L->vblock[i / L->vrows] + (i % L->vrows) * (size_t)F;
+        float *dst = L->vblock[i / L->vrows] + (i % L->vrows) * (size_t)(F - 1);
         memmove(dst, src, (size_t)lc * sizeof *dst);
         memmove(dst + lc, src + lc + 1, (size_t)(F - 1 - lc) * sizeof *dst);
     }
@@ -1245,12 +1422,14 @@ static void drop_label_column(Load *L)
 static int read_times(Load *L)
 {
     if (L->n_slash) {
-        int ret = slash_order(L->rows, L->nrows, L->name, &L->slash_month_first,
+        int ret = slash_order(L->rows, L->alt, L->nrows, L->name, &L->slash_month_first,
                               &L->slash_day_first, L->err, L->errlen);
         if (ret < 0)
             return ret;
         L->rep.day_first = ret;
     }
+    free(L->alt);
+    L->alt = NULL;
     int ret =
         time_deltas(L->rows, L->nrows, L->cells.n, &L->rep.out_of_order, &L->deltas, &L->ndeltas);
     if (ret)
@@ -1325,10 +1504,9 @@ static int assign_steps(Load *L)
         double rq = floor(r->ts / S + 0.5);
         if (fabs(rq) > 9e15)
             return cc_errf(L->err, L->errlen, -ERANGE, "%s: time out of range", L->name);
-        r->step = (int64_t)rq;
-        r->key = rq;
         if (fabs(r->ts - rq * S) > 1e-3)
             L->rep.misaligned++;
+        r->ts = rq; /* the step from here on */
     }
     qsort(L->rows, L->nrows, sizeof *L->rows, cmp_row);
     return 0;
@@ -1345,7 +1523,7 @@ static int build_segment(Load *L, size_t u, size_t v, int64_t p0, int64_t plast)
     const char *id = L->cells.id[rows[u].cell];
     int64_t T = plast - p0 + 1, nu = 0;
     for (size_t i = u; i < v; i++)
-        if (i == u || rows[i].step != rows[i - 1].step)
+        if (i == u || rows[i].ts != rows[i - 1].ts)
             nu++;
     if (T > (int64_t)INT_MAX / F || T > 16 * nu + 100000)
         return cc_errf(L->err, L->errlen, -ERANGE,
@@ -1357,11 +1535,11 @@ static int build_segment(Load *L, size_t u, size_t v, int64_t p0, int64_t plast)
         return ret;
     CcSeries *s = &L->ds->series[L->ds->n_series - 1];
     for (size_t i = u; i < v; i++) {
-        size_t row = (size_t)(rows[i].step - p0);
-        const float *src = L->vals + (size_t)rows[i].order * F;
-        if (i > u && rows[i].step == rows[i - 1].step) {
+        size_t row = (size_t)(row_step(&rows[i]) - p0);
+        const float *src = row_vals(L, i);
+        if (i > u && rows[i].ts == rows[i - 1].ts) {
             rep->duplicates++;
-            const float *prev = L->vals + (size_t)rows[i - 1].order * F;
+            const float *prev = row_vals(L, i - 1);
             for (int j = 0; j < F; j++)
                 if (src[j] != prev[j] && !(isnan(src[j]) && isnan(prev[j]))) {
                     rep->duplicates_differ++;
@@ -1382,6 +1560,38 @@ static int build_segment(Load *L, size_t u, size_t v, int64_t p0, int64_t plast)
     return 0;
 }
 
+/* Moves each row's values to the row's place in the sorted order (rows[i].order = i after),
+ * following the permutation's cycles in place: the series are then built from the values
+ * front to back, and each block is freed once passed. */
+static void copy_values(float *dst, const float *src, int F)
+{
+    for (int f = 0; f < F; f++)
+        dst[f] = src[f];
+}
+
+static void sort_values(Load *L)
+{
+    float tmp[CC_DATA_MAX_FEATURES];
+    const int F = L->F;
+    Row *rows = L->rows;
+    for (size_t i = 0; i < L->nrows; i++) {
+        if ((size_t)rows[i].order == i)
+            continue;
+        copy_values(tmp, row_vals(L, i), F);
+        for (size_t j = i;;) {
+            size_t k = (size_t)rows[j].order;
+            rows[j].order = (int)j;
+            if (k == i) {
+                copy_values(row_vals(L, j), tmp, F);
+                break;
+            }
+            __builtin_prefetch(&rows[rows[k].order]); /* the cycle's next step but one */
+            copy_values(row_vals(L, j), row_vals(L, k), F);
+            j = k;
+        }
+    }
+}
+
 /* The series phase: each cell's rows split where a gap exceeds max_gap_steps (counted),
  * each part one series (build_segment). */
 static int build_series(Load *L)
@@ -1394,13 +1604,13 @@ static int build_series(Load *L)
             b++;
         for (size_t u = a; u < b;) {
             /* segment: from u, extend while gaps ≤ max_gap */
-            int64_t p0 = rows[u].step, plast = p0;
+            int64_t p0 = row_step(&rows[u]), plast = p0;
             size_t v = u + 1;
             while (v < b) {
-                int64_t gap = rows[v].step - plast - 1;
+                int64_t gap = row_step(&rows[v]) - plast - 1;
                 if (L->sp->max_gap_steps > 0 && gap > L->sp->max_gap_steps)
                     break;
-                plast = rows[v].step;
+                plast = row_step(&rows[v]);
                 v++;
             }
             if (u > a)
@@ -1411,6 +1621,11 @@ static int build_series(Load *L)
             u = v;
         }
         a = b;
+        /* the value blocks wholly before the next cell's rows are done with */
+        for (; L->vfreed < L->nblocks && (L->vfreed + 1) * L->vrows <= b; L->vfreed++) {
+            free(L->vblock[L->vfreed]);
+            L->vblock[L->vfreed] = NULL;
+        }
     }
     return 0;
 }
@@ -1424,14 +1639,27 @@ static int load_run(Load *L, const char *buf, size_t len)
     L->rep.rows_read = (int64_t)L->nrows;
     if (L->nrows == 0)
         return cc_errf(L->err, L->errlen, -EINVAL, "%s: no data rows after the header", L->name);
+    /* the text is no longer needed: only the rows and the dataset from here on */
+    free(L->c->own);
+    L->c->own = NULL;
+    free(L->c->fields);
+    L->c->fields = NULL;
+    fit_rows(L);
     drop_label_column(L);
-    if ((ret = read_times(L)) || (ret = decide_step(L)) || (ret = assign_steps(L)))
+    if ((ret = read_times(L)) || (ret = decide_step(L)))
         return ret;
+    free(L->deltas);
+    L->deltas = NULL;
+    if ((ret = assign_steps(L)))
+        return ret;
+    sort_values(L);
     return build_series(L);
 }
 
-int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char *name,
-                        const CcDataSettings *sp, CcDataReport *report, char *err, size_t errlen)
+/* One load of a buffer (fp NULL) or of a file read through a window of `chunk` bytes. */
+static int load_open(CcDataset **out, FILE *fp, size_t chunk, const char *buf, size_t len,
+                     const char *name, const CcDataSettings *sp, CcDataReport *report, char *err,
+                     size_t errlen)
 {
     CcDataSettings defs;
     if (!sp) {
@@ -1455,6 +1683,17 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
     if (!L->ds)
         goto error;
     snprintf(L->ds->source, sizeof L->ds->source, "%s", name);
+    L->c->eof = fp == NULL;
+    if (fp) {
+        L->c->fp = fp;
+        L->c->chunk = chunk ? chunk : READ_CHUNK_DEFAULT;
+        L->c->own = malloc(L->c->chunk);
+        if (!L->c->own)
+            goto error;
+        L->c->own_cap = L->c->chunk;
+        buf = L->c->own;
+        len = 0;
+    }
     ret = load_run(L, buf, len);
     if (ret)
         goto error;
@@ -1463,57 +1702,39 @@ int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char
     *out = L->ds;
     L->ds = NULL;
 error:
-    if (L->c)
+    if (L->c) {
         free(L->c->fields);
+        free(L->c->own);
+    }
     free(L->c);
     free(L->hdr);
     free(L->cells.id);
     free(L->cells.slot);
     free(L->rows);
-    free(L->vals);
+    for (size_t i = 0; i < L->nblocks; i++)
+        free(L->vblock[i]);
+    free(L->vblock);
+    free(L->alt);
     free(L->deltas);
     cc_data_close(&L->ds);
     free(L);
     return ret;
 }
 
+int cc_data_open_buffer(CcDataset **out, const char *buf, size_t len, const char *name,
+                        const CcDataSettings *sp, CcDataReport *report, char *err, size_t errlen)
+{
+    return load_open(out, NULL, 0, buf, len, name, sp, report, err, errlen);
+}
+
 int cc_data_open_file(CcDataset **out, const char *path, const CcDataSettings *s,
                       CcDataReport *report, char *err, size_t errlen)
 {
     *out = NULL;
-    char *buf = NULL;
-    int ret = 0;
     FILE *fp = fopen(path, "rb");
     if (!fp)
         return cc_errf(err, errlen, -EIO, "%s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, len = 0;
-    buf = malloc(cap);
-    if (!buf) {
-        ret = -ENOMEM;
-        goto done;
-    }
-    for (;;) {
-        if (len == cap) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                ret = -ENOMEM;
-                goto done;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t n = fread(buf + len, 1, cap - len, fp);
-        len += n;
-        if (n == 0) {
-            if (ferror(fp))
-                ret = cc_errf(err, errlen, -EIO, "%s: read error", path);
-            break;
-        }
-    }
-    if (!ret)
-        ret = cc_data_open_buffer(out, buf, len, path, s, report, err, errlen);
-done:
-    free(buf);
+    int ret = load_open(out, fp, s ? s->read_chunk : 0, NULL, 0, path, s, report, err, errlen);
     fclose(fp);
     return ret;
 }

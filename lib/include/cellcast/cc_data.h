@@ -120,6 +120,8 @@ typedef struct CcDataSettings {
                           ///< collectors' few seconds of jitter)
     enum CcImpute impute; ///< (default CC_IMPUTE_CARRY)
     int max_gap_steps;    ///< split a series at holes longer than this; 0 = never (default 0)
+    size_t read_chunk;    ///< bytes cc_data_open_file reads at a time (a record longer than
+                          ///< that is read whole); 0 = 1 MiB (default 0)
 } CcDataSettings;
 
 /** One cell's series: T consecutive steps from absolute step p0. */
