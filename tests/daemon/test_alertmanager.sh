@@ -91,15 +91,7 @@ PYEOF
 SID=$(curl -s -H 'Content-Type: application/json' -d "$SIL" "$AMU/api/v2/silences" | $PY -c 'import json,sys; print(json.load(sys.stdin)["silenceID"])')
 [ -n "$SID" ] || fail "no Alertmanager silence"
 
-cat >"$TMP/topo.csv" <<'CSV'
-cell,site,region,sector
-a1,S1,R1,1
-a2,S1,R1,2
-a3,S1,R1,3
-b1,S2,R1,1
-b2,S2,R1,2
-b3,S2,R1,3
-CSV
+site_feed_topology
 site_feed_config "$TMP/c.yaml" <<YAML
 alertmanager:
   urls: ["$AMU", "http://127.0.0.1:1/unreachable"]

@@ -25,15 +25,7 @@ PY=/usr/bin/python3
 . "$(dirname "$0")/../helpers/site_feed.sh"
 tiny_daemon_test_init incidents_hold # MODEL: F=3 (prb,thr,users), HZ=6, S=900
 
-cat >"$TMP/topo.csv" <<'CSV'
-cell,site,region,sector
-a1,S1,R1,1
-a2,S1,R1,2
-a3,S1,R1,3
-b1,S2,R1,1
-b2,S2,R1,2
-b3,S2,R1,3
-CSV
+site_feed_topology
 post_config "$TMP/c.yaml" "" <<YAML
 topology:
   path: "$TMP/topo.csv"

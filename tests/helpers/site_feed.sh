@@ -46,6 +46,13 @@ high_alert_bar() {
 YAML
 }
 
+# site_feed_topology: writes $TMP/topo.csv, the feed's two sites of three cells in one
+# region (a1..a3 at S1, b1..b3 at S2, sectors 1..3).
+site_feed_topology() {
+    printf '%s\n' cell,site,region,sector a1,S1,R1,1 a2,S1,R1,2 a3,S1,R1,3 \
+        b1,S2,R1,1 b2,S2,R1,2 b3,S2,R1,3 >"$TMP/topo.csv"
+}
+
 # site_feed_config FILE: post_config FILE "" for the two-site feed: no snapshot, the
 # topology $TMP/topo.csv, stdin (the test's own sections, none of topology or alerts), and
 # the high_alert_bar with all_zero after zero_steps 3.
