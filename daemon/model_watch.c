@@ -166,6 +166,8 @@ static int64_t add_steps(const CcdModelWatch *w, int64_t lo, int64_t min_steps,
 {
     const int per = 2 * w->F;
     const int64_t hi = w->newest;
+    if (hi < 0) /* nothing scored yet: no bucket to read (p % C would be negative) */
+        return 0;
     if (lo < hi - w->C)
         lo = hi - w->C;
     if (lo < w->oldest - 1) /* steps before the first scored: none held, none counted */
@@ -191,7 +193,7 @@ static int64_t add_steps(const CcdModelWatch *w, int64_t lo, int64_t min_steps,
                 s->last = p;
         }
     }
-    return hi < 0 ? 0 : hi - p;
+    return hi - p;
 }
 
 /* The MASE of the sums: per KPI the mean of its kinds, then the mean over KPIs. */

@@ -229,6 +229,31 @@ static void test_swap_before_any_step(void **state)
         cc_history_close(&h[c]);
 }
 
+/* Nothing scored yet (GET /v1/model before the first matured forecast, with or without a
+ * swap): every reading is empty, and reads no bucket (newest is -1; under ASan a read of
+ * bucket -1 fails here). */
+static void test_read_before_any_step(void **state)
+{
+    (void)state;
+    CcdModelWatch *w;
+    CcdWatchScore s;
+    assert_int_equal(ccd_watch_open(&w, H_W, H_STEP_S, 1), 0);
+    for (int swap = 0; swap < 2; swap++) {
+        if (swap)
+            ccd_watch_restart(w, ccd_watch_newest(w));
+        ccd_watch_score(w, &s);
+        assert_int_equal(s.steps, 0);
+        assert_int_equal(s.forecasts, 0);
+        assert_true(isnan(s.mase));
+        ccd_watch_baseline(w, MIN_FORECASTS, &s);
+        assert_int_equal(s.steps, 0);
+        assert_int_equal(s.forecasts, 0);
+        assert_int_equal(ccd_watch_judge(w, 1.0, MIN_FORECASTS, MARGIN, &s), CCD_WATCH_WAIT);
+        assert_int_equal(s.forecasts, 0);
+    }
+    ccd_watch_close(&w);
+}
+
 /* One cell (2 forecasts a step) and a minimum it never reaches: not judged once its window
  * spans CCD_WATCH_MAX_WINDOWS windows, with the counts. */
 static void test_not_judged_after_max_windows(void **state)
@@ -292,6 +317,7 @@ int main(void)
         cmocka_unit_test(test_hourly_as_good_model_kept),
         cmocka_unit_test(test_baseline_bounds),
         cmocka_unit_test(test_swap_before_any_step),
+        cmocka_unit_test(test_read_before_any_step),
         cmocka_unit_test(test_not_judged_after_max_windows),
         cmocka_unit_test(test_no_mase_not_judged),
     };
