@@ -2277,7 +2277,7 @@ static void test_tail_calibration(void **state)
 
 /* The KPI's own bar (bar_p): a KPI whose scripted z is Gaussian gets a bar near the level
  * its exponential tail puts at bar_p (5.1 for a Gaussian at 1e-5: BAR_U in
- * cc_anomaly_internal.h), far under warn_z, so a step of z 7 fires; a KPI whose z has a heavy
+ * cc_anomaly_cell.h), far under warn_z, so a step of z 7 fires; a KPI whose z has a heavy
  * tail (|z| 8 on 1 % of its steps) keeps warn_z and the same step does not; bar_p 0 and a
  * KPI's own warn_z keep warn_z. The fit is in the state: a reloaded cell keeps its bar, a
  * version-10 record (no fit) starts at warn_z again. */
@@ -2355,7 +2355,7 @@ static void test_own_bar(void **state)
     assert_non_null(strstr(err, "bar_floor"));
 }
 
-/* The lagged forecast's echo (lag_echo; cc_anomaly_internal.h, ECHO_BITS). Steps of 30
+/* The lagged forecast's echo (lag_echo; cc_anomaly_cell.h, ECHO_BITS). Steps of 30
  * minutes (a day is 48 steps), lag 4. A spike of 20 sd at steps 100-101 alerts by the
  * one-step z. At 148-149, one day later, the value is normal and the one-step forecast
  * expects it, but the forecast made 4 steps earlier copies the day before: its mean is the
