@@ -211,8 +211,8 @@
 #ifndef CC_ANOMALY_H
 #define CC_ANOMALY_H
 
+#include "cc_cell.h"
 #include "cc_common.h"
-#include "cc_engine.h"
 #include "cc_kpi.h"
 #include "cc_model.h"
 
