@@ -2,20 +2,39 @@
  * cc_anomaly.c — the anomaly scorer's contexts and cells, the expectations they are
  * scored against (one-step and lagged forecasts), and cc_anomaly_observe: one observation
  * through the rules in the order they apply (data quality, scoring of each KPI, the
- * lifecycle). cc_anomaly.h states the rules; cc_anomaly_internal.h lists the other files.
+ * lifecycle). cc_anomaly.h states the rules; cc_anomaly_cell.h holds the state and lists
+ * the other files.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cc_anomaly_internal.h"
+#include "cc_anomaly_dq.h"
+#include "cc_anomaly_lifecycle.h"
+#include "cc_anomaly_profile.h"
+#include "cc_anomaly_window.h"
+
+/* The Gaussian quantile of |z| for probability q: Φ⁻¹((1 + q)/2). By bisection on erfc
+ * (once per settings; 40 halvings: exact to 1e-11). */
+static double gauss_abs_quantile(double q)
+{
+    double lo = 0, hi = 40, tail = 1 - q;
+    for (int i = 0; i < 40; i++) {
+        double mid = 0.5 * (lo + hi);
+        if (erfc(mid / M_SQRT2) > tail)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return 0.5 * (lo + hi);
+}
 
 /* The settings and what is derived from them once, not at every step. */
 static void settings_apply(CcAnomaly *a, const CcAnomalySettings *s)
 {
     a->s = *s;
-    a->zq = s->tail_q > 0 ? cc_gauss_abs_quantile(s->tail_q) : 0;
+    a->zq = s->tail_q > 0 ? gauss_abs_quantile(s->tail_q) : 0;
     const int64_t n = (s->novelty_min_s + s->step_seconds - 1) / s->step_seconds;
     a->novelty_min_n = n < CC_NOVELTY_MAX_N ? (int32_t)n : CC_NOVELTY_MAX_N;
 }
@@ -107,13 +126,6 @@ static void cell_init(CcAnomalyCell *c)
     }
 }
 
-int64_t *cc_lag_block(int L, int F, float **values)
-{
-    int64_t *t = calloc((size_t)L, sizeof *t + (size_t)F * 3 * sizeof **values);
-    *values = t ? (float *)(t + L) : NULL;
-    return t;
-}
-
 /* (Re)sizes the lag ring to L entries, emptied. 0 or -ENOMEM (ring unchanged). */
 static int lag_alloc(CcAnomalyCell *c, int L)
 {
@@ -130,7 +142,9 @@ static int lag_alloc(CcAnomalyCell *c, int L)
     return 0;
 }
 
-int cc_shape_alloc(CcAnomalyCell *c, const CcAnomalySettings *s)
+/* (Re)sizes shape novelty to the settings' w, ds and cats, every KPI's stage restarted
+ * (none when shape_w is 0). 0 or -ENOMEM (the stage unchanged). */
+static int shape_alloc(CcAnomalyCell *c, const CcAnomalySettings *s)
 {
     const int w = s->shape_w, ds = w ? s->shape_ds : 0, cats = w ? s->shape_cats : 0;
     int64_t *used = NULL;
@@ -170,7 +184,7 @@ int cc_anomaly_cell_open(CcAnomalyCell **out, const CcAnomaly *a, const char *ce
     snprintf(c->id, sizeof c->id, "%s", cell_id);
     c->k = calloc((size_t)c->F, sizeof *c->k);
     if (!c->k || lag_alloc(c, a->s.lag_steps > 0 ? a->s.lag_steps : 0) ||
-        cc_profile_alloc(c, cc_profile_bins(&a->s)) || cc_shape_alloc(c, &a->s)) {
+        cc_profile_alloc(c, cc_profile_bins(&a->s)) || shape_alloc(c, &a->s)) {
         cc_anomaly_cell_close(&c);
         return -ENOMEM;
     }
@@ -344,7 +358,7 @@ static void step_begin(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, StepC
     if (c->NB != nb)
         cc_profile_alloc(c, nb); /* settings reloaded; on -ENOMEM the old one stays */
     if (c->SW != s->shape_w || (s->shape_w && (c->SD != s->shape_ds || c->SC != s->shape_cats)))
-        cc_shape_alloc(c, s); /* settings reloaded; on -ENOMEM the old one stays */
+        shape_alloc(c, s); /* settings reloaded; on -ENOMEM the old one stays */
     x->pp = NULL;
     if (nb > 0 && c->NB == nb) {
         cc_profile_pos(s, step, c->NB, pp);
@@ -383,28 +397,6 @@ static double kpi_z(const CcAnomalySettings *s, KpiState *k, const StepCtx *x, i
         k->att_mul = g;
     }
     return z;
-}
-
-/* By bisection on erfc (once per settings; 40 halvings: exact to 1e-11). */
-double cc_gauss_abs_quantile(double q)
-{
-    double lo = 0, hi = 40, tail = 1 - q;
-    for (int i = 0; i < 40; i++) {
-        double mid = 0.5 * (lo + hi);
-        if (erfc(mid / M_SQRT2) > tail)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return 0.5 * (lo + hi);
-}
-
-void cc_tail_learn(const CcAnomalySettings *s, double *t, int32_t *n, double v)
-{
-    double lam = TAIL_RATE / s->tail_steps;
-    *t *= fabs(v) > *t ? exp(lam * s->tail_q) : exp(-lam * (1 - s->tail_q));
-    if (*n < INT32_MAX / 2)
-        (*n)++;
 }
 
 /* The tail calibration of KPI f (see TAIL_RATE): the factor of this step's z, from the

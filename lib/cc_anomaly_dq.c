@@ -4,7 +4,8 @@
  * condition holds and resolves after dq_resolve_steps clear steps. They run on every
  * observation before the anomaly scoring, which does not score what they hold.
  */
-#include "cc_anomaly_internal.h"
+#include "cc_anomaly_dq.h"
+#include "cc_anomaly_lifecycle.h"
 
 static int kpi_stuck_steps(const CcAnomalySettings *s, int f)
 {

@@ -5,7 +5,7 @@
  */
 #include <math.h>
 
-#include "cc_anomaly_internal.h"
+#include "cc_anomaly_dq.h"
 
 /* A sum's share of its bar h, signed by the side it is on, while the step deviates that way
  * (d: the step's own statistic past k; the live condition of cc_cusum_live below the bar). */

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cc_anomaly_internal.h"
+#include "cc_anomaly_lifecycle.h"
 
 static void make_id(CcAlertEvent *ev, const char *cell, enum CcDqReason r, int kpi, int64_t start)
 {

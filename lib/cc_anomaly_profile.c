@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "cc_anomaly_internal.h"
+#include "cc_anomaly_profile.h"
 
 float *cc_profile_block(int NB, int F, float **spread, uint16_t **counts)
 {

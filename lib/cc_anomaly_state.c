@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cc_anomaly_internal.h"
+#include "cc_anomaly_profile.h"
 
 #define STATE_MAGIC 0x314D4E41u /* "ANM1" */
 /* Each version appends what a new rule needs to the record; older ones are still read and

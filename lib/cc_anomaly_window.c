@@ -13,7 +13,7 @@
  * smoothed z with one tail; here every scale is judged on its own rarity, and the largest
  * of them is the KPI's window z. The quantiles do not learn while the cell fires.
  */
-#include "cc_anomaly_internal.h"
+#include "cc_anomaly_window.h"
 
 int cc_window_scales(const CcAnomalySettings *s, int *w)
 {

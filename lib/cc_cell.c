@@ -3,7 +3,7 @@
  * values, grown by doubling up to R rows as the history grows, and the KV caches and (if
  * kept) attention weights, allocated at the first complete patch: a cell that got one
  * record costs ~1 KB of engine state instead of ~100 KB (default model, f32 KV); its
- * history, restore and rebind; the readers of its forecast (see cc_engine.h).
+ * history, restore and rebind; the readers of its forecast (see cc_cell.h).
  */
 #include "cc_cell_internal.h"
 
@@ -12,8 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-void cc_cell_shape_init(CcCellShape *cs, const CcHparams *hp, enum CcKvType kv, int keep_attention)
+void cc_cell_shape_init(CcCellShape *cs, const CcModel *m, enum CcKvType kv, int keep_attention)
 {
+    const CcHparams *hp = &m->hp;
     /* Spec: max(N·P + P, M, RL). An off-boundary rebuild (restore, model swap, no-cache)
      * needs the M values up to e while t may be P-1 steps past e, hence M + P - 1; the tx/3
      * linear path reads the RL values up to t. */
@@ -29,6 +30,7 @@ void cc_cell_shape_init(CcCellShape *cs, const CcHparams *hp, enum CcKvType kv, 
     cs->HZ = hp->horizon;
     cs->kv_elem = kv == CC_KV_F32 ? 4 : 2;
     cs->keep_attention = keep_attention;
+    cs->m = m;
 }
 
 static size_t small_bytes(const CcCellShape *cs);
@@ -72,11 +74,10 @@ static void *aligned_zero(size_t bytes)
     return m;
 }
 
-/* Lays c out for e's shapes: the small block and a minimal ring; the caches come with the
- * first complete patch (cc_cell_prepare). */
-static int cell_layout(CcCell *c, const CcEngine *e)
+/* Lays c out for cs: the small block and a minimal ring; the caches come with the first
+ * complete patch (cc_cell_prepare). */
+static int cell_layout(CcCell *c, const CcCellShape *cs)
 {
-    const CcCellShape *cs = cc_engine_cell_shape(e);
     int rc = cs->R < RING_MIN_ROWS ? cs->R : RING_MIN_ROWS;
     void *mem = aligned_zero(small_bytes(cs));
     float *ring = aligned_zero((size_t)rc * cs->F * sizeof(float));
@@ -86,7 +87,7 @@ static int cell_layout(CcCell *c, const CcEngine *e)
         return -ENOMEM;
     }
     char *p = mem;
-    c->e = e;
+    c->cs = cs;
     c->F = cs->F;
     c->R = cs->R;
     c->N = cs->N;
@@ -129,8 +130,8 @@ static int ring_grow(CcCell *c, int64_t rows)
 
 int cc_cell_prepare(CcCell *c, int64_t p0, int64_t last)
 {
-    const CcCellShape *cs = cc_engine_cell_shape(c->e);
-    int P = cc_engine_model(c->e)->hp.patch_len;
+    const CcCellShape *cs = c->cs;
+    int P = cs->m->hp.patch_len;
     if (last - p0 + 1 > c->RC && c->RC < c->R && ring_grow(c, last - p0 + 1))
         return -ENOMEM;
     /* a complete patch: the step will forecast, with the caches */
@@ -148,12 +149,12 @@ int cc_cell_prepare(CcCell *c, int64_t p0, int64_t last)
     return 0;
 }
 
-int cc_cell_open(CcCell **out, const CcEngine *e)
+int cc_cell_open_shape(CcCell **out, const CcCellShape *cs)
 {
     CcCell *c = calloc(1, sizeof *c);
     if (!c)
         return -ENOMEM;
-    if (cell_layout(c, e) < 0) {
+    if (cell_layout(c, cs) < 0) {
         free(c);
         return -ENOMEM;
     }
@@ -186,12 +187,12 @@ void cc_cell_reset(CcCell *c)
     c->fc_step = -1;
 }
 
-int cc_cell_rebind(CcCell *c, const CcEngine *e)
+int cc_cell_rebind_shape(CcCell *c, const CcCellShape *cs)
 {
-    if (c->F != cc_engine_cell_shape(e)->F)
+    if (c->F != cs->F)
         return -EINVAL;
     CcCell tmp = *c;
-    int ret = cell_layout(c, e);
+    int ret = cell_layout(c, cs);
     if (ret < 0)
         return ret;
     /* keep the newest min(R_old, R_new) steps */
@@ -315,7 +316,7 @@ void cc_cell_forecast(const CcCell *c, CcForecast *out)
     out->y = c->y;
     out->mu = c->mu;
     out->sigma = c->sigma;
-    out->sd_scale = cc_model_sd_scale(cc_engine_model(c->e));
+    out->sd_scale = cc_model_sd_scale(c->cs->m);
     out->seq_start = c->p0;
 }
 
@@ -344,13 +345,13 @@ void cc_forecast_points(const CcForecast *fc, float *mean, float *sd)
 
 int cc_cell_attention(const CcCell *c, int f, float *weights, int64_t *token_end, int *n_tokens)
 {
-    if (!cc_engine_cell_shape(c->e)->keep_attention)
+    if (!c->cs->keep_attention)
         return -EINVAL;
     if (!c->att) /* no complete patch yet */
         return -EAGAIN;
     if (!c->fc_valid || f < 0 || f >= c->F)
         return c->fc_valid ? -EINVAL : -EAGAIN;
-    int n = c->n_cached, T = n + 1, P = cc_engine_model(c->e)->hp.patch_len;
+    int n = c->n_cached, T = n + 1, P = c->cs->m->hp.patch_len;
     for (int l = 0; l < c->L; l++)
         for (int h = 0; h < c->H; h++)
             memcpy(&weights[((size_t)l * c->H + h) * T],

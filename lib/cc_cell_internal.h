@@ -1,30 +1,40 @@
 /*
  * cc_cell_internal.h — a cell's memory, shared by cc_cell.c (layout, history, restore,
- * readers) and cc_engine.c (the step, which fills it). Not for callers of the library:
- * they see CcCell as opaque through cc_engine.h.
+ * readers) and cc_engine.c (the step, which fills it). A cell knows its engine only by the
+ * shape the engine keeps for its cells (CcCellShape: the model's shapes, the model served
+ * now, the KV settings). Not for callers of the library: they see CcCell as opaque through
+ * cc_cell.h.
  */
 #ifndef CC_CELL_INTERNAL_H
 #define CC_CELL_INTERNAL_H
 
 #include <string.h>
 
-#include "cc_engine.h"
+#include "cc_cell.h"
+#include "cc_half.h"
+#include "cc_model.h"
 
-/** What a cell is laid out for: the engine's model shapes and settings. */
+/** What a cell is laid out for: the engine's model shapes and settings. The engine keeps
+ *  one (cc_engine.c) and its cells point to it. */
 typedef struct CcCellShape {
     int F, R, N, L, H, DK, HZ; ///< as cc_model.h; R steps of raw history (the ring)
     size_t kv_elem;            ///< bytes per KV element
     int keep_attention;
+    const CcModel *m; ///< the model served now: its patch length, its sd calibration
 } CcCellShape;
 
-void cc_cell_shape_init(CcCellShape *cs, const CcHparams *hp, enum CcKvType kv, int keep_attention);
+void cc_cell_shape_init(CcCellShape *cs, const CcModel *m, enum CcKvType kv, int keep_attention);
 /** Bytes of a cell's block (ring, caches, forecast, attention if kept), slack included. */
 size_t cc_cell_mem_bytes(const CcCellShape *cs);
-/** The shape cells of e are laid out for now (cc_engine.c). */
-const CcCellShape *cc_engine_cell_shape(const CcEngine *e);
+/** Opens a cell laid out for cs, which must outlive it (cc_cell_open gives its engine's).
+ *  0 or -ENOMEM. */
+int cc_cell_open_shape(CcCell **out, const CcCellShape *cs);
+
+/** Re-lays c out for cs (see cc_cell_rebind). 0, -EINVAL, -ENOMEM. */
+int cc_cell_rebind_shape(CcCell *c, const CcCellShape *cs);
 
 struct CcCell {
-    const CcEngine *e;
+    const CcCellShape *cs;     ///< the engine's shape for its cells (current across swaps)
     int F, R, N, L, H, DK, HZ; ///< shapes this cell was laid out for
     int64_t p0;                ///< first step of the sequence, -1 empty
     int64_t last;              ///< newest step, -1 empty

@@ -205,7 +205,10 @@ size_t cc_engine_cell_bytes(const CcEngine *e)
     return sizeof(CcCell) + cc_cell_mem_bytes(&e->cs);
 }
 
-const CcCellShape *cc_engine_cell_shape(const CcEngine *e) { return &e->cs; }
+/* A cell points to the engine's shape (e->cs), which cc_engine_set_model keeps current. */
+int cc_cell_open(CcCell **out, const CcEngine *e) { return cc_cell_open_shape(out, &e->cs); }
+
+int cc_cell_rebind(CcCell *c, const CcEngine *e) { return cc_cell_rebind_shape(c, &e->cs); }
 
 int cc_engine_ring_steps(const CcEngine *e) { return e->cs.R; }
 
@@ -329,7 +332,7 @@ int cc_engine_set_model(CcEngine *e, const CcModel *m)
     e->dw = dw;
     e->m = m;
     e->hp = m->hp;
-    cc_cell_shape_init(&e->cs, &m->hp, e->s.kv_type, e->s.keep_attention);
+    cc_cell_shape_init(&e->cs, m, e->s.kv_type, e->s.keep_attention);
     e->kblk = use_kblk(e);
     e->gen++;
     return 0;
@@ -370,7 +373,7 @@ int cc_engine_open(CcEngine **out, const CcModel *m, const CcEngineSettings *s, 
     e->hp = m->hp;
     e->s = *s;
     e->gen = 1;
-    cc_cell_shape_init(&e->cs, &m->hp, s->kv_type, s->keep_attention);
+    cc_cell_shape_init(&e->cs, m, s->kv_type, s->keep_attention);
     cc_half_dsp_init(&e->half);
     cc_attention_dsp_init(&e->att, s->portable_attention);
     e->kblk = use_kblk(e);

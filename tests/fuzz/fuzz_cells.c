@@ -1,7 +1,7 @@
 /*
  * fuzz_cells.c — the cells of the snapshot and state-record fuzz targets without the
- * engine, and the two engine accessors lib/cc_cell.c asks for, answered from the fixture
- * model's hyperparameters. See fuzz_cells.h.
+ * engine: laid out for the fixture model's shape, as an engine would lay them out. See
+ * fuzz_cells.h.
  */
 #include "fuzz_cells.h"
 
@@ -10,19 +10,7 @@
 #include <string.h>
 
 static CcModel model;     /* only its hp is read */
-static CcCellShape shape; /* what cc_engine_cell_shape answers */
-
-const CcCellShape *cc_engine_cell_shape(const CcEngine *e)
-{
-    (void)e;
-    return &shape;
-}
-
-const CcModel *cc_engine_model(const CcEngine *e)
-{
-    (void)e;
-    return &model;
-}
+static CcCellShape shape; /* what an engine on the model keeps for its cells */
 
 const CcHparams *fuzz_cells_hparams(void)
 {
@@ -55,9 +43,8 @@ void fuzz_cells_anomaly_settings(CcAnomalySettings *as)
 void fuzz_cells_open(FuzzCells *fx, const CcAnomalySettings *as)
 {
     model.hp = *fuzz_cells_hparams();
-    cc_cell_shape_init(&shape, &model.hp, CC_KV_F32, 0);
-    static const CcEngine *engine; /* never dereferenced: the accessors above answer */
-    if (cc_anomaly_open(&fx->a, as, NULL, 0) || cc_cell_open(&fx->cell, engine) ||
+    cc_cell_shape_init(&shape, &model, CC_KV_F32, 0);
+    if (cc_anomaly_open(&fx->a, as, NULL, 0) || cc_cell_open_shape(&fx->cell, &shape) ||
         cc_anomaly_cell_open(&fx->ac, fx->a, "fuzz"))
         abort();
 }

@@ -3,8 +3,8 @@
  * fuzz_state_record.c) restore into: real cells (lib/cc_cell.c) and anomaly state of
  * test_snapshot's small model, without the engine. The targets do not link it: clang 14
  * cannot link cc_attention.c's target_clones kernels under -fsanitize=fuzzer, and a restore
- * never steps; the two accessors cc_cell.c asks the engine for (its cell shape, its model)
- * are answered in fuzz_cells.c from the same hyperparameters.
+ * never steps; the cells are laid out for the shape an engine would keep for them
+ * (cc_cell_open_shape), made in fuzz_cells.c from the same hyperparameters.
  */
 #ifndef CC_FUZZ_CELLS_H
 #define CC_FUZZ_CELLS_H

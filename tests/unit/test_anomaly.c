@@ -91,6 +91,17 @@ static void fx_reload(Fixture *fx, const char *id)
     free(b);
 }
 
+/* A state record of n bytes loads into a new cell of fx's detector, and the same record one
+ * byte short is refused as malformed. */
+static void loads_whole(const Fixture *fx, const uint8_t *b, long n)
+{
+    CcAnomalyCell *c = NULL;
+    assert_int_equal(cc_anomaly_cell_open(&c, fx->a, cc_anomaly_cell_id(fx->c)), 0);
+    assert_int_equal(cc_anomaly_cell_load(c, b, (size_t)n, NULL, 0), 0);
+    assert_int_equal(cc_anomaly_cell_load(c, b, (size_t)n - 1, NULL, 0), -EINVAL);
+    cc_anomaly_cell_close(&c);
+}
+
 /* Expectation = the normal value with sd 10; observation = normal value + dev[f]. */
 static void step_dev(Fixture *fx, int64_t t, const double *dev)
 {
@@ -113,6 +124,23 @@ static void step_z(Fixture *fx, int64_t t, double z)
     step_dev(fx, t, dev);
 }
 
+/* Steps [from, to) with every KPI normal (the history before a test's events); returns to,
+ * the next step. */
+static int64_t step_normal(Fixture *fx, int64_t from, int64_t to)
+{
+    for (int64_t t = from; t < to; t++)
+        step_z(fx, t, 0);
+    return to;
+}
+
+/* The library's defaults for a cell of F KPIs stepping every step_s seconds. */
+static void default_settings(CcAnomalySettings *s, int F, int64_t step_s)
+{
+    cc_anomaly_default_settings(s);
+    s->n_features = F;
+    s->step_seconds = step_s;
+}
+
 /* The lifecycle tests below were written for thresholds 4/6 and one-step scoring only
  * (the defaults until the lagged forecast became the default), 2 of 3 steps over to fire,
  * 3 clear steps to resolve, a cooldown of 6 and the profile at 1/20 (the defaults until
@@ -121,9 +149,7 @@ static void step_z(Fixture *fx, int64_t t, double z)
  * not the point there): test_tail_calibration covers it. */
 static void base_settings(CcAnomalySettings *s, int F)
 {
-    cc_anomaly_default_settings(s);
-    s->n_features = F;
-    s->step_seconds = 60;
+    default_settings(s, F, 60);
     s->warn_z = 4;
     s->crit_z = 6;
     s->warn_k = 2;
@@ -214,9 +240,7 @@ static void test_k_of_n(void **state)
     s.crit_z = 50; /* keep the critical path out of it */
     Fixture fx;
     fx_open(&fx, &s, "c");
-    int64_t t = 0;
-    for (; t < 50; t++)
-        step_z(&fx, t, 0);
+    int64_t t = step_normal(&fx, 0, 50);
     /* over, clear, clear, over: never 2 in a window of 3 */
     step_z(&fx, t++, 5);
     step_z(&fx, t++, 0);
@@ -264,9 +288,7 @@ static void test_hysteresis(void **state)
     s.resolve_m = 3;
     Fixture fx;
     fx_open(&fx, &s, "h");
-    int64_t t = 0;
-    for (; t < 30; t++)
-        step_z(&fx, t, 0);
+    int64_t t = step_normal(&fx, 0, 30);
     step_z(&fx, t++, 8);
     assert_int_equal(fx.rec.n, 1);
     /* clear, clear, over, clear, clear: not resolved (the over step restarts the count) */
@@ -297,6 +319,21 @@ static void test_hysteresis(void **state)
     fx_close(&fx);
 }
 
+/* The cooldown tests' start, on a cell opened with s (resolve_m 2): 30 normal steps, one
+ * critical step (z 9: crit_k 1 fires it) and the two clear steps that resolve it. *t gets
+ * the next step; returns the resolution's step. */
+static int64_t one_episode(Fixture *fx, const CcAnomalySettings *s, const char *id, int64_t *t)
+{
+    fx_open(fx, s, id);
+    *t = step_normal(fx, 0, 30);
+    step_z(fx, (*t)++, 9);
+    step_z(fx, (*t)++, 0);
+    step_z(fx, (*t)++, 0);
+    assert_int_equal(fx->rec.n, 2);
+    assert_int_equal(fx->rec.ev[1].state, CC_ALERT_RESOLVED);
+    return fx->rec.ev[1].step;
+}
+
 static void test_cooldown(void **state)
 {
     (void)state;
@@ -305,15 +342,7 @@ static void test_cooldown(void **state)
     s.cooldown_steps = 6;
     s.resolve_m = 2;
     Fixture fx;
-    fx_open(&fx, &s, "cd");
-    int64_t t = 0;
-    for (; t < 30; t++)
-        step_z(&fx, t, 0);
-    step_z(&fx, t++, 9);
-    step_z(&fx, t++, 0);
-    step_z(&fx, t++, 0);
-    assert_int_equal(fx.rec.n, 2);
-    int64_t resolved = fx.rec.ev[1].step;
+    int64_t t, resolved = one_episode(&fx, &s, "cd", &t);
     /* over at resolved+1 .. resolved+6: inside the cooldown, nothing fires */
     for (; t <= resolved + 6; t++)
         step_z(&fx, t, 9);
@@ -337,16 +366,8 @@ static void cooldown_after_episode(int crit_through, Fixture *fx, int64_t *resol
     s.cooldown_steps = 20;
     s.cooldown_crit = crit_through;
     s.resolve_m = 2;
-    fx_open(fx, &s, "cc");
-    int64_t t = 0;
-    for (; t < 30; t++)
-        step_z(fx, t, 0);
-    step_z(fx, t++, 9);
-    step_z(fx, t++, 0);
-    step_z(fx, t++, 0);
-    assert_int_equal(fx->rec.n, 2);
-    assert_int_equal(fx->rec.ev[1].state, CC_ALERT_RESOLVED);
-    *resolved = fx->rec.ev[1].step;
+    int64_t t;
+    *resolved = one_episode(fx, &s, "cc", &t);
     /* warning level (warn_z 4 < 5 < crit_z 6) at resolved+1 .. resolved+4: held back */
     for (; t <= *resolved + 4; t++)
         step_z(fx, t, 5);
@@ -385,15 +406,7 @@ static void test_cooldown_crit_holds_warnings(void **state)
     s.cooldown_crit = 1;
     s.resolve_m = 2;
     Fixture fx;
-    fx_open(&fx, &s, "cw");
-    int64_t t = 0;
-    for (; t < 30; t++)
-        step_z(&fx, t, 0);
-    step_z(&fx, t++, 9);
-    step_z(&fx, t++, 0);
-    step_z(&fx, t++, 0);
-    assert_int_equal(fx.rec.n, 2);
-    int64_t resolved = fx.rec.ev[1].step;
+    int64_t t, resolved = one_episode(&fx, &s, "cw", &t);
     for (; t <= resolved + 6; t++)
         step_z(&fx, t, 5);
     assert_int_equal(fx.rec.n, 2);
@@ -418,9 +431,7 @@ static void test_ids_never_collide(void **state)
     s.crit_z = 50;
     Fixture fx;
     fx_open(&fx, &s, "c");
-    int64_t t = 0;
-    for (; t < 20; t++)
-        step_z(&fx, t, 0);
+    int64_t t = step_normal(&fx, 0, 20);
     step_z(&fx, t++, 5);
     step_z(&fx, t++, 5);
     step_z(&fx, t++, 0);
@@ -441,9 +452,7 @@ static void test_escalation(void **state)
     base_settings(&s, 2);
     Fixture fx;
     fx_open(&fx, &s, "esc");
-    int64_t t = 0;
-    for (; t < 30; t++)
-        step_z(&fx, t, 0);
+    int64_t t = step_normal(&fx, 0, 30);
     step_z(&fx, t++, 5);
     step_z(&fx, t++, 5);
     assert_int_equal(fx.rec.n, 1);
@@ -474,9 +483,7 @@ static void test_per_kpi_override_and_attribution(void **state)
     s.kpi[1].crit_z = 200;
     Fixture fx;
     fx_open(&fx, &s, "ov");
-    int64_t t = 0;
-    for (; t < 30; t++)
-        step_z(&fx, t, 0);
+    int64_t t = step_normal(&fx, 0, 30);
     double dev[3] = {0, 90, 0};
     for (int i = 0; i < 5; i++)
         step_dev(&fx, t++, dev);
@@ -516,9 +523,7 @@ static void test_constant_series(void **state)
     base_settings(&s, 2);
     Fixture fx;
     fx_open(&fx, &s, "flat");
-    int64_t t = 0;
-    for (; t < 300; t++) /* normal history: establishes a high change rate */
-        step_z(&fx, t, 0);
+    int64_t t = step_normal(&fx, 0, 300); /* normal history: establishes a high change rate */
     assert_int_equal(fx.rec.n, 0);
     int64_t flat_start = t;
     for (; t < 2300; t++) {
@@ -619,9 +624,7 @@ static void test_all_zero_series(void **state)
     base_settings(&s, 3);
     Fixture fx;
     fx_open(&fx, &s, "dead");
-    int64_t t = 0;
-    for (; t < 300; t++)
-        step_z(&fx, t, 0);
+    int64_t t = step_normal(&fx, 0, 300);
     int64_t z0 = t;
     for (; t < 1300; t++) { /* the model keeps expecting traffic */
         double mean[3], sd[3] = {10, 10, 10};
@@ -794,9 +797,7 @@ static void test_bounds(void **state)
     s.kpi[0].max = 150;
     Fixture fx;
     fx_open(&fx, &s, "b");
-    int64_t t = 0;
-    for (; t < 30; t++)
-        step_z(&fx, t, 0); /* KPI 0 stays within 100 ± 35 */
+    int64_t t = step_normal(&fx, 0, 30); /* KPI 0 stays within 100 ± 35 */
     assert_int_equal(fx.rec.n, 0);
     int64_t t0 = t;
     for (int i = 0; i < 4; i++)
@@ -870,9 +871,7 @@ static void test_missing(void **state)
     fx_open(&fx, &s, "m");
     cc_anomaly_tick(fx.a, fx.c, 1000000, &fx.sink); /* never seen: nothing */
     assert_int_equal(fx.rec.n, 0);
-    int64_t t = 100;
-    for (; t < 130; t++)
-        step_z(&fx, t, 0);
+    int64_t t = step_normal(&fx, 100, 130);
     int64_t end = 130 * 60; /* end of step 129 */
     cc_anomaly_tick(fx.a, fx.c, end + 600, &fx.sink);
     assert_int_equal(fx.rec.n, 0);
@@ -911,9 +910,7 @@ static void test_kpi_missing(void **state)
         s.kpi_missing_steps = on ? 40 : 0;
         Fixture fx;
         fx_open(&fx, &s, "km");
-        int64_t t = 0;
-        for (; t < 100; t++)
-            step_z(&fx, t, 0);
+        int64_t t = step_normal(&fx, 0, 100);
         assert_int_equal(fx.rec.n, 0);
         const uint8_t m1[2] = {1, 0}, none[2] = {0, 0};
         for (; t < 160; t++) { /* KPI 1 absent from step 100 */
@@ -955,9 +952,7 @@ static void test_mask(void **state)
     base_settings(&s, 1);
     Fixture fx;
     fx_open(&fx, &s, "mask");
-    int64_t t = 0;
-    for (; t < 30; t++)
-        step_z(&fx, t, 0);
+    int64_t t = step_normal(&fx, 0, 30);
     uint8_t m0[1] = {0};
     for (int i = 0; i < 100; i++, t++) {
         double mean[1] = {normal_value(0, t)}, sd[1] = {10};
@@ -1325,12 +1320,10 @@ static void test_lagged_scoring(void **state)
 static int run_naive_shift(int lag, double *expected)
 {
     CcAnomalySettings s;
-    cc_anomaly_default_settings(&s);
+    default_settings(&s, 1, 60);
     s.warn_z = 4.5;
     s.crit_z = 6.75;
     s.warn_k = 2;
-    s.n_features = 1;
-    s.step_seconds = 60;
     s.lag_steps = lag;
     Fixture fx;
     fx_open(&fx, &s, "naive");
@@ -1548,46 +1541,16 @@ static void test_lag_calibration(void **state)
     uint8_t *b = malloc((size_t)n13);
     assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n13), n13);
     const long n11 = v12_to_v11(b, v13_to_v12(b, n13, 1), 0, 1); /* profile_h 0: no bins */
-    {
-        CcAnomalyCell *cv11 = NULL;
-        assert_int_equal(cc_anomaly_cell_open(&cv11, fx.a, "poorlag"), 0);
-        assert_int_equal(cc_anomaly_cell_load(cv11, b, (size_t)n11, NULL, 0), 0);
-        assert_int_equal(cc_anomaly_cell_load(cv11, b, (size_t)n11 - 1, NULL, 0), -EINVAL);
-        cc_anomaly_cell_close(&cv11);
-    }
+    loads_whole(&fx, b, n11);
     const long n10 = v11_to_v10(b, n11, 1);
-    {
-        CcAnomalyCell *cv10 = NULL;
-        assert_int_equal(cc_anomaly_cell_open(&cv10, fx.a, "poorlag"), 0);
-        assert_int_equal(cc_anomaly_cell_load(cv10, b, (size_t)n10, NULL, 0), 0);
-        assert_int_equal(cc_anomaly_cell_load(cv10, b, (size_t)n10 - 1, NULL, 0), -EINVAL);
-        cc_anomaly_cell_close(&cv10);
-    }
+    loads_whole(&fx, b, n10);
     const long n9 = v10_to_v9(b, n10, 1);
-    {
-        CcAnomalyCell *cv9 = NULL;
-        assert_int_equal(cc_anomaly_cell_open(&cv9, fx.a, "poorlag"), 0);
-        assert_int_equal(cc_anomaly_cell_load(cv9, b, (size_t)n9, NULL, 0), 0);
-        assert_int_equal(cc_anomaly_cell_load(cv9, b, (size_t)n9 - 1, NULL, 0), -EINVAL);
-        cc_anomaly_cell_close(&cv9);
-    }
+    loads_whole(&fx, b, n9);
     const long n8 = v9_to_v8(b, n9, 1);
-    {
-        CcAnomalyCell *cv8 = NULL;
-        assert_int_equal(cc_anomaly_cell_open(&cv8, fx.a, "poorlag"), 0);
-        assert_int_equal(cc_anomaly_cell_load(cv8, b, (size_t)n8, NULL, 0), 0);
-        assert_int_equal(cc_anomaly_cell_load(cv8, b, (size_t)n8 - 1, NULL, 0), -EINVAL);
-        cc_anomaly_cell_close(&cv8);
-    }
+    loads_whole(&fx, b, n8);
     const long n7 = v8_to_v7(b, n8);
     const long n6 = v7_to_v6(b, n7);
-    {
-        CcAnomalyCell *cv6 = NULL;
-        assert_int_equal(cc_anomaly_cell_open(&cv6, fx.a, "poorlag"), 0);
-        assert_int_equal(cc_anomaly_cell_load(cv6, b, (size_t)n6, NULL, 0), 0);
-        assert_int_equal(cc_anomaly_cell_load(cv6, b, (size_t)n6 - 1, NULL, 0), -EINVAL);
-        cc_anomaly_cell_close(&cv6);
-    }
+    loads_whole(&fx, b, n6);
     const long n5 = v6_to_v5(b, n6, 1);
     const long n4 = v5_to_v4(b, n5, 1);
     /* version 3 = version 4 without its tail: the peak attributions' profile fields (8 ×
@@ -1599,11 +1562,7 @@ static void test_lag_calibration(void **state)
         memcpy(b3, b, (size_t)n);
         uint32_t v3 = 3;
         memcpy(b3 + 4, &v3, 4);
-        CcAnomalyCell *cv3 = NULL;
-        assert_int_equal(cc_anomaly_cell_open(&cv3, fx.a, "poorlag"), 0);
-        assert_int_equal(cc_anomaly_cell_load(cv3, b3, (size_t)n, NULL, 0), 0);
-        assert_int_equal(cc_anomaly_cell_load(cv3, b3, (size_t)n - 1, NULL, 0), -EINVAL);
-        cc_anomaly_cell_close(&cv3);
+        loads_whole(&fx, b3, n);
         free(b3);
     }
     CcAnomalyCell *c2 = NULL;
@@ -1803,9 +1762,7 @@ static int run_sustained(double cusum_h, int direction, int save_at, int64_t *fi
 static int run_novel(int direction, int64_t novelty_min_s, CcAlertEvent *first)
 {
     CcAnomalySettings s;
-    cc_anomaly_default_settings(&s);
-    s.n_features = 2;
-    s.step_seconds = 60;
+    default_settings(&s, 2, 60);
     s.novelty_min_s = novelty_min_s;
     s.kpi[1].direction = direction;
     Fixture fx;
@@ -2029,9 +1986,7 @@ static double hetero_level(int64_t t)
 static int run_hetero(int64_t days, int64_t shift_day, int64_t from, int64_t *first_fire)
 {
     CcAnomalySettings s;
-    cc_anomaly_default_settings(&s);
-    s.n_features = 1;
-    s.step_seconds = 900;
+    default_settings(&s, 1, 900);
     s.novelty_tol = 0; /* a new daily maximum is novelty's, not the point here */
     Fixture fx;
     fx_open(&fx, &s, "hetero");
@@ -2072,9 +2027,7 @@ static int64_t run_wobble(double fa_weeks, int64_t days, int64_t shift_at, doubl
                           int64_t reload_at, int *fired)
 {
     CcAnomalySettings s;
-    cc_anomaly_default_settings(&s);
-    s.n_features = 1;
-    s.step_seconds = 900;
+    default_settings(&s, 1, 900);
     s.novelty_tol = 0;
     s.profile_fa_weeks = fa_weeks;
     Fixture fx;
@@ -2277,7 +2230,7 @@ static void test_tail_calibration(void **state)
 
 /* The KPI's own bar (bar_p): a KPI whose scripted z is Gaussian gets a bar near the level
  * its exponential tail puts at bar_p (5.1 for a Gaussian at 1e-5: BAR_U in
- * cc_anomaly_internal.h), far under warn_z, so a step of z 7 fires; a KPI whose z has a heavy
+ * cc_anomaly_cell.h), far under warn_z, so a step of z 7 fires; a KPI whose z has a heavy
  * tail (|z| 8 on 1 % of its steps) keeps warn_z and the same step does not; bar_p 0 and a
  * KPI's own warn_z keep warn_z. The fit is in the state: a reloaded cell keeps its bar, a
  * version-10 record (no fit) starts at warn_z again. */
@@ -2355,7 +2308,7 @@ static void test_own_bar(void **state)
     assert_non_null(strstr(err, "bar_floor"));
 }
 
-/* The lagged forecast's echo (lag_echo; cc_anomaly_internal.h, ECHO_BITS). Steps of 30
+/* The lagged forecast's echo (lag_echo; cc_anomaly_cell.h, ECHO_BITS). Steps of 30
  * minutes (a day is 48 steps), lag 4. A spike of 20 sd at steps 100-101 alerts by the
  * one-step z. At 148-149, one day later, the value is normal and the one-step forecast
  * expects it, but the forecast made 4 steps earlier copies the day before: its mean is the

@@ -20,7 +20,7 @@
 #include <cmocka.h>
 
 #include "cc_anomaly.h"
-#include "cc_anomaly_internal.h" /* the novelty count a record restores */
+#include "cc_anomaly_cell.h" /* the novelty count a record restores */
 #include "cc_anomaly_shape.h"
 #include "testlib.h"
 

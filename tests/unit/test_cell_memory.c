@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "cc_cell_internal.h"
+#include "cc_engine.h"
 #include "testlib.h"
 
 /* The shipped default model's shapes (models/default.safetensors), random weights. */

@@ -65,21 +65,20 @@ static const char *jstr(json_t *o, const char *k)
     return json_string_value(json_object_get(o, k));
 }
 
-/* One alert transition of cell c with the topology's labels. */
-static void add(CcdIncidents *g, const CcdTopology *t, const char *c, const char *reason,
-                int firing, int64_t onset_step, int64_t step)
+/* One alert transition of cell c, id `id`, with the topology's labels. */
+static void add_alert(CcdIncidents *g, const CcdTopology *t, const char *id, const char *c,
+                      const char *reason, const char *kpi, int critical, int firing,
+                      int64_t onset_step, int64_t step)
 {
-    char id[128];
-    snprintf(id, sizeof id, "%s:%s:%lld", c, reason, (long long)onset_step);
     const char *site = ccd_topology_label(t, c, "site");
     CcdIncAlert a = {.id = id,
                      .cell = c,
                      .site = site,
                      .region = ccd_topology_label(t, c, "region"),
                      .reason = reason,
-                     .kpi = NULL,
+                     .kpi = kpi,
                      .firing = firing,
-                     .critical = !strcmp(reason, "all_zero"),
+                     .critical = critical,
                      .step = step,
                      .ts = step * S,
                      .start_ts = onset_step * S,
@@ -87,31 +86,84 @@ static void add(CcdIncidents *g, const CcdTopology *t, const char *c, const char
     assert_int_equal(ccd_incidents_add(g, &a), 0);
 }
 
-static CcdTopology *topo(void)
+/* One alert transition of cell c: no KPI, critical when all_zero. */
+static void add(CcdIncidents *g, const CcdTopology *t, const char *c, const char *reason,
+                int firing, int64_t onset_step, int64_t step)
+{
+    char id[128];
+    snprintf(id, sizeof id, "%s:%s:%lld", c, reason, (long long)onset_step);
+    add_alert(g, t, id, c, reason, NULL, !strcmp(reason, "all_zero"), firing, onset_step, step);
+}
+
+/* One alert transition with every field said: severity and KPI (add() derives them). */
+static void add_full(CcdIncidents *g, const CcdTopology *t, const char *c, const char *reason,
+                     const char *kpi, int critical, int firing, int64_t onset_step, int64_t step)
+{
+    char id[128];
+    snprintf(id, sizeof id, "%s:%s:%s:%lld", c, reason, kpi ? kpi : "-", (long long)onset_step);
+    add_alert(g, t, id, c, reason, kpi, critical, firing, onset_step, step);
+}
+
+/* The same transition of each cell of site S1 (A1, A2, A3), as add(). */
+static void add_s1(CcdIncidents *g, const CcdTopology *t, const char *reason, int firing,
+                   int64_t onset_step, int64_t step)
+{
+    static const char *const cells[] = {"A1", "A2", "A3"};
+    for (int i = 0; i < 3; i++)
+        add(g, t, cells[i], reason, firing, onset_step, step);
+}
+
+/* The state of the tests of the two sites: TOPO parsed afresh for each (cmocka's setup),
+ * freed after it. */
+static int topo_setup(void **state)
 {
     CcdTopology *t;
     char err[256];
     assert_int_equal(ccd_topology_parse(&t, TOPO, strlen(TOPO), "t.csv", err, sizeof err), 0);
-    return t;
+    *state = t;
+    return 0;
 }
 
-static size_t n_firing(const CcdIncidents *g)
+static int topo_teardown(void **state)
+{
+    CcdTopology *t = *state;
+    ccd_topology_free(&t);
+    return 0;
+}
+
+/* The settings of the tests of the grouping alone: the defaults with every alert opening
+ * an incident (the paging rule off: test_paging_rule) that resolves with its last alert
+ * (the hold off: test_resolve_hold). */
+static void grouping_settings(CcdIncidentSettings *s)
+{
+    ccd_incident_default_settings(s);
+    s->cell_persist_steps = 0;
+    s->resolve_hold_steps = 0;
+}
+
+/* The incidents of settings s. */
+static CcdIncidents *incidents(const CcdIncidentSettings *s)
+{
+    CcdIncidents *g = NULL;
+    assert_int_equal(ccd_incidents_open(&g, s), 0);
+    return g;
+}
+
+static CcdIncidentStats stats(const CcdIncidents *g)
 {
     CcdIncidentStats st;
     ccd_incidents_stats(g, &st);
-    return st.firing;
+    return st;
 }
+
+static size_t n_firing(const CcdIncidents *g) { return stats(g).firing; }
 
 static void test_site_outage_and_lone_spike(void **state)
 {
-    (void)state;
-    CcdTopology *t = topo();
-    CcdIncidents *g;
+    CcdTopology *t = *state;
     CcdIncidentSettings s;
-    ccd_incident_default_settings(&s);
-    s.cell_persist_steps = 0; /* the grouping alone: every alert opens (test_paging_rule) */
-    s.resolve_hold_steps = 0; /* resolves with its last alert (test_resolve_hold) */
-    assert_int_equal(ccd_incidents_open(&g, &s), 0);
+    grouping_settings(&s);
+    CcdIncidents *g = incidents(&s);
     Emitted e = {0};
     const int64_t k = T0 / S;
 
@@ -183,30 +235,24 @@ static void test_site_outage_and_lone_spike(void **state)
     assert_string_equal(jstr(e.v[0], "scope"), "cell");
     emitted_clear(&e);
 
-    CcdIncidentStats st;
-    ccd_incidents_stats(g, &st);
+    CcdIncidentStats st = stats(g);
     assert_int_equal(st.opened, 3);
     assert_int_equal(st.resolved, 2);
     assert_int_equal(st.updated, 2);
     assert_int_equal(st.alerts_grouped, 5);
     ccd_incidents_close(&g);
-    ccd_topology_free(&t);
 }
 
 /* Group by region: the two sites' alerts are one region incident; an alert without labels
  * is its own cell incident; a resolution never seen is counted, not grouped. */
 static void test_region_and_unlabelled(void **state)
 {
-    (void)state;
-    CcdTopology *t = topo();
-    CcdIncidents *g;
+    CcdTopology *t = *state;
     CcdIncidentSettings s;
-    ccd_incident_default_settings(&s);
-    s.cell_persist_steps = 0; /* the grouping alone: every alert opens (test_paging_rule) */
-    s.resolve_hold_steps = 0; /* resolves with its last alert (test_resolve_hold) */
+    grouping_settings(&s);
     s.group_by = CCD_INC_BY_REGION;
     s.keep = 1; /* the ring keeps one resolved incident */
-    assert_int_equal(ccd_incidents_open(&g, &s), 0);
+    CcdIncidents *g = incidents(&s);
     Emitted e = {0};
     add(g, t, "A1", "anomaly", 1, 100, 100);
     add(g, t, "B3", "anomaly", 1, 100, 101);
@@ -226,27 +272,21 @@ static void test_region_and_unlabelled(void **state)
     ccd_incidents_emit(g, on_emit, &e);
     assert_int_equal(e.n, 2);
     emitted_clear(&e);
-    CcdIncidentStats st;
-    ccd_incidents_stats(g, &st);
+    CcdIncidentStats st = stats(g);
     assert_int_equal(st.alerts_unknown, 1);
     assert_int_equal(st.recent, 1);
     assert_int_equal(st.firing, 0);
     ccd_incidents_close(&g);
-    ccd_topology_free(&t);
 }
 
 /* An incident opened and resolved within one flush is emitted once, resolved; closing
  * with incidents open, resolved-not-emitted and recent frees them all (ASan). */
 static void test_open_resolve_one_flush(void **state)
 {
-    (void)state;
-    CcdTopology *t = topo();
-    CcdIncidents *g;
+    CcdTopology *t = *state;
     CcdIncidentSettings s;
-    ccd_incident_default_settings(&s);
-    s.cell_persist_steps = 0; /* the grouping alone: every alert opens (test_paging_rule) */
-    s.resolve_hold_steps = 0; /* resolves with its last alert (test_resolve_hold) */
-    assert_int_equal(ccd_incidents_open(&g, &s), 0);
+    grouping_settings(&s);
+    CcdIncidents *g = incidents(&s);
     Emitted e = {0};
     add(g, t, "A1", "stuck", 1, 10, 10);
     add(g, t, "A1", "stuck", 0, 10, 10);
@@ -258,13 +298,11 @@ static void test_open_resolve_one_flush(void **state)
     add(g, t, "A2", "bounds", 1, 20, 20);
     add(g, t, "A2", "bounds", 0, 20, 21); /* resolved, not emitted */
     ccd_incidents_close(&g);
-    ccd_topology_free(&t);
 }
 
 static void test_topology_file(void **state)
 {
-    (void)state;
-    CcdTopology *t = topo();
+    CcdTopology *t = *state;
     assert_int_equal(ccd_topology_n_cells(t), 6);
     assert_int_equal(ccd_topology_site_cells(t, "S1"), 3);
     assert_int_equal(ccd_topology_region_cells(t, "R1"), 6);
@@ -304,7 +342,6 @@ static void test_topology_file(void **state)
     assert_true(ccd_topology_filter_match(t, &f, "B2"));
     assert_false(ccd_topology_filter_match(t, &f, "B1"));
     assert_false(ccd_topology_filter_match(t, &f, "unknown"));
-    ccd_topology_free(&t);
 }
 
 static void expect_bad(const char *text, const char *what)
@@ -392,15 +429,13 @@ static void evid(CcdIncidents *g, const CcdTopology *t, const char *c, const cha
  * members resolve once no longer reported. */
 static void test_site_evidence(void **state)
 {
-    (void)state;
-    CcdTopology *t = topo();
-    CcdIncidents *g;
+    CcdTopology *t = *state;
     CcdIncidentSettings s;
     ccd_incident_default_settings(&s);
     assert_int_equal(s.evidence_cells, 2);
     assert_true(s.evidence_frac == 0.5);
     s.resolve_hold_steps = 0; /* resolves with its last alert (test_resolve_hold) */
-    assert_int_equal(ccd_incidents_open(&g, &s), 0);
+    CcdIncidents *g = incidents(&s);
     Emitted e = {0};
     const int64_t k = T0 / S;
 
@@ -478,8 +513,7 @@ static void test_site_evidence(void **state)
     assert_int_equal(e.n, 1);
     assert_string_equal(jstr(e.v[0], "state"), "resolved");
     emitted_clear(&e);
-    CcdIncidentStats st;
-    ccd_incidents_stats(g, &st);
+    CcdIncidentStats st = stats(g);
     assert_int_equal(st.evidence_opened, 2);
     assert_int_equal(st.evidence_members, 5);
 
@@ -507,36 +541,6 @@ static void test_site_evidence(void **state)
     assert_int_equal(e.n, 0);
     assert_int_equal(n_firing(g), 0);
     ccd_incidents_close(&g);
-    ccd_topology_free(&t);
-}
-
-/* One alert transition with every field said: severity and KPI (add() derives them). */
-static void add_full(CcdIncidents *g, const CcdTopology *t, const char *c, const char *reason,
-                     const char *kpi, int critical, int firing, int64_t onset_step, int64_t step)
-{
-    char id[128];
-    snprintf(id, sizeof id, "%s:%s:%s:%lld", c, reason, kpi ? kpi : "-", (long long)onset_step);
-    const char *site = ccd_topology_label(t, c, "site");
-    CcdIncAlert a = {.id = id,
-                     .cell = c,
-                     .site = site,
-                     .region = ccd_topology_label(t, c, "region"),
-                     .reason = reason,
-                     .kpi = kpi,
-                     .firing = firing,
-                     .critical = critical,
-                     .step = step,
-                     .ts = step * S,
-                     .start_ts = onset_step * S,
-                     .group_cells = ccd_topology_site_cells(t, site)};
-    assert_int_equal(ccd_incidents_add(g, &a), 0);
-}
-
-static CcdIncidentStats stats(const CcdIncidents *g)
-{
-    CcdIncidentStats st;
-    ccd_incidents_stats(g, &st);
-    return st;
 }
 
 /* The paging rule (incidents.h; docs/design/incident-paging.md): a lone cell's warning
@@ -547,15 +551,13 @@ static CcdIncidentStats stats(const CcdIncidents *g)
  * cell_persist_steps steps opens one, and so does another alert firing that long. */
 static void test_paging_rule(void **state)
 {
-    (void)state;
-    CcdTopology *t = topo();
-    CcdIncidents *g;
+    CcdTopology *t = *state;
     CcdIncidentSettings s;
     ccd_incident_default_settings(&s);
     assert_int_equal(s.cell_persist_steps, 2);
     assert_true(s.cell_persist_frac == 0.5);
     s.resolve_hold_steps = 0; /* resolves with its last alert (test_resolve_hold) */
-    assert_int_equal(ccd_incidents_open(&g, &s), 0);
+    CcdIncidents *g = incidents(&s);
     Emitted e = {0};
     const int64_t k = T0 / S;
     char want[96];
@@ -691,7 +693,6 @@ static void test_paging_rule(void **state)
     assert_int_equal(stats(g).held, 0);
     emitted_clear(&e);
     ccd_incidents_close(&g); /* open incidents freed (ASan) */
-    ccd_topology_free(&t);
 }
 
 /* One data step of cellcastd's flush as the resolve hold sees it: the data reach `step`
@@ -713,21 +714,18 @@ static int emit_n(CcdIncidents *g, Emitted *e)
 static int transport_loss_then_burst(const CcdTopology *t, int hold, int persist, int gap,
                                      int *held)
 {
-    CcdIncidents *g;
     CcdIncidentSettings s;
     ccd_incident_default_settings(&s);
     s.resolve_hold_steps = hold;
     s.cell_persist_steps = persist;
-    assert_int_equal(ccd_incidents_open(&g, &s), 0);
+    CcdIncidents *g = incidents(&s);
     Emitted e = {0};
     const int64_t k = T0 / S;
     reach(g, k);
-    for (const char *c = "A1"; c; c = !strcmp(c, "A1") ? "A2" : !strcmp(c, "A2") ? "A3" : NULL)
-        add(g, t, c, "missing", 1, k, k);
+    add_s1(g, t, "missing", 1, k, k);
     assert_int_equal(emit_n(g, &e), 1);
     reach(g, k + 6);
-    for (const char *c = "A1"; c; c = !strcmp(c, "A1") ? "A2" : !strcmp(c, "A2") ? "A3" : NULL)
-        add(g, t, c, "missing", 0, k, k + 6);
+    add_s1(g, t, "missing", 0, k, k + 6);
     emit_n(g, &e);
     for (int64_t q = k + 7; q <= k + 6 + gap; q++) {
         reach(g, q);
@@ -749,15 +747,13 @@ static int transport_loss_then_burst(const CcdTopology *t, int hold, int persist
  * alert opens a new incident. Hold 0: it resolves with its last alert (the split it makes). */
 static void test_resolve_hold(void **state)
 {
-    (void)state;
-    CcdTopology *t = topo();
-    CcdIncidents *g;
+    CcdTopology *t = *state;
     CcdIncidentSettings s;
     ccd_incident_default_settings(&s);
     assert_int_equal(s.resolve_hold_steps, 6);
     assert_int_equal(s.cell_persist_steps, 2); /* the paging rule on */
     s.resolve_hold_steps = 4;                  /* the steps below count on 4 */
-    assert_int_equal(ccd_incidents_open(&g, &s), 0);
+    CcdIncidents *g = incidents(&s);
     Emitted e = {0};
     const int64_t k = T0 / S;
     char want[64];
@@ -765,9 +761,7 @@ static void test_resolve_hold(void **state)
 
     /* a transport loss of S1: the three cells' missing-data alerts at k, one site incident */
     reach(g, k);
-    add(g, t, "A1", "missing", 1, k, k);
-    add(g, t, "A2", "missing", 1, k, k);
-    add(g, t, "A3", "missing", 1, k, k);
+    add_s1(g, t, "missing", 1, k, k);
     assert_int_equal(emit_n(g, &e), 1);
     assert_string_equal(jstr(e.v[0], "id"), want);
     assert_string_equal(jstr(e.v[0], "scope"), "site");
@@ -775,9 +769,7 @@ static void test_resolve_hold(void **state)
     /* the rows return at k + 6: every alert resolves; the incident holds, emitted firing
      * with no firing alert (as a member's resolution is), end_time not yet set */
     reach(g, k + 6);
-    add(g, t, "A1", "missing", 0, k, k + 6);
-    add(g, t, "A2", "missing", 0, k, k + 6);
-    add(g, t, "A3", "missing", 0, k, k + 6);
+    add_s1(g, t, "missing", 0, k, k + 6);
     assert_int_equal(emit_n(g, &e), 1);
     assert_string_equal(jstr(e.v[0], "state"), "firing");
     assert_int_equal(json_array_size(json_object_get(e.v[0], "firing_alerts")), 0);
@@ -884,7 +876,6 @@ static void test_resolve_hold(void **state)
     /* the hold's bounds: the burst at 4 steps joins, at 5 opens a second incident */
     assert_int_equal(transport_loss_then_burst(t, 4, 0, 4, &held), 1);
     assert_int_equal(transport_loss_then_burst(t, 4, 0, 5, &held), 2);
-    ccd_topology_free(&t);
 }
 
 /* Evidence members under the resolve hold: they resolve once no longer reported, the hold
@@ -892,13 +883,11 @@ static void test_resolve_hold(void **state)
  * the hold joins the incident again (new member ids, same incident). */
 static void test_resolve_hold_evidence(void **state)
 {
-    (void)state;
-    CcdTopology *t = topo();
-    CcdIncidents *g;
+    CcdTopology *t = *state;
     CcdIncidentSettings s;
     ccd_incident_default_settings(&s);
     s.resolve_hold_steps = 3;
-    assert_int_equal(ccd_incidents_open(&g, &s), 0);
+    CcdIncidents *g = incidents(&s);
     Emitted e = {0};
     const int64_t k = T0 / S;
     char want[64];
@@ -946,22 +935,21 @@ static void test_resolve_hold_evidence(void **state)
     assert_string_equal(jstr(e.v[0], "end_time"), "2026-01-01T01:15:00Z");
     emitted_clear(&e);
     ccd_incidents_close(&g);
-    ccd_topology_free(&t);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_site_outage_and_lone_spike),
-        cmocka_unit_test(test_region_and_unlabelled),
-        cmocka_unit_test(test_open_resolve_one_flush),
-        cmocka_unit_test(test_topology_file),
+        cmocka_unit_test_setup_teardown(test_site_outage_and_lone_spike, topo_setup, topo_teardown),
+        cmocka_unit_test_setup_teardown(test_region_and_unlabelled, topo_setup, topo_teardown),
+        cmocka_unit_test_setup_teardown(test_open_resolve_one_flush, topo_setup, topo_teardown),
+        cmocka_unit_test_setup_teardown(test_topology_file, topo_setup, topo_teardown),
         cmocka_unit_test(test_topology_errors),
         cmocka_unit_test(test_strhash),
-        cmocka_unit_test(test_site_evidence),
-        cmocka_unit_test(test_paging_rule),
-        cmocka_unit_test(test_resolve_hold),
-        cmocka_unit_test(test_resolve_hold_evidence),
+        cmocka_unit_test_setup_teardown(test_site_evidence, topo_setup, topo_teardown),
+        cmocka_unit_test_setup_teardown(test_paging_rule, topo_setup, topo_teardown),
+        cmocka_unit_test_setup_teardown(test_resolve_hold, topo_setup, topo_teardown),
+        cmocka_unit_test_setup_teardown(test_resolve_hold_evidence, topo_setup, topo_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -54,7 +54,7 @@
  * running mean |residual| over all hours (plain mean over the first 500 steps, then time
  * constant 500, updates clipped at 5× the mean) and its bin's own mean |residual| less that
  * estimate's noise (both day types; a plain mean over 4·profile_days days of samples, then
- * exponential; not learnt while the cell fires; cc_anomaly_internal.h, PROFILE_SPREAD),
+ * exponential; not learnt while the cell fires; cc_anomaly_cell.h, PROFILE_SPREAD),
  * interpolated like the profile, floored by sd_floor, sd_floor_rel·|profile| and
  * sd_floor_scale·sigma_f like the forecast's sd; and a second two-sided CUSUM runs on that
  * profile z, clipped to ±(profile_k + 1):
@@ -69,11 +69,11 @@
  * hours its sums wander higher. With profile_fa_weeks > 0 (default 4) each KPI fits the
  * peaks of its own sums' excursions past profile_h / 2 (not while the cell fires) and its
  * threshold is where they would cross once per profile_fa_weeks, never under profile_h
- * (cc_anomaly_internal.h, PROFILE_CAL).
+ * (cc_anomaly_cell.h, PROFILE_CAL).
  *
  * Tail calibration (tail_q > 0, default 0.999): each KPI tracks the tail_q quantile t of its
  * own |z| (stochastic approximation, adaptation time tail_steps, not while the cell's
- * episode fires; cc_anomaly_internal.h, TAIL_RATE) and its z is multiplied by
+ * episode fires; cc_anomaly_cell.h, TAIL_RATE) and its z is multiplied by
  * min(1, zq/t), zq the Gaussian quantile of tail_q (3.29 for 0.999): a bursty KPI, whose
  * residuals have a heavier tail than the forecast's sd says, is scored against its own
  * tail, so warn_z means the same rarity on every KPI; never more sensitive than the sd.
@@ -83,7 +83,7 @@
  * low for the bursty. Each KPI fits a generalised Pareto tail to its own calibrated |z|
  * past u = 2.5·(mean |z| / 0.798) (peaks over a threshold: the rate p_u of steps past u,
  * the mean and mean square of their excesses, frozen while the cell's episode fires;
- * cc_anomaly_internal.h, BAR_U) and its warning bar is the level that tail passes with
+ * cc_anomaly_cell.h, BAR_U) and its warning bar is the level that tail passes with
  * probability bar_p per step, within [bar_floor, warn_z] (warn_z until the fit is warm);
  * its critical bar is that times crit_z / warn_z. A KPI's own kpis.<kpi>.warn_z fixes its
  * bar.
@@ -211,8 +211,8 @@
 #ifndef CC_ANOMALY_H
 #define CC_ANOMALY_H
 
+#include "cc_cell.h"
 #include "cc_common.h"
-#include "cc_engine.h"
 #include "cc_kpi.h"
 #include "cc_model.h"
 
@@ -298,10 +298,10 @@ typedef struct CcAnomalySettings {
     double cusum_k;               ///< CUSUM reference value in |z| (default 3)
     double cusum_h;               ///< CUSUM decision threshold; 0 = no CUSUM (default 6)
     double tail_q;                ///< tail calibration: the quantile of each KPI's own |z| that
-                                  ///< is scaled to the Gaussian one (cc_anomaly_internal.h,
+                                  ///< is scaled to the Gaussian one (cc_anomaly_cell.h,
                                   ///< TAIL_RATE); 0 = off (default 0.999)
     int tail_steps;               ///< its adaptation time in steps (default 2000)
-    double bar_p;                 ///< the KPI's own bar (cc_anomaly_internal.h, BAR_U): each
+    double bar_p;                 ///< the KPI's own bar (cc_anomaly_cell.h, BAR_U): each
                                   ///< KPI's warning bar is the |z| its own calibrated
                                   ///< residuals pass with this probability per step (a
                                   ///< Pareto tail fitted past 2.5 of its scales), within
@@ -311,7 +311,7 @@ typedef struct CcAnomalySettings {
     double bar_floor;             ///< the lowest bar bar_p may set (default 4)
     int lag_echo;                 ///< the lagged forecast is not used for a step whose time
                                   ///< one day earlier deviated within ±lag_echo steps
-                                  ///< (cc_anomaly_internal.h, ECHO_BITS); -1 = the lag L;
+                                  ///< (cc_anomaly_cell.h, ECHO_BITS); -1 = the lag L;
                                   ///< 0 = off (default -1; nothing without lag_steps)
     int64_t window_s;             ///< window rule: the longest of its scales in seconds (the
                                   ///< others are window_s/2 and window_s/6): the mean of each

@@ -20,11 +20,11 @@
 #ifndef CC_ENGINE_H
 #define CC_ENGINE_H
 
+#include "cc_cell.h"
 #include "cc_half.h"
 #include "cc_model.h"
 
 typedef struct CcEngine CcEngine;
-typedef struct CcCell CcCell;
 
 /* enum CcKvType (CC_KV_F32, CC_KV_F16, CC_KV_BF16): cc_half.h */
 
@@ -88,11 +88,9 @@ size_t cc_engine_kv_bytes_per_cell(const CcEngine *e);
  *  CPU has AVX-512F, DK = 16, N ≤ 63, not portable_attention), else "portable". */
 const char *cc_engine_attention_path(const CcEngine *e);
 
+/** Opens a cell laid out for e's model; it follows e across model swaps (cc_engine_set_model)
+ *  until a new shape needs cc_cell_rebind. Its history and forecast: cc_cell.h. 0 or -ENOMEM. */
 int cc_cell_open(CcCell **out, const CcEngine *e);
-void cc_cell_close(CcCell **c);
-
-/** Forgets the history: the next step starts a new sequence (cold start again). */
-void cc_cell_reset(CcCell *c);
 
 /**
  * Re-sizes a cell for the engine's current model, keeping as much raw history as both
@@ -129,55 +127,5 @@ int cc_engine_step(CcEngine *e, const CcStepInput *in, int n, int *status);
  *  gap at 15-minute steps into 16 hours without alerts, and irregularly sampled series
  *  (NAB's realTraffic) restarted every few rows (docs/operations.md §5 "Gaps"). */
 #define CC_GAP_IMPUTE_STEPS 96
-
-/** The cell's current forecast, valid until the cell's next step. */
-typedef struct CcForecast {
-    int valid;    ///< 0 until the cell holds one complete patch (cold start)
-    int64_t step; ///< t, the newest observed step; forecasts are for t+1..t+HZ
-    int n_features, horizon;
-    const float *y;        // (F, HZ, 2) head output: normalised mean (tx/3: with the linear
-                           //            path) and log-sigma
-    const float *mu;       // (F) normalisation mean
-    const float *sigma;    // (F) normalisation scale
-    const float *sd_scale; // (F, HZ) tx/3 calib.sigma_scale; NULL = 1 (tx/2). Points into
-                           //         the model: valid while the engine serves it
-    int64_t seq_start;     ///< first step of the sequence behind it (p0): step - seq_start + 1
-                           ///< steps of history, for callers that distrust cold starts
-} CcForecast;
-
-void cc_cell_forecast(const CcCell *c, CcForecast *out);
-
-/** Mean and sd in the KPI's own units for channel f, horizon step k (0-based): the served
- *  numbers, sd with the calibration (sd_scale) applied. */
-void cc_forecast_point(const CcForecast *fc, int f, int k, double *mean, double *sd);
-
-/** The same for every (f, k) at once, in float, (F, HZ) as [f·HZ + k]: for hosts that need
- *  the whole forecast each step (online calibration); within float rounding of the above. */
-void cc_forecast_points(const CcForecast *fc, float *mean, float *sd);
-
-/** Steps held: first/last absolute step (-1 when empty) and how many (≤ ring size). */
-void cc_cell_span(const CcCell *c, int64_t *first, int64_t *last);
-
-/** Copies the stored raw values of steps [from, from+count) as (count, F); 0 or -ERANGE. */
-int cc_cell_history(const CcCell *c, int64_t from, int count, float *out);
-
-/**
- * Restores a cell's raw history (e.g. from a snapshot): steps first..first+count-1 with
- * values (count, F). The cell is reset first; the forecast becomes valid at the next
- * cc_engine_step (values NULL to compute it without new data). 0, -EINVAL, -ERANGE.
- * `seq_start` is the first step of the sequence (≤ first) for the cold-start rule.
- */
-int cc_cell_restore(CcCell *c, int64_t seq_start, int64_t first, int count, const float *values);
-
-/** First step of the cell's current sequence (p0), -1 when empty. */
-int64_t cc_cell_seq_start(const CcCell *c);
-
-/**
- * Last step's attention of channel f (requires keep_attention): weights (L, H, T) packed
- * with T = n+1 over the tokens [cached_0..cached_{n-1}, current], and each token's end
- * step (T). Buffers of (L, H, N+1) and (N+1) always suffice. *n_tokens gets T. 0, -EAGAIN (no
- * forecast yet), -EINVAL (not kept).
- */
-int cc_cell_attention(const CcCell *c, int f, float *weights, int64_t *token_end, int *n_tokens);
 
 #endif

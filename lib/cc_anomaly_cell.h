@@ -1,7 +1,11 @@
 /*
- * cc_anomaly_internal.h — what the files of the anomaly module share: the per-cell state,
- * its constants, and the functions one file calls in another. Not for hosts: they use
- * cc_anomaly.h. The module's files, in the order a step goes through them:
+ * cc_anomaly_cell.h — the anomaly detector's state, which every file of the module reads:
+ * the context (CcAnomaly), a cell (CcAnomalyCell) and the state of each of its KPIs
+ * (KpiState: calibrations, sums, episodes, the window ring), the constants that tune them,
+ * and the small rules read off them. The functions of each file are in its own header
+ * (cc_anomaly_dq.h, _profile.h, _window.h, _lifecycle.h); cc_anomaly.c calls down into them
+ * and none calls back. Not for hosts: they use cc_anomaly.h. The module's files, in the
+ * order a step goes through them:
  *     cc_anomaly.c           contexts, cells, expectations, and observe: the scoring steps
  *     cc_anomaly_dq.c        data-quality rules (missing, all_zero, stuck, bounds) and tick
  *     cc_anomaly_profile.c   the seasonal profile (usual value per time of day)
@@ -13,11 +17,13 @@
  *     cc_alert_json.c        an alert event as JSON, and the names of its enums
  *     cc_anomaly_settings.c  defaults, validation, settings by name
  *     cc_anomaly_state.c     the state as bytes, for snapshots
+ *     cc_anomaly_evidence.c  a cell's evidence as a share of its bars, for hosts
  */
-#ifndef CC_ANOMALY_INTERNAL_H
-#define CC_ANOMALY_INTERNAL_H
+#ifndef CC_ANOMALY_CELL_H
+#define CC_ANOMALY_CELL_H
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "cc_anomaly.h"
 #include "cc_anomaly_likelihood.h"
@@ -230,6 +236,15 @@ struct CcAnomalyCell {
     CcEpisodeTrace trace; ///< the anomaly episode's (live_run filled when an event is made)
 };
 
+/* One allocation for a lag ring of L entries of F KPIs: the targets, then the values
+ * (*values). NULL on -ENOMEM. */
+static inline int64_t *cc_lag_block(int L, int F, float **values)
+{
+    int64_t *t = calloc((size_t)L, sizeof *t + (size_t)F * 3 * sizeof **values);
+    *values = t ? (float *)(t + L) : NULL;
+    return t;
+}
+
 /* A value of KPI f is observed: flagged so by the host (mask NULL: all) and finite. */
 static inline int kpi_observed(const float *values, const uint8_t *mask, int f)
 {
@@ -291,6 +306,15 @@ static inline void absmean_update(double *m, int32_t *n, double z)
     *m += (v - *m) / (double)*n;
 }
 
+/* One step of a tracked tail_q quantile *t of |v| (see TAIL_RATE). */
+static inline void cc_tail_learn(const CcAnomalySettings *s, double *t, int32_t *n, double v)
+{
+    double lam = TAIL_RATE / s->tail_steps;
+    *t *= fabs(v) > *t ? exp(lam * s->tail_q) : exp(-lam * (1 - s->tail_q));
+    if (*n < INT32_MAX / 2)
+        (*n)++;
+}
+
 /* The KPI counts as over by its CUSUM (sums of its last scored step, in its direction). */
 static inline int cusum_over(const CcAnomalySettings *s, const KpiState *k, int f)
 {
@@ -326,109 +350,5 @@ static inline int profile_over(const CcAnomalySettings *s, const KpiState *k, in
 {
     return cc_cusum_over(k->pr_pos, k->pr_neg, profile_h_of(s, k), s->kpi[f].direction);
 }
-
-/* ---- cc_anomaly.c ---- */
-
-/* The Gaussian quantile of |z| for probability q: Φ⁻¹((1 + q)/2). */
-double cc_gauss_abs_quantile(double q);
-
-/* One step of a tracked tail_q quantile *t of |v| (see TAIL_RATE). */
-void cc_tail_learn(const CcAnomalySettings *s, double *t, int32_t *n, double v);
-
-/* One allocation for a lag ring of L entries of F KPIs: the targets, then the values
- * (*values). NULL on -ENOMEM. */
-int64_t *cc_lag_block(int L, int F, float **values);
-
-/* (Re)sizes shape novelty to the settings' w, ds and cats, every KPI's stage restarted
- * (none when shape_w is 0). 0 or -ENOMEM (the stage unchanged). */
-int cc_shape_alloc(CcAnomalyCell *c, const CcAnomalySettings *s);
-
-/* ---- cc_anomaly_window.c ---- */
-
-/* The window rule's scales in steps (at most CC_WIN_SCALES, distinct, ≥ 2); 0 = off. */
-int cc_window_scales(const CcAnomalySettings *s, int *w);
-
-/* The window rule of KPI f at this step: z (calibrated) enters its ring; the largest
- * window z over the scales in units of its own tail_q quantile times zq (comparable with
- * warn_z), NaN while none is warm; *unit gets that scale's zq / quantile (a window mean m
- * is m·unit there; NaN: none); then the quantiles learn (not while firing). */
-double cc_window_z(const CcAnomalySettings *s, KpiState *k, int firing, double z, double zq,
-                   double *unit);
-
-/* ---- cc_anomaly_dq.c ---- */
-
-/* The data-quality rules of one observation, in order: missing data ends, all_zero, then
- * per KPI stuck and bounds. */
-void cc_dq_observe(const CcAnomaly *a, CcAnomalyCell *c, int64_t step, const float *values,
-                   const uint8_t *mask, const CcAlertSink *sink);
-
-/* Within an episode's firing time or its grace period after resolving: the KPIs it covers
- * are not scored. */
-int cc_dq_blocks(const CcAnomalySettings *s, const Episode *e, int64_t step);
-/* all_zero's share of its bar now (cc_anomaly_cell_evidence). */
-double cc_dq_zero_evidence(const CcAnomaly *a, const CcAnomalyCell *c);
-
-/* ---- cc_anomaly_profile.c ---- */
-
-/* Where a step falls in the profile: day type, the bin it updates, and the two bins whose
- * centres surround it with the weight of the second. */
-typedef struct ProfPos {
-    int type;       ///< 0 weekday, 1 weekend (local time)
-    int bin;        ///< bin of the step
-    int b0, b1;     ///< bins interpolated between
-    double w1;      ///< weight of b1
-    double per_day; ///< samples per bin per day: profile_bin_s / step_seconds, ≥ 1
-} ProfPos;
-
-/* Profile bins per day the settings want; 0 = no profile. */
-int cc_profile_bins(const CcAnomalySettings *s);
-
-/* One allocation for a profile of NB bins per day: the means, the spreads (*spread), then
- * the counts (*counts). NULL on -ENOMEM. */
-float *cc_profile_block(int NB, int F, float **spread, uint16_t **counts);
-
-/* (Re)sizes the profile to NB bins per day, emptied, and restarts every KPI's profile
- * scale and sums (they belong to the old bins). 0 or -ENOMEM (profile unchanged). */
-int cc_profile_alloc(CcAnomalyCell *c, int NB);
-
-void cc_profile_pos(const CcAnomalySettings *s, int64_t step, int NB, ProfPos *p);
-
-/* The profile z of x for KPI f before learning x: (x − usual value) / scale, NaN while
- * the bins or the scale are not warm; *ref gets the usual value (NaN: none). Then, when
- * learn (not in a maintenance window), x is learnt: the scale from the residual, the
- * step's bin from x, and (not while the cell fires) its hour's spread (PROFILE_SPREAD). */
-double cc_profile_step(const CcAnomalySettings *s, CcAnomalyCell *c, const ProfPos *p, int f,
-                       int learn, int firing, double x, double *ref);
-
-/* ---- cc_anomaly_lifecycle.c ---- */
-
-/* What scoring found at one step, for the anomaly lifecycle. */
-typedef struct StepVerdict {
-    int n_scored; ///< KPIs scored against an expectation
-    int n_supp;   ///< KPIs that had one but were held by a DQ alert
-    int n_over;   ///< KPIs over (threshold, CUSUM or profile)
-    int n_crit;   ///< KPIs critical
-    double score; ///< max |z| over the scored KPIs, NaN if none
-    /* for CcEpisodeTrace only (detection does not read them) */
-    int n_live;              ///< KPIs over by a live deviation (CcEpisodeTrace)
-    int rules;               ///< CcAnomalyRule bits over, any KPI
-    int hold_rules;          ///< those of KPIs over without a live deviation
-    int over_kpi, hold_kpi;  ///< the KPI with the largest |z| of each kind, -1: none
-    double over_az, hold_az; ///< their |z|
-} StepVerdict;
-
-/* The anomaly lifecycle of one observed step: the k-of-n window, the cell's stats, and
- * the episode (fire, escalate, track the peak, resolve). */
-void cc_anomaly_lifecycle_step(const CcAnomaly *a, CcAnomalyCell *c, int64_t step,
-                               const float *values, const StepVerdict *v, const CcAlertSink *sink);
-
-/* An event of cell c with its id, times and no attribution (score NaN). */
-void cc_alert_event_init(const CcAnomaly *a, const CcAnomalyCell *c, CcAlertEvent *ev,
-                         enum CcAlertState st, enum CcDqReason r, int kpi, int64_t start,
-                         int64_t step, int severity);
-
-/* Counts the event and hands it to the sink, unless quiet_step is within quiet_until. */
-void cc_alert_emit(CcAnomalyCell *c, const CcAlertSink *sink, const CcAlertEvent *ev,
-                   int64_t quiet_step);
 
 #endif
