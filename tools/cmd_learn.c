@@ -96,6 +96,8 @@ typedef struct Refit {
     int64_t rows;        /* the rows it was fitted on (every cell's) */
     double seconds;      /* its fit's wall time */
     double lambda;       /* the linear-only fit's penalty chosen again (NaN: none) */
+    int kept_step;       /* the Transformer's checkpoint kept (its train_steps), and the */
+    int candidate_step;  /* candidate's: -1 unknown */
     char hash[17];
     char why[512];       /* not refitted: why (the scored candidate is published) */
 } Refit;
@@ -539,10 +541,27 @@ static int64_t csv_records(const char *path)
  * candidate's kept step replayed without a validation split: cellcast train needs one to
  * choose, and choosing keeps the ridge start when a run goes wrong (the refit is not scored
  * before it serves: cellcastd's rollback watch judges it live). So the refit is exactly the
- * candidate the next round would train on these rows (tests/cli/test_learn_refit.sh), the
- * same architecture (the candidate's horizon and patch length). The seasonal naive is
+ * candidate the next round would train on these rows (tests/cli/test_learn_refit.sh): the
+ * candidate's horizon and patch length, the windows cellcast train cuts to half the rows
+ * (longer only while the data is short). The seasonal naive is
  * refitted too: the same forecast, its interval calibrated on the newest rows. 0 (rf->ok,
  * or rf->why), 1 (stopped by SIGTERM). */
+/* The optimiser step whose weights a `cellcast train` file holds (its train_steps metadata,
+ * the checkpoint --select kept); -1 when it does not say. */
+static int kept_step(const char *path)
+{
+    CcModel *m = NULL;
+    char err[256];
+    int step = -1;
+    if (cc_model_open_file(&m, path, err, sizeof err) == 0) {
+        const char *v = cc_hparams_get_extra(&m->hp, "train_steps");
+        if (v)
+            step = atoi(v);
+    }
+    cc_model_close(&m);
+    return step;
+}
+
 static const CcLearnRollback *rolled_back(const LearnArgs *a, const char *hash);
 static int refit_chosen(const LearnArgs *a, const char *all_csv, int64_t step, const char *kind,
                         int horizon, int patch_len, Refit *rf)
@@ -554,8 +573,15 @@ static int refit_chosen(const LearnArgs *a, const char *all_csv, int64_t step, c
     int64_t t0 = cc_now_ns();
     Scored tmp = {.kind = kind};
     int rc;
+    rf->kept_step = rf->candidate_step = -1;
     if (!strcmp(kind, "transformer")) {
         rc = transformer_candidate(a, all_csv, step, horizon, patch_len, rf->path, &tmp);
+        if (rc == 0) {
+            char cand[4096];
+            state_path(a, "candidate-transformer.safetensors", cand, sizeof cand);
+            rf->kept_step = kept_step(rf->path);
+            rf->candidate_step = kept_step(cand);
+        }
     } else {
         CcLinearFitReport fit = {.lambda = NAN};
         int h = 0, p = a->patch_len, seasonal = !strcmp(kind, "seasonal");
@@ -1165,8 +1191,12 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
             if (rf.ok) {
                 json_object_set_new(r, "hash", json_string(rf.hash));
                 json_object_set_new(r, "rows", json_integer(rf.rows));
-                json_object_set_new(r, "steps", best == TX ? json_integer(a->tx_steps)
-                                                           : json_integer(0));
+                if (best == TX) { /* the checkpoint kept, of the same budget as the candidate's */
+                    json_object_set_new(r, "steps", json_integer(rf.kept_step));
+                    json_object_set_new(r, "candidate_steps", json_integer(rf.candidate_step));
+                    json_object_set_new(r, "step_budget", json_integer(a->tx_steps));
+                } else
+                    json_object_set_new(r, "steps", json_integer(0)); /* closed form */
                 json_object_set_new(r, "train_seconds", json_real(rf.seconds));
                 if (isfinite(rf.lambda))
                     json_object_set_new(r, "lambda", json_real(rf.lambda));
