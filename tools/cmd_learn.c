@@ -93,13 +93,13 @@ typedef struct Scored {
 typedef struct Refit {
     char path[4096];
     int ok;
-    int64_t rows;        /* the rows it was fitted on (every cell's) */
-    double seconds;      /* its fit's wall time */
-    double lambda;       /* the linear-only fit's penalty chosen again (NaN: none) */
-    int kept_step;       /* the Transformer's checkpoint kept (its train_steps), and the */
-    int candidate_step;  /* candidate's: -1 unknown */
+    int64_t rows;       /* the rows it was fitted on (every cell's) */
+    double seconds;     /* its fit's wall time */
+    double lambda;      /* the linear-only fit's penalty chosen again (NaN: none) */
+    int kept_step;      /* the Transformer's checkpoint kept (its train_steps), and the */
+    int candidate_step; /* candidate's: -1 unknown */
     char hash[17];
-    char why[512];       /* not refitted: why (the scored candidate is published) */
+    char why[512]; /* not refitted: why (the scored candidate is published) */
 } Refit;
 
 typedef struct LearnState {
@@ -589,8 +589,8 @@ static int refit_chosen(const LearnArgs *a, const char *all_csv, int64_t step, c
                               seasonal ? NULL : &fit, NULL);
         rf->lambda = fit.lambda;
         if (rc == 0 && h != horizon) /* cannot be: the horizon is set by the step alone */
-            rc = -1, snprintf(tmp.why, sizeof tmp.why, "horizon %d, not the candidate's %d", h,
-                              horizon);
+            rc = -1,
+            snprintf(tmp.why, sizeof tmp.why, "horizon %d, not the candidate's %d", h, horizon);
     }
     rf->seconds = (double)(cc_now_ns() - t0) / 1e9;
     if (rc == 1 || g_learn_stop)
