@@ -43,7 +43,7 @@ static void on_stop(int sig)
 
 typedef struct LearnArgs {
     const char *data_dir, *out, *state_dir, *on_publish, *tx_loss, *tx_mae_units;
-    int once, shuffle_train, quiet, threads, no_refit;
+    int once, shuffle_train, quiet, threads, no_refit, refresh;
     double data_days, poll_s, floor_frac;
     CcLearnSettings ls;
     double first_model_h, transformer_days, retrain_h, holdout_h;
@@ -606,6 +606,23 @@ static int refit_chosen(const LearnArgs *a, const char *all_csv, int64_t step, c
     return 0;
 }
 
+/* The index in sc[0..n_cand) of the kind of the model in service, from its record (the
+ * learner's MODEL.json: `published`); -1 when it has none (a model the learner did not
+ * publish). */
+static int champion_kind(const LearnArgs *a, const Scored *sc, int n_cand)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s.json", a->out);
+    json_t *r = json_load_file(path, 0, NULL);
+    const char *k = json_string_value(json_object_get(r, "published"));
+    int idx = -1;
+    for (int i = 0; k && i < n_cand; i++)
+        if (!strcmp(sc[i].kind, k))
+            idx = i;
+    json_decref(r);
+    return idx;
+}
+
 /* The held-out forecast origins (every cell's) the gate compares on at least: one day of a
  * few hourly cells holds ~20 origins a cell, and the winner of such a day does not predict
  * the next day's (docs/results.md, "The gate's evidence"); the number matches cellcastd's
@@ -1095,12 +1112,20 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
     double crit[N_SCORED];
     json_t *pool = gate_pool(a, sc, N_SCORED, cut, crit);
     const char *decision = gate(sc, crit, CHAMP, a->ls.margin, &best, &publish);
+    int pub = best; /* the candidate published: the best, or the kind in service refreshed */
+    if (!publish && a->refresh && best >= 0 && sc[CHAMP].ok && !champ_refused) {
+        int k = champion_kind(a, sc, CHAMP);
+        if (k >= 0 && sc[k].ok && crit[k] <= crit[CHAMP] / (1 - a->ls.margin)) {
+            pub = k, publish = 1;
+            decision = "published: the kind in service refreshed on the newest rows (--refresh)";
+        }
+    }
     Refit rf = {.ok = 0};
     if (publish && !a->no_refit) {
         if (!a->quiet)
             fprintf(stderr, "cellcast learn: refitting the %s candidate on every row\n",
-                    sc[best].kind);
-        if (refit_chosen(a, all_csv, ls.step_s, sc[best].kind, horizon, patch_len, &rf) == 1) {
+                    sc[pub].kind);
+        if (refit_chosen(a, all_csv, ls.step_s, sc[pub].kind, horizon, patch_len, &rf) == 1) {
             char optim[4200]; /* as a stop while the candidates train: nothing published */
             snprintf(optim, sizeof optim, "%s.optim", rf.path);
             unlink(rf.path);
@@ -1122,7 +1147,7 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
             fprintf(stderr,
                     "cellcast learn: refit of the %s candidate: %s; publishing the candidate "
                     "scored\n",
-                    sc[best].kind, rf.why);
+                    sc[pub].kind, rf.why);
     }
     json_t *rec = json_object();
     json_object_set_new(rec, "format", json_string("cellcast-learn-record/1"));
@@ -1183,15 +1208,15 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
         /* the model first, then its record: a reader of the record finds its model */
         char rec_path[4200];
         snprintf(rec_path, sizeof rec_path, "%s.json", a->out);
-        json_object_set_new(rec, "published", json_string(sc[best].kind));
-        json_object_set_new(rec, "hash", json_string(rf.ok ? rf.hash : sc[best].hash));
+        json_object_set_new(rec, "published", json_string(sc[pub].kind));
+        json_object_set_new(rec, "hash", json_string(rf.ok ? rf.hash : sc[pub].hash));
         if (!a->no_refit) {
             json_t *r = json_object();
-            json_object_set_new(r, "of", json_string(sc[best].hash));
+            json_object_set_new(r, "of", json_string(sc[pub].hash));
             if (rf.ok) {
                 json_object_set_new(r, "hash", json_string(rf.hash));
                 json_object_set_new(r, "rows", json_integer(rf.rows));
-                if (best == TX) { /* the checkpoint kept, of the same budget as the candidate's */
+                if (pub == TX) { /* the checkpoint kept, of the same budget as the candidate's */
                     json_object_set_new(r, "steps", json_integer(rf.kept_step));
                     json_object_set_new(r, "candidate_steps", json_integer(rf.candidate_step));
                     json_object_set_new(r, "step_budget", json_integer(a->tx_steps));
@@ -1215,12 +1240,12 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
              (stat(rec_path, &sb) == 0 &&
               cc_learn_publish_file(rec_path, prevj, err, sizeof err) < 0)))
             fprintf(stderr, "cellcast learn: keeping the model replaced as %s: %s\n", prev, err);
-        if (cc_learn_publish_file(rf.ok ? rf.path : sc[best].path, a->out, err, sizeof err) < 0 ||
+        if (cc_learn_publish_file(rf.ok ? rf.path : sc[pub].path, a->out, err, sizeof err) < 0 ||
             save_json_atomic(rec_path, rec, err, sizeof err) < 0) {
             fprintf(stderr, "cellcast learn: publish: %s\n", err);
             rc = -1;
         } else if (a->kafka &&
-                   publish_kafka(a, rec, rf.ok ? rf.hash : sc[best].hash, err, sizeof err) < 0) {
+                   publish_kafka(a, rec, rf.ok ? rf.hash : sc[pub].hash, err, sizeof err) < 0) {
             fprintf(stderr, "cellcast learn: publish to Kafka: %s\n", err);
             rc = -1;
         } else {
@@ -1448,6 +1473,10 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
         CC_OPTS_FLAG("no-refit", &a->no_refit,
                      "publish the candidate scored as it is, not refitted\n"
                      "on every row (held-out ones included) first"),
+        CC_OPTS_FLAG("refresh", &a->refresh,
+                     "when the gate keeps the model in service, publish its\n"
+                     "kind's candidate of the round (refitted) unless it scores\n"
+                     "worse than that model by the margin (docs/learning.md)"),
         CC_OPTS_FLAG("shuffle-train", &a->shuffle_train,
                      "(tests, with --once) shuffle the training rows' values\n"
                      "in time: the candidates must then be refused"),

@@ -14,7 +14,8 @@
 #   tensor's largest; the Transformer: the same seed and steps on one thread, so the same);
 # - --no-refit publishes the scored candidate's bytes and writes no refit;
 # - SIGTERM while the Transformer is refitted: exit 0, nothing written (no model, no
-#   record, no round counted); SIGKILL there with a model in service: it stays whole.
+#   record, no round counted); SIGKILL there with a model in service: it stays whole;
+# - --refresh: a round whose gate keeps the model in service publishes its kind refitted.
 #   usage: test_learn_refit.sh CELLCAST
 set -u
 CLI=${1:?cellcast binary}
@@ -155,6 +156,28 @@ if long_refit kill; then
     fi
 else
     fail "SIGKILL while refitting: the round never refitted a Transformer ($(tail -1 "$TMP/kill.log"))"
+fi
+
+# 5. --refresh: a linear model in service (3 days), a round on 4 days with linear-only
+# candidates: its linear candidate is that model (the same rows: the refit), so the gate keeps
+# it; with --refresh the kind in service is refitted on the 4 days and published (equal to the
+# 5-day round's candidate), without it nothing is.
+round keep 3 --transformer-days 100
+cp -r "$TMP/keep" "$TMP/fresh"
+h=$(cksum <"$TMP/keep/m.safetensors")
+"$CLI" learn "${SHAPE[@]}" --out "$TMP/keep/m.safetensors" --data-days 4 --transformer-days 100 \
+    --quiet 2>>"$TMP/keep.log" || fail "round keep 4"
+"$CLI" learn "${SHAPE[@]}" --out "$TMP/fresh/m.safetensors" --data-days 4 --transformer-days 100 \
+    --refresh --quiet 2>>"$TMP/fresh.log" || fail "round fresh 4"
+round fresh_next 5 --transformer-days 100
+if [ "$(cksum <"$TMP/keep/m.safetensors")" = "$h" ] &&
+    tail -n 1 "$TMP/keep/rounds.jsonl" | grep -q '"decision":"refused' &&
+    [ "$(rec fresh 'r["decision"]')" = "published: the kind in service refreshed on the newest rows (--refresh)" ] &&
+    [ "$(rec fresh 'r["published"]')" = linear ] && [ "$(rec fresh 'r["parent"]')" != None ] &&
+    same_weights "$TMP/fresh/m.safetensors" "$TMP/fresh_next/candidate-linear.safetensors" >/dev/null; then
+    ok "--refresh: the kept kind refitted on the newest rows is published (without: refused)"
+else
+    fail "--refresh: $(rec fresh 'r["decision"]'); kept: $(tail -n 1 "$TMP/keep/rounds.jsonl" | head -c 300)"
 fi
 
 [ "$FAILS" = 0 ] && echo "learn-refit: all checks passed"
