@@ -515,18 +515,37 @@ static int64_t csv_records(const char *path)
     FILE *f = fopen(path, "r");
     if (!f)
         return 0;
+    static char buf[1 << 16];
     int64_t n = 0;
-    int c, prev = '\n';
-    while ((c = getc(f)) != EOF) {
-        if (c == '\n')
+    size_t got;
+    char last = '\n';
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
+        for (const char *p = buf; (p = memchr(p, '\n', (size_t)(buf + got - p))); p++)
             n++;
-        prev = c;
+        last = buf[got - 1];
     }
-    if (prev != '\n')
-        n++;
     fclose(f);
+    n += last != '\n'; /* a last line without its newline */
     return n > 0 ? n - 1 : 0;
 }
+
+/* The optimiser step whose weights a `cellcast train` file holds (its train_steps metadata,
+ * the checkpoint --select kept); -1 when it does not say. */
+static int kept_step(const char *path)
+{
+    CcModel *m = NULL;
+    char err[256];
+    int step = -1;
+    if (cc_model_open_file(&m, path, err, sizeof err) == 0) {
+        const char *v = cc_hparams_get_extra(&m->hp, "train_steps");
+        if (v)
+            step = atoi(v);
+    }
+    cc_model_close(&m);
+    return step;
+}
+
+static const CcLearnRollback *rolled_back(const LearnArgs *a, const char *hash);
 
 /* The refit (issue 31): the kind the gate chose fitted again with its recipe and seed on
  * every row of the round, the held-out rows included, into STATE_DIR/refit.safetensors.
@@ -546,23 +565,6 @@ static int64_t csv_records(const char *path)
  * (longer only while the data is short). The seasonal naive is
  * refitted too: the same forecast, its interval calibrated on the newest rows. 0 (rf->ok,
  * or rf->why), 1 (stopped by SIGTERM). */
-/* The optimiser step whose weights a `cellcast train` file holds (its train_steps metadata,
- * the checkpoint --select kept); -1 when it does not say. */
-static int kept_step(const char *path)
-{
-    CcModel *m = NULL;
-    char err[256];
-    int step = -1;
-    if (cc_model_open_file(&m, path, err, sizeof err) == 0) {
-        const char *v = cc_hparams_get_extra(&m->hp, "train_steps");
-        if (v)
-            step = atoi(v);
-    }
-    cc_model_close(&m);
-    return step;
-}
-
-static const CcLearnRollback *rolled_back(const LearnArgs *a, const char *hash);
 static int refit_chosen(const LearnArgs *a, const char *all_csv, int64_t step, const char *kind,
                         int horizon, int patch_len, Refit *rf)
 {
