@@ -203,7 +203,8 @@ fi
 # the gate's 200, so each round's criterion pools the previous rounds' disjoint held-out days
 # (linear-only rounds at days 6..10, then day 10 again: a repeated round pools the days
 # before it, not itself). Every round's pooled criteria are recomputed from the records (each
-# kind's scores; the champion's own since it was a candidate, its kind's before) and its
+# kind's scores; the champion's own since it was a candidate, a refit's those of the candidate
+# it refitted, its kind's before) and its
 # decision from them.
 for d in 6 7 8 9 10 10; do
     "$CLI" learn --data-dir "$TMP/data" --out "$TMP/out4/m.safetensors" --patch-len 4 --once \
@@ -217,8 +218,10 @@ def score(r, kind=None, h=None, st=None):
         cb = r["champion_before"]
         if cb.get("hash") == h and "mase" in cb:
             return cb["mase"], cb["origins"]
+        refit = r.get("refit", {}).get("hash")  # a refit scores as the candidate it refitted
         for c in r["candidates"]:
-            if c.get("hash") == h and "mase" in c:
+            if (c.get("hash") == h or (refit == h and c["kind"] == r.get("published"))) \
+                    and "mase" in c:
                 st["kind"] = c["kind"]
                 return c["mase"], c["origins"]
         kind = st.get("kind")
