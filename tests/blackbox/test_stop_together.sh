@@ -13,8 +13,12 @@
 # of the shutdown (snapshot, sanitizer's exit) — a member that hangs in librdkafka's close
 # blows it. The rounds vary DELAY (0, 0.3, 0.8, 1.5 s after c's start: before c's
 # JoinGroup, during the revoke, during the sync, after the assignment).
+# A last round takes the deadline path: b frozen (SIGSTOP; session.timeout.ms 12 s) when c
+# joins, so the group's rebalance cannot finish before a's close gives up; a is stopped
+# alone, then b (continued) and c together — the same checks (a gives up after 5 s, logs it,
+# exits 0: its consumer abandoned, not destroyed).
 # Defect seen before the fix (2026-11-28): rd_kafka_cgrp_terminated: assert
-# !rd_kafka_assignment_in_progress, or a member that never exits. ~40-60 s.
+# !rd_kafka_assignment_in_progress, or a member that never exits. ~60-80 s.
 # Exit 77 (skip) when kcat, curl or python3 is missing.
 set -u
 CELLCASTD=${1:-}
@@ -43,7 +47,8 @@ EOF
 kcat -b "$EXT" -P -t kpis -K '|' -l "$TMP/feed.txt" || { fail "kcat produce"; exit 1; }
 
 declare -A MPID MLOG
-# member ROUND NAME: its configuration (group of the round, own snapshot, port 0), started
+# member ROUND NAME [SESSION_MS]: its configuration (group of the round, own snapshot, port 0,
+# session.timeout.ms 6000 unless given), started
 member() {
     local dir="$TMP/r$1/$2"
     mkdir -p "$dir"
@@ -54,7 +59,7 @@ kafka:
   brokers: "$EXT"
   group_id: together$1
   properties:
-    session.timeout.ms: "6000"
+    session.timeout.ms: "${3:-6000}"
     heartbeat.interval.ms: "500"
 http:
   port: 0
@@ -69,6 +74,49 @@ EOF
     DAEMON_TRIES=200 start_daemon "${MLOG[$2]}" port -c "$dir/cfg.yaml"
     MPID[$2]=$DPID
     DPID=
+}
+
+# stop_together LABEL MEMBER...: SIGTERM to every MEMBER at once; each must exit 0 within
+# BOUND_S with no assert or sanitizer report in its log (stacks of a hung one: TMP/rR/M/stacks.txt)
+stop_together() {
+    local label=$1 m rc bad t0 left
+    shift
+    declare -A took=()
+    t0=$(date +%s%N)
+    for m in "$@"; do kill -TERM "${MPID[$m]}" 2>/dev/null; done
+    while :; do
+        left=0
+        for m in "$@"; do
+            [ -n "${took[$m]:-}" ] && continue
+            if kill -0 "${MPID[$m]}" 2>/dev/null; then
+                left=1
+            else
+                took[$m]=$((($(date +%s%N) - t0) / 1000000))
+            fi
+        done
+        [ $left = 0 ] && break
+        [ $((($(date +%s%N) - t0) / 1000000000)) -ge $BOUND_S ] && break
+        sleep 0.05
+    done
+    for m in "$@"; do
+        if [ -z "${took[$m]:-}" ]; then
+            fail "$label: member $m still running ${BOUND_S} s after SIGTERM: $(tail -2 "${MLOG[$m]}" | tr '\n' ' ')"
+            # where it hangs, for the record
+            command -v gdb >/dev/null && timeout 20 gdb -p "${MPID[$m]}" -batch \
+                -ex 'thread apply all bt' >"$TMP/r$r/$m/stacks.txt" 2>&1
+            kill -KILL "${MPID[$m]}" 2>/dev/null
+            wait "${MPID[$m]}" 2>/dev/null
+            continue
+        fi
+        rc=0
+        wait "${MPID[$m]}" 2>/dev/null || rc=$?
+        bad=$(grep -m1 -e '\*\*\* .*assert' -e 'AddressSanitizer' -e 'LeakSanitizer' -e 'runtime error:' "${MLOG[$m]}")
+        if [ $rc = 0 ] && [ -z "$bad" ]; then
+            ok "$label: member $m exited 0 in ${took[$m]} ms"
+        else
+            fail "$label: member $m exit $rc in ${took[$m]} ms: ${bad:-$(tail -2 "${MLOG[$m]}" | tr '\n' ' ')}"
+        fi
+    done
 }
 
 for ((r = 0; r < ROUNDS; r++)); do
@@ -91,43 +139,26 @@ for ((r = 0; r < ROUNDS; r++)); do
     sleep 1 # fetching, stepping, auto-commits
     member "$r" c
     sleep "$delay"
-    t0=$(date +%s%N)
-    for m in a b c; do kill -TERM "${MPID[$m]}" 2>/dev/null; done
-    declare -A took=()
-    while :; do
-        left=0
-        for m in a b c; do
-            [ -n "${took[$m]:-}" ] && continue
-            if kill -0 "${MPID[$m]}" 2>/dev/null; then
-                left=1
-            else
-                took[$m]=$((($(date +%s%N) - t0) / 1000000))
-            fi
-        done
-        [ $left = 0 ] && break
-        [ $((($(date +%s%N) - t0) / 1000000000)) -ge $BOUND_S ] && break
-        sleep 0.05
-    done
-    for m in a b c; do
-        if [ -z "${took[$m]:-}" ]; then
-            fail "round $r (stop ${delay}s after c's start): member $m still running ${BOUND_S} s after SIGTERM: $(tail -2 "${MLOG[$m]}" | tr '\n' ' ')"
-            # where it hangs, for the record
-            command -v gdb >/dev/null && timeout 20 gdb -p "${MPID[$m]}" -batch \
-                -ex 'thread apply all bt' >"$TMP/r$r/$m/stacks.txt" 2>&1
-            kill -KILL "${MPID[$m]}" 2>/dev/null
-            wait "${MPID[$m]}" 2>/dev/null
-            continue
-        fi
-        rc=0
-        wait "${MPID[$m]}" 2>/dev/null || rc=$?
-        bad=$(grep -m1 -e '\*\*\* .*assert' -e 'AddressSanitizer' -e 'LeakSanitizer' -e 'runtime error:' "${MLOG[$m]}")
-        if [ $rc = 0 ] && [ -z "$bad" ]; then
-            ok "round $r (stop ${delay}s after c's start): member $m exited 0 in ${took[$m]} ms"
-        else
-            fail "round $r (stop ${delay}s after c's start): member $m exit $rc in ${took[$m]} ms: ${bad:-$(tail -2 "${MLOG[$m]}" | tr '\n' ' ')}"
-        fi
-    done
-    unset took
+    stop_together "round $r (stop ${delay}s after c's start)" a b c
     PIDS=("${PIDS[0]}") # the cluster; the members are gone
 done
+
+# the deadline path: the rebalance waits for the frozen b
+r=$ROUNDS
+member "$r" a 12000
+member "$r" b 12000
+for _ in $(seq 300); do
+    grep -q 'partition(s) assigned' "${MLOG[a]}" && grep -q 'partition(s) assigned' "${MLOG[b]}" && break
+    sleep 0.1
+done
+sleep 2
+kill -STOP "${MPID[b]}"
+member "$r" c 12000
+sleep 1.5
+stop_together "round $r (b frozen)" a
+grep -q 'did not leave the group within' "${MLOG[a]}" &&
+    ok "round $r: a gave up leaving at the deadline (logged)" ||
+    echo "note: round $r: the rebalance finished before a's deadline (the deadline path not taken)"
+kill -CONT "${MPID[b]}"
+stop_together "round $r (b continued)" b c
 [ "$FAILS" = 0 ] && echo "all ok" || exit 1
