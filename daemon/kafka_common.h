@@ -86,6 +86,7 @@ struct CcdKafka {
     rd_kafka_topic_partition_list_t *assigned; /* librdkafka's assignment */
     rd_kafka_topic_partition_list_t *held;     /* what the hooks were told the host owns */
     int coop;               /* the assignors are cooperative (decided once: kafka_open_consumer) */
+    int static_member;      /* group.instance.id is set: it does not leave the group at a stop */
     int consumer_closing;   /* ccd_kafka_close began: rebalances are answered, nothing taken over */
     int group_closing;      /* rd_kafka_consumer_close_queue was called: the group terminates */
     int64_t close_deadline; /* cc_now_ns() bound of ccd_kafka_close (0: not closing) */

@@ -483,6 +483,11 @@ int kafka_open_consumer(CcdKafka *k, const CcdKafkaSettings *s, KafkaRebalanceCb
     k->coop = rd_kafka_conf_get(conf, "partition.assignment.strategy", strategy, &strategy_len) ==
                   RD_KAFKA_CONF_OK &&
               strstr(strategy, "cooperative");
+    char instance[256];
+    size_t instance_len = sizeof instance;
+    k->static_member =
+        rd_kafka_conf_get(conf, "group.instance.id", instance, &instance_len) == RD_KAFKA_CONF_OK &&
+        instance[0];
     rd_kafka_conf_set_opaque(conf, k);
     k->rebalance_cb = rebalance_cb;
     rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb);
@@ -548,20 +553,36 @@ static int in_group(CcdKafka *k)
  *   3. only then close: nothing is assigned and no rebalance can come, so the group
  *      terminates at once. Rebalance events on the close queue (none expected) are
  *      still served (librdkafka would wait for them), without commits (k->group_closing).
+ * A static member (group.instance.id) must not leave: steps 1-2 are only a drain of the
+ * queue, and its revoke comes from the close (served from the close queue, no commit in
+ * the callback: librdkafka commits the stored offsets when it unassigns).
  * Past the deadline the consumer is abandoned, not destroyed (ccd_kafka_close).
  */
 int kafka_consumer_leave(CcdKafka *k, int64_t deadline, int timeout_ms)
 {
-    rd_kafka_resp_err_t ue = rd_kafka_unsubscribe(k->rk);
-    if (ue)
-        CCD_LOG(CC_LOG_WARN, "kafka", "unsubscribe: %s", rd_kafka_err2str(ue));
     uint64_t dropped = 0;
-    int left;
-    while (!(left = !k->assigned->cnt && !in_group(k)) && cc_now_ns() < deadline) {
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(k->rk, 50);
-        if (m) {
+    int left = 1;
+    rd_kafka_message_t *m;
+    if (k->static_member) {
+        /* KIP-345: a static member keeps its place in the group at a stop, and unsubscribe
+         * would send LeaveGroup; librdkafka's close does not. Only what librdkafka already
+         * handed over is answered first: the fetchers paused, the queue served until empty
+         * (a rebalance handed over between this and the close is the one left to chance). */
+        if (k->assigned->cnt)
+            rd_kafka_pause_partitions(k->rk, k->assigned);
+        while (cc_now_ns() < deadline && (m = rd_kafka_consumer_poll(k->rk, 0))) {
             dropped += !m->err;
             rd_kafka_message_destroy(m);
+        }
+    } else {
+        rd_kafka_resp_err_t ue = rd_kafka_unsubscribe(k->rk);
+        if (ue)
+            CCD_LOG(CC_LOG_WARN, "kafka", "unsubscribe: %s", rd_kafka_err2str(ue));
+        while (!(left = !k->assigned->cnt && !in_group(k)) && cc_now_ns() < deadline) {
+            if ((m = rd_kafka_consumer_poll(k->rk, 50))) {
+                dropped += !m->err;
+                rd_kafka_message_destroy(m);
+            }
         }
     }
     if (dropped)

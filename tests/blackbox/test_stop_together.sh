@@ -19,6 +19,7 @@
 # exits 0: its consumer abandoned, not destroyed).
 # Defect seen before the fix (2026-11-28): rd_kafka_cgrp_terminated: assert
 # !rd_kafka_assignment_in_progress, or a member that never exits. ~60-80 s.
+# STATIC=1: the members are static (kafka.group_instance_id): they do not leave the group.
 # Exit 77 (skip) when kcat, curl or python3 is missing.
 set -u
 CELLCASTD=${1:-}
@@ -58,6 +59,7 @@ model:
 kafka:
   brokers: "$EXT"
   group_id: together$1
+  group_instance_id: "${STATIC:+static-$1-$2}"
   properties:
     session.timeout.ms: "${3:-6000}"
     heartbeat.interval.ms: "500"
