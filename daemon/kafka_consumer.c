@@ -606,22 +606,20 @@ int kafka_consumer_leave(CcdKafka *k, int64_t deadline, int timeout_ms)
         rd_kafka_error_destroy(ce);
         rd_kafka_queue_destroy(q);
         return 1;
-    } else {
-        while (!rd_kafka_consumer_closed(k->rk) && cc_now_ns() < deadline) {
-            rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 50);
-            if (!ev)
-                continue;
-            if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE)
-                k->rebalance_cb(
-                    k->rk, rd_kafka_event_error(ev),
-                    (rd_kafka_topic_partition_list_t *)rd_kafka_event_topic_partition_list(ev), k);
-            rd_kafka_event_destroy(ev);
-        }
+    }
+    while (!rd_kafka_consumer_closed(k->rk) && cc_now_ns() < deadline) {
+        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 50);
+        if (!ev)
+            continue;
+        if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE)
+            k->rebalance_cb(
+                k->rk, rd_kafka_event_error(ev),
+                (rd_kafka_topic_partition_list_t *)rd_kafka_event_topic_partition_list(ev), k);
+        rd_kafka_event_destroy(ev);
     }
     rd_kafka_queue_destroy(q);
     int closed = rd_kafka_consumer_closed(k->rk);
     if (!closed)
-        CCD_LOG(CC_LOG_ERROR, "kafka", "the consumer left the group but did not close within %d ms",
-                timeout_ms);
+        CCD_LOG(CC_LOG_ERROR, "kafka", "the consumer did not close within %d ms", timeout_ms);
     return closed;
 }
