@@ -119,6 +119,12 @@ static int open_embedded(CcdKafka *k, const CcdKafkaSettings *s, char *err, size
     return 0;
 }
 
+/* A consumer that did not close by the deadline of ccd_kafka_close: not destroyed —
+ * rd_kafka_destroy would wait for the group it still runs (forever when a rebalance waits for
+ * an answer nobody gives) or assert on it — and kept here, reachable, until the process exits
+ * or re-executes (the daemon closes Kafka only on its way out). */
+static rd_kafka_t *abandoned_consumer;
+
 static void destroy(CcdKafka *k)
 {
     if (k->cq)
@@ -127,7 +133,9 @@ static void destroy(CcdKafka *k)
         rd_kafka_consumer_close(k->reader); /* never joined a group: returns at once */
         rd_kafka_destroy(k->reader);
     }
-    if (k->rk) /* closed (bounded) by ccd_kafka_close; never block here */
+    if (k->rk && k->consumer_abandoned)
+        abandoned_consumer = k->rk;
+    else if (k->rk) /* closed (bounded) by ccd_kafka_close; never block here */
         rd_kafka_destroy_flags(k->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
     for (int i = 0; i < k->n_tinfo; i++) {
         free(k->tinfo[i].name);
@@ -269,11 +277,18 @@ void ccd_kafka_close(CcdKafka **pk, int timeout_ms)
     if (!k)
         return;
     /* Offsets stored by acks so far, synchronously; then leave the group (the revoke
-     * callback runs here) — librdkafka commits once more on the way out. */
+     * callback runs here) — librdkafka commits once more on the way out. Everything within
+     * timeout_ms: past it the consumer is abandoned (see abandoned_consumer). */
     int64_t deadline = cc_now_ns() + (int64_t)timeout_ms * 1000000;
+    k->close_deadline = deadline;
     kafka_commit_bounded(k, timeout_ms);
     k->consumer_closing = 1;
-    kafka_consumer_leave(k, deadline, timeout_ms);
+    if (!kafka_consumer_leave(k, deadline, timeout_ms)) {
+        k->consumer_abandoned = 1;
+        CCD_LOG(CC_LOG_ERROR, "kafka",
+                "consumer abandoned, not destroyed: librdkafka's group is still running (it "
+                "ends with the process)");
+    }
     if (k->held->cnt) /* no revoke came (never assigned, or broker gone): tell the host */
         kafka_release(k, k->held);
     kafka_producer_drain(k, deadline, timeout_ms);

@@ -85,7 +85,12 @@ struct CcdKafka {
     CcdKafkaHooks hooks;
     rd_kafka_topic_partition_list_t *assigned; /* librdkafka's assignment */
     rd_kafka_topic_partition_list_t *held;     /* what the hooks were told the host owns */
-    int consumer_closing;
+    int coop;               /* the assignors are cooperative (decided once: kafka_open_consumer) */
+    int static_member;      /* group.instance.id is set: it does not leave the group at a stop */
+    int consumer_closing;   /* ccd_kafka_close began: rebalances are answered, nothing taken over */
+    int group_closing;      /* rd_kafka_consumer_close_queue was called: the group terminates */
+    int64_t close_deadline; /* cc_now_ns() bound of ccd_kafka_close (0: not closing) */
+    int consumer_abandoned; /* it did not close by the deadline: never destroyed (kafka.c) */
     int paused;
     int lost;           /* the assignment was lost: held ⊄ assigned until the next assign */
     rd_kafka_t *reader; /* assign-only consumer for ccd_kafka_read_partitions (lazy) */
@@ -142,7 +147,8 @@ void kafka_resolve_rewinds(CcdKafka *k, rd_kafka_topic_partition_list_t *l);
 /* The consumer handle, its rebalances served by rebalance_cb. 0 or -errno with a message. */
 int kafka_open_consumer(CcdKafka *k, const CcdKafkaSettings *s, KafkaRebalanceCb rebalance_cb,
                         char *err, size_t errlen);
-void kafka_consumer_leave(CcdKafka *k, int64_t deadline, int timeout_ms);
+/* Leaves the group and closes the consumer by deadline; 1 when librdkafka says it is closed. */
+int kafka_consumer_leave(CcdKafka *k, int64_t deadline, int timeout_ms);
 
 /* kafka_rebalance.c */
 void kafka_release(CcdKafka *k, rd_kafka_topic_partition_list_t *parts);

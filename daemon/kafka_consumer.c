@@ -475,6 +475,19 @@ int kafka_open_consumer(CcdKafka *k, const CcdKafkaSettings *s, KafkaRebalanceCb
         (ret = kafka_set_prop(conf, "enable.auto.offset.store", "false", err, errlen)) ||
         (ret = kafka_set_prop(conf, "log.queue", "true", err, errlen)))
         goto error;
+    /* The protocol, once: rd_kafka_rebalance_protocol() is a request to the group's thread
+     * that never returns once the group has terminated (librdkafka #4041), and librdkafka
+     * refuses to mix eager and cooperative assignors. */
+    char strategy[256];
+    size_t strategy_len = sizeof strategy;
+    k->coop = rd_kafka_conf_get(conf, "partition.assignment.strategy", strategy, &strategy_len) ==
+                  RD_KAFKA_CONF_OK &&
+              strstr(strategy, "cooperative");
+    char instance[256];
+    size_t instance_len = sizeof instance;
+    k->static_member =
+        rd_kafka_conf_get(conf, "group.instance.id", instance, &instance_len) == RD_KAFKA_CONF_OK &&
+        instance[0];
     rd_kafka_conf_set_opaque(conf, k);
     k->rebalance_cb = rebalance_cb;
     rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb);
@@ -506,32 +519,107 @@ error:
     return ret;
 }
 
-/* Leaves the group, bounded by deadline: rd_kafka_consumer_close() blocks until the
- * coordinator answers, i.e. forever when the broker is gone. Callbacks (the revoke) are
- * served from a queue of our own while we wait. */
-void kafka_consumer_leave(CcdKafka *k, int64_t deadline, int timeout_ms)
+/* Whether librdkafka still holds a member id: empty once the consumer left the group (its
+ * LeaveGroup sent) or before it ever joined. A request to librdkafka's group thread that
+ * waits without a bound: only before rd_kafka_consumer_close_queue (the group is alive). */
+static int in_group(CcdKafka *k)
 {
+    char *id = rd_kafka_memberid(k->rk);
+    int in = id && *id;
+    if (id)
+        rd_kafka_mem_free(k->rk, id);
+    return in;
+}
+
+/*
+ * Leaves the group, then closes the consumer, bounded by deadline (rd_kafka_consumer_close()
+ * blocks until the coordinator answers, i.e. forever when the broker is gone).
+ *
+ * Why in two steps: a rebalance librdkafka handed to the application before the close (the
+ * host stops polling at SIGTERM, several members stopped together keep rebalancing) and
+ * still unanswered when the close begins is abandoned by librdkafka's close — it unassigns
+ * and terminates the group on its own — but the event stays queued. Answered late from
+ * the close queue, it raced the group's termination: rd_kafka_assign() waited forever for
+ * a group thread that had purged its request (a hang), or a commit reached the group
+ * after it was marked terminated (rd_kafka_cgrp_terminated: assert
+ * !rd_kafka_assignment_in_progress). So, first, while the group is alive:
+ *   1. unsubscribe: librdkafka finishes the rebalance in progress (postponing the
+ *      unsubscribe), revokes what is assigned and sends LeaveGroup;
+ *   2. serve the consumer queue meanwhile — every rebalance answered while librdkafka
+ *      waits for it (kafka_rebalance_cb: a revoke hands the cells over and commits, an
+ *      assignment is answered but not taken over); polled messages are dropped, unacked
+ *      (the next owner reads them from the committed offsets) — until librdkafka holds
+ *      no member id and nothing is assigned;
+ *   3. only then close: nothing is assigned and no rebalance can come, so the group
+ *      terminates at once. Rebalance events on the close queue (none expected) are
+ *      still served (librdkafka would wait for them), without commits (k->group_closing).
+ * A static member (group.instance.id) must not leave: steps 1-2 are only a drain of the
+ * queue, and its revoke comes from the close (served from the close queue, no commit in
+ * the callback: librdkafka commits the stored offsets when it unassigns).
+ * Past the deadline the consumer is abandoned, not destroyed (ccd_kafka_close).
+ */
+int kafka_consumer_leave(CcdKafka *k, int64_t deadline, int timeout_ms)
+{
+    uint64_t dropped = 0;
+    int left = 1;
+    rd_kafka_message_t *m;
+    if (k->static_member) {
+        /* KIP-345: a static member keeps its place in the group at a stop, and unsubscribe
+         * would send LeaveGroup; librdkafka's close does not. Only what librdkafka already
+         * handed over is answered first: the fetchers paused, the queue served until empty
+         * (a rebalance handed over between this and the close is the one left to chance). */
+        if (k->assigned->cnt)
+            rd_kafka_pause_partitions(k->rk, k->assigned);
+        while (cc_now_ns() < deadline && (m = rd_kafka_consumer_poll(k->rk, 0))) {
+            dropped += !m->err;
+            rd_kafka_message_destroy(m);
+        }
+    } else {
+        rd_kafka_resp_err_t ue = rd_kafka_unsubscribe(k->rk);
+        if (ue)
+            CCD_LOG(CC_LOG_WARN, "kafka", "unsubscribe: %s", rd_kafka_err2str(ue));
+        while (!(left = !k->assigned->cnt && !in_group(k)) && cc_now_ns() < deadline) {
+            if ((m = rd_kafka_consumer_poll(k->rk, 50))) {
+                dropped += !m->err;
+                rd_kafka_message_destroy(m);
+            }
+        }
+    }
+    if (dropped)
+        CCD_LOG(CC_LOG_INFO, "kafka",
+                "%" PRIu64 " message(s) fetched while leaving the group: not stepped, "
+                "read again by the partitions' next owners",
+                dropped);
+    if (!left) {
+        CCD_LOG(CC_LOG_ERROR, "kafka",
+                "the consumer did not leave the group within %d ms (a rebalance that does not "
+                "finish, or the broker unreachable); its partitions move after "
+                "session.timeout.ms",
+                timeout_ms);
+        return 0;
+    }
+    k->group_closing = 1;
     rd_kafka_queue_t *q = rd_kafka_queue_new(k->rk);
     rd_kafka_error_t *ce = rd_kafka_consumer_close_queue(k->rk, q);
-    if (ce) {
+    if (ce) { /* a fatal error: rd_kafka_destroy's own close unassigns without us */
         CCD_LOG(CC_LOG_WARN, "kafka", "consumer close: %s", rd_kafka_error_string(ce));
         rd_kafka_error_destroy(ce);
-    } else {
-        while (!rd_kafka_consumer_closed(k->rk) && cc_now_ns() < deadline) {
-            rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 50);
-            if (!ev)
-                continue;
-            if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE)
-                k->rebalance_cb(
-                    k->rk, rd_kafka_event_error(ev),
-                    (rd_kafka_topic_partition_list_t *)rd_kafka_event_topic_partition_list(ev), k);
-            rd_kafka_event_destroy(ev);
-        }
-        if (!rd_kafka_consumer_closed(k->rk))
-            CCD_LOG(CC_LOG_ERROR, "kafka",
-                    "the consumer did not leave the group "
-                    "within %d ms (broker unreachable?); closing anyway",
-                    timeout_ms);
+        rd_kafka_queue_destroy(q);
+        return 1;
+    }
+    while (!rd_kafka_consumer_closed(k->rk) && cc_now_ns() < deadline) {
+        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 50);
+        if (!ev)
+            continue;
+        if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE)
+            k->rebalance_cb(
+                k->rk, rd_kafka_event_error(ev),
+                (rd_kafka_topic_partition_list_t *)rd_kafka_event_topic_partition_list(ev), k);
+        rd_kafka_event_destroy(ev);
     }
     rd_kafka_queue_destroy(q);
+    int closed = rd_kafka_consumer_closed(k->rk);
+    if (!closed)
+        CCD_LOG(CC_LOG_ERROR, "kafka", "the consumer did not close within %d ms", timeout_ms);
+    return closed;
 }

@@ -62,6 +62,30 @@ static rd_kafka_topic_partition_list_t *list_minus(const rd_kafka_topic_partitio
     return l;
 }
 
+/* Elements of a that are also in b (a new list). */
+static rd_kafka_topic_partition_list_t *list_common(const rd_kafka_topic_partition_list_t *a,
+                                                    const rd_kafka_topic_partition_list_t *b)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(a->cnt ? a->cnt : 1);
+    for (int i = 0; i < a->cnt; i++)
+        if (rd_kafka_topic_partition_list_find(b, a->elems[i].topic, a->elems[i].partition))
+            rd_kafka_topic_partition_list_add(l, a->elems[i].topic, a->elems[i].partition);
+    return l;
+}
+
+/* How long a commit inside the callback may wait: 5 s, less what is left of ccd_kafka_close's
+ * deadline; 0 once librdkafka's close has begun (a commit reaching a group marked terminated
+ * aborts in librdkafka: rd_kafka_cgrp_terminated asserts no commit is in flight). */
+static int commit_budget_ms(const CcdKafka *k)
+{
+    if (k->group_closing)
+        return 0;
+    if (!k->close_deadline)
+        return 5000;
+    int64_t left_ms = (k->close_deadline - cc_now_ns()) / 1000000;
+    return left_ms <= 0 ? 0 : left_ms < 5000 ? (int)left_ms : 5000;
+}
+
 /* Tells the host that it no longer owns `parts` (on_revoke) and forgets them. */
 void kafka_release(CcdKafka *k, rd_kafka_topic_partition_list_t *parts)
 {
@@ -80,20 +104,41 @@ void kafka_release(CcdKafka *k, rd_kafka_topic_partition_list_t *parts)
  * right after; the revoke is held back until that assign and then only the partitions
  * that really moved away are revoked, and only the new ones assigned — so the cells of a
  * partition that stays with this member stay warm. A revoke at close, a lost assignment
- * or a rebalance error is passed on at once. Offsets of pending batches are forgotten at
- * every revoke (the partitions restart from their committed offsets; the host drops the
- * steps it already has).
+ * or a rebalance error is passed on at once; an assignment while the consumer leaves the
+ * group at close (kafka_consumer_leave) is answered — librdkafka waits for it — but not
+ * passed on. The protocol is the configured one (k->coop), never asked of librdkafka. Offsets of
+ * pending batches are forgotten at every revoke (the partitions restart from their committed
+ * offsets; the host drops the steps it already has).
  */
 void kafka_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                         rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
     CcdKafka *k = opaque;
-    int coop = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
+    int coop = k->coop; /* not rd_kafka_rebalance_protocol(): see kafka_open_consumer */
     rd_kafka_error_t *e = NULL;
     rd_kafka_resp_err_t re = 0;
 
     k->st.rebalances++;
-    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS && k->consumer_closing) {
+        /* Leaving the group (kafka_consumer_leave): librdkafka waits for this answer before
+         * it goes on to the revoke; the host is not told (no takeover at shutdown), and the
+         * partitions are paused — what is fetched would be dropped anyway. */
+        for (int i = 0; i < parts->cnt; i++)
+            parts->elems[i].offset = RD_KAFKA_OFFSET_INVALID;
+        if (coop)
+            e = rd_kafka_incremental_assign(rk, parts);
+        else
+            re = rd_kafka_assign(rk, parts);
+        for (int i = 0; i < parts->cnt; i++)
+            if (!rd_kafka_topic_partition_list_find(k->assigned, parts->elems[i].topic,
+                                                    parts->elems[i].partition))
+                rd_kafka_topic_partition_list_add(k->assigned, parts->elems[i].topic,
+                                                  parts->elems[i].partition);
+        rd_kafka_pause_partitions(rk, parts);
+        CCD_LOG(CC_LOG_INFO, "kafka",
+                "%d partition(s) assigned while leaving the group: answered, not taken over",
+                parts->cnt);
+    } else if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         for (int i = 0; i < parts->cnt; i++) {
             parts->elems[i].offset = RD_KAFKA_OFFSET_INVALID; /* committed, or the reset */
             parts->elems[i].opaque = NULL;
@@ -145,13 +190,24 @@ void kafka_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         } else {
             /* An orderly give-up: the host hands the state over and acks what it stepped;
              * commit it now, while the generation is still ours (the next owner starts at
-             * the committed offsets, consistent with the state it reads). */
-            call_per_topic(k, parts, k->hooks.on_handover);
-            if (k->hooks.on_handover)
-                kafka_commit_bounded(k, 5000);
+             * the committed offsets, consistent with the state it reads). While leaving,
+             * only what the host holds (an assignment answered at close was not taken). */
+            rd_kafka_topic_partition_list_t *mine =
+                k->consumer_closing ? list_common(parts, k->held) : NULL;
+            call_per_topic(k, mine ? mine : parts, k->hooks.on_handover);
+            int budget = commit_budget_ms(k);
+            if (k->hooks.on_handover && budget > 0)
+                kafka_commit_bounded(k, budget);
+            if (mine)
+                rd_kafka_topic_partition_list_destroy(mine);
         }
-        if (!lost && (coop || k->consumer_closing))
+        if (!lost && coop && k->consumer_closing) {
+            rd_kafka_topic_partition_list_t *mine = list_common(parts, k->held);
+            kafka_release(k, mine);
+            rd_kafka_topic_partition_list_destroy(mine);
+        } else if (!lost && (coop || k->consumer_closing)) {
             kafka_release(k, coop ? parts : k->held);
+        }
         for (int i = 0; i < parts->cnt; i++)
             kafka_batches_forget(k, parts->elems[i].topic, parts->elems[i].partition);
         if (coop) {
