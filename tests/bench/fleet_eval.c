@@ -51,13 +51,14 @@
  *          [--site-outage-rate X] [--neighbour-shift X] [--cell-event-rate X]
  *          [--warmup-days D] [--post N] [--events FILE] [--incidents FILE] [--max-cells N]
  *          [--resolve-hold N[,N...]] [--profile-persist N[,N...]] [--evidence-cells N[,N...]]
- *          [--evidence-frac X[,X...]]
+ *          [--evidence-frac X[,X...]] [--no-missing-evidence]
  * Prints one JSON object on stdout; progress on stderr. --profile-persist, --evidence-cells,
  * --evidence-frac: incidents.profile_persist_steps, evidence_cells and evidence_frac (at
  * least the default's: the evidence is reported at the default's share, so a higher one
  * misses a silence that crosses it later within a step), each list's values grouped and
  * scored with each of the others' (and each hold's) after one engine pass, one JSON line
- * each, "{persist}" in --incidents replaced by the persistence. --resolve-hold: the grouping's
+ * each, "{persist}" in --incidents replaced by the persistence. --no-missing-evidence: the
+ * evidence rule fed no missing-data report (what that class adds). --resolve-hold: the grouping's
  * incidents.resolve_hold_steps (default: the configuration's); with several, the engine's pass
  * is made once and grouped and scored at each: one JSON line each on stdout (in that order),
  * a line "fleet_eval: resolve_hold_steps N" on stderr before each one's scoring, and
@@ -138,6 +139,7 @@ typedef struct Args {
     const char *profile_persists; /* incidents.profile_persist_steps likewise */
     const char *evidence_cells;   /* incidents.evidence_cells likewise */
     const char *evidence_fracs;   /* incidents.evidence_frac likewise (at least the default) */
+    int no_missing_evidence;      /* the evidence rule without its missing-data class */
     CcSynthSettings ss;
     double days, warmup_days;
     int threads, post, max_cells;
@@ -613,6 +615,8 @@ static void add_evidence(Run *r, CcdIncidents *inc, size_t *i, uint8_t phase)
 {
     for (; *i < r->n_evid && r->evid[*i].flush == r->flush && r->evid[*i].phase == phase; ++*i) {
         const EvidRec *e = &r->evid[*i];
+        if (r->a->no_missing_evidence && e->e.kpi == CCD_EVIDENCE_MISSING)
+            continue; /* --no-missing-evidence: not handed over */
         Labels l;
         labels_of(r, e->cell, &l);
         if (fleet_incidents_evidence(inc, &e->e, l.cell, l.site, l.region, l.group_cells,
@@ -807,6 +811,7 @@ int main(int argc, char **argv)
         {"profile-persist", 1, 0, 'P'},
         {"evidence-cells", 1, 0, 'C'},
         {"evidence-frac", 1, 0, 'F'},
+        {"no-missing-evidence", 0, 0, 'N'},
         {0, 0, 0, 0},
     };
     int opt;
@@ -829,13 +834,14 @@ int main(int argc, char **argv)
         case 'P': a.profile_persists = optarg; break;
         case 'C': a.evidence_cells = optarg; break;
         case 'F': a.evidence_fracs = optarg; break;
+        case 'N': a.no_missing_evidence = 1; break;
         default:
             fprintf(stderr, "usage: fleet_eval --model M [--cells N] [--days D] [--seed X] "
                             "[--threads T] [--site-outage-rate X] [--neighbour-shift X] "
                             "[--cell-event-rate X] [--warmup-days D] [--post N] [--events FILE] "
                             "[--incidents FILE] [--max-cells N] [--resolve-hold N[,N...]] "
                             "[--profile-persist N[,N...]] [--evidence-cells N[,N...]] "
-                            "[--evidence-frac X[,X...]]\n");
+                            "[--evidence-frac X[,X...]] [--no-missing-evidence]\n");
             return 2;
         }
     }
