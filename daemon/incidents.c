@@ -338,8 +338,9 @@ static int profile_rule(const CcdIncidents *g, const CcdIncAlert *a)
 /* The paging rule's own evidence of a cell: what opens an incident of one cell. */
 static int pages_alone(const CcdIncidents *g, const CcdIncAlert *a)
 {
+    /* critical: a profile-only anomaly too (it turns critical by its forecast z) */
     if (g->s.cell_persist_steps <= 0 || a->critical)
-        return 1; /* a profile-only anomaly turns critical by its forecast z: it pages */
+        return 1;
     const char *r = a->reason ? a->reason : "anomaly";
     return !strcmp(r, "all_zero") || (!strcmp(r, "missing") && !a->kpi);
 }
@@ -864,14 +865,10 @@ static void held_persist(CcdIncidents *g, int64_t step)
 {
     if (!g->held.n)
         return;
-    Persisted x = {g->s.cell_persist_steps > 0 ? step - g->s.cell_persist_steps : INT64_MAX,
-                   g->s.cell_persist_steps > 0 && g->s.profile_persist_steps > 0
-                       ? step - g->s.profile_persist_steps
-                       : INT64_MIN,
-                   NULL,
-                   0,
-                   0,
-                   0};
+    Persisted x = {.by = g->s.cell_persist_steps > 0 ? step - g->s.cell_persist_steps : INT64_MAX,
+                   .profile_by = INT64_MIN};
+    if (g->s.cell_persist_steps > 0 && g->s.profile_persist_steps > 0)
+        x.profile_by = step - g->s.profile_persist_steps;
     ccd_strhash_foreach(&g->held, collect_persisted, &x);
     for (size_t i = 0; i < x.n; i++) {
         Held *h = held_take(g, x.ids[i]);
