@@ -340,7 +340,7 @@ static const CcdConfigDef tail_rows[] = {
  "is left: new events of the site 7-9 steps after; docs/results.md); a new problem of the "
  "site within the hold pages no more. 0 = it resolves with its last "
  "alert."},
-{"incidents.profile_persist_steps", CCD_CFG_INT, OFF(incidents_profile_persist_steps), "12", 0, 10000, NULL, 1,
+{"incidents.profile_persist_steps", CCD_CFG_INT, OFF(incidents_profile_persist_steps), "24", 0, 10000, NULL, 1,
  "Paging rule for an anomaly the seasonal profile's CUSUM alone fired (the forecast's z, "
  "its CUSUM and the other rules not over at its firing step): with no incident of its site "
  "open it opens one only once it has fired this many steps (its cell's evidence does not "

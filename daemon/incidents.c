@@ -78,7 +78,7 @@ void ccd_incident_default_settings(CcdIncidentSettings *s)
     s->cell_persist_steps = 2;
     s->cell_persist_frac = 0.5;
     s->resolve_hold_steps = 6;
-    s->profile_persist_steps = 12;
+    s->profile_persist_steps = 24;
 }
 
 static void incident_free(CcdIncident *inc)
@@ -760,8 +760,11 @@ static int evidence_add(CcdIncidents *g, const CcdIncEvidence *e)
 static void held_evidence(CcdIncidents *g, const CcdIncEvidence *e)
 {
     Held *h = ccd_strhash_get(&g->held_cell, e->cell);
-    if (!h || profile_rule(g, &h->a) || !e->kpi || !(e->frac >= g->s.cell_persist_frac) ||
-        e->step <= h->last_strong)
+    if (!h || !e->kpi || e->step <= h->last_strong)
+        return;
+    /* a profile-only anomaly by its forecast's share alone: the profile sum it fired on stays
+     * past any share while it drains */
+    if (!((profile_rule(g, &h->a) ? e->forecast_frac : e->frac) >= g->s.cell_persist_frac))
         return;
     h->last_strong = e->step;
     if (++h->strong_steps < g->s.cell_persist_steps)
@@ -774,6 +777,7 @@ static void held_evidence(CcdIncidents *g, const CcdIncEvidence *e)
         return;
     }
     g->st.alerts_persisted++;
+    g->st.profile_persisted += (uint64_t)profile_rule(g, &h->a);
     held_free(h);
 }
 

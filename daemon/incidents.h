@@ -96,11 +96,10 @@ typedef struct CcdIncidentSettings {
                                ///< resolving, for an alert of its group to join it again
                                ///< (default 6; 0: it resolves with its last alert)
     int profile_persist_steps; ///< paging rule: a lone cell's anomaly fired by the seasonal
-                               ///< profile's CUSUM alone (CcdIncAlert.profile_only) opens an
-                               ///< incident once it has fired this many steps (its cell's
-                               ///< evidence does not count: the profile sum it fired on holds
-                               ///< it); it joins an open one at once (default 12; 0: as any
-                               ///< anomaly, cell_persist_steps)
+                               ///< profile's CUSUM alone (CcdIncAlert.profile_only) persists
+                               ///< by its cell's forecast evidence (forecast_frac, not the
+                               ///< profile sum it fired on) or by firing this many steps; it
+                               ///< joins an open one at once (default 24; 0: as any anomaly)
 } CcdIncidentSettings;
 
 /** One cell's evidence at one step on one class, past evidence_frac (strings are copied). */
@@ -112,6 +111,8 @@ typedef struct CcdIncEvidence {
     double frac;               ///< the share of the bar (cc_anomaly_cell_evidence; ≥ 0)
     int64_t step, ts;          ///< the data step it is of, and its unix seconds
     int group_cells;           ///< cells of the cell's site (region), 0: unknown
+    double forecast_frac;      ///< a KPI's frac without the seasonal profile's sum (the
+                               ///< forecast's z and CUSUM: kpi_forecast), ≥ 0
 } CcdIncEvidence;
 
 /** One alert transition as the grouping sees it (strings are copied). */
@@ -175,7 +176,8 @@ typedef struct CcdIncidentStats {
     uint64_t alerts_below_paging;       ///< firings held: no incident open, below the rule
     uint64_t alerts_persisted;          ///< held alerts that opened one by persisting
     uint64_t profile_held;              ///< of alerts_below_paging, profile-only anomalies
-    uint64_t profile_persisted;         ///< of alerts_persisted, profile-only anomalies
+    uint64_t profile_persisted;         ///< of alerts_persisted, profile-only anomalies (by
+                                        ///< forecast_frac or profile_persist_steps)
     size_t held;                        ///< alerts held below the rule now
     size_t resolving;                   ///< of the open ones, those in the resolve hold
     uint64_t hold_rejoined;             ///< resolving incidents an alert joined again
@@ -193,7 +195,8 @@ void ccd_incidents_set_settings(CcdIncidents *g, const CcdIncidentSettings *s);
 int ccd_incidents_add(CcdIncidents *g, const CcdIncAlert *a);
 
 /** One cell's evidence on one class at one step (ignored under evidence_frac, with the rule
- *  off, or for a cell without the group's label). 0 or -ENOMEM (counted). */
+ *  off, or for a cell without the group's label; a held anomaly's persistence reads it
+ *  too). 0 or -ENOMEM (counted). */
 int ccd_incidents_evidence(CcdIncidents *g, const CcdIncEvidence *e);
 
 /** The data has reached `step`: evidence members last reported before step − 1 resolve,
@@ -243,9 +246,10 @@ void ccd_incidents_on_alert(Ccd *d, const CcAlertEvent *ev);
 #define CCD_EVIDENCE_ALL_ZERO (-1)
 #define CCD_EVIDENCE_MISSING (-2)
 /** One cell's evidence past incidents.evidence_frac (alerts.c's flush and tick, loop
- *  thread): on KPI kpi in direction dir (+1 up, -1 down), or CCD_EVIDENCE_*, at step. */
+ *  thread): on KPI kpi in direction dir (+1 up, -1 down), or CCD_EVIDENCE_*, at step;
+ *  forecast_frac: a KPI's share without the profile's sum (kpi_forecast; else 0). */
 void ccd_incidents_on_evidence(Ccd *d, const char *cell, int kpi, int dir, double frac,
-                               int64_t step, int64_t ts);
+                               double forecast_frac, int64_t step, int64_t ts);
 /** The data has reached step: evidence members no longer reported resolve. */
 void ccd_incidents_evidence_step(Ccd *d, int64_t step);
 /** End of the alerts' flush: produces the changed incidents. */

@@ -97,7 +97,7 @@ void ccd_incidents_on_alert(Ccd *d, const CcAlertEvent *ev)
 }
 
 void ccd_incidents_on_evidence(Ccd *d, const char *cell, int kpi, int dir, double frac,
-                               int64_t step, int64_t ts)
+                               double forecast_frac, int64_t step, int64_t ts)
 {
     /* the evidence rule, and the paging rule's persistence of a held anomaly */
     if (!d->incidents ||
@@ -137,6 +137,7 @@ void ccd_incidents_on_evidence(Ccd *d, const char *cell, int kpi, int dir, doubl
         .cls = cls,
         .kpi = name,
         .frac = frac,
+        .forecast_frac = forecast_frac,
         .step = step,
         .ts = ts,
         .group_cells = d->cfg.incidents_group_by == CCD_INC_BY_REGION && region
@@ -211,8 +212,8 @@ void ccd_incidents_metrics(Ccd *d, struct evbuffer *b)
         "cellcast_incidents_alerts_total{outcome=\"dropped\"} %llu\n"
         "# HELP cellcast_incidents_profile_alerts_total Anomalies the seasonal profile's CUSUM "
         "alone fired, under incidents.profile_persist_steps: held below paging (held; also "
-        "in below_paging), or that opened an incident by firing that long (persisted; also in "
-        "persisted).\n"
+        "in below_paging), or that opened an incident by persisting, by their forecast's own "
+        "evidence or by firing that long (persisted; also in persisted).\n"
         "# TYPE cellcast_incidents_profile_alerts_total counter\n"
         "cellcast_incidents_profile_alerts_total{outcome=\"held\"} %llu\n"
         "cellcast_incidents_profile_alerts_total{outcome=\"persisted\"} %llu\n"

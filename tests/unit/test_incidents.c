@@ -23,7 +23,7 @@
 #include "topology.h"
 
 /* incidents.profile_persist_steps' default */
-#define PROFILE_PERSIST_WANT 12
+#define PROFILE_PERSIST_WANT 24
 
 static const char TOPO[] = "# two sites of three cells, one region\n"
                            "cell,site,region,sector,lat,lon,vendor\n"
@@ -733,11 +733,31 @@ static void add_profile(CcdIncidents *g, const CcdTopology *t, const char *c, in
     assert_int_equal(ccd_incidents_add(g, &a), 0);
 }
 
+/* One evidence report of cell c on KPI "thr" upward: frac of its bar, forecast_frac of it
+ * without the profile's sum. */
+static void evid_fc(CcdIncidents *g, const CcdTopology *t, const char *c, double frac,
+                    double forecast_frac, int64_t step)
+{
+    const char *site = ccd_topology_label(t, c, "site");
+    CcdIncEvidence ev = {.cell = c,
+                         .site = site,
+                         .region = ccd_topology_label(t, c, "region"),
+                         .cls = "thr:up",
+                         .kpi = "thr",
+                         .frac = frac,
+                         .forecast_frac = forecast_frac,
+                         .step = step,
+                         .ts = step * S,
+                         .group_cells = ccd_topology_site_cells(t, site)};
+    assert_int_equal(ccd_incidents_evidence(g, &ev), 0);
+}
+
 /* The paging rule for a profile-only anomaly (incidents.profile_persist_steps): its cell's
  * evidence (the profile sum it fired on, past half its bar at every step) does not open its
  * incident at cell_persist_steps; it opens one once it has fired profile_persist_steps steps,
- * and at once when it turns critical; it joins an open incident of its site at once; one
- * that resolves first pages nothing. With the setting 0 it persists by evidence as any. */
+ * at cell_persist_steps steps of its forecast's own evidence (forecast_frac), and at once
+ * when it turns critical; it joins an open incident of its site at once; one that resolves
+ * first pages nothing. With the setting 0 it persists by evidence as any. */
 static void test_profile_paging(void **state)
 {
     (void)state;
@@ -769,6 +789,22 @@ static void test_profile_paging(void **state)
     add_profile(g, t, "A1", 0, 0, k, k + 9);
     assert_int_equal(emit_n(g, &e), 1);
     assert_string_equal(jstr(e.v[0], "state"), "resolved");
+
+    /* its forecast's own evidence at half its bar: the firing step and one more open it; a
+     * step under it does not count */
+    add_profile(g, t, "B1", 0, 1, k + 10, k + 10);
+    reach(g, k + 10);
+    evid_fc(g, t, "B1", 1.5, 0.2, k + 10);
+    reach(g, k + 11);
+    evid_fc(g, t, "B1", 1.5, 0.49, k + 11);
+    assert_int_equal(emit_n(g, &e), 0);
+    reach(g, k + 12);
+    evid_fc(g, t, "B1", 1.5, 0.5, k + 12);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_int_equal(stats(g).alerts_persisted, 2);
+    assert_int_equal(stats(g).profile_persisted, 2); /* A1 by firing, B1 by its forecast */
+    add_profile(g, t, "B1", 0, 0, k + 10, k + 13);
+    assert_int_equal(emit_n(g, &e), 1);
 
     /* one that resolves before profile_persist_steps: nothing emitted */
     add_profile(g, t, "A2", 0, 1, k + 20, k + 20);
