@@ -42,8 +42,10 @@
  * Profile-only anomalies (profile_persist_steps; docs/results.md, "Incidents on a synthetic
  * fleet"): an anomaly whose only rule over at its firing step was the seasonal profile's
  * CUSUM (the forecast's z, its CUSUM, the window, likelihood and novelty rules under their
- * bars) persists by firing, profile_persist_steps steps, not by its cell's evidence (the
- * profile sum it fired on keeps that past any share for as long as it drains). It still
+ * bars) persists by its cell's evidence without the profile's sum (forecast_frac past
+ * cell_persist_frac at cell_persist_steps steps) or by firing profile_persist_steps steps,
+ * not by its cell's whole evidence (the profile sum it fired on keeps that past any share
+ * for as long as it drains). It still
  * opens at once when it turns critical (its forecast z past the critical bar), with another
  * held cell of its group, by the evidence rule, and it joins an open incident at once. On
  * the synthetic fleet such alerts opened ~80 % of the false incidents, with the forecast's
