@@ -64,8 +64,8 @@ typedef struct EvVec {
 /* A cell's evidence past incidents.evidence_frac at a step (worker → loop; incidents.h). */
 typedef struct EvidRec {
     char cell[CC_ANOMALY_CELL_ID_MAX + 1];
-    int kpi, dir; /* kpi: a KPI, or CCD_EVIDENCE_ALL_ZERO */
-    double frac;
+    int kpi, dir;               /* kpi: a KPI, or CCD_EVIDENCE_ALL_ZERO */
+    double frac, forecast_frac; /* forecast_frac: without the profile's sum (kpi_forecast) */
     int64_t step;
 } EvidRec;
 
@@ -248,7 +248,8 @@ static void observed_mask(uint8_t *mask, int F, int imputed, uint64_t present)
         mask[f] = !imputed && (present >> f & 1);
 }
 
-static void evid_push(CcdAlerts *o, const char *cell, int kpi, int dir, double frac, int64_t step)
+static void evid_push(CcdAlerts *o, const char *cell, int kpi, int dir, double frac,
+                      double forecast_frac, int64_t step)
 {
     if (o->n_evid == o->cap_evid) {
         size_t cap = o->cap_evid ? 2 * o->cap_evid : 64;
@@ -265,6 +266,7 @@ static void evid_push(CcdAlerts *o, const char *cell, int kpi, int dir, double f
     r->kpi = kpi;
     r->dir = dir;
     r->frac = frac;
+    r->forecast_frac = forecast_frac;
     r->step = step;
 }
 
@@ -280,10 +282,11 @@ static void evidence_queue(Ccd *d, const CcAnomalyCell *ac)
     const char *cell = cc_anomaly_cell_id(ac);
     pthread_mutex_lock(&o->qlock);
     if (ev.zero >= frac)
-        evid_push(o, cell, CCD_EVIDENCE_ALL_ZERO, 0, ev.zero, ev.step);
+        evid_push(o, cell, CCD_EVIDENCE_ALL_ZERO, 0, ev.zero, 0, ev.step);
     for (int f = 0; f < d->model->hp.n_features; f++)
         if (fabs(ev.kpi[f]) >= frac)
-            evid_push(o, cell, f, ev.kpi[f] > 0 ? 1 : -1, fabs(ev.kpi[f]), ev.step);
+            evid_push(o, cell, f, ev.kpi[f] > 0 ? 1 : -1, fabs(ev.kpi[f]), fabs(ev.kpi_forecast[f]),
+                      ev.step);
     pthread_mutex_unlock(&o->qlock);
 }
 
@@ -384,7 +387,7 @@ void ccd_alerts_flush(Ccd *d)
     const int64_t S = d->model->hp.step_seconds;
     for (size_t i = 0; i < n_evid; i++)
         ccd_incidents_on_evidence(d, evid[i].cell, evid[i].kpi, evid[i].dir, evid[i].frac,
-                                  evid[i].step, evid[i].step * S);
+                                  evid[i].forecast_frac, evid[i].step, evid[i].step * S);
     free(evid);
     if (data_end > 0) /* the newest observed step: members not reported since resolve */
         ccd_incidents_evidence_step(d, data_end / S - 1);
@@ -432,8 +435,8 @@ static void missing_evidence(Ccd *d, const CcdCell *c, const CcAnomalyCell *ac, 
         return;
     double silence = (double)(now - (ev.step + 1) * S), frac = silence / after;
     if (frac >= d->cfg.incidents_evidence_frac)
-        ccd_incidents_on_evidence(d, cc_anomaly_cell_id(ac), CCD_EVIDENCE_MISSING, 0, frac, now / S,
-                                  now);
+        ccd_incidents_on_evidence(d, cc_anomaly_cell_id(ac), CCD_EVIDENCE_MISSING, 0, frac, 0,
+                                  now / S, now);
 }
 
 static void tick_cell(void *cookie, CcdCell *c)

@@ -340,6 +340,15 @@ static const CcdConfigDef tail_rows[] = {
  "is left: new events of the site 7-9 steps after; docs/results.md); a new problem of the "
  "site within the hold pages no more. 0 = it resolves with its last "
  "alert."},
+{"incidents.profile_persist_steps", CCD_CFG_INT, OFF(incidents_profile_persist_steps), "24", 0, 10000, NULL, 1,
+ "Paging rule for an anomaly the seasonal profile's CUSUM alone fired (the forecast's z, "
+ "its CUSUM and the other rules not over at its firing step): with no incident of its site "
+ "open it opens one only when its cell's evidence without the profile's sum (the "
+ "forecast's z and CUSUM) is past incidents.cell_persist_frac at "
+ "incidents.cell_persist_steps steps, or once it has fired this many steps, or turns "
+ "critical, or another cell of the site or the evidence rule opens the site's incident; it "
+ "joins an open incident at once. The alert itself fires as any (API, Kafka, "
+ "Alertmanager). 0 = as any anomaly (its cell's evidence, the profile's sum included)."},
 {"incidents.topic", CCD_CFG_STRING, OFF(incidents_topic), "auto", NB, NULL, 0,
  "Kafka topic of incident transitions (proto/incident.schema.json; key: the incident id). "
  "auto = <kafka.alert_topic>.incidents (none when kafka.alert_topic is empty); empty = not "

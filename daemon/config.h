@@ -105,7 +105,8 @@ typedef struct CcdConfig {
     double incidents_evidence_share, incidents_evidence_frac;
     int incidents_cell_persist_steps; /* paging rule (incidents.h) */
     double incidents_cell_persist_frac;
-    int incidents_resolve_hold_steps; /* resolve hold (incidents.h) */
+    int incidents_resolve_hold_steps;    /* resolve hold (incidents.h) */
+    int incidents_profile_persist_steps; /* paging rule: profile-only anomalies (incidents.h) */
     char *incidents_topic;
     char *silences_path; /* "auto" = <snapshot.path>.silences */
     char *silences_file; /* the configuration's silences (JSON); "" = none */

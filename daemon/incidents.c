@@ -78,6 +78,7 @@ void ccd_incident_default_settings(CcdIncidentSettings *s)
     s->cell_persist_steps = 2;
     s->cell_persist_frac = 0.5;
     s->resolve_hold_steps = 6;
+    s->profile_persist_steps = 24;
 }
 
 static void incident_free(CcdIncident *inc)
@@ -212,7 +213,8 @@ void ccd_incidents_set_settings(CcdIncidents *g, const CcdIncidentSettings *s)
     g->s.evidence_frac = s->evidence_frac;
     g->s.cell_persist_steps = s->cell_persist_steps; /* held alerts: at the next step */
     g->s.cell_persist_frac = s->cell_persist_frac;
-    g->s.resolve_hold_steps = s->resolve_hold_steps; /* the holds running: at the next step */
+    g->s.resolve_hold_steps = s->resolve_hold_steps;       /* the holds running: at the next step */
+    g->s.profile_persist_steps = s->profile_persist_steps; /* held alerts: at the next step */
 }
 
 static int mark_dirty(CcdIncidents *g, CcdIncident *inc)
@@ -327,9 +329,16 @@ static int member_add(CcdIncident *inc, const CcdIncAlert *a)
     return 0;
 }
 
+/* A profile-only anomaly under the paging rule's own persistence (profile_persist_steps). */
+static int profile_rule(const CcdIncidents *g, const CcdIncAlert *a)
+{
+    return a->profile_only && g->s.profile_persist_steps > 0 && g->s.cell_persist_steps > 0;
+}
+
 /* The paging rule's own evidence of a cell: what opens an incident of one cell. */
 static int pages_alone(const CcdIncidents *g, const CcdIncAlert *a)
 {
+    /* critical: a profile-only anomaly too (it turns critical by its forecast z) */
     if (g->s.cell_persist_steps <= 0 || a->critical)
         return 1;
     const char *r = a->reason ? a->reason : "anomaly";
@@ -473,6 +482,7 @@ static int hold_or_open(CcdIncidents *g, const CcdIncAlert *a, const char *key, 
         return -ENOMEM;
     }
     g->st.alerts_below_paging++;
+    g->st.profile_held += (uint64_t)profile_rule(g, a);
     return 0;
 }
 
@@ -750,7 +760,11 @@ static int evidence_add(CcdIncidents *g, const CcdIncEvidence *e)
 static void held_evidence(CcdIncidents *g, const CcdIncEvidence *e)
 {
     Held *h = ccd_strhash_get(&g->held_cell, e->cell);
-    if (!h || !e->kpi || !(e->frac >= g->s.cell_persist_frac) || e->step <= h->last_strong)
+    if (!h || !e->kpi || e->step <= h->last_strong)
+        return;
+    /* a profile-only anomaly by its forecast's share alone: the profile sum it fired on stays
+     * past any share while it drains */
+    if (!((profile_rule(g, &h->a) ? e->forecast_frac : e->frac) >= g->s.cell_persist_frac))
         return;
     h->last_strong = e->step;
     if (++h->strong_steps < g->s.cell_persist_steps)
@@ -763,6 +777,7 @@ static void held_evidence(CcdIncidents *g, const CcdIncEvidence *e)
         return;
     }
     g->st.alerts_persisted++;
+    g->st.profile_persisted += (uint64_t)profile_rule(g, &h->a);
     held_free(h);
 }
 
@@ -815,7 +830,8 @@ static void prune_group(void *cookie, const char *key, void *val)
 }
 
 typedef struct Persisted {
-    int64_t by; /* fired at or before this step */
+    int64_t by;         /* fired at or before this step */
+    int64_t profile_by; /* a profile-only anomaly: fired at or before this step */
     char **ids;
     size_t n, cap;
     int oom;
@@ -825,8 +841,11 @@ static void collect_persisted(void *cookie, const char *key, void *val)
 {
     Persisted *x = cookie;
     const Held *h = val;
-    /* an anomaly persists by its evidence (held_evidence), the others by firing */
-    if ((is_anomaly(&h->a) && x->by != INT64_MAX) || h->a.step > x->by || x->oom)
+    /* an anomaly persists by its evidence (held_evidence), a profile-only one and the
+     * others by firing */
+    int profile = x->profile_by != INT64_MIN && h->a.profile_only && is_anomaly(&h->a);
+    if (x->oom || (profile ? h->a.step > x->profile_by
+                           : (is_anomaly(&h->a) && x->by != INT64_MAX) || h->a.step > x->by))
         return;
     if (x->n == x->cap) {
         size_t cap = x->cap ? 2 * x->cap : 16;
@@ -850,8 +869,10 @@ static void held_persist(CcdIncidents *g, int64_t step)
 {
     if (!g->held.n)
         return;
-    Persisted x = {g->s.cell_persist_steps > 0 ? step - g->s.cell_persist_steps : INT64_MAX, NULL,
-                   0, 0, 0};
+    Persisted x = {.by = g->s.cell_persist_steps > 0 ? step - g->s.cell_persist_steps : INT64_MAX,
+                   .profile_by = INT64_MIN};
+    if (g->s.cell_persist_steps > 0 && g->s.profile_persist_steps > 0)
+        x.profile_by = step - g->s.profile_persist_steps;
     ccd_strhash_foreach(&g->held, collect_persisted, &x);
     for (size_t i = 0; i < x.n; i++) {
         Held *h = held_take(g, x.ids[i]);
@@ -862,6 +883,7 @@ static void held_persist(CcdIncidents *g, int64_t step)
                 g->st.oom++;
             } else {
                 g->st.alerts_persisted++;
+                g->st.profile_persisted += (uint64_t)profile_rule(g, &h->a);
                 held_free(h);
             }
         }

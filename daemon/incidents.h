@@ -39,6 +39,18 @@
  * that many steps. cell_persist_steps 0: every alert opens an incident. Cost: a held firing
  * scans the held alerts (O(held)) for another cell of its group.
  *
+ * Profile-only anomalies (profile_persist_steps; docs/results.md, "Incidents on a synthetic
+ * fleet"): an anomaly whose only rule over at its firing step was the seasonal profile's
+ * CUSUM (the forecast's z, its CUSUM, the window, likelihood and novelty rules under their
+ * bars) persists by its cell's evidence without the profile's sum (forecast_frac past
+ * cell_persist_frac at cell_persist_steps steps) or by firing profile_persist_steps steps,
+ * not by its cell's whole evidence (the profile sum it fired on keeps that past any share
+ * for as long as it drains). It still
+ * opens at once when it turns critical (its forecast z past the critical bar), with another
+ * held cell of its group, by the evidence rule, and it joins an open incident at once. On
+ * the synthetic fleet such alerts opened ~80 % of the false incidents, with the forecast's
+ * z at firing under 1: a slow wobble of a KPI whose noise follows its load.
+ *
  * Resolve hold: an incident whose last member alert resolves at step s stays open, resolving,
  * until the data reach step s + resolve_hold_steps + 1 (ccd_incidents_evidence_expire); an
  * alert of its group (site, region, or the lone cell) that fires meanwhile joins it again, as
@@ -71,20 +83,25 @@ enum CcdIncScope { CCD_INC_CELL, CCD_INC_SITE, CCD_INC_REGION };
 enum CcdIncGroupBy { CCD_INC_BY_SITE, CCD_INC_BY_REGION };
 
 typedef struct CcdIncidentSettings {
-    int group_by;             ///< CCD_INC_BY_SITE (default) or CCD_INC_BY_REGION
-    int keep;                 ///< resolved incidents kept for GET /v1/incidents (default 1000)
-    int evidence_cells;       ///< cells of a group past evidence_frac at one step, on one class,
-                              ///< that open its incident (default 2; 0: the rule off)
-    double evidence_share;    ///< or this share of the group's cells, if more (default 0)
-    double evidence_frac;     ///< the share of its bar a cell must be past (default 0.5)
-    int cell_persist_steps;   ///< paging rule: a lone cell's alert that is not critical nor an
-                              ///< outage opens an incident once it has fired this many steps
-                              ///< (default 2; 0: every alert opens one, the rule off)
-    double cell_persist_frac; ///< an anomaly persists at a step its cell's evidence on a KPI
-                              ///< is at or past this share of its bar (default 0.5)
-    int resolve_hold_steps;   ///< data steps an incident whose last alert resolved stays open,
-                              ///< resolving, for an alert of its group to join it again
-                              ///< (default 6; 0: it resolves with its last alert)
+    int group_by;              ///< CCD_INC_BY_SITE (default) or CCD_INC_BY_REGION
+    int keep;                  ///< resolved incidents kept for GET /v1/incidents (default 1000)
+    int evidence_cells;        ///< cells of a group past evidence_frac at one step, on one class,
+                               ///< that open its incident (default 2; 0: the rule off)
+    double evidence_share;     ///< or this share of the group's cells, if more (default 0)
+    double evidence_frac;      ///< the share of its bar a cell must be past (default 0.5)
+    int cell_persist_steps;    ///< paging rule: a lone cell's alert that is not critical nor an
+                               ///< outage opens an incident once it has fired this many steps
+                               ///< (default 2; 0: every alert opens one, the rule off)
+    double cell_persist_frac;  ///< an anomaly persists at a step its cell's evidence on a KPI
+                               ///< is at or past this share of its bar (default 0.5)
+    int resolve_hold_steps;    ///< data steps an incident whose last alert resolved stays open,
+                               ///< resolving, for an alert of its group to join it again
+                               ///< (default 6; 0: it resolves with its last alert)
+    int profile_persist_steps; ///< paging rule: a lone cell's anomaly fired by the seasonal
+                               ///< profile's CUSUM alone (CcdIncAlert.profile_only) persists
+                               ///< by its cell's forecast evidence (forecast_frac, not the
+                               ///< profile sum it fired on) or by firing this many steps; it
+                               ///< joins an open one at once (default 24; 0: as any anomaly)
 } CcdIncidentSettings;
 
 /** One cell's evidence at one step on one class, past evidence_frac (strings are copied). */
@@ -96,6 +113,8 @@ typedef struct CcdIncEvidence {
     double frac;               ///< the share of the bar (cc_anomaly_cell_evidence; ≥ 0)
     int64_t step, ts;          ///< the data step it is of, and its unix seconds
     int group_cells;           ///< cells of the cell's site (region), 0: unknown
+    double forecast_frac;      ///< a KPI's frac without the seasonal profile's sum (the
+                               ///< forecast's z and CUSUM: kpi_forecast), ≥ 0
 } CcdIncEvidence;
 
 /** One alert transition as the grouping sees it (strings are copied). */
@@ -110,6 +129,8 @@ typedef struct CcdIncAlert {
     int64_t step;              ///< step of the transition
     int64_t ts, start_ts;      ///< unix seconds of the transition and of the alert's onset
     int group_cells;           ///< cells of the cell's site (region) in the topology, 0: unknown
+    int profile_only;          ///< an anomaly whose only rule over at firing was the seasonal
+                               ///< profile's CUSUM (CcEpisodeTrace.fire_rules == CC_RULE_PROFILE)
 } CcdIncAlert;
 
 typedef struct CcdIncMember {
@@ -156,6 +177,9 @@ typedef struct CcdIncidentStats {
     uint64_t evidence_members;          ///< evidence members added
     uint64_t alerts_below_paging;       ///< firings held: no incident open, below the rule
     uint64_t alerts_persisted;          ///< held alerts that opened one by persisting
+    uint64_t profile_held;              ///< of alerts_below_paging, profile-only anomalies
+    uint64_t profile_persisted;         ///< of alerts_persisted, profile-only anomalies (by
+                                        ///< forecast_frac or profile_persist_steps)
     size_t held;                        ///< alerts held below the rule now
     size_t resolving;                   ///< of the open ones, those in the resolve hold
     uint64_t hold_rejoined;             ///< resolving incidents an alert joined again
@@ -173,7 +197,8 @@ void ccd_incidents_set_settings(CcdIncidents *g, const CcdIncidentSettings *s);
 int ccd_incidents_add(CcdIncidents *g, const CcdIncAlert *a);
 
 /** One cell's evidence on one class at one step (ignored under evidence_frac, with the rule
- *  off, or for a cell without the group's label). 0 or -ENOMEM (counted). */
+ *  off, or for a cell without the group's label; a held anomaly's persistence reads it
+ *  too). 0 or -ENOMEM (counted). */
 int ccd_incidents_evidence(CcdIncidents *g, const CcdIncEvidence *e);
 
 /** The data has reached `step`: evidence members last reported before step − 1 resolve,
@@ -223,9 +248,10 @@ void ccd_incidents_on_alert(Ccd *d, const CcAlertEvent *ev);
 #define CCD_EVIDENCE_ALL_ZERO (-1)
 #define CCD_EVIDENCE_MISSING (-2)
 /** One cell's evidence past incidents.evidence_frac (alerts.c's flush and tick, loop
- *  thread): on KPI kpi in direction dir (+1 up, -1 down), or CCD_EVIDENCE_*, at step. */
+ *  thread): on KPI kpi in direction dir (+1 up, -1 down), or CCD_EVIDENCE_*, at step;
+ *  forecast_frac: a KPI's share without the profile's sum (kpi_forecast; else 0). */
 void ccd_incidents_on_evidence(Ccd *d, const char *cell, int kpi, int dir, double frac,
-                               int64_t step, int64_t ts);
+                               double forecast_frac, int64_t step, int64_t ts);
 /** The data has reached step: evidence members no longer reported resolve. */
 void ccd_incidents_evidence_step(Ccd *d, int64_t step);
 /** End of the alerts' flush: produces the changed incidents. */

@@ -32,6 +32,7 @@ void ccd_incident_settings_of_config(const CcdConfig *cfg, CcdIncidentSettings *
     s->cell_persist_steps = cfg->incidents_cell_persist_steps;
     s->cell_persist_frac = cfg->incidents_cell_persist_frac;
     s->resolve_hold_steps = cfg->incidents_resolve_hold_steps;
+    s->profile_persist_steps = cfg->incidents_profile_persist_steps;
 }
 
 static void settings_of(const Ccd *d, CcdIncidentSettings *s)
@@ -85,6 +86,7 @@ void ccd_incidents_on_alert(Ccd *d, const CcAlertEvent *ev)
         .step = ev->step,
         .ts = ev->ts,
         .start_ts = ev->start_ts,
+        .profile_only = ev->kind == CC_ALERT_ANOMALY && ev->trace.fire_rules == CC_RULE_PROFILE,
     };
     a.group_cells = d->cfg.incidents_group_by == CCD_INC_BY_REGION && a.region
                         ? ccd_topology_region_cells(t, a.region)
@@ -95,7 +97,7 @@ void ccd_incidents_on_alert(Ccd *d, const CcAlertEvent *ev)
 }
 
 void ccd_incidents_on_evidence(Ccd *d, const char *cell, int kpi, int dir, double frac,
-                               int64_t step, int64_t ts)
+                               double forecast_frac, int64_t step, int64_t ts)
 {
     /* the evidence rule, and the paging rule's persistence of a held anomaly */
     if (!d->incidents ||
@@ -135,6 +137,7 @@ void ccd_incidents_on_evidence(Ccd *d, const char *cell, int kpi, int dir, doubl
         .cls = cls,
         .kpi = name,
         .frac = frac,
+        .forecast_frac = forecast_frac,
         .step = step,
         .ts = ts,
         .group_cells = d->cfg.incidents_group_by == CCD_INC_BY_REGION && region
@@ -207,6 +210,13 @@ void ccd_incidents_metrics(Ccd *d, struct evbuffer *b)
         "cellcast_incidents_alerts_total{outcome=\"persisted\"} %llu\n"
         "cellcast_incidents_alerts_total{outcome=\"unknown\"} %llu\n"
         "cellcast_incidents_alerts_total{outcome=\"dropped\"} %llu\n"
+        "# HELP cellcast_incidents_profile_alerts_total Anomalies the seasonal profile's CUSUM "
+        "alone fired, under incidents.profile_persist_steps: held below paging (held; also "
+        "in below_paging), or that opened an incident by persisting, by their forecast's own "
+        "evidence or by firing that long (persisted; also in persisted).\n"
+        "# TYPE cellcast_incidents_profile_alerts_total counter\n"
+        "cellcast_incidents_profile_alerts_total{outcome=\"held\"} %llu\n"
+        "cellcast_incidents_profile_alerts_total{outcome=\"persisted\"} %llu\n"
         "# HELP cellcast_incidents_evidence_total Cells together as evidence: reports of a "
         "cell past incidents.evidence_frac of a bar (reports), evidence members that joined "
         "an incident (members), incidents the evidence opened (opened).\n"
@@ -236,6 +246,7 @@ void ccd_incidents_metrics(Ccd *d, struct evbuffer *b)
         (unsigned long long)st.resolved, (unsigned long long)st.alerts_grouped,
         (unsigned long long)st.alerts_below_paging, (unsigned long long)st.alerts_persisted,
         (unsigned long long)st.alerts_unknown, (unsigned long long)st.oom,
+        (unsigned long long)st.profile_held, (unsigned long long)st.profile_persisted,
         (unsigned long long)st.evidence_reports, (unsigned long long)st.evidence_members,
         (unsigned long long)st.evidence_opened, st.held, st.resolving,
         (unsigned long long)st.hold_rejoined, (unsigned long long)st.hold_expired,

@@ -31,11 +31,13 @@ double cc_anomaly_cell_evidence(const CcAnomaly *a, const CcAnomalyCell *c, CcAn
     for (int f = 0; f < c->F; f++) {
         const KpiState *k = &c->k[f];
         double e = 0, z = k->z;
+        ev->kpi_forecast[f] = 0;
         const int dir = s->kpi[f].direction;
         if (fresh && isfinite(z)) {
             if (dir == 0 || (dir > 0) == (z > 0))
                 e = z / (kpi_bar(s, k, f) * k->bar);
             e = larger(e, sum_share(k->cu_pos, k->cu_neg, s->cusum_h, s->cusum_k, dir, z));
+            ev->kpi_forecast[f] = e;
             /* the profile z is not kept: the side of the value against the profile is */
             if (isfinite(k->pr_exp) && k->has_last)
                 e = larger(e, sum_share(k->pr_pos, k->pr_neg, profile_h_of(s, k), 0, dir,

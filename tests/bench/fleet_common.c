@@ -31,10 +31,11 @@ int fleet_step_evidence(const CcAnomaly *an, const CcAnomalyCell *ac, int n_feat
     int n = 0;
     const int64_t ts = ev.step * step_seconds; /* alerts.c's flush: step · S */
     if (ev.zero >= frac)
-        out[n++] = (FleetEvidence){CCD_EVIDENCE_ALL_ZERO, 0, ev.zero, ev.step, ts};
+        out[n++] = (FleetEvidence){CCD_EVIDENCE_ALL_ZERO, 0, ev.zero, ev.step, ts, 0};
     for (int f = 0; f < n_features; f++)
         if (fabs(ev.kpi[f]) >= frac)
-            out[n++] = (FleetEvidence){f, ev.kpi[f] > 0 ? 1 : -1, fabs(ev.kpi[f]), ev.step, ts};
+            out[n++] = (FleetEvidence){f,  ev.kpi[f] > 0 ? 1 : -1,  fabs(ev.kpi[f]), ev.step,
+                                       ts, fabs(ev.kpi_forecast[f])};
     return n;
 }
 
@@ -52,7 +53,7 @@ int fleet_missing_evidence(const CcAnomaly *an, const CcAnomalyCell *ac, int64_t
     double share = (double)(now - (ev.step + 1) * step_seconds) / after;
     if (!(share >= frac))
         return 0;
-    *out = (FleetEvidence){CCD_EVIDENCE_MISSING, 0, share, now / step_seconds, now};
+    *out = (FleetEvidence){CCD_EVIDENCE_MISSING, 0, share, now / step_seconds, now, 0};
     return 1;
 }
 
@@ -79,6 +80,7 @@ int fleet_incidents_evidence(CcdIncidents *g, const FleetEvidence *e, const char
         .step = e->step,
         .ts = e->ts,
         .group_cells = group_cells,
+        .forecast_frac = e->forecast_frac,
     };
     return ccd_incidents_evidence(g, &ie);
 }

@@ -24,6 +24,7 @@ typedef struct FleetEvidence {
     int kpi, dir;
     double frac;
     int64_t step, ts;
+    double forecast_frac; ///< a KPI's: frac without the profile's sum (kpi_forecast), else 0
 } FleetEvidence;
 
 /** The incidents settings cellcastd runs with at its configuration's defaults (the

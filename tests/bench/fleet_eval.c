@@ -50,8 +50,15 @@
  * Usage: fleet_eval --model M [--cells N] [--days D] [--seed X] [--threads T]
  *          [--site-outage-rate X] [--neighbour-shift X] [--cell-event-rate X]
  *          [--warmup-days D] [--post N] [--events FILE] [--incidents FILE] [--max-cells N]
- *          [--resolve-hold N[,N...]]
- * Prints one JSON object on stdout; progress on stderr. --resolve-hold: the grouping's
+ *          [--resolve-hold N[,N...]] [--profile-persist N[,N...]] [--evidence-cells N[,N...]]
+ *          [--evidence-frac X[,X...]] [--no-missing-evidence]
+ * Prints one JSON object on stdout; progress on stderr. --profile-persist, --evidence-cells,
+ * --evidence-frac: incidents.profile_persist_steps, evidence_cells and evidence_frac (at
+ * least the default's: the evidence is reported at the default's share, so a higher one
+ * misses a silence that crosses it later within a step), each list's values grouped and
+ * scored with each of the others' (and each hold's) after one engine pass, one JSON line
+ * each, "{persist}" in --incidents replaced by the persistence. --no-missing-evidence: the
+ * evidence rule fed no missing-data report (what that class adds). --resolve-hold: the grouping's
  * incidents.resolve_hold_steps (default: the configuration's); with several, the engine's pass
  * is made once and grouped and scored at each: one JSON line each on stdout (in that order),
  * a line "fleet_eval: resolve_hold_steps N" on stderr before each one's scoring, and
@@ -104,6 +111,7 @@ typedef struct Trans {
     char *id;
     uint8_t firing, critical, kind, reason;
     int8_t kpi;
+    uint8_t profile_only; /* an anomaly the seasonal profile's CUSUM alone fired */
     int64_t step, ts, start_ts;
 } Trans;
 
@@ -127,7 +135,11 @@ typedef struct EvidVec {
 
 typedef struct Args {
     const char *model, *events_out, *incidents_out;
-    const char *resolve_holds; /* incidents.resolve_hold_steps to group with, "a,b": each */
+    const char *resolve_holds;    /* incidents.resolve_hold_steps to group with, "a,b": each */
+    const char *profile_persists; /* incidents.profile_persist_steps likewise */
+    const char *evidence_cells;   /* incidents.evidence_cells likewise */
+    const char *evidence_fracs;   /* incidents.evidence_frac likewise (at least the default) */
+    int no_missing_evidence;      /* the evidence rule without its missing-data class */
     CcSynthSettings ss;
     double days, warmup_days;
     int threads, post, max_cells;
@@ -208,6 +220,7 @@ static void sink_emit(void *cookie, const CcAlertEvent *ev)
                (uint8_t)ev->kind,
                (uint8_t)ev->reason,
                (int8_t)kpi,
+               ev->kind == CC_ALERT_ANOMALY && ev->trace.fire_rules == CC_RULE_PROFILE,
                ev->step,
                ev->ts,
                ev->start_ts};
@@ -588,6 +601,7 @@ static void add_alerts(Run *r, CcdIncidents *inc, size_t *i, uint8_t phase)
             .ts = t->ts,
             .start_ts = t->start_ts,
             .group_cells = l.group_cells,
+            .profile_only = t->profile_only,
         };
         if (t->firing && ccd_strhash_put(&r->alert_ix, t->id, (void *)(uintptr_t)(*i + 1)))
             r->oom = 1;
@@ -601,6 +615,8 @@ static void add_evidence(Run *r, CcdIncidents *inc, size_t *i, uint8_t phase)
 {
     for (; *i < r->n_evid && r->evid[*i].flush == r->flush && r->evid[*i].phase == phase; ++*i) {
         const EvidRec *e = &r->evid[*i];
+        if (r->a->no_missing_evidence && e->e.kpi == CCD_EVIDENCE_MISSING)
+            continue; /* --no-missing-evidence: not handed over */
         Labels l;
         labels_of(r, e->cell, &l);
         if (fleet_incidents_evidence(inc, &e->e, l.cell, l.site, l.region, l.group_cells,
@@ -639,6 +655,25 @@ static int group_incidents(Run *r, const CcdIncidentSettings *is, double *ns_per
 }
 
 /* ------------------------------------------------------------------ events */
+
+/* A ','-separated list of steps in [0, 10000] of option opt into v (at most 16). 0, or -1
+ * with a message. */
+static int parse_steps(const char *p, const char *opt, int *v, int *n)
+{
+    for (*n = 0; *n < 16;) {
+        char *end;
+        long h = strtol(p, &end, 10);
+        if (end == p || h < 0 || h > 10000 || (*end && *end != ',')) {
+            fprintf(stderr, "fleet_eval: %s: steps in [0, 10000], ','-separated\n", opt);
+            return -1;
+        }
+        v[(*n)++] = (int)h;
+        if (!*end)
+            break;
+        p = end + 1;
+    }
+    return 0;
+}
 
 static int read_events(const char *path, int64_t S, Event **out, int *n_out)
 {
@@ -773,6 +808,10 @@ int main(int argc, char **argv)
         {"incidents", 1, 0, 'I'},
         {"max-cells", 1, 0, 'x'},
         {"resolve-hold", 1, 0, 'r'},
+        {"profile-persist", 1, 0, 'P'},
+        {"evidence-cells", 1, 0, 'C'},
+        {"evidence-frac", 1, 0, 'F'},
+        {"no-missing-evidence", 0, 0, 'N'},
         {0, 0, 0, 0},
     };
     int opt;
@@ -792,11 +831,17 @@ int main(int argc, char **argv)
         case 'I': a.incidents_out = optarg; break;
         case 'x': a.max_cells = atoi(optarg); break;
         case 'r': a.resolve_holds = optarg; break;
+        case 'P': a.profile_persists = optarg; break;
+        case 'C': a.evidence_cells = optarg; break;
+        case 'F': a.evidence_fracs = optarg; break;
+        case 'N': a.no_missing_evidence = 1; break;
         default:
             fprintf(stderr, "usage: fleet_eval --model M [--cells N] [--days D] [--seed X] "
                             "[--threads T] [--site-outage-rate X] [--neighbour-shift X] "
                             "[--cell-event-rate X] [--warmup-days D] [--post N] [--events FILE] "
-                            "[--incidents FILE] [--max-cells N] [--resolve-hold N[,N...]]\n");
+                            "[--incidents FILE] [--max-cells N] [--resolve-hold N[,N...]] "
+                            "[--profile-persist N[,N...]] [--evidence-cells N[,N...]] "
+                            "[--evidence-frac X[,X...]] [--no-missing-evidence]\n");
             return 2;
         }
     }
@@ -879,18 +924,28 @@ int main(int argc, char **argv)
         fprintf(stderr, "fleet_eval: out of memory\n");
         return 1;
     }
-    /* --resolve-hold: the engine's pass once, the grouping and scoring once per hold */
+    /* --resolve-hold, --profile-persist: the engine's pass once, the grouping and scoring
+     * once per pair (each hold with each persistence) */
     int holds[16] = {is.resolve_hold_steps}, n_holds = 1;
-    if (a.resolve_holds) {
-        const char *p = a.resolve_holds;
-        for (n_holds = 0; n_holds < 16;) {
+    int persists[16] = {is.profile_persist_steps}, n_persists = 1;
+    int ecells[16] = {is.evidence_cells}, n_ecells = 1;
+    int efracs[16] = {(int)lround(is.evidence_frac * 100)}, n_efracs = 1; /* percent */
+    if ((a.resolve_holds && parse_steps(a.resolve_holds, "--resolve-hold", holds, &n_holds)) ||
+        (a.profile_persists &&
+         parse_steps(a.profile_persists, "--profile-persist", persists, &n_persists)) ||
+        (a.evidence_cells && parse_steps(a.evidence_cells, "--evidence-cells", ecells, &n_ecells)))
+        return 2;
+    if (a.evidence_fracs) { /* the reports are made at the default's share: only higher ones */
+        const char *p = a.evidence_fracs;
+        for (n_efracs = 0; n_efracs < 16;) {
             char *end;
-            long h = strtol(p, &end, 10);
-            if (end == p || h < 0 || h > 10000 || (*end && *end != ',')) {
-                fprintf(stderr, "fleet_eval: --resolve-hold: steps in [0, 10000], ','-separated\n");
+            double f = strtod(p, &end);
+            if (end == p || !(f >= is.evidence_frac && f <= 1) || (*end && *end != ',')) {
+                fprintf(stderr, "fleet_eval: --evidence-frac: shares in [%g, 1], ','-separated\n",
+                        is.evidence_frac);
                 return 2;
             }
-            holds[n_holds++] = (int)h;
+            efracs[n_efracs++] = (int)lround(f * 100);
             if (!*end)
                 break;
             p = end + 1;
@@ -944,10 +999,18 @@ int main(int argc, char **argv)
     const char *kpi_names[CC_MAX_FEATURES + 1] = {0};
     for (int f = 0; f < hp->n_features; f++)
         kpi_names[f] = hp->features[f];
-    for (int hi = 0; hi < n_holds; hi++) {
+    const int n_combo = n_holds * n_persists * n_ecells * n_efracs;
+    for (int ci = 0; ci < n_combo; ci++) {
+        const int hi = ci / (n_persists * n_ecells * n_efracs);
         is.resolve_hold_steps = holds[hi];
-        if (n_holds > 1) /* the stderr of each hold's scoring follows this line */
-            fprintf(stderr, "fleet_eval: resolve_hold_steps %d\n", holds[hi]);
+        is.profile_persist_steps = persists[ci / (n_ecells * n_efracs) % n_persists];
+        is.evidence_cells = ecells[ci / n_efracs % n_ecells];
+        is.evidence_frac = efracs[ci % n_efracs] / 100.0;
+        if (n_combo > 1) /* the stderr of each one's scoring follows this line */
+            fprintf(stderr,
+                    "fleet_eval: resolve_hold_steps %d profile_persist_steps %d evidence_cells %d "
+                    "evidence_frac %g\n",
+                    holds[hi], is.profile_persist_steps, is.evidence_cells, is.evidence_frac);
         Run r = {.a = &a,
                  .g = g,
                  .tr = tr,
@@ -1106,6 +1169,13 @@ int main(int argc, char **argv)
                          a.incidents_out, holds[hi], h + 6);
             else
                 snprintf(io_path, sizeof io_path, "%s", a.incidents_out);
+            char *pp = strstr(io_path, "{persist}");
+            if (pp) {
+                char tail[1024];
+                snprintf(tail, sizeof tail, "%s", pp + 9);
+                snprintf(pp, sizeof io_path - (size_t)(pp - io_path), "%d%s",
+                         is.profile_persist_steps, tail);
+            }
         }
         FILE *io = io_path[0] ? fopen(io_path, "w") : NULL;
         if (io)
@@ -1239,20 +1309,23 @@ int main(int argc, char **argv)
         printf(",\"open_at_end\":%d},\"evidence_members\":%lld,\"evidence_reports_fed\":%zu,"
                "\"grouping\":{\"evidence_reports\":%llu,\"evidence_opened\":%llu,"
                "\"evidence_members\":%llu,\"alerts_grouped\":%llu,\"alerts_below_paging\":%llu,"
-               "\"alerts_persisted\":%llu,\"held_at_end\":%zu,\"oom\":%llu,"
+               "\"alerts_persisted\":%llu,\"profile_held\":%llu,\"profile_persisted\":%llu,"
+               "\"held_at_end\":%zu,\"oom\":%llu,"
                "\"hold_rejoined\":%llu,\"hold_expired\":%llu},"
                "\"incident_settings\":{\"group_by\":\"%s\",\"evidence_cells\":%d,"
                "\"evidence_share\":%g,\"evidence_frac\":%g,\"cell_persist_steps\":%d,"
-               "\"cell_persist_frac\":%g,\"resolve_hold_steps\":%d}}\n",
+               "\"cell_persist_frac\":%g,\"resolve_hold_steps\":%d,"
+               "\"profile_persist_steps\":%d}}\n",
                false_dur[N_DUR], evidence_members, n_evid,
                (unsigned long long)r.st.evidence_reports, (unsigned long long)r.st.evidence_opened,
                (unsigned long long)r.st.evidence_members, (unsigned long long)r.st.alerts_grouped,
                (unsigned long long)r.st.alerts_below_paging,
-               (unsigned long long)r.st.alerts_persisted, r.st.held, (unsigned long long)r.st.oom,
+               (unsigned long long)r.st.alerts_persisted, (unsigned long long)r.st.profile_held,
+               (unsigned long long)r.st.profile_persisted, r.st.held, (unsigned long long)r.st.oom,
                (unsigned long long)r.st.hold_rejoined, (unsigned long long)r.st.hold_expired,
                is.group_by == CCD_INC_BY_REGION ? "region" : "site", is.evidence_cells,
                is.evidence_share, is.evidence_frac, is.cell_persist_steps, is.cell_persist_frac,
-               is.resolve_hold_steps);
+               is.resolve_hold_steps, is.profile_persist_steps);
         fflush(stdout);
         for (size_t i = 0; i < r.n_inc; i++) {
             free(r.inc[i].id);

@@ -5,6 +5,9 @@ fleet_eval runs (issue 32): per run and the mean ± spread (half the range) over
 usage: fleet_summary.py DIR TAG [TAG ...]
   reads DIR/out_TAG.json (fleet_eval's stdout), DIR/inc_TAG.csv (--incidents) and
   DIR/err_TAG.log (its stderr, with FLEET_VERBOSE=1: the events not seen within 2 steps).
+  TAG S@N: a run of --profile-persist with N among its values (--incidents
+  'inc_S_p{persist}.csv'): the line of DIR/out_S.json whose profile_persist_steps is N,
+  DIR/inc_S_pN.csv, and the part of DIR/err_S.log after that value's scoring line.
 """
 import collections
 import csv
@@ -13,21 +16,32 @@ import sys
 
 
 def run(d, tag):
-    o = json.load(open(f"{d}/out_{tag}.json"))
+    base, _, persist = tag.partition("@")
+    if persist:  # one value of a --profile-persist list
+        o = next(x for x in map(json.loads, open(f"{d}/out_{base}.json"))
+                 if x["incident_settings"]["profile_persist_steps"] == int(persist))
+        inc_path = f"{d}/inc_{base}_p{persist}.csv"
+    else:
+        o = json.load(open(f"{d}/out_{tag}.json"))
+        inc_path = f"{d}/inc_{tag}.csv"
     k = o["kinds"]
     site_n = k["power_outage"]["n"] + k["transport_loss"]["n"]
     alerts = collections.defaultdict(list)
-    with open(f"{d}/inc_{tag}.csv") as f:
+    with open(inc_path) as f:
         for row in csv.DictReader(f):
             alerts[row["explained_by"]].append((int(row["alerts"]), int(row["cells"])))
     site_inc = alerts["power_outage"] + alerts["transport_loss"]
     missed = collections.Counter()
     night = collections.Counter()
     try:
-        for line in open(f"{d}/err_{tag}.log"):
-            if line.startswith("  missed(2)"):
+        mine = not persist  # with S@N: the lines after N's scoring line, up to the next one
+        for line in open(f"{d}/err_{base}.log"):
+            if persist and line.startswith("fleet_eval: resolve_hold_steps"):
                 w = line.split()
-                kind, how = w[1], w[-1]
+                mine = w[w.index("profile_persist_steps") + 1] == persist
+            if mine and line.startswith("  missed(2)"):
+                w = line.split()
+                kind, how = w[1], "detected" if "not detected" in line else "late"
                 missed[(kind, "not detected" if how == "detected" else "late")] += 1
                 step = int(w[5].split("+")[0])
                 hour = (step % 96) / 4

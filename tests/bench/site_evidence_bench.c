@@ -221,6 +221,7 @@ static void on_alert(void *cookie, const CcAlertEvent *ev)
         .ts = ev->ts,
         .start_ts = ev->start_ts,
         .group_cells = b->site_cells[x->c->site],
+        .profile_only = ev->kind == CC_ALERT_ANOMALY && ev->trace.fire_rules == CC_RULE_PROFILE,
     };
     b->alerts += ev->state == CC_ALERT_FIRING;
     for (int i = 0; i < N_ARMS; i++)

@@ -1,7 +1,8 @@
 /* test_anomaly_evidence.c — cc_anomaly_cell_evidence (issue 32, docs/design/site-evidence.md):
  * a KPI's z as a share of its bar, signed by its side; the CUSUM's share while the step
  * deviates its way; a KPI scored one way only; all_zero's run as a share of zero_steps;
- * nothing before a step is scored. */
+ * nothing before a step is scored; without a profile, kpi_forecast (the shares without the
+ * profile's sum) is kpi. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -69,6 +70,8 @@ static void test_evidence_shares(void **state)
     cc_anomaly_cell_evidence(a, c, &ev);
     assert_true(fabs(ev.kpi[1] - 0.5) < TOL);
     assert_true(fabs(ev.kpi[0]) < TOL);
+    for (int f = 0; f < F; f++)
+        assert_true(ev.kpi_forecast[f] == ev.kpi[f]);
     /* the step back at the forecast: the sum drains (2 of 6) but the step does not deviate */
     observe(a, c, 14, 100, 100);
     cc_anomaly_cell_evidence(a, c, &ev);
@@ -81,6 +84,7 @@ static void test_evidence_shares(void **state)
     assert_true(fabs(ev.zero - 0.5) < TOL);
     /* a step's own z at a hundred sd below dwarfs it */
     assert_true(fabs(ev.kpi[0] - -10.0) < TOL);
+    assert_true(ev.kpi_forecast[0] == ev.kpi[0]);
     cc_anomaly_cell_close(&c);
     cc_anomaly_close(&a);
 }

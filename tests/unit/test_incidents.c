@@ -22,6 +22,9 @@
 #include "incidents.h"
 #include "topology.h"
 
+/* incidents.profile_persist_steps' default */
+#define PROFILE_PERSIST_WANT 24
+
 static const char TOPO[] = "# two sites of three cells, one region\n"
                            "cell,site,region,sector,lat,lon,vendor\n"
                            "A1,S1,R1,1,41.38,2.17,acme\n"
@@ -707,6 +710,146 @@ static int emit_n(CcdIncidents *g, Emitted *e)
     return e->n;
 }
 
+/* A profile-only anomaly (fired by the seasonal profile's CUSUM alone) of cell c, firing or
+ * resolved at step; the KPI "thr". */
+static void add_profile(CcdIncidents *g, const CcdTopology *t, const char *c, int critical,
+                        int firing, int64_t onset_step, int64_t step)
+{
+    char id[128];
+    snprintf(id, sizeof id, "%s:anomaly:profile:%lld", c, (long long)onset_step);
+    const char *site = ccd_topology_label(t, c, "site");
+    CcdIncAlert a = {.id = id,
+                     .cell = c,
+                     .site = site,
+                     .region = ccd_topology_label(t, c, "region"),
+                     .reason = "anomaly",
+                     .kpi = "thr",
+                     .firing = firing,
+                     .critical = critical,
+                     .step = step,
+                     .ts = step * S,
+                     .start_ts = onset_step * S,
+                     .group_cells = ccd_topology_site_cells(t, site),
+                     .profile_only = 1};
+    assert_int_equal(ccd_incidents_add(g, &a), 0);
+}
+
+/* One evidence report of cell c on KPI "thr" upward: frac of its bar, forecast_frac of it
+ * without the profile's sum. */
+static void evid_fc(CcdIncidents *g, const CcdTopology *t, const char *c, double frac,
+                    double forecast_frac, int64_t step)
+{
+    const char *site = ccd_topology_label(t, c, "site");
+    CcdIncEvidence ev = {.cell = c,
+                         .site = site,
+                         .region = ccd_topology_label(t, c, "region"),
+                         .cls = "thr:up",
+                         .kpi = "thr",
+                         .frac = frac,
+                         .forecast_frac = forecast_frac,
+                         .step = step,
+                         .ts = step * S,
+                         .group_cells = ccd_topology_site_cells(t, site)};
+    assert_int_equal(ccd_incidents_evidence(g, &ev), 0);
+}
+
+/* The paging rule for a profile-only anomaly (incidents.profile_persist_steps): its cell's
+ * evidence (the profile sum it fired on, past half its bar at every step) does not open its
+ * incident at cell_persist_steps; it opens one once it has fired profile_persist_steps steps,
+ * at cell_persist_steps steps of its forecast's own evidence (forecast_frac), and at once
+ * when it turns critical; it joins an open incident of its site at once; one that resolves
+ * first pages nothing. With the setting 0 it persists by evidence as any. */
+static void test_profile_paging(void **state)
+{
+    CcdTopology *t = *state;
+    CcdIncidents *g;
+    CcdIncidentSettings s;
+    ccd_incident_default_settings(&s);
+    assert_int_equal(s.profile_persist_steps, PROFILE_PERSIST_WANT);
+    s.profile_persist_steps = 8;
+    s.resolve_hold_steps = 0; /* resolves with its last alert (test_resolve_hold) */
+    assert_int_equal(ccd_incidents_open(&g, &s), 0);
+    Emitted e = {0};
+    const int64_t k = T0 / S;
+
+    /* fires at k, its cell past its bar at every step: held until k + 8 */
+    add_profile(g, t, "A1", 0, 1, k, k);
+    for (int64_t p = k; p < k + 8; p++) {
+        reach(g, p);
+        evid(g, t, "A1", "thr:up", 1.2, p);
+        assert_int_equal(emit_n(g, &e), 0);
+    }
+    assert_int_equal(stats(g).held, 1);
+    assert_int_equal(stats(g).profile_held, 1);
+    reach(g, k + 8);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_string_equal(jstr(e.v[0], "scope"), "cell");
+    assert_int_equal(stats(g).alerts_persisted, 1);
+    assert_int_equal(stats(g).profile_persisted, 1);
+    add_profile(g, t, "A1", 0, 0, k, k + 9);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_string_equal(jstr(e.v[0], "state"), "resolved");
+
+    /* its forecast's own evidence at half its bar: the firing step and one more open it; a
+     * step under it does not count */
+    add_profile(g, t, "B1", 0, 1, k + 10, k + 10);
+    reach(g, k + 10);
+    evid_fc(g, t, "B1", 1.5, 0.2, k + 10);
+    reach(g, k + 11);
+    evid_fc(g, t, "B1", 1.5, 0.49, k + 11);
+    assert_int_equal(emit_n(g, &e), 0);
+    reach(g, k + 12);
+    evid_fc(g, t, "B1", 1.5, 0.5, k + 12);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_int_equal(stats(g).alerts_persisted, 2);
+    assert_int_equal(stats(g).profile_persisted, 2); /* A1 by firing, B1 by its forecast */
+    add_profile(g, t, "B1", 0, 0, k + 10, k + 13);
+    assert_int_equal(emit_n(g, &e), 1);
+
+    /* one that resolves before profile_persist_steps: nothing emitted */
+    add_profile(g, t, "A2", 0, 1, k + 20, k + 20);
+    for (int64_t p = k + 20; p < k + 27; p++) {
+        reach(g, p);
+        evid(g, t, "A2", "thr:up", 1.0, p);
+    }
+    add_profile(g, t, "A2", 0, 0, k + 20, k + 27);
+    assert_int_equal(emit_n(g, &e), 0);
+    assert_int_equal(stats(g).held, 0);
+
+    /* one that turns critical (its forecast z past the critical bar) opens at once */
+    add_profile(g, t, "A3", 0, 1, k + 30, k + 30);
+    assert_int_equal(emit_n(g, &e), 0);
+    add_profile(g, t, "A3", 1, 1, k + 30, k + 31);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_string_equal(jstr(e.v[0], "severity"), "critical");
+    add_profile(g, t, "A3", 1, 0, k + 30, k + 32);
+    assert_int_equal(emit_n(g, &e), 1);
+
+    /* an incident of S2 open (B1's outage): B2's profile-only anomaly joins it at once */
+    add(g, t, "B1", "all_zero", 1, k + 40, k + 40);
+    assert_int_equal(emit_n(g, &e), 1);
+    add_profile(g, t, "B2", 0, 1, k + 41, k + 41);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_string_equal(jstr(e.v[0], "scope"), "site");
+    assert_int_equal(json_array_size(json_object_get(e.v[0], "cells")), 2);
+    add(g, t, "B1", "all_zero", 0, k + 40, k + 42);
+    add_profile(g, t, "B2", 0, 0, k + 41, k + 42);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_string_equal(jstr(e.v[0], "state"), "resolved");
+
+    /* the setting 0: a profile-only anomaly persists by its cell's evidence, as any */
+    s.profile_persist_steps = 0;
+    ccd_incidents_set_settings(g, &s);
+    add_profile(g, t, "B3", 0, 1, k + 50, k + 50);
+    reach(g, k + 50);
+    evid(g, t, "B3", "thr:up", 1.0, k + 50);
+    reach(g, k + 51);
+    evid(g, t, "B3", "thr:up", 1.0, k + 51);
+    assert_int_equal(emit_n(g, &e), 1);
+    emitted_clear(&e);
+    ccd_incidents_close(&g);
+}
+
 /* A transport loss of S1 (its three cells' whole-cell missing-data alerts, which page alone,
  * fire at k and resolve when the rows return at k + 6), then a warning anomaly of A1 (a load
  * burst, which alone the paging rule holds) at k + 6 + gap. Returns the incidents opened;
@@ -950,6 +1093,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_paging_rule, topo_setup, topo_teardown),
         cmocka_unit_test_setup_teardown(test_resolve_hold, topo_setup, topo_teardown),
         cmocka_unit_test_setup_teardown(test_resolve_hold_evidence, topo_setup, topo_teardown),
+        cmocka_unit_test_setup_teardown(test_profile_paging, topo_setup, topo_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -612,6 +612,9 @@ typedef struct CcAnomalyEvidence {
                                  ///< profile_h while the step's value is on that sum's side of
                                  ///< the profile; 0 where not scored at `step` or in a
                                  ///< direction the KPI is not scored in. 1: at its bar
+    double kpi_forecast[CC_MAX_FEATURES]; ///< kpi[] without the profile's sum: the forecast's
+                                          ///< z and CUSUM alone (what a host tells a profile-
+                                          ///< only deviation by)
 } CcAnomalyEvidence;
 
 /** Fills *ev (kpi[] for the cell's F KPIs); returns the largest of |kpi[f]| and zero. */
