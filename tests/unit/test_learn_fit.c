@@ -188,7 +188,8 @@ static CcModel *fit_learner(const CcDataset *ds, CcLinearFitReport *rep)
         tr[s] = (CcRange){0, TRAIN}, va[s] = (CcRange){TRAIN, VAL};
     CcModel *m = NULL;
     char err[256];
-    int rc = cc_learn_fit_linear(&m, &hp, ds, tr, va, 0.1, rep, err, sizeof err);
+    int rc =
+        cc_learn_fit_linear(&m, &hp, ds, tr, va, 0.1, CC_LINEAR_LOSS_MSE, rep, err, sizeof err);
     if (rc)
         print_message("fit: %s\n", err);
     assert_int_equal(rc, 0);
