@@ -28,7 +28,8 @@
 /* rows: KI inputs and a column of ones (the bias), NY outputs */
 enum { N = 3000, KI = 4, K = KI + 1, NY = 2, PASSES = 30 };
 
-static const double x_true[K][NY] = {{0.8, -0.3}, {-0.5, 0.6}, {0.3, 0.2}, {0.0, -0.7}, {0.1, -0.2}};
+static const double x_true[K][NY] = {
+    {0.8, -0.3}, {-0.5, 0.6}, {0.3, 0.2}, {0.0, -0.7}, {0.1, -0.2}};
 
 static double gauss(uint64_t *rng)
 {
@@ -50,7 +51,8 @@ static void make_rows(double *a, double *y)
             for (int i = 0; i < K; i++)
                 v += a[(size_t)j * K + i] * x_true[i][c];
             int outlier = tl_rng_uniform(&rng) < 0.1;
-            y[(size_t)j * NY + c] = v + 0.1 * gauss(&rng) * (outlier ? 30 : 1) + (outlier ? 1.0 : 0);
+            y[(size_t)j * NY + c] =
+                v + 0.1 * gauss(&rng) * (outlier ? 30 : 1) + (outlier ? 1.0 : 0);
         }
     }
 }
