@@ -1591,10 +1591,17 @@ done:
     return ret;
 }
 
-static int scaled_window_rows_lad(CcTrainer *t, CcRidge *rg, CcLad *lad, const double *held_bias,
-                                  int s, int f, int64_t e, int cmin, int cmax, double scale,
-                                  const double *x, int n_x, double *abs_sum, int64_t *n_abs,
-                                  int64_t *pushed);
+/* Where cc_trainer_fit_linear_scaled's IRLS rows go: lad, with held_bias (HZ values, or
+ * NULL: the bias is lad's last input); every stride-th sample (counted in seen) only. */
+typedef struct LadSink {
+    CcLad *lad;
+    const double *held_bias;
+    int64_t stride, seen;
+} LadSink;
+
+static int scaled_window_rows_lad(CcTrainer *t, CcRidge *rg, LadSink *sink, int s, int f, int64_t e,
+                                  int cmin, int cmax, double scale, const double *x, int n_x,
+                                  double *abs_sum, int64_t *n_abs, int64_t *pushed);
 
 /* The samples of window (s, f, e, current offsets cmin..cmax) in a KPI's own units over its
  * scale (cc_trainer_fit_linear_scaled): pushed into rg when it is not NULL; with x (n_x
@@ -1604,17 +1611,16 @@ static int scaled_window_rows(CcTrainer *t, CcRidge *rg, int s, int f, int64_t e
                               int cmax, double scale, const double *x, int n_x, double *abs_sum,
                               int64_t *n_abs, int64_t *pushed)
 {
-    return scaled_window_rows_lad(t, rg, NULL, NULL, s, f, e, cmin, cmax, scale, x, n_x, abs_sum,
-                                  n_abs, pushed);
+    return scaled_window_rows_lad(t, rg, NULL, s, f, e, cmin, cmax, scale, x, n_x, abs_sum, n_abs,
+                                  pushed);
 }
 
-/* The same, and the rows into lad when it is not NULL: with held_bias (HZ values, or NULL:
- * the bias is lad's last input) the bias column is not an input but its part of the
- * forecast, held_bias[k]·sigma/scale, is taken off the targets. */
-static int scaled_window_rows_lad(CcTrainer *t, CcRidge *rg, CcLad *lad, const double *held_bias,
-                                  int s, int f, int64_t e, int cmin, int cmax, double scale,
-                                  const double *x, int n_x, double *abs_sum, int64_t *n_abs,
-                                  int64_t *pushed)
+/* The same, and the rows into sink->lad when sink is not NULL: with a held bias the bias
+ * column is not an input but its part of the forecast, held_bias[k]·sigma/scale, is taken
+ * off the targets. */
+static int scaled_window_rows_lad(CcTrainer *t, CcRidge *rg, LadSink *sink, int s, int f, int64_t e,
+                                  int cmin, int cmax, double scale, const double *x, int n_x,
+                                  double *abs_sum, int64_t *n_abs, int64_t *pushed)
 {
     const CcHparams *hp = &t->m->hp;
     const int R = hp->linear_window, HZ = hp->horizon, K = R + 1, F = t->ds->n_features;
@@ -1645,15 +1651,16 @@ static int scaled_window_rows_lad(CcTrainer *t, CcRidge *rg, CcLad *lad, const d
                     yr[k] = ((double)tg[k] - w->lin_xt[j]) * u;
                 cc_ridge_push(rg);
             }
-            if (lad) {
-                double *yr, *ar = cc_lad_row(lad, &yr);
+            if (sink && sink->seen++ % sink->stride == 0) {
+                const double *held_bias = sink->held_bias;
+                double *yr, *ar = cc_lad_row(sink->lad, &yr);
                 for (int i = 0; i < R; i++)
                     ar[i] = in[i] * u;
                 if (!held_bias)
                     ar[R] = u;
                 for (int k = 0; k < HZ; k++)
                     yr[k] = ((double)tg[k] - w->lin_xt[j] - (held_bias ? held_bias[k] : 0)) * u;
-                cc_lad_push(lad);
+                cc_lad_push(sink->lad);
             }
             for (int q = 0; q < n_x; q++) {
                 const double *xq = x + (size_t)q * K * HZ;
@@ -1691,19 +1698,20 @@ static int scale_ok(double v) { return v > 0 && isfinite(v); }
 
 /* One IRLS pass of cc_trainer_fit_linear_scaled: the rows of the training pool and, when
  * refit is not NULL, those of refit's ranges into lad at xl. 0 or a build error. */
-static int lad_pass(CcTrainer *t, const CcLinearFitSettings *s, const CcRange *refit, CcLad *lad,
-                    const double *held, const double *xl, double eps)
+static int lad_pass(CcTrainer *t, const CcLinearFitSettings *s, const CcRange *refit, LadSink *sink,
+                    const double *xl, double eps)
 {
     const CcDataset *ds = t->ds;
     const int F = ds->n_features, P = t->m->hp.patch_len, HZ = t->m->hp.horizon;
     int64_t unused = 0;
-    int ret = cc_lad_begin(lad, xl, eps);
+    int ret = cc_lad_begin(sink->lad, xl, eps);
+    sink->seen = 0;
     for (int64_t p = 0; ret == 0 && p < t->n_train_pool; p++) {
         const Pool *pl = &t->train_pool[p];
         for (int f = 0; ret == 0 && f < F; f++) {
             double sc = s->scale[(size_t)pl->series * F + f];
             if (scale_ok(sc))
-                ret = scaled_window_rows_lad(t, NULL, lad, held, pl->series, f, pl->e, pl->cmin,
+                ret = scaled_window_rows_lad(t, NULL, sink, pl->series, f, pl->e, pl->cmin,
                                              pl->cmax, sc, NULL, 0, NULL, NULL, &unused);
         }
     }
@@ -1716,8 +1724,8 @@ static int lad_pass(CcTrainer *t, const CcLinearFitSettings *s, const CcRange *r
             for (int f = 0; ret == 0 && f < F; f++) {
                 double sc = s->scale[(size_t)si * F + f];
                 if (scale_ok(sc))
-                    ret = scaled_window_rows_lad(t, NULL, lad, held, si, f, e, a, b, sc, NULL, 0,
-                                                 NULL, NULL, &unused);
+                    ret = scaled_window_rows_lad(t, NULL, sink, si, f, e, a, b, sc, NULL, 0, NULL,
+                                                 NULL, &unused);
             }
         }
     }
@@ -1730,8 +1738,8 @@ static int lad_pass(CcTrainer *t, const CcLinearFitSettings *s, const CcRange *r
  * step k (cc_trainer_fit_linear_scaled's comment in cc_train.h). *mae_start / *mae_end:
  * the rows' mean absolute error at x and at the map kept; *passes the solves made. */
 static int fit_linear_mae(CcTrainer *t, const CcLinearFitSettings *s, const CcRange *refit,
-                          double ridge_pen, double *pen, int pen_from_start, double *x,
-                          double *mae_start, double *mae_end, int *passes)
+                          int64_t n_samples, double ridge_pen, double *pen, int pen_from_start,
+                          double *x, double *mae_start, double *mae_end, int *passes)
 {
     const int R = t->m->hp.linear_window, HZ = t->m->hp.horizon;
     const int KL = s->hold_bias ? R : R + 1;
@@ -1749,11 +1757,14 @@ static int fit_linear_mae(CcTrainer *t, const CcLinearFitSettings *s, const CcRa
     memcpy(xl, x, (size_t)KL * HZ * sizeof *xl); /* the bias last, when fitted */
     for (int k = 0; k < HZ; k++)
         held[k] = x[(size_t)R * HZ + k];
-    const double *hb = s->hold_bias ? held : NULL;
+    const int64_t cap = s->mae_max_rows > 0 ? s->mae_max_rows : CC_LINEAR_FIT_MAE_ROWS;
+    LadSink sink = {.lad = lad,
+                    .held_bias = s->hold_bias ? held : NULL,
+                    .stride = n_samples > cap ? (n_samples + cap - 1) / cap : 1};
     double best_obj = INFINITY;
     *passes = 0;
     for (int pass = 0; pass <= max_passes; pass++) {
-        if ((ret = lad_pass(t, s, refit, lad, hb, xl, eps)) < 0)
+        if ((ret = lad_pass(t, s, refit, &sink, xl, eps)) < 0)
             goto done;
         const double n = (double)cc_lad_rows(lad);
         if (n == 0) {
@@ -1767,7 +1778,8 @@ static int fit_linear_mae(CcTrainer *t, const CcLinearFitSettings *s, const CcRa
         if (pass == 0) {
             *mae_start = abs_all / (n * HZ);
             for (int k = 0; k < HZ && pen_from_start; k++)
-                pen[k] = abs_sum[k] > 0 ? ridge_pen / (abs_sum[k] / n) : ridge_pen;
+                pen[k] = (abs_sum[k] > 0 ? ridge_pen / (abs_sum[k] / n) : ridge_pen) /
+                         (double)sink.stride; /* the ridge's is over every sample */
         }
         for (int k = 0; k < HZ; k++) {
             obj += hub[k];
@@ -1880,8 +1892,8 @@ int cc_trainer_fit_linear_scaled(CcTrainer *t, const CcLinearFitSettings *s, CcL
             goto done;
         memcpy(xm, x, (size_t)K * HZ * sizeof *xm);
         pen_train = scaled_penalty(rg, R, rp.lambda);
-        ret = fit_linear_mae(t, s, NULL, pen_train, pen, 1, xm, &rp.mae_start, &rp.mae_end,
-                             &rp.mae_passes);
+        ret = fit_linear_mae(t, s, NULL, rp.n_fit, pen_train, pen, 1, xm, &rp.mae_start,
+                             &rp.mae_end, &rp.mae_passes);
         if (ret < 0)
             goto done;
         memcpy(x + (size_t)K * HZ, xm, (size_t)K * HZ * sizeof *x);
@@ -1916,17 +1928,24 @@ int cc_trainer_fit_linear_scaled(CcTrainer *t, const CcLinearFitSettings *s, CcL
         const double pen_all = scaled_penalty(rg, R, rp.lambda);
         double start; /* the training rows' MAE map's over all rows: not reported */
         int passes = 0;
-        for (int k = 0; k < HZ; k++) /* the penalty grows with the rows, as the ridge's */
-            pen[k] *= pen_train > 0 ? pen_all / pen_train : 1;
+        /* the penalty grows with the rows, as the ridge's (and shrinks with a longer stride) */
+        const int64_t cap = s->mae_max_rows > 0 ? s->mae_max_rows : CC_LINEAR_FIT_MAE_ROWS,
+                      n_all = rp.n_fit + rp.n_refit;
+        const double st0 = rp.n_fit > cap ? (double)((rp.n_fit + cap - 1) / cap) : 1,
+                     st1 = n_all > cap ? (double)((n_all + cap - 1) / cap) : 1;
+        for (int k = 0; k < HZ; k++)
+            pen[k] *= (pen_train > 0 ? pen_all / pen_train : 1) * st0 / st1;
         /* the bias from the all-rows ridge when it is held, else the MAE map's */
         memcpy(x, xm, (size_t)(s->hold_bias ? R : K) * HZ * sizeof *x);
-        ret = fit_linear_mae(t, s, s->refit, pen_all, pen, 0, x, &start, &rp.mae_end, &passes);
+        ret =
+            fit_linear_mae(t, s, s->refit, n_all, pen_all, pen, 0, x, &start, &rp.mae_end, &passes);
         if (ret < 0)
             goto done;
         rp.mae_passes += passes;
     } else if (use_mae) { /* no validation window to judge on: the MAE map of all rows */
-        ret = fit_linear_mae(t, s, s->refit, scaled_penalty(rg, R, rp.lambda), pen, 1, x,
-                             &rp.mae_start, &rp.mae_end, &rp.mae_passes);
+        ret =
+            fit_linear_mae(t, s, s->refit, rp.n_fit + rp.n_refit, scaled_penalty(rg, R, rp.lambda),
+                           pen, 1, x, &rp.mae_start, &rp.mae_end, &rp.mae_passes);
         if (ret < 0)
             goto done;
     }

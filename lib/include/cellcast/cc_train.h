@@ -328,6 +328,9 @@ typedef struct CcLinearFitSettings {
                            ///< linear.weight is refitted; 0 (default) = both
     int mae_passes;        ///< CC_LINEAR_LOSS_MAE: the most IRLS passes over the rows
                            ///< (0: CC_LINEAR_FIT_MAE_PASSES)
+    int64_t mae_max_rows;  ///< CC_LINEAR_LOSS_MAE: IRLS on at most this many samples, every
+                           ///< ceil(n / this)-th in the pool's order (a pass costs HZ·K² a
+                           ///< sample, HZ times the ridge's; 0: CC_LINEAR_FIT_MAE_ROWS)
 } CcLinearFitSettings;
 
 #define CC_LINEAR_FIT_MAX_LAMBDAS 16
@@ -337,6 +340,7 @@ typedef struct CcLinearFitSettings {
 #define CC_LINEAR_FIT_MAE_PASSES 20
 #define CC_LINEAR_FIT_MAE_TOL 2e-4
 #define CC_LINEAR_FIT_MAE_EPS 1e-3
+#define CC_LINEAR_FIT_MAE_ROWS 200000
 
 typedef struct CcLinearFitReport {
     double lambda;                              ///< the penalty kept
