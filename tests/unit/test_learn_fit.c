@@ -276,6 +276,58 @@ static void test_random_walk_stays_near_naive(void **state)
     cc_data_close(&ds);
 }
 
+/* The MAE fit's options on the trainer itself: a row cap (IRLS on every third sample) still
+ * lowers the MAE it fits; with hold_bias, linear.bias stays the ridge's to the bit while
+ * linear.weight moves. */
+static void test_mae_fit_options(void **state)
+{
+    (void)state;
+    CcDataset *ds = load(spiky, 5);
+    CcLinearFitReport rep;
+    CcModel *m = fit_learner(ds, &rep);
+    CcRange tr[N_CELLS], va[N_CELLS];
+    double scale[N_CELLS * 2];
+    for (int s = 0; s < N_CELLS; s++) {
+        tr[s] = (CcRange){0, TRAIN}, va[s] = (CcRange){TRAIN, VAL};
+        for (int f = 0; f < 2; f++)
+            scale[s * 2 + f] = scale_of(ds, s, f);
+    }
+    CcTrainSettings ts;
+    cc_train_default_settings(&ts);
+    ts.n_threads = 1;
+    CcTrainer *t = NULL;
+    char err[256];
+    assert_int_equal(cc_trainer_open(&t, m, ds, tr, va, &ts, err, sizeof err), 0);
+    CcLinearFitSettings fs = {
+        .scale = scale, .lambdas = cc_learn_lambdas, .n_lambdas = CC_LEARN_N_LAMBDAS, .refit = va};
+    assert_int_equal(cc_trainer_fit_linear_scaled(t, &fs, &rep), 0); /* the ridge */
+    const size_t nw = (size_t)HZ * R;
+    float *ridge_w = malloc(nw * sizeof *ridge_w), ridge_b[HZ];
+    assert_non_null(ridge_w);
+    memcpy(ridge_w, m->w.lin_w, nw * sizeof *ridge_w);
+    memcpy(ridge_b, m->w.lin_b, sizeof ridge_b);
+    fs.loss = CC_LINEAR_LOSS_MAE, fs.mae_max_rows = rep.n_fit / 3;
+    assert_int_equal(cc_trainer_fit_linear_scaled(t, &fs, &rep), 0);
+    print_message("cap %lld of %lld samples: MAE %.4f -> %.4f in %d passes, kept %d\n",
+                  (long long)fs.mae_max_rows, (long long)rep.n_fit, rep.mae_start, rep.mae_end,
+                  rep.mae_passes, rep.mae_kept);
+    assert_true(rep.mae_passes >= 1 && rep.mae_end < rep.mae_start);
+    fs.mae_max_rows = 0, fs.hold_bias = 1;
+    assert_int_equal(cc_trainer_fit_linear_scaled(t, &fs, &rep), 0);
+    assert_true(rep.mae_kept);
+    assert_memory_equal(m->w.lin_b, ridge_b, sizeof ridge_b);
+    double moved = 0;
+    for (size_t i = 0; i < nw; i++)
+        moved = fmax(moved, fabs(m->w.lin_w[i] - ridge_w[i]));
+    assert_true(moved > 0);
+    fs.loss = 7;
+    assert_int_equal(cc_trainer_fit_linear_scaled(t, &fs, &rep), -EINVAL);
+    free(ridge_w);
+    cc_trainer_close(&t);
+    cc_model_close(&m);
+    cc_data_close(&ds);
+}
+
 /* Bad settings are refused, not fitted. */
 static void test_bad_settings(void **state)
 {
@@ -401,6 +453,7 @@ int main(void)
         cmocka_unit_test(test_units_apart_match_per_kpi_maps),
         cmocka_unit_test(test_random_walk_stays_near_naive),
         cmocka_unit_test(test_mae_fit_on_spikes),
+        cmocka_unit_test(test_mae_fit_options),
         cmocka_unit_test(test_bad_settings),
         cmocka_unit_test(test_rollback_record),
     };
