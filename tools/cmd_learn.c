@@ -42,7 +42,8 @@ static void on_stop(int sig)
 }
 
 typedef struct LearnArgs {
-    const char *data_dir, *out, *state_dir, *on_publish, *tx_loss, *tx_mae_units, *linear_loss;
+    const char *data_dir, *out, *state_dir, *on_publish, *tx_loss, *tx_mae_units, *linear_loss,
+        *tx_linear_loss;
     int once, shuffle_train, quiet, threads, no_refit, refresh;
     double data_days, poll_s, floor_frac;
     CcLearnSettings ls;
@@ -461,6 +462,8 @@ static int transformer_candidate(const LearnArgs *a, const char *train_csv, int6
     argv[argc++] = NUM_ARG("%d", patch_len);
     argv[argc++] = "--linear-init";
     argv[argc++] = "ridge-kpi";
+    argv[argc++] = "--linear-loss";
+    argv[argc++] = a->tx_linear_loss;
     argv[argc++] = "--eval-start";
     argv[argc++] = "--select";
     argv[argc++] = "mase";
@@ -1379,7 +1382,7 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
     a->holdout_h = (double)a->ls.holdout_s / 3600;
     a->patch_len = 16, a->d_model = 32, a->n_heads = 4, a->n_layers = 2, a->d_ff = 64;
     a->threads = 1, a->seed = 1, a->poll_s = 60, a->floor_frac = 0.1, a->tx_loss = "mae";
-    a->tx_mae_units = "mase", a->linear_loss = "mae";
+    a->tx_mae_units = "mase", a->linear_loss = "mae", a->tx_linear_loss = "mse";
     a->history_days = 28, a->model_name = "learned";
     enum { SHOW = CC_OPT_SHOW_DEFAULT };
     CcOpt opts[] = {
@@ -1485,6 +1488,10 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
                     "the linear-only candidate's fit: the ridge (mse), or the\n"
                     "ridge refitted by the MAE in MASE units (IRLS)",
                     .flags = SHOW),
+        CC_OPTS_STR("tx-linear-loss", &a->tx_linear_loss, "mse|mae",
+                    "the Transformer's start: the ridge map (mse) or the\n"
+                    "MAE refit (cellcast train --linear-loss)",
+                    .flags = SHOW),
         CC_OPTS_INT("threads", &a->threads, 1, 16, "T", "training threads", .flags = SHOW),
         CC_OPTS_DBL("seed", &a->seed, 0, 9007199254740992.0, "X", "", .flags = SHOW),
         CC_OPTS_FLAG("no-refit", &a->no_refit,
@@ -1529,8 +1536,9 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
         fprintf(stderr, "cellcast learn: --tx-loss must be nll or mae\n");
         return 2;
     }
-    if (strcmp(a->linear_loss, "mse") && strcmp(a->linear_loss, "mae")) {
-        fprintf(stderr, "cellcast learn: --linear-loss must be mse or mae\n");
+    if ((strcmp(a->linear_loss, "mse") && strcmp(a->linear_loss, "mae")) ||
+        (strcmp(a->tx_linear_loss, "mse") && strcmp(a->tx_linear_loss, "mae"))) {
+        fprintf(stderr, "cellcast learn: --linear-loss and --tx-linear-loss must be mse or mae\n");
         return 2;
     }
     if (a->shuffle_train && !a->once) {
