@@ -1755,6 +1755,7 @@ static int fit_linear_mae(CcTrainer *t, const CcLinearFitSettings *s, const CcRa
     if (ret < 0)
         goto done;
     memcpy(xl, x, (size_t)KL * HZ * sizeof *xl); /* the bias last, when fitted */
+    memcpy(best, x, (size_t)KL * HZ * sizeof *best); /* a non-finite objective: x stays */
     for (int k = 0; k < HZ; k++)
         held[k] = x[(size_t)R * HZ + k];
     const int64_t cap = s->mae_max_rows > 0 ? s->mae_max_rows : CC_LINEAR_FIT_MAE_ROWS;
