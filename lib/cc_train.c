@@ -1754,7 +1754,7 @@ static int fit_linear_mae(CcTrainer *t, const CcLinearFitSettings *s, const CcRa
     int ret = xl && best && held && abs_sum && hub ? cc_lad_open(&lad, KL, HZ) : -ENOMEM;
     if (ret < 0)
         goto done;
-    memcpy(xl, x, (size_t)KL * HZ * sizeof *xl); /* the bias last, when fitted */
+    memcpy(xl, x, (size_t)KL * HZ * sizeof *xl);     /* the bias last, when fitted */
     memcpy(best, x, (size_t)KL * HZ * sizeof *best); /* a non-finite objective: x stays */
     for (int k = 0; k < HZ; k++)
         held[k] = x[(size_t)R * HZ + k];

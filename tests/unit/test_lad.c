@@ -7,7 +7,7 @@
  *  - its passes equal the naive reference (cc_lad_fit_ref: rows in memory, plain loops,
  *    Gaussian elimination) step for step;
  *  - it is deterministic: the same rows give the same bits;
- *  - bad arguments are refused.
+ *  - bad arguments are refused, and every allocation failure is -ENOMEM with nothing left.
  */
 #include <errno.h>
 #include <math.h>
@@ -23,6 +23,7 @@
 
 #include "cc_lad.h"
 #include "cc_ridge.h"
+#include "failalloc.h"
 #include "testlib.h"
 
 /* rows: KI inputs and a column of ones (the bias), NY outputs */
@@ -230,6 +231,41 @@ static void test_lad_arguments(void **state)
     cc_lad_close(&l); /* a second close is harmless */
 }
 
+/* Every allocation of cc_lad_open and cc_lad_fit_ref failed in turn: -ENOMEM, no leak (the
+ * sanitizer builds see one), then success. */
+static void test_lad_out_of_memory(void **state)
+{
+    (void)state;
+    const double a[4] = {1, 0, 0, 1}, y[2] = {1, 2}, pen[1] = {0};
+    for (long k = 0;; k++) {
+        CcLad *l = NULL;
+        failalloc_arm(k);
+        int r = cc_lad_open(&l, 2, 1);
+        failalloc_disarm();
+        if (!failalloc_failed()) {
+            assert_int_equal(r, 0);
+            cc_lad_close(&l);
+            printf("cc_lad_open: %ld allocations, each failed in turn\n", k);
+            assert_true(k > 0); /* the wrappers are in: some allocation was failed */
+            break;
+        }
+        assert_int_equal(r, -ENOMEM);
+        assert_null(l);
+    }
+    for (long k = 0;; k++) {
+        double x[2] = {0, 0};
+        failalloc_arm(k);
+        int r = cc_lad_fit_ref(a, y, 2, 2, 1, pen, 0, 1e-3, 2, x);
+        failalloc_disarm();
+        if (!failalloc_failed()) {
+            assert_int_equal(r, 0);
+            assert_true(k > 0);
+            break;
+        }
+        assert_int_equal(r, -ENOMEM);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -237,6 +273,7 @@ int main(void)
         cmocka_unit_test(test_lad_matches_reference),
         cmocka_unit_test(test_lad_deterministic),
         cmocka_unit_test(test_lad_arguments),
+        cmocka_unit_test(test_lad_out_of_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
