@@ -1518,8 +1518,9 @@ static int train_linear_init(Train *t)
             if (r == 0 && fs.loss == CC_LINEAR_LOSS_MAE && !a->quiet)
                 fprintf(stderr,
                         "cellcast train: linear path: MAE in MASE units %.4f (ridge) -> %.4f "
-                        "after %d IRLS pass(es)\n",
-                        rep.mae_start, rep.mae_end, rep.mae_passes);
+                        "after %d IRLS pass(es); %s\n",
+                        rep.mae_start, rep.mae_end, rep.mae_passes,
+                        rep.mae_kept ? "kept" : "not kept: the ridge map validates better");
         }
         free(scale);
     } else
