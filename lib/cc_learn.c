@@ -604,7 +604,7 @@ static int calibrate_close(CcModel **m, CcTrainer **tr, int rc)
 
 int cc_learn_fit_linear(CcModel **out, const CcHparams *hp, const CcDataset *ds,
                         const CcRange *train, const CcRange *val, double floor_frac,
-                        CcLinearFitReport *rep, char *err, size_t errlen)
+                        CcLinearLoss loss, CcLinearFitReport *rep, char *err, size_t errlen)
 {
     CcModel *m = NULL;
     CcTrainer *tr = NULL;
@@ -617,7 +617,8 @@ int cc_learn_fit_linear(CcModel **out, const CcHparams *hp, const CcDataset *ds,
         CcLinearFitSettings fs = {.scale = scale,
                                   .lambdas = cc_learn_lambdas,
                                   .n_lambdas = CC_LEARN_N_LAMBDAS,
-                                  .refit = val};
+                                  .refit = val,
+                                  .loss = loss};
         rc = cc_trainer_fit_linear_scaled(tr, &fs, rep);
         free(scale);
     } else

@@ -129,6 +129,14 @@ static void cholesky_solve(const double *u, double *b, int K, int NB)
         }
 }
 
+int cc_ridge_spd_solve(double *a, double *b, int K, int NB)
+{
+    int ret = cholesky_upper(a, K);
+    if (ret == 0)
+        cholesky_solve(a, b, K, NB);
+    return ret;
+}
+
 int cc_ridge_solve(CcRidge *r, double pen, int n_pen, double *x)
 {
     const int K = r->K, NY = r->NY;

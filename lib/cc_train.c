@@ -24,6 +24,7 @@
 
 #include "cc_kernels.h"
 #include "cc_metrics.h"
+#include "cc_lad.h"
 #include "cc_ridge.h"
 #include "cc_rng.h"
 
@@ -1590,6 +1591,18 @@ done:
     return ret;
 }
 
+/* Where cc_trainer_fit_linear_scaled's IRLS rows go: lad, with held_bias (HZ values, or
+ * NULL: the bias is lad's last input); every stride-th sample (counted in seen) only. */
+typedef struct LadSink {
+    CcLad *lad;
+    const double *held_bias;
+    int64_t stride, seen;
+} LadSink;
+
+static int scaled_window_rows_lad(CcTrainer *t, CcRidge *rg, LadSink *sink, int s, int f, int64_t e,
+                                  int cmin, int cmax, double scale, const double *x, int n_x,
+                                  double *abs_sum, int64_t *n_abs, int64_t *pushed);
+
 /* The samples of window (s, f, e, current offsets cmin..cmax) in a KPI's own units over its
  * scale (cc_trainer_fit_linear_scaled): pushed into rg when it is not NULL; with x (n_x
  * solutions, K·HZ each) their absolute errors / scale added to abs_sum[i·F + f] and
@@ -1597,6 +1610,17 @@ done:
 static int scaled_window_rows(CcTrainer *t, CcRidge *rg, int s, int f, int64_t e, int cmin,
                               int cmax, double scale, const double *x, int n_x, double *abs_sum,
                               int64_t *n_abs, int64_t *pushed)
+{
+    return scaled_window_rows_lad(t, rg, NULL, s, f, e, cmin, cmax, scale, x, n_x, abs_sum, n_abs,
+                                  pushed);
+}
+
+/* The same, and the rows into sink->lad when sink is not NULL: with a held bias the bias
+ * column is not an input but its part of the forecast, held_bias[k]·sigma/scale, is taken
+ * off the targets. */
+static int scaled_window_rows_lad(CcTrainer *t, CcRidge *rg, LadSink *sink, int s, int f, int64_t e,
+                                  int cmin, int cmax, double scale, const double *x, int n_x,
+                                  double *abs_sum, int64_t *n_abs, int64_t *pushed)
 {
     const CcHparams *hp = &t->m->hp;
     const int R = hp->linear_window, HZ = hp->horizon, K = R + 1, F = t->ds->n_features;
@@ -1627,6 +1651,17 @@ static int scaled_window_rows(CcTrainer *t, CcRidge *rg, int s, int f, int64_t e
                     yr[k] = ((double)tg[k] - w->lin_xt[j]) * u;
                 cc_ridge_push(rg);
             }
+            if (sink && sink->seen++ % sink->stride == 0) {
+                const double *held_bias = sink->held_bias;
+                double *yr, *ar = cc_lad_row(sink->lad, &yr);
+                for (int i = 0; i < R; i++)
+                    ar[i] = in[i] * u;
+                if (!held_bias)
+                    ar[R] = u;
+                for (int k = 0; k < HZ; k++)
+                    yr[k] = ((double)tg[k] - w->lin_xt[j] - (held_bias ? held_bias[k] : 0)) * u;
+                cc_lad_push(sink->lad);
+            }
             for (int q = 0; q < n_x; q++) {
                 const double *xq = x + (size_t)q * K * HZ;
                 for (int k = 0; k < HZ; k++) {
@@ -1644,16 +1679,166 @@ static int scaled_window_rows(CcTrainer *t, CcRidge *rg, int s, int f, int64_t e
     return 0;
 }
 
-/* Solves with lambda relative to the inputs' mean square, as `cellcast eval`'s linear does,
- * the bias not penalised. */
-static int solve_scaled(CcRidge *rg, int R, double lambda, double *x)
+/* The penalty of lambda relative to the inputs' mean square, as `cellcast eval`'s linear
+ * has it. */
+static double scaled_penalty(CcRidge *rg, int R, double lambda)
 {
     const int64_t n = cc_ridge_rows(rg);
     double ms = n ? cc_ridge_trace(rg, R) / ((double)n * R) : 0;
-    return cc_ridge_solve(rg, lambda * (double)n * (ms > 0 ? ms : 1.0), R, x);
+    return lambda * (double)n * (ms > 0 ? ms : 1.0);
+}
+
+/* Solves with that penalty, the bias not penalised. */
+static int solve_scaled(CcRidge *rg, int R, double lambda, double *x)
+{
+    return cc_ridge_solve(rg, scaled_penalty(rg, R, lambda), R, x);
 }
 
 static int scale_ok(double v) { return v > 0 && isfinite(v); }
+
+/* One IRLS pass of cc_trainer_fit_linear_scaled: the rows of the training pool and, when
+ * refit is not NULL, those of refit's ranges into lad at xl. 0 or a build error. */
+static int lad_pass(CcTrainer *t, const CcLinearFitSettings *s, const CcRange *refit, LadSink *sink,
+                    const double *xl, double eps)
+{
+    const CcDataset *ds = t->ds;
+    const int F = ds->n_features, P = t->m->hp.patch_len, HZ = t->m->hp.horizon;
+    int64_t unused = 0;
+    int ret = cc_lad_begin(sink->lad, xl, eps);
+    sink->seen = 0;
+    for (int64_t p = 0; ret == 0 && p < t->n_train_pool; p++) {
+        const Pool *pl = &t->train_pool[p];
+        for (int f = 0; ret == 0 && f < F; f++) {
+            double sc = s->scale[(size_t)pl->series * F + f];
+            if (scale_ok(sc))
+                ret = scaled_window_rows_lad(t, NULL, sink, pl->series, f, pl->e, pl->cmin,
+                                             pl->cmax, sc, NULL, 0, NULL, NULL, &unused);
+        }
+    }
+    for (int si = 0; refit && ret == 0 && si < ds->n_series; si++) {
+        const CcSeries *se = &ds->series[si];
+        for (int64_t e = first_boundary(se, P); ret == 0 && e - se->p0 < se->T; e += P) {
+            int a, b;
+            if (!offsets_for(se, e, P, HZ, refit[si], &a, &b))
+                continue;
+            for (int f = 0; ret == 0 && f < F; f++) {
+                double sc = s->scale[(size_t)si * F + f];
+                if (scale_ok(sc))
+                    ret = scaled_window_rows_lad(t, NULL, sink, si, f, e, a, b, sc, NULL, 0, NULL,
+                                                 NULL, &unused);
+            }
+        }
+    }
+    return ret;
+}
+
+/* CC_LINEAR_LOSS_MAE: x (K·HZ, bias row last) refitted by IRLS on the absolute error over
+ * the training pool (and refit's rows when not NULL), from x, with the penalties pen (HZ);
+ * when pen_from_start, pen[k] is first set to ridge_pen / the mean absolute error of x at
+ * step k (cc_trainer_fit_linear_scaled's comment in cc_train.h). *mae_start / *mae_end:
+ * the rows' mean absolute error at x and at the map kept; *passes the solves made. */
+static int fit_linear_mae(CcTrainer *t, const CcLinearFitSettings *s, const CcRange *refit,
+                          int64_t n_samples, double ridge_pen, double *pen, int pen_from_start,
+                          double *x, double *mae_start, double *mae_end, int *passes)
+{
+    const int R = t->m->hp.linear_window, HZ = t->m->hp.horizon;
+    const int KL = s->hold_bias ? R : R + 1;
+    const int max_passes = s->mae_passes > 0 ? s->mae_passes : CC_LINEAR_FIT_MAE_PASSES;
+    const double eps = CC_LINEAR_FIT_MAE_EPS;
+    CcLad *lad = NULL;
+    double *xl = malloc((size_t)KL * HZ * sizeof *xl),
+           *best = malloc((size_t)KL * HZ * sizeof *best);
+    double *held = malloc((size_t)HZ * sizeof *held),
+           *abs_sum = malloc((size_t)HZ * sizeof *abs_sum);
+    double *hub = malloc((size_t)HZ * sizeof *hub);
+    int ret = xl && best && held && abs_sum && hub ? cc_lad_open(&lad, KL, HZ) : -ENOMEM;
+    if (ret < 0)
+        goto done;
+    memcpy(xl, x, (size_t)KL * HZ * sizeof *xl);     /* the bias last, when fitted */
+    memcpy(best, x, (size_t)KL * HZ * sizeof *best); /* a non-finite objective: x stays */
+    for (int k = 0; k < HZ; k++)
+        held[k] = x[(size_t)R * HZ + k];
+    const int64_t cap = s->mae_max_rows > 0 ? s->mae_max_rows : CC_LINEAR_FIT_MAE_ROWS;
+    LadSink sink = {.lad = lad,
+                    .held_bias = s->hold_bias ? held : NULL,
+                    .stride = n_samples > cap ? (n_samples + cap - 1) / cap : 1};
+    double best_obj = INFINITY;
+    *passes = 0;
+    for (int pass = 0; pass <= max_passes; pass++) {
+        if ((ret = lad_pass(t, s, refit, &sink, xl, eps)) < 0)
+            goto done;
+        const double n = (double)cc_lad_rows(lad);
+        if (n == 0) {
+            ret = -EAGAIN;
+            goto done;
+        }
+        cc_lad_residuals(lad, abs_sum, hub);
+        double abs_all = 0, obj = 0;
+        for (int k = 0; k < HZ; k++)
+            abs_all += abs_sum[k];
+        if (pass == 0) {
+            *mae_start = abs_all / (n * HZ);
+            for (int k = 0; k < HZ && pen_from_start; k++)
+                pen[k] = (abs_sum[k] > 0 ? ridge_pen / (abs_sum[k] / n) : ridge_pen) /
+                         (double)sink.stride; /* the ridge's is over every sample */
+        }
+        for (int k = 0; k < HZ; k++) {
+            obj += hub[k];
+            for (int i = 0; i < R; i++)
+                obj += 0.5 * pen[k] * xl[(size_t)i * HZ + k] * xl[(size_t)i * HZ + k];
+        }
+        if (!(obj < best_obj))
+            break;
+        double gain = best_obj - obj;
+        best_obj = obj;
+        memcpy(best, xl, (size_t)KL * HZ * sizeof *best);
+        *mae_end = abs_all / (n * HZ);
+        if (gain < CC_LINEAR_FIT_MAE_TOL * obj || pass == max_passes)
+            break;
+        if ((ret = cc_lad_solve(lad, pen, R, xl)) < 0)
+            goto done;
+        *passes = pass + 1;
+    }
+    memcpy(x, best, (size_t)KL * HZ * sizeof *x); /* with the bias held, x's bias row stays */
+    ret = 0;
+done:
+    cc_lad_close(&lad);
+    free(xl);
+    free(best);
+    free(held);
+    free(abs_sum);
+    free(hub);
+    return ret;
+}
+
+/* The mean over KPIs of the validation MAE / scale of the n_x maps x (K·HZ each) into
+ * crit[q], as cc_trainer_fit_linear_scaled chooses its penalty. 0 or a build error. */
+static int scaled_val_crit(CcTrainer *t, const CcLinearFitSettings *s, const double *x, int n_x,
+                           double *crit)
+{
+    const int F = t->ds->n_features;
+    double *abs_sum = calloc((size_t)n_x * F, sizeof *abs_sum);
+    int64_t *n_abs = calloc((size_t)F, sizeof *n_abs), unused = 0;
+    int ret = abs_sum && n_abs ? 0 : -ENOMEM;
+    for (int i = 0; ret == 0 && i < t->n_val_win; i++) {
+        const CcTrainWindow *vw = &t->val_win[i];
+        double sc = s->scale[(size_t)vw->series * F + vw->feature];
+        if (scale_ok(sc))
+            ret = scaled_window_rows(t, NULL, vw->series, vw->feature, vw->e, vw->cur[0],
+                                     vw->cur[vw->n_cur - 1], sc, x, n_x, abs_sum, n_abs, &unused);
+    }
+    for (int q = 0; ret == 0 && q < n_x; q++) {
+        double acc = 0;
+        int used = 0;
+        for (int f = 0; f < F; f++)
+            if (n_abs[f] > 0)
+                acc += abs_sum[(size_t)q * F + f] / (double)n_abs[f], used++;
+        crit[q] = used ? acc / used : NAN;
+    }
+    free(abs_sum);
+    free(n_abs);
+    return ret;
+}
 
 int cc_trainer_fit_linear_scaled(CcTrainer *t, const CcLinearFitSettings *s, CcLinearFitReport *rep)
 {
@@ -1661,17 +1846,19 @@ int cc_trainer_fit_linear_scaled(CcTrainer *t, const CcLinearFitSettings *s, CcL
     const CcDataset *ds = t->ds;
     const int R = hp->linear_window, HZ = hp->horizon, K = R + 1, F = ds->n_features;
     const int P = hp->patch_len, NL = s->n_lambdas;
-    CcLinearFitReport rp = {.lambda = NAN};
-    if (R < 1 || !s->scale || !s->lambdas || NL < 1 || NL > CC_LINEAR_FIT_MAX_LAMBDAS)
+    CcLinearFitReport rp = {.lambda = NAN, .mae_start = NAN, .mae_end = NAN, .mae_val_crit = NAN};
+    if (R < 1 || !s->scale || !s->lambdas || NL < 1 || NL > CC_LINEAR_FIT_MAX_LAMBDAS ||
+        (s->loss != CC_LINEAR_LOSS_MSE && s->loss != CC_LINEAR_LOSS_MAE) || s->mae_passes < 0)
         return -EINVAL;
     for (int q = 0; q < NL; q++)
         if (!(s->lambdas[q] >= 0))
             return -EINVAL;
+    const int mae = s->loss == CC_LINEAR_LOSS_MAE;
     CcRidge *rg = NULL;
-    double *x = malloc((size_t)NL * K * HZ * sizeof *x);
-    double *abs_sum = calloc((size_t)NL * F, sizeof *abs_sum);
-    int64_t *n_abs = calloc((size_t)F, sizeof *n_abs);
-    int ret = x && abs_sum && n_abs ? cc_ridge_open(&rg, K, HZ) : -ENOMEM;
+    double *x = malloc((size_t)(NL > 2 ? NL : 2) * K * HZ * sizeof *x);
+    double *xm = mae ? malloc((size_t)K * HZ * sizeof *xm) : NULL;
+    double *pen = mae ? malloc((size_t)HZ * sizeof *pen) : NULL;
+    int ret = x && (!mae || (xm && pen)) ? cc_ridge_open(&rg, K, HZ) : -ENOMEM;
     for (int64_t p = 0; ret == 0 && p < t->n_train_pool; p++) {
         const Pool *pl = &t->train_pool[p];
         for (int f = 0; ret == 0 && f < F; f++) {
@@ -1688,25 +1875,8 @@ int cc_trainer_fit_linear_scaled(CcTrainer *t, const CcLinearFitSettings *s, CcL
         for (int q = 0; q < NL; q++)
             if ((ret = solve_scaled(rg, R, s->lambdas[q], x + (size_t)q * K * HZ)) < 0)
                 goto done;
-        int64_t unused = 0;
-        for (int i = 0; ret == 0 && i < t->n_val_win; i++) {
-            const CcTrainWindow *vw = &t->val_win[i];
-            double sc = s->scale[(size_t)vw->series * F + vw->feature];
-            if (scale_ok(sc))
-                ret =
-                    scaled_window_rows(t, NULL, vw->series, vw->feature, vw->e, vw->cur[0],
-                                       vw->cur[vw->n_cur - 1], sc, x, NL, abs_sum, n_abs, &unused);
-        }
-        if (ret < 0)
+        if ((ret = scaled_val_crit(t, s, x, NL, rp.val_crit)) < 0)
             goto done;
-        for (int q = 0; q < NL; q++) {
-            double acc = 0;
-            int used = 0;
-            for (int f = 0; f < F; f++)
-                if (n_abs[f] > 0)
-                    acc += abs_sum[(size_t)q * F + f] / (double)n_abs[f], used++;
-            rp.val_crit[q] = used ? acc / used : NAN;
-        }
         for (int q = 1; q < NL; q++) /* NaN never wins; all NaN: the first */
             if (rp.val_crit[q] < rp.val_crit[best] || isnan(rp.val_crit[best]))
                 best = isnan(rp.val_crit[q]) ? best : q;
@@ -1714,6 +1884,25 @@ int cc_trainer_fit_linear_scaled(CcTrainer *t, const CcLinearFitSettings *s, CcL
         for (int q = 0; q < NL; q++)
             rp.val_crit[q] = NAN;
     rp.lambda = s->lambdas[best];
+    /* the MAE map on the training rows, kept only when it beats the ridge's on validation */
+    int use_mae = mae, warm = 0;
+    double pen_train = 0;
+    if (mae && t->n_val_win > 0) {
+        double crit[2];
+        if ((ret = solve_scaled(rg, R, rp.lambda, x)) < 0)
+            goto done;
+        memcpy(xm, x, (size_t)K * HZ * sizeof *xm);
+        pen_train = scaled_penalty(rg, R, rp.lambda);
+        ret = fit_linear_mae(t, s, NULL, rp.n_fit, pen_train, pen, 1, xm, &rp.mae_start,
+                             &rp.mae_end, &rp.mae_passes);
+        if (ret < 0)
+            goto done;
+        memcpy(x + (size_t)K * HZ, xm, (size_t)K * HZ * sizeof *x);
+        if ((ret = scaled_val_crit(t, s, x, 2, crit)) < 0)
+            goto done;
+        rp.mae_val_crit = crit[1];
+        use_mae = warm = crit[1] < crit[0];
+    }
     if (s->refit) {
         for (int si = 0; ret == 0 && si < ds->n_series; si++) {
             const CcSeries *se = &ds->series[si];
@@ -1734,14 +1923,42 @@ int cc_trainer_fit_linear_scaled(CcTrainer *t, const CcLinearFitSettings *s, CcL
     }
     if ((ret = solve_scaled(rg, R, rp.lambda, x)) < 0)
         goto done;
+    if (use_mae && warm && !s->refit) {
+        memcpy(x, xm, (size_t)K * HZ * sizeof *x);
+    } else if (use_mae && warm) { /* all rows, from the training rows' MAE map */
+        const double pen_all = scaled_penalty(rg, R, rp.lambda);
+        double start; /* the training rows' MAE map's over all rows: not reported */
+        int passes = 0;
+        /* the penalty grows with the rows, as the ridge's (and shrinks with a longer stride) */
+        const int64_t cap = s->mae_max_rows > 0 ? s->mae_max_rows : CC_LINEAR_FIT_MAE_ROWS,
+                      n_all = rp.n_fit + rp.n_refit;
+        const double st0 = rp.n_fit > cap ? (double)((rp.n_fit + cap - 1) / cap) : 1,
+                     st1 = n_all > cap ? (double)((n_all + cap - 1) / cap) : 1;
+        for (int k = 0; k < HZ; k++)
+            pen[k] *= (pen_train > 0 ? pen_all / pen_train : 1) * st0 / st1;
+        /* the bias from the all-rows ridge when it is held, else the MAE map's */
+        memcpy(x, xm, (size_t)(s->hold_bias ? R : K) * HZ * sizeof *x);
+        ret =
+            fit_linear_mae(t, s, s->refit, n_all, pen_all, pen, 0, x, &start, &rp.mae_end, &passes);
+        if (ret < 0)
+            goto done;
+        rp.mae_passes += passes;
+    } else if (use_mae) { /* no validation window to judge on: the MAE map of all rows */
+        ret =
+            fit_linear_mae(t, s, s->refit, rp.n_fit + rp.n_refit, scaled_penalty(rg, R, rp.lambda),
+                           pen, 1, x, &rp.mae_start, &rp.mae_end, &rp.mae_passes);
+        if (ret < 0)
+            goto done;
+    }
+    rp.mae_kept = use_mae;
     set_linear(t, x, R, HZ);
 done:
     if (rep)
         *rep = rp;
     cc_ridge_close(&rg);
     free(x);
-    free(abs_sum);
-    free(n_abs);
+    free(xm);
+    free(pen);
     return ret;
 }
 

@@ -42,7 +42,8 @@ static void on_stop(int sig)
 }
 
 typedef struct LearnArgs {
-    const char *data_dir, *out, *state_dir, *on_publish, *tx_loss, *tx_mae_units;
+    const char *data_dir, *out, *state_dir, *on_publish, *tx_loss, *tx_mae_units, *linear_loss,
+        *tx_linear_loss;
     int once, shuffle_train, quiet, threads, no_refit, refresh;
     double data_days, poll_s, floor_frac;
     CcLearnSettings ls;
@@ -418,8 +419,10 @@ static int linear_candidate(const LearnArgs *a, const char *train_csv, int64_t s
             *below = below_resolution(a, ds, tr);
         int r = seasonal ? cc_learn_seasonal_model(&m, &hp, ds, tr, va, a->floor_frac, sc->why,
                                                    sizeof sc->why)
-                         : cc_learn_fit_linear(&m, &hp, ds, tr, va, a->floor_frac, fit, sc->why,
-                                               sizeof sc->why);
+                         : cc_learn_fit_linear(&m, &hp, ds, tr, va, a->floor_frac,
+                                               strcmp(a->linear_loss, "mae") ? CC_LINEAR_LOSS_MSE
+                                                                             : CC_LINEAR_LOSS_MAE,
+                                               fit, sc->why, sizeof sc->why);
         if (r == 0 && cc_model_save(m, path, sc->why, sizeof sc->why) == 0)
             rc = 0;
     } else
@@ -459,6 +462,8 @@ static int transformer_candidate(const LearnArgs *a, const char *train_csv, int6
     argv[argc++] = NUM_ARG("%d", patch_len);
     argv[argc++] = "--linear-init";
     argv[argc++] = "ridge-kpi";
+    argv[argc++] = "--linear-loss";
+    argv[argc++] = a->tx_linear_loss;
     argv[argc++] = "--eval-start";
     argv[argc++] = "--select";
     argv[argc++] = "mase";
@@ -1031,7 +1036,7 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
     unlink(lin_path);
     unlink(tx_path);
     unlink(sn_path);
-    CcLinearFitReport fit = {.lambda = NAN};
+    CcLinearFitReport fit = {.lambda = NAN, .mae_end = NAN};
     int need_linear = 1;
     json_t *below = NULL;
     if (linear_candidate(a, train_csv, ls.step_s, lin_path, &sc[LIN], &horizon, &patch_len, 0, &fit,
@@ -1190,6 +1195,15 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
         json_object_set_new(lf, "val_mase_by_lambda", crit);
         json_object_set_new(lf, "samples", json_integer(fit.n_fit));
         json_object_set_new(lf, "refit_samples", json_integer(fit.n_refit));
+        if (isfinite(fit.mae_end)) { /* --linear-loss mae: the training rows' MAE / scale */
+            json_object_set_new(lf, "mae_ridge", json_real(fit.mae_start));
+            json_object_set_new(lf, "mae_fitted", json_real(fit.mae_end));
+            json_object_set_new(lf, "irls_passes", json_integer(fit.mae_passes));
+            json_object_set_new(lf, "mae_val_mase",
+                                isfinite(fit.mae_val_crit) ? json_real(fit.mae_val_crit)
+                                                           : json_null());
+            json_object_set_new(lf, "mae_kept", json_boolean(fit.mae_kept));
+        }
         json_object_set_new(rec, "linear_fit", lf);
     }
     json_object_set_new(rec, "below_resolution", below ? below : json_object());
@@ -1368,7 +1382,7 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
     a->holdout_h = (double)a->ls.holdout_s / 3600;
     a->patch_len = 16, a->d_model = 32, a->n_heads = 4, a->n_layers = 2, a->d_ff = 64;
     a->threads = 1, a->seed = 1, a->poll_s = 60, a->floor_frac = 0.1, a->tx_loss = "mae";
-    a->tx_mae_units = "mase";
+    a->tx_mae_units = "mase", a->linear_loss = "mae", a->tx_linear_loss = "mse";
     a->history_days = 28, a->model_name = "learned";
     enum { SHOW = CC_OPT_SHOW_DEFAULT };
     CcOpt opts[] = {
@@ -1470,6 +1484,14 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
                     "--tx-loss mae: the MAE in sigma units or in each channel's\n"
                     "MASE scale (cellcast train --mae-units)",
                     .flags = SHOW),
+        CC_OPTS_STR("linear-loss", &a->linear_loss, "mse|mae",
+                    "the linear-only candidate's fit: the ridge (mse), or the\n"
+                    "ridge refitted by the MAE in MASE units (IRLS)",
+                    .flags = SHOW),
+        CC_OPTS_STR("tx-linear-loss", &a->tx_linear_loss, "mse|mae",
+                    "the Transformer's start: the ridge map (mse) or the\n"
+                    "MAE refit (cellcast train --linear-loss)",
+                    .flags = SHOW),
         CC_OPTS_INT("threads", &a->threads, 1, 16, "T", "training threads", .flags = SHOW),
         CC_OPTS_DBL("seed", &a->seed, 0, 9007199254740992.0, "X", "", .flags = SHOW),
         CC_OPTS_FLAG("no-refit", &a->no_refit,
@@ -1512,6 +1534,11 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
     }
     if (strcmp(a->tx_loss, "nll") && strcmp(a->tx_loss, "mae")) {
         fprintf(stderr, "cellcast learn: --tx-loss must be nll or mae\n");
+        return 2;
+    }
+    if ((strcmp(a->linear_loss, "mse") && strcmp(a->linear_loss, "mae")) ||
+        (strcmp(a->tx_linear_loss, "mse") && strcmp(a->tx_linear_loss, "mae"))) {
+        fprintf(stderr, "cellcast learn: --linear-loss and --tx-linear-loss must be mse or mae\n");
         return 2;
     }
     if (a->shuffle_train && !a->once) {

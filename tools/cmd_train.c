@@ -54,7 +54,7 @@ typedef struct TrainArgs {
     double floor_frac, xn_bound, mae, mse, nll_mean, logsig_min, head_scale, ridge_lambda,
         linear_freeze;
     double linear_lr_mult, chan_init_sd, min_lr_frac;
-    const char *dropout_sites, *init, *val_units, *mae_units;
+    const char *dropout_sites, *init, *val_units, *mae_units, *linear_loss;
     double mae_unit_cap;
     int decay_all, eval_start;
     int P, N, M, D, H, L, FF, HZ, R, tz, warmup, batch, group, epochs, threads;
@@ -213,6 +213,11 @@ static void model_options(TrainArgs *a, CcOpt *table, size_t *n, size_t cap)
                     "scale, the penalty chosen on validation (cellcast learn's), or\n"
                     "naive: the path and the head's means at 0, so the model\n"
                     "starts as the last value (with --eval-start a candidate)",
+                    .flags = SHOW),
+        CC_OPTS_STR("linear-loss", &a->linear_loss, "mse|mae",
+                    "--linear-init ridge-kpi: the loss of that fit: mse (the\n"
+                    "ridge), or mae: the ridge map refitted by IRLS on the\n"
+                    "absolute error in MASE units (the learner's criterion)",
                     .flags = SHOW),
         CC_OPTS_DBL("ridge-lambda", &a->ridge_lambda, 0, 1e6, "X",
                     "--linear-init ridge: penalty per training sample on the\n"
@@ -395,6 +400,7 @@ static void train_defaults(TrainArgs *a)
                      .head_scale = 0.1,
                      .linear_init = "random",
                      .ridge_lambda = 0.02,
+                     .linear_loss = "mse",
                      .linear_lr_mult = 1,
                      .chan_init_sd = 0.02,
                      .min_lr_frac = ts.adam.min_lr_frac,
@@ -476,6 +482,14 @@ static int train_check(TrainArgs *a, const CcOpt *opts, size_t nopts)
         strcmp(a->linear_init, "ridge-kpi") && strcmp(a->linear_init, "naive")) {
         fprintf(stderr,
                 "cellcast train: --linear-init must be random, ridge, ridge-kpi or naive\n");
+        return 2;
+    }
+    if (strcmp(a->linear_loss, "mse") && strcmp(a->linear_loss, "mae")) {
+        fprintf(stderr, "cellcast train: --linear-loss must be mse or mae\n");
+        return 2;
+    }
+    if (!strcmp(a->linear_loss, "mae") && strcmp(a->linear_init, "ridge-kpi")) {
+        fprintf(stderr, "cellcast train: --linear-loss mae needs --linear-init ridge-kpi\n");
         return 2;
     }
     if (!strcmp(a->linear_init, "naive") && a->R < 1) {
@@ -1493,11 +1507,20 @@ static int train_linear_init(Train *t)
         double *scale = malloc((nc + 1) * sizeof *scale);
         r = scale ? channel_scales(t->ds, t->rtrain, scale) : -ENOMEM;
         if (r == 0) {
-            CcLinearFitSettings fs = {
-                .scale = scale, .lambdas = cc_learn_lambdas, .n_lambdas = CC_LEARN_N_LAMBDAS};
+            CcLinearFitSettings fs = {.scale = scale,
+                                      .lambdas = cc_learn_lambdas,
+                                      .n_lambdas = CC_LEARN_N_LAMBDAS,
+                                      .loss = strcmp(a->linear_loss, "mae") ? CC_LINEAR_LOSS_MSE
+                                                                            : CC_LINEAR_LOSS_MAE};
             CcLinearFitReport rep;
             r = cc_trainer_fit_linear_scaled(t->tr, &fs, &rep);
             lambda = rep.lambda, n = rep.n_fit;
+            if (r == 0 && fs.loss == CC_LINEAR_LOSS_MAE && !a->quiet)
+                fprintf(stderr,
+                        "cellcast train: linear path: MAE in MASE units %.4f (ridge) -> %.4f "
+                        "after %d IRLS pass(es); %s\n",
+                        rep.mae_start, rep.mae_end, rep.mae_passes,
+                        rep.mae_kept ? "kept" : "not kept: the ridge map validates better");
         }
         free(scale);
     } else

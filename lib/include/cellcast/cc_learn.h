@@ -149,12 +149,14 @@ extern const double cc_learn_lambdas[CC_LEARN_N_LAMBDAS];
  * MASE scale over train and val rows, the penalty chosen from cc_learn_lambdas on the
  * validation windows by the mean per-KPI MAE / scale, then refitted with the validation
  * rows added), then calib.sigma_scale fitted on the validation rows (CC_CALIB_SHRUNK, the
- * trainer's default). *out gets the model, *rep (may be NULL) the penalty chosen and its
- * validation scores. 0, -EINVAL / -EAGAIN (no training window: message in err), -ENOMEM.
+ * trainer's default). With loss CC_LINEAR_LOSS_MAE that map is refitted by the absolute
+ * error in MASE units (IRLS, cc_lad.h; linear.bias refitted too) before the calibration.
+ * *out gets the model, *rep (may be NULL) the penalty chosen and its validation scores.
+ * 0, -EINVAL / -EAGAIN (no training window: message in err), -ENOMEM.
  */
 int cc_learn_fit_linear(CcModel **out, const CcHparams *hp, const CcDataset *ds,
                         const CcRange *train, const CcRange *val, double floor_frac,
-                        CcLinearFitReport *rep, char *err, size_t errlen);
+                        CcLinearLoss loss, CcLinearFitReport *rep, char *err, size_t errlen);
 
 /**
  * The seasonal naive as a linear-only tx/3 model: R = a day of steps, linear.weight[k] the

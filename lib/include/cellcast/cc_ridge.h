@@ -42,4 +42,10 @@ double cc_ridge_trace(CcRidge *r, int n);
  */
 int cc_ridge_solve(CcRidge *r, double pen, int n_pen, double *x);
 
+/** The solver of cc_ridge_solve on a system of one's own (e.g. lib/cc_lad.c's weighted
+ *  normal equations): b (K, NB, row-major) := a^-1 b for a (K, K) symmetric positive
+ *  definite, its upper triangle read and overwritten by its Cholesky factor. 0 or -EDOM
+ *  (a pivot not positive). */
+int cc_ridge_spd_solve(double *a, double *b, int K, int NB);
+
 #endif

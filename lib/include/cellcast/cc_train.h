@@ -304,6 +304,13 @@ int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm);
  */
 int cc_trainer_fit_linear(CcTrainer *t, double lambda, int64_t *n_samples);
 
+/** The loss cc_trainer_fit_linear_scaled minimises. */
+typedef enum CcLinearLoss {
+    CC_LINEAR_LOSS_MSE = 0, ///< the squared error in each KPI's MASE units: the ridge
+    CC_LINEAR_LOSS_MAE,     ///< the absolute error in those units (the learner's criterion):
+                            ///< IRLS (lib/cc_lad.h) from the ridge solution
+} CcLinearLoss;
+
 /** What cc_trainer_fit_linear_scaled fits with (see there). */
 typedef struct CcLinearFitSettings {
     const double *scale;   ///< (n_series · F) each channel's error scale in KPI units, e.g. its
@@ -316,15 +323,36 @@ typedef struct CcLinearFitSettings {
     const CcRange *refit;  ///< NULL, or per series the rows whose samples are added after the
                            ///< choice (e.g. the validation rows: the map then knows the most
                            ///< recent data, as a model refitted on all rows would)
+    CcLinearLoss loss;     ///< default CC_LINEAR_LOSS_MSE (0)
+    int hold_bias;         ///< CC_LINEAR_LOSS_MAE: 1 = linear.bias stays the ridge's, only
+                           ///< linear.weight is refitted; 0 (default) = both
+    int mae_passes;        ///< CC_LINEAR_LOSS_MAE: the most IRLS passes over the rows
+                           ///< (0: CC_LINEAR_FIT_MAE_PASSES)
+    int64_t mae_max_rows;  ///< CC_LINEAR_LOSS_MAE: IRLS on at most this many samples, every
+                           ///< ceil(n / this)-th in the pool's order (a pass costs HZ·K² a
+                           ///< sample, HZ times the ridge's; 0: CC_LINEAR_FIT_MAE_ROWS)
 } CcLinearFitSettings;
 
 #define CC_LINEAR_FIT_MAX_LAMBDAS 16
+/* IRLS: at most this many passes; it stops earlier when a pass lowers the objective by less
+ * than ..._TOL of it; the Huber width (cc_lad.h) is ..._EPS in MASE units (a thousandth of a
+ * KPI's scale: the MAE it minimises is within that of the absolute error's). */
+#define CC_LINEAR_FIT_MAE_PASSES 20
+#define CC_LINEAR_FIT_MAE_TOL 2e-4
+#define CC_LINEAR_FIT_MAE_EPS 1e-3
+#define CC_LINEAR_FIT_MAE_ROWS 200000
 
 typedef struct CcLinearFitReport {
     double lambda;                              ///< the penalty kept
     double val_crit[CC_LINEAR_FIT_MAX_LAMBDAS]; ///< per lambda: the mean over KPIs of the
                                                 ///< validation MAE / scale (NaN: not scored)
     int64_t n_fit, n_refit;                     ///< samples of the choice, added by refit
+    int mae_passes;                             ///< CC_LINEAR_LOSS_MAE: IRLS passes made
+    int mae_kept;              ///< CC_LINEAR_LOSS_MAE: 1 = the MAE map kept, 0 = the ridge's
+    double mae_start, mae_end; ///< CC_LINEAR_LOSS_MAE: the mean absolute error in MASE units
+                               ///< over the training rows and horizon steps at the ridge
+                               ///< solution and at the MAE map (NaN: not fitted)
+    double mae_val_crit;       ///< the MAE map's val_crit (the ridge's: val_crit[chosen])
 } CcLinearFitReport;
 
 /**
@@ -341,7 +369,17 @@ typedef struct CcLinearFitReport {
  * but none left out by xn_bound. With several lambdas each is solved on the training
  * samples and scored on the validation windows (mean over KPIs of each KPI's MAE / scale);
  * the best is kept; then settings.refit's samples are added and the map solved again with
- * it. 0, -EINVAL, -EAGAIN (no sample), -EDOM (singular), -ENOMEM.
+ * it. With CC_LINEAR_LOSS_MAE the ridge map of the chosen lambda on the training samples
+ * is the start of IRLS (cc_lad.h) over the same rows on the absolute error in MASE units,
+ * the learner's criterion, with the penalty carried over: pen_k = the ridge's penalty / the
+ * ridge's mean absolute error at horizon step k (the quadratic the absolute error is
+ * replaced by at a typical residual). That map is kept only when its validation criterion
+ * (as val_crit) is below the ridge's: then IRLS goes on over the refit samples too from it
+ * (the penalties grown with the rows as the ridge's), else the ridge map is the result
+ * (rep->mae_kept). With no validation window IRLS runs over every sample from the ridge
+ * map. Each run keeps the map of the lowest objective over its passes (the passes never
+ * raise it; the check guards rounding). 0, -EINVAL, -EAGAIN (no sample), -EDOM (singular),
+ * -ENOMEM.
  */
 int cc_trainer_fit_linear_scaled(CcTrainer *t, const CcLinearFitSettings *s,
                                  CcLinearFitReport *rep);
