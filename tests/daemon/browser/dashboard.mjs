@@ -370,8 +370,10 @@ async function actionChecks(page, inc, site) {
   await page.waitForFunction((id) => window.cellcast && window.cellcast.incView && window.cellcast.incView.id === id, inc.id, { timeout: 15000 });
   check((await fbText(alertId)) === 'false alarm', 'after a reload the row shows the verdict from GET /v1/cells/{id}/alerts');
   await page.evaluate(() => { location.hash = '#/alerts'; }); // and the firing list's (GET /v1/alerts/firing)
-  // up to 30 s: the list comes with the next poll, which a sanitizer build under load delays
-  await page.waitForSelector(`#firing-table tr[data-id="${alertId}"]`, { timeout: 30000 }).catch(() => {});
+  // up to 30 s: the verdict comes with the list's next poll, which a sanitizer build under
+  // load delays (the row itself may already be there from a poll before the verdict)
+  await page.waitForFunction((id) => document.querySelector(`#firing-table tr[data-id="${id}"] .fb`)?.textContent === 'false alarm',
+    alertId, { timeout: 30000 }).catch(() => {});
   const firingFb = await page.$eval(`#firing-table tr[data-id="${alertId}"] .fb`, (e) => e.textContent).catch(() => '');
   check(firingFb === 'false alarm' && (await page.locator(`#firing-table tr[data-id="${alertId}"] button[data-verdict]`).count()) === 2,
     `the "Alerts firing now" row shows the verdict from GET /v1/alerts/firing, with the buttons (${firingFb})`);
