@@ -956,6 +956,26 @@ static int publish_kafka(const LearnArgs *a, json_t *rec, const char *hash, char
 #endif
 }
 
+/* A round stopped by SIGTERM: nothing of it is published (the next start runs it again).
+ * Removes its files (each with cellcast train's optimiser state beside it, where one is)
+ * and frees the scores; 2, learn_round's "stopped". */
+static int abandon_round(const char *const *files, int n_files, json_t **owned, int n_owned,
+                         int round, const char *while_, int64_t t0)
+{
+    for (int i = 0; i < n_files; i++) {
+        char optim[4200];
+        snprintf(optim, sizeof optim, "%s.optim", files[i]);
+        unlink(files[i]);
+        unlink(optim);
+    }
+    for (int i = 0; i < n_owned; i++)
+        json_decref(owned[i]);
+    fprintf(stderr,
+            "cellcast learn: stopped: round %d abandoned%s after %.1fs, nothing published\n", round,
+            while_, (double)(cc_now_ns() - t0) / 1e9);
+    return 2;
+}
+
 /* One learning round on what the store holds. 0 (a round ran or none was due), 1 (no
  * round: not enough data), 2 (stopped by SIGTERM: abandoned, nothing published), -1 on an
  * error. */
@@ -1062,20 +1082,11 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
     } else
         snprintf(sc[TX].why, sizeof sc[TX].why, "%.1f days of data, the Transformer from %.1f",
                  (double)span / 86400, (double)a->ls.transformer_s / 86400);
-    if (g_learn_stop) { /* nothing of this round is published; the next start runs it again */
-        unlink(lin_path);
-        unlink(tx_path);
-        unlink(sn_path);
-        char optim[4200]; /* cellcast train's optimiser state beside its checkpoint */
-        snprintf(optim, sizeof optim, "%s.optim", tx_path);
-        unlink(optim);
-        for (int i = 0; i < N_SCORED; i++)
-            json_decref(sc[i].per_kpi);
-        json_decref(below);
-        fprintf(stderr,
-                "cellcast learn: stopped: round %d abandoned after %.1fs, nothing published\n",
-                st->rounds + 1, (double)(cc_now_ns() - t0) / 1e9);
-        return 2;
+    if (g_learn_stop) {
+        const char *files[] = {lin_path, tx_path, sn_path};
+        json_t *owned[] = {sc[LIN].per_kpi, sc[SEASONAL].per_kpi, sc[TX].per_kpi, sc[CHAMP].per_kpi,
+                           below};
+        return abandon_round(files, 3, owned, 5, st->rounds + 1, "", t0);
     }
     read_rollbacks(a);
     char champ_why[768];
@@ -1133,22 +1144,11 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
             fprintf(stderr, "cellcast learn: refitting the %s candidate on every row\n",
                     sc[pub].kind);
         if (refit_chosen(a, all_csv, ls.step_s, sc[pub].kind, horizon, patch_len, &rf) == 1) {
-            char optim[4200]; /* as a stop while the candidates train: nothing published */
-            snprintf(optim, sizeof optim, "%s.optim", rf.path);
-            unlink(rf.path);
-            unlink(optim);
-            unlink(lin_path);
-            unlink(tx_path);
-            unlink(sn_path);
-            for (int i = 0; i < N_SCORED; i++)
-                json_decref(sc[i].per_kpi);
-            json_decref(below);
-            json_decref(pool);
-            fprintf(stderr,
-                    "cellcast learn: stopped: round %d abandoned while refitting after %.1fs, "
-                    "nothing published\n",
-                    st->rounds + 1, (double)(cc_now_ns() - t0) / 1e9);
-            return 2;
+            const char *files[] = {rf.path, lin_path, tx_path, sn_path};
+            json_t *owned[] = {sc[LIN].per_kpi, sc[SEASONAL].per_kpi,
+                               sc[TX].per_kpi,  sc[CHAMP].per_kpi,
+                               below,           pool};
+            return abandon_round(files, 4, owned, 6, st->rounds + 1, " while refitting", t0);
         }
         if (!rf.ok)
             fprintf(stderr,
