@@ -34,7 +34,7 @@ struct CcOnlineCalib {
 
 void cc_online_calib_default_settings(CcOnlineCalibSettings *s)
 {
-    *s = (CcOnlineCalibSettings){.rate = 0, .max_log = log(8.0), .per_step = 0, .profile = 0.5};
+    *s = (CcOnlineCalibSettings){.rate = 0, .max_log = log(64.0), .per_step = 0, .profile = 0.5};
 }
 
 double cc_online_calib_auto_rate(int HZ) { return HZ > 0 ? fmin(0.05, 4.0 / HZ) : 0.05; }

@@ -331,7 +331,9 @@ static void test_hostile_scales(void **state)
     uint8_t *saved = moved_scales(F, HZ, &n, want),
             *wrong = moved_scales(F, HZ + 1, &n_other, other);
     CcdCellRecordExtra ex = {.topic = 0, .partition = 1, .first_step = FIRST, .last_ts = last * S};
-    const float L = (float)log(8.0);
+    CcOnlineCalibSettings ds; /* the clamp the record is checked against */
+    cc_online_calib_default_settings(&ds);
+    const float L = (float)ds.max_log;
     const struct {
         size_t at; /* byte offset in the saved scales of the float changed */
         float v;

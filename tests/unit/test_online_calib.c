@@ -1,6 +1,6 @@
 /*
  * test_online_calib.c — lib/cc_online_calib, the adaptive scale of the served sd: a model
- * whose sd is off by a known factor gets that factor back; a change of volatility half way
+ * whose sd is off by a known factor gets that factor back (2, and 1/20 as on a bursty KPI); a change of volatility half way
  * is followed; the miss share stays within the stated bound on heavy-tailed errors; the
  * forecast made at t is scored at t+1+k for its step k only, against the interval it was
  * served with; missing truths, gaps and out-of-order pushes; bad settings; the scales saved
@@ -69,6 +69,7 @@ static double stream(CcOnlineCalib *c, int T, double (*true_sd)(int f, int t), i
 
 static double sd_factor_2(int f, int t) { return (void)f, (void)t, 2.0; }
 static double sd_doubles(int f, int t) { return (void)f, t < 6000 ? 1.0 : 2.0; }
+static double sd_twentieth(int f, int t) { return (void)f, (void)t, 0.05; }
 
 /* Both modes: one scale per KPI (the default) and per (f, k) at a rate for one 0/1 a step. */
 static CcOnlineCalib *opened(int per_step)
@@ -100,6 +101,26 @@ static void test_known_factor(void **state)
     }
 }
 
+/* A model's sd 20× too wide, as on a bursty KPI whose sd the bursts set (Barcelona's up and
+ * rb_up: the served P10–P90 covered 0.86–0.88 at the former clamp, [1/8, 8]): the scale
+ * reaches 1/20 and the interval covers 0.80, in both modes. The same bands as the factor 2
+ * above, relative to the factor (the update is the same on the log-scale). */
+static void test_far_too_wide(void **state)
+{
+    (void)state;
+    for (int per_step = 0; per_step < 2; per_step++) {
+        CcOnlineCalib *c = opened(per_step);
+        double cover = stream(c, 8000, sd_twentieth, 4000, 3);
+        for (int f = 0; f < F; f++)
+            for (int k = 0; k < HZ; k++) {
+                double sc = cc_online_calib_scale(c, f, k);
+                assert_true(sc > 0.05 * 0.875 && sc < 0.05 * 1.15);
+            }
+        assert_true(fabs(cover - 0.8) < 0.02);
+        cc_online_calib_close(&c);
+    }
+}
+
 static void test_follows_volatility(void **state)
 {
     (void)state;
@@ -118,11 +139,12 @@ static void test_follows_volatility(void **state)
     }
 }
 
-/* Cauchy errors against sd 1, their scale 30× every other 250 steps: the miss share of
+/* Cauchy errors against sd 1, their scale 1000× every other 250 steps: the miss share of
  * the scored forecasts stays within max_log/(rate·T) of 0.2 when the clamp is out of
  * reach (per (f, k): T its forecasts; pooled: T its steps, each weighing its share, so the
  * first HZ steps that score fewer forecasts add at most HZ/T), and the default clamp holds
- * the scale at 8. */
+ * the scale at its bound (the wild stretch needs ~2400: P10–P90 of a standard Cauchy is
+ * ±tan(0.4π) = ±3.08, 2.4 sd at z 1.2816, times 1000). */
 static void test_miss_share_bound(void **state)
 {
     (void)state;
@@ -146,14 +168,18 @@ static void test_miss_share_bound(void **state)
         sd[i] = 1;
     for (int t = 0; t < T; t++) {
         for (int f = 0; f < F; f++)
-            y[f] = (float)tan(M_PI * (tl_rng_uniform(&rs) - 0.5)) * (t % 500 < 250 ? 1 : 30);
+            y[f] = (float)tan(M_PI * (tl_rng_uniform(&rs) - 0.5)) * (t % 500 < 250 ? 1 : 1000);
         for (int j = 0; j < 4; j++) {
             cc_online_calib_observe(c[j], t, y);
             cc_online_calib_push(c[j], t, mean, sd);
         }
-        if (t == 490) /* in a wild stretch: the free scale is past 8, the clamped one at it */
-            assert_true(cc_online_calib_scale(c[2], 0, 0) > 8.5 &&
-                        fabs(cc_online_calib_scale(c[3], 0, 0) - 8) < 1e-4);
+        if (t == 490) { /* in a wild stretch: the free scale is past the bound, the clamped one
+                         * at it (expf of a float log: relative error ~ |log|·2^-23) */
+            cc_online_calib_default_settings(&s);
+            const double bound = exp(s.max_log);
+            assert_true(cc_online_calib_scale(c[2], 0, 0) > 1.05 * bound &&
+                        fabs(cc_online_calib_scale(c[3], 0, 0) / bound - 1) < 1e-5);
+        }
     }
     for (int j = 0; j < 3; j++) {
         int64_t scored, missed;
@@ -395,7 +421,9 @@ static void test_load_hostile(void **state)
     uint8_t *good = malloc(n), *bad = malloc(n + 4), *before = malloc(n), *after = malloc(n);
     assert_int_equal(cc_online_calib_save(c, good, n), n);
     memcpy(before, good, n);
-    const float L = (float)log(8.0);
+    CcOnlineCalibSettings ds;
+    cc_online_calib_default_settings(&ds);
+    const float L = (float)ds.max_log;
     const struct {
         size_t at; /* byte offset of the float or u32 changed */
         float v;   /* as a float (u32 fields: as is) */
@@ -405,8 +433,8 @@ static void test_load_hostile(void **state)
         {16, NAN, 0, "not finite"},                       /* a KPI level */
         {16 + 4 * F + 4 * 3, INFINITY, 0, "not finite"},  /* a step offset */
         {16 + 4 * F + 4 * 5, -INFINITY, 0, "not finite"}, /* scale 0 */
-        {16 + 4, L * 1.001f, 0, "clamp"},                 /* scale above 8 */
-        {16 + 4 * F, -L * 1.001f, 0, "clamp"},            /* scale below 1/8 */
+        {16 + 4, L * 1.001f, 0, "clamp"},                 /* scale above the bound */
+        {16 + 4 * F, -L * 1.001f, 0, "clamp"},            /* scale below 1/bound */
         {4, 3, 1, "saved for 3 KPIs"},                    /* wrong F */
         {8, 5, 1, "x 5 steps"},                           /* wrong HZ */
         {12, 1, 1, "per_step 1"},                         /* another mode */
@@ -509,7 +537,8 @@ int main(int argc, char **argv)
         return 0;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_known_factor),     cmocka_unit_test(test_follows_volatility),
+        cmocka_unit_test(test_known_factor),     cmocka_unit_test(test_far_too_wide),
+        cmocka_unit_test(test_follows_volatility),
         cmocka_unit_test(test_miss_share_bound), cmocka_unit_test(test_matures_by_step),
         cmocka_unit_test(test_served_scale),     cmocka_unit_test(test_missing_and_gaps),
         cmocka_unit_test(test_step_profile),     cmocka_unit_test(test_set_rate),

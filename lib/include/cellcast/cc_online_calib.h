@@ -27,9 +27,13 @@
  *     l[f][k] += rate · (miss - 0.2).
  * L (or l) moves by rate·Σ(share - 0.2) over T updates, so while it stays inside the clamp the
  * mean miss share of the served intervals over those T updates differs from 0.2 by at most
- * max_log/(rate·T), whatever the data do. The clamp (default: the scale within [1/8, 8])
+ * max_log/(rate·T), whatever the data do. The clamp (default: the scale within [1/64, 64])
  * keeps a KPI gone flat or wild from driving the interval to nothing or to everything;
- * there the share is no longer bounded. The scale is tracked for the P10–P90 interval
+ * there the share is no longer bounded. Why 64 and not less: a bursty KPI's sd is set by
+ * its bursts, and between them the P10–P90 interval needs a small fraction of it (Barcelona
+ * ElBorn's up and rb_up need 1/8 to 1/64; at [1/8, 8] they covered 0.86–0.88). At rate 0.05
+ * a KPI gone flat reaches 1/64 after ~420 steps with no miss, and every miss then moves the
+ * scale up by up to e^0.04 a step. The scale is tracked for the P10–P90 interval
  * (the level the project's coverage targets are stated for); hosts apply it to the sd, so
  * other levels move with it.
  *
@@ -67,7 +71,7 @@
 
 typedef struct CcOnlineCalibSettings {
     double rate;    ///< step of the log-scale per update; default 0: min(0.05, 4/HZ)
-    double max_log; ///< |log-scale| bound; default log(8)
+    double max_log; ///< |log-scale| bound; default log(64)
     int per_step;   ///< 1: a scale per (f, k); default 0: one per KPI
     double profile; ///< per_step 0: the step profile's rate as a share of rate; default 0.5
                     ///< (0: one scale per KPI for every step)
