@@ -1,10 +1,10 @@
 /*
  * test_online_calib.c — lib/cc_online_calib, the adaptive scale of the served sd: a model
- * whose sd is off by a known factor gets that factor back (2, and 1/20 as on a bursty KPI); a change of volatility half way
- * is followed; the miss share stays within the stated bound on heavy-tailed errors; the
- * forecast made at t is scored at t+1+k for its step k only, against the interval it was
- * served with; missing truths, gaps and out-of-order pushes; bad settings; the scales saved
- * and loaded (a host's snapshot or hand-over), and hostile saved bytes refused.
+ * whose sd is off by a known factor gets that factor back (2, and 1/20 as on a bursty KPI); a
+ * change of volatility half way is followed; the miss share stays within the stated bound on
+ * heavy-tailed errors; the forecast made at t is scored at t+1+k for its step k only, against the
+ * interval it was served with; missing truths, gaps and out-of-order pushes; bad settings; the
+ * scales saved and loaded (a host's snapshot or hand-over), and hostile saved bytes refused.
  *
  * `test_online_calib --bench` prints what it costs a host per cell-step (figures only).
  *
@@ -537,13 +537,12 @@ int main(int argc, char **argv)
         return 0;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_known_factor),     cmocka_unit_test(test_far_too_wide),
-        cmocka_unit_test(test_follows_volatility),
-        cmocka_unit_test(test_miss_share_bound), cmocka_unit_test(test_matures_by_step),
-        cmocka_unit_test(test_served_scale),     cmocka_unit_test(test_missing_and_gaps),
-        cmocka_unit_test(test_step_profile),     cmocka_unit_test(test_set_rate),
-        cmocka_unit_test(test_bad_settings),     cmocka_unit_test(test_save_load),
-        cmocka_unit_test(test_load_hostile),
+        cmocka_unit_test(test_known_factor),       cmocka_unit_test(test_far_too_wide),
+        cmocka_unit_test(test_follows_volatility), cmocka_unit_test(test_miss_share_bound),
+        cmocka_unit_test(test_matures_by_step),    cmocka_unit_test(test_served_scale),
+        cmocka_unit_test(test_missing_and_gaps),   cmocka_unit_test(test_step_profile),
+        cmocka_unit_test(test_set_rate),           cmocka_unit_test(test_bad_settings),
+        cmocka_unit_test(test_save_load),          cmocka_unit_test(test_load_hostile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
