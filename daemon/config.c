@@ -349,6 +349,20 @@ static const CcdConfigDef tail_rows[] = {
  "critical, or another cell of the site or the evidence rule opens the site's incident; it "
  "joins an open incident at once. The alert itself fires as any (API, Kafka, "
  "Alertmanager). 0 = as any anomaly (its cell's evidence, the profile's sum included)."},
+{"incidents.evidence_forecast", CCD_CFG_BOOL, OFF(incidents_evidence_forecast), "true", NB, NULL, 1,
+ "Evidence rule: with no incident of its site open, a cell counts on a KPI's class only by "
+ "its forecast's own share (the z and the forecast CUSUM, not the seasonal profile's sum, "
+ "which drains for hours after a slow wobble); it joins an open incident on its whole share. "
+ "false = its whole share (cellcast_incidents_evidence_total{what=\"refused\"}: the steps "
+ "a class had the cells, too few by this or incidents.evidence_missing_steps)."},
+{"incidents.evidence_missing_steps", CCD_CFG_INT, OFF(incidents_evidence_missing_steps), "2", 0, 10000, NULL, 1,
+ "Evidence rule: with no incident of its site open, a cell counts on the missing-data class "
+ "only once its silence was past incidents.evidence_frac of the bar at this many consecutive "
+ "steps (one late or missing row is 1.5-2 steps of silence). 0 or 1 = at once."},
+{"incidents.site_same_kpi", CCD_CFG_BOOL, OFF(incidents_site_same_kpi), "true", NB, NULL, 1,
+ "Paging rule: two cells' held alerts open their site's incident at once only when they are "
+ "on the same KPI (or both of the whole cell); otherwise each waits for its own evidence. "
+ "false = any two cells of the site."},
 {"incidents.topic", CCD_CFG_STRING, OFF(incidents_topic), "auto", NB, NULL, 0,
  "Kafka topic of incident transitions (proto/incident.schema.json; key: the incident id). "
  "auto = <kafka.alert_topic>.incidents (none when kafka.alert_topic is empty); empty = not "

@@ -24,6 +24,7 @@ typedef struct Pend {
     char *cell, *cls, *kpi;
     int64_t step, ts;
     int joined; /* already an evidence member of the group's incident */
+    int streak; /* consecutive steps the cell was reported on the class, this one included */
 } Pend;
 
 typedef struct PendGroup {
@@ -79,6 +80,10 @@ void ccd_incident_default_settings(CcdIncidentSettings *s)
     s->cell_persist_frac = 0.5;
     s->resolve_hold_steps = 6;
     s->profile_persist_steps = 24;
+    s->evidence_missing_steps = 2;
+    s->evidence_forecast = 1;
+    s->site_same_kpi = 1;
+    s->stuck_persist_steps = 0;
 }
 
 static void incident_free(CcdIncident *inc)
@@ -215,6 +220,13 @@ void ccd_incidents_set_settings(CcdIncidents *g, const CcdIncidentSettings *s)
     g->s.cell_persist_frac = s->cell_persist_frac;
     g->s.resolve_hold_steps = s->resolve_hold_steps;       /* the holds running: at the next step */
     g->s.profile_persist_steps = s->profile_persist_steps; /* held alerts: at the next step */
+    g->s.evidence_missing_steps = s->evidence_missing_steps; /* the streaks already counted */
+    g->s.evidence_forecast = s->evidence_forecast;
+    g->s.site_same_kpi = s->site_same_kpi;
+    g->s.stuck_persist_steps = s->stuck_persist_steps; /* held alerts: at the next step */
+    g->s.two_cells_forecast = s->two_cells_forecast;
+    g->s.persist_own_kpi = s->persist_own_kpi;
+    g->s.persist_forecast = s->persist_forecast;
 }
 
 static int mark_dirty(CcdIncidents *g, CcdIncident *inc)
@@ -348,6 +360,9 @@ static int pages_alone(const CcdIncidents *g, const CcdIncAlert *a)
 typedef struct HeldScan {
     const char *gkey, *cell; /* the group; a cell to skip (NULL: none) */
     int other;               /* a held alert of the group from another cell */
+    int same_kpi;            /* with cell: the other's alert on kpi only */
+    int no_profile;          /* with cell: the other's alert not profile-only */
+    const char *kpi;         /* (NULL: a cell-level alert) */
     char **ids;              /* with collect: the held alerts of the group */
     size_t n, cap;
     int oom;
@@ -359,7 +374,9 @@ static void scan_held(void *cookie, const char *key, void *val)
     const Held *h = val;
     if (strcmp(h->gkey, x->gkey))
         return;
-    if (x->cell && strcmp(h->a.cell, x->cell))
+    if (x->cell && strcmp(h->a.cell, x->cell) &&
+        (!x->same_kpi || (x->kpi && h->a.kpi ? !strcmp(x->kpi, h->a.kpi) : x->kpi == h->a.kpi)) &&
+        (!x->no_profile || !h->a.profile_only))
         x->other = 1;
     if (!x->ids && x->cap == 0)
         return; /* only looking */
@@ -433,7 +450,7 @@ static int held_join(CcdIncidents *g, const char *gkey)
 {
     if (!g->held.n)
         return 0;
-    HeldScan x = {gkey, NULL, 0, malloc(8 * sizeof(char *)), 0, 8, 0};
+    HeldScan x = {gkey, NULL, 0, 0, 0, NULL, malloc(8 * sizeof(char *)), 0, 8, 0};
     if (!x.ids)
         return -ENOMEM;
     ccd_strhash_foreach(&g->held, scan_held, &x);
@@ -467,8 +484,9 @@ static int hold_or_open(CcdIncidents *g, const CcdIncAlert *a, const char *key, 
         *open = 1;
         return 0;
     }
-    if (scope != CCD_INC_CELL) {
-        HeldScan x = {key, a->cell, 0, NULL, 0, 0, 0};
+    int two_fc = g->s.two_cells_forecast && g->s.profile_persist_steps > 0;
+    if (scope != CCD_INC_CELL && !(two_fc && a->profile_only)) {
+        HeldScan x = {key, a->cell, 0, g->s.site_same_kpi, two_fc, a->kpi, NULL, 0, 0, 0};
         ccd_strhash_foreach(&g->held, scan_held, &x);
         if (x.other) {
             *open = 1;
@@ -716,14 +734,30 @@ static int evidence_add(CcdIncidents *g, const CcdIncEvidence *e)
     if (!pg)
         return -ENOMEM;
     pend_prune(pg, e->step);
-    size_t n_same = 0, i;
+    /* with no incident of the group open, a cell counts on a KPI class by the forecast's own
+     * share (evidence_forecast: the profile's sum drains for hours after a wobble), on the
+     * missing class once its silence was reported at evidence_missing_steps consecutive
+     * steps (its streak: one late row is 1.5-2 steps of silence); it joins an open one at
+     * once */
+    const int open = ccd_strhash_get(&g->open, gkey) != NULL;
+    const int persist = !strcmp(e->cls, "missing") && g->s.evidence_missing_steps > 1
+                            ? g->s.evidence_missing_steps
+                            : 1;
+    const int counts = !e->kpi || !g->s.evidence_forecast || e->forecast_frac >= g->s.evidence_frac;
+    size_t n_same = 0, n_persisted = 0, i;
+    int streak = counts;
     for (i = 0; i < pg->n; i++) {
         const Pend *p = &pg->v[i];
-        if (p->step != e->step || strcmp(p->cls, e->cls))
+        if (strcmp(p->cls, e->cls))
+            continue;
+        if (p->step == e->step - 1 && !strcmp(p->cell, e->cell))
+            streak = counts ? p->streak + 1 : 0; /* its report of the step before */
+        if (p->step != e->step)
             continue;
         if (!strcmp(p->cell, e->cell))
             break; /* reported twice at one step */
         n_same++;
+        n_persisted += p->streak >= persist;
     }
     if (i < pg->n)
         return 0;
@@ -735,14 +769,21 @@ static int evidence_add(CcdIncidents *g, const CcdIncEvidence *e)
         pg->v = v;
         pg->cap = cap;
     }
-    Pend p = {strdup(e->cell), strdup(e->cls), dupn(e->kpi), e->step, e->ts, em != NULL};
+    Pend p = {strdup(e->cell), strdup(e->cls), dupn(e->kpi), e->step, e->ts, em != NULL, streak};
     if (!p.cell || !p.cls || (e->kpi && !p.kpi)) {
         pend_clear(&p);
         return -ENOMEM;
     }
     pg->v[pg->n++] = p;
-    if ((int)(n_same + 1) < evidence_need(&g->s, e->group_cells))
+    const int need = evidence_need(&g->s, e->group_cells);
+    if ((int)(n_same + 1) < need)
         return 0;
+    if (!open && (int)(n_persisted + (streak >= persist)) < need) {
+        /* enough cells at this step, too few by the forecast or the silence's persistence:
+         * counted once a step a class */
+        g->st.evidence_refused += (int)(n_same + 1) == need;
+        return 0;
+    }
     /* enough cells of the group at this step on this class: each joins */
     for (i = 0; i < pg->n; i++) {
         Pend *q = &pg->v[i];
@@ -762,9 +803,12 @@ static void held_evidence(CcdIncidents *g, const CcdIncEvidence *e)
     Held *h = ccd_strhash_get(&g->held_cell, e->cell);
     if (!h || !e->kpi || e->step <= h->last_strong)
         return;
+    if (g->s.persist_own_kpi && h->a.kpi && strcmp(e->kpi, h->a.kpi))
+        return;
     /* a profile-only anomaly by its forecast's share alone: the profile sum it fired on stays
      * past any share while it drains */
-    if (!((profile_rule(g, &h->a) ? e->forecast_frac : e->frac) >= g->s.cell_persist_frac))
+    if (!((profile_rule(g, &h->a) || g->s.persist_forecast ? e->forecast_frac : e->frac) >=
+          g->s.cell_persist_frac))
         return;
     h->last_strong = e->step;
     if (++h->strong_steps < g->s.cell_persist_steps)
@@ -831,6 +875,7 @@ static void prune_group(void *cookie, const char *key, void *val)
 
 typedef struct Persisted {
     int64_t by;         /* fired at or before this step */
+    int64_t stuck_by;   /* a stuck alert: fired at or before this step */
     int64_t profile_by; /* a profile-only anomaly: fired at or before this step */
     char **ids;
     size_t n, cap;
@@ -844,7 +889,9 @@ static void collect_persisted(void *cookie, const char *key, void *val)
     /* an anomaly persists by its evidence (held_evidence), a profile-only one and the
      * others by firing */
     int profile = x->profile_by != INT64_MIN && h->a.profile_only && is_anomaly(&h->a);
+    int stuck = h->a.reason && !strcmp(h->a.reason, "stuck");
     if (x->oom || (profile ? h->a.step > x->profile_by
+                   : stuck ? h->a.step > x->stuck_by
                            : (is_anomaly(&h->a) && x->by != INT64_MAX) || h->a.step > x->by))
         return;
     if (x->n == x->cap) {
@@ -873,6 +920,9 @@ static void held_persist(CcdIncidents *g, int64_t step)
                    .profile_by = INT64_MIN};
     if (g->s.cell_persist_steps > 0 && g->s.profile_persist_steps > 0)
         x.profile_by = step - g->s.profile_persist_steps;
+    x.stuck_by = g->s.cell_persist_steps > 0 && g->s.stuck_persist_steps > 0
+                     ? step - g->s.stuck_persist_steps
+                     : x.by;
     ccd_strhash_foreach(&g->held, collect_persisted, &x);
     for (size_t i = 0; i < x.n; i++) {
         Held *h = held_take(g, x.ids[i]);

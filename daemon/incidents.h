@@ -24,7 +24,14 @@
  * them joins the group's incident (opening it) as an evidence member (reason "evidence",
  * id "<cell>:evidence:<class>:<step>"), which resolves once its cell is no longer reported
  * past the share (ccd_incidents_evidence_expire); a lone cell, or cells without the label,
- * still need an alert of their own. evidence_cells 0 turns it off.
+ * still need an alert of their own. evidence_cells 0 turns it off. While no incident of the
+ * group is open, a cell counts on a KPI class only by its forecast's own share (forecast_frac,
+ * evidence_forecast: not the seasonal profile's sum, which drains for hours after a slow
+ * wobble, as for profile_persist_steps below), on the missing class only once its silence was
+ * reported at evidence_missing_steps consecutive steps (one late row is 1.5-2 steps of
+ * silence, and two cells of a site had one at the same step); all_zero at once. On the
+ * synthetic fleet those two opened every false incident of the evidence rule (docs/results.md,
+ * "Incidents on a synthetic fleet"). Counted: evidence_refused.
  *
  * Paging rule (docs/design/incident-paging.md): while no incident of its group is open, an
  * alert opens one only on its cell's own strong evidence — severity critical, a cell outage
@@ -102,6 +109,21 @@ typedef struct CcdIncidentSettings {
                                ///< by its cell's forecast evidence (forecast_frac, not the
                                ///< profile sum it fired on) or by firing this many steps; it
                                ///< joins an open one at once (default 24; 0: as any anomaly)
+    int evidence_forecast;         ///< evidence rule: with no incident of the group open, a cell
+                                   ///< counts on a KPI class only by the forecast's own share
+                                   ///< (forecast_frac) past evidence_frac (default 1; 0: frac)
+    int evidence_missing_steps;    ///< evidence rule: with no incident of the group open, a cell
+                                   ///< counts on the missing class once reported past
+                                   ///< evidence_frac at this many consecutive steps (default 2;
+                                   ///< 0 or 1: at once)
+    int site_same_kpi;             ///< paging rule: two cells' held alerts open their site's
+                                   ///< incident at once only on one KPI (default 1; 0: any two)
+    int stuck_persist_steps;       ///< paging rule: a lone cell's stuck alert opens an incident
+                                   ///< once it has fired this many steps (default 0:
+                                   ///< cell_persist_steps)
+    int two_cells_forecast;        ///< EXPERIMENT: profile-only held alerts are no second cell
+    int persist_own_kpi;           ///< EXPERIMENT: a held anomaly persists on its own KPI only
+    int persist_forecast;          ///< EXPERIMENT: every held anomaly persists by forecast_frac
 } CcdIncidentSettings;
 
 /** One cell's evidence at one step on one class, past evidence_frac (strings are copied). */
@@ -175,6 +197,9 @@ typedef struct CcdIncidentStats {
     uint64_t evidence_reports;          ///< evidence reports past evidence_frac
     uint64_t evidence_opened;           ///< incidents the evidence rule opened
     uint64_t evidence_members;          ///< evidence members added
+    uint64_t evidence_refused;          ///< steps a class had enough cells of a group with no
+                                        ///< incident open, too few by evidence_forecast or
+                                        ///< evidence_missing_steps
     uint64_t alerts_below_paging;       ///< firings held: no incident open, below the rule
     uint64_t alerts_persisted;          ///< held alerts that opened one by persisting
     uint64_t profile_held;              ///< of alerts_below_paging, profile-only anomalies

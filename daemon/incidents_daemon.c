@@ -33,6 +33,10 @@ void ccd_incident_settings_of_config(const CcdConfig *cfg, CcdIncidentSettings *
     s->cell_persist_frac = cfg->incidents_cell_persist_frac;
     s->resolve_hold_steps = cfg->incidents_resolve_hold_steps;
     s->profile_persist_steps = cfg->incidents_profile_persist_steps;
+    s->evidence_forecast = cfg->incidents_evidence_forecast;
+    s->evidence_missing_steps = cfg->incidents_evidence_missing_steps;
+    s->site_same_kpi = cfg->incidents_site_same_kpi;
+    s->stuck_persist_steps = cfg->incidents_stuck_persist_steps;
 }
 
 static void settings_of(const Ccd *d, CcdIncidentSettings *s)
@@ -219,11 +223,15 @@ void ccd_incidents_metrics(Ccd *d, struct evbuffer *b)
         "cellcast_incidents_profile_alerts_total{outcome=\"persisted\"} %llu\n"
         "# HELP cellcast_incidents_evidence_total Cells together as evidence: reports of a "
         "cell past incidents.evidence_frac of a bar (reports), evidence members that joined "
-        "an incident (members), incidents the evidence opened (opened).\n"
+        "an incident (members), incidents the evidence opened (opened), steps a class had "
+        "enough cells of a site with no incident open but too few by the forecast's own share "
+        "(incidents.evidence_forecast) or the silence's persistence "
+        "(incidents.evidence_missing_steps): no incident (refused).\n"
         "# TYPE cellcast_incidents_evidence_total counter\n"
         "cellcast_incidents_evidence_total{what=\"reports\"} %llu\n"
         "cellcast_incidents_evidence_total{what=\"members\"} %llu\n"
         "cellcast_incidents_evidence_total{what=\"opened\"} %llu\n"
+        "cellcast_incidents_evidence_total{what=\"refused\"} %llu\n"
         "# HELP cellcast_incidents_held Alerts held below the paging rule now.\n"
         "# TYPE cellcast_incidents_held gauge\n"
         "cellcast_incidents_held %zu\n"
@@ -248,7 +256,8 @@ void ccd_incidents_metrics(Ccd *d, struct evbuffer *b)
         (unsigned long long)st.alerts_unknown, (unsigned long long)st.oom,
         (unsigned long long)st.profile_held, (unsigned long long)st.profile_persisted,
         (unsigned long long)st.evidence_reports, (unsigned long long)st.evidence_members,
-        (unsigned long long)st.evidence_opened, st.held, st.resolving,
+        (unsigned long long)st.evidence_opened,
+        (unsigned long long)st.evidence_refused, st.held, st.resolving,
         (unsigned long long)st.hold_rejoined, (unsigned long long)st.hold_expired,
         (unsigned long long)d->incidents_refused);
 }
