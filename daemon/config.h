@@ -111,6 +111,8 @@ typedef struct CcdConfig {
     int incidents_evidence_missing_steps; /* evidence rule: silence's steps (incidents.h) */
     int incidents_site_same_kpi;          /* paging rule: two cells on one KPI (incidents.h) */
     int incidents_stuck_persist_steps;    /* paging rule: a lone stuck alert (incidents.h) */
+    int incidents_site_forecast;          /* paging rule: two cells, no profile-only (incidents.h) */
+    int incidents_cell_persist_own_kpi;   /* paging rule: the alert's own KPI (incidents.h) */
     char *incidents_topic;
     char *silences_path; /* "auto" = <snapshot.path>.silences */
     char *silences_file; /* the configuration's silences (JSON); "" = none */

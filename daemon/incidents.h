@@ -121,9 +121,11 @@ typedef struct CcdIncidentSettings {
     int stuck_persist_steps;       ///< paging rule: a lone cell's stuck alert opens an incident
                                    ///< once it has fired this many steps (default 0:
                                    ///< cell_persist_steps)
-    int two_cells_forecast;        ///< EXPERIMENT: profile-only held alerts are no second cell
-    int persist_own_kpi;           ///< EXPERIMENT: a held anomaly persists on its own KPI only
-    int persist_forecast;          ///< EXPERIMENT: every held anomaly persists by forecast_frac
+    int site_forecast;             ///< paging rule: a held profile-only anomaly (under
+                                   ///< profile_persist_steps) is no cell of the two cells that
+                                   ///< open their site's incident at once (default 1; 0: it is)
+    int cell_persist_own_kpi;      ///< paging rule: a held anomaly persists by its cell's
+                                   ///< evidence on the alert's own KPI (default 1; 0: any KPI)
 } CcdIncidentSettings;
 
 /** One cell's evidence at one step on one class, past evidence_frac (strings are copied). */
@@ -205,6 +207,15 @@ typedef struct CcdIncidentStats {
     uint64_t profile_held;              ///< of alerts_below_paging, profile-only anomalies
     uint64_t profile_persisted;         ///< of alerts_persisted, profile-only anomalies (by
                                         ///< forecast_frac or profile_persist_steps)
+    uint64_t stuck_held;                ///< of alerts_below_paging, stuck alerts
+    uint64_t stuck_persisted;           ///< of alerts_persisted, stuck alerts (with another
+                                        ///< alert of the cell, or stuck_persist_steps)
+    uint64_t persist_other_kpi;         ///< evidence steps of a held anomaly's cell past
+                                        ///< cell_persist_frac on another KPI than the alert's
+                                        ///< only (not counted: cell_persist_own_kpi)
+    uint64_t pair_refused;              ///< held firings with another cell of the site held
+                                        ///< that did not make a pair (site_same_kpi,
+                                        ///< site_forecast)
     size_t held;                        ///< alerts held below the rule now
     size_t resolving;                   ///< of the open ones, those in the resolve hold
     uint64_t hold_rejoined;             ///< resolving incidents an alert joined again

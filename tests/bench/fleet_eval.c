@@ -146,7 +146,7 @@ typedef struct Args {
     const char *site_same_kpis;     /* incidents.site_same_kpi likewise (0, 1) */
     const char *stuck_persists;     /* incidents.stuck_persist_steps likewise */
     const char *cell_persists;      /* incidents.cell_persist_steps likewise */
-    const char *two_fcs, *own_kpis, *pfcs; /* EXPERIMENT */
+    const char *site_forecasts, *own_kpis; /* incidents.site_forecast, cell_persist_own_kpi likewise */
     int no_missing_evidence;      /* the evidence rule without its missing-data class */
     CcSynthSettings ss;
     double days, warmup_days;
@@ -848,9 +848,8 @@ int main(int argc, char **argv)
         {"site-same-kpi", 1, 0, 'K'},
         {"stuck-persist", 1, 0, 'U'},
         {"cell-persist", 1, 0, 'L'},
-        {"two-fc", 1, 0, 'X'},
-        {"own-kpi", 1, 0, 'Y'},
-        {"persist-fc", 1, 0, 'Z'},
+        {"site-forecast", 1, 0, 'X'},
+        {"persist-own-kpi", 1, 0, 'Y'},
         {0, 0, 0, 0},
     };
     int opt;
@@ -879,9 +878,8 @@ int main(int argc, char **argv)
         case 'K': a.site_same_kpis = optarg; break;
         case 'U': a.stuck_persists = optarg; break;
         case 'L': a.cell_persists = optarg; break;
-        case 'X': a.two_fcs = optarg; break;
+        case 'X': a.site_forecasts = optarg; break;
         case 'Y': a.own_kpis = optarg; break;
-        case 'Z': a.pfcs = optarg; break;
         default:
             fprintf(stderr, "usage: fleet_eval --model M [--cells N] [--days D] [--seed X] "
                             "[--threads T] [--site-outage-rate X] [--neighbour-shift X] "
@@ -985,9 +983,8 @@ int main(int argc, char **argv)
     int samekpis[16] = {is.site_same_kpi}, n_samekpis = 1;
     int spersists[16] = {is.stuck_persist_steps}, n_spersists = 1;
     int cpersists[16] = {is.cell_persist_steps}, n_cpersists = 1;
-    int twofc[16] = {is.two_cells_forecast}, n_twofc = 1;
-    int ownkpi[16] = {is.persist_own_kpi}, n_ownkpi = 1;
-    int pfc[16] = {is.persist_forecast}, n_pfc = 1;
+    int twofc[16] = {is.site_forecast}, n_twofc = 1;
+    int ownkpi[16] = {is.cell_persist_own_kpi}, n_ownkpi = 1;
     if ((a.resolve_holds && parse_steps(a.resolve_holds, "--resolve-hold", holds, &n_holds)) ||
         (a.profile_persists &&
          parse_steps(a.profile_persists, "--profile-persist", persists, &n_persists)) ||
@@ -999,9 +996,9 @@ int main(int argc, char **argv)
         (a.site_same_kpis && parse_steps(a.site_same_kpis, "--site-same-kpi", samekpis, &n_samekpis)) ||
         (a.stuck_persists && parse_steps(a.stuck_persists, "--stuck-persist", spersists, &n_spersists)) ||
         (a.cell_persists && parse_steps(a.cell_persists, "--cell-persist", cpersists, &n_cpersists)) ||
-        (a.two_fcs && parse_steps(a.two_fcs, "--two-fc", twofc, &n_twofc)) ||
-        (a.own_kpis && parse_steps(a.own_kpis, "--own-kpi", ownkpi, &n_ownkpi)) ||
-        (a.pfcs && parse_steps(a.pfcs, "--persist-fc", pfc, &n_pfc)))
+        (a.site_forecasts &&
+         parse_steps(a.site_forecasts, "--site-forecast", twofc, &n_twofc)) ||
+        (a.own_kpis && parse_steps(a.own_kpis, "--persist-own-kpi", ownkpi, &n_ownkpi)))
         return 2;
     if (a.evidence_fracs) { /* the reports are made at the default's share: only higher ones */
         const char *p = a.evidence_fracs;
@@ -1069,10 +1066,10 @@ int main(int argc, char **argv)
         kpi_names[f] = hp->features[f];
     /* every combination of the lists, the last one varying fastest */
     int *const dim_v[] = {holds,     persists,   ecells,     efracs,
-                          epersists, eforecasts, samekpis,   spersists, cpersists, twofc, ownkpi, pfc};
+                          epersists, eforecasts, samekpis,   spersists, cpersists, twofc, ownkpi};
     const int dim_n[] = {n_holds,     n_persists,   n_ecells, n_efracs,
-                         n_epersists, n_eforecasts, n_samekpis,            n_spersists, n_cpersists, n_twofc, n_ownkpi, n_pfc};
-    enum { N_DIM = 12 };
+                         n_epersists, n_eforecasts, n_samekpis,            n_spersists, n_cpersists, n_twofc, n_ownkpi};
+    enum { N_DIM = 11 };
     int n_combo = 1;
     for (int d = 0; d < N_DIM; d++)
         n_combo *= dim_n[d];
@@ -1092,9 +1089,8 @@ int main(int argc, char **argv)
         is.site_same_kpi = val[6];
         is.stuck_persist_steps = val[7];
         is.cell_persist_steps = val[8];
-        is.two_cells_forecast = val[9];
-        is.persist_own_kpi = val[10];
-        is.persist_forecast = val[11];
+        is.site_forecast = val[9];
+        is.cell_persist_own_kpi = val[10];
         if (n_combo > 1) /* the stderr of each one's scoring follows this line */
             fprintf(stderr,
                     "fleet_eval: resolve_hold_steps %d profile_persist_steps %d evidence_cells %d "
@@ -1415,7 +1411,7 @@ int main(int argc, char **argv)
                "\"evidence_share\":%g,\"evidence_frac\":%g,\"cell_persist_steps\":%d,"
                "\"cell_persist_frac\":%g,\"resolve_hold_steps\":%d,"
                "\"profile_persist_steps\":%d,\"evidence_missing_steps\":%d,"
-               "\"evidence_forecast\":%d,\"site_same_kpi\":%d,\"stuck_persist_steps\":%d,\"two_fc\":%d,\"own_kpi\":%d,\"persist_fc\":%d},"
+               "\"evidence_forecast\":%d,\"site_same_kpi\":%d,\"stuck_persist_steps\":%d,\"site_forecast\":%d,\"cell_persist_own_kpi\":%d},"
                "\"evidence_refused\":%llu,\"combo\":%d}\n",
                false_dur[N_DUR], evidence_members, n_evid,
                (unsigned long long)r.st.evidence_reports, (unsigned long long)r.st.evidence_opened,
@@ -1427,8 +1423,8 @@ int main(int argc, char **argv)
                is.group_by == CCD_INC_BY_REGION ? "region" : "site", is.evidence_cells,
                is.evidence_share, is.evidence_frac, is.cell_persist_steps, is.cell_persist_frac,
                is.resolve_hold_steps, is.profile_persist_steps, is.evidence_missing_steps,
-               is.evidence_forecast, is.site_same_kpi, is.stuck_persist_steps, is.two_cells_forecast,
-               is.persist_own_kpi, is.persist_forecast,
+               is.evidence_forecast, is.site_same_kpi, is.stuck_persist_steps, is.site_forecast,
+               is.cell_persist_own_kpi,
                (unsigned long long)r.st.evidence_refused, ci);
         fflush(stdout);
         for (size_t i = 0; i < r.n_inc; i++) {

@@ -24,6 +24,8 @@
 
 /* incidents.profile_persist_steps' default */
 #define PROFILE_PERSIST_WANT 24
+/* incidents.stuck_persist_steps' default */
+#define STUCK_PERSIST_WANT 24
 
 static const char TOPO[] = "# two sites of three cells, one region\n"
                            "cell,site,region,sector,lat,lon,vendor\n"
@@ -415,11 +417,14 @@ static void evid_of(CcdIncidents *g, const CcdTopology *t, const char *c, const 
                     double frac, double forecast_frac, int64_t step)
 {
     const char *site = ccd_topology_label(t, c, "site");
+    char kpi[32] = ""; /* a KPI class's KPI: "<kpi>:<direction>" */
+    if (strchr(cls, ':'))
+        snprintf(kpi, sizeof kpi, "%.*s", (int)(strchr(cls, ':') - cls), cls);
     CcdIncEvidence ev = {.cell = c,
                          .site = site,
                          .region = ccd_topology_label(t, c, "region"),
                          .cls = cls,
-                         .kpi = strchr(cls, ':') ? "thr" : NULL,
+                         .kpi = kpi[0] ? kpi : NULL,
                          .frac = frac,
                          .step = step,
                          .ts = step * S,
@@ -687,6 +692,24 @@ static void test_paging_rule(void **state)
     ccd_incidents_emit(g, on_emit, &e);
     emitted_clear(&e);
 
+    /* ... on its own KPI (incidents.cell_persist_own_kpi): another KPI's share does not count */
+    assert_int_equal(s.cell_persist_own_kpi, 1);
+    add_full(g, t, "A3", "anomaly", "thr", 0, 1, k + 25, k + 25);
+    evid(g, t, "A3", "prb:up", 0.9, k + 26);
+    evid(g, t, "A3", "prb:up", 0.9, k + 27);
+    ccd_incidents_evidence_expire(g, k + 28);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 0);
+    assert_int_equal(stats(g).persist_other_kpi, 2);
+    evid(g, t, "A3", "thr:down", 0.6, k + 28);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    assert_int_equal(stats(g).alerts_persisted, 2);
+    emitted_clear(&e);
+    add_full(g, t, "A3", "anomaly", "thr", 0, 0, k + 25, k + 29);
+    ccd_incidents_emit(g, on_emit, &e);
+    emitted_clear(&e);
+
     /* a cell without topology (no site): its anomaly persists by its own evidence too */
     add_full(g, t, "X9", "anomaly", "thr", 0, 1, k + 25, k + 25);
     evid(g, t, "X9", "thr:up", 0.7, k + 26);
@@ -699,8 +722,9 @@ static void test_paging_rule(void **state)
     ccd_incidents_emit(g, on_emit, &e);
     emitted_clear(&e);
 
-    /* persistence of another alert: still firing cell_persist_steps steps after it fired */
-    add_full(g, t, "A1", "stuck", "cqi", 0, 1, k + 30, k + 30);
+    /* persistence of another alert: still firing cell_persist_steps steps after it fired
+     * (stuck: test_stuck_paging) */
+    add_full(g, t, "A1", "bounds", "cqi", 0, 1, k + 30, k + 30);
     ccd_incidents_evidence_expire(g, k + 31);
     ccd_incidents_emit(g, on_emit, &e);
     assert_int_equal(e.n, 0);
@@ -708,7 +732,7 @@ static void test_paging_rule(void **state)
     ccd_incidents_emit(g, on_emit, &e);
     assert_int_equal(e.n, 1);
     emitted_clear(&e);
-    add_full(g, t, "A1", "stuck", "cqi", 0, 0, k + 30, k + 33);
+    add_full(g, t, "A1", "bounds", "cqi", 0, 0, k + 30, k + 33);
     ccd_incidents_emit(g, on_emit, &e);
     emitted_clear(&e);
 
@@ -873,6 +897,33 @@ static void test_profile_paging(void **state)
     add_profile(g, t, "B2", 0, 0, k + 41, k + 42);
     assert_int_equal(emit_n(g, &e), 1);
     assert_string_equal(jstr(e.v[0], "state"), "resolved");
+
+    /* two cells (incidents.site_forecast): a profile-only anomaly of A1 and a forecast's
+     * anomaly of A2 on the same KPI do not open S1's incident at once (counted), nor does
+     * the profile-only one firing second; with the setting off they do */
+    assert_int_equal(s.site_forecast, 1);
+    uint64_t refused = stats(g).pair_refused;
+    add_profile(g, t, "A1", 0, 1, k + 45, k + 45);
+    add_full(g, t, "A2", "anomaly", "thr", 0, 1, k + 45, k + 45);
+    add_profile(g, t, "A3", 0, 1, k + 45, k + 45);
+    assert_int_equal(emit_n(g, &e), 0);
+    assert_int_equal(stats(g).held, 3);
+    assert_int_equal(stats(g).pair_refused, refused + 2);
+    add_profile(g, t, "A1", 0, 0, k + 45, k + 46);
+    add_full(g, t, "A2", "anomaly", "thr", 0, 0, k + 45, k + 46);
+    add_profile(g, t, "A3", 0, 0, k + 45, k + 46);
+    assert_int_equal(emit_n(g, &e), 0);
+    s.site_forecast = 0;
+    ccd_incidents_set_settings(g, &s);
+    add_profile(g, t, "A1", 0, 1, k + 47, k + 47);
+    add_full(g, t, "A2", "anomaly", "thr", 0, 1, k + 47, k + 47);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_string_equal(jstr(e.v[0], "scope"), "site");
+    add_profile(g, t, "A1", 0, 0, k + 47, k + 48);
+    add_full(g, t, "A2", "anomaly", "thr", 0, 0, k + 47, k + 48);
+    assert_int_equal(emit_n(g, &e), 1);
+    s.site_forecast = 1;
+    ccd_incidents_set_settings(g, &s);
 
     /* the setting 0: a profile-only anomaly persists by its cell's evidence, as any */
     s.profile_persist_steps = 0;
@@ -1206,6 +1257,73 @@ static void test_evidence_forecast_missing(void **state)
     ccd_incidents_close(&g);
 }
 
+/* A lone cell's stuck alert (incidents.stuck_persist_steps): alone of its cell it opens an
+ * incident only once it has fired stuck_persist_steps steps (one flat KPI: what a quiet KPI
+ * does at night); with another alert of its cell held (several KPIs frozen: a cell outage)
+ * at cell_persist_steps, the other joining; one that resolves first pages nothing; 0: as any
+ * alert. */
+static void test_stuck_paging(void **state)
+{
+    CcdTopology *t = *state;
+    CcdIncidentSettings s;
+    ccd_incident_default_settings(&s);
+    assert_int_equal(s.stuck_persist_steps, STUCK_PERSIST_WANT);
+    s.resolve_hold_steps = 0;
+    CcdIncidents *g = incidents(&s);
+    Emitted e = {0};
+    const int64_t k = T0 / S;
+
+    /* alone: held until k + stuck_persist_steps */
+    add_full(g, t, "A1", "stuck", "users", 0, 1, k, k);
+    for (int64_t q = k + 1; q < k + STUCK_PERSIST_WANT; q++) {
+        reach(g, q);
+        assert_int_equal(emit_n(g, &e), 0);
+    }
+    assert_int_equal(stats(g).held, 1);
+    reach(g, k + STUCK_PERSIST_WANT);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_string_equal(jstr(e.v[0], "scope"), "cell");
+    add_full(g, t, "A1", "stuck", "users", 0, 0, k, k + STUCK_PERSIST_WANT + 1);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_string_equal(jstr(e.v[0], "state"), "resolved");
+
+    /* alone, resolving after 4 steps: nothing */
+    const int64_t k2 = k + 40;
+    add_full(g, t, "B1", "stuck", "users", 0, 1, k2, k2);
+    for (int64_t q = k2 + 1; q <= k2 + 4; q++) {
+        reach(g, q);
+        assert_int_equal(emit_n(g, &e), 0);
+    }
+    add_full(g, t, "B1", "stuck", "users", 0, 0, k2, k2 + 4);
+    assert_int_equal(emit_n(g, &e), 0);
+    assert_int_equal(stats(g).held, 0);
+
+    /* with a second alert of its cell held (another KPI frozen): at cell_persist_steps */
+    const int64_t k3 = k + 60;
+    add_full(g, t, "B2", "stuck", "users", 0, 1, k3, k3);
+    add_full(g, t, "B2", "stuck", "thr", 0, 1, k3 + 1, k3 + 1);
+    reach(g, k3 + 1);
+    assert_int_equal(emit_n(g, &e), 0);
+    reach(g, k3 + 2);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_int_equal(json_array_size(json_object_get(e.v[0], "firing_alerts")), 2);
+    add_full(g, t, "B2", "stuck", "users", 0, 0, k3, k3 + 3);
+    add_full(g, t, "B2", "stuck", "thr", 0, 0, k3 + 1, k3 + 3);
+    assert_int_equal(emit_n(g, &e), 1);
+
+    /* 0: as any alert, at cell_persist_steps */
+    s.stuck_persist_steps = 0;
+    ccd_incidents_set_settings(g, &s);
+    const int64_t k4 = k + 80;
+    add_full(g, t, "A3", "stuck", "users", 0, 1, k4, k4);
+    reach(g, k4 + 1);
+    assert_int_equal(emit_n(g, &e), 0);
+    reach(g, k4 + 2);
+    assert_int_equal(emit_n(g, &e), 1);
+    emitted_clear(&e);
+    ccd_incidents_close(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1221,6 +1339,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_resolve_hold_evidence, topo_setup, topo_teardown),
         cmocka_unit_test_setup_teardown(test_profile_paging, topo_setup, topo_teardown),
         cmocka_unit_test_setup_teardown(test_evidence_forecast_missing, topo_setup, topo_teardown),
+        cmocka_unit_test_setup_teardown(test_stuck_paging, topo_setup, topo_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
