@@ -496,8 +496,8 @@ static int hold_or_open(CcdIncidents *g, const CcdIncAlert *a, const char *key, 
     }
     /* two cells of the site open its incident at once: on one KPI (site_same_kpi), neither a
      * profile-only anomaly under profile_persist_steps (site_forecast) */
-    const int no_profile = g->s.site_forecast && g->s.profile_persist_steps > 0 &&
-                           g->s.cell_persist_steps > 0;
+    const int no_profile =
+        g->s.site_forecast && g->s.profile_persist_steps > 0 && g->s.cell_persist_steps > 0;
     if (scope != CCD_INC_CELL) {
         HeldScan x = {key, a->cell, 0, 0, g->s.site_same_kpi, no_profile, a->kpi, NULL, 0, 0, 0};
         ccd_strhash_foreach(&g->held, scan_held, &x);
@@ -915,7 +915,7 @@ typedef struct Persisted {
     const CcdStrHash *held; /* the held alerts (a stuck one looks for another of its cell) */
     int64_t by;             /* fired at or before this step */
     int64_t stuck_by;       /* a stuck alert alone of its cell: fired at or before this step */
-    int64_t profile_by; /* a profile-only anomaly: fired at or before this step */
+    int64_t profile_by;     /* a profile-only anomaly: fired at or before this step */
     char **ids;
     size_t n, cap;
     int oom;
@@ -931,10 +931,10 @@ static void collect_persisted(void *cookie, const char *key, void *val)
     /* a stuck alert by firing cell_persist_steps with another alert of its cell held (a
      * frozen cell: several KPIs at once), alone by firing stuck_persist_steps */
     int stuck = x->stuck_by != x->by && h->a.reason && !strcmp(h->a.reason, "stuck");
-    if (x->oom || (profile ? h->a.step > x->profile_by
-                   : stuck ? h->a.step > x->by ||
-                                 (h->a.step > x->stuck_by && !other_of_cell(x->held, h))
-                           : (is_anomaly(&h->a) && x->by != INT64_MAX) || h->a.step > x->by))
+    if (x->oom ||
+        (profile ? h->a.step > x->profile_by
+         : stuck ? h->a.step > x->by || (h->a.step > x->stuck_by && !other_of_cell(x->held, h))
+                 : (is_anomaly(&h->a) && x->by != INT64_MAX) || h->a.step > x->by))
         return;
     if (x->n == x->cap) {
         size_t cap = x->cap ? 2 * x->cap : 16;

@@ -90,42 +90,42 @@ enum CcdIncScope { CCD_INC_CELL, CCD_INC_SITE, CCD_INC_REGION };
 enum CcdIncGroupBy { CCD_INC_BY_SITE, CCD_INC_BY_REGION };
 
 typedef struct CcdIncidentSettings {
-    int group_by;              ///< CCD_INC_BY_SITE (default) or CCD_INC_BY_REGION
-    int keep;                  ///< resolved incidents kept for GET /v1/incidents (default 1000)
-    int evidence_cells;        ///< cells of a group past evidence_frac at one step, on one class,
-                               ///< that open its incident (default 2; 0: the rule off)
-    double evidence_share;     ///< or this share of the group's cells, if more (default 0)
-    double evidence_frac;      ///< the share of its bar a cell must be past (default 0.5)
-    int cell_persist_steps;    ///< paging rule: a lone cell's alert that is not critical nor an
-                               ///< outage opens an incident once it has fired this many steps
-                               ///< (default 2; 0: every alert opens one, the rule off)
-    double cell_persist_frac;  ///< an anomaly persists at a step its cell's evidence on a KPI
-                               ///< is at or past this share of its bar (default 0.5)
-    int resolve_hold_steps;    ///< data steps an incident whose last alert resolved stays open,
-                               ///< resolving, for an alert of its group to join it again
-                               ///< (default 6; 0: it resolves with its last alert)
-    int profile_persist_steps; ///< paging rule: a lone cell's anomaly fired by the seasonal
-                               ///< profile's CUSUM alone (CcdIncAlert.profile_only) persists
-                               ///< by its cell's forecast evidence (forecast_frac, not the
-                               ///< profile sum it fired on) or by firing this many steps; it
-                               ///< joins an open one at once (default 24; 0: as any anomaly)
-    int evidence_forecast;         ///< evidence rule: with no incident of the group open, a cell
-                                   ///< counts on a KPI class only by the forecast's own share
-                                   ///< (forecast_frac) past evidence_frac (default 1; 0: frac)
-    int evidence_missing_steps;    ///< evidence rule: with no incident of the group open, a cell
-                                   ///< counts on the missing class once reported past
-                                   ///< evidence_frac at this many consecutive steps (default 2;
-                                   ///< 0 or 1: at once)
-    int site_same_kpi;             ///< paging rule: two cells' held alerts open their site's
-                                   ///< incident at once only on one KPI (default 1; 0: any two)
-    int stuck_persist_steps;       ///< paging rule: a lone cell's stuck alert opens an incident
-                                   ///< once it has fired this many steps (default 0:
-                                   ///< cell_persist_steps)
-    int site_forecast;             ///< paging rule: a held profile-only anomaly (under
-                                   ///< profile_persist_steps) is no cell of the two cells that
-                                   ///< open their site's incident at once (default 1; 0: it is)
-    int cell_persist_own_kpi;      ///< paging rule: a held anomaly persists by its cell's
-                                   ///< evidence on the alert's own KPI (default 1; 0: any KPI)
+    int group_by;               ///< CCD_INC_BY_SITE (default) or CCD_INC_BY_REGION
+    int keep;                   ///< resolved incidents kept for GET /v1/incidents (default 1000)
+    int evidence_cells;         ///< cells of a group past evidence_frac at one step, on one class,
+                                ///< that open its incident (default 2; 0: the rule off)
+    double evidence_share;      ///< or this share of the group's cells, if more (default 0)
+    double evidence_frac;       ///< the share of its bar a cell must be past (default 0.5)
+    int cell_persist_steps;     ///< paging rule: a lone cell's alert that is not critical nor an
+                                ///< outage opens an incident once it has fired this many steps
+                                ///< (default 2; 0: every alert opens one, the rule off)
+    double cell_persist_frac;   ///< an anomaly persists at a step its cell's evidence on a KPI
+                                ///< is at or past this share of its bar (default 0.5)
+    int resolve_hold_steps;     ///< data steps an incident whose last alert resolved stays open,
+                                ///< resolving, for an alert of its group to join it again
+                                ///< (default 6; 0: it resolves with its last alert)
+    int profile_persist_steps;  ///< paging rule: a lone cell's anomaly fired by the seasonal
+                                ///< profile's CUSUM alone (CcdIncAlert.profile_only) persists
+                                ///< by its cell's forecast evidence (forecast_frac, not the
+                                ///< profile sum it fired on) or by firing this many steps; it
+                                ///< joins an open one at once (default 24; 0: as any anomaly)
+    int evidence_forecast;      ///< evidence rule: with no incident of the group open, a cell
+                                ///< counts on a KPI class only by the forecast's own share
+                                ///< (forecast_frac) past evidence_frac (default 1; 0: frac)
+    int evidence_missing_steps; ///< evidence rule: with no incident of the group open, a cell
+                                ///< counts on the missing class once reported past
+                                ///< evidence_frac at this many consecutive steps (default 2;
+                                ///< 0 or 1: at once)
+    int site_same_kpi;          ///< paging rule: two cells' held alerts open their site's
+                                ///< incident at once only on one KPI (default 1; 0: any two)
+    int stuck_persist_steps;    ///< paging rule: a lone cell's stuck alert opens an incident
+                                ///< once it has fired this many steps (default 0:
+                                ///< cell_persist_steps)
+    int site_forecast;          ///< paging rule: a held profile-only anomaly (under
+                                ///< profile_persist_steps) is no cell of the two cells that
+                                ///< open their site's incident at once (default 1; 0: it is)
+    int cell_persist_own_kpi;   ///< paging rule: a held anomaly persists by its cell's
+                                ///< evidence on the alert's own KPI (default 1; 0: any KPI)
 } CcdIncidentSettings;
 
 /** One cell's evidence at one step on one class, past evidence_frac (strings are copied). */

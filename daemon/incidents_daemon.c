@@ -277,9 +277,8 @@ void ccd_incidents_metrics(Ccd *d, struct evbuffer *b)
         (unsigned long long)st.stuck_held, (unsigned long long)st.stuck_persisted,
         (unsigned long long)st.persist_other_kpi, (unsigned long long)st.pair_refused,
         (unsigned long long)st.evidence_reports, (unsigned long long)st.evidence_members,
-        (unsigned long long)st.evidence_opened,
-        (unsigned long long)st.evidence_refused, st.held, st.resolving,
-        (unsigned long long)st.hold_rejoined, (unsigned long long)st.hold_expired,
+        (unsigned long long)st.evidence_opened, (unsigned long long)st.evidence_refused, st.held,
+        st.resolving, (unsigned long long)st.hold_rejoined, (unsigned long long)st.hold_expired,
         (unsigned long long)d->incidents_refused);
 }
 

@@ -51,19 +51,26 @@
  *          [--site-outage-rate X] [--neighbour-shift X] [--cell-event-rate X]
  *          [--warmup-days D] [--post N] [--events FILE] [--incidents FILE] [--max-cells N]
  *          [--resolve-hold N[,N...]] [--profile-persist N[,N...]] [--evidence-cells N[,N...]]
- *          [--evidence-frac X[,X...]] [--no-missing-evidence]
+ *          [--evidence-frac X[,X...]] [--no-missing-evidence] [--evidence-missing N[,N...]]
+ *          [--evidence-forecast B[,B]] [--site-same-kpi B[,B]] [--site-forecast B[,B]]
+ *          [--stuck-persist N[,N...]] [--cell-persist N[,N...]] [--persist-own-kpi B[,B]]
  * Prints one JSON object on stdout; progress on stderr. --profile-persist, --evidence-cells,
  * --evidence-frac: incidents.profile_persist_steps, evidence_cells and evidence_frac (at
  * least the default's: the evidence is reported at the default's share, so a higher one
  * misses a silence that crosses it later within a step), each list's values grouped and
  * scored with each of the others' (and each hold's) after one engine pass, one JSON line
  * each, "{persist}" in --incidents replaced by the persistence. --no-missing-evidence: the
- * evidence rule fed no missing-data report (what that class adds). --evidence-missing:
- * incidents.evidence_missing_steps, grouped likewise; "{combo}" in --incidents is replaced by
- * the pair's index (the order of the JSON lines). --resolve-hold: the grouping's
- * incidents.resolve_hold_steps (default: the configuration's); with several, the engine's pass
- * is made once and grouped and scored at each: one JSON line each on stdout (in that order),
- * a line "fleet_eval: resolve_hold_steps N" on stderr before each one's scoring, and
+ * evidence rule fed no missing-data report (what that class adds). --evidence-missing,
+ * --evidence-forecast, --site-same-kpi, --site-forecast, --stuck-persist, --cell-persist,
+ * --persist-own-kpi: incidents.evidence_missing_steps, evidence_forecast, site_same_kpi,
+ * site_forecast, stuck_persist_steps, cell_persist_steps, cell_persist_own_kpi (B: 0 or 1),
+ * grouped likewise: every combination, the last list varying fastest, one JSON line each with
+ * its index "combo" (also on stderr's line before its scoring), which "{combo}" in
+ * --incidents is replaced by. The incidents file's opened_by: what opened it, from its
+ * members at its first emit (evidence, critical, outage, two_cells, persisted). --resolve-hold: the
+ * grouping's incidents.resolve_hold_steps (default: the configuration's); with several, the
+ * engine's pass is made once and grouped and scored at each: one JSON line each on stdout (in that
+ * order), a line "fleet_eval: resolve_hold_steps N" on stderr before each one's scoring, and
  * "{hold}" in --incidents replaced by N. Environment: FLEET_VERBOSE=1 lists
  * the site and cell events not seen within 2 steps (and whether they started in the
  * detector's cooldown after an episode of the cell: cooldown_steps); FLEET_TRACE=<cell id>
@@ -137,17 +144,18 @@ typedef struct EvidVec {
 
 typedef struct Args {
     const char *model, *events_out, *incidents_out;
-    const char *resolve_holds;    /* incidents.resolve_hold_steps to group with, "a,b": each */
-    const char *profile_persists; /* incidents.profile_persist_steps likewise */
-    const char *evidence_cells;   /* incidents.evidence_cells likewise */
-    const char *evidence_fracs;   /* incidents.evidence_frac likewise (at least the default) */
-    const char *evidence_persists; /* incidents.evidence_missing_steps likewise */
+    const char *resolve_holds;      /* incidents.resolve_hold_steps to group with, "a,b": each */
+    const char *profile_persists;   /* incidents.profile_persist_steps likewise */
+    const char *evidence_cells;     /* incidents.evidence_cells likewise */
+    const char *evidence_fracs;     /* incidents.evidence_frac likewise (at least the default) */
+    const char *evidence_persists;  /* incidents.evidence_missing_steps likewise */
     const char *evidence_forecasts; /* incidents.evidence_forecast likewise (0, 1) */
     const char *site_same_kpis;     /* incidents.site_same_kpi likewise (0, 1) */
     const char *stuck_persists;     /* incidents.stuck_persist_steps likewise */
     const char *cell_persists;      /* incidents.cell_persist_steps likewise */
-    const char *site_forecasts, *own_kpis; /* incidents.site_forecast, cell_persist_own_kpi likewise */
-    int no_missing_evidence;      /* the evidence rule without its missing-data class */
+    const char *site_forecasts,
+        *own_kpis;           /* incidents.site_forecast, cell_persist_own_kpi likewise */
+    int no_missing_evidence; /* the evidence rule without its missing-data class */
     CcSynthSettings ss;
     double days, warmup_days;
     int threads, post, max_cells;
@@ -889,7 +897,8 @@ int main(int argc, char **argv)
                             "[--evidence-frac X[,X...]] [--no-missing-evidence] "
                             "[--evidence-missing N[,N...]] [--evidence-forecast 0,1] "
                             "[--site-same-kpi 0,1] [--stuck-persist N[,N...]] "
-                            "[--cell-persist N[,N...]]\n");
+                            "[--cell-persist N[,N...]] [--site-forecast 0,1] "
+                            "[--persist-own-kpi 0,1]\n");
             return 2;
         }
     }
@@ -988,16 +997,19 @@ int main(int argc, char **argv)
     if ((a.resolve_holds && parse_steps(a.resolve_holds, "--resolve-hold", holds, &n_holds)) ||
         (a.profile_persists &&
          parse_steps(a.profile_persists, "--profile-persist", persists, &n_persists)) ||
-        (a.evidence_cells && parse_steps(a.evidence_cells, "--evidence-cells", ecells, &n_ecells)) ||
+        (a.evidence_cells &&
+         parse_steps(a.evidence_cells, "--evidence-cells", ecells, &n_ecells)) ||
         (a.evidence_persists &&
          parse_steps(a.evidence_persists, "--evidence-missing", epersists, &n_epersists)) ||
         (a.evidence_forecasts &&
          parse_steps(a.evidence_forecasts, "--evidence-forecast", eforecasts, &n_eforecasts)) ||
-        (a.site_same_kpis && parse_steps(a.site_same_kpis, "--site-same-kpi", samekpis, &n_samekpis)) ||
-        (a.stuck_persists && parse_steps(a.stuck_persists, "--stuck-persist", spersists, &n_spersists)) ||
-        (a.cell_persists && parse_steps(a.cell_persists, "--cell-persist", cpersists, &n_cpersists)) ||
-        (a.site_forecasts &&
-         parse_steps(a.site_forecasts, "--site-forecast", twofc, &n_twofc)) ||
+        (a.site_same_kpis &&
+         parse_steps(a.site_same_kpis, "--site-same-kpi", samekpis, &n_samekpis)) ||
+        (a.stuck_persists &&
+         parse_steps(a.stuck_persists, "--stuck-persist", spersists, &n_spersists)) ||
+        (a.cell_persists &&
+         parse_steps(a.cell_persists, "--cell-persist", cpersists, &n_cpersists)) ||
+        (a.site_forecasts && parse_steps(a.site_forecasts, "--site-forecast", twofc, &n_twofc)) ||
         (a.own_kpis && parse_steps(a.own_kpis, "--persist-own-kpi", ownkpi, &n_ownkpi)))
         return 2;
     if (a.evidence_fracs) { /* the reports are made at the default's share: only higher ones */
@@ -1065,10 +1077,10 @@ int main(int argc, char **argv)
     for (int f = 0; f < hp->n_features; f++)
         kpi_names[f] = hp->features[f];
     /* every combination of the lists, the last one varying fastest */
-    int *const dim_v[] = {holds,     persists,   ecells,     efracs,
-                          epersists, eforecasts, samekpis,   spersists, cpersists, twofc, ownkpi};
-    const int dim_n[] = {n_holds,     n_persists,   n_ecells, n_efracs,
-                         n_epersists, n_eforecasts, n_samekpis,            n_spersists, n_cpersists, n_twofc, n_ownkpi};
+    int *const dim_v[] = {holds,    persists,  ecells,    efracs, epersists, eforecasts,
+                          samekpis, spersists, cpersists, twofc,  ownkpi};
+    const int dim_n[] = {n_holds,    n_persists,  n_ecells,    n_efracs, n_epersists, n_eforecasts,
+                         n_samekpis, n_spersists, n_cpersists, n_twofc,  n_ownkpi};
     enum { N_DIM = 11 };
     int n_combo = 1;
     for (int d = 0; d < N_DIM; d++)
@@ -1316,14 +1328,13 @@ int main(int argc, char **argv)
                 false_dur[d]++;
             }
             if (io)
-                fprintf(io, "%s,%lld,%lld,%d,%zu,%s,%s,%s,%s,%d,%d,%s\n", in->id,
-                        (long long)(in->open - p0),
-                        in->resolve >= 0 ? (long long)(in->resolve - p0) : -1LL, in->n_cells_max,
-                        in->n_m - (size_t)n_evidence,
-                        best >= 0 ? kind_names[ev[best].kind] : "none",
-                        ccd_inc_scope_name(in->scope), first,
-                        m0->kpi >= 0 ? hp->features[m0->kpi] : "", m0->critical, n_evidence,
-                        opened_names[in->opened_by]);
+                fprintf(
+                    io, "%s,%lld,%lld,%d,%zu,%s,%s,%s,%s,%d,%d,%s\n", in->id,
+                    (long long)(in->open - p0),
+                    in->resolve >= 0 ? (long long)(in->resolve - p0) : -1LL, in->n_cells_max,
+                    in->n_m - (size_t)n_evidence, best >= 0 ? kind_names[ev[best].kind] : "none",
+                    ccd_inc_scope_name(in->scope), first, m0->kpi >= 0 ? hp->features[m0->kpi] : "",
+                    m0->critical, n_evidence, opened_names[in->opened_by]);
         }
         if (io)
             fclose(io);
@@ -1411,7 +1422,8 @@ int main(int argc, char **argv)
                "\"evidence_share\":%g,\"evidence_frac\":%g,\"cell_persist_steps\":%d,"
                "\"cell_persist_frac\":%g,\"resolve_hold_steps\":%d,"
                "\"profile_persist_steps\":%d,\"evidence_missing_steps\":%d,"
-               "\"evidence_forecast\":%d,\"site_same_kpi\":%d,\"stuck_persist_steps\":%d,\"site_forecast\":%d,\"cell_persist_own_kpi\":%d},"
+               "\"evidence_forecast\":%d,\"site_same_kpi\":%d,\"stuck_persist_steps\":%d,\"site_"
+               "forecast\":%d,\"cell_persist_own_kpi\":%d},"
                "\"evidence_refused\":%llu,\"combo\":%d}\n",
                false_dur[N_DUR], evidence_members, n_evid,
                (unsigned long long)r.st.evidence_reports, (unsigned long long)r.st.evidence_opened,
@@ -1424,8 +1436,7 @@ int main(int argc, char **argv)
                is.evidence_share, is.evidence_frac, is.cell_persist_steps, is.cell_persist_frac,
                is.resolve_hold_steps, is.profile_persist_steps, is.evidence_missing_steps,
                is.evidence_forecast, is.site_same_kpi, is.stuck_persist_steps, is.site_forecast,
-               is.cell_persist_own_kpi,
-               (unsigned long long)r.st.evidence_refused, ci);
+               is.cell_persist_own_kpi, (unsigned long long)r.st.evidence_refused, ci);
         fflush(stdout);
         for (size_t i = 0; i < r.n_inc; i++) {
             free(r.inc[i].id);

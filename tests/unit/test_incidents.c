@@ -451,8 +451,8 @@ static void test_site_evidence(void **state)
     ccd_incident_default_settings(&s);
     assert_int_equal(s.evidence_cells, 2);
     assert_true(s.evidence_frac == 0.5);
-    s.resolve_hold_steps = 0;     /* resolves with its last alert (test_resolve_hold) */
-    s.evidence_forecast = 0;      /* the whole share, at once (test_evidence_forecast_missing) */
+    s.resolve_hold_steps = 0; /* resolves with its last alert (test_resolve_hold) */
+    s.evidence_forecast = 0;  /* the whole share, at once (test_evidence_forecast_missing) */
     s.evidence_missing_steps = 1;
     CcdIncidents *g = incidents(&s);
     Emitted e = {0};
@@ -1118,7 +1118,7 @@ static void test_resolve_hold_evidence(void **state)
     CcdIncidentSettings s;
     ccd_incident_default_settings(&s);
     s.resolve_hold_steps = 3;
-    s.evidence_forecast = 0;      /* the whole share, at once (test_evidence_forecast_missing) */
+    s.evidence_forecast = 0; /* the whole share, at once (test_evidence_forecast_missing) */
     s.evidence_missing_steps = 1;
     CcdIncidents *g = incidents(&s);
     Emitted e = {0};
