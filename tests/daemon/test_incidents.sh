@@ -139,6 +139,10 @@ grep -q '^cellcast_incidents_transitions_total{transition="opened"} 2$' "$TMP/me
     grep -q '^cellcast_incidents_evidence_total{what="members"} 3$' "$TMP/metrics" &&
     grep -q '^cellcast_incidents_alerts_total{outcome="below_paging"} [0-9][0-9]*$' "$TMP/metrics" &&
     grep -q '^cellcast_incidents_profile_alerts_total{outcome="held"} [0-9][0-9]*$' "$TMP/metrics" &&
+    grep -q '^cellcast_incidents_stuck_alerts_total{outcome="held"} [0-9][0-9]*$' "$TMP/metrics" &&
+    grep -q '^cellcast_incidents_pair_refused_total [0-9][0-9]*$' "$TMP/metrics" &&
+    grep -q '^cellcast_incidents_persist_other_kpi_total [0-9][0-9]*$' "$TMP/metrics" &&
+    grep -q '^cellcast_incidents_evidence_total{what="refused"} 0$' "$TMP/metrics" &&
     grep -q '^cellcast_incidents_held 0$' "$TMP/metrics" ||
     fail "metrics: $(grep -E 'incidents|topology' "$TMP/metrics")"
 ok "both incidents resolve with their last alerts"
