@@ -37,14 +37,18 @@
  * alert opens one only on its cell's own strong evidence — severity critical, a cell outage
  * (all_zero, or missing of the whole cell: no KPI), or still firing cell_persist_steps steps
  * after it fired — or when an alert of another cell of the same site (region) is held too
- * (two cells: the site incident), or the evidence rule opens it. Any other alert is held
- * below paging (counted): it stays an alert, and joins the group's incident if one opens
- * while it fires; its resolution while held emits nothing. The persistence is checked as
- * the data reach a step (ccd_incidents_evidence_expire); an anomaly persists by its cell's
- * evidence (ccd_incidents_evidence: past cell_persist_frac of a KPI's bar at
- * cell_persist_steps distinct steps, its firing step the first), another alert by firing
- * that many steps. cell_persist_steps 0: every alert opens an incident. Cost: a held firing
- * scans the held alerts (O(held)) for another cell of its group.
+ * on the same KPI (site_same_kpi), neither a profile-only anomaly (site_forecast; two cells:
+ * the site incident; otherwise pair_refused), or the evidence rule opens it. Any other alert
+ * is held below paging (counted): it stays an alert, and joins the group's incident if one
+ * opens while it fires; its resolution while held emits nothing. The persistence is checked
+ * as the data reach a step (ccd_incidents_evidence_expire); an anomaly persists by its cell's
+ * evidence on the alert's own KPI (ccd_incidents_evidence: past cell_persist_frac of its bar
+ * at cell_persist_steps distinct steps, its firing step the first; cell_persist_own_kpi 0:
+ * any KPI), another alert by firing that many steps — a stuck one only with another alert of
+ * its cell held (several KPIs frozen: an outage), else by firing stuck_persist_steps (one
+ * flat KPI is what a quiet KPI does). cell_persist_steps 0: every alert opens an incident.
+ * Cost: a held firing scans the held alerts (O(held)) for another cell of its group, a
+ * held stuck alert past cell_persist_steps for another alert of its cell, once a step.
  *
  * Profile-only anomalies (profile_persist_steps; docs/results.md, "Incidents on a synthetic
  * fleet"): an anomaly whose only rule over at its firing step was the seasonal profile's
