@@ -328,6 +328,10 @@ static const CcdConfigDef tail_rows[] = {
 {"incidents.cell_persist_frac", CCD_CFG_DOUBLE, OFF(incidents_cell_persist_frac), "0.5", 0.05, 1, NULL, 1,
  "The share of its bar (cc_anomaly_cell_evidence) a held anomaly's cell must reach on a KPI "
  "at a step for the step to count toward incidents.cell_persist_steps."},
+{"incidents.cell_persist_own_kpi", CCD_CFG_BOOL, OFF(incidents_cell_persist_own_kpi), "true", NB, NULL, 1,
+ "Paging rule: a held anomaly persists by its cell's evidence on the alert's own KPI (its "
+ "deviation persisting), not on another KPI's "
+ "(cellcast_incidents_persist_other_kpi_total). false = any KPI of the cell."},
 {"incidents.resolve_hold_steps", CCD_CFG_INT, OFF(incidents_resolve_hold_steps), "6", 0, 10000, NULL, 1,
  "Resolve hold: an incident whose last alert resolved stays open, resolving, for this many "
  "data steps; an alert of its site (region, or its lone cell) that fires meanwhile joins it "
@@ -349,6 +353,30 @@ static const CcdConfigDef tail_rows[] = {
  "critical, or another cell of the site or the evidence rule opens the site's incident; it "
  "joins an open incident at once. The alert itself fires as any (API, Kafka, "
  "Alertmanager). 0 = as any anomaly (its cell's evidence, the profile's sum included)."},
+{"incidents.site_forecast", CCD_CFG_BOOL, OFF(incidents_site_forecast), "true", NB, NULL, 1,
+ "Paging rule: a held anomaly the seasonal profile's CUSUM alone fired (under "
+ "incidents.profile_persist_steps) is no cell of the two cells that open their site's "
+ "incident at once; it waits for its forecast's own evidence as alone "
+ "(cellcast_incidents_pair_refused_total). false = it is."},
+{"incidents.stuck_persist_steps", CCD_CFG_INT, OFF(incidents_stuck_persist_steps), "24", 0, 10000, NULL, 1,
+ "Paging rule: a lone cell's stuck alert opens an incident at incidents.cell_persist_steps "
+ "only while another alert of its cell is held (several KPIs frozen at once: a cell outage); "
+ "alone (one flat KPI, as a quiet KPI is at night) once it has fired this many steps "
+ "(cellcast_incidents_stuck_alerts_total). 0 = as any alert."},
+{"incidents.evidence_forecast", CCD_CFG_BOOL, OFF(incidents_evidence_forecast), "true", NB, NULL, 1,
+ "Evidence rule: with no incident of its site open, a cell counts on a KPI's class only by "
+ "its forecast's own share (the z and the forecast CUSUM, not the seasonal profile's sum, "
+ "which drains for hours after a slow wobble); it joins an open incident on its whole share. "
+ "false = its whole share (cellcast_incidents_evidence_total{what=\"refused\"}: the steps "
+ "a class had the cells, too few by this or incidents.evidence_missing_steps)."},
+{"incidents.evidence_missing_steps", CCD_CFG_INT, OFF(incidents_evidence_missing_steps), "2", 0, 10000, NULL, 1,
+ "Evidence rule: with no incident of its site open, a cell counts on the missing-data class "
+ "only once its silence was past incidents.evidence_frac of the bar at this many consecutive "
+ "steps (one late or missing row is 1.5-2 steps of silence). 0 or 1 = at once."},
+{"incidents.site_same_kpi", CCD_CFG_BOOL, OFF(incidents_site_same_kpi), "true", NB, NULL, 1,
+ "Paging rule: two cells' held alerts open their site's incident at once only when they are "
+ "on the same KPI (or both of the whole cell); otherwise each waits for its own evidence. "
+ "false = any two cells of the site."},
 {"incidents.topic", CCD_CFG_STRING, OFF(incidents_topic), "auto", NB, NULL, 0,
  "Kafka topic of incident transitions (proto/incident.schema.json; key: the incident id). "
  "auto = <kafka.alert_topic>.incidents (none when kafka.alert_topic is empty); empty = not "

@@ -105,8 +105,14 @@ typedef struct CcdConfig {
     double incidents_evidence_share, incidents_evidence_frac;
     int incidents_cell_persist_steps; /* paging rule (incidents.h) */
     double incidents_cell_persist_frac;
-    int incidents_resolve_hold_steps;    /* resolve hold (incidents.h) */
-    int incidents_profile_persist_steps; /* paging rule: profile-only anomalies (incidents.h) */
+    int incidents_resolve_hold_steps;     /* resolve hold (incidents.h) */
+    int incidents_profile_persist_steps;  /* paging rule: profile-only anomalies (incidents.h) */
+    int incidents_evidence_forecast;      /* evidence rule: the forecast's share (incidents.h) */
+    int incidents_evidence_missing_steps; /* evidence rule: silence's steps (incidents.h) */
+    int incidents_site_same_kpi;          /* paging rule: two cells on one KPI (incidents.h) */
+    int incidents_stuck_persist_steps;    /* paging rule: a lone stuck alert (incidents.h) */
+    int incidents_site_forecast;        /* paging rule: two cells, no profile-only (incidents.h) */
+    int incidents_cell_persist_own_kpi; /* paging rule: the alert's own KPI (incidents.h) */
     char *incidents_topic;
     char *silences_path; /* "auto" = <snapshot.path>.silences */
     char *silences_file; /* the configuration's silences (JSON); "" = none */

@@ -24,6 +24,7 @@ typedef struct Pend {
     char *cell, *cls, *kpi;
     int64_t step, ts;
     int joined; /* already an evidence member of the group's incident */
+    int streak; /* consecutive steps the cell was reported on the class, this one included */
 } Pend;
 
 typedef struct PendGroup {
@@ -79,6 +80,12 @@ void ccd_incident_default_settings(CcdIncidentSettings *s)
     s->cell_persist_frac = 0.5;
     s->resolve_hold_steps = 6;
     s->profile_persist_steps = 24;
+    s->evidence_missing_steps = 2;
+    s->evidence_forecast = 1;
+    s->site_same_kpi = 1;
+    s->stuck_persist_steps = 24;
+    s->site_forecast = 1;
+    s->cell_persist_own_kpi = 1;
 }
 
 static void incident_free(CcdIncident *inc)
@@ -215,6 +222,12 @@ void ccd_incidents_set_settings(CcdIncidents *g, const CcdIncidentSettings *s)
     g->s.cell_persist_frac = s->cell_persist_frac;
     g->s.resolve_hold_steps = s->resolve_hold_steps;       /* the holds running: at the next step */
     g->s.profile_persist_steps = s->profile_persist_steps; /* held alerts: at the next step */
+    g->s.evidence_missing_steps = s->evidence_missing_steps; /* the streaks already counted */
+    g->s.evidence_forecast = s->evidence_forecast;
+    g->s.site_same_kpi = s->site_same_kpi;
+    g->s.stuck_persist_steps = s->stuck_persist_steps; /* held alerts: at the next step */
+    g->s.site_forecast = s->site_forecast;
+    g->s.cell_persist_own_kpi = s->cell_persist_own_kpi;
 }
 
 static int mark_dirty(CcdIncidents *g, CcdIncident *inc)
@@ -335,6 +348,13 @@ static int profile_rule(const CcdIncidents *g, const CcdIncAlert *a)
     return a->profile_only && g->s.profile_persist_steps > 0 && g->s.cell_persist_steps > 0;
 }
 
+/* A stuck alert under the paging rule's own persistence (stuck_persist_steps). */
+static int stuck_rule(const CcdIncidents *g, const CcdIncAlert *a)
+{
+    return a->reason && !strcmp(a->reason, "stuck") && g->s.stuck_persist_steps > 0 &&
+           g->s.cell_persist_steps > 0;
+}
+
 /* The paging rule's own evidence of a cell: what opens an incident of one cell. */
 static int pages_alone(const CcdIncidents *g, const CcdIncAlert *a)
 {
@@ -347,7 +367,11 @@ static int pages_alone(const CcdIncidents *g, const CcdIncAlert *a)
 
 typedef struct HeldScan {
     const char *gkey, *cell; /* the group; a cell to skip (NULL: none) */
-    int other;               /* a held alert of the group from another cell */
+    int other;               /* a held alert of the group from another cell (the pair's) */
+    int any;                 /* with cell: a held alert of the group from another cell */
+    int same_kpi;            /* with cell: the other's alert on kpi only */
+    int no_profile;          /* with cell: the other's alert not profile-only */
+    const char *kpi;         /* (NULL: a cell-level alert) */
     char **ids;              /* with collect: the held alerts of the group */
     size_t n, cap;
     int oom;
@@ -359,7 +383,10 @@ static void scan_held(void *cookie, const char *key, void *val)
     const Held *h = val;
     if (strcmp(h->gkey, x->gkey))
         return;
-    if (x->cell && strcmp(h->a.cell, x->cell))
+    x->any |= x->cell && strcmp(h->a.cell, x->cell);
+    if (x->cell && strcmp(h->a.cell, x->cell) &&
+        (!x->same_kpi || (x->kpi && h->a.kpi ? !strcmp(x->kpi, h->a.kpi) : x->kpi == h->a.kpi)) &&
+        (!x->no_profile || !h->a.profile_only))
         x->other = 1;
     if (!x->ids && x->cap == 0)
         return; /* only looking */
@@ -433,7 +460,7 @@ static int held_join(CcdIncidents *g, const char *gkey)
 {
     if (!g->held.n)
         return 0;
-    HeldScan x = {gkey, NULL, 0, malloc(8 * sizeof(char *)), 0, 8, 0};
+    HeldScan x = {gkey, NULL, 0, 0, 0, 0, NULL, malloc(8 * sizeof(char *)), 0, 8, 0};
     if (!x.ids)
         return -ENOMEM;
     ccd_strhash_foreach(&g->held, scan_held, &x);
@@ -467,13 +494,18 @@ static int hold_or_open(CcdIncidents *g, const CcdIncAlert *a, const char *key, 
         *open = 1;
         return 0;
     }
+    /* two cells of the site open its incident at once: on one KPI (site_same_kpi), neither a
+     * profile-only anomaly under profile_persist_steps (site_forecast) */
+    const int no_profile =
+        g->s.site_forecast && g->s.profile_persist_steps > 0 && g->s.cell_persist_steps > 0;
     if (scope != CCD_INC_CELL) {
-        HeldScan x = {key, a->cell, 0, NULL, 0, 0, 0};
+        HeldScan x = {key, a->cell, 0, 0, g->s.site_same_kpi, no_profile, a->kpi, NULL, 0, 0, 0};
         ccd_strhash_foreach(&g->held, scan_held, &x);
-        if (x.other) {
+        if (x.other && !(no_profile && a->profile_only)) {
             *open = 1;
             return 0;
         }
+        g->st.pair_refused += (uint64_t)x.any; /* another cell held, not a pair */
     }
     if (!(h = held_new(a, key)))
         return -ENOMEM;
@@ -483,6 +515,7 @@ static int hold_or_open(CcdIncidents *g, const CcdIncAlert *a, const char *key, 
     }
     g->st.alerts_below_paging++;
     g->st.profile_held += (uint64_t)profile_rule(g, a);
+    g->st.stuck_held += (uint64_t)stuck_rule(g, a);
     return 0;
 }
 
@@ -716,14 +749,30 @@ static int evidence_add(CcdIncidents *g, const CcdIncEvidence *e)
     if (!pg)
         return -ENOMEM;
     pend_prune(pg, e->step);
-    size_t n_same = 0, i;
+    /* with no incident of the group open, a cell counts on a KPI class by the forecast's own
+     * share (evidence_forecast: the profile's sum drains for hours after a wobble), on the
+     * missing class once its silence was reported at evidence_missing_steps consecutive
+     * steps (its streak: one late row is 1.5-2 steps of silence); it joins an open one at
+     * once */
+    const int open = ccd_strhash_get(&g->open, gkey) != NULL;
+    const int persist = !strcmp(e->cls, "missing") && g->s.evidence_missing_steps > 1
+                            ? g->s.evidence_missing_steps
+                            : 1;
+    const int counts = !e->kpi || !g->s.evidence_forecast || e->forecast_frac >= g->s.evidence_frac;
+    size_t n_same = 0, n_persisted = 0, i;
+    int streak = counts;
     for (i = 0; i < pg->n; i++) {
         const Pend *p = &pg->v[i];
-        if (p->step != e->step || strcmp(p->cls, e->cls))
+        if (strcmp(p->cls, e->cls))
+            continue;
+        if (p->step == e->step - 1 && !strcmp(p->cell, e->cell))
+            streak = counts ? p->streak + 1 : 0; /* its report of the step before */
+        if (p->step != e->step)
             continue;
         if (!strcmp(p->cell, e->cell))
             break; /* reported twice at one step */
         n_same++;
+        n_persisted += p->streak >= persist;
     }
     if (i < pg->n)
         return 0;
@@ -735,14 +784,21 @@ static int evidence_add(CcdIncidents *g, const CcdIncEvidence *e)
         pg->v = v;
         pg->cap = cap;
     }
-    Pend p = {strdup(e->cell), strdup(e->cls), dupn(e->kpi), e->step, e->ts, em != NULL};
+    Pend p = {strdup(e->cell), strdup(e->cls), dupn(e->kpi), e->step, e->ts, em != NULL, streak};
     if (!p.cell || !p.cls || (e->kpi && !p.kpi)) {
         pend_clear(&p);
         return -ENOMEM;
     }
     pg->v[pg->n++] = p;
-    if ((int)(n_same + 1) < evidence_need(&g->s, e->group_cells))
+    const int need = evidence_need(&g->s, e->group_cells);
+    if ((int)(n_same + 1) < need)
         return 0;
+    if (!open && (int)(n_persisted + (streak >= persist)) < need) {
+        /* enough cells at this step, too few by the forecast or the silence's persistence:
+         * counted once a step a class */
+        g->st.evidence_refused += (int)(n_same + 1) == need;
+        return 0;
+    }
     /* enough cells of the group at this step on this class: each joins */
     for (i = 0; i < pg->n; i++) {
         Pend *q = &pg->v[i];
@@ -766,6 +822,11 @@ static void held_evidence(CcdIncidents *g, const CcdIncEvidence *e)
      * past any share while it drains */
     if (!((profile_rule(g, &h->a) ? e->forecast_frac : e->frac) >= g->s.cell_persist_frac))
         return;
+    /* cell_persist_own_kpi: the alert's own deviation persisting, not another KPI's */
+    if (g->s.cell_persist_own_kpi && h->a.kpi && strcmp(e->kpi, h->a.kpi)) {
+        g->st.persist_other_kpi++;
+        return;
+    }
     h->last_strong = e->step;
     if (++h->strong_steps < g->s.cell_persist_steps)
         return;
@@ -829,9 +890,32 @@ static void prune_group(void *cookie, const char *key, void *val)
     pend_prune(val, *(const int64_t *)cookie);
 }
 
+typedef struct CellScan {
+    const Held *h; /* looking for another held alert of h's cell */
+    int found;
+} CellScan;
+
+static void scan_cell(void *cookie, const char *key, void *val)
+{
+    (void)key;
+    CellScan *x = cookie;
+    const Held *o = val;
+    x->found |= o != x->h && !strcmp(o->a.cell, x->h->a.cell);
+}
+
+/* Another alert of h's cell is held. O(held). */
+static int other_of_cell(const CcdStrHash *held, const Held *h)
+{
+    CellScan x = {h, 0};
+    ccd_strhash_foreach(held, scan_cell, &x);
+    return x.found;
+}
+
 typedef struct Persisted {
-    int64_t by;         /* fired at or before this step */
-    int64_t profile_by; /* a profile-only anomaly: fired at or before this step */
+    const CcdStrHash *held; /* the held alerts (a stuck one looks for another of its cell) */
+    int64_t by;             /* fired at or before this step */
+    int64_t stuck_by;       /* a stuck alert alone of its cell: fired at or before this step */
+    int64_t profile_by;     /* a profile-only anomaly: fired at or before this step */
     char **ids;
     size_t n, cap;
     int oom;
@@ -844,8 +928,13 @@ static void collect_persisted(void *cookie, const char *key, void *val)
     /* an anomaly persists by its evidence (held_evidence), a profile-only one and the
      * others by firing */
     int profile = x->profile_by != INT64_MIN && h->a.profile_only && is_anomaly(&h->a);
-    if (x->oom || (profile ? h->a.step > x->profile_by
-                           : (is_anomaly(&h->a) && x->by != INT64_MAX) || h->a.step > x->by))
+    /* a stuck alert by firing cell_persist_steps with another alert of its cell held (a
+     * frozen cell: several KPIs at once), alone by firing stuck_persist_steps */
+    int stuck = x->stuck_by != x->by && h->a.reason && !strcmp(h->a.reason, "stuck");
+    if (x->oom ||
+        (profile ? h->a.step > x->profile_by
+         : stuck ? h->a.step > x->by || (h->a.step > x->stuck_by && !other_of_cell(x->held, h))
+                 : (is_anomaly(&h->a) && x->by != INT64_MAX) || h->a.step > x->by))
         return;
     if (x->n == x->cap) {
         size_t cap = x->cap ? 2 * x->cap : 16;
@@ -873,6 +962,10 @@ static void held_persist(CcdIncidents *g, int64_t step)
                    .profile_by = INT64_MIN};
     if (g->s.cell_persist_steps > 0 && g->s.profile_persist_steps > 0)
         x.profile_by = step - g->s.profile_persist_steps;
+    x.held = &g->held;
+    x.stuck_by = g->s.cell_persist_steps > 0 && g->s.stuck_persist_steps > 0
+                     ? step - g->s.stuck_persist_steps
+                     : x.by;
     ccd_strhash_foreach(&g->held, collect_persisted, &x);
     for (size_t i = 0; i < x.n; i++) {
         Held *h = held_take(g, x.ids[i]);
@@ -884,6 +977,7 @@ static void held_persist(CcdIncidents *g, int64_t step)
             } else {
                 g->st.alerts_persisted++;
                 g->st.profile_persisted += (uint64_t)profile_rule(g, &h->a);
+                g->st.stuck_persisted += (uint64_t)stuck_rule(g, &h->a);
                 held_free(h);
             }
         }

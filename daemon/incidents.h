@@ -24,20 +24,31 @@
  * them joins the group's incident (opening it) as an evidence member (reason "evidence",
  * id "<cell>:evidence:<class>:<step>"), which resolves once its cell is no longer reported
  * past the share (ccd_incidents_evidence_expire); a lone cell, or cells without the label,
- * still need an alert of their own. evidence_cells 0 turns it off.
+ * still need an alert of their own. evidence_cells 0 turns it off. While no incident of the
+ * group is open, a cell counts on a KPI class only by its forecast's own share (forecast_frac,
+ * evidence_forecast: not the seasonal profile's sum, which drains for hours after a slow
+ * wobble, as for profile_persist_steps below), on the missing class only once its silence was
+ * reported at evidence_missing_steps consecutive steps (one late row is 1.5-2 steps of
+ * silence, and two cells of a site had one at the same step); all_zero at once. On the
+ * synthetic fleet those two opened every false incident of the evidence rule (docs/results.md,
+ * "Incidents on a synthetic fleet"). Counted: evidence_refused.
  *
  * Paging rule (docs/design/incident-paging.md): while no incident of its group is open, an
  * alert opens one only on its cell's own strong evidence — severity critical, a cell outage
  * (all_zero, or missing of the whole cell: no KPI), or still firing cell_persist_steps steps
  * after it fired — or when an alert of another cell of the same site (region) is held too
- * (two cells: the site incident), or the evidence rule opens it. Any other alert is held
- * below paging (counted): it stays an alert, and joins the group's incident if one opens
- * while it fires; its resolution while held emits nothing. The persistence is checked as
- * the data reach a step (ccd_incidents_evidence_expire); an anomaly persists by its cell's
- * evidence (ccd_incidents_evidence: past cell_persist_frac of a KPI's bar at
- * cell_persist_steps distinct steps, its firing step the first), another alert by firing
- * that many steps. cell_persist_steps 0: every alert opens an incident. Cost: a held firing
- * scans the held alerts (O(held)) for another cell of its group.
+ * on the same KPI (site_same_kpi), neither a profile-only anomaly (site_forecast; two cells:
+ * the site incident; otherwise pair_refused), or the evidence rule opens it. Any other alert
+ * is held below paging (counted): it stays an alert, and joins the group's incident if one
+ * opens while it fires; its resolution while held emits nothing. The persistence is checked
+ * as the data reach a step (ccd_incidents_evidence_expire); an anomaly persists by its cell's
+ * evidence on the alert's own KPI (ccd_incidents_evidence: past cell_persist_frac of its bar
+ * at cell_persist_steps distinct steps, its firing step the first; cell_persist_own_kpi 0:
+ * any KPI), another alert by firing that many steps — a stuck one only with another alert of
+ * its cell held (several KPIs frozen: an outage), else by firing stuck_persist_steps (one
+ * flat KPI is what a quiet KPI does). cell_persist_steps 0: every alert opens an incident.
+ * Cost: a held firing scans the held alerts (O(held)) for another cell of its group, a
+ * held stuck alert past cell_persist_steps for another alert of its cell, once a step.
  *
  * Profile-only anomalies (profile_persist_steps; docs/results.md, "Incidents on a synthetic
  * fleet"): an anomaly whose only rule over at its firing step was the seasonal profile's
@@ -83,25 +94,42 @@ enum CcdIncScope { CCD_INC_CELL, CCD_INC_SITE, CCD_INC_REGION };
 enum CcdIncGroupBy { CCD_INC_BY_SITE, CCD_INC_BY_REGION };
 
 typedef struct CcdIncidentSettings {
-    int group_by;              ///< CCD_INC_BY_SITE (default) or CCD_INC_BY_REGION
-    int keep;                  ///< resolved incidents kept for GET /v1/incidents (default 1000)
-    int evidence_cells;        ///< cells of a group past evidence_frac at one step, on one class,
-                               ///< that open its incident (default 2; 0: the rule off)
-    double evidence_share;     ///< or this share of the group's cells, if more (default 0)
-    double evidence_frac;      ///< the share of its bar a cell must be past (default 0.5)
-    int cell_persist_steps;    ///< paging rule: a lone cell's alert that is not critical nor an
-                               ///< outage opens an incident once it has fired this many steps
-                               ///< (default 2; 0: every alert opens one, the rule off)
-    double cell_persist_frac;  ///< an anomaly persists at a step its cell's evidence on a KPI
-                               ///< is at or past this share of its bar (default 0.5)
-    int resolve_hold_steps;    ///< data steps an incident whose last alert resolved stays open,
-                               ///< resolving, for an alert of its group to join it again
-                               ///< (default 6; 0: it resolves with its last alert)
-    int profile_persist_steps; ///< paging rule: a lone cell's anomaly fired by the seasonal
-                               ///< profile's CUSUM alone (CcdIncAlert.profile_only) persists
-                               ///< by its cell's forecast evidence (forecast_frac, not the
-                               ///< profile sum it fired on) or by firing this many steps; it
-                               ///< joins an open one at once (default 24; 0: as any anomaly)
+    int group_by;               ///< CCD_INC_BY_SITE (default) or CCD_INC_BY_REGION
+    int keep;                   ///< resolved incidents kept for GET /v1/incidents (default 1000)
+    int evidence_cells;         ///< cells of a group past evidence_frac at one step, on one class,
+                                ///< that open its incident (default 2; 0: the rule off)
+    double evidence_share;      ///< or this share of the group's cells, if more (default 0)
+    double evidence_frac;       ///< the share of its bar a cell must be past (default 0.5)
+    int cell_persist_steps;     ///< paging rule: a lone cell's alert that is not critical nor an
+                                ///< outage opens an incident once it has fired this many steps
+                                ///< (default 2; 0: every alert opens one, the rule off)
+    double cell_persist_frac;   ///< an anomaly persists at a step its cell's evidence on a KPI
+                                ///< is at or past this share of its bar (default 0.5)
+    int resolve_hold_steps;     ///< data steps an incident whose last alert resolved stays open,
+                                ///< resolving, for an alert of its group to join it again
+                                ///< (default 6; 0: it resolves with its last alert)
+    int profile_persist_steps;  ///< paging rule: a lone cell's anomaly fired by the seasonal
+                                ///< profile's CUSUM alone (CcdIncAlert.profile_only) persists
+                                ///< by its cell's forecast evidence (forecast_frac, not the
+                                ///< profile sum it fired on) or by firing this many steps; it
+                                ///< joins an open one at once (default 24; 0: as any anomaly)
+    int evidence_forecast;      ///< evidence rule: with no incident of the group open, a cell
+                                ///< counts on a KPI class only by the forecast's own share
+                                ///< (forecast_frac) past evidence_frac (default 1; 0: frac)
+    int evidence_missing_steps; ///< evidence rule: with no incident of the group open, a cell
+                                ///< counts on the missing class once reported past
+                                ///< evidence_frac at this many consecutive steps (default 2;
+                                ///< 0 or 1: at once)
+    int site_same_kpi;          ///< paging rule: two cells' held alerts open their site's
+                                ///< incident at once only on one KPI (default 1; 0: any two)
+    int stuck_persist_steps;    ///< paging rule: a lone cell's stuck alert opens an incident
+                                ///< once it has fired this many steps (default 0:
+                                ///< cell_persist_steps)
+    int site_forecast;          ///< paging rule: a held profile-only anomaly (under
+                                ///< profile_persist_steps) is no cell of the two cells that
+                                ///< open their site's incident at once (default 1; 0: it is)
+    int cell_persist_own_kpi;   ///< paging rule: a held anomaly persists by its cell's
+                                ///< evidence on the alert's own KPI (default 1; 0: any KPI)
 } CcdIncidentSettings;
 
 /** One cell's evidence at one step on one class, past evidence_frac (strings are copied). */
@@ -175,11 +203,23 @@ typedef struct CcdIncidentStats {
     uint64_t evidence_reports;          ///< evidence reports past evidence_frac
     uint64_t evidence_opened;           ///< incidents the evidence rule opened
     uint64_t evidence_members;          ///< evidence members added
+    uint64_t evidence_refused;          ///< steps a class had enough cells of a group with no
+                                        ///< incident open, too few by evidence_forecast or
+                                        ///< evidence_missing_steps
     uint64_t alerts_below_paging;       ///< firings held: no incident open, below the rule
     uint64_t alerts_persisted;          ///< held alerts that opened one by persisting
     uint64_t profile_held;              ///< of alerts_below_paging, profile-only anomalies
     uint64_t profile_persisted;         ///< of alerts_persisted, profile-only anomalies (by
                                         ///< forecast_frac or profile_persist_steps)
+    uint64_t stuck_held;                ///< of alerts_below_paging, stuck alerts
+    uint64_t stuck_persisted;           ///< of alerts_persisted, stuck alerts (with another
+                                        ///< alert of the cell, or stuck_persist_steps)
+    uint64_t persist_other_kpi;         ///< evidence steps of a held anomaly's cell past
+                                        ///< cell_persist_frac on another KPI than the alert's
+                                        ///< only (not counted: cell_persist_own_kpi)
+    uint64_t pair_refused;              ///< held firings with another cell of the site held
+                                        ///< that did not make a pair (site_same_kpi,
+                                        ///< site_forecast)
     size_t held;                        ///< alerts held below the rule now
     size_t resolving;                   ///< of the open ones, those in the resolve hold
     uint64_t hold_rejoined;             ///< resolving incidents an alert joined again

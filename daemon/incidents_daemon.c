@@ -33,6 +33,12 @@ void ccd_incident_settings_of_config(const CcdConfig *cfg, CcdIncidentSettings *
     s->cell_persist_frac = cfg->incidents_cell_persist_frac;
     s->resolve_hold_steps = cfg->incidents_resolve_hold_steps;
     s->profile_persist_steps = cfg->incidents_profile_persist_steps;
+    s->evidence_forecast = cfg->incidents_evidence_forecast;
+    s->evidence_missing_steps = cfg->incidents_evidence_missing_steps;
+    s->site_same_kpi = cfg->incidents_site_same_kpi;
+    s->stuck_persist_steps = cfg->incidents_stuck_persist_steps;
+    s->site_forecast = cfg->incidents_site_forecast;
+    s->cell_persist_own_kpi = cfg->incidents_cell_persist_own_kpi;
 }
 
 static void settings_of(const Ccd *d, CcdIncidentSettings *s)
@@ -217,13 +223,34 @@ void ccd_incidents_metrics(Ccd *d, struct evbuffer *b)
         "# TYPE cellcast_incidents_profile_alerts_total counter\n"
         "cellcast_incidents_profile_alerts_total{outcome=\"held\"} %llu\n"
         "cellcast_incidents_profile_alerts_total{outcome=\"persisted\"} %llu\n"
+        "# HELP cellcast_incidents_stuck_alerts_total Stuck alerts under "
+        "incidents.stuck_persist_steps: held below paging (held; also in below_paging), or "
+        "that opened an incident with another alert of their cell held or by firing that long "
+        "(persisted; also in persisted).\n"
+        "# TYPE cellcast_incidents_stuck_alerts_total counter\n"
+        "cellcast_incidents_stuck_alerts_total{outcome=\"held\"} %llu\n"
+        "cellcast_incidents_stuck_alerts_total{outcome=\"persisted\"} %llu\n"
+        "# HELP cellcast_incidents_persist_other_kpi_total Evidence reports of a held "
+        "anomaly's cell past incidents.cell_persist_frac on another KPI than the alert's, not "
+        "counted toward its persistence (incidents.cell_persist_own_kpi).\n"
+        "# TYPE cellcast_incidents_persist_other_kpi_total counter\n"
+        "cellcast_incidents_persist_other_kpi_total %llu\n"
+        "# HELP cellcast_incidents_pair_refused_total Held firings with another cell of their "
+        "site held that did not open the site's incident as two cells: another KPI "
+        "(incidents.site_same_kpi) or a profile-only anomaly (incidents.site_forecast).\n"
+        "# TYPE cellcast_incidents_pair_refused_total counter\n"
+        "cellcast_incidents_pair_refused_total %llu\n"
         "# HELP cellcast_incidents_evidence_total Cells together as evidence: reports of a "
         "cell past incidents.evidence_frac of a bar (reports), evidence members that joined "
-        "an incident (members), incidents the evidence opened (opened).\n"
+        "an incident (members), incidents the evidence opened (opened), steps a class had "
+        "enough cells of a site with no incident open but too few by the forecast's own share "
+        "(incidents.evidence_forecast) or the silence's persistence "
+        "(incidents.evidence_missing_steps): no incident (refused).\n"
         "# TYPE cellcast_incidents_evidence_total counter\n"
         "cellcast_incidents_evidence_total{what=\"reports\"} %llu\n"
         "cellcast_incidents_evidence_total{what=\"members\"} %llu\n"
         "cellcast_incidents_evidence_total{what=\"opened\"} %llu\n"
+        "cellcast_incidents_evidence_total{what=\"refused\"} %llu\n"
         "# HELP cellcast_incidents_held Alerts held below the paging rule now.\n"
         "# TYPE cellcast_incidents_held gauge\n"
         "cellcast_incidents_held %zu\n"
@@ -247,9 +274,11 @@ void ccd_incidents_metrics(Ccd *d, struct evbuffer *b)
         (unsigned long long)st.alerts_below_paging, (unsigned long long)st.alerts_persisted,
         (unsigned long long)st.alerts_unknown, (unsigned long long)st.oom,
         (unsigned long long)st.profile_held, (unsigned long long)st.profile_persisted,
+        (unsigned long long)st.stuck_held, (unsigned long long)st.stuck_persisted,
+        (unsigned long long)st.persist_other_kpi, (unsigned long long)st.pair_refused,
         (unsigned long long)st.evidence_reports, (unsigned long long)st.evidence_members,
-        (unsigned long long)st.evidence_opened, st.held, st.resolving,
-        (unsigned long long)st.hold_rejoined, (unsigned long long)st.hold_expired,
+        (unsigned long long)st.evidence_opened, (unsigned long long)st.evidence_refused, st.held,
+        st.resolving, (unsigned long long)st.hold_rejoined, (unsigned long long)st.hold_expired,
         (unsigned long long)d->incidents_refused);
 }
 

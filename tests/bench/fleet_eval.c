@@ -51,17 +51,26 @@
  *          [--site-outage-rate X] [--neighbour-shift X] [--cell-event-rate X]
  *          [--warmup-days D] [--post N] [--events FILE] [--incidents FILE] [--max-cells N]
  *          [--resolve-hold N[,N...]] [--profile-persist N[,N...]] [--evidence-cells N[,N...]]
- *          [--evidence-frac X[,X...]] [--no-missing-evidence]
+ *          [--evidence-frac X[,X...]] [--no-missing-evidence] [--evidence-missing N[,N...]]
+ *          [--evidence-forecast B[,B]] [--site-same-kpi B[,B]] [--site-forecast B[,B]]
+ *          [--stuck-persist N[,N...]] [--cell-persist N[,N...]] [--persist-own-kpi B[,B]]
  * Prints one JSON object on stdout; progress on stderr. --profile-persist, --evidence-cells,
  * --evidence-frac: incidents.profile_persist_steps, evidence_cells and evidence_frac (at
  * least the default's: the evidence is reported at the default's share, so a higher one
  * misses a silence that crosses it later within a step), each list's values grouped and
  * scored with each of the others' (and each hold's) after one engine pass, one JSON line
  * each, "{persist}" in --incidents replaced by the persistence. --no-missing-evidence: the
- * evidence rule fed no missing-data report (what that class adds). --resolve-hold: the grouping's
- * incidents.resolve_hold_steps (default: the configuration's); with several, the engine's pass
- * is made once and grouped and scored at each: one JSON line each on stdout (in that order),
- * a line "fleet_eval: resolve_hold_steps N" on stderr before each one's scoring, and
+ * evidence rule fed no missing-data report (what that class adds). --evidence-missing,
+ * --evidence-forecast, --site-same-kpi, --site-forecast, --stuck-persist, --cell-persist,
+ * --persist-own-kpi: incidents.evidence_missing_steps, evidence_forecast, site_same_kpi,
+ * site_forecast, stuck_persist_steps, cell_persist_steps, cell_persist_own_kpi (B: 0 or 1),
+ * grouped likewise: every combination, the last list varying fastest, one JSON line each with
+ * its index "combo" (also on stderr's line before its scoring), which "{combo}" in
+ * --incidents is replaced by. The incidents file's opened_by: what opened it, from its
+ * members at its first emit (evidence, critical, outage, two_cells, persisted). --resolve-hold: the
+ * grouping's incidents.resolve_hold_steps (default: the configuration's); with several, the
+ * engine's pass is made once and grouped and scored at each: one JSON line each on stdout (in that
+ * order), a line "fleet_eval: resolve_hold_steps N" on stderr before each one's scoring, and
  * "{hold}" in --incidents replaced by N. Environment: FLEET_VERBOSE=1 lists
  * the site and cell events not seen within 2 steps (and whether they started in the
  * detector's cooldown after an episode of the cell: cooldown_steps); FLEET_TRACE=<cell id>
@@ -135,11 +144,18 @@ typedef struct EvidVec {
 
 typedef struct Args {
     const char *model, *events_out, *incidents_out;
-    const char *resolve_holds;    /* incidents.resolve_hold_steps to group with, "a,b": each */
-    const char *profile_persists; /* incidents.profile_persist_steps likewise */
-    const char *evidence_cells;   /* incidents.evidence_cells likewise */
-    const char *evidence_fracs;   /* incidents.evidence_frac likewise (at least the default) */
-    int no_missing_evidence;      /* the evidence rule without its missing-data class */
+    const char *resolve_holds;      /* incidents.resolve_hold_steps to group with, "a,b": each */
+    const char *profile_persists;   /* incidents.profile_persist_steps likewise */
+    const char *evidence_cells;     /* incidents.evidence_cells likewise */
+    const char *evidence_fracs;     /* incidents.evidence_frac likewise (at least the default) */
+    const char *evidence_persists;  /* incidents.evidence_missing_steps likewise */
+    const char *evidence_forecasts; /* incidents.evidence_forecast likewise (0, 1) */
+    const char *site_same_kpis;     /* incidents.site_same_kpi likewise (0, 1) */
+    const char *stuck_persists;     /* incidents.stuck_persist_steps likewise */
+    const char *cell_persists;      /* incidents.cell_persist_steps likewise */
+    const char *site_forecasts,
+        *own_kpis;           /* incidents.site_forecast, cell_persist_own_kpi likewise */
+    int no_missing_evidence; /* the evidence rule without its missing-data class */
     CcSynthSettings ss;
     double days, warmup_days;
     int threads, post, max_cells;
@@ -442,8 +458,16 @@ typedef struct IncRec {
     Member *m;
     size_t n_m, cap_m;
     int n_cells_max;
-    int scope; /* the widest CcdIncident scope it reached */
+    int scope;     /* the widest CcdIncident scope it reached */
+    int opened_by; /* OPENED_*: what opened it, from its members at its first emit */
 } IncRec;
+
+/* What opened an incident, as its members at its first emit show it (the paging rule's
+ * ways, incidents.h): an evidence member first; a critical member; a cell outage (all_zero,
+ * a whole cell's missing); two cells' held alerts; one cell's alert that persisted. */
+enum { OPENED_EVIDENCE, OPENED_CRITICAL, OPENED_OUTAGE, OPENED_TWO_CELLS, OPENED_PERSISTED };
+static const char *const opened_names[] = {"evidence", "critical", "outage", "two_cells",
+                                           "persisted"};
 
 typedef struct Run {
     const Args *a;
@@ -468,6 +492,7 @@ static void on_emit(void *cookie, const CcdIncident *inc)
 {
     Run *r = cookie;
     uintptr_t ix = (uintptr_t)ccd_strhash_get(&r->by_id, inc->id);
+    const int first_emit = !ix;
     if (!ix) {
         if (r->n_inc == r->cap_inc) {
             size_t cap = r->cap_inc ? 2 * r->cap_inc : 1024;
@@ -529,6 +554,20 @@ static void on_emit(void *cookie, const CcdIncident *inc)
             rec->m[rec->n_m - 1].reason =
                 (uint8_t)(strcmp(mm->reason, "missing") ? CC_DQ_ALL_ZERO : CC_DQ_MISSING);
         }
+    }
+    if (first_emit) { /* what opened it */
+        int critical = 0, outage = 0;
+        for (size_t q = 0; q < rec->n_m; q++) {
+            critical |= rec->m[q].critical;
+            outage |= rec->m[q].kind == CC_ALERT_DATA_QUALITY &&
+                      (rec->m[q].reason == CC_DQ_ALL_ZERO ||
+                       (rec->m[q].reason == CC_DQ_MISSING && rec->m[q].kpi < 0));
+        }
+        rec->opened_by = rec->n_m && rec->m[0].evidence ? OPENED_EVIDENCE
+                         : critical                     ? OPENED_CRITICAL
+                         : outage                       ? OPENED_OUTAGE
+                         : inc->n_cells >= 2            ? OPENED_TWO_CELLS
+                                                        : OPENED_PERSISTED;
     }
     if ((int)inc->n_cells > rec->n_cells_max)
         rec->n_cells_max = (int)inc->n_cells;
@@ -812,6 +851,13 @@ int main(int argc, char **argv)
         {"evidence-cells", 1, 0, 'C'},
         {"evidence-frac", 1, 0, 'F'},
         {"no-missing-evidence", 0, 0, 'N'},
+        {"evidence-missing", 1, 0, 'V'},
+        {"evidence-forecast", 1, 0, 'W'},
+        {"site-same-kpi", 1, 0, 'K'},
+        {"stuck-persist", 1, 0, 'U'},
+        {"cell-persist", 1, 0, 'L'},
+        {"site-forecast", 1, 0, 'X'},
+        {"persist-own-kpi", 1, 0, 'Y'},
         {0, 0, 0, 0},
     };
     int opt;
@@ -835,13 +881,24 @@ int main(int argc, char **argv)
         case 'C': a.evidence_cells = optarg; break;
         case 'F': a.evidence_fracs = optarg; break;
         case 'N': a.no_missing_evidence = 1; break;
+        case 'V': a.evidence_persists = optarg; break;
+        case 'W': a.evidence_forecasts = optarg; break;
+        case 'K': a.site_same_kpis = optarg; break;
+        case 'U': a.stuck_persists = optarg; break;
+        case 'L': a.cell_persists = optarg; break;
+        case 'X': a.site_forecasts = optarg; break;
+        case 'Y': a.own_kpis = optarg; break;
         default:
             fprintf(stderr, "usage: fleet_eval --model M [--cells N] [--days D] [--seed X] "
                             "[--threads T] [--site-outage-rate X] [--neighbour-shift X] "
                             "[--cell-event-rate X] [--warmup-days D] [--post N] [--events FILE] "
                             "[--incidents FILE] [--max-cells N] [--resolve-hold N[,N...]] "
                             "[--profile-persist N[,N...]] [--evidence-cells N[,N...]] "
-                            "[--evidence-frac X[,X...]] [--no-missing-evidence]\n");
+                            "[--evidence-frac X[,X...]] [--no-missing-evidence] "
+                            "[--evidence-missing N[,N...]] [--evidence-forecast 0,1] "
+                            "[--site-same-kpi 0,1] [--stuck-persist N[,N...]] "
+                            "[--cell-persist N[,N...]] [--site-forecast 0,1] "
+                            "[--persist-own-kpi 0,1]\n");
             return 2;
         }
     }
@@ -930,10 +987,30 @@ int main(int argc, char **argv)
     int persists[16] = {is.profile_persist_steps}, n_persists = 1;
     int ecells[16] = {is.evidence_cells}, n_ecells = 1;
     int efracs[16] = {(int)lround(is.evidence_frac * 100)}, n_efracs = 1; /* percent */
+    int epersists[16] = {is.evidence_missing_steps}, n_epersists = 1;
+    int eforecasts[16] = {is.evidence_forecast}, n_eforecasts = 1;
+    int samekpis[16] = {is.site_same_kpi}, n_samekpis = 1;
+    int spersists[16] = {is.stuck_persist_steps}, n_spersists = 1;
+    int cpersists[16] = {is.cell_persist_steps}, n_cpersists = 1;
+    int twofc[16] = {is.site_forecast}, n_twofc = 1;
+    int ownkpi[16] = {is.cell_persist_own_kpi}, n_ownkpi = 1;
     if ((a.resolve_holds && parse_steps(a.resolve_holds, "--resolve-hold", holds, &n_holds)) ||
         (a.profile_persists &&
          parse_steps(a.profile_persists, "--profile-persist", persists, &n_persists)) ||
-        (a.evidence_cells && parse_steps(a.evidence_cells, "--evidence-cells", ecells, &n_ecells)))
+        (a.evidence_cells &&
+         parse_steps(a.evidence_cells, "--evidence-cells", ecells, &n_ecells)) ||
+        (a.evidence_persists &&
+         parse_steps(a.evidence_persists, "--evidence-missing", epersists, &n_epersists)) ||
+        (a.evidence_forecasts &&
+         parse_steps(a.evidence_forecasts, "--evidence-forecast", eforecasts, &n_eforecasts)) ||
+        (a.site_same_kpis &&
+         parse_steps(a.site_same_kpis, "--site-same-kpi", samekpis, &n_samekpis)) ||
+        (a.stuck_persists &&
+         parse_steps(a.stuck_persists, "--stuck-persist", spersists, &n_spersists)) ||
+        (a.cell_persists &&
+         parse_steps(a.cell_persists, "--cell-persist", cpersists, &n_cpersists)) ||
+        (a.site_forecasts && parse_steps(a.site_forecasts, "--site-forecast", twofc, &n_twofc)) ||
+        (a.own_kpis && parse_steps(a.own_kpis, "--persist-own-kpi", ownkpi, &n_ownkpi)))
         return 2;
     if (a.evidence_fracs) { /* the reports are made at the default's share: only higher ones */
         const char *p = a.evidence_fracs;
@@ -999,18 +1076,41 @@ int main(int argc, char **argv)
     const char *kpi_names[CC_MAX_FEATURES + 1] = {0};
     for (int f = 0; f < hp->n_features; f++)
         kpi_names[f] = hp->features[f];
-    const int n_combo = n_holds * n_persists * n_ecells * n_efracs;
+    /* every combination of the lists, the last one varying fastest */
+    int *const dim_v[] = {holds,    persists,  ecells,    efracs, epersists, eforecasts,
+                          samekpis, spersists, cpersists, twofc,  ownkpi};
+    const int dim_n[] = {n_holds,    n_persists,  n_ecells,    n_efracs, n_epersists, n_eforecasts,
+                         n_samekpis, n_spersists, n_cpersists, n_twofc,  n_ownkpi};
+    enum { N_DIM = 11 };
+    int n_combo = 1;
+    for (int d = 0; d < N_DIM; d++)
+        n_combo *= dim_n[d];
     for (int ci = 0; ci < n_combo; ci++) {
-        const int hi = ci / (n_persists * n_ecells * n_efracs);
-        is.resolve_hold_steps = holds[hi];
-        is.profile_persist_steps = persists[ci / (n_ecells * n_efracs) % n_persists];
-        is.evidence_cells = ecells[ci / n_efracs % n_ecells];
-        is.evidence_frac = efracs[ci % n_efracs] / 100.0;
+        int val[N_DIM];
+        for (int d = N_DIM - 1, rest = ci; d >= 0; d--) {
+            val[d] = dim_v[d][rest % dim_n[d]];
+            rest /= dim_n[d];
+        }
+        const int hold = val[0];
+        is.resolve_hold_steps = hold;
+        is.profile_persist_steps = val[1];
+        is.evidence_cells = val[2];
+        is.evidence_frac = val[3] / 100.0;
+        is.evidence_missing_steps = val[4];
+        is.evidence_forecast = val[5];
+        is.site_same_kpi = val[6];
+        is.stuck_persist_steps = val[7];
+        is.cell_persist_steps = val[8];
+        is.site_forecast = val[9];
+        is.cell_persist_own_kpi = val[10];
         if (n_combo > 1) /* the stderr of each one's scoring follows this line */
             fprintf(stderr,
                     "fleet_eval: resolve_hold_steps %d profile_persist_steps %d evidence_cells %d "
-                    "evidence_frac %g\n",
-                    holds[hi], is.profile_persist_steps, is.evidence_cells, is.evidence_frac);
+                    "evidence_frac %g evidence_missing_steps %d evidence_forecast %d "
+                    "site_same_kpi %d stuck_persist_steps %d cell_persist_steps %d combo %d\n",
+                    hold, is.profile_persist_steps, is.evidence_cells, is.evidence_frac,
+                    is.evidence_missing_steps, is.evidence_forecast, is.site_same_kpi,
+                    is.stuck_persist_steps, is.cell_persist_steps, ci);
         Run r = {.a = &a,
                  .g = g,
                  .tr = tr,
@@ -1166,9 +1266,15 @@ int main(int argc, char **argv)
             const char *h = strstr(a.incidents_out, "{hold}");
             if (h)
                 snprintf(io_path, sizeof io_path, "%.*s%d%s", (int)(h - a.incidents_out),
-                         a.incidents_out, holds[hi], h + 6);
+                         a.incidents_out, hold, h + 6);
             else
                 snprintf(io_path, sizeof io_path, "%s", a.incidents_out);
+            char *cp = strstr(io_path, "{combo}");
+            if (cp) {
+                char tail[1024];
+                snprintf(tail, sizeof tail, "%s", cp + 7);
+                snprintf(cp, sizeof io_path - (size_t)(cp - io_path), "%d%s", ci, tail);
+            }
             char *pp = strstr(io_path, "{persist}");
             if (pp) {
                 char tail[1024];
@@ -1180,7 +1286,7 @@ int main(int argc, char **argv)
         FILE *io = io_path[0] ? fopen(io_path, "w") : NULL;
         if (io)
             fputs("id,open_step,resolve_step,cells,alerts,explained_by,scope,first,first_kpi,"
-                  "first_critical,evidence_members\n",
+                  "first_critical,evidence_members,opened_by\n",
                   io);
         for (size_t i = 0; i < r.n_inc; i++) {
             const IncRec *in = &r.inc[i];
@@ -1222,13 +1328,13 @@ int main(int argc, char **argv)
                 false_dur[d]++;
             }
             if (io)
-                fprintf(io, "%s,%lld,%lld,%d,%zu,%s,%s,%s,%s,%d,%d\n", in->id,
-                        (long long)(in->open - p0),
-                        in->resolve >= 0 ? (long long)(in->resolve - p0) : -1LL, in->n_cells_max,
-                        in->n_m - (size_t)n_evidence,
-                        best >= 0 ? kind_names[ev[best].kind] : "none",
-                        ccd_inc_scope_name(in->scope), first,
-                        m0->kpi >= 0 ? hp->features[m0->kpi] : "", m0->critical, n_evidence);
+                fprintf(
+                    io, "%s,%lld,%lld,%d,%zu,%s,%s,%s,%s,%d,%d,%s\n", in->id,
+                    (long long)(in->open - p0),
+                    in->resolve >= 0 ? (long long)(in->resolve - p0) : -1LL, in->n_cells_max,
+                    in->n_m - (size_t)n_evidence, best >= 0 ? kind_names[ev[best].kind] : "none",
+                    ccd_inc_scope_name(in->scope), first, m0->kpi >= 0 ? hp->features[m0->kpi] : "",
+                    m0->critical, n_evidence, opened_names[in->opened_by]);
         }
         if (io)
             fclose(io);
@@ -1315,7 +1421,10 @@ int main(int argc, char **argv)
                "\"incident_settings\":{\"group_by\":\"%s\",\"evidence_cells\":%d,"
                "\"evidence_share\":%g,\"evidence_frac\":%g,\"cell_persist_steps\":%d,"
                "\"cell_persist_frac\":%g,\"resolve_hold_steps\":%d,"
-               "\"profile_persist_steps\":%d}}\n",
+               "\"profile_persist_steps\":%d,\"evidence_missing_steps\":%d,"
+               "\"evidence_forecast\":%d,\"site_same_kpi\":%d,\"stuck_persist_steps\":%d,\"site_"
+               "forecast\":%d,\"cell_persist_own_kpi\":%d},"
+               "\"evidence_refused\":%llu,\"combo\":%d}\n",
                false_dur[N_DUR], evidence_members, n_evid,
                (unsigned long long)r.st.evidence_reports, (unsigned long long)r.st.evidence_opened,
                (unsigned long long)r.st.evidence_members, (unsigned long long)r.st.alerts_grouped,
@@ -1325,7 +1434,9 @@ int main(int argc, char **argv)
                (unsigned long long)r.st.hold_rejoined, (unsigned long long)r.st.hold_expired,
                is.group_by == CCD_INC_BY_REGION ? "region" : "site", is.evidence_cells,
                is.evidence_share, is.evidence_frac, is.cell_persist_steps, is.cell_persist_frac,
-               is.resolve_hold_steps, is.profile_persist_steps);
+               is.resolve_hold_steps, is.profile_persist_steps, is.evidence_missing_steps,
+               is.evidence_forecast, is.site_same_kpi, is.stuck_persist_steps, is.site_forecast,
+               is.cell_persist_own_kpi, (unsigned long long)r.st.evidence_refused, ci);
         fflush(stdout);
         for (size_t i = 0; i < r.n_inc; i++) {
             free(r.inc[i].id);

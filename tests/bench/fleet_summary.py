@@ -8,6 +8,9 @@ usage: fleet_summary.py DIR TAG [TAG ...]
   TAG S@N: a run of --profile-persist with N among its values (--incidents
   'inc_S_p{persist}.csv'): the line of DIR/out_S.json whose profile_persist_steps is N,
   DIR/inc_S_pN.csv, and the part of DIR/err_S.log after that value's scoring line.
+  TAG S#C: a run of several settings' lists (--incidents 'inc_S_c{combo}.csv'): the line of
+  DIR/out_S.json whose combo is C, DIR/inc_S_cC.csv, the part of DIR/err_S.log after its
+  scoring line. The false incidents by what opened them (opened_by) come from the CSV.
 """
 import collections
 import csv
@@ -17,7 +20,13 @@ import sys
 
 def run(d, tag):
     base, _, persist = tag.partition("@")
-    if persist:  # one value of a --profile-persist list
+    combo = None
+    if not persist and "#" in tag:  # one combination of the settings' lists
+        base, _, combo = tag.partition("#")
+        o = next(x for x in map(json.loads, open(f"{d}/out_{base}.json"))
+                 if x.get("combo") == int(combo))
+        inc_path = f"{d}/inc_{base}_c{combo}.csv"
+    elif persist:  # one value of a --profile-persist list
         o = next(x for x in map(json.loads, open(f"{d}/out_{base}.json"))
                  if x["incident_settings"]["profile_persist_steps"] == int(persist))
         inc_path = f"{d}/inc_{base}_p{persist}.csv"
@@ -27,18 +36,22 @@ def run(d, tag):
     k = o["kinds"]
     site_n = k["power_outage"]["n"] + k["transport_loss"]["n"]
     alerts = collections.defaultdict(list)
+    opened_by = collections.Counter()
     with open(inc_path) as f:
         for row in csv.DictReader(f):
             alerts[row["explained_by"]].append((int(row["alerts"]), int(row["cells"])))
+            if row["explained_by"] == "none" and int(row["open_step"]) >= 0:
+                opened_by[row.get("opened_by", "?")] += 1
     site_inc = alerts["power_outage"] + alerts["transport_loss"]
     missed = collections.Counter()
     night = collections.Counter()
     try:
-        mine = not persist  # with S@N: the lines after N's scoring line, up to the next one
+        mine = not persist and combo is None  # S@N, S#C: after its scoring line, to the next
         for line in open(f"{d}/err_{base}.log"):
-            if persist and line.startswith("fleet_eval: resolve_hold_steps"):
+            if (persist or combo is not None) and line.startswith("fleet_eval: resolve_hold_steps"):
                 w = line.split()
-                mine = w[w.index("profile_persist_steps") + 1] == persist
+                mine = (w[w.index("combo") + 1] == combo if combo is not None
+                        else w[w.index("profile_persist_steps") + 1] == persist)
             if mine and line.startswith("  missed(2)"):
                 w = line.split()
                 kind, how = w[1], "detected" if "not detected" in line else "late"
@@ -78,6 +91,7 @@ def run(d, tag):
         "false first alert": o["false_first_alert"],
         "false site-scope share": o.get("false_scope", {}).get("site", 0) / max(1, o["false_incidents"]),
         "false opened by evidence": o.get("false_first_evidence", 0),
+        "false by what opened them": dict(opened_by),
         "false duration (steps)": o.get("false_duration_steps", {}),
         "evidence members": o.get("evidence_members", 0),
         "grouping": o.get("grouping", {}),

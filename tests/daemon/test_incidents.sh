@@ -14,9 +14,10 @@
 #     zero_steps 3 all-zero steps at step 41, past half their bar, which opens the site
 #     incident there (id site:S1:<step 41>), one step before all_zero fires (step 42); b2's
 #     lone spike gets no evidence member (a lone cell needs its own alert); a transport loss
-#     of S2 (no records) opens S2's incident on the cells' silence at 2 of the 3 steps of
-#     missing_after_s, before any missing alert, and the missing alerts join it; not while
-#     a silence would hold those alerts;
+#     of S2 (no records): the cells' silence past half of missing_after_s at one step opens
+#     nothing (incidents.evidence_missing_steps 2; refused, counted), at the next it opens
+#     S2's incident before any missing alert, and the missing alerts join it; not while a
+#     silence would hold those alerts;
 #   - the incident's alert ids are the alerts of /v1/alerts; the incidents' metrics (the
 #     paging rule's below_paging count and held gauge included);
 #   - a topology file changed and reloaded (SIGHUP) moves a cell; a bad one is refused and
@@ -138,6 +139,10 @@ grep -q '^cellcast_incidents_transitions_total{transition="opened"} 2$' "$TMP/me
     grep -q '^cellcast_incidents_evidence_total{what="members"} 3$' "$TMP/metrics" &&
     grep -q '^cellcast_incidents_alerts_total{outcome="below_paging"} [0-9][0-9]*$' "$TMP/metrics" &&
     grep -q '^cellcast_incidents_profile_alerts_total{outcome="held"} [0-9][0-9]*$' "$TMP/metrics" &&
+    grep -q '^cellcast_incidents_stuck_alerts_total{outcome="held"} [0-9][0-9]*$' "$TMP/metrics" &&
+    grep -q '^cellcast_incidents_pair_refused_total [0-9][0-9]*$' "$TMP/metrics" &&
+    grep -q '^cellcast_incidents_persist_other_kpi_total [0-9][0-9]*$' "$TMP/metrics" &&
+    grep -q '^cellcast_incidents_evidence_total{what="refused"} 0$' "$TMP/metrics" &&
     grep -q '^cellcast_incidents_held 0$' "$TMP/metrics" ||
     fail "metrics: $(grep -E 'incidents|topology' "$TMP/metrics")"
 ok "both incidents resolve with their last alerts"
@@ -145,8 +150,9 @@ ok "both incidents resolve with their last alerts"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$U/v1/incidents?scope=planet")" = 422 ] || fail "?scope=planet not refused"
 
 # a transport loss of S2: b1..b3 send nothing after step 59 while S1 goes on. At step 61 they
-# are 2 steps silent, past half of missing_after_s (3 steps): their evidence opens S2's site
-# incident before any missing alert (3 steps); at step 63 the missing alerts join it
+# are 2 steps silent, past half of missing_after_s (3 steps), at one step: too few; at step 62
+# the second step of their silence opens S2's site incident, before any missing alert; the
+# missing alerts join it
 post_a() { # steps [from, to) of S1's cells only
     local i
     for ((i = $1; i < $2; i++)); do
@@ -169,6 +175,19 @@ curl -s "$U/v1/incidents?state=firing&site=S2" | grep -q '"group":"S2"' &&
     fail "an S2 incident on the evidence of silenced cells: $(curl -s "$U/v1/incidents?site=S2" | head -c 600)"
 curl -s -X DELETE -H 'Authorization: Bearer s3cret' "$U/v1/silences/$sid" | grep -q '"state":"expired"' ||
     fail "the silence did not expire"
+# unsilenced, the silence is one step past the share: too few (incidents.evidence_missing_steps
+# 2: one late row makes as much), refused and counted, no incident
+for _ in $(seq 50); do
+    curl -s "$U/metrics" | grep -q '^cellcast_incidents_evidence_total{what="refused"} [1-9]' && break
+    sleep 0.1
+done
+curl -s "$U/metrics" | grep -q '^cellcast_incidents_evidence_total{what="refused"} [1-9]' ||
+    fail "one step of silence not refused: $(curl -s "$U/metrics" | grep evidence_total)"
+curl -s "$U/v1/incidents?state=firing&site=S2" | grep -q '"group":"S2"' &&
+    fail "an S2 incident on one step of silence: $(curl -s "$U/v1/incidents?site=S2" | head -c 600)"
+# the next step: the silence's second step opens S2's site incident, before any missing alert
+# (missing_after_s); at the step after the missing alerts join it
+post_a 62 63
 for _ in $(seq 50); do
     curl -s "$U/v1/incidents?state=firing&site=S2" >"$TMP/s2"
     grep -q ':evidence:missing:' "$TMP/s2" && break
@@ -185,7 +204,7 @@ missing = [a for a in json.load(open(sys.argv[2]))["alerts"] if a["reason"] == "
 assert not missing, missing  # no alert yet: the evidence alone
 PYEOF
 s2id=$(grep -o '"id":"site:S2:[0-9]*"' "$TMP/s2")
-post_a 62 64
+post_a 63 65
 for _ in $(seq 50); do
     curl -s "$U/v1/incidents?state=firing&site=S2" >"$TMP/s2b"
     grep -q 'b3:missing:' "$TMP/s2b" && break
@@ -193,7 +212,7 @@ for _ in $(seq 50); do
 done
 grep -q "$s2id" "$TMP/s2b" && grep -q 'b1:missing:' "$TMP/s2b" && grep -q 'b3:missing:' "$TMP/s2b" ||
     fail "the missing alerts did not join the evidence's incident $s2id: $(head -c 1200 "$TMP/s2b")"
-ok "a transport loss opens its site incident on the cells' silence (2 of 3 steps), before their missing alerts, which join it"
+ok "a transport loss: one step of silence refused, the second opens its site incident before the missing alerts, which join it"
 
 # reload: b1 moves to S1; then a file that does not parse keeps it
 sed -i 's/^b1,S2,/b1,S1,/' "$TMP/topo.csv"

@@ -24,6 +24,8 @@
 
 /* incidents.profile_persist_steps' default */
 #define PROFILE_PERSIST_WANT 24
+/* incidents.stuck_persist_steps' default */
+#define STUCK_PERSIST_WANT 24
 
 static const char TOPO[] = "# two sites of three cells, one region\n"
                            "cell,site,region,sector,lat,lon,vendor\n"
@@ -409,21 +411,33 @@ static void test_strhash(void **state)
     ccd_strhash_free(&m);
 }
 
-/* One evidence report of cell c: class cls at share frac of its bar at step. */
-static void evid(CcdIncidents *g, const CcdTopology *t, const char *c, const char *cls, double frac,
-                 int64_t step)
+/* One evidence report of cell c: class cls at share frac of its bar at step, forecast_frac of
+ * it the forecast's own (a KPI class; the rest the seasonal profile's sum). */
+static void evid_of(CcdIncidents *g, const CcdTopology *t, const char *c, const char *cls,
+                    double frac, double forecast_frac, int64_t step)
 {
     const char *site = ccd_topology_label(t, c, "site");
+    char kpi[32] = ""; /* a KPI class's KPI: "<kpi>:<direction>" */
+    if (strchr(cls, ':'))
+        snprintf(kpi, sizeof kpi, "%.*s", (int)(strchr(cls, ':') - cls), cls);
     CcdIncEvidence ev = {.cell = c,
                          .site = site,
                          .region = ccd_topology_label(t, c, "region"),
                          .cls = cls,
-                         .kpi = strchr(cls, ':') ? "thr" : NULL,
+                         .kpi = kpi[0] ? kpi : NULL,
                          .frac = frac,
                          .step = step,
                          .ts = step * S,
-                         .group_cells = ccd_topology_site_cells(t, site)};
+                         .group_cells = ccd_topology_site_cells(t, site),
+                         .forecast_frac = strchr(cls, ':') ? forecast_frac : 0};
     assert_int_equal(ccd_incidents_evidence(g, &ev), 0);
+}
+
+/* One evidence report, on a KPI class the seasonal profile's sum's (no forecast share). */
+static void evid(CcdIncidents *g, const CcdTopology *t, const char *c, const char *cls, double frac,
+                 int64_t step)
+{
+    evid_of(g, t, c, cls, frac, 0, step);
 }
 
 /* Cells together as evidence: two cells of one site past half their bars at one step, on one
@@ -438,6 +452,8 @@ static void test_site_evidence(void **state)
     assert_int_equal(s.evidence_cells, 2);
     assert_true(s.evidence_frac == 0.5);
     s.resolve_hold_steps = 0; /* resolves with its last alert (test_resolve_hold) */
+    s.evidence_forecast = 0;  /* the whole share, at once (test_evidence_forecast_missing) */
+    s.evidence_missing_steps = 1;
     CcdIncidents *g = incidents(&s);
     Emitted e = {0};
     const int64_t k = T0 / S;
@@ -610,7 +626,7 @@ static void test_paging_rule(void **state)
     add_full(g, t, "B2", "anomaly", "thr", 0, 1, k + 10, k + 10);
     ccd_incidents_emit(g, on_emit, &e);
     assert_int_equal(e.n, 0);
-    add_full(g, t, "B3", "anomaly", "prb", 0, 1, k + 11, k + 11);
+    add_full(g, t, "B3", "anomaly", "thr", 0, 1, k + 11, k + 11);
     ccd_incidents_emit(g, on_emit, &e);
     assert_int_equal(e.n, 1);
     assert_string_equal(jstr(e.v[0], "scope"), "site");
@@ -627,11 +643,37 @@ static void test_paging_rule(void **state)
     assert_int_equal(stats(g).held, 0);
     emitted_clear(&e);
     add_full(g, t, "B2", "anomaly", "thr", 0, 0, k + 10, k + 14);
-    add_full(g, t, "B3", "anomaly", "prb", 0, 0, k + 11, k + 14);
+    add_full(g, t, "B3", "anomaly", "thr", 0, 0, k + 11, k + 14);
     ccd_incidents_emit(g, on_emit, &e);
     assert_int_equal(e.n, 1);
     assert_string_equal(jstr(e.v[0], "state"), "resolved");
     emitted_clear(&e);
+
+    /* two cells on different KPIs (incidents.site_same_kpi): each waits for its own
+     * evidence; with the setting off they open the site's incident */
+    add_full(g, t, "B2", "anomaly", "thr", 0, 1, k + 15, k + 15);
+    add_full(g, t, "B3", "anomaly", "prb", 0, 1, k + 15, k + 15);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 0);
+    assert_int_equal(stats(g).held, 2);
+    add_full(g, t, "B2", "anomaly", "thr", 0, 0, k + 15, k + 16);
+    add_full(g, t, "B3", "anomaly", "prb", 0, 0, k + 15, k + 16);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 0);
+    s.site_same_kpi = 0;
+    ccd_incidents_set_settings(g, &s);
+    add_full(g, t, "B2", "anomaly", "thr", 0, 1, k + 17, k + 17);
+    add_full(g, t, "B3", "anomaly", "prb", 0, 1, k + 17, k + 17);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    emitted_clear(&e);
+    add_full(g, t, "B2", "anomaly", "thr", 0, 0, k + 17, k + 18);
+    add_full(g, t, "B3", "anomaly", "prb", 0, 0, k + 17, k + 18);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    emitted_clear(&e);
+    s.site_same_kpi = 1;
+    ccd_incidents_set_settings(g, &s);
 
     /* persistence of an anomaly: A3 past half a bar at one more step (under it: no count) */
     add_full(g, t, "A3", "anomaly", "thr", 0, 1, k + 20, k + 20);
@@ -650,6 +692,24 @@ static void test_paging_rule(void **state)
     ccd_incidents_emit(g, on_emit, &e);
     emitted_clear(&e);
 
+    /* ... on its own KPI (incidents.cell_persist_own_kpi): another KPI's share does not count */
+    assert_int_equal(s.cell_persist_own_kpi, 1);
+    add_full(g, t, "A3", "anomaly", "thr", 0, 1, k + 25, k + 25);
+    evid(g, t, "A3", "prb:up", 0.9, k + 26);
+    evid(g, t, "A3", "prb:up", 0.9, k + 27);
+    ccd_incidents_evidence_expire(g, k + 28);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 0);
+    assert_int_equal(stats(g).persist_other_kpi, 2);
+    evid(g, t, "A3", "thr:down", 0.6, k + 28);
+    ccd_incidents_emit(g, on_emit, &e);
+    assert_int_equal(e.n, 1);
+    assert_int_equal(stats(g).alerts_persisted, 2);
+    emitted_clear(&e);
+    add_full(g, t, "A3", "anomaly", "thr", 0, 0, k + 25, k + 29);
+    ccd_incidents_emit(g, on_emit, &e);
+    emitted_clear(&e);
+
     /* a cell without topology (no site): its anomaly persists by its own evidence too */
     add_full(g, t, "X9", "anomaly", "thr", 0, 1, k + 25, k + 25);
     evid(g, t, "X9", "thr:up", 0.7, k + 26);
@@ -662,8 +722,9 @@ static void test_paging_rule(void **state)
     ccd_incidents_emit(g, on_emit, &e);
     emitted_clear(&e);
 
-    /* persistence of another alert: still firing cell_persist_steps steps after it fired */
-    add_full(g, t, "A1", "stuck", "cqi", 0, 1, k + 30, k + 30);
+    /* persistence of another alert: still firing cell_persist_steps steps after it fired
+     * (stuck: test_stuck_paging) */
+    add_full(g, t, "A1", "bounds", "cqi", 0, 1, k + 30, k + 30);
     ccd_incidents_evidence_expire(g, k + 31);
     ccd_incidents_emit(g, on_emit, &e);
     assert_int_equal(e.n, 0);
@@ -671,7 +732,7 @@ static void test_paging_rule(void **state)
     ccd_incidents_emit(g, on_emit, &e);
     assert_int_equal(e.n, 1);
     emitted_clear(&e);
-    add_full(g, t, "A1", "stuck", "cqi", 0, 0, k + 30, k + 33);
+    add_full(g, t, "A1", "bounds", "cqi", 0, 0, k + 30, k + 33);
     ccd_incidents_emit(g, on_emit, &e);
     emitted_clear(&e);
 
@@ -836,6 +897,33 @@ static void test_profile_paging(void **state)
     add_profile(g, t, "B2", 0, 0, k + 41, k + 42);
     assert_int_equal(emit_n(g, &e), 1);
     assert_string_equal(jstr(e.v[0], "state"), "resolved");
+
+    /* two cells (incidents.site_forecast): a profile-only anomaly of A1 and a forecast's
+     * anomaly of A2 on the same KPI do not open S1's incident at once (counted), nor does
+     * the profile-only one firing second; with the setting off they do */
+    assert_int_equal(s.site_forecast, 1);
+    uint64_t refused = stats(g).pair_refused;
+    add_profile(g, t, "A1", 0, 1, k + 45, k + 45);
+    add_full(g, t, "A2", "anomaly", "thr", 0, 1, k + 45, k + 45);
+    add_profile(g, t, "A3", 0, 1, k + 45, k + 45);
+    assert_int_equal(emit_n(g, &e), 0);
+    assert_int_equal(stats(g).held, 3);
+    assert_int_equal(stats(g).pair_refused, refused + 2);
+    add_profile(g, t, "A1", 0, 0, k + 45, k + 46);
+    add_full(g, t, "A2", "anomaly", "thr", 0, 0, k + 45, k + 46);
+    add_profile(g, t, "A3", 0, 0, k + 45, k + 46);
+    assert_int_equal(emit_n(g, &e), 0);
+    s.site_forecast = 0;
+    ccd_incidents_set_settings(g, &s);
+    add_profile(g, t, "A1", 0, 1, k + 47, k + 47);
+    add_full(g, t, "A2", "anomaly", "thr", 0, 1, k + 47, k + 47);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_string_equal(jstr(e.v[0], "scope"), "site");
+    add_profile(g, t, "A1", 0, 0, k + 47, k + 48);
+    add_full(g, t, "A2", "anomaly", "thr", 0, 0, k + 47, k + 48);
+    assert_int_equal(emit_n(g, &e), 1);
+    s.site_forecast = 1;
+    ccd_incidents_set_settings(g, &s);
 
     /* the setting 0: a profile-only anomaly persists by its cell's evidence, as any */
     s.profile_persist_steps = 0;
@@ -1030,6 +1118,8 @@ static void test_resolve_hold_evidence(void **state)
     CcdIncidentSettings s;
     ccd_incident_default_settings(&s);
     s.resolve_hold_steps = 3;
+    s.evidence_forecast = 0; /* the whole share, at once (test_evidence_forecast_missing) */
+    s.evidence_missing_steps = 1;
     CcdIncidents *g = incidents(&s);
     Emitted e = {0};
     const int64_t k = T0 / S;
@@ -1080,6 +1170,160 @@ static void test_resolve_hold_evidence(void **state)
     ccd_incidents_close(&g);
 }
 
+/* The evidence rule with no incident of the site open (incidents.evidence_forecast,
+ * evidence_missing_steps): two cells past the share on a KPI's class by the seasonal profile's
+ * sum alone open nothing (refused, counted), by the forecast's own share they do at once; two
+ * cells' silence at one step opens nothing, at the default's two consecutive steps it does (a
+ * cell with a gap starts its streak again); all_zero at once; once the incident is open a
+ * cell's profile share or first silent step joins it at once; the settings off restore the
+ * cells' whole share at once. */
+static void test_evidence_forecast_missing(void **state)
+{
+    CcdTopology *t = *state;
+    CcdIncidentSettings s;
+    ccd_incident_default_settings(&s);
+    assert_int_equal(s.evidence_forecast, 1);
+    assert_int_equal(s.evidence_missing_steps, 2);
+    CcdIncidents *g = incidents(&s);
+    Emitted e = {0};
+    const int64_t k = T0 / S;
+    char want[64];
+
+    /* the profile's sum: two cells past the share at two steps, nothing */
+    for (int64_t q = k; q < k + 2; q++) {
+        reach(g, q);
+        evid_of(g, t, "A1", "thr:down", 0.9, 0.3, q);
+        evid_of(g, t, "A2", "thr:down", 0.9, 0.49, q);
+        assert_int_equal(emit_n(g, &e), 0);
+    }
+    assert_int_equal(stats(g).evidence_refused, 2);
+    /* A2 by its forecast at k + 2, A1 still by the profile: one cell, nothing; A3's
+     * forecast makes two */
+    reach(g, k + 2);
+    evid_of(g, t, "A1", "thr:down", 0.9, 0.3, k + 2);
+    evid_of(g, t, "A2", "thr:down", 0.9, 0.5, k + 2);
+    assert_int_equal(emit_n(g, &e), 0);
+    assert_int_equal(stats(g).evidence_refused, 3);
+    evid_of(g, t, "A3", "thr:down", 0.6, 0.6, k + 2);
+    assert_int_equal(emit_n(g, &e), 1);
+    snprintf(want, sizeof want, "site:S1:%lld", (long long)(k + 2));
+    assert_string_equal(jstr(e.v[0], "id"), want);
+    /* A1's profile share of this step joins: the incident is open */
+    assert_int_equal(json_array_size(json_object_get(e.v[0], "cells")), 3);
+    assert_int_equal(stats(g).evidence_opened, 1);
+    ccd_incidents_close(&g);
+
+    /* silence: B1 and B2 at k + 3, B1 alone at k + 4, B2 again at k + 5 (its streak starts
+     * again), nothing; B1 and B2 both at k + 6 (streaks 3 and 2): S2's incident, B3's first
+     * silent step joining it */
+    g = incidents(&s);
+    reach(g, k + 3);
+    evid(g, t, "B1", "missing", 0.5, k + 3);
+    evid(g, t, "B2", "missing", 0.6, k + 3);
+    reach(g, k + 4);
+    evid(g, t, "B1", "missing", 0.8, k + 4);
+    evid(g, t, "B3", "missing", 0.5, k + 4);
+    reach(g, k + 5);
+    evid(g, t, "B1", "missing", 1.0, k + 5);
+    evid(g, t, "B2", "missing", 0.5, k + 5);
+    assert_int_equal(emit_n(g, &e), 0);
+    assert_int_equal(stats(g).evidence_refused, 3);
+    reach(g, k + 6);
+    evid(g, t, "B2", "missing", 0.8, k + 6);
+    evid(g, t, "B1", "missing", 1.2, k + 6);
+    evid(g, t, "B3", "missing", 0.5, k + 6); /* after k + 4, not k + 5: its streak is 1 */
+    assert_int_equal(emit_n(g, &e), 1);
+    snprintf(want, sizeof want, "site:S2:%lld", (long long)(k + 6));
+    assert_string_equal(jstr(e.v[0], "id"), want);
+    assert_int_equal(json_array_size(json_object_get(e.v[0], "cells")), 3);
+    assert_int_equal(stats(g).evidence_opened, 1);
+    ccd_incidents_close(&g);
+
+    /* all_zero at once; with the settings off the profile's share and one silent step do */
+    g = incidents(&s);
+    reach(g, k);
+    evid(g, t, "A1", "all_zero", 0.67, k);
+    evid(g, t, "A2", "all_zero", 0.67, k);
+    assert_int_equal(emit_n(g, &e), 1);
+    s.evidence_forecast = 0;
+    s.evidence_missing_steps = 1;
+    ccd_incidents_set_settings(g, &s);
+    evid_of(g, t, "B1", "thr:up", 0.9, 0, k);
+    evid_of(g, t, "B2", "thr:up", 0.9, 0, k);
+    assert_int_equal(emit_n(g, &e), 1);
+    snprintf(want, sizeof want, "site:S2:%lld", (long long)k);
+    assert_string_equal(jstr(e.v[0], "id"), want);
+    assert_int_equal(stats(g).evidence_refused, 0);
+    ccd_incidents_close(&g);
+}
+
+/* A lone cell's stuck alert (incidents.stuck_persist_steps): alone of its cell it opens an
+ * incident only once it has fired stuck_persist_steps steps (one flat KPI: what a quiet KPI
+ * does at night); with another alert of its cell held (several KPIs frozen: a cell outage)
+ * at cell_persist_steps, the other joining; one that resolves first pages nothing; 0: as any
+ * alert. */
+static void test_stuck_paging(void **state)
+{
+    CcdTopology *t = *state;
+    CcdIncidentSettings s;
+    ccd_incident_default_settings(&s);
+    assert_int_equal(s.stuck_persist_steps, STUCK_PERSIST_WANT);
+    s.resolve_hold_steps = 0;
+    CcdIncidents *g = incidents(&s);
+    Emitted e = {0};
+    const int64_t k = T0 / S;
+
+    /* alone: held until k + stuck_persist_steps */
+    add_full(g, t, "A1", "stuck", "users", 0, 1, k, k);
+    for (int64_t q = k + 1; q < k + STUCK_PERSIST_WANT; q++) {
+        reach(g, q);
+        assert_int_equal(emit_n(g, &e), 0);
+    }
+    assert_int_equal(stats(g).held, 1);
+    reach(g, k + STUCK_PERSIST_WANT);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_string_equal(jstr(e.v[0], "scope"), "cell");
+    add_full(g, t, "A1", "stuck", "users", 0, 0, k, k + STUCK_PERSIST_WANT + 1);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_string_equal(jstr(e.v[0], "state"), "resolved");
+
+    /* alone, resolving after 4 steps: nothing */
+    const int64_t k2 = k + 40;
+    add_full(g, t, "B1", "stuck", "users", 0, 1, k2, k2);
+    for (int64_t q = k2 + 1; q <= k2 + 4; q++) {
+        reach(g, q);
+        assert_int_equal(emit_n(g, &e), 0);
+    }
+    add_full(g, t, "B1", "stuck", "users", 0, 0, k2, k2 + 4);
+    assert_int_equal(emit_n(g, &e), 0);
+    assert_int_equal(stats(g).held, 0);
+
+    /* with a second alert of its cell held (another KPI frozen): at cell_persist_steps */
+    const int64_t k3 = k + 60;
+    add_full(g, t, "B2", "stuck", "users", 0, 1, k3, k3);
+    add_full(g, t, "B2", "stuck", "thr", 0, 1, k3 + 1, k3 + 1);
+    reach(g, k3 + 1);
+    assert_int_equal(emit_n(g, &e), 0);
+    reach(g, k3 + 2);
+    assert_int_equal(emit_n(g, &e), 1);
+    assert_int_equal(json_array_size(json_object_get(e.v[0], "firing_alerts")), 2);
+    add_full(g, t, "B2", "stuck", "users", 0, 0, k3, k3 + 3);
+    add_full(g, t, "B2", "stuck", "thr", 0, 0, k3 + 1, k3 + 3);
+    assert_int_equal(emit_n(g, &e), 1);
+
+    /* 0: as any alert, at cell_persist_steps */
+    s.stuck_persist_steps = 0;
+    ccd_incidents_set_settings(g, &s);
+    const int64_t k4 = k + 80;
+    add_full(g, t, "A3", "stuck", "users", 0, 1, k4, k4);
+    reach(g, k4 + 1);
+    assert_int_equal(emit_n(g, &e), 0);
+    reach(g, k4 + 2);
+    assert_int_equal(emit_n(g, &e), 1);
+    emitted_clear(&e);
+    ccd_incidents_close(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1094,6 +1338,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_resolve_hold, topo_setup, topo_teardown),
         cmocka_unit_test_setup_teardown(test_resolve_hold_evidence, topo_setup, topo_teardown),
         cmocka_unit_test_setup_teardown(test_profile_paging, topo_setup, topo_teardown),
+        cmocka_unit_test_setup_teardown(test_evidence_forecast_missing, topo_setup, topo_teardown),
+        cmocka_unit_test_setup_teardown(test_stuck_paging, topo_setup, topo_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
