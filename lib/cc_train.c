@@ -1762,10 +1762,9 @@ static void start_penalties(const double *abs_sum, double n, int HZ, double ridg
  * rows' mean absolute error there) get the lowest point; pen_from_start: the first pass sets
  * pen from its residuals (start_penalties) and *mae_start. *solves counts the solves. */
 static int irls_stage(CcTrainer *t, const CcLinearFitSettings *s, const CcRange *refit,
-                      LadSink *sink, double *pen, int pen_from_start, double ridge_pen,
-                      double *xl, double *best, double *best_obj, int max_passes,
-                      double *abs_sum, double *hub, double *mae_start, double *mae_end,
-                      int *solves)
+                      LadSink *sink, double *pen, int pen_from_start, double ridge_pen, double *xl,
+                      double *best, double *best_obj, int max_passes, double *abs_sum, double *hub,
+                      double *mae_start, double *mae_end, int *solves)
 {
     const int R = t->m->hp.linear_window, HZ = t->m->hp.horizon;
     const int KL = s->hold_bias ? R : R + 1;
@@ -1864,9 +1863,8 @@ static int fit_linear_mae(CcTrainer *t, const CcLinearFitSettings *s, const CcRa
     memcpy(best, x, (size_t)KL * HZ * sizeof *best); /* a non-finite objective: x stays */
     for (int k = 0; k < HZ; k++)
         held[k] = x[(size_t)R * HZ + k];
-    LadSink sink = {.lad = lad,
-                    .held_bias = s->hold_bias ? held : NULL,
-                    .stride = lad_stride(s, n_samples)};
+    LadSink sink = {
+        .lad = lad, .held_bias = s->hold_bias ? held : NULL, .stride = lad_stride(s, n_samples)};
     double best_obj = INFINITY;
     *passes = *coarse_passes = 0;
     if (pen_from_start && coarse > 1 &&
@@ -2039,18 +2037,16 @@ int cc_trainer_fit_linear_scaled(CcTrainer *t, const CcLinearFitSettings *s, CcL
             pen[k] *= (pen_train > 0 ? pen_all / pen_train : 1) * st0 / st1;
         /* the bias from the all-rows ridge when it is held, else the MAE map's */
         memcpy(x, xm, (size_t)(s->hold_bias ? R : K) * HZ * sizeof *x);
-        ret =
-            fit_linear_mae(t, s, s->refit, n_all, pen_all, pen, 0, x, &start, &rp.mae_end, &passes,
-                           &coarse_passes);
+        ret = fit_linear_mae(t, s, s->refit, n_all, pen_all, pen, 0, x, &start, &rp.mae_end,
+                             &passes, &coarse_passes);
         if (ret < 0)
             goto done;
         rp.mae_passes += passes;
         rp.mae_coarse_passes += coarse_passes;
     } else if (use_mae) { /* no validation window to judge on: the MAE map of all rows */
-        ret =
-            fit_linear_mae(t, s, s->refit, rp.n_fit + rp.n_refit, scaled_penalty(rg, R, rp.lambda),
-                           pen, 1, x, &rp.mae_start, &rp.mae_end, &rp.mae_passes,
-                           &rp.mae_coarse_passes);
+        ret = fit_linear_mae(t, s, s->refit, rp.n_fit + rp.n_refit,
+                             scaled_penalty(rg, R, rp.lambda), pen, 1, x, &rp.mae_start,
+                             &rp.mae_end, &rp.mae_passes, &rp.mae_coarse_passes);
         if (ret < 0)
             goto done;
     }

@@ -60,8 +60,8 @@ double cc_lad_trace(CcLad *l, int c, int n);
 /**
  * The next x (K, NY): per output c, the solution of the pass's weighted normal equations
  * with pen[c] ≥ 0 added to their first n_pen diagonal entries. The sums are kept.
- * 0, -EINVAL (a pen < 0, n_pen outside [0, K], a cc_lad_begin_sums pass), -EAGAIN (no row), -EDOM (not positive
- * definite: pen = 0 on collinear inputs).
+ * 0, -EINVAL (a pen < 0, n_pen outside [0, K], a cc_lad_begin_sums pass), -EAGAIN (no row), -EDOM
+ * (not positive definite: pen = 0 on collinear inputs).
  */
 int cc_lad_solve(CcLad *l, const double *pen, int n_pen, double *x);
 

@@ -356,8 +356,8 @@ typedef struct CcLinearFitReport {
                                                 ///< validation MAE / scale (NaN: not scored)
     int64_t n_fit, n_refit;                     ///< samples of the choice, added by refit
     int mae_passes;                             ///< CC_LINEAR_LOSS_MAE: IRLS passes made
-    int mae_coarse_passes; ///< CC_LINEAR_LOSS_MAE: IRLS passes on the coarse stage's subsample
-                           ///< (besides mae_passes)
+    int mae_coarse_passes;     ///< CC_LINEAR_LOSS_MAE: IRLS passes on the coarse stage's subsample
+                               ///< (besides mae_passes)
     int mae_kept;              ///< CC_LINEAR_LOSS_MAE: 1 = the MAE map kept, 0 = the ridge's
     double mae_start, mae_end; ///< CC_LINEAR_LOSS_MAE: the mean absolute error in MASE units
                                ///< over the training rows and horizon steps at the ridge
