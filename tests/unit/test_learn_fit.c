@@ -334,7 +334,22 @@ static void test_mae_fit_options(void **state)
     assert_true(fabs(two.mae_end - one.mae_end) <= 20 * CC_LINEAR_FIT_MAE_TOL * one.mae_end);
     fs.mae_coarse = -1;
     assert_int_equal(cc_trainer_fit_linear_scaled(t, &fs, &rep), -EINVAL);
-    fs.mae_coarse = 0, fs.hold_bias = 1;
+    /* plain IRLS steps (mae_relax 1) against the default over-relaxed ones: the same problem,
+     * the default in no more passes and to no higher an end (within the stopping rule) */
+    fs.mae_coarse = 1, fs.mae_relax = 1;
+    CcLinearFitReport plain;
+    assert_int_equal(cc_trainer_fit_linear_scaled(t, &fs, &plain), 0);
+    print_message("plain steps: MAE %.6f -> %.6f in %d passes; over-relaxed (%.2f): %.6f in %d\n",
+                  plain.mae_start, plain.mae_end, plain.mae_passes, CC_LINEAR_FIT_MAE_RELAX,
+                  one.mae_end, one.mae_passes);
+    assert_true(plain.mae_start == one.mae_start && plain.lambda == one.lambda);
+    assert_true(one.mae_passes <= plain.mae_passes);
+    assert_true(one.mae_end <= plain.mae_end * (1 + 20 * CC_LINEAR_FIT_MAE_TOL));
+    fs.mae_relax = 2;
+    assert_int_equal(cc_trainer_fit_linear_scaled(t, &fs, &rep), -EINVAL);
+    fs.mae_relax = -1;
+    assert_int_equal(cc_trainer_fit_linear_scaled(t, &fs, &rep), -EINVAL);
+    fs.mae_relax = 0, fs.mae_coarse = 0, fs.hold_bias = 1;
     assert_int_equal(cc_trainer_fit_linear_scaled(t, &fs, &rep), 0);
     assert_true(rep.mae_kept);
     assert_memory_equal(m->w.lin_b, ridge_b, sizeof ridge_b);
