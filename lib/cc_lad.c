@@ -11,6 +11,7 @@
 
 struct CcLad {
     int K, NY, rows; /* rows: buffered, not yet in the normal equations */
+    int sums_only;   /* cc_lad_begin_sums: no normal equations this pass */
     int64_t n;
     double eps;
     double *x;               /* (K, NY) the pass's point */
@@ -73,7 +74,7 @@ void cc_lad_close(CcLad **pl)
     *pl = NULL;
 }
 
-int cc_lad_begin(CcLad *l, const double *x, double eps)
+static int begin(CcLad *l, const double *x, double eps, int sums_only)
 {
     if (!(eps > 0) || !isfinite(eps))
         return -EINVAL;
@@ -83,9 +84,13 @@ int cc_lad_begin(CcLad *l, const double *x, double eps)
     memset(l->aty, 0, ny * k * sizeof *l->aty);
     memset(l->abs_sum, 0, ny * sizeof *l->abs_sum);
     memset(l->huber, 0, ny * sizeof *l->huber);
-    l->eps = eps, l->rows = 0, l->n = 0;
+    l->eps = eps, l->rows = 0, l->n = 0, l->sums_only = sums_only;
     return 0;
 }
+
+int cc_lad_begin(CcLad *l, const double *x, double eps) { return begin(l, x, eps, 0); }
+
+int cc_lad_begin_sums(CcLad *l, const double *x, double eps) { return begin(l, x, eps, 1); }
 
 double *cc_lad_row(CcLad *l, double **y)
 {
@@ -100,7 +105,8 @@ static double huber(double r, double eps)
     return m < eps ? r * r / (2 * eps) + eps / 2 : m;
 }
 
-/* The buffered rows into every output's weighted normal equations. */
+/* The buffered rows into every output's residual sums and (unless sums_only) weighted
+ * normal equations. */
 static void flush(CcLad *l)
 {
     const int K = l->K, NY = l->NY, n = l->rows;
@@ -110,7 +116,13 @@ static void flush(CcLad *l)
     memcpy(l->r, l->y, (size_t)n * NY * sizeof *l->r);
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, NY, K, 1.0, l->a, K, l->x, NY, -1.0,
                 l->r, NY);
-    for (int c = 0; c < NY; c++) {
+    for (int c = 0; c < NY && l->sums_only; c++)
+        for (int j = 0; j < n; j++) {
+            double r = l->r[(size_t)j * NY + c];
+            l->abs_sum[c] += fabs(r);
+            l->huber[c] += huber(r, l->eps);
+        }
+    for (int c = 0; c < NY && !l->sums_only; c++) {
         for (int j = 0; j < n; j++) {
             double r = l->r[(size_t)j * NY + c], m = fabs(r);
             double sw = 1.0 / sqrt(m > l->eps ? m : l->eps);
@@ -168,6 +180,8 @@ int cc_lad_solve(CcLad *l, const double *pen, int n_pen, double *x)
     flush(l);
     if (l->n == 0)
         return -EAGAIN;
+    if (l->sums_only)
+        return -EINVAL;
     for (int c = 0; c < NY; c++) {
         memcpy(l->fac, l->ata + (size_t)c * K * K, (size_t)K * K * sizeof *l->fac);
         for (int i = 0; i < n_pen; i++)

@@ -1697,14 +1697,15 @@ static int solve_scaled(CcRidge *rg, int R, double lambda, double *x)
 static int scale_ok(double v) { return v > 0 && isfinite(v); }
 
 /* One IRLS pass of cc_trainer_fit_linear_scaled: the rows of the training pool and, when
- * refit is not NULL, those of refit's ranges into lad at xl. 0 or a build error. */
+ * refit is not NULL, those of refit's ranges into lad at xl (sums_only: their residual sums
+ * alone, cc_lad_begin_sums). 0 or a build error. */
 static int lad_pass(CcTrainer *t, const CcLinearFitSettings *s, const CcRange *refit, LadSink *sink,
-                    const double *xl, double eps)
+                    const double *xl, double eps, int sums_only)
 {
     const CcDataset *ds = t->ds;
     const int F = ds->n_features, P = t->m->hp.patch_len, HZ = t->m->hp.horizon;
     int64_t unused = 0;
-    int ret = cc_lad_begin(sink->lad, xl, eps);
+    int ret = sums_only ? cc_lad_begin_sums(sink->lad, xl, eps) : cc_lad_begin(sink->lad, xl, eps);
     sink->seen = 0;
     for (int64_t p = 0; ret == 0 && p < t->n_train_pool; p++) {
         const Pool *pl = &t->train_pool[p];
@@ -1732,73 +1733,175 @@ static int lad_pass(CcTrainer *t, const CcLinearFitSettings *s, const CcRange *r
     return ret;
 }
 
+/* The IRLS objective of a pass (cc_lad.h): its Huber sums plus the penalties on x's first R
+ * rows. */
+static double lad_objective(const double *hub, const double *pen, const double *xl, int R, int HZ)
+{
+    double obj = 0;
+    for (int k = 0; k < HZ; k++) {
+        obj += hub[k];
+        for (int i = 0; i < R; i++)
+            obj += 0.5 * pen[k] * xl[(size_t)i * HZ + k] * xl[(size_t)i * HZ + k];
+    }
+    return obj;
+}
+
+/* pen[k] = ridge_pen / the mean absolute error at step k of a pass's rows (abs_sum over n
+ * rows), per sampled row (stride: the ridge's is over every sample). */
+static void start_penalties(const double *abs_sum, double n, int HZ, double ridge_pen,
+                            int64_t stride, double *pen)
+{
+    for (int k = 0; k < HZ; k++)
+        pen[k] = (abs_sum[k] > 0 ? ridge_pen / (abs_sum[k] / n) : ridge_pen) / (double)stride;
+}
+
+/* IRLS passes over sink's rows from xl (updated) with the penalties pen: each pass measures
+ * the objective at xl and solves for the next; it stops when a pass does not lower the
+ * objective below *best_obj (then xl is not kept), lowers it by less than
+ * CC_LINEAR_FIT_MAE_TOL of it, or after max_passes solves. best (and *best_obj, *mae_end: the
+ * rows' mean absolute error there) get the lowest point; pen_from_start: the first pass sets
+ * pen from its residuals (start_penalties) and *mae_start. *solves counts the solves. */
+static int irls_stage(CcTrainer *t, const CcLinearFitSettings *s, const CcRange *refit,
+                      LadSink *sink, double *pen, int pen_from_start, double ridge_pen, double *xl,
+                      double *best, double *best_obj, int max_passes, double *abs_sum, double *hub,
+                      double *mae_start, double *mae_end, int *solves)
+{
+    const int R = t->m->hp.linear_window, HZ = t->m->hp.horizon;
+    const int KL = s->hold_bias ? R : R + 1;
+    const double eps = CC_LINEAR_FIT_MAE_EPS;
+    for (int pass = 0; pass <= max_passes; pass++) {
+        int ret = lad_pass(t, s, refit, sink, xl, eps, 0);
+        if (ret < 0)
+            return ret;
+        const double n = (double)cc_lad_rows(sink->lad);
+        if (n == 0)
+            return -EAGAIN;
+        cc_lad_residuals(sink->lad, abs_sum, hub);
+        double abs_all = 0;
+        for (int k = 0; k < HZ; k++)
+            abs_all += abs_sum[k];
+        if (pass == 0 && pen_from_start) {
+            *mae_start = abs_all / (n * HZ);
+            start_penalties(abs_sum, n, HZ, ridge_pen, sink->stride, pen);
+        }
+        const double obj = lad_objective(hub, pen, xl, R, HZ);
+        if (!(obj < *best_obj))
+            break;
+        double gain = *best_obj - obj;
+        *best_obj = obj;
+        memcpy(best, xl, (size_t)KL * HZ * sizeof *best);
+        *mae_end = abs_all / (n * HZ);
+        if (gain < CC_LINEAR_FIT_MAE_TOL * obj || pass == max_passes)
+            break;
+        if ((ret = cc_lad_solve(sink->lad, pen, R, xl)) < 0)
+            return ret;
+        /* over-relaxed: beta·(the solve's point - this pass's, in best), beta in (0, 2), still
+         * lowers the quadratic that majorises the objective (to (1 - beta)² of its drop),
+         * and moves further along the slow direction plain IRLS creeps down */
+        const double relax = s->mae_relax > 0 ? s->mae_relax : CC_LINEAR_FIT_MAE_RELAX;
+        for (size_t i = 0; i < (size_t)KL * HZ; i++)
+            xl[i] = best[i] + relax * (xl[i] - best[i]);
+        (*solves)++;
+    }
+    return 0;
+}
+
+/* The residual sums of x over the training pool's sampled rows (and refit's) without
+ * solving: the penalties pen from them (start_penalties) and *mae_start, their mean absolute
+ * error; *obj (may be NULL) the objective there. 0, -EAGAIN (no row) or an error. */
+static int lad_measure(CcTrainer *t, const CcLinearFitSettings *s, const CcRange *refit,
+                       LadSink *sink, const double *xl, double ridge_pen, double *pen,
+                       double *abs_sum, double *hub, double *mae_start, double *obj)
+{
+    const int R = t->m->hp.linear_window, HZ = t->m->hp.horizon;
+    int ret = lad_pass(t, s, refit, sink, xl, CC_LINEAR_FIT_MAE_EPS, 1);
+    if (ret < 0)
+        return ret;
+    const double n = (double)cc_lad_rows(sink->lad);
+    if (n == 0)
+        return -EAGAIN;
+    cc_lad_residuals(sink->lad, abs_sum, hub);
+    double abs_all = 0;
+    for (int k = 0; k < HZ; k++)
+        abs_all += abs_sum[k];
+    *mae_start = abs_all / (n * HZ);
+    start_penalties(abs_sum, n, HZ, ridge_pen, sink->stride, pen);
+    if (obj)
+        *obj = lad_objective(hub, pen, xl, R, HZ);
+    return 0;
+}
+
+/* The row sampling of IRLS over n_samples: every stride-th (at most s->mae_max_rows). */
+static int64_t lad_stride(const CcLinearFitSettings *s, int64_t n_samples)
+{
+    const int64_t cap = s->mae_max_rows > 0 ? s->mae_max_rows : CC_LINEAR_FIT_MAE_ROWS;
+    return n_samples > cap ? (n_samples + cap - 1) / cap : 1;
+}
+
 /* CC_LINEAR_LOSS_MAE: x (K·HZ, bias row last) refitted by IRLS on the absolute error over
  * the training pool (and refit's rows when not NULL), from x, with the penalties pen (HZ);
  * when pen_from_start, pen[k] is first set to ridge_pen / the mean absolute error of x at
- * step k (cc_trainer_fit_linear_scaled's comment in cc_train.h). *mae_start / *mae_end:
- * the rows' mean absolute error at x and at the map kept; *passes the solves made. */
+ * step k (cc_trainer_fit_linear_scaled's comment in cc_train.h). With enough rows (at least
+ * CC_LINEAR_FIT_MAE_COARSE_MIN per input in every s->mae_coarse-th of them) a coarse stage
+ * first runs IRLS on that subsample (its penalties scaled to its rows) from x, and the fit
+ * goes on from its result; the fit keeps x unless a point beats x's objective on the rows.
+ * *mae_start / *mae_end: the rows' mean absolute error at x and at the map kept; *passes the
+ * solves made on the rows, *coarse_passes those on the subsample. */
 static int fit_linear_mae(CcTrainer *t, const CcLinearFitSettings *s, const CcRange *refit,
                           int64_t n_samples, double ridge_pen, double *pen, int pen_from_start,
-                          double *x, double *mae_start, double *mae_end, int *passes)
+                          double *x, double *mae_start, double *mae_end, int *passes,
+                          int *coarse_passes)
 {
     const int R = t->m->hp.linear_window, HZ = t->m->hp.horizon;
     const int KL = s->hold_bias ? R : R + 1;
     const int max_passes = s->mae_passes > 0 ? s->mae_passes : CC_LINEAR_FIT_MAE_PASSES;
-    const double eps = CC_LINEAR_FIT_MAE_EPS;
+    const int coarse = s->mae_coarse > 0 ? s->mae_coarse : CC_LINEAR_FIT_MAE_COARSE;
     CcLad *lad = NULL;
     double *xl = malloc((size_t)KL * HZ * sizeof *xl),
            *best = malloc((size_t)KL * HZ * sizeof *best);
     double *held = malloc((size_t)HZ * sizeof *held),
            *abs_sum = malloc((size_t)HZ * sizeof *abs_sum);
-    double *hub = malloc((size_t)HZ * sizeof *hub);
-    int ret = xl && best && held && abs_sum && hub ? cc_lad_open(&lad, KL, HZ) : -ENOMEM;
+    double *hub = malloc((size_t)HZ * sizeof *hub), *cpen = malloc((size_t)HZ * sizeof *cpen);
+    int ret = xl && best && held && abs_sum && hub && cpen ? cc_lad_open(&lad, KL, HZ) : -ENOMEM;
     if (ret < 0)
         goto done;
     memcpy(xl, x, (size_t)KL * HZ * sizeof *xl);     /* the bias last, when fitted */
     memcpy(best, x, (size_t)KL * HZ * sizeof *best); /* a non-finite objective: x stays */
     for (int k = 0; k < HZ; k++)
         held[k] = x[(size_t)R * HZ + k];
-    const int64_t cap = s->mae_max_rows > 0 ? s->mae_max_rows : CC_LINEAR_FIT_MAE_ROWS;
-    LadSink sink = {.lad = lad,
-                    .held_bias = s->hold_bias ? held : NULL,
-                    .stride = n_samples > cap ? (n_samples + cap - 1) / cap : 1};
+    LadSink sink = {
+        .lad = lad, .held_bias = s->hold_bias ? held : NULL, .stride = lad_stride(s, n_samples)};
     double best_obj = INFINITY;
-    *passes = 0;
-    for (int pass = 0; pass <= max_passes; pass++) {
-        if ((ret = lad_pass(t, s, refit, &sink, xl, eps)) < 0)
+    *passes = *coarse_passes = 0;
+    if (pen_from_start && coarse > 1 &&
+        n_samples / sink.stride / coarse >= (int64_t)CC_LINEAR_FIT_MAE_COARSE_MIN * KL) {
+        /* x's objective on the rows (and the penalties from its residuals): the bar */
+        double start;
+        ret = lad_measure(t, s, refit, &sink, xl, ridge_pen, cpen, abs_sum, hub, &start, NULL);
+        if (ret < 0)
             goto done;
-        const double n = (double)cc_lad_rows(lad);
-        if (n == 0) {
-            ret = -EAGAIN;
-            goto done;
-        }
-        cc_lad_residuals(lad, abs_sum, hub);
-        double abs_all = 0, obj = 0;
+        if (pen_from_start)
+            memcpy(pen, cpen, (size_t)HZ * sizeof *pen), *mae_start = start;
+        best_obj = lad_objective(hub, pen, xl, R, HZ);
+        *mae_end = start;
+        pen_from_start = 0;
+        /* the coarse stage: every coarse-th row of the fit's, its penalties per its rows */
+        LadSink cs = sink;
+        cs.stride = sink.stride * coarse;
         for (int k = 0; k < HZ; k++)
-            abs_all += abs_sum[k];
-        if (pass == 0) {
-            *mae_start = abs_all / (n * HZ);
-            for (int k = 0; k < HZ && pen_from_start; k++)
-                pen[k] = (abs_sum[k] > 0 ? ridge_pen / (abs_sum[k] / n) : ridge_pen) /
-                         (double)sink.stride; /* the ridge's is over every sample */
-        }
-        for (int k = 0; k < HZ; k++) {
-            obj += hub[k];
-            for (int i = 0; i < R; i++)
-                obj += 0.5 * pen[k] * xl[(size_t)i * HZ + k] * xl[(size_t)i * HZ + k];
-        }
-        if (!(obj < best_obj))
-            break;
-        double gain = best_obj - obj;
-        best_obj = obj;
-        memcpy(best, xl, (size_t)KL * HZ * sizeof *best);
-        *mae_end = abs_all / (n * HZ);
-        if (gain < CC_LINEAR_FIT_MAE_TOL * obj || pass == max_passes)
-            break;
-        if ((ret = cc_lad_solve(lad, pen, R, xl)) < 0)
+            cpen[k] = pen[k] * (double)sink.stride / (double)cs.stride;
+        double cbest_obj = INFINITY, cstart, cend;
+        ret = irls_stage(t, s, refit, &cs, cpen, 0, 0, xl, best, &cbest_obj, max_passes, abs_sum,
+                         hub, &cstart, &cend, coarse_passes);
+        if (ret < 0)
             goto done;
-        *passes = pass + 1;
+        memcpy(xl, best, (size_t)KL * HZ * sizeof *xl); /* the coarse stage's lowest point */
+        memcpy(best, x, (size_t)KL * HZ * sizeof *best);
     }
+    ret = irls_stage(t, s, refit, &sink, pen, pen_from_start, ridge_pen, xl, best, &best_obj,
+                     max_passes, abs_sum, hub, mae_start, mae_end, passes);
+    if (ret < 0)
+        goto done;
     memcpy(x, best, (size_t)KL * HZ * sizeof *x); /* with the bias held, x's bias row stays */
     ret = 0;
 done:
@@ -1808,6 +1911,7 @@ done:
     free(held);
     free(abs_sum);
     free(hub);
+    free(cpen);
     return ret;
 }
 
@@ -1848,7 +1952,8 @@ int cc_trainer_fit_linear_scaled(CcTrainer *t, const CcLinearFitSettings *s, CcL
     const int P = hp->patch_len, NL = s->n_lambdas;
     CcLinearFitReport rp = {.lambda = NAN, .mae_start = NAN, .mae_end = NAN, .mae_val_crit = NAN};
     if (R < 1 || !s->scale || !s->lambdas || NL < 1 || NL > CC_LINEAR_FIT_MAX_LAMBDAS ||
-        (s->loss != CC_LINEAR_LOSS_MSE && s->loss != CC_LINEAR_LOSS_MAE) || s->mae_passes < 0)
+        (s->loss != CC_LINEAR_LOSS_MSE && s->loss != CC_LINEAR_LOSS_MAE) || s->mae_passes < 0 ||
+        s->mae_coarse < 0 || !(s->mae_relax >= 0 && s->mae_relax < 2))
         return -EINVAL;
     for (int q = 0; q < NL; q++)
         if (!(s->lambdas[q] >= 0))
@@ -1894,7 +1999,7 @@ int cc_trainer_fit_linear_scaled(CcTrainer *t, const CcLinearFitSettings *s, CcL
         memcpy(xm, x, (size_t)K * HZ * sizeof *xm);
         pen_train = scaled_penalty(rg, R, rp.lambda);
         ret = fit_linear_mae(t, s, NULL, rp.n_fit, pen_train, pen, 1, xm, &rp.mae_start,
-                             &rp.mae_end, &rp.mae_passes);
+                             &rp.mae_end, &rp.mae_passes, &rp.mae_coarse_passes);
         if (ret < 0)
             goto done;
         memcpy(x + (size_t)K * HZ, xm, (size_t)K * HZ * sizeof *x);
@@ -1928,7 +2033,7 @@ int cc_trainer_fit_linear_scaled(CcTrainer *t, const CcLinearFitSettings *s, CcL
     } else if (use_mae && warm) { /* all rows, from the training rows' MAE map */
         const double pen_all = scaled_penalty(rg, R, rp.lambda);
         double start; /* the training rows' MAE map's over all rows: not reported */
-        int passes = 0;
+        int passes = 0, coarse_passes = 0;
         /* the penalty grows with the rows, as the ridge's (and shrinks with a longer stride) */
         const int64_t cap = s->mae_max_rows > 0 ? s->mae_max_rows : CC_LINEAR_FIT_MAE_ROWS,
                       n_all = rp.n_fit + rp.n_refit;
@@ -1938,15 +2043,16 @@ int cc_trainer_fit_linear_scaled(CcTrainer *t, const CcLinearFitSettings *s, CcL
             pen[k] *= (pen_train > 0 ? pen_all / pen_train : 1) * st0 / st1;
         /* the bias from the all-rows ridge when it is held, else the MAE map's */
         memcpy(x, xm, (size_t)(s->hold_bias ? R : K) * HZ * sizeof *x);
-        ret =
-            fit_linear_mae(t, s, s->refit, n_all, pen_all, pen, 0, x, &start, &rp.mae_end, &passes);
+        ret = fit_linear_mae(t, s, s->refit, n_all, pen_all, pen, 0, x, &start, &rp.mae_end,
+                             &passes, &coarse_passes);
         if (ret < 0)
             goto done;
         rp.mae_passes += passes;
+        rp.mae_coarse_passes += coarse_passes;
     } else if (use_mae) { /* no validation window to judge on: the MAE map of all rows */
-        ret =
-            fit_linear_mae(t, s, s->refit, rp.n_fit + rp.n_refit, scaled_penalty(rg, R, rp.lambda),
-                           pen, 1, x, &rp.mae_start, &rp.mae_end, &rp.mae_passes);
+        ret = fit_linear_mae(t, s, s->refit, rp.n_fit + rp.n_refit,
+                             scaled_penalty(rg, R, rp.lambda), pen, 1, x, &rp.mae_start,
+                             &rp.mae_end, &rp.mae_passes, &rp.mae_coarse_passes);
         if (ret < 0)
             goto done;
     }

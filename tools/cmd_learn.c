@@ -1199,6 +1199,7 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
             json_object_set_new(lf, "mae_ridge", json_real(fit.mae_start));
             json_object_set_new(lf, "mae_fitted", json_real(fit.mae_end));
             json_object_set_new(lf, "irls_passes", json_integer(fit.mae_passes));
+            json_object_set_new(lf, "irls_coarse_passes", json_integer(fit.mae_coarse_passes));
             json_object_set_new(lf, "mae_val_mase",
                                 isfinite(fit.mae_val_crit) ? json_real(fit.mae_val_crit)
                                                            : json_null());

@@ -13,7 +13,8 @@
 # wall_s: without the reading of the CSV directory), CPU seconds, peak RSS (VmHWM, sampled
 # every 0.2 s, and the rusage maximum) and what the process was doing at the peak (its last
 # progress line; the run's rss.log: its RSS over time, a line at each change of 2 %), the records held and the store's bytes as docs/learning.md counts them
-# (8 + 4·K bytes per record with K KPIs), and the peak per sampled cell. WORKDIR keeps the fleets
+# (8 + 4·K bytes per record with K KPIs), the peak per sampled cell, the linear-only fit's
+# IRLS passes and the refit's seconds. WORKDIR keeps the fleets
 # (about 55 MB of CSV per 1000 cells and 8 days) and each run's state directory (its log,
 # rounds.jsonl and candidates; the round's CSVs removed).
 set -eu
@@ -82,6 +83,7 @@ try:
 except (OSError, IndexError, ValueError):
     pass
 cands = {c["kind"]: c.get("mase") for c in rnd.get("candidates", [])}
+lf = rnd.get("linear_fit", {})
 records = sum(1 for _ in open(f"{data}/fleet.csv")) - 1
 record_bytes = 8 + 4 * len(rnd.get("kpis", []))
 peak = max(peak, ru.ru_maxrss)
@@ -95,7 +97,11 @@ print(json.dumps({
     "peak_kb_per_cell": round(peak / cells, 1),
     "store_mb": round(records * record_bytes / 2**20, 1),
     "store_kb_per_cell": round(records * record_bytes / cells / 1024, 1),
-    "mase": cands, "decision": rnd.get("decision")}), flush=True)
+    "mase": cands, "decision": rnd.get("decision"),
+    # the linear-only MAE fit's IRLS passes (on all rows, on the coarse subsample) and the
+    # refit's seconds: where a round's time goes
+    "irls_passes": [lf.get("irls_passes"), lf.get("irls_coarse_passes")],
+    "refit_s": round(rnd.get("refit", {}).get("train_seconds", float("nan")), 1)}), flush=True)
 PY
         rm -f "$out/all.csv" "$out/train.csv" # the round's CSVs: 1.4 GB at 10k cells
     done

@@ -7,6 +7,12 @@
  *  - its passes equal the naive reference (cc_lad_fit_ref: rows in memory, plain loops,
  *    Gaussian elimination) step for step;
  *  - it is deterministic: the same rows give the same bits;
+ *  - over-relaxed steps (x + beta·(the solve's point - x), beta in (0, 2): the step
+ *    cc_trainer_fit_linear_scaled takes) never raise the objective either (the quadratic
+ *    majorises it and falls at x + beta·d for any such beta) and reach a lower one in the
+ *    same passes on these rows;
+ *  - a sums-only pass (cc_lad_begin_sums) gives a full pass's residual sums, the same bits,
+ *    and cannot be solved;
  *  - bad arguments are refused, and every allocation failure is -ENOMEM with nothing left.
  */
 #include <errno.h>
@@ -205,6 +211,138 @@ static void test_lad_deterministic(void **state)
     free(y);
 }
 
+/* passes IRLS steps from x over all rows, each moving beta times the way to the solve's
+ * point; obj[p] the objective at each pass's x (as lad_stream). */
+static void lad_relaxed(const double *a, const double *y, const double *pen, double eps,
+                        double beta, int passes, double *x, double *obj)
+{
+    CcLad *l = NULL;
+    assert_int_equal(cc_lad_open(&l, K, NY), 0);
+    double next[K * NY];
+    for (int p = 0; p <= passes; p++) {
+        assert_int_equal(cc_lad_begin(l, x, eps), 0);
+        for (int j = 0; j < N; j++) {
+            double *yr, *ar = cc_lad_row(l, &yr);
+            memcpy(ar, a + (size_t)j * K, K * sizeof *ar);
+            memcpy(yr, y + (size_t)j * NY, NY * sizeof *yr);
+            cc_lad_push(l);
+        }
+        double abs_sum[NY], hub[NY];
+        cc_lad_residuals(l, abs_sum, hub);
+        obj[p] = 0;
+        for (int c = 0; c < NY; c++) {
+            obj[p] += hub[c];
+            for (int i = 0; i < KI; i++)
+                obj[p] += 0.5 * pen[c] * x[(size_t)i * NY + c] * x[(size_t)i * NY + c];
+        }
+        if (p == passes)
+            break;
+        assert_int_equal(cc_lad_solve(l, pen, KI, next), 0);
+        for (int i = 0; i < K * NY; i++)
+            x[i] += beta * (next[i] - x[i]);
+    }
+    cc_lad_close(&l);
+}
+
+static void test_lad_over_relaxed(void **state)
+{
+    (void)state;
+    double *a = malloc((size_t)N * K * sizeof *a), *y = malloc((size_t)N * NY * sizeof *y);
+    assert_non_null(a);
+    assert_non_null(y);
+    make_rows(a, y);
+    enum { P = 8 };
+    double xr[K * NY], x[K * NY], plain[P + 1], obj[P + 1];
+    const double pen[NY] = {1.0, 1.0}, eps = 1e-3;
+    ridge(a, y, 1.0, xr);
+    memcpy(x, xr, sizeof x);
+    lad_relaxed(a, y, pen, eps, 1.0, P, x, plain);
+    const double betas[] = {0.5, 1.5, 1.8, 1.95};
+    for (size_t b = 0; b < sizeof betas / sizeof *betas; b++) {
+        memcpy(x, xr, sizeof x);
+        lad_relaxed(a, y, pen, eps, betas[b], P, x, obj);
+        printf("beta %.2f: objective %.4f -> %.4f in %d passes (plain %.4f)\n", betas[b], obj[0],
+               obj[P], P, plain[P]);
+        /* never up: the slack is the objective's rounding, as test_lad_beats_ridge_on_outliers */
+        for (int p = 1; p <= P; p++)
+            assert_true(obj[p] <= obj[p - 1] * (1 + 1e-12));
+        if (betas[b] > 1) /* these rows: the plain steps creep, the relaxed go further */
+            assert_true(obj[P] < plain[P]);
+    }
+    free(a);
+    free(y);
+}
+
+/* The rows pushed into l (a pass begun), from row j0 on every stride-th. */
+static void push_rows(CcLad *l, const double *a, const double *y, int j0, int stride)
+{
+    for (int j = j0; j < N; j += stride) {
+        double *yr, *ar = cc_lad_row(l, &yr);
+        memcpy(ar, a + (size_t)j * K, K * sizeof *ar);
+        memcpy(yr, y + (size_t)j * NY, NY * sizeof *yr);
+        cc_lad_push(l);
+    }
+}
+
+/* A sums-only pass measures the point as a full pass does (the same residuals, summed in the
+ * same order: the same bits), and its sums are those of plain loops over the rows within
+ * the summation's rounding; cc_lad_solve refuses it and the next full pass solves as one
+ * that never followed it. */
+static void test_lad_sums_only(void **state)
+{
+    (void)state;
+    double *a = malloc((size_t)N * K * sizeof *a), *y = malloc((size_t)N * NY * sizeof *y);
+    assert_non_null(a);
+    assert_non_null(y);
+    make_rows(a, y);
+    double x[K * NY], x_full[K * NY], x_after[K * NY];
+    const double pen[NY] = {1.0, 1.0}, eps = 1e-2;
+    ridge(a, y, 1.0, x);
+    CcLad *l = NULL, *m = NULL;
+    assert_int_equal(cc_lad_open(&l, K, NY), 0);
+    assert_int_equal(cc_lad_open(&m, K, NY), 0);
+    double abs_full[NY], hub_full[NY], abs_sums[NY], hub_sums[NY];
+    assert_int_equal(cc_lad_begin(l, x, eps), 0);
+    push_rows(l, a, y, 0, 1);
+    cc_lad_residuals(l, abs_full, hub_full);
+    assert_int_equal(cc_lad_solve(l, pen, KI, x_full), 0);
+    assert_int_equal(cc_lad_begin_sums(m, x, eps), 0);
+    assert_int_equal(cc_lad_begin_sums(m, x, 0), -EINVAL);
+    assert_int_equal(cc_lad_begin_sums(m, x, eps), 0);
+    push_rows(m, a, y, 0, 1);
+    assert_int_equal(cc_lad_rows(m), N);
+    cc_lad_residuals(m, abs_sums, hub_sums);
+    assert_memory_equal(abs_full, abs_sums, sizeof abs_full);
+    assert_memory_equal(hub_full, hub_sums, sizeof hub_full);
+    assert_int_equal(cc_lad_solve(m, pen, KI, x_after), -EINVAL);
+    /* plain loops: N terms of up to ~3 each, 2.2e-16 relative per addition */
+    for (int c = 0; c < NY; c++) {
+        double s = 0;
+        for (int j = 0; j < N; j++) {
+            double r = -y[(size_t)j * NY + c];
+            for (int i = 0; i < K; i++)
+                r += a[(size_t)j * K + i] * x[(size_t)i * NY + c];
+            s += fabs(r);
+        }
+        assert_true(fabs(s - abs_sums[c]) <= N * 2.2e-16 * s * 4);
+    }
+    /* a full pass after the sums-only one: its solve is the first pass's */
+    assert_int_equal(cc_lad_begin(m, x, eps), 0);
+    push_rows(m, a, y, 0, 1);
+    assert_int_equal(cc_lad_solve(m, pen, KI, x_after), 0);
+    assert_memory_equal(x_full, x_after, sizeof x_full);
+    /* a subsample (every third row): the sums of its rows only */
+    assert_int_equal(cc_lad_begin_sums(m, x, eps), 0);
+    push_rows(m, a, y, 0, 3);
+    assert_int_equal(cc_lad_rows(m), (N + 2) / 3);
+    cc_lad_residuals(m, abs_sums, NULL);
+    assert_true(abs_sums[0] < 0.5 * abs_full[0] && abs_sums[0] > 0.2 * abs_full[0]);
+    cc_lad_close(&l);
+    cc_lad_close(&m);
+    free(a);
+    free(y);
+}
+
 static void test_lad_arguments(void **state)
 {
     (void)state;
@@ -272,6 +410,8 @@ int main(void)
         cmocka_unit_test(test_lad_beats_ridge_on_outliers),
         cmocka_unit_test(test_lad_matches_reference),
         cmocka_unit_test(test_lad_deterministic),
+        cmocka_unit_test(test_lad_sums_only),
+        cmocka_unit_test(test_lad_over_relaxed),
         cmocka_unit_test(test_lad_arguments),
         cmocka_unit_test(test_lad_out_of_memory),
     };

@@ -312,7 +312,44 @@ static void test_mae_fit_options(void **state)
                   (long long)fs.mae_max_rows, (long long)rep.n_fit, rep.mae_start, rep.mae_end,
                   rep.mae_passes, rep.mae_kept);
     assert_true(rep.mae_passes >= 1 && rep.mae_end < rep.mae_start);
-    fs.mae_max_rows = 0, fs.hold_bias = 1;
+    assert_int_equal(rep.mae_coarse_passes, 0); /* too few rows per input for a coarse stage */
+    /* the coarse stage on every second sample (enough rows per input at this size), then
+     * the fine passes from there: the same problem as without it (the same penalty, the MAE
+     * at the ridge map alike), solved to its stopping rule, near the same end */
+    fs.mae_max_rows = 0, fs.mae_coarse = 1;
+    CcLinearFitReport one, two;
+    assert_int_equal(cc_trainer_fit_linear_scaled(t, &fs, &one), 0);
+    fs.mae_coarse = 2;
+    assert_int_equal(cc_trainer_fit_linear_scaled(t, &fs, &two), 0);
+    print_message("one stage: MAE %.6f -> %.6f in %d passes; coarse stage: %.6f -> %.6f in %d "
+                  "+ %d coarse passes\n",
+                  one.mae_start, one.mae_end, one.mae_passes, two.mae_start, two.mae_end,
+                  two.mae_passes, two.mae_coarse_passes);
+    assert_int_equal(one.mae_coarse_passes, 0);
+    assert_true(two.mae_coarse_passes >= 1);
+    assert_true(two.lambda == one.lambda && two.mae_start == one.mae_start);
+    assert_true(two.mae_end < two.mae_start);
+    /* each stops where a pass gains less than CC_LINEAR_FIT_MAE_TOL of the objective: the
+     * MAE at either end within 20 such gains of the other's */
+    assert_true(fabs(two.mae_end - one.mae_end) <= 20 * CC_LINEAR_FIT_MAE_TOL * one.mae_end);
+    fs.mae_coarse = -1;
+    assert_int_equal(cc_trainer_fit_linear_scaled(t, &fs, &rep), -EINVAL);
+    /* plain IRLS steps (mae_relax 1) against the default over-relaxed ones: the same problem,
+     * the default in no more passes and to no higher an end (within the stopping rule) */
+    fs.mae_coarse = 1, fs.mae_relax = 1;
+    CcLinearFitReport plain;
+    assert_int_equal(cc_trainer_fit_linear_scaled(t, &fs, &plain), 0);
+    print_message("plain steps: MAE %.6f -> %.6f in %d passes; over-relaxed (%.2f): %.6f in %d\n",
+                  plain.mae_start, plain.mae_end, plain.mae_passes, CC_LINEAR_FIT_MAE_RELAX,
+                  one.mae_end, one.mae_passes);
+    assert_true(plain.mae_start == one.mae_start && plain.lambda == one.lambda);
+    assert_true(one.mae_passes <= plain.mae_passes);
+    assert_true(one.mae_end <= plain.mae_end * (1 + 20 * CC_LINEAR_FIT_MAE_TOL));
+    fs.mae_relax = 2;
+    assert_int_equal(cc_trainer_fit_linear_scaled(t, &fs, &rep), -EINVAL);
+    fs.mae_relax = -1;
+    assert_int_equal(cc_trainer_fit_linear_scaled(t, &fs, &rep), -EINVAL);
+    fs.mae_relax = 0, fs.mae_coarse = 0, fs.hold_bias = 1;
     assert_int_equal(cc_trainer_fit_linear_scaled(t, &fs, &rep), 0);
     assert_true(rep.mae_kept);
     assert_memory_equal(m->w.lin_b, ridge_b, sizeof ridge_b);

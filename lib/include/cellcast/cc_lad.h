@@ -36,6 +36,12 @@ void cc_lad_close(CcLad **l);
  *  the sums of the previous pass are cleared. 0 or -EINVAL (eps not > 0 and finite). */
 int cc_lad_begin(CcLad *l, const double *x, double eps);
 
+/** Starts a pass at x that only sums the residuals (cc_lad_residuals), without the normal
+ *  equations: a pass's cost without the NY · K² per row, e.g. to measure the objective at a
+ *  point or set a penalty from its residuals. cc_lad_solve after it is -EINVAL. 0 or -EINVAL
+ *  (as cc_lad_begin). */
+int cc_lad_begin_sums(CcLad *l, const double *x, double eps);
+
 /** The next row's buffers: returns a (K values) and sets *y (NY values); the caller fills
  *  both, then cc_lad_push counts the row (as cc_ridge_row / cc_ridge_push). */
 double *cc_lad_row(CcLad *l, double **y);
@@ -54,8 +60,8 @@ double cc_lad_trace(CcLad *l, int c, int n);
 /**
  * The next x (K, NY): per output c, the solution of the pass's weighted normal equations
  * with pen[c] ≥ 0 added to their first n_pen diagonal entries. The sums are kept.
- * 0, -EINVAL (a pen < 0, n_pen outside [0, K]), -EAGAIN (no row), -EDOM (not positive
- * definite: pen = 0 on collinear inputs).
+ * 0, -EINVAL (a pen < 0, n_pen outside [0, K], a cc_lad_begin_sums pass), -EAGAIN (no row), -EDOM
+ * (not positive definite: pen = 0 on collinear inputs).
  */
 int cc_lad_solve(CcLad *l, const double *pen, int n_pen, double *x);
 
