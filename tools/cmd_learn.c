@@ -46,6 +46,7 @@ typedef struct LearnArgs {
         *tx_linear_loss;
     int once, shuffle_train, quiet, threads, no_refit, refresh;
     double data_days, poll_s, floor_frac;
+    double blend; /* --blend: the model's weight against the seasonal naive (1: none) */
     CcLearnSettings ls;
     double first_model_h, transformer_days, retrain_h, holdout_h;
     int horizon, patch_len;
@@ -613,6 +614,26 @@ static int refit_chosen(const LearnArgs *a, const char *all_csv, int64_t step, c
     return 0;
 }
 
+/* --blend A < 1 (docs/learning.md, "Blending with the seasonal naive"): the model file at
+ * path rewritten in place as A x its forecast + (1 - A) x the seasonal naive
+ * (cc_learn_blend_seasonal), before it is scored or published. The seasonal candidate is
+ * not blended (a blend of it is itself). 0 (blended, or A = 1), -1 (why in why: the file
+ * stays as it was; a step that does not divide a day). */
+static int blend_file(const LearnArgs *a, const char *path, char *why, size_t whylen)
+{
+    if (a->blend >= 1)
+        return 0;
+    CcModel *m = NULL, *b = NULL;
+    int rc = cc_model_open_file(&m, path, why, whylen);
+    if (rc == 0)
+        rc = cc_learn_blend_seasonal(&b, m, a->blend, why, whylen);
+    if (rc == 0)
+        rc = cc_model_save(b, path, why, whylen);
+    cc_model_close(&b);
+    cc_model_close(&m);
+    return rc < 0 ? -1 : 0;
+}
+
 /* The index in sc[0..n_cand) of the kind of the model in service, from its record (the
  * learner's MODEL.json: `published`); -1 when it has none (a model the learner did not
  * publish). */
@@ -1059,9 +1080,12 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
     CcLinearFitReport fit = {.lambda = NAN, .mae_end = NAN};
     int need_linear = 1;
     json_t *below = NULL;
+    char blend_why[512] = "";
     if (linear_candidate(a, train_csv, ls.step_s, lin_path, &sc[LIN], &horizon, &patch_len, 0, &fit,
-                         &below) == 0)
+                         &below) == 0) {
+        blend_file(a, lin_path, blend_why, sizeof blend_why);
         score(&sc[LIN], all_csv, cut, horizon, ls.step_s, &need_linear);
+    }
     if (!horizon) {
         fprintf(stderr, "cellcast learn: linear candidate: %s\n", sc[LIN].why);
         json_decref(below);
@@ -1077,8 +1101,10 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
                  "no day of data before the held-out rows");
     if (due == CC_LEARN_TRANSFORMER && !g_learn_stop) {
         if (transformer_candidate(a, train_csv, ls.step_s, horizon, patch_len, tx_path, &sc[TX]) ==
-            0)
+            0) {
+            blend_file(a, tx_path, blend_why, sizeof blend_why);
             score(&sc[TX], all_csv, cut, horizon, ls.step_s, &need_linear);
+        }
     } else
         snprintf(sc[TX].why, sizeof sc[TX].why, "%.1f days of data, the Transformer from %.1f",
                  (double)span / 86400, (double)a->ls.transformer_s / 86400);
@@ -1150,6 +1176,17 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
                                below,           pool};
             return abandon_round(files, 4, owned, 6, st->rounds + 1, " while refitting", t0);
         }
+        if (rf.ok && pub != SEASONAL && a->blend < 1) { /* blended as its candidate was */
+            const CcLearnRollback *r = NULL;
+            if (blend_file(a, rf.path, rf.why, sizeof rf.why) < 0 ||
+                cc_learn_file_hash(rf.path, rf.hash) < 0 || (r = rolled_back(a, rf.hash))) {
+                if (r)
+                    snprintf(rf.why, sizeof rf.why, "model %s was rolled back by %s", rf.hash,
+                             r->member);
+                rf.ok = 0;
+                unlink(rf.path);
+            }
+        }
         if (!rf.ok)
             fprintf(stderr,
                     "cellcast learn: refit of the %s candidate: %s; publishing the candidate "
@@ -1183,6 +1220,11 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
     json_object_set_new(rec, "candidates", cands);
     json_object_set_new(rec, "rule", json_string(GATE_RULE));
     json_object_set_new(rec, "gate_pool", pool);
+    if (a->blend < 1) /* --blend: the weight of the linear-only and Transformer models */
+        json_object_set_new(rec, "blend",
+                            blend_why[0]
+                                ? json_pack("{s:f, s:s}", "weight", a->blend, "error", blend_why)
+                                : json_pack("{s:f}", "weight", a->blend));
     if (isfinite(fit.lambda)) { /* the linear-only fit: the penalty chosen on validation */
         json_t *lf = json_object(), *crit = json_object();
         for (int q = 0; q < CC_LEARN_N_LAMBDAS; q++) {
@@ -1383,7 +1425,7 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
     a->patch_len = 16, a->d_model = 32, a->n_heads = 4, a->n_layers = 2, a->d_ff = 64;
     a->threads = 1, a->seed = 1, a->poll_s = 60, a->floor_frac = 0.1, a->tx_loss = "mae";
     a->tx_mae_units = "mase", a->linear_loss = "mae", a->tx_linear_loss = "mse";
-    a->history_days = 28, a->model_name = "learned";
+    a->history_days = 28, a->model_name = "learned", a->blend = 1;
     enum { SHOW = CC_OPT_SHOW_DEFAULT };
     CcOpt opts[] = {
         CC_OPTS_HEADING("Input and output:"),
@@ -1494,6 +1536,11 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
                     .flags = SHOW),
         CC_OPTS_INT("threads", &a->threads, 1, 16, "T", "training threads", .flags = SHOW),
         CC_OPTS_DBL("seed", &a->seed, 0, 9007199254740992.0, "X", "", .flags = SHOW),
+        CC_OPTS_DBL("blend", &a->blend, 0, 1, "A",
+                    "the linear-only and Transformer candidates (and what is\n"
+                    "published of them) blended with the seasonal naive: A x\n"
+                    "the model + (1 - A) x the value a day before (1: none)",
+                    .flags = SHOW),
         CC_OPTS_FLAG("no-refit", &a->no_refit,
                      "publish the candidate scored as it is, not refitted\n"
                      "on every row (held-out ones included) first"),
