@@ -1176,7 +1176,8 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
                                below,           pool};
             return abandon_round(files, 4, owned, 6, st->rounds + 1, " while refitting", t0);
         }
-        if (rf.ok && pub != SEASONAL && a->blend < 1) { /* blended as its candidate was */
+        /* blended as its candidate was (not when the candidate could not be) */
+        if (rf.ok && pub != SEASONAL && a->blend < 1 && !blend_why[0]) {
             const CcLearnRollback *r = NULL;
             if (blend_file(a, rf.path, rf.why, sizeof rf.why) < 0 ||
                 cc_learn_file_hash(rf.path, rf.hash) < 0 || (r = rolled_back(a, rf.hash))) {

@@ -14,11 +14,11 @@ writes such files in pure Python (no numpy) and scores them with `cellcast eval`
                                          learn_replay_next.sh WORKDIR run with KEEP_CSV=1)
 
 sim: for every seed and round d, the model served after round d (m.safetensors) blended
-with a fixed a (0.5, 0.7) and with a chosen by the gate's criterion — the served kind's
+with a fixed a (BLEND_FIXED, default 0.5 and 0.7) and with a chosen by the gate's criterion — the served kind's
 candidates of the rounds in the round's gate pool (gate_pool.rounds), each blended and
 scored on its own round's held-out day (out of sample: a candidate is trained before its
-held-out day), origin-weighted, the a of the lowest pooled criterion in {0, .25, .5, .75,
-1} — scored on the next day's held-out rows as learn_replay_next.sh scores the model, over
+held-out day), origin-weighted, the a of the lowest pooled criterion in BLEND_GRID
+(default {0, .25, .5, .75, 1}; ties to the larger) — scored on the next day's held-out rows as learn_replay_next.sh scores the model, over
 that day's seasonal naive.
 """
 import array
@@ -32,7 +32,8 @@ import sys
 import tempfile
 import time
 
-GRID = (0.0, 0.25, 0.5, 0.75, 1.0)
+# the weights a round chooses from on its pool (BLEND_GRID, default "0 0.25 0.5 0.75 1")
+GRID = tuple(float(x) for x in os.environ.get("BLEND_GRID", "0 0.25 0.5 0.75 1").split())
 # the fixed weights simulated (BLEND_FIXED="0.5 0.7" by default)
 FIXED = tuple(float(x) for x in os.environ.get("BLEND_FIXED", "0.5 0.7").split())
 
@@ -201,7 +202,7 @@ def main():
         first = int(sys.argv[6]) if len(sys.argv) == 7 else 3
         out = sim(cli, W, seeds, nd)
         json.dump({s: {str(d): r for d, r in rows.items()} for s, rows in out.items()},
-                  open(f"{W}/blend_sim-{'-'.join(f'{a:g}' for a in FIXED)}.json", "w"), indent=1, default=str)
+                  open(f"{W}/blend_sim-{'-'.join(f'{a:g}' for a in FIXED)}-grid{'-'.join(f'{a:g}' for a in GRID)}.json", "w"), indent=1, default=str)
         report(out, nd, first)
     else:
         print(__doc__, file=sys.stderr)
