@@ -9,7 +9,11 @@
 #   round's unblended candidate (same seed and rows: the same training) blended by
 #   tests/bench/blend_sim.py's independent writer of model.md's combination (2 ulp), its
 #   metadata says the weight, the record says it, and the published file says it too;
-# - without --blend the record has no blend and the files no weight; --blend 1.5 refused.
+# - --blend-candidates 0.5: linear-blend and transformer-blend scored beside the unblended
+#   candidates (which stay the round's without blends), each the blend of its kind's
+#   candidate, and the gate publishes the lowest criterion of the five (blended if a blend);
+# - without --blend the record has no blend and the files no weight; --blend 1.5 refused,
+#   and --blend with --blend-candidates.
 #   usage: test_learn_blend.sh CELLCAST
 set -u
 CLI=${1:?cellcast binary}
@@ -106,7 +110,40 @@ else
     fail "--blend 0.5:$bad; record $(rec half 'r.get("blend")') / $(rec plain 'r.get("blend")')"
 fi
 
-# 3. A weight outside [0, 1] is refused before any round.
+# 3. --blend-candidates 0.5: the blends are two more candidates beside the models, each the
+# round's candidate of its kind blended; the gate takes the lowest criterion of the five
+# (no model in service, so the best is published: a blend's refit is blended too).
+round cand 4 --blend-candidates 0.5
+bad=""
+for k in linear transformer; do
+    d=$(same_weights "$TMP/cand/candidate-$k-blend.safetensors" "$TMP/want-$k.safetensors") ||
+        bad+=" $k-blend: tensors $d differ from the blend of the unblended candidate"
+    d=$(same_weights "$TMP/cand/candidate-$k.safetensors" "$TMP/plain/candidate-$k.safetensors") ||
+        bad+=" $k: tensors $d differ from the round without blends"
+done
+pub=$(rec cand 'r.get("published")')
+best=$(rec cand 'min((c for c in r["candidates"] if "mase" in c), key=lambda c: r["gate_pool"]["criterion"][c["kind"]])["kind"]')
+kinds=$(rec cand '" ".join(c["kind"] for c in r["candidates"])')
+case $pub in
+*-blend) [ "$(meta "$TMP/cand/m.safetensors")" = 0.5 ] || bad+=" published $pub: no weight" ;;
+*) [ "$(meta "$TMP/cand/m.safetensors")" = None ] || bad+=" published $pub blended" ;;
+esac
+if [ -z "$bad" ] && [ "$pub" = "$best" ] &&
+    [ "$kinds" = "linear seasonal transformer linear-blend transformer-blend" ] &&
+    [ "$(rec cand 'r["blend"]["candidates_weight"]')" = 0.5 ] &&
+    [ "$(rec plain '" ".join(c["kind"] for c in r["candidates"])')" = "linear seasonal transformer" ]; then
+    ok "--blend-candidates 0.5: five candidates, the best published ($pub)"
+else
+    fail "--blend-candidates 0.5:$bad; published $pub, best $best, kinds $kinds"
+fi
+
+# 4. Both options at once are refused before any round, and so is a weight outside [0, 1].
+if ! "$CLI" learn "${SHAPE[@]}" --out "$TMP/both/m.safetensors" --data-days 3 --blend 0.5 \
+    --blend-candidates 0.5 2>"$TMP/both.log" && [ ! -e "$TMP/both/m.safetensors" ]; then
+    ok "--blend with --blend-candidates refused: $(head -c 120 "$TMP/both.log")"
+else
+    fail "--blend with --blend-candidates accepted"
+fi
 if ! "$CLI" learn "${SHAPE[@]}" --out "$TMP/bad/m.safetensors" --data-days 3 --blend 1.5 \
     2>"$TMP/bad.log" && [ ! -e "$TMP/bad/m.safetensors" ]; then
     ok "--blend 1.5 refused: $(head -c 120 "$TMP/bad.log")"
