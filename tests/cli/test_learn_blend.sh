@@ -19,7 +19,7 @@ set -u
 CLI=${1:?cellcast binary}
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../helpers/daemon.sh
-. "$HERE/../helpers/daemon.sh"
+. "$(dirname "$0")/../helpers/daemon.sh"
 test_workdir learn-blend KILL
 
 mkdir -p "$TMP/data"
@@ -33,7 +33,7 @@ SHAPE=(--data-dir "$TMP/data" --patch-len 4 --d-model 8 --n-heads 2 --d-ff 8 --t
 round() {
     local d=$1 days=$2
     shift 2
-    rm -rf "$TMP/$d"
+    rm -rf "${TMP:?}/$d"
     "$CLI" learn "${SHAPE[@]}" --out "$TMP/$d/m.safetensors" --data-days "$days" "$@" \
         2>>"$TMP/$d.log" || fail "round $d ($days days)"
 }
