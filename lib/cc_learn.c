@@ -664,6 +664,63 @@ int cc_learn_seasonal_model(CcModel **out, const CcHparams *hp, const CcDataset 
     return 0;
 }
 
+int cc_learn_blend_seasonal(CcModel **out, const CcModel *m, double a, char *err, size_t errlen)
+{
+    *out = NULL;
+    const CcHparams *hp = &m->hp;
+    if (!(a >= 0 && a <= 1)) {
+        snprintf(err, errlen, "blend: the model's weight %g is outside [0, 1]", a);
+        return -EINVAL;
+    }
+    if (hp->linear_window < 1) {
+        snprintf(err, errlen, "blend: a tx/2 model has no linear path to carry the seasonal naive");
+        return -EINVAL;
+    }
+    const int64_t day = hp->step_seconds > 0 ? 86400 / hp->step_seconds : 0;
+    if (day < 1 || 86400 % hp->step_seconds || day < hp->horizon || day > CC_MAX_LINEAR_WINDOW) {
+        snprintf(err, errlen, "blend: the step does not divide a day into at least horizon steps");
+        return -EINVAL;
+    }
+    CcHparams h = *hp;
+    const int R = hp->linear_window, HZ = hp->horizon;
+    h.linear_window = R > day ? R : (int)day;
+    char val[32];
+    snprintf(val, sizeof val, "%g", a);
+    int rc = cc_hparams_set_extra(&h, "blend_seasonal", val);
+    CcModel *b = NULL;
+    if (rc < 0) {
+        snprintf(err, errlen, "blend: no room for its metadata");
+        return rc;
+    }
+    if ((rc = cc_model_open(&b, &h, err, errlen)) < 0)
+        return rc;
+    /* every array but linear.weight has the same size in both: copied, then scaled */
+    size_t sm[CC_NUM_PARAM_ARRAYS], sb[CC_NUM_PARAM_ARRAYS];
+    cc_params_sizes(hp, sm);
+    cc_params_sizes(&h, sb);
+    const float *src = m->block;
+    float *dst = b->block;
+    for (int i = 0; i < CC_NUM_PARAM_ARRAYS; i++) {
+        if (src != m->w.lin_w)
+            memcpy(dst, src, sm[i] * sizeof *src);
+        src += sm[i], dst += sb[i];
+    }
+    const float af = (float)a, rest = (float)(1 - a);
+    for (int k = 0; k < HZ; k++) {
+        for (int j = 0; j < h.d_model; j++)
+            b->w.head_w[(size_t)2 * k * h.d_model + j] *= af;
+        b->w.head_b[2 * k] *= af;
+        b->w.lin_b[k] *= af;
+        float *row = b->w.lin_w + (size_t)k * h.linear_window;
+        for (int i = 0; i < R; i++)
+            row[h.linear_window - R + i] = af * m->w.lin_w[(size_t)k * R + i];
+        /* input i is x_{t-R'+1+i}: target t+1+k a day earlier is i = R' - D + k */
+        row[h.linear_window - day + k] += rest;
+    }
+    *out = b;
+    return 0;
+}
+
 /* fsync of the directory holding path, so that a rename survives a power loss. */
 static void fsync_dir(const char *path)
 {

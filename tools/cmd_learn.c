@@ -46,6 +46,8 @@ typedef struct LearnArgs {
         *tx_linear_loss;
     int once, shuffle_train, quiet, threads, no_refit, refresh;
     double data_days, poll_s, floor_frac;
+    double blend;      /* --blend: the model's weight against the seasonal naive (1: none) */
+    double blend_cand; /* --blend-candidates: the blends' weight as further candidates (1: none) */
     CcLearnSettings ls;
     double first_model_h, transformer_days, retrain_h, holdout_h;
     int horizon, patch_len;
@@ -613,6 +615,26 @@ static int refit_chosen(const LearnArgs *a, const char *all_csv, int64_t step, c
     return 0;
 }
 
+/* --blend A < 1 (docs/learning.md, "Blending with the seasonal naive"): the model file src
+ * written to dst (src itself: in place) as A x its forecast + (1 - A) x the seasonal naive
+ * (cc_learn_blend_seasonal), before it is scored or published. The seasonal candidate is
+ * not blended (a blend of it is itself). 0 (blended, or A = 1 and dst is src), -1 (why in
+ * why: dst is not written; a step that does not divide a day). */
+static int blend_file(double weight, const char *src, const char *dst, char *why, size_t whylen)
+{
+    if (weight >= 1 && !strcmp(src, dst))
+        return 0;
+    CcModel *m = NULL, *b = NULL;
+    int rc = cc_model_open_file(&m, src, why, whylen);
+    if (rc == 0)
+        rc = cc_learn_blend_seasonal(&b, m, weight, why, whylen);
+    if (rc == 0)
+        rc = cc_model_save(b, dst, why, whylen);
+    cc_model_close(&b);
+    cc_model_close(&m);
+    return rc < 0 ? -1 : 0;
+}
+
 /* The index in sc[0..n_cand) of the kind of the model in service, from its record (the
  * learner's MODEL.json: `published`); -1 when it has none (a model the learner did not
  * publish). */
@@ -1008,12 +1030,15 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
     int64_t span = ls.last_ts + ls.step_s - ls.first_ts;
     int64_t hold = cc_learn_holdout(&a->ls, ls.first_ts, ls.last_ts + ls.step_s, ls.step_s);
     int64_t cut = ls.last_ts + ls.step_s - hold; /* rows from cut on are held out */
-    char all_csv[4096], train_csv[4096], lin_path[4096], tx_path[4096], sn_path[4096];
+    char all_csv[4096], train_csv[4096], lin_path[4096], tx_path[4096], sn_path[4096],
+        linb_path[4096], txb_path[4096];
     state_path(a, "all.csv", all_csv, sizeof all_csv);
     state_path(a, "train.csv", train_csv, sizeof train_csv);
     state_path(a, "candidate-linear.safetensors", lin_path, sizeof lin_path);
     state_path(a, "candidate-transformer.safetensors", tx_path, sizeof tx_path);
     state_path(a, "candidate-seasonal.safetensors", sn_path, sizeof sn_path);
+    state_path(a, "candidate-linear-blend.safetensors", linb_path, sizeof linb_path);
+    state_path(a, "candidate-transformer-blend.safetensors", txb_path, sizeof txb_path);
     /* a Kafka store's doubling slack given back: the round runs beside the store (only
      * when a round runs: a trim at each poll would make each cell's next record regrow it) */
     cc_learn_trim(l);
@@ -1044,24 +1069,39 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
                 due == CC_LEARN_TRANSFORMER ? "linear and Transformer candidates"
                                             : "linear candidate (the Transformer from "
                                               "enough history)");
-    /* the candidates, then the model in service (CHAMP) */
-    enum { LIN, SEASONAL, TX, CHAMP, N_SCORED };
+    /* the candidates, then the model in service (CHAMP); LINB and TXB, the linear-only and
+     * Transformer candidates blended with the seasonal naive, only with --blend-candidates */
+    enum { LIN, SEASONAL, TX, LINB, TXB, CHAMP, N_SCORED };
     Scored sc[N_SCORED] = {
-        {.kind = "linear"}, {.kind = "seasonal"}, {.kind = "transformer"}, {.kind = "champion"}};
+        {.kind = "linear"},       {.kind = "seasonal"},          {.kind = "transformer"},
+        {.kind = "linear-blend"}, {.kind = "transformer-blend"}, {.kind = "champion"}};
+    const int n_kinds = a->blend_cand < 1 ? CHAMP : LINB; /* the candidates in play */
     int horizon = 0, patch_len = a->patch_len;
     snprintf(sc[LIN].path, sizeof sc[LIN].path, "%s", lin_path);
     snprintf(sc[SEASONAL].path, sizeof sc[SEASONAL].path, "%s", sn_path);
     snprintf(sc[TX].path, sizeof sc[TX].path, "%s", tx_path);
+    snprintf(sc[LINB].path, sizeof sc[LINB].path, "%s", linb_path);
+    snprintf(sc[TXB].path, sizeof sc[TXB].path, "%s", txb_path);
+    for (int i = n_kinds; i < CHAMP; i++)
+        snprintf(sc[i].why, sizeof sc[i].why, "no --blend-candidates");
     snprintf(sc[CHAMP].path, sizeof sc[CHAMP].path, "%s", a->out);
     unlink(lin_path);
     unlink(tx_path);
     unlink(sn_path);
+    unlink(linb_path);
+    unlink(txb_path);
     CcLinearFitReport fit = {.lambda = NAN, .mae_end = NAN};
     int need_linear = 1;
     json_t *below = NULL;
+    char blend_why[512] = "";
     if (linear_candidate(a, train_csv, ls.step_s, lin_path, &sc[LIN], &horizon, &patch_len, 0, &fit,
-                         &below) == 0)
+                         &below) == 0) {
+        blend_file(a->blend, lin_path, lin_path, blend_why, sizeof blend_why);
         score(&sc[LIN], all_csv, cut, horizon, ls.step_s, &need_linear);
+        if (n_kinds > LINB &&
+            blend_file(a->blend_cand, lin_path, linb_path, sc[LINB].why, sizeof sc[LINB].why) == 0)
+            score(&sc[LINB], all_csv, cut, horizon, ls.step_s, &need_linear);
+    }
     if (!horizon) {
         fprintf(stderr, "cellcast learn: linear candidate: %s\n", sc[LIN].why);
         json_decref(below);
@@ -1077,16 +1117,21 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
                  "no day of data before the held-out rows");
     if (due == CC_LEARN_TRANSFORMER && !g_learn_stop) {
         if (transformer_candidate(a, train_csv, ls.step_s, horizon, patch_len, tx_path, &sc[TX]) ==
-            0)
+            0) {
+            blend_file(a->blend, tx_path, tx_path, blend_why, sizeof blend_why);
             score(&sc[TX], all_csv, cut, horizon, ls.step_s, &need_linear);
+            if (n_kinds > TXB &&
+                blend_file(a->blend_cand, tx_path, txb_path, sc[TXB].why, sizeof sc[TXB].why) == 0)
+                score(&sc[TXB], all_csv, cut, horizon, ls.step_s, &need_linear);
+        }
     } else
         snprintf(sc[TX].why, sizeof sc[TX].why, "%.1f days of data, the Transformer from %.1f",
                  (double)span / 86400, (double)a->ls.transformer_s / 86400);
     if (g_learn_stop) {
-        const char *files[] = {lin_path, tx_path, sn_path};
-        json_t *owned[] = {sc[LIN].per_kpi, sc[SEASONAL].per_kpi, sc[TX].per_kpi, sc[CHAMP].per_kpi,
-                           below};
-        return abandon_round(files, 3, owned, 5, st->rounds + 1, "", t0);
+        const char *files[] = {lin_path, tx_path, sn_path, linb_path, txb_path};
+        json_t *owned[] = {sc[LIN].per_kpi, sc[SEASONAL].per_kpi, sc[TX].per_kpi, sc[LINB].per_kpi,
+                           sc[TXB].per_kpi, sc[CHAMP].per_kpi,    below};
+        return abandon_round(files, 5, owned, 7, st->rounds + 1, "", t0);
     }
     read_rollbacks(a);
     char champ_why[768];
@@ -1140,15 +1185,30 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
     }
     Refit rf = {.ok = 0};
     if (publish && !a->no_refit) {
+        /* a blend candidate: its model's kind refitted, then blended with the blend's weight */
+        const char *base = pub == LINB ? sc[LIN].kind : pub == TXB ? sc[TX].kind : sc[pub].kind;
+        double weight = pub == LINB || pub == TXB ? a->blend_cand : a->blend;
         if (!a->quiet)
             fprintf(stderr, "cellcast learn: refitting the %s candidate on every row\n",
                     sc[pub].kind);
-        if (refit_chosen(a, all_csv, ls.step_s, sc[pub].kind, horizon, patch_len, &rf) == 1) {
-            const char *files[] = {rf.path, lin_path, tx_path, sn_path};
-            json_t *owned[] = {sc[LIN].per_kpi, sc[SEASONAL].per_kpi,
-                               sc[TX].per_kpi,  sc[CHAMP].per_kpi,
-                               below,           pool};
-            return abandon_round(files, 4, owned, 6, st->rounds + 1, " while refitting", t0);
+        if (refit_chosen(a, all_csv, ls.step_s, base, horizon, patch_len, &rf) == 1) {
+            const char *files[] = {rf.path, lin_path, tx_path, sn_path, linb_path, txb_path};
+            json_t *owned[] = {
+                sc[LIN].per_kpi, sc[SEASONAL].per_kpi, sc[TX].per_kpi, sc[LINB].per_kpi,
+                sc[TXB].per_kpi, sc[CHAMP].per_kpi,    below,          pool};
+            return abandon_round(files, 6, owned, 8, st->rounds + 1, " while refitting", t0);
+        }
+        /* blended as its candidate was (not when the candidate could not be) */
+        if (rf.ok && pub != SEASONAL && weight < 1 && (weight != a->blend || !blend_why[0])) {
+            const CcLearnRollback *r = NULL;
+            if (blend_file(weight, rf.path, rf.path, rf.why, sizeof rf.why) < 0 ||
+                cc_learn_file_hash(rf.path, rf.hash) < 0 || (r = rolled_back(a, rf.hash))) {
+                if (r)
+                    snprintf(rf.why, sizeof rf.why, "model %s was rolled back by %s", rf.hash,
+                             r->member);
+                rf.ok = 0;
+                unlink(rf.path);
+            }
         }
         if (!rf.ok)
             fprintf(stderr,
@@ -1178,11 +1238,21 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
                                   isfinite(snaive) ? json_real(snaive) : json_null(), "linear_mase",
                                   isfinite(linear_base) ? json_real(linear_base) : json_null()));
     json_t *cands = json_array();
-    for (int i = 0; i < CHAMP; i++)
+    for (int i = 0; i < n_kinds; i++)
         json_array_append_new(cands, scored_json(&sc[i]));
     json_object_set_new(rec, "candidates", cands);
     json_object_set_new(rec, "rule", json_string(GATE_RULE));
     json_object_set_new(rec, "gate_pool", pool);
+    if (a->blend < 1 || a->blend_cand < 1) { /* --blend, --blend-candidates: the weights */
+        json_t *b = json_object();
+        if (a->blend < 1)
+            json_object_set_new(b, "weight", json_real(a->blend));
+        if (a->blend_cand < 1)
+            json_object_set_new(b, "candidates_weight", json_real(a->blend_cand));
+        if (blend_why[0])
+            json_object_set_new(b, "error", json_string(blend_why));
+        json_object_set_new(rec, "blend", b);
+    }
     if (isfinite(fit.lambda)) { /* the linear-only fit: the penalty chosen on validation */
         json_t *lf = json_object(), *crit = json_object();
         for (int q = 0; q < CC_LEARN_N_LAMBDAS; q++) {
@@ -1233,7 +1303,8 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
             if (rf.ok) {
                 json_object_set_new(r, "hash", json_string(rf.hash));
                 json_object_set_new(r, "rows", json_integer(rf.rows));
-                if (pub == TX) { /* the checkpoint kept, of the same budget as the candidate's */
+                if (pub == TX ||
+                    pub == TXB) { /* the checkpoint kept, of the same budget as the candidate's */
                     json_object_set_new(r, "steps", json_integer(rf.kept_step));
                     json_object_set_new(r, "candidate_steps", json_integer(rf.candidate_step));
                     json_object_set_new(r, "step_budget", json_integer(a->tx_steps));
@@ -1285,7 +1356,9 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
     if (!a->quiet) {
         fprintf(stderr, "cellcast learn: round %d: held-out MASE", st->rounds + 1);
         for (int i = 0; i < N_SCORED; i++)
-            if (sc[i].ok)
+            if (i >= n_kinds && i < CHAMP)
+                continue;
+            else if (sc[i].ok)
                 fprintf(stderr, " %s %.4f (P10-P90 %.3f)", sc[i].kind, sc[i].mase, sc[i].coverage);
             else
                 fprintf(stderr, " %s -", sc[i].kind);
@@ -1384,7 +1457,7 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
     a->patch_len = 16, a->d_model = 32, a->n_heads = 4, a->n_layers = 2, a->d_ff = 64;
     a->threads = 1, a->seed = 1, a->poll_s = 60, a->floor_frac = 0.1, a->tx_loss = "mae";
     a->tx_mae_units = "mase", a->linear_loss = "mae", a->tx_linear_loss = "mse";
-    a->history_days = 28, a->model_name = "learned";
+    a->history_days = 28, a->model_name = "learned", a->blend = 1, a->blend_cand = 1;
     enum { SHOW = CC_OPT_SHOW_DEFAULT };
     CcOpt opts[] = {
         CC_OPTS_HEADING("Input and output:"),
@@ -1495,6 +1568,16 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
                     .flags = SHOW),
         CC_OPTS_INT("threads", &a->threads, 1, 16, "T", "training threads", .flags = SHOW),
         CC_OPTS_DBL("seed", &a->seed, 0, 9007199254740992.0, "X", "", .flags = SHOW),
+        CC_OPTS_DBL("blend", &a->blend, 0, 1, "A",
+                    "the linear-only and Transformer candidates (and what is\n"
+                    "published of them) blended with the seasonal naive: A x\n"
+                    "the model + (1 - A) x the value a day before (1: none)",
+                    .flags = SHOW),
+        CC_OPTS_DBL("blend-candidates", &a->blend_cand, 0, 1, "A",
+                    "the linear-only and Transformer candidates blended with\n"
+                    "weight A as two more candidates (linear-blend,\n"
+                    "transformer-blend), the gate choosing (1: none)",
+                    .flags = SHOW),
         CC_OPTS_FLAG("no-refit", &a->no_refit,
                      "publish the candidate scored as it is, not refitted\n"
                      "on every row (held-out ones included) first"),
@@ -1521,6 +1604,10 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
     if (!!a->data_dir == !!(a->brokers || a->topic) ||
         (!a->data_dir && !(a->brokers && a->topic))) {
         fprintf(stderr, "cellcast learn: give --data-dir DIR, or --brokers and --topic\n");
+        return 2;
+    }
+    if (a->blend < 1 && a->blend_cand < 1) {
+        fprintf(stderr, "cellcast learn: --blend and --blend-candidates: one or the other\n");
         return 2;
     }
 #ifndef CCT_HAVE_KAFKA

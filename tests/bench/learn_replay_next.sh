@@ -14,7 +14,8 @@
 #   Prints per seed: the mean over serving days 2..DAYS and 3..DAYS of served / seasonal
 #   naive on the serving day, the mean served MASE, the publications, the days served worse
 #   than the seasonal naive; then the per-day ratios. WORKDIR/sS/dayD keeps each round's
-#   files, record (round.json) and next-day scores (next-*.json).
+#   files, record (round.json) and next-day scores (next-*.json); with KEEP_CSV=1 in the
+#   environment also each day's rows (all.csv), which blend_sim.py scores blends on.
 set -eu
 CLI=$(realpath "${1:?cellcast binary}")
 SET=${2:?set}
@@ -63,7 +64,7 @@ print(calendar.timegm(time.strptime(r["holdout_from"], "%Y-%m-%dT%H:%M:%SZ")),
                 --format long --step "$step" --from "$from" --horizon "$hz" --json \
                 >"$out/day$d/next-$f.json" 2>/dev/null || rm -f "$out/day$d/next-$f.json"
         done
-        rm -f "$out/day$d/all.csv"
+        [ "${KEEP_CSV:-0}" = 1 ] || rm -f "$out/day$d/all.csv"
     done
 done
 python3 - "$W" "$SEEDS" "$DAYS" <<'PY'

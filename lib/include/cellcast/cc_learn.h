@@ -170,6 +170,21 @@ int cc_learn_seasonal_model(CcModel **out, const CcHparams *hp, const CcDataset 
                             const CcRange *train, const CcRange *val, double floor_frac, char *err,
                             size_t errlen);
 
+/**
+ * Forecast combination with the seasonal naive (docs/learning.md, "Blending with the seasonal
+ * naive"): a copy of the tx/3 model m whose mean is a·(m's mean) + (1 − a)·x_{t+1+k-D}, D a
+ * day of steps, for a in [0, 1]; the log-sigma outputs, norm.floor and calib.sigma_scale
+ * are m's. Exact in the format (model.md steps 6–7: both share m's mu and sigma, and the
+ * value a day before target step k is (r_i + xn_t)·sigma + mu with i = R − D + k): the
+ * head's mean rows (head.weight rows 2k, head.bias[2k]) and linear.bias scaled by a,
+ * linear.weight scaled by a plus (1 − a) on input R − D + k of row k, the linear window
+ * widened to D when shorter (the new inputs, older, weigh 0). Float32 rounding aside, a = 1
+ * forecasts as m and a = 0 as cc_learn_seasonal_model. Metadata `blend_seasonal` = a.
+ * 0, -EINVAL (a outside [0, 1], a tx/2 model, or a step that does not divide a day into at
+ * least horizon steps: message in err), -ENOMEM.
+ */
+int cc_learn_blend_seasonal(CcModel **out, const CcModel *m, double a, char *err, size_t errlen);
+
 /** Copies src to dst atomically: dst.tmp.<pid> written and fsync'd, renamed onto dst, the
  *  directory fsync'd. A reader of dst sees the old file or the new one, never a part.
  *  0 or -errno (message in err). */
