@@ -547,8 +547,8 @@ const double cc_learn_lambdas[CC_LEARN_N_LAMBDAS] = {100, 10, 1, 1e-1, 1e-2, 1e-
  * vanish: the forecast is the linear path's, its sd sigma × calib.sigma_scale), its linear
  * path at 0 and norm.floor as `cellcast train` sets it; and a trainer over train / val. */
 static int linear_only_open(CcModel **out, CcTrainer **tr, const CcHparams *hp, const CcDataset *ds,
-                            const CcRange *train, const CcRange *val, double floor_frac, char *err,
-                            size_t errlen)
+                            const CcRange *train, const CcRange *val, double floor_frac,
+                            const volatile sig_atomic_t *stop, char *err, size_t errlen)
 {
     *out = NULL, *tr = NULL;
     if (hp->linear_window < 1 || hp->n_features != ds->n_features ||
@@ -572,6 +572,7 @@ static int linear_only_open(CcModel **out, CcTrainer **tr, const CcHparams *hp, 
     CcTrainSettings ts;
     cc_train_default_settings(&ts);
     ts.n_threads = 1;
+    ts.stop = stop;
     if ((rc = cc_trainer_open(tr, m, ds, train, val, &ts, err, errlen)) < 0) {
         cc_model_close(&m);
         return rc;
@@ -604,11 +605,12 @@ static int calibrate_close(CcModel **m, CcTrainer **tr, int rc)
 
 int cc_learn_fit_linear(CcModel **out, const CcHparams *hp, const CcDataset *ds,
                         const CcRange *train, const CcRange *val, double floor_frac,
-                        CcLinearLoss loss, CcLinearFitReport *rep, char *err, size_t errlen)
+                        CcLinearLoss loss, CcLinearFitReport *rep,
+                        const volatile sig_atomic_t *stop, char *err, size_t errlen)
 {
     CcModel *m = NULL;
     CcTrainer *tr = NULL;
-    int rc = linear_only_open(&m, &tr, hp, ds, train, val, floor_frac, err, errlen);
+    int rc = linear_only_open(&m, &tr, hp, ds, train, val, floor_frac, stop, err, errlen);
     if (rc < 0)
         return rc;
     double *scale = malloc(((size_t)ds->n_series * ds->n_features + 1) * sizeof *scale);
@@ -625,9 +627,10 @@ int cc_learn_fit_linear(CcModel **out, const CcHparams *hp, const CcDataset *ds,
         rc = -ENOMEM;
     if (rc < 0)
         snprintf(err, errlen, "linear model: %s",
-                 rc == -EAGAIN ? "no training window with a full linear window and horizon"
-                 : rc == -EDOM ? "singular normal equations"
-                               : strerror(-rc));
+                 rc == -EAGAIN      ? "no training window with a full linear window and horizon"
+                 : rc == -EDOM      ? "singular normal equations"
+                 : rc == -ECANCELED ? "stopped"
+                                    : strerror(-rc));
     if ((rc = calibrate_close(&m, &tr, rc)) < 0)
         return rc;
     *out = m;
@@ -650,7 +653,7 @@ int cc_learn_seasonal_model(CcModel **out, const CcHparams *hp, const CcDataset 
     h.linear_window = (int)day;
     CcModel *m = NULL;
     CcTrainer *tr = NULL;
-    int rc = linear_only_open(&m, &tr, &h, ds, train, val, floor_frac, err, errlen);
+    int rc = linear_only_open(&m, &tr, &h, ds, train, val, floor_frac, NULL, err, errlen);
     if (rc < 0)
         return rc;
     /* input i is x_{t-R+1+i}: the target t+1+k a day earlier is i = R - D + k = k */

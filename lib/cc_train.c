@@ -1770,6 +1770,8 @@ static int irls_stage(CcTrainer *t, const CcLinearFitSettings *s, const CcRange 
     const int KL = s->hold_bias ? R : R + 1;
     const double eps = CC_LINEAR_FIT_MAE_EPS;
     for (int pass = 0; pass <= max_passes; pass++) {
+        if (stop_requested(t)) /* a pass over 100k rows takes seconds: a stop ends the fit */
+            return -ECANCELED;
         int ret = lad_pass(t, s, refit, sink, xl, eps, 0);
         if (ret < 0)
             return ret;

@@ -424,7 +424,7 @@ static int linear_candidate(const LearnArgs *a, const char *train_csv, int64_t s
                          : cc_learn_fit_linear(&m, &hp, ds, tr, va, a->floor_frac,
                                                strcmp(a->linear_loss, "mae") ? CC_LINEAR_LOSS_MSE
                                                                              : CC_LINEAR_LOSS_MAE,
-                                               fit, sc->why, sizeof sc->why);
+                                               fit, &g_learn_stop, sc->why, sizeof sc->why);
         if (r == 0 && cc_model_save(m, path, sc->why, sizeof sc->why) == 0)
             rc = 0;
     } else

@@ -180,7 +180,9 @@ static double baseline_mase(const CcDataset *ds, int naive, double *per_kpi)
 
 /* The learner's linear-only model of the two KPIs: hparams as the learner sets them
  * (patch 4, M = R = 48, horizon 6), fitted on [0, TRAIN), calibrated on [TRAIN, VAL). */
-static CcModel *fit_learner_loss(const CcDataset *ds, CcLinearLoss loss, CcLinearFitReport *rep)
+static int fit_learner_stop(const CcDataset *ds, CcLinearLoss loss, CcLinearFitReport *rep,
+                            const volatile sig_atomic_t *stop, CcModel **m, char *err,
+                            size_t errlen)
 {
     CcHparams hp;
     cc_hparams_default(&hp);
@@ -194,9 +196,15 @@ static CcModel *fit_learner_loss(const CcDataset *ds, CcLinearLoss loss, CcLinea
     CcRange tr[N_CELLS], va[N_CELLS];
     for (int s = 0; s < N_CELLS; s++)
         tr[s] = (CcRange){0, TRAIN}, va[s] = (CcRange){TRAIN, VAL};
+    *m = NULL;
+    return cc_learn_fit_linear(m, &hp, ds, tr, va, 0.1, loss, rep, stop, err, errlen);
+}
+
+static CcModel *fit_learner_loss(const CcDataset *ds, CcLinearLoss loss, CcLinearFitReport *rep)
+{
     CcModel *m = NULL;
     char err[256];
-    int rc = cc_learn_fit_linear(&m, &hp, ds, tr, va, 0.1, loss, rep, err, sizeof err);
+    int rc = fit_learner_stop(ds, loss, rep, NULL, &m, err, sizeof err);
     if (rc)
         print_message("fit: %s\n", err);
     assert_int_equal(rc, 0);
@@ -279,6 +287,33 @@ static void test_random_walk_stays_near_naive(void **state)
 /* The MAE fit's options on the trainer itself: a row cap (IRLS on every third sample) still
  * lowers the MAE it fits; with hold_bias, linear.bias stays the ridge's to the bit while
  * linear.weight moves. */
+/* A stop request (the learner's SIGTERM flag) ends the MAE fit before its first IRLS pass
+ * (no solve made: a fit of minutes ends within one pass of a SIGTERM): -ECANCELED, no model,
+ * "stopped" in the message. The ridge alone ends at the calibration after it, which reads
+ * the same flag. */
+static void test_fit_stopped(void **state)
+{
+    (void)state;
+    CcDataset *ds = load(spiky, 5);
+    volatile sig_atomic_t stop = 1;
+    CcLinearFitReport rep;
+    CcModel *m = NULL;
+    char err[256] = "";
+    assert_int_equal(fit_learner_stop(ds, CC_LINEAR_LOSS_MAE, &rep, &stop, &m, err, sizeof err),
+                     -ECANCELED);
+    assert_null(m);
+    assert_non_null(strstr(err, "stopped"));
+    assert_int_equal(rep.mae_passes, 0);
+    assert_int_equal(fit_learner_stop(ds, CC_LINEAR_LOSS_MSE, &rep, &stop, &m, err, sizeof err),
+                     -ECANCELED);
+    assert_null(m);
+    stop = 0; /* the same fit unstopped: IRLS makes its passes */
+    assert_int_equal(fit_learner_stop(ds, CC_LINEAR_LOSS_MAE, &rep, &stop, &m, err, sizeof err), 0);
+    assert_true(rep.mae_passes >= 1);
+    cc_model_close(&m);
+    cc_data_close(&ds);
+}
+
 static void test_mae_fit_options(void **state)
 {
     (void)state;
@@ -491,6 +526,7 @@ int main(void)
         cmocka_unit_test(test_random_walk_stays_near_naive),
         cmocka_unit_test(test_mae_fit_on_spikes),
         cmocka_unit_test(test_mae_fit_options),
+        cmocka_unit_test(test_fit_stopped),
         cmocka_unit_test(test_bad_settings),
         cmocka_unit_test(test_rollback_record),
     };

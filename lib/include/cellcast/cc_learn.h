@@ -152,11 +152,14 @@ extern const double cc_learn_lambdas[CC_LEARN_N_LAMBDAS];
  * trainer's default). With loss CC_LINEAR_LOSS_MAE that map is refitted by the absolute
  * error in MASE units (IRLS, cc_lad.h; linear.bias refitted too) before the calibration.
  * *out gets the model, *rep (may be NULL) the penalty chosen and its validation scores.
- * 0, -EINVAL / -EAGAIN (no training window: message in err), -ENOMEM.
+ * stop (may be NULL): a stop request (the flag a SIGTERM handler sets), read before each
+ * IRLS pass, so that a fit of minutes ends within one pass of it.
+ * 0, -EINVAL / -EAGAIN (no training window: message in err), -ENOMEM, -ECANCELED (stopped).
  */
 int cc_learn_fit_linear(CcModel **out, const CcHparams *hp, const CcDataset *ds,
                         const CcRange *train, const CcRange *val, double floor_frac,
-                        CcLinearLoss loss, CcLinearFitReport *rep, char *err, size_t errlen);
+                        CcLinearLoss loss, CcLinearFitReport *rep,
+                        const volatile sig_atomic_t *stop, char *err, size_t errlen);
 
 /**
  * The seasonal naive as a linear-only tx/3 model: R = a day of steps, linear.weight[k] the

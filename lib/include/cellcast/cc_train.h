@@ -397,7 +397,7 @@ typedef struct CcLinearFitReport {
  * (rep->mae_kept). With no validation window IRLS runs over every sample from the ridge
  * map. Each run keeps the map of the lowest objective over its passes (the passes never
  * raise it; the check guards rounding). 0, -EINVAL, -EAGAIN (no sample), -EDOM (singular),
- * -ENOMEM.
+ * -ENOMEM, -ECANCELED (settings.stop set: read before each IRLS pass; nothing is kept).
  */
 int cc_trainer_fit_linear_scaled(CcTrainer *t, const CcLinearFitSettings *s,
                                  CcLinearFitReport *rep);
