@@ -62,7 +62,8 @@ def load_round(d):
         n = int((ts[-1] - ts[0]) // step) + 1
         x = np.full((n, len(kpis)), np.nan)
         x[(ts - ts[0]) // step] = a[:, 1:]
-        first_test = int(max(0, -(-(hf - ts[0]) // step)))
+        # a cell that ends before the held-out day: every row is a training row
+        first_test = int(min(n, max(0, -(-(hf - ts[0]) // step))))
         tod = ((ts[0] + np.arange(n) * step) % 86400) / 86400.0
         series[c] = (x, first_test, tod)
     return rec, kpis, series
