@@ -1755,6 +1755,21 @@ static void start_penalties(const double *abs_sum, double n, int HZ, double ridg
         pen[k] = (abs_sum[k] > 0 ? ridge_pen / (abs_sum[k] / n) : ridge_pen) / (double)stride;
 }
 
+/* The last pass's residual sums (cc_lad_residuals: abs_sum, hub per step), *n its rows and
+ * *abs_all the absolute residuals summed over the steps. 0, or -EAGAIN when no row. */
+static int lad_sums(const LadSink *sink, int HZ, double *abs_sum, double *hub, double *n,
+                    double *abs_all)
+{
+    *n = (double)cc_lad_rows(sink->lad);
+    if (*n == 0)
+        return -EAGAIN;
+    cc_lad_residuals(sink->lad, abs_sum, hub);
+    *abs_all = 0;
+    for (int k = 0; k < HZ; k++)
+        *abs_all += abs_sum[k];
+    return 0;
+}
+
 /* IRLS passes over sink's rows from xl (updated) with the penalties pen: each pass measures
  * the objective at xl and solves for the next; it stops when a pass does not lower the
  * objective below *best_obj (then xl is not kept), lowers it by less than
@@ -1772,16 +1787,10 @@ static int irls_stage(CcTrainer *t, const CcLinearFitSettings *s, const CcRange 
     for (int pass = 0; pass <= max_passes; pass++) {
         if (stop_requested(t)) /* a pass over 100k rows takes seconds: a stop ends the fit */
             return -ECANCELED;
+        double n, abs_all;
         int ret = lad_pass(t, s, refit, sink, xl, eps, 0);
-        if (ret < 0)
+        if (ret < 0 || (ret = lad_sums(sink, HZ, abs_sum, hub, &n, &abs_all)) < 0)
             return ret;
-        const double n = (double)cc_lad_rows(sink->lad);
-        if (n == 0)
-            return -EAGAIN;
-        cc_lad_residuals(sink->lad, abs_sum, hub);
-        double abs_all = 0;
-        for (int k = 0; k < HZ; k++)
-            abs_all += abs_sum[k];
         if (pass == 0 && pen_from_start) {
             *mae_start = abs_all / (n * HZ);
             start_penalties(abs_sum, n, HZ, ridge_pen, sink->stride, pen);
@@ -1816,16 +1825,10 @@ static int lad_measure(CcTrainer *t, const CcLinearFitSettings *s, const CcRange
                        double *abs_sum, double *hub, double *mae_start, double *obj)
 {
     const int R = t->m->hp.linear_window, HZ = t->m->hp.horizon;
+    double n, abs_all;
     int ret = lad_pass(t, s, refit, sink, xl, CC_LINEAR_FIT_MAE_EPS, 1);
-    if (ret < 0)
+    if (ret < 0 || (ret = lad_sums(sink, HZ, abs_sum, hub, &n, &abs_all)) < 0)
         return ret;
-    const double n = (double)cc_lad_rows(sink->lad);
-    if (n == 0)
-        return -EAGAIN;
-    cc_lad_residuals(sink->lad, abs_sum, hub);
-    double abs_all = 0;
-    for (int k = 0; k < HZ; k++)
-        abs_all += abs_sum[k];
     *mae_start = abs_all / (n * HZ);
     start_penalties(abs_sum, n, HZ, ridge_pen, sink->stride, pen);
     if (obj)

@@ -50,28 +50,8 @@ b = open(sys.argv[1], "rb").read()
 print(json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])["__metadata__"].get("blend_seasonal"))
 PY
 }
-same_weights() { # the test_learn_refit.sh check: 2 ulp of the weight plus 1 of the tensor's largest
-    python3 - "$1" "$2" <<'PY'
-import json, struct, sys
-def load(p):
-    b = open(p, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h, d = json.loads(b[8:8 + n]), b[8 + n:]
-    return {k: struct.unpack("<%df" % ((v["data_offsets"][1] - v["data_offsets"][0]) // 4),
-                             d[v["data_offsets"][0]:v["data_offsets"][1]])
-            for k, v in h.items() if k != "__metadata__" and v["dtype"] == "F32"}
-a, b = load(sys.argv[1]), load(sys.argv[2])
-eps = 2.0 ** -23
-bad = sorted(set(a) ^ set(b))
-for k in set(a) & set(b):
-    top = max((abs(y) for y in b[k]), default=0.0)
-    if len(a[k]) != len(b[k]) or any(abs(x - y) > 2 * eps * abs(y) + eps * top
-                                     for x, y in zip(a[k], b[k])):
-        bad.append(k)
-print(" ".join(bad))
-sys.exit(1 if bad else 0)
-PY
-}
+# same_weights A B: every tensor of A equals B's within float32 rounding (the helper says how)
+same_weights() { python3 "$(dirname "$0")/../helpers/same_weights.py" "$1" "$2"; }
 
 # 1. --blend 0: the linear-only candidate becomes the seasonal naive.
 round zero 3 --blend 0 --transformer-days 100

@@ -40,29 +40,8 @@ round() {
 }
 # rec DIR EXPR: a Python expression of the published record r
 rec() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($2)" "$TMP/$1/m.safetensors.json"; }
-# same_weights A B: every tensor of A equals B's within float32 rounding (see the header)
-same_weights() {
-    python3 - "$1" "$2" <<'PY'
-import json, struct, sys
-def load(p):
-    b = open(p, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h, d = json.loads(b[8:8 + n]), b[8 + n:]
-    return {k: struct.unpack("<%df" % ((v["data_offsets"][1] - v["data_offsets"][0]) // 4),
-                             d[v["data_offsets"][0]:v["data_offsets"][1]])
-            for k, v in h.items() if k != "__metadata__" and v["dtype"] == "F32"}
-a, b = load(sys.argv[1]), load(sys.argv[2])
-eps = 2.0 ** -23
-bad = sorted(set(a) ^ set(b))
-for k in set(a) & set(b):
-    top = max((abs(y) for y in b[k]), default=0.0)
-    if len(a[k]) != len(b[k]) or any(abs(x - y) > 2 * eps * abs(y) + eps * top
-                                     for x, y in zip(a[k], b[k])):
-        bad.append(k)
-print(" ".join(bad))
-sys.exit(1 if bad else 0)
-PY
-}
+# same_weights A B: every tensor of A equals B's within float32 rounding (the helper says how)
+same_weights() { python3 "$(dirname "$0")/../helpers/same_weights.py" "$1" "$2"; }
 # record_ok DIR KIND: the record of DIR publishes KIND refitted: refit.of the candidate's hash,
 # refit.hash the record's (the published file's), refit.rows all.csv's records
 record_ok() {
