@@ -1254,6 +1254,7 @@ static void test_evidence_forecast_missing(void **state)
     snprintf(want, sizeof want, "site:S2:%lld", (long long)k);
     assert_string_equal(jstr(e.v[0], "id"), want);
     assert_int_equal(stats(g).evidence_refused, 0);
+    emitted_clear(&e);
     ccd_incidents_close(&g);
 }
 
