@@ -19,21 +19,17 @@
 #include "incidents.h"
 #include "models.h"
 #include "procmetrics.h"
+#include "prom.h"
 #include "settings.h"
 #include "silences.h"
 #include "state.h"
 #include "topology.h"
 
-static void metric(struct evbuffer *b, const char *name, const char *type, const char *help)
-{
-    evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
 /* A counter the scheduler's worker adds to (atomically, relaxed). */
 static void atomic_counter(struct evbuffer *b, const char *name, const char *help,
                            const uint64_t *v)
 {
-    metric(b, name, "counter", help);
+    ccd_prom_metric(b, name, "counter", help);
     evbuffer_add_printf(b, "%s %llu\n", name,
                         (unsigned long long)__atomic_load_n(v, __ATOMIC_RELAXED));
 }
@@ -161,9 +157,10 @@ static void model_quality_metrics(struct evbuffer *b, const CcHparams *hp)
     double mae = ccd_model_vs_last(hp, "mae", -1), mse = ccd_model_vs_last(hp, "mse", -1);
     if (isnan(mae) && isnan(mse))
         return;
-    metric(b, "cellcast_model_validation_vs_last", "gauge",
-           "The model's validation error divided by the last value's (cellcast train; below "
-           "1 = better), geometric mean over series and KPIs, by metric.");
+    ccd_prom_metric(
+        b, "cellcast_model_validation_vs_last", "gauge",
+        "The model's validation error divided by the last value's (cellcast train; below "
+        "1 = better), geometric mean over series and KPIs, by metric.");
     if (!isnan(mae))
         evbuffer_add_printf(b, "cellcast_model_validation_vs_last{metric=\"mae\"} %.6g\n", mae);
     if (!isnan(mse))
@@ -174,11 +171,36 @@ static void model_quality_metrics(struct evbuffer *b, const CcHparams *hp)
         if (isnan(r))
             continue;
         if (!header++)
-            metric(b, "cellcast_model_validation_mae_vs_last", "gauge",
-                   "The model's validation MAE divided by the last value's, by KPI (cellcast "
-                   "train; above 1.02 the trainer and the start log warn).");
-        evbuffer_add_printf(b, "cellcast_model_validation_mae_vs_last{kpi=\"%s\"} %.6g\n",
-                            hp->features[f], r);
+            ccd_prom_metric(
+                b, "cellcast_model_validation_mae_vs_last", "gauge",
+                "The model's validation MAE divided by the last value's, by KPI (cellcast "
+                "train; above 1.02 the trainer and the start log warn).");
+        evbuffer_add_printf(b, "cellcast_model_validation_mae_vs_last{kpi=\"");
+        ccd_prom_label(b, hp->features[f]);
+        evbuffer_add_printf(b, "\"} %.6g\n", r);
+    }
+}
+
+/* The interval counts by KPI of the model in service: the target (0.8) holds per KPI, not
+ * only pooled, and a KPI whose scale cannot follow its errors shows here first. */
+static void interval_kpi_metrics(struct evbuffer *b, const CcdCells *t, const CcHparams *hp)
+{
+    static const char *const names[2] = {"cellcast_interval_kpi_scored_total",
+                                         "cellcast_interval_kpi_missed_total"};
+    static const char *const help[2] = {
+        "Matured forecasts (horizon steps) scored against their served P10-P90 interval, by "
+        "KPI (the model in service's).",
+        "Of those, the truths outside the interval, by KPI."};
+    const int F = t->n_features < hp->n_features ? t->n_features : hp->n_features;
+    for (int v = 0; v < 2; v++) {
+        const uint64_t *n = v ? t->interval_kpi_missed : t->interval_kpi_scored;
+        ccd_prom_metric(b, names[v], "counter", help[v]);
+        for (int f = 0; f < F; f++) {
+            evbuffer_add_printf(b, "%s{kpi=\"", names[v]);
+            ccd_prom_label(b, hp->features[f]);
+            evbuffer_add_printf(b, "\"} %llu\n",
+                                (unsigned long long)__atomic_load_n(&n[f], __ATOMIC_RELAXED));
+        }
     }
 }
 
@@ -188,47 +210,52 @@ int ccd_h_metrics(CcdReq *r)
     struct evbuffer *b = r->out;
     const CcdSchedStats *ss = ccd_sched_stats(d->sched);
     const CcdCellsStats *cs = &d->cells->st;
-    metric(b, "cellcast_build_info", "gauge", "Version of cellcastd and the model served.");
-    evbuffer_add_printf(b, "cellcast_build_info{version=\"%s\",model=\"%s\",blas=\"%s\"} 1\n",
-                        CC_VERSION, d->model_name, cc_host_blas_core());
+    ccd_prom_metric(b, "cellcast_build_info", "gauge",
+                    "Version of cellcastd and the model served.");
+    evbuffer_add_printf(b, "cellcast_build_info{version=\"%s\",model=\"", CC_VERSION);
+    ccd_prom_label(b, d->model_name);
+    evbuffer_add_printf(b, "\",blas=\"%s\"} 1\n", cc_host_blas_core());
     model_quality_metrics(b, &d->model->hp);
-    metric(b, "cellcast_uptime_seconds", "gauge", "Seconds since start.");
+    ccd_prom_metric(b, "cellcast_uptime_seconds", "gauge", "Seconds since start.");
     evbuffer_add_printf(b, "cellcast_uptime_seconds %.3f\n",
                         (double)(cc_now_ns() - d->start_ns) * 1e-9);
-    metric(b, "cellcast_ingest_messages_total", "counter", "KPI messages received, by source.");
+    ccd_prom_metric(b, "cellcast_ingest_messages_total", "counter",
+                    "KPI messages received, by source.");
     evbuffer_add_printf(b,
                         "cellcast_ingest_messages_total{source=\"kafka\"} %llu\n"
                         "cellcast_ingest_messages_total{source=\"http\"} %llu\n",
                         (unsigned long long)d->in.kafka_messages,
                         (unsigned long long)d->in.http_messages);
-    metric(b, "cellcast_ingest_bytes_total", "counter", "Bytes of KPI messages, by source.");
+    ccd_prom_metric(b, "cellcast_ingest_bytes_total", "counter",
+                    "Bytes of KPI messages, by source.");
     evbuffer_add_printf(b,
                         "cellcast_ingest_bytes_total{source=\"kafka\"} %llu\n"
                         "cellcast_ingest_bytes_total{source=\"http\"} %llu\n",
                         (unsigned long long)d->in.kafka_bytes,
                         (unsigned long long)d->in.http_bytes);
-    metric(b, "cellcast_ingest_records_total", "counter", "Valid records decoded.");
+    ccd_prom_metric(b, "cellcast_ingest_records_total", "counter", "Valid records decoded.");
     evbuffer_add_printf(b, "cellcast_ingest_records_total %llu\n",
                         (unsigned long long)d->in.records);
-    metric(b, "cellcast_ingest_invalid_total", "counter",
-           "Refused messages or array elements, by reason (proto/kpi.schema.json).");
+    ccd_prom_metric(b, "cellcast_ingest_invalid_total", "counter",
+                    "Refused messages or array elements, by reason (proto/kpi.schema.json).");
     for (int i = 1; i < CC_KPI_N_REASONS; i++)
         evbuffer_add_printf(b, "cellcast_ingest_invalid_total{reason=\"%s\"} %llu\n",
                             cc_kpi_reason_name((enum CcKpiReason)i),
                             (unsigned long long)d->in.invalid[i]);
-    metric(b, "cellcast_ingest_unmapped_fields_total", "counter",
-           "Message fields that no ingest.fields entry (or model KPI name) maps: dropped.");
+    ccd_prom_metric(
+        b, "cellcast_ingest_unmapped_fields_total", "counter",
+        "Message fields that no ingest.fields entry (or model KPI name) maps: dropped.");
     evbuffer_add_printf(b, "cellcast_ingest_unmapped_fields_total %llu\n",
                         (unsigned long long)d->in.unmapped_fields);
-    metric(b, "cellcast_ingest_out_of_range_total", "counter",
-           "Valid records refused for a time too far from the clock (ingest.max_future_s, "
-           "ingest.max_past_s), by reason.");
+    ccd_prom_metric(b, "cellcast_ingest_out_of_range_total", "counter",
+                    "Valid records refused for a time too far from the clock (ingest.max_future_s, "
+                    "ingest.max_past_s), by reason.");
     evbuffer_add_printf(b,
                         "cellcast_ingest_out_of_range_total{reason=\"future_ts\"} %llu\n"
                         "cellcast_ingest_out_of_range_total{reason=\"past_ts\"} %llu\n",
                         (unsigned long long)d->in.future_ts, (unsigned long long)d->in.past_ts);
-    metric(b, "cellcast_ingest_steps_total", "counter",
-           "What became of records, by outcome (cells.h ingest rules).");
+    ccd_prom_metric(b, "cellcast_ingest_steps_total", "counter",
+                    "What became of records, by outcome (cells.h ingest rules).");
     evbuffer_add_printf(b,
                         "cellcast_ingest_steps_total{outcome=\"queued\"} %llu\n"
                         "cellcast_ingest_steps_total{outcome=\"duplicate\"} %llu\n"
@@ -239,17 +266,18 @@ int ccd_h_metrics(CcdReq *r)
                         (unsigned long long)cs->steps_queued, (unsigned long long)cs->duplicates,
                         (unsigned long long)cs->late, (unsigned long long)cs->imputed,
                         (unsigned long long)cs->restarts, (unsigned long long)cs->rejected_full);
-    metric(b, "cellcast_ingest_outage_held_steps_total", "counter",
-           "Steps of an outage at which the model was fed the cell's last values instead of "
-           "the observed zeros (ingest.outage_hold_steps).");
+    ccd_prom_metric(
+        b, "cellcast_ingest_outage_held_steps_total", "counter",
+        "Steps of an outage at which the model was fed the cell's last values instead of "
+        "the observed zeros (ingest.outage_hold_steps).");
     evbuffer_add_printf(b, "cellcast_ingest_outage_held_steps_total %llu\n",
                         (unsigned long long)cs->held);
-    metric(b, "cellcast_ingest_filled_kpis_total", "counter",
-           "KPI values absent from a step's messages, filled with the previous value.");
+    ccd_prom_metric(b, "cellcast_ingest_filled_kpis_total", "counter",
+                    "KPI values absent from a step's messages, filled with the previous value.");
     evbuffer_add_printf(b, "cellcast_ingest_filled_kpis_total %llu\n",
                         (unsigned long long)cs->filled);
-    metric(b, "cellcast_ingest_seconds_total", "counter",
-           "Event-loop time spent on ingest, by part.");
+    ccd_prom_metric(b, "cellcast_ingest_seconds_total", "counter",
+                    "Event-loop time spent on ingest, by part.");
     evbuffer_add_printf(b,
                         "cellcast_ingest_seconds_total{part=\"parse\"} %.6f\n"
                         "cellcast_ingest_seconds_total{part=\"state\"} %.6f\n",
@@ -258,18 +286,20 @@ int ccd_h_metrics(CcdReq *r)
         CcdKafkaStats ks;
         ccd_kafka_stats(d->kafka, &ks);
         if (ks.lag >= 0) { /* unknown (no watermark yet): no sample */
-            metric(b, "cellcast_kafka_lag_messages", "gauge",
-                   "Sum of partition lags (absent while unknown).");
+            ccd_prom_metric(b, "cellcast_kafka_lag_messages", "gauge",
+                            "Sum of partition lags (absent while unknown).");
             evbuffer_add_printf(b, "cellcast_kafka_lag_messages %lld\n", (long long)ks.lag);
         }
-        metric(b, "cellcast_kafka_assigned_partitions", "gauge",
-               "Partitions assigned to this daemon.");
+        ccd_prom_metric(b, "cellcast_kafka_assigned_partitions", "gauge",
+                        "Partitions assigned to this daemon.");
         evbuffer_add_printf(b, "cellcast_kafka_assigned_partitions %d\n", ks.assigned_partitions);
-        metric(b, "cellcast_kafka_lost_partitions", "gauge",
-               "Partitions lost (session expired, e.g. brokers away) whose cells are kept, "
-               "unassigned, until the group assigns them again.");
+        ccd_prom_metric(
+            b, "cellcast_kafka_lost_partitions", "gauge",
+            "Partitions lost (session expired, e.g. brokers away) whose cells are kept, "
+            "unassigned, until the group assigns them again.");
         evbuffer_add_printf(b, "cellcast_kafka_lost_partitions %d\n", ks.lost_partitions);
-        metric(b, "cellcast_kafka_events_total", "counter", "Kafka consumer events, by kind.");
+        ccd_prom_metric(b, "cellcast_kafka_events_total", "counter",
+                        "Kafka consumer events, by kind.");
         evbuffer_add_printf(b,
                             "cellcast_kafka_events_total{kind=\"commit\"} %llu\n"
                             "cellcast_kafka_events_total{kind=\"commit_error\"} %llu\n"
@@ -279,9 +309,9 @@ int ccd_h_metrics(CcdReq *r)
                             (unsigned long long)ks.commits, (unsigned long long)ks.commit_errors,
                             (unsigned long long)ks.rebalances, (unsigned long long)ks.dead_letters,
                             (unsigned long long)ks.dead_letter_errors);
-        metric(b, "cellcast_kafka_consumer_errors_total", "counter",
-               "Consumer and broker errors librdkafka reported, by error code (its name; "
-               "\"other\" past the first 16 codes).");
+        ccd_prom_metric(b, "cellcast_kafka_consumer_errors_total", "counter",
+                        "Consumer and broker errors librdkafka reported, by error code (its name; "
+                        "\"other\" past the first 16 codes).");
         for (int i = 0; i < ks.n_error_codes; i++)
             evbuffer_add_printf(b, "cellcast_kafka_consumer_errors_total{code=\"%s\"} %llu\n",
                                 ks.errors[i].name, (unsigned long long)ks.errors[i].n);
@@ -289,18 +319,19 @@ int ccd_h_metrics(CcdReq *r)
             evbuffer_add_printf(b, "cellcast_kafka_consumer_errors_total{code=\"other\"} %llu\n",
                                 (unsigned long long)ks.errors_other);
     }
-    metric(b, "cellcast_batch_size", "histogram", "Cell-steps per stepped batch.");
+    ccd_prom_metric(b, "cellcast_batch_size", "histogram", "Cell-steps per stepped batch.");
     ccd_hist_write(b, "cellcast_batch_size", &ss->batch_size);
-    metric(b, "cellcast_step_latency_seconds", "histogram",
-           "Worker time to step and publish one batch.");
+    ccd_prom_metric(b, "cellcast_step_latency_seconds", "histogram",
+                    "Worker time to step and publish one batch.");
     ccd_hist_write(b, "cellcast_step_latency_seconds", &ss->step_seconds);
-    metric(b, "cellcast_forecast_delay_seconds", "histogram",
-           "From the first record of a batch to its forecasts published.");
+    ccd_prom_metric(b, "cellcast_forecast_delay_seconds", "histogram",
+                    "From the first record of a batch to its forecasts published.");
     ccd_hist_write(b, "cellcast_forecast_delay_seconds", &ss->delay_seconds);
-    metric(b, "cellcast_loop_lag_seconds", "histogram",
-           "How late the 10 ms cron ran: stalls of the event loop (HTTP waits as long).");
+    ccd_prom_metric(b, "cellcast_loop_lag_seconds", "histogram",
+                    "How late the 10 ms cron ran: stalls of the event loop (HTTP waits as long).");
     ccd_hist_write(b, "cellcast_loop_lag_seconds", &d->loop_lag);
-    metric(b, "cellcast_engine_seconds_total", "counter", "Engine time by part (cc_engine_stats).");
+    ccd_prom_metric(b, "cellcast_engine_seconds_total", "counter",
+                    "Engine time by part (cc_engine_stats).");
     evbuffer_add_printf(b,
                         "cellcast_engine_seconds_total{part=\"dense\"} %.6f\n"
                         "cellcast_engine_seconds_total{part=\"attention\"} %.6f\n"
@@ -310,17 +341,17 @@ int ccd_h_metrics(CcdReq *r)
                         ss->engine.ns_dense * 1e-9, ss->engine.ns_attention * 1e-9,
                         ss->engine.ns_rebuild * 1e-9, ss->engine.ns_other * 1e-9,
                         ss->ns_publish * 1e-9);
-    metric(b, "cellcast_steps_total", "counter", "Cell-steps run by the engine.");
+    ccd_prom_metric(b, "cellcast_steps_total", "counter", "Cell-steps run by the engine.");
     evbuffer_add_printf(b, "cellcast_steps_total %llu\n", (unsigned long long)ss->items);
-    metric(b, "cellcast_steps_refused_total", "counter",
-           "Cell-steps the engine refused or lost to ENOMEM.");
+    ccd_prom_metric(b, "cellcast_steps_refused_total", "counter",
+                    "Cell-steps the engine refused or lost to ENOMEM.");
     evbuffer_add_printf(b, "cellcast_steps_refused_total %llu\n",
                         (unsigned long long)(ss->refused + ss->enomem));
-    metric(b, "cellcast_pending_steps", "gauge", "Cell-steps waiting in the open batch.");
+    ccd_prom_metric(b, "cellcast_pending_steps", "gauge", "Cell-steps waiting in the open batch.");
     evbuffer_add_printf(b, "cellcast_pending_steps %d\n", ccd_sched_pending(d->sched));
-    metric(b, "cellcast_cells", "gauge", "Resident cells.");
+    ccd_prom_metric(b, "cellcast_cells", "gauge", "Resident cells.");
     evbuffer_add_printf(b, "cellcast_cells %zu\n", d->cells->n_cells);
-    metric(b, "cellcast_cells_events_total", "counter", "Cell table events, by kind.");
+    ccd_prom_metric(b, "cellcast_cells_events_total", "counter", "Cell table events, by kind.");
     evbuffer_add_printf(b,
                         "cellcast_cells_events_total{kind=\"created\"} %llu\n"
                         "cellcast_cells_events_total{kind=\"evicted\"} %llu\n"
@@ -329,9 +360,10 @@ int ccd_h_metrics(CcdReq *r)
                         (unsigned long long)cs->released);
     CcdHandoverStats hs;
     ccd_handover_stats(d, &hs);
-    metric(b, "cellcast_handover_cells_total", "counter",
-           "Cells released because their partition went to another member, by whether their "
-           "state went with them on the state topic (handover.h).");
+    ccd_prom_metric(
+        b, "cellcast_handover_cells_total", "counter",
+        "Cells released because their partition went to another member, by whether their "
+        "state went with them on the state topic (handover.h).");
     evbuffer_add_printf(b,
                         "cellcast_handover_cells_total{how=\"state_topic\"} %llu\n"
                         "cellcast_handover_cells_total{how=\"older_state\"} %llu\n"
@@ -339,32 +371,37 @@ int ccd_h_metrics(CcdReq *r)
                         (unsigned long long)hs.cells_sent, (unsigned long long)hs.cells_behind,
                         (unsigned long long)hs.cells_cold);
     /* records anyone with write access to these topics can forge (docs/operations.md) */
-    metric(b, "cellcast_state_records_refused_total", "counter",
-           "State-topic records refused at a takeover (malformed, another model, a key that is "
-           "not their cell, another partition, steps ahead of the clock); those cells start "
-           "from the KPI topic.");
+    ccd_prom_metric(
+        b, "cellcast_state_records_refused_total", "counter",
+        "State-topic records refused at a takeover (malformed, another model, a key that is "
+        "not their cell, another partition, steps ahead of the clock); those cells start "
+        "from the KPI topic.");
     evbuffer_add_printf(b, "cellcast_state_records_refused_total %llu\n",
                         (unsigned long long)hs.records_refused);
-    metric(b, "cellcast_state_records_misplaced_total", "counter",
-           "State-topic records restored from a partition kafka.partitioner does not map their "
-           "cell to (the KPI producers use another partitioner, or the record is forged).");
+    ccd_prom_metric(
+        b, "cellcast_state_records_misplaced_total", "counter",
+        "State-topic records restored from a partition kafka.partitioner does not map their "
+        "cell to (the KPI producers use another partitioner, or the record is forged).");
     evbuffer_add_printf(b, "cellcast_state_records_misplaced_total %llu\n",
                         (unsigned long long)hs.records_misplaced);
     CcdClusterStats cls;
     ccd_cluster_stats(d->cluster, &cls);
-    metric(b, "cellcast_cluster_member_records_invalid_total", "counter",
-           "Members-topic records refused (malformed, an address not of the advertised form, "
-           "ts_ms ahead of the clock, a key that is not their client id).");
+    ccd_prom_metric(
+        b, "cellcast_cluster_member_records_invalid_total", "counter",
+        "Members-topic records refused (malformed, an address not of the advertised form, "
+        "ts_ms ahead of the clock, a key that is not their client id).");
     evbuffer_add_printf(b, "cellcast_cluster_member_records_invalid_total %llu\n",
                         (unsigned long long)cls.invalid);
-    metric(b, "cellcast_kv_bytes", "gauge", "KV cache bytes of the resident cells.");
+    ccd_prom_metric(b, "cellcast_kv_bytes", "gauge", "KV cache bytes of the resident cells.");
     evbuffer_add_printf(b, "cellcast_kv_bytes %zu\n",
                         d->cells->n_cells * cc_engine_kv_bytes_per_cell(d->engine));
-    metric(b, "cellcast_cell_state_bytes", "gauge",
-           "All per-cell state bytes (rings, KV, ours, long histories); limits.kv_budget_mb.");
+    ccd_prom_metric(
+        b, "cellcast_cell_state_bytes", "gauge",
+        "All per-cell state bytes (rings, KV, ours, long histories); limits.kv_budget_mb.");
     evbuffer_add_printf(b, "cellcast_cell_state_bytes %zu\n", ccd_cells_bytes(d->cells));
-    metric(b, "cellcast_cell_history_bytes", "gauge",
-           "Bytes of the cells' long histories (history.depth), included in the state bytes.");
+    ccd_prom_metric(
+        b, "cellcast_cell_history_bytes", "gauge",
+        "Bytes of the cells' long histories (history.depth), included in the state bytes.");
     evbuffer_add_printf(b, "cellcast_cell_history_bytes %zu\n", d->cells->hist_bytes);
     atomic_counter(b, "cellcast_cell_history_failed_total",
                    "Steps not recorded in a long history for want of memory.",
@@ -377,12 +414,13 @@ int ccd_h_metrics(CcdReq *r)
                    "Of those, the truths outside the interval: the realised coverage is 1 - "
                    "missed / scored (target 0.8).",
                    &d->cells->interval_missed);
+    interval_kpi_metrics(b, d->cells, &d->model->hp);
     atomic_counter(b, "cellcast_interval_scales_refused_total",
                    "Cell records (snapshot file, state topic) whose interval scales were refused "
                    "(not finite, outside the clamp, another KPI x horizon shape): the cell was "
                    "restored at scale 1.",
                    &d->cells->interval_refused);
-    metric(b, "cellcast_rss_bytes", "gauge", "Resident set size of the process.");
+    ccd_prom_metric(b, "cellcast_rss_bytes", "gauge", "Resident set size of the process.");
     evbuffer_add_printf(b, "cellcast_rss_bytes %lld\n", cc_host_rss_bytes());
     alerts_metrics(d, b);
     ccd_topology_metrics(d, b);

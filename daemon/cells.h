@@ -112,6 +112,9 @@ struct CcdCells {
     /** Matured forecasts scored by the cells' interval calibrations and those outside
      *  their served P10–P90 interval (interval.h; the worker adds, atomically). */
     uint64_t interval_scored, interval_missed;
+    /** The same by KPI f of the model in service (F used; a model of another KPI set
+     *  re-executes the daemon, so an index keeps its KPI for the process's life). */
+    uint64_t interval_kpi_scored[CC_MAX_FEATURES], interval_kpi_missed[CC_MAX_FEATURES];
     /** Cell records whose interval scales were refused (the cell restored at scale 1;
      *  interval.h; loop thread). */
     uint64_t interval_refused;

@@ -36,6 +36,24 @@ static int open_cell(CcdCells *t, CcdCell *c)
     return 0;
 }
 
+/* The last observe's scored and missed forecasts, in total and by KPI. */
+static void count_scored(CcdCells *t, const CcOnlineCalib *calib)
+{
+    uint64_t scored = 0, missed = 0;
+    for (int f = 0; f < t->n_features && f < CC_MAX_FEATURES; f++) {
+        int s, m;
+        cc_online_calib_last_counts(calib, f, &s, &m);
+        if (!s)
+            continue;
+        __atomic_fetch_add(&t->interval_kpi_scored[f], (uint64_t)s, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&t->interval_kpi_missed[f], (uint64_t)m, __ATOMIC_RELAXED);
+        scored += (uint64_t)s;
+        missed += (uint64_t)m;
+    }
+    __atomic_fetch_add(&t->interval_scored, scored, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&t->interval_missed, missed, __ATOMIC_RELAXED);
+}
+
 const float *ccd_interval_step(CcdCells *t, CcdCell *c, int64_t step, const float *obs,
                                const CcForecast *fc)
 {
@@ -49,14 +67,8 @@ const float *ccd_interval_step(CcdCells *t, CcdCell *c, int64_t step, const floa
     if (!t->interval_buf && !(t->interval_buf = malloc(3 * n * sizeof(float))))
         return NULL;
     float *mean = t->interval_buf, *sd = mean + n, *scale = sd + n;
-    int64_t scored0, missed0, scored, missed;
-    cc_online_calib_counts(c->calib, &scored0, &missed0);
-    cc_online_calib_observe(c->calib, step, obs);
-    cc_online_calib_counts(c->calib, &scored, &missed);
-    if (scored > scored0) { /* the worker adds, /metrics reads on the loop thread */
-        __atomic_fetch_add(&t->interval_scored, (uint64_t)(scored - scored0), __ATOMIC_RELAXED);
-        __atomic_fetch_add(&t->interval_missed, (uint64_t)(missed - missed0), __ATOMIC_RELAXED);
-    }
+    if (cc_online_calib_observe(c->calib, step, obs) > 0) /* the worker adds, /metrics reads */
+        count_scored(t, c->calib);
     if (fc->valid) {
         cc_forecast_points(fc, mean, sd);
         /* -ERANGE (a step not after the last) cannot happen: a cell's steps only grow */

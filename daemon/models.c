@@ -21,6 +21,7 @@
 #include "kafka.h"
 #include "log.h"
 #include "model_watch.h"
+#include "prom.h"
 #include "reload.h"
 
 enum Reason {
@@ -1077,16 +1078,12 @@ static void watch_totals_metrics(const Ccd *d, CcdModelWatch *w, int F, struct e
     int64_t n[2 * CC_MAX_FEATURES];
     ccd_watch_totals(w, err, naive, n);
     for (int v = 0; v < 3; v++) {
-        evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s counter\n", names[v], help[v], names[v]);
+        ccd_prom_metric(b, names[v], "counter", help[v]);
         for (int k = 0; k < 2; k++)
             for (int f = 0; f < F; f++) {
                 const int i = k * F + f;
                 evbuffer_add_printf(b, "%s{kpi=\"", names[v]);
-                for (const char *c = hp->features[f]; *c; c++) { /* Prometheus escapes */
-                    if (*c == '"' || *c == '\\' || *c == '\n')
-                        evbuffer_add(b, "\\", 1);
-                    evbuffer_add(b, *c == '\n' ? "n" : c, 1);
-                }
+                ccd_prom_label(b, hp->features[f]);
                 evbuffer_add_printf(b, "\",kind=\"%s\"} ", kinds[k]);
                 if (v == 2)
                     evbuffer_add_printf(b, "%lld\n", (long long)n[i]);

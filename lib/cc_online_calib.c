@@ -68,8 +68,8 @@ int cc_online_calib_open(CcOnlineCalib **out, const CcOnlineCalibSettings *s, in
     c->exp_offset = malloc(fk * sizeof *c->exp_offset);
     c->miss_fk = malloc(fk);
     c->scale = malloc(fk * sizeof *c->scale);
-    c->scored_f = malloc((size_t)F * sizeof *c->scored_f);
-    c->missed_f = malloc((size_t)F * sizeof *c->missed_f);
+    c->scored_f = calloc((size_t)F, sizeof *c->scored_f);
+    c->missed_f = calloc((size_t)F, sizeof *c->missed_f);
     if (!c->origin || !c->held || !c->log_scale || !c->scale || !c->scored_f || !c->missed_f ||
         !c->level || !c->exp_offset || !c->miss_fk) {
         cc_online_calib_close(&c);
@@ -226,6 +226,13 @@ void cc_online_calib_counts(const CcOnlineCalib *c, int64_t *scored, int64_t *mi
 {
     *scored = c->scored;
     *missed = c->missed;
+}
+
+void cc_online_calib_last_counts(const CcOnlineCalib *c, int f, int *scored, int *missed)
+{
+    const int in = f >= 0 && f < c->F;
+    *scored = in ? c->scored_f[f] : 0;
+    *missed = in ? c->missed_f[f] : 0;
 }
 
 /* Saved form (host byte order, as the rest of a cell record): magic, F, HZ, per_step (u32),

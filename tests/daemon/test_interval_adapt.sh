@@ -19,7 +19,21 @@ PY=/usr/bin/python3
 # shellcheck source=../helpers/daemon.sh
 . "$(dirname "$0")/../helpers/daemon.sh"
 daemon_test_init interval-adapt
-MODEL="$ROOT/tests/data/golden/tiny.safetensors" # F=3 (prb,thr,users), HZ=6, S=900
+# The tiny model (F=3, HZ=6, S=900) with its second KPI and its name as a model file from
+# the models topic may carry them: a quote, a backslash and a newline, which /metrics must
+# escape in its label values (daemon/prom.h).
+MODEL="$TMP/tiny.safetensors"
+$PY - "$ROOT/tests/data/golden/tiny.safetensors" "$MODEL" <<'PYEOF'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h["__metadata__"]["features"] = 'prb,thr"q\\1,users'
+h["__metadata__"]["name"] = 'golden "tiny"\nx'
+j = json.dumps(h).encode()
+j += b" " * (-len(j) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(j)) + j + b[8 + n:])
+PYEOF
 F=3
 HZ=6
 
@@ -72,7 +86,7 @@ random.seed(12)
 def rec(i):
     v = 50 + 20 * math.sin(i / 3.0)
     return {"cell": "noisy", "ts": (p0 + i) * 900,
-            "kpis": {"prb": v + random.gauss(0, 15), "thr": 3 * v + 200 + random.gauss(0, 45),
+            "kpis": {"prb": v + random.gauss(0, 15), 'thr"q\\1': 3 * v + 200 + random.gauss(0, 45),
                      "users": 5 + i % 7 + random.gauss(0, 3)}}
 for name, lo, hi in (("a", 0, 100), ("b", 100, 300), ("c", 300, 310), ("d", 310, 330), ("e", 330, 332)):
     json.dump([rec(i) for i in range(lo, hi)], open(f"{tmp}/{name}.json", "w"))
@@ -95,6 +109,35 @@ read -r S2 M2 < <(counts)
 # step p matures the forecasts of p-1..p-6, each for every KPI: 200 steps score 200·F·HZ
 [ $((S2 - S1)) -eq $((200 * F * HZ)) ] && ok "200 steps scored $((S2 - S1)) forecasts (200 x $F KPIs x $HZ steps)" ||
     fail "200 steps scored $((S2 - S1)) forecasts, want $((200 * F * HZ))"
+# by KPI: every KPI's share, the label values escaped, the whole page well formed
+curl -s "$U/metrics" >"$TMP/metrics"
+$PY - "$TMP/metrics" "$S2" "$M2" "$((200 * HZ))" <<'PYEOF' && ok "per-KPI interval counts sum to the totals; /metrics well formed with a quote, backslash and newline in a KPI and the model's name" || fail "per-KPI interval counts or /metrics format"
+import re, sys
+text, total_s, total_m, per_200 = open(sys.argv[1]).read(), *map(int, sys.argv[2:])
+NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+VALUE = r'"(?:[^"\\\n]|\\[\\"n])*"'
+SAMPLE = re.compile(rf"^({NAME})(?:\{{((?:{NAME}={VALUE},?)*)\}})? (\S+)$")
+labels_of = lambda t: dict((k, re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), v[1:-1]))
+                           for k, v in re.findall(rf"({NAME})=({VALUE})", t or ""))
+by = {}
+for line in text.splitlines():
+    if line.startswith("#"):
+        continue
+    m = SAMPLE.match(line)
+    assert m, f"malformed /metrics line: {line!r}"
+    float(m.group(3))
+    if m.group(1).startswith("cellcast_interval_kpi_"):
+        by[(m.group(1), labels_of(m.group(2))["kpi"])] = int(m.group(3))
+    if m.group(1) == "cellcast_build_info":
+        assert labels_of(m.group(2))["model"] == 'golden "tiny"\nx', line
+kpis = ["prb", 'thr"q\\1', "users"]
+sc = [by[("cellcast_interval_kpi_scored_total", k)] for k in kpis]
+mi = [by[("cellcast_interval_kpi_missed_total", k)] for k in kpis]
+print("  scored", sc, "missed", mi)
+assert sum(sc) == total_s and sum(mi) == total_m, (sc, mi, total_s, total_m)
+assert len(set(sc)) == 1 and sc[0] >= per_200, sc  # every KPI scored at every matured step
+assert 0 < min(mi) and max(mi) < sc[0]
+PYEOF
 $PY - "$S1" "$M1" "$S2" "$M2" <<'PYEOF' && ok "miss share moves toward 0.2: $M1/$S1 then $((M2 - M1))/$((S2 - S1))" || fail "miss share: $M1/$S1 then $((M2 - M1))/$((S2 - S1))"
 import sys
 s1, m1, s2, m2 = map(int, sys.argv[1:])
@@ -239,7 +282,7 @@ recs = []
 for i in range(332, 342):
     v = 50 + 20 * math.sin(i / 3.0)
     recs.append({"cell": "noisy", "ts": (p0 + i) * 900,
-                 "kpis": {"prb": v + random.gauss(0, 15), "thr": 3 * v + 200 + random.gauss(0, 45),
+                 "kpis": {"prb": v + random.gauss(0, 15), 'thr"q\\1': 3 * v + 200 + random.gauss(0, 45),
                           "users": 5 + i % 7 + random.gauss(0, 3)}})
 json.dump(recs, open(f"{tmp}/f.json", "w"))
 PYEOF

@@ -119,6 +119,10 @@ void cc_online_calib_scales(const CcOnlineCalib *c, float *out);
 /** Forecasts scored so far, and how many of them missed their interval. */
 void cc_online_calib_counts(const CcOnlineCalib *c, int64_t *scored, int64_t *missed);
 
+/** KPI f's share of the last cc_online_calib_observe: its forecasts scored and missed then
+ *  (0 and 0 before any, or for f out of range). A host's per-KPI coverage counts. */
+void cc_online_calib_last_counts(const CcOnlineCalib *c, int f, int *scored, int *missed);
+
 /*
  * Saving the scales across a restart (a host's snapshot or hand-over of the cell): the
  * log-scales the scales are computed from, 16 + 4·F·(HZ + 1) bytes (F 8, HZ 24: 816), not
