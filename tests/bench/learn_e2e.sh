@@ -18,7 +18,8 @@
 #     one-step and horizon-end, per KPI; a KPI's figure the mean of its kinds, the day's the
 #     mean over KPIs; seasonal naive is 1 by construction);
 #   - the realised P10-P90 coverage of the served intervals (cellcast_interval_{missed,
-#     scored}_total differenced: every KPI and horizon step);
+#     scored}_total differenced: every KPI and horizon step; by KPI "coverage_kpi", [scored,
+#     missed] from cellcast_interval_kpi_{scored,missed}_total);
 #   - messages ingested and refused as no_kpis (counters restart with a re-exec: a drop is
 #     a restart, the day's delta then counts from it).
 #
@@ -170,6 +171,13 @@ for d in range(days):
     mean = lambda v: sum(v) / len(v) if v else None
     sc = delta(("cellcast_interval_scored_total", ""))
     mi = delta(("cellcast_interval_missed_total", ""))
+    cov_kpi = {}
+    for kpi in sorted({re.search(r'kpi="([^"]*)"', k[1]).group(1) for k in cur
+                       if k[0] == "cellcast_interval_kpi_scored_total"}):
+        ks = delta(("cellcast_interval_kpi_scored_total", f'kpi="{kpi}"'))
+        km = delta(("cellcast_interval_kpi_missed_total", f'kpi="{kpi}"'))
+        if ks > 0:
+            cov_kpi[kpi] = [ks, km]
     m = model(d).get("serving", {})
     rec = m.get("record") or {}
     hist = m.get("history") or []
@@ -186,6 +194,7 @@ for d in range(days):
         "one_step": mean(per_kind["one_step"]), "horizon_end": mean(per_kind["horizon_end"]),
         "per_kpi": per_kpi, "watch_samples": scored,
         "coverage": 1 - mi / sc if sc > 0 else None, "interval_scored": sc,
+        "coverage_kpi": cov_kpi,
         "live_mase_window": (m.get("live") or {}).get("mase"),
         "load": open(f"{R}/day{d}.load").read().strip() if d >= 0 else None,
     }))
