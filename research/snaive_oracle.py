@@ -337,6 +337,42 @@ def report(runs, coll, orig, seeds=("1", "2", "3"), nd=30):
             print(f"| {pname} | {lab} | {st.mean(v for v, _ in served.values()):.3f} | "
                   f"{st.mean(v for d, (v, _) in served.items() if d >= 8):.3f} | "
                   f"{', '.join(f'{d} ({served[d][0]:.2f} {served[d][1]})' for d in lost)} |")
+    print("\n## 3b. The learner's own models only (round d-1's linear-only, seasonal and Transformer "
+          "candidates and its served model, unblended or blended), each seed: days 8-30\n")
+    print("| seed | kinds | rules (N) losing no day 8-30 | rules losing day 10 | fewest days above 1 (rule: days) | "
+          "mean days 8-30 of that rule |")
+    print("|---|---|---|---|---|---|")
+    for s in seeds:
+        for label, alphas in (("a = 1", (1.0,)), ("a = 1, 0.7", (1.0, 0.7)), ("every a", (1.0,) + ALPHAS)):
+            names = [f"round d-1 {k} a={a:g} s{s}" for k in ("linear", "seasonal", "transformer", "served")
+                     for a in alphas if f"round d-1 {k} a={a:g} s{s}" in lib]
+            best = None
+            clean, lost10 = [], 0
+            for N in (1, 2, 3, 7, 14, 99, "w0.5", "w0.8"):
+                served = {}
+                for d in range(8, nd + 1):
+                    bn, bv = None, None
+                    for n in names:
+                        if d not in lib[n]:
+                            continue
+                        prev = [(float(N[1:]) ** (d - 1 - x) if isinstance(N, str) else 1.0, lib[n][x])
+                                for x in range(2 if isinstance(N, str) else max(2, d - N), d) if x in lib[n]]
+                        if not prev:
+                            continue
+                        v = sum(a * b for a, b in prev) / sum(a for a, _ in prev)
+                        if bv is None or v < bv:
+                            bn, bv = n, v
+                    served[d] = lib[bn][d] if bn else 1.0
+                lost = [d for d in served if served[d] > 1]
+                lab = N if isinstance(N, str) or N < 99 else "all"
+                if not lost:
+                    clean.append(str(lab))
+                lost10 += 10 in lost
+                if best is None or len(lost) < len(best[1]):
+                    best = (lab, lost, st.mean(served.values()))
+            print(f"| {s} | {label} | {', '.join(clean) or 'none'} | {lost10} of 8 | {best[0]}: {best[1]} | "
+                  f"{best[2]:.3f} |")
+
     oracle = {d: min(lib[n][d] for n in lib if d in lib[n] and "s2" not in n and "s3" not in n) for d in range(3, nd + 1)}
     print(f"\nthe oracle (best member each day, seed 1): mean {st.mean(oracle.values()):.3f}, "
           f"above 1 on {[d for d in oracle if oracle[d] >= 1]}")
