@@ -27,6 +27,7 @@
 #include "cluster.h"
 #include "models.h"
 #include "reload.h"
+#include "utf8.h"
 
 /* ---- helpers ---- */
 
@@ -414,9 +415,12 @@ static int h_post_kpis(CcdReq *r)
     int n_tr = ccd_ingest_ts_refusals(&tr);
     json_t *errs = json_array();
     for (int i = 0; i < kb.n_errors && json_array_size(errs) < 100; i++)
-        json_array_append_new(errs, json_pack("{s:i, s:s, s:s}", "element", kb.errors[i].element,
-                                              "reason", cc_kpi_reason_name(kb.errors[i].reason),
-                                              "message", kb.errors[i].message));
+        /* the message quotes a cut piece of the record (a cell id up to 40 bytes), maybe in
+         * the middle of a UTF-8 character: json_pack's "s" refused it, and the entry was lost */
+        json_array_append_new(errs,
+                              json_pack("{s:i, s:s, s:o}", "element", kb.errors[i].element,
+                                        "reason", cc_kpi_reason_name(kb.errors[i].reason),
+                                        "message", ccd_json_text(kb.errors[i].message, NULL)));
     for (int i = 0; i < n_tr && json_array_size(errs) < 100; i++) {
         char ts[40], msg[160];
         ccd_rfc3339(tr[i].ts, ts, sizeof ts);
