@@ -9,7 +9,11 @@
 #     cuts in the middle of one: the 422 names its reason and lists the refusal (it was
 #     "problems/(null)" with an empty "errors");
 #   - the log is UTF-8 text, one line per message (a newline in an id escaped).
-# ~3 s.
+# The model is the tiny one with what a model file from the models topic may carry: a quote
+# and a backslash in a KPI name, a quote and a newline in its name; its JSON replies parse,
+# with the names intact. Then the demo feed (embedded broker) on that model: its messages
+# were not JSON (the KPI name unescaped), every one refused.
+# ~8 s.
 #   usage: test_outside_text.sh CELLCASTD SOURCE_ROOT
 set -u
 CELLCASTD=${1:?cellcastd binary}
@@ -19,9 +23,22 @@ ROOT=${2:?source root}
 need_tools curl python3
 test_workdir outside-text
 
+MODEL="$TMP/odd.safetensors"
+python3 - "$ROOT/tests/data/golden/tiny.safetensors" "$MODEL" <<'PYEOF'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h["__metadata__"]["features"] = 'prb,thr"q\\1,users'
+h["__metadata__"]["name"] = 'golden "tiny"\nx'
+j = json.dumps(h).encode()
+j += b" " * (-len(j) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(j)) + j + b[8 + n:])
+PYEOF
+
 printf 'cell,site,region\nA1,Z\374rich,R1\n' >"$TMP/topo.csv" # ü in Latin-1
 printf 'model:\n  path: "%s"\nkafka:\n  brokers: none\nhttp:\n  port: 0\n  post_kpis: open\ntopology:\n  path: "%s"\n' \
-    "$ROOT/tests/data/golden/tiny.safetensors" "$TMP/topo.csv" >"$TMP/c.yaml"
+    "$MODEL" "$TMP/topo.csv" >"$TMP/c.yaml"
 start_daemon "$TMP/log" health -c "$TMP/c.yaml"
 
 curl -s "$U/metrics" | grep -q '^cellcast_topology_errors_total 1$' &&
@@ -56,10 +73,45 @@ check_json "POST /v1/kpis, a cell id cut mid-character in the message: 422 namin
     "$st" 422 "d['type'].endswith('/bad_cell_id') and len(d['errors']) == 1 and d['errors'][0]['reason'] == 'bad_cell_id' and d['errors'][0]['message'].startswith('cell id \"a\u00e9') and 'bad_cell_id: cell id' in d['detail']"
 
 python3 -c '
+import json, sys, time
+t = int(time.time()) // 900 * 900
+print(json.dumps([{"cell": "A1", "ts": t - 900 * i, "kpis": {"prb": 1 + i % 3, "thr\"q\\1": 5, "users": 2}}
+                  for i in range(39, -1, -1)]))' >"$TMP/ok.json"
+st=$(curl -s -o "$TMP/body" -w '%{http_code}' -H 'Content-Type: application/json' \
+    --data-binary @"$TMP/ok.json" "$U/v1/kpis")
+check_json "POST /v1/kpis under a KPI name with a quote and a backslash: all 40 accepted" "$st" 202 \
+    "d['accepted'] == 40"
+st=$(curl -s -o "$TMP/body" -w '%{http_code}' "$U/v1/model")
+check_json "GET /v1/model: the odd names intact" "$st" 200 \
+    'd["name"] == "golden \"tiny\"\nx" and d["features"][1] == "thr\"q\\1"'
+for _ in $(seq 50); do
+    st=$(curl -s -o "$TMP/body" -w '%{http_code}' "$U/v1/cells/A1/forecast")
+    [ "$st" = 200 ] && break
+    sleep 0.1
+done
+check_json "GET /v1/cells/A1/forecast: JSON, the odd KPI name a key" "$st" 200 \
+    'd["kpis"][1] == "thr\"q\\1" and "thr\"q\\1" in d["forecast"][0]["values"] and d["model"] == "golden \"tiny\"\nx"'
+
+python3 -c '
 import sys
 b = open(sys.argv[1], "rb").read()
 b.decode("utf-8")  # strict
-assert b"\nab" not in b, "a raw newline from the id"' "$TMP/log" 2>"$TMP/py.err" &&
-    ok "the log is UTF-8 text, ids escaped" || fail "the log: $(tail -1 "$TMP/py.err")"
+assert b"\nab" not in b and b"\nx" not in b, "a raw newline from an id or the model name"' \
+    "$TMP/log" 2>"$TMP/py.err" &&
+    ok "the log is UTF-8 text, ids and names escaped" || fail "the log: $(tail -1 "$TMP/py.err")"
+stop_daemon
+
+# the demo feed on that model: its messages are JSON
+start_daemon "$TMP/log2" health -c "$ROOT/conf/cellcast.yaml" --set http.port=0 \
+    --set snapshot.path= --set demo.backfill_steps=20 --set model.path="$MODEL"
+for _ in $(seq 100); do
+    curl -s "$U/metrics" >"$TMP/metrics"
+    grep -q '^cellcast_ingest_records_total [1-9]' "$TMP/metrics" && break
+    sleep 0.1
+done
+grep -q '^cellcast_ingest_records_total [1-9]' "$TMP/metrics" &&
+    grep -q '^cellcast_ingest_invalid_total{reason="not_json"} 0$' "$TMP/metrics" &&
+    ok "the demo feed under a KPI name with a quote: $(grep '^cellcast_ingest_records_total' "$TMP/metrics" | cut -d' ' -f2) records, none refused" ||
+    fail "demo feed: $(grep -E '^cellcast_ingest_(records_total|invalid_total.*not_json)' "$TMP/metrics" | tr '\n' ' ')"
 
 [ "$FAILS" = 0 ] || exit 1
