@@ -2,7 +2,10 @@
  * line: daemon/utf8 (the strict check and the lossy JSON string), the topology file refusing
  * a name or value that is not UTF-8 text (a Latin-1 export: "Zürich" as one byte 0xfc) or
  * that holds a control character, and log lines escaping bytes that are not UTF-8 (journald
- * keeps such a line as a blob `journalctl` does not show) as it escapes control characters. */
+ * keeps such a line as a blob `journalctl` does not show) as it escapes control characters,
+ * and Alertmanager's items keeping a value that is not UTF-8 (jansson's json_string gives NULL
+ * for it: the label was dropped, and an annotation dropped the whole alert, never sent)
+ * with U+FFFD in place of the bad bytes, counted. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -15,8 +18,14 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
 #include <jansson.h>
 
+#include "alertmanager.h"
+#include "cellcastd.h"
+#include "config.h"
+#include "incidents.h"
 #include "log.h"
 #include "topology.h"
 #include "utf8.h"
@@ -152,13 +161,57 @@ static void test_log_escapes(void **state)
     assert_true(ccd_utf8_valid(line, strlen(line)));
 }
 
+static void test_alertmanager_text(void **state)
+{
+    (void)state;
+    Ccd d = {0};
+    char err[256];
+    assert_int_equal(ccd_config_init(&d.cfg), 0);
+    d.cfg.alertmanager_urls.items = calloc(1, sizeof(char *));
+    assert_non_null(d.cfg.alertmanager_urls.items);
+    d.cfg.alertmanager_urls.items[0] = strdup("http://127.0.0.1:9/");
+    d.cfg.alertmanager_urls.n = 1;
+    assert_non_null(d.base = event_base_new());
+    assert_int_equal(ccd_am_open(&d, err, sizeof err), 0);
+    assert_non_null(d.am);
+    /* an incident whose site (and so its group and summary) is not UTF-8: what reaches
+     * Alertmanager if anything upstream lets such a value through */
+    char site[] = "Z\xfcrich", summary[] = "site Z\xfcrich: 2 of 2 cells lost traffic";
+    CcdIncident inc = {.id = "inc-1",
+                       .group = site,
+                       .group_scope = CCD_INC_SITE,
+                       .site = site,
+                       .scope = CCD_INC_SITE,
+                       .firing = 1,
+                       .start_ts = 1700000000,
+                       .time = 1700000000};
+    snprintf(inc.summary, sizeof inc.summary, "%s", summary);
+    ccd_am_incident(&d, &inc);
+    ccd_am_cron(&d);
+    CcdAmStats st;
+    ccd_am_stats(&d, &st);
+    assert_int_equal(st.firing, 1);
+    assert_int_equal(st.queued, 1); /* queued for the one URL: it was lost, never sent */
+    assert_int_equal(st.dropped, 0);
+    assert_int_equal(st.replaced, 3); /* group, site, summary */
+    struct evbuffer *b = evbuffer_new();
+    ccd_am_metrics(&d, b);
+    size_t n = evbuffer_get_length(b);
+    char *text = (char *)evbuffer_pullup(b, -1);
+    static const char want[] = "\ncellcast_alertmanager_values_replaced_total 3\n";
+    assert_non_null(memmem(text, n, want, sizeof want - 1));
+    evbuffer_free(b);
+    ccd_am_close(&d);
+    event_base_free(d.base);
+    ccd_config_free(&d.cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_utf8_check),
-        cmocka_unit_test(test_json_text),
-        cmocka_unit_test(test_topology_text),
-        cmocka_unit_test(test_log_escapes),
+        cmocka_unit_test(test_utf8_check),        cmocka_unit_test(test_json_text),
+        cmocka_unit_test(test_topology_text),     cmocka_unit_test(test_log_escapes),
+        cmocka_unit_test(test_alertmanager_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
