@@ -14,6 +14,22 @@
 #include "models.h"
 #include "settings.h"
 
+/* s in a key:value line of the text form: a control character (a newline in a model's name,
+ * from a model file anyone may publish) as \xNN, so that it cannot start a line of its own */
+static void text_value(struct evbuffer *out, const char *s)
+{
+    for (;;) {
+        size_t run = 0;
+        while (s[run] && (unsigned char)s[run] >= 0x20 && s[run] != 0x7f)
+            run++;
+        evbuffer_add(out, s, run);
+        s += run;
+        if (!*s)
+            return;
+        evbuffer_add_printf(out, "\\x%02x", (unsigned char)*s++);
+    }
+}
+
 int ccd_h_info(CcdReq *r)
 {
     Ccd *d = r->d;
@@ -102,7 +118,10 @@ int ccd_h_info(CcdReq *r)
         {
             char *t = json_is_string(v2) ? NULL
                                          : json_dumps(v2, JSON_ENCODE_ANY | JSON_REAL_PRECISION(6));
-            evbuffer_add_printf(r->out, "%s:%s\n", k2, t ? t : json_string_value(v2));
+            text_value(r->out, k2);
+            evbuffer_add(r->out, ":", 1);
+            text_value(r->out, t ? t : json_string_value(v2));
+            evbuffer_add(r->out, "\n", 1);
             free(t);
         }
         evbuffer_add(r->out, "\n", 1);
@@ -113,7 +132,10 @@ int ccd_h_info(CcdReq *r)
             continue;
         char *t =
             json_is_string(v) ? NULL : json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(6));
-        evbuffer_add_printf(r->out, "%s:%s\n", key, t ? t : json_string_value(v));
+        text_value(r->out, key);
+        evbuffer_add(r->out, ":", 1);
+        text_value(r->out, t ? t : json_string_value(v));
+        evbuffer_add(r->out, "\n", 1);
         free(t);
     }
     json_decref(o);

@@ -11,7 +11,8 @@
 #   - the log is UTF-8 text, one line per message (a newline in an id escaped).
 # The model is the tiny one with what a model file from the models topic may carry: a quote
 # and a backslash in a KPI name, a quote and a newline in its name; its JSON replies parse,
-# with the names intact. Then the demo feed (embedded broker) on that model: its messages
+# with the names intact, and the text form of /v1/info keeps the name on one line. Then the
+# demo feed (embedded broker) on that model: its messages
 # were not JSON (the KPI name unescaped), every one refused.
 # ~8 s.
 #   usage: test_outside_text.sh CELLCASTD SOURCE_ROOT
@@ -84,6 +85,11 @@ check_json "POST /v1/kpis under a KPI name with a quote and a backslash: all 40 
 st=$(curl -s -o "$TMP/body" -w '%{http_code}' "$U/v1/model")
 check_json "GET /v1/model: the odd names intact" "$st" 200 \
     'd["name"] == "golden \"tiny\"\nx" and d["features"][1] == "thr\"q\\1"'
+# the text form of /v1/info is key:value lines: the name's newline must not start a line
+curl -s "$U/v1/info?format=text" >"$TMP/info.txt"
+grep -qxF 'name:golden "tiny"\x0ax' "$TMP/info.txt" && ! grep -qx 'x' "$TMP/info.txt" &&
+    ok "GET /v1/info?format=text: the model name's newline escaped, one line" ||
+    fail "/v1/info?format=text: $(grep -A1 '^name:' "$TMP/info.txt")"
 for _ in $(seq 50); do
     st=$(curl -s -o "$TMP/body" -w '%{http_code}' "$U/v1/cells/A1/forecast")
     [ "$st" = 200 ] && break
