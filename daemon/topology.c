@@ -56,14 +56,15 @@ void ccd_topology_free(CcdTopology **tp)
 
 /* Why s cannot be a name or value, NULL when it can: it goes into JSON on Kafka (the alerts,
  * the incidents), into Alertmanager's labels and into log lines, which all want UTF-8 text
- * (a Latin-1 export of a spreadsheet is not), and no control character. */
-static const char *text_problem(const char *s)
+ * (a Latin-1 export of a spreadsheet is not), and no control character (but a tab where
+ * tabs_ok). */
+static const char *text_problem(const char *s, int tabs_ok)
 {
     size_t n = strlen(s);
     if (!ccd_utf8_valid(s, n))
         return "is not UTF-8 (save the file as UTF-8)";
     for (size_t i = 0; i < n; i++)
-        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+        if (((unsigned char)s[i] < 0x20 && !(tabs_ok && s[i] == '\t')) || s[i] == 0x7f)
             return "holds a control character";
     return NULL;
 }
@@ -104,7 +105,7 @@ static int parse_header(CcdTopology *t, char *line, const char *name, int lineno
         if (!f[i][0])
             return cc_errf(err, errlen, -EINVAL, "%s:%d: column %d has no name", name, lineno,
                            i + 1);
-        if ((why = text_problem(f[i])))
+        if ((why = text_problem(f[i], 0)))
             return cc_errf(err, errlen, -EINVAL, "%s:%d: column %d name %s", name, lineno, i + 1,
                            why);
         for (int j = 0; j < i; j++)
@@ -155,7 +156,7 @@ static int parse_row(CcdTopology *t, char *line, const char *name, int lineno, c
         const char *why;
         if (!v[0])
             continue;
-        if ((why = text_problem(v)))
+        if ((why = text_problem(v, t->col_kind[i] == COL_NEIGHBOURS))) /* ids apart by blanks */
             return cc_errf(err, errlen, -EINVAL, "%s:%d: %s value %s", name, lineno, t->col_name[i],
                            why);
         if (strlen(v) > CCD_TOPO_MAX_VALUE && t->col_kind[i] != COL_NEIGHBOURS)

@@ -110,6 +110,12 @@ static void test_topology_text(void **state)
     expect_refused("cell,site\nA,S\t1\n", "t.csv:2: site value holds a control character");
     expect_refused("cell,site\nA,S\x1b[31m1\n", "t.csv:2: site value holds a control character");
     expect_refused("cell,si\x7fte\nA,S1\n", "t.csv:1: column 2 name holds a control character");
+    /* the neighbours (ids apart by blanks, not a label) may hold a tab */
+    CcdTopology *tn;
+    char en[256];
+    const char nb[] = "cell,neighbours\nA,B\tC\n";
+    assert_int_equal(ccd_topology_parse(&tn, nb, strlen(nb), "t.csv", en, sizeof en), 0);
+    ccd_topology_free(&tn);
     /* UTF-8 text is fine, and round-trips into the labels' JSON */
     CcdTopology *t;
     char err[256], buf[CCD_TOPO_LABELS_JSON_MAX];
