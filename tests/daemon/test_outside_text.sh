@@ -11,10 +11,11 @@
 #   - the log is UTF-8 text, one line per message (a newline in an id escaped).
 # The model is the tiny one with what a model file from the models topic may carry: a quote
 # and a backslash in a KPI name, a quote and a newline in its name; its JSON replies parse,
-# with the names intact, and the text form of /v1/info keeps the name on one line. Then the
-# demo feed (embedded broker) on that model: its messages
-# were not JSON (the KPI name unescaped), every one refused.
-# ~8 s.
+# with the names intact, and the text form of /v1/info keeps the name on one line. Then a
+# daemon on a model without a name, named by its path that a cut to 159 bytes splits in a
+# character: /readyz answered 500 and /metrics was not UTF-8. Then the demo feed (embedded
+# broker) on the odd model: its messages were not JSON (the KPI name unescaped), every one
+# refused. ~9 s.
 #   usage: test_outside_text.sh CELLCASTD SOURCE_ROOT
 set -u
 CELLCASTD=${1:?cellcastd binary}
@@ -105,6 +106,35 @@ b.decode("utf-8")  # strict
 assert b"\nab" not in b and b"\nx" not in b, "a raw newline from an id or the model name"' \
     "$TMP/log" 2>"$TMP/py.err" &&
     ok "the log is UTF-8 text, ids and names escaped" || fail "the log: $(tail -1 "$TMP/py.err")"
+stop_daemon
+
+# a model without a name is named by its path, cut to 159 bytes: here in the middle of a
+# 2-byte character (a directory named in Latin letters with accents); /readyz answered 500
+# (json_pack refused the name) and /metrics held bytes that are not UTF-8
+python3 - "$ROOT/tests/data/golden/tiny.safetensors" "$TMP" <<'PYEOF'
+import json, os, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h["__metadata__"].pop("name", None)
+j = json.dumps(h).encode()
+j += b" " * (-len(j) % 8)
+base = sys.argv[2].encode() + b"/"
+pad = b"a" * ((159 - len(base)) % 2 == 0)  # byte 158 the first of an "\xc3\xa9"
+d = base + pad + "\u00e9".encode() * 80
+os.mkdir(d)
+open(d + b"/m.safetensors", "wb").write(struct.pack("<Q", len(j)) + j + b[8 + n:])
+open(sys.argv[2] + "/longdir", "wb").write(d)
+PYEOF
+printf 'model:\n  path: "%s/m.safetensors"\nkafka:\n  brokers: none\nhttp:\n  port: 0\n' \
+    "$(cat "$TMP/longdir")" >"$TMP/c3.yaml"
+start_daemon "$TMP/log3" health -c "$TMP/c3.yaml"
+st=$(curl -s -o "$TMP/body" -w '%{http_code}' "$U/readyz")
+check_json "a model named by its long path, cut at 159 bytes: /readyz 200, the name UTF-8" "$st" 200 \
+    'd["model"].endswith("\u00e9") and len(d["model"].encode()) in (157, 158)'
+curl -s "$U/metrics" >"$TMP/metrics3"
+python3 -c 'import sys; open(sys.argv[1], "rb").read().decode("utf-8")' "$TMP/metrics3" 2>"$TMP/py.err" &&
+    ok "/metrics is UTF-8 with that name" || fail "/metrics: $(tail -1 "$TMP/py.err")"
 stop_daemon
 
 # the demo feed on that model: its messages are JSON

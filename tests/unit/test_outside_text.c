@@ -82,6 +82,29 @@ static void test_json_text(void **state)
     assert_null(ccd_json_text(NULL, &bad));
 }
 
+static void test_utf8_cut(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"caf\xc3\xa9", "caf\xc3\xa9"},             /* whole: kept */
+        {"caf\xc3", "caf"},                         /* a 2-byte character cut after its first */
+        {"x\xe2\x82", "x"},                         /* a 3-byte one after its second */
+        {"x\xf0\x9f\x93", "x"},                     /* a 4-byte one after its third */
+        {"x\xf0\x9f\x93\xb6", "x\xf0\x9f\x93\xb6"}, /* whole */
+        {"Z\xfcrich", "Z\xfcrich"},                 /* a bad byte inside: not the cut's business */
+        {"", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char s[32];
+        snprintf(s, sizeof s, "%s", cases[i].in);
+        ccd_utf8_cut(s);
+        if (strcmp(s, cases[i].out))
+            fail_msg("case %zu: '%s'", i, s);
+    }
+}
+
 static void expect_refused(const char *text, const char *what)
 {
     CcdTopology *t = (CcdTopology *)1;
@@ -215,9 +238,9 @@ static void test_alertmanager_text(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_utf8_check),        cmocka_unit_test(test_json_text),
-        cmocka_unit_test(test_topology_text),     cmocka_unit_test(test_log_escapes),
-        cmocka_unit_test(test_alertmanager_text),
+        cmocka_unit_test(test_utf8_check),  cmocka_unit_test(test_json_text),
+        cmocka_unit_test(test_utf8_cut),    cmocka_unit_test(test_topology_text),
+        cmocka_unit_test(test_log_escapes), cmocka_unit_test(test_alertmanager_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
