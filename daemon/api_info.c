@@ -12,6 +12,7 @@
 #include "host.h"
 #include "http_cache.h"
 #include "models.h"
+#include "utf8.h"
 #include "settings.h"
 
 /* s in a key:value line of the text form: a control character (a newline in a model's name,
@@ -46,9 +47,13 @@ int ccd_h_info(CcdReq *r)
     json_t *o = json_object();
     json_object_set_new(o, "version", json_string(CC_VERSION));
     json_object_set_new(o, "uptime_s", json_real((double)(cc_now_ns() - d->start_ns) * 1e-9));
-    json_object_set_new(o, "config_file", json_string(d->config_path ? d->config_path : ""));
-    json_t *mo = json_pack("{s:s, s:s, s:i, s:I, s:i}", "name", d->model_name, "path",
-                           d->cfg.model_path, "features", d->model->hp.n_features, "step_seconds",
+    /* paths are the operator's bytes, not always UTF-8 (--set): json_string would give NULL,
+     * and json_pack fail on the whole model section */
+    json_object_set_new(o, "config_file",
+                        ccd_json_text(d->config_path ? d->config_path : "", NULL));
+    json_t *mo = json_pack("{s:o, s:o, s:i, s:I, s:i}", "name", ccd_json_text(d->model_name, NULL),
+                           "path", ccd_json_text(d->cfg.model_path, NULL), "features",
+                           d->model->hp.n_features, "step_seconds",
                            (json_int_t)d->model->hp.step_seconds, "horizon", d->model->hp.horizon);
     /* the trainer's verdict against the last value, for the dashboard's model tile */
     double vs_last = ccd_model_vs_last(&d->model->hp, "mae", -1);

@@ -38,13 +38,16 @@ int ccd_utf8_valid(const char *s, size_t n)
     return 1;
 }
 
-void ccd_utf8_cut(char *s)
+void ccd_utf8_fix(char *s)
 {
     size_t n = strlen(s), i = n;
     while (i > 0 && n - i < 3 && ((unsigned char)s[i - 1] & 0xc0) == 0x80)
         i--; /* back over the continuation bytes of the last sequence */
     if (i > 0 && (unsigned char)s[i - 1] >= 0xc0 && !ccd_utf8_seq_len(s + i - 1, n - i + 1))
-        s[i - 1] = 0; /* its first byte, whose sequence the end cut */
+        s[n = i - 1] = 0; /* its first byte, whose sequence the end cut */
+    for (size_t k, j = 0; j < n; j += k ? k : 1)
+        if (!(k = ccd_utf8_seq_len(s + j, n - j)))
+            s[j] = '?';
 }
 
 json_t *ccd_json_text(const char *s, size_t *replaced)

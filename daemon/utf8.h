@@ -21,9 +21,10 @@ size_t ccd_utf8_seq_len(const char *s, size_t n);
 /** Whether s[0..n) is valid UTF-8 (NUL bytes count as valid: check them apart). */
 int ccd_utf8_valid(const char *s, size_t n);
 
-/** Drops the end of s that is the start of a UTF-8 sequence without the rest (what a cut to a
- *  buffer's size, snprintf's, leaves); the bytes before are left as they are. */
-void ccd_utf8_cut(char *s);
+/** Makes s UTF-8 in place: drops its end when that is the start of a sequence without the
+ *  rest (what a cut to a buffer's size, snprintf's, leaves), then writes '?' over each other
+ *  byte that does not start a valid sequence. */
+void ccd_utf8_fix(char *s);
 
 /** s as a JSON string, every byte that does not start a valid sequence replaced by U+FFFD;
  *  *replaced (when not NULL) is set to the count of bytes replaced. NULL only when out of

@@ -13,7 +13,8 @@
 # and a backslash in a KPI name, a quote and a newline in its name; its JSON replies parse,
 # with the names intact, and the text form of /v1/info keeps the name on one line. Then a
 # daemon on a model without a name, named by its path that a cut to 159 bytes splits in a
-# character: /readyz answered 500 and /metrics was not UTF-8. Then the demo feed (embedded
+# character: /readyz answered 500 and /metrics was not UTF-8; its file name, given by --set,
+# holds a byte that is not UTF-8: /v1/model answered 500 and /v1/info lacked the model. Then the demo feed (embedded
 # broker) on the odd model: its messages were not JSON (the KPI name unescaped), every one
 # refused. ~9 s.
 #   usage: test_outside_text.sh CELLCASTD SOURCE_ROOT
@@ -123,15 +124,21 @@ base = sys.argv[2].encode() + b"/"
 pad = b"a" * ((159 - len(base)) % 2 == 0)  # byte 158 the first of an "\xc3\xa9"
 d = base + pad + "\u00e9".encode() * 80
 os.mkdir(d)
-open(d + b"/m.safetensors", "wb").write(struct.pack("<Q", len(j)) + j + b[8 + n:])
+open(d + b"/m\xfc.safetensors", "wb").write(struct.pack("<Q", len(j)) + j + b[8 + n:])
 open(sys.argv[2] + "/longdir", "wb").write(d)
 PYEOF
-printf 'model:\n  path: "%s/m.safetensors"\nkafka:\n  brokers: none\nhttp:\n  port: 0\n' \
-    "$(cat "$TMP/longdir")" >"$TMP/c3.yaml"
-start_daemon "$TMP/log3" health -c "$TMP/c3.yaml"
+# (its file name holds a Latin-1 byte, which only --set can give: YAML is UTF-8)
+printf 'model:\n  path: "%s"\nkafka:\n  brokers: none\nhttp:\n  port: 0\n' "$MODEL" >"$TMP/c3.yaml"
+start_daemon "$TMP/log3" health -c "$TMP/c3.yaml" --set model.path="$(cat "$TMP/longdir")/m$(printf '\374').safetensors"
 st=$(curl -s -o "$TMP/body" -w '%{http_code}' "$U/readyz")
 check_json "a model named by its long path, cut at 159 bytes: /readyz 200, the name UTF-8" "$st" 200 \
     'd["model"].endswith("\u00e9") and len(d["model"].encode()) in (157, 158)'
+st=$(curl -s -o "$TMP/body" -w '%{http_code}' "$U/v1/model")
+check_json "GET /v1/model with a model.path that is not UTF-8: 200, the path with U+FFFD" "$st" 200 \
+    'd["path"].endswith("/m\ufffd.safetensors")'
+st=$(curl -s -o "$TMP/body" -w '%{http_code}' "$U/v1/info")
+check_json "GET /v1/info: the model's section there, its path with U+FFFD" "$st" 200 \
+    'd["model"]["path"].endswith("/m\ufffd.safetensors")'
 curl -s "$U/metrics" >"$TMP/metrics3"
 python3 -c 'import sys; open(sys.argv[1], "rb").read().decode("utf-8")' "$TMP/metrics3" 2>"$TMP/py.err" &&
     ok "/metrics is UTF-8 with that name" || fail "/metrics: $(tail -1 "$TMP/py.err")"

@@ -82,7 +82,7 @@ static void test_json_text(void **state)
     assert_null(ccd_json_text(NULL, &bad));
 }
 
-static void test_utf8_cut(void **state)
+static void test_utf8_fix(void **state)
 {
     (void)state;
     static const struct {
@@ -93,13 +93,14 @@ static void test_utf8_cut(void **state)
         {"x\xe2\x82", "x"},                         /* a 3-byte one after its second */
         {"x\xf0\x9f\x93", "x"},                     /* a 4-byte one after its third */
         {"x\xf0\x9f\x93\xb6", "x\xf0\x9f\x93\xb6"}, /* whole */
-        {"Z\xfcrich", "Z\xfcrich"},                 /* a bad byte inside: not the cut's business */
+        {"Z\xfcrich", "Z?rich"},                    /* a bad byte inside */
+        {"Z\xfcrich \xc3", "Z?rich "},              /* both */
         {"", ""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char s[32];
         snprintf(s, sizeof s, "%s", cases[i].in);
-        ccd_utf8_cut(s);
+        ccd_utf8_fix(s);
         if (strcmp(s, cases[i].out))
             fail_msg("case %zu: '%s'", i, s);
     }
@@ -239,7 +240,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_utf8_check),  cmocka_unit_test(test_json_text),
-        cmocka_unit_test(test_utf8_cut),    cmocka_unit_test(test_topology_text),
+        cmocka_unit_test(test_utf8_fix),    cmocka_unit_test(test_topology_text),
         cmocka_unit_test(test_log_escapes), cmocka_unit_test(test_alertmanager_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
