@@ -26,6 +26,7 @@
 #include "log.h"
 #include "strmap.h"
 #include "topology.h"
+#include "utf8.h"
 
 #define BACKOFF_FIRST_S 1
 #define BACKOFF_MAX_S 60
@@ -71,6 +72,7 @@ typedef struct CcdAm {
     char instance[256];
     struct evdns_base *dns;
     uint64_t sent, failed, dropped;
+    uint64_t replaced; /* values sent with U+FFFD for bytes that were not UTF-8 */
 } CcdAm;
 
 /* ---- helpers ---------------------------------------------------------------------- */
@@ -89,8 +91,9 @@ static json_t *postable(const AmItem *it, int64_t ends_s)
     char s[32], e[32];
     ts_rfc3339(it->starts_s, s, sizeof s);
     ts_rfc3339(ends_s < it->starts_s ? it->starts_s : ends_s, e, sizeof e);
-    return json_pack("{s:O, s:O, s:s, s:s, s:s}", "labels", it->labels, "annotations",
-                     it->annotations, "startsAt", s, "endsAt", e, "generatorURL", it->gen_url);
+    return json_pack("{s:O, s:O, s:s, s:s, s:o}", "labels", it->labels, "annotations",
+                     it->annotations, "startsAt", s, "endsAt", e, "generatorURL",
+                     ccd_json_text(it->gen_url, NULL));
 }
 
 static void item_free(AmItem *it)
@@ -103,10 +106,16 @@ static void item_free(AmItem *it)
     free(it);
 }
 
-static void set_label(json_t *o, const char *k, const char *v)
+/* Sets o[k] to the value v ("" or NULL: none). Alertmanager, as JSON, takes UTF-8 only, and
+ * jansson's json_string gives NULL for anything else: the label was dropped, and in an
+ * annotation (json_pack) the whole alert. Bytes that are not UTF-8 go as U+FFFD, counted. */
+static void set_text(CcdAm *am, json_t *o, const char *k, const char *v)
 {
-    if (v && *v)
-        json_object_set_new(o, k, json_string(v));
+    size_t bad;
+    if (!v || !*v)
+        return;
+    json_object_set_new(o, k, ccd_json_text(v, &bad));
+    am->replaced += bad > 0;
 }
 
 static int64_t clamp_now(int64_t t, int64_t now) { return t > now ? now : t; }
@@ -117,6 +126,13 @@ static void item_update(CcdAm *am, const char *key, json_t *labels, json_t *anno
                         const char *gen_url, int64_t starts_s, int firing, int64_t ends_s)
 {
     int64_t now = (int64_t)time(NULL);
+    if (!labels || !annotations) {
+        json_decref(labels);
+        json_decref(annotations);
+        am->dropped++;
+        LOG_ERROR("alertmanager", "out of memory: %s not sent", key);
+        return;
+    }
     AmItem *it = ccd_strhash_get(&am->items, key);
     if (it && !json_equal(it->labels, labels)) { /* a new identity: the old one ends now */
         json_array_append_new(am->out, postable(it, now));
@@ -166,29 +182,31 @@ void ccd_am_incident(Ccd *d, const CcdIncident *inc)
     snprintf(url, sizeof url, "%s/#/incidents/%s", am->base, enc ? enc : inc->id);
     free(enc);
     json_t *l = json_object();
-    set_label(l, "alertname", "CellcastIncident");
-    set_label(l, "incident", inc->id);
-    set_label(l, "scope", ccd_inc_scope_name(inc->scope));
-    set_label(l, "severity", inc->critical ? "critical" : "warning");
-    set_label(l, "group", inc->group);
-    set_label(l, "site", inc->site);
-    set_label(l, "region", inc->region);
+    set_text(am, l, "alertname", "CellcastIncident");
+    set_text(am, l, "incident", inc->id);
+    set_text(am, l, "scope", ccd_inc_scope_name(inc->scope));
+    set_text(am, l, "severity", inc->critical ? "critical" : "warning");
+    set_text(am, l, "group", inc->group);
+    set_text(am, l, "site", inc->site);
+    set_text(am, l, "region", inc->region);
     if (inc->scope == CCD_INC_CELL && inc->n_cells)
-        set_label(l, "cell", inc->cells[0]);
+        set_text(am, l, "cell", inc->cells[0]);
     if (inc->n_m) { /* of its first alert: stable while the incident grows */
         const CcdIncMember *m = &inc->m[0];
-        set_label(l, "kind", strcmp(m->reason, "anomaly") ? "data_quality" : "anomaly");
-        set_label(l, "reason", m->reason);
-        set_label(l, "kpi", m->kpi);
+        set_text(am, l, "kind", strcmp(m->reason, "anomaly") ? "data_quality" : "anomaly");
+        set_text(am, l, "reason", m->reason);
+        set_text(am, l, "kpi", m->kpi);
     }
-    set_label(l, "instance", am->instance);
+    set_text(am, l, "instance", am->instance);
     /* the description: its cells and KPIs, cut to a line */
     size_t n = (size_t)snprintf(desc, sizeof desc, "%zu cell(s)", inc->n_cells);
     for (size_t i = 0; i < inc->n_cells && n < sizeof desc; i++)
         n += (size_t)snprintf(desc + n, sizeof desc - n, "%s%s", i ? ", " : ": ", inc->cells[i]);
     if (n < sizeof desc)
         snprintf(desc + n, sizeof desc - n, "; %zu alert(s), %zu firing", inc->n_m, inc->n_firing);
-    json_t *a = json_pack("{s:s, s:s}", "summary", inc->summary, "description", desc);
+    json_t *a = json_object();
+    set_text(am, a, "summary", inc->summary);
+    set_text(am, a, "description", desc);
     item_update(am, key, l, a, url, inc->start_ts, inc->firing, inc->end_ts);
 }
 
@@ -209,20 +227,22 @@ void ccd_am_alert(Ccd *d, const CcAlertEvent *ev)
     const char *kname = kpi >= 0 && kpi < hp->n_features ? hp->features[kpi] : NULL;
     const char *reason = ev->kind == CC_ALERT_ANOMALY ? "anomaly" : cc_dq_reason_name(ev->reason);
     json_t *l = json_object();
-    set_label(l, "alertname", "CellcastAlert");
-    set_label(l, "alert", ev->id);
-    set_label(l, "cell", ev->cell_id);
-    set_label(l, "kind", cc_alert_kind_name(ev->kind));
-    set_label(l, "reason", reason);
-    set_label(l, "kpi", kname);
-    set_label(l, "severity", cc_alert_severity_name(ev->severity));
-    set_label(l, "site", ccd_topology_label(d->topology, ev->cell_id, "site"));
-    set_label(l, "region", ccd_topology_label(d->topology, ev->cell_id, "region"));
-    set_label(l, "sector", ccd_topology_label(d->topology, ev->cell_id, "sector"));
-    set_label(l, "instance", am->instance);
+    set_text(am, l, "alertname", "CellcastAlert");
+    set_text(am, l, "alert", ev->id);
+    set_text(am, l, "cell", ev->cell_id);
+    set_text(am, l, "kind", cc_alert_kind_name(ev->kind));
+    set_text(am, l, "reason", reason);
+    set_text(am, l, "kpi", kname);
+    set_text(am, l, "severity", cc_alert_severity_name(ev->severity));
+    set_text(am, l, "site", ccd_topology_label(d->topology, ev->cell_id, "site"));
+    set_text(am, l, "region", ccd_topology_label(d->topology, ev->cell_id, "region"));
+    set_text(am, l, "sector", ccd_topology_label(d->topology, ev->cell_id, "sector"));
+    set_text(am, l, "instance", am->instance);
     snprintf(summary, sizeof summary, "cell %s: %s%s%s (score %.2f)", ev->cell_id, reason,
              kname ? " of " : "", kname ? kname : "", ev->score);
-    json_t *a = json_pack("{s:s, s:s}", "summary", summary, "description", ev->id);
+    json_t *a = json_object();
+    set_text(am, a, "summary", summary);
+    set_text(am, a, "description", ev->id);
     item_update(am, key, l, a, url, ev->start_ts, ev->state == CC_ALERT_FIRING, ev->ts);
 }
 
@@ -535,6 +555,7 @@ void ccd_am_stats(const Ccd *d, CcdAmStats *st)
     st->sent = am->sent;
     st->failed = am->failed;
     st->dropped = am->dropped;
+    st->replaced = am->replaced;
     st->firing = am->items.n;
     for (int j = 0; j < am->nt; j++)
         st->queued += am->t[j].queued;
@@ -563,7 +584,11 @@ void ccd_am_metrics(Ccd *d, struct evbuffer *b)
         "# TYPE cellcast_alertmanager_queued gauge\ncellcast_alertmanager_queued %zu\n"
         "# HELP cellcast_alertmanager_firing Alerts firing in Alertmanager (resent every "
         "alertmanager.resend_s).\n"
-        "# TYPE cellcast_alertmanager_firing gauge\ncellcast_alertmanager_firing %zu\n",
+        "# TYPE cellcast_alertmanager_firing gauge\ncellcast_alertmanager_firing %zu\n"
+        "# HELP cellcast_alertmanager_values_replaced_total Label or annotation values with "
+        "bytes that are not UTF-8 (Alertmanager takes UTF-8 only), sent with U+FFFD in their "
+        "place.\n# TYPE cellcast_alertmanager_values_replaced_total counter\n"
+        "cellcast_alertmanager_values_replaced_total %llu\n",
         (unsigned long long)st.sent, (unsigned long long)st.failed, (unsigned long long)st.dropped,
-        st.queued, st.firing);
+        st.queued, st.firing, (unsigned long long)st.replaced);
 }

@@ -43,11 +43,12 @@ struct evbuffer;
 #define CCD_AM_BATCH_MAX 500 /* alerts per POST */
 
 typedef struct CcdAmStats {
-    uint64_t sent;    ///< alerts Alertmanager accepted (2xx)
-    uint64_t failed;  ///< requests that failed (each try)
-    uint64_t dropped; ///< alerts given up: retries spent, refused (4xx), or the queue full
-    size_t queued;    ///< alerts waiting over every URL
-    size_t firing;    ///< items firing (resent every resend_s)
+    uint64_t sent;     ///< alerts Alertmanager accepted (2xx)
+    uint64_t failed;   ///< requests that failed (each try)
+    uint64_t dropped;  ///< alerts given up: retries spent, refused (4xx), or the queue full
+    size_t queued;     ///< alerts waiting over every URL
+    size_t firing;     ///< items firing (resent every resend_s)
+    uint64_t replaced; ///< label or annotation values not UTF-8, sent with U+FFFD
 } CcdAmStats;
 
 /** Opens d->am from alertmanager.* (nothing when alertmanager.urls is empty). 0, -EINVAL

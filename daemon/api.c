@@ -27,6 +27,7 @@
 #include "cluster.h"
 #include "models.h"
 #include "reload.h"
+#include "utf8.h"
 
 /* ---- helpers ---- */
 
@@ -88,7 +89,7 @@ static int h_model(CcdReq *r)
         json_object_set_new(meta, hp->extra[i].key, json_string(hp->extra[i].value));
     json_t *o = json_pack(
         "{s:s, s:s, s:s, s:s, s:s, s:o, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I, "
-        "s:I, s:I, s:s, s:o}",
+        "s:I, s:I, s:o, s:o}",
         "format", cc_hparams_format(hp), "name", hp->name, "version", hp->version, "trained_on",
         hp->trained_on, "created_at", hp->created_at, "features", f, "patch_len", hp->patch_len,
         "n_patches", hp->n_patches, "norm_window", hp->norm_window, "d_model", hp->d_model,
@@ -96,8 +97,8 @@ static int h_model(CcdReq *r)
         "linear_window", hp->linear_window, "step_seconds", (json_int_t)hp->step_seconds,
         "tz_offset_s", (json_int_t)hp->tz_offset_s, "n_params", (json_int_t)r->d->model->n_params,
         "kv_bytes_per_cell", (json_int_t)cc_engine_kv_bytes_per_cell(r->d->engine), "path",
-        r->d->cfg.model_path, "metadata", meta);
-    json_object_set_new(o, "serving", ccd_models_json(r->d)); /* hash, learner's record */
+        ccd_json_text(r->d->cfg.model_path, NULL), "metadata", meta); /* the operator's bytes */
+    json_object_set_new(o, "serving", ccd_models_json(r->d));         /* hash, learner's record */
     return ccd_json(r, 200, o);
 }
 
@@ -414,9 +415,12 @@ static int h_post_kpis(CcdReq *r)
     int n_tr = ccd_ingest_ts_refusals(&tr);
     json_t *errs = json_array();
     for (int i = 0; i < kb.n_errors && json_array_size(errs) < 100; i++)
-        json_array_append_new(errs, json_pack("{s:i, s:s, s:s}", "element", kb.errors[i].element,
-                                              "reason", cc_kpi_reason_name(kb.errors[i].reason),
-                                              "message", kb.errors[i].message));
+        /* the message quotes a cut piece of the record (a cell id up to 40 bytes), maybe in
+         * the middle of a UTF-8 character: json_pack's "s" refused it, and the entry was lost */
+        json_array_append_new(errs,
+                              json_pack("{s:i, s:s, s:o}", "element", kb.errors[i].element,
+                                        "reason", cc_kpi_reason_name(kb.errors[i].reason),
+                                        "message", ccd_json_text(kb.errors[i].message, NULL)));
     for (int i = 0; i < n_tr && json_array_size(errs) < 100; i++) {
         char ts[40], msg[160];
         ccd_rfc3339(tr[i].ts, ts, sizeof ts);

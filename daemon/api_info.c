@@ -12,7 +12,24 @@
 #include "host.h"
 #include "http_cache.h"
 #include "models.h"
+#include "utf8.h"
 #include "settings.h"
+
+/* s in a key:value line of the text form: a control character (a newline in a model's name,
+ * from a model file anyone may publish) as \xNN, so that it cannot start a line of its own */
+static void text_value(struct evbuffer *out, const char *s)
+{
+    for (;;) {
+        size_t run = 0;
+        while (s[run] && (unsigned char)s[run] >= 0x20 && s[run] != 0x7f)
+            run++;
+        evbuffer_add(out, s, run);
+        s += run;
+        if (!*s)
+            return;
+        evbuffer_add_printf(out, "\\x%02x", (unsigned char)*s++);
+    }
+}
 
 int ccd_h_info(CcdReq *r)
 {
@@ -30,9 +47,13 @@ int ccd_h_info(CcdReq *r)
     json_t *o = json_object();
     json_object_set_new(o, "version", json_string(CC_VERSION));
     json_object_set_new(o, "uptime_s", json_real((double)(cc_now_ns() - d->start_ns) * 1e-9));
-    json_object_set_new(o, "config_file", json_string(d->config_path ? d->config_path : ""));
-    json_t *mo = json_pack("{s:s, s:s, s:i, s:I, s:i}", "name", d->model_name, "path",
-                           d->cfg.model_path, "features", d->model->hp.n_features, "step_seconds",
+    /* paths are the operator's bytes, not always UTF-8 (--set): json_string would give NULL,
+     * and json_pack fail on the whole model section */
+    json_object_set_new(o, "config_file",
+                        ccd_json_text(d->config_path ? d->config_path : "", NULL));
+    json_t *mo = json_pack("{s:o, s:o, s:i, s:I, s:i}", "name", ccd_json_text(d->model_name, NULL),
+                           "path", ccd_json_text(d->cfg.model_path, NULL), "features",
+                           d->model->hp.n_features, "step_seconds",
                            (json_int_t)d->model->hp.step_seconds, "horizon", d->model->hp.horizon);
     /* the trainer's verdict against the last value, for the dashboard's model tile */
     double vs_last = ccd_model_vs_last(&d->model->hp, "mae", -1);
@@ -102,7 +123,10 @@ int ccd_h_info(CcdReq *r)
         {
             char *t = json_is_string(v2) ? NULL
                                          : json_dumps(v2, JSON_ENCODE_ANY | JSON_REAL_PRECISION(6));
-            evbuffer_add_printf(r->out, "%s:%s\n", k2, t ? t : json_string_value(v2));
+            text_value(r->out, k2);
+            evbuffer_add(r->out, ":", 1);
+            text_value(r->out, t ? t : json_string_value(v2));
+            evbuffer_add(r->out, "\n", 1);
             free(t);
         }
         evbuffer_add(r->out, "\n", 1);
@@ -113,7 +137,10 @@ int ccd_h_info(CcdReq *r)
             continue;
         char *t =
             json_is_string(v) ? NULL : json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(6));
-        evbuffer_add_printf(r->out, "%s:%s\n", key, t ? t : json_string_value(v));
+        text_value(r->out, key);
+        evbuffer_add(r->out, ":", 1);
+        text_value(r->out, t ? t : json_string_value(v));
+        evbuffer_add(r->out, "\n", 1);
         free(t);
     }
     json_decref(o);

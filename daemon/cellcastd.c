@@ -41,6 +41,7 @@
 #include "silences.h"
 #include "state.h"
 #include "topology.h"
+#include "utf8.h"
 
 #define CRON_MS 10
 #define run_with_period(ms) if ((ms) <= CRON_MS || !(d->cronloops % (uint64_t)((ms) / CRON_MS)))
@@ -272,6 +273,7 @@ int main(int argc, char **argv)
     }
     snprintf(d->model_name, sizeof d->model_name, "%s",
              d->model->hp.name[0] ? d->model->hp.name : d->cfg.model_path);
+    ccd_utf8_fix(d->model_name); /* a path cut in a character, or not UTF-8: JSON wants it */
     rc = ccd_settings_from_config(&st, &d->cfg, &d->model->hp, err, sizeof err);
     have_st = !rc;
     if (what == CHECK) {

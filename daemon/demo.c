@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cc_json.h"
 #include "cc_synth.h"
 #include "cellcastd.h"
 #include "log.h"
@@ -123,15 +124,19 @@ static size_t message(Ccd *d, CcdDemo *m, int cell, int64_t step, char *buf, siz
     size_t len = (size_t)snprintf(buf, n, "{\"cell\":\"%s\",\"ts\":%lld,\"kpis\":{", key,
                                   (long long)(step * m->S));
     for (int f = 0; f < m->F && len < n; f++) {
+        /* a KPI name from a model file may hold a quote or a backslash: escaped, or every
+         * message is not JSON */
+        char name[CC_JSON_ESCAPED_MAX(CC_FEATURE_NAME_MAX)];
+        int nl = (int)cc_json_escape(name, hp->features[f], strlen(hp->features[f]));
         if (isfinite(v[f]))
-            len += (size_t)snprintf(buf + len, n - len, "%s\"%s\":%.6g", f ? "," : "",
-                                    hp->features[f], v[f]);
+            len += (size_t)snprintf(buf + len, n - len, "%s\"%.*s\":%.6g", f ? "," : "", nl, name,
+                                    v[f]);
         else
-            len += (size_t)snprintf(buf + len, n - len, "%s\"%s\":null", f ? "," : "",
-                                    hp->features[f]);
+            len += (size_t)snprintf(buf + len, n - len, "%s\"%.*s\":null", f ? "," : "", nl, name);
     }
-    if (len + 3 < n)
-        len += (size_t)snprintf(buf + len, n - len, "}}");
+    if (len + 3 > n)
+        return 0; /* cannot happen with the caller's buffer; never a cut message */
+    len += (size_t)snprintf(buf + len, n - len, "}}");
     return len;
 }
 
@@ -142,7 +147,8 @@ void ccd_demo_tick(Ccd *d)
         return;
     double sim = m->t0_sim + (now_real() - m->t0_real) * d->cfg.demo_speedup;
     int64_t due = (int64_t)floor(sim / (double)m->S); /* produce steps ≤ due */
-    char buf[4096], key[96];
+    /* room for 64 KPIs of 63-byte names, each quote or backslash escaped, and their values */
+    char buf[16384], key[96];
     int sent = 0;
     int max_sent = DEMO_MAX_PER_TICK;
     if (m->embedded) {

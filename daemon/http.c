@@ -21,6 +21,7 @@
 
 #include "http_cache.h"
 #include "log.h"
+#include "utf8.h"
 
 /* The statuses counted by code; any other is counted as "other" (the last slot). */
 #define N_STATUS 16
@@ -157,8 +158,10 @@ static int problem_v(CcdReq *r, int status, const char *slug, json_t *extra, con
     json_object_set_new(o, "type", json_string(type));
     json_object_set_new(o, "title", json_string(reason_phrase(status)));
     json_object_set_new(o, "status", json_integer(status));
-    json_object_set_new(o, "detail", json_string(detail));
-    json_object_set_new(o, "instance", json_string(r->path));
+    /* both may quote a request's bytes (a decoded path segment, a cut piece of a body) that
+     * are not UTF-8, for which json_string gives NULL: the field was dropped */
+    json_object_set_new(o, "detail", ccd_json_text(detail, NULL));
+    json_object_set_new(o, "instance", ccd_json_text(r->path, NULL));
     if (extra) {
         json_object_update_missing(o, extra);
         json_decref(extra);

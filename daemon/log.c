@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "cc_time.h"
+#include "utf8.h"
 
 int ccd_log_level = CC_LOG_INFO;
 
@@ -55,13 +56,23 @@ static void emit(int level, const char *sys, const char *msg)
         n = (size_t)snprintf(line, sizeof line, "%.19s.%03dZ %-5s %s: ", sec,
                              (int)(ts.tv_nsec / 1000000), level_names[level], sys);
     }
-    /* One line: escape control characters (a message carrying user data stays one line). */
-    for (const char *p = msg; *p && n + 5 < sizeof line; p++) {
+    /* One line of UTF-8 text: control characters escaped (a message carrying user data stays
+     * one line) and so is each byte that is not UTF-8 (journald keeps a line that is not as
+     * a blob that journalctl does not print). */
+    size_t left = strlen(msg);
+    for (const char *p = msg; *p && n + 5 < sizeof line;) {
         unsigned char c = (unsigned char)*p;
-        if (c < 0x20 || c == 0x7f)
+        size_t k = ccd_utf8_seq_len(p, left);
+        if (c < 0x20 || c == 0x7f || !k) {
             n += (size_t)snprintf(line + n, sizeof line - n, "\\x%02x", c);
-        else
-            line[n++] = (char)c;
+            k = 1;
+        } else if (n + k + 1 < sizeof line) {
+            memcpy(line + n, p, k);
+            n += k;
+        } else
+            break; /* no room for the whole character */
+        p += k;
+        left -= k;
     }
     line[n++] = '\n';
     fwrite(line, 1, n, stderr); /* stderr is unbuffered: one write per line */

@@ -3,7 +3,8 @@
  *
  *   2026-11-21T19:04:05.123Z info  http: listening on 127.0.0.1:8080
  *
- * (UTC time, level, subsystem, message; one line, control characters escaped). Under
+ * (UTC time, level, subsystem, message; one line of UTF-8 text: control characters and
+ * bytes that are not UTF-8 escaped as \xNN, so an id from outside cannot forge a line). Under
  * systemd (JOURNAL_STREAM set) the time is left to journald and the line starts with the
  * sd-daemon priority prefix instead (`<6>info  http: ...`), so `journalctl -p warning`
  * filters by level. A level filter is checked before anything is formatted.

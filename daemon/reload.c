@@ -24,6 +24,7 @@
 #include "notify.h"
 #include "reload.h"
 #include "settings.h"
+#include "utf8.h"
 
 static size_t field_size(enum CcdCfgType t)
 {
@@ -148,6 +149,7 @@ int ccd_reload(Ccd *d, json_t **report, char *err, size_t errlen)
     if (snprintf(d->model_name, sizeof d->model_name, "%s",
                  d->model->hp.name[0] ? d->model->hp.name : path) >= (int)sizeof d->model_name)
         d->model_name[sizeof d->model_name - 1] = 0;
+    ccd_utf8_fix(d->model_name); /* a path cut in a character, or not UTF-8: JSON wants it */
     ccd_model_quality_log(&d->model->hp, "reload");
     ccd_alerts_set_settings(d, &ns.anomaly);
     /* reloadable keys: swap the new values in; report the others that changed */

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "msg_labels.h"
 #include "strmap.h"
+#include "utf8.h"
 
 /* The fixed columns; any other is an operator's label. */
 enum { COL_CELL, COL_SITE, COL_REGION, COL_SECTOR, COL_NEIGHBOURS, COL_LAT, COL_LON, COL_LABEL };
@@ -53,6 +54,21 @@ void ccd_topology_free(CcdTopology **tp)
     *tp = NULL;
 }
 
+/* Why s cannot be a name or value, NULL when it can: it goes into JSON on Kafka (the alerts,
+ * the incidents), into Alertmanager's labels and into log lines, which all want UTF-8 text
+ * (a Latin-1 export of a spreadsheet is not), and no control character (but a tab where
+ * tabs_ok). */
+static const char *text_problem(const char *s, int tabs_ok)
+{
+    size_t n = strlen(s);
+    if (!ccd_utf8_valid(s, n))
+        return "is not UTF-8 (save the file as UTF-8)";
+    for (size_t i = 0; i < n; i++)
+        if (((unsigned char)s[i] < 0x20 && !(tabs_ok && s[i] == '\t')) || s[i] == 0x7f)
+            return "holds a control character";
+    return NULL;
+}
+
 /* Splits line (NUL-terminated, modified) at commas into at most max fields, each trimmed
  * of spaces; the count, or -1 when there are more. */
 static int split(char *line, char **f, int max)
@@ -85,9 +101,13 @@ static int parse_header(CcdTopology *t, char *line, const char *name, int lineno
         return cc_errf(err, errlen, -EINVAL, "%s:%d: more than %d columns", name, lineno,
                        CCD_TOPO_MAX_COLS);
     for (int i = 0; i < n; i++) {
+        const char *why;
         if (!f[i][0])
             return cc_errf(err, errlen, -EINVAL, "%s:%d: column %d has no name", name, lineno,
                            i + 1);
+        if ((why = text_problem(f[i], 0)))
+            return cc_errf(err, errlen, -EINVAL, "%s:%d: column %d name %s", name, lineno, i + 1,
+                           why);
         for (int j = 0; j < i; j++)
             if (!strcmp(f[i], f[j]))
                 return cc_errf(err, errlen, -EINVAL, "%s:%d: column '%s' named twice", name, lineno,
@@ -133,8 +153,12 @@ static int parse_row(CcdTopology *t, char *line, const char *name, int lineno, c
     for (int i = 0; i < n; i++) {
         const char *v = f[i];
         c->labels[i] = v;
+        const char *why;
         if (!v[0])
             continue;
+        if ((why = text_problem(v, t->col_kind[i] == COL_NEIGHBOURS))) /* ids apart by blanks */
+            return cc_errf(err, errlen, -EINVAL, "%s:%d: %s value %s", name, lineno, t->col_name[i],
+                           why);
         if (strlen(v) > CCD_TOPO_MAX_VALUE && t->col_kind[i] != COL_NEIGHBOURS)
             return cc_errf(err, errlen, -EINVAL, "%s:%d: %s value longer than %d bytes", name,
                            lineno, t->col_name[i], CCD_TOPO_MAX_VALUE);

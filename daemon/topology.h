@@ -10,7 +10,9 @@
  * blank lines are skipped; no quoting (a value holds no comma). Columns: cell (required,
  * the cell id as ingested), site, region, sector, neighbours (cell ids separated by ';' or
  * spaces), lat, lon (degrees); any other column is a label of that name. An empty value
- * is no label. A cell listed twice is an error naming both lines.
+ * is no label. A cell listed twice is an error naming both lines. Names and values are
+ * UTF-8 text without control characters (tabs allowed in neighbours): anything else is an
+ * error naming line and column (they go into JSON, Alertmanager labels and log lines).
  *
  * Labels may also come from fields of the KPI messages (ingest.labels, msg_labels.h): they
  * are kept across reloads in the topology in effect (an empty one when there is no file)

@@ -16,7 +16,9 @@
 #     nothing of site S2;
 #   - once the cells recover the incident resolves: gone from GET /api/v2/alerts (endsAt in
 #     the past), the webhook receives it resolved; nothing failed or was dropped;
-#   - an unreachable Alertmanager is retried and its alerts dropped, counted.
+#   - an unreachable Alertmanager is retried and its alerts dropped, counted;
+#   - an operator's topology column named as Alertmanager refuses (vendor-name) is not sent:
+#     every label name is [a-zA-Z_][a-zA-Z0-9_]*.
 # Skips (77) when /usr/bin/prometheus-alertmanager is missing, unless CI=1.
 #   usage: test_alertmanager.sh CELLCASTD SOURCE_ROOT
 set -u
@@ -92,6 +94,9 @@ SID=$(curl -s -H 'Content-Type: application/json' -d "$SIL" "$AMU/api/v2/silence
 [ -n "$SID" ] || fail "no Alertmanager silence"
 
 site_feed_topology
+# an operator's column whose name Alertmanager <= 0.26 refuses as a label name (it answers 400
+# to the whole batch): it stays in cellcast's labels, and is not sent
+sed -i '1s/$/,vendor-name/; 2,$s/$/,Z\xc3\xbcrich \\ Nord/' "$TMP/topo.csv"
 site_feed_config "$TMP/c.yaml" <<YAML
 alertmanager:
   urls: ["$AMU", "http://127.0.0.1:1/unreachable"]
@@ -119,6 +124,7 @@ l = a["labels"]
 assert l["alertname"] == "CellcastIncident" and l["site"] == "S1" and l["region"] == "R1", l
 assert l["severity"] == "critical" and l["group"] == "S1", l
 assert l["instance"] == f"127.0.0.1:{port}", l
+assert "vendor-name" not in l and all(k.replace("_", "a").isalnum() and k.isascii() and not k[0].isdigit() for k in l), l
 assert a["annotations"]["summary"].startswith("site S1: 3 of 3 cells"), a["annotations"]
 assert "a1" in a["annotations"]["description"], a["annotations"]
 assert a["startsAt"].startswith("2026-01-01T10:00:00"), a["startsAt"]
