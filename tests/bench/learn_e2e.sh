@@ -45,8 +45,8 @@ for t in kcat curl python3; do
 done
 case $SET in
 barcelona) EXTRA=(--patch-len 8) ;;
-hourly) EXTRA=() ;;
-*) echo "learn_e2e.sh: SET must be barcelona or hourly" >&2; exit 2 ;;
+hourly | ett | ett3 | nab-traffic | nab-machine) EXTRA=() ;;
+*) echo "learn_e2e.sh: SET must be barcelona, hourly, ett, ett3, nab-traffic or nab-machine" >&2; exit 2 ;;
 esac
 mkdir -p "$W"
 W=$(realpath "$W")
