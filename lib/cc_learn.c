@@ -319,7 +319,7 @@ static int64_t detect_step(const CcLearn *l)
     if (n_med > 0) {
         qsort(per_cell, (size_t)n_med, sizeof *per_cell, cmp_i64);
         step = per_cell[n_med / 2];
-        int64_t minutes = (step + 30) / 60 * 60; /* collectors' seconds of jitter: */
+        int64_t minutes = (step + 30) / 60 * 60;              /* collectors' seconds of jitter: */
         if (step >= 60 && llabs(minutes - step) <= step / 20) /* within 5%, as cc_data */
             step = minutes;
     }

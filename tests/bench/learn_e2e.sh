@@ -54,6 +54,9 @@ python3 "$HERE/replay_sets.py" csv "$SET" "$SHARED" "$W/data"
 mkdir -p "$W/days"
 python3 "$HERE/replay_sets.py" kafka "$W/data" "$W/days" "$DAYS" >"$W/days/counts"
 : >"$W/results.jsonl"
+T0=$(head -c 200 "$W/days/day000.txt" | grep -o '"ts": [0-9]*' | head -1 | grep -o '[0-9]*$')
+CELLS=()
+for f in "$W"/data/*.csv; do CELLS+=("$(basename "$f" .csv)"); done
 
 PIDS=()
 cleanup() {
@@ -113,15 +116,20 @@ YAML
         u=$(url "$R/cellcastd.log")
         curl -s "$u/metrics" >"$R/day$d.metrics" || :
         curl -s "$u/v1/model" >"$R/day$d.model.json" || :
+        for c in "${CELLS[@]}"; do # the day's past forecasts: per-KPI coverage80 and n
+            curl -s "$u/v1/cells/$c/forecasts?since=$((T0 + d * 86400))&until=$((T0 + d * 86400 + 86399))" \
+                >"$R/day$d.fc.$c.json" || :
+        done
         cut -d' ' -f1-3 /proc/loadavg >"$R/day$d.load"
         kill -0 "$CPID" 2>/dev/null || echo "day $d: cellcastd exited" >>"$R/kcat.log"
     done
     echo "seed $seed: $(( $(date +%s) - t_run )) s wall" >&2
     cleanup
     PIDS=()
-    python3 - "$R" "$seed" "$DAYS" "$W/days/counts" >>"$W/results.jsonl" <<'PY'
+    python3 - "$R" "$seed" "$DAYS" "$W/days/counts" "${CELLS[@]}" >>"$W/results.jsonl" <<'PY'
 import json, math, re, sys
 R, seed, days = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+cells = sys.argv[5:]
 counts = [int(x) for x in open(sys.argv[4])]
 LINE = re.compile(r'^([a-z_]+)(?:\{([^}]*)\})? (\S+)$')
 def metrics(d):
@@ -170,6 +178,19 @@ for d in range(days):
     mean = lambda v: sum(v) / len(v) if v else None
     sc = delta(("cellcast_interval_scored_total", ""))
     mi = delta(("cellcast_interval_missed_total", ""))
+    # per KPI, the served P10-P90 coverage of the forecasts whose target is in the day
+    # (GET /v1/cells/{id}/forecasts scores, one-step and horizon-end; summed over the cells)
+    kpi_cov = {}
+    for c in cells:
+        try:
+            sc_ = json.load(open(f"{R}/day{d}.fc.{c}.json")).get("scores") or {}
+        except (OSError, ValueError):
+            continue
+        for kpi, v in sc_.items():
+            if isinstance(v, dict) and isinstance(v.get("coverage80"), (int, float)) and v.get("n"):
+                a = kpi_cov.setdefault(kpi, [0.0, 0])
+                a[0] += v["coverage80"] * v["n"]
+                a[1] += v["n"]
     m = model(d).get("serving", {})
     rec = m.get("record") or {}
     hist = m.get("history") or []
@@ -186,6 +207,7 @@ for d in range(days):
         "one_step": mean(per_kind["one_step"]), "horizon_end": mean(per_kind["horizon_end"]),
         "per_kpi": per_kpi, "watch_samples": scored,
         "coverage": 1 - mi / sc if sc > 0 else None, "interval_scored": sc,
+        "kpi_coverage": {k: [v[0] / v[1], v[1]] for k, v in sorted(kpi_cov.items())},
         "live_mase_window": (m.get("live") or {}).get("mase"),
         "load": open(f"{R}/day{d}.load").read().strip() if d >= 0 else None,
     }))
