@@ -183,14 +183,16 @@ for d in range(days):
     kpi_cov = {}
     for c in cells:
         try:
-            sc_ = json.load(open(f"{R}/day{d}.fc.{c}.json")).get("scores") or {}
+            fc = json.load(open(f"{R}/day{d}.fc.{c}.json"))
         except (OSError, ValueError):
             continue
-        for kpi, v in sc_.items():
-            if isinstance(v, dict) and isinstance(v.get("coverage80"), (int, float)) and v.get("n"):
-                a = kpi_cov.setdefault(kpi, [0.0, 0])
-                a[0] += v["coverage80"] * v["n"]
-                a[1] += v["n"]
+        for kind in ("one_step", "horizon_end"):
+            v = (fc.get("scores") or {}).get(kind) or {}
+            for kpi, cov, n in zip(fc.get("kpis") or [], v.get("coverage80") or [], v.get("n") or []):
+                if isinstance(cov, (int, float)) and n:
+                    a = kpi_cov.setdefault(kpi, [0.0, 0])
+                    a[0] += cov * n
+                    a[1] += n
     m = model(d).get("serving", {})
     rec = m.get("record") or {}
     hist = m.get("history") or []
