@@ -14,7 +14,9 @@ same rows as Kafka messages by data day).
             shifted by whole weeks (9, 18) to start together;
         nab-traffic = NAB's realTraffic files (7 cells, KPI `value`: occupancy, speed,
             travel time; irregular steps of ~5 minutes, travel time ~10), their first 28
-            days, each shifted by whole weeks to start within a week of the earliest;
+            days, each shifted by whole days to start within a day of the earliest (by
+            weeks, TravelTime_387 alone would fill the first 3 days: its records of day 1
+            span 23.5 h, no round);
         nab-machine = NAB realKnownCause's machine_temperature_system_failure cut into
             three 21-day pieces, cpu_utilization_asg_misconfiguration into two, and
             ec2_request_latency_system_failure (14 days) whole (6 cells of 5 minutes),
@@ -55,14 +57,14 @@ def read_rows(path):
         return h, [(parse_time(x[0]), x[1:]) for x in r if x]
 
 
-def write_together(pieces, dst):
-    """pieces: (cell, header, [(datetime, values)]). Each piece shifted by whole weeks to
-    start within a week after the earliest piece's start (weekday and time of day kept),
-    written as DST/<cell>.csv with the first time format."""
+def write_together(pieces, dst, days=7):
+    """pieces: (cell, header, [(datetime, values)]). Each piece shifted by whole periods of
+    DAYS days to start within one period after the earliest piece's start (time of day
+    kept; the weekday too with 7), written as DST/<cell>.csv with the first time format."""
     t0 = min(rows[0][0] for _, _, rows in pieces)
-    week = dt.timedelta(days=7)
+    period = dt.timedelta(days=days)
     for cell, h, rows in pieces:
-        shift = week * ((rows[0][0] - t0) // week)
+        shift = period * ((rows[0][0] - t0) // period)
         with open(f"{dst}/{cell}.csv", "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(h)
@@ -79,7 +81,7 @@ def cut(rows, start_days, length_days):
 
 def prepare_new_set(name, shared, dst):
     """The sets the learner was not tuned on (module doc); False for an unknown name."""
-    pieces = []
+    pieces, days = [], 7
     if name == "ett3":
         h, rows = read_rows(f"{shared}/ett/ETTh1.csv")
         for k, start in enumerate((0, 63, 126)):
@@ -88,6 +90,7 @@ def prepare_new_set(name, shared, dst):
         for src in sorted(glob.glob(f"{shared}/nab/data/realTraffic/*.csv")):
             h, rows = read_rows(src)
             pieces.append((os.path.splitext(os.path.basename(src))[0], h, cut(rows, 0, 28)))
+        days = 1  # weeks would start TravelTime_387 (10-minute steps with gaps) 3 days early
     elif name == "nab-machine":
         known = f"{shared}/nab/data/realKnownCause"
         h, rows = read_rows(f"{known}/machine_temperature_system_failure.csv")
@@ -100,7 +103,7 @@ def prepare_new_set(name, shared, dst):
         pieces.append(("ec2_request_latency", h, rows))
     else:
         return False
-    write_together(pieces, dst)
+    write_together(pieces, dst, days)
     return True
 
 
