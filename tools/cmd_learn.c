@@ -1018,6 +1018,8 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
 {
     CcLearnStats ls;
     cc_learn_stats(l, &ls);
+    if (a->data.step_seconds > 0) /* --step: the operator's, not the detected one */
+        ls.step_s = a->data.step_seconds;
     char err[1024];
     if (ls.step_s <= 0 || ls.n_kpis == 0) {
         if (!a->quiet)
@@ -1484,6 +1486,10 @@ static int learn_opts(LearnArgs *a, int argc, char **argv)
                     "<time>,<kpis>: the file name is the cell), re-read each poll\n"
                     "(or --brokers and --topic)"),
         CLI_DATA_OPTS(&a->data),
+        CC_OPTS_INT64("step", &a->data.step_seconds, 1, 31622400, "S",
+                      "seconds per step (default: detected, the median over\n"
+                      "the cells of each cell's step; give it for cells\n"
+                      "sampled irregularly)"),
         CC_OPTS_CALL("silences", take_silences, a, "FILE",
                      "cellcastd's silences (silences.file, silences.path or a\n"
                      "saved GET /v1/silences; repeatable): the records in a\n"

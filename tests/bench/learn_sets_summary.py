@@ -28,7 +28,7 @@ W, seeds = sys.argv[1], sys.argv[2].split()
 
 
 def mean_mase(j, method):
-    pk = j["methods"][method]["per_kpi"]
+    pk = j["methods"].get(method, {}).get("per_kpi", {})  # eval skips `linear` on few windows
     v = [x["mase"] for x in pk.values() if isinstance(x.get("mase"), (int, float))]
     return sum(v) / len(v) if v else None
 
@@ -56,6 +56,7 @@ for s in seeds:
     base = f"{W}/s{s}"
     days = sorted(int(d[3:]) for d in os.listdir(base) if re.fullmatch(r"day\d+", d))
     first, q, lin_ratio, lin_wins, gain_held, gain_next = None, {}, [], 0, [], []
+    lin_skipped = 0
     cov, cov_static, served_by, kinds = {}, {}, {}, {}
     for d in days:
         r = load(f"{base}/day{d}/round.json") or {}
@@ -75,6 +76,8 @@ for s in seeds:
         if m is not None and li:
             lin_ratio.append(m / li)
             lin_wins += m < li
+        elif m is not None:
+            lin_skipped += 1
         jl, jt = (load(f"{base}/day{d}/next-candidate-{k}.json") for k in ("linear", "transformer"))
         if jl and jt:
             a, b = mean_mase(jl, "model"), mean_mase(jt, "model")
@@ -100,7 +103,8 @@ for s in seeds:
     print(f"  served / seasonal naive, days {min(q)}-{max(q)}: mean {f(st.mean(q.values()))}; "
           f"days worse than the seasonal naive: {worse}")
     print(f"  served below eval's linear on {lin_wins} of {len(lin_ratio)} days, served / "
-          f"linear mean {f(st.mean(lin_ratio) if lin_ratio else None)}")
+          f"linear mean {f(st.mean(lin_ratio) if lin_ratio else None)}; eval's linear skipped on "
+          f"{lin_skipped} days")
     print(f"  Transformer's gain over the linear-only candidate: held-out "
           f"{f(100 * st.mean(gain_held) if gain_held else None, 1)} % ({len(gain_held)} rounds), "
           f"next day {f(100 * st.mean(gain_next) if gain_next else None, 1)} % "

@@ -8,7 +8,8 @@
 #     it fits a handful of samples (30 %: 4) or none (50 %: refused): the learner says so on
 #     stderr (it said nothing) and its summary line prints no "nan" (eval's `linear`
 #     skipped: "-").
-# The same cells whole: step 3600 s, no such warning.
+# The same cells whole: step 3600 s, no such warning. `--step 7200` on the gappy cells: the
+# round's step is 7200 s.
 #   usage: test_learn_gaps.sh CELLCAST
 set -u
 CLI=${1:?cellcast binary}
@@ -35,4 +36,14 @@ grep -q 'warning: the linear-only candidate was fitted on [0-9]* windows' "$TMP/
 ! grep -q 'warning: the linear-only candidate' "$TMP/log0" ||
     fail "the warning on whole cells: $(grep 'linear-only' "$TMP/log0")"
 ok "cells missing half or 30 % of their steps: step 3600 s, the linear-only fit's few windows named, no nan"
+
+# --step: the operator's step for cells sampled irregularly (NAB's realTraffic: ~5-10
+# minutes); it was no option of the learner, though its --time-index help names it
+mkdir -p "$TMP/o-step"
+"$CLI" learn --data-dir "$TMP/d0.5" --out "$TMP/o-step/model.safetensors" --once --data-days 4 \
+    --tx-steps 50 --step 7200 2>"$TMP/log-step" || fail "learn --step 7200: $(tail -2 "$TMP/log-step")"
+step=$(python3 -c 'import json, sys; print(json.loads(open(sys.argv[1]).readlines()[-1])["step_seconds"])' \
+    "$TMP/o-step/rounds.jsonl" 2>/dev/null)
+[ "$step" = 7200 ] || fail "--step 7200: the round's step is $step"
+ok "--step 7200: the round's step is the one given"
 [ "$FAILS" = 0 ]
