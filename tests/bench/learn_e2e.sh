@@ -23,10 +23,12 @@
 #     a restart, the day's delta then counts from it).
 #
 #   usage: learn_e2e.sh CELLCASTD CELLCAST SET WORKDIR [SEEDS] [DAYS] [SECONDS_PER_DAY] [TX_STEPS]
-#     SET barcelona | hourly (replay_sets.py); SEEDS default "1"; DAYS default 14;
+#     SET barcelona | hourly | ett | ett3 | nab-traffic | nab-machine (replay_sets.py);
+#     SEEDS default "1"; DAYS default 14;
 #     SECONDS_PER_DAY default 20; TX_STEPS (the learner's --tx-steps) default 1000.
 #   Prints the table per seed (learn_e2e_table.py) and leaves WORKDIR/results.jsonl (one
-#   line per seed x day).
+#   line per seed x day; with each KPI's served P10-P90 coverage of the day, from every
+#   cell's GET /v1/cells/{id}/forecasts scores).
 #   Needs kcat, curl and python3 (exit 77 otherwise).
 set -eu
 CCD=$(realpath "${1:?cellcastd binary}")
