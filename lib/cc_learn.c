@@ -299,14 +299,29 @@ static int64_t detect_step(const CcLearn *l)
         if (nd == 0)
             continue;
         qsort(tmp, (size_t)nd, sizeof *tmp, cmp_i64);
-        per_cell[n_med++] = tmp[nd / 2];
+        /* cc_data's rule: the median of the differences within 5% of the most common (ties:
+         * the smaller), not of all of them: a cell missing half its steps has a median
+         * difference of two steps or more */
+        int64_t mode = tmp[0];
+        for (int i = 0, best = 0, run = 0; i < nd; i++) {
+            run = i > 0 && tmp[i] == tmp[i - 1] ? run + 1 : 1;
+            if (run > best)
+                best = run, mode = tmp[i];
+        }
+        int a = 0, b = nd;
+        while (a < nd && tmp[a] < mode - mode / 20)
+            a++;
+        while (b > a && tmp[b - 1] > mode + mode / 20)
+            b--;
+        per_cell[n_med++] = tmp[a + (b - a) / 2];
     }
     int64_t step = 0;
     if (n_med > 0) {
         qsort(per_cell, (size_t)n_med, sizeof *per_cell, cmp_i64);
         step = per_cell[n_med / 2];
-        if (step >= 60 && step % 60 && (step % 60 <= 3 || step % 60 >= 57))
-            step = (step + 30) / 60 * 60; /* collectors' seconds of jitter */
+        int64_t minutes = (step + 30) / 60 * 60;              /* collectors' seconds of jitter: */
+        if (step >= 60 && llabs(minutes - step) <= step / 20) /* within 5%, as cc_data */
+            step = minutes;
     }
     free(tmp);
     free(per_cell);

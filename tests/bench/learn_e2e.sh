@@ -24,10 +24,12 @@
 #     a restart, the day's delta then counts from it).
 #
 #   usage: learn_e2e.sh CELLCASTD CELLCAST SET WORKDIR [SEEDS] [DAYS] [SECONDS_PER_DAY] [TX_STEPS]
-#     SET barcelona | hourly (replay_sets.py); SEEDS default "1"; DAYS default 14;
+#     SET barcelona | hourly | ett | ett3 | nab-traffic | nab-machine (replay_sets.py);
+#     SEEDS default "1"; DAYS default 14;
 #     SECONDS_PER_DAY default 20; TX_STEPS (the learner's --tx-steps) default 1000.
 #   Prints the table per seed (learn_e2e_table.py) and leaves WORKDIR/results.jsonl (one
-#   line per seed x day).
+#   line per seed x day; with each KPI's served P10-P90 coverage of the day, from every
+#   cell's GET /v1/cells/{id}/forecasts scores).
 #   Needs kcat, curl and python3 (exit 77 otherwise).
 set -eu
 CCD=$(realpath "${1:?cellcastd binary}")
@@ -46,8 +48,8 @@ for t in kcat curl python3; do
 done
 case $SET in
 barcelona) EXTRA=(--patch-len 8) ;;
-hourly) EXTRA=() ;;
-*) echo "learn_e2e.sh: SET must be barcelona or hourly" >&2; exit 2 ;;
+hourly | ett | ett3 | nab-traffic | nab-machine) EXTRA=() ;;
+*) echo "learn_e2e.sh: SET must be barcelona, hourly, ett, ett3, nab-traffic or nab-machine" >&2; exit 2 ;;
 esac
 mkdir -p "$W"
 W=$(realpath "$W")
@@ -55,6 +57,9 @@ python3 "$HERE/replay_sets.py" csv "$SET" "$SHARED" "$W/data"
 mkdir -p "$W/days"
 python3 "$HERE/replay_sets.py" kafka "$W/data" "$W/days" "$DAYS" >"$W/days/counts"
 : >"$W/results.jsonl"
+T0=$(head -c 200 "$W/days/day000.txt" | grep -o '"ts": [0-9]*' | head -1 | grep -o '[0-9]*$')
+CELLS=()
+for f in "$W"/data/*.csv; do CELLS+=("$(basename "$f" .csv)"); done
 
 PIDS=()
 cleanup() {
@@ -114,15 +119,20 @@ YAML
         u=$(url "$R/cellcastd.log")
         curl -s "$u/metrics" >"$R/day$d.metrics" || :
         curl -s "$u/v1/model" >"$R/day$d.model.json" || :
+        for c in "${CELLS[@]}"; do # the day's past forecasts: per-KPI coverage80 and n
+            curl -s "$u/v1/cells/$c/forecasts?since=$((T0 + d * 86400))&until=$((T0 + d * 86400 + 86399))" \
+                >"$R/day$d.fc.$c.json" || :
+        done
         cut -d' ' -f1-3 /proc/loadavg >"$R/day$d.load"
         kill -0 "$CPID" 2>/dev/null || echo "day $d: cellcastd exited" >>"$R/kcat.log"
     done
     echo "seed $seed: $(( $(date +%s) - t_run )) s wall" >&2
     cleanup
     PIDS=()
-    python3 - "$R" "$seed" "$DAYS" "$W/days/counts" >>"$W/results.jsonl" <<'PY'
+    python3 - "$R" "$seed" "$DAYS" "$W/days/counts" "${CELLS[@]}" >>"$W/results.jsonl" <<'PY'
 import json, math, re, sys
 R, seed, days = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+cells = sys.argv[5:]
 counts = [int(x) for x in open(sys.argv[4])]
 LINE = re.compile(r'^([a-z_]+)(?:\{([^}]*)\})? (\S+)$')
 def metrics(d):
@@ -178,6 +188,21 @@ for d in range(days):
         km = delta(("cellcast_interval_kpi_missed_total", f'kpi="{kpi}"'))
         if ks > 0:
             cov_kpi[kpi] = [ks, km]
+    # per KPI, the served P10-P90 coverage of the forecasts whose target is in the day
+    # (GET /v1/cells/{id}/forecasts scores, one-step and horizon-end; summed over the cells)
+    kpi_cov = {}
+    for c in cells:
+        try:
+            fc = json.load(open(f"{R}/day{d}.fc.{c}.json"))
+        except (OSError, ValueError):
+            continue
+        for kind in ("one_step", "horizon_end"):
+            v = (fc.get("scores") or {}).get(kind) or {}
+            for kpi, cov, n in zip(fc.get("kpis") or [], v.get("coverage80") or [], v.get("n") or []):
+                if isinstance(cov, (int, float)) and n:
+                    a = kpi_cov.setdefault(kpi, [0.0, 0])
+                    a[0] += cov * n
+                    a[1] += n
     m = model(d).get("serving", {})
     rec = m.get("record") or {}
     hist = m.get("history") or []
@@ -195,6 +220,7 @@ for d in range(days):
         "per_kpi": per_kpi, "watch_samples": scored,
         "coverage": 1 - mi / sc if sc > 0 else None, "interval_scored": sc,
         "coverage_kpi": cov_kpi,
+        "kpi_coverage": {k: [v[0] / v[1], v[1]] for k, v in sorted(kpi_cov.items())},
         "live_mase_window": (m.get("live") or {}).get("mase"),
         "load": open(f"{R}/day{d}.load").read().strip() if d >= 0 else None,
     }))

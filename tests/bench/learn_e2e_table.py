@@ -9,7 +9,8 @@ results (one line per seed x data day), per seed:
 The model serving day d is the one in service at the end of day d - 1 (the learner's round
 at the end of a data day publishes as the next day starts). Then the pooled figures: the
 coverage over a model's first day and from its second day on (the target: 0.80 +- 0.03),
-and the mean of the days' served ratios.
+the mean of the days' served ratios, and (results with `kpi_coverage`) the coverage per KPI
+from a model's second day.
 """
 import json
 import sys
@@ -33,6 +34,7 @@ for seed in sorted({r["seed"] for r in rows}):
     serving, age, last = None, 0, None
     pooled = {"first": [0.0, 0], "later": [0.0, 0]}
     ratios = []
+    kpi_later = {}  # per KPI, from a model's second day: [covered, truths]
     for r in rs:
         age = age + 1 if serving is not None and serving == last else 1
         last = serving
@@ -43,6 +45,11 @@ for seed in sorted({r["seed"] for r in rows}):
             p = pooled["first" if age == 1 else "later"]
             p[0] += r["coverage"] * r["interval_scored"]
             p[1] += r["interval_scored"]
+        if serving and age > 1:
+            for kpi, (cov, n) in (r.get("kpi_coverage") or {}).items():
+                a = kpi_later.setdefault(kpi, [0.0, 0])
+                a[0] += cov * n
+                a[1] += n
         if serving and r["served_rel_mae"] is not None:
             ratios.append(r["served_rel_mae"])
         restart = ", restart" if r["restarted"] else ""
@@ -55,3 +62,7 @@ for seed in sorted({r["seed"] for r in rows}):
           f"({cov['first'][1]:.0f} truths), from its second day {f(cov['later'][0])} "
           f"({cov['later'][1]:.0f} truths); served MAE / seasonal naive's, mean over "
           f"{len(ratios)} days: {f(sum(ratios) / len(ratios) if ratios else None)}")
+    if kpi_later:
+        print("\nper KPI, P10–P90 coverage from a model's second day (one-step and horizon-end "
+              "forecasts, GET /v1/cells/{id}/forecasts): " + ", ".join(
+                  f"{k} {v[0] / v[1]:.3f} ({v[1]})" for k, v in sorted(kpi_later.items())))

@@ -27,9 +27,9 @@ EXTRA=("$@")
 HERE=$(cd "$(dirname "$0")" && pwd)
 case $SET in
 barcelona) EXTRA+=(--patch-len 8) ;;
-hourly) ;;
+hourly | ett | ett3 | nab-traffic | nab-machine) ;;
 *)
-    echo "learn_replay_next.sh: SET must be barcelona or hourly" >&2
+    echo "learn_replay_next.sh: SET must be barcelona, hourly, ett, ett3, nab-traffic or nab-machine" >&2
     exit 2
     ;;
 esac

@@ -7,7 +7,20 @@ same rows as Kafka messages by data day).
       DIR gets the set's CSV files: barcelona = ElBorn, LesCorts, PobleSec train files,
       each shifted by whole weeks to start within a week of the first (weekday and time of
       day kept: a replay of three sites starting together); hourly = links to the three
-      train_Cell*.csv.
+      train_Cell*.csv. Sets the learner was not tuned on (docs/results.md, "Sets the
+      learner was not tuned on"):
+        ett = a link to ETTh1.csv (one cell, 7 KPIs, hourly, 725 days);
+        ett3 = three cells, ETTh1's rows of days [0, 60), [63, 123) and [126, 186), each
+            shifted by whole weeks (9, 18) to start together;
+        nab-traffic = NAB's realTraffic files (7 cells, KPI `value`: occupancy, speed,
+            travel time; irregular steps of ~5 minutes, travel time ~10), their first 28
+            days, each shifted by whole days to start within a day of the earliest (by
+            weeks, TravelTime_387 alone would fill the first 3 days: its records of day 1
+            span 23.5 h, no round);
+        nab-machine = NAB realKnownCause's machine_temperature_system_failure cut into
+            three 21-day pieces, cpu_utilization_asg_misconfiguration into two, and
+            ec2_request_latency_system_failure (14 days) whole (6 cells of 5 minutes),
+            each shifted by whole weeks to start within a week of the earliest.
   replay_sets.py kafka DIR OUT_DIR DAYS
       From the CSV files of DIR (as `csv` wrote them): OUT_DIR/dayNNN.txt, the messages of
       data day NNN (days since the earliest record, at most DAYS) in data order, one per
@@ -37,17 +50,84 @@ def parse_time(s):
     raise ValueError(f"unknown time format: {s!r}")
 
 
+def read_rows(path):
+    with open(path) as f:
+        r = csv.reader(f)
+        h = next(r)
+        return h, [(parse_time(x[0]), x[1:]) for x in r if x]
+
+
+def write_together(pieces, dst, days=7):
+    """pieces: (cell, header, [(datetime, values)]). Each piece shifted by whole periods of
+    DAYS days to start within one period after the earliest piece's start (time of day
+    kept; the weekday too with 7), written as DST/<cell>.csv with the first time format."""
+    t0 = min(rows[0][0] for _, _, rows in pieces)
+    period = dt.timedelta(days=days)
+    for cell, h, rows in pieces:
+        shift = period * ((rows[0][0] - t0) // period)
+        with open(f"{dst}/{cell}.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(h)
+            for t, v in rows:
+                w.writerow([(t - shift).strftime(TIME_FORMATS[0])] + v)
+
+
+def cut(rows, start_days, length_days):
+    """The rows stamped in [first + start_days, first + start_days + length_days)."""
+    a = rows[0][0] + dt.timedelta(days=start_days)
+    b = a + dt.timedelta(days=length_days)
+    return [x for x in rows if a <= x[0] < b]
+
+
+def prepare_new_set(name, shared, dst):
+    """The sets the learner was not tuned on (module doc); False for an unknown name."""
+    pieces, days = [], 7
+    if name == "ett3":
+        h, rows = read_rows(f"{shared}/ett/ETTh1.csv")
+        for k, start in enumerate((0, 63, 126)):
+            pieces.append((f"ETTh1_p{k}", h, cut(rows, start, 60)))
+    elif name == "nab-traffic":
+        for src in sorted(glob.glob(f"{shared}/nab/data/realTraffic/*.csv")):
+            h, rows = read_rows(src)
+            pieces.append((os.path.splitext(os.path.basename(src))[0], h, cut(rows, 0, 28)))
+        days = 1  # weeks would start TravelTime_387 (10-minute steps with gaps) 3 days early
+    elif name == "nab-machine":
+        known = f"{shared}/nab/data/realKnownCause"
+        h, rows = read_rows(f"{known}/machine_temperature_system_failure.csv")
+        for k in range(3):
+            pieces.append((f"machine_temperature_p{k}", h, cut(rows, 21 * k, 21)))
+        h, rows = read_rows(f"{known}/cpu_utilization_asg_misconfiguration.csv")
+        for k in range(2):
+            pieces.append((f"cpu_utilization_asg_p{k}", h, cut(rows, 21 * k, 21)))
+        h, rows = read_rows(f"{known}/ec2_request_latency_system_failure.csv")
+        pieces.append(("ec2_request_latency", h, rows))
+    else:
+        return False
+    write_together(pieces, dst, days)
+    return True
+
+
+def link(src, dst):
+    link = os.path.join(dst, os.path.basename(src))
+    if os.path.lexists(link):
+        os.remove(link)
+    os.symlink(os.path.abspath(src), link)
+
+
 def prepare_csv(name, shared, dst):
     os.makedirs(dst, exist_ok=True)
+    if name == "ett":
+        link(f"{shared}/ett/ETTh1.csv", dst)
+        return
+    if prepare_new_set(name, shared, dst):
+        return
     if name == "hourly":
         for src in sorted(glob.glob(f"{shared}/lte-hourly-3cells/train_Cell*.csv")):
-            link = os.path.join(dst, os.path.basename(src))
-            if os.path.lexists(link):
-                os.remove(link)
-            os.symlink(os.path.abspath(src), link)
+            link(src, dst)
         return
     if name != "barcelona":
-        sys.exit("replay_sets.py: SET must be barcelona or hourly")
+        sys.exit("replay_sets.py: SET must be barcelona, hourly, ett, ett3, nab-traffic "
+                 "or nab-machine")
     fmt = TIME_FORMATS[0]
     t0 = None
     for n in BARCELONA:

@@ -17,8 +17,10 @@
  * twice the records held until cc_learn_trim). A cell is found by a hash index of the
  * sampled cells' ids.
  *
- * The step is detected as the median over the sampled cells of each cell's median positive
- * difference between its sorted record times (whole minutes from 60 s, as cc_data does).
+ * The step is detected as the median over the sampled cells of each cell's step: the median
+ * of its positive differences between sorted record times that lie within 5% of the most
+ * common one (whole minutes from 60 s; cc_data's rule, so a cell missing most of its steps
+ * keeps its step).
  *
  * Data time is the newest record time; what the learner does next is decided by
  * cc_learn_due from the data's span and the last round's data time (never the wall
