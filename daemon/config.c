@@ -505,7 +505,7 @@ static const struct {
 {"profile_unit_s",
  "Steps shorter than this count for that fraction of a step in the profile CUSUM: a "
  "deviation from the usual value lasts minutes, and short steps would count it many "
- "times over (2-minute steps: 2/15 each)."},
+ "times over (2-minute steps: 2/5 each)."},
 {"profile_bin_s",
  "Width of the profile's time-of-day bins in seconds; must divide 86400. Changing it "
  "restarts every cell's profile."},

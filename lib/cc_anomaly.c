@@ -400,16 +400,18 @@ static double kpi_z(const CcAnomalySettings *s, KpiState *k, const StepCtx *x, i
 }
 
 /* The tail calibration of KPI f (see TAIL_RATE): the factor of this step's z, from the
- * quantile tracked so far, then the quantile learns |z| (not while firing). */
+ * quantile of z's sign tracked so far, then that quantile learns |z| (not while firing). */
 static double tail_factor(const CcAnomalySettings *s, KpiState *k, int firing, double z, double zq)
 {
     if (!(s->tail_q > 0))
         return 1;
-    if (!(k->tail > 0))
-        k->tail = zq;
-    double g = k->tail_n >= TAIL_MIN_N && k->tail > zq ? zq / k->tail : 1;
+    double *t = z < 0 ? &k->tail_lo : &k->tail;
+    int32_t *n = z < 0 ? &k->tail_lo_n : &k->tail_n;
+    if (!(*t > 0))
+        *t = zq;
+    double g = *n >= TAIL_MIN_N && *t > zq ? zq / *t : 1;
     if (!firing && isfinite(z))
-        cc_tail_learn(s, &k->tail, &k->tail_n, z);
+        cc_tail_learn_every(s, t, n, z, 2.0);
     return g;
 }
 

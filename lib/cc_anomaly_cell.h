@@ -76,7 +76,12 @@
  * while the cell's episode fires (an anomaly does not calibrate itself away). z is then
  * multiplied by min(1, zq / t), zq the Gaussian quantile of tail_q: a KPI whose residuals
  * have a heavier tail than the forecast's sd says is scored against its own tail, never
- * more sensitively than the forecast says. Before TAIL_MIN_N updates the factor is 1. */
+ * more sensitively than the forecast says. Before TAIL_MIN_N updates the factor is 1.
+ * Each sign of z has its own quantile (tail for z ≥ 0, tail_lo for z < 0), each learning on
+ * the steps of its sign at twice the rate, so that tail_steps stays the time constant in
+ * steps: a KPI's load bursts (upward) teach its upper tail and leave a drop of the same
+ * size scored as the forecast says, and a KPI with one-sided bursts is not discounted on
+ * the other side (docs/design/alert-sensitivity.md, "NAB with the defaults"). */
 #define TAIL_RATE 30.0
 #define TAIL_MIN_N 100
 
@@ -162,8 +167,10 @@ typedef struct KpiState {
     float run_max;          ///< longest recent run of equal values (decaying)
     int32_t run;            ///< consecutive observed steps equal to last_val
     int32_t has_last;
-    double tail;          ///< the tracked tail_q quantile of |z| (0: none yet; see TAIL_RATE)
+    double tail;          ///< the tracked tail_q quantile of |z|, z ≥ 0 (0: none; TAIL_RATE)
     int32_t tail_n;       ///< its updates (saturate at INT32_MAX / 2)
+    double tail_lo;       ///< the same of z < 0
+    int32_t tail_lo_n;    ///< its updates
     double bar_abs;       ///< the KPI's own bar (BAR_U): running mean of its calibrated |z|
     double bar_rate;      ///< its share of steps past u
     double bar_exc;       ///< the mean excess over u of those steps
@@ -304,6 +311,18 @@ static inline void absmean_update(double *m, int32_t *n, double z)
     if (*n < LAGCAL_STEPS)
         (*n)++;
     *m += (v - *m) / (double)*n;
+}
+
+/* One step of a tracked tail_q quantile *t of |v| learning on every `every`-th step on
+ * average (1: every step; 2: a sign's steps): its rate is that many times tail_steps' (see
+ * TAIL_RATE). */
+static inline void cc_tail_learn_every(const CcAnomalySettings *s, double *t, int32_t *n, double v,
+                                       double every)
+{
+    double lam = every * TAIL_RATE / s->tail_steps;
+    *t *= fabs(v) > *t ? exp(lam * s->tail_q) : exp(-lam * (1 - s->tail_q));
+    if (*n < INT32_MAX / 2)
+        (*n)++;
 }
 
 /* One step of a tracked tail_q quantile *t of |v| (see TAIL_RATE). */

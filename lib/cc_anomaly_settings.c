@@ -66,7 +66,7 @@ void cc_anomaly_default_settings(CcAnomalySettings *s)
     s->profile_k = 1.75;
     s->profile_h = 10.0;
     s->profile_fa_weeks = 4;
-    s->profile_unit_s = 900;
+    s->profile_unit_s = 300;
     s->profile_bin_s = 3600;
     s->profile_days = 4.0;
     s->profile_min_days = 2;
@@ -201,7 +201,7 @@ static const CcAnomalyKey anomaly_keys[] = {
        "cross once per this many weeks; 0 = off (default 4)"),
     AK(profile_unit_s, CC_AKEY_INT64, 1, 86400,
        "steps shorter than this count for that fraction of a step in the profile CUSUM (default "
-       "900)"),
+       "300)"),
     AK(profile_bin_s, CC_AKEY_INT64, 300, 86400,
        "seasonal-profile bin width in seconds, divides 86400 (default 3600)"),
     AK(profile_days, CC_AKEY_DOUBLE, 0.5, 1000,

@@ -29,8 +29,10 @@
  *  11: + per KPI the fit of its own bar (bar_p; it learns again);
  *  12: + the profile's spread per bin and KPI (PROFILE_SPREAD; 0: the one scale until
  *      learnt again);
- *  13: + per KPI the fit of its profile CUSUM's excursions (PROFILE_CAL; it learns again). */
-#define STATE_VERSION 13u
+ *  13: + per KPI the fit of its profile CUSUM's excursions (PROFILE_CAL; it learns again);
+ *  14: + per KPI the tail calibration of z < 0 (TAIL_RATE; before: the one tail, taken for
+ *      both signs). */
+#define STATE_VERSION 14u
 #define V4_ID_BYTES 64
 #define MAX_PROFILE_BINS 288 /* profile_bin_s ≥ 300 */
 
@@ -301,6 +303,16 @@ static int io_record(Io *io, CcAnomalyCell *c)
         IO(io, k->pc_n);
         IO(io, k->pc_exc_n);
     }
+    for (int f = 0; !rc && f < c->F; f++) {
+        KpiState *k = &c->k[f];
+        if (io->ver >= 14) {
+            IO(io, k->tail_lo);
+            IO(io, k->tail_lo_n);
+        } else if (io->r) { /* one tail for both signs: its start for each */
+            k->tail_lo = k->tail;
+            k->tail_lo_n = k->tail_n;
+        }
+    }
     return rc;
 }
 
@@ -400,7 +412,8 @@ static int record_valid(const CcAnomalyCell *t, int64_t last)
         if (!(k->zero_rate >= 0 && k->zero_rate <= 1) || k->zero_n < 0 ||
             !cc_lik_valid(&k->lik, &k->nov))
             return 0;
-        if (!(k->tail >= 0 && isfinite(k->tail)) || k->tail_n < 0 || !win_valid(&k->win))
+        if (!(k->tail >= 0 && isfinite(k->tail)) || k->tail_n < 0 || !win_valid(&k->win) ||
+            !(k->tail_lo >= 0 && isfinite(k->tail_lo)) || k->tail_lo_n < 0)
             return 0;
         if (!(k->pr_pos >= 0 && k->pr_neg >= 0 && k->pr_abs >= 0 && isfinite(k->pr_pos) &&
               isfinite(k->pr_neg) && isfinite(k->pr_abs)) ||

@@ -54,7 +54,10 @@
  *          [--evidence-frac X[,X...]] [--no-missing-evidence] [--evidence-missing N[,N...]]
  *          [--evidence-forecast B[,B]] [--site-same-kpi B[,B]] [--site-forecast B[,B]]
  *          [--stuck-persist N[,N...]] [--cell-persist N[,N...]] [--persist-own-kpi B[,B]]
- * Prints one JSON object on stdout; progress on stderr. --profile-persist, --evidence-cells,
+ *          [--set k=v[,k=v...]]
+ * --set: the detector's alerts.* settings by name over the library's defaults (as
+ * `cellcast anomaly-eval --set`; lag_steps -1 is the model's horizon). Prints one JSON object on
+ * stdout; progress on stderr. --profile-persist, --evidence-cells,
  * --evidence-frac: incidents.profile_persist_steps, evidence_cells and evidence_frac (at
  * least the default's: the evidence is reported at the default's share, so a higher one
  * misses a silence that crosses it later within a step), each list's values grouped and
@@ -155,6 +158,7 @@ typedef struct Args {
     const char *cell_persists;      /* incidents.cell_persist_steps likewise */
     const char *site_forecasts,
         *own_kpis;           /* incidents.site_forecast, cell_persist_own_kpi likewise */
+    const char *anomaly_set; /* --set k=v,k=v: alerts.* settings over the defaults */
     int no_missing_evidence; /* the evidence rule without its missing-data class */
     CcSynthSettings ss;
     double days, warmup_days;
@@ -824,6 +828,31 @@ static int explain(const Member *m, const Event *ev, const EvList *by_cell, int 
     return best;
 }
 
+/* --set "k=v,k=v": alerts.* settings by name over the library's defaults (as cellcast
+ * anomaly-eval --set), so a candidate default is measured without a build of its own.
+ * 0 or -1 (reported). */
+static int apply_anomaly_set(CcAnomalySettings *s, const CcHparams *hp, const char *spec)
+{
+    char *dup = strdup(spec), *save = NULL, err[256];
+    int rc = dup ? 0 : -1;
+    for (char *t = dup ? strtok_r(dup, ",", &save) : NULL; t && !rc;
+         t = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(t, '=');
+        if (!eq) {
+            fprintf(stderr, "fleet_eval: --set: '%s' is not key=value\n", t);
+            rc = -1;
+            break;
+        }
+        *eq = 0;
+        if (cc_anomaly_settings_set(s, hp, t, eq + 1, err, sizeof err)) {
+            fprintf(stderr, "fleet_eval: --set: %s\n", err);
+            rc = -1;
+        }
+    }
+    free(dup);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     Args a = {.days = 28, .warmup_days = 7, .threads = 1, .post = 10, .max_cells = -1};
@@ -858,6 +887,7 @@ int main(int argc, char **argv)
         {"cell-persist", 1, 0, 'L'},
         {"site-forecast", 1, 0, 'X'},
         {"persist-own-kpi", 1, 0, 'Y'},
+        {"set", 1, 0, 'S'},
         {0, 0, 0, 0},
     };
     int opt;
@@ -888,6 +918,7 @@ int main(int argc, char **argv)
         case 'L': a.cell_persists = optarg; break;
         case 'X': a.site_forecasts = optarg; break;
         case 'Y': a.own_kpis = optarg; break;
+        case 'S': a.anomaly_set = optarg; break;
         default:
             fprintf(stderr, "usage: fleet_eval --model M [--cells N] [--days D] [--seed X] "
                             "[--threads T] [--site-outage-rate X] [--neighbour-shift X] "
@@ -898,7 +929,7 @@ int main(int argc, char **argv)
                             "[--evidence-missing N[,N...]] [--evidence-forecast 0,1] "
                             "[--site-same-kpi 0,1] [--stuck-persist N[,N...]] "
                             "[--cell-persist N[,N...]] [--site-forecast 0,1] "
-                            "[--persist-own-kpi 0,1]\n");
+                            "[--persist-own-kpi 0,1] [--set k=v[,k=v...]]\n");
             return 2;
         }
     }
@@ -969,6 +1000,8 @@ int main(int argc, char **argv)
     as.step_seconds = S;
     if (as.min_kpis > hp->n_features)
         as.min_kpis = hp->n_features;
+    if (a.anomaly_set && apply_anomaly_set(&as, hp, a.anomaly_set))
+        return 2;
     if (as.lag_steps < 0)
         as.lag_steps = hp->horizon < CC_ANOMALY_MAX_LAG ? hp->horizon : CC_ANOMALY_MAX_LAG;
     if (cc_anomaly_validate(&as, err, sizeof err)) {

@@ -1433,6 +1433,18 @@ static void step_poor_lag(Fixture *fx, int64_t t, double dev)
  * two int32). */
 #define V13_TAIL_BYTES_PER_KPI (5 * 8 + 2 * 4)
 
+/* What version 14 appends per KPI: the tail calibration of z < 0 (a double, an int32). */
+#define V14_TAIL_BYTES_PER_KPI (8 + 4)
+
+/* A version-14 state of F KPIs as version 13: without what version 14 appends. Returns the
+ * new length. */
+static long v14_to_v13(uint8_t *b, long n14, int F)
+{
+    uint32_t v13 = 13;
+    memcpy(b + 4, &v13, 4);
+    return n14 - (long)F * V14_TAIL_BYTES_PER_KPI;
+}
+
 /* A version-13 state of F KPIs as version 12: without what version 13 appends. Returns the
  * new length. */
 static long v13_to_v12(uint8_t *b, long n13, int F)
@@ -1537,9 +1549,11 @@ static void test_lag_calibration(void **state)
     cc_anomaly_cell_scores(fx.c, z, NULL);
     assert_true(fabs(z[0]) < 1.0); /* ~6 × (0.13 / 6): the one-step scale */
     /* save, reload as version 2 and as version 1 (no calibration: warms up again) */
-    long n13 = cc_anomaly_cell_save(fx.c, NULL, 0);
-    uint8_t *b = malloc((size_t)n13);
-    assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n13), n13);
+    long n14 = cc_anomaly_cell_save(fx.c, NULL, 0);
+    uint8_t *b = malloc((size_t)n14);
+    assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n14), n14);
+    const long n13 = v14_to_v13(b, n14, 1);
+    loads_whole(&fx, b, n13);
     const long n11 = v12_to_v11(b, v13_to_v12(b, n13, 1), 0, 1); /* profile_h 0: no bins */
     loads_whole(&fx, b, n11);
     const long n10 = v11_to_v10(b, n11, 1);
@@ -1603,10 +1617,10 @@ static void test_lag_calibration(void **state)
     assert_int_equal(cc_anomaly_cell_load(c1, bn, (size_t)n4, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "malformed"));
     free(bn);
-    uint32_t v14 = 14; /* a version newer than this build's */
-    memcpy(b1 + 4, &v14, 4);
+    uint32_t v15 = 15; /* a version newer than this build's */
+    memcpy(b1 + 4, &v15, 4);
     assert_int_equal(cc_anomaly_cell_load(c1, b1, (size_t)n - cut, err, sizeof err), -EINVAL);
-    assert_non_null(strstr(err, "version 14"));
+    assert_non_null(strstr(err, "version 15"));
     /* the reloaded v2 cell goes on quietly and catches a spike */
     CcAnomalyCell *keep = fx.c;
     fx.c = c2;
@@ -1884,12 +1898,12 @@ static int run_profile(double profile_h, int direction, int save_at, int64_t *fi
             assert_int_equal(cc_anomaly_cell_load(c2, b, (size_t)len, NULL, 0), -EINVAL);
         /* the bin count: before the bins, the zero shares (8 bytes), the tail calibration
          * (12), the window rule (WIN_STATE_BYTES), the likelihood (LIK_STATE_BYTES),
-         * version 8's tail (V8_TAIL_BYTES), version 9's, 10's, 11's, 12's and 13's */
+         * version 8's tail (V8_TAIL_BYTES), version 9's, 10's, 11's, 12's, 13's and 14's */
         const size_t nb_at = (size_t)sz - 8 - 12 - WIN_STATE_BYTES - LIK_STATE_BYTES -
                              V8_TAIL_BYTES - V9_TAIL_BYTES_PER_KPI - V10_TAIL_BYTES_PER_KPI -
                              V11_TAIL_BYTES_PER_KPI - V12_TAIL_BYTES(24, 1) -
-                             V13_TAIL_BYTES_PER_KPI - 2 * 24 * (sizeof(float) + sizeof(uint16_t)) -
-                             4;
+                             V13_TAIL_BYTES_PER_KPI - V14_TAIL_BYTES_PER_KPI -
+                             2 * 24 * (sizeof(float) + sizeof(uint16_t)) - 4;
         int32_t nb;
         memcpy(&nb, b + nb_at, 4);
         assert_int_equal(nb, 24);
@@ -2228,6 +2242,72 @@ static void test_tail_calibration(void **state)
     fx_close(&fx);
 }
 
+/* Each sign of z has its own tail calibration: a KPI whose bursts go up (z 6 on 5 % of its
+ * steps, load bursts) has its upward steps scored against that tail and a drop of the same
+ * size scored as the forecast says (with one tail for both signs it was discounted like a
+ * burst). The state keeps both; a version-13 record (one tail) starts both signs from it. */
+static void tail_sign_steps(Fixture *fx, int64_t t, double out[2])
+{
+    double z[1];
+    step_z(fx, t, 6.0);
+    cc_anomaly_cell_scores(fx->c, z, NULL);
+    out[0] = z[0];
+    step_z(fx, t + 1, -6.0);
+    cc_anomaly_cell_scores(fx->c, z, NULL);
+    out[1] = z[0];
+}
+
+/* A cell of one KPI after 4000 steps of upward bursts (z 6 every 20th step), tail_q as
+ * given. */
+static void sign_open(Fixture *fx, double tail_q)
+{
+    CcAnomalySettings s;
+    base_settings(&s, 1);
+    s.tail_q = tail_q;
+    s.warn_z = 100; /* no episode: the calibration learns on every step */
+    s.crit_z = 150;
+    s.cusum_h = 0;
+    s.profile_h = 0;
+    fx_open(fx, &s, "sign");
+    for (int64_t t = 0; t < 4000; t++)
+        step_z(fx, t, t % 20 == 0 ? 6.0 : 0.5 * sin(t * 0.7));
+}
+
+static void test_tail_by_sign(void **state)
+{
+    (void)state;
+    Fixture fx;
+    double raw[2], z[2], r[2];
+    sign_open(&fx, 0); /* off: the fixture's z of the two steps */
+    tail_sign_steps(&fx, 4000, raw);
+    fx_close(&fx);
+    assert_true(raw[0] > 5.0 && raw[0] < 7.0 && raw[1] < -5.0 && raw[1] > -7.0);
+    sign_open(&fx, 0.99);
+    tail_sign_steps(&fx, 4000, z);
+    /* up: the bursts' tail (the tracked 99 % quantile at 6: factor about 2.576 / 6) */
+    assert_true(z[0] > raw[0] * 2.576 / 8 && z[0] < raw[0] * 2.576 / 5);
+    assert_float_equal(z[1], raw[1], 1e-9); /* down: the forecast's word */
+    /* the state keeps both tails */
+    long n14 = cc_anomaly_cell_save(fx.c, NULL, 0);
+    uint8_t *b = malloc((size_t)n14);
+    assert_non_null(b);
+    assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n14), n14);
+    fx_reload(&fx, "sign");
+    tail_sign_steps(&fx, 4002, r);
+    assert_true(r[0] < raw[0] * 2.576 / 5);
+    assert_true(r[1] < raw[1] * 0.9); /* the lower tail learnt one step of the two above */
+    /* a version-13 record's one tail is where both signs start */
+    const long n13 = v14_to_v13(b, n14, 1);
+    cc_anomaly_cell_close(&fx.c);
+    assert_int_equal(cc_anomaly_cell_open(&fx.c, fx.a, "sign"), 0);
+    assert_int_equal(cc_anomaly_cell_load(fx.c, b, (size_t)n13, NULL, 0), 0);
+    free(b);
+    tail_sign_steps(&fx, 4002, r);
+    assert_true(r[0] < raw[0] * 2.576 / 5);
+    assert_true(r[1] > raw[1] * 2.576 / 5);
+    fx_close(&fx);
+}
+
 /* The KPI's own bar (bar_p): a KPI whose scripted z is Gaussian gets a bar near the level
  * its exponential tail puts at bar_p (5.1 for a Gaussian at 1e-5: BAR_U in
  * cc_anomaly_cell.h), far under warn_z, so a step of z 7 fires; a KPI whose z has a heavy
@@ -2269,12 +2349,13 @@ static int bar_run(double bar_p, double kpi_warn_z, int heavy, int how)
     if (how == BAR_RELOAD) {
         fx_reload(&fx, "bar");
     } else if (how == BAR_V10) {
-        long n13 = cc_anomaly_cell_save(fx.c, NULL, 0);
-        uint8_t *b = malloc((size_t)n13);
+        long n14 = cc_anomaly_cell_save(fx.c, NULL, 0);
+        uint8_t *b = malloc((size_t)n14);
         assert_non_null(b);
-        assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n13), n13);
+        assert_int_equal(cc_anomaly_cell_save(fx.c, b, (size_t)n14), n14);
         /* no profile bins */
-        const long n10 = v11_to_v10(b, v12_to_v11(b, v13_to_v12(b, n13, 1), 0, 1), 1);
+        const long n10 =
+            v11_to_v10(b, v12_to_v11(b, v13_to_v12(b, v14_to_v13(b, n14, 1), 1), 0, 1), 1);
         cc_anomaly_cell_close(&fx.c);
         assert_int_equal(cc_anomaly_cell_open(&fx.c, fx.a, "bar"), 0);
         assert_int_equal(cc_anomaly_cell_load(fx.c, b, (size_t)n10, NULL, 0), 0);
@@ -2396,6 +2477,7 @@ int main(void)
         cmocka_unit_test(test_cusum_sustained),
         cmocka_unit_test(test_novelty_attributed),
         cmocka_unit_test(test_tail_calibration),
+        cmocka_unit_test(test_tail_by_sign),
         cmocka_unit_test(test_own_bar),
         cmocka_unit_test(test_window_rule),
         cmocka_unit_test(test_profile_drift),

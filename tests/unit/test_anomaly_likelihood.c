@@ -239,15 +239,15 @@ static void test_state_round_trip(void **state)
     }
     assert_true(cc_anomaly_cell_likelihood(c1, NULL) > 0.5);
     assert_int_equal(f1, f2);
-    /* version 6: the record without version 13's tail (the fit of the profile CUSUM's
-     * excursions: 48 bytes), version 12's (the profile's spread per bin: 24
-     * bins, 96 bytes), version 11's (the fit of the KPI's own bar: 40 bytes), version 10's
-     * (the KPI's false-alarm bar factor and its step: 16 bytes), version 9's (the KPI's
-     * absence run, its first step and its alert: 44 bytes), version 8's (the peak's
+    /* version 6: the record without version 14's tail (the tail calibration of z < 0: 12
+     * bytes), version 13's (the fit of the profile CUSUM's excursions: 48 bytes), version 12's (the
+     * profile's spread per bin: 24 bins, 96 bytes), version 11's (the fit of the KPI's own bar: 40
+     * bytes), version 10's (the KPI's false-alarm bar factor and its step: 16 bytes), version 9's
+     * (the KPI's absence run, its first step and its alert: 44 bytes), version 8's (the peak's
      * novelty kinds and shape novelty's sizes: the stage is off), the stage's bytes and the
      * window rule's at its end (one KPI), with the 20 bytes of version 6's EWMA window rule
      * (read and dropped) instead */
-    n -= 48 + 24 * 4 + 40 + 16 + 44 + 8 * 4 + 3 * 4;
+    n -= 12 + 48 + 24 * 4 + 40 + 16 + 44 + 8 * 4 + 3 * 4;
     size_t v7 = CC_LIK_SHORT_MAX * sizeof(float) + 4 * sizeof(int32_t) + 4 * sizeof(double);
     size_t win = 32 * 4 + 4 + 4 + 3 * 2 + 3 * 8 + 3 * 4;
     size_t n6 = (size_t)n - v7 - win + 20;

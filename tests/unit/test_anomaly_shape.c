@@ -243,9 +243,10 @@ static void test_value_novelty_is_named(void **state)
 }
 
 /* A record whose stage is on, as bytes, as version 8 (without version 9's 44 bytes,
- * version 10's 16, version 11's 40 and version 13's 48 at the end: the KPI's absence run,
- * its first step and its alert; its false-alarm bar factor and step; the fit of its own
- * bar; the fit of its profile CUSUM's excursions, the profile being off). */
+ * version 10's 16, version 11's 40, version 13's 48 and version 14's 12 at the end: the
+ * KPI's absence run, its first step and its alert; its false-alarm bar factor and step; the
+ * fit of its own bar; the fit of its profile CUSUM's excursions, the profile being off; the
+ * tail calibration of z < 0). */
 static uint8_t *saved(CcAnomaly *a, CcAnomalyCell **c, long *n)
 {
     uint64_t rng = 9;
@@ -257,7 +258,7 @@ static uint8_t *saved(CcAnomaly *a, CcAnomalyCell **c, long *n)
     assert_int_equal(cc_anomaly_cell_save(*c, b, (size_t)*n), *n);
     uint32_t eight = 8;
     memcpy(b + 4, &eight, 4);
-    *n -= 44 + 16 + 40 + 48;
+    *n -= 44 + 16 + 40 + 48 + 12;
     return b;
 }
 

@@ -354,7 +354,7 @@ typedef struct CcAnomalySettings {
                              ///< where its own excursions cross once per this many weeks
                              ///< (PROFILE_CAL; default 4); 0 = off, profile_h as it is
     int64_t profile_unit_s;  ///< a step shorter than this adds S / profile_unit_s of its
-                             ///< increment to the profile CUSUM (default 900)
+                             ///< increment to the profile CUSUM (default 300)
     int64_t profile_bin_s;   ///< profile bin width, seconds; divides 86400, ≥ 300 (default 3600)
     double profile_days;     ///< time constant of each bin's average, days of its type (default 4)
     int profile_min_days;    ///< days of data a bin needs before it is scored (default 2)
