@@ -282,8 +282,7 @@ static void test_incident_json_text(void **state)
                         "A\xef\xbf\xbd");
     assert_string_equal(json_string_value(json_array_get(json_object_get(j, "kpis"), 0)),
                         "prb\xef\xbf\xbd");
-    assert_string_equal(json_string_value(json_array_get(json_object_get(j, "alerts"), 0)),
-                        "al-1");
+    assert_string_equal(json_string_value(json_array_get(json_object_get(j, "alerts"), 0)), "al-1");
     assert_string_equal(json_string_value(json_object_get(j, "state")), "firing");
     json_decref(j);
 }
@@ -298,8 +297,8 @@ static void test_config_json_text(void **state)
     assert_int_equal(ccd_config_init(&c), 0);
     assert_int_equal(ccd_config_set(&c, "model.path=/m/\xfc.safetensors", err, sizeof err), 0);
     assert_int_equal(ccd_config_set(&c, "kafka.topics=k\xfc,b", err, sizeof err), 0);
-    assert_int_equal(ccd_config_set(&c, "kafka.properties.fetch.wait.max.ms=5\xfc", err, sizeof err),
-                     0);
+    assert_int_equal(
+        ccd_config_set(&c, "kafka.properties.fetch.wait.max.ms=5\xfc", err, sizeof err), 0);
     json_t *j = ccd_config_to_json(&c);
     assert_non_null(j);
     json_t *p = json_object_get(json_object_get(j, "model"), "path");
@@ -318,9 +317,9 @@ static void test_config_json_text(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_utf8_check),  cmocka_unit_test(test_json_text),
-        cmocka_unit_test(test_utf8_fix),    cmocka_unit_test(test_topology_text),
-        cmocka_unit_test(test_log_escapes), cmocka_unit_test(test_alertmanager_text),
+        cmocka_unit_test(test_utf8_check),         cmocka_unit_test(test_json_text),
+        cmocka_unit_test(test_utf8_fix),           cmocka_unit_test(test_topology_text),
+        cmocka_unit_test(test_log_escapes),        cmocka_unit_test(test_alertmanager_text),
         cmocka_unit_test(test_incident_json_text), cmocka_unit_test(test_config_json_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
