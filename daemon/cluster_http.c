@@ -6,6 +6,7 @@
 #include "cc_kpi.h"
 #include "cluster.h"
 #include "http.h"
+#include "utf8.h"
 
 int ccd_cluster_redirect(CcdReq *r)
 {
@@ -39,8 +40,10 @@ int ccd_cluster_redirect(CcdReq *r)
     if (n < 0 || (size_t)n >= sizeof loc)
         return ccd_problem(r, 500, "internal", "redirect location too long");
     evhttp_add_header(evhttp_request_get_output_headers(r->req), "Location", loc);
-    return ccd_json(
-        r, 307, json_pack("{s:s, s:i, s:s}", "cell", r->id, "partition", (int)p, "location", loc));
+    /* the query is the client's raw bytes, not always UTF-8: json_pack refused it (500) */
+    return ccd_json(r, 307,
+                    json_pack("{s:s, s:i, s:o}", "cell", r->id, "partition", (int)p, "location",
+                              ccd_json_text(loc, NULL)));
 }
 
 int ccd_h_cluster(CcdReq *r)

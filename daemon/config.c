@@ -21,6 +21,7 @@
 
 #include "cc_common.h"
 #include "cc_engine.h"
+#include "utf8.h"
 
 #define OFF(f) offsetof(CcdConfig, f)
 /* A default the library names (a #define'd integer) as the table's text, so the daemon and
@@ -1431,13 +1432,15 @@ static json_t *value_json(const CcdConfig *c, const CcdConfigDef *d)
     case CCD_CFG_STRING:
         if (redacted(d, NULL) && *FIELD(c, d, char *) && **FIELD(c, d, char *))
             return json_string("(redacted)");
-        return json_string(*FIELD(c, d, char *) ? *FIELD(c, d, char *) : "");
+        /* the operator's bytes (--set; YAML is UTF-8): not always UTF-8, which json_string
+         * refuses (NULL: the setting dropped from GET /v1/config) */
+        return ccd_json_text(*FIELD(c, d, char *) ? *FIELD(c, d, char *) : "", NULL);
     case CCD_CFG_ENUM: return json_string(enum_name(d->enums, *FIELD(c, d, int), buf, sizeof buf));
     case CCD_CFG_LIST: {
         json_t *a = json_array();
         const CcdStrList *l = FIELD(c, d, CcdStrList);
         for (int i = 0; i < l->n; i++)
-            json_array_append_new(a, json_string(l->items[i]));
+            json_array_append_new(a, ccd_json_text(l->items[i], NULL));
         return a;
     }
     case CCD_CFG_MAP: {
@@ -1446,7 +1449,8 @@ static json_t *value_json(const CcdConfig *c, const CcdConfigDef *d)
         for (int i = 0; i < m->n; i++)
             json_object_set_new(
                 o, m->items[i].key,
-                json_string(redacted(d, m->items[i].key) ? "(redacted)" : m->items[i].value));
+                ccd_json_text(redacted(d, m->items[i].key) ? "(redacted)" : m->items[i].value,
+                              NULL));
         return o;
     }
     }

@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "cc_anomaly.h"
+#include "utf8.h"
 
 /* Longest "<cell>:evidence:<class>" key: a cell id, a KPI name and a direction. */
 #define CC_INC_KEY_MAX (CC_ANOMALY_CELL_ID_MAX + 96)
@@ -1216,7 +1217,7 @@ void ccd_incidents_stats(const CcdIncidents *g, CcdIncidentStats *st)
     ccd_strhash_foreach(&g->open, count_scope, st);
 }
 
-static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
+static json_t *str_or_null(const char *s) { return s ? ccd_json_text(s, NULL) : json_null(); }
 
 static json_t *time_json(int64_t ts)
 {
@@ -1230,31 +1231,37 @@ static json_t *time_json(int64_t ts)
 
 char *ccd_incident_json(const CcdIncident *inc, size_t *len)
 {
+    /* labels, ids and KPI names as JSON text with U+FFFD for bytes that are not UTF-8
+     * (json_string gave NULL for them, and json_pack then failed: the incident was lost) */
     json_t *cells = json_array(), *kpis = json_array(), *alerts = json_array(),
            *firing = json_array();
     for (size_t i = 0; i < inc->n_cells; i++)
-        json_array_append_new(cells, json_string(inc->cells[i]));
+        json_array_append_new(cells, ccd_json_text(inc->cells[i], NULL));
     for (size_t i = 0; i < inc->n_m; i++) {
         const CcdIncMember *m = &inc->m[i];
-        json_array_append_new(alerts, json_string(m->alert_id));
+        json_array_append_new(alerts, ccd_json_text(m->alert_id, NULL));
         if (m->firing)
-            json_array_append_new(firing, json_string(m->alert_id));
-        int seen = !m->kpi;
-        for (size_t k = 0; !seen && k < json_array_size(kpis); k++)
-            seen = !strcmp(json_string_value(json_array_get(kpis, k)), m->kpi);
-        if (!seen)
-            json_array_append_new(kpis, json_string(m->kpi));
+            json_array_append_new(firing, ccd_json_text(m->alert_id, NULL));
+        json_t *kpi = m->kpi ? ccd_json_text(m->kpi, NULL) : NULL;
+        for (size_t k = 0; kpi && k < json_array_size(kpis); k++)
+            if (json_equal(json_array_get(kpis, k), kpi)) {
+                json_decref(kpi);
+                kpi = NULL;
+            }
+        if (kpi)
+            json_array_append_new(kpis, kpi);
     }
     json_t *j = json_pack(
-        "{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:o, s:o, s:o, s:s}",
+        "{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
         "schema", "cellcast.incident/1", "id", inc->id, "state",
         inc->firing ? "firing" : "resolved", "scope", ccd_inc_scope_name(inc->scope), "site",
         str_or_null(inc->site), "region", str_or_null(inc->region), "cells", cells, "cells_total",
         inc->group_cells > 0 ? json_integer(inc->group_cells) : json_null(), "kpis", kpis, "alerts",
         alerts, "firing_alerts", firing, "severity",
-        json_string(inc->critical ? "critical" : "warning"), "summary", inc->summary, "start_time",
-        time_json(inc->start_ts), "end_time", inc->firing ? json_null() : time_json(inc->end_ts),
-        "time", time_json(inc->time), "group", inc->group);
+        json_string(inc->critical ? "critical" : "warning"), "summary",
+        ccd_json_text(inc->summary, NULL), "start_time", time_json(inc->start_ts), "end_time",
+        inc->firing ? json_null() : time_json(inc->end_ts), "time", time_json(inc->time), "group",
+        ccd_json_text(inc->group, NULL));
     if (!j)
         return NULL;
     char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);

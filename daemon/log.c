@@ -58,7 +58,8 @@ static void emit(int level, const char *sys, const char *msg)
     }
     /* One line of UTF-8 text: control characters escaped (a message carrying user data stays
      * one line) and so is each byte that is not UTF-8 (journald keeps a line that is not as
-     * a blob that journalctl does not print). */
+     * a blob that journalctl does not print); a backslash is written \\, so that the text
+     * "\x0a" in a name does not read as an escaped newline. */
     size_t left = strlen(msg);
     for (const char *p = msg; *p && n + 5 < sizeof line;) {
         unsigned char c = (unsigned char)*p;
@@ -66,6 +67,9 @@ static void emit(int level, const char *sys, const char *msg)
         if (c < 0x20 || c == 0x7f || !k) {
             n += (size_t)snprintf(line + n, sizeof line - n, "\\x%02x", c);
             k = 1;
+        } else if (c == '\\') {
+            line[n++] = '\\';
+            line[n++] = '\\';
         } else if (n + k + 1 < sizeof line) {
             memcpy(line + n, p, k);
             n += k;

@@ -23,6 +23,7 @@
 #include "model_watch.h"
 #include "prom.h"
 #include "reload.h"
+#include "utf8.h"
 
 enum Reason {
     R_TRUNCATED,      ///< the value's length is not the announced size
@@ -991,7 +992,9 @@ static json_t *live_json(const Ccd *d)
     json_t *o = score_json(d, &s);
     json_object_set_new(o, "state", json_string(m->watching ? "watching" : "idle"));
     json_object_set_new(o, "window_steps", json_integer(ccd_watch_window(m->watch)));
-    json_object_set_new(o, "verdict", json_string(m->verdict));
+    /* verdicts and swap reasons quote paths (the operator's bytes, not always UTF-8) and
+     * cut them with %.Ns, maybe inside a character: json_string gave NULL, the field dropped */
+    json_object_set_new(o, "verdict", ccd_json_text(m->verdict, NULL));
     if (m->prev_hash[0]) {
         json_t *b = json_pack("{s:s, s:I}", "hash", m->prev_hash, "forecasts",
                               (json_int_t)m->baseline_forecasts);
@@ -1045,13 +1048,13 @@ json_t *ccd_models_json(const Ccd *d)
         ccd_rfc3339(s->at, at);
         json_t *e = json_pack("{s:s, s:s, s:s}", "event", s->event, "at", at, "hash", s->hash);
         if (s->from[0])
-            json_object_set_new(e, "from", json_string(s->from));
+            json_object_set_new(e, "from", ccd_json_text(s->from, NULL));
         if (s->data_time >= 0) {
             ccd_rfc3339(s->data_time, dt);
             json_object_set_new(e, "data_time", json_string(dt));
         }
         if (s->why[0])
-            json_object_set_new(e, "why", json_string(s->why));
+            json_object_set_new(e, "why", ccd_json_text(s->why, NULL));
         json_array_append_new(h, e);
     }
     json_object_set_new(o, "history", h);

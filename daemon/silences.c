@@ -488,6 +488,8 @@ static int push(CcdSilences *s, Silence *x)
     return 0;
 }
 
+static int api_id_ok(const char *id, size_t n);
+
 int ccd_silences_open(CcdSilences **out, const char *path, char *err, size_t errlen)
 {
     CcdSilences *s = calloc(1, sizeof *s);
@@ -535,6 +537,17 @@ int ccd_silences_open(CcdSilences **out, const char *path, char *err, size_t err
         if (!x || !id) {
             silence_free(x);
             rc = cc_errf(err, errlen, -EINVAL, "%s: silence %zu: %s", s->path, i, x ? "no id" : e2);
+            break;
+        }
+        /* an id as the API and the silences topic take them (it was cut to fit, silently,
+         * and could be a configuration's, cfg-): a bad entry refuses the file as the others */
+        if (!api_id_ok(id, strlen(id))) {
+            silence_free(x);
+            rc = cc_errf(err, errlen, -EINVAL,
+                         "%s: silence %zu: id '%.*s%s' is not a silence id (1 to %d letters, "
+                         "digits, '.', '_', '-'; not cfg-)",
+                         s->path, i, CCD_SILENCE_ID_MAX, id,
+                         strlen(id) > CCD_SILENCE_ID_MAX ? "..." : "", CCD_SILENCE_ID_MAX - 1);
             break;
         }
         snprintf(x->id, sizeof x->id, "%s", id);

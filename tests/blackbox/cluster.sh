@@ -9,7 +9,8 @@
 #   - a per-cell request to the member that does not hold the cell answers 307 with
 #     Location = the owner's address + the same path and query; curl -L reaches the
 #     forecast in one redirect; the owner serves it directly;
-#   - an unknown cell: 404 from its owner, one 307 then 404 from the other (no loop);
+#   - an unknown cell: 404 from its owner, one 307 then 404 from the other (no loop); so a
+#     query with raw bytes that are not UTF-8 (the JSON's location with U+FFFD; was 500);
 #   - a second KPI topic (kpis2, 4 partitions): its cells are redirected right too;
 #   - without a state topic (kafka.state_topic ""), a member stopped with SIGTERM hands its
 #     cells over cold (its log line) and leaves the other's /v1/cluster at once (tombstone);
@@ -164,6 +165,26 @@ out=$(curl -sL -o "$TMP/nf.json" -w '%{http_code} %{num_redirects}' "http://127.
 [ "$out" = "404 1" ] && grep -q cell-not-found "$TMP/nf.json" &&
     ok "unknown cell: one 307 to its owner, which answers 404 (no loop)" ||
     fail "unknown cell $nc: '$out' $(cat "$TMP/nf.json")"
+# The same redirect for a request whose query holds raw bytes that are not UTF-8 (a client
+# may send them unencoded): its JSON quotes the location, which json_pack refused (500).
+python3 - "$PA" "/v1/cells/$nc" >"$TMP/raw.txt" <<'PYEOF'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall(b"GET " + sys.argv[2].encode() + b"?q=\xe9t\xe9 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+b = b""
+while True:
+    c = s.recv(65536)
+    if not c:
+        break
+    b += c
+head, _, body = b.partition(b"\r\n\r\n")
+print(head.split(b"\r\n")[0].decode("latin-1"))
+print(body.decode("utf-8", "replace"))
+PYEOF
+head -1 "$TMP/raw.txt" | grep -q ' 307 ' &&
+    python3 -c 'import json,sys; l = open(sys.argv[1]).read().split("\n", 1)[1]; sys.exit(0 if json.loads(l)["location"].endswith("?q=\ufffdt\ufffd") else 1)' "$TMP/raw.txt" &&
+    ok "a raw query byte that is not UTF-8: 307, its location with U+FFFD in the JSON" ||
+    fail "raw query bytes: $(cat "$TMP/raw.txt")"
 
 # SIGTERM b: its tombstone takes it out of a's view before the group notices. Without a
 # state topic its cells are handed over cold, and its log says so.

@@ -14,7 +14,9 @@
 # with the names intact, and the text form of /v1/info keeps the name on one line. Then a
 # daemon on a model without a name, named by its path that a cut to 159 bytes splits in a
 # character: /readyz answered 500 and /metrics was not UTF-8; its file name, given by --set,
-# holds a byte that is not UTF-8: /v1/model answered 500 and /v1/info lacked the model. Then the demo feed (embedded
+# holds a byte that is not UTF-8: /v1/model answered 500 and /v1/info lacked the model, and
+# then dropped the "why" of its swap history's start (the path) and GET /v1/config the
+# setting. Then the demo feed (embedded
 # broker) on the odd model: its messages were not JSON (the KPI name unescaped), every one
 # refused. ~9 s.
 #   usage: test_outside_text.sh CELLCASTD SOURCE_ROOT
@@ -136,6 +138,9 @@ check_json "a model named by its long path, cut at 159 bytes: /readyz 200, the n
 st=$(curl -s -o "$TMP/body" -w '%{http_code}' "$U/v1/model")
 check_json "GET /v1/model with a model.path that is not UTF-8: 200, the path with U+FFFD" "$st" 200 \
     'd["path"].endswith("/m\ufffd.safetensors")'
+st=$(curl -s -o "$TMP/body" -w '%{http_code}' "$U/v1/config")
+check_json "GET /v1/config: model.path there, with U+FFFD" "$st" 200 \
+    'd["model"]["path"].endswith("/m\ufffd.safetensors")'
 st=$(curl -s -o "$TMP/body" -w '%{http_code}' "$U/v1/info")
 check_json "GET /v1/info: the model's section there, its path with U+FFFD" "$st" 200 \
     'd["model"]["path"].endswith("/m\ufffd.safetensors")'
@@ -144,9 +149,15 @@ python3 -c 'import sys; open(sys.argv[1], "rb").read().decode("utf-8")' "$TMP/me
     ok "/metrics is UTF-8 with that name" || fail "/metrics: $(tail -1 "$TMP/py.err")"
 stop_daemon
 
-# the demo feed on that model: its messages are JSON
+# the demo feed on that model: its messages are JSON (the model's file name holds a byte that
+# is not UTF-8: with Kafka, GET /v1/model lists the start of its swap history by that path)
+MODEL_L1="$TMP/odd$(printf '\374').safetensors"
+cp "$MODEL" "$MODEL_L1"
 start_daemon "$TMP/log2" health -c "$ROOT/conf/cellcast.yaml" --set http.port=0 \
-    --set snapshot.path= --set demo.backfill_steps=20 --set model.path="$MODEL"
+    --set snapshot.path= --set demo.backfill_steps=20 --set model.path="$MODEL_L1"
+st=$(curl -s -o "$TMP/body" -w '%{http_code}' "$U/v1/model")
+check_json "GET /v1/model: the start in the swap history names the path, with U+FFFD" "$st" 200 \
+    'd["serving"]["history"][0]["event"] == "start" and d["serving"]["history"][0]["why"].endswith("/odd\ufffd.safetensors")'
 for _ in $(seq 100); do
     curl -s "$U/metrics" >"$TMP/metrics"
     grep -q '^cellcast_ingest_records_total [1-9]' "$TMP/metrics" && break

@@ -5,7 +5,11 @@
  * keeps such a line as a blob `journalctl` does not show) as it escapes control characters,
  * and Alertmanager's items keeping a value that is not UTF-8 (jansson's json_string gives NULL
  * for it: the label was dropped, and an annotation dropped the whole alert, never sent)
- * with U+FFFD in place of the bad bytes, counted. */
+ * with U+FFFD in place of the bad bytes, counted; an incident's JSON (Kafka, GET /v1/incidents)
+ * and GET /v1/config keeping such a value as text with U+FFFD (json_string gave NULL: the
+ * whole incident was lost, logged as "out of memory"; the setting dropped from the config);
+ * a backslash in a logged name escaped, so that the text "\x0a" in a name does not read as
+ * an escaped newline. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -189,6 +193,9 @@ static void test_log_escapes(void **state)
     log_line(line, sizeof line, "site %s", "Z\xfcrich / Z\xc3\xbcrich \xe2\x82");
     assert_non_null(strstr(line, "site Z\\xfcrich / Z\xc3\xbcrich \\xe2\\x82\n"));
     assert_true(ccd_utf8_valid(line, strlen(line)));
+    /* a backslash is escaped too: the text "\x0a" in a name is not an escaped newline */
+    log_line(line, sizeof line, "cell %s", "a\\x0ab\n");
+    assert_non_null(strstr(line, "cell a\\\\x0ab\\x0a\n"));
 }
 
 static void test_alertmanager_text(void **state)
@@ -236,12 +243,84 @@ static void test_alertmanager_text(void **state)
     ccd_config_free(&d.cfg);
 }
 
+/* An incident whose labels are not UTF-8 (if anything upstream lets such a value through):
+ * its JSON is still made, the bad bytes as U+FFFD, every other field kept. */
+static void test_incident_json_text(void **state)
+{
+    (void)state;
+    char site[] = "Z\xfcrich", region[] = "Nord\xe9", cell[] = "A\xff";
+    char *cells[] = {cell};
+    char kpi[] = "prb\xc3", alert_id[] = "al-1";
+    CcdIncMember m = {.alert_id = alert_id, .cell = cell, .kpi = kpi, .firing = 1};
+    CcdIncident inc = {.id = "inc-1",
+                       .group = site,
+                       .group_scope = CCD_INC_SITE,
+                       .site = site,
+                       .region = region,
+                       .scope = CCD_INC_SITE,
+                       .firing = 1,
+                       .start_ts = 1700000000,
+                       .time = 1700000000,
+                       .m = &m,
+                       .n_m = 1,
+                       .cells = cells,
+                       .n_cells = 1};
+    snprintf(inc.summary, sizeof inc.summary, "site %s: 1 of 1 cells lost traffic", site);
+    size_t len = 0;
+    char *s = ccd_incident_json(&inc, &len);
+    assert_non_null(s); /* was NULL: the incident lost, logged as "out of memory" */
+    assert_int_equal(len, strlen(s));
+    json_t *j = json_loads(s, 0, NULL);
+    free(s);
+    assert_non_null(j);
+    assert_string_equal(json_string_value(json_object_get(j, "site")), "Z\xef\xbf\xbdrich");
+    assert_string_equal(json_string_value(json_object_get(j, "group")), "Z\xef\xbf\xbdrich");
+    assert_string_equal(json_string_value(json_object_get(j, "region")), "Nord\xef\xbf\xbd");
+    assert_string_equal(json_string_value(json_object_get(j, "summary")),
+                        "site Z\xef\xbf\xbdrich: 1 of 1 cells lost traffic");
+    assert_string_equal(json_string_value(json_array_get(json_object_get(j, "cells"), 0)),
+                        "A\xef\xbf\xbd");
+    assert_string_equal(json_string_value(json_array_get(json_object_get(j, "kpis"), 0)),
+                        "prb\xef\xbf\xbd");
+    assert_string_equal(json_string_value(json_array_get(json_object_get(j, "alerts"), 0)), "al-1");
+    assert_string_equal(json_string_value(json_object_get(j, "state")), "firing");
+    json_decref(j);
+}
+
+/* GET /v1/config: a string setting that is not UTF-8 (only --set gives one: YAML is UTF-8)
+ * is shown with U+FFFD, not dropped; so are a list's items and a map's values. */
+static void test_config_json_text(void **state)
+{
+    (void)state;
+    CcdConfig c;
+    char err[256];
+    assert_int_equal(ccd_config_init(&c), 0);
+    assert_int_equal(ccd_config_set(&c, "model.path=/m/\xfc.safetensors", err, sizeof err), 0);
+    assert_int_equal(ccd_config_set(&c, "kafka.topics=k\xfc,b", err, sizeof err), 0);
+    assert_int_equal(
+        ccd_config_set(&c, "kafka.properties.fetch.wait.max.ms=5\xfc", err, sizeof err), 0);
+    json_t *j = ccd_config_to_json(&c);
+    assert_non_null(j);
+    json_t *p = json_object_get(json_object_get(j, "model"), "path");
+    assert_non_null(p); /* was dropped */
+    assert_string_equal(json_string_value(p), "/m/\xef\xbf\xbd.safetensors");
+    json_t *k = json_object_get(j, "kafka"), *t = json_object_get(k, "topics");
+    assert_int_equal(json_array_size(t), 2);
+    assert_string_equal(json_string_value(json_array_get(t, 0)), "k\xef\xbf\xbd");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(k, "properties"), "fetch.wait.max.ms")),
+        "5\xef\xbf\xbd");
+    json_decref(j);
+    ccd_config_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_utf8_check),  cmocka_unit_test(test_json_text),
-        cmocka_unit_test(test_utf8_fix),    cmocka_unit_test(test_topology_text),
-        cmocka_unit_test(test_log_escapes), cmocka_unit_test(test_alertmanager_text),
+        cmocka_unit_test(test_utf8_check),         cmocka_unit_test(test_json_text),
+        cmocka_unit_test(test_utf8_fix),           cmocka_unit_test(test_topology_text),
+        cmocka_unit_test(test_log_escapes),        cmocka_unit_test(test_alertmanager_text),
+        cmocka_unit_test(test_incident_json_text), cmocka_unit_test(test_config_json_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* test_silences.c — daemon/silences (the pure part): matchers (exact, regex anchored,
  * negated, an absent label), the time range, expiry, validation errors, and the file: the
- * silences survive a reopen, a bad file is refused; weekly windows (week boundaries, a
+ * silences survive a reopen, a bad file is refused (a silence whose id is not one the API
+ * makes too: it was cut to 39 bytes and taken); weekly windows (week boundaries, a
  * window across midnight, Sunday into Monday, a UTC offset, the range clipping them); the
  * silences of the configuration (silences.file: read-only, replaced whole, a bad file
  * changes nothing); maintenance silences (the cell's labels only); records of the silences
@@ -140,6 +141,32 @@ static void test_file(void **state)
     fclose(f);
     assert_int_equal(ccd_silences_open(&s, path, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "not a silences file"));
+
+    /* the file with its first silence's id changed to one the API would not make: too long
+     * (it was cut to 39 bytes), with a blank or a quote, a configuration's (cfg-) */
+    assert_int_equal(ccd_silences_open(&s, NULL, err, sizeof err), 0);
+    assert_int_equal(
+        add(s, "{\"matchers\":[{\"name\":\"cell\",\"value\":\"y\"}],\"endsAt\":1767229200}", id2),
+        0);
+    json_t *one = ccd_silences_get(s, id2, NOW);
+    assert_non_null(one);
+    ccd_silences_close(&s);
+    static const char *const bad_ids[] = {"a123456789b123456789c123456789d123456789e", "a b",
+                                          "a\"b", "cfg-7", ""};
+    for (size_t i = 0; i < sizeof bad_ids / sizeof *bad_ids; i++) {
+        json_object_set_new(one, "id", json_string(bad_ids[i]));
+        json_t *file = json_pack("{s:[O], s:i}", "silences", one, "next_id", 5);
+        assert_int_equal(json_dump_file(file, path, 0), 0);
+        json_decref(file);
+        s = (CcdSilences *)1;
+        err[0] = 0;
+        if (ccd_silences_open(&s, path, err, sizeof err) != -EINVAL)
+            fail_msg("id '%s': taken", bad_ids[i]);
+        assert_null(s);
+        if (!strstr(err, "silence 0: id"))
+            fail_msg("id '%s': error '%s'", bad_ids[i], err);
+    }
+    json_decref(one);
     unlink(path);
 }
 

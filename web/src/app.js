@@ -1255,17 +1255,28 @@
     }
   }
 
+  /* A part of the hash decoded, or null when its escapes are malformed (#/cells/%E0%A4, typed
+   * or cut short): decodeURIComponent throws URIError, which left the page's routing undone. */
+  function decodeHashPart(s) {
+    try {
+      return decodeURIComponent(s);
+    } catch (e) {
+      return null;
+    }
+  }
+
   async function showRoute() {
     const h = location.hash;
     const m = h.match(/^#\/cells\/(.+)$/);
     const mi = h.match(/^#\/incidents\/(.+)$/);
-    const id = m ? decodeURIComponent(m[1]) : null;
+    const decoded = m ? decodeHashPart(m[1]) : null;
+    const id = m ? (decoded === null ? m[1] : decoded) : null; // malformed: the text as written
     const changed = id !== S.route;
     const wasIncidents = S.page === 'incidents';
     S.route = id;
     S.page = id ? 'cell' : mi ? 'incident' : h === '#/alerts' ? 'alerts' : 'incidents';
     if (mi) { // another incident: its alerts are read (the same one back: its table is still there)
-      const iid = decodeURIComponent(mi[1]);
+      const iid = decodeHashPart(mi[1]) ?? mi[1]; // malformed: no such incident, the page says so
       if (iid !== S.incidentId) {
         S.incView = null;
         $('inc-alerts').tBodies[0].textContent = '';
@@ -1278,6 +1289,12 @@
     renderRows();
     if (id && changed) {
       $('cell-title').textContent = id;
+      if (decoded === null) { // no cell id holds '%': not asked of the daemon
+        S.cellFailed = true;
+        $('cell-meta').textContent = 'unknown cell (the link is malformed)';
+        renderRows();
+        return;
+      }
       $('cell-meta').textContent = 'loading…';
       try {
         await loadCell(id, true);

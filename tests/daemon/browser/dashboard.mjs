@@ -1,7 +1,8 @@
 // tests/daemon/browser/dashboard.mjs — the dashboard in headless Chromium (Debian's /usr/bin/chromium
 // driven by playwright-core) against a running cellcastd with the demo feed; run by
 // tests/daemon/test_dashboard.sh. Checks: the cell list renders the demo cells; search + click opens a
-// cell whose uPlot charts hold observed and forecast points; the deep link opens the same view;
+// cell whose uPlot charts hold observed and forecast points; the deep link opens the same view
+// (one with a malformed escape, #/cells/%E0%A4, the unknown-cell state);
 // the attention canvas is drawn; no console errors (mode `check`, N = the demo's cells). Mode
 // `incidents` (N = a site the shell test gave a site-wide outage, and a silence of another):
 // the first page lists that site incident with its figures and the silence; a click shows its
@@ -140,6 +141,22 @@ async function checks() {
     'the deep link shows the cell view');
   check((await canvasInk(deep)) > 20, 'the attention heat map is drawn after the deep link');
   await refreshCheck(deep, target);
+  // a deep link with a malformed escape (decodeURIComponent throws): the page's unknown-cell
+  // and no-such-incident states, no uncaught error, and the page still routes afterwards
+  const bad = watch(await ctx.newPage());
+  await bad.goto(`${base}/#/cells/%E0%A4`, { waitUntil: 'load' });
+  const badMeta = await bad.waitForFunction(() => /unknown cell/.test(document.getElementById('cell-meta').textContent),
+    null, { timeout: 10000 }).then(() => true, () => false);
+  check(badMeta && await bad.evaluate(() => !document.getElementById('cell').hidden &&
+    document.getElementById('cell-title').textContent === '%E0%A4'), '#/cells/%E0%A4: the cell view says unknown cell');
+  await bad.evaluate(() => { location.hash = '#/incidents/%E0%A4'; });
+  const badInc = await bad.waitForFunction(() => !document.getElementById('incident').hidden &&
+    document.getElementById('inc-title').textContent === '%E0%A4', null, { timeout: 10000 }).then(() => true, () => false);
+  check(badInc, '#/incidents/%E0%A4: the incident view says it is not there');
+  await bad.evaluate((id) => { location.hash = '#/cells/' + encodeURIComponent(id); }, target);
+  const badThen = await waitCell(bad, target).then(() => true, () => false);
+  check(badThen, 'after a malformed link, a good one opens its cell');
+  await bad.close();
   // past forecasts against actual: the daemon's /forecasts when it has it, else a reply of
   // the agreed shape (docs/dashboard.md) put in its place, so the page's drawing of it is tested
   const real = await fetch(`${base}/v1/cells/${target}/forecasts`);
