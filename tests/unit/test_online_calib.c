@@ -257,7 +257,7 @@ static void test_missing_and_gaps(void **state)
     assert_int_equal(cc_online_calib_push(c, 9, mean, sd), -ERANGE);
     int ns, nm;
     cc_online_calib_last_counts(c, 1, &ns, &nm);
-    assert_true(ns == 0 && nm == 0); /* before any observe */
+    assert_true(ns == 0 && nm == 0);                        /* before any observe */
     assert_int_equal(cc_online_calib_observe(c, 11, y), 1); /* f 0 missing: f 1 only */
     cc_online_calib_last_counts(c, 0, &ns, &nm);
     assert_true(ns == 0 && nm == 0);
@@ -273,7 +273,7 @@ static void test_missing_and_gaps(void **state)
     assert_int_equal(cc_online_calib_push(c, 20, mean, sd), 0);
     assert_int_equal(cc_online_calib_observe(c, 13, y), 2); /* 10's step 2 is still held */
     cc_online_calib_last_counts(c, 0, &ns, &nm);
-    assert_true(ns == 1 && nm == 1); /* by KPI: one each */
+    assert_true(ns == 1 && nm == 1);                        /* by KPI: one each */
     assert_int_equal(cc_online_calib_observe(c, 15, y), 0); /* 11..14 were never pushed */
     assert_int_equal(cc_online_calib_observe(c, 21, y), 2);
     assert_true(cc_online_calib_scale(c, 5, 0) == 1.0 && cc_online_calib_scale(c, 0, -1) == 1.0);
