@@ -51,8 +51,8 @@ typedef struct TrainArgs {
     const char *data_path, *out_path, *features, *split, *protocol;
     const char *schedule, *resume, *name, *select, *linear_init;
     double val_frac, dropout, lr, wd, clip, max_minutes, step_s, ema, steps_d, seed_d;
-    double floor_frac, xn_bound, mae, mse, nll_mean, logsig_min, head_scale, ridge_lambda,
-        linear_freeze;
+    double floor_frac, xn_bound, mae, mse, nll_mean, logsig_min, nll_huber, head_scale,
+        ridge_lambda, linear_freeze;
     double linear_lr_mult, chan_init_sd, min_lr_frac;
     const char *dropout_sites, *init, *val_units, *mae_units, *linear_loss;
     double mae_unit_cap;
@@ -291,6 +291,11 @@ static void optimiser_options(TrainArgs *a, CcOpt *table, size_t *n, size_t cap)
         CC_OPTS_DBL("logsig-min", &a->logsig_min, -20, 0, "X",
                     "lower clamp of log-sigma in the loss; 0 = -4 for tx/3,\n"
                     "-7 for tx/2",
+                    .flags = SHOW),
+        CC_OPTS_DBL("nll-huber", &a->nll_huber, 0, 1e6, "K",
+                    "the NLL of a target beyond K predicted sds grows as\n"
+                    "K|r| (Huber), not r^2/2: a spike in the data pulls on\n"
+                    "the weights as a target K sds off does; 0 = off",
                     .flags = SHOW),
         CC_OPTS_DBL("clip", &a->clip, 0, 1e6, "X", "gradient global-norm clip, 0 = off",
                     .flags = SHOW),
@@ -882,6 +887,7 @@ static int train_settings(Train *t)
     ts->mse_weight = (float)a->mse;
     ts->nll_mean = (float)a->nll_mean;
     ts->logsig_min = (float)a->logsig_min;
+    ts->nll_huber = (float)a->nll_huber;
     ts->linear_freeze = (int64_t)a->linear_freeze;
     ts->linear_lr_mult = (float)a->linear_lr_mult;
     ts->dropout_sites = strcmp(a->dropout_sites, "all") ? CC_DROPOUT_RESIDUAL : CC_DROPOUT_ALL;
