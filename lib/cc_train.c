@@ -222,9 +222,10 @@ void cc_tr_attention_backward(float *dqkv, const float *dout, const float *att, 
     attention_backward(dqkv, dout, att, qkv, n, T, D, H, 0);
 }
 
-/* cc_tr_nll with the lower clamp of log-sigma at lo. */
+/* cc_tr_nll with the lower clamp of log-sigma at lo and, when hk > 0, the Huber tail
+ * beyond hk predicted sds (cc_train_work_set_nll_huber). */
 static double nll_clamped(float *dy, const float *y, const float *target, const float *w, int HZ,
-                          float scale, int *n_obs, float lo)
+                          float scale, int *n_obs, float lo, float hk)
 {
     int cnt = 0;
     for (int k = 0; k < HZ; k++)
@@ -243,6 +244,13 @@ static double nll_clamped(float *dy, const float *y, const float *target, const 
             clamped = 1;
         }
         float is = expf(-s), r = (target[k] - y[2 * k]) * is;
+        if (hk > 0 && fabsf(r) > hk) { /* d|r|/ds = -|r| */
+            float ar = fabsf(r);
+            loss += hk * (double)ar - 0.5 * (double)hk * hk + s;
+            dy[2 * k] = (r > 0 ? -hk : hk) * is * inv;
+            dy[2 * k + 1] = clamped ? 0.0f : (1.0f - hk * ar) * inv;
+            continue;
+        }
         loss += 0.5 * (double)r * r + s;
         dy[2 * k] = -r * is * inv;
         dy[2 * k + 1] = clamped ? 0.0f : (1.0f - r * r) * inv;
@@ -253,7 +261,7 @@ static double nll_clamped(float *dy, const float *y, const float *target, const 
 double cc_tr_nll(float *dy, const float *y, const float *target, const float *w, int HZ,
                  float scale, int *n_obs)
 {
-    return nll_clamped(dy, y, target, w, HZ, scale, n_obs, CC_NLL_LOGSIG_MIN);
+    return nll_clamped(dy, y, target, w, HZ, scale, n_obs, CC_NLL_LOGSIG_MIN, 0);
 }
 
 /* The loss terms on the mean besides the NLL (see cc_train_work_set_loss): scales the NLL's
@@ -300,6 +308,7 @@ struct CcTrainWork {
     float *scratch_m;                         // (M) normalisation window
     float *pe;                                // (D)
     float logsig_min, mae, mse, nll_mean;     // loss settings (cc_train_work_set_loss)
+    float nll_huber;                          // cc_train_work_set_nll_huber
     enum CcDropoutSites sites;                // where dropout goes
     const float *sq_weight;                   // (F) weights of sq_sum per KPI, or NULL
     const double *mae_unit;                   // (series, F) 1 / each channel's scale, or NULL
@@ -412,6 +421,8 @@ void cc_train_work_set_loss(CcTrainWork *w, float logsig_min, float mae_weight, 
     w->mse = mse_weight;
     w->nll_mean = nll_mean;
 }
+
+void cc_train_work_set_nll_huber(CcTrainWork *w, float k) { w->nll_huber = k; }
 
 void cc_train_work_set_dropout_sites(CcTrainWork *w, enum CcDropoutSites sites)
 {
@@ -786,7 +797,7 @@ static double batch_loss(TrainBatch *tb, float loss_scale, int mean_terms_on, in
             float *dyc = w->dy + (size_t)c * HZ2;
             const float *yc = w->y + (size_t)c * HZ2, *tg = w->tgt + (size_t)c * HZ;
             total += nll_clamped(dyc, yc, tg, w->tw + (size_t)c * HZ, HZ, loss_scale, &nobs,
-                                 w->logsig_min);
+                                 w->logsig_min, mean_terms_on ? w->nll_huber : 0.0f);
             if (mean_terms_on && (w->mae > 0 || w->mse > 0 || w->nll_mean != 1))
                 total += mean_terms(dyc, yc, tg, w->tw + (size_t)c * HZ, HZ, loss_scale, mae,
                                     w->mse, w->nll_mean);
@@ -1213,10 +1224,11 @@ int cc_trainer_open(CcTrainer **out, CcModel *m, const CcDataset *ds, const CcRa
     if (s->batch < 1 || s->n_threads < 1 || s->dropout < 0 || s->dropout >= 1 || s->group < 0 ||
         !(s->mae_weight >= 0) || !(s->mse_weight >= 0) || !(s->nll_mean >= 0) ||
         !(s->logsig_min <= 0) || s->logsig_min < -20 || !(s->linear_lr_mult >= 0) ||
+        !(s->nll_huber >= 0 && s->nll_huber <= 1e6f) ||
         (s->dropout_sites != CC_DROPOUT_ALL && s->dropout_sites != CC_DROPOUT_RESIDUAL)) {
         cc_errf(err, errlen, ret,
                 "bad training settings (batch, threads, dropout, group, MAE weight, "
-                "log-sigma clamp, linear path's rate or dropout sites)");
+                "log-sigma clamp, Huber tail, linear path's rate or dropout sites)");
         goto error;
     }
     ret = -ENOMEM;
@@ -1256,6 +1268,7 @@ int cc_trainer_open(CcTrainer **out, CcModel *m, const CcDataset *ds, const CcRa
                    : hp->linear_window ? CC_NLL_LOGSIG_MIN_TX3
                                        : CC_NLL_LOGSIG_MIN;
         cc_train_work_set_loss(t->work[i], lo, s->mae_weight, s->mse_weight, s->nll_mean);
+        cc_train_work_set_nll_huber(t->work[i], s->nll_huber);
         cc_train_work_set_dropout_sites(t->work[i], s->dropout_sites);
         cc_train_work_set_sq_weight(t->work[i], s->val_mse_weight);
         cc_train_work_set_mae_unit(t->work[i], s->mae_unit, s->mae_unit_cap);

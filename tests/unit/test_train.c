@@ -1778,6 +1778,87 @@ static void test_mae_unit_weight(void **state)
     tiny_free(&t);
 }
 
+/* The expected NLL of one sample (the mean over its observed steps) and its gradient on
+ * (mean, log-sigma) per step, in double, with the Huber tail beyond hk sds (0 = none). */
+static double nll_expected(const float *y, const double *tg, int HZ, double hk, double *dmean,
+                           double *dlogsig)
+{
+    double loss = 0;
+    for (int k = 0; k < HZ; k++) {
+        double s = y[2 * k + 1], clamped = s < CC_NLL_LOGSIG_MIN || s > CC_NLL_LOGSIG_MAX;
+        s = s < CC_NLL_LOGSIG_MIN   ? CC_NLL_LOGSIG_MIN
+            : s > CC_NLL_LOGSIG_MAX ? CC_NLL_LOGSIG_MAX
+                                    : s;
+        double is = exp(-s), r = (tg[k] - y[2 * k]) * is;
+        int tail = hk > 0 && fabs(r) > hk;
+        loss += (tail ? hk * fabs(r) - 0.5 * hk * hk : 0.5 * r * r) + s;
+        dmean[k] += (tail ? -hk * (r > 0 ? 1 : -1) : -r) * is / HZ;
+        dlogsig[k] += clamped ? 0 : (1 - (tail ? hk * fabs(r) : r * r)) / HZ;
+    }
+    return loss / HZ;
+}
+
+/* cc_train_work_set_nll_huber (issue 31): a target hundreds of sigmas off (a spike of 100x
+ * the KPI) costs k|r| - k²/2 + log-sigma beyond k sds, and its gradient on the head's bias
+ * (the sum of dy over the samples) is the Huber one, k e^-s on the mean instead of r e^-s;
+ * validation (no grad) still scores the plain NLL. Expected values from the batch's own
+ * outputs (y_out, mu, sigma) in double; float sums of a few terms: 1e-5 of their size. */
+static void test_nll_huber(void **state)
+{
+    (void)state;
+    Tiny t;
+    CcHparams hp;
+    tiny_tx3(&t, &hp, 40, 30);
+    int F = 2, HZ = hp.horizon, ie = 19;
+    t.series[0].x[(ie + 3) * F + 1] *= 100; /* step 2 of the first sample, 0 of the second */
+    CcTrainWindow win = {.series = 0, .feature = 1, .e = 472000 + ie, .n_cur = 2, .cur = {0, 2}};
+    CcTrainWork *w;
+    assert_int_equal(cc_train_work_open(&w, &hp, 1, 4), 0);
+    size_t off = (size_t)(t.m->w.head_b - t.m->block);
+    float y[2 * 2 * 8], mu, sigma;
+    double loss[3], hk = 3;
+    int ns;
+    float *grad[2] = {calloc(t.m->n_params, sizeof(float)), calloc(t.m->n_params, sizeof(float))};
+    assert_true(grad[0] && grad[1]);
+    for (int run = 0; run < 3; run++) { /* plain, Huber, Huber in validation */
+        cc_train_work_set_nll_huber(w, run ? (float)hk : 0.0f);
+        assert_int_equal(cc_train_batch(w, t.m, run < 2 ? grad[run] : NULL, &t.ds, &win, 1, 0.0f,
+                                        1.0f, &loss[run], &ns, y, &mu, &sigma),
+                         0);
+    }
+    double exp_loss[2] = {0, 0}, dm[2][8] = {{0}}, ds[2][8] = {{0}}, size = 0, rmax = 0;
+    for (int j = 0; j < 2; j++) {
+        double tg[8];
+        for (int k = 0; k < HZ; k++) {
+            tg[k] = (t.series[0].x[(ie + win.cur[j] + 1 + k) * F + 1] - mu) / sigma;
+            rmax = fmax(rmax, fabs(tg[k] - y[(2 * j) * HZ + 2 * k]));
+        }
+        for (int h = 0; h < 2; h++)
+            exp_loss[h] += nll_expected(y + 2 * j * HZ, tg, HZ, h ? hk : 0, dm[h], ds[h]);
+    }
+    for (int k = 0; k < HZ; k++)
+        size += fabs(dm[0][k]) + fabs(ds[0][k]);
+    printf("a spike %.0f sigmas off: loss %.6g plain, %.6g Huber (k %g; expected %.6g, "
+           "%.6g), validation %.6g; head bias gradient of its step's mean %.4g plain, %.4g "
+           "Huber\n",
+           rmax, loss[0], loss[1], hk, exp_loss[0], exp_loss[1], loss[2], grad[0][off + 4],
+           grad[1][off + 4]);
+    assert_true(rmax > 100);
+    for (int h = 0; h < 2; h++) {
+        assert_true(fabs(loss[h] - exp_loss[h]) < 1e-5 * fmax(1, exp_loss[h]));
+        for (int k = 0; k < HZ; k++) {
+            assert_true(fabs(grad[h][off + 2 * k] - dm[h][k]) < 1e-5 * fmax(1, size));
+            assert_true(fabs(grad[h][off + 2 * k + 1] - ds[h][k]) < 1e-5 * fmax(1, size));
+        }
+    }
+    assert_true(loss[1] < 0.1 * loss[0]);
+    assert_true(loss[2] == loss[0]);
+    free(grad[0]);
+    free(grad[1]);
+    cc_train_work_close(&w);
+    tiny_free(&t);
+}
+
 int main(void)
 {
     openblas_set_num_threads(1); /* the trainer's threads own the parallelism */
@@ -1786,6 +1867,7 @@ int main(void)
         cmocka_unit_test(test_ffn_grad),
         cmocka_unit_test(test_attention_grad),
         cmocka_unit_test(test_nll_grad),
+        cmocka_unit_test(test_nll_huber),
         cmocka_unit_test_prestate(test_model_grad, &tx2_r),
         cmocka_unit_test_prestate(test_forward_matches_ref, &tx2_r),
         cmocka_unit_test(test_adam_fixture),

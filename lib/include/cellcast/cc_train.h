@@ -114,6 +114,13 @@ typedef struct CcTrainWork CcTrainWork;
 void cc_train_work_set_loss(CcTrainWork *w, float logsig_min, float mae_weight, float mse_weight,
                             float nll_mean);
 
+/** When training (grad given), the NLL of a target more than k predicted sds from the mean
+ *  (|r| > k, r = (target - y[k][0]) e^-y[k][1]) from now on: k |r| - k²/2 + log-sigma, the
+ *  Huber loss's linear tail, so that the mean's gradient stays at k e^-y[k][1] and
+ *  log-sigma's at 1 - k |r| (not 1 - r²); validation scores the plain NLL. 0 = off
+ *  (opened: 0). */
+void cc_train_work_set_nll_huber(CcTrainWork *w, float k);
+
 /** Where cc_train_batch on w puts dropout from now on (opened: CC_DROPOUT_ALL). */
 enum CcDropoutSites {
     CC_DROPOUT_ALL = 0,     ///< the embedding sum, the attention output, the FFN's hidden
@@ -231,6 +238,8 @@ typedef struct CcTrainSettings {
                            ///< from the MAE/MSE terms only (default 1)
     float logsig_min;      ///< lower clamp of log-sigma in the loss; 0 = CC_NLL_LOGSIG_MIN for
                            ///< tx/2, CC_NLL_LOGSIG_MIN_TX3 for tx/3 (default 0)
+    float nll_huber;       ///< the NLL's linear tail beyond this many predicted sds
+                           ///< (cc_train_work_set_nll_huber); 0 = off (default 0)
     int64_t linear_freeze; ///< tx/3: the first this many optimiser steps leave the linear path
                            ///< as it is (its gradient zeroed; e.g. after
                            ///< cc_trainer_fit_linear, the transformer first learns the
