@@ -78,7 +78,7 @@ struct CcdCell {
     CcOnlineCalib *calib;   ///< its interval scales (interval.h), NULL: scale 1; owned
                             ///< like hist
     struct CcdWatchScale *watch_scale; ///< its scale for the rollback watch (model_watch.h:
-                                       ///< 8 + 8 F bytes), created with hist when a watch
+                                       ///< about 8 F bytes), created with hist when a watch
                                        ///< is on, owned like hist; NULL: it does not weigh
     struct CcdCell *hnext, *lru_prev, *lru_next;
 };

@@ -29,8 +29,8 @@
  *
  * Threads: ccd_watch_step runs on the worker; the rest on the loop thread. A mutex guards
  * the buckets (one uncontended lock per cell step). Owned by the cell table (cells.h), so
- * that it outlives the worker; models.c creates it. A cell's scale (CcdWatchScale,
- * 8 + 8 F bytes) is the cell's (cells.h CcdCell.watch_scale), created with its history by the
+ * that it outlives the worker; models.c creates it. A cell's scale (CcdWatchScale, about
+ * 8 F bytes) is the cell's (cells.h CcdCell.watch_scale), created with its history by the
  * worker (publish.c) and owned like it: the worker writes it while the cell is busy, no lock.
  */
 #ifndef CCD_MODEL_WATCH_H
@@ -51,7 +51,7 @@ typedef struct CcdWatchScale CcdWatchScale;
 /** A scale for F KPIs, none learnt yet. 0, -EINVAL or -ENOMEM. */
 int ccd_watch_scale_open(CcdWatchScale **out, int F);
 void ccd_watch_scale_close(CcdWatchScale **s);
-/** Its bytes (8 + 8 F). */
+/** Its bytes (8 F and an int). */
 size_t ccd_watch_scale_bytes(int F);
 
 /** The watch keeps CCD_WATCH_MAX_WINDOWS windows of target steps: the most a baseline
