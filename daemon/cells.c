@@ -70,6 +70,7 @@ static void cell_free(CcdCells *t, CcdCell *c)
     cc_cell_close(&c->cell);
     cc_history_close(&c->hist);
     t->hist_bytes -= c->hist_bytes;
+    ccd_watch_scale_close(&c->watch_scale);
     cc_online_calib_close(&c->calib);
     free(c->last_values);
     free(c->imputed_bits);
@@ -497,6 +498,7 @@ int ccd_cells_rebind(CcdCells *t, int *failed)
         cc_history_shape(c->hist, &hf, &hd, &hh);
         if (hf != t->n_features || hd != t->hist_depth || hh != t->horizon) {
             cc_history_close(&c->hist);
+            ccd_watch_scale_close(&c->watch_scale); /* its day, its KPIs: learnt anew */
             t->hist_bytes -= c->hist_bytes;
             c->hist_bytes = 0;
         }

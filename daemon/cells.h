@@ -77,6 +77,9 @@ struct CcdCell {
     size_t hist_bytes;      ///< cc_history_bytes(hist) as last counted (loop thread)
     CcOnlineCalib *calib;   ///< its interval scales (interval.h), NULL: scale 1; owned
                             ///< like hist
+    struct CcdWatchScale *watch_scale; ///< its scale for the rollback watch (model_watch.h:
+                                       ///< about 8 F bytes), created with hist when a watch
+                                       ///< is on, owned like hist; NULL: it does not weigh
     struct CcdCell *hnext, *lru_prev, *lru_next;
 };
 

@@ -1,6 +1,7 @@
-/* model_watch.c — live MASE of the model in service against one-day seasonal naive, pooled
- * over cells, in windows of target steps (a ring of CCD_WATCH_MAX_WINDOWS windows, one
- * bucket per target step), and the rollback's rule on them; see model_watch.h. */
+/* model_watch.c — live MASE of the model in service against one-day seasonal naive, each
+ * cell's samples weighed by 1 / its own scale (CcdWatchScale), in windows of target steps (a
+ * ring of CCD_WATCH_MAX_WINDOWS windows, one bucket per target step), and the rollback's
+ * rule on them; see model_watch.h. */
 #include "model_watch.h"
 
 #include <errno.h>
@@ -10,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One target step's sums: [kind][f] (kind: CcHistoryFc). */
+/* One target step's sums, each sample weighed by 1 / its cell's scale: [kind][f] (kind:
+ * CcHistoryFc); n: the samples. */
 typedef struct Bucket {
     int64_t p; ///< the target step it holds; -1: empty
     double *err, *naive;
@@ -28,10 +30,51 @@ struct CcdModelWatch {
     int64_t oldest; ///< oldest target step seen; -1: none (windows start no earlier)
     Bucket *b;
     double *mem;
-    /* since the watch opened, [kind * F + f] (ccd_watch_totals) */
-    double *total_err, *total_naive;
-    int64_t *total_n;
+    /* since the watch opened, [kind * F + f]: unweighted (ccd_watch_totals) and weighted
+     * (ccd_watch_scaled_totals) */
+    double *total_err, *total_naive, *scaled_err, *scaled_naive;
+    int64_t *total_n, *scaled_n;
 };
+
+/* A cell's scale of KPI f: the running mean of |y(p) − y(p − day)| over its last
+ * CCD_WATCH_SCALE_DAYS days of steps (exact mean over the first ones, exponential after). */
+typedef struct ScaleKpi {
+    float mean;
+    int32_t n; ///< samples, capped at the running mean's length
+} ScaleKpi;
+
+struct CcdWatchScale {
+    int F;
+    ScaleKpi kpi[];
+};
+
+/* The running mean's length in days of steps: the default history.depth's week, so that a
+ * weekday and a weekend weigh in it alike. */
+#define CCD_WATCH_SCALE_DAYS 7
+
+size_t ccd_watch_scale_bytes(int F)
+{
+    return sizeof(CcdWatchScale) + (F > 0 ? (size_t)F : 0) * sizeof(ScaleKpi);
+}
+
+int ccd_watch_scale_open(CcdWatchScale **out, int F)
+{
+    *out = NULL;
+    if (F < 1 || F > CC_MAX_FEATURES)
+        return -EINVAL;
+    CcdWatchScale *s = calloc(1, ccd_watch_scale_bytes(F));
+    if (!s)
+        return -ENOMEM;
+    s->F = F;
+    *out = s;
+    return 0;
+}
+
+void ccd_watch_scale_close(CcdWatchScale **s)
+{
+    free(*s);
+    *s = NULL;
+}
 
 int ccd_watch_open(CcdModelWatch **out, int window_steps, int64_t step_s, int F)
 {
@@ -44,8 +87,8 @@ int ccd_watch_open(CcdModelWatch **out, int window_steps, int64_t step_s, int F)
     const size_t per = 2 * (size_t)F;
     if (!w || !(w->b = calloc((size_t)C, sizeof *w->b)) ||
         !(w->mem = calloc((size_t)C * per * 3, sizeof(double))) ||
-        !(w->total_err = calloc(per * 2, sizeof(double))) ||
-        !(w->total_n = calloc(per, sizeof(int64_t)))) {
+        !(w->total_err = calloc(per * 4, sizeof(double))) ||
+        !(w->total_n = calloc(per * 2, sizeof(int64_t)))) {
         if (w) {
             free(w->b);
             free(w->mem);
@@ -60,6 +103,9 @@ int ccd_watch_open(CcdModelWatch **out, int window_steps, int64_t step_s, int F)
     w->after = INT64_MIN;
     w->newest = w->oldest = -1;
     w->total_naive = w->total_err + per;
+    w->scaled_err = w->total_err + 2 * per;
+    w->scaled_naive = w->total_err + 3 * per;
+    w->scaled_n = w->total_n + per;
     for (int i = 0; i < C; i++) {
         double *m = w->mem + (size_t)i * per * 3;
         w->b[i].p = -1;
@@ -94,16 +140,42 @@ static void clear_bucket(CcdModelWatch *w, Bucket *b, int64_t p)
     memset(b->n, 0, per * sizeof(int32_t));
 }
 
-void ccd_watch_step(CcdModelWatch *w, const CcHistory *h, int64_t p)
+/* The weight of the cell's samples of each KPI at this step, from its scale as it was
+ * before it (0: no scale yet, it does not weigh), then the scale learns this step's naive
+ * error. Worker; the cell's own state: no lock. */
+static void weigh_and_learn(const CcdModelWatch *w, CcdWatchScale *scale, const float *y,
+                            const float *y0, int F, double *weight)
+{
+    const int32_t len = (int32_t)(w->day * CCD_WATCH_SCALE_DAYS);
+    for (int f = 0; f < F; f++) {
+        weight[f] = 0;
+        if (!scale || scale->F != F)
+            continue;
+        ScaleKpi *k = &scale->kpi[f];
+        /* learnt from a day of steps (a whole daily cycle) and the KPI moved in it */
+        if (k->n >= w->day && k->mean > 0)
+            weight[f] = 1.0 / k->mean;
+        if (!isfinite(y[f]) || !isfinite(y0[f]))
+            continue;
+        if (k->n < len)
+            k->n++;
+        k->mean += (float)(fabs((double)y[f] - y0[f]) - k->mean) / (float)k->n;
+    }
+}
+
+void ccd_watch_step(CcdModelWatch *w, const CcHistory *h, CcdWatchScale *scale, int64_t p)
 {
     CcHistoryRow now, back;
     int F, depth, HZ;
+    double weight[CC_MAX_FEATURES];
     if (!w || !h || p < w->day)
         return;
     cc_history_shape(h, &F, &depth, &HZ);
     if (F != w->F || !cc_history_get(h, p, &now) || !now.observed ||
-        !(now.have_fc[0] || now.have_fc[1]) || !cc_history_get(h, p - w->day, &back) ||
-        !back.observed)
+        !cc_history_get(h, p - w->day, &back) || !back.observed)
+        return;
+    weigh_and_learn(w, scale, now.values, back.values, F, weight); /* with forecasts or not */
+    if (!(now.have_fc[0] || now.have_fc[1]))
         return;
     const int64_t origin[2] = {p - 1, p - HZ};
     pthread_mutex_lock(&w->lock);
@@ -116,9 +188,15 @@ void ccd_watch_step(CcdModelWatch *w, const CcHistory *h, int64_t p)
             const float y = now.values[f], m = now.mean[k][f], y0 = back.values[f];
             if (!isfinite(y) || !isfinite(m) || !isfinite(y0))
                 continue;
-            w->total_err[k * F + f] += fabs((double)y - m);
-            w->total_naive[k * F + f] += fabs((double)y - y0);
-            w->total_n[k * F + f]++;
+            const int i = k * F + f;
+            w->total_err[i] += fabs((double)y - m);
+            w->total_naive[i] += fabs((double)y - y0);
+            w->total_n[i]++;
+            if (weight[f] > 0) {
+                w->scaled_err[i] += weight[f] * fabs((double)y - m);
+                w->scaled_naive[i] += weight[f] * fabs((double)y - y0);
+                w->scaled_n[i]++;
+            }
         }
     if (p > w->newest - w->C) { /* a step the ring keeps: a late cell's older ones are not */
         Bucket *b = &w->b[p % w->C];
@@ -129,10 +207,10 @@ void ccd_watch_step(CcdModelWatch *w, const CcHistory *h, int64_t p)
                 continue;
             for (int f = 0; f < F; f++) {
                 const float y = now.values[f], m = now.mean[k][f], y0 = back.values[f];
-                if (!isfinite(y) || !isfinite(m) || !isfinite(y0))
+                if (weight[f] <= 0 || !isfinite(y) || !isfinite(m) || !isfinite(y0))
                     continue;
-                b->err[k * F + f] += fabs((double)y - m);
-                b->naive[k * F + f] += fabs((double)y - y0);
+                b->err[k * F + f] += weight[f] * fabs((double)y - m);
+                b->naive[k * F + f] += weight[f] * fabs((double)y - y0);
                 b->n[k * F + f]++;
             }
         }
@@ -288,6 +366,16 @@ void ccd_watch_totals(CcdModelWatch *w, double *err, double *naive, int64_t *n)
     memcpy(err, w->total_err, per * sizeof(double));
     memcpy(naive, w->total_naive, per * sizeof(double));
     memcpy(n, w->total_n, per * sizeof(int64_t));
+    pthread_mutex_unlock(&w->lock);
+}
+
+void ccd_watch_scaled_totals(CcdModelWatch *w, double *err, double *naive, int64_t *n)
+{
+    const size_t per = 2 * (size_t)w->F;
+    pthread_mutex_lock(&w->lock);
+    memcpy(err, w->scaled_err, per * sizeof(double));
+    memcpy(naive, w->scaled_naive, per * sizeof(double));
+    memcpy(n, w->scaled_n, per * sizeof(int64_t));
     pthread_mutex_unlock(&w->lock);
 }
 

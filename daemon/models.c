@@ -1066,21 +1066,30 @@ json_t *ccd_models_json(const Ccd *d)
 static void watch_totals_metrics(const Ccd *d, CcdModelWatch *w, int F, struct evbuffer *b)
 {
     static const char *const kinds[2] = {"one_step", "horizon_end"};
-    static const char *const names[3] = {"cellcast_model_live_abs_error_total",
+    static const char *const names[6] = {"cellcast_model_live_abs_error_total",
                                          "cellcast_model_live_naive_abs_error_total",
-                                         "cellcast_model_live_scored_total"};
-    static const char *const help[3] = {
+                                         "cellcast_model_live_scored_total",
+                                         "cellcast_model_live_scaled_abs_error_total",
+                                         "cellcast_model_live_scaled_naive_abs_error_total",
+                                         "cellcast_model_live_scaled_scored_total"};
+    static const char *const help[6] = {
         "Sum of |truth - forecast| of the matured forecasts scored by the live watch "
-        "(served, whichever model made them), by KPI and forecast kind.",
+        "(served, whichever model made them), by KPI and forecast kind, unweighted.",
         "Sum of |truth - value one day before| (seasonal naive) over the same samples.",
-        "Matured forecasts scored (samples of the two sums above)."};
+        "Matured forecasts scored (samples of the two sums above).",
+        "Sum of |truth - forecast| / the cell's own scale (its mean seasonal naive error), "
+        "over the samples of cells whose scale is learnt: what the rollback scores.",
+        "Sum of |truth - value one day before| / the cell's own scale over the same samples.",
+        "Matured forecasts weighed (samples of the two scaled sums above)."};
     const CcHparams *hp = &d->model->hp;
     if (F != hp->n_features) /* a watch of another shape: no names for its KPIs */
         return;
-    double err[2 * CC_MAX_FEATURES], naive[2 * CC_MAX_FEATURES];
-    int64_t n[2 * CC_MAX_FEATURES];
-    ccd_watch_totals(w, err, naive, n);
-    for (int v = 0; v < 3; v++) {
+    double err[2][2 * CC_MAX_FEATURES], naive[2][2 * CC_MAX_FEATURES];
+    int64_t n[2][2 * CC_MAX_FEATURES];
+    ccd_watch_totals(w, err[0], naive[0], n[0]);
+    ccd_watch_scaled_totals(w, err[1], naive[1], n[1]);
+    for (int v = 0; v < 6; v++) {
+        const int scaled = v / 3, what = v % 3;
         ccd_prom_metric(b, names[v], "counter", help[v]);
         for (int k = 0; k < 2; k++)
             for (int f = 0; f < F; f++) {
@@ -1088,10 +1097,10 @@ static void watch_totals_metrics(const Ccd *d, CcdModelWatch *w, int F, struct e
                 evbuffer_add_printf(b, "%s{kpi=\"", names[v]);
                 ccd_prom_label(b, hp->features[f]);
                 evbuffer_add_printf(b, "\",kind=\"%s\"} ", kinds[k]);
-                if (v == 2)
-                    evbuffer_add_printf(b, "%lld\n", (long long)n[i]);
+                if (what == 2)
+                    evbuffer_add_printf(b, "%lld\n", (long long)n[scaled][i]);
                 else
-                    evbuffer_add_printf(b, "%.17g\n", v ? naive[i] : err[i]);
+                    evbuffer_add_printf(b, "%.17g\n", what ? naive[scaled][i] : err[scaled][i]);
             }
     }
 }

@@ -93,8 +93,13 @@ static void record_history(CcdCells *t, CcdCell *c, int64_t step, const float *o
         goto fail;
     if (cc_history_observe(c->hist, step, obs, imputed))
         goto fail;
-    /* the forecasts the history holds for this step, scored for the rollback watch */
-    ccd_watch_step(__atomic_load_n(&t->watch, __ATOMIC_ACQUIRE), c->hist, step);
+    /* the forecasts the history holds for this step, scored for the rollback watch, weighed
+     * by the cell's own scale (created here; without memory the cell does not weigh until
+     * a later step gets it) */
+    CcdModelWatch *watch = __atomic_load_n(&t->watch, __ATOMIC_ACQUIRE);
+    if (watch && !c->watch_scale)
+        (void)ccd_watch_scale_open(&c->watch_scale, F);
+    ccd_watch_step(watch, c->hist, c->watch_scale, step);
     if (!fc->valid)
         return;
     for (int f = 0; scale && f < F; f++)

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # test_model_rollback.sh CELLCAST CELLCASTD MOCK_CLUSTER [SRC] — issue 31: a published model
 # that degrades live is rolled back. cellcastd (model.source kafka) serves the shipped model
-# on 6 synthetic cells (its 8 KPIs, 15-minute steps) for two days of data time, so that the
-# rollback watch has the shipped model's live MASE over a day (one-day seasonal naive needs
-# the first day); GET /v1/model's learning says "waiting" with the hours of data seen.
+# on 6 synthetic cells (its 8 KPIs, 15-minute steps) for three days of data time, so that
+# the rollback watch has the shipped model's live MASE over a day (one-day seasonal naive
+# needs the first day, and a cell weighs once its own scale has learnt the second: each
+# cell weighs alike, model_watch.h); GET /v1/model's learning says "waiting" with the hours
+# of data seen.
 # Day 3: a copy of the shipped model as good as it (linear weights x 1.001) is published on
 # kpis.models, swapped in (same KPIs and step: the reload path) and, after a day of its own
 # matured forecasts, kept. Day 4: a degraded copy (linear path negated and doubled, biases
@@ -36,7 +38,7 @@ need_files "$MODEL"
 
 start_mock_cluster 1 kpis:1 kpis.state:1 kpis.models:1 alerts:1
 
-"$CLI" synth --cells 6 --days 4 --step 900 --missing-rate 0 --gap-rate 0 --outage-rate 0 \
+"$CLI" synth --cells 6 --days 5 --step 900 --missing-rate 0 --gap-rate 0 --outage-rate 0 \
     --out "$TMP/s.csv" 2>/dev/null || { fail "synth"; exit 1; }
 python3 - "$TMP/s.csv" "$TMP" <<'EOF'
 import csv, json, sys
@@ -46,7 +48,7 @@ out = {d: open("%s/d%d.txt" % (sys.argv[2], d), "w") for d in (2, 3, 4)}
 for r in rows:
     m = {"cell": r["cell_id"], "ts": int(r["ts"])}
     m.update({k: float(v) for k, v in r.items() if k not in ("ts", "cell_id") and v != ""})
-    out[max(2, (int(r["ts"]) - t0) // 86400 + 1)].write(r["cell_id"] + "|" + json.dumps(m) + "\n")
+    out[max(2, (int(r["ts"]) - t0) // 86400)].write(r["cell_id"] + "|" + json.dumps(m) + "\n")
 EOF
 
 cat >"$TMP/cfg.yaml" <<EOF
@@ -69,8 +71,8 @@ URL="http://127.0.0.1:$(daemon_port "$TMP/d.log")"
 jq_py() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
 
 kcat -b "$EXT" -P -t kpis -K '|' -l "$TMP/d2.txt" || { fail "kcat produce"; exit 1; }
-# the shipped model's window fills: a day of target steps after the first day
-for _ in $(seq 150); do
+# the shipped model's window fills: a day of target steps after the first two
+for _ in $(seq 300); do
     live=$(curl -s "$URL/v1/model" | jq_py 'd["serving"]["live"]["forecasts"]')
     [ "${live:-0}" -ge 5000 ] && break
     sleep 0.1
@@ -78,7 +80,7 @@ done
 m=$(curl -s "$URL/v1/model")
 got=$(echo "$m" | jq_py '(d["serving"]["learning"]["state"], round(d["serving"]["learning"]["data_hours"]), d["serving"]["learning"].get("first_model_expected_at"), d["serving"]["live"]["mase"])')
 case $got in
-"('waiting', 48, '20"*) ok "before a learned model: learning $got" ;;
+"('waiting', 72, '20"*) ok "before a learned model: learning $got" ;;
 *) fail "learning / live before the swap: $got" ;;
 esac
 
