@@ -26,6 +26,9 @@ static void size_budget(CcdCells *t)
                     sizeof(float) * (F * HZ * 2 + 6 * F) + imputed_words(t->ring) * 8;
     if (t->s.interval_adapt) /* every live cell gets one: counted up front */
         t->cell_bytes += ccd_interval_cell_bytes((int)F, (int)HZ);
+    /* the rollback watch's scale (model_watch.h), a cell's once a learned model is watched:
+     * counted whether or not one is (8 F bytes, against the tens of KB of the rest) */
+    t->cell_bytes += ccd_watch_scale_bytes((int)F);
     const int64_t S = cc_engine_model(t->engine)->hp.step_seconds;
     int64_t depth = S > 0 ? (t->s.history_depth_s + S - 1) / S : 0;
     depth = depth > (1 << 24) ? 1 << 24 : depth;
