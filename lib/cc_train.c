@@ -1076,6 +1076,7 @@ struct CcTrainer {
     int64_t n_train_pool, train_samples;
     CcTrainWindow *val_win;
     int n_val_win;
+    int lin_partial; /* cc_trainer_fit_linear_scaled's partial_targets while it runs */
     double *val_abs; // (n_val_win) the last validation's absolute and squared errors and
     double *val_sq;  //   observed targets per window (cc_train_work_abserr)
     int *val_obs;
@@ -1650,10 +1651,10 @@ static int scaled_window_rows_lad(CcTrainer *t, CcRidge *rg, LadSink *sink, int 
         for (int j = 0; j < win.n_cur; j++) {
             const float *tw = w->tw + (size_t)j * HZ, *tg = w->tgt + (size_t)j * HZ;
             const float *in = w->lin_in + (size_t)j * R;
-            int ok = ie + win.cur[j] - R + 1 >= 0; /* no cold-start padding */
-            for (int k = 0; k < HZ && ok; k++)
-                ok = tw[k] > 0;
-            if (!ok)
+            int ok = ie + win.cur[j] - R + 1 >= 0, seen = 0; /* no cold-start padding */
+            for (int k = 0; k < HZ; k++)
+                seen += tw[k] > 0;
+            if (!ok || seen == 0 || (seen < HZ && !t->lin_partial))
                 continue;
             if (rg) {
                 double *yr, *ar = cc_ridge_row(rg, &yr);
@@ -1678,6 +1679,8 @@ static int scaled_window_rows_lad(CcTrainer *t, CcRidge *rg, LadSink *sink, int 
             for (int q = 0; q < n_x; q++) {
                 const double *xq = x + (size_t)q * K * HZ;
                 for (int k = 0; k < HZ; k++) {
+                    if (!(tw[k] > 0)) /* an imputed target: not an error of the map */
+                        continue;
                     double pred = xq[(size_t)R * HZ + k];
                     for (int i = 0; i < R; i++)
                         pred += in[i] * xq[(size_t)i * HZ + k];
@@ -1685,7 +1688,7 @@ static int scaled_window_rows_lad(CcTrainer *t, CcRidge *rg, LadSink *sink, int 
                 }
             }
             if (n_x > 0)
-                n_abs[f] += HZ;
+                n_abs[f] += seen;
             (*pushed)++;
         }
     }
@@ -1977,6 +1980,8 @@ int cc_trainer_fit_linear_scaled(CcTrainer *t, const CcLinearFitSettings *s, CcL
         if (!(s->lambdas[q] >= 0))
             return -EINVAL;
     const int mae = s->loss == CC_LINEAR_LOSS_MAE;
+    t->lin_partial = s->partial_targets != 0;
+    rp.partial_targets = t->lin_partial;
     CcRidge *rg = NULL;
     double *x = malloc((size_t)(NL > 2 ? NL : 2) * K * HZ * sizeof *x);
     double *xm = mae ? malloc((size_t)K * HZ * sizeof *xm) : NULL;
@@ -2077,6 +2082,7 @@ int cc_trainer_fit_linear_scaled(CcTrainer *t, const CcLinearFitSettings *s, CcL
     rp.mae_kept = use_mae;
     set_linear(t, x, R, HZ);
 done:
+    t->lin_partial = 0;
     if (rep)
         *rep = rp;
     cc_ridge_close(&rg);

@@ -433,12 +433,18 @@ static int linear_candidate(const LearnArgs *a, const char *train_csv, int64_t s
          * refit passes no *below) */
         if (below && !seasonal && rc < 0)
             fprintf(stderr, "cellcast learn: warning: the linear-only candidate: %s\n", sc->why);
+        else if (below && !seasonal && fit && fit->partial_targets)
+            fprintf(stderr,
+                    "cellcast learn: the cells miss steps (gaps): the linear-only candidate was "
+                    "fitted on %lld windows with some of their %d horizon steps observed (the "
+                    "others' targets imputed), too few having all of them\n",
+                    (long long)fit->n_fit, hp.horizon);
         else if (below && !seasonal && fit && fit->n_fit < 2 * (int64_t)hp.linear_window)
             fprintf(stderr,
                     "cellcast learn: warning: the linear-only candidate was fitted on %lld "
                     "windows whose %d horizon steps are all observed, fewer than 2 x its "
-                    "look-back of %d: the cells miss steps (gaps), so it and the Transformer's "
-                    "start are weak\n",
+                    "look-back of %d (a short history): it and the Transformer's start are "
+                    "weak\n",
                     (long long)fit->n_fit, hp.horizon, hp.linear_window);
     } else
         snprintf(sc->why, sizeof sc->why, "out of memory");
@@ -1280,6 +1286,7 @@ static int learn_round(const LearnArgs *a, CcLearn *l, LearnState *st)
         json_object_set_new(lf, "val_mase_by_lambda", crit);
         json_object_set_new(lf, "samples", json_integer(fit.n_fit));
         json_object_set_new(lf, "refit_samples", json_integer(fit.n_refit));
+        json_object_set_new(lf, "partial_targets", json_integer(fit.partial_targets));
         if (isfinite(fit.mae_end)) { /* --linear-loss mae: the training rows' MAE / scale */
             json_object_set_new(lf, "mae_ridge", json_real(fit.mae_start));
             json_object_set_new(lf, "mae_fitted", json_real(fit.mae_end));
