@@ -1550,19 +1550,14 @@ static void set_linear(CcTrainer *t, const double *x, int R, int HZ)
     }
 }
 
-int cc_trainer_fit_linear(CcTrainer *t, double lambda, int64_t *n_samples)
+/* The normal equations of [r 1] -> y over every usable training window into rg: a window
+ * counts when its every horizon step is observed, or with partial when one is (the others'
+ * targets the imputed values). */
+static int linear_rows(CcTrainer *t, CcRidge *rg, int partial)
 {
     const CcHparams *hp = &t->m->hp;
-    const int R = hp->linear_window, HZ = hp->horizon, K = R + 1, F = t->ds->n_features;
-    if (R < 1 || !(lambda >= 0))
-        return -EINVAL;
+    const int R = hp->linear_window, HZ = hp->horizon, F = t->ds->n_features;
     CcTrainWork *w = t->work[0];
-    CcRidge *rg = NULL;
-    double *x = malloc((size_t)K * HZ * sizeof *x);
-    int ret = x ? cc_ridge_open(&rg, K, HZ) : -ENOMEM;
-    if (ret < 0)
-        goto done;
-    /* the normal equations of [r 1] -> y over every usable training window */
     for (int64_t p = 0; p < t->n_train_pool; p++) {
         const Pool *pl = &t->train_pool[p];
         for (int f = 0; f < F; f++)
@@ -1570,17 +1565,17 @@ int cc_trainer_fit_linear(CcTrainer *t, double lambda, int64_t *n_samples)
                 CcTrainWindow win = {.series = pl->series, .feature = f, .e = pl->e};
                 for (int c = c0; c <= pl->cmax && win.n_cur < t->val_group; c++)
                     win.cur[win.n_cur++] = c;
-                ret = build_window(w, t->m, t->ds, &win, 0, 0, 0, 0, NULL, NULL, w->xn_bound);
+                int ret = build_window(w, t->m, t->ds, &win, 0, 0, 0, 0, NULL, NULL, w->xn_bound);
                 if (ret < 0)
-                    goto done;
+                    return ret;
                 int64_t ie = pl->e - t->ds->series[pl->series].p0;
                 for (int j = 0; j < win.n_cur; j++) {
                     const float *tw = w->tw + (size_t)j * HZ, *tg = w->tgt + (size_t)j * HZ;
-                    int ok = ie + win.cur[j] - R + 1 >= 0; /* no cold-start padding */
-                    for (int k = 0; k < HZ && ok; k++)
-                        ok = tw[k] > 0;
-                    if (!ok)
-                        continue;
+                    int seen = 0;
+                    for (int k = 0; k < HZ; k++)
+                        seen += tw[k] > 0;
+                    if (ie + win.cur[j] - R + 1 < 0 || seen == 0 || (seen < HZ && !partial))
+                        continue; /* no cold-start padding */
                     double *yr, *ar = cc_ridge_row(rg, &yr);
                     for (int i = 0; i < R; i++)
                         ar[i] = w->lin_in[(size_t)j * R + i];
@@ -1591,6 +1586,30 @@ int cc_trainer_fit_linear(CcTrainer *t, double lambda, int64_t *n_samples)
                 }
             }
     }
+    return 0;
+}
+
+int cc_trainer_fit_linear(CcTrainer *t, double lambda, int64_t *n_samples)
+{
+    const CcHparams *hp = &t->m->hp;
+    const int R = hp->linear_window, HZ = hp->horizon, K = R + 1;
+    if (R < 1 || !(lambda >= 0))
+        return -EINVAL;
+    CcRidge *rg = NULL;
+    double *x = malloc((size_t)K * HZ * sizeof *x);
+    int ret = x ? cc_ridge_open(&rg, K, HZ) : -ENOMEM;
+    if (ret == 0)
+        ret = linear_rows(t, rg, 0);
+    /* cells with gaps leave few windows whose every horizon step is observed: then the
+     * windows with some step observed count too, as cc_learn_fit_linear's fallback */
+    if (ret == 0 && cc_ridge_rows(rg) < 2 * (int64_t)R) {
+        cc_ridge_close(&rg);
+        ret = cc_ridge_open(&rg, K, HZ);
+        if (ret == 0)
+            ret = linear_rows(t, rg, 1);
+    }
+    if (ret < 0)
+        goto done;
     const int64_t n = cc_ridge_rows(rg);
     ret = cc_ridge_solve(rg, lambda * (double)n, R, x);
     if (ret < 0)

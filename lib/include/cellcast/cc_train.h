@@ -303,7 +303,9 @@ int cc_trainer_step(CcTrainer *t, double *loss, float *lr, double *gnorm);
  * targets' change from the last value, xn_{t+1+k} - xn_t, on the linear path's input
  * r = xn_{t-R+1..t} - xn_t, over every training sample (every series, KPI and end step t
  * of the trainer's training pool, normalised exactly as served) whose R inputs lie inside
- * the series and whose HZ targets are all observed. The penalty lambda · n_samples · |W|²
+ * the series and whose HZ targets are all observed (fewer than 2·R such samples, cells with
+ * gaps: those with at least one target observed, the others the imputed values). The
+ * penalty lambda · n_samples · |W|²
  * (lambda per sample, so it does not depend on the data's length; the bias is not
  * penalised). The rest of the model is left as it is: the transformer then learns the
  * residual of a linear forecaster already at its closed-form optimum. With settings.ema the
