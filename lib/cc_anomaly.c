@@ -405,11 +405,16 @@ static double tail_factor(const CcAnomalySettings *s, KpiState *k, int firing, d
 {
     if (!(s->tail_q > 0))
         return 1;
-    double *t = z < 0 ? &k->tail_lo : &k->tail;
-    int32_t *n = z < 0 ? &k->tail_lo_n : &k->tail_n;
+    double *t = z < 0 ? &k->tail_lo : &k->tail, *o = z < 0 ? &k->tail : &k->tail_lo;
+    int32_t *n = z < 0 ? &k->tail_lo_n : &k->tail_n, no = z < 0 ? k->tail_n : k->tail_lo_n;
     if (!(*t > 0))
         *t = zq;
-    double g = *n >= TAIL_MIN_N && *t > zq ? zq / *t : 1;
+    /* a sign with too few steps of its own is scored by the larger of the two quantiles
+     * once both together have enough (the one tail of before: a KPI's first days, or a
+     * sign that is rare, are not scored as the bare forecast says while the other sign
+     * already shows the residuals' tail) */
+    double q = *n >= TAIL_MIN_N ? *t : *n + no >= TAIL_MIN_N ? fmax(*t, *o > 0 ? *o : zq) : 0;
+    double g = q > zq ? zq / q : 1;
     if (!firing && isfinite(z))
         cc_tail_learn_every(s, t, n, z, 2.0);
     return g;

@@ -2308,6 +2308,38 @@ static void test_tail_by_sign(void **state)
     fx_close(&fx);
 }
 
+/* A sign with few steps of its own: 200 steps of downward bursts (z −6 every 4th step, small
+ * noise below 0 otherwise) teach the lower tail, then 50 steps of small upward z: an upward
+ * z of 6 at step 250 (50 steps of its sign, under TAIL_MIN_N) is scored by the larger of
+ * the two quantiles, as by the one tail of before, not as the bare forecast says (a false
+ * alert on tests/blackbox/alerts.sh's smooth cell when the upper side was bare). */
+static void test_tail_sign_warmup(void **state)
+{
+    (void)state;
+    double z[2];
+    for (int on = 0; on < 2; on++) {
+        CcAnomalySettings s;
+        base_settings(&s, 1);
+        s.tail_q = on ? 0.99 : 0;
+        s.warn_z = 100;
+        s.crit_z = 150;
+        s.cusum_h = 0;
+        s.profile_h = 0;
+        Fixture fx;
+        fx_open(&fx, &s, "warm");
+        for (int64_t t = 0; t < 200; t++)
+            step_z(&fx, t, t % 4 == 0 ? -6.0 : -0.2 - 0.1 * fabs(sin(t * 0.7)));
+        for (int64_t t = 200; t < 250; t++)
+            step_z(&fx, t, 0.2 + 0.1 * fabs(sin(t * 0.7)));
+        step_z(&fx, 250, 6.0);
+        cc_anomaly_cell_scores(fx.c, &z[on], NULL);
+        fx_close(&fx);
+    }
+    print_message("upward z 6 with a bare upper side: raw %.3f, calibrated %.3f\n", z[0], z[1]);
+    assert_true(z[0] > 5.0);
+    assert_true(z[1] < z[0] * 2.576 / 4); /* the lower tail's quantile (~6), not 1 */
+}
+
 /* The KPI's own bar (bar_p): a KPI whose scripted z is Gaussian gets a bar near the level
  * its exponential tail puts at bar_p (5.1 for a Gaussian at 1e-5: BAR_U in
  * cc_anomaly_cell.h), far under warn_z, so a step of z 7 fires; a KPI whose z has a heavy
@@ -2478,6 +2510,7 @@ int main(void)
         cmocka_unit_test(test_novelty_attributed),
         cmocka_unit_test(test_tail_calibration),
         cmocka_unit_test(test_tail_by_sign),
+        cmocka_unit_test(test_tail_sign_warmup),
         cmocka_unit_test(test_own_bar),
         cmocka_unit_test(test_window_rule),
         cmocka_unit_test(test_profile_drift),
