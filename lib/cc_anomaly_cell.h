@@ -81,7 +81,9 @@
  * the steps of its sign at twice the rate, so that tail_steps stays the time constant in
  * steps: a KPI's load bursts (upward) teach its upper tail and leave a drop of the same
  * size scored as the forecast says, and a KPI with one-sided bursts is not discounted on
- * the other side (docs/design/alert-sensitivity.md, "NAB with the defaults"). */
+ * the other side (docs/design/alert-sensitivity.md, "NAB with the defaults"). A sign with
+ * fewer than TAIL_MIN_N steps of its own, while both together have them, is scored by the
+ * larger of the two quantiles (as by the one tail of before). */
 #define TAIL_RATE 30.0
 #define TAIL_MIN_N 100
 
