@@ -20,6 +20,9 @@
 #   - the realised P10-P90 coverage of the served intervals (cellcast_interval_{missed,
 #     scored}_total differenced: every KPI and horizon step; by KPI "coverage_kpi", [scored,
 #     missed] from cellcast_interval_kpi_{scored,missed}_total);
+#   - "served_rel_mae_cells_alike": the same ratio with each cell weighed by 1 / its MASE
+#     scale (cellcast_model_live_scaled_*_total: the rollback watch's own score; none until
+#     the cells' scales have a day);
 #   - messages ingested and refused as no_kpis (counters restart with a re-exec: a drop is
 #     a restart, the day's delta then counts from it).
 #
@@ -179,6 +182,18 @@ for d in range(days):
         if r:
             per_kpi[kpi] = sum(r) / len(r)
     mean = lambda v: sum(v) / len(v) if v else None
+    # the same with each cell weighed alike (1 / its MASE scale): the rollback watch's score
+    scaled = []
+    for kpi in kpis:
+        r = []
+        for kind in ("one_step", "horizon_end"):
+            lab = f'kpi="{kpi}",kind="{kind}"'
+            e = delta(("cellcast_model_live_scaled_abs_error_total", lab))
+            z = delta(("cellcast_model_live_scaled_naive_abs_error_total", lab))
+            if z > 0:
+                r.append(e / z)
+        if r:
+            scaled.append(sum(r) / len(r))
     sc = delta(("cellcast_interval_scored_total", ""))
     mi = delta(("cellcast_interval_missed_total", ""))
     cov_kpi = {}
@@ -216,6 +231,7 @@ for d in range(days):
         "history": [[h.get("event"), h.get("hash"), h.get("data_time")] for h in hist],
         "record_scores": {c.get("kind"): c.get("mase") for c in rec.get("candidates", [])},
         "served_rel_mae": mean(list(per_kpi.values())),
+        "served_rel_mae_cells_alike": mean(scaled),
         "one_step": mean(per_kind["one_step"]), "horizon_end": mean(per_kind["horizon_end"]),
         "per_kpi": per_kpi, "watch_samples": scored,
         "coverage": 1 - mi / sc if sc > 0 else None, "interval_scored": sc,
