@@ -440,3 +440,23 @@ int cc_anomaly_settings_set(CcAnomalySettings *s, const CcHparams *hp, const cha
     }
     return cc_errf(err, errlen, -ENOENT, "alerts.%s: unknown setting", key);
 }
+
+int cc_anomaly_settings_set_list(CcAnomalySettings *s, const CcHparams *hp, const char *list,
+                                 char *err, size_t errlen)
+{
+    char *dup = list ? strdup(list) : NULL, *save = NULL;
+    if (!dup)
+        return cc_errf(err, errlen, list ? -ENOMEM : -EINVAL, "alerts: no settings list");
+    int rc = 0;
+    for (char *t = strtok_r(dup, ",", &save); t && !rc; t = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(t, '=');
+        if (!eq) {
+            rc = cc_errf(err, errlen, -EINVAL, "'%s' is not key=value", t);
+            break;
+        }
+        *eq = 0;
+        rc = cc_anomaly_settings_set(s, hp, t, eq + 1, err, errlen);
+    }
+    free(dup);
+    return rc;
+}

@@ -321,27 +321,14 @@ static int anomaly_opts(AnomalyArgs *a, int argc, char **argv)
 
 /* ------------------------------------------------------------------ settings */
 
-/* "k=v,k=v": alerts.* settings by name (cc_anomaly_settings_set). 0 or -1 (reported). */
+/* "k=v,k=v": alerts.* settings by name (cc_anomaly_settings_set_list). 0 or -1 (reported). */
 static int apply_sets(CcAnomalySettings *s, const CcHparams *hp, const char *spec)
 {
-    char *dup = strdup(spec), *save = NULL, err[256];
-    int rc = dup ? 0 : -1;
-    for (char *t = dup ? strtok_r(dup, ",", &save) : NULL; t && !rc;
-         t = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(t, '=');
-        if (!eq) {
-            fprintf(stderr, "cellcast anomaly-eval: '%s' is not key=value\n", t);
-            rc = -1;
-            break;
-        }
-        *eq = 0;
-        if (cc_anomaly_settings_set(s, hp, t, eq + 1, err, sizeof err)) {
-            fprintf(stderr, "cellcast anomaly-eval: %s\n", err);
-            rc = -1;
-        }
-    }
-    free(dup);
-    return rc;
+    char err[256];
+    if (cc_anomaly_settings_set_list(s, hp, spec, err, sizeof err) == 0)
+        return 0;
+    fprintf(stderr, "cellcast anomaly-eval: %s\n", err);
+    return -1;
 }
 
 /* The model KPIs of a comma-separated list, each passed to fn; -1 (reported) on a name

@@ -828,31 +828,6 @@ static int explain(const Member *m, const Event *ev, const EvList *by_cell, int 
     return best;
 }
 
-/* --set "k=v,k=v": alerts.* settings by name over the library's defaults (as cellcast
- * anomaly-eval --set), so a candidate default is measured without a build of its own.
- * 0 or -1 (reported). */
-static int apply_anomaly_set(CcAnomalySettings *s, const CcHparams *hp, const char *spec)
-{
-    char *dup = strdup(spec), *save = NULL, err[256];
-    int rc = dup ? 0 : -1;
-    for (char *t = dup ? strtok_r(dup, ",", &save) : NULL; t && !rc;
-         t = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(t, '=');
-        if (!eq) {
-            fprintf(stderr, "fleet_eval: --set: '%s' is not key=value\n", t);
-            rc = -1;
-            break;
-        }
-        *eq = 0;
-        if (cc_anomaly_settings_set(s, hp, t, eq + 1, err, sizeof err)) {
-            fprintf(stderr, "fleet_eval: --set: %s\n", err);
-            rc = -1;
-        }
-    }
-    free(dup);
-    return rc;
-}
-
 int main(int argc, char **argv)
 {
     Args a = {.days = 28, .warmup_days = 7, .threads = 1, .post = 10, .max_cells = -1};
@@ -1000,8 +975,12 @@ int main(int argc, char **argv)
     as.step_seconds = S;
     if (as.min_kpis > hp->n_features)
         as.min_kpis = hp->n_features;
-    if (a.anomaly_set && apply_anomaly_set(&as, hp, a.anomaly_set))
+    char set_err[256]; /* --set: alerts.* by name over the library's defaults */
+    if (a.anomaly_set &&
+        cc_anomaly_settings_set_list(&as, hp, a.anomaly_set, set_err, sizeof set_err)) {
+        fprintf(stderr, "fleet_eval: --set: %s\n", set_err);
         return 2;
+    }
     if (as.lag_steps < 0)
         as.lag_steps = hp->horizon < CC_ANOMALY_MAX_LAG ? hp->horizon : CC_ANOMALY_MAX_LAG;
     if (cc_anomaly_validate(&as, err, sizeof err)) {

@@ -1387,6 +1387,15 @@ static void test_default_lag_is_horizon(void **state)
     assert_int_equal(cc_anomaly_settings_set(&s, NULL, "lag_steps", "-1", NULL, 0), 0);
     assert_int_equal(s.lag_steps, -1);
     assert_int_equal(cc_anomaly_settings_set(&s, NULL, "lag_steps", "-2", NULL, 0), -EINVAL);
+    /* a list of them: in order, stopping at the first bad item (the ones before stay set) */
+    char err[128];
+    assert_int_equal(
+        cc_anomaly_settings_set_list(&s, NULL, "lag_steps=0,warn_z=12", err, sizeof err), 0);
+    assert_true(s.lag_steps == 0 && s.warn_z == 12);
+    assert_int_equal(cc_anomaly_settings_set_list(&s, NULL, "warn_z=11,crit_z", err, sizeof err),
+                     -EINVAL);
+    assert_true(s.warn_z == 11 && strstr(err, "'crit_z' is not key=value"));
+    assert_int_equal(cc_anomaly_settings_set_list(&s, NULL, "no_such=1", err, sizeof err), -ENOENT);
 }
 
 /* Lag calibration: a lagged forecast much worse than its sd says (|z_L| ≈ 6 on every

@@ -692,6 +692,12 @@ const CcAnomalyKey *cc_anomaly_keys(int *n);
 int cc_anomaly_settings_set(CcAnomalySettings *s, const CcHparams *hp, const char *key,
                             const char *value, char *err, size_t errlen);
 
+/** cc_anomaly_settings_set for each "key=value" of a comma-separated list ("warn_z=12,
+ *  kpis.prb.min=0"), in order. 0, or the first failure's code (-EINVAL also for an item
+ *  that is not key=value, -ENOMEM), message in err; the items before it stay set. */
+int cc_anomaly_settings_set_list(CcAnomalySettings *s, const CcHparams *hp, const char *list,
+                                 char *err, size_t errlen);
+
 const char *cc_alert_kind_name(enum CcAlertKind k);         ///< "anomaly", "data_quality"
 const char *cc_alert_state_name(enum CcAlertState s);       ///< "firing", "resolved"
 const char *cc_alert_severity_name(enum CcAlertSeverity s); ///< "warning", "critical"
