@@ -636,23 +636,7 @@ int cc_learn_fit_linear(CcModel **out, const CcHparams *hp, const CcDataset *ds,
                                   .n_lambdas = CC_LEARN_N_LAMBDAS,
                                   .refit = val,
                                   .loss = loss};
-        CcLinearFitReport own, *r = rep ? rep : &own;
-        rc = cc_trainer_fit_linear_scaled(tr, &fs, r);
-        /* cells with gaps leave few windows whose every horizon step is observed (NAB's
-         * irregular 5-minute series: none on their first day): then the windows with some
-         * step observed count too, their other targets the imputed values */
-        if ((rc == -EAGAIN || (rc == 0 && r->n_fit < 2 * (int64_t)hp->linear_window)) &&
-            !(stop && *stop)) {
-            CcLinearFitReport whole = *r;
-            fs.partial_targets = 1;
-            int rc2 = cc_trainer_fit_linear_scaled(tr, &fs, r);
-            if (rc2 < 0 && rc == 0) /* a failed fit sets no map: the whole windows' stays */
-                *r = whole;
-            else if (rc2 == 0 && rc == 0 && r->n_fit == whole.n_fit)
-                *r = whole; /* no window with a step missing: the same windows, the same map */
-            else
-                rc = rc2;
-        }
+        rc = cc_trainer_fit_linear_scaled(tr, &fs, rep); /* gappy cells: its fallback */
         free(scale);
     } else
         rc = -ENOMEM;

@@ -1999,21 +1999,34 @@ int cc_trainer_fit_linear_scaled(CcTrainer *t, const CcLinearFitSettings *s, CcL
         if (!(s->lambdas[q] >= 0))
             return -EINVAL;
     const int mae = s->loss == CC_LINEAR_LOSS_MAE;
-    t->lin_partial = s->partial_targets != 0;
-    rp.partial_targets = t->lin_partial;
     CcRidge *rg = NULL;
     double *x = malloc((size_t)(NL > 2 ? NL : 2) * K * HZ * sizeof *x);
     double *xm = mae ? malloc((size_t)K * HZ * sizeof *xm) : NULL;
     double *pen = mae ? malloc((size_t)HZ * sizeof *pen) : NULL;
     int ret = x && (!mae || (xm && pen)) ? cc_ridge_open(&rg, K, HZ) : -ENOMEM;
-    for (int64_t p = 0; ret == 0 && p < t->n_train_pool; p++) {
-        const Pool *pl = &t->train_pool[p];
-        for (int f = 0; ret == 0 && f < F; f++) {
-            double sc = s->scale[(size_t)pl->series * F + f];
-            if (scale_ok(sc))
-                ret = scaled_window_rows(t, rg, pl->series, f, pl->e, pl->cmin, pl->cmax, sc, NULL,
-                                         0, NULL, NULL, &rp.n_fit);
+    /* the windows whose every horizon step is observed; fewer than 2·R of them (cells with
+     * gaps: NAB's irregular 5-minute series have none on their first day), those with at
+     * least one, their other targets the imputed values (t->lin_partial) */
+    for (int partial = 0; ret == 0 && partial < 2; partial++) {
+        const int64_t whole = rp.n_fit;
+        if (partial) {
+            if (whole >= 2 * (int64_t)R)
+                break;
+            cc_ridge_close(&rg);
+            ret = cc_ridge_open(&rg, K, HZ);
+            rp.n_fit = 0;
         }
+        t->lin_partial = partial;
+        for (int64_t p = 0; ret == 0 && p < t->n_train_pool; p++) {
+            const Pool *pl = &t->train_pool[p];
+            for (int f = 0; ret == 0 && f < F; f++) {
+                double sc = s->scale[(size_t)pl->series * F + f];
+                if (scale_ok(sc))
+                    ret = scaled_window_rows(t, rg, pl->series, f, pl->e, pl->cmin, pl->cmax, sc,
+                                             NULL, 0, NULL, NULL, &rp.n_fit);
+            }
+        }
+        rp.partial_targets = partial && rp.n_fit > whole; /* else the same windows */
     }
     if (ret < 0)
         goto done;

@@ -1571,20 +1571,6 @@ static int train_linear_init(Train *t)
                                                                             : CC_LINEAR_LOSS_MAE};
             CcLinearFitReport rep;
             r = cc_trainer_fit_linear_scaled(t->tr, &fs, &rep);
-            /* cells with gaps: the windows with some horizon step observed count too, as
-             * in cc_learn_fit_linear (a failed fit leaves the map as it was) */
-            const int64_t whole = r == 0 ? rep.n_fit : 0;
-            if ((r == -EAGAIN || (r == 0 && whole < 2 * (int64_t)t->m->hp.linear_window))) {
-                fs.partial_targets = 1;
-                CcLinearFitReport part;
-                int r2 = cc_trainer_fit_linear_scaled(t->tr, &fs, &part);
-                if (r2 == 0 && part.n_fit > whole)
-                    r = 0, rep = part;
-                else if (r2 == 0 && r == 0) /* the same windows: the same map */
-                    rep.partial_targets = 0;
-                else if (r != 0)
-                    r = r2;
-            }
             lambda = rep.lambda, n = rep.n_fit;
             if (r == 0 && fs.loss == CC_LINEAR_LOSS_MAE && !a->quiet)
                 fprintf(stderr,

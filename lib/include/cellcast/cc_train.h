@@ -347,11 +347,6 @@ typedef struct CcLinearFitSettings {
                            ///< 1: no coarse stage)
     double mae_relax;      ///< CC_LINEAR_LOSS_MAE: each pass moves relax times the way to the
                            ///< solve's point, in (0, 2) (0: CC_LINEAR_FIT_MAE_RELAX; 1: plain IRLS)
-    int partial_targets;   ///< 0 (default): a window counts only when every horizon step of it
-                           ///< is observed; 1: when at least one is, its unobserved steps'
-                           ///< targets the imputed values in the fit and left out of the
-                           ///< validation's errors (cells with gaps, which leave few whole
-                           ///< windows: cc_learn_fit_linear's fallback)
 } CcLinearFitSettings;
 
 #define CC_LINEAR_FIT_MAX_LAMBDAS 16
@@ -379,11 +374,13 @@ typedef struct CcLinearFitReport {
     double val_crit[CC_LINEAR_FIT_MAX_LAMBDAS]; ///< per lambda: the mean over KPIs of the
                                                 ///< validation MAE / scale (NaN: not scored)
     int64_t n_fit, n_refit;                     ///< samples of the choice, added by refit
-    int partial_targets;                        ///< the settings' partial_targets, as used
-    int mae_passes;                             ///< CC_LINEAR_LOSS_MAE: IRLS passes made
-    int mae_coarse_passes;     ///< CC_LINEAR_LOSS_MAE: IRLS passes on the coarse stage's subsample
-                               ///< (besides mae_passes)
-    int mae_kept;              ///< CC_LINEAR_LOSS_MAE: 1 = the MAE map kept, 0 = the ridge's
+    int partial_targets;   ///< 1: fewer than 2·R windows had every horizon step observed (cells
+                           ///< with gaps), so those with at least one were fitted, their other
+                           ///< targets the imputed values, and validated on observed steps
+    int mae_passes;        ///< CC_LINEAR_LOSS_MAE: IRLS passes made
+    int mae_coarse_passes; ///< CC_LINEAR_LOSS_MAE: IRLS passes on the coarse stage's subsample
+                           ///< (besides mae_passes)
+    int mae_kept;          ///< CC_LINEAR_LOSS_MAE: 1 = the MAE map kept, 0 = the ridge's
     double mae_start, mae_end; ///< CC_LINEAR_LOSS_MAE: the mean absolute error in MASE units
                                ///< over the training rows and horizon steps at the ridge
                                ///< solution and at the MAE map (NaN: not fitted)
